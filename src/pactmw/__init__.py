@@ -1,0 +1,49 @@
+"""pactmw: let a web app answer personal agents (PACT 1.0 over A2A, Parafé consent).
+
+The public API. Framework glue lives in `pactmw.adapters.{asgi,wsgi,django,flask}`.
+"""
+
+from pactmw.config import ConfigError, Settings
+from pactmw.core.errors import (
+    AuthenticationFailed,
+    FetchError,
+    JoseError,
+    KeyUnavailable,
+    MalformedInput,
+    PactmwError,
+)
+from pactmw.core.fetch import FetchPolicy
+from pactmw.core.jwk import KeySet, PrivateJWK, PublicJWK, generate_private_jwk, parse_jwks
+from pactmw.core.keys import CachePolicy, JwksCache
+from pactmw.protocols.identity import (
+    AgentRegistry,
+    IdentityVerifier,
+    PersonalAgent,
+    RegisteredAgent,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentRegistry",
+    "AuthenticationFailed",
+    "CachePolicy",
+    "ConfigError",
+    "FetchError",
+    "FetchPolicy",
+    "IdentityVerifier",
+    "JoseError",
+    "JwksCache",
+    "KeySet",
+    "KeyUnavailable",
+    "MalformedInput",
+    "PactmwError",
+    "PersonalAgent",
+    "PrivateJWK",
+    "PublicJWK",
+    "RegisteredAgent",
+    "Settings",
+    "__version__",
+    "generate_private_jwk",
+    "parse_jwks",
+]

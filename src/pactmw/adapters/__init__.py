@@ -1,0 +1,1 @@
+"""Thin framework glue: ASGI (Starlette/FastAPI), WSGI (Werkzeug), Django, Flask."""

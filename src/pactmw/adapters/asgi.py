@@ -1,0 +1,188 @@
+"""ASGI adapter: pure ASGI middleware, a Starlette authentication backend, a view decorator.
+
+The middleware is a plain ASGI callable (not `BaseHTTPMiddleware`), so it streams, keeps
+context variables and never reads the request body: a refused request is answered before
+any of it is received. After it, `request.user` is a `PersonalAgentUser`, `request.auth.scopes`
+contains `"authenticated"` and `"personal_agent"`, and `scope["pactmw.personal_agent"]` holds
+the `PersonalAgent`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.authentication import (
+    AuthCredentials,
+    AuthenticationBackend,
+    AuthenticationError,
+    BaseUser,
+)
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response as StarletteResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pactmw.config import in_protected_path
+from pactmw.core.errors import AuthenticationFailed
+from pactmw.core.http import Response, asgi_header, challenge
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+
+SCOPE_KEY = "pactmw.personal_agent"
+AUTH_SCOPES = ("authenticated", "personal_agent")
+
+
+class PersonalAgentUser(BaseUser):
+    """Starlette's view of a verified personal agent.
+
+    `identity` and `display_name` are the stable `actor_id`: the A2A SDK and other Starlette
+    code key ownership on `display_name`, so it must not collide between agents.
+    """
+
+    def __init__(self, personal_agent: PersonalAgent) -> None:
+        self.personal_agent = personal_agent
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def display_name(self) -> str:
+        return self.personal_agent.actor_id
+
+    @property
+    def identity(self) -> str:
+        return self.personal_agent.actor_id
+
+
+def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
+    """Put the verified caller where Starlette users and the A2A SDK look for it."""
+    scope[SCOPE_KEY] = personal_agent
+    scope["user"] = PersonalAgentUser(personal_agent)
+    scope["auth"] = AuthCredentials(list(AUTH_SCOPES))
+
+
+async def send_response(response: Response, send: Send) -> None:
+    """Send a neutral `Response` over ASGI."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status,
+            "headers": [
+                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": response.body})
+
+
+def to_starlette(response: Response) -> StarletteResponse:
+    """A neutral `Response` as a Starlette response (headers kept exactly)."""
+    result = StarletteResponse(content=response.body, status_code=response.status)
+    result.raw_headers = [
+        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers
+    ]
+    return result
+
+
+class PersonalAgentMiddleware:
+    """Verify the personal-agent JWT on every HTTP request under `path_prefix`.
+
+    `path_prefix=None` guards nothing (use `personal_agent_required` on single endpoints).
+    """
+
+    def __init__(
+        self, app: ASGIApp, verifier: IdentityVerifier, *, path_prefix: str | None = "/a2a/"
+    ) -> None:
+        self.app = app
+        self.verifier = verifier
+        self.path_prefix = path_prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not in_protected_path(scope["path"], self.path_prefix):
+            await self.app(scope, receive, send)
+            return
+        try:
+            personal_agent = await self.verifier.averify(
+                asgi_header(scope["headers"], b"authorization")
+            )
+        except AuthenticationFailed as exc:
+            await send_response(challenge(exc), send)
+            return
+        attach(scope, personal_agent)
+        await self.app(scope, receive, send)
+
+
+class PersonalAgentAuthError(AuthenticationError):
+    """Carries the `AuthenticationFailed` through Starlette's `AuthenticationMiddleware`."""
+
+    def __init__(self, failure: AuthenticationFailed) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
+class PersonalAgentBackend(AuthenticationBackend):
+    """For Starlette's `AuthenticationMiddleware` when an app mixes several auth schemes.
+
+    A request without `Authorization` stays anonymous (Starlette's convention); a bad token is
+    an error. Pass `on_error=on_auth_error` to answer it with the PACT 401 challenge (Starlette's
+    default answers 400).
+    """
+
+    def __init__(self, verifier: IdentityVerifier) -> None:
+        self.verifier = verifier
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        authorization = asgi_header(conn.scope["headers"], b"authorization")
+        if authorization is None:
+            return None
+        try:
+            personal_agent = await self.verifier.averify(authorization)
+        except AuthenticationFailed as exc:
+            raise PersonalAgentAuthError(exc) from exc
+        conn.scope[SCOPE_KEY] = personal_agent
+        return AuthCredentials(list(AUTH_SCOPES)), PersonalAgentUser(personal_agent)
+
+
+def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
+    """`AuthenticationMiddleware(on_error=...)` that answers with the PACT challenge."""
+    failure = (
+        exc.failure if isinstance(exc, PersonalAgentAuthError) else AuthenticationFailed("refused")
+    )
+    return to_starlette(challenge(failure))
+
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Any]])
+
+
+def personal_agent_required(verifier: IdentityVerifier) -> Callable[[Endpoint], Endpoint]:
+    """Decorate an async Starlette/FastAPI endpoint taking `request` so it needs a personal agent.
+
+    Uses the caller already verified by the middleware when there is one.
+    """
+
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        @functools.wraps(endpoint)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            request = kwargs.get("request")
+            if request is None:
+                request = next(a for a in args if isinstance(a, Request))
+            if SCOPE_KEY not in request.scope:
+                try:
+                    personal_agent = await verifier.averify(
+                        asgi_header(request.scope["headers"], b"authorization")
+                    )
+                except AuthenticationFailed as exc:
+                    return to_starlette(challenge(exc))
+                attach(request.scope, personal_agent)
+            return await endpoint(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
+    """The verified caller of this request, or None."""
+    found = conn.scope.get(SCOPE_KEY)
+    return found if isinstance(found, PersonalAgent) else None

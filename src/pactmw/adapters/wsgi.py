@@ -1,0 +1,92 @@
+"""WSGI adapter (Werkzeug): middleware that guards a path prefix, and a view decorator.
+
+The verified caller is put in `environ["pactmw.personal_agent"]`. A refused request is
+answered before the application runs, without reading the request body.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.wrappers import Response as WerkzeugResponse
+
+from pactmw.config import in_protected_path
+from pactmw.core.errors import AuthenticationFailed
+from pactmw.core.http import Response, challenge
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+ENVIRON_KEY = "pactmw.personal_agent"
+
+
+def to_werkzeug(response: Response) -> WerkzeugResponse:
+    """A neutral `Response` as a Werkzeug response (no default content type added)."""
+    result = WerkzeugResponse(response.body, status=response.status)
+    result.headers.clear()
+    for name, value in response.headers:
+        result.headers.add(name, value)
+    return result
+
+
+def verify_environ(verifier: IdentityVerifier, environ: WSGIEnvironment) -> PersonalAgent:
+    """Verify the `Authorization` header of a WSGI request (raises `AuthenticationFailed`)."""
+    return verifier.verify(environ.get("HTTP_AUTHORIZATION"))
+
+
+class PersonalAgentMiddleware:
+    """Verify the personal-agent JWT on every request whose `PATH_INFO` is under `path_prefix`.
+
+    Apply as `app.wsgi_app = PersonalAgentMiddleware(app.wsgi_app, verifier)` in Flask, or
+    around any WSGI application.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        verifier: IdentityVerifier,
+        *,
+        path_prefix: str | None = "/a2a/",
+    ) -> None:
+        self.app = app
+        self.verifier = verifier
+        self.path_prefix = path_prefix
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if not in_protected_path(environ.get("PATH_INFO", ""), self.path_prefix):
+            return self.app(environ, start_response)
+        try:
+            environ[ENVIRON_KEY] = verify_environ(self.verifier, environ)
+        except AuthenticationFailed as exc:
+            return to_werkzeug(challenge(exc))(environ, start_response)
+        return self.app(environ, start_response)
+
+
+def personal_agent_required(
+    verifier: IdentityVerifier,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a WSGI application (`(environ, start_response)`) so it needs a personal agent."""
+
+    def decorate(app: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(app)
+        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            if not isinstance(environ.get(ENVIRON_KEY), PersonalAgent):
+                try:
+                    environ[ENVIRON_KEY] = verify_environ(verifier, environ)
+                except AuthenticationFailed as exc:
+                    return to_werkzeug(challenge(exc))(environ, start_response)
+            result: Iterable[bytes] = app(environ, start_response)
+            return result
+
+        return wrapper
+
+    return decorate
+
+
+def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
+    """The verified caller of this request, or None."""
+    found = environ.get(ENVIRON_KEY)
+    return found if isinstance(found, PersonalAgent) else None

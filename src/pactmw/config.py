@@ -1,0 +1,202 @@
+"""One typed configuration, built from a plain dict.
+
+A TOML file, Django's `settings.PACTMW`, Flask's `app.config["PACTMW"]` and Python code all
+feed `Settings.from_mapping`, so every entry point reads the same keys the same way. Unknown
+keys are errors: a typo must not silently weaken a check.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from attrs import frozen
+
+from pactmw.core.errors import MalformedInput, PactmwError
+from pactmw.core.fetch import FetchPolicy, IPNetwork
+from pactmw.core.jwk import parse_jwks
+from pactmw.core.keys import JwksCache
+from pactmw.protocols.identity import (
+    AgentOverrides,
+    AgentRegistry,
+    IdentityVerifier,
+    RegisteredAgent,
+)
+
+T = TypeVar("T")
+
+
+class ConfigError(PactmwError, ValueError):
+    """The configuration is invalid; the message names the key."""
+
+
+def _typed(data: Mapping[str, Any], key: str, kind: type[T], default: T, where: str) -> T:
+    value = data.get(key, default)
+    # bool is an int subclass; a float setting given as an int is fine.
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{where}{key} must be a {kind.__name__}")
+    return value
+
+
+def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{where}{key} must be a non-empty string")
+    return value
+
+
+def _no_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown configuration key {where}{unknown[0]}")
+
+
+_AGENT_KEYS = frozenset({"issuer", "jwks_uri", "jwks", "name", "enabled", "audience"})
+
+
+def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> RegisteredAgent:
+    """One `[[agents]]` entry: `issuer`, `jwks_uri` or `jwks`, `name`, `enabled`, `audience`."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}each agent must be a table/dict")
+    _no_unknown(data, _AGENT_KEYS, where)
+    issuer = _optional_str(data, "issuer", where)
+    if issuer is None:
+        raise ConfigError(f"{where}issuer is required")
+    jwks = None
+    if "jwks" in data:
+        try:
+            jwks = parse_jwks(data["jwks"])
+        except MalformedInput as exc:
+            raise ConfigError(f"{where}jwks: {exc}") from exc
+    try:
+        return RegisteredAgent(
+            issuer=issuer,
+            name=_typed(data, "name", str, "", where),
+            jwks_uri=_optional_str(data, "jwks_uri", where),
+            jwks=jwks,
+            enabled=_typed(data, "enabled", bool, True, where),
+            audience=_optional_str(data, "audience", where),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}{exc}") from exc
+
+
+@frozen
+class Settings:
+    """Everything pactmw needs to verify personal agents.
+
+    Keys (all optional but `audience`): `audience`, `agents` (a list of agent tables),
+    `allow_http_jwks_on_loopback`, `allowed_jwks_networks` (CIDR strings for internal JWKS
+    hosts), `open_mode`, `protect_prefix` (the path prefix the middleware guards; empty
+    string or None guards nothing, leaving it to decorators), `clock_skew`, `jwks_timeout`.
+    """
+
+    audience: str
+    agents: tuple[RegisteredAgent, ...] = ()
+    allow_http_jwks_on_loopback: bool = False
+    allowed_jwks_networks: tuple[IPNetwork, ...] = ()
+    open_mode: bool = False
+    protect_prefix: str | None = "/a2a/"
+    clock_skew: float = 30.0
+    jwks_timeout: float = 5.0
+    #: Keys that other parts of pactmw read (the Provider's); kept verbatim for them.
+    extra: Mapping[str, Any] = {}
+
+    KNOWN_KEYS = frozenset(
+        {
+            "audience",
+            "agents",
+            "allow_http_jwks_on_loopback",
+            "allowed_jwks_networks",
+            "open_mode",
+            "protect_prefix",
+            "clock_skew",
+            "jwks_timeout",
+        }
+    )
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any], *, extra_keys: frozenset[str] = frozenset()
+    ) -> Settings:
+        """Build from a dict; `extra_keys` are accepted and kept in `extra` for their owner."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("configuration must be a dict/table")
+        _no_unknown(data, cls.KNOWN_KEYS | extra_keys, "")
+        audience = _optional_str(data, "audience", "")
+        if audience is None:
+            raise ConfigError("audience is required (the aud personal agents put in their JWT)")
+        agents_data = data.get("agents", [])
+        if not isinstance(agents_data, list):
+            raise ConfigError("agents must be a list of tables")
+        agents = tuple(agent_from_mapping(a, f"agents[{i}].") for i, a in enumerate(agents_data))
+        issuers = [agent.issuer for agent in agents]
+        if len(set(issuers)) != len(issuers):
+            raise ConfigError("agents: each issuer may be listed once")
+        networks = data.get("allowed_jwks_networks", [])
+        if not isinstance(networks, list) or not all(isinstance(n, str) for n in networks):
+            raise ConfigError("allowed_jwks_networks must be a list of CIDR strings")
+        try:
+            parsed_networks = tuple(ipaddress.ip_network(n) for n in networks)
+        except ValueError as exc:
+            raise ConfigError(f"allowed_jwks_networks: {exc}") from exc
+        prefix = data.get("protect_prefix", "/a2a/")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ConfigError("protect_prefix must be a string")
+        skew = _typed(data, "clock_skew", float, 30.0, "")
+        if not 0 <= skew <= 300:
+            raise ConfigError("clock_skew must be between 0 and 300 seconds")
+        timeout = _typed(data, "jwks_timeout", float, 5.0, "")
+        if not 0 < timeout <= 60:
+            raise ConfigError("jwks_timeout must be between 0 and 60 seconds")
+        return cls(
+            audience=audience,
+            agents=agents,
+            allow_http_jwks_on_loopback=_typed(
+                data, "allow_http_jwks_on_loopback", bool, False, ""
+            ),
+            allowed_jwks_networks=parsed_networks,
+            open_mode=_typed(data, "open_mode", bool, False, ""),
+            protect_prefix=prefix or None,
+            clock_skew=skew,
+            jwks_timeout=timeout,
+            extra={key: data[key] for key in extra_keys if key in data},
+        )
+
+    def fetch_policy(self) -> FetchPolicy:
+        """The outbound-fetch policy for JWKS and discovery."""
+        return FetchPolicy(
+            timeout=self.jwks_timeout,
+            allow_http_on_loopback=self.allow_http_jwks_on_loopback,
+            allowed_networks=self.allowed_jwks_networks,
+        )
+
+    def build_verifier(
+        self,
+        *,
+        overrides: AgentOverrides | None = None,
+        clock: Callable[[], float] | None = None,
+        keys: JwksCache | None = None,
+    ) -> IdentityVerifier:
+        """An `IdentityVerifier` for these settings (one per process; it holds the key cache)."""
+        registry = AgentRegistry(self.agents, overrides=overrides)
+        extra: dict[str, Any] = {} if clock is None else {"clock": clock}
+        return IdentityVerifier(
+            audience=self.audience,
+            registry=registry,
+            keys=keys or JwksCache(self.fetch_policy()),
+            open_mode=self.open_mode,
+            leeway=self.clock_skew,
+            **extra,
+        )
+
+
+def in_protected_path(path: str, prefix: str | None) -> bool:
+    """Tell whether the middleware guards `path` under `prefix` (None guards nothing)."""
+    return prefix is not None and path.startswith(prefix)
+
+
+__all__ = ["ConfigError", "Settings", "agent_from_mapping", "in_protected_path"]

@@ -1,0 +1,1 @@
+"""Pure building blocks: encodings, JOSE, keys, errors, the neutral HTTP model."""

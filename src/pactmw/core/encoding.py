@@ -1,0 +1,110 @@
+"""Strict base64url and JSON, as every token parser in pactmw needs them.
+
+Both are stricter than the standard library on purpose: a token that two parsers would read
+differently (padding, stray characters, duplicate JSON keys, NaN) is refused rather than
+interpreted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+
+from pactmw.core.errors import MalformedInput
+
+_B64URL_CHARS = re.compile(rb"[A-Za-z0-9_-]*")
+# Characters whose unused low bits are zero, for the last character of an unpadded segment:
+# any other final character encodes non-zero trailing bits, so two spellings would decode to
+# the same bytes. Refusing them keeps one spelling per value.
+_LAST_CHAR_2 = frozenset(b"AQgw")  # length % 4 == 2: the low 4 bits must be zero
+_LAST_CHAR_3 = frozenset(b"AEIMQUYcgkosw048")  # length % 4 == 3: the low 2 bits must be zero
+
+#: JSON nesting deeper than this is refused before the C parser could recurse too deep.
+MAX_JSON_DEPTH = 32
+
+
+def b64url_encode(data: bytes) -> str:
+    """Encode bytes as unpadded base64url text."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str | bytes) -> bytes:
+    """Decode unpadded, canonical base64url; raise `MalformedInput` for anything else."""
+    raw = text.encode("ascii", "replace") if isinstance(text, str) else text
+    if _B64URL_CHARS.fullmatch(raw) is None:
+        raise MalformedInput("not base64url: unexpected character or padding")
+    remainder = len(raw) % 4
+    if remainder == 1:
+        raise MalformedInput("not base64url: impossible length")
+    if (remainder == 2 and raw[-1] not in _LAST_CHAR_2) or (
+        remainder == 3 and raw[-1] not in _LAST_CHAR_3
+    ):
+        raise MalformedInput("not base64url: non-canonical final character")
+    try:
+        return base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4))
+    except binascii.Error as exc:  # pragma: no cover - the checks above rule this out
+        raise MalformedInput("not base64url") from exc
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise MalformedInput("duplicate key in JSON object")
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise MalformedInput(f"JSON constant {name} is not allowed")
+
+
+def _too_deep(data: bytes | str) -> bool:
+    """Tell whether brackets nest deeper than `MAX_JSON_DEPTH`, ignoring string contents."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+def json_loads(data: bytes | str) -> Any:
+    """Parse strict JSON: UTF-8, no duplicate keys, no NaN/Infinity, bounded nesting.
+
+    Raises `MalformedInput` for anything the strict reading refuses.
+    """
+    if _too_deep(data):
+        raise MalformedInput("JSON nested too deeply")
+    try:
+        return json.loads(
+            data, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+        )
+    except MalformedInput:
+        raise
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers bad syntax, invalid UTF-8 and integers past Python's digit limit.
+        raise MalformedInput("invalid JSON") from exc
+
+
+def json_dumps(value: Any) -> bytes:
+    """Serialise compactly (no spaces) as UTF-8, the form used in JWS segments."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()

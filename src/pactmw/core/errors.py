@@ -1,0 +1,46 @@
+"""One exception hierarchy. Errors are data: adapters render them, nothing else builds bodies."""
+
+from __future__ import annotations
+
+
+class PactmwError(Exception):
+    """Base of every error pactmw raises on purpose."""
+
+
+class MalformedInput(PactmwError, ValueError):
+    """Input that does not parse: bad base64url, bad JSON, a bad JWS or JWK shape."""
+
+
+class JoseError(PactmwError):
+    """A JWS or JWK failed a check. `code` is a stable, log-safe reason."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class KeyUnavailable(PactmwError):
+    """No key could be found or fetched for a token. `code` is a stable, log-safe reason."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class FetchError(PactmwError):
+    """An outbound fetch (JWKS, discovery) was refused or failed."""
+
+
+class AuthenticationFailed(PactmwError):
+    """A request's credentials were refused: HTTP 401 with a `WWW-Authenticate` challenge.
+
+    `reason` is a stable code for logs and metrics (never the token). `www_authenticate` is the
+    exact challenge header value the protocol prescribes; the body is always empty.
+    """
+
+    www_authenticate = 'Bearer realm="a2a"'
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail

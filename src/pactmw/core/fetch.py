@@ -1,0 +1,160 @@
+"""Bounded, SSRF-aware HTTP GET for key material (JWKS, OIDC discovery, DID documents).
+
+Verifiers fetch URLs that come from configuration or from token issuers, so the fetch is
+deliberately narrow: https only (http only to loopback when allowed), every resolved address
+checked and then connected to directly (no second DNS lookup an attacker could rebind),
+no redirects, a total deadline and a body cap.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import socket
+import ssl
+import time
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from attrs import field, frozen
+
+from pactmw.core.errors import FetchError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@frozen
+class FetchPolicy:
+    """Where and how key material may be fetched from.
+
+    `allow_http_on_loopback` is for local development and tests: plain http to 127.0.0.0/8 or
+    ::1. `allowed_networks` lists non-public networks that may be reached (for example an
+    internal JWKS host); everything else that is not a public address is refused.
+    """
+
+    timeout: float = 5.0
+    max_bytes: int = 64 * 1024
+    allow_http_on_loopback: bool = False
+    allowed_networks: tuple[IPNetwork, ...] = ()
+    user_agent: str = "pactmw"
+
+    def address_allowed(self, address: IPAddress) -> bool:
+        if any(address in network for network in self.allowed_networks):
+            return True
+        if address.is_loopback:
+            return self.allow_http_on_loopback
+        return address.is_global
+
+
+@frozen
+class FetchResponse:
+    """A fetched document: status 200 only, its body and the headers that matter."""
+
+    body: bytes = field(repr=False)
+    headers: Mapping[str, str]
+
+
+def _resolve(host: str, port: int) -> list[IPAddress]:
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return [literal]
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise FetchError(f"cannot resolve {host}") from exc
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+
+
+class _PinnedConnection(http.client.HTTPConnection):
+    """An HTTP connection to an address chosen in advance, optionally wrapped in TLS."""
+
+    def __init__(self, host: str, port: int, address: IPAddress, timeout: float, tls: bool) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+        self._tls = tls
+
+    def connect(self) -> None:
+        sock = socket.create_connection((str(self._address), self.port), self.timeout)
+        if self._tls:
+            context = ssl.create_default_context()
+            sock = context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = sock
+
+
+def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json") -> FetchResponse:
+    """GET `url` under `policy`; return a 200 response or raise `FetchError`.
+
+    Blocking: async callers run it in a worker thread.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host or parts.username is not None or parts.password is not None:
+        raise FetchError("URL must name a host and carry no credentials")
+    if parts.scheme not in ("https", "http"):
+        raise FetchError("only https URLs may be fetched")
+    tls = parts.scheme == "https"
+    try:
+        port = parts.port or (443 if tls else 80)
+    except ValueError as exc:
+        raise FetchError("invalid port") from exc
+    addresses = _resolve(host, port)
+    if not addresses or not all(policy.address_allowed(a) for a in addresses):
+        raise FetchError(f"{host} resolves to an address that may not be fetched")
+    if not tls and not all(a.is_loopback for a in addresses):
+        raise FetchError("plain http is allowed only to loopback")
+    deadline = time.monotonic() + policy.timeout
+    connection = _PinnedConnection(host, port, addresses[0], policy.timeout, tls)
+    try:
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        connection.request("GET", path, headers={"Accept": accept, "User-Agent": policy.user_agent})
+        response = connection.getresponse()
+        if response.status != 200:
+            # Redirects are not followed: the configured URL is the one that is trusted.
+            raise FetchError(f"{url} answered HTTP {response.status}")
+        declared = response.getheader("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > policy.max_bytes:
+            raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
+        chunks: list[bytes] = []
+        received = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise FetchError(f"{url} took longer than {policy.timeout} s")
+            if connection.sock is not None:
+                # One deadline for the whole body, so a server dripping bytes cannot hold on.
+                connection.sock.settimeout(remaining)
+            chunk = response.read1(16 * 1024)
+            if not chunk:
+                break
+            received += len(chunk)
+            if received > policy.max_bytes:
+                raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
+            chunks.append(chunk)
+        headers = {name.lower(): value for name, value in response.getheaders()}
+        return FetchResponse(body=b"".join(chunks), headers=headers)
+    except (OSError, http.client.HTTPException) as exc:
+        raise FetchError(f"{url} could not be fetched: {type(exc).__name__}") from exc
+    finally:
+        connection.close()
+
+
+def max_age(headers: Mapping[str, str]) -> float | None:
+    """The `max-age` of a `Cache-Control` header, if any (`no-store`/`no-cache` give 0)."""
+    value = headers.get("cache-control")
+    if not value:
+        return None
+    seconds: float | None = None
+    for directive in value.split(","):
+        name, _, arg = directive.strip().partition("=")
+        name = name.strip().lower()
+        if name in ("no-store", "no-cache"):
+            return 0.0
+        if name == "max-age" and arg.strip().strip('"').isdigit():
+            seconds = float(arg.strip().strip('"'))
+    return seconds

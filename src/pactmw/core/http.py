@@ -1,0 +1,53 @@
+"""The framework-neutral HTTP model every adapter translates to and from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from attrs import field, frozen
+
+from pactmw.core.errors import AuthenticationFailed
+
+
+@frozen
+class Response:
+    """A complete HTTP response: status, header pairs (in order) and body bytes."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = field(default=b"", repr=False)
+
+
+def challenge(exc: AuthenticationFailed) -> Response:
+    """The 401 answer to a refused credential: the protocol's challenge and an empty body.
+
+    No A2A body and no A2A content type (PACT §3.4; the conformance suite checks both).
+    """
+    return Response(
+        status=401,
+        headers=(
+            ("WWW-Authenticate", exc.www_authenticate),
+            ("Content-Length", "0"),
+            ("Cache-Control", "no-store"),
+        ),
+    )
+
+
+def single_header(values: Iterable[str]) -> str | None:
+    """The one value of a header that must not repeat; a repeated one is treated as missing.
+
+    Two `Authorization` headers are ambiguous (different servers and proxies pick different
+    ones), so pactmw refuses to guess.
+    """
+    found = list(values)
+    return found[0] if len(found) == 1 else None
+
+
+def asgi_header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The single value of header `name` (lowercase bytes) in an ASGI header list."""
+    return single_header(v.decode("latin-1") for k, v in headers if k.lower() == name)
+
+
+def header_map(headers: Mapping[str, str]) -> dict[str, str]:
+    """Lower-case the names of a header mapping."""
+    return {name.lower(): value for name, value in headers.items()}

@@ -1,0 +1,159 @@
+"""Compact JWS (RFC 7515) parsing, verification and signing. Pure: no I/O.
+
+Every caller states the algorithms it allows, and the header's `alg` is checked against that
+set before any key is looked up, so an HMAC or `none` token never reaches a key at all.
+`jku`, `x5u` and `jwk` header members are ignored: keys come only from configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import field, frozen
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import (
+    decode_dss_signature,
+    encode_dss_signature,
+)
+
+from pactmw.core.encoding import b64url_decode, b64url_encode, json_dumps, json_loads
+from pactmw.core.errors import JoseError, MalformedInput
+from pactmw.core.jwk import PrivateJWK, PublicJWK
+
+#: Tokens longer than this are refused before any decoding (a header-size bound).
+MAX_TOKEN_LENGTH = 16 * 1024
+_SHA256 = hashes.SHA256()
+_ECDSA_SHA256 = ec.ECDSA(_SHA256)
+_PKCS1 = padding.PKCS1v15()
+
+
+@frozen
+class JWS:
+    """A parsed, not yet verified, compact JWS."""
+
+    header: Mapping[str, Any]
+    payload: bytes = field(repr=False)
+    signing_input: bytes = field(repr=False)
+    signature: bytes = field(repr=False)
+
+    @property
+    def alg(self) -> str:
+        return str(self.header["alg"])
+
+    @property
+    def kid(self) -> str | None:
+        kid = self.header.get("kid")
+        return kid if isinstance(kid, str) else None
+
+    def claims(self) -> dict[str, Any]:
+        """The payload as a JSON object (strict parsing); `JoseError` if it is not one."""
+        try:
+            value = json_loads(self.payload)
+        except MalformedInput as exc:
+            raise JoseError("malformed", f"payload: {exc}") from exc
+        if not isinstance(value, dict):
+            raise JoseError("malformed", "payload is not a JSON object")
+        return value
+
+
+def parse_compact(token: str, *, allowed_algs: frozenset[str]) -> JWS:
+    """Parse a compact JWS and check its header, without verifying the signature.
+
+    Raises `JoseError` with code `malformed` (shape, encoding, header JSON, `crit`, `b64`) or
+    `alg_not_allowed` (the header's `alg` is not in `allowed_algs`).
+    """
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise JoseError("malformed", "token too long")
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise JoseError("malformed", "a compact JWS has exactly three segments")
+    header_b64, payload_b64, signature_b64 = parts
+    try:
+        header = json_loads(b64url_decode(header_b64))
+    except MalformedInput as exc:
+        raise JoseError("malformed", f"header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise JoseError("malformed", "header is not a JSON object")
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg not in allowed_algs:
+        raise JoseError("alg_not_allowed", "alg not allowed here")
+    # No extension is understood, so any `crit` must fail (RFC 7515 §4.1.11); `b64` (RFC 7797)
+    # changes what is signed and is refused outright.
+    if "crit" in header or "b64" in header:
+        raise JoseError("malformed", "crit and b64 headers are not supported")
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise JoseError("malformed", "kid must be a string")
+    try:
+        payload = b64url_decode(payload_b64)
+        signature = b64url_decode(signature_b64)
+    except MalformedInput as exc:
+        raise JoseError("malformed", str(exc)) from exc
+    return JWS(
+        header=header,
+        payload=payload,
+        signing_input=f"{header_b64}.{payload_b64}".encode("ascii"),
+        signature=signature,
+    )
+
+
+def verify_signature(jws: JWS, key: PublicJWK) -> None:
+    """Verify `jws` with `key`; `JoseError("bad_signature")` when it does not verify.
+
+    The key's type must fit the header's `alg` (`JoseError("key_mismatch")` otherwise), so an
+    RSA key can never be used for an ES256 token or the other way round.
+    """
+    alg = jws.alg
+    if not key.fits(alg):
+        raise JoseError("key_mismatch", "key does not fit alg")
+    public = key.key
+    try:
+        if alg == "ES256" and isinstance(public, ec.EllipticCurvePublicKey):
+            # JWS uses the raw 64-byte R‖S form; DER (what OpenSSL speaks) is refused.
+            if len(jws.signature) != 64:
+                raise JoseError("bad_signature", "ES256 signature must be 64 bytes")
+            r = int.from_bytes(jws.signature[:32], "big")
+            s = int.from_bytes(jws.signature[32:], "big")
+            public.verify(encode_dss_signature(r, s), jws.signing_input, _ECDSA_SHA256)
+        elif alg == "RS256" and isinstance(public, rsa.RSAPublicKey):
+            public.verify(jws.signature, jws.signing_input, _PKCS1, _SHA256)
+        elif alg == "EdDSA" and isinstance(public, ed25519.Ed25519PublicKey):
+            public.verify(jws.signature, jws.signing_input)
+        else:  # pragma: no cover - `fits` rules this out
+            raise JoseError("key_mismatch", "key does not fit alg")
+    except InvalidSignature as exc:
+        raise JoseError("bad_signature", "signature does not verify") from exc
+
+
+def sign_compact(
+    payload: Mapping[str, Any] | bytes,
+    key: PrivateJWK,
+    *,
+    typ: str | None = None,
+    extra_header: Mapping[str, Any] | None = None,
+) -> str:
+    """Sign a payload (claims dict or raw bytes) as a compact JWS with `key`'s algorithm.
+
+    The header carries `alg`, `kid` (when the key has one) and `typ` (when given).
+    """
+    header: dict[str, Any] = {"alg": key.alg}
+    if typ is not None:
+        header["typ"] = typ
+    if key.kid is not None:
+        header["kid"] = key.kid
+    if extra_header:
+        header.update(extra_header)
+    body = payload if isinstance(payload, bytes) else json_dumps(payload)
+    signing_input = f"{b64url_encode(json_dumps(header))}.{b64url_encode(body)}".encode("ascii")
+    private = key.key
+    if isinstance(private, ec.EllipticCurvePrivateKey):
+        r, s = decode_dss_signature(private.sign(signing_input, _ECDSA_SHA256))
+        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    elif isinstance(private, rsa.RSAPrivateKey):
+        signature = private.sign(signing_input, _PKCS1, _SHA256)
+    else:
+        signature = private.sign(signing_input)
+    return f"{signing_input.decode('ascii')}.{b64url_encode(signature)}"

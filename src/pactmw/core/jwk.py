@@ -1,0 +1,364 @@
+"""JSON Web Keys (RFC 7517/7518/8037): import, export, generation, RFC 7638 thumbprints.
+
+Only the key types pactmw verifies with are accepted: EC P-256, RSA (>= 2048 bits) and OKP
+Ed25519. Keys are held as prepared `cryptography` objects so the hot path never re-parses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from attrs import field, frozen
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from pactmw.core.encoding import b64url_decode, b64url_encode, json_dumps, json_loads
+from pactmw.core.errors import MalformedInput
+
+PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
+PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+
+#: The JWS algorithms pactmw implements, and the key type each needs.
+ALGORITHM_KEY_TYPES: Mapping[str, str] = {"ES256": "EC", "RS256": "RSA", "EdDSA": "OKP"}
+MIN_RSA_BITS = 2048
+#: Members that only a private JWK carries (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
+PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+_THUMBPRINT_MEMBERS: Mapping[str, tuple[str, ...]] = {
+    "EC": ("crv", "kty", "x", "y"),
+    "RSA": ("e", "kty", "n"),
+    "OKP": ("crv", "kty", "x"),
+}
+
+
+def _b64_int(value: int) -> str:
+    return b64url_encode(value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big"))
+
+
+def _member(obj: Mapping[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value:
+        raise MalformedInput(f"JWK member {name!r} missing or not a string")
+    return value
+
+
+def thumbprint(jwk: Mapping[str, Any]) -> str:
+    """RFC 7638 SHA-256 thumbprint of a JWK, base64url without padding."""
+    kty = jwk.get("kty")
+    if not isinstance(kty, str) or kty not in _THUMBPRINT_MEMBERS:
+        raise MalformedInput(f"unsupported JWK kty {kty!r}")
+    required = {name: _member(jwk, name) for name in _THUMBPRINT_MEMBERS[kty]}
+    # The members are ASCII and already in lexicographic order, so compact JSON is canonical.
+    return b64url_encode(hashlib.sha256(json_dumps(required)).digest())
+
+
+@frozen
+class PublicJWK:
+    """A verification key: its `cryptography` object plus the JWK metadata that selects it."""
+
+    kty: str
+    key: PublicKey = field(repr=False)
+    members: Mapping[str, str] = field(repr=False)  # the public key members, for export
+    kid: str | None = None
+    alg: str | None = None
+    thumbprint: str = ""
+
+    def fits(self, alg: str) -> bool:
+        """Tell whether this key may verify a signature made with `alg`."""
+        return ALGORITHM_KEY_TYPES.get(alg) == self.kty and self.alg in (None, alg)
+
+    def to_dict(self) -> dict[str, str]:
+        """The public JWK as a JSON-ready dict (with `kid` and `alg` when known)."""
+        out = dict(self.members)
+        if self.kid is not None:
+            out["kid"] = self.kid
+        if self.alg is not None:
+            out["alg"] = self.alg
+        return out
+
+
+def _public_from_members(kty: str, obj: Mapping[str, Any]) -> tuple[PublicKey, dict[str, str]]:
+    if kty == "EC":
+        if obj.get("crv") != "P-256":
+            raise MalformedInput("EC JWK must use crv P-256")
+        x, y = b64url_decode(_member(obj, "x")), b64url_decode(_member(obj, "y"))
+        if len(x) != 32 or len(y) != 32:
+            raise MalformedInput("EC P-256 coordinates must be 32 bytes")
+        try:
+            ec_key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), b"\x04" + x + y)
+        except ValueError as exc:
+            raise MalformedInput("EC point is not on P-256") from exc
+        return ec_key, {"kty": "EC", "crv": "P-256", "x": obj["x"], "y": obj["y"]}
+    if kty == "RSA":
+        n_bytes, e_bytes = b64url_decode(_member(obj, "n")), b64url_decode(_member(obj, "e"))
+        n, e = int.from_bytes(n_bytes, "big"), int.from_bytes(e_bytes, "big")
+        if n.bit_length() < MIN_RSA_BITS:
+            raise MalformedInput(f"RSA key shorter than {MIN_RSA_BITS} bits")
+        try:
+            rsa_key = rsa.RSAPublicNumbers(e, n).public_key()
+        except ValueError as exc:
+            raise MalformedInput("invalid RSA public key") from exc
+        return rsa_key, {"kty": "RSA", "n": obj["n"], "e": obj["e"]}
+    if kty == "OKP":
+        if obj.get("crv") != "Ed25519":
+            raise MalformedInput("OKP JWK must use crv Ed25519")
+        x = b64url_decode(_member(obj, "x"))
+        if len(x) != 32:
+            raise MalformedInput("Ed25519 public key must be 32 bytes")
+        return ed25519.Ed25519PublicKey.from_public_bytes(x), {
+            "kty": "OKP",
+            "crv": "Ed25519",
+            "x": obj["x"],
+        }
+    raise MalformedInput(f"unsupported JWK kty {kty!r}")
+
+
+def _optional_str(obj: Mapping[str, Any], name: str) -> str | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MalformedInput(f"JWK member {name!r} must be a string")
+    return value
+
+
+def import_public_jwk(obj: Any) -> PublicJWK:
+    """Import one public JWK; private members are refused (a verifier never holds them)."""
+    if not isinstance(obj, Mapping):
+        raise MalformedInput("a JWK must be a JSON object")
+    if PRIVATE_MEMBERS.intersection(obj):
+        raise MalformedInput("JWK contains private key members")
+    kty = _member(obj, "kty")
+    alg = _optional_str(obj, "alg")
+    if alg is not None and ALGORITHM_KEY_TYPES.get(alg) != kty:
+        raise MalformedInput(f"JWK alg {alg!r} does not fit kty {kty!r}")
+    key, members = _public_from_members(kty, obj)
+    return PublicJWK(
+        kty=kty,
+        key=key,
+        members=members,
+        kid=_optional_str(obj, "kid"),
+        alg=alg,
+        thumbprint=thumbprint(members),
+    )
+
+
+@frozen
+class KeySet:
+    """An immutable set of verification keys, indexed by `kid`."""
+
+    keys: tuple[PublicJWK, ...]
+    _by_kid: Mapping[str, tuple[PublicJWK, ...]] = field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        by_kid: dict[str, tuple[PublicJWK, ...]] = {}
+        for key in self.keys:
+            if key.kid is not None:
+                by_kid[key.kid] = (*by_kid.get(key.kid, ()), key)
+        object.__setattr__(self, "_by_kid", by_kid)
+
+    def candidates(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        """The keys that may verify a token with this header `kid` and `alg`.
+
+        With a `kid`, only keys carrying that `kid`; without one, every key that fits `alg`
+        (the behaviour of jose's key sets, which the reference uses).
+        """
+        pool = self._by_kid.get(kid, ()) if kid is not None else self.keys
+        return tuple(key for key in pool if key.fits(alg))
+
+    def has_kid(self, kid: str) -> bool:
+        """Tell whether any key carries this `kid`."""
+        return kid in self._by_kid
+
+    def to_dict(self) -> dict[str, list[dict[str, str]]]:
+        """The public JWKS document."""
+        return {"keys": [key.to_dict() for key in self.keys]}
+
+
+def parse_jwks(document: Any) -> KeySet:
+    """Read a JWKS for verification.
+
+    The whole set is refused when any key carries private members (a published private key is
+    a configuration accident that must not go unnoticed). Keys of other types or curves, keys
+    marked for encryption and malformed keys are skipped, as JOSE libraries do, so one odd key
+    does not break the others.
+    """
+    if isinstance(document, (bytes, str)):
+        document = json_loads(document)
+    if not isinstance(document, Mapping) or not isinstance(document.get("keys"), list):
+        raise MalformedInput("a JWKS must be an object with a 'keys' array")
+    entries: list[Any] = document["keys"]
+    if any(isinstance(e, Mapping) and PRIVATE_MEMBERS.intersection(e) for e in entries):
+        raise MalformedInput("JWKS contains private key members")
+    keys: list[PublicJWK] = []
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("use", "sig") != "sig":
+            continue
+        try:
+            keys.append(import_public_jwk(entry))
+        except MalformedInput:
+            continue
+    return KeySet(tuple(keys))
+
+
+@frozen
+class PrivateJWK:
+    """A signing key with its algorithm and `kid`, and the matching public JWK."""
+
+    alg: str
+    key: PrivateKey = field(repr=False)
+    public: PublicJWK
+
+    @property
+    def kid(self) -> str | None:
+        return self.public.kid
+
+    def to_dict(self) -> dict[str, str]:
+        """The private JWK as a JSON-ready dict. Handle with care: it contains the secret."""
+        out = self.public.to_dict()
+        key = self.key
+        if isinstance(key, ec.EllipticCurvePrivateKey):
+            out["d"] = b64url_encode(key.private_numbers().private_value.to_bytes(32, "big"))
+        elif isinstance(key, rsa.RSAPrivateKey):
+            numbers = key.private_numbers()
+            out.update(
+                d=_b64_int(numbers.d),
+                p=_b64_int(numbers.p),
+                q=_b64_int(numbers.q),
+                dp=_b64_int(numbers.dmp1),
+                dq=_b64_int(numbers.dmq1),
+                qi=_b64_int(numbers.iqmp),
+            )
+        else:
+            out["d"] = b64url_encode(
+                key.private_bytes(
+                    serialization.Encoding.Raw,
+                    serialization.PrivateFormat.Raw,
+                    serialization.NoEncryption(),
+                )
+            )
+        return out
+
+
+def _public_members(key: PrivateKey) -> tuple[str, dict[str, str]]:
+    public = key.public_key()
+    if isinstance(public, ec.EllipticCurvePublicKey):
+        if not isinstance(public.curve, ec.SECP256R1):
+            raise MalformedInput("only P-256 EC keys are supported")
+        nums = public.public_numbers()
+        return "ES256", {
+            "kty": "EC",
+            "crv": "P-256",
+            "x": b64url_encode(nums.x.to_bytes(32, "big")),
+            "y": b64url_encode(nums.y.to_bytes(32, "big")),
+        }
+    if isinstance(public, rsa.RSAPublicKey):
+        if public.key_size < MIN_RSA_BITS:
+            raise MalformedInput(f"RSA key shorter than {MIN_RSA_BITS} bits")
+        rnums = public.public_numbers()
+        return "RS256", {"kty": "RSA", "n": _b64_int(rnums.n), "e": _b64_int(rnums.e)}
+    if isinstance(public, ed25519.Ed25519PublicKey):
+        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return "EdDSA", {"kty": "OKP", "crv": "Ed25519", "x": b64url_encode(raw)}
+    raise MalformedInput("unsupported private key type")
+
+
+def private_jwk_from_key(key: Any, *, kid: str | None = None, alg: str | None = None) -> PrivateJWK:
+    """Wrap a `cryptography` private key. `kid` defaults to the RFC 7638 thumbprint."""
+    if not isinstance(
+        key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey, ed25519.Ed25519PrivateKey)
+    ):
+        raise MalformedInput("unsupported private key type")
+    natural_alg, members = _public_members(key)
+    if alg is not None and alg != natural_alg:
+        raise MalformedInput(f"alg {alg!r} does not fit this key (use {natural_alg})")
+    tp = thumbprint(members)
+    public = _public_from_members(members["kty"], members)[0]
+    return PrivateJWK(
+        alg=natural_alg,
+        key=key,
+        public=PublicJWK(
+            kty=members["kty"],
+            key=public,
+            members=members,
+            kid=kid if kid is not None else tp,
+            alg=natural_alg,
+            thumbprint=tp,
+        ),
+    )
+
+
+def import_private_jwk(obj: Any) -> PrivateJWK:
+    """Import a private JWK (EC P-256, RSA, Ed25519). `kid` defaults to the thumbprint."""
+    if isinstance(obj, (bytes, str)):
+        obj = json_loads(obj)
+    if not isinstance(obj, Mapping):
+        raise MalformedInput("a JWK must be a JSON object")
+    kty = _member(obj, "kty")
+    d = b64url_decode(_member(obj, "d"))
+    key: PrivateKey
+    try:
+        if kty == "EC":
+            if obj.get("crv") != "P-256":
+                raise MalformedInput("EC JWK must use crv P-256")
+            key = ec.derive_private_key(int.from_bytes(d, "big"), ec.SECP256R1())
+        elif kty == "OKP":
+            if obj.get("crv") != "Ed25519":
+                raise MalformedInput("OKP JWK must use crv Ed25519")
+            key = ed25519.Ed25519PrivateKey.from_private_bytes(d)
+        elif kty == "RSA":
+
+            def num(name: str) -> int:
+                return int.from_bytes(b64url_decode(_member(obj, name)), "big")
+
+            public_numbers = rsa.RSAPublicNumbers(num("e"), num("n"))
+            key = rsa.RSAPrivateNumbers(
+                p=num("p"),
+                q=num("q"),
+                d=int.from_bytes(d, "big"),
+                dmp1=num("dp"),
+                dmq1=num("dq"),
+                iqmp=num("qi"),
+                public_numbers=public_numbers,
+            ).private_key()
+        else:
+            raise MalformedInput(f"unsupported JWK kty {kty!r}")
+    except ValueError as exc:
+        if isinstance(exc, MalformedInput):
+            raise
+        raise MalformedInput("invalid private JWK") from exc
+    jwk = private_jwk_from_key(key, kid=_optional_str(obj, "kid"), alg=_optional_str(obj, "alg"))
+    # The stored public half must be the one derived from `d`, or signatures would not verify.
+    for name, value in jwk.public.members.items():
+        if name in obj and obj[name] != value:
+            raise MalformedInput(f"private JWK member {name!r} does not match its private key")
+    return jwk
+
+
+def load_private_key_pem(pem: bytes, *, kid: str | None = None) -> PrivateJWK:
+    """Load an unencrypted PKCS#8 or traditional PEM private key."""
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise MalformedInput("not an unencrypted PEM private key") from exc
+    return private_jwk_from_key(key, kid=kid)
+
+
+def generate_private_jwk(alg: str = "ES256", *, kid: str | None = None) -> PrivateJWK:
+    """Generate a fresh signing key for `alg` (ES256, RS256 with 2048 bits, or EdDSA)."""
+    key: PrivateKey
+    if alg == "ES256":
+        key = ec.generate_private_key(ec.SECP256R1())
+    elif alg == "RS256":
+        key = rsa.generate_private_key(public_exponent=65537, key_size=MIN_RSA_BITS)
+    elif alg == "EdDSA":
+        key = ed25519.Ed25519PrivateKey.generate()
+    else:
+        raise MalformedInput(f"cannot generate keys for alg {alg!r}")
+    return private_jwk_from_key(key, kid=kid)
+
+
+def public_key_set(keys: Iterable[PrivateJWK]) -> KeySet:
+    """The public `KeySet` for a list of signing keys (for publishing as a JWKS)."""
+    return KeySet(tuple(k.public for k in keys))

@@ -1,0 +1,257 @@
+"""Key sets fetched over HTTP: the only I/O a verifier does.
+
+`JwksCache` keeps one entry per JWKS URI. The decisions (is the entry fresh, may an unknown
+`kid` trigger a refetch, may stale keys be served after a failure) are pure functions of the
+entry and the time; the fetch itself is one blocking call that the sync path makes in the
+calling thread and the async path in a worker thread. Concurrent misses for one URI share one
+fetch, and no lock is held while fetching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from attrs import frozen
+
+from pactmw.core.encoding import json_loads
+from pactmw.core.errors import FetchError, KeyUnavailable, MalformedInput
+from pactmw.core.fetch import FetchPolicy, FetchResponse, http_get, max_age
+from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
+
+logger = logging.getLogger("pactmw.keys")
+
+Fetcher = Callable[[str, FetchPolicy], FetchResponse]
+
+
+@frozen
+class CachePolicy:
+    """How long key sets live. Defaults follow jose's remote key sets, which the reference uses."""
+
+    default_ttl: float = 600.0
+    min_ttl: float = 60.0
+    max_ttl: float = 24 * 3600.0
+    refetch_cooldown: float = 30.0
+    stale_if_error: float = 24 * 3600.0
+    max_uris: int = 1000
+
+
+@frozen
+class _Entry:
+    keys: KeySet | None  # None until a fetch has succeeded
+    fetched_at: float  # last successful fetch
+    expires_at: float
+    attempted_at: float  # last fetch attempt, successful or not
+
+
+class JwksCache:
+    """A bounded cache of remote JWKS documents, safe to share across threads and event loops.
+
+    `clock` is a monotonic clock in seconds (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        fetch_policy: FetchPolicy | None = None,
+        cache_policy: CachePolicy | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fetcher: Fetcher = http_get,
+    ) -> None:
+        self.fetch_policy = fetch_policy or FetchPolicy()
+        self.cache_policy = cache_policy or CachePolicy()
+        self._clock = clock
+        self._fetcher = fetcher
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._inflight: dict[str, Future[_Entry]] = {}
+
+    # -- the pure part ---------------------------------------------------------------------
+
+    def _decide(self, entry: _Entry | None, kid: str | None, alg: str, now: float) -> bool:
+        """Tell whether a fetch is needed before answering for (`kid`, `alg`)."""
+        if entry is None or entry.keys is None:
+            # Nothing known yet; after a failure, wait out the cooldown before trying again.
+            return entry is None or now - entry.attempted_at >= self.cache_policy.refetch_cooldown
+        if now >= entry.expires_at:
+            return now - entry.attempted_at >= self.cache_policy.refetch_cooldown or (
+                entry.fetched_at == entry.attempted_at
+            )
+        if entry.keys.candidates(kid, alg):
+            return False
+        # An unknown kid may mean the agent rotated its keys: refetch, but at most once per
+        # cooldown so a flood of made-up kids cannot turn us into a traffic amplifier.
+        return now - entry.attempted_at >= self.cache_policy.refetch_cooldown
+
+    def _answer(
+        self, uri: str, entry: _Entry | None, kid: str | None, alg: str, now: float
+    ) -> tuple[PublicJWK, ...]:
+        if entry is None or entry.keys is None:
+            raise KeyUnavailable("jwks_unavailable", f"no keys could be fetched from {uri}")
+        if now >= entry.expires_at and now - entry.fetched_at > self.cache_policy.stale_if_error:
+            raise KeyUnavailable("jwks_unavailable", f"keys from {uri} are too old to use")
+        candidates = entry.keys.candidates(kid, alg)
+        if not candidates:
+            raise KeyUnavailable("unknown_kid", "no key fits the token's kid and alg")
+        return candidates
+
+    def _after_fetch(self, previous: _Entry | None, uri: str, now: float) -> _Entry:
+        """Fetch (blocking) and compute the new entry; never raises."""
+        try:
+            response = self._fetcher(uri, self.fetch_policy)
+            keys = parse_jwks(response.body)
+        except Exception as exc:  # any failure must keep the known keys, never hang waiters
+            if isinstance(exc, (FetchError, MalformedInput)):
+                logger.warning("JWKS fetch failed for %s: %s", uri, exc)
+            else:
+                logger.exception("JWKS fetch failed unexpectedly for %s", uri)
+            if previous is None:
+                return _Entry(keys=None, fetched_at=now, expires_at=now, attempted_at=now)
+            # Keep serving what we knew (stale-if-error); `_answer` bounds how stale.
+            return _Entry(
+                keys=previous.keys,
+                fetched_at=previous.fetched_at,
+                expires_at=previous.expires_at,
+                attempted_at=now,
+            )
+        policy = self.cache_policy
+        ttl = max_age(response.headers)
+        ttl = policy.default_ttl if ttl is None else min(max(ttl, policy.min_ttl), policy.max_ttl)
+        return _Entry(keys=keys, fetched_at=now, expires_at=now + ttl, attempted_at=now)
+
+    # -- bookkeeping under the lock (no I/O) -------------------------------------------------
+
+    def _begin(
+        self, uri: str, kid: str | None, alg: str
+    ) -> tuple[_Entry | None, Future[_Entry] | None, bool]:
+        """Return (entry, future to wait on or to complete, whether this caller leads the fetch)."""
+        with self._lock:
+            entry = self._entries.get(uri)
+            if entry is not None:
+                self._entries.move_to_end(uri)
+            if not self._decide(entry, kid, alg, self._clock()):
+                return entry, None, False
+            future = self._inflight.get(uri)
+            if future is not None:
+                return entry, future, False
+            future = Future()
+            self._inflight[uri] = future
+            return entry, future, True
+
+    def _fetch_and_finish(self, uri: str, future: Future[_Entry], previous: _Entry | None) -> None:
+        """Fetch (blocking), store the result and wake every waiter. Never raises."""
+        new = self._after_fetch(previous, uri, self._clock())
+        with self._lock:
+            self._entries[uri] = new
+            self._entries.move_to_end(uri)
+            while len(self._entries) > self.cache_policy.max_uris:
+                self._entries.popitem(last=False)
+            del self._inflight[uri]
+        if not future.done():
+            future.set_result(new)
+
+    # -- the two drivers -------------------------------------------------------------------
+
+    def get_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        """The keys that may verify a token with `kid`/`alg`, fetching if needed (blocking).
+
+        Raises `KeyUnavailable` (`unknown_kid` or `jwks_unavailable`).
+        """
+        entry, future, leader = self._begin(uri, kid, alg)
+        if future is not None:
+            if leader:
+                self._fetch_and_finish(uri, future, entry)
+            try:
+                entry = future.result(timeout=self.fetch_policy.timeout * 2)
+            except TimeoutError as exc:
+                raise KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out") from exc
+        return self._answer(uri, entry, kid, alg, self._clock())
+
+    async def aget_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        """Async `get_keys`: a cache hit never leaves the event loop; a fetch runs in a thread.
+
+        The fetch completes the shared future from its thread, so a cancelled caller cannot
+        leave other waiters hanging.
+        """
+        entry, future, leader = self._begin(uri, kid, alg)
+        if future is not None:
+            if leader:
+                loop = asyncio.get_running_loop()
+                loop.run_in_executor(None, self._fetch_and_finish, uri, future, entry)
+            try:
+                entry = await asyncio.wait_for(
+                    # shield: a caller's timeout or cancellation must not cancel the shared fetch.
+                    asyncio.shield(asyncio.wrap_future(future)),
+                    timeout=self.fetch_policy.timeout * 2,
+                )
+            except asyncio.TimeoutError as exc:
+                raise KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out") from exc
+        return self._answer(uri, entry, kid, alg, self._clock())
+
+
+class DiscoveryCache:
+    """OIDC discovery of an issuer's `jwks_uri` for open mode (PACT §3.1).
+
+    `{iss}/.well-known/openid-configuration` must be https and its `issuer` must equal `iss`.
+    Answers are cached for an hour, failures for a minute.
+    """
+
+    success_ttl = 3600.0
+    failure_ttl = 60.0
+
+    def __init__(
+        self,
+        fetch_policy: FetchPolicy | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fetcher: Fetcher = http_get,
+        max_issuers: int = 1000,
+    ) -> None:
+        self.fetch_policy = fetch_policy or FetchPolicy()
+        self._clock = clock
+        self._fetcher = fetcher
+        self._max = max_issuers
+        self._lock = threading.Lock()
+        self._answers: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
+
+    def _discover(self, issuer: str) -> str | None:
+        if not issuer.startswith("https://"):
+            return None
+        url = issuer.rstrip("/") + "/.well-known/openid-configuration"
+        try:
+            document = json_loads(self._fetcher(url, self.fetch_policy).body)
+        except (FetchError, MalformedInput) as exc:
+            logger.warning("OIDC discovery failed for %s: %s", issuer, exc)
+            return None
+        if not isinstance(document, dict) or document.get("issuer") != issuer:
+            logger.warning("OIDC discovery for %s: issuer mismatch", issuer)
+            return None
+        jwks_uri = document.get("jwks_uri")
+        if not isinstance(jwks_uri, str) or not jwks_uri.startswith("https://"):
+            return None
+        return jwks_uri
+
+    def jwks_uri(self, issuer: str) -> str | None:
+        """The issuer's discovered https `jwks_uri`, or None (blocking on a miss)."""
+        now = self._clock()
+        with self._lock:
+            cached = self._answers.get(issuer)
+            if cached is not None and cached[1] > now:
+                return cached[0]
+        found = self._discover(issuer)
+        ttl = self.success_ttl if found else self.failure_ttl
+        with self._lock:
+            self._answers[issuer] = (found, now + ttl)
+            self._answers.move_to_end(issuer)
+            while len(self._answers) > self._max:
+                self._answers.popitem(last=False)
+        return found
+
+    async def ajwks_uri(self, issuer: str) -> str | None:
+        """Async `jwks_uri`: the lookup runs in a worker thread."""
+        return await asyncio.to_thread(self.jwks_uri, issuer)

@@ -1,0 +1,1 @@
+"""Protocol logic: PACT identity, PACT delegation, Parafé. Pure, framework-free."""

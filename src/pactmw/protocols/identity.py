@@ -1,0 +1,356 @@
+"""PACT 1.0 personal-agent identity (spec §3, reference `verifyPlatformJwt`).
+
+The checks run in the reference's order: Bearer parsing, `alg` (before any key lookup),
+issuer registered and enabled, signature, `aud`, required claims, expiry, lifetime, future
+`iat`. `jti` is deliberately not tracked: the spec lets a personal agent reuse a token until it
+expires, and the conformance suite fails a Provider that refuses reuse.
+
+The verification is written once, as a generator that yields what it needs (an agent record,
+keys) and receives the answers; `verify` and `averify` are the two small drivers that answer
+with blocking or non-blocking I/O (the pattern of httpx's auth flows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from attrs import field, frozen
+
+from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
+from pactmw.core.jose import JWS, parse_compact, verify_signature
+from pactmw.core.jwk import KeySet, PublicJWK
+from pactmw.core.keys import DiscoveryCache, JwksCache
+
+logger = logging.getLogger("pactmw.identity")
+
+#: PACT §3.2: personal-agent JWTs are ES256 or RS256, nothing else.
+IDENTITY_ALGORITHMS = frozenset({"ES256", "RS256"})
+
+
+@frozen
+class RegisteredAgent:
+    """A personal agent the Provider knows (spec §3.1).
+
+    Keys come from `jwks_uri` (https; http on loopback only when allowed) or, for offline
+    deployments and tests, an inline `jwks`. `audience` overrides the Provider-wide audience.
+    """
+
+    issuer: str
+    name: str = ""
+    jwks_uri: str | None = None
+    jwks: KeySet | None = None
+    enabled: bool = True
+    audience: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.jwks_uri is None) == (self.jwks is None):
+            raise ValueError(f"agent {self.issuer!r} needs exactly one of jwks_uri or jwks")
+
+
+class AgentOverrides(Protocol):
+    """Runtime enable/disable switches, persisted by a store so they hold across processes."""
+
+    def agent_enabled(self, issuer: str) -> bool | None: ...
+
+    def set_agent_enabled(self, issuer: str, enabled: bool) -> None: ...
+
+
+class MemoryAgentOverrides:
+    """Process-local overrides (tests, single-process development)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._enabled: dict[str, bool] = {}
+
+    def agent_enabled(self, issuer: str) -> bool | None:
+        with self._lock:
+            return self._enabled.get(issuer)
+
+    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
+        with self._lock:
+            self._enabled[issuer] = enabled
+
+
+AgentResolver = Callable[[str], RegisteredAgent | None]
+
+
+class AgentRegistry:
+    """Who may call: a static list, an optional resolver for the rest, runtime overrides.
+
+    `resolver` is called for issuers not in the static list (for example a database lookup);
+    it must be quick and must not raise for unknown issuers (return None). `overrides` lets an
+    operator block an agent at runtime: the next request is refused, without a restart.
+    """
+
+    def __init__(
+        self,
+        agents: Iterable[RegisteredAgent] = (),
+        *,
+        resolver: AgentResolver | None = None,
+        overrides: AgentOverrides | None = None,
+    ) -> None:
+        self._agents = {agent.issuer: agent for agent in agents}
+        self._resolver = resolver
+        self.overrides: AgentOverrides = overrides or MemoryAgentOverrides()
+        #: Whether `lookup` may do blocking I/O (async callers then run it in a thread).
+        self.may_block = resolver is not None or not isinstance(
+            self.overrides, MemoryAgentOverrides
+        )
+
+    def lookup(self, issuer: str) -> RegisteredAgent | None:
+        """The agent registered for `issuer` (exact match), with any runtime override applied."""
+        agent = self._agents.get(issuer)
+        if agent is None and self._resolver is not None:
+            agent = self._resolver(issuer)
+        if agent is None:
+            return None
+        enabled = self.overrides.agent_enabled(issuer)
+        if enabled is not None and enabled != agent.enabled:
+            agent = RegisteredAgent(
+                issuer=agent.issuer,
+                name=agent.name,
+                jwks_uri=agent.jwks_uri,
+                jwks=agent.jwks,
+                enabled=enabled,
+                audience=agent.audience,
+            )
+        return agent
+
+    def disable(self, issuer: str) -> None:
+        """Refuse this agent from its next request on."""
+        self.overrides.set_agent_enabled(issuer, False)
+
+    def enable(self, issuer: str) -> None:
+        """Accept this agent again."""
+        self.overrides.set_agent_enabled(issuer, True)
+
+    def __iter__(self) -> Iterable[RegisteredAgent]:
+        return iter(self._agents.values())
+
+
+def actor_id_for(issuer: str, sub: str) -> str:
+    """A stable, opaque id for the user `(issuer, sub)`: `pa:` + 37 hex digits of SHA-256."""
+    return "pa:" + hashlib.sha256(f"{issuer}\n{sub}".encode()).hexdigest()[:37]
+
+
+@frozen
+class PersonalAgent:
+    """A verified caller: which personal agent, for which of its users (`sub`).
+
+    `actor_id` is what an app keys the user by. `claims` are the verified JWT claims.
+    """
+
+    issuer: str
+    sub: str
+    name: str
+    claims: Mapping[str, Any] = field(repr=False)
+    actor_id: str
+    audience: str
+
+
+@frozen
+class _NeedAgent:
+    issuer: str
+
+
+@frozen
+class _NeedDiscovery:
+    issuer: str
+
+
+@frozen
+class _NeedKeys:
+    uri: str
+    kid: str | None
+    alg: str
+
+
+_Need = _NeedAgent | _NeedDiscovery | _NeedKeys
+
+
+def parse_bearer(authorization: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header (scheme case-insensitive)."""
+    if not authorization:
+        raise AuthenticationFailed("missing_token")
+    parts = authorization.split()
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        raise AuthenticationFailed("malformed_header", "expected 'Bearer <token>'")
+    return parts[1]
+
+
+def _number(claims: Mapping[str, Any], name: str) -> float:
+    value = claims.get(name)
+    # bool is an int in Python but never a NumericDate.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise AuthenticationFailed("bad_claims", f"{name} missing or not a number")
+    return float(value)
+
+
+class IdentityVerifier:
+    """Verifies PACT personal-agent JWTs. Thread-safe; share one per Provider.
+
+    `audience` is the Provider-wide `aud` value (spec §3.1: one opaque string per Provider,
+    never a card URL). With `open_mode`, issuers that are not registered are accepted when
+    OIDC discovery finds their JWKS (spec §3.1 "open Provider"); every other check still runs.
+    """
+
+    def __init__(
+        self,
+        *,
+        audience: str,
+        registry: AgentRegistry,
+        keys: JwksCache | None = None,
+        open_mode: bool = False,
+        discovery: DiscoveryCache | None = None,
+        clock: Callable[[], float] = time.time,
+        leeway: float = 30.0,
+        max_lifetime: float = 300.0,
+    ) -> None:
+        if not audience:
+            raise ValueError("audience must be a non-empty string")
+        self.audience = audience
+        self.registry = registry
+        self.keys = keys or JwksCache()
+        self.open_mode = open_mode
+        self.discovery = discovery or DiscoveryCache(self.keys.fetch_policy)
+        self._clock = clock
+        self.leeway = leeway
+        self.max_lifetime = max_lifetime
+
+    # -- the one verification flow -----------------------------------------------------------
+
+    def _flow(self, authorization: str | None) -> Generator[_Need, Any, PersonalAgent]:
+        token = parse_bearer(authorization)
+        try:
+            jws = parse_compact(token, allowed_algs=IDENTITY_ALGORITHMS)
+            claims = jws.claims()
+        except JoseError as exc:
+            raise AuthenticationFailed(
+                "unsupported_alg" if exc.code == "alg_not_allowed" else "malformed_token", str(exc)
+            ) from exc
+        issuer = claims.get("iss")
+        if not isinstance(issuer, str) or not issuer:
+            raise AuthenticationFailed("unknown_issuer", "iss missing or not a string")
+        agent: RegisteredAgent | None = yield _NeedAgent(issuer)
+        if agent is None and self.open_mode:
+            jwks_uri: str | None = yield _NeedDiscovery(issuer)
+            if jwks_uri is not None:
+                agent = RegisteredAgent(issuer=issuer, jwks_uri=jwks_uri)
+        if agent is None:
+            raise AuthenticationFailed("unknown_issuer")
+        if not agent.enabled:
+            raise AuthenticationFailed("disabled_issuer")
+        if agent.jwks is not None:
+            candidates = agent.jwks.candidates(jws.kid, jws.alg)
+            if not candidates:
+                raise AuthenticationFailed("unknown_kid")
+        else:
+            assert agent.jwks_uri is not None
+            candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
+        _verify_any(jws, candidates)
+        return self._check_claims(claims, agent)
+
+    def _check_claims(self, claims: Mapping[str, Any], agent: RegisteredAgent) -> PersonalAgent:
+        audience = agent.audience or self.audience
+        # One string, compared exactly; an array is refused even if it contains the audience.
+        if claims.get("aud") != audience or not isinstance(claims.get("aud"), str):
+            raise AuthenticationFailed("bad_audience")
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not sub:
+            raise AuthenticationFailed("bad_claims", "sub missing or not a non-empty string")
+        iat = _number(claims, "iat")
+        exp = _number(claims, "exp")
+        now = self._clock()
+        if exp <= now - self.leeway:
+            raise AuthenticationFailed("expired")
+        if exp - iat > self.max_lifetime:
+            raise AuthenticationFailed("lifetime_too_long")
+        if iat > now + self.leeway:
+            raise AuthenticationFailed("iat_in_future")
+        if "nbf" in claims and _number(claims, "nbf") > now + self.leeway:
+            raise AuthenticationFailed("not_yet_valid")
+        return PersonalAgent(
+            issuer=agent.issuer,
+            sub=sub,
+            name=agent.name,
+            claims=MappingProxyType(dict(claims)),
+            actor_id=actor_id_for(agent.issuer, sub),
+            audience=audience,
+        )
+
+    # -- the two drivers -------------------------------------------------------------------
+
+    def verify(self, authorization: str | None) -> PersonalAgent:
+        """Verify an `Authorization` header value (blocking when keys must be fetched).
+
+        Returns the `PersonalAgent`; raises `AuthenticationFailed` with a stable `reason`.
+        """
+        flow = self._flow(authorization)
+        answer: Any = None
+        try:
+            while True:
+                need = flow.send(answer)
+                if isinstance(need, _NeedAgent):
+                    answer = self.registry.lookup(need.issuer)
+                elif isinstance(need, _NeedDiscovery):
+                    answer = self.discovery.jwks_uri(need.issuer)
+                else:
+                    try:
+                        answer = self.keys.get_keys(need.uri, need.kid, need.alg)
+                    except KeyUnavailable as exc:
+                        raise AuthenticationFailed(exc.code, str(exc)) from exc
+        except StopIteration as done:
+            agent: PersonalAgent = done.value
+            return agent
+        except AuthenticationFailed as exc:
+            _log_refusal(exc)
+            raise
+
+    async def averify(self, authorization: str | None) -> PersonalAgent:
+        """Async `verify`: a cached key never leaves the event loop; fetches run in threads."""
+        flow = self._flow(authorization)
+        answer: Any = None
+        try:
+            while True:
+                need = flow.send(answer)
+                if isinstance(need, _NeedAgent):
+                    if self.registry.may_block:
+                        answer = await asyncio.to_thread(self.registry.lookup, need.issuer)
+                    else:
+                        answer = self.registry.lookup(need.issuer)
+                elif isinstance(need, _NeedDiscovery):
+                    answer = await self.discovery.ajwks_uri(need.issuer)
+                else:
+                    try:
+                        answer = await self.keys.aget_keys(need.uri, need.kid, need.alg)
+                    except KeyUnavailable as exc:
+                        raise AuthenticationFailed(exc.code, str(exc)) from exc
+        except StopIteration as done:
+            agent: PersonalAgent = done.value
+            return agent
+        except AuthenticationFailed as exc:
+            _log_refusal(exc)
+            raise
+
+
+def _verify_any(jws: JWS, candidates: Iterable[PublicJWK]) -> None:
+    for key in candidates:
+        try:
+            verify_signature(jws, key)
+            return
+        except JoseError:
+            continue
+    raise AuthenticationFailed("bad_signature")
+
+
+def _log_refusal(exc: AuthenticationFailed) -> None:
+    # The reason code only: tokens and claims never reach the logs.
+    logger.info("personal agent refused: %s", exc.reason)
