@@ -24,9 +24,11 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pactmw.config import in_protected_path
-from pactmw.core.errors import AuthenticationFailed
+from pactmw.core.errors import AuthenticationFailed, RequestRefused
+from pactmw.core.http import Request as NeutralRequest
 from pactmw.core.http import Response, asgi_header, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.app import Provider
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -186,3 +188,84 @@ def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
     found = conn.scope.get(SCOPE_KEY)
     return found if isinstance(found, PersonalAgent) else None
+
+
+def route_path(scope: Scope) -> str:
+    """The request path below the mount point (Starlette keeps the full path in `path`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def neutral_request(scope: Scope) -> NeutralRequest:
+    """An ASGI HTTP scope as the neutral `Request`."""
+    client = scope.get("client")
+    return NeutralRequest(
+        method=scope["method"],
+        path=route_path(scope),
+        query=scope.get("query_string", b"").decode("latin-1"),
+        headers=tuple(
+            (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
+        ),
+        client=client[0] if client else None,
+    )
+
+
+def body_reader(scope: Scope, receive: Receive) -> Callable[[int], Awaitable[bytes | None]]:
+    """Read the request body on demand, refusing (None) anything longer than `limit`."""
+
+    async def read(limit: int) -> bytes | None:
+        declared = asgi_header(scope["headers"], b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise RequestRefused(400)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    return read
+
+
+class A2AProviderApp:
+    """Serve a `Provider` as an ASGI app; other paths go to `app` (or get 404).
+
+    Mount it at the site root (the Provider's routes are `/a2a/{brand}/...`), for example
+    `app = A2AProviderApp(provider, app=your_starlette_app)`. The Provider authenticates its
+    own routes, in the protocol's order, so do not put `PersonalAgentMiddleware` on `/a2a/`.
+    """
+
+    def __init__(self, provider: Provider, app: ASGIApp | None = None) -> None:
+        self.provider = provider
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
+            response = await self.provider.ahandle(
+                neutral_request(scope), body_reader(scope, receive)
+            )
+            await send_response(response, send)
+        elif self.app is not None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+        elif scope["type"] == "http":
+            await send_response(Response(status=404, headers=(("Content-Length", "0"),)), send)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

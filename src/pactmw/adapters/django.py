@@ -13,43 +13,63 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, re_path
+from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.config import Settings, in_protected_path
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.http import Response, challenge
+from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.app import Provider
+from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
+
+
+class _Built:
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.provider: Provider | None = None
+        if "brands" in data:
+            provider_settings = ProviderSettings.from_mapping(data)
+            self.provider = Provider.from_settings(provider_settings)
+            self.settings = provider_settings.identity
+            self.verifier = self.provider.verifier
+        else:
+            self.settings = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
+            self.verifier = self.settings.build_verifier()
+
+    def guards(self, path: str) -> bool:
+        """Whether the middleware verifies this path (the Provider authenticates its own)."""
+        if self.provider is not None and self.provider.matches("", path):
+            return False
+        return in_protected_path(path, self.settings.protect_prefix)
 
 
 class _Configured:
-    """The verifier built from `settings.PACTMW`, rebuilt when the setting changes (tests)."""
+    """What `settings.PACTMW` builds, once per process; rebuilt when the setting changes."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._built: tuple[Settings, IdentityVerifier] | None = None
+        self._built: _Built | None = None
 
-    def get(self) -> tuple[Settings, IdentityVerifier]:
+    def get(self) -> _Built:
         with self._lock:
             if self._built is None:
-                config = Settings.from_mapping(
-                    getattr(django_settings, "PACTMW", {}), extra_keys=EXTRA_KEYS
-                )
-                self._built = (config, config.build_verifier())
+                self._built = _Built(getattr(django_settings, "PACTMW", {}))
             return self._built
 
-    def reset(self, **_: Any) -> None:
+    def reset(self) -> None:
         with self._lock:
+            if self._built is not None and self._built.provider is not None:
+                self._built.provider.close()
             self._built = None
 
 
-#: Keys of the PACTMW dict that belong to other parts of pactmw (the Provider).
-EXTRA_KEYS: frozenset[str] = frozenset()
 configured = _Configured()
 
 
@@ -90,20 +110,20 @@ class PersonalAgentMiddleware:
         if self.is_async:
             return self.__acall__(request)
         request.personal_agent = None  # type: ignore[attr-defined]
-        config, verifier = configured.get()
-        if in_protected_path(request.path_info, config.protect_prefix):
+        built = configured.get()
+        if built.guards(request.path_info):
             try:
-                request.personal_agent = verifier.verify(_authorization(request))  # type: ignore[attr-defined]
+                request.personal_agent = built.verifier.verify(_authorization(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(challenge(exc))
         return self.get_response(request)
 
     async def __acall__(self, request: HttpRequest) -> Any:
         request.personal_agent = None  # type: ignore[attr-defined]
-        config, verifier = configured.get()
-        if in_protected_path(request.path_info, config.protect_prefix):
+        built = configured.get()
+        if built.guards(request.path_info):
             try:
-                request.personal_agent = await verifier.averify(_authorization(request))  # type: ignore[attr-defined]
+                request.personal_agent = await built.verifier.averify(_authorization(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(challenge(exc))
         return await self.get_response(request)
@@ -120,7 +140,7 @@ def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
         async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
             if not isinstance(getattr(request, "personal_agent", None), PersonalAgent):
                 try:
-                    request.personal_agent = await configured.get()[1].averify(  # type: ignore[attr-defined]
+                    request.personal_agent = await configured.get().verifier.averify(  # type: ignore[attr-defined]
                         _authorization(request)
                     )
                 except AuthenticationFailed as exc:
@@ -133,7 +153,7 @@ def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         if not isinstance(getattr(request, "personal_agent", None), PersonalAgent):
             try:
-                request.personal_agent = configured.get()[1].verify(_authorization(request))  # type: ignore[attr-defined]
+                request.personal_agent = configured.get().verifier.verify(_authorization(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(challenge(exc))
         return view(request, *args, **kwargs)
@@ -143,4 +163,45 @@ def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
 
 def get_verifier() -> IdentityVerifier:
     """The process's verifier built from `settings.PACTMW` (for custom views and admin actions)."""
-    return configured.get()[1]
+    return configured.get().verifier
+
+
+def get_provider() -> Provider:
+    """The process's Provider built from `settings.PACTMW` (which must list `brands`)."""
+    provider = configured.get().provider
+    if provider is None:
+        raise RuntimeError("settings.PACTMW lists no brands: there is no Provider to serve")
+    return provider
+
+
+def _neutral_request(request: HttpRequest) -> Request:
+    return Request(
+        method=request.method or "GET",
+        path=request.path_info,
+        query=request.META.get("QUERY_STRING", ""),
+        headers=tuple((name.lower(), value) for name, value in request.headers.items()),
+        client=request.META.get("REMOTE_ADDR"),
+    )
+
+
+@csrf_exempt
+def a2a_view(request: HttpRequest) -> HttpResponse:
+    """Serve every `/a2a/...` request with the configured Provider.
+
+    CSRF-exempt: callers are personal agents authenticating with a bearer JWT, never a
+    browser session, so there is no ambient credential for a forged request to ride on.
+    """
+
+    def read_body(limit: int) -> bytes | None:
+        declared = request.META.get("CONTENT_LENGTH") or ""
+        if declared.isdigit() and int(declared) > limit:
+            return None
+        body = request.read(limit + 1)
+        return None if len(body) > limit else body
+
+    return to_django(get_provider().handle(_neutral_request(request), read_body))
+
+
+def a2a_urlpatterns() -> list[URLPattern]:
+    """URL patterns for the Provider: `urlpatterns += a2a_urlpatterns()` in the root urls.py."""
+    return [re_path(r"^a2a/", a2a_view, name="pactmw-a2a")]

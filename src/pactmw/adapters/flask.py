@@ -10,42 +10,66 @@ Requests under `protect_prefix` (default `/a2a/`) must carry a valid personal-ag
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Flask, current_app, g, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from pactmw.adapters.wsgi import to_werkzeug
+from pactmw.adapters.wsgi import body_reader, neutral_request, to_werkzeug
 from pactmw.config import Settings, in_protected_path
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.app import Provider
+from pactmw.provider.brand import TurnHandler
+from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
 EXTENSION_KEY = "pactmw"
+A2A_ENDPOINT = "pactmw_a2a"
 _G_KEY = "_pactmw_personal_agent"
-#: Keys of the PACTMW dict that belong to other parts of pactmw (the Provider).
-EXTRA_KEYS: frozenset[str] = frozenset()
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 class _State:
-    def __init__(self, settings: Settings, verifier: IdentityVerifier) -> None:
+    def __init__(
+        self, settings: Settings, verifier: IdentityVerifier, provider: Provider | None
+    ) -> None:
         self.settings = settings
         self.verifier = verifier
+        self.provider = provider
 
 
 class Pactmw:
-    """The Flask extension. `verifier` may be given to share one across apps or in tests."""
+    """The Flask extension.
 
-    def __init__(self, app: Flask | None = None, *, verifier: IdentityVerifier | None = None):
-        self._verifier = verifier
+    With `brands` in `app.config["PACTMW"]` it also serves the Provider at `/a2a/...`
+    (which authenticates its own routes). `handlers` maps names that `brands.X.handler` may
+    use instead of an import path, so an app can hand in its own bot functions.
+    """
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        handlers: Mapping[str, TurnHandler] | None = None,
+    ) -> None:
+        self._handlers = handlers
         if app is not None:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
-        settings = Settings.from_mapping(app.config.get("PACTMW", {}), extra_keys=EXTRA_KEYS)
-        verifier = self._verifier or settings.build_verifier()
-        app.extensions[EXTENSION_KEY] = _State(settings, verifier)
+        data = app.config.get("PACTMW", {})
+        provider: Provider | None = None
+        if "brands" in data:
+            provider_settings = ProviderSettings.from_mapping(data, handlers=self._handlers)
+            provider = Provider.from_settings(provider_settings)
+            settings, verifier = provider_settings.identity, provider.verifier
+            app.add_url_rule("/a2a/<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
+        else:
+            settings = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
+            verifier = settings.build_verifier()
+        app.extensions[EXTENSION_KEY] = _State(settings, verifier, provider)
         app.before_request(_guard_prefix)
 
 
@@ -67,6 +91,8 @@ def _verify() -> PersonalAgent:
 
 
 def _guard_prefix() -> WerkzeugResponse | None:
+    if request.endpoint == A2A_ENDPOINT:
+        return None  # the Provider authenticates its own routes, after routing
     if not in_protected_path(request.path, _state().settings.protect_prefix):
         return None
     try:
@@ -99,3 +125,19 @@ def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
 def get_verifier() -> IdentityVerifier:
     """The verifier of the current app (for custom views)."""
     return _state().verifier
+
+
+def _serve_a2a(rest: str) -> WerkzeugResponse:
+    provider = _state().provider
+    assert provider is not None  # the route exists only when there is a Provider
+    environ = request.environ
+    # Flask has matched the URL but not read the body: the Provider reads it after auth.
+    return to_werkzeug(provider.handle(neutral_request(environ), body_reader(environ)))
+
+
+def get_provider() -> Provider:
+    """The Provider of the current app (`brands` must be configured)."""
+    provider = _state().provider
+    if provider is None:
+        raise RuntimeError("app.config['PACTMW'] lists no brands: there is no Provider")
+    return provider

@@ -10,12 +10,15 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response as WerkzeugResponse
+from werkzeug.wsgi import get_input_stream
 
 from pactmw.config import in_protected_path
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.http import Response, challenge
+from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.app import Provider
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -90,3 +93,63 @@ def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
     found = environ.get(ENVIRON_KEY)
     return found if isinstance(found, PersonalAgent) else None
+
+
+def neutral_request(environ: WSGIEnvironment) -> Request:
+    """A WSGI environ as the neutral `Request` (path decoded as UTF-8, per PEP 3333's dance)."""
+    raw_path = environ.get("PATH_INFO", "")
+    headers = [
+        (key[5:].replace("_", "-").lower(), str(value))
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    ]
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers.append((key.replace("_", "-").lower(), str(environ[key])))
+    return Request(
+        method=environ.get("REQUEST_METHOD", "GET"),
+        path=raw_path.encode("latin-1").decode("utf-8", "replace"),
+        query=environ.get("QUERY_STRING", ""),
+        headers=tuple(headers),
+        client=environ.get("REMOTE_ADDR"),
+    )
+
+
+def body_reader(environ: WSGIEnvironment) -> Callable[[int], bytes | None]:
+    """Read the request body on demand, refusing (None) anything longer than `limit`."""
+
+    def read(limit: int) -> bytes | None:
+        declared = environ.get("CONTENT_LENGTH") or ""
+        if declared.isdigit() and int(declared) > limit:
+            return None
+        body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
+        return None if len(body) > limit else body
+
+    return read
+
+
+def respond(response: Response, start_response: StartResponse) -> Iterable[bytes]:
+    """Send a neutral `Response` through `start_response`."""
+    reason = HTTP_STATUS_CODES.get(response.status, "Unknown")
+    start_response(f"{response.status} {reason}", list(response.headers))
+    return [response.body]
+
+
+class A2AProviderApp:
+    """Serve a `Provider` as a WSGI app; other paths go to `app` (or get 404).
+
+    For Flask: `app.wsgi_app = A2AProviderApp(provider, app.wsgi_app)`, or use the Flask
+    extension, which does this for you. The Provider authenticates its own routes.
+    """
+
+    def __init__(self, provider: Provider, app: WSGIApplication | None = None) -> None:
+        self.provider = provider
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        request = neutral_request(environ)
+        if self.provider.matches(request.method, request.path):
+            return respond(self.provider.handle(request, body_reader(environ)), start_response)
+        if self.app is not None:
+            return self.app(environ, start_response)
+        return respond(Response(status=404, headers=(("Content-Length", "0"),)), start_response)

@@ -95,6 +95,9 @@ def json_loads(data: bytes | str) -> Any:
     if _too_deep(data):
         raise MalformedInput("JSON nested too deeply")
     try:
+        if isinstance(data, bytes):
+            # Strict UTF-8: json.loads would sniff UTF-16/32, skip a BOM and pass surrogates.
+            data = data.decode("utf-8")
         return json.loads(
             data, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
         )

@@ -44,3 +44,25 @@ class AuthenticationFailed(PactmwError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+class A2AError(PactmwError):
+    """An A2A error (PACT §6): a reason from the A2A table and a human message.
+
+    Rendered as the AIP-193 envelope with exactly one `google.rpc.ErrorInfo` detail; the HTTP
+    status and `status` string follow from the reason.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class RequestRefused(PactmwError):
+    """A request answered with a bare HTTP status and no A2A body (404, 405, 413, 429, 503)."""
+
+    def __init__(self, status: int, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.headers = headers

@@ -64,7 +64,7 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
         return [literal]
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
+    except (OSError, UnicodeError) as exc:  # UnicodeError: the name fails IDNA encoding
         raise FetchError(f"cannot resolve {host}") from exc
     return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
@@ -90,8 +90,11 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
 
     Blocking: async callers run it in a worker thread.
     """
-    parts = urlsplit(url)
-    host = parts.hostname
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:  # e.g. an unbalanced or invalid bracketed IPv6 host
+        raise FetchError("invalid URL") from exc
     if not host or parts.username is not None or parts.password is not None:
         raise FetchError("URL must name a host and carry no credentials")
     if parts.scheme not in ("https", "http"):

@@ -10,6 +10,25 @@ from pactmw.core.errors import AuthenticationFailed
 
 
 @frozen
+class Request:
+    """What the Provider needs of a request; the body is read separately, only when needed.
+
+    `path` is the decoded path below the site root; `headers` are (lower-case name, value)
+    pairs in arrival order.
+    """
+
+    method: str
+    path: str
+    query: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    client: str | None = None
+
+    def header(self, name: str) -> str | None:
+        """The single value of a header (None when missing or repeated)."""
+        return single_header(value for key, value in self.headers if key == name)
+
+
+@frozen
 class Response:
     """A complete HTTP response: status, header pairs (in order) and body bytes."""
 

@@ -81,7 +81,7 @@ def _serialise(value: Any, out: list[str]) -> None:
     elif isinstance(value, Mapping):
         out.append("{")
         # Property names sort by their UTF-16 code units (RFC 8785 §3.2.3).
-        for index, key in enumerate(sorted(value, key=lambda k: k.encode("utf-16-be"))):
+        for index, key in enumerate(sorted(value, key=lambda k: str.encode(k, "utf-16-be"))):
             if not isinstance(key, str):
                 raise TypeError("JSON object keys must be strings")
             if index:

@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -30,6 +31,10 @@ from pactmw.core.jwk import KeySet, PublicJWK
 from pactmw.core.keys import DiscoveryCache, JwksCache
 
 logger = logging.getLogger("pactmw.identity")
+
+#: NUL and lone surrogates ("\ud800" in JSON) are not text a store can keep or a hash can take;
+#: `sub` keys conversations, so such a `sub` is refused at the door.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 #: PACT §3.2: personal-agent JWTs are ES256 or RS256, nothing else.
 IDENTITY_ALGORITHMS = frozenset({"ES256", "RS256"})
@@ -189,7 +194,12 @@ def parse_bearer(authorization: str | None) -> str:
 def _number(claims: Mapping[str, Any], name: str) -> float:
     value = claims.get(name)
     # bool is an int in Python but never a NumericDate.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or abs(value) > 2**53  # checked first: math.isfinite overflows on a huge int
+        or not math.isfinite(value)
+    ):
         raise AuthenticationFailed("bad_claims", f"{name} missing or not a number")
     return float(value)
 
@@ -264,7 +274,7 @@ class IdentityVerifier:
         if claims.get("aud") != audience or not isinstance(claims.get("aud"), str):
             raise AuthenticationFailed("bad_audience")
         sub = claims.get("sub")
-        if not isinstance(sub, str) or not sub:
+        if not isinstance(sub, str) or not sub or _UNSTORABLE.search(sub):
             raise AuthenticationFailed("bad_claims", "sub missing or not a non-empty string")
         iat = _number(claims, "iat")
         exp = _number(claims, "exp")

@@ -1,0 +1,397 @@
+"""The framework-neutral PACT Provider: one implementation that every adapter renders.
+
+Processing order (pact-provider.md §2.1): route match (404, no body, before any
+authentication), the Agent Card (no authentication), the personal-agent JWT (401), the Brand
+lookup (404), rate limits (429), then the operation.
+
+Like the identity verifier, the request flow is a generator that yields what it needs done
+(verify a token, read the body, call the store, run the bot) and receives the results; the
+sync driver does those things directly, the async driver awaits them (blocking store calls
+and sync bots run in worker threads). So there is one flow, not a sync and an async copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from typing import Any
+
+from attrs import frozen
+
+from pactmw.core.encoding import json_dumps
+from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
+from pactmw.core.http import Request, Response, challenge
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.a2a import a2a_json, error_response, ok, refused
+from pactmw.provider.brand import Brand, Reply, Turn, TurnHandler
+from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, build_card, card_response
+from pactmw.provider.messages import SendMessage, is_uuid, parse_page_size, parse_send_message
+from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.provider.routes import Route, match
+from pactmw.provider.settings import ProviderSettings
+from pactmw.store import open_store
+from pactmw.store.base import Store, StoreUnavailable
+
+logger = logging.getLogger("pactmw.provider")
+
+ReadBody = Callable[[int], "bytes | None"]
+AReadBody = Callable[[int], Awaitable["bytes | None"]]
+
+
+# -- what the flow asks its driver for ---------------------------------------------------------
+
+
+@frozen
+class _Identity:
+    authorization: str | None
+
+
+@frozen
+class _Body:
+    limit: int
+
+
+@frozen
+class _Store:
+    operation: Callable[..., Any]
+    kwargs: dict[str, Any]
+
+
+@frozen
+class _Bot:
+    handler: TurnHandler
+    turn: Turn
+
+
+_Need = _Identity | _Body | _Store | _Bot
+Flow = Generator[_Need, Any, Response]
+
+_UNKNOWN_CONTEXT = "Unknown contextId"
+
+
+class Provider:
+    """Serves PACT 1.0 (Identity profile) for a set of Brands over A2A HTTP+JSON.
+
+    Thread-safe; create one per process and share it. `clock` is wall-clock epoch seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        verifier: IdentityVerifier,
+        store: Store,
+        brands: Iterable[Brand],
+        identity_scheme: str = DEFAULT_IDENTITY_SCHEME,
+        organization: str = "",
+        rate_limit: RateLimit | None = None,
+        max_body_bytes: int = 1024 * 1024,
+        conversation_idle_timeout: float | None = None,
+        claim_lease_seconds: float = 120.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.verifier = verifier
+        self.store = store
+        self.brands = {brand.id: brand for brand in brands}
+        self.identity_scheme = identity_scheme
+        self.organization = organization
+        self.rate_limiter = RateLimiter(rate_limit or RateLimit())
+        self.max_body_bytes = max_body_bytes
+        self.conversation_idle_timeout = conversation_idle_timeout
+        self.claim_lease_seconds = claim_lease_seconds
+        self._clock = clock
+        # Cards are static per Brand: render them once.
+        self._cards = {
+            brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
+        }
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: ProviderSettings,
+        *,
+        store: Store | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> Provider:
+        """Build from settings; opens `settings.store` unless a store is given.
+
+        Runtime enable/disable of personal agents is persisted in the store.
+        """
+        store = store or open_store(settings.store)
+        extra: dict[str, Any] = {} if clock is None else {"clock": clock}
+        return cls(
+            base_url=settings.base_url,
+            verifier=settings.identity.build_verifier(overrides=store, **extra),
+            store=store,
+            brands=settings.brands,
+            identity_scheme=settings.identity_scheme,
+            organization=settings.organization,
+            rate_limit=settings.rate_limit,
+            max_body_bytes=settings.max_body_bytes,
+            conversation_idle_timeout=settings.conversation_idle_timeout,
+            claim_lease_seconds=settings.claim_lease_seconds,
+            **extra,
+        )
+
+    def card(self, brand_id: str) -> dict[str, Any]:
+        """The Agent Card of a Brand (KeyError for an unknown Brand)."""
+        return build_card(
+            self.brands[brand_id],
+            base_url=self.base_url,
+            identity_scheme=self.identity_scheme,
+            organization=self.organization,
+        )
+
+    def matches(self, method: str, path: str) -> bool:
+        """Tell whether the Provider serves this path (anything under `/a2a/`)."""
+        return path.startswith("/a2a/")
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- the flow ------------------------------------------------------------------------
+
+    def _flow(self, request: Request) -> Flow:
+        route = match(request.method, request.path)
+        if route is None:
+            raise RequestRefused(404)
+        brand = self.brands.get(route.brand_id)
+        if route.operation == "card":
+            if brand is None:
+                raise RequestRefused(404)
+            return self._cards[brand.id]
+        caller: PersonalAgent = yield _Identity(request.header("authorization"))
+        if brand is None:
+            raise RequestRefused(404)
+        wait = self.rate_limiter.check(caller.issuer, caller.sub, self._clock())
+        if wait is not None:
+            raise RequestRefused(429, (("Retry-After", str(wait)),))
+        if route.operation == "send":
+            body = yield _Body(self.max_body_bytes)
+            if body is None:
+                raise RequestRefused(413)
+            return (yield from self._send(brand, caller, parse_send_message(body)))
+        return _simple_operation(route, request)
+
+    def _send(self, brand: Brand, caller: PersonalAgent, message: SendMessage) -> Flow:
+        now = self._clock()
+        store = self.store
+        closed = False
+        if message.context_id is None:
+            context_id: str = yield _Store(
+                store.create_conversation,
+                {"brand_id": brand.id, "issuer": caller.issuer, "sub": caller.sub, "now": now},
+            )
+        else:
+            context_id = message.context_id
+            conversation = (
+                (yield _Store(store.get_conversation, {"context_id": context_id}))
+                if is_uuid(context_id)
+                else None
+            )
+            # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
+            if (
+                conversation is None
+                or conversation.brand_id != brand.id
+                or conversation.issuer != caller.issuer
+                or conversation.sub != caller.sub
+            ):
+                raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
+            closed = conversation.closed
+            idle = self.conversation_idle_timeout
+            if not closed and idle is not None and now - conversation.last_activity > idle:
+                yield _Store(store.close_conversation, {"context_id": context_id})
+                closed = True
+        claim = yield _Store(
+            store.claim_message,
+            {
+                "context_id": context_id,
+                "message_id": message.message_id,
+                "text": message.text,
+                "now": now,
+                "lease_seconds": self.claim_lease_seconds,
+            },
+        )
+        # A retry is answered even in a closed conversation: the reply that closed it may be
+        # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
+        if claim.kind == "reply":
+            return a2a_json(200, claim.reply)
+        if closed:
+            if claim.kind == "new":
+                yield _Store(
+                    store.release_claim,
+                    {"context_id": context_id, "message_id": message.message_id},
+                )
+            raise A2AError("UNSUPPORTED_OPERATION", "Conversation is closed")
+        if claim.kind == "pending":
+            raise A2AError(
+                "INVALID_PARAMS",
+                "messageId was already received in this context and has no reply yet",
+            )
+        if claim.kind == "conflict":
+            raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
+        history = yield _Store(store.history, {"context_id": context_id})
+        turn = Turn(
+            text=message.text,
+            parts=message.parts,
+            context_id=context_id,
+            message_id=message.message_id,
+            caller=caller,
+            brand=brand,
+            history=tuple(history),
+        )
+        release = _Store(
+            store.release_claim, {"context_id": context_id, "message_id": message.message_id}
+        )
+        try:
+            result = yield _Bot(brand.handler, turn)
+            reply = _as_reply(result)
+            reply_id = str(uuid.uuid4())
+            parts: list[dict[str, Any]] = [{"text": reply.text}]
+            parts.extend({"data": data} for data in reply.data)
+            # Serialised here: data the bot returned that is not JSON (NaN, objects) is the
+            # bot's failure too, and must release the claim like any other.
+            body = json_dumps(
+                {
+                    "message": {
+                        "messageId": reply_id,
+                        "contextId": context_id,
+                        "role": "ROLE_AGENT",
+                        "parts": parts,
+                    }
+                }
+            )
+        except Exception:
+            # The bot failed: log it here, tell the caller nothing of it, and leave the message
+            # unanswered so that a retry runs the bot again.
+            logger.exception("turn handler of brand %r failed", brand.id)
+            yield release
+            raise A2AError("INTERNAL", "Internal error") from None
+        yield _Store(
+            store.store_reply,
+            {
+                "context_id": context_id,
+                "message_id": message.message_id,
+                "reply_message_id": reply_id,
+                "reply_text": reply.text,
+                "reply": body,
+                "now": self._clock(),
+            },
+        )
+        if reply.close:
+            yield _Store(store.close_conversation, {"context_id": context_id})
+        return a2a_json(200, body)
+
+    # -- the two drivers -----------------------------------------------------------------
+
+    def handle(self, request: Request, read_body: ReadBody) -> Response:
+        """Answer one request (blocking). `read_body(limit)` returns the body, or None when
+        it is longer than `limit` bytes; it is called only after authentication."""
+        flow = self._flow(request)
+        answer: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                need = flow.throw(error) if error is not None else flow.send(answer)
+            except StopIteration as done:
+                response: Response = done.value
+                return response
+            except Exception as exc:
+                return _render(exc)
+            answer, error = None, None
+            try:
+                if isinstance(need, _Identity):
+                    answer = self.verifier.verify(need.authorization)
+                elif isinstance(need, _Body):
+                    answer = read_body(need.limit)
+                elif isinstance(need, _Store):
+                    answer = need.operation(**need.kwargs)
+                else:
+                    answer = need.handler(need.turn)
+                    if inspect.isawaitable(answer):
+                        answer = _run_coroutine(answer)
+            except Exception as exc:
+                error = exc
+
+    async def ahandle(self, request: Request, read_body: AReadBody) -> Response:
+        """Async `handle`: store calls and sync bots run in worker threads."""
+        flow = self._flow(request)
+        answer: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                need = flow.throw(error) if error is not None else flow.send(answer)
+            except StopIteration as done:
+                response: Response = done.value
+                return response
+            except Exception as exc:
+                return _render(exc)
+            answer, error = None, None
+            try:
+                if isinstance(need, _Identity):
+                    answer = await self.verifier.averify(need.authorization)
+                elif isinstance(need, _Body):
+                    answer = await read_body(need.limit)
+                elif isinstance(need, _Store):
+                    answer = await asyncio.to_thread(need.operation, **need.kwargs)
+                elif inspect.iscoroutinefunction(need.handler):
+                    answer = await need.handler(need.turn)
+                else:
+                    answer = await asyncio.to_thread(need.handler, need.turn)
+                    if inspect.isawaitable(answer):
+                        answer = await answer
+            except Exception as exc:
+                error = exc
+
+
+def _simple_operation(route: Route, request: Request) -> Response:
+    """The operations with a fixed answer (the card's capabilities are all false)."""
+    if route.operation == "list_tasks":
+        size = parse_page_size(request.query)
+        return ok({"tasks": [], "nextPageToken": "", "pageSize": size, "totalSize": 0})
+    if route.operation in ("get_task", "cancel_task"):
+        raise A2AError("TASK_NOT_FOUND", f"Task not found: {route.task_id}")
+    if route.operation == "push_configs":
+        raise A2AError("PUSH_NOTIFICATION_NOT_SUPPORTED", "Push notifications are not supported")
+    raise A2AError("UNSUPPORTED_OPERATION", "Unsupported operation")
+
+
+def _as_reply(result: Any) -> Reply:
+    if isinstance(result, str):
+        result = Reply(text=result)
+    if not isinstance(result, Reply):
+        raise TypeError(f"a turn handler must return str or Reply, not {type(result).__name__}")
+    if not isinstance(result.text, str):
+        raise TypeError(f"Reply.text must be str, not {type(result.text).__name__}")
+    if "\x00" in result.text:
+        # Stores refuse NUL; refusing it here releases the claim like any bot failure.
+        raise ValueError("a reply text must not contain NUL characters")
+    return result
+
+
+def _run_coroutine(awaitable: Any) -> Any:
+    """Run an async bot from the sync driver (a WSGI worker thread has no running loop)."""
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    return asyncio.run(wrapper())
+
+
+def _render(exc: Exception) -> Response:
+    if isinstance(exc, AuthenticationFailed):
+        return challenge(exc)
+    if isinstance(exc, A2AError):
+        return error_response(exc)
+    if isinstance(exc, RequestRefused):
+        return refused(exc)
+    if isinstance(exc, StoreUnavailable):
+        logger.error("store unavailable: %s", exc)
+        return refused(RequestRefused(503, (("Retry-After", "1"),)))
+    logger.exception("unexpected error in the Provider", exc_info=exc)
+    return error_response(A2AError("INTERNAL", "Internal error"))

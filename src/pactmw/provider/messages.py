@@ -1,0 +1,143 @@
+"""`message:send` request validation, in the reference order (pact-provider.md §2.4).
+
+Pure: bytes in, a `SendMessage` out or an `A2AError` with the reference's exact message.
+The steps that need the conversation (contextId ownership, retries) run later, in the flow.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from attrs import frozen
+
+from pactmw.core.encoding import json_loads
+from pactmw.core.errors import A2AError, MalformedInput
+
+_ROLES = frozenset({"ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT"})
+_CONTENT_KEYS = ("text", "raw", "url", "data")
+_PART_EXTRA_KEYS = frozenset({"metadata", "filename", "mediaType"})
+
+
+@frozen
+class SendMessage:
+    """A validated `message:send` request."""
+
+    message_id: str
+    context_id: str | None
+    text: str  # every text part joined by newlines
+    parts: tuple[Mapping[str, Any], ...]
+    message: Mapping[str, Any]  # the whole message object, for extensions (Parafé metadata)
+
+
+def _invalid(message: str) -> A2AError:
+    return A2AError("INVALID_PARAMS", message)
+
+
+def _valid_part(part: Any) -> bool:
+    """One of `{text}`, `{raw}`, `{url}`, `{data}` plus optional metadata/filename/mediaType."""
+    if not isinstance(part, dict):
+        return False
+    content = [key for key in _CONTENT_KEYS if key in part]
+    if len(content) != 1 or not set(part) - {content[0]} <= _PART_EXTRA_KEYS:
+        return False
+    kind = content[0]
+    value = part[kind]
+    ok = isinstance(value, (dict, list)) if kind == "data" else isinstance(value, str)
+    if "metadata" in part and not isinstance(part["metadata"], dict):
+        return False
+    return ok and all(isinstance(part.get(k, ""), str) for k in ("filename", "mediaType"))
+
+
+def _valid_schema(body: Any) -> bool:
+    if not isinstance(body, dict):
+        return False
+    message = body.get("message")
+    if not isinstance(message, dict):
+        return False
+    message_id = message.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        return False
+    for key in ("contextId", "taskId"):
+        if key in message and not isinstance(message[key], str):
+            return False
+    if message.get("role") not in _ROLES:
+        return False
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not parts or not all(_valid_part(p) for p in parts):
+        return False
+    if "metadata" in message and not isinstance(message["metadata"], dict):
+        return False
+    for key in ("extensions", "referenceTaskIds"):
+        if key in message and not (
+            isinstance(message[key], list) and all(isinstance(v, str) for v in message[key])
+        ):
+            return False
+    return True
+
+
+def _has_nul(message: dict[str, Any]) -> bool:
+    """NUL in ids or text: valid JSON, but no store can keep it, so it is refused up front."""
+    texts = [message["messageId"], message.get("contextId", "")]
+    texts.extend(part["text"] for part in message["parts"] if "text" in part)
+    return any("\x00" in text for text in texts)
+
+
+def parse_send_message(body: bytes) -> SendMessage:
+    """Validate a `message:send` body through step 6 of the reference order.
+
+    Raises `A2AError`: INVALID_PARAMS (bad JSON, bad schema, wrong role, blank text),
+    TASK_NOT_FOUND (`taskId` present), CONTENT_TYPE_NOT_SUPPORTED (a non-text part).
+    """
+    try:
+        data = json_loads(body)
+    except MalformedInput as exc:
+        raise _invalid("Invalid JSON request body") from exc
+    if not _valid_schema(data) or _has_nul(data["message"]):
+        raise _invalid("Invalid request body")
+    message: dict[str, Any] = data["message"]
+    if "taskId" in message:
+        raise A2AError("TASK_NOT_FOUND", "Task not found")
+    if message["role"] != "ROLE_USER":
+        raise _invalid("Message role must be ROLE_USER")
+    parts: list[dict[str, Any]] = message["parts"]
+    if any("text" not in part for part in parts):
+        raise A2AError("CONTENT_TYPE_NOT_SUPPORTED", "Content type not supported")
+    text = "\n".join(part["text"] for part in parts)
+    if not text.strip():
+        raise _invalid("Message text must not be blank")
+    return SendMessage(
+        message_id=message["messageId"],
+        context_id=message.get("contextId"),
+        text=text,
+        parts=tuple(parts),
+        message=message,
+    )
+
+
+def is_uuid(value: str) -> bool:
+    """Tell whether `value` is a canonical UUID string (minted context ids are)."""
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+def parse_page_size(query: str) -> int:
+    """`pageSize` of ListTasks: all digits, 1-100, default 50, given at most once.
+
+    The query is decoded as a browser's URLSearchParams would (the reference reads it so).
+    """
+    values = [
+        value for name, value in parse_qsl(query, keep_blank_values=True) if name == "pageSize"
+    ]
+    if not values:
+        return 50
+    if len(values) > 1 or not values[0].isdigit() or not values[0].isascii():
+        raise _invalid("Invalid pageSize")
+    size = int(values[0])
+    if not 1 <= size <= 100:
+        raise _invalid("Invalid pageSize")
+    return size

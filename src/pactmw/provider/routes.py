@@ -1,0 +1,83 @@
+"""Routing for `{base}/a2a/{brand}/...` (PACT §2.2 and the reference's route table).
+
+Pure: a method and a path in, a `Route` or `None` out. Routing runs before authentication,
+so an unknown route or a wrong method is refused without looking at credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import unquote
+
+from attrs import frozen
+
+Operation = Literal[
+    "card",
+    "send",
+    "stream",
+    "list_tasks",
+    "get_task",
+    "cancel_task",
+    "subscribe",
+    "extended_card",
+    "push_configs",
+]
+
+MOUNT = "/a2a/"
+
+
+@frozen
+class Route:
+    """A matched route: the operation, the Brand id and, for task routes, the task id."""
+
+    operation: Operation
+    brand_id: str
+    task_id: str = ""
+
+
+def match(method: str, path: str) -> Route | None:
+    """Match an A2A route; None means 404 with no body.
+
+    `path` is the request path below the site root. `%3A` in the operation part is decoded
+    (the conformance suite sends `message%3Asend`), other escapes are left alone.
+    """
+    if not path.startswith(MOUNT):
+        return None
+    brand_id, _, rest = path[len(MOUNT) :].partition("/")
+    brand_id = unquote(brand_id)
+    if not brand_id:
+        return None
+    rest = rest.replace("%3A", ":").replace("%3a", ":")
+    segments = rest.split("/")
+    operation: Operation | None = None
+    task_id = ""
+    if rest == ".well-known/agent-card.json":
+        operation = "card" if method == "GET" else None
+    elif rest == "message:send":
+        operation = "send" if method == "POST" else None
+    elif rest == "message:stream":
+        operation = "stream" if method == "POST" else None
+    elif rest == "tasks":
+        operation = "list_tasks" if method == "GET" else None
+    elif rest == "extendedAgentCard":
+        operation = "extended_card" if method == "GET" else None
+    elif len(segments) == 2 and segments[0] == "tasks" and segments[1]:
+        task, _, verb = segments[1].partition(":")
+        task_id = unquote(task)
+        if not task_id:
+            return None
+        if verb == "" and method == "GET":
+            operation = "get_task"
+        elif verb == "cancel" and method == "POST":
+            operation = "cancel_task"
+        elif verb == "subscribe" and method == "POST":
+            operation = "subscribe"
+    elif len(segments) in (3, 4) and segments[0] == "tasks" and all(segments):
+        # tasks/{id}/pushNotificationConfigs[/{configId}]: GET/POST on the list, GET/DELETE
+        # on one config; anything else there is unmatched.
+        methods = ("GET", "POST") if len(segments) == 3 else ("GET", "DELETE")
+        if segments[2] == "pushNotificationConfigs" and method in methods:
+            operation = "push_configs"
+    if operation is None:
+        return None
+    return Route(operation=operation, brand_id=brand_id, task_id=task_id)

@@ -1,0 +1,96 @@
+"""State behind the Store protocol: memory, sqlite (the embedded default) and PostgreSQL.
+
+Pick a backend with `open_store(url)`. The PostgreSQL backend needs the `postgres` extra and
+is imported only when a PostgreSQL URL asks for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pactmw.store.base import (
+    Claim,
+    ClaimKind,
+    Conversation,
+    NotFound,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    Turn,
+)
+from pactmw.store.memory import MemoryStore
+from pactmw.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pactmw.store.postgres import PostgresStore
+
+__all__ = [
+    "Claim",
+    "ClaimKind",
+    "Conversation",
+    "MemoryStore",
+    "NotFound",
+    "PostgresStore",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "Turn",
+    "open_store",
+]
+
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def __getattr__(name: str) -> object:
+    # PostgresStore is exported, but importing it needs psycopg: defer until asked for.
+    if name == "PostgresStore":
+        from pactmw.store.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_store(url: str) -> Store:
+    """Open the store a URL names.
+
+    Accepted: `memory://`; `sqlite:///relative/path.db` (relative to the working directory)
+    or `sqlite:////absolute/path.db`; `postgresql://...` or `postgres://...` (a libpq URL,
+    needs the `postgres` extra). Anything else raises ValueError; the message never repeats
+    the URL, which may hold a password.
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise ValueError(
+            "store URL must look like memory://, sqlite:///path.db or postgresql://..."
+        )
+    if scheme == "memory":
+        if rest:
+            raise ValueError("memory:// store URL takes nothing after the scheme")
+        return MemoryStore()
+    if scheme == "sqlite":
+        if not url.lower().startswith(_SQLITE_PREFIX):
+            raise ValueError(
+                "sqlite store URL needs three slashes: sqlite:///relative/path.db "
+                "or sqlite:////absolute/path.db"
+            )
+        path = url[len(_SQLITE_PREFIX) :]
+        if not path or path.endswith("/") or "?" in path or path == ":memory:":
+            raise ValueError(
+                "sqlite store URL must name a database file, e.g. sqlite:///var/pactmw.db "
+                "(use memory:// for an in-memory store)"
+            )
+        return SqliteStore(path)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from pactmw.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ValueError(
+                "a PostgreSQL store needs psycopg: pip install 'pactmw[postgres]'"
+            ) from exc
+        return PostgresStore(url)
+    raise ValueError(
+        f"unsupported store URL scheme {scheme!r}: "
+        "expected memory://, sqlite:///path.db or postgresql://..."
+    )

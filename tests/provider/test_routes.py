@@ -1,0 +1,123 @@
+"""`routes.match`: every row of pact-provider.md §2.2, both ways."""
+
+from __future__ import annotations
+
+import pytest
+
+from pactmw.provider.routes import Route, match
+
+METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
+
+# (path below /a2a/acme/, the methods that match, operation, task id)
+ROUTE_TABLE = [
+    (".well-known/agent-card.json", {"GET"}, "card", ""),
+    ("message:send", {"POST"}, "send", ""),
+    ("message:stream", {"POST"}, "stream", ""),
+    ("tasks", {"GET"}, "list_tasks", ""),
+    ("tasks/t-1", {"GET"}, "get_task", "t-1"),
+    ("tasks/t-1:cancel", {"POST"}, "cancel_task", "t-1"),
+    ("tasks/t-1:subscribe", {"POST"}, "subscribe", "t-1"),
+    ("extendedAgentCard", {"GET"}, "extended_card", ""),
+    # Push-config routes answer without looking at the task, so no task id is carried.
+    ("tasks/t-1/pushNotificationConfigs", {"GET", "POST"}, "push_configs", ""),
+    ("tasks/t-1/pushNotificationConfigs/c1", {"GET", "DELETE"}, "push_configs", ""),
+]
+
+
+@pytest.mark.parametrize(("rest", "methods", "operation", "task_id"), ROUTE_TABLE)
+def test_route_table_matches_only_its_methods(
+    rest: str, methods: set[str], operation: str, task_id: str
+) -> None:
+    for method in METHODS:
+        route = match(method, f"/a2a/acme/{rest}")
+        if method in methods:
+            expected = Route(operation=operation, brand_id="acme", task_id=task_id)  # type: ignore[arg-type]
+            assert route == expected, method
+        else:
+            assert route is None, method
+
+
+@pytest.mark.parametrize(
+    ("method", "rest"),
+    [
+        # The unmatched examples listed in pact-provider.md §2.2.
+        ("GET", "unknown"),
+        ("GET", "message:send"),
+        ("DELETE", "message:send"),
+        ("PUT", "message:send"),
+        ("POST", "tasks"),
+        ("GET", "tasks/x:cancel"),
+        ("GET", "tasks/x:subscribe"),
+        ("DELETE", "tasks/x/pushNotificationConfigs"),
+        ("POST", "tasks/x/pushNotificationConfigs/c1"),
+        # Near misses.
+        ("GET", ""),
+        ("POST", "message:send/"),
+        ("POST", "message:sendx"),
+        ("POST", "message"),
+        ("GET", "tasks/"),
+        ("GET", "tasks/x/"),
+        ("POST", "tasks/x:frobnicate"),
+        ("POST", "tasks/:cancel"),
+        ("GET", "tasks/x/other"),
+        ("GET", "tasks/x/pushNotificationConfigs/"),
+        ("GET", "tasks/x/pushNotificationConfigs/c1/more"),
+        ("GET", "tasks//pushNotificationConfigs"),
+        ("GET", ".well-known/agent-card.json/"),
+        ("GET", "agent-card.json"),
+        ("GET", "tasks/x/y/z/w"),
+    ],
+)
+def test_unmatched_routes(method: str, rest: str) -> None:
+    assert match(method, f"/a2a/acme/{rest}") is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/unknown",
+        "/",
+        "",
+        "/a2a",
+        "/a2a/",
+        "/a2a//message:send",
+        "/api/a2a/acme/message:send",
+        "a2a/acme/message:send",
+        "/A2A/acme/message:send",
+    ],
+)
+def test_paths_outside_the_mount(path: str) -> None:
+    assert match("POST", path) is None
+
+
+def test_brand_without_operation_is_unmatched() -> None:
+    assert match("GET", "/a2a/acme") is None
+    assert match("GET", "/a2a/acme/") is None
+
+
+@pytest.mark.parametrize("colon", ["%3A", "%3a"])
+def test_percent_encoded_colon_is_decoded(colon: str) -> None:
+    assert match("POST", f"/a2a/acme/message{colon}send") == Route("send", "acme")
+    assert match("POST", f"/a2a/acme/message{colon}stream") == Route("stream", "acme")
+    assert match("POST", f"/a2a/acme/tasks/t-9{colon}cancel") == Route("cancel_task", "acme", "t-9")
+    assert match("POST", f"/a2a/acme/tasks/t-9{colon}subscribe") == Route(
+        "subscribe", "acme", "t-9"
+    )
+    # Decoding does not widen the methods.
+    assert match("GET", f"/a2a/acme/message{colon}send") is None
+    assert match("GET", f"/a2a/acme/tasks/t-9{colon}cancel") is None
+
+
+def test_brand_ids_are_percent_decoded() -> None:
+    assert match("POST", "/a2a/01M3R53Q5SZQ6FQSMSDBSSREAA/message:send") == Route(
+        "send", "01M3R53Q5SZQ6FQSMSDBSSREAA"
+    )
+    assert match("GET", "/a2a/acme%20co/.well-known/agent-card.json") == Route("card", "acme co")
+    assert match("GET", "/a2a/caf%C3%A9/tasks") == Route("list_tasks", "café")
+    assert match("POST", "/a2a/a%2Fb/message:send") == Route("send", "a/b")
+    assert match("GET", "/a2a/x%3Ay/tasks") == Route("list_tasks", "x:y")
+
+
+def test_task_ids_are_percent_decoded() -> None:
+    assert match("GET", "/a2a/acme/tasks/t%201") == Route("get_task", "acme", "t 1")
+    assert match("POST", "/a2a/acme/tasks/t%2F1:cancel") == Route("cancel_task", "acme", "t/1")

@@ -1,0 +1,441 @@
+"""Provider configuration: the TOML of the issue, and every way a configuration is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import examples.bots
+import pytest
+
+from pactmw.config import ConfigError
+from pactmw.core.http import Request
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import PrivateJWK, public_key_set
+from pactmw.provider import Provider, ProviderSettings, RateLimit, Skill, load_toml
+from pactmw.provider.settings import DEFAULT_STORE, import_handler
+from pactmw.store import open_store
+from tests.provider import (
+    ISSUER,
+    BodyReader,
+    Clock,
+    assert_a2a,
+    assert_error,
+    message_body,
+    must_not_read,
+)
+
+ISSUE_TOML = """\
+base_url = "http://127.0.0.1:8000"
+audience = "http://127.0.0.1:8000/a2a"
+identity_scheme = "platformJwt"
+store = "sqlite:///.pactmw/pactmw.db"
+allow_http_jwks_on_loopback = true
+
+[[agents]]
+issuer = "https://pa.example"
+jwks_uri = "http://127.0.0.1:9000/.well-known/jwks.json"
+name = "Example Assistant"
+enabled = true
+
+[brands.acme]
+name = "Acme Support"
+description = "Orders and returns."
+handler = "examples.bots:order_bot"
+"""
+
+
+@pytest.fixture
+def issue_config(tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "pactmw.toml"
+    path.write_text(ISSUE_TOML, encoding="utf-8")
+    return load_toml(str(path))
+
+
+def minimal(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "base_url": "https://provider.example",
+        "audience": "https://provider.example/a2a",
+        "brands": {"acme": {"handler": "examples.bots:order_bot"}},
+    }
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def refused(data: dict[str, Any], **kwargs: Any) -> str:
+    with pytest.raises(ConfigError) as caught:
+        ProviderSettings.from_mapping(data, **kwargs)
+    return str(caught.value)
+
+
+# -- the issue's TOML ------------------------------------------------------------------------
+
+
+def test_issue_toml_parses(issue_config: dict[str, Any]) -> None:
+    settings = ProviderSettings.from_mapping(issue_config)
+    assert settings.base_url == "http://127.0.0.1:8000"
+    assert settings.identity.audience == "http://127.0.0.1:8000/a2a"
+    assert settings.identity.allow_http_jwks_on_loopback is True
+    assert settings.identity_scheme == "platformJwt"
+    assert settings.store == "sqlite:///.pactmw/pactmw.db"
+    (agent,) = settings.identity.agents
+    assert agent.issuer == "https://pa.example"
+    assert agent.jwks_uri == "http://127.0.0.1:9000/.well-known/jwks.json"
+    assert agent.jwks is None
+    assert agent.name == "Example Assistant"
+    assert agent.enabled is True
+    (brand,) = settings.brands
+    assert brand.id == "acme"
+    assert brand.name == "Acme Support"
+    assert brand.description == "Orders and returns."
+    assert brand.handler is examples.bots.order_bot
+    assert brand.skills == ()
+    assert brand.version == "0.1.0"
+    # Defaults for everything the TOML leaves out.
+    assert settings.organization == ""
+    assert settings.rate_limit == RateLimit()
+    assert not settings.rate_limit.enabled
+    assert settings.max_body_bytes == 1024 * 1024
+    assert settings.conversation_idle_timeout is None
+    assert settings.claim_lease_seconds == 120.0
+
+
+def test_issue_toml_builds_a_provider(issue_config: dict[str, Any], tmp_path: Path) -> None:
+    settings = ProviderSettings.from_mapping(issue_config)
+    settings = attrs.evolve(settings, store=f"sqlite:///{tmp_path}/pactmw.db")
+    provider = Provider.from_settings(settings)
+    try:
+        assert (tmp_path / "pactmw.db").exists()
+        request_path = "/a2a/acme/.well-known/agent-card.json"
+        card = assert_a2a(provider.handle(Request("GET", request_path), must_not_read), 200)
+        assert card["name"] == "Acme Support"
+        assert card["description"] == "Orders and returns."
+        assert card["supportedInterfaces"][0] == {
+            "url": "http://127.0.0.1:8000/a2a/acme",
+            "protocolBinding": "HTTP+JSON",
+            "protocolVersion": "1.0",
+        }
+        assert list(card["securitySchemes"]) == ["platformJwt"]
+        assert card["provider"]["url"] == "http://127.0.0.1:8000"
+    finally:
+        provider.close()
+
+
+def test_issue_toml_runs_the_example_bot(
+    issue_config: dict[str, Any], tmp_path: Path, pa_keys: dict[str, PrivateJWK]
+) -> None:
+    """The issue's configuration end to end, with the agent's JWKS inline (nothing fetched)."""
+    key = pa_keys[ISSUER]
+    agent = dict(issue_config["agents"][0])
+    del agent["jwks_uri"]
+    agent["jwks"] = public_key_set([key]).to_dict()
+    issue_config["agents"] = [agent]
+    settings = ProviderSettings.from_mapping(issue_config)
+    clock = Clock()
+    provider = Provider.from_settings(
+        settings, store=open_store(f"sqlite:///{tmp_path}/bot.db"), clock=clock
+    )
+
+    def say(
+        text: str, context_id: str | None = None, aud: str = "http://127.0.0.1:8000/a2a"
+    ) -> Any:
+        now = int(clock())
+        claims = {
+            "iss": ISSUER,
+            "sub": "user-1",
+            "aud": aud,
+            "iat": now,
+            "exp": now + 120,
+        }
+        token = "Bearer " + sign_compact(claims, key, typ="JWT")
+        request = Request("POST", "/a2a/acme/message%3Asend", headers=(("authorization", token),))
+        return provider.handle(request, BodyReader(message_body(text, context_id=context_id)))
+
+    try:
+        first = assert_a2a(say("I want to return something"), 200)["message"]
+        assert first["parts"] == [{"text": examples.bots.ASK_FOR_NUMBER}]
+        context_id = first["contextId"]
+        second = assert_a2a(say("It's A-1001", context_id), 200)["message"]
+        assert second["contextId"] == context_id
+        assert second["parts"][0]["text"].startswith("I've started a return for order A-1001")
+        third = assert_a2a(say("thanks, bye", context_id), 200)["message"]
+        assert third["parts"] == [{"text": "You're welcome. Have a good day!"}]
+        # The bot closed the conversation.
+        assert_error(
+            say("one more thing", context_id), "UNSUPPORTED_OPERATION", "Conversation is closed"
+        )
+        # The audience is the configured one, not the interface URL.
+        assert say("hello", aud="http://127.0.0.1:8000/a2a/acme").status == 401
+    finally:
+        provider.close()
+
+
+def test_examples_package_is_importable() -> None:
+    assert import_handler("examples.bots:order_bot") is examples.bots.order_bot
+    assert import_handler("examples.bots:describe_order") is examples.bots.describe_order
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"basee_url": "x"}, "basee_url"),
+        ({"brand": {}}, "brand"),
+        ({"rate_limits": {}}, "rate_limits"),
+        (
+            {"agents": [{"issuer": "https://pa.example", "jwks_url": "https://pa.example/j"}]},
+            "agents[0].jwks_url",
+        ),
+        (
+            {"brands": {"acme": {"handler": "examples.bots:order_bot", "handlr": "x"}}},
+            "brands.acme.handlr",
+        ),
+        (
+            {
+                "brands": {
+                    "acme": {
+                        "handler": "examples.bots:order_bot",
+                        "skills": [{"id": "a", "name": "A", "description": "d", "tag": []}],
+                    }
+                }
+            },
+            "brands.acme.skills[0].tag",
+        ),
+        ({"rate_limit": {"per_agent": 5, "per_agnet": 5}}, "rate_limit.per_agnet"),
+    ],
+)
+def test_unknown_keys_are_named(change: dict[str, Any], key: str) -> None:
+    message = refused(minimal(**change))
+    assert f"unknown configuration key {key}" in message
+
+
+def test_unknown_key_in_the_issue_toml(issue_config: dict[str, Any]) -> None:
+    issue_config["brands"]["acme"]["greeting"] = "hi"
+    assert "brands.acme.greeting" in refused(issue_config)
+    del issue_config["brands"]["acme"]["greeting"]
+    issue_config["listen"] = "0.0.0.0"
+    assert "listen" in refused(issue_config)
+
+
+@pytest.mark.parametrize("audience", [None, "", 5])
+def test_audience_is_required(audience: Any) -> None:
+    data = minimal()
+    if audience is None:
+        del data["audience"]
+    else:
+        data["audience"] = audience
+    assert "audience" in refused(data)
+
+
+@pytest.mark.parametrize("base_url", [None, "", "provider.example", "ftp://x.example", 5])
+def test_base_url_is_required(base_url: Any) -> None:
+    data = minimal()
+    if base_url is None:
+        del data["base_url"]
+    else:
+        data["base_url"] = base_url
+    assert "base_url" in refused(data)
+
+
+def test_base_url_trailing_slash_is_removed() -> None:
+    settings = ProviderSettings.from_mapping(minimal(base_url="https://provider.example/"))
+    assert settings.base_url == "https://provider.example"
+
+
+@pytest.mark.parametrize("handler", [None, 5, ""])
+def test_handler_is_required(handler: Any) -> None:
+    brand: dict[str, Any] = {"name": "Acme"}
+    if handler is not None:
+        brand["handler"] = handler
+    assert "handler" in refused(minimal(brands={"acme": brand}))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "examples.bots:no_such_bot",
+        "examples.no_such_module:order_bot",
+        "no_such_package_pactmw.bots:bot",
+        "examples.bots",
+        ":order_bot",
+        "examples.bots:",
+        "examples.bots:ORDERS",  # not callable
+        "examples.bots:ORDERS.get.nope",
+    ],
+)
+def test_bad_handler_import_paths(path: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        import_handler(path)
+    assert path in str(caught.value)
+    assert path in refused(minimal(brands={"acme": {"handler": path}}))
+
+
+def test_handler_by_name_or_callable() -> None:
+    def bot(turn: Any) -> str:
+        return "hi"
+
+    by_name = ProviderSettings.from_mapping(
+        minimal(brands={"acme": {"handler": "mine"}}), handlers={"mine": bot}
+    )
+    assert by_name.brands[0].handler is bot
+    direct = ProviderSettings.from_mapping(minimal(brands={"acme": {"handler": bot}}))
+    assert direct.brands[0].handler is bot
+    dotted = ProviderSettings.from_mapping(
+        minimal(brands={"acme": {"handler": "examples.bots:ORDERS.get"}})
+    )
+    assert dotted.brands[0].handler == examples.bots.ORDERS.get
+
+
+@pytest.mark.parametrize("scheme", ["", "PAJWT", "platformjwt", "bearer", 5, None])
+def test_identity_scheme_must_be_known(scheme: Any) -> None:
+    data = minimal()
+    data["identity_scheme"] = scheme
+    assert "identity_scheme" in refused(data)
+
+
+def test_identity_scheme_pa_jwt() -> None:
+    settings = ProviderSettings.from_mapping(minimal(identity_scheme="paJwt"))
+    assert settings.identity_scheme == "paJwt"
+    provider = Provider.from_settings(settings, store=open_store("memory://"))
+    try:
+        assert list(provider.card("acme")["securitySchemes"]) == ["paJwt"]
+    finally:
+        provider.close()
+
+
+# -- rate_limit and the other numbers -------------------------------------------------------
+
+
+def test_rate_limit_parsing() -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(rate_limit={"per_agent": 20, "per_user": 5, "window": 30})
+    )
+    assert settings.rate_limit == RateLimit(per_agent=20, per_user=5, window=30.0)
+    assert isinstance(settings.rate_limit.window, float)
+    assert settings.rate_limit.enabled
+    only_user = ProviderSettings.from_mapping(minimal(rate_limit={"per_user": 1}))
+    assert only_user.rate_limit == RateLimit(per_user=1)
+    assert ProviderSettings.from_mapping(minimal(rate_limit={})).rate_limit == RateLimit()
+
+
+@pytest.mark.parametrize(
+    ("rate", "needle"),
+    [
+        ({"per_agent": 0}, "rate_limit.per_agent"),
+        ({"per_agent": -1}, "rate_limit.per_agent"),
+        ({"per_agent": "20"}, "rate_limit.per_agent"),
+        ({"per_agent": True}, "rate_limit.per_agent"),
+        ({"per_user": 0}, "rate_limit.per_user"),
+        ({"window": 0}, "rate_limit.window"),
+        ({"window": "60"}, "rate_limit.window"),
+        ("20/min", "rate_limit"),
+        ([20], "rate_limit"),
+    ],
+)
+def test_rate_limit_refusals(rate: Any, needle: str) -> None:
+    assert needle in refused(minimal(rate_limit=rate))
+
+
+def test_other_numbers() -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(max_body_bytes=4096, conversation_idle_timeout=900, claim_lease_seconds=30)
+    )
+    assert settings.max_body_bytes == 4096
+    assert settings.conversation_idle_timeout == 900
+    assert settings.claim_lease_seconds == 30.0
+    for key in ("max_body_bytes", "conversation_idle_timeout", "claim_lease_seconds"):
+        for bad in (0, -5, "10", True):
+            assert key in refused(minimal(**{key: bad}))
+
+
+def test_store_organization_and_brands_shapes() -> None:
+    assert ProviderSettings.from_mapping(minimal()).store == DEFAULT_STORE
+    assert ProviderSettings.from_mapping(minimal(store="memory://")).store == "memory://"
+    assert "store" in refused(minimal(store=""))
+    assert "store" in refused(minimal(store=5))
+    assert "organization" in refused(minimal(organization=5))
+    assert "brands" in refused(minimal(brands=["acme"]))
+    assert "brands.acme" in refused(minimal(brands={"acme": "examples.bots:order_bot"}))
+
+
+def test_brand_fields() -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(
+            organization="Example Provider",
+            brands={
+                "acme": {
+                    "handler": "examples.bots:order_bot",
+                    "version": "1.2.0",
+                    "skills": [
+                        {
+                            "id": "orders",
+                            "name": "Orders",
+                            "description": "Order status.",
+                            "tags": ["orders"],
+                            "examples": ["Where is A-1001?"],
+                        }
+                    ],
+                },
+                "globex": {"handler": "examples.bots:order_bot", "name": "Globex"},
+            },
+        )
+    )
+    acme, globex = settings.brands
+    assert acme.name == "acme"  # the id when no name is given
+    assert acme.version == "1.2.0"
+    assert acme.skills == (
+        Skill(
+            id="orders",
+            name="Orders",
+            description="Order status.",
+            tags=("orders",),
+            examples=("Where is A-1001?",),
+        ),
+    )
+    assert globex.name == "Globex"
+    assert settings.organization == "Example Provider"
+    for brand in (
+        {"handler": "examples.bots:order_bot", "name": ""},
+        {"handler": "examples.bots:order_bot", "description": 5},
+        {"handler": "examples.bots:order_bot", "skills": {"id": "x"}},
+        {"handler": "examples.bots:order_bot", "skills": [{"id": "x", "name": "X"}]},
+        {
+            "handler": "examples.bots:order_bot",
+            "skills": [{"id": "x", "name": "X", "description": "d", "tags": "orders"}],
+        },
+    ):
+        assert "brands.acme" in refused(minimal(brands={"acme": brand}))
+
+
+# -- load_toml -------------------------------------------------------------------------------
+
+
+def test_load_toml_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_toml(str(tmp_path / "missing.toml"))
+    broken = tmp_path / "broken.toml"
+    broken.write_text('base_url = "http://x\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_toml(str(broken))
+
+
+def test_load_toml_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(ISSUE_TOML + "\n[rate_limit]\nper_agent = 20\n", encoding="utf-8")
+    data = load_toml(str(path))
+    assert json.loads(json.dumps(data))["brands"]["acme"]["name"] == "Acme Support"
+    assert ProviderSettings.from_mapping(data).rate_limit == RateLimit(per_agent=20)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("max_body_bytes", 1.5), ("rate_limit", {"per_agent": 1.5}), ("rate_limit", {"per_user": 0})],
+)
+def test_counts_must_be_positive_whole_numbers(key: str, value: object) -> None:
+    data = minimal(**{key: value})
+    with pytest.raises(ConfigError, match="whole number"):
+        ProviderSettings.from_mapping(data)

@@ -1,0 +1,121 @@
+"""Real servers on 127.0.0.1 for tests: uvicorn and Werkzeug in threads, anything in a process.
+
+Every helper binds a free port, waits (bounded) until the server accepts connections and
+stops it on exit, so tests talk real HTTP to real servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from werkzeug.serving import make_server
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(
+    port: int, timeout: float = 30.0, process: subprocess.Popen[Any] | None = None
+) -> None:
+    """Wait until 127.0.0.1:`port` accepts connections; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server process exited with {process.returncode}")
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+@contextlib.contextmanager
+def uvicorn_server(app: Any, port: int | None = None) -> Iterator[str]:
+    """Run an ASGI app on uvicorn in a thread; yield its base URL."""
+    port = port or free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def werkzeug_server(app: Any, port: int | None = None) -> Iterator[str]:
+    """Run a WSGI app on Werkzeug's threaded server in a thread; yield its base URL."""
+    server = make_server("127.0.0.1", port or free_port(), app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def process_server(
+    argv: Sequence[str],
+    port: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = REPO,
+    log: Path | None = None,
+    timeout: float = 60.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server command in its own process until it listens on `port`; yield the process.
+
+    Output goes to `log` (a file), so a failing test can show what the server said.
+    """
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p
+    )
+    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+    process = subprocess.Popen(
+        list(argv), cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT
+    )
+    try:
+        try:
+            wait_for_port(port, timeout, process)
+        except Exception:
+            if log is not None:
+                sys.stderr.write(Path(log).read_text(errors="replace")[-4000:])
+            raise
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        if log is not None:
+            out.close()  # type: ignore[union-attr]

@@ -1,0 +1,72 @@
+"""The public surface is what we mean it to be, and framework imports stay in their adapters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pactmw
+import pactmw.provider
+
+EXPECTED = {
+    "AgentRegistry",
+    "AuthenticationFailed",
+    "CachePolicy",
+    "ConfigError",
+    "FetchError",
+    "FetchPolicy",
+    "IdentityVerifier",
+    "JoseError",
+    "JwksCache",
+    "KeySet",
+    "KeyUnavailable",
+    "MalformedInput",
+    "PactmwError",
+    "PersonalAgent",
+    "PrivateJWK",
+    "PublicJWK",
+    "RegisteredAgent",
+    "Settings",
+    "__version__",
+    "generate_private_jwk",
+    "parse_jwks",
+}
+
+
+def test_top_level_exports() -> None:
+    assert set(pactmw.__all__) == EXPECTED
+    for name in pactmw.__all__:
+        assert getattr(pactmw, name) is not None
+
+
+def test_provider_exports_resolve() -> None:
+    for name in pactmw.provider.__all__:
+        assert getattr(pactmw.provider, name) is not None
+
+
+def test_errors_share_one_base() -> None:
+    for name in (
+        "AuthenticationFailed",
+        "ConfigError",
+        "FetchError",
+        "JoseError",
+        "KeyUnavailable",
+    ):
+        assert issubclass(getattr(pactmw, name), pactmw.PactmwError)
+
+
+def test_only_the_django_and_flask_adapters_import_those_frameworks() -> None:
+    code = (
+        "import sys, pkgutil, importlib, pactmw\n"
+        "for m in pkgutil.walk_packages(pactmw.__path__, 'pactmw.'):\n"
+        "    if m.name in ('pactmw.adapters.django', 'pactmw.adapters.flask'):\n"
+        "        continue\n"
+        "    importlib.import_module(m.name)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('django', 'flask'))\n"
+        "print(bad)\n"
+        "raise SystemExit(1 if bad else 0)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
