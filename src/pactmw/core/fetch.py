@@ -8,11 +8,12 @@ no redirects, a total deadline and a body cap.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import socket
 import ssl
-import time
+import threading
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -82,7 +83,21 @@ class _PinnedConnection(http.client.HTTPConnection):
         if self._tls:
             context = ssl.create_default_context()
             sock = context.wrap_socket(sock, server_hostname=self.host)
-        self.sock = sock
+        self.sock = self.kept_socket = sock
+
+    kept_socket: socket.socket | None = None  # http.client drops `sock` once a response starts
+
+    aborted = False
+
+    def abort(self) -> None:
+        """Cut the connection from another thread, waking any blocked read.
+
+        `aborted` is set before the cut, so a read that fails because of it sees the flag.
+        """
+        self.aborted = True
+        if self.kept_socket is not None:
+            with contextlib.suppress(OSError):
+                self.kept_socket.shutdown(socket.SHUT_RDWR)
 
 
 def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json") -> FetchResponse:
@@ -109,8 +124,12 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
         raise FetchError(f"{host} resolves to an address that may not be fetched")
     if not tls and not all(a.is_loopback for a in addresses):
         raise FetchError("plain http is allowed only to loopback")
-    deadline = time.monotonic() + policy.timeout
     connection = _PinnedConnection(host, port, addresses[0], policy.timeout, tls)
+    # One deadline for the whole exchange: per-read socket timeouts alone would let a server
+    # that drips the status line, headers or body a byte at a time hold this thread forever.
+    watchdog = threading.Timer(policy.timeout, connection.abort)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         path = parts.path or "/"
         if parts.query:
@@ -125,25 +144,22 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
             raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
         chunks: list[bytes] = []
         received = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise FetchError(f"{url} took longer than {policy.timeout} s")
-            if connection.sock is not None:
-                # One deadline for the whole body, so a server dripping bytes cannot hold on.
-                connection.sock.settimeout(remaining)
-            chunk = response.read1(16 * 1024)
-            if not chunk:
-                break
+        while chunk := response.read1(16 * 1024):
             received += len(chunk)
             if received > policy.max_bytes:
                 raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
             chunks.append(chunk)
+        if connection.aborted:
+            # The watchdog fired: what was read may be cut short, so none of it is trusted.
+            raise FetchError(f"{url} took longer than {policy.timeout} s")
         headers = {name.lower(): value for name, value in response.getheaders()}
         return FetchResponse(body=b"".join(chunks), headers=headers)
     except (OSError, http.client.HTTPException) as exc:
+        if connection.aborted:
+            raise FetchError(f"{url} took longer than {policy.timeout} s") from exc
         raise FetchError(f"{url} could not be fetched: {type(exc).__name__}") from exc
     finally:
+        watchdog.cancel()
         connection.close()
 
 

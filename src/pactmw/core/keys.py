@@ -10,6 +10,7 @@ fetch, and no lock is held while fetching.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -168,7 +169,7 @@ class JwksCache:
                 self._fetch_and_finish(uri, future, entry)
             try:
                 entry = future.result(timeout=self.fetch_policy.timeout * 2)
-            except TimeoutError as exc:
+            except concurrent.futures.TimeoutError as exc:  # not builtin on Python 3.10
                 raise KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out") from exc
         return self._answer(uri, entry, kid, alg, self._clock())
 

@@ -56,8 +56,9 @@ def open_store(url: str) -> Store:
 
     Accepted: `memory://`; `sqlite:///relative/path.db` (relative to the working directory)
     or `sqlite:////absolute/path.db`; `postgresql://...` or `postgres://...` (a libpq URL,
-    needs the `postgres` extra). Anything else raises ValueError; the message never repeats
-    the URL, which may hold a password.
+    needs the `postgres` extra, else ImportError). Any other URL raises ValueError, whose
+    message never repeats the URL (it may hold a password). PostgreSQL connects lazily:
+    an unreachable server shows up as `StoreUnavailable` on the first operation.
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -86,7 +87,7 @@ def open_store(url: str) -> Store:
         try:
             from pactmw.store.postgres import PostgresStore
         except ImportError as exc:
-            raise ValueError(
+            raise ImportError(
                 "a PostgreSQL store needs psycopg: pip install 'pactmw[postgres]'"
             ) from exc
         return PostgresStore(url)

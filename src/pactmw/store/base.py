@@ -176,7 +176,8 @@ class Store(Protocol):
     def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
         """Return the last `limit` answered turns, oldest first.
 
-        Turns are ordered by when their user message was first claimed; unanswered claims
+        Turns are in the order their user messages were claimed (a takeover keeps the
+        message's place; a released and re-claimed one moves to the end). Unanswered claims
         are left out. An unknown conversation has an empty history.
         """
         ...

@@ -221,10 +221,15 @@ class SqliteStore:
         """Bind `account` if none is bound; return the account bound now."""
         reject_nul(context_id=context_id, account=account)
         with self._write() as conn:
-            row = conn.execute(
-                "UPDATE pactmw_conversations SET account = COALESCE(account, ?)"
-                " WHERE context_id = ? RETURNING account",
+            # Update then read inside one BEGIN IMMEDIATE transaction, rather than
+            # UPDATE ... RETURNING, which needs sqlite 3.35 (older distributions lack it).
+            conn.execute(
+                "UPDATE pactmw_conversations SET account = ?"
+                " WHERE context_id = ? AND account IS NULL",
                 (account, context_id),
+            )
+            row = conn.execute(
+                "SELECT account FROM pactmw_conversations WHERE context_id = ?", (context_id,)
             ).fetchone()
         if row is None:
             raise NotFound(f"unknown conversation {context_id!r}")

@@ -1,0 +1,542 @@
+"""JwksCache and DiscoveryCache against a real local server, with a fake monotonic clock."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pactmw.core.errors import KeyUnavailable
+from pactmw.core.fetch import FetchPolicy
+from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
+from pactmw.core.keys import CachePolicy, DiscoveryCache, JwksCache
+from tests.jwks_server import JwksServer, Mode
+
+POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+DAY = 24 * 3600.0
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the test says so."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(scope="module")
+def key_a() -> PrivateJWK:
+    return generate_private_jwk("ES256", kid="a")
+
+
+@pytest.fixture(scope="module")
+def key_b() -> PrivateJWK:
+    return generate_private_jwk("ES256", kid="b")
+
+
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[JwksServer]:
+    with JwksServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(module_server: JwksServer, key_a: PrivateJWK) -> JwksServer:
+    module_server.reset()
+    module_server.set_keys(public_key_set([key_a]))
+    return module_server
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def cache(clock: FakeClock) -> JwksCache:
+    return JwksCache(POLICY, clock=clock)
+
+
+def _hits(server: JwksServer) -> int:
+    return server.hits[server.jwks_path]
+
+
+def _reason(cache: JwksCache, uri: str, kid: str | None, alg: str = "ES256") -> str:
+    with pytest.raises(KeyUnavailable) as info:
+        cache.get_keys(uri, kid, alg)
+    return info.value.code
+
+
+# -- fetch, hit, refetch ------------------------------------------------------------------------
+
+
+def test_first_fetch_then_hits_from_cache(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    assert _hits(server) == 0
+    (found,) = cache.get_keys(server.url, "a", "ES256")
+    assert found.thumbprint == key_a.public.thumbprint
+    assert _hits(server) == 1
+    for _ in range(20):
+        clock.advance(10)
+        assert cache.get_keys(server.url, "a", "ES256") == (found,)
+        assert cache.get_keys(server.url, None, "ES256") == (found,)
+    assert _hits(server) == 1
+
+
+def test_alg_mismatch_is_unknown_kid_not_a_fetch_storm(
+    server: JwksServer, cache: JwksCache, clock: FakeClock
+) -> None:
+    cache.get_keys(server.url, "a", "ES256")
+    assert _reason(cache, server.url, "a", "RS256") == "unknown_kid"
+    assert _hits(server) == 1
+
+
+def test_unknown_kid_refetches_at_most_once_per_cooldown(
+    server: JwksServer, cache: JwksCache, clock: FakeClock
+) -> None:
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 1
+    # Right after a fetch, an unknown kid does not refetch (the cooldown counts from the fetch).
+    assert _reason(cache, server.url, "nope") == "unknown_kid"
+    assert _hits(server) == 1
+
+    clock.advance(30)
+    assert _reason(cache, server.url, "unknown-0") == "unknown_kid"
+    assert _hits(server) == 2  # one refetch
+    # A flood of 50 made-up kids within the next 30 s: no further fetch.
+    for index in range(1, 51):
+        clock.advance(0.5)
+        assert _reason(cache, server.url, f"unknown-{index}") == "unknown_kid"
+    clock.advance(4.5)  # 29.5 s after the refetch
+    assert _reason(cache, server.url, "unknown-51") == "unknown_kid"
+    assert _hits(server) == 2
+    # Known kids keep working throughout.
+    assert cache.get_keys(server.url, "a", "ES256")
+    clock.advance(0.5)  # 30 s after the last fetch
+    assert _reason(cache, server.url, "unknown-52") == "unknown_kid"
+    assert _hits(server) == 3
+
+
+def test_key_rotation_new_kid_accepted_after_one_refetch(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK, key_b: PrivateJWK
+) -> None:
+    cache.get_keys(server.url, "a", "ES256")
+    server.set_keys(public_key_set([key_a, key_b]))
+    clock.advance(30)
+    (found,) = cache.get_keys(server.url, "b", "ES256")
+    assert found.thumbprint == key_b.public.thumbprint
+    assert _hits(server) == 2
+    # The old key stays valid while it is published.
+    assert cache.get_keys(server.url, "a", "ES256")
+    # Retired: once the next refetch sees it gone, it is gone.
+    server.set_keys(public_key_set([key_b]))
+    clock.advance(600)
+    assert _reason(cache, server.url, "a") == "unknown_kid"
+    assert _hits(server) == 3
+    assert cache.get_keys(server.url, "b", "ES256")
+    assert _hits(server) == 3
+
+
+def test_new_kid_within_the_cooldown_waits(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK, key_b: PrivateJWK
+) -> None:
+    cache.get_keys(server.url, "a", "ES256")
+    server.set_keys(public_key_set([key_a, key_b]))
+    clock.advance(29.9)
+    assert _reason(cache, server.url, "b") == "unknown_kid"
+    assert _hits(server) == 1
+    clock.advance(0.1)
+    assert cache.get_keys(server.url, "b", "ES256")
+    assert _hits(server) == 2
+
+
+# -- expiry and Cache-Control -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cache_control", "ttl"),
+    [
+        (None, 600.0),  # jose's default
+        ("max-age=120", 120.0),
+        ("public, max-age=3600", 3600.0),
+        ("max-age=5", 60.0),  # clamped up to 60 s
+        ("max-age=0", 60.0),
+        ("no-store", 60.0),
+        ("no-cache", 60.0),
+        ("max-age=999999999", DAY),  # clamped down to 24 h
+        ("max-age=nonsense", 600.0),
+    ],
+)
+def test_expiry_follows_max_age_clamped(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, cache_control: str | None, ttl: float
+) -> None:
+    if cache_control is not None:
+        server.extra_headers = {"Cache-Control": cache_control}
+    cache.get_keys(server.url, "a", "ES256")
+    clock.advance(ttl - 0.5)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 1
+    clock.advance(0.5)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 2
+    # The refreshed entry gets a fresh lifetime.
+    clock.advance(ttl - 0.5)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 2
+
+
+def test_custom_cache_policy(server: JwksServer, clock: FakeClock) -> None:
+    cache = JwksCache(
+        POLICY, CachePolicy(default_ttl=10, min_ttl=1, refetch_cooldown=5), clock=clock
+    )
+    cache.get_keys(server.url, "a", "ES256")
+    clock.advance(9.9)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 1
+    clock.advance(0.1)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 2
+    clock.advance(5)
+    assert _reason(cache, server.url, "zz") == "unknown_kid"
+    assert _hits(server) == 3
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", [Mode.DOWN, Mode.FAIL, Mode.GARBAGE, Mode.REDIRECT])
+def test_stale_keys_served_while_the_server_fails_until_24h(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, failure: Mode
+) -> None:
+    start = clock.now
+    (known,) = cache.get_keys(server.url, "a", "ES256")
+    server.mode = failure
+    clock.advance(600)  # expired: a refetch is attempted and fails
+    assert cache.get_keys(server.url, "a", "ES256") == (known,)
+    if failure is not Mode.DOWN:
+        assert _hits(server) == 2
+    # Unknown kids still fail as unknown, known ones keep working.
+    assert _reason(cache, server.url, "other") == "unknown_kid"
+    clock.now = start + DAY
+    assert cache.get_keys(server.url, "a", "ES256") == (known,)
+    clock.now = start + DAY + 1
+    assert _reason(cache, server.url, "a") == "jwks_unavailable"
+    # Back up: the next attempt after the cooldown recovers.
+    server.mode = Mode.OK
+    clock.advance(30)
+    assert cache.get_keys(server.url, "a", "ES256") == (known,)
+
+
+def test_failed_attempts_are_spaced_by_the_cooldown(
+    server: JwksServer, cache: JwksCache, clock: FakeClock
+) -> None:
+    cache.get_keys(server.url, "a", "ES256")
+    server.mode = Mode.FAIL
+    clock.advance(600)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 2
+    for _ in range(10):
+        clock.advance(2.9)
+        cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 2
+    clock.advance(1)
+    cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 3
+
+
+def test_published_private_key_keeps_the_previous_keys(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK, key_b: PrivateJWK
+) -> None:
+    (known,) = cache.get_keys(server.url, "a", "ES256")
+    server.set_keys({"keys": [key_a.public.to_dict(), key_b.to_dict()]})
+    clock.advance(600)
+    assert cache.get_keys(server.url, "a", "ES256") == (known,)
+    assert _reason(cache, server.url, "b") == "unknown_kid"
+    assert _hits(server) == 2
+
+
+@pytest.mark.parametrize("failure", [Mode.DOWN, Mode.FAIL, Mode.GARBAGE])
+def test_no_keys_ever_fetched_is_jwks_unavailable_quickly(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, failure: Mode
+) -> None:
+    server.mode = failure
+    started = time.monotonic()
+    assert _reason(cache, server.url, "a") == "jwks_unavailable"
+    assert time.monotonic() - started < 1.0
+    # The failure is remembered for the cooldown: no request per incoming token.
+    server.reset_hits()
+    for _ in range(10):
+        clock.advance(2.9)
+        assert _reason(cache, server.url, "a") == "jwks_unavailable"
+    assert server.total_hits == 0
+    server.mode = Mode.OK
+    clock.advance(1)
+    assert cache.get_keys(server.url, "a", "ES256")
+
+
+def test_private_key_in_first_document_is_jwks_unavailable(
+    server: JwksServer, cache: JwksCache, key_a: PrivateJWK
+) -> None:
+    server.set_keys({"keys": [key_a.to_dict()]})
+    assert _reason(cache, server.url, "a") == "jwks_unavailable"
+
+
+def test_http_refused_without_the_policy_flag(server: JwksServer, clock: FakeClock) -> None:
+    cache = JwksCache(FetchPolicy(), clock=clock)
+    assert _reason(cache, server.url, "a") == "jwks_unavailable"
+    assert server.total_hits == 0
+
+
+# -- concurrency --------------------------------------------------------------------------------
+
+
+def test_concurrent_misses_share_one_fetch(
+    server: JwksServer, cache: JwksCache, key_a: PrivateJWK
+) -> None:
+    server.mode = Mode.SLOW
+    server.delay = 0.5
+    barrier = threading.Barrier(20)
+    results: list[object] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        barrier.wait()
+        try:
+            results.append(cache.get_keys(server.url, "a", "ES256"))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert errors == []
+    assert len(results) == 20
+    assert all(r == results[0] for r in results)
+    assert _hits(server) == 1
+
+
+def test_concurrent_unknown_kids_share_one_refetch(
+    server: JwksServer, cache: JwksCache, clock: FakeClock
+) -> None:
+    cache.get_keys(server.url, "a", "ES256")
+    clock.advance(30)
+    server.mode = Mode.SLOW
+    server.delay = 0.3
+    barrier = threading.Barrier(20)
+    codes: list[str] = []
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        try:
+            cache.get_keys(server.url, f"nope-{index}", "ES256")
+        except KeyUnavailable as exc:
+            codes.append(exc.code)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert codes == ["unknown_kid"] * 20
+    assert _hits(server) == 2
+
+
+def test_async_concurrent_misses_share_one_fetch(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    server.mode = Mode.SLOW
+    server.delay = 0.3
+
+    async def main() -> list[tuple[object, ...]]:
+        return await asyncio.gather(*(cache.aget_keys(server.url, "a", "ES256") for _ in range(20)))
+
+    results = asyncio.run(main())
+    assert len(results) == 20
+    assert all(len(r) == 1 and r == results[0] for r in results)
+    assert _hits(server) == 1
+
+    async def unknown() -> str:
+        try:
+            await cache.aget_keys(server.url, "missing", "ES256")
+        except KeyUnavailable as exc:
+            return exc.code
+        return "accepted"
+
+    assert asyncio.run(unknown()) == "unknown_kid"
+    # A cache hit on the async path does not fetch.
+    server.mode = Mode.OK
+    asyncio.run(main())
+    assert _hits(server) == 1
+
+
+def test_async_and_sync_share_the_cache(
+    server: JwksServer, cache: JwksCache, key_a: PrivateJWK
+) -> None:
+    (found,) = asyncio.run(cache.aget_keys(server.url, "a", "ES256"))
+    assert cache.get_keys(server.url, "a", "ES256") == (found,)
+    assert _hits(server) == 1
+
+
+def test_async_unavailable(server: JwksServer, cache: JwksCache) -> None:
+    server.mode = Mode.DOWN
+
+    async def main() -> str:
+        try:
+            await cache.aget_keys(server.url, "a", "ES256")
+        except KeyUnavailable as exc:
+            return exc.code
+        return "accepted"
+
+    assert asyncio.run(main()) == "jwks_unavailable"
+
+
+# -- bounded size -------------------------------------------------------------------------------
+
+
+def test_max_uris_evicts_the_least_recently_used(
+    server: JwksServer, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    for path in ("/a.json", "/b.json", "/c.json"):
+        server.set_keys(public_key_set([key_a]))
+        server.set_json(path, public_key_set([key_a]).to_dict())
+    cache = JwksCache(POLICY, CachePolicy(max_uris=2), clock=clock)
+    a, b, c = (server.url_for(p) for p in ("/a.json", "/b.json", "/c.json"))
+    cache.get_keys(a, "a", "ES256")
+    cache.get_keys(b, "a", "ES256")
+    cache.get_keys(a, "a", "ES256")  # a is now the most recently used
+    cache.get_keys(c, "a", "ES256")  # evicts b
+    assert server.hits["/a.json"] == server.hits["/b.json"] == server.hits["/c.json"] == 1
+    cache.get_keys(a, "a", "ES256")
+    cache.get_keys(c, "a", "ES256")
+    assert server.hits["/a.json"] == server.hits["/c.json"] == 1
+    cache.get_keys(b, "a", "ES256")  # refetched, evicts a (least recently used)
+    assert server.hits["/b.json"] == 2
+    cache.get_keys(c, "a", "ES256")
+    assert server.hits["/c.json"] == 1
+    cache.get_keys(a, "a", "ES256")
+    assert server.hits["/a.json"] == 2
+
+
+# -- OIDC discovery -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_server() -> Iterator[JwksServer]:
+    with JwksServer(tls=True) as server:
+        yield server
+
+
+@pytest.fixture
+def discovery(
+    tls_server: JwksServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> DiscoveryCache:
+    monkeypatch.setenv("SSL_CERT_FILE", tls_server.ca_file)
+    tls_server.reset()
+    return DiscoveryCache(POLICY, clock=clock)
+
+
+CONFIG_PATH = "/.well-known/openid-configuration"
+
+
+def test_discovery_finds_the_jwks_uri_and_caches_it(
+    tls_server: JwksServer, discovery: DiscoveryCache, clock: FakeClock
+) -> None:
+    issuer = tls_server.base_url
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": tls_server.url})
+    assert discovery.jwks_uri(issuer) == tls_server.url
+    clock.advance(3599)
+    assert discovery.jwks_uri(issuer) == tls_server.url
+    assert tls_server.hits[CONFIG_PATH] == 1
+    clock.advance(1)
+    assert discovery.jwks_uri(issuer) == tls_server.url
+    assert tls_server.hits[CONFIG_PATH] == 2
+    assert asyncio.run(discovery.ajwks_uri(issuer)) == tls_server.url
+    assert tls_server.hits[CONFIG_PATH] == 2
+
+
+def test_discovery_with_a_trailing_slash_issuer(
+    tls_server: JwksServer, discovery: DiscoveryCache
+) -> None:
+    issuer = tls_server.base_url + "/"
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": tls_server.url})
+    assert discovery.jwks_uri(issuer) == tls_server.url
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"issuer": "https://evil.example", "jwks_uri": "https://evil.example/jwks.json"},
+        {"jwks_uri": "https://127.0.0.1/jwks.json"},
+        {"issuer": "ISSUER/", "jwks_uri": "JWKS"},  # not an exact match
+    ],
+)
+def test_discovery_issuer_mismatch_refused(
+    tls_server: JwksServer, discovery: DiscoveryCache, clock: FakeClock, document: dict[str, str]
+) -> None:
+    issuer = tls_server.base_url
+    resolved = {
+        k: v.replace("ISSUER", issuer).replace("JWKS", tls_server.url) for k, v in document.items()
+    }
+    tls_server.set_json(CONFIG_PATH, resolved)
+    assert discovery.jwks_uri(issuer) is None
+    # Failures are cached for a minute.
+    clock.advance(59)
+    assert discovery.jwks_uri(issuer) is None
+    assert tls_server.hits[CONFIG_PATH] == 1
+    clock.advance(1)
+    assert discovery.jwks_uri(issuer) is None
+    assert tls_server.hits[CONFIG_PATH] == 2
+
+
+@pytest.mark.parametrize(
+    "jwks_uri", ["http://127.0.0.1/jwks.json", "ftp://x/jwks.json", "/relative/jwks.json", 7, None]
+)
+def test_discovery_refuses_non_https_jwks_uri(
+    tls_server: JwksServer, discovery: DiscoveryCache, jwks_uri: object
+) -> None:
+    issuer = tls_server.base_url
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": jwks_uri})
+    assert discovery.jwks_uri(issuer) is None
+
+
+def test_discovery_refuses_non_https_issuers_without_fetching(
+    server: JwksServer, clock: FakeClock
+) -> None:
+    issuer = server.base_url  # http://127.0.0.1:PORT
+    server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": server.url})
+    discovery = DiscoveryCache(POLICY, clock=clock)
+    assert discovery.jwks_uri(issuer) is None
+    assert discovery.jwks_uri("ftp://example.com") is None
+    assert server.total_hits == 0
+
+
+@pytest.mark.parametrize("failure", [Mode.FAIL, Mode.GARBAGE, Mode.REDIRECT, Mode.DOWN])
+def test_discovery_failures_are_none(
+    tls_server: JwksServer, discovery: DiscoveryCache, failure: Mode
+) -> None:
+    issuer = tls_server.base_url
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": tls_server.url})
+    tls_server.mode = failure
+    try:
+        assert discovery.jwks_uri(issuer) is None
+    finally:
+        tls_server.mode = Mode.OK
+
+
+@pytest.mark.parametrize(
+    "issuer", ["https://" + "a" * 64 + ".example", "https://[::1", "https://a..b", "https://\ud800"]
+)
+def test_discovery_of_unresolvable_issuers_is_none(clock: FakeClock, issuer: str) -> None:
+    # Issuers come from unauthenticated tokens in open mode: no exception may escape.
+    assert DiscoveryCache(POLICY, clock=clock).jwks_uri(issuer) is None

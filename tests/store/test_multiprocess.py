@@ -1,0 +1,196 @@
+"""Separate OS processes sharing one sqlite file or one PostgreSQL database.
+
+Threads in one process share a lock, so only real processes prove the cross-process
+guarantees: one owner per turn, and a worker killed with SIGKILL (even inside a write
+transaction) neither wedges the store nor loses the turn for good.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pactmw.store import Store, open_store
+
+LEASE = 30.0
+T0 = 1_700_000_000.0
+PROCESSES = 6
+
+# argv: url, context id, message id, work dir, worker index.
+RACER = """
+import os, sys, time
+from pathlib import Path
+from pactmw.store import open_store
+
+url, ctx, mid, work, index = sys.argv[1:6]
+store = open_store(url)
+store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
+Path(work, f"ready-{index}").touch()
+deadline = time.monotonic() + 30
+while not Path(work, "go").exists():
+    if time.monotonic() > deadline:
+        sys.exit("no go signal")
+    time.sleep(0.001)
+claim = store.claim_message(
+    context_id=ctx, message_id=mid, text="hi", now=float(sys.argv[6]), lease_seconds=30.0
+)
+if claim.kind == "new":
+    store.store_reply(
+        context_id=ctx,
+        message_id=mid,
+        reply_message_id="r-" + index,
+        reply_text="answered by " + index,
+        reply=("answered by " + index).encode(),
+        now=float(sys.argv[6]),
+    )
+print(claim.kind, flush=True)
+store.close()
+"""
+
+# argv: url, context id, message id. Claims the turn, then dies before answering.
+CLAIM_AND_DIE = """
+import os, signal, sys
+from pactmw.store import open_store
+
+url, ctx, mid = sys.argv[1:4]
+store = open_store(url)
+claim = store.claim_message(
+    context_id=ctx, message_id=mid, text="hi", now=float(sys.argv[4]), lease_seconds=30.0
+)
+assert claim.kind == "new", claim
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+# argv: url, context id. Dies while holding the backend's write lock mid-transaction.
+DIE_IN_TRANSACTION = """
+import os, signal, sys
+
+url, ctx = sys.argv[1:3]
+if url.startswith("sqlite:"):
+    import sqlite3
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(
+        "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
+        " VALUES (?, 'm1', 'half-written', 0)",
+        (ctx,),
+    )
+else:
+    import psycopg
+    conn = psycopg.connect(url)
+    conn.execute("SELECT 1 FROM pactmw_conversations WHERE context_id = %s FOR UPDATE", (ctx,))
+    conn.execute(
+        "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
+        " VALUES (%s, 'm1', 'half-written', 0)",
+        (ctx,),
+    )
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/shared.db"
+    else:
+        server = request.getfixturevalue("postgres_server")
+        dsn: str = server.create_database()
+        yield dsn
+        server.drop_database(dsn.rsplit("/", 1)[1])
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    s = open_store(url)
+    yield s
+    s.close()
+
+
+def _conversation(store: Store) -> str:
+    return store.create_conversation(brand_id="acme", issuer="https://pa.example", sub="u1", now=T0)
+
+
+def _python(script: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", script, *args]
+
+
+def test_processes_racing_for_one_turn_have_one_owner(
+    url: str, store: Store, tmp_path: Path
+) -> None:
+    ctx = _conversation(store)
+    work = tmp_path / "race"
+    work.mkdir()
+    procs = [
+        subprocess.Popen(
+            _python(RACER, url, ctx, "m1", str(work), str(i), str(T0)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(PROCESSES)
+    ]
+    try:
+        # Release everyone at once, after all have connected, so the claims truly overlap.
+        deadline = time.monotonic() + 30
+        while len(list(work.glob("ready-*"))) < PROCESSES:
+            dead = [p for p in procs if p.poll() is not None]
+            assert not dead, dead[0].communicate()[1]
+            assert time.monotonic() < deadline, "racers did not get ready"
+            time.sleep(0.01)
+        (work / "go").touch()
+        outputs = [p.communicate(timeout=30) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    kinds = [out.strip() for out, _ in outputs]
+    # Exactly one owner; a loser sees "pending" or, if it came after the answer, the reply.
+    assert kinds.count("new") == 1, kinds
+    assert set(kinds) <= {"new", "pending", "reply"}, kinds
+
+    # The one reply stored is what every later retry gets, byte for byte.
+    claim = store.claim_message(
+        context_id=ctx, message_id="m1", text="hi", now=T0 + 1, lease_seconds=LEASE
+    )
+    assert claim.kind == "reply"
+    assert claim.reply is not None
+    assert claim.reply.startswith(b"answered by ")
+    [turn] = store.history(ctx)
+    assert turn.reply_text.encode() == claim.reply
+
+
+def test_turn_of_a_killed_worker_is_taken_over_after_the_lease(url: str, store: Store) -> None:
+    ctx = _conversation(store)
+    done = subprocess.run(_python(CLAIM_AND_DIE, url, ctx, "m1", str(T0)), timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    claim = store.claim_message(
+        context_id=ctx, message_id="m1", text="hi", now=T0 + LEASE - 1, lease_seconds=LEASE
+    )
+    assert claim.kind == "pending"
+    claim = store.claim_message(
+        context_id=ctx, message_id="m1", text="hi", now=T0 + LEASE, lease_seconds=LEASE
+    )
+    assert claim.kind == "new"
+
+
+def test_worker_killed_inside_a_transaction_does_not_wedge_the_store(
+    url: str, store: Store
+) -> None:
+    ctx = _conversation(store)
+    done = subprocess.run(_python(DIE_IN_TRANSACTION, url, ctx), timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    # The half-written claim was rolled back, and its lock released, with the process.
+    claim = store.claim_message(
+        context_id=ctx, message_id="m1", text="hi", now=T0, lease_seconds=LEASE
+    )
+    assert claim.kind == "new"
+    assert store.get_conversation(ctx) is not None
