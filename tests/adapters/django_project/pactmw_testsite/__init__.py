@@ -1,0 +1,1 @@
+"""A minimal Django project serving the adapter tests (under runserver and under uvicorn)."""
