@@ -1,0 +1,41 @@
+"""The shop's own pages, and one view only personal agents may call."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from pactmw.adapters.django import personal_agent_required
+from shop.models import Order
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """How to get support, and an order-status lookup form."""
+    number = request.GET.get("order", "").strip().upper()
+    order = Order.objects.filter(number=number).first() if number else None
+    brand = next(iter(settings.PACTMW.get("brands", {})), "shop")
+    return render(
+        request,
+        "shop/home.html",
+        {
+            "number": number,
+            "order": order,
+            "card_url": f"/a2a/{brand}/.well-known/agent-card.json",
+        },
+    )
+
+
+def order(request: HttpRequest, number: str) -> JsonResponse:
+    """One order as JSON."""
+    found = Order.objects.filter(number=number.upper()).first()
+    if found is None:
+        raise Http404("no such order")
+    return JsonResponse(found.as_dict())
+
+
+@personal_agent_required  # 401 with a Bearer challenge unless a personal agent's JWT verifies
+def whoami(request: HttpRequest) -> JsonResponse:
+    """Who is calling: the verified personal agent and the user it acts for."""
+    agent = request.personal_agent  # type: ignore[attr-defined]
+    return JsonResponse({"issuer": agent.issuer, "sub": agent.sub, "actor_id": agent.actor_id})

@@ -1,0 +1,307 @@
+"""The Flask and Django example shops, each run as a real server process, over real HTTP.
+
+Each example is started once per module with a TOML config (PACTMW_CONFIG) that registers
+one personal agent with an inline JWKS and serves one Brand with the example's own bot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import PrivateJWK, generate_private_jwk
+from pactmw.provider import ProviderSettings, Turn
+from tests.servers import REPO, free_port, process_server
+
+A2A = "application/a2a+json"
+ISSUER = "https://agent.example"
+BRAND = "acme"
+
+
+@dataclass(frozen=True)
+class Example:
+    """How to start one example and which bot its config names."""
+
+    argv: Callable[[int], list[str]]
+    handler: str
+    env: Callable[[Path], dict[str, str]] = lambda tmp: {}
+    #: A command to run before the server starts (uvicorn does not migrate like manage.py).
+    prepare: list[str] | None = None
+
+
+def _django_env(tmp: Path) -> dict[str, str]:
+    return {"DJANGO_SETTINGS_MODULE": "shopsite.settings", "SHOP_DATABASE": str(tmp / "shop.db")}
+
+
+EXAMPLES = {
+    "flask": Example(
+        argv=lambda port: [sys.executable, "examples/flask_app/app.py", "--port", str(port)],
+        handler="examples.flask_app.app:support_bot",
+    ),
+    "django": Example(
+        argv=lambda port: [
+            sys.executable,
+            "examples/django_app/manage.py",
+            "runserver",
+            f"127.0.0.1:{port}",
+            "--noreload",
+        ],
+        handler="shop.bot:support_bot",
+        env=_django_env,
+    ),
+    # The same Django project under ASGI: the middleware's async path and shopsite/asgi.py.
+    "django-asgi": Example(
+        argv=lambda port: [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "shopsite.asgi:application",
+            "--app-dir",
+            "examples/django_app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        handler="shop.bot:support_bot",
+        env=_django_env,
+        prepare=[sys.executable, "examples/django_app/manage.py", "migrate", "--noinput", "-v0"],
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Running:
+    name: str
+    base_url: str
+    audience: str
+    key: PrivateJWK
+    client: httpx.Client
+
+    def token(self, sub: str = "user-1") -> str:
+        now = int(time.time())
+        claims = {"iss": ISSUER, "sub": sub, "aud": self.audience, "iat": now, "exp": now + 120}
+        return sign_compact(claims, self.key, typ="JWT")
+
+    def auth(self, sub: str = "user-1") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(sub)}"}
+
+    def send(self, text: str, *, message_id: str, context_id: str | None = None) -> httpx.Response:
+        message: dict[str, Any] = {
+            "messageId": message_id,
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        }
+        if context_id is not None:
+            message["contextId"] = context_id
+        return self.client.post(
+            f"/a2a/{BRAND}/message:send",
+            content=json.dumps({"message": message}),
+            headers={**self.auth(), "Content-Type": A2A},
+        )
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML literal for str / bool / list / dict values (JSON strings are TOML strings)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(type(value))
+
+
+def _write_config(tmp: Path, port: int, key: PrivateJWK, handler: str) -> Path:
+    base_url = f"http://127.0.0.1:{port}"
+    store = tmp / "pactmw" / "pactmw.db"
+    config = tmp / "pactmw.toml"
+    config.write_text(
+        f"""
+base_url = {_toml_value(base_url)}
+audience = {_toml_value(base_url + "/a2a")}
+store = {_toml_value(f"sqlite:///{store}")}
+
+[[agents]]
+issuer = {_toml_value(ISSUER)}
+name = "Test agent"
+jwks = {_toml_value({"keys": [key.public.to_dict()]})}
+
+[brands.{BRAND}]
+name = "Acme support"
+description = "Order status and returns."
+handler = {_toml_value(handler)}
+"""
+    )
+    return config
+
+
+@pytest.fixture(scope="module", params=sorted(EXAMPLES))
+def running(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Running]:
+    name: str = request.param
+    example = EXAMPLES[name]
+    tmp = tmp_path_factory.mktemp(name)
+    port = free_port()
+    key = generate_private_jwk("ES256", kid="k1")
+    config = _write_config(tmp, port, key, example.handler)
+    env = {"PACTMW_CONFIG": str(config), **example.env(tmp)}
+    if example.prepare is not None:
+        subprocess.run(example.prepare, cwd=REPO, env={**os.environ, **env}, check=True)
+    base_url = f"http://127.0.0.1:{port}"
+    with (
+        process_server(example.argv(port), port, env=env, cwd=REPO, log=tmp / "server.log"),
+        httpx.Client(base_url=base_url, timeout=10) as client,
+    ):
+        yield Running(name, base_url, f"{base_url}/a2a", key, client)
+
+
+def test_own_pages_still_work(running: Running) -> None:
+    page = running.client.get("/", params={"order": "A-1002"})
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "Acme Lamp Co. support" in page.text
+    assert "A-1002" in page.text
+    assert "processing" in page.text
+
+    order = running.client.get("/orders/A-1001")
+    assert order.status_code == 200
+    assert order.json()["status"] == "shipped"
+    assert running.client.get("/orders/Z-9999").status_code == 404
+
+
+def test_agent_card(running: Running) -> None:
+    response = running.client.get(f"/a2a/{BRAND}/.well-known/agent-card.json")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == A2A
+    card = response.json()
+    assert card["name"] == "Acme support"
+    assert card["supportedInterfaces"][0]["url"] == f"{running.base_url}/a2a/{BRAND}"
+
+
+def test_conversation_and_idempotent_retry(running: Running) -> None:
+    first_id = str(uuid.uuid4())
+    first = running.send("Where is my order A-1001?", message_id=first_id)
+    assert first.status_code == 200, first.text
+    assert first.headers["content-type"] == A2A
+    message = first.json()["message"]
+    assert message["role"] == "ROLE_AGENT"
+    answer = message["parts"][0]["text"]
+    assert "A-1001" in answer
+    assert "shipped" in answer
+    context_id = message["contextId"]
+
+    # The follow-up names no order: the bot finds it in the conversation's history.
+    follow_id = str(uuid.uuid4())
+    follow_up = running.send("Can I return it?", message_id=follow_id, context_id=context_id)
+    assert follow_up.status_code == 200, follow_up.text
+    reply = follow_up.json()["message"]
+    assert reply["contextId"] == context_id
+    assert "return for order A-1001" in reply["parts"][0]["text"]
+    if running.name.startswith("django"):
+        # The Django bot records the return in the shop's own database.
+        assert running.client.get("/orders/A-1001").json()["return_requested"] is True
+
+    # Retries are keyed on (contextId, messageId): each gets the stored answer, byte for byte,
+    # without running the bot again.
+    retry = running.send("Can I return it?", message_id=follow_id, context_id=context_id)
+    assert retry.status_code == 200
+    assert retry.content == follow_up.content
+    retry_first = running.send(
+        "Where is my order A-1001?", message_id=first_id, context_id=context_id
+    )
+    assert retry_first.status_code == 200
+    assert retry_first.content == first.content
+
+
+def test_send_without_token_is_challenged(running: Running) -> None:
+    response = running.client.post(
+        f"/a2a/{BRAND}/message:send",
+        content=json.dumps(
+            {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+        ),
+        headers={"Content-Type": A2A},
+    )
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="a2a"'
+    assert response.content == b""
+
+
+def test_unmatched_a2a_route_is_a_bare_404(running: Running) -> None:
+    response = running.client.get(f"/a2a/{BRAND}/unknown", headers=running.auth())
+    assert response.status_code == 404
+    assert A2A not in response.headers.get("content-type", "")
+    assert response.content == b""
+
+
+def test_personal_agent_only_view(running: Running) -> None:
+    refused = running.client.get("/api/agent/whoami")
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == 'Bearer realm="a2a"'
+
+    answered = running.client.get("/api/agent/whoami", headers=running.auth("user-7"))
+    assert answered.status_code == 200
+    caller = answered.json()
+    assert caller["issuer"] == ISSUER
+    assert caller["sub"] == "user-7"
+    assert caller["actor_id"].startswith("pa:")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "with_token"),
+    [
+        ("GET", f"/a2a/{BRAND}/unknown", False),
+        ("GET", "/a2a/", False),
+        ("PROPFIND", f"/a2a/{BRAND}/message:send", False),
+        # A Brand is looked up after the token (pact-provider.md §2.1): 404 with a valid one.
+        ("GET", "/a2a/no-such-brand/tasks", True),
+    ],
+)
+def test_unmatched_routes_are_refused_before_authentication(
+    running: Running, method: str, path: str, with_token: bool, request: pytest.FixtureRequest
+) -> None:
+    """PACT §2.2: routing happens before authentication; no A2A body on a 404/405."""
+    headers = running.auth() if with_token else {}
+    response = running.client.request(method, path, headers=headers)
+    assert response.status_code in (404, 405)
+    assert "www-authenticate" not in response.headers
+    assert A2A not in response.headers.get("content-type", "")
+
+
+def test_built_in_dev_configs_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PACTMW_CONFIG each example serves one brand, "shop", and registers no agent."""
+    from examples.flask_app.app import dev_config, support_bot
+
+    flask_settings = ProviderSettings.from_mapping(
+        dev_config(5000), handlers={"support_bot": support_bot}
+    )
+    monkeypatch.delenv("PACTMW_CONFIG", raising=False)
+    django_config = runpy.run_path(str(REPO / "examples/django_app/shopsite/settings.py"))
+    # `shop.bot` needs a configured Django to import: stand in for it here.
+
+    def stub(turn: Turn) -> str:
+        return ""
+
+    django_settings = ProviderSettings.from_mapping(
+        django_config["PACTMW"], handlers={"shop.bot:support_bot": stub}
+    )
+    for settings, app_dir in ((flask_settings, "flask_app"), (django_settings, "django_app")):
+        assert [brand.id for brand in settings.brands] == ["shop"]
+        assert settings.identity.agents == ()
+        assert settings.store == f"sqlite:///{REPO / 'examples' / app_dir / '.pactmw/pactmw.db'}"
