@@ -24,7 +24,7 @@ from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.config import Settings, in_protected_path
-from pactmw.core.errors import AuthenticationFailed
+from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
@@ -194,6 +194,10 @@ def a2a_view(request: HttpRequest) -> HttpResponse:
 
     def read_body(limit: int) -> bytes | None:
         declared = request.META.get("CONTENT_LENGTH") or ""
+        if not declared and request.META.get("HTTP_TRANSFER_ENCODING"):
+            # Django reads CONTENT_LENGTH bytes (0 without it), so a chunked body would look
+            # empty: ask for a length instead of misreading the request.
+            raise RequestRefused(411)
         if declared.isdigit() and int(declared) > limit:
             return None
         body = request.read(limit + 1)

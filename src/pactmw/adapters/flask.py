@@ -91,9 +91,10 @@ def _verify() -> PersonalAgent:
 
 
 def _guard_prefix() -> WerkzeugResponse | None:
-    if request.endpoint == A2A_ENDPOINT:
-        return None  # the Provider authenticates its own routes, after routing
-    if not in_protected_path(request.path, _state().settings.protect_prefix):
+    state = _state()
+    if state.provider is not None and state.provider.matches(request.method, request.path):
+        return None  # the Provider's paths: it authenticates its own routes, after routing
+    if not in_protected_path(request.path, state.settings.protect_prefix):
         return None
     try:
         _verify()

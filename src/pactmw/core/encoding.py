@@ -22,8 +22,18 @@ _B64URL_CHARS = re.compile(rb"[A-Za-z0-9_-]*")
 _LAST_CHAR_2 = frozenset(b"AQgw")  # length % 4 == 2: the low 4 bits must be zero
 _LAST_CHAR_3 = frozenset(b"AEIMQUYcgkosw048")  # length % 4 == 3: the low 2 bits must be zero
 
+#: NUL and lone surrogates (`"\\u0000"`, `"\\ud800"` in JSON) are valid JSON strings but not
+#: text that a database can store or UTF-8 can encode: identifiers and text carrying them are
+#: refused at the door, so they never surface as a 500 deep in a store.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
 #: JSON nesting deeper than this is refused before the C parser could recurse too deep.
 MAX_JSON_DEPTH = 32
+
+
+def is_storable_text(text: str) -> bool:
+    """Tell whether `text` holds no NUL and no lone surrogate."""
+    return _UNSTORABLE.search(text) is None
 
 
 def b64url_encode(data: bytes) -> str:

@@ -16,7 +16,6 @@ import asyncio
 import hashlib
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -25,16 +24,13 @@ from typing import Any, Protocol
 
 from attrs import field, frozen
 
+from pactmw.core.encoding import is_storable_text
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import JWS, parse_compact, verify_signature
 from pactmw.core.jwk import KeySet, PublicJWK
 from pactmw.core.keys import DiscoveryCache, JwksCache
 
 logger = logging.getLogger("pactmw.identity")
-
-#: NUL and lone surrogates ("\ud800" in JSON) are not text a store can keep or a hash can take;
-#: `sub` keys conversations, so such a `sub` is refused at the door.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 #: PACT §3.2: personal-agent JWTs are ES256 or RS256, nothing else.
 IDENTITY_ALGORITHMS = frozenset({"ES256", "RS256"})
@@ -274,7 +270,8 @@ class IdentityVerifier:
         if claims.get("aud") != audience or not isinstance(claims.get("aud"), str):
             raise AuthenticationFailed("bad_audience")
         sub = claims.get("sub")
-        if not isinstance(sub, str) or not sub or _UNSTORABLE.search(sub):
+        # `sub` keys conversations: it must be text a store can keep.
+        if not isinstance(sub, str) or not sub or not is_storable_text(sub):
             raise AuthenticationFailed("bad_claims", "sub missing or not a non-empty string")
         iat = _number(claims, "iat")
         exp = _number(claims, "exp")

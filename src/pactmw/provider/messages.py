@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from attrs import frozen
 
-from pactmw.core.encoding import json_loads
+from pactmw.core.encoding import is_storable_text, json_loads
 from pactmw.core.errors import A2AError, MalformedInput
 
 _ROLES = frozenset({"ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT"})
@@ -63,7 +63,8 @@ def _valid_schema(body: Any) -> bool:
     for key in ("contextId", "taskId"):
         if key in message and not isinstance(message[key], str):
             return False
-    if message.get("role") not in _ROLES:
+    role = message.get("role")
+    if not isinstance(role, str) or role not in _ROLES:
         return False
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts or not all(_valid_part(p) for p in parts):
@@ -78,11 +79,11 @@ def _valid_schema(body: Any) -> bool:
     return True
 
 
-def _has_nul(message: dict[str, Any]) -> bool:
-    """NUL in ids or text: valid JSON, but no store can keep it, so it is refused up front."""
+def _unstorable(message: dict[str, Any]) -> bool:
+    """NUL or lone surrogates in ids or text: valid JSON, but no store can keep them."""
     texts = [message["messageId"], message.get("contextId", "")]
     texts.extend(part["text"] for part in message["parts"] if "text" in part)
-    return any("\x00" in text for text in texts)
+    return not all(is_storable_text(text) for text in texts)
 
 
 def parse_send_message(body: bytes) -> SendMessage:
@@ -95,7 +96,7 @@ def parse_send_message(body: bytes) -> SendMessage:
         data = json_loads(body)
     except MalformedInput as exc:
         raise _invalid("Invalid JSON request body") from exc
-    if not _valid_schema(data) or _has_nul(data["message"]):
+    if not _valid_schema(data) or _unstorable(data["message"]):
         raise _invalid("Invalid request body")
     message: dict[str, Any] = data["message"]
     if "taskId" in message:
@@ -135,9 +136,10 @@ def parse_page_size(query: str) -> int:
     ]
     if not values:
         return 50
-    if len(values) > 1 or not values[0].isdigit() or not values[0].isascii():
+    value = values[0] if len(values) == 1 else ""
+    if not (value.isascii() and value.isdigit() and len(value) <= 3):
         raise _invalid("Invalid pageSize")
-    size = int(values[0])
+    size = int(value)
     if not 1 <= size <= 100:
         raise _invalid("Invalid pageSize")
     return size
