@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from attrs import frozen
 
@@ -133,6 +134,13 @@ class Settings:
         if not isinstance(agents_data, list):
             raise ConfigError("agents must be a list of tables")
         agents = tuple(agent_from_mapping(a, f"agents[{i}].") for i, a in enumerate(agents_data))
+        allow_http = _typed(data, "allow_http_jwks_on_loopback", bool, False, "")
+        for index, agent in enumerate(agents):
+            if agent.jwks_uri is not None and not _fetchable(agent.jwks_uri, allow_http):
+                raise ConfigError(
+                    f"agents[{index}].jwks_uri must be https (http only to 127.0.0.1/::1/"
+                    "localhost with allow_http_jwks_on_loopback = true)"
+                )
         issuers = [agent.issuer for agent in agents]
         if len(set(issuers)) != len(issuers):
             raise ConfigError("agents: each issuer may be listed once")
@@ -155,9 +163,7 @@ class Settings:
         return cls(
             audience=audience,
             agents=agents,
-            allow_http_jwks_on_loopback=_typed(
-                data, "allow_http_jwks_on_loopback", bool, False, ""
-            ),
+            allow_http_jwks_on_loopback=allow_http,
             allowed_jwks_networks=parsed_networks,
             open_mode=_typed(data, "open_mode", bool, False, ""),
             protect_prefix=prefix or None,
@@ -192,6 +198,21 @@ class Settings:
             leeway=self.clock_skew,
             **extra,
         )
+
+
+def _fetchable(url: str, allow_http_on_loopback: bool) -> bool:
+    """Whether the fetch policy could ever fetch `url` (checked at load, not at first use)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return True
+    if parts.scheme != "http" or not allow_http_on_loopback or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
 
 
 def in_protected_path(path: str, prefix: str | None) -> bool:

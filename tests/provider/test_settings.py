@@ -439,3 +439,30 @@ def test_counts_must_be_positive_whole_numbers(key: str, value: object) -> None:
     data = minimal(**{key: value})
     with pytest.raises(ConfigError, match="whole number"):
         ProviderSettings.from_mapping(data)
+
+
+@pytest.mark.parametrize(
+    ("uri", "allow_http"),
+    [
+        ("ftp://pa.example/jwks.json", True),
+        ("http://pa.example/jwks.json", True),
+        ("http://127.0.0.1:9000/jwks.json", False),
+        ("jwks.json", True),
+    ],
+)
+def test_a_jwks_uri_that_could_never_be_fetched_is_refused_at_load(
+    uri: str, allow_http: bool
+) -> None:
+    data = minimal(allow_http_jwks_on_loopback=allow_http)
+    data["agents"] = [{"issuer": "https://pa.example", "jwks_uri": uri}]
+    with pytest.raises(ConfigError, match=r"agents\[0\]\.jwks_uri"):
+        ProviderSettings.from_mapping(data)
+
+
+@pytest.mark.parametrize(
+    "uri", ["https://pa.example/jwks.json", "http://127.0.0.1:9000/j", "http://localhost/j"]
+)
+def test_fetchable_jwks_uris_load(uri: str) -> None:
+    data = minimal(allow_http_jwks_on_loopback=True)
+    data["agents"] = [{"issuer": "https://pa.example", "jwks_uri": uri}]
+    assert ProviderSettings.from_mapping(data).identity.agents[0].jwks_uri == uri
