@@ -7,8 +7,10 @@ set before any key is looked up, so an HMAC or `none` token never reaches a key 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 from attrs import field, frozen
 from cryptography.exceptions import InvalidSignature
@@ -19,10 +21,12 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from pactmw.core.encoding import b64url_decode, b64url_encode, json_dumps, json_loads
+from pactmw.core.encoding import b64url_decode_segment, b64url_encode, json_dumps, json_loads
 from pactmw.core.errors import JoseError, MalformedInput
 from pactmw.core.jwk import PrivateJWK, PublicJWK
 
+#: The three segments, each in the base64url alphabet: one match checks every character.
+_COMPACT = re.compile(r"([A-Za-z0-9_-]*)\.([A-Za-z0-9_-]*)\.([A-Za-z0-9_-]*)")
 #: Tokens longer than this are refused before any decoding (a header-size bound).
 MAX_TOKEN_LENGTH = 16 * 1024
 _SHA256 = hashes.SHA256()
@@ -59,7 +63,50 @@ class JWS:
         return value
 
 
-def parse_compact(token: str, *, allowed_algs: frozenset[str]) -> JWS:
+class HeaderCache:
+    """A bounded memo of parsed, structurally checked JWS headers, keyed by their base64url.
+
+    A personal agent sends the same header (`alg`, `kid`, `typ`) on every token, so a verifier
+    that holds one of these skips decoding it again. Thread-safe (single dict operations);
+    when full it starts over rather than tracking recency.
+    """
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._entries: dict[str, Mapping[str, Any]] = {}
+
+    def get(self, encoded: str) -> Mapping[str, Any] | None:
+        return self._entries.get(encoded)
+
+    def put(self, encoded: str, header: Mapping[str, Any]) -> None:
+        if len(encoded) > 1024:
+            return  # only ordinary, short headers are worth keeping
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[encoded] = header
+
+
+def _parse_header(encoded: str) -> Mapping[str, Any]:
+    """Decode a header and check what does not depend on the caller: object, `kid` type.
+
+    `crit` and `b64` are checked after `alg`, by the caller, so that a disallowed `alg` is
+    always reported as such.
+    """
+    try:
+        header = json_loads(b64url_decode_segment(encoded.encode("ascii")))
+    except MalformedInput as exc:
+        raise JoseError("malformed", f"header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise JoseError("malformed", "header is not a JSON object")
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise JoseError("malformed", "kid must be a string")
+    return MappingProxyType(header)
+
+
+def parse_compact(
+    token: str, *, allowed_algs: frozenset[str], header_cache: HeaderCache | None = None
+) -> JWS:
     """Parse a compact JWS and check its header, without verifying the signature.
 
     Raises `JoseError` with code `malformed` (shape, encoding, header JSON, `crit`, `b64`) or
@@ -67,16 +114,18 @@ def parse_compact(token: str, *, allowed_algs: frozenset[str]) -> JWS:
     """
     if len(token) > MAX_TOKEN_LENGTH:
         raise JoseError("malformed", "token too long")
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise JoseError("malformed", "a compact JWS has exactly three segments")
-    header_b64, payload_b64, signature_b64 = parts
-    try:
-        header = json_loads(b64url_decode(header_b64))
-    except MalformedInput as exc:
-        raise JoseError("malformed", f"header: {exc}") from exc
-    if not isinstance(header, dict):
-        raise JoseError("malformed", "header is not a JSON object")
+    match = _COMPACT.fullmatch(token)
+    if match is None:
+        if token.count(".") != 2:
+            raise JoseError("malformed", "a compact JWS has exactly three segments")
+        raise JoseError("malformed", "not base64url: unexpected character or padding")
+    header_b64, payload_b64, signature_b64 = match.groups()
+    header = header_cache.get(header_b64) if header_cache is not None else None
+    if header is None:
+        header = _parse_header(header_b64)
+        cacheable = header_cache is not None and "crit" not in header and "b64" not in header
+    else:
+        cacheable = False
     alg = header.get("alg")
     if not isinstance(alg, str) or alg not in allowed_algs:
         raise JoseError("alg_not_allowed", "alg not allowed here")
@@ -84,12 +133,11 @@ def parse_compact(token: str, *, allowed_algs: frozenset[str]) -> JWS:
     # changes what is signed and is refused outright.
     if "crit" in header or "b64" in header:
         raise JoseError("malformed", "crit and b64 headers are not supported")
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise JoseError("malformed", "kid must be a string")
+    if cacheable and header_cache is not None:
+        header_cache.put(header_b64, header)
     try:
-        payload = b64url_decode(payload_b64)
-        signature = b64url_decode(signature_b64)
+        payload = b64url_decode_segment(payload_b64.encode("ascii"))
+        signature = b64url_decode_segment(signature_b64.encode("ascii"))
     except MalformedInput as exc:
         raise JoseError("malformed", str(exc)) from exc
     return JWS(
@@ -109,21 +157,24 @@ def verify_signature(jws: JWS, key: PublicJWK) -> None:
     alg = jws.alg
     if not key.fits(alg):
         raise JoseError("key_mismatch", "key does not fit alg")
+    # `fits` matched alg to the key's kty, and a PublicJWK's key always has the class of its
+    # kty (checked when it is built), so the casts below are safe and spare isinstance calls
+    # on the hot path.
     public = key.key
     try:
-        if alg == "ES256" and isinstance(public, ec.EllipticCurvePublicKey):
+        if alg == "ES256":
             # JWS uses the raw 64-byte R‖S form; DER (what OpenSSL speaks) is refused.
             if len(jws.signature) != 64:
                 raise JoseError("bad_signature", "ES256 signature must be 64 bytes")
             r = int.from_bytes(jws.signature[:32], "big")
             s = int.from_bytes(jws.signature[32:], "big")
-            public.verify(encode_dss_signature(r, s), jws.signing_input, _ECDSA_SHA256)
-        elif alg == "RS256" and isinstance(public, rsa.RSAPublicKey):
-            public.verify(jws.signature, jws.signing_input, _PKCS1, _SHA256)
-        elif alg == "EdDSA" and isinstance(public, ed25519.Ed25519PublicKey):
-            public.verify(jws.signature, jws.signing_input)
-        else:  # pragma: no cover - `fits` rules this out
-            raise JoseError("key_mismatch", "key does not fit alg")
+            cast(ec.EllipticCurvePublicKey, public).verify(
+                encode_dss_signature(r, s), jws.signing_input, _ECDSA_SHA256
+            )
+        elif alg == "RS256":
+            cast(rsa.RSAPublicKey, public).verify(jws.signature, jws.signing_input, _PKCS1, _SHA256)
+        else:
+            cast(ed25519.Ed25519PublicKey, public).verify(jws.signature, jws.signing_input)
     except InvalidSignature as exc:
         raise JoseError("bad_signature", "signature does not verify") from exc
 

@@ -25,6 +25,11 @@ ALGORITHM_KEY_TYPES: Mapping[str, str] = {"ES256": "EC", "RS256": "RSA", "EdDSA"
 MIN_RSA_BITS = 2048
 #: Members that only a private JWK carries (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
 PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+_KEY_CLASSES: Mapping[str, type] = {
+    "EC": ec.EllipticCurvePublicKey,
+    "RSA": rsa.RSAPublicKey,
+    "OKP": ed25519.Ed25519PublicKey,
+}
 _THUMBPRINT_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "EC": ("crv", "kty", "x", "y"),
     "RSA": ("e", "kty", "n"),
@@ -63,6 +68,10 @@ class PublicJWK:
     kid: str | None = None
     alg: str | None = None
     thumbprint: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.key, _KEY_CLASSES[self.kty]):
+            raise MalformedInput(f"a {self.kty} JWK needs a matching key object")
 
     def fits(self, alg: str) -> bool:
         """Tell whether this key may verify a signature made with `alg`."""
@@ -149,14 +158,18 @@ class KeySet:
     """An immutable set of verification keys, indexed by `kid`."""
 
     keys: tuple[PublicJWK, ...]
-    _by_kid: Mapping[str, tuple[PublicJWK, ...]] = field(init=False, repr=False)
+    # (kid or None, alg) -> the keys that may verify; built once, looked up per token.
+    _index: Mapping[tuple[str | None, str], tuple[PublicJWK, ...]] = field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        by_kid: dict[str, tuple[PublicJWK, ...]] = {}
-        for key in self.keys:
-            if key.kid is not None:
-                by_kid[key.kid] = (*by_kid.get(key.kid, ()), key)
-        object.__setattr__(self, "_by_kid", by_kid)
+        index: dict[tuple[str | None, str], tuple[PublicJWK, ...]] = {}
+        for alg in ALGORITHM_KEY_TYPES:
+            for key in self.keys:
+                if key.fits(alg):
+                    index[(None, alg)] = (*index.get((None, alg), ()), key)
+                    if key.kid is not None:
+                        index[(key.kid, alg)] = (*index.get((key.kid, alg), ()), key)
+        object.__setattr__(self, "_index", index)
 
     def candidates(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
         """The keys that may verify a token with this header `kid` and `alg`.
@@ -164,12 +177,11 @@ class KeySet:
         With a `kid`, only keys carrying that `kid`; without one, every key that fits `alg`
         (the behaviour of jose's key sets, which the reference uses).
         """
-        pool = self._by_kid.get(kid, ()) if kid is not None else self.keys
-        return tuple(key for key in pool if key.fits(alg))
+        return self._index.get((kid, alg), ())
 
     def has_kid(self, kid: str) -> bool:
         """Tell whether any key carries this `kid`."""
-        return kid in self._by_kid
+        return any(key.kid == kid for key in self.keys)
 
     def to_dict(self) -> dict[str, list[dict[str, str]]]:
         """The public JWKS document."""

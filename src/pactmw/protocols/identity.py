@@ -26,7 +26,7 @@ from attrs import field, frozen
 
 from pactmw.core.encoding import is_storable_text
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
-from pactmw.core.jose import JWS, parse_compact, verify_signature
+from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_signature
 from pactmw.core.jwk import KeySet, PublicJWK
 from pactmw.core.keys import DiscoveryCache, JwksCache
 
@@ -72,8 +72,8 @@ class MemoryAgentOverrides:
         self._enabled: dict[str, bool] = {}
 
     def agent_enabled(self, issuer: str) -> bool | None:
-        with self._lock:
-            return self._enabled.get(issuer)
+        # A dict read is atomic in CPython; only writers take the lock. This runs per request.
+        return self._enabled.get(issuer)
 
     def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
         with self._lock:
@@ -153,8 +153,13 @@ class PersonalAgent:
     sub: str
     name: str
     claims: Mapping[str, Any] = field(repr=False)
-    actor_id: str
     audience: str
+
+    @property
+    def actor_id(self) -> str:
+        """`pa:` + 37 hex digits of SHA-256(issuer, sub): stable and opaque, for apps to key
+        the user by (computed on use: most requests never need it)."""
+        return actor_id_for(self.issuer, self.sub)
 
 
 @frozen
@@ -187,17 +192,19 @@ def parse_bearer(authorization: str | None) -> str:
     return parts[1]
 
 
+_MAX_NUMERIC_DATE = 2**53
+
+
 def _number(claims: Mapping[str, Any], name: str) -> float:
-    value = claims.get(name)
-    # bool is an int in Python but never a NumericDate.
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or abs(value) > 2**53  # checked first: math.isfinite overflows on a huge int
-        or not math.isfinite(value)
+    """A NumericDate claim. Exact type checks: bool (an int subclass) is never a date, and a
+    huge int is refused before `float()` could overflow."""
+    value: Any = claims.get(name)
+    kind = type(value)
+    if (kind is int and -_MAX_NUMERIC_DATE <= value <= _MAX_NUMERIC_DATE) or (
+        kind is float and math.isfinite(value)
     ):
-        raise AuthenticationFailed("bad_claims", f"{name} missing or not a number")
-    return float(value)
+        return float(value)
+    raise AuthenticationFailed("bad_claims", f"{name} missing or not a number")
 
 
 class IdentityVerifier:
@@ -228,6 +235,7 @@ class IdentityVerifier:
         self.open_mode = open_mode
         self.discovery = discovery or DiscoveryCache(self.keys.fetch_policy)
         self._clock = clock
+        self._headers = HeaderCache()
         self.leeway = leeway
         self.max_lifetime = max_lifetime
 
@@ -236,7 +244,7 @@ class IdentityVerifier:
     def _flow(self, authorization: str | None) -> Generator[_Need, Any, PersonalAgent]:
         token = parse_bearer(authorization)
         try:
-            jws = parse_compact(token, allowed_algs=IDENTITY_ALGORITHMS)
+            jws = parse_compact(token, allowed_algs=IDENTITY_ALGORITHMS, header_cache=self._headers)
             claims = jws.claims()
         except JoseError as exc:
             raise AuthenticationFailed(
@@ -267,7 +275,8 @@ class IdentityVerifier:
     def _check_claims(self, claims: Mapping[str, Any], agent: RegisteredAgent) -> PersonalAgent:
         audience = agent.audience or self.audience
         # One string, compared exactly; an array is refused even if it contains the audience.
-        if claims.get("aud") != audience or not isinstance(claims.get("aud"), str):
+        aud = claims.get("aud")
+        if type(aud) is not str or aud != audience:
             raise AuthenticationFailed("bad_audience")
         sub = claims.get("sub")
         # `sub` keys conversations: it must be text a store can keep.
@@ -288,8 +297,7 @@ class IdentityVerifier:
             issuer=agent.issuer,
             sub=sub,
             name=agent.name,
-            claims=MappingProxyType(dict(claims)),
-            actor_id=actor_id_for(agent.issuer, sub),
+            claims=MappingProxyType(claims),  # freshly parsed for this token: no copy needed
             audience=audience,
         )
 
