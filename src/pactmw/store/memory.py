@@ -6,12 +6,33 @@ For tests, demos and single-process apps. Nothing survives a restart, and two pr
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
+from collections.abc import Iterable
 
 from attrs import define, evolve, frozen
 
-from pactmw.store.base import Claim, Conversation, NotFound, StoreUnavailable, Turn, reject_nul
+from pactmw.store.base import (
+    EXPIRED_RETENTION,
+    PURGE_EVERY,
+    Claim,
+    Conversation,
+    DeviceAuthorization,
+    Grant,
+    NotFound,
+    Poll,
+    Rotation,
+    StoreUnavailable,
+    Turn,
+    UserCodeTaken,
+    check_decision,
+    check_grant_scopes,
+    check_token_owner,
+    grant_scopes,
+    reject_nul,
+    scope_tuple,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -39,6 +60,18 @@ class _Context:
     agent_message_ids: set[str]
 
 
+@frozen
+class _RefreshToken:
+    grant_id: str
+    client_id: str
+    brand_id: str
+    expires_at: float
+    used_at: float | None = None
+
+
+_GrantKey = tuple[str, str, str, str]
+
+
 class MemoryStore:
     """A thread-safe Store held in this process's memory; see the module docstring."""
 
@@ -48,6 +81,13 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}
         self._agents: dict[str, bool] = {}
+        self._devices: dict[str, DeviceAuthorization] = {}  # by device_code_hash
+        self._user_codes: dict[str, str] = {}  # user_code -> device_code_hash
+        self._grants: dict[str, Grant] = {}  # insertion order = creation order
+        self._unrevoked: dict[_GrantKey, str] = {}  # key -> its one unrevoked grant id
+        self._refresh: dict[str, _RefreshToken] = {}
+        self._used: dict[tuple[str, str], float] = {}  # (namespace, value) -> expires_at
+        self._ops = itertools.count()
         self._closed = False
 
     def _check_open(self) -> None:
@@ -207,9 +247,352 @@ class MemoryStore:
             self._check_open()
             return self._agents.get(issuer)
 
+    # --- delegation state ---------------------------------------------------------------------
+
+    def _maybe_purge(self, now: float) -> None:
+        # Called with the lock held. Only every PURGE_EVERY-th call scans, as the SQL
+        # backends do, so the cost is spread thin.
+        if next(self._ops) % PURGE_EVERY:
+            return
+        for key in [k for k, exp in self._used.items() if exp <= now]:
+            del self._used[key]
+        horizon = now - EXPIRED_RETENTION
+        for code_hash in [h for h, d in self._devices.items() if d.expires_at <= horizon]:
+            self._drop_device(code_hash)
+        for token in [t for t, r in self._refresh.items() if r.expires_at <= horizon]:
+            del self._refresh[token]
+
+    def _drop_device(self, code_hash: str) -> None:
+        device = self._devices.pop(code_hash)
+        if self._user_codes.get(device.user_code) == code_hash:
+            del self._user_codes[device.user_code]
+
+    def create_device_authorization(
+        self,
+        *,
+        device_code_hash: str,
+        user_code: str,
+        brand_id: str,
+        client_id: str,
+        pa_sub: str,
+        scopes: tuple[str, ...],
+        now: float,
+        expires_at: float,
+        interval: float,
+    ) -> None:
+        """Store a new `pending` device authorization; see `Store`."""
+        reject_nul(
+            device_code_hash=device_code_hash,
+            user_code=user_code,
+            brand_id=brand_id,
+            client_id=client_id,
+            pa_sub=pa_sub,
+        )
+        device = DeviceAuthorization(
+            device_code_hash=device_code_hash,
+            user_code=user_code,
+            brand_id=brand_id,
+            client_id=client_id,
+            pa_sub=pa_sub,
+            scopes=scope_tuple("scopes", scopes),
+            created_at=now,
+            expires_at=expires_at,
+            interval=float(interval),
+            last_polled_at=None,
+            status="pending",
+            account=None,
+            granted_scopes=(),
+            grant_id=None,
+        )
+        with self._lock:
+            self._check_open()
+            self._maybe_purge(now)
+            holder = self._user_codes.get(user_code)
+            if holder is not None and now < self._devices[holder].expires_at:
+                raise UserCodeTaken(f"user code {user_code!r} is in use")
+            if device_code_hash in self._devices:
+                raise ValueError("device code hash is already stored")
+            if holder is not None:
+                self._drop_device(holder)
+            self._devices[device_code_hash] = device
+            self._user_codes[user_code] = device_code_hash
+
+    def device_authorization_by_user_code(self, user_code: str) -> DeviceAuthorization | None:
+        """Return the authorization holding `user_code`, or None."""
+        with self._lock:
+            self._check_open()
+            code_hash = self._user_codes.get(user_code)
+            return None if code_hash is None else self._devices[code_hash]
+
+    def decide_device_authorization(
+        self,
+        *,
+        user_code: str,
+        approved: bool,
+        account: str | None,
+        granted_scopes: tuple[str, ...],
+        grant_id: str | None,
+        now: float,
+    ) -> DeviceAuthorization | None:
+        """Record the user's decision on a pending, unexpired authorization; see `Store`."""
+        account, granted, grant_id = check_decision(approved, account, granted_scopes, grant_id)
+        with self._lock:
+            self._check_open()
+            if grant_id is not None and grant_id not in self._grants:
+                raise NotFound(f"unknown grant {grant_id!r}")
+            code_hash = self._user_codes.get(user_code)
+            if code_hash is None:
+                return None
+            device = self._devices[code_hash]
+            if device.status != "pending" or now >= device.expires_at:
+                return None
+            device = evolve(
+                device,
+                status="approved" if approved else "denied",
+                account=account,
+                granted_scopes=granted,
+                grant_id=grant_id,
+            )
+            self._devices[code_hash] = device
+            return device
+
+    def poll_device_code(
+        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+    ) -> Poll:
+        """Answer one device-code token request, atomically; see `Store`."""
+        with self._lock:
+            self._check_open()
+            device = self._devices.get(device_code_hash)
+            if device is None or device.client_id != client_id or device.brand_id != brand_id:
+                return Poll(kind="unknown")
+            if now >= device.expires_at:
+                return Poll(kind="expired", authorization=device)
+            if device.status == "denied" or device.status == "consumed":
+                return Poll(kind=device.status, authorization=device)
+            if device.status == "pending":
+                previous = device.last_polled_at
+                device = evolve(device, last_polled_at=now)
+                self._devices[device_code_hash] = device
+                too_soon = previous is not None and now - previous < device.interval
+                return Poll(kind="slow_down" if too_soon else "pending", authorization=device)
+            device = evolve(device, status="consumed")
+            self._devices[device_code_hash] = device
+            return Poll(kind="approved", authorization=device)
+
+    def upsert_grant(
+        self,
+        *,
+        grant_id: str,
+        brand_id: str,
+        account: str,
+        client_id: str,
+        pa_sub: str,
+        scopes: tuple[str, ...],
+        now: float,
+        expires_at: float,
+    ) -> Grant:
+        """Create the live grant of the key or widen it; see `Store`."""
+        reject_nul(
+            grant_id=grant_id,
+            brand_id=brand_id,
+            account=account,
+            client_id=client_id,
+            pa_sub=pa_sub,
+        )
+        wanted = check_grant_scopes(scopes)
+        key = (brand_id, account, client_id, pa_sub)
+        with self._lock:
+            self._check_open()
+            current_id = self._unrevoked.get(key)
+            if current_id is not None:
+                current = self._grants[current_id]
+                if current.is_live(now):
+                    current = evolve(
+                        current,
+                        scopes=grant_scopes(current.scopes + wanted),
+                        expires_at=max(current.expires_at, expires_at),
+                        updated_at=now,
+                    )
+                    self._grants[current_id] = current
+                    return current
+            if grant_id in self._grants:
+                raise ValueError(f"grant id {grant_id!r} is already used")
+            if current_id is not None:
+                # Expired but never revoked: retire it, so it can never come back.
+                self._grants[current_id] = evolve(self._grants[current_id], revoked_at=now)
+            grant = Grant(
+                grant_id=grant_id,
+                brand_id=brand_id,
+                account=account,
+                client_id=client_id,
+                pa_sub=pa_sub,
+                scopes=wanted,
+                created_at=now,
+                updated_at=now,
+                expires_at=expires_at,
+                revoked_at=None,
+            )
+            self._grants[grant_id] = grant
+            self._unrevoked[key] = grant_id
+            return grant
+
+    def get_grant(self, grant_id: str) -> Grant | None:
+        """Return the grant in any state, or None."""
+        with self._lock:
+            self._check_open()
+            return self._grants.get(grant_id)
+
+    def live_grant(
+        self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
+    ) -> Grant | None:
+        """Return the live grant of the key at `now`, or None."""
+        with self._lock:
+            self._check_open()
+            grant_id = self._unrevoked.get((brand_id, account, client_id, pa_sub))
+            if grant_id is None:
+                return None
+            grant = self._grants[grant_id]
+            return grant if grant.is_live(now) else None
+
+    def _revoke(self, grant: Grant, now: float) -> None:
+        self._grants[grant.grant_id] = evolve(grant, revoked_at=now)
+        key = (grant.brand_id, grant.account, grant.client_id, grant.pa_sub)
+        if self._unrevoked.get(key) == grant.grant_id:
+            del self._unrevoked[key]
+
+    def revoke_grant(self, grant_id: str, *, now: float) -> bool:
+        """Revoke the grant; True if it was live."""
+        with self._lock:
+            self._check_open()
+            grant = self._grants.get(grant_id)
+            if grant is None or not grant.is_live(now):
+                return False
+            self._revoke(grant, now)
+            return True
+
+    def revoke_account_grants(
+        self, account: str, *, now: float, brand_id: str | None = None
+    ) -> list[str]:
+        """Revoke every live grant of `account` (at one Brand, if given); return their ids."""
+        with self._lock:
+            self._check_open()
+            doomed = [
+                g
+                for g in self._grants.values()
+                if g.account == account
+                and (brand_id is None or g.brand_id == brand_id)
+                and g.is_live(now)
+            ]
+            for grant in doomed:
+                self._revoke(grant, now)
+            return [g.grant_id for g in _newest_first(doomed)]
+
+    def list_grants(
+        self,
+        *,
+        brand_id: str | None = None,
+        account: str | None = None,
+        include_inactive: bool = False,
+        now: float,
+    ) -> list[Grant]:
+        """Return the matching grants, newest first; live ones only unless asked."""
+        with self._lock:
+            self._check_open()
+            return _newest_first(
+                g
+                for g in self._grants.values()
+                if (brand_id is None or g.brand_id == brand_id)
+                and (account is None or g.account == account)
+                and (include_inactive or g.is_live(now))
+            )
+
+    def issue_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        grant_id: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> None:
+        """Store a new, unused refresh token for the grant; see `Store`."""
+        reject_nul(token_hash=token_hash, grant_id=grant_id, client_id=client_id, brand_id=brand_id)
+        with self._lock:
+            self._check_open()
+            grant = self._grants.get(grant_id)
+            if grant is None:
+                raise NotFound(f"unknown grant {grant_id!r}")
+            check_token_owner(grant, client_id, brand_id)
+            if token_hash in self._refresh:
+                raise ValueError("refresh token hash is already stored")
+            self._refresh[token_hash] = _RefreshToken(grant_id, client_id, brand_id, expires_at)
+
+    def rotate_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        new_token_hash: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> Rotation:
+        """Spend a refresh token and store its successor, atomically; see `Store`.
+
+        Concurrent rotations of one token: one `rotated`, the rest `reused`, which revokes
+        the grant (a replay cannot be told from theft; RFC 9700 §4.14).
+        """
+        reject_nul(new_token_hash=new_token_hash)
+        with self._lock:
+            self._check_open()
+            self._maybe_purge(now)
+            token = self._refresh.get(token_hash)
+            if token is None or token.client_id != client_id or token.brand_id != brand_id:
+                return Rotation(kind="unknown")
+            grant = self._grants[token.grant_id]
+            if token.used_at is not None:
+                if grant.revoked_at is None:
+                    self._revoke(grant, now)
+                return Rotation(kind="reused", grant=self._grants[grant.grant_id])
+            if now >= token.expires_at:
+                return Rotation(kind="expired", grant=grant)
+            if not grant.is_live(now):
+                return Rotation(kind="revoked", grant=grant)
+            if new_token_hash in self._refresh:
+                raise ValueError("new refresh token hash is already stored")
+            self._refresh[token_hash] = evolve(token, used_at=now)
+            self._refresh[new_token_hash] = _RefreshToken(
+                grant.grant_id, client_id, brand_id, expires_at
+            )
+            return Rotation(kind="rotated", grant=grant)
+
+    def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
+        """Record `value` in `namespace` until `expires_at`; True only the first time."""
+        reject_nul(namespace=namespace, value=value)
+        with self._lock:
+            self._check_open()
+            self._maybe_purge(now)
+            seen = self._used.get((namespace, value))
+            if seen is not None and now < seen:
+                return False
+            self._used[(namespace, value)] = expires_at
+            return True
+
     def close(self) -> None:
         """Drop all state; later calls raise `StoreUnavailable`."""
         with self._lock:
             self._closed = True
             self._contexts.clear()
             self._agents.clear()
+            self._devices.clear()
+            self._user_codes.clear()
+            self._grants.clear()
+            self._unrevoked.clear()
+            self._refresh.clear()
+            self._used.clear()
+
+
+def _newest_first(grants: Iterable[Grant]) -> list[Grant]:
+    # The SQL backends order the same way: created_at, then id by code point, descending.
+    return sorted(grants, key=lambda g: (g.created_at, g.grant_id), reverse=True)

@@ -3,33 +3,53 @@
 Needs the `postgres` extra (psycopg 3). Each turn decision runs in one transaction that
 locks the conversation row (`SELECT ... FOR UPDATE`), so concurrent duplicates anywhere
 serialize on that row and exactly one of them owns the turn; unique constraints back the
-invariants up. Connection problems surface as `StoreUnavailable`, whose message never
-contains the DSN's password.
+invariants up. The delegation operations work the same way: each locks the row it decides
+on (device code, refresh token, grant) or is one conditional statement, and upserts of a
+grant key also take a per-key advisory lock, since the first grant has no row yet to lock.
+Connection problems surface as `StoreUnavailable`, whose message never contains the DSN's
+password.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
+import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 import psycopg
+from attrs import evolve
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from pactmw.store.base import (
+    EXPIRED_RETENTION,
+    PURGE_EVERY,
     Claim,
     Conversation,
+    DeviceAuthorization,
+    DeviceStatus,
+    Grant,
     NotFound,
+    Poll,
+    Rotation,
     StoreError,
     StoreUnavailable,
     Turn,
+    UserCodeTaken,
+    check_decision,
+    check_grant_scopes,
+    check_token_owner,
+    grant_scopes,
     has_nul,
     reject_nul,
+    scope_tuple,
 )
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
@@ -40,6 +60,10 @@ _Cursor = psycopg.Cursor[TupleRow]
 # A fixed key for pg_advisory_xact_lock so that processes starting together migrate one at
 # a time (CREATE TABLE IF NOT EXISTS alone races on the catalog). The digits spell "pactmw".
 _MIGRATION_LOCK_KEY = 0x70_61_63_74_6D_77
+
+# The first half of the two-int4 advisory lock taken per grant key by upsert_grant ("pacg").
+# PostgreSQL keeps two-int4 keys apart from bigint keys, so it never meets the one above.
+_GRANT_LOCK_CLASS = 0x70_61_63_67
 
 # Each entry is one schema version: the statements that bring version N-1 to N. Append new
 # steps; never edit a released one, since databases in the field already ran it.
@@ -82,7 +106,135 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Version 2: the PACT Delegated profile.
+    (
+        """
+        CREATE TABLE pactmw_grants (
+            grant_id TEXT PRIMARY KEY,
+            brand_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            pa_sub TEXT NOT NULL,
+            scopes TEXT[] NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            revoked_at DOUBLE PRECISION
+        )
+        """,
+        # One unrevoked grant per key: the invariant behind upsert_grant, kept by the database.
+        """
+        CREATE UNIQUE INDEX pactmw_grants_one_live
+            ON pactmw_grants (brand_id, account, client_id, pa_sub) WHERE revoked_at IS NULL
+        """,
+        "CREATE INDEX pactmw_grants_account ON pactmw_grants (account, brand_id)",
+        """
+        CREATE TABLE pactmw_device_authorizations (
+            device_code_hash TEXT PRIMARY KEY,
+            user_code TEXT NOT NULL CONSTRAINT pactmw_device_authorizations_user_code UNIQUE,
+            brand_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            pa_sub TEXT NOT NULL,
+            scopes TEXT[] NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            interval_seconds DOUBLE PRECISION NOT NULL,
+            last_polled_at DOUBLE PRECISION,
+            status TEXT NOT NULL
+                CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+            account TEXT,
+            granted_scopes TEXT[] NOT NULL,
+            grant_id TEXT REFERENCES pactmw_grants (grant_id)
+        )
+        """,
+        """
+        CREATE INDEX pactmw_device_authorizations_expires
+            ON pactmw_device_authorizations (expires_at)
+        """,
+        """
+        CREATE TABLE pactmw_refresh_tokens (
+            token_hash TEXT PRIMARY KEY,
+            grant_id TEXT NOT NULL REFERENCES pactmw_grants (grant_id),
+            client_id TEXT NOT NULL,
+            brand_id TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            used_at DOUBLE PRECISION
+        )
+        """,
+        "CREATE INDEX pactmw_refresh_tokens_grant ON pactmw_refresh_tokens (grant_id)",
+        "CREATE INDEX pactmw_refresh_tokens_expires ON pactmw_refresh_tokens (expires_at)",
+        """
+        CREATE TABLE pactmw_used_values (
+            namespace TEXT NOT NULL,
+            value TEXT NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (namespace, value)
+        )
+        """,
+        "CREATE INDEX pactmw_used_values_expires ON pactmw_used_values (expires_at)",
+    ),
 )
+
+# Statement heads shared by the lookups; the column order is what _device and _grant read.
+_SELECT_DEVICE = (
+    "SELECT device_code_hash, user_code, brand_id, client_id, pa_sub, scopes, created_at,"
+    " expires_at, interval_seconds, last_polled_at, status, account, granted_scopes, grant_id"
+    " FROM pactmw_device_authorizations"
+)
+_SELECT_GRANT = (
+    "SELECT grant_id, brand_id, account, client_id, pa_sub, scopes, created_at, updated_at,"
+    " expires_at, revoked_at FROM pactmw_grants"
+)
+# Newest first; ids compare by code point (COLLATE "C") as in the other backends.
+_GRANT_ORDER = ' ORDER BY created_at DESC, grant_id COLLATE "C" DESC'
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _device(row: Sequence[Any]) -> DeviceAuthorization:
+    return DeviceAuthorization(
+        device_code_hash=row[0],
+        user_code=row[1],
+        brand_id=row[2],
+        client_id=row[3],
+        pa_sub=row[4],
+        scopes=tuple(row[5]),
+        created_at=float(row[6]),
+        expires_at=float(row[7]),
+        interval=float(row[8]),
+        last_polled_at=_opt_float(row[9]),
+        status=cast(DeviceStatus, row[10]),
+        account=row[11],
+        granted_scopes=tuple(row[12]),
+        grant_id=row[13],
+    )
+
+
+def _grant(row: Sequence[Any]) -> Grant:
+    return Grant(
+        grant_id=row[0],
+        brand_id=row[1],
+        account=row[2],
+        client_id=row[3],
+        pa_sub=row[4],
+        scopes=tuple(row[5]),
+        created_at=float(row[6]),
+        updated_at=float(row[7]),
+        expires_at=float(row[8]),
+        revoked_at=_opt_float(row[9]),
+    )
+
+
+def _grant_lock_key(brand_id: str, account: str, client_id: str, pa_sub: str) -> int:
+    """A stable signed 32-bit key for the grant key's advisory lock (same in every process).
+
+    Two keys sharing a number only serialize each other; the unique index stays the guard.
+    """
+    digest = hashlib.sha256(json.dumps([brand_id, account, client_id, pa_sub]).encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
 
 
 class _Pool:
@@ -204,6 +356,7 @@ class PostgresStore:
         )
         self._schema_lock = threading.Lock()
         self._schema_ready = False
+        self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
@@ -470,6 +623,446 @@ class PostgresStore:
                 "SELECT enabled FROM pactmw_agent_overrides WHERE issuer = %s", (issuer,)
             ).fetchone()
         return None if row is None else bool(row[0])
+
+    # --- delegation state ---------------------------------------------------------------------
+
+    def _maybe_purge(self, cur: _Cursor, now: float) -> None:
+        # Inside the caller's transaction. Only every PURGE_EVERY-th call deletes, so callers
+        # rarely queue behind each other's deletes; the expires_at indexes keep them cheap.
+        if next(self._ops) % PURGE_EVERY:
+            return
+        horizon = now - EXPIRED_RETENTION
+        cur.execute("DELETE FROM pactmw_used_values WHERE expires_at <= %s", (now,))
+        cur.execute("DELETE FROM pactmw_device_authorizations WHERE expires_at <= %s", (horizon,))
+        cur.execute("DELETE FROM pactmw_refresh_tokens WHERE expires_at <= %s", (horizon,))
+
+    def create_device_authorization(
+        self,
+        *,
+        device_code_hash: str,
+        user_code: str,
+        brand_id: str,
+        client_id: str,
+        pa_sub: str,
+        scopes: tuple[str, ...],
+        now: float,
+        expires_at: float,
+        interval: float,
+    ) -> None:
+        """Store a new `pending` device authorization; see `Store`."""
+        reject_nul(
+            device_code_hash=device_code_hash,
+            user_code=user_code,
+            brand_id=brand_id,
+            client_id=client_id,
+            pa_sub=pa_sub,
+        )
+        requested = list(scope_tuple("scopes", scopes))
+        with self._transaction() as cur:
+            self._maybe_purge(cur, now)
+            holder = cur.execute(
+                "SELECT device_code_hash, expires_at FROM pactmw_device_authorizations"
+                " WHERE user_code = %s FOR UPDATE",
+                (user_code,),
+            ).fetchone()
+            if holder is not None:
+                if now < float(holder[1]):
+                    raise UserCodeTaken(f"user code {user_code!r} is in use")
+                cur.execute(
+                    "DELETE FROM pactmw_device_authorizations WHERE device_code_hash = %s",
+                    (holder[0],),
+                )
+            # ON CONFLICT waits for a concurrent insert of the same code or hash to settle, so
+            # a racing creator cannot slip past the check above.
+            inserted = cur.execute(
+                "INSERT INTO pactmw_device_authorizations (device_code_hash, user_code, brand_id,"
+                " client_id, pa_sub, scopes, created_at, expires_at, interval_seconds,"
+                " last_polled_at, status, account, granted_scopes, grant_id)"
+                " VALUES (%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, NULL, 'pending', NULL,"
+                " '{}', NULL) ON CONFLICT DO NOTHING RETURNING 1",
+                (
+                    device_code_hash,
+                    user_code,
+                    brand_id,
+                    client_id,
+                    pa_sub,
+                    requested,
+                    now,
+                    expires_at,
+                    float(interval),
+                ),
+            ).fetchone()
+            if inserted is None:
+                if (
+                    cur.execute(
+                        "SELECT 1 FROM pactmw_device_authorizations WHERE device_code_hash = %s",
+                        (device_code_hash,),
+                    ).fetchone()
+                    is not None
+                ):
+                    raise ValueError("device code hash is already stored")
+                raise UserCodeTaken(f"user code {user_code!r} is in use")
+
+    def device_authorization_by_user_code(self, user_code: str) -> DeviceAuthorization | None:
+        """Return the authorization holding `user_code`, or None."""
+        if has_nul(user_code):
+            return None
+        with self._transaction() as cur:
+            row = cur.execute(
+                _SELECT_DEVICE + " WHERE user_code = %s",
+                (user_code,),
+            ).fetchone()
+        return None if row is None else _device(row)
+
+    def decide_device_authorization(
+        self,
+        *,
+        user_code: str,
+        approved: bool,
+        account: str | None,
+        granted_scopes: tuple[str, ...],
+        grant_id: str | None,
+        now: float,
+    ) -> DeviceAuthorization | None:
+        """Record the user's decision on a pending, unexpired authorization; see `Store`."""
+        account, granted, grant_id = check_decision(approved, account, granted_scopes, grant_id)
+        if has_nul(user_code):
+            return None
+        with self._transaction() as cur:
+            if (
+                grant_id is not None
+                and cur.execute(
+                    "SELECT 1 FROM pactmw_grants WHERE grant_id = %s", (grant_id,)
+                ).fetchone()
+                is None
+            ):
+                raise NotFound(f"unknown grant {grant_id!r}")
+            # One conditional UPDATE: a concurrent decider blocks on the row, then re-checks
+            # `status = 'pending'` against the winner's commit and changes nothing.
+            row = cur.execute(
+                "UPDATE pactmw_device_authorizations"
+                " SET status = %s, account = %s, granted_scopes = %s::text[], grant_id = %s"
+                " WHERE user_code = %s AND status = 'pending' AND expires_at > %s"
+                " RETURNING device_code_hash, user_code, brand_id, client_id, pa_sub, scopes,"
+                " created_at, expires_at, interval_seconds, last_polled_at, status, account,"
+                " granted_scopes, grant_id",
+                (
+                    "approved" if approved else "denied",
+                    account,
+                    list(granted),
+                    grant_id,
+                    user_code,
+                    now,
+                ),
+            ).fetchone()
+        return None if row is None else _device(row)
+
+    def poll_device_code(
+        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+    ) -> Poll:
+        """Answer one device-code token request, atomically; see `Store`."""
+        if has_nul(device_code_hash, client_id, brand_id):
+            return Poll(kind="unknown")
+        with self._transaction() as cur:
+            # The row lock serializes polls of one code; each sees the previous one's commit.
+            row = cur.execute(
+                _SELECT_DEVICE + " WHERE device_code_hash = %s FOR UPDATE",
+                (device_code_hash,),
+            ).fetchone()
+            if row is None:
+                return Poll(kind="unknown")
+            device = _device(row)
+            if device.client_id != client_id or device.brand_id != brand_id:
+                return Poll(kind="unknown")
+            if now >= device.expires_at:
+                return Poll(kind="expired", authorization=device)
+            if device.status == "denied" or device.status == "consumed":
+                return Poll(kind=device.status, authorization=device)
+            if device.status == "pending":
+                previous = device.last_polled_at
+                cur.execute(
+                    "UPDATE pactmw_device_authorizations SET last_polled_at = %s"
+                    " WHERE device_code_hash = %s",
+                    (now, device_code_hash),
+                )
+                device = evolve(device, last_polled_at=now)
+                too_soon = previous is not None and now - previous < device.interval
+                return Poll(kind="slow_down" if too_soon else "pending", authorization=device)
+            cur.execute(
+                "UPDATE pactmw_device_authorizations SET status = 'consumed'"
+                " WHERE device_code_hash = %s",
+                (device_code_hash,),
+            )
+            return Poll(kind="approved", authorization=evolve(device, status="consumed"))
+
+    def upsert_grant(
+        self,
+        *,
+        grant_id: str,
+        brand_id: str,
+        account: str,
+        client_id: str,
+        pa_sub: str,
+        scopes: tuple[str, ...],
+        now: float,
+        expires_at: float,
+    ) -> Grant:
+        """Create the live grant of the key or widen it; see `Store`."""
+        reject_nul(
+            grant_id=grant_id,
+            brand_id=brand_id,
+            account=account,
+            client_id=client_id,
+            pa_sub=pa_sub,
+        )
+        wanted = check_grant_scopes(scopes)
+        with self._transaction() as cur:
+            # The advisory lock serializes upserts of one key even while it has no row to lock
+            # (two first approvals); the row lock then holds revocations off until we commit.
+            # NO KEY UPDATE: the key never changes, so foreign-key checks need not wait.
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
+            )
+            row = cur.execute(
+                _SELECT_GRANT
+                + " WHERE brand_id = %s AND account = %s AND client_id = %s AND pa_sub = %s"
+                " AND revoked_at IS NULL FOR NO KEY UPDATE",
+                (brand_id, account, client_id, pa_sub),
+            ).fetchone()
+            current = None if row is None else _grant(row)
+            if current is not None and current.is_live(now):
+                current = evolve(
+                    current,
+                    scopes=grant_scopes(current.scopes + wanted),
+                    expires_at=max(current.expires_at, expires_at),
+                    updated_at=now,
+                )
+                cur.execute(
+                    "UPDATE pactmw_grants SET scopes = %s::text[], expires_at = %s,"
+                    " updated_at = %s WHERE grant_id = %s",
+                    (list(current.scopes), current.expires_at, now, current.grant_id),
+                )
+                return current
+            if (
+                cur.execute(
+                    "SELECT 1 FROM pactmw_grants WHERE grant_id = %s", (grant_id,)
+                ).fetchone()
+                is not None
+            ):
+                raise ValueError(f"grant id {grant_id!r} is already used")
+            if current is not None:
+                # Expired but never revoked: retire it, so it can never come back.
+                cur.execute(
+                    "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
+                    (now, current.grant_id),
+                )
+            row = cur.execute(
+                "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
+                " created_at, updated_at, expires_at, revoked_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, NULL)"
+                " RETURNING grant_id, brand_id, account, client_id, pa_sub, scopes, created_at,"
+                " updated_at, expires_at, revoked_at",
+                (
+                    grant_id,
+                    brand_id,
+                    account,
+                    client_id,
+                    pa_sub,
+                    list(wanted),
+                    now,
+                    now,
+                    expires_at,
+                ),
+            ).fetchone()
+            assert row is not None
+            return _grant(row)
+
+    def get_grant(self, grant_id: str) -> Grant | None:
+        """Return the grant in any state, or None."""
+        if has_nul(grant_id):
+            return None
+        with self._transaction() as cur:
+            row = cur.execute(_SELECT_GRANT + " WHERE grant_id = %s", (grant_id,)).fetchone()
+        return None if row is None else _grant(row)
+
+    def live_grant(
+        self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
+    ) -> Grant | None:
+        """Return the live grant of the key at `now`, or None."""
+        if has_nul(brand_id, account, client_id, pa_sub):
+            return None
+        with self._transaction() as cur:
+            row = cur.execute(
+                _SELECT_GRANT
+                + " WHERE brand_id = %s AND account = %s AND client_id = %s AND pa_sub = %s"
+                " AND revoked_at IS NULL AND expires_at > %s",
+                (brand_id, account, client_id, pa_sub, now),
+            ).fetchone()
+        return None if row is None else _grant(row)
+
+    def revoke_grant(self, grant_id: str, *, now: float) -> bool:
+        """Revoke the grant; True if it was live."""
+        if has_nul(grant_id):
+            return False
+        with self._transaction() as cur:
+            row = cur.execute(
+                "UPDATE pactmw_grants SET revoked_at = %s"
+                " WHERE grant_id = %s AND revoked_at IS NULL AND expires_at > %s"
+                " RETURNING 1",
+                (now, grant_id, now),
+            ).fetchone()
+        return row is not None
+
+    def revoke_account_grants(
+        self, account: str, *, now: float, brand_id: str | None = None
+    ) -> list[str]:
+        """Revoke every live grant of `account` (at one Brand, if given); return their ids."""
+        if has_nul(account, brand_id or ""):
+            return []
+        with self._transaction() as cur:
+            rows = cur.execute(
+                "WITH revoked AS ("
+                " UPDATE pactmw_grants SET revoked_at = %s"
+                " WHERE account = %s AND revoked_at IS NULL AND expires_at > %s"
+                " AND (%s::text IS NULL OR brand_id = %s)"
+                " RETURNING grant_id, created_at"
+                ") SELECT grant_id FROM revoked"
+                ' ORDER BY created_at DESC, grant_id COLLATE "C" DESC',
+                (now, account, now, brand_id, brand_id),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def list_grants(
+        self,
+        *,
+        brand_id: str | None = None,
+        account: str | None = None,
+        include_inactive: bool = False,
+        now: float,
+    ) -> list[Grant]:
+        """Return the matching grants, newest first; live ones only unless asked."""
+        if has_nul(brand_id or "", account or ""):
+            return []
+        with self._transaction() as cur:
+            rows = cur.execute(
+                _SELECT_GRANT + " WHERE (%s::text IS NULL OR brand_id = %s)"
+                " AND (%s::text IS NULL OR account = %s)"
+                " AND (%s OR (revoked_at IS NULL AND expires_at > %s))" + _GRANT_ORDER,
+                (brand_id, brand_id, account, account, include_inactive, now),
+            ).fetchall()
+        return [_grant(r) for r in rows]
+
+    def issue_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        grant_id: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> None:
+        """Store a new, unused refresh token for the grant; see `Store`."""
+        reject_nul(token_hash=token_hash, grant_id=grant_id, client_id=client_id, brand_id=brand_id)
+        with self._transaction() as cur:
+            row = cur.execute(_SELECT_GRANT + " WHERE grant_id = %s", (grant_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"unknown grant {grant_id!r}")
+            check_token_owner(_grant(row), client_id, brand_id)
+            self._insert_refresh_token(
+                cur, token_hash, grant_id, client_id, brand_id, now, expires_at
+            )
+
+    @staticmethod
+    def _insert_refresh_token(
+        cur: _Cursor,
+        token_hash: str,
+        grant_id: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> None:
+        inserted = cur.execute(
+            "INSERT INTO pactmw_refresh_tokens"
+            " (token_hash, grant_id, client_id, brand_id, created_at, expires_at, used_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, NULL) ON CONFLICT DO NOTHING RETURNING 1",
+            (token_hash, grant_id, client_id, brand_id, now, expires_at),
+        ).fetchone()
+        if inserted is None:
+            raise ValueError("refresh token hash is already stored")
+
+    def rotate_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        new_token_hash: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> Rotation:
+        """Spend a refresh token and store its successor, atomically; see `Store`.
+
+        Concurrent rotations of one token: one `rotated`, the rest `reused`, which revokes
+        the grant (a replay cannot be told from theft; RFC 9700 §4.14).
+        """
+        reject_nul(new_token_hash=new_token_hash)
+        if has_nul(token_hash, client_id, brand_id):
+            return Rotation(kind="unknown")
+        with self._transaction() as cur:
+            self._maybe_purge(cur, now)
+            # Lock order everywhere: the token row, then its grant row.
+            token = cur.execute(
+                "SELECT grant_id, client_id, brand_id, expires_at, used_at"
+                " FROM pactmw_refresh_tokens WHERE token_hash = %s FOR UPDATE",
+                (token_hash,),
+            ).fetchone()
+            if token is None or (token[1], token[2]) != (client_id, brand_id):
+                return Rotation(kind="unknown")
+            row = cur.execute(
+                _SELECT_GRANT + " WHERE grant_id = %s FOR NO KEY UPDATE",
+                (token[0],),
+            ).fetchone()
+            assert row is not None  # the foreign key keeps it
+            grant = _grant(row)
+            if token[4] is not None:
+                if grant.revoked_at is None:
+                    cur.execute(
+                        "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
+                        (now, grant.grant_id),
+                    )
+                    grant = evolve(grant, revoked_at=now)
+                return Rotation(kind="reused", grant=grant)
+            if now >= float(token[3]):
+                return Rotation(kind="expired", grant=grant)
+            if not grant.is_live(now):
+                return Rotation(kind="revoked", grant=grant)
+            cur.execute(
+                "UPDATE pactmw_refresh_tokens SET used_at = %s WHERE token_hash = %s",
+                (now, token_hash),
+            )
+            self._insert_refresh_token(
+                cur, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
+            )
+            return Rotation(kind="rotated", grant=grant)
+
+    def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
+        """Record `value` in `namespace` until `expires_at`; True only the first time."""
+        reject_nul(namespace=namespace, value=value)
+        with self._transaction() as cur:
+            self._maybe_purge(cur, now)
+            # One statement: a row comes back when inserted, or when an expired record was
+            # renewed; a concurrent duplicate waits for the winner and then gets no row.
+            row = cur.execute(
+                "INSERT INTO pactmw_used_values (namespace, value, expires_at)"
+                " VALUES (%s, %s, %s)"
+                " ON CONFLICT (namespace, value) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+                " WHERE pactmw_used_values.expires_at <= %s RETURNING 1",
+                (namespace, value, expires_at, now),
+            ).fetchone()
+        return row is not None
 
     def close(self) -> None:
         """Close the pool; later calls raise `StoreUnavailable`."""

@@ -9,22 +9,40 @@ writer. Do not put the file on a network filesystem: sqlite's locks are not reli
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import os
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, cast
+
+from attrs import evolve
 
 from pactmw.store.base import (
+    EXPIRED_RETENTION,
+    PURGE_EVERY,
     Claim,
     Conversation,
+    DeviceAuthorization,
+    DeviceStatus,
+    Grant,
     NotFound,
+    Poll,
+    Rotation,
     StoreError,
     StoreUnavailable,
     Turn,
+    UserCodeTaken,
+    check_decision,
+    check_grant_scopes,
+    check_token_owner,
+    grant_scopes,
     reject_nul,
+    scope_tuple,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -70,7 +88,132 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Version 2: the PACT Delegated profile. Scope lists are JSON arrays of strings.
+    (
+        """
+        CREATE TABLE pactmw_grants (
+            grant_id TEXT PRIMARY KEY,
+            brand_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            pa_sub TEXT NOT NULL,
+            scopes TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            revoked_at REAL
+        )
+        """,
+        # One unrevoked grant per key: the invariant behind upsert_grant, kept by the database.
+        """
+        CREATE UNIQUE INDEX pactmw_grants_one_live
+            ON pactmw_grants (brand_id, account, client_id, pa_sub) WHERE revoked_at IS NULL
+        """,
+        "CREATE INDEX pactmw_grants_account ON pactmw_grants (account, brand_id)",
+        """
+        CREATE TABLE pactmw_device_authorizations (
+            device_code_hash TEXT PRIMARY KEY,
+            user_code TEXT NOT NULL UNIQUE,
+            brand_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            pa_sub TEXT NOT NULL,
+            scopes TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            interval_seconds REAL NOT NULL,
+            last_polled_at REAL,
+            status TEXT NOT NULL
+                CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+            account TEXT,
+            granted_scopes TEXT NOT NULL,
+            grant_id TEXT REFERENCES pactmw_grants (grant_id)
+        )
+        """,
+        """
+        CREATE INDEX pactmw_device_authorizations_expires
+            ON pactmw_device_authorizations (expires_at)
+        """,
+        """
+        CREATE TABLE pactmw_refresh_tokens (
+            token_hash TEXT PRIMARY KEY,
+            grant_id TEXT NOT NULL REFERENCES pactmw_grants (grant_id),
+            client_id TEXT NOT NULL,
+            brand_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            used_at REAL
+        )
+        """,
+        "CREATE INDEX pactmw_refresh_tokens_grant ON pactmw_refresh_tokens (grant_id)",
+        "CREATE INDEX pactmw_refresh_tokens_expires ON pactmw_refresh_tokens (expires_at)",
+        """
+        CREATE TABLE pactmw_used_values (
+            namespace TEXT NOT NULL,
+            value TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (namespace, value)
+        )
+        """,
+        "CREATE INDEX pactmw_used_values_expires ON pactmw_used_values (expires_at)",
+    ),
 )
+
+# Statement heads shared by the lookups; the column order is what _device and _grant read.
+_SELECT_DEVICE = (
+    "SELECT device_code_hash, user_code, brand_id, client_id, pa_sub, scopes, created_at,"
+    " expires_at, interval_seconds, last_polled_at, status, account, granted_scopes, grant_id"
+    " FROM pactmw_device_authorizations"
+)
+_SELECT_GRANT = (
+    "SELECT grant_id, brand_id, account, client_id, pa_sub, scopes, created_at, updated_at,"
+    " expires_at, revoked_at FROM pactmw_grants"
+)
+
+
+def _scopes_json(scopes: Sequence[str]) -> str:
+    return json.dumps(list(scopes), ensure_ascii=False)
+
+
+def _scopes_from_json(text: str) -> tuple[str, ...]:
+    return tuple(json.loads(text))
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _device(row: Sequence[Any]) -> DeviceAuthorization:
+    return DeviceAuthorization(
+        device_code_hash=row[0],
+        user_code=row[1],
+        brand_id=row[2],
+        client_id=row[3],
+        pa_sub=row[4],
+        scopes=_scopes_from_json(row[5]),
+        created_at=float(row[6]),
+        expires_at=float(row[7]),
+        interval=float(row[8]),
+        last_polled_at=_opt_float(row[9]),
+        status=cast(DeviceStatus, row[10]),
+        account=row[11],
+        granted_scopes=_scopes_from_json(row[12]),
+        grant_id=row[13],
+    )
+
+
+def _grant(row: Sequence[Any]) -> Grant:
+    return Grant(
+        grant_id=row[0],
+        brand_id=row[1],
+        account=row[2],
+        client_id=row[3],
+        pa_sub=row[4],
+        scopes=_scopes_from_json(row[5]),
+        created_at=float(row[6]),
+        updated_at=float(row[7]),
+        expires_at=float(row[8]),
+        revoked_at=_opt_float(row[9]),
+    )
 
 
 class SqliteStore:
@@ -91,6 +234,7 @@ class SqliteStore:
         # are kept out by BEGIN IMMEDIATE and wait up to busy_timeout_ms.
         self._lock = threading.Lock()
         self._closed = False
+        self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
         try:
             self._conn = sqlite3.connect(
                 self._path,
@@ -373,6 +517,442 @@ class SqliteStore:
                 "SELECT enabled FROM pactmw_agent_overrides WHERE issuer = ?", (issuer,)
             ).fetchone()
         return None if row is None else bool(row[0])
+
+    # --- delegation state ---------------------------------------------------------------------
+
+    def _maybe_purge(self, conn: sqlite3.Connection, now: float) -> None:
+        # Inside the caller's write transaction. Only every PURGE_EVERY-th call deletes, so
+        # the cost is spread thin; the expires_at indexes keep each delete a range scan.
+        if next(self._ops) % PURGE_EVERY:
+            return
+        horizon = now - EXPIRED_RETENTION
+        conn.execute("DELETE FROM pactmw_used_values WHERE expires_at <= ?", (now,))
+        conn.execute("DELETE FROM pactmw_device_authorizations WHERE expires_at <= ?", (horizon,))
+        conn.execute("DELETE FROM pactmw_refresh_tokens WHERE expires_at <= ?", (horizon,))
+
+    def create_device_authorization(
+        self,
+        *,
+        device_code_hash: str,
+        user_code: str,
+        brand_id: str,
+        client_id: str,
+        pa_sub: str,
+        scopes: tuple[str, ...],
+        now: float,
+        expires_at: float,
+        interval: float,
+    ) -> None:
+        """Store a new `pending` device authorization; see `Store`."""
+        reject_nul(
+            device_code_hash=device_code_hash,
+            user_code=user_code,
+            brand_id=brand_id,
+            client_id=client_id,
+            pa_sub=pa_sub,
+        )
+        requested = scope_tuple("scopes", scopes)
+        with self._write() as conn:
+            self._maybe_purge(conn, now)
+            holder = conn.execute(
+                "SELECT device_code_hash, expires_at FROM pactmw_device_authorizations"
+                " WHERE user_code = ?",
+                (user_code,),
+            ).fetchone()
+            if holder is not None and now < float(holder[1]):
+                raise UserCodeTaken(f"user code {user_code!r} is in use")
+            if (
+                conn.execute(
+                    "SELECT 1 FROM pactmw_device_authorizations WHERE device_code_hash = ?",
+                    (device_code_hash,),
+                ).fetchone()
+                is not None
+            ):
+                raise ValueError("device code hash is already stored")
+            if holder is not None:
+                conn.execute(
+                    "DELETE FROM pactmw_device_authorizations WHERE device_code_hash = ?",
+                    (holder[0],),
+                )
+            conn.execute(
+                "INSERT INTO pactmw_device_authorizations (device_code_hash, user_code, brand_id,"
+                " client_id, pa_sub, scopes, created_at, expires_at, interval_seconds,"
+                " last_polled_at, status, account, granted_scopes, grant_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'pending', NULL, '[]', NULL)",
+                (
+                    device_code_hash,
+                    user_code,
+                    brand_id,
+                    client_id,
+                    pa_sub,
+                    _scopes_json(requested),
+                    now,
+                    expires_at,
+                    float(interval),
+                ),
+            )
+
+    def device_authorization_by_user_code(self, user_code: str) -> DeviceAuthorization | None:
+        """Return the authorization holding `user_code`, or None."""
+        with self._read() as conn:
+            row = conn.execute(
+                _SELECT_DEVICE + " WHERE user_code = ?",
+                (user_code,),
+            ).fetchone()
+        return None if row is None else _device(row)
+
+    def decide_device_authorization(
+        self,
+        *,
+        user_code: str,
+        approved: bool,
+        account: str | None,
+        granted_scopes: tuple[str, ...],
+        grant_id: str | None,
+        now: float,
+    ) -> DeviceAuthorization | None:
+        """Record the user's decision on a pending, unexpired authorization; see `Store`."""
+        account, granted, grant_id = check_decision(approved, account, granted_scopes, grant_id)
+        with self._write() as conn:
+            if (
+                grant_id is not None
+                and conn.execute(
+                    "SELECT 1 FROM pactmw_grants WHERE grant_id = ?", (grant_id,)
+                ).fetchone()
+                is None
+            ):
+                raise NotFound(f"unknown grant {grant_id!r}")
+            row = conn.execute(
+                _SELECT_DEVICE + " WHERE user_code = ?",
+                (user_code,),
+            ).fetchone()
+            if row is None:
+                return None
+            device = _device(row)
+            if device.status != "pending" or now >= device.expires_at:
+                return None
+            device = evolve(
+                device,
+                status="approved" if approved else "denied",
+                account=account,
+                granted_scopes=granted,
+                grant_id=grant_id,
+            )
+            conn.execute(
+                "UPDATE pactmw_device_authorizations"
+                " SET status = ?, account = ?, granted_scopes = ?, grant_id = ?"
+                " WHERE device_code_hash = ?",
+                (
+                    device.status,
+                    account,
+                    _scopes_json(granted),
+                    grant_id,
+                    device.device_code_hash,
+                ),
+            )
+            return device
+
+    def poll_device_code(
+        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+    ) -> Poll:
+        """Answer one device-code token request, atomically; see `Store`."""
+        with self._write() as conn:
+            row = conn.execute(
+                _SELECT_DEVICE + " WHERE device_code_hash = ?",
+                (device_code_hash,),
+            ).fetchone()
+            if row is None:
+                return Poll(kind="unknown")
+            device = _device(row)
+            if device.client_id != client_id or device.brand_id != brand_id:
+                return Poll(kind="unknown")
+            if now >= device.expires_at:
+                return Poll(kind="expired", authorization=device)
+            if device.status == "denied" or device.status == "consumed":
+                return Poll(kind=device.status, authorization=device)
+            if device.status == "pending":
+                previous = device.last_polled_at
+                conn.execute(
+                    "UPDATE pactmw_device_authorizations SET last_polled_at = ?"
+                    " WHERE device_code_hash = ?",
+                    (now, device_code_hash),
+                )
+                device = evolve(device, last_polled_at=now)
+                too_soon = previous is not None and now - previous < device.interval
+                return Poll(kind="slow_down" if too_soon else "pending", authorization=device)
+            conn.execute(
+                "UPDATE pactmw_device_authorizations SET status = 'consumed'"
+                " WHERE device_code_hash = ?",
+                (device_code_hash,),
+            )
+            return Poll(kind="approved", authorization=evolve(device, status="consumed"))
+
+    def upsert_grant(
+        self,
+        *,
+        grant_id: str,
+        brand_id: str,
+        account: str,
+        client_id: str,
+        pa_sub: str,
+        scopes: tuple[str, ...],
+        now: float,
+        expires_at: float,
+    ) -> Grant:
+        """Create the live grant of the key or widen it; see `Store`."""
+        reject_nul(
+            grant_id=grant_id,
+            brand_id=brand_id,
+            account=account,
+            client_id=client_id,
+            pa_sub=pa_sub,
+        )
+        wanted = check_grant_scopes(scopes)
+        with self._write() as conn:
+            row = conn.execute(
+                _SELECT_GRANT
+                + " WHERE brand_id = ? AND account = ? AND client_id = ? AND pa_sub = ?"
+                " AND revoked_at IS NULL",
+                (brand_id, account, client_id, pa_sub),
+            ).fetchone()
+            current = None if row is None else _grant(row)
+            if current is not None and current.is_live(now):
+                current = evolve(
+                    current,
+                    scopes=grant_scopes(current.scopes + wanted),
+                    expires_at=max(current.expires_at, expires_at),
+                    updated_at=now,
+                )
+                conn.execute(
+                    "UPDATE pactmw_grants SET scopes = ?, expires_at = ?, updated_at = ?"
+                    " WHERE grant_id = ?",
+                    (_scopes_json(current.scopes), current.expires_at, now, current.grant_id),
+                )
+                return current
+            if (
+                conn.execute(
+                    "SELECT 1 FROM pactmw_grants WHERE grant_id = ?", (grant_id,)
+                ).fetchone()
+                is not None
+            ):
+                raise ValueError(f"grant id {grant_id!r} is already used")
+            if current is not None:
+                # Expired but never revoked: retire it, so it can never come back.
+                conn.execute(
+                    "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
+                    (now, current.grant_id),
+                )
+            grant = Grant(
+                grant_id=grant_id,
+                brand_id=brand_id,
+                account=account,
+                client_id=client_id,
+                pa_sub=pa_sub,
+                scopes=wanted,
+                created_at=now,
+                updated_at=now,
+                expires_at=expires_at,
+                revoked_at=None,
+            )
+            conn.execute(
+                "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
+                " created_at, updated_at, expires_at, revoked_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                (
+                    grant_id,
+                    brand_id,
+                    account,
+                    client_id,
+                    pa_sub,
+                    _scopes_json(wanted),
+                    now,
+                    now,
+                    expires_at,
+                ),
+            )
+            return grant
+
+    def get_grant(self, grant_id: str) -> Grant | None:
+        """Return the grant in any state, or None."""
+        with self._read() as conn:
+            row = conn.execute(_SELECT_GRANT + " WHERE grant_id = ?", (grant_id,)).fetchone()
+        return None if row is None else _grant(row)
+
+    def live_grant(
+        self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
+    ) -> Grant | None:
+        """Return the live grant of the key at `now`, or None."""
+        with self._read() as conn:
+            row = conn.execute(
+                _SELECT_GRANT
+                + " WHERE brand_id = ? AND account = ? AND client_id = ? AND pa_sub = ?"
+                " AND revoked_at IS NULL AND expires_at > ?",
+                (brand_id, account, client_id, pa_sub, now),
+            ).fetchone()
+        return None if row is None else _grant(row)
+
+    def revoke_grant(self, grant_id: str, *, now: float) -> bool:
+        """Revoke the grant; True if it was live."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE pactmw_grants SET revoked_at = ?"
+                " WHERE grant_id = ? AND revoked_at IS NULL AND expires_at > ?",
+                (now, grant_id, now),
+            )
+            return cur.rowcount == 1
+
+    def revoke_account_grants(
+        self, account: str, *, now: float, brand_id: str | None = None
+    ) -> list[str]:
+        """Revoke every live grant of `account` (at one Brand, if given); return their ids."""
+        params = (account, now, brand_id, brand_id)
+        with self._write() as conn:
+            ids = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT grant_id FROM pactmw_grants"
+                    " WHERE account = ? AND revoked_at IS NULL AND expires_at > ?"
+                    " AND (? IS NULL OR brand_id = ?)"
+                    " ORDER BY created_at DESC, grant_id DESC",
+                    params,
+                ).fetchall()
+            ]
+            conn.execute(
+                "UPDATE pactmw_grants SET revoked_at = ?"
+                " WHERE account = ? AND revoked_at IS NULL AND expires_at > ?"
+                " AND (? IS NULL OR brand_id = ?)",
+                (now, *params),
+            )
+        return ids
+
+    def list_grants(
+        self,
+        *,
+        brand_id: str | None = None,
+        account: str | None = None,
+        include_inactive: bool = False,
+        now: float,
+    ) -> list[Grant]:
+        """Return the matching grants, newest first; live ones only unless asked."""
+        with self._read() as conn:
+            rows = conn.execute(
+                _SELECT_GRANT + " WHERE (? IS NULL OR brand_id = ?) AND (? IS NULL OR account = ?)"
+                " AND (? OR (revoked_at IS NULL AND expires_at > ?))"
+                " ORDER BY created_at DESC, grant_id DESC",
+                (brand_id, brand_id, account, account, int(include_inactive), now),
+            ).fetchall()
+        return [_grant(r) for r in rows]
+
+    def issue_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        grant_id: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> None:
+        """Store a new, unused refresh token for the grant; see `Store`."""
+        reject_nul(token_hash=token_hash, grant_id=grant_id, client_id=client_id, brand_id=brand_id)
+        with self._write() as conn:
+            row = conn.execute(_SELECT_GRANT + " WHERE grant_id = ?", (grant_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"unknown grant {grant_id!r}")
+            check_token_owner(_grant(row), client_id, brand_id)
+            self._insert_refresh_token(
+                conn, token_hash, grant_id, client_id, brand_id, now, expires_at
+            )
+
+    @staticmethod
+    def _insert_refresh_token(
+        conn: sqlite3.Connection,
+        token_hash: str,
+        grant_id: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> None:
+        if (
+            conn.execute(
+                "SELECT 1 FROM pactmw_refresh_tokens WHERE token_hash = ?", (token_hash,)
+            ).fetchone()
+            is not None
+        ):
+            raise ValueError("refresh token hash is already stored")
+        conn.execute(
+            "INSERT INTO pactmw_refresh_tokens"
+            " (token_hash, grant_id, client_id, brand_id, created_at, expires_at, used_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, NULL)",
+            (token_hash, grant_id, client_id, brand_id, now, expires_at),
+        )
+
+    def rotate_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        new_token_hash: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> Rotation:
+        """Spend a refresh token and store its successor, atomically; see `Store`.
+
+        Concurrent rotations of one token: one `rotated`, the rest `reused`, which revokes
+        the grant (a replay cannot be told from theft; RFC 9700 §4.14).
+        """
+        reject_nul(new_token_hash=new_token_hash)
+        with self._write() as conn:
+            self._maybe_purge(conn, now)
+            token = conn.execute(
+                "SELECT grant_id, client_id, brand_id, expires_at, used_at"
+                " FROM pactmw_refresh_tokens WHERE token_hash = ?",
+                (token_hash,),
+            ).fetchone()
+            if token is None or (token[1], token[2]) != (client_id, brand_id):
+                return Rotation(kind="unknown")
+            row = conn.execute(_SELECT_GRANT + " WHERE grant_id = ?", (token[0],)).fetchone()
+            grant = _grant(row)
+            if token[4] is not None:
+                if grant.revoked_at is None:
+                    conn.execute(
+                        "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
+                        (now, grant.grant_id),
+                    )
+                    grant = evolve(grant, revoked_at=now)
+                return Rotation(kind="reused", grant=grant)
+            if now >= float(token[3]):
+                return Rotation(kind="expired", grant=grant)
+            if not grant.is_live(now):
+                return Rotation(kind="revoked", grant=grant)
+            conn.execute(
+                "UPDATE pactmw_refresh_tokens SET used_at = ? WHERE token_hash = ?",
+                (now, token_hash),
+            )
+            self._insert_refresh_token(
+                conn, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
+            )
+            return Rotation(kind="rotated", grant=grant)
+
+    def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
+        """Record `value` in `namespace` until `expires_at`; True only the first time."""
+        reject_nul(namespace=namespace, value=value)
+        with self._write() as conn:
+            self._maybe_purge(conn, now)
+            row = conn.execute(
+                "SELECT expires_at FROM pactmw_used_values WHERE namespace = ? AND value = ?",
+                (namespace, value),
+            ).fetchone()
+            if row is not None and now < float(row[0]):
+                return False
+            conn.execute(
+                "INSERT INTO pactmw_used_values (namespace, value, expires_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (namespace, value) DO UPDATE SET expires_at = excluded.expires_at",
+                (namespace, value, expires_at),
+            )
+            return True
 
     def close(self) -> None:
         """Close the connection; later calls raise `StoreUnavailable`."""

@@ -1,0 +1,169 @@
+"""Separate OS processes racing on one sqlite file or one PostgreSQL database.
+
+Threads in one process share the store's lock, so only real processes prove that the
+delegation operations are atomic across workers: one refresh-token rotation wins, one poll
+of an approved device code gets the tokens, one use of a single-use value counts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pactmw.store import Store, open_store
+
+T0 = 1_700_000_000.0
+PROCESSES = 6
+BRAND = "skyline"
+CLIENT = "https://pa.example"
+
+# argv: url, operation, work dir, worker index. Prints the outcome's kind.
+RACER = """
+import sys, time
+from pathlib import Path
+from pactmw.store import open_store
+
+url, op, work, index = sys.argv[1:5]
+store = open_store(url)
+store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
+Path(work, f"ready-{index}").touch()
+deadline = time.monotonic() + 30
+while not Path(work, "go").exists():
+    if time.monotonic() > deadline:
+        sys.exit("no go signal")
+    time.sleep(0.001)
+now = 1_700_000_100.0
+if op == "rotate":
+    result = store.rotate_refresh_token(
+        token_hash="rt-0", new_token_hash="rt-new-" + index, client_id="https://pa.example",
+        brand_id="skyline", now=now, expires_at=now + 3600,
+    ).kind
+elif op == "poll":
+    result = store.poll_device_code(
+        device_code_hash="dc-hash", client_id="https://pa.example", brand_id="skyline", now=now
+    ).kind
+else:
+    result = store.use_once(namespace="assertion", value="jti-1", now=now, expires_at=now + 60)
+print(result, flush=True)
+store.close()
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/shared.db"
+    else:
+        server = request.getfixturevalue("postgres_server")
+        dsn: str = server.create_database()
+        yield dsn
+        server.drop_database(dsn.rsplit("/", 1)[1])
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    s = open_store(url)
+    yield s
+    s.close()
+
+
+def _race(url: str, op: str, work: Path) -> list[str]:
+    """Run PROCESSES racers of `op`, released together; return their printed results."""
+    work.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, url, op, str(work), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(PROCESSES)
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(work.glob("ready-*"))) < PROCESSES:
+            dead = [p for p in procs if p.poll() is not None]
+            assert not dead, dead[0].communicate()[1]
+            assert time.monotonic() < deadline, "racers did not get ready"
+            time.sleep(0.01)
+        (work / "go").touch()
+        outputs = [p.communicate(timeout=30) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    return [out.strip() for out, _ in outputs]
+
+
+def _grant_id(store: Store) -> str:
+    grant = store.upsert_grant(
+        grant_id="a2agrant_1",
+        brand_id=BRAND,
+        account="sky-4471",
+        client_id=CLIENT,
+        pa_sub="pa-user-1",
+        scopes=("flights:upcoming:read",),
+        now=T0,
+        expires_at=T0 + 86_400,
+    )
+    return grant.grant_id
+
+
+def test_processes_rotating_one_refresh_token_have_one_winner(
+    url: str, store: Store, tmp_path: Path
+) -> None:
+    grant_id = _grant_id(store)
+    store.issue_refresh_token(
+        token_hash="rt-0",
+        grant_id=grant_id,
+        client_id=CLIENT,
+        brand_id=BRAND,
+        now=T0,
+        expires_at=T0 + 86_400,
+    )
+    kinds = _race(url, "rotate", tmp_path / "race")
+    assert sorted(kinds) == ["reused"] * (PROCESSES - 1) + ["rotated"], kinds
+    grant = store.get_grant(grant_id)
+    assert grant is not None
+    assert grant.revoked_at is not None  # the losers' reuse revoked it (RFC 9700 §4.14)
+
+
+def test_processes_polling_one_approved_code_have_one_winner(
+    url: str, store: Store, tmp_path: Path
+) -> None:
+    store.create_device_authorization(
+        device_code_hash="dc-hash",
+        user_code="WDJB-MJHT",
+        brand_id=BRAND,
+        client_id=CLIENT,
+        pa_sub="pa-user-1",
+        scopes=("flights:upcoming:read",),
+        now=T0,
+        expires_at=T0 + 600,
+        interval=5,
+    )
+    decided = store.decide_device_authorization(
+        user_code="WDJB-MJHT",
+        approved=True,
+        account="sky-4471",
+        granted_scopes=("flights:upcoming:read",),
+        grant_id=_grant_id(store),
+        now=T0 + 10,
+    )
+    assert decided is not None
+    kinds = _race(url, "poll", tmp_path / "race")
+    assert sorted(kinds) == ["approved"] + ["consumed"] * (PROCESSES - 1), kinds
+
+
+def test_processes_using_one_value_have_one_winner(url: str, store: Store, tmp_path: Path) -> None:
+    store.agent_enabled("migrate")  # PostgreSQL creates the schema on first use
+    results = _race(url, "use_once", tmp_path / "race")
+    assert sorted(results) == ["False"] * (PROCESSES - 1) + ["True"], results
