@@ -243,14 +243,25 @@ class A2AProviderApp:
     own routes, in the protocol's order, so do not put `PersonalAgentMiddleware` on `/a2a/`.
     """
 
-    def __init__(self, provider: Provider, app: ASGIApp | None = None) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        app: ASGIApp | None = None,
+        *,
+        current_user: Callable[[HTTPConnection], Any] | None = None,
+    ) -> None:
+        """`current_user(connection)` returns the host app's signed-in `SignedInUser` (or an
+        awaitable of it), or None; only same-app consent pages call it."""
         self.provider = provider
         self.app = app
+        self.current_user = current_user
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
+            resolve = self.current_user
+            user = None if resolve is None else (lambda: resolve(HTTPConnection(scope)))
             response = await self.provider.ahandle(
-                neutral_request(scope), body_reader(scope, receive)
+                neutral_request(scope), body_reader(scope, receive), user
             )
             await send_response(response, send)
         elif self.app is not None:

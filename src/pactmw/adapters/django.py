@@ -28,6 +28,7 @@ from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
+from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
 
@@ -203,7 +204,14 @@ def a2a_view(request: HttpRequest) -> HttpResponse:
         body = request.read(limit + 1)
         return None if len(body) > limit else body
 
-    return to_django(get_provider().handle(_neutral_request(request), read_body))
+    def current_user() -> SignedInUser | None:
+        # django.contrib.auth's signed-in user, when the app uses it (same-app consent).
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        return SignedInUser(account=str(user.pk), label=user.get_username())
+
+    return to_django(get_provider().handle(_neutral_request(request), read_body, current_user))
 
 
 def a2a_urlpatterns() -> list[URLPattern]:

@@ -23,6 +23,7 @@ from pactmw.core.http import challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import TurnHandler
+from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
 EXTENSION_KEY = "pactmw"
@@ -33,11 +34,16 @@ _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 class _State:
     def __init__(
-        self, settings: Settings, verifier: IdentityVerifier, provider: Provider | None
+        self,
+        settings: Settings,
+        verifier: IdentityVerifier,
+        provider: Provider | None,
+        current_user: Callable[[], SignedInUser | None],
     ) -> None:
         self.settings = settings
         self.verifier = verifier
         self.provider = provider
+        self.current_user = current_user
 
 
 class Pactmw:
@@ -53,8 +59,12 @@ class Pactmw:
         app: Flask | None = None,
         *,
         handlers: Mapping[str, TurnHandler] | None = None,
+        current_user: Callable[[], SignedInUser | None] | None = None,
     ) -> None:
+        """`current_user()` tells who is signed in to the app (same-app consent); without it,
+        Flask-Login's `current_user` is used when Flask-Login is installed."""
         self._handlers = handlers
+        self._current_user = current_user
         if app is not None:
             self.init_app(app)
 
@@ -69,7 +79,9 @@ class Pactmw:
         else:
             settings = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
             verifier = settings.build_verifier()
-        app.extensions[EXTENSION_KEY] = _State(settings, verifier, provider)
+        app.extensions[EXTENSION_KEY] = _State(
+            settings, verifier, provider, self._current_user or _flask_login_user
+        )
         app.before_request(_guard_prefix)
 
 
@@ -129,11 +141,25 @@ def get_verifier() -> IdentityVerifier:
 
 
 def _serve_a2a(rest: str) -> WerkzeugResponse:
-    provider = _state().provider
-    assert provider is not None  # the route exists only when there is a Provider
+    state = _state()
+    assert state.provider is not None  # the route exists only when there is a Provider
     environ = request.environ
     # Flask has matched the URL but not read the body: the Provider reads it after auth.
-    return to_werkzeug(provider.handle(neutral_request(environ), body_reader(environ)))
+    response = state.provider.handle(
+        neutral_request(environ), body_reader(environ), state.current_user
+    )
+    return to_werkzeug(response)
+
+
+def _flask_login_user() -> SignedInUser | None:
+    """Flask-Login's signed-in user, if Flask-Login is installed and someone is signed in."""
+    try:
+        from flask_login import current_user  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    if not getattr(current_user, "is_authenticated", False):
+        return None
+    return SignedInUser(account=str(current_user.get_id()), label=str(current_user.get_id()))
 
 
 def get_provider() -> Provider:

@@ -19,6 +19,7 @@ from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
+from pactmw.provider.delegated import SignedInUser
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -142,14 +143,26 @@ class A2AProviderApp:
     extension, which does this for you. The Provider authenticates its own routes.
     """
 
-    def __init__(self, provider: Provider, app: WSGIApplication | None = None) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        app: WSGIApplication | None = None,
+        *,
+        current_user: Callable[[WSGIEnvironment], SignedInUser | None] | None = None,
+    ) -> None:
+        """`current_user(environ)` returns the host app's signed-in user, or None; only
+        same-app consent pages call it."""
         self.provider = provider
         self.app = app
+        self.current_user = current_user
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = neutral_request(environ)
         if self.provider.matches(request.method, request.path):
-            return respond(self.provider.handle(request, body_reader(environ)), start_response)
+            resolve = self.current_user
+            user = None if resolve is None else (lambda: resolve(environ))
+            response = self.provider.handle(request, body_reader(environ), user)
+            return respond(response, start_response)
         if self.app is not None:
             return self.app(environ, start_response)
         return respond(Response(status=404, headers=(("Content-Length", "0"),)), start_response)

@@ -29,6 +29,7 @@ from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_signature
 from pactmw.core.jwk import KeySet, PublicJWK
 from pactmw.core.keys import DiscoveryCache, JwksCache
+from pactmw.protocols.delegation import Delegation
 
 logger = logging.getLogger("pactmw.identity")
 
@@ -154,6 +155,8 @@ class PersonalAgent:
     name: str
     claims: Mapping[str, Any] = field(repr=False)
     audience: str
+    #: Set by the Provider when a valid delegation token came with the request (PACT §5.5).
+    delegation: Delegation | None = None
 
     @property
     def actor_id(self) -> str:

@@ -17,58 +17,57 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from attrs import frozen
+import attrs
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request, Response, challenge
+from pactmw.core.keys import JwksCache
+from pactmw.protocols.delegation import (
+    DelegationRejected,
+    SigningKeys,
+    receipt_claims,
+    sign_receipt,
+)
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.a2a import a2a_json, error_response, ok, refused
-from pactmw.provider.brand import Brand, Reply, Turn, TurnHandler
+from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, build_card, card_response
+from pactmw.provider.delegated import (
+    FORM_LIMIT,
+    AuditHook,
+    AuthorizationServer,
+    ConsentRefused,
+    OAuthError,
+    SignedInUser,
+)
+from pactmw.provider.flow import (
+    Flow,
+    NeedBody,
+    NeedBot,
+    NeedIdentity,
+    NeedKeys,
+    NeedStore,
+    NeedUser,
+)
 from pactmw.provider.messages import SendMessage, is_uuid, parse_page_size, parse_send_message
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
-from pactmw.provider.routes import Route, match
+from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
+from pactmw.provider.tools import BoundTools, StepUpRequired, ToolRegistry
 from pactmw.store import open_store
 from pactmw.store.base import Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
 
 ReadBody = Callable[[int], "bytes | None"]
+CurrentUser = Callable[[], "SignedInUser | None"]
+ACurrentUser = Callable[[], Awaitable["SignedInUser | None"]]
 AReadBody = Callable[[int], Awaitable["bytes | None"]]
 
-
-# -- what the flow asks its driver for ---------------------------------------------------------
-
-
-@frozen
-class _Identity:
-    authorization: str | None
-
-
-@frozen
-class _Body:
-    limit: int
-
-
-@frozen
-class _Store:
-    operation: Callable[..., Any]
-    kwargs: dict[str, Any]
-
-
-@frozen
-class _Bot:
-    handler: TurnHandler
-    turn: Turn
-
-
-_Need = _Identity | _Body | _Store | _Bot
-Flow = Generator[_Need, Any, Response]
 
 _UNKNOWN_CONTEXT = "Unknown contextId"
 
@@ -92,6 +91,9 @@ class Provider:
         max_body_bytes: int = 1024 * 1024,
         conversation_idle_timeout: float | None = None,
         claim_lease_seconds: float = 120.0,
+        signing_keys: SigningKeys | None = None,
+        audit: AuditHook | None = None,
+        consent_rate_limit: RateLimit | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -105,6 +107,21 @@ class Provider:
         self.conversation_idle_timeout = conversation_idle_timeout
         self.claim_lease_seconds = claim_lease_seconds
         self._clock = clock
+        #: The Delegated profile's authorization server, when any Brand offers delegation.
+        self.oauth: AuthorizationServer | None = None
+        if any(brand.delegation is not None for brand in self.brands.values()):
+            if signing_keys is None:
+                raise ValueError("Brands that offer delegation need signing_keys")
+            self.oauth = AuthorizationServer(
+                base_url=self.base_url,
+                store=store,
+                keys=signing_keys,
+                clock=clock,
+                agent_name=self._agent_name,
+                brand_keys=JwksCache(verifier.keys.fetch_policy),
+                consent_rate_limit=consent_rate_limit,
+                audit=audit,
+            )
         # Cards are static per Brand: render them once.
         self._cards = {
             brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
@@ -135,17 +152,48 @@ class Provider:
             max_body_bytes=settings.max_body_bytes,
             conversation_idle_timeout=settings.conversation_idle_timeout,
             claim_lease_seconds=settings.claim_lease_seconds,
+            signing_keys=settings.signing_keys(),
             **extra,
         )
 
     def card(self, brand_id: str) -> dict[str, Any]:
-        """The Agent Card of a Brand (KeyError for an unknown Brand)."""
-        return build_card(
-            self.brands[brand_id],
+        """The Agent Card of a Brand (KeyError for an unknown Brand).
+
+        A Brand that offers delegation also declares the `userDelegation` device-code scheme
+        and a second security requirement naming both schemes (spec §5.1).
+        """
+        brand = self.brands[brand_id]
+        card = build_card(
+            brand,
             base_url=self.base_url,
             identity_scheme=self.identity_scheme,
             organization=self.organization,
         )
+        if brand.delegation is not None and self.oauth is not None:
+            card["securitySchemes"]["userDelegation"] = self.oauth.card_scheme(
+                brand, brand.delegation
+            )
+            card["securityRequirements"].append(
+                {"schemes": {self.identity_scheme: {"list": []}, "userDelegation": {"list": []}}}
+            )
+        return card
+
+    def _agent_name(self, issuer: str) -> str:
+        agent = self.verifier.registry.lookup(issuer)
+        return agent.name if agent is not None and agent.name else issuer
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke one delegation grant now (its tokens fail on their next request)."""
+        return self._oauth().revoke_grant(grant_id)
+
+    def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
+        """Revoke every grant of a Brand account: call it when the account is disabled."""
+        return self._oauth().revoke_account(account, brand_id=brand_id, reason="account")
+
+    def _oauth(self) -> AuthorizationServer:
+        if self.oauth is None:
+            raise RuntimeError("no Brand of this Provider offers delegation")
+        return self.oauth
 
     def matches(self, method: str, path: str) -> bool:
         """Tell whether the Provider serves this path (anything under `/a2a/`)."""
@@ -161,36 +209,81 @@ class Provider:
         if route is None:
             raise RequestRefused(404)
         brand = self.brands.get(route.brand_id)
-        if route.operation == "card":
+        if route.operation in PUBLIC_OPERATIONS:
             if brand is None:
                 raise RequestRefused(404)
-            return self._cards[brand.id]
-        caller: PersonalAgent = yield _Identity(request.header("authorization"))
+            if route.operation == "card":
+                return self._cards[brand.id]
+            return (yield from self._public_oauth(route, brand, request))
+        caller: PersonalAgent = yield NeedIdentity(request.header("authorization"))
         if brand is None:
             raise RequestRefused(404)
+        delegation_header = request.header("x-a2a-user-delegation")
+        if delegation_header is not None or _repeated(request, "x-a2a-user-delegation"):
+            if self.oauth is None:
+                raise DelegationRejected("not_offered", "this Brand offers no delegation")
+            delegation = yield from self.oauth.verify_delegation(brand, caller, delegation_header)
+            caller = attrs.evolve(caller, delegation=delegation)
         wait = self.rate_limiter.check(caller.issuer, caller.sub, self._clock())
         if wait is not None:
             raise RequestRefused(429, (("Retry-After", str(wait)),))
         if route.operation == "send":
-            body = yield _Body(self.max_body_bytes)
+            body = yield NeedBody(self.max_body_bytes)
             if body is None:
                 raise RequestRefused(413)
             return (yield from self._send(brand, caller, parse_send_message(body)))
+        if route.operation in ("oauth_device_authorization", "oauth_token"):
+            config = brand.delegation
+            if config is None or self.oauth is None:
+                raise RequestRefused(404)
+            form = yield NeedBody(FORM_LIMIT)
+            if form is None:
+                raise RequestRefused(413)
+            if route.operation == "oauth_token":
+                return (yield from self.oauth.token(brand, config, caller, form))
+            return (yield from self.oauth.device_authorization(brand, config, caller, form))
         return _simple_operation(route, request)
+
+    def _public_oauth(self, route: Route, brand: Brand, request: Request) -> Flow:
+        """The authorization server's documents and the consent pages (no PACT JWT)."""
+        config = brand.delegation
+        if config is None or self.oauth is None:
+            raise RequestRefused(404)
+        oauth = self.oauth
+        if route.operation == "oauth_metadata":
+            return oauth.metadata(brand, config)
+        if route.operation == "oauth_jwks":
+            return oauth.jwks()
+        if route.operation == "consent_result":
+            return oauth.result(brand, config, request)
+        try:
+            user = (yield NeedUser()) if config.mode == "same-app" else None
+            if route.operation == "consent" and request.method == "GET":
+                return (yield from oauth.consent(brand, config, request, user, None))
+            body = yield NeedBody(FORM_LIMIT)
+            if body is None:
+                raise RequestRefused(413)
+            if route.operation == "consent":
+                return (yield from oauth.consent(brand, config, request, user, body))
+            return (yield from oauth.decision(brand, config, request, user, body))
+        except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
+            return ConsentRefused(exc.description, 400).response(config.pages)
+        except ConsentRefused as exc:
+            return exc.response(config.pages)
 
     def _send(self, brand: Brand, caller: PersonalAgent, message: SendMessage) -> Flow:
         now = self._clock()
         store = self.store
         closed = False
         if message.context_id is None:
-            context_id: str = yield _Store(
+            context_id: str = yield NeedStore(
                 store.create_conversation,
                 {"brand_id": brand.id, "issuer": caller.issuer, "sub": caller.sub, "now": now},
             )
         else:
             context_id = message.context_id
             conversation = (
-                (yield _Store(store.get_conversation, {"context_id": context_id}))
+                (yield NeedStore(store.get_conversation, {"context_id": context_id}))
                 if is_uuid(context_id)
                 else None
             )
@@ -205,9 +298,17 @@ class Provider:
             closed = conversation.closed
             idle = self.conversation_idle_timeout
             if not closed and idle is not None and now - conversation.last_activity > idle:
-                yield _Store(store.close_conversation, {"context_id": context_id})
+                yield NeedStore(store.close_conversation, {"context_id": context_id})
                 closed = True
-        claim = yield _Store(
+        delegation = caller.delegation
+        if delegation is not None:
+            # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
+            bound = yield NeedStore(
+                store.bind_account, {"context_id": context_id, "account": delegation.account}
+            )
+            if bound != delegation.account:
+                raise A2AError("INVALID_PARAMS", "contextId already runs as a different Brand user")
+        claim = yield NeedStore(
             store.claim_message,
             {
                 "context_id": context_id,
@@ -223,7 +324,7 @@ class Provider:
             return a2a_json(200, claim.reply)
         if closed:
             if claim.kind == "new":
-                yield _Store(
+                yield NeedStore(
                     store.release_claim,
                     {"context_id": context_id, "message_id": message.message_id},
                 )
@@ -235,7 +336,9 @@ class Provider:
             )
         if claim.kind == "conflict":
             raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
-        history = yield _Store(store.history, {"context_id": context_id})
+        history = yield NeedStore(store.history, {"context_id": context_id})
+        registry = brand.delegation.tools if brand.delegation is not None else ToolRegistry()
+        tools = BoundTools(registry, delegation)
         turn = Turn(
             text=message.text,
             parts=message.parts,
@@ -244,27 +347,40 @@ class Provider:
             caller=caller,
             brand=brand,
             history=tuple(history),
+            tools=tools,
         )
-        release = _Store(
+        release = NeedStore(
             store.release_claim, {"context_id": context_id, "message_id": message.message_id}
         )
         try:
-            result = yield _Bot(brand.handler, turn)
+            result = yield NeedBot(brand.handler, turn)
             reply = _as_reply(result)
             reply_id = str(uuid.uuid4())
             parts: list[dict[str, Any]] = [{"text": reply.text}]
             parts.extend({"data": data} for data in reply.data)
+            agent_message: dict[str, Any] = {
+                "messageId": reply_id,
+                "contextId": context_id,
+                "role": "ROLE_AGENT",
+                "parts": parts,
+            }
+            if delegation is not None:
+                # Every reply under a delegation token carries a signed receipt (spec §5.6),
+                # stored with the reply so a retry returns the very same one.
+                agent_message["metadata"] = {"pact.receipt": self._receipt(brand, turn)}
             # Serialised here: data the bot returned that is not JSON (NaN, objects) is the
             # bot's failure too, and must release the claim like any other.
-            body = json_dumps(
-                {
-                    "message": {
-                        "messageId": reply_id,
-                        "contextId": context_id,
-                        "role": "ROLE_AGENT",
-                        "parts": parts,
-                    }
-                }
+            body = json_dumps({"message": agent_message})
+        except StepUpRequired as step_up:
+            # Not a failure: the turn needs more scopes. The message stays unanswered so the
+            # personal agent can send it again once the user has approved (spec §5.5).
+            yield release
+            if self.oauth is None:
+                raise A2AError("INTERNAL", "Internal error") from None
+            return (
+                yield from self.oauth.step_up(
+                    brand, caller, context_id, step_up.missing_scopes, step_up.message
+                )
             )
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
@@ -272,7 +388,7 @@ class Provider:
             logger.exception("turn handler of brand %r failed", brand.id)
             yield release
             raise A2AError("INTERNAL", "Internal error") from None
-        yield _Store(
+        yield NeedStore(
             store.store_reply,
             {
                 "context_id": context_id,
@@ -284,14 +400,32 @@ class Provider:
             },
         )
         if reply.close:
-            yield _Store(store.close_conversation, {"context_id": context_id})
+            yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
+
+    def _receipt(self, brand: Brand, turn: Turn) -> dict[str, Any]:
+        assert self.oauth is not None
+        assert turn.caller.delegation is not None
+        claims = receipt_claims(
+            delegation=turn.caller.delegation,
+            interface_url=self.oauth.interface(brand),
+            scopes_used=turn.tools.scopes_used,
+            actions=turn.tools.actions,
+            now=self._clock(),
+        )
+        return sign_receipt(claims, self.oauth.keys.signer)
 
     # -- the two drivers -----------------------------------------------------------------
 
-    def handle(self, request: Request, read_body: ReadBody) -> Response:
-        """Answer one request (blocking). `read_body(limit)` returns the body, or None when
-        it is longer than `limit` bytes; it is called only after authentication."""
+    def handle(
+        self, request: Request, read_body: ReadBody, current_user: CurrentUser | None = None
+    ) -> Response:
+        """Answer one request (blocking).
+
+        `read_body(limit)` returns the body, or None when it is longer than `limit` bytes; it
+        is called only after authentication. `current_user()` tells who is signed in to the
+        host app (same-app consent pages only; None when nobody is).
+        """
         flow = self._flow(request)
         answer: Any = None
         error: BaseException | None = None
@@ -305,12 +439,16 @@ class Provider:
                 return _render(exc)
             answer, error = None, None
             try:
-                if isinstance(need, _Identity):
+                if isinstance(need, NeedIdentity):
                     answer = self.verifier.verify(need.authorization)
-                elif isinstance(need, _Body):
+                elif isinstance(need, NeedBody):
                     answer = read_body(need.limit)
-                elif isinstance(need, _Store):
+                elif isinstance(need, NeedStore):
                     answer = need.operation(**need.kwargs)
+                elif isinstance(need, NeedKeys):
+                    answer = need.fetch()
+                elif isinstance(need, NeedUser):
+                    answer = current_user() if current_user is not None else None
                 else:
                     answer = need.handler(need.turn)
                     if inspect.isawaitable(answer):
@@ -318,8 +456,13 @@ class Provider:
             except Exception as exc:
                 error = exc
 
-    async def ahandle(self, request: Request, read_body: AReadBody) -> Response:
-        """Async `handle`: store calls and sync bots run in worker threads."""
+    async def ahandle(
+        self,
+        request: Request,
+        read_body: AReadBody,
+        current_user: CurrentUser | ACurrentUser | None = None,
+    ) -> Response:
+        """Async `handle`: store calls, key fetches and sync bots run in worker threads."""
         flow = self._flow(request)
         answer: Any = None
         error: BaseException | None = None
@@ -333,12 +476,20 @@ class Provider:
                 return _render(exc)
             answer, error = None, None
             try:
-                if isinstance(need, _Identity):
+                if isinstance(need, NeedIdentity):
                     answer = await self.verifier.averify(need.authorization)
-                elif isinstance(need, _Body):
+                elif isinstance(need, NeedBody):
                     answer = await read_body(need.limit)
-                elif isinstance(need, _Store):
+                elif isinstance(need, NeedStore):
                     answer = await asyncio.to_thread(need.operation, **need.kwargs)
+                elif isinstance(need, NeedKeys):
+                    answer = await asyncio.to_thread(need.fetch)
+                elif isinstance(need, NeedUser):
+                    answer = None
+                    if current_user is not None:
+                        answer = current_user()
+                        if inspect.isawaitable(answer):
+                            answer = await answer
                 elif inspect.iscoroutinefunction(need.handler):
                     answer = await need.handler(need.turn)
                 else:
@@ -383,7 +534,14 @@ def _run_coroutine(awaitable: Any) -> Any:
     return asyncio.run(wrapper())
 
 
+def _repeated(request: Request, name: str) -> bool:
+    """Whether a header that must appear once appears more than once."""
+    return sum(1 for key, _ in request.headers if key == name) > 1
+
+
 def _render(exc: Exception) -> Response:
+    if isinstance(exc, OAuthError):
+        return exc.response()
     if isinstance(exc, AuthenticationFailed):
         return challenge(exc)
     if isinstance(exc, A2AError):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from attrs import field, frozen
 
+from pactmw.core.jwk import KeySet
+from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.consent_pages import ConsentPages
+from pactmw.provider.tools import BoundTools, ToolRegistry
 from pactmw.store.base import Turn as StoredTurn
 
 
@@ -61,15 +66,74 @@ class Turn:
     caller: PersonalAgent
     brand: Brand
     history: tuple[StoredTurn, ...] = field(repr=False)
+    tools: BoundTools = field(repr=False, eq=False)
+
+    @property
+    def delegation(self) -> Delegation | None:
+        """The verified delegation of this turn (account, scopes, grant), or None."""
+        return self.caller.delegation
+
+    def require_scopes(self, *scopes: str, message: str = "") -> None:
+        """Ask for step-up explicitly: stop unless every scope is granted (spec §5.5)."""
+        self.tools.require(*scopes, message=message)
 
 
 HandlerResult = str | Reply
 TurnHandler = Callable[[Turn], HandlerResult | Awaitable[HandlerResult]]
 
 
+LoginMode = Literal["same-app", "brand"]
+
+
+@frozen
+class DelegationConfig:
+    """A Brand's PACT Delegated profile (spec §5): its scopes and how its users sign in.
+
+    `scopes` maps scope ids to the descriptions shown verbatim on consent, in card order.
+    `mode` "same-app": the consent page uses the host app's signed-in user (the adapter tells
+    pactmw who that is); a signed-out user is sent to `login_url?next=...` and back.
+    `mode` "brand" (spec §5.3, the reference's model): `login_url` is the Brand's login; it
+    POSTs a single-use assertion JWT signed by `brand_issuer` (keys at `brand_jwks_uri`, or
+    inline `brand_jwks`) to the consent page.
+    """
+
+    scopes: Mapping[str, str]
+    login_url: str
+    mode: LoginMode = "same-app"
+    brand_issuer: str | None = None
+    brand_jwks_uri: str | None = None
+    brand_jwks: KeySet | None = None
+    interval: int = 5
+    grant_lifetime: float = 30 * 24 * 3600.0
+    skip_consent_if_granted: bool = False
+    tools: ToolRegistry = field(factory=ToolRegistry)
+    pages: ConsentPages = field(factory=ConsentPages)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.scopes:
+            raise ValueError("delegation needs at least one scope")
+        for scope in self.scopes:
+            if not _SCOPE_ID.fullmatch(scope):
+                raise ValueError(f"scope id {scope!r} is not an RFC 6749 scope token")
+        if self.mode == "brand" and (
+            not self.brand_issuer or (self.brand_jwks_uri is None) == (self.brand_jwks is None)
+        ):
+            raise ValueError("brand login needs brand_issuer and one of brand_jwks_uri/brand_jwks")
+        unknown = self.tools.scopes - set(self.scopes)
+        if unknown:
+            raise ValueError(f"tools name scopes not in the Brand's scopes: {sorted(unknown)}")
+
+
+#: RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\`.
+_SCOPE_ID = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
+
+
 @frozen
 class Brand:
-    """A Brand served by the Provider at `{base_url}/a2a/{id}`."""
+    """A Brand served by the Provider at `{base_url}/a2a/{id}`.
+
+    With `delegation`, the Brand also offers the PACT Delegated profile.
+    """
 
     id: str
     name: str
@@ -77,3 +141,4 @@ class Brand:
     description: str = ""
     skills: tuple[Skill, ...] = ()
     version: str = "0.1.0"
+    delegation: DelegationConfig | None = None

@@ -21,7 +21,32 @@ Operation = Literal[
     "subscribe",
     "extended_card",
     "push_configs",
+    # The Delegated profile's authorization server, under `{interface}/oauth/`.
+    "oauth_device_authorization",
+    "oauth_token",
+    "oauth_metadata",
+    "oauth_jwks",
+    "consent",
+    "consent_decision",
+    "consent_result",
 ]
+
+#: Operations that need no personal-agent JWT (the card, the authorization server's public
+#: documents, and the consent pages a person opens in a browser).
+PUBLIC_OPERATIONS = frozenset(
+    {"card", "oauth_metadata", "oauth_jwks", "consent", "consent_decision", "consent_result"}
+)
+
+#: `{interface}/oauth/...` path -> (operation, methods).
+_OAUTH_ROUTES: dict[str, tuple[Operation, tuple[str, ...]]] = {
+    "oauth/device_authorization": ("oauth_device_authorization", ("POST",)),
+    "oauth/token": ("oauth_token", ("POST",)),
+    "oauth/.well-known/oauth-authorization-server": ("oauth_metadata", ("GET",)),
+    "oauth/jwks.json": ("oauth_jwks", ("GET",)),
+    "oauth/consent": ("consent", ("GET", "POST")),
+    "oauth/consent/decision": ("consent_decision", ("POST",)),
+    "oauth/connected": ("consent_result", ("GET",)),
+}
 
 MOUNT = "/a2a/"
 
@@ -51,7 +76,10 @@ def match(method: str, path: str) -> Route | None:
     segments = rest.split("/")
     operation: Operation | None = None
     task_id = ""
-    if rest == ".well-known/agent-card.json":
+    if rest in _OAUTH_ROUTES:
+        oauth_operation, methods = _OAUTH_ROUTES[rest]
+        operation = oauth_operation if method in methods else None
+    elif rest == ".well-known/agent-card.json":
         operation = "card" if method == "GET" else None
     elif rest == "message:send":
         operation = "send" if method == "POST" else None

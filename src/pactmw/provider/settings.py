@@ -9,14 +9,20 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from attrs import field, frozen
 
 from pactmw.config import ConfigError, Settings
-from pactmw.provider.brand import Brand, Skill, TurnHandler
+from pactmw.core.errors import MalformedInput
+from pactmw.core.jwk import parse_jwks
+from pactmw.protocols.delegation import SigningKeys
+from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
+from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.ratelimit import RateLimit
+from pactmw.provider.tools import ToolRegistry
 
 DEFAULT_STORE = "sqlite:///.pactmw/pactmw.db"
 
@@ -31,24 +37,47 @@ PROVIDER_KEYS = frozenset(
         "max_body_bytes",
         "conversation_idle_timeout",
         "claim_lease_seconds",
+        "signing_keys",
+        "data_dir",
     }
 )
-_BRAND_KEYS = frozenset({"name", "description", "handler", "skills", "version"})
+_BRAND_KEYS = frozenset({"name", "description", "handler", "skills", "version", "delegation"})
+_DELEGATION_KEYS = frozenset(
+    {
+        "scopes",
+        "login",
+        "login_url",
+        "brand_issuer",
+        "brand_jwks_uri",
+        "brand_jwks",
+        "interval",
+        "grant_days",
+        "skip_consent_if_granted",
+        "tools",
+        "pages",
+    }
+)
 _SKILL_KEYS = frozenset({"id", "name", "description", "tags", "examples"})
 _RATE_KEYS = frozenset({"per_agent", "per_user", "window"})
 
 
-def import_handler(path: str) -> TurnHandler:
+def import_object(path: str, what: str = "handler") -> Any:
     """Import `module:attribute` (for example `examples.bots:order_bot`)."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
-        raise ConfigError(f"handler {path!r} must look like 'package.module:function'")
+        raise ConfigError(f"{what} {path!r} must look like 'package.module:name'")
     try:
         target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"handler {path!r} cannot be imported: {exc}") from exc
+        raise ConfigError(f"{what} {path!r} cannot be imported: {exc}") from exc
+    return target
+
+
+def import_handler(path: str) -> TurnHandler:
+    """Import a turn handler from `module:function`."""
+    target = import_object(path)
     if not callable(target):
         raise ConfigError(f"handler {path!r} is not callable")
     handler: TurnHandler = target
@@ -108,6 +137,9 @@ def brand_from_mapping(
     skills_data = data.get("skills", [])
     if not isinstance(skills_data, list):
         raise ConfigError(f"{where}.skills must be a list of tables")
+    delegation = (
+        _delegation(data["delegation"], f"{where}.delegation") if "delegation" in data else None
+    )
     return Brand(
         id=brand_id,
         name=name,
@@ -115,7 +147,74 @@ def brand_from_mapping(
         description=description,
         skills=tuple(_skill(s, f"{where}.skills[{i}]") for i, s in enumerate(skills_data)),
         version=version,
+        delegation=delegation,
     )
+
+
+def _imported(reference: Any, kind: type, where: str) -> Any:
+    """An object given directly (from Python) or as an import path (from TOML)."""
+    if isinstance(reference, str):
+        reference = import_object(reference, where)
+    if isinstance(reference, type) and issubclass(reference, kind):
+        reference = reference()
+    if not isinstance(reference, kind):
+        raise ConfigError(f"{where} must be a {kind.__name__} (or an import path to one)")
+    return reference
+
+
+def _delegation(data: Any, where: str) -> DelegationConfig:
+    """A `[brands.ID.delegation]` table (see README "Delegated profile")."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(data) - _DELEGATION_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown configuration key {where}.{unknown[0]}")
+    scopes = data.get("scopes")
+    if (
+        not isinstance(scopes, Mapping)
+        or not scopes
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in scopes.items())
+    ):
+        raise ConfigError(f"{where}.scopes must be a table of scope id = description")
+    login_url = data.get("login_url")
+    if not isinstance(login_url, str) or not login_url.startswith(("http://", "https://", "/")):
+        raise ConfigError(f"{where}.login_url must be an absolute URL or a path")
+    mode = data.get("login", "same-app")
+    if mode not in ("same-app", "brand"):
+        raise ConfigError(f"{where}.login must be 'same-app' or 'brand'")
+    brand_jwks = None
+    if "brand_jwks" in data:
+        try:
+            brand_jwks = parse_jwks(data["brand_jwks"])
+        except MalformedInput as exc:
+            raise ConfigError(f"{where}.brand_jwks: {exc}") from exc
+    extra: dict[str, Any] = {}
+    if "tools" in data:
+        extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")
+    if "pages" in data:
+        extra["pages"] = _imported(data["pages"], ConsentPages, f"{where}.pages")
+    try:
+        return DelegationConfig(
+            scopes=dict(scopes),
+            login_url=login_url,
+            mode=mode,
+            brand_issuer=_optional_string(data, "brand_issuer", where),
+            brand_jwks_uri=_optional_string(data, "brand_jwks_uri", where),
+            brand_jwks=brand_jwks,
+            interval=int(_positive(data, "interval", 5, f"{where}.", whole=True)),
+            grant_lifetime=float(_positive(data, "grant_days", 30, f"{where}.")) * 24 * 3600,
+            skip_consent_if_granted=bool(data.get("skip_consent_if_granted", False)),
+            **extra,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _optional_string(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{where}.{key} must be a non-empty string")
+    return value
 
 
 def _positive(
@@ -151,6 +250,23 @@ class ProviderSettings:
     max_body_bytes: int = 1024 * 1024
     conversation_idle_timeout: float | None = None
     claim_lease_seconds: float = 120.0
+    signing_key_files: tuple[str, ...] = ()
+    data_dir: str = ".pactmw"
+
+    def signing_keys(self) -> SigningKeys | None:
+        """The keys for delegation tokens and receipts, when any Brand offers delegation.
+
+        From `signing_keys` (JWK or PEM files, oldest first; the last one signs) or, for
+        development, one ES256 key generated once into `{data_dir}/keys/`.
+        """
+        if not any(brand.delegation is not None for brand in self.brands):
+            return None
+        try:
+            if self.signing_key_files:
+                return SigningKeys.from_files(self.signing_key_files)
+            return SigningKeys.development(Path(self.data_dir) / "keys")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"signing_keys: {exc}") from exc
 
     @classmethod
     def from_mapping(
@@ -200,8 +316,17 @@ class ProviderSettings:
             ),
             max_body_bytes=int(max_body),
             conversation_idle_timeout=_positive(data, "conversation_idle_timeout", None),
+            signing_key_files=_strings(data.get("signing_keys", []), "signing_keys"),
+            data_dir=_string(data, "data_dir", ".pactmw"),
             claim_lease_seconds=float(_positive(data, "claim_lease_seconds", 120.0)),
         )
+
+
+def _string(data: Mapping[str, Any], key: str, default: str) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key} must be a non-empty string")
+    return value
 
 
 def load_toml(path: str) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""What a Provider flow asks its driver to do; shared by the A2A routes and the
+authorization server so both are written once for the sync and the async drivers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+from attrs import frozen
+
+from pactmw.core.http import Response
+from pactmw.provider.brand import Turn, TurnHandler
+
+
+@frozen
+class NeedIdentity:
+    """Verify this `Authorization` header; the answer is a `PersonalAgent`."""
+
+    authorization: str | None
+
+
+@frozen
+class NeedBody:
+    """Read the request body up to `limit` bytes; the answer is bytes, or None if longer."""
+
+    limit: int
+
+
+@frozen
+class NeedStore:
+    """Call a (blocking) store operation; the answer is its result."""
+
+    operation: Callable[..., Any]
+    kwargs: dict[str, Any]
+
+
+@frozen
+class NeedBot:
+    """Run the Brand's turn handler (sync or async); the answer is what it returned."""
+
+    handler: TurnHandler
+    turn: Turn
+
+
+@frozen
+class NeedKeys:
+    """Fetch the keys of a JWKS URI for (`kid`, `alg`) (blocking); the answer is the keys."""
+
+    fetch: Callable[[], Any]
+
+
+@frozen
+class NeedUser:
+    """Who is signed in to the host app (same-app consent); the answer is a `SignedInUser`
+    or None. Adapters answer it from `request.user`, Flask-Login or a configured callable."""
+
+
+Need = NeedIdentity | NeedBody | NeedStore | NeedBot | NeedKeys | NeedUser
+Flow = Generator[Need, Any, Response]
+#: A part of a flow whose value is not a response (a verified delegation, a record, ...).
+SubFlow = Generator[Need, Any, Any]
+
+
+def store(operation: Callable[..., Any], **kwargs: Any) -> NeedStore:
+    """Shorthand: `result = yield store(self.store.get_grant, grant_id=...)`."""
+    return NeedStore(operation, kwargs)
