@@ -29,7 +29,7 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;
 color:#1d2330;line-height:1.5}
 h1{font-size:1.4rem}.muted{color:#5b6475}.scope{display:block;margin:.6rem 0}
-button{font-size:1rem;padding:.5rem 1.2rem;margin-right:.6rem;border-radius:.4rem;
+button{font:inherit;font-size:1rem;padding:.5rem 1.2rem;margin-right:.6rem;border-radius:.4rem;
 border:1px solid #8891a5;background:#fff}button.primary{background:#1f5eff;color:#fff;
 border-color:#1f5eff}code{background:#eef1f6;padding:.1rem .3rem;border-radius:.2rem}
 """

@@ -65,7 +65,10 @@ PAGE_HEADERS = (
         "frame-ancestors 'none'; base-uri 'none'",
     ),
     ("Cache-Control", "no-store"),
-    ("Referrer-Policy", "no-referrer"),
+    # same-origin, not no-referrer: under no-referrer browsers send `Origin: null` on the
+    # consent form's POST (Fetch spec), which the decision's Origin check must refuse. The
+    # URL, which holds the user code, still never reaches another origin.
+    ("Referrer-Policy", "same-origin"),
     ("X-Content-Type-Options", "nosniff"),
 )
 

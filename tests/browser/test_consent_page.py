@@ -1,0 +1,400 @@
+"""The PACT Delegated consent page, used by a person in a real headless Chromium.
+
+A Provider (sqlite store) runs on uvicorn inside a small host app with a real login page and a
+signed session cookie; the personal agent's side (device authorization, token polling) is
+httpx. A second server on another port is "another origin" that tries to frame the page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Iterator
+from html import escape
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+from starlette.applications import Starlette
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from pactmw.adapters.asgi import A2AProviderApp
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import generate_private_jwk, public_key_set
+from pactmw.protocols.delegation import SigningKeys
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from pactmw.provider import Brand, Provider
+from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.consent_pages import ConsentPages, ConsentView
+from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
+from pactmw.provider.tools import ToolRegistry
+from pactmw.store import open_store
+from tests.browser.conftest import WAIT
+from tests.servers import REPO, free_port, uvicorn_server
+
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+BRAND_ID = "acme"
+BRAND_NAME = "Acme Outdoor"
+AGENT_NAME = "Demo PA"
+PA_ISSUER = "https://pa.example"
+AUDIENCE = "browser-test"
+SCOPES = {
+    "orders:read": "Look up your orders",
+    "orders:track": "Follow your deliveries",
+    "orders:cancel": "Cancel an order",
+}
+UNTICKED = "orders:track"
+INTERVAL = 1
+USERNAME, PASSWORD = "jane", "correct horse battery"
+USER = SignedInUser(account="acct-42", label="jane@example.com")
+COOKIE = "host_session"
+
+
+# -- the host app: a login page, a signed cookie, the Provider mounted at the root ------------
+
+
+class HostApp:
+    """What a real site around the Provider does: sign people in and say who is signed in."""
+
+    def __init__(self, base: str, consent_url: str) -> None:
+        self.base = base
+        self.consent_url = consent_url
+        self._secret = secrets.token_bytes(32)
+        self.app = Starlette(
+            routes=[
+                Route("/", self.home),
+                Route("/login", self.login, methods=["GET", "POST"]),
+                Route("/control", self.control),
+            ]
+        )
+
+    def _mac(self, username: str) -> str:
+        return hmac.new(self._secret, username.encode(), hashlib.sha256).hexdigest()
+
+    def current_user(self, conn: HTTPConnection) -> SignedInUser | None:
+        """The `current_user` resolver given to `A2AProviderApp`: reads the signed cookie."""
+        username, _, mac = conn.cookies.get(COOKIE, "").rpartition(".")
+        if username == USERNAME and hmac.compare_digest(mac, self._mac(username)):
+            return USER
+        return None
+
+    def safe_next(self, target: str) -> str | None:
+        """Where a login may send the person: a same-origin path or the Provider's consent URL."""
+        if target == self.consent_url or target.startswith(self.consent_url + "?"):
+            return target
+        parts = urlsplit(target)
+        if (
+            target.startswith("/")
+            and not target.startswith("//")
+            and "\\" not in target
+            and not parts.scheme
+            and not parts.netloc
+        ):
+            return target
+        return None
+
+    async def home(self, request: Request) -> Response:
+        user = self.current_user(request)
+        text = f"Signed in as {user.label}" if user else "Not signed in"
+        return HTMLResponse(f"<!doctype html><title>Home</title><p id='who'>{escape(text)}</p>")
+
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET":
+            target = request.query_params.get("next", "/")
+            if self.safe_next(target) is None:
+                return HTMLResponse("<p>Bad next</p>", status_code=400)
+            return self._login_page(target)
+        form = parse_qs((await request.body()).decode(), keep_blank_values=True)
+        target = self.safe_next(form.get("next", ["/"])[0])
+        if target is None:
+            return HTMLResponse("<p>Bad next</p>", status_code=400)
+        username, password = form.get("username", [""])[0], form.get("password", [""])[0]
+        if username != USERNAME or not hmac.compare_digest(password, PASSWORD):
+            return self._login_page(target, "Wrong username or password.", 401)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            COOKIE, f"{username}.{self._mac(username)}", httponly=True, samesite="lax"
+        )
+        return response
+
+    def _login_page(self, target: str, error: str = "", status: int = 200) -> Response:
+        problem = f"<p role='alert'>{escape(error)}</p>" if error else ""
+        return HTMLResponse(
+            "<!doctype html><html><head><title>Sign in</title></head><body>"
+            f"<h1>Sign in to {escape(BRAND_NAME)}</h1>{problem}"
+            '<form id="login-form" method="post" action="/login">'
+            f'<input type="hidden" name="next" value="{escape(target)}">'
+            '<label>Username <input name="username" autocomplete="username"></label> '
+            '<label>Password <input name="password" type="password"></label> '
+            '<button id="sign-in" type="submit">Sign in</button></form></body></html>',
+            status_code=status,
+        )
+
+    async def control(self, request: Request) -> Response:
+        """A consent-like page with NO anti-framing headers: framing it must work."""
+        view = ConsentView(
+            brand_name=BRAND_NAME,
+            agent_name=AGENT_NAME,
+            agent_origin=PA_ISSUER,
+            signed_in_as=USER.label,
+            scopes=tuple(SCOPES.items()),
+            decision_url=f"{self.base}/nowhere",
+            session="control",
+        )
+        return HTMLResponse(ConsentPages().consent(view))
+
+
+class Site:
+    """The running host app + Provider, and the personal agent's HTTP calls to it."""
+
+    def __init__(self, base: str, agent_key: dict[str, Any], host: HostApp) -> None:
+        self.base = base
+        self.host = host
+        self._agent_key = agent_key
+        self.oauth = f"{base}/a2a/{BRAND_ID}/oauth"
+
+    def agent_headers(self) -> dict[str, str]:
+        now = int(time.time())
+        claims = {"iss": PA_ISSUER, "sub": "pa-user-1", "aud": AUDIENCE, "iat": now}
+        jwt = sign_compact({**claims, "exp": now + 120}, self._agent_key, typ="JWT")
+        return {"authorization": f"Bearer {jwt}"}
+
+    def device_authorization(self) -> dict[str, Any]:
+        response = httpx.post(
+            f"{self.oauth}/device_authorization",
+            headers=self.agent_headers(),
+            data={"client_id": PA_ISSUER, "scope": " ".join(SCOPES)},
+        )
+        assert response.status_code == 200, response.text
+        document: dict[str, Any] = response.json()
+        return document
+
+    def poll_token(self, device_code: str) -> dict[str, Any]:
+        """Poll like a personal agent (RFC 8628: wait `interval` between polls), bounded."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            response = httpx.post(
+                f"{self.oauth}/token",
+                headers=self.agent_headers(),
+                data={
+                    "client_id": PA_ISSUER,
+                    "grant_type": DEVICE_CODE_GRANT,
+                    "device_code": device_code,
+                },
+            )
+            if response.status_code == 200:
+                token: dict[str, Any] = response.json()
+                return token
+            assert response.json()["error"] in ("authorization_pending", "slow_down"), response.text
+            assert time.monotonic() < deadline, f"no token after {WAIT} s: {response.text}"
+            time.sleep(INTERVAL)
+
+
+@contextlib.contextmanager
+def serve_site(tmp_path: Path) -> Iterator[Site]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tools = ToolRegistry()
+
+    @tools.tool(scope="orders:read")
+    def list_orders(account: str) -> list[str]:
+        return ["A-1001"]
+
+    agent_key = generate_private_jwk("ES256", kid="pa-1")
+    registry = AgentRegistry(
+        [RegisteredAgent(issuer=PA_ISSUER, name=AGENT_NAME, jwks=public_key_set([agent_key]))]
+    )
+    delegation = DelegationConfig(
+        scopes=SCOPES, login_url=f"{base}/login", tools=tools, interval=INTERVAL
+    )
+    store = open_store(f"sqlite:///{tmp_path}/store.db")
+    provider = Provider(
+        base_url=base,
+        verifier=IdentityVerifier(audience=AUDIENCE, registry=registry),
+        store=store,
+        brands=[Brand(id=BRAND_ID, name=BRAND_NAME, handler=lambda _: "hi", delegation=delegation)],
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+    host = HostApp(base, f"{base}/a2a/{BRAND_ID}/oauth/consent")
+    app: Any = A2AProviderApp(provider, host.app, current_user=host.current_user)
+    try:
+        with uvicorn_server(app, port=port):
+            yield Site(base, agent_key, host)
+    finally:
+        store.close()
+
+
+# -- other origin: a page that frames whatever `src` says ---------------------------------------
+
+
+async def framer(request: Request) -> Response:
+    src = escape(request.query_params["src"])
+    return HTMLResponse(
+        "<!doctype html><title>Framer</title><h1>Another origin</h1>"
+        f'<iframe id="victim" src="{src}" width="800" height="600"'
+        " onload=\"this.dataset.loaded='yes'\"></iframe>"
+    )
+
+
+FRAMER = Starlette(routes=[Route("/frame", framer)])
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def screenshot(browser: WebDriver, name: str) -> Path:
+    """Save a PNG under test-artifacts/browser/ and check it is a real, non-trivial image."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    path.unlink(missing_ok=True)
+    assert browser.save_screenshot(str(path))
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n"), name
+    assert len(data) > 5_000, f"{name} is only {len(data)} bytes"
+    return path
+
+
+def sign_in(browser: WebDriver, site: Site) -> None:
+    browser.get(f"{site.base}/login")
+    fill_login(browser)
+    WebDriverWait(browser, WAIT).until(
+        EC.text_to_be_present_in_element((By.ID, "who"), f"Signed in as {USER.label}")
+    )
+
+
+def fill_login(browser: WebDriver) -> None:
+    WebDriverWait(browser, WAIT).until(EC.presence_of_element_located((By.ID, "login-form")))
+    browser.find_element(By.NAME, "username").send_keys(USERNAME)
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.ID, "sign-in").click()
+
+
+def has_consent_form(browser: WebDriver) -> bool:
+    return bool(browser.find_elements(By.CSS_SELECTOR, "form input[name=session]"))
+
+
+# -- tests --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_person_signs_in_and_allows_some_scopes(browser: WebDriver, tmp_path: Path) -> None:
+    # Regression: consent pages once sent `Referrer-Policy: no-referrer`, so Chromium posted
+    # the decision with `Origin: null` and the Origin check refused every real Allow (403).
+    variant = "consent"
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path) as site:
+        authorization = site.device_authorization()
+        link = authorization["verification_uri_complete"]
+        consent_path = urlsplit(link).path
+
+        # Signed out: the consent link sends the person to the host app's login page.
+        browser.get(link)
+        wait.until(EC.presence_of_element_located((By.ID, "login-form")))
+        here = urlsplit(browser.current_url)
+        assert (here.path, parse_qs(here.query)["next"]) == ("/login", [link])
+        fill_login(browser)
+
+        # Signed in: back on the consent page of this very code.
+        wait.until(lambda d: urlsplit(d.current_url).path == consent_path and has_consent_form(d))
+        assert browser.current_url == link
+        heading = browser.find_element(By.TAG_NAME, "h1").text
+        assert AGENT_NAME in heading
+        assert BRAND_NAME in heading
+        assert USER.label in browser.find_element(By.TAG_NAME, "body").text
+        labels = [label.text.strip() for label in browser.find_elements(By.CSS_SELECTOR, "label")]
+        assert labels == list(SCOPES.values())
+        boxes = {
+            box.get_attribute("value"): box
+            for box in browser.find_elements(By.CSS_SELECTOR, "input[type=checkbox][name=scope]")
+        }
+        assert list(boxes) == list(SCOPES)
+        assert all(box.is_selected() for box in boxes.values())
+        boxes[UNTICKED].click()
+        assert not boxes[UNTICKED].is_selected()
+        assert sum(box.is_selected() for box in boxes.values()) == len(SCOPES) - 1
+        screenshot(browser, f"{variant}-consent-page.png")
+
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        wait.until(lambda d: urlsplit(d.current_url).path != consent_path)
+        heading = wait.until(EC.presence_of_element_located((By.TAG_NAME, "h1"))).text
+        text = browser.find_element(By.TAG_NAME, "body").text
+        screenshot(browser, f"{variant}-after-allow.png")
+        assert "did not come from the consent page" not in text
+        assert urlsplit(browser.current_url).path == f"/a2a/{BRAND_ID}/oauth/connected"
+        assert heading == "Connected"
+        assert "connected" in browser.title
+        granted = [scope for scope in SCOPES if scope != UNTICKED]
+        assert all(scope in text for scope in granted)
+        assert UNTICKED not in text
+
+        token = site.poll_token(authorization["device_code"])
+        assert sorted(token["scope"].split()) == sorted(granted)  # a set (RFC 6749 §3.3)
+
+
+@pytest.mark.timeout(60)
+def test_consent_page_is_not_rendered_in_a_frame_of_another_origin(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with serve_site(tmp_path) as site, uvicorn_server(FRAMER) as other:
+        assert urlsplit(other).netloc != urlsplit(site.base).netloc
+        sign_in(browser, site)
+        link = site.device_authorization()["verification_uri_complete"]
+        # Top level, the very same URL shows the consent form to this person...
+        browser.get(link)
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        browser.get_log("browser")  # drop what came before
+
+        def framed(src: str) -> tuple[str, bool]:
+            """Load `src` in an iframe of the other origin; (frame's URL, consent form in it)."""
+            browser.get(f"{other}/frame?{urlencode({'src': src})}")
+            frame = browser.find_element(By.ID, "victim")
+            WebDriverWait(browser, WAIT).until(lambda _: frame.get_attribute("data-loaded"))
+            browser.switch_to.frame(frame)
+            try:
+                return browser.execute_script("return location.href"), has_consent_form(browser)
+            finally:
+                browser.switch_to.default_content()
+
+        # ...but framed by another origin, Chromium refuses to render it.
+        url, form = framed(link)
+        screenshot(browser, "framed-consent-page.png")
+        assert url.startswith("chrome-error://"), url
+        assert not form
+        logs = " ".join(entry["message"] for entry in browser.get_log("browser"))
+        assert "frame-ancestors 'none'" in logs or "X-Frame-Options" in logs, logs
+
+        # Control: the same markup without the anti-framing headers does render in the frame.
+        control = f"{site.base}/control"
+        url, form = framed(control)
+        screenshot(browser, "framed-control-page.png")
+        assert url == control
+        assert form
+
+
+def test_login_only_returns_to_this_site_or_the_consent_page(tmp_path: Path) -> None:
+    """The test's own login page must not be an open redirect."""
+    with serve_site(tmp_path) as site:
+        consent = f"{site.oauth}/consent?user_code=BCDF-GHJK"
+        good = {"username": USERNAME, "password": PASSWORD}
+        for target in (consent, "/", "/somewhere?x=1"):
+            response = httpx.post(f"{site.base}/login", data={**good, "next": target})
+            assert response.status_code == 303, target
+            assert response.headers["location"] == target
+            assert COOKIE in response.cookies
+        for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example", "x"):
+            response = httpx.post(f"{site.base}/login", data={**good, "next": target})
+            assert response.status_code == 400, target
+        response = httpx.post(f"{site.base}/login", data={**good, "password": "no", "next": "/"})
+        assert response.status_code == 401
+        assert response.cookies.get(COOKIE) is None
