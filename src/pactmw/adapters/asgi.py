@@ -26,9 +26,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pactmw.config import in_protected_path
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request as NeutralRequest
-from pactmw.core.http import Response, asgi_header, challenge
+from pactmw.core.http import Response, asgi_header, challenge, insufficient_scope
+from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, awith_delegation, missing_scopes
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -57,11 +58,21 @@ class PersonalAgentUser(BaseUser):
         return self.personal_agent.actor_id
 
 
+def auth_scopes(personal_agent: PersonalAgent) -> list[str]:
+    """`authenticated`, `personal_agent`, and with a delegation `delegated` plus one
+    `scope:<id>` per granted scope (prefixed, so a scope never poses as an app role)."""
+    scopes = list(AUTH_SCOPES)
+    if personal_agent.delegation is not None:
+        scopes.append("delegated")
+        scopes.extend(f"scope:{scope}" for scope in sorted(personal_agent.delegation.scopes))
+    return scopes
+
+
 def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
     """Put the verified caller where Starlette users and the A2A SDK look for it."""
     scope[SCOPE_KEY] = personal_agent
     scope["user"] = PersonalAgentUser(personal_agent)
-    scope["auth"] = AuthCredentials(list(AUTH_SCOPES))
+    scope["auth"] = AuthCredentials(auth_scopes(personal_agent))
 
 
 async def send_response(response: Response, send: Send) -> None:
@@ -91,14 +102,24 @@ class PersonalAgentMiddleware:
     """Verify the personal-agent JWT on every HTTP request under `path_prefix`.
 
     `path_prefix=None` guards nothing (use `personal_agent_required` on single endpoints).
+    With `delegation_provider` and `delegation_brand`, an `X-A2A-User-Delegation` token for
+    that Brand is verified too and its scopes appear as `scope:<id>` in `request.auth.scopes`.
     """
 
     def __init__(
-        self, app: ASGIApp, verifier: IdentityVerifier, *, path_prefix: str | None = "/a2a/"
+        self,
+        app: ASGIApp,
+        verifier: IdentityVerifier,
+        *,
+        path_prefix: str | None = "/a2a/",
+        delegation_provider: Provider | None = None,
+        delegation_brand: str | None = None,
     ) -> None:
         self.app = app
         self.verifier = verifier
         self.path_prefix = path_prefix
+        self.delegation_provider = delegation_provider
+        self.delegation_brand = delegation_brand
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not in_protected_path(scope["path"], self.path_prefix):
@@ -108,11 +129,25 @@ class PersonalAgentMiddleware:
             personal_agent = await self.verifier.averify(
                 asgi_header(scope["headers"], b"authorization")
             )
+            personal_agent = await awith_delegation(
+                self.delegation_provider,
+                self.delegation_brand,
+                personal_agent,
+                _delegation_header(scope),
+            )
         except AuthenticationFailed as exc:
             await send_response(challenge(exc), send)
             return
         attach(scope, personal_agent)
         await self.app(scope, receive, send)
+
+
+def _delegation_header(scope: Scope) -> str | None:
+    values = [v for k, v in scope["headers"] if k.lower() == b"x-a2a-user-delegation"]
+    if not values:
+        return None
+    # Repeated: ambiguous, so treated as a malformed token rather than picking one.
+    return values[0].decode("latin-1") if len(values) == 1 else ""
 
 
 class PersonalAgentAuthError(AuthenticationError):
@@ -177,6 +212,30 @@ def personal_agent_required(verifier: IdentityVerifier) -> Callable[[Endpoint], 
                 except AuthenticationFailed as exc:
                     return to_starlette(challenge(exc))
                 attach(request.scope, personal_agent)
+            return await endpoint(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
+    """Decorate an endpoint behind the middleware so it needs a delegation with `scopes`.
+
+    No delegation: 401 `error="invalid_token"`; missing scopes: 403 `insufficient_scope`.
+    """
+
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        @functools.wraps(endpoint)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            request = kwargs.get("request")
+            if request is None:
+                request = next(a for a in args if isinstance(a, HTTPConnection))
+            missing = missing_scopes(current_personal_agent(request), scopes)
+            if missing is None:
+                return to_starlette(challenge(DelegationRejected("required")))
+            if missing:
+                return to_starlette(insufficient_scope(missing))
             return await endpoint(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]

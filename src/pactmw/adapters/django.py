@@ -25,9 +25,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.config import Settings, in_protected_path
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
-from pactmw.core.http import Request, Response, challenge
+from pactmw.core.http import Request, Response, challenge, insufficient_scope
+from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, awith_delegation, missing_scopes, with_delegation
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
@@ -35,6 +36,8 @@ from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 class _Built:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.provider: Provider | None = None
+        brand = data.get("delegation_brand")
+        self.delegation_brand = brand if isinstance(brand, str) else None
         if "brands" in data:
             provider_settings = ProviderSettings.from_mapping(data)
             self.provider = Provider.from_settings(provider_settings)
@@ -114,7 +117,12 @@ class PersonalAgentMiddleware:
         built = configured.get()
         if built.guards(request.path_info):
             try:
-                request.personal_agent = built.verifier.verify(_authorization(request))  # type: ignore[attr-defined]
+                request.personal_agent = with_delegation(  # type: ignore[attr-defined]
+                    built.provider,
+                    built.delegation_brand,
+                    built.verifier.verify(_authorization(request)),
+                    request.META.get("HTTP_X_A2A_USER_DELEGATION"),
+                )
             except AuthenticationFailed as exc:
                 return to_django(challenge(exc))
         return self.get_response(request)
@@ -124,7 +132,12 @@ class PersonalAgentMiddleware:
         built = configured.get()
         if built.guards(request.path_info):
             try:
-                request.personal_agent = await built.verifier.averify(_authorization(request))  # type: ignore[attr-defined]
+                request.personal_agent = await awith_delegation(  # type: ignore[attr-defined]
+                    built.provider,
+                    built.delegation_brand,
+                    await built.verifier.averify(_authorization(request)),
+                    request.META.get("HTTP_X_A2A_USER_DELEGATION"),
+                )
             except AuthenticationFailed as exc:
                 return to_django(challenge(exc))
         return await self.get_response(request)
@@ -160,6 +173,37 @@ def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def delegation_required(*scopes: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a view behind the middleware so it needs a delegation with `scopes`.
+
+    No delegation: 401 `error="invalid_token"`; missing scopes: 403 `insufficient_scope`.
+    Configure `PACTMW["delegation_brand"]` so the middleware verifies delegation tokens.
+    """
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        def refusal(request: HttpRequest) -> HttpResponse | None:
+            missing = missing_scopes(getattr(request, "personal_agent", None), scopes)
+            if missing is None:
+                return to_django(challenge(DelegationRejected("required")))
+            return to_django(insufficient_scope(missing)) if missing else None
+
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+                return refusal(request) or await view(request, *args, **kwargs)
+
+            return async_wrapper
+
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            return refusal(request) or view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def get_verifier() -> IdentityVerifier:

@@ -19,9 +19,10 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 from pactmw.adapters.wsgi import body_reader, neutral_request, to_werkzeug
 from pactmw.config import Settings, in_protected_path
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.http import challenge
+from pactmw.core.http import challenge, insufficient_scope
+from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, missing_scopes, with_delegation
 from pactmw.provider.brand import TurnHandler
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
@@ -39,11 +40,13 @@ class _State:
         verifier: IdentityVerifier,
         provider: Provider | None,
         current_user: Callable[[], SignedInUser | None],
+        delegation_brand: str | None,
     ) -> None:
         self.settings = settings
         self.verifier = verifier
         self.provider = provider
         self.current_user = current_user
+        self.delegation_brand = delegation_brand
 
 
 class Pactmw:
@@ -79,8 +82,13 @@ class Pactmw:
         else:
             settings = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
             verifier = settings.build_verifier()
+        brand = data.get("delegation_brand")
         app.extensions[EXTENSION_KEY] = _State(
-            settings, verifier, provider, self._current_user or _flask_login_user
+            settings,
+            verifier,
+            provider,
+            self._current_user or _flask_login_user,
+            brand if isinstance(brand, str) else None,
         )
         app.before_request(_guard_prefix)
 
@@ -96,16 +104,27 @@ def _verify() -> PersonalAgent:
     found = g.get(_G_KEY)
     if isinstance(found, PersonalAgent):
         return found
+    state = _state()
     authorization = request.headers.getlist("Authorization")
-    personal_agent = _state().verifier.verify(authorization[0] if len(authorization) == 1 else None)
+    delegation = request.headers.getlist("X-A2A-User-Delegation")
+    personal_agent = with_delegation(
+        state.provider,
+        state.delegation_brand,
+        state.verifier.verify(authorization[0] if len(authorization) == 1 else None),
+        None if not delegation else (delegation[0] if len(delegation) == 1 else ""),
+    )
     setattr(g, _G_KEY, personal_agent)
     return personal_agent
 
 
 def _guard_prefix() -> WerkzeugResponse | None:
     state = _state()
-    if state.provider is not None and state.provider.matches(request.method, request.path):
-        return None  # the Provider's paths: it authenticates its own routes, after routing
+    if request.endpoint == A2A_ENDPOINT or (
+        state.provider is not None and request.routing_exception is not None
+    ):
+        # The Provider's routes (and what Flask could not route at all) are answered after
+        # routing, as PACT orders: the Provider authenticates its own, unmatched is 404/405.
+        return None
     if not in_protected_path(request.path, state.settings.protect_prefix):
         return None
     try:
@@ -133,6 +152,30 @@ def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
         return current_app.ensure_sync(view)(*args, **kwargs)
 
     return wrapper
+
+
+def delegation_required(*scopes: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a view so it needs a delegation with `scopes` (configure
+    `PACTMW["delegation_brand"]`). No delegation: 401 `error="invalid_token"`; missing
+    scopes: 403 `insufficient_scope`."""
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                caller = _verify()
+            except AuthenticationFailed as exc:
+                return to_werkzeug(challenge(exc))
+            missing = missing_scopes(caller, scopes)
+            if missing is None:
+                return to_werkzeug(challenge(DelegationRejected("required")))
+            if missing:
+                return to_werkzeug(insufficient_scope(missing))
+            return current_app.ensure_sync(view)(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def get_verifier() -> IdentityVerifier:

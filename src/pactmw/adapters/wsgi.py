@@ -18,7 +18,7 @@ from pactmw.config import in_protected_path
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, with_delegation
 from pactmw.provider.delegated import SignedInUser
 
 if TYPE_CHECKING:
@@ -54,16 +54,27 @@ class PersonalAgentMiddleware:
         verifier: IdentityVerifier,
         *,
         path_prefix: str | None = "/a2a/",
+        delegation_provider: Provider | None = None,
+        delegation_brand: str | None = None,
     ) -> None:
+        """With `delegation_provider` and `delegation_brand`, an `X-A2A-User-Delegation`
+        token for that Brand is verified too (the caller's `.delegation`)."""
         self.app = app
         self.verifier = verifier
         self.path_prefix = path_prefix
+        self.delegation_provider = delegation_provider
+        self.delegation_brand = delegation_brand
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if not in_protected_path(environ.get("PATH_INFO", ""), self.path_prefix):
             return self.app(environ, start_response)
         try:
-            environ[ENVIRON_KEY] = verify_environ(self.verifier, environ)
+            environ[ENVIRON_KEY] = with_delegation(
+                self.delegation_provider,
+                self.delegation_brand,
+                verify_environ(self.verifier, environ),
+                environ.get("HTTP_X_A2A_USER_DELEGATION"),
+            )
         except AuthenticationFailed as exc:
             return to_werkzeug(challenge(exc))(environ, start_response)
         return self.app(environ, start_response)

@@ -70,3 +70,19 @@ def asgi_header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | No
 def header_map(headers: Mapping[str, str]) -> dict[str, str]:
     """Lower-case the names of a header mapping."""
     return {name.lower(): value for name, value in headers.items()}
+
+
+def insufficient_scope(scopes: Iterable[str]) -> Response:
+    """403 for a delegation that lacks scopes an endpoint needs (RFC 6750 §3.1)."""
+    wanted = " ".join(scopes)
+    return Response(
+        status=403,
+        headers=(
+            (
+                "WWW-Authenticate",
+                f'Bearer realm="a2a", error="insufficient_scope", scope="{wanted}"',
+            ),
+            ("Content-Length", "0"),
+            ("Cache-Control", "no-store"),
+        ),
+    )

@@ -52,6 +52,7 @@ from pactmw.provider.flow import (
     NeedKeys,
     NeedStore,
     NeedUser,
+    SubFlow,
 )
 from pactmw.provider.messages import SendMessage, is_uuid, parse_page_size, parse_send_message
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
@@ -426,17 +427,60 @@ class Provider:
         is called only after authentication. `current_user()` tells who is signed in to the
         host app (same-app consent pages only; None when nobody is).
         """
-        flow = self._flow(request)
+        try:
+            response: Response = self._drive(self._flow(request), read_body, current_user)
+        except Exception as exc:
+            return _render(exc)
+        return response
+
+    async def ahandle(
+        self,
+        request: Request,
+        read_body: AReadBody,
+        current_user: CurrentUser | ACurrentUser | None = None,
+    ) -> Response:
+        """Async `handle`: store calls, key fetches and sync bots run in worker threads."""
+        try:
+            response: Response = await self._adrive(self._flow(request), read_body, current_user)
+        except Exception as exc:
+            return _render(exc)
+        return response
+
+    def verify_delegation(
+        self, brand_id: str, caller: PersonalAgent, header: str | None
+    ) -> PersonalAgent:
+        """For custom endpoints: check an `X-A2A-User-Delegation` header value for a Brand.
+
+        Returns the caller with its `delegation`; raises `DelegationRejected` (401,
+        `error="invalid_token"`). The Provider's own routes do this themselves.
+        """
+        delegation = self._drive(self._delegation_flow(brand_id, caller, header), _no_body, None)
+        return attrs.evolve(caller, delegation=delegation)
+
+    async def averify_delegation(
+        self, brand_id: str, caller: PersonalAgent, header: str | None
+    ) -> PersonalAgent:
+        """Async `verify_delegation`."""
+        flow = self._delegation_flow(brand_id, caller, header)
+        delegation = await self._adrive(flow, _ano_body, None)
+        return attrs.evolve(caller, delegation=delegation)
+
+    def _delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
+        brand = self.brands.get(brand_id)
+        if brand is None or self.oauth is None:
+            raise DelegationRejected("not_offered", "this Brand offers no delegation")
+        return (yield from self.oauth.verify_delegation(brand, caller, header))
+
+    # -- the two drivers: one flow, answered with blocking or with non-blocking I/O ---------
+
+    def _drive(self, flow: SubFlow, read_body: ReadBody, current_user: CurrentUser | None) -> Any:
         answer: Any = None
         error: BaseException | None = None
         while True:
             try:
                 need = flow.throw(error) if error is not None else flow.send(answer)
             except StopIteration as done:
-                response: Response = done.value
-                return response
-            except Exception as exc:
-                return _render(exc)
+                return done.value
             answer, error = None, None
             try:
                 if isinstance(need, NeedIdentity):
@@ -456,24 +500,19 @@ class Provider:
             except Exception as exc:
                 error = exc
 
-    async def ahandle(
+    async def _adrive(
         self,
-        request: Request,
+        flow: SubFlow,
         read_body: AReadBody,
-        current_user: CurrentUser | ACurrentUser | None = None,
-    ) -> Response:
-        """Async `handle`: store calls, key fetches and sync bots run in worker threads."""
-        flow = self._flow(request)
+        current_user: CurrentUser | ACurrentUser | None,
+    ) -> Any:
         answer: Any = None
         error: BaseException | None = None
         while True:
             try:
                 need = flow.throw(error) if error is not None else flow.send(answer)
             except StopIteration as done:
-                response: Response = done.value
-                return response
-            except Exception as exc:
-                return _render(exc)
+                return done.value
             answer, error = None, None
             try:
                 if isinstance(need, NeedIdentity):
@@ -485,7 +524,6 @@ class Provider:
                 elif isinstance(need, NeedKeys):
                     answer = await asyncio.to_thread(need.fetch)
                 elif isinstance(need, NeedUser):
-                    answer = None
                     if current_user is not None:
                         answer = current_user()
                         if inspect.isawaitable(answer):
@@ -498,6 +536,48 @@ class Provider:
                         answer = await answer
             except Exception as exc:
                 error = exc
+
+
+def with_delegation(
+    provider: Provider | None, brand_id: str | None, caller: PersonalAgent, header: str | None
+) -> PersonalAgent:
+    """Adapter helper: the caller, with its delegation when the request carries one.
+
+    A delegation header where no Brand is configured to accept it is refused like any bad
+    delegation token (401, `error="invalid_token"`), never silently ignored.
+    """
+    if header is None:
+        return caller
+    if provider is None or brand_id is None:
+        raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
+    return provider.verify_delegation(brand_id, caller, header)
+
+
+async def awith_delegation(
+    provider: Provider | None, brand_id: str | None, caller: PersonalAgent, header: str | None
+) -> PersonalAgent:
+    """Async `with_delegation`."""
+    if header is None:
+        return caller
+    if provider is None or brand_id is None:
+        raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
+    return await provider.averify_delegation(brand_id, caller, header)
+
+
+def missing_scopes(caller: PersonalAgent | None, scopes: Iterable[str]) -> tuple[str, ...] | None:
+    """For `delegation_required` decorators: None when there is no delegation at all, else
+    the scopes it lacks (empty when it has them all)."""
+    if caller is None or caller.delegation is None:
+        return None
+    return tuple(scope for scope in scopes if scope not in caller.delegation.scopes)
+
+
+def _no_body(limit: int) -> bytes | None:
+    return b""
+
+
+async def _ano_body(limit: int) -> bytes | None:
+    return b""
 
 
 def _simple_operation(route: Route, request: Request) -> Response:

@@ -39,6 +39,7 @@ PROVIDER_KEYS = frozenset(
         "claim_lease_seconds",
         "signing_keys",
         "data_dir",
+        "delegation_brand",  # read by the identity middleware of the Django/Flask adapters
     }
 )
 _BRAND_KEYS = frozenset({"name", "description", "handler", "skills", "version", "delegation"})
