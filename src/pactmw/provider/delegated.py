@@ -370,7 +370,10 @@ class AuthorizationServer:
             raise OAuthError(*errors[poll.kind])
         authorization: DeviceAuthorization = poll.authorization
         assert authorization.grant_id is not None
-        grant = yield store(self.store.get_grant, grant_id=authorization.grant_id)
+        grant: Grant | None = yield store(self.store.get_grant, grant_id=authorization.grant_id)
+        if grant is None or not grant.is_live(self._clock()):
+            # Revoked (or expired) between the approval and this poll: issue nothing for it.
+            raise OAuthError("invalid_grant", "the grant was revoked")
         return (yield from self._tokens(brand, config, grant))
 
     def _refresh_grant(
