@@ -18,17 +18,18 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import is_storable_text
+from pactmw.core.encoding import is_storable_text, json_loads
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_signature
 from pactmw.core.jwk import KeySet, PublicJWK
 from pactmw.core.keys import DiscoveryCache, JwksCache
+from pactmw.core.tokencache import VerifiedTokenCache, token_key
 from pactmw.protocols.delegation import Delegation
 
 logger = logging.getLogger("pactmw.identity")
@@ -138,6 +139,46 @@ class AgentRegistry:
         return iter(self._agents.values())
 
 
+class LazyClaims(Mapping[str, Any]):
+    """Verified claims kept as their JSON bytes and parsed on first use.
+
+    Cached verifications hand these out, so a cache entry stays small and a request that never
+    reads `claims` never pays for parsing them.
+    """
+
+    __slots__ = ("_parsed", "_payload")
+
+    def __init__(self, payload: bytes) -> None:
+        self._payload = payload
+        self._parsed: Mapping[str, Any] | None = None
+
+    def _claims(self) -> Mapping[str, Any]:
+        if self._parsed is None:
+            self._parsed = MappingProxyType(json_loads(self._payload))
+        return self._parsed
+
+    def __getitem__(self, name: str) -> Any:
+        return self._claims()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._claims())
+
+    def __len__(self) -> int:
+        return len(self._claims())
+
+
+@frozen
+class _Verified:
+    """What the token cache keeps of a verified token."""
+
+    issuer: str
+    sub: str
+    audience: str
+    payload: bytes
+    exp: float
+    nbf: float | None
+
+
 def actor_id_for(issuer: str, sub: str) -> str:
     """A stable, opaque id for the user `(issuer, sub)`: `pa:` + 37 hex digits of SHA-256."""
     return "pa:" + hashlib.sha256(f"{issuer}\n{sub}".encode()).hexdigest()[:37]
@@ -198,6 +239,9 @@ def parse_bearer(authorization: str | None) -> str:
 _MAX_NUMERIC_DATE = 2**53
 
 
+_NO_KEYS = KeySet(())  # an open-mode agent known only through a cached token
+
+
 def _number(claims: Mapping[str, Any], name: str) -> float:
     """A NumericDate claim. Exact type checks: bool (an int subclass) is never a date, and a
     huge int is refused before `float()` could overflow."""
@@ -229,6 +273,7 @@ class IdentityVerifier:
         clock: Callable[[], float] = time.time,
         leeway: float = 30.0,
         max_lifetime: float = 300.0,
+        cache: VerifiedTokenCache[_Verified] | None = None,
     ) -> None:
         if not audience:
             raise ValueError("audience must be a non-empty string")
@@ -239,13 +284,23 @@ class IdentityVerifier:
         self.discovery = discovery or DiscoveryCache(self.keys.fetch_policy)
         self._clock = clock
         self._headers = HeaderCache()
+        #: Verified tokens, so a token presented again skips the signature check; the checks
+        #: that can change (agent enabled, audience, time) still run on every request.
+        self.cache: VerifiedTokenCache[_Verified] = (
+            cache if cache is not None else VerifiedTokenCache(max_age=max_lifetime)
+        )
         self.leeway = leeway
         self.max_lifetime = max_lifetime
 
     # -- the one verification flow -----------------------------------------------------------
 
-    def _flow(self, authorization: str | None) -> Generator[_Need, Any, PersonalAgent]:
+    def _begin(self, authorization: str | None) -> tuple[str, bytes, _Verified | None]:
+        """The token, its cache key, and what the cache knows of it."""
         token = parse_bearer(authorization)
+        key = token_key(token)
+        return token, key, self.cache.get(key, self._clock())
+
+    def _flow(self, token: str, key: bytes) -> Generator[_Need, Any, PersonalAgent]:
         try:
             jws = parse_compact(token, allowed_algs=IDENTITY_ALGORITHMS, header_cache=self._headers)
             claims = jws.claims()
@@ -273,7 +328,48 @@ class IdentityVerifier:
             assert agent.jwks_uri is not None
             candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
         _verify_any(jws, candidates)
-        return self._check_claims(claims, agent)
+        personal_agent = self._check_claims(claims, agent)
+        exp = float(claims["exp"])
+        self.cache.put(
+            key,
+            _Verified(
+                issuer=agent.issuer,
+                sub=personal_agent.sub,
+                audience=personal_agent.audience,
+                payload=jws.payload,
+                exp=exp,
+                nbf=float(claims["nbf"]) if "nbf" in claims else None,
+            ),
+            expires_at=exp + self.leeway,
+            now=self._clock(),
+        )
+        return personal_agent
+
+    def _recheck(self, cached: _Verified, agent: RegisteredAgent | None) -> PersonalAgent:
+        """A token verified before: only what can have changed since is checked again.
+
+        Plain code, not part of the generator flow: a cache hit is the hot path.
+        """
+        if agent is None and self.open_mode:
+            agent = RegisteredAgent(issuer=cached.issuer, jwks=_NO_KEYS)
+        if agent is None:
+            raise AuthenticationFailed("unknown_issuer")
+        if not agent.enabled:
+            raise AuthenticationFailed("disabled_issuer")
+        if (agent.audience or self.audience) != cached.audience:
+            raise AuthenticationFailed("bad_audience")
+        now = self._clock()
+        if cached.exp <= now - self.leeway:
+            raise AuthenticationFailed("expired")
+        if cached.nbf is not None and cached.nbf > now + self.leeway:
+            raise AuthenticationFailed("not_yet_valid")
+        return PersonalAgent(
+            issuer=cached.issuer,
+            sub=cached.sub,
+            name=agent.name,
+            claims=LazyClaims(cached.payload),
+            audience=cached.audience,
+        )
 
     def _check_claims(self, claims: Mapping[str, Any], agent: RegisteredAgent) -> PersonalAgent:
         audience = agent.audience or self.audience
@@ -311,9 +407,12 @@ class IdentityVerifier:
 
         Returns the `PersonalAgent`; raises `AuthenticationFailed` with a stable `reason`.
         """
-        flow = self._flow(authorization)
         answer: Any = None
         try:
+            token, key, cached = self._begin(authorization)
+            if cached is not None:
+                return self._recheck(cached, self.registry.lookup(cached.issuer))
+            flow = self._flow(token, key)
             while True:
                 need = flow.send(answer)
                 if isinstance(need, _NeedAgent):
@@ -334,9 +433,16 @@ class IdentityVerifier:
 
     async def averify(self, authorization: str | None) -> PersonalAgent:
         """Async `verify`: a cached key never leaves the event loop; fetches run in threads."""
-        flow = self._flow(authorization)
         answer: Any = None
         try:
+            token, key, cached = self._begin(authorization)
+            if cached is not None:
+                if self.registry.may_block:
+                    registered = await asyncio.to_thread(self.registry.lookup, cached.issuer)
+                else:
+                    registered = self.registry.lookup(cached.issuer)
+                return self._recheck(cached, registered)
+            flow = self._flow(token, key)
             while True:
                 need = flow.send(answer)
                 if isinstance(need, _NeedAgent):
