@@ -6,6 +6,7 @@ one personal agent with an inline JWKS and serves one Brand with the example's o
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import runpy
@@ -24,6 +25,7 @@ import pytest
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider import ProviderSettings, Turn
+from pactmw.provider.tools import ToolRegistry
 from tests.servers import REPO, free_port, process_server
 
 A2A = "application/a2a+json"
@@ -293,15 +295,28 @@ def test_built_in_dev_configs_are_valid(monkeypatch: pytest.MonkeyPatch) -> None
     )
     monkeypatch.delenv("PACTMW_CONFIG", raising=False)
     django_config = runpy.run_path(str(REPO / "examples/django_app/shopsite/settings.py"))
-    # `shop.bot` needs a configured Django to import: stand in for it here.
+    # `shop.bot` and `shop.tools` need a configured Django to import: stand in for them here.
 
     def stub(turn: Turn) -> str:
         return ""
 
+    django_pactmw = copy.deepcopy(django_config["PACTMW"])
+    django_delegation = django_pactmw["brands"]["shop"]["delegation"]
+    assert django_delegation["tools"] == "shop.tools:shop_tools"
+    django_delegation["tools"] = ToolRegistry()
     django_settings = ProviderSettings.from_mapping(
-        django_config["PACTMW"], handlers={"shop.bot:support_bot": stub}
+        django_pactmw, handlers={"shop.bot:support_bot": stub}
     )
     for settings, app_dir in ((flask_settings, "flask_app"), (django_settings, "django_app")):
         assert [brand.id for brand in settings.brands] == ["shop"]
         assert settings.identity.agents == ()
         assert settings.store == f"sqlite:///{REPO / 'examples' / app_dir / '.pactmw/pactmw.db'}"
+        # Both offer delegation with the shop's own login; dev signing keys go under .pactmw/.
+        delegation = settings.brands[0].delegation
+        assert delegation is not None
+        assert list(delegation.scopes) == ["orders:read", "orders:return"]
+        assert delegation.mode == "same-app"
+        assert settings.data_dir == str(REPO / "examples" / app_dir / ".pactmw")
+    flask_delegation = flask_settings.brands[0].delegation
+    assert flask_delegation is not None
+    assert set(flask_delegation.tools.scopes) == {"orders:read", "orders:return"}

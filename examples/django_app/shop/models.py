@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 
 
@@ -18,6 +19,14 @@ class Order(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
     eta = models.CharField("expected arrival", max_length=50, blank=True)
     return_requested = models.BooleanField(default=False)
+    #: The customer who placed the order (a `django.contrib.auth` user); None for guests.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="orders",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -75,16 +75,32 @@ USE_TZ = True
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The shop's own login (django.contrib.auth). pactmw's consent page uses the customer signed
+# in here, and sends a signed-out one to LOGIN_URL with ?next= back to the consent page.
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+#: The Delegated profile's scopes (PACT §5.2): shown verbatim on the card and consent page.
+DELEGATION_SCOPES = {
+    "orders:read": "See your orders and their status",
+    "orders:return": "Start a return for an order",
+}
+
 
 def _dev_pactmw(base_url: str) -> dict[str, Any]:
     """The built-in development configuration: one brand, no personal agent registered.
 
-    With no agent listed every `message:send` answers 401; list yours in a TOML file.
+    The brand offers delegation: customers sign in with this site's login, the bot's account
+    actions are `shop.tools:shop_tools`, and the development signing key is generated once
+    under .pactmw/. With no agent listed every `message:send` answers 401; list yours in a
+    TOML file.
     """
     return {
         "base_url": base_url,
         "audience": f"{base_url}/a2a",
         "store": f"sqlite:///{BASE_DIR / '.pactmw' / 'pactmw.db'}",
+        "data_dir": str(BASE_DIR / ".pactmw"),
         "agents": [],
         "brands": {
             "shop": {
@@ -100,6 +116,13 @@ def _dev_pactmw(base_url: str) -> dict[str, Any]:
                         "examples": ["Where is my order A-1001?"],
                     }
                 ],
+                "delegation": {
+                    "scopes": dict(DELEGATION_SCOPES),
+                    "login": "same-app",
+                    "login_url": LOGIN_URL,
+                    # An import path: shop.tools imports the models, so it loads on first use.
+                    "tools": "shop.tools:shop_tools",
+                },
             }
         },
     }
