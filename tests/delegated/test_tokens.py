@@ -560,3 +560,29 @@ def test_mint_login_assertion_claims() -> None:
         options={"verify_exp": False, "verify_iat": False},
     )
     assert decoded["sub"] == "sky-4471"
+
+
+def test_development_keys_are_created_once_by_concurrent_processes(tmp_path: Path) -> None:
+    """Several workers starting on an empty data_dir all end up with the same key."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from pactmw.protocols.delegation import SigningKeys\n"
+        "keys = SigningKeys.development(sys.argv[1])\n"
+        "print(keys.signer.kid)\n"
+    )
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path / "keys")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    results = [worker.communicate(timeout=60) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), results
+    assert len({out.strip() for out, _ in results}) == 1
+    assert [p.name for p in (tmp_path / "keys").iterdir()] == ["provider-signing-key-es256.jwk"]

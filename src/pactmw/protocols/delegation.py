@@ -7,6 +7,7 @@ Pure logic (spec §5.4-§5.6, reference facts in pact-provider.md §5.5-§5.7). 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -292,15 +293,28 @@ class SigningKeys:
 
     @classmethod
     def development(cls, directory: str | Path, alg: str = "ES256") -> SigningKeys:
-        """A key generated once into `directory` (mode 0600) and reused: development only."""
+        """A key generated once into `directory` (mode 0600) and reused: development only.
+
+        Safe when several worker processes start at once on an empty directory: each writes a
+        complete key to its own temporary file and links it into place; the first link wins
+        and everyone loads that one.
+        """
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"provider-signing-key-{alg.lower()}.jwk"
         if not path.exists():
             key = generate_private_jwk(alg)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "w") as handle:
-                json.dump(key.to_dict(), handle)
+            temporary = folder / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}"
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                with os.fdopen(descriptor, "w") as handle:
+                    json.dump(key.to_dict(), handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                with contextlib.suppress(FileExistsError):  # another process was first
+                    os.link(temporary, path)
+            finally:
+                temporary.unlink(missing_ok=True)
         return cls.from_files([path])
 
 

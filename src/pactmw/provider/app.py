@@ -377,6 +377,10 @@ class Provider:
             # personal agent can send it again once the user has approved (spec §5.5).
             yield release
             if self.oauth is None:
+                logger.error(
+                    "the bot of brand %r asked for step-up, but no Brand offers delegation",
+                    brand.id,
+                )
                 raise A2AError("INTERNAL", "Internal error") from None
             return (
                 yield from self.oauth.step_up(
