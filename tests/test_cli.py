@@ -5,6 +5,7 @@ Both launchers are exercised: `python -m pactmw` and the `pactmw` console script
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.server
 import json
@@ -107,14 +108,31 @@ def test_root_help_lists_the_subcommands(launcher: tuple[str, ...]) -> None:
     assert result.stdout.startswith("usage: pactmw")
     assert "serve" in result.stdout
     assert "demo" in result.stdout
+    assert "grants" in result.stdout
 
 
 @pytest.mark.parametrize("launcher", launchers())
-@pytest.mark.parametrize("command", ["serve", "demo"])
+@pytest.mark.parametrize("command", ["serve", "demo", "grants", "grants list", "grants revoke"])
 def test_subcommand_help(launcher: tuple[str, ...], command: str) -> None:
-    result = run([*launcher, command, "--help"])
+    result = run([*launcher, *command.split(), "--help"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: pactmw {command}")
+
+
+def test_grants_help_documents_options_and_exit_statuses() -> None:
+    listing = run([*PYTHON_M, "grants", "list", "--help"]).stdout
+    for option in ("--config", "--brand", "--account", "--all", "--json"):
+        assert option in listing
+    revoke = run([*PYTHON_M, "grants", "revoke", "--help"]).stdout
+    assert "--config FILE (GRANT_ID | --account A [--brand B])" in revoke
+    assert "agent.grant_revoked" in revoke
+    assert "1 when nothing was" in revoke
+
+
+def test_grants_without_action_is_a_usage_error() -> None:
+    result = run([*PYTHON_M, "grants"])
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: pactmw grants")
 
 
 def test_serve_help_documents_paths_and_options() -> None:
@@ -388,6 +406,56 @@ def test_demo_tells_the_whole_story() -> None:
         "shut down cleanly",
     ):
         assert marker in out, marker
+    # The Delegated part, in the order of the story.
+    position = 0
+    for marker in (
+        "== PACT Delegated",
+        "card: security scheme 'userDelegation'",
+        "orders:cancel  Cancel an order that has not shipped",
+        "→ step-up",
+        'PA → Acme: "Show me my orders, please."',
+        "TASK_STATE_AUTH_REQUIRED",
+        'pact.missingScopes ["orders:read"]',
+        "pact.verificationUriComplete http://127.0.0.1:",
+        "Device authorization",
+        "400 authorization_pending",
+        "'Sign in to Acme'",
+        "never an open redirect",
+        "wrong password → 401",
+        "hidden assertion",
+        "the consent page:",
+        "signed in as jane@example.com",
+        "[x] Look up your orders and their status  (orders:read)",
+        "[x] Cancel an order that has not shipped  (orders:cancel)",
+        "it is single-use",
+        "Jane unticks",
+        "→ 303",
+        "may now use orders:read",
+        "scope 'orders:read': what Jane approved",
+        'Acme → PA: "Your orders: A-1001',
+        "receipt verified: ES256",
+        "signed claims == returned claims",
+        'scopesUsed  ["orders:read"]',
+        'actions     [{"tool": "list_orders"}]',
+        'PA → Acme: "Please cancel order A-1002."',
+        'pact.missingScopes ["orders:cancel"]',
+        "grant_type=refresh_token → 200",
+        "the old one is spent",
+        "$ pactmw grants list --config pactmw.toml",
+        "$ pactmw grants revoke --config pactmw.toml a2agrant_",
+        "agent.grant_revoked",
+        "→ 401, no body",
+        'WWW-Authenticate: Bearer realm="a2a", error="invalid_token"',
+        "400 invalid_grant",
+        "shut down cleanly",
+    ):
+        found = out.find(marker, position)
+        assert found >= 0, f"{marker!r} missing after position {position}:\n{out[position:]}"
+        position = found + len(marker)
+    # The grant the PA got is the one listed and revoked.
+    grant_id = re.search(r"grant_id (a2agrant_\w+)", out)
+    assert grant_id is not None
+    assert f"| revoked {grant_id.group(1)} (brand acme, account acct-jane" in out
     assert out.rstrip().splitlines()[-1].startswith("demo complete")
     assert "Traceback" not in result.stderr
     workdir = re.search(r"working directory (\S+)", out)
@@ -405,6 +473,9 @@ def test_demo_keep_leaves_the_working_directory() -> None:
     try:
         assert (workdir / "pactmw.toml").is_file()
         assert (workdir / ".pactmw" / "pactmw.db").is_file()  # the default store, relative
+        # The development signing key of the delegation tokens, under data_dir.
+        assert list((workdir / ".pactmw" / "keys").glob("*.jwk"))
+        assert "[brands.acme.delegation]" in (workdir / "pactmw.toml").read_text()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -419,3 +490,348 @@ def test_demo_failure_is_reported(tmp_path: Path) -> None:
     assert "demo FAILED at step 3" in result.stdout
     assert "pactmw serve needs uvicorn" in result.stdout
     assert "demo complete" not in result.stdout
+
+
+# -- grants --------------------------------------------------------------------------------
+
+DELEGATED_CONFIG = """\
+base_url = "http://127.0.0.1:8000"
+audience = "http://127.0.0.1:8000/a2a"
+
+[[agents]]
+issuer = "{ISSUER}"
+jwks_uri = "https://pa.example/.well-known/jwks.json"
+
+[brands.acme]
+handler = "pactmw.demo:demo_bot"
+
+[brands.acme.delegation]
+login = "brand"
+login_url = "https://acme.example/login"
+brand_issuer = "https://acme.example"
+brand_jwks_uri = "https://acme.example/.well-known/jwks.json"
+tools = "pactmw.demo:demo_tools"
+
+[brands.acme.delegation.scopes]
+"orders:read" = "Look up your orders"
+"orders:cancel" = "Cancel an order"
+
+[brands.globex]
+handler = "pactmw.demo:demo_bot"
+
+[brands.globex.delegation]
+login_url = "/login"
+scopes = { "bookings:read" = "See your bookings" }
+"""
+DAY = 24 * 3600.0
+
+
+class Grants:
+    """A configuration in `tmp_path` and its default sqlite store, holding grants made with
+    the store API: two live at acme, one live at globex, one revoked, one expired."""
+
+    def __init__(self, directory: Path) -> None:
+        from pactmw.store import SqliteStore
+
+        self.directory = directory
+        (directory / "pactmw.toml").write_text(DELEGATED_CONFIG)
+        self.db = directory / ".pactmw" / "pactmw.db"  # the default store, relative
+        self.db.parent.mkdir()
+        now = time.time()
+        store = SqliteStore(self.db)
+        try:
+
+            def grant(brand: str, account: str, scopes: tuple[str, ...], **times: float) -> str:
+                made = store.upsert_grant(
+                    grant_id=f"a2agrant_{uuid.uuid4().hex}",
+                    brand_id=brand,
+                    account=account,
+                    client_id=ISSUER,
+                    pa_sub=f"sub-{account}",
+                    scopes=scopes,
+                    now=times.get("now", now),
+                    expires_at=times.get("expires_at", now + 30 * DAY),
+                )
+                return made.grant_id
+
+            self.expired = grant(
+                "acme", "carol", ("orders:read",), now=now - 9 * DAY, expires_at=now - DAY
+            )
+            self.revoked = grant("acme", "dave", ("orders:read",), now=now - 8 * DAY)
+            assert store.revoke_grant(self.revoked, now=now - 7 * DAY)
+            self.globex = grant("globex", "jane", ("bookings:read",), now=now - 2)
+            self.bob = grant("acme", "bob", ("orders:read",), now=now - 1)
+            self.jane = grant("acme", "jane", ("orders:cancel", "orders:read"))
+        finally:
+            store.close()
+
+    def run(self, *arguments: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return run([*PYTHON_M, "grants", *arguments], cwd=self.directory, timeout=timeout)
+
+    def stored(self, grant_id: str) -> Any:
+        from pactmw.store import SqliteStore
+
+        store = SqliteStore(self.db)
+        try:
+            return store.get_grant(grant_id)
+        finally:
+            store.close()
+
+
+@pytest.fixture
+def grants(tmp_path: Path) -> Grants:
+    return Grants(tmp_path)
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    lines = stdout.splitlines()
+    assert lines[0].split() == ["GRANT", "BRAND", "ACCOUNT", "AGENT", "SCOPES", "EXPIRES", "STATUS"]
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[1:]]
+
+
+def test_grants_list_shows_live_grants_newest_first(grants: Grants) -> None:
+    result = grants.run("list", "--config", "pactmw.toml")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    rows = table_rows(result.stdout)
+    assert [row[0] for row in rows] == [grants.jane, grants.bob, grants.globex]
+    jane = rows[0]
+    assert jane[1:5] == ["acme", "jane", ISSUER, "orders:cancel orders:read"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", jane[5])
+    assert jane[6] == "live"
+
+
+def test_grants_list_all_and_filters(grants: Grants) -> None:
+    everything = table_rows(grants.run("list", "--config", "pactmw.toml", "--all").stdout)
+    status = {row[0]: row[-1] for row in everything}
+    assert status == {
+        grants.jane: "live",
+        grants.bob: "live",
+        grants.globex: "live",
+        grants.revoked: "revoked",
+        grants.expired: "expired",
+    }
+    acme_jane = grants.run(
+        "list", "--config", "pactmw.toml", "--brand", "acme", "--account", "jane"
+    )
+    assert [row[0] for row in table_rows(acme_jane.stdout)] == [grants.jane]
+    none = grants.run("list", "--config", "pactmw.toml", "--account", "nobody")
+    assert none.returncode == 0
+    assert none.stdout.startswith("no live grants")
+
+
+def test_grants_list_json(grants: Grants) -> None:
+    result = grants.run("list", "--config", "pactmw.toml", "--all", "--json")
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)
+    assert [entry["grant_id"] for entry in listed][:3] == [grants.jane, grants.bob, grants.globex]
+    jane = listed[0]
+    assert jane["brand_id"] == "acme"
+    assert jane["account"] == "jane"
+    assert jane["client_id"] == ISSUER
+    assert jane["pa_sub"] == "sub-jane"
+    assert jane["scopes"] == ["orders:cancel", "orders:read"]
+    assert jane["status"] == "live"
+    assert jane["revoked_at"] is None
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", jane["expires_at"])
+    revoked = next(entry for entry in listed if entry["grant_id"] == grants.revoked)
+    assert revoked["status"] == "revoked"
+    assert revoked["revoked_at"] is not None
+    empty = grants.run("list", "--config", "pactmw.toml", "--brand", "initech", "--json")
+    assert json.loads(empty.stdout) == []
+
+
+def test_grants_revoke_one_grant(grants: Grants) -> None:
+    result = grants.run("revoke", "--config", "pactmw.toml", grants.jane)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"revoked {grants.jane} (brand acme, account jane, agent {ISSUER})\n"
+    # The Provider's revocation API ran: its audit event, on stderr.
+    assert "pactmw.audit: agent.grant_revoked brand=acme" in result.stderr
+    assert f"grant={grants.jane}" in result.stderr
+    assert grants.stored(grants.jane).revoked_at is not None
+    assert grants.stored(grants.bob).revoked_at is None
+    live = grants.run("list", "--config", "pactmw.toml", "--json")
+    assert grants.jane not in {entry["grant_id"] for entry in json.loads(live.stdout)}
+    # Nothing was signed, so no Provider signing key was loaded or created.
+    assert not (grants.directory / ".pactmw" / "keys").exists()
+
+    again = grants.run("revoke", "--config", "pactmw.toml", grants.jane)
+    assert again.returncode == 1
+    assert again.stdout == ""
+    assert "already revoked" in again.stderr
+    assert "agent.grant_revoked" not in again.stderr
+
+
+def test_grants_revoke_unknown_or_expired_grant_exits_1(grants: Grants) -> None:
+    unknown = grants.run("revoke", "--config", "pactmw.toml", "a2agrant_nope")
+    assert unknown.returncode == 1
+    assert unknown.stdout == ""
+    assert unknown.stderr == (
+        "pactmw grants revoke: error: nothing revoked: a2agrant_nope: no such grant\n"
+    )
+    expired = grants.run("revoke", "--config", "pactmw.toml", grants.expired)
+    assert expired.returncode == 1
+    assert "expired at" in expired.stderr
+
+
+def test_grants_revoke_an_account(grants: Grants) -> None:
+    result = grants.run("revoke", "--config", "pactmw.toml", "--account", "jane", "--brand", "acme")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"revoked {grants.jane}\n"
+    assert result.stderr.count("agent.grant_revoked") == 1
+    assert grants.stored(grants.globex).revoked_at is None  # another Brand: untouched
+
+    everywhere = grants.run("revoke", "--config", "pactmw.toml", "--account", "jane")
+    assert everywhere.returncode == 0, everywhere.stderr
+    assert everywhere.stdout == f"revoked {grants.globex}\n"
+
+    nothing = grants.run("revoke", "--config", "pactmw.toml", "--account", "jane")
+    assert nothing.returncode == 1
+    assert nothing.stderr.splitlines() == [
+        "pactmw grants revoke: error: nothing revoked: account jane has no live grant"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        pytest.param([], "give either a GRANT_ID or --account A", id="neither"),
+        pytest.param(["a2agrant_x", "--account", "jane"], "either", id="both"),
+        pytest.param(["a2agrant_x", "--brand", "acme"], "--brand goes with --account", id="brand"),
+    ],
+)
+def test_grants_revoke_usage_errors(grants: Grants, arguments: list[str], expected: str) -> None:
+    result = grants.run("revoke", "--config", "pactmw.toml", *arguments)
+    assert_one_line_error(result, expected)
+    assert result.stderr.startswith("pactmw grants revoke: error: ")
+    assert grants.stored(grants.jane).revoked_at is None
+
+
+def test_grants_missing_config_option_is_a_usage_error(grants: Grants) -> None:
+    result = grants.run("list")
+    assert result.returncode == 2
+    assert "the following arguments are required: --config" in result.stderr
+
+
+GRANTS_CONFIG_ERRORS = [
+    pytest.param(None, "cannot read", id="missing-file"),
+    pytest.param("base_url = [1\n", "is not valid TOML", id="bad-toml"),
+    pytest.param("bogus = 1\n" + DELEGATED_CONFIG, "unknown configuration key bogus", id="key"),
+    pytest.param('store = "memory://"\n' + DELEGATED_CONFIG, "memory://", id="memory-store"),
+    pytest.param('store = "mysql://x"\n' + DELEGATED_CONFIG, "store:", id="store-url"),
+    pytest.param(
+        'store = "sqlite:///elsewhere/pactmw.db"\n' + DELEGATED_CONFIG,
+        "store: no database at",
+        id="no-database",
+    ),
+    pytest.param(
+        DELEGATED_CONFIG.replace("pactmw.demo:demo_tools", "pactmw.demo:no_such_tools"),
+        "cannot be imported",
+        id="tools",
+    ),
+]
+
+
+@pytest.mark.parametrize("action", ["list", "revoke"])
+@pytest.mark.parametrize(("toml", "expected"), GRANTS_CONFIG_ERRORS)
+def test_grants_config_error_is_one_line(
+    grants: Grants, action: str, toml: str | None, expected: str
+) -> None:
+    config = grants.directory / "pactmw.toml"
+    if toml is None:
+        config.unlink()
+    else:
+        config.write_text(toml)
+    extra = [grants.jane] if action == "revoke" else []
+    result = grants.run(action, "--config", "pactmw.toml", *extra)
+    assert_one_line_error(result, expected)
+    assert result.stderr.startswith(f"pactmw grants {action}: error: ")
+    assert grants.stored(grants.jane).revoked_at is None
+    assert not (grants.directory / "elsewhere").exists()  # no empty database was created
+
+
+def test_grants_revoke_needs_a_delegated_brand(grants: Grants) -> None:
+    (grants.directory / "pactmw.toml").write_text(
+        GOOD + BRAND.replace("examples.bots:order_bot", "pactmw.demo:demo_bot")
+    )
+    listing = grants.run("list", "--config", "pactmw.toml")
+    assert listing.returncode == 0, listing.stderr  # the store is still readable
+    result = grants.run("revoke", "--config", "pactmw.toml", grants.jane)
+    assert_one_line_error(result, "no [brands.ID.delegation] table")
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="no pactmw console script")
+def test_grants_console_script(grants: Grants) -> None:
+    """The console script reads the same relative store from the current directory."""
+    result = run(
+        [str(SCRIPT), "grants", "list", "--config", "pactmw.toml", "--json"], cwd=grants.directory
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)) == 3
+
+
+# -- the demo's development Brand login ----------------------------------------------------
+
+
+def test_brand_login_is_never_an_open_redirect() -> None:
+    from pactmw.brand_login import BrandUser, DevelopmentBrandLogin
+
+    consent = "http://127.0.0.1:8000/a2a/acme/oauth/consent"
+    user = BrandUser("jane", "pw", account="acct-jane", email="jane@example.com")
+    with DevelopmentBrandLogin(consent_url=consent, users=[user], brand_name="Acme") as login:
+        assert login.user_code_in(consent) == ""
+        assert login.user_code_in(consent + "?user_code=BCDF-GHJK") == "BCDF-GHJK"
+        for other in (
+            "https://evil.example/a2a/acme/oauth/consent?user_code=BCDF-GHJK",
+            consent + ".evil.example",
+            consent + "/../../../elsewhere",
+            consent.replace("127.0.0.1:8000", "127.0.0.1:8000@evil.example"),
+            consent + "?user_code=BCDF-GHJK&next=https://evil.example",
+            consent + "?user_code=A&user_code=B",
+            consent + "?user_code=<script>",
+            consent + "#user_code=BCDF-GHJK",
+            "/a2a/acme/oauth/consent",
+            "",
+        ):
+            assert login.user_code_in(other) is None, other
+            page = httpx.get(login.login_url, params={"return_to": other})
+            assert page.status_code == 400, other
+            posted = httpx.post(
+                login.login_url,
+                data={"return_to": other, "username": "jane", "password": "pw"},
+            )
+            assert posted.status_code == 400, other
+            assert "assertion" not in posted.text
+
+        form = httpx.get(login.login_url, params={"return_to": consent})
+        assert form.status_code == 200
+        assert 'name="user_code"' in form.text  # no code in return_to: the person types it
+        assert form.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in form.headers["content-security-policy"]
+        wrong = httpx.post(
+            login.login_url, data={"return_to": consent, "username": "jane", "password": "no"}
+        )
+        assert wrong.status_code == 401
+        assert "assertion" not in wrong.text
+        signed_in = httpx.post(
+            login.login_url,
+            data={
+                "return_to": consent,
+                "username": "jane",
+                "password": "pw",
+                "user_code": "bcdf-ghjk",
+            },
+        )
+        assert signed_in.status_code == 200
+        assert f'<form method="post" action="{consent}">' in signed_in.text
+        token = re.search(r'name="assertion" value="([^"]+)"', signed_in.text)
+        assert token is not None
+        jwks = httpx.get(login.jwks_uri).json()
+        assert [key["kid"] for key in jwks["keys"]] == [login.key.kid]
+        assert "d" not in jwks["keys"][0]
+        payload = token.group(1).split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        assert claims["iss"] == login.issuer
+        assert claims["aud"] == consent
+        assert claims["sub"] == "acct-jane"
+        assert claims["user_code"] == "bcdf-ghjk"

@@ -135,10 +135,14 @@ class Provider:
         *,
         store: Store | None = None,
         clock: Callable[[], float] | None = None,
+        signing_keys: SigningKeys | None = None,
+        audit: AuditHook | None = None,
     ) -> Provider:
         """Build from settings; opens `settings.store` unless a store is given.
 
-        Runtime enable/disable of personal agents is persisted in the store.
+        Runtime enable/disable of personal agents is persisted in the store. `signing_keys`
+        overrides the configured ones (a tool that only revokes grants needs no private key);
+        `audit` receives the delegation audit events.
         """
         store = store or open_store(settings.store)
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
@@ -153,7 +157,8 @@ class Provider:
             max_body_bytes=settings.max_body_bytes,
             conversation_idle_timeout=settings.conversation_idle_timeout,
             claim_lease_seconds=settings.claim_lease_seconds,
-            signing_keys=settings.signing_keys(),
+            signing_keys=signing_keys or settings.signing_keys(),
+            audit=audit,
             **extra,
         )
 
