@@ -1,0 +1,151 @@
+"""The personal agent's side of PACT 1.0: sign, talk to Brands, get delegated, check receipts.
+
+    signer = AgentSigner.from_jwk(private_jwk, issuer="https://pa.example")
+    me = signer.for_user("user-123", audience="<audience the Provider assigned>")
+    card = fetch_card("https://shop.example/.well-known/agent-card.json")
+    client = A2AClient.from_card(card, me)
+    reply = client.send("Where is my order?")
+    reply = client.send("It's A-1001", context_id=reply.context_id)
+
+    scheme = delegation_scheme(card)                      # None: the Brand offers no §5
+    device = DeviceCodeClient(scheme, me)
+    authorization = device.start(["orders:read"])         # show verification_uri_complete
+    tokens = device.wait_for_token(authorization)
+    reply = client.send("Cancel it", context_id=..., delegation_token=tokens.access_token)
+    verify_receipt(reply.receipt, metadata_url=scheme.metadata_url,
+                   expected_pa=signer.issuer, expected_brand=client.url)
+
+Every operation is one generator flow (`pactmw.client.flow`) over pure request builders and
+response parsers; `A2AClient`/`DeviceCodeClient` drive it with blocking sockets and
+`AsyncA2AClient`/`AsyncDeviceCodeClient` with asyncio streams. Standard library only.
+"""
+
+from pactmw.client.a2a import (
+    A2AClient,
+    AsyncA2AClient,
+    MessageReply,
+    Receipt,
+    SendResult,
+    StepUp,
+)
+from pactmw.client.card import (
+    AgentCard,
+    DelegationScheme,
+    Interface,
+    Scope,
+    afetch_card,
+    delegation_scheme,
+    fetch_card,
+    interface_url,
+    parse_card,
+)
+from pactmw.client.device import (
+    AsyncDeviceCodeClient,
+    DeviceAuthorization,
+    DeviceCodeClient,
+    PollStatus,
+    TokenResponse,
+)
+from pactmw.client.errors import (
+    A2AError,
+    CardInvalid,
+    ClientError,
+    ContentTypeNotSupported,
+    DelegationRejected,
+    DeviceFlowTimeout,
+    HTTPError,
+    IdentityRejected,
+    InternalError,
+    InvalidParams,
+    NetworkError,
+    OAuthError,
+    PushNotificationNotSupported,
+    RateLimited,
+    ReceiptInvalid,
+    ResponseInvalid,
+    TaskNotFound,
+    TooManyRedirects,
+    UnsupportedOperation,
+    URLRefused,
+    VersionNotSupported,
+)
+from pactmw.client.flow import RetryPolicy
+from pactmw.client.http import HttpRequest, HttpResponse
+from pactmw.client.receipts import (
+    AuthorizationServerMetadata,
+    ReceiptAction,
+    VerifiedReceipt,
+    afetch_authorization_server_metadata,
+    afetch_receipt_keys,
+    averify_receipt,
+    check_receipt,
+    fetch_authorization_server_metadata,
+    fetch_receipt_keys,
+    verify_receipt,
+)
+from pactmw.client.signer import AgentCredentials, AgentSigner, JwksHost, serve_jwks, write_jwks
+from pactmw.client.transport import AsyncioTransport, SyncTransport
+
+__all__ = [
+    "A2AClient",
+    "A2AError",
+    "AgentCard",
+    "AgentCredentials",
+    "AgentSigner",
+    "AsyncA2AClient",
+    "AsyncDeviceCodeClient",
+    "AsyncioTransport",
+    "AuthorizationServerMetadata",
+    "CardInvalid",
+    "ClientError",
+    "ContentTypeNotSupported",
+    "DelegationRejected",
+    "DelegationScheme",
+    "DeviceAuthorization",
+    "DeviceCodeClient",
+    "DeviceFlowTimeout",
+    "HTTPError",
+    "HttpRequest",
+    "HttpResponse",
+    "IdentityRejected",
+    "Interface",
+    "InternalError",
+    "InvalidParams",
+    "JwksHost",
+    "MessageReply",
+    "NetworkError",
+    "OAuthError",
+    "PollStatus",
+    "PushNotificationNotSupported",
+    "RateLimited",
+    "Receipt",
+    "ReceiptAction",
+    "ReceiptInvalid",
+    "ResponseInvalid",
+    "RetryPolicy",
+    "Scope",
+    "SendResult",
+    "StepUp",
+    "SyncTransport",
+    "TaskNotFound",
+    "TokenResponse",
+    "TooManyRedirects",
+    "URLRefused",
+    "UnsupportedOperation",
+    "VerifiedReceipt",
+    "VersionNotSupported",
+    "afetch_authorization_server_metadata",
+    "afetch_card",
+    "afetch_receipt_keys",
+    "averify_receipt",
+    "check_receipt",
+    "delegation_scheme",
+    "fetch_authorization_server_metadata",
+    "fetch_card",
+    "fetch_receipt_keys",
+    "interface_url",
+    "parse_card",
+    "serve_jwks",
+    "verify_receipt",
+    "write_jwks",
+]

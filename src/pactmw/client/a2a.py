@@ -1,0 +1,455 @@
+"""Talking to a Brand's agent: `message:send` and the task operations (PACT §2.2, §4, §5.5).
+
+The pure part builds `HttpRequest`s and reads `HttpResponse`s into `MessageReply`/`StepUp` or
+a typed exception; `send_flow` adds the retry rules; `A2AClient` and `AsyncA2AClient` only
+choose the driver.
+
+Retries (PACT §4.3): the `messageId` is fixed before the first attempt and every resend uses
+it, so a Provider answers a resend with the reply it stored, without running its agent again.
+That guarantee is keyed on `(contextId, messageId)`: a message without `contextId` opens a new
+conversation each time it arrives, so after a failure that may have reached the Provider it is
+not resent unless `RetryPolicy.retry_new_conversations` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from attrs import field, frozen
+
+from pactmw.client.card import AgentCard, afetch_card, fetch_card, interface_url
+from pactmw.client.errors import ResponseInvalid
+from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
+from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
+from pactmw.client.responses import raise_for_status
+from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
+from pactmw.core.encoding import json_dumps
+
+A2A_VERSION = "1.0"
+DELEGATION_HEADER = "X-A2A-User-Delegation"
+AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+MISSING_SCOPES = "pact.missingScopes"
+VERIFICATION_URI_COMPLETE = "pact.verificationUriComplete"
+RECEIPT = "pact.receipt"
+_COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+TokenSource = Callable[[], str]
+
+
+@frozen
+class Receipt:
+    """A reply's receipt as received: the compact JWS and the claims. Not yet verified: pass it
+    to `verify_receipt`."""
+
+    jws: str = field(repr=False)
+    claims: Mapping[str, Any]
+
+
+@frozen
+class MessageReply:
+    """The agent's answer. `text` joins its text parts; `message_id` is the reply's own id;
+    `receipt` is there when the turn ran under a delegation token."""
+
+    message: Mapping[str, Any] = field(repr=False)
+    text: str
+    context_id: str
+    message_id: str
+    receipt: Receipt | None = None
+
+
+@frozen
+class StepUp:
+    """The turn needs scopes the delegation token lacks (or no token was sent): PACT §5.5.
+
+    Show `verification_uri_complete` to the user (or run the device flow for
+    `missing_scopes`), then resend: same `context_id`, same `sent_message_id` (the Provider
+    kept the message unanswered) and the new delegation token.
+    """
+
+    missing_scopes: tuple[str, ...]
+    verification_uri_complete: str
+    context_id: str
+    task_id: str
+    text: str
+    sent_message_id: str
+    task: Mapping[str, Any] = field(repr=False)
+
+
+SendResult = MessageReply | StepUp
+
+
+# -- building requests --------------------------------------------------------------------------
+
+
+def user_message(
+    text: str,
+    *,
+    message_id: str,
+    context_id: str | None = None,
+    extra_parts: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """An A2A user message: text parts are `{text, mediaType: "text/plain"}`."""
+    message: dict[str, Any] = {
+        "messageId": message_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": text, "mediaType": "text/plain"}, *(dict(p) for p in extra_parts)],
+    }
+    if context_id is not None:
+        message["contextId"] = context_id
+    return message
+
+
+def a2a_headers(bearer: str, delegation_token: str | None = None) -> tuple[tuple[str, str], ...]:
+    """The headers of every A2A call: PA JWT, `A2A-Version: 1.0`, JSON in and out."""
+    headers = [
+        ("Authorization", f"Bearer {bearer}"),
+        ("A2A-Version", A2A_VERSION),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/a2a+json, application/json"),
+    ]
+    if delegation_token is not None:
+        headers.append((DELEGATION_HEADER, f"Bearer {delegation_token}"))
+    return tuple(headers)
+
+
+def send_request(
+    url: str, message: Mapping[str, Any], *, bearer: str, delegation_token: str | None = None
+) -> HttpRequest:
+    """POST `{interface URL}/message:send` with `{"message": ...}`."""
+    return HttpRequest(
+        "POST",
+        f"{url.rstrip('/')}/message:send",
+        headers=a2a_headers(bearer, delegation_token),
+        body=json_dumps({"message": dict(message)}),
+    )
+
+
+# -- reading responses --------------------------------------------------------------------------
+
+
+def _invalid(response: HttpResponse, what: str) -> ResponseInvalid:
+    return ResponseInvalid(f"{response.url}: {what}")
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    parts = message.get("parts", [])
+    return "\n".join(p["text"] for p in parts if isinstance(p.get("text"), str))
+
+
+def parse_receipt(value: Any) -> Receipt:
+    """A `pact.receipt` value: `{jws: <compact JWS>, claims: {...}}` (shape only)."""
+    if (
+        not isinstance(value, Mapping)
+        or not isinstance(value.get("jws"), str)
+        or not _COMPACT_JWS.fullmatch(value["jws"])
+        or not isinstance(value.get("claims"), Mapping)
+    ):
+        raise ResponseInvalid("pact.receipt must be {jws: compact JWS, claims: object}")
+    return Receipt(jws=value["jws"], claims=MappingProxyType(dict(value["claims"])))
+
+
+def _agent_message(response: HttpResponse, message: Any) -> Mapping[str, Any]:
+    if (
+        not isinstance(message, dict)
+        or not isinstance(message.get("messageId"), str)
+        or not message["messageId"]
+        or not isinstance(message.get("contextId"), str)
+        or not message["contextId"]
+        or message.get("role") != "ROLE_AGENT"
+        or not isinstance(message.get("parts"), list)
+        or not message["parts"]
+        or not all(isinstance(part, dict) for part in message["parts"])
+    ):
+        raise _invalid(response, "not an agent message (messageId, contextId, role, parts)")
+    if "metadata" in message and not isinstance(message["metadata"], dict):
+        raise _invalid(response, "message metadata must be an object")
+    return message
+
+
+def _step_up(response: HttpResponse, task: Any, sent_message_id: str) -> StepUp:
+    if not isinstance(task, dict) or not isinstance(task.get("status"), dict):
+        raise _invalid(response, "task must be an object with a status")
+    state = task["status"].get("state")
+    if state != AUTH_REQUIRED:
+        raise _invalid(response, f"unexpected task state {state!r} (only step-up tasks)")
+    metadata = task.get("metadata")
+    missing = metadata.get(MISSING_SCOPES) if isinstance(metadata, dict) else None
+    link = metadata.get(VERIFICATION_URI_COMPLETE) if isinstance(metadata, dict) else None
+    if (
+        not isinstance(missing, list)
+        or not missing
+        or not all(isinstance(s, str) and s for s in missing)
+        or not is_absolute_http_url(link)
+    ):
+        raise _invalid(response, "step-up task without missing scopes and a verification link")
+    check_url(str(link))  # shown to the user: https (or loopback http) only
+    if not isinstance(task.get("id"), str) or not isinstance(task.get("contextId"), str):
+        raise _invalid(response, "task needs id and contextId")
+    status_message = task["status"].get("message")
+    text = _text_of(status_message) if isinstance(status_message, dict) else ""
+    return StepUp(
+        missing_scopes=tuple(missing),
+        verification_uri_complete=str(link),
+        context_id=task["contextId"],
+        task_id=task["id"],
+        text=text,
+        sent_message_id=sent_message_id,
+        task=MappingProxyType(task),
+    )
+
+
+def parse_send_response(
+    response: HttpResponse, *, sent_message_id: str, context_id: str | None = None
+) -> SendResult:
+    """Read a `message:send` answer: strictly `{"message"}` or `{"task"}` (a step-up).
+
+    Non-2xx answers raise their typed error. With `context_id`, the reply must belong to it.
+    """
+    raise_for_status(response)
+    body = response.json_object()
+    if set(body) == {"task"}:
+        result: SendResult = _step_up(response, body["task"], sent_message_id)
+    elif set(body) == {"message"}:
+        message = _agent_message(response, body["message"])
+        metadata = message.get("metadata") or {}
+        receipt = parse_receipt(metadata[RECEIPT]) if RECEIPT in metadata else None
+        result = MessageReply(
+            message=MappingProxyType(message),
+            text=_text_of(message),
+            context_id=message["contextId"],
+            message_id=message["messageId"],
+            receipt=receipt,
+        )
+    else:
+        raise _invalid(response, f"expected exactly 'message' or 'task', got {sorted(body)}")
+    if context_id is not None and result.context_id != context_id:
+        raise _invalid(response, "the reply belongs to another contextId")
+    return result
+
+
+# -- flows --------------------------------------------------------------------------------------
+
+
+def send_flow(
+    url: str,
+    token: TokenSource,
+    text: str,
+    *,
+    context_id: str | None,
+    message_id: str | None,
+    delegation_token: str | None,
+    extra_parts: Sequence[Mapping[str, Any]],
+    policy: RetryPolicy,
+) -> Flow[SendResult]:
+    """Send one message; resend with the same `messageId` within `policy`."""
+    fixed_id = message_id or str(uuid.uuid4())
+    message = user_message(
+        text, message_id=fixed_id, context_id=context_id, extra_parts=extra_parts
+    )
+    response = yield from exchange(
+        lambda: send_request(url, message, bearer=token(), delegation_token=delegation_token),
+        policy,
+        idempotent=context_id is not None or policy.retry_new_conversations,
+    )
+    return parse_send_response(response, sent_message_id=fixed_id, context_id=context_id)
+
+
+def _json_call(
+    method: str,
+    url: str,
+    token: TokenSource,
+    policy: RetryPolicy,
+    body: Mapping[str, Any] | None = None,
+) -> Flow[Mapping[str, Any]]:
+    response = yield from exchange(
+        lambda: HttpRequest(
+            method,
+            url,
+            headers=a2a_headers(token()),
+            body=json_dumps(dict(body)) if body is not None else b"",
+        ),
+        policy,
+        idempotent=True,
+    )
+    raise_for_status(response)
+    return response.json_object()
+
+
+def task_url(url: str, task_id: str, suffix: str = "") -> str:
+    return f"{url.rstrip('/')}/tasks/{quote(task_id, safe='')}{suffix}"
+
+
+def list_tasks_url(url: str, page_size: int | None) -> str:
+    query = "" if page_size is None else "?" + urlencode({"pageSize": page_size})
+    return f"{url.rstrip('/')}/tasks{query}"
+
+
+# -- the clients --------------------------------------------------------------------------------
+
+
+class A2AClient:
+    """A personal agent's blocking client for one Brand's interface URL.
+
+    `token` returns a fresh personal-agent JWT per call (`AgentSigner.for_user(...)`).
+    Thread-safe: it holds no connection and no conversation state.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: TokenSource,
+        *,
+        transport: Transport | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        check_url(url)
+        self.url = url.rstrip("/")
+        self.token = token
+        self.transport: Transport = transport or SyncTransport()
+        self.retry = retry or RetryPolicy()
+        self.sleep = sleep
+
+    @classmethod
+    def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> A2AClient:
+        """For the card's HTTP+JSON 1.0 interface."""
+        return cls(interface_url(card), token, **options)
+
+    @classmethod
+    def connect(cls, card_url: str, token: TokenSource, **options: Any) -> A2AClient:
+        """Fetch the card at `card_url` (following redirects), then as `from_card`."""
+        card = fetch_card(
+            card_url,
+            transport=options.get("transport"),
+            retry=options.get("retry"),
+            sleep=options.get("sleep", time.sleep),
+        )
+        return cls.from_card(card, token, **options)
+
+    def _run(self, flow: Flow[Any]) -> Any:
+        return run_sync(flow, self.transport, self.sleep)
+
+    def send(
+        self,
+        text: str,
+        *,
+        context_id: str | None = None,
+        message_id: str | None = None,
+        delegation_token: str | None = None,
+        extra_parts: Sequence[Mapping[str, Any]] = (),
+    ) -> SendResult:
+        """Send `text`; continue a conversation with the `context_id` of an earlier reply.
+
+        Returns `MessageReply`, or `StepUp` when the turn needs delegated scopes. Raises an
+        `A2AError` subclass, `IdentityRejected`, `DelegationRejected`, `RateLimited`,
+        `HTTPError`, `NetworkError` or `ResponseInvalid`.
+        """
+        result: SendResult = self._run(
+            send_flow(
+                self.url,
+                self.token,
+                text,
+                context_id=context_id,
+                message_id=message_id,
+                delegation_token=delegation_token,
+                extra_parts=extra_parts,
+                policy=self.retry,
+            )
+        )
+        return result
+
+    def get_task(self, task_id: str) -> Mapping[str, Any]:
+        """GET `tasks/{id}` (PACT Providers answer `TaskNotFound`)."""
+        return dict(
+            self._run(_json_call("GET", task_url(self.url, task_id), self.token, self.retry))
+        )
+
+    def cancel_task(self, task_id: str) -> Mapping[str, Any]:
+        """POST `tasks/{id}:cancel`."""
+        url = task_url(self.url, task_id, ":cancel")
+        return dict(self._run(_json_call("POST", url, self.token, self.retry, {})))
+
+    def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
+        """GET `tasks` (always empty on a PACT Provider; `InvalidParams` for a bad size)."""
+        url = list_tasks_url(self.url, page_size)
+        return dict(self._run(_json_call("GET", url, self.token, self.retry)))
+
+
+class AsyncA2AClient:
+    """`A2AClient` for asyncio: the same flows, driven by `AsyncioTransport`."""
+
+    def __init__(
+        self,
+        url: str,
+        token: TokenSource,
+        *,
+        transport: AsyncTransport | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        check_url(url)
+        self.url = url.rstrip("/")
+        self.token = token
+        self.transport: AsyncTransport = transport or AsyncioTransport()
+        self.retry = retry or RetryPolicy()
+        self.sleep = sleep
+
+    @classmethod
+    def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> AsyncA2AClient:
+        return cls(interface_url(card), token, **options)
+
+    @classmethod
+    async def connect(cls, card_url: str, token: TokenSource, **options: Any) -> AsyncA2AClient:
+        card = await afetch_card(
+            card_url,
+            transport=options.get("transport"),
+            retry=options.get("retry"),
+            sleep=options.get("sleep"),
+        )
+        return cls.from_card(card, token, **options)
+
+    async def _run(self, flow: Flow[Any]) -> Any:
+        return await run_async(flow, self.transport, self.sleep)
+
+    async def send(
+        self,
+        text: str,
+        *,
+        context_id: str | None = None,
+        message_id: str | None = None,
+        delegation_token: str | None = None,
+        extra_parts: Sequence[Mapping[str, Any]] = (),
+    ) -> SendResult:
+        """See `A2AClient.send`."""
+        result: SendResult = await self._run(
+            send_flow(
+                self.url,
+                self.token,
+                text,
+                context_id=context_id,
+                message_id=message_id,
+                delegation_token=delegation_token,
+                extra_parts=extra_parts,
+                policy=self.retry,
+            )
+        )
+        return result
+
+    async def get_task(self, task_id: str) -> Mapping[str, Any]:
+        url = task_url(self.url, task_id)
+        return dict(await self._run(_json_call("GET", url, self.token, self.retry)))
+
+    async def cancel_task(self, task_id: str) -> Mapping[str, Any]:
+        url = task_url(self.url, task_id, ":cancel")
+        return dict(await self._run(_json_call("POST", url, self.token, self.retry, {})))
+
+    async def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
+        url = list_tasks_url(self.url, page_size)
+        return dict(await self._run(_json_call("GET", url, self.token, self.retry)))

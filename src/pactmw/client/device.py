@@ -1,0 +1,483 @@
+"""The OAuth 2.0 device-code client of the PACT Delegated profile (PACT §5.3, RFC 8628).
+
+The personal agent is the OAuth client: `client_id` is its issuer URL and every call carries
+its PACT JWT as `Authorization: Bearer`. `start` asks for scopes listed on the card, the user
+approves them on the Brand's side (the agent only shows `verification_uri_complete`),
+`wait_for_token` polls, `refresh` renews. Error mapping follows the reference client: an
+OAuth error body with a status other than 401 is `OAuthError`; a 401 is a transport-level
+error (`IdentityRejected` for the `Bearer realm="a2a"` challenge, else `HTTPError`).
+
+Resending: the device-authorization and token calls are not idempotent (a lost token answer
+has already consumed the device code; a refresh token is single-use and a Provider may
+revoke the grant when a spent one comes back), so after a failure that may have reached the
+Provider they are never resent. `wait_for_token` backs off on network failures as RFC 8628
+§3.5 asks and adds 5 s to the interval on every `slow_down`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlencode
+
+from attrs import field, frozen
+
+from pactmw.client.card import DelegationScheme
+from pactmw.client.errors import (
+    DeviceFlowTimeout,
+    HTTPError,
+    NetworkError,
+    OAuthError,
+    ResponseInvalid,
+)
+from pactmw.client.flow import Flow, RetryPolicy, Sleep, exchange, run_async, run_sync
+from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
+from pactmw.client.responses import error_for
+from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
+from pactmw.core.encoding import json_loads
+from pactmw.core.errors import MalformedInput
+
+DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+DEFAULT_INTERVAL = 5  # RFC 8628 §3.2
+SLOW_DOWN_STEP = 5  # RFC 8628 §3.5
+MAX_BACKOFF_INTERVAL = 60.0
+
+TokenSource = Callable[[], str]
+
+
+@frozen
+class DeviceAuthorization:
+    """RFC 8628 §3.2 answer. `received_at` is the client clock when it arrived (monotonic);
+    the code is valid until `received_at + expires_in`."""
+
+    device_code: str = field(repr=False)
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str
+    expires_in: int
+    interval: int
+    scopes: tuple[str, ...]
+    received_at: float = 0.0
+
+    @property
+    def expires_at(self) -> float:
+        return self.received_at + self.expires_in
+
+
+@frozen
+class TokenResponse:
+    """A delegation token (RFC 6749 §5.1). `scopes` is what the user approved, which may be
+    less than what was asked: read it (PACT §5.3)."""
+
+    access_token: str = field(repr=False)
+    token_type: str
+    expires_in: int
+    scopes: tuple[str, ...]
+    refresh_token: str | None = field(default=None, repr=False)
+    raw: Mapping[str, Any] = field(factory=dict, repr=False)
+
+    @property
+    def scope(self) -> str:
+        return " ".join(self.scopes)
+
+
+class PollStatus(enum.Enum):
+    """A poll that did not yield a token yet."""
+
+    PENDING = "authorization_pending"
+    SLOW_DOWN = "slow_down"
+
+
+PollResult = TokenResponse | PollStatus
+
+
+# -- the pure part ------------------------------------------------------------------------------
+
+
+def requested_scopes(scheme: DelegationScheme, scopes: Iterable[str]) -> tuple[str, ...]:
+    """The scope ids to ask for, deduplicated in order; `ValueError` for an id not on the card
+    (PACT §5.2: request only ids on the card) or for none at all."""
+    wanted = tuple(dict.fromkeys(scopes))
+    offered = set(scheme.scope_ids)
+    unknown = [scope for scope in wanted if scope not in offered]
+    if unknown:
+        raise ValueError(f"scopes not on the card: {unknown}")
+    if not wanted:
+        raise ValueError("request at least one scope")
+    return wanted
+
+
+def oauth_request(url: str, form: Iterable[tuple[str, str]], *, bearer: str) -> HttpRequest:
+    """A form POST to an OAuth endpoint, authenticated by the personal-agent JWT."""
+    return HttpRequest(
+        "POST",
+        url,
+        headers=(
+            ("Authorization", f"Bearer {bearer}"),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Accept", "application/json"),
+        ),
+        body=urlencode(list(form)).encode("ascii"),
+    )
+
+
+def oauth_error_for(response: HttpResponse) -> HTTPError:
+    """`OAuthError` for an RFC 6749 error body with status != 401; else the plain mapping."""
+    if response.status != 401:
+        try:
+            body = json_loads(response.body)
+        except MalformedInput:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"]:
+            description = body.get("error_description")
+            return OAuthError(
+                response.status,
+                body["error"],
+                description if isinstance(description, str) else None,
+                body=response.body,
+                headers=response.headers,
+            )
+    return error_for(response)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def parse_device_authorization(
+    response: HttpResponse, *, scopes: tuple[str, ...], now: float
+) -> DeviceAuthorization:
+    """Read a device-authorization answer (or raise its error)."""
+    if not response.ok:
+        raise oauth_error_for(response)
+    body = response.json_object()
+    device_code, user_code = body.get("device_code"), body.get("user_code")
+    uri, complete = body.get("verification_uri"), body.get("verification_uri_complete")
+    expires_in, interval = body.get("expires_in"), body.get("interval", DEFAULT_INTERVAL)
+    if not (isinstance(device_code, str) and device_code and isinstance(user_code, str)):
+        raise ResponseInvalid("device authorization without device_code and user_code")
+    if not (is_absolute_http_url(uri) and is_absolute_http_url(complete)):
+        raise ResponseInvalid("verification_uri(_complete) must be absolute URLs")
+    # The user opens these in a browser: the same https rule as for the client's own calls.
+    check_url(str(uri))
+    check_url(str(complete))
+    if not (isinstance(expires_in, int) and isinstance(interval, int)) or not (
+        _positive_int(expires_in) and _positive_int(interval)
+    ):
+        raise ResponseInvalid("expires_in and interval must be positive integers")
+    return DeviceAuthorization(
+        device_code=device_code,
+        user_code=user_code,
+        verification_uri=str(uri),
+        verification_uri_complete=str(complete),
+        expires_in=int(expires_in),
+        interval=int(interval),
+        scopes=scopes,
+        received_at=now,
+    )
+
+
+def parse_token_response(response: HttpResponse) -> TokenResponse:
+    """Read a token answer: `token_type` bearer (any case), `access_token`, a positive
+    integer `expires_in` and a `scope` string (the reference client's rules)."""
+    if not response.ok:
+        raise oauth_error_for(response)
+    body = response.json_object()
+    token_type, access = body.get("token_type"), body.get("access_token")
+    expires_in, scope, refresh = (
+        body.get("expires_in"),
+        body.get("scope"),
+        body.get("refresh_token"),
+    )
+    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        raise ResponseInvalid(f"token_type must be Bearer, not {token_type!r}")
+    if not isinstance(access, str) or not access:
+        raise ResponseInvalid("access_token missing")
+    if not isinstance(expires_in, int) or not _positive_int(expires_in):
+        raise ResponseInvalid("expires_in must be a positive integer")
+    if not isinstance(scope, str):
+        raise ResponseInvalid("scope must be a string")
+    if refresh is not None and (not isinstance(refresh, str) or not refresh):
+        raise ResponseInvalid("refresh_token must be a non-empty string")
+    return TokenResponse(
+        access_token=access,
+        token_type=token_type,
+        expires_in=int(expires_in),
+        scopes=tuple(scope.split()),
+        refresh_token=refresh,
+        raw=MappingProxyType(body),
+    )
+
+
+def parse_poll_response(response: HttpResponse) -> PollResult:
+    """A token answer, or `PENDING` / `SLOW_DOWN`; other errors raise (`access_denied`,
+    `expired_token`, `invalid_grant` as `OAuthError`)."""
+    if not response.ok:
+        error = oauth_error_for(response)
+        if isinstance(error, OAuthError):
+            for status in PollStatus:
+                if error.error == status.value:
+                    return status
+        raise error
+    return parse_token_response(response)
+
+
+# -- flows --------------------------------------------------------------------------------------
+
+
+def start_flow(
+    scheme: DelegationScheme,
+    token: TokenSource,
+    client_id: str,
+    scopes: Iterable[str],
+    *,
+    clock: Callable[[], float],
+    policy: RetryPolicy,
+) -> Flow[DeviceAuthorization]:
+    wanted = requested_scopes(scheme, scopes)
+    form = (("client_id", client_id), ("scope", " ".join(wanted)))
+    response = yield from exchange(
+        lambda: oauth_request(scheme.device_authorization_url, form, bearer=token()),
+        policy,
+        idempotent=False,
+    )
+    return parse_device_authorization(response, scopes=wanted, now=clock())
+
+
+def poll_flow(
+    scheme: DelegationScheme,
+    token: TokenSource,
+    client_id: str,
+    device_code: str,
+    *,
+    policy: RetryPolicy,
+) -> Flow[PollResult]:
+    form = (
+        ("grant_type", DEVICE_CODE_GRANT),
+        ("device_code", device_code),
+        ("client_id", client_id),
+    )
+    response = yield from exchange(
+        lambda: oauth_request(scheme.token_url, form, bearer=token()), policy, idempotent=False
+    )
+    return parse_poll_response(response)
+
+
+def wait_flow(
+    scheme: DelegationScheme,
+    token: TokenSource,
+    client_id: str,
+    authorization: DeviceAuthorization,
+    *,
+    clock: Callable[[], float],
+    timeout: float | None,
+    policy: RetryPolicy,
+) -> Flow[TokenResponse]:
+    """Sleep `interval`, poll, repeat: +5 s per `slow_down`; doubled interval after a network
+    failure (RFC 8628 §3.5); `DeviceFlowTimeout` once the next poll would come after the code
+    expired or after `timeout`."""
+    end = authorization.expires_at
+    if timeout is not None:
+        end = min(end, clock() + timeout)
+    interval = float(authorization.interval)
+    while True:
+        if clock() + interval > end:
+            raise DeviceFlowTimeout(
+                f"no decision before the device code expired (user code {authorization.user_code})"
+            )
+        yield Sleep(interval)
+        try:
+            result = yield from poll_flow(
+                scheme, token, client_id, authorization.device_code, policy=policy
+            )
+        except NetworkError:
+            interval = min(interval * 2, MAX_BACKOFF_INTERVAL)
+            continue
+        if result is PollStatus.SLOW_DOWN:
+            interval += SLOW_DOWN_STEP
+        elif isinstance(result, TokenResponse):
+            return result
+
+
+def refresh_flow(
+    scheme: DelegationScheme,
+    token: TokenSource,
+    client_id: str,
+    refresh_token: str,
+    *,
+    policy: RetryPolicy,
+) -> Flow[TokenResponse]:
+    form = (
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token),
+        ("client_id", client_id),
+    )
+    response = yield from exchange(
+        lambda: oauth_request(scheme.refresh_url, form, bearer=token()), policy, idempotent=False
+    )
+    return parse_token_response(response)
+
+
+# -- the clients --------------------------------------------------------------------------------
+
+
+def _client_id(token: TokenSource, client_id: str | None) -> str:
+    if client_id is not None:
+        return client_id
+    issuer = getattr(token, "issuer", None)
+    if not isinstance(issuer, str) or not issuer:
+        raise ValueError("client_id is required unless token is AgentCredentials")
+    return issuer
+
+
+class _DeviceCodeBase:
+    def __init__(
+        self,
+        scheme: DelegationScheme,
+        token: TokenSource,
+        *,
+        client_id: str | None,
+        retry: RetryPolicy | None,
+        clock: Callable[[], float],
+    ) -> None:
+        for url in (scheme.device_authorization_url, scheme.token_url, scheme.refresh_url):
+            check_url(url)
+        self.scheme = scheme
+        self.token = token
+        self.client_id = _client_id(token, client_id)
+        self.retry = retry or RetryPolicy()
+        self.clock = clock
+
+    def _code(self, authorization: DeviceAuthorization | str) -> str:
+        if isinstance(authorization, DeviceAuthorization):
+            return authorization.device_code
+        return authorization
+
+
+class DeviceCodeClient(_DeviceCodeBase):
+    """Blocking device-code client for one Brand's delegation scheme (`delegation_scheme`).
+
+    `token` returns a fresh personal-agent JWT per call; `client_id` defaults to its issuer
+    when it is `AgentCredentials`. `sleep` and `clock` (monotonic seconds) are injectable.
+    """
+
+    def __init__(
+        self,
+        scheme: DelegationScheme,
+        token: TokenSource,
+        *,
+        client_id: str | None = None,
+        transport: Transport | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(scheme, token, client_id=client_id, retry=retry, clock=clock)
+        self.transport: Transport = transport or SyncTransport()
+        self.sleep = sleep
+
+    def _run(self, flow: Flow[Any]) -> Any:
+        return run_sync(flow, self.transport, self.sleep)
+
+    def start(self, scopes: Iterable[str]) -> DeviceAuthorization:
+        """Ask for `scopes` (ids on the card); show the user `verification_uri_complete`."""
+        flow = start_flow(
+            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
+        )
+        result: DeviceAuthorization = self._run(flow)
+        return result
+
+    def poll(self, authorization: DeviceAuthorization | str) -> PollResult:
+        """One token request: a `TokenResponse`, `PollStatus.PENDING` or `.SLOW_DOWN`."""
+        code = self._code(authorization)
+        result: PollResult = self._run(
+            poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
+        )
+        return result
+
+    def wait_for_token(
+        self, authorization: DeviceAuthorization, *, timeout: float | None = None
+    ) -> TokenResponse:
+        """Poll until the user decides: the token, `OAuthError` (`access_denied`...), or
+        `DeviceFlowTimeout` at expiry (or after `timeout` seconds)."""
+        flow = wait_flow(
+            self.scheme,
+            self.token,
+            self.client_id,
+            authorization,
+            clock=self.clock,
+            timeout=timeout,
+            policy=self.retry,
+        )
+        result: TokenResponse = self._run(flow)
+        return result
+
+    def refresh(self, refresh_token: str) -> TokenResponse:
+        """A new access token (and a new refresh token: the old one is spent)."""
+        flow = refresh_flow(
+            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
+        )
+        result: TokenResponse = self._run(flow)
+        return result
+
+
+class AsyncDeviceCodeClient(_DeviceCodeBase):
+    """`DeviceCodeClient` for asyncio: the same flows, driven by `AsyncioTransport`."""
+
+    def __init__(
+        self,
+        scheme: DelegationScheme,
+        token: TokenSource,
+        *,
+        client_id: str | None = None,
+        transport: AsyncTransport | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(scheme, token, client_id=client_id, retry=retry, clock=clock)
+        self.transport: AsyncTransport = transport or AsyncioTransport()
+        self.sleep = sleep
+
+    async def _run(self, flow: Flow[Any]) -> Any:
+        return await run_async(flow, self.transport, self.sleep)
+
+    async def start(self, scopes: Iterable[str]) -> DeviceAuthorization:
+        flow = start_flow(
+            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
+        )
+        result: DeviceAuthorization = await self._run(flow)
+        return result
+
+    async def poll(self, authorization: DeviceAuthorization | str) -> PollResult:
+        code = self._code(authorization)
+        result: PollResult = await self._run(
+            poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
+        )
+        return result
+
+    async def wait_for_token(
+        self, authorization: DeviceAuthorization, *, timeout: float | None = None
+    ) -> TokenResponse:
+        flow = wait_flow(
+            self.scheme,
+            self.token,
+            self.client_id,
+            authorization,
+            clock=self.clock,
+            timeout=timeout,
+            policy=self.retry,
+        )
+        result: TokenResponse = await self._run(flow)
+        return result
+
+    async def refresh(self, refresh_token: str) -> TokenResponse:
+        flow = refresh_flow(
+            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
+        )
+        result: TokenResponse = await self._run(flow)
+        return result

@@ -1,0 +1,213 @@
+"""The personal agent's errors: every failure of a client call is one of these (errors are data).
+
+```
+ClientError
+├── NetworkError            no complete HTTP response (`maybe_delivered` tells whether the
+│                           Provider may have received the request)
+├── URLRefused              a URL the client will not talk to (not https, not loopback http)
+├── TooManyRedirects        a card URL redirected more than 5 times
+├── ResponseInvalid         a 2xx answer that does not follow the protocol
+│   └── CardInvalid         an Agent Card that fails validation
+├── HTTPError               any other non-2xx answer: `status`, `body`, `headers`
+│   ├── A2AError            an A2A error envelope: `reason`, `rpc_status`, `message`, `details`
+│   │   ├── InvalidParams, ContentTypeNotSupported, UnsupportedOperation,
+│   │   ├── PushNotificationNotSupported, TaskNotFound, InternalError, VersionNotSupported
+│   ├── IdentityRejected    401 `Bearer realm="a2a"`: the personal-agent JWT was refused
+│   ├── DelegationRejected  401 `error="invalid_token"`: the delegation token was refused
+│   ├── RateLimited         429 whose `Retry-After` was longer than the client may wait
+│   └── OAuthError          an RFC 6749 error body (`error`, `description`), status != 401
+├── DeviceFlowTimeout       the device code expired (or the wait timed out) before approval
+└── ReceiptInvalid          a receipt that does not verify: `reason`
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pactmw.core.errors import PactmwError
+
+
+class ClientError(PactmwError):
+    """Base of every error the personal agent's client raises."""
+
+
+class NetworkError(ClientError):
+    """No complete HTTP response arrived (refused, reset, timed out, cut short).
+
+    `maybe_delivered` is False only when the request certainly never reached the server (the
+    connection or TLS handshake failed), so resending is safe even for non-idempotent calls.
+    `retryable` is False for failures a resend cannot fix (an untrusted TLS certificate).
+    """
+
+    def __init__(self, message: str, *, maybe_delivered: bool, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.maybe_delivered = maybe_delivered
+        self.retryable = retryable
+
+
+class URLRefused(ClientError, ValueError):
+    """A URL the client refuses: not absolute http(s), credentials in it, or plain http to a
+    host that is not loopback (bearer tokens never travel in clear text)."""
+
+
+class TooManyRedirects(ClientError):
+    """A card URL redirected more often than the client follows (5)."""
+
+
+class ResponseInvalid(ClientError):
+    """A successful answer whose body does not follow the protocol."""
+
+
+class CardInvalid(ResponseInvalid):
+    """An Agent Card that fails validation (missing or mistyped required fields)."""
+
+
+class HTTPError(ClientError):
+    """A non-2xx answer. `body` is the raw body, `headers` the (name, value) pairs."""
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: Sequence[tuple[str, str]] = (),
+        message: str = "",
+    ) -> None:
+        super().__init__(message or f"HTTP {status}")
+        self.status = status
+        self.body = body
+        self.headers = tuple(headers)
+
+    def header(self, name: str) -> str | None:
+        """The first value of a response header (case-insensitive)."""
+        lowered = name.lower()
+        return next((value for key, value in self.headers if key.lower() == lowered), None)
+
+
+class A2AError(HTTPError):
+    """An A2A error envelope (PACT §6): the reason comes from `details[0].reason`, never from
+    the status alone. `rpc_status` is the envelope's `status` string (`INVALID_ARGUMENT`...)."""
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        headers: Sequence[tuple[str, str]],
+        *,
+        reason: str,
+        rpc_status: str,
+        message: str,
+        details: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        super().__init__(status, body, headers, f"{reason} ({status}): {message}")
+        self.reason = reason
+        self.rpc_status = rpc_status
+        self.message = message
+        self.details = tuple(details)
+
+
+class InvalidParams(A2AError):
+    """`INVALID_PARAMS`: bad body, unknown `contextId`, reused `messageId`..."""
+
+
+class ContentTypeNotSupported(A2AError):
+    """`CONTENT_TYPE_NOT_SUPPORTED`: a part the agent does not accept (not text)."""
+
+
+class UnsupportedOperation(A2AError):
+    """`UNSUPPORTED_OPERATION`: not offered, or a closed conversation (start a new one)."""
+
+
+class PushNotificationNotSupported(A2AError):
+    """`PUSH_NOTIFICATION_NOT_SUPPORTED`."""
+
+
+class TaskNotFound(A2AError):
+    """`TASK_NOT_FOUND`."""
+
+
+class InternalError(A2AError):
+    """`INTERNAL`: the Provider failed; the message stays unanswered, so resending it is safe."""
+
+
+class VersionNotSupported(A2AError):
+    """`VERSION_NOT_SUPPORTED`."""
+
+
+#: The A2A reasons that have their own class; any other reason raises a plain `A2AError`.
+A2A_ERROR_CLASSES: Mapping[str, type[A2AError]] = {
+    "INVALID_PARAMS": InvalidParams,
+    "CONTENT_TYPE_NOT_SUPPORTED": ContentTypeNotSupported,
+    "UNSUPPORTED_OPERATION": UnsupportedOperation,
+    "PUSH_NOTIFICATION_NOT_SUPPORTED": PushNotificationNotSupported,
+    "TASK_NOT_FOUND": TaskNotFound,
+    "INTERNAL": InternalError,
+    "VERSION_NOT_SUPPORTED": VersionNotSupported,
+}
+
+
+class IdentityRejected(HTTPError):
+    """401 `Bearer realm="a2a"`: the Provider refused the personal-agent JWT (PACT §3.4).
+
+    Check the issuer registration, the audience, the key published at the JWKS URI and the
+    clock; resending the same request will not help.
+    """
+
+
+class DelegationRejected(HTTPError):
+    """401 with `error="invalid_token"`: the delegation token was refused (PACT §5.5).
+
+    Refresh it, or run the device flow again if the grant was revoked.
+    """
+
+
+class RateLimited(HTTPError):
+    """429 that the client did not wait out: `retry_after` seconds (None when not given)."""
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        headers: Sequence[tuple[str, str]],
+        *,
+        retry_after: float | None,
+    ) -> None:
+        super().__init__(status, body, headers, f"HTTP {status}: retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class OAuthError(HTTPError):
+    """An OAuth error answer (RFC 6749 §5.2, RFC 8628 §3.5): `error` and `description`."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        description: str | None = None,
+        *,
+        body: bytes = b"",
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        text = f"{error}: {description}" if description else error
+        super().__init__(status, body, headers, f"OAuth {text} (HTTP {status})")
+        self.error = error
+        self.description = description
+
+
+class DeviceFlowTimeout(ClientError):
+    """The device code expired, or the caller's timeout passed, before the user decided."""
+
+
+class ReceiptInvalid(ClientError):
+    """A receipt that does not verify. `reason` is a stable code:
+
+    `malformed`, `alg_not_allowed`, `bad_typ`, `unknown_key`, `bad_signature`,
+    `claims_mismatch` (the returned claims are not the signed ones), `bad_claims`,
+    `wrong_pa`, `wrong_brand`.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail

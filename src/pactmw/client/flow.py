@@ -1,0 +1,179 @@
+"""One generator-based flow per client operation, driven by a blocking or an asyncio driver.
+
+As in httpx's auth flows, an operation is written once as a generator that yields what it
+needs done (`HttpRequest`: send it; `Sleep`: wait) and receives the results (`HttpResponse`,
+or a `NetworkError` thrown into it). `run_sync` and `run_async` are the only places that do
+I/O, so retries, `Retry-After`, redirects and device-code polling exist once, and tests can
+drive a flow with scripted responses and a fake clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Generator
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+from attrs import frozen
+
+from pactmw.client.errors import NetworkError, RateLimited
+from pactmw.client.http import HttpRequest, HttpResponse
+from pactmw.client.transport import AsyncTransport, Transport
+
+T = TypeVar("T")
+
+
+@frozen
+class Sleep:
+    """Wait this many seconds before going on."""
+
+    seconds: float
+
+
+Effect = HttpRequest | Sleep
+Flow = Generator[Effect, Any, T]
+
+
+@frozen
+class RetryPolicy:
+    """How hard a client tries before it raises. Every wait is bounded.
+
+    * `network_retries`: resends after a `NetworkError`, waiting `backoff`, then twice as
+      long each time (at most `max_backoff`). A request that may have been delivered is
+      resent only when the operation is idempotent (see `A2AClient.send`).
+    * `rate_limit_retries`: resends after a 429, each after its `Retry-After` (or
+      `default_retry_after` when absent). A `Retry-After` above `max_retry_after` is not waited
+      out: `RateLimited` is raised at once, carrying it.
+    * `retry_new_conversations`: also resend a message that starts a conversation (no
+      `contextId`) after a failure that may have been delivered. Off by default: the Provider
+      keys retries on `(contextId, messageId)`, so such a resend opens a second conversation
+      and runs the Brand's agent twice (pact-provider.md §4).
+    """
+
+    network_retries: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 4.0
+    rate_limit_retries: int = 2
+    max_retry_after: float = 30.0
+    default_retry_after: float = 1.0
+    retry_new_conversations: bool = False
+
+    def network_delay(self, attempt: int) -> float:
+        """The wait before resend number `attempt` (1-based)."""
+        return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+
+
+def retry_after(response: HttpResponse, *, now: float | None = None) -> float | None:
+    """The `Retry-After` of a response in seconds (delta-seconds or an HTTP-date), or None.
+
+    An HTTP-date is measured against the response's own `Date` header when it has one, so the
+    client's clock skew does not matter; otherwise against `now` (default: the wall clock).
+    """
+    value = (response.header("retry-after") or "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        target = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    reference: float | None = None
+    date = response.header("date")
+    if date:
+        try:
+            reference = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError, IndexError):
+            reference = None
+    if reference is None:
+        reference = time.time() if now is None else now
+    return max(0.0, target - reference)
+
+
+def exchange(
+    build: Callable[[], HttpRequest], policy: RetryPolicy, *, idempotent: bool
+) -> Flow[HttpResponse]:
+    """Send the request `build()` makes (a fresh one per attempt: new PA JWT, same body) and
+    return the first answer that is not a 429, resending within `policy`'s bounds."""
+    failures = 0
+    throttled = 0
+    while True:
+        try:
+            response: HttpResponse = yield build()
+        except NetworkError as exc:
+            if (
+                not exc.retryable
+                or failures >= policy.network_retries
+                or (exc.maybe_delivered and not idempotent)
+            ):
+                raise
+            failures += 1
+            yield Sleep(policy.network_delay(failures))
+            continue
+        if response.status != 429:
+            return response
+        # 429 means the request was refused before it ran (RFC 6585), so resending is safe.
+        delay = retry_after(response)
+        if throttled >= policy.rate_limit_retries or (
+            delay is not None and delay > policy.max_retry_after
+        ):
+            raise RateLimited(response.status, response.body, response.headers, retry_after=delay)
+        throttled += 1
+        yield Sleep(policy.default_retry_after if delay is None else delay)
+
+
+def run_sync(flow: Flow[T], transport: Transport, sleep: Callable[[float], None]) -> T:
+    """Drive a flow with blocking I/O."""
+    with contextlib.closing(flow):
+        return _drive_sync(flow, transport, sleep)
+
+
+def _drive_sync(flow: Flow[T], transport: Transport, sleep: Callable[[float], None]) -> T:
+    value: Any = None
+    error: NetworkError | None = None
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        value, error = None, None
+        if isinstance(effect, Sleep):
+            if effect.seconds > 0:
+                sleep(effect.seconds)
+        else:
+            try:
+                value = transport.send(effect)
+            except NetworkError as exc:
+                error = exc
+
+
+async def run_async(
+    flow: Flow[T], transport: AsyncTransport, sleep: Callable[[float], Awaitable[None]]
+) -> T:
+    """Drive a flow with asyncio I/O."""
+    with contextlib.closing(flow):
+        return await _drive_async(flow, transport, sleep)
+
+
+async def _drive_async(
+    flow: Flow[T], transport: AsyncTransport, sleep: Callable[[float], Awaitable[None]]
+) -> T:
+    value: Any = None
+    error: NetworkError | None = None
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        value, error = None, None
+        if isinstance(effect, Sleep):
+            if effect.seconds > 0:
+                await sleep(effect.seconds)
+        else:
+            try:
+                value = await transport.send(effect)
+            except NetworkError as exc:
+                error = exc

@@ -1,0 +1,187 @@
+"""The two transports: move one request's bytes over a socket and back. Nothing else.
+
+Both speak through the same sans-I/O codec (`pactmw.client.http`), open one connection per
+request (`Connection: close`; no pool to go stale between a personal agent's turns) and bound
+the whole exchange by one deadline, so a server that drips bytes cannot hold a caller.
+
+* `SyncTransport`: a blocking socket (`socket.create_connection`, `ssl` for https).
+* `AsyncTransport`: `asyncio.open_connection` with the same `ssl` context. Chosen over
+  `asyncio.to_thread` around the blocking transport because it needs no worker thread per
+  request (a personal agent platform may hold many conversations at once, and the default
+  executor has only a few dozen threads) and because cancelling the awaiting task really
+  stops the exchange: a thread blocked in `recv` cannot be cancelled and would run on until
+  its timeout. The cost of native asyncio is an HTTP parser, which both transports share.
+
+Failures become `NetworkError`: `maybe_delivered=False` when the connection (or the TLS
+handshake) failed, so the request never left; True once any byte of it was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import time
+from typing import Protocol
+
+from pactmw.client.errors import NetworkError
+from pactmw.client.http import (
+    DEFAULT_MAX_BODY,
+    HttpRequest,
+    HttpResponse,
+    ProtocolViolation,
+    ResponseParser,
+    check_url,
+    encode_request,
+)
+
+DEFAULT_TIMEOUT = 30.0
+_READ_SIZE = 64 * 1024
+
+
+class Transport(Protocol):
+    """What a blocking client needs: send one request, get one complete response."""
+
+    def send(self, request: HttpRequest) -> HttpResponse: ...
+
+
+class AsyncTransport(Protocol):
+    """What an asyncio client needs: send one request, get one complete response."""
+
+    async def send(self, request: HttpRequest) -> HttpResponse: ...
+
+
+def _address(request: HttpRequest) -> tuple[str, int, bool]:
+    parts = check_url(request.url)
+    tls = parts.scheme == "https"
+    assert parts.hostname is not None  # check_url guarantees a host
+    return parts.hostname, parts.port or (443 if tls else 80), tls
+
+
+def _not_sent(host: str, port: int, exc: OSError) -> NetworkError:
+    """A connection or TLS failure: nothing was sent; a bad certificate is not retried."""
+    return NetworkError(
+        f"cannot connect to {host}:{port}: {exc}",
+        maybe_delivered=False,
+        retryable=not isinstance(exc, ssl.SSLCertVerificationError),
+    )
+
+
+class SyncTransport:
+    """Blocking HTTP/1.1 over `socket` + `ssl`. Thread-safe (it holds no connection).
+
+    `timeout` bounds the whole exchange (connect, send, every read); `ssl_context` defaults
+    to `ssl.create_default_context()` (system trust store, or `SSL_CERT_FILE`).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        ssl_context: ssl.SSLContext | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.max_body = max_body
+
+    def send(self, request: HttpRequest) -> HttpResponse:
+        host, port, tls = _address(request)
+        payload = encode_request(request)
+        deadline = time.monotonic() + self.timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=self.timeout)
+        except OSError as exc:
+            raise _not_sent(host, port, exc) from exc
+        try:
+            if tls:
+                context = self.ssl_context or ssl.create_default_context()
+                try:
+                    sock = context.wrap_socket(sock, server_hostname=host)
+                except OSError as exc:
+                    raise _not_sent(host, port, exc) from exc
+            parser = ResponseParser(method=request.method, max_body=self.max_body)
+            try:
+                sock.sendall(payload)
+                while not parser.done:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError("deadline passed")
+                    sock.settimeout(remaining)
+                    parser.feed(sock.recv(_READ_SIZE))
+            except (OSError, ProtocolViolation) as exc:
+                raise NetworkError(
+                    f"{request.method} {request.url} failed: {type(exc).__name__}: {exc}",
+                    maybe_delivered=True,
+                ) from exc
+            return parser.response(request.url)
+        finally:
+            sock.close()
+
+
+class AsyncioTransport:
+    """HTTP/1.1 over `asyncio.open_connection` (TLS through the same `ssl` context).
+
+    Same behaviour and limits as `SyncTransport`; cancelling the caller closes the connection.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        ssl_context: ssl.SSLContext | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.max_body = max_body
+
+    async def send(self, request: HttpRequest) -> HttpResponse:
+        host, port, tls = _address(request)
+        payload = encode_request(request)
+        progress = {"connected": False}
+        try:
+            return await asyncio.wait_for(
+                self._exchange(request, host, port, tls, payload, progress), self.timeout
+            )
+        except asyncio.TimeoutError as exc:
+            raise NetworkError(
+                f"{request.method} {request.url} took longer than {self.timeout} s",
+                maybe_delivered=progress["connected"],
+            ) from exc
+
+    async def _exchange(
+        self,
+        request: HttpRequest,
+        host: str,
+        port: int,
+        tls: bool,
+        payload: bytes,
+        progress: dict[str, bool],
+    ) -> HttpResponse:
+        context = (self.ssl_context or ssl.create_default_context()) if tls else None
+        try:
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=context, server_hostname=host if tls else None
+            )
+        except OSError as exc:
+            raise _not_sent(host, port, exc) from exc
+        progress["connected"] = True
+        parser = ResponseParser(method=request.method, max_body=self.max_body)
+        try:
+            writer.write(payload)
+            await writer.drain()
+            while not parser.done:
+                parser.feed(await reader.read(_READ_SIZE))
+            return parser.response(request.url)
+        except (OSError, ProtocolViolation) as exc:
+            raise NetworkError(
+                f"{request.method} {request.url} failed: {type(exc).__name__}: {exc}",
+                maybe_delivered=True,
+            ) from exc
+        finally:
+            writer.close()
+            # A TLS peer that vanishes can make the close handshake raise or linger.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)

@@ -1,0 +1,344 @@
+"""`A2AClient` and `AsyncA2AClient` against pactmw's Provider on a real uvicorn server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pactmw.client import (
+    A2AClient,
+    A2AError,
+    AgentCredentials,
+    AgentSigner,
+    AsyncA2AClient,
+    ContentTypeNotSupported,
+    DelegationRejected,
+    HTTPError,
+    HttpRequest,
+    IdentityRejected,
+    InternalError,
+    InvalidParams,
+    JwksHost,
+    MessageReply,
+    NetworkError,
+    PushNotificationNotSupported,
+    RateLimited,
+    RetryPolicy,
+    StepUp,
+    SyncTransport,
+    TaskNotFound,
+    UnsupportedOperation,
+)
+from pactmw.client.a2a import a2a_headers
+from pactmw.client.responses import raise_for_status
+from pactmw.provider import RateLimit
+from tests.client.support import AUDIENCE, ISSUER, DroppingProxy, Provided, run_provider
+
+
+def unique(text: str) -> str:
+    return f"{text} {uuid.uuid4().hex[:8]}"
+
+
+def message(result: Any) -> MessageReply:
+    assert isinstance(result, MessageReply), result
+    return result
+
+
+# -- conversations ------------------------------------------------------------------------------
+
+
+def test_multi_turn_conversation(provided: Provided, me: AgentCredentials) -> None:
+    client = A2AClient(provided.interface("plain"), me)
+    first = message(client.send("hello"))
+    assert first.text == "turn 1: hello"
+    assert first.receipt is None
+    assert first.message["role"] == "ROLE_AGENT"
+    second = message(client.send("and then", context_id=first.context_id))
+    third = message(client.send("finally", context_id=second.context_id))
+    assert (second.text, third.text) == ("turn 2: and then", "turn 3: finally")
+    assert len({first.context_id, second.context_id, third.context_id}) == 1
+    assert len({first.message_id, second.message_id, third.message_id}) == 3
+    # a new conversation for the same user starts over
+    assert message(client.send("again")).context_id != first.context_id
+
+
+def test_multi_turn_conversation_async(provided: Provided, me: AgentCredentials) -> None:
+    async def run() -> list[str]:
+        client = AsyncA2AClient(provided.interface("plain"), me)
+        first = message(await client.send("hello"))
+        second = message(await client.send("more", context_id=first.context_id))
+        turns = await asyncio.gather(
+            *(client.send(f"parallel {i}") for i in range(5))  # five new conversations at once
+        )
+        assert len({message(t).context_id for t in turns}) == 5
+        return [first.text, second.text]
+
+    assert asyncio.run(run()) == ["turn 1: hello", "turn 2: more"]
+
+
+def test_same_message_id_returns_the_stored_reply(provided: Provided, me: AgentCredentials) -> None:
+    client = A2AClient(provided.interface("plain"), me)
+    context = message(client.send("start")).context_id
+    text = unique("once")
+    first = message(client.send(text, context_id=context, message_id="m-fixed"))
+    again = message(client.send(text, context_id=context, message_id="m-fixed"))
+    assert again.message == first.message
+    assert provided.ran(text) == 1
+
+
+# -- resending after a lost answer --------------------------------------------------------------
+
+
+@pytest.fixture
+def proxy(provided: Provided) -> Iterator[DroppingProxy]:
+    dropping = DroppingProxy(provided.base, drop=1)
+    yield dropping
+    dropping.close()
+
+
+def test_lost_answer_is_recovered_with_the_same_message_id(
+    provided: Provided, proxy: DroppingProxy, me: AgentCredentials
+) -> None:
+    context = message(A2AClient(provided.interface("plain"), me).send("start")).context_id
+    slept: list[float] = []
+    client = A2AClient(f"{proxy.base}/a2a/plain", me, sleep=slept.append)
+    text = unique("lost answer")
+    reply = message(client.send(text, context_id=context, message_id="m-lost"))
+    assert (proxy.dropped, proxy.connections) == (1, 2)
+    assert slept == [0.5]
+    assert provided.ran(text) == 1  # the bot ran once; the resend got the stored reply
+    stored = A2AClient(provided.interface("plain"), me).send(
+        text, context_id=context, message_id="m-lost"
+    )
+    assert message(stored).message == reply.message
+
+
+def test_lost_answer_is_recovered_async(
+    provided: Provided, proxy: DroppingProxy, me: AgentCredentials
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def run() -> tuple[str, MessageReply]:
+        direct = AsyncA2AClient(provided.interface("plain"), me)
+        context = message(await direct.send("start")).context_id
+        client = AsyncA2AClient(f"{proxy.base}/a2a/plain", me, sleep=sleep)
+        text = unique("lost async")
+        return text, message(await client.send(text, context_id=context))
+
+    text, reply = asyncio.run(run())
+    assert reply.text.endswith(text)
+    assert (proxy.dropped, proxy.connections, slept) == (1, 2, [0.5])
+    assert provided.ran(text) == 1
+
+
+def test_a_first_message_is_not_resent_after_a_lost_answer(
+    provided: Provided, proxy: DroppingProxy, me: AgentCredentials
+) -> None:
+    """Resending it would open a second conversation and run the bot twice (§4.3)."""
+    client = A2AClient(f"{proxy.base}/a2a/plain", me, sleep=lambda s: None)
+    text = unique("first message")
+    with pytest.raises(NetworkError) as caught:
+        client.send(text)
+    assert caught.value.maybe_delivered
+    assert proxy.connections == 1
+    assert provided.ran(text) == 1
+
+
+# -- rate limits --------------------------------------------------------------------------------
+
+
+class ProviderClock:
+    """The rate-limited Provider's clock: real time plus what the client 'slept'."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+@pytest.fixture(scope="module")
+def limited(signer: AgentSigner, jwks_host: JwksHost) -> Iterator[tuple[Provided, ProviderClock]]:
+    clock = ProviderClock()
+    with run_provider(
+        signer, jwks_host.url, rate_limit=RateLimit(per_user=1, window=10), clock=clock
+    ) as running:
+        yield running, clock
+
+
+def test_429_retry_after_is_honoured(
+    limited: tuple[Provided, ProviderClock], me: AgentCredentials
+) -> None:
+    provided, clock = limited
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.offset += seconds
+
+    client = A2AClient(provided.interface("plain"), me, sleep=sleep)
+    first = message(client.send("one"))
+    text = unique("two")
+    second = message(client.send(text, context_id=first.context_id))
+    assert second.text == f"turn 2: {text}"
+    assert len(slept) == 1
+    assert 1 <= slept[0] <= 10
+    assert provided.ran(text) == 1
+
+
+def test_429_async_and_too_long_retry_after(
+    limited: tuple[Provided, ProviderClock], me: AgentCredentials
+) -> None:
+    provided, clock = limited
+
+    async def sleep(seconds: float) -> None:
+        clock.offset += seconds
+
+    async def run() -> None:
+        client = AsyncA2AClient(provided.interface("plain"), me, sleep=sleep)
+        message(await client.send("one"))
+        message(await client.send("two"))  # waited out
+        impatient = AsyncA2AClient(
+            provided.interface("plain"), me, retry=RetryPolicy(max_retry_after=0.5), sleep=sleep
+        )
+        with pytest.raises(RateLimited) as caught:
+            await impatient.send("three")
+        assert caught.value.retry_after is not None
+        assert caught.value.retry_after >= 1
+        assert caught.value.header("retry-after") is not None
+
+    asyncio.run(run())
+
+
+# -- typed errors -------------------------------------------------------------------------------
+
+
+def check(error: A2AError, reason: str, status: int, rpc_status: str, text: str) -> None:
+    assert (error.reason, error.status, error.rpc_status) == (reason, status, rpc_status)
+    assert error.message == text
+    assert error.details[0]["domain"] == "a2a-protocol.org"
+
+
+def test_every_a2a_error_is_typed(provided: Provided, me: AgentCredentials) -> None:
+    client = A2AClient(provided.interface("plain"), me)
+    with pytest.raises(InvalidParams) as invalid:
+        client.send("hi", context_id=str(uuid.uuid4()))
+    check(invalid.value, "INVALID_PARAMS", 400, "INVALID_ARGUMENT", "Unknown contextId")
+    with pytest.raises(InvalidParams, match="pageSize"):
+        client.list_tasks(page_size=0)
+    assert client.list_tasks(page_size=3) == {
+        "tasks": [],
+        "nextPageToken": "",
+        "pageSize": 3,
+        "totalSize": 0,
+    }
+
+    with pytest.raises(ContentTypeNotSupported) as content:
+        client.send("see attached", extra_parts=[{"raw": "aGVsbG8=", "mediaType": "text/x"}])
+    check(
+        content.value,
+        "CONTENT_TYPE_NOT_SUPPORTED",
+        400,
+        "INVALID_ARGUMENT",
+        "Content type not supported",
+    )
+
+    with pytest.raises(TaskNotFound) as missing:
+        client.get_task("t-404")
+    check(missing.value, "TASK_NOT_FOUND", 404, "NOT_FOUND", "Task not found: t-404")
+    with pytest.raises(TaskNotFound, match="t-405"):
+        client.cancel_task("t-405")
+
+    closing = message(client.send("goodbye"))
+    assert closing.text == "bye"
+    with pytest.raises(UnsupportedOperation) as closed:
+        client.send("are you there?", context_id=closing.context_id)
+    assert closed.value.rpc_status == "FAILED_PRECONDITION"
+
+    text = unique("boom")
+    with pytest.raises(InternalError) as internal:
+        client.send(text)
+    check(internal.value, "INTERNAL", 500, "INTERNAL", "Internal error")
+    assert provided.ran(text) == 1  # a 500 is an answer: not resent
+
+    push = HttpRequest(
+        "GET", f"{client.url}/tasks/t-1/pushNotificationConfigs", headers=a2a_headers(me())
+    )
+    with pytest.raises(PushNotificationNotSupported) as no_push:
+        raise_for_status(SyncTransport().send(push))
+    assert no_push.value.reason == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+
+    with pytest.raises(HTTPError) as unknown:
+        A2AClient(provided.interface("nobody"), me).send("hi")
+    assert type(unknown.value) is HTTPError
+    assert (unknown.value.status, unknown.value.body) == (404, b"")
+
+
+def test_typed_errors_async(provided: Provided, me: AgentCredentials) -> None:
+    async def run() -> None:
+        client = AsyncA2AClient(provided.interface("plain"), me)
+        with pytest.raises(InvalidParams):
+            await client.send("hi", context_id="not-a-uuid")
+        with pytest.raises(TaskNotFound):
+            await client.get_task("t-1")
+        with pytest.raises(TaskNotFound):
+            await client.cancel_task("t-1")
+        assert (await client.list_tasks())["pageSize"] == 50
+
+    asyncio.run(run())
+
+
+def test_identity_401_versus_delegation_401(provided: Provided, me: AgentCredentials) -> None:
+    impostor = AgentSigner.generate(issuer=ISSUER, kid="pa-1")  # same kid, unpublished key
+    with pytest.raises(IdentityRejected) as identity:
+        A2AClient(provided.interface("plain"), impostor.for_user("u", AUDIENCE)).send("hi")
+    assert identity.value.status == 401
+    assert identity.value.header("www-authenticate") == 'Bearer realm="a2a"'
+    with pytest.raises(IdentityRejected):
+        A2AClient(provided.interface("plain"), me.signer.for_user("u", "wrong-aud")).send("hi")
+
+    client = A2AClient(provided.interface("acme"), me)
+    with pytest.raises(DelegationRejected) as delegation:
+        client.send("show my orders", delegation_token="not.a.token")
+    assert delegation.value.status == 401
+    assert not isinstance(delegation.value, IdentityRejected)
+
+    async def run() -> None:
+        aclient = AsyncA2AClient(provided.interface("acme"), me)
+        with pytest.raises(DelegationRejected):
+            await aclient.send("hi", delegation_token="x.y.z")
+
+    asyncio.run(run())
+
+
+def test_headers_on_the_wire(provided: Provided, me: AgentCredentials) -> None:
+    """What the client sends, seen by a transport that records and forwards."""
+    seen: list[HttpRequest] = []
+
+    class Recording(SyncTransport):
+        def send(self, request: HttpRequest) -> Any:
+            seen.append(request)
+            return super().send(request)
+
+    client = A2AClient(provided.interface("acme"), me, transport=Recording())
+    step = client.send("show my orders")
+    assert isinstance(step, StepUp)
+    request = seen[0]
+    assert request.url == provided.interface("acme") + "/message:send"
+    assert request.header("a2a-version") == "1.0"
+    assert request.header("content-type") == "application/json"
+    assert (request.header("authorization") or "").startswith("Bearer ey")
+    body = json.loads(request.body)
+    assert body["message"]["role"] == "ROLE_USER"
+    assert body["message"]["parts"] == [{"text": "show my orders", "mediaType": "text/plain"}]
+    assert "contextId" not in body["message"]
+    uuid.UUID(body["message"]["messageId"])

@@ -1,0 +1,219 @@
+"""Agent Cards: validation, interface choice by binding, the delegation scheme, and fetching
+from the Provider, from a Brand domain that redirects, and from a hand-written card."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from pactmw.client import (
+    A2AClient,
+    AgentCredentials,
+    AsyncA2AClient,
+    CardInvalid,
+    HTTPError,
+    MessageReply,
+    ResponseInvalid,
+    URLRefused,
+    afetch_card,
+    delegation_scheme,
+    fetch_card,
+    interface_url,
+    parse_card,
+)
+from tests.client.support import SCOPES, Provided, Route, StaticServer
+
+
+def base_card(url: str = "https://provider.example/a2a/acme") -> dict[str, Any]:
+    return {
+        "name": "Acme",
+        "description": "",
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ],
+        "version": "0.1.0",
+        "capabilities": {"streaming": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
+    }
+
+
+def without(document: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        [],
+        without(base_card(), "name"),
+        {**base_card(), "name": ""},
+        without(base_card(), "description"),
+        without(base_card(), "version"),
+        {**base_card(), "supportedInterfaces": []},
+        {**base_card(), "supportedInterfaces": [{"url": "x", "protocolBinding": "HTTP+JSON"}]},
+        without(base_card(), "capabilities"),
+        {**base_card(), "defaultInputModes": "text/plain"},
+        {**base_card(), "skills": [{"id": "s", "name": "S", "description": "d"}]},
+        {**base_card(), "provider": {"organization": "P", "url": "not a url"}},
+        {**base_card(), "securitySchemes": {"x": "Bearer"}},
+        {**base_card(), "securityRequirements": {}},
+    ],
+)
+def test_invalid_cards(document: Any) -> None:
+    with pytest.raises(CardInvalid):
+        parse_card(document)
+
+
+def test_interface_is_chosen_by_binding_and_version_not_position() -> None:
+    document = base_card()
+    document["supportedInterfaces"] = [
+        {"url": "https://p.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "https://p.example/old", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+        {"url": "https://p.example/a2a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+    ]
+    card = parse_card(document)
+    assert interface_url(card) == "https://p.example/a2a"
+    assert interface_url(card, binding="JSONRPC") == "https://p.example/rpc"
+    with pytest.raises(CardInvalid, match="GRPC"):
+        interface_url(card, binding="GRPC")
+    insecure = parse_card(base_card("http://p.example/a2a"))
+    with pytest.raises(URLRefused):
+        interface_url(insecure)
+
+
+def delegated_card() -> dict[str, Any]:
+    card = base_card()
+    oauth = "https://provider.example/a2a/acme/oauth"
+    card["securitySchemes"] = {
+        "platformJwt": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}},
+        "userDelegation": {
+            "oauth2SecurityScheme": {
+                "flows": {
+                    "deviceCode": {
+                        "deviceAuthorizationUrl": oauth + "/device_authorization",
+                        "tokenUrl": oauth + "/token",
+                        "scopes": {"b:write": "Write B", "a:read": "Read A"},
+                    }
+                },
+                "oauth2MetadataUrl": oauth + "/.well-known/oauth-authorization-server",
+            }
+        },
+    }
+    card["securityRequirements"] = [
+        {"schemes": {"platformJwt": {"list": []}}},
+        {"schemes": {"userDelegation": {"list": []}, "platformJwt": {"list": []}}},
+    ]
+    return card
+
+
+def test_delegation_scheme_is_found_by_shape() -> None:
+    scheme = delegation_scheme(parse_card(delegated_card()))
+    assert scheme is not None
+    assert (scheme.name, scheme.identity_scheme) == ("userDelegation", "platformJwt")
+    assert scheme.scope_ids == ("b:write", "a:read")  # card order
+    assert scheme.refresh_url == scheme.token_url
+    assert scheme.metadata_url is not None
+    assert scheme.metadata_url.endswith("/oauth/.well-known/oauth-authorization-server")
+
+
+def broken(path: list[str], value: Any) -> dict[str, Any]:
+    card = copy.deepcopy(delegated_card())
+    target = card
+    for key in path[:-1]:
+        target = target[key]
+    if value is None:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return card
+
+
+FLOW = ["securitySchemes", "userDelegation", "oauth2SecurityScheme", "flows", "deviceCode"]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        base_card(),
+        broken(["securityRequirements"], [{"schemes": {"platformJwt": {"list": []}}}]),
+        broken(["securitySchemes", "platformJwt", "httpAuthSecurityScheme", "scheme"], "Basic"),
+        broken([*FLOW, "tokenUrl"], "/relative"),
+        broken([*FLOW, "scopes"], {"has space": "x"}),
+        broken([*FLOW[:-1], "deviceCode"], None),
+        broken(["securitySchemes", "userDelegation", "extra"], {}),
+    ],
+)
+def test_no_delegation_scheme(document: dict[str, Any]) -> None:
+    assert delegation_scheme(parse_card(document)) is None
+
+
+# -- over HTTP ----------------------------------------------------------------------------------
+
+
+def test_fetch_from_the_provider(provided: Provided) -> None:
+    card = fetch_card(provided.card_url("acme"))
+    assert card.name == "Acme Shop"
+    assert interface_url(card) == provided.interface("acme")
+    scheme = delegation_scheme(card)
+    assert scheme is not None
+    assert scheme.scope_ids == tuple(SCOPES)
+    assert delegation_scheme(fetch_card(provided.card_url("plain"))) is None
+    with pytest.raises(HTTPError) as caught:
+        fetch_card(provided.card_url("nobody"))
+    assert caught.value.status == 404
+
+
+def test_brand_domain_redirects_to_the_card(
+    provided: Provided, static: StaticServer, me: AgentCredentials
+) -> None:
+    """`https://{brandDomain}/.well-known/agent-card.json` answering 302 (PACT §2.1)."""
+    brand_card = static.redirect("/.well-known/agent-card.json", "/go")
+    static.redirect("/go", provided.card_url("plain"), status=308)
+    card = fetch_card(brand_card)
+    assert card.url == provided.card_url("plain")
+    assert static.hits == ["/.well-known/agent-card.json", "/go"]
+    reply = A2AClient.connect(brand_card, me).send("hello")
+    assert isinstance(reply, MessageReply)
+    assert reply.text == "turn 1: hello"
+    card = asyncio.run(afetch_card(brand_card))
+    assert card.name == "Plain Shop"
+
+
+def test_hand_written_card_with_the_interface_not_first(
+    provided: Provided, static: StaticServer, me: AgentCredentials
+) -> None:
+    document = base_card(provided.interface("plain"))
+    document["supportedInterfaces"].insert(
+        0,
+        {"url": static.url("/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+    )
+    document["supportedInterfaces"].insert(
+        1,
+        {"url": static.url("/v03"), "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+    )
+    url = static.json("/card.json", document)
+    client = A2AClient.connect(url, me)
+    assert client.url == provided.interface("plain")
+    reply = client.send("which interface?")
+    assert isinstance(reply, MessageReply)
+
+    async def run() -> MessageReply:
+        aclient = await AsyncA2AClient.connect(url, me)
+        result = await aclient.send("and async?")
+        assert isinstance(result, MessageReply)
+        return result
+
+    assert asyncio.run(run()).text == "turn 1: and async?"
+    assert "/rpc" not in static.hits
+    assert "/v03" not in static.hits
+
+
+def test_a_card_that_is_not_json(static: StaticServer) -> None:
+    url = static.route("/card.json", Route(200, b"<html>"))
+    with pytest.raises(ResponseInvalid):
+        fetch_card(url)

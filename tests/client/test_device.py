@@ -1,0 +1,292 @@
+"""The Delegated profile from the personal agent's side, against pactmw's Provider.
+
+The person approves on the Provider's consent page, driven with `urllib` and a `sid` cookie;
+the client runs with fake time (no real 5 s waits), so `slow_down` handling is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from pactmw.client import (
+    A2AClient,
+    AgentCredentials,
+    AsyncA2AClient,
+    AsyncDeviceCodeClient,
+    DelegationRejected,
+    DelegationScheme,
+    DeviceCodeClient,
+    HTTPError,
+    MessageReply,
+    OAuthError,
+    PollStatus,
+    Receipt,
+    ReceiptInvalid,
+    StepUp,
+    TokenResponse,
+    averify_receipt,
+    delegation_scheme,
+    fetch_authorization_server_metadata,
+    fetch_card,
+    fetch_receipt_keys,
+    verify_receipt,
+)
+from pactmw.protocols.delegation import args_hash
+from tests.client.support import CANCEL_ARGS, FakeTime, Person, Provided
+
+
+@pytest.fixture(scope="module")
+def scheme(provided: Provided) -> DelegationScheme:
+    found = delegation_scheme(fetch_card(provided.card_url("acme")))
+    assert found is not None
+    return found
+
+
+def device_client(
+    scheme: DelegationScheme, me: AgentCredentials, time: FakeTime
+) -> DeviceCodeClient:
+    return DeviceCodeClient(scheme, me, sleep=time.sleep, clock=time.clock)
+
+
+def connect(
+    scheme: DelegationScheme, me: AgentCredentials, requested: list[str], **decision: Any
+) -> tuple[TokenResponse, FakeTime]:
+    """Start, let the person decide during the client's first wait, and wait for the token."""
+    time = FakeTime()
+    device = device_client(scheme, me, time)
+    authorization = device.start(requested)
+
+    def decide_once(seconds: float) -> None:
+        if len(time.slept) == 1:
+            Person().decide(authorization.verification_uri_complete, **decision)
+
+    time.on_sleep = decide_once
+    return device.wait_for_token(authorization), time
+
+
+def test_full_device_flow_then_a_delegated_send_with_a_verified_receipt(
+    provided: Provided, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    time = FakeTime()
+    device = device_client(scheme, me, time)
+    authorization = device.start(["orders:read", "orders:cancel", "orders:read"])
+    assert authorization.scopes == ("orders:read", "orders:cancel")
+    assert authorization.interval == 1
+    assert authorization.verification_uri_complete.startswith(provided.interface("acme"))
+    assert device.poll(authorization) is PollStatus.PENDING
+
+    location = Person().decide(authorization.verification_uri_complete)
+    assert "status=approved" in location
+    tokens = device.wait_for_token(authorization)
+    assert set(tokens.scopes) == {"orders:read", "orders:cancel"}
+    assert tokens.token_type == "Bearer"
+    assert tokens.refresh_token is not None
+    with pytest.raises(OAuthError) as spent:  # the device code is single-use
+        device.poll(authorization)
+    assert spent.value.error == "invalid_grant"
+
+    client = A2AClient(provided.interface("acme"), me)
+    reply = client.send("cancel my order", delegation_token=tokens.access_token)
+    assert isinstance(reply, MessageReply)
+    assert reply.text == "cancelled A-1001 for acct-alice"
+    assert reply.receipt is not None
+    verified = verify_receipt(
+        reply.receipt,
+        metadata_url=scheme.metadata_url,
+        expected_pa=me.issuer,
+        expected_brand=client.url,
+    )
+    assert (verified.user, verified.pa, verified.brand) == ("acct-alice", me.issuer, client.url)
+    assert verified.scopes_used == ("orders:cancel",)
+    assert verified.actions[0].tool == "cancel_order"
+    assert verified.actions[0].args_hash == args_hash(CANCEL_ARGS)
+    assert verified.grant_id.startswith("a2agrant_")
+    assert verified.ts.tzinfo is not None
+
+    metadata = fetch_authorization_server_metadata(str(scheme.metadata_url))
+    assert metadata.token_endpoint == scheme.token_url
+    keys = fetch_receipt_keys(jwks_uri=metadata.jwks_uri)
+    assert (
+        verify_receipt(reply.receipt, jwks=keys, expected_pa=me.issuer, expected_brand=client.url)
+        == verified
+    )
+
+    # the same token continues a conversation; every delegated reply has a receipt
+    again = client.send(
+        "show my orders", context_id=reply.context_id, delegation_token=tokens.access_token
+    )
+    assert isinstance(again, MessageReply)
+    assert again.receipt is not None
+    assert again.receipt.claims["scopesUsed"] == ["orders:read"]
+
+
+def tampered(receipt: Receipt, **changes: Any) -> dict[str, Any]:
+    return {"jws": receipt.jws, "claims": {**receipt.claims, **changes}}
+
+
+def test_tampered_receipts_are_rejected(
+    provided: Provided, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    tokens, _ = connect(scheme, me, ["orders:read"])
+    client = A2AClient(provided.interface("acme"), me)
+    reply = client.send("show my orders", delegation_token=tokens.access_token)
+    assert isinstance(reply, MessageReply)
+    assert reply.receipt is not None
+    keys = fetch_receipt_keys(metadata_url=scheme.metadata_url)
+    expected = {"expected_pa": me.issuer, "expected_brand": client.url}
+
+    def reason(receipt: Any, **overrides: Any) -> str:
+        with pytest.raises(ReceiptInvalid) as caught:
+            verify_receipt(receipt, jwks=keys, **{**expected, **overrides})
+        return caught.value.reason
+
+    assert reason(tampered(reply.receipt, scopesUsed=["orders:cancel"])) == "claims_mismatch"
+    assert reason(tampered(reply.receipt, note="unsigned")) == "claims_mismatch"
+    header, payload, signature = reply.receipt.jws.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    claims["scopesUsed"] = ["orders:cancel"]
+    forged_payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    forged = {"jws": f"{header}.{forged_payload}.{signature}", "claims": claims}
+    assert reason(forged) == "bad_signature"
+    assert reason(reply.receipt, expected_pa="https://other-pa.example") == "wrong_pa"
+    assert reason(reply.receipt, expected_brand=provided.interface("plain")) == "wrong_brand"
+    assert reason(reply.receipt.__class__(jws=reply.receipt.jws, claims={})) == "claims_mismatch"
+    with pytest.raises(ReceiptInvalid) as unknown:
+        verify_receipt(
+            reply.receipt, jwks={"keys": []}, expected_pa=me.issuer, expected_brand=client.url
+        )
+    assert unknown.value.reason == "unknown_key"
+
+
+def test_slow_down_adds_five_seconds_against_the_provider(
+    provided: Provided, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    """Fake sleeps take no real time, so the second poll comes too soon: `slow_down`, then
+    the interval is 1 + 5 s; the person approves during that wait."""
+    time = FakeTime()
+    device = device_client(scheme, me, time)
+    authorization = device.start(["orders:read"])
+
+    def decide_after_slow_down(seconds: float) -> None:
+        if seconds == 6:
+            Person().decide(authorization.verification_uri_complete)
+
+    time.on_sleep = decide_after_slow_down
+    tokens = device.wait_for_token(authorization)
+    assert time.slept == [1, 1, 6]
+    assert tokens.scopes == ("orders:read",)
+
+
+def test_refresh(provided: Provided, scheme: DelegationScheme, me: AgentCredentials) -> None:
+    tokens, time = connect(scheme, me, ["orders:read"])
+    device = device_client(scheme, me, time)
+    assert tokens.refresh_token is not None
+    renewed = device.refresh(tokens.refresh_token)
+    assert renewed.scopes == tokens.scopes
+    assert renewed.refresh_token not in (None, tokens.refresh_token)
+    reply = A2AClient(provided.interface("acme"), me).send(
+        "show my orders", delegation_token=renewed.access_token
+    )
+    assert isinstance(reply, MessageReply)
+    with pytest.raises(OAuthError) as reused:  # refresh tokens are single-use
+        device.refresh(tokens.refresh_token)
+    assert (reused.value.error, reused.value.status) == ("invalid_grant", 400)
+
+
+def test_denied_and_narrowed(
+    provided: Provided, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    with pytest.raises(OAuthError) as denied:
+        connect(scheme, me, ["orders:read"], allow=False)
+    assert denied.value.error == "access_denied"
+    tokens, _ = connect(scheme, me, ["orders:read", "orders:cancel"], scopes=["orders:read"])
+    assert tokens.scopes == ("orders:read",)  # what the person ticked, not what was asked
+
+
+def test_scopes_are_checked_against_the_card(
+    scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    device = device_client(scheme, me, FakeTime())
+    with pytest.raises(ValueError, match="not on the card"):
+        device.start(["orders:read", "admin"])
+    with pytest.raises(ValueError, match="at least one"):
+        device.start([])
+    wrong_client = DeviceCodeClient(scheme, me, client_id="https://someone-else.example")
+    with pytest.raises(HTTPError) as caught:  # 401 invalid_client: transport-level, as reference
+        wrong_client.start(["orders:read"])
+    assert caught.value.status == 401
+    assert not isinstance(caught.value, OAuthError)
+
+
+def test_step_up_then_approval_then_resend(
+    provided: Provided, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    client = A2AClient(provided.interface("acme"), me)
+    step = client.send("cancel my order")  # no delegation token at all
+    assert isinstance(step, StepUp)
+    assert step.missing_scopes == ("orders:cancel",)
+    assert step.verification_uri_complete.startswith(provided.interface("acme"))
+    assert "orders:cancel" in step.text
+    assert step.task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+
+    read_only, _ = connect(scheme, me, ["orders:read"])
+    again = client.send(
+        "cancel my order", context_id=step.context_id, delegation_token=read_only.access_token
+    )
+    assert isinstance(again, StepUp)
+    assert again.context_id == step.context_id
+    assert again.missing_scopes == ("orders:cancel",)
+
+    # the personal agent runs its own device flow for the missing scopes (PACT §5.5)
+    tokens, _ = connect(scheme, me, list(again.missing_scopes))
+    done = client.send(
+        "cancel my order",
+        context_id=again.context_id,
+        message_id=again.sent_message_id,
+        delegation_token=tokens.access_token,
+    )
+    assert isinstance(done, MessageReply)
+    assert done.context_id == step.context_id
+    assert done.text.startswith("cancelled A-1001")
+
+
+def test_device_flow_async(
+    provided: Provided, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    time = FakeTime()
+
+    async def run() -> MessageReply:
+        device = AsyncDeviceCodeClient(scheme, me, sleep=time.asleep, clock=time.clock)
+        authorization = await device.start(["orders:read"])
+        assert await device.poll(authorization.device_code) is PollStatus.PENDING
+        assert await device.poll(authorization) is PollStatus.SLOW_DOWN
+        await asyncio.to_thread(Person().decide, authorization.verification_uri_complete)
+        tokens = await device.wait_for_token(authorization)
+        assert tokens.refresh_token is not None
+        tokens = await device.refresh(tokens.refresh_token)
+        client = AsyncA2AClient(provided.interface("acme"), me)
+        step = await client.send("cancel my order", delegation_token=tokens.access_token)
+        assert isinstance(step, StepUp)
+        reply = await client.send(
+            "show my orders", context_id=step.context_id, delegation_token=tokens.access_token
+        )
+        assert isinstance(reply, MessageReply)
+        assert reply.receipt is not None
+        verified = await averify_receipt(
+            reply.receipt,
+            metadata_url=scheme.metadata_url,
+            expected_pa=me.issuer,
+            expected_brand=client.url,
+        )
+        assert verified.scopes_used == ("orders:read",)
+        with pytest.raises(DelegationRejected):
+            await client.send("show my orders", delegation_token=tokens.access_token + "x")
+        return reply
+
+    assert asyncio.run(run()).text == "Your orders: A-1001, A-1002"
+    assert time.slept == [1]

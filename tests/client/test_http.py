@@ -1,0 +1,252 @@
+"""The sans-I/O HTTP codec and the URL rule every request obeys."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import threading
+
+import pytest
+
+from pactmw.client import (
+    HttpRequest,
+    NetworkError,
+    SyncTransport,
+    URLRefused,
+    afetch_card,
+    fetch_card,
+)
+from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
+from pactmw.client.transport import AsyncioTransport
+from tests.jwks_server import JwksServer
+
+
+def parse(*chunks: bytes, method: str = "GET", max_body: int = 1024) -> ResponseParser:
+    parser = ResponseParser(method=method, max_body=max_body)
+    for chunk in chunks:
+        parser.feed(chunk)
+    return parser
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://shop.example/a2a/x",
+        "http://127.0.0.1:8000/a",
+        "http://127.5.0.1/a",
+        "http://localhost:3000/a",
+        "http://api.localhost/a",
+        "http://[::1]:8000/a",
+    ],
+)
+def test_allowed_urls(url: str) -> None:
+    check_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://shop.example/a",  # clear text across a network
+        "http://10.0.0.5/a",
+        "ftp://shop.example/a",
+        "/relative/path",
+        "https://user:pw@shop.example/a",
+        "https://shop.example:99999/a",
+        "https://[::1/a",
+    ],
+)
+def test_refused_urls(url: str) -> None:
+    with pytest.raises(URLRefused):
+        check_url(url)
+
+
+def test_encode_request() -> None:
+    request = HttpRequest(
+        "POST",
+        "https://shop.example/a2a/b%20c/message:send?x=1",
+        headers=(("Authorization", "Bearer t"),),
+        body=b"{}",
+    )
+    wire = encode_request(request)
+    head, body = wire.split(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /a2a/b%20c/message:send?x=1 HTTP/1.1"
+    assert "Host: shop.example" in lines
+    assert "Connection: close" in lines
+    assert "Content-Length: 2" in lines
+    assert "Authorization: Bearer t" in lines
+    assert body == b"{}"
+    assert b"Host: 127.0.0.1:8080" in encode_request(HttpRequest("GET", "http://127.0.0.1:8080/"))
+    assert b"Host: [::1]:8080" in encode_request(HttpRequest("GET", "http://[::1]:8080/"))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        (("X-Evil", "a\r\nInjected: 1"),),
+        (("Bad Name", "v"),),
+        (("Host", "other.example"),),
+        (("Content-Length", "5"),),
+    ],
+)
+def test_header_injection_refused(headers: tuple[tuple[str, str], ...]) -> None:
+    with pytest.raises(ValueError, match="header"):
+        encode_request(HttpRequest("GET", "https://shop.example/", headers=headers))
+
+
+def test_repr_hides_tokens() -> None:
+    request = HttpRequest("GET", "https://x.example/", headers=(("Authorization", "Bearer s3"),))
+    assert "s3" not in repr(request)
+
+
+def test_content_length_body_in_pieces() -> None:
+    parser = parse(b"HTTP/1.1 200 OK\r\nContent-Le", b"ngth: 5\r\nX-A: b\r\n\r\nhe", b"llo")
+    response = parser.response("u")
+    assert (response.status, response.body, response.header("x-a")) == (200, b"hello", "b")
+
+
+def test_chunked_body_with_extensions_and_trailers() -> None:
+    parser = parse(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n",
+        b"0\r\nTrailer: x\r\n\r\n",
+    )
+    assert parser.done
+    assert parser.body == b"Wikipedia"
+
+
+def test_read_to_close_and_interim_responses() -> None:
+    parser = parse(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\nall of it")
+    assert not parser.done
+    parser.feed(b"")
+    assert parser.done
+    assert (parser.status, parser.body) == (200, b"all of it")
+
+
+def test_no_body_statuses() -> None:
+    assert parse(b"HTTP/1.1 204 No Content\r\n\r\n").done
+    assert parse(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", method="HEAD").done
+
+
+@pytest.mark.parametrize(
+    ("chunks", "message"),
+    [
+        ((b"",), "before any response"),
+        ((b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", b""), "middle"),
+        ((b"SMTP ready\r\n\r\n",), "status line"),
+        ((b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n",), "too large"),
+        ((b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 2000,), "too large"),
+        ((b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",), "length"),
+        ((b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",), "transfer-encoding"),
+        ((b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",), "chunk size"),
+        ((b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000,), "headers too large"),
+    ],
+)
+def test_malformed_answers(chunks: tuple[bytes, ...], message: str) -> None:
+    with pytest.raises(ProtocolViolation, match=message):
+        parse(*chunks)
+
+
+def test_connection_refused_was_not_delivered() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    request = HttpRequest("GET", f"http://127.0.0.1:{port}/")
+    with pytest.raises(NetworkError) as caught:
+        SyncTransport(timeout=2).send(request)
+    assert caught.value.maybe_delivered is False
+    with pytest.raises(NetworkError) as acaught:
+        asyncio.run(AsyncioTransport(timeout=2).send(request))
+    assert acaught.value.maybe_delivered is False
+
+
+def test_silent_server_times_out_as_maybe_delivered() -> None:
+    """A server that accepts and never answers: the whole exchange is bounded by `timeout`."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    accepted: list[socket.socket] = []
+
+    def accept_two() -> None:
+        for _ in range(2):
+            accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept_two)
+    thread.start()
+    request = HttpRequest("GET", f"http://127.0.0.1:{listener.getsockname()[1]}/")
+    try:
+        with pytest.raises(NetworkError) as caught:
+            SyncTransport(timeout=0.3).send(request)
+        assert caught.value.maybe_delivered is True
+        with pytest.raises(NetworkError) as acaught:
+            asyncio.run(AsyncioTransport(timeout=0.3).send(request))
+        assert acaught.value.maybe_delivered is True
+    finally:
+        thread.join(timeout=5)
+        listener.close()
+        for sock in accepted:
+            sock.close()
+
+
+def test_https_in_both_transports() -> None:
+    """TLS with the same `ssl` context in both transports; an untrusted certificate fails at
+    once, without resends (a resend cannot fix it)."""
+    card = {
+        "name": "TLS Shop",
+        "description": "",
+        "supportedInterfaces": [
+            {
+                "url": "https://127.0.0.1/a2a/x",
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": "1.0",
+            }
+        ],
+        "version": "1",
+        "capabilities": {},
+        "defaultInputModes": [],
+        "defaultOutputModes": [],
+        "skills": [],
+    }
+    with JwksServer(tls=True) as server:
+        server.set_json("/.well-known/agent-card.json", card)
+        url = server.url_for("/.well-known/agent-card.json")
+        trusted = ssl.create_default_context(cafile=server.ca_file)
+        assert fetch_card(url, transport=SyncTransport(ssl_context=trusted)).name == "TLS Shop"
+        fetched = asyncio.run(afetch_card(url, transport=AsyncioTransport(ssl_context=trusted)))
+        assert fetched.name == "TLS Shop"
+
+        slept: list[float] = []
+        with pytest.raises(NetworkError) as caught:
+            fetch_card(url, transport=SyncTransport(), sleep=slept.append)
+        assert (caught.value.retryable, caught.value.maybe_delivered, slept) == (False, False, [])
+
+        async def asleep(seconds: float) -> None:
+            slept.append(seconds)
+
+        with pytest.raises(NetworkError) as acaught:
+            asyncio.run(afetch_card(url, transport=AsyncioTransport(), sleep=asleep))
+        assert (acaught.value.retryable, slept) == (False, [])
+        assert server.hits["/.well-known/agent-card.json"] == 2
+
+
+def test_cancelling_an_async_send_closes_the_connection() -> None:
+    """Why the async transport is native asyncio: cancellation stops the exchange at once."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    request = HttpRequest("GET", f"http://127.0.0.1:{listener.getsockname()[1]}/")
+
+    async def run() -> None:
+        task = asyncio.create_task(AsyncioTransport(timeout=30).send(request))
+        server_side, _ = await asyncio.to_thread(listener.accept)
+        with server_side:
+            server_side.settimeout(5)
+            assert (await asyncio.to_thread(server_side.recv, 4096)).startswith(b"GET / HTTP/1.1")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await asyncio.to_thread(server_side.recv, 4096) == b""  # closed by the client
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 10))
+    finally:
+        listener.close()
