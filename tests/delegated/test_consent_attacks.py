@@ -208,7 +208,8 @@ def test_simultaneous_decisions_decide_once(env: Env) -> None:
 
 
 class PausingStore:
-    """A store whose next `upsert_grant` stops, after writing, until the test releases it."""
+    """A store whose next `approve_device_authorization` stops, before it runs, until the
+    test releases it: the Allow has seen the code pending and is about to decide."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -216,23 +217,17 @@ class PausingStore:
         self.upserted = threading.Event()
         self.release = threading.Event()
 
-    def upsert_grant(self, **kwargs: Any) -> Any:
-        grant = self._inner.upsert_grant(**kwargs)
+    def approve_device_authorization(self, **kwargs: Any) -> Any:
         if self.armed:
             self.armed = False
             self.upserted.set()
             self.release.wait(10)
-        return grant
+        return self._inner.approve_device_authorization(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG AuthorizationServer._approve: the grant is upserted before the atomic "
-    "decision, so an Allow that loses the race to a Deny still widens the live grant",
-)
 def test_a_denial_that_wins_the_race_grants_nothing(tmp_path: Any) -> None:
     store = PausingStore(open_store(f"sqlite:///{tmp_path}/race.db"))
     calls: list[tuple[str, str, dict[str, Any]]] = []
@@ -257,8 +252,8 @@ def test_a_denial_that_wins_the_race_grants_nothing(tmp_path: Any) -> None:
         assert env.poll("acme", started["device_code"], sub=sub).json()["error"] == (
             "access_denied"
         )
-        # ...yet the person's "Deny" left orders:cancel in the grant: the next refresh of the
-        # earlier token carries it.
+        # ...and the person's "Deny" left the grant as it was: the next refresh of the
+        # earlier token does not carry orders:cancel.
         refreshed = env.refresh("acme", before["refresh_token"], sub=sub).json()
         assert refreshed["scope"] == "orders:read"
 

@@ -18,6 +18,7 @@ import pytest
 from attrs import frozen
 
 from pactmw.store import (
+    Approval,
     DeviceAuthorization,
     Grant,
     NotFound,
@@ -41,6 +42,7 @@ GRANT_TTL = 30 * 86_400.0
 BRAND = "skyline"
 CLIENT = "https://pa.example"
 PA_SUB = "pa-user-1"
+OTHER_PA_SUB = "pa-user-2"  # another user of the same personal agent
 ACCOUNT = "sky-4471"
 USER_CODE = "WDJB-MJHT"
 DEVICE_HASH = "sha256-device-1"
@@ -133,9 +135,15 @@ def _device(
     )
 
 
-def _poll(store: Store, now: float, code_hash: str = DEVICE_HASH, client_id: str = CLIENT) -> Poll:
+def _poll(
+    store: Store,
+    now: float,
+    code_hash: str = DEVICE_HASH,
+    client_id: str = CLIENT,
+    pa_sub: str = PA_SUB,
+) -> Poll:
     return store.poll_device_code(
-        device_code_hash=code_hash, client_id=client_id, brand_id=BRAND, now=now
+        device_code_hash=code_hash, client_id=client_id, brand_id=BRAND, pa_sub=pa_sub, now=now
     )
 
 
@@ -163,13 +171,37 @@ def _grant(
     )
 
 
-def _approve(store: Store, grant: Grant, now: float = T0 + 10) -> DeviceAuthorization | None:
+def _approve(
+    store: Store,
+    *,
+    scopes: tuple[str, ...] = ("flights:upcoming:read",),
+    now: float = T0 + 10,
+    user_code: str = USER_CODE,
+    brand_id: str = BRAND,
+    account: str = ACCOUNT,
+    new_grant_id: str = "a2agrant_new",
+    ttl: float = GRANT_TTL,
+) -> Approval | None:
+    return store.approve_device_authorization(
+        user_code=user_code,
+        brand_id=brand_id,
+        account=account,
+        granted_scopes=scopes,
+        new_grant_id=new_grant_id,
+        now=now,
+        grant_expires_at=now + ttl,
+    )
+
+
+def _deny(
+    store: Store, *, now: float = T0 + 10, user_code: str = USER_CODE, account: str = ACCOUNT
+) -> DeviceAuthorization | None:
     return store.decide_device_authorization(
-        user_code=USER_CODE,
-        approved=True,
-        account=grant.account,
-        granted_scopes=grant.scopes,
-        grant_id=grant.grant_id,
+        user_code=user_code,
+        approved=False,
+        account=account,
+        granted_scopes=(),
+        grant_id=None,
         now=now,
     )
 
@@ -193,6 +225,7 @@ def _rotate(
     *,
     client_id: str = CLIENT,
     brand_id: str = BRAND,
+    pa_sub: str = PA_SUB,
     ttl: float = GRANT_TTL,
 ) -> Rotation:
     return store.rotate_refresh_token(
@@ -200,6 +233,7 @@ def _rotate(
         new_token_hash=new,
         client_id=client_id,
         brand_id=brand_id,
+        pa_sub=pa_sub,
         now=now,
         expires_at=now + ttl,
     )
@@ -282,8 +316,14 @@ def test_poll_unknown_and_foreign_codes(store: Store) -> None:
     # Issued to another client or Brand: unknown, and nothing about it leaks or changes.
     assert _poll(store, T0 + 1, client_id="https://other-pa.example") == Poll(kind="unknown")
     assert store.poll_device_code(
-        device_code_hash=DEVICE_HASH, client_id=CLIENT, brand_id="other-brand", now=T0 + 1
+        device_code_hash=DEVICE_HASH,
+        client_id=CLIENT,
+        brand_id="other-brand",
+        pa_sub=PA_SUB,
+        now=T0 + 1,
     ) == Poll(kind="unknown")
+    # Asked by another user of the same agent: unknown too, and not recorded as a poll.
+    assert _poll(store, T0 + 1, pa_sub=OTHER_PA_SUB) == Poll(kind="unknown")
     stored = store.device_authorization_by_user_code(USER_CODE)
     assert stored is not None
     assert stored.last_polled_at is None
@@ -294,9 +334,9 @@ def test_poll_unknown_and_foreign_codes(store: Store) -> None:
 def test_approved_code_is_consumed_by_one_poll(store: Store) -> None:
     _device(store)
     assert _poll(store, T0 + 1).kind == "pending"
-    grant = _grant(store, scopes=("flights:upcoming:read",), now=T0 + 9)
-    decided = _approve(store, grant, now=T0 + 10)
-    assert decided is not None
+    approval = _approve(store, scopes=("flights:upcoming:read",), now=T0 + 10)
+    assert approval is not None
+    decided, grant = approval.authorization, approval.grant
     assert decided.status == "approved"
     assert (decided.account, decided.granted_scopes, decided.grant_id) == (
         ACCOUNT,
@@ -320,6 +360,22 @@ def test_approved_code_is_consumed_by_one_poll(store: Store) -> None:
     assert _poll(store, T0 + DEVICE_TTL).kind == "expired"
 
 
+def test_only_the_agent_user_who_asked_collects_an_approved_code(store: Store) -> None:
+    _device(store)
+    approval = _approve(store)
+    assert approval is not None
+    # Another user of the same agent (same client_id, other `sub`) learns nothing and
+    # consumes nothing: the code stays approved for the one who asked.
+    for _ in range(3):
+        assert _poll(store, T0 + 20, pa_sub=OTHER_PA_SUB) == Poll(kind="unknown")
+    assert store.device_authorization_by_user_code(USER_CODE) == approval.authorization
+    poll = _poll(store, T0 + 20)
+    assert poll.kind == "approved"
+    assert poll.authorization is not None
+    assert poll.authorization.grant_id == approval.grant.grant_id
+    assert _poll(store, T0 + 21, pa_sub=OTHER_PA_SUB) == Poll(kind="unknown")
+
+
 def test_denied_then_expired(store: Store) -> None:
     _device(store)
     denied = store.decide_device_authorization(
@@ -327,7 +383,7 @@ def test_denied_then_expired(store: Store) -> None:
         approved=False,
         account=ACCOUNT,
         granted_scopes=("ignored",),
-        grant_id=None,
+        grant_id="ignored-too",
         now=T0 + 10,
     )
     assert denied is not None
@@ -354,57 +410,216 @@ def test_pending_code_expires(store: Store) -> None:
     assert poll.authorization.status == "pending"
 
 
-def test_decide_only_a_pending_unexpired_code(store: Store) -> None:
-    grant = _grant(store)
-    assert _approve(store, grant) is None  # unknown code
+def test_decide_records_denials_only(store: Store) -> None:
+    assert _deny(store) is None  # unknown code
     _device(store)
-    # An approval needs an account, a grant id and at least one scope...
-    for account, scopes, grant_id in [
-        (None, grant.scopes, grant.grant_id),
-        (ACCOUNT, (), grant.grant_id),
-        (ACCOUNT, grant.scopes, None),
-    ]:
-        with pytest.raises(ValueError, match="approval"):
-            store.decide_device_authorization(
-                user_code=USER_CODE,
-                approved=True,
-                account=account,
-                granted_scopes=scopes,
-                grant_id=grant_id,
-                now=T0 + 1,
-            )
-    # ...and the grant must exist (upsert_grant comes first).
-    with pytest.raises(NotFound):
+    # Approvals must write their grant atomically: approve_device_authorization.
+    with pytest.raises(ValueError, match="approve_device_authorization"):
         store.decide_device_authorization(
             user_code=USER_CODE,
             approved=True,
             account=ACCOUNT,
-            granted_scopes=grant.scopes,
-            grant_id="a2agrant_missing",
+            granted_scopes=("flights:upcoming:read",),
+            grant_id="a2agrant_1",
             now=T0 + 1,
         )
-    # Expired: no change, the request stays pending (and reads expired when polled).
-    assert _approve(store, grant, now=T0 + DEVICE_TTL) is None
     stored = store.device_authorization_by_user_code(USER_CODE)
     assert stored is not None
     assert stored.status == "pending"
-    assert _approve(store, grant, now=T0 + 1) is not None
-    # Decided: a second decision, either way, changes nothing.
-    assert _approve(store, grant, now=T0 + 2) is None
-    assert (
-        store.decide_device_authorization(
-            user_code=USER_CODE,
-            approved=False,
-            account=ACCOUNT,
-            granted_scopes=(),
-            grant_id=None,
-            now=T0 + 2,
-        )
-        is None
+    # Expired: no change, the request stays pending (and reads expired when polled).
+    assert _deny(store, now=T0 + DEVICE_TTL) is None
+    assert store.device_authorization_by_user_code(USER_CODE) == stored
+    # A denial without an account (the person was never identified) is allowed.
+    denied = store.decide_device_authorization(
+        user_code=USER_CODE,
+        approved=False,
+        account=None,
+        granted_scopes=(),
+        grant_id=None,
+        now=T0 + 1,
     )
+    assert denied is not None
+    assert (denied.status, denied.account) == ("denied", None)
+    # Decided: a second decision, either way, changes nothing.
+    assert _deny(store, now=T0 + 2) is None
+    assert _approve(store, now=T0 + 2) is None
+    assert store.device_authorization_by_user_code(USER_CODE) == denied
+    assert store.list_grants(include_inactive=True, now=T0 + 2) == []
+
+
+# --- approvals: the decision and the grant in one transaction ---------------------------------
+
+
+def test_approve_creates_a_new_grant(store: Store) -> None:
+    _device(store, scopes=("c:read", "a:read", "b:read"))
+    approval = _approve(store, scopes=("c:read", "a:read"), now=T0 + 10, new_grant_id="g-new")
+    assert approval is not None
+    assert approval.grant == Grant(
+        grant_id="g-new",
+        brand_id=BRAND,
+        account=ACCOUNT,
+        client_id=CLIENT,  # from the authorization
+        pa_sub=PA_SUB,  # from the authorization
+        scopes=("a:read", "c:read"),  # the grant's form: sorted, unique
+        created_at=T0 + 10,
+        updated_at=T0 + 10,
+        expires_at=T0 + 10 + GRANT_TTL,
+        revoked_at=None,
+    )
+    authorization = approval.authorization
+    assert (authorization.status, authorization.account, authorization.grant_id) == (
+        "approved",
+        ACCOUNT,
+        "g-new",
+    )
+    assert authorization.granted_scopes == ("c:read", "a:read")  # kept as given
+    assert authorization.scopes == ("c:read", "a:read", "b:read")
+    assert store.device_authorization_by_user_code(USER_CODE) == authorization
+    assert store.get_grant("g-new") == approval.grant
+    assert (
+        store.live_grant(
+            brand_id=BRAND, account=ACCOUNT, client_id=CLIENT, pa_sub=PA_SUB, now=T0 + 11
+        )
+        == approval.grant
+    )
+    poll = _poll(store, T0 + 11)
+    assert poll.kind == "approved"
+    assert poll.authorization is not None
+    assert poll.authorization.grant_id == "g-new"
+
+
+def test_approve_widens_the_live_grant(store: Store) -> None:
+    live = _grant(store, grant_id="g-live", scopes=("a", "b"), now=T0, ttl=GRANT_TTL)
+    _device(store, scopes=("c", "a"))
+    approval = _approve(store, scopes=("c", "a"), now=T0 + 50, new_grant_id="g-unused", ttl=60)
+    assert approval is not None
+    # Union of the scopes, the later expiry, same id (new_grant_id is not used).
+    assert approval.grant == Grant(
+        grant_id="g-live",
+        brand_id=BRAND,
+        account=ACCOUNT,
+        client_id=CLIENT,
+        pa_sub=PA_SUB,
+        scopes=("a", "b", "c"),
+        created_at=T0,
+        updated_at=T0 + 50,
+        expires_at=live.expires_at,
+        revoked_at=None,
+    )
+    assert approval.authorization.grant_id == "g-live"
+    assert approval.authorization.granted_scopes == ("c", "a")
+    assert store.get_grant("g-live") == approval.grant
+    assert store.get_grant("g-unused") is None
+    assert store.list_grants(include_inactive=True, now=T0 + 50) == [approval.grant]
+
+
+def test_approve_never_revives_a_dead_grant(store: Store) -> None:
+    revoked = _grant(store, grant_id="g-revoked", scopes=("a",))
+    assert store.revoke_grant("g-revoked", now=T0 + 1)
+    _device(store, scopes=("b",))
+    approval = _approve(store, scopes=("b",), now=T0 + 10, new_grant_id="g-fresh")
+    assert approval is not None
+    assert (approval.grant.grant_id, approval.grant.scopes) == ("g-fresh", ("b",))
+    old = store.get_grant(revoked.grant_id)
+    assert old is not None
+    assert (old.scopes, old.revoked_at) == (("a",), T0 + 1)
+    # An expired (unrevoked) grant is retired, and the approval gets a new one.
+    _grant(store, grant_id="g-short", account="acct-2", scopes=("a",), ttl=5)
+    _device(store, code_hash="h2", user_code="BCDF-GHJK", scopes=("b",), now=T0 + 20)
+    second = _approve(
+        store,
+        user_code="BCDF-GHJK",
+        account="acct-2",
+        scopes=("b",),
+        now=T0 + 30,
+        new_grant_id="g-acct2",
+    )
+    assert second is not None
+    assert (second.grant.grant_id, second.grant.scopes) == ("g-acct2", ("b",))
+    retired = store.get_grant("g-short")
+    assert retired is not None
+    assert retired.revoked_at == T0 + 30
+
+
+def _grant_state(store: Store, now: float) -> list[Grant]:
+    return store.list_grants(include_inactive=True, now=now)
+
+
+def test_approve_changes_nothing_unless_the_code_is_pending_here(store: Store) -> None:
+    live = _grant(store, grant_id="g-live", scopes=("a",))
+    codes = {
+        "denied": ("h-denied", "BBBB-BBBB"),
+        "approved": ("h-approved", "CCCC-CCCC"),
+        "consumed": ("h-consumed", "DDDD-DDDD"),
+        "expired": ("h-expired", "FFFF-FFFF"),
+        "foreign": ("h-foreign", "GGGG-GGGG"),
+    }
+    for code_hash, user_code in codes.values():
+        _device(store, code_hash=code_hash, user_code=user_code, scopes=("a", "b"))
+    assert _deny(store, user_code="BBBB-BBBB", now=T0 + 1) is not None
+    # (Short grant lifetimes: these approvals widen g-live by nothing and extend it not.)
+    assert _approve(store, user_code="CCCC-CCCC", scopes=("a",), now=T0 + 1, ttl=60) is not None
+    assert _approve(store, user_code="DDDD-DDDD", scopes=("a",), now=T0 + 1, ttl=60) is not None
+    assert _poll(store, T0 + 2, code_hash="h-consumed").kind == "approved"
+    before = _grant_state(store, T0 + 10)
+    assert before == [
+        Grant(
+            grant_id="g-live",
+            brand_id=BRAND,
+            account=ACCOUNT,
+            client_id=CLIENT,
+            pa_sub=PA_SUB,
+            scopes=("a",),
+            created_at=T0,
+            updated_at=T0 + 1,
+            expires_at=live.expires_at,
+            revoked_at=None,
+        )
+    ]
+    authorizations = {u: store.device_authorization_by_user_code(u) for _, u in codes.values()}
+
+    attempts = [
+        ("unknown", {"user_code": "ZZZZ-ZZZZ"}),
+        ("denied", {"user_code": "BBBB-BBBB"}),
+        ("approved", {"user_code": "CCCC-CCCC"}),
+        ("consumed", {"user_code": "DDDD-DDDD"}),
+        ("expired", {"user_code": "FFFF-FFFF", "now": T0 + DEVICE_TTL}),
+        ("other brand", {"user_code": "GGGG-GGGG", "brand_id": "other-brand"}),
+        ("NUL code", {"user_code": "GGGG\x00GGGG"}),
+    ]
+    for label, overrides in attempts:
+        kwargs: dict[str, Any] = {"scopes": ("a", "b"), "new_grant_id": f"g-{label}"}
+        kwargs.update(overrides)
+        assert _approve(store, **kwargs) is None, label
+        # No grant written, widened or extended; no authorization changed.
+        assert _grant_state(store, T0 + 10) == before, label
+        assert {
+            u: store.device_authorization_by_user_code(u) for _, u in codes.values()
+        } == authorizations, label
+    # The other Brand's code is still pending for its own Brand.
+    assert _approve(store, user_code="GGGG-GGGG", scopes=("b",), now=T0 + 20) is not None
+
+
+def test_approve_refuses_bad_input_and_changes_nothing(store: Store) -> None:
+    _grant(store, grant_id="g-old", account="acct-old")
+    store.revoke_grant("g-old", now=T0 + 1)
+    _device(store)
+    for kwargs, error in [
+        ({"scopes": ()}, ValueError),
+        ({"scopes": ("ok", "bad\x00")}, ValueError),
+        ({"account": "acct\x00"}, ValueError),
+        ({"new_grant_id": "g\x00"}, ValueError),
+        ({"new_grant_id": "g-old"}, ValueError),  # a new grant cannot reuse an old id
+    ]:
+        with pytest.raises(error):
+            _approve(store, **kwargs)
+    with pytest.raises(TypeError):
+        _approve(store, scopes="flights:upcoming:read")  # type: ignore[arg-type]
     stored = store.device_authorization_by_user_code(USER_CODE)
     assert stored is not None
-    assert stored.status == "approved"
+    assert stored.status == "pending"
+    assert [g.grant_id for g in _grant_state(store, T0 + 2)] == ["g-old"]
+    assert _approve(store, new_grant_id="g-ok") is not None
 
 
 # --- grants ------------------------------------------------------------------------------------
@@ -613,8 +828,40 @@ def test_foreign_or_unknown_token_is_not_spent(store: Store) -> None:
         Rotation(kind="unknown")
     )
     assert _rotate(store, "rt-0", "rt-1", now=T0 + 1, brand_id="acme") == Rotation(kind="unknown")
-    # Neither burned the token nor stored the offered successor.
+    # Another user of the same agent: the token is not theirs (the grant's pa_sub decides).
+    assert _rotate(store, "rt-0", "rt-1", now=T0 + 1, pa_sub=OTHER_PA_SUB) == (
+        Rotation(kind="unknown")
+    )
+    # None burned the token nor stored the offered successor.
     assert _rotate(store, "rt-0", "rt-1", now=T0 + 2).kind == "rotated"
+
+
+def test_a_spent_token_from_another_agent_user_is_not_reuse(store: Store) -> None:
+    grant = _grant(store)
+    other = _grant(store, grant_id="g-other", pa_sub=OTHER_PA_SUB)
+    _issue(store, grant, "rt-0")
+    _issue(store, other, "rt-other")
+    assert _rotate(store, "rt-0", "rt-1", now=T0 + 10).kind == "rotated"
+    # The spent token, presented by another user of the same agent: unknown, so it is not
+    # counted as reuse and revokes nothing (neither grant), and its successor is not stored.
+    for offered in ("rt-x", "rt-y"):
+        assert _rotate(store, "rt-0", offered, now=T0 + 20, pa_sub=OTHER_PA_SUB) == (
+            Rotation(kind="unknown")
+        )
+    # The live token too, and the other user's own token works for them only.
+    assert _rotate(store, "rt-1", "rt-z", now=T0 + 20, pa_sub=OTHER_PA_SUB) == (
+        Rotation(kind="unknown")
+    )
+    assert _rotate(store, "rt-other", "rt-o1", now=T0 + 20).kind == "unknown"
+    assert store.get_grant(grant.grant_id) == grant
+    assert store.get_grant(other.grant_id) == other
+    assert _rotate(store, "rt-x", "rt-x2", now=T0 + 21).kind == "unknown"  # never stored
+    assert _rotate(store, "rt-1", "rt-2", now=T0 + 30) == Rotation(kind="rotated", grant=grant)
+    assert _rotate(store, "rt-other", "rt-o1", now=T0 + 30, pa_sub=OTHER_PA_SUB) == Rotation(
+        kind="rotated", grant=other
+    )
+    # The owner replaying the spent token is still reuse.
+    assert _rotate(store, "rt-0", "rt-r", now=T0 + 40).kind == "reused"
 
 
 def test_expired_token_and_dead_grant(store: Store) -> None:
@@ -776,18 +1023,14 @@ def test_nul_characters(store: Store) -> None:
         _rotate(store, "rt-0", "rt\x00", now=T0 + 1)
     _device(store)
     with pytest.raises(ValueError, match="NUL"):
-        store.decide_device_authorization(
-            user_code=USER_CODE,
-            approved=True,
-            account="a\x00",
-            granted_scopes=("x",),
-            grant_id=grant.grant_id,
-            now=T0 + 1,
-        )
+        _approve(store, account="a\x00")
+    with pytest.raises(ValueError, match="NUL"):
+        _deny(store, account="a\x00")
     # Lookups by a value holding NUL find nothing.
     assert store.device_authorization_by_user_code("WDJB\x00") is None
     assert _poll(store, T0 + 1, code_hash="h\x00") == Poll(kind="unknown")
     assert _poll(store, T0 + 1, client_id="c\x00") == Poll(kind="unknown")
+    assert _poll(store, T0 + 1, pa_sub="p\x00") == Poll(kind="unknown")
     assert store.get_grant("g\x00") is None
     assert (
         store.live_grant(brand_id="b\x00", account=ACCOUNT, client_id=CLIENT, pa_sub=PA_SUB, now=T0)
@@ -797,15 +1040,10 @@ def test_nul_characters(store: Store) -> None:
     assert store.revoke_account_grants("a\x00", now=T0) == []
     assert store.list_grants(account="a\x00", now=T0) == []
     assert _rotate(store, "rt\x00", "rt-1", now=T0 + 1) == Rotation(kind="unknown")
-    approved = store.decide_device_authorization(
-        user_code="W\x00",
-        approved=True,
-        account=ACCOUNT,
-        granted_scopes=("x",),
-        grant_id=grant.grant_id,
-        now=T0 + 1,
-    )
-    assert approved is None
+    assert _rotate(store, "rt-0", "rt-1", now=T0 + 1, pa_sub="p\x00") == Rotation(kind="unknown")
+    assert _approve(store, user_code="W\x00") is None
+    assert _approve(store, brand_id="b\x00") is None
+    assert _deny(store, user_code="W\x00") is None
 
 
 def test_closed_store_is_unavailable(store: Store) -> None:
@@ -823,8 +1061,9 @@ def test_closed_store_is_unavailable(store: Store) -> None:
 def test_state_survives_reopening(persistent: Backend) -> None:
     first = persistent.open()
     _device(first)
-    grant = _grant(first, scopes=("x", "y"))
-    _approve(first, grant)
+    approval = _approve(first, scopes=("x", "y"))
+    assert approval is not None
+    grant = approval.grant
     _issue(first, grant)
     first.use_once(namespace="n", value="v", now=T0, expires_at=T0 + 60)
     first.close()
@@ -897,8 +1136,7 @@ def test_a_version_1_database_upgrades_in_place(
         assert [t.reply_text for t in new.history(ctx)] == ["hello"]
         # The new tables work.
         _device(new)
-        grant = _grant(new)
-        assert _approve(new, grant) is not None
+        assert _approve(new) is not None
         assert _poll(new, T0 + 20).kind == "approved"
         assert new.use_once(namespace="n", value="v", now=T0, expires_at=T0 + 1)
     finally:
@@ -910,7 +1148,7 @@ def test_a_version_1_database_upgrades_in_place(
 
 def test_concurrent_polls_of_an_approved_code_have_one_winner(store: Store) -> None:
     _device(store)
-    _approve(store, _grant(store))
+    assert _approve(store) is not None
     polls = _all_at_once(16, lambda _: _poll(store, T0 + 20).kind)
     assert sorted(polls) == ["approved"] + ["consumed"] * 15
 
@@ -953,24 +1191,56 @@ def test_concurrent_use_once_has_one_winner(store: Store) -> None:
     assert sorted(results) == [False] * 15 + [True]
 
 
-def test_concurrent_decisions_have_one_winner(store: Store) -> None:
-    _device(store)
-    grant = _grant(store)
+@pytest.mark.parametrize("existing_grant", [True, False])
+def test_concurrent_approvals_and_denials_have_one_winner(
+    store: Store, existing_grant: bool
+) -> None:
+    # Several rounds, the approvers' parity alternating (thread start order tends to favour
+    # one parity), so that approvals and denials both win; the invariants hold either way.
+    for round_ in range(4):
+        account = f"acct-{round_}"
+        user_code = f"RACE-{round_:04d}"
+        _device(store, code_hash=f"h-race-{round_}", user_code=user_code, scopes=("a", "b"))
+        if existing_grant:
+            _grant(store, grant_id=f"g-live-{round_}", account=account, scopes=("a",), ttl=60)
+        before = store.list_grants(account=account, include_inactive=True, now=T0 + 1)
 
-    def decide(i: int) -> DeviceAuthorization | None:
-        return store.decide_device_authorization(
-            user_code=USER_CODE,
-            approved=i % 2 == 0,
-            account=ACCOUNT,
-            granted_scopes=grant.scopes,
-            grant_id=grant.grant_id,
-            now=T0 + 1,
+        def decide(
+            i: int, account: str = account, user_code: str = user_code, round_: int = round_
+        ) -> DeviceAuthorization | Approval | None:
+            if (i + round_) % 2:
+                return _deny(store, user_code=user_code, account=account, now=T0 + 1)
+            return _approve(
+                store,
+                user_code=user_code,
+                account=account,
+                scopes=("b",),
+                new_grant_id=f"g-{account}-{i:02d}",
+                now=T0 + 1,
+            )
+
+        results = _all_at_once(16, decide)
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1, round_
+        [winner] = winners
+        stored = store.device_authorization_by_user_code(user_code)
+        after = store.list_grants(account=account, include_inactive=True, now=T0 + 1)
+        if isinstance(winner, Approval):
+            assert stored == winner.authorization
+            assert stored.status == "approved"
+            assert after == [winner.grant]
+            assert winner.grant.scopes == (("a", "b") if existing_grant else ("b",))
+            if existing_grant:
+                assert winner.grant.grant_id == f"g-live-{round_}"
+        else:
+            # A winning denial: no grant was written, widened or extended by the losers.
+            assert stored == winner
+            assert winner.status == "denied"
+            assert after == before
+        assert stored is not None
+        assert _poll(store, T0 + 2, code_hash=f"h-race-{round_}").kind == (
+            "approved" if stored.status == "approved" else "denied"
         )
-
-    results = _all_at_once(16, decide)
-    winners = [r for r in results if r is not None]
-    assert len(winners) == 1
-    assert store.device_authorization_by_user_code(USER_CODE) == winners[0]
 
 
 def test_concurrent_creators_of_one_user_code_have_one_winner(store: Store) -> None:

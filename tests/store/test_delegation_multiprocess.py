@@ -41,12 +41,28 @@ now = 1_700_000_100.0
 if op == "rotate":
     result = store.rotate_refresh_token(
         token_hash="rt-0", new_token_hash="rt-new-" + index, client_id="https://pa.example",
-        brand_id="skyline", now=now, expires_at=now + 3600,
+        brand_id="skyline", pa_sub="pa-user-1", now=now, expires_at=now + 3600,
     ).kind
 elif op == "poll":
     result = store.poll_device_code(
-        device_code_hash="dc-hash", client_id="https://pa.example", brand_id="skyline", now=now
+        device_code_hash="dc-hash", client_id="https://pa.example", brand_id="skyline",
+        pa_sub="pa-user-1", now=now,
     ).kind
+elif op == "decide":
+    # Even workers approve (widening the grant by orders:cancel), odd ones deny.
+    if int(index) % 2:
+        won = store.decide_device_authorization(
+            user_code="WDJB-MJHT", approved=False, account="sky-4471", granted_scopes=(),
+            grant_id=None, now=now,
+        ) is not None
+        result = "denied" if won else "lost"
+    else:
+        won = store.approve_device_authorization(
+            user_code="WDJB-MJHT", brand_id="skyline", account="sky-4471",
+            granted_scopes=("orders:cancel",), new_grant_id="g-" + index, now=now,
+            grant_expires_at=now + 86_400,
+        ) is not None
+        result = "approved" if won else "lost"
 else:
     result = store.use_once(namespace="assertion", value="jti-1", now=now, expires_at=now + 60)
 print(result, flush=True)
@@ -136,31 +152,58 @@ def test_processes_rotating_one_refresh_token_have_one_winner(
     assert grant.revoked_at is not None  # the losers' reuse revoked it (RFC 9700 §4.14)
 
 
-def test_processes_polling_one_approved_code_have_one_winner(
-    url: str, store: Store, tmp_path: Path
-) -> None:
+def _device(store: Store) -> None:
     store.create_device_authorization(
         device_code_hash="dc-hash",
         user_code="WDJB-MJHT",
         brand_id=BRAND,
         client_id=CLIENT,
         pa_sub="pa-user-1",
-        scopes=("flights:upcoming:read",),
+        scopes=("flights:upcoming:read", "orders:cancel"),
         now=T0,
         expires_at=T0 + 600,
         interval=5,
     )
-    decided = store.decide_device_authorization(
+
+
+def test_processes_polling_one_approved_code_have_one_winner(
+    url: str, store: Store, tmp_path: Path
+) -> None:
+    _device(store)
+    approval = store.approve_device_authorization(
         user_code="WDJB-MJHT",
-        approved=True,
+        brand_id=BRAND,
         account="sky-4471",
         granted_scopes=("flights:upcoming:read",),
-        grant_id=_grant_id(store),
+        new_grant_id="a2agrant_1",
         now=T0 + 10,
+        grant_expires_at=T0 + 86_400,
     )
-    assert decided is not None
+    assert approval is not None
     kinds = _race(url, "poll", tmp_path / "race")
     assert sorted(kinds) == ["approved"] + ["consumed"] * (PROCESSES - 1), kinds
+
+
+def test_processes_approving_and_denying_one_code_have_one_winner(
+    url: str, store: Store, tmp_path: Path
+) -> None:
+    grant_id = _grant_id(store)  # live, with flights:upcoming:read only
+    before = store.get_grant(grant_id)
+    _device(store)
+    outcomes = _race(url, "decide", tmp_path / "race")
+    assert sorted(outcomes).count("lost") == PROCESSES - 1, outcomes
+    [winner] = [o for o in outcomes if o != "lost"]
+    stored = store.device_authorization_by_user_code("WDJB-MJHT")
+    assert stored is not None
+    assert stored.status == winner
+    after = store.get_grant(grant_id)
+    assert after is not None
+    if winner == "denied":
+        assert after == before  # the losing approvals widened nothing
+    else:
+        assert after.scopes == ("flights:upcoming:read", "orders:cancel")
+        assert stored.grant_id == grant_id
+    assert [g.grant_id for g in store.list_grants(include_inactive=True, now=T0)] == [grant_id]
 
 
 def test_processes_using_one_value_have_one_winner(url: str, store: Store, tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from pactmw.provider.card import interface_url
 from pactmw.provider.consent_pages import ConsentView
 from pactmw.provider.flow import Flow, NeedKeys, SubFlow, store
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
-from pactmw.store.base import DeviceAuthorization, Grant, Store, UserCodeTaken
+from pactmw.store.base import Approval, DeviceAuthorization, Grant, Store, UserCodeTaken
 
 logger = logging.getLogger("pactmw.delegation")
 audit_logger = logging.getLogger("pactmw.audit")
@@ -356,6 +356,7 @@ class AuthorizationServer:
             device_code_hash=secret_hash(device_code),
             client_id=caller.issuer,
             brand_id=brand.id,
+            pa_sub=caller.sub,  # only the agent user who asked may collect the tokens
             now=self._clock(),
         )
         errors = {
@@ -387,6 +388,7 @@ class AuthorizationServer:
             new_token_hash=secret_hash(new_refresh),
             client_id=caller.issuer,
             brand_id=brand.id,
+            pa_sub=caller.sub,  # another user of the same agent gets `unknown`, burns nothing
             now=now,
             expires_at=now + config.grant_lifetime,
         )
@@ -712,29 +714,21 @@ class AuthorizationServer:
         granted: tuple[str, ...],
     ) -> Flow:
         now = self._clock()
-        grant: Grant = yield store(
-            self.store.upsert_grant,
-            grant_id=f"a2agrant_{int(now * 1000):012x}{secrets.token_hex(8)}",
+        # One atomic store operation: the grant is created or widened only if this approval
+        # wins the decision (a concurrent Deny, or expiry, leaves every grant untouched).
+        approval: Approval | None = yield store(
+            self.store.approve_device_authorization,
+            user_code=authorization.user_code,
             brand_id=brand.id,
             account=user.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            scopes=granted,
-            now=now,
-            expires_at=now + config.grant_lifetime,
-        )
-        decided = yield store(
-            self.store.decide_device_authorization,
-            user_code=authorization.user_code,
-            approved=True,
-            account=user.account,
             granted_scopes=granted,
-            grant_id=grant.grant_id,
+            new_grant_id=f"a2agrant_{int(now * 1000):012x}{secrets.token_hex(8)}",
             now=now,
+            grant_expires_at=now + config.grant_lifetime,
         )
-        if decided is None:
+        if approval is None:
             raise ConsentRefused("This code is unknown, expired or already used.", 400)
-        self._emit("agent.delegation_approved", grant, scopes=granted)
+        self._emit("agent.delegation_approved", approval.grant, scopes=granted)
         query = urlencode({"status": "approved", "scope": " ".join(granted)})
         return _redirect(f"{self.url(brand, 'connected')}?{query}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pactmw.store.base import (
+    Approval,
     Claim,
     ClaimKind,
     Conversation,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from pactmw.store.postgres import PostgresStore
 
 __all__ = [
+    "Approval",
     "Claim",
     "ClaimKind",
     "Conversation",

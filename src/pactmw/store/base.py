@@ -13,6 +13,7 @@ from typing import Literal, Protocol, runtime_checkable
 from attrs import frozen
 
 __all__ = [
+    "Approval",
     "Claim",
     "ClaimKind",
     "Conversation",
@@ -110,23 +111,36 @@ def grant_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(scopes)))
 
 
-def check_decision(
-    approved: bool, account: str | None, granted_scopes: tuple[str, ...], grant_id: str | None
-) -> tuple[str | None, tuple[str, ...], str | None]:
-    """Check a device decision's arguments; return what to store (account, scopes, grant id).
+def check_denial(approved: bool, account: str | None) -> str | None:
+    """Check a denial's arguments; return the account to store (may be None).
 
     Shared by every backend so that they refuse the same inputs; see
-    `Store.decide_device_authorization`.
+    `Store.decide_device_authorization`. Approvals are refused: they must go through
+    `Store.approve_device_authorization`, which writes the grant in the same transaction.
     """
+    if approved:
+        raise ValueError(
+            "decide_device_authorization records denials only; approve with "
+            "approve_device_authorization, which writes the grant atomically"
+        )
     if account is not None:
         reject_nul(account=account)
-    if not approved:
-        return account, (), None
+    return account
+
+
+def check_approval(
+    account: str, granted_scopes: Iterable[str], new_grant_id: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Check an approval's arguments; return (granted scopes as given, the grant's form).
+
+    Shared by every backend so that they refuse the same inputs (ValueError, TypeError);
+    see `Store.approve_device_authorization`.
+    """
+    reject_nul(account=account, new_grant_id=new_grant_id)
     granted = scope_tuple("granted_scopes", granted_scopes)
-    if account is None or grant_id is None or not granted:
-        raise ValueError("an approval needs an account, a grant id and at least one scope")
-    reject_nul(grant_id=grant_id)
-    return account, granted, grant_id
+    if not granted:
+        raise ValueError("an approval needs at least one scope")
+    return granted, grant_scopes(granted)
 
 
 def check_grant_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
@@ -191,8 +205,9 @@ class DeviceAuthorization:
 
     Only a hash of the `device_code` is stored (the caller hashes); the `user_code` is kept
     as given (the caller normalizes it). `scopes` are the requested scopes in request order;
-    `account`, `granted_scopes` and `grant_id` are set by the user's decision. Expired when
-    `now >= expires_at`.
+    `account`, `granted_scopes` and `grant_id` are set by the user's decision. `pa_sub` is
+    the agent user who asked: only that user's token requests can poll the code. Expired
+    when `now >= expires_at`.
     """
 
     device_code_hash: str
@@ -215,8 +230,8 @@ class DeviceAuthorization:
 class Poll:
     """The outcome of `Store.poll_device_code` (the device-code grant of the token endpoint).
 
-    - `unknown`: no such code for this client and Brand (`invalid_grant`); `authorization`
-      is None, so nothing about another client's request leaks.
+    - `unknown`: no such code for this client, Brand and agent user (`invalid_grant`);
+      `authorization` is None, so nothing about another client's request leaks.
     - `expired` (`expired_token`), `denied` (`access_denied`), `consumed` (`invalid_grant`).
     - `slow_down` / `pending` (`authorization_pending`): the user has not decided yet.
     - `approved`: this caller, and no other, issues the tokens; the authorization is now
@@ -254,12 +269,24 @@ class Grant:
 
 
 @frozen
+class Approval:
+    """The outcome of a successful `Store.approve_device_authorization`.
+
+    `authorization` is now `approved` and names `grant`: the live grant of the key after the
+    approval (a new one, or the existing live one widened by the granted scopes).
+    """
+
+    authorization: DeviceAuthorization
+    grant: Grant
+
+
+@frozen
 class Rotation:
     """The outcome of `Store.rotate_refresh_token`.
 
     - `rotated`: the old token is spent, the new one is stored; issue tokens for `grant`.
-    - `unknown`: no such token for this client and Brand (nothing changed, nothing leaks:
-      `grant` is None).
+    - `unknown`: no such token for this client, Brand and agent user (nothing changed,
+      nothing leaks: `grant` is None).
     - `reused`: the token was spent before, so the whole grant is now revoked.
     - `expired`: the token itself expired. `revoked`: its grant is revoked or expired.
 
@@ -399,22 +426,50 @@ class Store(Protocol):
         grant_id: str | None,
         now: float,
     ) -> DeviceAuthorization | None:
-        """Record the user's decision on a `pending`, unexpired authorization; return it.
+        """Record the user's denial of a `pending`, unexpired authorization; return it.
 
-        Approving needs `account`, a non-empty `granted_scopes` and the `grant_id` of an
-        existing grant (so `upsert_grant` first; unknown id: `NotFound`), else ValueError.
-        Denying records `account` (may be None) and ignores `granted_scopes` and
-        `grant_id`. Returns None, changing nothing, when the code is unknown, expired or
-        already decided: of several concurrent deciders exactly one gets the authorization.
+        Denials only: `approved=True` raises ValueError, since an approval must write its
+        grant in the same transaction (`approve_device_authorization`). Records `account`
+        (may be None) and ignores `granted_scopes` and `grant_id`. Returns None, changing
+        nothing, when the code is unknown, expired or already decided: of several concurrent
+        deciders (denials and approvals) exactly one wins.
+        """
+        ...
+
+    def approve_device_authorization(
+        self,
+        *,
+        user_code: str,
+        brand_id: str,
+        account: str,
+        granted_scopes: tuple[str, ...],
+        new_grant_id: str,
+        now: float,
+        grant_expires_at: float,
+    ) -> Approval | None:
+        """Approve a `pending`, unexpired authorization of `brand_id` and grant it, atomically.
+
+        In one transaction: the grant of `(brand_id, account, client_id, pa_sub)` (the last
+        two from the authorization) is created under `new_grant_id` or widened exactly as
+        `upsert_grant` does (scope union, later expiry, never reviving a revoked or expired
+        grant), and the authorization turns `approved` with `account`, `granted_scopes` (kept
+        as given) and the grant's id. Returns both.
+
+        Returns None and changes NOTHING (no grant written or widened) when the code is
+        unknown, belongs to another Brand, is expired or was already decided: of concurrent
+        approvals and denials of one code exactly one wins, and a losing approval leaves the
+        grants as they were. Empty `granted_scopes` raise ValueError, and so does a
+        `new_grant_id` already used when a new grant is needed (nothing changes then either).
         """
         ...
 
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Poll`.
 
-        Checked in order: unknown (or issued to another client or Brand), expired, denied,
+        Checked in order: unknown (or issued to another client, Brand or agent user
+        `pa_sub`: then nothing changes, not even `last_polled_at`), expired, denied,
         consumed; pending records `last_polled_at = now` and reads `slow_down` when the
         previous poll was less than `interval` seconds before, else `pending`; approved
         turns `consumed`. Of concurrent polls of an approved code exactly one reads
@@ -512,13 +567,16 @@ class Store(Protocol):
         new_token_hash: str,
         client_id: str,
         brand_id: str,
+        pa_sub: str,
         now: float,
         expires_at: float,
     ) -> Rotation:
         """Spend a refresh token and store its successor, atomically; see `Rotation`.
 
-        Checked in order: unknown hash, or issued to another client or Brand (`unknown`;
-        the token is not spent, so nobody can burn another client's token); already spent
+        Checked in order: unknown hash, or issued to another client, Brand or agent user
+        (`pa_sub`, the grant's: a token belongs to its grant's agent user) gives `unknown`;
+        the token is not spent, nothing is revoked, so nobody can burn another's token and a
+        mismatch never counts as reuse; already spent
         (`reused`: the whole grant is revoked, RFC 9700 §4.14, which kills the successor
         tokens too); token expired (`expired`); grant not live (`revoked`). Otherwise the
         token is marked used at `now`, `new_token_hash` is stored for the same grant with

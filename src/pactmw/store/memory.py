@@ -16,6 +16,7 @@ from attrs import define, evolve, frozen
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
+    Approval,
     Claim,
     Conversation,
     DeviceAuthorization,
@@ -26,7 +27,8 @@ from pactmw.store.base import (
     StoreUnavailable,
     Turn,
     UserCodeTaken,
-    check_decision,
+    check_approval,
+    check_denial,
     check_grant_scopes,
     check_token_owner,
     grant_scopes,
@@ -334,36 +336,75 @@ class MemoryStore:
         grant_id: str | None,
         now: float,
     ) -> DeviceAuthorization | None:
-        """Record the user's decision on a pending, unexpired authorization; see `Store`."""
-        account, granted, grant_id = check_decision(approved, account, granted_scopes, grant_id)
+        """Record the user's denial of a pending, unexpired authorization; see `Store`."""
+        account = check_denial(approved, account)
         with self._lock:
             self._check_open()
-            if grant_id is not None and grant_id not in self._grants:
-                raise NotFound(f"unknown grant {grant_id!r}")
-            code_hash = self._user_codes.get(user_code)
-            if code_hash is None:
+            device = self._pending_device(user_code, now)
+            if device is None:
                 return None
-            device = self._devices[code_hash]
-            if device.status != "pending" or now >= device.expires_at:
-                return None
-            device = evolve(
-                device,
-                status="approved" if approved else "denied",
-                account=account,
-                granted_scopes=granted,
-                grant_id=grant_id,
-            )
-            self._devices[code_hash] = device
+            device = evolve(device, status="denied", account=account)
+            self._devices[device.device_code_hash] = device
             return device
 
+    def _pending_device(self, user_code: str, now: float) -> DeviceAuthorization | None:
+        # Called with the lock held: the authorization holding the code, if still decidable.
+        code_hash = self._user_codes.get(user_code)
+        if code_hash is None:
+            return None
+        device = self._devices[code_hash]
+        if device.status != "pending" or now >= device.expires_at:
+            return None
+        return device
+
+    def approve_device_authorization(
+        self,
+        *,
+        user_code: str,
+        brand_id: str,
+        account: str,
+        granted_scopes: tuple[str, ...],
+        new_grant_id: str,
+        now: float,
+        grant_expires_at: float,
+    ) -> Approval | None:
+        """Approve a pending authorization and create or widen its grant, atomically."""
+        granted, wanted = check_approval(account, granted_scopes, new_grant_id)
+        with self._lock:
+            self._check_open()
+            device = self._pending_device(user_code, now)
+            if device is None or device.brand_id != brand_id:
+                return None
+            # _upsert raises before changing anything, so a refusal leaves the code pending.
+            grant = self._upsert(
+                new_grant_id,
+                (brand_id, account, device.client_id, device.pa_sub),
+                wanted,
+                now,
+                grant_expires_at,
+            )
+            device = evolve(
+                device,
+                status="approved",
+                account=account,
+                granted_scopes=granted,
+                grant_id=grant.grant_id,
+            )
+            self._devices[device.device_code_hash] = device
+            return Approval(authorization=device, grant=grant)
+
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Store`."""
         with self._lock:
             self._check_open()
             device = self._devices.get(device_code_hash)
-            if device is None or device.client_id != client_id or device.brand_id != brand_id:
+            if device is None or (device.client_id, device.brand_id, device.pa_sub) != (
+                client_id,
+                brand_id,
+                pa_sub,
+            ):
                 return Poll(kind="unknown")
             if now >= device.expires_at:
                 return Poll(kind="expired", authorization=device)
@@ -400,41 +441,54 @@ class MemoryStore:
             pa_sub=pa_sub,
         )
         wanted = check_grant_scopes(scopes)
-        key = (brand_id, account, client_id, pa_sub)
         with self._lock:
             self._check_open()
-            current_id = self._unrevoked.get(key)
-            if current_id is not None:
-                current = self._grants[current_id]
-                if current.is_live(now):
-                    current = evolve(
-                        current,
-                        scopes=grant_scopes(current.scopes + wanted),
-                        expires_at=max(current.expires_at, expires_at),
-                        updated_at=now,
-                    )
-                    self._grants[current_id] = current
-                    return current
-            if grant_id in self._grants:
-                raise ValueError(f"grant id {grant_id!r} is already used")
-            if current_id is not None:
-                # Expired but never revoked: retire it, so it can never come back.
-                self._grants[current_id] = evolve(self._grants[current_id], revoked_at=now)
-            grant = Grant(
-                grant_id=grant_id,
-                brand_id=brand_id,
-                account=account,
-                client_id=client_id,
-                pa_sub=pa_sub,
-                scopes=wanted,
-                created_at=now,
-                updated_at=now,
-                expires_at=expires_at,
-                revoked_at=None,
+            return self._upsert(
+                grant_id, (brand_id, account, client_id, pa_sub), wanted, now, expires_at
             )
-            self._grants[grant_id] = grant
-            self._unrevoked[key] = grant_id
-            return grant
+
+    def _upsert(
+        self,
+        grant_id: str,
+        key: _GrantKey,
+        wanted: tuple[str, ...],
+        now: float,
+        expires_at: float,
+    ) -> Grant:
+        # Called with the lock held; raises (ValueError) before changing anything.
+        current_id = self._unrevoked.get(key)
+        if current_id is not None:
+            current = self._grants[current_id]
+            if current.is_live(now):
+                current = evolve(
+                    current,
+                    scopes=grant_scopes(current.scopes + wanted),
+                    expires_at=max(current.expires_at, expires_at),
+                    updated_at=now,
+                )
+                self._grants[current_id] = current
+                return current
+        if grant_id in self._grants:
+            raise ValueError(f"grant id {grant_id!r} is already used")
+        if current_id is not None:
+            # Expired but never revoked: retire it, so it can never come back.
+            self._grants[current_id] = evolve(self._grants[current_id], revoked_at=now)
+        brand_id, account, client_id, pa_sub = key
+        grant = Grant(
+            grant_id=grant_id,
+            brand_id=brand_id,
+            account=account,
+            client_id=client_id,
+            pa_sub=pa_sub,
+            scopes=wanted,
+            created_at=now,
+            updated_at=now,
+            expires_at=expires_at,
+            revoked_at=None,
+        )
+        self._grants[grant_id] = grant
+        self._unrevoked[key] = grant_id
+        return grant
 
     def get_grant(self, grant_id: str) -> Grant | None:
         """Return the grant in any state, or None."""
@@ -535,6 +589,7 @@ class MemoryStore:
         new_token_hash: str,
         client_id: str,
         brand_id: str,
+        pa_sub: str,
         now: float,
         expires_at: float,
     ) -> Rotation:
@@ -551,6 +606,9 @@ class MemoryStore:
             if token is None or token.client_id != client_id or token.brand_id != brand_id:
                 return Rotation(kind="unknown")
             grant = self._grants[token.grant_id]
+            if grant.pa_sub != pa_sub:
+                # Another agent user's token: not theirs to spend, and not a reuse either.
+                return Rotation(kind="unknown")
             if token.used_at is not None:
                 if grant.revoked_at is None:
                     self._revoke(grant, now)

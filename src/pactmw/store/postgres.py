@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import select
 import threading
 import time
 import uuid
@@ -31,6 +32,7 @@ from psycopg.rows import TupleRow
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
+    Approval,
     Claim,
     Conversation,
     DeviceAuthorization,
@@ -43,7 +45,8 @@ from pactmw.store.base import (
     StoreUnavailable,
     Turn,
     UserCodeTaken,
-    check_decision,
+    check_approval,
+    check_denial,
     check_grant_scopes,
     check_token_owner,
     grant_scopes,
@@ -237,6 +240,24 @@ def _grant_lock_key(brand_id: str, account: str, client_id: str, pa_sub: str) ->
     return int.from_bytes(digest[:4], "big", signed=True)
 
 
+def _quiet(conn: _Connection) -> bool:
+    """Whether an idle pooled connection has nothing to read, so it is still usable.
+
+    The server says nothing to an idle session unless it ends it: a terminated session is
+    readable (the FATAL message, then end of file). A poll without waiting costs no round trip.
+    """
+    try:
+        fd = conn.fileno()
+    except psycopg.Error:  # closed
+        return False
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return not poller.poll(0)
+    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover (Windows)
+    return not readable
+
+
 class _Pool:
     """A few reusable connections, opened on demand, at most `max_size` at once.
 
@@ -264,22 +285,33 @@ class _Pool:
     def acquire(self) -> _Connection:
         """Take an idle connection or open one; wait up to `timeout` when all are busy."""
         deadline = time.monotonic() + self._timeout
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise StoreUnavailable(f"the PostgreSQL store {self._describe} is closed")
-                if self._idle:
-                    return self._idle.pop()
-                if self._size < self._max_size:
-                    self._size += 1
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StoreUnavailable(
-                        f"no free connection to PostgreSQL {self._describe} "
-                        f"within {self._timeout:g} s"
-                    )
-                self._cond.wait(remaining)
+        stale: list[_Connection] = []
+        try:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        raise StoreUnavailable(f"the PostgreSQL store {self._describe} is closed")
+                    while self._idle:
+                        conn = self._idle.pop()
+                        if _quiet(conn):
+                            return conn
+                        # The server closed it while it sat idle (a database restart, a
+                        # pg_terminate_backend): drop it rather than fail a request on it.
+                        self._size -= 1
+                        stale.append(conn)
+                    if self._size < self._max_size:
+                        self._size += 1
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise StoreUnavailable(
+                            f"no free connection to PostgreSQL {self._describe} "
+                            f"within {self._timeout:g} s"
+                        )
+                    self._cond.wait(remaining)
+        finally:
+            for conn in stale:
+                conn.close()
         try:
             return self._connect()
         except BaseException:
@@ -724,44 +756,88 @@ class PostgresStore:
         grant_id: str | None,
         now: float,
     ) -> DeviceAuthorization | None:
-        """Record the user's decision on a pending, unexpired authorization; see `Store`."""
-        account, granted, grant_id = check_decision(approved, account, granted_scopes, grant_id)
+        """Record the user's denial of a pending, unexpired authorization; see `Store`."""
+        account = check_denial(approved, account)
         if has_nul(user_code):
             return None
         with self._transaction() as cur:
-            if (
-                grant_id is not None
-                and cur.execute(
-                    "SELECT 1 FROM pactmw_grants WHERE grant_id = %s", (grant_id,)
-                ).fetchone()
-                is None
-            ):
-                raise NotFound(f"unknown grant {grant_id!r}")
             # One conditional UPDATE: a concurrent decider blocks on the row, then re-checks
             # `status = 'pending'` against the winner's commit and changes nothing.
             row = cur.execute(
-                "UPDATE pactmw_device_authorizations"
-                " SET status = %s, account = %s, granted_scopes = %s::text[], grant_id = %s"
+                "UPDATE pactmw_device_authorizations SET status = 'denied', account = %s"
                 " WHERE user_code = %s AND status = 'pending' AND expires_at > %s"
                 " RETURNING device_code_hash, user_code, brand_id, client_id, pa_sub, scopes,"
                 " created_at, expires_at, interval_seconds, last_polled_at, status, account,"
                 " granted_scopes, grant_id",
-                (
-                    "approved" if approved else "denied",
-                    account,
-                    list(granted),
-                    grant_id,
-                    user_code,
-                    now,
-                ),
+                (account, user_code, now),
             ).fetchone()
         return None if row is None else _device(row)
 
+    def approve_device_authorization(
+        self,
+        *,
+        user_code: str,
+        brand_id: str,
+        account: str,
+        granted_scopes: tuple[str, ...],
+        new_grant_id: str,
+        now: float,
+        grant_expires_at: float,
+    ) -> Approval | None:
+        """Approve a pending authorization and create or widen its grant, atomically.
+
+        Locks the authorization row first (`FOR UPDATE`): a concurrent denial or approval of
+        the code waits for this commit and then finds it decided, or this one waits for
+        theirs and returns None before touching any grant. Then the grant key's advisory
+        lock and grant row, as in `upsert_grant`.
+        """
+        granted, wanted = check_approval(account, granted_scopes, new_grant_id)
+        if has_nul(user_code, brand_id):
+            return None
+        with self._transaction() as cur:
+            row = cur.execute(
+                _SELECT_DEVICE + " WHERE user_code = %s FOR UPDATE", (user_code,)
+            ).fetchone()
+            if row is None:
+                return None
+            device = _device(row)
+            if (
+                device.status != "pending"
+                or now >= device.expires_at
+                or device.brand_id != brand_id
+            ):
+                return None
+            grant = self._upsert_grant(
+                cur,
+                grant_id=new_grant_id,
+                brand_id=brand_id,
+                account=account,
+                client_id=device.client_id,
+                pa_sub=device.pa_sub,
+                wanted=wanted,
+                now=now,
+                expires_at=grant_expires_at,
+            )
+            cur.execute(
+                "UPDATE pactmw_device_authorizations"
+                " SET status = 'approved', account = %s, granted_scopes = %s::text[],"
+                " grant_id = %s WHERE device_code_hash = %s",
+                (account, list(granted), grant.grant_id, device.device_code_hash),
+            )
+            device = evolve(
+                device,
+                status="approved",
+                account=account,
+                granted_scopes=granted,
+                grant_id=grant.grant_id,
+            )
+            return Approval(authorization=device, grant=grant)
+
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Store`."""
-        if has_nul(device_code_hash, client_id, brand_id):
+        if has_nul(device_code_hash, client_id, brand_id, pa_sub):
             return Poll(kind="unknown")
         with self._transaction() as cur:
             # The row lock serializes polls of one code; each sees the previous one's commit.
@@ -772,7 +848,7 @@ class PostgresStore:
             if row is None:
                 return Poll(kind="unknown")
             device = _device(row)
-            if device.client_id != client_id or device.brand_id != brand_id:
+            if (device.client_id, device.brand_id, device.pa_sub) != (client_id, brand_id, pa_sub):
                 return Poll(kind="unknown")
             if now >= device.expires_at:
                 return Poll(kind="expired", authorization=device)
@@ -817,66 +893,80 @@ class PostgresStore:
         )
         wanted = check_grant_scopes(scopes)
         with self._transaction() as cur:
-            # The advisory lock serializes upserts of one key even while it has no row to lock
-            # (two first approvals); the row lock then holds revocations off until we commit.
-            # NO KEY UPDATE: the key never changes, so foreign-key checks need not wait.
-            cur.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)",
-                (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
+            return self._upsert_grant(
+                cur,
+                grant_id=grant_id,
+                brand_id=brand_id,
+                account=account,
+                client_id=client_id,
+                pa_sub=pa_sub,
+                wanted=wanted,
+                now=now,
+                expires_at=expires_at,
             )
-            row = cur.execute(
-                _SELECT_GRANT
-                + " WHERE brand_id = %s AND account = %s AND client_id = %s AND pa_sub = %s"
-                " AND revoked_at IS NULL FOR NO KEY UPDATE",
-                (brand_id, account, client_id, pa_sub),
-            ).fetchone()
-            current = None if row is None else _grant(row)
-            if current is not None and current.is_live(now):
-                current = evolve(
-                    current,
-                    scopes=grant_scopes(current.scopes + wanted),
-                    expires_at=max(current.expires_at, expires_at),
-                    updated_at=now,
-                )
-                cur.execute(
-                    "UPDATE pactmw_grants SET scopes = %s::text[], expires_at = %s,"
-                    " updated_at = %s WHERE grant_id = %s",
-                    (list(current.scopes), current.expires_at, now, current.grant_id),
-                )
-                return current
-            if (
-                cur.execute(
-                    "SELECT 1 FROM pactmw_grants WHERE grant_id = %s", (grant_id,)
-                ).fetchone()
-                is not None
-            ):
-                raise ValueError(f"grant id {grant_id!r} is already used")
-            if current is not None:
-                # Expired but never revoked: retire it, so it can never come back.
-                cur.execute(
-                    "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
-                    (now, current.grant_id),
-                )
-            row = cur.execute(
-                "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
-                " created_at, updated_at, expires_at, revoked_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, NULL)"
-                " RETURNING grant_id, brand_id, account, client_id, pa_sub, scopes, created_at,"
-                " updated_at, expires_at, revoked_at",
-                (
-                    grant_id,
-                    brand_id,
-                    account,
-                    client_id,
-                    pa_sub,
-                    list(wanted),
-                    now,
-                    now,
-                    expires_at,
-                ),
-            ).fetchone()
-            assert row is not None
-            return _grant(row)
+
+    @staticmethod
+    def _upsert_grant(
+        cur: _Cursor,
+        *,
+        grant_id: str,
+        brand_id: str,
+        account: str,
+        client_id: str,
+        pa_sub: str,
+        wanted: tuple[str, ...],
+        now: float,
+        expires_at: float,
+    ) -> Grant:
+        # Inside the caller's transaction; `wanted` is already checked.
+        # The advisory lock serializes upserts of one key even while it has no row to lock
+        # (two first approvals); the row lock then holds revocations off until we commit.
+        # NO KEY UPDATE: the key never changes, so foreign-key checks need not wait.
+        cur.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)",
+            (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
+        )
+        row = cur.execute(
+            _SELECT_GRANT
+            + " WHERE brand_id = %s AND account = %s AND client_id = %s AND pa_sub = %s"
+            " AND revoked_at IS NULL FOR NO KEY UPDATE",
+            (brand_id, account, client_id, pa_sub),
+        ).fetchone()
+        current = None if row is None else _grant(row)
+        if current is not None and current.is_live(now):
+            current = evolve(
+                current,
+                scopes=grant_scopes(current.scopes + wanted),
+                expires_at=max(current.expires_at, expires_at),
+                updated_at=now,
+            )
+            cur.execute(
+                "UPDATE pactmw_grants SET scopes = %s::text[], expires_at = %s,"
+                " updated_at = %s WHERE grant_id = %s",
+                (list(current.scopes), current.expires_at, now, current.grant_id),
+            )
+            return current
+        if (
+            cur.execute("SELECT 1 FROM pactmw_grants WHERE grant_id = %s", (grant_id,)).fetchone()
+            is not None
+        ):
+            raise ValueError(f"grant id {grant_id!r} is already used")
+        if current is not None:
+            # Expired but never revoked: retire it, so it can never come back.
+            cur.execute(
+                "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
+                (now, current.grant_id),
+            )
+        row = cur.execute(
+            "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
+            " created_at, updated_at, expires_at, revoked_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, NULL)"
+            " RETURNING grant_id, brand_id, account, client_id, pa_sub, scopes, created_at,"
+            " updated_at, expires_at, revoked_at",
+            (grant_id, brand_id, account, client_id, pa_sub, list(wanted), now, now, expires_at),
+        ).fetchone()
+        assert row is not None
+        return _grant(row)
 
     def get_grant(self, grant_id: str) -> Grant | None:
         """Return the grant in any state, or None."""
@@ -1000,6 +1090,7 @@ class PostgresStore:
         new_token_hash: str,
         client_id: str,
         brand_id: str,
+        pa_sub: str,
         now: float,
         expires_at: float,
     ) -> Rotation:
@@ -1009,17 +1100,20 @@ class PostgresStore:
         the grant (a replay cannot be told from theft; RFC 9700 §4.14).
         """
         reject_nul(new_token_hash=new_token_hash)
-        if has_nul(token_hash, client_id, brand_id):
+        if has_nul(token_hash, client_id, brand_id, pa_sub):
             return Rotation(kind="unknown")
         with self._transaction() as cur:
             self._maybe_purge(cur, now)
-            # Lock order everywhere: the token row, then its grant row.
+            # Lock order everywhere: the token row, then its grant row. The token's agent
+            # user is its grant's (the grant key never changes): read through the join, not
+            # stored twice; `FOR UPDATE OF t` locks only the token row here.
             token = cur.execute(
-                "SELECT grant_id, client_id, brand_id, expires_at, used_at"
-                " FROM pactmw_refresh_tokens WHERE token_hash = %s FOR UPDATE",
+                "SELECT t.grant_id, t.client_id, t.brand_id, t.expires_at, t.used_at, g.pa_sub"
+                " FROM pactmw_refresh_tokens AS t JOIN pactmw_grants AS g USING (grant_id)"
+                " WHERE t.token_hash = %s FOR UPDATE OF t",
                 (token_hash,),
             ).fetchone()
-            if token is None or (token[1], token[2]) != (client_id, brand_id):
+            if token is None or (token[1], token[2], token[5]) != (client_id, brand_id, pa_sub):
                 return Rotation(kind="unknown")
             row = cur.execute(
                 _SELECT_GRANT + " WHERE grant_id = %s FOR NO KEY UPDATE",

@@ -25,6 +25,7 @@ from attrs import evolve
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
+    Approval,
     Claim,
     Conversation,
     DeviceAuthorization,
@@ -37,7 +38,8 @@ from pactmw.store.base import (
     StoreUnavailable,
     Turn,
     UserCodeTaken,
-    check_decision,
+    check_approval,
+    check_denial,
     check_grant_scopes,
     check_token_owner,
     grant_scopes,
@@ -611,49 +613,82 @@ class SqliteStore:
         grant_id: str | None,
         now: float,
     ) -> DeviceAuthorization | None:
-        """Record the user's decision on a pending, unexpired authorization; see `Store`."""
-        account, granted, grant_id = check_decision(approved, account, granted_scopes, grant_id)
+        """Record the user's denial of a pending, unexpired authorization; see `Store`."""
+        account = check_denial(approved, account)
         with self._write() as conn:
-            if (
-                grant_id is not None
-                and conn.execute(
-                    "SELECT 1 FROM pactmw_grants WHERE grant_id = ?", (grant_id,)
-                ).fetchone()
-                is None
-            ):
-                raise NotFound(f"unknown grant {grant_id!r}")
-            row = conn.execute(
-                _SELECT_DEVICE + " WHERE user_code = ?",
-                (user_code,),
-            ).fetchone()
-            if row is None:
+            device = self._pending_device(conn, user_code, now)
+            if device is None:
                 return None
-            device = _device(row)
-            if device.status != "pending" or now >= device.expires_at:
+            conn.execute(
+                "UPDATE pactmw_device_authorizations SET status = 'denied', account = ?"
+                " WHERE device_code_hash = ?",
+                (account, device.device_code_hash),
+            )
+            return evolve(device, status="denied", account=account)
+
+    @staticmethod
+    def _pending_device(
+        conn: sqlite3.Connection, user_code: str, now: float
+    ) -> DeviceAuthorization | None:
+        # Inside a BEGIN IMMEDIATE transaction: the authorization, if still decidable.
+        row = conn.execute(_SELECT_DEVICE + " WHERE user_code = ?", (user_code,)).fetchone()
+        if row is None:
+            return None
+        device = _device(row)
+        if device.status != "pending" or now >= device.expires_at:
+            return None
+        return device
+
+    def approve_device_authorization(
+        self,
+        *,
+        user_code: str,
+        brand_id: str,
+        account: str,
+        granted_scopes: tuple[str, ...],
+        new_grant_id: str,
+        now: float,
+        grant_expires_at: float,
+    ) -> Approval | None:
+        """Approve a pending authorization and create or widen its grant, atomically.
+
+        One BEGIN IMMEDIATE transaction holds sqlite's write lock from the status check to
+        the commit, so a concurrent denial (or approval) either comes first, and this one
+        changes nothing, or sees the code already decided.
+        """
+        granted, wanted = check_approval(account, granted_scopes, new_grant_id)
+        with self._write() as conn:
+            device = self._pending_device(conn, user_code, now)
+            if device is None or device.brand_id != brand_id:
                 return None
-            device = evolve(
-                device,
-                status="approved" if approved else "denied",
+            grant = self._upsert_grant(
+                conn,
+                grant_id=new_grant_id,
+                brand_id=brand_id,
                 account=account,
-                granted_scopes=granted,
-                grant_id=grant_id,
+                client_id=device.client_id,
+                pa_sub=device.pa_sub,
+                wanted=wanted,
+                now=now,
+                expires_at=grant_expires_at,
             )
             conn.execute(
                 "UPDATE pactmw_device_authorizations"
-                " SET status = ?, account = ?, granted_scopes = ?, grant_id = ?"
+                " SET status = 'approved', account = ?, granted_scopes = ?, grant_id = ?"
                 " WHERE device_code_hash = ?",
-                (
-                    device.status,
-                    account,
-                    _scopes_json(granted),
-                    grant_id,
-                    device.device_code_hash,
-                ),
+                (account, _scopes_json(granted), grant.grant_id, device.device_code_hash),
             )
-            return device
+            device = evolve(
+                device,
+                status="approved",
+                account=account,
+                granted_scopes=granted,
+                grant_id=grant.grant_id,
+            )
+            return Approval(authorization=device, grant=grant)
 
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, now: float
+        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Store`."""
         with self._write() as conn:
@@ -664,7 +699,7 @@ class SqliteStore:
             if row is None:
                 return Poll(kind="unknown")
             device = _device(row)
-            if device.client_id != client_id or device.brand_id != brand_id:
+            if (device.client_id, device.brand_id, device.pa_sub) != (client_id, brand_id, pa_sub):
                 return Poll(kind="unknown")
             if now >= device.expires_at:
                 return Poll(kind="expired", authorization=device)
@@ -709,68 +744,90 @@ class SqliteStore:
         )
         wanted = check_grant_scopes(scopes)
         with self._write() as conn:
-            row = conn.execute(
-                _SELECT_GRANT
-                + " WHERE brand_id = ? AND account = ? AND client_id = ? AND pa_sub = ?"
-                " AND revoked_at IS NULL",
-                (brand_id, account, client_id, pa_sub),
-            ).fetchone()
-            current = None if row is None else _grant(row)
-            if current is not None and current.is_live(now):
-                current = evolve(
-                    current,
-                    scopes=grant_scopes(current.scopes + wanted),
-                    expires_at=max(current.expires_at, expires_at),
-                    updated_at=now,
-                )
-                conn.execute(
-                    "UPDATE pactmw_grants SET scopes = ?, expires_at = ?, updated_at = ?"
-                    " WHERE grant_id = ?",
-                    (_scopes_json(current.scopes), current.expires_at, now, current.grant_id),
-                )
-                return current
-            if (
-                conn.execute(
-                    "SELECT 1 FROM pactmw_grants WHERE grant_id = ?", (grant_id,)
-                ).fetchone()
-                is not None
-            ):
-                raise ValueError(f"grant id {grant_id!r} is already used")
-            if current is not None:
-                # Expired but never revoked: retire it, so it can never come back.
-                conn.execute(
-                    "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
-                    (now, current.grant_id),
-                )
-            grant = Grant(
+            return self._upsert_grant(
+                conn,
                 grant_id=grant_id,
                 brand_id=brand_id,
                 account=account,
                 client_id=client_id,
                 pa_sub=pa_sub,
-                scopes=wanted,
-                created_at=now,
-                updated_at=now,
+                wanted=wanted,
+                now=now,
                 expires_at=expires_at,
-                revoked_at=None,
+            )
+
+    @staticmethod
+    def _upsert_grant(
+        conn: sqlite3.Connection,
+        *,
+        grant_id: str,
+        brand_id: str,
+        account: str,
+        client_id: str,
+        pa_sub: str,
+        wanted: tuple[str, ...],
+        now: float,
+        expires_at: float,
+    ) -> Grant:
+        # Inside the caller's BEGIN IMMEDIATE transaction; `wanted` is already checked.
+        row = conn.execute(
+            _SELECT_GRANT + " WHERE brand_id = ? AND account = ? AND client_id = ? AND pa_sub = ?"
+            " AND revoked_at IS NULL",
+            (brand_id, account, client_id, pa_sub),
+        ).fetchone()
+        current = None if row is None else _grant(row)
+        if current is not None and current.is_live(now):
+            current = evolve(
+                current,
+                scopes=grant_scopes(current.scopes + wanted),
+                expires_at=max(current.expires_at, expires_at),
+                updated_at=now,
             )
             conn.execute(
-                "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
-                " created_at, updated_at, expires_at, revoked_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                (
-                    grant_id,
-                    brand_id,
-                    account,
-                    client_id,
-                    pa_sub,
-                    _scopes_json(wanted),
-                    now,
-                    now,
-                    expires_at,
-                ),
+                "UPDATE pactmw_grants SET scopes = ?, expires_at = ?, updated_at = ?"
+                " WHERE grant_id = ?",
+                (_scopes_json(current.scopes), current.expires_at, now, current.grant_id),
             )
-            return grant
+            return current
+        if (
+            conn.execute("SELECT 1 FROM pactmw_grants WHERE grant_id = ?", (grant_id,)).fetchone()
+            is not None
+        ):
+            raise ValueError(f"grant id {grant_id!r} is already used")
+        if current is not None:
+            # Expired but never revoked: retire it, so it can never come back.
+            conn.execute(
+                "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
+                (now, current.grant_id),
+            )
+        conn.execute(
+            "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
+            " created_at, updated_at, expires_at, revoked_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            (
+                grant_id,
+                brand_id,
+                account,
+                client_id,
+                pa_sub,
+                _scopes_json(wanted),
+                now,
+                now,
+                expires_at,
+            ),
+        )
+        return Grant(
+            grant_id=grant_id,
+            brand_id=brand_id,
+            account=account,
+            client_id=client_id,
+            pa_sub=pa_sub,
+            scopes=wanted,
+            created_at=now,
+            updated_at=now,
+            expires_at=expires_at,
+            revoked_at=None,
+        )
 
     def get_grant(self, grant_id: str) -> Grant | None:
         """Return the grant in any state, or None."""
@@ -895,6 +952,7 @@ class SqliteStore:
         new_token_hash: str,
         client_id: str,
         brand_id: str,
+        pa_sub: str,
         now: float,
         expires_at: float,
     ) -> Rotation:
@@ -906,12 +964,15 @@ class SqliteStore:
         reject_nul(new_token_hash=new_token_hash)
         with self._write() as conn:
             self._maybe_purge(conn, now)
+            # A token's agent user is its grant's (the grant key never changes), so it is
+            # read through the join rather than stored twice.
             token = conn.execute(
-                "SELECT grant_id, client_id, brand_id, expires_at, used_at"
-                " FROM pactmw_refresh_tokens WHERE token_hash = ?",
+                "SELECT t.grant_id, t.client_id, t.brand_id, t.expires_at, t.used_at, g.pa_sub"
+                " FROM pactmw_refresh_tokens AS t JOIN pactmw_grants AS g USING (grant_id)"
+                " WHERE t.token_hash = ?",
                 (token_hash,),
             ).fetchone()
-            if token is None or (token[1], token[2]) != (client_id, brand_id):
+            if token is None or (token[1], token[2], token[5]) != (client_id, brand_id, pa_sub):
                 return Rotation(kind="unknown")
             row = conn.execute(_SELECT_GRANT + " WHERE grant_id = ?", (token[0],)).fetchone()
             grant = _grant(row)
