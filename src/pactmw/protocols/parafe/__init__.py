@@ -1,0 +1,155 @@
+"""Parafé A2A extension v2: consent tokens, presentation proofs and action receipts.
+
+The receiving agent verifies the consent an A2A message carries (`ParafeVerifier`), signs
+receipts for what it did or refused (`ReceiptSigner`) and declares itself in its agent card
+(`card_extension`). The calling agent attaches consent with a fresh proof per message
+(`ConsentPresenter`) and checks the receipts it gets back (`ReceiptVerifier`).
+
+The checks, their order and the error codes are the reference implementation's
+(shared/reference/parafe-verifier.md), which wins where the seed text differs; each module
+says where. Everything but `BrokerKeys` is pure; verification is written once as a flow that
+`verify` and `averify` drive with blocking or non-blocking I/O.
+"""
+
+from __future__ import annotations
+
+from pactmw.protocols.parafe._broker import (
+    BrokerKeys,
+    KeySource,
+    MemoryReplayMemory,
+    ReplayMemory,
+    StaticBrokerKeys,
+    StoreReplayMemory,
+    broker_key_set,
+)
+from pactmw.protocols.parafe._card import (
+    CardExtension,
+    ScopeRequirement,
+    TrustedIssuer,
+    card_extension,
+    parse_card_extension,
+    scope_requirements_from_policies,
+)
+from pactmw.protocols.parafe._client import ConsentPresenter
+from pactmw.protocols.parafe._consent import ConsentClaims
+from pactmw.protocols.parafe._constants import (
+    BROKER_DID,
+    CONSENT_ISSUER,
+    DEFAULT_BROKER_URL,
+    EXTENSION_URI,
+    MAX_ACTION_RECEIPTS,
+)
+from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, agent_did
+from pactmw.protocols.parafe._errors import (
+    EXPIRED_CONSENT_TOKEN,
+    INVALID_CONSENT_TOKEN,
+    INVALID_PROOF,
+    MALFORMED_PARAFE_DATA,
+    MISSING_PARAFE_EXTENSION,
+    RECEIPT_CODES,
+    SCOPE_VIOLATION,
+    VERIFIER_CODES,
+    WRONG_AUDIENCE,
+    ParafeError,
+)
+from pactmw.protocols.parafe._message import (
+    Consent,
+    ErrorMember,
+    HandshakeChallenge,
+    HandshakeComplete,
+    ParafeData,
+    SessionClosed,
+    activation_headers,
+    consent_data,
+    error_reply_data,
+    is_activated,
+    parse_parafe_data,
+    read_consent,
+    read_parafe,
+    requested_extensions,
+    with_action_receipts,
+    with_parafe,
+)
+from pactmw.protocols.parafe._online import OnlineVerification
+from pactmw.protocols.parafe._proof import ProofClaims, create_presentation_proof
+from pactmw.protocols.parafe._receipts import (
+    ActionReceipt,
+    IndexAck,
+    ReceiptSigner,
+    SessionReceipt,
+    check_session_index,
+    consent_ref,
+    details_hash,
+    entry_hash,
+    receipt_error_for,
+    receipt_hash,
+)
+from pactmw.protocols.parafe._verify import ParafeVerifier, ReceiptVerifier, VerifiedConsent
+
+__all__ = [
+    "BROKER_DID",
+    "CONSENT_ISSUER",
+    "DEFAULT_BROKER_URL",
+    "EXPIRED_CONSENT_TOKEN",
+    "EXTENSION_URI",
+    "INVALID_CONSENT_TOKEN",
+    "INVALID_PROOF",
+    "MALFORMED_PARAFE_DATA",
+    "MAX_ACTION_RECEIPTS",
+    "MISSING_PARAFE_EXTENSION",
+    "RECEIPT_CODES",
+    "SCOPE_VIOLATION",
+    "VERIFIER_CODES",
+    "WRONG_AUDIENCE",
+    "ActionReceipt",
+    "BrokerKeys",
+    "CardExtension",
+    "Consent",
+    "ConsentClaims",
+    "ConsentPresenter",
+    "DidDocument",
+    "DidUnavailable",
+    "ErrorMember",
+    "HandshakeChallenge",
+    "HandshakeComplete",
+    "IndexAck",
+    "KeySource",
+    "MemoryReplayMemory",
+    "OnlineVerification",
+    "ParafeData",
+    "ParafeError",
+    "ParafeVerifier",
+    "ProofClaims",
+    "ReceiptSigner",
+    "ReceiptVerifier",
+    "ReplayMemory",
+    "ScopeRequirement",
+    "SessionClosed",
+    "SessionReceipt",
+    "StaticBrokerKeys",
+    "StoreReplayMemory",
+    "TrustedIssuer",
+    "VerifiedConsent",
+    "activation_headers",
+    "agent_did",
+    "broker_key_set",
+    "card_extension",
+    "check_session_index",
+    "consent_data",
+    "consent_ref",
+    "create_presentation_proof",
+    "details_hash",
+    "entry_hash",
+    "error_reply_data",
+    "is_activated",
+    "parse_card_extension",
+    "parse_parafe_data",
+    "read_consent",
+    "read_parafe",
+    "receipt_error_for",
+    "receipt_hash",
+    "requested_extensions",
+    "scope_requirements_from_policies",
+    "with_action_receipts",
+    "with_parafe",
+]

@@ -1,0 +1,356 @@
+"""Key material from the broker, and proof-replay memory: the only I/O of a verifier.
+
+`BrokerKeys` answers for one trusted broker: its JWKS (through `JwksCache`: an unknown `kid`
+triggers at most one refetch per 60 s, §14), agent DID documents (cached 10 minutes; a 410
+says the agent was revoked) and the online-verification POST. `StaticBrokerKeys` answers the
+same questions from values, never touching the network (tests, air-gapped deployments).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.errors import FetchError, KeyUnavailable, MalformedInput
+from pactmw.core.fetch import FetchPolicy, FetchResponse, http_get
+from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
+from pactmw.core.keys import CachePolicy, JwksCache
+from pactmw.protocols.parafe._constants import (
+    DEFAULT_BROKER_URL,
+    DID_DOCUMENT_TTL,
+    JWKS_REFETCH_COOLDOWN,
+    PROOF_REPLAY_WINDOW,
+)
+from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, did_path
+from pactmw.protocols.parafe._http import HttpAnswer, http_request
+
+JWKS_PATH = "/.well-known/jwks.json"
+
+
+class KeySource(Protocol):
+    """Where a verifier gets broker keys, DID documents and online answers (sync and async).
+
+    `broker_keys` raises `KeyUnavailable`; `did_document` raises `DidUnavailable`; `post`
+    raises `FetchError` when the broker cannot be reached (any HTTP answer is returned).
+    """
+
+    @property
+    def broker_url(self) -> str: ...
+
+    def broker_keys(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]: ...
+
+    async def abroker_keys(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]: ...
+
+    def did_document(self, agent_id: str) -> DidDocument: ...
+
+    async def adid_document(self, agent_id: str) -> DidDocument: ...
+
+    def post(self, path: str, body: Mapping[str, Any]) -> HttpAnswer: ...
+
+    async def apost(self, path: str, body: Mapping[str, Any]) -> HttpAnswer: ...
+
+
+def _filter_key_ops(document: Any) -> Any:
+    # jose's local key set also skips keys whose `key_ops` lack "verify" (§4 step 9);
+    # `parse_jwks` does not read `key_ops`, so such keys are dropped before it sees them.
+    if isinstance(document, Mapping) and isinstance(document.get("keys"), list):
+        kept = [
+            entry
+            for entry in document["keys"]
+            if not (
+                isinstance(entry, Mapping)
+                and "key_ops" in entry
+                and not (isinstance(entry["key_ops"], list) and "verify" in entry["key_ops"])
+            )
+        ]
+        return {**document, "keys": kept}
+    return document
+
+
+def broker_key_set(document: Any) -> KeySet:
+    """The broker's keys from its JWKS document (object, or JSON text/bytes).
+
+    Keys are selected as jose does (§4 step 9); `status` is ignored (§12 item 12). Raises
+    `MalformedInput` when the document is not a JWKS.
+    """
+    if isinstance(document, KeySet):
+        return document
+    if isinstance(document, (bytes, str)):
+        document = json_loads(document)
+    return parse_jwks(_filter_key_ops(document))
+
+
+def _jwks_fetcher(url: str, policy: FetchPolicy) -> FetchResponse:
+    response = http_get(url, policy)
+    try:
+        filtered = json_dumps(_filter_key_ops(json_loads(response.body)))
+    except (MalformedInput, ValueError):
+        return response  # parse_jwks refuses it the same way
+    return FetchResponse(body=filtered, headers=response.headers)
+
+
+def trusted_broker_url(url: str, policy: FetchPolicy) -> str:
+    """Check a configured broker URL: https, or http to loopback in development (when the
+    fetch policy allows loopback). Trailing slashes are dropped. Raises `ValueError`."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"invalid broker URL {url!r}") from exc
+    if not host or parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError(f"broker URL {url!r} must be a plain https URL")
+    if parts.scheme == "http":
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not (loopback and policy.allow_http_on_loopback):
+            raise ValueError(
+                "a broker URL must be https (http only to loopback, with allow_http_on_loopback)"
+            )
+    elif parts.scheme != "https":
+        raise ValueError(f"broker URL {url!r} must be https")
+    return url.rstrip("/")
+
+
+def _did_from_answer(answer: HttpAnswer, url: str) -> DidDocument:
+    try:
+        body = json_loads(answer.body)
+    except MalformedInput:
+        body = None
+    if answer.status != 200:
+        raise DidUnavailable(f"{url} answered {answer.status}", status=answer.status, body=body)
+    if not isinstance(body, dict):
+        raise DidUnavailable(f"{url} is not a JSON object")
+    return DidDocument(document=body)
+
+
+class BrokerKeys:
+    """Keys and documents of one broker this agent trusts, cached; share one per broker.
+
+    `broker_url` must be https (http only to loopback when `fetch_policy` allows loopback).
+    `clock` is monotonic seconds (injectable for tests). Thread-safe, and usable from any
+    number of event loops: fetches run in worker threads.
+    """
+
+    def __init__(
+        self,
+        broker_url: str = DEFAULT_BROKER_URL,
+        *,
+        fetch_policy: FetchPolicy | None = None,
+        cache_policy: CachePolicy | None = None,
+        did_ttl: float = DID_DOCUMENT_TTL,
+        max_documents: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fetch_policy = fetch_policy or FetchPolicy()
+        self._broker_url = trusted_broker_url(broker_url, self.fetch_policy)
+        self.jwks_uri = self._broker_url + JWKS_PATH
+        self.jwks = JwksCache(
+            self.fetch_policy,
+            cache_policy or CachePolicy(refetch_cooldown=JWKS_REFETCH_COOLDOWN),
+            clock=clock,
+            fetcher=_jwks_fetcher,
+        )
+        self.did_ttl = did_ttl
+        self._max_documents = max_documents
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._documents: OrderedDict[str, tuple[DidDocument, float]] = OrderedDict()
+
+    @property
+    def broker_url(self) -> str:
+        return self._broker_url
+
+    # -- broker JWKS ---------------------------------------------------------------------
+
+    def broker_keys(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        return self.jwks.get_keys(self.jwks_uri, kid, alg)
+
+    async def abroker_keys(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        return await self.jwks.aget_keys(self.jwks_uri, kid, alg)
+
+    # -- DID documents -------------------------------------------------------------------
+
+    def did_url(self, agent_id: str) -> str:
+        return self._broker_url + did_path(agent_id)
+
+    def _cached(self, agent_id: str) -> DidDocument | None:
+        with self._lock:
+            hit = self._documents.get(agent_id)
+            if hit is None:
+                return None
+            if self._clock() >= hit[1]:
+                del self._documents[agent_id]
+                return None
+            self._documents.move_to_end(agent_id)
+            return hit[0]
+
+    def _store(self, agent_id: str, document: DidDocument) -> None:
+        with self._lock:
+            self._documents[agent_id] = (document, self._clock() + self.did_ttl)
+            self._documents.move_to_end(agent_id)
+            while len(self._documents) > self._max_documents:
+                self._documents.popitem(last=False)
+
+    def _fetch_document(self, agent_id: str) -> DidDocument:
+        url = self.did_url(agent_id)
+        try:
+            answer = http_request("GET", url, self.fetch_policy)
+        except FetchError as exc:
+            raise DidUnavailable(str(exc)) from exc
+        document = _did_from_answer(answer, url)
+        # Only good answers are kept: a failure is asked again next time (the reference's way).
+        self._store(agent_id, document)
+        return document
+
+    def did_document(self, agent_id: str) -> DidDocument:
+        """The agent's DID document (cached `did_ttl` seconds); `DidUnavailable` otherwise."""
+        return self._cached(agent_id) or self._fetch_document(agent_id)
+
+    async def adid_document(self, agent_id: str) -> DidDocument:
+        cached = self._cached(agent_id)
+        if cached is not None:
+            return cached
+        return await asyncio.to_thread(self._fetch_document, agent_id)
+
+    # -- online verification -------------------------------------------------------------
+
+    def post(self, path: str, body: Mapping[str, Any]) -> HttpAnswer:
+        """POST JSON to the broker (bounded by the fetch policy's timeout and size cap)."""
+        return http_request(
+            "POST", self._broker_url + path, self.fetch_policy, body=json_dumps(dict(body))
+        )
+
+    async def apost(self, path: str, body: Mapping[str, Any]) -> HttpAnswer:
+        return await asyncio.to_thread(self.post, path, body)
+
+
+class StaticBrokerKeys:
+    """Broker keys and DID documents given as values; nothing is fetched.
+
+    `jwks` is the broker's JWKS (document or `KeySet`); `did_documents` maps agent ids to
+    their DID documents; `revoked` maps agent ids to the body of their 410 answer. Online
+    verification is not available (`post` raises `FetchError`).
+    """
+
+    def __init__(
+        self,
+        jwks: Any,
+        *,
+        did_documents: Mapping[str, Any] | None = None,
+        revoked: Mapping[str, Any] | None = None,
+        broker_url: str = DEFAULT_BROKER_URL,
+    ) -> None:
+        self.keys = broker_key_set(jwks)
+        self._documents = dict(did_documents or {})
+        self._revoked = dict(revoked or {})
+        self._broker_url = broker_url.rstrip("/")
+
+    @property
+    def broker_url(self) -> str:
+        return self._broker_url
+
+    def broker_keys(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        candidates = self.keys.candidates(kid, alg)
+        if not candidates:
+            raise KeyUnavailable("unknown_kid", "no key fits the token's kid and alg")
+        return candidates
+
+    async def abroker_keys(self, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+        return self.broker_keys(kid, alg)
+
+    def did_document(self, agent_id: str) -> DidDocument:
+        if agent_id in self._revoked:
+            raise DidUnavailable("agent revoked", status=410, body=self._revoked[agent_id])
+        document = self._documents.get(agent_id)
+        if isinstance(document, DidDocument):
+            return document
+        if not isinstance(document, Mapping):
+            raise DidUnavailable(f"no DID document for {agent_id}", status=404)
+        return DidDocument(document=document)
+
+    async def adid_document(self, agent_id: str) -> DidDocument:
+        return self.did_document(agent_id)
+
+    def post(self, path: str, body: Mapping[str, Any]) -> HttpAnswer:
+        raise FetchError("static broker keys cannot verify online")
+
+    async def apost(self, path: str, body: Mapping[str, Any]) -> HttpAnswer:
+        return self.post(path, body)
+
+
+# -- proof replay memory (§6 step 10, §14) ---------------------------------------------------
+
+
+class ReplayMemory(Protocol):
+    """Remembers proof `jti`s so that a presentation proof is single-use.
+
+    `first_use` is True only the first time `key` is seen while its record is unexpired. Of
+    concurrent callers exactly one gets True. `may_block` tells async drivers to call it in a
+    worker thread.
+    """
+
+    may_block: bool
+
+    def first_use(self, key: str, *, now: float, expires_at: float) -> bool: ...
+
+
+class MemoryReplayMemory:
+    """Per-process replay memory (tests, a single worker). Expired entries are purged once
+    the memory holds more than `max_entries` (the reference's rule)."""
+
+    may_block = False
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._max = max_entries
+        self._lock = threading.Lock()
+        self._seen: dict[str, float] = {}
+
+    def first_use(self, key: str, *, now: float, expires_at: float) -> bool:
+        with self._lock:
+            if len(self._seen) > self._max:
+                self._seen = {k: t for k, t in self._seen.items() if t > now}
+            seen = self._seen.get(key)
+            if seen is not None and now < seen:
+                return False
+            self._seen[key] = expires_at
+            return True
+
+
+class _UseOnce(Protocol):
+    def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool: ...
+
+
+class StoreReplayMemory:
+    """Replay memory in a pactmw Store (`use_once`), shared by every process on that store:
+    what multi-worker deployments need for "a proof is single-use" to hold."""
+
+    may_block = True
+
+    def __init__(self, store: _UseOnce, namespace: str = "parafe.proof") -> None:
+        self._store = store
+        self.namespace = namespace
+
+    def first_use(self, key: str, *, now: float, expires_at: float) -> bool:
+        return self._store.use_once(
+            namespace=self.namespace, value=key, now=now, expires_at=expires_at
+        )
+
+
+def replay_key(initiator: str, jti: str) -> str:
+    """The replay-memory key of a proof: a digest of `"<initiator>:<jti>"` (fixed length, and
+    safe for any store whatever the attacker-chosen `jti` holds)."""
+    raw = f"{initiator}:{jti}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(raw).hexdigest()
+
+
+REPLAY_WINDOW = PROOF_REPLAY_WINDOW

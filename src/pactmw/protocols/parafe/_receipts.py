@@ -1,0 +1,537 @@
+"""Action receipts, index acknowledgments and session receipts (parafe-verifier.md §7). Pure.
+
+Signing follows the a2a-extension's `signActionReceipt`; checking receipts other agents or
+the broker signed follows @getparafe/verify (§7.3), including its error codes (§9.4).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from attrs import evolve, field, frozen
+
+from pactmw.core.errors import JoseError, MalformedInput
+from pactmw.core.jcs import canonicalize
+from pactmw.core.jose import JWS, parse_compact, sign_compact, verify_signature
+from pactmw.core.jwk import PrivateJWK, PublicJWK, import_public_jwk
+from pactmw.protocols.parafe._constants import (
+    ACTION_ERRORS,
+    ACTION_RECEIPT_TYP,
+    INDEX_ACK_TYP,
+    MAX_ERROR_DESCRIPTION,
+    RECEIPT_CLOCK_TOLERANCE,
+    SESSION_RECEIPT_TYP,
+)
+from pactmw.protocols.parafe._errors import (
+    EXPIRED_CONSENT_TOKEN,
+    INVALID_PROOF,
+    SCOPE_VIOLATION,
+    ParafeError,
+    receipt_error,
+)
+from pactmw.protocols.parafe._jwt import (
+    EXPIRED,
+    NOT_YET_VALID,
+    TIME_MESSAGES,
+    TIME_OK,
+    decode_unverified,
+    is_number,
+    sha256_b64url,
+    strict_equal,
+    time_check,
+    typ_matches,
+    unverified_claims,
+    whole_seconds,
+)
+from pactmw.protocols.parafe._message import Consent
+
+MALFORMED = "MALFORMED"
+INVALID_SIGNATURE = "INVALID_SIGNATURE"
+KEY_NOT_FOUND = "KEY_NOT_FOUND"
+KEY_FETCH_FAILED = "KEY_FETCH_FAILED"
+ISSUER_REVOKED = "ISSUER_REVOKED"
+ISSUER_MISMATCH = "ISSUER_MISMATCH"
+
+_ALG_FOR_KTY = {"EC": "ES256", "OKP": "EdDSA"}
+_UNSET: Any = object()
+
+
+# -- hashes (§7.1, §7.4) ---------------------------------------------------------------------
+
+
+def consent_ref(consent_token: str) -> str:
+    """A receipt's `consent_ref` (and a proof's `ath`): base64url(SHA-256(token))."""
+    return sha256_b64url(consent_token)
+
+
+def receipt_hash(jws: str) -> str:
+    """How the broker's index names a receipt: base64url(SHA-256(the JWS))."""
+    return sha256_b64url(jws)
+
+
+def entry_hash(seq: int, receipt_hash_value: str, prev: str | None) -> str:
+    """An index entry's hash: base64url(SHA-256("<seq>|<receipt_hash>|<prev or empty>"))."""
+    return sha256_b64url(f"{seq}|{receipt_hash_value}|{prev or ''}")
+
+
+def details_hash(details: Any) -> str:
+    """The "args hash": base64url(SHA-256(RFC 8785 JSON of `details`))."""
+    return sha256_b64url(canonicalize(details))
+
+
+# -- signing ---------------------------------------------------------------------------------
+
+
+def receipt_error_for(error: BaseException, action: str, consent_token: str | None) -> str:
+    """The receipt `error` for a refused consent check (§7.2, `actionErrorFor`).
+
+    A scope violation is `excluded` when the action is in the token's `exclusions` (read from
+    the unverified token, as the reference does) and `not_permitted` otherwise.
+    """
+    code = error.code if isinstance(error, ParafeError) else None
+    if code == SCOPE_VIOLATION:
+        exclusions = unverified_claims(consent_token).get("exclusions")
+        if isinstance(exclusions, list) and action in [x for x in exclusions if isinstance(x, str)]:
+            return "excluded"
+        return "not_permitted"
+    if code == EXPIRED_CONSENT_TOKEN:
+        return "consent_expired"
+    if code == INVALID_PROOF:
+        return "proof_invalid"
+    return "consent_invalid"
+
+
+class ReceiptSigner:
+    """Signs this agent's action receipts with its registered key (§7.1).
+
+    `agent_did` is the agent's DID (`did:web:api.parafe.ai:agents:<id>`, the `id` of its DID
+    document); the header `kid` is `<agent_did>#keys-1`. `key` must be the agent's registered
+    Ed25519 (EdDSA) or P-256 (ES256) key. `clock` and `new_jti` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        key: PrivateJWK,
+        agent_did: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        if key.alg not in ("ES256", "EdDSA"):
+            raise ValueError("a Parafé agent key is Ed25519 or P-256")
+        if not agent_did.startswith("did:"):
+            raise ValueError("agent_did must be the agent's DID")
+        self.agent_did = agent_did
+        self.kid = f"{agent_did}#keys-1"
+        self._key = evolve(key, public=evolve(key.public, kid=self.kid))
+        self._clock = clock
+        self._new_jti = new_jti
+
+    def sign(
+        self,
+        *,
+        session_id: str,
+        consent_token: str,
+        action: str,
+        result: str = "success",
+        error: str | None = None,
+        error_description: str | None = None,
+        request: str | bytes | None = None,
+        request_ref: str | None = None,
+        details: Any = _UNSET,
+        details_hash_value: str | None = None,
+        business_ref: str | None = None,
+        mandate_ref: str | None = None,
+    ) -> str:
+        """Sign one action receipt (a compact JWS) for `action` under `consent_token`.
+
+        `result` is `success` (then no `error`) or `error` (then `error` is one of the six
+        codes). `request` (the request message) and `details` (what was done, any JSON value)
+        go on the receipt only as hashes. Raises `ValueError` for an inconsistent receipt.
+        """
+        if result not in ("success", "error"):
+            raise ValueError("result must be 'success' or 'error'")
+        if result == "error" and not error:
+            raise ValueError("an 'error' receipt needs error (e.g. 'excluded')")
+        if result == "success" and error:
+            raise ValueError("a 'success' receipt has no error")
+        if error is not None and error not in ACTION_ERRORS:
+            raise ValueError(f"error must be one of {', '.join(sorted(ACTION_ERRORS))}")
+        if request_ref is None and request is not None:
+            request_ref = sha256_b64url(request)
+        if details_hash_value is None and details is not _UNSET:
+            details_hash_value = details_hash(details)
+        claims = {
+            "ver": 1,
+            "session_id": session_id,
+            "consent_ref": consent_ref(consent_token),
+            "action": action,
+            "result": result,
+            "error": error if result == "error" else None,
+            "error_description": error_description,
+            "request_ref": request_ref,
+            "details_hash": details_hash_value,
+            "business_ref": business_ref,
+            "mandate_ref": mandate_ref,
+            "iss": self.agent_did,
+            "iat": whole_seconds(self._clock()),
+            "jti": self._new_jti(),
+        }
+        return sign_compact(claims, self._key, typ=ACTION_RECEIPT_TYP)
+
+    def refuse(
+        self,
+        error: BaseException,
+        action: str | None,
+        consent: Consent | None = None,
+    ) -> str | None:
+        """The signed receipt of a refusal (§7.2), or None when there is nothing to bind it to.
+
+        `consent` is the message's `Consent` (a `ParafeError` from the verifier carries it as
+        `error.consent`, the default). No receipt without a consent or without an action.
+        """
+        if consent is None and isinstance(error, ParafeError):
+            consent = error.consent
+        if consent is None or action is None:
+            return None
+        token, session_id = consent.token, consent.session_id
+        if isinstance(error, ParafeError):
+            description = error.message[:MAX_ERROR_DESCRIPTION]
+        else:
+            description = "Parafe consent could not be verified."
+        return self.sign(
+            session_id=session_id,
+            consent_token=token,
+            action=action,
+            result="error",
+            error=receipt_error_for(error, action, token),
+            error_description=description,
+        )
+
+
+# -- checking --------------------------------------------------------------------------------
+
+
+@frozen
+class ActionReceipt:
+    """An action receipt that checked out (§7.3). `claims` is the verified payload."""
+
+    claims: Mapping[str, Any] = field(repr=False)
+    iss: str
+    session_id: str
+    consent_ref: str
+    action: str
+    result: str
+    error: str | None
+    jti: str
+    key_id: str | None
+    issuer_revoked_at: str | None = None
+
+    @property
+    def business_ref(self) -> Any:
+        return self.claims.get("business_ref")
+
+
+@frozen
+class IndexAck:
+    """The broker's acknowledgment that a receipt was filed at `seq` of a session's chain."""
+
+    claims: Mapping[str, Any] = field(repr=False)
+    session_id: Any
+    seq: int
+    receipt_hash: str
+    entry_hash: str
+    prev: str | None
+    kind: Any
+    receipt_iss: Any
+    indexed_at: Any
+
+
+@frozen
+class SessionReceipt:
+    """A broker-signed session receipt v2 (typ `parafe-session-receipt+jwt`)."""
+
+    claims: Mapping[str, Any] = field(repr=False)
+    session_id: Any
+    chain_head: Any
+    actions: tuple[Any, ...]
+
+
+def _fail(code: str, detail: str) -> ParafeError:
+    return receipt_error(code, detail)
+
+
+def decode_receipt(jws: str) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """§7.3 step 1: header and payload, unverified; MALFORMED unless both are JSON objects."""
+    decoded = decode_unverified(jws)
+    if decoded is None:
+        raise _fail(MALFORMED, "Not a compact JWS")
+    header, payload = decoded
+    if header.get("typ") != ACTION_RECEIPT_TYP:
+        raise _fail(MALFORMED, f"typ must be {ACTION_RECEIPT_TYP}")
+    if not isinstance(payload.get("iss"), str):
+        raise _fail(MALFORMED, "iss is required")
+    return header, payload
+
+
+def receipt_key(jwk: Any) -> PublicJWK:
+    """The issuer's key; an unusable JWK fails as the reference's `importJWK` would."""
+    if isinstance(jwk, PublicJWK):
+        return jwk
+    if not isinstance(jwk, Mapping):
+        raise _fail(KEY_NOT_FOUND, "The issuer's DID document has no such key")
+    try:
+        return import_public_jwk(jwk)
+    except MalformedInput as exc:
+        raise _fail(INVALID_SIGNATURE, f"The issuer's key is unusable ({exc})") from exc
+
+
+def _verify_jws(jws_text: str, key: PublicJWK, alg: str) -> tuple[JWS, dict[str, Any]]:
+    try:
+        jws = parse_compact(jws_text, allowed_algs=frozenset({alg}))
+    except JoseError as exc:
+        if exc.code == "alg_not_allowed":
+            raise _fail(INVALID_SIGNATURE, f"The key signs {alg}") from exc
+        raise _fail(MALFORMED, str(exc)) from exc
+    try:
+        verify_signature(jws, key)
+    except JoseError as exc:
+        raise _fail(INVALID_SIGNATURE, "JWS signature verification failed") from exc
+    try:
+        return jws, jws.claims()
+    except JoseError as exc:
+        raise _fail(MALFORMED, str(exc)) from exc
+
+
+def _time_failure(outcome: str, subject: str) -> ParafeError:
+    if outcome == EXPIRED:
+        return _fail("EXPIRED", f"The {subject} has expired")
+    if outcome == NOT_YET_VALID:
+        return _fail("NOT_YET_VALID", f"The {subject} is not valid yet")
+    return _fail(MALFORMED, TIME_MESSAGES[outcome])
+
+
+def check_action_receipt(
+    jws_text: str,
+    *,
+    header: Mapping[str, Any],
+    key: PublicJWK,
+    now: float,
+    expected_session_id: str | None = None,
+    consent_token: str | None = None,
+) -> ActionReceipt:
+    """§7.3 from "header alg must match the key type" on; the caller found `key`."""
+    alg = _ALG_FOR_KTY.get(key.kty)
+    if alg is None:
+        raise _fail(INVALID_SIGNATURE, "The issuer's key is neither P-256 nor Ed25519")
+    if header.get("alg") != alg:
+        raise _fail(INVALID_SIGNATURE, f"The issuer's key signs {alg}, the receipt says otherwise")
+    jws, claims = _verify_jws(jws_text, key, alg)
+    seconds = whole_seconds(now)
+    outcome = time_check(claims, now=seconds, tolerance=RECEIPT_CLOCK_TOLERANCE)
+    if outcome != TIME_OK:
+        raise _time_failure(outcome, "receipt")
+    if not strict_equal(claims.get("ver"), 1):
+        raise _fail(MALFORMED, "Not a v1 action receipt (ver)")
+    for name in ("session_id", "consent_ref", "action", "jti"):
+        if not isinstance(claims.get(name), str) or not claims[name]:
+            raise _fail(MALFORMED, f'Action receipt missing "{name}"')
+    iat = claims.get("iat")
+    if not is_number(iat):
+        raise _fail(MALFORMED, "iat is required")
+    if iat > seconds + RECEIPT_CLOCK_TOLERANCE:
+        raise _fail(MALFORMED, "iat is in the future")
+    result = claims.get("result")
+    if result not in ("success", "error") or not isinstance(result, str):
+        raise _fail(MALFORMED, "result must be 'success' or 'error'")
+    error = claims.get("error")
+    if result == "error" and not (isinstance(error, str) and error in ACTION_ERRORS):
+        raise _fail(MALFORMED, f"error must be one of {', '.join(sorted(ACTION_ERRORS))}")
+    if result == "success" and error is not None:
+        raise _fail(MALFORMED, "error must be null on 'success'")
+    if expected_session_id is not None and claims["session_id"] != expected_session_id:
+        raise _fail(MALFORMED, "The receipt is for another session")
+    if consent_token is not None and claims["consent_ref"] != consent_ref(consent_token):
+        raise _fail(MALFORMED, "The receipt is bound to another consent token")
+    return ActionReceipt(
+        claims=MappingProxyType(claims),
+        iss=claims["iss"],
+        session_id=claims["session_id"],
+        consent_ref=claims["consent_ref"],
+        action=claims["action"],
+        result=result,
+        error=error if isinstance(error, str) else None,
+        jti=claims["jti"],
+        key_id=jws.kid,
+    )
+
+
+def _broker_key(candidates: Sequence[PublicJWK]) -> PublicJWK:
+    if not candidates:
+        raise _fail(KEY_NOT_FOUND, "No broker key matches the kid")
+    if len(candidates) > 1:
+        raise _fail(KEY_NOT_FOUND, "More than one broker key matches the kid")
+    return candidates[0]
+
+
+def broker_jws_header(jws_text: str) -> tuple[str | None, str]:
+    """The `kid` and `alg` a broker-signed JWS names (ES256 only); MALFORMED otherwise."""
+    try:
+        jws = parse_compact(jws_text, allowed_algs=frozenset({"ES256"}))
+    except JoseError as exc:
+        if exc.code == "alg_not_allowed":
+            raise _fail(INVALID_SIGNATURE, "Broker artifacts are ES256") from exc
+        raise _fail(MALFORMED, str(exc)) from exc
+    return jws.kid, jws.alg
+
+
+def _check_broker_jws(
+    jws_text: str,
+    candidates: Sequence[PublicJWK],
+    *,
+    typ: str,
+    subject: str,
+    now: float,
+    tolerance: int,
+    expected_issuer: str | None,
+) -> dict[str, Any]:
+    key = _broker_key(candidates)
+    jws, claims = _verify_jws(jws_text, key, "ES256")
+    if not typ_matches(jws.header, typ):
+        raise _fail(MALFORMED, f"typ must be {typ}")
+    if expected_issuer is not None and not strict_equal(claims.get("iss"), expected_issuer):
+        raise _fail(ISSUER_MISMATCH, f"The {subject} is not from {expected_issuer}")
+    outcome = time_check(claims, now=whole_seconds(now), tolerance=tolerance)
+    if outcome != TIME_OK:
+        raise _time_failure(outcome, subject)
+    return claims
+
+
+def check_index_ack(
+    jws_text: str,
+    candidates: Sequence[PublicJWK],
+    *,
+    now: float,
+    tolerance: int = 0,
+    expected_issuer: str | None = None,
+) -> IndexAck:
+    """An index acknowledgment (§7.4): broker ES256, `ver` 1, and `entry_hash` recomputes."""
+    claims = _check_broker_jws(
+        jws_text,
+        candidates,
+        typ=INDEX_ACK_TYP,
+        subject="acknowledgment",
+        now=now,
+        tolerance=tolerance,
+        expected_issuer=expected_issuer,
+    )
+    if not strict_equal(claims.get("ver"), 1):
+        raise _fail(MALFORMED, "Not a v1 index acknowledgment (ver)")
+    seq, rhash, ehash = claims.get("seq"), claims.get("receipt_hash"), claims.get("entry_hash")
+    if not is_number(seq) or not isinstance(rhash, str) or not isinstance(ehash, str):
+        raise _fail(MALFORMED, "Acknowledgment missing seq, receipt_hash or entry_hash")
+    prev = claims.get("prev")
+    prev_text = prev if isinstance(prev, str) else None
+    # JavaScript writes a whole number without ".0": so must the recomputation.
+    seq_int = (
+        seq
+        if isinstance(seq, int)
+        else int(seq)
+        if math.isfinite(seq) and seq.is_integer()
+        else None
+    )
+    if (
+        seq_int is None
+        or ehash != entry_hash(seq_int, rhash, prev_text)
+        or (prev is not None and prev_text is None)
+    ):
+        raise _fail(MALFORMED, "entry_hash does not recompute from seq, receipt_hash and prev")
+    return IndexAck(
+        claims=MappingProxyType(claims),
+        session_id=claims.get("session_id"),
+        seq=seq_int,
+        receipt_hash=rhash,
+        entry_hash=ehash,
+        prev=prev_text,
+        kind=claims.get("kind"),
+        receipt_iss=claims.get("receipt_iss"),
+        indexed_at=claims.get("indexed_at"),
+    )
+
+
+def check_session_receipt(
+    jws_text: str,
+    candidates: Sequence[PublicJWK],
+    *,
+    now: float,
+    tolerance: int = 0,
+    expected_issuer: str | None = None,
+) -> SessionReceipt:
+    """A session receipt v2: broker ES256, typ `parafe-session-receipt+jwt`, `ver` 2, and the
+    members every receipt has."""
+    claims = _check_broker_jws(
+        jws_text,
+        candidates,
+        typ=SESSION_RECEIPT_TYP,
+        subject="session receipt",
+        now=now,
+        tolerance=tolerance,
+        expected_issuer=expected_issuer,
+    )
+    if not strict_equal(claims.get("ver"), 2):
+        raise _fail(MALFORMED, "Not a v2 session receipt (ver)")
+    for name in ("receipt_id", "session_id", "participants", "consent_tokens", "session"):
+        if claims.get(name) is None:
+            raise _fail(MALFORMED, f'Receipt missing "{name}"')
+    actions = claims.get("actions")
+    return SessionReceipt(
+        claims=MappingProxyType(claims),
+        session_id=claims.get("session_id"),
+        chain_head=claims.get("chain_head"),
+        actions=tuple(actions) if isinstance(actions, list) else (),
+    )
+
+
+def check_session_index(
+    session: SessionReceipt,
+    *,
+    receipts: Iterable[str] = (),
+    acknowledgments: Iterable[IndexAck] = (),
+) -> str | None:
+    """Check a verified session receipt's index: `actions` recompute to `chain_head`, every
+    receipt you hold is listed, every (verified) acknowledgment matches its entry.
+
+    Returns the chain head; raises `ParafeError(MALFORMED)` otherwise.
+    """
+    chain: list[str] = []
+    prev: str | None = None
+    for index, action in enumerate(session.actions):
+        seq = action.get("seq") if isinstance(action, Mapping) else None
+        rhash = action.get("receipt_hash") if isinstance(action, Mapping) else None
+        if not strict_equal(seq, index + 1) or not isinstance(rhash, str):
+            raise _fail(MALFORMED, f"actions[{index}] is not entry {index + 1}")
+        prev = entry_hash(index + 1, rhash, prev)
+        chain.append(prev)
+    if not strict_equal(session.chain_head, prev):
+        raise _fail(MALFORMED, "chain_head does not recompute from actions")
+    listed = {a.get("receipt_hash") for a in session.actions if isinstance(a, Mapping)}
+    missing = [r for r in receipts if receipt_hash(r) not in listed]
+    if missing:
+        raise _fail(MALFORMED, f"{len(missing)} receipt(s) not listed on the session receipt")
+    for ack in acknowledgments:
+        if not strict_equal(ack.session_id, session.session_id):
+            raise _fail(MALFORMED, f"Acknowledgment {ack.seq} is for another session")
+        entry = session.actions[ack.seq - 1] if 1 <= ack.seq <= len(session.actions) else None
+        if (
+            not isinstance(entry, Mapping)
+            or entry.get("receipt_hash") != ack.receipt_hash
+            or not strict_equal(entry.get("kind"), ack.kind)
+            or chain[ack.seq - 1] != ack.entry_hash
+        ):
+            raise _fail(MALFORMED, f"Acknowledgment {ack.seq} does not match its entry")
+    return prev

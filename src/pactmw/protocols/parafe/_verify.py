@@ -1,0 +1,733 @@
+"""The verification flows and their two drivers.
+
+Each check is written once, as a generator that yields what it needs (broker keys, a DID
+document, a replay-memory answer, the broker's online answer) and receives the answers, or
+the exception getting them raised, thrown in at the `yield`. `ParafeVerifier.verify` and
+`averify` (and the receipt verifier's pair) are the small drivers that answer with blocking
+or non-blocking I/O, as `pactmw.protocols.identity` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, TypeVar
+
+from attrs import field, frozen
+
+from pactmw.core.errors import FetchError, KeyUnavailable
+from pactmw.core.jose import HeaderCache
+from pactmw.core.jwk import PublicJWK
+from pactmw.protocols.parafe import _errors as err
+from pactmw.protocols.parafe._broker import (
+    KeySource,
+    MemoryReplayMemory,
+    ReplayMemory,
+    replay_key,
+)
+from pactmw.protocols.parafe._card import CardExtension, ScopeRequirement
+from pactmw.protocols.parafe._consent import (
+    ConsentClaims,
+    check_binding,
+    check_signature_and_claims,
+    check_types,
+    parse_token,
+    select_key,
+)
+from pactmw.protocols.parafe._constants import PROOF_REPLAY_WINDOW
+from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, agent_id_of
+from pactmw.protocols.parafe._errors import ParafeError
+from pactmw.protocols.parafe._http import HttpAnswer
+from pactmw.protocols.parafe._jwt import parse_iso, sha256_b64url, whole_seconds
+from pactmw.protocols.parafe._message import Consent, message_id, read_consent
+from pactmw.protocols.parafe._online import (
+    VERIFY_PATH,
+    OnlineVerification,
+    interpret_answer,
+    unreachable,
+    verify_request,
+)
+from pactmw.protocols.parafe._proof import ProofClaims, check_proof, initiator_key
+from pactmw.protocols.parafe._receipts import (
+    ISSUER_REVOKED,
+    KEY_FETCH_FAILED,
+    KEY_NOT_FOUND,
+    MALFORMED,
+    ActionReceipt,
+    IndexAck,
+    SessionReceipt,
+    broker_jws_header,
+    check_action_receipt,
+    check_index_ack,
+    check_session_receipt,
+    decode_receipt,
+    receipt_hash,
+    receipt_key,
+)
+
+# -- what a flow may ask for ---------------------------------------------------------------
+
+
+@frozen
+class NeedBrokerKeys:
+    """The broker keys that may verify a JWS naming `kid` with `alg` (or `KeyUnavailable`)."""
+
+    kid: str | None
+    alg: str
+
+
+@frozen
+class NeedDidDocument:
+    """An agent's DID document (or `DidUnavailable`)."""
+
+    agent_id: str
+
+
+@frozen
+class NeedFirstUse:
+    """Whether `key` is used for the first time (the replay memory's answer)."""
+
+    key: str
+    now: float
+    expires_at: float
+
+
+@frozen
+class NeedBrokerPost:
+    """The broker's answer to a POST of `body` to `path` (or `FetchError`)."""
+
+    path: str
+    body: Mapping[str, Any] = field(repr=False)
+
+
+Need = NeedBrokerKeys | NeedDidDocument | NeedFirstUse | NeedBrokerPost
+T = TypeVar("T")
+Flow = Generator[Need, Any, T]
+_IO_ERRORS = (KeyUnavailable, DidUnavailable, FetchError)
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@frozen
+class VerifiedConsent:
+    """A message whose consent checked out: act on `action` within `claims`.
+
+    `proof_verified` is False only when the verifier does not require proofs and none came.
+    `consent_token` is what an action receipt binds to (`consent_ref` is its hash).
+    """
+
+    claims: ConsentClaims
+    session_id: str
+    consent_token: str = field(repr=False)
+    proof_verified: bool
+    action: str | None = None
+    message_id: str | None = None
+    proof: ProofClaims | None = field(default=None, repr=False)
+    online: OnlineVerification | None = None
+
+    @property
+    def consent(self) -> Consent:
+        return Consent(token=self.consent_token, session_id=self.session_id)
+
+    @property
+    def consent_ref(self) -> str:
+        return sha256_b64url(self.consent_token)
+
+
+# -- the flows -------------------------------------------------------------------------------
+
+
+def token_flow(
+    token: str,
+    *,
+    now: float,
+    agent_id: str | None = None,
+    session_id: str | None = None,
+    action: str | None = None,
+    scope_requirements: Mapping[str, ScopeRequirement] | None = None,
+    header_cache: HeaderCache | None = None,
+) -> Flow[ConsentClaims]:
+    """Steps 7-16 of §4 for a bare token; each of the optional checks only when given."""
+    jws = parse_token(token, header_cache)
+    try:
+        candidates = yield NeedBrokerKeys(jws.kid, jws.alg)
+    except KeyUnavailable as exc:
+        # An unknown kid (after the one refetch the cache allows) or a failed JWKS fetch.
+        raise err.invalid_token(f"no usable broker key ({exc.code}).") from exc
+    claims = check_signature_and_claims(jws, select_key(candidates), now=now)
+    consent = check_types(claims)
+    check_binding(
+        consent,
+        agent_id=agent_id,
+        session_id=session_id,
+        action=action,
+        scope_requirements=scope_requirements,
+    )
+    return consent
+
+
+def proof_flow(
+    proof: str,
+    *,
+    token: str,
+    consent: ConsentClaims,
+    now: float,
+    message_id: str | None,
+    broker_url: str,
+    key: Any = None,
+) -> Flow[ProofClaims]:
+    """§6: the key from `key` or the initiator's DID document, the proof, then replay."""
+    if consent.jkt is None:
+        raise err.invalid_proof("the consent token is not key-bound (no cnf.jkt)")
+    initiator = consent.initiator
+    if initiator is None:
+        raise err.invalid_proof("the consent token names no initiator")
+    if key is None:
+        try:
+            document: DidDocument = yield NeedDidDocument(initiator)
+        except DidUnavailable as exc:
+            if exc.status is None:
+                raise err.invalid_proof(
+                    f"could not fetch the initiator's DID document: {exc}"
+                ) from exc
+            raise err.invalid_proof(
+                f"the initiator's DID document is unavailable at {broker_url} ({exc.status}); "
+                "is the agent revoked, or registered with another broker?"
+            ) from exc
+        key = document.first_key()
+        if key is None:
+            raise err.invalid_proof("the initiator's DID document has no public key")
+    checked = check_proof(
+        proof,
+        token=token,
+        consent=consent,
+        key=initiator_key(key),
+        now=now,
+        message_id=message_id,
+    )
+    seconds = whole_seconds(now)
+    # Recorded only now that every other check passed, so a bad proof burns no jti.
+    fresh: bool = yield NeedFirstUse(
+        replay_key(initiator, checked.jti), float(seconds), float(seconds + PROOF_REPLAY_WINDOW)
+    )
+    if not fresh:
+        raise err.invalid_proof("the proof was already used")
+    return checked
+
+
+def online_flow(
+    token: str,
+    *,
+    action: str,
+    session_id: str | None,
+    agent_id: str | None,
+    proof: str | None,
+    broker_url: str,
+) -> Flow[OnlineVerification]:
+    """§8: ask the broker; an unreachable broker is INVALID_CONSENT_TOKEN."""
+    body = verify_request(
+        token, action=action, session_id=session_id, agent_id=agent_id, proof=proof
+    )
+    try:
+        answer: HttpAnswer = yield NeedBrokerPost(VERIFY_PATH, body)
+    except FetchError as exc:
+        raise unreachable(broker_url, str(exc)) from exc
+    return interpret_answer(
+        answer.status,
+        answer.body,
+        token=token,
+        action=action,
+        session_id=body["session_id"],
+        agent_id=agent_id,
+    )
+
+
+def consent_flow(
+    message: Any,
+    *,
+    agent_id: str,
+    now: float,
+    broker_url: str,
+    action: str | None = None,
+    scope_requirements: Mapping[str, ScopeRequirement] | None = None,
+    require_proof: bool = True,
+    initiator_key: Any = None,
+    online: bool = False,
+    header_cache: HeaderCache | None = None,
+) -> Flow[VerifiedConsent]:
+    """§4 for a whole A2A message: read the consent, check the token, then the proof, then
+    (optionally) ask the broker. The first failing check decides the error; errors raised
+    after the consent was read carry it (`error.consent`) for the refusal receipt."""
+    consent = read_consent(message)
+    mid = message_id(message)
+    try:
+        claims = yield from token_flow(
+            consent.token,
+            now=now,
+            agent_id=agent_id,
+            session_id=consent.session_id,
+            action=action,
+            scope_requirements=scope_requirements,
+            header_cache=header_cache,
+        )
+        proof: ProofClaims | None = None
+        if consent.proof is not None:
+            proof = yield from proof_flow(
+                consent.proof,
+                token=consent.token,
+                consent=claims,
+                now=now,
+                message_id=mid,
+                broker_url=broker_url,
+                key=initiator_key,
+            )
+        elif require_proof:
+            raise err.invalid_proof(
+                "this agent requires a presentation proof with the consent token"
+            )
+        answer: OnlineVerification | None = None
+        if online:
+            if action is None:
+                raise ValueError("online verification needs the action")
+            answer = yield from online_flow(
+                consent.token,
+                action=action,
+                session_id=consent.session_id,
+                agent_id=agent_id,
+                proof=consent.proof,
+                broker_url=broker_url,
+            )
+            if not answer.valid:
+                raise err.invalid_token("the broker does not consider it valid.")
+    except ParafeError as exc:
+        exc.consent = consent
+        raise
+    return VerifiedConsent(
+        claims=claims,
+        session_id=consent.session_id,
+        consent_token=consent.token,
+        proof_verified=proof is not None,
+        action=action,
+        message_id=mid,
+        proof=proof,
+        online=answer,
+    )
+
+
+def index_ack_flow(ack: str, *, now: float, expected_issuer: str | None = None) -> Flow[IndexAck]:
+    kid, alg = broker_jws_header(ack)
+    try:
+        candidates = yield NeedBrokerKeys(kid, alg)
+    except KeyUnavailable as exc:
+        raise err.receipt_error(
+            KEY_NOT_FOUND, f"No broker key for this acknowledgment: {exc}"
+        ) from exc
+    return check_index_ack(ack, candidates, now=now, expected_issuer=expected_issuer)
+
+
+def session_receipt_flow(
+    receipt: str, *, now: float, expected_issuer: str | None = None
+) -> Flow[SessionReceipt]:
+    kid, alg = broker_jws_header(receipt)
+    try:
+        candidates = yield NeedBrokerKeys(kid, alg)
+    except KeyUnavailable as exc:
+        raise err.receipt_error(KEY_NOT_FOUND, f"No broker key for this receipt: {exc}") from exc
+    return check_session_receipt(receipt, candidates, now=now, expected_issuer=expected_issuer)
+
+
+def action_receipt_flow(
+    receipt: str,
+    *,
+    now: float,
+    issuer_key: Any = None,
+    expected_session_id: str | None = None,
+    consent_token: str | None = None,
+    acknowledgment: str | None = None,
+) -> Flow[ActionReceipt]:
+    """§7.3 (@getparafe/verify `verifyActionReceipt`), with its error codes (§9.4)."""
+    header, payload = decode_receipt(receipt)
+    iss: str = payload["iss"]
+    revoked_at: str | None = None
+    if issuer_key is None:
+        agent_id = agent_id_of(iss)
+        if agent_id is None:
+            raise err.receipt_error(MALFORMED, "iss is not a Parafé agent DID; pass issuer_key")
+        try:
+            document: DidDocument = yield NeedDidDocument(agent_id)
+        except DidUnavailable as exc:
+            document = _revoked_document(exc)
+            revoked_at = document.revoked_at
+        if not (isinstance(document.id, str) and document.id == iss):
+            raise err.receipt_error(MALFORMED, "The DID document is not the issuer's")
+        issuer_key = document.key_for(header.get("kid"))
+        if issuer_key is None:
+            raise err.receipt_error(KEY_NOT_FOUND, "The issuer's DID document has no such key")
+    checked = check_action_receipt(
+        receipt,
+        header=header,
+        key=receipt_key(issuer_key),
+        now=now,
+        expected_session_id=expected_session_id,
+        consent_token=consent_token,
+    )
+    if revoked_at is None:
+        return checked
+    # A revoked signer's receipt counts only if the broker indexed it before the revocation:
+    # the key may have been stolen, and a receipt's own iat is whatever the signer wrote.
+    if acknowledgment is None:
+        raise err.receipt_error(
+            ISSUER_REVOKED, f"The agent that signed this receipt was revoked at {revoked_at}"
+        )
+    ack = yield from index_ack_flow(acknowledgment, now=now)
+    if (
+        ack.receipt_hash != receipt_hash(receipt)
+        or ack.receipt_iss != iss
+        or ack.session_id != checked.session_id
+    ):
+        raise err.receipt_error(MALFORMED, "The acknowledgment is for another receipt")
+    indexed = parse_iso(ack.indexed_at)
+    revoked = parse_iso(revoked_at)
+    if indexed is None or revoked is None or indexed >= revoked:
+        raise err.receipt_error(
+            ISSUER_REVOKED,
+            f"The agent that signed this was revoked at {revoked_at}, and the broker indexed "
+            f"this receipt at {ack.indexed_at}, not before.",
+        )
+    return ActionReceipt(
+        claims=checked.claims,
+        iss=checked.iss,
+        session_id=checked.session_id,
+        consent_ref=checked.consent_ref,
+        action=checked.action,
+        result=checked.result,
+        error=checked.error,
+        jti=checked.jti,
+        key_id=checked.key_id,
+        issuer_revoked_at=revoked_at,
+    )
+
+
+def _revoked_document(exc: DidUnavailable) -> DidDocument:
+    """The document a 410 carries for a revoked agent; KEY_FETCH_FAILED for anything else."""
+    body = exc.body
+    if exc.status == 410 and isinstance(body, Mapping):
+        revoked_at = body.get("revoked_at")
+        document = body.get("did_document")
+        if parse_iso(revoked_at) is not None and isinstance(document, Mapping):
+            return DidDocument(document=document, revoked_at=revoked_at)
+        raise err.receipt_error(KEY_FETCH_FAILED, "The issuer's DID document is gone (410)")
+    if exc.status is None:
+        raise err.receipt_error(
+            KEY_FETCH_FAILED, f"Could not fetch the issuer's DID document: {exc}"
+        )
+    raise err.receipt_error(
+        KEY_FETCH_FAILED, f"Could not fetch the issuer's DID document ({exc.status})"
+    )
+
+
+# -- the two drivers -------------------------------------------------------------------------
+
+
+def run(flow: Flow[T], keys: KeySource, replay: ReplayMemory | None = None) -> T:
+    """Drive `flow` with blocking I/O."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            need = flow.send(answer) if error is None else flow.throw(error)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        answer, error = None, None
+        try:
+            if isinstance(need, NeedBrokerKeys):
+                answer = keys.broker_keys(need.kid, need.alg)
+            elif isinstance(need, NeedDidDocument):
+                answer = keys.did_document(need.agent_id)
+            elif isinstance(need, NeedFirstUse):
+                answer = _replay(replay).first_use(
+                    need.key, now=need.now, expires_at=need.expires_at
+                )
+            else:
+                answer = keys.post(need.path, need.body)
+        except _IO_ERRORS as exc:
+            error = exc
+
+
+async def arun(flow: Flow[T], keys: KeySource, replay: ReplayMemory | None = None) -> T:
+    """Drive `flow` with non-blocking I/O: cached keys never leave the event loop."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            need = flow.send(answer) if error is None else flow.throw(error)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        answer, error = None, None
+        try:
+            if isinstance(need, NeedBrokerKeys):
+                answer = await keys.abroker_keys(need.kid, need.alg)
+            elif isinstance(need, NeedDidDocument):
+                answer = await keys.adid_document(need.agent_id)
+            elif isinstance(need, NeedFirstUse):
+                memory = _replay(replay)
+                if memory.may_block:
+                    answer = await asyncio.to_thread(
+                        memory.first_use, need.key, now=need.now, expires_at=need.expires_at
+                    )
+                else:
+                    answer = memory.first_use(need.key, now=need.now, expires_at=need.expires_at)
+            else:
+                answer = await keys.apost(need.path, need.body)
+        except _IO_ERRORS as exc:
+            error = exc
+
+
+def _replay(replay: ReplayMemory | None) -> ReplayMemory:
+    if replay is None:
+        raise RuntimeError("this flow needs a replay memory")
+    return replay
+
+
+# -- the verifiers -------------------------------------------------------------------------
+
+
+def _requirements(
+    requirements: Mapping[str, ScopeRequirement | Mapping[str, Any]] | None,
+) -> dict[str, ScopeRequirement] | None:
+    if requirements is None:
+        return None
+    return {
+        name: value if isinstance(value, ScopeRequirement) else ScopeRequirement.from_dict(value)
+        for name, value in requirements.items()
+    }
+
+
+class ParafeVerifier:
+    """Verifies the consent that incoming A2A messages carry, for one agent. Thread-safe.
+
+    `agent_id` is this agent's Parafé id (tokens must name it as `target_agent_id`). `keys`
+    is the one broker it trusts (`BrokerKeys`, or `StaticBrokerKeys` offline).
+    `scope_requirements` (usually its own card's) are checked offline when given. Proofs are
+    required unless `require_proof=False`. `replay` defaults to a per-process memory; pass a
+    `StoreReplayMemory` when several processes serve the agent. `online=True` also asks the
+    broker (§8) after the offline checks pass, catching revoked agents and closed sessions.
+    `clock` is wall-clock epoch seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        keys: KeySource,
+        scope_requirements: Mapping[str, ScopeRequirement | Mapping[str, Any]] | None = None,
+        require_proof: bool = True,
+        replay: ReplayMemory | None = None,
+        online: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(agent_id, str) or not agent_id:
+            raise ValueError("agent_id must be a non-empty string")
+        self.agent_id = agent_id
+        self.keys = keys
+        self.scope_requirements = _requirements(scope_requirements)
+        self.require_proof = require_proof
+        self.replay: ReplayMemory = replay if replay is not None else MemoryReplayMemory()
+        self.online = online
+        self._clock = clock
+        self._headers = HeaderCache()
+
+    @classmethod
+    def for_card(cls, card: CardExtension, keys: KeySource, **options: Any) -> ParafeVerifier:
+        """A verifier for the agent a card entry describes (its id and scope requirements)."""
+        return cls(
+            agent_id=card.agent_id,
+            keys=keys,
+            scope_requirements=card.scope_requirements,
+            **options,
+        )
+
+    def _flow(self, message: Any, action: str | None, initiator_key: Any) -> Flow[VerifiedConsent]:
+        if self.online and action is None:
+            # Refused before any check runs, so no proof jti is spent on a call that cannot end.
+            raise ValueError("online verification needs the action")
+        return consent_flow(
+            message,
+            agent_id=self.agent_id,
+            now=self._clock(),
+            broker_url=self.keys.broker_url,
+            action=action,
+            scope_requirements=self.scope_requirements,
+            require_proof=self.require_proof,
+            initiator_key=initiator_key,
+            online=self.online,
+            header_cache=self._headers,
+        )
+
+    def verify(
+        self,
+        message: Any,
+        *,
+        action: str | None = None,
+        initiator_key: PublicJWK | Mapping[str, Any] | None = None,
+    ) -> VerifiedConsent:
+        """Verify the consent an A2A message (a JSON object) carries, for `action` if given.
+
+        Blocking when keys or documents must be fetched. Raises `ParafeError` with the code
+        of the first failing check; `initiator_key` skips the DID-document lookup.
+        """
+        return run(self._flow(message, action, initiator_key), self.keys, self.replay)
+
+    async def averify(
+        self,
+        message: Any,
+        *,
+        action: str | None = None,
+        initiator_key: PublicJWK | Mapping[str, Any] | None = None,
+    ) -> VerifiedConsent:
+        """Async `verify`."""
+        return await arun(self._flow(message, action, initiator_key), self.keys, self.replay)
+
+    def _token_flow(
+        self, token: str, session_id: str | None, action: str | None, agent: bool
+    ) -> Flow[ConsentClaims]:
+        return token_flow(
+            token,
+            now=self._clock(),
+            agent_id=self.agent_id if agent else None,
+            session_id=session_id,
+            action=action,
+            scope_requirements=self.scope_requirements,
+            header_cache=self._headers,
+        )
+
+    def verify_token(
+        self,
+        token: str,
+        *,
+        session_id: str | None = None,
+        action: str | None = None,
+        check_agent: bool = True,
+    ) -> ConsentClaims:
+        """Steps 7-16 for a bare token (no proof): `verifyConsentTokenOffline`."""
+        return run(self._token_flow(token, session_id, action, check_agent), self.keys)
+
+    async def averify_token(
+        self,
+        token: str,
+        *,
+        session_id: str | None = None,
+        action: str | None = None,
+        check_agent: bool = True,
+    ) -> ConsentClaims:
+        return await arun(self._token_flow(token, session_id, action, check_agent), self.keys)
+
+    def _online_flow(
+        self, token: str, action: str, session_id: str | None, proof: str | None
+    ) -> Flow[OnlineVerification]:
+        return online_flow(
+            token,
+            action=action,
+            session_id=session_id,
+            agent_id=self.agent_id,
+            proof=proof,
+            broker_url=self.keys.broker_url,
+        )
+
+    def verify_online(
+        self,
+        token: str,
+        *,
+        action: str,
+        session_id: str | None = None,
+        proof: str | None = None,
+    ) -> OnlineVerification:
+        """Ask the broker alone (§8). A 2xx answer may still say `valid=False`: check it."""
+        return run(self._online_flow(token, action, session_id, proof), self.keys)
+
+    async def averify_online(
+        self,
+        token: str,
+        *,
+        action: str,
+        session_id: str | None = None,
+        proof: str | None = None,
+    ) -> OnlineVerification:
+        return await arun(self._online_flow(token, action, session_id, proof), self.keys)
+
+
+class ReceiptVerifier:
+    """Checks receipts other agents and the broker signed (§7.3, §7.4, session receipts).
+
+    Issuer keys come from agents' DID documents at the trusted broker (`keys`); broker
+    signatures from its JWKS. Raises `ParafeError` with the @getparafe/verify codes (§9.4).
+    """
+
+    def __init__(self, keys: KeySource, *, clock: Callable[[], float] = time.time) -> None:
+        self.keys = keys
+        self._clock = clock
+
+    def _receipt_flow(self, receipt: str, options: dict[str, Any]) -> Flow[ActionReceipt]:
+        return action_receipt_flow(receipt, now=self._clock(), **options)
+
+    def verify_action_receipt(
+        self,
+        receipt: str,
+        *,
+        issuer_key: PublicJWK | Mapping[str, Any] | None = None,
+        expected_session_id: str | None = None,
+        consent_token: str | None = None,
+        acknowledgment: str | None = None,
+    ) -> ActionReceipt:
+        """Check an action receipt. `acknowledgment` (the broker's index ack) is what makes
+        the receipt of a since-revoked agent count; `issuer_key` skips the DID lookup (and the
+        revocation check with it)."""
+        options = {
+            "issuer_key": issuer_key,
+            "expected_session_id": expected_session_id,
+            "consent_token": consent_token,
+            "acknowledgment": acknowledgment,
+        }
+        return run(self._receipt_flow(receipt, options), self.keys)
+
+    async def averify_action_receipt(
+        self,
+        receipt: str,
+        *,
+        issuer_key: PublicJWK | Mapping[str, Any] | None = None,
+        expected_session_id: str | None = None,
+        consent_token: str | None = None,
+        acknowledgment: str | None = None,
+    ) -> ActionReceipt:
+        options = {
+            "issuer_key": issuer_key,
+            "expected_session_id": expected_session_id,
+            "consent_token": consent_token,
+            "acknowledgment": acknowledgment,
+        }
+        return await arun(self._receipt_flow(receipt, options), self.keys)
+
+    def verify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
+        return run(
+            index_ack_flow(ack, now=self._clock(), expected_issuer=expected_issuer), self.keys
+        )
+
+    async def averify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
+        flow = index_ack_flow(ack, now=self._clock(), expected_issuer=expected_issuer)
+        return await arun(flow, self.keys)
+
+    def verify_session_receipt(
+        self, receipt: str, *, expected_issuer: str | None = None
+    ) -> SessionReceipt:
+        flow = session_receipt_flow(receipt, now=self._clock(), expected_issuer=expected_issuer)
+        return run(flow, self.keys)
+
+    async def averify_session_receipt(
+        self, receipt: str, *, expected_issuer: str | None = None
+    ) -> SessionReceipt:
+        flow = session_receipt_flow(receipt, now=self._clock(), expected_issuer=expected_issuer)
+        return await arun(flow, self.keys)

@@ -1,0 +1,453 @@
+"""The I/O edges against a fake broker on a real local HTTP server: JWKS caching and the
+refetch cooldown, DID documents (cache, 404, 410), online verification, unreachable and slow
+brokers, and the async drivers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pactmw.core.fetch import FetchPolicy
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.protocols.parafe import (
+    EXPIRED_CONSENT_TOKEN,
+    INVALID_CONSENT_TOKEN,
+    INVALID_PROOF,
+    SCOPE_VIOLATION,
+    WRONG_AUDIENCE,
+    BrokerKeys,
+    ParafeError,
+    ParafeVerifier,
+    ReceiptSigner,
+    ReceiptVerifier,
+    agent_did,
+    entry_hash,
+    receipt_hash,
+)
+from tests.parafe.fake_broker import FakeBroker, unreachable_url
+from tests.parafe.support import (
+    PHASE2,
+    FakeClock,
+    Minter,
+    did_document,
+    fixture,
+    fixture_now,
+    message,
+    sign,
+)
+
+NOW = 1_790_741_039.783
+POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+JWKS = "/.well-known/jwks.json"
+
+
+@pytest.fixture(scope="module")
+def module_broker() -> Iterator[FakeBroker]:
+    with FakeBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def minter() -> Minter:
+    return Minter(NOW)
+
+
+@pytest.fixture
+def broker(module_broker: FakeBroker, minter: Minter) -> FakeBroker:
+    module_broker.reset()
+    module_broker.jwks = minter.jwks
+    module_broker.did_documents = dict(minter.did_documents())
+    module_broker.revoked = {}
+    module_broker.verify_answer = (
+        200,
+        {
+            "valid": True,
+            "permitted": True,
+            "action": "create_order",
+            "session_id": minter.session_id,
+        },
+    )
+    return module_broker
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def keys_for(broker: FakeBroker, clock: FakeClock, policy: FetchPolicy = POLICY) -> BrokerKeys:
+    return BrokerKeys(broker.url, fetch_policy=policy, clock=clock)
+
+
+def verifier(minter: Minter, keys: BrokerKeys, **options: Any) -> ParafeVerifier:
+    return ParafeVerifier(agent_id=minter.target_id, keys=keys, clock=lambda: NOW, **options)
+
+
+def send(ver: ParafeVerifier, minter: Minter, token: str | None = None, **kwargs: Any) -> Any:
+    token = token or minter.token()
+    return ver.verify(message(token, minter.session_id, minter.proof(token)), **kwargs)
+
+
+def refused(ver: ParafeVerifier, minter: Minter, token: str | None = None, **kwargs: Any) -> str:
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter, token, **kwargs)
+    return caught.value.code
+
+
+# -- the trusted broker URL -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "policy"),
+    [
+        ("http://api.parafe.ai", POLICY),  # http off loopback
+        ("http://127.0.0.1:8080", FetchPolicy()),  # loopback without the development flag
+        ("ftp://api.parafe.ai", POLICY),
+        ("https://user:pw@api.parafe.ai", POLICY),
+        ("https://api.parafe.ai?x=1", POLICY),
+        ("https://", POLICY),
+        ("https://[::1", POLICY),
+    ],
+)
+def test_untrusted_broker_urls(url: str, policy: FetchPolicy) -> None:
+    with pytest.raises(ValueError):
+        BrokerKeys(url, fetch_policy=policy)
+
+
+def test_trusted_broker_urls() -> None:
+    assert BrokerKeys("https://api.parafe.ai//").broker_url == "https://api.parafe.ai"
+    assert BrokerKeys("http://localhost:3310/", fetch_policy=POLICY).jwks_uri == (
+        "http://localhost:3310/.well-known/jwks.json"
+    )
+
+
+# -- JWKS ---------------------------------------------------------------------------------
+
+
+def test_jwks_is_fetched_once(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
+    ver = verifier(minter, verifier_keys := keys_for(broker, clock))
+    send(ver, minter)
+    send(ver, minter)
+    assert broker.hits[JWKS] == 1
+    assert verifier_keys.broker_url == broker.url
+
+
+def test_unknown_kid_refetches_at_most_once_a_minute(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    ver = verifier(minter, keys_for(broker, clock))
+    send(ver, minter)
+    rotated = generate_private_jwk("ES256", kid="rotated")
+    token = minter.token(key=rotated, header={"alg": "ES256", "kid": "rotated"})
+    broker.jwks = {"keys": [*minter.jwks["keys"], rotated.public.to_dict()]}
+    clock.advance(30)
+    assert refused(ver, minter, token) == INVALID_CONSENT_TOKEN  # within 60 s: no refetch
+    assert broker.hits[JWKS] == 1
+    clock.advance(31)
+    send(ver, minter, token)  # the cooldown is over: one refetch finds the key
+    assert broker.hits[JWKS] == 2
+    stranger = minter.token(header={"alg": "ES256", "kid": "never"})
+    clock.advance(61)
+    assert refused(ver, minter, stranger) == INVALID_CONSENT_TOKEN
+    assert refused(ver, minter, stranger) == INVALID_CONSENT_TOKEN
+    assert broker.hits[JWKS] == 3  # one refetch for the made-up kid, not one per token
+
+
+def test_retired_keys(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
+    retired_ed = generate_private_jwk("EdDSA", kid="ed-retired")
+    retired_es = generate_private_jwk("ES256", kid="es-retired")
+    broker.jwks = {
+        "keys": [
+            {
+                **minter.jwks["keys"][0],
+                "status": "active",
+                "created_at": "2026-09-30T04:03:58.317Z",
+            },
+            {**retired_ed.public.to_dict(), "use": "sig", "status": "retired"},
+            {**retired_es.public.to_dict(), "use": "sig", "status": "retired"},
+        ]
+    }
+    ver = verifier(minter, keys_for(broker, clock))
+    eddsa = minter.token(key=retired_ed, header={"alg": "EdDSA", "kid": "ed-retired"})
+    assert refused(ver, minter, eddsa) == INVALID_CONSENT_TOKEN
+    send(ver, minter, minter.token(key=retired_es, header={"alg": "ES256", "kid": "es-retired"}))
+    send(ver, minter)
+
+
+@pytest.mark.parametrize("mode", ["fail", "garbage"])
+def test_jwks_failures(broker: FakeBroker, minter: Minter, clock: FakeClock, mode: str) -> None:
+    broker.mode = mode
+    assert refused(verifier(minter, keys_for(broker, clock)), minter) == INVALID_CONSENT_TOKEN
+
+
+def test_unreachable_broker(minter: Minter, clock: FakeClock) -> None:
+    keys = BrokerKeys(unreachable_url(), fetch_policy=POLICY, clock=clock)
+    started = time.monotonic()
+    assert refused(verifier(minter, keys), minter) == INVALID_CONSENT_TOKEN
+    assert time.monotonic() - started < POLICY.timeout
+
+
+# -- DID documents ------------------------------------------------------------------------
+
+
+def test_did_document_is_cached_ten_minutes(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    keys = keys_for(broker, clock)
+    ver = verifier(minter, keys)
+    path = f"/agents/{minter.initiator_id}/did.json"
+    send(ver, minter)
+    clock.advance(599)
+    send(ver, minter)
+    assert broker.hits[path] == 1
+    clock.advance(2)
+    send(ver, minter)
+    assert broker.hits[path] == 2
+    assert keys.did_document(minter.initiator_id).id == agent_did(minter.initiator_id)
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_did_document_gone(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
+) -> None:
+    if status == 410:
+        broker.revoke(minter.initiator_id, revoked_at="2026-09-30T04:00:00.000Z")
+    else:
+        del broker.did_documents[minter.initiator_id]
+    ver = verifier(minter, keys_for(broker, clock))
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter)
+    assert caught.value.code == INVALID_PROOF
+    assert f"({status})" in caught.value.message
+    # Failures are not cached: once the broker serves it again, it is used.
+    broker.revoked = {}
+    broker.did_documents = dict(minter.did_documents())
+    send(ver, minter)
+
+
+@pytest.mark.parametrize("mode", ["fail", "garbage"])
+def test_did_document_failures(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, mode: str
+) -> None:
+    keys = keys_for(broker, clock)
+    ver = verifier(minter, keys)
+    keys.broker_keys(minter.broker.kid, "ES256")  # the JWKS is cached before the failure
+    broker.mode = mode
+    assert refused(ver, minter) == INVALID_PROOF
+
+
+def test_agent_ids_are_url_encoded(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
+    minter.initiator_id = "prf_agent_a/b?c#d"
+    broker.did_documents = dict(minter.did_documents())
+    send(verifier(minter, keys_for(broker, clock)), minter)
+    assert broker.hits["/agents/prf_agent_a%2Fb%3Fc%23d/did.json"] == 1
+
+
+# -- receipts over HTTP -------------------------------------------------------------------
+
+
+def test_fixture_receipts_through_the_broker(module_broker: FakeBroker, clock: FakeClock) -> None:
+    module_broker.reset()
+    data = fixture(PHASE2)
+    module_broker.jwks = data["jwks"]
+    module_broker.did_documents = dict(data["did_documents"])
+    keys = keys_for(module_broker, clock)
+    now = fixture_now(PHASE2)
+    verifier_ = ReceiptVerifier(keys, clock=lambda: now)
+    for receipt in data["action_receipts"]:
+        verifier_.verify_action_receipt(receipt, expected_session_id=data["session_id"])
+    for ack in data["acknowledgments"]:
+        verifier_.verify_index_ack(ack)
+    verifier_.verify_session_receipt(data["session_receipt"])
+    assert module_broker.hits[JWKS] == 1
+    assert module_broker.hits["/agents/prf_agent_4fb30521/did.json"] == 1  # cached
+
+
+def test_revoked_receipt_signer_over_http(broker: FakeBroker, clock: FakeClock) -> None:
+    shop = "prf_agent_shop0002"
+    shop_key = generate_private_jwk("EdDSA")
+    broker_key = generate_private_jwk("ES256", kid="bk")
+    broker.jwks = {"keys": [broker_key.public.to_dict()]}
+    broker.add_agent(shop, did_document(shop, shop_key.public))
+    receipt = ReceiptSigner(shop_key, agent_did(shop), clock=lambda: NOW).sign(
+        session_id="sess_1", consent_token="a.b.c", action="a"
+    )
+    rhash = receipt_hash(receipt)
+    ack_claims = {
+        "ver": 1,
+        "session_id": "sess_1",
+        "seq": 1,
+        "receipt_hash": rhash,
+        "receipt_iss": agent_did(shop),
+        "prev": None,
+        "entry_hash": entry_hash(1, rhash, None),
+        "indexed_at": "2026-09-30T04:04:00.000Z",
+        "iss": "did:web:api.parafe.ai",
+        "iat": int(NOW),
+    }
+    ack = sign(ack_claims, broker_key, {"alg": "ES256", "kid": "bk", "typ": "parafe-index-ack+jwt"})
+    verifier_ = ReceiptVerifier(keys_for(broker, clock), clock=lambda: NOW)
+    verifier_.verify_action_receipt(receipt)
+    broker.revoke(shop, revoked_at="2026-09-30T05:00:00.000Z")
+    clock.advance(601)  # past the DID document cache
+    with pytest.raises(ParafeError) as caught:
+        verifier_.verify_action_receipt(receipt)
+    assert caught.value.code == "ISSUER_REVOKED"
+    checked = verifier_.verify_action_receipt(receipt, acknowledgment=ack)
+    assert checked.issuer_revoked_at == "2026-09-30T05:00:00.000Z"
+    broker.revoke(shop, revoked_at=None)
+    with pytest.raises(ParafeError) as caught:
+        verifier_.verify_action_receipt(receipt, acknowledgment=ack)
+    assert caught.value.code == "KEY_FETCH_FAILED"
+    broker.mode = "fail"
+    with pytest.raises(ParafeError) as caught:
+        verifier_.verify_action_receipt(receipt)
+    assert caught.value.code == "KEY_FETCH_FAILED"
+
+
+# -- online verification --------------------------------------------------------------------
+
+
+def test_online_verification(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
+    ver = verifier(minter, keys_for(broker, clock), online=True)
+    token = minter.token()
+    proof = minter.proof(token)
+    verified = ver.verify(message(token, minter.session_id, proof), action="create_order")
+    assert verified.online is not None
+    assert verified.online.valid
+    method, path, body = broker.requests[-1]
+    assert (method, path) == ("POST", "/consent/verify")
+    assert body == {
+        "consent_token": token,
+        "action": "create_order",
+        "session_id": minter.session_id,
+        "agent_id": minter.target_id,
+        "proof": proof,
+    }
+    with pytest.raises(ValueError, match="action"):
+        send(ver, minter)
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "code"),
+    [
+        (
+            401,
+            {"valid": False, "error": "token_expired", "reason": "expired"},
+            EXPIRED_CONSENT_TOKEN,
+        ),
+        (401, {"valid": False, "error": "wrong_audience"}, WRONG_AUDIENCE),
+        (401, {"valid": False, "error": "proof_invalid", "reason": "stale"}, INVALID_PROOF),
+        (
+            401,
+            {"valid": False, "error": "agent_revoked", "reason": "revoked"},
+            INVALID_CONSENT_TOKEN,
+        ),
+        (401, {"valid": False, "error": "session_inactive"}, INVALID_CONSENT_TOKEN),
+        (200, {"valid": True, "permitted": False, "action": "create_order"}, SCOPE_VIOLATION),
+        (
+            200,
+            {"valid": False, "permitted": False, "action": "create_order"},
+            INVALID_CONSENT_TOKEN,
+        ),
+        (500, {"error": "internal_error"}, INVALID_CONSENT_TOKEN),
+    ],
+)
+def test_online_refusals(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int, answer: Any, code: str
+) -> None:
+    broker.verify_answer = (status, answer)
+    ver = verifier(minter, keys_for(broker, clock), online=True)
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter, action="create_order")
+    assert caught.value.code == code
+    assert caught.value.consent is not None  # a refusal receipt can bind to it
+
+
+def test_online_alone(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
+    ver = verifier(minter, keys_for(broker, clock))
+    token = minter.token()
+    result = ver.verify_online(token, action="create_order")
+    assert result.valid
+    assert result.session_id == minter.session_id
+    assert broker.requests[-1][2]["agent_id"] == minter.target_id
+    assert broker.hits[JWKS] == 0  # nothing offline was checked
+    broker.verify_answer = (200, {"valid": False, "permitted": False, "action": "create_order"})
+    assert asyncio.run(ver.averify_online(token, action="create_order")).valid is False
+    with pytest.raises(ParafeError) as caught:
+        ver.verify_online("garbage", action="create_order")
+    assert caught.value.code == INVALID_CONSENT_TOKEN
+    assert len(broker.requests) == 2  # the missing session id raised before any request
+
+
+def test_online_unreachable_within_the_timeout(minter: Minter, clock: FakeClock) -> None:
+    ver = verifier(minter, BrokerKeys(unreachable_url(), fetch_policy=POLICY, clock=clock))
+    with pytest.raises(ParafeError) as caught:
+        ver.verify_online(minter.token(), action="create_order")
+    assert caught.value.code == INVALID_CONSENT_TOKEN
+    assert "Could not reach Parafe broker at http://127.0.0.1:" in caught.value.message
+
+
+def test_online_slow_broker_is_cut_at_the_timeout(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    policy = FetchPolicy(allow_http_on_loopback=True, timeout=0.5)
+    keys = keys_for(broker, clock, policy)
+    ver = verifier(minter, keys, online=True)
+    keys.broker_keys(minter.broker.kid, "ES256")  # JWKS and DID document cached first
+    keys.did_document(minter.initiator_id)
+    broker.mode, broker.delay = "slow", 3.0
+    started = time.monotonic()
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter, action="create_order")
+    elapsed = time.monotonic() - started
+    assert caught.value.code == INVALID_CONSENT_TOKEN
+    assert "took longer than 0.5 s" in caught.value.message
+    assert elapsed < 2.0
+
+
+# -- async ----------------------------------------------------------------------------------
+
+
+def test_async_drivers(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
+    keys = keys_for(broker, clock)
+    ver = verifier(minter, keys, online=True)
+
+    async def main() -> list[Any]:
+        results: list[Any] = []
+        for _ in range(3):
+            token = minter.token()
+            msg = message(token, minter.session_id, minter.proof(token))
+            results.append(await ver.averify(msg, action="create_order"))
+        bad = minter.token(target_agent_id="x")
+        try:
+            await ver.averify(
+                message(bad, minter.session_id, minter.proof(bad)), action="create_order"
+            )
+        except ParafeError as exc:
+            results.append(exc.code)
+        return results
+
+    results = asyncio.run(main())
+    assert all(r.proof_verified for r in results[:3])
+    assert results[3] == WRONG_AUDIENCE
+    assert broker.hits[JWKS] == 1
+    assert broker.hits[f"/agents/{minter.initiator_id}/did.json"] == 1
+
+
+def test_async_unreachable(minter: Minter, clock: FakeClock) -> None:
+    ver = verifier(minter, BrokerKeys(unreachable_url(), fetch_policy=POLICY, clock=clock))
+    token = minter.token()
+
+    async def main() -> str:
+        try:
+            await ver.averify(message(token, minter.session_id, minter.proof(token)))
+        except ParafeError as exc:
+            return exc.code
+        return "accepted"
+
+    assert asyncio.run(main()) == INVALID_CONSENT_TOKEN
