@@ -50,10 +50,11 @@ class FetchPolicy:
 
 @frozen
 class FetchResponse:
-    """A fetched document: status 200 only, its body and the headers that matter."""
+    """An HTTP answer: status, lower-cased headers, body (at most the policy's cap)."""
 
     body: bytes = field(repr=False)
     headers: Mapping[str, str]
+    status: int = 200
 
 
 def _resolve(host: str, port: int) -> list[IPAddress]:
@@ -100,25 +101,34 @@ class _PinnedConnection(http.client.HTTPConnection):
                 self.kept_socket.shutdown(socket.SHUT_RDWR)
 
 
-def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json") -> FetchResponse:
-    """GET `url` under `policy`; return a 200 response or raise `FetchError`.
+def http_request(
+    method: str,
+    url: str,
+    policy: FetchPolicy,
+    *,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+    accept: str = "application/json",
+) -> FetchResponse:
+    """One request under `policy`; any status is returned, `FetchError` when there is none.
 
-    Blocking: async callers run it in a worker thread.
+    Every resolved address is checked against the policy and then connected to directly (no
+    second DNS lookup), https only (plain http to loopback when allowed), no redirects
+    followed, one deadline for the whole exchange, a body cap. Blocking: async callers run it
+    in a worker thread.
     """
     try:
         parts = urlsplit(url)
         host = parts.hostname
-    except ValueError as exc:  # e.g. an unbalanced or invalid bracketed IPv6 host
+        port = parts.port
+    except ValueError as exc:  # e.g. an unbalanced bracketed IPv6 host, a bad port
         raise FetchError("invalid URL") from exc
     if not host or parts.username is not None or parts.password is not None:
         raise FetchError("URL must name a host and carry no credentials")
     if parts.scheme not in ("https", "http"):
         raise FetchError("only https URLs may be fetched")
     tls = parts.scheme == "https"
-    try:
-        port = parts.port or (443 if tls else 80)
-    except ValueError as exc:
-        raise FetchError("invalid port") from exc
+    port = port or (443 if tls else 80)
     addresses = _resolve(host, port)
     if not addresses or not all(policy.address_allowed(a) for a in addresses):
         raise FetchError(f"{host} resolves to an address that may not be fetched")
@@ -134,11 +144,11 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
-        connection.request("GET", path, headers={"Accept": accept, "User-Agent": policy.user_agent})
+        headers = {"Accept": accept, "User-Agent": policy.user_agent}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
-        if response.status != 200:
-            # Redirects are not followed: the configured URL is the one that is trusted.
-            raise FetchError(f"{url} answered HTTP {response.status}")
         declared = response.getheader("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > policy.max_bytes:
             raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
@@ -152,8 +162,11 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
         if connection.aborted:
             # The watchdog fired: what was read may be cut short, so none of it is trusted.
             raise FetchError(f"{url} took longer than {policy.timeout} s")
-        headers = {name.lower(): value for name, value in response.getheaders()}
-        return FetchResponse(body=b"".join(chunks), headers=headers)
+        return FetchResponse(
+            body=b"".join(chunks),
+            headers={name.lower(): value for name, value in response.getheaders()},
+            status=response.status,
+        )
     except (OSError, http.client.HTTPException) as exc:
         if connection.aborted:
             raise FetchError(f"{url} took longer than {policy.timeout} s") from exc
@@ -161,6 +174,18 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
     finally:
         watchdog.cancel()
         connection.close()
+
+
+def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json") -> FetchResponse:
+    """GET `url` under `policy` (see `http_request`); only a 200 answer is returned.
+
+    Anything else, redirects included (the configured URL is the one that is trusted), is a
+    `FetchError`.
+    """
+    response = http_request("GET", url, policy, accept=accept)
+    if response.status != 200:
+        raise FetchError(f"{url} answered HTTP {response.status}")
+    return response
 
 
 def max_age(headers: Mapping[str, str]) -> float | None:
@@ -174,6 +199,15 @@ def max_age(headers: Mapping[str, str]) -> float | None:
         name = name.strip().lower()
         if name in ("no-store", "no-cache"):
             return 0.0
-        if name == "max-age" and arg.strip().strip('"').isdigit():
+        if name == "max-age" and _is_ascii_digits(arg.strip().strip('"')):
             seconds = float(arg.strip().strip('"'))
     return seconds
+
+
+def _is_ascii_digits(text: str) -> bool:
+    """Tell whether `text` is one or more ASCII digits (what a header number may hold).
+
+    `str.isdigit()` alone also accepts superscripts such as "²", which `int()` and `float()`
+    refuse: a key server sending one must get a refusal, not an exception.
+    """
+    return text.isascii() and text.isdigit()
