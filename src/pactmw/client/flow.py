@@ -20,6 +20,7 @@ from attrs import frozen
 from pactmw.client.errors import NetworkError, RateLimited
 from pactmw.client.http import HttpRequest, HttpResponse
 from pactmw.client.transport import AsyncTransport, Transport
+from pactmw.core.encoding import is_ascii_digits
 
 T = TypeVar("T")
 
@@ -73,7 +74,7 @@ def retry_after(response: HttpResponse, *, now: float | None = None) -> float | 
     value = (response.header("retry-after") or "").strip()
     if not value:
         return None
-    if value.isdigit():
+    if is_ascii_digits(value):
         return float(value)
     try:
         target = parsedate_to_datetime(value).timestamp()

@@ -19,7 +19,7 @@ from urllib.parse import SplitResult, urlsplit
 from attrs import field, frozen
 
 from pactmw.client.errors import ResponseInvalid, URLRefused
-from pactmw.core.encoding import json_loads
+from pactmw.core.encoding import is_ascii_digits, json_loads
 from pactmw.core.errors import MalformedInput
 
 #: Answers larger than this are cut off as a failure (cards, replies, tokens are small).
@@ -279,7 +279,7 @@ class ResponseParser:
             return
         lengths = {value for key, value in self.headers if key.lower() == "content-length"}
         if lengths:
-            if len(lengths) != 1 or not next(iter(lengths)).isdigit():
+            if len(lengths) != 1 or not is_ascii_digits(next(iter(lengths))):
                 raise ProtocolViolation("bad content-length")
             self._remaining = int(next(iter(lengths)))
             if self._remaining > self._max_body:

@@ -38,6 +38,15 @@ def is_storable_text(text: str) -> bool:
     return _UNSTORABLE.search(text) is None
 
 
+def is_ascii_digits(text: str) -> bool:
+    """Whether `text` is one or more ASCII digits.
+
+    `str.isdigit()` alone also accepts characters such as "²" (latin-1 0xB2, possible in an
+    HTTP header) that `int()` refuses; numbers read from the wire must pass this first.
+    """
+    return text.isascii() and text.isdigit()
+
+
 def b64url_encode(data: bytes) -> str:
     """Encode bytes as unpadded base64url text."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from attrs import field, frozen
 
+from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import FetchError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -150,7 +151,8 @@ def http_request(
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         declared = response.getheader("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > policy.max_bytes:
+        # ASCII digits only: "²" (latin-1 0xB2) passes `isdigit()` but not `int()`.
+        if declared is not None and is_ascii_digits(declared) and int(declared) > policy.max_bytes:
             raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
         chunks: list[bytes] = []
         received = 0
@@ -199,15 +201,6 @@ def max_age(headers: Mapping[str, str]) -> float | None:
         name = name.strip().lower()
         if name in ("no-store", "no-cache"):
             return 0.0
-        if name == "max-age" and _is_ascii_digits(arg.strip().strip('"')):
+        if name == "max-age" and is_ascii_digits(arg.strip().strip('"')):
             seconds = float(arg.strip().strip('"'))
     return seconds
-
-
-def _is_ascii_digits(text: str) -> bool:
-    """Tell whether `text` is one or more ASCII digits (what a header number may hold).
-
-    `str.isdigit()` alone also accepts superscripts such as "²", which `int()` and `float()`
-    refuse: a key server sending one must get a refusal, not an exception.
-    """
-    return text.isascii() and text.isdigit()

@@ -145,8 +145,19 @@ class JwksCache:
             return entry, future, True
 
     def _fetch_and_finish(self, uri: str, future: Future[_Entry], previous: _Entry | None) -> None:
-        """Fetch (blocking), store the result and wake every waiter. Never raises."""
-        new = self._after_fetch(previous, uri, self._clock())
+        """Fetch (blocking), store the result and wake every waiter."""
+        try:
+            new = self._after_fetch(previous, uri, self._clock())
+        except BaseException:  # pragma: no cover - _after_fetch catches every Exception
+            # Whatever happened (KeyboardInterrupt, a bug), the fetch must finish: waiters
+            # must not wait on a future nobody will complete.
+            now = self._clock()
+            new = previous or _Entry(keys=None, fetched_at=now, expires_at=now, attempted_at=now)
+            self._complete(uri, future, new)
+            raise
+        self._complete(uri, future, new)
+
+    def _complete(self, uri: str, future: Future[_Entry], new: _Entry) -> None:
         with self._lock:
             self._entries[uri] = new
             self._entries.move_to_end(uri)

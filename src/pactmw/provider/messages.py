@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from attrs import frozen
 
-from pactmw.core.encoding import is_storable_text, json_loads
+from pactmw.core.encoding import is_ascii_digits, is_storable_text, json_loads
 from pactmw.core.errors import A2AError, MalformedInput
 
 _ROLES = frozenset({"ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT"})
@@ -137,7 +137,7 @@ def parse_page_size(query: str) -> int:
     if not values:
         return 50
     value = values[0] if len(values) == 1 else ""
-    if not (value.isascii() and value.isdigit() and len(value) <= 3):
+    if not (is_ascii_digits(value) and len(value) <= 3):
         raise _invalid("Invalid pageSize")
     size = int(value)
     if not 1 <= size <= 100:
