@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -835,3 +836,237 @@ def test_brand_login_is_never_an_open_redirect() -> None:
         assert claims["aud"] == consent
         assert claims["sub"] == "acct-jane"
         assert claims["user_code"] == "bcdf-ghjk"
+
+
+# -- the personal agent's side: keygen, token, card ------------------------------------------
+
+NEW_COMMANDS = ["keygen", "token", "card", "check"]
+
+
+@pytest.mark.parametrize("launcher", launchers())
+@pytest.mark.parametrize("command", NEW_COMMANDS)
+def test_personal_agent_subcommand_help(launcher: tuple[str, ...], command: str) -> None:
+    result = run([*launcher, command, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: pactmw {command}")
+    root = run([*launcher, "--help"])
+    assert command in root.stdout
+
+
+def test_check_help_documents_the_output_and_exit_statuses() -> None:
+    text = run([*PYTHON_M, "check", "--help"]).stdout
+    for option in ("--issuer", "--key", "--audience", "--other-brand", "--delegated", "--json",
+                   "--timeout", "N passed, M failed", "disabled-pa"):  # fmt: skip
+        assert option in " ".join(text.split()), option
+
+
+def keygen(directory: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return run([*PYTHON_M, "keygen", *arguments], cwd=directory)
+
+
+@pytest.mark.parametrize("alg", ["ES256", "RS256"])
+def test_keygen_and_token_verify_with_the_public_jwks(tmp_path: Path, alg: str) -> None:
+    import jwt  # PyJWT: an independent verifier
+
+    made = keygen(tmp_path, "--alg", alg, "--kid", "agent-1",
+                  "--out", "keys/agent.jwk", "--jwks", "public/jwks.json")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "kid agent-1" in made.stdout
+    assert "(mode 0600)" in made.stdout
+    key_file, jwks_file = tmp_path / "keys" / "agent.jwk", tmp_path / "public" / "jwks.json"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(jwks_file.stat().st_mode) == 0o644
+    private = json.loads(key_file.read_text())
+    assert private["kid"] == "agent-1"
+    assert private["alg"] == alg
+    assert "d" in private
+    jwks = json.loads(jwks_file.read_text())
+    assert [key["kid"] for key in jwks["keys"]] == ["agent-1"]
+    assert not {"d", "p", "q", "dp", "dq", "qi"} & set(jwks["keys"][0])
+    assert jwks["keys"][0]["use"] == "sig"
+
+    signed = run([*PYTHON_M, "token", "--key", str(key_file), "--issuer", ISSUER,
+                  "--sub", "user-42", "--audience", "urn:provider:aud", "--ttl", "60"])  # fmt: skip
+    assert signed.returncode == 0, signed.stderr
+    assert signed.stderr == ""
+    compact = signed.stdout.strip()
+    assert signed.stdout == compact + "\n"
+    assert jwt.get_unverified_header(compact) == {"alg": alg, "typ": "JWT", "kid": "agent-1"}
+    public = jwt.PyJWKSet.from_dict(jwks)["agent-1"]
+    claims = jwt.decode(
+        compact, public.key, algorithms=[alg], audience="urn:provider:aud", issuer=ISSUER
+    )
+    assert claims["sub"] == "user-42"
+    assert claims["exp"] - claims["iat"] == 60
+    assert abs(claims["iat"] - time.time()) < 30
+    assert str(uuid.UUID(claims["jti"])) == claims["jti"]
+    # Another key's JWKS does not verify it.
+    other = keygen(tmp_path, "--alg", alg, "--out", "other.jwk", "--jwks", "other.json")
+    assert other.returncode == 0, other.stderr
+    other_key = jwt.PyJWKSet.from_dict(json.loads((tmp_path / "other.json").read_text())).keys[0]
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(compact, other_key.key, algorithms=[alg], audience="urn:provider:aud")
+
+
+def test_keygen_without_jwks_prints_it_and_default_kid_is_the_thumbprint(tmp_path: Path) -> None:
+    from pactmw.core.jwk import import_public_jwk
+
+    made = keygen(tmp_path, "--out", "agent.jwk")
+    assert made.returncode == 0, made.stderr
+    jwks = json.loads(made.stdout)
+    (key,) = jwks["keys"]
+    assert key["alg"] == "ES256"
+    assert key["kid"] == import_public_jwk(key).thumbprint
+    assert "written to agent.jwk (mode 0600)" in made.stderr
+    assert stat.S_IMODE((tmp_path / "agent.jwk").stat().st_mode) == 0o600
+
+
+def test_keygen_never_replaces_a_key_unless_forced(tmp_path: Path) -> None:
+    assert keygen(tmp_path, "--out", "agent.jwk", "--jwks", "jwks.json").returncode == 0
+    before = (tmp_path / "agent.jwk").read_text()
+    again = keygen(tmp_path, "--out", "agent.jwk", "--jwks", "other.json")
+    assert_one_line_error(again, "agent.jwk exists (--force replaces it)")
+    assert (tmp_path / "agent.jwk").read_text() == before
+    assert not (tmp_path / "other.json").exists()
+    (tmp_path / "agent.jwk").chmod(0o644)
+    forced = keygen(tmp_path, "--out", "agent.jwk", "--jwks", "jwks.json", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "agent.jwk").read_text() != before
+    assert stat.S_IMODE((tmp_path / "agent.jwk").stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_keygen_eddsa_key_cannot_sign_pact_tokens(tmp_path: Path) -> None:
+    made = keygen(tmp_path, "--alg", "EdDSA", "--out", "ed.jwk", "--jwks", "ed.json")
+    assert made.returncode == 0, made.stderr
+    assert "cannot sign them" in made.stderr
+    assert json.loads((tmp_path / "ed.json").read_text())["keys"][0]["crv"] == "Ed25519"
+    refused = run([*PYTHON_M, "token", "--key", str(tmp_path / "ed.jwk"), "--issuer", ISSUER,
+                   "--sub", "u", "--audience", "a"])  # fmt: skip
+    assert_one_line_error(refused, "must be ES256 or RS256")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        pytest.param(["--ttl", "301"], "ttl must be an integer from 1 to 300", id="ttl"),
+        pytest.param(["--ttl", "0"], "ttl must be an integer from 1 to 300", id="ttl-0"),
+        pytest.param(["--audience", ""], "sub and aud must be non-empty", id="audience"),
+    ],
+)
+def test_token_usage_errors(tmp_path: Path, arguments: list[str], expected: str) -> None:
+    assert keygen(tmp_path, "--out", "agent.jwk").returncode == 0
+    base = {"--key": str(tmp_path / "agent.jwk"), "--issuer": ISSUER, "--sub": "u",
+            "--audience": "aud"}  # fmt: skip
+    for option, value in zip(arguments[::2], arguments[1::2], strict=True):
+        base[option] = value
+    result = run([*PYTHON_M, "token", *(x for pair in base.items() for x in pair)])
+    assert_one_line_error(result, expected)
+
+
+def test_token_with_a_missing_key_file(tmp_path: Path) -> None:
+    result = run([*PYTHON_M, "token", "--key", str(tmp_path / "nope.jwk"), "--issuer", ISSUER,
+                  "--sub", "u", "--audience", "a"])  # fmt: skip
+    assert_one_line_error(result, "cannot read")
+
+
+DELEGATED_CARD_CONFIG = """\
+base_url = "http://127.0.0.1:{port}"
+audience = "urn:aud"
+store = "memory://"
+data_dir = "{data}"
+
+[[agents]]
+issuer = "https://pa.example"
+jwks_uri = "https://pa.example/.well-known/jwks.json"
+
+[brands.acme]
+name = "Acme Support"
+description = "Orders and returns."
+handler = "pactmw.demo:demo_bot"
+
+[brands.acme.delegation]
+login_url = "/login"
+scopes = {{ "orders:read" = "Look up your orders", "orders:cancel" = "Cancel an order" }}
+
+[brands.globex]
+name = "Globex Help"
+handler = "pactmw.demo:demo_bot"
+"""
+
+
+@pytest.fixture
+def card_provider(tmp_path: Path) -> Iterator[str]:
+    """Our Provider in this process: acme offers delegation, globex is Identity only."""
+    from pactmw.adapters.asgi import A2AProviderApp
+    from pactmw.provider import Provider, ProviderSettings, load_toml
+    from tests.servers import uvicorn_server
+
+    port = free_port()
+    config = tmp_path / "pactmw.toml"
+    config.write_text(DELEGATED_CARD_CONFIG.format(port=port, data=tmp_path / "data"))
+    provider = Provider.from_settings(ProviderSettings.from_mapping(load_toml(str(config))))
+    try:
+        with uvicorn_server(A2AProviderApp(provider), port=port) as base_url:
+            yield base_url
+    finally:
+        provider.close()
+
+
+def test_card_from_a_brand_domain_that_redirects(card_provider: str) -> None:
+    from tests.jwks_server import Mode
+
+    card = f"{card_provider}/a2a/acme/.well-known/agent-card.json"
+    with JwksServer() as brand_site:
+        brand_site.redirect_location = card
+        brand_site.mode = Mode.REDIRECT
+        result = run([*PYTHON_M, "card", brand_site.base_url])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == [
+        "Acme Support",
+        "  Orders and returns.",
+        f"card:        {card}",
+        f"interface:   {card_provider}/a2a/acme",
+        "identity:    platformJwt (Bearer JWT)",
+        "delegation:  userDelegation (OAuth device code), scopes:",
+        "  orders:read    Look up your orders",
+        "  orders:cancel  Cancel an order",
+    ]
+
+
+def test_card_json_and_identity_only_brand(card_provider: str) -> None:
+    card = f"{card_provider}/a2a/globex/.well-known/agent-card.json"
+    result = run([*PYTHON_M, "card", card, "--json"])
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary == {
+        "name": "Globex Help",
+        "description": "",
+        "card_url": card,
+        "interface_url": f"{card_provider}/a2a/globex",
+        "identity_scheme": "platformJwt",
+        "delegation": None,
+        "skills": [],
+    }
+    text = run([*PYTHON_M, "card", card])
+    assert "delegation:  none (PACT Identity only)" in text.stdout
+    delegated = json.loads(
+        run([*PYTHON_M, "card", card.replace("globex", "acme"), "--json"]).stdout
+    )["delegation"]
+    assert delegated["scheme"] == "userDelegation"
+    assert delegated["metadata_url"] == (
+        f"{card_provider}/a2a/acme/oauth/.well-known/oauth-authorization-server"
+    )
+    assert [s["id"] for s in delegated["scopes"]] == ["orders:read", "orders:cancel"]
+
+
+def test_card_errors(card_provider: str) -> None:
+    missing = run([*PYTHON_M, "card", f"{card_provider}/a2a/nope/.well-known/agent-card.json"])
+    assert missing.returncode == 1
+    assert missing.stdout == ""
+    assert missing.stderr.startswith("pactmw card: error: ")
+    assert "HTTP 404" in missing.stderr
+    assert len(missing.stderr.splitlines()) == 1
+    clear = run([*PYTHON_M, "card", "http://shop.example"])
+    assert_one_line_error(clear, "plain http is allowed only to loopback hosts")

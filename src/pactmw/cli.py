@@ -1,5 +1,6 @@
 """The `pactmw` command: `serve` a Provider from a TOML file, list or revoke delegation
-`grants` in its store, or run the `demo`.
+`grants` in its store, run the `demo`; and the personal agent's side: `keygen` a signing key,
+sign a `token`, fetch a Brand's `card`, and `check` any Provider's PACT conformance.
 
 Each subcommand is one `_add_<name>(subparsers)` function that declares its arguments and sets
 `run` to the function doing the work; list it in `SUBCOMMANDS`. A `run` function returns the
@@ -18,10 +19,12 @@ import os
 import signal
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,6 +32,7 @@ from pactmw.config import ConfigError
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
+    from pactmw.client import AgentSigner
     from pactmw.provider import Provider, ProviderSettings
     from pactmw.store.base import Grant, Store
 
@@ -524,9 +528,384 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(keep=args.keep)
 
 
+# -- keygen --------------------------------------------------------------------------------
+
+_KEYGEN_HELP = """\
+Generate a personal agent's signing key: the private JWK goes to --out (mode 0600, never
+publish it), the public JWKS to --jwks (publish it at the jwks_uri you register with each
+Provider). Without --jwks the public JWKS is printed on stdout.
+
+PACT personal-agent JWTs are ES256 (the reference) or RS256; EdDSA keys are for other uses
+and `pactmw token` refuses them. The kid defaults to the key's RFC 7638 thumbprint. Existing
+files are never replaced unless --force.
+"""
+
+KEY_ALGORITHMS = ("ES256", "RS256", "EdDSA")
+
+
+def _add_keygen(subparsers: SubParsers) -> None:
+    parser = subparsers.add_parser(
+        "keygen",
+        help="generate a personal agent's signing key (private JWK) and its public JWKS",
+        description=_KEYGEN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--alg", choices=KEY_ALGORITHMS, default="ES256", help="key algorithm (default: ES256)"
+    )
+    parser.add_argument("--kid", metavar="K", help="key id (default: the RFC 7638 thumbprint)")
+    parser.add_argument(
+        "--out", required=True, metavar="PRIVATE.jwk", help="where to write the private JWK"
+    )
+    parser.add_argument("--jwks", metavar="PUBLIC.json", help="where to write the public JWKS")
+    parser.add_argument("--force", action="store_true", help="replace existing files")
+    parser.set_defaults(run=_keygen)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically, readable by its owner only (0600 from creation)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".pactmw-key-", suffix=".tmp")
+    try:
+        os.chmod(temporary, 0o600)  # mkstemp already creates 0600; say it anyway
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from pactmw.client import write_jwks
+    from pactmw.core.jwk import generate_private_jwk
+
+    if args.kid is not None and not args.kid:
+        raise CommandError("--kid must not be empty")
+    out = Path(args.out)
+    targets = [out] + ([Path(args.jwks)] if args.jwks else [])
+    if args.jwks and out.resolve() == Path(args.jwks).resolve():
+        raise CommandError("--out and --jwks must be different files")
+    for target in targets:
+        if target.exists() and not args.force:
+            raise CommandError(f"{target} exists (--force replaces it)")
+    key = generate_private_jwk(args.alg, kid=args.kid)
+    public = {"keys": [{**key.public.to_dict(), "use": "sig"}]}
+    try:
+        _write_private(out, json.dumps(key.to_dict(), indent=2) + "\n")
+        if args.jwks:
+            write_jwks(public, args.jwks)
+    except OSError as exc:
+        raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror}") from None
+    info = sys.stdout if args.jwks else sys.stderr
+    print(f"private key ({key.alg}, kid {key.kid}) written to {out} (mode 0600)", file=info)
+    if args.jwks:
+        print(f"public JWKS written to {args.jwks}: publish it at your registered jwks_uri")
+    else:
+        print(json.dumps(public, indent=2))
+    if key.alg not in ("ES256", "RS256"):
+        print(
+            f"note: PACT personal-agent JWTs are ES256 or RS256; this {key.alg} key cannot "
+            "sign them",
+            file=sys.stderr,
+        )
+    return 0
+
+
+# -- token ---------------------------------------------------------------------------------
+
+_SIGN_HELP = """\
+Print a PACT personal-agent JWT (PACT §3.2) signed with a private JWK (or PEM) file: header
+{alg, kid, typ: JWT}, claims iss, sub, aud, iat, exp = iat + --ttl (at most 300 s) and a
+random jti. --audience is the opaque audience the Provider assigned, not a card URL.
+"""
+
+
+def _add_token(subparsers: SubParsers) -> None:
+    parser = subparsers.add_parser(
+        "token",
+        help="print a personal-agent JWT signed with a private key",
+        description=_SIGN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--key", required=True, metavar="PRIVATE.jwk", help="the private key")
+    parser.add_argument("--issuer", required=True, metavar="ISS", help="the registered issuer")
+    parser.add_argument("--sub", required=True, metavar="SUB", help="the user's stable id")
+    parser.add_argument(
+        "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
+    )
+    parser.add_argument(
+        "--ttl", type=int, default=120, metavar="S", help="lifetime, 1 to 300 s (default: 120)"
+    )
+    parser.set_defaults(run=_token)
+
+
+def _load_signer(path: str, issuer: str) -> AgentSigner:
+    from pactmw.client import AgentSigner
+
+    try:
+        return AgentSigner.from_file(path, issuer=issuer)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise CommandError(f"{path}: {exc}") from None
+
+
+def _token(args: argparse.Namespace) -> int:
+    signer = _load_signer(args.key, args.issuer)
+    try:
+        print(signer.sign(args.sub, args.audience, args.ttl))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    return 0
+
+
+# -- card ----------------------------------------------------------------------------------
+
+_CARD_HELP = """\
+Fetch a Brand's Agent Card the way a personal agent does, validate it and print a summary:
+name, interface URL, identity scheme, and the delegation scopes when the Brand offers
+PACT Delegated. URL is a card URL, or a Brand's domain (https://shop.example or
+shop.example): its /.well-known/agent-card.json, which serves the card or redirects to the
+Provider's (up to 5 redirects are followed). Plain http is allowed to loopback hosts only.
+Exit status 0 for a valid PACT card, 1 when it cannot be fetched or is not valid.
+"""
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
+def _add_card(subparsers: SubParsers) -> None:
+    parser = subparsers.add_parser(
+        "card",
+        help="fetch, validate and summarize a Brand's Agent Card",
+        description=_CARD_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("url", metavar="URL", help="the card URL or the Brand's domain")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for each answer (default: 10)",
+    )
+    parser.set_defaults(run=_card)
+
+
+def _card_url(text: str, what: str) -> str:
+    from pactmw.check import card_url_from
+    from pactmw.client import URLRefused
+
+    try:
+        return card_url_from(text)
+    except URLRefused as exc:
+        raise CommandError(f"{what}: {exc}") from None
+
+
+def _card(args: argparse.Namespace) -> int:
+    from pactmw.check import identity_scheme_name
+    from pactmw.client import ClientError, SyncTransport, delegation_scheme, fetch_card
+    from pactmw.client import interface_url as card_interface
+
+    url = _card_url(args.url, "URL")
+    try:
+        card = fetch_card(url, transport=SyncTransport(timeout=args.timeout))
+        interface = card_interface(card)
+    except ClientError as exc:
+        raise CommandError(f"{url}: {exc}", 1) from None
+    identity = identity_scheme_name(card)
+    scheme = delegation_scheme(card)
+    delegation = (
+        None
+        if scheme is None
+        else {
+            "scheme": scheme.name,
+            "device_authorization_url": scheme.device_authorization_url,
+            "token_url": scheme.token_url,
+            "metadata_url": scheme.metadata_url,
+            "scopes": [{"id": s.id, "description": s.description} for s in scheme.scopes],
+        }
+    )
+    if args.json:
+        summary = {
+            "name": card.name,
+            "description": card.description,
+            "card_url": card.url,
+            "interface_url": interface,
+            "identity_scheme": identity,
+            "delegation": delegation,
+            "skills": [dict(skill) for skill in card.skills],
+        }
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        _reconfigure_output()
+        print(card.name)
+        if card.description:
+            print(f"  {card.description}")
+        print(f"card:        {card.url}")
+        print(f"interface:   {interface}")
+        print(f"identity:    {identity + ' (Bearer JWT)' if identity else 'none'}")
+        if scheme is None:
+            print("delegation:  none (PACT Identity only)")
+        else:
+            print(f"delegation:  {scheme.name} (OAuth device code), scopes:")
+            width = max(len(s.id) for s in scheme.scopes) if scheme.scopes else 0
+            for scope in scheme.scopes:
+                print(f"  {scope.id.ljust(width)}  {scope.description}")
+    if identity is None:
+        raise CommandError(
+            "not a PACT card: no httpAuthSecurityScheme Bearer listed alone in a "
+            "securityRequirements entry",
+            1,
+        )
+    return 0
+
+
+def _reconfigure_output() -> None:
+    """Never fail on a console that cannot show a character (names, arrows, ellipses)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+# -- check ---------------------------------------------------------------------------------
+
+_CHECK_HELP = """\
+Run the PACT 1.0 conformance checks against a Provider over HTTP, as a registered personal
+agent: --issuer and --key are its registered issuer and private key (the public half served
+at its registered jwks_uri), --audience the audience the Provider assigned. URL is a Brand's
+card URL or domain (as for `pactmw card`).
+
+PACT Identity (the ground of the public suite, e2e/pact.test.ts): the Agent Card, replies
+and contextId, retries, foreign contexts, ListTasks, task and unsupported routes, header
+tolerance, unmatched routes before authentication, every authentication refusal (including
+iss {ISSUER}/disabled-pa, which should be registered disabled or not at all) and malformed
+bodies. --other-brand names a second Brand of the same Provider for the cross-Brand checks.
+
+PACT Delegated (--delegated): the card's device-code scheme and its RFC 8414 metadata, the
+step-up task for --ask, then the device flow: the checker prints the Brand's login link, a
+person opens it, signs in and approves, and the checker checks the token, a delegated reply's
+signed receipt and the refresh.
+
+Output: one line per check (PASS or FAIL, its name, and for a failure what was expected and
+what came back), then `N passed, M failed`; --json prints one JSON document instead.
+Progress goes to stderr. Exit status 0 when every check passes, 1 when any fails, 2 for bad
+usage (unreadable key, bad URL).
+"""
+
+
+def _add_check(subparsers: SubParsers) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="run the PACT conformance checks against a Provider",
+        description=_CHECK_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("url", metavar="URL", help="the Brand's card URL or domain")
+    parser.add_argument("--issuer", required=True, metavar="ISS", help="the registered issuer")
+    parser.add_argument("--key", required=True, metavar="PRIVATE.jwk", help="its private key")
+    parser.add_argument(
+        "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
+    )
+    parser.add_argument(
+        "--other-brand", metavar="CARD_URL", help="another Brand of the same Provider"
+    )
+    parser.add_argument(
+        "--delegated", action="store_true", help="also check PACT Delegated (needs a person)"
+    )
+    parser.add_argument(
+        "--ask",
+        metavar="TEXT",
+        default=None,
+        help="with --delegated: a message that needs delegated scopes "
+        "(default: 'Can you show my orders and my account?')",
+    )
+    parser.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="with --delegated: a scope to request (repeatable; default: every scope on the card)",
+    )
+    parser.add_argument(
+        "--approval-timeout",
+        type=_positive_seconds,
+        metavar="S",
+        help="with --delegated: how long to wait for the person (default: until the code expires)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for each answer (default: 10)",
+    )
+    parser.set_defaults(run=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pactmw.check import (
+        DEFAULT_ASK,
+        Checker,
+        CheckResult,
+        Progress,
+        results_json,
+        summary_line,
+    )
+
+    signer = _load_signer(args.key, args.issuer)
+    url = _card_url(args.url, "URL")
+    other = _card_url(args.other_brand, "--other-brand") if args.other_brand else None
+    if not args.delegated and (args.ask is not None or args.scope or args.approval_timeout):
+        raise CommandError("--ask, --scope and --approval-timeout go with --delegated")
+    _reconfigure_output()
+
+    def report(result: CheckResult) -> None:
+        if not args.json:
+            print(result.line(), flush=True)
+
+    checker = Checker(
+        url,
+        signer,
+        args.audience,
+        other_card_url=other,
+        delegated=args.delegated,
+        ask=args.ask if args.ask is not None else DEFAULT_ASK,
+        scopes=args.scope,
+        approval_timeout=args.approval_timeout,
+        timeout=args.timeout,
+        report=report,
+        progress=Progress(sys.stderr),
+    )
+    results = checker.run()
+    if args.json:
+        print(json.dumps(results_json(url, results), indent=2, ensure_ascii=False))
+    else:
+        print(summary_line(results), flush=True)
+    return 0 if results and all(result.passed for result in results) else 1
+
+
 # -- the parser ----------------------------------------------------------------------------
 
-SUBCOMMANDS: tuple[Callable[[SubParsers], None], ...] = (_add_serve, _add_grants, _add_demo)
+SUBCOMMANDS: tuple[Callable[[SubParsers], None], ...] = (
+    _add_serve,
+    _add_grants,
+    _add_demo,
+    _add_keygen,
+    _add_token,
+    _add_card,
+    _add_check,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,201 @@
+"""`pactmw check --delegated` against our Provider, with the person played by the test.
+
+The Brand's login is `pactmw.brand_login.DevelopmentBrandLogin` (brand-mode delegation). The
+checker runs as a user runs it (a subprocess) and prints the login link on stderr; the test
+reads it there and does what the person would do in a browser: sign in at the Brand, then
+allow (or deny) on the Provider's consent page, while the checker polls for the token.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from pactmw import check as names
+from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
+from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
+from tests.check.test_check_passes import IDENTITY
+from tests.servers import REPO, free_port
+
+PERSON = BrandUser("jane", "correct horse", account="acct-jane", email="jane@example.com")
+SCOPES = {"orders:read": "Look up your orders", "orders:cancel": "Cancel an order"}
+LINK = re.compile(r"^  (https?://\S+)$", re.MULTILINE)
+DELEGATED = {
+    names.DELEGATED_SCHEME, names.DELEGATED_METADATA, names.DELEGATED_STEP_UP,
+    names.DELEGATED_REFUSALS, names.DELEGATED_DEVICE, names.DELEGATED_TOKEN,
+    names.DELEGATED_SINGLE_USE, names.DELEGATED_RECEIPT, names.DELEGATED_TAMPERED,
+    names.DELEGATED_REFRESH, names.DELEGATED_SPENT_REFRESH,
+}  # fmt: skip
+
+
+@pytest.fixture
+def delegated_provider(tmp_path: Path, agent: Agent) -> Iterator[str]:
+    """Our Provider with Acme offering delegation through Acme's own (development) login."""
+    port = free_port()
+    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
+    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
+        login.start()
+        delegation = {
+            "acme": {
+                **login.delegation_settings(),
+                "scopes": SCOPES,
+                "interval": 1,
+                "tools": "pactmw.demo:demo_tools",
+            }
+        }
+        with in_process_provider(tmp_path, agent, delegation=delegation, port=port) as base_url:
+            yield base_url
+
+
+@dataclass
+class Running:
+    """A `pactmw check` process whose output is read as it comes."""
+
+    process: subprocess.Popen[str]
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    readers: list[threading.Thread] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, agent: Agent, url: str, *extra: str) -> Running:
+        process = subprocess.Popen(
+            [*PYTHON_M, *agent.check_args(url, "--delegated", *extra)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        running = cls(process)
+        for stream, into in ((process.stdout, running.stdout), (process.stderr, running.stderr)):
+            thread = threading.Thread(target=_read, args=(stream, into), daemon=True)
+            thread.start()
+            running.readers.append(thread)
+        return running
+
+    def link(self, timeout: float = 30) -> str:
+        """The login link the checker shows the person."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = LINK.search("".join(self.stderr))
+            if found:
+                return found.group(1)
+            assert self.process.poll() is None, "".join(self.stdout + self.stderr)
+            time.sleep(0.05)
+        raise AssertionError("no link on stderr: " + "".join(self.stderr))
+
+    def finish(self, timeout: float = 60) -> tuple[int, str, str]:
+        try:
+            status = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        for thread in self.readers:
+            thread.join(timeout=5)
+        return status, "".join(self.stdout), "".join(self.stderr)
+
+
+def _read(stream: object, into: list[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        into.append(line)
+
+
+def _form(page: str) -> tuple[str, dict[str, str]]:
+    """The first form's action and its hidden fields."""
+    action = re.search(r'<form method="post" action="([^"]+)">', page)
+    assert action is not None, page
+    hidden = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page)
+    return html.unescape(action.group(1)), {k: html.unescape(v) for k, v in hidden}
+
+
+def person_decides(link: str, decision: str = "allow") -> None:
+    """Jane in her browser: the Brand's login, then the Provider's consent page."""
+    with httpx.Client(timeout=10, follow_redirects=False) as browser:
+        page = browser.get(link)
+        assert page.status_code == 200, page.text
+        action, hidden = _form(page.text)
+        signed_in = browser.post(
+            action, data={**hidden, "username": PERSON.username, "password": PERSON.password}
+        )
+        assert signed_in.status_code == 200, signed_in.text
+        action, hidden = _form(signed_in.text)
+        consent = browser.post(action, data=hidden)
+        assert consent.status_code == 200, consent.text
+        action, hidden = _form(consent.text)
+        scopes = re.findall(r'name="scope" value="([^"]+)"', consent.text)
+        assert scopes == list(SCOPES)
+        fields = [("session", hidden["session"]), *(("scope", s) for s in scopes)]
+        decided = browser.post(
+            action,
+            content=urlencode([*fields, ("decision", decision)]),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert decided.status_code == 303, decided.text
+
+
+def test_check_delegated_with_a_person_approving(delegated_provider: str, agent: Agent) -> None:
+    running = Running.start(agent, card_url(delegated_provider), "--ask", "Show my orders")
+    link = running.link()
+    time.sleep(1.5)  # the checker polls at least once before the person decides
+    person_decides(link)
+    status, stdout, stderr = running.finish()
+    assert status == 0, stdout + stderr
+    checks, summary = text_lines(stdout)
+    assert [line for line in checks if not line.startswith("PASS  ")] == []
+    assert {line[len("PASS  ") :] for line in checks} == (
+        IDENTITY | {names.TOKEN_REUSE_ONE_BRAND} | DELEGATED
+    )
+    assert summary == f"{len(checks)} passed, 0 failed"
+    assert "A person must approve" in stderr
+    assert re.search(r"waiting for approval… \(\d+s left\)", stderr), stderr
+    assert "approved: scope 'orders:cancel orders:read'" in stderr
+
+
+def test_check_delegated_when_the_person_denies(delegated_provider: str, agent: Agent) -> None:
+    running = Running.start(agent, card_url(delegated_provider), "--json")
+    person_decides(running.link(), "deny")
+    status, stdout, stderr = running.finish()
+    assert status == 1, stdout + stderr
+    document = json.loads(stdout)
+    failed = {c["name"]: c for c in document["checks"] if not c["passed"]}
+    assert list(failed) == [names.DELEGATED_TOKEN]
+    assert "access_denied" in failed[names.DELEGATED_TOKEN]["actual"]
+    # Nothing after the token can run; everything before it passed.
+    ran = {c["name"] for c in document["checks"]}
+    assert names.DELEGATED_DEVICE in ran
+    assert names.DELEGATED_RECEIPT not in ran
+
+
+def test_check_delegated_when_nobody_approves(delegated_provider: str, agent: Agent) -> None:
+    running = Running.start(agent, card_url(delegated_provider), "--approval-timeout", "2")
+    running.link()
+    status, stdout, _ = running.finish()
+    assert status == 1
+    checks, summary = text_lines(stdout)
+    failed = [line for line in checks if line.startswith("FAIL")]
+    assert len(failed) == 1
+    assert failed[0].startswith(f"FAIL  {names.DELEGATED_TOKEN}: expected ")
+    assert "DeviceFlowTimeout" in failed[0]
+    assert summary.endswith(" passed, 1 failed")
+
+
+def test_check_delegated_on_a_brand_without_delegation(tmp_path: Path, agent: Agent) -> None:
+    with in_process_provider(tmp_path, agent) as base_url:
+        running = Running.start(agent, card_url(base_url))
+        status, stdout, _ = running.finish()
+    assert status == 1
+    checks, _ = text_lines(stdout)
+    assert [line.split(": expected")[0] for line in checks if line.startswith("FAIL")] == [
+        f"FAIL  {names.DELEGATED_SCHEME}"
+    ]
