@@ -25,6 +25,7 @@ from pactmw.core.errors import JoseError, KeyUnavailable, RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.core.jose import parse_compact, sign_compact, verify_signature
 from pactmw.core.keys import JwksCache
+from pactmw.core.tokencache import VerifiedTokenCache, token_key
 from pactmw.protocols.delegation import (
     DELEGATION_ALGORITHMS,
     Delegation,
@@ -214,6 +215,9 @@ class AuthorizationServer:
             consent_rate_limit or RateLimit(per_agent=30, window=60.0)
         )
         self._audit = audit
+        #: Verified delegation tokens (an agent reuses one for up to an hour): a hit skips the
+        #: signature check only; client, expiry and the live grant are checked every time.
+        self.token_cache: VerifiedTokenCache[Delegation] = VerifiedTokenCache(max_age=3600)
 
     # -- URLs and documents ----------------------------------------------------------------
 
@@ -447,13 +451,21 @@ class AuthorizationServer:
         """
         if brand.delegation is None:
             raise DelegationRejected("not_offered", "this Brand offers no delegation")
-        delegation = verify_access_token(
-            header,
-            keys=self.keys.public,
-            interface_url=self.interface(brand),
-            client_id=caller.issuer,
-            now=self._clock(),
-        )
+        now = self._clock()
+        key = token_key(f"{brand.id}\n{header}")
+        delegation = self.token_cache.get(key, now)
+        if delegation is None:
+            delegation = verify_access_token(
+                header,
+                keys=self.keys.public,
+                interface_url=self.interface(brand),
+                client_id=caller.issuer,
+                now=now,
+            )
+            self.token_cache.put(key, delegation, expires_at=delegation.claims["exp"], now=now)
+        elif delegation.client_id != caller.issuer:
+            # A cached token skips only its signature check: every other check runs again.
+            raise DelegationRejected("wrong_client")
         grant: Grant | None = yield store(self.store.get_grant, grant_id=delegation.grant_id)
         if (
             grant is None
