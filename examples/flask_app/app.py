@@ -5,7 +5,9 @@ customers in memory) and its own chat bot (`support_bot`). The few lines marked 
 below turn that bot into a PACT 1.0 Provider: personal agents can now find it at
 `/a2a/<brand>/.well-known/agent-card.json` and talk to it with `message:send`, each request
 signed with the agent's JWT. With the Delegated profile (PACT §5) a signed-in customer can
-also let their personal agent see their orders and start returns (`shop_tools`).
+also let their personal agent see their orders and start returns (`shop_tools`). With Parafé
+(`[brands.shop.parafe]` in a TOML config) agents can place orders with broker-issued consent:
+in the chat ("buy a ...") and at `POST /api/agent/orders`, each with a signed receipt.
 
 Run it::
 
@@ -50,7 +52,9 @@ from werkzeug.security import check_password_hash, generate_password_hash  # noq
 from examples.bots import ORDERS, describe_order  # noqa: E402  (the shop's order "database")
 from pactmw.adapters.flask import (  # noqa: E402
     Pactmw,
+    current_parafe,
     current_personal_agent,
+    parafe_action,
     personal_agent_required,
 )
 from pactmw.provider import Reply, Turn, load_toml  # noqa: E402
@@ -183,7 +187,43 @@ def start_return(account: str, order: str) -> str:
     )
 
 
-# -- the shop's own bot: it knows nothing of PACT beyond `turn.tools` -------------------------
+# -- orders placed by agents with Parafé consent --------------------------------------------
+
+_PLACED_LOCK = threading.Lock()
+_NEXT_ORDER = [2001]
+
+
+def place_order(item: str, placed_by: str | None) -> str:
+    """Create an order for `item` (in memory, like everything here); its number."""
+    with _PLACED_LOCK:
+        number = f"P-{_NEXT_ORDER[0]}"
+        _NEXT_ORDER[0] += 1
+        ORDERS[number] = {"status": "processing", "eta": "in 3-5 days", "item": item}
+    return number
+
+
+#: "buy a desk lamp", "place an order for one linen throw": the item is what follows.
+_BUY = re.compile(r"\b(?:buy|place an order for)\s+(?:a |an |one )?([a-z][a-z -]{1,60})", re.I)
+
+
+def parafe_order(turn: Turn, item: str) -> Reply:
+    """Place an order, only with Parafé consent for `create_order`.
+
+    `require` checks the consent token and its presentation proof (once per message) and
+    raises `ParafeRefused` otherwise, which pactmw turns into the reply: the Parafé error and
+    a signed refusal receipt. On success the reply carries the signed success receipt,
+    naming the new order (`complete(..., business_ref=...)`).
+    """
+    consent = turn.parafe.require("create_order", details={"item": item})
+    number = place_order(item, consent.initiator)
+    turn.parafe.complete("create_order", business_ref=number)
+    return Reply(
+        text=f"Order {number} placed: one {item}. It ships in 3-5 days.",
+        data=({"order": {"number": number, "item": item}},),
+    )
+
+
+# -- the shop's own bot: it knows nothing of PACT beyond `turn.tools` and `turn.parafe` -------
 
 _ORDER_NUMBER = re.compile(r"\b([A-Z]-\d{4})\b", re.IGNORECASE)
 _MY_ORDERS = re.compile(r"\bmy orders\b|\border history\b")
@@ -219,6 +259,15 @@ def support_bot(turn: Turn) -> str | Reply:
     lowered = turn.text.lower()
     if "thank" in lowered or "bye" in lowered:
         return Reply(text="You're welcome. Have a good day!", close=True)
+    if turn.parafe.enabled:
+        # Parafé-scoped actions (the Brand's `[brands.shop.parafe]`): each needs consent.
+        buying = _BUY.search(turn.text)
+        if buying is not None and _ORDER_NUMBER.search(turn.text) is None:
+            return parafe_order(turn, buying.group(1).strip().rstrip(".!? "))
+        if "refund" in lowered:
+            number = _mentioned_order(turn) or "?"
+            turn.parafe.require("issue_refund", business_ref=number)
+            return f"Our team will refund order {number} within 5 business days."
     delegated = turn.brand.delegation is not None
     if delegated and _MY_ORDERS.search(lowered):
         turn.require_scopes("orders:read", message="I need your permission to see your orders.")
@@ -425,6 +474,28 @@ def create_app(pactmw_config: Mapping[str, Any] | None = None) -> Flask:
     app.config["PACTMW"] = dict(pactmw_config or load_pactmw_config(5000))
     Pactmw(app, handlers={"support_bot": support_bot}, current_user=signed_in_user)
     # --------------------------------------------------------------------------------------
+
+    brands = app.config["PACTMW"].get("brands", {})
+    if any(isinstance(b, Mapping) and "parafe" in b for b in brands.values()):
+
+        @app.post("/api/agent/orders")
+        @parafe_action("create_order")  # Parafé consent for create_order, or a refusal
+        def agent_order() -> Any:
+            """Place an order from an A2A message (`{"message": ...}`, text = the item)."""
+            parafe = current_parafe()
+            assert parafe is not None  # the decorator's work
+            assert parafe.consent is not None
+            message = (request.get_json(silent=True) or {}).get("message") or {}
+            texts = [p.get("text") for p in message.get("parts", []) if isinstance(p, dict)]
+            item = next((t for t in texts if isinstance(t, str) and t.strip()), "desk lamp")
+            number = place_order(item.strip()[:60], parafe.consent.initiator)
+            parafe.complete("create_order", business_ref=number)  # named on the receipt
+            reply = {
+                "messageId": secrets.token_hex(16),
+                "role": "ROLE_AGENT",
+                "parts": [{"text": f"Order {number} placed."}, {"data": {"order": number}}],
+            }
+            return jsonify(message=reply)  # the decorator adds the signed receipt
 
     @app.get("/api/agent/whoami")
     @personal_agent_required  # only personal agents with a valid JWT get past this

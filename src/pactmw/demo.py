@@ -42,8 +42,20 @@ from urllib.parse import urlencode
 import pactmw
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from pactmw.core.errors import JoseError, MalformedInput
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jose import parse_compact, sign_compact, verify_signature
 from pactmw.core.jwk import KeySet, PrivateJWK, generate_private_jwk, parse_jwks
+from pactmw.protocols.parafe import (
+    EXTENSION_URI,
+    BrokerKeys,
+    ConsentPresenter,
+    ParafeError,
+    ReceiptVerifier,
+    activation_headers,
+    agent_did,
+    consent_ref,
+    parse_card_extension,
+)
 from pactmw.provider.brand import Turn
 from pactmw.provider.tools import ToolRegistry
 
@@ -132,6 +144,8 @@ def demo_bot(turn: Turn) -> str:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(f"{turn.context_id} {turn.message_id}\n")
     lowered = turn.text.lower()
+    if turn.parafe.enabled and "reorder" in lowered:
+        return _reorder(turn)
     if "cancel" in lowered:
         target = _order_in(turn.text)
         if target is None:
@@ -159,6 +173,128 @@ def demo_bot(turn: Turn) -> str:
     if "arriv" in turn.text.lower() or "when" in turn.text.lower():
         return f"Order {number} should arrive {eta}."
     return f"Anything else about order {number}? It is {status}."
+
+
+def _reorder(turn: Turn) -> str:
+    """A Parafé-scoped action: only with broker-issued consent for `create_order` (raises
+    `ParafeRefused` otherwise, which pactmw answers with the Parafé error and a receipt)."""
+    original = _order_in(turn.text) or "A-1001"
+    turn.parafe.require("create_order", details={"reorder_of": original})
+    number = f"R-{uuid.uuid4().int % 9000 + 1000}"
+    turn.parafe.complete("create_order", business_ref=number)
+    item = ORDERS.get(original, ("the same item", "", ""))[0]
+    return f"Done: order {number} is a copy of {original} ({item}); it ships tomorrow."
+
+
+# -- Parafé: a stand-in broker for the demo (stdlib only, 127.0.0.1) ------------------------
+
+PARAFE_ACME = "prf_agent_acmedemo"
+PARAFE_PA = "prf_agent_padem0"
+PARAFE_SCOPE = "reorder"
+
+
+def _parafe_did_document(agent_id: str, key: PrivateJWK) -> dict[str, Any]:
+    did = agent_did(agent_id)
+    return {
+        "@context": ["https://www.w3.org/ns/did/v1"],
+        "id": did,
+        "verificationMethod": [
+            {
+                "id": f"{did}#keys-1",
+                "type": "JsonWebKey2020",
+                "controller": did,
+                "publicKeyJwk": dict(key.public.members),
+            }
+        ],
+        "authentication": [f"{did}#keys-1"],
+        "assertionMethod": [f"{did}#keys-1"],
+    }
+
+
+class _DemoBroker:
+    """A stand-in Parafé broker (demo only): its JWKS, agents' DID documents, and consent
+    tokens it "issues" in this process, signed with its ES256 key as the broker signs them
+    (the real handshake runs through api.parafe.ai)."""
+
+    def __init__(self) -> None:
+        self.key = generate_private_jwk("ES256")
+        self.acme_key = generate_private_jwk("EdDSA")  # Acme's registered Parafé key
+        self.pa_key = generate_private_jwk("EdDSA")  # the personal agent's
+        documents = {
+            f"/agents/{agent}/did.json": json.dumps(_parafe_did_document(agent, key)).encode()
+            for agent, key in ((PARAFE_ACME, self.acme_key), (PARAFE_PA, self.pa_key))
+        }
+        documents[JWKS_PATH] = json.dumps(
+            {"keys": [{**self.key.public.to_dict(), "use": "sig", "status": "active"}]}
+        ).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = documents.get(self.path.split("?")[0])
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
+
+    def config(self, workdir: Path) -> str:
+        """The `[brands.acme.parafe]` table (Acme's receipt key written beside the config)."""
+        (workdir / "acme-parafe.jwk").write_text(json.dumps(self.acme_key.to_dict()))
+        return f"""
+# Parafé (A2A extension v2): the bot's "reorder" needs broker-issued consent.
+[brands.{BRAND_ID}.parafe]
+agent_id = "{PARAFE_ACME}"
+broker_url = "{self.url}"
+allow_http_broker_on_loopback = true   # the demo's stand-in broker, on 127.0.0.1
+signing_key = "acme-parafe.jwk"        # Acme's registered key: signs action receipts
+
+[brands.{BRAND_ID}.parafe.scope_requirements.{PARAFE_SCOPE}]
+permissions = ["create_order"]
+minimum_authorization_modality = "autonomous"
+"""
+
+    def consent(self) -> ConsentPresenter:
+        """A consent token for the personal agent to reorder at Acme, and its presenter."""
+        now = int(time.time())
+        session_id = "sess_" + uuid.uuid4().hex
+        claims = {
+            "ver": 2,
+            "iss": "parafe-trust-broker",
+            "sub": PARAFE_PA,
+            "aud": agent_did(PARAFE_ACME),
+            "iat": now,
+            "exp": now + 300,
+            "jti": str(uuid.uuid4()),
+            "scope": PARAFE_SCOPE,
+            "permissions": ["create_order"],
+            "exclusions": ["issue_refund"],
+            "excluded": ["issue_refund"],
+            "session_id": session_id,
+            "token_type": "consent",
+            "authorization_modality": "autonomous",
+            "initiator_agent_id": PARAFE_PA,
+            "target_agent_id": PARAFE_ACME,
+            "parent_token_id": None,
+            "cnf": {"jkt": self.pa_key.public.thumbprint},
+            "initiator_proof": "pop",
+            "initiator_proof_at": now,
+        }
+        token = sign_compact(claims, self.key)
+        return ConsentPresenter(token=token, session_id=session_id, key=self.pa_key)
 
 
 # -- the demo ------------------------------------------------------------------------------
@@ -590,6 +726,7 @@ class _Demo:
         self.agent: _PersonalAgent | None = None
         self.server: _Server | None = None
         self.login: DevelopmentBrandLogin | None = None
+        self.parafe_broker: _DemoBroker | None = None
         self.browser = _Browser()
         self.last_poll = 0.0
 
@@ -646,7 +783,10 @@ class _Demo:
             brand_name="Acme",
         ).start()
         config = self.workdir / "pactmw.toml"
-        config.write_text(_config(port, jwks_uri, login), encoding="utf-8")
+        broker = self.parafe_broker = _DemoBroker()
+        config.write_text(
+            _config(port, jwks_uri, login) + broker.config(self.workdir), encoding="utf-8"
+        )
         t.note(f"config {config}")
         t.note(f"brand {BRAND_ID!r} (pactmw.demo:demo_bot), agent {ISSUER}")
         t.note("store: the embedded default, sqlite:///.pactmw/pactmw.db in that directory")
@@ -809,12 +949,8 @@ class _Demo:
         self.step_up_with_token(interface, sub, audience, context_id, tokens["access_token"])
 
         # -- Parafé ---------------------------------------------------------------------------
-        # The Parafé step goes here: after the step-up above (orders:cancel was not granted)
-        # and before the grant is refreshed and revoked below. Add it as one more
-        # `t.step(...)` plus a method next to `step_up_with_token`; the state it may need is
-        # in scope: `auth` (endpoints, issuer, the Provider's keys), `tokens` (access and
-        # refresh token), `grant_id`, `context_id`, `sub`/`audience` (PACT JWTs via
-        # `self._agent().token(sub, audience)`) and `self.browser` (the person's cookie jar).
+        t.step("Parafé consent (A2A extension v2): a reorder only with broker-issued consent")
+        self.parafe(base_url, interface, sub, audience)
         # -------------------------------------------------------------------------------------
 
         t.step("Refresh: a new access token, the refresh token rotated")
@@ -1143,6 +1279,75 @@ class _Demo:
         t.note(f"pact.missingScopes {json.dumps(step_up.missing)}")
         t.note(f"pact.verificationUriComplete {step_up.link}")
 
+    def parafe(self, base_url: str, interface: str, sub: str, audience: str) -> None:
+        """One Parafé-verified action and its receipt, then the same proof replayed."""
+        t, agent, broker = self.t, self._agent(), self.parafe_broker
+        assert broker is not None
+        card = _http("GET", f"{base_url}/a2a/{BRAND_ID}/.well-known/agent-card.json").json()
+        entry = parse_card_extension(card)
+        _expect(entry is not None, "card: no Parafé entry in capabilities.extensions")
+        assert entry is not None
+        t.note(f"card: extension {EXTENSION_URI}, required {str(entry.required).lower()}")
+        t.note(f"  agent {entry.agent_id}; scope {PARAFE_SCOPE!r} permits create_order")
+        presenter = broker.consent()
+        t.note(f"the broker (a stand-in on {broker.url}) issued the PA a consent token:")
+        t.note(f"  ES256, scope {PARAFE_SCOPE!r}, session {presenter.session_id[:13]}…, 300 s,")
+        t.note("  bound to the PA's Ed25519 key (cnf.jkt); the PA adds a fresh proof per message")
+        text = "Please reorder A-1001."
+        message = presenter.attach(
+            {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {agent.token(sub, audience)}",
+            **activation_headers(),
+        }
+        body = json.dumps({"message": message}).encode()
+        t.say("PA", "Acme", text)
+        t.note("(metadata: consent {token, session_id, proof}; header A2A-Extensions)")
+        answer = _http("POST", f"{interface}/message:send", body, headers)
+        reply, _ = _reply(answer, "Parafé turn")
+        t.say("Acme", "PA", reply)
+        data = answer.json()["message"].get("metadata", {}).get(EXTENSION_URI, {})
+        receipts = data.get("action_receipts")
+        _expect(
+            isinstance(receipts, list) and len(receipts) == 1 and "error" not in data,
+            f"Parafé turn: expected one action receipt, got {data}",
+        )
+        keys = BrokerKeys(broker.url, fetch_policy=FetchPolicy(allow_http_on_loopback=True))
+        verifier = ReceiptVerifier(keys)
+        try:
+            receipt = verifier.verify_action_receipt(
+                receipts[0], expected_session_id=presenter.session_id
+            )
+        except ParafeError as exc:
+            raise DemoFailed(f"Parafé receipt: {exc.code} {exc.message}") from exc
+        _expect(
+            receipt.action == "create_order"
+            and receipt.result == "success"
+            and receipt.consent_ref == consent_ref(presenter.token)
+            and receipt.business_ref is not None
+            and str(receipt.business_ref) in reply,
+            f"Parafé receipt: unexpected claims {dict(receipt.claims)}",
+        )
+        t.note(f"{answer.status} OK; A2A-Extensions: {answer.headers.get('A2A-Extensions')}")
+        t.note("action receipt verified with Acme's DID document (fetched from the broker):")
+        t.note(f"  kid {receipt.key_id}")
+        ref = receipt.business_ref
+        t.note(f"  action {receipt.action}, result {receipt.result}, business_ref {ref},")
+        t.note("  consent_ref = SHA-256 of the consent token (the proof's ath)")
+        t.say("PA", "Acme", text)
+        t.note("(the very same message replayed: same proof, a new conversation)")
+        again = _http("POST", f"{interface}/message:send", body, headers)
+        _reply(again, "Parafé replay")
+        data = again.json()["message"].get("metadata", {}).get(EXTENSION_URI, {})
+        error = data.get("error", {})
+        _expect(error.get("code") == "INVALID_PROOF", f"Parafé replay: got {data}")
+        refusal = verifier.verify_action_receipt(data["action_receipts"][0])
+        _expect(refusal.error == "proof_invalid", f"Parafé replay receipt: {refusal.error}")
+        t.note(f"  → {error['code']}: {error['message']!r}")
+        t.note(f"  refusal receipt verified: action {refusal.action}, error {refusal.error}")
+
     def refresh(
         self, auth: _AuthServer, tokens: Mapping[str, Any], sub: str, audience: str, grant_id: str
     ) -> dict[str, Any]:
@@ -1256,6 +1461,8 @@ class _Demo:
             self.agent.close()
         if self.login is not None:
             self.login.close()
+        if self.parafe_broker is not None:
+            self.parafe_broker.close()
 
 
 class _AuthServer(NamedTuple):

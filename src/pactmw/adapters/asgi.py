@@ -24,12 +24,23 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pactmw.config import in_protected_path
+from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request as NeutralRequest
 from pactmw.core.http import Response, asgi_header, challenge, insufficient_scope
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider, awith_delegation, missing_scopes
+from pactmw.provider.parafe import (
+    REQUEST_KEY as PARAFE_KEY,
+)
+from pactmw.provider.parafe import (
+    ParafeAgent,
+    ParafeRefused,
+    ParafeTurn,
+    body_too_large,
+    endpoint_message,
+)
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -243,6 +254,81 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     return decorate
 
 
+#: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
+PARAFE_STATE = "pactmw_parafe"
+
+
+def parafe_action(
+    action: str, agent: ParafeAgent | None = None, *, refusal_status: int = 403
+) -> Callable[[Endpoint], Endpoint]:
+    """Decorate an async Starlette/FastAPI endpoint taking `request` so it performs `action`
+    only with Parafé consent: the JSON body is an A2A message (or `{"message": ...}`) whose
+    consent must permit `action` (token, proof, replay; parafe-verifier.md §4).
+
+    On success the endpoint runs with `current_parafe(request)` (its `.consent`, and
+    `.complete(action, business_ref=...)`), and a JSON A2A message it returns gets the signed
+    receipt. A refusal is answered with `refusal_status` and an A2A-shaped message carrying
+    the Parafé error and the refusal receipt. `agent` defaults to `app.state.pactmw_parafe`.
+    """
+
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        @functools.wraps(endpoint)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            request = kwargs.get("request")
+            if request is None:
+                request = next(a for a in args if isinstance(a, Request))
+            parafe = agent or getattr(request.app.state, PARAFE_STATE, None)
+            if not isinstance(parafe, ParafeAgent):
+                raise RuntimeError(f"parafe_action needs agent=... or app.state.{PARAFE_STATE}")
+            body = await _bounded_body(request)
+            if body is None:
+                return StarletteResponse(status_code=413)
+            turn = parafe.turn(endpoint_message(body))
+            try:
+                await turn.arequire(action)
+            except ParafeRefused as refused:
+                return to_starlette(parafe.refusal_response(refused, refusal_status))
+            request.scope[PARAFE_KEY] = turn
+            response = await endpoint(*args, **kwargs)
+            body = getattr(response, "body", None)
+            content_type = (
+                response.headers.get("content-type")
+                if isinstance(response, StarletteResponse)
+                else None
+            )
+            updated = parafe.finish(turn, body if isinstance(body, bytes) else b"", content_type)
+            if updated is not None and isinstance(response, StarletteResponse):
+                response.body = updated
+                response.headers["content-length"] = str(len(updated))
+            return response
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+async def _bounded_body(request: Request, limit: int = 1024 * 1024) -> bytes | None:
+    """The body, read at most `limit` bytes far (None beyond), and kept for the endpoint."""
+    if body_too_large(request.headers.get("content-length"), limit):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._body = body  # what `request.body()` caches: the endpoint can read it again
+    return body
+
+
+def current_parafe(conn: HTTPConnection) -> ParafeTurn | None:
+    """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
+    found = conn.scope.get(PARAFE_KEY)
+    return found if isinstance(found, ParafeTurn) else None
+
+
 def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
     found = conn.scope.get(SCOPE_KEY)
@@ -275,7 +361,7 @@ def body_reader(scope: Scope, receive: Receive) -> Callable[[int], Awaitable[byt
 
     async def read(limit: int) -> bytes | None:
         declared = asgi_header(scope["headers"], b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if declared is not None and is_ascii_digits(declared) and int(declared) > limit:
             return None
         chunks: list[bytes] = []
         size = 0

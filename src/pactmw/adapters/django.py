@@ -24,12 +24,21 @@ from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.config import Settings, in_protected_path
+from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request, Response, challenge, insufficient_scope
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider, awith_delegation, missing_scopes, with_delegation
 from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.parafe import (
+    ParafeAgent,
+    ParafeRefused,
+    ParafeTurn,
+    body_too_large,
+    endpoint_message,
+    select_agent,
+)
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
 
@@ -38,6 +47,8 @@ class _Built:
         self.provider: Provider | None = None
         brand = data.get("delegation_brand")
         self.delegation_brand = brand if isinstance(brand, str) else None
+        parafe_brand = data.get("parafe_brand")
+        self.parafe_brand = parafe_brand if isinstance(parafe_brand, str) else None
         if "brands" in data:
             provider_settings = ProviderSettings.from_mapping(data)
             self.provider = Provider.from_settings(provider_settings)
@@ -206,6 +217,75 @@ def delegation_required(*scopes: str) -> Callable[[Callable[..., Any]], Callable
     return decorate
 
 
+def _parafe_agent(brand: str | None) -> ParafeAgent:
+    built = configured.get()
+    agents = built.provider.parafe if built.provider is not None else {}
+    return select_agent(agents, brand or built.parafe_brand)
+
+
+def _finish_parafe(agent: ParafeAgent, turn: ParafeTurn, response: Any) -> Any:
+    """Sign the receipts and add them to a JSON A2A message the view answered."""
+    if not isinstance(response, HttpResponse):
+        agent.finish(turn, b"", None)
+        return response
+    updated = agent.finish(turn, response.content, response.get("Content-Type"))
+    if updated is not None:
+        response.content = updated
+        if response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(updated))
+    return response
+
+
+def parafe_action(
+    action: str, *, brand: str | None = None, refusal_status: int = 403
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a view (sync or async) so it performs `action` only with Parafé consent.
+
+    The JSON body is an A2A message (or `{"message": ...}`) whose consent must permit
+    `action` (token, proof, replay). The Brand's `[brands.X.parafe]` configuration in
+    `settings.PACTMW` is used: `brand`, else `PACTMW["parafe_brand"]`, else the one Brand
+    with Parafé. On success the view runs with `request.parafe` (`.consent`,
+    `.complete(action, business_ref=...)`), and a JSON A2A message it returns gets the signed
+    receipt. A refusal is answered with `refusal_status` and an A2A-shaped message with the
+    Parafé error and the refusal receipt. Consider `csrf_exempt`: callers are agents.
+    """
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+                agent = _parafe_agent(brand)
+                if body_too_large(request.META.get("CONTENT_LENGTH") or None):
+                    return HttpResponse(status=413)
+                turn = agent.turn(endpoint_message(request.body))
+                try:
+                    await turn.arequire(action)
+                except ParafeRefused as refused:
+                    return to_django(agent.refusal_response(refused, refusal_status))
+                request.parafe = turn  # type: ignore[attr-defined]
+                return _finish_parafe(agent, turn, await view(request, *args, **kwargs))
+
+            return async_wrapper
+
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            agent = _parafe_agent(brand)
+            if body_too_large(request.META.get("CONTENT_LENGTH") or None):
+                return HttpResponse(status=413)
+            turn = agent.turn(endpoint_message(request.body))
+            try:
+                turn.require(action)
+            except ParafeRefused as refused:
+                return to_django(agent.refusal_response(refused, refusal_status))
+            request.parafe = turn  # type: ignore[attr-defined]
+            return _finish_parafe(agent, turn, view(request, *args, **kwargs))
+
+        return wrapper
+
+    return decorate
+
+
 def get_verifier() -> IdentityVerifier:
     """The process's verifier built from `settings.PACTMW` (for custom views and admin actions)."""
     return configured.get().verifier
@@ -243,7 +323,7 @@ def a2a_view(request: HttpRequest) -> HttpResponse:
             # Django reads CONTENT_LENGTH bytes (0 without it), so a chunked body would look
             # empty: ask for a length instead of misreading the request.
             raise RequestRefused(411)
-        if declared.isdigit() and int(declared) > limit:
+        if is_ascii_digits(declared) and int(declared) > limit:
             return None
         body = request.read(limit + 1)
         return None if len(body) > limit else body

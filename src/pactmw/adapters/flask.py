@@ -25,11 +25,20 @@ from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider, missing_scopes, with_delegation
 from pactmw.provider.brand import TurnHandler
 from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.parafe import (
+    ParafeAgent,
+    ParafeRefused,
+    ParafeTurn,
+    body_too_large,
+    endpoint_message,
+    select_agent,
+)
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
 EXTENSION_KEY = "pactmw"
 A2A_ENDPOINT = "pactmw_a2a"
 _G_KEY = "_pactmw_personal_agent"
+_G_PARAFE = "_pactmw_parafe"
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -41,12 +50,14 @@ class _State:
         provider: Provider | None,
         current_user: Callable[[], SignedInUser | None],
         delegation_brand: str | None,
+        parafe_brand: str | None = None,
     ) -> None:
         self.settings = settings
         self.verifier = verifier
         self.provider = provider
         self.current_user = current_user
         self.delegation_brand = delegation_brand
+        self.parafe_brand = parafe_brand
 
 
 class Pactmw:
@@ -83,12 +94,14 @@ class Pactmw:
             settings = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
             verifier = settings.build_verifier()
         brand = data.get("delegation_brand")
+        parafe_brand = data.get("parafe_brand")
         app.extensions[EXTENSION_KEY] = _State(
             settings,
             verifier,
             provider,
             self._current_user or _flask_login_user,
             brand if isinstance(brand, str) else None,
+            parafe_brand if isinstance(parafe_brand, str) else None,
         )
         app.before_request(_guard_prefix)
 
@@ -176,6 +189,53 @@ def delegation_required(*scopes: str) -> Callable[[Callable[..., Any]], Callable
         return wrapper
 
     return decorate
+
+
+def parafe_action(
+    action: str, *, brand: str | None = None, refusal_status: int = 403
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a view so it performs `action` only with Parafé consent.
+
+    The JSON body is an A2A message (or `{"message": ...}`) whose consent must permit
+    `action` (token, proof, replay). The Brand's `[brands.X.parafe]` configuration is used:
+    `brand`, else `PACTMW["parafe_brand"]`, else the one Brand with Parafé. On success the view
+    runs with `current_parafe()` (`.consent`, `.complete(action, business_ref=...)`), and a
+    JSON A2A message it returns gets the signed receipt. A refusal is answered with
+    `refusal_status` and an A2A-shaped message with the Parafé error and refusal receipt.
+    """
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            state = _state()
+            agents = state.provider.parafe if state.provider is not None else {}
+            agent: ParafeAgent = select_agent(agents, brand or state.parafe_brand)
+            if body_too_large(request.headers.get("Content-Length")):
+                return WerkzeugResponse(status=413)
+            turn = agent.turn(endpoint_message(request.get_data(cache=True)))
+            try:
+                turn.require(action)
+            except ParafeRefused as refused:
+                return to_werkzeug(agent.refusal_response(refused, refusal_status))
+            setattr(g, _G_PARAFE, turn)
+            response = current_app.make_response(current_app.ensure_sync(view)(*args, **kwargs))
+            if response.is_streamed:
+                agent.finish(turn, b"", None)
+                return response
+            updated = agent.finish(turn, response.get_data(), response.content_type)
+            if updated is not None:
+                response.set_data(updated)
+            return response
+
+        return wrapper
+
+    return decorate
+
+
+def current_parafe() -> ParafeTurn | None:
+    """The Parafé turn of the current request behind `parafe_action`."""
+    found = g.get(_G_PARAFE)
+    return found if isinstance(found, ParafeTurn) else None
 
 
 def get_verifier() -> IdentityVerifier:

@@ -7,6 +7,7 @@ answered before the application runs, without reading the request body.
 from __future__ import annotations
 
 import functools
+import io
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -15,11 +16,22 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 from werkzeug.wsgi import get_input_stream
 
 from pactmw.config import in_protected_path
+from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request, Response, challenge
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider, with_delegation
 from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.parafe import (
+    REQUEST_KEY as PARAFE_KEY,
+)
+from pactmw.provider.parafe import (
+    ParafeAgent,
+    ParafeRefused,
+    ParafeTurn,
+    body_too_large,
+    endpoint_message,
+)
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -101,6 +113,83 @@ def personal_agent_required(
     return decorate
 
 
+def parafe_action(
+    action: str, agent: ParafeAgent, *, refusal_status: int = 403
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a WSGI application so it performs `action` only with Parafé consent.
+
+    The JSON body is an A2A message (or `{"message": ...}`) whose consent must permit
+    `action`; the body stays readable by the application. On success the application runs
+    with the `ParafeTurn` in `environ["pactmw.parafe"]` (`current_parafe(environ)`), and a
+    JSON A2A message it answers gets the signed receipt. A refusal is answered with
+    `refusal_status` and an A2A-shaped message with the Parafé error and refusal receipt.
+    """
+
+    def decorate(app: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(app)
+        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            if body_too_large(environ.get("CONTENT_LENGTH") or None):
+                return respond(Response(413, (("Content-Length", "0"),)), start_response)
+            body = body_reader(environ)(1024 * 1024)
+            if body is None:
+                return respond(Response(413, (("Content-Length", "0"),)), start_response)
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            turn = agent.turn(endpoint_message(body))
+            try:
+                turn.require(action)
+            except ParafeRefused as refused:
+                return respond(agent.refusal_response(refused, refusal_status), start_response)
+            environ[PARAFE_KEY] = turn
+            return _with_receipts(app, agent, turn, environ, start_response)
+
+        return wrapper
+
+    return decorate
+
+
+def _with_receipts(
+    app: Callable[..., Any],
+    agent: ParafeAgent,
+    turn: ParafeTurn,
+    environ: WSGIEnvironment,
+    start_response: StartResponse,
+) -> Iterable[bytes]:
+    """Run `app`, buffering its answer, and add the turn's receipts to a JSON A2A message."""
+    started: list[Any] = []
+    chunks: list[bytes] = []
+
+    def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        if exc_info is not None and started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        started[:] = [status, list(headers)]
+        return chunks.append
+
+    result = app(environ, capture)
+    try:
+        chunks.extend(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    status, headers = started
+    body = b"".join(chunks)
+    content_type = next((v for k, v in headers if k.lower() == "content-type"), None)
+    updated = agent.finish(turn, body, content_type)
+    if updated is not None:
+        body = updated
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+    start_response(status, headers)
+    return [body]
+
+
+def current_parafe(environ: WSGIEnvironment) -> ParafeTurn | None:
+    """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
+    found = environ.get(PARAFE_KEY)
+    return found if isinstance(found, ParafeTurn) else None
+
+
 def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
     found = environ.get(ENVIRON_KEY)
@@ -132,7 +221,7 @@ def body_reader(environ: WSGIEnvironment) -> Callable[[int], bytes | None]:
 
     def read(limit: int) -> bytes | None:
         declared = environ.get("CONTENT_LENGTH") or ""
-        if declared.isdigit() and int(declared) > limit:
+        if is_ascii_digits(declared) and int(declared) > limit:
             return None
         body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
         return None if len(body) > limit else body

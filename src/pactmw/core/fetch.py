@@ -110,8 +110,11 @@ def http_request(
     body: bytes | None = None,
     content_type: str = "application/json",
     accept: str = "application/json",
+    headers: Mapping[str, str] | None = None,
 ) -> FetchResponse:
     """One request under `policy`; any status is returned, `FetchError` when there is none.
+
+    `headers` are added to the request (for example `Authorization` for a broker call).
 
     Every resolved address is checked against the policy and then connected to directly (no
     second DNS lookup), https only (plain http to loopback when allowed), no redirects
@@ -145,10 +148,11 @@ def http_request(
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
-        headers = {"Accept": accept, "User-Agent": policy.user_agent}
+        sent = {"Accept": accept, "User-Agent": policy.user_agent}
         if body is not None:
-            headers["Content-Type"] = content_type
-        connection.request(method, path, body=body, headers=headers)
+            sent["Content-Type"] = content_type
+        sent.update(headers or {})
+        connection.request(method, path, body=body, headers=sent)
         response = connection.getresponse()
         declared = response.getheader("Content-Length")
         # ASCII digits only: "²" (latin-1 0xB2) passes `isdigit()` but not `int()`.

@@ -33,6 +33,12 @@ from pactmw.protocols.delegation import (
     sign_receipt,
 )
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.parafe import (
+    EXTENSION_URI,
+    HandshakeChallenge,
+    SessionClosed,
+    is_activated,
+)
 from pactmw.provider.a2a import a2a_json, error_response, ok, refused
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, build_card, card_response
@@ -55,6 +61,7 @@ from pactmw.provider.flow import (
     SubFlow,
 )
 from pactmw.provider.messages import SendMessage, is_uuid, parse_page_size, parse_send_message
+from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -123,6 +130,12 @@ class Provider:
                 consent_rate_limit=consent_rate_limit,
                 audit=audit,
             )
+        #: The Parafé runtime of each Brand that configures Parafé (proof replay in the store).
+        self.parafe: dict[str, ParafeAgent] = {
+            brand.id: ParafeAgent(brand.parafe, store=store, clock=clock)
+            for brand in self.brands.values()
+            if brand.parafe is not None
+        }
         # Cards are static per Brand: render them once.
         self._cards = {
             brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
@@ -205,7 +218,14 @@ class Provider:
         """Tell whether the Provider serves this path (anything under `/a2a/`)."""
         return path.startswith("/a2a/")
 
+    def parafe_agent(self, brand_id: str) -> ParafeAgent:
+        """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);
+        what `@parafe_action` uses on an app's own endpoints."""
+        return self.parafe[brand_id]
+
     def close(self) -> None:
+        for agent in self.parafe.values():
+            agent.close()
         self.store.close()
 
     # -- the flow ------------------------------------------------------------------------
@@ -233,11 +253,19 @@ class Provider:
         wait = self.rate_limiter.check(caller.issuer, caller.sub, self._clock())
         if wait is not None:
             raise RequestRefused(429, (("Retry-After", str(wait)),))
+        parafe = self.parafe.get(brand.id)
+        activated = parafe is not None and is_activated(request.headers)
         if route.operation == "send":
             body = yield NeedBody(self.max_body_bytes)
             if body is None:
                 raise RequestRefused(413)
-            return (yield from self._send(brand, caller, parse_send_message(body)))
+            message = parse_send_message(body)
+            if parafe is not None:
+                activated = activated or is_activated((), message.message)
+                _check_activation(parafe, activated)
+            response = yield from self._send(brand, caller, message, parafe, activated)
+            # An agent that processed Parafé data says so in the response (spec §3).
+            return _with_extension(response) if activated else response
         if route.operation in ("oauth_device_authorization", "oauth_token"):
             config = brand.delegation
             if config is None or self.oauth is None:
@@ -248,6 +276,8 @@ class Provider:
             if route.operation == "oauth_token":
                 return (yield from self.oauth.token(brand, config, caller, form))
             return (yield from self.oauth.device_authorization(brand, config, caller, form))
+        if parafe is not None:
+            _check_activation(parafe, activated)
         return _simple_operation(route, request)
 
     def _public_oauth(self, route: Route, brand: Brand, request: Request) -> Flow:
@@ -277,7 +307,14 @@ class Provider:
         except ConsentRefused as exc:
             return exc.response(config.pages)
 
-    def _send(self, brand: Brand, caller: PersonalAgent, message: SendMessage) -> Flow:
+    def _send(
+        self,
+        brand: Brand,
+        caller: PersonalAgent,
+        message: SendMessage,
+        parafe: ParafeAgent | None = None,
+        activated: bool = False,
+    ) -> Flow:
         now = self._clock()
         store = self.store
         closed = False
@@ -345,6 +382,11 @@ class Provider:
         history = yield NeedStore(store.history, {"context_id": context_id})
         registry = brand.delegation.tools if brand.delegation is not None else ToolRegistry()
         tools = BoundTools(registry, delegation)
+        parafe_turn = (
+            parafe.turn(message.message, activated=activated)
+            if parafe is not None
+            else ParafeTurn(None)
+        )
         turn = Turn(
             text=message.text,
             parts=message.parts,
@@ -354,13 +396,17 @@ class Provider:
             brand=brand,
             history=tuple(history),
             tools=tools,
+            parafe=parafe_turn,
         )
         release = NeedStore(
             store.release_claim, {"context_id": context_id, "message_id": message.message_id}
         )
         try:
+            if parafe is not None:
+                yield from _parafe_members(parafe, parafe_turn)
             result = yield NeedBot(brand.handler, turn)
             reply = _as_reply(result)
+            reply_text, close = reply.text, reply.close
             reply_id = str(uuid.uuid4())
             parts: list[dict[str, Any]] = [{"text": reply.text}]
             parts.extend({"data": data} for data in reply.data)
@@ -374,9 +420,28 @@ class Provider:
                 # Every reply under a delegation token carries a signed receipt (spec §5.6),
                 # stored with the reply so a retry returns the very same one.
                 agent_message["metadata"] = {"pact.receipt": self._receipt(brand, turn)}
+            if parafe is not None:
+                # The handshake answer and the turn's action receipts (stored with the reply,
+                # so a retry returns the very same ones).
+                agent_message = parafe_turn.decorate(agent_message)
             # Serialised here: data the bot returned that is not JSON (NaN, objects) is the
             # bot's failure too, and must release the claim like any other.
             body = json_dumps({"message": agent_message})
+        except ParafeRefused as refused:
+            # Not a failure: the reply is the refusal, with its Parafé error data and receipts.
+            reply_text, refusal = parafe_turn.refusal(refused, context_id)
+            reply_id, close = refusal["messageId"], False
+            if parafe is not None and parafe.config.refusal == "task":
+                task = json_dumps(refusal_task(refusal, refused))
+                if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
+                    # Like a step-up: the message stays unanswered, so the personal agent can
+                    # send it again after a new handshake.
+                    yield release
+                    parafe.file(parafe_turn.filings())
+                    return a2a_json(200, task)
+                body = task
+            else:
+                body = json_dumps({"message": refusal})
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
@@ -404,12 +469,14 @@ class Provider:
                 "context_id": context_id,
                 "message_id": message.message_id,
                 "reply_message_id": reply_id,
-                "reply_text": reply.text,
+                "reply_text": reply_text,
                 "reply": body,
                 "now": self._clock(),
             },
         )
-        if reply.close:
+        if parafe is not None:
+            parafe.file(parafe_turn.filings())  # in the background, after the reply is stored
+        if close:
             yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
 
@@ -579,6 +646,30 @@ def missing_scopes(caller: PersonalAgent | None, scopes: Iterable[str]) -> tuple
     if caller is None or caller.delegation is None:
         return None
     return tuple(scope for scope in scopes if scope not in caller.delegation.scopes)
+
+
+def _check_activation(parafe: ParafeAgent, activated: bool) -> None:
+    """A Brand whose card says Parafé is `required` serves no request that does not activate
+    it (spec §2.1: A2A's ExtensionSupportRequiredError)."""
+    if parafe.config.required and not activated:
+        raise A2AError(
+            "EXTENSION_SUPPORT_REQUIRED", f"This agent requires the extension {EXTENSION_URI}"
+        )
+
+
+def _with_extension(response: Response) -> Response:
+    return attrs.evolve(response, headers=(*response.headers, ("A2A-Extensions", EXTENSION_URI)))
+
+
+def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:
+    """Answer a `handshake_challenge` (with the broker) or take note of a `session_closed`
+    before the bot runs; other Parafé data waits for `turn.parafe.require`."""
+    data = turn.data()
+    member = data.member if data is not None else None
+    if isinstance(member, HandshakeChallenge):
+        turn.handshake = yield NeedStore(parafe.answer_handshake, {"challenge": member})
+    elif isinstance(member, SessionClosed):
+        turn.session_closed = yield NeedStore(parafe.close_session, {"member": member})
 
 
 def _no_body(limit: int) -> bytes | None:

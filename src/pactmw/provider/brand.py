@@ -12,6 +12,7 @@ from pactmw.core.jwk import KeySet
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.consent_pages import ConsentPages
+from pactmw.provider.parafe import ParafeConfig, ParafeTurn
 from pactmw.provider.tools import BoundTools, ToolRegistry
 from pactmw.store.base import Turn as StoredTurn
 
@@ -57,6 +58,8 @@ class Turn:
 
     `history` holds the earlier answered turns of this conversation, oldest first.
     `caller` is the verified personal agent; key the user by `caller.actor_id`.
+    `parafe` checks Parafé consent for the Brand's actions: `turn.parafe.require("create_order")`
+    (see `ParafeTurn`); `turn.parafe.enabled` is False for a Brand without Parafé.
     """
 
     text: str
@@ -67,6 +70,7 @@ class Turn:
     brand: Brand
     history: tuple[StoredTurn, ...] = field(repr=False)
     tools: BoundTools = field(repr=False, eq=False)
+    parafe: ParafeTurn = field(factory=lambda: ParafeTurn(None), repr=False, eq=False)
 
     @property
     def delegation(self) -> Delegation | None:
@@ -132,7 +136,8 @@ _SCOPE_ID = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 class Brand:
     """A Brand served by the Provider at `{base_url}/a2a/{id}`.
 
-    With `delegation`, the Brand also offers the PACT Delegated profile.
+    With `delegation`, the Brand also offers the PACT Delegated profile; with `parafe`, its
+    card declares the Parafé A2A extension and its bot may require Parafé consent.
     """
 
     id: str
@@ -142,3 +147,4 @@ class Brand:
     skills: tuple[Skill, ...] = ()
     version: str = "0.1.0"
     delegation: DelegationConfig | None = None
+    parafe: ParafeConfig | None = None

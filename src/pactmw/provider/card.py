@@ -36,12 +36,13 @@ def build_card(
     """The Agent Card of `brand`: HTTP+JSON 1.0 interface first, identity scheme alone.
 
     Capabilities are all false, so the unsupported operations answer with the reasons the
-    conformance suite expects.
+    conformance suite expects. A Brand with Parafé lists the extension in
+    `capabilities.extensions` (spec §2).
     """
     if identity_scheme not in IDENTITY_SCHEMES:
         raise ValueError(f"identity_scheme must be one of {sorted(IDENTITY_SCHEMES)}")
     base = base_url.rstrip("/")
-    return {
+    card: dict[str, Any] = {
         "name": brand.name,
         "description": brand.description,
         "supportedInterfaces": [
@@ -72,6 +73,10 @@ def build_card(
         "defaultOutputModes": ["text/plain"],
         "skills": [skill.to_card() for skill in brand.skills],
     }
+    if brand.parafe is not None:
+        # Only Brands with Parafé list extensions: PACT-only cards stay as they were.
+        card["capabilities"]["extensions"] = [brand.parafe.card_entry()]
+    return card
 
 
 def card_response(card: dict[str, Any]) -> Response:

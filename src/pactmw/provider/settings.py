@@ -16,11 +16,12 @@ from attrs import field, frozen
 
 from pactmw.config import ConfigError, Settings
 from pactmw.core.errors import MalformedInput
-from pactmw.core.jwk import parse_jwks
+from pactmw.core.jwk import PrivateJWK, import_private_jwk, parse_jwks
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
 from pactmw.provider.consent_pages import ConsentPages
+from pactmw.provider.parafe import ParafeConfig
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 
@@ -40,9 +41,32 @@ PROVIDER_KEYS = frozenset(
         "signing_keys",
         "data_dir",
         "delegation_brand",  # read by the identity middleware of the Django/Flask adapters
+        "parafe_brand",  # read by @parafe_action of the Django/Flask adapters
     }
 )
-_BRAND_KEYS = frozenset({"name", "description", "handler", "skills", "version", "delegation"})
+_BRAND_KEYS = frozenset(
+    {"name", "description", "handler", "skills", "version", "delegation", "parafe"}
+)
+_PARAFE_KEYS = frozenset(
+    {
+        "agent_id",
+        "broker_url",
+        "allow_http_broker_on_loopback",
+        "signing_key",
+        "agent_did",
+        "required",
+        "minimum_identity_assurance",
+        "scope_requirements",
+        "online",
+        "require_proof",
+        "refusal",
+        "file_receipts",
+        "credential_file",
+        "handshake",
+        "description",
+        "broker_timeout",
+    }
+)
 _DELEGATION_KEYS = frozenset(
     {
         "scopes",
@@ -141,6 +165,7 @@ def brand_from_mapping(
     delegation = (
         _delegation(data["delegation"], f"{where}.delegation") if "delegation" in data else None
     )
+    parafe = parafe_from_mapping(data["parafe"], f"{where}.parafe") if "parafe" in data else None
     return Brand(
         id=brand_id,
         name=name,
@@ -149,7 +174,94 @@ def brand_from_mapping(
         skills=tuple(_skill(s, f"{where}.skills[{i}]") for i, s in enumerate(skills_data)),
         version=version,
         delegation=delegation,
+        parafe=parafe,
     )
+
+
+def _read_private_key(path: Any, where: str) -> PrivateJWK:
+    if isinstance(path, PrivateJWK):
+        return path
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where} must be the path of a private JWK file")
+    try:
+        with open(path, "rb") as handle:
+            return import_private_jwk(handle.read())
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {exc.strerror}") from exc
+    except MalformedInput as exc:
+        raise ConfigError(f"{where}: {path} is not a private JWK: {exc}") from exc
+
+
+def _read_secret(path: Any, where: str) -> str:
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where} must be the path of a file")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            secret = handle.read().strip()
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError(f"{where}: cannot read {path}") from exc
+    if not secret:
+        raise ConfigError(f"{where}: {path} is empty")
+    return secret
+
+
+def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
+    """A `[brands.ID.parafe]` table (see README "Parafé")."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(data) - _PARAFE_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown configuration key {where}.{unknown[0]}")
+    agent_id = data.get("agent_id")
+    if not isinstance(agent_id, str) or not agent_id:
+        raise ConfigError(f"{where}.agent_id is required (the agent's Parafé id)")
+    for key in ("allow_http_broker_on_loopback", "required", "require_proof", "file_receipts"):
+        if key in data and not isinstance(data[key], bool):
+            raise ConfigError(f"{where}.{key} must be true or false")
+    scopes = data.get("scope_requirements", {})
+    if not isinstance(scopes, Mapping) or not all(isinstance(v, Mapping) for v in scopes.values()):
+        raise ConfigError(f"{where}.scope_requirements must be a table of scope tables")
+    online = data.get("online", False)
+    if isinstance(online, bool):
+        online_all, online_scopes = online, frozenset[str]()
+    else:
+        online_all, online_scopes = False, frozenset(_strings(online, f"{where}.online"))
+    extra: dict[str, Any] = {}
+    if "signing_key" in data:
+        extra["signing_key"] = _read_private_key(data["signing_key"], f"{where}.signing_key")
+    if "credential_file" in data:
+        extra["credential"] = _read_secret(data["credential_file"], f"{where}.credential_file")
+    if "handshake" in data:
+        completer = data["handshake"]
+        if isinstance(completer, str):
+            completer = import_object(completer, f"{where}.handshake")
+        if not callable(completer):
+            raise ConfigError(f"{where}.handshake must be a callable (or an import path to one)")
+        extra["handshake"] = completer
+    if "broker_timeout" in data:
+        extra["broker_timeout"] = float(_positive(data, "broker_timeout", None, f"{where}."))
+    for key in ("broker_url", "agent_did", "minimum_identity_assurance", "refusal"):
+        if key in data:
+            extra[key] = _optional_string(data, key, where)
+    if "description" in data:
+        description = data["description"]
+        if description is not None and not isinstance(description, str):
+            raise ConfigError(f"{where}.description must be a string")
+        extra["description"] = description
+    try:
+        return ParafeConfig(
+            agent_id=agent_id,
+            scope_requirements=dict(scopes),
+            allow_http_broker_on_loopback=data.get("allow_http_broker_on_loopback", False),
+            required=data.get("required", False),
+            require_proof=data.get("require_proof", True),
+            file_receipts=data.get("file_receipts", False),
+            online=online_all,
+            online_scopes=online_scopes,
+            **extra,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def _imported(reference: Any, kind: type, where: str) -> Any:

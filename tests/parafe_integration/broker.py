@@ -1,0 +1,201 @@
+"""The fake broker of tests/parafe, extended for the integration tests.
+
+`IssuingBroker` is `tests.parafe.fake_broker.FakeBroker` (JWKS, DID documents, online
+verification) plus, for these tests only:
+
+- token issuance in process (`issue`): consent tokens signed with the broker's own ES256 key,
+  shaped like the broker's (parafe-verifier.md §3); session receipts likewise;
+- `POST /sessions/{id}/action-receipts`: receipt filing (§7.4). It records the request (the
+  `Authorization` and `Parafe-PoP` headers too) and answers 201, or 409 `duplicate_receipt`
+  for a receipt filed before; `filing_answer` can force another answer;
+- `POST /test/handshake/complete`: a TEST-ONLY stand-in for the broker's handshake
+  completion, whose wire format the reference does not give. Its body and answer are made up
+  for the tests (`{handshake_id, challenge}` -> `{session_id, consent_token}`) and are not
+  Parafé's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import PrivateJWK, PublicJWK, generate_private_jwk
+from pactmw.protocols.parafe import agent_did, receipt_hash
+from tests.parafe.fake_broker import FakeBroker, _Handler
+from tests.parafe.support import did_document
+
+FILING_PREFIX = "/sessions/"
+FILING_SUFFIX = "/action-receipts"
+TEST_HANDSHAKE_PATH = "/test/handshake/complete"
+
+
+class IssuingBroker(FakeBroker):
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self.key: PrivateJWK = generate_private_jwk("ES256")
+        super().__init__(
+            jwks={"keys": [{**self.key.public.to_dict(), "use": "sig", "status": "active"}]}
+        )
+        self.filed: list[dict[str, Any]] = []
+        self.filing_answer: Callable[[dict[str, Any]], tuple[int, Any] | None] | None = None
+        #: handshake_id -> what the test handshake endpoint issues for it.
+        self.pending_handshakes: dict[str, dict[str, Any]] = {}
+        self.handshake_requests: list[dict[str, Any]] = []
+        self._filing_lock = threading.Lock()
+
+    def register(self, agent_id: str, key: PublicJWK) -> None:
+        """Serve the agent's DID document (the key it registered)."""
+        self.add_agent(agent_id, did_document(agent_id, key))
+
+    # -- issuance (test-only, in process) ---------------------------------------------------
+
+    def issue(
+        self,
+        *,
+        initiator_id: str,
+        initiator_key: PublicJWK,
+        target_id: str,
+        scope: str,
+        permissions: list[str],
+        exclusions: list[str] | None = None,
+        session_id: str | None = None,
+        modality: str = "attested",
+        lifetime: int = 300,
+        **overrides: Any,
+    ) -> tuple[str, str]:
+        """A consent token for `initiator_id` to act on `target_id`; (token, session id)."""
+        now = int(time.time())
+        session_id = session_id or "sess_" + uuid.uuid4().hex
+        excluded = list(exclusions or [])
+        claims: dict[str, Any] = {
+            "ver": 2,
+            "scope": scope,
+            "permissions": permissions,
+            "exclusions": excluded,
+            "excluded": excluded,
+            "session_id": session_id,
+            "token_type": "consent",
+            "authorization_modality": modality,
+            "initiator_agent_id": initiator_id,
+            "target_agent_id": target_id,
+            "parent_token_id": None,
+            "cnf": {"jkt": initiator_key.thumbprint},
+            "initiator_proof": "pop",
+            "initiator_proof_at": now,
+            "iat": now,
+            "exp": now + lifetime,
+            "iss": "parafe-trust-broker",
+            "jti": str(uuid.uuid4()),
+            "sub": initiator_id,
+            "aud": agent_did(target_id),
+            **overrides,
+        }
+        return sign_compact(claims, self.key), session_id
+
+    def session_receipt(self, session_id: str, actions: list[dict[str, Any]] | None = None) -> str:
+        """A broker-signed session receipt v2 for `session_id`."""
+        now = int(time.time())
+        return sign_compact(
+            {
+                "ver": 2,
+                "receipt_id": "rcpt_" + uuid.uuid4().hex,
+                "session_id": session_id,
+                "participants": [],
+                "consent_tokens": [],
+                "session": {"status": "closed"},
+                "actions": actions or [],
+                "chain_head": None,
+                "iss": "did:web:api.parafe.ai",
+                "iat": now,
+            },
+            self.key,
+            typ="parafe-session-receipt+jwt",
+        )
+
+    # -- extra endpoints ---------------------------------------------------------------------
+
+    def _serve(self, handler: _Handler, method: str) -> None:
+        path = urlsplit(handler.path).path
+        if method == "POST" and path.startswith(FILING_PREFIX) and path.endswith(FILING_SUFFIX):
+            session_id = unquote(path[len(FILING_PREFIX) : -len(FILING_SUFFIX)])
+            self._file(handler, session_id)
+            return
+        if method == "POST" and path == TEST_HANDSHAKE_PATH:
+            body = self._json(handler)
+            with self._lock:
+                self.hits[path] += 1
+                self.requests.append((method, path, body))
+                self.handshake_requests.append(
+                    {
+                        "body": body,
+                        "authorization": handler.headers.get("Authorization"),
+                        "pop": handler.headers.get("Parafe-PoP"),
+                    }
+                )
+            issued = self.pending_handshakes.get(str(body.get("handshake_id")))
+            if issued is None:
+                self._send(handler, 404, {"error": "handshake_not_found"})
+            else:
+                self._send(handler, 200, issued)
+            return
+        super()._serve(handler, method)
+
+    @staticmethod
+    def _json(handler: _Handler) -> dict[str, Any]:
+        length = int(handler.headers.get("Content-Length") or 0)
+        try:
+            parsed = json.loads(handler.rfile.read(length))
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _file(self, handler: _Handler, session_id: str) -> None:
+        body = self._json(handler)
+        record = {
+            "session_id": session_id,
+            "body": body,
+            "authorization": handler.headers.get("Authorization"),
+            "pop": handler.headers.get("Parafe-PoP"),
+            "url_path": urlsplit(handler.path).path,
+        }
+        with self._lock:
+            self.hits[urlsplit(handler.path).path] += 1
+        forced = self.filing_answer(record) if self.filing_answer is not None else None
+        with self._filing_lock:
+            self.filed.append(record)
+            if forced is not None:
+                status, payload = forced
+            else:
+                receipt = body.get("receipt")
+                earlier = [
+                    r
+                    for r in self.filed[:-1]
+                    if r["body"].get("receipt") == receipt
+                    and r["session_id"] == session_id
+                    and r.get("status") == 201
+                ]
+                if earlier:
+                    status, payload = 409, {"error": "duplicate_receipt"}
+                else:
+                    seq = 1 + sum(
+                        1
+                        for r in self.filed
+                        if r["session_id"] == session_id and r.get("status") == 201
+                    )
+                    status, payload = (
+                        201,
+                        {
+                            "session_id": session_id,
+                            "seq": seq,
+                            "receipt_hash": receipt_hash(str(receipt)),
+                        },
+                    )
+            record["status"] = status
+        self._send(handler, status, payload)

@@ -1,0 +1,44 @@
+"""The README's Parafé section: the verifier sample runs as written, the TOML table parses."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.provider.settings import parafe_from_mapping
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+SECTION = README.split("## Parafé", 1)[1].split("\n## ", 1)[0]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def test_the_verifier_sample_runs() -> None:
+    found = re.search(r"<!-- parafe-readme: verifier -->\n```python\n(.*?)```", SECTION, re.S)
+    assert found is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(found.group(1), "README.md:parafe", "exec"), {"__name__": "readme_parafe"})
+    assert out.getvalue() == "refused: MISSING_PARAFE_EXTENSION\n"
+
+
+def test_the_toml_sample_is_a_valid_configuration(tmp_path: Path) -> None:
+    block = re.search(r"```toml\n(\[brands\.shop\.parafe\].*?)```", SECTION, re.S)
+    assert block is not None
+    table = tomllib.loads(block.group(1))["brands"]["shop"]["parafe"]
+    key = tmp_path / "key.jwk"
+    key.write_text(json.dumps(generate_private_jwk("EdDSA").to_dict()))
+    credential = tmp_path / "credential"
+    credential.write_text("secret")
+    table.update(signing_key=str(key), credential_file=str(credential))
+    config = parafe_from_mapping(table)
+    assert config.online_scopes == frozenset({"order-lamps"})
+    assert config.file_receipts
