@@ -25,8 +25,37 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Every benchmark, one after the other (benchmarks/README.md); each also has its own target.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/verify.py
+	$(MAKE) --no-print-directory bench-memory
+	$(MAKE) --no-print-directory bench-store
+	$(MAKE) --no-print-directory bench-http
+
+# The benchmarks' own tools (the `bench` extra: gunicorn) and Debian packages (wrk, and
+# PostgreSQL's server binaries), installed when missing.
+.PHONY: bench-http bench-store bench-memory
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,django,flask,postgres,serve,bench]'
+	touch $(BENCH_STAMP)
+
+bench-http: $(BENCH_STAMP)
+	sh benchmarks/system-packages.sh wrk postgresql
+	$(BIN)/python benchmarks/http.py
+
+bench-store: $(STAMP)
+	sh benchmarks/system-packages.sh postgresql
+	$(BIN)/python benchmarks/store.py
+
+bench-memory: $(STAMP)
+	$(BIN)/python benchmarks/memory.py
+
+# The bounded soak of tests/reliability/test_soak.py, 60 s per store instead of the suite's 10.
+.PHONY: soak
+soak: $(STAMP)
+	PACTMW_SOAK_SECONDS=60 $(BIN)/python -m pytest -q -s --timeout=600 tests/reliability/test_soak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

@@ -188,3 +188,11 @@ def test_real_clock_default_is_bounded_by_the_token_lifetime() -> None:
     cache.put(b"k", "v", expires_at=now + 3600, now=now)
     assert cache.get(b"k", now + 299) == "v"
     assert cache.get(b"k", now + 300) is None
+
+
+def test_expired_entries_are_dropped_as_new_ones_arrive() -> None:
+    cache: VerifiedTokenCache[str] = VerifiedTokenCache(max_entries=1000, max_age=10)
+    for second in range(100):
+        cache.put(str(second).encode(), "v", expires_at=second + 5, now=second)
+    # Only the tokens of the last five seconds are still worth keeping.
+    assert len(cache) <= 6

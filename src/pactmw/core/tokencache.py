@@ -55,8 +55,14 @@ class VerifiedTokenCache(Generic[V]):
             return
         with self._lock:
             entries = self._entries
-            while len(entries) >= self.max_entries:
-                entries.pop(next(iter(entries)))
+            # Oldest first: drop what has expired (entries are inserted in roughly the order
+            # they expire, so this keeps memory flat when agents mint a token per request),
+            # then whatever the bound requires.
+            while entries:
+                oldest = next(iter(entries))
+                if entries[oldest][0] > now and len(entries) < self.max_entries:
+                    break
+                del entries[oldest]
             entries[key] = (until, value)
 
     def clear(self) -> None:

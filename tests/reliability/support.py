@@ -1,0 +1,270 @@
+"""Helpers for the reliability tests: `pactmw serve` configs, signed requests, RSS, PostgreSQL.
+
+Everything runs on 127.0.0.1: real `pactmw serve` processes (started with
+`tests.servers.process_server`), real PostgreSQL servers (`tests.pg`), real key servers
+(`tests.jwks_server`). The bot is `tests.reliability.bots:recording_bot`, which logs each run
+to a file so tests can count bot runs per messageId across processes and restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import PrivateJWK
+from tests.pg import PostgresServer, find_postgres_bindir
+
+ISSUER = "https://pa.example"
+AUDIENCE = "pactmw-reliability-audience"
+BOT = "tests.reliability.bots:recording_bot"
+PENDING = "messageId was already received in this context and has no reply yet"
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def toml_value(value: Any) -> str:
+    """A TOML value for str, bool, int, float, list and dict (inline tables)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string of printable text is a TOML basic string
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, Sequence):
+        return "[ " + ", ".join(toml_value(v) for v in value) + " ]"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
+def inline_agent(key: PrivateJWK, issuer: str = ISSUER) -> dict[str, Any]:
+    """An `[[agents]]` entry whose JWKS is inline (no key fetching)."""
+    return {"issuer": issuer, "name": "Reliability PA", "jwks": {"keys": [key.public.to_dict()]}}
+
+
+def write_config(
+    path: Path,
+    *,
+    port: int,
+    store: str,
+    agents: Sequence[Mapping[str, Any]],
+    **settings: Any,
+) -> Path:
+    """Write a `pactmw serve` TOML for one Brand `acme` served by the recording bot."""
+    lines = [
+        f"base_url = {toml_value(f'http://127.0.0.1:{port}')}",
+        f"audience = {toml_value(AUDIENCE)}",
+        f"store = {toml_value(store)}",
+        *(f"{name} = {toml_value(value)}" for name, value in settings.items()),
+    ]
+    for agent in agents:
+        lines.append("[[agents]]")
+        lines.extend(f"{name} = {toml_value(value)}" for name, value in agent.items())
+    lines += ["[brands.acme]", 'name = "Acme"', f"handler = {toml_value(BOT)}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def serve_argv(config: Path, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pactmw",
+        "serve",
+        "--config",
+        str(config),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+
+
+def bot_env(runs: Path, slow_seconds: float = 2.0) -> dict[str, str]:
+    return {"PACTMW_TEST_RUNS": str(runs), "PACTMW_TEST_SLOW_SECONDS": str(slow_seconds)}
+
+
+# -- the personal agent -------------------------------------------------------------------------
+
+
+def bearer(key: PrivateJWK, sub: str = "user-1", issuer: str = ISSUER) -> str:
+    """A fresh PACT JWT (a new `jti`, so the Provider's verified-token cache never hits)."""
+    now = int(time.time())
+    claims = {
+        "iss": issuer,
+        "sub": sub,
+        "aud": AUDIENCE,
+        "iat": now,
+        "exp": now + 120,
+        "jti": uuid.uuid4().hex,
+    }
+    return "Bearer " + sign_compact(claims, key, typ="JWT")
+
+
+def message_body(text: str, message_id: str, context_id: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "messageId": message_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if context_id is not None:
+        message["contextId"] = context_id
+    return {"message": message}
+
+
+def send(
+    client: httpx.Client,
+    base: str,
+    authorization: str,
+    text: str,
+    message_id: str,
+    context_id: str | None = None,
+) -> httpx.Response:
+    return client.post(
+        f"{base}/a2a/acme/message:send",
+        json=message_body(text, message_id, context_id),
+        headers={"Authorization": authorization},
+    )
+
+
+def reply_of(response: httpx.Response) -> dict[str, Any]:
+    """The agent message of a 200 reply, after checking its shape."""
+    assert response.status_code == 200, (response.status_code, response.text)
+    data = response.json()
+    assert list(data) == ["message"], data
+    message: dict[str, Any] = data["message"]
+    assert message["role"] == "ROLE_AGENT", message
+    return message
+
+
+def expected_text(message_id: str, text: str, earlier: Sequence[str]) -> str:
+    """What `recording_bot` answers to `message_id` after the answered turns `earlier`."""
+    return f"re {message_id} turn {len(earlier) + 1} after [{','.join(earlier)}]: {text}"
+
+
+def assert_reply(
+    response: httpx.Response,
+    *,
+    message_id: str,
+    text: str,
+    earlier: Sequence[str],
+    context_id: str | None = None,
+) -> dict[str, Any]:
+    message = reply_of(response)
+    if context_id is not None:
+        assert message["contextId"] == context_id, (message, context_id)
+    assert message["parts"] == [{"text": expected_text(message_id, text, earlier)}], message
+    return message
+
+
+def is_pending(response: httpx.Response) -> bool:
+    """The 400 a duplicate gets while another worker holds the turn."""
+    if response.status_code != 400:
+        return False
+    error = response.json().get("error", {})
+    return bool(error.get("status") == "INVALID_ARGUMENT" and error.get("message") == PENDING)
+
+
+# -- what the bot did ---------------------------------------------------------------------------
+
+
+def bot_runs(runs: Path, event: str = "start") -> Counter[str]:
+    """How often the bot logged `event` (`start` or `done`) per message id."""
+    counts: Counter[str] = Counter()
+    if not runs.exists():
+        return counts
+    for line in runs.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == event:
+            counts[parts[1]] += 1
+    return counts
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set size of a process, from /proc/PID/status (KiB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# -- stopping and starting a tests.pg server in place ---------------------------------------------
+
+
+def _as_postgres(args: Sequence[str]) -> list[str]:
+    # As tests/pg.py does: PostgreSQL refuses to run as root.
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *args]
+    return list(args)
+
+
+def _pg_ctl(args: Sequence[str], cwd: Path, timeout: float) -> None:
+    pg_ctl = str(find_postgres_bindir() / "pg_ctl")
+    result = subprocess.run(
+        _as_postgres([pg_ctl, *args]),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"pg_ctl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def pg_stop(server: PostgresServer, *, mode: str = "fast", timeout: float = 30.0) -> None:
+    """Stop the server (`pg_ctl stop -m fast`): clients are disconnected mid-transaction."""
+    base = server.data_dir.parent
+    _pg_ctl(["-D", str(server.data_dir), "-m", mode, "-w", "stop"], base, timeout)
+
+
+def pg_start(server: PostgresServer, *, timeout: float = 30.0) -> None:
+    """Start a stopped server again on the same port and data directory.
+
+    tests/pg.py has no restart helper; this repeats its `pg_ctl start` options (same port,
+    socket directory and settings), logging to `restart.log` next to the data directory.
+    """
+    base = server.data_dir.parent
+    options = (
+        f"-h {server.host} -p {server.port} -k {base} -c fsync=off -c synchronous_commit=off "
+        "-c full_page_writes=off -c max_connections=300"
+    )
+    log = base / "restart.log"
+    _pg_ctl(
+        [
+            "-D",
+            str(server.data_dir),
+            "-l",
+            str(log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(int(timeout)),
+            "start",
+        ],
+        base,
+        timeout + 5,
+    )
