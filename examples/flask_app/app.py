@@ -54,10 +54,13 @@ from pactmw.adapters.flask import (  # noqa: E402
     Pactmw,
     current_parafe,
     current_personal_agent,
+    get_provider,
     parafe_action,
     personal_agent_required,
 )
-from pactmw.provider import Reply, Turn, load_toml  # noqa: E402
+from pactmw.adapters.wsgi import to_werkzeug  # noqa: E402
+from pactmw.provider import Reply, Turn, card_url, load_toml  # noqa: E402
+from pactmw.provider import brand_domain_card as build_brand_domain_card  # noqa: E402
 from pactmw.provider.delegated import SignedInUser  # noqa: E402
 from pactmw.provider.tools import ToolRegistry  # noqa: E402
 
@@ -476,6 +479,14 @@ def create_app(pactmw_config: Mapping[str, Any] | None = None) -> Flask:
     # --------------------------------------------------------------------------------------
 
     brands = app.config["PACTMW"].get("brands", {})
+
+    @app.get("/.well-known/agent-card.json")
+    def brand_domain_card() -> Any:
+        """The shop's own domain points personal agents at its card (PACT §2.1)."""
+        provider = get_provider()
+        brand_id = next(iter(provider.brands))
+        return to_werkzeug(build_brand_domain_card(card_url(provider.base_url, brand_id)))
+
     if any(isinstance(b, Mapping) and "parafe" in b for b in brands.values()):
 
         @app.post("/api/agent/orders")

@@ -197,6 +197,16 @@ def test_agent_card(running: Running) -> None:
     assert card["supportedInterfaces"][0]["url"] == f"{running.base_url}/a2a/{BRAND}"
 
 
+def test_the_shops_own_domain_redirects_to_its_card(running: Running) -> None:
+    redirect = running.client.get("/.well-known/agent-card.json", follow_redirects=False)
+    assert redirect.status_code == 302
+    assert redirect.headers["location"] == (
+        f"{running.base_url}/a2a/{BRAND}/.well-known/agent-card.json"
+    )
+    card = running.client.get("/.well-known/agent-card.json", follow_redirects=True)
+    assert card.json()["supportedInterfaces"][0]["url"] == f"{running.base_url}/a2a/{BRAND}"
+
+
 def test_conversation_and_idempotent_retry(running: Running) -> None:
     first_id = str(uuid.uuid4())
     first = running.send("Where is my order A-1001?", message_id=first_id)

@@ -6,7 +6,9 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from pactmw.adapters.django import personal_agent_required
+from pactmw.adapters.django import get_provider, personal_agent_required, to_django
+from pactmw.provider import brand_domain_card as build_brand_domain_card
+from pactmw.provider import card_url
 from shop.models import Order
 
 
@@ -39,3 +41,10 @@ def whoami(request: HttpRequest) -> JsonResponse:
     """Who is calling: the verified personal agent and the user it acts for."""
     agent = request.personal_agent  # type: ignore[attr-defined]
     return JsonResponse({"issuer": agent.issuer, "sub": agent.sub, "actor_id": agent.actor_id})
+
+
+def brand_domain_card(request: HttpRequest) -> HttpResponse:
+    """The shop's own domain points personal agents at its card (PACT §2.1)."""
+    provider = get_provider()
+    brand_id = next(iter(provider.brands))
+    return to_django(build_brand_domain_card(card_url(provider.base_url, brand_id)))

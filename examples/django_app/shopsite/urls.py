@@ -9,6 +9,7 @@ from shop import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path(".well-known/agent-card.json", views.brand_domain_card, name="brand-card"),
     path("orders/<str:number>", views.order, name="order"),
     path("api/agent/whoami", views.whoami, name="agent-whoami"),
     # The shop's own login: pactmw's consent page sends signed-out customers here (?next=).
