@@ -43,7 +43,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench-http: $(BENCH_STAMP)
 	sh benchmarks/system-packages.sh wrk postgresql
-	$(BIN)/python benchmarks/http.py
+	$(BIN)/python benchmarks/http_load.py
 
 bench-store: $(STAMP)
 	sh benchmarks/system-packages.sh postgresql
