@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
+from attrs import frozen
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
@@ -52,6 +53,7 @@ from pactmw.provider.delegated import (
 )
 from pactmw.provider.flow import (
     Flow,
+    Need,
     NeedBody,
     NeedBot,
     NeedIdentity,
@@ -582,36 +584,84 @@ class Provider:
         read_body: AReadBody,
         current_user: CurrentUser | ACurrentUser | None,
     ) -> Any:
-        answer: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                need = flow.throw(error) if error is not None else flow.send(answer)
-            except StopIteration as done:
-                return done.value
-            answer, error = None, None
+        step = _advance(flow, None, None)
+        while isinstance(step, _Pending):
+            need = step.need
+            if _blocking(need):
+                # A store call, a key fetch or a sync bot: do it, and every blocking step right
+                # after it, in one worker thread (a message:send is several store calls; one
+                # thread hop instead of one per call is most of the async driver's cost).
+                step = await asyncio.to_thread(self._run_blocking, flow, need)
+                continue
+            answer: Any = None
             try:
                 if isinstance(need, NeedIdentity):
                     answer = await self.verifier.averify(need.authorization)
                 elif isinstance(need, NeedBody):
                     answer = await read_body(need.limit)
-                elif isinstance(need, NeedStore):
-                    answer = await asyncio.to_thread(need.operation, **need.kwargs)
-                elif isinstance(need, NeedKeys):
-                    answer = await asyncio.to_thread(need.fetch)
                 elif isinstance(need, NeedUser):
                     if current_user is not None:
                         answer = current_user()
                         if inspect.isawaitable(answer):
                             answer = await answer
-                elif inspect.iscoroutinefunction(need.handler):
-                    answer = await need.handler(need.turn)
                 else:
-                    answer = await asyncio.to_thread(need.handler, need.turn)
+                    assert isinstance(need, NeedBot)
+                    answer = need.handler(need.turn)
                     if inspect.isawaitable(answer):
                         answer = await answer
             except Exception as exc:
-                error = exc
+                step = _advance(flow, None, exc)
+            else:
+                step = _advance(flow, answer, None)
+        return step.value
+
+    def _run_blocking(self, flow: SubFlow, need: Need) -> _Pending | _Done:
+        """Answer blocking needs in this (worker) thread until the flow needs something
+        async or is done."""
+        while True:
+            try:
+                if isinstance(need, NeedStore):
+                    answer: Any = need.operation(**need.kwargs)
+                elif isinstance(need, NeedKeys):
+                    answer = need.fetch()
+                else:
+                    assert isinstance(need, NeedBot)
+                    answer = need.handler(need.turn)
+                    if inspect.isawaitable(answer):
+                        answer = _run_coroutine(answer)
+            except Exception as exc:
+                step = _advance(flow, None, exc)
+            else:
+                step = _advance(flow, answer, None)
+            if isinstance(step, _Done) or not _blocking(step.need):
+                return step
+            need = step.need
+
+
+@frozen
+class _Pending:
+    need: Need
+
+
+@frozen
+class _Done:
+    value: Any
+
+
+def _advance(flow: SubFlow, answer: Any, error: BaseException | None) -> _Pending | _Done:
+    """Resume the flow with an answer or an error; what it needs next, or its value."""
+    try:
+        need = flow.throw(error) if error is not None else flow.send(answer)
+    except StopIteration as done:
+        return _Done(done.value)
+    return _Pending(need)
+
+
+def _blocking(need: Need) -> bool:
+    """Needs answered by blocking calls (worker thread in the async driver)."""
+    return isinstance(need, (NeedStore, NeedKeys)) or (
+        isinstance(need, NeedBot) and not inspect.iscoroutinefunction(need.handler)
+    )
 
 
 def with_delegation(
