@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import pytest
 
-import pactmw.protocols.delegation as delegation_module
+import pactmw.core.jose as jose_module
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import DelegationRejected, SigningKeys, mint_access_token
 from pactmw.protocols.identity import (
@@ -83,13 +83,13 @@ def world() -> Any:
 @pytest.fixture
 def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = delegation_module.verify_signature
+    real = jose_module.verify_signature
 
     def counting(jws: Any, key: Any) -> None:
         calls.append(1)
         real(jws, key)
 
-    monkeypatch.setattr(delegation_module, "verify_signature", counting)
+    monkeypatch.setattr(jose_module, "verify_signature", counting)
     return calls
 
 

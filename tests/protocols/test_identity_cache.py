@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import pactmw.protocols.identity as identity_module
+import pactmw.core.jose as jose_module
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk, public_key_set
@@ -67,13 +67,13 @@ def bearer(
 def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count real signature verifications made by the identity verifier."""
     calls: list[int] = []
-    real = identity_module.verify_signature
+    real = jose_module.verify_signature
 
     def counting(jws: Any, key: Any) -> None:
         calls.append(1)
         real(jws, key)
 
-    monkeypatch.setattr(identity_module, "verify_signature", counting)
+    monkeypatch.setattr(jose_module, "verify_signature", counting)
     return calls
 
 

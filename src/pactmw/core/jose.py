@@ -8,7 +8,7 @@ set before any key is looked up, so an HMAC or `none` token never reaches a key 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -177,6 +177,17 @@ def verify_signature(jws: JWS, key: PublicJWK) -> None:
             cast(ed25519.Ed25519PublicKey, public).verify(jws.signature, jws.signing_input)
     except InvalidSignature as exc:
         raise JoseError("bad_signature", "signature does not verify") from exc
+
+
+def verify_with_any(jws: JWS, keys: Iterable[PublicJWK]) -> bool:
+    """Whether one of `keys` verifies `jws` (each candidate for the token's `kid`/`alg`)."""
+    for key in keys:
+        try:
+            verify_signature(jws, key)
+        except JoseError:
+            continue
+        return True
+    return False
 
 
 def sign_compact(

@@ -21,7 +21,7 @@ from typing import Any
 from attrs import field, frozen
 
 from pactmw.core.errors import AuthenticationFailed, JoseError, MalformedInput
-from pactmw.core.jose import parse_compact, sign_compact, verify_signature
+from pactmw.core.jose import parse_compact, sign_compact, verify_with_any
 from pactmw.core.jwk import (
     KeySet,
     PrivateJWK,
@@ -120,13 +120,7 @@ def verify_access_token(
         raise DelegationRejected("malformed_token", str(exc)) from exc
     if jws.header.get("typ") != ACCESS_TOKEN_TYP:
         raise DelegationRejected("bad_typ")
-    for key in keys.candidates(jws.kid, jws.alg):
-        try:
-            verify_signature(jws, key)
-            break
-        except JoseError:
-            continue
-    else:
+    if not verify_with_any(jws, keys.candidates(jws.kid, jws.alg)):
         raise DelegationRejected("bad_signature")
     if claims.get("iss") != authorization_server_issuer(interface_url):
         raise DelegationRejected("bad_issuer")

@@ -26,8 +26,8 @@ from attrs import field, frozen
 
 from pactmw.core.encoding import is_storable_text, json_loads
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
-from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_signature
-from pactmw.core.jwk import KeySet, PublicJWK
+from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
+from pactmw.core.jwk import KeySet
 from pactmw.core.keys import DiscoveryCache, JwksCache
 from pactmw.core.tokencache import VerifiedTokenCache, token_key
 from pactmw.protocols.delegation import Delegation
@@ -327,7 +327,8 @@ class IdentityVerifier:
         else:
             assert agent.jwks_uri is not None
             candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
-        _verify_any(jws, candidates)
+        if not verify_with_any(jws, candidates):
+            raise AuthenticationFailed("bad_signature")
         personal_agent = self._check_claims(claims, agent)
         exp = float(claims["exp"])
         self.cache.put(
@@ -463,16 +464,6 @@ class IdentityVerifier:
         except AuthenticationFailed as exc:
             _log_refusal(exc)
             raise
-
-
-def _verify_any(jws: JWS, candidates: Iterable[PublicJWK]) -> None:
-    for key in candidates:
-        try:
-            verify_signature(jws, key)
-            return
-        except JoseError:
-            continue
-    raise AuthenticationFailed("bad_signature")
 
 
 def _log_refusal(exc: AuthenticationFailed) -> None:

@@ -23,7 +23,7 @@ from attrs import frozen
 from pactmw.core.encoding import is_storable_text, json_dumps
 from pactmw.core.errors import JoseError, KeyUnavailable, RequestRefused
 from pactmw.core.http import Request, Response
-from pactmw.core.jose import parse_compact, sign_compact, verify_signature
+from pactmw.core.jose import parse_compact, sign_compact, verify_with_any
 from pactmw.core.keys import JwksCache
 from pactmw.core.tokencache import VerifiedTokenCache, token_key
 from pactmw.protocols.delegation import (
@@ -600,13 +600,7 @@ class AuthorizationServer:
             claims = jws.claims()
             if jws.header.get("typ") != CONSENT_SESSION_TYP:
                 raise JoseError("bad_typ", "not a consent session")
-            for key in self.keys.public.candidates(jws.kid, jws.alg):
-                try:
-                    verify_signature(jws, key)
-                    break
-                except JoseError:
-                    continue
-            else:
+            if not verify_with_any(jws, self.keys.public.candidates(jws.kid, jws.alg)):
                 raise JoseError("bad_signature", "session signature")
         except JoseError as exc:
             raise ConsentRefused("This consent page is no longer valid. Start again.", 400) from exc
@@ -637,13 +631,7 @@ class AuthorizationServer:
                 candidates = yield NeedKeys(lambda: self.brand_keys.get_keys(uri, jws.kid, jws.alg))
             except KeyUnavailable as exc:
                 raise refused from exc
-        for key in candidates:
-            try:
-                verify_signature(jws, key)
-                break
-            except JoseError:
-                continue
-        else:
+        if not verify_with_any(jws, candidates):
             raise refused
         now = self._clock()
         sub, jti, code = claims.get("sub"), claims.get("jti"), claims.get("user_code")
