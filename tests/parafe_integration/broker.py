@@ -11,18 +11,31 @@ verification) plus, for these tests only:
 - `POST /test/handshake/complete`: a TEST-ONLY stand-in for the broker's handshake
   completion, whose wire format the reference does not give. Its body and answer are made up
   for the tests (`{handshake_id, challenge}` -> `{session_id, consent_token}`) and are not
-  Parafé's.
+  Parafé's;
+- `POST /handshake/complete`: the broker's handshake completion, in the reference SDK's wire
+  format (`completeHandshake`): `{handshake_id, target_credential, challenge_response}`, the
+  response checked against the target's registered key, answered `{handshake_id, session:
+  {session_id}, consent_token: {token, session_id, ...}}` or a `{error, message}` refusal.
+  Handshakes are opened in process (`open_handshake`); `handshake_answer` can force an answer.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import secrets
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, PublicJWK, generate_private_jwk
@@ -33,6 +46,7 @@ from tests.parafe.support import did_document
 FILING_PREFIX = "/sessions/"
 FILING_SUFFIX = "/action-receipts"
 TEST_HANDSHAKE_PATH = "/test/handshake/complete"
+HANDSHAKE_PATH = "/handshake/complete"
 
 
 class IssuingBroker(FakeBroker):
@@ -49,10 +63,28 @@ class IssuingBroker(FakeBroker):
         self.pending_handshakes: dict[str, dict[str, Any]] = {}
         self.handshake_requests: list[dict[str, Any]] = []
         self._filing_lock = threading.Lock()
+        #: agent id -> registered key / credential (for `POST /handshake/complete`).
+        self.agent_keys: dict[str, PublicJWK] = {}
+        self.credentials: dict[str, str] = {}
+        #: handshake_id -> the opened handshake (see `open_handshake`).
+        self.handshakes: dict[str, dict[str, Any]] = {}
+        self.complete_requests: list[dict[str, Any]] = []
+        self.handshake_answer: tuple[int, Any] | None = None
 
-    def register(self, agent_id: str, key: PublicJWK) -> None:
-        """Serve the agent's DID document (the key it registered)."""
+    def register(self, agent_id: str, key: PublicJWK, credential: str | None = None) -> None:
+        """Serve the agent's DID document (the key it registered); remember its credential."""
         self.add_agent(agent_id, did_document(agent_id, key))
+        self.agent_keys[agent_id] = key
+        if credential is not None:
+            self.credentials[agent_id] = credential
+
+    def open_handshake(self, **issue: Any) -> dict[str, str]:
+        """What `POST /handshake/initiate` does, in process: a handshake whose completion will
+        issue a token with `issue`'s options (`World.presenter`'s); (handshake_id, challenge)."""
+        handshake_id = "hs_" + uuid.uuid4().hex[:12]
+        challenge = secrets.token_hex(32)
+        self.handshakes[handshake_id] = {"challenge": challenge, "issue": issue}
+        return {"handshake_id": handshake_id, "challenge": challenge}
 
     # -- issuance (test-only, in process) ---------------------------------------------------
 
@@ -127,6 +159,9 @@ class IssuingBroker(FakeBroker):
             session_id = unquote(path[len(FILING_PREFIX) : -len(FILING_SUFFIX)])
             self._file(handler, session_id)
             return
+        if method == "POST" and path == HANDSHAKE_PATH:
+            self._complete(handler)
+            return
         if method == "POST" and path == TEST_HANDSHAKE_PATH:
             body = self._json(handler)
             with self._lock:
@@ -155,6 +190,59 @@ class IssuingBroker(FakeBroker):
         except ValueError:
             return {}
         return parsed if isinstance(parsed, dict) else {}
+
+    def _complete(self, handler: _Handler) -> None:
+        body = self._json(handler)
+        with self._lock:
+            self.hits[HANDSHAKE_PATH] += 1
+            self.complete_requests.append(
+                {
+                    "body": body,
+                    "authorization": handler.headers.get("Authorization"),
+                    "pop": handler.headers.get("Parafe-PoP"),
+                    "content_type": handler.headers.get("Content-Type"),
+                }
+            )
+        if self.handshake_answer is not None:
+            self._send(handler, *self.handshake_answer)
+            return
+        handshake = self.handshakes.get(str(body.get("handshake_id")))
+        if handshake is None:
+            self._send(handler, 404, {"error": "handshake_not_found", "message": "No such"})
+            return
+        issue = handshake["issue"]
+        target = issue["target_id"]
+        credential = body.get("target_credential")
+        if not credential or self.credentials.get(target) != credential:
+            self._send(handler, 401, {"error": "invalid_credential", "message": "Bad credential"})
+            return
+        if not _signed(
+            self.agent_keys[target], handshake["challenge"], body.get("challenge_response")
+        ):
+            self._send(
+                handler, 401, {"error": "invalid_challenge_response", "message": "Bad signature"}
+            )
+            return
+        del self.handshakes[str(body["handshake_id"])]
+        token, session_id = self.issue(**issue)
+        self._send(
+            handler,
+            200,
+            {
+                "handshake_id": body["handshake_id"],
+                "session": {"session_id": session_id},
+                "consent_token": {
+                    "token": token,
+                    "scope": issue["scope"],
+                    "permissions": issue["permissions"],
+                    "exclusions": issue.get("exclusions") or [],
+                    "authorization": {"modality": "attested"},
+                    "session_id": session_id,
+                    "issued_at": "2026-01-01T00:00:00Z",
+                    "expires_at": "2026-01-01T00:05:00Z",
+                },
+            },
+        )
 
     def _file(self, handler: _Handler, session_id: str) -> None:
         body = self._json(handler)
@@ -199,3 +287,31 @@ class IssuingBroker(FakeBroker):
                     )
             record["status"] = status
         self._send(handler, status, payload)
+
+
+def _signed(key: PublicJWK, challenge: str, response: Any) -> bool:
+    """Whether `response` is base64 of `key`'s signature over the challenge's bytes (Ed25519,
+    or ES256 as raw r||s)."""
+    if not isinstance(response, str):
+        return False
+    try:
+        signature = base64.b64decode(response, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    data = bytes.fromhex(challenge)
+    public = key.key
+    try:
+        if isinstance(public, ec.EllipticCurvePublicKey):
+            if len(signature) != 64:
+                return False
+            der = encode_dss_signature(
+                int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+            )
+            public.verify(der, data, ec.ECDSA(hashes.SHA256()))
+        elif isinstance(public, ed25519.Ed25519PublicKey):
+            public.verify(signature, data)
+        else:
+            return False
+    except InvalidSignature:
+        return False
+    return True

@@ -27,7 +27,7 @@ class World:
         self.broker = IssuingBroker().start()
         self.shop_key: PrivateJWK = generate_private_jwk(shop_alg)
         self.caller_key: PrivateJWK = generate_private_jwk("EdDSA")
-        self.broker.register(SHOP_AGENT, self.shop_key.public)
+        self.broker.register(SHOP_AGENT, self.shop_key.public, CREDENTIAL)
         self.broker.register(CALLER_AGENT, self.caller_key.public)
         self.key_file = tmp / "shop-parafe.jwk"
         self.key_file.write_text(json.dumps(self.shop_key.to_dict()))

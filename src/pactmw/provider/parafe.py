@@ -17,6 +17,7 @@ bot: it sees a `ParafeConsent` (claims, session, permissions, modality, proof_ve
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import threading
 import time
@@ -28,6 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
 
 from attrs import evolve, field, frozen
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pactmw.core.encoding import is_ascii_digits, json_dumps, json_loads
 from pactmw.core.errors import FetchError, MalformedInput, PactmwError
@@ -87,9 +91,12 @@ _UNSET: Any = object()
 DEFAULT_DESCRIPTION = "Parafé brokered trust: mutual authentication and scoped consent"
 
 RefusalMode = Literal["message", "task"]
-#: Completes a handshake with the broker (see README "Parafé": the broker call's wire format
-#: is not in the reference, so pactmw does not make it itself).
+#: Completes a handshake with the broker, overriding the built-in completion
+#: (`ParafeAgent.complete_handshake`).
 HandshakeCompleter = Callable[[HandshakeChallenge, "ParafeAgent"], HandshakeComplete]
+#: The broker's handshake completion (the reference SDK's `completeHandshake`).
+HANDSHAKE_COMPLETE_PATH = "/handshake/complete"
+_MAX_BROKER_TEXT = 500
 
 
 def _requirements(
@@ -119,7 +126,9 @@ class ParafeConfig:
     broker (`POST /consent/verify`) for every scope, `online_scopes` for those only.
     `refusal` renders refusals as an agent message or as a task. `file_receipts` files every
     receipt with the broker in the background (needs `credential`, the agent's broker
-    credential). `handshake` completes handshakes with the broker (see `HandshakeCompleter`).
+    credential). Handshake challenges are completed with the broker by
+    `ParafeAgent.complete_handshake` (needs `signing_key` and `credential`); `handshake`
+    overrides it (see `HandshakeCompleter`).
     Raises `ValueError` for values other agents or the broker would refuse.
     """
 
@@ -713,9 +722,10 @@ class ParafeAgent:
         """Answer a `handshake_challenge` with the `handshake_complete` to send back.
 
         Only challenges naming our own broker and (when the card declares scopes) a declared
-        scope are completed, by the configured `handshake` completer; the consent token it
-        brings back must verify for this agent. Never raises: failures are `status: error`
-        or `rejected` with a message. Blocking.
+        scope are completed, by the configured `handshake` completer or else by
+        `complete_handshake`; the consent token it brings back must verify for this agent and
+        the session it names, and be the challenge's (initiator, scope). Never raises:
+        failures are `status: error` or `rejected` with a message. Blocking.
         """
         config = self.config
 
@@ -728,10 +738,16 @@ class ParafeAgent:
             return answer("rejected", "This agent completes handshakes only with its own broker.")
         if config.scope_requirements and challenge.requested_scope not in config.scope_requirements:
             return answer("rejected", "This agent declares no such scope.")
-        if config.handshake is None:
-            return answer("error", "This agent cannot complete Parafé handshakes (not supported).")
+        if config.handshake is None and (config.signing_key is None or not config.credential):
+            return answer(
+                "error",
+                "This agent cannot complete Parafé handshakes (it has no broker credential).",
+            )
         try:
-            complete = config.handshake(challenge, self)
+            if config.handshake is not None:
+                complete = config.handshake(challenge, self)
+            else:
+                complete = self.complete_handshake(challenge)
         except Exception as exc:
             logger.warning("Parafé handshake completion failed: %s", type(exc).__name__)
             return answer("error", "The handshake could not be completed with the broker.")
@@ -746,12 +762,84 @@ class ParafeAgent:
                 if token is None:
                     raise ParafeError(INVALID_CONSENT_TOKEN, "no consent token")
                 claims = self.verifier.verify_token(token, session_id=complete.session_id)
+                if claims.initiator_agent_id != challenge.initiator_agent_id or (
+                    claims.scope != challenge.requested_scope
+                ):
+                    raise ParafeError(INVALID_CONSENT_TOKEN, "another handshake's token")
             except ParafeError as exc:
                 logger.warning("the broker's consent token does not verify: %s", exc.code)
                 return answer("error", "The broker's consent token does not verify.")
             if complete.session_id is None:
                 complete = evolve(complete, session_id=claims.session_id)
         return complete
+
+    def complete_handshake(self, challenge: HandshakeChallenge) -> HandshakeComplete:
+        """The built-in handshake completion, as the target agent (the reference SDK's
+        `completeHandshake`): `POST {broker}/handshake/complete` with JSON `{handshake_id,
+        target_credential, challenge_response}`, where `challenge_response` is the base64
+        signature, with the agent's registered key, of the challenge's raw bytes (hex-decoded;
+        Ed25519, or ES256 as raw r||s). The broker answers `{handshake_id, session:
+        {session_id}, consent_token: {token, session_id, ...}}`. A 4xx is a refusal:
+        `rejected` with the broker's `error` as `error_code` (`unknown_error` when absent) and
+        its `message`/`reason`/`error` as `error_message`; an unreachable broker, a 5xx or an
+        unreadable answer is `error`. One attempt, bounded by the fetch policy's timeout.
+        The token is checked by `answer_handshake`. Raises only on a configuration error.
+        Blocking."""
+        key = self.config.signing_key
+        credential = self.config.credential
+        if key is None or not credential:
+            raise RuntimeError("completing a handshake needs the signing_key and the credential")
+        handshake_id = challenge.handshake_id
+
+        def failed(status: str, code: str, text: str) -> HandshakeComplete:
+            return HandshakeComplete(
+                handshake_id=handshake_id, status=status, error_code=code, error_message=text
+            )
+
+        body = {
+            "handshake_id": handshake_id,
+            "target_credential": credential,
+            "challenge_response": _sign_challenge(key, challenge.challenge),
+        }
+        url = self.keys.broker_url + HANDSHAKE_COMPLETE_PATH
+        try:
+            status, raw = _post_json(url, json_dumps(body), {}, self.config.fetch_policy())
+        except FetchError as exc:
+            logger.warning("Parafé handshake: broker unreachable (%s)", type(exc).__name__)
+            return failed("error", "network_error", "The Parafé broker could not be reached.")
+        try:
+            answer = json_loads(raw) if raw else None
+        except MalformedInput:
+            answer = None
+        if 400 <= status < 500:
+            code, text = _broker_error(answer)
+            logger.info("Parafé handshake refused by the broker: %s %s", status, code)
+            return failed("rejected", code, text)
+        if status >= 500 or not 200 <= status < 300:
+            code, _ = _broker_error(answer)
+            logger.warning("Parafé handshake: the broker answered %s %s", status, code)
+            return failed("error", code, "The Parafé broker could not complete the handshake.")
+        if not isinstance(answer, Mapping):
+            answer = {}
+        session = answer.get("session")
+        token = answer.get("consent_token")
+        session_id = session.get("session_id") if isinstance(session, Mapping) else None
+        token_text = token.get("token") if isinstance(token, Mapping) else None
+        if (
+            not isinstance(session_id, str)
+            or not isinstance(token_text, str)
+            or not isinstance(token, Mapping)
+            or token.get("session_id", session_id) != session_id
+            or answer.get("handshake_id", handshake_id) != handshake_id
+        ):
+            logger.warning("Parafé handshake: the broker's answer is not a completed handshake")
+            return failed("error", "invalid_response", "The Parafé broker's answer is unusable.")
+        return HandshakeComplete(
+            handshake_id=handshake_id,
+            status="authenticated",
+            session_id=session_id,
+            consent_token=token_text,
+        )
 
     # -- the broker, authenticated ---------------------------------------------------------
 
@@ -1037,6 +1125,33 @@ class ReceiptFiler:
         return "failed"
 
 
+def _sign_challenge(key: PrivateJWK, challenge: str) -> str:
+    """`challenge_response`: base64 of the agent key's signature over the challenge's bytes."""
+    data = bytes.fromhex(challenge)
+    private = key.key
+    if isinstance(private, ec.EllipticCurvePrivateKey):
+        r, s = decode_dss_signature(private.sign(data, ec.ECDSA(hashes.SHA256())))
+        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    elif isinstance(private, ed25519.Ed25519PrivateKey):
+        signature = private.sign(data)
+    else:
+        raise RuntimeError("a Parafé agent key is Ed25519 or P-256")
+    return base64.b64encode(signature).decode("ascii")
+
+
+def _broker_error(answer: Any) -> tuple[str, str]:
+    """A broker error answer as (code, message), the reference SDK's `mapBrokerError`: the code
+    is `error` (`unknown_error` when absent), the message `message`, `reason` or `error`."""
+    body = answer if isinstance(answer, Mapping) else {}
+
+    def text(name: str) -> str | None:
+        value = body.get(name)
+        return value[:_MAX_BROKER_TEXT] if isinstance(value, str) and value else None
+
+    code = text("error") or "unknown_error"
+    return code, text("message") or text("reason") or text("error") or "Unknown error"
+
+
 def _error_code(raw: bytes) -> str | None:
     try:
         parsed = json_loads(raw) if raw else None
@@ -1047,6 +1162,7 @@ def _error_code(raw: bytes) -> str | None:
 
 
 __all__ = [
+    "HANDSHAKE_COMPLETE_PATH",
     "REQUEST_KEY",
     "HandshakeCompleter",
     "ParafeAgent",
