@@ -21,6 +21,12 @@ from pactmw.protocols.identity import (
     PersonalAgent,
     RegisteredAgent,
 )
+from pactmw.protocols.parafe import (
+    ParafeError,
+    ParafeVerifier,
+    ReceiptSigner,
+    ReceiptVerifier,
+)
 
 __version__ = "0.1.0"
 
@@ -38,9 +44,13 @@ __all__ = [
     "KeyUnavailable",
     "MalformedInput",
     "PactmwError",
+    "ParafeError",
+    "ParafeVerifier",
     "PersonalAgent",
     "PrivateJWK",
     "PublicJWK",
+    "ReceiptSigner",
+    "ReceiptVerifier",
     "RegisteredAgent",
     "Settings",
     "__version__",
