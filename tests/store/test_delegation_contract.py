@@ -945,6 +945,57 @@ def test_use_once(store: Store) -> None:
     )
 
 
+def test_is_marked_reads_use_once_records(store: Store) -> None:
+    assert not store.is_marked(namespace="closed", value="s-1", now=T0)
+    assert store.use_once(namespace="closed", value="s-1", now=T0, expires_at=T0 + 60)
+    assert store.is_marked(namespace="closed", value="s-1", now=T0)
+    assert store.is_marked(namespace="closed", value="s-1", now=T0 + 59.5)
+    assert not store.is_marked(namespace="other", value="s-1", now=T0)
+    assert not store.is_marked(namespace="closed", value="s-2", now=T0)
+    # Unexpired while now < expires_at, exactly as use_once counts it.
+    assert not store.is_marked(namespace="closed", value="s-1", now=T0 + 60)
+    assert not store.is_marked(namespace="closed", value="s\x00", now=T0)
+
+
+def test_is_marked_records_nothing(store: Store) -> None:
+    for i in range(3):
+        assert not store.is_marked(namespace="closed", value="s-1", now=T0 + i)
+    # Asking left no record behind: the first use_once still wins, and its record holds.
+    assert store.use_once(namespace="closed", value="s-1", now=T0 + 3, expires_at=T0 + 60)
+    assert store.is_marked(namespace="closed", value="s-1", now=T0 + 4)
+    assert not store.use_once(namespace="closed", value="s-1", now=T0 + 5, expires_at=T0 + 90)
+    # ... and asking does not renew it either.
+    assert store.is_marked(namespace="closed", value="s-1", now=T0 + 59)
+    assert not store.is_marked(namespace="closed", value="s-1", now=T0 + 60)
+    assert store.use_once(namespace="closed", value="s-1", now=T0 + 60, expires_at=T0 + 120)
+
+
+def test_is_marked_sees_other_store_objects(persistent: Backend) -> None:
+    first, second = persistent.open(), persistent.open()
+    try:
+        assert first.use_once(namespace="closed", value="s-1", now=T0, expires_at=T0 + 60)
+        assert second.is_marked(namespace="closed", value="s-1", now=T0 + 1)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_is_marked_writes_no_row(persistent: Backend) -> None:
+    store = persistent.open()
+    try:
+        assert not store.is_marked(namespace="closed", value="s-1", now=T0)
+    finally:
+        store.close()
+    assert _count(persistent, "pactmw_used_values") == 0
+
+
+def test_is_marked_on_a_closed_store(backend: Backend) -> None:
+    store = backend.open()
+    store.close()
+    with pytest.raises(StoreUnavailable):
+        store.is_marked(namespace="closed", value="s-1", now=T0)
+
+
 def _count(backend: Backend, table: str) -> int:
     query = f"SELECT count(*) FROM {table}"
     if backend.name == "sqlite":

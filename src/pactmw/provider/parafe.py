@@ -681,11 +681,8 @@ class ParafeAgent:
         """Whether a verified `session_closed` named this session (blocking with a store)."""
         now = self._clock()
         if self._store is not None:
-            # An unexpired record is a closed session. Asking records nothing that lasts: a
-            # record that expires now is already expired for the next caller (`use_once`).
-            return not self._store.use_once(
-                namespace=_CLOSED_NAMESPACE, value=session_id, now=now, expires_at=now
-            )
+            # An unexpired record is a closed session; asking records nothing.
+            return self._store.is_marked(namespace=_CLOSED_NAMESPACE, value=session_id, now=now)
         with self._lock:
             until = self._closed.get(session_id)
             return until is not None and now < until

@@ -602,6 +602,14 @@ class Store(Protocol):
         """
         ...
 
+    def is_marked(self, *, namespace: str, value: str, now: float) -> bool:
+        """Tell whether `use_once` recorded `value` in `namespace` and the record is unexpired.
+
+        A pure read: nothing is recorded or renewed. True exactly when `use_once` would now
+        return False. A value holding NUL was never recorded (False).
+        """
+        ...
+
     def close(self) -> None:
         """Release connections; later calls raise `StoreUnavailable`. Idempotent."""
         ...

@@ -13,6 +13,19 @@ from collections.abc import Iterable
 
 from attrs import define, evolve, frozen
 
+from pactmw.store._decisions import (
+    ClaimedMessage,
+    RefreshTokenState,
+    approved_device,
+    decide_claim,
+    decide_poll,
+    decide_rotation,
+    decide_upsert,
+    denied_device,
+    is_decidable,
+    is_unexpired,
+    token_belongs,
+)
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
@@ -31,7 +44,6 @@ from pactmw.store.base import (
     check_denial,
     check_grant_scopes,
     check_token_owner,
-    grant_scopes,
     reject_nul,
     scope_tuple,
 )
@@ -155,20 +167,22 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             ctx = self._context(context_id)
-            if message_id in ctx.agent_message_ids:
-                return Claim(kind="conflict")
             message = ctx.messages.get(message_id)
-            if message is not None:
-                if message.reply is not None:
-                    return Claim(kind="reply", reply=message.reply)
-                if now - message.claimed_at < lease_seconds:
-                    return Claim(kind="pending")
-                # Stale claim: its worker died. Keep the message's place in the history.
-                ctx.messages[message_id] = evolve(message, text=text, claimed_at=now)
-            else:
+            decision = decide_claim(
+                None if message is None else ClaimedMessage(message.claimed_at, message.reply),
+                is_reply_id=message_id in ctx.agent_message_ids,
+                now=now,
+                lease_seconds=lease_seconds,
+            )
+            if decision.write == "insert":
                 ctx.messages[message_id] = _Message(text=text, claimed_at=now)
-            ctx.conversation = evolve(ctx.conversation, last_activity=now)
-            return Claim(kind="new")
+            elif decision.write == "take_over":
+                # Keep the message's place in the history.
+                assert message is not None
+                ctx.messages[message_id] = evolve(message, text=text, claimed_at=now)
+            if decision.write is not None:
+                ctx.conversation = evolve(ctx.conversation, last_activity=now)
+            return decision.claim
 
     def store_reply(
         self,
@@ -343,19 +357,17 @@ class MemoryStore:
             device = self._pending_device(user_code, now)
             if device is None:
                 return None
-            device = evolve(device, status="denied", account=account)
+            device = denied_device(device, account)
             self._devices[device.device_code_hash] = device
             return device
 
-    def _pending_device(self, user_code: str, now: float) -> DeviceAuthorization | None:
+    def _pending_device(
+        self, user_code: str, now: float, brand_id: str | None = None
+    ) -> DeviceAuthorization | None:
         # Called with the lock held: the authorization holding the code, if still decidable.
         code_hash = self._user_codes.get(user_code)
-        if code_hash is None:
-            return None
-        device = self._devices[code_hash]
-        if device.status != "pending" or now >= device.expires_at:
-            return None
-        return device
+        device = None if code_hash is None else self._devices[code_hash]
+        return device if is_decidable(device, now=now, brand_id=brand_id) else None
 
     def approve_device_authorization(
         self,
@@ -372,8 +384,8 @@ class MemoryStore:
         granted, wanted = check_approval(account, granted_scopes, new_grant_id)
         with self._lock:
             self._check_open()
-            device = self._pending_device(user_code, now)
-            if device is None or device.brand_id != brand_id:
+            device = self._pending_device(user_code, now, brand_id)
+            if device is None:
                 return None
             # _upsert raises before changing anything, so a refusal leaves the code pending.
             grant = self._upsert(
@@ -383,12 +395,8 @@ class MemoryStore:
                 now,
                 grant_expires_at,
             )
-            device = evolve(
-                device,
-                status="approved",
-                account=account,
-                granted_scopes=granted,
-                grant_id=grant.grant_id,
+            device = approved_device(
+                device, account=account, granted=granted, grant_id=grant.grant_id
             )
             self._devices[device.device_code_hash] = device
             return Approval(authorization=device, grant=grant)
@@ -399,26 +407,17 @@ class MemoryStore:
         """Answer one device-code token request, atomically; see `Store`."""
         with self._lock:
             self._check_open()
-            device = self._devices.get(device_code_hash)
-            if device is None or (device.client_id, device.brand_id, device.pa_sub) != (
-                client_id,
-                brand_id,
-                pa_sub,
-            ):
-                return Poll(kind="unknown")
-            if now >= device.expires_at:
-                return Poll(kind="expired", authorization=device)
-            if device.status == "denied" or device.status == "consumed":
-                return Poll(kind=device.status, authorization=device)
-            if device.status == "pending":
-                previous = device.last_polled_at
-                device = evolve(device, last_polled_at=now)
-                self._devices[device_code_hash] = device
-                too_soon = previous is not None and now - previous < device.interval
-                return Poll(kind="slow_down" if too_soon else "pending", authorization=device)
-            device = evolve(device, status="consumed")
-            self._devices[device_code_hash] = device
-            return Poll(kind="approved", authorization=device)
+            decision = decide_poll(
+                self._devices.get(device_code_hash),
+                client_id=client_id,
+                brand_id=brand_id,
+                pa_sub=pa_sub,
+                now=now,
+            )
+            if decision.update is not None:
+                assert decision.poll.authorization is not None
+                self._devices[device_code_hash] = decision.poll.authorization
+            return decision.poll
 
     def upsert_grant(
         self,
@@ -457,38 +456,24 @@ class MemoryStore:
     ) -> Grant:
         # Called with the lock held; raises (ValueError) before changing anything.
         current_id = self._unrevoked.get(key)
-        if current_id is not None:
-            current = self._grants[current_id]
-            if current.is_live(now):
-                current = evolve(
-                    current,
-                    scopes=grant_scopes(current.scopes + wanted),
-                    expires_at=max(current.expires_at, expires_at),
-                    updated_at=now,
-                )
-                self._grants[current_id] = current
-                return current
+        decision = decide_upsert(
+            None if current_id is None else self._grants[current_id],
+            grant_id=grant_id,
+            key=key,
+            wanted=wanted,
+            now=now,
+            expires_at=expires_at,
+        )
+        if decision.kind == "widen":
+            self._grants[decision.grant.grant_id] = decision.grant
+            return decision.grant
         if grant_id in self._grants:
             raise ValueError(f"grant id {grant_id!r} is already used")
-        if current_id is not None:
-            # Expired but never revoked: retire it, so it can never come back.
-            self._grants[current_id] = evolve(self._grants[current_id], revoked_at=now)
-        brand_id, account, client_id, pa_sub = key
-        grant = Grant(
-            grant_id=grant_id,
-            brand_id=brand_id,
-            account=account,
-            client_id=client_id,
-            pa_sub=pa_sub,
-            scopes=wanted,
-            created_at=now,
-            updated_at=now,
-            expires_at=expires_at,
-            revoked_at=None,
-        )
-        self._grants[grant_id] = grant
+        if decision.retire is not None:
+            self._grants[decision.retire] = evolve(self._grants[decision.retire], revoked_at=now)
+        self._grants[grant_id] = decision.grant
         self._unrevoked[key] = grant_id
-        return grant
+        return decision.grant
 
     def get_grant(self, grant_id: str) -> Grant | None:
         """Return the grant in any state, or None."""
@@ -603,27 +588,34 @@ class MemoryStore:
             self._check_open()
             self._maybe_purge(now)
             token = self._refresh.get(token_hash)
-            if token is None or token.client_id != client_id or token.brand_id != brand_id:
+            state = None
+            if token is not None:
+                state = RefreshTokenState(
+                    grant_id=token.grant_id,
+                    client_id=token.client_id,
+                    brand_id=token.brand_id,
+                    pa_sub=self._grants[token.grant_id].pa_sub,
+                    expires_at=token.expires_at,
+                    used_at=token.used_at,
+                )
+            if (
+                token is None
+                or state is None
+                or not token_belongs(state, client_id=client_id, brand_id=brand_id, pa_sub=pa_sub)
+            ):
                 return Rotation(kind="unknown")
             grant = self._grants[token.grant_id]
-            if grant.pa_sub != pa_sub:
-                # Another agent user's token: not theirs to spend, and not a reuse either.
-                return Rotation(kind="unknown")
-            if token.used_at is not None:
-                if grant.revoked_at is None:
-                    self._revoke(grant, now)
-                return Rotation(kind="reused", grant=self._grants[grant.grant_id])
-            if now >= token.expires_at:
-                return Rotation(kind="expired", grant=grant)
-            if not grant.is_live(now):
-                return Rotation(kind="revoked", grant=grant)
-            if new_token_hash in self._refresh:
-                raise ValueError("new refresh token hash is already stored")
-            self._refresh[token_hash] = evolve(token, used_at=now)
-            self._refresh[new_token_hash] = _RefreshToken(
-                grant.grant_id, client_id, brand_id, expires_at
-            )
-            return Rotation(kind="rotated", grant=grant)
+            decision = decide_rotation(state, grant, now=now)
+            if decision.update == "revoke_grant":
+                self._revoke(grant, now)
+            elif decision.update == "spend":
+                if new_token_hash in self._refresh:
+                    raise ValueError("new refresh token hash is already stored")
+                self._refresh[token_hash] = evolve(token, used_at=now)
+                self._refresh[new_token_hash] = _RefreshToken(
+                    grant.grant_id, client_id, brand_id, expires_at
+                )
+            return decision.rotation
 
     def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
         """Record `value` in `namespace` until `expires_at`; True only the first time."""
@@ -631,11 +623,16 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             self._maybe_purge(now)
-            seen = self._used.get((namespace, value))
-            if seen is not None and now < seen:
+            if is_unexpired(self._used.get((namespace, value)), now):
                 return False
             self._used[(namespace, value)] = expires_at
             return True
+
+    def is_marked(self, *, namespace: str, value: str, now: float) -> bool:
+        """Tell whether an unexpired `use_once` record holds `value`; records nothing."""
+        with self._lock:
+            self._check_open()
+            return is_unexpired(self._used.get((namespace, value)), now)
 
     def close(self) -> None:
         """Drop all state; later calls raise `StoreUnavailable`."""

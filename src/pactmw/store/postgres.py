@@ -24,11 +24,22 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import psycopg
-from attrs import evolve
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
+from pactmw.store._decisions import (
+    ClaimedMessage,
+    RefreshTokenState,
+    approved_device,
+    decide_claim,
+    decide_poll,
+    decide_rotation,
+    decide_upsert,
+    is_decidable,
+    is_unexpired,
+    token_belongs,
+)
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
@@ -49,7 +60,6 @@ from pactmw.store.base import (
     check_denial,
     check_grant_scopes,
     check_token_owner,
-    grant_scopes,
     has_nul,
     reject_nul,
     scope_tuple,
@@ -195,6 +205,10 @@ _GRANT_ORDER = ' ORDER BY created_at DESC, grant_id COLLATE "C" DESC'
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _opt_bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
 
 
 def _device(row: Sequence[Any]) -> DeviceAuthorization:
@@ -521,20 +535,22 @@ class PostgresStore:
         reject_nul(context_id=context_id, message_id=message_id, text=text)
         with self._transaction() as cur:
             self._lock_conversation(cur, context_id)
-            if (
-                cur.execute(
-                    "SELECT 1 FROM pactmw_messages WHERE context_id = %s AND reply_message_id = %s",
-                    (context_id, message_id),
-                ).fetchone()
-                is not None
-            ):
-                return Claim(kind="conflict")
+            reply_id = cur.execute(
+                "SELECT 1 FROM pactmw_messages WHERE context_id = %s AND reply_message_id = %s",
+                (context_id, message_id),
+            ).fetchone()
             row = cur.execute(
                 "SELECT claimed_at, reply FROM pactmw_messages"
                 " WHERE context_id = %s AND message_id = %s",
                 (context_id, message_id),
             ).fetchone()
-            if row is None:
+            decision = decide_claim(
+                None if row is None else ClaimedMessage(float(row[0]), _opt_bytes(row[1])),
+                is_reply_id=reply_id is not None,
+                now=now,
+                lease_seconds=lease_seconds,
+            )
+            if decision.write == "insert":
                 inserted = cur.execute(
                     "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
                     " VALUES (%s, %s, %s, %s)"
@@ -544,22 +560,19 @@ class PostgresStore:
                 if inserted is None:
                     # Unreachable while the row lock holds; the constraint is the backstop.
                     return Claim(kind="pending")
-            elif row[1] is not None:
-                return Claim(kind="reply", reply=bytes(row[1]))
-            elif now - float(row[0]) < lease_seconds:
-                return Claim(kind="pending")
-            else:
-                # Stale claim: its worker died. Keep the row (and its place in the history).
+            elif decision.write == "take_over":
+                # Keep the row (and its place in the history).
                 cur.execute(
                     "UPDATE pactmw_messages SET text = %s, claimed_at = %s"
                     " WHERE context_id = %s AND message_id = %s",
                     (text, now, context_id, message_id),
                 )
-            cur.execute(
-                "UPDATE pactmw_conversations SET last_activity = %s WHERE context_id = %s",
-                (now, context_id),
-            )
-            return Claim(kind="new")
+            if decision.write is not None:
+                cur.execute(
+                    "UPDATE pactmw_conversations SET last_activity = %s WHERE context_id = %s",
+                    (now, context_id),
+                )
+            return decision.claim
 
     def store_reply(
         self,
@@ -798,14 +811,8 @@ class PostgresStore:
             row = cur.execute(
                 _SELECT_DEVICE + " WHERE user_code = %s FOR UPDATE", (user_code,)
             ).fetchone()
-            if row is None:
-                return None
-            device = _device(row)
-            if (
-                device.status != "pending"
-                or now >= device.expires_at
-                or device.brand_id != brand_id
-            ):
+            device = None if row is None else _device(row)
+            if device is None or not is_decidable(device, now=now, brand_id=brand_id):
                 return None
             grant = self._upsert_grant(
                 cur,
@@ -824,12 +831,8 @@ class PostgresStore:
                 " grant_id = %s WHERE device_code_hash = %s",
                 (account, list(granted), grant.grant_id, device.device_code_hash),
             )
-            device = evolve(
-                device,
-                status="approved",
-                account=account,
-                granted_scopes=granted,
-                grant_id=grant.grant_id,
+            device = approved_device(
+                device, account=account, granted=granted, grant_id=grant.grant_id
             )
             return Approval(authorization=device, grant=grant)
 
@@ -845,31 +848,26 @@ class PostgresStore:
                 _SELECT_DEVICE + " WHERE device_code_hash = %s FOR UPDATE",
                 (device_code_hash,),
             ).fetchone()
-            if row is None:
-                return Poll(kind="unknown")
-            device = _device(row)
-            if (device.client_id, device.brand_id, device.pa_sub) != (client_id, brand_id, pa_sub):
-                return Poll(kind="unknown")
-            if now >= device.expires_at:
-                return Poll(kind="expired", authorization=device)
-            if device.status == "denied" or device.status == "consumed":
-                return Poll(kind=device.status, authorization=device)
-            if device.status == "pending":
-                previous = device.last_polled_at
+            decision = decide_poll(
+                None if row is None else _device(row),
+                client_id=client_id,
+                brand_id=brand_id,
+                pa_sub=pa_sub,
+                now=now,
+            )
+            if decision.update == "touch":
                 cur.execute(
                     "UPDATE pactmw_device_authorizations SET last_polled_at = %s"
                     " WHERE device_code_hash = %s",
                     (now, device_code_hash),
                 )
-                device = evolve(device, last_polled_at=now)
-                too_soon = previous is not None and now - previous < device.interval
-                return Poll(kind="slow_down" if too_soon else "pending", authorization=device)
-            cur.execute(
-                "UPDATE pactmw_device_authorizations SET status = 'consumed'"
-                " WHERE device_code_hash = %s",
-                (device_code_hash,),
-            )
-            return Poll(kind="approved", authorization=evolve(device, status="consumed"))
+            elif decision.update == "consume":
+                cur.execute(
+                    "UPDATE pactmw_device_authorizations SET status = 'consumed'"
+                    " WHERE device_code_hash = %s",
+                    (device_code_hash,),
+                )
+            return decision.poll
 
     def upsert_grant(
         self,
@@ -932,41 +930,39 @@ class PostgresStore:
             " AND revoked_at IS NULL FOR NO KEY UPDATE",
             (brand_id, account, client_id, pa_sub),
         ).fetchone()
-        current = None if row is None else _grant(row)
-        if current is not None and current.is_live(now):
-            current = evolve(
-                current,
-                scopes=grant_scopes(current.scopes + wanted),
-                expires_at=max(current.expires_at, expires_at),
-                updated_at=now,
-            )
+        decision = decide_upsert(
+            None if row is None else _grant(row),
+            grant_id=grant_id,
+            key=(brand_id, account, client_id, pa_sub),
+            wanted=wanted,
+            now=now,
+            expires_at=expires_at,
+        )
+        grant = decision.grant
+        if decision.kind == "widen":
             cur.execute(
-                "UPDATE pactmw_grants SET scopes = %s::text[], expires_at = %s,"
-                " updated_at = %s WHERE grant_id = %s",
-                (list(current.scopes), current.expires_at, now, current.grant_id),
+                "UPDATE pactmw_grants SET scopes = %s::text[], expires_at = %s, updated_at = %s"
+                " WHERE grant_id = %s",
+                (list(grant.scopes), grant.expires_at, now, grant.grant_id),
             )
-            return current
+            return grant
         if (
             cur.execute("SELECT 1 FROM pactmw_grants WHERE grant_id = %s", (grant_id,)).fetchone()
             is not None
         ):
             raise ValueError(f"grant id {grant_id!r} is already used")
-        if current is not None:
-            # Expired but never revoked: retire it, so it can never come back.
+        if decision.retire is not None:
             cur.execute(
                 "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
-                (now, current.grant_id),
+                (now, decision.retire),
             )
-        row = cur.execute(
+        cur.execute(
             "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
             " created_at, updated_at, expires_at, revoked_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, NULL)"
-            " RETURNING grant_id, brand_id, account, client_id, pa_sub, scopes, created_at,"
-            " updated_at, expires_at, revoked_at",
+            " VALUES (%s, %s, %s, %s, %s, %s::text[], %s, %s, %s, NULL)",
             (grant_id, brand_id, account, client_id, pa_sub, list(wanted), now, now, expires_at),
-        ).fetchone()
-        assert row is not None
-        return _grant(row)
+        )
+        return grant
 
     def get_grant(self, grant_id: str) -> Grant | None:
         """Return the grant in any state, or None."""
@@ -1113,34 +1109,41 @@ class PostgresStore:
                 " WHERE t.token_hash = %s FOR UPDATE OF t",
                 (token_hash,),
             ).fetchone()
-            if token is None or (token[1], token[2], token[5]) != (client_id, brand_id, pa_sub):
+            state = None
+            if token is not None:
+                state = RefreshTokenState(
+                    grant_id=token[0],
+                    client_id=token[1],
+                    brand_id=token[2],
+                    pa_sub=token[5],
+                    expires_at=float(token[3]),
+                    used_at=_opt_float(token[4]),
+                )
+            if state is None or not token_belongs(
+                state, client_id=client_id, brand_id=brand_id, pa_sub=pa_sub
+            ):
                 return Rotation(kind="unknown")
             row = cur.execute(
                 _SELECT_GRANT + " WHERE grant_id = %s FOR NO KEY UPDATE",
-                (token[0],),
+                (state.grant_id,),
             ).fetchone()
             assert row is not None  # the foreign key keeps it
             grant = _grant(row)
-            if token[4] is not None:
-                if grant.revoked_at is None:
-                    cur.execute(
-                        "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
-                        (now, grant.grant_id),
-                    )
-                    grant = evolve(grant, revoked_at=now)
-                return Rotation(kind="reused", grant=grant)
-            if now >= float(token[3]):
-                return Rotation(kind="expired", grant=grant)
-            if not grant.is_live(now):
-                return Rotation(kind="revoked", grant=grant)
-            cur.execute(
-                "UPDATE pactmw_refresh_tokens SET used_at = %s WHERE token_hash = %s",
-                (now, token_hash),
-            )
-            self._insert_refresh_token(
-                cur, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
-            )
-            return Rotation(kind="rotated", grant=grant)
+            decision = decide_rotation(state, grant, now=now)
+            if decision.update == "revoke_grant":
+                cur.execute(
+                    "UPDATE pactmw_grants SET revoked_at = %s WHERE grant_id = %s",
+                    (now, grant.grant_id),
+                )
+            elif decision.update == "spend":
+                cur.execute(
+                    "UPDATE pactmw_refresh_tokens SET used_at = %s WHERE token_hash = %s",
+                    (now, token_hash),
+                )
+                self._insert_refresh_token(
+                    cur, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
+                )
+            return decision.rotation
 
     def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
         """Record `value` in `namespace` until `expires_at`; True only the first time."""
@@ -1157,6 +1160,17 @@ class PostgresStore:
                 (namespace, value, expires_at, now),
             ).fetchone()
         return row is not None
+
+    def is_marked(self, *, namespace: str, value: str, now: float) -> bool:
+        """Tell whether an unexpired `use_once` record holds `value`; records nothing."""
+        if has_nul(namespace, value):
+            return False
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT expires_at FROM pactmw_used_values WHERE namespace = %s AND value = %s",
+                (namespace, value),
+            ).fetchone()
+        return is_unexpired(None if row is None else float(row[0]), now)
 
     def close(self) -> None:
         """Close the pool; later calls raise `StoreUnavailable`."""

@@ -20,8 +20,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from attrs import evolve
-
+from pactmw.store._decisions import (
+    ClaimedMessage,
+    RefreshTokenState,
+    approved_device,
+    decide_claim,
+    decide_poll,
+    decide_rotation,
+    decide_upsert,
+    denied_device,
+    is_decidable,
+    is_unexpired,
+    token_belongs,
+)
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
@@ -42,7 +53,6 @@ from pactmw.store.base import (
     check_denial,
     check_grant_scopes,
     check_token_owner,
-    grant_scopes,
     reject_nul,
     scope_tuple,
 )
@@ -182,6 +192,10 @@ def _scopes_from_json(text: str) -> tuple[str, ...]:
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _opt_bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
 
 
 def _device(row: Sequence[Any]) -> DeviceAuthorization:
@@ -400,41 +414,40 @@ class SqliteStore:
                 is None
             ):
                 raise NotFound(f"unknown conversation {context_id!r}")
-            if (
-                conn.execute(
-                    "SELECT 1 FROM pactmw_messages WHERE context_id = ? AND reply_message_id = ?",
-                    (context_id, message_id),
-                ).fetchone()
-                is not None
-            ):
-                return Claim(kind="conflict")
+            reply_id = conn.execute(
+                "SELECT 1 FROM pactmw_messages WHERE context_id = ? AND reply_message_id = ?",
+                (context_id, message_id),
+            ).fetchone()
             row = conn.execute(
                 "SELECT claimed_at, reply FROM pactmw_messages"
                 " WHERE context_id = ? AND message_id = ?",
                 (context_id, message_id),
             ).fetchone()
-            if row is None:
+            decision = decide_claim(
+                None if row is None else ClaimedMessage(float(row[0]), _opt_bytes(row[1])),
+                is_reply_id=reply_id is not None,
+                now=now,
+                lease_seconds=lease_seconds,
+            )
+            if decision.write == "insert":
                 conn.execute(
                     "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
                     " VALUES (?, ?, ?, ?)",
                     (context_id, message_id, text, now),
                 )
-            elif row[1] is not None:
-                return Claim(kind="reply", reply=bytes(row[1]))
-            elif now - float(row[0]) < lease_seconds:
-                return Claim(kind="pending")
-            else:
-                # Stale claim: its worker died. Keep the row (and its place in the history).
+            elif decision.write == "take_over":
+                # Keep the row (and its place in the history).
                 conn.execute(
                     "UPDATE pactmw_messages SET text = ?, claimed_at = ?"
                     " WHERE context_id = ? AND message_id = ?",
                     (text, now, context_id, message_id),
                 )
-            conn.execute(
-                "UPDATE pactmw_conversations SET last_activity = ? WHERE context_id = ?",
-                (now, context_id),
-            )
-            return Claim(kind="new")
+            if decision.write is not None:
+                conn.execute(
+                    "UPDATE pactmw_conversations SET last_activity = ? WHERE context_id = ?",
+                    (now, context_id),
+                )
+            return decision.claim
 
     def store_reply(
         self,
@@ -630,20 +643,16 @@ class SqliteStore:
                 " WHERE device_code_hash = ?",
                 (account, device.device_code_hash),
             )
-            return evolve(device, status="denied", account=account)
+            return denied_device(device, account)
 
     @staticmethod
     def _pending_device(
-        conn: sqlite3.Connection, user_code: str, now: float
+        conn: sqlite3.Connection, user_code: str, now: float, brand_id: str | None = None
     ) -> DeviceAuthorization | None:
         # Inside a BEGIN IMMEDIATE transaction: the authorization, if still decidable.
         row = conn.execute(_SELECT_DEVICE + " WHERE user_code = ?", (user_code,)).fetchone()
-        if row is None:
-            return None
-        device = _device(row)
-        if device.status != "pending" or now >= device.expires_at:
-            return None
-        return device
+        device = None if row is None else _device(row)
+        return device if is_decidable(device, now=now, brand_id=brand_id) else None
 
     def approve_device_authorization(
         self,
@@ -664,8 +673,8 @@ class SqliteStore:
         """
         granted, wanted = check_approval(account, granted_scopes, new_grant_id)
         with self._write() as conn:
-            device = self._pending_device(conn, user_code, now)
-            if device is None or device.brand_id != brand_id:
+            device = self._pending_device(conn, user_code, now, brand_id)
+            if device is None:
                 return None
             grant = self._upsert_grant(
                 conn,
@@ -684,12 +693,8 @@ class SqliteStore:
                 " WHERE device_code_hash = ?",
                 (account, _scopes_json(granted), grant.grant_id, device.device_code_hash),
             )
-            device = evolve(
-                device,
-                status="approved",
-                account=account,
-                granted_scopes=granted,
-                grant_id=grant.grant_id,
+            device = approved_device(
+                device, account=account, granted=granted, grant_id=grant.grant_id
             )
             return Approval(authorization=device, grant=grant)
 
@@ -702,31 +707,26 @@ class SqliteStore:
                 _SELECT_DEVICE + " WHERE device_code_hash = ?",
                 (device_code_hash,),
             ).fetchone()
-            if row is None:
-                return Poll(kind="unknown")
-            device = _device(row)
-            if (device.client_id, device.brand_id, device.pa_sub) != (client_id, brand_id, pa_sub):
-                return Poll(kind="unknown")
-            if now >= device.expires_at:
-                return Poll(kind="expired", authorization=device)
-            if device.status == "denied" or device.status == "consumed":
-                return Poll(kind=device.status, authorization=device)
-            if device.status == "pending":
-                previous = device.last_polled_at
+            decision = decide_poll(
+                None if row is None else _device(row),
+                client_id=client_id,
+                brand_id=brand_id,
+                pa_sub=pa_sub,
+                now=now,
+            )
+            if decision.update == "touch":
                 conn.execute(
                     "UPDATE pactmw_device_authorizations SET last_polled_at = ?"
                     " WHERE device_code_hash = ?",
                     (now, device_code_hash),
                 )
-                device = evolve(device, last_polled_at=now)
-                too_soon = previous is not None and now - previous < device.interval
-                return Poll(kind="slow_down" if too_soon else "pending", authorization=device)
-            conn.execute(
-                "UPDATE pactmw_device_authorizations SET status = 'consumed'"
-                " WHERE device_code_hash = ?",
-                (device_code_hash,),
-            )
-            return Poll(kind="approved", authorization=evolve(device, status="consumed"))
+            elif decision.update == "consume":
+                conn.execute(
+                    "UPDATE pactmw_device_authorizations SET status = 'consumed'"
+                    " WHERE device_code_hash = ?",
+                    (device_code_hash,),
+                )
+            return decision.poll
 
     def upsert_grant(
         self,
@@ -781,30 +781,31 @@ class SqliteStore:
             " AND revoked_at IS NULL",
             (brand_id, account, client_id, pa_sub),
         ).fetchone()
-        current = None if row is None else _grant(row)
-        if current is not None and current.is_live(now):
-            current = evolve(
-                current,
-                scopes=grant_scopes(current.scopes + wanted),
-                expires_at=max(current.expires_at, expires_at),
-                updated_at=now,
-            )
+        decision = decide_upsert(
+            None if row is None else _grant(row),
+            grant_id=grant_id,
+            key=(brand_id, account, client_id, pa_sub),
+            wanted=wanted,
+            now=now,
+            expires_at=expires_at,
+        )
+        grant = decision.grant
+        if decision.kind == "widen":
             conn.execute(
                 "UPDATE pactmw_grants SET scopes = ?, expires_at = ?, updated_at = ?"
                 " WHERE grant_id = ?",
-                (_scopes_json(current.scopes), current.expires_at, now, current.grant_id),
+                (_scopes_json(grant.scopes), grant.expires_at, now, grant.grant_id),
             )
-            return current
+            return grant
         if (
             conn.execute("SELECT 1 FROM pactmw_grants WHERE grant_id = ?", (grant_id,)).fetchone()
             is not None
         ):
             raise ValueError(f"grant id {grant_id!r} is already used")
-        if current is not None:
-            # Expired but never revoked: retire it, so it can never come back.
+        if decision.retire is not None:
             conn.execute(
                 "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
-                (now, current.grant_id),
+                (now, decision.retire),
             )
         conn.execute(
             "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
@@ -822,18 +823,7 @@ class SqliteStore:
                 expires_at,
             ),
         )
-        return Grant(
-            grant_id=grant_id,
-            brand_id=brand_id,
-            account=account,
-            client_id=client_id,
-            pa_sub=pa_sub,
-            scopes=wanted,
-            created_at=now,
-            updated_at=now,
-            expires_at=expires_at,
-            revoked_at=None,
-        )
+        return grant
 
     def get_grant(self, grant_id: str) -> Grant | None:
         """Return the grant in any state, or None."""
@@ -978,41 +968,44 @@ class SqliteStore:
                 " WHERE t.token_hash = ?",
                 (token_hash,),
             ).fetchone()
-            if token is None or (token[1], token[2], token[5]) != (client_id, brand_id, pa_sub):
+            state = None
+            if token is not None:
+                state = RefreshTokenState(
+                    grant_id=token[0],
+                    client_id=token[1],
+                    brand_id=token[2],
+                    pa_sub=token[5],
+                    expires_at=float(token[3]),
+                    used_at=_opt_float(token[4]),
+                )
+            if state is None or not token_belongs(
+                state, client_id=client_id, brand_id=brand_id, pa_sub=pa_sub
+            ):
                 return Rotation(kind="unknown")
-            row = conn.execute(_SELECT_GRANT + " WHERE grant_id = ?", (token[0],)).fetchone()
+            row = conn.execute(_SELECT_GRANT + " WHERE grant_id = ?", (state.grant_id,)).fetchone()
             grant = _grant(row)
-            if token[4] is not None:
-                if grant.revoked_at is None:
-                    conn.execute(
-                        "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
-                        (now, grant.grant_id),
-                    )
-                    grant = evolve(grant, revoked_at=now)
-                return Rotation(kind="reused", grant=grant)
-            if now >= float(token[3]):
-                return Rotation(kind="expired", grant=grant)
-            if not grant.is_live(now):
-                return Rotation(kind="revoked", grant=grant)
-            conn.execute(
-                "UPDATE pactmw_refresh_tokens SET used_at = ? WHERE token_hash = ?",
-                (now, token_hash),
-            )
-            self._insert_refresh_token(
-                conn, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
-            )
-            return Rotation(kind="rotated", grant=grant)
+            decision = decide_rotation(state, grant, now=now)
+            if decision.update == "revoke_grant":
+                conn.execute(
+                    "UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?",
+                    (now, grant.grant_id),
+                )
+            elif decision.update == "spend":
+                conn.execute(
+                    "UPDATE pactmw_refresh_tokens SET used_at = ? WHERE token_hash = ?",
+                    (now, token_hash),
+                )
+                self._insert_refresh_token(
+                    conn, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
+                )
+            return decision.rotation
 
     def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
         """Record `value` in `namespace` until `expires_at`; True only the first time."""
         reject_nul(namespace=namespace, value=value)
         with self._write() as conn:
             self._maybe_purge(conn, now)
-            row = conn.execute(
-                "SELECT expires_at FROM pactmw_used_values WHERE namespace = ? AND value = ?",
-                (namespace, value),
-            ).fetchone()
-            if row is not None and now < float(row[0]):
+            if is_unexpired(self._used_until(conn, namespace, value), now):
                 return False
             conn.execute(
                 "INSERT INTO pactmw_used_values (namespace, value, expires_at) VALUES (?, ?, ?)"
@@ -1020,6 +1013,19 @@ class SqliteStore:
                 (namespace, value, expires_at),
             )
             return True
+
+    def is_marked(self, *, namespace: str, value: str, now: float) -> bool:
+        """Tell whether an unexpired `use_once` record holds `value`; records nothing."""
+        with self._read() as conn:
+            return is_unexpired(self._used_until(conn, namespace, value), now)
+
+    @staticmethod
+    def _used_until(conn: sqlite3.Connection, namespace: str, value: str) -> float | None:
+        row = conn.execute(
+            "SELECT expires_at FROM pactmw_used_values WHERE namespace = ? AND value = ?",
+            (namespace, value),
+        ).fetchone()
+        return None if row is None else float(row[0])
 
     def close(self) -> None:
         """Close the connection; later calls raise `StoreUnavailable`."""
