@@ -1,15 +1,15 @@
-"""Fixtures for the store tests: a session PostgreSQL server and its DSN."""
+"""Fixtures for the store tests: the backends under test and a session PostgreSQL server."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
-try:
-    from tests.pg import PostgresServer, postgres_server_fixture
-except ModuleNotFoundError:
-    # Plain `pytest` (not `python -m pytest`) without a tests/__init__.py puts tests/ itself,
-    # not the project root, on sys.path.
-    from pg import PostgresServer, postgres_server_fixture  # type: ignore[no-redef,import-not-found]
+from pactmw.store import Store
+from tests.pg import PostgresServer, postgres_server_fixture
+from tests.store.support import Backend, open_backend
 
 # Started on first use only, so memory/sqlite-only runs (-k) never start PostgreSQL.
 postgres_server = postgres_server_fixture(scope="session")
@@ -19,3 +19,20 @@ postgres_server = postgres_server_fixture(scope="session")
 def postgres_dsn(postgres_server: PostgresServer) -> str:
     """DSN of the session's shared test database (`pactmw_test`)."""
     return postgres_server.dsn
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from open_backend(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def persistent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from open_backend(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def store(backend: Backend) -> Iterator[Store]:
+    s = backend.open()
+    yield s
+    s.close()

@@ -9,15 +9,11 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import psycopg
 import pytest
-from attrs import frozen
 
 from pactmw.store import (
     Claim,
@@ -32,52 +28,10 @@ from pactmw.store import (
 )
 from pactmw.store import postgres as pg_backend
 from pactmw.store import sqlite as sqlite_backend
-
-T = TypeVar("T")
+from tests.store.support import Backend, all_at_once
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
-
-
-@frozen
-class Backend:
-    """How to open (and reopen) one backend's store on the same data."""
-
-    name: str
-    url: str
-
-    def open(self) -> Store:
-        return open_store(self.url)
-
-
-def _backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if name == "memory":
-        yield Backend(name, "memory://")
-    elif name == "sqlite":
-        yield Backend(name, f"sqlite:///{tmp_path}/state/store.db")
-    else:
-        # Looked up lazily so that runs without PostgreSQL tests never start the server.
-        server = request.getfixturevalue("postgres_server")
-        dsn = server.create_database()
-        yield Backend(name, dsn)
-        server.drop_database(dsn.rsplit("/", 1)[1])
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from _backend(request.param, request, tmp_path)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def persistent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from _backend(request.param, request, tmp_path)
-
-
-@pytest.fixture
-def store(backend: Backend) -> Iterator[Store]:
-    s = backend.open()
-    yield s
-    s.close()
 
 
 def _conversation(store: Store, now: float = T0) -> str:
@@ -101,30 +55,6 @@ def _reply(store: Store, ctx: str, mid: str, rid: str, body: bytes, now: float =
         reply=body,
         now=now,
     )
-
-
-def _all_at_once(n: int, fn: Callable[[int], T]) -> list[T]:
-    """Run fn(0..n-1) on n threads released together; return results, re-raising errors."""
-    barrier = threading.Barrier(n)
-    results: list[T | None] = [None] * n
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = fn(i)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    if errors:
-        raise errors[0]
-    assert all(not t.is_alive() for t in threads)
-    return [r for r in results if r is not None]
 
 
 # --- conversations -----------------------------------------------------------------------
@@ -480,9 +410,9 @@ def test_newer_schema_is_refused(persistent: Backend) -> None:
 
 
 def test_concurrent_openers_migrate_once(persistent: Backend) -> None:
-    stores = _all_at_once(8, lambda _: persistent.open())
+    stores = all_at_once(8, lambda _: persistent.open())
     try:
-        _all_at_once(8, lambda i: stores[i].agent_enabled("x"))  # first use migrates
+        all_at_once(8, lambda i: stores[i].agent_enabled("x"))  # first use migrates
         assert _schema_rows(persistent) == [(len(_migrations(persistent)),)]
     finally:
         for s in stores:
@@ -494,24 +424,24 @@ def test_concurrent_openers_migrate_once(persistent: Backend) -> None:
 
 def test_concurrent_claims_have_one_owner(store: Store) -> None:
     ctx = _conversation(store)
-    kinds = _all_at_once(16, lambda _: _claim(store, ctx, "m1").kind)
+    kinds = all_at_once(16, lambda _: _claim(store, ctx, "m1").kind)
     assert sorted(kinds) == ["new"] + ["pending"] * 15
     body = b'{"reply": "exactly once"}'
     _reply(store, ctx, "m1", "r1", body)
-    claims = _all_at_once(16, lambda _: _claim(store, ctx, "m1"))
+    claims = all_at_once(16, lambda _: _claim(store, ctx, "m1"))
     assert claims == [Claim(kind="reply", reply=body)] * 16
 
 
 def test_concurrent_takeover_has_one_winner(store: Store) -> None:
     ctx = _conversation(store)
     _claim(store, ctx, "m1", now=T0)
-    kinds = _all_at_once(16, lambda _: _claim(store, ctx, "m1", now=T0 + LEASE + 1).kind)
+    kinds = all_at_once(16, lambda _: _claim(store, ctx, "m1", now=T0 + LEASE + 1).kind)
     assert sorted(kinds) == ["new"] + ["pending"] * 15
 
 
 def test_concurrent_bind_account_agrees(store: Store) -> None:
     ctx = _conversation(store)
-    bound = _all_at_once(16, lambda i: store.bind_account(ctx, f"acct-{i}"))
+    bound = all_at_once(16, lambda i: store.bind_account(ctx, f"acct-{i}"))
     assert len(set(bound)) == 1
     conv = store.get_conversation(ctx)
     assert conv is not None
@@ -528,7 +458,7 @@ def test_concurrent_turns_in_many_conversations(store: Store) -> None:
             _reply(store, ctx, mid, f"r{i // 8}", f"{ctx}/{mid}".encode())
         return _claim(store, ctx, mid).reply
 
-    replies = _all_at_once(32, turn)
+    replies = all_at_once(32, turn)
     assert sorted(r for r in replies if r is not None) == sorted(
         f"{contexts[i % 8]}/m{i // 8}".encode() for i in range(32)
     )

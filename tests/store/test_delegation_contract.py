@@ -8,14 +8,10 @@ PostgreSQL server (tests/pg.py, a fresh database per test). Time is always passe
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import pytest
-from attrs import frozen
 
 from pactmw.store import (
     Approval,
@@ -32,8 +28,7 @@ from pactmw.store import (
 from pactmw.store import postgres as pg_backend
 from pactmw.store import sqlite as sqlite_backend
 from pactmw.store.base import EXPIRED_RETENTION
-
-T = TypeVar("T")
+from tests.store.support import Backend, all_at_once
 
 T0 = 1_700_000_000.0
 DEVICE_TTL = 600.0
@@ -46,71 +41,6 @@ OTHER_PA_SUB = "pa-user-2"  # another user of the same personal agent
 ACCOUNT = "sky-4471"
 USER_CODE = "WDJB-MJHT"
 DEVICE_HASH = "sha256-device-1"
-
-
-@frozen
-class Backend:
-    """How to open (and reopen) one backend's store on the same data."""
-
-    name: str
-    url: str
-
-    def open(self) -> Store:
-        return open_store(self.url)
-
-
-def _backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if name == "memory":
-        yield Backend(name, "memory://")
-    elif name == "sqlite":
-        yield Backend(name, f"sqlite:///{tmp_path}/state/store.db")
-    else:
-        # Looked up lazily so that runs without PostgreSQL tests never start the server.
-        server = request.getfixturevalue("postgres_server")
-        dsn = server.create_database()
-        yield Backend(name, dsn)
-        server.drop_database(dsn.rsplit("/", 1)[1])
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from _backend(request.param, request, tmp_path)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def persistent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from _backend(request.param, request, tmp_path)
-
-
-@pytest.fixture
-def store(backend: Backend) -> Iterator[Store]:
-    s = backend.open()
-    yield s
-    s.close()
-
-
-def _all_at_once(n: int, fn: Callable[[int], T]) -> list[T]:
-    """Run fn(0..n-1) on n threads released together; return results, re-raising errors."""
-    barrier = threading.Barrier(n)
-    results: list[Any] = [None] * n
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = fn(i)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    if errors:
-        raise errors[0]
-    assert all(not t.is_alive() for t in threads)
-    return results
 
 
 def _device(
@@ -1200,20 +1130,20 @@ def test_a_version_1_database_upgrades_in_place(
 def test_concurrent_polls_of_an_approved_code_have_one_winner(store: Store) -> None:
     _device(store)
     assert _approve(store) is not None
-    polls = _all_at_once(16, lambda _: _poll(store, T0 + 20).kind)
+    polls = all_at_once(16, lambda _: _poll(store, T0 + 20).kind)
     assert sorted(polls) == ["approved"] + ["consumed"] * 15
 
 
 def test_concurrent_polls_of_a_pending_code_slow_down(store: Store) -> None:
     _device(store)
-    polls = _all_at_once(16, lambda _: _poll(store, T0 + 20).kind)
+    polls = all_at_once(16, lambda _: _poll(store, T0 + 20).kind)
     assert sorted(polls) == ["pending"] + ["slow_down"] * 15
 
 
 def test_concurrent_rotations_of_one_token_have_one_winner(store: Store) -> None:
     grant = _grant(store)
     _issue(store, grant)
-    rotations = _all_at_once(16, lambda i: _rotate(store, "rt-0", f"rt-new-{i}", now=T0 + 60))
+    rotations = all_at_once(16, lambda i: _rotate(store, "rt-0", f"rt-new-{i}", now=T0 + 60))
     kinds = sorted(r.kind for r in rotations)
     assert kinds == ["reused"] * 15 + ["rotated"]
     # Every loser counted as reuse, so the grant is gone, the winner's new token with it.
@@ -1225,7 +1155,7 @@ def test_concurrent_rotations_of_one_token_have_one_winner(store: Store) -> None
 
 
 def test_concurrent_upserts_of_one_key_make_one_grant(store: Store) -> None:
-    grants = _all_at_once(
+    grants = all_at_once(
         16, lambda i: _grant(store, grant_id=f"g{i:02d}", scopes=(f"s{i:02d}",), now=T0 + i)
     )
     assert len({g.grant_id for g in grants}) == 1
@@ -1236,7 +1166,7 @@ def test_concurrent_upserts_of_one_key_make_one_grant(store: Store) -> None:
 
 
 def test_concurrent_use_once_has_one_winner(store: Store) -> None:
-    results = _all_at_once(
+    results = all_at_once(
         16, lambda _: store.use_once(namespace="assertion", value="jti", now=T0, expires_at=T0 + 60)
     )
     assert sorted(results) == [False] * 15 + [True]
@@ -1270,7 +1200,7 @@ def test_concurrent_approvals_and_denials_have_one_winner(
                 now=T0 + 1,
             )
 
-        results = _all_at_once(16, decide)
+        results = all_at_once(16, decide)
         winners = [r for r in results if r is not None]
         assert len(winners) == 1, round_
         [winner] = winners
@@ -1302,7 +1232,7 @@ def test_concurrent_creators_of_one_user_code_have_one_winner(store: Store) -> N
             return False
         return True
 
-    results = _all_at_once(16, create)
+    results = all_at_once(16, create)
     assert sorted(results) == [False] * 15 + [True]
     [winner] = [i for i, ok in enumerate(results) if ok]
     stored = store.device_authorization_by_user_code(USER_CODE)

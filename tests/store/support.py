@@ -1,0 +1,64 @@
+"""Helpers shared by the store suites: the backends under test and a thread starting gun."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from attrs import frozen
+
+from pactmw.store import Store, open_store
+
+T = TypeVar("T")
+
+
+@frozen
+class Backend:
+    """How to open (and reopen) one backend's store on the same data."""
+
+    name: str
+    url: str
+
+    def open(self) -> Store:
+        return open_store(self.url)
+
+
+def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A fresh memory, sqlite or PostgreSQL backend (its own database), dropped after use."""
+    if name == "memory":
+        yield Backend(name, "memory://")
+    elif name == "sqlite":
+        yield Backend(name, f"sqlite:///{tmp_path}/state/store.db")
+    else:
+        # Looked up lazily so that runs without PostgreSQL tests never start the server.
+        server = request.getfixturevalue("postgres_server")
+        dsn = server.create_database()
+        yield Backend(name, dsn)
+        server.drop_database(dsn.rsplit("/", 1)[1])
+
+
+def all_at_once(n: int, fn: Callable[[int], T]) -> list[T]:
+    """Run fn(0..n-1) on n threads released together; return results, re-raising errors."""
+    barrier = threading.Barrier(n)
+    results: list[T | None] = [None] * n
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[i] = fn(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    if errors:
+        raise errors[0]
+    assert all(not t.is_alive() for t in threads)
+    return [r for r in results if r is not None]
