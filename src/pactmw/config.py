@@ -103,8 +103,6 @@ class Settings:
     protect_prefix: str | None = "/a2a/"
     clock_skew: float = 30.0
     jwks_timeout: float = 5.0
-    #: Keys that other parts of pactmw read (the Provider's); kept verbatim for them.
-    extra: Mapping[str, Any] = {}
 
     KNOWN_KEYS = frozenset(
         {
@@ -123,7 +121,7 @@ class Settings:
     def from_mapping(
         cls, data: Mapping[str, Any], *, extra_keys: frozenset[str] = frozenset()
     ) -> Settings:
-        """Build from a dict; `extra_keys` are accepted and kept in `extra` for their owner."""
+        """Build from a dict; `extra_keys` are accepted (other parts of pactmw read them)."""
         if not isinstance(data, Mapping):
             raise ConfigError("configuration must be a dict/table")
         _no_unknown(data, cls.KNOWN_KEYS | extra_keys, "")
@@ -169,7 +167,6 @@ class Settings:
             protect_prefix=prefix or None,
             clock_skew=skew,
             jwks_timeout=timeout,
-            extra={key: data[key] for key in extra_keys if key in data},
         )
 
     def fetch_policy(self) -> FetchPolicy:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from attrs import field, frozen
 
@@ -65,11 +65,6 @@ def single_header(values: Iterable[str]) -> str | None:
 def asgi_header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
     """The single value of header `name` (lowercase bytes) in an ASGI header list."""
     return single_header(v.decode("latin-1") for k, v in headers if k.lower() == name)
-
-
-def header_map(headers: Mapping[str, str]) -> dict[str, str]:
-    """Lower-case the names of a header mapping."""
-    return {name.lower(): value for name, value in headers.items()}
 
 
 def insufficient_scope(scopes: Iterable[str]) -> Response:

@@ -310,8 +310,3 @@ class SigningKeys:
             finally:
                 temporary.unlink(missing_ok=True)
         return cls.from_files([path])
-
-
-def now_seconds() -> float:
-    """Wall-clock time (the default clock)."""
-    return time.time()

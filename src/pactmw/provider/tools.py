@@ -8,7 +8,7 @@ every call that runs is recorded for the turn's signed receipt.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from attrs import frozen
@@ -113,8 +113,3 @@ class BoundTools:
         if name.startswith("_") or name not in self._registry:
             raise AttributeError(name)
         return lambda **arguments: self.call(name, **arguments)
-
-
-def describe_scopes(scopes: Mapping[str, str]) -> list[dict[str, str]]:
-    """Scopes as `[{id, description}]`, in configuration order."""
-    return [{"id": scope, "description": text} for scope, text in scopes.items()]
