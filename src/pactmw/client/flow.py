@@ -20,6 +20,7 @@ from attrs import frozen
 from pactmw.client.errors import NetworkError, RateLimited
 from pactmw.client.http import HttpRequest, HttpResponse
 from pactmw.client.transport import AsyncTransport, Transport
+from pactmw.core.drive import adrive, drive
 from pactmw.core.encoding import is_ascii_digits
 
 T = TypeVar("T")
@@ -131,23 +132,14 @@ def run_sync(flow: Flow[T], transport: Transport, sleep: Callable[[float], None]
 
 
 def _drive_sync(flow: Flow[T], transport: Transport, sleep: Callable[[float], None]) -> T:
-    value: Any = None
-    error: NetworkError | None = None
-    while True:
-        try:
-            effect = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        value, error = None, None
-        if isinstance(effect, Sleep):
-            if effect.seconds > 0:
-                sleep(effect.seconds)
-        else:
-            try:
-                value = transport.send(effect)
-            except NetworkError as exc:
-                error = exc
+    def answer(effect: Effect) -> Any:
+        if not isinstance(effect, Sleep):
+            return transport.send(effect)
+        if effect.seconds > 0:
+            sleep(effect.seconds)
+        return None
+
+    return drive(flow, answer, catch=(NetworkError,))
 
 
 async def run_async(
@@ -161,20 +153,11 @@ async def run_async(
 async def _drive_async(
     flow: Flow[T], transport: AsyncTransport, sleep: Callable[[float], Awaitable[None]]
 ) -> T:
-    value: Any = None
-    error: NetworkError | None = None
-    while True:
-        try:
-            effect = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        value, error = None, None
-        if isinstance(effect, Sleep):
-            if effect.seconds > 0:
-                await sleep(effect.seconds)
-        else:
-            try:
-                value = await transport.send(effect)
-            except NetworkError as exc:
-                error = exc
+    async def answer(effect: Effect) -> Any:
+        if not isinstance(effect, Sleep):
+            return await transport.send(effect)
+        if effect.seconds > 0:
+            await sleep(effect.seconds)
+        return None
+
+    return await adrive(flow, answer, catch=(NetworkError,))

@@ -40,10 +40,12 @@ class AuthenticationFailed(PactmwError):
 
     www_authenticate = 'Bearer realm="a2a"'
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", *, issuer: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        #: The issuer the refused token named, when it named one (unverified: for logs only).
+        self.issuer = issuer
 
 
 class A2AError(PactmwError):

@@ -107,10 +107,22 @@ class JwksCache:
             response = self._fetcher(uri, self.fetch_policy)
             keys = parse_jwks(response.body)
         except Exception as exc:  # any failure must keep the known keys, never hang waiters
+            # One greppable line: what failed, where, and what it means for requests.
+            kept = previous is not None and previous.keys is not None
+            state = "keeping the keys fetched before" if kept else "no keys"
             if isinstance(exc, (FetchError, MalformedInput)):
-                logger.warning("JWKS fetch failed for %s: %s", uri, exc)
+                logger.warning(
+                    "JWKS fetch failed: reason=jwks_unavailable uri=%s error=%r state=%s",
+                    uri,
+                    str(exc),
+                    state,
+                )
             else:
-                logger.exception("JWKS fetch failed unexpectedly for %s", uri)
+                logger.exception(
+                    "JWKS fetch failed unexpectedly: reason=jwks_unavailable uri=%s state=%s",
+                    uri,
+                    state,
+                )
             if previous is None:
                 return _Entry(keys=None, fetched_at=now, expires_at=now, attempted_at=now)
             # Keep serving what we knew (stale-if-error); `_answer` bounds how stale.

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from attrs import field, frozen
 
+from pactmw.core.drive import adrive, drive
 from pactmw.core.encoding import is_storable_text, json_loads
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
@@ -311,40 +312,44 @@ class IdentityVerifier:
         issuer = claims.get("iss")
         if not isinstance(issuer, str) or not issuer:
             raise AuthenticationFailed("unknown_issuer", "iss missing or not a string")
-        agent: RegisteredAgent | None = yield _NeedAgent(issuer)
-        if agent is None and self.open_mode:
-            jwks_uri: str | None = yield _NeedDiscovery(issuer)
-            if jwks_uri is not None:
-                agent = RegisteredAgent(issuer=issuer, jwks_uri=jwks_uri)
-        if agent is None:
-            raise AuthenticationFailed("unknown_issuer")
-        if not agent.enabled:
-            raise AuthenticationFailed("disabled_issuer")
-        if agent.jwks is not None:
-            candidates = agent.jwks.candidates(jws.kid, jws.alg)
-            if not candidates:
-                raise AuthenticationFailed("unknown_kid")
-        else:
-            assert agent.jwks_uri is not None
-            candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
-        if not verify_with_any(jws, candidates):
-            raise AuthenticationFailed("bad_signature")
-        personal_agent = self._check_claims(claims, agent)
-        exp = float(claims["exp"])
-        self.cache.put(
-            key,
-            _Verified(
-                issuer=agent.issuer,
-                sub=personal_agent.sub,
-                audience=personal_agent.audience,
-                payload=jws.payload,
-                exp=exp,
-                nbf=float(claims["nbf"]) if "nbf" in claims else None,
-            ),
-            expires_at=exp + self.leeway,
-            now=self._clock(),
-        )
-        return personal_agent
+        try:
+            agent: RegisteredAgent | None = yield _NeedAgent(issuer)
+            if agent is None and self.open_mode:
+                jwks_uri: str | None = yield _NeedDiscovery(issuer)
+                if jwks_uri is not None:
+                    agent = RegisteredAgent(issuer=issuer, jwks_uri=jwks_uri)
+            if agent is None:
+                raise AuthenticationFailed("unknown_issuer")
+            if not agent.enabled:
+                raise AuthenticationFailed("disabled_issuer")
+            if agent.jwks is not None:
+                candidates = agent.jwks.candidates(jws.kid, jws.alg)
+                if not candidates:
+                    raise AuthenticationFailed("unknown_kid")
+            else:
+                assert agent.jwks_uri is not None
+                candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
+            if not verify_with_any(jws, candidates):
+                raise AuthenticationFailed("bad_signature")
+            personal_agent = self._check_claims(claims, agent)
+            exp = float(claims["exp"])
+            self.cache.put(
+                key,
+                _Verified(
+                    issuer=agent.issuer,
+                    sub=personal_agent.sub,
+                    audience=personal_agent.audience,
+                    payload=jws.payload,
+                    exp=exp,
+                    nbf=float(claims["nbf"]) if "nbf" in claims else None,
+                ),
+                expires_at=exp + self.leeway,
+                now=self._clock(),
+            )
+            return personal_agent
+        except AuthenticationFailed as exc:
+            exc.issuer = issuer  # what the token claims: for the logs, never trusted
+            raise
 
     def _recheck(self, cached: _Verified, agent: RegisteredAgent | None) -> PersonalAgent:
         """A token verified before: only what can have changed since is checked again.
@@ -403,69 +408,75 @@ class IdentityVerifier:
 
     # -- the two drivers -------------------------------------------------------------------
 
-    def verify(self, authorization: str | None) -> PersonalAgent:
+    def verify(self, authorization: str | None, *, brand: str | None = None) -> PersonalAgent:
         """Verify an `Authorization` header value (blocking when keys must be fetched).
 
-        Returns the `PersonalAgent`; raises `AuthenticationFailed` with a stable `reason`.
+        Returns the `PersonalAgent`; raises `AuthenticationFailed` with a stable `reason` (and
+        the `issuer` the token named, when it named one). `brand` only names the Brand in the
+        log line of a refusal.
         """
-        answer: Any = None
         try:
             token, key, cached = self._begin(authorization)
             if cached is not None:
                 return self._recheck(cached, self.registry.lookup(cached.issuer))
-            flow = self._flow(token, key)
-            while True:
-                need = flow.send(answer)
-                if isinstance(need, _NeedAgent):
-                    answer = self.registry.lookup(need.issuer)
-                elif isinstance(need, _NeedDiscovery):
-                    answer = self.discovery.jwks_uri(need.issuer)
-                else:
-                    try:
-                        answer = self.keys.get_keys(need.uri, need.kid, need.alg)
-                    except KeyUnavailable as exc:
-                        raise AuthenticationFailed(exc.code, str(exc)) from exc
-        except StopIteration as done:
-            agent: PersonalAgent = done.value
-            return agent
+            return drive(self._flow(token, key), self._answer)
         except AuthenticationFailed as exc:
-            _log_refusal(exc)
+            log_refusal(exc, brand)
             raise
 
-    async def averify(self, authorization: str | None) -> PersonalAgent:
+    async def averify(
+        self, authorization: str | None, *, brand: str | None = None
+    ) -> PersonalAgent:
         """Async `verify`: a cached key never leaves the event loop; fetches run in threads."""
-        answer: Any = None
         try:
             token, key, cached = self._begin(authorization)
-            if cached is not None:
-                if self.registry.may_block:
-                    registered = await asyncio.to_thread(self.registry.lookup, cached.issuer)
-                else:
-                    registered = self.registry.lookup(cached.issuer)
-                return self._recheck(cached, registered)
-            flow = self._flow(token, key)
-            while True:
-                need = flow.send(answer)
-                if isinstance(need, _NeedAgent):
-                    if self.registry.may_block:
-                        answer = await asyncio.to_thread(self.registry.lookup, need.issuer)
-                    else:
-                        answer = self.registry.lookup(need.issuer)
-                elif isinstance(need, _NeedDiscovery):
-                    answer = await self.discovery.ajwks_uri(need.issuer)
-                else:
-                    try:
-                        answer = await self.keys.aget_keys(need.uri, need.kid, need.alg)
-                    except KeyUnavailable as exc:
-                        raise AuthenticationFailed(exc.code, str(exc)) from exc
-        except StopIteration as done:
-            agent: PersonalAgent = done.value
-            return agent
+            if cached is None:
+                return await adrive(self._flow(token, key), self._aanswer)
+            if self.registry.may_block:
+                registered = await asyncio.to_thread(self.registry.lookup, cached.issuer)
+            else:
+                registered = self.registry.lookup(cached.issuer)
+            return self._recheck(cached, registered)
         except AuthenticationFailed as exc:
-            _log_refusal(exc)
+            log_refusal(exc, brand)
             raise
 
+    def _answer(self, need: _Need) -> Any:
+        if isinstance(need, _NeedAgent):
+            return self.registry.lookup(need.issuer)
+        if isinstance(need, _NeedDiscovery):
+            return self.discovery.jwks_uri(need.issuer)
+        try:
+            return self.keys.get_keys(need.uri, need.kid, need.alg)
+        except KeyUnavailable as exc:
+            raise AuthenticationFailed(exc.code, str(exc)) from exc
 
-def _log_refusal(exc: AuthenticationFailed) -> None:
-    # The reason code only: tokens and claims never reach the logs.
-    logger.info("personal agent refused: %s", exc.reason)
+    async def _aanswer(self, need: _Need) -> Any:
+        if isinstance(need, _NeedAgent):
+            if self.registry.may_block:
+                return await asyncio.to_thread(self.registry.lookup, need.issuer)
+            return self.registry.lookup(need.issuer)
+        if isinstance(need, _NeedDiscovery):
+            return await self.discovery.ajwks_uri(need.issuer)
+        try:
+            return await self.keys.aget_keys(need.uri, need.kid, need.alg)
+        except KeyUnavailable as exc:
+            raise AuthenticationFailed(exc.code, str(exc)) from exc
+
+
+#: Refusals that point at a misconfiguration (of the Provider or of the agent): WARNING, so
+#: they show under uvicorn's, Django's and Flask's default logging. Others are routine.
+MISCONFIGURATION_REASONS = frozenset({"unknown_issuer", "bad_audience", "jwks_unavailable"})
+
+
+def log_refusal(exc: AuthenticationFailed, brand: str | None = None) -> None:
+    """Log a refused personal agent: the reason code, issuer and Brand, never the token."""
+    level = logging.WARNING if exc.reason in MISCONFIGURATION_REASONS else logging.INFO
+    if logger.isEnabledFor(level):
+        logger.log(
+            level,
+            "personal agent refused: reason=%s issuer=%s brand=%s",
+            exc.reason,
+            exc.issuer or "-",
+            brand or "-",
+        )

@@ -12,16 +12,13 @@ and sync bots run in worker threads). So there is one flow, not a sync and an as
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
-from attrs import frozen
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
@@ -49,15 +46,13 @@ from pactmw.provider.delegated import (
     AuthorizationServer,
     ConsentRefused,
     OAuthError,
-    SignedInUser,
 )
+from pactmw.provider.driver import ACurrentUser, AReadBody, CurrentUser, ReadBody, arun, run
 from pactmw.provider.flow import (
     Flow,
-    Need,
     NeedBody,
     NeedBot,
     NeedIdentity,
-    NeedKeys,
     NeedStore,
     NeedUser,
     SubFlow,
@@ -72,11 +67,6 @@ from pactmw.store import open_store
 from pactmw.store.base import Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
-
-ReadBody = Callable[[int], "bytes | None"]
-CurrentUser = Callable[[], "SignedInUser | None"]
-ACurrentUser = Callable[[], Awaitable["SignedInUser | None"]]
-AReadBody = Callable[[int], Awaitable["bytes | None"]]
 
 
 _UNKNOWN_CONTEXT = "Unknown contextId"
@@ -243,7 +233,7 @@ class Provider:
             if route.operation == "card":
                 return self._cards[brand.id]
             return (yield from self._public_oauth(route, brand, request))
-        caller: PersonalAgent = yield NeedIdentity(request.header("authorization"))
+        caller: PersonalAgent = yield NeedIdentity(request.header("authorization"), route.brand_id)
         if brand is None:
             raise RequestRefused(404)
         delegation_header = request.header("x-a2a-user-delegation")
@@ -506,7 +496,7 @@ class Provider:
         host app (same-app consent pages only; None when nobody is).
         """
         try:
-            response: Response = self._drive(self._flow(request), read_body, current_user)
+            response: Response = run(self._flow(request), self.verifier, read_body, current_user)
         except Exception as exc:
             return _render(exc)
         return response
@@ -519,7 +509,9 @@ class Provider:
     ) -> Response:
         """Async `handle`: store calls, key fetches and sync bots run in worker threads."""
         try:
-            response: Response = await self._adrive(self._flow(request), read_body, current_user)
+            response: Response = await arun(
+                self._flow(request), self.verifier, read_body, current_user
+            )
         except Exception as exc:
             return _render(exc)
         return response
@@ -532,7 +524,7 @@ class Provider:
         Returns the caller with its `delegation`; raises `DelegationRejected` (401,
         `error="invalid_token"`). The Provider's own routes do this themselves.
         """
-        delegation = self._drive(self._delegation_flow(brand_id, caller, header), _no_body, None)
+        delegation = run(self._delegation_flow(brand_id, caller, header), self.verifier, _no_body)
         return attrs.evolve(caller, delegation=delegation)
 
     async def averify_delegation(
@@ -540,7 +532,7 @@ class Provider:
     ) -> PersonalAgent:
         """Async `verify_delegation`."""
         flow = self._delegation_flow(brand_id, caller, header)
-        delegation = await self._adrive(flow, _ano_body, None)
+        delegation = await arun(flow, self.verifier, _ano_body)
         return attrs.evolve(caller, delegation=delegation)
 
     def _delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
@@ -548,120 +540,6 @@ class Provider:
         if brand is None or self.oauth is None:
             raise DelegationRejected("not_offered", "this Brand offers no delegation")
         return (yield from self.oauth.verify_delegation(brand, caller, header))
-
-    # -- the two drivers: one flow, answered with blocking or with non-blocking I/O ---------
-
-    def _drive(self, flow: SubFlow, read_body: ReadBody, current_user: CurrentUser | None) -> Any:
-        answer: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                need = flow.throw(error) if error is not None else flow.send(answer)
-            except StopIteration as done:
-                return done.value
-            answer, error = None, None
-            try:
-                if isinstance(need, NeedIdentity):
-                    answer = self.verifier.verify(need.authorization)
-                elif isinstance(need, NeedBody):
-                    answer = read_body(need.limit)
-                elif isinstance(need, NeedStore):
-                    answer = need.operation(**need.kwargs)
-                elif isinstance(need, NeedKeys):
-                    answer = need.fetch()
-                elif isinstance(need, NeedUser):
-                    answer = current_user() if current_user is not None else None
-                else:
-                    answer = need.handler(need.turn)
-                    if inspect.isawaitable(answer):
-                        answer = _run_coroutine(answer)
-            except Exception as exc:
-                error = exc
-
-    async def _adrive(
-        self,
-        flow: SubFlow,
-        read_body: AReadBody,
-        current_user: CurrentUser | ACurrentUser | None,
-    ) -> Any:
-        step = _advance(flow, None, None)
-        while isinstance(step, _Pending):
-            need = step.need
-            if _blocking(need):
-                # A store call, a key fetch or a sync bot: do it, and every blocking step right
-                # after it, in one worker thread (a message:send is several store calls; one
-                # thread hop instead of one per call is most of the async driver's cost).
-                step = await asyncio.to_thread(self._run_blocking, flow, need)
-                continue
-            answer: Any = None
-            try:
-                if isinstance(need, NeedIdentity):
-                    answer = await self.verifier.averify(need.authorization)
-                elif isinstance(need, NeedBody):
-                    answer = await read_body(need.limit)
-                elif isinstance(need, NeedUser):
-                    if current_user is not None:
-                        answer = current_user()
-                        if inspect.isawaitable(answer):
-                            answer = await answer
-                else:
-                    assert isinstance(need, NeedBot)
-                    answer = need.handler(need.turn)
-                    if inspect.isawaitable(answer):
-                        answer = await answer
-            except Exception as exc:
-                step = _advance(flow, None, exc)
-            else:
-                step = _advance(flow, answer, None)
-        return step.value
-
-    def _run_blocking(self, flow: SubFlow, need: Need) -> _Pending | _Done:
-        """Answer blocking needs in this (worker) thread until the flow needs something
-        async or is done."""
-        while True:
-            try:
-                if isinstance(need, NeedStore):
-                    answer: Any = need.operation(**need.kwargs)
-                elif isinstance(need, NeedKeys):
-                    answer = need.fetch()
-                else:
-                    assert isinstance(need, NeedBot)
-                    answer = need.handler(need.turn)
-                    if inspect.isawaitable(answer):
-                        answer = _run_coroutine(answer)
-            except Exception as exc:
-                step = _advance(flow, None, exc)
-            else:
-                step = _advance(flow, answer, None)
-            if isinstance(step, _Done) or not _blocking(step.need):
-                return step
-            need = step.need
-
-
-@frozen
-class _Pending:
-    need: Need
-
-
-@frozen
-class _Done:
-    value: Any
-
-
-def _advance(flow: SubFlow, answer: Any, error: BaseException | None) -> _Pending | _Done:
-    """Resume the flow with an answer or an error; what it needs next, or its value."""
-    try:
-        need = flow.throw(error) if error is not None else flow.send(answer)
-    except StopIteration as done:
-        return _Done(done.value)
-    return _Pending(need)
-
-
-def _blocking(need: Need) -> bool:
-    """Needs answered by blocking calls (worker thread in the async driver)."""
-    return isinstance(need, (NeedStore, NeedKeys)) or (
-        isinstance(need, NeedBot) and not inspect.iscoroutinefunction(need.handler)
-    )
 
 
 def with_delegation(
@@ -753,15 +631,6 @@ def _as_reply(result: Any) -> Reply:
         # Stores refuse NUL; refusing it here releases the claim like any bot failure.
         raise ValueError("a reply text must not contain NUL characters")
     return result
-
-
-def _run_coroutine(awaitable: Any) -> Any:
-    """Run an async bot from the sync driver (a WSGI worker thread has no running loop)."""
-
-    async def wrapper() -> Any:
-        return await awaitable
-
-    return asyncio.run(wrapper())
 
 
 def _repeated(request: Request, name: str) -> bool:

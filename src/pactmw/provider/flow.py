@@ -14,9 +14,11 @@ from pactmw.provider.brand import Turn, TurnHandler
 
 @frozen
 class NeedIdentity:
-    """Verify this `Authorization` header; the answer is a `PersonalAgent`."""
+    """Verify this `Authorization` header; the answer is a `PersonalAgent`. `brand` names
+    the Brand in the log line of a refusal."""
 
     authorization: str | None
+    brand: str | None = None
 
 
 @frozen

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from attrs import field, frozen
 
+from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import FetchError, KeyUnavailable
 from pactmw.core.jose import HeaderCache
 from pactmw.core.jwk import PublicJWK
@@ -433,58 +434,37 @@ def _revoked_document(exc: DidUnavailable) -> DidDocument:
 
 def run(flow: Flow[T], keys: KeySource, replay: ReplayMemory | None = None) -> T:
     """Drive `flow` with blocking I/O."""
-    answer: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            need = flow.send(answer) if error is None else flow.throw(error)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        answer, error = None, None
-        try:
-            if isinstance(need, NeedBrokerKeys):
-                answer = keys.broker_keys(need.kid, need.alg)
-            elif isinstance(need, NeedDidDocument):
-                answer = keys.did_document(need.agent_id)
-            elif isinstance(need, NeedFirstUse):
-                answer = _replay(replay).first_use(
-                    need.key, now=need.now, expires_at=need.expires_at
-                )
-            else:
-                answer = keys.post(need.path, need.body)
-        except _IO_ERRORS as exc:
-            error = exc
+
+    def answer(need: Need) -> Any:
+        if isinstance(need, NeedBrokerKeys):
+            return keys.broker_keys(need.kid, need.alg)
+        if isinstance(need, NeedDidDocument):
+            return keys.did_document(need.agent_id)
+        if isinstance(need, NeedFirstUse):
+            return _replay(replay).first_use(need.key, now=need.now, expires_at=need.expires_at)
+        return keys.post(need.path, need.body)
+
+    return drive(flow, answer, catch=_IO_ERRORS)
 
 
 async def arun(flow: Flow[T], keys: KeySource, replay: ReplayMemory | None = None) -> T:
     """Drive `flow` with non-blocking I/O: cached keys never leave the event loop."""
-    answer: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            need = flow.send(answer) if error is None else flow.throw(error)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        answer, error = None, None
-        try:
-            if isinstance(need, NeedBrokerKeys):
-                answer = await keys.abroker_keys(need.kid, need.alg)
-            elif isinstance(need, NeedDidDocument):
-                answer = await keys.adid_document(need.agent_id)
-            elif isinstance(need, NeedFirstUse):
-                memory = _replay(replay)
-                if memory.may_block:
-                    answer = await asyncio.to_thread(
-                        memory.first_use, need.key, now=need.now, expires_at=need.expires_at
-                    )
-                else:
-                    answer = memory.first_use(need.key, now=need.now, expires_at=need.expires_at)
-            else:
-                answer = await keys.apost(need.path, need.body)
-        except _IO_ERRORS as exc:
-            error = exc
+
+    async def answer(need: Need) -> Any:
+        if isinstance(need, NeedBrokerKeys):
+            return await keys.abroker_keys(need.kid, need.alg)
+        if isinstance(need, NeedDidDocument):
+            return await keys.adid_document(need.agent_id)
+        if isinstance(need, NeedFirstUse):
+            memory = _replay(replay)
+            if memory.may_block:
+                return await asyncio.to_thread(
+                    memory.first_use, need.key, now=need.now, expires_at=need.expires_at
+                )
+            return memory.first_use(need.key, now=need.now, expires_at=need.expires_at)
+        return await keys.apost(need.path, need.body)
+
+    return await adrive(flow, answer, catch=_IO_ERRORS)
 
 
 def _replay(replay: ReplayMemory | None) -> ReplayMemory:

@@ -1,0 +1,96 @@
+"""The two drivers of a Provider flow: one answers its needs with blocking calls, the other
+with awaits (blocking store calls, key fetches and sync bots in worker threads).
+
+The Provider's A2A routes, the authorization server and the guard every adapter uses are
+flows over the same needs (`pactmw.provider.flow`), so they all run on these two functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pactmw.core.drive import adrive, drive
+from pactmw.protocols.identity import IdentityVerifier
+from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.flow import Need, NeedBody, NeedBot, NeedIdentity, NeedKeys, NeedStore, SubFlow
+
+ReadBody = Callable[[int], "bytes | None"]
+AReadBody = Callable[[int], Awaitable["bytes | None"]]
+CurrentUser = Callable[[], "SignedInUser | None"]
+ACurrentUser = Callable[[], Awaitable["SignedInUser | None"]]
+
+
+def run(
+    flow: SubFlow,
+    verifier: IdentityVerifier,
+    read_body: ReadBody,
+    current_user: CurrentUser | None = None,
+) -> Any:
+    """Run `flow` with blocking I/O (a WSGI worker, a sync view)."""
+
+    def answer(need: Need) -> Any:
+        if isinstance(need, NeedStore):
+            return need.operation(**need.kwargs)
+        if isinstance(need, NeedIdentity):
+            return verifier.verify(need.authorization, brand=need.brand)
+        if isinstance(need, NeedBody):
+            return read_body(need.limit)
+        if isinstance(need, NeedKeys):
+            return need.fetch()
+        if isinstance(need, NeedBot):
+            return _blocking_answer(need)
+        return current_user() if current_user is not None else None
+
+    return drive(flow, answer)
+
+
+async def arun(
+    flow: SubFlow,
+    verifier: IdentityVerifier,
+    read_body: AReadBody,
+    current_user: CurrentUser | ACurrentUser | None = None,
+) -> Any:
+    """Run `flow` on the event loop; blocking needs go to one worker thread in a row."""
+
+    async def answer(need: Need) -> Any:
+        if isinstance(need, NeedIdentity):
+            return await verifier.averify(need.authorization, brand=need.brand)
+        if isinstance(need, NeedBody):
+            return await read_body(need.limit)
+        if isinstance(need, NeedBot):  # an async bot (sync ones are blocking)
+            return await need.handler(need.turn)  # type: ignore[misc]
+        if current_user is None:
+            return None
+        user = current_user()
+        return (await user) if inspect.isawaitable(user) else user
+
+    return await adrive(flow, answer, blocking=is_blocking, answer_blocking=_blocking_answer)
+
+
+def is_blocking(need: Need) -> bool:
+    """Needs answered by blocking calls (a worker thread in the async driver)."""
+    return isinstance(need, (NeedStore, NeedKeys)) or (
+        isinstance(need, NeedBot) and not inspect.iscoroutinefunction(need.handler)
+    )
+
+
+def _blocking_answer(need: Need) -> Any:
+    if isinstance(need, NeedStore):
+        return need.operation(**need.kwargs)
+    if isinstance(need, NeedKeys):
+        return need.fetch()
+    assert isinstance(need, NeedBot)
+    answer = need.handler(need.turn)
+    return _run_coroutine(answer) if inspect.isawaitable(answer) else answer
+
+
+def _run_coroutine(awaitable: Any) -> Any:
+    """Run an async bot from the sync driver (a WSGI worker thread has no running loop)."""
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    return asyncio.run(wrapper())
