@@ -28,6 +28,7 @@ from pactmw.protocols.delegation import SigningKeys, mint_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.guard import Guard
 from pactmw.store import open_store
 from tests.servers import uvicorn_server, werkzeug_server
 
@@ -140,13 +141,14 @@ def wsgi_app(world: World) -> Any:
 
 def flask_app(world: World) -> Flask:
     app = Flask(__name__)
-    app.config["PACTMW"] = {"audience": AUDIENCE, "delegation_brand": "acme"}
+    app.config["PACTMW"] = {"audience": AUDIENCE}
     extension = flask_adapter.Pactmw()
     extension.init_app(app)
-    # The Flask extension builds its own verifier and Provider from config; this test shares
-    # the world's so tokens minted here are known to it.
-    state = app.extensions["pactmw"]
-    state.verifier, state.provider = world.verifier, world.provider
+    # The Flask extension builds its own guard from config; this test shares the world's
+    # verifier and Provider so tokens minted here are known to it.
+    app.extensions["pactmw"].guard = Guard(
+        world.verifier, provider=world.provider, delegation_brand="acme"
+    )
 
     @app.get("/a2a/whoami")
     def whoami() -> Any:

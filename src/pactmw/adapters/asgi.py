@@ -1,17 +1,17 @@
-"""ASGI adapter: pure ASGI middleware, a Starlette authentication backend, a view decorator.
+"""ASGI adapter (Starlette, FastAPI): pure ASGI middleware, an authentication backend,
+decorators, and the Provider as an ASGI app. Every rule is the guard's
+(`pactmw.provider.guard`); this module only translates.
 
-The middleware is a plain ASGI callable (not `BaseHTTPMiddleware`), so it streams, keeps
-context variables and never reads the request body: a refused request is answered before
-any of it is received. After it, `request.user` is a `PersonalAgentUser`, `request.auth.scopes`
-contains `"authenticated"` and `"personal_agent"`, and `scope["pactmw.personal_agent"]` holds
-the `PersonalAgent`.
+After the middleware (or a decorator), `request.user` is a `PersonalAgentUser`,
+`request.auth.scopes` holds `"authenticated"`, `"personal_agent"` and, with a delegation,
+`"delegated"` and one `"scope:<id>"` per granted scope; `current_personal_agent(request)` is
+the `PersonalAgent`. FastAPI's dependencies are in `pactmw.adapters.fastapi`.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from starlette.authentication import (
     AuthCredentials,
@@ -23,27 +23,36 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pactmw.config import in_protected_path
-from pactmw.core.encoding import is_ascii_digits
-from pactmw.core.errors import AuthenticationFailed, RequestRefused
-from pactmw.core.http import Request as NeutralRequest
-from pactmw.core.http import Response, asgi_header, challenge, insufficient_scope
-from pactmw.protocols.delegation import DelegationRejected
+from pactmw.adapters._asgi_http import (
+    Endpoint,
+    body_reader,
+    neutral_request,
+    request_body_reader,
+    route_path,
+    send_response,
+    to_starlette,
+    wrap_endpoint,
+)
+from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.provider.app import Provider, awith_delegation, missing_scopes
-from pactmw.provider.parafe import (
-    REQUEST_KEY as PARAFE_KEY,
+from pactmw.provider.app import Provider
+from pactmw.provider.guard import (
+    Guard,
+    ParafeAdmitted,
+    ParafeEndpoint,
+    is_other_credential,
+    refusal_response,
+    require_scopes,
 )
-from pactmw.provider.parafe import (
-    ParafeAgent,
-    ParafeRefused,
-    ParafeTurn,
-    body_too_large,
-    endpoint_message,
-)
+from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
+from pactmw.provider.parafe import ParafeAgent, ParafeTurn
+from pactmw.provider.routes import MOUNT
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
+#: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
+PARAFE_STATE = "pactmw_parafe"
 
 
 class PersonalAgentUser(BaseUser):
@@ -86,83 +95,52 @@ def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
     scope["auth"] = AuthCredentials(auth_scopes(personal_agent))
 
 
-async def send_response(response: Response, send: Send) -> None:
-    """Send a neutral `Response` over ASGI."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": [
-                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers
-            ],
-        }
+def make_guard(
+    verifier: IdentityVerifier,
+    delegation_provider: Provider | None,
+    delegation_brand: str | None,
+    path_prefix: str | None = None,
+) -> Guard:
+    return Guard(
+        verifier,
+        provider=delegation_provider,
+        delegation_brand=delegation_brand,
+        protect_prefix=path_prefix,
     )
-    await send({"type": "http.response.body", "body": response.body})
-
-
-def to_starlette(response: Response) -> StarletteResponse:
-    """A neutral `Response` as a Starlette response (headers kept exactly)."""
-    result = StarletteResponse(content=response.body, status_code=response.status)
-    result.raw_headers = [
-        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers
-    ]
-    return result
 
 
 class PersonalAgentMiddleware:
-    """Verify the personal-agent JWT on every HTTP request under `path_prefix`.
-
-    `path_prefix=None` guards nothing (use `personal_agent_required` on single endpoints).
-    With `delegation_provider` and `delegation_brand`, an `X-A2A-User-Delegation` token for
-    that Brand is verified too and its scopes appear as `scope:<id>` in `request.auth.scopes`.
-    """
+    """Verify the caller of every HTTP request under `path_prefix` (None: none; use the
+    decorators). With `delegation_provider` and `delegation_brand`, an
+    `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
+    refused. The body is never read: a refused request is answered before it arrives."""
 
     def __init__(
         self,
         app: ASGIApp,
         verifier: IdentityVerifier,
         *,
-        path_prefix: str | None = "/a2a/",
+        path_prefix: str | None = MOUNT,
         delegation_provider: Provider | None = None,
         delegation_brand: str | None = None,
     ) -> None:
         self.app = app
-        self.verifier = verifier
-        self.path_prefix = path_prefix
-        self.delegation_provider = delegation_provider
-        self.delegation_brand = delegation_brand
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not in_protected_path(scope["path"], self.path_prefix):
-            await self.app(scope, receive, send)
-            return
-        try:
-            personal_agent = await self.verifier.averify(
-                asgi_header(scope["headers"], b"authorization")
-            )
-            personal_agent = await awith_delegation(
-                self.delegation_provider,
-                self.delegation_brand,
-                personal_agent,
-                _delegation_header(scope),
-            )
-        except AuthenticationFailed as exc:
-            await send_response(challenge(exc), send)
-            return
-        attach(scope, personal_agent)
+        if scope["type"] == "http" and self.guard.protects(route_path(scope)):
+            try:
+                caller = await self.guard.aauthenticate(neutral_request(scope))
+            except AuthenticationFailed as exc:
+                await send_response(refusal_response(exc), send)
+                return
+            assert caller is not None
+            attach(scope, caller)
         await self.app(scope, receive, send)
 
 
-def _delegation_header(scope: Scope) -> str | None:
-    values = [v for k, v in scope["headers"] if k.lower() == b"x-a2a-user-delegation"]
-    if not values:
-        return None
-    # Repeated: ambiguous, so treated as a malformed token rather than picking one.
-    return values[0].decode("latin-1") if len(values) == 1 else ""
-
-
 class PersonalAgentAuthError(AuthenticationError):
-    """Carries the `AuthenticationFailed` through Starlette's `AuthenticationMiddleware`."""
+    """Carries the refusal through Starlette's `AuthenticationMiddleware` to `on_auth_error`."""
 
     def __init__(self, failure: AuthenticationFailed) -> None:
         super().__init__(failure.reason)
@@ -170,26 +148,34 @@ class PersonalAgentAuthError(AuthenticationError):
 
 
 class PersonalAgentBackend(AuthenticationBackend):
-    """For Starlette's `AuthenticationMiddleware` when an app mixes several auth schemes.
+    """For Starlette's `AuthenticationMiddleware` in apps that mix authentication schemes.
 
-    A request without `Authorization` stays anonymous (Starlette's convention); a bad token is
-    an error. Pass `on_error=on_auth_error` to answer it with the PACT 401 challenge (Starlette's
-    default answers 400).
+    No `Authorization`, or one that is not a PACT JWT of a registered agent (Basic, an opaque
+    API token, another issuer's JWT), stays "not a personal agent" (None), so public routes
+    and other schemes keep working. A personal agent's token that fails verification is an
+    error: pass `on_error=on_auth_error` to answer it with the PACT 401 challenge.
     """
 
-    def __init__(self, verifier: IdentityVerifier) -> None:
-        self.verifier = verifier
+    def __init__(
+        self,
+        verifier: IdentityVerifier,
+        *,
+        delegation_provider: Provider | None = None,
+        delegation_brand: str | None = None,
+    ) -> None:
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        authorization = asgi_header(conn.scope["headers"], b"authorization")
-        if authorization is None:
-            return None
         try:
-            personal_agent = await self.verifier.averify(authorization)
+            caller = await self.guard.aauthenticate(neutral_request(conn.scope), optional=True)
         except AuthenticationFailed as exc:
+            if is_other_credential(exc):
+                return None
             raise PersonalAgentAuthError(exc) from exc
-        conn.scope[SCOPE_KEY] = personal_agent
-        return AuthCredentials(list(AUTH_SCOPES)), PersonalAgentUser(personal_agent)
+        if caller is None:
+            return None
+        conn.scope[SCOPE_KEY] = caller
+        return AuthCredentials(auth_scopes(caller)), PersonalAgentUser(caller)
 
 
 def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
@@ -197,130 +183,103 @@ def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteRe
     failure = (
         exc.failure if isinstance(exc, PersonalAgentAuthError) else AuthenticationFailed("refused")
     )
-    return to_starlette(challenge(failure))
+    return to_starlette(refusal_response(failure))
 
 
-Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Any]])
+def personal_agent_required(
+    verifier: IdentityVerifier,
+    *,
+    delegation_provider: Provider | None = None,
+    delegation_brand: str | None = None,
+) -> Callable[[Endpoint], Endpoint]:
+    """Decorate a Starlette/FastAPI endpoint (sync or async) so it needs a personal agent,
+    checked exactly as the middleware does (identity, then a delegation when one is sent).
+    Uses the caller the middleware already verified when there is one."""
+    guard = make_guard(verifier, delegation_provider, delegation_brand)
 
+    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+        if SCOPE_KEY not in request.scope:
+            try:
+                caller = await guard.aauthenticate(neutral_request(request.scope))
+            except AuthenticationFailed as exc:
+                return to_starlette(refusal_response(exc))
+            assert caller is not None
+            attach(request.scope, caller)
+        return await call()
 
-def personal_agent_required(verifier: IdentityVerifier) -> Callable[[Endpoint], Endpoint]:
-    """Decorate an async Starlette/FastAPI endpoint taking `request` so it needs a personal agent.
-
-    Uses the caller already verified by the middleware when there is one.
-    """
-
-    def decorate(endpoint: Endpoint) -> Endpoint:
-        @functools.wraps(endpoint)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            request = kwargs.get("request")
-            if request is None:
-                request = next(a for a in args if isinstance(a, Request))
-            if SCOPE_KEY not in request.scope:
-                try:
-                    personal_agent = await verifier.averify(
-                        asgi_header(request.scope["headers"], b"authorization")
-                    )
-                except AuthenticationFailed as exc:
-                    return to_starlette(challenge(exc))
-                attach(request.scope, personal_agent)
-            return await endpoint(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
+    return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
 def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
-    """Decorate an endpoint behind the middleware so it needs a delegation with `scopes`.
+    """Decorate an endpoint behind the middleware (or `personal_agent_required`) so it needs
+    a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
-    No delegation: 401 `error="invalid_token"`; missing scopes: 403 `insufficient_scope`.
-    """
+    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            require_scopes(current_personal_agent(request), scopes)
+        except (AuthenticationFailed, InsufficientScope) as exc:
+            return to_starlette(refusal_response(exc))
+        return await call()
 
-    def decorate(endpoint: Endpoint) -> Endpoint:
-        @functools.wraps(endpoint)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            request = kwargs.get("request")
-            if request is None:
-                request = next(a for a in args if isinstance(a, HTTPConnection))
-            missing = missing_scopes(current_personal_agent(request), scopes)
-            if missing is None:
-                return to_starlette(challenge(DelegationRejected("required")))
-            if missing:
-                return to_starlette(insufficient_scope(missing))
-            return await endpoint(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
+    return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
-#: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
-PARAFE_STATE = "pactmw_parafe"
+def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
+    """Starlette's `requires` for personal agents (behind `AuthenticationMiddleware` and
+    `PersonalAgentBackend`): no personal agent is the PACT 401 challenge, not Starlette's
+    bare 403; a missing `scope:<id>` is 403 `insufficient_scope`; another missing scope (an
+    app role) is Starlette's 403."""
+    wanted = [scopes] if isinstance(scopes, str) else list(scopes)
+
+    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+        held = set(request.auth.scopes) if "auth" in request.scope else set()
+        missing = [scope for scope in wanted if scope not in held]
+        if not missing:
+            return await call()
+        if "personal_agent" in missing:
+            return to_starlette(refusal_response(AuthenticationFailed("missing_token")))
+        if any(scope == "delegated" or scope.startswith("scope:") for scope in missing):
+            needed = [s.removeprefix("scope:") for s in missing if s.startswith("scope:")]
+            try:
+                require_scopes(current_personal_agent(request), needed)
+            except (AuthenticationFailed, InsufficientScope) as exc:
+                return to_starlette(refusal_response(exc))
+        return StarletteResponse(status_code=403)
+
+    return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
 def parafe_action(
     action: str, agent: ParafeAgent | None = None, *, refusal_status: int = 403
 ) -> Callable[[Endpoint], Endpoint]:
-    """Decorate an async Starlette/FastAPI endpoint taking `request` so it performs `action`
-    only with Parafé consent: the JSON body is an A2A message (or `{"message": ...}`) whose
-    consent must permit `action` (token, proof, replay; parafe-verifier.md §4).
+    """Decorate a Starlette/FastAPI endpoint so it performs `action` only with Parafé consent
+    (`pactmw.provider.guard.ParafeEndpoint`: body read to 1 MiB, then 413; consent; the
+    refusal reply). The endpoint runs with `current_parafe(request)` and can read the body
+    again; a JSON A2A message it returns gets the signed receipts. `agent` defaults to
+    `app.state.pactmw_parafe`."""
 
-    On success the endpoint runs with `current_parafe(request)` (its `.consent`, and
-    `.complete(action, business_ref=...)`), and a JSON A2A message it returns gets the signed
-    receipt. A refusal is answered with `refusal_status` and an A2A-shaped message carrying
-    the Parafé error and the refusal receipt. `agent` defaults to `app.state.pactmw_parafe`.
-    """
-
-    def decorate(endpoint: Endpoint) -> Endpoint:
-        @functools.wraps(endpoint)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            request = kwargs.get("request")
-            if request is None:
-                request = next(a for a in args if isinstance(a, Request))
-            parafe = agent or getattr(request.app.state, PARAFE_STATE, None)
-            if not isinstance(parafe, ParafeAgent):
-                raise RuntimeError(f"parafe_action needs agent=... or app.state.{PARAFE_STATE}")
-            body = await _bounded_body(request)
-            if body is None:
-                return StarletteResponse(status_code=413)
-            turn = parafe.turn(endpoint_message(body))
-            try:
-                await turn.arequire(action)
-            except ParafeRefused as refused:
-                return to_starlette(parafe.refusal_response(refused, refusal_status))
-            request.scope[PARAFE_KEY] = turn
-            response = await endpoint(*args, **kwargs)
-            body = getattr(response, "body", None)
-            content_type = (
-                response.headers.get("content-type")
-                if isinstance(response, StarletteResponse)
-                else None
-            )
-            updated = parafe.finish(turn, body if isinstance(body, bytes) else b"", content_type)
-            if updated is not None and isinstance(response, StarletteResponse):
+    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+        parafe = agent or getattr(request.app.state, PARAFE_STATE, None)
+        if not isinstance(parafe, ParafeAgent):
+            raise RuntimeError(f"parafe_action needs agent=... or app.state.{PARAFE_STATE}")
+        endpoint = ParafeEndpoint(parafe, action, refusal_status)
+        admitted = await endpoint.aadmit(request_body_reader(request))
+        if not isinstance(admitted, ParafeAdmitted):
+            return to_starlette(admitted)
+        request.scope[PARAFE_KEY] = admitted.turn
+        response = await call()
+        body = getattr(response, "body", None)  # a StreamingResponse has none
+        if isinstance(response, StarletteResponse) and isinstance(body, (bytes, memoryview)):
+            content_type = response.headers.get("content-type")
+            updated = endpoint.finish(admitted.turn, bytes(body), content_type)
+            if updated is not None:
                 response.body = updated
                 response.headers["content-length"] = str(len(updated))
-            return response
+        else:
+            endpoint.finish(admitted.turn, None, None)
+        return response
 
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
-async def _bounded_body(request: Request, limit: int = 1024 * 1024) -> bytes | None:
-    """The body, read at most `limit` bytes far (None beyond), and kept for the endpoint."""
-    if body_too_large(request.headers.get("content-length"), limit):
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    request._body = body  # what `request.body()` caches: the endpoint can read it again
-    return body
+    return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
 def current_parafe(conn: HTTPConnection) -> ParafeTurn | None:
@@ -335,93 +294,28 @@ def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     return found if isinstance(found, PersonalAgent) else None
 
 
-def route_path(scope: Scope) -> str:
-    """The request path below the mount point (Starlette keeps the full path in `path`)."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    return path[len(root) :] if root and path.startswith(root) else path
-
-
-def neutral_request(scope: Scope) -> NeutralRequest:
-    """An ASGI HTTP scope as the neutral `Request`."""
-    client = scope.get("client")
-    return NeutralRequest(
-        method=scope["method"],
-        path=route_path(scope),
-        query=scope.get("query_string", b"").decode("latin-1"),
-        headers=tuple(
-            (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
-        ),
-        client=client[0] if client else None,
-    )
-
-
-def body_reader(scope: Scope, receive: Receive) -> Callable[[int], Awaitable[bytes | None]]:
-    """Read the request body on demand, refusing (None) anything longer than `limit`."""
-
-    async def read(limit: int) -> bytes | None:
-        declared = asgi_header(scope["headers"], b"content-length")
-        if declared is not None and is_ascii_digits(declared) and int(declared) > limit:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise RequestRefused(400)
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-
-    return read
-
-
-class A2AProviderApp:
-    """Serve a `Provider` as an ASGI app; other paths go to `app` (or get 404).
-
-    Mount it at the site root (the Provider's routes are `/a2a/{brand}/...`), for example
-    `app = A2AProviderApp(provider, app=your_starlette_app)`. The Provider authenticates its
-    own routes, in the protocol's order, so do not put `PersonalAgentMiddleware` on `/a2a/`.
-    """
-
-    def __init__(
-        self,
-        provider: Provider,
-        app: ASGIApp | None = None,
-        *,
-        current_user: Callable[[HTTPConnection], Any] | None = None,
-    ) -> None:
-        """`current_user(connection)` returns the host app's signed-in `SignedInUser` (or an
-        awaitable of it), or None; only same-app consent pages call it."""
-        self.provider = provider
-        self.app = app
-        self.current_user = current_user
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
-            resolve = self.current_user
-            user = None if resolve is None else (lambda: resolve(HTTPConnection(scope)))
-            response = await self.provider.ahandle(
-                neutral_request(scope), body_reader(scope, receive), user
-            )
-            await send_response(response, send)
-        elif self.app is not None:
-            await self.app(scope, receive, send)
-        elif scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-        elif scope["type"] == "http":
-            await send_response(Response(status=404, headers=(("Content-Length", "0"),)), send)
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+__all__ = [
+    "AUTH_SCOPES",
+    "PARAFE_STATE",
+    "SCOPE_KEY",
+    "A2AProviderApp",
+    "PersonalAgentAuthError",
+    "PersonalAgentBackend",
+    "PersonalAgentMiddleware",
+    "PersonalAgentUser",
+    "a2a_mount",
+    "attach",
+    "auth_scopes",
+    "body_reader",
+    "current_parafe",
+    "current_personal_agent",
+    "delegation_required",
+    "neutral_request",
+    "on_auth_error",
+    "parafe_action",
+    "personal_agent_required",
+    "requires",
+    "route_path",
+    "send_response",
+    "to_starlette",
+]

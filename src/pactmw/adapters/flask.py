@@ -1,63 +1,80 @@
-"""Flask adapter: the `Pactmw` extension, a `current_personal_agent()` accessor, a decorator.
+"""Flask adapter: the `Pactmw` extension, `current_personal_agent()`, decorators.
 
     app.config["PACTMW"] = {"audience": "...", "agents": [...]}
     pactmw = Pactmw(app)          # or Pactmw() then pactmw.init_app(app) in a factory
 
-Requests under `protect_prefix` (default `/a2a/`) must carry a valid personal-agent JWT;
-`current_personal_agent()` returns the verified caller (or None) inside a request.
+Requests under `protect_prefix` (default `/a2a/`) must carry a valid personal-agent JWT and
+are refused with PACT's empty-bodied 401 before any view runs. Elsewhere, views choose:
+`@personal_agent_required`, `@personal_agent_required(optional=True)` (a caller if one is
+sent, else None), `@delegation_required("orders:read")`, or `verify_personal_agent()` in a
+view or `before_request` hook. Their refusals are exceptions (`PersonalAgentRefused`, a 401
+`Unauthorized`; `ScopeRefused`, a 403 `Forbidden`) that answer with the protocol's
+challenge unless the app handles them (`@app.errorhandler(401)` or `(PersonalAgentRefused)`),
+as flask-jwt-extended's are. Every rule is the guard's (`pactmw.provider.guard`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from flask import Flask, current_app, g, request
+from werkzeug.exceptions import Forbidden, Unauthorized
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from pactmw.adapters.wsgi import body_reader, neutral_request, to_werkzeug
-from pactmw.config import Settings, in_protected_path
-from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.http import challenge, insufficient_scope
-from pactmw.protocols.delegation import DelegationRejected
+from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.provider.app import Provider, missing_scopes, with_delegation
+from pactmw.provider.app import Provider
 from pactmw.provider.brand import TurnHandler
 from pactmw.provider.delegated import SignedInUser
-from pactmw.provider.parafe import (
-    ParafeAgent,
-    ParafeRefused,
-    ParafeTurn,
-    body_too_large,
-    endpoint_message,
-    select_agent,
+from pactmw.provider.guard import (
+    Guard,
+    ParafeAdmitted,
+    guard_from_mapping,
+    refusal_response,
+    require_scopes,
 )
-from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
+from pactmw.provider.parafe import ParafeTurn
+from pactmw.provider.routes import MOUNT
 
 EXTENSION_KEY = "pactmw"
 A2A_ENDPOINT = "pactmw_a2a"
 _G_KEY = "_pactmw_personal_agent"
 _G_PARAFE = "_pactmw_parafe"
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+class PersonalAgentRefused(Unauthorized):
+    """A view's caller was refused (401). Answers with the PACT challenge and an empty body
+    unless the app registers an error handler for it or for 401. `failure.reason` says why."""
+
+    def __init__(self, failure: AuthenticationFailed) -> None:
+        super().__init__(description=failure.reason)
+        self.failure = failure
+
+    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
+        return to_werkzeug(refusal_response(self.failure))
+
+
+class ScopeRefused(Forbidden):
+    """A view's delegation lacks scopes (403 `insufficient_scope`); `missing` lists them."""
+
+    def __init__(self, refusal: InsufficientScope) -> None:
+        super().__init__(description=str(refusal))
+        self.missing = refusal.missing
+        self.refusal = refusal
+
+    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
+        return to_werkzeug(refusal_response(self.refusal))
 
 
 class _State:
-    def __init__(
-        self,
-        settings: Settings,
-        verifier: IdentityVerifier,
-        provider: Provider | None,
-        current_user: Callable[[], SignedInUser | None],
-        delegation_brand: str | None,
-        parafe_brand: str | None = None,
-    ) -> None:
-        self.settings = settings
-        self.verifier = verifier
-        self.provider = provider
+    def __init__(self, guard: Guard, current_user: Callable[[], SignedInUser | None]) -> None:
+        self.guard = guard
         self.current_user = current_user
-        self.delegation_brand = delegation_brand
-        self.parafe_brand = parafe_brand
 
 
 class Pactmw:
@@ -65,7 +82,8 @@ class Pactmw:
 
     With `brands` in `app.config["PACTMW"]` it also serves the Provider at `/a2a/...`
     (which authenticates its own routes). `handlers` maps names that `brands.X.handler` may
-    use instead of an import path, so an app can hand in its own bot functions.
+    use instead of an import path, so an app can hand in its own bot functions. A bad
+    configuration raises `ConfigError` (naming the key) from `init_app`, at startup.
     """
 
     def __init__(
@@ -83,26 +101,10 @@ class Pactmw:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
-        data = app.config.get("PACTMW", {})
-        provider: Provider | None = None
-        if "brands" in data:
-            provider_settings = ProviderSettings.from_mapping(data, handlers=self._handlers)
-            provider = Provider.from_settings(provider_settings)
-            settings, verifier = provider_settings.identity, provider.verifier
-            app.add_url_rule("/a2a/<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
-        else:
-            settings = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
-            verifier = settings.build_verifier()
-        brand = data.get("delegation_brand")
-        parafe_brand = data.get("parafe_brand")
-        app.extensions[EXTENSION_KEY] = _State(
-            settings,
-            verifier,
-            provider,
-            self._current_user or _flask_login_user,
-            brand if isinstance(brand, str) else None,
-            parafe_brand if isinstance(parafe_brand, str) else None,
-        )
+        guard = guard_from_mapping(app.config.get("PACTMW", {}), handlers=self._handlers)
+        if guard.provider is not None:
+            app.add_url_rule(f"{MOUNT}<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
+        app.extensions[EXTENSION_KEY] = _State(guard, self._current_user or _flask_login_user)
         app.before_request(_guard_prefix)
 
 
@@ -113,121 +115,120 @@ def _state() -> _State:
     return state
 
 
-def _verify() -> PersonalAgent:
+def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
+    """Verify the current request's caller once (identity, then a delegation when one is
+    sent) and return it; with `optional`, None when no credential was sent. Raises
+    `PersonalAgentRefused` (a credential that was sent and fails is refused even then)."""
     found = g.get(_G_KEY)
     if isinstance(found, PersonalAgent):
         return found
-    state = _state()
-    authorization = request.headers.getlist("Authorization")
-    delegation = request.headers.getlist("X-A2A-User-Delegation")
-    personal_agent = with_delegation(
-        state.provider,
-        state.delegation_brand,
-        state.verifier.verify(authorization[0] if len(authorization) == 1 else None),
-        None if not delegation else (delegation[0] if len(delegation) == 1 else ""),
-    )
-    setattr(g, _G_KEY, personal_agent)
-    return personal_agent
+    try:
+        caller = _state().guard.authenticate(neutral_request(request.environ), optional=optional)
+    except AuthenticationFailed as exc:
+        raise PersonalAgentRefused(exc) from exc
+    setattr(g, _G_KEY, caller)
+    return caller
 
 
 def _guard_prefix() -> WerkzeugResponse | None:
-    state = _state()
+    guard = _state().guard
     if request.endpoint == A2A_ENDPOINT or (
-        state.provider is not None and request.routing_exception is not None
+        guard.provider is not None and request.routing_exception is not None
     ):
         # The Provider's routes (and what Flask could not route at all) are answered after
         # routing, as PACT orders: the Provider authenticates its own, unmatched is 404/405.
         return None
-    if not in_protected_path(request.path, state.settings.protect_prefix):
+    if not guard.protects(request.path):
         return None
     try:
-        _verify()
-    except AuthenticationFailed as exc:
-        return to_werkzeug(challenge(exc))
+        verify_personal_agent()
+    except PersonalAgentRefused as refused:
+        return refused.get_response()  # PACT's empty-bodied 401, whatever the app's handlers
     return None
 
 
 def current_personal_agent() -> PersonalAgent | None:
-    """The verified caller of the current request, or None."""
+    """The verified caller of the current request, or None (not verified, or anonymous)."""
     found = g.get(_G_KEY)
     return found if isinstance(found, PersonalAgent) else None
 
 
-def personal_agent_required(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a Flask view so it needs a verified personal agent (401 challenge otherwise)."""
+@overload
+def personal_agent_required(view: View, *, optional: bool = False) -> View: ...
+@overload
+def personal_agent_required(
+    view: None = None, *, optional: bool = False
+) -> Callable[[View], View]: ...
+def personal_agent_required(
+    view: View | None = None, *, optional: bool = False
+) -> View | Callable[[View], View]:
+    """Decorate a view so it needs a verified personal agent: `@personal_agent_required`,
+    or `@personal_agent_required(optional=True)` to accept anonymous requests too (the
+    view then reads `current_personal_agent()`, which may be None)."""
 
-    @functools.wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            _verify()
-        except AuthenticationFailed as exc:
-            return to_werkzeug(challenge(exc))
-        return current_app.ensure_sync(view)(*args, **kwargs)
-
-    return wrapper
-
-
-def delegation_required(*scopes: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a view so it needs a delegation with `scopes` (configure
-    `PACTMW["delegation_brand"]`). No delegation: 401 `error="invalid_token"`; missing
-    scopes: 403 `insufficient_scope`."""
-
-    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(view: View) -> View:
         @functools.wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                caller = _verify()
-            except AuthenticationFailed as exc:
-                return to_werkzeug(challenge(exc))
-            missing = missing_scopes(caller, scopes)
-            if missing is None:
-                return to_werkzeug(challenge(DelegationRejected("required")))
-            if missing:
-                return to_werkzeug(insufficient_scope(missing))
+            verify_personal_agent(optional=optional)
             return current_app.ensure_sync(view)(*args, **kwargs)
 
-        return wrapper
+        return wrapper  # type: ignore[return-value]
+
+    return decorate if view is None else decorate(view)
+
+
+def delegation_required(*scopes: str) -> Callable[[View], View]:
+    """Decorate a view so it needs a delegation with `scopes` (configure
+    `PACTMW["delegation_brand"]`): none is 401 `invalid_token` (`PersonalAgentRefused`),
+    missing scopes 403 `insufficient_scope` (`ScopeRefused`)."""
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            caller = verify_personal_agent()
+            try:
+                require_scopes(caller, scopes)
+            except AuthenticationFailed as exc:
+                raise PersonalAgentRefused(exc) from exc
+            except InsufficientScope as exc:
+                raise ScopeRefused(exc) from exc
+            return current_app.ensure_sync(view)(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
 
     return decorate
 
 
 def parafe_action(
     action: str, *, brand: str | None = None, refusal_status: int = 403
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a view so it performs `action` only with Parafé consent.
+) -> Callable[[View], View]:
+    """Decorate a view so it performs `action` only with Parafé consent
+    (`pactmw.provider.guard.ParafeEndpoint`: body read to 1 MiB, chunked or not, then 413;
+    consent; the refusal reply). The Brand's `[brands.X.parafe]` is used: `brand`, else
+    `PACTMW["parafe_brand"]`, else the one Brand with Parafé. The view runs with
+    `current_parafe()` and reads the same body; a JSON A2A message it returns gets the
+    signed receipts."""
 
-    The JSON body is an A2A message (or `{"message": ...}`) whose consent must permit
-    `action` (token, proof, replay). The Brand's `[brands.X.parafe]` configuration is used:
-    `brand`, else `PACTMW["parafe_brand"]`, else the one Brand with Parafé. On success the view
-    runs with `current_parafe()` (`.consent`, `.complete(action, business_ref=...)`), and a
-    JSON A2A message it returns gets the signed receipt. A refusal is answered with
-    `refusal_status` and an A2A-shaped message with the Parafé error and refusal receipt.
-    """
-
-    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(view: View) -> View:
         @functools.wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            state = _state()
-            agents = state.provider.parafe if state.provider is not None else {}
-            agent: ParafeAgent = select_agent(agents, brand or state.parafe_brand)
-            if body_too_large(request.headers.get("Content-Length")):
-                return WerkzeugResponse(status=413)
-            turn = agent.turn(endpoint_message(request.get_data(cache=True)))
-            try:
-                turn.require(action)
-            except ParafeRefused as refused:
-                return to_werkzeug(agent.refusal_response(refused, refusal_status))
-            setattr(g, _G_PARAFE, turn)
+            endpoint = _state().guard.parafe_endpoint(
+                action, brand=brand, refusal_status=refusal_status
+            )
+            admitted = endpoint.admit(body_reader(request.environ, keep=True))
+            if not isinstance(admitted, ParafeAdmitted):
+                return to_werkzeug(admitted)
+            setattr(g, _G_PARAFE, admitted.turn)
             response = current_app.make_response(current_app.ensure_sync(view)(*args, **kwargs))
             if response.is_streamed:
-                agent.finish(turn, b"", None)
+                endpoint.finish(admitted.turn, None, None)
                 return response
-            updated = agent.finish(turn, response.get_data(), response.content_type)
+            updated = endpoint.finish(admitted.turn, response.get_data(), response.content_type)
             if updated is not None:
                 response.set_data(updated)
             return response
 
-        return wrapper
+        return wrapper  # type: ignore[return-value]
 
     return decorate
 
@@ -240,15 +241,22 @@ def current_parafe() -> ParafeTurn | None:
 
 def get_verifier() -> IdentityVerifier:
     """The verifier of the current app (for custom views)."""
-    return _state().verifier
+    return _state().guard.verifier
+
+
+def get_provider() -> Provider:
+    """The Provider of the current app (`brands` must be configured)."""
+    provider = _state().guard.provider
+    if provider is None:
+        raise RuntimeError("app.config['PACTMW'] lists no brands: there is no Provider")
+    return provider
 
 
 def _serve_a2a(rest: str) -> WerkzeugResponse:
     state = _state()
-    assert state.provider is not None  # the route exists only when there is a Provider
     environ = request.environ
     # Flask has matched the URL but not read the body: the Provider reads it after auth.
-    response = state.provider.handle(
+    response = get_provider().handle(
         neutral_request(environ), body_reader(environ), state.current_user
     )
     return to_werkzeug(response)
@@ -265,9 +273,16 @@ def _flask_login_user() -> SignedInUser | None:
     return SignedInUser(account=str(current_user.get_id()), label=str(current_user.get_id()))
 
 
-def get_provider() -> Provider:
-    """The Provider of the current app (`brands` must be configured)."""
-    provider = _state().provider
-    if provider is None:
-        raise RuntimeError("app.config['PACTMW'] lists no brands: there is no Provider")
-    return provider
+__all__ = [
+    "Pactmw",
+    "PersonalAgentRefused",
+    "ScopeRefused",
+    "current_parafe",
+    "current_personal_agent",
+    "delegation_required",
+    "get_provider",
+    "get_verifier",
+    "parafe_action",
+    "personal_agent_required",
+    "verify_personal_agent",
+]

@@ -48,6 +48,16 @@ class AuthenticationFailed(PactmwError):
         self.issuer = issuer
 
 
+class InsufficientScope(PactmwError):
+    """A delegation lacks scopes an endpoint needs: HTTP 403 `insufficient_scope` (RFC 6750
+    §3.1). `missing` lists them in the order the endpoint asked for them."""
+
+    def __init__(self, missing: tuple[str, ...]) -> None:
+        super().__init__("insufficient_scope: " + " ".join(missing))
+        self.reason = "insufficient_scope"
+        self.missing = missing
+
+
 class A2AError(PactmwError):
     """An A2A error (PACT §6): a reason from the A2A table and a human message.
 

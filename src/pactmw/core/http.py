@@ -8,6 +8,9 @@ from attrs import field, frozen
 
 from pactmw.core.errors import AuthenticationFailed
 
+#: The header that carries a PACT delegation token (lower case, as `Request.headers` are).
+DELEGATION_HEADER = "x-a2a-user-delegation"
+
 
 @frozen
 class Request:
@@ -26,6 +29,21 @@ class Request:
     def header(self, name: str) -> str | None:
         """The single value of a header (None when missing or repeated)."""
         return single_header(value for key, value in self.headers if key == name)
+
+    def has_header(self, name: str) -> bool:
+        """Whether the header appears at all (once or more)."""
+        return any(key == name for key, _ in self.headers)
+
+    def delegation_token(self) -> str | None:
+        """The `X-A2A-User-Delegation` value: None when absent, `""` when repeated.
+
+        A repeated delegation header is ambiguous, so it is treated as a malformed token (a
+        401 `invalid_token`), never as "no delegation" and never by picking one.
+        """
+        values = [value for key, value in self.headers if key == DELEGATION_HEADER]
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else ""
 
 
 @frozen

@@ -60,7 +60,7 @@ from pactmw.provider.flow import (
 from pactmw.provider.messages import SendMessage, is_uuid, parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
-from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match
+from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
 from pactmw.provider.tools import BoundTools, StepUpRequired, ToolRegistry
 from pactmw.store import open_store
@@ -208,7 +208,7 @@ class Provider:
 
     def matches(self, method: str, path: str) -> bool:
         """Tell whether the Provider serves this path (anything under `/a2a/`)."""
-        return path.startswith("/a2a/")
+        return path.startswith(MOUNT)
 
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);
@@ -236,8 +236,8 @@ class Provider:
         caller: PersonalAgent = yield NeedIdentity(request.header("authorization"), route.brand_id)
         if brand is None:
             raise RequestRefused(404)
-        delegation_header = request.header("x-a2a-user-delegation")
-        if delegation_header is not None or _repeated(request, "x-a2a-user-delegation"):
+        delegation_header = request.delegation_token()
+        if delegation_header is not None:
             if self.oauth is None:
                 raise DelegationRejected("not_offered", "this Brand offers no delegation")
             delegation = yield from self.oauth.verify_delegation(brand, caller, delegation_header)
@@ -524,18 +524,19 @@ class Provider:
         Returns the caller with its `delegation`; raises `DelegationRejected` (401,
         `error="invalid_token"`). The Provider's own routes do this themselves.
         """
-        delegation = run(self._delegation_flow(brand_id, caller, header), self.verifier, _no_body)
+        delegation = run(self.delegation_flow(brand_id, caller, header), self.verifier, _no_body)
         return attrs.evolve(caller, delegation=delegation)
 
     async def averify_delegation(
         self, brand_id: str, caller: PersonalAgent, header: str | None
     ) -> PersonalAgent:
         """Async `verify_delegation`."""
-        flow = self._delegation_flow(brand_id, caller, header)
+        flow = self.delegation_flow(brand_id, caller, header)
         delegation = await arun(flow, self.verifier, _ano_body)
         return attrs.evolve(caller, delegation=delegation)
 
-    def _delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
+    def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
+        """The delegation check as a flow (the guard runs it after the identity check)."""
         brand = self.brands.get(brand_id)
         if brand is None or self.oauth is None:
             raise DelegationRejected("not_offered", "this Brand offers no delegation")
@@ -631,11 +632,6 @@ def _as_reply(result: Any) -> Reply:
         # Stores refuse NUL; refusing it here releases the claim like any bot failure.
         raise ValueError("a reply text must not contain NUL characters")
     return result
-
-
-def _repeated(request: Request, name: str) -> bool:
-    """Whether a header that must appear once appears more than once."""
-    return sum(1 for key, _ in request.headers if key == name) > 1
 
 
 def _render(exc: Exception) -> Response:

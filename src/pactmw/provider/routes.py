@@ -7,7 +7,6 @@ so an unknown route or a wrong method is refused without looking at credentials.
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import unquote
 
 from attrs import frozen
 
@@ -63,16 +62,15 @@ class Route:
 def match(method: str, path: str) -> Route | None:
     """Match an A2A route; None means 404 with no body.
 
-    `path` is the request path below the site root. `%3A` in the operation part is decoded
-    (the conformance suite sends `message%3Asend`), other escapes are left alone.
+    `path` is the request path below the site root, percent-decoded once by the server (as
+    ASGI's `path`, WSGI's `PATH_INFO` and Django's `path_info` are): it is not decoded
+    again (RFC 3986 §2.4), so `message%253Asend` is the literal `message%3Asend`, no route.
     """
     if not path.startswith(MOUNT):
         return None
     brand_id, _, rest = path[len(MOUNT) :].partition("/")
-    brand_id = unquote(brand_id)
     if not brand_id:
         return None
-    rest = rest.replace("%3A", ":").replace("%3a", ":")
     segments = rest.split("/")
     operation: Operation | None = None
     task_id = ""
@@ -91,7 +89,7 @@ def match(method: str, path: str) -> Route | None:
         operation = "extended_card" if method == "GET" else None
     elif len(segments) == 2 and segments[0] == "tasks" and segments[1]:
         task, _, verb = segments[1].partition(":")
-        task_id = unquote(task)
+        task_id = task
         if not task_id:
             return None
         if verb == "" and method == "GET":

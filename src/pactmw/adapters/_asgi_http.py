@@ -1,0 +1,158 @@
+"""ASGI translation: an HTTP scope to the neutral `Request`, a bounded body reader, a neutral
+`Response` to ASGI messages or a Starlette response, and the endpoint wrapper the
+Starlette/FastAPI decorators share (sync and async endpoints, with or without `request`)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response as StarletteResponse
+from starlette.types import Receive, Scope, Send
+
+from pactmw.core.encoding import is_ascii_digits
+from pactmw.core.errors import RequestRefused
+from pactmw.core.http import Request as NeutralRequest
+from pactmw.core.http import Response, asgi_header
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+#: `around(request, call_endpoint)`: what a decorator does around its endpoint.
+Around = Callable[[Request, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+#: The keyword a decorated FastAPI endpoint without a `Request` parameter receives its
+#: request under (added to the wrapper's signature, removed before the endpoint is called).
+_INJECTED = "pactmw_request"
+
+
+def route_path(scope: Scope) -> str:
+    """The request path below the application's root (the decoded `path`, as ASGI gives it).
+
+    Inside a Starlette `Mount`, `root_path` includes the mount point; `app_root_path` is the
+    application's own root, so a Provider mounted at `/a2a` still sees `/a2a/...`.
+    """
+    path: str = scope["path"]
+    root: str = scope.get("app_root_path", scope.get("root_path", ""))
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def neutral_request(scope: Scope) -> NeutralRequest:
+    """An ASGI HTTP scope as the neutral `Request`."""
+    client = scope.get("client")
+    return NeutralRequest(
+        method=scope["method"],
+        path=route_path(scope),
+        query=scope.get("query_string", b"").decode("latin-1"),
+        headers=tuple(
+            (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
+        ),
+        client=client[0] if client else None,
+    )
+
+
+def body_reader(scope: Scope, receive: Receive) -> Callable[[int], Awaitable[bytes | None]]:
+    """Read the request body on demand, refusing (None) anything longer than `limit`,
+    declared or not (a chunked body stops being read at the limit)."""
+
+    async def read(limit: int) -> bytes | None:
+        declared = asgi_header(scope["headers"], b"content-length")
+        if declared is not None and is_ascii_digits(declared) and int(declared) > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise RequestRefused(400)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    return read
+
+
+def request_body_reader(request: Request) -> Callable[[int], Awaitable[bytes | None]]:
+    """`body_reader` for a Starlette request whose endpoint reads the body again: what was
+    read is kept where `request.body()` finds it."""
+    read = body_reader(request.scope, request.receive)
+
+    async def keep(limit: int) -> bytes | None:
+        body = await read(limit)
+        if body is not None:
+            request._body = body  # Starlette's own cache of `await request.body()`
+        return body
+
+    return keep
+
+
+def raw_headers(response: Response) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+
+
+async def send_response(response: Response, send: Send) -> None:
+    """Send a neutral `Response` over ASGI."""
+    start = {"type": "http.response.start", "status": response.status}
+    await send({**start, "headers": raw_headers(response)})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+def to_starlette(response: Response) -> StarletteResponse:
+    """A neutral `Response` as a Starlette response (headers kept exactly)."""
+    result = StarletteResponse(content=response.body, status_code=response.status)
+    result.raw_headers = raw_headers(response)
+    return result
+
+
+def wrap_endpoint(endpoint: Endpoint, around: Around) -> Endpoint:
+    """Decorate a Starlette or FastAPI endpoint, sync or async, with `around`.
+
+    The request is found among the endpoint's arguments (Starlette passes it positionally,
+    FastAPI by name); a FastAPI endpoint that declares no `Request` gets one injected under
+    a private keyword. A sync endpoint runs in Starlette's thread pool, as it would
+    undecorated.
+    """
+    signature = inspect.signature(endpoint)
+    injected = not any(
+        parameter.name == "request" or parameter.annotation in (Request, HTTPConnection)
+        for parameter in signature.parameters.values()
+    )
+    is_async = inspect.iscoroutinefunction(endpoint)
+
+    @functools.wraps(endpoint)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        request = kwargs.pop(_INJECTED, None) if injected else None
+        if request is None:
+            request = _find_request(args, kwargs)
+
+        async def call() -> Any:
+            if is_async:
+                return await endpoint(*args, **kwargs)
+            return await run_in_threadpool(endpoint, *args, **kwargs)
+
+        return await around(request, call)
+
+    if injected:
+        extra = inspect.Parameter(_INJECTED, inspect.Parameter.KEYWORD_ONLY, annotation=Request)
+        parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+        tail = [p for p in signature.parameters.values() if p.kind == p.VAR_KEYWORD]
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*parameters, extra, *tail]
+        )
+    return wrapper  # type: ignore[return-value]
+
+
+def _find_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Request:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, Request):
+            return value
+    raise TypeError(
+        "a pactmw decorator found no Request among the endpoint's arguments: decorate a "
+        "Starlette endpoint (request) or a FastAPI path operation"
+    )

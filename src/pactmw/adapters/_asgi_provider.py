@@ -1,0 +1,78 @@
+"""The Provider as an ASGI app: at the site root around the host app, or mounted inside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import HTTPConnection
+from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pactmw.adapters._asgi_http import body_reader, neutral_request, route_path, send_response
+from pactmw.core.http import Response
+from pactmw.provider.app import Provider
+from pactmw.provider.routes import MOUNT
+
+_NOT_FOUND = Response(status=404, headers=(("Content-Length", "0"),))
+
+
+class A2AProviderApp:
+    """Serve a `Provider` as an ASGI app; other paths go to `app` (or get 404).
+
+    Two ways to run it:
+
+    * around the host app, at the site root: `A2AProviderApp(provider, app=web)`;
+    * inside the host app, so that its middleware (sessions, authentication) runs before
+      the consent pages: `Starlette(routes=[..., a2a_mount(provider, current_user=...)],
+      middleware=[...])`. Use this when `current_user` reads `request.session` or
+      `request.user`: around the host app, that middleware has not run yet.
+
+    The Provider authenticates its own routes in the protocol's order, so do not put
+    `PersonalAgentMiddleware` on them.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        app: ASGIApp | None = None,
+        *,
+        current_user: Callable[[HTTPConnection], Any] | None = None,
+    ) -> None:
+        """`current_user(connection)` returns the host app's signed-in `SignedInUser` (or an
+        awaitable of it), or None; only same-app consent pages call it."""
+        self.provider = provider
+        self.app = app
+        self.current_user = current_user
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
+            resolve = self.current_user
+            user = None if resolve is None else (lambda: resolve(HTTPConnection(scope)))
+            response = await self.provider.ahandle(
+                neutral_request(scope), body_reader(scope, receive), user
+            )
+            await send_response(response, send)
+        elif self.app is not None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+        elif scope["type"] == "http":
+            await send_response(_NOT_FOUND, send)
+
+
+def a2a_mount(
+    provider: Provider, *, current_user: Callable[[HTTPConnection], Any] | None = None
+) -> Mount:
+    """A Starlette `Mount` of the Provider at `/a2a`, for the host app's `routes`."""
+    return Mount(MOUNT.rstrip("/"), app=A2AProviderApp(provider, current_user=current_user))
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

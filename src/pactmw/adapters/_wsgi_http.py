@@ -1,0 +1,86 @@
+"""WSGI translation: an environ to the neutral `Request`, a bounded body reader, and a neutral
+`Response` to Werkzeug or to `start_response`."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.wrappers import Response as WerkzeugResponse
+from werkzeug.wsgi import get_input_stream
+
+from pactmw.core.encoding import is_ascii_digits
+from pactmw.core.http import Request, Response
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+
+def to_werkzeug(response: Response) -> WerkzeugResponse:
+    """A neutral `Response` as a Werkzeug response (no default content type added)."""
+    result = WerkzeugResponse(response.body, status=response.status)
+    result.headers.clear()
+    for name, value in response.headers:
+        result.headers.add(name, value)
+    return result
+
+
+def wsgi_path(environ: WSGIEnvironment) -> str:
+    """`PATH_INFO` as text. The server has percent-decoded it once (PEP 3333 hands the bytes
+    over as latin-1 text): it is only re-read as UTF-8 here, never decoded again."""
+    path: str = environ.get("PATH_INFO", "")
+    return path.encode("latin-1").decode("utf-8", "replace")
+
+
+def neutral_request(environ: WSGIEnvironment) -> Request:
+    """A WSGI environ as the neutral `Request`."""
+    headers = [
+        (key[5:].replace("_", "-").lower(), str(value))
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    ]
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers.append((key.replace("_", "-").lower(), str(environ[key])))
+    return Request(
+        method=environ.get("REQUEST_METHOD", "GET"),
+        path=wsgi_path(environ),
+        query=environ.get("QUERY_STRING", ""),
+        headers=tuple(headers),
+        client=environ.get("REMOTE_ADDR"),
+    )
+
+
+def body_reader(environ: WSGIEnvironment, *, keep: bool = False) -> Callable[[int], bytes | None]:
+    """Read the request body on demand, refusing (None) anything longer than `limit`,
+    declared or not: a chunked body stops being read at the limit.
+
+    With `keep`, what was read is put back as `wsgi.input` (with its `CONTENT_LENGTH`), so
+    the application behind a guard reads the same body.
+    """
+
+    def read(limit: int) -> bytes | None:
+        declared = environ.get("CONTENT_LENGTH") or ""
+        if is_ascii_digits(declared) and int(declared) > limit:
+            return None
+        body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
+        if len(body) > limit:
+            return None
+        if keep:
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            # The body is now a plain one of that length, no longer a chunked stream.
+            environ.pop("wsgi.input_terminated", None)
+            environ.pop("HTTP_TRANSFER_ENCODING", None)
+        return body
+
+    return read
+
+
+def respond(response: Response, start_response: StartResponse) -> Iterable[bytes]:
+    """Send a neutral `Response` through `start_response`."""
+    reason = HTTP_STATUS_CODES.get(response.status, "Unknown")
+    start_response(f"{response.status} {reason}", list(response.headers))
+    return [response.body]

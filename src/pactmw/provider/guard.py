@@ -1,0 +1,323 @@
+"""The guard: the request flows every adapter shares, written once and framework-neutral.
+
+An adapter translates its framework's request into the neutral `Request` (and a body
+reader), asks the guard, and translates the answer back. The guard owns every rule:
+
+* which paths the middleware protects (`protects`): the prefix, minus the Provider's own
+  routes when the app serves the Provider (they authenticate themselves, in the protocol's
+  order);
+* the caller (`authenticate`): the `Authorization` header (a repeated one is missing), the
+  identity JWT, then an `X-A2A-User-Delegation` token when one is sent (a repeated one is
+  malformed; one sent where no Brand accepts delegation is refused, never ignored);
+* scopes (`require_scopes`): no delegation is 401 `invalid_token`, a delegation that lacks
+  a scope is 403 `insufficient_scope`;
+* `optional`: no `Authorization` at all is an anonymous caller (None); a credential that is
+  sent is still checked, so a bad token is never mistaken for no token;
+* what is "not a personal agent" for apps that mix authentication schemes
+  (`is_other_credential`);
+* a Parafé-guarded endpoint (`parafe_endpoint`): a body read that stops at the cap whether
+  or not the length is declared (413), consent for the action, the refusal reply, and the
+  receipts added to the endpoint's JSON answer.
+
+Every refusal is an exception of the project's family, rendered by `refusal_response`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from typing import Any
+
+import attrs
+from attrs import frozen
+
+from pactmw.config import ConfigError, Settings
+from pactmw.core.drive import adrive, drive
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
+from pactmw.core.http import Request, Response, challenge, insufficient_scope
+from pactmw.protocols.delegation import DelegationRejected
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.app import Provider
+from pactmw.provider.brand import TurnHandler
+from pactmw.provider.driver import arun, run
+from pactmw.provider.flow import NeedBody, NeedIdentity, SubFlow
+from pactmw.provider.parafe import (
+    ParafeAgent,
+    ParafeRefused,
+    ParafeTurn,
+    endpoint_message,
+    select_agent,
+)
+from pactmw.provider.routes import MOUNT
+from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
+
+ReadBody = Callable[[int], "bytes | None"]
+AReadBody = Callable[[int], Awaitable["bytes | None"]]
+
+#: What a guarded app endpoint reads of a body at most before answering 413.
+ENDPOINT_BODY_LIMIT = 1024 * 1024
+
+#: Refusals that mean "this credential is not a PACT JWT of an agent we know" rather than
+#: "a personal agent's token failed": not Bearer, not a JWS, an algorithm PACT never uses,
+#: an issuer that is not registered. An app that mixes schemes lets these pass.
+OTHER_CREDENTIAL_REASONS = frozenset(
+    {"malformed_header", "malformed_token", "unsupported_alg", "unknown_issuer"}
+)
+
+_EMPTY_413 = Response(413, (("Content-Length", "0"),))
+
+
+class Guard:
+    """The checks an adapter runs on requests to the app's own endpoints.
+
+    `provider` and `delegation_brand` enable delegation tokens (for that Brand's grants);
+    `protect_prefix` is what the middleware guards (None: nothing, decorators only), except
+    the Provider's routes when `serves_provider` (the app serves `provider` at `/a2a/`).
+    `parafe_brand` picks the Brand whose Parafé runtime `parafe_endpoint` uses by default.
+    """
+
+    def __init__(
+        self,
+        verifier: IdentityVerifier,
+        *,
+        provider: Provider | None = None,
+        delegation_brand: str | None = None,
+        protect_prefix: str | None = MOUNT,
+        serves_provider: bool = False,
+        parafe_brand: str | None = None,
+    ) -> None:
+        self.verifier = verifier
+        self.serves_provider = serves_provider and provider is not None
+        self.provider = provider
+        self.delegation_brand = delegation_brand
+        self.protect_prefix = protect_prefix
+        self.parafe_brand = parafe_brand
+
+    def protects(self, path: str) -> bool:
+        """Whether the middleware verifies requests to `path` (decoded, below the root)."""
+        if self.protect_prefix is None or not path.startswith(self.protect_prefix):
+            return False
+        return not (self.serves_provider and path.startswith(MOUNT))
+
+    # -- the caller ----------------------------------------------------------------------
+
+    def authenticate(
+        self, request: Request, *, scopes: Iterable[str] = (), optional: bool = False
+    ) -> PersonalAgent | None:
+        """The verified caller (blocking when keys must be fetched), or None when `optional`
+        and no credential was sent. Raises `AuthenticationFailed` (401) or
+        `InsufficientScope` (403)."""
+        caller: PersonalAgent | None = run(
+            self._caller_flow(request, optional), self.verifier, _no_body
+        )
+        return self._scoped(caller, scopes)
+
+    async def aauthenticate(
+        self, request: Request, *, scopes: Iterable[str] = (), optional: bool = False
+    ) -> PersonalAgent | None:
+        """Async `authenticate`."""
+        flow = self._caller_flow(request, optional)
+        caller: PersonalAgent | None = await arun(flow, self.verifier, _ano_body)
+        return self._scoped(caller, scopes)
+
+    def _caller_flow(self, request: Request, optional: bool) -> SubFlow:
+        if optional and not request.has_header("authorization"):
+            if request.has_header("x-a2a-user-delegation"):
+                # A delegation without the identity it is bound to is no credential at all.
+                raise AuthenticationFailed("missing_token")
+            return None
+        caller: PersonalAgent = yield NeedIdentity(
+            request.header("authorization"), self.delegation_brand
+        )
+        header = request.delegation_token()
+        if header is None:
+            return caller
+        if self.provider is None or self.delegation_brand is None:
+            raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
+        delegation = yield from self.provider.delegation_flow(self.delegation_brand, caller, header)
+        return attrs.evolve(caller, delegation=delegation)
+
+    def _scoped(self, caller: PersonalAgent | None, scopes: Iterable[str]) -> PersonalAgent | None:
+        wanted = tuple(scopes)
+        if wanted:
+            require_scopes(caller, wanted)
+        return caller
+
+    # -- Parafé ----------------------------------------------------------------------------
+
+    def parafe_endpoint(
+        self,
+        action: str,
+        *,
+        brand: str | None = None,
+        agent: ParafeAgent | None = None,
+        refusal_status: int = 403,
+    ) -> ParafeEndpoint:
+        """The Parafé check of an endpoint that performs `action` (see `ParafeEndpoint`).
+
+        `agent` is used as given; else the Provider's Parafé runtime of `brand`, else of
+        `parafe_brand`, else of the one Brand that configures Parafé.
+        """
+        if agent is None:
+            agents = self.provider.parafe if self.provider is not None else {}
+            agent = select_agent(agents, brand or self.parafe_brand)
+        return ParafeEndpoint(agent, action, refusal_status)
+
+
+def guard_from_mapping(
+    data: Mapping[str, Any], *, handlers: Mapping[str, TurnHandler] | None = None
+) -> Guard:
+    """The guard a settings dict describes (Django's `settings.PACTMW`, Flask's
+    `app.config["PACTMW"]`): with `brands`, a Provider too, served by the app at `/a2a/`.
+
+    Raises `ConfigError` naming the key, so a framework can report it at startup.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError("the pactmw settings must be a dict")
+    provider: Provider | None = None
+    if "brands" in data:
+        settings = ProviderSettings.from_mapping(data, handlers=handlers)
+        provider = Provider.from_settings(settings)
+        identity, verifier = settings.identity, provider.verifier
+    else:
+        identity = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
+        verifier = identity.build_verifier()
+    brands = provider.brands if provider is not None else {}
+    delegation_brand = _brand_setting(data, "delegation_brand")
+    if delegation_brand is not None and brands.get(delegation_brand) is None:
+        raise ConfigError(f"delegation_brand {delegation_brand!r} is not one of brands")
+    if delegation_brand is not None and brands[delegation_brand].delegation is None:
+        raise ConfigError(f"delegation_brand {delegation_brand!r} has no [brands.X.delegation]")
+    parafe_brand = _brand_setting(data, "parafe_brand")
+    if parafe_brand is not None and parafe_brand not in (provider.parafe if provider else {}):
+        raise ConfigError(f"parafe_brand {parafe_brand!r} has no [brands.X.parafe]")
+    return Guard(
+        verifier,
+        provider=provider,
+        delegation_brand=delegation_brand,
+        protect_prefix=identity.protect_prefix,
+        serves_provider=provider is not None,
+        parafe_brand=parafe_brand,
+    )
+
+
+def _brand_setting(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{key} must be the id of one of brands")
+    return value
+
+
+def require_scopes(caller: PersonalAgent | None, scopes: Iterable[str]) -> None:
+    """Refuse a caller without a delegation (401 `invalid_token`) or one whose delegation
+    lacks any of `scopes` (403 `insufficient_scope`)."""
+    if caller is None or caller.delegation is None:
+        raise DelegationRejected("required", "this endpoint needs a delegation token")
+    missing = tuple(scope for scope in scopes if scope not in caller.delegation.scopes)
+    if missing:
+        raise InsufficientScope(missing)
+
+
+def is_other_credential(exc: AuthenticationFailed) -> bool:
+    """Whether a refused `Authorization` is simply not a PACT JWT of an agent this app knows
+    (Basic, an opaque API token, another issuer's JWT), as opposed to a personal agent's
+    token that failed verification. A delegation refusal never is."""
+    return not isinstance(exc, DelegationRejected) and exc.reason in OTHER_CREDENTIAL_REASONS
+
+
+def refusal_response(exc: PactmwError) -> Response:
+    """The protocol's answer to a refusal from `authenticate` or `require_scopes`."""
+    if isinstance(exc, InsufficientScope):
+        return insufficient_scope(exc.missing)
+    if isinstance(exc, AuthenticationFailed):
+        return challenge(exc)
+    raise TypeError(f"not a refusal: {type(exc).__name__}")
+
+
+# -- a Parafé-guarded endpoint -------------------------------------------------------------
+
+
+@frozen
+class ParafeAdmitted:
+    """The endpoint may run: its consent is in `turn`, and `body` is what was read (the
+    adapter hands it to the endpoint again)."""
+
+    turn: ParafeTurn
+    body: bytes
+
+
+@frozen
+class _NeedConsent:
+    turn: ParafeTurn
+    action: str
+
+
+class ParafeEndpoint:
+    """Run an endpoint that performs `action` only with Parafé consent.
+
+    `admit(read_body)` (or `aadmit`) reads the JSON body (an A2A message or
+    `{"message": ...}`) at most `ENDPOINT_BODY_LIMIT` bytes far and checks its consent
+    (token, proof, replay). It returns `ParafeAdmitted`, or the `Response` to send instead:
+    413 for a longer body, or the refusal (`refusal_status`, an A2A-shaped message with the
+    Parafé error and the refusal receipt). After the endpoint ran, `finish` signs the
+    receipts and returns its JSON body with them added (None: leave the body as it is).
+    """
+
+    def __init__(self, agent: ParafeAgent, action: str, refusal_status: int = 403) -> None:
+        self.agent = agent
+        self.action = action
+        self.refusal_status = refusal_status
+
+    def admit(self, read_body: ReadBody) -> ParafeAdmitted | Response:
+        def answer(need: NeedBody | _NeedConsent) -> Any:
+            if isinstance(need, NeedBody):
+                return read_body(need.limit)
+            return need.turn.require(need.action)
+
+        return drive(self._flow(), answer)
+
+    async def aadmit(self, read_body: AReadBody) -> ParafeAdmitted | Response:
+        async def answer(need: NeedBody | _NeedConsent) -> Any:
+            if isinstance(need, NeedBody):
+                return await read_body(need.limit)
+            return await need.turn.arequire(need.action)
+
+        return await adrive(self._flow(), answer)
+
+    def _flow(self) -> Generator[NeedBody | _NeedConsent, Any, ParafeAdmitted | Response]:
+        body = yield NeedBody(ENDPOINT_BODY_LIMIT)
+        if body is None:
+            return _EMPTY_413
+        turn = self.agent.turn(endpoint_message(body))
+        try:
+            yield _NeedConsent(turn, self.action)
+        except ParafeRefused as refused:
+            return self.agent.refusal_response(refused, self.refusal_status)
+        return ParafeAdmitted(turn, body)
+
+    def finish(
+        self, turn: ParafeTurn, body: bytes | None, content_type: str | None
+    ) -> bytes | None:
+        """Sign and file the turn's receipts; the endpoint's JSON body with them, or None
+        (not JSON, or streamed: `body` None) when the body stays as it is."""
+        return self.agent.finish(turn, body if body is not None else b"", content_type)
+
+
+def _no_body(limit: int) -> bytes | None:
+    return b""
+
+
+async def _ano_body(limit: int) -> bytes | None:
+    return b""
+
+
+__all__ = [
+    "ENDPOINT_BODY_LIMIT",
+    "OTHER_CREDENTIAL_REASONS",
+    "Guard",
+    "ParafeAdmitted",
+    "ParafeEndpoint",
+    "guard_from_mapping",
+    "is_other_credential",
+    "refusal_response",
+    "require_scopes",
+]
