@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,django,flask,postgres,serve]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,django,fastapi,flask,postgres,serve]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -38,7 +38,7 @@ bench: $(STAMP)
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,django,flask,postgres,serve,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,django,fastapi,flask,postgres,serve,bench]'
 	touch $(BENCH_STAMP)
 
 bench-http: $(BENCH_STAMP)

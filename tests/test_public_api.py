@@ -63,7 +63,7 @@ def test_only_the_django_and_flask_adapters_import_those_frameworks() -> None:
     code = (
         "import sys, pkgutil, importlib, pactmw\n"
         "for m in pkgutil.walk_packages(pactmw.__path__, 'pactmw.'):\n"
-        "    if m.name in ('pactmw.adapters.django', 'pactmw.adapters.flask'):\n"
+        "    if m.name == 'pactmw.adapters.flask' or m.name.startswith('pactmw.adapters.django'):\n"
         "        continue\n"
         "    importlib.import_module(m.name)\n"
         "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('django', 'flask'))\n"

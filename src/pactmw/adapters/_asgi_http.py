@@ -118,7 +118,7 @@ def wrap_endpoint(endpoint: Endpoint, around: Around) -> Endpoint:
     a private keyword. A sync endpoint runs in Starlette's thread pool, as it would
     undecorated.
     """
-    signature = inspect.signature(endpoint)
+    signature = _signature(endpoint)
     injected = not any(
         parameter.name == "request" or parameter.annotation in (Request, HTTPConnection)
         for parameter in signature.parameters.values()
@@ -142,10 +142,18 @@ def wrap_endpoint(endpoint: Endpoint, around: Around) -> Endpoint:
         extra = inspect.Parameter(_INJECTED, inspect.Parameter.KEYWORD_ONLY, annotation=Request)
         parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
         tail = [p for p in signature.parameters.values() if p.kind == p.VAR_KEYWORD]
-        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*parameters, extra, *tail]
-        )
+        signature = signature.replace(parameters=[*parameters, extra, *tail])
+    # FastAPI reads the wrapper's signature and resolves string annotations in the wrapper's
+    # module: give it the endpoint's own, already resolved in the endpoint's module.
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def _signature(endpoint: Callable[..., Any]) -> inspect.Signature:
+    try:
+        return inspect.signature(endpoint, eval_str=True)
+    except (NameError, TypeError, SyntaxError):  # a name only the endpoint's closure knows
+        return inspect.signature(endpoint)
 
 
 def _find_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Request:

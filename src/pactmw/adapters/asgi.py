@@ -191,20 +191,24 @@ def personal_agent_required(
     *,
     delegation_provider: Provider | None = None,
     delegation_brand: str | None = None,
+    optional: bool = False,
 ) -> Callable[[Endpoint], Endpoint]:
     """Decorate a Starlette/FastAPI endpoint (sync or async) so it needs a personal agent,
     checked exactly as the middleware does (identity, then a delegation when one is sent).
-    Uses the caller the middleware already verified when there is one."""
+    Uses the caller the middleware already verified when there is one. With `optional`, a
+    request without `Authorization` runs too (`current_personal_agent` is None); a token
+    that is sent is still checked."""
     guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
         if SCOPE_KEY not in request.scope:
             try:
-                caller = await guard.aauthenticate(neutral_request(request.scope))
+                scope = request.scope
+                caller = await guard.aauthenticate(neutral_request(scope), optional=optional)
             except AuthenticationFailed as exc:
                 return to_starlette(refusal_response(exc))
-            assert caller is not None
-            attach(request.scope, caller)
+            if caller is not None:
+                attach(request.scope, caller)
         return await call()
 
     return lambda endpoint: wrap_endpoint(endpoint, around)

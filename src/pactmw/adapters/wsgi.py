@@ -83,9 +83,12 @@ def personal_agent_required(
     *,
     delegation_provider: Provider | None = None,
     delegation_brand: str | None = None,
+    optional: bool = False,
 ) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application so it needs a personal agent, checked exactly as the
-    middleware does (identity, then a delegation when one is sent)."""
+    middleware does (identity, then a delegation when one is sent). With `optional`, a
+    request without `Authorization` runs too (`current_personal_agent` is None); a token
+    that is sent is still checked."""
     guard = Guard(verifier, provider=delegation_provider, delegation_brand=delegation_brand)
 
     def decorate(app: WSGIView) -> WSGIView:
@@ -93,7 +96,8 @@ def personal_agent_required(
         def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
             if not isinstance(environ.get(ENVIRON_KEY), PersonalAgent):
                 try:
-                    environ[ENVIRON_KEY] = guard.authenticate(neutral_request(environ))
+                    request = neutral_request(environ)
+                    environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
                 except AuthenticationFailed as exc:
                     return respond(refusal_response(exc), start_response)
             result: Iterable[bytes] = app(environ, start_response)

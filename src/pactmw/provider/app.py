@@ -298,6 +298,24 @@ class Provider:
             return ConsentRefused(exc.description, 400).response(config.pages)
         except ConsentRefused as exc:
             return exc.response(config.pages)
+        except (RequestRefused, AuthenticationFailed):
+            raise
+        except StoreUnavailable as exc:
+            logger.error("store unavailable on a consent page: %s", exc)
+            busy = "The service is busy. Please try again in a moment."
+            return ConsentRefused(busy, 503).response(config.pages)
+        except Exception:
+            # A person's browser gets an HTML page, never an A2A JSON error. The usual cause
+            # is `current_user` reading what the host app's middleware sets (a session, a
+            # signed-in user) while the Provider runs outside that middleware.
+            logger.exception(
+                "consent page of brand %r failed (if current_user reads the host app's "
+                "session or user, serve the Provider inside the host app, after its "
+                "middleware: pactmw.adapters.asgi.a2a_mount)",
+                brand.id,
+            )
+            failed = "Something went wrong on our side. Please try again later."
+            return ConsentRefused(failed, 500).response(config.pages)
 
     def _send(
         self,

@@ -163,41 +163,64 @@ class Guard:
         return ParafeEndpoint(agent, action, refusal_status)
 
 
-def guard_from_mapping(
-    data: Mapping[str, Any], *, handlers: Mapping[str, TurnHandler] | None = None
-) -> Guard:
-    """The guard a settings dict describes (Django's `settings.PACTMW`, Flask's
-    `app.config["PACTMW"]`): with `brands`, a Provider too, served by the app at `/a2a/`.
+@frozen
+class GuardSettings:
+    """What a settings dict describes for an app's guard, checked but not yet built."""
 
-    Raises `ConfigError` naming the key, so a framework can report it at startup.
-    """
+    identity: Settings
+    provider: ProviderSettings | None
+    delegation_brand: str | None
+    parafe_brand: str | None
+
+    def build(self) -> Guard:
+        """The guard (and, with `brands`, the Provider the app serves at `/a2a/`)."""
+        provider = None
+        if self.provider is not None:
+            provider = Provider.from_settings(self.provider)
+            verifier = provider.verifier
+        else:
+            verifier = self.identity.build_verifier()
+        return Guard(
+            verifier,
+            provider=provider,
+            delegation_brand=self.delegation_brand,
+            protect_prefix=self.identity.protect_prefix,
+            serves_provider=provider is not None,
+            parafe_brand=self.parafe_brand,
+        )
+
+
+def guard_settings(
+    data: Any, *, handlers: Mapping[str, TurnHandler] | None = None
+) -> GuardSettings:
+    """Check a settings dict (Django's `settings.PACTMW`, Flask's `app.config["PACTMW"]`)
+    without opening stores or keys; raises `ConfigError` naming the key, so a framework can
+    report it at startup (Django's system checks, Flask's `init_app`)."""
     if not isinstance(data, Mapping):
         raise ConfigError("the pactmw settings must be a dict")
-    provider: Provider | None = None
+    provider: ProviderSettings | None = None
     if "brands" in data:
-        settings = ProviderSettings.from_mapping(data, handlers=handlers)
-        provider = Provider.from_settings(settings)
-        identity, verifier = settings.identity, provider.verifier
+        provider = ProviderSettings.from_mapping(data, handlers=handlers)
+        identity = provider.identity
     else:
         identity = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
-        verifier = identity.build_verifier()
-    brands = provider.brands if provider is not None else {}
+    brands = {brand.id: brand for brand in provider.brands} if provider is not None else {}
     delegation_brand = _brand_setting(data, "delegation_brand")
-    if delegation_brand is not None and brands.get(delegation_brand) is None:
-        raise ConfigError(f"delegation_brand {delegation_brand!r} is not one of brands")
-    if delegation_brand is not None and brands[delegation_brand].delegation is None:
-        raise ConfigError(f"delegation_brand {delegation_brand!r} has no [brands.X.delegation]")
+    if delegation_brand is not None:
+        brand = brands.get(delegation_brand)
+        if brand is None:
+            raise ConfigError(f"delegation_brand {delegation_brand!r} is not one of brands")
+        if brand.delegation is None:
+            raise ConfigError(f"delegation_brand {delegation_brand!r} offers no delegation")
     parafe_brand = _brand_setting(data, "parafe_brand")
-    if parafe_brand is not None and parafe_brand not in (provider.parafe if provider else {}):
+    if parafe_brand is not None and getattr(brands.get(parafe_brand), "parafe", None) is None:
         raise ConfigError(f"parafe_brand {parafe_brand!r} has no [brands.X.parafe]")
-    return Guard(
-        verifier,
-        provider=provider,
-        delegation_brand=delegation_brand,
-        protect_prefix=identity.protect_prefix,
-        serves_provider=provider is not None,
-        parafe_brand=parafe_brand,
-    )
+    return GuardSettings(identity, provider, delegation_brand, parafe_brand)
+
+
+def guard_from_mapping(data: Any, *, handlers: Mapping[str, TurnHandler] | None = None) -> Guard:
+    """`guard_settings(data).build()`."""
+    return guard_settings(data, handlers=handlers).build()
 
 
 def _brand_setting(data: Mapping[str, Any], key: str) -> str | None:
@@ -314,9 +337,11 @@ __all__ = [
     "ENDPOINT_BODY_LIMIT",
     "OTHER_CREDENTIAL_REASONS",
     "Guard",
+    "GuardSettings",
     "ParafeAdmitted",
     "ParafeEndpoint",
     "guard_from_mapping",
+    "guard_settings",
     "is_other_credential",
     "refusal_response",
     "require_scopes",

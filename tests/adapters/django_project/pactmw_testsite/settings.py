@@ -13,7 +13,7 @@ from pathlib import Path
 SECRET_KEY = "pactmw-adapter-tests-not-a-secret"  # a throwaway test project
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
-INSTALLED_APPS: list[str] = []
+INSTALLED_APPS = ["pactmw.adapters.django"]
 DATABASES: dict[str, dict[str, str]] = {}
 USE_TZ = True
 

@@ -1,0 +1,94 @@
+"""What `settings.PACTMW` builds, once per process, rebuilt when the setting changes.
+
+A configuration that does not build is reported by the system checks (`manage.py check`,
+`pactmw.E001`) at startup; at run time it is logged once and answered 503 on the paths
+pactmw serves, so that a typo never turns the rest of the site into 500s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+
+from pactmw.config import ConfigError
+from pactmw.core.errors import RequestRefused
+from pactmw.provider.app import Provider
+from pactmw.provider.guard import Guard, guard_settings
+from pactmw.provider.routes import MOUNT
+
+logger = logging.getLogger("pactmw.django")
+SETTING = "PACTMW"
+
+
+def raw_settings() -> Any:
+    return getattr(django_settings, SETTING, {})
+
+
+def protect_prefix() -> str | None:
+    """The guarded prefix as written, readable even when the rest of the settings is not."""
+    data = raw_settings()
+    prefix = data.get("protect_prefix", MOUNT) if isinstance(data, dict) else MOUNT
+    return prefix if isinstance(prefix, str) or prefix is None else MOUNT
+
+
+class Configured:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._guard: Guard | None = None
+        self._error: ConfigError | None = None
+
+    def guard(self) -> Guard:
+        """The guard; raises `RequestRefused(503)` (logged once) when the settings are bad."""
+        with self._lock:
+            if self._guard is None and self._error is None:
+                try:
+                    self._guard = guard_settings(raw_settings()).build()
+                except ConfigError as exc:
+                    self._error = exc
+                    logger.error(
+                        "settings.%s is invalid: %s; pactmw answers 503 until it is fixed "
+                        "(manage.py check reports it as pactmw.E001)",
+                        SETTING,
+                        exc,
+                    )
+            if self._guard is None:
+                raise RequestRefused(503)
+            return self._guard
+
+    def reset(self) -> None:
+        with self._lock:
+            if self._guard is not None and self._guard.provider is not None:
+                self._guard.provider.close()
+            self._guard, self._error = None, None
+
+
+configured = Configured()
+
+
+def _on_setting_changed(*, setting: str, **_: Any) -> None:
+    if setting == SETTING:
+        configured.reset()
+
+
+setting_changed.connect(_on_setting_changed)
+
+
+def get_guard() -> Guard:
+    return configured.guard()
+
+
+def get_verifier() -> Any:
+    """The process's verifier built from `settings.PACTMW` (for custom views and admin)."""
+    return configured.guard().verifier
+
+
+def get_provider() -> Provider:
+    """The process's Provider built from `settings.PACTMW` (which must list `brands`)."""
+    provider = configured.guard().provider
+    if provider is None:
+        raise RuntimeError("settings.PACTMW lists no brands: there is no Provider to serve")
+    return provider

@@ -1,0 +1,74 @@
+"""Django translation: `HttpRequest` to the neutral `Request`, the body reader, and a
+neutral `Response` to `HttpResponse`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from django.core.handlers.wsgi import WSGIRequest
+from django.http import HttpRequest, HttpResponse
+
+from pactmw.core.encoding import is_ascii_digits
+from pactmw.core.errors import RequestRefused
+from pactmw.core.http import Request, Response
+
+
+def to_django(response: Response) -> HttpResponse:
+    """A neutral `Response` as a Django response (no default content type added)."""
+    result = HttpResponse(response.body, status=response.status)
+    del result["Content-Type"]
+    for name, value in response.headers:
+        result[name] = value
+    return result
+
+
+def neutral_request(request: HttpRequest) -> Request:
+    """`path_info` is the path below the script prefix, percent-decoded once by Django."""
+    return Request(
+        method=request.method or "GET",
+        path=request.path_info,
+        query=request.META.get("QUERY_STRING", ""),
+        headers=tuple((name.lower(), value) for name, value in request.headers.items()),
+        client=request.META.get("REMOTE_ADDR"),
+    )
+
+
+def body_reader(request: HttpRequest, *, keep: bool = False) -> Callable[[int], bytes | None]:
+    """Read the body on demand, refusing (None) anything longer than `limit`.
+
+    Under WSGI Django reads exactly `CONTENT_LENGTH` bytes (none without it), so a chunked
+    body would look empty: it is refused with 411 instead of misread. Under ASGI Django has
+    buffered the whole body before any middleware runs, so its length is checked after.
+    With `keep`, the view can read `request.body` again.
+    """
+
+    def read(limit: int) -> bytes | None:
+        declared = request.META.get("CONTENT_LENGTH") or ""
+        if (
+            not declared
+            and request.META.get("HTTP_TRANSFER_ENCODING")
+            and isinstance(request, WSGIRequest)
+        ):
+            raise RequestRefused(411)
+        if is_ascii_digits(declared) and int(declared) > limit:
+            return None
+        body = request.body if keep else request.read(limit + 1)
+        return None if len(body) > limit else body
+
+    return read
+
+
+def abody_reader(
+    request: HttpRequest, *, keep: bool = False
+) -> Callable[[int], Awaitable[bytes | None]]:
+    """`body_reader` for async views (the body is already in memory or on local disk)."""
+    read = body_reader(request, keep=keep)
+
+    async def aread(limit: int) -> bytes | None:
+        return read(limit)
+
+    return aread
+
+
+def refused(exc: RequestRefused) -> HttpResponse:
+    return to_django(Response(exc.status, (("Content-Length", "0"), *exc.headers)))

@@ -1,0 +1,53 @@
+"""System checks for `settings.PACTMW`: `manage.py check` (and `runserver`, `migrate`)
+report a bad configuration at startup, each problem with an id and the setting's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from pactmw.adapters.django._config import SETTING, raw_settings
+from pactmw.config import ConfigError
+from pactmw.provider.guard import guard_settings
+
+MIDDLEWARE_PATH = "pactmw.adapters.django.PersonalAgentMiddleware"
+
+
+@register("pactmw")
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """pactmw.E001: `PACTMW` does not build; pactmw.E002: it is missing or not a dict;
+    pactmw.W001: the middleware is not installed, so no request has `personal_agent`."""
+    messages: list[CheckMessage] = []
+    if not hasattr(django_settings, SETTING) or not isinstance(raw_settings(), dict):
+        messages.append(
+            Error(
+                f"settings.{SETTING} is missing or not a dict.",
+                hint='Set PACTMW = {"audience": "...", "agents": [...]} (see the README).',
+                obj=SETTING,
+                id="pactmw.E002",
+            )
+        )
+        return messages
+    try:
+        guard_settings(raw_settings())
+    except ConfigError as exc:
+        messages.append(
+            Error(
+                f"settings.{SETTING} is invalid: {exc}",
+                hint="Fix that key; until then pactmw answers 503 on the paths it serves.",
+                obj=SETTING,
+                id="pactmw.E001",
+            )
+        )
+    if MIDDLEWARE_PATH not in getattr(django_settings, "MIDDLEWARE", []):
+        messages.append(
+            Warning(
+                f"{MIDDLEWARE_PATH} is not in MIDDLEWARE.",
+                hint="Add it so requests get request.personal_agent and the prefix is guarded.",
+                obj=SETTING,
+                id="pactmw.W001",
+            )
+        )
+    return messages

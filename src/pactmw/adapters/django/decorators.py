@@ -1,0 +1,188 @@
+"""View decorators (sync and async views): `personal_agent_required`,
+`delegation_required`, `parafe_action`. Each runs the guard's check with the sync or the
+async driver, as the view is, and leaves the rules to the guard."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, overload
+
+from asgiref.sync import iscoroutinefunction
+from django.http import HttpRequest, HttpResponse
+
+from pactmw.adapters.django._config import configured
+from pactmw.adapters.django._http import (
+    abody_reader,
+    body_reader,
+    neutral_request,
+    refused,
+    to_django,
+)
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.http import Response
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response, require_scopes
+
+View = TypeVar("View", bound=Callable[..., Any])
+#: `before(request)`: a response that answers instead of the view, or None to run it.
+Before = Callable[[HttpRequest], "HttpResponse | None"]
+ABefore = Callable[[HttpRequest], Awaitable["HttpResponse | None"]]
+#: `after(request, response)`: the view's response, possibly changed.
+After = Callable[[HttpRequest, Any], Any]
+
+
+def _decorator(
+    before: Before, abefore: ABefore, after: After | None = None
+) -> Callable[[View], View]:
+    """A view decorator that runs `before` (sync views) or `abefore` (async views)."""
+
+    def decorate(view: View) -> View:
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+                answer = await abefore(request)
+                if answer is not None:
+                    return answer
+                response = await view(request, *args, **kwargs)
+                return after(request, response) if after is not None else response
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            answer = before(request)
+            if answer is not None:
+                return answer
+            response = view(request, *args, **kwargs)
+            return after(request, response) if after is not None else response
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _verified(request: HttpRequest) -> bool:
+    return isinstance(getattr(request, "personal_agent", None), PersonalAgent)
+
+
+def _verify(request: HttpRequest, optional: bool = False) -> HttpResponse | None:
+    if _verified(request):
+        return None
+    try:
+        guard = configured.guard()
+        request.personal_agent = guard.authenticate(neutral_request(request), optional=optional)  # type: ignore[attr-defined]
+    except AuthenticationFailed as exc:
+        return to_django(refusal_response(exc))
+    except RequestRefused as exc:
+        return refused(exc)
+    return None
+
+
+async def _averify(request: HttpRequest, optional: bool = False) -> HttpResponse | None:
+    if _verified(request):
+        return None
+    try:
+        guard = configured.guard()
+        caller = await guard.aauthenticate(neutral_request(request), optional=optional)
+        request.personal_agent = caller  # type: ignore[attr-defined]
+    except AuthenticationFailed as exc:
+        return to_django(refusal_response(exc))
+    except RequestRefused as exc:
+        return refused(exc)
+    return None
+
+
+@overload
+def personal_agent_required(view: View, *, optional: bool = False) -> View: ...
+@overload
+def personal_agent_required(
+    view: None = None, *, optional: bool = False
+) -> Callable[[View], View]: ...
+def personal_agent_required(
+    view: View | None = None, *, optional: bool = False
+) -> View | Callable[[View], View]:
+    """Decorate a Django view (sync or async) so it needs a verified personal agent, checked
+    exactly as the middleware does (identity, then a delegation when one is sent); uses the
+    middleware's result when there is one. `@personal_agent_required(optional=True)` also
+    runs the view without `Authorization` (`request.personal_agent` is None); a token that
+    is sent is still checked."""
+
+    def before(request: HttpRequest) -> HttpResponse | None:
+        return _verify(request, optional)
+
+    async def abefore(request: HttpRequest) -> HttpResponse | None:
+        return await _averify(request, optional)
+
+    decorate: Callable[[View], View] = _decorator(before, abefore)
+    return decorate if view is None else decorate(view)
+
+
+def delegation_required(*scopes: str) -> Callable[[View], View]:
+    """Decorate a view so it needs a delegation with `scopes` (configure
+    `PACTMW["delegation_brand"]`): none is 401 `invalid_token`, missing scopes 403."""
+
+    def check(request: HttpRequest) -> HttpResponse | None:
+        try:
+            require_scopes(getattr(request, "personal_agent", None), scopes)
+        except (AuthenticationFailed, InsufficientScope) as exc:
+            return to_django(refusal_response(exc))
+        return None
+
+    def before(request: HttpRequest) -> HttpResponse | None:
+        return _verify(request) or check(request)
+
+    async def abefore(request: HttpRequest) -> HttpResponse | None:
+        return (await _averify(request)) or check(request)
+
+    return _decorator(before, abefore)
+
+
+def parafe_action(
+    action: str, *, brand: str | None = None, refusal_status: int = 403
+) -> Callable[[View], View]:
+    """Decorate a view (sync or async) so it performs `action` only with Parafé consent
+    (`pactmw.provider.guard.ParafeEndpoint`: body read to 1 MiB, then 413; consent; the
+    refusal reply). The Brand's `[brands.X.parafe]` is used: `brand`, else
+    `PACTMW["parafe_brand"]`, else the one Brand with Parafé. The view runs with
+    `request.parafe` (`.consent`, `.complete(...)`) and reads the same `request.body`; a
+    JSON A2A message it returns gets the signed receipts. Consider `csrf_exempt`: callers
+    are agents."""
+
+    def endpoint() -> ParafeEndpoint:
+        return configured.guard().parafe_endpoint(
+            action, brand=brand, refusal_status=refusal_status
+        )
+
+    def admitted(request: HttpRequest, result: ParafeAdmitted | Response) -> HttpResponse | None:
+        if not isinstance(result, ParafeAdmitted):
+            return to_django(result)
+        request.parafe = result.turn  # type: ignore[attr-defined]
+        return None
+
+    def before(request: HttpRequest) -> HttpResponse | None:
+        try:
+            return admitted(request, endpoint().admit(body_reader(request, keep=True)))
+        except RequestRefused as exc:
+            return refused(exc)
+
+    async def abefore(request: HttpRequest) -> HttpResponse | None:
+        try:
+            return admitted(request, await endpoint().aadmit(abody_reader(request, keep=True)))
+        except RequestRefused as exc:
+            return refused(exc)
+
+    def after(request: HttpRequest, response: Any) -> Any:
+        turn = request.parafe  # type: ignore[attr-defined]
+        if not isinstance(response, HttpResponse):  # streamed
+            endpoint().finish(turn, None, None)
+            return response
+        updated = endpoint().finish(turn, response.content, response.get("Content-Type"))
+        if updated is not None:
+            response.content = updated
+            if response.has_header("Content-Length"):
+                response["Content-Length"] = str(len(updated))
+        return response
+
+    return _decorator(before, abefore, after)

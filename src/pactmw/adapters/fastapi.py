@@ -1,0 +1,109 @@
+"""FastAPI dependencies: the verified caller through `Depends`/`Security`.
+
+    personal_agent = PersonalAgentScheme(verifier, delegation_provider=p, delegation_brand="acme")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/orders")
+    def orders(caller: PersonalAgent = Security(personal_agent, scopes=["orders:read"])): ...
+
+The scheme shows in `/openapi.json` as an HTTP bearer scheme (JWT). Scopes requested with
+`Security(..., scopes=[...])` are delegated scopes: no delegation is 401 `invalid_token`, a
+missing scope 403 `insufficient_scope`. Refusals are `PersonalAgentRefused`, a FastAPI
+`HTTPException` carrying the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they
+answer exactly as the other adapters do (empty body), else with FastAPI's `{"detail": ...}`.
+Every rule is the guard's (`pactmw.provider.guard`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from fastapi import HTTPException, Request
+    from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
+    from fastapi.security import SecurityScopes
+    from fastapi.security.base import SecurityBase
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "pactmw.adapters.fastapi needs FastAPI: pip install 'pactmw[fastapi]'"
+    ) from exc
+from starlette.responses import Response as StarletteResponse
+
+from pactmw.adapters._asgi_http import neutral_request, to_starlette
+from pactmw.adapters.asgi import attach, current_personal_agent, make_guard
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.core.http import Response
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.app import Provider
+from pactmw.provider.guard import refusal_response, require_scopes
+
+
+class PersonalAgentRefused(HTTPException):
+    """A refused caller: `status_code` 401 or 403, the protocol's `WWW-Authenticate`, and
+    `reason` (`missing_token`, `expired`, `insufficient_scope`, ...)."""
+
+    def __init__(self, failure: AuthenticationFailed | InsufficientScope) -> None:
+        self.response: Response = refusal_response(failure)
+        headers = {k: v for k, v in self.response.headers if k.lower() == "www-authenticate"}
+        super().__init__(status_code=self.response.status, detail=failure.reason, headers=headers)
+        self.reason = failure.reason
+
+
+async def refusal_handler(request: Request, exc: Exception) -> StarletteResponse:
+    """Answer a `PersonalAgentRefused` as every pactmw adapter does: the challenge, no body."""
+    assert isinstance(exc, PersonalAgentRefused)
+    return to_starlette(exc.response)
+
+
+#: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
+EXCEPTION_HANDLERS: dict[Any, Any] = {PersonalAgentRefused: refusal_handler}
+
+
+class PersonalAgentScheme(SecurityBase):
+    """A FastAPI security dependency that returns the verified `PersonalAgent`.
+
+    Checked exactly as the middleware does (identity, then a delegation when one is sent);
+    behind `PersonalAgentMiddleware` it reuses the caller already verified. With
+    `optional=True` a request without `Authorization` gets None (a token that is sent is
+    still checked).
+    """
+
+    def __init__(
+        self,
+        verifier: IdentityVerifier,
+        *,
+        delegation_provider: Provider | None = None,
+        delegation_brand: str | None = None,
+        optional: bool = False,
+        scheme_name: str = "PersonalAgent",
+        description: str = "PACT 1.0 personal-agent JWT (and X-A2A-User-Delegation).",
+    ) -> None:
+        self.model = HTTPBearerModel(bearerFormat="JWT", description=description)
+        self.scheme_name = scheme_name
+        self.optional = optional
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand)
+
+    async def __call__(
+        self, request: Request, security_scopes: SecurityScopes
+    ) -> PersonalAgent | None:
+        caller = current_personal_agent(request)
+        try:
+            if caller is None:
+                caller = await self.guard.aauthenticate(
+                    neutral_request(request.scope), optional=self.optional
+                )
+                if caller is not None:
+                    attach(request.scope, caller)
+            if security_scopes.scopes:
+                require_scopes(caller, security_scopes.scopes)
+        except (AuthenticationFailed, InsufficientScope) as exc:
+            raise PersonalAgentRefused(exc) from exc
+        return caller
+
+
+__all__ = [
+    "EXCEPTION_HANDLERS",
+    "PersonalAgentRefused",
+    "PersonalAgentScheme",
+    "refusal_handler",
+]

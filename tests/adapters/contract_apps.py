@@ -1,0 +1,308 @@
+"""The apps of the adapter contract suite: one set of routes, built with each adapter.
+
+Every app is configured from the same `PACTMW`-style dict (`guard_from_mapping`), serves the
+Provider at `/a2a/`, guards `/api/` with its middleware, and has these routes:
+
+* `/api/echo` (GET, POST): the middleware's caller. A POST body must be JSON (else 400).
+* `/public`: no protection; reports the caller the adapter attached (None outside `/api/`).
+* `/decorated-{sync,async}`: the adapter's "personal agent required" decorator/dependency.
+* `/optional`: the same in optional mode (anonymous without `Authorization`).
+* `/api/scoped-{sync,async}`: "delegation with `orders:read` required".
+* `/parafe-{sync,async}` (POST): "Parafé consent for `create_order` required"; the async
+  variant reads the body again and echoes its first text part.
+
+A server has only the variants its framework has (plain WSGI has no async views).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request, Security
+from flask import Flask
+from flask import request as flask_request
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request as StarletteRequest
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from pactmw.adapters import asgi, wsgi
+from pactmw.adapters import fastapi as fastapi_adapter
+from pactmw.adapters import flask as flask_adapter
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.guard import Guard, guard_from_mapping
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+BRAND = "acme"
+SCOPE = "orders:read"
+ACTION = "create_order"
+
+
+def describe(caller: PersonalAgent | None, via: str) -> dict[str, Any]:
+    """What every route reports about the caller it saw."""
+    delegation = caller.delegation if caller is not None else None
+    return {
+        "actor_id": caller.actor_id if caller is not None else None,
+        "account": delegation.account if delegation is not None else None,
+        "scopes": sorted(delegation.scopes) if delegation is not None else [],
+        "via": via,
+    }
+
+
+def parafe_reply(turn: Any, text: str) -> dict[str, Any]:
+    """The A2A message a Parafé-guarded route answers (receipts are added by the adapter)."""
+    assert turn is not None
+    assert turn.consent is not None
+    turn.complete(ACTION, business_ref="C-1")
+    return {"message": {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": text}]}}
+
+
+def first_text(body: bytes) -> str:
+    return str(json.loads(body)["message"]["parts"][0]["text"])
+
+
+# -- Starlette -------------------------------------------------------------------------------
+
+
+def starlette_app(config: dict[str, Any]) -> Any:
+    guard = guard_from_mapping(config)
+    provider = guard.provider
+    assert provider is not None
+    options: dict[str, Any] = {"delegation_provider": provider, "delegation_brand": BRAND}
+    required = asgi.personal_agent_required(guard.verifier, **options)
+    optional = asgi.personal_agent_required(guard.verifier, optional=True, **options)
+    scoped = asgi.delegation_required(SCOPE)
+    parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
+
+    async def echo(request: StarletteRequest) -> Response:
+        if request.method == "POST":
+            try:
+                json.loads(await request.body())
+            except ValueError:
+                return PlainTextResponse("body is not JSON", status_code=400)
+        return JSONResponse(describe(asgi.current_personal_agent(request), "scope"))
+
+    def sync_view(request: StarletteRequest) -> Response:
+        return JSONResponse(describe(asgi.current_personal_agent(request), "sync"))
+
+    async def async_view(request: StarletteRequest) -> Response:
+        return JSONResponse(describe(asgi.current_personal_agent(request), "async"))
+
+    def parafe_sync(request: StarletteRequest) -> Response:
+        return JSONResponse(parafe_reply(asgi.current_parafe(request), "sync"))
+
+    async def parafe_async(request: StarletteRequest) -> Response:
+        text = first_text(await request.body())  # the body is still readable
+        return JSONResponse(parafe_reply(asgi.current_parafe(request), text))
+
+    return Starlette(
+        routes=[
+            Route("/api/echo", echo, methods=["GET", "POST"]),
+            Route("/public", async_view),
+            Route("/decorated-sync", required(sync_view)),
+            Route("/decorated-async", required(async_view)),
+            Route("/optional", optional(async_view)),
+            Route("/api/scoped-sync", scoped(sync_view)),
+            Route("/api/scoped-async", scoped(async_view)),
+            Route("/parafe-sync", parafe(parafe_sync), methods=["POST"]),
+            Route("/parafe-async", parafe(parafe_async), methods=["POST"]),
+            asgi.a2a_mount(provider),
+        ],
+        middleware=[
+            Middleware(
+                asgi.PersonalAgentMiddleware,
+                verifier=guard.verifier,
+                path_prefix="/api/",
+                **options,
+            )
+        ],
+    )
+
+
+# -- FastAPI ---------------------------------------------------------------------------------
+
+
+def fastapi_app(config: dict[str, Any]) -> Any:
+    """The FastAPI way: `Security` dependencies; `parafe_action` on a sync endpoint that
+    declares no `Request` (the decorator injects one)."""
+    guard = guard_from_mapping(config)
+    provider = guard.provider
+    assert provider is not None
+    options: dict[str, Any] = {"delegation_provider": provider, "delegation_brand": BRAND}
+    caller = fastapi_adapter.PersonalAgentScheme(guard.verifier, **options)
+    anyone = fastapi_adapter.PersonalAgentScheme(guard.verifier, optional=True, **options)
+    parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
+    app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
+    app.add_middleware(
+        asgi.PersonalAgentMiddleware, verifier=guard.verifier, path_prefix="/api/", **options
+    )
+
+    @app.api_route("/api/echo", methods=["GET", "POST"])
+    async def echo(request: Request) -> Any:
+        if request.method == "POST":
+            try:
+                json.loads(await request.body())
+            except ValueError:
+                return PlainTextResponse("body is not JSON", status_code=400)
+        return describe(asgi.current_personal_agent(request), "scope")
+
+    @app.get("/public")
+    async def public(request: Request) -> Any:
+        return describe(asgi.current_personal_agent(request), "async")
+
+    @app.get("/decorated-sync")
+    def decorated_sync(agent: PersonalAgent = Security(caller)) -> Any:  # noqa: B008
+        return describe(agent, "sync")
+
+    @app.get("/decorated-async")
+    async def decorated_async(agent: PersonalAgent = Security(caller)) -> Any:  # noqa: B008
+        return describe(agent, "async")
+
+    @app.get("/optional")
+    async def optional(agent: PersonalAgent | None = Security(anyone)) -> Any:  # noqa: B008
+        return describe(agent, "async")
+
+    @app.get("/api/scoped-sync")
+    def scoped_sync(
+        agent: PersonalAgent = Security(caller, scopes=[SCOPE]),  # noqa: B008
+    ) -> Any:
+        return describe(agent, "sync")
+
+    @app.get("/api/scoped-async")
+    async def scoped_async(
+        agent: PersonalAgent = Security(caller, scopes=[SCOPE]),  # noqa: B008
+    ) -> Any:
+        return describe(agent, "async")
+
+    @app.post("/parafe-sync")
+    @parafe
+    def parafe_sync(request: Request) -> Any:
+        return JSONResponse(parafe_reply(asgi.current_parafe(request), "sync"))
+
+    @app.post("/parafe-async")
+    @parafe
+    async def parafe_async(request: Request) -> Any:
+        text = first_text(await request.body())
+        return JSONResponse(parafe_reply(asgi.current_parafe(request), text))
+
+    # The decorator on FastAPI endpoints that declare no `Request`, sync and async.
+    legacy = asgi.personal_agent_required(guard.verifier, **options)
+
+    @app.get("/legacy-sync")
+    @legacy
+    def legacy_sync() -> Any:
+        return {"ok": "sync"}
+
+    @app.get("/legacy-async")
+    @legacy
+    async def legacy_async(q: str = "") -> Any:
+        return {"ok": "async", "q": q}
+
+    app.router.routes.append(asgi.a2a_mount(provider))
+    return app
+
+
+# -- plain WSGI ------------------------------------------------------------------------------
+
+
+def _wsgi_json(start_response: StartResponse, status: str, body: Any) -> Iterable[bytes]:
+    data = json.dumps(body).encode()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    start_response(status, headers)
+    return [data]
+
+
+def wsgi_app(config: dict[str, Any]) -> Any:
+    guard = guard_from_mapping(config)
+    provider = guard.provider
+    assert provider is not None
+    options: dict[str, Any] = {"delegation_provider": provider, "delegation_brand": BRAND}
+
+    def view(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        return _wsgi_json(
+            start_response, "200 OK", describe(wsgi.current_personal_agent(environ), "sync")
+        )
+
+    def echo(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ["REQUEST_METHOD"] == "POST":
+            try:
+                json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)))
+            except ValueError:
+                return _wsgi_json(start_response, "400 Bad Request", {"error": "not JSON"})
+        return _wsgi_json(
+            start_response, "200 OK", describe(wsgi.current_personal_agent(environ), "environ")
+        )
+
+    def parafe_view(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+        reply = parafe_reply(wsgi.current_parafe(environ), first_text(body))
+        return _wsgi_json(start_response, "200 OK", reply)
+
+    routes = {
+        "/api/echo": echo,
+        "/public": view,
+        "/decorated-sync": wsgi.personal_agent_required(guard.verifier, **options)(view),
+        "/optional": wsgi.personal_agent_required(guard.verifier, optional=True, **options)(view),
+        "/api/scoped-sync": wsgi.delegation_required(SCOPE)(view),
+        "/parafe-sync": wsgi.parafe_action(ACTION, provider.parafe_agent(BRAND))(parafe_view),
+    }
+
+    def dispatch(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        route = routes.get(wsgi.neutral_request(environ).path)
+        if route is None:
+            return _wsgi_json(start_response, "404 Not Found", {"error": "not found"})
+        result: Iterable[bytes] = route(environ, start_response)
+        return result
+
+    guarded = wsgi.PersonalAgentMiddleware(dispatch, guard.verifier, path_prefix="/api/", **options)
+    return wsgi.A2AProviderApp(provider, guarded)
+
+
+# -- Flask -----------------------------------------------------------------------------------
+
+
+def flask_app(config: dict[str, Any]) -> Flask:
+    """Configured through `app.config["PACTMW"]` and `Pactmw(app)`."""
+    app = Flask("pactmw_contract")
+    app.config["PACTMW"] = config
+    flask_adapter.Pactmw(app)
+
+    def view() -> Any:
+        return describe(flask_adapter.current_personal_agent(), "sync")
+
+    async def async_view() -> Any:
+        return describe(flask_adapter.current_personal_agent(), "async")
+
+    def echo() -> Any:
+        if flask_request.method == "POST":
+            flask_request.get_json(force=True)  # 400 on a body that is not JSON
+        return describe(flask_adapter.current_personal_agent(), "g")
+
+    def parafe_view() -> Any:
+        return parafe_reply(flask_adapter.current_parafe(), first_text(flask_request.get_data()))
+
+    async def parafe_async() -> Any:
+        return parafe_reply(flask_adapter.current_parafe(), first_text(flask_request.get_data()))
+
+    required = flask_adapter.personal_agent_required
+    scoped = flask_adapter.delegation_required(SCOPE)
+    parafe = flask_adapter.parafe_action(ACTION)
+    app.add_url_rule("/api/echo", "echo", echo, methods=["GET", "POST"])
+    app.add_url_rule("/public", "public", view)
+    app.add_url_rule("/decorated-sync", "decorated_sync", required(view))
+    app.add_url_rule("/decorated-async", "decorated_async", required(async_view))
+    app.add_url_rule("/optional", "optional", required(optional=True)(view))
+    app.add_url_rule("/api/scoped-sync", "scoped_sync", scoped(view))
+    app.add_url_rule("/api/scoped-async", "scoped_async", scoped(async_view))
+    app.add_url_rule("/parafe-sync", "parafe_sync", parafe(parafe_view), methods=["POST"])
+    app.add_url_rule("/parafe-async", "parafe_async", parafe(parafe_async), methods=["POST"])
+    return app
+
+
+def guard_of(config: dict[str, Any]) -> Guard:
+    return guard_from_mapping(config)

@@ -1,0 +1,209 @@
+"""Real servers for the adapter contract suite, one per adapter, all configured alike.
+
+Every server gets the same `PACTMW`-style dict (its own sqlite store file): one registered
+personal agent with an inline JWKS, the Brand `acme` offering delegation (scope
+`orders:read`) and Parafé (against the stand-in broker of `tests.parafe_integration`), the
+Provider served at `/a2a/`, and `/api/` guarded by the adapter's middleware. The test process
+writes grants into a server's store and signs delegation tokens with the configured signing
+key, exactly as the server's authorization server would have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.protocols.delegation import SigningKeys, mint_access_token
+from pactmw.store import open_store
+from pactmw.store.base import Store
+from tests.adapters import contract_apps as apps
+from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
+from tests.parafe_integration.support import World
+from tests.servers import free_port, process_server, uvicorn_server, werkzeug_server
+
+DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+BASE_URL = "https://shop.example"
+ISSUER = "https://pa.example"
+
+#: The servers, and the view flavours each framework has.
+SERVERS: dict[str, tuple[str, ...]] = {
+    "starlette": ("sync", "async"),
+    "fastapi": ("sync", "async"),
+    "wsgi": ("sync",),
+    "flask": ("sync", "async"),
+    "django-wsgi": ("sync", "async"),
+    "django-asgi": ("sync", "async"),
+}
+
+
+@dataclass
+class Target:
+    """One server under test."""
+
+    name: str
+    client: httpx.Client
+    variants: tuple[str, ...]
+    store: Store
+    signing: SigningKeys
+    agent: AgentKey
+    parafe: World
+    grants: list[str] = field(default_factory=list)
+
+    def token(self, **overrides: Any) -> str:
+        return self.agent.sign(claims(ISSUER, **overrides))
+
+    def headers(self, token: str | None = None, delegation: str | None = None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if delegation is not None:
+            headers["X-A2A-User-Delegation"] = delegation
+        return headers
+
+    def delegation(self, *scopes: str, sub: str = "user-42") -> tuple[str, str]:
+        """An `X-A2A-User-Delegation` value for a fresh grant of `scopes`, and its account."""
+        now = time.time()
+        account = f"acct-{uuid.uuid4().hex[:8]}"
+        grant = self.store.upsert_grant(
+            grant_id=f"g-{uuid.uuid4().hex}",
+            brand_id=apps.BRAND,
+            account=account,
+            client_id=ISSUER,
+            pa_sub=sub,
+            scopes=scopes,
+            now=now,
+            expires_at=now + 3600,
+        )
+        token = mint_access_token(
+            key=self.signing.signer,
+            interface_url=f"{BASE_URL}/a2a/{apps.BRAND}",
+            account=grant.account,
+            client_id=ISSUER,
+            scopes=grant.scopes,
+            grant_id=grant.grant_id,
+            now=now,
+        )
+        return f"Bearer {token}", account
+
+
+def config(workdir: Path, name: str, agent: AgentKey, parafe: World) -> dict[str, Any]:
+    table = parafe.parafe_table()
+    del table["file_receipts"], table["credential_file"]  # no background filing here
+    return {
+        "base_url": BASE_URL,
+        "audience": AUDIENCE,
+        "protect_prefix": "/api/",
+        "agents": [{"issuer": ISSUER, "name": "Contract PA", "jwks": jwks(agent)}],
+        "store": f"sqlite:///{workdir / (name + '.db')}",
+        "signing_keys": [str(workdir / "signing.jwk")],
+        "brands": {
+            apps.BRAND: {
+                "name": "Acme",
+                "handler": "examples.bots:order_bot",
+                "delegation": {
+                    "scopes": {"orders:read": "See your orders", "orders:cancel": "Cancel"},
+                    "login_url": "/login",
+                },
+                "parafe": table,
+            }
+        },
+        "delegation_brand": apps.BRAND,
+        "parafe_brand": apps.BRAND,
+    }
+
+
+class Harness:
+    """Starts each server on first use; stops them all at the end of the module."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.stack = contextlib.ExitStack()
+        self.agent = AgentKey.generate("ES256", "contract-1")
+        self.parafe = self.stack.enter_context(contextlib.closing(World(workdir, shop_alg="ES256")))
+        key = generate_private_jwk("ES256", kid="sign-1")
+        (workdir / "signing.jwk").write_text(json.dumps(key.to_dict()))
+        self.signing = SigningKeys.from_files([str(workdir / "signing.jwk")])
+        self.targets: dict[str, Target] = {}
+
+    def close(self) -> None:
+        self.stack.close()
+
+    def get(self, name: str) -> Target:
+        if name not in self.targets:
+            self.targets[name] = self._start(name)
+        return self.targets[name]
+
+    def _start(self, name: str) -> Target:
+        settings = config(self.workdir, name, self.agent, self.parafe)
+        if name == "starlette":
+            base = self.stack.enter_context(uvicorn_server(apps.starlette_app(settings)))
+        elif name == "fastapi":
+            base = self.stack.enter_context(uvicorn_server(apps.fastapi_app(settings)))
+        elif name == "wsgi":
+            base = self.stack.enter_context(werkzeug_server(apps.wsgi_app(settings)))
+        elif name == "flask":
+            base = self.stack.enter_context(werkzeug_server(apps.flask_app(settings)))
+        else:
+            base = self._start_django(name, settings)
+        store = open_store(str(settings["store"]))
+        self.stack.callback(store.close)
+        client = self.stack.enter_context(httpx.Client(base_url=base, timeout=20.0))
+        return Target(
+            name=name,
+            client=client,
+            variants=SERVERS[name],
+            store=store,
+            signing=self.signing,
+            agent=self.agent,
+            parafe=self.parafe,
+        )
+
+    def _start_django(self, name: str, settings: dict[str, Any]) -> str:
+        config_file = self.workdir / f"{name}.json"
+        config_file.write_text(json.dumps(settings))
+        port = free_port()
+        if name == "django-wsgi":
+            argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
+        else:
+            argv = [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "pactmw_testsite.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+                "--log-level",
+                "warning",
+            ]
+        env = {
+            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
+            "PYTHONPATH": str(DJANGO_PROJECT),
+            "PACTMW_TEST_CONFIG": str(config_file),
+        }
+        self.stack.enter_context(
+            process_server(argv, port, env=env, log=self.workdir / f"{name}.log")
+        )
+        return f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def harness(workdir: Path) -> Iterator[Harness]:
+    started = Harness(workdir)
+    try:
+        yield started
+    finally:
+        started.close()

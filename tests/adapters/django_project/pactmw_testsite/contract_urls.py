@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from pactmw.adapters.django import a2a_urlpatterns
+
+from . import contract_views as views
+
+urlpatterns = [
+    path("api/echo", views.echo),
+    path("public", views.public),
+    path("decorated-sync", views.decorated_sync),
+    path("decorated-async", views.decorated_async),
+    path("optional", views.optional),
+    path("api/scoped-sync", views.scoped_sync),
+    path("api/scoped-async", views.scoped_async),
+    path("parafe-sync", views.parafe_sync),
+    path("parafe-async", views.parafe_async),
+    *a2a_urlpatterns(),
+]

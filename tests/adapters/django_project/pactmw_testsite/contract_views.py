@@ -1,0 +1,82 @@
+"""The contract suite's routes in Django (tests/adapters/contract_apps.py says what each does)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from pactmw.adapters.django import delegation_required, parafe_action, personal_agent_required
+
+
+def _describe(request: HttpRequest, via: str) -> dict[str, Any]:
+    caller = request.personal_agent  # type: ignore[attr-defined]
+    delegation = caller.delegation if caller is not None else None
+    return {
+        "actor_id": caller.actor_id if caller is not None else None,
+        "account": delegation.account if delegation is not None else None,
+        "scopes": sorted(delegation.scopes) if delegation is not None else [],
+        "via": via,
+    }
+
+
+def _parafe_reply(request: HttpRequest) -> HttpResponse:
+    turn = request.parafe  # type: ignore[attr-defined]
+    assert turn.consent is not None
+    turn.complete("create_order", business_ref="C-1")
+    text = json.loads(request.body)["message"]["parts"][0]["text"]  # readable again
+    message = {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    return JsonResponse({"message": message})
+
+
+@csrf_exempt
+def echo(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        try:
+            json.loads(request.body)
+        except ValueError:
+            return HttpResponse("body is not JSON", status=400, content_type="text/plain")
+    return JsonResponse(_describe(request, "request.personal_agent"))
+
+
+def public(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "sync"))
+
+
+@personal_agent_required
+def decorated_sync(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "sync"))
+
+
+@personal_agent_required
+async def decorated_async(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "async"))
+
+
+@personal_agent_required(optional=True)
+def optional(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "sync"))
+
+
+@delegation_required("orders:read")
+def scoped_sync(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "sync"))
+
+
+@delegation_required("orders:read")
+async def scoped_async(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "async"))
+
+
+@csrf_exempt
+@parafe_action("create_order")
+def parafe_sync(request: HttpRequest) -> HttpResponse:
+    return _parafe_reply(request)
+
+
+@csrf_exempt
+@parafe_action("create_order")
+async def parafe_async(request: HttpRequest) -> HttpResponse:
+    return _parafe_reply(request)

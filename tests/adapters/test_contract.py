@@ -1,0 +1,253 @@
+"""The adapter contract: the same cases against every adapter, over real servers.
+
+Starlette and FastAPI on uvicorn, plain WSGI and Flask on Werkzeug, Django under runserver
+and under uvicorn (`contract_harness.SERVERS`), all built from one settings dict and with the
+same routes (`contract_apps`). A rule that holds on one adapter holds on all of them, as the
+store contract suite proves for stores. Identity edge cases (keys, rotation, clocks, attack
+tokens) run on the same adapters in `test_identity_over_http.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from pactmw.protocols.identity import actor_id_for
+from pactmw.protocols.parafe import EXTENSION_URI
+from tests.adapters.contract_harness import ISSUER, SERVERS, Harness, Target, harness
+from tests.parafe_integration.support import a2a_message
+
+pytestmark = pytest.mark.timeout(120)
+
+CHALLENGE = 'Bearer realm="a2a"'
+INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
+ACTOR = actor_id_for(ISSUER, "user-42")
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("contract")) as started:
+        yield started
+
+
+@pytest.fixture(params=list(SERVERS))
+def target(request: pytest.FixtureRequest, servers: Harness) -> Target:
+    return servers.get(request.param)
+
+
+def assert_refused(response: httpx.Response, challenge: str = CHALLENGE) -> None:
+    """The protocol's 401: exact challenge, empty body, never the A2A content type."""
+    assert response.status_code == 401, (response.status_code, response.text[:300])
+    assert response.headers.get_list("www-authenticate") == [challenge]
+    assert response.content == b""
+    assert "application/a2a+json" not in response.headers.get("content-type", "")
+
+
+def assert_caller(response: httpx.Response, **expected: Any) -> dict[str, Any]:
+    assert response.status_code == 200, (response.status_code, response.text[:300])
+    body: dict[str, Any] = response.json()
+    assert body["actor_id"] == expected.get("actor_id", ACTOR)
+    for key, value in expected.items():
+        assert body[key] == value, (key, body)
+    return body
+
+
+def protected(target: Target) -> list[str]:
+    return ["/api/echo", *(f"/decorated-{v}" for v in target.variants)]
+
+
+# -- identity ----------------------------------------------------------------------------------
+
+
+def test_no_token_is_the_challenge_everywhere_protected(target: Target) -> None:
+    for path in protected(target):
+        assert_refused(target.client.get(path))
+
+
+def test_public_routes_need_nothing(target: Target) -> None:
+    assert_caller(target.client.get("/public"), actor_id=None)
+    # A token sent to a public route is not looked at (and not attached).
+    assert_caller(target.client.get("/public", headers=target.headers("garbage")), actor_id=None)
+
+
+def test_a_good_token_reaches_every_protected_route(target: Target) -> None:
+    headers = target.headers(target.token())
+    for path in protected(target):
+        assert_caller(target.client.get(path, headers=headers), account=None, scopes=[])
+    posted = target.client.post("/api/echo", content=b"{}", headers=headers)
+    assert_caller(posted)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({"iat": 1_000_000_000, "exp": 1_000_000_100}, id="expired"),
+        pytest.param({"aud": "https://someone-else.example/a2a"}, id="bad-audience"),
+        pytest.param({"iss": "https://unknown-pa.example"}, id="unknown-issuer"),
+    ],
+)
+def test_bad_tokens_are_refused_everywhere(target: Target, overrides: dict[str, Any]) -> None:
+    headers = target.headers(target.token(**overrides))
+    for path in protected(target):
+        assert_refused(target.client.get(path, headers=headers))
+
+
+def test_a_refused_request_is_answered_before_the_body_is_parsed(target: Target) -> None:
+    # A body that is not JSON would be a 400 from the endpoint: 401 proves the guard ran first.
+    assert_refused(target.client.post("/api/echo", content=b"not json"))
+
+
+def test_repeated_authorization_is_missing(target: Target) -> None:
+    token = target.token()
+    headers = [("Authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")]
+    for path in protected(target):
+        assert_refused(target.client.get(path, headers=headers))
+
+
+# -- optional ------------------------------------------------------------------------------------
+
+
+def test_optional_routes_take_anonymous_and_verified_callers(target: Target) -> None:
+    assert_caller(target.client.get("/optional"), actor_id=None)
+    assert_caller(target.client.get("/optional", headers=target.headers(target.token())))
+    # A credential that is sent is checked: a bad token is never taken for no token.
+    expired = target.token(iat=1_000_000_000, exp=1_000_000_100)
+    assert_refused(target.client.get("/optional", headers=target.headers(expired)))
+
+
+# -- delegation ----------------------------------------------------------------------------------
+
+
+def test_a_good_delegation_reaches_scoped_routes(target: Target) -> None:
+    delegation, account = target.delegation("orders:read")
+    headers = target.headers(target.token(), delegation)
+    for variant in target.variants:
+        response = target.client.get(f"/api/scoped-{variant}", headers=headers)
+        assert_caller(response, account=account, scopes=["orders:read"], via=variant)
+
+
+def test_decorators_verify_a_delegation_as_the_middleware_does(target: Target) -> None:
+    delegation, account = target.delegation("orders:read")
+    good = target.headers(target.token(), delegation)
+    bad = target.headers(target.token(), "not-a-delegation-token")
+    for path in protected(target):
+        assert_caller(target.client.get(path, headers=good), account=account)
+        assert_refused(target.client.get(path, headers=bad), INVALID_TOKEN)
+
+
+def test_no_delegation_on_a_scoped_route_is_invalid_token(target: Target) -> None:
+    headers = target.headers(target.token())
+    for variant in target.variants:
+        assert_refused(target.client.get(f"/api/scoped-{variant}", headers=headers), INVALID_TOKEN)
+
+
+def test_a_delegation_without_the_scope_is_insufficient_scope(target: Target) -> None:
+    delegation, _ = target.delegation("orders:cancel")
+    headers = target.headers(target.token(), delegation)
+    for variant in target.variants:
+        response = target.client.get(f"/api/scoped-{variant}", headers=headers)
+        assert response.status_code == 403, response.text[:300]
+        assert response.headers.get_list("www-authenticate") == [
+            'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
+        ]
+        assert response.content == b""
+
+
+def test_a_repeated_delegation_header_is_a_malformed_token(target: Target) -> None:
+    delegation, _ = target.delegation("orders:read")
+    headers = [
+        ("Authorization", f"Bearer {target.token()}"),
+        ("X-A2A-User-Delegation", delegation),
+        ("X-A2A-User-Delegation", delegation),
+    ]
+    assert_refused(target.client.get("/api/scoped-sync", headers=headers), INVALID_TOKEN)
+
+
+def test_a_delegation_for_another_sub_is_refused(target: Target) -> None:
+    delegation, _ = target.delegation("orders:read", sub="someone-else")
+    headers = target.headers(target.token(), delegation)
+    assert_refused(target.client.get("/api/echo", headers=headers), INVALID_TOKEN)
+
+
+# -- Parafé endpoints ------------------------------------------------------------------------------
+
+
+def _receipts(response: httpx.Response) -> list[str]:
+    body = response.json()
+    receipts: list[str] = body["message"]["metadata"][EXTENSION_URI]["action_receipts"]
+    return receipts
+
+
+def test_a_parafe_endpoint_with_consent_runs_and_gets_a_receipt(target: Target) -> None:
+    for variant in target.variants:
+        message = target.parafe.presenter().attach(a2a_message(f"lamp-{variant}"))
+        response = target.client.post(f"/parafe-{variant}", json={"message": message})
+        assert response.status_code == 200, response.text[:500]
+        assert response.json()["message"]["parts"][0]["text"] in (f"lamp-{variant}", variant)
+        (receipt,) = _receipts(response)
+        assert receipt.count(".") == 2
+        assert int(response.headers["content-length"]) == len(response.content)
+        # The same proof again is a replay: refused, with a refusal receipt.
+        again = target.client.post(f"/parafe-{variant}", json={"message": message})
+        assert again.status_code == 403
+        data = again.json()["message"]["metadata"][EXTENSION_URI]
+        assert data["error"]["code"] == "INVALID_PROOF"
+
+
+def test_a_parafe_endpoint_without_consent_is_refused(target: Target) -> None:
+    for variant in target.variants:
+        for body in (b"", b"not json", b'{"message": {"messageId": "m", "parts": []}}'):
+            response = target.client.post(
+                f"/parafe-{variant}", content=body, headers={"Content-Type": "application/json"}
+            )
+            assert response.status_code == 403, (variant, body, response.text[:300])
+            assert "error" in response.json()["message"]["metadata"][EXTENSION_URI]
+
+
+def test_a_parafe_endpoint_stops_reading_at_the_cap(target: Target) -> None:
+    for variant in target.variants:
+        declared = target.client.post(f"/parafe-{variant}", content=b"x" * (MIB + 1))
+        assert declared.status_code == 413, declared.text[:300]
+        assert declared.content == b""
+        chunked = target.client.post(
+            f"/parafe-{variant}", content=iter([b"x" * 600_000, b"y" * 600_000])
+        )
+        # Django under WSGI cannot read a body without a length at all: it asks for one.
+        expected = 411 if target.name == "django-wsgi" else 413
+        assert chunked.status_code == expected, chunked.text[:300]
+
+
+# -- paths ---------------------------------------------------------------------------------------
+
+
+def test_percent_encoding_does_not_bypass_the_guard(target: Target) -> None:
+    assert_refused(target.client.get("/api/%65cho"))
+    assert_caller(target.client.get("/api/%65cho", headers=target.headers(target.token())))
+
+
+def test_provider_paths_are_decoded_once(target: Target) -> None:
+    card = target.client.get("/a2a/%61cme/.well-known/agent-card.json")
+    assert card.status_code == 200
+    assert card.json()["name"] == "Acme"
+    headers = target.headers(target.token())
+    for path in (
+        "/a2a/acme/message%253Asend",
+        "/a2a/%2561cme/message:send",
+        "/a2a/%2561cme/.well-known/agent-card.json",
+    ):
+        response = target.client.post(path, json={}, headers=headers)
+        if path.endswith(".json"):
+            response = target.client.get(path)
+        assert response.status_code == 404, (path, response.status_code, response.text[:200])
+        assert response.content == b"", path
+    sent = target.client.post(
+        "/a2a/acme/message%3Asend",
+        json={"message": a2a_message("Where is my order A-1001?")},
+        headers={**headers, "Content-Type": "application/a2a+json"},
+    )
+    assert sent.status_code == 200, sent.text[:300]
+    assert sent.json()["message"]["role"] == "ROLE_AGENT"
