@@ -29,15 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
 
 from attrs import evolve, field, frozen
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pactmw.core.encoding import is_ascii_digits, json_dumps, json_loads
 from pactmw.core.errors import FetchError, MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, http_request
 from pactmw.core.http import Response
-from pactmw.core.jose import sign_compact
+from pactmw.core.jose import sign_bytes, sign_compact
 from pactmw.core.jwk import PrivateJWK
 from pactmw.protocols.parafe import (
     DEFAULT_BROKER_URL,
@@ -1125,15 +1123,10 @@ class ReceiptFiler:
 def _sign_challenge(key: PrivateJWK, challenge: str) -> str:
     """`challenge_response`: base64 of the agent key's signature over the challenge's bytes."""
     data = bytes.fromhex(challenge)
-    private = key.key
-    if isinstance(private, ec.EllipticCurvePrivateKey):
-        r, s = decode_dss_signature(private.sign(data, ec.ECDSA(hashes.SHA256())))
-        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
-    elif isinstance(private, ed25519.Ed25519PrivateKey):
-        signature = private.sign(data)
-    else:
+    if not isinstance(key.key, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey):
         raise RuntimeError("a Parafé agent key is Ed25519 or P-256")
-    return base64.b64encode(signature).decode("ascii")
+    # ES256 as raw r||s, like every JWS this package signs (`core.jose.sign_bytes`).
+    return base64.b64encode(sign_bytes(key, data)).decode("ascii")
 
 
 def _broker_error(answer: Any) -> tuple[str, str]:
