@@ -14,10 +14,10 @@ Consent tokens, proofs and the broker credential are never logged and never hand
 bot: it sees a `ParafeConsent` (claims, session, permissions, modality, proof_verified).
 
 The modules, one concern each: `_config` (`ParafeConfig`), `_consent` (what `require` gives
-or raises), `_turn` (`ParafeTurn`) with `_receipts` (its receipts) and `_reply` (the reply's
-Parafé data), `_agent` (`ParafeAgent`) with `_sessions` (closed sessions), `_broker` (HTTP to
-the broker as the agent), `_handshake` and `_filer` (`ReceiptFiler`), and `_endpoint` (what
-the adapters' `@parafe_action` shares).
+or raises), `_turn` (`ParafeTurn`) with `_check` (its consent checks), `_receipts` (its
+receipts) and `_reply` (the reply's Parafé data), `_agent` (`ParafeAgent`) with `_sessions`
+(closed sessions), `_broker` (HTTP to the broker as the agent), `_handshake` and `_filer`
+(`ReceiptFiler`), and `_endpoint` (what the adapters' `@parafe_action` shares).
 """
 
 from __future__ import annotations

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from attrs import evolve
-
 from pactmw.protocols.parafe import (
-    INVALID_CONSENT_TOKEN,
     MAX_ACTION_RECEIPTS,
     Consent,
-    ConsentClaims,
     HandshakeComplete,
-    OnlineVerification,
     ParafeData,
     ParafeError,
     SessionReceipt,
@@ -26,6 +20,7 @@ from pactmw.protocols.parafe import (
     with_action_receipts,
     with_parafe,
 )
+from pactmw.provider.parafe._check import MessageCheck
 from pactmw.provider.parafe._consent import ParafeConsent, ParafeRefused
 from pactmw.provider.parafe._receipts import UNSET, ReceiptLedger
 from pactmw.provider.parafe._reply import handshake_data, refusal_message
@@ -34,23 +29,6 @@ if TYPE_CHECKING:
     from pactmw.provider.parafe._agent import ParafeAgent
 
 logger = logging.getLogger("pactmw.provider.parafe")
-
-
-def _online_checked(verified: VerifiedConsent, online: OnlineVerification) -> VerifiedConsent:
-    # A 2xx answer may still say `valid: false` (parafe-verifier.md §8): refuse it.
-    if not online.valid:
-        raise ParafeError(
-            INVALID_CONSENT_TOKEN,
-            "Parafe consent token is invalid: the broker does not consider it valid.",
-        )
-    return evolve(verified, online=online)
-
-
-def _session_closed_error() -> ParafeError:
-    return ParafeError(
-        INVALID_CONSENT_TOKEN,
-        "Parafe consent token was refused: the session is closed; start a new handshake.",
-    )
 
 
 class ParafeTurn:
@@ -73,9 +51,7 @@ class ParafeTurn:
         #: The verified session receipt of a `session_closed` message, if any.
         self.session_closed: SessionReceipt | None = None
         self._ledger = ReceiptLedger()
-        self._verified: VerifiedConsent | None = None
-        self._session_open = True
-        self._online_done = False
+        self._check = MessageCheck(message)
         self._consent: ParafeConsent | None = None
 
     @property
@@ -127,7 +103,7 @@ class ParafeTurn:
         """
         agent = self._ready(action)
         try:
-            verified = self._verify(agent, action)
+            verified = self._check.verify(agent, action)
         except ParafeError as exc:
             raise self._refuse(agent, exc, action) from None
         return self._accept(verified, action, business_ref, details, mandate_ref, request_ref)
@@ -144,74 +120,10 @@ class ParafeTurn:
         """Async `require`."""
         agent = self._ready(action)
         try:
-            verified = await self._averify(agent, action)
+            verified = await self._check.averify(agent, action)
         except ParafeError as exc:
             raise self._refuse(agent, exc, action) from None
         return self._accept(verified, action, business_ref, details, mandate_ref, request_ref)
-
-    def _proof_for_online(self) -> str | None:
-        # The proof goes to the broker with the message's first online check only: it is
-        # single-use, and the broker may remember it too.
-        if self._online_done:
-            return None
-        self._online_done = True
-        try:
-            return read_consent(self._message).proof
-        except ParafeError:
-            return None
-
-    # Token and proof are checked once per message: the proof is spent as soon as they pass,
-    # so that result is kept even when the broker or a closed session then refuses the
-    # action; later actions are checked against the verified token alone. `_verify` and
-    # `_averify` differ only in how they wait for the verifier and the store.
-
-    def _verify(self, agent: ParafeAgent, action: str) -> VerifiedConsent:
-        first = self._verified
-        if first is None:
-            verified = self._verified = agent.verifier.verify(self._message, action=action)
-            self._session_open = not agent.session_is_closed(verified.session_id)
-        else:
-            claims = agent.verifier.verify_token(
-                first.consent_token, session_id=first.session_id, action=action
-            )
-            verified = _again(first, claims, action)
-        online = self._online_request(agent, verified, action)
-        if online is None:
-            return verified
-        return _online_checked(verified, agent.verifier.verify_online(**online))
-
-    async def _averify(self, agent: ParafeAgent, action: str) -> VerifiedConsent:
-        first = self._verified
-        if first is None:
-            verified = await agent.verifier.averify(self._message, action=action)
-            self._verified = verified
-            closed = await asyncio.to_thread(agent.session_is_closed, verified.session_id)
-            self._session_open = not closed
-        else:
-            claims = await agent.verifier.averify_token(
-                first.consent_token, session_id=first.session_id, action=action
-            )
-            verified = _again(first, claims, action)
-        online = self._online_request(agent, verified, action)
-        if online is None:
-            return verified
-        return _online_checked(verified, await agent.verifier.averify_online(**online))
-
-    def _online_request(
-        self, agent: ParafeAgent, verified: VerifiedConsent, action: str
-    ) -> dict[str, Any] | None:
-        """Refuse a closed session; then the arguments of the broker's check when the scope
-        is checked online, else None."""
-        if not self._session_open:
-            raise _session_closed_error()
-        if not agent.config.online_for(verified.claims.scope):
-            return None
-        return {
-            "token": verified.consent_token,
-            "action": action,
-            "session_id": verified.session_id,
-            "proof": self._proof_for_online(),
-        }
 
     def _message_consent(self) -> Consent | None:
         try:
@@ -318,8 +230,3 @@ class ParafeTurn:
         if self.handshake is not None:
             return text, self.decorate(message)
         return text, with_parafe(message, error_reply_data(refused.error, receipts))
-
-
-def _again(first: VerifiedConsent, claims: ConsentClaims, action: str) -> VerifiedConsent:
-    """The message's verified consent, for a later action checked against its token."""
-    return evolve(first, claims=claims, action=action)
