@@ -210,12 +210,16 @@ def sign_compact(
         header.update(extra_header)
     body = payload if isinstance(payload, bytes) else json_dumps(payload)
     signing_input = f"{b64url_encode(json_dumps(header))}.{b64url_encode(body)}".encode("ascii")
+    return f"{signing_input.decode('ascii')}.{b64url_encode(sign_bytes(key, signing_input))}"
+
+
+def sign_bytes(key: PrivateJWK, data: bytes) -> bytes:
+    """`key`'s signature over `data` in the JWS form of its algorithm: ES256 as the raw
+    64-byte R‖S (not DER), RS256 as PKCS#1 v1.5, EdDSA as Ed25519's own."""
     private = key.key
     if isinstance(private, ec.EllipticCurvePrivateKey):
-        r, s = decode_dss_signature(private.sign(signing_input, _ECDSA_SHA256))
-        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
-    elif isinstance(private, rsa.RSAPrivateKey):
-        signature = private.sign(signing_input, _PKCS1, _SHA256)
-    else:
-        signature = private.sign(signing_input)
-    return f"{signing_input.decode('ascii')}.{b64url_encode(signature)}"
+        r, s = decode_dss_signature(private.sign(data, _ECDSA_SHA256))
+        return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    if isinstance(private, rsa.RSAPrivateKey):
+        return private.sign(data, _PKCS1, _SHA256)
+    return private.sign(data)

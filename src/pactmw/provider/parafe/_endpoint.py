@@ -1,0 +1,116 @@
+"""Parafé on an app's own endpoints (`@parafe_action`): what the adapters share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pactmw.core.encoding import is_ascii_digits, json_dumps, json_loads
+from pactmw.core.errors import MalformedInput
+from pactmw.core.http import Response
+from pactmw.protocols.parafe import (
+    EXTENSION_URI,
+    error_reply_data,
+    with_action_receipts,
+    with_parafe,
+)
+from pactmw.provider.parafe._consent import ParafeRefused
+from pactmw.provider.parafe._reply import refusal_message
+
+if TYPE_CHECKING:
+    from pactmw.provider.parafe._agent import ParafeAgent
+    from pactmw.provider.parafe._turn import ParafeTurn
+
+#: Where adapters put the `ParafeTurn` of a request (`scope`/`environ` key).
+REQUEST_KEY = "pactmw.parafe"
+_MAX_ENDPOINT_BODY = 1024 * 1024
+
+
+def refusal_response(agent: ParafeAgent, refused: ParafeRefused, status: int = 403) -> Response:
+    """`ParafeAgent.refusal_response`: the refusal as JSON, its receipt queued for filing."""
+    receipts = [refused.receipt] if refused.receipt else []
+    _, message = refusal_message(refused)
+    body = json_dumps({"message": with_parafe(message, error_reply_data(refused.error, receipts))})
+    agent.file(
+        [(refused.error.consent.session_id, r) for r in receipts]
+        if refused.error.consent is not None
+        else []
+    )
+    return Response(
+        status=status,
+        headers=(
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("A2A-Extensions", EXTENSION_URI),
+            ("Cache-Control", "no-store"),
+        ),
+        body=body,
+    )
+
+
+def finish(
+    agent: ParafeAgent, turn: ParafeTurn, body: bytes, content_type: str | None
+) -> bytes | None:
+    """`ParafeAgent.finish`: sign the turn's receipts, queue them, add them to the body."""
+    receipts = turn.sign_receipts()
+    agent.file(turn.filings())
+    if not receipts or not content_type or "json" not in content_type.lower():
+        return None
+    return add_receipts_to_json(body, receipts)
+
+
+def select_agent(agents: Mapping[str, ParafeAgent], brand: str | None) -> ParafeAgent:
+    """The Parafé agent of `brand`, or of the one Brand with Parafé when `brand` is None (for
+    `@parafe_action` in the Flask and Django adapters). Raises `RuntimeError` otherwise."""
+    if brand is not None:
+        if brand not in agents:
+            raise RuntimeError(f"Brand {brand!r} has no [brands.{brand}.parafe] configuration")
+        return agents[brand]
+    if len(agents) != 1:
+        raise RuntimeError(
+            "@parafe_action needs the Brand: pass brand=..., or set PACTMW['parafe_brand']"
+            if agents
+            else "no Brand configures Parafé ([brands.X.parafe])"
+        )
+    return next(iter(agents.values()))
+
+
+def endpoint_message(body: bytes | None) -> Any:
+    """The A2A message an endpoint's JSON body carries: `{"message": {...}}` (a
+    `message:send` request) or the message itself; None when the body is not JSON."""
+    if not body:
+        return None
+    try:
+        parsed = json_loads(body)
+    except MalformedInput:
+        return None
+    if isinstance(parsed, Mapping) and isinstance(parsed.get("message"), Mapping):
+        return parsed["message"]
+    return parsed
+
+
+def body_too_large(declared: str | None, limit: int = _MAX_ENDPOINT_BODY) -> bool:
+    """Whether a declared Content-Length exceeds what an endpoint guard reads."""
+    return declared is not None and is_ascii_digits(declared) and int(declared) > limit
+
+
+def add_receipts_to_json(body: bytes, receipts: Iterable[str]) -> bytes | None:
+    """`body` (JSON: `{"message": ...}` or a message with `messageId`) with `receipts` in the
+    message's Parafé data; None when it is neither."""
+    try:
+        parsed = json_loads(body)
+    except MalformedInput:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    listed = list(receipts)
+    try:
+        if isinstance(parsed.get("message"), dict):
+            return json_dumps(
+                {**parsed, "message": with_action_receipts(parsed["message"], listed)}
+            )
+        if "messageId" in parsed and "role" in parsed:
+            return json_dumps(with_action_receipts(parsed, listed))
+    except ValueError:
+        return None
+    return None

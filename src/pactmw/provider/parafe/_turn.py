@@ -1,0 +1,232 @@
+"""`ParafeTurn`: `turn.parafe` in a bot (and `request.parafe` behind `@parafe_action`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pactmw.protocols.parafe import (
+    MAX_ACTION_RECEIPTS,
+    Consent,
+    HandshakeComplete,
+    ParafeData,
+    ParafeError,
+    SessionReceipt,
+    VerifiedConsent,
+    error_reply_data,
+    read_consent,
+    read_parafe,
+    with_action_receipts,
+    with_parafe,
+)
+from pactmw.provider.parafe._check import MessageCheck
+from pactmw.provider.parafe._consent import ParafeConsent, ParafeRefused
+from pactmw.provider.parafe._receipts import UNSET, ReceiptLedger
+from pactmw.provider.parafe._reply import handshake_data, refusal_message
+
+if TYPE_CHECKING:
+    from pactmw.provider.parafe._agent import ParafeAgent
+
+logger = logging.getLogger("pactmw.provider.parafe")
+
+
+class ParafeTurn:
+    """`turn.parafe`: Parafé for one incoming message.
+
+    `require(action)` (`arequire` in async code) verifies the message's consent for `action`
+    (token, then proof, once per message; the next actions only against the verified token),
+    and records a success receipt, signed when the reply is built; `complete(action, ...)`
+    sets its business reference or marks it failed. A refusal is signed at once and raised as
+    `ParafeRefused`. `enabled` is False when the Brand has no Parafé configuration.
+    """
+
+    def __init__(self, agent: ParafeAgent | None, message: Any = None, *, activated: bool = False):
+        self._agent = agent
+        self._message = message
+        #: The request activated the extension (header or `message.extensions`).
+        self.activated = activated
+        #: The `handshake_complete` this turn answered a challenge with, if any.
+        self.handshake: HandshakeComplete | None = None
+        #: The verified session receipt of a `session_closed` message, if any.
+        self.session_closed: SessionReceipt | None = None
+        self._ledger = ReceiptLedger()
+        self._check = MessageCheck(message)
+        self._consent: ParafeConsent | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._agent is not None
+
+    @property
+    def consent(self) -> ParafeConsent | None:
+        """The consent last verified in this turn, or None."""
+        return self._consent
+
+    def data(self) -> ParafeData | None:
+        """The message's Parafé data (None when absent or malformed)."""
+        try:
+            return read_parafe(self._message)
+        except ParafeError:
+            return None
+
+    @property
+    def receipts(self) -> tuple[str, ...]:
+        """The receipts signed so far (pending success receipts are signed by the reply)."""
+        return self._ledger.signed
+
+    # -- require ---------------------------------------------------------------------------
+
+    def _ready(self, action: str) -> ParafeAgent:
+        if self._agent is None:
+            raise RuntimeError("this Brand has no Parafé configuration ([brands.X.parafe])")
+        if not isinstance(action, str) or not action:
+            raise ValueError("action must be a non-empty string")
+        if len(self._ledger) >= MAX_ACTION_RECEIPTS:
+            raise ValueError(f"at most {MAX_ACTION_RECEIPTS} Parafé actions fit in one turn")
+        return self._agent
+
+    def require(
+        self,
+        action: str,
+        *,
+        business_ref: str | None = None,
+        details: Any = UNSET,
+        mandate_ref: str | None = None,
+        request_ref: str | None = None,
+    ) -> ParafeConsent:
+        """Verify the consent for `action`; raises `ParafeRefused`. Blocking (fetches broker
+        keys or DID documents when not cached); in async bots use `arequire`.
+
+        `business_ref` (e.g. an order id), `details` (hashed, any JSON value) and
+        `mandate_ref` go on the success receipt; set them later with `complete`.
+        """
+        agent = self._ready(action)
+        try:
+            verified = self._check.verify(agent, action)
+        except ParafeError as exc:
+            raise self._refuse(agent, exc, action) from None
+        return self._accept(verified, action, business_ref, details, mandate_ref, request_ref)
+
+    async def arequire(
+        self,
+        action: str,
+        *,
+        business_ref: str | None = None,
+        details: Any = UNSET,
+        mandate_ref: str | None = None,
+        request_ref: str | None = None,
+    ) -> ParafeConsent:
+        """Async `require`."""
+        agent = self._ready(action)
+        try:
+            verified = await self._check.averify(agent, action)
+        except ParafeError as exc:
+            raise self._refuse(agent, exc, action) from None
+        return self._accept(verified, action, business_ref, details, mandate_ref, request_ref)
+
+    def _message_consent(self) -> Consent | None:
+        try:
+            return read_consent(self._message)
+        except ParafeError:
+            return None
+
+    def _refuse(self, agent: ParafeAgent, error: ParafeError, action: str) -> ParafeRefused:
+        consent = error.consent or self._message_consent()
+        if error.consent is None:
+            error.consent = consent  # what the refusal is bound to (and filed under)
+        receipt: str | None = None
+        if agent.signer is not None and consent is not None:
+            receipt = agent.signer.refuse(error, action, consent)
+            self._ledger.refused(action, consent, receipt)
+        # Codes only: the message may quote claims, and tokens never reach a log.
+        logger.info("Parafé refused %s: %s", action, error.code)
+        return ParafeRefused(error, action, receipt)
+
+    def _accept(
+        self,
+        verified: VerifiedConsent,
+        action: str,
+        business_ref: str | None,
+        details: Any,
+        mandate_ref: str | None,
+        request_ref: str | None,
+    ) -> ParafeConsent:
+        self._ledger.accepted(
+            action,
+            verified.session_id,
+            verified.consent_token,
+            business_ref=business_ref,
+            details=details,
+            mandate_ref=mandate_ref,
+            request_ref=request_ref,
+        )
+        claims = verified.claims
+        self._consent = ParafeConsent(
+            action=action,
+            session_id=verified.session_id,
+            scope=claims.scope,
+            permissions=claims.permissions,
+            exclusions=claims.exclusions,
+            modality=claims.authorization_modality,
+            initiator=claims.initiator,
+            proof_verified=verified.proof_verified,
+            online_verified=verified.online is not None and verified.online.valid,
+            consent_ref=verified.consent_ref,
+            claims=claims,
+        )
+        return self._consent
+
+    def complete(
+        self,
+        action: str,
+        *,
+        business_ref: str | None = UNSET,
+        details: Any = UNSET,
+        mandate_ref: str | None = UNSET,
+        failed: str | None = None,
+    ) -> None:
+        """Update the receipt of the last `require(action)` of this turn: its business
+        reference, details or mandate, or `failed="why"` when the permitted action failed
+        (the receipt then says `error: failed`). Raises `LookupError` without one."""
+        self._ledger.complete(
+            action,
+            business_ref=business_ref,
+            details=details,
+            mandate_ref=mandate_ref,
+            failed=failed,
+        )
+
+    # -- the reply -------------------------------------------------------------------------
+
+    def sign_receipts(self) -> tuple[str, ...]:
+        """Sign the pending receipts (once) and return every receipt of the turn, in order."""
+        signer = self._agent.signer if self._agent is not None else None
+        if signer is not None:
+            self._ledger.sign(signer)
+        return self.receipts
+
+    def filings(self) -> list[tuple[str, str]]:
+        """(session id, receipt) of every signed receipt, for filing with the broker."""
+        return self._ledger.filings()
+
+    def decorate(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """The reply message with this turn's Parafé data: the `handshake_complete` member
+        (when a challenge was answered) and the receipts."""
+        out = dict(message)
+        if self.handshake is not None:
+            out = with_parafe(out, {"handshake_complete": handshake_data(self.handshake)})
+        receipts = self.sign_receipts()
+        if receipts:
+            out = with_action_receipts(out, receipts)
+        return out
+
+    def refusal(self, refused: ParafeRefused, context_id: str | None) -> tuple[str, dict[str, Any]]:
+        """The text and agent message of a refusal: the `error` member and the receipts (or,
+        in a turn that answered a handshake, the `handshake_complete` member instead, since
+        Parafé data holds one member)."""
+        text, message = refusal_message(refused, context_id)
+        receipts = self.sign_receipts()
+        if self.handshake is not None:
+            return text, self.decorate(message)
+        return text, with_parafe(message, error_reply_data(refused.error, receipts))
