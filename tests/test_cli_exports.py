@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+
+import pactmw.cli
 import pactmw.demo
 
 
@@ -11,3 +14,25 @@ def test_demo_exports() -> None:
     assert set(pactmw.demo.__all__) == {"DemoFailed", "demo_bot", "demo_tools", "run_demo"}
     for name in pactmw.demo.__all__:
         assert getattr(pactmw.demo, name) is not None
+
+
+def test_cli_exports() -> None:
+    # main for the console script (pactmw = "pactmw.cli:main") and `python -m pactmw`;
+    # build_parser for callers that embed or document the command line.
+    assert set(pactmw.cli.__all__) == {"build_parser", "main"}
+    for name in pactmw.cli.__all__:
+        assert callable(getattr(pactmw.cli, name))
+
+
+def test_every_subcommand_is_declared() -> None:
+    parser = pactmw.cli.build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(subparsers.choices) == {
+        "serve",
+        "grants",
+        "demo",
+        "keygen",
+        "token",
+        "card",
+        "check",
+    }
