@@ -8,6 +8,7 @@ import json
 from pactmw.cli._common import (
     CommandError,
     SubParsers,
+    add_command,
     add_timeout_option,
     card_url,
     reconfigure_output,
@@ -24,11 +25,11 @@ Exit status 0 for a valid PACT card, 1 when it cannot be fetched or is not valid
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "card",
-        help="fetch, validate and summarize a Brand's Agent Card",
+        summary="fetch, validate and summarize a Brand's Agent Card",
         description=_CARD_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("url", metavar="URL", help="the card URL or the Brand's domain")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")

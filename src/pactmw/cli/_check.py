@@ -9,6 +9,7 @@ import sys
 from pactmw.cli._common import (
     CommandError,
     SubParsers,
+    add_command,
     add_timeout_option,
     card_url,
     load_signer,
@@ -41,11 +42,11 @@ usage (unreadable key, bad URL).
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "check",
-        help="run the PACT conformance checks against a Provider",
+        summary="run the PACT conformance checks against a Provider",
         description=_CHECK_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("url", metavar="URL", help="the Brand's card URL or domain")
     parser.add_argument("--issuer", required=True, metavar="ISS", help="the registered issuer")

@@ -39,6 +39,21 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def add_command(
+    subparsers: SubParsers, name: str, *, summary: str, description: str, **options: Any
+) -> argparse.ArgumentParser:
+    """Declare a (sub)command: `summary` for the list of commands, `description` for its
+    --help, shown as written (line breaks kept)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **options,
+    )
+    return parser
+
+
 def reconfigure_output() -> None:
     """Never fail on a console that cannot show a character (names, arrows, ellipses)."""
     for stream in (sys.stdout, sys.stderr):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pactmw.cli._common import SubParsers, reconfigure_output
+from pactmw.cli._common import SubParsers, add_command, reconfigure_output
 
 _DEMO_HELP = """\
 Run the whole story on this machine, in a temporary directory, on 127.0.0.1 only:
@@ -25,11 +25,11 @@ Exits 0 when every step behaves as PACT 1.0 says. Needs uvicorn.
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "demo",
-        help="run a personal agent against a local Provider and print the transcript",
+        summary="run a personal agent against a local Provider and print the transcript",
         description=_DEMO_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--keep",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from pactmw.cli._common import CommandError, SubParsers, import_from_cwd, log_to_stderr
+from pactmw.cli._common import CommandError, SubParsers, add_command, import_from_cwd, log_to_stderr
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -48,11 +48,11 @@ _JSON_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "grants",
-        help="list or revoke the delegation grants in a Provider's store",
+        summary="list or revoke the delegation grants in a Provider's store",
         description=_GRANTS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="grants_command", metavar="ACTION")
 
@@ -62,11 +62,11 @@ def add(subparsers: SubParsers) -> None:
 
     parser.set_defaults(run=usage)
 
-    listing = actions.add_parser(
+    listing = add_command(
+        actions,
         "list",
-        help="list the grants",
+        summary="list the grants",
         description=_GRANTS_LIST_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     listing.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
     listing.add_argument("--brand", metavar="B", help="only the grants at Brand B")
@@ -75,11 +75,11 @@ def add(subparsers: SubParsers) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(run=_grants_list, command="grants list")
 
-    revoke = actions.add_parser(
+    revoke = add_command(
+        actions,
         "revoke",
-        help="revoke a grant, or every grant of an account",
+        summary="revoke a grant, or every grant of an account",
         description=_GRANTS_REVOKE_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="pactmw grants revoke [-h] --config FILE (GRANT_ID | --account A [--brand B])",
     )
     revoke.add_argument("--config", required=True, metavar="FILE", help="the TOML file")

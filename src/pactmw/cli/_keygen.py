@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pactmw.cli._common import CommandError, SubParsers
+from pactmw.cli._common import CommandError, SubParsers, add_command
 
 _KEYGEN_HELP = """\
 Generate a personal agent's signing key: the private JWK goes to --out (mode 0600, never
@@ -25,11 +25,11 @@ KEY_ALGORITHMS = ("ES256", "RS256", "EdDSA")
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "keygen",
-        help="generate a personal agent's signing key (private JWK) and its public JWKS",
+        summary="generate a personal agent's signing key (private JWK) and its public JWKS",
         description=_KEYGEN_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--alg", choices=KEY_ALGORITHMS, default="ES256", help="key algorithm (default: ES256)"

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from pactmw.cli._common import CommandError, SubParsers, import_from_cwd, log_to_stderr
+from pactmw.cli._common import CommandError, SubParsers, add_command, import_from_cwd, log_to_stderr
 from pactmw.store.base import StoreError
 
 _SERVE_HELP = """\
@@ -32,11 +32,11 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "serve",
-        help="serve a Provider from a TOML configuration (needs uvicorn)",
+        summary="serve a Provider from a TOML configuration (needs uvicorn)",
         description=_SERVE_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
     parser.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pactmw.cli._common import CommandError, SubParsers, load_signer
+from pactmw.cli._common import CommandError, SubParsers, add_command, load_signer
 
 _SIGN_HELP = """\
 Print a PACT personal-agent JWT (PACT §3.2) signed with a private JWK (or PEM) file: header
@@ -14,11 +14,11 @@ random jti. --audience is the opaque audience the Provider assigned, not a card 
 
 
 def add(subparsers: SubParsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "token",
-        help="print a personal-agent JWT signed with a private key",
+        summary="print a personal-agent JWT signed with a private key",
         description=_SIGN_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--key", required=True, metavar="PRIVATE.jwk", help="the private key")
     parser.add_argument("--issuer", required=True, metavar="ISS", help="the registered issuer")
