@@ -166,6 +166,40 @@ def test_reply_for_another_context_is_refused() -> None:
         drive(send("ctx-1"), [reply(context_id="ctx-2")])
 
 
+def test_extensions_and_metadata_go_with_the_message_and_every_resend() -> None:
+    uri = "https://ext.example/v1"
+    flow = send_flow(
+        URL,
+        token_counter(),
+        "hello",
+        context_id="ctx-1",
+        message_id="m-1",
+        delegation_token=None,
+        extra_parts=(),
+        policy=RetryPolicy(),
+        metadata={uri: {"consent": {"token": "t"}}},
+        extensions=(uri, "https://other.example/v2"),
+    )
+    result, script, _ = drive(flow, [LOST, reply()])
+    assert isinstance(result, MessageReply)
+    first, resend = script.requests
+    assert first.body == resend.body
+    message = json.loads(first.body)["message"]
+    assert message["metadata"] == {uri: {"consent": {"token": "t"}}}
+    assert message["extensions"] == [uri, "https://other.example/v2"]
+    assert first.header("a2a-extensions") == f"{uri}, https://other.example/v2"
+    assert resend.header("a2a-extensions") == first.header("a2a-extensions")
+
+
+def test_no_extensions_no_metadata_by_default() -> None:
+    _, script, _ = drive(send("ctx-1"), [reply()])
+    (request,) = script.requests
+    message = json.loads(request.body)["message"]
+    assert "metadata" not in message
+    assert "extensions" not in message
+    assert request.header("a2a-extensions") is None
+
+
 # -- 429 ----------------------------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 Targets (every test that takes `target` or `wire` runs against each):
 
 * `starlette`: `A2AProviderApp` on uvicorn, in this process;
-* `cli`: `python -m pactmw serve --config FILE` (when `src/pactmw/cli.py` exists);
+* `cli`: `python -m pactmw serve --config FILE` (when `src/pactmw/cli` exists);
 * `flask`: `python examples/flask_app/app.py --port N` with `PACTMW_CONFIG=FILE`;
 * `django`: `python examples/django_app/manage.py runserver 127.0.0.1:N --noreload` with
   `PACTMW_CONFIG=FILE`.
@@ -37,7 +37,7 @@ PA_KID = "conformance-pa-1"
 HANDLER = "tests.conformance.bots:counting_bot"
 
 TARGETS = ["starlette"]
-if (REPO / "src" / "pactmw" / "cli.py").exists():
+if (REPO / "src" / "pactmw" / "cli").is_dir() or (REPO / "src" / "pactmw" / "cli.py").exists():
     TARGETS.append("cli")
 TARGETS += ["flask", "django"]
 

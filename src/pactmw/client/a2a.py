@@ -34,6 +34,8 @@ from pactmw.core.encoding import json_dumps
 
 A2A_VERSION = "1.0"
 DELEGATION_HEADER = "X-A2A-User-Delegation"
+#: A2A 1.0: the extensions a request activates, as a comma-separated list of URIs.
+EXTENSIONS_HEADER = "A2A-Extensions"
 AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
 MISSING_SCOPES = "pact.missingScopes"
 VERIFICATION_URI_COMPLETE = "pact.verificationUriComplete"
@@ -94,8 +96,11 @@ def user_message(
     message_id: str,
     context_id: str | None = None,
     extra_parts: Sequence[Mapping[str, Any]] = (),
+    metadata: Mapping[str, Any] | None = None,
+    extensions: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """An A2A user message: text parts are `{text, mediaType: "text/plain"}`."""
+    """An A2A user message: text parts are `{text, mediaType: "text/plain"}`; `extensions`
+    (URIs) and `metadata` only when given."""
     message: dict[str, Any] = {
         "messageId": message_id,
         "role": "ROLE_USER",
@@ -103,11 +108,18 @@ def user_message(
     }
     if context_id is not None:
         message["contextId"] = context_id
+    if extensions:
+        message["extensions"] = list(extensions)
+    if metadata is not None:
+        message["metadata"] = dict(metadata)
     return message
 
 
-def a2a_headers(bearer: str, delegation_token: str | None = None) -> tuple[tuple[str, str], ...]:
-    """The headers of every A2A call: PA JWT, `A2A-Version: 1.0`, JSON in and out."""
+def a2a_headers(
+    bearer: str, delegation_token: str | None = None, extensions: Sequence[str] = ()
+) -> tuple[tuple[str, str], ...]:
+    """The headers of every A2A call: PA JWT, `A2A-Version: 1.0`, JSON in and out; the
+    delegation token and `A2A-Extensions` when given."""
     headers = [
         ("Authorization", f"Bearer {bearer}"),
         ("A2A-Version", A2A_VERSION),
@@ -116,17 +128,25 @@ def a2a_headers(bearer: str, delegation_token: str | None = None) -> tuple[tuple
     ]
     if delegation_token is not None:
         headers.append((DELEGATION_HEADER, f"Bearer {delegation_token}"))
+    if extensions:
+        headers.append((EXTENSIONS_HEADER, ", ".join(extensions)))
     return tuple(headers)
 
 
 def send_request(
-    url: str, message: Mapping[str, Any], *, bearer: str, delegation_token: str | None = None
+    url: str,
+    message: Mapping[str, Any],
+    *,
+    bearer: str,
+    delegation_token: str | None = None,
+    extensions: Sequence[str] = (),
 ) -> HttpRequest:
-    """POST `{interface URL}/message:send` with `{"message": ...}`."""
+    """POST `{interface URL}/message:send` with `{"message": ...}`; `extensions` are
+    activated through the `A2A-Extensions` header."""
     return HttpRequest(
         "POST",
         f"{url.rstrip('/')}/message:send",
-        headers=a2a_headers(bearer, delegation_token),
+        headers=a2a_headers(bearer, delegation_token, extensions),
         body=json_dumps({"message": dict(message)}),
     )
 
@@ -247,14 +267,27 @@ def send_flow(
     delegation_token: str | None,
     extra_parts: Sequence[Mapping[str, Any]],
     policy: RetryPolicy,
+    metadata: Mapping[str, Any] | None = None,
+    extensions: Sequence[str] = (),
 ) -> Flow[SendResult]:
     """Send one message; resend with the same `messageId` within `policy`."""
     fixed_id = message_id or str(uuid.uuid4())
     message = user_message(
-        text, message_id=fixed_id, context_id=context_id, extra_parts=extra_parts
+        text,
+        message_id=fixed_id,
+        context_id=context_id,
+        extra_parts=extra_parts,
+        metadata=metadata,
+        extensions=extensions,
     )
     response = yield from exchange(
-        lambda: send_request(url, message, bearer=token(), delegation_token=delegation_token),
+        lambda: send_request(
+            url,
+            message,
+            bearer=token(),
+            delegation_token=delegation_token,
+            extensions=extensions,
+        ),
         policy,
         idempotent=context_id is not None or policy.retry_new_conversations,
     )
@@ -344,8 +377,15 @@ class A2AClient:
         message_id: str | None = None,
         delegation_token: str | None = None,
         extra_parts: Sequence[Mapping[str, Any]] = (),
+        metadata: Mapping[str, Any] | None = None,
+        extensions: Sequence[str] = (),
     ) -> SendResult:
         """Send `text`; continue a conversation with the `context_id` of an earlier reply.
+
+        `extensions` (URIs) are activated for this request, in the `A2A-Extensions` header
+        and the message's `extensions`; `metadata` is the message's own (an extension's data,
+        e.g. a Parafé consent: see `pactmw.protocols.parafe.ConsentPresenter.data`). A resend
+        carries the same message, metadata included.
 
         Returns `MessageReply`, or `StepUp` when the turn needs delegated scopes. Raises an
         `A2AError` subclass, `IdentityRejected`, `DelegationRejected`, `RateLimited`,
@@ -361,6 +401,8 @@ class A2AClient:
                 delegation_token=delegation_token,
                 extra_parts=extra_parts,
                 policy=self.retry,
+                metadata=metadata,
+                extensions=extensions,
             )
         )
         return result
@@ -426,6 +468,8 @@ class AsyncA2AClient:
         message_id: str | None = None,
         delegation_token: str | None = None,
         extra_parts: Sequence[Mapping[str, Any]] = (),
+        metadata: Mapping[str, Any] | None = None,
+        extensions: Sequence[str] = (),
     ) -> SendResult:
         """See `A2AClient.send`."""
         result: SendResult = await self._run(
@@ -438,6 +482,8 @@ class AsyncA2AClient:
                 delegation_token=delegation_token,
                 extra_parts=extra_parts,
                 policy=self.retry,
+                metadata=metadata,
+                extensions=extensions,
             )
         )
         return result

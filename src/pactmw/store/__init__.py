@@ -1,12 +1,16 @@
 """State behind the Store protocol: memory, sqlite (the embedded default) and PostgreSQL.
 
-Pick a backend with `open_store(url)`. The PostgreSQL backend needs the `postgres` extra and
-is imported only when a PostgreSQL URL asks for it.
+Pick a backend with `open_store(url)`; `parse_store_url(url)` reads a URL without opening
+anything. The PostgreSQL backend needs the `postgres` extra and is imported only when a
+PostgreSQL URL asks for it.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+from attrs import frozen
 
 from pactmw.store.base import (
     Approval,
@@ -51,10 +55,12 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoreError",
+    "StoreURL",
     "StoreUnavailable",
     "Turn",
     "UserCodeTaken",
     "open_store",
+    "parse_store_url",
 ]
 
 _SQLITE_PREFIX = "sqlite:///"
@@ -69,15 +75,27 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_store(url: str) -> Store:
-    """Open the store a URL names.
+@frozen
+class StoreURL:
+    """What a store URL names: the `backend` (`memory`, `sqlite` or `postgresql`) and, for
+    sqlite, the database `path` as written (relative to the working directory unless
+    absolute). Nothing else of the URL is kept: a PostgreSQL URL may hold a password."""
 
-    Accepted: `memory://`; `sqlite:///relative/path.db` (relative to the working directory)
-    or `sqlite:////absolute/path.db`; `postgresql://...` or `postgres://...` (a libpq URL,
-    needs the `postgres` extra, else ImportError). Any other URL raises ValueError, whose
-    message never repeats the URL (it may hold a password). PostgreSQL connects lazily:
-    an unreachable server shows up as `StoreUnavailable` on the first operation.
-    """
+    backend: str
+    path: str | None = None
+
+    @property
+    def label(self) -> str:
+        """Where the store lives, fit for a log line: `sqlite /absolute/path.db`, `memory`
+        or `postgresql`."""
+        if self.path is not None:
+            return f"{self.backend} {os.path.abspath(self.path)}"
+        return self.backend
+
+
+def parse_store_url(url: str) -> StoreURL:
+    """Read a store URL as `open_store` does, opening nothing; ValueError for a URL it would
+    refuse (the message never repeats the URL)."""
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if not sep:
@@ -87,7 +105,7 @@ def open_store(url: str) -> Store:
     if scheme == "memory":
         if rest:
             raise ValueError("memory:// store URL takes nothing after the scheme")
-        return MemoryStore()
+        return StoreURL("memory")
     if scheme == "sqlite":
         if not url.lower().startswith(_SQLITE_PREFIX):
             raise ValueError(
@@ -100,16 +118,33 @@ def open_store(url: str) -> Store:
                 "sqlite store URL must name a database file, e.g. sqlite:///var/pactmw.db "
                 "(use memory:// for an in-memory store)"
             )
-        return SqliteStore(path)
+        return StoreURL("sqlite", path)
     if scheme in ("postgresql", "postgres"):
-        try:
-            from pactmw.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise ImportError(
-                "a PostgreSQL store needs psycopg: pip install 'pactmw[postgres]'"
-            ) from exc
-        return PostgresStore(url)
+        return StoreURL("postgresql")
     raise ValueError(
         f"unsupported store URL scheme {scheme!r}: "
         "expected memory://, sqlite:///path.db or postgresql://..."
     )
+
+
+def open_store(url: str) -> Store:
+    """Open the store a URL names.
+
+    Accepted: `memory://`; `sqlite:///relative/path.db` (relative to the working directory)
+    or `sqlite:////absolute/path.db`; `postgresql://...` or `postgres://...` (a libpq URL,
+    needs the `postgres` extra, else ImportError). Any other URL raises ValueError, whose
+    message never repeats the URL (it may hold a password). PostgreSQL connects lazily:
+    an unreachable server shows up as `StoreUnavailable` on the first operation.
+    """
+    parsed = parse_store_url(url)
+    if parsed.backend == "memory":
+        return MemoryStore()
+    if parsed.path is not None:
+        return SqliteStore(parsed.path)
+    try:
+        from pactmw.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ImportError(
+            "a PostgreSQL store needs psycopg: pip install 'pactmw[postgres]'"
+        ) from exc
+    return PostgresStore(url)

@@ -1,0 +1,68 @@
+"""The `pactmw` command: `serve` a Provider from a TOML file, list or revoke delegation
+`grants` in its store, run the `demo`; and the personal agent's side: `keygen` a signing key,
+sign a `token`, fetch a Brand's `card`, and `check` any Provider's PACT conformance.
+
+Each subcommand is a private module `pactmw.cli._<name>` whose `add(subparsers)` declares its
+arguments and sets `run` to the function doing the work; list it in `SUBCOMMANDS`. A `run`
+function returns the exit status, or raises `CommandError` (`pactmw.cli._common`) for a
+one-line message on stderr (exit 2 by default). Exit statuses: 0 success, 1 the command ran
+and failed, 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from pactmw.cli import _card, _check, _demo, _grants, _keygen, _serve, _token
+from pactmw.cli._common import CommandError, Run, SubParsers, one_line
+from pactmw.config import ConfigError
+
+__all__ = ["build_parser", "main"]
+
+SUBCOMMANDS: tuple[Callable[[SubParsers], None], ...] = (
+    _serve.add,
+    _grants.add,
+    _demo.add,
+    _keygen.add,
+    _token.add,
+    _card.add,
+    _check.add,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `pactmw` argument parser with every subcommand of `SUBCOMMANDS`."""
+    from pactmw import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="pactmw",
+        description="Let a web app answer personal agents: PACT 1.0 over A2A HTTP+JSON.",
+    )
+    parser.add_argument("--version", action="version", version=f"pactmw {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `pactmw` with `argv` (default: the process arguments); return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Run | None = getattr(args, "run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return run(args)
+    except CommandError as exc:
+        prefix = "" if exc.bare else f"pactmw {args.command}: error: "
+        print(prefix + one_line(str(exc)), file=sys.stderr)
+        return exc.status
+    except ConfigError as exc:
+        print(f"pactmw {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

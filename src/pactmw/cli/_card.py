@@ -1,0 +1,96 @@
+"""`pactmw card`: fetch, validate and summarize a Brand's Agent Card."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pactmw.cli._common import (
+    CommandError,
+    SubParsers,
+    add_command,
+    add_timeout_option,
+    card_url,
+    reconfigure_output,
+)
+
+_CARD_HELP = """\
+Fetch a Brand's Agent Card the way a personal agent does, validate it and print a summary:
+name, interface URL, identity scheme, and the delegation scopes when the Brand offers
+PACT Delegated. URL is a card URL, or a Brand's domain (https://shop.example or
+shop.example): its /.well-known/agent-card.json, which serves the card or redirects to the
+Provider's (up to 5 redirects are followed). Plain http is allowed to loopback hosts only.
+Exit status 0 for a valid PACT card, 1 when it cannot be fetched or is not valid.
+"""
+
+
+def add(subparsers: SubParsers) -> None:
+    parser = add_command(
+        subparsers,
+        "card",
+        summary="fetch, validate and summarize a Brand's Agent Card",
+        description=_CARD_HELP,
+    )
+    parser.add_argument("url", metavar="URL", help="the card URL or the Brand's domain")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_timeout_option(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pactmw.check import identity_scheme_name
+    from pactmw.client import ClientError, SyncTransport, delegation_scheme, fetch_card
+    from pactmw.client import interface_url as card_interface
+
+    url = card_url(args.url, "URL")
+    try:
+        card = fetch_card(url, transport=SyncTransport(timeout=args.timeout))
+        interface = card_interface(card)
+    except ClientError as exc:
+        raise CommandError(f"{url}: {exc}", 1) from None
+    identity = identity_scheme_name(card)
+    scheme = delegation_scheme(card)
+    delegation = (
+        None
+        if scheme is None
+        else {
+            "scheme": scheme.name,
+            "device_authorization_url": scheme.device_authorization_url,
+            "token_url": scheme.token_url,
+            "metadata_url": scheme.metadata_url,
+            "scopes": [{"id": s.id, "description": s.description} for s in scheme.scopes],
+        }
+    )
+    if args.json:
+        summary = {
+            "name": card.name,
+            "description": card.description,
+            "card_url": card.url,
+            "interface_url": interface,
+            "identity_scheme": identity,
+            "delegation": delegation,
+            "skills": [dict(skill) for skill in card.skills],
+        }
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        reconfigure_output()
+        print(card.name)
+        if card.description:
+            print(f"  {card.description}")
+        print(f"card:        {card.url}")
+        print(f"interface:   {interface}")
+        print(f"identity:    {identity + ' (Bearer JWT)' if identity else 'none'}")
+        if scheme is None:
+            print("delegation:  none (PACT Identity only)")
+        else:
+            print(f"delegation:  {scheme.name} (OAuth device code), scopes:")
+            width = max(len(s.id) for s in scheme.scopes) if scheme.scopes else 0
+            for scope in scheme.scopes:
+                print(f"  {scope.id.ljust(width)}  {scope.description}")
+    if identity is None:
+        raise CommandError(
+            "not a PACT card: no httpAuthSecurityScheme Bearer listed alone in a "
+            "securityRequirements entry",
+            1,
+        )
+    return 0

@@ -1,0 +1,127 @@
+"""`pactmw check`: the PACT 1.0 conformance checks against a Provider (see `pactmw.check`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pactmw.cli._common import (
+    CommandError,
+    SubParsers,
+    add_command,
+    add_timeout_option,
+    card_url,
+    load_signer,
+    positive_seconds,
+    reconfigure_output,
+)
+
+_CHECK_HELP = """\
+Run the PACT 1.0 conformance checks against a Provider over HTTP, as a registered personal
+agent: --issuer and --key are its registered issuer and private key (the public half served
+at its registered jwks_uri), --audience the audience the Provider assigned. URL is a Brand's
+card URL or domain (as for `pactmw card`).
+
+PACT Identity (the ground of the public suite, e2e/pact.test.ts): the Agent Card, replies
+and contextId, retries, foreign contexts, ListTasks, task and unsupported routes, header
+tolerance, unmatched routes before authentication, every authentication refusal (including
+iss {ISSUER}/disabled-pa, which should be registered disabled or not at all) and malformed
+bodies. --other-brand names a second Brand of the same Provider for the cross-Brand checks.
+
+PACT Delegated (--delegated): the card's device-code scheme and its RFC 8414 metadata, the
+step-up task for --ask, then the device flow: the checker prints the Brand's login link, a
+person opens it, signs in and approves, and the checker checks the token, a delegated reply's
+signed receipt and the refresh.
+
+Output: one line per check (PASS or FAIL, its name, and for a failure what was expected and
+what came back), then `N passed, M failed`; --json prints one JSON document instead.
+Progress goes to stderr. Exit status 0 when every check passes, 1 when any fails, 2 for bad
+usage (unreadable key, bad URL).
+"""
+
+
+def add(subparsers: SubParsers) -> None:
+    parser = add_command(
+        subparsers,
+        "check",
+        summary="run the PACT conformance checks against a Provider",
+        description=_CHECK_HELP,
+    )
+    parser.add_argument("url", metavar="URL", help="the Brand's card URL or domain")
+    parser.add_argument("--issuer", required=True, metavar="ISS", help="the registered issuer")
+    parser.add_argument("--key", required=True, metavar="PRIVATE.jwk", help="its private key")
+    parser.add_argument(
+        "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
+    )
+    parser.add_argument(
+        "--other-brand", metavar="CARD_URL", help="another Brand of the same Provider"
+    )
+    parser.add_argument(
+        "--delegated", action="store_true", help="also check PACT Delegated (needs a person)"
+    )
+    parser.add_argument(
+        "--ask",
+        metavar="TEXT",
+        default=None,
+        help="with --delegated: a message that needs delegated scopes "
+        "(default: 'Can you show my orders and my account?')",
+    )
+    parser.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="with --delegated: a scope to request (repeatable; default: every scope on the card)",
+    )
+    parser.add_argument(
+        "--approval-timeout",
+        type=positive_seconds,
+        metavar="S",
+        help="with --delegated: how long to wait for the person (default: until the code expires)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    add_timeout_option(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pactmw.check import (
+        DEFAULT_ASK,
+        Checker,
+        CheckResult,
+        Progress,
+        results_json,
+        summary_line,
+    )
+
+    signer = load_signer(args.key, args.issuer)
+    url = card_url(args.url, "URL")
+    other = card_url(args.other_brand, "--other-brand") if args.other_brand else None
+    if not args.delegated and (args.ask is not None or args.scope or args.approval_timeout):
+        raise CommandError("--ask, --scope and --approval-timeout go with --delegated")
+    reconfigure_output()
+
+    def report(result: CheckResult) -> None:
+        if not args.json:
+            print(result.line(), flush=True)
+
+    checker = Checker(
+        url,
+        signer,
+        args.audience,
+        other_card_url=other,
+        delegated=args.delegated,
+        ask=args.ask if args.ask is not None else DEFAULT_ASK,
+        scopes=args.scope,
+        approval_timeout=args.approval_timeout,
+        timeout=args.timeout,
+        report=report,
+        progress=Progress(sys.stderr),
+    )
+    results = checker.run()
+    if args.json:
+        print(json.dumps(results_json(url, results), indent=2, ensure_ascii=False))
+    else:
+        print(summary_line(results), flush=True)
+    return 0 if results and all(result.passed for result in results) else 1

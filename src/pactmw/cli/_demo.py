@@ -1,0 +1,46 @@
+"""`pactmw demo`: the whole story on this machine (see `pactmw.demo`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pactmw.cli._common import SubParsers, add_command, reconfigure_output
+
+_DEMO_HELP = """\
+Run the whole story on this machine, in a temporary directory, on 127.0.0.1 only:
+a personal agent (pactmw.client, with its own key and JWKS server) talks to `pactmw serve`
+(a real subprocess, embedded sqlite store).
+
+PACT Identity: Agent Card, a signed multi-turn conversation, an idempotent retry and two
+refusals. PACT Delegated: an account question gets a step-up; the personal agent runs the
+device flow; the person (played by the demo) signs in at the Brand's own login (a development
+Brand login, pactmw.brand_login), unticks a scope on the consent page and allows; the
+delegated reply carries a receipt the personal agent verifies; a turn needing the unticked
+scope gets a step-up; a Parafé consent from a stand-in broker allows a reorder; the token
+is refreshed; `pactmw grants revoke` revokes the grant and the token is refused (401
+invalid_token).
+
+Exits 0 when every step behaves as PACT 1.0 says. Needs uvicorn.
+"""
+
+
+def add(subparsers: SubParsers) -> None:
+    parser = add_command(
+        subparsers,
+        "demo",
+        summary="run a personal agent against a local Provider and print the transcript",
+        description=_DEMO_HELP,
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary directory (config, sqlite database, server log)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pactmw.demo import run_demo
+
+    reconfigure_output()  # the transcript has arrows and quotes
+    return run_demo(keep=args.keep)

@@ -1,0 +1,261 @@
+"""`pactmw grants list` and `pactmw grants revoke`: the delegation grants in a Provider's
+store, read and revoked from another process than `pactmw serve`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pactmw.cli._common import CommandError, SubParsers, add_command, import_from_cwd, log_to_stderr
+from pactmw.store.base import StoreError
+
+if TYPE_CHECKING:
+    from pactmw.provider import Provider, ProviderSettings
+    from pactmw.store.base import Grant, Store
+
+_GRANTS_HELP = """\
+List or revoke the delegation grants of the PACT Delegated profile: what each user let a
+personal agent do on their account at a Brand. The grants are read from the store of a TOML
+configuration (the file `pactmw serve` uses); run the command from the directory pactmw serve
+runs in, since a relative sqlite store path (the default) is relative to the current directory.
+"""
+
+_GRANTS_LIST_HELP = """\
+List the live delegation grants (newest first) as a table: grant id, Brand, account, agent
+issuer, scopes, expiry and status. --all adds revoked and expired grants; --json prints a JSON
+array instead (times in ISO 8601 UTC). Exit status 0, or 2 for a bad configuration or store.
+"""
+
+_GRANTS_REVOKE_HELP = """\
+Revoke one grant by id, or every live grant of an account (at one Brand with --brand). The
+grant's delegation tokens are refused (401 invalid_token) on their next use and its refresh
+tokens stop working. Revocation goes through the Provider, which emits the
+agent.grant_revoked audit event (logged on stderr here). Exit status 0 when something was
+revoked, 1 when nothing was (unknown id, already revoked or expired, no live grant of the
+account), 2 for bad usage or configuration.
+"""
+
+#: How `grants list` shows times.
+_TABLE_TIME = "%Y-%m-%d %H:%M UTC"
+_JSON_TIME = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def add(subparsers: SubParsers) -> None:
+    parser = add_command(
+        subparsers,
+        "grants",
+        summary="list or revoke the delegation grants in a Provider's store",
+        description=_GRANTS_HELP,
+    )
+    actions = parser.add_subparsers(dest="grants_command", metavar="ACTION")
+
+    def usage(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    parser.set_defaults(run=usage)
+
+    listing = add_command(
+        actions,
+        "list",
+        summary="list the grants",
+        description=_GRANTS_LIST_HELP,
+    )
+    listing.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
+    listing.add_argument("--brand", metavar="B", help="only the grants at Brand B")
+    listing.add_argument("--account", metavar="A", help="only the grants of account A")
+    listing.add_argument("--all", action="store_true", help="also list revoked and expired grants")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(run=_grants_list, command="grants list")
+
+    revoke = add_command(
+        actions,
+        "revoke",
+        summary="revoke a grant, or every grant of an account",
+        description=_GRANTS_REVOKE_HELP,
+        usage="pactmw grants revoke [-h] --config FILE (GRANT_ID | --account A [--brand B])",
+    )
+    revoke.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
+    revoke.add_argument("grant_id", nargs="?", metavar="GRANT_ID", help="the grant to revoke")
+    revoke.add_argument("--account", metavar="A", help="revoke every live grant of account A")
+    revoke.add_argument("--brand", metavar="B", help="with --account: only the grants at Brand B")
+    revoke.set_defaults(run=_grants_revoke, command="grants revoke")
+
+
+def _grant_settings(path: str) -> ProviderSettings:
+    from pactmw.provider import ProviderSettings, load_toml
+
+    import_from_cwd()  # handlers and tools are imported by path, as `serve` does
+    return ProviderSettings.from_mapping(load_toml(path))
+
+
+def _open_grant_store(url: str) -> Store:
+    """The configured store, refusing what another process cannot share with `serve`."""
+    from pactmw.store import open_store, parse_store_url
+
+    try:
+        where = parse_store_url(url)
+    except ValueError as exc:  # its message never repeats the URL (a password)
+        raise CommandError(f"store: {exc}") from None
+    if where.backend == "memory":
+        raise CommandError(
+            "store: memory:// lives inside the serving process; "
+            "grants can only be managed in a sqlite or PostgreSQL store"
+        )
+    if where.path is not None and not os.path.isfile(where.path):
+        # Opening it would create an empty database and report no grants.
+        raise CommandError(
+            f"store: no database at {os.path.abspath(where.path)} "
+            "(run this from the directory pactmw serve runs in)"
+        )
+    try:
+        return open_store(url)
+    except (ValueError, StoreError, OSError, sqlite3.Error, ImportError) as exc:
+        raise CommandError(f"store: {exc}") from None
+
+
+def _status(grant: Grant, now: float) -> str:
+    if grant.revoked_at is not None:
+        return "revoked"
+    return "live" if grant.is_live(now) else "expired"
+
+
+def _time(value: float | None, pattern: str) -> str | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value, tz=timezone.utc).strftime(pattern)
+
+
+def _grant_json(grant: Grant, now: float) -> dict[str, Any]:
+    return {
+        "grant_id": grant.grant_id,
+        "brand_id": grant.brand_id,
+        "account": grant.account,
+        "client_id": grant.client_id,
+        "pa_sub": grant.pa_sub,
+        "scopes": list(grant.scopes),
+        "created_at": _time(grant.created_at, _JSON_TIME),
+        "updated_at": _time(grant.updated_at, _JSON_TIME),
+        "expires_at": _time(grant.expires_at, _JSON_TIME),
+        "revoked_at": _time(grant.revoked_at, _JSON_TIME),
+        "status": _status(grant, now),
+    }
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _grants_list(args: argparse.Namespace) -> int:
+    settings = _grant_settings(args.config)
+    store = _open_grant_store(settings.store)
+    now = time.time()
+    try:
+        grants = store.list_grants(
+            brand_id=args.brand, account=args.account, include_inactive=args.all, now=now
+        )
+    except (StoreError, sqlite3.Error) as exc:
+        raise CommandError(f"store: {exc}", 1) from None
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([_grant_json(grant, now) for grant in grants], indent=2))
+        return 0
+    if not grants:
+        which = "grants" if args.all else "live grants (--all also lists revoked and expired ones)"
+        print(f"no {which}")
+        return 0
+    header = ("GRANT", "BRAND", "ACCOUNT", "AGENT", "SCOPES", "EXPIRES", "STATUS")
+    rows = [
+        (
+            grant.grant_id,
+            grant.brand_id,
+            grant.account,
+            grant.client_id,
+            " ".join(grant.scopes),
+            _time(grant.expires_at, _TABLE_TIME) or "",
+            _status(grant, now),
+        )
+        for grant in grants
+    ]
+    print(_table([header, *rows]))
+    return 0
+
+
+def _revoking_provider(settings: ProviderSettings, store: Store, config: str) -> Provider:
+    """A Provider over `store` for its revocation API (which emits the audit events)."""
+    from pactmw.core.jwk import generate_private_jwk
+    from pactmw.protocols.delegation import SigningKeys
+    from pactmw.provider import Provider
+
+    if not any(brand.delegation is not None for brand in settings.brands):
+        raise CommandError(
+            f"{config}: no [brands.ID.delegation] table, so no Brand has grants to revoke"
+        )
+    # Revocation signs nothing. `Provider.from_settings` would load the Provider's private
+    # signing keys (or, in development, create one under data_dir): a throwaway key spares
+    # this command both.
+    return Provider(
+        base_url=settings.base_url,
+        verifier=settings.identity.build_verifier(overrides=store),
+        store=store,
+        brands=settings.brands,
+        identity_scheme=settings.identity_scheme,
+        organization=settings.organization,
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+
+
+def _grants_revoke(args: argparse.Namespace) -> int:
+    if (args.grant_id is None) == (args.account is None):
+        raise CommandError("give either a GRANT_ID or --account A")
+    if args.brand is not None and args.account is None:
+        raise CommandError("--brand goes with --account (a GRANT_ID names one grant)")
+    settings = _grant_settings(args.config)
+    store = _open_grant_store(settings.store)
+    try:
+        provider = _revoking_provider(settings, store, args.config)
+        log_to_stderr("pactmw.audit", "INFO")
+        if args.grant_id is not None:
+            grant_id: str = args.grant_id
+            if provider.revoke_grant(grant_id):
+                grant = store.get_grant(grant_id)
+                detail = (
+                    f" (brand {grant.brand_id}, account {grant.account}, agent {grant.client_id})"
+                    if grant is not None
+                    else ""
+                )
+                print(f"revoked {grant_id}{detail}")
+                return 0
+            grant = store.get_grant(grant_id)
+            if grant is None:
+                reason = "no such grant"
+            elif grant.revoked_at is not None:
+                reason = f"already revoked at {_time(grant.revoked_at, _TABLE_TIME)}"
+            else:
+                reason = f"expired at {_time(grant.expires_at, _TABLE_TIME)}"
+            raise CommandError(f"nothing revoked: {grant_id}: {reason}", 1)
+        revoked = provider.revoke_account(args.account, brand_id=args.brand)
+        if not revoked:
+            where = f" at brand {args.brand}" if args.brand is not None else ""
+            raise CommandError(
+                f"nothing revoked: account {args.account} has no live grant{where}", 1
+            )
+        for grant_id in revoked:
+            print(f"revoked {grant_id}")
+        return 0
+    except (StoreError, sqlite3.Error) as exc:
+        raise CommandError(f"store: {exc}", 1) from None
+    finally:
+        store.close()

@@ -1,0 +1,162 @@
+"""`pactmw serve`: a Provider from a TOML configuration, on uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sqlite3
+import threading
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+from pactmw.cli._common import CommandError, SubParsers, add_command, import_from_cwd, log_to_stderr
+from pactmw.store.base import StoreError
+
+_SERVE_HELP = """\
+Serve the Brands of a TOML configuration as a PACT 1.0 Provider (A2A HTTP+JSON) on uvicorn.
+
+The TOML file holds the same keys as Django's PACTMW setting: base_url, audience, agents,
+brands, store, ... (see examples/pactmw.toml). Brand handlers are import paths
+('package.module:function') resolved from the current directory first, so run the command
+from the directory that holds your bot's package. A relative sqlite store path
+(sqlite:///.pactmw/pactmw.db, the default) is relative to the current directory too.
+
+--host and --port say where to listen; the URLs in the Agent Cards come from base_url, which
+must be the address personal agents reach (a proxy's, if there is one). Needs uvicorn
+(pip install uvicorn).
+"""
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def add(subparsers: SubParsers) -> None:
+    parser = add_command(
+        subparsers,
+        "serve",
+        summary="serve a Provider from a TOML configuration (needs uvicorn)",
+        description=_SERVE_HELP,
+    )
+    parser.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8000, help="TCP port to listen on (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="uvicorn's and pactmw's log level (default: %(default)s)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: the other subcommands must not need the Provider's dependencies loaded.
+    from pactmw.adapters.asgi import A2AProviderApp
+    from pactmw.provider import Provider, ProviderSettings, card_url, load_toml
+    from pactmw.store import parse_store_url
+
+    try:
+        import uvicorn
+    except ImportError:
+        # uvicorn is not a runtime dependency of pactmw: only this command needs it.
+        raise CommandError(
+            "pactmw serve needs uvicorn: pip install 'pactmw[serve]'", bare=True
+        ) from None
+
+    import_from_cwd()
+    data = load_toml(args.config)
+    settings = ProviderSettings.from_mapping(data)
+    if not settings.brands:
+        raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
+    try:
+        provider = Provider.from_settings(settings)
+    except (ValueError, StoreError, OSError, sqlite3.Error, ImportError) as exc:
+        # open_store's messages never repeat the URL, which may hold a password. OSError and
+        # sqlite3.Error: SqliteStore lets some of them through (unusable path or file).
+        # ImportError: a PostgreSQL URL without psycopg installed (the message says so).
+        raise CommandError(f"store: {exc}") from None
+
+    level = "DEBUG" if args.log_level == "trace" else args.log_level.upper()
+    log_to_stderr("pactmw", level)
+    log = logging.getLogger("pactmw.cli")
+    log.info("store: %s", parse_store_url(settings.store).label)
+    for brand in settings.brands:
+        log.info("brand %r: card at %s", brand.id, card_url(settings.base_url, brand.id))
+    _check_base_url(settings.base_url, args.port, log)
+
+    config = uvicorn.Config(
+        A2AProviderApp(provider),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    try:
+        with _stop_signals():
+            server.run()
+    except _Stopped as stopped:
+        log.info("stopped by %s", signal.Signals(stopped.signum).name)
+        return 0
+    except SystemExit as exc:  # uvicorn exits (status 3) when it cannot bind the port
+        return 0 if exc.code in (0, None) else 1
+    finally:
+        provider.close()
+    return 0 if server.started else 1
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGINT after uvicorn's graceful shutdown (see `_stop_signals`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into `_Stopped` so `serve` closes the store and exits 0.
+
+    uvicorn shuts down gracefully on these signals, then restores the previous handlers and
+    raises the signal again; with the default handlers the process would die right there
+    (SIGTERM) or with a KeyboardInterrupt, before the store is closed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, _raise_stopped) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _check_base_url(base_url: str, port: int, log: logging.Logger) -> None:
+    """Warn when a loopback base_url names another port than the one served (a likely typo).
+
+    A public base_url (behind a proxy) legitimately differs from --host/--port.
+    """
+    url = urlsplit(base_url)
+    if url.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return
+    advertised = url.port or (443 if url.scheme == "https" else 80)
+    if advertised != port:
+        log.warning(
+            "base_url %s names port %d but this server listens on %d: "
+            "the Agent Cards send personal agents to port %d",
+            base_url,
+            advertised,
+            port,
+            advertised,
+        )
