@@ -11,7 +11,7 @@ from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._errors import OAuthError
-from pactmw.provider.delegated._forms import check_client, parse_form
+from pactmw.provider.delegated._forms import agent_form
 from pactmw.provider.delegated._responses import NO_STORE, json_response, with_query
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.store.base import UserCodeTaken
@@ -28,8 +28,7 @@ class DeviceEndpoint:
     def device_authorization(
         self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
     ) -> Flow:
-        form = parse_form(body)
-        check_client(form, caller)
+        form = agent_form(body, caller)
         requested = " ".join(form.get("scope", [])).split()
         if not requested or any(scope not in config.scopes for scope in requested):
             raise OAuthError("invalid_scope", "request one or more scopes listed on the card")

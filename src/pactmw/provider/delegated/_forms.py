@@ -29,8 +29,10 @@ def one(form: Mapping[str, list[str]], name: str) -> str:
     return values[0]
 
 
-def check_client(form: Mapping[str, list[str]], caller: PersonalAgent) -> None:
-    """The form's `client_id` must be the agent that signed the request's PACT JWT."""
+def agent_form(body: bytes, caller: PersonalAgent) -> dict[str, list[str]]:
+    """The form of a personal agent's request, whose `client_id` must be its JWT's issuer."""
+    form = parse_form(body)
     if form.get("client_id") != [caller.issuer]:
         # 401, not 400: the reference client reads 401 as a transport failure (§5.1).
         raise OAuthError("invalid_client", "client_id must equal the JWT's iss", 401)
+    return form

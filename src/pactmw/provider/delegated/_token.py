@@ -11,7 +11,7 @@ from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._codes import new_secret, secret_hash
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._errors import OAuthError
-from pactmw.provider.delegated._forms import check_client, one, parse_form
+from pactmw.provider.delegated._forms import agent_form, one
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, store
@@ -27,8 +27,7 @@ class TokenEndpoint:
     def token(
         self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
     ) -> Flow:
-        form = parse_form(body)
-        check_client(form, caller)
+        form = agent_form(body, caller)
         grant_type = one(form, "grant_type")
         if grant_type == DEVICE_CODE_GRANT:
             return (
