@@ -1,0 +1,212 @@
+"""The consent pages a person sees in a browser: code entry, consent, decision, result."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from attrs import frozen
+
+from pactmw.core.errors import RequestRefused
+from pactmw.core.http import Request, Response
+from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.consent_pages import ConsentView
+from pactmw.provider.delegated._assertion import BrandAssertions
+from pactmw.provider.delegated._audit import AuditEvent
+from pactmw.provider.delegated._codes import normalize_user_code
+from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._errors import ConsentRefused
+from pactmw.provider.delegated._forms import parse_form
+from pactmw.provider.delegated._responses import page, redirect, with_query
+from pactmw.provider.delegated._sessions import ConsentSessions, SignedInUser
+from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.ratelimit import RateLimiter
+from pactmw.store.base import Approval, DeviceAuthorization, Grant
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@frozen
+class ConsentEndpoint:
+    """Where a person approves or denies what their personal agent asked for.
+
+    `agent_name(issuer)` gives the display name of a registered personal agent.
+    """
+
+    ctx: ServerContext
+    agent_name: Callable[[str], str]
+    #: Per client address: user-code guessing and form floods hit this long before 20^8.
+    limiter: RateLimiter
+    sessions: ConsentSessions
+    assertions: BrandAssertions
+
+    def consent(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes | None,
+    ) -> Flow:
+        self._limit(request)
+        consent_url = self.ctx.url(brand, "consent")
+        if request.method == "POST":
+            if config.mode != "brand" or body is None:
+                raise ConsentRefused("This page does not accept that.", 405)
+            assertion = parse_form(body).get("assertion", [""])
+            user, user_code = yield from self.assertions.verify(
+                brand, config, assertion[0] if len(assertion) == 1 else ""
+            )
+        else:
+            typed = parse_qs(request.query).get("user_code", [""])[0]
+            if not typed:
+                return page(config.pages.code_entry(consent_url))
+            normalized = normalize_user_code(typed)
+            if normalized is None:
+                return page(config.pages.code_entry(consent_url, "That is not a valid code."), 400)
+            user_code = normalized
+            here = f"{consent_url}?{urlencode({'user_code': user_code})}"
+            if config.mode == "brand":
+                return redirect(with_query(config.login_url, {"return_to": here}))
+            if user is None:
+                return redirect(with_query(config.login_url, {"next": here}))
+        authorization = yield from self._pending(brand, user_code)
+        assert user is not None
+        if config.skip_consent_if_granted:
+            grant: Grant | None = yield store(
+                self.ctx.store.live_grant,
+                brand_id=brand.id,
+                account=user.account,
+                client_id=authorization.client_id,
+                pa_sub=authorization.pa_sub,
+                now=self.ctx.clock(),
+            )
+            if grant is not None and set(authorization.scopes) <= set(grant.scopes):
+                return (
+                    yield from self._approve(
+                        brand, config, authorization, user, authorization.scopes
+                    )
+                )
+        session = self.sessions.mint(brand, user, user_code)
+        view = ConsentView(
+            brand_name=brand.name,
+            agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
+            agent_origin=_origin(authorization.client_id),
+            signed_in_as=user.label,
+            scopes=tuple((s, config.scopes[s]) for s in authorization.scopes if s in config.scopes),
+            decision_url=self.ctx.url(brand, "consent/decision"),
+            session=session,
+        )
+        return page(config.pages.consent(view))
+
+    def decision(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes,
+    ) -> Flow:
+        self._limit(request)
+        origin = request.header("origin")
+        if origin is not None and origin != _origin(self.ctx.base_url):
+            # A cross-site form post: the session token already binds the user and the code,
+            # this refuses the request before it gets anywhere near them.
+            raise ConsentRefused("This request did not come from the consent page.", 403)
+        form = parse_form(body)
+        sessions = form.get("session", [])
+        if len(sessions) != 1:
+            raise ConsentRefused("This consent page is no longer valid. Start again.", 400)
+        signed_in, user_code = self.sessions.read(brand, sessions[0])
+        if config.mode == "same-app" and (user is None or user.account != signed_in.account):
+            raise ConsentRefused("Sign in as the person who was asked, then start again.", 403)
+        authorization = yield from self._pending(brand, user_code)
+        ticked = set(form.get("scope", []))
+        granted = tuple(s for s in authorization.scopes if s in ticked)
+        if form.get("decision") != ["allow"] or not granted:
+            return (yield from self._deny(brand, user_code, authorization, signed_in))
+        return (yield from self._approve(brand, config, authorization, signed_in, granted))
+
+    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Response:
+        query = parse_qs(request.query)
+        approved = query.get("status") == ["approved"]
+        scopes = tuple(s for s in " ".join(query.get("scope", [])).split() if s in config.scopes)
+        return page(config.pages.result(approved, brand.name, scopes))
+
+    def _limit(self, request: Request) -> None:
+        if self.limiter.check(request.client or "?", "", self.ctx.clock()) is not None:
+            raise RequestRefused(429, (("Retry-After", "60"),))
+
+    def _pending(self, brand: Brand, user_code: str) -> SubFlow:
+        """The pending, unexpired device authorization of this Brand with `user_code`."""
+        found: DeviceAuthorization | None = yield store(
+            self.ctx.store.device_authorization_by_user_code, user_code=user_code
+        )
+        if (
+            found is None
+            or found.brand_id != brand.id
+            or found.status != "pending"
+            or found.expires_at <= self.ctx.clock()
+        ):
+            raise ConsentRefused.unusable_code()
+        return found
+
+    def _deny(
+        self,
+        brand: Brand,
+        user_code: str,
+        authorization: DeviceAuthorization,
+        signed_in: SignedInUser,
+    ) -> Flow:
+        decided = yield store(
+            self.ctx.store.decide_device_authorization,
+            user_code=user_code,
+            approved=False,
+            account=signed_in.account,
+            granted_scopes=(),
+            grant_id=None,
+            now=self.ctx.clock(),
+        )
+        if decided is None:
+            raise ConsentRefused.unusable_code()
+        self.ctx.audit.publish(
+            AuditEvent(
+                name="agent.delegation_denied",
+                brand_id=brand.id,
+                issuer=authorization.client_id,
+                account=signed_in.account,
+                scopes=authorization.scopes,
+            )
+        )
+        return redirect(f"{self.ctx.url(brand, 'connected')}?{urlencode({'status': 'denied'})}")
+
+    def _approve(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        authorization: DeviceAuthorization,
+        user: SignedInUser,
+        granted: tuple[str, ...],
+    ) -> Flow:
+        now = self.ctx.clock()
+        # One atomic store operation: the grant is created or widened only if this approval
+        # wins the decision (a concurrent Deny, or expiry, leaves every grant untouched).
+        approval: Approval | None = yield store(
+            self.ctx.store.approve_device_authorization,
+            user_code=authorization.user_code,
+            brand_id=brand.id,
+            account=user.account,
+            granted_scopes=granted,
+            new_grant_id=f"a2agrant_{int(now * 1000):012x}{secrets.token_hex(8)}",
+            now=now,
+            grant_expires_at=now + config.grant_lifetime,
+        )
+        if approval is None:
+            raise ConsentRefused.unusable_code()
+        self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
+        query = urlencode({"status": "approved", "scope": " ".join(granted)})
+        return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")

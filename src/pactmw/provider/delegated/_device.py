@@ -1,0 +1,85 @@
+"""RFC 8628 §3.1-3.2: the device authorization endpoint, and the consent link it hands out."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from attrs import frozen
+
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
+from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._errors import OAuthError
+from pactmw.provider.delegated._forms import agent_form
+from pactmw.provider.delegated._responses import NO_STORE, json_response, with_query
+from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.store.base import UserCodeTaken
+
+DEVICE_CODE_LIFETIME = 600
+
+
+@frozen
+class DeviceEndpoint:
+    """Creates device authorizations: for the agent's own request, and for step-up tasks."""
+
+    ctx: ServerContext
+
+    def device_authorization(
+        self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
+    ) -> Flow:
+        form = agent_form(body, caller)
+        requested = " ".join(form.get("scope", [])).split()
+        if not requested or any(scope not in config.scopes for scope in requested):
+            raise OAuthError("invalid_scope", "request one or more scopes listed on the card")
+        document = yield from self.authorize(brand, config, caller, tuple(dict.fromkeys(requested)))
+        return json_response(document, extra=NO_STORE)
+
+    def authorize(
+        self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, scopes: tuple[str, ...]
+    ) -> SubFlow:
+        """Create a device authorization; the value is the RFC 8628 response document."""
+        device_code = new_secret("dc_")
+        now = self.ctx.clock()
+        for _ in range(5):
+            user_code = new_user_code()
+            try:
+                yield store(
+                    self.ctx.store.create_device_authorization,
+                    device_code_hash=secret_hash(device_code),
+                    user_code=user_code,
+                    brand_id=brand.id,
+                    client_id=caller.issuer,
+                    pa_sub=caller.sub,
+                    scopes=scopes,
+                    now=now,
+                    expires_at=now + DEVICE_CODE_LIFETIME,
+                    interval=float(config.interval),
+                )
+                break
+            except UserCodeTaken:
+                continue
+        else:  # pragma: no cover - 5 collisions in 2.6e10 codes
+            raise OAuthError("temporarily_unavailable", "try again", 503)
+        verification_uri, complete = self._verification_uris(brand, config, user_code)
+        return {
+            "device_code": device_code,
+            "user_code": user_code,
+            "verification_uri": verification_uri,
+            "verification_uri_complete": complete,
+            "expires_in": DEVICE_CODE_LIFETIME,
+            "interval": config.interval,
+        }
+
+    def _verification_uris(
+        self, brand: Brand, config: DelegationConfig, code: str
+    ) -> tuple[str, str]:
+        consent = self.ctx.url(brand, "consent")
+        complete = f"{consent}?{urlencode({'user_code': code})}"
+        if config.mode == "brand":
+            # The Brand's login comes first and returns the person to the consent page.
+            return (
+                with_query(config.login_url, {"return_to": consent}),
+                with_query(config.login_url, {"return_to": complete}),
+            )
+        return consent, complete

@@ -1,0 +1,38 @@
+"""Reading the form bodies the token, device and consent endpoints receive."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import parse_qs
+
+from pactmw.core.encoding import is_storable_text
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.delegated._errors import OAuthError
+
+#: The largest form body the Provider reads for these endpoints.
+FORM_LIMIT = 64 * 1024
+
+
+def parse_form(body: bytes) -> dict[str, list[str]]:
+    """An `application/x-www-form-urlencoded` body; `OAuthError(invalid_request)` if it is not."""
+    try:
+        return parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise OAuthError("invalid_request", "the body is not a form") from exc
+
+
+def one(form: Mapping[str, list[str]], name: str) -> str:
+    """The field `name`, present exactly once and not empty; `invalid_request` otherwise."""
+    values = form.get(name, [])
+    if len(values) != 1 or not values[0] or not is_storable_text(values[0]):
+        raise OAuthError("invalid_request", f"{name} is required, once")
+    return values[0]
+
+
+def agent_form(body: bytes, caller: PersonalAgent) -> dict[str, list[str]]:
+    """The form of a personal agent's request, whose `client_id` must be its JWT's issuer."""
+    form = parse_form(body)
+    if form.get("client_id") != [caller.issuer]:
+        # 401, not 400: the reference client reads 401 as a transport failure (§5.1).
+        raise OAuthError("invalid_client", "client_id must equal the JWT's iss", 401)
+    return form

@@ -1,0 +1,198 @@
+"""`AuthorizationServer`: the one face of the Delegated profile that the Provider talks to.
+
+Each concern is a collaborator of its own module sharing one `ServerContext`; this class
+builds them and hands every call to the one that owns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pactmw.core.http import Request, Response
+from pactmw.core.keys import JwksCache
+from pactmw.core.tokencache import VerifiedTokenCache
+from pactmw.protocols.delegation import Delegation, SigningKeys
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.delegated._assertion import BrandAssertions
+from pactmw.provider.delegated._audit import Audit, AuditHook
+from pactmw.provider.delegated._consent import ConsentEndpoint
+from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._device import DeviceEndpoint
+from pactmw.provider.delegated._metadata import Metadata
+from pactmw.provider.delegated._resource import DelegationCheck
+from pactmw.provider.delegated._revocation import Revocation
+from pactmw.provider.delegated._sessions import ConsentSessions, SignedInUser
+from pactmw.provider.delegated._step_up import StepUp
+from pactmw.provider.delegated._token import TokenEndpoint
+from pactmw.provider.flow import Flow, SubFlow
+from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.store.base import Store
+
+
+class AuthorizationServer:
+    """The Delegated profile for every Brand of a Provider that configures `delegation`.
+
+    `agent_name(issuer)` gives the display name of a registered personal agent (for consent).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        store: Store,
+        keys: SigningKeys,
+        clock: Callable[[], float],
+        agent_name: Callable[[str], str],
+        brand_keys: JwksCache | None = None,
+        consent_rate_limit: RateLimit | None = None,
+        audit: AuditHook | None = None,
+    ) -> None:
+        self._ctx = ServerContext(
+            base_url=base_url.rstrip("/"), store=store, keys=keys, clock=clock, audit=Audit(audit)
+        )
+        self._metadata = Metadata(self._ctx)
+        self._device = DeviceEndpoint(self._ctx)
+        self._token = TokenEndpoint(self._ctx)
+        self._resource = DelegationCheck(self._ctx)
+        self._step_up = StepUp(self._device)
+        self._consent = ConsentEndpoint(
+            self._ctx,
+            agent_name=agent_name,
+            limiter=RateLimiter(consent_rate_limit or RateLimit(per_agent=30, window=60.0)),
+            sessions=ConsentSessions(self._ctx),
+            assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
+        )
+        self._revocation = Revocation(self._ctx)
+
+    # -- what the collaborators share --------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self._ctx.base_url
+
+    @property
+    def store(self) -> Store:
+        return self._ctx.store
+
+    @property
+    def keys(self) -> SigningKeys:
+        """The keys that sign delegation tokens, consent sessions and receipts."""
+        return self._ctx.keys
+
+    @property
+    def brand_keys(self) -> JwksCache:
+        """The cache of the Brands' login keys (`brand_jwks_uri`, brand mode)."""
+        return self._consent.assertions.brand_keys
+
+    @brand_keys.setter
+    def brand_keys(self, value: JwksCache) -> None:
+        self._consent.assertions.brand_keys = value
+
+    @property
+    def consent_limiter(self) -> RateLimiter:
+        """Consent requests per client address."""
+        return self._consent.limiter
+
+    @property
+    def token_cache(self) -> VerifiedTokenCache[Delegation]:
+        """Verified delegation tokens: a hit skips the signature check only."""
+        return self._resource.token_cache
+
+    # -- URLs and documents ------------------------------------------------------------------
+
+    def interface(self, brand: Brand) -> str:
+        return self._ctx.interface(brand)
+
+    def url(self, brand: Brand, path: str) -> str:
+        """An absolute URL under the Brand's authorization server (`{interface}/oauth/...`)."""
+        return self._ctx.url(brand, path)
+
+    def card_scheme(self, brand: Brand, config: DelegationConfig) -> dict[str, Any]:
+        """The card's `userDelegation` security scheme (spec §5.1)."""
+        return self._metadata.card_scheme(brand, config)
+
+    def metadata(self, brand: Brand, config: DelegationConfig) -> Response:
+        """RFC 8414 metadata (pact-provider.md §5.4)."""
+        return self._metadata.metadata(brand, config)
+
+    def jwks(self) -> Response:
+        """The keys that sign delegation tokens and receipts."""
+        return self._metadata.jwks()
+
+    # -- RFC 8628 endpoints (the personal agent, authenticated by its PACT JWT) ---------------
+
+    def device_authorization(
+        self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
+    ) -> Flow:
+        """RFC 8628 §3.1: a device code and the consent link for the requested scopes."""
+        return self._device.device_authorization(brand, config, caller, body)
+
+    def token(
+        self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
+    ) -> Flow:
+        """The token endpoint: the device code grant (RFC 8628 §3.4) or a refresh rotation."""
+        return self._token.token(brand, config, caller, body)
+
+    # -- delegation tokens on agent requests (spec §5.5) --------------------------------------
+
+    def verify_delegation(self, brand: Brand, caller: PersonalAgent, header: str | None) -> SubFlow:
+        """Check `X-A2A-User-Delegation` after the PACT JWT; the flow's value is a `Delegation`.
+
+        Raises `DelegationRejected` (401, `error="invalid_token"`) for any failure, including a
+        revoked or expired grant and a token presented by another user of the same agent.
+        """
+        return self._resource.verify_delegation(brand, caller, header)
+
+    def step_up(
+        self,
+        brand: Brand,
+        caller: PersonalAgent,
+        context_id: str,
+        missing: tuple[str, ...],
+        message: str,
+    ) -> Flow:
+        """The `TASK_STATE_AUTH_REQUIRED` task of spec §5.5 with a fresh consent link."""
+        return self._step_up.step_up(brand, caller, context_id, missing, message)
+
+    # -- consent (a person in a browser) ------------------------------------------------------
+
+    def consent(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes | None,
+    ) -> Flow:
+        """GET: code entry or consent (same-app), or off to the Brand's login (brand mode).
+        POST (brand mode): the Brand's single-use assertion, then the consent page."""
+        return self._consent.consent(brand, config, request, user, body)
+
+    def decision(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes,
+    ) -> Flow:
+        """Allow or Deny; answers 303 to the result page (`status=approved|denied`)."""
+        return self._consent.decision(brand, config, request, user, body)
+
+    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Response:
+        """The page after the decision."""
+        return self._consent.result(brand, config, request)
+
+    # -- revocation ---------------------------------------------------------------------------
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke one grant now: its tokens fail on their next use (blocking)."""
+        return self._revocation.revoke_grant(grant_id)
+
+    def revoke_account(
+        self, account: str, *, brand_id: str | None = None, reason: str = "revoked"
+    ) -> list[str]:
+        """Revoke every grant of an account (for example when it is disabled)."""
+        return self._revocation.revoke_account(account, brand_id=brand_id, reason=reason)
