@@ -1,0 +1,413 @@
+"""What each framework's users expect of its adapter, over real servers (issue "One guard,
+four faithful adapters", defects 4 to 9). The shared rules are in `test_contract.py`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Security
+from flask import Flask
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from pactmw.adapters import asgi
+from pactmw.adapters import fastapi as fastapi_adapter
+from pactmw.adapters import flask as flask_adapter
+from pactmw.core.http import Request as NeutralRequest
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.guard import guard_from_mapping
+from pactmw.store import open_store
+from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
+from tests.adapters.test_contract import CHALLENGE, assert_refused
+from tests.adapters.tokens import AgentKey, claims, forge_hs256
+from tests.servers import REPO, free_port, process_server, uvicorn_server, werkzeug_server
+
+pytestmark = pytest.mark.timeout(120)
+
+DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("idioms")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def settings(world: Harness) -> dict[str, Any]:
+    return config(world.workdir, "idioms", world.agent, world.parafe)
+
+
+def token(world: Harness, **overrides: Any) -> str:
+    return world.agent.sign(claims(ISSUER, **overrides))
+
+
+def bearer(value: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {value}"}
+
+
+# -- 4. Starlette's AuthenticationMiddleware with other schemes ---------------------------------
+
+
+def _backend_app(settings: dict[str, Any]) -> Any:
+    guard = guard_from_mapping(settings)
+
+    async def public(request: Request) -> Response:
+        user = request.user
+        return JSONResponse({"authenticated": user.is_authenticated, "scopes": request.auth.scopes})
+
+    @asgi.requires("personal_agent")
+    async def agents_only(request: Request) -> Response:
+        return JSONResponse({"actor_id": request.user.identity})
+
+    @asgi.requires(["personal_agent", "scope:orders:read"])
+    def orders(request: Request) -> Response:
+        return JSONResponse({"scopes": request.auth.scopes})
+
+    backend = asgi.PersonalAgentBackend(
+        guard.verifier, delegation_provider=guard.provider, delegation_brand="acme"
+    )
+    return Starlette(
+        routes=[Route("/public", public), Route("/pa", agents_only), Route("/orders", orders)],
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=asgi.on_auth_error)
+        ],
+    )
+
+
+def test_other_credentials_pass_as_not_a_personal_agent(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    stranger = AgentKey.generate("ES256", "stranger")
+    others = [
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        bearer("an-opaque-api-token"),
+        bearer(stranger.sign(claims("https://another-idp.example"))),
+        bearer(forge_hs256(claims(ISSUER), b"some-api-secret", "k")),
+    ]
+    with uvicorn_server(_backend_app(settings)) as base, httpx.Client(base_url=base) as client:
+        for headers in others:
+            response = client.get("/public", headers=headers)
+            assert response.status_code == 200, (headers, response.text)
+            assert response.json() == {"authenticated": False, "scopes": []}
+            assert_refused(client.get("/pa", headers=headers))
+        # A personal agent's token that fails is still refused, even on a public route.
+        expired = token(world, iat=1_000_000_000, exp=1_000_000_100)
+        assert_refused(client.get("/public", headers=bearer(expired)))
+        good = client.get("/public", headers=bearer(token(world)))
+        assert good.json()["authenticated"] is True
+
+
+def test_requires_answers_the_pact_challenge_and_scope_refusals(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    with uvicorn_server(_backend_app(settings)) as base, httpx.Client(base_url=base) as client:
+        refused = client.get("/pa")
+        assert_refused(refused)  # Starlette's own `requires` would answer a bare 403
+        assert client.get("/pa", headers=bearer(token(world))).status_code == 200
+        no_delegation = client.get("/orders", headers=bearer(token(world)))
+        assert_refused(no_delegation, 'Bearer realm="a2a", error="invalid_token"')
+        delegation, _ = _grants(world, settings).delegation("orders:cancel")
+        wrong = client.get(
+            "/orders", headers={**bearer(token(world)), "X-A2A-User-Delegation": delegation}
+        )
+        assert wrong.status_code == 403
+        assert 'scope="orders:read"' in wrong.headers["www-authenticate"]
+
+
+def _grants(world: Harness, settings: dict[str, Any]) -> Target:
+    """Grants in the store these settings name, signed with the configured key."""
+    store = open_store(str(settings["store"]))
+    world.stack.callback(store.close)
+    return Target("idioms", httpx.Client(), (), store, world.signing, world.agent, world.parafe)
+
+
+# -- 5. FastAPI ---------------------------------------------------------------------------------
+
+
+def test_fastapi_decorator_on_endpoints_without_request(world: Harness) -> None:
+    client = world.get("fastapi").client
+    assert client.get("/legacy-sync", headers=bearer(token(world))).json() == {"ok": "sync"}
+    answered = client.get("/legacy-async?q=lamp", headers=bearer(token(world)))
+    assert answered.json() == {"ok": "async", "q": "lamp"}
+    assert_refused(client.get("/legacy-sync"))
+    assert_refused(client.get("/legacy-async"))
+
+
+def test_fastapi_security_scheme_is_in_openapi(world: Harness) -> None:
+    document = world.get("fastapi").client.get("/openapi.json").json()
+    scheme = document["components"]["securitySchemes"]["PersonalAgent"]
+    assert (scheme["type"], scheme["scheme"], scheme["bearerFormat"]) == ("http", "bearer", "JWT")
+    paths = document["paths"]
+    assert paths["/api/scoped-sync"]["get"]["security"] == [{"PersonalAgent": ["orders:read"]}]
+    assert paths["/decorated-async"]["get"]["security"] == [{"PersonalAgent": []}]
+    # The injected request of a decorated endpoint is not a parameter of the API.
+    assert "parameters" not in paths["/legacy-sync"]["get"]
+    assert [p["name"] for p in paths["/legacy-async"]["get"]["parameters"]] == ["q"]
+
+
+def test_fastapi_without_the_handlers_keeps_fastapis_error_body(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    guard = guard_from_mapping(settings)
+    scheme = fastapi_adapter.PersonalAgentScheme(guard.verifier)
+    app = FastAPI()
+
+    @app.get("/me")
+    def me(caller: PersonalAgent = Security(scheme)) -> Any:  # noqa: B008
+        return {"actor_id": caller.actor_id}
+
+    with uvicorn_server(app) as base, httpx.Client(base_url=base) as client:
+        refused = client.get("/me")
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == CHALLENGE
+        assert refused.json() == {"detail": "missing_token"}
+        assert client.get("/me", headers=bearer(token(world))).status_code == 200
+
+
+# -- 6. consent pages inside the host app's session middleware ----------------------------------
+
+
+def _session_user(connection: HTTPConnection) -> SignedInUser | None:
+    name = connection.session.get("user")
+    return SignedInUser(account=name, label=name) if name else None
+
+
+async def _login(request: Request) -> Response:
+    request.session["user"] = "jane"
+    return PlainTextResponse("signed in")
+
+
+CONSENT = "/a2a/acme/oauth/consent?user_code=BCDF-GHJK"
+
+
+def test_consent_pages_mounted_inside_the_host_app_see_its_session(
+    settings: dict[str, Any],
+) -> None:
+    provider = guard_from_mapping(settings).provider
+    assert provider is not None
+    web = Starlette(
+        routes=[Route("/login", _login), asgi.a2a_mount(provider, current_user=_session_user)],
+        middleware=[Middleware(SessionMiddleware, secret_key="test-only-secret")],
+    )
+    with uvicorn_server(web) as base, httpx.Client(base_url=base) as client:
+        signed_out = client.get(CONSENT)
+        assert signed_out.status_code in (302, 303), signed_out.text[:200]
+        assert signed_out.headers["location"].startswith("/login?next=")
+        client.get("/login")
+        signed_in = client.get(CONSENT)  # now the session's user: an unknown code
+        assert signed_in.status_code == 400, signed_in.text[:300]
+        assert signed_in.headers["content-type"].startswith("text/html")
+        assert "That did not work" in signed_in.text
+        card = client.get("/a2a/acme/.well-known/agent-card.json")
+        assert card.json()["name"] == "Acme"
+
+
+def test_a_consent_page_that_fails_is_html_never_an_a2a_error(
+    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = guard_from_mapping(settings).provider
+    assert provider is not None
+    web = Starlette(
+        routes=[Route("/login", _login)],
+        middleware=[Middleware(SessionMiddleware, secret_key="test-only-secret")],
+    )
+    # Around the host app, its session middleware has not run when the page asks for the user.
+    app = asgi.A2AProviderApp(provider, app=web, current_user=_session_user)
+    with uvicorn_server(app) as base, httpx.Client(base_url=base) as client:
+        response = client.get(CONSENT)
+    assert response.status_code == 500
+    assert response.headers["content-type"].startswith("text/html")
+    assert "a2a" not in response.headers["content-type"]
+    assert "a2a_mount" in caplog.text
+
+
+# -- 7. Django: settings checked at startup, other pages untouched ------------------------------
+
+
+def _django_env(tmp_path: Path, settings: dict[str, Any]) -> dict[str, str]:
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps(settings))
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
+        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
+        "PACTMW_TEST_CONFIG": str(config_file),
+    }
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        pytest.param({"audiance": "x"}, "audiance", id="typo"),
+        pytest.param({"audience": None}, "audience", id="no-audience"),
+        pytest.param(
+            {"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"
+        ),
+        pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
+    ],
+)
+def test_manage_py_check_reports_a_bad_pactmw_setting(
+    tmp_path: Path, settings: dict[str, Any], broken: dict[str, Any], named: str
+) -> None:
+    bad = {k: v for k, v in {**settings, **broken}.items() if v is not None}
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=_django_env(tmp_path, bad),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "pactmw.E001" in done.stderr
+    assert "PACTMW" in done.stderr
+    assert named in done.stderr
+
+
+def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[str, Any]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=_django_env(tmp_path, settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no issues" in done.stdout
+
+
+def test_a_bad_setting_never_turns_other_pages_into_500s(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "pactmw_testsite.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--lifespan",
+        "off",
+    ]
+    env = _django_env(tmp_path, {**settings, "audiance": "typo"})
+    log = tmp_path / "django.log"
+    with (
+        process_server(argv, port, env=env, log=log),
+        httpx.Client(base_url=f"http://127.0.0.1:{port}") as client,
+    ):
+        for _ in range(2):
+            assert client.get("/public").status_code == 200
+            guarded = client.get("/api/echo")
+            assert guarded.status_code == 503
+            assert guarded.content == b""
+            assert client.get("/a2a/acme/.well-known/agent-card.json").status_code == 503
+    said = log.read_text()
+    assert said.count("settings.PACTMW is invalid") == 1, said  # logged once
+    assert "audiance" in said
+
+
+# -- 8. Flask: error handlers and optional verification -----------------------------------------
+
+
+def _flask_app(settings: dict[str, Any]) -> Flask:
+    app = Flask("idioms")
+    app.config["PACTMW"] = settings
+    flask_adapter.Pactmw(app)
+
+    @app.errorhandler(401)
+    def unauthorized(error: Any) -> Any:
+        reason = (
+            error.failure.reason if isinstance(error, flask_adapter.PersonalAgentRefused) else "?"
+        )
+        return {"custom": True, "reason": reason}, 401
+
+    @app.get("/mine")
+    @flask_adapter.personal_agent_required
+    def mine() -> Any:
+        caller = flask_adapter.current_personal_agent()
+        return {"actor_id": caller.actor_id if caller else None}
+
+    @app.get("/api/inside")
+    def inside() -> Any:
+        return {"ok": True}
+
+    @app.get("/maybe")
+    def maybe() -> Any:
+        caller = flask_adapter.verify_personal_agent(optional=True)
+        return {"actor_id": caller.actor_id if caller else None}
+
+    return app
+
+
+def test_flask_refusals_go_through_the_apps_error_handlers(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    with werkzeug_server(_flask_app(settings)) as base, httpx.Client(base_url=base) as client:
+        refused = client.get("/mine")
+        assert refused.status_code == 401
+        assert refused.json() == {"custom": True, "reason": "missing_token"}
+        assert client.get("/mine", headers=bearer(token(world))).status_code == 200
+        # The guarded prefix keeps PACT's empty-bodied challenge, whatever the app's handlers.
+        assert_refused(client.get("/api/inside"))
+
+
+def test_flask_sees_a_valid_token_outside_the_prefix_on_request(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    with werkzeug_server(_flask_app(settings)) as base, httpx.Client(base_url=base) as client:
+        assert client.get("/maybe").json() == {"actor_id": None}
+        seen = client.get("/maybe", headers=bearer(token(world))).json()
+        assert seen["actor_id"] is not None
+        assert client.get("/maybe", headers=bearer("junk")).status_code == 401
+
+
+# -- 9. logging -----------------------------------------------------------------------------
+
+
+def test_misconfiguration_refusals_log_at_warning_routine_ones_at_info(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = guard_from_mapping(settings).provider
+    assert provider is not None
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    stranger = AgentKey.generate("ES256", "stranger")
+    cases = {
+        "unknown_issuer": (stranger.sign(claims("https://unknown.example")), logging.WARNING),
+        "bad_audience": (token(world, aud="https://elsewhere.example/a2a"), logging.WARNING),
+        "expired": (token(world, iat=1_000_000_000, exp=1_000_000_100), logging.INFO),
+    }
+    for reason, (sent, level) in cases.items():
+        caplog.clear()
+        request = NeutralRequest(
+            "POST", "/a2a/acme/message:send", headers=(("authorization", f"Bearer {sent}"),)
+        )
+        assert provider.handle(request, lambda limit: b"{}").status == 401
+        (record,) = [r for r in caplog.records if r.name == "pactmw.identity"]
+        assert record.levelno == level, reason
+        message = record.getMessage()
+        assert f"reason={reason}" in message
+        assert "brand=acme" in message
+        assert sent not in caplog.text
+        assert sent.split(".")[1] not in caplog.text
+        issuer = "https://unknown.example" if reason == "unknown_issuer" else ISSUER
+        assert f"issuer={issuer}" in message
