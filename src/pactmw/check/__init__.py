@@ -260,10 +260,6 @@ def describe(response: HttpResponse) -> str:
     return ", ".join(parts)
 
 
-def _media_type(response: HttpResponse) -> str:
-    return (response.header("content-type") or "").split(";", 1)[0].strip().lower()
-
-
 def _header_values(response: HttpResponse, name: str) -> list[str]:
     lowered = name.lower()
     return [value for key, value in response.headers if key.lower() == lowered]
