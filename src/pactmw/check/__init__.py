@@ -20,19 +20,86 @@ expected and what came back, so `Checker.run` always runs every check it can.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TextIO
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urlencode
 
-from attrs import frozen
-from cryptography.hazmat.primitives import serialization
-
+from pactmw.check._forge import hs256, now, public_secrets, tampered, unsigned
+from pactmw.check._names import (
+    AGENT_MESSAGE_ID,
+    ALG_NONE,
+    AUD_INTERFACE,
+    BAD_JSON,
+    BAD_PAGE_SIZES,
+    CARD,
+    CARD_HEADERS,
+    CARD_INTERFACE,
+    CARD_SCHEME,
+    CARD_UNKNOWN,
+    CONTENT_TYPE,
+    CONTENT_TYPE_TOLERANCE,
+    DELEGATED_DETAILS,
+    DELEGATED_DEVICE,
+    DELEGATED_METADATA,
+    DELEGATED_RECEIPT,
+    DELEGATED_REFRESH,
+    DELEGATED_REFUSALS,
+    DELEGATED_SCHEME,
+    DELEGATED_SINGLE_USE,
+    DELEGATED_SPENT_REFRESH,
+    DELEGATED_STEP_UP,
+    DELEGATED_TAMPERED,
+    DELEGATED_TOKEN,
+    DISABLED_ISSUER,
+    ENCODED_COLON,
+    EXPIRED,
+    EXTENDED_CARD,
+    FOREIGN_BRAND,
+    FOREIGN_SUB,
+    FUTURE_IAT,
+    HS256,
+    LIST_TASKS,
+    LONG_LIFETIME,
+    MISSING_TOKEN,
+    MISSING_TOKEN_BODY,
+    OTHER_KEY,
+    PAGE_SIZES,
+    PUSH_CONFIGS,
+    RAW_PART,
+    REPLY,
+    RETRY,
+    STREAMING,
+    TASK_ID,
+    TASK_ROUTES,
+    TOKEN_REUSE,
+    TOKEN_REUSE_ONE_BRAND,
+    UNKNOWN_BRAND,
+    UNKNOWN_CONTEXT_ID,
+    UNMATCHED_ROUTES,
+    VERSION_TOLERANCE,
+)
+from pactmw.check._progress import Progress
+from pactmw.check._result import CheckResult, Mismatch, results_json, summary_line
+from pactmw.check._target import card_url_from, identity_scheme_name
+from pactmw.check._wire import (
+    A2A_CONTENT_TYPE,
+    BODY_SHOWN,
+    CARD_PATH,
+    CHALLENGE,
+    ERROR_DOMAIN,
+    ERROR_INFO,
+    REASONS,
+    SCHEME_KINDS,
+    UNKNOWN_CONTEXT,
+    describe,
+    header_values,
+    loads,
+    reply_id,
+)
 from pactmw.client import (
     AgentCard,
     AgentSigner,
@@ -57,12 +124,11 @@ from pactmw.client import (
 )
 from pactmw.client.a2a import parse_send_response, user_message
 from pactmw.client.flow import retry_after
-from pactmw.client.http import check_url
 from pactmw.client.transport import Transport
-from pactmw.core.encoding import b64url_encode, json_dumps, json_loads
+from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
 from pactmw.core.jose import sign_compact
-from pactmw.core.jwk import KeySet, PrivateJWK, generate_private_jwk
+from pactmw.core.jwk import KeySet, generate_private_jwk
 
 __all__ = [
     "CARD_PATH",
@@ -75,221 +141,10 @@ __all__ = [
     "summary_line",
 ]
 
-A2A_CONTENT_TYPE = "application/a2a+json"
-CHALLENGE = 'Bearer realm="a2a"'
-CARD_PATH = "/.well-known/agent-card.json"
-ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-ERROR_DOMAIN = "a2a-protocol.org"
-UNKNOWN_CONTEXT = "Unknown contextId"
 DEFAULT_ASK = "Can you show my orders and my account?"
-#: reason -> (HTTP status, google.rpc status): PACT §6.
-REASONS: Mapping[str, tuple[int, str]] = {
-    "INVALID_PARAMS": (400, "INVALID_ARGUMENT"),
-    "CONTENT_TYPE_NOT_SUPPORTED": (400, "INVALID_ARGUMENT"),
-    "UNSUPPORTED_OPERATION": (400, "FAILED_PRECONDITION"),
-    "PUSH_NOTIFICATION_NOT_SUPPORTED": (400, "FAILED_PRECONDITION"),
-    "TASK_NOT_FOUND": (404, "NOT_FOUND"),
-    "INTERNAL": (500, "INTERNAL"),
-}
-SCHEME_KINDS = frozenset(
-    {
-        "httpAuthSecurityScheme",
-        "oauth2SecurityScheme",
-        "openIdConnectSecurityScheme",
-        "apiKeySecurityScheme",
-        "mtlsSecurityScheme",
-    }
-)
 #: A 429 is waited out this many times, when its Retry-After is at most `MAX_RATE_WAIT` s.
 RATE_LIMIT_RETRIES = 3
 MAX_RATE_WAIT = 60.0
-
-# -- the checks' names (stable: scripts and tests select on them) --------------------------------
-
-CARD = "card: fetch and schema"
-CARD_HEADERS = "card: headers"
-CARD_INTERFACE = "card: supportedInterfaces"
-CARD_SCHEME = "card: identity scheme alone in a requirement"
-CARD_UNKNOWN = "card: unknown Brand is 404"
-REPLY = "message: reply and contextId round trip"
-ENCODED_COLON = "message: message%3Asend"
-RETRY = "message: retry returns the stored reply byte for byte"
-AGENT_MESSAGE_ID = "message: messageId of an agent reply is refused"
-FOREIGN_SUB = "context: another user's contextId is unknown"
-UNKNOWN_CONTEXT_ID = "context: unknown contextId"
-FOREIGN_BRAND = "context: another Brand's contextId is unknown"
-TOKEN_REUSE = "auth: one token on both Brands, then an unknown Brand"  # noqa: S105 - a check name
-TOKEN_REUSE_ONE_BRAND = "auth: one token reused, then an unknown Brand"  # noqa: S105 - a check name
-LIST_TASKS = "tasks: ListTasks default"
-PAGE_SIZES = "tasks: pageSize 1 and 100"
-BAD_PAGE_SIZES = "tasks: invalid pageSize"
-TASK_ROUTES = "tasks: GetTask and CancelTask are TASK_NOT_FOUND"
-STREAMING = "unsupported: message:stream and subscribe"
-EXTENDED_CARD = "unsupported: extendedAgentCard"
-PUSH_CONFIGS = "unsupported: push notification configs"
-VERSION_TOLERANCE = "headers: A2A-Version missing or 2.0"
-CONTENT_TYPE_TOLERANCE = "headers: request Content-Type variants"
-UNMATCHED_ROUTES = "routes: unmatched routes are 404/405 before auth"
-MISSING_TOKEN = "auth: missing token"  # noqa: S105 - a check name
-MISSING_TOKEN_BODY = "auth: missing token is checked before the body"  # noqa: S105 - a check name
-HS256 = "auth: HS256 keyed with the public key"
-EXPIRED = "auth: expired token"
-FUTURE_IAT = "auth: iat 31 s in the future"
-LONG_LIFETIME = "auth: lifetime over 300 s"
-AUD_INTERFACE = "auth: aud is the interface URL"
-DISABLED_ISSUER = "auth: disabled or unknown issuer"
-OTHER_KEY = "auth: signed by another key with the same kid"
-ALG_NONE = "auth: alg none"
-UNKNOWN_BRAND = "auth: unknown Brand"
-BAD_JSON = "malformed: body '{'"
-TASK_ID = "malformed: taskId"
-RAW_PART = "malformed: raw part"
-CONTENT_TYPE = "content type: every A2A answer is exactly application/a2a+json"
-
-DELEGATED_SCHEME = "delegated: card scheme"
-DELEGATED_METADATA = "delegated: authorization server metadata"
-DELEGATED_DETAILS = "delegated: unsupported authorization_details type"
-DELEGATED_STEP_UP = "delegated: step-up task"
-DELEGATED_REFUSALS = "delegated: device authorization refusals"
-DELEGATED_DEVICE = "delegated: device authorization"
-DELEGATED_TOKEN = "delegated: token after approval"  # noqa: S105 - a check name
-DELEGATED_SINGLE_USE = "delegated: device code is single-use"
-DELEGATED_RECEIPT = "delegated: reply carries a verified receipt"
-DELEGATED_TAMPERED = "delegated: tampered delegation token is refused"
-DELEGATED_REFRESH = "delegated: refresh"
-DELEGATED_SPENT_REFRESH = "delegated: spent refresh token is refused"
-
-
-@frozen
-class CheckResult:
-    """One check's outcome. On failure `expected` says what PACT wants and `actual` what came
-    back; on success `actual` is a short summary of what was seen."""
-
-    name: str
-    passed: bool
-    expected: str
-    actual: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "passed": self.passed,
-            "expected": self.expected,
-            "actual": self.actual,
-        }
-
-    def line(self) -> str:
-        """The one output line: `PASS  name` or `FAIL  name: expected ...; got ...`."""
-        if self.passed:
-            return f"PASS  {self.name}"
-        expected, actual = _one_line(self.expected), _one_line(self.actual)
-        return f"FAIL  {self.name}: expected {expected}; got {actual}"
-
-
-class Mismatch(Exception):
-    """A check's failure: what was expected and what came back."""
-
-    def __init__(self, expected: str, actual: str) -> None:
-        super().__init__(f"expected {expected}; got {actual}")
-        self.expected = expected
-        self.actual = actual
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-# -- what the user typed, and card helpers ------------------------------------------------------
-
-
-def card_url_from(target: str) -> str:
-    """The card URL for what the user typed: a card URL is used as is; a bare domain or a
-    site's root URL means the Brand domain's `/.well-known/agent-card.json` (PACT §2.1),
-    which serves the card or redirects to the Provider's. A bare domain means https."""
-    text = target.strip()
-    if "://" not in text:
-        text = "https://" + text
-    parts = urlsplit(text)
-    if parts.path in ("", "/") and not parts.query:
-        text = urlunsplit((parts.scheme, parts.netloc, CARD_PATH, "", ""))
-    check_url(text)
-    return text
-
-
-def _is_identity_scheme(scheme: Any, *, strict: bool) -> bool:
-    """An `httpAuthSecurityScheme` Bearer (exactly "Bearer" and bearerFormat JWT when strict,
-    as PACT §2.1 writes it and the reference suite compares it)."""
-    if not isinstance(scheme, Mapping) or set(scheme) != {"httpAuthSecurityScheme"}:
-        return False
-    body = scheme["httpAuthSecurityScheme"]
-    if not isinstance(body, Mapping) or not isinstance(body.get("scheme"), str):
-        return False
-    if strict:
-        return body["scheme"] == "Bearer" and body.get("bearerFormat") == "JWT"
-    return str(body["scheme"]).lower() == "bearer"
-
-
-def identity_scheme_name(card: AgentCard, *, strict: bool = False) -> str | None:
-    """The name of the personal-agent JWT scheme: an `httpAuthSecurityScheme` Bearer listed
-    alone in one `securityRequirements` entry (PACT §2.1), or None."""
-    for requirement in card.security_requirements:
-        named = requirement.get("schemes")
-        if isinstance(named, Mapping) and len(named) == 1:
-            (name,) = named
-            if _is_identity_scheme(card.security_schemes.get(name), strict=strict):
-                return str(name)
-    return None
-
-
-# -- describing what came back -------------------------------------------------------------------
-
-_BODY_SHOWN = 200
-
-
-def describe(response: HttpResponse) -> str:
-    """`HTTP 401, no Content-Type, empty body` and the like, short."""
-    content_type = response.header("content-type")
-    shown = response.body[:_BODY_SHOWN].decode("utf-8", "replace")
-    more = "..." if len(response.body) > _BODY_SHOWN else ""
-    parts = [f"HTTP {response.status}"]
-    parts.append(f"Content-Type {content_type}" if content_type else "no Content-Type")
-    challenge = response.header("www-authenticate")
-    if challenge is not None:
-        parts.append(f"WWW-Authenticate {challenge}")
-    parts.append(f"body {shown}{more}" if shown else "empty body")
-    return ", ".join(parts)
-
-
-def _header_values(response: HttpResponse, name: str) -> list[str]:
-    lowered = name.lower()
-    return [value for key, value in response.headers if key.lower() == lowered]
-
-
-def _tampered(token: str) -> str:
-    """The token with the start of its signature replaced (still valid base64url)."""
-    head, _, signature = token.rpartition(".")
-    replacement = "AAAA" if not signature.startswith("AAAA") else "BBBB"
-    return f"{head}.{replacement}{signature[4:]}"
-
-
-def _hs256(claims: Mapping[str, Any], secret: bytes, kid: str) -> str:
-    header = {"alg": "HS256", "typ": "JWT", "kid": kid}
-    signing_input = f"{b64url_encode(json_dumps(header))}.{b64url_encode(json_dumps(claims))}"
-    signature = hmac.new(secret, signing_input.encode("ascii"), hashlib.sha256).digest()
-    return f"{signing_input}.{b64url_encode(signature)}"
-
-
-def _unsigned(claims: Mapping[str, Any]) -> str:
-    header = {"alg": "none", "typ": "JWT"}
-    return f"{b64url_encode(json_dumps(header))}.{b64url_encode(json_dumps(claims))}."
-
-
-def _public_secrets(key: PrivateJWK) -> list[bytes]:
-    """What an HS256 forger uses as the HMAC secret: the public key as PEM, and as a JWK."""
-    pem = key.key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return [pem, json.dumps(key.public.to_dict(), separators=(",", ":")).encode()]
 
 
 class _Recorder:
@@ -304,47 +159,6 @@ class _Recorder:
         response = self.transport.send(request)
         self.last[request.url] = response
         return response
-
-
-# -- progress on stderr --------------------------------------------------------------------------
-
-
-class Progress:
-    """Progress for long steps, on `stream` (stderr): notes as lines; a status that updates in
-    place on a terminal, or is printed every `every` seconds otherwise. `None`: silent."""
-
-    def __init__(self, stream: TextIO | None = None, *, every: float = 10.0) -> None:
-        self.stream = stream
-        self.tty = bool(stream is not None and stream.isatty())
-        self.every = every
-        self._last = -math.inf
-        self._open = False
-
-    def note(self, text: str) -> None:
-        if self.stream is None:
-            return
-        self.end_status()
-        print(text, file=self.stream, flush=True)
-
-    def status(self, text: str) -> None:
-        if self.stream is None:
-            return
-        if self.tty:
-            self.stream.write("\r" + text + "\x1b[K")
-            self.stream.flush()
-            self._open = True
-            return
-        now = time.monotonic()
-        if now - self._last >= self.every:
-            self._last = now
-            print(text, file=self.stream, flush=True)
-
-    def end_status(self) -> None:
-        if self.stream is not None and self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-        self._open = False
-        self._last = -math.inf
 
 
 # -- the checker ---------------------------------------------------------------------------------
@@ -602,7 +416,7 @@ class Checker:
             or set(parts[0]) != {"text"}
             or not isinstance(parts[0]["text"], str)
         ):
-            raise Mismatch(shape, f"parts {json.dumps(parts)[:_BODY_SHOWN]}")
+            raise Mismatch(shape, f"parts {json.dumps(parts)[:BODY_SHOWN]}")
         if context_id is not None and message["contextId"] != context_id:
             raise Mismatch(
                 f"the same contextId {context_id} ({what})", f"contextId {message['contextId']}"
@@ -653,7 +467,7 @@ class Checker:
         """The PACT 401 (§3.4): no A2A body, and the same challenge as for a missing token."""
         shown = self.challenge if self.challenge is not None else "no WWW-Authenticate"
         expected = f"HTTP 401, {shown} (as for a missing token), no A2A body ({what})"
-        challenges = _header_values(response, "www-authenticate")
+        challenges = header_values(response, "www-authenticate")
         wanted = [] if self.challenge is None else [self.challenge]
         if (
             response.status != 401
@@ -715,8 +529,8 @@ class Checker:
     def _card_headers(self) -> str:
         assert self.card_response is not None
         response = self.card_response
-        cors = _header_values(response, "access-control-allow-origin")
-        cache = ", ".join(_header_values(response, "cache-control"))
+        cors = header_values(response, "access-control-allow-origin")
+        cache = ", ".join(header_values(response, "cache-control"))
         directives = {d.strip().split("=", 1)[0].lower() for d in cache.split(",")}
         if cors != ["*"] or "public" not in directives or "max-age" not in directives:
             raise Mismatch(
@@ -740,7 +554,7 @@ class Checker:
         served = self.interface + CARD_PATH
         if card.url != served:
             response = self.http("GET", served)
-            if response.status != 200 or _loads(response.body) != dict(card.raw):
+            if response.status != 200 or loads(response.body) != dict(card.raw):
                 raise Mismatch(
                     f"the same card at {served}", f"{describe(response)} (card from {card.url})"
                 )
@@ -754,9 +568,9 @@ class Checker:
                 'a requirement naming one httpAuthSecurityScheme {scheme: "Bearer", '
                 'bearerFormat: "JWT"}',
                 "securitySchemes "
-                + json.dumps(dict(self.card.security_schemes))[:_BODY_SHOWN]
+                + json.dumps(dict(self.card.security_schemes))[:BODY_SHOWN]
                 + ", securityRequirements "
-                + json.dumps([dict(r) for r in self.card.security_requirements])[:_BODY_SHOWN],
+                + json.dumps([dict(r) for r in self.card.security_requirements])[:BODY_SHOWN],
             )
         self.identity_scheme = name
         note = "" if name == "platformJwt" else " (the reference suite looks for platformJwt)"
@@ -834,7 +648,7 @@ class Checker:
         ):
             again = self.send(text, message_id=message_id, context_id=context_id)
             if again.status != 200 or again.body != original.body:
-                stored, other = _reply_id(original), _reply_id(again)
+                stored, other = reply_id(original), reply_id(again)
                 if again.status == 200 and stored and other and stored != other:
                     raise Mismatch(
                         f"the stored reply, byte for byte ({label}): messageId {stored}",
@@ -1122,16 +936,16 @@ class Checker:
         )
         negatives: list[tuple[str, str, Callable[[], list[str]]]] = [
             (HS256, "an HS256 token whose HMAC key is the agent's public key", self._hs256),
-            (EXPIRED, "iat now-200, exp now-100", lambda: [self.signed(iat=_now() - 200,
-                                                                       exp=_now() - 100)]),
+            (EXPIRED, "iat now-200, exp now-100", lambda: [self.signed(iat=now() - 200,
+                                                                       exp=now() - 100)]),
             (FUTURE_IAT, "iat now+31, exp now+151", self._future_iat),
-            (LONG_LIFETIME, "exp - iat = 301 s", lambda: [self.signed(exp=_now() + 301,
-                                                                      iat=_now())]),
+            (LONG_LIFETIME, "exp - iat = 301 s", lambda: [self.signed(exp=now() + 301,
+                                                                      iat=now())]),
             (AUD_INTERFACE, "aud = the interface URL", lambda: [self.signed(aud=self.interface)]),
             (DISABLED_ISSUER, "iss = {issuer}/disabled-pa, signed with the agent's key",
              lambda: [self.signed(iss=f"{self.signer.issuer}/disabled-pa")]),
             (OTHER_KEY, "a signature by another key with the agent's kid", self._other_key),
-            (ALG_NONE, "an unsigned token (alg none)", lambda: [_unsigned(self.claims())]),
+            (ALG_NONE, "an unsigned token (alg none)", lambda: [unsigned(self.claims())]),
         ]  # fmt: skip
         for name, what, tokens in negatives:
             self._check(
@@ -1148,7 +962,7 @@ class Checker:
 
     def _missing_token(self) -> None:
         response = self.send("No token.", auth=False)
-        challenges = _header_values(response, "www-authenticate")
+        challenges = header_values(response, "www-authenticate")
         self.challenge = challenges[0] if response.status == 401 and challenges else None
         if response.status != 401:
             self.challenge = CHALLENGE
@@ -1174,7 +988,7 @@ class Checker:
 
     def _hs256(self) -> list[str]:
         kid = self.signer.kid
-        return [_hs256(self.claims(), secret, kid) for secret in _public_secrets(self.signer.key)]
+        return [hs256(self.claims(), secret, kid) for secret in public_secrets(self.signer.key)]
 
     def _future_iat(self) -> list[str]:
         # Rounded up, so the token is 31 s ahead of the Provider's clock however late it lands.
@@ -1394,7 +1208,7 @@ class _DelegatedFlow:
         return self.c.http("POST", url, headers=headers, body=urlencode(form).encode("ascii"))
 
     def _oauth_error(self, response: HttpResponse, status: int, error: str, what: str) -> None:
-        body = _loads(response.body)
+        body = loads(response.body)
         got = body.get("error") if isinstance(body, dict) else None
         if response.status != status or got != error:
             raise Mismatch(f"HTTP {status} with JSON error {error} ({what})", describe(response))
@@ -1524,7 +1338,7 @@ class _DelegatedFlow:
     def _no_store(self, url: str, what: str) -> None:
         """RFC 6749 §5.1: a response carrying tokens has `Cache-Control: no-store`."""
         response = self.c.transport.last.get(url)
-        cache = ", ".join(_header_values(response, "cache-control")) if response else ""
+        cache = ", ".join(header_values(response, "cache-control")) if response else ""
         if "no-store" not in {d.strip().lower() for d in cache.split(",")}:
             raise Mismatch(
                 f"Cache-Control: no-store on {what} (RFC 6749 §5.1)", cache or "no Cache-Control"
@@ -1576,7 +1390,7 @@ class _DelegatedFlow:
     def _tampered(self) -> None:
         c = self.c
         assert self.tokens is not None
-        headers = {"X-A2A-User-Delegation": f"Bearer {_tampered(self.tokens.access_token)}"}
+        headers = {"X-A2A-User-Delegation": f"Bearer {tampered(self.tokens.access_token)}"}
         response = c.send(c.ask, sub=c.delegated_sub, headers=headers)
         challenge = response.header("www-authenticate") or ""
         if (
@@ -1613,44 +1427,5 @@ class _DelegatedFlow:
         raise Mismatch("an OAuth error", f"a new token (scope {result.scope!r})")
 
 
-def _reply_id(response: HttpResponse) -> str | None:
-    """The messageId of a reply's body, if it is one."""
-    body = _loads(response.body)
-    message = body.get("message") if isinstance(body, dict) else None
-    message_id = message.get("messageId") if isinstance(message, dict) else None
-    return message_id if isinstance(message_id, str) else None
-
-
 def _raise(exc: Exception) -> None:
     raise exc
-
-
-def _now() -> int:
-    return int(time.time())
-
-
-def _loads(body: bytes) -> Any:
-    try:
-        return json_loads(body)
-    except MalformedInput:
-        return None
-
-
-# -- output --------------------------------------------------------------------------------------
-
-
-def summary_line(results: Sequence[CheckResult]) -> str:
-    """`N passed, M failed`."""
-    passed = sum(1 for result in results if result.passed)
-    return f"{passed} passed, {len(results) - passed} failed"
-
-
-def results_json(card_url: str, results: Sequence[CheckResult]) -> dict[str, Any]:
-    passed = sum(1 for result in results if result.passed)
-    return {
-        "card_url": card_url,
-        "checks": [result.to_json() for result in results],
-        "passed": passed,
-        "failed": len(results) - passed,
-        "total": len(results),
-    }
