@@ -22,7 +22,7 @@ from pactmw.check._names import (
     UNKNOWN_BRAND,
 )
 from pactmw.check._result import Mismatch
-from pactmw.check._wire import A2A_CONTENT_TYPE, CHALLENGE, describe, header_values
+from pactmw.check._wire import CHALLENGE, describe, header_values, says_a2a
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk
 
@@ -77,11 +77,7 @@ class AuthChecks(Checks):
         expect.challenge = challenges[0] if response.status == 401 and challenges else None
         if response.status != 401:
             expect.challenge = CHALLENGE
-        if (
-            response.status != 401
-            or challenges != [CHALLENGE]
-            or A2A_CONTENT_TYPE in (response.header("content-type") or "").lower()
-        ):
+        if response.status != 401 or challenges != [CHALLENGE] or says_a2a(response):
             raise Mismatch(
                 f"HTTP 401, WWW-Authenticate: {CHALLENGE}, no A2A body", describe(response)
             )

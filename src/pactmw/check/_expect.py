@@ -18,6 +18,7 @@ from pactmw.check._wire import (
     REASONS,
     describe,
     header_values,
+    says_a2a,
 )
 from pactmw.client import HttpResponse
 from pactmw.core.encoding import json_loads
@@ -133,10 +134,7 @@ class Expect:
         """A bare status (404/405...) with no A2A body (PACT §2.2)."""
         shown = "/".join(str(s) for s in statuses)
         expected = f"HTTP {shown} with no A2A body ({what})"
-        if (
-            response.status not in statuses
-            or A2A_CONTENT_TYPE in (response.header("content-type") or "").lower()
-        ):
+        if response.status not in statuses or says_a2a(response):
             raise Mismatch(expected, describe(response))
 
     def refused(self, response: HttpResponse, what: str) -> None:
@@ -145,11 +143,7 @@ class Expect:
         expected = f"HTTP 401, {shown} (as for a missing token), no A2A body ({what})"
         challenges = header_values(response, "www-authenticate")
         wanted = [] if self.challenge is None else [self.challenge]
-        if (
-            response.status != 401
-            or challenges != wanted
-            or A2A_CONTENT_TYPE in (response.header("content-type") or "").lower()
-        ):
+        if response.status != 401 or challenges != wanted or says_a2a(response):
             raise Mismatch(expected, describe(response))
 
     def content_types(self) -> str:

@@ -20,7 +20,7 @@ from pactmw.check._names import (
     DELEGATED_TOKEN,
 )
 from pactmw.check._result import Mismatch
-from pactmw.check._wire import A2A_CONTENT_TYPE, describe, header_values
+from pactmw.check._wire import describe, header_values, says_a2a
 from pactmw.client import (
     DeviceAuthorization,
     DeviceCodeClient,
@@ -209,11 +209,7 @@ class GrantChecks(Checks):
         headers = {"X-A2A-User-Delegation": f"Bearer {tampered(self.tokens.access_token)}"}
         response = self.http.send(ctx.ask, sub=ctx.delegated_sub, headers=headers)
         challenge = response.header("www-authenticate") or ""
-        if (
-            response.status != 401
-            or 'error="invalid_token"' not in challenge
-            or A2A_CONTENT_TYPE in (response.header("content-type") or "").lower()
-        ):
+        if response.status != 401 or 'error="invalid_token"' not in challenge or says_a2a(response):
             raise Mismatch(
                 'HTTP 401, WWW-Authenticate: Bearer realm="a2a", error="invalid_token", no A2A '
                 "body",

@@ -58,6 +58,11 @@ def header_values(response: HttpResponse, name: str) -> list[str]:
     return [value for key, value in response.headers if key.lower() == lowered]
 
 
+def says_a2a(response: HttpResponse) -> bool:
+    """Whether the answer's Content-Type names the A2A media type (an A2A body)."""
+    return A2A_CONTENT_TYPE in (response.header("content-type") or "").lower()
+
+
 def loads(body: bytes) -> Any:
     """The JSON body, or None if it is not JSON."""
     try:
