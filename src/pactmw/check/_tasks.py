@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pactmw.check._context import Checks
@@ -51,34 +52,38 @@ class TaskChecks(Checks):
         assert ctx.card is not None
         capabilities = ctx.card.capabilities
         skipped: list[str] = []
-        if capabilities.get("streaming") is not True:
-            ctx.check(
+        for capability, name, expected, check in self._unsupported():
+            if capabilities.get(capability) is not True:
+                ctx.check(name, expected, check)
+            else:
+                skipped.append(f"{name} (the card claims {capability})")
+        for line in skipped:
+            ctx.progress.note(f"skipped: {line}")
+
+    def _unsupported(self) -> tuple[tuple[str, str, str, Callable[[], None]], ...]:
+        """(capability, check name, expected, check): each runs unless the card claims it."""
+        return (
+            (
+                "streaming",
                 STREAMING,
                 "UNSUPPORTED_OPERATION for POST message:stream and POST tasks/{id}:subscribe "
                 "(the card does not claim streaming)",
                 self._streaming,
-            )
-        else:
-            skipped.append(STREAMING + " (the card claims streaming)")
-        if capabilities.get("extendedAgentCard") is not True:
-            ctx.check(
+            ),
+            (
+                "extendedAgentCard",
                 EXTENDED_CARD,
                 "UNSUPPORTED_OPERATION for GET extendedAgentCard (the card does not claim it)",
                 self._extended_card,
-            )
-        else:
-            skipped.append(EXTENDED_CARD + " (the card claims extendedAgentCard)")
-        if capabilities.get("pushNotifications") is not True:
-            ctx.check(
+            ),
+            (
+                "pushNotifications",
                 PUSH_CONFIGS,
                 "PUSH_NOTIFICATION_NOT_SUPPORTED for GET/POST tasks/{id}/pushNotificationConfigs "
                 "and GET/DELETE .../{configId} (the card does not claim push notifications)",
                 self._push_configs,
-            )
-        else:
-            skipped.append(PUSH_CONFIGS + " (the card claims pushNotifications)")
-        for line in skipped:
-            ctx.progress.note(f"skipped: {line}")
+            ),
+        )
 
     def _list_tasks(self) -> None:
         response = self.http.call("GET", "tasks")
