@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 from pactmw.check._context import Checks, Context
 from pactmw.check._delegated import DelegatedChecks
@@ -31,6 +33,8 @@ from pactmw.client import (
     check_receipt,
 )
 from pactmw.client.a2a import parse_send_response
+
+T = TypeVar("T")
 
 
 class GrantChecks(Checks):
@@ -161,13 +165,10 @@ class GrantChecks(Checks):
             )
 
     def _single_use(self) -> str:
-        assert self.device is not None
-        assert self.authorization is not None
-        try:
-            result = self.device.poll(self.authorization)
-        except OAuthError as exc:
-            return f"HTTP {exc.status} {exc.error}"
-        raise Mismatch("an OAuth error", f"{result!r}")
+        device, authorization = self.device, self.authorization
+        assert device is not None
+        assert authorization is not None
+        return _oauth_error(lambda: device.poll(authorization), repr)
 
     def _delegated_send(self, token: str, what: str) -> MessageReply:
         ctx, step_up = self.ctx, self.found.step_up
@@ -231,9 +232,18 @@ class GrantChecks(Checks):
         return f"scope {new.scope!r}"
 
     def _spent_refresh(self) -> str:
-        assert self.device is not None
-        try:
-            result = self.device.refresh(self.spent)
-        except OAuthError as exc:
-            return f"HTTP {exc.status} {exc.error}"
-        raise Mismatch("an OAuth error", f"a new token (scope {result.scope!r})")
+        device = self.device
+        assert device is not None
+        return _oauth_error(
+            lambda: device.refresh(self.spent), lambda new: f"a new token (scope {new.scope!r})"
+        )
+
+
+def _oauth_error(attempt: Callable[[], T], shown: Callable[[T], str]) -> str:
+    """What the OAuth error `attempt` must end in says; if it succeeds instead, a Mismatch
+    showing what came back (`shown`)."""
+    try:
+        result = attempt()
+    except OAuthError as exc:
+        return f"HTTP {exc.status} {exc.error}"
+    raise Mismatch("an OAuth error", shown(result))
