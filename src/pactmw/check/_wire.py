@@ -1,0 +1,79 @@
+"""What PACT puts on the wire (media type, challenge, error reasons, scheme kinds), and reading
+and describing what came back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pactmw.client import HttpResponse
+from pactmw.core.encoding import json_loads
+from pactmw.core.errors import MalformedInput
+
+A2A_CONTENT_TYPE = "application/a2a+json"
+CHALLENGE = 'Bearer realm="a2a"'
+CARD_PATH = "/.well-known/agent-card.json"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+ERROR_DOMAIN = "a2a-protocol.org"
+UNKNOWN_CONTEXT = "Unknown contextId"
+#: reason -> (HTTP status, google.rpc status): PACT §6.
+REASONS: Mapping[str, tuple[int, str]] = {
+    "INVALID_PARAMS": (400, "INVALID_ARGUMENT"),
+    "CONTENT_TYPE_NOT_SUPPORTED": (400, "INVALID_ARGUMENT"),
+    "UNSUPPORTED_OPERATION": (400, "FAILED_PRECONDITION"),
+    "PUSH_NOTIFICATION_NOT_SUPPORTED": (400, "FAILED_PRECONDITION"),
+    "TASK_NOT_FOUND": (404, "NOT_FOUND"),
+    "INTERNAL": (500, "INTERNAL"),
+}
+SCHEME_KINDS = frozenset(
+    {
+        "httpAuthSecurityScheme",
+        "oauth2SecurityScheme",
+        "openIdConnectSecurityScheme",
+        "apiKeySecurityScheme",
+        "mtlsSecurityScheme",
+    }
+)
+
+#: How much of a body a failure shows.
+BODY_SHOWN = 200
+
+
+def describe(response: HttpResponse) -> str:
+    """`HTTP 401, no Content-Type, empty body` and the like, short."""
+    content_type = response.header("content-type")
+    shown = response.body[:BODY_SHOWN].decode("utf-8", "replace")
+    more = "..." if len(response.body) > BODY_SHOWN else ""
+    parts = [f"HTTP {response.status}"]
+    parts.append(f"Content-Type {content_type}" if content_type else "no Content-Type")
+    challenge = response.header("www-authenticate")
+    if challenge is not None:
+        parts.append(f"WWW-Authenticate {challenge}")
+    parts.append(f"body {shown}{more}" if shown else "empty body")
+    return ", ".join(parts)
+
+
+def header_values(response: HttpResponse, name: str) -> list[str]:
+    lowered = name.lower()
+    return [value for key, value in response.headers if key.lower() == lowered]
+
+
+def says_a2a(response: HttpResponse) -> bool:
+    """Whether the answer's Content-Type names the A2A media type (an A2A body)."""
+    return A2A_CONTENT_TYPE in (response.header("content-type") or "").lower()
+
+
+def loads(body: bytes) -> Any:
+    """The JSON body, or None if it is not JSON."""
+    try:
+        return json_loads(body)
+    except MalformedInput:
+        return None
+
+
+def reply_id(response: HttpResponse) -> str | None:
+    """The messageId of a reply's body, if it is one."""
+    body = loads(response.body)
+    message = body.get("message") if isinstance(body, dict) else None
+    message_id = message.get("messageId") if isinstance(message, dict) else None
+    return message_id if isinstance(message_id, str) else None
