@@ -656,7 +656,7 @@ def _fill(world: World, text: str) -> str:
 
 #: (method, operation path) of every route the Provider serves.
 ROUTES = [
-    ("POST", "message:send"), ("POST", "message%3Asend"), ("POST", "message:stream"),
+    ("POST", "message:send"), ("POST", "message:stream"),
     ("GET", "tasks"), ("GET", "tasks/t-1"), ("POST", "tasks/t-1:cancel"),
     ("POST", "tasks/t-1:subscribe"), ("GET", "tasks/t-1/pushNotificationConfigs"),
     ("DELETE", "tasks/t-1/pushNotificationConfigs/c-1"), ("GET", "extendedAgentCard"),

@@ -1,4 +1,5 @@
-"""`pactmw.provider.parafe` exports exactly what the Provider, the adapters and apps use."""
+"""`pactmw.provider.parafe` exports exactly what the Provider, the guard and apps use
+(the adapters' body limit moved to `pactmw.provider.guard`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ EXPECTED = {
     "ReceiptFiler",
     "RefusalMode",
     "add_receipts_to_json",
-    "body_too_large",
     "endpoint_message",
     "handshake_data",
     "refusal_task",
@@ -43,7 +43,6 @@ def test_the_import_paths_the_provider_and_adapters_use() -> None:
         ParafeConfig,
         ParafeRefused,
         ParafeTurn,
-        body_too_large,
         endpoint_message,
         refusal_task,
         select_agent,
@@ -57,7 +56,6 @@ def test_the_import_paths_the_provider_and_adapters_use() -> None:
             ParafeConfig,
             ParafeRefused,
             ParafeTurn,
-            body_too_large,
             endpoint_message,
             refusal_task,
             select_agent,

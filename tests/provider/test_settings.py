@@ -150,7 +150,8 @@ def test_issue_toml_runs_the_example_bot(
             "exp": now + 120,
         }
         token = "Bearer " + sign_compact(claims, key, typ="JWT")
-        request = Request("POST", "/a2a/acme/message%3Asend", headers=(("authorization", token),))
+        # `Request.path` is decoded already (the server decoded `message%3Asend` once).
+        request = Request("POST", "/a2a/acme/message:send", headers=(("authorization", token),))
         return provider.handle(request, BodyReader(message_body(text, context_id=context_id)))
 
     try:

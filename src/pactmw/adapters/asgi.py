@@ -10,15 +10,9 @@ the `PersonalAgent`. FastAPI's dependencies are in `pactmw.adapters.fastapi`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.authentication import (
-    AuthCredentials,
-    AuthenticationBackend,
-    AuthenticationError,
-    BaseUser,
-)
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -34,14 +28,25 @@ from pactmw.adapters._asgi_http import (
     wrap_endpoint,
 )
 from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount
+from pactmw.adapters._starlette_auth import (
+    AUTH_SCOPES,
+    SCOPE_KEY,
+    PersonalAgentAuthError,
+    PersonalAgentBackend,
+    PersonalAgentUser,
+    attach,
+    auth_scopes,
+    current_personal_agent,
+    make_guard,
+    on_auth_error,
+    requires,
+)
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
-from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import (
-    Guard,
     ParafeAdmitted,
     ParafeEndpoint,
-    is_other_credential,
     refusal_response,
     require_scopes,
 )
@@ -49,64 +54,8 @@ from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
 from pactmw.provider.routes import MOUNT
 
-SCOPE_KEY = "pactmw.personal_agent"
-AUTH_SCOPES = ("authenticated", "personal_agent")
 #: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
 PARAFE_STATE = "pactmw_parafe"
-
-
-class PersonalAgentUser(BaseUser):
-    """Starlette's view of a verified personal agent.
-
-    `identity` and `display_name` are the stable `actor_id`: the A2A SDK and other Starlette
-    code key ownership on `display_name`, so it must not collide between agents.
-    """
-
-    def __init__(self, personal_agent: PersonalAgent) -> None:
-        self.personal_agent = personal_agent
-
-    @property
-    def is_authenticated(self) -> bool:
-        return True
-
-    @property
-    def display_name(self) -> str:
-        return self.personal_agent.actor_id
-
-    @property
-    def identity(self) -> str:
-        return self.personal_agent.actor_id
-
-
-def auth_scopes(personal_agent: PersonalAgent) -> list[str]:
-    """`authenticated`, `personal_agent`, and with a delegation `delegated` plus one
-    `scope:<id>` per granted scope (prefixed, so a scope never poses as an app role)."""
-    scopes = list(AUTH_SCOPES)
-    if personal_agent.delegation is not None:
-        scopes.append("delegated")
-        scopes.extend(f"scope:{scope}" for scope in sorted(personal_agent.delegation.scopes))
-    return scopes
-
-
-def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
-    """Put the verified caller where Starlette users and the A2A SDK look for it."""
-    scope[SCOPE_KEY] = personal_agent
-    scope["user"] = PersonalAgentUser(personal_agent)
-    scope["auth"] = AuthCredentials(auth_scopes(personal_agent))
-
-
-def make_guard(
-    verifier: IdentityVerifier,
-    delegation_provider: Provider | None,
-    delegation_brand: str | None,
-    path_prefix: str | None = None,
-) -> Guard:
-    return Guard(
-        verifier,
-        provider=delegation_provider,
-        delegation_brand=delegation_brand,
-        protect_prefix=path_prefix,
-    )
 
 
 class PersonalAgentMiddleware:
@@ -137,53 +86,6 @@ class PersonalAgentMiddleware:
             assert caller is not None
             attach(scope, caller)
         await self.app(scope, receive, send)
-
-
-class PersonalAgentAuthError(AuthenticationError):
-    """Carries the refusal through Starlette's `AuthenticationMiddleware` to `on_auth_error`."""
-
-    def __init__(self, failure: AuthenticationFailed) -> None:
-        super().__init__(failure.reason)
-        self.failure = failure
-
-
-class PersonalAgentBackend(AuthenticationBackend):
-    """For Starlette's `AuthenticationMiddleware` in apps that mix authentication schemes.
-
-    No `Authorization`, or one that is not a PACT JWT of a registered agent (Basic, an opaque
-    API token, another issuer's JWT), stays "not a personal agent" (None), so public routes
-    and other schemes keep working. A personal agent's token that fails verification is an
-    error: pass `on_error=on_auth_error` to answer it with the PACT 401 challenge.
-    """
-
-    def __init__(
-        self,
-        verifier: IdentityVerifier,
-        *,
-        delegation_provider: Provider | None = None,
-        delegation_brand: str | None = None,
-    ) -> None:
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand)
-
-    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        try:
-            caller = await self.guard.aauthenticate(neutral_request(conn.scope), optional=True)
-        except AuthenticationFailed as exc:
-            if is_other_credential(exc):
-                return None
-            raise PersonalAgentAuthError(exc) from exc
-        if caller is None:
-            return None
-        conn.scope[SCOPE_KEY] = caller
-        return AuthCredentials(auth_scopes(caller)), PersonalAgentUser(caller)
-
-
-def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
-    """`AuthenticationMiddleware(on_error=...)` that answers with the PACT challenge."""
-    failure = (
-        exc.failure if isinstance(exc, PersonalAgentAuthError) else AuthenticationFailed("refused")
-    )
-    return to_starlette(refusal_response(failure))
 
 
 def personal_agent_required(
@@ -228,31 +130,6 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
-def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
-    """Starlette's `requires` for personal agents (behind `AuthenticationMiddleware` and
-    `PersonalAgentBackend`): no personal agent is the PACT 401 challenge, not Starlette's
-    bare 403; a missing `scope:<id>` is 403 `insufficient_scope`; another missing scope (an
-    app role) is Starlette's 403."""
-    wanted = [scopes] if isinstance(scopes, str) else list(scopes)
-
-    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
-        held = set(request.auth.scopes) if "auth" in request.scope else set()
-        missing = [scope for scope in wanted if scope not in held]
-        if not missing:
-            return await call()
-        if "personal_agent" in missing:
-            return to_starlette(refusal_response(AuthenticationFailed("missing_token")))
-        if any(scope == "delegated" or scope.startswith("scope:") for scope in missing):
-            needed = [s.removeprefix("scope:") for s in missing if s.startswith("scope:")]
-            try:
-                require_scopes(current_personal_agent(request), needed)
-            except (AuthenticationFailed, InsufficientScope) as exc:
-                return to_starlette(refusal_response(exc))
-        return StarletteResponse(status_code=403)
-
-    return lambda endpoint: wrap_endpoint(endpoint, around)
-
-
 def parafe_action(
     action: str, agent: ParafeAgent | None = None, *, refusal_status: int = 403
 ) -> Callable[[Endpoint], Endpoint]:
@@ -290,12 +167,6 @@ def current_parafe(conn: HTTPConnection) -> ParafeTurn | None:
     """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
     found = conn.scope.get(PARAFE_KEY)
     return found if isinstance(found, ParafeTurn) else None
-
-
-def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
-    """The verified caller of this request, or None."""
-    found = conn.scope.get(SCOPE_KEY)
-    return found if isinstance(found, PersonalAgent) else None
 
 
 __all__ = [

@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters.asgi import attach, current_personal_agent, make_guard
+from pactmw.adapters._starlette_auth import attach, current_personal_agent, make_guard
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent

@@ -561,40 +561,6 @@ class Provider:
         return (yield from self.oauth.verify_delegation(brand, caller, header))
 
 
-def with_delegation(
-    provider: Provider | None, brand_id: str | None, caller: PersonalAgent, header: str | None
-) -> PersonalAgent:
-    """Adapter helper: the caller, with its delegation when the request carries one.
-
-    A delegation header where no Brand is configured to accept it is refused like any bad
-    delegation token (401, `error="invalid_token"`), never silently ignored.
-    """
-    if header is None:
-        return caller
-    if provider is None or brand_id is None:
-        raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
-    return provider.verify_delegation(brand_id, caller, header)
-
-
-async def awith_delegation(
-    provider: Provider | None, brand_id: str | None, caller: PersonalAgent, header: str | None
-) -> PersonalAgent:
-    """Async `with_delegation`."""
-    if header is None:
-        return caller
-    if provider is None or brand_id is None:
-        raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
-    return await provider.averify_delegation(brand_id, caller, header)
-
-
-def missing_scopes(caller: PersonalAgent | None, scopes: Iterable[str]) -> tuple[str, ...] | None:
-    """For `delegation_required` decorators: None when there is no delegation at all, else
-    the scopes it lacks (empty when it has them all)."""
-    if caller is None or caller.delegation is None:
-        return None
-    return tuple(scope for scope in scopes if scope not in caller.delegation.scopes)
-
-
 def _check_activation(parafe: ParafeAgent, activated: bool) -> None:
     """A Brand whose card says Parafé is `required` serves no request that does not activate
     it (spec §2.1: A2A's ExtensionSupportRequiredError)."""

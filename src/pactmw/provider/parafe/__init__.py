@@ -33,7 +33,6 @@ from pactmw.provider.parafe._consent import ParafeConsent, ParafeRefused
 from pactmw.provider.parafe._endpoint import (
     REQUEST_KEY,
     add_receipts_to_json,
-    body_too_large,
     endpoint_message,
     select_agent,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "ReceiptFiler",
     "RefusalMode",
     "add_receipts_to_json",
-    "body_too_large",
     "endpoint_message",
     "handshake_data",
     "refusal_task",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pactmw.core.encoding import is_ascii_digits, json_dumps, json_loads
+from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
 from pactmw.core.http import Response
 from pactmw.protocols.parafe import (
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 #: Where adapters put the `ParafeTurn` of a request (`scope`/`environ` key).
 REQUEST_KEY = "pactmw.parafe"
-_MAX_ENDPOINT_BODY = 1024 * 1024
 
 
 def refusal_response(agent: ParafeAgent, refused: ParafeRefused, status: int = 403) -> Response:
@@ -87,11 +86,6 @@ def endpoint_message(body: bytes | None) -> Any:
     if isinstance(parsed, Mapping) and isinstance(parsed.get("message"), Mapping):
         return parsed["message"]
     return parsed
-
-
-def body_too_large(declared: str | None, limit: int = _MAX_ENDPOINT_BODY) -> bool:
-    """Whether a declared Content-Length exceeds what an endpoint guard reads."""
-    return declared is not None and is_ascii_digits(declared) and int(declared) > limit
 
 
 def add_receipts_to_json(body: bytes, receipts: Iterable[str]) -> bytes | None:
