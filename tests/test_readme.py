@@ -22,7 +22,7 @@ def run_sample(name: str) -> dict[str, Any]:
 
 
 def test_every_marked_sample_is_found() -> None:
-    assert set(SAMPLES) == {"direct", "starlette", "flask", "wsgi", "provider"}
+    assert set(SAMPLES) == {"direct", "starlette", "fastapi", "flask", "wsgi", "provider"}
 
 
 def test_direct_import_sample() -> None:
@@ -42,6 +42,16 @@ def assert_guarded(base: str, protected: str, open_path: str) -> None:
 def test_starlette_sample_guards_the_prefix_only() -> None:
     with uvicorn_server(run_sample("starlette")["app"]) as base:
         assert_guarded(base, "/a2a/whoami", "/")
+
+
+def test_fastapi_sample_answers_the_challenge_and_documents_the_scheme() -> None:
+    with uvicorn_server(run_sample("fastapi")["app"]) as base:
+        refused = httpx.get(base + "/whoami")
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a"'
+        assert refused.content == b""
+        schemes = httpx.get(base + "/openapi.json").json()["components"]["securitySchemes"]
+        assert schemes["PersonalAgent"]["scheme"] == "bearer"
 
 
 def test_flask_sample_guards_the_prefix_only() -> None:

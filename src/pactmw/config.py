@@ -16,6 +16,7 @@ from attrs import frozen
 
 from pactmw.core.errors import MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, IPNetwork
+from pactmw.core.http import PROVIDER_MOUNT
 from pactmw.core.jwk import parse_jwks
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import (
@@ -100,7 +101,7 @@ class Settings:
     allow_http_jwks_on_loopback: bool = False
     allowed_jwks_networks: tuple[IPNetwork, ...] = ()
     open_mode: bool = False
-    protect_prefix: str | None = "/a2a/"
+    protect_prefix: str | None = PROVIDER_MOUNT
     clock_skew: float = 30.0
     jwks_timeout: float = 5.0
 
@@ -149,7 +150,7 @@ class Settings:
             parsed_networks = tuple(ipaddress.ip_network(n) for n in networks)
         except ValueError as exc:
             raise ConfigError(f"allowed_jwks_networks: {exc}") from exc
-        prefix = data.get("protect_prefix", "/a2a/")
+        prefix = data.get("protect_prefix", PROVIDER_MOUNT)
         if prefix is not None and not isinstance(prefix, str):
             raise ConfigError("protect_prefix must be a string")
         skew = _typed(data, "clock_skew", float, 30.0, "")

@@ -211,11 +211,12 @@ def test_provider_card_of_an_unknown_brand_is_404(memory_kit: Kit) -> None:
         provider.card("nobody")
 
 
-def test_provider_card_with_percent_encoded_brand(memory_kit: Kit) -> None:
+def test_provider_card_of_a_brand_id_with_a_space(memory_kit: Kit) -> None:
+    # `Request.path` is decoded: the server turned `/a2a/acme%20co/...` into this, once.
     brand = Brand(id="acme co", name="Acme", handler=bot)
     provider = memory_kit.provider(brand)
     response = provider.handle(
-        memory_kit.request("GET", "/a2a/acme%20co/.well-known/agent-card.json"), _no_body
+        memory_kit.request("GET", "/a2a/acme co/.well-known/agent-card.json"), _no_body
     )
     assert response.status == 200
     assert json.loads(response.body)["name"] == "Acme"

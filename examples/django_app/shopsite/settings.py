@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "pactmw.adapters.django",  # system checks: manage.py check reports a bad PACTMW
     "shop",
 ]
 

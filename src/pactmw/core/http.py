@@ -8,6 +8,10 @@ from attrs import field, frozen
 
 from pactmw.core.errors import AuthenticationFailed
 
+#: Where a Provider's routes live below the site root: `/a2a/{brand}/...` (PACT §2.2). The
+#: one definition: routing, the adapters' default guarded prefix and interface URLs use it.
+PROVIDER_MOUNT = "/a2a/"
+
 #: The header that carries a PACT delegation token (lower case, as `Request.headers` are).
 DELEGATION_HEADER = "x-a2a-user-delegation"
 

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pactmw.core.encoding import json_dumps
+from pactmw.core.http import PROVIDER_MOUNT as MOUNT
 from pactmw.core.http import Response
 from pactmw.provider.a2a import A2A_CONTENT_TYPE
 from pactmw.provider.brand import Brand
@@ -18,7 +19,7 @@ IDENTITY_SCHEMES = frozenset({"platformJwt", "paJwt"})
 
 def interface_url(base_url: str, brand_id: str) -> str:
     """The Brand's A2A interface URL, `{base_url}/a2a/{brand_id}`."""
-    return f"{base_url.rstrip('/')}/a2a/{quote(brand_id, safe='')}"
+    return f"{base_url.rstrip('/')}{MOUNT}{quote(brand_id, safe='')}"
 
 
 def card_url(base_url: str, brand_id: str) -> str:

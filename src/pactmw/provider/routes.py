@@ -10,6 +10,8 @@ from typing import Literal
 
 from attrs import frozen
 
+from pactmw.core.http import PROVIDER_MOUNT
+
 Operation = Literal[
     "card",
     "send",
@@ -47,7 +49,7 @@ _OAUTH_ROUTES: dict[str, tuple[Operation, tuple[str, ...]]] = {
     "oauth/connected": ("consent_result", ("GET",)),
 }
 
-MOUNT = "/a2a/"
+MOUNT = PROVIDER_MOUNT
 
 
 @frozen
