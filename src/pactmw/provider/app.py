@@ -14,31 +14,26 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
-from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request, Response, challenge
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import (
     DelegationRejected,
     SigningKeys,
-    receipt_claims,
-    sign_receipt,
 )
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.parafe import (
     EXTENSION_URI,
-    HandshakeChallenge,
-    SessionClosed,
     is_activated,
 )
-from pactmw.provider.a2a import a2a_json, error_response, ok, refused
-from pactmw.provider.brand import Brand, Reply, Turn
+from pactmw.provider._send import MessageSender
+from pactmw.provider.a2a import error_response, ok, refused
+from pactmw.provider.brand import Brand
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, build_card, card_response
 from pactmw.provider.delegated import (
     FORM_LIMIT,
@@ -51,25 +46,19 @@ from pactmw.provider.driver import ACurrentUser, AReadBody, CurrentUser, ReadBod
 from pactmw.provider.flow import (
     Flow,
     NeedBody,
-    NeedBot,
     NeedIdentity,
-    NeedStore,
     NeedUser,
     SubFlow,
 )
-from pactmw.provider.messages import SendMessage, is_uuid, parse_page_size, parse_send_message
-from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
+from pactmw.provider.messages import parse_page_size, parse_send_message
+from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
-from pactmw.provider.tools import BoundTools, StepUpRequired, ToolRegistry
 from pactmw.store import open_store
 from pactmw.store.base import Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
-
-
-_UNKNOWN_CONTEXT = "Unknown contextId"
 
 
 class Provider:
@@ -104,8 +93,6 @@ class Provider:
         self.organization = organization
         self.rate_limiter = RateLimiter(rate_limit or RateLimit())
         self.max_body_bytes = max_body_bytes
-        self.conversation_idle_timeout = conversation_idle_timeout
-        self.claim_lease_seconds = claim_lease_seconds
         self._clock = clock
         #: The Delegated profile's authorization server, when any Brand offers delegation.
         self.oauth: AuthorizationServer | None = None
@@ -122,6 +109,13 @@ class Provider:
                 consent_rate_limit=consent_rate_limit,
                 audit=audit,
             )
+        self._sender = MessageSender(
+            store=store,
+            clock=clock,
+            claim_lease_seconds=claim_lease_seconds,
+            conversation_idle_timeout=conversation_idle_timeout,
+            oauth=self.oauth,
+        )
         #: The Parafé runtime of each Brand that configures Parafé (proof replay in the store).
         self.parafe: dict[str, ParafeAgent] = {
             brand.id: ParafeAgent(brand.parafe, store=store, clock=clock)
@@ -255,7 +249,7 @@ class Provider:
             if parafe is not None:
                 activated = activated or is_activated((), message.message)
                 _check_activation(parafe, activated)
-            response = yield from self._send(brand, caller, message, parafe, activated)
+            response = yield from self._sender.send(brand, caller, message, parafe, activated)
             # An agent that processed Parafé data says so in the response (spec §3).
             return _with_extension(response) if activated else response
         if route.operation in ("oauth_device_authorization", "oauth_token"):
@@ -316,191 +310,6 @@ class Provider:
             )
             failed = "Something went wrong on our side. Please try again later."
             return ConsentRefused(failed, 500).response(config.pages)
-
-    def _send(
-        self,
-        brand: Brand,
-        caller: PersonalAgent,
-        message: SendMessage,
-        parafe: ParafeAgent | None = None,
-        activated: bool = False,
-    ) -> Flow:
-        now = self._clock()
-        store = self.store
-        closed = False
-        if message.context_id is None:
-            context_id: str = yield NeedStore(
-                store.create_conversation,
-                {"brand_id": brand.id, "issuer": caller.issuer, "sub": caller.sub, "now": now},
-            )
-        else:
-            context_id = message.context_id
-            conversation = (
-                (yield NeedStore(store.get_conversation, {"context_id": context_id}))
-                if is_uuid(context_id)
-                else None
-            )
-            # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
-            if (
-                conversation is None
-                or conversation.brand_id != brand.id
-                or conversation.issuer != caller.issuer
-                or conversation.sub != caller.sub
-            ):
-                raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
-            closed = conversation.closed
-            idle = self.conversation_idle_timeout
-            if not closed and idle is not None and now - conversation.last_activity > idle:
-                yield NeedStore(store.close_conversation, {"context_id": context_id})
-                closed = True
-        delegation = caller.delegation
-        if delegation is not None:
-            # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
-            bound = yield NeedStore(
-                store.bind_account, {"context_id": context_id, "account": delegation.account}
-            )
-            if bound != delegation.account:
-                raise A2AError("INVALID_PARAMS", "contextId already runs as a different Brand user")
-        claim = yield NeedStore(
-            store.claim_message,
-            {
-                "context_id": context_id,
-                "message_id": message.message_id,
-                "text": message.text,
-                "now": now,
-                "lease_seconds": self.claim_lease_seconds,
-            },
-        )
-        # A retry is answered even in a closed conversation: the reply that closed it may be
-        # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
-        if claim.kind == "reply":
-            return a2a_json(200, claim.reply)
-        if closed:
-            if claim.kind == "new":
-                yield NeedStore(
-                    store.release_claim,
-                    {"context_id": context_id, "message_id": message.message_id},
-                )
-            raise A2AError("UNSUPPORTED_OPERATION", "Conversation is closed")
-        if claim.kind == "pending":
-            raise A2AError(
-                "INVALID_PARAMS",
-                "messageId was already received in this context and has no reply yet",
-            )
-        if claim.kind == "conflict":
-            raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
-        history = yield NeedStore(store.history, {"context_id": context_id})
-        registry = brand.delegation.tools if brand.delegation is not None else ToolRegistry()
-        tools = BoundTools(registry, delegation)
-        parafe_turn = (
-            parafe.turn(message.message, activated=activated)
-            if parafe is not None
-            else ParafeTurn(None)
-        )
-        turn = Turn(
-            text=message.text,
-            parts=message.parts,
-            context_id=context_id,
-            message_id=message.message_id,
-            caller=caller,
-            brand=brand,
-            history=tuple(history),
-            tools=tools,
-            parafe=parafe_turn,
-        )
-        release = NeedStore(
-            store.release_claim, {"context_id": context_id, "message_id": message.message_id}
-        )
-        try:
-            if parafe is not None:
-                yield from _parafe_members(parafe, parafe_turn)
-            result = yield NeedBot(brand.handler, turn)
-            reply = _as_reply(result)
-            reply_text, close = reply.text, reply.close
-            reply_id = str(uuid.uuid4())
-            parts: list[dict[str, Any]] = [{"text": reply.text}]
-            parts.extend({"data": data} for data in reply.data)
-            agent_message: dict[str, Any] = {
-                "messageId": reply_id,
-                "contextId": context_id,
-                "role": "ROLE_AGENT",
-                "parts": parts,
-            }
-            if delegation is not None:
-                # Every reply under a delegation token carries a signed receipt (spec §5.6),
-                # stored with the reply so a retry returns the very same one.
-                agent_message["metadata"] = {"pact.receipt": self._receipt(brand, turn)}
-            if parafe is not None:
-                # The handshake answer and the turn's action receipts (stored with the reply,
-                # so a retry returns the very same ones).
-                agent_message = parafe_turn.decorate(agent_message)
-            # Serialised here: data the bot returned that is not JSON (NaN, objects) is the
-            # bot's failure too, and must release the claim like any other.
-            body = json_dumps({"message": agent_message})
-        except ParafeRefused as refused:
-            # Not a failure: the reply is the refusal, with its Parafé error data and receipts.
-            reply_text, refusal = parafe_turn.refusal(refused, context_id)
-            reply_id, close = refusal["messageId"], False
-            if parafe is not None and parafe.config.refusal == "task":
-                task = json_dumps(refusal_task(refusal, refused))
-                if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
-                    # Like a step-up: the message stays unanswered, so the personal agent can
-                    # send it again after a new handshake.
-                    yield release
-                    parafe.file(parafe_turn.filings())
-                    return a2a_json(200, task)
-                body = task
-            else:
-                body = json_dumps({"message": refusal})
-        except StepUpRequired as step_up:
-            # Not a failure: the turn needs more scopes. The message stays unanswered so the
-            # personal agent can send it again once the user has approved (spec §5.5).
-            yield release
-            if self.oauth is None:
-                logger.error(
-                    "the bot of brand %r asked for step-up, but no Brand offers delegation",
-                    brand.id,
-                )
-                raise A2AError("INTERNAL", "Internal error") from None
-            return (
-                yield from self.oauth.step_up(
-                    brand, caller, context_id, step_up.missing_scopes, step_up.message
-                )
-            )
-        except Exception:
-            # The bot failed: log it here, tell the caller nothing of it, and leave the message
-            # unanswered so that a retry runs the bot again.
-            logger.exception("turn handler of brand %r failed", brand.id)
-            yield release
-            raise A2AError("INTERNAL", "Internal error") from None
-        yield NeedStore(
-            store.store_reply,
-            {
-                "context_id": context_id,
-                "message_id": message.message_id,
-                "reply_message_id": reply_id,
-                "reply_text": reply_text,
-                "reply": body,
-                "now": self._clock(),
-            },
-        )
-        if parafe is not None:
-            parafe.file(parafe_turn.filings())  # in the background, after the reply is stored
-        if close:
-            yield NeedStore(store.close_conversation, {"context_id": context_id})
-        return a2a_json(200, body)
-
-    def _receipt(self, brand: Brand, turn: Turn) -> dict[str, Any]:
-        assert self.oauth is not None
-        assert turn.caller.delegation is not None
-        claims = receipt_claims(
-            delegation=turn.caller.delegation,
-            interface_url=self.oauth.interface(brand),
-            scopes_used=turn.tools.scopes_used,
-            actions=turn.tools.actions,
-            now=self._clock(),
-        )
-        return sign_receipt(claims, self.oauth.keys.signer)
 
     # -- the two drivers -----------------------------------------------------------------
 
@@ -574,17 +383,6 @@ def _with_extension(response: Response) -> Response:
     return attrs.evolve(response, headers=(*response.headers, ("A2A-Extensions", EXTENSION_URI)))
 
 
-def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:
-    """Answer a `handshake_challenge` (with the broker) or take note of a `session_closed`
-    before the bot runs; other Parafé data waits for `turn.parafe.require`."""
-    data = turn.data()
-    member = data.member if data is not None else None
-    if isinstance(member, HandshakeChallenge):
-        turn.handshake = yield NeedStore(parafe.answer_handshake, {"challenge": member})
-    elif isinstance(member, SessionClosed):
-        turn.session_closed = yield NeedStore(parafe.close_session, {"member": member})
-
-
 def _no_body(limit: int) -> bytes | None:
     return b""
 
@@ -603,19 +401,6 @@ def _simple_operation(route: Route, request: Request) -> Response:
     if route.operation == "push_configs":
         raise A2AError("PUSH_NOTIFICATION_NOT_SUPPORTED", "Push notifications are not supported")
     raise A2AError("UNSUPPORTED_OPERATION", "Unsupported operation")
-
-
-def _as_reply(result: Any) -> Reply:
-    if isinstance(result, str):
-        result = Reply(text=result)
-    if not isinstance(result, Reply):
-        raise TypeError(f"a turn handler must return str or Reply, not {type(result).__name__}")
-    if not isinstance(result.text, str):
-        raise TypeError(f"Reply.text must be str, not {type(result.text).__name__}")
-    if "\x00" in result.text:
-        # Stores refuse NUL; refusing it here releases the claim like any bot failure.
-        raise ValueError("a reply text must not contain NUL characters")
-    return result
 
 
 def _render(exc: Exception) -> Response:

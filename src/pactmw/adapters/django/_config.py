@@ -39,7 +39,7 @@ class Configured:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._guard: Guard | None = None
-        self._error: ConfigError | None = None
+        self._error: Exception | None = None
 
     def guard(self) -> Guard:
         """The guard; raises `RequestRefused(503)` (logged once) when the settings are bad."""
@@ -54,6 +54,12 @@ class Configured:
                         "(manage.py check reports it as pactmw.E001)",
                         SETTING,
                         exc,
+                    )
+                except Exception as exc:  # a store or key file that cannot be opened
+                    self._error = exc
+                    logger.exception(
+                        "settings.%s could not be built; pactmw answers 503 until it is fixed",
+                        SETTING,
                     )
             if self._guard is None:
                 raise RequestRefused(503)

@@ -32,10 +32,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         return messages
     try:
         guard_settings(raw_settings())
-    except ConfigError as exc:
+    except Exception as exc:  # ConfigError names the key; anything else is reported as it is
+        detail = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         messages.append(
             Error(
-                f"settings.{SETTING} is invalid: {exc}",
+                f"settings.{SETTING} is invalid: {detail}",
                 hint="Fix that key; until then pactmw answers 503 on the paths it serves.",
                 obj=SETTING,
                 id="pactmw.E001",
