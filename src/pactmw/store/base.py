@@ -50,7 +50,9 @@ PURGE_EVERY = 64
 class StoreError(Exception):
     """A store operation could not be carried out.
 
-    The base of the store's own exceptions, so a caller can map all of them at once.
+    The base of the store's own exceptions, so a caller can map all of them at once. The
+    SQL backends let no driver exception (sqlite3, psycopg) out: a database that cannot be
+    reached or used is `StoreUnavailable`, any other database failure a plain `StoreError`.
     """
 
 

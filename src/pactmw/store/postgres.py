@@ -6,8 +6,8 @@ serialize on that row and exactly one of them owns the turn; unique constraints 
 invariants up. The delegation operations work the same way: each locks the row it decides
 on (device code, refresh token, grant) or is one conditional statement, and upserts of a
 grant key also take a per-key advisory lock, since the first grant has no row yet to lock.
-Connection problems surface as `StoreUnavailable`, whose message never contains the DSN's
-password.
+Connection problems surface as `StoreUnavailable`, other database errors as `StoreError`;
+neither message contains the DSN's password.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from pactmw.store._sql import Dialect, Executor, SqlStore, Statements
-from pactmw.store.base import StoreUnavailable
+from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -343,6 +343,10 @@ class PostgresStore(SqlStore):
             self._scrub(f"PostgreSQL {self._describe} is unavailable: {message}")
         )
 
+    def _error(self, exc: BaseException) -> StoreError:
+        message = " ".join(str(exc).split())
+        return StoreError(self._scrub(f"PostgreSQL {self._describe}: {message}"))
+
     def _open_connection(self) -> _Connection:
         try:
             return psycopg.connect(self._dsn, **self._connect_kwargs)
@@ -369,6 +373,8 @@ class PostgresStore(SqlStore):
                 yield cur
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise self._unavailable(exc) from None
+        except psycopg.Error as exc:  # a constraint broken, bad data: the store's own fault
+            raise self._error(exc) from None
         finally:
             self._pool.release(conn)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pactmw.store._sql import Dialect, SqlStore, Statements
-from pactmw.store.base import StoreUnavailable
+from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -192,6 +192,8 @@ class SqliteStore(SqlStore):
                 raise StoreUnavailable(
                     f"cannot set up sqlite database {self._path}: {exc}"
                 ) from exc
+            except sqlite3.Error as exc:  # e.g. the file is not a database
+                raise StoreError(f"cannot set up sqlite database {self._path}: {exc}") from exc
             self._migrate()
         except BaseException:
             self._conn.close()
@@ -232,8 +234,10 @@ class SqliteStore(SqlStore):
                 raise StoreUnavailable(f"the sqlite store {self._path} is closed")
             try:
                 yield self._conn
-            except sqlite3.OperationalError as exc:
+            except sqlite3.OperationalError as exc:  # locked, I/O error, disk full
                 raise StoreUnavailable(f"sqlite database {self._path}: {exc}") from exc
+            except sqlite3.Error as exc:  # a constraint broken, a corrupt file
+                raise StoreError(f"sqlite database {self._path}: {exc}") from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
