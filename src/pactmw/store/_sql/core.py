@@ -25,7 +25,7 @@ from pactmw.store.base import (
     StoreError,
 )
 
-__all__ = ["Executor", "Rows", "SqlCore", "opt_bytes", "opt_float"]
+__all__ = ["Executor", "Rows", "SqlCore", "conversation_from_row", "opt_bytes", "opt_float"]
 
 
 class Rows(Protocol):
