@@ -1,0 +1,30 @@
+"""One implementation of the Store operations for the SQL backends (sqlite, PostgreSQL).
+
+The operations live in per-concern mixins over `SqlCore`'s dialect hooks; a backend module
+keeps only its connection handling, schema and migrations, and fills in the hooks:
+
+- `_read()` / `_write()`: how a transaction starts and which locks it takes (sqlite's
+  `BEGIN IMMEDIATE`, a pooled PostgreSQL transaction), and the translation of driver
+  errors to `StoreUnavailable` / `StoreError`;
+- `_sql`: the `Statements` built for its `Dialect` (placeholders, `FOR UPDATE` suffixes,
+  scope-column casts);
+- `_encode_scopes` / `_decode_scopes`, `_lock_grant_key`, and the `_returning` and
+  `_locks_rows` capabilities.
+
+Decisions come from store/_decisions.py, input checks from store/base.py: each operation
+checks its inputs here, once for both SQL backends.
+"""
+
+from __future__ import annotations
+
+from pactmw.store._sql.conversations import ConversationsMixin
+from pactmw.store._sql.core import Executor, Rows, SqlCore
+from pactmw.store._sql.devices import DevicesMixin
+from pactmw.store._sql.statements import Dialect, Statements
+from pactmw.store._sql.tokens import TokensMixin
+
+__all__ = ["Dialect", "Executor", "Rows", "SqlCore", "SqlStore", "Statements"]
+
+
+class SqlStore(ConversationsMixin, DevicesMixin, TokensMixin):
+    """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks."""

@@ -1,0 +1,153 @@
+"""Conversations, turns and agent overrides of the SQL stores."""
+
+from __future__ import annotations
+
+import uuid
+
+from pactmw.store._decisions import ClaimedMessage, decide_claim
+from pactmw.store._sql.core import Executor, SqlCore, conversation_from_row, opt_bytes
+from pactmw.store.base import Claim, Conversation, NotFound, Turn, has_nul, reject_nul
+
+__all__ = ["ConversationsMixin"]
+
+
+class ConversationsMixin(SqlCore):
+    """The conversation and turn operations of `Store`, over the dialect hooks."""
+
+    def create_conversation(self, *, brand_id: str, issuer: str, sub: str, now: float) -> str:
+        """Mint a new conversation owned by `(brand_id, issuer, sub)`; return its id."""
+        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub)
+        context_id = str(uuid.uuid4())
+        with self._write() as ex:
+            ex.execute(self._sql.insert_conversation, (context_id, brand_id, issuer, sub, now, now))
+        return context_id
+
+    def get_conversation(self, context_id: str) -> Conversation | None:
+        """Return the conversation, or None if the id is unknown."""
+        if has_nul(context_id):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._sql.conversation, (context_id,)).fetchone()
+        return None if row is None else conversation_from_row(row)
+
+    def close_conversation(self, context_id: str) -> None:
+        """Mark the conversation closed; unknown ids are ignored."""
+        if has_nul(context_id):
+            return
+        with self._write() as ex:
+            ex.execute(self._sql.close_conversation, (context_id,))
+
+    def bind_account(self, context_id: str, account: str) -> str:
+        """Bind `account` if none is bound; return the account bound now."""
+        reject_nul(context_id=context_id, account=account)
+        with self._write() as ex:
+            if self._returning:
+                # One statement: a concurrent binder blocks on the row, then re-evaluates
+                # COALESCE against the committed winner (READ COMMITTED re-check).
+                row = ex.execute(self._sql.bind_account_returning, (account, context_id)).fetchone()
+            else:
+                ex.execute(self._sql.bind_account, (account, context_id))
+                row = ex.execute(self._sql.bound_account, (context_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"unknown conversation {context_id!r}")
+        return str(row[0])
+
+    def _lock_conversation(self, ex: Executor, context_id: str) -> None:
+        # Where rows are locked, every turn write takes this row lock first, so claims and
+        # replies of one conversation serialize, and each later statement (READ COMMITTED)
+        # sees the winner's committed rows.
+        if ex.execute(self._sql.lock_conversation, (context_id,)).fetchone() is None:
+            raise NotFound(f"unknown conversation {context_id!r}")
+
+    def claim_message(
+        self, *, context_id: str, message_id: str, text: str, now: float, lease_seconds: float
+    ) -> Claim:
+        """Atomically decide who answers the user message `message_id`; see `Claim`."""
+        reject_nul(context_id=context_id, message_id=message_id, text=text)
+        sql = self._sql
+        with self._write() as ex:
+            self._lock_conversation(ex, context_id)
+            reply_id = ex.execute(sql.is_reply_id, (context_id, message_id)).fetchone()
+            row = ex.execute(sql.claim, (context_id, message_id)).fetchone()
+            decision = decide_claim(
+                None if row is None else ClaimedMessage(float(row[0]), opt_bytes(row[1])),
+                is_reply_id=reply_id is not None,
+                now=now,
+                lease_seconds=lease_seconds,
+            )
+            if decision.write == "insert":
+                inserted = ex.execute(sql.insert_claim, (context_id, message_id, text, now))
+                if inserted.rowcount == 0:
+                    # Unreachable while the locks hold; the constraint is the backstop.
+                    return Claim(kind="pending")
+            elif decision.write == "take_over":
+                # Keep the row (and its place in the history).
+                ex.execute(sql.take_over_claim, (text, now, context_id, message_id))
+            if decision.write is not None:
+                ex.execute(sql.touch_conversation, (now, context_id))
+            return decision.claim
+
+    def store_reply(
+        self,
+        *,
+        context_id: str,
+        message_id: str,
+        reply_message_id: str,
+        reply_text: str,
+        reply: bytes,
+        now: float,
+    ) -> None:
+        """Store the reply to a claimed user message; the first reply stored wins."""
+        reject_nul(
+            context_id=context_id,
+            message_id=message_id,
+            reply_message_id=reply_message_id,
+            reply_text=reply_text,
+        )
+        sql = self._sql
+        with self._write() as ex:
+            if self._locks_rows:
+                self._lock_conversation(ex, context_id)
+            row = ex.execute(sql.is_replied, (context_id, message_id)).fetchone()
+            if row is None:
+                raise NotFound(f"message {message_id!r} was not claimed in {context_id!r}")
+            if row[0]:
+                return
+            if ex.execute(sql.is_reply_id, (context_id, reply_message_id)).fetchone() is not None:
+                raise ValueError(f"reply message id {reply_message_id!r} is already used")
+            ex.execute(
+                sql.store_reply,
+                (reply_message_id, reply_text, bytes(reply), now, context_id, message_id),
+            )
+            ex.execute(sql.touch_conversation, (now, context_id))
+
+    def release_claim(self, *, context_id: str, message_id: str) -> None:
+        """Drop an unanswered claim so a retry runs the bot again."""
+        if has_nul(context_id, message_id):
+            return
+        with self._write() as ex:
+            ex.execute(self._sql.release_claim, (context_id, message_id))
+
+    def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
+        """Return the last `limit` answered turns, oldest first."""
+        if limit <= 0 or has_nul(context_id):
+            return []
+        with self._read() as ex:
+            rows = ex.execute(self._sql.history, (context_id, limit)).fetchall()
+        return [
+            Turn(message_id=r[0], text=r[1], reply_message_id=r[2], reply_text=r[3]) for r in rows
+        ]
+
+    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
+        """Persist an enable/disable override for `issuer`."""
+        reject_nul(issuer=issuer)
+        with self._write() as ex:
+            ex.execute(self._sql.set_agent_enabled, (issuer, bool(enabled)))
+
+    def agent_enabled(self, issuer: str) -> bool | None:
+        """Return the override for `issuer`, or None when there is none."""
+        if has_nul(issuer):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._sql.agent_enabled, (issuer,)).fetchone()
+        return None if row is None else bool(row[0])

@@ -1,0 +1,181 @@
+"""What every SQL store operation stands on: the dialect hooks, row mappers and the purge.
+
+A backend (sqlite.py, postgres.py) subclasses `SqlStore` and supplies only the hooks below:
+how to open a read or a write transaction (taking the locks and translating driver errors to
+`StoreError`s), its `Statements`, how a scope list is stored, and the few capabilities that
+change which statements an operation runs.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol, cast
+
+from pactmw.store._sql.statements import Statements
+from pactmw.store.base import (
+    EXPIRED_RETENTION,
+    PURGE_EVERY,
+    Conversation,
+    DeviceAuthorization,
+    DeviceStatus,
+    Grant,
+    StoreError,
+)
+
+__all__ = ["Executor", "Rows", "SqlCore", "conversation_from_row", "opt_bytes", "opt_float"]
+
+
+class Rows(Protocol):
+    """The result of one statement (a DB-API cursor)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Executor(Protocol):
+    """Runs statements inside the current transaction (a sqlite connection, a psycopg cursor)."""
+
+    def execute(self, query: str, params: Sequence[Any] = ..., /) -> Rows: ...
+
+
+def opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def opt_bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return Conversation(
+        context_id=row[0],
+        brand_id=row[1],
+        issuer=row[2],
+        sub=row[3],
+        created_at=float(row[4]),
+        last_activity=float(row[5]),
+        closed=bool(row[6]),
+        account=row[7],
+    )
+
+
+class SqlCore(abc.ABC):
+    """The dialect hooks and shared helpers of the SQL stores' operation mixins."""
+
+    # The dialect's statements, built once per backend class.
+    _sql: ClassVar[Statements]
+    # Whether the dialect runs UPDATE ... RETURNING: then a conditional update answers in
+    # one statement; without it the operation reads, then writes, under its write lock.
+    _returning: ClassVar[bool]
+    # Whether transactions lock the rows they decide on (PostgreSQL). Without row locks
+    # (sqlite) every write transaction holds the database's one write lock instead.
+    _locks_rows: ClassVar[bool]
+
+    _ops: itertools.count[int]  # paces the opportunistic purge; see _maybe_purge
+
+    @abc.abstractmethod
+    def _read(self) -> AbstractContextManager[Executor]:
+        """Run the body's reads; raise `StoreUnavailable` when the store is closed or down."""
+
+    @abc.abstractmethod
+    def _write(self) -> AbstractContextManager[Executor]:
+        """Run the body in one write transaction; roll back if it raises."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _encode_scopes(scopes: Sequence[str]) -> object:
+        """A scope list as the dialect's scope parameter takes it."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _decode_scopes(value: Any) -> tuple[str, ...]:
+        """A scope list as a scope column reads."""
+
+    def _lock_grant_key(  # noqa: B027 (a hook that may rightly do nothing)
+        self, ex: Executor, brand_id: str, account: str, client_id: str, pa_sub: str
+    ) -> None:
+        """Serialize upserts of one grant key even while it has no row to lock.
+
+        Nothing to do where the write transaction holds the whole database.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; later calls raise `StoreUnavailable`. Idempotent."""
+
+    # --- shared helpers ----------------------------------------------------------------------
+
+    def _apply_migrations(
+        self, ex: Executor, migrations: Sequence[Sequence[str]], where: str
+    ) -> None:
+        """Bring the schema to `len(migrations)`, inside the caller's (locked) transaction.
+
+        `migrations[n]` holds the statements that take version n to n+1. A database whose
+        version is newer than this pactmw knows is refused (`StoreError`, naming `where`).
+        """
+        ex.execute("CREATE TABLE IF NOT EXISTS pactmw_schema (version INTEGER NOT NULL)")
+        row = ex.execute("SELECT version FROM pactmw_schema").fetchone()
+        if row is None:
+            ex.execute("INSERT INTO pactmw_schema (version) VALUES (0)")
+            version = 0
+        else:
+            version = int(row[0])
+        if version > len(migrations):
+            raise StoreError(
+                f"{where} has schema version {version}, newer than "
+                f"this pactmw supports ({len(migrations)}); upgrade pactmw"
+            )
+        for step in migrations[version:]:
+            for statement in step:
+                ex.execute(statement)
+        ex.execute(self._sql.set_schema_version, (len(migrations),))
+
+    def _maybe_purge(self, ex: Executor, now: float) -> None:
+        # Inside the caller's write transaction. Only every PURGE_EVERY-th call deletes, so
+        # the cost is spread thin; the expires_at indexes keep each delete a range scan.
+        if next(self._ops) % PURGE_EVERY:
+            return
+        horizon = now - EXPIRED_RETENTION
+        ex.execute(self._sql.purge_used_values, (now,))
+        ex.execute(self._sql.purge_devices, (horizon,))
+        ex.execute(self._sql.purge_refresh_tokens, (horizon,))
+
+    def _device(self, row: Sequence[Any]) -> DeviceAuthorization:
+        decode = self._decode_scopes
+        return DeviceAuthorization(
+            device_code_hash=row[0],
+            user_code=row[1],
+            brand_id=row[2],
+            client_id=row[3],
+            pa_sub=row[4],
+            scopes=decode(row[5]),
+            created_at=float(row[6]),
+            expires_at=float(row[7]),
+            interval=float(row[8]),
+            last_polled_at=opt_float(row[9]),
+            status=cast(DeviceStatus, row[10]),
+            account=row[11],
+            granted_scopes=decode(row[12]),
+            grant_id=row[13],
+        )
+
+    def _grant(self, row: Sequence[Any]) -> Grant:
+        return Grant(
+            grant_id=row[0],
+            brand_id=row[1],
+            account=row[2],
+            client_id=row[3],
+            pa_sub=row[4],
+            scopes=self._decode_scopes(row[5]),
+            created_at=float(row[6]),
+            updated_at=float(row[7]),
+            expires_at=float(row[8]),
+            revoked_at=opt_float(row[9]),
+        )
