@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -117,7 +116,7 @@ def _open_grant_store(url: str) -> Store:
         )
     try:
         return open_store(url)
-    except (ValueError, StoreError, OSError, sqlite3.Error, ImportError) as exc:
+    except (ValueError, StoreError, OSError, ImportError) as exc:
         raise CommandError(f"store: {exc}") from None
 
 
@@ -165,7 +164,7 @@ def _grants_list(args: argparse.Namespace) -> int:
         grants = store.list_grants(
             brand_id=args.brand, account=args.account, include_inactive=args.all, now=now
         )
-    except (StoreError, sqlite3.Error) as exc:
+    except StoreError as exc:
         raise CommandError(f"store: {exc}", 1) from None
     finally:
         store.close()
@@ -255,7 +254,7 @@ def _grants_revoke(args: argparse.Namespace) -> int:
         for grant_id in revoked:
             print(f"revoked {grant_id}")
         return 0
-    except (StoreError, sqlite3.Error) as exc:
+    except StoreError as exc:
         raise CommandError(f"store: {exc}", 1) from None
     finally:
         store.close()

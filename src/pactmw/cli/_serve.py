@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import logging
 import signal
-import sqlite3
 import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -75,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
     try:
         provider = Provider.from_settings(settings)
-    except (ValueError, StoreError, OSError, sqlite3.Error, ImportError) as exc:
-        # open_store's messages never repeat the URL, which may hold a password. OSError and
-        # sqlite3.Error: SqliteStore lets some of them through (unusable path or file).
+    except (ValueError, StoreError, OSError, ImportError) as exc:
+        # open_store's messages never repeat the URL, which may hold a password. OSError:
+        # creating the database's folder can fail; driver errors arrive as StoreError.
         # ImportError: a PostgreSQL URL without psycopg installed (the message says so).
         raise CommandError(f"store: {exc}") from None
 
