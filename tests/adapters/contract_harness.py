@@ -171,33 +171,35 @@ class Harness:
     def _start_django(self, name: str, settings: dict[str, Any]) -> str:
         config_file = self.workdir / f"{name}.json"
         config_file.write_text(json.dumps(settings))
-        port = free_port()
-        if name == "django-wsgi":
-            argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
-        else:
-            argv = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "pactmw_testsite.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ]
-        env = {
-            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-            "PYTHONPATH": str(DJANGO_PROJECT),
-            "PACTMW_TEST_CONFIG": str(config_file),
-        }
-        self.stack.enter_context(
-            process_server(argv, port, env=env, log=self.workdir / f"{name}.log")
+        mode = "wsgi" if name == "django-wsgi" else "asgi"
+        return self.stack.enter_context(
+            django_server(mode, config_file, log=self.workdir / f"{name}.log")
         )
-        return f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def django_server(
+    mode: str,
+    config_file: Path,
+    *,
+    log: Path,
+    settings_module: str = "pactmw_testsite.contract_settings",
+) -> Iterator[str]:
+    """The test Django project with `PACTMW` from `config_file`: under `manage.py runserver`
+    (`mode="wsgi"`, which runs the system checks first) or uvicorn (`"asgi"`, which does not)."""
+    port = free_port()
+    if mode == "wsgi":
+        argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
+    else:
+        argv = [sys.executable, "-m", "uvicorn", "pactmw_testsite.asgi:application"]
+        argv += ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "off"]
+    env = {
+        "DJANGO_SETTINGS_MODULE": settings_module,
+        "PYTHONPATH": str(DJANGO_PROJECT),
+        "PACTMW_TEST_CONFIG": str(config_file),
+    }
+    with process_server(argv, port, env=env, log=log):
+        yield f"http://127.0.0.1:{port}"
 
 
 @contextlib.contextmanager

@@ -32,10 +32,17 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
-from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
+from tests.adapters.contract_harness import (
+    ISSUER,
+    Harness,
+    Target,
+    config,
+    django_server,
+    harness,
+)
 from tests.adapters.test_contract import CHALLENGE, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
-from tests.servers import REPO, free_port, process_server, uvicorn_server, werkzeug_server
+from tests.servers import REPO, uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -296,25 +303,11 @@ def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[st
 def test_a_bad_setting_never_turns_other_pages_into_500s(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "pactmw_testsite.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--lifespan",
-        "off",
-    ]
-    env = _django_env(tmp_path, {**settings, "audiance": "typo"})
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps({**settings, "audiance": "typo"}))
     log = tmp_path / "django.log"
-    with (
-        process_server(argv, port, env=env, log=log),
-        httpx.Client(base_url=f"http://127.0.0.1:{port}") as client,
-    ):
+    # Under uvicorn, as in production: no system checks run before the first request.
+    with django_server("asgi", config_file, log=log) as base, httpx.Client(base_url=base) as client:
         for _ in range(2):
             assert client.get("/public").status_code == 200
             guarded = client.get("/api/echo")
