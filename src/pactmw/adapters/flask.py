@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 from flask import Flask, current_app, g, request
-from werkzeug.exceptions import Forbidden, Unauthorized
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -33,7 +33,6 @@ from pactmw.provider.guard import (
     Guard,
     ParafeAdmitted,
     guard_from_mapping,
-    refusal_response,
     require_scopes,
 )
 from pactmw.provider.parafe import ParafeTurn
@@ -45,30 +44,6 @@ _G_KEY = "_pactmw_personal_agent"
 _G_PARAFE = "_pactmw_parafe"
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 View = TypeVar("View", bound=Callable[..., Any])
-
-
-class PersonalAgentRefused(Unauthorized):
-    """A view's caller was refused (401). Answers with the PACT challenge and an empty body
-    unless the app registers an error handler for it or for 401. `failure.reason` says why."""
-
-    def __init__(self, failure: AuthenticationFailed) -> None:
-        super().__init__(description=failure.reason)
-        self.failure = failure
-
-    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
-        return to_werkzeug(refusal_response(self.failure))
-
-
-class ScopeRefused(Forbidden):
-    """A view's delegation lacks scopes (403 `insufficient_scope`); `missing` lists them."""
-
-    def __init__(self, refusal: InsufficientScope) -> None:
-        super().__init__(description=str(refusal))
-        self.missing = refusal.missing
-        self.refusal = refusal
-
-    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
-        return to_werkzeug(refusal_response(self.refusal))
 
 
 class _State:

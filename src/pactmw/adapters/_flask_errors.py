@@ -1,0 +1,39 @@
+"""The Flask adapter's refusals: werkzeug HTTP exceptions, so Flask's error handlers apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from werkzeug.exceptions import Forbidden, Unauthorized
+from werkzeug.wrappers import Response as WerkzeugResponse
+
+from pactmw.adapters._wsgi_http import to_werkzeug
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.provider.guard import refusal_response
+
+
+class PersonalAgentRefused(Unauthorized):
+    """A view's caller was refused (401). Answers with the PACT challenge and an empty body
+    unless the app registers an error handler for it or for 401. `failure.reason` says why."""
+
+    def __init__(self, failure: AuthenticationFailed) -> None:
+        super().__init__(description=failure.reason)
+        self.failure = failure
+
+    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
+        return to_werkzeug(refusal_response(self.failure))
+
+
+class ScopeRefused(Forbidden):
+    """A view's delegation lacks scopes (403 `insufficient_scope`); `missing` lists them."""
+
+    def __init__(self, refusal: InsufficientScope) -> None:
+        super().__init__(description=str(refusal))
+        self.missing = refusal.missing
+        self.refusal = refusal
+
+    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
+        return to_werkzeug(refusal_response(self.refusal))
+
+
+__all__ = ["PersonalAgentRefused", "ScopeRefused"]
