@@ -6,3 +6,12 @@ from __future__ import annotations
 from pactmw_testsite.settings import *  # noqa: F403
 
 ROOT_URLCONF = "pactmw_testsite.contract_urls"
+
+INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework"]  # noqa: F405
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "pactmw.adapters.django.rest_framework.PersonalAgentAuthentication",
+        "pactmw_testsite.drf_auth.ApiKeyAuthentication",  # the app's other scheme
+    ],
+    "UNAUTHENTICATED_USER": None,  # no django.contrib.auth in this project
+}

@@ -5,6 +5,7 @@ from django.urls import path
 from pactmw.adapters.django import a2a_urlpatterns
 
 from . import contract_views as views
+from . import drf_views
 
 urlpatterns = [
     path("api/echo", views.echo),
@@ -16,5 +17,8 @@ urlpatterns = [
     path("api/scoped-async", views.scoped_async),
     path("parafe-sync", views.parafe_sync),
     path("parafe-async", views.parafe_async),
+    path("drf/me", drf_views.Me.as_view()),
+    path("drf/orders", drf_views.Orders.as_view()),
+    path("drf/either", drf_views.Either.as_view()),
     *a2a_urlpatterns(),
 ]

@@ -1,0 +1,137 @@
+"""Django REST framework: an authentication class and permission classes for personal agents.
+
+    REST_FRAMEWORK = {
+        "DEFAULT_AUTHENTICATION_CLASSES": [
+            "pactmw.adapters.django.rest_framework.PersonalAgentAuthentication",
+            # ... your other classes: credentials that are not personal agents pass to them
+        ],
+    }
+
+    class OrderList(APIView):
+        permission_classes = [HasDelegatedScope]
+        required_scopes = ["orders:read"]       # as django-oauth-toolkit's TokenHasScope
+
+After authentication `request.user` is a `PersonalAgentUser` and `request.auth` the verified
+`PersonalAgent` (with `.delegation`), as djangorestframework-simplejwt sets the user and the
+token. A refused personal agent is DRF's 401 with the PACT challenge in `WWW-Authenticate`
+(`authenticate_header`), never a 403; a delegation without a scope the view requires is 403
+with `error="insufficient_scope"`. The rules are the guard's (`pactmw.provider.guard`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from rest_framework import exceptions
+    from rest_framework.authentication import BaseAuthentication
+    from rest_framework.permissions import BasePermission
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "pactmw.adapters.django.rest_framework needs Django REST framework: "
+        "pip install 'pactmw[drf]'"
+    ) from exc
+
+from pactmw.adapters.django._config import configured
+from pactmw.adapters.django._http import neutral_request
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.http import Response
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.guard import is_other_credential, refusal_response, require_scopes
+
+_FAILURE = "_pactmw_refusal"
+
+
+class PersonalAgentUser:
+    """`request.user` for a personal agent: authenticated, never staff, keyed by `actor_id`
+    (stable per agent and user), with the verified caller in `.personal_agent`."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+
+    def __init__(self, personal_agent: PersonalAgent) -> None:
+        self.personal_agent = personal_agent
+        self.pk = self.id = self.username = personal_agent.actor_id
+
+    def get_username(self) -> str:
+        return self.username
+
+    def __str__(self) -> str:
+        return self.username
+
+
+class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
+    """Authenticate a request's personal-agent JWT (and delegation), as the middleware does.
+
+    Returns None for a request without `Authorization` or with a credential that is not a
+    PACT JWT of a registered agent, so the next authentication class can try it.
+    """
+
+    def authenticate(self, request: Any) -> tuple[PersonalAgentUser, PersonalAgent] | None:
+        django_request = request._request  # DRF wraps Django's request
+        caller = getattr(django_request, "personal_agent", None)
+        if not isinstance(caller, PersonalAgent):
+            try:
+                guard = configured.guard()
+                caller = guard.authenticate(neutral_request(django_request), optional=True)
+            except RequestRefused as exc:
+                raise exceptions.APIException("pactmw is not configured") from exc
+            except AuthenticationFailed as exc:
+                if is_other_credential(exc):
+                    return None
+                setattr(django_request, _FAILURE, exc)
+                raise exceptions.AuthenticationFailed(exc.reason, code=exc.reason) from exc
+            if caller is None:
+                return None
+        return PersonalAgentUser(caller), caller
+
+    def authenticate_header(self, request: Any) -> str:
+        """The challenge of DRF's 401: PACT's, with `error="invalid_token"` for delegations."""
+        failure = getattr(request._request, _FAILURE, None)
+        return (failure or AuthenticationFailed("missing_token")).www_authenticate
+
+
+class _ScopeDenied(exceptions.PermissionDenied):  # type: ignore[misc]
+    def __init__(self, refusal: InsufficientScope) -> None:
+        super().__init__(str(refusal), code="insufficient_scope")
+        self.auth_header = _header(refusal_response(refusal))  # DRF's handler sends it
+
+
+class IsPersonalAgent(BasePermission):  # type: ignore[misc]
+    """The request was authenticated as a personal agent."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return isinstance(request.auth, PersonalAgent)
+
+
+class HasDelegatedScope(BasePermission):  # type: ignore[misc]
+    """The personal agent carries a delegation with every scope in `view.required_scopes`:
+    none is 401 `invalid_token`, a missing scope 403 `insufficient_scope`."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        scopes = tuple(getattr(view, "required_scopes", ()))
+        caller = request.auth if isinstance(request.auth, PersonalAgent) else None
+        try:
+            require_scopes(caller, scopes)
+        except InsufficientScope as exc:
+            raise _ScopeDenied(exc) from exc
+        except AuthenticationFailed as exc:
+            # DRF asks the authentication class for the 401's challenge: it reads this.
+            setattr(request._request, _FAILURE, exc)
+            raise exceptions.NotAuthenticated(exc.reason, code=exc.reason) from exc
+        return True
+
+
+def _header(response: Response) -> str:
+    return next(value for name, value in response.headers if name == "WWW-Authenticate")
+
+
+__all__ = [
+    "HasDelegatedScope",
+    "IsPersonalAgent",
+    "PersonalAgentAuthentication",
+    "PersonalAgentUser",
+]

@@ -1,0 +1,50 @@
+"""DRF views of the test project (tests/adapters/test_django_rest_framework.py)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pactmw.adapters.django.rest_framework import HasDelegatedScope, IsPersonalAgent
+from pactmw.protocols.identity import PersonalAgent
+
+
+class IsApiClient(BasePermission):  # type: ignore[misc]
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return request.auth == "key-123" or isinstance(request.auth, PersonalAgent)
+
+
+def _describe(request: Request) -> dict[str, Any]:
+    caller = request.auth
+    delegation = caller.delegation
+    return {
+        "user": str(request.user),
+        "actor_id": caller.actor_id,
+        "account": delegation.account if delegation is not None else None,
+    }
+
+
+class Me(APIView):  # type: ignore[misc]
+    permission_classes: ClassVar[list[Any]] = [IsPersonalAgent]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class Orders(APIView):  # type: ignore[misc]
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes: ClassVar[list[str]] = ["orders:read"]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class Either(APIView):  # type: ignore[misc]
+    permission_classes: ClassVar[list[Any]] = [IsApiClient]
+
+    def get(self, request: Request) -> Response:
+        return Response({"auth": "personal agent" if request.auth != "key-123" else "api key"})

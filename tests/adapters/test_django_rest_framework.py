@@ -1,0 +1,87 @@
+"""Django REST framework with pactmw's authentication and permission classes, on a real
+Django server (runserver and uvicorn), next to another authentication class of the app."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.adapters.contract_harness import Harness, Target, harness
+from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("drf")) as started:
+        yield started
+
+
+@pytest.fixture(params=["django-wsgi", "django-asgi"])
+def target(request: pytest.FixtureRequest, servers: Harness) -> Target:
+    return servers.get(request.param)
+
+
+def test_a_personal_agent_is_request_user_and_request_auth(target: Target) -> None:
+    response = target.client.get("/drf/me", headers=target.headers(target.token()))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["user"] == body["actor_id"]
+    assert body["account"] is None
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({"iat": 1_000_000_000, "exp": 1_000_000_100}, id="expired"),
+        pytest.param({"aud": "https://someone-else.example/a2a"}, id="bad-audience"),
+    ],
+)
+def test_a_refused_personal_agent_is_a_401_with_the_pact_challenge(
+    target: Target, overrides: dict[str, object]
+) -> None:
+    response = target.client.get("/drf/me", headers=target.headers(target.token(**overrides)))
+    assert response.status_code == 401  # DRF answers 403 when no class gives a challenge
+    assert response.headers["www-authenticate"] == CHALLENGE
+    assert response.json()["detail"]
+
+
+def test_no_credential_is_a_401_with_the_challenge(target: Target) -> None:
+    response = target.client.get("/drf/me")
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == CHALLENGE
+
+
+def test_other_credentials_reach_the_apps_own_authentication(target: Target) -> None:
+    api_key = target.client.get("/drf/either", headers={"Authorization": "Bearer key-123"})
+    assert api_key.json() == {"auth": "api key"}
+    agent = target.client.get("/drf/either", headers=target.headers(target.token()))
+    assert agent.json() == {"auth": "personal agent"}
+    assert (
+        target.client.get("/drf/either", headers={"Authorization": "Basic eDp5"}).status_code == 401
+    )
+
+
+def test_has_delegated_scope_reads_the_views_required_scopes(target: Target) -> None:
+    good, account = target.delegation("orders:read")
+    ok = target.client.get("/drf/orders", headers=target.headers(target.token(), good))
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["account"] == account
+    none = target.client.get("/drf/orders", headers=target.headers(target.token()))
+    assert none.status_code == 401
+    assert none.headers["www-authenticate"] == INVALID_TOKEN
+    other, _ = target.delegation("orders:cancel")
+    wrong = target.client.get("/drf/orders", headers=target.headers(target.token(), other))
+    assert wrong.status_code == 403
+    assert wrong.headers["www-authenticate"] == (
+        'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
+    )
+
+
+def test_a_bad_delegation_is_invalid_token(target: Target) -> None:
+    headers = target.headers(target.token(), "Bearer not-a-delegation")
+    response = target.client.get("/drf/me", headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == INVALID_TOKEN
