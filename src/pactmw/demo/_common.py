@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pactmw.brand_login import BrandUser
-from pactmw.core.errors import JoseError
+from pactmw.core.errors import JoseError, PactmwError
 from pactmw.core.jose import parse_compact
 
 #: The personal agent's registered issuer.
@@ -35,7 +35,7 @@ DEMO_USER = BrandUser(
 _SHOWN_ALGS = frozenset({"ES256", "RS256"})
 
 
-class DemoFailed(Exception):
+class DemoFailed(PactmwError):
     """A step did not behave as PACT 1.0 says; the message says what was expected."""
 
 

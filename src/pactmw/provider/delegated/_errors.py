@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pactmw.core.errors import PactmwError
 from pactmw.core.http import Response
 from pactmw.provider.delegated._responses import NO_STORE, json_response, page
 
 
-class OAuthError(Exception):
+class OAuthError(PactmwError):
     """An RFC 6749 §5.2 / RFC 8628 error, rendered as its JSON body."""
 
     def __init__(self, error: str, description: str, status: int = 400) -> None:
@@ -25,7 +26,7 @@ class OAuthError(Exception):
         )
 
 
-class ConsentRefused(Exception):
+class ConsentRefused(PactmwError):
     """A consent page error, rendered as an HTML page with `status`."""
 
     def __init__(self, message: str, status: int) -> None:
