@@ -13,7 +13,7 @@ import pytest
 
 from pactmw.client import (
     A2AClient,
-    A2AError,
+    A2AErrorResponse,
     AgentCredentials,
     AgentSigner,
     AsyncA2AClient,
@@ -222,7 +222,7 @@ def test_429_async_and_too_long_retry_after(
 # -- typed errors -------------------------------------------------------------------------------
 
 
-def check(error: A2AError, reason: str, status: int, rpc_status: str, text: str) -> None:
+def check(error: A2AErrorResponse, reason: str, status: int, rpc_status: str, text: str) -> None:
     assert (error.reason, error.status, error.rpc_status) == (reason, status, rpc_status)
     assert error.message == text
     assert error.details[0]["domain"] == "a2a-protocol.org"

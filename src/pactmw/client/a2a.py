@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode
 
 from attrs import field, frozen
 
-from pactmw.client.card import AgentCard, afetch_card, fetch_card, interface_url
+from pactmw.client.card import AgentCard, afetch_card, card_interface_url, fetch_card
 from pactmw.client.errors import ResponseInvalid
 from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
@@ -353,7 +353,7 @@ class A2AClient:
     @classmethod
     def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> A2AClient:
         """For the card's HTTP+JSON 1.0 interface."""
-        return cls(interface_url(card), token, **options)
+        return cls(card_interface_url(card), token, **options)
 
     @classmethod
     def connect(cls, card_url: str, token: TokenSource, **options: Any) -> A2AClient:
@@ -388,7 +388,7 @@ class A2AClient:
         carries the same message, metadata included.
 
         Returns `MessageReply`, or `StepUp` when the turn needs delegated scopes. Raises an
-        `A2AError` subclass, `IdentityRejected`, `DelegationRejected`, `RateLimited`,
+        `A2AErrorResponse` subclass, `IdentityRejected`, `DelegationRejected`, `RateLimited`,
         `HTTPError`, `NetworkError` or `ResponseInvalid`.
         """
         result: SendResult = self._run(
@@ -445,7 +445,7 @@ class AsyncA2AClient:
 
     @classmethod
     def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> AsyncA2AClient:
-        return cls(interface_url(card), token, **options)
+        return cls(card_interface_url(card), token, **options)
 
     @classmethod
     async def connect(cls, card_url: str, token: TokenSource, **options: Any) -> AsyncA2AClient:

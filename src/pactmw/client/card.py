@@ -131,7 +131,7 @@ def parse_card(document: Any, *, url: str = "") -> AgentCard:
     )
 
 
-def interface_url(card: AgentCard, *, binding: str = "HTTP+JSON", version: str = "1.0") -> str:
+def card_interface_url(card: AgentCard, *, binding: str = "HTTP+JSON", version: str = "1.0") -> str:
     """The URL of the interface with this binding and version, wherever it is in the list
     (PACT §2.1: by binding and version, not by position). `CardInvalid` when there is none;
     `URLRefused` when it is not https (or loopback http)."""

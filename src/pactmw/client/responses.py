@@ -1,7 +1,7 @@
 """Turn a non-2xx `HttpResponse` into the client's typed exception (pure).
 
 The order follows what a Provider sends (pact-provider.md §2.3, §3.4, §5.6, §6.3):
-an A2A error envelope is an `A2AError` subclass chosen by `details[0].reason`; a 401 without
+an A2A error envelope is an `A2AErrorResponse` subclass chosen by `details[0].reason`; a 401 without
 one is `DelegationRejected` when its challenge says `error="invalid_token"`, otherwise
 `IdentityRejected` when it is the `Bearer realm="a2a"` challenge; anything else is `HTTPError`.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from pactmw.client.errors import (
     A2A_ERROR_CLASSES,
-    A2AError,
+    A2AErrorResponse,
     DelegationRejected,
     HTTPError,
     IdentityRejected,
@@ -89,7 +89,7 @@ def error_for(response: HttpResponse) -> HTTPError:
     envelope = a2a_envelope(response.body)
     if envelope is not None:
         reason = str(envelope["details"][0]["reason"])
-        cls = A2A_ERROR_CLASSES.get(reason, A2AError)
+        cls = A2A_ERROR_CLASSES.get(reason, A2AErrorResponse)
         return cls(
             response.status,
             response.body,
