@@ -156,3 +156,18 @@ def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
     found = conn.scope.get(SCOPE_KEY)
     return found if isinstance(found, PersonalAgent) else None
+
+
+__all__ = [
+    "AUTH_SCOPES",
+    "SCOPE_KEY",
+    "PersonalAgentAuthError",
+    "PersonalAgentBackend",
+    "PersonalAgentUser",
+    "attach",
+    "auth_scopes",
+    "current_personal_agent",
+    "make_guard",
+    "on_auth_error",
+    "requires",
+]

@@ -130,3 +130,8 @@ class CardChecks(Checks):
     def _card_unknown(self) -> None:
         response = self.http.request("GET", self.ctx.unknown_interface() + CARD_PATH)
         self.expect.bare(response, (404,), "unknown Brand's card")
+
+
+__all__ = [
+    "CardChecks",
+]

@@ -110,3 +110,8 @@ class ContextChecks(Checks):
         expect.reply(http.send("Same token.", token=token, interface=other), "second use")
         response = http.send("Nobody here.", token=token, interface=self.ctx.unknown_interface())
         expect.bare(response, (404,), "a valid token at an unknown Brand")
+
+
+__all__ = [
+    "ContextChecks",
+]

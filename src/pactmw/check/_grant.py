@@ -247,3 +247,8 @@ def _oauth_error(attempt: Callable[[], T], shown: Callable[[T], str]) -> str:
     except OAuthErrorResponse as exc:
         return f"HTTP {exc.status} {exc.error}"
     raise Mismatch("an OAuth error", shown(result))
+
+
+__all__ = [
+    "GrantChecks",
+]

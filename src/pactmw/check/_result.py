@@ -62,3 +62,11 @@ def results_json(card_url: str, results: Sequence[CheckResult]) -> dict[str, Any
         "failed": len(results) - passed,
         "total": len(results),
     }
+
+
+__all__ = [
+    "CheckResult",
+    "Mismatch",
+    "results_json",
+    "summary_line",
+]

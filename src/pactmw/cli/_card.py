@@ -94,3 +94,9 @@ def run(args: argparse.Namespace) -> int:
             1,
         )
     return 0
+
+
+__all__ = [
+    "add",
+    "run",
+]

@@ -132,3 +132,19 @@ def card_url(text: str, what: str) -> str:
         return card_url_from(text)
     except URLRefused as exc:
         raise CommandError(f"{what}: {exc}") from None
+
+
+__all__ = [
+    "CommandError",
+    "Run",
+    "SubParsers",
+    "add_command",
+    "add_timeout_option",
+    "card_url",
+    "import_from_cwd",
+    "load_signer",
+    "log_to_stderr",
+    "one_line",
+    "positive_seconds",
+    "reconfigure_output",
+]

@@ -499,3 +499,29 @@ class AsyncA2AClient:
     async def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
         url = list_tasks_url(self.url, page_size)
         return dict(await self._run(_json_call("GET", url, self.token, self.retry)))
+
+
+__all__ = [
+    "A2A_VERSION",
+    "AUTH_REQUIRED",
+    "DELEGATION_HEADER",
+    "EXTENSIONS_HEADER",
+    "MISSING_SCOPES",
+    "RECEIPT",
+    "VERIFICATION_URI_COMPLETE",
+    "A2AClient",
+    "AsyncA2AClient",
+    "MessageReply",
+    "Receipt",
+    "SendResult",
+    "StepUp",
+    "TokenSource",
+    "a2a_headers",
+    "list_tasks_url",
+    "parse_receipt",
+    "parse_send_response",
+    "send_flow",
+    "send_request",
+    "task_url",
+    "user_message",
+]

@@ -283,3 +283,20 @@ def delegation_scheme(card: AgentCard) -> DelegationScheme | None:
                 if found is not None:
                     return found
     return None
+
+
+__all__ = [
+    "CARD_ACCEPT",
+    "MAX_REDIRECTS",
+    "AgentCard",
+    "DelegationScheme",
+    "Interface",
+    "Scope",
+    "afetch_card",
+    "card_flow",
+    "card_interface_url",
+    "card_request",
+    "delegation_scheme",
+    "fetch_card",
+    "parse_card",
+]

@@ -482,3 +482,28 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         )
         result: TokenResponse = await self._run(flow)
         return result
+
+
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "DEVICE_CODE_GRANT",
+    "MAX_BACKOFF_INTERVAL",
+    "SLOW_DOWN_STEP",
+    "AsyncDeviceCodeClient",
+    "DeviceAuthorizationResponse",
+    "DeviceCodeClient",
+    "PollResult",
+    "PollStatus",
+    "TokenResponse",
+    "TokenSource",
+    "oauth_error_for",
+    "oauth_request",
+    "parse_device_authorization",
+    "parse_poll_response",
+    "parse_token_response",
+    "poll_flow",
+    "refresh_flow",
+    "requested_scopes",
+    "start_flow",
+    "wait_flow",
+]

@@ -212,3 +212,29 @@ class ReceiptInvalid(ClientError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+__all__ = [
+    "A2A_ERROR_CLASSES",
+    "A2AErrorResponse",
+    "CardInvalid",
+    "ClientError",
+    "ContentTypeNotSupported",
+    "DelegationRejected",
+    "DeviceFlowTimeout",
+    "HTTPError",
+    "IdentityRejected",
+    "InternalError",
+    "InvalidParams",
+    "NetworkError",
+    "OAuthErrorResponse",
+    "PushNotificationNotSupported",
+    "RateLimited",
+    "ReceiptInvalid",
+    "ResponseInvalid",
+    "TaskNotFound",
+    "TooManyRedirects",
+    "URLRefused",
+    "UnsupportedOperation",
+    "VersionNotSupported",
+]

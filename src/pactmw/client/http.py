@@ -350,3 +350,19 @@ class ResponseParser:
         if not self.done:
             raise ProtocolViolation("response incomplete")
         return HttpResponse(status=self.status, headers=self.headers, body=self.body, url=url)
+
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "MAX_HEADER_BYTES",
+    "USER_AGENT",
+    "Headers",
+    "HttpRequest",
+    "HttpResponse",
+    "ProtocolViolation",
+    "ResponseParser",
+    "check_url",
+    "encode_request",
+    "is_absolute_http_url",
+    "is_loopback_host",
+]

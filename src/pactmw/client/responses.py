@@ -119,3 +119,13 @@ def raise_for_status(response: HttpResponse) -> HttpResponse:
     if not response.ok:
         raise error_for(response)
     return response
+
+
+__all__ = [
+    "A2A_ERROR_DOMAIN",
+    "ERROR_INFO_TYPE",
+    "a2a_envelope",
+    "error_for",
+    "parse_challenge",
+    "raise_for_status",
+]

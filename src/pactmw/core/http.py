@@ -99,3 +99,14 @@ def insufficient_scope(scopes: Iterable[str]) -> Response:
             ("Cache-Control", "no-store"),
         ),
     )
+
+
+__all__ = [
+    "DELEGATION_HEADER",
+    "Request",
+    "Response",
+    "asgi_header",
+    "challenge",
+    "insufficient_scope",
+    "single_header",
+]

@@ -52,3 +52,17 @@ def peek(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
         return dict(jws.header), jws.claims()
     except JoseError as exc:
         raise DemoFailed(f"not a compact JWS: {exc}") from exc
+
+
+__all__ = [
+    "BOT_LOG_ENV",
+    "BRAND_ID",
+    "DEMO_USER",
+    "ISSUER",
+    "REQUEST_TIMEOUT",
+    "SCOPES",
+    "START_TIMEOUT",
+    "DemoFailed",
+    "expect",
+    "peek",
+]

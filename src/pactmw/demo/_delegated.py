@@ -299,3 +299,10 @@ class DelegatedPart:
             f"the refresh token → {refused.status} {refused.error}; "
             "Jane would have to consent again"
         )
+
+
+__all__ = [
+    "Authority",
+    "DelegatedPart",
+    "read_authority",
+]

@@ -117,3 +117,8 @@ class IdentityPart:
             f"  → {refused.status} {refused.reason} {refused.message!r} "
             "(as for a context that does not exist)"
         )
+
+
+__all__ = [
+    "IdentityPart",
+]

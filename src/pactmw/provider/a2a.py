@@ -41,3 +41,11 @@ def a2a_json(status: int, body: bytes, extra: tuple[tuple[str, str], ...] = ()) 
 def ok(value: Any) -> Response:
     """200 with `value` as compact JSON."""
     return a2a_json(200, json_dumps(value))
+
+
+__all__ = [
+    "A2A_CONTENT_TYPE",
+    "A2A_REASONS",
+    "a2a_json",
+    "ok",
+]

@@ -617,3 +617,8 @@ def _as_reply(result: Any) -> Reply:
         # Stores refuse NUL; refusing it here releases the claim like any bot failure.
         raise ValueError("a reply text must not contain NUL characters")
     return result
+
+
+__all__ = [
+    "Provider",
+]

@@ -114,3 +114,11 @@ class BoundTools:
         if name.startswith("_") or name not in self._registry:
             raise AttributeError(name)
         return lambda **arguments: self.call(name, **arguments)
+
+
+__all__ = [
+    "BoundTools",
+    "StepUpRequired",
+    "Tool",
+    "ToolRegistry",
+]

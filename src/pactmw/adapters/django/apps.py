@@ -14,3 +14,8 @@ class PactmwConfig(AppConfig):
         from pactmw.adapters.django import checks  # registers the system checks
 
         del checks
+
+
+__all__ = [
+    "PactmwConfig",
+]

@@ -30,3 +30,9 @@ class ConsentRefused(PactmwError):
     def unusable_code(cls) -> ConsentRefused:
         """The user code matches no pending, unexpired authorization of this Brand."""
         return cls("This code is unknown, expired or already used.", 400)
+
+
+__all__ = [
+    "ConsentRefused",
+    "OAuthError",
+]
