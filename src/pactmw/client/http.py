@@ -20,7 +20,7 @@ from attrs import field, frozen
 
 from pactmw.client.errors import ResponseInvalid, URLRefused
 from pactmw.core.encoding import is_ascii_digits, json_loads
-from pactmw.core.errors import MalformedInput
+from pactmw.core.errors import MalformedInput, PactmwError
 
 #: Answers larger than this are cut off as a failure (cards, replies, tokens are small).
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -175,7 +175,7 @@ def encode_request(request: HttpRequest) -> bytes:
     return head + request.body
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(PactmwError):
     """The server's bytes are not a valid HTTP/1.1 response (or exceed the client's limits)."""
 
 
