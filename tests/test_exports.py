@@ -67,7 +67,7 @@ EXPECTED: dict[str, set[str]] = {
         "A2AClient", "A2AErrorResponse", "AgentCard", "AgentCredentials", "AgentSigner",
         "AsyncA2AClient", "AsyncDeviceCodeClient", "AsyncioTransport",
         "AuthorizationServerMetadata", "CardInvalid", "ClientError", "ContentTypeNotSupported",
-        "DelegationRejected", "DelegationScheme", "DeviceAuthorizationResponse",
+        "DelegationTokenRejected", "DelegationScheme", "DeviceAuthorizationResponse",
         "DeviceCodeClient", "DeviceFlowTimeout", "HTTPError", "HttpRequest", "HttpResponse",
         "IdentityRejected", "Interface", "InternalError", "InvalidParams", "JwksHost",
         "MessageReply", "NetworkError", "OAuthErrorResponse", "PollStatus",

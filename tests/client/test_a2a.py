@@ -18,7 +18,7 @@ from pactmw.client import (
     AgentSigner,
     AsyncA2AClient,
     ContentTypeNotSupported,
-    DelegationRejected,
+    DelegationTokenRejected,
     HTTPError,
     HttpRequest,
     IdentityRejected,
@@ -307,14 +307,14 @@ def test_identity_401_versus_delegation_401(provided: Provided, me: AgentCredent
         A2AClient(provided.interface("plain"), me.signer.for_user("u", "wrong-aud")).send("hi")
 
     client = A2AClient(provided.interface("acme"), me)
-    with pytest.raises(DelegationRejected) as delegation:
+    with pytest.raises(DelegationTokenRejected) as delegation:
         client.send("show my orders", delegation_token="not.a.token")
     assert delegation.value.status == 401
     assert not isinstance(delegation.value, IdentityRejected)
 
     async def run() -> None:
         aclient = AsyncA2AClient(provided.interface("acme"), me)
-        with pytest.raises(DelegationRejected):
+        with pytest.raises(DelegationTokenRejected):
             await aclient.send("hi", delegation_token="x.y.z")
 
     asyncio.run(run())

@@ -20,7 +20,7 @@ EXPECTED = {
     "CardInvalid",
     "ClientError",
     "ContentTypeNotSupported",
-    "DelegationRejected",
+    "DelegationTokenRejected",
     "DelegationScheme",
     "DeviceAuthorizationResponse",
     "DeviceCodeClient",

@@ -18,8 +18,8 @@ from pactmw.client import (
     AgentCredentials,
     AsyncA2AClient,
     AsyncDeviceCodeClient,
-    DelegationRejected,
     DelegationScheme,
+    DelegationTokenRejected,
     DeviceCodeClient,
     HTTPError,
     MessageReply,
@@ -284,7 +284,7 @@ def test_device_flow_async(
             expected_brand=client.url,
         )
         assert verified.scopes_used == ("orders:read",)
-        with pytest.raises(DelegationRejected):
+        with pytest.raises(DelegationTokenRejected):
             await client.send("show my orders", delegation_token=tokens.access_token + "x")
         return reply
 

@@ -388,7 +388,7 @@ class A2AClient:
         carries the same message, metadata included.
 
         Returns `MessageReply`, or `StepUp` when the turn needs delegated scopes. Raises an
-        `A2AErrorResponse` subclass, `IdentityRejected`, `DelegationRejected`, `RateLimited`,
+        `A2AErrorResponse` subclass, `IdentityRejected`, `DelegationTokenRejected`, `RateLimited`,
         `HTTPError`, `NetworkError` or `ResponseInvalid`.
         """
         result: SendResult = self._run(

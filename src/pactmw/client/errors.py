@@ -14,7 +14,8 @@ ClientError
 │   │   ├── InvalidParams, ContentTypeNotSupported, UnsupportedOperation,
 │   │   ├── PushNotificationNotSupported, TaskNotFound, InternalError, VersionNotSupported
 │   ├── IdentityRejected    401 `Bearer realm="a2a"`: the personal-agent JWT was refused
-│   ├── DelegationRejected  401 `error="invalid_token"`: the delegation token was refused
+│   ├── DelegationTokenRejected
+│   │                       401 `error="invalid_token"`: the delegation token was refused
 │   ├── RateLimited         429 whose `Retry-After` was longer than the client may wait
 │   └── OAuthErrorResponse  an RFC 6749 error body (`error`, `description`), status != 401
 ├── DeviceFlowTimeout       the device code expired (or the wait timed out) before approval
@@ -156,7 +157,7 @@ class IdentityRejected(HTTPError):
     """
 
 
-class DelegationRejected(HTTPError):
+class DelegationTokenRejected(HTTPError):
     """401 with `error="invalid_token"`: the delegation token was refused (PACT §5.5).
 
     Refresh it, or run the device flow again if the grant was revoked.
@@ -220,7 +221,7 @@ __all__ = [
     "CardInvalid",
     "ClientError",
     "ContentTypeNotSupported",
-    "DelegationRejected",
+    "DelegationTokenRejected",
     "DeviceFlowTimeout",
     "HTTPError",
     "IdentityRejected",

@@ -2,7 +2,7 @@
 
 The order follows what a Provider sends (pact-provider.md §2.3, §3.4, §5.6, §6.3):
 an A2A error envelope is an `A2AErrorResponse` subclass chosen by `details[0].reason`; a 401 without
-one is `DelegationRejected` when its challenge says `error="invalid_token"`, otherwise
+one is `DelegationTokenRejected` when its challenge says `error="invalid_token"`, otherwise
 `IdentityRejected` when it is the `Bearer realm="a2a"` challenge; anything else is `HTTPError`.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from pactmw.client.errors import (
     A2A_ERROR_CLASSES,
     A2AErrorResponse,
-    DelegationRejected,
+    DelegationTokenRejected,
     HTTPError,
     IdentityRejected,
 )
@@ -104,7 +104,7 @@ def error_for(response: HttpResponse) -> HTTPError:
         if challenge is not None and challenge[0] == "bearer":
             scheme_params = challenge[1]
             if scheme_params.get("error") == "invalid_token":
-                return DelegationRejected(
+                return DelegationTokenRejected(
                     401, response.body, response.headers, "the delegation token was refused"
                 )
             if scheme_params.get("realm") == "a2a":

@@ -12,8 +12,8 @@ from attrs import frozen
 from pactmw.brand_login import DevelopmentBrandLogin
 from pactmw.client import (
     AuthorizationServerMetadata,
-    DelegationRejected,
     DelegationScheme,
+    DelegationTokenRejected,
     DeviceAuthorizationResponse,
     OAuthErrorResponse,
     PollStatus,
@@ -270,7 +270,7 @@ class DelegatedPart:
         text = "Show me my orders, please."
         t.say("PA", "Acme", text)
         rejected = refusal(
-            DelegationRejected,
+            DelegationTokenRejected,
             "revoked grant",
             lambda: self.client.send(
                 text, context_id=context_id, delegation_token=tokens.access_token
