@@ -13,12 +13,12 @@ import pytest
 
 from pactmw.client import (
     A2AClient,
-    A2AError,
+    A2AErrorResponse,
     AgentCredentials,
     AgentSigner,
     AsyncA2AClient,
     ContentTypeNotSupported,
-    DelegationRejected,
+    DelegationTokenRejected,
     HTTPError,
     HttpRequest,
     IdentityRejected,
@@ -222,7 +222,7 @@ def test_429_async_and_too_long_retry_after(
 # -- typed errors -------------------------------------------------------------------------------
 
 
-def check(error: A2AError, reason: str, status: int, rpc_status: str, text: str) -> None:
+def check(error: A2AErrorResponse, reason: str, status: int, rpc_status: str, text: str) -> None:
     assert (error.reason, error.status, error.rpc_status) == (reason, status, rpc_status)
     assert error.message == text
     assert error.details[0]["domain"] == "a2a-protocol.org"
@@ -307,14 +307,14 @@ def test_identity_401_versus_delegation_401(provided: Provided, me: AgentCredent
         A2AClient(provided.interface("plain"), me.signer.for_user("u", "wrong-aud")).send("hi")
 
     client = A2AClient(provided.interface("acme"), me)
-    with pytest.raises(DelegationRejected) as delegation:
+    with pytest.raises(DelegationTokenRejected) as delegation:
         client.send("show my orders", delegation_token="not.a.token")
     assert delegation.value.status == 401
     assert not isinstance(delegation.value, IdentityRejected)
 
     async def run() -> None:
         aclient = AsyncA2AClient(provided.interface("acme"), me)
-        with pytest.raises(DelegationRejected):
+        with pytest.raises(DelegationTokenRejected):
             await aclient.send("hi", delegation_token="x.y.z")
 
     asyncio.run(run())

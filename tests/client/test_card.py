@@ -19,9 +19,9 @@ from pactmw.client import (
     ResponseInvalid,
     URLRefused,
     afetch_card,
+    card_interface_url,
     delegation_scheme,
     fetch_card,
-    interface_url,
     parse_card,
 )
 from tests.client.support import SCOPES, Provided, Route, StaticServer
@@ -77,13 +77,13 @@ def test_interface_is_chosen_by_binding_and_version_not_position() -> None:
         {"url": "https://p.example/a2a/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     card = parse_card(document)
-    assert interface_url(card) == "https://p.example/a2a"
-    assert interface_url(card, binding="JSONRPC") == "https://p.example/rpc"
+    assert card_interface_url(card) == "https://p.example/a2a"
+    assert card_interface_url(card, binding="JSONRPC") == "https://p.example/rpc"
     with pytest.raises(CardInvalid, match="GRPC"):
-        interface_url(card, binding="GRPC")
+        card_interface_url(card, binding="GRPC")
     insecure = parse_card(base_card("http://p.example/a2a"))
     with pytest.raises(URLRefused):
-        interface_url(insecure)
+        card_interface_url(insecure)
 
 
 def delegated_card() -> dict[str, Any]:
@@ -158,7 +158,7 @@ def test_no_delegation_scheme(document: dict[str, Any]) -> None:
 def test_fetch_from_the_provider(provided: Provided) -> None:
     card = fetch_card(provided.card_url("acme"))
     assert card.name == "Acme Shop"
-    assert interface_url(card) == provided.interface("acme")
+    assert card_interface_url(card) == provided.interface("acme")
     scheme = delegation_scheme(card)
     assert scheme is not None
     assert scheme.scope_ids == tuple(SCOPES)

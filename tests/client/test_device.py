@@ -18,12 +18,12 @@ from pactmw.client import (
     AgentCredentials,
     AsyncA2AClient,
     AsyncDeviceCodeClient,
-    DelegationRejected,
     DelegationScheme,
+    DelegationTokenRejected,
     DeviceCodeClient,
     HTTPError,
     MessageReply,
-    OAuthError,
+    OAuthErrorResponse,
     PollStatus,
     Receipt,
     ReceiptInvalid,
@@ -86,7 +86,7 @@ def test_full_device_flow_then_a_delegated_send_with_a_verified_receipt(
     assert set(tokens.scopes) == {"orders:read", "orders:cancel"}
     assert tokens.token_type == "Bearer"
     assert tokens.refresh_token is not None
-    with pytest.raises(OAuthError) as spent:  # the device code is single-use
+    with pytest.raises(OAuthErrorResponse) as spent:  # the device code is single-use
         device.poll(authorization)
     assert spent.value.error == "invalid_grant"
 
@@ -193,7 +193,7 @@ def test_refresh(provided: Provided, scheme: DelegationScheme, me: AgentCredenti
         "show my orders", delegation_token=renewed.access_token
     )
     assert isinstance(reply, MessageReply)
-    with pytest.raises(OAuthError) as reused:  # refresh tokens are single-use
+    with pytest.raises(OAuthErrorResponse) as reused:  # refresh tokens are single-use
         device.refresh(tokens.refresh_token)
     assert (reused.value.error, reused.value.status) == ("invalid_grant", 400)
 
@@ -201,7 +201,7 @@ def test_refresh(provided: Provided, scheme: DelegationScheme, me: AgentCredenti
 def test_denied_and_narrowed(
     provided: Provided, scheme: DelegationScheme, me: AgentCredentials
 ) -> None:
-    with pytest.raises(OAuthError) as denied:
+    with pytest.raises(OAuthErrorResponse) as denied:
         connect(scheme, me, ["orders:read"], allow=False)
     assert denied.value.error == "access_denied"
     tokens, _ = connect(scheme, me, ["orders:read", "orders:cancel"], scopes=["orders:read"])
@@ -220,7 +220,7 @@ def test_scopes_are_checked_against_the_card(
     with pytest.raises(HTTPError) as caught:  # 401 invalid_client: transport-level, as reference
         wrong_client.start(["orders:read"])
     assert caught.value.status == 401
-    assert not isinstance(caught.value, OAuthError)
+    assert not isinstance(caught.value, OAuthErrorResponse)
 
 
 def test_step_up_then_approval_then_resend(
@@ -284,7 +284,7 @@ def test_device_flow_async(
             expected_brand=client.url,
         )
         assert verified.scopes_used == ("orders:read",)
-        with pytest.raises(DelegationRejected):
+        with pytest.raises(DelegationTokenRejected):
             await client.send("show my orders", delegation_token=tokens.access_token + "x")
         return reply
 

@@ -19,7 +19,7 @@ from pactmw.client import (
     HttpResponse,
     MessageReply,
     NetworkError,
-    OAuthError,
+    OAuthErrorResponse,
     RateLimited,
     RetryPolicy,
     TokenResponse,
@@ -28,7 +28,7 @@ from pactmw.client import (
 )
 from pactmw.client.a2a import send_flow
 from pactmw.client.card import DelegationScheme, Scope, card_flow
-from pactmw.client.device import DeviceAuthorization, poll_flow, wait_flow
+from pactmw.client.device import DeviceAuthorizationResponse, poll_flow, wait_flow
 from pactmw.client.flow import Flow, retry_after, run_async, run_sync
 
 T = TypeVar("T")
@@ -277,8 +277,8 @@ def test_card_redirect_to_clear_text_is_refused() -> None:
 # -- RFC 8628 polling ---------------------------------------------------------------------------
 
 
-def authorization(expires_in: int = 600, interval: int = 5) -> DeviceAuthorization:
-    return DeviceAuthorization(
+def authorization(expires_in: int = 600, interval: int = 5) -> DeviceAuthorizationResponse:
+    return DeviceAuthorizationResponse(
         device_code="dc",
         user_code="BCDF-GHJK",
         verification_uri=URL + "/oauth/consent",
@@ -311,7 +311,7 @@ class Clock:
 
 
 def wait(
-    clock: Clock, auth: DeviceAuthorization, timeout: float | None = None
+    clock: Clock, auth: DeviceAuthorizationResponse, timeout: float | None = None
 ) -> Flow[TokenResponse]:
     return wait_flow(
         SCHEME,
@@ -375,7 +375,7 @@ def test_polling_stops_when_the_code_expires_or_the_timeout_passes() -> None:
 @pytest.mark.parametrize("error", ["access_denied", "expired_token", "invalid_grant"])
 def test_final_oauth_errors_end_the_wait(error: str) -> None:
     clock = Clock()
-    with pytest.raises(OAuthError) as caught:
+    with pytest.raises(OAuthErrorResponse) as caught:
         run_sync(wait(clock, authorization()), Script([oauth(error)]), clock.sleep)
     assert (caught.value.error, caught.value.status, caught.value.description) == (
         error,
@@ -390,7 +390,7 @@ def test_401_from_the_token_endpoint_is_not_an_oauth_error() -> None:
     flow = poll_flow(SCHEME, token_counter(), "https://pa.example", "dc", policy=RetryPolicy())
     with pytest.raises(HTTPError) as caught:
         drive(flow, [oauth("invalid_client", 401)])
-    assert not isinstance(caught.value, (OAuthError, IdentityRejected))
+    assert not isinstance(caught.value, (OAuthErrorResponse, IdentityRejected))
     flow = poll_flow(SCHEME, token_counter(), "https://pa.example", "dc", policy=RetryPolicy())
     with pytest.raises(IdentityRejected):
         drive(flow, [answer(401, WWW_Authenticate='Bearer realm="a2a"')])

@@ -164,3 +164,16 @@ def _find_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Request:
         "a pactmw decorator found no Request among the endpoint's arguments: decorate a "
         "Starlette endpoint (request) or a FastAPI path operation"
     )
+
+
+__all__ = [
+    "Around",
+    "body_reader",
+    "neutral_request",
+    "raw_headers",
+    "request_body_reader",
+    "route_path",
+    "send_response",
+    "to_starlette",
+    "wrap_endpoint",
+]

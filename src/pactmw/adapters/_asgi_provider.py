@@ -76,3 +76,9 @@ async def _lifespan(receive: Receive, send: Send) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+__all__ = [
+    "A2AProviderApp",
+    "a2a_mount",
+]

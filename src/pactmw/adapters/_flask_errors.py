@@ -8,11 +8,11 @@ from werkzeug.exceptions import Forbidden, Unauthorized
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters._wsgi_http import to_werkzeug
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.provider.guard import refusal_response
 
 
-class PersonalAgentRefused(Unauthorized):
+class PersonalAgentRefused(Unauthorized, PactmwError):
     """A view's caller was refused (401). Answers with the PACT challenge and an empty body
     unless the app registers an error handler for it or for 401. `failure.reason` says why."""
 
@@ -24,7 +24,7 @@ class PersonalAgentRefused(Unauthorized):
         return to_werkzeug(refusal_response(self.failure))
 
 
-class ScopeRefused(Forbidden):
+class ScopeRefused(Forbidden, PactmwError):
     """A view's delegation lacks scopes (403 `insufficient_scope`); `missing` lists them."""
 
     def __init__(self, refusal: InsufficientScope) -> None:

@@ -17,7 +17,7 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard, is_other_credential, refusal_response, require_scopes
@@ -80,7 +80,7 @@ def make_guard(
     )
 
 
-class PersonalAgentAuthError(AuthenticationError):
+class PersonalAgentAuthError(AuthenticationError, PactmwError):
     """Carries the refusal through Starlette's `AuthenticationMiddleware` to `on_auth_error`."""
 
     def __init__(self, failure: AuthenticationFailed) -> None:
@@ -156,3 +156,18 @@ def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
     found = conn.scope.get(SCOPE_KEY)
     return found if isinstance(found, PersonalAgent) else None
+
+
+__all__ = [
+    "AUTH_SCOPES",
+    "SCOPE_KEY",
+    "PersonalAgentAuthError",
+    "PersonalAgentBackend",
+    "PersonalAgentUser",
+    "attach",
+    "auth_scopes",
+    "current_personal_agent",
+    "make_guard",
+    "on_auth_error",
+    "requires",
+]

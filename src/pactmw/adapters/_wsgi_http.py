@@ -84,3 +84,12 @@ def respond(response: Response, start_response: StartResponse) -> Iterable[bytes
     reason = HTTP_STATUS_CODES.get(response.status, "Unknown")
     start_response(f"{response.status} {reason}", list(response.headers))
     return [response.body]
+
+
+__all__ = [
+    "body_reader",
+    "neutral_request",
+    "respond",
+    "to_werkzeug",
+    "wsgi_path",
+]

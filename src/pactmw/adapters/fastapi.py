@@ -31,14 +31,14 @@ from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._starlette_auth import attach, current_personal_agent, make_guard
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import refusal_response, require_scopes
 
 
-class PersonalAgentRefused(HTTPException):
+class PersonalAgentRefused(HTTPException, PactmwError):
     """A refused caller: `status_code` 401 or 403, the protocol's `WWW-Authenticate`, and
     `reason` (`missing_token`, `expired`, `insufficient_scope`, ...)."""
 

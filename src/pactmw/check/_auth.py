@@ -118,3 +118,8 @@ class AuthChecks(Checks):
         expect.refused(http.send("Who?", interface=unknown, auth=False), "no token")
         response = http.send("Who?", interface=unknown)
         expect.bare(response, (404,), "a valid token")
+
+
+__all__ = [
+    "AuthChecks",
+]

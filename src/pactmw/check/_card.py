@@ -17,7 +17,7 @@ from pactmw.check._wire import (
     header_values,
     loads,
 )
-from pactmw.client import HttpResponse, fetch_card, interface_url
+from pactmw.client import HttpResponse, card_interface_url, fetch_card
 
 
 class CardChecks(Checks):
@@ -69,7 +69,7 @@ class CardChecks(Checks):
                     f"securitySchemes.{name} to be exactly one of {sorted(SCHEME_KINDS)}",
                     f"keys {sorted(value)}",
                 )
-        http.interface = interface_url(card)
+        http.interface = card_interface_url(card)
         self.ctx.card = card
         response = http.request("GET", card.url)
         self.expect.a2a_json(response, f"GET {card.url}")
@@ -130,3 +130,8 @@ class CardChecks(Checks):
     def _card_unknown(self) -> None:
         response = self.http.request("GET", self.ctx.unknown_interface() + CARD_PATH)
         self.expect.bare(response, (404,), "unknown Brand's card")
+
+
+__all__ = [
+    "CardChecks",
+]

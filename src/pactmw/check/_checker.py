@@ -99,3 +99,10 @@ class Checker:
                 ctx.expect.content_types,
             )
         return self.results
+
+
+__all__ = [
+    "DEFAULT_ASK",
+    "IDENTITY_GROUPS",
+    "Checker",
+]

@@ -90,3 +90,9 @@ class Checks:
     def run(self) -> object:
         """Run the group's checks in order."""
         raise NotImplementedError
+
+
+__all__ = [
+    "Checks",
+    "Context",
+]

@@ -14,7 +14,7 @@ from pactmw.check._names import (
 )
 from pactmw.check._result import Mismatch
 from pactmw.check._wire import UNKNOWN_CONTEXT
-from pactmw.client import fetch_card, interface_url
+from pactmw.client import card_interface_url, fetch_card
 
 
 class ContextChecks(Checks):
@@ -83,7 +83,7 @@ class ContextChecks(Checks):
             http = self.http
             assert self.ctx.other_card_url is not None
             card = fetch_card(self.ctx.other_card_url, transport=http.transport, retry=http.retry)
-            self.other_interface = interface_url(card)
+            self.other_interface = card_interface_url(card)
             if self.other_interface == self.ctx.interface:
                 raise Mismatch("--other-brand to name another Brand", f"the same {card.url}")
         return self.other_interface
@@ -110,3 +110,8 @@ class ContextChecks(Checks):
         expect.reply(http.send("Same token.", token=token, interface=other), "second use")
         response = http.send("Nobody here.", token=token, interface=self.ctx.unknown_interface())
         expect.bare(response, (404,), "a valid token at an unknown Brand")
+
+
+__all__ = [
+    "ContextChecks",
+]

@@ -208,3 +208,8 @@ class DelegatedChecks(Checks):
 
 def _raise(exc: Exception) -> None:
     raise exc
+
+
+__all__ = [
+    "DelegatedChecks",
+]

@@ -161,3 +161,8 @@ class Expect:
                 shown,
             )
         return f"{len(self.a2a_answers)} A2A answers"
+
+
+__all__ = [
+    "Expect",
+]

@@ -45,3 +45,12 @@ def public_secrets(key: PrivateJWK) -> list[bytes]:
 
 def now() -> int:
     return int(time.time())
+
+
+__all__ = [
+    "hs256",
+    "now",
+    "public_secrets",
+    "tampered",
+    "unsigned",
+]

@@ -24,10 +24,10 @@ from pactmw.check._names import (
 from pactmw.check._result import Mismatch
 from pactmw.check._wire import describe, header_values, says_a2a
 from pactmw.client import (
-    DeviceAuthorization,
+    DeviceAuthorizationResponse,
     DeviceCodeClient,
     MessageReply,
-    OAuthError,
+    OAuthErrorResponse,
     StepUp,
     TokenResponse,
     check_receipt,
@@ -42,7 +42,7 @@ class GrantChecks(Checks):
     `DelegatedChecks` found (`found`)."""
 
     device: DeviceCodeClient | None = None
-    authorization: DeviceAuthorization | None = None
+    authorization: DeviceAuthorizationResponse | None = None
     tokens: TokenResponse | None = None
     spent = ""
     deadline = 0.0
@@ -244,6 +244,11 @@ def _oauth_error(attempt: Callable[[], T], shown: Callable[[T], str]) -> str:
     showing what came back (`shown`)."""
     try:
         result = attempt()
-    except OAuthError as exc:
+    except OAuthErrorResponse as exc:
         return f"HTTP {exc.status} {exc.error}"
     raise Mismatch("an OAuth error", shown(result))
+
+
+__all__ = [
+    "GrantChecks",
+]

@@ -39,3 +39,8 @@ class HeaderChecks(Checks):
         for value in ("application/json", "application/a2a+json", "text/plain"):
             response = self.http.send("Any content type.", headers={"Content-Type": value})
             self.expect.reply(response, f"Content-Type {value}")
+
+
+__all__ = [
+    "HeaderChecks",
+]

@@ -151,3 +151,11 @@ class Http:
             sent.setdefault("Content-Type", "application/json")
         url = f"{interface or self.interface}/{rest}"
         return self.request(method, url, headers=list(sent.items()), body=body)
+
+
+__all__ = [
+    "MAX_RATE_WAIT",
+    "RATE_LIMIT_RETRIES",
+    "Http",
+    "Recorder",
+]

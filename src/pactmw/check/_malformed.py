@@ -45,3 +45,8 @@ class MalformedChecks(Checks):
         message["parts"] = [{"raw": "aGVsbG8="}]
         response = self.http.send(body=json_dumps({"message": message}))
         self.expect.error(response, "CONTENT_TYPE_NOT_SUPPORTED", "raw part")
+
+
+__all__ = [
+    "MalformedChecks",
+]

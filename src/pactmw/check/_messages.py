@@ -106,3 +106,8 @@ class MessageChecks(Checks):
         context_id, agent_id = context
         response = http.send("Colliding id.", message_id=agent_id, context_id=context_id)
         expect.error(response, "INVALID_PARAMS", "messageId of the agent's reply")
+
+
+__all__ = [
+    "MessageChecks",
+]

@@ -43,3 +43,8 @@ class Progress:
             self.stream.flush()
         self._open = False
         self._last = -math.inf
+
+
+__all__ = [
+    "Progress",
+]

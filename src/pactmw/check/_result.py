@@ -7,6 +7,8 @@ from typing import Any
 
 from attrs import frozen
 
+from pactmw.core.errors import PactmwError
+
 
 @frozen
 class CheckResult:
@@ -34,7 +36,7 @@ class CheckResult:
         return f"FAIL  {self.name}: expected {expected}; got {actual}"
 
 
-class Mismatch(Exception):
+class Mismatch(PactmwError):
     """A check's failure: what was expected and what came back."""
 
     def __init__(self, expected: str, actual: str) -> None:
@@ -62,3 +64,11 @@ def results_json(card_url: str, results: Sequence[CheckResult]) -> dict[str, Any
         "failed": len(results) - passed,
         "total": len(results),
     }
+
+
+__all__ = [
+    "CheckResult",
+    "Mismatch",
+    "results_json",
+    "summary_line",
+]

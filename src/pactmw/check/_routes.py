@@ -33,3 +33,8 @@ class RouteChecks(Checks):
         ):
             response = http.call(method, rest, auth=False)
             expect.bare(response, (404, 405), f"{method} {rest}")
+
+
+__all__ = [
+    "RouteChecks",
+]

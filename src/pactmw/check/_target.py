@@ -48,3 +48,9 @@ def identity_scheme_name(card: AgentCard, *, strict: bool = False) -> str | None
             if _is_identity_scheme(card.security_schemes.get(name), strict=strict):
                 return str(name)
     return None
+
+
+__all__ = [
+    "card_url_from",
+    "identity_scheme_name",
+]

@@ -143,3 +143,8 @@ class TaskChecks(Checks):
                              ("DELETE", base + "/c1")):  # fmt: skip
             response = self.http.call(method, rest, body=b"{}" if method == "POST" else b"")
             self.expect.error(response, "PUSH_NOTIFICATION_NOT_SUPPORTED", f"{method} {rest}")
+
+
+__all__ = [
+    "TaskChecks",
+]

@@ -77,3 +77,21 @@ def reply_id(response: HttpResponse) -> str | None:
     message = body.get("message") if isinstance(body, dict) else None
     message_id = message.get("messageId") if isinstance(message, dict) else None
     return message_id if isinstance(message_id, str) else None
+
+
+__all__ = [
+    "A2A_CONTENT_TYPE",
+    "BODY_SHOWN",
+    "CARD_PATH",
+    "CHALLENGE",
+    "ERROR_DOMAIN",
+    "ERROR_INFO",
+    "REASONS",
+    "SCHEME_KINDS",
+    "UNKNOWN_CONTEXT",
+    "describe",
+    "header_values",
+    "loads",
+    "reply_id",
+    "says_a2a",
+]

@@ -40,7 +40,7 @@ def add(subparsers: SubParsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pactmw.check import identity_scheme_name
     from pactmw.client import ClientError, SyncTransport, delegation_scheme, fetch_card
-    from pactmw.client import interface_url as card_interface
+    from pactmw.client import card_interface_url as card_interface
 
     url = card_url(args.url, "URL")
     try:
@@ -94,3 +94,9 @@ def run(args: argparse.Namespace) -> int:
             1,
         )
     return 0
+
+
+__all__ = [
+    "add",
+    "run",
+]

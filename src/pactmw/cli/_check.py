@@ -125,3 +125,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(summary_line(results), flush=True)
     return 0 if results and all(result.passed for result in results) else 1
+
+
+__all__ = [
+    "add",
+    "run",
+]

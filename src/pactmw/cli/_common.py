@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pactmw.core.errors import PactmwError
+
 if TYPE_CHECKING:
     from pactmw.client import AgentSigner
 
@@ -23,7 +25,7 @@ Run = Callable[[argparse.Namespace], int]
 SubParsers = Any  # argparse's `_SubParsersAction` is private; its only use here is add_parser
 
 
-class CommandError(Exception):
+class CommandError(PactmwError):
     """A failure to report as one line on stderr, with `status` as the exit status.
 
     The line is `pactmw COMMAND: error: MESSAGE`, or MESSAGE alone when `bare`.
@@ -130,3 +132,19 @@ def card_url(text: str, what: str) -> str:
         return card_url_from(text)
     except URLRefused as exc:
         raise CommandError(f"{what}: {exc}") from None
+
+
+__all__ = [
+    "CommandError",
+    "Run",
+    "SubParsers",
+    "add_command",
+    "add_timeout_option",
+    "card_url",
+    "import_from_cwd",
+    "load_signer",
+    "log_to_stderr",
+    "one_line",
+    "positive_seconds",
+    "reconfigure_output",
+]

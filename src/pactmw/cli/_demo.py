@@ -44,3 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     reconfigure_output()  # the transcript has arrows and quotes
     return run_demo(keep=args.keep)
+
+
+__all__ = [
+    "add",
+    "run",
+]

@@ -258,3 +258,8 @@ def _grants_revoke(args: argparse.Namespace) -> int:
         raise CommandError(f"store: {exc}", 1) from None
     finally:
         store.close()
+
+
+__all__ = [
+    "add",
+]

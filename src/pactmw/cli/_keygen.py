@@ -91,3 +91,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+__all__ = [
+    "KEY_ALGORITHMS",
+    "add",
+    "run",
+]

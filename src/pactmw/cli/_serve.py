@@ -159,3 +159,10 @@ def _check_base_url(base_url: str, port: int, log: logging.Logger) -> None:
             port,
             advertised,
         )
+
+
+__all__ = [
+    "LOG_LEVELS",
+    "add",
+    "run",
+]

@@ -39,3 +39,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     return 0
+
+
+__all__ = [
+    "add",
+    "run",
+]

@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode
 
 from attrs import field, frozen
 
-from pactmw.client.card import AgentCard, afetch_card, fetch_card, interface_url
+from pactmw.client.card import AgentCard, afetch_card, card_interface_url, fetch_card
 from pactmw.client.errors import ResponseInvalid
 from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
@@ -353,7 +353,7 @@ class A2AClient:
     @classmethod
     def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> A2AClient:
         """For the card's HTTP+JSON 1.0 interface."""
-        return cls(interface_url(card), token, **options)
+        return cls(card_interface_url(card), token, **options)
 
     @classmethod
     def connect(cls, card_url: str, token: TokenSource, **options: Any) -> A2AClient:
@@ -388,7 +388,7 @@ class A2AClient:
         carries the same message, metadata included.
 
         Returns `MessageReply`, or `StepUp` when the turn needs delegated scopes. Raises an
-        `A2AError` subclass, `IdentityRejected`, `DelegationRejected`, `RateLimited`,
+        `A2AErrorResponse` subclass, `IdentityRejected`, `DelegationTokenRejected`, `RateLimited`,
         `HTTPError`, `NetworkError` or `ResponseInvalid`.
         """
         result: SendResult = self._run(
@@ -445,7 +445,7 @@ class AsyncA2AClient:
 
     @classmethod
     def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> AsyncA2AClient:
-        return cls(interface_url(card), token, **options)
+        return cls(card_interface_url(card), token, **options)
 
     @classmethod
     async def connect(cls, card_url: str, token: TokenSource, **options: Any) -> AsyncA2AClient:
@@ -499,3 +499,29 @@ class AsyncA2AClient:
     async def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
         url = list_tasks_url(self.url, page_size)
         return dict(await self._run(_json_call("GET", url, self.token, self.retry)))
+
+
+__all__ = [
+    "A2A_VERSION",
+    "AUTH_REQUIRED",
+    "DELEGATION_HEADER",
+    "EXTENSIONS_HEADER",
+    "MISSING_SCOPES",
+    "RECEIPT",
+    "VERIFICATION_URI_COMPLETE",
+    "A2AClient",
+    "AsyncA2AClient",
+    "MessageReply",
+    "Receipt",
+    "SendResult",
+    "StepUp",
+    "TokenSource",
+    "a2a_headers",
+    "list_tasks_url",
+    "parse_receipt",
+    "parse_send_response",
+    "send_flow",
+    "send_request",
+    "task_url",
+    "user_message",
+]

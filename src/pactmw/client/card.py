@@ -131,7 +131,7 @@ def parse_card(document: Any, *, url: str = "") -> AgentCard:
     )
 
 
-def interface_url(card: AgentCard, *, binding: str = "HTTP+JSON", version: str = "1.0") -> str:
+def card_interface_url(card: AgentCard, *, binding: str = "HTTP+JSON", version: str = "1.0") -> str:
     """The URL of the interface with this binding and version, wherever it is in the list
     (PACT §2.1: by binding and version, not by position). `CardInvalid` when there is none;
     `URLRefused` when it is not https (or loopback http)."""
@@ -283,3 +283,20 @@ def delegation_scheme(card: AgentCard) -> DelegationScheme | None:
                 if found is not None:
                     return found
     return None
+
+
+__all__ = [
+    "CARD_ACCEPT",
+    "MAX_REDIRECTS",
+    "AgentCard",
+    "DelegationScheme",
+    "Interface",
+    "Scope",
+    "afetch_card",
+    "card_flow",
+    "card_interface_url",
+    "card_request",
+    "delegation_scheme",
+    "fetch_card",
+    "parse_card",
+]

@@ -4,7 +4,7 @@ The personal agent is the OAuth client: `client_id` is its issuer URL and every 
 its PACT JWT as `Authorization: Bearer`. `start` asks for scopes listed on the card, the user
 approves them on the Brand's side (the agent only shows `verification_uri_complete`),
 `wait_for_token` polls, `refresh` renews. Error mapping follows the reference client: an
-OAuth error body with a status other than 401 is `OAuthError`; a 401 is a transport-level
+OAuth error body with a status other than 401 is `OAuthErrorResponse`; a 401 is a transport-level
 error (`IdentityRejected` for the `Bearer realm="a2a"` challenge, else `HTTPError`).
 
 Resending: the device-authorization and token calls are not idempotent (a lost token answer
@@ -31,7 +31,7 @@ from pactmw.client.errors import (
     DeviceFlowTimeout,
     HTTPError,
     NetworkError,
-    OAuthError,
+    OAuthErrorResponse,
     ResponseInvalid,
 )
 from pactmw.client.flow import Flow, RetryPolicy, Sleep, exchange, run_async, run_sync
@@ -50,7 +50,7 @@ TokenSource = Callable[[], str]
 
 
 @frozen
-class DeviceAuthorization:
+class DeviceAuthorizationResponse:
     """RFC 8628 §3.2 answer. `received_at` is the client clock when it arrived (monotonic);
     the code is valid until `received_at + expires_in`."""
 
@@ -126,7 +126,8 @@ def oauth_request(url: str, form: Iterable[tuple[str, str]], *, bearer: str) -> 
 
 
 def oauth_error_for(response: HttpResponse) -> HTTPError:
-    """`OAuthError` for an RFC 6749 error body with status != 401; else the plain mapping."""
+    """`OAuthErrorResponse` for an RFC 6749 error body with status != 401; else the plain
+    mapping."""
     if response.status != 401:
         try:
             body = json_loads(response.body)
@@ -134,7 +135,7 @@ def oauth_error_for(response: HttpResponse) -> HTTPError:
             body = None
         if isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"]:
             description = body.get("error_description")
-            return OAuthError(
+            return OAuthErrorResponse(
                 response.status,
                 body["error"],
                 description if isinstance(description, str) else None,
@@ -150,7 +151,7 @@ def _positive_int(value: Any) -> bool:
 
 def parse_device_authorization(
     response: HttpResponse, *, scopes: tuple[str, ...], now: float
-) -> DeviceAuthorization:
+) -> DeviceAuthorizationResponse:
     """Read a device-authorization answer (or raise its error)."""
     if not response.ok:
         raise oauth_error_for(response)
@@ -169,7 +170,7 @@ def parse_device_authorization(
         _positive_int(expires_in) and _positive_int(interval)
     ):
         raise ResponseInvalid("expires_in and interval must be positive integers")
-    return DeviceAuthorization(
+    return DeviceAuthorizationResponse(
         device_code=device_code,
         user_code=user_code,
         verification_uri=str(uri),
@@ -215,10 +216,10 @@ def parse_token_response(response: HttpResponse) -> TokenResponse:
 
 def parse_poll_response(response: HttpResponse) -> PollResult:
     """A token answer, or `PENDING` / `SLOW_DOWN`; other errors raise (`access_denied`,
-    `expired_token`, `invalid_grant` as `OAuthError`)."""
+    `expired_token`, `invalid_grant` as `OAuthErrorResponse`)."""
     if not response.ok:
         error = oauth_error_for(response)
-        if isinstance(error, OAuthError):
+        if isinstance(error, OAuthErrorResponse):
             for status in PollStatus:
                 if error.error == status.value:
                     return status
@@ -237,7 +238,7 @@ def start_flow(
     *,
     clock: Callable[[], float],
     policy: RetryPolicy,
-) -> Flow[DeviceAuthorization]:
+) -> Flow[DeviceAuthorizationResponse]:
     wanted = requested_scopes(scheme, scopes)
     form = (("client_id", client_id), ("scope", " ".join(wanted)))
     response = yield from exchange(
@@ -271,7 +272,7 @@ def wait_flow(
     scheme: DelegationScheme,
     token: TokenSource,
     client_id: str,
-    authorization: DeviceAuthorization,
+    authorization: DeviceAuthorizationResponse,
     *,
     clock: Callable[[], float],
     timeout: float | None,
@@ -352,8 +353,8 @@ class _DeviceCodeBase:
         self.retry = retry or RetryPolicy()
         self.clock = clock
 
-    def _code(self, authorization: DeviceAuthorization | str) -> str:
-        if isinstance(authorization, DeviceAuthorization):
+    def _code(self, authorization: DeviceAuthorizationResponse | str) -> str:
+        if isinstance(authorization, DeviceAuthorizationResponse):
             return authorization.device_code
         return authorization
 
@@ -383,15 +384,15 @@ class DeviceCodeClient(_DeviceCodeBase):
     def _run(self, flow: Flow[Any]) -> Any:
         return run_sync(flow, self.transport, self.sleep)
 
-    def start(self, scopes: Iterable[str]) -> DeviceAuthorization:
+    def start(self, scopes: Iterable[str]) -> DeviceAuthorizationResponse:
         """Ask for `scopes` (ids on the card); show the user `verification_uri_complete`."""
         flow = start_flow(
             self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
         )
-        result: DeviceAuthorization = self._run(flow)
+        result: DeviceAuthorizationResponse = self._run(flow)
         return result
 
-    def poll(self, authorization: DeviceAuthorization | str) -> PollResult:
+    def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
         """One token request: a `TokenResponse`, `PollStatus.PENDING` or `.SLOW_DOWN`."""
         code = self._code(authorization)
         result: PollResult = self._run(
@@ -400,9 +401,9 @@ class DeviceCodeClient(_DeviceCodeBase):
         return result
 
     def wait_for_token(
-        self, authorization: DeviceAuthorization, *, timeout: float | None = None
+        self, authorization: DeviceAuthorizationResponse, *, timeout: float | None = None
     ) -> TokenResponse:
-        """Poll until the user decides: the token, `OAuthError` (`access_denied`...), or
+        """Poll until the user decides: the token, `OAuthErrorResponse` (`access_denied`...), or
         `DeviceFlowTimeout` at expiry (or after `timeout` seconds)."""
         flow = wait_flow(
             self.scheme,
@@ -446,14 +447,14 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
     async def _run(self, flow: Flow[Any]) -> Any:
         return await run_async(flow, self.transport, self.sleep)
 
-    async def start(self, scopes: Iterable[str]) -> DeviceAuthorization:
+    async def start(self, scopes: Iterable[str]) -> DeviceAuthorizationResponse:
         flow = start_flow(
             self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
         )
-        result: DeviceAuthorization = await self._run(flow)
+        result: DeviceAuthorizationResponse = await self._run(flow)
         return result
 
-    async def poll(self, authorization: DeviceAuthorization | str) -> PollResult:
+    async def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
         code = self._code(authorization)
         result: PollResult = await self._run(
             poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
@@ -461,7 +462,7 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         return result
 
     async def wait_for_token(
-        self, authorization: DeviceAuthorization, *, timeout: float | None = None
+        self, authorization: DeviceAuthorizationResponse, *, timeout: float | None = None
     ) -> TokenResponse:
         flow = wait_flow(
             self.scheme,
@@ -481,3 +482,28 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         )
         result: TokenResponse = await self._run(flow)
         return result
+
+
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "DEVICE_CODE_GRANT",
+    "MAX_BACKOFF_INTERVAL",
+    "SLOW_DOWN_STEP",
+    "AsyncDeviceCodeClient",
+    "DeviceAuthorizationResponse",
+    "DeviceCodeClient",
+    "PollResult",
+    "PollStatus",
+    "TokenResponse",
+    "TokenSource",
+    "oauth_error_for",
+    "oauth_request",
+    "parse_device_authorization",
+    "parse_poll_response",
+    "parse_token_response",
+    "poll_flow",
+    "refresh_flow",
+    "requested_scopes",
+    "start_flow",
+    "wait_flow",
+]

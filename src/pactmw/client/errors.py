@@ -9,13 +9,15 @@ ClientError
 ├── ResponseInvalid         a 2xx answer that does not follow the protocol
 │   └── CardInvalid         an Agent Card that fails validation
 ├── HTTPError               any other non-2xx answer: `status`, `body`, `headers`
-│   ├── A2AError            an A2A error envelope: `reason`, `rpc_status`, `message`, `details`
+│   ├── A2AErrorResponse    an A2A error envelope: `reason`, `rpc_status`, `message`,
+│   │                       `details`
 │   │   ├── InvalidParams, ContentTypeNotSupported, UnsupportedOperation,
 │   │   ├── PushNotificationNotSupported, TaskNotFound, InternalError, VersionNotSupported
 │   ├── IdentityRejected    401 `Bearer realm="a2a"`: the personal-agent JWT was refused
-│   ├── DelegationRejected  401 `error="invalid_token"`: the delegation token was refused
+│   ├── DelegationTokenRejected
+│   │                       401 `error="invalid_token"`: the delegation token was refused
 │   ├── RateLimited         429 whose `Retry-After` was longer than the client may wait
-│   └── OAuthError          an RFC 6749 error body (`error`, `description`), status != 401
+│   └── OAuthErrorResponse  an RFC 6749 error body (`error`, `description`), status != 401
 ├── DeviceFlowTimeout       the device code expired (or the wait timed out) before approval
 └── ReceiptInvalid          a receipt that does not verify: `reason`
 ```
@@ -85,7 +87,7 @@ class HTTPError(ClientError):
         return next((value for key, value in self.headers if key.lower() == lowered), None)
 
 
-class A2AError(HTTPError):
+class A2AErrorResponse(HTTPError):
     """An A2A error envelope (PACT §6): the reason comes from `details[0].reason`, never from
     the status alone. `rpc_status` is the envelope's `status` string (`INVALID_ARGUMENT`...)."""
 
@@ -107,36 +109,36 @@ class A2AError(HTTPError):
         self.details = tuple(details)
 
 
-class InvalidParams(A2AError):
+class InvalidParams(A2AErrorResponse):
     """`INVALID_PARAMS`: bad body, unknown `contextId`, reused `messageId`..."""
 
 
-class ContentTypeNotSupported(A2AError):
+class ContentTypeNotSupported(A2AErrorResponse):
     """`CONTENT_TYPE_NOT_SUPPORTED`: a part the agent does not accept (not text)."""
 
 
-class UnsupportedOperation(A2AError):
+class UnsupportedOperation(A2AErrorResponse):
     """`UNSUPPORTED_OPERATION`: not offered, or a closed conversation (start a new one)."""
 
 
-class PushNotificationNotSupported(A2AError):
+class PushNotificationNotSupported(A2AErrorResponse):
     """`PUSH_NOTIFICATION_NOT_SUPPORTED`."""
 
 
-class TaskNotFound(A2AError):
+class TaskNotFound(A2AErrorResponse):
     """`TASK_NOT_FOUND`."""
 
 
-class InternalError(A2AError):
+class InternalError(A2AErrorResponse):
     """`INTERNAL`: the Provider failed; the message stays unanswered, so resending it is safe."""
 
 
-class VersionNotSupported(A2AError):
+class VersionNotSupported(A2AErrorResponse):
     """`VERSION_NOT_SUPPORTED`."""
 
 
-#: The A2A reasons that have their own class; any other reason raises a plain `A2AError`.
-A2A_ERROR_CLASSES: Mapping[str, type[A2AError]] = {
+#: The A2A reasons that have their own class; any other reason raises a plain `A2AErrorResponse`.
+A2A_ERROR_CLASSES: Mapping[str, type[A2AErrorResponse]] = {
     "INVALID_PARAMS": InvalidParams,
     "CONTENT_TYPE_NOT_SUPPORTED": ContentTypeNotSupported,
     "UNSUPPORTED_OPERATION": UnsupportedOperation,
@@ -155,7 +157,7 @@ class IdentityRejected(HTTPError):
     """
 
 
-class DelegationRejected(HTTPError):
+class DelegationTokenRejected(HTTPError):
     """401 with `error="invalid_token"`: the delegation token was refused (PACT §5.5).
 
     Refresh it, or run the device flow again if the grant was revoked.
@@ -177,7 +179,7 @@ class RateLimited(HTTPError):
         self.retry_after = retry_after
 
 
-class OAuthError(HTTPError):
+class OAuthErrorResponse(HTTPError):
     """An OAuth error answer (RFC 6749 §5.2, RFC 8628 §3.5): `error` and `description`."""
 
     def __init__(
@@ -211,3 +213,29 @@ class ReceiptInvalid(ClientError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+__all__ = [
+    "A2A_ERROR_CLASSES",
+    "A2AErrorResponse",
+    "CardInvalid",
+    "ClientError",
+    "ContentTypeNotSupported",
+    "DelegationTokenRejected",
+    "DeviceFlowTimeout",
+    "HTTPError",
+    "IdentityRejected",
+    "InternalError",
+    "InvalidParams",
+    "NetworkError",
+    "OAuthErrorResponse",
+    "PushNotificationNotSupported",
+    "RateLimited",
+    "ReceiptInvalid",
+    "ResponseInvalid",
+    "TaskNotFound",
+    "TooManyRedirects",
+    "URLRefused",
+    "UnsupportedOperation",
+    "VersionNotSupported",
+]

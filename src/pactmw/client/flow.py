@@ -161,3 +161,15 @@ async def _drive_async(
         return None
 
     return await adrive(flow, answer, catch=(NetworkError,))
+
+
+__all__ = [
+    "Effect",
+    "Flow",
+    "RetryPolicy",
+    "Sleep",
+    "exchange",
+    "retry_after",
+    "run_async",
+    "run_sync",
+]

@@ -20,7 +20,7 @@ from attrs import field, frozen
 
 from pactmw.client.errors import ResponseInvalid, URLRefused
 from pactmw.core.encoding import is_ascii_digits, json_loads
-from pactmw.core.errors import MalformedInput
+from pactmw.core.errors import MalformedInput, PactmwError
 
 #: Answers larger than this are cut off as a failure (cards, replies, tokens are small).
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -175,7 +175,7 @@ def encode_request(request: HttpRequest) -> bytes:
     return head + request.body
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(PactmwError):
     """The server's bytes are not a valid HTTP/1.1 response (or exceed the client's limits)."""
 
 
@@ -350,3 +350,19 @@ class ResponseParser:
         if not self.done:
             raise ProtocolViolation("response incomplete")
         return HttpResponse(status=self.status, headers=self.headers, body=self.body, url=url)
+
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "MAX_HEADER_BYTES",
+    "USER_AGENT",
+    "Headers",
+    "HttpRequest",
+    "HttpResponse",
+    "ProtocolViolation",
+    "ResponseParser",
+    "check_url",
+    "encode_request",
+    "is_absolute_http_url",
+    "is_loopback_host",
+]

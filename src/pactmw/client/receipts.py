@@ -348,3 +348,21 @@ async def averify_receipt(
         policy=retry or RetryPolicy(),
     )
     return await run_async(flow, transport or AsyncioTransport(), sleep)
+
+
+__all__ = [
+    "AuthorizationServerMetadata",
+    "ReceiptAction",
+    "VerifiedReceipt",
+    "afetch_authorization_server_metadata",
+    "afetch_receipt_keys",
+    "averify_receipt",
+    "check_receipt",
+    "fetch_authorization_server_metadata",
+    "fetch_receipt_keys",
+    "keys_flow",
+    "metadata_flow",
+    "parse_metadata",
+    "verify_flow",
+    "verify_receipt",
+]

@@ -1,8 +1,8 @@
 """Turn a non-2xx `HttpResponse` into the client's typed exception (pure).
 
 The order follows what a Provider sends (pact-provider.md §2.3, §3.4, §5.6, §6.3):
-an A2A error envelope is an `A2AError` subclass chosen by `details[0].reason`; a 401 without
-one is `DelegationRejected` when its challenge says `error="invalid_token"`, otherwise
+an A2A error envelope is an `A2AErrorResponse` subclass chosen by `details[0].reason`; a 401 without
+one is `DelegationTokenRejected` when its challenge says `error="invalid_token"`, otherwise
 `IdentityRejected` when it is the `Bearer realm="a2a"` challenge; anything else is `HTTPError`.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from pactmw.client.errors import (
     A2A_ERROR_CLASSES,
-    A2AError,
-    DelegationRejected,
+    A2AErrorResponse,
+    DelegationTokenRejected,
     HTTPError,
     IdentityRejected,
 )
@@ -89,7 +89,7 @@ def error_for(response: HttpResponse) -> HTTPError:
     envelope = a2a_envelope(response.body)
     if envelope is not None:
         reason = str(envelope["details"][0]["reason"])
-        cls = A2A_ERROR_CLASSES.get(reason, A2AError)
+        cls = A2A_ERROR_CLASSES.get(reason, A2AErrorResponse)
         return cls(
             response.status,
             response.body,
@@ -104,7 +104,7 @@ def error_for(response: HttpResponse) -> HTTPError:
         if challenge is not None and challenge[0] == "bearer":
             scheme_params = challenge[1]
             if scheme_params.get("error") == "invalid_token":
-                return DelegationRejected(
+                return DelegationTokenRejected(
                     401, response.body, response.headers, "the delegation token was refused"
                 )
             if scheme_params.get("realm") == "a2a":
@@ -119,3 +119,13 @@ def raise_for_status(response: HttpResponse) -> HttpResponse:
     if not response.ok:
         raise error_for(response)
     return response
+
+
+__all__ = [
+    "A2A_ERROR_DOMAIN",
+    "ERROR_INFO_TYPE",
+    "a2a_envelope",
+    "error_for",
+    "parse_challenge",
+    "raise_for_status",
+]

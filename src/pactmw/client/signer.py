@@ -279,3 +279,16 @@ def serve_jwks(
     if not isinstance(document, Mapping):
         document = {"keys": [key for signer in document for key in signer.public_jwks()["keys"]]}
     return JwksHost(document, host, port, path=path)
+
+
+__all__ = [
+    "AGENT_ALGORITHMS",
+    "DEFAULT_JWKS_PATH",
+    "DEFAULT_TTL",
+    "MAX_TTL",
+    "AgentCredentials",
+    "AgentSigner",
+    "JwksHost",
+    "serve_jwks",
+    "write_jwks",
+]

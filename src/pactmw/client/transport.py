@@ -185,3 +185,12 @@ class AsyncioTransport:
             # A TLS peer that vanishes can make the close handshake raise or linger.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AsyncTransport",
+    "AsyncioTransport",
+    "SyncTransport",
+    "Transport",
+]

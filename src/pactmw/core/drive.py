@@ -123,4 +123,4 @@ def _run_blocking(
         need = step.need
 
 
-__all__ = ["Done", "Pending", "adrive", "advance", "drive"]
+__all__ = ["Catch", "Done", "Pending", "adrive", "advance", "drive"]

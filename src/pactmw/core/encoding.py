@@ -144,3 +144,15 @@ def json_loads(data: bytes | str) -> Any:
 def json_dumps(value: Any) -> bytes:
     """Serialise compactly (no spaces) as UTF-8, the form used in JWS segments."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "b64url_decode",
+    "b64url_decode_segment",
+    "b64url_encode",
+    "is_ascii_digits",
+    "is_storable_text",
+    "json_dumps",
+    "json_loads",
+]

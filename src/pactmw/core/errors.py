@@ -78,3 +78,16 @@ class RequestRefused(PactmwError):
         super().__init__(f"HTTP {status}")
         self.status = status
         self.headers = headers
+
+
+__all__ = [
+    "A2AError",
+    "AuthenticationFailed",
+    "FetchError",
+    "InsufficientScope",
+    "JoseError",
+    "KeyUnavailable",
+    "MalformedInput",
+    "PactmwError",
+    "RequestRefused",
+]

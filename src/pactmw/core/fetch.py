@@ -208,3 +208,14 @@ def max_age(headers: Mapping[str, str]) -> float | None:
         if name == "max-age" and is_ascii_digits(arg.strip().strip('"')):
             seconds = float(arg.strip().strip('"'))
     return seconds
+
+
+__all__ = [
+    "FetchPolicy",
+    "FetchResponse",
+    "IPAddress",
+    "IPNetwork",
+    "http_get",
+    "http_request",
+    "max_age",
+]

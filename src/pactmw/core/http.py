@@ -103,3 +103,15 @@ def insufficient_scope(scopes: Iterable[str]) -> Response:
             ("Cache-Control", "no-store"),
         ),
     )
+
+
+__all__ = [
+    "DELEGATION_HEADER",
+    "PROVIDER_MOUNT",
+    "Request",
+    "Response",
+    "asgi_header",
+    "challenge",
+    "insufficient_scope",
+    "single_header",
+]

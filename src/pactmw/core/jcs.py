@@ -106,3 +106,8 @@ def canonicalize(value: Any) -> bytes:
     out: list[str] = []
     _serialise(value, out)
     return "".join(out).encode("utf-8")
+
+
+__all__ = [
+    "canonicalize",
+]

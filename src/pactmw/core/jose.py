@@ -223,3 +223,15 @@ def sign_bytes(key: PrivateJWK, data: bytes) -> bytes:
     if isinstance(private, rsa.RSAPrivateKey):
         return private.sign(data, _PKCS1, _SHA256)
     return private.sign(data)
+
+
+__all__ = [
+    "JWS",
+    "MAX_TOKEN_LENGTH",
+    "HeaderCache",
+    "parse_compact",
+    "sign_bytes",
+    "sign_compact",
+    "verify_signature",
+    "verify_with_any",
+]

@@ -374,3 +374,23 @@ def generate_private_jwk(alg: str = "ES256", *, kid: str | None = None) -> Priva
 def public_key_set(keys: Iterable[PrivateJWK]) -> KeySet:
     """The public `KeySet` for a list of signing keys (for publishing as a JWKS)."""
     return KeySet(tuple(k.public for k in keys))
+
+
+__all__ = [
+    "ALGORITHM_KEY_TYPES",
+    "MIN_RSA_BITS",
+    "PRIVATE_MEMBERS",
+    "KeySet",
+    "PrivateJWK",
+    "PrivateKey",
+    "PublicJWK",
+    "PublicKey",
+    "generate_private_jwk",
+    "import_private_jwk",
+    "import_public_jwk",
+    "load_private_key_pem",
+    "parse_jwks",
+    "private_jwk_from_key",
+    "public_key_set",
+    "thumbprint",
+]

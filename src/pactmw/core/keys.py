@@ -279,3 +279,11 @@ class DiscoveryCache:
     async def ajwks_uri(self, issuer: str) -> str | None:
         """Async `jwks_uri`: the lookup runs in a worker thread."""
         return await asyncio.to_thread(self.jwks_uri, issuer)
+
+
+__all__ = [
+    "CachePolicy",
+    "DiscoveryCache",
+    "Fetcher",
+    "JwksCache",
+]

@@ -71,3 +71,9 @@ class VerifiedTokenCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+__all__ = [
+    "VerifiedTokenCache",
+    "token_key",
+]

@@ -110,3 +110,12 @@ def refusal(kind: type[E], what: str, call: Callable[[], object]) -> E:
     except kind as refused:
         return refused
     raise DemoFailed(f"{what}: expected {kind.__name__}, got an answer")
+
+
+__all__ = [
+    "PersonalAgent",
+    "Wire",
+    "refusal",
+    "reply_of",
+    "step_up_of",
+]

@@ -112,3 +112,13 @@ def _reorder(turn: Turn) -> str:
     turn.parafe.complete("create_order", business_ref=number)
     item = ORDERS.get(original, ("the same item", "", ""))[0]
     return f"Done: order {number} is a copy of {original} ({item}); it ships tomorrow."
+
+
+__all__ = [
+    "ACCOUNT_ORDERS",
+    "ORDERS",
+    "cancel_order",
+    "demo_bot",
+    "demo_tools",
+    "list_orders",
+]

@@ -127,3 +127,12 @@ minimum_authorization_modality = "autonomous"
         }
         token = sign_compact(claims, self.key)
         return ConsentPresenter(token=token, session_id=session_id, key=self.pa_key)
+
+
+__all__ = [
+    "JWKS_PATH",
+    "PARAFE_ACME",
+    "PARAFE_PA",
+    "PARAFE_SCOPE",
+    "DemoBroker",
+]

@@ -123,3 +123,13 @@ def text_of(page: str, element: str) -> str:
     """The text of the first `<element>...</element>`, tags stripped."""
     found = re.search(rf"<{element}\b[^>]*>(.*?)</{element}>", page, re.DOTALL)
     return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
+
+
+__all__ = [
+    "Browser",
+    "Page",
+    "checkboxes",
+    "first_form",
+    "input_value",
+    "text_of",
+]

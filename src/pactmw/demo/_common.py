@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pactmw.brand_login import BrandUser
-from pactmw.core.errors import JoseError
+from pactmw.core.errors import JoseError, PactmwError
 from pactmw.core.jose import parse_compact
 
 #: The personal agent's registered issuer.
@@ -35,7 +35,7 @@ DEMO_USER = BrandUser(
 _SHOWN_ALGS = frozenset({"ES256", "RS256"})
 
 
-class DemoFailed(Exception):
+class DemoFailed(PactmwError):
     """A step did not behave as PACT 1.0 says; the message says what was expected."""
 
 
@@ -52,3 +52,17 @@ def peek(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
         return dict(jws.header), jws.claims()
     except JoseError as exc:
         raise DemoFailed(f"not a compact JWS: {exc}") from exc
+
+
+__all__ = [
+    "BOT_LOG_ENV",
+    "BRAND_ID",
+    "DEMO_USER",
+    "ISSUER",
+    "REQUEST_TIMEOUT",
+    "SCOPES",
+    "START_TIMEOUT",
+    "DemoFailed",
+    "expect",
+    "peek",
+]

@@ -12,10 +12,10 @@ from attrs import frozen
 from pactmw.brand_login import DevelopmentBrandLogin
 from pactmw.client import (
     AuthorizationServerMetadata,
-    DelegationRejected,
     DelegationScheme,
-    DeviceAuthorization,
-    OAuthError,
+    DelegationTokenRejected,
+    DeviceAuthorizationResponse,
+    OAuthErrorResponse,
     PollStatus,
     ReceiptInvalid,
     TokenResponse,
@@ -126,7 +126,7 @@ class DelegatedPart:
         login_url = self.login.login_url
         expect(link.startswith(login_url + "?"), f"{what}: not Acme's login: {link}")
 
-    def device_authorization(self) -> DeviceAuthorization:
+    def device_authorization(self) -> DeviceAuthorizationResponse:
         """Ask for every scope on the card (§5.3); the first poll is still pending."""
         t, wire, scheme = self.t, self.agent.wire, self.scheme
         authorization = self.device.start(SCOPES)
@@ -147,7 +147,7 @@ class DelegatedPart:
         t.note(f"first poll of {scheme.token_url} → {wire.last.status} {first.value}")
         return authorization
 
-    def poll_token(self, authorization: DeviceAuthorization) -> tuple[TokenResponse, str]:
+    def poll_token(self, authorization: DeviceAuthorizationResponse) -> tuple[TokenResponse, str]:
         """Poll until Jane's decision: the tokens, checked, and their grant id."""
         t, scheme = self.t, self.scheme
         tokens = self.device.wait_for_token(authorization, timeout=START_TIMEOUT)
@@ -270,7 +270,7 @@ class DelegatedPart:
         text = "Show me my orders, please."
         t.say("PA", "Acme", text)
         rejected = refusal(
-            DelegationRejected,
+            DelegationTokenRejected,
             "revoked grant",
             lambda: self.client.send(
                 text, context_id=context_id, delegation_token=tokens.access_token
@@ -287,7 +287,9 @@ class DelegatedPart:
         t.note(f"  WWW-Authenticate: {challenge}")
         refresh_token = self._refresh_token(tokens)
         refused = refusal(
-            OAuthError, "refresh after revocation", lambda: self.device.refresh(refresh_token)
+            OAuthErrorResponse,
+            "refresh after revocation",
+            lambda: self.device.refresh(refresh_token),
         )
         expect(
             refused.status == 400 and refused.error == "invalid_grant",
@@ -297,3 +299,10 @@ class DelegatedPart:
             f"the refresh token → {refused.status} {refused.error}; "
             "Jane would have to consent again"
         )
+
+
+__all__ = [
+    "Authority",
+    "DelegatedPart",
+    "read_authority",
+]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from pactmw.client import InvalidParams, fetch_card, interface_url
+from pactmw.client import InvalidParams, card_interface_url, fetch_card
 from pactmw.demo._agent import PersonalAgent, refusal, reply_of
 from pactmw.demo._common import BRAND_ID, expect
 from pactmw.demo._server import bot_runs
@@ -29,7 +29,7 @@ class IdentityPart:
         card_url = f"{base_url}/a2a/{BRAND_ID}/.well-known/agent-card.json"
         card = fetch_card(card_url, transport=wire)
         # Personal agents pick the interface by binding and version, not by position.
-        interface = interface_url(card)
+        interface = card_interface_url(card)
         scheme = next(iter(card.security_requirements[0].get("schemes", {})), "")
         bearer = card.security_schemes.get(scheme, {}).get("httpAuthSecurityScheme", {})
         expect(
@@ -117,3 +117,8 @@ class IdentityPart:
             f"  → {refused.status} {refused.reason} {refused.message!r} "
             "(as for a context that does not exist)"
         )
+
+
+__all__ = [
+    "IdentityPart",
+]

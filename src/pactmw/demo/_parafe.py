@@ -101,3 +101,8 @@ def parafe_turn(
     expect(refusal.error == "proof_invalid", f"Parafé replay receipt: {refusal.error}")
     t.note(f"  → {error['code']}: {error['message']!r}")
     t.note(f"  refusal receipt verified: action {refusal.action}, error {refusal.error}")
+
+
+__all__ = [
+    "parafe_turn",
+]

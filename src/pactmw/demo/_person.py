@@ -99,3 +99,8 @@ class Person:
         answer = browser.get(location)
         expect(answer.status == 200, f"result page: expected 200, got {answer.status}")
         t.note(f"  {text_of(answer.text(), 'p')!r}")
+
+
+__all__ = [
+    "Person",
+]

@@ -170,3 +170,16 @@ def run_pactmw(t: Transcript, workdir: Path, *arguments: str) -> subprocess.Comp
     if result.returncode != 0:
         t.note(f"exit status {result.returncode}")
     return result
+
+
+__all__ = [
+    "Server",
+    "bot_runs",
+    "child_env",
+    "config_toml",
+    "free_port",
+    "run_pactmw",
+    "start_server",
+    "stop",
+    "tail",
+]

@@ -195,3 +195,9 @@ def run_demo(*, keep: bool = False, out: TextIO | None = None) -> int:
     if keep:
         t.line(f"kept {workdir} (config, sqlite store, server log)")
     return 0 if failure is None else 1
+
+
+__all__ = [
+    "Demo",
+    "run_demo",
+]

@@ -28,3 +28,8 @@ class Transcript:
 
     def say(self, speaker: str, listener: str, text: str) -> None:
         self.line(f"    {speaker} → {listener}: {json.dumps(text, ensure_ascii=False)}")
+
+
+__all__ = [
+    "Transcript",
+]

@@ -310,3 +310,24 @@ class SigningKeys:
             finally:
                 temporary.unlink(missing_ok=True)
         return cls.from_files([path])
+
+
+__all__ = [
+    "ACCESS_TOKEN_LIFETIME",
+    "ACCESS_TOKEN_TYP",
+    "DELEGATION_ALGORITHMS",
+    "RECEIPT_TYP",
+    "Action",
+    "Delegation",
+    "DelegationRejected",
+    "SigningKeys",
+    "args_hash",
+    "authorization_server_issuer",
+    "iso_timestamp",
+    "mint_access_token",
+    "mint_login_assertion",
+    "parse_delegation_header",
+    "receipt_claims",
+    "sign_receipt",
+    "verify_access_token",
+]

@@ -480,3 +480,20 @@ def log_refusal(exc: AuthenticationFailed, brand: str | None = None) -> None:
             exc.issuer or "-",
             brand or "-",
         )
+
+
+__all__ = [
+    "IDENTITY_ALGORITHMS",
+    "MISCONFIGURATION_REASONS",
+    "AgentOverrides",
+    "AgentRegistry",
+    "AgentResolver",
+    "IdentityVerifier",
+    "LazyClaims",
+    "MemoryAgentOverrides",
+    "PersonalAgent",
+    "RegisteredAgent",
+    "actor_id_for",
+    "log_refusal",
+    "parse_bearer",
+]

@@ -31,6 +31,8 @@ logger = logging.getLogger("pactmw.provider")
 
 _UNKNOWN_CONTEXT = "Unknown contextId"
 
+__all__ = ["MessageSender"]
+
 
 class MessageSender:
     """Runs `message:send` turns for a Provider (which owns the settings it is built with)."""

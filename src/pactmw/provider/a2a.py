@@ -1,11 +1,13 @@
-"""The A2A HTTP+JSON wire details: media type, the error envelope, JSON responses."""
+"""The A2A HTTP+JSON wire details: media type, the error reasons, JSON responses.
+
+Errors are rendered by `pactmw.provider.errors.error_response`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pactmw.core.encoding import json_dumps
-from pactmw.core.errors import A2AError, RequestRefused
 from pactmw.core.http import Response
 
 #: Every A2A response carries exactly this content type, with no charset (PACT §2).
@@ -41,26 +43,9 @@ def ok(value: Any) -> Response:
     return a2a_json(200, json_dumps(value))
 
 
-def error_response(error: A2AError) -> Response:
-    """The AIP-193 envelope for an A2A error, with exactly one ErrorInfo detail."""
-    status, rpc_status = A2A_REASONS[error.reason]
-    envelope = {
-        "error": {
-            "code": status,
-            "status": rpc_status,
-            "message": error.message,
-            "details": [
-                {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": error.reason,
-                    "domain": "a2a-protocol.org",
-                }
-            ],
-        }
-    }
-    return a2a_json(status, json_dumps(envelope))
-
-
-def refused(error: RequestRefused) -> Response:
-    """A bare status with no A2A body (unmatched routes, unknown Brands, 413, 429, 503)."""
-    return Response(status=error.status, headers=(("Content-Length", "0"), *error.headers))
+__all__ = [
+    "A2A_CONTENT_TYPE",
+    "A2A_REASONS",
+    "a2a_json",
+    "ok",
+]

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
-from pactmw.core.http import Request, Response, challenge
+from pactmw.core.http import Request, Response
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import (
     DelegationRejected,
@@ -32,7 +32,7 @@ from pactmw.protocols.parafe import (
     is_activated,
 )
 from pactmw.provider._send import MessageSender
-from pactmw.provider.a2a import error_response, ok, refused
+from pactmw.provider.a2a import ok
 from pactmw.provider.brand import Brand
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, build_card, card_response
 from pactmw.provider.delegated import (
@@ -43,6 +43,7 @@ from pactmw.provider.delegated import (
     OAuthError,
 )
 from pactmw.provider.driver import ACurrentUser, AReadBody, CurrentUser, ReadBody, arun, run
+from pactmw.provider.errors import error_response
 from pactmw.provider.flow import (
     Flow,
     NeedBody,
@@ -289,15 +290,15 @@ class Provider:
                 return (yield from oauth.consent(brand, config, request, user, body))
             return (yield from oauth.decision(brand, config, request, user, body))
         except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
-            return ConsentRefused(exc.description, 400).response(config.pages)
+            return error_response(ConsentRefused(exc.description, 400), pages=config.pages)
         except ConsentRefused as exc:
-            return exc.response(config.pages)
+            return error_response(exc, pages=config.pages)
         except (RequestRefused, AuthenticationFailed):
             raise
         except StoreUnavailable as exc:
             logger.error("store unavailable on a consent page: %s", exc)
             busy = "The service is busy. Please try again in a moment."
-            return ConsentRefused(busy, 503).response(config.pages)
+            return error_response(ConsentRefused(busy, 503), pages=config.pages)
         except Exception:
             # A person's browser gets an HTML page, never an A2A JSON error. The usual cause
             # is `current_user` reading what the host app's middleware sets (a session, a
@@ -309,7 +310,7 @@ class Provider:
                 brand.id,
             )
             failed = "Something went wrong on our side. Please try again later."
-            return ConsentRefused(failed, 500).response(config.pages)
+            return error_response(ConsentRefused(failed, 500), pages=config.pages)
 
     # -- the two drivers -----------------------------------------------------------------
 
@@ -325,7 +326,7 @@ class Provider:
         try:
             response: Response = run(self._flow(request), self.verifier, read_body, current_user)
         except Exception as exc:
-            return _render(exc)
+            return error_response(exc)
         return response
 
     async def ahandle(
@@ -340,7 +341,7 @@ class Provider:
                 self._flow(request), self.verifier, read_body, current_user
             )
         except Exception as exc:
-            return _render(exc)
+            return error_response(exc)
         return response
 
     def verify_delegation(
@@ -403,17 +404,6 @@ def _simple_operation(route: Route, request: Request) -> Response:
     raise A2AError("UNSUPPORTED_OPERATION", "Unsupported operation")
 
 
-def _render(exc: Exception) -> Response:
-    if isinstance(exc, OAuthError):
-        return exc.response()
-    if isinstance(exc, AuthenticationFailed):
-        return challenge(exc)
-    if isinstance(exc, A2AError):
-        return error_response(exc)
-    if isinstance(exc, RequestRefused):
-        return refused(exc)
-    if isinstance(exc, StoreUnavailable):
-        logger.error("store unavailable: %s", exc)
-        return refused(RequestRefused(503, (("Retry-After", "1"),)))
-    logger.exception("unexpected error in the Provider", exc_info=exc)
-    return error_response(A2AError("INTERNAL", "Internal error"))
+__all__ = [
+    "Provider",
+]

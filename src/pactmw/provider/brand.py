@@ -148,3 +148,15 @@ class Brand:
     version: str = "0.1.0"
     delegation: DelegationConfig | None = None
     parafe: ParafeConfig | None = None
+
+
+__all__ = [
+    "Brand",
+    "DelegationConfig",
+    "HandlerResult",
+    "LoginMode",
+    "Reply",
+    "Skill",
+    "Turn",
+    "TurnHandler",
+]

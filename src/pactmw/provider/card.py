@@ -112,3 +112,14 @@ def brand_domain_card(target_card_url: str, *, card: dict[str, Any] | None = Non
             ("Access-Control-Allow-Origin", "*"),
         ),
     )
+
+
+__all__ = [
+    "DEFAULT_IDENTITY_SCHEME",
+    "IDENTITY_SCHEMES",
+    "brand_domain_card",
+    "build_card",
+    "card_response",
+    "card_url",
+    "interface_url",
+]

@@ -100,3 +100,9 @@ class ConsentPages:
     def error(self, title: str, message: str) -> str:
         """A refusal (expired code, reused link, bad assertion...)."""
         return _page(title, f"<h1>{escape(title)}</h1><p>{escape(message)}</p>")
+
+
+__all__ = [
+    "ConsentPages",
+    "ConsentView",
+]

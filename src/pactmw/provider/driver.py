@@ -94,3 +94,14 @@ def _run_coroutine(awaitable: Any) -> Any:
         return await awaitable
 
     return asyncio.run(wrapper())
+
+
+__all__ = [
+    "ACurrentUser",
+    "AReadBody",
+    "CurrentUser",
+    "ReadBody",
+    "arun",
+    "is_blocking",
+    "run",
+]

@@ -66,3 +66,17 @@ SubFlow = Generator[Need, Any, Any]
 def store(operation: Callable[..., Any], **kwargs: Any) -> NeedStore:
     """Shorthand: `result = yield store(self.store.get_grant, grant_id=...)`."""
     return NeedStore(operation, kwargs)
+
+
+__all__ = [
+    "Flow",
+    "Need",
+    "NeedBody",
+    "NeedBot",
+    "NeedIdentity",
+    "NeedKeys",
+    "NeedStore",
+    "NeedUser",
+    "SubFlow",
+    "store",
+]

@@ -19,7 +19,8 @@ reader), asks the guard, and translates the answer back. The guard owns every ru
   or not the length is declared (413), consent for the action, the refusal reply, and the
   receipts added to the endpoint's JSON answer.
 
-Every refusal is an exception of the project's family, rendered by `refusal_response`.
+Every refusal is an exception of the project's family, rendered by `refusal_response` (that
+is, `pactmw.provider.errors.error_response`).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from attrs import frozen
 from pactmw.config import ConfigError, Settings
 from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
-from pactmw.core.http import Request, Response, challenge, insufficient_scope
+from pactmw.core.http import Request, Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import TurnHandler
 from pactmw.provider.driver import arun, run
+from pactmw.provider.errors import error_response
 from pactmw.provider.flow import NeedBody, NeedIdentity, SubFlow
 from pactmw.provider.parafe import (
     ParafeAgent,
@@ -248,12 +250,11 @@ def is_other_credential(exc: AuthenticationFailed) -> bool:
 
 
 def refusal_response(exc: PactmwError) -> Response:
-    """The protocol's answer to a refusal from `authenticate` or `require_scopes`."""
-    if isinstance(exc, InsufficientScope):
-        return insufficient_scope(exc.missing)
-    if isinstance(exc, AuthenticationFailed):
-        return challenge(exc)
-    raise TypeError(f"not a refusal: {type(exc).__name__}")
+    """The protocol's answer to a refusal from `authenticate` or `require_scopes` (rendered
+    by `error_response`; anything else is a TypeError: the caller mixed up its exceptions)."""
+    if not isinstance(exc, (InsufficientScope, AuthenticationFailed)):
+        raise TypeError(f"not a refusal: {type(exc).__name__}")
+    return error_response(exc)
 
 
 # -- a Parafé-guarded endpoint -------------------------------------------------------------

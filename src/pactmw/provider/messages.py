@@ -143,3 +143,11 @@ def parse_page_size(query: str) -> int:
     if not 1 <= size <= 100:
         raise _invalid("Invalid pageSize")
     return size
+
+
+__all__ = [
+    "SendMessage",
+    "is_uuid",
+    "parse_page_size",
+    "parse_send_message",
+]

@@ -60,3 +60,9 @@ class RateLimiter:
             for key, _, start, count in windows:
                 self._counts[key] = (start, count + 1)
         return None
+
+
+__all__ = [
+    "RateLimit",
+    "RateLimiter",
+]

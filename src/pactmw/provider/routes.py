@@ -109,3 +109,12 @@ def match(method: str, path: str) -> Route | None:
     if operation is None:
         return None
     return Route(operation=operation, brand_id=brand_id, task_id=task_id)
+
+
+__all__ = [
+    "MOUNT",
+    "PUBLIC_OPERATIONS",
+    "Operation",
+    "Route",
+    "match",
+]

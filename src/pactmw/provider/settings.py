@@ -460,3 +460,15 @@ def load_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
     except toml_reader.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+
+
+__all__ = [
+    "DEFAULT_STORE",
+    "PROVIDER_KEYS",
+    "ProviderSettings",
+    "brand_from_mapping",
+    "import_handler",
+    "import_object",
+    "load_toml",
+    "parafe_from_mapping",
+]

@@ -13,10 +13,11 @@ from typing import Any
 
 from attrs import frozen
 
+from pactmw.core.errors import PactmwError
 from pactmw.protocols.delegation import Action, Delegation, args_hash
 
 
-class StepUpRequired(Exception):
+class StepUpRequired(PactmwError):
     """Raised inside a turn: the caller must approve more scopes first.
 
     The Provider answers with a `TASK_STATE_AUTH_REQUIRED` task listing `missing_scopes` and a
@@ -113,3 +114,11 @@ class BoundTools:
         if name.startswith("_") or name not in self._registry:
             raise AttributeError(name)
         return lambda **arguments: self.call(name, **arguments)
+
+
+__all__ = [
+    "BoundTools",
+    "StepUpRequired",
+    "Tool",
+    "ToolRegistry",
+]

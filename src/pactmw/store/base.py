@@ -12,6 +12,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from pactmw.core.errors import PactmwError
+
 __all__ = [
     "Approval",
     "Claim",
@@ -47,7 +49,7 @@ EXPIRED_RETENTION = 86_400.0
 PURGE_EVERY = 64
 
 
-class StoreError(Exception):
+class StoreError(PactmwError):
     """A store operation could not be carried out.
 
     The base of the store's own exceptions, so a caller can map all of them at once. The

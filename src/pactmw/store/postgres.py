@@ -157,7 +157,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
 # so foreign-key checks need not wait; `FOR UPDATE OF t` locks only the token row of the
 # token-grant join. Ids compare by code point (COLLATE "C") as in the other backends.
-DIALECT = Dialect(
+_DIALECT = Dialect(
     placeholder="%s",
     lock=" FOR UPDATE",
     lock_no_key=" FOR NO KEY UPDATE",
@@ -297,7 +297,7 @@ class PostgresStore(SqlStore):
     seconds for one, then gets `StoreUnavailable`.
     """
 
-    _sql = Statements(DIALECT)
+    _sql = Statements(_DIALECT)
     _returning = True
     _locks_rows = True
 

@@ -138,7 +138,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 # No row locks: every write transaction holds the database's write lock (BEGIN IMMEDIATE).
 # Scope lists are JSON arrays of strings in TEXT columns.
-DIALECT = Dialect(
+_DIALECT = Dialect(
     placeholder="?",
     lock="",
     lock_no_key="",
@@ -159,7 +159,7 @@ class SqliteStore(SqlStore):
     the store opens. Share one instance between threads.
     """
 
-    _sql = Statements(DIALECT)
+    _sql = Statements(_DIALECT)
     # UPDATE ... RETURNING needs sqlite 3.35 (older distributions lack it): read, then write.
     _returning = False
     _locks_rows = False

@@ -98,3 +98,15 @@ def get_provider() -> Provider:
     if provider is None:
         raise RuntimeError("settings.PACTMW lists no brands: there is no Provider to serve")
     return provider
+
+
+__all__ = [
+    "SETTING",
+    "Configured",
+    "configured",
+    "get_guard",
+    "get_provider",
+    "get_verifier",
+    "protect_prefix",
+    "raw_settings",
+]

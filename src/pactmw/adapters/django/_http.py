@@ -72,3 +72,12 @@ def abody_reader(
 
 def refused(exc: RequestRefused) -> HttpResponse:
     return to_django(Response(exc.status, (("Content-Length", "0"), *exc.headers)))
+
+
+__all__ = [
+    "abody_reader",
+    "body_reader",
+    "neutral_request",
+    "refused",
+    "to_django",
+]

@@ -19,3 +19,8 @@ class PactmwConfig(AppConfig):
         del checks
         if apps.is_installed("django.contrib.auth"):
             signals.connect()  # a disabled or deleted account loses its grants
+
+
+__all__ = [
+    "PactmwConfig",
+]

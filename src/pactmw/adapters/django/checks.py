@@ -52,3 +52,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+__all__ = [
+    "MIDDLEWARE_PATH",
+    "check_settings",
+]

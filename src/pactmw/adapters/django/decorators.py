@@ -186,3 +186,13 @@ def parafe_action(
         return response
 
     return _decorator(before, abefore, after)
+
+
+__all__ = [
+    "ABefore",
+    "After",
+    "Before",
+    "delegation_required",
+    "parafe_action",
+    "personal_agent_required",
+]

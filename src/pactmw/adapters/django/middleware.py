@@ -65,3 +65,8 @@ class PersonalAgentMiddleware:
         elif guard is not None:
             return guard
         return await self.get_response(request)
+
+
+__all__ = [
+    "PersonalAgentMiddleware",
+]

@@ -94,12 +94,6 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
         return (failure or AuthenticationFailed("missing_token")).www_authenticate
 
 
-class _ScopeDenied(exceptions.PermissionDenied):  # type: ignore[misc]
-    def __init__(self, refusal: InsufficientScope) -> None:
-        super().__init__(str(refusal), code="insufficient_scope")
-        self.auth_header = _header(refusal_response(refusal))  # DRF's handler sends it
-
-
 class IsPersonalAgent(BasePermission):  # type: ignore[misc]
     """The request was authenticated as a personal agent."""
 
@@ -117,7 +111,9 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         try:
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
-            raise _ScopeDenied(exc) from exc
+            denied = exceptions.PermissionDenied(str(exc), code="insufficient_scope")
+            denied.auth_header = _header(refusal_response(exc))  # DRF's handler sends it
+            raise denied from exc
         except AuthenticationFailed as exc:
             # DRF asks the authentication class for the 401's challenge: it reads this.
             setattr(request._request, _FAILURE, exc)

@@ -42,3 +42,9 @@ def a2a_view(request: HttpRequest) -> HttpResponse:
 def a2a_urlpatterns() -> list[URLPattern]:
     """URL patterns for the Provider: `urlpatterns += a2a_urlpatterns()` in the root urls.py."""
     return [re_path(f"^{MOUNT.lstrip('/')}", a2a_view, name="pactmw-a2a")]
+
+
+__all__ = [
+    "a2a_urlpatterns",
+    "a2a_view",
+]

@@ -354,3 +354,18 @@ def replay_key(initiator: str, jti: str) -> str:
 
 
 REPLAY_WINDOW = PROOF_REPLAY_WINDOW
+
+
+__all__ = [
+    "JWKS_PATH",
+    "REPLAY_WINDOW",
+    "BrokerKeys",
+    "KeySource",
+    "MemoryReplayMemory",
+    "ReplayMemory",
+    "StaticBrokerKeys",
+    "StoreReplayMemory",
+    "broker_key_set",
+    "replay_key",
+    "trusted_broker_url",
+]

@@ -356,3 +356,16 @@ def scope_requirements_from_policies(policies: Any) -> dict[str, ScopeRequiremen
         except MalformedInput as exc:
             raise ValueError(f"scope policy {name!r}: {exc}") from exc
     return out
+
+
+__all__ = [
+    "DEFAULT_DESCRIPTION",
+    "REPUTATION_FLOORS",
+    "CardExtension",
+    "ScopeRequirement",
+    "ScopeRequirements",
+    "TrustedIssuer",
+    "card_extension",
+    "parse_card_extension",
+    "scope_requirements_from_policies",
+]

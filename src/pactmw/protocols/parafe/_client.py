@@ -55,3 +55,8 @@ class ConsentPresenter:
         `messageId`, and the extension URI in `extensions`. Send it with the activation
         headers (`activation_headers()`)."""
         return with_parafe(message, self.data(message_id(message)))
+
+
+__all__ = [
+    "ConsentPresenter",
+]

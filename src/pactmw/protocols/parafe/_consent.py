@@ -244,3 +244,15 @@ def check_action(consent: ConsentClaims, action: str) -> None:
     """Step 16: excluded first, then not permitted; both are SCOPE_VIOLATION."""
     if _in(action, consent.exclusions) or not _in(action, consent.permissions):
         raise err.scope_violation(action, consent.permissions)
+
+
+__all__ = [
+    "ConsentClaims",
+    "check_action",
+    "check_binding",
+    "check_scope",
+    "check_signature_and_claims",
+    "check_types",
+    "parse_token",
+    "select_key",
+]

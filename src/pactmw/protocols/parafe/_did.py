@@ -83,3 +83,12 @@ def agent_id_of(did: Any) -> str | None:
         return None
     agent_id = did.rsplit(":", 1)[-1]
     return agent_id if agent_id.startswith("prf_agent_") else None
+
+
+__all__ = [
+    "DidDocument",
+    "DidUnavailable",
+    "agent_did",
+    "agent_id_of",
+    "did_path",
+]

@@ -195,3 +195,27 @@ def error_data(error: BaseException) -> dict[str, str]:
     if isinstance(error, ParafeError):
         return error.to_data()
     return {"code": INVALID_CONSENT_TOKEN, "message": "Parafe consent could not be verified."}
+
+
+__all__ = [
+    "EXPIRED_CONSENT_TOKEN",
+    "INVALID_CONSENT_TOKEN",
+    "INVALID_PROOF",
+    "MALFORMED_PARAFE_DATA",
+    "MISSING_PARAFE_EXTENSION",
+    "RECEIPT_CODES",
+    "SCOPE_VIOLATION",
+    "VERIFIER_CODES",
+    "WRONG_AUDIENCE",
+    "ParafeError",
+    "error_data",
+    "expired",
+    "invalid_proof",
+    "invalid_token",
+    "iso_time",
+    "malformed",
+    "missing",
+    "receipt_error",
+    "scope_violation",
+    "wrong_audience",
+]

@@ -179,3 +179,29 @@ def parse_iso(value: Any) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
+
+
+__all__ = [
+    "EXPIRED",
+    "EXP_NOT_NUMBER",
+    "IAT_IN_FUTURE",
+    "IAT_NOT_NUMBER",
+    "MISSING",
+    "NBF_NOT_NUMBER",
+    "NOT_YET_VALID",
+    "TIME_MESSAGES",
+    "TIME_OK",
+    "TOO_OLD",
+    "as_float",
+    "decode_unverified",
+    "is_number",
+    "normalize_typ",
+    "parse_iso",
+    "sha256_b64url",
+    "strict_equal",
+    "time_check",
+    "typ_matches",
+    "unverified_claims",
+    "utf16_length",
+    "whole_seconds",
+]

@@ -359,3 +359,26 @@ def consent_data(token: str, session_id: str, proof: str | None = None) -> dict[
     if proof is not None:
         consent["proof"] = proof
     return {"consent": consent}
+
+
+__all__ = [
+    "Consent",
+    "ErrorMember",
+    "HandshakeChallenge",
+    "HandshakeComplete",
+    "Headers",
+    "Member",
+    "ParafeData",
+    "SessionClosed",
+    "activation_headers",
+    "consent_data",
+    "error_reply_data",
+    "is_activated",
+    "message_id",
+    "parse_parafe_data",
+    "read_consent",
+    "read_parafe",
+    "requested_extensions",
+    "with_action_receipts",
+    "with_parafe",
+]

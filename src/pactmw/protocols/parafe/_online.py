@@ -161,3 +161,12 @@ def _refusal(
         f"Parafe consent token is invalid: the broker refused to verify it ({status} {shown}: "
         f"{reason}).",
     )
+
+
+__all__ = [
+    "VERIFY_PATH",
+    "OnlineVerification",
+    "interpret_answer",
+    "unreachable",
+    "verify_request",
+]

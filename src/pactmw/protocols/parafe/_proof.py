@@ -164,3 +164,11 @@ def create_presentation_proof(
         claims["mid"] = message_id
     claims["iat"] = whole_seconds(now)
     return sign_compact(claims, _without_kid(key), typ=POP_TYP)
+
+
+__all__ = [
+    "ProofClaims",
+    "check_proof",
+    "create_presentation_proof",
+    "initiator_key",
+]

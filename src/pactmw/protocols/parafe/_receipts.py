@@ -535,3 +535,29 @@ def check_session_index(
         ):
             raise _fail(MALFORMED, f"Acknowledgment {ack.seq} does not match its entry")
     return prev
+
+
+__all__ = [
+    "INVALID_SIGNATURE",
+    "ISSUER_MISMATCH",
+    "ISSUER_REVOKED",
+    "KEY_FETCH_FAILED",
+    "KEY_NOT_FOUND",
+    "MALFORMED",
+    "ActionReceipt",
+    "IndexAck",
+    "ReceiptSigner",
+    "SessionReceipt",
+    "broker_jws_header",
+    "check_action_receipt",
+    "check_index_ack",
+    "check_session_index",
+    "check_session_receipt",
+    "consent_ref",
+    "decode_receipt",
+    "details_hash",
+    "entry_hash",
+    "receipt_error_for",
+    "receipt_hash",
+    "receipt_key",
+]

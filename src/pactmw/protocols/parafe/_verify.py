@@ -711,3 +711,25 @@ class ReceiptVerifier:
     ) -> SessionReceipt:
         flow = session_receipt_flow(receipt, now=self._clock(), expected_issuer=expected_issuer)
         return await arun(flow, self.keys)
+
+
+__all__ = [
+    "Flow",
+    "Need",
+    "NeedBrokerKeys",
+    "NeedBrokerPost",
+    "NeedDidDocument",
+    "NeedFirstUse",
+    "ParafeVerifier",
+    "ReceiptVerifier",
+    "VerifiedConsent",
+    "action_receipt_flow",
+    "arun",
+    "consent_flow",
+    "index_ack_flow",
+    "online_flow",
+    "proof_flow",
+    "run",
+    "session_receipt_flow",
+    "token_flow",
+]

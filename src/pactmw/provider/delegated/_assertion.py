@@ -76,3 +76,10 @@ class BrandAssertions:
         if user_code is None:
             raise ConsentRefused.unusable_code()
         return (SignedInUser(account=str(sub), label=str(label)), user_code)
+
+
+__all__ = [
+    "ASSERTION_MAX_AGE",
+    "ASSERTION_SKEW",
+    "BrandAssertions",
+]

@@ -65,3 +65,11 @@ class Audit:
                 self.hook(event)
             except Exception:  # an audit sink must never break the flow it observes
                 logger.exception("audit hook failed for %s", event.name)
+
+
+__all__ = [
+    "Audit",
+    "AuditEvent",
+    "AuditHook",
+    "audit_logger",
+]

@@ -32,3 +32,12 @@ def normalize_user_code(text: str) -> str | None:
     if len(letters) != 8 or any(ch not in USER_CODE_ALPHABET for ch in letters):
         return None
     return f"{letters[:4]}-{letters[4:]}"
+
+
+__all__ = [
+    "USER_CODE_ALPHABET",
+    "new_secret",
+    "new_user_code",
+    "normalize_user_code",
+    "secret_hash",
+]

@@ -210,3 +210,8 @@ class ConsentEndpoint:
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
         query = urlencode({"status": "approved", "scope": " ".join(granted)})
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
+
+
+__all__ = [
+    "ConsentEndpoint",
+]

@@ -29,3 +29,8 @@ class ServerContext:
     def url(self, brand: Brand, path: str) -> str:
         """An absolute URL under the Brand's authorization server (`{interface}/oauth/...`)."""
         return f"{self.interface(brand)}/oauth/{path}"
+
+
+__all__ = [
+    "ServerContext",
+]

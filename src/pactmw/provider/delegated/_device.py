@@ -83,3 +83,9 @@ class DeviceEndpoint:
                 with_query(config.login_url, {"return_to": complete}),
             )
         return consent, complete
+
+
+__all__ = [
+    "DEVICE_CODE_LIFETIME",
+    "DeviceEndpoint",
+]

@@ -1,15 +1,15 @@
-"""The two refusals of the authorization server: OAuth errors (JSON) and consent pages (HTML)."""
+"""The two refusals of the authorization server: OAuth errors (JSON) and consent pages (HTML).
+
+Both are rendered by `pactmw.provider.errors.error_response`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from pactmw.core.http import Response
-from pactmw.provider.delegated._responses import NO_STORE, json_response, page
+from pactmw.core.errors import PactmwError
 
 
-class OAuthError(Exception):
-    """An RFC 6749 §5.2 / RFC 8628 error, rendered as its JSON body."""
+class OAuthError(PactmwError):
+    """An RFC 6749 §5.2 / RFC 8628 error, rendered as its JSON body (no-store)."""
 
     def __init__(self, error: str, description: str, status: int = 400) -> None:
         super().__init__(description)
@@ -17,15 +17,8 @@ class OAuthError(Exception):
         self.description = description
         self.status = status
 
-    def response(self) -> Response:
-        return json_response(
-            {"error": self.error, "error_description": self.description},
-            status=self.status,
-            extra=NO_STORE,
-        )
 
-
-class ConsentRefused(Exception):
+class ConsentRefused(PactmwError):
     """A consent page error, rendered as an HTML page with `status`."""
 
     def __init__(self, message: str, status: int) -> None:
@@ -38,5 +31,8 @@ class ConsentRefused(Exception):
         """The user code matches no pending, unexpired authorization of this Brand."""
         return cls("This code is unknown, expired or already used.", 400)
 
-    def response(self, pages: Any) -> Response:
-        return page(pages.error("That did not work", self.message), self.status)
+
+__all__ = [
+    "ConsentRefused",
+    "OAuthError",
+]

@@ -36,3 +36,11 @@ def agent_form(body: bytes, caller: PersonalAgent) -> dict[str, list[str]]:
         # 401, not 400: the reference client reads 401 as a transport failure (§5.1).
         raise OAuthError("invalid_client", "client_id must equal the JWT's iss", 401)
     return form
+
+
+__all__ = [
+    "FORM_LIMIT",
+    "agent_form",
+    "one",
+    "parse_form",
+]

@@ -54,3 +54,9 @@ class Metadata:
     def jwks(self) -> Response:
         """The keys that sign delegation tokens and receipts."""
         return json_response(self.ctx.keys.jwks(), extra=PUBLIC_DOCUMENT)
+
+
+__all__ = [
+    "DEVICE_CODE_GRANT",
+    "Metadata",
+]

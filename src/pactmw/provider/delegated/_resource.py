@@ -56,3 +56,8 @@ class DelegationCheck:
         ):
             raise DelegationRejected("grant_not_live", "the grant is revoked, expired or foreign")
         return delegation
+
+
+__all__ = [
+    "DelegationCheck",
+]

@@ -58,3 +58,14 @@ def with_query(url: str, params: dict[str, str]) -> str:
     """`url` with `params` added to its query (a configured login URL may already have one)."""
     joiner = "&" if "?" in url else "?"
     return f"{url}{joiner}{urlencode(params)}"
+
+
+__all__ = [
+    "NO_STORE",
+    "PAGE_HEADERS",
+    "PUBLIC_DOCUMENT",
+    "json_response",
+    "page",
+    "redirect",
+    "with_query",
+]

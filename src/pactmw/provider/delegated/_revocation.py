@@ -31,3 +31,8 @@ class Revocation:
             if grant is not None:
                 self.ctx.audit.grant("agent.grant_revoked", grant, reason=reason)
         return list(revoked)
+
+
+__all__ = [
+    "Revocation",
+]

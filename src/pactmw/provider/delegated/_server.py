@@ -196,3 +196,8 @@ class AuthorizationServer:
     ) -> list[str]:
         """Revoke every grant of an account (for example when it is disabled)."""
         return self._revocation.revoke_account(account, brand_id=brand_id, reason=reason)
+
+
+__all__ = [
+    "AuthorizationServer",
+]

@@ -64,3 +64,11 @@ class ConsentSessions:
         ):
             raise ConsentRefused("This consent page has expired. Start again.", 400)
         return SignedInUser(account=str(sub), label=str(label)), str(code)
+
+
+__all__ = [
+    "CONSENT_SESSION_LIFETIME",
+    "CONSENT_SESSION_TYP",
+    "ConsentSessions",
+    "SignedInUser",
+]

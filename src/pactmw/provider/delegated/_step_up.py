@@ -61,3 +61,8 @@ def _auth_required_task(
             }
         }
     )
+
+
+__all__ = [
+    "StepUp",
+]

@@ -129,3 +129,8 @@ class TokenEndpoint:
             },
             extra=NO_STORE,
         )
+
+
+__all__ = [
+    "TokenEndpoint",
+]

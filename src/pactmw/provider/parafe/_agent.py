@@ -184,3 +184,8 @@ class ParafeAgent:
         JSON body with them added (an A2A `{"message": ...}` or a bare message), or None when
         the body is not such JSON (the receipts are then in `turn.receipts` only)."""
         return _endpoint.finish(self, turn, body, content_type)
+
+
+__all__ = [
+    "ParafeAgent",
+]

@@ -121,3 +121,11 @@ def sign_challenge(key: PrivateJWK, challenge: str) -> str:
         raise RuntimeError("a Parafé agent key is Ed25519 or P-256")
     # ES256 as raw r||s, like every JWS this package signs (`core.jose.sign_bytes`).
     return base64.b64encode(sign_bytes(key, data)).decode("ascii")
+
+
+__all__ = [
+    "BrokerClient",
+    "broker_error",
+    "error_code",
+    "sign_challenge",
+]

@@ -117,3 +117,8 @@ class MessageCheck:
 def _again(first: VerifiedConsent, claims: ConsentClaims, action: str) -> VerifiedConsent:
     """The message's verified consent, for a later action checked against its token."""
     return evolve(first, claims=claims, action=action)
+
+
+__all__ = [
+    "MessageCheck",
+]

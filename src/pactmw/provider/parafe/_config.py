@@ -132,3 +132,11 @@ class ParafeConfig:
 
     def online_for(self, scope: str) -> bool:
         return self.online or scope in self.online_scopes
+
+
+__all__ = [
+    "DEFAULT_DESCRIPTION",
+    "HandshakeCompleter",
+    "ParafeConfig",
+    "RefusalMode",
+]

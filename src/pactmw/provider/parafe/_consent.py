@@ -58,3 +58,9 @@ class ParafeRefused(PactmwError):
 
     def __repr__(self) -> str:
         return f"ParafeRefused({self.error.code!r}, action={self.action!r})"
+
+
+__all__ = [
+    "ParafeConsent",
+    "ParafeRefused",
+]

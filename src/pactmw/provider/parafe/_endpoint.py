@@ -108,3 +108,13 @@ def add_receipts_to_json(body: bytes, receipts: Iterable[str]) -> bytes | None:
     except ValueError:
         return None
     return None
+
+
+__all__ = [
+    "REQUEST_KEY",
+    "add_receipts_to_json",
+    "endpoint_message",
+    "finish",
+    "refusal_response",
+    "select_agent",
+]

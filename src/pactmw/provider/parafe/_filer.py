@@ -125,3 +125,8 @@ class ReceiptFiler:
             return "rejected"
         logger.warning("Parafé receipt filing gave up after %s attempts", self.attempts)
         return "failed"
+
+
+__all__ = [
+    "ReceiptFiler",
+]

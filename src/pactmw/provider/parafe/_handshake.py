@@ -127,3 +127,10 @@ def complete_handshake(broker: BrokerClient, challenge: HandshakeChallenge) -> H
         session_id=session_id,
         consent_token=token_text,
     )
+
+
+__all__ = [
+    "HANDSHAKE_COMPLETE_PATH",
+    "answer_handshake",
+    "complete_handshake",
+]

@@ -130,3 +130,9 @@ class ReceiptLedger:
     def filings(self) -> list[tuple[str, str]]:
         """(session id, receipt) of every signed receipt."""
         return [(e.session_id, e.signed) for e in self._entries if e.signed is not None]
+
+
+__all__ = [
+    "UNSET",
+    "ReceiptLedger",
+]

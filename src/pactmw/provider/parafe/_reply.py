@@ -46,3 +46,10 @@ def refusal_task(message: Mapping[str, Any], refused: ParafeRefused) -> dict[str
     if "contextId" in message:
         task["contextId"] = message["contextId"]
     return {"task": task}
+
+
+__all__ = [
+    "handshake_data",
+    "refusal_message",
+    "refusal_task",
+]

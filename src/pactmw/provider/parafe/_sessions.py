@@ -47,3 +47,9 @@ class ClosedSessions:
         with self._lock:
             self._closed = {k: v for k, v in self._closed.items() if v > now}
             self._closed[session_id] = until
+
+
+__all__ = [
+    "CLOSED_SESSION_MEMORY",
+    "ClosedSessions",
+]

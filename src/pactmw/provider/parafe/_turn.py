@@ -230,3 +230,8 @@ class ParafeTurn:
         if self.handshake is not None:
             return text, self.decorate(message)
         return text, with_parafe(message, error_reply_data(refused.error, receipts))
+
+
+__all__ = [
+    "ParafeTurn",
+]

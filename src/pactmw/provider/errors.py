@@ -1,0 +1,85 @@
+"""Every error of the family rendered to its HTTP answer, in one place: `error_response`.
+
+The Provider renders what its flow raises with it, the guard renders its refusals with it,
+and the adapters translate the neutral `Response` to their framework. Nothing else builds an
+error body.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pactmw.core.encoding import json_dumps
+from pactmw.core.errors import A2AError, AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.http import Response, challenge, insufficient_scope
+from pactmw.provider.a2a import A2A_REASONS, a2a_json
+from pactmw.provider.consent_pages import ConsentPages
+from pactmw.provider.delegated._errors import ConsentRefused, OAuthError
+from pactmw.provider.delegated._responses import NO_STORE, json_response, page
+from pactmw.store.base import StoreUnavailable
+
+logger = logging.getLogger("pactmw.provider")
+
+#: A store that cannot answer right now: retry shortly (no body).
+_STORE_BUSY = RequestRefused(503, (("Retry-After", "1"),))
+
+
+def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> Response:
+    """The HTTP answer to `exc`, byte for byte what the protocols prescribe.
+
+    - `ConsentRefused`: an HTML error page (a Brand's consent `pages`, else the default ones);
+    - `OAuthError`: the RFC 6749 §5.2 JSON body, not cacheable;
+    - `InsufficientScope`: 403 with the RFC 6750 §3.1 challenge naming the missing scopes;
+    - `AuthenticationFailed` (a refused delegation too): 401 with its challenge, no body;
+    - `A2AError`: the AIP-193 envelope with exactly one ErrorInfo detail (PACT §6);
+    - `RequestRefused`: the bare status and its headers;
+    - `StoreUnavailable`: 503 with `Retry-After: 1` (logged as an error);
+    - anything else is a bug: logged with its traceback, answered as the A2A `INTERNAL` error.
+    """
+    if isinstance(exc, ConsentRefused):
+        pages = pages if pages is not None else ConsentPages()
+        return page(pages.error("That did not work", exc.message), exc.status)
+    if isinstance(exc, OAuthError):
+        body = {"error": exc.error, "error_description": exc.description}
+        return json_response(body, status=exc.status, extra=NO_STORE)
+    if isinstance(exc, InsufficientScope):
+        return insufficient_scope(exc.missing)
+    if isinstance(exc, AuthenticationFailed):
+        return challenge(exc)
+    if isinstance(exc, A2AError):
+        return _envelope(exc)
+    if isinstance(exc, RequestRefused):
+        return _bare(exc)
+    if isinstance(exc, StoreUnavailable):
+        logger.error("store unavailable: %s", exc)
+        return _bare(_STORE_BUSY)
+    logger.exception("unexpected error in the Provider", exc_info=exc)
+    return _envelope(A2AError("INTERNAL", "Internal error"))
+
+
+def _envelope(error: A2AError) -> Response:
+    """The AIP-193 envelope for an A2A error, with exactly one ErrorInfo detail."""
+    status, rpc_status = A2A_REASONS[error.reason]
+    envelope = {
+        "error": {
+            "code": status,
+            "status": rpc_status,
+            "message": error.message,
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": error.reason,
+                    "domain": "a2a-protocol.org",
+                }
+            ],
+        }
+    }
+    return a2a_json(status, json_dumps(envelope))
+
+
+def _bare(error: RequestRefused) -> Response:
+    """A bare status with no A2A body (unmatched routes, unknown Brands, 413, 429, 503)."""
+    return Response(status=error.status, headers=(("Content-Length", "0"), *error.headers))
+
+
+__all__ = ["error_response"]
