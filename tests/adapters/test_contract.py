@@ -9,6 +9,7 @@ tokens) run on the same adapters in `test_identity_over_http.py`.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -208,17 +209,40 @@ def test_a_parafe_endpoint_without_consent_is_refused(target: Target) -> None:
             assert "error" in response.json()["message"]["metadata"][EXTENSION_URI]
 
 
+def _declared_only(target: Target, path: str, length: int) -> bytes:
+    """POST headers declaring `length` bytes and send none: a server that answers from the
+    declared length alone answers at once (no upload to race its closing connection)."""
+    url = httpx.URL(str(target.client.base_url))
+    with socket.create_connection((url.host, url.port or 80), timeout=20) as sock:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {url.host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\nConnection: close\r\n\r\n"
+        )
+        sock.sendall(head.encode("ascii"))
+        return sock.recv(65536)
+
+
 def test_a_parafe_endpoint_stops_reading_at_the_cap(target: Target) -> None:
     for variant in target.variants:
-        declared = target.client.post(f"/parafe-{variant}", content=b"x" * (MIB + 1))
-        assert declared.status_code == 413, declared.text[:300]
-        assert declared.content == b""
-        chunked = target.client.post(
-            f"/parafe-{variant}", content=iter([b"x" * 600_000, b"y" * 600_000])
-        )
-        # Django under WSGI cannot read a body without a length at all: it asks for one.
-        expected = 411 if target.name == "django-wsgi" else 413
-        assert chunked.status_code == expected, chunked.text[:300]
+        path = f"/parafe-{variant}"
+        if target.name == "django-asgi":
+            # Django's ASGI handler buffers the whole body before any code of ours runs.
+            declared = target.client.post(path, content=b"x" * (MIB + 1))
+            assert declared.status_code == 413, declared.text[:300]
+            assert declared.content == b""
+        else:
+            answer = _declared_only(target, path, MIB + 1)
+            assert answer.startswith(b"HTTP/1.1 413 ") or answer.startswith(b"HTTP/1.0 413 "), (
+                answer[:200]
+            )
+        if target.name == "django-wsgi":
+            # Django under WSGI cannot read a body without a length at all: it asks for one
+            # (a small body, so the answer does not race a large upload; see README).
+            chunked = target.client.post(path, content=iter([b'{"message"', b": {}}"]))
+            assert chunked.status_code == 411, chunked.text[:300]
+            continue
+        chunked = target.client.post(path, content=iter([b"x" * 600_000, b"y" * 600_000]))
+        assert chunked.status_code == 413, chunked.text[:300]
 
 
 # -- paths ---------------------------------------------------------------------------------------
