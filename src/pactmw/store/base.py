@@ -4,8 +4,9 @@ Every operation is atomic on its own and safe to call from many threads; the sql
 PostgreSQL backends are also safe across processes and (PostgreSQL) machines. Times are
 float epoch seconds passed in by the caller, so tests drive the clock.
 
-`Store` is the union of one protocol a concern (store/_protocols/: conversations, device
-authorizations, grants, refresh tokens and single-use values), which hold the operations.
+`Store` is the union of the per-concern protocols in store/_protocols/ (conversations,
+device authorizations, grants, refresh tokens and single-use values), which hold the
+operations and what each guarantees.
 """
 
 from __future__ import annotations

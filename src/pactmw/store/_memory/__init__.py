@@ -1,7 +1,7 @@
 """The memory store's operations, split by concern as the SQL stores' are (store/_sql/).
 
-`MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; one
-mixin a concern holds the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
+`MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
+per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
 (over `GrantsMixin`: an approval writes its grant) and `TokensMixin`. `MemoryStore`
 (store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
 checks from store/base.py, as in the SQL stores.
