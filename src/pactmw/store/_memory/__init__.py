@@ -1,0 +1,18 @@
+"""The memory store's operations, split by concern as the SQL stores' are (store/_sql/).
+
+`MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
+per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
+(over `GrantsMixin`: an approval writes its grant) and `TokensMixin`. `MemoryStore`
+(store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
+checks from store/base.py, as in the SQL stores.
+"""
+
+from __future__ import annotations
+
+from pactmw.store._memory.conversations import ConversationsMixin
+from pactmw.store._memory.core import MemoryCore
+from pactmw.store._memory.devices import DevicesMixin
+from pactmw.store._memory.grants import GrantsMixin
+from pactmw.store._memory.tokens import TokensMixin
+
+__all__ = ["ConversationsMixin", "DevicesMixin", "GrantsMixin", "MemoryCore", "TokensMixin"]

@@ -1,0 +1,172 @@
+"""Conversations, turns and agent overrides of the memory store."""
+
+from __future__ import annotations
+
+import uuid
+
+from attrs import evolve
+
+from pactmw.store._decisions import ClaimedMessage, decide_claim
+from pactmw.store._memory.core import Context, MemoryCore, StoredMessage
+from pactmw.store.base import Claim, Conversation, NotFound, Turn, reject_nul
+
+__all__ = ["ConversationsMixin"]
+
+
+class ConversationsMixin(MemoryCore):
+    """The conversation and turn operations of `Store`, on the in-memory state."""
+
+    def _context(self, context_id: str) -> Context:
+        ctx = self._contexts.get(context_id)
+        if ctx is None:
+            raise NotFound(f"unknown conversation {context_id!r}")
+        return ctx
+
+    def create_conversation(self, *, brand_id: str, issuer: str, sub: str, now: float) -> str:
+        """Mint a new conversation owned by `(brand_id, issuer, sub)`; return its id."""
+        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub)
+        context_id = str(uuid.uuid4())
+        conversation = Conversation(
+            context_id=context_id,
+            brand_id=brand_id,
+            issuer=issuer,
+            sub=sub,
+            created_at=now,
+            last_activity=now,
+            closed=False,
+            account=None,
+        )
+        with self._lock:
+            self._check_open()
+            self._contexts[context_id] = Context(conversation, {}, set())
+        return context_id
+
+    def get_conversation(self, context_id: str) -> Conversation | None:
+        """Return the conversation, or None if the id is unknown."""
+        with self._lock:
+            self._check_open()
+            ctx = self._contexts.get(context_id)
+            return None if ctx is None else ctx.conversation
+
+    def close_conversation(self, context_id: str) -> None:
+        """Mark the conversation closed; unknown ids are ignored."""
+        with self._lock:
+            self._check_open()
+            ctx = self._contexts.get(context_id)
+            if ctx is not None:
+                ctx.conversation = evolve(ctx.conversation, closed=True)
+
+    def bind_account(self, context_id: str, account: str) -> str:
+        """Bind `account` if none is bound; return the account bound now."""
+        reject_nul(context_id=context_id, account=account)
+        with self._lock:
+            self._check_open()
+            ctx = self._context(context_id)
+            if ctx.conversation.account is None:
+                ctx.conversation = evolve(ctx.conversation, account=account)
+            assert ctx.conversation.account is not None
+            return ctx.conversation.account
+
+    def claim_message(
+        self, *, context_id: str, message_id: str, text: str, now: float, lease_seconds: float
+    ) -> Claim:
+        """Atomically decide who answers the user message `message_id`; see `Claim`."""
+        reject_nul(context_id=context_id, message_id=message_id, text=text)
+        with self._lock:
+            self._check_open()
+            ctx = self._context(context_id)
+            message = ctx.messages.get(message_id)
+            decision = decide_claim(
+                None if message is None else ClaimedMessage(message.claimed_at, message.reply),
+                is_reply_id=message_id in ctx.agent_message_ids,
+                now=now,
+                lease_seconds=lease_seconds,
+            )
+            if decision.write == "insert":
+                ctx.messages[message_id] = StoredMessage(text=text, claimed_at=now)
+            elif decision.write == "take_over":
+                # Keep the message's place in the history.
+                assert message is not None
+                ctx.messages[message_id] = evolve(message, text=text, claimed_at=now)
+            if decision.write is not None:
+                ctx.conversation = evolve(ctx.conversation, last_activity=now)
+            return decision.claim
+
+    def store_reply(
+        self,
+        *,
+        context_id: str,
+        message_id: str,
+        reply_message_id: str,
+        reply_text: str,
+        reply: bytes,
+        now: float,
+    ) -> None:
+        """Store the reply to a claimed user message; the first reply stored wins."""
+        reject_nul(
+            context_id=context_id,
+            message_id=message_id,
+            reply_message_id=reply_message_id,
+            reply_text=reply_text,
+        )
+        with self._lock:
+            self._check_open()
+            ctx = self._context(context_id)
+            message = ctx.messages.get(message_id)
+            if message is None:
+                raise NotFound(f"message {message_id!r} was not claimed in {context_id!r}")
+            if message.reply is not None:
+                return
+            if reply_message_id in ctx.agent_message_ids:
+                raise ValueError(f"reply message id {reply_message_id!r} is already used")
+            ctx.messages[message_id] = evolve(
+                message,
+                reply_message_id=reply_message_id,
+                reply_text=reply_text,
+                reply=bytes(reply),
+            )
+            ctx.agent_message_ids.add(reply_message_id)
+            ctx.conversation = evolve(ctx.conversation, last_activity=now)
+
+    def release_claim(self, *, context_id: str, message_id: str) -> None:
+        """Drop an unanswered claim so a retry runs the bot again."""
+        with self._lock:
+            self._check_open()
+            ctx = self._contexts.get(context_id)
+            if ctx is None:
+                return
+            message = ctx.messages.get(message_id)
+            if message is not None and message.reply is None:
+                del ctx.messages[message_id]
+
+    def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
+        """Return the last `limit` answered turns, oldest first."""
+        with self._lock:
+            self._check_open()
+            ctx = self._contexts.get(context_id)
+            if ctx is None or limit <= 0:
+                return []
+            turns = [
+                Turn(
+                    message_id=message_id,
+                    text=m.text,
+                    reply_message_id=m.reply_message_id,
+                    reply_text=m.reply_text,
+                )
+                for message_id, m in ctx.messages.items()
+                if m.reply_message_id is not None and m.reply_text is not None
+            ]
+            return turns[-limit:]
+
+    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
+        """Persist (in memory) an enable/disable override for `issuer`."""
+        reject_nul(issuer=issuer)
+        with self._lock:
+            self._check_open()
+            self._agents[issuer] = enabled
+
+    def agent_enabled(self, issuer: str) -> bool | None:
+        """Return the override for `issuer`, or None when there is none."""
+        with self._lock:
+            self._check_open()
+            return self._agents.get(issuer)

@@ -1,0 +1,119 @@
+"""What every memory store operation stands on: the state, its one lock and the purge.
+
+The operations live in per-concern mixins over `MemoryCore` (as the SQL stores' do over
+`SqlCore`); each takes `_lock`, calls `_check_open()`, then reads and writes the dicts below.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from attrs import define, evolve, frozen
+
+from pactmw.store.base import (
+    EXPIRED_RETENTION,
+    PURGE_EVERY,
+    Conversation,
+    DeviceAuthorization,
+    Grant,
+    StoreUnavailable,
+)
+
+__all__ = ["Context", "GrantKey", "MemoryCore", "RefreshToken", "StoredMessage"]
+
+
+@frozen
+class StoredMessage:
+    """A user message and, once answered, its reply."""
+
+    text: str
+    claimed_at: float
+    reply_message_id: str | None = None
+    reply_text: str | None = None
+    reply: bytes | None = None
+
+
+@define
+class Context:
+    """Everything held for one conversation.
+
+    `messages` keeps insertion order, which is the history order.
+    """
+
+    conversation: Conversation
+    messages: dict[str, StoredMessage]
+    agent_message_ids: set[str]
+
+
+@frozen
+class RefreshToken:
+    grant_id: str
+    client_id: str
+    brand_id: str
+    expires_at: float
+    used_at: float | None = None
+
+
+GrantKey = tuple[str, str, str, str]
+
+
+class MemoryCore:
+    """The state, lock and shared helpers of the memory store's operation mixins."""
+
+    def __init__(self) -> None:
+        # One lock for everything: operations are a few dict lookups, so finer locking
+        # would buy nothing and make the atomicity of claim_message harder to see.
+        self._lock = threading.Lock()
+        self._contexts: dict[str, Context] = {}
+        self._agents: dict[str, bool] = {}
+        self._devices: dict[str, DeviceAuthorization] = {}  # by device_code_hash
+        self._user_codes: dict[str, str] = {}  # user_code -> device_code_hash
+        self._grants: dict[str, Grant] = {}  # insertion order = creation order
+        self._unrevoked: dict[GrantKey, str] = {}  # key -> its one unrevoked grant id
+        self._refresh: dict[str, RefreshToken] = {}
+        self._used: dict[tuple[str, str], float] = {}  # (namespace, value) -> expires_at
+        self._ops = itertools.count()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailable("the memory store is closed")
+
+    def _maybe_purge(self, now: float) -> None:
+        # Called with the lock held. Only every PURGE_EVERY-th call scans, as the SQL
+        # backends do, so the cost is spread thin.
+        if next(self._ops) % PURGE_EVERY:
+            return
+        for key in [k for k, exp in self._used.items() if exp <= now]:
+            del self._used[key]
+        horizon = now - EXPIRED_RETENTION
+        for code_hash in [h for h, d in self._devices.items() if d.expires_at <= horizon]:
+            self._drop_device(code_hash)
+        for token in [t for t, r in self._refresh.items() if r.expires_at <= horizon]:
+            del self._refresh[token]
+
+    def _drop_device(self, code_hash: str) -> None:
+        device = self._devices.pop(code_hash)
+        if self._user_codes.get(device.user_code) == code_hash:
+            del self._user_codes[device.user_code]
+
+    def _revoke(self, grant: Grant, now: float) -> None:
+        # Called with the lock held (by grant revocations and by refresh-token reuse).
+        self._grants[grant.grant_id] = evolve(grant, revoked_at=now)
+        key = (grant.brand_id, grant.account, grant.client_id, grant.pa_sub)
+        if self._unrevoked.get(key) == grant.grant_id:
+            del self._unrevoked[key]
+
+    def close(self) -> None:
+        """Drop all state; later calls raise `StoreUnavailable`."""
+        with self._lock:
+            self._closed = True
+            self._contexts.clear()
+            self._agents.clear()
+            self._devices.clear()
+            self._user_codes.clear()
+            self._grants.clear()
+            self._unrevoked.clear()
+            self._refresh.clear()
+            self._used.clear()

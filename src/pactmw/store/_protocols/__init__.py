@@ -1,0 +1,14 @@
+"""The Store contract, split by concern as the backends are (store/_sql/, store/_memory/).
+
+Each protocol holds one concern's operations with the docstrings that say what each
+guarantees; `Store` (store/base.py) is their union and holds the rules they all follow.
+"""
+
+from __future__ import annotations
+
+from pactmw.store._protocols.conversations import ConversationStore
+from pactmw.store._protocols.devices import DeviceStore
+from pactmw.store._protocols.grants import GrantStore
+from pactmw.store._protocols.tokens import TokenStore
+
+__all__ = ["ConversationStore", "DeviceStore", "GrantStore", "TokenStore"]

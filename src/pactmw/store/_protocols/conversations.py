@@ -1,0 +1,91 @@
+"""The conversation, turn and agent-override operations of the Store contract."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pactmw.store.base import Claim, Conversation, Turn
+
+__all__ = ["ConversationStore"]
+
+
+class ConversationStore(Protocol):
+    """Conversations, their turns (claim, reply, release, history) and agent overrides."""
+
+    def create_conversation(self, *, brand_id: str, issuer: str, sub: str, now: float) -> str:
+        """Mint a new conversation owned by `(brand_id, issuer, sub)`; return its id.
+
+        The id is a random UUID4 string; the conversation starts open and unbound.
+        """
+        ...
+
+    def get_conversation(self, context_id: str) -> Conversation | None:
+        """Return the conversation, or None if the id is unknown (any string is accepted)."""
+        ...
+
+    def close_conversation(self, context_id: str) -> None:
+        """Mark the conversation closed; unknown ids are ignored (closing is idempotent)."""
+        ...
+
+    def bind_account(self, context_id: str, account: str) -> str:
+        """Bind `account` to the conversation if none is bound; return the account bound now.
+
+        The result may be another account bound earlier: the caller compares. Exactly one
+        of several concurrent callers wins. Raises `NotFound` for an unknown conversation.
+        """
+        ...
+
+    def claim_message(
+        self, *, context_id: str, message_id: str, text: str, now: float, lease_seconds: float
+    ) -> Claim:
+        """Atomically decide who answers the user message `message_id`; see `Claim`.
+
+        A claim without a reply older than `lease_seconds` (its worker died) is taken over:
+        the taker gets `new` and a fresh lease. Exactly one of several concurrent callers
+        gets `new`. Raises `NotFound` for an unknown conversation.
+        """
+        ...
+
+    def store_reply(
+        self,
+        *,
+        context_id: str,
+        message_id: str,
+        reply_message_id: str,
+        reply_text: str,
+        reply: bytes,
+        now: float,
+    ) -> None:
+        """Store the reply to a claimed user message, in one transaction.
+
+        The first reply stored wins: a second `store_reply` for the same message (a worker
+        whose lease was taken over) is ignored, so retries stay byte-identical. Raises
+        `NotFound` when the message was never claimed (or was released), `ValueError` when
+        `reply_message_id` is already an agent message id in the conversation.
+        """
+        ...
+
+    def release_claim(self, *, context_id: str, message_id: str) -> None:
+        """Drop an unanswered claim (the bot failed) so a retry runs the bot again.
+
+        Answered messages and unknown ids are left alone.
+        """
+        ...
+
+    def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
+        """Return the last `limit` answered turns, oldest first.
+
+        Turns are in the order their user messages were claimed (a takeover keeps the
+        message's place; a released and re-claimed one moves to the end). Unanswered claims
+        are left out. An unknown conversation has an empty history.
+        """
+        ...
+
+    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
+        """Persist an enable/disable override for the personal agent `issuer`."""
+        ...
+
+    def agent_enabled(self, issuer: str) -> bool | None:
+        """Return the override for `issuer`, or None when there is none (use the config)."""
+        ...

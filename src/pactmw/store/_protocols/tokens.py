@@ -1,0 +1,81 @@
+"""The refresh-token and single-use-value operations of the Store contract."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pactmw.store.base import Rotation
+
+__all__ = ["TokenStore"]
+
+
+class TokenStore(Protocol):
+    """Refresh tokens (issued, rotated) and single-use values (`use_once`, `is_marked`)."""
+
+    def issue_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        grant_id: str,
+        client_id: str,
+        brand_id: str,
+        now: float,
+        expires_at: float,
+    ) -> None:
+        """Store a new, unused refresh token (only its hash) for the grant.
+
+        Raises `NotFound` for an unknown grant, ValueError when `client_id` or `brand_id`
+        differ from the grant's or the hash is already stored.
+        """
+        ...
+
+    def rotate_refresh_token(
+        self,
+        *,
+        token_hash: str,
+        new_token_hash: str,
+        client_id: str,
+        brand_id: str,
+        pa_sub: str,
+        now: float,
+        expires_at: float,
+    ) -> Rotation:
+        """Spend a refresh token and store its successor, atomically; see `Rotation`.
+
+        Checked in order: unknown hash, or issued to another client, Brand or agent user
+        (`pa_sub`, the grant's: a token belongs to its grant's agent user) gives `unknown`;
+        the token is not spent, nothing is revoked, so nobody can burn another's token and a
+        mismatch never counts as reuse; already spent
+        (`reused`: the whole grant is revoked, RFC 9700 §4.14, which kills the successor
+        tokens too); token expired (`expired`); grant not live (`revoked`). Otherwise the
+        token is marked used at `now`, `new_token_hash` is stored for the same grant with
+        `expires_at`, and the result is `rotated`.
+
+        Of concurrent rotations of one token exactly one is `rotated`; every other one is
+        `reused` and therefore revokes the grant, the winner's new token included. That is
+        deliberate: a second presentation of a refresh token cannot be told apart from a
+        thief's replay, so a client must never send one refresh token twice at once (retry
+        a failed refresh only after its first attempt has surely failed).
+        """
+        ...
+
+    # --- single-use values -------------------------------------------------------------------
+
+    def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
+        """Record `value` in `namespace` until `expires_at`; True only the first time.
+
+        For single-use ids (a Brand login assertion's `jti`, a proof's `jti`): True when
+        `(namespace, value)` was not seen, or its record expired (`now >= expires_at` of the
+        record); False while an earlier record is unexpired. Of concurrent callers exactly one
+        gets True. Expired records are purged now and then, so the table stays bounded.
+        """
+        ...
+
+    def is_marked(self, *, namespace: str, value: str, now: float) -> bool:
+        """Tell whether `use_once` recorded `value` in `namespace` and the record is unexpired.
+
+        A pure read: nothing is recorded or renewed. True exactly when `use_once` would now
+        return False. A value holding NUL was never recorded (False).
+        """
+        ...
