@@ -352,10 +352,33 @@ class _DeviceCodeBase:
         self.retry = retry or RetryPolicy()
         self.clock = clock
 
-    def _code(self, authorization: DeviceAuthorization | str) -> str:
+    def _start(self, scopes: Iterable[str]) -> Flow[DeviceAuthorization]:
+        return start_flow(
+            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
+        )
+
+    def _poll(self, authorization: DeviceAuthorization | str) -> Flow[PollResult]:
         if isinstance(authorization, DeviceAuthorization):
-            return authorization.device_code
-        return authorization
+            authorization = authorization.device_code
+        return poll_flow(self.scheme, self.token, self.client_id, authorization, policy=self.retry)
+
+    def _wait(
+        self, authorization: DeviceAuthorization, timeout: float | None
+    ) -> Flow[TokenResponse]:
+        return wait_flow(
+            self.scheme,
+            self.token,
+            self.client_id,
+            authorization,
+            clock=self.clock,
+            timeout=timeout,
+            policy=self.retry,
+        )
+
+    def _refresh(self, refresh_token: str) -> Flow[TokenResponse]:
+        return refresh_flow(
+            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
+        )
 
 
 class DeviceCodeClient(_DeviceCodeBase):
@@ -385,18 +408,12 @@ class DeviceCodeClient(_DeviceCodeBase):
 
     def start(self, scopes: Iterable[str]) -> DeviceAuthorization:
         """Ask for `scopes` (ids on the card); show the user `verification_uri_complete`."""
-        flow = start_flow(
-            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
-        )
-        result: DeviceAuthorization = self._run(flow)
+        result: DeviceAuthorization = self._run(self._start(scopes))
         return result
 
     def poll(self, authorization: DeviceAuthorization | str) -> PollResult:
         """One token request: a `TokenResponse`, `PollStatus.PENDING` or `.SLOW_DOWN`."""
-        code = self._code(authorization)
-        result: PollResult = self._run(
-            poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
-        )
+        result: PollResult = self._run(self._poll(authorization))
         return result
 
     def wait_for_token(
@@ -404,24 +421,12 @@ class DeviceCodeClient(_DeviceCodeBase):
     ) -> TokenResponse:
         """Poll until the user decides: the token, `OAuthError` (`access_denied`...), or
         `DeviceFlowTimeout` at expiry (or after `timeout` seconds)."""
-        flow = wait_flow(
-            self.scheme,
-            self.token,
-            self.client_id,
-            authorization,
-            clock=self.clock,
-            timeout=timeout,
-            policy=self.retry,
-        )
-        result: TokenResponse = self._run(flow)
+        result: TokenResponse = self._run(self._wait(authorization, timeout))
         return result
 
     def refresh(self, refresh_token: str) -> TokenResponse:
         """A new access token (and a new refresh token: the old one is spent)."""
-        flow = refresh_flow(
-            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
-        )
-        result: TokenResponse = self._run(flow)
+        result: TokenResponse = self._run(self._refresh(refresh_token))
         return result
 
 
@@ -447,37 +452,19 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         return await run_async(flow, self.transport, self.sleep)
 
     async def start(self, scopes: Iterable[str]) -> DeviceAuthorization:
-        flow = start_flow(
-            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
-        )
-        result: DeviceAuthorization = await self._run(flow)
+        result: DeviceAuthorization = await self._run(self._start(scopes))
         return result
 
     async def poll(self, authorization: DeviceAuthorization | str) -> PollResult:
-        code = self._code(authorization)
-        result: PollResult = await self._run(
-            poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
-        )
+        result: PollResult = await self._run(self._poll(authorization))
         return result
 
     async def wait_for_token(
         self, authorization: DeviceAuthorization, *, timeout: float | None = None
     ) -> TokenResponse:
-        flow = wait_flow(
-            self.scheme,
-            self.token,
-            self.client_id,
-            authorization,
-            clock=self.clock,
-            timeout=timeout,
-            policy=self.retry,
-        )
-        result: TokenResponse = await self._run(flow)
+        result: TokenResponse = await self._run(self._wait(authorization, timeout))
         return result
 
     async def refresh(self, refresh_token: str) -> TokenResponse:
-        flow = refresh_flow(
-            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
-        )
-        result: TokenResponse = await self._run(flow)
+        result: TokenResponse = await self._run(self._refresh(refresh_token))
         return result
