@@ -17,7 +17,7 @@ from attrs import frozen
 from pactmw.core.errors import MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, IPNetwork
 from pactmw.core.http import PROVIDER_MOUNT
-from pactmw.core.jwk import parse_jwks
+from pactmw.core.jwk import KeySet, parse_jwks
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import (
     AgentOverrides,
@@ -56,6 +56,17 @@ def _no_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> N
         raise ConfigError(f"unknown configuration key {where}{unknown[0]}")
 
 
+def optional_jwks(data: Mapping[str, Any], key: str, what: str) -> KeySet | None:
+    """`data[key]` read as a JWKS (None when absent); a bad one is a `ConfigError` that
+    starts with `what`."""
+    if key not in data:
+        return None
+    try:
+        return parse_jwks(data[key])
+    except MalformedInput as exc:
+        raise ConfigError(f"{what}: {exc}") from exc
+
+
 _AGENT_KEYS = frozenset({"issuer", "jwks_uri", "jwks", "name", "enabled", "audience"})
 
 
@@ -67,12 +78,7 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     issuer = _optional_str(data, "issuer", where)
     if issuer is None:
         raise ConfigError(f"{where}issuer is required")
-    jwks = None
-    if "jwks" in data:
-        try:
-            jwks = parse_jwks(data["jwks"])
-        except MalformedInput as exc:
-            raise ConfigError(f"{where}jwks: {exc}") from exc
+    jwks = optional_jwks(data, "jwks", f"{where}jwks")
     try:
         return RegisteredAgent(
             issuer=issuer,
@@ -218,4 +224,10 @@ def in_protected_path(path: str, prefix: str | None) -> bool:
     return prefix is not None and path.startswith(prefix)
 
 
-__all__ = ["ConfigError", "Settings", "agent_from_mapping", "in_protected_path"]
+__all__ = [
+    "ConfigError",
+    "Settings",
+    "agent_from_mapping",
+    "in_protected_path",
+    "optional_jwks",
+]

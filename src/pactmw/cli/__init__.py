@@ -2,33 +2,33 @@
 `grants` in its store, run the `demo`; and the personal agent's side: `keygen` a signing key,
 sign a `token`, fetch a Brand's `card`, and `check` any Provider's PACT conformance.
 
-Each subcommand is a private module `pactmw.cli._<name>` whose `add(subparsers)` declares its
-arguments and sets `run` to the function doing the work; list it in `SUBCOMMANDS`. A `run`
-function returns the exit status, or raises `CommandError` (`pactmw.cli._common`) for a
-one-line message on stderr (exit 2 by default). Exit statuses: 0 success, 1 the command ran
-and failed, 2 bad usage or configuration.
+Each subcommand is a private module `pactmw.cli._<name>` whose `COMMAND` declares it (a
+`Command` of `pactmw.cli._common`: its name, help, arguments and the `run` function doing the
+work); list it in `SUBCOMMANDS`. A `run` function returns the exit status, or raises
+`CommandError` (`pactmw.cli._common`) for a one-line message on stderr (exit 2 by default).
+Exit statuses: 0 success, 1 the command ran and failed, 2 bad usage or configuration.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pactmw.cli import _card, _check, _demo, _grants, _keygen, _serve, _token
-from pactmw.cli._common import CommandError, Run, SubParsers, one_line
+from pactmw.cli._common import Command, CommandError, Run, one_line
 from pactmw.config import ConfigError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS: tuple[Callable[[SubParsers], None], ...] = (
-    _serve.add,
-    _grants.add,
-    _demo.add,
-    _keygen.add,
-    _token.add,
-    _card.add,
-    _check.add,
+SUBCOMMANDS: tuple[Command, ...] = (
+    _serve.COMMAND,
+    _grants.COMMAND,
+    _demo.COMMAND,
+    _keygen.COMMAND,
+    _token.COMMAND,
+    _card.COMMAND,
+    _check.COMMAND,
 )
 
 
@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pactmw {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in SUBCOMMANDS:
-        add(subparsers)
+    for command in SUBCOMMANDS:
+        command.add_to(subparsers)
     return parser
 
 

@@ -6,11 +6,11 @@ import argparse
 import json
 
 from pactmw.cli._common import (
+    TIMEOUT,
+    Command,
     CommandError,
-    SubParsers,
-    add_command,
-    add_timeout_option,
     card_url,
+    option,
     reconfigure_output,
 )
 
@@ -22,19 +22,6 @@ shop.example): its /.well-known/agent-card.json, which serves the card or redire
 Provider's (up to 5 redirects are followed). Plain http is allowed to loopback hosts only.
 Exit status 0 for a valid PACT card, 1 when it cannot be fetched or is not valid.
 """
-
-
-def add(subparsers: SubParsers) -> None:
-    parser = add_command(
-        subparsers,
-        "card",
-        summary="fetch, validate and summarize a Brand's Agent Card",
-        description=_CARD_HELP,
-    )
-    parser.add_argument("url", metavar="URL", help="the card URL or the Brand's domain")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    add_timeout_option(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +83,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMAND = Command(
+    "card",
+    "fetch, validate and summarize a Brand's Agent Card",
+    _CARD_HELP,
+    run,
+    options=(
+        option("url", metavar="URL", help="the card URL or the Brand's domain"),
+        option("--json", action="store_true", help="print JSON instead of text"),
+        TIMEOUT,
+    ),
+)
+
+
 __all__ = [
-    "add",
+    "COMMAND",
     "run",
 ]

@@ -7,12 +7,14 @@ import json
 import sys
 
 from pactmw.cli._common import (
+    AUDIENCE,
+    ISSUER,
+    TIMEOUT,
+    Command,
     CommandError,
-    SubParsers,
-    add_command,
-    add_timeout_option,
     card_url,
     load_signer,
+    option,
     positive_seconds,
     reconfigure_output,
 )
@@ -39,50 +41,6 @@ what came back), then `N passed, M failed`; --json prints one JSON document inst
 Progress goes to stderr. Exit status 0 when every check passes, 1 when any fails, 2 for bad
 usage (unreadable key, bad URL).
 """
-
-
-def add(subparsers: SubParsers) -> None:
-    parser = add_command(
-        subparsers,
-        "check",
-        summary="run the PACT conformance checks against a Provider",
-        description=_CHECK_HELP,
-    )
-    parser.add_argument("url", metavar="URL", help="the Brand's card URL or domain")
-    parser.add_argument("--issuer", required=True, metavar="ISS", help="the registered issuer")
-    parser.add_argument("--key", required=True, metavar="PRIVATE.jwk", help="its private key")
-    parser.add_argument(
-        "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
-    )
-    parser.add_argument(
-        "--other-brand", metavar="CARD_URL", help="another Brand of the same Provider"
-    )
-    parser.add_argument(
-        "--delegated", action="store_true", help="also check PACT Delegated (needs a person)"
-    )
-    parser.add_argument(
-        "--ask",
-        metavar="TEXT",
-        default=None,
-        help="with --delegated: a message that needs delegated scopes "
-        "(default: 'Can you show my orders and my account?')",
-    )
-    parser.add_argument(
-        "--scope",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="with --delegated: a scope to request (repeatable; default: every scope on the card)",
-    )
-    parser.add_argument(
-        "--approval-timeout",
-        type=positive_seconds,
-        metavar="S",
-        help="with --delegated: how long to wait for the person (default: until the code expires)",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
-    add_timeout_option(parser)
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,7 +85,49 @@ def run(args: argparse.Namespace) -> int:
     return 0 if results and all(result.passed for result in results) else 1
 
 
+COMMAND = Command(
+    "check",
+    "run the PACT conformance checks against a Provider",
+    _CHECK_HELP,
+    run,
+    options=(
+        option("url", metavar="URL", help="the Brand's card URL or domain"),
+        ISSUER,
+        option("--key", required=True, metavar="PRIVATE.jwk", help="its private key"),
+        AUDIENCE,
+        option("--other-brand", metavar="CARD_URL", help="another Brand of the same Provider"),
+        option(
+            "--delegated", action="store_true", help="also check PACT Delegated (needs a person)"
+        ),
+        option(
+            "--ask",
+            metavar="TEXT",
+            default=None,
+            help="with --delegated: a message that needs delegated scopes "
+            "(default: 'Can you show my orders and my account?')",
+        ),
+        option(
+            "--scope",
+            action="append",
+            default=[],
+            metavar="ID",
+            help="with --delegated: a scope to request "
+            "(repeatable; default: every scope on the card)",
+        ),
+        option(
+            "--approval-timeout",
+            type=positive_seconds,
+            metavar="S",
+            help="with --delegated: how long to wait for the person "
+            "(default: until the code expires)",
+        ),
+        option("--json", action="store_true", help="print JSON instead of lines"),
+        TIMEOUT,
+    ),
+)
+
+
 __all__ = [
-    "add",
+    "COMMAND",
     "run",
 ]

@@ -13,8 +13,10 @@ import io
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
 
 from pactmw.core.errors import PactmwError
 
@@ -41,19 +43,57 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def add_command(
-    subparsers: SubParsers, name: str, *, summary: str, description: str, **options: Any
-) -> argparse.ArgumentParser:
-    """Declare a (sub)command: `summary` for the list of commands, `description` for its
-    --help, shown as written (line breaks kept)."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        name,
-        help=summary,
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        **options,
-    )
-    return parser
+@frozen
+class Option:
+    """One argument of a command: what `argparse.ArgumentParser.add_argument` takes."""
+
+    flags: tuple[str, ...]
+    settings: Mapping[str, Any]
+
+
+def option(*flags: str, **settings: Any) -> Option:
+    return Option(flags, settings)
+
+
+@frozen
+class Command:
+    """A (sub)command, declared: `summary` for the list of commands, `description` for its
+    --help, shown as written (line breaks kept), `options` its arguments in order, `run` the
+    work. A command with `actions` (subcommands of its own) and no `run` prints its help."""
+
+    name: str
+    summary: str
+    description: str
+    run: Run | None = None
+    options: tuple[Option, ...] = ()
+    actions: tuple[Command, ...] = ()
+    usage: str | None = None
+
+    def add_to(self, subparsers: SubParsers, parent: str = "") -> None:
+        """Declare this command, and its actions below it, in `subparsers`; `args.command`
+        names it the way error messages do (`grants list`)."""
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            self.name,
+            help=self.summary,
+            description=self.description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            usage=self.usage,
+        )
+        for argument in self.options:
+            parser.add_argument(*argument.flags, **argument.settings)
+        if self.actions:
+            actions = parser.add_subparsers(dest=f"{self.name}_command", metavar="ACTION")
+            for action in self.actions:
+                action.add_to(actions, parent=f"{parent}{self.name} ")
+        parser.set_defaults(run=self.run or _help_of(parser), command=parent + self.name)
+
+
+def _help_of(parser: argparse.ArgumentParser) -> Run:
+    def usage(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return usage
 
 
 def reconfigure_output() -> None:
@@ -102,15 +142,20 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def add_timeout_option(parser: argparse.ArgumentParser) -> None:
-    """`--timeout S`: how long to wait for each answer of a Provider."""
-    parser.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=10.0,
-        metavar="S",
-        help="seconds to wait for each answer (default: 10)",
-    )
+#: `--timeout S`: how long to wait for each answer of a Provider.
+TIMEOUT = option(
+    "--timeout",
+    type=positive_seconds,
+    default=10.0,
+    metavar="S",
+    help="seconds to wait for each answer (default: 10)",
+)
+#: The options more than one command takes, alike.
+CONFIG = option("--config", required=True, metavar="FILE", help="the TOML file")
+ISSUER = option("--issuer", required=True, metavar="ISS", help="the registered issuer")
+AUDIENCE = option(
+    "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
+)
 
 
 def load_signer(path: str, issuer: str) -> AgentSigner:
@@ -135,16 +180,21 @@ def card_url(text: str, what: str) -> str:
 
 
 __all__ = [
+    "AUDIENCE",
+    "CONFIG",
+    "ISSUER",
+    "TIMEOUT",
+    "Command",
     "CommandError",
+    "Option",
     "Run",
     "SubParsers",
-    "add_command",
-    "add_timeout_option",
     "card_url",
     "import_from_cwd",
     "load_signer",
     "log_to_stderr",
     "one_line",
+    "option",
     "positive_seconds",
     "reconfigure_output",
 ]

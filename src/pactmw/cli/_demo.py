@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pactmw.cli._common import SubParsers, add_command, reconfigure_output
+from pactmw.cli._common import Command, option, reconfigure_output
 
 _DEMO_HELP = """\
 Run the whole story on this machine, in a temporary directory, on 127.0.0.1 only:
@@ -24,21 +24,6 @@ Exits 0 when every step behaves as PACT 1.0 says. Needs uvicorn.
 """
 
 
-def add(subparsers: SubParsers) -> None:
-    parser = add_command(
-        subparsers,
-        "demo",
-        summary="run a personal agent against a local Provider and print the transcript",
-        description=_DEMO_HELP,
-    )
-    parser.add_argument(
-        "--keep",
-        action="store_true",
-        help="keep the temporary directory (config, sqlite database, server log)",
-    )
-    parser.set_defaults(run=run)
-
-
 def run(args: argparse.Namespace) -> int:
     from pactmw.demo import run_demo
 
@@ -46,7 +31,22 @@ def run(args: argparse.Namespace) -> int:
     return run_demo(keep=args.keep)
 
 
+COMMAND = Command(
+    "demo",
+    "run a personal agent against a local Provider and print the transcript",
+    _DEMO_HELP,
+    run,
+    options=(
+        option(
+            "--keep",
+            action="store_true",
+            help="keep the temporary directory (config, sqlite database, server log)",
+        ),
+    ),
+)
+
+
 __all__ = [
-    "add",
+    "COMMAND",
     "run",
 ]

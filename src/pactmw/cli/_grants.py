@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from pactmw.cli._common import CommandError, SubParsers, add_command, import_from_cwd, log_to_stderr
+from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -44,48 +43,6 @@ account), 2 for bad usage or configuration.
 #: How `grants list` shows times.
 _TABLE_TIME = "%Y-%m-%d %H:%M UTC"
 _JSON_TIME = "%Y-%m-%dT%H:%M:%SZ"
-
-
-def add(subparsers: SubParsers) -> None:
-    parser = add_command(
-        subparsers,
-        "grants",
-        summary="list or revoke the delegation grants in a Provider's store",
-        description=_GRANTS_HELP,
-    )
-    actions = parser.add_subparsers(dest="grants_command", metavar="ACTION")
-
-    def usage(args: argparse.Namespace) -> int:
-        parser.print_help(sys.stderr)
-        return 2
-
-    parser.set_defaults(run=usage)
-
-    listing = add_command(
-        actions,
-        "list",
-        summary="list the grants",
-        description=_GRANTS_LIST_HELP,
-    )
-    listing.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
-    listing.add_argument("--brand", metavar="B", help="only the grants at Brand B")
-    listing.add_argument("--account", metavar="A", help="only the grants of account A")
-    listing.add_argument("--all", action="store_true", help="also list revoked and expired grants")
-    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    listing.set_defaults(run=_grants_list, command="grants list")
-
-    revoke = add_command(
-        actions,
-        "revoke",
-        summary="revoke a grant, or every grant of an account",
-        description=_GRANTS_REVOKE_HELP,
-        usage="pactmw grants revoke [-h] --config FILE (GRANT_ID | --account A [--brand B])",
-    )
-    revoke.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
-    revoke.add_argument("grant_id", nargs="?", metavar="GRANT_ID", help="the grant to revoke")
-    revoke.add_argument("--account", metavar="A", help="revoke every live grant of account A")
-    revoke.add_argument("--brand", metavar="B", help="with --account: only the grants at Brand B")
-    revoke.set_defaults(run=_grants_revoke, command="grants revoke")
 
 
 def _grant_settings(path: str) -> ProviderSettings:
@@ -260,6 +217,41 @@ def _grants_revoke(args: argparse.Namespace) -> int:
         store.close()
 
 
+COMMAND = Command(
+    "grants",
+    "list or revoke the delegation grants in a Provider's store",
+    _GRANTS_HELP,
+    actions=(
+        Command(
+            "list",
+            "list the grants",
+            _GRANTS_LIST_HELP,
+            _grants_list,
+            options=(
+                CONFIG,
+                option("--brand", metavar="B", help="only the grants at Brand B"),
+                option("--account", metavar="A", help="only the grants of account A"),
+                option("--all", action="store_true", help="also list revoked and expired grants"),
+                option("--json", action="store_true", help="print JSON instead of a table"),
+            ),
+        ),
+        Command(
+            "revoke",
+            "revoke a grant, or every grant of an account",
+            _GRANTS_REVOKE_HELP,
+            _grants_revoke,
+            options=(
+                CONFIG,
+                option("grant_id", nargs="?", metavar="GRANT_ID", help="the grant to revoke"),
+                option("--account", metavar="A", help="revoke every live grant of account A"),
+                option("--brand", metavar="B", help="with --account: only the grants at Brand B"),
+            ),
+            usage="pactmw grants revoke [-h] --config FILE (GRANT_ID | --account A [--brand B])",
+        ),
+    ),
+)
+
+
 __all__ = [
-    "add",
+    "COMMAND",
 ]

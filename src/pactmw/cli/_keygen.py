@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pactmw.cli._common import CommandError, SubParsers, add_command
+from pactmw.cli._common import Command, CommandError, option
 
 _KEYGEN_HELP = """\
 Generate a personal agent's signing key: the private JWK goes to --out (mode 0600, never
@@ -22,25 +22,6 @@ files are never replaced unless --force.
 """
 
 KEY_ALGORITHMS = ("ES256", "RS256", "EdDSA")
-
-
-def add(subparsers: SubParsers) -> None:
-    parser = add_command(
-        subparsers,
-        "keygen",
-        summary="generate a personal agent's signing key (private JWK) and its public JWKS",
-        description=_KEYGEN_HELP,
-    )
-    parser.add_argument(
-        "--alg", choices=KEY_ALGORITHMS, default="ES256", help="key algorithm (default: ES256)"
-    )
-    parser.add_argument("--kid", metavar="K", help="key id (default: the RFC 7638 thumbprint)")
-    parser.add_argument(
-        "--out", required=True, metavar="PRIVATE.jwk", help="where to write the private JWK"
-    )
-    parser.add_argument("--jwks", metavar="PUBLIC.json", help="where to write the public JWKS")
-    parser.add_argument("--force", action="store_true", help="replace existing files")
-    parser.set_defaults(run=run)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -93,8 +74,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMAND = Command(
+    "keygen",
+    "generate a personal agent's signing key (private JWK) and its public JWKS",
+    _KEYGEN_HELP,
+    run,
+    options=(
+        option(
+            "--alg", choices=KEY_ALGORITHMS, default="ES256", help="key algorithm (default: ES256)"
+        ),
+        option("--kid", metavar="K", help="key id (default: the RFC 7638 thumbprint)"),
+        option(
+            "--out", required=True, metavar="PRIVATE.jwk", help="where to write the private JWK"
+        ),
+        option("--jwks", metavar="PUBLIC.json", help="where to write the public JWKS"),
+        option("--force", action="store_true", help="replace existing files"),
+    ),
+)
+
+
 __all__ = [
+    "COMMAND",
     "KEY_ALGORITHMS",
-    "add",
     "run",
 ]

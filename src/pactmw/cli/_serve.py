@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from pactmw.cli._common import CommandError, SubParsers, add_command, import_from_cwd, log_to_stderr
+from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
 from pactmw.store.base import StoreError
 
 _SERVE_HELP = """\
@@ -28,29 +28,6 @@ must be the address personal agents reach (a proxy's, if there is one). Needs uv
 """
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-
-
-def add(subparsers: SubParsers) -> None:
-    parser = add_command(
-        subparsers,
-        "serve",
-        summary="serve a Provider from a TOML configuration (needs uvicorn)",
-        description=_SERVE_HELP,
-    )
-    parser.add_argument("--config", required=True, metavar="FILE", help="the TOML file")
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--port", type=int, default=8000, help="TCP port to listen on (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=LOG_LEVELS,
-        help="uvicorn's and pactmw's log level (default: %(default)s)",
-    )
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,8 +138,29 @@ def _check_base_url(base_url: str, port: int, log: logging.Logger) -> None:
         )
 
 
+COMMAND = Command(
+    "serve",
+    "serve a Provider from a TOML configuration (needs uvicorn)",
+    _SERVE_HELP,
+    run,
+    options=(
+        CONFIG,
+        option("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)"),
+        option(
+            "--port", type=int, default=8000, help="TCP port to listen on (default: %(default)s)"
+        ),
+        option(
+            "--log-level",
+            default="info",
+            choices=LOG_LEVELS,
+            help="uvicorn's and pactmw's log level (default: %(default)s)",
+        ),
+    ),
+)
+
+
 __all__ = [
+    "COMMAND",
     "LOG_LEVELS",
-    "add",
     "run",
 ]

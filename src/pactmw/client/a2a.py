@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from attrs import field, frozen
@@ -327,7 +327,38 @@ def list_tasks_url(url: str, page_size: int | None) -> str:
 # -- the clients --------------------------------------------------------------------------------
 
 
-class A2AClient:
+_Client = TypeVar("_Client", bound="_Interface")
+
+
+class _Interface:
+    """What both clients share: the interface URL, the token, the retry policy, and the flow
+    of each call; `A2AClient` and `AsyncA2AClient` only drive them."""
+
+    def __init__(self, url: str, token: TokenSource, retry: RetryPolicy | None) -> None:
+        check_url(url)
+        self.url = url.rstrip("/")
+        self.token = token
+        self.retry = retry or RetryPolicy()
+
+    @classmethod
+    def from_card(
+        cls: type[_Client], card: AgentCard, token: TokenSource, **options: Any
+    ) -> _Client:
+        """For the card's HTTP+JSON 1.0 interface."""
+        return cls(card_interface_url(card), token, **options)
+
+    def _get_task(self, task_id: str) -> Flow[Mapping[str, Any]]:
+        return _json_call("GET", task_url(self.url, task_id), self.token, self.retry)
+
+    def _cancel_task(self, task_id: str) -> Flow[Mapping[str, Any]]:
+        url = task_url(self.url, task_id, ":cancel")
+        return _json_call("POST", url, self.token, self.retry, {})
+
+    def _list_tasks(self, page_size: int | None) -> Flow[Mapping[str, Any]]:
+        return _json_call("GET", list_tasks_url(self.url, page_size), self.token, self.retry)
+
+
+class A2AClient(_Interface):
     """A personal agent's blocking client for one Brand's interface URL.
 
     `token` returns a fresh personal-agent JWT per call (`AgentSigner.for_user(...)`).
@@ -343,17 +374,9 @@ class A2AClient:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        check_url(url)
-        self.url = url.rstrip("/")
-        self.token = token
+        super().__init__(url, token, retry)
         self.transport: Transport = transport or SyncTransport()
-        self.retry = retry or RetryPolicy()
         self.sleep = sleep
-
-    @classmethod
-    def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> A2AClient:
-        """For the card's HTTP+JSON 1.0 interface."""
-        return cls(card_interface_url(card), token, **options)
 
     @classmethod
     def connect(cls, card_url: str, token: TokenSource, **options: Any) -> A2AClient:
@@ -396,11 +419,11 @@ class A2AClient:
                 self.url,
                 self.token,
                 text,
+                policy=self.retry,
                 context_id=context_id,
                 message_id=message_id,
                 delegation_token=delegation_token,
                 extra_parts=extra_parts,
-                policy=self.retry,
                 metadata=metadata,
                 extensions=extensions,
             )
@@ -409,22 +432,18 @@ class A2AClient:
 
     def get_task(self, task_id: str) -> Mapping[str, Any]:
         """GET `tasks/{id}` (PACT Providers answer `TaskNotFound`)."""
-        return dict(
-            self._run(_json_call("GET", task_url(self.url, task_id), self.token, self.retry))
-        )
+        return dict(self._run(self._get_task(task_id)))
 
     def cancel_task(self, task_id: str) -> Mapping[str, Any]:
         """POST `tasks/{id}:cancel`."""
-        url = task_url(self.url, task_id, ":cancel")
-        return dict(self._run(_json_call("POST", url, self.token, self.retry, {})))
+        return dict(self._run(self._cancel_task(task_id)))
 
     def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
         """GET `tasks` (always empty on a PACT Provider; `InvalidParams` for a bad size)."""
-        url = list_tasks_url(self.url, page_size)
-        return dict(self._run(_json_call("GET", url, self.token, self.retry)))
+        return dict(self._run(self._list_tasks(page_size)))
 
 
-class AsyncA2AClient:
+class AsyncA2AClient(_Interface):
     """`A2AClient` for asyncio: the same flows, driven by `AsyncioTransport`."""
 
     def __init__(
@@ -436,16 +455,9 @@ class AsyncA2AClient:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        check_url(url)
-        self.url = url.rstrip("/")
-        self.token = token
+        super().__init__(url, token, retry)
         self.transport: AsyncTransport = transport or AsyncioTransport()
-        self.retry = retry or RetryPolicy()
         self.sleep = sleep
-
-    @classmethod
-    def from_card(cls, card: AgentCard, token: TokenSource, **options: Any) -> AsyncA2AClient:
-        return cls(card_interface_url(card), token, **options)
 
     @classmethod
     async def connect(cls, card_url: str, token: TokenSource, **options: Any) -> AsyncA2AClient:
@@ -477,11 +489,11 @@ class AsyncA2AClient:
                 self.url,
                 self.token,
                 text,
+                policy=self.retry,
                 context_id=context_id,
                 message_id=message_id,
                 delegation_token=delegation_token,
                 extra_parts=extra_parts,
-                policy=self.retry,
                 metadata=metadata,
                 extensions=extensions,
             )
@@ -489,16 +501,13 @@ class AsyncA2AClient:
         return result
 
     async def get_task(self, task_id: str) -> Mapping[str, Any]:
-        url = task_url(self.url, task_id)
-        return dict(await self._run(_json_call("GET", url, self.token, self.retry)))
+        return dict(await self._run(self._get_task(task_id)))
 
     async def cancel_task(self, task_id: str) -> Mapping[str, Any]:
-        url = task_url(self.url, task_id, ":cancel")
-        return dict(await self._run(_json_call("POST", url, self.token, self.retry, {})))
+        return dict(await self._run(self._cancel_task(task_id)))
 
     async def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
-        url = list_tasks_url(self.url, page_size)
-        return dict(await self._run(_json_call("GET", url, self.token, self.retry)))
+        return dict(await self._run(self._list_tasks(page_size)))
 
 
 __all__ = [

@@ -353,10 +353,33 @@ class _DeviceCodeBase:
         self.retry = retry or RetryPolicy()
         self.clock = clock
 
-    def _code(self, authorization: DeviceAuthorizationResponse | str) -> str:
+    def _start(self, scopes: Iterable[str]) -> Flow[DeviceAuthorizationResponse]:
+        return start_flow(
+            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
+        )
+
+    def _poll(self, authorization: DeviceAuthorizationResponse | str) -> Flow[PollResult]:
         if isinstance(authorization, DeviceAuthorizationResponse):
-            return authorization.device_code
-        return authorization
+            authorization = authorization.device_code
+        return poll_flow(self.scheme, self.token, self.client_id, authorization, policy=self.retry)
+
+    def _wait(
+        self, authorization: DeviceAuthorizationResponse, timeout: float | None
+    ) -> Flow[TokenResponse]:
+        return wait_flow(
+            self.scheme,
+            self.token,
+            self.client_id,
+            authorization,
+            clock=self.clock,
+            timeout=timeout,
+            policy=self.retry,
+        )
+
+    def _refresh(self, refresh_token: str) -> Flow[TokenResponse]:
+        return refresh_flow(
+            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
+        )
 
 
 class DeviceCodeClient(_DeviceCodeBase):
@@ -386,18 +409,12 @@ class DeviceCodeClient(_DeviceCodeBase):
 
     def start(self, scopes: Iterable[str]) -> DeviceAuthorizationResponse:
         """Ask for `scopes` (ids on the card); show the user `verification_uri_complete`."""
-        flow = start_flow(
-            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
-        )
-        result: DeviceAuthorizationResponse = self._run(flow)
+        result: DeviceAuthorizationResponse = self._run(self._start(scopes))
         return result
 
     def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
         """One token request: a `TokenResponse`, `PollStatus.PENDING` or `.SLOW_DOWN`."""
-        code = self._code(authorization)
-        result: PollResult = self._run(
-            poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
-        )
+        result: PollResult = self._run(self._poll(authorization))
         return result
 
     def wait_for_token(
@@ -405,24 +422,12 @@ class DeviceCodeClient(_DeviceCodeBase):
     ) -> TokenResponse:
         """Poll until the user decides: the token, `OAuthErrorResponse` (`access_denied`...), or
         `DeviceFlowTimeout` at expiry (or after `timeout` seconds)."""
-        flow = wait_flow(
-            self.scheme,
-            self.token,
-            self.client_id,
-            authorization,
-            clock=self.clock,
-            timeout=timeout,
-            policy=self.retry,
-        )
-        result: TokenResponse = self._run(flow)
+        result: TokenResponse = self._run(self._wait(authorization, timeout))
         return result
 
     def refresh(self, refresh_token: str) -> TokenResponse:
         """A new access token (and a new refresh token: the old one is spent)."""
-        flow = refresh_flow(
-            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
-        )
-        result: TokenResponse = self._run(flow)
+        result: TokenResponse = self._run(self._refresh(refresh_token))
         return result
 
 
@@ -448,39 +453,21 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         return await run_async(flow, self.transport, self.sleep)
 
     async def start(self, scopes: Iterable[str]) -> DeviceAuthorizationResponse:
-        flow = start_flow(
-            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
-        )
-        result: DeviceAuthorizationResponse = await self._run(flow)
+        result: DeviceAuthorizationResponse = await self._run(self._start(scopes))
         return result
 
     async def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
-        code = self._code(authorization)
-        result: PollResult = await self._run(
-            poll_flow(self.scheme, self.token, self.client_id, code, policy=self.retry)
-        )
+        result: PollResult = await self._run(self._poll(authorization))
         return result
 
     async def wait_for_token(
         self, authorization: DeviceAuthorizationResponse, *, timeout: float | None = None
     ) -> TokenResponse:
-        flow = wait_flow(
-            self.scheme,
-            self.token,
-            self.client_id,
-            authorization,
-            clock=self.clock,
-            timeout=timeout,
-            policy=self.retry,
-        )
-        result: TokenResponse = await self._run(flow)
+        result: TokenResponse = await self._run(self._wait(authorization, timeout))
         return result
 
     async def refresh(self, refresh_token: str) -> TokenResponse:
-        flow = refresh_flow(
-            self.scheme, self.token, self.client_id, refresh_token, policy=self.retry
-        )
-        result: TokenResponse = await self._run(flow)
+        result: TokenResponse = await self._run(self._refresh(refresh_token))
         return result
 
 

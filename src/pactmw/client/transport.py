@@ -68,12 +68,16 @@ def _not_sent(host: str, port: int, exc: OSError) -> NetworkError:
     )
 
 
-class SyncTransport:
-    """Blocking HTTP/1.1 over `socket` + `ssl`. Thread-safe (it holds no connection).
+def _failed(request: HttpRequest, exc: Exception) -> NetworkError:
+    """A failure once the request may have been sent."""
+    return NetworkError(
+        f"{request.method} {request.url} failed: {type(exc).__name__}: {exc}",
+        maybe_delivered=True,
+    )
 
-    `timeout` bounds the whole exchange (connect, send, every read); `ssl_context` defaults
-    to `ssl.create_default_context()` (system trust store, or `SSL_CERT_FILE`).
-    """
+
+class _Settings:
+    """What both transports are configured with."""
 
     def __init__(
         self,
@@ -85,6 +89,14 @@ class SyncTransport:
         self.timeout = timeout
         self.ssl_context = ssl_context
         self.max_body = max_body
+
+
+class SyncTransport(_Settings):
+    """Blocking HTTP/1.1 over `socket` + `ssl`. Thread-safe (it holds no connection).
+
+    `timeout` bounds the whole exchange (connect, send, every read); `ssl_context` defaults
+    to `ssl.create_default_context()` (system trust store, or `SSL_CERT_FILE`).
+    """
 
     def send(self, request: HttpRequest) -> HttpResponse:
         host, port, tls = _address(request)
@@ -111,31 +123,17 @@ class SyncTransport:
                     sock.settimeout(remaining)
                     parser.feed(sock.recv(_READ_SIZE))
             except (OSError, ProtocolViolation) as exc:
-                raise NetworkError(
-                    f"{request.method} {request.url} failed: {type(exc).__name__}: {exc}",
-                    maybe_delivered=True,
-                ) from exc
+                raise _failed(request, exc) from exc
             return parser.response(request.url)
         finally:
             sock.close()
 
 
-class AsyncioTransport:
+class AsyncioTransport(_Settings):
     """HTTP/1.1 over `asyncio.open_connection` (TLS through the same `ssl` context).
 
     Same behaviour and limits as `SyncTransport`; cancelling the caller closes the connection.
     """
-
-    def __init__(
-        self,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        ssl_context: ssl.SSLContext | None = None,
-        max_body: int = DEFAULT_MAX_BODY,
-    ) -> None:
-        self.timeout = timeout
-        self.ssl_context = ssl_context
-        self.max_body = max_body
 
     async def send(self, request: HttpRequest) -> HttpResponse:
         host, port, tls = _address(request)
@@ -176,10 +174,7 @@ class AsyncioTransport:
                 parser.feed(await reader.read(_READ_SIZE))
             return parser.response(request.url)
         except (OSError, ProtocolViolation) as exc:
-            raise NetworkError(
-                f"{request.method} {request.url} failed: {type(exc).__name__}: {exc}",
-                maybe_delivered=True,
-            ) from exc
+            raise _failed(request, exc) from exc
         finally:
             writer.close()
             # A TLS peer that vanishes can make the close handshake raise or linger.

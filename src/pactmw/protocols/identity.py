@@ -22,7 +22,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from pactmw.core.drive import adrive, drive
 from pactmw.core.encoding import is_storable_text, json_loads
@@ -118,14 +118,7 @@ class AgentRegistry:
             return None
         enabled = self.overrides.agent_enabled(issuer)
         if enabled is not None and enabled != agent.enabled:
-            agent = RegisteredAgent(
-                issuer=agent.issuer,
-                name=agent.name,
-                jwks_uri=agent.jwks_uri,
-                jwks=agent.jwks,
-                enabled=enabled,
-                audience=agent.audience,
-            )
+            agent = evolve(agent, enabled=enabled)
         return agent
 
     def disable(self, issuer: str) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 
 from attrs import field, frozen
 
-from pactmw.config import ConfigError, Settings
+from pactmw.config import ConfigError, Settings, optional_jwks
 from pactmw.core.errors import MalformedInput
-from pactmw.core.jwk import PrivateJWK, import_private_jwk, parse_jwks
+from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
@@ -295,12 +295,7 @@ def _delegation(data: Any, where: str) -> DelegationConfig:
     mode = data.get("login", "same-app")
     if mode not in ("same-app", "brand"):
         raise ConfigError(f"{where}.login must be 'same-app' or 'brand'")
-    brand_jwks = None
-    if "brand_jwks" in data:
-        try:
-            brand_jwks = parse_jwks(data["brand_jwks"])
-        except MalformedInput as exc:
-            raise ConfigError(f"{where}.brand_jwks: {exc}") from exc
+    brand_jwks = optional_jwks(data, "brand_jwks", f"{where}.brand_jwks")
     extra: dict[str, Any] = {}
     if "tools" in data:
         extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pactmw.core.jwk import PrivateJWK
+from pactmw.protocols.parafe._jwt import require_agent_key
 from pactmw.protocols.parafe._message import consent_data, message_id, with_parafe
 from pactmw.protocols.parafe._proof import create_presentation_proof
 
@@ -28,8 +29,7 @@ class ConsentPresenter:
         clock: Callable[[], float] = time.time,
         new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
-        if key.alg not in ("ES256", "EdDSA"):
-            raise ValueError("a Parafé agent key is Ed25519 or P-256")
+        require_agent_key(key)
         self.token = token
         self.session_id = session_id
         self._key = key

@@ -13,9 +13,9 @@ because it is what other implementations interoperate with (§12):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from attrs import field, frozen
 
@@ -36,13 +36,51 @@ from pactmw.protocols.parafe._jwt import (
     whole_seconds,
 )
 
+V = TypeVar("V")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    return as_float(value) if is_number(value) else None
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+class _Claim(Generic[V]):
+    """A read-only attribute of `ConsentClaims`: the claim of the same name, through `read`
+    (which gets None for an absent claim)."""
+
+    def __init__(self, read: Callable[[Any], V], doc: str | None = None) -> None:
+        self._read = read
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> _Claim[V]: ...
+
+    @overload
+    def __get__(self, instance: ConsentClaims, owner: type[Any]) -> V: ...
+
+    def __get__(self, instance: ConsentClaims | None, owner: type[Any]) -> _Claim[V] | V:
+        if instance is None:
+            return self
+        return self._read(instance.claims.get(self._name))
+
 
 @frozen
 class ConsentClaims:
     """The claims of a verified consent token.
 
     `claims` is the verified payload, unchanged (parties, `mandate_refs` and anything a later
-    broker adds included). The typed attributes are the ones the checks guaranteed.
+    broker adds included). The typed attributes are the ones the checks guaranteed; the
+    others read a claim, None when it is absent (or, for the text ones, not a string).
     """
 
     claims: Mapping[str, Any] = field(repr=False)
@@ -51,26 +89,17 @@ class ConsentClaims:
     exclusions: tuple[Any, ...]
     session_id: str
 
-    def _text(self, name: str) -> str | None:
-        value = self.claims.get(name)
-        return value if isinstance(value, str) else None
-
-    @property
-    def target_agent_id(self) -> str | None:
-        return self._text("target_agent_id")
-
-    @property
-    def initiator_agent_id(self) -> str | None:
-        return self._text("initiator_agent_id")
-
-    @property
-    def sub(self) -> str | None:
-        return self._text("sub")
-
-    @property
-    def aud(self) -> str | None:
-        """The target agent's DID, as the broker wrote it."""
-        return self._text("aud")
+    target_agent_id = _Claim(_text)
+    initiator_agent_id = _Claim(_text)
+    sub = _Claim(_text)
+    aud = _Claim(_text, "The target agent's DID, as the broker wrote it.")
+    authorization_modality = _Claim(_text)
+    initiator_proof = _Claim(_text)
+    jti = _Claim(_text)
+    exp = _Claim(_number)
+    initiator_parties = _Claim(_as_is)
+    target_parties = _Claim(_as_is)
+    mandate_refs = _Claim(_as_is)
 
     @property
     def initiator(self) -> str | None:
@@ -81,40 +110,11 @@ class ConsentClaims:
         return value if isinstance(value, str) and value else None
 
     @property
-    def authorization_modality(self) -> str | None:
-        return self._text("authorization_modality")
-
-    @property
-    def initiator_proof(self) -> str | None:
-        return self._text("initiator_proof")
-
-    @property
     def jkt(self) -> str | None:
         """`cnf.jkt`: the thumbprint of the initiator key this token is bound to."""
         cnf = self.claims.get("cnf")
         jkt = cnf.get("jkt") if isinstance(cnf, Mapping) else None
         return jkt if isinstance(jkt, str) and jkt else None
-
-    @property
-    def jti(self) -> str | None:
-        return self._text("jti")
-
-    @property
-    def exp(self) -> float | None:
-        value = self.claims.get("exp")
-        return as_float(value) if is_number(value) else None
-
-    @property
-    def initiator_parties(self) -> Any:
-        return self.claims.get("initiator_parties")
-
-    @property
-    def target_parties(self) -> Any:
-        return self.claims.get("target_parties")
-
-    @property
-    def mandate_refs(self) -> Any:
-        return self.claims.get("mandate_refs")
 
 
 def parse_token(token: str, header_cache: HeaderCache | None = None) -> JWS:

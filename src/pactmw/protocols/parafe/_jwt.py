@@ -17,9 +17,16 @@ from typing import Any, TypeGuard
 
 from pactmw.core.encoding import b64url_decode, b64url_encode, json_loads
 from pactmw.core.errors import MalformedInput
+from pactmw.core.jwk import PrivateJWK
 
 #: A stand-in for JavaScript's `undefined` (a member that is absent), unlike JSON `null`.
 MISSING: Any = object()
+
+
+def require_agent_key(key: PrivateJWK) -> None:
+    """A Parafé agent signs with its registered Ed25519 (EdDSA) or P-256 (ES256) key."""
+    if key.alg not in ("ES256", "EdDSA"):
+        raise ValueError("a Parafé agent key is Ed25519 or P-256")
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:
@@ -197,6 +204,7 @@ __all__ = [
     "is_number",
     "normalize_typ",
     "parse_iso",
+    "require_agent_key",
     "sha256_b64url",
     "strict_equal",
     "time_check",

@@ -33,6 +33,7 @@ from pactmw.protocols.parafe._jwt import (
     TIME_MESSAGES,
     TIME_OK,
     as_float,
+    require_agent_key,
     sha256_b64url,
     strict_equal,
     time_check,
@@ -150,8 +151,7 @@ def create_presentation_proof(
     proof applies to a token that is not key-bound). Send one per message, with `message_id`
     the A2A `messageId` it travels with.
     """
-    if key.alg not in ("ES256", "EdDSA"):
-        raise ValueError("a Parafé agent key is Ed25519 or P-256")
+    require_agent_key(key)
     aud = unverified_claims(token).get("aud")
     if not isinstance(aud, str):
         raise err.invalid_token("this token has no audience; no proof applies.")

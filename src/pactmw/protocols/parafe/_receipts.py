@@ -41,6 +41,7 @@ from pactmw.protocols.parafe._jwt import (
     TIME_OK,
     decode_unverified,
     is_number,
+    require_agent_key,
     sha256_b64url,
     strict_equal,
     time_check,
@@ -122,8 +123,7 @@ class ReceiptSigner:
         clock: Callable[[], float] = time.time,
         new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
-        if key.alg not in ("ES256", "EdDSA"):
-            raise ValueError("a Parafé agent key is Ed25519 or P-256")
+        require_agent_key(key)
         if not agent_did.startswith("did:"):
             raise ValueError("agent_did must be the agent's DID")
         self.agent_did = agent_did

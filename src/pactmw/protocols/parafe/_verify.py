@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import Any, TypeVar
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import FetchError, KeyUnavailable
@@ -397,18 +397,7 @@ def action_receipt_flow(
             f"The agent that signed this was revoked at {revoked_at}, and the broker indexed "
             f"this receipt at {ack.indexed_at}, not before.",
         )
-    return ActionReceipt(
-        claims=checked.claims,
-        iss=checked.iss,
-        session_id=checked.session_id,
-        consent_ref=checked.consent_ref,
-        action=checked.action,
-        result=checked.result,
-        error=checked.error,
-        jti=checked.jti,
-        key_id=checked.key_id,
-        issuer_revoked_at=revoked_at,
-    )
+    return evolve(checked, issuer_revoked_at=revoked_at)
 
 
 def _revoked_document(exc: DidUnavailable) -> DidDocument:
