@@ -28,8 +28,9 @@ import pytest
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
-from tests.jwks_server import JwksServer
-from tests.servers import REPO, free_port, process_server
+from tests.support.jwks_server import JwksServer
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
 
 SCRIPT = Path(sys.executable).parent / "pactmw"
 PYTHON_M = (sys.executable, "-m", "pactmw")
@@ -995,7 +996,7 @@ def card_provider(tmp_path: Path) -> Iterator[str]:
     """Our Provider in this process: acme offers delegation, globex is Identity only."""
     from pactmw.adapters.asgi import A2AProviderApp
     from pactmw.provider import Provider, ProviderSettings, load_toml
-    from tests.servers import uvicorn_server
+    from tests.support.servers import uvicorn_server
 
     port = free_port()
     config = tmp_path / "pactmw.toml"
@@ -1009,7 +1010,7 @@ def card_provider(tmp_path: Path) -> Iterator[str]:
 
 
 def test_card_from_a_brand_domain_that_redirects(card_provider: str) -> None:
-    from tests.jwks_server import Mode
+    from tests.support.jwks_server import Mode
 
     card = f"{card_provider}/a2a/acme/.well-known/agent-card.json"
     with JwksServer() as brand_site:

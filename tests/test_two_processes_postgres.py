@@ -14,8 +14,9 @@ import pytest
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
-from tests.pg import postgres_server
-from tests.servers import free_port, process_server
+from tests.support.net import free_port
+from tests.support.pg import postgres_server
+from tests.support.servers import process_server
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-test-audience"

@@ -32,8 +32,9 @@ import pytest
 from pactmw.config import Settings
 from tests.adapters import apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
-from tests.jwks_server import JwksServer, Mode
-from tests.servers import free_port, process_server, uvicorn_server, werkzeug_server
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.net import free_port
+from tests.support.servers import process_server, uvicorn_server, werkzeug_server
 
 DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 

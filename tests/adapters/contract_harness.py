@@ -29,7 +29,8 @@ from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
-from tests.servers import free_port, process_server, uvicorn_server, werkzeug_server
+from tests.support.net import free_port
+from tests.support.servers import process_server, uvicorn_server, werkzeug_server
 
 DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 BASE_URL = "https://shop.example"

@@ -35,7 +35,8 @@ from pactmw.store import open_store
 from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
-from tests.servers import REPO, free_port, process_server, uvicorn_server, werkzeug_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server, uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
 

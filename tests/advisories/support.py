@@ -34,7 +34,7 @@ from pactmw.provider.delegated import AuditEvent, SignedInUser
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.store import open_store
 from tests.delegated.support import AGENT_NAME, AUDIENCE, ISSUER, PA_KEYS, Env, default_users
-from tests.servers import free_port
+from tests.support.net import free_port
 
 INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
 IDENTITY_CHALLENGE = 'Bearer realm="a2a"'
@@ -131,7 +131,7 @@ class Clock:
 def uvicorn_app(
     app: Any, *, port: int, h11_max_incomplete_event_size: int | None = None
 ) -> Iterator[str]:
-    """`tests.servers.uvicorn_server` with uvicorn's request-head buffer configurable.
+    """`tests.support.servers.uvicorn_server` with uvicorn's request-head buffer configurable.
 
     uvicorn (h11) refuses request heads over 16 KiB itself, with a 400, before the app runs;
     a larger buffer lets a test reach pactmw's own bounds.

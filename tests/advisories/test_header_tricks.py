@@ -29,7 +29,7 @@ from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from tests.advisories.support import sign_raw
-from tests.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer
 
 NOW = 1_800_000_000
 ISSUER = "https://pa.example"

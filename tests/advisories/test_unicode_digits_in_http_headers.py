@@ -38,7 +38,7 @@ from pactmw.core.keys import DiscoveryCache, JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
-from tests.jwks_server import JwksServer, Mode
+from tests.support.jwks_server import JwksServer, Mode
 
 NOW = 1_800_000_000
 ISSUER = "https://pa.example"
@@ -190,7 +190,7 @@ def test_asgi_body_reader_with_a_content_length_superscript_is_not_a_500() -> No
 
 def test_wsgi_body_reader_with_a_content_length_superscript_is_not_a_500() -> None:
     from pactmw.adapters.wsgi import A2AProviderApp
-    from tests.servers import werkzeug_server
+    from tests.support.servers import werkzeug_server
 
     provider = _provider()
     try:

@@ -37,7 +37,7 @@ from pactmw.protocols.identity import (
 )
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
-from tests.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer
 
 NOW = 1_800_000_000
 AUDIENCE = "https://provider.example/a2a"

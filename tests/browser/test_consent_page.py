@@ -41,7 +41,8 @@ from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from tests.browser.conftest import WAIT
-from tests.servers import REPO, free_port, uvicorn_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, uvicorn_server
 
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 BRAND_ID = "acme"

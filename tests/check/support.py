@@ -23,7 +23,8 @@ from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.store.base import Store
-from tests.servers import REPO, free_port, process_server, uvicorn_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server, uvicorn_server
 
 PYTHON_M = (sys.executable, "-m", "pactmw")
 AUDIENCE = "urn:pactmw:check:provider"

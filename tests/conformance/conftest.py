@@ -30,8 +30,9 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.provider import Provider, ProviderSettings, load_toml
 from tests.conformance.bots import RUNS_ENV
 from tests.conformance.helpers import AUDIENCE, BRAND_TABLES, Target, TestPA, Wire
-from tests.jwks_server import JwksServer
-from tests.servers import REPO, free_port, process_server, uvicorn_server
+from tests.support.jwks_server import JwksServer
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server, uvicorn_server
 
 PA_KID = "conformance-pa-1"
 HANDLER = "tests.conformance.bots:counting_bot"

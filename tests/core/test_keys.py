@@ -13,7 +13,7 @@ from pactmw.core.errors import KeyUnavailable
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import CachePolicy, DiscoveryCache, JwksCache
-from tests.jwks_server import JwksServer, Mode
+from tests.support.jwks_server import JwksServer, Mode
 
 POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 DAY = 24 * 3600.0

@@ -38,7 +38,8 @@ from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from pactmw.store.base import Store
-from tests.servers import free_port, uvicorn_server
+from tests.support.net import free_port
+from tests.support.servers import uvicorn_server
 
 ISSUER = "https://pa.example"
 OTHER_ISSUER = "https://other-pa.example"

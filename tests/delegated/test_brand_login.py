@@ -40,8 +40,8 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
-from tests.jwks_server import JwksServer
-from tests.servers import werkzeug_server
+from tests.support.jwks_server import JwksServer
+from tests.support.servers import werkzeug_server
 
 ACCOUNTS = {"alex.rivera@example.com": ("skyline", "sky-4471")}
 

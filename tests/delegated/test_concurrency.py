@@ -28,7 +28,7 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
-from tests.pg import PostgresServer, postgres_server
+from tests.support.pg import PostgresServer, postgres_server
 
 RACERS = 12
 ROUNDS = 3

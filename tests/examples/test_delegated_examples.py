@@ -30,7 +30,8 @@ from pactmw.core.jose import parse_compact, sign_compact, verify_signature
 from pactmw.core.jwk import KeySet, PrivateJWK, generate_private_jwk, parse_jwks
 from pactmw.protocols.delegation import args_hash
 from tests.examples.test_examples import EXAMPLES, _toml_value
-from tests.servers import REPO, free_port, process_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
 
 A2A = "application/a2a+json"
 ISSUER = "https://agent.example"

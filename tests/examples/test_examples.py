@@ -26,7 +26,8 @@ from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider import ProviderSettings, Turn
 from pactmw.provider.tools import ToolRegistry
-from tests.servers import REPO, free_port, process_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
 
 A2A = "application/a2a+json"
 ISSUER = "https://agent.example"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 import time
 from collections import Counter
@@ -30,6 +29,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from tests.support.net import closed_port_url
+
 __all__ = ["FakeBroker", "unreachable_url"]
 
 VerifyAnswer = tuple[int, Any] | Callable[[dict[str, Any]], tuple[int, Any]]
@@ -37,10 +38,7 @@ VerifyAnswer = tuple[int, Any] | Callable[[dict[str, Any]], tuple[int, Any]]
 
 def unreachable_url() -> str:
     """An http URL on 127.0.0.1 where nothing listens (connections are refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return closed_port_url()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

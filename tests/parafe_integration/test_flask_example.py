@@ -41,7 +41,8 @@ from tests.parafe_integration.support import (
     a2a_message,
     parafe_headers,
 )
-from tests.servers import REPO, free_port, process_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
 
 ISSUER = "https://agent.example"
 BRAND = "shop"

@@ -29,7 +29,7 @@ from tests.parafe_integration.support import (
     a2a_message,
 )
 from tests.provider import ISSUER, OTHER_ISSUER, Kit
-from tests.servers import uvicorn_server
+from tests.support.servers import uvicorn_server
 
 
 @pytest.fixture

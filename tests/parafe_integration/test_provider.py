@@ -58,7 +58,7 @@ from tests.provider import (
     async_drive,
     sync_drive,
 )
-from tests.servers import uvicorn_server
+from tests.support.servers import uvicorn_server
 
 ACTIVATE = (("a2a-extensions", EXTENSION_URI),)
 

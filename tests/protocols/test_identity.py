@@ -33,7 +33,7 @@ from pactmw.protocols.identity import (
     RegisteredAgent,
     actor_id_for,
 )
-from tests.jwks_server import JwksServer, Mode
+from tests.support.jwks_server import JwksServer, Mode
 
 NOW = 1_800_000_000
 ISS = "https://pa.example"

@@ -1,9 +1,9 @@
 """Helpers for the reliability tests: `pactmw serve` configs, signed requests, RSS, PostgreSQL.
 
 Everything runs on 127.0.0.1: real `pactmw serve` processes (started with
-`tests.servers.process_server`), real PostgreSQL servers (`tests.pg`), real key servers
-(`tests.jwks_server`). The bot is `tests.reliability.bots:recording_bot`, which logs each run
-to a file so tests can count bot runs per messageId across processes and restarts.
+`tests.support.servers.process_server`), real PostgreSQL servers (`tests.support.pg`), real key
+servers (`tests.support.jwks_server`). The bot is `tests.reliability.bots:recording_bot`, which
+logs each run to a file so tests can count bot runs per messageId across processes and restarts.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import httpx
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
-from tests.pg import PostgresServer, find_postgres_bindir
+from tests.support.pg import PostgresServer, find_postgres_bindir
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-reliability-audience"
@@ -210,11 +210,11 @@ def log_tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-# -- stopping and starting a tests.pg server in place ---------------------------------------------
+# -- stopping and starting a tests.support.pg server in place ------------------------------
 
 
 def _as_postgres(args: Sequence[str]) -> list[str]:
-    # As tests/pg.py does: PostgreSQL refuses to run as root.
+    # As tests/support/pg.py does: PostgreSQL refuses to run as root.
     if os.geteuid() == 0:
         return ["runuser", "-u", "postgres", "--", *args]
     return list(args)
@@ -243,7 +243,7 @@ def pg_stop(server: PostgresServer, *, mode: str = "fast", timeout: float = 30.0
 def pg_start(server: PostgresServer, *, timeout: float = 30.0) -> None:
     """Start a stopped server again on the same port and data directory.
 
-    tests/pg.py has no restart helper; this repeats its `pg_ctl start` options (same port,
+    tests/support/pg.py has no restart helper; this repeats its `pg_ctl start` options (same port,
     socket directory and settings), logging to `restart.log` next to the data directory.
     """
     base = server.data_dir.parent

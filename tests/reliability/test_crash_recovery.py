@@ -31,7 +31,8 @@ from tests.reliability.support import (
     serve_argv,
     write_config,
 )
-from tests.servers import free_port, process_server
+from tests.support.net import free_port
+from tests.support.servers import process_server
 
 LEASE = 3.0  # claim_lease_seconds in the server's configuration
 SLOW = 1.5  # how long the bot works on a `[slow]` message

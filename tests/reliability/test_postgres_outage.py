@@ -26,7 +26,6 @@ import psycopg
 import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
-from tests.pg import PostgresServer, postgres_server
 from tests.reliability.support import (
     assert_reply,
     bearer,
@@ -41,7 +40,9 @@ from tests.reliability.support import (
     serve_argv,
     write_config,
 )
-from tests.servers import free_port, process_server
+from tests.support.net import free_port
+from tests.support.pg import PostgresServer, postgres_server
+from tests.support.servers import process_server
 
 LEASE = 2.0  # claim_lease_seconds of the server
 AGENTS = 6

@@ -34,7 +34,6 @@ import psycopg
 import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
-from tests.pg import postgres_server
 from tests.reliability.support import (
     assert_reply,
     bearer,
@@ -47,7 +46,9 @@ from tests.reliability.support import (
     serve_argv,
     write_config,
 )
-from tests.servers import free_port, process_server
+from tests.support.net import free_port
+from tests.support.pg import postgres_server
+from tests.support.servers import process_server
 
 SOAK_SECONDS = float(os.environ.get("PACTMW_SOAK_SECONDS", "10"))
 AGENTS = 20

@@ -2,7 +2,7 @@
 
 Device authorizations (RFC 8628), grants, refresh-token rotation with reuse detection
 (RFC 9700 §4.14) and single-use values, run against memory, a sqlite file and a real
-PostgreSQL server (tests/pg.py, a fresh database per test). Time is always passed in.
+PostgreSQL server (tests/support/pg.py, a fresh database per test). Time is always passed in.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Use the context manager anywhere::
 
-    from tests.pg import postgres_server
+    from tests.support.pg import postgres_server
 
     with postgres_server() as server:
         dsn = server.dsn  # postgresql://postgres@127.0.0.1:PORT/pactmw_test
@@ -10,7 +10,7 @@ Use the context manager anywhere::
 
 or make a pytest fixture in a conftest.py (the variable name is the fixture name)::
 
-    from tests.pg import postgres_server_fixture
+    from tests.support.pg import postgres_server_fixture
 
     postgres_server = postgres_server_fixture()  # session-scoped, yields PostgresServer
 
@@ -27,7 +27,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -40,6 +39,8 @@ import psycopg
 import pytest
 from attrs import frozen
 from psycopg import sql
+
+from tests.support.net import free_port
 
 __all__ = [
     "PostgresNotFound",
@@ -119,13 +120,6 @@ def find_postgres_bindir() -> Path:
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _as_server_user(args: Sequence[str]) -> list[str]:
     # PostgreSQL refuses to run as root, so root hands the cluster to the postgres user.
     if os.geteuid() == 0:
@@ -172,7 +166,7 @@ def postgres_server(
         os.chown(base, entry.pw_uid, entry.pw_gid)
     data_dir = base / "data"
     log = base / "server.log"
-    port = _free_port()
+    port = free_port()
     started = False
     try:
         try:

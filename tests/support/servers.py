@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -20,37 +19,31 @@ from typing import Any
 import uvicorn
 from werkzeug.serving import make_server
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.net import free_port, wait_for_port
 
+REPO = Path(__file__).resolve().parents[2]
+DJANGO_PROJECT = REPO / "tests" / "adapters" / "django_project"
 
-def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(
-    port: int, timeout: float = 30.0, process: subprocess.Popen[Any] | None = None
-) -> None:
-    """Wait until 127.0.0.1:`port` accepts connections; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"server process exited with {process.returncode}")
-        with socket.socket() as sock:
-            sock.settimeout(0.5)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+__all__ = [
+    "DJANGO_PROJECT",
+    "REPO",
+    "django_argv",
+    "process_server",
+    "uvicorn_server",
+    "werkzeug_server",
+]
 
 
 @contextlib.contextmanager
-def uvicorn_server(app: Any, port: int | None = None) -> Iterator[str]:
-    """Run an ASGI app on uvicorn in a thread; yield its base URL."""
+def uvicorn_server(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
+    """Run an ASGI app on uvicorn in a thread; yield its base URL.
+
+    `options` go to `uvicorn.Config` as they are (e.g. `h11_max_incomplete_event_size`).
+    """
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -119,3 +112,24 @@ def process_server(
                 process.wait(timeout=10)
         if log is not None:
             out.close()  # type: ignore[union-attr]
+
+
+def django_argv(port: int, *, asgi: bool) -> list[str]:
+    """The command that serves the Django test site on `port`: `runserver` (WSGI) or uvicorn
+    (ASGI); run it with `process_server` and `DJANGO_PROJECT` on PYTHONPATH."""
+    if not asgi:
+        return [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "pactmw_testsite.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--lifespan",
+        "off",
+        "--log-level",
+        "warning",
+    ]

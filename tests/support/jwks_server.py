@@ -8,7 +8,7 @@ protocols and adapter tests), so it depends only on the standard library and `cr
 
 Typical use::
 
-    from tests.jwks_server import JwksServer, Mode
+    from tests.support.jwks_server import JwksServer, Mode
 
     with JwksServer(keys=public_key_set([signing_key]).to_dict()) as server:
         cache = JwksCache(FetchPolicy(allow_http_on_loopback=True))
@@ -33,7 +33,6 @@ import http.server
 import ipaddress
 import json
 import shutil
-import socket
 import ssl
 import tempfile
 import threading
@@ -49,7 +48,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-__all__ = ["DEFAULT_JWKS_PATH", "JwksServer", "Mode", "free_port"]
+__all__ = ["DEFAULT_JWKS_PATH", "JwksServer", "Mode"]
 
 DEFAULT_JWKS_PATH = "/.well-known/jwks.json"
 
@@ -373,10 +372,3 @@ class JwksServer:
             handler.wfile.write(head[index : index + 1].encode())
             handler.wfile.flush()
         handler.wfile.write(body)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (for refused connections)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -1,0 +1,12 @@
+"""The helpers every test folder shares: clocks, ports, real servers, keys, PostgreSQL.
+
+- `clock`: `FakeClock` (moves only when a test says so) and `OffsetClock` (wall time plus an
+  offset, or frozen).
+- `net`: `free_port`, `closed_port_url`, `wait_for_port`.
+- `servers`: uvicorn and Werkzeug in threads, any command in a process, the Django test site.
+- `keys`: throwaway `cryptography` keys and their PEM files.
+- `jwks_server`: `JwksServer`, a key server with switchable failure modes.
+- `pg`: a throwaway PostgreSQL server.
+
+Fixtures stay in each folder's conftest.py; their helper code comes from here.
+"""
