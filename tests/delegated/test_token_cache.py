@@ -18,22 +18,16 @@ from pactmw.protocols.identity import (
 )
 from pactmw.provider import Brand, DelegationConfig, Provider
 from pactmw.store import open_store
+from tests.support.clock import FakeClock
 
 ISSUER = "https://pa.example"
 BASE = "https://provider.example"
 NOW = 1_800_000_000.0
 
 
-class Clock:
-    now = NOW
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def world() -> Any:
-    clock = Clock()
+    clock = FakeClock(NOW)
     agent_key = generate_private_jwk("ES256", kid="pa")
     verifier = IdentityVerifier(
         audience="aud",

@@ -22,6 +22,7 @@ from pactmw.core.jwk import PrivateJWK, public_key_set
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store.base import Store
+from tests.support.clock import FakeClock
 
 BASE_URL = "https://provider.example"
 AUDIENCE = "https://provider.example/a2a"
@@ -30,19 +31,6 @@ OTHER_ISSUER = "https://other-pa.example"
 DISABLED_ISSUER = "https://pa.example/disabled-pa"
 A2A = "application/a2a+json"
 START = 1_800_000_000.0  # a multiple of 60, so rate-limit windows start here
-
-
-class Clock:
-    """Epoch seconds that move only when a test says so."""
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Bot:
@@ -155,7 +143,7 @@ class Kit:
 
     def __init__(self, keys: dict[str, PrivateJWK], store_factory: Callable[[], Store]) -> None:
         self.keys = keys
-        self.clock = Clock()
+        self.clock = FakeClock(START)
         self._store_factory = store_factory
         self.providers: list[Provider] = []
 

@@ -19,13 +19,14 @@ from pactmw.provider.settings import DEFAULT_STORE, import_handler
 from pactmw.store import open_store
 from tests.provider import (
     ISSUER,
+    START,
     BodyReader,
-    Clock,
     assert_a2a,
     assert_error,
     message_body,
     must_not_read,
 )
+from tests.support.clock import FakeClock
 
 ISSUE_TOML = """\
 base_url = "http://127.0.0.1:8000"
@@ -133,7 +134,7 @@ def test_issue_toml_runs_the_example_bot(
     agent["jwks"] = public_key_set([key]).to_dict()
     issue_config["agents"] = [agent]
     settings = ProviderSettings.from_mapping(issue_config)
-    clock = Clock()
+    clock = FakeClock(START)
     provider = Provider.from_settings(
         settings, store=open_store(f"sqlite:///{tmp_path}/bot.db"), clock=clock
     )
