@@ -33,15 +33,12 @@ from tests.reliability.support import (
     bot_runs,
     inline_agent,
     is_pending,
-    log_tail,
-    pg_start,
-    pg_stop,
     send,
     serve_argv,
     write_config,
 )
 from tests.support.net import free_port
-from tests.support.pg import PostgresServer, postgres_server
+from tests.support.pg import PostgresServer, log_tail, pg_start, pg_stop, postgres_server
 from tests.support.servers import process_server
 
 LEASE = 2.0  # claim_lease_seconds of the server
