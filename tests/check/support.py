@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 
 from pactmw.adapters.asgi import A2AProviderApp
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.store.base import Store
+from tests.support.agent import identity_token
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server, uvicorn_server
 
@@ -61,10 +61,7 @@ class Agent:
         return import_private_jwk(self.key_file.read_text())
 
     def token(self, sub: str = "user-1", **overrides: Any) -> str:
-        now = int(time.time())
-        claims = {"iss": self.issuer, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-        claims.update(overrides)
-        return sign_compact(claims, self.key, typ="JWT")
+        return identity_token(self.key, self.issuer, AUDIENCE, sub=sub, **overrides)
 
     def check_args(self, card_url: str, *extra: str) -> list[str]:
         return [

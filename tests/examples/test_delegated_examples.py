@@ -26,10 +26,11 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
-from pactmw.core.jose import parse_compact, sign_compact, verify_signature
+from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.core.jwk import KeySet, PrivateJWK, generate_private_jwk, parse_jwks
 from pactmw.protocols.delegation import args_hash
 from tests.examples.test_examples import EXAMPLES, _toml_value
+from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server
 
@@ -117,15 +118,8 @@ class Shop:
     # the personal agent ---------------------------------------------------------------------
 
     def auth(self, sub: str) -> dict[str, str]:
-        now = int(time.time())
-        claims = {
-            "iss": ISSUER,
-            "sub": sub,
-            "aud": f"{self.base_url}/a2a",
-            "iat": now,
-            "exp": now + 120,
-        }
-        return {"Authorization": f"Bearer {sign_compact(claims, self.key, typ='JWT')}"}
+        token = identity_token(self.key, ISSUER, f"{self.base_url}/a2a", sub=sub)
+        return {"Authorization": f"Bearer {token}"}
 
     def send(
         self,
@@ -136,13 +130,7 @@ class Shop:
         access_token: str | None = None,
         message_id: str | None = None,
     ) -> httpx.Response:
-        message: dict[str, Any] = {
-            "messageId": message_id or str(uuid.uuid4()),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if context_id is not None:
-            message["contextId"] = context_id
+        message = user_message(text, message_id=message_id, context_id=context_id)
         headers = {**self.auth(sub), "Content-Type": A2A, "A2A-Version": "1.0"}
         if access_token is not None:
             headers["X-A2A-User-Delegation"] = f"Bearer {access_token}"

@@ -12,7 +12,6 @@ import os
 import runpy
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider import ProviderSettings, Turn
 from pactmw.provider.tools import ToolRegistry
+from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server
 
@@ -95,21 +94,13 @@ class Running:
     client: httpx.Client
 
     def token(self, sub: str = "user-1") -> str:
-        now = int(time.time())
-        claims = {"iss": ISSUER, "sub": sub, "aud": self.audience, "iat": now, "exp": now + 120}
-        return sign_compact(claims, self.key, typ="JWT")
+        return identity_token(self.key, ISSUER, self.audience, sub=sub)
 
     def auth(self, sub: str = "user-1") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(sub)}"}
 
     def send(self, text: str, *, message_id: str, context_id: str | None = None) -> httpx.Response:
-        message: dict[str, Any] = {
-            "messageId": message_id,
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if context_id is not None:
-            message["contextId"] = context_id
+        message = user_message(text, message_id=message_id, context_id=context_id)
         return self.client.post(
             f"/a2a/{BRAND}/message:send",
             content=json.dumps({"message": message}),

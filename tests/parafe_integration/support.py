@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.protocols.parafe import ConsentPresenter, activation_headers
 from tests.parafe_integration.broker import IssuingBroker
+from tests.support.agent import user_message
 
 #: The receiving agent (the shop) and the calling agent, by their Parafé ids.
 SHOP_AGENT = "prf_agent_shop0001"
@@ -76,14 +76,7 @@ class World:
 
 
 def a2a_message(text: str, *, context_id: str | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if context_id is not None:
-        message["contextId"] = context_id
-    return message
+    return user_message(text, context_id=context_id)
 
 
 def parafe_headers() -> dict[str, str]:

@@ -17,11 +17,11 @@ import pytest
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import Request, Response
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, public_key_set
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store.base import Store
+from tests.support.agent import identity_token
 from tests.support.clock import FakeClock
 
 BASE_URL = "https://provider.example"
@@ -180,11 +180,10 @@ class Kit:
         return provider
 
     def token(self, sub: str = "user-1", issuer: str = ISSUER, **claims: Any) -> str:
-        now = int(self.clock())
-        payload = {"iss": issuer, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-        payload.update(claims)
         key = self.keys[ISSUER if issuer == DISABLED_ISSUER else issuer]
-        return "Bearer " + sign_compact(payload, key, typ="JWT")
+        return "Bearer " + identity_token(
+            key, issuer, AUDIENCE, sub=sub, now=self.clock(), **claims
+        )
 
     def request(
         self,
