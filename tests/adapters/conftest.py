@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,9 +33,13 @@ from tests.adapters import apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
-from tests.support.servers import process_server, uvicorn_server, werkzeug_server
-
-DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+from tests.support.servers import (
+    DJANGO_PROJECT,
+    django_argv,
+    process_server,
+    uvicorn_server,
+    werkzeug_server,
+)
 
 SERVER_NAMES = (
     "starlette-middleware",
@@ -253,23 +256,7 @@ class Harness:
         config_file = self.workdir / f"{name}.json"
         config_file.write_text(json.dumps(config))
         port = free_port()
-        if name == "django-wsgi":
-            argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
-        else:
-            argv = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "pactmw_testsite.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ]
+        argv = django_argv(port, asgi=name != "django-wsgi")
         env = {
             "DJANGO_SETTINGS_MODULE": "pactmw_testsite.settings",
             "PYTHONPATH": str(DJANGO_PROJECT),

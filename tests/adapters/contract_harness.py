@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,9 +29,14 @@ from tests.adapters import contract_apps as apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
 from tests.support.net import free_port
-from tests.support.servers import process_server, uvicorn_server, werkzeug_server
+from tests.support.servers import (
+    DJANGO_PROJECT,
+    django_argv,
+    process_server,
+    uvicorn_server,
+    werkzeug_server,
+)
 
-DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 BASE_URL = "https://shop.example"
 ISSUER = "https://pa.example"
 
@@ -173,23 +177,7 @@ class Harness:
         config_file = self.workdir / f"{name}.json"
         config_file.write_text(json.dumps(settings))
         port = free_port()
-        if name == "django-wsgi":
-            argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
-        else:
-            argv = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "pactmw_testsite.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ]
+        argv = django_argv(port, asgi=name != "django-wsgi")
         env = {
             "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
             "PYTHONPATH": str(DJANGO_PROJECT),
