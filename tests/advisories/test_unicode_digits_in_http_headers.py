@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -178,8 +178,8 @@ def test_asgi_body_reader_with_a_content_length_superscript_is_not_a_500() -> No
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": MESSAGE, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     try:
         asyncio.run(A2AProviderApp(provider)(scope, receive, send))

@@ -33,7 +33,6 @@ from tests.delegated.support import (
     assert_page_headers,
     bot,
     form_action,
-    free_port,
     hidden,
     jws_claims,
     make_tools,
@@ -41,6 +40,7 @@ from tests.delegated.support import (
     serve,
 )
 from tests.support.jwks_server import JwksServer
+from tests.support.net import free_port
 from tests.support.servers import werkzeug_server
 
 ACCOUNTS = {"alex.rivera@example.com": ("skyline", "sky-4471")}

@@ -23,11 +23,11 @@ from tests.delegated.support import (
     ISSUER,
     Env,
     delegated_brand,
-    free_port,
     jws_claims,
     new_sub,
     serve,
 )
+from tests.support.net import free_port
 from tests.support.pg import PostgresServer, postgres_server
 
 RACERS = 12
