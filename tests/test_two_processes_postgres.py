@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +14,7 @@ from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
 from tests.support.pg import postgres_server
-from tests.support.servers import process_server
+from tests.support.servers import process_server, serve_argv
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-test-audience"
@@ -49,19 +48,9 @@ def servers(
             'handler = "tests.multiprocess_bot:counting_bot"\n'
         )
         env = {"PACTMW_TEST_RUNS": str(runs), "PACTMW_TEST_BOT_DELAY": "1.0"}
-        argv = [
-            sys.executable,
-            "-m",
-            "pactmw",
-            "serve",
-            "--config",
-            str(config),
-            "--host",
-            "127.0.0.1",
-        ]
         with (
-            process_server([*argv, "--port", str(ports[0])], ports[0], env=env, log=tmp / "a.log"),
-            process_server([*argv, "--port", str(ports[1])], ports[1], env=env, log=tmp / "b.log"),
+            process_server(serve_argv(config, ports[0]), ports[0], env=env, log=tmp / "a.log"),
+            process_server(serve_argv(config, ports[1]), ports[1], env=env, log=tmp / "b.log"),
         ):
             yield f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", runs
 

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -27,6 +26,7 @@ from pactmw.provider.tools import ToolRegistry
 from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server
+from tests.support.toml import toml_value
 
 A2A = "application/a2a+json"
 ISSUER = "https://agent.example"
@@ -108,38 +108,25 @@ class Running:
         )
 
 
-def _toml_value(value: Any) -> str:
-    """A TOML literal for str / bool / list / dict values (JSON strings are TOML strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(type(value))
-
-
 def _write_config(tmp: Path, port: int, key: PrivateJWK, handler: str) -> Path:
     base_url = f"http://127.0.0.1:{port}"
     store = tmp / "pactmw" / "pactmw.db"
     config = tmp / "pactmw.toml"
     config.write_text(
         f"""
-base_url = {_toml_value(base_url)}
-audience = {_toml_value(base_url + "/a2a")}
-store = {_toml_value(f"sqlite:///{store}")}
+base_url = {toml_value(base_url)}
+audience = {toml_value(base_url + "/a2a")}
+store = {toml_value(f"sqlite:///{store}")}
 
 [[agents]]
-issuer = {_toml_value(ISSUER)}
+issuer = {toml_value(ISSUER)}
 name = "Test agent"
-jwks = {_toml_value({"keys": [key.public.to_dict()]})}
+jwks = {toml_value({"keys": [key.public.to_dict()]})}
 
 [brands.{BRAND}]
 name = "Acme support"
 description = "Order status and returns."
-handler = {_toml_value(handler)}
+handler = {toml_value(handler)}
 """
     )
     return config

@@ -8,8 +8,6 @@ logs each run to a file so tests can count bot runs per messageId across process
 
 from __future__ import annotations
 
-import json
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +17,7 @@ import httpx
 
 from pactmw.core.jwk import PrivateJWK
 from tests.support.agent import identity_token, user_message
+from tests.support.toml import toml_value
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-reliability-audience"
@@ -27,21 +26,6 @@ PENDING = "messageId was already received in this context and has no reply yet"
 
 
 # -- configuration ------------------------------------------------------------------------------
-
-
-def toml_value(value: Any) -> str:
-    """A TOML value for str, bool, int, float, list and dict (inline tables)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string of printable text is a TOML basic string
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, Sequence):
-        return "[ " + ", ".join(toml_value(v) for v in value) + " ]"
-    raise TypeError(f"no TOML for {type(value).__name__}")
 
 
 def inline_agent(key: PrivateJWK, issuer: str = ISSUER) -> dict[str, Any]:
@@ -70,21 +54,6 @@ def write_config(
     lines += ["[brands.acme]", 'name = "Acme"', f"handler = {toml_value(BOT)}"]
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def serve_argv(config: Path, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pactmw",
-        "serve",
-        "--config",
-        str(config),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
 
 
 def bot_env(runs: Path, slow_seconds: float = 2.0) -> dict[str, str]:

@@ -41,12 +41,11 @@ from tests.reliability.support import (
     inline_agent,
     is_pending,
     send,
-    serve_argv,
     write_config,
 )
 from tests.support.net import free_port
 from tests.support.pg import PostgresServer, postgres_server
-from tests.support.servers import process_server
+from tests.support.servers import process_server, serve_argv
 
 RACERS = 12
 

@@ -41,12 +41,11 @@ from tests.reliability.support import (
     bearer,
     bot_env,
     inline_agent,
-    serve_argv,
     write_config,
 )
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
-from tests.support.servers import process_server, uvicorn_server, werkzeug_server
+from tests.support.servers import process_server, serve_argv, uvicorn_server, werkzeug_server
 
 SERVE_TIMEOUT = 2.0  # jwks_timeout of the `pactmw serve` config
 LOCAL_TIMEOUT = 1.0  # fetch timeout of the in-process Providers

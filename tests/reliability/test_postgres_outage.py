@@ -34,12 +34,11 @@ from tests.reliability.support import (
     inline_agent,
     is_pending,
     send,
-    serve_argv,
     write_config,
 )
 from tests.support.net import free_port
 from tests.support.pg import PostgresServer, log_tail, pg_start, pg_stop, postgres_server
-from tests.support.servers import process_server
+from tests.support.servers import process_server, serve_argv
 
 LEASE = 2.0  # claim_lease_seconds of the server
 AGENTS = 6

@@ -43,12 +43,11 @@ from tests.reliability.support import (
     is_pending,
     rss_kib,
     send,
-    serve_argv,
     write_config,
 )
 from tests.support.net import free_port
 from tests.support.pg import postgres_server
-from tests.support.servers import process_server
+from tests.support.servers import process_server, serve_argv
 
 SOAK_SECONDS = float(os.environ.get("PACTMW_SOAK_SECONDS", "10"))
 AGENTS = 20

@@ -5,6 +5,7 @@
 - `net`: `free_port`, `closed_port_url`, `wait_for_port`.
 - `servers`: uvicorn and Werkzeug in threads, any command in a process, the Django test site.
 - `agent`: PACT identity JWTs and A2A user messages, as a personal agent sends them.
+- `toml`: `toml_value`, for the configuration files tests write.
 - `keys`: throwaway `cryptography` keys and their PEM files.
 - `jwks_server`: `JwksServer`, a key server with switchable failure modes.
 - `pg`: a throwaway PostgreSQL server.

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from werkzeug.serving import make_server
 
@@ -29,7 +30,9 @@ __all__ = [
     "REPO",
     "django_argv",
     "process_server",
+    "serve_argv",
     "uvicorn_server",
+    "wait_until_ok",
     "werkzeug_server",
 ]
 
@@ -112,6 +115,39 @@ def process_server(
                 process.wait(timeout=10)
         if log is not None:
             out.close()  # type: ignore[union-attr]
+
+
+def wait_until_ok(url: str, timeout: float = 60.0) -> None:
+    """Wait until a GET of `url` answers 200 (Django and Flask build a Provider lazily, so
+    listening is not yet serving); fail after `timeout` seconds with the last answer."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, timeout=5)
+            if response.status_code == 200:
+                return
+            last = response.status_code
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} not ready after {timeout} s: {last!r}")
+
+
+def serve_argv(config: Path, port: int) -> list[str]:
+    """`pactmw serve` of `config` on 127.0.0.1:`port`, with this interpreter."""
+    return [
+        sys.executable,
+        "-m",
+        "pactmw",
+        "serve",
+        "--config",
+        str(config),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
 
 
 def django_argv(port: int, *, asgi: bool) -> list[str]:
