@@ -18,7 +18,6 @@ Servers start lazily, once per module, and are warmed at start: the `main`, `rot
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,11 +31,8 @@ from pactmw.config import Settings
 from tests.adapters import apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.support.jwks_server import JwksServer, Mode
-from tests.support.net import free_port
 from tests.support.servers import (
-    DJANGO_PROJECT,
-    django_argv,
-    process_server,
+    django_server,
     uvicorn_server,
     werkzeug_server,
 )
@@ -253,19 +249,14 @@ class Harness:
         return target
 
     def _start_django(self, name: str, config: dict[str, Any]) -> str:
-        config_file = self.workdir / f"{name}.json"
-        config_file.write_text(json.dumps(config))
-        port = free_port()
-        argv = django_argv(port, asgi=name != "django-wsgi")
-        env = {
-            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.settings",
-            "PYTHONPATH": str(DJANGO_PROJECT),
-            "PACTMW_TEST_CONFIG": str(config_file),
-        }
-        self.stack.enter_context(
-            process_server(argv, port, env=env, log=self.workdir / f"{name}.log")
+        server = django_server(
+            config,
+            asgi=name != "django-wsgi",
+            settings="pactmw_testsite.settings",
+            workdir=self.workdir,
+            name=name,
         )
-        return f"http://127.0.0.1:{port}"
+        return self.stack.enter_context(server)
 
     def _warm(self, target: Target) -> None:
         """One good request per agent whose keys later cases rely on being cached."""

@@ -28,11 +28,8 @@ from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
-from tests.support.net import free_port
 from tests.support.servers import (
-    DJANGO_PROJECT,
-    django_argv,
-    process_server,
+    django_server,
     uvicorn_server,
     werkzeug_server,
 )
@@ -174,19 +171,14 @@ class Harness:
         )
 
     def _start_django(self, name: str, settings: dict[str, Any]) -> str:
-        config_file = self.workdir / f"{name}.json"
-        config_file.write_text(json.dumps(settings))
-        port = free_port()
-        argv = django_argv(port, asgi=name != "django-wsgi")
-        env = {
-            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-            "PYTHONPATH": str(DJANGO_PROJECT),
-            "PACTMW_TEST_CONFIG": str(config_file),
-        }
-        self.stack.enter_context(
-            process_server(argv, port, env=env, log=self.workdir / f"{name}.log")
+        server = django_server(
+            settings,
+            asgi=name != "django-wsgi",
+            settings="pactmw_testsite.contract_settings",
+            workdir=self.workdir,
+            name=name,
         )
-        return f"http://127.0.0.1:{port}"
+        return self.stack.enter_context(server)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ stops it on exit, so tests talk real HTTP to real servers.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ __all__ = [
     "DJANGO_PROJECT",
     "REPO",
     "django_argv",
+    "django_server",
     "process_server",
     "serve_argv",
     "uvicorn_server",
@@ -169,3 +171,29 @@ def django_argv(port: int, *, asgi: bool) -> list[str]:
         "--log-level",
         "warning",
     ]
+
+
+@contextlib.contextmanager
+def django_server(
+    config: Mapping[str, Any],
+    *,
+    asgi: bool,
+    settings: str,
+    workdir: Path,
+    name: str,
+) -> Iterator[str]:
+    """Serve the Django test site with `settings` (a module of pactmw_testsite) and `config`
+    (written to `workdir/NAME.json` for the site to read); yield its base URL.
+
+    The server's output goes to `workdir/NAME.log`.
+    """
+    config_file = workdir / f"{name}.json"
+    config_file.write_text(json.dumps(config))
+    port = free_port()
+    env = {
+        "DJANGO_SETTINGS_MODULE": settings,
+        "PYTHONPATH": str(DJANGO_PROJECT),
+        "PACTMW_TEST_CONFIG": str(config_file),
+    }
+    with process_server(django_argv(port, asgi=asgi), port, env=env, log=workdir / f"{name}.log"):
+        yield f"http://127.0.0.1:{port}"
