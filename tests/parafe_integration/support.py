@@ -8,6 +8,7 @@ from typing import Any
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.protocols.parafe import ConsentPresenter, activation_headers
+from pactmw.provider.parafe import ParafeConfig
 from tests.parafe_integration.broker import IssuingBroker
 from tests.support.agent import user_message
 
@@ -36,6 +37,20 @@ class World:
 
     def close(self) -> None:
         self.broker.close()
+
+    def config(self, **overrides: Any) -> ParafeConfig:
+        """The shop's Parafé configuration against this broker; `overrides` replace options."""
+        options: dict[str, Any] = {
+            "agent_id": SHOP_AGENT,
+            "broker_url": self.url,
+            "allow_http_broker_on_loopback": True,
+            "signing_key": self.shop_key,
+            "scope_requirements": {
+                SCOPE: {"permissions": PERMISSIONS, "minimum_authorization_modality": "autonomous"}
+            },
+        }
+        options.update(overrides)
+        return ParafeConfig(**options)
 
     @property
     def url(self) -> str:
