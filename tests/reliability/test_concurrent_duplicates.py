@@ -44,16 +44,13 @@ from tests.reliability.support import (
     write_config,
 )
 from tests.support.net import free_port
-from tests.support.pg import PostgresServer, postgres_server
+from tests.support.pg import PostgresServer, postgres_server_fixture
 from tests.support.servers import process_server, serve_argv
 
 RACERS = 12
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with postgres_server() as server:
-        yield server
+postgres = postgres_server_fixture(scope="module")
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,13 @@ from tests.reliability.support import (
     write_config,
 )
 from tests.support.net import free_port
-from tests.support.pg import PostgresServer, log_tail, pg_start, pg_stop, postgres_server
+from tests.support.pg import (
+    PostgresServer,
+    log_tail,
+    pg_start,
+    pg_stop,
+    postgres_server_fixture,
+)
 from tests.support.servers import process_server, serve_argv
 
 LEASE = 2.0  # claim_lease_seconds of the server
@@ -45,11 +51,8 @@ AGENTS = 6
 OUTAGE = 3.0  # seconds PostgreSQL stays down while agents talk
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    # Its own server, not the session's: this module stops and starts it.
-    with postgres_server() as server:
-        yield server
+# Its own server, not the session's: this module stops and starts it.
+postgres = postgres_server_fixture(scope="module")
 
 
 @pytest.fixture(scope="module")
