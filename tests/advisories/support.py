@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.core.encoding import b64url_encode, json_dumps
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
@@ -34,6 +35,22 @@ from pactmw.store import open_store
 from tests.delegated.support import AGENT_NAME, AUDIENCE, ISSUER, PA_KEYS, Env, default_users
 from tests.support.net import free_port
 from tests.support.servers import uvicorn_server
+
+NOW = 1_800_000_000
+INTERFACE = AUDIENCE + "/acme"
+POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+#: Valid identity claims at NOW, and a valid delegation token's claims for INTERFACE.
+IDENTITY_CLAIMS = {"iss": ISSUER, "sub": "u1", "aud": AUDIENCE, "iat": NOW, "exp": NOW + 120}
+DELEGATION_CLAIMS = {
+    "iss": INTERFACE + "/oauth",
+    "aud": INTERFACE,
+    "sub": "acct-1",
+    "client_id": ISSUER,
+    "scope": "orders:read",
+    "grant_id": "a2agrant_1",
+    "iat": NOW,
+    "exp": NOW + 3600,
+}
 
 INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
 IDENTITY_CHALLENGE = 'Bearer realm="a2a"'

@@ -19,38 +19,27 @@ from cryptography.hazmat.primitives import serialization
 
 from pactmw.core.encoding import b64url_encode
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.advisories.support import sign_raw
+from tests.advisories.support import (
+    DELEGATION_CLAIMS,
+    IDENTITY_CLAIMS,
+    INTERFACE,
+    NOW,
+    POLICY,
+    sign_raw,
+)
+from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
 from tests.support.keys import self_signed_certificate
-
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
-INTERFACE = AUDIENCE + "/acme"
-POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 
 PA_KEY = generate_private_jwk("ES256", kid="pa-1")
 PROVIDER_KEY = generate_private_jwk("ES256", kid="provider-1")
 ATTACKER = generate_private_jwk("ES256", kid="evil-1")
 ATTACKER_WITH_PA_KID = generate_private_jwk("ES256", kid="pa-1")
-
-IDENTITY_CLAIMS = {"iss": ISSUER, "sub": "u1", "aud": AUDIENCE, "iat": NOW, "exp": NOW + 120}
-DELEGATION_CLAIMS = {
-    "iss": INTERFACE + "/oauth",
-    "aud": INTERFACE,
-    "sub": "acct-1",
-    "client_id": ISSUER,
-    "scope": "orders:read",
-    "grant_id": "a2agrant_1",
-    "iat": NOW,
-    "exp": NOW + 3600,
-}
 
 
 @pytest.fixture(scope="module")

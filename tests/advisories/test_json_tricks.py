@@ -16,19 +16,14 @@ from typing import Any, Protocol
 import pytest
 
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.advisories.support import Raw, json_object, sign_raw
+from tests.advisories.support import INTERFACE, NOW, POLICY, Raw, json_object, sign_raw
+from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
 
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
-INTERFACE = AUDIENCE + "/acme"
-POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 EVIL = "https://evil.example"
 
 PA_KEY = generate_private_jwk("ES256", kid="pa-1")

@@ -38,11 +38,10 @@ from pactmw.core.keys import DiscoveryCache, JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
+from tests.advisories.support import NOW
+from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer, Mode
 
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
 KEY = generate_private_jwk("ES256", kid="k1")
 NOT_ASCII_DIGITS = ["²", "³", "¹", "1²", "²0", "١٢٣"]  # the last: Arabic-Indic, isdecimal too
 POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=1.0)
