@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import pactmw.core.jose as jose_module
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk, public_key_set
@@ -54,20 +53,6 @@ def bearer(
     claims = {"iss": ISSUER, "sub": sub, "aud": "aud", "iat": int(iat), "exp": int(iat) + lifetime}
     claims.update(extra)
     return "Bearer " + sign_compact(claims, key, typ="JWT")
-
-
-@pytest.fixture
-def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count real signature verifications made by the identity verifier."""
-    calls: list[int] = []
-    real = jose_module.verify_signature
-
-    def counting(jws: Any, key: Any) -> None:
-        calls.append(1)
-        real(jws, key)
-
-    monkeypatch.setattr(jose_module, "verify_signature", counting)
-    return calls
 
 
 def test_a_repeated_token_skips_the_signature_check(
