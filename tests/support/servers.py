@@ -1,7 +1,9 @@
 """Real servers on 127.0.0.1 for tests: uvicorn and Werkzeug in threads, anything in a process.
 
 Every helper binds a free port, waits (bounded) until the server accepts connections and
-stops it on exit, so tests talk real HTTP to real servers.
+stops it on exit, so tests talk real HTTP to real servers. `serve_argv` and `django_argv` are
+the command lines of `pactmw serve` and of the Django test site (`django_server` runs it);
+`wait_until_ok` waits until a URL answers 200.
 """
 
 from __future__ import annotations
