@@ -4,7 +4,7 @@ Run:  .venv/bin/python benchmarks/http_load.py [--seconds S] [--rounds R] [--con
                                         [--only identity,send,flask,django] [--json]
 
 Needs Debian's `wrk` (`make bench-http` installs it when missing) and, for the PostgreSQL
-contender, PostgreSQL's server binaries (tests/pg.py starts a throwaway server; without them
+contender, PostgreSQL's server binaries (tests/support/pg.py starts a throwaway server; without them
 that contender is skipped with a note).
 
 Every server runs in its own process on 127.0.0.1 and the same load generator measures them
@@ -26,7 +26,7 @@ Contenders (baseline first in each group):
              send-memory         `pactmw serve`, README's echo bot, memory:// store (no I/O:
                                  what the Provider costs without its store)
              send-sqlite         the same on the sqlite store (a fresh file, its defaults)
-             send-postgres       the same on PostgreSQL (tests/pg.py's throwaway server:
+             send-postgres       the same on PostgreSQL (tests/support/pg.py's throwaway server:
                                  fsync, synchronous_commit, full_page_writes off)
   flask      flask-bare          examples/flask_app without pactmw, GET /api/agent/whoami
              flask+pactmw        examples/flask_app as it is (the view is @personal_agent_required)
@@ -225,7 +225,7 @@ def plan(
     groups: set[str], tmp: Path, jwk: Any, pg_dsn: str | None, workers: int
 ) -> tuple[list[Server], list[Contender]]:
     """The servers to start and the contenders to measure, for the chosen groups."""
-    from tests.servers import free_port
+    from tests.support.net import free_port
 
     servers: list[Server] = []
     contenders: list[Contender] = []
@@ -562,7 +562,7 @@ def maybe_postgres(wanted: bool) -> Iterator[tuple[str | None, str | None]]:
     if not wanted:
         yield None, None
         return
-    from tests.pg import PostgresNotFound, postgres_server
+    from tests.support.pg import PostgresNotFound, postgres_server
 
     try:
         with postgres_server(dbname="pactmw_bench") as server:
@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
 
     import benchmarks.bench_apps as apps
-    from tests.servers import process_server
+    from tests.support.servers import process_server
 
     from pactmw.core.jwk import generate_private_jwk
 

@@ -10,8 +10,8 @@ on N threads (default 4) sharing one store object (as the worker threads of one 
   memory            MemoryStore: the floor (no I/O), for reference
   sqlite            SqliteStore on a fresh file on the local disk, its defaults (WAL,
                     synchronous=FULL: every commit is flushed to disk)
-  postgres          PostgresStore on tests/pg.py's throwaway server (fsync, synchronous_commit
-                    and full_page_writes off: commits are not flushed)
+  postgres          PostgresStore on tests/support/pg.py's throwaway server (fsync,
+                    synchronous_commit and full_page_writes off: commits are not flushed)
   postgres-durable  the same on a second server with fsync, synchronous_commit and
                     full_page_writes on (PostgreSQL's defaults)
 
@@ -29,7 +29,7 @@ import os
 import sys
 
 # Run as a file, benchmarks/ is first on sys.path; keep it off (see benchmarks/http_load.py) and
-# put the repository root on, for tests.pg.
+# put the repository root on, for tests.support.pg.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 REPO = os.path.dirname(_HERE)
@@ -159,14 +159,14 @@ def run(contender: Contender, seconds: float) -> None:
 
 
 def make_durable(server: Any) -> list[str]:
-    """Restart a tests/pg.py server with PostgreSQL's durable defaults; return the settings.
+    """Restart a tests/support/pg.py server with PostgreSQL's durable defaults; return the settings.
 
-    tests/pg.py passes fsync, synchronous_commit and full_page_writes = off on the command
+    tests/support/pg.py passes fsync, synchronous_commit and full_page_writes = off on the command
     line, which outranks ALTER SYSTEM, so the server is restarted without them (same data
-    directory, port and socket directory; tests/pg.py still stops and removes it).
+    directory, port and socket directory; tests/support/pg.py still stops and removes it).
     """
     import psycopg
-    from tests.pg import find_postgres_bindir
+    from tests.support.pg import find_postgres_bindir
 
     base = server.data_dir.parent
     options = f"-h 127.0.0.1 -p {server.port} -k {base} -c max_connections=300"
@@ -183,7 +183,7 @@ def make_durable(server: Any) -> list[str]:
         "-w",
         "restart",
     ]
-    if os.geteuid() == 0:  # PostgreSQL refuses root; tests/pg.py runs it as `postgres`
+    if os.geteuid() == 0:  # PostgreSQL refuses root; tests/support/pg.py runs it as `postgres`
         command = ["runuser", "-u", "postgres", "--", *command]
     subprocess.run(command, check=True, capture_output=True, cwd=base, timeout=60)
     with psycopg.connect(server.dsn) as conn:
@@ -199,7 +199,7 @@ def postgres_servers(wanted: bool) -> Iterator[tuple[dict[str, str], list[str]]]
     if not wanted:
         yield {}, []
         return
-    from tests.pg import PostgresNotFound, postgres_server
+    from tests.support.pg import PostgresNotFound, postgres_server
 
     try:
         with (

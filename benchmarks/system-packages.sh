@@ -2,7 +2,7 @@
 # Install the Debian packages a benchmark needs when they are missing (as .ci/run does for
 # the tests): `sh benchmarks/system-packages.sh wrk postgresql`.
 #   wrk         the HTTP load generator of benchmarks/http_load.py
-#   postgresql  the server binaries tests/pg.py starts a throwaway server with (and runuser,
+#   postgresql  the server binaries tests/support/pg.py starts a throwaway server with (and runuser,
 #               from util-linux, which it uses to run the server as `postgres` under root)
 set -eu
 missing=""

@@ -26,10 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
-from tests.jwks_server import JwksServer
-from tests.servers import REPO, free_port, process_server
+from tests.support.agent import identity_token, user_message
+from tests.support.jwks_server import JwksServer
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
 
 SCRIPT = Path(sys.executable).parent / "pactmw"
 PYTHON_M = (sys.executable, "-m", "pactmw")
@@ -62,28 +63,13 @@ def run(
 
 
 def token(key: PrivateJWK, *, sub: str, audience: str, issuer: str = ISSUER) -> str:
-    iat = int(time.time())
-    claims = {
-        "iss": issuer,
-        "sub": sub,
-        "aud": audience,
-        "iat": iat,
-        "exp": iat + 120,
-        "jti": str(uuid.uuid4()),
-    }
-    return sign_compact(claims, key, typ="JWT")
+    return identity_token(key, issuer, audience, sub=sub, fresh_jti=True)
 
 
 def send(
     interface: str, text: str, bearer: str | None, context_id: str | None = None
 ) -> httpx.Response:
-    message: dict[str, Any] = {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if context_id is not None:
-        message["contextId"] = context_id
+    message = user_message(text, context_id=context_id)
     headers = {"A2A-Version": "1.0"}
     if bearer is not None:
         headers["Authorization"] = f"Bearer {bearer}"
@@ -995,7 +981,7 @@ def card_provider(tmp_path: Path) -> Iterator[str]:
     """Our Provider in this process: acme offers delegation, globex is Identity only."""
     from pactmw.adapters.asgi import A2AProviderApp
     from pactmw.provider import Provider, ProviderSettings, load_toml
-    from tests.servers import uvicorn_server
+    from tests.support.servers import uvicorn_server
 
     port = free_port()
     config = tmp_path / "pactmw.toml"
@@ -1009,7 +995,7 @@ def card_provider(tmp_path: Path) -> Iterator[str]:
 
 
 def test_card_from_a_brand_domain_that_redirects(card_provider: str) -> None:
-    from tests.jwks_server import Mode
+    from tests.support.jwks_server import Mode
 
     card = f"{card_provider}/a2a/acme/.well-known/agent-card.json"
     with JwksServer() as brand_site:

@@ -241,6 +241,8 @@ def _bound_names(tree: ast.Module) -> tuple[list[str], set[str]]:
 
 def _all_of(tree: ast.Module) -> list[str] | None:
     for node in tree.body:
+        target: ast.expr
+        value: ast.expr | None
         if isinstance(node, ast.AnnAssign):
             target, value = node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:

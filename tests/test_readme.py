@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import uvicorn_server, werkzeug_server
+from tests.support.servers import uvicorn_server, werkzeug_server
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 SAMPLES = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```python\n(.*?)```", README, re.S))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,10 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
-from tests.pg import postgres_server
-from tests.servers import free_port, process_server
+from tests.support.agent import identity_token, user_message
+from tests.support.net import free_port
+from tests.support.pg import postgres_server
+from tests.support.servers import process_server, serve_argv
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-test-audience"
@@ -49,19 +48,9 @@ def servers(
             'handler = "tests.multiprocess_bot:counting_bot"\n'
         )
         env = {"PACTMW_TEST_RUNS": str(runs), "PACTMW_TEST_BOT_DELAY": "1.0"}
-        argv = [
-            sys.executable,
-            "-m",
-            "pactmw",
-            "serve",
-            "--config",
-            str(config),
-            "--host",
-            "127.0.0.1",
-        ]
         with (
-            process_server([*argv, "--port", str(ports[0])], ports[0], env=env, log=tmp / "a.log"),
-            process_server([*argv, "--port", str(ports[1])], ports[1], env=env, log=tmp / "b.log"),
+            process_server(serve_argv(config, ports[0]), ports[0], env=env, log=tmp / "a.log"),
+            process_server(serve_argv(config, ports[1]), ports[1], env=env, log=tmp / "b.log"),
         ):
             yield f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", runs
 
@@ -76,21 +65,13 @@ def _toml_inline(jwks_json: str) -> str:
 
 
 def _token(key: PrivateJWK, sub: str = "user-1") -> str:
-    now = int(time.time())
-    claims = {"iss": ISSUER, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-    return "Bearer " + sign_compact(claims, key, typ="JWT")
+    return "Bearer " + identity_token(key, ISSUER, AUDIENCE, sub=sub)
 
 
 def _send(
     base: str, key: PrivateJWK, message_id: str, text: str, context_id: str | None = None
 ) -> httpx.Response:
-    message: dict[str, object] = {
-        "messageId": message_id,
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if context_id is not None:
-        message["contextId"] = context_id
+    message = user_message(text, message_id=message_id, context_id=context_id)
     return httpx.post(
         f"{base}/a2a/acme/message:send",
         json={"message": message},

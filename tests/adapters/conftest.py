@@ -18,8 +18,6 @@ Servers start lazily, once per module, and are warmed at start: the `main`, `rot
 from __future__ import annotations
 
 import contextlib
-import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,10 +30,12 @@ import pytest
 from pactmw.config import Settings
 from tests.adapters import apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
-from tests.jwks_server import JwksServer, Mode
-from tests.servers import free_port, process_server, uvicorn_server, werkzeug_server
-
-DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.servers import (
+    django_server,
+    uvicorn_server,
+    werkzeug_server,
+)
 
 SERVER_NAMES = (
     "starlette-middleware",
@@ -249,35 +249,14 @@ class Harness:
         return target
 
     def _start_django(self, name: str, config: dict[str, Any]) -> str:
-        config_file = self.workdir / f"{name}.json"
-        config_file.write_text(json.dumps(config))
-        port = free_port()
-        if name == "django-wsgi":
-            argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
-        else:
-            argv = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "pactmw_testsite.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ]
-        env = {
-            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.settings",
-            "PYTHONPATH": str(DJANGO_PROJECT),
-            "PACTMW_TEST_CONFIG": str(config_file),
-        }
-        self.stack.enter_context(
-            process_server(argv, port, env=env, log=self.workdir / f"{name}.log")
+        server = django_server(
+            config,
+            asgi=name != "django-wsgi",
+            settings="pactmw_testsite.settings",
+            workdir=self.workdir,
+            name=name,
         )
-        return f"http://127.0.0.1:{port}"
+        return self.stack.enter_context(server)
 
     def _warm(self, target: Target) -> None:
         """One good request per agent whose keys later cases rely on being cached."""

@@ -142,7 +142,6 @@ def fastapi_app(config: dict[str, Any]) -> Any:
         asgi.PersonalAgentMiddleware, verifier=guard.verifier, path_prefix="/api/", **options
     )
 
-    @app.api_route("/api/echo", methods=["GET", "POST"])
     async def echo(request: Request) -> Any:
         if request.method == "POST":
             try:
@@ -150,6 +149,10 @@ def fastapi_app(config: dict[str, Any]) -> Any:
             except ValueError:
                 return PlainTextResponse("body is not JSON", status_code=400)
         return describe(asgi.current_personal_agent(request), "scope")
+
+    # One route per method: FastAPI gives each operation of a route the same id otherwise.
+    app.add_api_route("/api/echo", echo, methods=["GET"], name="echo_get")
+    app.add_api_route("/api/echo", echo, methods=["POST"], name="echo_post")
 
     @app.get("/public")
     async def public(request: Request) -> Any:

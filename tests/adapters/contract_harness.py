@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,9 +28,12 @@ from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
-from tests.servers import free_port, process_server, uvicorn_server, werkzeug_server
+from tests.support.servers import (
+    django_server,
+    uvicorn_server,
+    werkzeug_server,
+)
 
-DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 BASE_URL = "https://shop.example"
 ISSUER = "https://pa.example"
 
@@ -169,37 +171,14 @@ class Harness:
         )
 
     def _start_django(self, name: str, settings: dict[str, Any]) -> str:
-        config_file = self.workdir / f"{name}.json"
-        config_file.write_text(json.dumps(settings))
-        mode = "wsgi" if name == "django-wsgi" else "asgi"
-        return self.stack.enter_context(
-            django_server(mode, config_file, log=self.workdir / f"{name}.log")
+        server = django_server(
+            settings,
+            asgi=name != "django-wsgi",
+            settings="pactmw_testsite.contract_settings",
+            workdir=self.workdir,
+            name=name,
         )
-
-
-@contextlib.contextmanager
-def django_server(
-    mode: str,
-    config_file: Path,
-    *,
-    log: Path,
-    settings_module: str = "pactmw_testsite.contract_settings",
-) -> Iterator[str]:
-    """The test Django project with `PACTMW` from `config_file`: under `manage.py runserver`
-    (`mode="wsgi"`, which runs the system checks first) or uvicorn (`"asgi"`, which does not)."""
-    port = free_port()
-    if mode == "wsgi":
-        argv = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"]
-    else:
-        argv = [sys.executable, "-m", "uvicorn", "pactmw_testsite.asgi:application"]
-        argv += ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "off"]
-    env = {
-        "DJANGO_SETTINGS_MODULE": settings_module,
-        "PYTHONPATH": str(DJANGO_PROJECT),
-        "PACTMW_TEST_CONFIG": str(config_file),
-    }
-    with process_server(argv, port, env=env, log=log):
-        yield f"http://127.0.0.1:{port}"
+        return self.stack.enter_context(server)
 
 
 @contextlib.contextmanager

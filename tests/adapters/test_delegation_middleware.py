@@ -30,7 +30,7 @@ from pactmw.provider import Brand, Provider
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.guard import Guard
 from pactmw.store import open_store
-from tests.servers import uvicorn_server, werkzeug_server
+from tests.support.servers import uvicorn_server, werkzeug_server
 
 ISSUER = "https://pa.example"
 AUDIENCE = "urn:test:provider"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servers import REPO
+from tests.support.servers import REPO
 
 SCRIPT = r"""
 import json, os, sys, time

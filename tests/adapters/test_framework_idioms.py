@@ -32,17 +32,10 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
-from tests.adapters.contract_harness import (
-    ISSUER,
-    Harness,
-    Target,
-    config,
-    django_server,
-    harness,
-)
+from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
-from tests.servers import REPO, uvicorn_server, werkzeug_server
+from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -303,17 +296,23 @@ def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[st
 def test_a_bad_setting_never_turns_other_pages_into_500s(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps({**settings, "audiance": "typo"}))
-    log = tmp_path / "django.log"
+    broken = {**settings, "audiance": "typo"}
     # Under uvicorn, as in production: no system checks run before the first request.
-    with django_server("asgi", config_file, log=log) as base, httpx.Client(base_url=base) as client:
+    server = django_server(
+        broken,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+    )
+    with server as base, httpx.Client(base_url=base) as client:
         for _ in range(2):
             assert client.get("/public").status_code == 200
             guarded = client.get("/api/echo")
             assert guarded.status_code == 503
             assert guarded.content == b""
             assert client.get("/a2a/acme/.well-known/agent-card.json").status_code == 503
+    log = tmp_path / "site.log"
     said = log.read_text()
     assert said.count("settings.PACTMW is invalid") == 1, said  # logged once
     assert "audiance" in said

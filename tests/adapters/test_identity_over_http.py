@@ -46,7 +46,7 @@ from tests.adapters.tokens import (
     jwks,
     missing,
 )
-from tests.jwks_server import Mode
+from tests.support.jwks_server import Mode
 
 pytestmark = pytest.mark.timeout(90)
 

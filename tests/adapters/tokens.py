@@ -18,8 +18,9 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
+from tests.support.keys import generate_key
 
 AUDIENCE = "https://provider.example/a2a"
 
@@ -40,15 +41,9 @@ class AgentKey:
 
     @classmethod
     def generate(cls, alg: str, kid: str) -> AgentKey:
-        if alg == "ES256":
-            private: Any = ec.generate_private_key(ec.SECP256R1())
-        elif alg == "RS256":
-            private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        elif alg == "EdDSA":
-            private = ed25519.Ed25519PrivateKey.generate()
-        else:
+        if alg not in ("ES256", "RS256", "EdDSA"):
             raise ValueError(alg)
-        return cls(alg=alg, kid=kid, private=private)
+        return cls(alg=alg, kid=kid, private=generate_key(alg))
 
     def public_jwk(self) -> dict[str, Any]:
         """The public JWK as an agent publishes it (`kid`, `alg`, `use`)."""

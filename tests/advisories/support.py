@@ -14,18 +14,17 @@ import contextlib
 import hashlib
 import hmac
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import uvicorn
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.core.encoding import b64url_encode, json_dumps
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
@@ -34,7 +33,24 @@ from pactmw.provider.delegated import AuditEvent, SignedInUser
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.store import open_store
 from tests.delegated.support import AGENT_NAME, AUDIENCE, ISSUER, PA_KEYS, Env, default_users
-from tests.servers import free_port
+from tests.support.net import free_port
+from tests.support.servers import uvicorn_server
+
+NOW = 1_800_000_000
+INTERFACE = AUDIENCE + "/acme"
+POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+#: Valid identity claims at NOW, and a valid delegation token's claims for INTERFACE.
+IDENTITY_CLAIMS = {"iss": ISSUER, "sub": "u1", "aud": AUDIENCE, "iat": NOW, "exp": NOW + 120}
+DELEGATION_CLAIMS = {
+    "iss": INTERFACE + "/oauth",
+    "aud": INTERFACE,
+    "sub": "acct-1",
+    "client_id": ISSUER,
+    "scope": "orders:read",
+    "grant_id": "a2agrant_1",
+    "iat": NOW,
+    "exp": NOW + 3600,
+}
 
 INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
 IDENTITY_CHALLENGE = 'Bearer realm="a2a"'
@@ -113,50 +129,6 @@ def public_key_spellings(key: PrivateJWK) -> dict[str, bytes]:
 # -- serving -------------------------------------------------------------------------------------
 
 
-class Clock:
-    """Wall-clock seconds plus an `offset` a test may move, or a `frozen` instant.
-
-    For the Provider only: personal agents sign their PACT JWTs with the real time.
-    """
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-        self.frozen: float | None = None
-
-    def __call__(self) -> float:
-        return self.frozen if self.frozen is not None else time.time() + self.offset
-
-
-@contextlib.contextmanager
-def uvicorn_app(
-    app: Any, *, port: int, h11_max_incomplete_event_size: int | None = None
-) -> Iterator[str]:
-    """`tests.servers.uvicorn_server` with uvicorn's request-head buffer configurable.
-
-    uvicorn (h11) refuses request heads over 16 KiB itself, with a 400, before the app runs;
-    a larger buffer lets a test reach pactmw's own bounds.
-    """
-    options: dict[str, Any] = {}
-    if h11_max_incomplete_event_size is not None:
-        options["h11_max_incomplete_event_size"] = h11_max_incomplete_event_size
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @contextlib.contextmanager
 def serve_provider(
     brands: Sequence[Brand],
@@ -201,10 +173,13 @@ def serve_provider(
     env = Env(base, provider, signed_in, events)
     env.port = port
     app = A2AProviderApp(provider, current_user=current_user)
+    # uvicorn (h11) refuses request heads over 16 KiB itself, with a 400, before the app runs;
+    # a larger buffer lets a test reach pactmw's own bounds.
+    options: dict[str, Any] = {}
+    if h11_max_incomplete_event_size is not None:
+        options["h11_max_incomplete_event_size"] = h11_max_incomplete_event_size
     try:
-        with uvicorn_app(
-            app, port=port, h11_max_incomplete_event_size=h11_max_incomplete_event_size
-        ):
+        with uvicorn_server(app, port=port, **options):
             yield env
     finally:
         env.close()

@@ -21,19 +21,23 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pactmw.core.encoding import b64url_encode
 from pactmw.core.errors import AuthenticationFailed, JoseError
-from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import KeySet, PrivateJWK, PublicJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.advisories.support import hmac_token, public_key_spellings, segment, sign_raw
-from tests.jwks_server import JwksServer
-
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
-INTERFACE = AUDIENCE + "/acme"
-POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+from tests.advisories.support import (
+    DELEGATION_CLAIMS,
+    IDENTITY_CLAIMS,
+    INTERFACE,
+    NOW,
+    POLICY,
+    hmac_token,
+    public_key_spellings,
+    segment,
+    sign_raw,
+)
+from tests.delegated.support import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer
 
 PA_EC = generate_private_jwk("ES256", kid="ec-1")
 PA_RSA = generate_private_jwk("RS256", kid="rsa-1")
@@ -41,18 +45,6 @@ PA_ED = generate_private_jwk("EdDSA", kid="ed-1")
 PROVIDER_EC = generate_private_jwk("ES256", kid="provider-ec")
 PROVIDER_RSA = generate_private_jwk("RS256", kid="provider-rsa")
 PROVIDER_ED = generate_private_jwk("EdDSA", kid="provider-ed")
-
-IDENTITY_CLAIMS = {"iss": ISSUER, "sub": "u1", "aud": AUDIENCE, "iat": NOW, "exp": NOW + 120}
-DELEGATION_CLAIMS = {
-    "iss": INTERFACE + "/oauth",
-    "aud": INTERFACE,
-    "sub": "acct-1",
-    "client_id": ISSUER,
-    "scope": "orders:read",
-    "grant_id": "a2agrant_1",
-    "iat": NOW,
-    "exp": NOW + 3600,
-}
 
 
 @frozen

@@ -25,7 +25,6 @@ from pactmw.provider.brand import DelegationConfig
 from tests.advisories.support import (
     IDENTITY_CHALLENGE,
     INVALID_TOKEN,
-    Clock,
     serve_provider,
     sign_raw,
 )
@@ -41,6 +40,7 @@ from tests.delegated.support import (
     make_tools,
     new_sub,
 )
+from tests.support.clock import OffsetClock
 
 PROVIDER_KEY = generate_private_jwk("ES256", kid="provider-1")
 
@@ -57,7 +57,7 @@ class CountingBot:
 
 
 BOT = CountingBot()
-CLOCK = Clock()
+CLOCK = OffsetClock()
 
 
 def brand(brand_id: str, **config: Any) -> Brand:

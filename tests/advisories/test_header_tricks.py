@@ -10,49 +10,36 @@ token. A header with a repeated member is not a header. Delegation tokens must s
 from __future__ import annotations
 
 import base64
-import datetime
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from pactmw.core.encoding import b64url_encode
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.advisories.support import sign_raw
-from tests.jwks_server import JwksServer
-
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
-INTERFACE = AUDIENCE + "/acme"
-POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+from tests.advisories.support import (
+    DELEGATION_CLAIMS,
+    IDENTITY_CLAIMS,
+    INTERFACE,
+    NOW,
+    POLICY,
+    sign_raw,
+)
+from tests.delegated.support import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer
+from tests.support.keys import self_signed_certificate
 
 PA_KEY = generate_private_jwk("ES256", kid="pa-1")
 PROVIDER_KEY = generate_private_jwk("ES256", kid="provider-1")
 ATTACKER = generate_private_jwk("ES256", kid="evil-1")
 ATTACKER_WITH_PA_KID = generate_private_jwk("ES256", kid="pa-1")
-
-IDENTITY_CLAIMS = {"iss": ISSUER, "sub": "u1", "aud": AUDIENCE, "iat": NOW, "exp": NOW + 120}
-DELEGATION_CLAIMS = {
-    "iss": INTERFACE + "/oauth",
-    "aud": INTERFACE,
-    "sub": "acct-1",
-    "client_id": ISSUER,
-    "scope": "orders:read",
-    "grant_id": "a2agrant_1",
-    "iat": NOW,
-    "exp": NOW + 3600,
-}
 
 
 @pytest.fixture(scope="module")
@@ -108,18 +95,7 @@ def delegation_outcome(token: str) -> str:
 
 def self_signed_chain(key: PrivateJWK) -> list[str]:
     """An `x5c` value: a self-signed certificate for `key` (standard base64 DER)."""
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pa.example")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.key.public_key())  # type: ignore[arg-type]
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key.key, hashes.SHA256())  # type: ignore[arg-type]
-    )
+    certificate = self_signed_certificate(key.key, "pa.example", serial=1)
     return [base64.b64encode(certificate.public_bytes(serialization.Encoding.DER)).decode()]
 
 
@@ -208,7 +184,7 @@ def test_key_locations_do_not_spoil_a_genuine_token(
 
 # -- crit: no extension is understood, so every crit fails ----------------------------------------
 
-CRIT_HEADERS = {
+CRIT_HEADERS: dict[str, dict[str, Any]] = {
     "empty-list": {"crit": []},
     "unknown": {"crit": ["https://example.com/ext"], "https://example.com/ext": True},
     "unknown-without-member": {"crit": ["exp"]},

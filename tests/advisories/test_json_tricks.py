@@ -11,24 +11,19 @@ any key is fetched.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.advisories.support import Raw, json_object, sign_raw
-from tests.jwks_server import JwksServer
+from tests.advisories.support import INTERFACE, NOW, POLICY, Raw, json_object, sign_raw
+from tests.delegated.support import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer
 
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
-INTERFACE = AUDIENCE + "/acme"
-POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 EVIL = "https://evil.example"
 
 PA_KEY = generate_private_jwk("ES256", kid="pa-1")
@@ -75,8 +70,14 @@ def jwks(jwks_server: JwksServer) -> JwksServer:
     return jwks_server
 
 
+class Outcome(Protocol):
+    """Verify `payload` (with `header`) signed by the agent: a refusal reason or "accepted"."""
+
+    def __call__(self, payload: bytes, header: Any = None) -> str: ...
+
+
 @pytest.fixture
-def identity(jwks: JwksServer) -> Callable[[bytes], str]:
+def identity(jwks: JwksServer) -> Outcome:
     """Sign `payload` as the agent and verify it; the outcome is a reason or "accepted"."""
     registry = AgentRegistry([RegisteredAgent(issuer=ISSUER, jwks_uri=jwks.url)])
     verifier = IdentityVerifier(
@@ -110,7 +111,7 @@ def delegation(payload: bytes, header: Any = None) -> str:
     return "accepted"
 
 
-def test_the_genuine_payloads_are_accepted(identity: Callable[[bytes], str]) -> None:
+def test_the_genuine_payloads_are_accepted(identity: Outcome) -> None:
     """The control: the same member-by-member writer, with no trick, gives accepted tokens."""
     assert identity(json_object(*IDENTITY)) == "accepted"
     assert delegation(json_object(*DELEGATION)) == "accepted"
@@ -145,7 +146,7 @@ DELEGATION_REPEATS: dict[str, Members] = {
 
 @pytest.mark.parametrize("case", sorted(IDENTITY_REPEATS))
 def test_identity_refuses_repeated_claims_before_any_fetch(
-    identity: Callable[[bytes], str], jwks: JwksServer, case: str
+    identity: Outcome, jwks: JwksServer, case: str
 ) -> None:
     assert identity(json_object(*IDENTITY_REPEATS[case])) == "malformed_token"
     assert jwks.total_hits == 0
@@ -163,7 +164,7 @@ def _nested(depth: int) -> Raw:
     return Raw("[" * depth + "]" * depth)
 
 
-def test_nesting_is_bounded_at_32_levels(identity: Callable[[bytes], str]) -> None:
+def test_nesting_is_bounded_at_32_levels(identity: Outcome) -> None:
     # The claims object is the first level.
     assert identity(json_object(*IDENTITY, ("x", _nested(31)))) == "accepted"
     assert identity(json_object(*IDENTITY, ("x", _nested(32)))) == "malformed_token"
@@ -171,9 +172,7 @@ def test_nesting_is_bounded_at_32_levels(identity: Callable[[bytes], str]) -> No
     assert delegation(json_object(*DELEGATION, ("x", _nested(32)))) == "malformed_token"
 
 
-def test_deep_nesting_is_refused_before_any_fetch(
-    identity: Callable[[bytes], str], jwks: JwksServer
-) -> None:
+def test_deep_nesting_is_refused_before_any_fetch(identity: Outcome, jwks: JwksServer) -> None:
     deep = json_object(*IDENTITY, ("x", _nested(5000)))
     assert identity(deep) == "malformed_token"
     assert jwks.total_hits == 0
@@ -182,7 +181,7 @@ def test_deep_nesting_is_refused_before_any_fetch(
     assert delegation(json_object(*DELEGATION, ("x", objects))) == "malformed_token"
 
 
-def test_brackets_inside_strings_are_not_nesting(identity: Callable[[bytes], str]) -> None:
+def test_brackets_inside_strings_are_not_nesting(identity: Outcome) -> None:
     text = "[{" * 500 + '\\"' + "}]" * 500
     assert identity(json_object(*IDENTITY, ("x", text))) == "accepted"
 
@@ -212,7 +211,7 @@ IDENTITY_EXP: dict[str, tuple[Any, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(IDENTITY_EXP))
-def test_identity_exp_spellings(identity: Callable[[bytes], str], case: str) -> None:
+def test_identity_exp_spellings(identity: Outcome, case: str) -> None:
     value, expected = IDENTITY_EXP[case]
     assert identity(json_object(*replaced(IDENTITY, exp=value))) == expected
 
@@ -220,7 +219,7 @@ def test_identity_exp_spellings(identity: Callable[[bytes], str], case: str) -> 
 @pytest.mark.parametrize("name", ["iat", "nbf"])
 @pytest.mark.parametrize("literal", ["1e309", "1" + "0" * 400, "NaN", '"1800000000"', "true"])
 def test_identity_other_numeric_dates_are_as_strict(
-    identity: Callable[[bytes], str], name: str, literal: str
+    identity: Outcome, name: str, literal: str
 ) -> None:
     if name == "iat":
         members = replaced(IDENTITY, iat=Raw(literal))
@@ -266,7 +265,7 @@ def test_delegation_exp_spellings(case: str) -> None:
     ],
 )
 def test_identity_aud_with_nul_or_invisible_characters(
-    identity: Callable[[bytes], str], aud: Any, expected: str
+    identity: Outcome, aud: Any, expected: str
 ) -> None:
     assert identity(json_object(*replaced(IDENTITY, aud=aud))) == expected
 
@@ -319,7 +318,7 @@ ENCODINGS: dict[str, Callable[[bytes], bytes]] = {
 
 @pytest.mark.parametrize("case", sorted(ENCODINGS))
 def test_identity_refuses_payloads_that_are_not_strict_utf8_json_before_any_fetch(
-    identity: Callable[[bytes], str], jwks: JwksServer, case: str
+    identity: Outcome, jwks: JwksServer, case: str
 ) -> None:
     assert identity(ENCODINGS[case](json_object(*IDENTITY))) == "malformed_token"
     assert jwks.total_hits == 0
@@ -332,7 +331,7 @@ def test_delegation_refuses_payloads_that_are_not_strict_utf8_json(case: str) ->
 
 @pytest.mark.parametrize("case", ["utf8-bom", "utf16-with-bom", "utf16-le", "stray-ff"])
 def test_headers_that_are_not_strict_utf8_json_are_refused(
-    identity: Callable[[bytes], str], jwks: JwksServer, case: str
+    identity: Outcome, jwks: JwksServer, case: str
 ) -> None:
     header = json_object(("alg", "ES256"), ("kid", "pa-1"), ("note", "hello"))
     assert identity(json_object(*IDENTITY), ENCODINGS[case](header)) == "malformed_token"
@@ -341,7 +340,7 @@ def test_headers_that_are_not_strict_utf8_json_are_refused(
     assert delegation(json_object(*DELEGATION), ENCODINGS[case](header)) == "malformed_token"
 
 
-def test_genuine_non_ascii_text_is_accepted(identity: Callable[[bytes], str]) -> None:
+def test_genuine_non_ascii_text_is_accepted(identity: Outcome) -> None:
     """The control for the byte tricks: real UTF-8 (and escapes) in a claim are fine."""
     members = [
         *replaced(IDENTITY, note="Zoë 😀 \u00e9"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -91,7 +91,10 @@ def assert_alive(env: Env) -> None:
 
 
 def raw(
-    env: Env, method: str, target: str, headers: list[tuple[str, str]] | dict[str, str] = ()
+    env: Env,
+    method: str,
+    target: str,
+    headers: Sequence[tuple[str, str]] | Mapping[str, str] = (),
 ) -> tuple[int | None, bytes]:
     """One request over a plain socket, for sizes httpx refuses to send (URLs over 64 KiB).
 

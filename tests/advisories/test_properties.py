@@ -63,14 +63,10 @@ from pactmw.provider.messages import SendMessage, parse_page_size, parse_send_me
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match
 from pactmw.store import open_store
-from tests.advisories.support import sign_raw
-from tests.delegated.support import LOGIN_URL, SCOPES, hidden, make_tools
+from tests.advisories.support import DELEGATION_CLAIMS, IDENTITY_CLAIMS, INTERFACE, NOW, sign_raw
+from tests.delegated.support import AUDIENCE, ISSUER, LOGIN_URL, SCOPES, hidden, make_tools
 
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
 BASE = "https://provider.example"
-INTERFACE = BASE + "/a2a/acme"
 USER_CODE = re.compile(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}")
 
 PA_KEY = generate_private_jwk("ES256", kid="pa-1")
@@ -80,17 +76,6 @@ ED_KEY = generate_private_jwk("EdDSA", kid="ed-1")
 REAL_JWKS = [key.public.to_dict() for key in (PA_KEY, RSA_KEY, ED_KEY)]
 ALICE = SignedInUser(account="acct-alice", label="alice@example.com")
 
-IDENTITY_CLAIMS = {"iss": ISSUER, "sub": "u1", "aud": AUDIENCE, "iat": NOW, "exp": NOW + 120}
-DELEGATION_CLAIMS = {
-    "iss": INTERFACE + "/oauth",
-    "aud": INTERFACE,
-    "sub": "acct-1",
-    "client_id": ISSUER,
-    "scope": "orders:read",
-    "grant_id": "a2agrant_1",
-    "iat": NOW,
-    "exp": NOW + 3600,
-}
 
 FEW = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

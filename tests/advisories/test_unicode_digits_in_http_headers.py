@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,11 +38,10 @@ from pactmw.core.keys import DiscoveryCache, JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
-from tests.jwks_server import JwksServer, Mode
+from tests.advisories.support import NOW
+from tests.delegated.support import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer, Mode
 
-NOW = 1_800_000_000
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
 KEY = generate_private_jwk("ES256", kid="k1")
 NOT_ASCII_DIGITS = ["²", "³", "¹", "1²", "²0", "١٢٣"]  # the last: Arabic-Indic, isdecimal too
 POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=1.0)
@@ -178,8 +177,8 @@ def test_asgi_body_reader_with_a_content_length_superscript_is_not_a_500() -> No
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": MESSAGE, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     try:
         asyncio.run(A2AProviderApp(provider)(scope, receive, send))
@@ -190,7 +189,7 @@ def test_asgi_body_reader_with_a_content_length_superscript_is_not_a_500() -> No
 
 def test_wsgi_body_reader_with_a_content_length_superscript_is_not_a_500() -> None:
     from pactmw.adapters.wsgi import A2AProviderApp
-    from tests.servers import werkzeug_server
+    from tests.support.servers import werkzeug_server
 
     provider = _provider()
     try:

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from pactmw.core.errors import AuthenticationFailed
-from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
@@ -37,11 +36,9 @@ from pactmw.protocols.identity import (
 )
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
-from tests.jwks_server import JwksServer
-
-NOW = 1_800_000_000
-AUDIENCE = "https://provider.example/a2a"
-POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+from tests.advisories.support import NOW, POLICY
+from tests.delegated.support import AUDIENCE
+from tests.support.jwks_server import JwksServer
 
 LATIN = "https://pa.example"
 CYRILLIC = "https://p\u0430.example"  # а, U+0430

@@ -9,8 +9,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from selenium.webdriver.chrome.webdriver import WebDriver
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -19,7 +23,7 @@ WAIT = 15.0
 
 
 @pytest.fixture
-def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WebDriver]:
     """A fresh headless Chromium (own profile in tmp); quit whatever the test does."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         pytest.fail("needs Debian's chromium and chromium-driver (.ci/run installs them)")

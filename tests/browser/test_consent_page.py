@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 from starlette.applications import Starlette
@@ -30,8 +30,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from pactmw.adapters.asgi import A2AProviderApp
-from pactmw.core.jose import sign_compact
-from pactmw.core.jwk import generate_private_jwk, public_key_set
+from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
@@ -41,7 +40,9 @@ from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from tests.browser.conftest import WAIT
-from tests.servers import REPO, free_port, uvicorn_server
+from tests.support.agent import identity_token
+from tests.support.net import free_port
+from tests.support.servers import REPO, uvicorn_server
 
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 BRAND_ID = "acme"
@@ -116,13 +117,13 @@ class HostApp:
                 return HTMLResponse("<p>Bad next</p>", status_code=400)
             return self._login_page(target)
         form = parse_qs((await request.body()).decode(), keep_blank_values=True)
-        target = self.safe_next(form.get("next", ["/"])[0])
-        if target is None:
+        safe_target = self.safe_next(form.get("next", ["/"])[0])
+        if safe_target is None:
             return HTMLResponse("<p>Bad next</p>", status_code=400)
         username, password = form.get("username", [""])[0], form.get("password", [""])[0]
         if username != USERNAME or not hmac.compare_digest(password, PASSWORD):
-            return self._login_page(target, "Wrong username or password.", 401)
-        response = RedirectResponse(target, status_code=303)
+            return self._login_page(safe_target, "Wrong username or password.", 401)
+        response = RedirectResponse(safe_target, status_code=303)
         response.set_cookie(
             COOKIE, f"{username}.{self._mac(username)}", httponly=True, samesite="lax"
         )
@@ -158,16 +159,14 @@ class HostApp:
 class Site:
     """The running host app + Provider, and the personal agent's HTTP calls to it."""
 
-    def __init__(self, base: str, agent_key: dict[str, Any], host: HostApp) -> None:
+    def __init__(self, base: str, agent_key: PrivateJWK, host: HostApp) -> None:
         self.base = base
         self.host = host
         self._agent_key = agent_key
         self.oauth = f"{base}/a2a/{BRAND_ID}/oauth"
 
     def agent_headers(self) -> dict[str, str]:
-        now = int(time.time())
-        claims = {"iss": PA_ISSUER, "sub": "pa-user-1", "aud": AUDIENCE, "iat": now}
-        jwt = sign_compact({**claims, "exp": now + 120}, self._agent_key, typ="JWT")
+        jwt = identity_token(self._agent_key, PA_ISSUER, AUDIENCE, sub="pa-user-1")
         return {"authorization": f"Bearer {jwt}"}
 
     def device_authorization(self) -> dict[str, Any]:
@@ -353,7 +352,8 @@ def test_consent_page_is_not_rendered_in_a_frame_of_another_origin(
         # Top level, the very same URL shows the consent form to this person...
         browser.get(link)
         WebDriverWait(browser, WAIT).until(has_consent_form)
-        browser.get_log("browser")  # drop what came before
+        # selenium's get_log has no annotations.
+        browser.get_log("browser")  # type: ignore[no-untyped-call]  # drop what came before
 
         def framed(src: str) -> tuple[str, bool]:
             """Load `src` in an iframe of the other origin; (frame's URL, consent form in it)."""
@@ -371,7 +371,8 @@ def test_consent_page_is_not_rendered_in_a_frame_of_another_origin(
         screenshot(browser, "framed-consent-page.png")
         assert url.startswith("chrome-error://"), url
         assert not form
-        logs = " ".join(entry["message"] for entry in browser.get_log("browser"))
+        entries = browser.get_log("browser")  # type: ignore[no-untyped-call]  # as above
+        logs = " ".join(entry["message"] for entry in entries)
         assert "frame-ancestors 'none'" in logs or "X-Frame-Options" in logs, logs
 
         # Control: the same markup without the anti-framing headers does render in the frame.

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.check.support import Agent, run_pactmw
-from tests.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer
 
 
 @pytest.fixture(scope="session")

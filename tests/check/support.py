@@ -10,20 +10,19 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from pactmw.adapters.asgi import A2AProviderApp
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.store.base import Store
-from tests.servers import REPO, free_port, process_server, uvicorn_server
+from tests.support.agent import identity_token
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server, uvicorn_server, wait_until_ok
+from tests.support.toml import toml_value
 
 PYTHON_M = (sys.executable, "-m", "pactmw")
 AUDIENCE = "urn:pactmw:check:provider"
@@ -60,10 +59,7 @@ class Agent:
         return import_private_jwk(self.key_file.read_text())
 
     def token(self, sub: str = "user-1", **overrides: Any) -> str:
-        now = int(time.time())
-        claims = {"iss": self.issuer, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-        claims.update(overrides)
-        return sign_compact(claims, self.key, typ="JWT")
+        return identity_token(self.key, self.issuer, AUDIENCE, sub=sub, **overrides)
 
     def check_args(self, card_url: str, *extra: str) -> list[str]:
         return [
@@ -124,20 +120,6 @@ def text_lines(stdout: str) -> tuple[list[str], str]:
 # -- Provider configurations -----------------------------------------------------------------------
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    raise TypeError(type(value))
-
-
 def provider_toml(
     *,
     base_url: str,
@@ -158,39 +140,23 @@ def provider_toml(
         "organization": "pactmw check tests",
         **(extra or {}),
     }
-    lines = [f"{key} = {_toml(value)}" for key, value in top.items()]
+    lines = [f"{key} = {toml_value(value)}" for key, value in top.items()]
     for table in (
         {"issuer": agent.issuer, "name": "Check agent", "jwks_uri": agent.jwks_uri},
         {"issuer": f"{agent.issuer}/disabled-pa", "jwks_uri": agent.jwks_uri, "enabled": False},
     ):
-        lines += ["", "[[agents]]", *(f"{k} = {_toml(v)}" for k, v in table.items())]
+        lines += ["", "[[agents]]", *(f"{k} = {toml_value(v)}" for k, v in table.items())]
     for brand in brands:
-        lines += ["", f"[brands.{brand}]", f"name = {_toml(brand.title() + ' Support')}"]
-        lines.append(f"handler = {_toml(handler)}")
+        lines += ["", f"[brands.{brand}]", f"name = {toml_value(brand.title() + ' Support')}"]
+        lines.append(f"handler = {toml_value(handler)}")
         if delegation and brand in delegation:
             lines += ["", f"[brands.{brand}.delegation]"]
-            lines += [f"{k} = {_toml(v)}" for k, v in delegation[brand].items()]
+            lines += [f"{k} = {toml_value(v)}" for k, v in delegation[brand].items()]
     return "\n".join(lines) + "\n"
 
 
 def card_url(base_url: str, brand: str = "acme") -> str:
     return f"{base_url}/a2a/{brand}/.well-known/agent-card.json"
-
-
-def wait_ready(url: str, timeout: float = 60.0) -> None:
-    """Until the card answers 200 (Django and Flask build the Provider lazily)."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            response = httpx.get(url, timeout=5)
-            if response.status_code == 200:
-                return
-            last = response.status_code
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} not ready after {timeout} s: {last!r}")
 
 
 @contextlib.contextmanager
@@ -227,7 +193,7 @@ def in_process_provider(
         app = wrap(app)
     try:
         with uvicorn_server(app, port=port):
-            wait_ready(card_url(base_url))
+            wait_until_ok(card_url(base_url))
             yield base_url
     finally:
         provider.close()
@@ -259,7 +225,7 @@ def served_provider(
     full_env = {"PACTMW_CONFIG": str(config), **(env or {})}
     with process_server(argv(config, port), port, env=full_env, log=log):
         try:
-            wait_ready(card_url(base_url))
+            wait_until_ok(card_url(base_url))
         except TimeoutError:
             sys.stderr.write(log.read_text(errors="replace")[-4000:])
             raise

@@ -26,7 +26,8 @@ from pactmw import check as names
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
 from tests.check.test_check_passes import IDENTITY
-from tests.servers import REPO, free_port
+from tests.support.net import free_port
+from tests.support.servers import REPO
 
 PERSON = BrandUser("jane", "correct horse", account="acct-jane", email="jane@example.com")
 SCOPES = {"orders:read": "Look up your orders", "orders:cancel": "Cancel an order"}

@@ -20,7 +20,7 @@ from tests.check.support import (
     served_provider,
     text_lines,
 )
-from tests.jwks_server import JwksServer, Mode
+from tests.support.jwks_server import JwksServer, Mode
 
 #: The checks every run of the Identity profile has, whatever the options.
 IDENTITY = {
@@ -71,7 +71,7 @@ def test_check_passes_against_pactmw_serve(tmp_path: Path, agent: Agent) -> None
 
 
 def test_check_fails_when_the_provider_is_down(agent: Agent) -> None:
-    from tests.servers import free_port
+    from tests.support.net import free_port
 
     result = check(agent, card_url(f"http://127.0.0.1:{free_port()}"), "--timeout", "2")
     assert result.returncode == 1

@@ -41,7 +41,8 @@ from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
-from tests.servers import free_port, uvicorn_server
+from tests.support.net import free_port
+from tests.support.servers import uvicorn_server
 
 ISSUER = "https://pa.example"
 AUDIENCE = "https://provider.example/a2a"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +38,7 @@ from pactmw.client.a2a import a2a_headers
 from pactmw.client.responses import raise_for_status
 from pactmw.provider import RateLimit
 from tests.client.support import AUDIENCE, ISSUER, DroppingProxy, Provided, run_provider
+from tests.support.clock import OffsetClock
 
 
 def unique(text: str) -> str:
@@ -156,19 +156,9 @@ def test_a_first_message_is_not_resent_after_a_lost_answer(
 # -- rate limits --------------------------------------------------------------------------------
 
 
-class ProviderClock:
-    """The rate-limited Provider's clock: real time plus what the client 'slept'."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-
 @pytest.fixture(scope="module")
-def limited(signer: AgentSigner, jwks_host: JwksHost) -> Iterator[tuple[Provided, ProviderClock]]:
-    clock = ProviderClock()
+def limited(signer: AgentSigner, jwks_host: JwksHost) -> Iterator[tuple[Provided, OffsetClock]]:
+    clock = OffsetClock()
     with run_provider(
         signer, jwks_host.url, rate_limit=RateLimit(per_user=1, window=10), clock=clock
     ) as running:
@@ -176,7 +166,7 @@ def limited(signer: AgentSigner, jwks_host: JwksHost) -> Iterator[tuple[Provided
 
 
 def test_429_retry_after_is_honoured(
-    limited: tuple[Provided, ProviderClock], me: AgentCredentials
+    limited: tuple[Provided, OffsetClock], me: AgentCredentials
 ) -> None:
     provided, clock = limited
     slept: list[float] = []
@@ -196,7 +186,7 @@ def test_429_retry_after_is_honoured(
 
 
 def test_429_async_and_too_long_retry_after(
-    limited: tuple[Provided, ProviderClock], me: AgentCredentials
+    limited: tuple[Provided, OffsetClock], me: AgentCredentials
 ) -> None:
     provided, clock = limited
 

@@ -30,6 +30,7 @@ from pactmw.client.a2a import send_flow
 from pactmw.client.card import DelegationScheme, Scope, card_flow
 from pactmw.client.device import DeviceAuthorizationResponse, poll_flow, wait_flow
 from pactmw.client.flow import Flow, retry_after, run_async, run_sync
+from tests.support.clock import FakeClock
 
 T = TypeVar("T")
 URL = "https://provider.example/a2a/acme"
@@ -297,21 +298,8 @@ def oauth(error: str, status: int = 400) -> HttpResponse:
     return answer(status, {"error": error, "error_description": "..."})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def wait(
-    clock: Clock, auth: DeviceAuthorizationResponse, timeout: float | None = None
+    clock: FakeClock, auth: DeviceAuthorizationResponse, timeout: float | None = None
 ) -> Flow[TokenResponse]:
     return wait_flow(
         SCHEME,
@@ -325,7 +313,7 @@ def wait(
 
 
 def test_slow_down_adds_five_seconds_for_good() -> None:
-    clock = Clock()
+    clock = FakeClock()
     script = Script(
         [
             oauth("authorization_pending"),
@@ -345,7 +333,7 @@ def test_slow_down_adds_five_seconds_for_good() -> None:
 
 
 def test_network_failures_double_the_interval() -> None:
-    clock = Clock()
+    clock = FakeClock()
     script = Script([LOST, REFUSED, REFUSED, REFUSED, answer(200, TOKEN)])
     run_sync(wait(clock, authorization()), script, clock.sleep)
     # LOST: the poll is not resent (the code may be consumed), the wait doubles; REFUSED x3:
@@ -354,7 +342,7 @@ def test_network_failures_double_the_interval() -> None:
 
 
 def test_polling_stops_when_the_code_expires_or_the_timeout_passes() -> None:
-    clock = Clock()
+    clock = FakeClock()
     with pytest.raises(DeviceFlowTimeout):
         run_sync(
             wait(clock, authorization(expires_in=12)),
@@ -362,7 +350,7 @@ def test_polling_stops_when_the_code_expires_or_the_timeout_passes() -> None:
             clock.sleep,
         )
     assert clock.slept == [5, 5]
-    clock = Clock()
+    clock = FakeClock()
     with pytest.raises(DeviceFlowTimeout):
         run_sync(
             wait(clock, authorization(), timeout=7),
@@ -374,7 +362,7 @@ def test_polling_stops_when_the_code_expires_or_the_timeout_passes() -> None:
 
 @pytest.mark.parametrize("error", ["access_denied", "expired_token", "invalid_grant"])
 def test_final_oauth_errors_end_the_wait(error: str) -> None:
-    clock = Clock()
+    clock = FakeClock()
     with pytest.raises(OAuthErrorResponse) as caught:
         run_sync(wait(clock, authorization()), Script([oauth(error)]), clock.sleep)
     assert (caught.value.error, caught.value.status, caught.value.description) == (
@@ -416,7 +404,7 @@ def test_token_responses_are_validated(body: dict[str, Any]) -> None:
 
 
 def test_the_async_driver_runs_the_same_flow() -> None:
-    clock = Clock()
+    clock = FakeClock()
 
     async def asleep(seconds: float) -> None:
         clock.sleep(seconds)

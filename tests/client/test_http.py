@@ -19,7 +19,8 @@ from pactmw.client import (
 )
 from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
 from pactmw.client.transport import AsyncioTransport
-from tests.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer
+from tests.support.net import closed_port_url
 
 
 def parse(*chunks: bytes, method: str = "GET", max_body: int = 1024) -> ResponseParser:
@@ -149,10 +150,7 @@ def test_malformed_answers(chunks: tuple[bytes, ...], message: str) -> None:
 
 
 def test_connection_refused_was_not_delivered() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    request = HttpRequest("GET", f"http://127.0.0.1:{port}/")
+    request = HttpRequest("GET", f"{closed_port_url()}/")
     with pytest.raises(NetworkError) as caught:
         SyncTransport(timeout=2).send(request)
     assert caught.value.maybe_delivered is False

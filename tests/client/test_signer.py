@@ -13,12 +13,11 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from pactmw.client import AgentSigner, serve_jwks
 from pactmw.core.jwk import generate_private_jwk, parse_jwks
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from tests.support.keys import generate_key, private_pem
 
 ISSUER = "https://pa.example"
 
@@ -79,15 +78,7 @@ def test_from_jwk_and_pem() -> None:
     thumb = AgentSigner.from_jwk(without_kid, issuer=ISSUER)
     assert thumb.kid == original.public.thumbprint
 
-    pem = (
-        ec.generate_private_key(ec.SECP256R1())
-        .private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        .decode()
-    )
+    pem = private_pem(generate_key("ES256")).decode()
     from_pem = AgentSigner.from_pem(pem, issuer=ISSUER, kid="pem-1")
     header, _ = decode(from_pem.sign("u", "aud-1"), from_pem.public_jwks())
     assert header["kid"] == "pem-1"

@@ -15,9 +15,7 @@ registers it (`issuer` = that server's origin) and a disabled agent `{issuer}/di
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +28,10 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.provider import Provider, ProviderSettings, load_toml
 from tests.conformance.bots import RUNS_ENV
 from tests.conformance.helpers import AUDIENCE, BRAND_TABLES, Target, TestPA, Wire
-from tests.jwks_server import JwksServer
-from tests.servers import REPO, free_port, process_server, uvicorn_server
+from tests.support.jwks_server import JwksServer
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server, uvicorn_server, wait_until_ok
+from tests.support.toml import toml_value
 
 PA_KID = "conformance-pa-1"
 HANDLER = "tests.conformance.bots:counting_bot"
@@ -45,23 +45,11 @@ TARGETS += ["flask", "django"]
 # -- configuration ----------------------------------------------------------------------------
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string: JSON escapes are valid TOML escapes
-    if isinstance(value, list) and all(not isinstance(v, dict) for v in value):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as an inline TOML value")
-
-
 def _toml_table(lines: list[str], header: str, table: dict[str, Any]) -> None:
     lines.append(header)
     for key, value in table.items():
         if not (isinstance(value, list) and value and isinstance(value[0], dict)):
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
 
 
 def provider_config(
@@ -82,7 +70,7 @@ def provider_config(
     }
     if max_body_bytes is not None:
         top["max_body_bytes"] = max_body_bytes
-    lines = [f"{key} = {_toml_value(value)}" for key, value in top.items()]
+    lines = [f"{key} = {toml_value(value)}" for key, value in top.items()]
     for agent in (
         {"issuer": pa.issuer, "name": "conformance-pa", "jwks_uri": pa.jwks_uri},
         {"issuer": pa.second_issuer, "name": "second-pa", "jwks_uri": pa.jwks_uri},
@@ -107,22 +95,6 @@ def provider_config(
 
 
 # -- servers ----------------------------------------------------------------------------------
-
-
-def _wait_ready(url: str, timeout: float = 60.0) -> None:
-    """Wait until the card answers 200 (Django and Flask build the Provider lazily)."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            response = httpx.get(url, timeout=5)
-            if response.status_code == 200:
-                return
-            last = response.status_code
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} not ready after {timeout} s: {last!r}")
 
 
 def _argv(kind: str, config: Path, port: int) -> list[str]:
@@ -158,7 +130,7 @@ def run_target(
         provider = Provider.from_settings(settings)
         try:
             with uvicorn_server(A2AProviderApp(provider), port=port):
-                _wait_ready(target.card_url())
+                wait_until_ok(target.card_url())
                 yield target
         finally:
             provider.close()
@@ -171,7 +143,7 @@ def run_target(
     }
     with process_server(_argv(kind, config_file, port), port, env=env, log=target.log_file):
         try:
-            _wait_ready(target.card_url())
+            wait_until_ok(target.card_url())
         except TimeoutError:
             sys.stderr.write(target.log_tail())
             raise

@@ -40,7 +40,7 @@ REASONS = {
     "INTERNAL": (500, "INTERNAL"),
 }
 
-BRAND_TABLES = {
+BRAND_TABLES: dict[str, dict[str, Any]] = {
     "acme": {
         "name": "Acme Support",
         "description": "Orders and returns for Acme.",
@@ -311,9 +311,9 @@ def assert_a2a_error(response: httpx.Response, reason: str, message: str | None)
     status, rpc_status = REASONS[reason]
     assert response.status_code == status, describe(response)
     assert_a2a_content_type(response)
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert set(body) == {"error"}, describe(response)
-    error = body["error"]
+    error: dict[str, Any] = body["error"]
     assert set(error) == {"code", "status", "message", "details"}, describe(response)
     assert error["code"] == status, describe(response)
     assert type(error["code"]) is int, describe(response)
@@ -331,9 +331,9 @@ def assert_reply(response: httpx.Response, context_id: str | None = None) -> dic
     """Exactly `{"message": {messageId, contextId, role: ROLE_AGENT, parts: [{text}]}}`."""
     assert response.status_code == 200, describe(response)
     assert_a2a_content_type(response)
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert set(body) == {"message"}, describe(response)
-    message = body["message"]
+    message: dict[str, Any] = body["message"]
     assert set(message) == {"messageId", "contextId", "role", "parts"}, describe(response)
     assert message["role"] == "ROLE_AGENT"
     assert isinstance(message["messageId"], str)

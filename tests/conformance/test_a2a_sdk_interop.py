@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 
 def run(factory: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(asyncio.wait_for(factory(), timeout=60))  # type: ignore[arg-type]
+    return asyncio.run(asyncio.wait_for(factory(), timeout=60))
 
 
 def _config(http: httpx.AsyncClient) -> ClientConfig:

@@ -792,7 +792,7 @@ def _schema_failures() -> list[Any]:
         ("message-string", {"message": "hi"}),
         ("no-message-key", {"msg": good}),
     ]
-    for key, values in {
+    invalid: dict[str, list[Any]] = {
         "messageId": [None, "", 1, [], {}, True],
         "role": [None, "user", "ROLE_SYSTEM", 1, ["ROLE_USER"], {}],
         "parts": [None, [], {}, "hello", [None], ["hello"], [[]], [{}], [{"text": None}],
@@ -805,7 +805,8 @@ def _schema_failures() -> list[Any]:
         "metadata": [[], "m", 1],
         "extensions": ["urn:x", [1], {}],
         "referenceTaskIds": ["t", [1]],
-    }.items():  # fmt: skip
+    }  # fmt: skip
+    for key, values in invalid.items():
         for value in values:
             cases.append((f"{key}={json.dumps(value)}", {"message": {**good, key: value}}))
     for key in ("messageId", "role", "parts"):

@@ -11,7 +11,8 @@ import pytest
 
 from pactmw.core.errors import FetchError
 from pactmw.core.fetch import FetchPolicy, http_get, max_age
-from tests.jwks_server import JwksServer, Mode, free_port
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.net import free_port
 
 LOOPBACK = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 DOCUMENT = {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "AAAA"}]}

@@ -13,23 +13,11 @@ from pactmw.core.errors import KeyUnavailable
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import CachePolicy, DiscoveryCache, JwksCache
-from tests.jwks_server import JwksServer, Mode
+from tests.support.clock import FakeClock
+from tests.support.jwks_server import JwksServer, Mode
 
 POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 DAY = 24 * 3600.0
-
-
-class FakeClock:
-    """A monotonic clock that moves only when the test says so."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +45,7 @@ def server(module_server: JwksServer, key_a: PrivateJWK) -> JwksServer:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1000.0)
 
 
 @pytest.fixture

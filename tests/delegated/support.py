@@ -26,7 +26,6 @@ import jwt
 
 from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.core.fetch import FetchPolicy
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import SigningKeys
@@ -38,7 +37,9 @@ from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from pactmw.store.base import Store
-from tests.servers import free_port, uvicorn_server
+from tests.support.agent import identity_token, user_message
+from tests.support.net import free_port
+from tests.support.servers import uvicorn_server
 
 ISSUER = "https://pa.example"
 OTHER_ISSUER = "https://other-pa.example"
@@ -143,7 +144,8 @@ def make_tools(calls: list[tuple[str, str, dict[str, Any]]]) -> ToolRegistry:
 def bot(turn: Any) -> str:
     if "cancel" in turn.text:
         orders = turn.tools.list_orders()
-        return turn.tools.cancel_order(**CANCEL_ARGS) + f" (of {len(orders)})"
+        cancelled: str = turn.tools.cancel_order(**CANCEL_ARGS)
+        return cancelled + f" (of {len(orders)})"
     if "orders" in turn.text:
         return "Your orders: " + ", ".join(turn.tools.list_orders())
     who = turn.delegation.account if turn.delegation is not None else "stranger"
@@ -218,9 +220,9 @@ class Env:
     # -- the personal agent ---------------------------------------------------------------------
 
     def pa(self, sub: str = "u1", issuer: str = ISSUER) -> dict[str, str]:
-        now = int(time.time())
-        claims = {"iss": issuer, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-        return {"authorization": "Bearer " + sign_compact(claims, PA_KEYS[issuer], typ="JWT")}
+        return {
+            "authorization": "Bearer " + identity_token(PA_KEYS[issuer], issuer, AUDIENCE, sub=sub)
+        }
 
     def device_authorization(
         self,
@@ -265,13 +267,7 @@ class Env:
         sub: str = "u1",
         issuer: str = ISSUER,
     ) -> httpx.Response:
-        message: dict[str, Any] = {
-            "messageId": message_id or str(uuid.uuid4()),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if context_id is not None:
-            message["contextId"] = context_id
+        message = user_message(text, message_id=message_id, context_id=context_id)
         headers = self.pa(sub, issuer)
         if token is not None:
             headers["x-a2a-user-delegation"] = "Bearer " + token

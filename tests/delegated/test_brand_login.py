@@ -33,15 +33,15 @@ from tests.delegated.support import (
     assert_page_headers,
     bot,
     form_action,
-    free_port,
     hidden,
     jws_claims,
     make_tools,
     new_sub,
     serve,
 )
-from tests.jwks_server import JwksServer
-from tests.servers import werkzeug_server
+from tests.support.jwks_server import JwksServer
+from tests.support.net import free_port
+from tests.support.servers import werkzeug_server
 
 ACCOUNTS = {"alex.rivera@example.com": ("skyline", "sky-4471")}
 

@@ -23,22 +23,19 @@ from tests.delegated.support import (
     ISSUER,
     Env,
     delegated_brand,
-    free_port,
     jws_claims,
     new_sub,
     serve,
 )
-from tests.pg import PostgresServer, postgres_server
+from tests.support.net import free_port
+from tests.support.pg import PostgresServer, postgres_server_fixture
 
 RACERS = 12
 ROUNDS = 3
 TOKEN_PATH = "/a2a/acme/oauth/token"
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with postgres_server() as server:
-        yield server
+postgres = postgres_server_fixture(scope="module")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

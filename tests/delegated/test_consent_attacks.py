@@ -231,7 +231,7 @@ class PausingStore:
 def test_a_denial_that_wins_the_race_grants_nothing(tmp_path: Any) -> None:
     store = PausingStore(open_store(f"sqlite:///{tmp_path}/race.db"))
     calls: list[tuple[str, str, dict[str, Any]]] = []
-    with serve(store, [delegated_brand("acme", "Acme", calls)]) as env:  # type: ignore[arg-type]
+    with serve(store, [delegated_brand("acme", "Acme", calls)]) as env:
         sub = new_sub()
         before = env.connect("acme", "orders:read", user="alice", sub=sub)
         started, action, session = env.open_consent("acme", "orders:cancel", sub=sub)

@@ -7,7 +7,6 @@ from typing import Any
 import attrs
 import pytest
 
-import pactmw.core.jose as jose_module
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import DelegationRejected, SigningKeys, mint_access_token
 from pactmw.protocols.identity import (
@@ -18,22 +17,16 @@ from pactmw.protocols.identity import (
 )
 from pactmw.provider import Brand, DelegationConfig, Provider
 from pactmw.store import open_store
+from tests.support.clock import FakeClock
 
 ISSUER = "https://pa.example"
 BASE = "https://provider.example"
 NOW = 1_800_000_000.0
 
 
-class Clock:
-    now = NOW
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def world() -> Any:
-    clock = Clock()
+    clock = FakeClock(NOW)
     agent_key = generate_private_jwk("ES256", kid="pa")
     verifier = IdentityVerifier(
         audience="aud",
@@ -78,19 +71,6 @@ def world() -> Any:
     )
     caller = PersonalAgent(issuer=ISSUER, sub="u1", name="PA", claims={}, audience="aud")
     return provider, clock, caller, "Bearer " + token
-
-
-@pytest.fixture
-def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    calls: list[int] = []
-    real = jose_module.verify_signature
-
-    def counting(jws: Any, key: Any) -> None:
-        calls.append(1)
-        real(jws, key)
-
-    monkeypatch.setattr(jose_module, "verify_signature", counting)
-    return calls
 
 
 def test_a_reused_token_is_verified_once(world: Any, signature_checks: list[int]) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
 
 from pactmw.core.http import challenge
 from pactmw.core.jose import sign_compact
@@ -32,6 +31,7 @@ from pactmw.protocols.delegation import (
     verify_access_token,
 )
 from tests.delegated.support import independent_hash, jws_claims, jws_header
+from tests.support.keys import private_pem
 
 INTERFACE = "https://provider.example/a2a/acme"
 ISS = INTERFACE + "/oauth"
@@ -77,7 +77,9 @@ def claims(**overrides: Any) -> dict[str, Any]:
     return {k: v for k, v in base.items() if v is not None}
 
 
-def verify(token: str, *, now: float = NOW + 1, client_id: str = CLIENT, keys: KeySet = KEYS):
+def verify(
+    token: str, *, now: float = NOW + 1, client_id: str = CLIENT, keys: KeySet = KEYS
+) -> Delegation:
     return verify_access_token(
         "Bearer " + token, keys=keys, interface_url=INTERFACE, client_id=client_id, now=now
     )
@@ -467,12 +469,7 @@ def test_development_key_is_0600_even_with_an_open_umask(tmp_path: Path) -> None
 
 
 def pem(key: PrivateJWK, traditional: bool = False) -> bytes:
-    form = (
-        serialization.PrivateFormat.TraditionalOpenSSL
-        if traditional
-        else serialization.PrivateFormat.PKCS8
-    )
-    return key.key.private_bytes(serialization.Encoding.PEM, form, serialization.NoEncryption())
+    return private_pem(key.key, traditional=traditional)
 
 
 def test_from_files_reads_jwk_and_pem(tmp_path: Path) -> None:

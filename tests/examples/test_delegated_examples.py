@@ -26,11 +26,14 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
-from pactmw.core.jose import parse_compact, sign_compact, verify_signature
+from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.core.jwk import KeySet, PrivateJWK, generate_private_jwk, parse_jwks
 from pactmw.protocols.delegation import args_hash
-from tests.examples.test_examples import EXAMPLES, _toml_value
-from tests.servers import REPO, free_port, process_server
+from tests.examples.test_examples import EXAMPLES
+from tests.support.agent import identity_token, user_message
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
+from tests.support.toml import toml_value
 
 A2A = "application/a2a+json"
 ISSUER = "https://agent.example"
@@ -116,15 +119,8 @@ class Shop:
     # the personal agent ---------------------------------------------------------------------
 
     def auth(self, sub: str) -> dict[str, str]:
-        now = int(time.time())
-        claims = {
-            "iss": ISSUER,
-            "sub": sub,
-            "aud": f"{self.base_url}/a2a",
-            "iat": now,
-            "exp": now + 120,
-        }
-        return {"Authorization": f"Bearer {sign_compact(claims, self.key, typ='JWT')}"}
+        token = identity_token(self.key, ISSUER, f"{self.base_url}/a2a", sub=sub)
+        return {"Authorization": f"Bearer {token}"}
 
     def send(
         self,
@@ -135,13 +131,7 @@ class Shop:
         access_token: str | None = None,
         message_id: str | None = None,
     ) -> httpx.Response:
-        message: dict[str, Any] = {
-            "messageId": message_id or str(uuid.uuid4()),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if context_id is not None:
-            message["contextId"] = context_id
+        message = user_message(text, message_id=message_id, context_id=context_id)
         headers = {**self.auth(sub), "Content-Type": A2A, "A2A-Version": "1.0"}
         if access_token is not None:
             headers["X-A2A-User-Delegation"] = f"Bearer {access_token}"
@@ -245,29 +235,29 @@ def _write_config(
     config = tmp / "pactmw.toml"
     config.write_text(
         f"""
-base_url = {_toml_value(base_url)}
-audience = {_toml_value(base_url + "/a2a")}
-store = {_toml_value(f"sqlite:///{tmp / 'pactmw' / 'pactmw.db'}")}
-data_dir = {_toml_value(str(tmp / "pactmw"))}
+base_url = {toml_value(base_url)}
+audience = {toml_value(base_url + "/a2a")}
+store = {toml_value(f"sqlite:///{tmp / 'pactmw' / 'pactmw.db'}")}
+data_dir = {toml_value(str(tmp / "pactmw"))}
 
 [[agents]]
-issuer = {_toml_value(ISSUER)}
+issuer = {toml_value(ISSUER)}
 name = "Test agent"
-jwks = {_toml_value({"keys": [key.public.to_dict()]})}
+jwks = {toml_value({"keys": [key.public.to_dict()]})}
 
 [brands.{BRAND}]
 name = "Acme support"
 description = "Order status and returns."
-handler = {_toml_value(handler)}
+handler = {toml_value(handler)}
 
 [brands.{BRAND}.delegation]
 login = "same-app"
-login_url = {_toml_value(login)}
-tools = {_toml_value(tools)}
+login_url = {toml_value(login)}
+tools = {toml_value(tools)}
 interval = {INTERVAL}
 
 [brands.{BRAND}.delegation.scopes]
-{chr(10).join(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in SCOPES.items())}
+{chr(10).join(f"{toml_value(k)} = {toml_value(v)}" for k, v in SCOPES.items())}
 """
     )
     return config

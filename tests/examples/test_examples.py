@@ -12,21 +12,21 @@ import os
 import runpy
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider import ProviderSettings, Turn
 from pactmw.provider.tools import ToolRegistry
-from tests.servers import REPO, free_port, process_server
+from tests.support.agent import identity_token, user_message
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
+from tests.support.toml import toml_value
 
 A2A = "application/a2a+json"
 ISSUER = "https://agent.example"
@@ -94,39 +94,18 @@ class Running:
     client: httpx.Client
 
     def token(self, sub: str = "user-1") -> str:
-        now = int(time.time())
-        claims = {"iss": ISSUER, "sub": sub, "aud": self.audience, "iat": now, "exp": now + 120}
-        return sign_compact(claims, self.key, typ="JWT")
+        return identity_token(self.key, ISSUER, self.audience, sub=sub)
 
     def auth(self, sub: str = "user-1") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(sub)}"}
 
     def send(self, text: str, *, message_id: str, context_id: str | None = None) -> httpx.Response:
-        message: dict[str, Any] = {
-            "messageId": message_id,
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if context_id is not None:
-            message["contextId"] = context_id
+        message = user_message(text, message_id=message_id, context_id=context_id)
         return self.client.post(
             f"/a2a/{BRAND}/message:send",
             content=json.dumps({"message": message}),
             headers={**self.auth(), "Content-Type": A2A},
         )
-
-
-def _toml_value(value: Any) -> str:
-    """A TOML literal for str / bool / list / dict values (JSON strings are TOML strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(type(value))
 
 
 def _write_config(tmp: Path, port: int, key: PrivateJWK, handler: str) -> Path:
@@ -135,19 +114,19 @@ def _write_config(tmp: Path, port: int, key: PrivateJWK, handler: str) -> Path:
     config = tmp / "pactmw.toml"
     config.write_text(
         f"""
-base_url = {_toml_value(base_url)}
-audience = {_toml_value(base_url + "/a2a")}
-store = {_toml_value(f"sqlite:///{store}")}
+base_url = {toml_value(base_url)}
+audience = {toml_value(base_url + "/a2a")}
+store = {toml_value(f"sqlite:///{store}")}
 
 [[agents]]
-issuer = {_toml_value(ISSUER)}
+issuer = {toml_value(ISSUER)}
 name = "Test agent"
-jwks = {_toml_value({"keys": [key.public.to_dict()]})}
+jwks = {toml_value({"keys": [key.public.to_dict()]})}
 
 [brands.{BRAND}]
 name = "Acme support"
 description = "Order status and returns."
-handler = {_toml_value(handler)}
+handler = {toml_value(handler)}
 """
     )
     return config

@@ -21,26 +21,26 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from tests.support.net import closed_port_url
+
 __all__ = ["FakeBroker", "unreachable_url"]
+
+_Broker = TypeVar("_Broker", bound="FakeBroker")
 
 VerifyAnswer = tuple[int, Any] | Callable[[dict[str, Any]], tuple[int, Any]]
 
 
 def unreachable_url() -> str:
     """An http URL on 127.0.0.1 where nothing listens (connections are refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return closed_port_url()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -91,7 +91,7 @@ class FakeBroker:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> FakeBroker:
+    def start(self: _Broker) -> _Broker:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -100,7 +100,7 @@ class FakeBroker:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> FakeBroker:
+    def __enter__(self: _Broker) -> _Broker:
         return self.start()
 
     def __exit__(

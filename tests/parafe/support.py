@@ -261,16 +261,3 @@ class _Delete:
 
 #: Pass as a claim override to remove the claim.
 DELETE: Any = _Delete()
-
-
-class FakeClock:
-    """A monotonic clock that moves only when the test says so."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds

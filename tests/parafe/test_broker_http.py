@@ -31,7 +31,6 @@ from pactmw.protocols.parafe import (
 from tests.parafe.fake_broker import FakeBroker, unreachable_url
 from tests.parafe.support import (
     PHASE2,
-    FakeClock,
     Minter,
     did_document,
     fixture,
@@ -39,6 +38,7 @@ from tests.parafe.support import (
     message,
     sign,
 )
+from tests.support.clock import FakeClock
 
 NOW = 1_790_741_039.783
 POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
@@ -76,7 +76,7 @@ def broker(module_broker: FakeBroker, minter: Minter) -> FakeBroker:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1000.0)
 
 
 def keys_for(broker: FakeBroker, clock: FakeClock, policy: FetchPolicy = POLICY) -> BrokerKeys:

@@ -246,7 +246,7 @@ class IssuingBroker(FakeBroker):
 
     def _file(self, handler: _Handler, session_id: str) -> None:
         body = self._json(handler)
-        record = {
+        record: dict[str, Any] = {
             "session_id": session_id,
             "body": body,
             "authorization": handler.headers.get("Authorization"),

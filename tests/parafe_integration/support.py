@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.protocols.parafe import ConsentPresenter, activation_headers
+from pactmw.provider.parafe import ParafeConfig
 from tests.parafe_integration.broker import IssuingBroker
+from tests.support.agent import user_message
 
 #: The receiving agent (the shop) and the calling agent, by their Parafé ids.
 SHOP_AGENT = "prf_agent_shop0001"
@@ -36,6 +37,20 @@ class World:
 
     def close(self) -> None:
         self.broker.close()
+
+    def config(self, **overrides: Any) -> ParafeConfig:
+        """The shop's Parafé configuration against this broker; `overrides` replace options."""
+        options: dict[str, Any] = {
+            "agent_id": SHOP_AGENT,
+            "broker_url": self.url,
+            "allow_http_broker_on_loopback": True,
+            "signing_key": self.shop_key,
+            "scope_requirements": {
+                SCOPE: {"permissions": PERMISSIONS, "minimum_authorization_modality": "autonomous"}
+            },
+        }
+        options.update(overrides)
+        return ParafeConfig(**options)
 
     @property
     def url(self) -> str:
@@ -76,14 +91,7 @@ class World:
 
 
 def a2a_message(text: str, *, context_id: str | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if context_id is not None:
-        message["contextId"] = context_id
-    return message
+    return user_message(text, context_id=context_id)
 
 
 def parafe_headers() -> dict[str, str]:

@@ -25,7 +25,7 @@ from pactmw.core.fetch import FetchPolicy
 from pactmw.protocols.parafe import EXTENSION_URI, BrokerKeys, ReceiptVerifier
 from pactmw.provider.parafe import ParafeAgent, ParafeConfig
 from tests.parafe_integration.support import PERMISSIONS, SCOPE, SHOP_AGENT, World, a2a_message
-from tests.servers import REPO, uvicorn_server
+from tests.support.servers import REPO, uvicorn_server
 
 
 @pytest.fixture(scope="module")

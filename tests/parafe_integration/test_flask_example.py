@@ -41,42 +41,32 @@ from tests.parafe_integration.support import (
     a2a_message,
     parafe_headers,
 )
-from tests.servers import REPO, free_port, process_server
+from tests.support.net import free_port
+from tests.support.servers import REPO, process_server
+from tests.support.toml import toml_value
 
 ISSUER = "https://agent.example"
 BRAND = "shop"
-
-
-def toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f'"{k}" = {toml(v)}' for k, v in value.items()) + " }"
-    raise TypeError(type(value))
 
 
 def write_config(tmp: Path, port: int, pa_key: PrivateJWK, world: World) -> Path:
     base = f"http://127.0.0.1:{port}"
     parafe = world.parafe_table()
     lines = [
-        f"base_url = {toml(base)}",
-        f"audience = {toml(base + '/a2a')}",
-        f"store = {toml('sqlite:///' + str(tmp / 'pactmw.db'))}",
+        f"base_url = {toml_value(base)}",
+        f"audience = {toml_value(base + '/a2a')}",
+        f"store = {toml_value('sqlite:///' + str(tmp / 'pactmw.db'))}",
         "",
         "[[agents]]",
-        f"issuer = {toml(ISSUER)}",
-        f"jwks = {toml({'keys': [pa_key.public.to_dict()]})}",
+        f"issuer = {toml_value(ISSUER)}",
+        f"jwks = {toml_value({'keys': [pa_key.public.to_dict()]})}",
         "",
         f"[brands.{BRAND}]",
         'name = "Acme Lamp Co. support"',
         'handler = "examples.flask_app.app:support_bot"',
         "",
         f"[brands.{BRAND}.parafe]",
-        *(f"{k} = {toml(v)}" for k, v in parafe.items()),
+        *(f"{k} = {toml_value(v)}" for k, v in parafe.items()),
     ]
     config = tmp / "pactmw.toml"
     config.write_text("\n".join(lines) + "\n")

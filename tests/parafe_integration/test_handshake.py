@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from pactmw.adapters.asgi import A2AProviderApp
-from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.parafe import EXTENSION_URI, with_parafe
 from pactmw.provider import Brand, Turn
 from pactmw.provider.parafe import ParafeConfig
@@ -28,8 +27,8 @@ from tests.parafe_integration.support import (
     World,
     a2a_message,
 )
-from tests.provider import ISSUER, OTHER_ISSUER, Kit
-from tests.servers import uvicorn_server
+from tests.provider import Kit
+from tests.support.servers import uvicorn_server
 
 
 @pytest.fixture
@@ -39,33 +38,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     world.close()
 
 
-@pytest.fixture
-def kit() -> Iterator[Kit]:
-    from pactmw.store import open_store
-
-    keys = {
-        ISSUER: generate_private_jwk("ES256", kid="pa-1"),
-        OTHER_ISSUER: generate_private_jwk("ES256", kid="other-1"),
-    }
-    kit = Kit(keys, lambda: open_store("memory://"))
-    kit.clock.now = time.time()
-    yield kit
-    kit.close()
-
-
 def config(world: World, **overrides: Any) -> ParafeConfig:
-    options: dict[str, Any] = {
-        "agent_id": SHOP_AGENT,
-        "broker_url": world.url,
-        "allow_http_broker_on_loopback": True,
-        "signing_key": world.shop_key,
-        "credential": CREDENTIAL,
-        "scope_requirements": {
-            SCOPE: {"permissions": PERMISSIONS, "minimum_authorization_modality": "autonomous"}
-        },
-    }
-    options.update(overrides)
-    return ParafeConfig(**options)
+    """The shop's Parafé configuration, with its broker credential (the handshake needs it)."""
+    return world.config(**{"credential": CREDENTIAL, **overrides})
 
 
 def order_bot(turn: Turn) -> str:

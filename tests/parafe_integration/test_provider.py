@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +21,6 @@ from pactmw.config import ConfigError
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import Response
 from pactmw.core.jose import parse_compact, verify_signature
-from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.parafe import (
     EXTENSION_URI,
     HandshakeChallenge,
@@ -39,7 +37,6 @@ from pactmw.provider.parafe import (
     ParafeRefused,
     ReceiptFiler,
 )
-from pactmw.store import open_store
 from tests.parafe_integration.broker import TEST_HANDSHAKE_PATH
 from tests.parafe_integration.support import (
     CALLER_AGENT,
@@ -52,13 +49,11 @@ from tests.parafe_integration.support import (
 )
 from tests.provider import (
     AUDIENCE,
-    ISSUER,
-    OTHER_ISSUER,
     Kit,
     async_drive,
     sync_drive,
 )
-from tests.servers import uvicorn_server
+from tests.support.servers import uvicorn_server
 
 ACTIVATE = (("a2a-extensions", EXTENSION_URI),)
 
@@ -70,30 +65,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     world.close()
 
 
-@pytest.fixture
-def kit() -> Iterator[Kit]:
-    keys = {
-        ISSUER: generate_private_jwk("ES256", kid="pa-1"),
-        OTHER_ISSUER: generate_private_jwk("ES256", kid="other-1"),
-    }
-    kit = Kit(keys, lambda: open_store("memory://"))
-    kit.clock.now = time.time()  # Parafé tokens are issued on the wall clock
-    yield kit
-    kit.close()
-
-
 def config(world: World, **overrides: Any) -> ParafeConfig:
-    options: dict[str, Any] = {
-        "agent_id": SHOP_AGENT,
-        "broker_url": world.url,
-        "allow_http_broker_on_loopback": True,
-        "signing_key": world.shop_key,
-        "scope_requirements": {
-            SCOPE: {"permissions": PERMISSIONS, "minimum_authorization_modality": "autonomous"}
-        },
-    }
-    options.update(overrides)
-    return ParafeConfig(**options)
+    return world.config(**overrides)
 
 
 def order_bot(turn: Turn) -> str:

@@ -13,7 +13,7 @@ from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer
 
 ISSUER = "https://pa.example"
 

@@ -33,7 +33,8 @@ from pactmw.protocols.identity import (
     RegisteredAgent,
     actor_id_for,
 )
-from tests.jwks_server import JwksServer, Mode
+from tests.support.clock import FakeClock
+from tests.support.jwks_server import JwksServer, Mode
 
 NOW = 1_800_000_000
 ISS = "https://pa.example"
@@ -45,17 +46,6 @@ POLICY = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 _DROP = object()
 
 Verify = Callable[[str | None], PersonalAgent]
-
-
-class FakeClock:
-    def __init__(self, start: float = 5000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 # -- keys, server, verifier ---------------------------------------------------------------------
@@ -93,7 +83,7 @@ def server(
 
 @pytest.fixture
 def keys_clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(5000.0)
 
 
 @pytest.fixture

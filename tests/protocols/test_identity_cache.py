@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import pactmw.core.jose as jose_module
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk, public_key_set
@@ -20,17 +19,10 @@ from pactmw.protocols.identity import (
     LazyClaims,
     RegisteredAgent,
 )
+from tests.support.clock import FakeClock
 
 ISSUER = "https://pa.example"
 NOW = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -39,11 +31,11 @@ def key() -> Any:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(NOW)
 
 
-def make_verifier(key: Any, clock: Clock, **cache: Any) -> IdentityVerifier:
+def make_verifier(key: Any, clock: FakeClock, **cache: Any) -> IdentityVerifier:
     registry = AgentRegistry(
         [RegisteredAgent(issuer=ISSUER, name="PA", jwks=public_key_set([key]))]
     )
@@ -63,22 +55,8 @@ def bearer(
     return "Bearer " + sign_compact(claims, key, typ="JWT")
 
 
-@pytest.fixture
-def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count real signature verifications made by the identity verifier."""
-    calls: list[int] = []
-    real = jose_module.verify_signature
-
-    def counting(jws: Any, key: Any) -> None:
-        calls.append(1)
-        real(jws, key)
-
-    monkeypatch.setattr(jose_module, "verify_signature", counting)
-    return calls
-
-
 def test_a_repeated_token_skips_the_signature_check(
-    key: Any, clock: Clock, signature_checks: list[int]
+    key: Any, clock: FakeClock, signature_checks: list[int]
 ) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key, jti="j1", custom="x")
@@ -96,7 +74,7 @@ def test_a_repeated_token_skips_the_signature_check(
 
 
 def test_the_async_path_uses_the_same_cache(
-    key: Any, clock: Clock, signature_checks: list[int]
+    key: Any, clock: FakeClock, signature_checks: list[int]
 ) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key)
@@ -105,7 +83,7 @@ def test_the_async_path_uses_the_same_cache(
     assert len(signature_checks) == 1
 
 
-def test_disabling_an_agent_refuses_its_cached_tokens_at_once(key: Any, clock: Clock) -> None:
+def test_disabling_an_agent_refuses_its_cached_tokens_at_once(key: Any, clock: FakeClock) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key)
     verifier.verify(token)
@@ -117,7 +95,9 @@ def test_disabling_an_agent_refuses_its_cached_tokens_at_once(key: Any, clock: C
     assert verifier.verify(token).sub == "u1"
 
 
-def test_a_cached_token_still_expires(key: Any, clock: Clock, signature_checks: list[int]) -> None:
+def test_a_cached_token_still_expires(
+    key: Any, clock: FakeClock, signature_checks: list[int]
+) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key, lifetime=60)
     verifier.verify(token)
@@ -130,7 +110,9 @@ def test_a_cached_token_still_expires(key: Any, clock: Clock, signature_checks: 
     assert refused.value.reason == "expired"
 
 
-def test_refused_tokens_are_not_cached(key: Any, clock: Clock, signature_checks: list[int]) -> None:
+def test_refused_tokens_are_not_cached(
+    key: Any, clock: FakeClock, signature_checks: list[int]
+) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key, iat=NOW + 31)  # iat too far ahead: refused every time
     for _ in range(2):
@@ -140,7 +122,7 @@ def test_refused_tokens_are_not_cached(key: Any, clock: Clock, signature_checks:
     assert len(signature_checks) == 2
 
 
-def test_a_tampered_copy_is_a_different_entry(key: Any, clock: Clock) -> None:
+def test_a_tampered_copy_is_a_different_entry(key: Any, clock: FakeClock) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key)
     verifier.verify(token)
@@ -151,7 +133,7 @@ def test_a_tampered_copy_is_a_different_entry(key: Any, clock: Clock) -> None:
         verifier.verify(forged)
 
 
-def test_the_cache_is_bounded_in_entries_and_age(key: Any, clock: Clock) -> None:
+def test_the_cache_is_bounded_in_entries_and_age(key: Any, clock: FakeClock) -> None:
     verifier = make_verifier(key, clock, max_entries=3, max_age=10.0)
     tokens = [bearer(key, sub=f"u{i}") for i in range(5)]
     for token in tokens:
@@ -164,7 +146,7 @@ def test_the_cache_is_bounded_in_entries_and_age(key: Any, clock: Clock) -> None
     assert verifier.cache.get(token_key(tokens[4].removeprefix("Bearer ")), clock.now) is None
 
 
-def test_the_cache_keeps_no_token(key: Any, clock: Clock) -> None:
+def test_the_cache_keeps_no_token(key: Any, clock: FakeClock) -> None:
     verifier = make_verifier(key, clock)
     token = bearer(key)
     verifier.verify(token)
@@ -174,7 +156,9 @@ def test_the_cache_keeps_no_token(key: Any, clock: Clock) -> None:
     assert signature not in repr(entry)
 
 
-def test_a_cache_can_be_switched_off(key: Any, clock: Clock, signature_checks: list[int]) -> None:
+def test_a_cache_can_be_switched_off(
+    key: Any, clock: FakeClock, signature_checks: list[int]
+) -> None:
     verifier = make_verifier(key, clock, max_entries=0)
     token = bearer(key)
     verifier.verify(token)

@@ -17,11 +17,12 @@ import pytest
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import Request, Response
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, public_key_set
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store.base import Store
+from tests.support.agent import identity_token
+from tests.support.clock import FakeClock
 
 BASE_URL = "https://provider.example"
 AUDIENCE = "https://provider.example/a2a"
@@ -30,19 +31,6 @@ OTHER_ISSUER = "https://other-pa.example"
 DISABLED_ISSUER = "https://pa.example/disabled-pa"
 A2A = "application/a2a+json"
 START = 1_800_000_000.0  # a multiple of 60, so rate-limit windows start here
-
-
-class Clock:
-    """Epoch seconds that move only when a test says so."""
-
-    def __init__(self, now: float = START) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Bot:
@@ -155,7 +143,7 @@ class Kit:
 
     def __init__(self, keys: dict[str, PrivateJWK], store_factory: Callable[[], Store]) -> None:
         self.keys = keys
-        self.clock = Clock()
+        self.clock = FakeClock(START)
         self._store_factory = store_factory
         self.providers: list[Provider] = []
 
@@ -192,11 +180,10 @@ class Kit:
         return provider
 
     def token(self, sub: str = "user-1", issuer: str = ISSUER, **claims: Any) -> str:
-        now = int(self.clock())
-        payload = {"iss": issuer, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-        payload.update(claims)
         key = self.keys[ISSUER if issuer == DISABLED_ISSUER else issuer]
-        return "Bearer " + sign_compact(payload, key, typ="JWT")
+        return "Bearer " + identity_token(
+            key, issuer, AUDIENCE, sub=sub, now=self.clock(), **claims
+        )
 
     def request(
         self,

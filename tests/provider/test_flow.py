@@ -69,7 +69,7 @@ def reply(response: Response, text: str | None = None) -> dict[str, Any]:
     """The agent message of a successful reply, after checking its exact shape."""
     data = assert_a2a(response, 200)
     assert list(data) == ["message"]
-    message = data["message"]
+    message: dict[str, Any] = data["message"]
     assert list(message) == ["messageId", "contextId", "role", "parts"]
     assert message["role"] == "ROLE_AGENT"
     assert is_uuid(message["messageId"])

@@ -263,7 +263,7 @@ def test_text_parts_are_joined_by_newlines() -> None:
 
 
 def test_reference_client_body_is_accepted() -> None:
-    message = {
+    message: dict[str, Any] = {
         "messageId": str(uuid.uuid4()),
         "role": "ROLE_USER",
         "parts": [{"text": "Is my order late?", "mediaType": "text/plain"}],

@@ -1,19 +1,13 @@
 """Helpers for the reliability tests: `pactmw serve` configs, signed requests, RSS, PostgreSQL.
 
 Everything runs on 127.0.0.1: real `pactmw serve` processes (started with
-`tests.servers.process_server`), real PostgreSQL servers (`tests.pg`), real key servers
-(`tests.jwks_server`). The bot is `tests.reliability.bots:recording_bot`, which logs each run
-to a file so tests can count bot runs per messageId across processes and restarts.
+`tests.support.servers.process_server`), real PostgreSQL servers (`tests.support.pg`), real key
+servers (`tests.support.jwks_server`). The bot is `tests.reliability.bots:recording_bot`, which
+logs each run to a file so tests can count bot runs per messageId across processes and restarts.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
-from tests.pg import PostgresServer, find_postgres_bindir
+from tests.support.agent import identity_token, user_message
+from tests.support.toml import toml_value
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-reliability-audience"
@@ -32,21 +26,6 @@ PENDING = "messageId was already received in this context and has no reply yet"
 
 
 # -- configuration ------------------------------------------------------------------------------
-
-
-def toml_value(value: Any) -> str:
-    """A TOML value for str, bool, int, float, list and dict (inline tables)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string of printable text is a TOML basic string
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, Sequence):
-        return "[ " + ", ".join(toml_value(v) for v in value) + " ]"
-    raise TypeError(f"no TOML for {type(value).__name__}")
 
 
 def inline_agent(key: PrivateJWK, issuer: str = ISSUER) -> dict[str, Any]:
@@ -77,21 +56,6 @@ def write_config(
     return path
 
 
-def serve_argv(config: Path, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pactmw",
-        "serve",
-        "--config",
-        str(config),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-
-
 def bot_env(runs: Path, slow_seconds: float = 2.0) -> dict[str, str]:
     return {"PACTMW_TEST_RUNS": str(runs), "PACTMW_TEST_SLOW_SECONDS": str(slow_seconds)}
 
@@ -101,27 +65,11 @@ def bot_env(runs: Path, slow_seconds: float = 2.0) -> dict[str, str]:
 
 def bearer(key: PrivateJWK, sub: str = "user-1", issuer: str = ISSUER) -> str:
     """A fresh PACT JWT (a new `jti`, so the Provider's verified-token cache never hits)."""
-    now = int(time.time())
-    claims = {
-        "iss": issuer,
-        "sub": sub,
-        "aud": AUDIENCE,
-        "iat": now,
-        "exp": now + 120,
-        "jti": uuid.uuid4().hex,
-    }
-    return "Bearer " + sign_compact(claims, key, typ="JWT")
+    return "Bearer " + identity_token(key, issuer, AUDIENCE, sub=sub, fresh_jti=True)
 
 
 def message_body(text: str, message_id: str, context_id: str | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "messageId": message_id,
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if context_id is not None:
-        message["contextId"] = context_id
-    return {"message": message}
+    return {"message": user_message(text, message_id=message_id, context_id=context_id)}
 
 
 def send(
@@ -201,70 +149,3 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-# -- stopping and starting a tests.pg server in place ---------------------------------------------
-
-
-def _as_postgres(args: Sequence[str]) -> list[str]:
-    # As tests/pg.py does: PostgreSQL refuses to run as root.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *args]
-    return list(args)
-
-
-def _pg_ctl(args: Sequence[str], cwd: Path, timeout: float) -> None:
-    pg_ctl = str(find_postgres_bindir() / "pg_ctl")
-    result = subprocess.run(
-        _as_postgres([pg_ctl, *args]),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"pg_ctl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-
-
-def pg_stop(server: PostgresServer, *, mode: str = "fast", timeout: float = 30.0) -> None:
-    """Stop the server (`pg_ctl stop -m fast`): clients are disconnected mid-transaction."""
-    base = server.data_dir.parent
-    _pg_ctl(["-D", str(server.data_dir), "-m", mode, "-w", "stop"], base, timeout)
-
-
-def pg_start(server: PostgresServer, *, timeout: float = 30.0) -> None:
-    """Start a stopped server again on the same port and data directory.
-
-    tests/pg.py has no restart helper; this repeats its `pg_ctl start` options (same port,
-    socket directory and settings), logging to `restart.log` next to the data directory.
-    """
-    base = server.data_dir.parent
-    options = (
-        f"-h {server.host} -p {server.port} -k {base} -c fsync=off -c synchronous_commit=off "
-        "-c full_page_writes=off -c max_connections=300"
-    )
-    log = base / "restart.log"
-    _pg_ctl(
-        [
-            "-D",
-            str(server.data_dir),
-            "-l",
-            str(log),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            str(int(timeout)),
-            "start",
-        ],
-        base,
-        timeout + 5,
-    )

@@ -33,7 +33,6 @@ from pactmw.protocols.delegation import mint_login_assertion
 from pactmw.provider import Brand
 from pactmw.provider.brand import DelegationConfig
 from tests.delegated.support import SCOPES, Env, bot, delegated_brand, make_tools, new_sub, serve
-from tests.pg import PostgresServer, postgres_server
 from tests.reliability.support import (
     assert_reply,
     bearer,
@@ -42,18 +41,16 @@ from tests.reliability.support import (
     inline_agent,
     is_pending,
     send,
-    serve_argv,
     write_config,
 )
-from tests.servers import free_port, process_server
+from tests.support.net import free_port
+from tests.support.pg import PostgresServer, postgres_server_fixture
+from tests.support.servers import process_server, serve_argv
 
 RACERS = 12
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with postgres_server() as server:
-        yield server
+postgres = postgres_server_fixture(scope="module")
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,10 @@ from tests.reliability.support import (
     inline_agent,
     is_pending,
     send,
-    serve_argv,
     write_config,
 )
-from tests.servers import free_port, process_server
+from tests.support.net import free_port
+from tests.support.servers import process_server, serve_argv
 
 LEASE = 3.0  # claim_lease_seconds in the server's configuration
 SLOW = 1.5  # how long the bot works on a `[slow]` message

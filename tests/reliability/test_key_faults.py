@@ -1,6 +1,6 @@
 """The agent's (or the Brand login's) JWKS server misbehaves: requests fail closed, quickly.
 
-Every failure mode of `tests.jwks_server.JwksServer` (500, slow, dripping body or headers,
+Every failure mode of `tests.support.jwks_server.JwksServer` (500, slow, dripping body or headers,
 garbage, oversized with and without Content-Length, redirect, nothing listening):
 
 * through a real `pactmw serve` (jwks_timeout = 2 s): an agent whose keys were never fetched
@@ -36,16 +36,16 @@ from pactmw.provider import Brand, Provider
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.store import open_store
-from tests.jwks_server import JwksServer, Mode
 from tests.reliability.support import (
     AUDIENCE,
     bearer,
     bot_env,
     inline_agent,
-    serve_argv,
     write_config,
 )
-from tests.servers import free_port, process_server, uvicorn_server, werkzeug_server
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.net import free_port
+from tests.support.servers import process_server, serve_argv, uvicorn_server, werkzeug_server
 
 SERVE_TIMEOUT = 2.0  # jwks_timeout of the `pactmw serve` config
 LOCAL_TIMEOUT = 1.0  # fetch timeout of the in-process Providers

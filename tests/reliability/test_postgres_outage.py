@@ -26,7 +26,6 @@ import psycopg
 import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
-from tests.pg import PostgresServer, postgres_server
 from tests.reliability.support import (
     assert_reply,
     bearer,
@@ -34,25 +33,26 @@ from tests.reliability.support import (
     bot_runs,
     inline_agent,
     is_pending,
+    send,
+    write_config,
+)
+from tests.support.net import free_port
+from tests.support.pg import (
+    PostgresServer,
     log_tail,
     pg_start,
     pg_stop,
-    send,
-    serve_argv,
-    write_config,
+    postgres_server_fixture,
 )
-from tests.servers import free_port, process_server
+from tests.support.servers import process_server, serve_argv
 
 LEASE = 2.0  # claim_lease_seconds of the server
 AGENTS = 6
 OUTAGE = 3.0  # seconds PostgreSQL stays down while agents talk
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    # Its own server, not the session's: this module stops and starts it.
-    with postgres_server() as server:
-        yield server
+# Its own server, not the session's: this module stops and starts it.
+postgres = postgres_server_fixture(scope="module")
 
 
 @pytest.fixture(scope="module")

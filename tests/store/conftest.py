@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import Store
-from tests.pg import PostgresServer, postgres_server_fixture
 from tests.store.support import Backend, open_backend
+from tests.support.pg import PostgresServer, postgres_server_fixture
 
 # Started on first use only, so memory/sqlite-only runs (-k) never start PostgreSQL.
 postgres_server = postgres_server_fixture(scope="session")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -62,3 +64,32 @@ def all_at_once(n: int, fn: Callable[[int], T]) -> list[T]:
         raise errors[0]
     assert all(not t.is_alive() for t in threads)
     return [r for r in results if r is not None]
+
+
+def processes_at_once(argvs: Sequence[Sequence[str]], work: Path) -> list[str]:
+    """Run one process per argv, released together; return what each printed (stripped).
+
+    Each process writes `work/ready-N` once it has connected, then waits for `work/go`, so
+    their operations truly overlap. A process that exits early, or fails, fails the test.
+    """
+    procs = [
+        subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for argv in argvs
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(work.glob("ready-*"))) < len(procs):
+            dead = [p for p in procs if p.poll() is not None]
+            assert not dead, dead[0].communicate()[1]
+            assert time.monotonic() < deadline, "racers did not get ready"
+            time.sleep(0.01)
+        (work / "go").touch()
+        outputs = [p.communicate(timeout=30) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    return [out.strip() for out, _ in outputs]

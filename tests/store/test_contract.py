@@ -1,11 +1,10 @@
 """One behaviour, three backends: every Store passes the same tests.
 
-PostgreSQL runs against a real server (tests/pg.py) with a fresh database per test.
+PostgreSQL runs against a real server (tests/support/pg.py) with a fresh database per test.
 """
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pactmw.store import (
 from pactmw.store import postgres as pg_backend
 from pactmw.store import sqlite as sqlite_backend
 from tests.store.support import Backend, all_at_once
+from tests.support.net import free_port
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
@@ -512,16 +512,9 @@ def test_open_store_rejects_bad_urls(url: str) -> None:
     assert "hunter2" not in str(info.value)
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_postgres_down_is_unavailable_without_password(scheme: str) -> None:
-    url = f"{scheme}://pactmw:s3cr3t-pw@127.0.0.1:{_closed_port()}/db?connect_timeout=2"
+    url = f"{scheme}://pactmw:s3cr3t-pw@127.0.0.1:{free_port()}/db?connect_timeout=2"
     s = open_store(url)  # connecting is lazy, so an app can start before its database
     try:
         with pytest.raises(StoreUnavailable) as info:

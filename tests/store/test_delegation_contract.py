@@ -2,7 +2,7 @@
 
 Device authorizations (RFC 8628), grants, refresh-token rotation with reuse detection
 (RFC 9700 §4.14) and single-use values, run against memory, a sqlite file and a real
-PostgreSQL server (tests/pg.py, a fresh database per test). Time is always passed in.
+PostgreSQL server (tests/support/pg.py, a fresh database per test). Time is always passed in.
 """
 
 from __future__ import annotations
@@ -508,7 +508,7 @@ def test_approve_changes_nothing_unless_the_code_is_pending_here(store: Store) -
     ]
     authorizations = {u: store.device_authorization_by_user_code(u) for _, u in codes.values()}
 
-    attempts = [
+    attempts: list[tuple[str, dict[str, Any]]] = [
         ("unknown", {"user_code": "ZZZZ-ZZZZ"}),
         ("denied", {"user_code": "BBBB-BBBB"}),
         ("approved", {"user_code": "CCCC-CCCC"}),
@@ -534,13 +534,14 @@ def test_approve_refuses_bad_input_and_changes_nothing(store: Store) -> None:
     _grant(store, grant_id="g-old", account="acct-old")
     store.revoke_grant("g-old", now=T0 + 1)
     _device(store)
-    for kwargs, error in [
+    refusals: list[tuple[dict[str, Any], type[Exception]]] = [
         ({"scopes": ()}, ValueError),
         ({"scopes": ("ok", "bad\x00")}, ValueError),
         ({"account": "acct\x00"}, ValueError),
         ({"new_grant_id": "g\x00"}, ValueError),
         ({"new_grant_id": "g-old"}, ValueError),  # a new grant cannot reuse an old id
-    ]:
+    ]
+    for kwargs, error in refusals:
         with pytest.raises(error):
             _approve(store, **kwargs)
     with pytest.raises(TypeError):

@@ -7,15 +7,14 @@ of an approved device code gets the tokens, one use of a single-use value counts
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pactmw.store import Store, open_store
+from tests.store.support import processes_at_once
 
 T0 = 1_700_000_000.0
 PROCESSES = 6
@@ -91,32 +90,8 @@ def store(url: str) -> Iterator[Store]:
 def _race(url: str, op: str, work: Path) -> list[str]:
     """Run PROCESSES racers of `op`, released together; return their printed results."""
     work.mkdir()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACER, url, op, str(work), str(i)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(PROCESSES)
-    ]
-    try:
-        deadline = time.monotonic() + 30
-        while len(list(work.glob("ready-*"))) < PROCESSES:
-            dead = [p for p in procs if p.poll() is not None]
-            assert not dead, dead[0].communicate()[1]
-            assert time.monotonic() < deadline, "racers did not get ready"
-            time.sleep(0.01)
-        (work / "go").touch()
-        outputs = [p.communicate(timeout=30) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, (_, err) in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, err
-    return [out.strip() for out, _ in outputs]
+    argvs = [[sys.executable, "-c", RACER, url, op, str(work), str(i)] for i in range(PROCESSES)]
+    return processes_at_once(argvs, work)
 
 
 def _grant_id(store: Store) -> str:

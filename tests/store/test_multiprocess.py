@@ -10,13 +10,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pactmw.store import Store, open_store
+from tests.store.support import processes_at_once
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
@@ -126,33 +126,9 @@ def test_processes_racing_for_one_turn_have_one_owner(
     ctx = _conversation(store)
     work = tmp_path / "race"
     work.mkdir()
-    procs = [
-        subprocess.Popen(
-            _python(RACER, url, ctx, "m1", str(work), str(i), str(T0)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(PROCESSES)
-    ]
-    try:
-        # Release everyone at once, after all have connected, so the claims truly overlap.
-        deadline = time.monotonic() + 30
-        while len(list(work.glob("ready-*"))) < PROCESSES:
-            dead = [p for p in procs if p.poll() is not None]
-            assert not dead, dead[0].communicate()[1]
-            assert time.monotonic() < deadline, "racers did not get ready"
-            time.sleep(0.01)
-        (work / "go").touch()
-        outputs = [p.communicate(timeout=30) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, (_, err) in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, err
-    kinds = [out.strip() for out, _ in outputs]
+    # Release everyone at once, after all have connected, so the claims truly overlap.
+    argvs = [_python(RACER, url, ctx, "m1", str(work), str(i), str(T0)) for i in range(PROCESSES)]
+    kinds = processes_at_once(argvs, work)
     # Exactly one owner; a loser sees "pending" or, if it came after the answer, the reply.
     assert kinds.count("new") == 1, kinds
     assert set(kinds) <= {"new", "pending", "reply"}, kinds

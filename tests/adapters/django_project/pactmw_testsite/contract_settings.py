@@ -4,10 +4,11 @@ the shared test project, with the contract's routes and its `PACTMW` (brands inc
 from __future__ import annotations
 
 from pactmw_testsite.settings import *  # noqa: F403
+from pactmw_testsite.settings import INSTALLED_APPS as BASE_APPS
 
 ROOT_URLCONF = "pactmw_testsite.contract_urls"
 
-INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework"]  # noqa: F405
+INSTALLED_APPS = [*BASE_APPS, "rest_framework"]
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pactmw.adapters.django.rest_framework.PersonalAgentAuthentication",

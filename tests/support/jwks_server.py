@@ -8,7 +8,7 @@ protocols and adapter tests), so it depends only on the standard library and `cr
 
 Typical use::
 
-    from tests.jwks_server import JwksServer, Mode
+    from tests.support.jwks_server import JwksServer, Mode
 
     with JwksServer(keys=public_key_set([signing_key]).to_dict()) as server:
         cache = JwksCache(FetchPolicy(allow_http_on_loopback=True))
@@ -27,13 +27,10 @@ with a throwaway self-signed certificate for 127.0.0.1/localhost; point `SSL_CER
 
 from __future__ import annotations
 
-import datetime
 import enum
 import http.server
-import ipaddress
 import json
 import shutil
-import socket
 import ssl
 import tempfile
 import threading
@@ -44,12 +41,12 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-__all__ = ["DEFAULT_JWKS_PATH", "JwksServer", "Mode", "free_port"]
+from tests.support.keys import private_pem, self_signed_certificate
+
+__all__ = ["DEFAULT_JWKS_PATH", "JwksServer", "Mode"]
 
 DEFAULT_JWKS_PATH = "/.well-known/jwks.json"
 
@@ -271,37 +268,12 @@ class JwksServer:
 
     def _make_certificate(self, directory: Path) -> ssl.SSLContext:
         key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-        now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                        x509.DNSName("localhost"),
-                    ]
-                ),
-                critical=False,
-            )
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256())
+        cert = self_signed_certificate(
+            key, "127.0.0.1", ip_addresses=["127.0.0.1"], dns_names=["localhost"], ca=True
         )
         cert_path, key_path = directory / "cert.pem", directory / "key.pem"
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
+        key_path.write_bytes(private_pem(key))
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
         return context
@@ -373,10 +345,3 @@ class JwksServer:
             handler.wfile.write(head[index : index + 1].encode())
             handler.wfile.flush()
         handler.wfile.write(body)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (for refused connections)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -2,7 +2,7 @@
 
 Use the context manager anywhere::
 
-    from tests.pg import postgres_server
+    from tests.support.pg import postgres_server
 
     with postgres_server() as server:
         dsn = server.dsn  # postgresql://postgres@127.0.0.1:PORT/pactmw_test
@@ -10,7 +10,7 @@ Use the context manager anywhere::
 
 or make a pytest fixture in a conftest.py (the variable name is the fixture name)::
 
-    from tests.pg import postgres_server_fixture
+    from tests.support.pg import postgres_server_fixture
 
     postgres_server = postgres_server_fixture()  # session-scoped, yields PostgresServer
 
@@ -27,7 +27,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -41,10 +40,15 @@ import pytest
 from attrs import frozen
 from psycopg import sql
 
+from tests.support.net import free_port
+
 __all__ = [
     "PostgresNotFound",
     "PostgresServer",
     "find_postgres_bindir",
+    "log_tail",
+    "pg_start",
+    "pg_stop",
     "postgres_server",
     "postgres_server_fixture",
 ]
@@ -119,13 +123,6 @@ def find_postgres_bindir() -> Path:
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _as_server_user(args: Sequence[str]) -> list[str]:
     # PostgreSQL refuses to run as root, so root hands the cluster to the postgres user.
     if os.geteuid() == 0:
@@ -148,11 +145,46 @@ def _run(args: Sequence[str], *, cwd: Path, timeout: float) -> None:
         )
 
 
-def _log_tail(log: Path) -> str:
+def log_tail(log: Path, lines: int = 40) -> str:
+    """The last `lines` lines of a log file, or a note that there is none."""
     try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
-        return "(no server log)"
+        return "(no log)"
+
+
+def _pg_ctl_start(bindir: Path, data_dir: Path, *, port: int, log: Path, timeout: float) -> None:
+    base = data_dir.parent
+    # fsync and friends off: the data is thrown away, and the tests run much faster.
+    options = (
+        f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off -c synchronous_commit=off "
+        "-c full_page_writes=off -c max_connections=300"
+    )
+    _run(
+        [
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data_dir),
+            "-l",
+            str(log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(int(timeout)),
+            "start",
+        ],
+        cwd=base,
+        timeout=timeout + 5,
+    )
+
+
+def _pg_ctl_stop(bindir: Path, data_dir: Path, *, mode: str, timeout: float) -> None:
+    _run(
+        [str(bindir / "pg_ctl"), "-D", str(data_dir), "-m", mode, "-w", "stop"],
+        cwd=data_dir.parent,
+        timeout=timeout,
+    )
 
 
 @contextlib.contextmanager
@@ -172,7 +204,7 @@ def postgres_server(
         os.chown(base, entry.pw_uid, entry.pw_gid)
     data_dir = base / "data"
     log = base / "server.log"
-    port = _free_port()
+    port = free_port()
     started = False
     try:
         try:
@@ -193,29 +225,8 @@ def postgres_server(
                 cwd=base,
                 timeout=timeout,
             )
-            # fsync and friends off: the data is thrown away, and the tests run much faster.
-            options = (
-                f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off -c synchronous_commit=off "
-                "-c full_page_writes=off -c max_connections=300"
-            )
             started = True
-            _run(
-                [
-                    str(bindir / "pg_ctl"),
-                    "-D",
-                    str(data_dir),
-                    "-l",
-                    str(log),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    str(int(timeout)),
-                    "start",
-                ],
-                cwd=base,
-                timeout=timeout + 5,
-            )
+            _pg_ctl_start(bindir, data_dir, port=port, log=log, timeout=timeout)
             server = PostgresServer(
                 host="127.0.0.1", port=port, user=_SUPERUSER, dbname=dbname, data_dir=data_dir
             )
@@ -223,18 +234,14 @@ def postgres_server(
             server.create_database(dbname)
         except (RuntimeError, subprocess.TimeoutExpired, psycopg.Error) as exc:
             raise RuntimeError(
-                f"PostgreSQL test server did not start: {exc}\n{_log_tail(log)}"
+                f"PostgreSQL test server did not start: {exc}\n{log_tail(log, 30)}"
             ) from exc
         yield server
     finally:
         if started:
             # Best effort: a server that will not stop must not hide the test's own error.
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-                _run(
-                    [str(bindir / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "stop"],
-                    cwd=base,
-                    timeout=timeout,
-                )
+                _pg_ctl_stop(bindir, data_dir, mode="fast", timeout=timeout)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -251,6 +258,26 @@ def _wait_ready(server: PostgresServer, *, timeout: float) -> None:
                     f"PostgreSQL on port {server.port} not ready after {timeout:g} s: {exc}"
                 ) from exc
             time.sleep(0.1)
+
+
+def pg_stop(server: PostgresServer, *, mode: str = "fast", timeout: float = 30.0) -> None:
+    """Stop a running server (`pg_ctl stop -m fast`): clients are disconnected mid-transaction.
+
+    `postgres_server` still removes it on exit; `pg_start` brings it back first.
+    """
+    _pg_ctl_stop(find_postgres_bindir(), server.data_dir, mode=mode, timeout=timeout)
+
+
+def pg_start(server: PostgresServer, *, timeout: float = 30.0) -> None:
+    """Start a stopped server again on the same port, data directory and settings, logging to
+    `restart.log` next to the data directory."""
+    _pg_ctl_start(
+        find_postgres_bindir(),
+        server.data_dir,
+        port=server.port,
+        log=server.data_dir.parent / "restart.log",
+        timeout=timeout,
+    )
 
 
 def postgres_server_fixture(

@@ -1,0 +1,15 @@
+"""The helpers every test folder shares: clocks, ports, real servers, keys, PostgreSQL.
+
+- `clock`: `FakeClock` (moves only when a test says so) and `OffsetClock` (wall time plus an
+  offset, or frozen).
+- `net`: `free_port`, `closed_port_url`, `wait_for_port`.
+- `servers`: uvicorn and Werkzeug in threads, any command in a process, `pactmw serve`, the
+  Django test site, and waiting until a URL answers 200.
+- `agent`: PACT identity JWTs and A2A user messages, as a personal agent sends them.
+- `toml`: `toml_value`, for the configuration files tests write.
+- `keys`: throwaway `cryptography` keys, their PEMs, self-signed certificates.
+- `jwks_server`: `JwksServer`, a key server with switchable failure modes.
+- `pg`: a throwaway PostgreSQL server (and stopping and restarting it).
+
+Fixtures stay in each folder's conftest.py; their helper code comes from here.
+"""

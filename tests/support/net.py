@@ -1,0 +1,42 @@
+"""Ports on 127.0.0.1: a free one, one where nothing listens, and waiting for a listener."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from typing import Any
+
+__all__ = ["closed_port_url", "free_port", "wait_for_port"]
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now (nothing listens on it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def closed_port_url(scheme: str = "http") -> str:
+    """A URL on 127.0.0.1 where nothing listens (connections are refused)."""
+    return f"{scheme}://127.0.0.1:{free_port()}"
+
+
+def wait_for_port(
+    port: int, timeout: float = 30.0, process: subprocess.Popen[Any] | None = None
+) -> None:
+    """Wait until 127.0.0.1:`port` accepts connections; fail after `timeout` seconds.
+
+    With `process`, fail at once when that process exits first.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server process exited with {process.returncode}")
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
