@@ -60,7 +60,7 @@ EXPECTED: dict[str, set[str]] = {
         "Approval", "Claim", "ClaimKind", "Conversation", "DeviceAuthorization", "DeviceStatus",
         "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore", "Rotation",
         "RotationKind", "SqliteStore", "Store", "StoreError", "StoreURL", "StoreUnavailable",
-        "Turn", "UserCodeTaken",
+        "StoredTurn", "UserCodeTaken",
         "open_store", "parse_store_url",
     },
     "pactmw.client": {

@@ -19,7 +19,7 @@ from pactmw.core.http import Request, Response
 from pactmw.provider import Brand, RateLimit, Reply
 from pactmw.provider.app import Provider
 from pactmw.provider.messages import is_uuid
-from pactmw.store.base import Turn as StoredTurn
+from pactmw.store.base import StoredTurn
 from tests.provider import (
     A2A,
     DISABLED_ISSUER,

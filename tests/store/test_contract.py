@@ -20,9 +20,9 @@ from pactmw.store import (
     NotFound,
     SqliteStore,
     Store,
+    StoredTurn,
     StoreError,
     StoreUnavailable,
-    Turn,
     open_store,
 )
 from pactmw.store import postgres as pg_backend
@@ -192,7 +192,7 @@ def test_lease_takeover(store: Store) -> None:
     assert _claim(store, ctx, "m1", now=T0 + 2 * LEASE, text="retry 2").kind == "new"
     _reply(store, ctx, "m1", "r1", b"done")
     assert store.history(ctx) == [
-        Turn(message_id="m1", text="retry 2", reply_message_id="r1", reply_text="reply to m1")
+        StoredTurn(message_id="m1", text="retry 2", reply_message_id="r1", reply_text="reply to m1")
     ]
 
 
@@ -246,7 +246,7 @@ def test_history_order_and_limit(store: Store) -> None:
         _reply(store, ctx, f"m{i}", f"r{i}", f"b{i}".encode(), now=T0 + 10 + i)
     store.release_claim(context_id=ctx, message_id="m4")
     expected = [
-        Turn(
+        StoredTurn(
             message_id=f"m{i}", text=f"q{i}", reply_message_id=f"r{i}", reply_text=f"reply to m{i}"
         )
         for i in (0, 1, 3)

@@ -14,7 +14,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig, ParafeTurn
 from pactmw.provider.tools import BoundTools, ToolRegistry
-from pactmw.store.base import Turn as StoredTurn
+from pactmw.store.base import StoredTurn
 
 
 @frozen

@@ -26,9 +26,9 @@ from pactmw.store.base import (
     Rotation,
     RotationKind,
     Store,
+    StoredTurn,
     StoreError,
     StoreUnavailable,
-    Turn,
     UserCodeTaken,
 )
 from pactmw.store.memory import MemoryStore
@@ -57,7 +57,7 @@ __all__ = [
     "StoreError",
     "StoreURL",
     "StoreUnavailable",
-    "Turn",
+    "StoredTurn",
     "UserCodeTaken",
     "open_store",
     "parse_store_url",

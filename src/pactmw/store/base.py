@@ -35,7 +35,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
-    "Turn",
+    "StoredTurn",
     "UserCodeTaken",
 ]
 
@@ -186,7 +186,7 @@ class Conversation:
 
 
 @frozen
-class Turn:
+class StoredTurn:
     """One answered exchange: the user's message and the agent's reply."""
 
     message_id: str

@@ -8,7 +8,7 @@ from attrs import evolve
 
 from pactmw.store._decisions import ClaimedMessage, decide_claim
 from pactmw.store._memory.core import Context, MemoryCore, StoredMessage
-from pactmw.store.base import Claim, Conversation, NotFound, Turn, reject_nul
+from pactmw.store.base import Claim, Conversation, NotFound, StoredTurn, reject_nul
 
 __all__ = ["ConversationsMixin"]
 
@@ -139,7 +139,7 @@ class ConversationsMixin(MemoryCore):
             if message is not None and message.reply is None:
                 del ctx.messages[message_id]
 
-    def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
+    def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first."""
         with self._lock:
             self._check_open()
@@ -147,7 +147,7 @@ class ConversationsMixin(MemoryCore):
             if ctx is None or limit <= 0:
                 return []
             turns = [
-                Turn(
+                StoredTurn(
                     message_id=message_id,
                     text=m.text,
                     reply_message_id=m.reply_message_id,

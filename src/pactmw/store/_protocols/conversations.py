@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pactmw.store.base import Claim, Conversation, Turn
+    from pactmw.store.base import Claim, Conversation, StoredTurn
 
 __all__ = ["ConversationStore"]
 
@@ -73,7 +73,7 @@ class ConversationStore(Protocol):
         """
         ...
 
-    def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
+    def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first.
 
         Turns are in the order their user messages were claimed (a takeover keeps the

@@ -6,7 +6,7 @@ import uuid
 
 from pactmw.store._decisions import ClaimedMessage, decide_claim
 from pactmw.store._sql.core import Executor, SqlCore, conversation_from_row, opt_bytes
-from pactmw.store.base import Claim, Conversation, NotFound, Turn, has_nul, reject_nul
+from pactmw.store.base import Claim, Conversation, NotFound, StoredTurn, has_nul, reject_nul
 
 __all__ = ["ConversationsMixin"]
 
@@ -128,14 +128,15 @@ class ConversationsMixin(SqlCore):
         with self._write() as ex:
             ex.execute(self._sql.release_claim, (context_id, message_id))
 
-    def history(self, context_id: str, *, limit: int = 50) -> list[Turn]:
+    def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first."""
         if limit <= 0 or has_nul(context_id):
             return []
         with self._read() as ex:
             rows = ex.execute(self._sql.history, (context_id, limit)).fetchall()
         return [
-            Turn(message_id=r[0], text=r[1], reply_message_id=r[2], reply_text=r[3]) for r in rows
+            StoredTurn(message_id=r[0], text=r[1], reply_message_id=r[2], reply_text=r[3])
+            for r in rows
         ]
 
     def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
