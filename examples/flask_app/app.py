@@ -268,9 +268,9 @@ def support_bot(turn: Turn) -> str | Reply:
         if buying is not None and _ORDER_NUMBER.search(turn.text) is None:
             return parafe_order(turn, buying.group(1).strip().rstrip(".!? "))
         if "refund" in lowered:
-            number = _mentioned_order(turn) or "?"
-            turn.parafe.require("issue_refund", business_ref=number)
-            return f"Our team will refund order {number} within 5 business days."
+            refunded = _mentioned_order(turn) or "?"
+            turn.parafe.require("issue_refund", business_ref=refunded)
+            return f"Our team will refund order {refunded} within 5 business days."
     delegated = turn.brand.delegation is not None
     if delegated and _MY_ORDERS.search(lowered):
         turn.require_scopes("orders:read", message="I need your permission to see your orders.")
