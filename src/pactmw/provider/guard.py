@@ -34,7 +34,7 @@ from attrs import frozen
 from pactmw.config import ConfigError, Settings
 from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
-from pactmw.core.http import Request, Response
+from pactmw.core.http import DELEGATION_HEADER, Request, Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
@@ -102,28 +102,26 @@ class Guard:
 
     # -- the caller ----------------------------------------------------------------------
 
-    def authenticate(
-        self, request: Request, *, scopes: Iterable[str] = (), optional: bool = False
-    ) -> PersonalAgent | None:
+    def authenticate(self, request: Request, *, optional: bool = False) -> PersonalAgent | None:
         """The verified caller (blocking when keys must be fetched), or None when `optional`
-        and no credential was sent. Raises `AuthenticationFailed` (401) or
-        `InsufficientScope` (403)."""
+        and no credential was sent. Raises `AuthenticationFailed` (401); scopes are checked
+        after, with `require_scopes`."""
         caller: PersonalAgent | None = run(
             self._caller_flow(request, optional), self.verifier, _no_body
         )
-        return self._scoped(caller, scopes)
+        return caller
 
     async def aauthenticate(
-        self, request: Request, *, scopes: Iterable[str] = (), optional: bool = False
+        self, request: Request, *, optional: bool = False
     ) -> PersonalAgent | None:
         """Async `authenticate`."""
         flow = self._caller_flow(request, optional)
         caller: PersonalAgent | None = await arun(flow, self.verifier, _ano_body)
-        return self._scoped(caller, scopes)
+        return caller
 
     def _caller_flow(self, request: Request, optional: bool) -> SubFlow:
         if optional and not request.has_header("authorization"):
-            if request.has_header("x-a2a-user-delegation"):
+            if request.has_header(DELEGATION_HEADER):
                 # A delegation without the identity it is bound to is no credential at all.
                 raise AuthenticationFailed("missing_token")
             return None
@@ -137,12 +135,6 @@ class Guard:
             raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
         delegation = yield from self.provider.delegation_flow(self.delegation_brand, caller, header)
         return attrs.evolve(caller, delegation=delegation)
-
-    def _scoped(self, caller: PersonalAgent | None, scopes: Iterable[str]) -> PersonalAgent | None:
-        wanted = tuple(scopes)
-        if wanted:
-            require_scopes(caller, wanted)
-        return caller
 
     # -- Parafé ----------------------------------------------------------------------------
 
