@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 from flask import Flask, current_app, g, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
@@ -81,6 +82,7 @@ class Pactmw:
             app.add_url_rule(f"{MOUNT}<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
         app.extensions[EXTENSION_KEY] = _State(guard, self._current_user or _flask_login_user)
         app.before_request(_guard_prefix)
+        app.cli.add_command(pactmw_cli)  # flask pactmw grants list|revoke
 
 
 def _state() -> _State:

@@ -7,16 +7,14 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Sequence
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
     from pactmw.provider import Provider, ProviderSettings
-    from pactmw.store.base import Grant, Store
+    from pactmw.store.base import Store
 
 _GRANTS_HELP = """\
 List or revoke the delegation grants of the PACT Delegated profile: what each user let a
@@ -39,10 +37,6 @@ agent.grant_revoked audit event (logged on stderr here). Exit status 0 when some
 revoked, 1 when nothing was (unknown id, already revoked or expired, no live grant of the
 account), 2 for bad usage or configuration.
 """
-
-#: How `grants list` shows times.
-_TABLE_TIME = "%Y-%m-%d %H:%M UTC"
-_JSON_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def _grant_settings(path: str) -> ProviderSettings:
@@ -77,43 +71,9 @@ def _open_grant_store(url: str) -> Store:
         raise CommandError(f"store: {exc}") from None
 
 
-def _status(grant: Grant, now: float) -> str:
-    if grant.revoked_at is not None:
-        return "revoked"
-    return "live" if grant.is_live(now) else "expired"
-
-
-def _time(value: float | None, pattern: str) -> str | None:
-    if value is None:
-        return None
-    return datetime.fromtimestamp(value, tz=timezone.utc).strftime(pattern)
-
-
-def _grant_json(grant: Grant, now: float) -> dict[str, Any]:
-    return {
-        "grant_id": grant.grant_id,
-        "brand_id": grant.brand_id,
-        "account": grant.account,
-        "client_id": grant.client_id,
-        "pa_sub": grant.pa_sub,
-        "scopes": list(grant.scopes),
-        "created_at": _time(grant.created_at, _JSON_TIME),
-        "updated_at": _time(grant.updated_at, _JSON_TIME),
-        "expires_at": _time(grant.expires_at, _JSON_TIME),
-        "revoked_at": _time(grant.revoked_at, _JSON_TIME),
-        "status": _status(grant, now),
-    }
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-
-
 def _grants_list(args: argparse.Namespace) -> int:
+    from pactmw.provider.grant_admin import grant_json, grants_table
+
     settings = _grant_settings(args.config)
     store = _open_grant_store(settings.store)
     now = time.time()
@@ -126,26 +86,9 @@ def _grants_list(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        print(json.dumps([_grant_json(grant, now) for grant in grants], indent=2))
+        print(json.dumps([grant_json(grant, now) for grant in grants], indent=2))
         return 0
-    if not grants:
-        which = "grants" if args.all else "live grants (--all also lists revoked and expired ones)"
-        print(f"no {which}")
-        return 0
-    header = ("GRANT", "BRAND", "ACCOUNT", "AGENT", "SCOPES", "EXPIRES", "STATUS")
-    rows = [
-        (
-            grant.grant_id,
-            grant.brand_id,
-            grant.account,
-            grant.client_id,
-            " ".join(grant.scopes),
-            _time(grant.expires_at, _TABLE_TIME) or "",
-            _status(grant, now),
-        )
-        for grant in grants
-    ]
-    print(_table([header, *rows]))
+    print(grants_table(grants, now, include_inactive=args.all))
     return 0
 
 
@@ -174,6 +117,8 @@ def _revoking_provider(settings: ProviderSettings, store: Store, config: str) ->
 
 
 def _grants_revoke(args: argparse.Namespace) -> int:
+    from pactmw.provider.grant_admin import revoke_account, revoke_one
+
     if (args.grant_id is None) == (args.account is None):
         raise CommandError("give either a GRANT_ID or --account A")
     if args.brand is not None and args.account is None:
@@ -184,32 +129,13 @@ def _grants_revoke(args: argparse.Namespace) -> int:
         provider = _revoking_provider(settings, store, args.config)
         log_to_stderr("pactmw.audit", "INFO")
         if args.grant_id is not None:
-            grant_id: str = args.grant_id
-            if provider.revoke_grant(grant_id):
-                grant = store.get_grant(grant_id)
-                detail = (
-                    f" (brand {grant.brand_id}, account {grant.account}, agent {grant.client_id})"
-                    if grant is not None
-                    else ""
-                )
-                print(f"revoked {grant_id}{detail}")
-                return 0
-            grant = store.get_grant(grant_id)
-            if grant is None:
-                reason = "no such grant"
-            elif grant.revoked_at is not None:
-                reason = f"already revoked at {_time(grant.revoked_at, _TABLE_TIME)}"
-            else:
-                reason = f"expired at {_time(grant.expires_at, _TABLE_TIME)}"
-            raise CommandError(f"nothing revoked: {grant_id}: {reason}", 1)
-        revoked = provider.revoke_account(args.account, brand_id=args.brand)
-        if not revoked:
-            where = f" at brand {args.brand}" if args.brand is not None else ""
-            raise CommandError(
-                f"nothing revoked: account {args.account} has no live grant{where}", 1
-            )
-        for grant_id in revoked:
-            print(f"revoked {grant_id}")
+            done = revoke_one(provider, store, args.grant_id)
+        else:
+            done = revoke_account(provider, args.account, args.brand)
+        if done.nothing is not None:
+            raise CommandError(done.nothing, 1)
+        for line in done.lines:
+            print(line)
         return 0
     except StoreError as exc:
         raise CommandError(f"store: {exc}", 1) from None
