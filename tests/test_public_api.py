@@ -66,7 +66,7 @@ def test_only_the_django_flask_and_fastapi_adapters_import_those_frameworks() ->
         "skip = {'pactmw.adapters.flask', 'pactmw.adapters.fastapi', 'pactmw.adapters.django'}\n"
         "def walk(path, prefix):\n"
         "    for m in pkgutil.iter_modules(path, prefix):\n"
-        "        if m.name in skip:\n"
+        "        if m.name in skip or m.name.startswith('pactmw.adapters._flask'):\n"
         "            continue\n"
         "        module = importlib.import_module(m.name)\n"
         "        if m.ispkg:\n"
