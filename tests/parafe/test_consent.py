@@ -242,6 +242,29 @@ def test_a_symmetric_key_beside_the_broker_key_is_ignored(minter: Minter) -> Non
 
 
 @pytest.mark.parametrize(
+    ("payload", "detail"),
+    [
+        (b"not json", "invalid JSON"),
+        (b'["parafe-trust-broker"]', "not a JSON object"),
+        (b'{"iss":"parafe-trust-broker","iss":"parafe-trust-broker"}', "duplicate key"),
+        (b'{"iss":"parafe-trust-broker","exp":NaN}', "NaN"),
+    ],
+)
+def test_a_well_signed_payload_that_is_not_a_json_object_is_not_a_bad_signature(
+    minter: Minter, payload: bytes, detail: str
+) -> None:
+    # The signature verifies; what fails is the claims set (jose: "JWT Claims Set must be a
+    # top-level JSON object"), and the message must say so rather than blame the signature.
+    token = sign(payload, minter.broker, {"alg": "ES256", "kid": minter.broker.kid})
+    with pytest.raises(ParafeError) as caught:
+        verifier(minter).verify_token(token)
+    assert caught.value.code == INVALID_CONSENT_TOKEN
+    assert "signature" not in caught.value.message
+    assert "JWT Claims Set must be a top-level JSON object" in caught.value.message
+    assert detail in caught.value.message
+
+
+@pytest.mark.parametrize(
     "header",
     [
         {"alg": "ES256", "kid": "test-broker-kid", "crit": ["exp"], "exp": 1},
