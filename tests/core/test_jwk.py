@@ -218,11 +218,29 @@ def test_parse_jwks_refuses_the_whole_set_when_one_key_is_private(
 ) -> None:
     good = [keys["ES256"].public.to_dict(), keys["RS256"].public.to_dict()]
     assert len(parse_jwks({"keys": good}).keys) == 2
-    for leaked in (keys["EdDSA"].to_dict(), {"kty": "oct", "k": "c2VjcmV0"}):
-        with pytest.raises(MalformedInput, match="private"):
-            parse_jwks({"keys": [*good, leaked]})
-        with pytest.raises(MalformedInput, match="private"):
-            parse_jwks(json.dumps({"keys": [leaked, *good]}))
+    leaked = keys["EdDSA"].to_dict()
+    with pytest.raises(MalformedInput, match="private"):
+        parse_jwks({"keys": [*good, leaked]})
+    with pytest.raises(MalformedInput, match="private"):
+        parse_jwks(json.dumps({"keys": [leaked, *good]}))
+
+
+def test_parse_jwks_skips_a_symmetric_key_and_keeps_the_others(
+    keys: dict[str, PrivateJWK],
+) -> None:
+    # RFC 7517 §5: a key that cannot or must not be used is ignored; an `oct` key is never a
+    # verification key here (its `k` is a shared secret), and it does not void the set.
+    es = keys["ES256"].public.to_dict()
+    for oct_key in (
+        {"kty": "oct", "k": "c2VjcmV0"},
+        {"kty": "oct", "k": "c2VjcmV0", "kid": "k-ES256"},
+    ):
+        for document in ({"keys": [oct_key, es]}, json.dumps({"keys": [es, oct_key]})):
+            parsed = parse_jwks(document)
+            assert [key.kid for key in parsed.keys] == ["k-ES256"]
+            assert parsed.candidates("k-ES256", "ES256") == (keys["ES256"].public,)
+    # A set whose only key is symmetric verifies nothing (it is not refused as a document).
+    assert parse_jwks({"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}).keys == ()
 
 
 def test_weak_rsa_refused() -> None:
@@ -332,6 +350,54 @@ def test_parse_jwks_skips_encryption_keys_and_odd_keys(keys: dict[str, PrivateJW
     assert [key.kid for key in parsed.keys] == ["k-ES256", "k-EdDSA"]
     assert not parsed.has_kid("enc-key")
     assert parsed.candidates("enc-key", "RS256") == ()
+
+
+@pytest.mark.parametrize(
+    ("key_ops", "kept"),
+    [
+        (["verify"], True),
+        (["sign", "verify"], True),
+        (["encrypt"], False),  # RFC 7517 §4.3: not for verifying
+        (["sign"], False),
+        ([], False),
+        # jose applies `key_ops` only when it is an array; anything else is ignored.
+        ("verify", True),
+        ("encrypt", True),
+        (None, True),
+        ({"verify": True}, True),
+    ],
+)
+def test_parse_jwks_reads_key_ops_only_when_it_is_an_array(
+    keys: dict[str, PrivateJWK], key_ops: Any, kept: bool
+) -> None:
+    es = keys["ES256"].public.to_dict() | {"key_ops": key_ops}
+    other = keys["EdDSA"].public.to_dict()
+    parsed = parse_jwks({"keys": [es, other]})
+    assert [key.kid for key in parsed.keys] == (["k-ES256", "k-EdDSA"] if kept else ["k-EdDSA"])
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"use": "enc"},
+        {"use": 1},
+        {"use": None},
+        {"use": "SIG"},
+        {"kid": 7},
+        {"alg": ["ES256"]},
+        {"alg": "RS256"},
+        {"crv": "P-384"},
+        {"kty": "EC-unknown"},
+        {"use": "sig", "key_ops": ["encrypt"]},  # both present: both must allow verifying
+    ],
+)
+def test_parse_jwks_skips_a_member_it_must_not_use_and_keeps_the_others(
+    keys: dict[str, PrivateJWK], odd: dict[str, Any]
+) -> None:
+    es = keys["ES256"].public.to_dict()
+    other = keys["EdDSA"].public.to_dict()
+    parsed = parse_jwks({"keys": [es | odd, other]})
+    assert [key.kid for key in parsed.keys] == ["k-EdDSA"]
 
 
 @pytest.mark.parametrize("document", [None, [], {}, {"keys": {}}, {"keys": "x"}, "[]", b"{"])

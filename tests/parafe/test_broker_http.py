@@ -178,6 +178,18 @@ def test_retired_keys(broker: FakeBroker, minter: Minter, clock: FakeClock) -> N
     send(ver, minter)
 
 
+def test_fetched_jwks_follow_the_one_key_rule(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    # The fetched JWKS is read like any other (`parse_jwks`): the `oct` key is ignored, and a
+    # `key_ops` that is not an array is ignored as jose ignores it.
+    entry = minter.jwks["keys"][0]
+    broker.jwks = {"keys": [{"kty": "oct", "k": "c2VjcmV0"}, {**entry, "key_ops": "verify"}]}
+    send(verifier(minter, keys_for(broker, clock)), minter)
+    broker.jwks = {"keys": [{**entry, "key_ops": ["encrypt"]}]}
+    assert refused(verifier(minter, keys_for(broker, clock)), minter) == INVALID_CONSENT_TOKEN
+
+
 @pytest.mark.parametrize("mode", ["fail", "garbage"])
 def test_jwks_failures(broker: FakeBroker, minter: Minter, clock: FakeClock, mode: str) -> None:
     broker.mode = mode

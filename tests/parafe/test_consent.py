@@ -221,6 +221,49 @@ def test_key_selection_follows_jose(minter: Minter) -> None:
     ).verify_token(no_kid)
 
 
+@pytest.mark.parametrize("key_ops", ["verify", "sign", {"verify": True}, None])
+def test_key_ops_that_is_not_an_array_is_ignored_as_jose_does(minter: Minter, key_ops: Any) -> None:
+    # jose (the reference's library) applies `key_ops` only when it is an array.
+    token = minter.token()
+    jwks = {"keys": [{**minter.broker.public.to_dict(), "key_ops": key_ops}]}
+    ParafeVerifier(
+        agent_id=minter.target_id, keys=StaticBrokerKeys(jwks), clock=lambda: NOW
+    ).verify_token(token)
+
+
+def test_a_symmetric_key_beside_the_broker_key_is_ignored(minter: Minter) -> None:
+    # RFC 7517 §5; jose never picks an `oct` key for ES256 either.
+    token = minter.token()
+    oct_key = {"kty": "oct", "k": "c2VjcmV0", "kid": minter.broker.kid}
+    jwks = {"keys": [oct_key, *minter.jwks["keys"]]}
+    ParafeVerifier(
+        agent_id=minter.target_id, keys=StaticBrokerKeys(jwks), clock=lambda: NOW
+    ).verify_token(token)
+
+
+@pytest.mark.parametrize(
+    ("payload", "detail"),
+    [
+        (b"not json", "invalid JSON"),
+        (b'["parafe-trust-broker"]', "not a JSON object"),
+        (b'{"iss":"parafe-trust-broker","iss":"parafe-trust-broker"}', "duplicate key"),
+        (b'{"iss":"parafe-trust-broker","exp":NaN}', "NaN"),
+    ],
+)
+def test_a_well_signed_payload_that_is_not_a_json_object_is_not_a_bad_signature(
+    minter: Minter, payload: bytes, detail: str
+) -> None:
+    # The signature verifies; what fails is the claims set (jose: "JWT Claims Set must be a
+    # top-level JSON object"), and the message must say so rather than blame the signature.
+    token = sign(payload, minter.broker, {"alg": "ES256", "kid": minter.broker.kid})
+    with pytest.raises(ParafeError) as caught:
+        verifier(minter).verify_token(token)
+    assert caught.value.code == INVALID_CONSENT_TOKEN
+    assert "signature" not in caught.value.message
+    assert "JWT Claims Set must be a top-level JSON object" in caught.value.message
+    assert detail in caught.value.message
+
+
 @pytest.mark.parametrize(
     "header",
     [

@@ -26,7 +26,7 @@ from pactmw.protocols.parafe import (
 )
 from pactmw.protocols.parafe._jwt import sha256_b64url
 from pactmw.store import MemoryStore, SqliteStore
-from tests.parafe.support import DELETE, Minter, decode, did_document, message
+from tests.parafe.support import DELETE, Minter, decode, did_document, message, sign
 
 NOW = 1_790_741_039.783
 SECONDS = int(NOW)
@@ -118,6 +118,27 @@ def test_proof_tampering(
         assert accepted(minter, token, proof)
     else:
         assert proof_code(minter, proof, token=token) == INVALID_PROOF
+
+
+@pytest.mark.parametrize(
+    ("payload", "detail"),
+    [
+        (b"not json", "invalid JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"jti":"a","jti":"b"}', "duplicate key"),
+    ],
+)
+def test_a_well_signed_proof_whose_payload_is_not_a_json_object_says_so(
+    minter: Minter, payload: bytes, detail: str
+) -> None:
+    token = minter.token()
+    proof = sign(payload, minter.initiator, {"alg": "EdDSA", "typ": "parafe-pop+jwt"})
+    with pytest.raises(ParafeError) as caught:
+        verifier(minter).verify(message(token, minter.session_id, proof), action="create_order")
+    assert caught.value.code == INVALID_PROOF
+    assert "not a signed token" not in caught.value.message
+    assert "JWT Claims Set must be a top-level JSON object" in caught.value.message
+    assert detail in caught.value.message
 
 
 def test_no_proof_is_refused_by_default(minter: Minter) -> None:

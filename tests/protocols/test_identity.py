@@ -408,6 +408,33 @@ def test_rotated_key_accepted_after_cooldown(
     assert server.hits[server.jwks_path] == 2
 
 
+def test_a_symmetric_key_in_the_jwks_does_not_refuse_the_agents_tokens(
+    verify: Verify, server: JwksServer, es_key: PrivateJWK
+) -> None:
+    # RFC 7517 §5: the `oct` key is ignored (never used to verify) and the ES256 key still is.
+    oct_key = {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac-1", "use": "sig"}
+    server.set_keys({"keys": [oct_key, {**es_key.public.to_dict(), "use": "sig"}]})
+    assert verify(bearer(es_key)).sub == "user-4471"
+    hmac_kid = generate_private_jwk("ES256", kid="hmac-1")
+    assert refused(verify, bearer(hmac_kid)) == "unknown_kid"
+
+
+@pytest.mark.parametrize(
+    ("key_ops", "accepted"),
+    [(["encrypt"], False), (["sign"], False), (["verify"], True), ("verify", True)],
+)
+def test_a_key_is_used_only_when_its_key_ops_allow_verifying(
+    verify: Verify, server: JwksServer, es_key: PrivateJWK, key_ops: Any, accepted: bool
+) -> None:
+    # RFC 7517 §4.3, read as jose (the Parafé reference's library) reads it: an array must
+    # hold "verify"; a `key_ops` that is not an array is ignored. The same rule as `use`.
+    server.set_keys({"keys": [{**es_key.public.to_dict(), "key_ops": key_ops}]})
+    if accepted:
+        assert verify(bearer(es_key)).sub == "user-4471"
+    else:
+        assert refused(verify, bearer(es_key)) == "unknown_kid"
+
+
 def test_signature_by_a_stranger_with_a_published_kid(verify: Verify, es_key: PrivateJWK) -> None:
     stranger = generate_private_jwk("ES256", kid="es-1")
     assert refused(verify, bearer(stranger)) == "bad_signature"

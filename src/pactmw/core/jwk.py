@@ -2,6 +2,29 @@
 
 Only the key types pactmw verifies with are accepted: EC P-256, RSA (>= 2048 bits) and OKP
 Ed25519. Keys are held as prepared `cryptography` objects so the hot path never re-parses.
+
+One rule decides which member of a JWKS may verify signatures, for every verifier (PACT
+identity tokens, delegation and receipts, the Parafé broker's JWKS): `parse_jwks`, through
+`verification_key`. Following RFC 7517 §5 ("ignore JWKs that it cannot or must not use"), a
+member is skipped, and the others kept, when:
+
+- it is not an object, or its `kty` is `oct` (a symmetric key never verifies here), or its
+  `kty`/`crv` is not one of the three above (RSA shorter than 2048 bits included);
+- it has `use` and that is not exactly `"sig"` (§4.2; `"enc"`, `null`, `1` are all skipped,
+  where jose reads `use` only when it is a string: a malformed member, so skipped);
+- its `key_ops` is an array without `"verify"` (§4.3; `["encrypt"]`, `["sign"]`, `[]`). A
+  `key_ops` that is not an array is ignored, as jose (the Parafé reference's library) ignores
+  it: a deliberate interop choice, so that every key the reference verifies with works here;
+- its key members or optional members are malformed (`kid` or `alg` not a string, an `alg`
+  that does not fit `kty`, bad base64url, a point off the curve).
+
+A set in which no member is usable parses to an empty `KeySet`: it verifies nothing, and every
+token is refused at key selection (unknown `kid`). It is not refused as a document, so that a
+cache replaces the keys it held (an agent that withdraws all its keys is obeyed at once).
+The one thing that refuses a whole set is a member of an asymmetric type carrying private
+members (`d`, `p`, ...): a published private key is an accident that must not go unnoticed.
+`import_public_jwk` (one key given on its own, e.g. from a DID document) applies the import
+half of the rule (types, curves, sizes, members) but not `use`/`key_ops`.
 """
 
 from __future__ import annotations
@@ -188,30 +211,52 @@ class KeySet:
         return {"keys": [key.to_dict() for key in self.keys]}
 
 
-def parse_jwks(document: Any) -> KeySet:
-    """Read a JWKS for verification.
+def _may_verify(entry: Mapping[str, Any]) -> bool:
+    """`use` and `key_ops` (RFC 7517 §4.2, §4.3): both, when present, must allow verifying."""
+    if "use" in entry and entry["use"] != "sig":
+        return False
+    key_ops = entry.get("key_ops")
+    # Only an array is read, as jose reads it (`Array.isArray(jwk.key_ops)`); any other value
+    # is ignored rather than skipping the key. Deliberate interop choice: the Parafé reference
+    # verifies with such a key, so we do too (RFC 7517 defines `key_ops` as an array only).
+    return not isinstance(key_ops, list) or "verify" in key_ops
 
-    The whole set is refused when any key carries private members (a published private key is
-    a configuration accident that must not go unnoticed). Keys of other types or curves, keys
-    marked for encryption and malformed keys are skipped, as JOSE libraries do, so one odd key
-    does not break the others.
+
+def verification_key(entry: Any) -> PublicJWK | None:
+    """The key a JWKS member offers for verifying signatures, or None when it must be skipped.
+
+    The one selection rule (see the module docstring): `oct` and unknown types or curves,
+    `use` other than "sig", a `key_ops` array without "verify", malformed members.
+    """
+    if not isinstance(entry, Mapping) or entry.get("kty") == "oct" or not _may_verify(entry):
+        return None
+    try:
+        return import_public_jwk(entry)
+    except MalformedInput:
+        return None
+
+
+def parse_jwks(document: Any) -> KeySet:
+    """Read a JWKS for verification: every member `verification_key` accepts, in order.
+
+    Unusable members are skipped, not fatal (RFC 7517 §5); a set with none usable is an empty
+    `KeySet`. The whole set is refused (`MalformedInput`) when it is not an object with a
+    `keys` array, or when a member of an asymmetric type carries private members (a published
+    private key is a configuration accident that must not go unnoticed; an `oct` member is
+    skipped whatever it holds).
     """
     if isinstance(document, (bytes, str)):
         document = json_loads(document)
     if not isinstance(document, Mapping) or not isinstance(document.get("keys"), list):
         raise MalformedInput("a JWKS must be an object with a 'keys' array")
     entries: list[Any] = document["keys"]
-    if any(isinstance(e, Mapping) and PRIVATE_MEMBERS.intersection(e) for e in entries):
+    if any(
+        isinstance(e, Mapping) and e.get("kty") != "oct" and PRIVATE_MEMBERS.intersection(e)
+        for e in entries
+    ):
         raise MalformedInput("JWKS contains private key members")
-    keys: list[PublicJWK] = []
-    for entry in entries:
-        if isinstance(entry, Mapping) and entry.get("use", "sig") != "sig":
-            continue
-        try:
-            keys.append(import_public_jwk(entry))
-        except MalformedInput:
-            continue
-    return KeySet(tuple(keys))
+    keys = (verification_key(entry) for entry in entries)
+    return KeySet(tuple(key for key in keys if key is not None))
 
 
 @frozen
@@ -393,4 +438,5 @@ __all__ = [
     "private_jwk_from_key",
     "public_key_set",
     "thumbprint",
+    "verification_key",
 ]

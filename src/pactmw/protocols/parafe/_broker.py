@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import FetchError, KeyUnavailable, MalformedInput
-from pactmw.core.fetch import FetchPolicy, FetchResponse, http_get
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
 from pactmw.core.keys import CachePolicy, JwksCache
 from pactmw.protocols.parafe._constants import (
@@ -58,43 +58,16 @@ class KeySource(Protocol):
     async def apost(self, path: str, body: Mapping[str, Any]) -> HttpAnswer: ...
 
 
-def _filter_key_ops(document: Any) -> Any:
-    # jose's local key set also skips keys whose `key_ops` lack "verify" (§4 step 9);
-    # `parse_jwks` does not read `key_ops`, so such keys are dropped before it sees them.
-    if isinstance(document, Mapping) and isinstance(document.get("keys"), list):
-        kept = [
-            entry
-            for entry in document["keys"]
-            if not (
-                isinstance(entry, Mapping)
-                and "key_ops" in entry
-                and not (isinstance(entry["key_ops"], list) and "verify" in entry["key_ops"])
-            )
-        ]
-        return {**document, "keys": kept}
-    return document
-
-
 def broker_key_set(document: Any) -> KeySet:
     """The broker's keys from its JWKS document (object, or JSON text/bytes).
 
-    Keys are selected as jose does (§4 step 9); `status` is ignored (§12 item 12). Raises
-    `MalformedInput` when the document is not a JWKS.
+    Keys are selected by pactmw's one JWKS rule (`parse_jwks`), which agrees with jose's on
+    every key the broker publishes (§4 step 9: `use`, `key_ops` when it is an array, `crv`);
+    `status` is ignored (§12 item 12). Raises `MalformedInput` when the document is not a JWKS.
     """
     if isinstance(document, KeySet):
         return document
-    if isinstance(document, (bytes, str)):
-        document = json_loads(document)
-    return parse_jwks(_filter_key_ops(document))
-
-
-def _jwks_fetcher(url: str, policy: FetchPolicy) -> FetchResponse:
-    response = http_get(url, policy)
-    try:
-        filtered = json_dumps(_filter_key_ops(json_loads(response.body)))
-    except (MalformedInput, ValueError):
-        return response  # parse_jwks refuses it the same way
-    return FetchResponse(body=filtered, headers=response.headers)
+    return parse_jwks(document)
 
 
 def trusted_broker_url(url: str, policy: FetchPolicy) -> str:
@@ -158,7 +131,6 @@ class BrokerKeys:
             self.fetch_policy,
             cache_policy or CachePolicy(refetch_cooldown=JWKS_REFETCH_COOLDOWN),
             clock=clock,
-            fetcher=_jwks_fetcher,
         )
         self.did_ttl = did_ttl
         self._max_documents = max_documents

@@ -30,6 +30,7 @@ from pactmw.protocols.parafe._jwt import (
     TIME_MESSAGES,
     TIME_OK,
     as_float,
+    claims_failure,
     is_number,
     strict_equal,
     time_check,
@@ -140,9 +141,13 @@ def check_signature_and_claims(jws: JWS, key: PublicJWK, *, now: float) -> dict[
     """Steps 10-11: the signature, `iss`, then jose's time checks with no clock tolerance."""
     try:
         verify_signature(jws, key)
-        claims = jws.claims()
     except JoseError as exc:
         raise err.invalid_token("signature verification failed.") from exc
+    try:
+        claims = jws.claims()
+    except JoseError as exc:
+        # The signature is good; what fails is the payload (jose's check after the signature).
+        raise err.invalid_token(claims_failure(exc) + ".") from exc
     if not strict_equal(claims.get("iss"), CONSENT_ISSUER):
         raise err.invalid_token('unexpected "iss" claim value.')
     outcome = time_check(claims, now=whole_seconds(now))

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeGuard
 
 from pactmw.core.encoding import b64url_decode, b64url_encode, json_loads
-from pactmw.core.errors import MalformedInput
+from pactmw.core.errors import JoseError, MalformedInput
 from pactmw.core.jwk import PrivateJWK
 
 #: A stand-in for JavaScript's `undefined` (a member that is absent), unlike JSON `null`.
@@ -87,6 +87,16 @@ def normalize_typ(value: str) -> str:
 def typ_matches(header: Mapping[str, Any], expected: str) -> bool:
     typ = header.get("typ")
     return isinstance(typ, str) and normalize_typ(typ) == normalize_typ(expected)
+
+
+#: jose's text for a payload that is not a JSON object, checked after the signature.
+CLAIMS_NOT_AN_OBJECT = "JWT Claims Set must be a top-level JSON object"
+
+
+def claims_failure(exc: JoseError) -> str:
+    """What to report when a JWS verified but its payload is not a (strict) JSON object:
+    jose's text, then what our strict reading refused (which jose, lenient, may accept)."""
+    return f"{CLAIMS_NOT_AN_OBJECT} ({exc})"
 
 
 def decode_unverified(token: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -189,6 +199,7 @@ def parse_iso(value: Any) -> float | None:
 
 
 __all__ = [
+    "CLAIMS_NOT_AN_OBJECT",
     "EXPIRED",
     "EXP_NOT_NUMBER",
     "IAT_IN_FUTURE",
@@ -200,6 +211,7 @@ __all__ = [
     "TIME_OK",
     "TOO_OLD",
     "as_float",
+    "claims_failure",
     "decode_unverified",
     "is_number",
     "normalize_typ",

@@ -33,6 +33,7 @@ from pactmw.protocols.parafe._jwt import (
     TIME_MESSAGES,
     TIME_OK,
     as_float,
+    claims_failure,
     require_agent_key,
     sha256_b64url,
     strict_equal,
@@ -96,13 +97,16 @@ def check_proof(
     try:
         jws = parse_compact(proof, allowed_algs=frozenset({alg}))
         verify_signature(jws, key)
-        claims = jws.claims()
     except JoseError as exc:
         detail = {
             "alg_not_allowed": '"alg" (Algorithm) Header Parameter value not allowed',
             "bad_signature": "signature verification failed",
         }.get(exc.code, f"not a signed token ({exc})")
         raise err.invalid_proof(detail) from exc
+    try:
+        claims = jws.claims()
+    except JoseError as exc:
+        raise err.invalid_proof(claims_failure(exc)) from exc
     if not typ_matches(jws.header, POP_TYP):
         raise err.invalid_proof('unexpected "typ" JWT header value')
     outcome = time_check(
