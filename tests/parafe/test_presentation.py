@@ -18,10 +18,12 @@ from pactmw.protocols.parafe import (
     ParafeVerifier,
     ProofClaims,
     StaticBrokerKeys,
+    StoreReplayMemory,
     averify_presentation_proof,
     verify_presentation_proof,
 )
 from pactmw.protocols.parafe._jwt import sha256_b64url
+from pactmw.store import MemoryStore
 from tests.parafe.support import (
     DELETE,
     V2,
@@ -118,6 +120,21 @@ def test_the_fixture_proof_verifies_async() -> None:
         )
     )
     assert checked.mid == "msg-fixture-1"
+
+
+def test_async_with_the_initiator_key_and_a_shared_store(minter: Minter) -> None:
+    store = MemoryStore()
+    token = minter.token()
+    proof = minter.proof(token)
+    options = minted(minter, replay=StoreReplayMemory(store))
+    checked = asyncio.run(averify_presentation_proof(proof, token, minter.claims(), **options))
+    assert checked.mid == "msg-1"
+    # Another process on the same store refuses it (the async path, in a worker thread).
+    options = minted(minter, replay=StoreReplayMemory(store))
+    with pytest.raises(ParafeError) as caught:
+        asyncio.run(averify_presentation_proof(proof, token, minter.claims(), **options))
+    assert caught.value.message == PREFIX + "the proof was already used"
+    store.close()
 
 
 def test_the_claims_of_verify_token_are_taken_as_they_are() -> None:
