@@ -30,6 +30,18 @@ def test_the_verifier_sample_runs() -> None:
     assert out.getvalue() == "refused: MISSING_PARAFE_EXTENSION\n"
 
 
+def test_the_proof_sample_runs() -> None:
+    found = re.search(r"<!-- parafe-readme: proof -->\n```python\n(.*?)```", SECTION, re.S)
+    assert found is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(found.group(1), "README.md:proof", "exec"), {"__name__": "readme_proof"})
+    assert out.getvalue() == (
+        "refused: Parafe presentation proof rejected: the consent token is not key-bound "
+        "(no cnf.jkt)\n"
+    )
+
+
 def test_the_toml_sample_is_a_valid_configuration(tmp_path: Path) -> None:
     block = re.search(r"```toml\n(\[brands\.shop\.parafe\].*?)```", SECTION, re.S)
     assert block is not None

@@ -1,9 +1,10 @@
 """Parafé A2A extension v2: consent tokens, presentation proofs and action receipts.
 
-The receiving agent verifies the consent an A2A message carries (`ParafeVerifier`), signs
-receipts for what it did or refused (`ReceiptSigner`) and declares itself in its agent card
-(`card_extension`). The calling agent attaches consent with a fresh proof per message
-(`ConsentPresenter`) and checks the receipts it gets back (`ReceiptVerifier`).
+The receiving agent verifies the consent an A2A message carries (`ParafeVerifier`), or just
+a presentation proof (`verify_presentation_proof`), signs receipts for what it did or
+refused (`ReceiptSigner`) and declares itself in its agent card (`card_extension`). The
+calling agent attaches consent with a fresh proof per message (`ConsentPresenter`) and
+checks the receipts it gets back (`ReceiptVerifier`).
 
 The checks, their order and the error codes are the reference implementation's
 (shared/reference/parafe-verifier.md), which wins where the seed text differs; each module
@@ -71,6 +72,10 @@ from pactmw.protocols.parafe._message import (
     with_parafe,
 )
 from pactmw.protocols.parafe._online import OnlineVerification
+from pactmw.protocols.parafe._presentation import (
+    averify_presentation_proof,
+    verify_presentation_proof,
+)
 from pactmw.protocols.parafe._proof import ProofClaims, create_presentation_proof
 from pactmw.protocols.parafe._receipts import (
     ActionReceipt,
@@ -132,6 +137,7 @@ __all__ = [
     "VerifiedConsent",
     "activation_headers",
     "agent_did",
+    "averify_presentation_proof",
     "broker_key_set",
     "card_extension",
     "check_session_index",
@@ -150,6 +156,7 @@ __all__ = [
     "receipt_hash",
     "requested_extensions",
     "scope_requirements_from_policies",
+    "verify_presentation_proof",
     "with_action_receipts",
     "with_parafe",
 ]

@@ -40,7 +40,7 @@ from pactmw.protocols.parafe._online import (
     unreachable,
     verify_request,
 )
-from pactmw.protocols.parafe._proof import ProofClaims, check_proof, initiator_key
+from pactmw.protocols.parafe._proof import KeyBound, ProofClaims, check_proof, initiator_key
 from pactmw.protocols.parafe._receipts import (
     ISSUER_REVOKED,
     KEY_FETCH_FAILED,
@@ -164,11 +164,12 @@ def proof_flow(
     proof: str,
     *,
     token: str,
-    consent: ConsentClaims,
+    consent: KeyBound,
     now: float,
     message_id: str | None,
     broker_url: str,
     key: Any = None,
+    expected_audience: str | None = None,
 ) -> Flow[ProofClaims]:
     """§6: the key from `key` or the initiator's DID document, the proof, then replay."""
     if consent.jkt is None:
@@ -198,6 +199,7 @@ def proof_flow(
         key=initiator_key(key),
         now=now,
         message_id=message_id,
+        expected_audience=expected_audience,
     )
     seconds = whole_seconds(now)
     # Recorded only now that every other check passed, so a bad proof burns no jti.

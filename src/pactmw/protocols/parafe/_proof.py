@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from attrs import evolve, field, frozen
 
@@ -21,7 +21,6 @@ from pactmw.core.errors import JoseError, MalformedInput
 from pactmw.core.jose import parse_compact, sign_compact, verify_signature
 from pactmw.core.jwk import PrivateJWK, PublicJWK, import_public_jwk
 from pactmw.protocols.parafe import _errors as err
-from pactmw.protocols.parafe._consent import ConsentClaims
 from pactmw.protocols.parafe._constants import (
     POP_TYP,
     PROOF_CLOCK_TOLERANCE,
@@ -46,6 +45,22 @@ from pactmw.protocols.parafe._jwt import (
 
 #: The key types a Parafé agent may register (§5): P-256 signs ES256, Ed25519 EdDSA.
 _ALG_FOR_KTY = {"EC": "ES256", "OKP": "EdDSA"}
+
+
+class KeyBound(Protocol):
+    """What a proof is checked against: the consent token's claims, `cnf.jkt` and initiator.
+
+    `ConsentClaims` is one; so is what `verify_presentation_proof` makes of a plain mapping.
+    """
+
+    @property
+    def claims(self) -> Mapping[str, Any]: ...
+
+    @property
+    def jkt(self) -> str | None: ...
+
+    @property
+    def initiator(self) -> str | None: ...
 
 
 @frozen
@@ -82,18 +97,23 @@ def check_proof(
     proof: str,
     *,
     token: str,
-    consent: ConsentClaims,
+    consent: KeyBound,
     key: PublicJWK,
     now: float,
     message_id: str | None,
+    expected_audience: str | None = None,
 ) -> ProofClaims:
     """§6 steps 4-9 (the caller did 1-3 and does 10, the replay check).
 
-    Every failure is `ParafeError(INVALID_PROOF)`.
+    `expected_audience`, when given, must also equal the proof's `aud` (checked right after
+    the token's `aud`, as @getparafe/verify's `expectedAudience`). Every failure is
+    `ParafeError(INVALID_PROOF)`.
     """
     if key.thumbprint != consent.jkt:
         raise err.invalid_proof("the initiator's key is not the one the token is bound to")
     alg = _ALG_FOR_KTY[key.kty]
+    if not isinstance(proof, str):
+        raise err.invalid_proof("Compact JWS must be a string or Uint8Array")  # jose's words
     try:
         jws = parse_compact(proof, allowed_algs=frozenset({alg}))
         verify_signature(jws, key)
@@ -120,6 +140,10 @@ def check_proof(
     if not strict_equal(claims.get("ath", MISSING), sha256_b64url(token)):
         raise err.invalid_proof("the proof is for a different token")
     if not strict_equal(claims.get("aud", MISSING), consent.claims.get("aud", MISSING)):
+        raise err.invalid_proof("the proof is for a different audience")
+    if expected_audience is not None and not strict_equal(
+        claims.get("aud", MISSING), expected_audience
+    ):
         raise err.invalid_proof("the proof is for a different audience")
     mid = claims.get("mid", MISSING)
     if message_id is not None and mid is not MISSING and not strict_equal(mid, message_id):
@@ -171,6 +195,7 @@ def create_presentation_proof(
 
 
 __all__ = [
+    "KeyBound",
     "ProofClaims",
     "check_proof",
     "create_presentation_proof",
