@@ -229,6 +229,26 @@ def test_did_document_gone(
     send(ver, minter)
 
 
+@pytest.mark.parametrize("status", [201, 203, 299])
+def test_did_document_with_any_2xx_status(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
+) -> None:
+    # The reference takes any `res.ok` answer (2xx) as the document, for proofs (the
+    # a2a-extension's initiator key) and for receipts (@getparafe/verify's issuer key).
+    broker.did_status = status
+    keys = keys_for(broker, clock)
+    assert send(verifier(minter, keys), minter).proof_verified is True
+    shop = "prf_agent_shop0003"
+    shop_key = generate_private_jwk("EdDSA")
+    broker.add_agent(shop, did_document(shop, shop_key.public))
+    receipt = ReceiptSigner(shop_key, agent_did(shop), clock=lambda: NOW).sign(
+        session_id="sess_1", consent_token="a.b.c", action="a"
+    )
+    assert ReceiptVerifier(keys, clock=lambda: NOW).verify_action_receipt(receipt).iss == (
+        agent_did(shop)
+    )
+
+
 @pytest.mark.parametrize("mode", ["fail", "garbage"])
 def test_did_document_failures(
     broker: FakeBroker, minter: Minter, clock: FakeClock, mode: str

@@ -126,7 +126,9 @@ def _did_from_answer(answer: HttpAnswer, url: str) -> DidDocument:
         body = json_loads(answer.body)
     except MalformedInput:
         body = None
-    if answer.status != 200:
+    # Any 2xx is the document, as the reference's `res.ok` takes it (a2a-extension for proofs,
+    # @getparafe/verify for receipts); 410 and other statuses are the caller's to read.
+    if not 200 <= answer.status < 300:
         raise DidUnavailable(f"{url} answered {answer.status}", status=answer.status, body=body)
     if not isinstance(body, dict):
         raise DidUnavailable(f"{url} is not a JSON object")
