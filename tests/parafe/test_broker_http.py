@@ -184,6 +184,32 @@ def test_jwks_failures(broker: FakeBroker, minter: Minter, clock: FakeClock, mod
     assert refused(verifier(minter, keys_for(broker, clock)), minter) == INVALID_CONSENT_TOKEN
 
 
+def test_failed_first_jwks_fetch_is_retried_on_a_later_call(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    # The reference's key cache forgets a failed fetch and fetches again on the next call.
+    # pactmw does too once a second has passed (a cache with no keys yet), so a broker that is
+    # down is asked at most once a second instead of once per request.
+    broker.mode = "fail"
+    ver = verifier(minter, keys_for(broker, clock))
+    assert refused(ver, minter) == INVALID_CONSENT_TOKEN
+    assert refused(ver, minter) == INVALID_CONSENT_TOKEN  # the same instant: not asked again
+    assert broker.hits[JWKS] == 1
+    clock.advance(1)
+    assert refused(ver, minter) == INVALID_CONSENT_TOKEN  # still down: asked once more
+    assert broker.hits[JWKS] == 2
+    broker.mode = "ok"
+    clock.advance(1)
+    send(ver, minter)  # back: the next call after a second fetches the keys
+    assert broker.hits[JWKS] == 3
+    # With keys held, an unknown kid waits out the 60 s cooldown again.
+    clock.advance(1)
+    assert refused(ver, minter, minter.token(header={"alg": "ES256", "kid": "new"})) == (
+        INVALID_CONSENT_TOKEN
+    )
+    assert broker.hits[JWKS] == 3
+
+
 def test_unreachable_broker(minter: Minter, clock: FakeClock) -> None:
     keys = BrokerKeys(unreachable_url(), fetch_policy=POLICY, clock=clock)
     started = time.monotonic()
