@@ -15,6 +15,7 @@ standard library; reusable by the Provider and adapter integration tests::
 
 `mode` is "ok", "fail" (500 everywhere), "slow" (wait `delay` seconds first) or "garbage"
 (200 with a body that is not JSON); attributes may be changed at any time from the test.
+`did_status` is the status DID documents are served with (200 unless a test changes it).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class FakeBroker:
         self.jwks: Mapping[str, Any] = jwks if jwks is not None else {"keys": []}
         self.did_documents: dict[str, Any] = {}
         self.revoked: dict[str, Any] = {}
+        self.did_status = 200
         self.verify_answer: VerifyAnswer = (
             200,
             {"valid": True, "permitted": True, "action": "create_order"},
@@ -117,6 +119,7 @@ class FakeBroker:
             self.requests.clear()
         self.mode = "ok"
         self.delay = 0.0
+        self.did_status = 200
 
     # -- content -------------------------------------------------------------------------
 
@@ -167,7 +170,7 @@ class FakeBroker:
             if agent_id in self.revoked:
                 self._send(handler, 410, self.revoked[agent_id])
             elif agent_id in self.did_documents:
-                self._send(handler, 200, self.did_documents[agent_id])
+                self._send(handler, self.did_status, self.did_documents[agent_id])
             else:
                 self._send(handler, 404, {"error": "agent_not_found"})
             return

@@ -196,6 +196,32 @@ def test_jwks_failures(broker: FakeBroker, minter: Minter, clock: FakeClock, mod
     assert refused(verifier(minter, keys_for(broker, clock)), minter) == INVALID_CONSENT_TOKEN
 
 
+def test_failed_first_jwks_fetch_is_retried_on_a_later_call(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    # The reference's key cache forgets a failed fetch and fetches again on the next call.
+    # pactmw does too once a second has passed (a cache with no keys yet), so a broker that is
+    # down is asked at most once a second instead of once per request.
+    broker.mode = "fail"
+    ver = verifier(minter, keys_for(broker, clock))
+    assert refused(ver, minter) == INVALID_CONSENT_TOKEN
+    assert refused(ver, minter) == INVALID_CONSENT_TOKEN  # the same instant: not asked again
+    assert broker.hits[JWKS] == 1
+    clock.advance(1)
+    assert refused(ver, minter) == INVALID_CONSENT_TOKEN  # still down: asked once more
+    assert broker.hits[JWKS] == 2
+    broker.mode = "ok"
+    clock.advance(1)
+    send(ver, minter)  # back: the next call after a second fetches the keys
+    assert broker.hits[JWKS] == 3
+    # With keys held, an unknown kid waits out the 60 s cooldown again.
+    clock.advance(1)
+    assert refused(ver, minter, minter.token(header={"alg": "ES256", "kid": "new"})) == (
+        INVALID_CONSENT_TOKEN
+    )
+    assert broker.hits[JWKS] == 3
+
+
 def test_unreachable_broker(minter: Minter, clock: FakeClock) -> None:
     keys = BrokerKeys(unreachable_url(), fetch_policy=POLICY, clock=clock)
     started = time.monotonic()
@@ -239,6 +265,26 @@ def test_did_document_gone(
     broker.revoked = {}
     broker.did_documents = dict(minter.did_documents())
     send(ver, minter)
+
+
+@pytest.mark.parametrize("status", [201, 203, 299])
+def test_did_document_with_any_2xx_status(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
+) -> None:
+    # The reference takes any `res.ok` answer (2xx) as the document, for proofs (the
+    # a2a-extension's initiator key) and for receipts (@getparafe/verify's issuer key).
+    broker.did_status = status
+    keys = keys_for(broker, clock)
+    assert send(verifier(minter, keys), minter).proof_verified is True
+    shop = "prf_agent_shop0003"
+    shop_key = generate_private_jwk("EdDSA")
+    broker.add_agent(shop, did_document(shop, shop_key.public))
+    receipt = ReceiptSigner(shop_key, agent_did(shop), clock=lambda: NOW).sign(
+        session_id="sess_1", consent_token="a.b.c", action="a"
+    )
+    assert ReceiptVerifier(keys, clock=lambda: NOW).verify_action_receipt(receipt).iss == (
+        agent_did(shop)
+    )
 
 
 @pytest.mark.parametrize("mode", ["fail", "garbage"])

@@ -113,7 +113,6 @@ def test_every_member_round_trips() -> None:
         lambda p: p["scope_requirements"].__setitem__("bad", "entry"),
         lambda p: p["scope_requirements"]["check-menu"].pop("permissions"),
         lambda p: p["scope_requirements"]["check-menu"].__setitem__("permissions", "read_menu"),
-        lambda p: p["scope_requirements"]["check-menu"].__setitem__("permissions", [1]),
         lambda p: p["scope_requirements"]["check-menu"].__setitem__(
             "minimum_authorization_modality", "high"
         ),
@@ -155,6 +154,70 @@ def test_what_the_parser_leaves_alone() -> None:
     assert parsed.scope_requirements["check-menu"].minimum_authorization_modality is None
     assert parsed.scope_requirements["order-donuts"].minimum_initiator_proof is None
     assert parsed.to_dict() == entry
+
+
+def test_list_elements_are_not_type_checked() -> None:
+    # The reference's parser checks that permissions and exclusions are arrays, not what they
+    # hold; a non-string element cannot permit an action (actions are strings).
+    entry = copy.deepcopy(SPEC_ENTRY)
+    scopes = entry["params"]["scope_requirements"]
+    scopes["check-menu"]["permissions"] = [1]
+    scopes["order-donuts"]["permissions"] = ["read_menu", None, {"a": 1}]
+    scopes["order-donuts"]["exclusions"] = [2, "issue_refund", []]
+    parsed = parse_card_extension(card(entry))
+    assert parsed is not None
+    assert parsed.scope_requirements["check-menu"].permissions == (1,)
+    assert parsed.scope_requirements["order-donuts"].exclusions == (2, "issue_refund", [])
+    assert parsed.to_dict() == entry
+
+
+def test_trusted_issuers_pass_through() -> None:
+    # The reference checks only `jkt` (a non-empty string) and passes each entry on unchanged.
+    issuers = [
+        {"jkt": "abc", "name": 5, "iss": None, "kid": ["k"], "x_note": {"kept": True}},
+        {"jkt": "def", "name": "Bank", "weight": 2},
+    ]
+    entry = copy.deepcopy(SPEC_ENTRY)
+    entry["params"]["scope_requirements"]["order-donuts"]["trusted_issuers"] = issuers
+    parsed = parse_card_extension(card(entry))
+    assert parsed is not None
+    kept = parsed.scope_requirements["order-donuts"].trusted_issuers
+    assert kept is not None
+    assert [issuer.to_dict() for issuer in kept] == issuers
+    assert kept[0].name is None  # not a string: passed through, not read
+    assert kept[1].name == "Bank"
+    assert parsed.to_dict() == entry
+
+
+def test_policies_copy_numeric_floors_and_non_empty_issuer_names() -> None:
+    # `scopeRequirementsFromPolicies`: floors only when they are numbers; an issuer's name,
+    # iss and kid only when they are non-empty.
+    issuer_key = generate_private_jwk("ES256")
+    scopes = scope_requirements_from_policies(
+        {
+            "s": {
+                "permissions": ["a"],
+                "minimum_tenure_days": "30",
+                "minimum_session_completion_rate": 0.9,
+                "maximum_denied_requests_30d": True,
+                "minimum_unique_counterparties": 0,
+                "minimum_handshake_success_rate": None,
+                "ap2_trusted_issuers": [
+                    {"jwk": issuer_key.public.to_dict(), "name": "", "iss": "", "kid": ""},
+                    {"jwk": issuer_key.public.to_dict(), "name": "Bank", "kid": "k"},
+                ],
+            }
+        }
+    )
+    requirement = scopes["s"]
+    assert requirement.extra == {
+        "minimum_session_completion_rate": 0.9,
+        "minimum_unique_counterparties": 0,
+    }
+    assert requirement.to_dict()["trusted_issuers"] == [
+        {"jkt": issuer_key.public.thumbprint},
+        {"jkt": issuer_key.public.thumbprint, "name": "Bank", "kid": "k"},
+    ]
 
 
 @pytest.mark.parametrize(

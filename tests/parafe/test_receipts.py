@@ -482,3 +482,67 @@ def test_fixture_acknowledgment_tampering() -> None:
         verifier.verify_index_ack(sign(claims, broker, {**header, "typ": "JWT"}))
     assert caught.value.code == "MALFORMED"
     assert json.loads(json.dumps(claims))["seq"] == 2
+
+
+# -- how a broker JWS names its key (@getparafe/verify `brokerKeyFor`) ----------------------------
+
+FIXTURE_BROKER_KID = "jKozjAhSJmJ2U74sxBslKfGBT-a_zgSDwroSa6DhkhU"
+
+
+def _broker_artifacts(header: dict[str, Any]) -> tuple[ReceiptVerifier, str, str]:
+    """The phase-2 acknowledgment and session receipt, re-signed by a stand-in broker key
+    (the fixture's kid) under `header` changes."""
+    data = fixture(PHASE2)
+    broker = generate_private_jwk("ES256", kid=FIXTURE_BROKER_KID)
+    keys = StaticBrokerKeys({"keys": [broker.public.to_dict()]})
+    verifier = ReceiptVerifier(keys, clock=lambda: fixture_now(PHASE2))
+
+    def resign(jws: str) -> str:
+        head, claims = decode(jws)
+        for name, value in header.items():
+            if value is DELETE:
+                head.pop(name, None)
+            else:
+                head[name] = value
+        return sign(claims, broker, head)
+
+    return verifier, resign(data["acknowledgments"][1]), resign(data["session_receipt"])
+
+
+@pytest.mark.parametrize(
+    "kid",
+    [
+        f"did:web:api.parafe.ai#{FIXTURE_BROKER_KID}",  # the form the broker's credentials use
+        f"#{FIXTURE_BROKER_KID}",
+        f"did:web:localhost%3A3310#{FIXTURE_BROKER_KID}",  # the reference takes the fragment
+    ],
+)
+def test_broker_jws_kid_may_be_a_did_url(kid: str) -> None:
+    verifier, ack, session = _broker_artifacts({"kid": kid})
+    assert verifier.verify_index_ack(ack, expected_issuer="did:web:api.parafe.ai").seq == 2
+    checked = verifier.verify_session_receipt(session, expected_issuer="did:web:api.parafe.ai")
+    assert checked.session_id == fixture(PHASE2)["session_id"]
+    # A DID URL whose fragment names no key is still refused.
+    verifier, ack, session = _broker_artifacts({"kid": "did:web:api.parafe.ai#another"})
+    for check, artifact in (
+        (verifier.verify_index_ack, ack),
+        (verifier.verify_session_receipt, session),
+    ):
+        with pytest.raises(ParafeError) as caught:
+            check(artifact)
+        assert caught.value.code == "KEY_NOT_FOUND"
+
+
+@pytest.mark.parametrize("kid", [DELETE, "", "did:web:api.parafe.ai#"])
+def test_broker_jws_without_kid_is_refused(kid: Any) -> None:
+    # The broker names its key on every JWS since 2026-09-30; the reference refuses one that
+    # does not (KEY_NOT_FOUND, "Broker JWS has no kid") instead of trying every key.
+    verifier, ack, session = _broker_artifacts({"kid": kid})
+    for check, artifact in (
+        (verifier.verify_index_ack, ack),
+        (verifier.verify_session_receipt, session),
+    ):
+        with pytest.raises(ParafeError) as caught:
+            check(artifact)
+        assert caught.value.code == "KEY_NOT_FOUND"
+        assert caught.value.message == "Broker JWS has no kid"

@@ -540,7 +540,7 @@ def test_settings_read_the_parafe_table(world: World) -> None:
         ({"required": "yes"}, "must be true or false"),
         (
             {"scope_requirements": {SCOPE: {"permissions": "all"}}},
-            "permissions must be an array of strings",
+            "permissions must be an array",
         ),
         ({"credential_file": None}, "credential_file must be the path of a file"),
     ],

@@ -1,7 +1,8 @@
 """Key material from the broker, and proof-replay memory: the only I/O of a verifier.
 
 `BrokerKeys` answers for one trusted broker: its JWKS (through `JwksCache`: an unknown `kid`
-triggers at most one refetch per 60 s, §14), agent DID documents (cached 10 minutes; a 410
+triggers at most one refetch per 60 s, §14; while no keys could be fetched yet, a fetch is
+tried again at most once a second by default), agent DID documents (cached 10 minutes; a 410
 says the agent was revoked) and the online-verification POST. `StaticBrokerKeys` answers the
 same questions from values, never touching the network (tests, air-gapped deployments).
 """
@@ -15,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from pactmw.core.encoding import json_dumps, json_loads
@@ -27,10 +28,14 @@ from pactmw.protocols.parafe._constants import (
     DEFAULT_BROKER_URL,
     DID_DOCUMENT_TTL,
     JWKS_REFETCH_COOLDOWN,
+    JWKS_RETRY_WITHOUT_KEYS,
     PROOF_REPLAY_WINDOW,
 )
 from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, did_path
 from pactmw.protocols.parafe._http import HttpAnswer, http_request
+
+if TYPE_CHECKING:
+    from pactmw.core.keys import _Entry
 
 JWKS_PATH = "/.well-known/jwks.json"
 
@@ -99,11 +104,33 @@ def _did_from_answer(answer: HttpAnswer, url: str) -> DidDocument:
         body = json_loads(answer.body)
     except MalformedInput:
         body = None
-    if answer.status != 200:
+    # Any 2xx is the document, as the reference's `res.ok` takes it (a2a-extension for proofs,
+    # @getparafe/verify for receipts); 410 and other statuses are the caller's to read.
+    if not 200 <= answer.status < 300:
         raise DidUnavailable(f"{url} answered {answer.status}", status=answer.status, body=body)
     if not isinstance(body, dict):
         raise DidUnavailable(f"{url} is not a JSON object")
     return DidDocument(document=body)
+
+
+class _BrokerJwksCache(JwksCache):
+    """`JwksCache` that waits only `retry_without_keys` seconds after a failed fetch while it
+    holds no keys, instead of the full refetch cooldown.
+
+    The reference forgets a failed fetch and fetches again on the next call (§14). With no keys
+    every token is refused anyway, so waiting 60 s would refuse everything for a minute after
+    one failed fetch at start-up. Once keys are held, `CachePolicy.refetch_cooldown` applies
+    (unknown kids, and failures after an expiry, which keep serving the known keys).
+    """
+
+    def __init__(self, *args: Any, retry_without_keys: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_without_keys = min(retry_without_keys, self.cache_policy.refetch_cooldown)
+
+    def _decide(self, entry: _Entry | None, kid: str | None, alg: str, now: float) -> bool:
+        if entry is not None and entry.keys is None:
+            return now - entry.attempted_at >= self.retry_without_keys
+        return super()._decide(entry, kid, alg, now)
 
 
 class BrokerKeys:
@@ -112,6 +139,16 @@ class BrokerKeys:
     `broker_url` must be https (http only to loopback when `fetch_policy` allows loopback).
     `clock` is monotonic seconds (injectable for tests). Thread-safe, and usable from any
     number of event loops: fetches run in worker threads.
+
+    The JWKS is fetched on first use and kept by `cache_policy` (by default the broker's
+    `Cache-Control` max-age between 60 s and a day, 10 minutes without one). A `kid` it does not
+    hold triggers one refetch, at most once per `refetch_cooldown` (60 s by default, the
+    reference's `minRefetchIntervalMs`); until then such tokens are refused. A failed fetch
+    keeps the keys held before (for up to `cache_policy.stale_if_error`). While no keys have
+    been fetched yet (the first fetch failed), the next call fetches again once
+    `retry_without_keys` seconds (default 1 s, at most the cooldown) have passed since the last
+    attempt: the reference retries on the very next call; the one-second floor keeps a broker
+    that is down from being asked once per request. Concurrent callers share one fetch.
     """
 
     def __init__(
@@ -123,14 +160,16 @@ class BrokerKeys:
         did_ttl: float = DID_DOCUMENT_TTL,
         max_documents: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        retry_without_keys: float = JWKS_RETRY_WITHOUT_KEYS,
     ) -> None:
         self.fetch_policy = fetch_policy or FetchPolicy()
         self._broker_url = trusted_broker_url(broker_url, self.fetch_policy)
         self.jwks_uri = self._broker_url + JWKS_PATH
-        self.jwks = JwksCache(
+        self.jwks: JwksCache = _BrokerJwksCache(
             self.fetch_policy,
             cache_policy or CachePolicy(refetch_cooldown=JWKS_REFETCH_COOLDOWN),
             clock=clock,
+            retry_without_keys=retry_without_keys,
         )
         self.did_ttl = did_ttl
         self._max_documents = max_documents

@@ -2,8 +2,9 @@
 §10, spec §2).
 
 The parser follows the reference's rule that one bad scope entry voids the whole Parafé entry
-(the seed text says only the entry; §12 item 7), and is stricter in one place: permission and
-exclusion lists must hold strings (a non-string entry can never match an action).
+(the seed text says only the entry; §12 item 7). Like the reference it checks that permission
+and exclusion lists are arrays, not what they hold (a non-string element can never permit an
+action, and tokens are compared with `===`), and it passes `trusted_issuers` entries on whole.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pactmw.protocols.parafe._constants import (
     MODALITY_RANK,
     VERIFICATION_TIERS,
 )
+from pactmw.protocols.parafe._jwt import is_number
 
 DEFAULT_DESCRIPTION = "Parafé brokered trust: mutual authentication and scoped consent"
 
@@ -41,26 +43,34 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @frozen
 class TrustedIssuer:
-    """An AP2 mandate issuer a scope trusts, named by its key's RFC 7638 thumbprint."""
+    """An AP2 mandate issuer a scope trusts, named by its key's RFC 7638 thumbprint.
+
+    `name`, `iss` and `kid` are read when they are strings. `extra` holds every other member,
+    and those three when they are not strings, passed through unchanged (the reference checks
+    only `jkt`).
+    """
 
     jkt: str
     name: str | None = None
     iss: str | None = None
     kid: str | None = None
+    extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
-    def to_dict(self) -> dict[str, str]:
-        out = {"jkt": self.jkt}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"jkt": self.jkt}
         for name in ("name", "iss", "kid"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
+        out.update(self.extra)
         return out
 
 
-def _string_list(obj: Mapping[str, Any], name: str) -> tuple[str, ...]:
+def _array(obj: Mapping[str, Any], name: str) -> tuple[Any, ...]:
+    # The reference checks `Array.isArray`, not the elements (§10).
     value = obj[name]
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise MalformedInput(f"{name} must be an array of strings")
+    if not isinstance(value, list):
+        raise MalformedInput(f"{name} must be an array")
     return tuple(value)
 
 
@@ -93,16 +103,17 @@ class ScopeRequirement:
     Offline, a consent token is checked against `permissions`, the modality minimum and
     `minimum_initiator_proof == "pop"` (§4 step 15); the broker enforces the rest at handshake.
     `minimum_authorization_modality` None (absent from a card) fails every offline check, as
-    in the reference. `extra` holds reputation floors and members this version does not know,
-    passed through unchanged.
+    in the reference. `permissions` and `exclusions` are kept as the card gives them, strings
+    or not (compared with `===` semantics). `extra` holds reputation floors and members this
+    version does not know, passed through unchanged.
     """
 
-    permissions: tuple[str, ...]
+    permissions: tuple[Any, ...]
     minimum_authorization_modality: str | None = "autonomous"
     minimum_identity_assurance: str | None = None
     minimum_verification_tier: str | None = None
     minimum_initiator_proof: str | None = None
-    exclusions: tuple[str, ...] | None = None
+    exclusions: tuple[Any, ...] | None = None
     trusted_issuers: tuple[TrustedIssuer, ...] | None = None
     extra: Mapping[str, Any] = field(default=_EMPTY, repr=False)
 
@@ -113,11 +124,11 @@ class ScopeRequirement:
             raise MalformedInput("a scope requirement must be an object")
         if "permissions" not in obj:
             raise MalformedInput("permissions is required")
-        permissions = _string_list(obj, "permissions")
+        permissions = _array(obj, "permissions")
         modality = _one_of(obj, "minimum_authorization_modality", tuple(MODALITY_RANK))
         assurance = _one_of(obj, "minimum_identity_assurance", IDENTITY_ASSURANCES)
         tier = _one_of(obj, "minimum_verification_tier", VERIFICATION_TIERS)
-        exclusions = _string_list(obj, "exclusions") if "exclusions" in obj else None
+        exclusions = _array(obj, "exclusions") if "exclusions" in obj else None
         issuers: tuple[TrustedIssuer, ...] | None = None
         if "trusted_issuers" in obj:
             raw = obj["trusted_issuers"]
@@ -169,7 +180,17 @@ def _trusted_issuer(entry: Any) -> TrustedIssuer:
         value = entry.get(name)
         return value if isinstance(value, str) else None
 
-    return TrustedIssuer(jkt=entry["jkt"], name=text("name"), iss=text("iss"), kid=text("kid"))
+    read = {name: text(name) for name in ("name", "iss", "kid")}
+    extra = {
+        k: v for k, v in entry.items() if k != "jkt" and not (k in read and read[k] is not None)
+    }
+    return TrustedIssuer(
+        jkt=entry["jkt"],
+        name=read["name"],
+        iss=read["iss"],
+        kid=read["kid"],
+        extra=MappingProxyType(extra),
+    )
 
 
 ScopeRequirements = Mapping[str, ScopeRequirement]
@@ -315,7 +336,6 @@ _POLICY_FIELDS = (
     "minimum_identity_assurance",
     "minimum_verification_tier",
     "minimum_initiator_proof",
-    *REPUTATION_FLOORS,
 )
 
 
@@ -323,8 +343,10 @@ def scope_requirements_from_policies(policies: Any) -> dict[str, ScopeRequiremen
     """Card entries from the broker's scope policies (`GET /agents/{id}/scope-policies`).
 
     Accepts the whole answer (`{"scope_policies": {...}}`) or its inner mapping. The modality
-    defaults to `autonomous`; AP2 issuer keys (`ap2_trusted_issuers[].jwk`) become their
-    thumbprints, so no key ever lands on the card. Raises `ValueError` on a malformed policy.
+    defaults to `autonomous`; reputation floors are copied only when they are numbers; AP2
+    issuer keys (`ap2_trusted_issuers[].jwk`) become their thumbprints, so no key ever lands on
+    the card, with the issuer's `name`, `iss` and `kid` when they are non-empty (the reference's
+    `scopeRequirementsFromPolicies`). Raises `ValueError` on a malformed policy.
     """
     if isinstance(policies, Mapping) and isinstance(policies.get("scope_policies"), Mapping):
         policies = policies["scope_policies"]
@@ -335,6 +357,7 @@ def scope_requirements_from_policies(policies: Any) -> dict[str, ScopeRequiremen
         if not isinstance(policy, Mapping):
             raise ValueError(f"scope policy {name!r} must be an object")
         entry = {k: policy[k] for k in _POLICY_FIELDS if policy.get(k) is not None}
+        entry.update({k: policy[k] for k in REPUTATION_FLOORS if is_number(policy.get(k))})
         entry.setdefault("minimum_authorization_modality", "autonomous")
         issuers = policy.get("ap2_trusted_issuers")
         if isinstance(issuers, list) and issuers:
@@ -347,8 +370,9 @@ def scope_requirements_from_policies(policies: Any) -> dict[str, ScopeRequiremen
                     jkt = thumbprint(jwk)
                 except MalformedInput as exc:
                     raise ValueError(f"scope policy {name!r}: {exc}") from exc
+                # Only truthy values, as the reference's `...(i.name ? {name} : {})`.
                 converted.append(
-                    {"jkt": jkt, **{k: issuer[k] for k in ("name", "iss", "kid") if k in issuer}}
+                    {"jkt": jkt, **{k: issuer[k] for k in ("name", "iss", "kid") if issuer.get(k)}}
                 )
             entry["trusted_issuers"] = converted
         try:

@@ -58,6 +58,10 @@ RECEIPT_KINDS = ("parafe.action_receipt", "ap2.checkout_receipt", "ap2.payment_r
 DID_DOCUMENT_TTL = 600.0
 #: Unknown broker `kid`s trigger a JWKS refetch at most this often (§14).
 JWKS_REFETCH_COOLDOWN = 60.0
+#: While no broker keys are held (every fetch so far failed), the JWKS is asked again at most
+#: this often. The reference fetches again on the very next call (§14); one second keeps a
+#: broker that is down from being asked once per request.
+JWKS_RETRY_WITHOUT_KEYS = 1.0
 
 
 __all__ = [
@@ -77,6 +81,7 @@ __all__ = [
     "INDEX_ACK_TYP",
     "INITIATOR_PROOFS",
     "JWKS_REFETCH_COOLDOWN",
+    "JWKS_RETRY_WITHOUT_KEYS",
     "MAX_ACTION_RECEIPTS",
     "MAX_ERROR_DESCRIPTION",
     "MEMBERS",

@@ -379,15 +379,28 @@ def _broker_key(candidates: Sequence[PublicJWK]) -> PublicJWK:
     return candidates[0]
 
 
-def broker_jws_header(jws_text: str) -> tuple[str | None, str]:
-    """The `kid` and `alg` a broker-signed JWS names (ES256 only); MALFORMED otherwise."""
+def broker_jws_header(jws_text: str) -> tuple[str, str]:
+    """The JWKS `kid` and the `alg` a broker-signed JWS names (ES256 only), as
+    @getparafe/verify's `brokerKeyFor` reads them.
+
+    A `kid` that is a DID URL (`did:web:api.parafe.ai#<kid>`, the form the broker's credentials
+    use) names the JWKS key of its fragment. A JWS that names no key (no `kid`, an empty one, or
+    an empty fragment) is refused with KEY_NOT_FOUND rather than tried against every key: every
+    broker JWS has named its key since 2026-09-30, and the reference refuses one that does not.
+    An alg other than ES256 is INVALID_SIGNATURE, anything unreadable MALFORMED.
+    """
     try:
         jws = parse_compact(jws_text, allowed_algs=frozenset({"ES256"}))
     except JoseError as exc:
         if exc.code == "alg_not_allowed":
             raise _fail(INVALID_SIGNATURE, "Broker artifacts are ES256") from exc
         raise _fail(MALFORMED, str(exc)) from exc
-    return jws.kid, jws.alg
+    kid = jws.kid
+    if kid is not None and "#" in kid:
+        kid = kid.rsplit("#", 1)[1]
+    if not kid:
+        raise _fail(KEY_NOT_FOUND, "Broker JWS has no kid")
+    return kid, jws.alg
 
 
 def _check_broker_jws(
