@@ -33,7 +33,8 @@ EXPECTED: dict[str, set[str]] = {
     "pactmw.adapters": set(),
     "pactmw.protocols.parafe": {
         "BROKER_DID", "CONSENT_ISSUER", "DEFAULT_BROKER_URL", "EXPIRED_CONSENT_TOKEN",
-        "EXTENSION_URI", "INVALID_CONSENT_TOKEN", "INVALID_PROOF", "MALFORMED_PARAFE_DATA",
+        "EXTENSION_URI", "IDENTITY_VCT", "IdentityCredential", "INVALID_CONSENT_TOKEN",
+        "INVALID_PROOF", "MALFORMED_PARAFE_DATA",
         "MAX_ACTION_RECEIPTS", "MISSING_PARAFE_EXTENSION", "RECEIPT_CODES", "SCOPE_VIOLATION",
         "VERIFIER_CODES", "WRONG_AUDIENCE",
         "ActionReceipt", "BrokerKeys", "CardExtension", "Consent", "ConsentClaims",
@@ -50,6 +51,7 @@ EXPECTED: dict[str, set[str]] = {
         "parse_card_extension", "parse_parafe_data", "read_consent", "read_parafe",
         "receipt_error_for", "receipt_hash", "requested_extensions",
         "scope_requirements_from_policies", "verify_presentation_proof",
+        "verify_identity_credential", "averify_identity_credential",
         "with_action_receipts", "with_parafe",
     },
     "pactmw.provider": {

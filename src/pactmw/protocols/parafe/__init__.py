@@ -4,7 +4,8 @@ The receiving agent verifies the consent an A2A message carries (`ParafeVerifier
 a presentation proof (`verify_presentation_proof`), signs receipts for what it did or
 refused (`ReceiptSigner`) and declares itself in its agent card (`card_extension`). The
 calling agent attaches consent with a fresh proof per message (`ConsentPresenter`) and
-checks the receipts it gets back (`ReceiptVerifier`).
+checks the receipts it gets back (`ReceiptVerifier`). Before a handshake, either side can
+check who the other is from its broker-issued identity credential (`verify_identity_credential`).
 
 The checks, their order and the error codes are the reference implementation's
 (shared/reference/parafe-verifier.md), which wins where the seed text differs; each module
@@ -40,6 +41,10 @@ from pactmw.protocols.parafe._constants import (
     EXTENSION_URI,
     MAX_ACTION_RECEIPTS,
 )
+from pactmw.protocols.parafe._credential import (
+    averify_identity_credential,
+    verify_identity_credential,
+)
 from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, agent_did
 from pactmw.protocols.parafe._errors import (
     EXPIRED_CONSENT_TOKEN,
@@ -53,6 +58,7 @@ from pactmw.protocols.parafe._errors import (
     WRONG_AUDIENCE,
     ParafeError,
 )
+from pactmw.protocols.parafe._identity import IDENTITY_VCT, IdentityCredential
 from pactmw.protocols.parafe._message import (
     Consent,
     ErrorMember,
@@ -97,6 +103,7 @@ __all__ = [
     "DEFAULT_BROKER_URL",
     "EXPIRED_CONSENT_TOKEN",
     "EXTENSION_URI",
+    "IDENTITY_VCT",
     "INVALID_CONSENT_TOKEN",
     "INVALID_PROOF",
     "MALFORMED_PARAFE_DATA",
@@ -117,6 +124,7 @@ __all__ = [
     "ErrorMember",
     "HandshakeChallenge",
     "HandshakeComplete",
+    "IdentityCredential",
     "IndexAck",
     "KeySource",
     "MemoryReplayMemory",
@@ -137,6 +145,7 @@ __all__ = [
     "VerifiedConsent",
     "activation_headers",
     "agent_did",
+    "averify_identity_credential",
     "averify_presentation_proof",
     "broker_key_set",
     "card_extension",
@@ -156,6 +165,7 @@ __all__ = [
     "receipt_hash",
     "requested_extensions",
     "scope_requirements_from_policies",
+    "verify_identity_credential",
     "verify_presentation_proof",
     "with_action_receipts",
     "with_parafe",

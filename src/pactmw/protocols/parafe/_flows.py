@@ -31,6 +31,12 @@ from pactmw.protocols.parafe._constants import PROOF_REPLAY_WINDOW
 from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, agent_id_of
 from pactmw.protocols.parafe._errors import ParafeError
 from pactmw.protocols.parafe._http import HttpAnswer
+from pactmw.protocols.parafe._identity import (
+    IdentityCredential,
+    check_identity_credential,
+    key_error,
+    sd_jwt_header,
+)
 from pactmw.protocols.parafe._jwt import parse_iso, sha256_b64url, whole_seconds
 from pactmw.protocols.parafe._message import Consent, message_id, read_consent
 from pactmw.protocols.parafe._online import (
@@ -393,6 +399,26 @@ def action_receipt_flow(
     return evolve(checked, issuer_revoked_at=revoked_at)
 
 
+def identity_credential_flow(
+    credential: str, *, now: float, tolerance: int = 0, expected_issuer: str | None = None
+) -> Flow[IdentityCredential]:
+    """An SD-JWT VC identity credential (@getparafe/verify `verifyIdentityCredential`)."""
+    issuer_jwt, kid, disclosures = sd_jwt_header(credential)
+    try:
+        candidates = yield NeedBrokerKeys(kid, "ES256")
+    except KeyUnavailable as exc:
+        raise key_error(exc, "identity credential") from exc
+    return check_identity_credential(
+        issuer_jwt,
+        kid,
+        disclosures,
+        candidates,
+        now=now,
+        tolerance=tolerance,
+        expected_issuer=expected_issuer,
+    )
+
+
 def _revoked_document(exc: DidUnavailable) -> DidDocument:
     """The document a 410 carries for a revoked agent; KEY_FETCH_FAILED for anything else."""
     body = exc.body
@@ -466,6 +492,7 @@ __all__ = [
     "action_receipt_flow",
     "arun",
     "consent_flow",
+    "identity_credential_flow",
     "index_ack_flow",
     "online_flow",
     "proof_flow",

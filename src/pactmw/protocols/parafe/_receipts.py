@@ -403,7 +403,7 @@ def broker_jws_header(jws_text: str) -> tuple[str, str]:
     return kid, jws.alg
 
 
-def _check_broker_jws(
+def check_broker_jws(
     jws_text: str,
     candidates: Sequence[PublicJWK],
     *,
@@ -413,6 +413,7 @@ def _check_broker_jws(
     tolerance: int,
     expected_issuer: str | None,
 ) -> dict[str, Any]:
+    """A broker JWS verified with the one candidate key, then its typ, issuer and times."""
     key = _broker_key(candidates)
     jws, claims = _verify_jws(jws_text, key, "ES256")
     if not typ_matches(jws.header, typ):
@@ -434,7 +435,7 @@ def check_index_ack(
     expected_issuer: str | None = None,
 ) -> IndexAck:
     """An index acknowledgment (§7.4): broker ES256, `ver` 1, and `entry_hash` recomputes."""
-    claims = _check_broker_jws(
+    claims = check_broker_jws(
         jws_text,
         candidates,
         typ=INDEX_ACK_TYP,
@@ -487,7 +488,7 @@ def check_session_receipt(
 ) -> SessionReceipt:
     """A session receipt v2: broker ES256, typ `parafe-session-receipt+jwt`, `ver` 2, and the
     members every receipt has."""
-    claims = _check_broker_jws(
+    claims = check_broker_jws(
         jws_text,
         candidates,
         typ=SESSION_RECEIPT_TYP,
@@ -563,6 +564,7 @@ __all__ = [
     "SessionReceipt",
     "broker_jws_header",
     "check_action_receipt",
+    "check_broker_jws",
     "check_index_ack",
     "check_session_index",
     "check_session_receipt",

@@ -1,0 +1,75 @@
+"""Identity credentials checked on their own: @getparafe/verify's `verifyIdentityCredential`.
+
+Runs `identity_credential_flow` (see `_identity` for the checks) with the usual drivers, so
+the broker keys come from a `KeySource` (`BrokerKeys` refetches once on an unknown kid).
+"""
+
+from __future__ import annotations
+
+import time
+
+from pactmw.protocols.parafe._broker import KeySource
+from pactmw.protocols.parafe._flows import Flow, arun, identity_credential_flow, run
+from pactmw.protocols.parafe._identity import IdentityCredential
+
+
+def _flow(
+    credential: str,
+    *,
+    expected_issuer: str | None,
+    clock_tolerance: int,
+    now: float | None,
+) -> Flow[IdentityCredential]:
+    if isinstance(clock_tolerance, bool) or not isinstance(clock_tolerance, int):
+        raise TypeError("clock_tolerance is whole seconds")
+    if clock_tolerance < 0:
+        raise ValueError("clock_tolerance must not be negative")
+    return identity_credential_flow(
+        credential,
+        now=time.time() if now is None else now,
+        tolerance=clock_tolerance,
+        expected_issuer=expected_issuer,
+    )
+
+
+def verify_identity_credential(
+    credential: str,
+    keys: KeySource,
+    *,
+    expected_issuer: str | None = None,
+    clock_tolerance: int = 0,
+    now: float | None = None,
+) -> IdentityCredential:
+    """Check an agent's identity credential, an SD-JWT VC (`<jwt>~<disclosure>~...~`).
+
+    The broker's ES256 signature (from `keys`), typ `dc+sd-jwt`, `iss` only when
+    `expected_issuer` is given, `exp`/`nbf` with `clock_tolerance` seconds (default 0),
+    `vct`, `_sd_alg`, and that every disclosure is one the broker committed to. `now` is
+    epoch seconds (default: the clock). Blocking when the JWKS must be fetched.
+
+    Returns the claims with the disclosed ones merged in. Raises `ParafeError` with the
+    @getparafe/verify code: MALFORMED, INVALID_SIGNATURE, EXPIRED, NOT_YET_VALID,
+    ISSUER_MISMATCH, KEY_NOT_FOUND or KEY_FETCH_FAILED.
+    """
+    flow = _flow(
+        credential, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now
+    )
+    return run(flow, keys)
+
+
+async def averify_identity_credential(
+    credential: str,
+    keys: KeySource,
+    *,
+    expected_issuer: str | None = None,
+    clock_tolerance: int = 0,
+    now: float | None = None,
+) -> IdentityCredential:
+    """Async `verify_identity_credential`."""
+    flow = _flow(
+        credential, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now
+    )
+    return await arun(flow, keys)
+
+
+__all__ = ["averify_identity_credential", "verify_identity_credential"]
