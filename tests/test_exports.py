@@ -51,7 +51,8 @@ EXPECTED: dict[str, set[str]] = {
         "parse_card_extension", "parse_parafe_data", "read_consent", "read_parafe",
         "receipt_error_for", "receipt_hash", "requested_extensions",
         "scope_requirements_from_policies", "verify_presentation_proof",
-        "verify_identity_credential", "averify_identity_credential",
+        "verify_identity_credential", "averify_identity_credential", "verify_credential_jwt",
+        "averify_credential_jwt",
         "with_action_receipts", "with_parafe",
     },
     "pactmw.provider": {

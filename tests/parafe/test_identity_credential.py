@@ -1,5 +1,6 @@
-"""Identity credentials as SD-JWT VCs (@getparafe/verify `verifyIdentityCredential`): the
-broker fixtures' known answers, tampering, and each refusal with its code."""
+"""Identity credentials as SD-JWT VCs (@getparafe/verify `verifyIdentityCredential`) and as
+credential JWTs (`verifyCredentialJWT`): the broker fixtures' known answers, tampering, and
+each refusal with its code."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from pactmw.protocols.parafe import (
     IdentityCredential,
     ParafeError,
     StaticBrokerKeys,
+    averify_credential_jwt,
     averify_identity_credential,
+    verify_credential_jwt,
     verify_identity_credential,
 )
 from pactmw.protocols.parafe._jwt import sha256_b64url
@@ -434,3 +437,154 @@ def test_an_unreachable_broker_is_key_fetch_failed() -> None:
     issuer = Issuer()
     keys = BrokerKeys(unreachable_url(), fetch_policy=POLICY)
     assert refused(issuer.issue(), keys) == "KEY_FETCH_FAILED"
+
+
+# -- the credential JWT form (verifyCredentialJWT) -------------------------------------------
+
+
+def test_v2_fixture_credential_jwt_verifies() -> None:
+    data = fixture(V2)
+    checked = verify_credential_jwt(data["credential_jwt"], fixture_keys(V2), now=fixture_now(V2))
+    assert checked.format == "jwt"
+    assert checked.disclosed == ()
+    assert checked.key_id == "aSWWor4s_GVEzOXRVI7XqMcEzj5WYpGpzqoaORAmpPI"
+    assert checked.sub == "prf_agent_51cd5551"
+    assert checked.claims["name"] == "fixture-customer"
+    assert checked.claims["owner"] == "Fixture Owner"
+    assert checked.claims["owner_id"] == "prf_user_7fb1a9376b"
+    assert checked.claims["pub_key_thumbprint"] == (
+        "274cc5607e7bdb2a35dea718588aa09ea47607f0531653dc26e01ed26e0a29da"
+    )
+    assert checked.cnf_jwk is None
+
+
+def test_operator_fixture_credential_jwt_verifies() -> None:
+    data = fixture(OPERATOR)
+    checked = asyncio.run(
+        averify_credential_jwt(
+            data["credential_jwt"], fixture_keys(OPERATOR), now=fixture_now(OPERATOR)
+        )
+    )
+    assert checked.sub == "prf_agent_f2193a80"
+    assert checked.claims["principal_name"] == "Fixture User"
+    assert checked.claims["principal_ref"] == "user-fx1"
+    assert checked.claims["operator_id"] == "prf_org_test_e477dac592"
+
+
+def jwt_refused(token: Any, keys: Any, **options: Any) -> str:
+    options.setdefault("now", NOW)
+    with pytest.raises(ParafeError) as caught:
+        verify_credential_jwt(token, keys, **options)
+    return caught.value.code
+
+
+def test_every_single_byte_tamper_of_the_credential_jwt_is_refused() -> None:
+    data = fixture(V2)
+    keys, now = fixture_keys(V2), fixture_now(V2)
+    token = data["credential_jwt"]
+    header_end = token.index(".")
+    for index in flippable_positions(token):
+        code = jwt_refused(flip(token, index), keys, now=now)
+        if index < header_end:
+            assert code in ("MALFORMED", "KEY_NOT_FOUND", "INVALID_SIGNATURE"), index
+        else:
+            assert code in ("INVALID_SIGNATURE", "MALFORMED"), index
+            segment = flip(token, index).split(".")[1 if index < token.rindex(".") else 2]
+            assert (code == "INVALID_SIGNATURE") == _strict_b64(segment), index
+
+
+def credential_claims(**overrides: Any) -> dict[str, Any]:
+    claims: dict[str, Any] = {
+        "sub": "prf_agent_ada00001",
+        "name": "ada",
+        "identity_assurance": "registered",
+        "verification_tier": "unverified",
+        "pub_key_thumbprint": "ab" * 32,
+        "iat": int(NOW) - 10,
+        "exp": int(NOW) + 1000,
+        "iss": "parafe-trust-broker",
+    }
+    for name, value in overrides.items():
+        if value is DELETE:
+            claims.pop(name, None)
+        else:
+            claims[name] = value
+    return claims
+
+
+def credential_jwt(issuer: Issuer, header: dict[str, Any] | None = None, **overrides: Any) -> str:
+    head = {"alg": "ES256", "kid": issuer.key.kid} if header is None else header
+    return sign(credential_claims(**overrides), issuer.key, head)
+
+
+def test_a_minted_credential_jwt_verifies_with_a_plain_or_did_url_kid() -> None:
+    issuer = Issuer()
+    verify_credential_jwt(credential_jwt(issuer), issuer.keys, now=NOW)
+    header = {"alg": "ES256", "kid": f"{BROKER_DID}#{issuer.key.kid}"}
+    verify_credential_jwt(credential_jwt(issuer, header), issuer.keys, now=NOW)
+
+
+def test_a_consent_token_is_the_wrong_artifact_type() -> None:
+    issuer = Issuer()
+    token = credential_jwt(issuer, token_type="consent")
+    assert jwt_refused(token, issuer.keys) == "WRONG_ARTIFACT_TYPE"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sub", "name", "identity_assurance", "verification_tier", "pub_key_thumbprint", "iat", "exp"],
+)
+@pytest.mark.parametrize("value", [DELETE, None])
+def test_a_missing_required_claim_is_malformed(name: str, value: Any) -> None:
+    issuer = Issuer()
+    assert jwt_refused(credential_jwt(issuer, **{name: value}), issuer.keys) == "MALFORMED"
+
+
+@pytest.mark.parametrize("name", ["sub", "pub_key_thumbprint"])
+def test_sub_and_thumbprint_must_be_strings(name: str) -> None:
+    issuer = Issuer()
+    overrides: dict[str, Any] = {name: 7}
+    assert jwt_refused(credential_jwt(issuer, **overrides), issuer.keys) == "MALFORMED"
+
+
+@pytest.mark.parametrize("iss", ["did:web:api.parafe.ai", None, DELETE])
+def test_the_issuer_must_be_the_broker(iss: Any) -> None:
+    issuer = Issuer()
+    assert jwt_refused(credential_jwt(issuer, iss=iss), issuer.keys) == "ISSUER_MISMATCH"
+
+
+def test_another_expected_issuer() -> None:
+    issuer = Issuer()
+    token = credential_jwt(issuer, iss="other-broker")
+    verify_credential_jwt(token, issuer.keys, now=NOW, expected_issuer="other-broker")
+
+
+def test_credential_jwt_times_and_keys() -> None:
+    issuer = Issuer()
+    assert jwt_refused(credential_jwt(issuer, exp=int(NOW)), issuer.keys) == "EXPIRED"
+    assert jwt_refused(credential_jwt(issuer, nbf=int(NOW) + 5), issuer.keys) == "NOT_YET_VALID"
+    no_kid = credential_jwt(issuer, {"alg": "ES256"})
+    assert jwt_refused(no_kid, issuer.keys) == "KEY_NOT_FOUND"
+    unknown = credential_jwt(issuer, {"alg": "ES256", "kid": "someone-else"})
+    assert jwt_refused(unknown, issuer.keys) == "KEY_NOT_FOUND"
+    assert jwt_refused(credential_jwt(issuer), _Unreachable({"keys": []})) == "KEY_FETCH_FAILED"
+    assert jwt_refused("not-a-jwt", issuer.keys) == "MALFORMED"
+    assert jwt_refused(None, issuer.keys) == "MALFORMED"
+
+
+def test_a_credential_jwt_signed_with_the_retired_eddsa_key_is_refused() -> None:
+    # The reference refuses EdDSA broker tokens since 2026-10-09 (the key is retired).
+    ed = generate_private_jwk("EdDSA", kid="retired-ed")
+    keys = StaticBrokerKeys({"keys": [ed.public.to_dict()]})
+    token = sign(credential_claims(), ed, {"alg": "EdDSA", "kid": "retired-ed"})
+    assert jwt_refused(token, keys) == "INVALID_SIGNATURE"
+
+
+def test_the_sd_jwt_and_the_jwt_are_not_interchangeable() -> None:
+    data = fixture(V2)
+    keys, now = fixture_keys(V2), fixture_now(V2)
+    # The SD-JWT's issuer JWT is from did:web:api.parafe.ai, not parafe-trust-broker.
+    issuer_jwt = data["credential_sd_jwt"].split("~")[0]
+    assert jwt_refused(issuer_jwt, keys, now=now) == "ISSUER_MISMATCH"
+    # The credential JWT has no typ dc+sd-jwt.
+    assert refused(data["credential_jwt"] + "~", keys, now=now) == "MALFORMED"

@@ -42,7 +42,9 @@ from pactmw.protocols.parafe._constants import (
     MAX_ACTION_RECEIPTS,
 )
 from pactmw.protocols.parafe._credential import (
+    averify_credential_jwt,
     averify_identity_credential,
+    verify_credential_jwt,
     verify_identity_credential,
 )
 from pactmw.protocols.parafe._did import DidDocument, DidUnavailable, agent_did
@@ -145,6 +147,7 @@ __all__ = [
     "VerifiedConsent",
     "activation_headers",
     "agent_did",
+    "averify_credential_jwt",
     "averify_identity_credential",
     "averify_presentation_proof",
     "broker_key_set",
@@ -165,6 +168,7 @@ __all__ = [
     "receipt_hash",
     "requested_extensions",
     "scope_requirements_from_policies",
+    "verify_credential_jwt",
     "verify_identity_credential",
     "verify_presentation_proof",
     "with_action_receipts",

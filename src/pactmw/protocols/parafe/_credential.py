@@ -1,7 +1,9 @@
-"""Identity credentials checked on their own: @getparafe/verify's `verifyIdentityCredential`.
+"""Identity credentials checked on their own: @getparafe/verify's `verifyIdentityCredential`
+(the SD-JWT VC) and `verifyCredentialJWT` (the credential JWT).
 
-Runs `identity_credential_flow` (see `_identity` for the checks) with the usual drivers, so
-the broker keys come from a `KeySource` (`BrokerKeys` refetches once on an unknown kid).
+Runs `identity_credential_flow` or `credential_jwt_flow` (see `_identity` for the checks)
+with the usual drivers, so the broker keys come from a `KeySource` (`BrokerKeys` refetches
+once on an unknown kid).
 """
 
 from __future__ import annotations
@@ -9,7 +11,13 @@ from __future__ import annotations
 import time
 
 from pactmw.protocols.parafe._broker import KeySource
-from pactmw.protocols.parafe._flows import Flow, arun, identity_credential_flow, run
+from pactmw.protocols.parafe._flows import (
+    Flow,
+    arun,
+    credential_jwt_flow,
+    identity_credential_flow,
+    run,
+)
 from pactmw.protocols.parafe._identity import IdentityCredential
 
 
@@ -19,12 +27,14 @@ def _flow(
     expected_issuer: str | None,
     clock_tolerance: int,
     now: float | None,
+    jwt: bool = False,
 ) -> Flow[IdentityCredential]:
     if isinstance(clock_tolerance, bool) or not isinstance(clock_tolerance, int):
         raise TypeError("clock_tolerance is whole seconds")
     if clock_tolerance < 0:
         raise ValueError("clock_tolerance must not be negative")
-    return identity_credential_flow(
+    make = credential_jwt_flow if jwt else identity_credential_flow
+    return make(
         credential,
         now=time.time() if now is None else now,
         tolerance=clock_tolerance,
@@ -72,4 +82,46 @@ async def averify_identity_credential(
     return await arun(flow, keys)
 
 
-__all__ = ["averify_identity_credential", "verify_identity_credential"]
+def verify_credential_jwt(
+    token: str,
+    keys: KeySource,
+    *,
+    expected_issuer: str | None = None,
+    clock_tolerance: int = 0,
+    now: float | None = None,
+) -> IdentityCredential:
+    """Check an agent's identity credential in its credential-JWT form.
+
+    The broker's ES256 signature (from `keys`; EdDSA, the retired key, is refused), `iss`
+    (`parafe-trust-broker` unless `expected_issuer`), `exp`/`nbf` with `clock_tolerance`
+    seconds, then that it is no consent token (WRONG_ARTIFACT_TYPE) and carries `sub`,
+    `name`, `identity_assurance`, `verification_tier`, `pub_key_thumbprint`, `iat`, `exp`
+    and `iss` (MALFORMED). Returns its claims (`format == "jwt"`). Raises `ParafeError`.
+    """
+    flow = _flow(
+        token, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now, jwt=True
+    )
+    return run(flow, keys)
+
+
+async def averify_credential_jwt(
+    token: str,
+    keys: KeySource,
+    *,
+    expected_issuer: str | None = None,
+    clock_tolerance: int = 0,
+    now: float | None = None,
+) -> IdentityCredential:
+    """Async `verify_credential_jwt`."""
+    flow = _flow(
+        token, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now, jwt=True
+    )
+    return await arun(flow, keys)
+
+
+__all__ = [
+    "averify_credential_jwt",
+    "averify_identity_credential",
+    "verify_credential_jwt",
+    "verify_identity_credential",
+]

@@ -33,6 +33,7 @@ from pactmw.protocols.parafe._errors import ParafeError
 from pactmw.protocols.parafe._http import HttpAnswer
 from pactmw.protocols.parafe._identity import (
     IdentityCredential,
+    check_credential_jwt,
     check_identity_credential,
     key_error,
     sd_jwt_header,
@@ -419,6 +420,22 @@ def identity_credential_flow(
     )
 
 
+def credential_jwt_flow(
+    token: str, *, now: float, tolerance: int = 0, expected_issuer: str | None = None
+) -> Flow[IdentityCredential]:
+    """A credential JWT (@getparafe/verify `verifyCredentialJWT`)."""
+    if not isinstance(token, str):
+        raise err.receipt_error(MALFORMED, "Not a compact JWS")
+    kid, alg = broker_jws_header(token)
+    try:
+        candidates = yield NeedBrokerKeys(kid, alg)
+    except KeyUnavailable as exc:
+        raise key_error(exc, "credential") from exc
+    return check_credential_jwt(
+        token, kid, candidates, now=now, tolerance=tolerance, expected_issuer=expected_issuer
+    )
+
+
 def _revoked_document(exc: DidUnavailable) -> DidDocument:
     """The document a 410 carries for a revoked agent; KEY_FETCH_FAILED for anything else."""
     body = exc.body
@@ -492,6 +509,7 @@ __all__ = [
     "action_receipt_flow",
     "arun",
     "consent_flow",
+    "credential_jwt_flow",
     "identity_credential_flow",
     "index_ack_flow",
     "online_flow",

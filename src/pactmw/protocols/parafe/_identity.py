@@ -1,5 +1,6 @@
 """An agent's identity credential, checked with the broker's keys (@getparafe/verify's
-`verifyIdentityCredential`), so an agent can tell who it talks to before a handshake.
+`verifyIdentityCredential` and `verifyCredentialJWT`), so an agent can tell who it talks to
+before a handshake.
 
 The credential is an SD-JWT VC: `<issuer JWT>~<disclosure>~...~`. The issuer JWT is the
 broker's ES256 JWS with typ `dc+sd-jwt` and a DID-URL `kid` (`did:web:api.parafe.ai#<kid>`,
@@ -8,6 +9,11 @@ identity type and `_sd_alg`, if present, `sha-256`. Each disclosure must be one 
 committed to: base64url(SHA-256(the disclosure as sent)) is in `_sd`. It decodes to
 `[salt, name, value]`, and `name` is merged into the claims unless it would replace one.
 A key-binding JWT after the last `~` is not checked, as in the reference.
+
+The older form is a plain broker JWT (`verifyCredentialJWT`): ES256 with a JWKS kid, `iss`
+`parafe-trust-broker` (or the issuer expected), not a consent token (WRONG_ARTIFACT_TYPE),
+and the claims every credential has. The reference's current code refuses EdDSA (the
+retired broker key) since 2026-10-09, as the consent-token check does; so does this.
 
 Codes are the reference's (§9.4). Where the reference returns `{valid: false, error}`, this
 raises `ParafeError` with the same code; KEY_FETCH_FAILED (the JWKS could not be fetched)
@@ -40,6 +46,22 @@ IDENTITY_VCT = "https://parafe.ai/vct/agent-identity/1"
 #: The issuer JWT's `typ` (SD-JWT VC).
 SD_JWT_TYP = "dc+sd-jwt"
 
+#: The issuer of a credential JWT unless another is expected.
+CREDENTIAL_JWT_ISSUER = "parafe-trust-broker"
+#: The code for a consent token given where a credential was expected.
+WRONG_ARTIFACT_TYPE = "WRONG_ARTIFACT_TYPE"
+#: The claims a credential JWT must carry (not null).
+_CREDENTIAL_CLAIMS = (
+    "sub",
+    "name",
+    "identity_assurance",
+    "verification_tier",
+    "pub_key_thumbprint",
+    "iat",
+    "exp",
+    "iss",
+)
+
 #: Names JavaScript's `name in claims` finds on every object (Object.prototype): the reference
 #: refuses a disclosure named so as one that "overrides" a claim; so does this.
 _JS_OBJECT_NAMES = frozenset(
@@ -64,10 +86,12 @@ _JS_OBJECT_NAMES = frozenset(
 class IdentityCredential:
     """An identity credential that checked out.
 
-    `claims` are the issuer JWT's claims without `_sd` and `_sd_alg`, plus the disclosed
-    ones; `disclosed` names the disclosed claims in the order they came. `key_id` is the
-    broker JWKS kid that verified it. `cnf_jwk` is the agent's registered public key (its
-    RFC 7638 thumbprint is the `cnf.jkt` of the consent tokens it presents).
+    `format` is `sd-jwt` or `jwt`. For an SD-JWT VC, `claims` are the issuer JWT's claims
+    without `_sd` and `_sd_alg`, plus the disclosed ones; `disclosed` names the disclosed
+    claims in the order they came. For a credential JWT, `claims` is its payload. `key_id` is the
+    broker JWKS kid that verified it. `cnf_jwk` is the agent's registered public key in an
+    SD-JWT VC (its RFC 7638 thumbprint is the `cnf.jkt` of the consent tokens it presents);
+    a credential JWT names it by `pub_key_thumbprint` instead.
     """
 
     claims: Mapping[str, Any] = field(repr=False)
@@ -175,10 +199,46 @@ def check_identity_credential(
     return IdentityCredential(claims=MappingProxyType(merged), disclosed=names, key_id=kid)
 
 
+def check_credential_jwt(
+    token: str,
+    kid: str,
+    candidates: Any,
+    *,
+    now: float,
+    tolerance: int = 0,
+    expected_issuer: str | None = None,
+) -> IdentityCredential:
+    """A credential JWT after the key lookup: signature, issuer, time, then its shape."""
+    claims = check_broker_jws(
+        token,
+        candidates,
+        typ=None,
+        subject="credential",
+        now=now,
+        tolerance=tolerance,
+        expected_issuer=CREDENTIAL_JWT_ISSUER if expected_issuer is None else expected_issuer,
+    )
+    token_type = claims.get("token_type")
+    if isinstance(token_type, str) and token_type == "consent":  # noqa: S105 - a claim value
+        raise _fail(WRONG_ARTIFACT_TYPE, "Expected a credential, got a consent token")
+    for name in _CREDENTIAL_CLAIMS:
+        if claims.get(name) is None:
+            raise _fail(MALFORMED, f'Credential missing required claim "{name}"')
+    for name in ("sub", "pub_key_thumbprint"):
+        if not isinstance(claims[name], str):
+            raise _fail(MALFORMED, f'Credential "{name}" must be a string')
+    return IdentityCredential(
+        claims=MappingProxyType(claims), disclosed=(), key_id=kid, format="jwt"
+    )
+
+
 __all__ = [
+    "CREDENTIAL_JWT_ISSUER",
     "IDENTITY_VCT",
     "SD_JWT_TYP",
+    "WRONG_ARTIFACT_TYPE",
     "IdentityCredential",
+    "check_credential_jwt",
     "check_identity_credential",
     "check_identity_payload",
     "key_error",

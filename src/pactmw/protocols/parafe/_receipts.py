@@ -407,16 +407,17 @@ def check_broker_jws(
     jws_text: str,
     candidates: Sequence[PublicJWK],
     *,
-    typ: str,
+    typ: str | None,
     subject: str,
     now: float,
     tolerance: int,
     expected_issuer: str | None,
 ) -> dict[str, Any]:
-    """A broker JWS verified with the one candidate key, then its typ, issuer and times."""
+    """A broker JWS verified with the one candidate key, then its typ (unless None), issuer
+    (when expected) and times, in jose's order."""
     key = _broker_key(candidates)
     jws, claims = _verify_jws(jws_text, key, "ES256")
-    if not typ_matches(jws.header, typ):
+    if typ is not None and not typ_matches(jws.header, typ):
         raise _fail(MALFORMED, f"typ must be {typ}")
     if expected_issuer is not None and not strict_equal(claims.get("iss"), expected_issuer):
         raise _fail(ISSUER_MISMATCH, f"The {subject} is not from {expected_issuer}")
