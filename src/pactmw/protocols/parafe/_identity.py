@@ -17,7 +17,8 @@ retired broker key) since 2026-10-09, as the consent-token check does; so does t
 
 Codes are the reference's (§9.4). Where the reference returns `{valid: false, error}`, this
 raises `ParafeError` with the same code; KEY_FETCH_FAILED (the JWKS could not be fetched)
-is raised too, as the reference throws it. Pure apart from the flow's one `NeedBrokerKeys`.
+is raised too, as the reference throws it. Pure: the flows that fetch the keys are in
+`_flows`.
 """
 
 from __future__ import annotations
