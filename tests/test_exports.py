@@ -152,11 +152,10 @@ NOT_IN_FAMILY = {
 
 #: Public-looking names a module defines but keeps out of its curated `__all__` on purpose.
 DEFINED_NOT_EXPORTED = {
-    # The adapters' and the guard's own constants and aliases (their modules' exports are
-    # checked exactly above; ReadBody/AReadBody are the driver's, repeated for the guard).
+    # The adapters' own constants and aliases (their modules' exports are checked exactly
+    # above).
     "pactmw.adapters.flask": {"A2A_ENDPOINT", "EXTENSION_KEY"},
     "pactmw.adapters.wsgi": {"WSGIView"},
-    "pactmw.provider.guard": {"AReadBody", "ReadBody"},
     # The development login app's paths and limits; it exports the login and its helper.
     "pactmw.brand_login": {"AUTO_SUBMIT_SCRIPT", "JWKS_PATH", "LOGIN_PATH", "MAX_FORM_BYTES"},
     # The CLI's subcommand table; the CLI exports build_parser and main (test_cli_exports.py).

@@ -10,11 +10,12 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pactmw.adapters._asgi_http import body_reader, neutral_request, route_path, send_response
-from pactmw.core.http import Response
+from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
+from pactmw.provider.errors import error_response
 from pactmw.provider.routes import MOUNT
 
-_NOT_FOUND = Response(status=404, headers=(("Content-Length", "0"),))
+_NOT_FOUND = error_response(RequestRefused(404))
 
 
 class A2AProviderApp:

@@ -19,11 +19,11 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
-from pactmw.core.http import Response
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     Guard,
     ParafeAdmitted,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 ENVIRON_KEY = "pactmw.personal_agent"
-_NOT_FOUND = Response(status=404, headers=(("Content-Length", "0"),))
+_NOT_FOUND = error_response(RequestRefused(404))
 WSGIView = Callable[..., Any]
 
 

@@ -42,7 +42,16 @@ from pactmw.provider.delegated import (
     ConsentRefused,
     OAuthError,
 )
-from pactmw.provider.driver import ACurrentUser, AReadBody, CurrentUser, ReadBody, arun, run
+from pactmw.provider.driver import (
+    ACurrentUser,
+    AReadBody,
+    CurrentUser,
+    ReadBody,
+    ano_body,
+    arun,
+    no_body,
+    run,
+)
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import (
     Flow,
@@ -352,7 +361,7 @@ class Provider:
         Returns the caller with its `delegation`; raises `DelegationRejected` (401,
         `error="invalid_token"`). The Provider's own routes do this themselves.
         """
-        delegation = run(self.delegation_flow(brand_id, caller, header), self.verifier, _no_body)
+        delegation = run(self.delegation_flow(brand_id, caller, header), self.verifier, no_body)
         return attrs.evolve(caller, delegation=delegation)
 
     async def averify_delegation(
@@ -360,7 +369,7 @@ class Provider:
     ) -> PersonalAgent:
         """Async `verify_delegation`."""
         flow = self.delegation_flow(brand_id, caller, header)
-        delegation = await arun(flow, self.verifier, _ano_body)
+        delegation = await arun(flow, self.verifier, ano_body)
         return attrs.evolve(caller, delegation=delegation)
 
     def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
@@ -382,14 +391,6 @@ def _check_activation(parafe: ParafeAgent, activated: bool) -> None:
 
 def _with_extension(response: Response) -> Response:
     return attrs.evolve(response, headers=(*response.headers, ("A2A-Extensions", EXTENSION_URI)))
-
-
-def _no_body(limit: int) -> bytes | None:
-    return b""
-
-
-async def _ano_body(limit: int) -> bytes | None:
-    return b""
 
 
 def _simple_operation(route: Route, request: Request) -> Response:

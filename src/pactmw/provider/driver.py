@@ -70,6 +70,16 @@ async def arun(
     return await adrive(flow, answer, blocking=is_blocking, answer_blocking=_blocking_answer)
 
 
+def no_body(limit: int) -> bytes | None:
+    """The body reader of a flow that reads no body (a delegation check)."""
+    return b""
+
+
+async def ano_body(limit: int) -> bytes | None:
+    """Async `no_body`."""
+    return b""
+
+
 def is_blocking(need: Need) -> bool:
     """Needs answered by blocking calls (a worker thread in the async driver)."""
     return isinstance(need, (NeedStore, NeedKeys)) or (
@@ -101,7 +111,9 @@ __all__ = [
     "AReadBody",
     "CurrentUser",
     "ReadBody",
+    "ano_body",
     "arun",
     "is_blocking",
+    "no_body",
     "run",
 ]

@@ -25,7 +25,7 @@ is, `pactmw.provider.errors.error_response`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -33,13 +33,13 @@ from attrs import frozen
 
 from pactmw.config import ConfigError, Settings
 from pactmw.core.drive import adrive, drive
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError, RequestRefused
 from pactmw.core.http import DELEGATION_HEADER, Request, Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import TurnHandler
-from pactmw.provider.driver import arun, run
+from pactmw.provider.driver import AReadBody, ReadBody, ano_body, arun, no_body, run
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import NeedBody, NeedIdentity, SubFlow
 from pactmw.provider.parafe import (
@@ -52,9 +52,6 @@ from pactmw.provider.parafe import (
 from pactmw.provider.routes import MOUNT
 from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
 
-ReadBody = Callable[[int], "bytes | None"]
-AReadBody = Callable[[int], Awaitable["bytes | None"]]
-
 #: What a guarded app endpoint reads of a body at most before answering 413.
 ENDPOINT_BODY_LIMIT = 1024 * 1024
 
@@ -65,7 +62,7 @@ OTHER_CREDENTIAL_REASONS = frozenset(
     {"malformed_header", "malformed_token", "unsupported_alg", "unknown_issuer"}
 )
 
-_EMPTY_413 = Response(413, (("Content-Length", "0"),))
+_EMPTY_413 = error_response(RequestRefused(413))
 
 
 class Guard:
@@ -107,7 +104,7 @@ class Guard:
         and no credential was sent. Raises `AuthenticationFailed` (401); scopes are checked
         after, with `require_scopes`."""
         caller: PersonalAgent | None = run(
-            self._caller_flow(request, optional), self.verifier, _no_body
+            self._caller_flow(request, optional), self.verifier, no_body
         )
         return caller
 
@@ -116,7 +113,7 @@ class Guard:
     ) -> PersonalAgent | None:
         """Async `authenticate`."""
         flow = self._caller_flow(request, optional)
-        caller: PersonalAgent | None = await arun(flow, self.verifier, _ano_body)
+        caller: PersonalAgent | None = await arun(flow, self.verifier, ano_body)
         return caller
 
     def _caller_flow(self, request: Request, optional: bool) -> SubFlow:
@@ -316,14 +313,6 @@ class ParafeEndpoint:
         """Sign and file the turn's receipts; the endpoint's JSON body with them, or None
         (not JSON, or streamed: `body` None) when the body stays as it is."""
         return self.agent.finish(turn, body if body is not None else b"", content_type)
-
-
-def _no_body(limit: int) -> bytes | None:
-    return b""
-
-
-async def _ano_body(limit: int) -> bytes | None:
-    return b""
 
 
 __all__ = [

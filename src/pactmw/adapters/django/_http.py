@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
+from pactmw.provider.errors import error_response
 
 
 def to_django(response: Response) -> HttpResponse:
@@ -71,7 +72,8 @@ def abody_reader(
 
 
 def refused(exc: RequestRefused) -> HttpResponse:
-    return to_django(Response(exc.status, (("Content-Length", "0"), *exc.headers)))
+    """A bare status (411, 503, ...) as the Provider renders it."""
+    return to_django(error_response(exc))
 
 
 __all__ = [
