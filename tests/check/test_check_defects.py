@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pactmw import check as names
+from pactmw.check import names
 from tests.check import defects
 from tests.check.support import Agent, card_url, check, in_process_provider, text_lines
 

@@ -22,8 +22,8 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from pactmw import check as names
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
+from pactmw.check import names
 from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
 from tests.check.test_check_passes import IDENTITY
 from tests.support.net import free_port

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pactmw import check as names
+from pactmw.check import names
 from tests.check.support import (
     PYTHON_M,
     Agent,

@@ -24,7 +24,7 @@ CHECK_NAMES = {
     "CONTENT_TYPE",
 }  # fmt: skip
 
-EXPECTED = CHECK_NAMES | {
+EXPECTED = {
     "CARD_PATH",
     "DEFAULT_ASK",
     "CheckResult",
@@ -32,6 +32,7 @@ EXPECTED = CHECK_NAMES | {
     "Progress",
     "card_url_from",
     "identity_scheme_name",
+    "names",
     "results_json",
     "summary_line",
 }
@@ -56,7 +57,13 @@ def test_nothing_public_but_the_exports() -> None:
     assert public == EXPECTED
 
 
+def test_names_module_is_exactly_the_check_names() -> None:
+    assert set(pactmw.check.names.__all__) == CHECK_NAMES
+    public = {name for name in vars(pactmw.check.names) if not name.startswith("_")}
+    assert public == CHECK_NAMES
+
+
 def test_check_names_are_distinct_strings() -> None:
-    values = [getattr(pactmw.check, name) for name in CHECK_NAMES]
+    values = [getattr(pactmw.check.names, name) for name in CHECK_NAMES]
     assert all(isinstance(value, str) and value for value in values)
     assert len(set(values)) == len(values)

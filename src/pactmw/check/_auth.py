@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 from pactmw.check._context import Checks
 from pactmw.check._forge import hs256, now, public_secrets, unsigned
-from pactmw.check._names import (
+from pactmw.check._result import Mismatch
+from pactmw.check._wire import CHALLENGE, describe, header_values, says_a2a
+from pactmw.check.names import (
     ALG_NONE,
     AUD_INTERFACE,
     DISABLED_ISSUER,
@@ -21,8 +23,6 @@ from pactmw.check._names import (
     OTHER_KEY,
     UNKNOWN_BRAND,
 )
-from pactmw.check._result import Mismatch
-from pactmw.check._wire import CHALLENGE, describe, header_values, says_a2a
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk
 

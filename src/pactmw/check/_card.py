@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 from pactmw.check._context import Checks
-from pactmw.check._names import CARD, CARD_HEADERS, CARD_INTERFACE, CARD_SCHEME, CARD_UNKNOWN
 from pactmw.check._result import Mismatch
 from pactmw.check._target import identity_scheme_name
 from pactmw.check._wire import (
@@ -17,6 +16,7 @@ from pactmw.check._wire import (
     header_values,
     loads,
 )
+from pactmw.check.names import CARD, CARD_HEADERS, CARD_INTERFACE, CARD_SCHEME, CARD_UNKNOWN
 from pactmw.client import HttpResponse, card_interface_url, fetch_card
 
 

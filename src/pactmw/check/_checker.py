@@ -13,11 +13,11 @@ from pactmw.check._grant import GrantChecks
 from pactmw.check._headers import HeaderChecks
 from pactmw.check._malformed import MalformedChecks
 from pactmw.check._messages import MessageChecks
-from pactmw.check._names import CONTENT_TYPE
 from pactmw.check._progress import Progress
 from pactmw.check._result import CheckResult
 from pactmw.check._routes import RouteChecks
 from pactmw.check._tasks import TaskChecks
+from pactmw.check.names import CONTENT_TYPE
 from pactmw.client import AgentSigner, SyncTransport
 from pactmw.client.transport import Transport
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import uuid
 
 from pactmw.check._context import Checks
-from pactmw.check._names import (
+from pactmw.check._result import Mismatch
+from pactmw.check._wire import UNKNOWN_CONTEXT
+from pactmw.check.names import (
     FOREIGN_BRAND,
     FOREIGN_SUB,
     TOKEN_REUSE,
     TOKEN_REUSE_ONE_BRAND,
     UNKNOWN_CONTEXT_ID,
 )
-from pactmw.check._result import Mismatch
-from pactmw.check._wire import UNKNOWN_CONTEXT
 from pactmw.client import card_interface_url, fetch_card
 
 

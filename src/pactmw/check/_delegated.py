@@ -9,15 +9,15 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlencode
 
 from pactmw.check._context import Checks
-from pactmw.check._names import (
+from pactmw.check._result import Mismatch
+from pactmw.check._wire import describe, loads
+from pactmw.check.names import (
     DELEGATED_DETAILS,
     DELEGATED_METADATA,
     DELEGATED_REFUSALS,
     DELEGATED_SCHEME,
     DELEGATED_STEP_UP,
 )
-from pactmw.check._result import Mismatch
-from pactmw.check._wire import describe, loads
 from pactmw.client import (
     AuthorizationServerMetadata,
     DelegationScheme,

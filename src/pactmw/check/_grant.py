@@ -12,7 +12,9 @@ from typing import TypeVar
 from pactmw.check._context import Checks, Context
 from pactmw.check._delegated import DelegatedChecks
 from pactmw.check._forge import tampered
-from pactmw.check._names import (
+from pactmw.check._result import Mismatch
+from pactmw.check._wire import describe, header_values, says_a2a
+from pactmw.check.names import (
     DELEGATED_DEVICE,
     DELEGATED_RECEIPT,
     DELEGATED_REFRESH,
@@ -21,8 +23,6 @@ from pactmw.check._names import (
     DELEGATED_TAMPERED,
     DELEGATED_TOKEN,
 )
-from pactmw.check._result import Mismatch
-from pactmw.check._wire import describe, header_values, says_a2a
 from pactmw.client import (
     DeviceAuthorizationResponse,
     DeviceCodeClient,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pactmw.check._context import Checks
-from pactmw.check._names import CONTENT_TYPE_TOLERANCE, VERSION_TOLERANCE
 from pactmw.check._result import Mismatch
 from pactmw.check._wire import describe
+from pactmw.check.names import CONTENT_TYPE_TOLERANCE, VERSION_TOLERANCE
 
 
 class HeaderChecks(Checks):

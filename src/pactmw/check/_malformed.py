@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from pactmw.check._context import Checks
-from pactmw.check._names import BAD_JSON, RAW_PART, TASK_ID
+from pactmw.check.names import BAD_JSON, RAW_PART, TASK_ID
 from pactmw.client.a2a import user_message
 from pactmw.core.encoding import json_dumps
 

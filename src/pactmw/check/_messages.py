@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 
 from pactmw.check._context import Checks
-from pactmw.check._names import AGENT_MESSAGE_ID, ENCODED_COLON, REPLY, RETRY
 from pactmw.check._result import Mismatch
 from pactmw.check._wire import describe, reply_id
+from pactmw.check.names import AGENT_MESSAGE_ID, ENCODED_COLON, REPLY, RETRY
 
 
 class MessageChecks(Checks):

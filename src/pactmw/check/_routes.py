@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pactmw.check._context import Checks
-from pactmw.check._names import UNMATCHED_ROUTES
+from pactmw.check.names import UNMATCHED_ROUTES
 
 
 class RouteChecks(Checks):

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pactmw.check._context import Checks
-from pactmw.check._names import (
+from pactmw.check._result import Mismatch
+from pactmw.check._wire import describe
+from pactmw.check.names import (
     BAD_PAGE_SIZES,
     EXTENDED_CARD,
     LIST_TASKS,
@@ -18,8 +20,6 @@ from pactmw.check._names import (
     STREAMING,
     TASK_ROUTES,
 )
-from pactmw.check._result import Mismatch
-from pactmw.check._wire import describe
 from pactmw.client.a2a import user_message
 from pactmw.core.encoding import json_dumps
 

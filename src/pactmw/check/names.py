@@ -1,4 +1,5 @@
-"""The checks' names: stable, since scripts and tests select on them."""
+"""The checks' names: stable, since scripts and tests select on them
+(`pactmw.check.names.REPLY`)."""
 
 CARD = "card: fetch and schema"
 CARD_HEADERS = "card: headers"
