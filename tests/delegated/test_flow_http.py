@@ -399,7 +399,17 @@ def test_delegated_turns_carry_verifiable_receipts(env: Env) -> None:
     before = len(env.calls)
     first = env.send("acme", "please cancel my order", token=access, message_id="m-1", sub=sub)
     message = message_of(first)
-    assert message["parts"] == [{"text": "cancelled A-1001 (of 2)"}]
+    # The write tool's action is reported next to the text (list_orders, a read, is not).
+    cancelled = {
+        "tool": "cancel_order",
+        "status": "completed",
+        "summary": {"title": "Cancel order", "detail": "cancelled A-1001"},
+        "result": "cancelled A-1001",
+    }
+    assert message["parts"] == [
+        {"text": "cancelled A-1001 (of 2)"},
+        {"data": {"action": cancelled}},
+    ]
     claims = receipt_of(message)
     assert claims["scopesUsed"] == ["orders:read", "orders:cancel"]
     assert claims["actions"] == [

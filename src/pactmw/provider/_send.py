@@ -24,7 +24,8 @@ from pactmw.provider.delegated import AuthorizationServer
 from pactmw.provider.flow import Flow, NeedBot, NeedStore, SubFlow
 from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
-from pactmw.provider.tools import BoundTools, StepUpRequired, ToolRegistry
+from pactmw.provider.tools import StepUpRequired
+from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import Store
 
 logger = logging.getLogger("pactmw.provider")
@@ -127,8 +128,8 @@ class MessageSender:
         if claim.kind == "conflict":
             raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
         history = yield NeedStore(store.history, {"context_id": context_id})
-        registry = brand.delegation.tools if brand.delegation is not None else ToolRegistry()
-        tools = BoundTools(registry, delegation)
+        scopes = brand.delegation.scopes if brand.delegation is not None else None
+        tools = BoundTools(brand.tools, caller, scopes=scopes)
         parafe_turn = (
             parafe.turn(message.message, activated=activated)
             if parafe is not None
@@ -157,6 +158,8 @@ class MessageSender:
             reply_id = str(uuid.uuid4())
             parts: list[dict[str, Any]] = [{"text": reply.text}]
             parts.extend({"data": data} for data in reply.data)
+            # What the bot's write tools did, next to its text (AuthKit's agent's shape).
+            parts.extend({"data": report} for report in tools.reports)
             agent_message: dict[str, Any] = {
                 "messageId": reply_id,
                 "contextId": context_id,

@@ -6,14 +6,15 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from attrs import field, frozen
+from attrs import Factory, field, frozen
 
 from pactmw.core.jwk import KeySet
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig, ParafeTurn
-from pactmw.provider.tools import BoundTools, ToolRegistry
+from pactmw.provider.tools import ToolRegistry
+from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import StoredTurn
 
 
@@ -60,6 +61,7 @@ class Turn:
     `caller` is the verified personal agent; key the user by `caller.actor_id`.
     `parafe` checks Parafé consent for the Brand's actions: `turn.parafe.require("create_order")`
     (see `ParafeTurn`); `turn.parafe.enabled` is False for a Brand without Parafé.
+    `tools` runs the Brand's tools for this caller, from Python or for a model (`BoundTools`).
     """
 
     text: str
@@ -138,6 +140,8 @@ class Brand:
 
     With `delegation`, the Brand also offers the PACT Delegated profile; with `parafe`, its
     card declares the Parafé A2A extension and its bot may require Parafé consent.
+    `tools` are the bot's tools (`turn.tools`); account tools among them need `delegation`
+    and name its scopes. They default to `delegation.tools`; give them in one place only.
     """
 
     id: str
@@ -148,6 +152,28 @@ class Brand:
     version: str = "0.1.0"
     delegation: DelegationConfig | None = None
     parafe: ParafeConfig | None = None
+    tools: ToolRegistry = field(
+        default=Factory(lambda self: _delegation_tools(self.delegation), takes_self=True),
+        repr=False,
+    )
+
+    def __attrs_post_init__(self) -> None:
+        delegation = self.delegation
+        if delegation is not None and len(delegation.tools) and delegation.tools is not self.tools:
+            raise ValueError("give the Brand's tools once: Brand.tools or DelegationConfig.tools")
+        account_scopes = self.tools.scopes
+        if account_scopes and delegation is None:
+            raise ValueError(
+                "account tools need the Brand's delegation (they name scopes "
+                f"{sorted(account_scopes)}); open the others with identity=True"
+            )
+        unknown = account_scopes - set(delegation.scopes if delegation is not None else ())
+        if unknown:
+            raise ValueError(f"tools name scopes not in the Brand's scopes: {sorted(unknown)}")
+
+
+def _delegation_tools(delegation: DelegationConfig | None) -> ToolRegistry:
+    return delegation.tools if delegation is not None else ToolRegistry()
 
 
 __all__ = [

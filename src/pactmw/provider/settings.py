@@ -45,7 +45,7 @@ PROVIDER_KEYS = frozenset(
     }
 )
 _BRAND_KEYS = frozenset(
-    {"name", "description", "handler", "skills", "version", "delegation", "parafe"}
+    {"name", "description", "handler", "skills", "version", "delegation", "parafe", "tools"}
 )
 _PARAFE_KEYS = frozenset(
     {
@@ -166,16 +166,23 @@ def brand_from_mapping(
         _delegation(data["delegation"], f"{where}.delegation") if "delegation" in data else None
     )
     parafe = parafe_from_mapping(data["parafe"], f"{where}.parafe") if "parafe" in data else None
-    return Brand(
-        id=brand_id,
-        name=name,
-        handler=handler,
-        description=description,
-        skills=tuple(_skill(s, f"{where}.skills[{i}]") for i, s in enumerate(skills_data)),
-        version=version,
-        delegation=delegation,
-        parafe=parafe,
-    )
+    extra: dict[str, Any] = {}
+    if "tools" in data:
+        extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")
+    try:
+        return Brand(
+            id=brand_id,
+            name=name,
+            handler=handler,
+            description=description,
+            skills=tuple(_skill(s, f"{where}.skills[{i}]") for i, s in enumerate(skills_data)),
+            version=version,
+            delegation=delegation,
+            parafe=parafe,
+            **extra,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def _read_private_key(path: Any, where: str) -> PrivateJWK:
