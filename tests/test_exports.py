@@ -62,7 +62,8 @@ EXPECTED: dict[str, set[str]] = {
         "brand_domain_card", "build_card", "card_url", "interface_url", "load_toml",
     },
     "pactmw.store": {
-        "Approval", "Claim", "ClaimKind", "Conversation", "DeviceAuthorization", "DeviceStatus",
+        "Approval", "AuthorizationDetailsStore", "Claim", "ClaimKind", "Conversation",
+        "DeviceAuthorization", "DeviceStatus",
         "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore", "Rotation",
         "RotationKind", "SqliteStore", "Store", "StoreError", "StoreURL", "StoreUnavailable",
         "StoredTurn", "UserCodeTaken",

@@ -1082,8 +1082,8 @@ def test_a_version_1_database_upgrades_in_place(
 ) -> None:
     module = _module(persistent)
     migrations = module.MIGRATIONS
-    assert len(migrations) == 2
-    # A database made by the previous release: only the first migration ran.
+    assert len(migrations) == 3
+    # A database made by the first release: only the first migration ran.
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", migrations[:1])
         old = persistent.open()
@@ -1107,7 +1107,7 @@ def test_a_version_1_database_upgrades_in_place(
     new = persistent.open()
     try:
         conversation = new.get_conversation(ctx)  # PostgreSQL migrates on first use
-        assert _schema_version(persistent) == 2
+        assert _schema_version(persistent) == len(migrations)
         assert conversation is not None
         assert conversation.account == ACCOUNT
         claim = new.claim_message(

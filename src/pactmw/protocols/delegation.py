@@ -45,16 +45,25 @@ class DelegationRejected(AuthenticationFailed):
 
 @frozen
 class Delegation:
-    """A verified delegation: which Brand account, which scopes, under which grant."""
+    """A verified delegation: which Brand account, which scopes, under which grant.
+
+    `authorization_details` are the RFC 9396 entries the person approved with the scopes
+    (each a JSON object with a `type`), in the order they were granted; empty without any.
+    """
 
     account: str
     scopes: frozenset[str]
     grant_id: str
     client_id: str
     claims: Mapping[str, Any] = field(repr=False)
+    authorization_details: tuple[Mapping[str, Any], ...] = ()
 
     def has(self, scope: str) -> bool:
         return scope in self.scopes
+
+    def details_of(self, type: str) -> tuple[Mapping[str, Any], ...]:
+        """The approved authorization details of one `type`."""
+        return tuple(entry for entry in self.authorization_details if entry.get("type") == type)
 
 
 def authorization_server_issuer(interface_url: str) -> str:
@@ -72,21 +81,28 @@ def mint_access_token(
     grant_id: str,
     now: float,
     lifetime: float = ACCESS_TOKEN_LIFETIME,
+    authorization_details: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """Sign a delegation token (spec §5.4) for one Brand (`aud` = its interface URL)."""
+    """Sign a delegation token (spec §5.4) for one Brand (`aud` = its interface URL).
+
+    `authorization_details` (RFC 9396 §9.1), when any, go into the token as a claim of the
+    same name, as the reference Provider puts them.
+    """
     if not 0 < lifetime <= ACCESS_TOKEN_LIFETIME:
         raise ValueError("delegation tokens live at most one hour")
     issued = int(now)
-    claims = {
+    claims: dict[str, Any] = {
         "iss": authorization_server_issuer(interface_url),
         "aud": interface_url,
         "sub": account,
         "client_id": client_id,
         "scope": " ".join(sorted(set(scopes))),
         "grant_id": grant_id,
-        "iat": issued,
-        "exp": issued + int(lifetime),
     }
+    if authorization_details:
+        claims["authorization_details"] = [dict(entry) for entry in authorization_details]
+    claims["iat"] = issued
+    claims["exp"] = issued + int(lifetime)
     return sign_compact(claims, key, typ=ACCESS_TOKEN_TYP)
 
 
@@ -139,12 +155,18 @@ def verify_access_token(
         raise DelegationRejected("expired")
     if claims.get("client_id") != client_id:
         raise DelegationRejected("wrong_client")
+    details = claims.get("authorization_details", [])
+    if not isinstance(details, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("type"), str) for entry in details
+    ):
+        raise DelegationRejected("bad_claims")
     return Delegation(
         account=account,
         scopes=frozenset(scope.split()),
         grant_id=grant_id,
         client_id=client_id,
         claims=MappingProxyType(claims),
+        authorization_details=tuple(MappingProxyType(entry) for entry in details),
     )
 
 

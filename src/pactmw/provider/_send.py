@@ -24,7 +24,7 @@ from pactmw.provider.delegated import AuthorizationServer
 from pactmw.provider.flow import Flow, NeedBot, NeedStore, SubFlow
 from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
-from pactmw.provider.tools import StepUpRequired
+from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import Store
 
@@ -152,7 +152,12 @@ class MessageSender:
         try:
             if parafe is not None:
                 yield from _parafe_members(parafe, parafe_turn)
-            result = yield NeedBot(brand.handler, turn)
+            try:
+                result = yield NeedBot(brand.handler, turn)
+            except ToolError as refused:
+                # A tool refused and the bot let it through: the refusal (written for the
+                # caller) is the answer, with its reports and receipt, never a 500.
+                result = Reply(text=refused.message)
             reply = _as_reply(result)
             reply_text, close = reply.text, reply.close
             reply_id = str(uuid.uuid4())

@@ -65,7 +65,7 @@ from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
-from pactmw.store import open_store
+from pactmw.store import AuthorizationDetailsStore, open_store
 from pactmw.store.base import Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
@@ -109,6 +109,16 @@ class Provider:
         if any(brand.delegation is not None for brand in self.brands.values()):
             if signing_keys is None:
                 raise ValueError("Brands that offer delegation need signing_keys")
+            for brand in self.brands.values():
+                if (
+                    brand.delegation is not None
+                    and brand.delegation.authorization_details
+                    and not isinstance(store, AuthorizationDetailsStore)
+                ):
+                    raise ValueError(
+                        f"brands.{brand.id}.delegation.authorization_details needs a store "
+                        f"that keeps authorization details; {type(store).__name__} does not"
+                    )
             self.oauth = AuthorizationServer(
                 base_url=self.base_url,
                 store=store,

@@ -11,6 +11,7 @@ from attrs import Factory, field, frozen
 from pactmw.core.jwk import KeySet
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig, ParafeTurn
 from pactmw.provider.tools import ToolRegistry
@@ -101,6 +102,8 @@ class DelegationConfig:
     `mode` "brand" (spec §5.3, the reference's model): `login_url` is the Brand's login; it
     POSTs a single-use assertion JWT signed by `brand_issuer` (keys at `brand_jwks_uri`, or
     inline `brand_jwks`) to the consent page.
+    `authorization_details` are the RFC 9396 types the Brand accepts, each with its scope
+    (see `pactmw.provider.authorization_details`); none by default.
     """
 
     scopes: Mapping[str, str]
@@ -114,10 +117,22 @@ class DelegationConfig:
     skip_consent_if_granted: bool = False
     tools: ToolRegistry = field(factory=ToolRegistry)
     pages: ConsentPages = field(factory=ConsentPages)
+    authorization_details: tuple[AuthorizationDetailType, ...] = field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         if not self.scopes:
             raise ValueError("delegation needs at least one scope")
+        kinds = [kind.type for kind in self.authorization_details]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError("authorization_details lists a type twice")
+        for kind in self.authorization_details:
+            if not isinstance(kind, AuthorizationDetailType):
+                raise ValueError("authorization_details must be AuthorizationDetailType values")
+            if kind.scope not in self.scopes:
+                raise ValueError(
+                    f"authorization details type {kind.type!r} names scope {kind.scope!r}, "
+                    "which is not one of the Brand's scopes"
+                )
         for scope in self.scopes:
             if not _SCOPE_ID.fullmatch(scope):
                 raise ValueError(f"scope id {scope!r} is not an RFC 6749 scope token")
@@ -170,6 +185,14 @@ class Brand:
         unknown = account_scopes - set(delegation.scopes if delegation is not None else ())
         if unknown:
             raise ValueError(f"tools name scopes not in the Brand's scopes: {sorted(unknown)}")
+        accepted = {kind.type for kind in delegation.authorization_details} if delegation else set()
+        for tool in self.tools:
+            needs = tool.authorization_details
+            if needs is not None and needs.type not in accepted:
+                raise ValueError(
+                    f"tool {tool.name!r} needs authorization details of type {needs.type!r}, "
+                    "which the Brand's delegation does not accept"
+                )
 
 
 def _delegation_tools(delegation: DelegationConfig | None) -> ToolRegistry:

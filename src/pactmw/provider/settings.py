@@ -18,6 +18,7 @@ from pactmw.config import ConfigError, Settings, optional_jwks
 from pactmw.core.errors import MalformedInput
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.protocols.delegation import SigningKeys
+from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
 from pactmw.provider.consent_pages import ConsentPages
@@ -80,6 +81,7 @@ _DELEGATION_KEYS = frozenset(
         "skip_consent_if_granted",
         "tools",
         "pages",
+        "authorization_details",
     }
 )
 _SKILL_KEYS = frozenset({"id", "name", "description", "tags", "examples"})
@@ -282,6 +284,17 @@ def _imported(reference: Any, kind: type, where: str) -> Any:
     return reference
 
 
+def _detail_types(reference: Any, where: str) -> tuple[AuthorizationDetailType, ...]:
+    """A list of `AuthorizationDetailType` (or an import path to one)."""
+    if isinstance(reference, str):
+        reference = import_object(reference, where)
+    if not isinstance(reference, (list, tuple)) or not all(
+        isinstance(kind, AuthorizationDetailType) for kind in reference
+    ):
+        raise ConfigError(f"{where} must be a list of AuthorizationDetailType (or its import path)")
+    return tuple(reference)
+
+
 def _delegation(data: Any, where: str) -> DelegationConfig:
     """A `[brands.ID.delegation]` table (see README "Delegated profile")."""
     if not isinstance(data, Mapping):
@@ -308,6 +321,10 @@ def _delegation(data: Any, where: str) -> DelegationConfig:
         extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")
     if "pages" in data:
         extra["pages"] = _imported(data["pages"], ConsentPages, f"{where}.pages")
+    if "authorization_details" in data:
+        extra["authorization_details"] = _detail_types(
+            data["authorization_details"], f"{where}.authorization_details"
+        )
     try:
         return DelegationConfig(
             scopes=dict(scopes),

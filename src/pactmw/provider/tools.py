@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, field, frozen
 
 from pactmw.core.errors import PactmwError
 from pactmw.provider._json_schema import check_schema
 from pactmw.provider._tool_schema import describe, humanize, jsonable_mapping, schema_from_hints
+
+if TYPE_CHECKING:  # authorization_details imports ToolError from here
+    from pactmw.provider.authorization_details import Requires
 
 #: What the model APIs accept as a function name (OpenAI's and Anthropic's common rule).
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -85,6 +88,7 @@ class Tool:
     `parameters` is the JSON Schema (an object) of its arguments; `write` tools get an
     `argsHash` in receipts and an action data part in the reply; `summary(arguments,
     result)` words that data part (default: the title, and the result when it is text).
+    `authorization_details` binds the tool to approved RFC 9396 entries (see `Requires`).
     """
 
     name: str
@@ -97,6 +101,7 @@ class Tool:
     )
     title: str = field(default=Factory(lambda self: humanize(self.name), takes_self=True))
     summary: SummaryFunction | None = field(default=None, repr=False)
+    authorization_details: Requires | None = None
 
     @property
     def identity(self) -> bool:
@@ -129,6 +134,7 @@ class ToolRegistry:
         parameters: Mapping[str, Any] | None = None,
         title: str | None = None,
         summary: SummaryFunction | None = None,
+        authorization_details: Requires | None = None,
     ) -> Tool:
         """Register a tool; exactly one of `scope` (an account tool) or `identity=True`.
 
@@ -159,6 +165,12 @@ class ToolRegistry:
             if parameters.get("type") != "object":
                 raise ValueError(f"tool {name!r} parameters must be a schema of type object")
             schema = jsonable_mapping(parameters)
+        if authorization_details is not None:
+            if scope is None:
+                raise ValueError(f"tool {name!r}: authorization details bind account tools only")
+            unknown = set(authorization_details.fields.values()) - set(schema["properties"])
+            if unknown:
+                raise ValueError(f"tool {name!r} has no arguments {sorted(unknown)}")
         tool = Tool(
             name=name,
             scope=scope,
@@ -168,6 +180,7 @@ class ToolRegistry:
             parameters=schema,
             title=title or humanize(name),
             summary=summary,
+            authorization_details=authorization_details,
         )
         self._tools[name] = tool
         return tool
@@ -183,6 +196,7 @@ class ToolRegistry:
         parameters: Mapping[str, Any] | None = None,
         title: str | None = None,
         summary: SummaryFunction | None = None,
+        authorization_details: Requires | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator form of `add`; the function's name is the tool's name by default."""
 
@@ -197,6 +211,7 @@ class ToolRegistry:
                 parameters=parameters,
                 title=title,
                 summary=summary,
+                authorization_details=authorization_details,
             )
             return function
 

@@ -22,6 +22,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider._json_schema import validate
 from pactmw.provider._tool_formats import ToolFormat, definition, result_message
 from pactmw.provider._tool_schema import jsonable_mapping
+from pactmw.provider.authorization_details import AuthorizationDetailsMismatch, Requires
 from pactmw.provider.tools import (
     REQUEST_PERMISSION,
     StepUpRequired,
@@ -116,6 +117,14 @@ class BoundTools:
             for tool in self._tools.values()
         ]
 
+    def require_details(self, type: str, **fields: Any) -> None:
+        """Refuse (`AuthorizationDetailsMismatch`) unless an approved entry of `type` has
+        these members (an array member: one of its items); a grant with no entry of that
+        type is left to its scope, as in the reference."""
+        needs = Requires(type=type, fields={name: name for name in fields})
+        if not needs.permits(self._delegation, fields):
+            raise AuthorizationDetailsMismatch("The permission you were given does not cover that.")
+
     def require(self, *scopes: str, message: str = "") -> None:
         """Stop the turn with a step-up unless every scope is granted (an explicit request)."""
         granted = self._delegation.scopes if self._delegation is not None else frozenset()
@@ -161,6 +170,16 @@ class BoundTools:
             self.require(tool.scope)
             assert self._delegation is not None  # `require` passed, so there is one
             subject = self._delegation.account
+            needs = tool.authorization_details
+            if needs is not None and not needs.permits(self._delegation, arguments):
+                refused = AuthorizationDetailsMismatch(
+                    f"The permission you were given does not cover this {tool.name} call."
+                )
+                if tool.write:
+                    self.reports.append(
+                        _report(tool, "rejected", Summary(tool.title, refused.message))
+                    )
+                raise refused
         try:
             result = tool.function(subject, **arguments)
         except ToolError as failed:

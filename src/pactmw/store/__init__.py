@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from pactmw.store._protocols.details import AuthorizationDetailsStore
 from pactmw.store.base import (
     Approval,
     Claim,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Approval",
+    "AuthorizationDetailsStore",
     "Claim",
     "ClaimKind",
     "Conversation",

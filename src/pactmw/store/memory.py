@@ -9,10 +9,10 @@ stores' live in store/_sql/.
 
 from __future__ import annotations
 
-from pactmw.store._memory import ConversationsMixin, DevicesMixin, TokensMixin
+from pactmw.store._memory import ConversationsMixin, DetailsMixin, DevicesMixin, TokensMixin
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(ConversationsMixin, DevicesMixin, TokensMixin):
+class MemoryStore(ConversationsMixin, DevicesMixin, TokensMixin, DetailsMixin):
     """A thread-safe Store held in this process's memory; see the module docstring."""

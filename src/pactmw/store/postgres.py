@@ -152,6 +152,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX pactmw_used_values_expires ON pactmw_used_values (expires_at)",
     ),
+    # Version 3: RFC 9396 authorization details of device authorizations and grants
+    # (owner `device:<code hash>` or `grant:<grant id>`), each entry once per owner.
+    (
+        """
+        CREATE TABLE pactmw_authorization_details (
+            owner TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            entry TEXT NOT NULL,
+            expires_at DOUBLE PRECISION,
+            PRIMARY KEY (owner, digest)
+        )
+        """,
+        """
+        CREATE INDEX pactmw_authorization_details_expires
+            ON pactmw_authorization_details (expires_at)
+        """,
+    ),
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,

@@ -16,6 +16,7 @@ from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._audit import AuditEvent
 from pactmw.provider.delegated._codes import normalize_user_code
 from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._details import approved, device_owner, grant_owner, held, keep
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
 from pactmw.provider.delegated._responses import page, redirect, with_query
@@ -85,7 +86,20 @@ class ConsentEndpoint:
                 pa_sub=authorization.pa_sub,
                 now=self.ctx.clock(),
             )
-            if grant is not None and set(authorization.scopes) <= set(grant.scopes):
+            asked = yield from held(
+                self.ctx.store, config, device_owner(authorization.device_code_hash)
+            )
+            kept = (
+                (yield from held(self.ctx.store, config, grant_owner(grant.grant_id)))
+                if grant is not None and asked
+                else ()
+            )
+            # New authorization details are conditions the person must see: no skipping.
+            if (
+                grant is not None
+                and set(authorization.scopes) <= set(grant.scopes)
+                and all(entry in kept for entry in asked)
+            ):
                 return (
                     yield from self._approve(
                         brand, config, authorization, user, authorization.scopes
@@ -193,6 +207,9 @@ class ConsentEndpoint:
         granted: tuple[str, ...],
     ) -> Flow:
         now = self.ctx.clock()
+        requested = yield from held(
+            self.ctx.store, config, device_owner(authorization.device_code_hash)
+        )
         # One atomic store operation: the grant is created or widened only if this approval
         # wins the decision (a concurrent Deny, or expiry, leaves every grant untouched).
         approval: Approval | None = yield store(
@@ -207,6 +224,15 @@ class ConsentEndpoint:
         )
         if approval is None:
             raise ConsentRefused.unusable_code()
+        # The entries of unticked scopes are declined with them. Added after the grant is:
+        # an entry approved by this decision only (a lost write leaves the grant narrower).
+        yield from keep(
+            self.ctx.store,
+            grant_owner(approval.grant.grant_id),
+            approved(config, requested, granted),
+            now,
+            None,
+        )
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
         query = urlencode({"status": "approved", "scope": " ".join(granted)})
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")

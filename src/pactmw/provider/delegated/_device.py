@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlencode
 
 from attrs import frozen
@@ -10,6 +12,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
 from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._details import device_owner, keep, requested_details
 from pactmw.provider.delegated._errors import OAuthError
 from pactmw.provider.delegated._forms import agent_form
 from pactmw.provider.delegated._responses import NO_STORE, json_response, with_query
@@ -32,15 +35,25 @@ class DeviceEndpoint:
         requested = " ".join(form.get("scope", [])).split()
         if not requested or any(scope not in config.scopes for scope in requested):
             raise OAuthError("invalid_scope", "request one or more scopes listed on the card")
-        document = yield from self.authorize(brand, config, caller, tuple(dict.fromkeys(requested)))
+        scopes = tuple(dict.fromkeys(requested))
+        details = requested_details(form, config, scopes)  # checked after the scopes, as §5.1
+        document = yield from self.authorize(brand, config, caller, scopes, details)
         return json_response(document, extra=NO_STORE)
 
     def authorize(
-        self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, scopes: tuple[str, ...]
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        caller: PersonalAgent,
+        scopes: tuple[str, ...],
+        details: Sequence[Mapping[str, Any]] = (),
     ) -> SubFlow:
         """Create a device authorization; the value is the RFC 8628 response document."""
         device_code = new_secret("dc_")
         now = self.ctx.clock()
+        # Kept first: an authorization never exists without the details it was asked with.
+        owner = device_owner(secret_hash(device_code))
+        yield from keep(self.ctx.store, owner, details, now, now + DEVICE_CODE_LIFETIME)
         for _ in range(5):
             user_code = new_user_code()
             try:

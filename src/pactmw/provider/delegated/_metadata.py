@@ -37,19 +37,22 @@ class Metadata:
         }
 
     def metadata(self, brand: Brand, config: DelegationConfig) -> Response:
-        """RFC 8414 metadata (pact-provider.md §5.4)."""
-        return json_response(
-            {
-                "issuer": authorization_server_issuer(self.ctx.interface(brand)),
-                "device_authorization_endpoint": self.ctx.url(brand, "device_authorization"),
-                "token_endpoint": self.ctx.url(brand, "token"),
-                "jwks_uri": self.ctx.url(brand, "jwks.json"),
-                "scopes_supported": list(config.scopes),
-                "grant_types_supported": [DEVICE_CODE_GRANT, "refresh_token"],
-                "token_endpoint_auth_methods_supported": ["private_key_jwt"],
-            },
-            extra=PUBLIC_DOCUMENT,
-        )
+        """RFC 8414 metadata (pact-provider.md §5.4); RFC 9396 §10 types only when accepted
+        (the Identity conformance suite then probes that an unknown type is refused)."""
+        document: dict[str, Any] = {
+            "issuer": authorization_server_issuer(self.ctx.interface(brand)),
+            "device_authorization_endpoint": self.ctx.url(brand, "device_authorization"),
+            "token_endpoint": self.ctx.url(brand, "token"),
+            "jwks_uri": self.ctx.url(brand, "jwks.json"),
+            "scopes_supported": list(config.scopes),
+            "grant_types_supported": [DEVICE_CODE_GRANT, "refresh_token"],
+            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+        }
+        if config.authorization_details:
+            document["authorization_details_types_supported"] = [
+                kind.type for kind in config.authorization_details
+            ]
+        return json_response(document, extra=PUBLIC_DOCUMENT)
 
     def jwks(self) -> Response:
         """The keys that sign delegation tokens and receipts."""

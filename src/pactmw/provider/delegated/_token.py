@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import frozen
 
 from pactmw.core.http import Response
@@ -10,6 +12,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._codes import new_secret, secret_hash
 from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._details import grant_owner, held
 from pactmw.provider.delegated._errors import OAuthError
 from pactmw.provider.delegated._forms import agent_form, one
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
@@ -66,7 +69,7 @@ class TokenEndpoint:
         if grant is None or not grant.is_live(self.ctx.clock()):
             # Revoked (or expired) between the approval and this poll: issue nothing for it.
             raise OAuthError("invalid_grant", "the grant was revoked")
-        return (yield from self._tokens(brand, grant))
+        return (yield from self._tokens(brand, config, grant))
 
     def _refresh_grant(
         self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, refresh_token: str
@@ -91,9 +94,9 @@ class TokenEndpoint:
             )
         if rotation.kind != "rotated":
             raise OAuthError("invalid_grant", "the refresh token is not valid")
-        return self._token_response(brand, rotation.grant, new_refresh)
+        return (yield from self._token_response(brand, config, rotation.grant, new_refresh))
 
-    def _tokens(self, brand: Brand, grant: Grant) -> Flow:
+    def _tokens(self, brand: Brand, config: DelegationConfig, grant: Grant) -> Flow:
         refresh = new_secret("rt_")
         yield store(
             self.ctx.store.issue_refresh_token,
@@ -104,9 +107,13 @@ class TokenEndpoint:
             now=self.ctx.clock(),
             expires_at=grant.expires_at,
         )
-        return self._token_response(brand, grant, refresh)
+        return (yield from self._token_response(brand, config, grant, refresh))
 
-    def _token_response(self, brand: Brand, grant: Grant, refresh: str) -> Response:
+    def _token_response(
+        self, brand: Brand, config: DelegationConfig, grant: Grant, refresh: str
+    ) -> Flow:
+        # The grant's authorization details, in every token of it (so across refresh too).
+        details = yield from held(self.ctx.store, config, grant_owner(grant.grant_id))
         now = self.ctx.clock()
         lifetime = max(1, min(3600, int(grant.expires_at - now)))
         access = mint_access_token(
@@ -118,17 +125,19 @@ class TokenEndpoint:
             grant_id=grant.grant_id,
             now=now,
             lifetime=lifetime,
+            authorization_details=details,
         )
-        return json_response(
-            {
-                "token_type": "Bearer",
-                "access_token": access,
-                "refresh_token": refresh,
-                "expires_in": lifetime,
-                "scope": " ".join(grant.scopes),
-            },
-            extra=NO_STORE,
-        )
+        document: dict[str, Any] = {
+            "token_type": "Bearer",
+            "access_token": access,
+            "refresh_token": refresh,
+            "expires_in": lifetime,
+            "scope": " ".join(grant.scopes),
+        }
+        if details:
+            document["authorization_details"] = list(details)  # RFC 9396 §7
+        response: Response = json_response(document, extra=NO_STORE)
+        return response
 
 
 __all__ = [

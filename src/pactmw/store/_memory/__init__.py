@@ -11,8 +11,16 @@ from __future__ import annotations
 
 from pactmw.store._memory.conversations import ConversationsMixin
 from pactmw.store._memory.core import MemoryCore
+from pactmw.store._memory.details import DetailsMixin
 from pactmw.store._memory.devices import DevicesMixin
 from pactmw.store._memory.grants import GrantsMixin
 from pactmw.store._memory.tokens import TokensMixin
 
-__all__ = ["ConversationsMixin", "DevicesMixin", "GrantsMixin", "MemoryCore", "TokensMixin"]
+__all__ = [
+    "ConversationsMixin",
+    "DetailsMixin",
+    "DevicesMixin",
+    "GrantsMixin",
+    "MemoryCore",
+    "TokensMixin",
+]

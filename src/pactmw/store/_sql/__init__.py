@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
+from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
 from pactmw.store._sql.statements import Dialect, Statements
 from pactmw.store._sql.tokens import TokensMixin
@@ -26,5 +27,5 @@ from pactmw.store._sql.tokens import TokensMixin
 __all__ = ["Dialect", "Executor", "Rows", "SqlCore", "SqlStore", "Statements"]
 
 
-class SqlStore(ConversationsMixin, DevicesMixin, TokensMixin):
+class SqlStore(ConversationsMixin, DevicesMixin, TokensMixin, DetailsMixin):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks."""

@@ -241,3 +241,21 @@ class Statements:
         self.used_until = q(
             "SELECT expires_at FROM pactmw_used_values WHERE namespace = ? AND value = ?"
         )
+
+        # --- authorization details (RFC 9396) ----------------------------------------------
+        self.drop_expired_details = q(
+            "DELETE FROM pactmw_authorization_details"
+            " WHERE expires_at IS NOT NULL AND expires_at <= ?"
+        )
+        self.last_detail_position = q(
+            "SELECT MAX(position) FROM pactmw_authorization_details WHERE owner = ?"
+        )
+        self.insert_detail = q(
+            "INSERT INTO pactmw_authorization_details"
+            " (owner, digest, position, entry, expires_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (owner, digest) DO NOTHING"
+        )
+        self.details_of = q(
+            "SELECT entry FROM pactmw_authorization_details WHERE owner = ?"
+            " ORDER BY position, digest"
+        )
