@@ -117,7 +117,7 @@ class DelegationConfig:
     skip_consent_if_granted: bool = False
     tools: ToolRegistry = field(factory=ToolRegistry)
     pages: ConsentPages = field(factory=ConsentPages)
-    authorization_details: tuple[AuthorizationDetailType, ...] = field(default=(), converter=tuple)
+    authorization_details: tuple[AuthorizationDetailType, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.scopes:
