@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlencode
@@ -38,7 +38,7 @@ from pactmw.client.flow import Flow, RetryPolicy, Sleep, exchange, run_async, ru
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import error_for
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
-from pactmw.core.encoding import json_loads
+from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
 
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -79,6 +79,8 @@ class TokenResponse:
     scopes: tuple[str, ...]
     refresh_token: str | None = field(default=None, repr=False)
     raw: Mapping[str, Any] = field(factory=dict, repr=False)
+    #: RFC 9396 §7: the authorization details the user approved (none when not sent).
+    authorization_details: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def scope(self) -> str:
@@ -204,6 +206,11 @@ def parse_token_response(response: HttpResponse) -> TokenResponse:
         raise ResponseInvalid("scope must be a string")
     if refresh is not None and (not isinstance(refresh, str) or not refresh):
         raise ResponseInvalid("refresh_token must be a non-empty string")
+    details = body.get("authorization_details", [])
+    if not isinstance(details, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("type"), str) for entry in details
+    ):
+        raise ResponseInvalid("authorization_details must be an array of objects with a type")
     return TokenResponse(
         access_token=access,
         token_type=token_type,
@@ -211,6 +218,7 @@ def parse_token_response(response: HttpResponse) -> TokenResponse:
         scopes=tuple(scope.split()),
         refresh_token=refresh,
         raw=MappingProxyType(body),
+        authorization_details=tuple(MappingProxyType(entry) for entry in details),
     )
 
 
@@ -238,9 +246,14 @@ def start_flow(
     *,
     clock: Callable[[], float],
     policy: RetryPolicy,
+    authorization_details: Sequence[Mapping[str, Any]] | None = None,
 ) -> Flow[DeviceAuthorizationResponse]:
     wanted = requested_scopes(scheme, scopes)
-    form = (("client_id", client_id), ("scope", " ".join(wanted)))
+    form: tuple[tuple[str, str], ...] = (("client_id", client_id), ("scope", " ".join(wanted)))
+    if authorization_details is not None:
+        # RFC 9396 §6: one form field holding the JSON array.
+        entries = [dict(entry) for entry in authorization_details]
+        form += (("authorization_details", json_dumps(entries).decode("utf-8")),)
     response = yield from exchange(
         lambda: oauth_request(scheme.device_authorization_url, form, bearer=token()),
         policy,
@@ -353,9 +366,17 @@ class _DeviceCodeBase:
         self.retry = retry or RetryPolicy()
         self.clock = clock
 
-    def _start(self, scopes: Iterable[str]) -> Flow[DeviceAuthorizationResponse]:
+    def _start(
+        self, scopes: Iterable[str], details: Sequence[Mapping[str, Any]] | None
+    ) -> Flow[DeviceAuthorizationResponse]:
         return start_flow(
-            self.scheme, self.token, self.client_id, scopes, clock=self.clock, policy=self.retry
+            self.scheme,
+            self.token,
+            self.client_id,
+            scopes,
+            clock=self.clock,
+            policy=self.retry,
+            authorization_details=details,
         )
 
     def _poll(self, authorization: DeviceAuthorizationResponse | str) -> Flow[PollResult]:
@@ -407,9 +428,17 @@ class DeviceCodeClient(_DeviceCodeBase):
     def _run(self, flow: Flow[Any]) -> Any:
         return run_sync(flow, self.transport, self.sleep)
 
-    def start(self, scopes: Iterable[str]) -> DeviceAuthorizationResponse:
-        """Ask for `scopes` (ids on the card); show the user `verification_uri_complete`."""
-        result: DeviceAuthorizationResponse = self._run(self._start(scopes))
+    def start(
+        self,
+        scopes: Iterable[str],
+        *,
+        authorization_details: Sequence[Mapping[str, Any]] | None = None,
+    ) -> DeviceAuthorizationResponse:
+        """Ask for `scopes` (ids on the card); show the user `verification_uri_complete`.
+
+        `authorization_details` (RFC 9396 entries, each with a `type` the Brand's metadata
+        lists) bind the grant to resources; read back what was approved from the token."""
+        result: DeviceAuthorizationResponse = self._run(self._start(scopes, authorization_details))
         return result
 
     def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
@@ -452,8 +481,15 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
     async def _run(self, flow: Flow[Any]) -> Any:
         return await run_async(flow, self.transport, self.sleep)
 
-    async def start(self, scopes: Iterable[str]) -> DeviceAuthorizationResponse:
-        result: DeviceAuthorizationResponse = await self._run(self._start(scopes))
+    async def start(
+        self,
+        scopes: Iterable[str],
+        *,
+        authorization_details: Sequence[Mapping[str, Any]] | None = None,
+    ) -> DeviceAuthorizationResponse:
+        result: DeviceAuthorizationResponse = await self._run(
+            self._start(scopes, authorization_details)
+        )
         return result
 
     async def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:

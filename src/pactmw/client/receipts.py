@@ -72,6 +72,14 @@ class AuthorizationServerMetadata:
     jwks_uri: str
     raw: Mapping[str, Any] = field(repr=False)
 
+    @property
+    def authorization_details_types(self) -> tuple[str, ...]:
+        """RFC 9396 §10 `authorization_details_types_supported` (none when not advertised)."""
+        types = self.raw.get("authorization_details_types_supported", [])
+        if not isinstance(types, list):
+            return ()
+        return tuple(kind for kind in types if isinstance(kind, str))
+
 
 # -- the pure check -----------------------------------------------------------------------------
 
