@@ -366,3 +366,19 @@ def test_types_are_checked_when_the_brand_is_configured() -> None:
                 scopes=SKY_SCOPES, login_url=LOGIN_URL, tools=sky_tools([])
             ),
         )
+
+
+def test_the_consent_page_shows_each_entry_under_its_scope_escaped(env: Env) -> None:
+    odd = {**Q2, "identifier": "<b>Q2</b>"}
+    started = ask(env, "sky", "flights:read flights:rebook", [K7, odd], sub=new_sub())
+    page = env.consent_page(started.json()["verification_uri_complete"], "alice").text
+    rebook = (
+        '<label class="scope"><input type="checkbox" name="scope" value="flights:rebook" checked>'
+        " Rebook your flights</label>"
+        '<ul class="conditions" data-scope="flights:rebook">'
+        "<li>Only reservation K7PQ2M, to flight SK 318</li>"
+        "<li>Only reservation &lt;b&gt;Q2&lt;/b&gt;, to flight SK 100</li></ul>"
+    )
+    assert rebook in page
+    assert page.count('class="conditions"') == 1  # flights:read has none
+    assert "<b>Q2</b>" not in page

@@ -23,6 +23,9 @@ class ConsentView:
     scopes: tuple[tuple[str, str], ...]  # (id, description), requested ones only
     decision_url: str
     session: str
+    #: RFC 9396 authorization details as (scope id, the entry's rendering): the conditions
+    #: that come with that scope, declined with it.
+    conditions: tuple[tuple[str, str], ...] = ()
 
 
 _STYLE = """
@@ -33,6 +36,11 @@ button{font:inherit;font-size:1rem;padding:.5rem 1.2rem;margin-right:.6rem;borde
 border:1px solid #8891a5;background:#fff}button.primary{background:#1f5eff;color:#fff;
 border-color:#1f5eff}code{background:#eef1f6;padding:.1rem .3rem;border-radius:.2rem}
 """
+
+
+def _conditions(view: ConsentView, scope: str) -> str:
+    items = "".join(f"<li>{escape(text)}</li>" for of, text in view.conditions if of == scope)
+    return f'<ul class="conditions" data-scope="{escape(scope)}">{items}</ul>' if items else ""
 
 
 def _page(title: str, body: str) -> str:
@@ -48,10 +56,11 @@ class ConsentPages:
     """Default pages. Override any method; return a complete HTML document."""
 
     def consent(self, view: ConsentView) -> str:
-        """The consent form: one pre-checked checkbox per requested scope; Allow and Deny."""
+        """The consent form: one pre-checked checkbox per requested scope, each with its
+        conditions (authorization details) under it; Allow and Deny."""
         scopes = "".join(
             f'<label class="scope"><input type="checkbox" name="scope" value="{escape(scope)}"'
-            f" checked> {escape(description)}</label>"
+            f" checked> {escape(description)}</label>{_conditions(view, scope)}"
             for scope, description in view.scopes
         )
         return _page(

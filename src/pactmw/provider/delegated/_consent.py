@@ -106,6 +106,10 @@ class ConsentEndpoint:
                     )
                 )
         session = self.sessions.mint(brand, user, user_code)
+        asked = yield from held(
+            self.ctx.store, config, device_owner(authorization.device_code_hash)
+        )
+        kinds = {kind.type: kind for kind in config.authorization_details}
         view = ConsentView(
             brand_name=brand.name,
             agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
@@ -114,6 +118,11 @@ class ConsentEndpoint:
             scopes=tuple((s, config.scopes[s]) for s in authorization.scopes if s in config.scopes),
             decision_url=self.ctx.url(brand, "consent/decision"),
             session=session,
+            conditions=tuple(
+                (kinds[entry["type"]].scope, kinds[entry["type"]].describe(entry))
+                for entry in asked
+                if entry.get("type") in kinds
+            ),
         )
         return page(config.pages.consent(view))
 
