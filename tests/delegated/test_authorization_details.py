@@ -382,3 +382,39 @@ def test_the_consent_page_shows_each_entry_under_its_scope_escaped(env: Env) -> 
     assert rebook in page
     assert page.count('class="conditions"') == 1  # flights:read has none
     assert "<b>Q2</b>" not in page
+
+
+def test_the_client_requests_details_and_reads_them_back(env: Env) -> None:
+    from pactmw.client import (
+        DeviceCodeClient,
+        OAuthErrorResponse,
+        delegation_scheme,
+        fetch_authorization_server_metadata,
+        fetch_card,
+    )
+
+    sub = new_sub()
+    scheme = delegation_scheme(fetch_card(f"{env.interface('sky')}/.well-known/agent-card.json"))
+    assert scheme is not None
+    assert scheme.metadata_url is not None
+    metadata = fetch_authorization_server_metadata(scheme.metadata_url)
+    assert metadata.authorization_details_types == (REBOOK,)
+    device = DeviceCodeClient(
+        scheme,
+        lambda: env.pa(sub)["authorization"].removeprefix("Bearer "),
+        client_id="https://pa.example",
+    )
+    with pytest.raises(OAuthErrorResponse) as refused:
+        device.start(["flights:read"], authorization_details=[K7])
+    assert refused.value.error == "invalid_authorization_details"
+    started = device.start(["flights:rebook"], authorization_details=[K7])
+    page = env.consent_page(started.verification_uri_complete, "alice")
+    decided = env.decide(
+        form_action(page.text), hidden(page.text, "session"), ["flights:rebook"], user="alice"
+    )
+    assert decided.status_code == 303
+    tokens = device.wait_for_token(started, timeout=30)
+    assert [dict(entry) for entry in tokens.authorization_details] == [K7]
+    assert tokens.refresh_token is not None
+    refreshed = device.refresh(tokens.refresh_token)
+    assert [dict(entry) for entry in refreshed.authorization_details] == [K7]
