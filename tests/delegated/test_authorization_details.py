@@ -103,9 +103,9 @@ def calls() -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
-@pytest.fixture(scope="module")
-def env(calls: list[tuple[str, dict[str, Any]]]) -> Iterator[Env]:
-    sky = Brand(
+def sky_brand(calls: list[tuple[str, dict[str, Any]]], *, skip: bool = False) -> Brand:
+    """Skyline: flights:read and flights:rebook, the rebooking type, `rebook` bound to it."""
+    return Brand(
         id="sky",
         name="Skyline",
         handler=sky_bot,
@@ -115,8 +115,14 @@ def env(calls: list[tuple[str, dict[str, Any]]]) -> Iterator[Env]:
             tools=sky_tools(calls),
             interval=1,
             authorization_details=(FLIGHT_REBOOK,),
+            skip_consent_if_granted=skip,
         ),
     )
+
+
+@pytest.fixture(scope="module")
+def env(calls: list[tuple[str, dict[str, Any]]]) -> Iterator[Env]:
+    sky = sky_brand(calls)
     with serve("memory://", [delegated_brand("acme", "Acme", []), sky]) as running:
         yield running
 
@@ -274,20 +280,7 @@ def test_without_entries_of_the_type_the_scope_alone_decides_as_in_the_reference
 
 
 def test_new_details_are_never_approved_without_showing_the_page() -> None:
-    sky = Brand(
-        id="sky",
-        name="Skyline",
-        handler=sky_bot,
-        delegation=DelegationConfig(
-            scopes=SKY_SCOPES,
-            login_url=LOGIN_URL,
-            tools=sky_tools([]),
-            interval=1,
-            authorization_details=(FLIGHT_REBOOK,),
-            skip_consent_if_granted=True,
-        ),
-    )
-    with serve("memory://", [sky]) as env:
+    with serve("memory://", [sky_brand([], skip=True)]) as env:
         sub = new_sub()
         approve(env, "flights:rebook", [K7], ["flights:rebook"], sub=sub)
         # Same scope, same entry: the live grant covers it, so the page is skipped.
@@ -318,14 +311,7 @@ def test_a_brand_with_types_on_a_store_without_details_is_refused_at_startup() -
     from pactmw.protocols.delegation import SigningKeys
     from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
 
-    sky = Brand(
-        id="sky",
-        name="Skyline",
-        handler=sky_bot,
-        delegation=DelegationConfig(
-            scopes=SKY_SCOPES, login_url=LOGIN_URL, authorization_details=(FLIGHT_REBOOK,)
-        ),
-    )
+    sky = sky_brand([])
     with pytest.raises(ValueError, match=r"brands\.sky\.delegation\.authorization_details needs"):
         Provider(
             base_url="https://p.example",
