@@ -14,9 +14,10 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -24,6 +25,7 @@ import pytest
 
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from pactmw.check import names
+from pactmw.provider.authorization_details import AuthorizationDetailType
 from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
 from tests.check.test_check_passes import IDENTITY
 from tests.support.net import free_port
@@ -40,6 +42,22 @@ DELEGATED = {
 }  # fmt: skip
 
 
+CANCELLATION = AuthorizationDetailType(
+    type="order_cancellation",
+    scope="orders:cancel",
+    schema={
+        "type": "object",
+        "properties": {"type": {"const": "order_cancellation"}, "order": {"type": "string"}},
+        "required": ["type", "order"],
+        "additionalProperties": False,
+    },
+    render=lambda entry: f"Only order {entry['order']}",
+)
+#: The Brand's accepted RFC 9396 types, by import path (as a TOML file would name them).
+DETAIL_TYPES = [CANCELLATION]
+ONE_ORDER = json.dumps([{"type": "order_cancellation", "order": "A-1"}])
+
+
 @pytest.fixture
 def delegated_provider(tmp_path: Path, agent: Agent) -> Iterator[str]:
     """Our Provider with Acme offering delegation through Acme's own (development) login."""
@@ -53,6 +71,26 @@ def delegated_provider(tmp_path: Path, agent: Agent) -> Iterator[str]:
                 "scopes": SCOPES,
                 "interval": 1,
                 "tools": "pactmw.demo:demo_tools",
+            }
+        }
+        with in_process_provider(tmp_path, agent, delegation=delegation, port=port) as base_url:
+            yield base_url
+
+
+@pytest.fixture
+def provider_with_details(tmp_path: Path, agent: Agent) -> Iterator[str]:
+    """The same Provider, Acme also accepting `order_cancellation` authorization details."""
+    port = free_port()
+    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
+    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
+        login.start()
+        delegation = {
+            "acme": {
+                **login.delegation_settings(),
+                "scopes": SCOPES,
+                "interval": 1,
+                "tools": "pactmw.demo:demo_tools",
+                "authorization_details": f"{__name__}:DETAIL_TYPES",
             }
         }
         with in_process_provider(tmp_path, agent, delegation=delegation, port=port) as base_url:
@@ -120,7 +158,9 @@ def _form(page: str) -> tuple[str, dict[str, str]]:
     return html.unescape(action.group(1)), {k: html.unescape(v) for k, v in hidden}
 
 
-def person_decides(link: str, decision: str = "allow") -> None:
+def person_decides(
+    link: str, decision: str = "allow", *, scopes: Sequence[str] = tuple(SCOPES)
+) -> None:
     """Jane in her browser: the Brand's login, then the Provider's consent page."""
     with httpx.Client(timeout=10, follow_redirects=False) as browser:
         page = browser.get(link)
@@ -134,8 +174,8 @@ def person_decides(link: str, decision: str = "allow") -> None:
         consent = browser.post(action, data=hidden)
         assert consent.status_code == 200, consent.text
         action, hidden = _form(consent.text)
-        scopes = re.findall(r'name="scope" value="([^"]+)"', consent.text)
-        assert scopes == list(SCOPES)
+        offered = re.findall(r'name="scope" value="([^"]+)"', consent.text)
+        assert offered == list(SCOPES)
         fields = [("session", hidden["session"]), *(("scope", s) for s in scopes)]
         decided = browser.post(
             action,
@@ -200,3 +240,67 @@ def test_check_delegated_on_a_brand_without_delegation(tmp_path: Path, agent: Ag
     assert [line.split(": expected")[0] for line in checks if line.startswith("FAIL")] == [
         f"FAIL  {names.DELEGATED_SCHEME}"
     ]
+
+
+def _results(stdout: str) -> dict[str, dict[str, Any]]:
+    return {check["name"]: check for check in json.loads(stdout)["checks"]}
+
+
+def test_check_delegated_with_authorization_details(
+    provider_with_details: str, agent: Agent
+) -> None:
+    running = Running.start(
+        agent, card_url(provider_with_details), "--json", "--authorization-details", ONE_ORDER
+    )
+    person_decides(running.link())
+    status, stdout, stderr = running.finish()
+    assert status == 0, stdout + stderr
+    results = _results(stdout)
+    assert results[names.DELEGATED_TOKEN]["actual"].endswith(", 1 of 1 authorization details")
+    assert results[names.DELEGATED_REFRESH]["passed"] is True
+
+
+def test_check_delegated_details_declined_with_their_scope(
+    provider_with_details: str, agent: Agent
+) -> None:
+    """The person unticks orders:cancel: its entry is declined too, which is no failure."""
+    running = Running.start(
+        agent, card_url(provider_with_details), "--json", "--authorization-details", ONE_ORDER
+    )
+    person_decides(running.link(), scopes=["orders:read"])
+    _, stdout, stderr = running.finish()
+    results = _results(stdout)
+    assert results[names.DELEGATED_TOKEN]["passed"] is True, stdout + stderr
+    assert results[names.DELEGATED_TOKEN]["actual"].endswith(", 0 of 1 authorization details")
+
+
+def test_check_delegated_details_of_a_type_the_brand_does_not_advertise(
+    delegated_provider: str, agent: Agent
+) -> None:
+    running = Running.start(
+        agent, card_url(delegated_provider), "--json", "--authorization-details", ONE_ORDER
+    )
+    status, stdout, _ = running.finish()
+    assert status == 1
+    failed = {name: c for name, c in _results(stdout).items() if not c["passed"]}
+    assert list(failed) == [names.DELEGATED_DEVICE]
+    assert "missing order_cancellation" in str(failed[names.DELEGATED_DEVICE]["actual"])
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{", "is not JSON"),
+        ("[]", "must be a JSON array of objects, each with a string type"),
+        ('[{"order": "A-1"}]', "must be a JSON array of objects, each with a string type"),
+        ("@/nonexistent/details.json", "cannot read --authorization-details"),
+    ],
+)
+def test_check_refuses_bad_authorization_details(agent: Agent, value: str, message: str) -> None:
+    done = subprocess.run(
+        [*PYTHON_M, *agent.check_args("http://127.0.0.1:9/", "--delegated",
+                                      "--authorization-details", value)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr

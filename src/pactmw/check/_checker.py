@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pactmw.check._auth import AuthChecks
 from pactmw.check._card import CardChecks
@@ -43,10 +44,11 @@ class Checker:
     isolation, one token for both). `delegated` adds the Delegated profile, which needs a
     person to approve at the Brand's login: `ask` is the message that should need delegated
     scopes (a step-up when sent without a token), `scopes` the scope ids to request (default:
-    every scope on the card), `approval_timeout` how long to wait for the person (default:
-    until the device code expires). `report` is called with each result as it is known;
-    `progress` shows long steps (and the login link) on stderr. `transport` defaults to a
-    `SyncTransport` with `timeout` seconds per exchange.
+    every scope on the card), `authorization_details` RFC 9396 entries to request with them
+    (each of a type the Brand's metadata advertises), `approval_timeout` how long to wait for
+    the person (default: until the device code expires). `report` is called with each result
+    as it is known; `progress` shows long steps (and the login link) on stderr. `transport`
+    defaults to a `SyncTransport` with `timeout` seconds per exchange.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class Checker:
         delegated: bool = False,
         ask: str = DEFAULT_ASK,
         scopes: Sequence[str] = (),
+        authorization_details: Sequence[Mapping[str, Any]] = (),
         approval_timeout: float | None = None,
         timeout: float = 10.0,
         transport: Transport | None = None,
@@ -74,6 +77,7 @@ class Checker:
             other_card_url=other_card_url,
             ask=ask,
             scopes=scopes,
+            authorization_details=authorization_details,
             approval_timeout=approval_timeout,
             transport=transport or SyncTransport(timeout=timeout),
             report=report or (lambda result: None),

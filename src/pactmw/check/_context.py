@@ -4,7 +4,8 @@ checks found so far, and the running of one check."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pactmw.check._expect import Expect
 from pactmw.check._http import Http
@@ -28,6 +29,7 @@ class Context:
         other_card_url: str | None,
         ask: str,
         scopes: Sequence[str],
+        authorization_details: Sequence[Mapping[str, Any]] = (),
         approval_timeout: float | None,
         transport: Transport,
         report: Callable[[CheckResult], None],
@@ -39,6 +41,7 @@ class Context:
         self.other_card_url = other_card_url
         self.ask = ask
         self.scopes = tuple(scopes)
+        self.authorization_details = tuple(authorization_details)
         self.approval_timeout = approval_timeout
         self.report = report
         self.progress = progress

@@ -3,11 +3,12 @@ token after approval, a delegated reply's receipt, a tampered token, and the ref
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from pactmw.check._context import Checks, Context
 from pactmw.check._delegated import DelegatedChecks
@@ -120,7 +121,16 @@ class GrantChecks(Checks):
             sleep=self._wait,
         )
         scopes = ctx.scopes or scheme.scope_ids
-        authorization = self.device.start(scopes)
+        details = ctx.authorization_details
+        metadata = self.found.metadata
+        advertised = metadata.authorization_details_types if metadata is not None else ()
+        unknown = sorted({str(entry.get("type")) for entry in details} - set(advertised))
+        if unknown:
+            raise Mismatch(
+                "authorization_details_types_supported listing every --authorization-details type",
+                f"{list(advertised) or 'no types'} (missing {', '.join(unknown)})",
+            )
+        authorization = self.device.start(scopes, authorization_details=details or None)
         self.authorization = authorization
         self.deadline = authorization.expires_at
         if ctx.approval_timeout is not None:
@@ -153,7 +163,23 @@ class GrantChecks(Checks):
             )
         self.tokens = tokens
         progress.note(f"approved: scope {tokens.scope!r}")
-        return f"scope {tokens.scope!r}, expires_in {tokens.expires_in}"
+        return f"scope {tokens.scope!r}, expires_in {tokens.expires_in}" + self._details(
+            tokens, all_scopes=requested <= set(tokens.scopes)
+        )
+
+    def _details(self, tokens: TokenResponse, *, all_scopes: bool) -> str:
+        """RFC 9396 §7: the token response lists the authorization details granted, each one
+        of those requested; when the person granted every requested scope, all of them."""
+        requested = [_canonical(entry) for entry in self.ctx.authorization_details]
+        if not requested:
+            return ""
+        returned = [_canonical(entry) for entry in tokens.authorization_details]
+        wanted = "authorization_details: " + (
+            "every requested entry" if all_scopes else "only requested entries"
+        )
+        if not set(returned) <= set(requested) or (all_scopes and set(returned) != set(requested)):
+            raise Mismatch(wanted, f"authorization_details {returned or 'none'}")
+        return f", {len(returned)} of {len(requested)} authorization details"
 
     def _no_store(self, url: str, what: str) -> None:
         """RFC 6749 §5.1: a response carrying tokens has `Cache-Control: no-store`."""
@@ -227,6 +253,12 @@ class GrantChecks(Checks):
         self._no_store(self.device.scheme.refresh_url, "the refresh response")
         if set(new.scopes) != set(old.scopes):
             raise Mismatch(f"the same scopes {old.scope!r}", repr(new.scope))
+        kept = {_canonical(entry) for entry in old.authorization_details}
+        if {_canonical(entry) for entry in new.authorization_details} != kept:
+            raise Mismatch(
+                f"the same authorization_details {sorted(kept) or 'none'} (RFC 9396 §7)",
+                f"{[dict(entry) for entry in new.authorization_details] or 'none'}",
+            )
         self._delegated_send(new.access_token, "message:send with the refreshed token")
         self.spent = old.refresh_token
         return f"scope {new.scope!r}"
@@ -237,6 +269,11 @@ class GrantChecks(Checks):
         return _oauth_error(
             lambda: device.refresh(self.spent), lambda new: f"a new token (scope {new.scope!r})"
         )
+
+
+def _canonical(entry: Mapping[str, Any]) -> str:
+    """One authorization detail as comparable text (member order does not matter)."""
+    return json.dumps(dict(entry), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _oauth_error(attempt: Callable[[], T], shown: Callable[[T], str]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from pactmw.cli._common import (
     AUDIENCE,
@@ -34,7 +36,8 @@ bodies. --other-brand names a second Brand of the same Provider for the cross-Br
 PACT Delegated (--delegated): the card's device-code scheme and its RFC 8414 metadata, the
 step-up task for --ask, then the device flow: the checker prints the Brand's login link, a
 person opens it, signs in and approves, and the checker checks the token, a delegated reply's
-signed receipt and the refresh.
+signed receipt and the refresh. --authorization-details adds RFC 9396 entries to the
+request; the token response and the refresh must then echo the granted ones.
 
 Output: one line per check (PASS or FAIL, its name, and for a failure what was expected and
 what came back), then `N passed, M failed`; --json prints one JSON document instead.
@@ -56,8 +59,13 @@ def run(args: argparse.Namespace) -> int:
     signer = load_signer(args.key, args.issuer)
     url = card_url(args.url, "URL")
     other = card_url(args.other_brand, "--other-brand") if args.other_brand else None
-    if not args.delegated and (args.ask is not None or args.scope or args.approval_timeout):
-        raise CommandError("--ask, --scope and --approval-timeout go with --delegated")
+    if not args.delegated and (
+        args.ask is not None or args.scope or args.approval_timeout or args.authorization_details
+    ):
+        raise CommandError(
+            "--ask, --scope, --authorization-details and --approval-timeout go with --delegated"
+        )
+    details = _authorization_details(args.authorization_details)
     reconfigure_output()
 
     def report(result: CheckResult) -> None:
@@ -72,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         delegated=args.delegated,
         ask=args.ask if args.ask is not None else DEFAULT_ASK,
         scopes=args.scope,
+        authorization_details=details,
         approval_timeout=args.approval_timeout,
         timeout=args.timeout,
         report=report,
@@ -83,6 +92,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(summary_line(results), flush=True)
     return 0 if results and all(result.passed for result in results) else 1
+
+
+def _authorization_details(text: str | None) -> list[dict[str, Any]]:
+    """`--authorization-details`: a JSON array of RFC 9396 entries, each an object with a
+    string `type`, given inline or as `@file.json`."""
+    if text is None:
+        return []
+    source = "--authorization-details"
+    if text.startswith("@"):
+        source = text[1:]
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot read --authorization-details {source}: {exc}") from exc
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise CommandError(f"{source} is not JSON: {exc}") from exc
+    if (
+        not isinstance(entries, list)
+        or not entries
+        or not all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in entries)
+    ):
+        raise CommandError(f"{source} must be a JSON array of objects, each with a string type")
+    return entries
 
 
 COMMAND = Command(
@@ -113,6 +147,12 @@ COMMAND = Command(
             metavar="ID",
             help="with --delegated: a scope to request "
             "(repeatable; default: every scope on the card)",
+        ),
+        option(
+            "--authorization-details",
+            metavar="JSON",
+            help="with --delegated: RFC 9396 entries to request with the scopes, a JSON array "
+            "or @file.json; the token and the refresh must echo them",
         ),
         option(
             "--approval-timeout",
