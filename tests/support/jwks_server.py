@@ -22,7 +22,9 @@ Typical use::
 time from the test thread; the handler threads read them per request. `tls=True` serves https
 with a throwaway self-signed certificate for 127.0.0.1/localhost; point `SSL_CERT_FILE` at
 `ca_file` (e.g. `monkeypatch.setenv("SSL_CERT_FILE", server.ca_file)`) so that
-`ssl.create_default_context()` trusts it.
+`ssl.create_default_context()` trusts it. `server_context=` serves https with a context of
+the test's own instead (a `trustme` CA's certificate for names such as `agent.example`, reached
+through `FetchPolicy.connect_to`).
 """
 
 from __future__ import annotations
@@ -108,10 +110,12 @@ class JwksServer:
         *,
         tls: bool = False,
         jwks_path: str = DEFAULT_JWKS_PATH,
+        server_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = "127.0.0.1"
         self.jwks_path = jwks_path
-        self.tls = tls
+        # A given `server_context` (e.g. a trustme CA's leaf for made-up names) serves https.
+        self.tls = tls or server_context is not None
         self.delay = 1.0
         self.send_content_length = True
         self.oversized_bytes = 1024 * 1024
@@ -124,8 +128,8 @@ class JwksServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._tmpdir: str | None = None
-        self._ssl_context: ssl.SSLContext | None = None
-        if tls:
+        self._ssl_context: ssl.SSLContext | None = server_context
+        if tls and server_context is None:
             self._tmpdir = tempfile.mkdtemp(prefix="jwks-server-")
             self._ssl_context = self._make_certificate(Path(self._tmpdir))
         self.set_keys(keys if keys is not None else {"keys": []})

@@ -4,6 +4,12 @@ Verifiers fetch URLs that come from configuration or from token issuers, so the 
 deliberately narrow: https only (http only to loopback when allowed), every resolved address
 checked and then connected to directly (no second DNS lookup an attacker could rebind),
 no redirects, a total deadline and a body cap.
+
+Two hooks exist for deployments and tests that must reach a known host at a known place
+without weakening any of that: `FetchPolicy.tls_context` (the trust store to verify servers
+with, e.g. a private CA) and `FetchPolicy.connect_to` (host name -> address and port, as
+curl's `--connect-to`: the URL, the `Host` header and TLS SNI and certificate checks keep the
+name; only the socket goes elsewhere, and the address must still pass the policy).
 """
 
 from __future__ import annotations
@@ -20,10 +26,33 @@ from urllib.parse import urlsplit
 from attrs import field, frozen
 
 from pactmw.core.encoding import is_ascii_digits
-from pactmw.core.errors import FetchError
+from pactmw.core.errors import FetchError, MalformedInput
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+#: `FetchPolicy.connect_to` as stored: (lower-cased host name, (address, port)) pairs.
+ConnectTo = tuple[tuple[str, tuple[IPAddress, int]], ...]
+
+
+def _connect_to(value: Mapping[str, tuple[str, int]]) -> ConnectTo:
+    """Check and freeze a `connect_to` map: each target an IP literal and a TCP port.
+
+    A name is not allowed as a target: the point of the map is a fixed address, and a name
+    would bring back the DNS lookup (and its rebinding) that the fetch otherwise avoids.
+    """
+    pairs: list[tuple[str, tuple[IPAddress, int]]] = []
+    for host, target in value.items():
+        try:
+            address_text, port = target
+            address = ipaddress.ip_address(address_text)
+        except (TypeError, ValueError) as exc:
+            raise MalformedInput(
+                f"FetchPolicy.connect_to[{host!r}] must be (IP address, port), got {target!r}"
+            ) from exc
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise MalformedInput(f"FetchPolicy.connect_to[{host!r}] has an invalid port {port!r}")
+        pairs.append((host.lower(), (address, port)))
+    return tuple(sorted(pairs, key=lambda pair: pair[0]))
 
 
 @frozen
@@ -33,6 +62,12 @@ class FetchPolicy:
     `allow_http_on_loopback` is for local development and tests: plain http to 127.0.0.0/8 or
     ::1. `allowed_networks` lists non-public networks that may be reached (for example an
     internal JWKS host); everything else that is not a public address is refused.
+
+    `tls_context` is the `ssl.SSLContext` https servers are verified with (default: the
+    system's trust store, a fresh `ssl.create_default_context()`); give one that trusts a
+    private CA rather than turning verification off. `connect_to` maps a host name to the
+    `(IP address, port)` to connect to instead of resolving it; the address must still be
+    allowed by this policy (`allowed_networks` for a private or loopback one).
     """
 
     timeout: float = 5.0
@@ -40,6 +75,8 @@ class FetchPolicy:
     allow_http_on_loopback: bool = False
     allowed_networks: tuple[IPNetwork, ...] = ()
     user_agent: str = "pactmw"
+    tls_context: ssl.SSLContext | None = field(default=None, repr=False)
+    connect_to: ConnectTo = field(factory=dict, converter=_connect_to)
 
     def address_allowed(self, address: IPAddress) -> bool:
         if any(address in network for network in self.allowed_networks):
@@ -47,6 +84,14 @@ class FetchPolicy:
         if address.is_loopback:
             return self.allow_http_on_loopback
         return address.is_global
+
+    def target(self, host: str, port: int) -> tuple[list[IPAddress], int]:
+        """The addresses to connect to for `host` and the port: `connect_to`'s, or DNS's."""
+        lowered = host.lower()
+        for name, (address, mapped_port) in self.connect_to:
+            if name == lowered:
+                return [address], mapped_port
+        return _resolve(host, port), port
 
 
 @frozen
@@ -75,16 +120,24 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
 class _PinnedConnection(http.client.HTTPConnection):
     """An HTTP connection to an address chosen in advance, optionally wrapped in TLS."""
 
-    def __init__(self, host: str, port: int, address: IPAddress, timeout: float, tls: bool) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        address: tuple[IPAddress, int],
+        timeout: float,
+        tls: ssl.SSLContext | None,
+    ) -> None:
+        # `port` is the URL's (it goes into the Host header); `address` is where to connect.
         super().__init__(host, port, timeout=timeout)
         self._address = address
         self._tls = tls
 
     def connect(self) -> None:
-        sock = socket.create_connection((str(self._address), self.port), self.timeout)
-        if self._tls:
-            context = ssl.create_default_context()
-            sock = context.wrap_socket(sock, server_hostname=self.host)
+        address, port = self._address
+        sock = socket.create_connection((str(address), port), self.timeout)
+        if self._tls is not None:
+            sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         self.sock = self.kept_socket = sock
 
     kept_socket: socket.socket | None = None  # http.client drops `sock` once a response starts
@@ -133,12 +186,15 @@ def http_request(
         raise FetchError("only https URLs may be fetched")
     tls = parts.scheme == "https"
     port = port or (443 if tls else 80)
-    addresses = _resolve(host, port)
+    addresses, connect_port = policy.target(host, port)
     if not addresses or not all(policy.address_allowed(a) for a in addresses):
         raise FetchError(f"{host} resolves to an address that may not be fetched")
     if not tls and not all(a.is_loopback for a in addresses):
         raise FetchError("plain http is allowed only to loopback")
-    connection = _PinnedConnection(host, port, addresses[0], policy.timeout, tls)
+    context = (policy.tls_context or ssl.create_default_context()) if tls else None
+    connection = _PinnedConnection(
+        host, port, (addresses[0], connect_port), policy.timeout, context
+    )
     # One deadline for the whole exchange: per-read socket timeouts alone would let a server
     # that drips the status line, headers or body a byte at a time hold this thread forever.
     watchdog = threading.Timer(policy.timeout, connection.abort)
@@ -211,6 +267,7 @@ def max_age(headers: Mapping[str, str]) -> float | None:
 
 
 __all__ = [
+    "ConnectTo",
     "FetchPolicy",
     "FetchResponse",
     "IPAddress",

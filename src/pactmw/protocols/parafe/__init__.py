@@ -15,13 +15,11 @@ says where. Everything but `BrokerKeys` is pure; verification is written once as
 
 from __future__ import annotations
 
+from pactmw.core.replay import MemoryReplayMemory, ReplayMemory, StoreReplayMemory
 from pactmw.protocols.parafe._broker import (
     BrokerKeys,
     KeySource,
-    MemoryReplayMemory,
-    ReplayMemory,
     StaticBrokerKeys,
-    StoreReplayMemory,
     broker_key_set,
 )
 from pactmw.protocols.parafe._card import (

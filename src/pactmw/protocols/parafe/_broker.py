@@ -302,61 +302,6 @@ class StaticBrokerKeys:
 # -- proof replay memory (§6 step 10, §14) ---------------------------------------------------
 
 
-class ReplayMemory(Protocol):
-    """Remembers proof `jti`s so that a presentation proof is single-use.
-
-    `first_use` is True only the first time `key` is seen while its record is unexpired. Of
-    concurrent callers exactly one gets True. `may_block` tells async drivers to call it in a
-    worker thread.
-    """
-
-    may_block: bool
-
-    def first_use(self, key: str, *, now: float, expires_at: float) -> bool: ...
-
-
-class MemoryReplayMemory:
-    """Per-process replay memory (tests, a single worker). Expired entries are purged once
-    the memory holds more than `max_entries` (the reference's rule)."""
-
-    may_block = False
-
-    def __init__(self, max_entries: int = 10_000) -> None:
-        self._max = max_entries
-        self._lock = threading.Lock()
-        self._seen: dict[str, float] = {}
-
-    def first_use(self, key: str, *, now: float, expires_at: float) -> bool:
-        with self._lock:
-            if len(self._seen) > self._max:
-                self._seen = {k: t for k, t in self._seen.items() if t > now}
-            seen = self._seen.get(key)
-            if seen is not None and now < seen:
-                return False
-            self._seen[key] = expires_at
-            return True
-
-
-class _UseOnce(Protocol):
-    def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool: ...
-
-
-class StoreReplayMemory:
-    """Replay memory in a pactmw Store (`use_once`), shared by every process on that store:
-    what multi-worker deployments need for "a proof is single-use" to hold."""
-
-    may_block = True
-
-    def __init__(self, store: _UseOnce, namespace: str = "parafe.proof") -> None:
-        self._store = store
-        self.namespace = namespace
-
-    def first_use(self, key: str, *, now: float, expires_at: float) -> bool:
-        return self._store.use_once(
-            namespace=self.namespace, value=key, now=now, expires_at=expires_at
-        )
-
-
 def replay_key(initiator: str, jti: str) -> str:
     """The replay-memory key of a proof: a digest of `"<initiator>:<jti>"` (fixed length, and
     safe for any store whatever the attacker-chosen `jti` holds)."""
@@ -372,10 +317,7 @@ __all__ = [
     "REPLAY_WINDOW",
     "BrokerKeys",
     "KeySource",
-    "MemoryReplayMemory",
-    "ReplayMemory",
     "StaticBrokerKeys",
-    "StoreReplayMemory",
     "broker_key_set",
     "replay_key",
     "trusted_broker_url",

@@ -12,12 +12,9 @@ from attrs import evolve, field, frozen
 from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import FetchError, KeyUnavailable
 from pactmw.core.jose import HeaderCache
+from pactmw.core.replay import ReplayMemory
 from pactmw.protocols.parafe import _errors as err
-from pactmw.protocols.parafe._broker import (
-    KeySource,
-    ReplayMemory,
-    replay_key,
-)
+from pactmw.protocols.parafe._broker import KeySource, replay_key
 from pactmw.protocols.parafe._card import ScopeRequirement
 from pactmw.protocols.parafe._consent import (
     ConsentClaims,

@@ -23,7 +23,8 @@ from typing import Any
 from attrs import field, frozen
 
 from pactmw.core.jwk import PublicJWK
-from pactmw.protocols.parafe._broker import KeySource, ReplayMemory
+from pactmw.core.replay import ReplayMemory
+from pactmw.protocols.parafe._broker import KeySource
 from pactmw.protocols.parafe._consent import ConsentClaims
 from pactmw.protocols.parafe._did import DidDocument
 from pactmw.protocols.parafe._flows import Flow, arun, proof_flow, run

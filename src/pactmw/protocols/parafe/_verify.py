@@ -15,11 +15,8 @@ from typing import Any
 
 from pactmw.core.jose import HeaderCache
 from pactmw.core.jwk import PublicJWK
-from pactmw.protocols.parafe._broker import (
-    KeySource,
-    MemoryReplayMemory,
-    ReplayMemory,
-)
+from pactmw.core.replay import MemoryReplayMemory, ReplayMemory
+from pactmw.protocols.parafe._broker import KeySource
 from pactmw.protocols.parafe._card import CardExtension, ScopeRequirement
 from pactmw.protocols.parafe._consent import (
     ConsentClaims,

@@ -1,0 +1,314 @@
+"""Client metadata documents: a personal agent identified by the HTTPS URL of its metadata.
+
+A `client_id` that is a URL (the OAuth "Client ID Metadata Document" pattern; Poppy §4.1)
+names a JSON document the agent serves there: its name, its `jwks_uri`, its `redirect_uris`.
+`ClientMetadataCache` fetches it with the same SSRF-safe, bounded fetcher as JWKS and checks
+what makes the document the agent's own (Poppy ledger PAP-4.1-02/03, PAP-3-07):
+
+- the document is fetched from `client_id` itself, https only, and no redirect is followed
+  (a redirect would let another host speak for the URL);
+- it is JSON (`application/json` or a `+json` type), strict (duplicate members refused),
+  at most the policy's `max_bytes`;
+- its `client_id` equals the URL fetched, character for character;
+- `jwks_uri` and every `redirect_uris` entry are https URLs on the same host as `client_id`
+  (the SDK compares the host name, not the port: so do we); `logo_uri`, when given, is https.
+
+Unknown members are kept (`document`), never refused (PAP-3.3-03). Answers are cached by
+their `Cache-Control` within `CachePolicy` bounds (GUIDE-fetch-04); a failure is remembered
+for `failure_ttl` seconds so a flood of requests naming a broken `client_id` makes one fetch.
+The agent's keys then come from `JwksCache` for the verified `jwks_uri` only (GUIDE-jwt-03).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from attrs import field, frozen
+
+from pactmw.core.encoding import json_loads
+from pactmw.core.errors import FetchError, MalformedInput, PactmwError
+from pactmw.core.fetch import FetchPolicy, http_get, max_age
+from pactmw.core.jwk import PublicJWK
+from pactmw.core.keys import CachePolicy, Fetcher, JwksCache
+
+logger = logging.getLogger("pactmw.client_metadata")
+
+
+class ClientMetadataError(PactmwError):
+    """A client metadata document could not be fetched or is not the agent's own.
+
+    `code` is stable and log-safe: `invalid_client_id`, `unfetchable`, `invalid_content_type`,
+    `invalid_client_metadata` or `client_id_mismatch`.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@frozen
+class ClientMetadata:
+    """A verified client metadata document. `document` is all of it, unknown members too."""
+
+    client_id: str
+    client_name: str
+    jwks_uri: str
+    redirect_uris: tuple[str, ...] = ()
+    logo_uri: str | None = None
+    token_endpoint_auth_method: str = "private_key_jwt"  # noqa: S105 - a method name
+    extensions: Mapping[str, Any] = field(factory=lambda: MappingProxyType({}))
+    document: Mapping[str, Any] = field(factory=lambda: MappingProxyType({}), repr=False)
+
+
+def _https_host(url: str) -> str | None:
+    """The host of an https URL without credentials or fragment, or None."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return None
+    if parts.scheme != "https" or not host or parts.username is not None or parts.fragment:
+        return None
+    if parts.password is not None:
+        return None
+    return host
+
+
+def check_client_id(client_id: str) -> str:
+    """The host of a `client_id` that may name a metadata document; `invalid_client_id` else."""
+    host = _https_host(client_id) if isinstance(client_id, str) else None
+    if host is None:
+        raise ClientMetadataError(
+            "invalid_client_id", "client_id must be an https URL without credentials or fragment"
+        )
+    return host
+
+
+def _same_host_url(name: str, value: Any, host: str) -> str:
+    if not isinstance(value, str) or _https_host(value) != host:
+        raise ClientMetadataError(
+            "invalid_client_metadata", f"{name} must be an https URL on the client_id's host"
+        )
+    return value
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def parse_client_metadata(client_id: str, body: bytes, content_type: str | None) -> ClientMetadata:
+    """Check a document fetched from `client_id` (see the module docstring). Pure."""
+    host = check_client_id(client_id)
+    if not _is_json(content_type):
+        raise ClientMetadataError("invalid_content_type", "client metadata must be JSON")
+    try:
+        document = json_loads(body)
+    except MalformedInput as exc:
+        raise ClientMetadataError("invalid_client_metadata", f"not strict JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ClientMetadataError("invalid_client_metadata", "client metadata must be an object")
+    if document.get("client_id") != client_id:
+        raise ClientMetadataError(
+            "client_id_mismatch", "client_id does not equal the URL the document came from"
+        )
+    name = document.get("client_name")
+    if not isinstance(name, str) or not name.strip():
+        raise ClientMetadataError(
+            "invalid_client_metadata", "client_name must be a non-empty string"
+        )
+    jwks_uri = _same_host_url("jwks_uri", document.get("jwks_uri"), host)
+    redirects = document.get("redirect_uris", [])
+    if not isinstance(redirects, list):
+        raise ClientMetadataError("invalid_client_metadata", "redirect_uris must be an array")
+    redirect_uris = tuple(_same_host_url("redirect_uris", r, host) for r in redirects)
+    logo = document.get("logo_uri")
+    if logo is not None and (not isinstance(logo, str) or _https_host(logo) is None):
+        raise ClientMetadataError("invalid_client_metadata", "logo_uri must be an https URL")
+    method = document.get("token_endpoint_auth_method", "private_key_jwt")
+    if method != "private_key_jwt":
+        raise ClientMetadataError(
+            "invalid_client_metadata", "token_endpoint_auth_method must be private_key_jwt"
+        )
+    extensions = document.get("extensions", {})
+    if not isinstance(extensions, dict):
+        raise ClientMetadataError("invalid_client_metadata", "extensions must be an object")
+    return ClientMetadata(
+        client_id=client_id,
+        client_name=name,
+        jwks_uri=jwks_uri,
+        redirect_uris=redirect_uris,
+        logo_uri=logo,
+        token_endpoint_auth_method=method,
+        extensions=MappingProxyType(extensions),
+        document=MappingProxyType(document),
+    )
+
+
+@frozen
+class _Answer:
+    metadata: ClientMetadata | None
+    error: ClientMetadataError | None
+    expires_at: float
+
+
+class ClientMetadataCache:
+    """A bounded cache of verified client metadata, plus the agents' keys through `jwks`.
+
+    Safe to share across threads and event loops; concurrent misses for one `client_id`
+    share one fetch. `clock` is monotonic seconds (injectable for tests).
+    """
+
+    failure_ttl = 30.0
+
+    def __init__(
+        self,
+        fetch_policy: FetchPolicy | None = None,
+        cache_policy: CachePolicy | None = None,
+        *,
+        jwks: JwksCache | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        fetcher: Fetcher = http_get,
+    ) -> None:
+        self.fetch_policy = fetch_policy or FetchPolicy()
+        self.cache_policy = cache_policy or CachePolicy()
+        self.jwks = jwks or JwksCache(self.fetch_policy, self.cache_policy, clock=clock)
+        self._clock = clock
+        self._fetcher = fetcher
+        self._lock = threading.Lock()
+        self._answers: OrderedDict[str, _Answer] = OrderedDict()
+        self._inflight: dict[str, Future[_Answer]] = {}
+
+    def _fetch(self, client_id: str) -> _Answer:
+        """Fetch and check (blocking); never raises: a failure is an answer too."""
+        now = self._clock()
+        try:
+            check_client_id(client_id)
+            try:
+                response = self._fetcher(client_id, self.fetch_policy)
+            except FetchError as exc:  # redirects, size, time, addresses: all refused here
+                raise ClientMetadataError("unfetchable", str(exc)) from exc
+            metadata = parse_client_metadata(
+                client_id, response.body, response.headers.get("content-type")
+            )
+        except ClientMetadataError as exc:
+            logger.warning(
+                "client metadata refused: reason=%s client_id=%s error=%r",
+                exc.code,
+                client_id,
+                str(exc),
+            )
+            return _Answer(None, exc, now + self.failure_ttl)
+        policy = self.cache_policy
+        ttl = max_age(response.headers)
+        ttl = policy.default_ttl if ttl is None else min(max(ttl, policy.min_ttl), policy.max_ttl)
+        return _Answer(metadata, None, now + ttl)
+
+    def _begin(self, client_id: str) -> tuple[_Answer | None, Future[_Answer] | None, bool]:
+        with self._lock:
+            answer = self._answers.get(client_id)
+            if answer is not None and self._clock() < answer.expires_at:
+                self._answers.move_to_end(client_id)
+                return answer, None, False
+            future = self._inflight.get(client_id)
+            if future is not None:
+                return None, future, False
+            future = Future()
+            self._inflight[client_id] = future
+            return None, future, True
+
+    def _lead(self, client_id: str, future: Future[_Answer]) -> None:
+        """Fetch for every waiter and publish the answer, whatever happens."""
+        try:
+            answer = self._fetch(client_id)
+        except BaseException as exc:  # pragma: no cover - _fetch catches what it expects
+            error = ClientMetadataError("unfetchable", f"unexpected {type(exc).__name__}")
+            answer = _Answer(None, error, self._clock() + self.failure_ttl)
+            self._finish(client_id, future, answer)
+            raise
+        self._finish(client_id, future, answer)
+
+    def _finish(self, client_id: str, future: Future[_Answer], answer: _Answer) -> None:
+        with self._lock:
+            self._answers[client_id] = answer
+            self._answers.move_to_end(client_id)
+            while len(self._answers) > self.cache_policy.max_uris:
+                self._answers.popitem(last=False)
+            del self._inflight[client_id]
+        future.set_result(answer)
+
+    @staticmethod
+    def _result(answer: _Answer) -> ClientMetadata:
+        if answer.metadata is None:
+            assert answer.error is not None
+            raise ClientMetadataError(answer.error.code, str(answer.error))
+        return answer.metadata
+
+    def get(self, client_id: str) -> ClientMetadata:
+        """The verified metadata of `client_id` (blocking on a miss); `ClientMetadataError`."""
+        answer, future, leader = self._begin(client_id)
+        if future is not None:
+            if leader:
+                self._lead(client_id, future)
+            try:
+                answer = future.result(timeout=self.fetch_policy.timeout * 2)
+            except concurrent.futures.TimeoutError as exc:  # not builtin on Python 3.10
+                raise ClientMetadataError("unfetchable", f"fetching {client_id} timed out") from exc
+        assert answer is not None
+        return self._result(answer)
+
+    async def aget(self, client_id: str) -> ClientMetadata:
+        """Async `get`: a hit never leaves the event loop; a fetch runs in a worker thread."""
+        answer, future, leader = self._begin(client_id)
+        if future is not None:
+            if leader:
+                asyncio.get_running_loop().run_in_executor(None, self._lead, client_id, future)
+            try:
+                # shield: a caller's timeout or cancellation must not cancel the shared fetch.
+                answer = await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(future)),
+                    timeout=self.fetch_policy.timeout * 2,
+                )
+            except asyncio.TimeoutError as exc:
+                raise ClientMetadataError("unfetchable", f"fetching {client_id} timed out") from exc
+        assert answer is not None
+        return self._result(answer)
+
+    def get_keys(
+        self, client_id: str, kid: str | None, alg: str
+    ) -> tuple[ClientMetadata, tuple[PublicJWK, ...]]:
+        """The metadata and the keys of its `jwks_uri` that may verify (`kid`, `alg`).
+
+        Raises `ClientMetadataError` or `KeyUnavailable`.
+        """
+        metadata = self.get(client_id)
+        return metadata, self.jwks.get_keys(metadata.jwks_uri, kid, alg)
+
+    async def aget_keys(
+        self, client_id: str, kid: str | None, alg: str
+    ) -> tuple[ClientMetadata, tuple[PublicJWK, ...]]:
+        """Async `get_keys`."""
+        metadata = await self.aget(client_id)
+        return metadata, await self.jwks.aget_keys(metadata.jwks_uri, kid, alg)
+
+
+__all__ = [
+    "ClientMetadata",
+    "ClientMetadataCache",
+    "ClientMetadataError",
+    "check_client_id",
+    "parse_client_metadata",
+]
