@@ -1,0 +1,200 @@
+"""Poppy Sessions of the memory store (the contract: store/_protocols/sessions.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import evolve
+
+from pactmw.store._memory.core import MemoryCore
+from pactmw.store._protocols.sessions import (
+    PoppySession,
+    SessionChange,
+    check_new_session,
+    decide_session_change,
+)
+from pactmw.store.base import has_nul, scope_tuple
+
+__all__ = ["SessionsMixin"]
+
+
+class SessionsMixin(MemoryCore):
+    """The Session operations, on dicts of their own behind the store's one lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sessions: dict[str, PoppySession] = {}
+        self._session_tokens: dict[str, str] = {}  # token hash -> session id
+        self._live_token: dict[str, str] = {}  # session id -> its one live token hash
+
+    def _put_token(self, session: PoppySession, token_hash: str) -> None:
+        # Called with the lock held: the Session's old token stops working.
+        if token_hash in self._session_tokens:
+            raise ValueError("Session Token hash is already stored")
+        old = self._live_token.get(session.session_id)
+        if old is not None:
+            del self._session_tokens[old]
+        self._session_tokens[token_hash] = session.session_id
+        self._live_token[session.session_id] = token_hash
+        self._sessions[session.session_id] = session
+
+    def create_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> PoppySession:
+        """Store a new, signed-out Session with its first token; see `SessionStore`."""
+        check_new_session(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            jkt=jkt,
+            token_hash=token_hash,
+        )
+        session = PoppySession(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            jkt=jkt,
+            created_at=now,
+            token_expires_at=expires_at,
+        )
+        with self._lock:
+            self._check_open()
+            if session_id in self._sessions:
+                raise ValueError("session_id is already stored")
+            self._put_token(session, token_hash)
+        return session
+
+    def _change(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str | None,
+        grant_id: str | None,
+        scopes: tuple[str, ...],
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        check_new_session(jkt=jkt, token_hash=token_hash)
+        with self._lock:
+            self._check_open()
+            session = None if has_nul(session_id) else self._sessions.get(session_id)
+            kind = decide_session_change(
+                session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=account
+            )
+            if kind != "changed" or session is None:
+                return SessionChange(kind)
+            changed = evolve(
+                session,
+                jkt=jkt,
+                token_expires_at=expires_at,
+                account=account,
+                grant_id=grant_id,
+                scopes=scopes,
+                ever_account=session.ever_account or account,
+                signed_in_at=now if account is not None else None,
+            )
+            self._put_token(changed, token_hash)
+            return SessionChange("changed", changed)
+
+    def renew_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """A new token for the Session, signed out; see `SessionStore`."""
+        return self._change(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            account=None,
+            grant_id=None,
+            scopes=(),
+            jkt=jkt,
+            token_hash=token_hash,
+            now=now,
+            expires_at=expires_at,
+        )
+
+    def sign_in_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str,
+        grant_id: str,
+        scopes: Sequence[str],
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """Sign the Session in, with a new token; see `SessionStore`."""
+        check_new_session(account=account, grant_id=grant_id)
+        return self._change(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            account=account,
+            grant_id=grant_id,
+            scopes=scope_tuple("scopes", scopes),
+            jkt=jkt,
+            token_hash=token_hash,
+            now=now,
+            expires_at=expires_at,
+        )
+
+    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
+        """The Session whose live token has this hash, or None; see `SessionStore`."""
+        with self._lock:
+            self._check_open()
+            session_id = self._session_tokens.get(token_hash)
+            session = None if session_id is None else self._sessions[session_id]
+        if session is None or now >= session.token_expires_at:
+            return None
+        return session
+
+    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
+        """Sign out every Session signed in through `grant_id`; see `SessionStore`."""
+        with self._lock:
+            self._check_open()
+            signed_in = [s for s in self._sessions.values() if s.grant_id == grant_id]
+            for session in signed_in:
+                self._sessions[session.session_id] = evolve(
+                    session, account=None, grant_id=None, scopes=(), signed_in_at=None
+                )
+        return len(signed_in)
+
+    def close(self) -> None:
+        """Drop all state, Sessions too; later calls raise `StoreUnavailable`."""
+        super().close()
+        with self._lock:
+            self._sessions.clear()
+            self._session_tokens.clear()
+            self._live_token.clear()

@@ -1,0 +1,172 @@
+"""Poppy Sessions (§4.2-§4.9): the Store contract, its values and its rules.
+
+A Session belongs to one personal agent (`client_id`) and one of its users (`user_id`, the
+pairwise User ID) at one Brand. It starts signed out; signing in sets its account, grant and
+scopes; renewing with a fresh Session assertion keeps the Session but signs it out; a
+revoked sign-in signs its Sessions out, and they go on signed out (§4.9). A Session holds
+exactly one live Session Token at a time (stored as its hash): a new token ends the old one.
+
+Two rules no backend may bend: a Session is only ever changed by its own agent and user
+(else `invalid_session`, PAP-4.8-03), and a Session once signed in to an account never
+signs in to another, even after signing out (`account_mismatch`, PAP-4.8-04).
+
+Not wired into `Store` yet (docs/design/poppy.md, plan step 3): the lead composes
+`SessionStore` into `Store` and the backends after the schema-version bump lands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+from attrs import field, frozen
+
+from pactmw.store.base import reject_nul
+
+__all__ = [
+    "PoppySession",
+    "SessionChange",
+    "SessionChangeKind",
+    "SessionStore",
+    "check_new_session",
+    "decide_session_change",
+]
+
+SessionChangeKind = Literal["changed", "invalid_session", "account_mismatch"]
+
+
+@frozen
+class PoppySession:
+    """One Session as stored. `account` is None while signed out; `ever_account` is the
+    account it was first signed in to (kept after sign-out, for PAP-4.8-04)."""
+
+    session_id: str
+    brand_id: str
+    client_id: str
+    user_id: str
+    jkt: str  # RFC 7638 thumbprint of the key its current token is bound to
+    created_at: float
+    token_expires_at: float
+    account: str | None = None
+    grant_id: str | None = None
+    scopes: tuple[str, ...] = ()
+    ever_account: str | None = None
+    signed_in_at: float | None = None
+
+    @property
+    def signed_in(self) -> bool:
+        return self.account is not None
+
+
+@frozen
+class SessionChange:
+    """What a renewal or sign-in did: `changed` (with the Session as it now is), or why not."""
+
+    kind: SessionChangeKind
+    session: PoppySession | None = field(default=None)
+
+
+def check_new_session(**values: str) -> None:
+    """Input check shared by the backends: ids and hashes are non-empty text without NUL."""
+    reject_nul(**values)
+    empty = [name for name, value in values.items() if not value]
+    if empty:
+        raise ValueError(f"{', '.join(sorted(empty))} must not be empty")
+
+
+def decide_session_change(
+    session: PoppySession | None,
+    *,
+    brand_id: str,
+    client_id: str,
+    user_id: str,
+    account: str | None,
+) -> SessionChangeKind:
+    """Whether a renewal (`account` None) or a sign-in (`account` given) may change `session`.
+
+    Unknown, another Brand's, another agent's or another user's Session: `invalid_session`
+    (all alike, so a guessed id tells nothing). A sign-in to an account other than the one
+    the Session was ever signed in to: `account_mismatch`.
+    """
+    if (
+        session is None
+        or session.brand_id != brand_id
+        or session.client_id != client_id
+        or session.user_id != user_id
+    ):
+        return "invalid_session"
+    if account is not None and session.ever_account not in (None, account):
+        return "account_mismatch"
+    return "changed"
+
+
+class SessionStore(Protocol):
+    """Poppy Sessions and their Session Tokens (only hashes are stored)."""
+
+    def create_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> PoppySession:
+        """Store a new, signed-out Session with its first token (valid until `expires_at`).
+
+        Raises ValueError when `session_id` or `token_hash` is already stored, or an input is
+        empty or holds NUL.
+        """
+        ...
+
+    def renew_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """Give the Session a new token bound to `jkt`, signed out (§4.2 renewal); its old
+        token stops working. `invalid_session` unless it is this agent's and user's Session at
+        this Brand; `ever_account` is kept."""
+        ...
+
+    def sign_in_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str,
+        grant_id: str,
+        scopes: Sequence[str],
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """Sign the Session in to `account` through `grant_id` with `scopes`, with a new token
+        (the old one stops working). `invalid_session` as for `renew_session`;
+        `account_mismatch` if it was ever signed in to another account. Of concurrent
+        sign-ins of one fresh Session to two accounts, exactly one is `changed`."""
+        ...
+
+    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
+        """The Session whose live token has this hash, or None (unknown, replaced, or expired
+        at `now`). Read on every request, so a sign-out shows at once (PAP-4.9-01)."""
+        ...
+
+    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
+        """Sign out every Session signed in through `grant_id` (its grant was revoked, or one
+        of its Account Tokens was); they keep their tokens and go on signed out (§4.9).
+        Returns how many were signed out."""
+        ...

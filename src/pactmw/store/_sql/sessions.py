@@ -1,0 +1,296 @@
+"""Poppy Sessions of the SQL stores (the contract: store/_protocols/sessions.py).
+
+Not wired in yet (docs/design/poppy.md, plan step 3). To wire it, the lead:
+- appends `SQLITE_MIGRATION` to sqlite.py's `MIGRATIONS` and `POSTGRES_MIGRATION` to
+  postgres.py's, as the next schema version after whatever main has then;
+- mixes `SessionsMixin` into `SqlStore` and sets `_session_sql = SessionStatements(_DIALECT)`
+  on each backend class (the statements are built once per dialect, as `Statements` are).
+The store tests (tests/store/test_sessions_contract.py) compose exactly that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from attrs import asdict
+
+from pactmw.store._protocols.sessions import (
+    PoppySession,
+    SessionChange,
+    check_new_session,
+    decide_session_change,
+)
+from pactmw.store._sql.core import Executor, SqlCore, opt_float
+from pactmw.store._sql.statements import Dialect
+from pactmw.store.base import has_nul, scope_tuple
+
+__all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
+
+# One row per Session: its one live token's hash sits in the row, so replacing the token is
+# one UPDATE and the old hash stops matching at once. `ever_account` survives sign-out.
+_TABLE = """
+        CREATE TABLE pactmw_poppy_sessions (
+            session_id TEXT PRIMARY KEY,
+            brand_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            jkt TEXT NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            token_expires_at {real} NOT NULL,
+            created_at {real} NOT NULL,
+            account TEXT,
+            grant_id TEXT,
+            scopes {scopes} NOT NULL,
+            ever_account TEXT,
+            signed_in_at {real}
+        )
+        """
+_GRANT_INDEX = "CREATE INDEX pactmw_poppy_sessions_grant ON pactmw_poppy_sessions (grant_id)"
+SQLITE_MIGRATION: tuple[str, ...] = (
+    _TABLE.format(real="REAL", scopes="TEXT"),
+    _GRANT_INDEX,
+)
+POSTGRES_MIGRATION: tuple[str, ...] = (
+    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
+    _GRANT_INDEX,
+)
+
+_COLUMNS = (
+    "session_id, brand_id, client_id, user_id, jkt, created_at, token_expires_at, account,"
+    " grant_id, scopes, ever_account, signed_in_at"
+)
+
+
+class SessionStatements:
+    """The Session statements in one dialect (built once per backend class)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        fields = asdict(dialect)
+        fields["columns"] = _COLUMNS
+
+        def q(template: str) -> str:
+            assert "%" not in template
+            return template.format(**fields).replace("?", dialect.placeholder)
+
+        self.insert = q(
+            "INSERT INTO pactmw_poppy_sessions (session_id, brand_id, client_id, user_id, jkt,"
+            " token_hash, token_expires_at, created_at, account, grant_id, scopes,"
+            " ever_account, signed_in_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, {no_scopes}, NULL, NULL)"
+            " ON CONFLICT DO NOTHING"
+        )
+        self.lock = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE session_id = ?{lock}")
+        self.token_taken = q("SELECT 1 FROM pactmw_poppy_sessions WHERE token_hash = ?")
+        self.update = q(
+            "UPDATE pactmw_poppy_sessions SET jkt = ?, token_hash = ?, token_expires_at = ?,"
+            " account = ?, grant_id = ?, scopes = {scopes}, ever_account = ?, signed_in_at = ?"
+            " WHERE session_id = ?"
+        )
+        self.by_token = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE token_hash = ?")
+        self.sign_out = q(
+            "UPDATE pactmw_poppy_sessions SET account = NULL, grant_id = NULL,"
+            " scopes = {no_scopes}, signed_in_at = NULL WHERE grant_id = ?"
+        )
+
+
+class SessionsMixin(SqlCore):
+    """The Session operations, over the dialect hooks and `_session_sql`."""
+
+    _session_sql: ClassVar[SessionStatements]
+
+    def _session(self, row: Sequence[Any]) -> PoppySession:
+        return PoppySession(
+            session_id=row[0],
+            brand_id=row[1],
+            client_id=row[2],
+            user_id=row[3],
+            jkt=row[4],
+            created_at=float(row[5]),
+            token_expires_at=float(row[6]),
+            account=row[7],
+            grant_id=row[8],
+            scopes=self._decode_scopes(row[9]),
+            ever_account=row[10],
+            signed_in_at=opt_float(row[11]),
+        )
+
+    def create_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> PoppySession:
+        """Store a new, signed-out Session with its first token; see `SessionStore`."""
+        check_new_session(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            jkt=jkt,
+            token_hash=token_hash,
+        )
+        with self._write() as ex:
+            inserted = ex.execute(
+                self._session_sql.insert,
+                (session_id, brand_id, client_id, user_id, jkt, token_hash, expires_at, now),
+            )
+            if inserted.rowcount == 0:
+                raise ValueError("session_id or Session Token hash is already stored")
+        return PoppySession(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            jkt=jkt,
+            created_at=now,
+            token_expires_at=expires_at,
+        )
+
+    def _change(
+        self,
+        ex: Executor,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str | None,
+        grant_id: str | None,
+        scopes: tuple[str, ...],
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        sql = self._session_sql
+        row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
+        session = None if row is None else self._session(row)
+        kind = decide_session_change(
+            session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=account
+        )
+        if kind != "changed" or session is None:
+            return SessionChange(kind)
+        if ex.execute(sql.token_taken, (token_hash,)).fetchone() is not None:
+            raise ValueError("Session Token hash is already stored")
+        ever = session.ever_account or account
+        signed_in_at = now if account is not None else None
+        ex.execute(
+            sql.update,
+            (
+                jkt,
+                token_hash,
+                expires_at,
+                account,
+                grant_id,
+                self._encode_scopes(scopes),
+                ever,
+                signed_in_at,
+                session_id,
+            ),
+        )
+        return SessionChange(
+            "changed",
+            PoppySession(
+                session_id=session.session_id,
+                brand_id=session.brand_id,
+                client_id=session.client_id,
+                user_id=session.user_id,
+                jkt=jkt,
+                created_at=session.created_at,
+                token_expires_at=expires_at,
+                account=account,
+                grant_id=grant_id,
+                scopes=scopes,
+                ever_account=ever,
+                signed_in_at=signed_in_at,
+            ),
+        )
+
+    def renew_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """A new token for the Session, signed out; see `SessionStore`."""
+        check_new_session(jkt=jkt, token_hash=token_hash)
+        with self._write() as ex:
+            return self._change(
+                ex,
+                session_id=session_id,
+                brand_id=brand_id,
+                client_id=client_id,
+                user_id=user_id,
+                account=None,
+                grant_id=None,
+                scopes=(),
+                jkt=jkt,
+                token_hash=token_hash,
+                now=now,
+                expires_at=expires_at,
+            )
+
+    def sign_in_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str,
+        grant_id: str,
+        scopes: Sequence[str],
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """Sign the Session in, with a new token; see `SessionStore`."""
+        check_new_session(account=account, grant_id=grant_id, jkt=jkt, token_hash=token_hash)
+        checked = scope_tuple("scopes", scopes)
+        with self._write() as ex:
+            return self._change(
+                ex,
+                session_id=session_id,
+                brand_id=brand_id,
+                client_id=client_id,
+                user_id=user_id,
+                account=account,
+                grant_id=grant_id,
+                scopes=checked,
+                jkt=jkt,
+                token_hash=token_hash,
+                now=now,
+                expires_at=expires_at,
+            )
+
+    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
+        """The Session whose live token has this hash, or None; see `SessionStore`."""
+        if has_nul(token_hash):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._session_sql.by_token, (token_hash,)).fetchone()
+        session = None if row is None else self._session(row)
+        if session is None or now >= session.token_expires_at:
+            return None
+        return session
+
+    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
+        """Sign out every Session signed in through `grant_id`; see `SessionStore`."""
+        if has_nul(grant_id):
+            return 0
+        with self._write() as ex:
+            return ex.execute(self._session_sql.sign_out, (grant_id,)).rowcount
