@@ -12,11 +12,12 @@ import pytest
 from pactmw.core.dpop import (
     USE_DPOP_NONCE,
     DpopError,
+    DpopProof,
     access_token_hash,
-    averify_dpop_proof,
+    aspend_dpop_proof,
     check_dpop_proof,
     normalize_htu,
-    verify_dpop_proof,
+    spend_dpop_proof,
 )
 from pactmw.core.errors import MalformedInput
 from pactmw.core.jwk import generate_private_jwk, thumbprint
@@ -141,24 +142,23 @@ def test_security_dpop_header_twice() -> None:
     at_resource(f"{one}, {two}", "header")  # two headers joined by a proxy
 
 
+def checked(proof: str, now: float = NOW) -> DpopProof:
+    return check_dpop_proof(
+        proof, method="GET", url=API_URL, now=now, access_token=SESSION_TOKEN, jkt=KEY_JKT
+    )
+
+
 def test_security_dpop_replay(tmp_path: Path) -> None:
     # Two handles on one sqlite file stand for two server processes.
     first = StoreReplayMemory(SqliteStore(tmp_path / "s.db"), namespace="dpop")
     second = StoreReplayMemory(SqliteStore(tmp_path / "s.db"), namespace="dpop")
     proof = resource_proof()
-    options: dict[str, Any] = {
-        "method": "GET",
-        "url": API_URL,
-        "now": NOW,
-        "access_token": SESSION_TOKEN,
-        "jkt": KEY_JKT,
-    }
-    verify_dpop_proof(proof, replay=first, **options)
+    spend_dpop_proof(checked(proof), replay=first, now=NOW)
     with pytest.raises(DpopError) as caught:
-        verify_dpop_proof(proof, replay=second, **options | {"now": NOW + 1})
+        spend_dpop_proof(checked(proof, NOW + 1), replay=second, now=NOW + 1)
     assert caught.value.reason == "replay"
     # A fresh proof by the same key is fine.
-    verify_dpop_proof(resource_proof(), replay=second, **options)
+    spend_dpop_proof(checked(resource_proof()), replay=second, now=NOW)
 
 
 def test_security_dpop_token_hash_mismatch() -> None:
@@ -342,19 +342,13 @@ def test_normalize_htu_refuses_non_urls() -> None:
 
 
 def test_memory_replay_and_async_driver(tmp_path: Path) -> None:
-    proof = resource_proof()
-    options: dict[str, Any] = {
-        "method": "GET",
-        "url": API_URL,
-        "now": NOW,
-        "access_token": SESSION_TOKEN,
-    }
+    proof = checked(resource_proof())
 
     async def run() -> None:
         for memory in (MemoryReplayMemory(), StoreReplayMemory(SqliteStore(tmp_path / "a.db"))):
-            await averify_dpop_proof(proof, replay=memory, **options)
+            await aspend_dpop_proof(proof, replay=memory, now=NOW)
             with pytest.raises(DpopError, match="used before"):
-                await averify_dpop_proof(proof, replay=memory, **options)
+                await aspend_dpop_proof(proof, replay=memory, now=NOW)
 
     asyncio.run(run())
 

@@ -3,7 +3,7 @@
 A DPoP proof is a JWS the client signs, per request, with a key whose public half rides in
 the proof's own header. `check_dpop_proof` applies RFC 9449 §4.3 in the order Poppy's SDK
 does (so that two failures report the same way on both), and returns what the caller must
-still do once: mark the proof's `jti` used. `verify_dpop_proof` and `averify_dpop_proof` do
+still do once: mark the proof's `jti` used. `spend_dpop_proof` and `aspend_dpop_proof` do
 that through an injected `ReplayMemory` (a Store's `use_once` when several processes serve):
 
 1. exactly one `DPoP` header holding one compact JWS (§4.3 items 1-2; PAP-4.3-19);
@@ -260,68 +260,21 @@ def _refuse_replay(first: bool) -> None:
         raise DpopError("replay", "the proof has been used before")
 
 
-def verify_dpop_proof(
-    header_values: str | Sequence[str] | None,
-    *,
-    replay: ReplayMemory,
-    method: str,
-    url: str,
-    now: float,
-    access_token: str | None = None,
-    jkt: str | None = None,
-    nonce: str | None = None,
-    allowed_algs: frozenset[str] = DEFAULT_DPOP_ALGS,
-    window: float = DEFAULT_WINDOW,
-) -> DpopProof:
-    """`check_dpop_proof`, then mark its `jti` used in `replay` (blocking); replayed proofs
-    are refused (`reason` `replay`)."""
-    proof = check_dpop_proof(
-        header_values,
-        method=method,
-        url=url,
-        now=now,
-        access_token=access_token,
-        jkt=jkt,
-        nonce=nonce,
-        allowed_algs=allowed_algs,
-        window=window,
-    )
+def spend_dpop_proof(proof: DpopProof, *, replay: ReplayMemory, now: float) -> None:
+    """Mark a checked proof's `jti` used in `replay` (blocking); a proof seen before is
+    refused (`reason` `replay`). The last step of verification: call it only once every
+    other check of the request has passed, so a refused request burns no proof."""
     _refuse_replay(replay.first_use(proof.replay_key, now=now, expires_at=proof.replay_expires_at))
-    return proof
 
 
-async def averify_dpop_proof(
-    header_values: str | Sequence[str] | None,
-    *,
-    replay: ReplayMemory,
-    method: str,
-    url: str,
-    now: float,
-    access_token: str | None = None,
-    jkt: str | None = None,
-    nonce: str | None = None,
-    allowed_algs: frozenset[str] = DEFAULT_DPOP_ALGS,
-    window: float = DEFAULT_WINDOW,
-) -> DpopProof:
-    """Async `verify_dpop_proof`: a memory that `may_block` is called in a worker thread."""
-    proof = check_dpop_proof(
-        header_values,
-        method=method,
-        url=url,
-        now=now,
-        access_token=access_token,
-        jkt=jkt,
-        nonce=nonce,
-        allowed_algs=allowed_algs,
-        window=window,
-    )
+async def aspend_dpop_proof(proof: DpopProof, *, replay: ReplayMemory, now: float) -> None:
+    """Async `spend_dpop_proof`: a memory that `may_block` is called in a worker thread."""
     key, until = proof.replay_key, proof.replay_expires_at
     if replay.may_block:
         first = await asyncio.to_thread(replay.first_use, key, now=now, expires_at=until)
     else:
         first = replay.first_use(key, now=now, expires_at=until)
     _refuse_replay(first)
-    return proof
 
 
 __all__ = [
@@ -335,8 +288,8 @@ __all__ = [
     "DpopError",
     "DpopProof",
     "access_token_hash",
-    "averify_dpop_proof",
+    "aspend_dpop_proof",
     "check_dpop_proof",
     "normalize_htu",
-    "verify_dpop_proof",
+    "spend_dpop_proof",
 ]

@@ -10,10 +10,14 @@ from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
-    check_new_session,
+    SessionUpdate,
     decide_session_change,
+    new_session,
+    renewal,
+    sign_in,
+    updated_session,
 )
-from pactmw.store.base import has_nul, scope_tuple
+from pactmw.store.base import has_nul
 
 __all__ = ["SessionsMixin"]
 
@@ -51,22 +55,15 @@ class SessionsMixin(MemoryCore):
         expires_at: float,
     ) -> PoppySession:
         """Store a new, signed-out Session with its first token; see `SessionStore`."""
-        check_new_session(
+        session = new_session(
             session_id=session_id,
             brand_id=brand_id,
             client_id=client_id,
             user_id=user_id,
             jkt=jkt,
             token_hash=token_hash,
-        )
-        session = PoppySession(
-            session_id=session_id,
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            jkt=jkt,
-            created_at=now,
-            token_expires_at=expires_at,
+            now=now,
+            expires_at=expires_at,
         )
         with self._lock:
             self._check_open()
@@ -76,40 +73,22 @@ class SessionsMixin(MemoryCore):
         return session
 
     def _change(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        account: str | None,
-        grant_id: str | None,
-        scopes: tuple[str, ...],
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
+        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
     ) -> SessionChange:
-        check_new_session(jkt=jkt, token_hash=token_hash)
         with self._lock:
             self._check_open()
             session = None if has_nul(session_id) else self._sessions.get(session_id)
             kind = decide_session_change(
-                session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=account
+                session,
+                brand_id=brand_id,
+                client_id=client_id,
+                user_id=user_id,
+                account=update.account,
             )
             if kind != "changed" or session is None:
                 return SessionChange(kind)
-            changed = evolve(
-                session,
-                jkt=jkt,
-                token_expires_at=expires_at,
-                account=account,
-                grant_id=grant_id,
-                scopes=scopes,
-                ever_account=session.ever_account or account,
-                signed_in_at=now if account is not None else None,
-            )
-            self._put_token(changed, token_hash)
+            changed = updated_session(session, update)
+            self._put_token(changed, update.token_hash)
             return SessionChange("changed", changed)
 
     def renew_session(
@@ -125,19 +104,8 @@ class SessionsMixin(MemoryCore):
         expires_at: float,
     ) -> SessionChange:
         """A new token for the Session, signed out; see `SessionStore`."""
-        return self._change(
-            session_id=session_id,
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            account=None,
-            grant_id=None,
-            scopes=(),
-            jkt=jkt,
-            token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
-        )
+        update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
+        return self._change(session_id, brand_id, client_id, user_id, update)
 
     def sign_in_session(
         self,
@@ -155,20 +123,16 @@ class SessionsMixin(MemoryCore):
         expires_at: float,
     ) -> SessionChange:
         """Sign the Session in, with a new token; see `SessionStore`."""
-        check_new_session(account=account, grant_id=grant_id)
-        return self._change(
-            session_id=session_id,
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
+        update = sign_in(
             account=account,
             grant_id=grant_id,
-            scopes=scope_tuple("scopes", scopes),
+            scopes=scopes,
             jkt=jkt,
             token_hash=token_hash,
             now=now,
             expires_at=expires_at,
         )
+        return self._change(session_id, brand_id, client_id, user_id, update)
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""

@@ -19,17 +19,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
-from pactmw.store.base import reject_nul
+from pactmw.store.base import reject_nul, scope_tuple
 
 __all__ = [
     "PoppySession",
     "SessionChange",
     "SessionChangeKind",
     "SessionStore",
+    "SessionUpdate",
     "check_new_session",
     "decide_session_change",
+    "new_session",
+    "renewal",
+    "sign_in",
+    "updated_session",
 ]
 
 SessionChangeKind = Literal["changed", "invalid_session", "account_mismatch"]
@@ -72,6 +77,94 @@ def check_new_session(**values: str) -> None:
     empty = [name for name, value in values.items() if not value]
     if empty:
         raise ValueError(f"{', '.join(sorted(empty))} must not be empty")
+
+
+def new_session(
+    *,
+    session_id: str,
+    brand_id: str,
+    client_id: str,
+    user_id: str,
+    jkt: str,
+    token_hash: str,
+    now: float,
+    expires_at: float,
+) -> PoppySession:
+    """A new, signed-out Session, its inputs checked (`token_hash` is stored beside it)."""
+    check_new_session(
+        session_id=session_id,
+        brand_id=brand_id,
+        client_id=client_id,
+        user_id=user_id,
+        jkt=jkt,
+        token_hash=token_hash,
+    )
+    return PoppySession(
+        session_id=session_id,
+        brand_id=brand_id,
+        client_id=client_id,
+        user_id=user_id,
+        jkt=jkt,
+        created_at=now,
+        token_expires_at=expires_at,
+    )
+
+
+@frozen
+class SessionUpdate:
+    """A Session's new token (bound to `jkt`) and, for a sign-in, its account, grant and
+    scopes; `account` None is a renewal, which signs the Session out."""
+
+    jkt: str
+    token_hash: str = field(repr=False)
+    now: float
+    expires_at: float
+    account: str | None = None
+    grant_id: str | None = None
+    scopes: tuple[str, ...] = ()
+
+
+def renewal(*, jkt: str, token_hash: str, now: float, expires_at: float) -> SessionUpdate:
+    """The update of a renewal, its inputs checked."""
+    check_new_session(jkt=jkt, token_hash=token_hash)
+    return SessionUpdate(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
+
+
+def sign_in(
+    *,
+    account: str,
+    grant_id: str,
+    scopes: Sequence[str],
+    jkt: str,
+    token_hash: str,
+    now: float,
+    expires_at: float,
+) -> SessionUpdate:
+    """The update of a sign-in, its inputs checked."""
+    check_new_session(account=account, grant_id=grant_id, jkt=jkt, token_hash=token_hash)
+    return SessionUpdate(
+        jkt=jkt,
+        token_hash=token_hash,
+        now=now,
+        expires_at=expires_at,
+        account=account,
+        grant_id=grant_id,
+        scopes=scope_tuple("scopes", scopes),
+    )
+
+
+def updated_session(session: PoppySession, update: SessionUpdate) -> PoppySession:
+    """`session` after `update` (which `decide_session_change` allowed)."""
+    return evolve(
+        session,
+        jkt=update.jkt,
+        token_expires_at=update.expires_at,
+        account=update.account,
+        grant_id=update.grant_id,
+        scopes=update.scopes,
+        ever_account=session.ever_account or update.account,
+        signed_in_at=update.now if update.account is not None else None,
+    )
 
 
 def decide_session_change(

@@ -18,12 +18,16 @@ from attrs import asdict
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
-    check_new_session,
+    SessionUpdate,
     decide_session_change,
+    new_session,
+    renewal,
+    sign_in,
+    updated_session,
 )
-from pactmw.store._sql.core import Executor, SqlCore, opt_float
+from pactmw.store._sql.core import SqlCore, opt_float
 from pactmw.store._sql.statements import Dialect
-from pactmw.store.base import has_nul, scope_tuple
+from pactmw.store.base import has_nul
 
 __all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
 
@@ -128,13 +132,15 @@ class SessionsMixin(SqlCore):
         expires_at: float,
     ) -> PoppySession:
         """Store a new, signed-out Session with its first token; see `SessionStore`."""
-        check_new_session(
+        session = new_session(
             session_id=session_id,
             brand_id=brand_id,
             client_id=client_id,
             user_id=user_id,
             jkt=jkt,
             token_hash=token_hash,
+            now=now,
+            expires_at=expires_at,
         )
         with self._write() as ex:
             inserted = ex.execute(
@@ -143,75 +149,42 @@ class SessionsMixin(SqlCore):
             )
             if inserted.rowcount == 0:
                 raise ValueError("session_id or Session Token hash is already stored")
-        return PoppySession(
-            session_id=session_id,
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            jkt=jkt,
-            created_at=now,
-            token_expires_at=expires_at,
-        )
+        return session
 
     def _change(
-        self,
-        ex: Executor,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        account: str | None,
-        grant_id: str | None,
-        scopes: tuple[str, ...],
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
+        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
     ) -> SessionChange:
         sql = self._session_sql
-        row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
-        session = None if row is None else self._session(row)
-        kind = decide_session_change(
-            session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=account
-        )
-        if kind != "changed" or session is None:
-            return SessionChange(kind)
-        if ex.execute(sql.token_taken, (token_hash,)).fetchone() is not None:
-            raise ValueError("Session Token hash is already stored")
-        ever = session.ever_account or account
-        signed_in_at = now if account is not None else None
-        ex.execute(
-            sql.update,
-            (
-                jkt,
-                token_hash,
-                expires_at,
-                account,
-                grant_id,
-                self._encode_scopes(scopes),
-                ever,
-                signed_in_at,
-                session_id,
-            ),
-        )
-        return SessionChange(
-            "changed",
-            PoppySession(
-                session_id=session.session_id,
-                brand_id=session.brand_id,
-                client_id=session.client_id,
-                user_id=session.user_id,
-                jkt=jkt,
-                created_at=session.created_at,
-                token_expires_at=expires_at,
-                account=account,
-                grant_id=grant_id,
-                scopes=scopes,
-                ever_account=ever,
-                signed_in_at=signed_in_at,
-            ),
-        )
+        with self._write() as ex:
+            row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
+            session = None if row is None else self._session(row)
+            kind = decide_session_change(
+                session,
+                brand_id=brand_id,
+                client_id=client_id,
+                user_id=user_id,
+                account=update.account,
+            )
+            if kind != "changed" or session is None:
+                return SessionChange(kind)
+            if ex.execute(sql.token_taken, (update.token_hash,)).fetchone() is not None:
+                raise ValueError("Session Token hash is already stored")
+            changed = updated_session(session, update)
+            ex.execute(
+                sql.update,
+                (
+                    changed.jkt,
+                    update.token_hash,
+                    changed.token_expires_at,
+                    changed.account,
+                    changed.grant_id,
+                    self._encode_scopes(changed.scopes),
+                    changed.ever_account,
+                    changed.signed_in_at,
+                    session_id,
+                ),
+            )
+            return SessionChange("changed", changed)
 
     def renew_session(
         self,
@@ -226,22 +199,8 @@ class SessionsMixin(SqlCore):
         expires_at: float,
     ) -> SessionChange:
         """A new token for the Session, signed out; see `SessionStore`."""
-        check_new_session(jkt=jkt, token_hash=token_hash)
-        with self._write() as ex:
-            return self._change(
-                ex,
-                session_id=session_id,
-                brand_id=brand_id,
-                client_id=client_id,
-                user_id=user_id,
-                account=None,
-                grant_id=None,
-                scopes=(),
-                jkt=jkt,
-                token_hash=token_hash,
-                now=now,
-                expires_at=expires_at,
-            )
+        update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
+        return self._change(session_id, brand_id, client_id, user_id, update)
 
     def sign_in_session(
         self,
@@ -259,23 +218,16 @@ class SessionsMixin(SqlCore):
         expires_at: float,
     ) -> SessionChange:
         """Sign the Session in, with a new token; see `SessionStore`."""
-        check_new_session(account=account, grant_id=grant_id, jkt=jkt, token_hash=token_hash)
-        checked = scope_tuple("scopes", scopes)
-        with self._write() as ex:
-            return self._change(
-                ex,
-                session_id=session_id,
-                brand_id=brand_id,
-                client_id=client_id,
-                user_id=user_id,
-                account=account,
-                grant_id=grant_id,
-                scopes=checked,
-                jkt=jkt,
-                token_hash=token_hash,
-                now=now,
-                expires_at=expires_at,
-            )
+        update = sign_in(
+            account=account,
+            grant_id=grant_id,
+            scopes=scopes,
+            jkt=jkt,
+            token_hash=token_hash,
+            now=now,
+            expires_at=expires_at,
+        )
+        return self._change(session_id, brand_id, client_id, user_id, update)
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""
