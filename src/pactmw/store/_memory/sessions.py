@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from attrs import evolve
 
 from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
+    SessionOperations,
     SessionUpdate,
     decide_session_change,
-    new_session,
-    renewal,
-    sign_in,
     updated_session,
 )
 from pactmw.store.base import has_nul
@@ -22,7 +18,7 @@ from pactmw.store.base import has_nul
 __all__ = ["SessionsMixin"]
 
 
-class SessionsMixin(MemoryCore):
+class SessionsMixin(SessionOperations, MemoryCore):
     """The Session operations, on dicts of their own behind the store's one lock."""
 
     def __init__(self) -> None:
@@ -42,35 +38,12 @@ class SessionsMixin(MemoryCore):
         self._live_token[session.session_id] = token_hash
         self._sessions[session.session_id] = session
 
-    def create_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> PoppySession:
-        """Store a new, signed-out Session with its first token; see `SessionStore`."""
-        session = new_session(
-            session_id=session_id,
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            jkt=jkt,
-            token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
-        )
+    def _insert_session(self, session: PoppySession, token_hash: str) -> None:
         with self._lock:
             self._check_open()
-            if session_id in self._sessions:
+            if session.session_id in self._sessions:
                 raise ValueError("session_id is already stored")
             self._put_token(session, token_hash)
-        return session
 
     def _change(
         self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
@@ -90,49 +63,6 @@ class SessionsMixin(MemoryCore):
             changed = updated_session(session, update)
             self._put_token(changed, update.token_hash)
             return SessionChange("changed", changed)
-
-    def renew_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> SessionChange:
-        """A new token for the Session, signed out; see `SessionStore`."""
-        update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
-        return self._change(session_id, brand_id, client_id, user_id, update)
-
-    def sign_in_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        account: str,
-        grant_id: str,
-        scopes: Sequence[str],
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> SessionChange:
-        """Sign the Session in, with a new token; see `SessionStore`."""
-        update = sign_in(
-            account=account,
-            grant_id=grant_id,
-            scopes=scopes,
-            jkt=jkt,
-            token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
-        )
-        return self._change(session_id, brand_id, client_id, user_id, update)
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""

@@ -10,12 +10,16 @@ Two rules no backend may bend: a Session is only ever changed by its own agent a
 (else `invalid_session`, PAP-4.8-03), and a Session once signed in to an account never
 signs in to another, even after signing out (`account_mismatch`, PAP-4.8-04).
 
+`SessionOperations` holds the writes every backend does alike over two hooks, so the memory
+and SQL mixins implement only how a Session is stored, read and changed atomically.
+
 Not wired into `Store` yet (docs/design/poppy.md, plan step 3): the lead composes
 `SessionStore` into `Store` and the backends after the schema-version bump lands.
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
@@ -27,6 +31,7 @@ __all__ = [
     "PoppySession",
     "SessionChange",
     "SessionChangeKind",
+    "SessionOperations",
     "SessionStore",
     "SessionUpdate",
     "check_new_session",
@@ -263,3 +268,88 @@ class SessionStore(Protocol):
         of its Account Tokens was); they keep their tokens and go on signed out (§4.9).
         Returns how many were signed out."""
         ...
+
+
+class SessionOperations(abc.ABC):
+    """The writes every backend performs alike, over two hooks of its own: `_insert_session`
+    (store a new Session with its token hash) and `_change` (atomically: read the Session,
+    `decide_session_change`, and when allowed store `updated_session` with the new token)."""
+
+    @abc.abstractmethod
+    def _insert_session(self, session: PoppySession, token_hash: str) -> None:
+        """Store `session`; ValueError when its id or `token_hash` is already stored."""
+
+    @abc.abstractmethod
+    def _change(
+        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
+    ) -> SessionChange:
+        """Apply `update` to the Session if `decide_session_change` allows it."""
+
+    def create_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> PoppySession:
+        """Store a new, signed-out Session with its first token; see `SessionStore`."""
+        session = new_session(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            jkt=jkt,
+            token_hash=token_hash,
+            now=now,
+            expires_at=expires_at,
+        )
+        self._insert_session(session, token_hash)
+        return session
+
+    def renew_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """A new token for the Session, signed out; see `SessionStore`."""
+        update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
+        return self._change(session_id, brand_id, client_id, user_id, update)
+
+    def sign_in_session(
+        self,
+        *,
+        session_id: str,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str,
+        grant_id: str,
+        scopes: Sequence[str],
+        jkt: str,
+        token_hash: str,
+        now: float,
+        expires_at: float,
+    ) -> SessionChange:
+        """Sign the Session in, with a new token; see `SessionStore`."""
+        update = sign_in(
+            account=account,
+            grant_id=grant_id,
+            scopes=scopes,
+            jkt=jkt,
+            token_hash=token_hash,
+            now=now,
+            expires_at=expires_at,
+        )
+        return self._change(session_id, brand_id, client_id, user_id, update)

@@ -18,11 +18,9 @@ from attrs import asdict
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
+    SessionOperations,
     SessionUpdate,
     decide_session_change,
-    new_session,
-    renewal,
-    sign_in,
     updated_session,
 )
 from pactmw.store._sql.core import SqlCore, opt_float
@@ -98,7 +96,7 @@ class SessionStatements:
         )
 
 
-class SessionsMixin(SqlCore):
+class SessionsMixin(SessionOperations, SqlCore):
     """The Session operations, over the dialect hooks and `_session_sql`."""
 
     _session_sql: ClassVar[SessionStatements]
@@ -119,37 +117,23 @@ class SessionsMixin(SqlCore):
             signed_in_at=opt_float(row[11]),
         )
 
-    def create_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> PoppySession:
-        """Store a new, signed-out Session with its first token; see `SessionStore`."""
-        session = new_session(
-            session_id=session_id,
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            jkt=jkt,
-            token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
-        )
+    def _insert_session(self, session: PoppySession, token_hash: str) -> None:
         with self._write() as ex:
             inserted = ex.execute(
                 self._session_sql.insert,
-                (session_id, brand_id, client_id, user_id, jkt, token_hash, expires_at, now),
+                (
+                    session.session_id,
+                    session.brand_id,
+                    session.client_id,
+                    session.user_id,
+                    session.jkt,
+                    token_hash,
+                    session.token_expires_at,
+                    session.created_at,
+                ),
             )
             if inserted.rowcount == 0:
                 raise ValueError("session_id or Session Token hash is already stored")
-        return session
 
     def _change(
         self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
@@ -185,49 +169,6 @@ class SessionsMixin(SqlCore):
                 ),
             )
             return SessionChange("changed", changed)
-
-    def renew_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> SessionChange:
-        """A new token for the Session, signed out; see `SessionStore`."""
-        update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
-        return self._change(session_id, brand_id, client_id, user_id, update)
-
-    def sign_in_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        account: str,
-        grant_id: str,
-        scopes: Sequence[str],
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> SessionChange:
-        """Sign the Session in, with a new token; see `SessionStore`."""
-        update = sign_in(
-            account=account,
-            grant_id=grant_id,
-            scopes=scopes,
-            jkt=jkt,
-            token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
-        )
-        return self._change(session_id, brand_id, client_id, user_id, update)
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""
