@@ -81,6 +81,7 @@ def test_the_sdks_oauth_metadata_model_accepts_the_metadata() -> None:
     # PAP-3.2-10: when listed, the DPoP algorithms include ES256.
     assert parsed.dpop_signing_alg_values_supported == ["ES256", "RS256"]
     assert metadata["token_endpoint_auth_methods_supported"] == ["private_key_jwt"]
+    assert metadata["token_endpoint_auth_signing_alg_values_supported"] == ["ES256", "RS256"]
     assert "urn:ietf:params:oauth:grant-type:device_code" in metadata["grant_types_supported"]
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from attrs import field, frozen
 
 from pactmw.core.errors import PactmwError
+from pactmw.protocols.poppy._assertions import ASSERTION_ALGS
 
 #: The profile pactmw speaks: a Personal Agent refuses another major.minor (PAP-3.1-01).
 PROTOCOL_VERSION = "0.2"
@@ -226,7 +227,8 @@ def authorization_server_metadata(company: PoppyCompany) -> dict[str, Any]:
         "token_endpoint": company.token_endpoint,
         "revocation_endpoint": company.revocation_endpoint,
         "token_endpoint_auth_methods_supported": ["private_key_jwt"],
-        "token_endpoint_auth_signing_alg_values_supported": list(DPOP_ALGS),
+        # What client assertions may be signed with (GUIDE-jwt-01/02), ES256 first.
+        "token_endpoint_auth_signing_alg_values_supported": sorted(ASSERTION_ALGS),
         "grant_types_supported": _grant_types(company),
         "dpop_signing_alg_values_supported": list(company.dpop_signing_algs),
         "poppy_domains": list(company.poppy_domains),
