@@ -83,16 +83,15 @@ from pactmw.protocols.parafe._presentation import (
     verify_presentation_proof,
 )
 from pactmw.protocols.parafe._proof import ProofClaims, create_presentation_proof
+from pactmw.protocols.parafe._receipt_signer import ReceiptSigner, receipt_error_for
 from pactmw.protocols.parafe._receipts import (
     ActionReceipt,
     IndexAck,
-    ReceiptSigner,
     SessionReceipt,
     check_session_index,
     consent_ref,
     details_hash,
     entry_hash,
-    receipt_error_for,
     receipt_hash,
 )
 from pactmw.protocols.parafe._verify import ParafeVerifier, ReceiptVerifier, VerifiedConsent

@@ -1,39 +1,31 @@
-"""Action receipts, index acknowledgments and session receipts (parafe-verifier.md §7). Pure.
+"""Checking action receipts, index acknowledgments and session receipts (parafe-verifier.md
+§7), and the hashes that link them. Pure.
 
-Signing follows the a2a-extension's `signActionReceipt`; checking receipts other agents or
-the broker signed follows @getparafe/verify (§7.3), including its error codes (§9.4).
+Checking receipts other agents or the broker signed follows @getparafe/verify (§7.3),
+including its error codes (§9.4); signing is `_receipt_signer`.
 """
 
 from __future__ import annotations
 
 import math
-import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from pactmw.core.errors import JoseError, MalformedInput
 from pactmw.core.jcs import canonicalize
-from pactmw.core.jose import JWS, parse_compact, sign_compact, verify_signature
-from pactmw.core.jwk import PrivateJWK, PublicJWK, import_public_jwk
+from pactmw.core.jose import JWS, parse_compact, verify_signature
+from pactmw.core.jwk import PublicJWK, import_public_jwk
 from pactmw.protocols.parafe._constants import (
     ACTION_ERRORS,
     ACTION_RECEIPT_TYP,
     INDEX_ACK_TYP,
-    MAX_ERROR_DESCRIPTION,
     RECEIPT_CLOCK_TOLERANCE,
     SESSION_RECEIPT_TYP,
 )
-from pactmw.protocols.parafe._errors import (
-    EXPIRED_CONSENT_TOKEN,
-    INVALID_PROOF,
-    SCOPE_VIOLATION,
-    ParafeError,
-    receipt_error,
-)
+from pactmw.protocols.parafe._errors import ParafeError, receipt_error
 from pactmw.protocols.parafe._jwt import (
     EXPIRED,
     NOT_YET_VALID,
@@ -41,15 +33,12 @@ from pactmw.protocols.parafe._jwt import (
     TIME_OK,
     decode_unverified,
     is_number,
-    require_agent_key,
     sha256_b64url,
     strict_equal,
     time_check,
     typ_matches,
-    unverified_claims,
     whole_seconds,
 )
-from pactmw.protocols.parafe._message import Consent
 
 MALFORMED = "MALFORMED"
 INVALID_SIGNATURE = "INVALID_SIGNATURE"
@@ -59,7 +48,6 @@ ISSUER_REVOKED = "ISSUER_REVOKED"
 ISSUER_MISMATCH = "ISSUER_MISMATCH"
 
 _ALG_FOR_KTY = {"EC": "ES256", "OKP": "EdDSA"}
-_UNSET: Any = object()
 
 
 # -- hashes (§7.1, §7.4) ---------------------------------------------------------------------
@@ -83,135 +71,6 @@ def entry_hash(seq: int, receipt_hash_value: str, prev: str | None) -> str:
 def details_hash(details: Any) -> str:
     """The "args hash": base64url(SHA-256(RFC 8785 JSON of `details`))."""
     return sha256_b64url(canonicalize(details))
-
-
-# -- signing ---------------------------------------------------------------------------------
-
-
-def receipt_error_for(error: BaseException, action: str, consent_token: str | None) -> str:
-    """The receipt `error` for a refused consent check (§7.2, `actionErrorFor`).
-
-    A scope violation is `excluded` when the action is in the token's `exclusions` (read from
-    the unverified token, as the reference does) and `not_permitted` otherwise.
-    """
-    code = error.code if isinstance(error, ParafeError) else None
-    if code == SCOPE_VIOLATION:
-        exclusions = unverified_claims(consent_token).get("exclusions")
-        if isinstance(exclusions, list) and action in [x for x in exclusions if isinstance(x, str)]:
-            return "excluded"
-        return "not_permitted"
-    if code == EXPIRED_CONSENT_TOKEN:
-        return "consent_expired"
-    if code == INVALID_PROOF:
-        return "proof_invalid"
-    return "consent_invalid"
-
-
-class ReceiptSigner:
-    """Signs this agent's action receipts with its registered key (§7.1).
-
-    `agent_did` is the agent's DID (`did:web:api.parafe.ai:agents:<id>`, the `id` of its DID
-    document); the header `kid` is `<agent_did>#keys-1`. `key` must be the agent's registered
-    Ed25519 (EdDSA) or P-256 (ES256) key. `clock` and `new_jti` are injectable for tests.
-    """
-
-    def __init__(
-        self,
-        key: PrivateJWK,
-        agent_did: str,
-        *,
-        clock: Callable[[], float] = time.time,
-        new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
-    ) -> None:
-        require_agent_key(key)
-        if not agent_did.startswith("did:"):
-            raise ValueError("agent_did must be the agent's DID")
-        self.agent_did = agent_did
-        self.kid = f"{agent_did}#keys-1"
-        self._key = evolve(key, public=evolve(key.public, kid=self.kid))
-        self._clock = clock
-        self._new_jti = new_jti
-
-    def sign(
-        self,
-        *,
-        session_id: str,
-        consent_token: str,
-        action: str,
-        result: str = "success",
-        error: str | None = None,
-        error_description: str | None = None,
-        request: str | bytes | None = None,
-        request_ref: str | None = None,
-        details: Any = _UNSET,
-        details_hash_value: str | None = None,
-        business_ref: str | None = None,
-        mandate_ref: str | None = None,
-    ) -> str:
-        """Sign one action receipt (a compact JWS) for `action` under `consent_token`.
-
-        `result` is `success` (then no `error`) or `error` (then `error` is one of the six
-        codes). `request` (the request message) and `details` (what was done, any JSON value)
-        go on the receipt only as hashes. Raises `ValueError` for an inconsistent receipt.
-        """
-        if result not in ("success", "error"):
-            raise ValueError("result must be 'success' or 'error'")
-        if result == "error" and not error:
-            raise ValueError("an 'error' receipt needs error (e.g. 'excluded')")
-        if result == "success" and error:
-            raise ValueError("a 'success' receipt has no error")
-        if error is not None and error not in ACTION_ERRORS:
-            raise ValueError(f"error must be one of {', '.join(sorted(ACTION_ERRORS))}")
-        if request_ref is None and request is not None:
-            request_ref = sha256_b64url(request)
-        if details_hash_value is None and details is not _UNSET:
-            details_hash_value = details_hash(details)
-        claims = {
-            "ver": 1,
-            "session_id": session_id,
-            "consent_ref": consent_ref(consent_token),
-            "action": action,
-            "result": result,
-            "error": error if result == "error" else None,
-            "error_description": error_description,
-            "request_ref": request_ref,
-            "details_hash": details_hash_value,
-            "business_ref": business_ref,
-            "mandate_ref": mandate_ref,
-            "iss": self.agent_did,
-            "iat": whole_seconds(self._clock()),
-            "jti": self._new_jti(),
-        }
-        return sign_compact(claims, self._key, typ=ACTION_RECEIPT_TYP)
-
-    def refuse(
-        self,
-        error: BaseException,
-        action: str | None,
-        consent: Consent | None = None,
-    ) -> str | None:
-        """The signed receipt of a refusal (§7.2), or None when there is nothing to bind it to.
-
-        `consent` is the message's `Consent` (a `ParafeError` from the verifier carries it as
-        `error.consent`, the default). No receipt without a consent or without an action.
-        """
-        if consent is None and isinstance(error, ParafeError):
-            consent = error.consent
-        if consent is None or action is None:
-            return None
-        token, session_id = consent.token, consent.session_id
-        if isinstance(error, ParafeError):
-            description = error.message[:MAX_ERROR_DESCRIPTION]
-        else:
-            description = "Parafe consent could not be verified."
-        return self.sign(
-            session_id=session_id,
-            consent_token=token,
-            action=action,
-            result="error",
-            error=receipt_error_for(error, action, token),
-            error_description=description,
-        )
 
 
 # -- checking --------------------------------------------------------------------------------
@@ -561,7 +420,6 @@ __all__ = [
     "MALFORMED",
     "ActionReceipt",
     "IndexAck",
-    "ReceiptSigner",
     "SessionReceipt",
     "broker_jws_header",
     "check_action_receipt",
@@ -573,7 +431,6 @@ __all__ = [
     "decode_receipt",
     "details_hash",
     "entry_hash",
-    "receipt_error_for",
     "receipt_hash",
     "receipt_key",
 ]
