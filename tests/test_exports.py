@@ -54,6 +54,10 @@ EXPECTED: dict[str, set[str]] = {
         "verify_identity_credential", "averify_identity_credential", "verify_credential_jwt",
         "averify_credential_jwt",
         "with_action_receipts", "with_parafe",
+        "AP2_CHECKOUT_MANDATE_KEY", "AP2_CHECKOUT_RECEIPT_KEY", "AP2_EXTENSION_URI",
+        "AP2_PAYMENT_MANDATE_KEY", "AP2_PAYMENT_RECEIPT_KEY", "AP2_RECEIPT_KINDS", "Ap2Data",
+        "Ap2Outcome", "Ap2Receipt", "MandateRef", "MandateReferences", "ap2_card_extension",
+        "ap2_parts", "mandate_references", "read_ap2", "sign_ap2_receipt", "with_ap2",
     },
     "pactmw.protocols.poppy": {
         "ASSERTION_SKEW", "CLIENT_ASSERTION_TYPE", "DEVICE_CODE_GRANT", "DISCOVERY_PATH",

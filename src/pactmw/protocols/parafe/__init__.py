@@ -6,6 +6,8 @@ refused (`ReceiptSigner`) and declares itself in its agent card (`card_extension
 calling agent attaches consent with a fresh proof per message (`ConsentPresenter`) and
 checks the receipts it gets back (`ReceiptVerifier`). Before a handshake, either side can
 check who the other is from its broker-issued identity credential (`verify_identity_credential`).
+AP2 artifacts ride beside Parafé data in data parts (`read_ap2`, `with_ap2`); a merchant signs
+AP2 receipts for the mandates presented to it (`ReceiptSigner.ap2_receipt`).
 
 The checks, their order and the error codes are the reference implementation's
 (shared/reference/parafe-verifier.md), which wins where the seed text differs; each module
@@ -16,6 +18,27 @@ says where. Everything but `BrokerKeys` is pure; verification is written once as
 from __future__ import annotations
 
 from pactmw.core.replay import MemoryReplayMemory, ReplayMemory, StoreReplayMemory
+from pactmw.protocols.parafe._ap2 import (
+    AP2_CHECKOUT_MANDATE_KEY,
+    AP2_CHECKOUT_RECEIPT_KEY,
+    AP2_EXTENSION_URI,
+    AP2_PAYMENT_MANDATE_KEY,
+    AP2_PAYMENT_RECEIPT_KEY,
+    Ap2Data,
+    ap2_card_extension,
+    ap2_parts,
+    read_ap2,
+    with_ap2,
+)
+from pactmw.protocols.parafe._ap2_receipts import (
+    AP2_RECEIPT_KINDS,
+    Ap2Outcome,
+    Ap2Receipt,
+    MandateRef,
+    MandateReferences,
+    mandate_references,
+    sign_ap2_receipt,
+)
 from pactmw.protocols.parafe._broker import (
     BrokerKeys,
     KeySource,
@@ -97,6 +120,12 @@ from pactmw.protocols.parafe._receipts import (
 from pactmw.protocols.parafe._verify import ParafeVerifier, ReceiptVerifier, VerifiedConsent
 
 __all__ = [
+    "AP2_CHECKOUT_MANDATE_KEY",
+    "AP2_CHECKOUT_RECEIPT_KEY",
+    "AP2_EXTENSION_URI",
+    "AP2_PAYMENT_MANDATE_KEY",
+    "AP2_PAYMENT_RECEIPT_KEY",
+    "AP2_RECEIPT_KINDS",
     "BROKER_DID",
     "CONSENT_ISSUER",
     "DEFAULT_BROKER_URL",
@@ -113,6 +142,9 @@ __all__ = [
     "VERIFIER_CODES",
     "WRONG_AUDIENCE",
     "ActionReceipt",
+    "Ap2Data",
+    "Ap2Outcome",
+    "Ap2Receipt",
     "BrokerKeys",
     "CardExtension",
     "Consent",
@@ -126,6 +158,8 @@ __all__ = [
     "IdentityCredential",
     "IndexAck",
     "KeySource",
+    "MandateRef",
+    "MandateReferences",
     "MemoryReplayMemory",
     "OnlineVerification",
     "ParafeData",
@@ -144,6 +178,8 @@ __all__ = [
     "VerifiedConsent",
     "activation_headers",
     "agent_did",
+    "ap2_card_extension",
+    "ap2_parts",
     "averify_credential_jwt",
     "averify_identity_credential",
     "averify_presentation_proof",
@@ -157,17 +193,21 @@ __all__ = [
     "entry_hash",
     "error_reply_data",
     "is_activated",
+    "mandate_references",
     "parse_card_extension",
     "parse_parafe_data",
+    "read_ap2",
     "read_consent",
     "read_parafe",
     "receipt_error_for",
     "receipt_hash",
     "requested_extensions",
     "scope_requirements_from_policies",
+    "sign_ap2_receipt",
     "verify_credential_jwt",
     "verify_identity_credential",
     "verify_presentation_proof",
     "with_action_receipts",
+    "with_ap2",
     "with_parafe",
 ]

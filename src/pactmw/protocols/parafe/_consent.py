@@ -23,6 +23,7 @@ from pactmw.core.errors import JoseError
 from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_signature
 from pactmw.core.jwk import PublicJWK
 from pactmw.protocols.parafe import _errors as err
+from pactmw.protocols.parafe._ap2_receipts import MandateRef, parse_mandate_refs
 from pactmw.protocols.parafe._card import ScopeRequirement
 from pactmw.protocols.parafe._constants import CONSENT_ALGORITHMS, CONSENT_ISSUER, MODALITY_RANK
 from pactmw.protocols.parafe._jwt import (
@@ -109,6 +110,12 @@ class ConsentClaims:
         if value is None:
             value = self.claims.get("initiator_agent_id")
         return value if isinstance(value, str) and value else None
+
+    @property
+    def mandates(self) -> tuple[MandateRef, ...]:
+        """`mandate_refs` read as `MandateRef`s: the AP2 mandates the broker verified behind
+        a `delegated` or `verified` token (spec §5.3); empty for other tokens."""
+        return parse_mandate_refs(self.claims.get("mandate_refs"))
 
     @property
     def jkt(self) -> str | None:

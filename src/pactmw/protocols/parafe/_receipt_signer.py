@@ -1,6 +1,8 @@
-"""Signing this agent's action receipts (parafe-verifier.md §7.1, §7.2). Pure.
+"""Signing this agent's action receipts and AP2 receipts (parafe-verifier.md §7.1, §7.2,
+spec §5.3). Pure.
 
-Signing follows the a2a-extension's `signActionReceipt` and its signer's `refuse`.
+Signing follows the a2a-extension's `signActionReceipt` and its signer's `refuse` and
+`ap2Receipt`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ from attrs import evolve
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
+from pactmw.protocols.parafe._ap2_receipts import (
+    Ap2Outcome,
+    Ap2Receipt,
+    MandateReferences,
+    ReferenceForm,
+    sign_ap2_receipt,
+)
 from pactmw.protocols.parafe._constants import (
     ACTION_ERRORS,
     ACTION_RECEIPT_TYP,
@@ -163,6 +172,30 @@ class ReceiptSigner:
             result="error",
             error=receipt_error_for(error, action, token),
             error_description=description,
+        )
+
+    def ap2_receipt(
+        self,
+        kind: str,
+        outcome: Ap2Outcome,
+        mandate: str | MandateReferences,
+        *,
+        reference_form: ReferenceForm = "closed_jwt",
+        iss: str | None = None,
+    ) -> Ap2Receipt:
+        """Sign an AP2 Checkout (`kind` "checkout") or Payment ("payment") Receipt for
+        `mandate` (spec §5.3), as the reference signer's `ap2Receipt`: `iss` defaults to the
+        agent's DID and the header `kid` is its key. Needs a P-256 key (`ValueError`
+        otherwise, or for an incomplete receipt); file it with the receipt's `kind`."""
+        return sign_ap2_receipt(
+            self._key,
+            kind,
+            outcome,
+            mandate,
+            iss=iss or self.agent_did,
+            now=whole_seconds(self._clock()),
+            reference_form=reference_form,
+            kid=self.kid,
         )
 
 
