@@ -58,6 +58,7 @@ EXPECTED: dict[str, set[str]] = {
         "AP2_PAYMENT_MANDATE_KEY", "AP2_PAYMENT_RECEIPT_KEY", "AP2_RECEIPT_KINDS", "Ap2Data",
         "Ap2Outcome", "Ap2Receipt", "MandateRef", "MandateReferences", "ap2_card_extension",
         "ap2_parts", "mandate_references", "read_ap2", "sign_ap2_receipt", "with_ap2",
+        "BrokerRetry", "FiledReceipt", "request_pop",
     },
     "pactmw.protocols.poppy": {
         "ASSERTION_SKEW", "CLIENT_ASSERTION_TYPE", "DEVICE_CODE_GRANT", "DISCOVERY_PATH",

@@ -181,15 +181,25 @@ class FakeBroker:
             return
         self._send(handler, 404, {"error": "not_found"})
 
-    def _send(self, handler: _Handler, status: int, payload: Any) -> None:
-        self._send_raw(handler, status, json.dumps(payload).encode())
+    def _send(
+        self,
+        handler: _Handler,
+        status: int,
+        payload: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._send_raw(handler, status, json.dumps(payload).encode(), headers)
 
     @staticmethod
-    def _send_raw(handler: _Handler, status: int, body: bytes) -> None:
+    def _send_raw(
+        handler: _Handler, status: int, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> None:
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                handler.send_header(name, value)
             handler.end_headers()
             handler.wfile.write(body)
         except OSError:

@@ -6,8 +6,10 @@ verification) plus, for these tests only:
 - token issuance in process (`issue`): consent tokens signed with the broker's own ES256 key,
   shaped like the broker's (parafe-verifier.md §3); session receipts likewise;
 - `POST /sessions/{id}/action-receipts`: receipt filing (§7.4). It records the request (the
-  `Authorization` and `Parafe-PoP` headers too) and answers 201, or 409 `duplicate_receipt`
-  for a receipt filed before; `filing_answer` can force another answer;
+  `Authorization` and `Parafe-PoP` headers too) and answers 201 with the broker-signed index
+  acknowledgment (typ `parafe-index-ack+jwt`, the claims of §7.4, `kind` as filed, the
+  session's hash chain), or 409 `duplicate_receipt` with the original acknowledgment for a
+  receipt filed before; `filing_answer` can force another answer;
 - `POST /test/handshake/complete`: a TEST-ONLY stand-in for the broker's handshake
   completion, whose wire format the reference does not give. Its body and answer are made up
   for the tests (`{handshake_id, challenge}` -> `{session_id, consent_token}`) and are not
@@ -16,7 +18,9 @@ verification) plus, for these tests only:
   format (`completeHandshake`): `{handshake_id, target_credential, challenge_response}`, the
   response checked against the target's registered key, answered `{handshake_id, session:
   {session_id}, consent_token: {token, session_id, ...}}` or a `{error, message}` refusal.
-  Handshakes are opened in process (`open_handshake`); `handshake_answer` can force an answer.
+  Handshakes are opened in process (`open_handshake`); `handshake_answer` can force an answer,
+  and `handshake_failures` (status, body, headers) answers, or `DROP` (the connection closed
+  without an answer), are served first, one a request.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, PublicJWK, generate_private_jwk
-from pactmw.protocols.parafe import agent_did, receipt_hash
+from pactmw.protocols.parafe import agent_did, entry_hash, receipt_hash
 from tests.parafe.fake_broker import FakeBroker, _Handler
 from tests.parafe.support import did_document
 
@@ -47,6 +51,10 @@ FILING_PREFIX = "/sessions/"
 FILING_SUFFIX = "/action-receipts"
 TEST_HANDSHAKE_PATH = "/test/handshake/complete"
 HANDSHAKE_PATH = "/handshake/complete"
+#: A scripted failure: close the connection without answering.
+DROP = "drop"
+
+Scripted = tuple[int, Any, dict[str, str]] | str
 
 
 class IssuingBroker(FakeBroker):
@@ -70,6 +78,9 @@ class IssuingBroker(FakeBroker):
         self.handshakes: dict[str, dict[str, Any]] = {}
         self.complete_requests: list[dict[str, Any]] = []
         self.handshake_answer: tuple[int, Any] | None = None
+        self.handshake_failures: list[Scripted] = []
+        #: session id -> the acknowledgments of its index, in order.
+        self.index: dict[str, list[dict[str, Any]]] = {}
 
     def register(self, agent_id: str, key: PublicJWK, credential: str | None = None) -> None:
         """Serve the agent's DID document (the key it registered); remember its credential."""
@@ -131,7 +142,12 @@ class IssuingBroker(FakeBroker):
         }
         return sign_compact(claims, self.key), session_id
 
-    def session_receipt(self, session_id: str, actions: list[dict[str, Any]] | None = None) -> str:
+    def session_receipt(
+        self,
+        session_id: str,
+        actions: list[dict[str, Any]] | None = None,
+        chain_head: str | None = None,
+    ) -> str:
         """A broker-signed session receipt v2 for `session_id`."""
         now = int(time.time())
         return sign_compact(
@@ -143,7 +159,7 @@ class IssuingBroker(FakeBroker):
                 "consent_tokens": [],
                 "session": {"status": "closed"},
                 "actions": actions or [],
-                "chain_head": None,
+                "chain_head": chain_head,
                 "iss": "did:web:api.parafe.ai",
                 "iat": now,
             },
@@ -203,6 +219,13 @@ class IssuingBroker(FakeBroker):
                     "content_type": handler.headers.get("Content-Type"),
                 }
             )
+        if self.handshake_failures:
+            failure = self.handshake_failures.pop(0)
+            if failure == DROP:
+                return  # nothing written: the client sees the connection close
+            assert not isinstance(failure, str)
+            self._send(handler, *failure)
+            return
         if self.handshake_answer is not None:
             self._send(handler, *self.handshake_answer)
             return
@@ -244,6 +267,41 @@ class IssuingBroker(FakeBroker):
             },
         )
 
+    def acknowledge(self, session_id: str, receipt: str, kind: str) -> dict[str, Any]:
+        """Index `receipt` at the end of the session's chain: the 201 answer, with the
+        broker-signed acknowledgment (§7.4)."""
+        entries = self.index.setdefault(session_id, [])
+        seq = len(entries) + 1
+        rhash = receipt_hash(receipt)
+        prev = entries[-1]["entry_hash"] if entries else None
+        ehash = entry_hash(seq, rhash, prev)
+        now = int(time.time())
+        iss = unverified_iss(receipt)
+        claims = {
+            "ver": 1,
+            "session_id": session_id,
+            "seq": seq,
+            "receipt_hash": rhash,
+            "kind": kind,
+            "receipt_iss": iss,
+            "issuer_verified": iss is not None,
+            "prev": prev,
+            "entry_hash": ehash,
+            "indexed_at": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now)),
+            "iss": "did:web:api.parafe.ai",
+            "iat": now,
+            "jti": str(uuid.uuid4()),
+        }
+        answer = {
+            "session_id": session_id,
+            "seq": seq,
+            "receipt_hash": rhash,
+            "entry_hash": ehash,
+            "acknowledgment": sign_compact(claims, self.key, typ="parafe-index-ack+jwt"),
+        }
+        entries.append({**answer, "receipt": receipt})
+        return answer
+
     def _file(self, handler: _Handler, session_id: str) -> None:
         body = self._json(handler)
         record: dict[str, Any] = {
@@ -261,32 +319,29 @@ class IssuingBroker(FakeBroker):
             if forced is not None:
                 status, payload = forced
             else:
-                receipt = body.get("receipt")
-                earlier = [
-                    r
-                    for r in self.filed[:-1]
-                    if r["body"].get("receipt") == receipt
-                    and r["session_id"] == session_id
-                    and r.get("status") == 201
-                ]
+                receipt = str(body.get("receipt"))
+                kind = str(body.get("kind", "parafe.action_receipt"))
+                earlier = [e for e in self.index.get(session_id, []) if e["receipt"] == receipt]
                 if earlier:
-                    status, payload = 409, {"error": "duplicate_receipt"}
+                    status = 409
+                    payload = {
+                        "error": "duplicate_receipt",
+                        "acknowledgment": earlier[0]["acknowledgment"],
+                    }
                 else:
-                    seq = 1 + sum(
-                        1
-                        for r in self.filed
-                        if r["session_id"] == session_id and r.get("status") == 201
-                    )
-                    status, payload = (
-                        201,
-                        {
-                            "session_id": session_id,
-                            "seq": seq,
-                            "receipt_hash": receipt_hash(str(receipt)),
-                        },
-                    )
+                    status, payload = 201, self.acknowledge(session_id, receipt, kind)
             record["status"] = status
         self._send(handler, status, payload)
+
+
+def unverified_iss(jws: str) -> str | None:
+    """The `iss` of a JWS's payload, unverified (None when unreadable)."""
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(jws.split(".")[1] + "=="))
+    except (IndexError, ValueError):
+        return None
+    iss = payload.get("iss") if isinstance(payload, dict) else None
+    return iss if isinstance(iss, str) else None
 
 
 def _signed(key: PublicJWK, challenge: str, response: Any) -> bool:

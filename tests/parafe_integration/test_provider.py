@@ -23,6 +23,7 @@ from pactmw.core.http import Response
 from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.protocols.parafe import (
     EXTENSION_URI,
+    BrokerRetry,
     HandshakeChallenge,
     HandshakeComplete,
     ParafeError,
@@ -31,6 +32,7 @@ from pactmw.protocols.parafe import (
 )
 from pactmw.provider import Brand, Provider, ProviderSettings, Turn
 from pactmw.provider.parafe import (
+    Filing,
     ParafeAgent,
     ParafeConfig,
     ParafeConsent,
@@ -475,23 +477,23 @@ def test_filing_retries_treats_duplicates_as_success_and_gives_up_on_refusals(
         policy=ParafeConfig(
             agent_id=SHOP_AGENT, broker_url=world.url, allow_http_broker_on_loopback=True
         ).fetch_policy(),
-        backoff=0.01,
+        retry=BrokerRetry(backoff=0.01),
     )
     answers = iter([(503, {"error": "unavailable"}), None])
     world.broker.filing_answer = lambda record: next(answers, None)
     try:
-        filer.submit([("sess_a", "a.b.c")])
+        filer.submit([Filing("sess_a", "a.b.c")])
         assert filer.flush(10)
         assert filer.outcomes["filed"] == 1
-        filer.submit([("sess_a", "a.b.c")])  # again: the broker says duplicate
+        filer.submit([Filing("sess_a", "a.b.c")])  # again: the broker says duplicate
         assert filer.flush(10)
         assert filer.outcomes["duplicate"] == 1
         world.broker.filing_answer = lambda record: (409, {"error": "session_closed"})
-        filer.submit([("sess_b", "d.e.f")])
+        filer.submit([Filing("sess_b", "d.e.f")])
         assert filer.flush(10)
         assert filer.outcomes["rejected"] == 1
         world.broker.filing_answer = lambda record: (500, {"error": "internal"})
-        filer.submit([("sess_c", "g.h.i")])
+        filer.submit([Filing("sess_c", "g.h.i")])
         assert filer.flush(10)
         assert filer.outcomes["failed"] == 1
     finally:

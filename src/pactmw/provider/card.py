@@ -76,7 +76,7 @@ def build_card(
     }
     if brand.parafe is not None:
         # Only Brands with Parafé list extensions: PACT-only cards stay as they were.
-        card["capabilities"]["extensions"] = [brand.parafe.card_entry()]
+        card["capabilities"]["extensions"] = brand.parafe.card_entries()
     return card
 
 

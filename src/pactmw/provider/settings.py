@@ -18,6 +18,7 @@ from pactmw.config import ConfigError, Settings, optional_jwks
 from pactmw.core.errors import MalformedInput
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.protocols.delegation import SigningKeys
+from pactmw.protocols.parafe import BrokerRetry
 from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
@@ -66,6 +67,8 @@ _PARAFE_KEYS = frozenset(
         "handshake",
         "description",
         "broker_timeout",
+        "broker_retries",
+        "ap2",
     }
 )
 _DELEGATION_KEYS = frozenset(
@@ -224,7 +227,13 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
     agent_id = data.get("agent_id")
     if not isinstance(agent_id, str) or not agent_id:
         raise ConfigError(f"{where}.agent_id is required (the agent's Parafé id)")
-    for key in ("allow_http_broker_on_loopback", "required", "require_proof", "file_receipts"):
+    for key in (
+        "allow_http_broker_on_loopback",
+        "required",
+        "require_proof",
+        "file_receipts",
+        "ap2",
+    ):
         if key in data and not isinstance(data[key], bool):
             raise ConfigError(f"{where}.{key} must be true or false")
     scopes = data.get("scope_requirements", {})
@@ -249,6 +258,11 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
         extra["handshake"] = completer
     if "broker_timeout" in data:
         extra["broker_timeout"] = float(_positive(data, "broker_timeout", None, f"{where}."))
+    if "broker_retries" in data:
+        retries = data["broker_retries"]
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+            raise ConfigError(f"{where}.broker_retries must be a whole number from 0 to 10")
+        extra["broker_retry"] = BrokerRetry(retries=retries)
     for key in ("broker_url", "agent_did", "minimum_identity_assurance", "refusal"):
         if key in data:
             extra[key] = _optional_string(data, key, where)
@@ -265,6 +279,7 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
             required=data.get("required", False),
             require_proof=data.get("require_proof", True),
             file_receipts=data.get("file_receipts", False),
+            ap2=data.get("ap2", False),
             online=online_all,
             online_scopes=online_scopes,
             **extra,

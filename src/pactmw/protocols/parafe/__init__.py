@@ -45,6 +45,7 @@ from pactmw.protocols.parafe._broker import (
     StaticBrokerKeys,
     broker_key_set,
 )
+from pactmw.protocols.parafe._broker_api import BrokerRetry, FiledReceipt, request_pop
 from pactmw.protocols.parafe._card import (
     CardExtension,
     ScopeRequirement,
@@ -146,6 +147,7 @@ __all__ = [
     "Ap2Outcome",
     "Ap2Receipt",
     "BrokerKeys",
+    "BrokerRetry",
     "CardExtension",
     "Consent",
     "ConsentClaims",
@@ -153,6 +155,7 @@ __all__ = [
     "DidDocument",
     "DidUnavailable",
     "ErrorMember",
+    "FiledReceipt",
     "HandshakeChallenge",
     "HandshakeComplete",
     "IdentityCredential",
@@ -201,6 +204,7 @@ __all__ = [
     "read_parafe",
     "receipt_error_for",
     "receipt_hash",
+    "request_pop",
     "requested_extensions",
     "scope_requirements_from_policies",
     "sign_ap2_receipt",

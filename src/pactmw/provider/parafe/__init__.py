@@ -16,8 +16,9 @@ bot: it sees a `ParafeConsent` (claims, session, permissions, modality, proof_ve
 The modules, one concern each: `_config` (`ParafeConfig`), `_consent` (what `require` gives
 or raises), `_turn` (`ParafeTurn`) with `_check` (its consent checks), `_receipts` (its
 receipts) and `_reply` (the reply's Parafé data), `_agent` (`ParafeAgent`) with `_sessions`
-(closed sessions), `_broker` (HTTP to the broker as the agent), `_handshake` and `_filer`
-(`ReceiptFiler`), and `_endpoint` (what the adapters' `@parafe_action` shares).
+(closed sessions), `_broker` (HTTP to the broker as the agent, with retries), `_handshake`
+and `_filer` (`ReceiptFiler`, and the acknowledgments it keeps), and `_endpoint` (what the
+adapters' `@parafe_action` shares).
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from pactmw.provider.parafe._endpoint import (
     endpoint_message,
     select_agent,
 )
-from pactmw.provider.parafe._filer import ReceiptFiler
+from pactmw.provider.parafe._filer import (
+    AcknowledgmentLog,
+    Filing,
+    MemoryAcknowledgments,
+    ReceiptFiler,
+)
 from pactmw.provider.parafe._handshake import HANDSHAKE_COMPLETE_PATH
 from pactmw.provider.parafe._reply import handshake_data, refusal_task
 from pactmw.provider.parafe._sessions import CLOSED_SESSION_MEMORY
@@ -47,7 +53,10 @@ __all__ = [
     "DEFAULT_DESCRIPTION",
     "HANDSHAKE_COMPLETE_PATH",
     "REQUEST_KEY",
+    "AcknowledgmentLog",
+    "Filing",
     "HandshakeCompleter",
+    "MemoryAcknowledgments",
     "ParafeAgent",
     "ParafeConfig",
     "ParafeConsent",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pactmw.core.http import Response
 from pactmw.protocols.parafe import (
     BrokerKeys,
+    FiledReceipt,
     HandshakeChallenge,
     HandshakeComplete,
     KeySource,
@@ -27,7 +28,7 @@ from pactmw.provider.parafe import _endpoint, _handshake
 from pactmw.provider.parafe._broker import BrokerClient
 from pactmw.provider.parafe._config import ParafeConfig
 from pactmw.provider.parafe._consent import ParafeRefused
-from pactmw.provider.parafe._filer import ReceiptFiler
+from pactmw.provider.parafe._filer import AcknowledgmentLog, Filing, ReceiptFiler
 from pactmw.provider.parafe._sessions import ClosedSessions
 from pactmw.provider.parafe._turn import ParafeTurn
 
@@ -42,7 +43,9 @@ class ParafeAgent:
 
     `store` keeps proof jtis (replay memory shared by every worker on that store) and closed
     sessions; without one they are per process. `keys` overrides the broker key source (for
-    `StaticBrokerKeys`); `clock` is wall-clock epoch seconds. Thread-safe.
+    `StaticBrokerKeys`); `acknowledgments` is where the broker's acknowledgments of filed
+    receipts are kept (default: this process's memory); `clock` is wall-clock epoch seconds.
+    Thread-safe.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class ParafeAgent:
         store: Store | None = None,
         keys: KeySource | None = None,
         replay: ReplayMemory | None = None,
+        acknowledgments: AcknowledgmentLog | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
@@ -68,6 +72,7 @@ class ParafeAgent:
             key=config.signing_key,
             policy=config.fetch_policy(),
             clock=clock,
+            retry=config.broker_retry,
         )
         self.verifier = ParafeVerifier(
             agent_id=config.agent_id,
@@ -92,6 +97,9 @@ class ParafeAgent:
                 credential=config.credential,
                 key=config.signing_key,
                 policy=config.fetch_policy(),
+                retry=config.broker_retry,
+                verifier=self.receipt_verifier,
+                acknowledgments=acknowledgments,
                 clock=clock,
             )
 
@@ -141,7 +149,9 @@ class ParafeAgent:
         {session_id}, consent_token: {token, session_id, ...}}`. A 4xx is a refusal:
         `rejected` with the broker's `error` as `error_code` (`unknown_error` when absent) and
         its `message`/`reason`/`error` as `error_message`; an unreachable broker, a 5xx or an
-        unreadable answer is `error`. One attempt, bounded by the fetch policy's timeout.
+        unreadable answer is `error`. A network failure, a 429 or a 5xx is tried again as
+        `config.broker_retry` says (at most 3 more times by default, after 0.2, 0.4 and
+        0.8 s or the `Retry-After`), each attempt bounded by the fetch policy's timeout.
         The token is checked by `answer_handshake`. Raises only on a configuration error.
         Blocking."""
         return _handshake.complete_handshake(self._broker, challenge)
@@ -160,13 +170,24 @@ class ParafeAgent:
         JSON). Raises `FetchError` when the broker cannot be reached. Blocking."""
         if not self.config.credential:
             raise RuntimeError("calls to the broker as this agent need its credential")
-        return self._broker.post_as_agent(path, body, **bound)
+        answer = self._broker.post_as_agent(path, body, **bound)
+        return answer.status, answer.body
 
-    def file(self, filings: Iterable[tuple[str, str]]) -> None:
+    def file(self, filings: Iterable[Filing]) -> None:
         """Queue receipts for filing with the broker (no-op unless `file_receipts`); never
         blocks."""
         if self.filer is not None:
             self.filer.submit(filings)
+
+    def acknowledgment(self, receipt: str) -> FiledReceipt | None:
+        """The broker's verified acknowledgment of a receipt this agent filed (None until
+        it is filed, or without `file_receipts`)."""
+        return self.filer.acknowledgments.get(receipt) if self.filer is not None else None
+
+    def acknowledgments(self, session_id: str) -> list[FiledReceipt]:
+        """Every acknowledged filing of a session, in index order: with the session receipt,
+        `check_session_index(receipt, acknowledgments=[f.ack for f in ...])` checks them."""
+        return self.filer.acknowledgments.for_session(session_id) if self.filer else []
 
     def close(self) -> None:
         if self.filer is not None:

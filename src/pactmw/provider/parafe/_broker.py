@@ -1,25 +1,33 @@
 """The agent's own calls to its broker: bounded JSON POSTs, as the agent when they need it
-(its credential and a request proof of possession, `Parafe-PoP`)."""
+(its credential and a request proof of possession, `Parafe-PoP`), tried again as
+`BrokerRetry` says. The wire rules are `pactmw.protocols.parafe._broker_api`'s."""
 
 from __future__ import annotations
 
 import base64
-import uuid
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
-from attrs import evolve
+from attrs import field, frozen
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from pactmw.core.encoding import json_dumps, json_loads
-from pactmw.core.errors import MalformedInput
+from pactmw.core.errors import FetchError, MalformedInput
 from pactmw.core.fetch import FetchPolicy, http_request
-from pactmw.core.jose import sign_bytes, sign_compact
+from pactmw.core.jose import sign_bytes
 from pactmw.core.jwk import PrivateJWK
+from pactmw.protocols.parafe._broker_api import BrokerRetry, parse_retry_after, request_pop
 
-_POP_TYP = "parafe-pop+jwt"
-_MAX_BROKER_TEXT = 500
+
+@frozen
+class BrokerAnswer:
+    """One answer of the broker: its status, its JSON body (None when empty or not JSON) and
+    its `Retry-After` in seconds (None when absent)."""
+
+    status: int
+    body: Any = field(repr=False)
+    retry_after: float | None = None
 
 
 class BrokerClient:
@@ -27,7 +35,8 @@ class BrokerClient:
 
     `post` sends no credentials; `post_as_agent` sends `credential` and a request proof
     signed with `key` (either may be None until such a call, which then raises
-    `RuntimeError`). `clock` (epoch seconds) dates the proofs. Thread-safe.
+    `RuntimeError`); `send` tries again as `retry` says, sleeping with `sleep`. `clock`
+    (epoch seconds) dates the proofs. Thread-safe.
     """
 
     def __init__(
@@ -38,35 +47,28 @@ class BrokerClient:
         key: PrivateJWK | None,
         policy: FetchPolicy,
         clock: Callable[[], float],
+        retry: BrokerRetry | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.broker_url = broker_url
         self.credential = credential
         self.key = key
-        # A request proof names no `kid`: the broker knows the agent's registered key.
-        self._pop_key = None if key is None else evolve(key, public=evolve(key.public, kid=None))
+        self.retry = retry if retry is not None else BrokerRetry()
         self._policy = policy
         self._clock = clock
+        self._sleep = sleep
 
     def pop(self, method: str, url: str, **bound: Any) -> str:
         """A request proof of possession for one call (see `ParafeAgent.request_pop`)."""
-        if self._pop_key is None:
+        if self.key is None:
             raise RuntimeError("a request proof needs the agent's signing_key")
-        parts = urlsplit(url)
-        claims: dict[str, Any] = {
-            "htm": method.upper(),
-            "htu": f"{parts.scheme}://{parts.netloc}{parts.path}",
-            **bound,
-            "jti": str(uuid.uuid4()),
-            "iat": int(self._clock()),
-        }
-        return sign_compact(claims, self._pop_key, typ=_POP_TYP)
+        return request_pop(self.key, method, url, now=self._clock(), **bound)
 
     def post(
         self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
-    ) -> tuple[int, Any]:
-        """One POST of `body` as JSON to `{broker_url}{path}`: the status and the parsed JSON
-        answer (None when empty or not JSON). Raises `FetchError` when the broker cannot be
-        reached. Blocking."""
+    ) -> BrokerAnswer:
+        """One POST of `body` as JSON to `{broker_url}{path}`. Raises `FetchError` when the
+        broker cannot be reached. Blocking."""
         answer = http_request(
             "POST",
             self.broker_url + path,
@@ -74,10 +76,14 @@ class BrokerClient:
             body=json_dumps(dict(body)),
             headers=headers or {},
         )
-        return answer.status, _parsed(answer.body)
+        return BrokerAnswer(
+            status=answer.status,
+            body=_parsed(answer.body),
+            retry_after=parse_retry_after(answer.headers.get("retry-after"), now=self._clock()),
+        )
 
-    def post_as_agent(self, path: str, body: Mapping[str, Any], **bound: Any) -> tuple[int, Any]:
-        """`post` with `Authorization: Bearer <credential>` and a `Parafe-PoP` binding
+    def post_as_agent(self, path: str, body: Mapping[str, Any], **bound: Any) -> BrokerAnswer:
+        """`post` with `Authorization: Bearer <credential>` and a fresh `Parafe-PoP` binding
         `bound` (e.g. `session_id`)."""
         if self.credential is None:
             raise RuntimeError("calls to the broker as this agent need its credential")
@@ -87,31 +93,48 @@ class BrokerClient:
         }
         return self.post(path, body, headers)
 
+    def send(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        idempotent: bool,
+        as_agent: bool = False,
+        **bound: Any,
+    ) -> BrokerAnswer:
+        """`post` (or `post_as_agent`, with a new proof each attempt) tried again after a
+        network failure, a 429 or a 5xx as `retry` allows for an `idempotent` call (or not).
+        Returns the last answer; raises the last `FetchError` when there was none. Blocking:
+        it sleeps between attempts."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                answer = (
+                    self.post_as_agent(path, body, **bound) if as_agent else self.post(path, body)
+                )
+            except FetchError:
+                # core.fetch cannot tell a connection that never opened from a lost answer.
+                wait = self.retry.wait(attempt, status=None, idempotent=idempotent)
+                if wait is None:
+                    raise
+            else:
+                wait = self.retry.wait(
+                    attempt,
+                    status=answer.status,
+                    idempotent=idempotent,
+                    retry_after=answer.retry_after,
+                )
+                if wait is None:
+                    return answer
+            self._sleep(wait)
+
 
 def _parsed(raw: bytes) -> Any:
     try:
         return json_loads(raw) if raw else None
     except MalformedInput:
         return None
-
-
-def error_code(answer: Any) -> str | None:
-    """The `error` code of a broker's JSON answer, if it names one."""
-    code = answer.get("error") if isinstance(answer, Mapping) else None
-    return code if isinstance(code, str) else None
-
-
-def broker_error(answer: Any) -> tuple[str, str]:
-    """A broker error answer as (code, message), the reference SDK's `mapBrokerError`: the code
-    is `error` (`unknown_error` when absent), the message `message`, `reason` or `error`."""
-    body = answer if isinstance(answer, Mapping) else {}
-
-    def text(name: str) -> str | None:
-        value = body.get(name)
-        return value[:_MAX_BROKER_TEXT] if isinstance(value, str) and value else None
-
-    code = text("error") or "unknown_error"
-    return code, text("message") or text("reason") or text("error") or "Unknown error"
 
 
 def sign_challenge(key: PrivateJWK, challenge: str) -> str:
@@ -124,8 +147,7 @@ def sign_challenge(key: PrivateJWK, challenge: str) -> str:
 
 
 __all__ = [
+    "BrokerAnswer",
     "BrokerClient",
-    "broker_error",
-    "error_code",
     "sign_challenge",
 ]

@@ -14,11 +14,13 @@ from pactmw.core.jwk import PrivateJWK
 from pactmw.protocols.parafe import (
     DEFAULT_BROKER_URL,
     BrokerKeys,
+    BrokerRetry,
     CardExtension,
     HandshakeChallenge,
     HandshakeComplete,
     ScopeRequirement,
     agent_did,
+    ap2_card_extension,
     card_extension,
 )
 
@@ -63,7 +65,9 @@ class ParafeConfig:
     receipt with the broker in the background (needs `credential`, the agent's broker
     credential). Handshake challenges are completed with the broker by
     `ParafeAgent.complete_handshake` (needs `signing_key` and `credential`); `handshake`
-    overrides it (see `HandshakeCompleter`).
+    overrides it (see `HandshakeCompleter`). `broker_retry` says when a handshake completion
+    or a filing is tried again. `ap2` lists the AP2 extension on the card beside Parafé's
+    (the agent takes AP2 mandates and answers them with AP2 receipts: `ParafeTurn.ap2`).
     Raises `ValueError` for values other agents or the broker would refuse.
     """
 
@@ -86,6 +90,8 @@ class ParafeConfig:
     handshake: HandshakeCompleter | None = field(default=None, repr=False, eq=False)
     description: str | None = DEFAULT_DESCRIPTION
     broker_timeout: float = 5.0
+    broker_retry: BrokerRetry = field(factory=BrokerRetry)
+    ap2: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.agent_id, str) or not self.agent_id:
@@ -127,8 +133,13 @@ class ParafeConfig:
         )
 
     def card_entry(self) -> dict[str, Any]:
-        """The entry of the agent card's `capabilities.extensions`."""
+        """The Parafé entry of the agent card's `capabilities.extensions`."""
         return self.card_extension().to_dict()
+
+    def card_entries(self) -> list[dict[str, Any]]:
+        """Every entry this agent adds to `capabilities.extensions`: Parafé's, then AP2's
+        when `ap2` is set."""
+        return [self.card_entry(), *([ap2_card_extension()] if self.ap2 else [])]
 
     def online_for(self, scope: str) -> bool:
         return self.online or scope in self.online_scopes

@@ -7,7 +7,7 @@ from typing import Any
 from attrs import field, frozen
 
 from pactmw.core.errors import PactmwError
-from pactmw.protocols.parafe import ConsentClaims, ParafeError
+from pactmw.protocols.parafe import ConsentClaims, MandateRef, ParafeError
 
 
 @frozen
@@ -15,7 +15,8 @@ class ParafeConsent:
     """What the bot sees of a verified consent (never the token or the proof).
 
     `claims` are the broker-signed token claims (`claims.claims` the whole payload, parties and
-    `mandate_refs` included). `online_verified` is True when the broker confirmed it too.
+    `mandate_refs` included; `mandates` reads them typed). `online_verified` is True when the
+    broker confirmed it too.
     """
 
     action: str
@@ -29,6 +30,7 @@ class ParafeConsent:
     online_verified: bool
     consent_ref: str
     claims: ConsentClaims = field(repr=False)
+    mandates: tuple[MandateRef, ...] = ()
 
 
 class ParafeRefused(PactmwError):

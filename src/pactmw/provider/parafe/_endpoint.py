@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pactmw.core.encoding import json_dumps, json_loads
@@ -15,6 +15,7 @@ from pactmw.protocols.parafe import (
     with_parafe,
 )
 from pactmw.provider.parafe._consent import ParafeRefused
+from pactmw.provider.parafe._filer import Filing
 from pactmw.provider.parafe._reply import refusal_message
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def refusal_response(agent: ParafeAgent, refused: ParafeRefused, status: int = 4
     _, message = refusal_message(refused)
     body = json_dumps({"message": with_parafe(message, error_reply_data(refused.error, receipts))})
     agent.file(
-        [(refused.error.consent.session_id, r) for r in receipts]
+        [Filing(refused.error.consent.session_id, r) for r in receipts]
         if refused.error.consent is not None
         else []
     )
@@ -50,12 +51,15 @@ def refusal_response(agent: ParafeAgent, refused: ParafeRefused, status: int = 4
 def finish(
     agent: ParafeAgent, turn: ParafeTurn, body: bytes, content_type: str | None
 ) -> bytes | None:
-    """`ParafeAgent.finish`: sign the turn's receipts, queue them, add them to the body."""
+    """`ParafeAgent.finish`: sign the turn's receipts, queue them, add them (and the AP2
+    receipts) to the body."""
     receipts = turn.sign_receipts()
     agent.file(turn.filings())
-    if not receipts or not content_type or "json" not in content_type.lower():
+    if not content_type or "json" not in content_type.lower():
         return None
-    return add_receipts_to_json(body, receipts)
+    if not receipts and turn.ap2_reply is None:
+        return None
+    return _message_in_json(body, turn.decorate)
 
 
 def select_agent(agents: Mapping[str, ParafeAgent], brand: str | None) -> ParafeAgent:
@@ -88,26 +92,32 @@ def endpoint_message(body: bytes | None) -> Any:
     return parsed
 
 
-def add_receipts_to_json(body: bytes, receipts: Iterable[str]) -> bytes | None:
-    """`body` (JSON: `{"message": ...}` or a message with `messageId`) with `receipts` in the
-    message's Parafé data; None when it is neither."""
+def _message_in_json(
+    body: bytes, change: Callable[[Mapping[str, Any]], dict[str, Any]]
+) -> bytes | None:
+    """`body` (JSON: `{"message": ...}` or a message with `messageId` and `role`) with its
+    message replaced by `change(message)`; None when it is neither (or `change` refuses)."""
     try:
         parsed = json_loads(body)
     except MalformedInput:
         return None
     if not isinstance(parsed, dict):
         return None
-    listed = list(receipts)
     try:
         if isinstance(parsed.get("message"), dict):
-            return json_dumps(
-                {**parsed, "message": with_action_receipts(parsed["message"], listed)}
-            )
+            return json_dumps({**parsed, "message": change(parsed["message"])})
         if "messageId" in parsed and "role" in parsed:
-            return json_dumps(with_action_receipts(parsed, listed))
+            return json_dumps(change(parsed))
     except ValueError:
         return None
     return None
+
+
+def add_receipts_to_json(body: bytes, receipts: Iterable[str]) -> bytes | None:
+    """`body` (JSON: `{"message": ...}` or a message with `messageId`) with `receipts` in the
+    message's Parafé data; None when it is neither."""
+    listed = list(receipts)
+    return _message_in_json(body, lambda message: with_action_receipts(message, listed))
 
 
 __all__ = [

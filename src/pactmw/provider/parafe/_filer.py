@@ -1,28 +1,105 @@
-"""`ReceiptFiler`: action receipts filed with the broker in the background (§7.4)."""
+"""`ReceiptFiler`: receipts filed with the broker in the background (§7.4, spec §5.3), and the
+broker's acknowledgments kept with them (`AcknowledgmentLog`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
-from urllib.parse import quote
+from typing import Protocol
+
+from attrs import field, frozen
 
 from pactmw.core.errors import FetchError
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK
-from pactmw.provider.parafe._broker import BrokerClient, error_code
+from pactmw.protocols.parafe import (
+    BrokerKeys,
+    BrokerRetry,
+    FiledReceipt,
+    ParafeError,
+    ReceiptVerifier,
+    receipt_hash,
+)
+from pactmw.protocols.parafe._broker_api import (
+    acknowledged,
+    error_code,
+    filing_body,
+    filing_path,
+    filing_result,
+)
+from pactmw.provider.parafe._broker import BrokerClient
 
 logger = logging.getLogger("pactmw.provider.parafe")
 
 
+@frozen
+class Filing:
+    """One receipt to file: under `session_id`, with its `kind` (None: an action receipt;
+    `ap2.checkout_receipt` or `ap2.payment_receipt` for an AP2 receipt)."""
+
+    session_id: str
+    receipt: str = field(repr=False)
+    kind: str | None = None
+
+
+class AcknowledgmentLog(Protocol):
+    """Where the broker's verified acknowledgments of filed receipts are kept."""
+
+    def record(self, filed: FiledReceipt) -> None:
+        """Keep `filed` (a later filing of the same receipt replaces it)."""
+        ...
+
+    def get(self, receipt: str) -> FiledReceipt | None:
+        """The filing of `receipt` (the JWS), if it was acknowledged."""
+        ...
+
+    def for_session(self, session_id: str) -> list[FiledReceipt]:
+        """Every acknowledged filing of a session, in index order (`ack.seq`)."""
+        ...
+
+
+class MemoryAcknowledgments:
+    """An `AcknowledgmentLog` in this process: the last `capacity` filings. Thread-safe."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._capacity = capacity
+        self._filed: OrderedDict[str, FiledReceipt] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def record(self, filed: FiledReceipt) -> None:
+        key = receipt_hash(filed.receipt)
+        with self._lock:
+            self._filed.pop(key, None)
+            self._filed[key] = filed
+            while len(self._filed) > self._capacity:
+                self._filed.popitem(last=False)
+
+    def get(self, receipt: str) -> FiledReceipt | None:
+        with self._lock:
+            return self._filed.get(receipt_hash(receipt))
+
+    def for_session(self, session_id: str) -> list[FiledReceipt]:
+        with self._lock:
+            found = [f for f in self._filed.values() if f.session_id == session_id]
+        return sorted(found, key=lambda filed: filed.ack.seq)
+
+
 class ReceiptFiler:
-    """Files action receipts with the broker from one background thread, never delaying a
-    reply: `POST {broker}/sessions/{id}/action-receipts` with the agent's credential and a
-    request PoP binding the session. 201 and 409 `duplicate_receipt` are success; network
-    errors, 429 and 5xx are retried `attempts` times with exponential backoff; anything else
-    (a closed session, a refused credential) is given up at once and logged (codes only).
+    """Files receipts with the broker from one background thread, never delaying a reply.
+
+    `POST {broker}/sessions/{id}/action-receipts` with `{receipt, kind?}`, the agent's
+    credential and a request PoP binding the session. 201 and 409 `duplicate_receipt` are
+    success: the answer's acknowledgment is verified as the broker's index acknowledgment
+    (ES256 with a key of its JWS, from `verifier`, and for this receipt, session and kind)
+    and kept in `acknowledgments`. Network failures, 429 and 5xx are tried again as `retry`
+    says (filing is idempotent); anything else (a closed session, a refused credential) is
+    given up at once and logged (codes only).
+
+    `outcomes` counts what happened: filed, duplicate, rejected, failed, dropped, and
+    `unacknowledged` for a filing the broker accepted without a valid acknowledgment.
     """
 
     def __init__(
@@ -32,26 +109,31 @@ class ReceiptFiler:
         credential: str,
         key: PrivateJWK,
         policy: FetchPolicy,
-        attempts: int = 4,
-        backoff: float = 0.5,
+        retry: BrokerRetry | None = None,
+        verifier: ReceiptVerifier | None = None,
+        acknowledgments: AcknowledgmentLog | None = None,
         max_queue: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        url = broker_url.rstrip("/")
         self._broker = BrokerClient(
-            broker_url.rstrip("/"), credential=credential, key=key, policy=policy, clock=clock
+            url, credential=credential, key=key, policy=policy, clock=clock, retry=retry
         )
-        self.attempts = attempts
-        self.backoff = backoff
+        self._verifier = verifier or ReceiptVerifier(
+            BrokerKeys(url, fetch_policy=policy), clock=clock
+        )
+        self.acknowledgments: AcknowledgmentLog = (
+            acknowledgments if acknowledgments is not None else MemoryAcknowledgments()
+        )
         self._max_queue = max_queue
-        self._queue: deque[tuple[str, str]] = deque()
+        self._queue: deque[Filing] = deque()
         self._busy = 0
         self._condition = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
-        #: Outcomes so far: filed, duplicate, rejected, failed, dropped.
         self.outcomes: Counter[str] = Counter()
 
-    def submit(self, filings: Iterable[tuple[str, str]]) -> None:
+    def submit(self, filings: Iterable[Filing]) -> None:
         with self._condition:
             if self._closed:
                 return
@@ -91,10 +173,10 @@ class ReceiptFiler:
                     self._condition.wait()
                 if not self._queue:
                     return
-                session_id, receipt = self._queue.popleft()
+                filing = self._queue.popleft()
                 self._busy += 1
             try:
-                self.outcomes[self._file(session_id, receipt)] += 1
+                self.outcomes[self._file(filing)] += 1
             except Exception:  # never let the worker die
                 logger.exception("Parafé receipt filing failed unexpectedly")
                 self.outcomes["failed"] += 1
@@ -103,30 +185,50 @@ class ReceiptFiler:
                     self._busy -= 1
                     self._condition.notify_all()
 
-    def _file(self, session_id: str, receipt: str) -> str:
-        path = f"/sessions/{quote(session_id, safe='')}/action-receipts"
-        body = {"receipt": receipt}
-        for attempt in range(self.attempts):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+    def _file(self, filing: Filing) -> str:
+        body = filing_body(filing.receipt, filing.kind)
+        try:
+            answer = self._broker.send(
+                filing_path(filing.session_id),
+                body,
+                idempotent=True,
+                as_agent=True,
+                session_id=filing.session_id,
+            )
+        except FetchError as exc:
+            logger.warning("Parafé receipt filing: broker unreachable (%s)", type(exc).__name__)
+            return "failed"
+        result = filing_result(answer.status, answer.body)
+        if result is None:
+            code = error_code(answer.body)
+            logger.warning("Parafé receipt filing refused: %s %s", answer.status, code or "no code")
+            return "rejected" if answer.status < 500 and answer.status != 429 else "failed"
+        duplicate, acknowledgment = result
+        if acknowledgment is None:
+            logger.warning("Parafé receipt filing: the broker sent no acknowledgment")
+            self.outcomes["unacknowledged"] += 1
+        else:
             try:
-                status, answer = self._broker.post_as_agent(path, body, session_id=session_id)
-            except FetchError as exc:
-                logger.info("Parafé receipt filing: broker unreachable (%s)", type(exc).__name__)
-                continue
-            if status in (200, 201):
-                return "filed"
-            code = error_code(answer)
-            if status == 409 and code == "duplicate_receipt":
-                return "duplicate"
-            if status == 429 or status >= 500:
-                continue
-            logger.warning("Parafé receipt filing refused: %s %s", status, code or "no code")
-            return "rejected"
-        logger.warning("Parafé receipt filing gave up after %s attempts", self.attempts)
-        return "failed"
+                ack = self._verifier.verify_index_ack(acknowledgment)
+                self.acknowledgments.record(
+                    acknowledged(
+                        ack,
+                        acknowledgment,
+                        receipt=filing.receipt,
+                        session_id=filing.session_id,
+                        kind=filing.kind,
+                        duplicate=duplicate,
+                    )
+                )
+            except ParafeError as exc:
+                logger.warning("Parafé receipt filing: the acknowledgment fails: %s", exc.code)
+                self.outcomes["unacknowledged"] += 1
+        return "duplicate" if duplicate else "filed"
 
 
 __all__ = [
+    "AcknowledgmentLog",
+    "Filing",
+    "MemoryAcknowledgments",
     "ReceiptFiler",
 ]

@@ -15,7 +15,8 @@ from pactmw.protocols.parafe import (
     HandshakeComplete,
     ParafeError,
 )
-from pactmw.provider.parafe._broker import BrokerClient, broker_error, sign_challenge
+from pactmw.protocols.parafe._broker_api import broker_error
+from pactmw.provider.parafe._broker import BrokerClient, sign_challenge
 
 if TYPE_CHECKING:
     from pactmw.provider.parafe._agent import ParafeAgent
@@ -94,10 +95,13 @@ def complete_handshake(broker: BrokerClient, challenge: HandshakeChallenge) -> H
         "challenge_response": sign_challenge(key, challenge.challenge),
     }
     try:
-        status, answer = broker.post(HANDSHAKE_COMPLETE_PATH, body)
+        # Tried again after a network failure, a 429 or a 5xx (`BrokerRetry`): a completion
+        # that went through cannot complete twice.
+        reply = broker.send(HANDSHAKE_COMPLETE_PATH, body, idempotent=True)
     except FetchError as exc:
         logger.warning("Parafé handshake: broker unreachable (%s)", type(exc).__name__)
         return failed("error", "network_error", "The Parafé broker could not be reached.")
+    status, answer = reply.status, reply.body
     if 400 <= status < 500:
         code, text = broker_error(answer)
         logger.info("Parafé handshake refused by the broker: %s %s", status, code)

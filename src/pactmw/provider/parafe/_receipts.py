@@ -1,10 +1,15 @@
-"""The receipts of one turn: refusals signed at once, successes when the reply is built."""
+"""The receipts of one turn: refusals signed at once, successes when the reply is built, and
+the AP2 receipts the bot signed."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pactmw.protocols.parafe import Consent, ReceiptSigner
+from pactmw.protocols.parafe import Ap2Data, Ap2Receipt, Consent, ReceiptSigner
+from pactmw.provider.parafe._filer import Filing
+
+#: Which `Ap2Data` member carries an AP2 receipt of each `kind`.
+_AP2_MEMBER = {"ap2.checkout_receipt": "checkout_receipt", "ap2.payment_receipt": "payment_receipt"}
 
 #: "Not given" for receipt fields that may be set to None (`details`, `business_ref`, ...).
 UNSET: Any = object()
@@ -47,6 +52,8 @@ class ReceiptLedger:
 
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
+        #: AP2 receipts by `Ap2Data` member, with the session to file them under (or None).
+        self._ap2: dict[str, tuple[str | None, Ap2Receipt]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -127,9 +134,30 @@ class ReceiptLedger:
         """The receipts signed so far, in order."""
         return tuple(entry.signed for entry in self._entries if entry.signed is not None)
 
-    def filings(self) -> list[tuple[str, str]]:
-        """(session id, receipt) of every signed receipt."""
-        return [(e.session_id, e.signed) for e in self._entries if e.signed is not None]
+    def ap2(self, signed: Ap2Receipt, session_id: str | None) -> None:
+        """Record an AP2 receipt for the reply (one of each kind: a data part holds one),
+        filed under `session_id` unless it is None. `ValueError` for a second one."""
+        member = _AP2_MEMBER[signed.kind]
+        if member in self._ap2:
+            raise ValueError(f"this turn already has an AP2 {member.replace('_', ' ')}")
+        self._ap2[member] = (session_id, signed)
+
+    def ap2_data(self) -> Ap2Data | None:
+        """The AP2 receipts for the reply's data parts, or None."""
+        if not self._ap2:
+            return None
+        return Ap2Data(**{member: signed.receipt for member, (_, signed) in self._ap2.items()})
+
+    def filings(self) -> list[Filing]:
+        """Every signed receipt to file: the action receipts, then the AP2 receipts with a
+        session, with their `kind`."""
+        filings = [Filing(e.session_id, e.signed) for e in self._entries if e.signed is not None]
+        filings.extend(
+            Filing(session_id, signed.receipt, signed.kind)
+            for session_id, signed in self._ap2.values()
+            if session_id is not None
+        )
+        return filings
 
 
 __all__ = [

@@ -8,20 +8,28 @@ from typing import TYPE_CHECKING, Any
 
 from pactmw.protocols.parafe import (
     MAX_ACTION_RECEIPTS,
+    Ap2Data,
+    Ap2Outcome,
+    Ap2Receipt,
     Consent,
     HandshakeComplete,
+    MandateReferences,
     ParafeData,
     ParafeError,
     SessionReceipt,
     VerifiedConsent,
     error_reply_data,
+    read_ap2,
     read_consent,
     read_parafe,
     with_action_receipts,
+    with_ap2,
     with_parafe,
 )
+from pactmw.protocols.parafe._ap2_receipts import ReferenceForm
 from pactmw.provider.parafe._check import MessageCheck
 from pactmw.provider.parafe._consent import ParafeConsent, ParafeRefused
+from pactmw.provider.parafe._filer import Filing
 from pactmw.provider.parafe._receipts import UNSET, ReceiptLedger
 from pactmw.provider.parafe._reply import handshake_data, refusal_message
 
@@ -38,7 +46,9 @@ class ParafeTurn:
     (token, then proof, once per message; the next actions only against the verified token),
     and records a success receipt, signed when the reply is built; `complete(action, ...)`
     sets its business reference or marks it failed. A refusal is signed at once and raised as
-    `ParafeRefused`. `enabled` is False when the Brand has no Parafé configuration.
+    `ParafeRefused`. `ap2` is the AP2 mandates (and receipts) the message carries;
+    `ap2_receipt` answers a mandate. `enabled` is False when the Brand has no Parafé
+    configuration.
     """
 
     def __init__(self, agent: ParafeAgent | None, message: Any = None, *, activated: bool = False):
@@ -69,6 +79,11 @@ class ParafeTurn:
             return read_parafe(self._message)
         except ParafeError:
             return None
+
+    @property
+    def ap2(self) -> Ap2Data | None:
+        """The AP2 artifacts in the message's data parts (spec §5.3), or None."""
+        return read_ap2(self._message)
 
     @property
     def receipts(self) -> tuple[str, ...]:
@@ -174,6 +189,7 @@ class ParafeTurn:
             online_verified=verified.online is not None and verified.online.valid,
             consent_ref=verified.consent_ref,
             claims=claims,
+            mandates=claims.mandates,
         )
         return self._consent
 
@@ -197,6 +213,39 @@ class ParafeTurn:
             failed=failed,
         )
 
+    # -- AP2 -----------------------------------------------------------------------------
+
+    def ap2_receipt(
+        self,
+        kind: str,
+        outcome: Ap2Outcome,
+        mandate: str | MandateReferences | None = None,
+        *,
+        reference_form: ReferenceForm = "closed_jwt",
+    ) -> Ap2Receipt:
+        """Answer an AP2 mandate, accepted or not, with a signed AP2 receipt (spec §5.3): a
+        Checkout Receipt (`kind` "checkout") or a Payment Receipt ("payment").
+
+        `mandate` defaults to the message's own mandate of that kind (`ap2`). The receipt is
+        signed with the agent's key (P-256: AP2 receipts are ES256), `iss` the agent's DID;
+        it goes into the reply as a data part (one of each kind a turn) and is filed with
+        its `kind` under the session of the consent verified in this turn (when none was,
+        the reply carries it but it is not filed). Raises `ValueError` (no mandate, an
+        incomplete receipt, another key type) or `RuntimeError` (no `signing_key`).
+        """
+        if self._agent is None or self._agent.signer is None:
+            raise RuntimeError("AP2 receipts are signed with the agent's signing_key")
+        if mandate is None:
+            data = self.ap2
+            mandate = None if data is None else getattr(data, f"{kind}_mandate", None)
+            if mandate is None:
+                raise ValueError(f"the message carries no {kind} mandate: pass mandate")
+        signed = self._agent.signer.ap2_receipt(
+            kind, outcome, mandate, reference_form=reference_form
+        )
+        self._ledger.ap2(signed, self._consent.session_id if self._consent else None)
+        return signed
+
     # -- the reply -------------------------------------------------------------------------
 
     def sign_receipts(self) -> tuple[str, ...]:
@@ -206,20 +255,29 @@ class ParafeTurn:
             self._ledger.sign(signer)
         return self.receipts
 
-    def filings(self) -> list[tuple[str, str]]:
-        """(session id, receipt) of every signed receipt, for filing with the broker."""
+    def filings(self) -> list[Filing]:
+        """Every signed receipt, for filing with the broker (AP2 receipts with their kind)."""
         return self._ledger.filings()
 
+    @property
+    def ap2_reply(self) -> Ap2Data | None:
+        """The AP2 receipts `ap2_receipt` signed for the reply, or None."""
+        return self._ledger.ap2_data()
+
+    def _with_ap2(self, message: dict[str, Any]) -> dict[str, Any]:
+        data = self.ap2_reply
+        return message if data is None else with_ap2(message, data)
+
     def decorate(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """The reply message with this turn's Parafé data: the `handshake_complete` member
-        (when a challenge was answered) and the receipts."""
+        """The reply message with this turn's Parafé data (the `handshake_complete` member
+        when a challenge was answered, and the receipts) and its AP2 receipts."""
         out = dict(message)
         if self.handshake is not None:
             out = with_parafe(out, {"handshake_complete": handshake_data(self.handshake)})
         receipts = self.sign_receipts()
         if receipts:
             out = with_action_receipts(out, receipts)
-        return out
+        return self._with_ap2(out)
 
     def refusal(self, refused: ParafeRefused, context_id: str | None) -> tuple[str, dict[str, Any]]:
         """The text and agent message of a refusal: the `error` member and the receipts (or,
@@ -229,7 +287,7 @@ class ParafeTurn:
         receipts = self.sign_receipts()
         if self.handshake is not None:
             return text, self.decorate(message)
-        return text, with_parafe(message, error_reply_data(refused.error, receipts))
+        return text, self._with_ap2(with_parafe(message, error_reply_data(refused.error, receipts)))
 
 
 __all__ = [
