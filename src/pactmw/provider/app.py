@@ -265,7 +265,9 @@ class Provider:
             body = yield NeedBody(self.max_body_bytes)
             if body is None:
                 raise RequestRefused(413)
-            message = parse_send_message(body)
+            message = parse_send_message(
+                body, data_keys=parafe.config.data_keys if parafe is not None else frozenset()
+            )
             if parafe is not None:
                 activated = activated or is_activated((), message.message)
                 _check_activation(parafe, activated)

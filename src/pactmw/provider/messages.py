@@ -86,11 +86,19 @@ def _unstorable(message: dict[str, Any]) -> bool:
     return not all(is_storable_text(text) for text in texts)
 
 
-def parse_send_message(body: bytes) -> SendMessage:
+def _accepted_data(part: Mapping[str, Any], data_keys: frozenset[str]) -> bool:
+    data = part.get("data")
+    return isinstance(data, dict) and bool(data) and set(data) <= data_keys
+
+
+def parse_send_message(body: bytes, *, data_keys: frozenset[str] = frozenset()) -> SendMessage:
     """Validate a `message:send` body through step 6 of the reference order.
 
-    Raises `A2AError`: INVALID_PARAMS (bad JSON, bad schema, wrong role, blank text),
-    TASK_NOT_FOUND (`taskId` present), CONTENT_TYPE_NOT_SUPPORTED (a non-text part).
+    `data_keys` are the keys of the data parts an extension the Brand declares carries (the
+    AP2 artifacts, spec §5.3 of Parafé): a data part holding only such keys is accepted
+    beside the text. Raises `A2AError`: INVALID_PARAMS (bad JSON, bad schema, wrong role,
+    blank text), TASK_NOT_FOUND (`taskId` present), CONTENT_TYPE_NOT_SUPPORTED (any other
+    non-text part).
     """
     try:
         data = json_loads(body)
@@ -104,9 +112,9 @@ def parse_send_message(body: bytes) -> SendMessage:
     if message["role"] != "ROLE_USER":
         raise _invalid("Message role must be ROLE_USER")
     parts: list[dict[str, Any]] = message["parts"]
-    if any("text" not in part for part in parts):
+    if any("text" not in part and not _accepted_data(part, data_keys) for part in parts):
         raise A2AError("CONTENT_TYPE_NOT_SUPPORTED", "Content type not supported")
-    text = "\n".join(part["text"] for part in parts)
+    text = "\n".join(part["text"] for part in parts if "text" in part)
     if not text.strip():
         raise _invalid("Message text must not be blank")
     return SendMessage(

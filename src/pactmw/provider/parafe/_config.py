@@ -12,6 +12,10 @@ from pactmw.core.errors import MalformedInput
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK
 from pactmw.protocols.parafe import (
+    AP2_CHECKOUT_MANDATE_KEY,
+    AP2_CHECKOUT_RECEIPT_KEY,
+    AP2_PAYMENT_MANDATE_KEY,
+    AP2_PAYMENT_RECEIPT_KEY,
     DEFAULT_BROKER_URL,
     BrokerKeys,
     BrokerRetry,
@@ -31,6 +35,15 @@ if TYPE_CHECKING:
 DEFAULT_DESCRIPTION = "Parafé brokered trust: mutual authentication and scoped consent"
 
 RefusalMode = Literal["message", "task"]
+#: The AP2 artifacts a `message:send` may carry in data parts when the agent declares AP2.
+AP2_DATA_KEYS = frozenset(
+    {
+        AP2_CHECKOUT_MANDATE_KEY,
+        AP2_PAYMENT_MANDATE_KEY,
+        AP2_CHECKOUT_RECEIPT_KEY,
+        AP2_PAYMENT_RECEIPT_KEY,
+    }
+)
 #: Completes a handshake with the broker, overriding the built-in completion
 #: (`ParafeAgent.complete_handshake`).
 HandshakeCompleter = Callable[[HandshakeChallenge, "ParafeAgent"], HandshakeComplete]
@@ -136,6 +149,12 @@ class ParafeConfig:
         """The Parafé entry of the agent card's `capabilities.extensions`."""
         return self.card_extension().to_dict()
 
+    @property
+    def data_keys(self) -> frozenset[str]:
+        """The data-part keys of the extensions this agent declares, which its
+        `message:send` accepts beside the text: AP2's artifacts when `ap2` is set."""
+        return AP2_DATA_KEYS if self.ap2 else frozenset()
+
     def card_entries(self) -> list[dict[str, Any]]:
         """Every entry this agent adds to `capabilities.extensions`: Parafé's, then AP2's
         when `ap2` is set."""
@@ -146,6 +165,7 @@ class ParafeConfig:
 
 
 __all__ = [
+    "AP2_DATA_KEYS",
     "DEFAULT_DESCRIPTION",
     "HandshakeCompleter",
     "ParafeConfig",
