@@ -103,6 +103,8 @@ EXPECTED: dict[str, set[str]] = {
         "averify_receipt", "card_interface_url", "check_receipt", "delegation_scheme",
         "fetch_authorization_server_metadata", "fetch_card", "fetch_receipt_keys",
         "parse_card", "serve_jwks", "verify_receipt", "write_jwks",
+        "AsyncParafeBrokerClient", "BrokerCredential", "BrokerRefused", "ClaimLink",
+        "ClaimStatus", "ParafeBrokerClient", "Registration", "Renewal",
     },
     "pactmw.adapters.asgi": {
         "AUTH_SCOPES", "PARAFE_STATE", "SCOPE_KEY",

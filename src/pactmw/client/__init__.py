@@ -15,6 +15,10 @@
     verify_receipt(reply.receipt, metadata_url=scheme.metadata_url,
                    expected_pa=signer.issuer, expected_brand=client.url)
 
+    broker = ParafeBrokerClient()                         # the agent's own Parafé identity
+    registration = broker.register(private_jwk)           # show registration.claim_link.url
+    broker.wait_for_claim(); broker.renew()               # then hold broker.credential
+
 Every operation is one generator flow (`pactmw.client.flow`) over pure request builders and
 response parsers; `A2AClient`/`DeviceCodeClient` drive it with blocking sockets and
 `AsyncA2AClient`/`AsyncDeviceCodeClient` with asyncio streams. Standard library only.
@@ -71,6 +75,16 @@ from pactmw.client.errors import (
 )
 from pactmw.client.flow import RetryPolicy
 from pactmw.client.http import HttpRequest, HttpResponse
+from pactmw.client.parafe import (
+    AsyncParafeBrokerClient,
+    BrokerCredential,
+    BrokerRefused,
+    ClaimLink,
+    ClaimStatus,
+    ParafeBrokerClient,
+    Registration,
+    Renewal,
+)
 from pactmw.client.receipts import (
     AuthorizationServerMetadata,
     ReceiptAction,
@@ -94,9 +108,14 @@ __all__ = [
     "AgentSigner",
     "AsyncA2AClient",
     "AsyncDeviceCodeClient",
+    "AsyncParafeBrokerClient",
     "AsyncioTransport",
     "AuthorizationServerMetadata",
+    "BrokerCredential",
+    "BrokerRefused",
     "CardInvalid",
+    "ClaimLink",
+    "ClaimStatus",
     "ClientError",
     "ContentTypeNotSupported",
     "DelegationScheme",
@@ -115,12 +134,15 @@ __all__ = [
     "MessageReply",
     "NetworkError",
     "OAuthErrorResponse",
+    "ParafeBrokerClient",
     "PollStatus",
     "PushNotificationNotSupported",
     "RateLimited",
     "Receipt",
     "ReceiptAction",
     "ReceiptInvalid",
+    "Registration",
+    "Renewal",
     "ResponseInvalid",
     "RetryPolicy",
     "Scope",

@@ -17,7 +17,9 @@ ClientError
 │   ├── DelegationTokenRejected
 │   │                       401 `error="invalid_token"`: the delegation token was refused
 │   ├── RateLimited         429 whose `Retry-After` was longer than the client may wait
-│   └── OAuthErrorResponse  an RFC 6749 error body (`error`, `description`), status != 401
+│   ├── OAuthErrorResponse  an RFC 6749 error body (`error`, `description`), status != 401
+│   └── BrokerRefused       a Parafé broker's refusal (`code`, `message`, `claim_link`,
+│                           `hint`), defined in `pactmw.client.parafe`
 ├── DeviceFlowTimeout       the device code expired (or the wait timed out) before approval
 └── ReceiptInvalid          a receipt that does not verify: `reason`
 ```
