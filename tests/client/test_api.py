@@ -69,6 +69,15 @@ EXPECTED = {
     "serve_jwks",
     "verify_receipt",
     "write_jwks",
+    # The agent's own Parafé broker credential (pactmw.client.parafe).
+    "AsyncParafeBrokerClient",
+    "BrokerCredential",
+    "BrokerRefused",
+    "ClaimLink",
+    "ClaimStatus",
+    "ParafeBrokerClient",
+    "Registration",
+    "Renewal",
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pactmw.core.fetch import retry_after as parse_retry_after
 from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.parafe import (
@@ -26,7 +27,6 @@ from pactmw.protocols.parafe._broker_api import (
     filing_body,
     filing_path,
     filing_result,
-    parse_retry_after,
 )
 from tests.parafe.support import PHASE2, fixture, fixture_now
 
@@ -78,6 +78,9 @@ def test_retry_after_is_seconds_or_an_http_date() -> None:
     assert parse_retry_after(" 0 ") == 0.0
     assert parse_retry_after(formatdate(NOW + 30, usegmt=True), now=NOW) == 30.0
     assert parse_retry_after(formatdate(NOW - 30, usegmt=True), now=NOW) == 0.0
+    # Against the answer's own Date when it has one (no clock skew).
+    date = formatdate(NOW - 100, usegmt=True)
+    assert parse_retry_after(formatdate(NOW - 90, usegmt=True), date=date, now=NOW) == 10.0
     for value in (None, "", "soon", "-1", "1.5", "²"):
         assert parse_retry_after(value, now=NOW) is None, value
 

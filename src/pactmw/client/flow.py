@@ -10,9 +10,7 @@ drive a flow with scripted responses and a fake clock.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Generator
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from attrs import frozen
@@ -21,7 +19,7 @@ from pactmw.client.errors import NetworkError, RateLimited
 from pactmw.client.http import HttpRequest, HttpResponse
 from pactmw.client.transport import AsyncTransport, Transport
 from pactmw.core.drive import adrive, drive
-from pactmw.core.encoding import is_ascii_digits
+from pactmw.core.fetch import retry_after as parse_retry_after
 
 T = TypeVar("T")
 
@@ -72,25 +70,7 @@ def retry_after(response: HttpResponse, *, now: float | None = None) -> float | 
     An HTTP-date is measured against the response's own `Date` header when it has one, so the
     client's clock skew does not matter; otherwise against `now` (default: the wall clock).
     """
-    value = (response.header("retry-after") or "").strip()
-    if not value:
-        return None
-    if is_ascii_digits(value):
-        return float(value)
-    try:
-        target = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    reference: float | None = None
-    date = response.header("date")
-    if date:
-        try:
-            reference = parsedate_to_datetime(date).timestamp()
-        except (TypeError, ValueError, IndexError):
-            reference = None
-    if reference is None:
-        reference = time.time() if now is None else now
-    return max(0.0, target - reference)
+    return parse_retry_after(response.header("retry-after"), date=response.header("date"), now=now)
 
 
 def exchange(

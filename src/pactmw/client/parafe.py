@@ -42,7 +42,7 @@ from pactmw.client._parafe_wire import (
     register_request,
 )
 from pactmw.client.errors import NetworkError, ResponseInvalid
-from pactmw.client.flow import Flow, Sleep, run_async, run_sync
+from pactmw.client.flow import Flow, Sleep, retry_after, run_async, run_sync
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_loopback_host
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps
@@ -62,7 +62,6 @@ from pactmw.protocols.parafe._broker_api import (
     filing_body,
     filing_path,
     filing_result,
-    parse_retry_after,
     request_pop,
 )
 
@@ -95,7 +94,7 @@ def _exchange(
         else:
             if retry is None:
                 return response
-            delay = parse_retry_after(response.header("retry-after"))
+            delay = retry_after(response)
             wait = retry.wait(
                 attempt, status=response.status, idempotent=idempotent, retry_after=delay
             )

@@ -20,7 +20,9 @@ import ipaddress
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 from attrs import field, frozen
@@ -266,6 +268,36 @@ def max_age(headers: Mapping[str, str]) -> float | None:
     return seconds
 
 
+def retry_after(
+    value: str | None, *, date: str | None = None, now: float | None = None
+) -> float | None:
+    """A `Retry-After` header in seconds: delta-seconds or an HTTP-date, or None when absent
+    or unreadable (RFC 9110 §10.2.3).
+
+    An HTTP-date is measured against the answer's own `Date` header when given, so the
+    caller's clock skew does not matter; otherwise against `now` (default: the wall clock).
+    """
+    text = (value or "").strip()
+    if not text:
+        return None
+    if is_ascii_digits(text):
+        return float(text)
+    target = _http_date(text)
+    if target is None:
+        return None
+    reference = _http_date(date) if date else None
+    if reference is None:
+        reference = time.time() if now is None else now
+    return max(0.0, target - reference)
+
+
+def _http_date(text: str) -> float | None:
+    try:
+        return parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
 __all__ = [
     "ConnectTo",
     "FetchPolicy",
@@ -275,4 +307,5 @@ __all__ = [
     "http_get",
     "http_request",
     "max_age",
+    "retry_after",
 ]

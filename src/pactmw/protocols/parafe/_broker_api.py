@@ -11,16 +11,13 @@ header, a JWS (typ `parafe-pop+jwt`, no `kid`) signed with the agent's registere
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from attrs import evolve, field, frozen
 
-from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
 from pactmw.protocols.parafe._constants import POP_TYP, RECEIPT_KINDS
@@ -81,21 +78,6 @@ def broker_error(answer: Any) -> tuple[str, str]:
 
 
 # -- trying again ------------------------------------------------------------------------------
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """A `Retry-After` header in seconds: delta-seconds or an HTTP-date (against `now`,
-    default the wall clock); None when absent or unreadable."""
-    text = (value or "").strip()
-    if not text:
-        return None
-    if is_ascii_digits(text):
-        return float(text)
-    try:
-        target = parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, target - (time.time() if now is None else now))
 
 
 @frozen
@@ -245,6 +227,5 @@ __all__ = [
     "filing_body",
     "filing_path",
     "filing_result",
-    "parse_retry_after",
     "request_pop",
 ]

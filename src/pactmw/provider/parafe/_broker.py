@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import FetchError, MalformedInput
-from pactmw.core.fetch import FetchPolicy, http_request
+from pactmw.core.fetch import FetchPolicy, http_request, retry_after
 from pactmw.core.jose import sign_bytes
 from pactmw.core.jwk import PrivateJWK
-from pactmw.protocols.parafe._broker_api import BrokerRetry, parse_retry_after, request_pop
+from pactmw.protocols.parafe._broker_api import BrokerRetry, request_pop
 
 
 @frozen
@@ -79,7 +79,11 @@ class BrokerClient:
         return BrokerAnswer(
             status=answer.status,
             body=_parsed(answer.body),
-            retry_after=parse_retry_after(answer.headers.get("retry-after"), now=self._clock()),
+            retry_after=retry_after(
+                answer.headers.get("retry-after"),
+                date=answer.headers.get("date"),
+                now=self._clock(),
+            ),
         )
 
     def post_as_agent(self, path: str, body: Mapping[str, Any], **bound: Any) -> BrokerAnswer:
