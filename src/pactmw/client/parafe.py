@@ -136,33 +136,49 @@ class _Broker:
             raise RuntimeError("no broker credential: register() first, or pass credential=")
         return self.credential
 
-    def _register(self, key: PrivateJWK, options: Mapping[str, Any]) -> Flow[Registration]:
-        request = register_request(self.broker_url, key, now=self._clock(), **options)
+    def _register(
+        self,
+        key: PrivateJWK,
+        agent_type: str,
+        name: str | None,
+        principal_name: str | None,
+        scope_policies: Mapping[str, Any] | None,
+    ) -> Flow[Registration]:
+        request = register_request(
+            self.broker_url,
+            key,
+            agent_type=agent_type,
+            name=name,
+            principal_name=principal_name,
+            scope_policies=scope_policies,
+            now=self._clock(),
+        )
         # Never tried again: the proof is single use, and the agent may exist already.
         response = yield from _exchange(lambda: request, None, idempotent=False)
         registration = parse_registration(response, key)
         self.credential = registration.credential
         return registration
 
-    def _claim_link(self) -> Flow[ClaimLink]:
+    def _as_agent(
+        self, method: str, action: str, *, idempotent: bool, query: str = ""
+    ) -> Flow[HttpResponse]:
+        """`{method} /agents/{id}/{action}` as the held agent, a new proof each attempt."""
         held = self._held()
-        url = agent_url(self.broker_url, held.agent_id, "claim-link")
-        response = yield from _exchange(
-            lambda: agent_request("POST", url, held, now=self._clock()),
+        url = agent_url(self.broker_url, held.agent_id, action)
+        return _exchange(
+            lambda: agent_request(method, url, held, now=self._clock(), query=query),
             self.retry,
-            idempotent=False,  # each call replaces the link: not after it may have run
+            idempotent=idempotent,
         )
+
+    def _claim_link(self) -> Flow[ClaimLink]:
+        # Each call replaces the link: not sent again after it may have run.
+        response = yield from self._as_agent("POST", "claim-link", idempotent=False)
         return parse_claim_link(response)
 
     def _claim_status(self, wait: int) -> Flow[ClaimStatus]:
-        held = self._held()
-        url = agent_url(self.broker_url, held.agent_id, "claim-status")
         query = f"?wait={_claim_wait(wait)}" if wait else ""
-        response = yield from _exchange(
-            lambda: agent_request("GET", url, held, now=self._clock(), query=query),
-            self.retry,
-            idempotent=True,
-        )
+        response = yield from self._as_agent("GET", "claim-status", idempotent=True, query=query)
         return parse_claim_status(response)
 
     def _wait_for_claim(self, timeout: float, wait: int) -> Flow[ClaimStatus]:
@@ -189,12 +205,8 @@ class _Broker:
 
     def _renew(self) -> Flow[Renewal]:
         held = self._held()
-        url = agent_url(self.broker_url, held.agent_id, "renew")
-        response = yield from _exchange(
-            lambda: agent_request("POST", url, held, now=self._clock()),
-            self.retry,
-            idempotent=False,  # a renewal revokes the old credential: not after it may have run
-        )
+        # A renewal revokes the old credential: not sent again after it may have run.
+        response = yield from self._as_agent("POST", "renew", idempotent=False)
         renewal = parse_renewal(response, held)
         self.credential = renewal.credential
         return renewal
@@ -277,13 +289,8 @@ class ParafeBrokerClient(_Broker):
     ) -> Registration:
         """Register a new agent with `key` (Ed25519, or P-256 for AP2), no API key: `POST
         /agents/register`. Raises `BrokerRefused`, `NetworkError` or `ResponseInvalid`."""
-        options = {
-            "agent_type": agent_type,
-            "name": name,
-            "principal_name": principal_name,
-            "scope_policies": scope_policies,
-        }
-        result: Registration = self._run(self._register(key, options))
+        flow = self._register(key, agent_type, name, principal_name, scope_policies)
+        result: Registration = self._run(flow)
         return result
 
     def create_claim_link(self) -> ClaimLink:
@@ -351,13 +358,8 @@ class AsyncParafeBrokerClient(_Broker):
         principal_name: str | None = None,
         scope_policies: Mapping[str, Any] | None = None,
     ) -> Registration:
-        options = {
-            "agent_type": agent_type,
-            "name": name,
-            "principal_name": principal_name,
-            "scope_policies": scope_policies,
-        }
-        result: Registration = await self._run(self._register(key, options))
+        flow = self._register(key, agent_type, name, principal_name, scope_policies)
+        result: Registration = await self._run(flow)
         return result
 
     async def create_claim_link(self) -> ClaimLink:

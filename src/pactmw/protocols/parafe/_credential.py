@@ -23,12 +23,13 @@ from pactmw.protocols.parafe._identity import IdentityCredential
 
 def _flow(
     credential: str,
-    *,
     expected_issuer: str | None,
     clock_tolerance: int,
     now: float | None,
+    *,
     jwt: bool = False,
 ) -> Flow[IdentityCredential]:
+    """The flow of one check; the four public functions differ only in which and how run."""
     if isinstance(clock_tolerance, bool) or not isinstance(clock_tolerance, int):
         raise TypeError("clock_tolerance is whole seconds")
     if clock_tolerance < 0:
@@ -61,10 +62,7 @@ def verify_identity_credential(
     @getparafe/verify code: MALFORMED, INVALID_SIGNATURE, EXPIRED, NOT_YET_VALID,
     ISSUER_MISMATCH, KEY_NOT_FOUND or KEY_FETCH_FAILED.
     """
-    flow = _flow(
-        credential, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now
-    )
-    return run(flow, keys)
+    return run(_flow(credential, expected_issuer, clock_tolerance, now), keys)
 
 
 async def averify_identity_credential(
@@ -76,10 +74,7 @@ async def averify_identity_credential(
     now: float | None = None,
 ) -> IdentityCredential:
     """Async `verify_identity_credential`."""
-    flow = _flow(
-        credential, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now
-    )
-    return await arun(flow, keys)
+    return await arun(_flow(credential, expected_issuer, clock_tolerance, now), keys)
 
 
 def verify_credential_jwt(
@@ -98,10 +93,7 @@ def verify_credential_jwt(
     `name`, `identity_assurance`, `verification_tier`, `pub_key_thumbprint`, `iat`, `exp`
     and `iss` (MALFORMED). Returns its claims (`format == "jwt"`). Raises `ParafeError`.
     """
-    flow = _flow(
-        token, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now, jwt=True
-    )
-    return run(flow, keys)
+    return run(_flow(token, expected_issuer, clock_tolerance, now, jwt=True), keys)
 
 
 async def averify_credential_jwt(
@@ -113,10 +105,7 @@ async def averify_credential_jwt(
     now: float | None = None,
 ) -> IdentityCredential:
     """Async `verify_credential_jwt`."""
-    flow = _flow(
-        token, expected_issuer=expected_issuer, clock_tolerance=clock_tolerance, now=now, jwt=True
-    )
-    return await arun(flow, keys)
+    return await arun(_flow(token, expected_issuer, clock_tolerance, now, jwt=True), keys)
 
 
 __all__ = [

@@ -95,7 +95,6 @@ def _prepare(
     proof: Any,
     token: str,
     claims: ConsentClaims | Mapping[str, Any],
-    *,
     replay: ReplayMemory | None,
     initiator_key: PublicJWK | Mapping[str, Any] | None,
     keys: KeySource | None,
@@ -103,6 +102,8 @@ def _prepare(
     expected_audience: str | None,
     now: float | None,
 ) -> tuple[Flow[ProofClaims], KeySource, ReplayMemory]:
+    """The flow and what drives it (the key source, the replay memory), in the order of the
+    public functions' parameters; they differ only in how they run it."""
     if not isinstance(token, str):
         raise TypeError("token must be the consent token (a compact JWS string)")
     if initiator_key is None and keys is None:
@@ -149,18 +150,10 @@ def verify_presentation_proof(
     Blocking when a DID document must be fetched. Returns the proof's claims. Raises
     `ParafeError(INVALID_PROOF)` with the reference's message for the first failing check.
     """
-    flow, source, memory = _prepare(
-        proof,
-        token,
-        claims,
-        replay=replay,
-        initiator_key=initiator_key,
-        keys=keys,
-        message_id=message_id,
-        expected_audience=expected_audience,
-        now=now,
+    prepared = _prepare(
+        proof, token, claims, replay, initiator_key, keys, message_id, expected_audience, now
     )
-    return run(flow, source, memory)
+    return run(*prepared)
 
 
 async def averify_presentation_proof(
@@ -176,18 +169,10 @@ async def averify_presentation_proof(
     now: float | None = None,
 ) -> ProofClaims:
     """Async `verify_presentation_proof`."""
-    flow, source, memory = _prepare(
-        proof,
-        token,
-        claims,
-        replay=replay,
-        initiator_key=initiator_key,
-        keys=keys,
-        message_id=message_id,
-        expected_audience=expected_audience,
-        now=now,
+    prepared = _prepare(
+        proof, token, claims, replay, initiator_key, keys, message_id, expected_audience, now
     )
-    return await arun(flow, source, memory)
+    return await arun(*prepared)
 
 
 __all__ = ["averify_presentation_proof", "verify_presentation_proof"]

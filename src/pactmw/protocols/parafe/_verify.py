@@ -220,8 +220,22 @@ class ReceiptVerifier:
         self.keys = keys
         self._clock = clock
 
-    def _receipt_flow(self, receipt: str, options: dict[str, Any]) -> Flow[ActionReceipt]:
-        return action_receipt_flow(receipt, now=self._clock(), **options)
+    def _receipt_flow(
+        self,
+        receipt: str,
+        issuer_key: PublicJWK | Mapping[str, Any] | None,
+        expected_session_id: str | None,
+        consent_token: str | None,
+        acknowledgment: str | None,
+    ) -> Flow[ActionReceipt]:
+        return action_receipt_flow(
+            receipt,
+            now=self._clock(),
+            issuer_key=issuer_key,
+            expected_session_id=expected_session_id,
+            consent_token=consent_token,
+            acknowledgment=acknowledgment,
+        )
 
     def verify_action_receipt(
         self,
@@ -235,13 +249,10 @@ class ReceiptVerifier:
         """Check an action receipt. `acknowledgment` (the broker's index ack) is what makes
         the receipt of a since-revoked agent count; `issuer_key` skips the DID lookup (and the
         revocation check with it)."""
-        options = {
-            "issuer_key": issuer_key,
-            "expected_session_id": expected_session_id,
-            "consent_token": consent_token,
-            "acknowledgment": acknowledgment,
-        }
-        return run(self._receipt_flow(receipt, options), self.keys)
+        flow = self._receipt_flow(
+            receipt, issuer_key, expected_session_id, consent_token, acknowledgment
+        )
+        return run(flow, self.keys)
 
     async def averify_action_receipt(
         self,
@@ -252,13 +263,10 @@ class ReceiptVerifier:
         consent_token: str | None = None,
         acknowledgment: str | None = None,
     ) -> ActionReceipt:
-        options = {
-            "issuer_key": issuer_key,
-            "expected_session_id": expected_session_id,
-            "consent_token": consent_token,
-            "acknowledgment": acknowledgment,
-        }
-        return await arun(self._receipt_flow(receipt, options), self.keys)
+        flow = self._receipt_flow(
+            receipt, issuer_key, expected_session_id, consent_token, acknowledgment
+        )
+        return await arun(flow, self.keys)
 
     def verify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
         return run(
