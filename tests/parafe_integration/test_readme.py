@@ -42,6 +42,15 @@ def test_the_proof_sample_runs() -> None:
     )
 
 
+def test_the_ap2_sample_runs() -> None:
+    found = re.search(r"<!-- parafe-readme: ap2 -->\n```python\n(.*?)```", SECTION, re.S)
+    assert found is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(found.group(1), "README.md:ap2", "exec"), {"__name__": "readme_ap2"})
+    assert out.getvalue() == "ap2.checkout_receipt True\n"
+
+
 def test_the_toml_sample_is_a_valid_configuration(tmp_path: Path) -> None:
     block = re.search(r"```toml\n(\[brands\.shop\.parafe\].*?)```", SECTION, re.S)
     assert block is not None
