@@ -222,16 +222,16 @@ def test_each_filed_receipt_keeps_the_brokers_verified_acknowledgment(world: Wor
         filing.close()
     assert (filing.outcomes["filed"], filing.outcomes["duplicate"]) == (2, 1)
     assert filing.outcomes["unacknowledged"] == 0
-    first = filing.acknowledgments.get(receipts[0])
+    first = filing.acknowledgment_log.get(receipts[0])
     assert first is not None
     assert first.duplicate  # replaced by the duplicate filing, same acknowledgment
     issued = world.broker.index[session_id]
     assert first.acknowledgment == issued[0]["acknowledgment"]
     assert (first.ack.seq, first.ack.receipt_hash) == (1, receipt_hash(receipts[0]))
     assert first.kind == "parafe.action_receipt"
-    listed = filing.acknowledgments.for_session(session_id)
+    listed = filing.acknowledgment_log.for_session(session_id)
     assert [f.ack.seq for f in listed] == [1, 2]
-    assert filing.acknowledgments.get("x.y.z") is None
+    assert filing.acknowledgment_log.get("x.y.z") is None
     # Kept acknowledgments check the session receipt's index.
     actions = [
         {"seq": n, "receipt_hash": receipt_hash(r), "kind": "parafe.action_receipt"}
@@ -261,7 +261,7 @@ def test_an_ap2_receipt_is_filed_with_its_kind(world: World) -> None:
         filing.close()
     (record,) = world.broker.filed
     assert record["body"] == {"receipt": signed.receipt, "kind": "ap2.checkout_receipt"}
-    filed = filing.acknowledgments.get(signed.receipt)
+    filed = filing.acknowledgment_log.get(signed.receipt)
     assert filed is not None
     assert filed.kind == filed.ack.kind == "ap2.checkout_receipt"
 
@@ -292,7 +292,7 @@ def test_a_filing_without_a_valid_acknowledgment_keeps_none(world: World, forger
         filing.close()
     assert filing.outcomes["filed"] == 1
     assert filing.outcomes["unacknowledged"] == 1
-    assert filing.acknowledgments.get(receipt) is None
+    assert filing.acknowledgment_log.get(receipt) is None
 
 
 def test_a_filing_is_retried_with_a_fresh_proof(world: World) -> None:
@@ -308,13 +308,13 @@ def test_a_filing_is_retried_with_a_fresh_proof(world: World) -> None:
     first, second = (decode(record["pop"])[1] for record in world.broker.filed)
     assert first["jti"] != second["jti"]
     assert first["session_id"] == second["session_id"] == session_id
-    assert filing.acknowledgments.get(receipt) is not None
+    assert filing.acknowledgment_log.get(receipt) is not None
 
 
 def test_the_agent_keeps_acknowledgments_where_it_is_told(world: World) -> None:
     log = MemoryAcknowledgments(capacity=1)
     agent = ParafeAgent(
-        world.config(credential=CREDENTIAL, file_receipts=True), acknowledgments=log
+        world.config(credential=CREDENTIAL, file_receipts=True), acknowledgment_log=log
     )
     session_id, receipts = signed_receipts(world, 2)
     try:

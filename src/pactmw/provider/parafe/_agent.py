@@ -43,7 +43,7 @@ class ParafeAgent:
 
     `store` keeps proof jtis (replay memory shared by every worker on that store) and closed
     sessions; without one they are per process. `keys` overrides the broker key source (for
-    `StaticBrokerKeys`); `acknowledgments` is where the broker's acknowledgments of filed
+    `StaticBrokerKeys`); `acknowledgment_log` is where the broker's acknowledgments of filed
     receipts are kept (default: this process's memory); `clock` is wall-clock epoch seconds.
     Thread-safe.
     """
@@ -55,7 +55,7 @@ class ParafeAgent:
         store: Store | None = None,
         keys: KeySource | None = None,
         replay: ReplayMemory | None = None,
-        acknowledgments: AcknowledgmentLog | None = None,
+        acknowledgment_log: AcknowledgmentLog | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
@@ -99,7 +99,7 @@ class ParafeAgent:
                 policy=config.fetch_policy(),
                 retry=config.broker_retry,
                 verifier=self.receipt_verifier,
-                acknowledgments=acknowledgments,
+                acknowledgment_log=acknowledgment_log,
                 clock=clock,
             )
 
@@ -182,12 +182,12 @@ class ParafeAgent:
     def acknowledgment(self, receipt: str) -> FiledReceipt | None:
         """The broker's verified acknowledgment of a receipt this agent filed (None until
         it is filed, or without `file_receipts`)."""
-        return self.filer.acknowledgments.get(receipt) if self.filer is not None else None
+        return self.filer.acknowledgment_log.get(receipt) if self.filer is not None else None
 
     def acknowledgments(self, session_id: str) -> list[FiledReceipt]:
         """Every acknowledged filing of a session, in index order: with the session receipt,
         `check_session_index(receipt, acknowledgments=[f.ack for f in ...])` checks them."""
-        return self.filer.acknowledgments.for_session(session_id) if self.filer else []
+        return self.filer.acknowledgment_log.for_session(session_id) if self.filer else []
 
     def close(self) -> None:
         if self.filer is not None:

@@ -94,7 +94,7 @@ class ReceiptFiler:
     credential and a request PoP binding the session. 201 and 409 `duplicate_receipt` are
     success: the answer's acknowledgment is verified as the broker's index acknowledgment
     (ES256 with a key of its JWS, from `verifier`, and for this receipt, session and kind)
-    and kept in `acknowledgments`. Network failures, 429 and 5xx are tried again as `retry`
+    and kept in `acknowledgment_log`. Network failures, 429 and 5xx are tried again as `retry`
     says (filing is idempotent); anything else (a closed session, a refused credential) is
     given up at once and logged (codes only).
 
@@ -111,7 +111,7 @@ class ReceiptFiler:
         policy: FetchPolicy,
         retry: BrokerRetry | None = None,
         verifier: ReceiptVerifier | None = None,
-        acknowledgments: AcknowledgmentLog | None = None,
+        acknowledgment_log: AcknowledgmentLog | None = None,
         max_queue: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -122,8 +122,8 @@ class ReceiptFiler:
         self._verifier = verifier or ReceiptVerifier(
             BrokerKeys(url, fetch_policy=policy), clock=clock
         )
-        self.acknowledgments: AcknowledgmentLog = (
-            acknowledgments if acknowledgments is not None else MemoryAcknowledgments()
+        self.acknowledgment_log: AcknowledgmentLog = (
+            acknowledgment_log if acknowledgment_log is not None else MemoryAcknowledgments()
         )
         self._max_queue = max_queue
         self._queue: deque[Filing] = deque()
@@ -210,7 +210,7 @@ class ReceiptFiler:
         else:
             try:
                 ack = self._verifier.verify_index_ack(acknowledgment)
-                self.acknowledgments.record(
+                self.acknowledgment_log.record(
                     acknowledged(
                         ack,
                         acknowledgment,
