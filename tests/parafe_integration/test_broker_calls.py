@@ -19,6 +19,7 @@ from pactmw.protocols.parafe import (
     BrokerKeys,
     BrokerRetry,
     HandshakeChallenge,
+    HandshakeComplete,
     ReceiptSigner,
     ReceiptVerifier,
     agent_did,
@@ -33,6 +34,7 @@ from pactmw.provider.parafe import (
     ReceiptFiler,
 )
 from pactmw.provider.parafe._broker import BrokerClient
+from pactmw.provider.parafe._handshake import complete_handshake
 from tests.parafe.support import decode
 from tests.parafe_integration.broker import DROP, Scripted
 from tests.parafe_integration.support import (
@@ -84,12 +86,18 @@ def broker_client(world: World, clock: FakeClock, retry: BrokerRetry | None = No
 # -- /handshake/complete, tried again ----------------------------------------------------------
 
 
-def test_a_handshake_survives_a_broker_that_fails_twice_with_backoff(world: World) -> None:
-    from pactmw.provider.parafe._handshake import complete_handshake
-
-    world.broker.handshake_failures = [(503, {"error": "unavailable"}, {}), DROP]
+def complete_after(
+    world: World, failures: list[Scripted], retry: BrokerRetry | None = None
+) -> tuple[HandshakeComplete, FakeClock]:
+    """Complete a fresh handshake while the broker first serves `failures`; the answer and
+    the clock the waits were slept on."""
+    world.broker.handshake_failures = list(failures)
     clock = FakeClock()
-    complete = complete_handshake(broker_client(world, clock), challenge(world))
+    return complete_handshake(broker_client(world, clock, retry), challenge(world)), clock
+
+
+def test_a_handshake_survives_a_broker_that_fails_twice_with_backoff(world: World) -> None:
+    complete, clock = complete_after(world, [(503, {"error": "unavailable"}, {}), DROP])
     assert complete.status == "authenticated", complete
     assert complete.session_id is not None
     assert complete.consent_token is not None
@@ -101,55 +109,39 @@ def test_a_handshake_survives_a_broker_that_fails_twice_with_backoff(world: Worl
 
 
 def test_a_429_or_503_waits_its_retry_after(world: World) -> None:
-    from pactmw.provider.parafe._handshake import complete_handshake
-
-    world.broker.handshake_failures = [
-        (429, {"error": "rate_limit_exceeded"}, {"Retry-After": "3"}),
-        (503, {"error": "unavailable"}, {"Retry-After": "1"}),
-    ]
-    clock = FakeClock()
-    complete = complete_handshake(broker_client(world, clock), challenge(world))
+    complete, clock = complete_after(
+        world,
+        [
+            (429, {"error": "rate_limit_exceeded"}, {"Retry-After": "3"}),
+            (503, {"error": "unavailable"}, {"Retry-After": "1"}),
+        ],
+    )
     assert complete.status == "authenticated"
     assert clock.slept == [3.0, 1.0]
 
 
 def test_a_retry_after_longer_than_the_bound_is_not_waited_out(world: World) -> None:
-    from pactmw.provider.parafe._handshake import complete_handshake
-
-    world.broker.handshake_failures = [
-        (429, {"error": "rate_limit_exceeded"}, {"Retry-After": "60"})
-    ]
-    clock = FakeClock()
-    complete = complete_handshake(broker_client(world, clock), challenge(world))
+    failure: Scripted = (429, {"error": "rate_limit_exceeded"}, {"Retry-After": "60"})
+    complete, clock = complete_after(world, [failure])
     assert (complete.status, complete.error_code) == ("rejected", "rate_limit_exceeded")
     assert clock.slept == []
     assert world.broker.hits[HANDSHAKE_COMPLETE_PATH] == 1
 
 
 def test_a_4xx_is_never_tried_again(world: World) -> None:
-    from pactmw.provider.parafe._handshake import complete_handshake
-
-    world.broker.handshake_failures = [(400, {"error": "validation_error"}, {})]
-    clock = FakeClock()
-    complete = complete_handshake(broker_client(world, clock), challenge(world))
+    complete, clock = complete_after(world, [(400, {"error": "validation_error"}, {})])
     assert (complete.status, complete.error_code) == ("rejected", "validation_error")
     assert clock.slept == []
     assert world.broker.hits[HANDSHAKE_COMPLETE_PATH] == 1
 
 
 def test_retries_are_bounded_then_the_handshake_is_an_error(world: World) -> None:
-    from pactmw.provider.parafe._handshake import complete_handshake
-
     failure: Scripted = (500, {"error": "internal_error"}, {})
-    world.broker.handshake_failures = [failure] * 4 + [DROP]
-    clock = FakeClock()
-    down = complete_handshake(broker_client(world, clock), challenge(world))
+    down, clock = complete_after(world, [failure] * 4 + [DROP])
     assert (down.status, down.error_code) == ("error", "internal_error")
     assert clock.slept == [0.2, 0.4, 0.8]  # three more attempts, then it gives up
     assert world.broker.hits[HANDSHAKE_COMPLETE_PATH] == 4
-    world.broker.handshake_failures = [DROP] * 3
-    clock = FakeClock()
-    lost = complete_handshake(broker_client(world, clock, BrokerRetry(retries=1)), challenge(world))
+    lost, clock = complete_after(world, [DROP] * 3, BrokerRetry(retries=1))
     assert (lost.status, lost.error_code) == ("error", "network_error")
     assert clock.slept == [0.2]
 

@@ -21,34 +21,29 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-def test_the_verifier_sample_runs() -> None:
-    found = re.search(r"<!-- parafe-readme: verifier -->\n```python\n(.*?)```", SECTION, re.S)
-    assert found is not None
+def run_sample(name: str) -> str:
+    """Run the sample marked `<!-- parafe-readme: NAME -->`; what it printed."""
+    found = re.search(rf"<!-- parafe-readme: {name} -->\n```python\n(.*?)```", SECTION, re.S)
+    assert found is not None, name
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(found.group(1), "README.md:parafe", "exec"), {"__name__": "readme_parafe"})
-    assert out.getvalue() == "refused: MISSING_PARAFE_EXTENSION\n"
+        exec(compile(found.group(1), f"README.md:{name}", "exec"), {"__name__": f"readme_{name}"})
+    return out.getvalue()
+
+
+def test_the_verifier_sample_runs() -> None:
+    assert run_sample("verifier") == "refused: MISSING_PARAFE_EXTENSION\n"
 
 
 def test_the_proof_sample_runs() -> None:
-    found = re.search(r"<!-- parafe-readme: proof -->\n```python\n(.*?)```", SECTION, re.S)
-    assert found is not None
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(found.group(1), "README.md:proof", "exec"), {"__name__": "readme_proof"})
-    assert out.getvalue() == (
+    assert run_sample("proof") == (
         "refused: Parafe presentation proof rejected: the consent token is not key-bound "
         "(no cnf.jkt)\n"
     )
 
 
 def test_the_ap2_sample_runs() -> None:
-    found = re.search(r"<!-- parafe-readme: ap2 -->\n```python\n(.*?)```", SECTION, re.S)
-    assert found is not None
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(found.group(1), "README.md:ap2", "exec"), {"__name__": "readme_ap2"})
-    assert out.getvalue() == "ap2.checkout_receipt True\n"
+    assert run_sample("ap2") == "ap2.checkout_receipt True\n"
 
 
 def test_the_toml_sample_is_a_valid_configuration(tmp_path: Path) -> None:
