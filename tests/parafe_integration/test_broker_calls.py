@@ -174,15 +174,22 @@ def test_a_state_changing_call_is_not_resent_after_a_lost_answer(world: World) -
 # -- filing, with the acknowledgments kept -----------------------------------------------------
 
 
-def filer(world: World, **options: Any) -> ReceiptFiler:
-    return ReceiptFiler(
+def file_batches(world: World, *batches: list[Filing]) -> ReceiptFiler:
+    """A filer that filed each batch in turn (waiting for each), then closed."""
+    filer = ReceiptFiler(
         broker_url=world.url,
         credential=CREDENTIAL,
         key=world.shop_key,
         policy=world.config().fetch_policy(),
         retry=BrokerRetry(backoff=0.01),
-        **options,
     )
+    try:
+        for batch in batches:
+            filer.submit(batch)
+            assert filer.flush(10)
+    finally:
+        filer.close()
+    return filer
 
 
 def signed_receipts(world: World, count: int) -> tuple[str, list[str]]:
@@ -204,14 +211,10 @@ def signed_receipts(world: World, count: int) -> tuple[str, list[str]]:
 
 def test_each_filed_receipt_keeps_the_brokers_verified_acknowledgment(world: World) -> None:
     session_id, receipts = signed_receipts(world, 2)
-    filing = filer(world)
-    try:
-        filing.submit([Filing(session_id, r) for r in receipts])
-        assert filing.flush(10)
-        filing.submit([Filing(session_id, receipts[0])])  # again: duplicate_receipt
-        assert filing.flush(10)
-    finally:
-        filing.close()
+    # The second batch files one again: duplicate_receipt.
+    filing = file_batches(
+        world, [Filing(session_id, r) for r in receipts], [Filing(session_id, receipts[0])]
+    )
     assert (filing.outcomes["filed"], filing.outcomes["duplicate"]) == (2, 1)
     assert filing.outcomes["unacknowledged"] == 0
     first = filing.acknowledgment_log.get(receipts[0])
@@ -245,12 +248,7 @@ def test_an_ap2_receipt_is_filed_with_its_kind(world: World) -> None:
     signed = ReceiptSigner(world.shop_key, agent_did(SHOP_AGENT)).ap2_receipt(
         "checkout", Ap2Outcome(order_id="ord_1"), MANDATE
     )
-    filing = filer(world)
-    try:
-        filing.submit([Filing(session_id, signed.receipt, signed.kind)])
-        assert filing.flush(10)
-    finally:
-        filing.close()
+    filing = file_batches(world, [Filing(session_id, signed.receipt, signed.kind)])
     (record,) = world.broker.filed
     assert record["body"] == {"receipt": signed.receipt, "kind": "ap2.checkout_receipt"}
     filed = filing.acknowledgment_log.get(signed.receipt)
@@ -276,12 +274,7 @@ def test_a_filing_without_a_valid_acknowledgment_keeps_none(world: World, forger
         return 201, honest
 
     world.broker.filing_answer = answer
-    filing = filer(world)
-    try:
-        filing.submit([Filing(session_id, receipt)])
-        assert filing.flush(10)
-    finally:
-        filing.close()
+    filing = file_batches(world, [Filing(session_id, receipt)])
     assert filing.outcomes["filed"] == 1
     assert filing.outcomes["unacknowledged"] == 1
     assert filing.acknowledgment_log.get(receipt) is None
@@ -291,12 +284,7 @@ def test_a_filing_is_retried_with_a_fresh_proof(world: World) -> None:
     session_id, (receipt,) = signed_receipts(world, 1)
     answers = iter([(503, {"error": "unavailable"}), None])
     world.broker.filing_answer = lambda record: next(answers, None)
-    filing = filer(world)
-    try:
-        filing.submit([Filing(session_id, receipt)])
-        assert filing.flush(10)
-    finally:
-        filing.close()
+    filing = file_batches(world, [Filing(session_id, receipt)])
     first, second = (decode(record["pop"])[1] for record in world.broker.filed)
     assert first["jti"] != second["jti"]
     assert first["session_id"] == second["session_id"] == session_id
