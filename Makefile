@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench dist clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,django,fastapi,flask,postgres,serve]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,asgi,wsgi,django,fastapi,flask,postgres,serve]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,6 +25,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The sdist and the wheel built from it, into dist/, checked as PyPI would check them
+# (tests/test_packaging.py builds and installs them too).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 # Every benchmark, one after the other (benchmarks/README.md); each also has its own target.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/verify.py
@@ -38,7 +45,7 @@ bench: $(STAMP)
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,django,fastapi,flask,postgres,serve,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,asgi,wsgi,django,fastapi,flask,postgres,serve,bench]'
 	touch $(BENCH_STAMP)
 
 bench-http: $(BENCH_STAMP)

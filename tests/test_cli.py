@@ -28,6 +28,7 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from tests.support.agent import identity_token, user_message
+from tests.support.hidden import env_without
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server
@@ -199,20 +200,32 @@ def test_console_script_config_error(tmp_path: Path) -> None:
     assert_one_line_error(result, "missing.toml")
 
 
-def test_serve_without_uvicorn_says_how_to_install_it(tmp_path: Path) -> None:
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "uvicorn.py").write_text("raise ImportError('uvicorn is not installed')\n")
+@pytest.mark.parametrize(
+    ("command", "hidden", "needs"),
+    [
+        pytest.param("serve", ["uvicorn"], "uvicorn", id="serve-uvicorn"),
+        pytest.param("serve", ["starlette"], "starlette", id="serve-starlette"),
+        pytest.param("demo", ["uvicorn", "starlette"], "uvicorn and starlette", id="demo"),
+    ],
+)
+def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
+    tmp_path: Path, command: str, hidden: list[str], needs: str
+) -> None:
     config = tmp_path / "pactmw.toml"
     config.write_text(GOOD + BRAND)
+    arguments = ["--config", str(config)] if command == "serve" else []
     result = run(
-        [*PYTHON_M, "serve", "--config", str(config)],
+        [*PYTHON_M, command, *arguments],
         cwd=tmp_path,
-        env={"PYTHONPATH": os.pathsep.join((str(shim), str(REPO)))},
+        env=env_without(tmp_path / "shim", hidden),
         timeout=20,
     )
-    assert_one_line_error(result, "pactmw serve needs uvicorn: pip install 'pactmw[serve]'")
-    assert result.stderr == "pactmw serve needs uvicorn: pip install 'pactmw[serve]'\n"
+    expected = (
+        f'pactmw {command} needs {needs}, which is not installed: pip install "pactmw[serve]"'
+    )
+    assert result.returncode == 2
+    assert result.stderr == expected + "\n"
+    assert result.stdout == ""
 
 
 def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:

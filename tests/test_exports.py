@@ -136,7 +136,7 @@ EXPECTED: dict[str, set[str]] = {
     # The modules of the error family and its one renderer.
     "pactmw.core.errors": {
         "A2AError", "AuthenticationFailed", "FetchError", "InsufficientScope", "JoseError",
-        "KeyUnavailable", "MalformedInput", "PactmwError", "RequestRefused",
+        "KeyUnavailable", "MalformedInput", "MissingExtra", "PactmwError", "RequestRefused",
     },
     "pactmw.provider.errors": {"error_response"},
 }  # fmt: skip

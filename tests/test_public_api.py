@@ -21,6 +21,7 @@ EXPECTED = {
     "KeySet",
     "KeyUnavailable",
     "MalformedInput",
+    "MissingExtra",
     "PactmwError",
     "ParafeError",
     "ParafeVerifier",
@@ -55,6 +56,7 @@ def test_errors_share_one_base() -> None:
         "FetchError",
         "JoseError",
         "KeyUnavailable",
+        "MissingExtra",
     ):
         assert issubclass(getattr(pactmw, name), pactmw.PactmwError)
 

@@ -1,32 +1,35 @@
-"""The README's code samples run as written (each marked `<!-- readme-test: NAME -->`)."""
+"""The code samples of README.md and docs/ run as written (each marked
+`<!-- readme-test: NAME -->`, found by tests/support/samples.py)."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.samples import find_samples
 from tests.support.servers import uvicorn_server, werkzeug_server
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-SAMPLES = dict(re.findall(r"<!-- readme-test: (\w+) -->\n```python\n(.*?)```", README, re.S))
+SAMPLES = find_samples()
 
 
 def run_sample(name: str) -> dict[str, Any]:
+    sample = SAMPLES[name]
     namespace: dict[str, Any] = {"__name__": f"readme_{name}"}
-    exec(compile(SAMPLES[name], f"README.md:{name}", "exec"), namespace)
+    exec(compile(sample.code, sample.filename, "exec"), namespace)
     return namespace
 
 
 def test_every_marked_sample_is_found() -> None:
-    assert set(SAMPLES) == {"direct", "starlette", "fastapi", "flask", "wsgi", "provider"}
+    assert set(SAMPLES) == {
+        "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
+    }  # fmt: skip
 
 
-def test_direct_import_sample() -> None:
-    who_is_calling = run_sample("direct")["who_is_calling"]
+@pytest.mark.parametrize("name", ["direct", "pypi_direct"])
+def test_direct_import_sample(name: str) -> None:
+    who_is_calling = run_sample(name)["who_is_calling"]
     assert who_is_calling(None) == "401 (missing_token)"
     assert who_is_calling("Bearer not-a-jwt") == "401 (malformed_token)"
 

@@ -1,7 +1,10 @@
 """pactmw: let a web app answer personal agents (PACT 1.0 over A2A, Parafé consent).
 
-The public API. Framework glue lives in `pactmw.adapters.{asgi,wsgi,django,flask}`.
+The public API. Framework glue lives in `pactmw.adapters.{asgi,fastapi,wsgi,flask,django}`,
+each needing the extra of the same name (`pip install "pactmw[django]"`).
 """
+
+import importlib.metadata
 
 from pactmw.config import ConfigError, Settings
 from pactmw.core.errors import (
@@ -10,6 +13,7 @@ from pactmw.core.errors import (
     JoseError,
     KeyUnavailable,
     MalformedInput,
+    MissingExtra,
     PactmwError,
 )
 from pactmw.core.fetch import FetchPolicy
@@ -28,7 +32,11 @@ from pactmw.protocols.parafe import (
     ReceiptVerifier,
 )
 
-__version__ = "0.1.0"
+try:
+    # The installed distribution's version: pyproject.toml is its one source.
+    __version__ = importlib.metadata.version("pactmw")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AgentRegistry",
@@ -43,6 +51,7 @@ __all__ = [
     "KeySet",
     "KeyUnavailable",
     "MalformedInput",
+    "MissingExtra",
     "PactmwError",
     "ParafeError",
     "ParafeVerifier",

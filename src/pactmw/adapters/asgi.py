@@ -11,7 +11,15 @@ the `PersonalAgent`. FastAPI's dependencies are in `pactmw.adapters.fastapi`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from importlib.util import find_spec
 from typing import Any
+
+from pactmw.core.errors import MissingExtra
+
+# Checked before the first import of Starlette, so a missing framework is named with
+# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
+if find_spec("starlette") is None:
+    raise MissingExtra("pactmw.adapters.asgi", "Starlette", "asgi")
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse

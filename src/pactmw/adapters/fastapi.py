@@ -16,17 +16,20 @@ Every rule is the guard's (`pactmw.provider.guard`).
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
-try:
-    from fastapi import HTTPException, Request
-    from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
-    from fastapi.security import SecurityScopes
-    from fastapi.security.base import SecurityBase
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "pactmw.adapters.fastapi needs FastAPI: pip install 'pactmw[fastapi]'"
-    ) from exc
+from pactmw.core.errors import MissingExtra
+
+# Checked before the first import of FastAPI, so a missing framework is named with
+# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
+if find_spec("fastapi") is None:
+    raise MissingExtra("pactmw.adapters.fastapi", "FastAPI", "fastapi")
+
+from fastapi import HTTPException, Request
+from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
+from fastapi.security import SecurityScopes
+from fastapi.security.base import SecurityBase
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
+
+from pactmw.core.errors import MissingExtra
+
+# Checked before the first import of Werkzeug, so a missing framework is named with
+# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
+if find_spec("werkzeug") is None:
+    raise MissingExtra("pactmw.adapters.wsgi", "Werkzeug", "wsgi")
 
 from pactmw.adapters._wsgi_http import (
     body_reader,

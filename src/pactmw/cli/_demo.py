@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pactmw.cli._common import Command, option, reconfigure_output
+from pactmw.cli._serve import require_serve_extra
 
 _DEMO_HELP = """\
 Run the whole story on this machine, in a temporary directory, on 127.0.0.1 only:
@@ -20,11 +21,13 @@ scope gets a step-up; a Parafé consent from a stand-in broker allows a reorder;
 is refreshed; `pactmw grants revoke` revokes the grant and the token is refused (401
 invalid_token).
 
-Exits 0 when every step behaves as PACT 1.0 says. Needs uvicorn.
+Exits 0 when every step behaves as PACT 1.0 says. Needs uvicorn and Starlette, as
+`pactmw serve` does: pip install "pactmw[serve]".
 """
 
 
 def run(args: argparse.Namespace) -> int:
+    require_serve_extra("pactmw demo")  # before the story starts a server that cannot run
     from pactmw.demo import run_demo
 
     reconfigure_output()  # the transcript has arrows and quotes

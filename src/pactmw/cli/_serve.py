@@ -8,9 +8,11 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator
+from importlib.util import find_spec
 from urllib.parse import urlsplit
 
 from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
+from pactmw.core.errors import MissingExtra
 from pactmw.store.base import StoreError
 
 _SERVE_HELP = """\
@@ -23,26 +25,33 @@ from the directory that holds your bot's package. A relative sqlite store path
 (sqlite:///.pactmw/pactmw.db, the default) is relative to the current directory too.
 
 --host and --port say where to listen; the URLs in the Agent Cards come from base_url, which
-must be the address personal agents reach (a proxy's, if there is one). Needs uvicorn
-(pip install uvicorn).
+must be the address personal agents reach (a proxy's, if there is one). Needs uvicorn and
+Starlette: pip install "pactmw[serve]".
 """
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
+def require_serve_extra(command: str) -> None:
+    """Fail with one line naming the `serve` extra unless uvicorn and Starlette are installed.
+
+    Neither is a dependency of pactmw: only `pactmw serve` (and the demo, which runs it) needs
+    them, so the other subcommands work from a bare `pip install pactmw`.
+    """
+    missing = [name for name in ("uvicorn", "starlette") if find_spec(name) is None]
+    if missing:
+        needs = " and ".join(missing)
+        raise CommandError(str(MissingExtra(command, needs, "serve")), bare=True)
+
+
 def run(args: argparse.Namespace) -> int:
+    require_serve_extra("pactmw serve")
     # Imported here: the other subcommands must not need the Provider's dependencies loaded.
+    import uvicorn
+
     from pactmw.adapters.asgi import A2AProviderApp
     from pactmw.provider import Provider, ProviderSettings, card_url, load_toml
     from pactmw.store import parse_store_url
-
-    try:
-        import uvicorn
-    except ImportError:
-        # uvicorn is not a runtime dependency of pactmw: only this command needs it.
-        raise CommandError(
-            "pactmw serve needs uvicorn: pip install 'pactmw[serve]'", bare=True
-        ) from None
 
     import_from_cwd()
     data = load_toml(args.config)
@@ -162,5 +171,6 @@ COMMAND = Command(
 __all__ = [
     "COMMAND",
     "LOG_LEVELS",
+    "require_serve_extra",
     "run",
 ]

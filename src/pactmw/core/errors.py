@@ -7,6 +7,18 @@ class PactmwError(Exception):
     """Base of every error pactmw raises on purpose."""
 
 
+class MissingExtra(PactmwError, ImportError):
+    """An optional dependency is not installed. The message names the extra that brings it
+    (`pip install "pactmw[django]"`); `extra` is that extra's name. An `ImportError`, so code
+    that tolerates a missing module with `except ImportError` keeps working."""
+
+    def __init__(self, what: str, needs: str, extra: str) -> None:
+        super().__init__(
+            f'{what} needs {needs}, which is not installed: pip install "pactmw[{extra}]"'
+        )
+        self.extra = extra
+
+
 class MalformedInput(PactmwError, ValueError):
     """Input that does not parse: bad base64url, bad JSON, a bad JWS or JWK shape."""
 
@@ -88,6 +100,7 @@ __all__ = [
     "JoseError",
     "KeyUnavailable",
     "MalformedInput",
+    "MissingExtra",
     "PactmwError",
     "RequestRefused",
 ]

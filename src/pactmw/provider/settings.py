@@ -484,7 +484,7 @@ def load_toml(path: str) -> dict[str, Any]:
         try:
             import tomli as toml_reader
         except ModuleNotFoundError as exc:
-            # Not a runtime dependency: only TOML files on 3.10 need it.
+            # A dependency on 3.10 (pyproject.toml), so only a broken install gets here.
             raise ConfigError("reading TOML on Python 3.10 needs: pip install tomli") from exc
     try:
         with open(path, "rb") as handle:

@@ -134,19 +134,22 @@ def open_store(url: str) -> Store:
 
     Accepted: `memory://`; `sqlite:///relative/path.db` (relative to the working directory)
     or `sqlite:////absolute/path.db`; `postgresql://...` or `postgres://...` (a libpq URL,
-    needs the `postgres` extra, else ImportError). Any other URL raises ValueError, whose
-    message never repeats the URL (it may hold a password). PostgreSQL connects lazily:
-    an unreachable server shows up as `StoreUnavailable` on the first operation.
+    needs the `postgres` extra, else `MissingExtra`, an ImportError). Any other URL raises
+    ValueError, whose message never repeats the URL (it may hold a password). PostgreSQL
+    connects lazily: an unreachable server shows up as `StoreUnavailable` on the first
+    operation.
     """
     parsed = parse_store_url(url)
     if parsed.backend == "memory":
         return MemoryStore()
     if parsed.path is not None:
         return SqliteStore(parsed.path)
-    try:
-        from pactmw.store.postgres import PostgresStore
-    except ImportError as exc:
-        raise ImportError(
-            "a PostgreSQL store needs psycopg: pip install 'pactmw[postgres]'"
-        ) from exc
+    from importlib.util import find_spec
+
+    from pactmw.core.errors import MissingExtra
+
+    if find_spec("psycopg") is None:
+        raise MissingExtra("a PostgreSQL store", "psycopg", "postgres")
+    from pactmw.store.postgres import PostgresStore
+
     return PostgresStore(url)

@@ -20,17 +20,19 @@ with `error="insufficient_scope"`. The rules are the guard's (`pactmw.provider.g
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
-try:
-    from rest_framework import exceptions
-    from rest_framework.authentication import BaseAuthentication
-    from rest_framework.permissions import BasePermission
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "pactmw.adapters.django.rest_framework needs Django REST framework: "
-        "pip install 'pactmw[drf]'"
-    ) from exc
+from pactmw.core.errors import MissingExtra
+
+# Checked before the first import of Django REST framework, so a missing framework is named with
+# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
+if find_spec("rest_framework") is None:
+    raise MissingExtra("pactmw.adapters.django.rest_framework", "Django REST framework", "drf")
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
 
 from pactmw.adapters.django._config import configured
 from pactmw.adapters.django._http import neutral_request

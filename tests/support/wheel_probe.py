@@ -1,0 +1,208 @@
+"""What tests/test_packaging.py runs inside a clean venv that installed the built wheel.
+
+    python wheel_probe.py SPEC.json
+
+SPEC names the extras installed so far and the documentation samples to run. The probe
+checks that pactmw comes from the venv, that the adapter of every installed extra imports
+and serves its sample's app, and that every other adapter refuses to import with
+`MissingExtra` naming its extra. It uses the standard library and pactmw only (nothing of
+the repository is importable there) and prints `ok` when everything held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import io
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ADAPTERS", "CHECKS", "main"]
+
+#: adapter module -> the extra that brings its framework.
+ADAPTERS = {
+    "pactmw.adapters.asgi": "asgi",
+    "pactmw.adapters.fastapi": "fastapi",
+    "pactmw.adapters.wsgi": "wsgi",
+    "pactmw.adapters.flask": "flask",
+    "pactmw.adapters.django": "django",
+    "pactmw.adapters.django.rest_framework": "drf",
+}
+
+#: The refusal every identity-guarded sample gives a request without a token.
+CHALLENGE = 'Bearer realm="a2a"'
+
+
+def run_sample(code: str, name: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": f"sample_{name}"}
+    exec(compile(code, f"sample:{name}", "exec"), namespace)
+    return namespace
+
+
+def asgi_get(app: Any, path: str) -> tuple[int, dict[str, str]]:
+    """One GET through an ASGI app, without a server: (status, headers)."""
+    answer: dict[str, Any] = {}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = {k.decode(): v.decode() for k, v in message["headers"]}
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "headers": [(b"host", b"provider.example")],
+        "client": ("127.0.0.1", 1), "server": ("provider.example", 80),
+    }  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    return answer["status"], answer["headers"]
+
+
+def wsgi_get(app: Any, path: str) -> tuple[int, dict[str, str]]:
+    """One GET through a WSGI app, without a server: (status, headers)."""
+    from wsgiref.util import setup_testing_defaults
+
+    environ: dict[str, Any] = {"PATH_INFO": path, "wsgi.input": io.BytesIO()}
+    setup_testing_defaults(environ)
+    answer: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        answer["status"], answer["headers"] = int(status.split()[0]), dict(headers)
+        return lambda data: None
+
+    body = app(environ, start_response)
+    b"".join(body)
+    if hasattr(body, "close"):
+        body.close()
+    return answer["status"], {k.lower(): v for k, v in answer["headers"].items()}
+
+
+def refuses_without_token(status: int, headers: dict[str, str]) -> None:
+    assert (status, headers.get("www-authenticate")) == (401, CHALLENGE), (status, headers)
+
+
+def check_core(samples: dict[str, str]) -> None:
+    who_is_calling = run_sample(samples["direct"], "direct")["who_is_calling"]
+    assert who_is_calling(None) == "401 (missing_token)"
+    from pactmw.client import A2AClient, AgentSigner  # the agent's side needs no extra
+
+    assert A2AClient is not None
+    assert AgentSigner is not None
+
+
+def check_asgi(samples: dict[str, str]) -> None:
+    refuses_without_token(*asgi_get(run_sample(samples["starlette"], "s")["app"], "/a2a/x"))
+    provider = run_sample(samples["provider"], "provider")["app"]
+    status, headers = asgi_get(provider, "/a2a/acme/.well-known/agent-card.json")
+    assert (status, headers["content-type"]) == (200, "application/a2a+json"), status
+
+
+def check_fastapi(samples: dict[str, str]) -> None:
+    refuses_without_token(*asgi_get(run_sample(samples["fastapi"], "f")["app"], "/whoami"))
+
+
+def check_wsgi(samples: dict[str, str]) -> None:
+    app = run_sample(samples["wsgi"], "wsgi")["application"]
+    refuses_without_token(*wsgi_get(app, "/a2a/anything"))
+
+
+def check_flask(samples: dict[str, str]) -> None:
+    refuses_without_token(*wsgi_get(run_sample(samples["flask"], "f")["app"], "/a2a/whoami"))
+
+
+def check_django(samples: dict[str, str]) -> None:
+    import django
+    from django.conf import settings
+    from django.core.management import call_command
+
+    settings.configure(
+        INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes",
+                        "pactmw.adapters.django"],
+        MIDDLEWARE=["pactmw.adapters.django.PersonalAgentMiddleware"],
+        PACTMW={"audience": "https://provider.example/a2a", "agents": []},
+        DATABASES={}, ROOT_URLCONF=__name__, SECRET_KEY="probe",
+    )  # fmt: skip
+    django.setup()
+    report = io.StringIO()
+    call_command("check", fail_level="WARNING", stdout=report)  # the app's checks load, pass
+    assert "no issues" in report.getvalue(), report.getvalue()
+
+
+def check_drf(samples: dict[str, str]) -> None:
+    pass  # importing pactmw.adapters.django.rest_framework (in main) is the check
+
+
+def check_postgres(samples: dict[str, str]) -> None:
+    importlib.import_module("pactmw.store.postgres")
+
+
+def check_serve(samples: dict[str, str]) -> None:
+    import subprocess
+
+    pactmw = Path(sys.executable).with_name("pactmw")
+    shown = subprocess.run([pactmw, "serve", "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    # What the PyPI page suggests right after installing this extra.
+    demo = subprocess.run([pactmw, "demo"], capture_output=True, text=True, timeout=180)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+
+
+#: extra -> what proves it works ("" is the wheel with no extra).
+CHECKS: dict[str, Callable[[dict[str, str]], None]] = {
+    "": check_core,
+    "asgi": check_asgi,
+    "fastapi": check_fastapi,
+    "wsgi": check_wsgi,
+    "flask": check_flask,
+    "django": check_django,
+    "drf": check_drf,
+    "postgres": check_postgres,
+    "serve": check_serve,
+}
+
+urlpatterns: list[Any] = []  # ROOT_URLCONF of check_django
+
+
+def missing_extra(module: str) -> Any:
+    """The `MissingExtra` importing `module` raises, or None when it imports."""
+    from pactmw import MissingExtra
+
+    try:
+        importlib.import_module(module)
+    except MissingExtra as refusal:
+        return refusal
+    return None
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[1]).read_text())
+    installed: set[str] = set(spec["installed"])
+    samples: dict[str, str] = spec["samples"]
+
+    import pactmw
+
+    assert Path(pactmw.__file__).is_relative_to(sys.prefix), pactmw.__file__
+    for module, extra in ADAPTERS.items():
+        if extra in installed:
+            importlib.import_module(module)
+            continue
+        if extra == "drf" and "django" not in installed:
+            extra = "django"  # its package, pactmw.adapters.django, is checked first
+        refusal = missing_extra(module)
+        assert refusal is not None, f"{module} imported without the {extra} extra"
+        assert refusal.extra == extra, (module, refusal.extra)
+        assert f'pip install "pactmw[{extra}]"' in str(refusal), str(refusal)
+    for extra in ("", *sorted(installed)):
+        CHECKS[extra](samples)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
