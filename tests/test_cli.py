@@ -863,7 +863,7 @@ def test_keygen_and_token_verify_with_the_public_jwks(tmp_path: Path, alg: str) 
     import jwt  # PyJWT: an independent verifier
 
     made = keygen(tmp_path, "--alg", alg, "--kid", "agent-1",
-                  "--out", "keys/agent.jwk", "--jwks", "public/jwks.json")  # fmt: skip
+                  "--out", "keys/agent.jwk", "--jwks", "public/jwks.json", "--parents")  # fmt: skip
     assert made.returncode == 0, made.stderr
     assert "kid agent-1" in made.stdout
     assert "(mode 0600)" in made.stdout
@@ -928,6 +928,111 @@ def test_keygen_never_replaces_a_key_unless_forced(tmp_path: Path) -> None:
     assert (tmp_path / "agent.jwk").read_text() != before
     assert stat.S_IMODE((tmp_path / "agent.jwk").stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.fixture
+def unwritable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder in which no file can be created, by this user (root included)."""
+    folder = tmp_path_factory.mktemp("read-only")
+    folder.chmod(0o500)
+    try:
+        (folder / "probe").touch()
+    except PermissionError:
+        yield folder
+    else:  # root ignores permission bits; sysfs refuses new files even to root
+        (folder / "probe").unlink()
+        yield Path("/sys")
+    folder.chmod(0o700)
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*"))
+
+
+def test_keygen_writes_both_files_or_neither(tmp_path: Path, unwritable: Path) -> None:
+    # The JWKS cannot be written: the private key must not be left behind, so a retry works.
+    jwks = str(unwritable / "jwks.json")
+    failed = keygen(tmp_path, "--out", "agent.jwk", "--jwks", jwks)
+    assert failed.returncode == 2
+    assert failed.stderr == f"pactmw keygen: error: cannot write {jwks}: Permission denied\n"
+    assert leftovers(tmp_path) == []
+    retried = keygen(tmp_path, "--out", "agent.jwk", "--jwks", "jwks.json")
+    assert retried.returncode == 0, retried.stderr
+
+
+def test_keygen_does_not_create_missing_folders_unless_asked(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    failed = keygen(tmp_path, "--out", str(missing / "pa.jwk"))
+    assert failed.returncode == 2
+    assert failed.stderr == (
+        f"pactmw keygen: error: {missing}: no such directory (--parents creates it)\n"
+    )
+    # The JWKS's folder is checked before the private key is written, too.
+    failed = keygen(tmp_path, "--out", "pa.jwk", "--jwks", "public/jwks.json")
+    assert failed.stderr == (
+        "pactmw keygen: error: public: no such directory (--parents creates it)\n"
+    )
+    assert leftovers(tmp_path) == []
+    made = keygen(tmp_path, "--out", str(missing / "pa.jwk"), "--parents")
+    assert made.returncode == 0, made.stderr
+    assert stat.S_IMODE((missing / "pa.jwk").stat().st_mode) == 0o600
+
+
+def test_keygen_removes_the_folders_it_created_when_writing_fails(
+    tmp_path: Path, unwritable: Path
+) -> None:
+    jwks = str(unwritable / "jwks.json")
+    failed = keygen(tmp_path, "--out", "new/keys/pa.jwk", "--jwks", jwks, "--parents")
+    assert failed.stderr == f"pactmw keygen: error: cannot write {jwks}: Permission denied\n"
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        pytest.param(["--out", "file/pa.jwk"], "file: not a directory", id="folder-is-a-file"),
+        pytest.param(["--out", "folder"], "folder is a directory", id="out-is-a-folder"),
+        pytest.param(["--out", "pa.jwk", "--jwks", "folder"], "folder is a directory", id="jwks"),
+    ],
+)
+def test_keygen_refuses_paths_it_cannot_use(
+    tmp_path: Path, arguments: list[str], expected: str
+) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "folder").mkdir()
+    failed = keygen(tmp_path, *arguments)
+    assert failed.stderr == f"pactmw keygen: error: {expected}\n"
+    assert leftovers(tmp_path) == ["file", "folder"]
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["forced", "new-files"])
+def test_a_failed_rename_puts_back_the_files_already_renamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool
+) -> None:
+    from pactmw.cli import _common
+
+    first, second = tmp_path / "a.jwk", tmp_path / "b.json"
+    if existing:
+        first.write_text("old a")
+        second.write_text("old b")
+    real_replace, renames = os.replace, []
+
+    def second_rename_fails(source: Any, target: Any) -> None:
+        renames.append(target)
+        if len(renames) == 2:
+            raise PermissionError(13, "Permission denied")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", second_rename_fails)
+    files = [_common.OutputFile(str(first), "new a", 0o600),
+             _common.OutputFile(str(second), "new b", 0o644)]  # fmt: skip
+    with pytest.raises(_common.CommandError, match=r"^cannot write .*b\.json: Permission denied$"):
+        _common.write_all(files, force=True, parents=False)
+    if existing:
+        assert (first.read_text(), second.read_text()) == ("old a", "old b")
+        assert leftovers(tmp_path) == ["a.jwk", "b.json"]
+    else:
+        assert leftovers(tmp_path) == []
 
 
 def test_keygen_eddsa_key_cannot_sign_pact_tokens(tmp_path: Path) -> None:

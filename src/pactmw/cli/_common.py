@@ -13,7 +13,9 @@ import io
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
@@ -94,6 +96,117 @@ def _help_of(parser: argparse.ArgumentParser) -> Run:
         return 2
 
     return usage
+
+
+@frozen
+class OutputFile:
+    """A file a command writes: `name` as the user gave it (errors repeat it), the `text`,
+    and the permission `mode` it has from the moment it appears under that name."""
+
+    name: str
+    text: str
+    mode: int
+
+
+def write_all(files: Sequence[OutputFile], *, force: bool, parents: bool) -> None:
+    """Write every file of `files` or none of them, or raise `CommandError` naming the path
+    the user gave.
+
+    Everything that can be checked is checked before anything is written: an existing file
+    (replaced only with `force`), a missing folder (created only with `parents`, and removed
+    again if the writing fails). Each file is written whole to a temporary file beside it,
+    then renamed into place, so no one ever reads half a file; if one rename fails, the
+    files already renamed are put back as they were.
+    """
+    for file in files:
+        target = Path(file.name)
+        if target.is_dir():
+            raise CommandError(f"{file.name} is a directory")
+        if target.exists() and not force:
+            raise CommandError(f"{file.name} exists (--force replaces it)")
+        _check_folder(file.name, target.parent, parents)
+    created: list[Path] = []
+    staged: list[tuple[OutputFile, Path]] = []
+    written = False
+    try:
+        for file in files:
+            try:
+                created += _make_folders(Path(file.name).parent)
+                staged.append((file, _stage(file)))
+            except OSError as exc:
+                raise CommandError(f"cannot write {file.name}: {exc.strerror}") from None
+        _rename_all(staged)
+        written = True
+    finally:
+        if not written:
+            for _, temporary in staged:
+                temporary.unlink(missing_ok=True)
+            for folder in created:  # innermost first
+                folder.rmdir()
+
+
+def _folder_name(name: str) -> str:
+    return os.path.dirname(name) or "."
+
+
+def _check_folder(name: str, folder: Path, parents: bool) -> None:
+    existing = next(f for f in (folder, *folder.parents) if f.exists())
+    if not existing.is_dir():
+        raise CommandError(f"{_folder_name(name)}: not a directory")
+    if existing != folder and not parents:
+        raise CommandError(f"{_folder_name(name)}: no such directory (--parents creates it)")
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents; return those created, innermost first."""
+    missing = [f for f in (folder, *folder.parents) if not f.exists()]
+    for each in reversed(missing):
+        each.mkdir()
+    return missing
+
+
+def _stage(file: OutputFile) -> Path:
+    """Write `file` completely to a new temporary file in its folder, with its mode."""
+    target = Path(file.name)
+    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    temporary = Path(name)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), file.mode)
+            handle.write(file.text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return temporary
+
+
+def _rename_all(staged: Sequence[tuple[OutputFile, Path]]) -> None:
+    """Rename each temporary file onto its target; if one fails, undo the renames done."""
+    kept: dict[Path, Path] = {}  # target -> a hard link to the file it replaces
+    done: list[Path] = []
+    try:
+        for file, temporary in staged:
+            target = Path(file.name)
+            try:
+                if target.exists():
+                    kept[target] = temporary.with_name(temporary.name + ".old")
+                    os.link(target, kept[target])
+                os.replace(temporary, target)
+            except OSError as exc:
+                raise CommandError(f"cannot write {file.name}: {exc.strerror}") from None
+            done.append(target)
+    except CommandError:
+        for target in reversed(done):
+            if target in kept:
+                os.replace(kept.pop(target), target)
+            else:
+                target.unlink()
+        raise
+    finally:
+        for link in kept.values():
+            link.unlink(missing_ok=True)
 
 
 def reconfigure_output() -> None:
@@ -187,6 +300,7 @@ __all__ = [
     "Command",
     "CommandError",
     "Option",
+    "OutputFile",
     "Run",
     "SubParsers",
     "card_url",
@@ -197,4 +311,5 @@ __all__ = [
     "option",
     "positive_seconds",
     "reconfigure_output",
+    "write_all",
 ]

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from pactmw.cli._common import Command, CommandError, option
+from pactmw.cli._common import Command, CommandError, OutputFile, option, write_all
 
 _KEYGEN_HELP = """\
 Generate a personal agent's signing key: the private JWK goes to --out (mode 0600, never
@@ -17,50 +15,31 @@ publish it), the public JWKS to --jwks (publish it at the jwks_uri you register 
 Provider). Without --jwks the public JWKS is printed on stdout.
 
 PACT personal-agent JWTs are ES256 (the reference) or RS256; EdDSA keys are for other uses
-and `pactmw token` refuses them. The kid defaults to the key's RFC 7638 thumbprint. Existing
-files are never replaced unless --force.
+and `pactmw token` refuses them. The kid defaults to the key's RFC 7638 thumbprint.
+
+Both files are written or neither: existing files are never replaced unless --force, and
+missing folders are not created unless --parents.
 """
 
 KEY_ALGORITHMS = ("ES256", "RS256", "EdDSA")
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, readable by its owner only (0600 from creation)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".pactmw-key-", suffix=".tmp")
-    try:
-        os.chmod(temporary, 0o600)  # mkstemp already creates 0600; say it anyway
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def run(args: argparse.Namespace) -> int:
-    from pactmw.client import write_jwks
     from pactmw.core.jwk import generate_private_jwk
 
     if args.kid is not None and not args.kid:
         raise CommandError("--kid must not be empty")
-    out = Path(args.out)
-    targets = [out] + ([Path(args.jwks)] if args.jwks else [])
-    if args.jwks and out.resolve() == Path(args.jwks).resolve():
+    if args.jwks and Path(args.out).resolve() == Path(args.jwks).resolve():
         raise CommandError("--out and --jwks must be different files")
-    for target in targets:
-        if target.exists() and not args.force:
-            raise CommandError(f"{target} exists (--force replaces it)")
     key = generate_private_jwk(args.alg, kid=args.kid)
     public = {"keys": [{**key.public.to_dict(), "use": "sig"}]}
-    try:
-        _write_private(out, json.dumps(key.to_dict(), indent=2) + "\n")
-        if args.jwks:
-            write_jwks(public, args.jwks)
-    except OSError as exc:
-        raise CommandError(f"cannot write {exc.filename or out}: {exc.strerror}") from None
+    files = [OutputFile(args.out, json.dumps(key.to_dict(), indent=2) + "\n", 0o600)]
+    if args.jwks:
+        # Public keys: readable by the web server that publishes them.
+        files.append(OutputFile(args.jwks, json.dumps(public, indent=2) + "\n", 0o644))
+    write_all(files, force=args.force, parents=args.parents)
     info = sys.stdout if args.jwks else sys.stderr
-    print(f"private key ({key.alg}, kid {key.kid}) written to {out} (mode 0600)", file=info)
+    print(f"private key ({key.alg}, kid {key.kid}) written to {args.out} (mode 0600)", file=info)
     if args.jwks:
         print(f"public JWKS written to {args.jwks}: publish it at your registered jwks_uri")
     else:
@@ -89,6 +68,7 @@ COMMAND = Command(
         ),
         option("--jwks", metavar="PUBLIC.json", help="where to write the public JWKS"),
         option("--force", action="store_true", help="replace existing files"),
+        option("--parents", action="store_true", help="create missing folders of --out and --jwks"),
     ),
 )
 
