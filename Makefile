@@ -35,6 +35,7 @@ dist: $(STAMP)
 # Every benchmark, one after the other (benchmarks/README.md); each also has its own target.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/verify.py
+	$(BIN)/python benchmarks/pyjwt_jobs.py
 	$(MAKE) --no-print-directory bench-memory
 	$(MAKE) --no-print-directory bench-store
 	$(MAKE) --no-print-directory bench-http
