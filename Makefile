@@ -2,17 +2,26 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two stamps: the demo needs only the `serve` extra, so a first `make demo` installs that
+# alone (seconds); everything else (tests, lint, types, docs) needs the full install.
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck bench dist clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[serve]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,asgi,wsgi,django,fastapi,flask,postgres,serve]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/pactmw demo
 
 test: $(STAMP)
