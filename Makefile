@@ -25,7 +25,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	touch $(DEMO_STAMP)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet --upgrade pip -e '.[dev,asgi,wsgi,django,fastapi,flask,postgres,serve]'
+	$(PIP) install --quiet --upgrade pip -e '.[dev,docs,asgi,wsgi,django,fastapi,flask,postgres,serve]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -62,7 +62,7 @@ bench: $(STAMP)
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(PIP) install --quiet -e '.[dev,asgi,wsgi,django,fastapi,flask,postgres,serve,bench]'
+	$(PIP) install --quiet -e '.[dev,docs,asgi,wsgi,django,fastapi,flask,postgres,serve,bench]'
 	touch $(BENCH_STAMP)
 
 bench-http: $(BENCH_STAMP)

@@ -83,7 +83,7 @@ def test_the_wheel_needs_no_web_framework(dist: Path) -> None:
     metadata = wheel_metadata(dist)
     required = [r for r in metadata.get_all("Requires-Dist", []) if "extra ==" not in r]
     assert sorted(r.split(">=")[0] for r in required) == ["attrs", "cryptography", "tomli"]
-    assert set(metadata.get_all("Provides-Extra", [])) >= {*EXTRAS, "dev"}
+    assert set(metadata.get_all("Provides-Extra", [])) >= {*EXTRAS, "docs", "dev"}
     assert metadata["License-Expression"] == "Apache-2.0"
     # PyPI shows the long description: it is written for someone who installed the wheel,
     # so it does not send them to files only a clone of the repository has.

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.samples import find_samples
-from tests.support.servers import uvicorn_server, werkzeug_server
+from tests.support.servers import REPO, uvicorn_server, werkzeug_server
 
 SAMPLES = find_samples()
 
@@ -24,6 +25,7 @@ def run_sample(name: str) -> dict[str, Any]:
 def test_every_marked_sample_is_found() -> None:
     assert set(SAMPLES) == {
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
+        "deployment_asgi",
     }  # fmt: skip
 
 
@@ -76,3 +78,29 @@ def test_provider_sample_serves_the_card(path: str) -> None:
         assert card.json()["supportedInterfaces"][0]["url"] == "https://provider.example/a2a/acme"
         refused = httpx.post(base + "/a2a/acme/message:send", content=b"{")
         assert refused.status_code == 401
+
+
+def test_deployment_sample_serves_the_provider_of_a_toml_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pactmw.toml").write_text(
+        'base_url = "https://provider.example"\n'
+        'audience = "https://provider.example/a2a"\n'
+        'store = "memory://"\n'
+        "[brands.acme]\n"
+        'name = "Acme Support"\n'
+        'handler = "examples.bots:order_bot"\n'
+    )
+    monkeypatch.chdir(tmp_path)  # the sample reads pactmw.toml from the working directory
+    monkeypatch.syspath_prepend(str(REPO))  # for the handler's import path
+    with uvicorn_server(run_sample("deployment_asgi")["app"]) as base:
+        card = httpx.get(base + "/a2a/acme/.well-known/agent-card.json")
+        assert card.status_code == 200
+        assert card.json()["name"] == "Acme Support"
+        assert httpx.post(base + "/a2a/acme/message:send", content=b"{}").status_code == 401
+
+
+def test_parafe_ap2_bot_sample_answers_without_a_mandate() -> None:
+    shop_bot = run_sample("parafe_ap2_bot")["shop_bot"]
+    turn = SimpleNamespace(text="buy a lamp", parafe=SimpleNamespace(ap2=None))
+    assert shop_bot(turn) == "How can I help?"

@@ -1,4 +1,5 @@
-"""The README's Parafé section: the verifier sample runs as written, the TOML table parses."""
+"""The Parafé page of the documentation (docs/parafe.md): its samples run as written, the
+TOML table parses."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.provider.settings import parafe_from_mapping
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-SECTION = README.split("## Parafé", 1)[1].split("\n## ", 1)[0]
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "parafe.md"
+SECTION = PAGE.read_text(encoding="utf-8")
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,7 +28,7 @@ def run_sample(name: str) -> str:
     assert found is not None, name
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(found.group(1), f"README.md:{name}", "exec"), {"__name__": f"readme_{name}"})
+        exec(compile(found.group(1), f"parafe.md:{name}", "exec"), {"__name__": f"readme_{name}"})
     return out.getvalue()
 
 

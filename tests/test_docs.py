@@ -1,0 +1,88 @@
+"""The documentation site builds with `mkdocs build --strict`, and strict means strict.
+
+The build renders every page of docs/ and the API reference (mkdocstrings reads the
+docstrings of the public modules); a broken link, a missing anchor, a page left out of the
+navigation or an API reference to nothing is a warning, and `--strict` fails on warnings.
+The README stays a short overview whose links all lead somewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.servers import REPO
+
+MKDOCS = Path(sys.executable).with_name("mkdocs")
+
+
+def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
+        cwd=REPO,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.timeout(360)
+def test_the_site_builds_strictly_with_its_api_reference(tmp_path: Path) -> None:
+    built = build(REPO / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    api = (tmp_path / "site" / "api" / "pactmw" / "index.html").read_text()
+    for name in ("IdentityVerifier", "MissingExtra", "AgentRegistry"):
+        assert f'id="pactmw.{name}"' in api, name
+    adapters = (tmp_path / "site" / "api" / "adapters" / "index.html").read_text()
+    assert 'id="pactmw.adapters.django.PersonalAgentMiddleware"' in adapters
+    security = (tmp_path / "site" / "security" / "index.html").read_text()
+    assert "Deployment checklist" in security  # SECURITY.md, included
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        pytest.param("[a page](nowhere.md)\n", "nowhere.md", id="broken-link"),
+        pytest.param("[an anchor](#nowhere)\n", "#nowhere", id="missing-anchor"),
+        pytest.param("::: pactmw.nowhere\n", "pactmw.nowhere", id="missing-reference"),
+    ],
+)
+def test_the_strict_build_fails_on_what_it_must_catch(
+    tmp_path: Path, page: str, expected: str
+) -> None:
+    # The project's own configuration, on one page of its own.
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text(f"# Index\n\n{page}")
+    config.update(docs_dir=str(docs), nav=["index.md"], exclude_docs="")
+    config["markdown_extensions"] = [
+        e for e in config["markdown_extensions"] if "pymdownx.snippets" not in str(e)
+    ]
+    written = tmp_path / "mkdocs.yml"
+    written.write_text(yaml.safe_dump(config))
+    built = build(written, tmp_path / "site")
+    assert built.returncode != 0
+    assert expected in built.stderr
+
+
+def test_the_readme_is_a_short_overview_with_two_quick_start_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    quick_start = readme.split("## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    (commands,) = re.findall(r"```sh\n(.*?)```", quick_start, re.S)
+    assert [line.split()[:2] for line in commands.splitlines()] == [
+        ["make", "demo"],
+        ["make", "test"],
+    ]
+    assert 'pip install "pactmw[' in readme
+    assert len(readme.splitlines()) < 80
+    for target in re.findall(r"\]\(([^)#]+)\)", readme):
+        if not target.startswith("https://"):
+            assert (REPO / target).exists(), target
