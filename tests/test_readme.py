@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.samples import find_samples
+from tests.support.samples import PAGES, find_samples
 from tests.support.servers import REPO, uvicorn_server, werkzeug_server
 
 SAMPLES = find_samples()
@@ -25,8 +27,22 @@ def run_sample(name: str) -> dict[str, Any]:
 def test_every_marked_sample_is_found() -> None:
     assert set(SAMPLES) == {
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
-        "deployment_asgi",
+        "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
+        "parafe_bot", "parafe_ap2_bot",
     }  # fmt: skip
+
+
+#: What may stand on the line before a ```python block: it runs, or the page says why not.
+BLOCK_MARK = re.compile(r"<!-- (readme-test: \w+|parafe-readme: \w+|not-run: [^>]+) -->")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
+def test_every_python_block_runs_or_says_why_not(page: Path) -> None:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("```python"):
+            before = lines[number - 1] if number else ""
+            assert BLOCK_MARK.fullmatch(before), f"{page.name}:{number + 1}: {before!r}"
 
 
 @pytest.mark.parametrize("name", ["direct", "pypi_direct"])
@@ -98,6 +114,41 @@ def test_deployment_sample_serves_the_provider_of_a_toml_file(
         assert card.status_code == 200
         assert card.json()["name"] == "Acme Support"
         assert httpx.post(base + "/a2a/acme/message:send", content=b"{}").status_code == 401
+
+
+def test_bot_sample_answers_a_turn() -> None:
+    order_bot = run_sample("bot")["order_bot"]
+    assert order_bot(SimpleNamespace(text="Where is A-1001?")) == "You said: Where is A-1001?"
+
+
+def test_delegated_tools_sample_names_its_scopes() -> None:
+    sample = run_sample("delegated_tools")
+    assert sample["order_tools"].scopes == frozenset({"orders:read", "orders:cancel"})
+    assert len(sample["order_tools"]) == 2
+
+
+def test_authorization_details_sample_checks_and_describes_an_entry() -> None:
+    sample = run_sample("authorization_details")
+    rebook, entry = sample["flight_rebook"], {
+        "type": sample["REBOOK"], "identifier": "K7PQ2M", "actions": ["rebook"],
+        "target_flight": "SK 318",
+    }  # fmt: skip
+    assert rebook.problem(entry) is None
+    assert rebook.problem({**entry, "target_flight": "anywhere"}) is not None
+    assert rebook.describe(entry) == "Only reservation K7PQ2M, to flight SK 318"
+    assert sample["delegation"].tools is sample["sky_tools"]
+
+
+def test_model_tools_sample_has_an_identity_and_an_account_tool() -> None:
+    shop_tools = run_sample("model_tools")["shop_tools"]
+    assert len(shop_tools) == 2
+    assert shop_tools.scopes == frozenset({"orders:cancel"})
+
+
+def test_parafe_bot_sample_answers_without_the_extension() -> None:
+    support_bot = run_sample("parafe_bot")["support_bot"]
+    turn = SimpleNamespace(text="buy a lamp", parafe=SimpleNamespace(enabled=False))
+    assert support_bot(turn) == "How can I help?"
 
 
 def test_parafe_ap2_bot_sample_answers_without_a_mandate() -> None:
