@@ -12,7 +12,7 @@ ASGI (uvicorn, one worker; `--factory`):
                         /a2a/acme/message:send: the bare echo (parse the JSON, answer the same
                         reply shape as pactmw, no bookkeeping)
   starlette_identity    the same GET /a2a/whoami behind `PersonalAgentMiddleware`
-  echo_bot              the turn handler the `pactmw serve` contenders run (README's echo bot)
+  echo_bot              the turn handler the `pactmw serve` contenders run (the docs' echo bot)
 
 WSGI (gunicorn; `module:factory()`):
   flask_example                  examples/flask_app as it is (`create_app` with the TOML)
@@ -55,7 +55,7 @@ async def _bare_whoami(request: Request) -> JSONResponse:
 
 
 async def _identity_whoami(request: Request) -> JSONResponse:
-    # README's Starlette example, verbatim.
+    # The Starlette example of docs/getting-started/starlette-fastapi.md, verbatim.
     agent = request.user.personal_agent
     return JSONResponse({"issuer": agent.issuer, "user": agent.actor_id})
 
@@ -102,7 +102,7 @@ def _public_jwk() -> dict[str, Any]:
 
 
 def starlette_identity() -> Starlette:
-    """The same whoami endpoint behind pactmw's `PersonalAgentMiddleware` (README's example)."""
+    """The same whoami endpoint behind pactmw's `PersonalAgentMiddleware` (the docs' example)."""
     from pactmw import Settings
     from pactmw.adapters.asgi import PersonalAgentMiddleware
 
@@ -114,7 +114,7 @@ def starlette_identity() -> Starlette:
 
 
 def echo_bot(turn: Any) -> str:
-    """The turn handler of the `pactmw serve` contenders: README's echo bot."""
+    """The turn handler of the `pactmw serve` contenders: the docs' echo bot."""
     return f"You said: {turn.text}"
 
 

@@ -23,7 +23,7 @@ Contenders (baseline first in each group):
              starlette+pactmw    the same endpoint behind PersonalAgentMiddleware (cached token)
   send       bare-echo           POST message:send to a Starlette endpoint that parses the JSON
                                  and answers the same reply shape, no bookkeeping
-             send-memory         `pactmw serve`, README's echo bot, memory:// store (no I/O:
+             send-memory         `pactmw serve`, the docs' echo bot, memory:// store (no I/O:
                                  what the Provider costs without its store)
              send-sqlite         the same on the sqlite store (a fresh file, its defaults)
              send-postgres       the same on PostgreSQL (tests/support/pg.py's throwaway server:

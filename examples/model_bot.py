@@ -2,7 +2,7 @@
 
 `model_bot(model)` is a turn handler that runs a model/tool loop over `turn.tools`. `model`
 is any function `(messages, tools) -> assistant message` in the OpenAI Chat Completions
-shape (plain dicts); the README shows it wired to a real model SDK, and the tests drive it
+shape (plain dicts); docs/tools.md shows it wired to a real model SDK, and the tests drive it
 with a scripted stand-in, so nothing here depends on one.
 
 The model is offered every tool a personal agent may reach; calling an account tool whose

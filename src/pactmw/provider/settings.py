@@ -218,7 +218,7 @@ def _read_secret(path: Any, where: str) -> str:
 
 
 def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
-    """A `[brands.ID.parafe]` table (see README "Parafé")."""
+    """A `[brands.ID.parafe]` table (see docs/parafe.md)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table")
     unknown = sorted(set(data) - _PARAFE_KEYS)
@@ -311,7 +311,7 @@ def _detail_types(reference: Any, where: str) -> tuple[AuthorizationDetailType, 
 
 
 def _delegation(data: Any, where: str) -> DelegationConfig:
-    """A `[brands.ID.delegation]` table (see README "Delegated profile")."""
+    """A `[brands.ID.delegation]` table (see docs/delegated.md)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table")
     unknown = sorted(set(data) - _DELEGATION_KEYS)
@@ -385,7 +385,7 @@ def _positive(
 
 @frozen
 class ProviderSettings:
-    """Everything `Provider.from_settings` needs. See README "Configuration" for each key."""
+    """Everything `Provider.from_settings` needs. See docs/configuration.md for each key."""
 
     identity: Settings
     base_url: str
