@@ -480,12 +480,24 @@ def test_demo_failure_is_reported(tmp_path: Path) -> None:
     """When `pactmw serve` cannot start, the demo says so and exits non-zero."""
     shim = tmp_path / "shim"
     shim.mkdir()
-    (shim / "uvicorn.py").write_text("raise ImportError('uvicorn is not installed')\n")
+    # A uvicorn that imports (so the demo starts) but cannot serve (so `pactmw serve` fails).
+    (shim / "uvicorn.py").write_text("# a uvicorn without Config\n")
     result = run([*PYTHON_M, "demo"], env={"PYTHONPATH": str(shim)})
     assert result.returncode == 1
     assert "demo FAILED at step 3" in result.stdout
-    assert "pactmw serve needs uvicorn" in result.stdout
+    assert "has no attribute 'Config'" in result.stdout  # the server's own error, shown
     assert "demo complete" not in result.stdout
+
+
+def test_demo_with_a_uvicorn_that_does_not_import_names_the_serve_extra(tmp_path: Path) -> None:
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "uvicorn.py").write_text("raise ImportError('uvicorn is broken')\n")
+    result = run([*PYTHON_M, "demo"], env={"PYTHONPATH": str(shim)})
+    assert result.returncode == 2
+    assert result.stderr == (
+        'pactmw demo needs uvicorn, which is not installed: pip install "pactmw[serve]"\n'
+    )
 
 
 # -- grants --------------------------------------------------------------------------------

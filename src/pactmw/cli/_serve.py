@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import logging
 import signal
 import threading
 from collections.abc import Iterator
-from importlib.util import find_spec
 from urllib.parse import urlsplit
 
 from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
@@ -33,12 +33,18 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 def require_serve_extra(command: str) -> None:
-    """Fail with one line naming the `serve` extra unless uvicorn and Starlette are installed.
+    """Fail with one line naming the `serve` extra unless uvicorn and Starlette import.
 
     Neither is a dependency of pactmw: only `pactmw serve` (and the demo, which runs it) needs
-    them, so the other subcommands work from a bare `pip install pactmw`.
+    them, so the other subcommands work from a bare `pip install pactmw`. Importing them,
+    rather than only looking for them, also catches an installation too broken to import.
     """
-    missing = [name for name in ("uvicorn", "starlette") if find_spec(name) is None]
+    missing = []
+    for name in ("uvicorn", "starlette"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
     if missing:
         needs = " and ".join(missing)
         raise CommandError(str(MissingExtra(command, needs, "serve")), bare=True)
