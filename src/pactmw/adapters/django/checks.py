@@ -24,7 +24,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.append(
             Error(
                 f"settings.{SETTING} is missing or not a dict.",
-                hint='Set PACTMW = {"audience": "...", "agents": [...]} (see the README).',
+                hint=(
+                    'Set PACTMW = {"audience": "...", "agents": [...]} '
+                    "(see pactmw's documentation, Getting started: Django)."
+                ),
                 obj=SETTING,
                 id="pactmw.E002",
             )
