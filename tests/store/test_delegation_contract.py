@@ -1082,8 +1082,8 @@ def test_a_version_1_database_upgrades_in_place(
 ) -> None:
     module = _module(persistent)
     migrations = module.MIGRATIONS
-    assert len(migrations) == 3
-    # A database made by the first release: only the first migration ran.
+    assert len(migrations) >= 2
+    # A database made by an earlier release: only the first migration ran.
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", migrations[:1])
         old = persistent.open()

@@ -14,9 +14,11 @@ from attrs import frozen
 
 from pactmw.store._protocols.details import AuthorizationDetailsStore
 from pactmw.store.base import (
+    AgentExists,
     Approval,
     Claim,
     ClaimKind,
+    Cleanup,
     Conversation,
     DeviceAuthorization,
     DeviceStatus,
@@ -27,6 +29,7 @@ from pactmw.store.base import (
     Rotation,
     RotationKind,
     Store,
+    StoredAgent,
     StoredTurn,
     StoreError,
     StoreUnavailable,
@@ -39,10 +42,12 @@ if TYPE_CHECKING:
     from pactmw.store.postgres import PostgresStore
 
 __all__ = [
+    "AgentExists",
     "Approval",
     "AuthorizationDetailsStore",
     "Claim",
     "ClaimKind",
+    "Cleanup",
     "Conversation",
     "DeviceAuthorization",
     "DeviceStatus",
@@ -59,6 +64,7 @@ __all__ = [
     "StoreError",
     "StoreURL",
     "StoreUnavailable",
+    "StoredAgent",
     "StoredTurn",
     "UserCodeTaken",
     "open_store",

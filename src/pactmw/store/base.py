@@ -5,8 +5,8 @@ PostgreSQL backends are also safe across processes and (PostgreSQL) machines. Ti
 float epoch seconds passed in by the caller, so tests drive the clock.
 
 `Store` is the union of the per-concern protocols in store/_protocols/ (conversations,
-device authorizations, grants, refresh tokens and single-use values), which hold the
-operations and what each guarantees.
+device authorizations, grants, refresh tokens and single-use values, the runtime agent
+registry, retention), which hold the operations and what each guarantees.
 """
 
 from __future__ import annotations
@@ -17,12 +17,21 @@ from typing import Literal, Protocol, runtime_checkable
 from attrs import frozen
 
 from pactmw.core.errors import PactmwError
-from pactmw.store._protocols import ConversationStore, DeviceStore, GrantStore, TokenStore
+from pactmw.store._protocols import (
+    AgentStore,
+    ConversationStore,
+    DeviceStore,
+    GrantStore,
+    RetentionStore,
+    TokenStore,
+)
 
 __all__ = [
+    "AgentExists",
     "Approval",
     "Claim",
     "ClaimKind",
+    "Cleanup",
     "Conversation",
     "DeviceAuthorization",
     "DeviceStatus",
@@ -35,6 +44,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "StoredAgent",
     "StoredTurn",
     "UserCodeTaken",
 ]
@@ -81,6 +91,10 @@ class UserCodeTaken(StoreError):
 
     Draw another code and try again; nothing was stored.
     """
+
+
+class AgentExists(StoreError):
+    """`add_agent` was given an issuer that is already stored; nothing was written."""
 
 
 def reject_nul(**values: str) -> None:
@@ -307,8 +321,44 @@ class Rotation:
     grant: Grant | None = None
 
 
+@frozen
+class StoredAgent:
+    """A personal agent added at runtime (an operator command, the Django admin), on top of
+    the configured ones.
+
+    Verified exactly like a configured agent with a `jwks_uri` and no per-agent audience.
+    `name` is `""` when none was given; `added_at` is epoch seconds. Whether it may call is
+    the issuer's override (`agent_enabled`), as for configured agents: enabled when none.
+    """
+
+    issuer: str
+    name: str
+    jwks_uri: str
+    added_at: float
+
+
+@frozen
+class Cleanup:
+    """What `Store.cleanup` deleted: how many rows of each kind."""
+
+    device_authorizations: int = 0
+    refresh_tokens: int = 0
+    used_values: int = 0
+    conversations: int = 0
+    messages: int = 0
+    authorization_details: int = 0
+
+
 @runtime_checkable
-class Store(ConversationStore, DeviceStore, GrantStore, TokenStore, Protocol):
+class Store(
+    ConversationStore,
+    DeviceStore,
+    GrantStore,
+    TokenStore,
+    AgentStore,
+    RetentionStore,
+    Protocol,
+):
     """Persistent state of a Provider, with atomic operations named for their guarantee.
 
     Implementations: `MemoryStore` (one process), `SqliteStore` (one machine, many

@@ -9,10 +9,17 @@ stores' live in store/_sql/.
 
 from __future__ import annotations
 
-from pactmw.store._memory import ConversationsMixin, DetailsMixin, DevicesMixin, TokensMixin
+from pactmw.store._memory import (
+    AgentsMixin,
+    ConversationsMixin,
+    DevicesMixin,
+    RetentionMixin,
+    TokensMixin,
+)
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(ConversationsMixin, DevicesMixin, TokensMixin, DetailsMixin):
+# RetentionMixin brings DetailsMixin (the authorization details) along: it cleans them.
+class MemoryStore(ConversationsMixin, DevicesMixin, TokensMixin, AgentsMixin, RetentionMixin):
     """A thread-safe Store held in this process's memory; see the module docstring."""

@@ -170,6 +170,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON pactmw_authorization_details (expires_at)
         """,
     ),
+    # Version 4: personal agents added at runtime, on top of the configured ones. Whether
+    # one may call stays in pactmw_agent_overrides, as for configured agents.
+    (
+        """
+        CREATE TABLE pactmw_agents (
+            issuer TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            jwks_uri TEXT NOT NULL,
+            added_at DOUBLE PRECISION NOT NULL
+        )
+        """,
+    ),
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,

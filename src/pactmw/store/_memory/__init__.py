@@ -2,25 +2,30 @@
 
 `MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
 per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
-(over `GrantsMixin`: an approval writes its grant) and `TokensMixin`. `MemoryStore`
+(over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin` and
+`RetentionMixin`. `MemoryStore`
 (store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
 checks from store/base.py, as in the SQL stores.
 """
 
 from __future__ import annotations
 
+from pactmw.store._memory.agents import AgentsMixin
 from pactmw.store._memory.conversations import ConversationsMixin
 from pactmw.store._memory.core import MemoryCore
 from pactmw.store._memory.details import DetailsMixin
 from pactmw.store._memory.devices import DevicesMixin
 from pactmw.store._memory.grants import GrantsMixin
+from pactmw.store._memory.retention import RetentionMixin
 from pactmw.store._memory.tokens import TokensMixin
 
 __all__ = [
+    "AgentsMixin",
     "ConversationsMixin",
     "DetailsMixin",
     "DevicesMixin",
     "GrantsMixin",
     "MemoryCore",
+    "RetentionMixin",
     "TokensMixin",
 ]

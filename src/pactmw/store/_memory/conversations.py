@@ -1,4 +1,4 @@
-"""Conversations, turns and agent overrides of the memory store."""
+"""Conversations and turns of the memory store."""
 
 from __future__ import annotations
 
@@ -157,16 +157,3 @@ class ConversationsMixin(MemoryCore):
                 if m.reply_message_id is not None and m.reply_text is not None
             ]
             return turns[-limit:]
-
-    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
-        """Persist (in memory) an enable/disable override for `issuer`."""
-        reject_nul(issuer=issuer)
-        with self._lock:
-            self._check_open()
-            self._agents[issuer] = enabled
-
-    def agent_enabled(self, issuer: str) -> bool | None:
-        """Return the override for `issuer`, or None when there is none."""
-        with self._lock:
-            self._check_open()
-            return self._agents.get(issuer)

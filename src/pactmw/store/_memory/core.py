@@ -17,6 +17,7 @@ from pactmw.store.base import (
     Conversation,
     DeviceAuthorization,
     Grant,
+    StoredAgent,
     StoreUnavailable,
 )
 
@@ -66,7 +67,8 @@ class MemoryCore:
         # would buy nothing and make the atomicity of claim_message harder to see.
         self._lock = threading.Lock()
         self._contexts: dict[str, Context] = {}
-        self._agents: dict[str, bool] = {}
+        self._overrides: dict[str, bool] = {}  # issuer -> enabled
+        self._runtime_agents: dict[str, StoredAgent] = {}  # by issuer
         self._devices: dict[str, DeviceAuthorization] = {}  # by device_code_hash
         self._user_codes: dict[str, str] = {}  # user_code -> device_code_hash
         self._grants: dict[str, Grant] = {}  # insertion order = creation order
@@ -110,7 +112,8 @@ class MemoryCore:
         with self._lock:
             self._closed = True
             self._contexts.clear()
-            self._agents.clear()
+            self._overrides.clear()
+            self._runtime_agents.clear()
             self._devices.clear()
             self._user_codes.clear()
             self._grants.clear()

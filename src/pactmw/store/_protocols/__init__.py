@@ -6,16 +6,20 @@ guarantees; `Store` (store/base.py) is their union and holds the rules they all 
 
 from __future__ import annotations
 
+from pactmw.store._protocols.agents import AgentStore
 from pactmw.store._protocols.conversations import ConversationStore
 from pactmw.store._protocols.details import AuthorizationDetailsStore
 from pactmw.store._protocols.devices import DeviceStore
 from pactmw.store._protocols.grants import GrantStore
+from pactmw.store._protocols.retention import RetentionStore
 from pactmw.store._protocols.tokens import TokenStore
 
 __all__ = [
+    "AgentStore",
     "AuthorizationDetailsStore",
     "ConversationStore",
     "DeviceStore",
     "GrantStore",
+    "RetentionStore",
     "TokenStore",
 ]

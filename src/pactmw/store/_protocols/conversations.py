@@ -1,4 +1,4 @@
-"""The conversation, turn and agent-override operations of the Store contract."""
+"""The conversation and turn operations of the Store contract."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["ConversationStore"]
 
 
 class ConversationStore(Protocol):
-    """Conversations, their turns (claim, reply, release, history) and agent overrides."""
+    """Conversations and their turns (claim, reply, release, history)."""
 
     def create_conversation(self, *, brand_id: str, issuer: str, sub: str, now: float) -> str:
         """Mint a new conversation owned by `(brand_id, issuer, sub)`; return its id.
@@ -80,12 +80,4 @@ class ConversationStore(Protocol):
         message's place; a released and re-claimed one moves to the end). Unanswered claims
         are left out. An unknown conversation has an empty history.
         """
-        ...
-
-    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
-        """Persist an enable/disable override for the personal agent `issuer`."""
-        ...
-
-    def agent_enabled(self, issuer: str) -> bool | None:
-        """Return the override for `issuer`, or None when there is none (use the config)."""
         ...

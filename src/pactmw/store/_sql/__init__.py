@@ -17,15 +17,19 @@ checks its inputs here, once for both SQL backends.
 
 from __future__ import annotations
 
+from pactmw.store._sql.agents import AgentsMixin
 from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
 from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
+from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.statements import Dialect, Statements
 from pactmw.store._sql.tokens import TokensMixin
 
 __all__ = ["Dialect", "Executor", "Rows", "SqlCore", "SqlStore", "Statements"]
 
 
-class SqlStore(ConversationsMixin, DevicesMixin, TokensMixin, DetailsMixin):
+class SqlStore(
+    ConversationsMixin, DevicesMixin, TokensMixin, DetailsMixin, AgentsMixin, RetentionMixin
+):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks."""

@@ -1,4 +1,4 @@
-"""Conversations, turns and agent overrides of the SQL stores."""
+"""Conversations and turns of the SQL stores."""
 
 from __future__ import annotations
 
@@ -138,17 +138,3 @@ class ConversationsMixin(SqlCore):
             StoredTurn(message_id=r[0], text=r[1], reply_message_id=r[2], reply_text=r[3])
             for r in rows
         ]
-
-    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
-        """Persist an enable/disable override for `issuer`."""
-        reject_nul(issuer=issuer)
-        with self._write() as ex:
-            ex.execute(self._sql.set_agent_enabled, (issuer, bool(enabled)))
-
-    def agent_enabled(self, issuer: str) -> bool | None:
-        """Return the override for `issuer`, or None when there is none."""
-        if has_nul(issuer):
-            return None
-        with self._read() as ex:
-            row = ex.execute(self._sql.agent_enabled, (issuer,)).fetchone()
-        return None if row is None else bool(row[0])

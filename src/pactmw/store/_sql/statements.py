@@ -37,6 +37,8 @@ _GRANT_COLUMNS = (
     "grant_id, brand_id, account, client_id, pa_sub, scopes, created_at, updated_at,"
     " expires_at, revoked_at"
 )
+# Column order is what store/_sql/agents.py reads.
+_AGENT_COLUMNS = "issuer, name, jwks_uri, added_at"
 
 
 class Statements:
@@ -46,6 +48,7 @@ class Statements:
         fields = asdict(dialect)
         # Shared pieces, as further fields (already in the dialect: format does not nest).
         fields["device_columns"] = _DEVICE_COLUMNS
+        fields["agent_columns"] = _AGENT_COLUMNS
         # Constants only, so not an injection (S608).
         fields["select_device"] = f"SELECT {_DEVICE_COLUMNS} FROM pactmw_device_authorizations"  # noqa: S608
         fields["select_grant"] = f"SELECT {_GRANT_COLUMNS} FROM pactmw_grants"  # noqa: S608
@@ -120,16 +123,53 @@ class Statements:
             " ORDER BY id DESC LIMIT ?"
             ") AS recent ORDER BY id"
         )
+
+        # --- agents: the runtime registry and the overrides ------------------------------------
         self.set_agent_enabled = q(
             "INSERT INTO pactmw_agent_overrides (issuer, enabled) VALUES (?, ?)"
             " ON CONFLICT (issuer) DO UPDATE SET enabled = excluded.enabled"
         )
         self.agent_enabled = q("SELECT enabled FROM pactmw_agent_overrides WHERE issuer = ?")
+        # DO NOTHING: PostgreSQL waits for a concurrent insert of the issuer to settle, so
+        # of two adds exactly one inserts a row.
+        self.insert_agent = q(
+            "INSERT INTO pactmw_agents ({agent_columns}) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (issuer) DO NOTHING"
+        )
+        self.delete_agent = q("DELETE FROM pactmw_agents WHERE issuer = ?")
+        self.agent = q("SELECT {agent_columns} FROM pactmw_agents WHERE issuer = ?")
+        self.list_agents = q("SELECT {agent_columns} FROM pactmw_agents ORDER BY issuer{collate_c}")
+        # One row whatever is stored: the runtime agent's columns (NULL when none) and the
+        # override (NULL when none), so a request asks both questions in one round trip.
+        self.lookup_agent = q(
+            "SELECT a.issuer, a.name, a.jwks_uri, a.added_at, o.enabled"
+            " FROM (SELECT CAST(? AS TEXT) AS issuer) AS wanted"
+            " LEFT JOIN pactmw_agents AS a ON a.issuer = wanted.issuer"
+            " LEFT JOIN pactmw_agent_overrides AS o ON o.issuer = wanted.issuer"
+        )
 
         # --- the opportunistic purge -----------------------------------------------------------
         self.purge_used_values = q("DELETE FROM pactmw_used_values WHERE expires_at <= ?")
         self.purge_devices = q("DELETE FROM pactmw_device_authorizations WHERE expires_at <= ?")
         self.purge_refresh_tokens = q("DELETE FROM pactmw_refresh_tokens WHERE expires_at <= ?")
+
+        # --- the operator's cleanup (store/_sql/retention.py) ----------------------------------
+        # A spent token of a live grant stays: replaying it is how a theft is detected.
+        self.cleanup_refresh_tokens = q(
+            "DELETE FROM pactmw_refresh_tokens WHERE (used_at IS NULL AND expires_at <= ?)"
+            " OR grant_id IN (SELECT grant_id FROM pactmw_grants"
+            " WHERE revoked_at IS NOT NULL OR expires_at <= ?)"
+        )
+        self.lock_idle_conversations = q(
+            "SELECT context_id FROM pactmw_conversations WHERE last_activity < ?{lock}"
+        )
+        self.delete_idle_messages = q(
+            "DELETE FROM pactmw_messages WHERE context_id IN"
+            " (SELECT context_id FROM pactmw_conversations WHERE last_activity < ?)"
+        )
+        self.delete_idle_conversations = q(
+            "DELETE FROM pactmw_conversations WHERE last_activity < ?"
+        )
 
         # --- device authorizations -------------------------------------------------------------
         self.user_code_holder = q(

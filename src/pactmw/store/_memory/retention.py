@@ -1,0 +1,57 @@
+"""The operator's cleanup of the memory store (see `RetentionStore.cleanup`)."""
+
+from __future__ import annotations
+
+from pactmw.store._memory.details import DetailsMixin
+from pactmw.store.base import Cleanup
+
+__all__ = ["RetentionMixin"]
+
+
+class RetentionMixin(DetailsMixin):
+    """`Store.cleanup`, on the in-memory state (over `DetailsMixin`, whose state it cleans)."""
+
+    def cleanup(self, *, now: float, conversations_idle_before: float | None) -> Cleanup:
+        """Delete what can no longer be used at `now`; see `RetentionStore.cleanup`."""
+        with self._lock:
+            self._check_open()
+            devices = [h for h, d in self._devices.items() if d.expires_at <= now]
+            for code_hash in devices:
+                self._drop_device(code_hash)
+            tokens = [
+                token_hash
+                for token_hash, token in self._refresh.items()
+                if not self._grants[token.grant_id].is_live(now)
+                or (token.used_at is None and token.expires_at <= now)
+            ]
+            for token_hash in tokens:
+                del self._refresh[token_hash]
+            used = [key for key, expires_at in self._used.items() if expires_at <= now]
+            for key in used:
+                del self._used[key]
+            details = 0
+            for owner in list(self._details):
+                held = self._details[owner]
+                for text in [t for t, end in held.items() if end is not None and end <= now]:
+                    del held[text]
+                    details += 1
+                if not held:
+                    del self._details[owner]
+            contexts: list[str] = []
+            messages = 0
+            if conversations_idle_before is not None:
+                contexts = [
+                    context_id
+                    for context_id, ctx in self._contexts.items()
+                    if ctx.conversation.last_activity < conversations_idle_before
+                ]
+                for context_id in contexts:
+                    messages += len(self._contexts.pop(context_id).messages)
+            return Cleanup(
+                device_authorizations=len(devices),
+                refresh_tokens=len(tokens),
+                used_values=len(used),
+                conversations=len(contexts),
+                messages=messages,
+                authorization_details=details,
+            )
