@@ -24,6 +24,7 @@ from pactmw.protocols.identity import (
     AgentRegistry,
     IdentityVerifier,
     RegisteredAgent,
+    RuntimeAgents,
 )
 
 T = TypeVar("T")
@@ -141,11 +142,8 @@ class Settings:
         agents = tuple(agent_from_mapping(a, f"agents[{i}].") for i, a in enumerate(agents_data))
         allow_http = _typed(data, "allow_http_jwks_on_loopback", bool, False, "")
         for index, agent in enumerate(agents):
-            if agent.jwks_uri is not None and not _fetchable(agent.jwks_uri, allow_http):
-                raise ConfigError(
-                    f"agents[{index}].jwks_uri must be https (http only to 127.0.0.1/::1/"
-                    "localhost with allow_http_jwks_on_loopback = true)"
-                )
+            if agent.jwks_uri is not None:
+                check_jwks_uri(agent.jwks_uri, allow_http, f"agents[{index}].jwks_uri")
         issuers = [agent.issuer for agent in agents]
         if len(set(issuers)) != len(issuers):
             raise ConfigError("agents: each issuer may be listed once")
@@ -188,11 +186,16 @@ class Settings:
         self,
         *,
         overrides: AgentOverrides | None = None,
+        runtime: RuntimeAgents | None = None,
         clock: Callable[[], float] | None = None,
         keys: JwksCache | None = None,
     ) -> IdentityVerifier:
-        """An `IdentityVerifier` for these settings (one per process; it holds the key cache)."""
-        registry = AgentRegistry(self.agents, overrides=overrides)
+        """An `IdentityVerifier` for these settings (one per process; it holds the key cache).
+
+        `overrides` and `runtime` are the store that keeps agent switches and agents added at
+        runtime (see `AgentRegistry`); their keys are fetched under `fetch_policy()` too.
+        """
+        registry = AgentRegistry(self.agents, overrides=overrides, runtime=runtime)
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         return IdentityVerifier(
             audience=self.audience,
@@ -201,6 +204,17 @@ class Settings:
             open_mode=self.open_mode,
             leeway=self.clock_skew,
             **extra,
+        )
+
+
+def check_jwks_uri(url: str, allow_http_on_loopback: bool, where: str) -> None:
+    """Refuse (`ConfigError` naming `where`) a JWKS URL the fetch policy could never fetch:
+    the rule for configured agents and for agents added at runtime alike. Which addresses
+    may be reached is checked when the keys are fetched (`FetchPolicy`)."""
+    if not _fetchable(url, allow_http_on_loopback):
+        raise ConfigError(
+            f"{where} must be https (http only to 127.0.0.1/::1/"
+            "localhost with allow_http_jwks_on_loopback = true)"
         )
 
 
@@ -228,6 +242,7 @@ __all__ = [
     "ConfigError",
     "Settings",
     "agent_from_mapping",
+    "check_jwks_uri",
     "in_protected_path",
     "optional_jwks",
 ]

@@ -359,6 +359,26 @@ def test_other_numbers() -> None:
             assert key in refused(minimal(**{key: bad}))
 
 
+def test_retention_days_is_a_positive_finite_number_of_days_or_absent() -> None:
+    assert ProviderSettings.from_mapping(minimal()).retention_days is None  # keep forever
+    assert ProviderSettings.from_mapping(minimal(retention_days=30)).retention_days == 30.0
+    assert ProviderSettings.from_mapping(minimal(retention_days=0.5)).retention_days == 0.5
+    for bad in (0, -1, "30", True, float("inf"), float("nan"), [30]):
+        message = refused(minimal(retention_days=bad))
+        assert message.startswith("retention_days must be a positive number"), (bad, message)
+
+
+def test_retention_days_reaches_the_provider(tmp_path: Path) -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(retention_days=7, store=f"sqlite:///{tmp_path}/pactmw.db")
+    )
+    provider = Provider.from_settings(settings)
+    try:
+        assert provider.retention_days == 7.0
+    finally:
+        provider.close()
+
+
 def test_store_organization_and_brands_shapes() -> None:
     assert ProviderSettings.from_mapping(minimal()).store == DEFAULT_STORE
     assert ProviderSettings.from_mapping(minimal(store="memory://")).store == "memory://"

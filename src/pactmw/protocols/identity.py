@@ -67,6 +67,24 @@ class AgentOverrides(Protocol):
     def set_agent_enabled(self, issuer: str, enabled: bool) -> None: ...
 
 
+class RuntimeAgent(Protocol):
+    """What the registry reads of an agent added at runtime (`pactmw.store.StoredAgent`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def jwks_uri(self) -> str: ...
+
+
+class RuntimeAgents(Protocol):
+    """Agents added at runtime and every issuer's override, as a store keeps them."""
+
+    def lookup_agent(self, issuer: str) -> tuple[RuntimeAgent | None, bool | None]:
+        """The runtime agent of `issuer` (or None) and its override (or None), in one read."""
+        ...
+
+
 class MemoryAgentOverrides:
     """Process-local overrides (tests, single-process development)."""
 
@@ -85,13 +103,28 @@ class MemoryAgentOverrides:
 
 AgentResolver = Callable[[str], RegisteredAgent | None]
 
+_NO_KEYS = KeySet(())  # an agent whose keys are never asked for (open mode, blocked issuers)
+
+
+def _with_override(agent: RegisteredAgent, enabled: bool | None) -> RegisteredAgent:
+    if enabled is None or enabled == agent.enabled:
+        return agent
+    return evolve(agent, enabled=enabled)
+
 
 class AgentRegistry:
-    """Who may call: a static list, an optional resolver for the rest, runtime overrides.
+    """Who may call: a static list, agents added at runtime, a resolver, runtime overrides.
 
-    `resolver` is called for issuers not in the static list (for example a database lookup);
-    it must be quick and must not raise for unknown issuers (return None). `overrides` lets an
+    Issuers are looked up in this order: the static list; `runtime` (a store's agents added
+    while the Provider runs, verified like configured ones: keys from their `jwks_uri`, the
+    Provider-wide audience); `resolver`, for the rest (for example a database lookup; it
+    must be quick and must not raise for unknown issuers: return None). `overrides` lets an
     operator block an agent at runtime: the next request is refused, without a restart.
+
+    One store read per lookup: a configured agent asks `overrides` for its switch; any other
+    issuer asks `runtime` once, which answers the switch too (so `runtime` must be the store
+    `overrides` is). An issuer blocked there stays refused even when it is registered
+    nowhere (an open-mode Provider's agent, or one removed while blocked).
     """
 
     def __init__(
@@ -100,26 +133,37 @@ class AgentRegistry:
         *,
         resolver: AgentResolver | None = None,
         overrides: AgentOverrides | None = None,
+        runtime: RuntimeAgents | None = None,
     ) -> None:
         self._agents = {agent.issuer: agent for agent in agents}
         self._resolver = resolver
+        self._runtime = runtime
         self.overrides: AgentOverrides = overrides or MemoryAgentOverrides()
         #: Whether `lookup` may do blocking I/O (async callers then run it in a thread).
-        self.may_block = resolver is not None or not isinstance(
-            self.overrides, MemoryAgentOverrides
+        self.may_block = (
+            resolver is not None
+            or runtime is not None
+            or not isinstance(self.overrides, MemoryAgentOverrides)
         )
 
     def lookup(self, issuer: str) -> RegisteredAgent | None:
         """The agent registered for `issuer` (exact match), with any runtime override applied."""
         agent = self._agents.get(issuer)
+        if agent is not None:
+            return _with_override(agent, self.overrides.agent_enabled(issuer))
+        enabled: bool | None = None
+        if self._runtime is not None:
+            added, enabled = self._runtime.lookup_agent(issuer)
+            if added is not None:
+                agent = RegisteredAgent(issuer=issuer, name=added.name, jwks_uri=added.jwks_uri)
         if agent is None and self._resolver is not None:
             agent = self._resolver(issuer)
+            if agent is not None and self._runtime is None:
+                enabled = self.overrides.agent_enabled(issuer)
         if agent is None:
-            return None
-        enabled = self.overrides.agent_enabled(issuer)
-        if enabled is not None and enabled != agent.enabled:
-            agent = evolve(agent, enabled=enabled)
-        return agent
+            blocked = enabled is False
+            return RegisteredAgent(issuer, jwks=_NO_KEYS, enabled=False) if blocked else None
+        return _with_override(agent, enabled)
 
     def disable(self, issuer: str) -> None:
         """Refuse this agent from its next request on."""
@@ -129,7 +173,8 @@ class AgentRegistry:
         """Accept this agent again."""
         self.overrides.set_agent_enabled(issuer, True)
 
-    def __iter__(self) -> Iterable[RegisteredAgent]:
+    def __iter__(self) -> Iterator[RegisteredAgent]:
+        """The static (configured) agents; those added at runtime are in the store."""
         return iter(self._agents.values())
 
 
@@ -231,9 +276,6 @@ def parse_bearer(authorization: str | None) -> str:
 
 
 _MAX_NUMERIC_DATE = 2**53
-
-
-_NO_KEYS = KeySet(())  # an open-mode agent known only through a cached token
 
 
 def _number(claims: Mapping[str, Any], name: str) -> float:
@@ -486,6 +528,8 @@ __all__ = [
     "MemoryAgentOverrides",
     "PersonalAgent",
     "RegisteredAgent",
+    "RuntimeAgent",
+    "RuntimeAgents",
     "actor_id_for",
     "log_refusal",
     "parse_bearer",

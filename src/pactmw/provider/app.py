@@ -93,9 +93,13 @@ class Provider:
         signing_keys: SigningKeys | None = None,
         audit: AuditHook | None = None,
         consent_rate_limit: RateLimit | None = None,
+        retention_days: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: Days conversations are kept after their last activity by `pactmw cleanup`
+        #: (`pactmw.provider.agent_admin.run_cleanup`); None keeps them.
+        self.retention_days = retention_days
         self.verifier = verifier
         self.store = store
         self.brands = {brand.id: brand for brand in brands}
@@ -159,7 +163,8 @@ class Provider:
     ) -> Provider:
         """Build from settings; opens `settings.store` unless a store is given.
 
-        Runtime enable/disable of personal agents is persisted in the store. `signing_keys`
+        Personal agents added at runtime, and the runtime enable/disable of every agent, are
+        read from the store on each request. `signing_keys`
         overrides the configured ones (a tool that only revokes grants needs no private key);
         `audit` receives the delegation audit events.
         """
@@ -167,7 +172,7 @@ class Provider:
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         return cls(
             base_url=settings.base_url,
-            verifier=settings.identity.build_verifier(overrides=store, **extra),
+            verifier=settings.identity.build_verifier(overrides=store, runtime=store, **extra),
             store=store,
             brands=settings.brands,
             identity_scheme=settings.identity_scheme,
@@ -176,6 +181,7 @@ class Provider:
             max_body_bytes=settings.max_body_bytes,
             conversation_idle_timeout=settings.conversation_idle_timeout,
             claim_lease_seconds=settings.claim_lease_seconds,
+            retention_days=settings.retention_days,
             signing_keys=signing_keys or settings.signing_keys(),
             audit=audit,
             **extra,

@@ -7,6 +7,7 @@ through `ProviderSettings.from_mapping`.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +41,7 @@ PROVIDER_KEYS = frozenset(
         "max_body_bytes",
         "conversation_idle_timeout",
         "claim_lease_seconds",
+        "retention_days",
         "signing_keys",
         "data_dir",
         "delegation_brand",  # read by the identity middleware of the Django/Flask adapters
@@ -397,6 +399,9 @@ class ProviderSettings:
     max_body_bytes: int = 1024 * 1024
     conversation_idle_timeout: float | None = None
     claim_lease_seconds: float = 120.0
+    #: Days a conversation (and its messages: personal data) is kept after its last activity
+    #: when `pactmw cleanup` runs; None keeps them forever.
+    retention_days: float | None = None
     signing_key_files: tuple[str, ...] = ()
     data_dir: str = ".pactmw"
 
@@ -466,7 +471,17 @@ class ProviderSettings:
             signing_key_files=_strings(data.get("signing_keys", []), "signing_keys"),
             data_dir=_string(data, "data_dir", ".pactmw"),
             claim_lease_seconds=float(_positive(data, "claim_lease_seconds", 120.0)),
+            retention_days=_retention_days(data),
         )
+
+
+def _retention_days(data: Mapping[str, Any]) -> float | None:
+    days = _positive(data, "retention_days", None)
+    if days is None:
+        return None
+    if not math.isfinite(days):  # TOML has inf and nan
+        raise ConfigError("retention_days must be a positive number (leave it out to keep)")
+    return float(days)
 
 
 def _string(data: Mapping[str, Any], key: str, default: str) -> str:
