@@ -30,6 +30,8 @@ def test_every_subcommand_is_declared() -> None:
     assert set(subparsers.choices) == {
         "serve",
         "grants",
+        "agents",
+        "cleanup",
         "demo",
         "keygen",
         "token",

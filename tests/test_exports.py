@@ -80,11 +80,12 @@ EXPECTED: dict[str, set[str]] = {
         "brand_domain_card", "build_card", "card_url", "interface_url", "load_toml",
     },
     "pactmw.store": {
-        "Approval", "AuthorizationDetailsStore", "Claim", "ClaimKind", "Conversation",
+        "AgentExists", "Approval", "AuthorizationDetailsStore", "Claim", "ClaimKind", "Cleanup",
+        "Conversation",
         "DeviceAuthorization", "DeviceStatus",
         "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore", "Rotation",
         "RotationKind", "SqliteStore", "Store", "StoreError", "StoreURL", "StoreUnavailable",
-        "StoredTurn", "UserCodeTaken",
+        "StoredAgent", "StoredTurn", "UserCodeTaken",
         "open_store", "parse_store_url",
     },
     "pactmw.client": {

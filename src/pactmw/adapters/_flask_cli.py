@@ -1,21 +1,68 @@
-"""`flask pactmw grants list|revoke`: the delegation grants in the store `app.config["PACTMW"]`
-configures, with the same wording and rules as `pactmw grants` (the Flask extension adds
+"""`flask pactmw grants|agents|cleanup`: the delegation grants, personal agents and retention
+of the store `app.config["PACTMW"]` configures, with the same wording, rules and exit
+statuses as `pactmw grants`, `pactmw agents` and `pactmw cleanup` (the Flask extension adds
 this group to `app.cli`)."""
 
 from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 import click
 from flask.cli import AppGroup
 
+from pactmw.core.errors import PactmwError
+from pactmw.provider.agent_admin import (
+    Outcome,
+    add_agent,
+    agent_json,
+    agents_table,
+    list_agents,
+    remove_agent,
+    run_cleanup,
+    set_enabled,
+)
 from pactmw.provider.grant_admin import grant_json, grants_table, revoke_account, revoke_one
 from pactmw.store.base import StoreError
 
-pactmw_cli = AppGroup("pactmw", help="Manage pactmw: list or revoke delegation grants.")
+if TYPE_CHECKING:
+    from pactmw.provider import Provider
+
+pactmw_cli = AppGroup(
+    "pactmw", help="Manage pactmw: delegation grants, personal agents, store cleanup."
+)
 grants_cli = AppGroup("grants", help="List or revoke delegation grants.")
+agents_cli = AppGroup("agents", help="List, add, block, allow or remove personal agents.")
 pactmw_cli.add_command(grants_cli)
+pactmw_cli.add_command(agents_cli)
+
+
+def _provider() -> Provider:
+    from pactmw.adapters.flask import get_provider
+
+    try:
+        return get_provider()
+    except RuntimeError as exc:  # no brands: no Provider, no store
+        raise _failure(str(exc), 2) from None
+
+
+class _Refused(PactmwError, click.ClickException):
+    """Input refused (exit status 2, as `pactmw` and `manage.py pactmw` exit)."""
+
+    exit_code = 2
+
+
+def _failure(message: str, status: int) -> click.ClickException:
+    # Exit status 1: the command ran and there was nothing to do; 2: refused input.
+    return _Refused(message) if status == 2 else click.ClickException(message)
+
+
+def _report(outcome: Outcome) -> None:
+    if outcome.error is not None:
+        raise _failure(outcome.error, outcome.status)
+    for line in outcome.lines:
+        click.echo(line)
 
 
 @grants_cli.command("list")
@@ -27,11 +74,9 @@ def list_grants(
     brand: str | None, account: str | None, include_inactive: bool, as_json: bool
 ) -> None:
     """List the grants (live ones unless --all), newest first."""
-    from pactmw.adapters.flask import get_provider
-
     now = time.time()
     try:
-        grants = get_provider().store.list_grants(
+        grants = _provider().store.list_grants(
             brand_id=brand, account=account, include_inactive=include_inactive, now=now
         )
     except StoreError as exc:
@@ -48,13 +93,11 @@ def list_grants(
 @click.option("--brand", metavar="B", help="with --account: only the grants at Brand B")
 def revoke_grants(grant_id: str | None, account: str | None, brand: str | None) -> None:
     """Revoke a grant by id, or every live grant of an account."""
-    from pactmw.adapters.flask import get_provider
-
     if (grant_id is None) == (account is None):
         raise click.UsageError("give either a GRANT_ID or --account A")
     if brand is not None and account is None:
         raise click.UsageError("--brand goes with --account (a GRANT_ID names one grant)")
-    provider = get_provider()
+    provider = _provider()
     if provider.oauth is None:
         raise click.ClickException("no Brand in PACTMW offers delegation: no grants")
     try:
@@ -71,4 +114,91 @@ def revoke_grants(grant_id: str | None, account: str | None, brand: str | None) 
         click.echo(line)
 
 
-__all__ = ["grants_cli", "list_grants", "pactmw_cli", "revoke_grants"]
+@agents_cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+def list_agents_command(as_json: bool) -> None:
+    """List the configured and added agents, by issuer."""
+    try:
+        entries = list_agents(_provider())
+    except StoreError as exc:
+        raise click.ClickException(f"store: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps([agent_json(entry) for entry in entries], indent=2))
+    else:
+        click.echo(agents_table(entries))
+
+
+@agents_cli.command("add")
+@click.argument("issuer")
+@click.argument("jwks_uri")
+@click.option("--name", default="", metavar="NAME", help="the name users are shown")
+def add_agent_command(issuer: str, jwks_uri: str, name: str) -> None:
+    """Add a personal agent at runtime: ISSUER (the iss of its tokens) and JWKS_URI."""
+    provider = _provider()
+    try:
+        done = add_agent(provider, issuer=issuer, jwks_uri=jwks_uri, name=name, now=time.time())
+    except StoreError as exc:
+        raise click.ClickException(f"store: {exc}") from exc
+    _report(done)
+
+
+def _switch(issuer: str, enabled: bool) -> None:
+    provider = _provider()
+    try:
+        done = set_enabled(provider, issuer, enabled)
+    except StoreError as exc:
+        raise click.ClickException(f"store: {exc}") from exc
+    _report(done)
+
+
+@agents_cli.command("block")
+@click.argument("issuer")
+def block_agent_command(issuer: str) -> None:
+    """Refuse an agent (configured or added) from its next request on."""
+    _switch(issuer, False)
+
+
+@agents_cli.command("allow")
+@click.argument("issuer")
+def allow_agent_command(issuer: str) -> None:
+    """Accept a blocked agent again."""
+    _switch(issuer, True)
+
+
+@agents_cli.command("remove")
+@click.argument("issuer")
+def remove_agent_command(issuer: str) -> None:
+    """Remove an agent added at runtime."""
+    provider = _provider()
+    try:
+        done = remove_agent(provider, issuer)
+    except StoreError as exc:
+        raise click.ClickException(f"store: {exc}") from exc
+    _report(done)
+
+
+@pactmw_cli.command("cleanup")
+def cleanup_command() -> None:
+    """Delete expired state, and conversations past retention_days, from the store."""
+    provider = _provider()
+    try:
+        done = run_cleanup(provider, time.time())
+    except StoreError as exc:
+        raise click.ClickException(f"store: {exc}") from exc
+    for line in done.lines:
+        click.echo(line)
+
+
+__all__ = [
+    "add_agent_command",
+    "agents_cli",
+    "allow_agent_command",
+    "block_agent_command",
+    "cleanup_command",
+    "grants_cli",
+    "list_agents_command",
+    "list_grants",
+    "pactmw_cli",
+    "remove_agent_command",
+    "revoke_grants",
+]

@@ -1,6 +1,7 @@
 """The `pactmw` command: `serve` a Provider from a TOML file, list or revoke delegation
-`grants` in its store, run the `demo`; and the personal agent's side: `keygen` a signing key,
-sign a `token`, fetch a Brand's `card`, and `check` any Provider's PACT conformance.
+`grants` in its store, manage the personal `agents` it accepts, `cleanup` its store, run the
+`demo`; and the personal agent's side: `keygen` a signing key, sign a `token`, fetch a Brand's
+`card`, and `check` any Provider's PACT conformance.
 
 Each subcommand is a private module `pactmw.cli._<name>` whose `COMMAND` declares it (a
 `Command` of `pactmw.cli._common`: its name, help, arguments and the `run` function doing the
@@ -15,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pactmw.cli import _card, _check, _demo, _grants, _keygen, _serve, _token
+from pactmw.cli import _agents, _card, _check, _cleanup, _demo, _grants, _keygen, _serve, _token
 from pactmw.cli._common import Command, CommandError, Run, one_line
 from pactmw.config import ConfigError
 
@@ -24,6 +25,8 @@ __all__ = ["build_parser", "main"]
 SUBCOMMANDS: tuple[Command, ...] = (
     _serve.COMMAND,
     _grants.COMMAND,
+    _agents.COMMAND,
+    _cleanup.COMMAND,
     _demo.COMMAND,
     _keygen.COMMAND,
     _token.COMMAND,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from typing import TYPE_CHECKING
 
-from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
+from pactmw.cli._admin import admin_provider, load_settings, open_shared_store
+from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ personal agent do on their account at a Brand. The grants are read from the stor
 configuration (the file `pactmw serve` uses); run the command from the directory pactmw serve
 runs in, since a relative sqlite store path (the default) is relative to the current directory.
 """
+
+_SHARED = "grants can only be managed in a sqlite or PostgreSQL store"
 
 _GRANTS_LIST_HELP = """\
 List the live delegation grants (newest first) as a table: grant id, Brand, account, agent
@@ -39,43 +41,11 @@ account), 2 for bad usage or configuration.
 """
 
 
-def _grant_settings(path: str) -> ProviderSettings:
-    from pactmw.provider import ProviderSettings, load_toml
-
-    import_from_cwd()  # handlers and tools are imported by path, as `serve` does
-    return ProviderSettings.from_mapping(load_toml(path))
-
-
-def _open_grant_store(url: str) -> Store:
-    """The configured store, refusing what another process cannot share with `serve`."""
-    from pactmw.store import open_store, parse_store_url
-
-    try:
-        where = parse_store_url(url)
-    except ValueError as exc:  # its message never repeats the URL (a password)
-        raise CommandError(f"store: {exc}") from None
-    if where.backend == "memory":
-        raise CommandError(
-            "store: memory:// lives inside the serving process; "
-            "grants can only be managed in a sqlite or PostgreSQL store"
-        )
-    if where.path is not None and not os.path.isfile(where.path):
-        # Opening it would create an empty database and report no grants.
-        raise CommandError(
-            f"store: no database at {os.path.abspath(where.path)} "
-            "(run this from the directory pactmw serve runs in)"
-        )
-    try:
-        return open_store(url)
-    except (ValueError, StoreError, OSError, ImportError) as exc:
-        raise CommandError(f"store: {exc}") from None
-
-
 def _grants_list(args: argparse.Namespace) -> int:
     from pactmw.provider.grant_admin import grant_json, grants_table
 
-    settings = _grant_settings(args.config)
-    store = _open_grant_store(settings.store)
+    settings = load_settings(args.config)
+    store = open_shared_store(settings.store, _SHARED)
     now = time.time()
     try:
         grants = store.list_grants(
@@ -94,26 +64,11 @@ def _grants_list(args: argparse.Namespace) -> int:
 
 def _revoking_provider(settings: ProviderSettings, store: Store, config: str) -> Provider:
     """A Provider over `store` for its revocation API (which emits the audit events)."""
-    from pactmw.core.jwk import generate_private_jwk
-    from pactmw.protocols.delegation import SigningKeys
-    from pactmw.provider import Provider
-
     if not any(brand.delegation is not None for brand in settings.brands):
         raise CommandError(
             f"{config}: no [brands.ID.delegation] table, so no Brand has grants to revoke"
         )
-    # Revocation signs nothing. `Provider.from_settings` would load the Provider's private
-    # signing keys (or, in development, create one under data_dir): a throwaway key spares
-    # this command both.
-    return Provider(
-        base_url=settings.base_url,
-        verifier=settings.identity.build_verifier(overrides=store),
-        store=store,
-        brands=settings.brands,
-        identity_scheme=settings.identity_scheme,
-        organization=settings.organization,
-        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
-    )
+    return admin_provider(settings, store)
 
 
 def _grants_revoke(args: argparse.Namespace) -> int:
@@ -123,8 +78,8 @@ def _grants_revoke(args: argparse.Namespace) -> int:
         raise CommandError("give either a GRANT_ID or --account A")
     if args.brand is not None and args.account is None:
         raise CommandError("--brand goes with --account (a GRANT_ID names one grant)")
-    settings = _grant_settings(args.config)
-    store = _open_grant_store(settings.store)
+    settings = load_settings(args.config)
+    store = open_shared_store(settings.store, _SHARED)
     try:
         provider = _revoking_provider(settings, store, args.config)
         log_to_stderr("pactmw.audit", "INFO")

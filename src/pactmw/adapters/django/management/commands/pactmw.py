@@ -1,5 +1,6 @@
-"""`manage.py pactmw grants list|revoke`: the delegation grants in the store `settings.PACTMW`
-configures, listed and revoked with the same wording and rules as `pactmw grants`."""
+"""`manage.py pactmw grants|agents|cleanup`: the delegation grants, personal agents and
+retention of the store `settings.PACTMW` configures, with the same wording, rules and exit
+statuses as `pactmw grants`, `pactmw agents` and `pactmw cleanup`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,26 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from pactmw.adapters.django._config import get_provider
+from pactmw.provider.agent_admin import (
+    Outcome,
+    add_agent,
+    agent_json,
+    agents_table,
+    list_agents,
+    remove_agent,
+    run_cleanup,
+    set_enabled,
+)
+from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import grant_json, grants_table, revoke_account, revoke_one
 from pactmw.store.base import StoreError
 
 
 class Command(BaseCommand):
-    help = "Manage pactmw: list or revoke delegation grants (`pactmw grants` for this site)."
+    help = (
+        "Manage pactmw: list or revoke delegation grants, manage personal agents, clean the "
+        "store up (`pactmw grants`, `pactmw agents`, `pactmw cleanup` for this site)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         topics = parser.add_subparsers(dest="topic", required=True)
@@ -31,16 +46,39 @@ class Command(BaseCommand):
         revoking.add_argument("--account", metavar="A", help="every live grant of account A")
         revoking.add_argument("--brand", metavar="B", help="with --account: only at Brand B")
 
+        agents = topics.add_parser("agents", help="list, add, block, allow or remove agents")
+        verbs = agents.add_subparsers(dest="action", required=True)
+        listed = verbs.add_parser("list", help="list the configured and added agents")
+        listed.add_argument("--json", action="store_true", help="print JSON, not a table")
+        adding = verbs.add_parser("add", help="add an agent at runtime")
+        adding.add_argument("issuer", metavar="ISSUER", help="the iss of its tokens")
+        adding.add_argument("jwks_uri", metavar="JWKS_URI", help="the URL of its JWKS")
+        adding.add_argument("--name", default="", metavar="NAME", help="the name users see")
+        for verb, what in (
+            ("block", "refuse an agent"),
+            ("allow", "accept an agent again"),
+            ("remove", "remove an agent added at runtime"),
+        ):
+            verbs.add_parser(verb, help=what).add_argument("issuer", metavar="ISSUER")
+
+        topics.add_parser("cleanup", help="delete expired state and old conversations")
+
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             provider = get_provider()
         except Exception as exc:  # a bad PACTMW (the system checks say which key)
-            raise CommandError(f"pactmw is not configured: {exc}") from exc
+            raise CommandError(f"pactmw is not configured: {exc}", returncode=2) from exc
         try:
-            if options["action"] == "list":
-                self._list(provider.store, options)
+            if options["topic"] == "grants":
+                if options["action"] == "list":
+                    self._list(provider.store, options)
+                else:
+                    self._revoke(provider, options)
+            elif options["topic"] == "agents":
+                self._agents(provider, options)
             else:
-                self._revoke(provider, options)
+                for line in run_cleanup(provider, time.time()).lines:
+                    self.stdout.write(line)
         except StoreError as exc:
             raise CommandError(f"store: {exc}") from exc
 
@@ -71,6 +109,36 @@ class Command(BaseCommand):
             done = revoke_account(provider, account, brand)
         if done.nothing is not None:
             raise CommandError(done.nothing, returncode=1)
+        for line in done.lines:
+            self.stdout.write(line)
+
+    def _agents(self, provider: Provider, options: dict[str, Any]) -> None:
+        action = options["action"]
+        if action == "list":
+            entries = list_agents(provider)
+            if options["json"]:
+                self.stdout.write(json.dumps([agent_json(entry) for entry in entries], indent=2))
+            else:
+                self.stdout.write(agents_table(entries))
+            return
+        issuer = options["issuer"]
+        if action == "add":
+            done = add_agent(
+                provider,
+                issuer=issuer,
+                jwks_uri=options["jwks_uri"],
+                name=options["name"],
+                now=time.time(),
+            )
+        elif action == "remove":
+            done = remove_agent(provider, issuer)
+        else:
+            done = set_enabled(provider, issuer, action == "allow")
+        self._report(done)
+
+    def _report(self, done: Outcome) -> None:
+        if done.error is not None:
+            raise CommandError(done.error, returncode=done.status)
         for line in done.lines:
             self.stdout.write(line)
 

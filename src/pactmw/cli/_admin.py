@@ -1,0 +1,89 @@
+"""What the store-managing commands (`grants`, `agents`, `cleanup`) share: the settings of a
+TOML file, its store opened from another process than `pactmw serve`, and a Provider over
+that store for the operator functions (`pactmw.provider.grant_admin`, `.agent_admin`)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from pactmw.cli._common import CommandError, import_from_cwd
+from pactmw.store.base import StoreError
+
+if TYPE_CHECKING:
+    from pactmw.provider import Provider, ProviderSettings
+    from pactmw.provider.agent_admin import Outcome
+    from pactmw.store.base import Store
+
+#: How the help of these commands says where the store is.
+STORE_HELP = """\
+The store is the one of a TOML configuration (the file `pactmw serve` uses); run the command
+from the directory pactmw serve runs in, since a relative sqlite store path (the default) is
+relative to the current directory.
+"""
+
+
+def load_settings(path: str) -> ProviderSettings:
+    """The Provider settings of a TOML file (`ConfigError` when they are bad)."""
+    from pactmw.provider import ProviderSettings, load_toml
+
+    import_from_cwd()  # handlers and tools are imported by path, as `serve` does
+    return ProviderSettings.from_mapping(load_toml(path))
+
+
+def open_shared_store(url: str, what: str) -> Store:
+    """The configured store, refusing what another process cannot share with `serve`;
+    `what` ends the sentence refusing memory:// ("grants can only be managed in a sqlite or
+    PostgreSQL store")."""
+    from pactmw.store import open_store, parse_store_url
+
+    try:
+        where = parse_store_url(url)
+    except ValueError as exc:  # its message never repeats the URL (a password)
+        raise CommandError(f"store: {exc}") from None
+    if where.backend == "memory":
+        raise CommandError(f"store: memory:// lives inside the serving process; {what}")
+    if where.path is not None and not os.path.isfile(where.path):
+        # Opening it would create an empty database that no serving process reads.
+        raise CommandError(
+            f"store: no database at {os.path.abspath(where.path)} "
+            "(run this from the directory pactmw serve runs in)"
+        )
+    try:
+        return open_store(url)
+    except (ValueError, StoreError, OSError, ImportError) as exc:
+        raise CommandError(f"store: {exc}") from None
+
+
+def admin_provider(settings: ProviderSettings, store: Store) -> Provider:
+    """A Provider over `store` for the operator functions: its agents, its store, its
+    retention, and its revocation API (which emits the audit events)."""
+    from pactmw.core.jwk import generate_private_jwk
+    from pactmw.protocols.delegation import SigningKeys
+    from pactmw.provider import Provider
+
+    # Nothing here signs. `Provider.from_settings` would load the Provider's private
+    # signing keys (or, in development, create one under data_dir): a throwaway key spares
+    # these commands both.
+    return Provider(
+        base_url=settings.base_url,
+        verifier=settings.identity.build_verifier(overrides=store, runtime=store),
+        store=store,
+        brands=settings.brands,
+        identity_scheme=settings.identity_scheme,
+        organization=settings.organization,
+        retention_days=settings.retention_days,
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+
+
+def report(outcome: Outcome) -> int:
+    """Print an operator function's lines; its error becomes the command's (one line)."""
+    if outcome.error is not None:
+        raise CommandError(outcome.error, outcome.status)
+    for line in outcome.lines:
+        print(line)
+    return outcome.status
+
+
+__all__ = ["STORE_HELP", "admin_provider", "load_settings", "open_shared_store", "report"]

@@ -1,0 +1,163 @@
+"""`pactmw agents list|add|block|allow|remove`: the personal agents a Provider accepts, the
+configured ones and those added at runtime in its store, managed from another process than
+`pactmw serve` (every serving process sees a change on its next request)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, open_shared_store, report
+from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
+from pactmw.store.base import StoreError
+
+if TYPE_CHECKING:
+    from pactmw.provider import Provider
+
+_AGENTS_HELP = (
+    """\
+List the personal agents a Provider accepts, add one at runtime (on top of the configured
+agents), block or allow one, or remove one added at runtime. Changes are kept in the store,
+so every process serving it applies them from its next request, without a restart.
+"""
+    + "\n"
+    + STORE_HELP
+)
+
+_LIST_HELP = """\
+List the configured agents and those added at runtime, by issuer: name, source (config or
+runtime), status (allowed, blocked, or ignored: a runtime agent also configured), JWKS URL and
+when it was added. --json prints a JSON array instead. Exit status 0, or 2 for a bad
+configuration or store.
+"""
+
+_ADD_HELP = """\
+Add a personal agent: ISSUER is the exact iss of its tokens (an absolute http(s) URL),
+JWKS_URI where its public keys are (https; http only to 127.0.0.1/::1/localhost with
+allow_http_jwks_on_loopback = true, as for configured agents). It is verified like a
+configured agent, with the Provider's audience. Exit status 0 when added, 1 when the issuer
+is already configured or added, 2 for a bad issuer, URL or name (nothing is written).
+"""
+
+_BLOCK_HELP = """\
+Block an agent (configured or added): its requests get 401 from the next one on, in every
+process. Blocking a blocked agent changes nothing. Exit status 0, or 1 for an issuer that is
+neither configured nor added (an open-mode Provider can block any issuer).
+"""
+
+_ALLOW_HELP = """\
+Allow a blocked agent again (also a configured agent with enabled = false). Exit status 0, or
+1 for an issuer that is neither configured nor added.
+"""
+
+_REMOVE_HELP = """\
+Remove an agent added at runtime: its requests get 401 from the next one on. A block of the
+issuer stays recorded. Configured agents are removed from the configuration instead. Exit
+status 0 when removed, 1 when nothing was (a configured or unknown issuer).
+"""
+
+_SHARED = "agents can only be managed in a sqlite or PostgreSQL store"
+
+
+def _with_provider(args: argparse.Namespace, work: Callable[[Provider], int]) -> int:
+    settings = load_settings(args.config)
+    store = open_shared_store(settings.store, _SHARED)
+    log_to_stderr("pactmw.agents", "INFO")  # what changed, for the operator's records
+    try:
+        return work(admin_provider(settings, store))
+    except StoreError as exc:
+        raise CommandError(f"store: {exc}", 1) from None
+    finally:
+        store.close()
+
+
+def _list(args: argparse.Namespace) -> int:
+    from pactmw.provider.agent_admin import agent_json, agents_table, list_agents
+
+    def work(provider: Provider) -> int:
+        entries = list_agents(provider)
+        if args.json:
+            print(json.dumps([agent_json(entry) for entry in entries], indent=2))
+        else:
+            print(agents_table(entries))
+        return 0
+
+    return _with_provider(args, work)
+
+
+def _add(args: argparse.Namespace) -> int:
+    from pactmw.provider.agent_admin import add_agent
+
+    return _with_provider(
+        args,
+        lambda provider: report(
+            add_agent(
+                provider,
+                issuer=args.issuer,
+                jwks_uri=args.jwks_uri,
+                name=args.name,
+                now=time.time(),
+            )
+        ),
+    )
+
+
+def _switch(enabled: bool) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from pactmw.provider.agent_admin import set_enabled
+
+        return _with_provider(
+            args, lambda provider: report(set_enabled(provider, args.issuer, enabled))
+        )
+
+    return run
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from pactmw.provider.agent_admin import remove_agent
+
+    return _with_provider(args, lambda provider: report(remove_agent(provider, args.issuer)))
+
+
+_ISSUER = option("issuer", metavar="ISSUER", help="the agent's issuer (the iss of its tokens)")
+
+COMMAND = Command(
+    "agents",
+    "list, add, block, allow or remove the personal agents a Provider accepts",
+    _AGENTS_HELP,
+    actions=(
+        Command(
+            "list",
+            "list the configured and added agents",
+            _LIST_HELP,
+            _list,
+            options=(
+                CONFIG,
+                option("--json", action="store_true", help="print JSON instead of a table"),
+            ),
+        ),
+        Command(
+            "add",
+            "add an agent at runtime",
+            _ADD_HELP,
+            _add,
+            options=(
+                CONFIG,
+                _ISSUER,
+                option("jwks_uri", metavar="JWKS_URI", help="the URL of the agent's JWKS"),
+                option("--name", default="", metavar="NAME", help="the name users are shown"),
+            ),
+        ),
+        Command("block", "refuse an agent", _BLOCK_HELP, _switch(False), (CONFIG, _ISSUER)),
+        Command("allow", "accept an agent again", _ALLOW_HELP, _switch(True), (CONFIG, _ISSUER)),
+        Command(
+            "remove", "remove an agent added at runtime", _REMOVE_HELP, _remove, (CONFIG, _ISSUER)
+        ),
+    ),
+)
+
+
+__all__ = ["COMMAND"]

@@ -1,0 +1,52 @@
+"""`pactmw cleanup`: delete from a Provider's store what can no longer be used, and the
+conversations past `retention_days` (run it daily, from cron or a scheduler)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, open_shared_store
+from pactmw.cli._common import CONFIG, Command, CommandError
+from pactmw.store.base import StoreError
+
+_CLEANUP_HELP = (
+    """\
+Remove what can no longer be used from the store: expired device authorizations, refresh
+tokens that can no longer be rotated (expired unused ones, those of revoked or expired
+grants; a spent token of a live grant is kept, since its replay reveals a theft), expired
+single-use values; and, when retention_days is set, the conversations without activity for
+that many days, with their messages (personal data). Grants are kept. Prints what was
+deleted. Exit status 0, 1 when the store fails, 2 for a bad configuration or store.
+"""
+    + "\n"
+    + STORE_HELP
+)
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from pactmw.provider.agent_admin import run_cleanup
+
+    settings = load_settings(args.config)
+    store = open_shared_store(settings.store, "no other process can clean it up")
+    try:
+        done = run_cleanup(admin_provider(settings, store), time.time())
+    except StoreError as exc:
+        raise CommandError(f"store: {exc}", 1) from None
+    finally:
+        store.close()
+    for line in done.lines:
+        print(line)
+    return 0
+
+
+COMMAND = Command(
+    "cleanup",
+    "delete expired state and conversations past retention_days from a Provider's store",
+    _CLEANUP_HELP,
+    _cleanup,
+    options=(CONFIG,),
+)
+
+
+__all__ = ["COMMAND"]

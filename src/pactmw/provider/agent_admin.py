@@ -1,0 +1,351 @@
+"""Operators' view of personal agents and of retention: list the agents (configured and added
+at runtime), add, block, allow and remove them, and clean the store up, for `pactmw agents` /
+`pactmw cleanup`, `manage.py pactmw ...`, `flask pactmw ...` and the Django admin alike (one
+wording, one rule).
+
+Every function works on a Provider's store, so what it changes is seen by every process on
+that store at its next request. Adding checks the issuer and the `jwks_uri` first (the
+`jwks_uri` with the rule configured agents follow, `pactmw.config.check_jwks_uri`); an
+`Outcome` with an error writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from attrs import frozen
+
+from pactmw.config import ConfigError, check_jwks_uri
+from pactmw.core.encoding import is_storable_text
+from pactmw.provider.app import Provider
+from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, format_time
+from pactmw.store.base import AgentExists, Cleanup
+
+logger = logging.getLogger("pactmw.agents")
+
+#: Seconds in one of `retention_days`.
+DAY = 86_400.0
+#: The longest issuer, JWKS URL and name `add_agent` accepts.
+MAX_URL_LENGTH = 2048
+MAX_NAME_LENGTH = 200
+
+_HEADER = ("ISSUER", "NAME", "SOURCE", "STATUS", "JWKS", "ADDED")
+# Whitespace and control characters: never part of an issuer or URL an operator meant.
+_INVISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+
+Source = Literal["config", "runtime"]
+
+
+@frozen
+class Outcome:
+    """What an operator action did: the lines to print, or why nothing was done.
+
+    `status` is the exit status of the commands: 0 done (or already so), 1 nothing to do
+    (an unknown agent, an issuer already known), 2 refused input (nothing written).
+    """
+
+    lines: tuple[str, ...] = ()
+    error: str | None = None
+    status: int = 0
+
+
+def _refused(error: str, status: int) -> Outcome:
+    return Outcome(error=error, status=status)
+
+
+@frozen
+class AgentEntry:
+    """One personal agent as operators see it.
+
+    `source` is `config` (the settings' `agents`) or `runtime` (added with `add_agent`);
+    `enabled` is what the next request gets, overrides included. `jwks_uri` is None for a
+    configured inline JWKS. `shadowed`: a runtime record of an issuer that is also
+    configured, so the configured agent is the one used.
+    """
+
+    issuer: str
+    name: str
+    source: Source
+    enabled: bool
+    jwks_uri: str | None
+    added_at: float | None = None
+    shadowed: bool = False
+
+    @property
+    def status(self) -> str:
+        """`allowed`, `blocked`, or `ignored` (shadowed by a configured agent)."""
+        if self.shadowed:
+            return "ignored"
+        return "allowed" if self.enabled else "blocked"
+
+
+def list_agents(provider: Provider) -> tuple[AgentEntry, ...]:
+    """Every configured and runtime agent, ordered by issuer (a configured one first)."""
+    registry = provider.verifier.registry
+    configured = {agent.issuer: agent for agent in registry}
+    entries = [
+        AgentEntry(
+            issuer=agent.issuer,
+            name=agent.name,
+            source="config",
+            enabled=_enabled(provider, agent.issuer),
+            jwks_uri=agent.jwks_uri,
+        )
+        for agent in configured.values()
+    ]
+    for added in provider.store.list_agents():
+        shadowed = added.issuer in configured
+        entries.append(
+            AgentEntry(
+                issuer=added.issuer,
+                name=added.name,
+                source="runtime",
+                enabled=not shadowed and _enabled(provider, added.issuer),
+                jwks_uri=added.jwks_uri,
+                added_at=added.added_at,
+                shadowed=shadowed,
+            )
+        )
+    return tuple(sorted(entries, key=lambda entry: (entry.issuer, entry.source)))
+
+
+def _enabled(provider: Provider, issuer: str) -> bool:
+    # What verification will find: the registry's own lookup, overrides applied.
+    agent = provider.verifier.registry.lookup(issuer)
+    return agent is not None and agent.enabled
+
+
+def agent_json(entry: AgentEntry) -> dict[str, Any]:
+    """One agent as JSON (times in ISO 8601 UTC)."""
+    return {
+        "issuer": entry.issuer,
+        "name": entry.name,
+        "source": entry.source,
+        "status": entry.status,
+        "enabled": entry.enabled,
+        "jwks_uri": entry.jwks_uri,
+        "added_at": format_time(entry.added_at, JSON_TIME),
+    }
+
+
+def agents_table(entries: Sequence[AgentEntry]) -> str:
+    """The listing as an aligned table, or a sentence when there is nothing to list."""
+    if not entries:
+        return "no agents (configure some under agents, or add one: agents add ISSUER JWKS_URI)"
+    rows = [_HEADER] + [
+        (
+            entry.issuer,
+            entry.name or "-",
+            entry.source,
+            entry.status,
+            entry.jwks_uri or "(inline)",
+            format_time(entry.added_at, TABLE_TIME) or "-",
+        )
+        for entry in entries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+# -- changes -------------------------------------------------------------------------------
+
+
+def _url_problem(value: str, what: str) -> str | None:
+    if not value:
+        return f"{what} is empty"
+    if len(value) > MAX_URL_LENGTH:
+        return f"{what} is longer than {MAX_URL_LENGTH} characters"
+    if _INVISIBLE.search(value):
+        return f"{what} holds spaces or control characters: {value!r}"
+    if not is_storable_text(value):
+        return f"{what} holds characters a store cannot keep: {value!r}"
+    return None
+
+
+def check_issuer(issuer: str) -> str | None:
+    """Why `issuer` cannot be added (None when it can): an agent's issuer is an absolute
+    http(s) URL, matched exactly against the `iss` of its tokens (PACT §3.1), so nothing is
+    normalised: a stray space or a missing scheme would register an agent no token matches."""
+    problem = _url_problem(issuer, "issuer")
+    if problem is not None:
+        return problem
+    parts = urlsplit(issuer)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return (
+            f"issuer must be an absolute http(s) URL, exactly as the agent's tokens have it in "
+            f"iss (e.g. https://pa.example): {issuer!r}"
+        )
+    return None
+
+
+def _check_jwks_uri(provider: Provider, jwks_uri: str) -> str | None:
+    problem = _url_problem(jwks_uri, "jwks_uri")
+    if problem is not None:
+        return problem
+    policy = provider.verifier.keys.fetch_policy
+    try:
+        check_jwks_uri(jwks_uri, policy.allow_http_on_loopback, "jwks_uri")
+    except ConfigError as exc:
+        return f"{exc}: {jwks_uri!r}"
+    return None
+
+
+def _check_name(name: str) -> str | None:
+    if len(name) > MAX_NAME_LENGTH:
+        return f"name is longer than {MAX_NAME_LENGTH} characters"
+    if name != name.strip() or re.search(r"[\x00-\x1f\x7f-\x9f]", name):
+        return "name must not start or end with spaces nor hold control characters"
+    if not is_storable_text(name):
+        return "name holds characters a store cannot keep"
+    return None
+
+
+def add_agent(
+    provider: Provider, *, issuer: str, jwks_uri: str, name: str = "", now: float
+) -> Outcome:
+    """Add a personal agent at runtime: verified like a configured one from the next request
+    of every process on the store (keys from `jwks_uri`, the Provider-wide audience)."""
+    problem = check_issuer(issuer) or _check_jwks_uri(provider, jwks_uri) or _check_name(name)
+    if problem is not None:
+        return _refused(f"nothing added: {problem}", 2)
+    if any(agent.issuer == issuer for agent in provider.verifier.registry):
+        return _refused(f"nothing added: {issuer} is configured (agents in the settings)", 1)
+    try:
+        provider.store.add_agent(issuer=issuer, name=name, jwks_uri=jwks_uri, now=now)
+    except AgentExists:
+        stored = provider.store.get_agent(issuer)
+        when = "" if stored is None else f" on {format_time(stored.added_at, TABLE_TIME)}"
+        return _refused(f"nothing added: {issuer} was already added{when}", 1)
+    logger.info("agent added: issuer=%s jwks_uri=%s", issuer, jwks_uri)
+    lines = [f"added {issuer} (keys from {jwks_uri})"]
+    if provider.store.agent_enabled(issuer) is False:
+        lines.append(f"{issuer} is blocked (from before): allow it to let it call")
+    return Outcome(tuple(lines))
+
+
+def _is_registered(provider: Provider, issuer: str) -> bool:
+    configured = any(agent.issuer == issuer for agent in provider.verifier.registry)
+    return configured or provider.store.get_agent(issuer) is not None
+
+
+def set_enabled(provider: Provider, issuer: str, enabled: bool) -> Outcome:
+    """Block (`enabled=False`) or allow a configured or runtime agent, from the next request
+    of every process on the store on. Blocking again (or allowing again) changes nothing.
+
+    An open-mode Provider (which accepts unregistered issuers through discovery) can block
+    and allow any issuer; otherwise the agent must be configured or added."""
+    verb = "allowed" if enabled else "blocked"
+    open_mode = provider.verifier.open_mode
+    if not open_mode and not _is_registered(provider, issuer):
+        return _refused(
+            f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)",
+            1,
+        )
+    current = provider.verifier.registry.lookup(issuer)
+    if (current.enabled if current is not None else open_mode) == enabled:
+        return Outcome((f"{issuer} was already {verb}",))
+    registry = provider.verifier.registry
+    if enabled:
+        registry.enable(issuer)
+    else:
+        registry.disable(issuer)
+    logger.info("agent %s: issuer=%s", verb, issuer)
+    return Outcome((f"{verb} {issuer}",))
+
+
+def remove_agent(provider: Provider, issuer: str) -> Outcome:
+    """Forget an agent added at runtime: refused from its next request on. A block stays
+    recorded for the issuer (so it is still blocked if added again); configured agents are
+    removed from the settings instead."""
+    if any(agent.issuer == issuer for agent in provider.verifier.registry):
+        return _refused(
+            f"nothing removed: {issuer} is configured, not added at runtime "
+            "(remove it from the settings, or block it)",
+            1,
+        )
+    if not provider.store.remove_agent(issuer):
+        return _refused(f"nothing removed: no agent {issuer} was added at runtime", 1)
+    logger.info("agent removed: issuer=%s", issuer)
+    lines = [f"removed {issuer}"]
+    if provider.store.agent_enabled(issuer) is False:
+        lines.append(f"{issuer} stays blocked if it is added again (allow lifts that)")
+    return Outcome(tuple(lines))
+
+
+# -- retention -----------------------------------------------------------------------------
+
+
+@frozen
+class CleanupDone:
+    """What `run_cleanup` deleted; `idle_before` is the conversation cutoff (None: kept)."""
+
+    counts: Cleanup
+    idle_before: float | None
+    retention_days: float | None
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The report, one line per kind."""
+        counts = self.counts
+        lines = [
+            f"device authorizations deleted: {counts.device_authorizations} (expired)",
+            f"refresh tokens deleted: {counts.refresh_tokens} "
+            "(expired unused, or of a revoked or expired grant)",
+            f"single-use values deleted: {counts.used_values} (expired)",
+        ]
+        if self.idle_before is None or self.retention_days is None:
+            lines.append("conversations kept: retention_days is not set (keep forever)")
+        else:
+            since = format_time(self.idle_before, TABLE_TIME)
+            lines.append(
+                f"conversations deleted: {counts.conversations}, with {counts.messages} "
+                f"messages (no activity since {since}; retention_days = "
+                f"{self.retention_days:g})"
+            )
+        return tuple(lines)
+
+
+def run_cleanup(provider: Provider, now: float) -> CleanupDone:
+    """Delete from the Provider's store what can no longer be used at `now` (expired device
+    codes, refresh tokens that can no longer be rotated, expired single-use values) and the
+    conversations idle for longer than `retention_days` with their messages (none when the
+    setting is absent). See `pactmw.store.base.RetentionStore.cleanup`."""
+    days = provider.retention_days
+    idle_before = None if days is None else now - days * DAY
+    counts = provider.store.cleanup(now=now, conversations_idle_before=idle_before)
+    logger.info(
+        "cleanup: %d device authorizations, %d refresh tokens, %d single-use values, "
+        "%d conversations (%d messages) deleted",
+        counts.device_authorizations,
+        counts.refresh_tokens,
+        counts.used_values,
+        counts.conversations,
+        counts.messages,
+    )
+    return CleanupDone(counts, idle_before, days)
+
+
+__all__ = [
+    "DAY",
+    "MAX_NAME_LENGTH",
+    "MAX_URL_LENGTH",
+    "AgentEntry",
+    "CleanupDone",
+    "Outcome",
+    "Source",
+    "add_agent",
+    "agent_json",
+    "agents_table",
+    "check_issuer",
+    "list_agents",
+    "remove_agent",
+    "run_cleanup",
+    "set_enabled",
+]

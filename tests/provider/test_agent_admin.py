@@ -1,0 +1,226 @@
+"""The operator functions behind `pactmw agents|cleanup` and their Django and Flask twins
+(`pactmw.provider.agent_admin`), on real Providers over a real store. The front-ends are
+run for real in tests/adapters/test_agent_commands.py; these are the rules' corners."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.provider import Provider, ProviderSettings
+from pactmw.provider.agent_admin import (
+    DAY,
+    MAX_NAME_LENGTH,
+    MAX_URL_LENGTH,
+    AgentEntry,
+    Outcome,
+    add_agent,
+    agent_json,
+    agents_table,
+    check_issuer,
+    list_agents,
+    run_cleanup,
+    set_enabled,
+)
+from pactmw.store import Cleanup, MemoryStore
+
+NOW = 1_800_000_000.0
+JWKS = {"keys": [generate_private_jwk("ES256", kid="k").public.to_dict()]}
+
+
+def _provider(**changes: Any) -> Provider:
+    data: dict[str, Any] = {
+        "base_url": "https://provider.example",
+        "audience": "https://provider.example/a2a",
+        "agents": [
+            {"issuer": "https://inline.example", "name": "Inline", "jwks": JWKS},
+            {
+                "issuer": "https://off.example",
+                "jwks_uri": "https://off.example/j",
+                "enabled": False,
+            },
+        ],
+        "brands": {"acme": {"handler": "examples.bots:order_bot"}},
+    }
+    data.update(changes)
+    return Provider.from_settings(ProviderSettings.from_mapping(data), store=MemoryStore())
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    made = _provider()
+    yield made
+    made.close()
+
+
+def _add(provider: Provider, issuer: str, jwks_uri: str = "https://pa.example/j") -> Outcome:
+    return add_agent(provider, issuer=issuer, jwks_uri=jwks_uri, now=NOW)
+
+
+def test_the_listing_merges_configured_and_runtime_agents(provider: Provider) -> None:
+    assert _add(provider, "https://added.example").status == 0
+    # A runtime record of a configured issuer (another process's configuration may lack it):
+    # listed, but the configured agent is the one verification uses.
+    provider.store.add_agent(
+        issuer="https://inline.example", name="Stale", jwks_uri="https://x.example/j", now=NOW
+    )
+    entries = list_agents(provider)
+    assert [(e.issuer, e.source, e.status) for e in entries] == [
+        ("https://added.example", "runtime", "allowed"),
+        ("https://inline.example", "config", "allowed"),
+        ("https://inline.example", "runtime", "ignored"),
+        ("https://off.example", "config", "blocked"),  # enabled = false in the settings
+    ]
+    assert agent_json(entries[0]) == {
+        "issuer": "https://added.example",
+        "name": "",
+        "source": "runtime",
+        "status": "allowed",
+        "enabled": True,
+        "jwks_uri": "https://pa.example/j",
+        "added_at": "2027-01-15T08:00:00Z",
+    }
+    table = agents_table(entries).splitlines()
+    assert table[0].split() == ["ISSUER", "NAME", "SOURCE", "STATUS", "JWKS", "ADDED"]
+    inline = ["https://inline.example", "Inline", "config", "allowed", "(inline)", "-"]
+    assert table[2].split() == inline
+    assert table[1].split()[-3:] == ["2027-01-15", "08:00", "UTC"]
+
+
+def test_an_empty_listing_says_how_to_add_one() -> None:
+    empty = _provider(agents=[])
+    try:
+        entries: tuple[AgentEntry, ...] = list_agents(empty)
+        assert agents_table(entries) == (
+            "no agents (configure some under agents, or add one: agents add ISSUER JWKS_URI)"
+        )
+    finally:
+        empty.close()
+
+
+def test_a_statically_disabled_agent_is_allowed_by_an_override(provider: Provider) -> None:
+    assert set_enabled(provider, "https://off.example", True) == Outcome(
+        ("allowed https://off.example",)
+    )
+    agent = provider.verifier.registry.lookup("https://off.example")
+    assert agent is not None
+    assert agent.enabled
+    assert set_enabled(provider, "https://off.example", True) == Outcome(
+        ("https://off.example was already allowed",)
+    )
+
+
+def test_an_open_mode_provider_can_block_any_issuer() -> None:
+    open_provider = _provider(open_mode=True)
+    try:
+        assert set_enabled(open_provider, "https://open.example", True) == Outcome(
+            ("https://open.example was already allowed",)
+        )
+        assert set_enabled(open_provider, "https://open.example", False) == Outcome(
+            ("blocked https://open.example",)
+        )
+        assert open_provider.store.agent_enabled("https://open.example") is False
+        assert set_enabled(open_provider, "https://open.example", True).lines == (
+            "allowed https://open.example",
+        )
+    finally:
+        open_provider.close()
+
+
+def test_http_jwks_is_refused_where_the_configuration_does_not_allow_it(
+    provider: Provider,
+) -> None:
+    done = _add(provider, "https://pa.example", "http://127.0.0.1:9000/jwks.json")
+    assert done.status == 2
+    assert done.error is not None
+    assert "jwks_uri must be https" in done.error
+    assert provider.store.list_agents() == ()
+    allowing = _provider(allow_http_jwks_on_loopback=True)
+    try:
+        assert _add(allowing, "https://pa.example", "http://127.0.0.1:9000/jwks.json").status == 0
+        assert _add(allowing, "https://pa2.example", "http://[::1]:9000/jwks.json").status == 0
+        assert _add(allowing, "https://pa3.example", "http://localhost/jwks.json").status == 0
+        assert _add(allowing, "https://pa4.example", "http://192.168.1.2/jwks.json").status == 2
+    finally:
+        allowing.close()
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    ["https://pa.example", "http://127.0.0.1:9000", "https://café.example/agents/7"],
+)
+def test_issuers_that_can_be_added(issuer: str) -> None:
+    assert check_issuer(issuer) is None
+
+
+@pytest.mark.parametrize(
+    ("issuer", "needle"),
+    [
+        ("", "issuer is empty"),
+        ("pa.example", "absolute http(s) URL"),
+        ("https://", "absolute http(s) URL"),
+        ("urn:example:pa", "absolute http(s) URL"),
+        ("file:///etc/passwd", "absolute http(s) URL"),
+        ("https://pa.example/\tx", "spaces or control characters"),
+        ("https://pa.\u0085example", "spaces or control characters"),
+        ("https://pa.example/\ud800", "characters a store cannot keep"),
+        ("https://pa.example/" + "a" * MAX_URL_LENGTH, f"longer than {MAX_URL_LENGTH}"),
+    ],
+)
+def test_issuers_that_are_refused(issuer: str, needle: str, provider: Provider) -> None:
+    problem = check_issuer(issuer)
+    assert problem is not None
+    assert needle in problem
+    done = _add(provider, issuer)
+    assert done.status == 2
+    assert done.error == f"nothing added: {problem}"
+    assert provider.store.list_agents() == ()
+
+
+def test_names(provider: Provider) -> None:
+    ok = add_agent(
+        provider, issuer="https://a.example", jwks_uri="https://a.example/j", name="Ünïcode PA",
+        now=NOW,
+    )  # fmt: skip
+    assert ok.status == 0
+    for bad in ("x" * (MAX_NAME_LENGTH + 1), " padded", "tab\there"):
+        done = add_agent(
+            provider, issuer="https://b.example", jwks_uri="https://b.example/j", name=bad, now=NOW
+        )
+        assert done.status == 2, bad
+    assert [agent.issuer for agent in provider.store.list_agents()] == ["https://a.example"]
+
+
+def _conversation(provider: Provider, last_activity: float) -> str:
+    return provider.store.create_conversation(
+        brand_id="acme", issuer="https://inline.example", sub="u", now=last_activity
+    )
+
+
+def test_cleanup_without_retention_keeps_conversations(provider: Provider) -> None:
+    ctx = _conversation(provider, NOW - 3650 * DAY)
+    done = run_cleanup(provider, NOW)
+    assert done.counts == Cleanup()
+    assert done.lines[-1] == "conversations kept: retention_days is not set (keep forever)"
+    assert provider.store.get_conversation(ctx) is not None
+
+
+def test_cleanup_deletes_what_is_older_than_retention_days() -> None:
+    provider = _provider(retention_days=2.5)
+    try:
+        gone = _conversation(provider, NOW - 2.5 * DAY - 0.001)
+        edge = _conversation(provider, NOW - 2.5 * DAY)
+        done = run_cleanup(provider, NOW)
+        assert done.idle_before == NOW - 2.5 * DAY
+        assert done.counts == Cleanup(conversations=1)
+        assert done.lines[-1] == (
+            "conversations deleted: 1, with 0 messages (no activity since 2027-01-12 20:00 UTC;"
+            " retention_days = 2.5)"
+        )
+        assert provider.store.get_conversation(gone) is None
+        assert provider.store.get_conversation(edge) is not None
+    finally:
+        provider.close()
