@@ -7,7 +7,6 @@ leave the same store behind (issue 14, management commands).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -23,10 +22,10 @@ from flask import Flask
 from pactmw.adapters import flask as flask_adapter
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import StoredAgent, open_store
+from tests.adapters.commands import manage
 from tests.support.servers import REPO
 from tests.support.toml import toml_value
 
-DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 CONFIGURED = "https://configured.example"
 RUNTIME = "https://runtime.example"
 RUNTIME_JWKS = "http://127.0.0.1:9/jwks.json"  # loopback http: allowed by this configuration
@@ -104,24 +103,8 @@ def _standalone(settings: dict[str, Any], workdir: Path) -> Runner:
 
 
 def _manage(settings: dict[str, Any], workdir: Path) -> Runner:
-    config = workdir / "django.json"
-    config.write_text(json.dumps(settings))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.settings",
-        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
-        "PACTMW_TEST_CONFIG": str(config),
-    }
-
     def run(*argv: str) -> Ran:
-        done = subprocess.run(
-            [sys.executable, "-m", "django", "pactmw", *argv],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = manage(settings, workdir / "django.json", *argv)
         lines = tuple(done.stdout.splitlines())
         return Ran(done.returncode, lines, _error("manage.py", done.stderr))
 

@@ -4,9 +4,7 @@ the site's own settings (issue "At home in Django and Flask", management command
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,10 +14,8 @@ from flask import Flask
 
 from pactmw.adapters import flask as flask_adapter
 from pactmw.store import open_store
+from tests.adapters.commands import manage
 from tests.adapters.contract_harness import Harness, config, harness
-from tests.support.servers import REPO
-
-DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 
 
 @pytest.fixture(scope="module")
@@ -49,22 +45,7 @@ def _grant(settings: dict[str, Any], grant_id: str, account: str) -> None:
 def _manage(
     settings: dict[str, Any], workdir: Path, *argv: str
 ) -> subprocess.CompletedProcess[str]:
-    config_file = workdir / "django-commands.json"
-    config_file.write_text(json.dumps(settings))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
-        "PACTMW_TEST_CONFIG": str(config_file),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "django", "pactmw", *argv],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return manage(settings, workdir / "django-commands.json", *argv)
 
 
 def test_manage_py_pactmw_grants_lists_and_revokes(world: Harness) -> None:

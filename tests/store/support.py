@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
+import psycopg
 import pytest
 from attrs import frozen
 
 from pactmw.store import Store, open_store
+from pactmw.store import postgres as pg_backend
+from pactmw.store import sqlite as sqlite_backend
 
 T = TypeVar("T")
 
@@ -40,6 +45,27 @@ def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
         dsn = server.create_database()
         yield Backend(name, dsn)
         server.drop_database(dsn.rsplit("/", 1)[1])
+
+
+def backend_module(backend: Backend) -> ModuleType:
+    """The module of a persistent backend (its `MIGRATIONS`)."""
+    return sqlite_backend if backend.name == "sqlite" else pg_backend
+
+
+def scalar(backend: Backend, query: str) -> int:
+    """The one integer `query` reads from a persistent backend's database, read directly."""
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.url.removeprefix("sqlite:///")) as conn:
+            return int(conn.execute(query).fetchone()[0])
+    with psycopg.connect(backend.url) as pconn:
+        row = pconn.execute(query).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def schema_version(backend: Backend) -> int:
+    """The schema version a persistent backend's database records."""
+    return scalar(backend, "SELECT version FROM pactmw_schema")
 
 
 def all_at_once(n: int, fn: Callable[[int], T]) -> list[T]:

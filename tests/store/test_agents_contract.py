@@ -3,10 +3,6 @@ PostgreSQL (issue 14, "runtime agent registry in every store" and "retention")."
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
-
-import psycopg
 import pytest
 
 from pactmw.store import (
@@ -17,9 +13,7 @@ from pactmw.store import (
     StoredAgent,
     StoreUnavailable,
 )
-from pactmw.store import postgres as pg_backend
-from pactmw.store import sqlite as sqlite_backend
-from tests.store.support import Backend, all_at_once
+from tests.store.support import Backend, all_at_once, backend_module, schema_version
 
 T0 = 1_700_000_000.0
 DAY = 86_400.0
@@ -160,25 +154,10 @@ def test_a_closed_store_refuses_agent_operations(store: Store) -> None:
 # --- migration -----------------------------------------------------------------------------
 
 
-def _module(backend: Backend) -> Any:
-    return sqlite_backend if backend.name == "sqlite" else pg_backend
-
-
-def _schema_version(backend: Backend) -> int:
-    query = "SELECT version FROM pactmw_schema"
-    if backend.name == "sqlite":
-        with sqlite3.connect(backend.url.removeprefix("sqlite:///")) as conn:
-            return int(conn.execute(query).fetchone()[0])
-    with psycopg.connect(backend.url) as pconn:
-        row = pconn.execute(query).fetchone()
-        assert row is not None
-        return int(row[0])
-
-
 def test_a_version_3_database_upgrades_in_place(
     persistent: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = _module(persistent)
+    module = backend_module(persistent)
     migrations = module.MIGRATIONS
     assert len(migrations) == 4
     # A database of the release before the runtime registry: three migrations ran.
@@ -188,12 +167,12 @@ def test_a_version_3_database_upgrades_in_place(
         ctx = old.create_conversation(brand_id="acme", issuer=ISSUER, sub="u1", now=T0)
         old.set_agent_enabled(ISSUER, False)
         old.close()
-    assert _schema_version(persistent) == 3
+    assert schema_version(persistent) == 3
 
     new = persistent.open()
     try:
         assert new.get_conversation(ctx) is not None  # PostgreSQL migrates on first use
-        assert _schema_version(persistent) == 4
+        assert schema_version(persistent) == 4
         assert new.agent_enabled(ISSUER) is False  # overrides are kept
         added = _add(new)
         assert new.lookup_agent(ISSUER) == (added, False)

@@ -25,10 +25,14 @@ from pactmw.store import (
     UserCodeTaken,
     open_store,
 )
-from pactmw.store import postgres as pg_backend
-from pactmw.store import sqlite as sqlite_backend
 from pactmw.store.base import EXPIRED_RETENTION
-from tests.store.support import Backend, all_at_once
+from tests.store.support import (
+    Backend,
+    all_at_once,
+    backend_module,
+    scalar,
+    schema_version,
+)
 
 T0 = 1_700_000_000.0
 DEVICE_TTL = 600.0
@@ -928,14 +932,7 @@ def test_is_marked_on_a_closed_store(backend: Backend) -> None:
 
 
 def _count(backend: Backend, table: str) -> int:
-    query = f"SELECT count(*) FROM {table}"
-    if backend.name == "sqlite":
-        with sqlite3.connect(backend.url.removeprefix("sqlite:///")) as conn:
-            return int(conn.execute(query).fetchone()[0])
-    with psycopg.connect(backend.url) as pconn:
-        row = pconn.execute(query).fetchone()
-        assert row is not None
-        return int(row[0])
+    return scalar(backend, f"SELECT count(*) FROM {table}")
 
 
 def test_expired_rows_are_purged(persistent: Backend) -> None:
@@ -1062,25 +1059,10 @@ def test_state_survives_reopening(persistent: Backend) -> None:
 # --- migration -----------------------------------------------------------------------------------
 
 
-def _module(backend: Backend) -> Any:
-    return sqlite_backend if backend.name == "sqlite" else pg_backend
-
-
-def _schema_version(backend: Backend) -> int:
-    query = "SELECT version FROM pactmw_schema"
-    if backend.name == "sqlite":
-        with sqlite3.connect(backend.url.removeprefix("sqlite:///")) as conn:
-            return int(conn.execute(query).fetchone()[0])
-    with psycopg.connect(backend.url) as pconn:
-        row = pconn.execute(query).fetchone()
-        assert row is not None
-        return int(row[0])
-
-
 def test_a_version_1_database_upgrades_in_place(
     persistent: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = _module(persistent)
+    module = backend_module(persistent)
     migrations = module.MIGRATIONS
     assert len(migrations) >= 2
     # A database made by an earlier release: only the first migration ran.
@@ -1100,14 +1082,14 @@ def test_a_version_1_database_upgrades_in_place(
         )
         old.set_agent_enabled(CLIENT, False)
         old.close()
-    assert _schema_version(persistent) == 1
+    assert schema_version(persistent) == 1
     with pytest.raises((sqlite3.OperationalError, psycopg.errors.UndefinedTable)):
         _count(persistent, "pactmw_grants")
 
     new = persistent.open()
     try:
         conversation = new.get_conversation(ctx)  # PostgreSQL migrates on first use
-        assert _schema_version(persistent) == len(migrations)
+        assert schema_version(persistent) == len(migrations)
         assert conversation is not None
         assert conversation.account == ACCOUNT
         claim = new.claim_message(

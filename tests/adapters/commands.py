@@ -1,0 +1,37 @@
+"""`manage.py pactmw ...` of the adapter tests' Django project, run for real in a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.servers import REPO
+
+__all__ = ["DJANGO_PROJECT", "manage"]
+
+DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+
+
+def manage(
+    settings: dict[str, Any], config_file: Path, *argv: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `manage.py pactmw ARGV` with `settings` as `PACTMW` (written to `config_file`)."""
+    config_file.write_text(json.dumps(settings))
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
+        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
+        "PACTMW_TEST_CONFIG": str(config_file),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "django", "pactmw", *argv],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
