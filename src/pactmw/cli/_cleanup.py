@@ -15,9 +15,10 @@ _CLEANUP_HELP = (
 Remove what can no longer be used from the store: expired device authorizations, refresh
 tokens that can no longer be rotated (expired unused ones, those of revoked or expired
 grants; a spent token of a live grant is kept, since its replay reveals a theft), expired
-single-use values; and, when retention_days is set, the conversations without activity for
-that many days, with their messages (personal data). Grants are kept. Prints what was
-deleted. Exit status 0, 1 when the store fails, 2 for a bad configuration or store.
+single-use values and authorization details; and, when retention_days is set, the
+conversations without activity for that many days, with their messages (personal data).
+Grants are kept. Prints what was deleted. Exit status 0, 1 when the store fails, 2 for a bad
+configuration or store.
 """
     + "\n"
     + STORE_HELP

@@ -299,6 +299,7 @@ class CleanupDone:
             f"refresh tokens deleted: {counts.refresh_tokens} "
             "(expired unused, or of a revoked or expired grant)",
             f"single-use values deleted: {counts.used_values} (expired)",
+            f"authorization details deleted: {counts.authorization_details} (expired)",
         ]
         if self.idle_before is None or self.retention_days is None:
             lines.append("conversations kept: retention_days is not set (keep forever)")
@@ -314,7 +315,8 @@ class CleanupDone:
 
 def run_cleanup(provider: Provider, now: float) -> CleanupDone:
     """Delete from the Provider's store what can no longer be used at `now` (expired device
-    codes, refresh tokens that can no longer be rotated, expired single-use values) and the
+    codes, refresh tokens that can no longer be rotated, expired single-use values and
+    authorization details) and the
     conversations idle for longer than `retention_days` with their messages (none when the
     setting is absent). See `pactmw.store.base.RetentionStore.cleanup`."""
     days = provider.retention_days
@@ -322,10 +324,11 @@ def run_cleanup(provider: Provider, now: float) -> CleanupDone:
     counts = provider.store.cleanup(now=now, conversations_idle_before=idle_before)
     logger.info(
         "cleanup: %d device authorizations, %d refresh tokens, %d single-use values, "
-        "%d conversations (%d messages) deleted",
+        "%d authorization details, %d conversations (%d messages) deleted",
         counts.device_authorizations,
         counts.refresh_tokens,
         counts.used_values,
+        counts.authorization_details,
         counts.conversations,
         counts.messages,
     )
