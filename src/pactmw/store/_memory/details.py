@@ -25,15 +25,22 @@ class DetailsMixin(MemoryCore):
         reject_nul(owner=owner, **{f"entries[{i}]": e for i, e in enumerate(entries)})
         with self._lock:
             self._check_open()
-            for name in list(self._details):
-                held = self._details[name]
-                for text in [t for t, end in held.items() if end is not None and end <= now]:
-                    del held[text]
-                if not held:
-                    del self._details[name]
+            self._drop_expired_details(now)
             held = self._details.setdefault(owner, {})
             for text in entries:
                 held.setdefault(text, expires_at)
+
+    def _drop_expired_details(self, now: float) -> int:
+        # Called with the lock held (by adds and by the cleanup); returns how many went.
+        dropped = 0
+        for name in list(self._details):
+            held = self._details[name]
+            for text in [t for t, end in held.items() if end is not None and end <= now]:
+                del held[text]
+                dropped += 1
+            if not held:
+                del self._details[name]
+        return dropped
 
     def authorization_details(self, *, owner: str) -> tuple[str, ...]:
         """The entries `owner` holds, oldest first; see `AuthorizationDetailsStore`."""

@@ -29,14 +29,7 @@ class RetentionMixin(DetailsMixin):
             used = [key for key, expires_at in self._used.items() if expires_at <= now]
             for key in used:
                 del self._used[key]
-            details = 0
-            for owner in list(self._details):
-                held = self._details[owner]
-                for text in [t for t, end in held.items() if end is not None and end <= now]:
-                    del held[text]
-                    details += 1
-                if not held:
-                    del self._details[owner]
+            details = self._drop_expired_details(now)
             contexts: list[str] = []
             messages = 0
             if conversations_idle_before is not None:
