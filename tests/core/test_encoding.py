@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 
 import pytest
 from hypothesis import given
@@ -200,3 +201,36 @@ def test_json_dumps_refuses_nan() -> None:
 def test_json_loads_only_raises_malformed_input(data: bytes) -> None:
     with contextlib.suppress(MalformedInput):
         json_loads(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (' {"a":1}', {"a": 1}),
+        ('{"a":1} \n', {"a": 1}),
+        ("\t[1, 2]\r\n", [1, 2]),
+        ("7", 7),
+        (' "x" ', "x"),
+    ],
+)
+def test_json_whitespace_around_the_value_is_allowed(text: str, value: object) -> None:
+    # The scanner runs alone only when the value fills the text; the rest takes decode's path.
+    assert json_loads(text) == value
+
+
+@pytest.mark.parametrize("text", ['{"a":1}{}', '{"a":1} 2', " ", '{"a":1},', "1 2"])
+def test_json_data_after_the_value_is_refused(text: str) -> None:
+    with pytest.raises(MalformedInput):
+        json_loads(text)
+
+
+@given(st.text(alphabet=' \t\n{}[]":,0123456789abe.-', max_size=40))
+def test_json_loads_reads_what_the_standard_parser_reads(text: str) -> None:
+    try:
+        expected = json.loads(text)
+    except (ValueError, RecursionError):
+        with pytest.raises(MalformedInput):
+            json_loads(text)
+        return
+    with contextlib.suppress(MalformedInput):  # a duplicate key: refused, not merged
+        assert json_loads(text) == expected

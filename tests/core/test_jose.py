@@ -9,10 +9,19 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pactmw.core.encoding import b64url_decode, b64url_encode, json_dumps
 from pactmw.core.errors import JoseError
-from pactmw.core.jose import MAX_TOKEN_LENGTH, parse_compact, sign_compact, verify_signature
+from pactmw.core.jose import (
+    MAX_TOKEN_LENGTH,
+    der_signature,
+    parse_compact,
+    sign_compact,
+    verify_signature,
+)
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 
 ALL_ALGS = frozenset({"ES256", "RS256", "EdDSA"})
@@ -326,3 +335,24 @@ def test_signature_by_another_key_of_the_same_type_refused(
     stranger = generate_private_jwk(alg, kid=f"k-{alg}")
     token = sign_compact(CLAIMS, stranger)
     assert _code(token, ALL_ALGS, keys[alg].public) == "bad_signature"
+
+
+@given(st.binary(min_size=64, max_size=64))
+def test_der_signature_is_what_cryptography_encodes(rs: bytes) -> None:
+    r, s = int.from_bytes(rs[:32], "big"), int.from_bytes(rs[32:], "big")
+    assert der_signature(rs) == encode_dss_signature(r, s)
+
+
+@pytest.mark.parametrize(
+    "rs",
+    [
+        bytes(64),
+        b"\x80" + bytes(31) + b"\x7f" + bytes(31),
+        bytes(31) + b"\x01" + bytes(31) + b"\xff",
+        b"\xff" * 64,
+        bytes(1) + b"\x80" + bytes(30) + bytes(2) + b"\x01" * 30,
+    ],
+)
+def test_der_signature_edges(rs: bytes) -> None:
+    r, s = int.from_bytes(rs[:32], "big"), int.from_bytes(rs[32:], "big")
+    assert der_signature(rs) == encode_dss_signature(r, s)
