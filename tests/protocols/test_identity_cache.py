@@ -169,14 +169,39 @@ def test_a_cache_can_be_switched_off(
 def test_real_clock_default_is_bounded_by_the_token_lifetime() -> None:
     cache: VerifiedTokenCache[str] = VerifiedTokenCache(max_age=300)
     now = time.time()
-    cache.put(b"k", "v", expires_at=now + 3600, now=now)
-    assert cache.get(b"k", now + 299) == "v"
+    cache.put(b"k", ("v",), expires_at=now + 3600, now=now)
+    assert cache.get(b"k", now + 299) == (now + 300, "v")
     assert cache.get(b"k", now + 300) is None
 
 
 def test_expired_entries_are_dropped_as_new_ones_arrive() -> None:
     cache: VerifiedTokenCache[str] = VerifiedTokenCache(max_entries=1000, max_age=10)
     for second in range(100):
-        cache.put(str(second).encode(), "v", expires_at=second + 5, now=second)
+        cache.put(str(second).encode(), ("v",), expires_at=second + 5, now=second)
     # Only the tokens of the last five seconds are still worth keeping.
     assert len(cache) <= 6
+
+
+@pytest.mark.parametrize("spelling", ["Bearer {}", "bearer {}", "Bearer  {}", " Bearer\t{} "])
+def test_every_spelling_of_the_header_finds_the_cached_token(
+    key: Any, clock: FakeClock, signature_checks: list[int], spelling: str
+) -> None:
+    verifier = make_verifier(key, clock)
+    token = bearer(key, jti="j1").removeprefix("Bearer ")
+    verifier.verify("Bearer " + token)
+    again = verifier.verify(spelling.format(token))
+    assert len(signature_checks) == 1
+    assert again.sub == "u1"
+    assert again.claims["jti"] == "j1"
+
+
+def test_a_cache_hit_reads_the_claims_of_the_presented_token(key: Any, clock: FakeClock) -> None:
+    verifier = make_verifier(key, clock)
+    token = bearer(key, custom={"nested": [1, 2]})
+    first = verifier.verify(token)
+    entry = next(iter(verifier.cache._entries.values()))
+    assert len(entry) == 6  # until, issuer, sub, audience, exp, nbf: no payload kept
+    second = verifier.verify(token)
+    assert isinstance(second.claims, LazyClaims)
+    assert dict(second.claims) == dict(first.claims)
+    assert second.claims["custom"] == {"nested": [1, 2]}

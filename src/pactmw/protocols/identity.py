@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from attrs import evolve, field, frozen
 
 from pactmw.core.drive import adrive, drive
-from pactmw.core.encoding import is_storable_text, json_loads
+from pactmw.core.encoding import b64url_decode_segment, is_storable_text, json_loads
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
 from pactmw.core.jwk import KeySet
@@ -179,21 +179,23 @@ class AgentRegistry:
 
 
 class LazyClaims(Mapping[str, Any]):
-    """Verified claims kept as their JSON bytes and parsed on first use.
+    """The verified claims of a compact JWS, parsed from its payload on first use.
 
-    Cached verifications hand these out, so a cache entry stays small and a request that never
-    reads `claims` never pays for parsing them.
+    Cache hits hand these out: a cache entry keeps no claims at all (the presented token is
+    the verified one, byte for byte, by its SHA-256 key), and a request that never reads
+    `claims` never pays for decoding them.
     """
 
-    __slots__ = ("_parsed", "_payload")
+    __slots__ = ("_parsed", "_token")
 
-    def __init__(self, payload: bytes) -> None:
-        self._payload = payload
+    def __init__(self, token: str) -> None:
+        self._token = token
         self._parsed: Mapping[str, Any] | None = None
 
     def _claims(self) -> Mapping[str, Any]:
         if self._parsed is None:
-            self._parsed = MappingProxyType(json_loads(self._payload))
+            payload = self._token.split(".")[1].encode("ascii")
+            self._parsed = MappingProxyType(json_loads(b64url_decode_segment(payload)))
         return self._parsed
 
     def __getitem__(self, name: str) -> Any:
@@ -206,16 +208,9 @@ class LazyClaims(Mapping[str, Any]):
         return len(self._claims())
 
 
-@frozen
-class _Verified:
-    """What the token cache keeps of a verified token."""
-
-    issuer: str
-    sub: str
-    audience: str
-    payload: bytes
-    exp: float
-    nbf: float | None
+#: What the token cache keeps of a verified token, after its `until`: issuer, sub, audience,
+#: exp and nbf (the issuer and audience strings are shared by every token of an agent).
+_Entry = tuple[float, str, str, str, float, float | None]
 
 
 def actor_id_for(issuer: str, sub: str) -> str:
@@ -230,6 +225,7 @@ class PersonalAgent:
     `actor_id` is what an app keys the user by. `claims` are the verified JWT claims.
     """
 
+    # The identity verifier builds these positionally, in this order.
     issuer: str
     sub: str
     name: str
@@ -309,7 +305,7 @@ class IdentityVerifier:
         clock: Callable[[], float] = time.time,
         leeway: float = 30.0,
         max_lifetime: float = 300.0,
-        cache: VerifiedTokenCache[_Verified] | None = None,
+        cache: VerifiedTokenCache[str, str, str, float, float | None] | None = None,
     ) -> None:
         if not audience:
             raise ValueError("audience must be a non-empty string")
@@ -322,7 +318,7 @@ class IdentityVerifier:
         self._headers = HeaderCache()
         #: Verified tokens, so a token presented again skips the signature check; the checks
         #: that can change (agent enabled, audience, time) still run on every request.
-        self.cache: VerifiedTokenCache[_Verified] = (
+        self.cache: VerifiedTokenCache[str, str, str, float, float | None] = (
             cache if cache is not None else VerifiedTokenCache(max_age=max_lifetime)
         )
         self.leeway = leeway
@@ -330,11 +326,24 @@ class IdentityVerifier:
 
     # -- the one verification flow -----------------------------------------------------------
 
-    def _begin(self, authorization: str | None) -> tuple[str, bytes, _Verified | None]:
-        """The token, its cache key, and what the cache knows of it."""
+    def _begin(self, authorization: str | None) -> tuple[str, bytes, _Entry | None]:
+        """The token, its cache key and its cache entry (None on a miss)."""
+        now = self._clock()
+        fast = None
+        if authorization is not None and authorization.startswith("Bearer "):
+            # The header every client sends. When this token is cached it holds no whitespace
+            # (it parsed as a JWS), so `parse_bearer` would return it too: a hit skips the
+            # split (0.3 µs of a 2.5 µs hit). Any other spelling takes the general path.
+            fast = authorization[7:]
+            key = token_key(fast)
+            entry = self.cache.get(key, now)
+            if entry is not None:
+                return fast, key, entry
         token = parse_bearer(authorization)
-        key = token_key(token)
-        return token, key, self.cache.get(key, self._clock())
+        if token != fast:
+            key = token_key(token)
+            entry = self.cache.get(key, now)
+        return token, key, entry
 
     def _flow(self, token: str, key: bytes) -> Generator[_Need, Any, PersonalAgent]:
         try:
@@ -366,53 +375,45 @@ class IdentityVerifier:
                 candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
             if not verify_with_any(jws, candidates):
                 raise AuthenticationFailed("bad_signature")
-            personal_agent = self._check_claims(claims, agent)
-            exp = float(claims["exp"])
+            now = self._clock()
+            personal_agent, exp, nbf = self._check_claims(claims, agent, now)
             self.cache.put(
                 key,
-                _Verified(
-                    issuer=agent.issuer,
-                    sub=personal_agent.sub,
-                    audience=personal_agent.audience,
-                    payload=jws.payload,
-                    exp=exp,
-                    nbf=float(claims["nbf"]) if "nbf" in claims else None,
-                ),
+                (agent.issuer, personal_agent.sub, personal_agent.audience, exp, nbf),
                 expires_at=exp + self.leeway,
-                now=self._clock(),
+                now=now,
             )
             return personal_agent
         except AuthenticationFailed as exc:
             exc.issuer = issuer  # what the token claims: for the logs, never trusted
             raise
 
-    def _recheck(self, cached: _Verified, agent: RegisteredAgent | None) -> PersonalAgent:
+    def _recheck(self, token: str, entry: _Entry, agent: RegisteredAgent | None) -> PersonalAgent:
         """A token verified before: only what can have changed since is checked again.
 
         Plain code, not part of the generator flow: a cache hit is the hot path.
         """
+        _until, issuer, sub, audience, exp, nbf = entry
         if agent is None and self.open_mode:
-            agent = RegisteredAgent(issuer=cached.issuer, jwks=_NO_KEYS)
+            agent = RegisteredAgent(issuer=issuer, jwks=_NO_KEYS)
         if agent is None:
             raise AuthenticationFailed("unknown_issuer")
         if not agent.enabled:
             raise AuthenticationFailed("disabled_issuer")
-        if (agent.audience or self.audience) != cached.audience:
+        if (agent.audience or self.audience) != audience:
             raise AuthenticationFailed("bad_audience")
-        now = self._clock()
-        if cached.exp <= now - self.leeway:
+        now = self._clock()  # after the agent lookup, which may have waited on a store
+        if exp <= now - self.leeway:
             raise AuthenticationFailed("expired")
-        if cached.nbf is not None and cached.nbf > now + self.leeway:
+        if nbf is not None and nbf > now + self.leeway:
             raise AuthenticationFailed("not_yet_valid")
-        return PersonalAgent(
-            issuer=cached.issuer,
-            sub=cached.sub,
-            name=agent.name,
-            claims=LazyClaims(cached.payload),
-            audience=cached.audience,
-        )
+        # Positional (issuer, sub, name, claims, audience): 0.3 µs less than keywords.
+        return PersonalAgent(issuer, sub, agent.name, LazyClaims(token), audience)
 
-    def _check_claims(self, claims: Mapping[str, Any], agent: RegisteredAgent) -> PersonalAgent:
+    def _check_claims(
+        self, claims: Mapping[str, Any], agent: RegisteredAgent, now: float
+    ) -> tuple[PersonalAgent, float, float | None]:
+        """The claim rules; the caller and the token's `exp` and `nbf` when they pass."""
         audience = agent.audience or self.audience
         # One string, compared exactly; an array is refused even if it contains the audience.
         aud = claims.get("aud")
@@ -424,22 +425,18 @@ class IdentityVerifier:
             raise AuthenticationFailed("bad_claims", "sub missing or not a non-empty string")
         iat = _number(claims, "iat")
         exp = _number(claims, "exp")
-        now = self._clock()
         if exp <= now - self.leeway:
             raise AuthenticationFailed("expired")
         if exp - iat > self.max_lifetime:
             raise AuthenticationFailed("lifetime_too_long")
         if iat > now + self.leeway:
             raise AuthenticationFailed("iat_in_future")
-        if "nbf" in claims and _number(claims, "nbf") > now + self.leeway:
+        nbf = _number(claims, "nbf") if "nbf" in claims else None
+        if nbf is not None and nbf > now + self.leeway:
             raise AuthenticationFailed("not_yet_valid")
-        return PersonalAgent(
-            issuer=agent.issuer,
-            sub=sub,
-            name=agent.name,
-            claims=MappingProxyType(claims),  # freshly parsed for this token: no copy needed
-            audience=audience,
-        )
+        # Positional, as in `_recheck`; the claims were freshly parsed for this token: no copy.
+        caller = PersonalAgent(agent.issuer, sub, agent.name, MappingProxyType(claims), audience)
+        return caller, exp, nbf
 
     # -- the two drivers -------------------------------------------------------------------
 
@@ -451,9 +448,9 @@ class IdentityVerifier:
         log line of a refusal.
         """
         try:
-            token, key, cached = self._begin(authorization)
-            if cached is not None:
-                return self._recheck(cached, self.registry.lookup(cached.issuer))
+            token, key, entry = self._begin(authorization)
+            if entry is not None:
+                return self._recheck(token, entry, self.registry.lookup(entry[1]))
             return drive(self._flow(token, key), self._answer)
         except AuthenticationFailed as exc:
             log_refusal(exc, brand)
@@ -464,14 +461,14 @@ class IdentityVerifier:
     ) -> PersonalAgent:
         """Async `verify`: a cached key never leaves the event loop; fetches run in threads."""
         try:
-            token, key, cached = self._begin(authorization)
-            if cached is None:
+            token, key, entry = self._begin(authorization)
+            if entry is None:
                 return await adrive(self._flow(token, key), self._aanswer)
             if self.registry.may_block:
-                registered = await asyncio.to_thread(self.registry.lookup, cached.issuer)
+                registered = await asyncio.to_thread(self.registry.lookup, entry[1])
             else:
-                registered = self.registry.lookup(cached.issuer)
-            return self._recheck(cached, registered)
+                registered = self.registry.lookup(entry[1])
+            return self._recheck(token, entry, registered)
         except AuthenticationFailed as exc:
             log_refusal(exc, brand)
             raise

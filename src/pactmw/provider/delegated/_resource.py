@@ -31,8 +31,8 @@ class DelegationCheck:
             raise DelegationRejected("not_offered", "this Brand offers no delegation")
         now = self.ctx.clock()
         key = token_key(f"{brand.id}\n{header}")
-        delegation = self.token_cache.get(key, now)
-        if delegation is None:
+        entry = self.token_cache.get(key, now)
+        if entry is None:
             delegation = verify_access_token(
                 header,
                 keys=self.ctx.keys.public,
@@ -40,10 +40,12 @@ class DelegationCheck:
                 client_id=caller.issuer,
                 now=now,
             )
-            self.token_cache.put(key, delegation, expires_at=delegation.claims["exp"], now=now)
-        elif delegation.client_id != caller.issuer:
-            # A cached token skips only its signature check: every other check runs again.
-            raise DelegationRejected("wrong_client")
+            self.token_cache.put(key, (delegation,), expires_at=delegation.claims["exp"], now=now)
+        else:
+            delegation = entry[1]
+            if delegation.client_id != caller.issuer:
+                # A cached token skips only its signature check: every other check runs again.
+                raise DelegationRejected("wrong_client")
         grant: Grant | None = yield store(self.ctx.store.get_grant, grant_id=delegation.grant_id)
         if (
             grant is None
