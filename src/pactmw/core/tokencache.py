@@ -13,9 +13,10 @@ stores the few fields a cache hit needs, not an object holding them.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from typing import Generic, TypeVarTuple, Unpack
+
+from pactmw.core.encoding import sha256
 
 Ts = TypeVarTuple("Ts")
 
@@ -28,7 +29,7 @@ def token_key(token: str) -> bytes:
     stay out of reach (2^128 work, where a 128-bit digest would give 2^64). SHA-256 is also the
     fastest of hashlib's digests here: 0.77 µs a token against BLAKE2b-128's 1.08.
     """
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+    return sha256(token.encode("utf-8", "surrogatepass"))
 
 
 class VerifiedTokenCache(Generic[Unpack[Ts]]):

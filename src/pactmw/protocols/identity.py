@@ -357,7 +357,11 @@ class IdentityVerifier:
         if not isinstance(issuer, str) or not issuer:
             raise AuthenticationFailed("unknown_issuer", "iss missing or not a string")
         try:
-            agent: RegisteredAgent | None = yield _NeedAgent(issuer)
+            agent: RegisteredAgent | None
+            if self.registry.may_block:
+                agent = yield _NeedAgent(issuer)
+            else:
+                agent = self.registry.lookup(issuer)  # in memory: no I/O to hand out
             if agent is None and self.open_mode:
                 jwks_uri: str | None = yield _NeedDiscovery(issuer)
                 if jwks_uri is not None:
