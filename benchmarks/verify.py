@@ -22,7 +22,8 @@ Contenders:
   joserfc       `jwt.decode(token, key, algorithms=[alg])` with an imported key, then
                 `JWTClaimsRegistry(aud=...).validate(claims)` (exp, iat, aud), to match PyJWT.
 
-cost ratio = raw ops/s / contender ops/s (1.00x = no overhead beyond the signature check).
+cost ratio = raw ops/s / contender ops/s in the same round, the median over the rounds
+(1.00x = no overhead beyond the signature check).
 The script always exits 0: it is a report, not a test.
 """
 
@@ -73,8 +74,8 @@ except Exception as exc:  # any import failure just means "skip joserfc"
 ISSUER = "https://agent.example"
 AUDIENCE = "https://provider.example"
 ALGORITHMS = ("ES256", "RS256", "EdDSA")
-CACHED_SPEEDUP_TARGET = 20.0
-TARGETS = {"pactmw-ident": 1.25, "pactmw-jose": 1.15}  # ES256 fresh, cost vs raw
+CACHED_SPEEDUP_TARGET = 25.0
+TARGETS = {"pactmw-ident": 1.20, "pactmw-jose": 1.10}  # ES256 fresh, cost vs raw
 TOKEN_LIFETIME = 300  # IdentityVerifier's default max_lifetime
 TURN_SECONDS = 0.05  # default length of one contender turn inside a round
 
@@ -96,7 +97,7 @@ class Contender:
         """Verify the next `chunk` fresh tokens and add the time taken to this round's total."""
         fn, inputs, n = self.fn, self.inputs, len(self.inputs)
         i, left = self.cursor, self.chunk
-        perf = time.perf_counter
+        perf = time.thread_time
         start = perf()
         while left:
             end = min(i + left, n)
@@ -258,14 +259,18 @@ def measure(
         # Rotate the order so no contender always runs first (or right after a slow one).
         shift = r % len(contenders)
         run_round(contenders[shift:] + contenders[:shift], seconds)
-    raw = statistics.median(contenders[0].rates)
+    raw_rates = contenders[0].rates
     results = {}
     for c in contenders:
         med = statistics.median(c.rates)
+        # Each round's ratio pairs rates measured in the same seconds, so a burst of load from
+        # another process moves both; the median of those ratios is the figure reported.
+        ratios = [raw / rate for raw, rate in zip(raw_rates, c.rates, strict=True)]
         results[c.name] = {
             "ops_per_s": med,
             "us_per_op": 1e6 / med,
-            "cost_vs_raw": raw / med,
+            "cost_vs_raw": statistics.median(ratios),
+            "cost_vs_raw_rounds": [min(ratios), max(ratios)],
             "spread_pct": 100 * (max(c.rates) - min(c.rates)) / med,
             "rounds_ops_per_s": c.rates,
         }
@@ -274,11 +279,15 @@ def measure(
 
 def print_table(alg: str, data: dict[str, Any]) -> None:
     print(f"\n{alg}  (fresh tokens: {data['tokens']} distinct, cycled)")
-    print(f"  {'contender':<13} {'ops/s':>9} {'µs/op':>8} {'cost×raw':>9} {'spread':>7}")
+    print(
+        f"  {'contender':<13} {'ops/s':>9} {'µs/op':>8} {'cost×raw':>9} {'rounds':>13}"
+        f" {'spread':>7}"
+    )
     for name, row in data["contenders"].items():
+        low, high = row["cost_vs_raw_rounds"]
         print(
             f"  {name:<13} {row['ops_per_s']:>9,.0f} {row['us_per_op']:>8.1f}"
-            f" {row['cost_vs_raw']:>8.2f}× {row['spread_pct']:>6.0f}%"
+            f" {row['cost_vs_raw']:>8.2f}× {f'{low:.2f}–{high:.2f}':>13} {row['spread_pct']:>6.0f}%"
         )
 
 
@@ -289,6 +298,7 @@ def target_lines(results: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     labels = {"pactmw-ident": "pactmw identity", "pactmw-jose": "pactmw JOSE layer"}
     if "pactmw-cached" in es:
         speedup = 1 / es["pactmw-cached"]["cost_vs_raw"]
+        slow, fast = (1 / r for r in reversed(es["pactmw-cached"]["cost_vs_raw_rounds"]))
         verdict = "PASS" if speedup >= CACHED_SPEEDUP_TARGET else "MISS"
         verdicts["pactmw-cached"] = {
             "speedup_vs_raw": speedup,
@@ -296,24 +306,29 @@ def target_lines(results: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
             "verdict": verdict,
         }
         lines.append(
-            f"ES256 cached: pactmw identity {speedup:.1f}× faster than raw "
-            f"(target ≥ {CACHED_SPEEDUP_TARGET:.0f}×): {verdict}"
+            f"ES256 cached: pactmw identity {speedup:.1f}× faster than raw (rounds"
+            f" {slow:.1f}–{fast:.1f}×; target ≥ {CACHED_SPEEDUP_TARGET:.0f}×): {verdict}"
         )
     for name, target in TARGETS.items():
         if name not in es:
             continue
         ratio = es[name]["cost_vs_raw"]
+        low, high = es[name]["cost_vs_raw_rounds"]
         verdict = "PASS" if ratio <= target else "MISS"
         verdicts[name] = {"cost_vs_raw": ratio, "target": target, "verdict": verdict}
         lines.append(
-            f"ES256 fresh: {labels[name]} cost = {ratio:.2f}× raw (target ≤ {target:.2f}×): "
-            f"{verdict}"
+            f"ES256 fresh: {labels[name]} cost = {ratio:.2f}× raw (rounds {low:.2f}–{high:.2f}×;"
+            f" target ≤ {target:.2f}×): {verdict}"
         )
     for name in ("pyjwt", "joserfc"):
         if name in es:
             ratio = es[name]["cost_vs_raw"]
+            low, high = es[name]["cost_vs_raw_rounds"]
             verdicts[name] = {"cost_vs_raw": ratio}
-            lines.append(f"ES256 fresh: {name} cost = {ratio:.2f}× raw (for comparison)")
+            lines.append(
+                f"ES256 fresh: {name} cost = {ratio:.2f}× raw (rounds {low:.2f}–{high:.2f}×;"
+                " for comparison)"
+            )
     return lines, verdicts
 
 
