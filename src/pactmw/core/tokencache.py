@@ -18,7 +18,7 @@ from typing import Generic, TypeVarTuple, Unpack
 
 from pactmw.core.encoding import sha256
 
-Ts = TypeVarTuple("Ts")
+_Ts = TypeVarTuple("_Ts")
 
 
 def token_key(token: str) -> bytes:
@@ -32,7 +32,7 @@ def token_key(token: str) -> bytes:
     return sha256(token.encode("utf-8", "surrogatepass"))
 
 
-class VerifiedTokenCache(Generic[Unpack[Ts]]):
+class VerifiedTokenCache(Generic[Unpack[_Ts]]):
     """Thread-safe; reads take no lock (a dict read is atomic), writes do.
 
     `put(key, value)` stores the tuple `value`; `get` returns `(until, *value)`. When full,
@@ -46,10 +46,10 @@ class VerifiedTokenCache(Generic[Unpack[Ts]]):
             raise ValueError("max_entries and max_age must not be negative")
         self.max_entries = max_entries
         self.max_age = max_age
-        self._entries: dict[bytes, tuple[float, Unpack[Ts]]] = {}
+        self._entries: dict[bytes, tuple[float, Unpack[_Ts]]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: bytes, now: float) -> tuple[float, Unpack[Ts]] | None:
+    def get(self, key: bytes, now: float) -> tuple[float, Unpack[_Ts]] | None:
         """`(until, *value)` cached for `key`, unless it has expired (`until <= now`)."""
         entry = self._entries.get(key)
         if entry is None:
@@ -59,7 +59,7 @@ class VerifiedTokenCache(Generic[Unpack[Ts]]):
             return None
         return entry
 
-    def put(self, key: bytes, value: tuple[Unpack[Ts]], *, expires_at: float, now: float) -> None:
+    def put(self, key: bytes, value: tuple[Unpack[_Ts]], *, expires_at: float, now: float) -> None:
         """Remember `value` until `expires_at` (bounded by `max_age` from now).
 
         `get` never returns an entry at or after `expires_at`.
