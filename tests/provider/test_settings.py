@@ -355,8 +355,10 @@ def test_other_numbers() -> None:
     assert settings.conversation_idle_timeout == 900
     assert settings.claim_lease_seconds == 30.0
     for key in ("max_body_bytes", "conversation_idle_timeout", "claim_lease_seconds"):
-        for bad in (0, -5, "10", True):
+        for bad in (0, -5, "10", True, float("nan"), float("inf"), float("-inf")):
             assert key in refused(minimal(**{key: bad}))
+    for bad_window in (float("nan"), float("inf")):
+        assert "rate_limit.window" in refused(minimal(rate_limit={"window": bad_window}))
 
 
 def test_retention_days_is_a_positive_finite_number_of_days_or_absent() -> None:

@@ -374,12 +374,19 @@ def _positive(
     *,
     whole: bool = False,
 ) -> Any:
-    """A positive number (a whole one when `whole`), or the default when the key is absent."""
+    """A positive finite number (a whole one when `whole`), or the default when the key is
+    absent. TOML and Python floats have `inf` and `nan`; `nan <= 0` is false, so finiteness
+    is checked apart."""
     value = data.get(key, default)
     if value is None:
         return None
     kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         kind = "whole number" if whole else "number"
         raise ConfigError(f"{where}{key} must be a positive {kind}")
     return value
@@ -477,11 +484,7 @@ class ProviderSettings:
 
 def _retention_days(data: Mapping[str, Any]) -> float | None:
     days = _positive(data, "retention_days", None)
-    if days is None:
-        return None
-    if not math.isfinite(days):  # TOML has inf and nan
-        raise ConfigError("retention_days must be a positive number (leave it out to keep)")
-    return float(days)
+    return None if days is None else float(days)
 
 
 def _string(data: Mapping[str, Any], key: str, default: str) -> str:
