@@ -304,3 +304,70 @@ def test_check_refuses_bad_authorization_details(agent: Agent, value: str, messa
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
+
+
+class GarblesTheStepUp:
+    """Answers the checker's step-up probe (its `--ask` text, without a delegation token) with
+    HTTP 200 and a JSON body that is neither a message nor a task."""
+
+    def __init__(self, app: Any, ask: str) -> None:
+        self.app, self.ask = app, ask.encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/message:send"):
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        delegated = any(k.lower() == b"x-a2a-user-delegation" for k, _ in scope["headers"])
+        if self.ask in body and not delegated:
+            headers = [(b"content-type", b"application/a2a+json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b'{"unexpected": true}'})
+            return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                later: dict[str, Any] = await receive()
+                return later
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def test_a_malformed_step_up_answer_fails_its_check_and_the_rest_run(
+    tmp_path: Path, agent: Agent
+) -> None:
+    ask = "Show my orders, garbled"
+    port = free_port()
+    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
+    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
+        login.start()
+        delegation = {"acme": {**login.delegation_settings(), "scopes": SCOPES, "interval": 1}}
+        with in_process_provider(
+            tmp_path,
+            agent,
+            delegation=delegation,
+            port=port,
+            wrap=lambda app: GarblesTheStepUp(app, ask),
+        ) as base_url:
+            running = Running.start(
+                agent, card_url(base_url), "--ask", ask, "--approval-timeout", "1", "--json"
+            )
+            status, stdout, stderr = running.finish()
+    assert status == 1, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    results = _results(stdout)
+    assert not results[names.DELEGATED_STEP_UP]["passed"]
+    assert "ResponseInvalid" in results[names.DELEGATED_STEP_UP]["actual"], results
+    # The checks after the probe still ran: the refusals passed, the token timed out.
+    assert results[names.DELEGATED_REFUSALS]["passed"], results
+    assert names.DELEGATED_TOKEN in results

@@ -3,6 +3,7 @@ authorization server metadata, the step-up task and the device authorization ref
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -153,16 +154,19 @@ class DelegatedChecks(Checks):
     def _step_up(self) -> None:
         ctx = self.ctx
         sent = str(uuid.uuid4())
-        response = self.http.send(ctx.ask, sub=ctx.delegated_sub, message_id=sent)
-        if response.status != 200:
+        try:
+            response = self.http.send(ctx.ask, sub=ctx.delegated_sub, message_id=sent)
+            if response.status != 200:
+                raise Mismatch("HTTP 200", describe(response))
+            result = parse_send_response(response, sent_message_id=sent)
+            self.expect.a2a_json(response, "message:send without a delegation token")
+        except Exception as exc:  # a failed probe fails this check; the checks after it run
             ctx.check(
                 DELEGATED_STEP_UP,
                 f"HTTP 200 for {ctx.ask!r} without a delegation token (a reply or a step-up)",
-                lambda: _raise(Mismatch("HTTP 200", describe(response))),
+                functools.partial(_raise, exc),
             )
             return
-        result = parse_send_response(response, sent_message_id=sent)
-        self.expect.a2a_json(response, "message:send without a delegation token")
         if isinstance(result, MessageReply):
             ctx.progress.note(
                 f"note: {ctx.ask!r} got a reply without a delegation token, so the step-up task "
