@@ -99,7 +99,11 @@ def test_from_file_and_write_jwks(tmp_path: Path) -> None:
     key = generate_private_jwk("RS256", kid="file-1")
     (tmp_path / "key.jwk").write_text(json.dumps(key.to_dict()))
     signer = AgentSigner.from_file(tmp_path / "key.jwk", issuer=ISSUER)
-    written = signer.write_jwks(tmp_path / "public" / "jwks.json")
+    with pytest.raises(FileNotFoundError) as missing:
+        signer.write_jwks(tmp_path / "public" / "jwks.json")
+    assert missing.value.filename == str(tmp_path / "public" / "jwks.json")
+    assert not (tmp_path / "public").exists()  # no folder made without parents=True
+    written = signer.write_jwks(tmp_path / "public" / "jwks.json", parents=True)
     document = json.loads(written.read_text())
     assert document == signer.public_jwks()
     assert "d" not in document["keys"][0]

@@ -8,6 +8,7 @@ registered with each Provider: `write_jwks` for a static host, `serve_jwks` for 
 
 from __future__ import annotations
 
+import errno
 import http.server
 import json
 import os
@@ -137,9 +138,10 @@ class AgentSigner:
         """The JWKS document to publish at the registered `jwksUri` (`alg`, `kid`, `use`)."""
         return {"keys": [{**self.key.public.to_dict(), "use": "sig"}]}
 
-    def write_jwks(self, path: str | Path) -> Path:
-        """Write `public_jwks()` to `path` atomically (for a static web host)."""
-        return write_jwks(self.public_jwks(), path)
+    def write_jwks(self, path: str | Path, *, parents: bool = False) -> Path:
+        """Write `public_jwks()` to `path` atomically (for a static web host); see
+        `write_jwks`."""
+        return write_jwks(self.public_jwks(), path, parents=parents)
 
     def serve_jwks(
         self, host: str = "127.0.0.1", port: int = 0, *, path: str = DEFAULT_JWKS_PATH
@@ -173,10 +175,16 @@ class AgentCredentials:
         return self.signer.sign(self.sub, self.audience, self.ttl)
 
 
-def write_jwks(document: Mapping[str, Any], path: str | Path) -> Path:
-    """Write a JWKS document atomically (a temporary file, then a rename)."""
+def write_jwks(document: Mapping[str, Any], path: str | Path, *, parents: bool = False) -> Path:
+    """Write a JWKS document atomically (a temporary file, then a rename).
+
+    A missing folder is created only with `parents=True` (as `pactmw keygen --parents`);
+    otherwise `FileNotFoundError` names `path` as given, not the temporary file."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if parents:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    elif not target.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder (parents=True creates it)", str(path))
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".jwks-", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
