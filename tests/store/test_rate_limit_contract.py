@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from pactmw.store import Cleanup, RateLimitStore, Store
-from tests.store.support import Backend, all_at_once, backend_module, schema_version
+from tests.store.support import (
+    Backend,
+    all_at_once,
+    backend_module,
+    processes_at_once,
+    schema_version,
+)
 
 T0 = 1_800_000_000.0  # a window start (a multiple of 60)
 W = 60.0
@@ -127,3 +136,40 @@ def test_a_version_4_database_upgrades_in_place(
         assert not count(new, ("k", 1))
     finally:
         new.close()
+
+
+# argv: url, work dir, worker index. Each process counts 5 requests; prints how many it got in.
+RACER = """
+import sys, time
+from pathlib import Path
+from pactmw.store import open_store
+
+url, work, index = sys.argv[1:4]
+store = open_store(url)
+store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
+Path(work, f"ready-{index}").touch()
+deadline = time.monotonic() + 30
+while not Path(work, "go").exists():
+    if time.monotonic() > deadline:
+        sys.exit("no go signal")
+    time.sleep(0.001)
+admitted = sum(
+    store.count_request(
+        counters=[("agent", 7), ("user", 100)], window_start=1_800_000_000.0,
+        window_end=1_800_000_060.0,
+    )
+    for _ in range(5)
+)
+print(admitted, flush=True)
+store.close()
+"""
+
+
+def test_processes_racing_on_one_store_never_exceed_the_limit(
+    persistent: Backend, tmp_path: Path
+) -> None:
+    work = tmp_path / "race"
+    work.mkdir()
+    argvs = [[sys.executable, "-c", RACER, persistent.url, str(work), str(i)] for i in range(4)]
+    outputs = processes_at_once(argvs, work)
+    assert sum(int(out) for out in outputs) == 7  # 20 requests, 7 places, 4 processes
