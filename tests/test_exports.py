@@ -83,8 +83,9 @@ EXPECTED: dict[str, set[str]] = {
         "AgentExists", "Approval", "AuthorizationDetailsStore", "Claim", "ClaimKind", "Cleanup",
         "Conversation",
         "DeviceAuthorization", "DeviceStatus",
-        "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore", "Rotation",
-        "RotationKind", "SqliteStore", "Store", "StoreError", "StoreURL", "StoreUnavailable",
+        "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore",
+        "RateLimitStore", "Rotation", "RotationKind", "SqliteStore", "Store", "StoreError",
+        "StoreURL", "StoreUnavailable",
         "StoredAgent", "StoredTurn", "UserCodeTaken",
         "open_store", "parse_store_url",
     },
@@ -185,7 +186,7 @@ DEFINED_NOT_EXPORTED = {
     "pactmw.cli": {"SUBCOMMANDS"},
     # The checks and limits every store backend shares; not API.
     "pactmw.store.base": {
-        "EXPIRED_RETENTION", "PURGE_EVERY", "check_approval", "check_denial",
+        "EXPIRED_RETENTION", "PURGE_EVERY", "check_approval", "check_counters", "check_denial",
         "check_grant_scopes", "check_token_owner", "grant_scopes", "has_nul", "reject_nul",
         "scope_tuple",
     },

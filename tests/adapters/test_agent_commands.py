@@ -284,16 +284,17 @@ def test_cleanup_applies_retention_days(front_end: FrontEnd) -> None:
     ran = front_end.run("cleanup")
 
     assert ran.status == 0, ran.error
-    assert ran.lines[:4] == (
+    assert ran.lines[:5] == (
         "device authorizations deleted: 1 (expired)",
         "refresh tokens deleted: 0 (expired unused, or of a revoked or expired grant)",
         "single-use values deleted: 0 (expired)",
         "authorization details deleted: 0 (expired)",
+        "rate-limit counters deleted: 0 (window ended)",
     )
     assert re.fullmatch(
         r"conversations deleted: 1, with 1 messages \(no activity since "
         r"\d{4}-\d\d-\d\d \d\d:\d\d UTC; retention_days = 30\)",
-        ran.lines[4],
+        ran.lines[5],
     ), ran.lines
     store = open_store(front_end.store_url)
     try:

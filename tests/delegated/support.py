@@ -367,6 +367,9 @@ def serve(
     calls: list[tuple[str, str, dict[str, Any]]] | None = None,
     keys: SigningKeys | None = None,
     consent_rate_limit: RateLimit | None = None,
+    device_rate_limit: RateLimit | None = None,
+    token_rate_limit: RateLimit | None = None,
+    shared_rate_limits: bool | None = None,
     clock: Callable[[], float] = time.time,
     base_url: str | None = None,
     port: int | None = None,
@@ -408,6 +411,9 @@ def serve(
         signing_keys=keys or SigningKeys((generate_private_jwk("ES256"),)),
         audit=record,
         consent_rate_limit=consent_rate_limit or RateLimit(per_agent=100_000),
+        device_rate_limit=device_rate_limit,
+        token_rate_limit=token_rate_limit,
+        shared_rate_limits=shared_rate_limits,
         clock=clock,
     )
     users = default_users()

@@ -347,6 +347,68 @@ def test_rate_limit_refusals(rate: Any, needle: str) -> None:
     assert needle in refused(minimal(rate_limit=rate))
 
 
+def test_endpoint_rate_limits_and_sharing() -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(
+            consent_rate_limit={"per_agent": 5},
+            device_rate_limit={"per_user": 2, "window": 10},
+            token_rate_limit={},
+            shared_rate_limits=True,
+        )
+    )
+    assert settings.consent_rate_limit == RateLimit(per_agent=5)
+    assert settings.device_rate_limit == RateLimit(per_user=2, window=10.0)
+    assert settings.token_rate_limit == RateLimit()  # an empty table: no limit
+    assert settings.shared_rate_limits is True
+    defaults = ProviderSettings.from_mapping(minimal())
+    assert defaults.consent_rate_limit is None  # None: the Provider's defaults
+    assert defaults.device_rate_limit is None
+    assert defaults.token_rate_limit is None
+    assert defaults.shared_rate_limits is None  # the store decides
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"device_rate_limit": {"per_user": 0}}, "device_rate_limit.per_user"),
+        ({"token_rate_limit": {"per_agent": "5"}}, "token_rate_limit.per_agent"),
+        ({"consent_rate_limit": {"burst": 5}}, "consent_rate_limit.burst"),
+        ({"device_rate_limit": 30}, "device_rate_limit"),
+        ({"shared_rate_limits": "yes"}, "shared_rate_limits"),
+    ],
+)
+def test_endpoint_rate_limit_refusals(changes: dict[str, Any], needle: str) -> None:
+    assert needle in refused(minimal(**changes))
+
+
+def test_sharing_rate_limits_needs_a_store_that_counts() -> None:
+    class NoCounters:
+        """A store that keeps no rate-limit counters (a custom one)."""
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("count_request", "shares_rate_limits"):
+                raise AttributeError(name)
+            return getattr(backing, name)
+
+    backing = open_store("memory://")
+    settings = ProviderSettings.from_mapping(minimal(shared_rate_limits=True))
+    with pytest.raises(ValueError, match="shared_rate_limits needs a store that keeps"):
+        Provider.from_settings(settings, store=NoCounters())
+    # Counting in the memory store works, and is what the Provider then uses.
+    provider = Provider.from_settings(settings, store=backing)
+    try:
+        assert provider.rate_limiter.shared
+    finally:
+        provider.close()
+    unshared = Provider.from_settings(
+        ProviderSettings.from_mapping(minimal()), store=open_store("memory://")
+    )
+    try:
+        assert not unshared.rate_limiter.shared  # memory: per process unless asked
+    finally:
+        unshared.close()
+
+
 def test_other_numbers() -> None:
     settings = ProviderSettings.from_mapping(
         minimal(max_body_bytes=4096, conversation_idle_timeout=900, claim_lease_seconds=30)

@@ -25,8 +25,10 @@ from the directory that holds your bot's package. A relative sqlite store path
 (sqlite:///.pactmw/pactmw.db, the default) is relative to the current directory too.
 
 --host and --port say where to listen; the URLs in the Agent Cards come from base_url, which
-must be the address personal agents reach (a proxy's, if there is one). Needs uvicorn and
-Starlette: pip install "pactmw[serve]".
+must be the address personal agents reach (a proxy's, if there is one). Behind a proxy, name
+it in --forwarded-allow-ips so that the per-address limits (the consent pages) see each
+client's address, not the proxy's; a client that is not a trusted proxy cannot pick its
+address with X-Forwarded-For. Needs uvicorn and Starlette: pip install "pactmw[serve]".
 """
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -86,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         log_level=args.log_level,
         lifespan="on",
+        # The client address (request.client) is the peer's, or the last address in
+        # X-Forwarded-For that a trusted proxy added: what the per-address limits count.
+        proxy_headers=True,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
     server = uvicorn.Server(config)
     try:
@@ -163,6 +169,15 @@ COMMAND = Command(
         option("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)"),
         option(
             "--port", type=int, default=8000, help="TCP port to listen on (default: %(default)s)"
+        ),
+        option(
+            "--forwarded-allow-ips",
+            default=None,
+            metavar="ADDRESSES",
+            help="comma-separated addresses or networks of the proxies trusted to report the "
+            "client's address in X-Forwarded-For; '*' trusts every peer, so only when nothing "
+            "but the proxy can reach this port (default: $FORWARDED_ALLOW_IPS, else "
+            "127.0.0.1,::1, as uvicorn)",
         ),
         option(
             "--log-level",

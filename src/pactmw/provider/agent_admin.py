@@ -300,6 +300,7 @@ class CleanupDone:
             "(expired unused, or of a revoked or expired grant)",
             f"single-use values deleted: {counts.used_values} (expired)",
             f"authorization details deleted: {counts.authorization_details} (expired)",
+            f"rate-limit counters deleted: {counts.rate_counters} (window ended)",
         ]
         if self.idle_before is None or self.retention_days is None:
             lines.append("conversations kept: retention_days is not set (keep forever)")
@@ -316,7 +317,7 @@ class CleanupDone:
 def run_cleanup(provider: Provider, now: float) -> CleanupDone:
     """Delete from the Provider's store what can no longer be used at `now` (expired device
     codes, refresh tokens that can no longer be rotated, expired single-use values and
-    authorization details) and the
+    authorization details, rate-limit counters of ended windows) and the
     conversations idle for longer than `retention_days` with their messages (none when the
     setting is absent). See `pactmw.store.base.RetentionStore.cleanup`."""
     days = provider.retention_days
@@ -324,11 +325,13 @@ def run_cleanup(provider: Provider, now: float) -> CleanupDone:
     counts = provider.store.cleanup(now=now, conversations_idle_before=idle_before)
     logger.info(
         "cleanup: %d device authorizations, %d refresh tokens, %d single-use values, "
-        "%d authorization details, %d conversations (%d messages) deleted",
+        "%d authorization details, %d rate-limit counters, %d conversations (%d messages) "
+        "deleted",
         counts.device_authorizations,
         counts.refresh_tokens,
         counts.used_values,
         counts.authorization_details,
+        counts.rate_counters,
         counts.conversations,
         counts.messages,
     )

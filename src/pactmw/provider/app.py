@@ -62,7 +62,7 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
 from pactmw.store import AuthorizationDetailsStore, open_store
@@ -93,6 +93,9 @@ class Provider:
         signing_keys: SigningKeys | None = None,
         audit: AuditHook | None = None,
         consent_rate_limit: RateLimit | None = None,
+        device_rate_limit: RateLimit | None = None,
+        token_rate_limit: RateLimit | None = None,
+        shared_rate_limits: bool | None = None,
         retention_days: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -105,7 +108,10 @@ class Provider:
         self.brands = {brand.id: brand for brand in brands}
         self.identity_scheme = identity_scheme
         self.organization = organization
-        self.rate_limiter = RateLimiter(rate_limit or RateLimit())
+        # Where every limiter counts: in the store when it is shared by the deployment's
+        # processes (PostgreSQL by default), so N workers allow each limit once; else here.
+        rate_counters = counting_store(store, shared_rate_limits, "shared_rate_limits")
+        self.rate_limiter = RateLimiter(rate_limit or RateLimit(), store=rate_counters)
         self.max_body_bytes = max_body_bytes
         self._clock = clock
         #: The Delegated profile's authorization server, when any Brand offers delegation.
@@ -131,6 +137,9 @@ class Provider:
                 agent_name=self._agent_name,
                 brand_keys=JwksCache(verifier.keys.fetch_policy),
                 consent_rate_limit=consent_rate_limit,
+                device_rate_limit=device_rate_limit,
+                token_rate_limit=token_rate_limit,
+                rate_counters=rate_counters,
                 audit=audit,
             )
         self._sender = MessageSender(
@@ -178,6 +187,10 @@ class Provider:
             identity_scheme=settings.identity_scheme,
             organization=settings.organization,
             rate_limit=settings.rate_limit,
+            consent_rate_limit=settings.consent_rate_limit,
+            device_rate_limit=settings.device_rate_limit,
+            token_rate_limit=settings.token_rate_limit,
+            shared_rate_limits=settings.shared_rate_limits,
             max_body_bytes=settings.max_body_bytes,
             conversation_idle_timeout=settings.conversation_idle_timeout,
             claim_lease_seconds=settings.claim_lease_seconds,
@@ -262,7 +275,7 @@ class Provider:
                 raise DelegationRejected("not_offered", "this Brand offers no delegation")
             delegation = yield from self.oauth.verify_delegation(brand, caller, delegation_header)
             caller = attrs.evolve(caller, delegation=delegation)
-        wait = self.rate_limiter.check(caller.issuer, caller.sub, self._clock())
+        wait = yield from self.rate_limiter.admit(caller.issuer, caller.sub, self._clock())
         if wait is not None:
             raise RequestRefused(429, (("Retry-After", str(wait)),))
         parafe = self.parafe.get(brand.id)

@@ -41,7 +41,7 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
         return page(pages.error("That did not work", exc.message), exc.status)
     if isinstance(exc, OAuthError):
         body = {"error": exc.error, "error_description": exc.description}
-        return json_response(body, status=exc.status, extra=NO_STORE)
+        return json_response(body, status=exc.status, extra=(*NO_STORE, *exc.headers))
     if isinstance(exc, InsufficientScope):
         return insufficient_scope(exc.missing)
     if isinstance(exc, AuthenticationFailed):

@@ -1,11 +1,21 @@
-"""Fixed-window rate limits per personal agent and per (personal agent, sub)."""
+"""Fixed-window rate limits per personal agent and per (personal agent, sub).
+
+A `RateLimiter` counts in this process (each process counts its own), or in the store when
+given one (`RateLimitStore`): then every process on that store shares one count, so N
+workers allow a limit once rather than N times. Which of the two a Provider uses is
+`shared_rate_limits` (by default: the store's `shares_rate_limits`, true for PostgreSQL).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 
 from attrs import frozen
+
+from pactmw.provider.flow import SubFlow, store
+from pactmw.store import RateLimitStore
 
 
 @frozen
@@ -22,27 +32,34 @@ class RateLimit:
 
 
 class RateLimiter:
-    """Counts requests in fixed windows, in this process (each process counts its own)."""
+    """Counts requests in fixed windows: in this process, or in `store` when one is given.
 
-    def __init__(self, limit: RateLimit, *, max_keys: int = 100_000) -> None:
+    `namespace` keeps the counters of different limiters apart in a shared store (the A2A
+    operations, the consent pages and the token endpoint may all count the same agent).
+    """
+
+    def __init__(
+        self,
+        limit: RateLimit,
+        *,
+        store: RateLimitStore | None = None,
+        namespace: str = "a2a",
+        max_keys: int = 100_000,
+    ) -> None:
         self.limit = limit
+        self.store = store
+        self.namespace = namespace
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[float, int]] = {}
         self._max_keys = max_keys
 
-    def _window(self, key: str, now: float) -> tuple[float, int]:
-        window_start = now - now % self.limit.window
-        start, count = self._counts.get(key, (window_start, 0))
-        return (window_start, 0) if start != window_start else (start, count)
+    @property
+    def shared(self) -> bool:
+        """Whether the counts live in the store (shared by every process on it)."""
+        return self.store is not None
 
-    def check(self, issuer: str, sub: str, now: float) -> int | None:
-        """Count one request; return seconds to wait (for `Retry-After`) when over a limit.
-
-        A refused request is not counted, so waiting `Retry-After` is always enough.
-        """
-        if not self.limit.enabled:
-            return None
-        limits = [
+    def _limits(self, issuer: str, sub: str) -> list[tuple[str, int]]:
+        return [
             (key, allowed)
             for key, allowed in (
                 ("a\n" + issuer, self.limit.per_agent),
@@ -50,19 +67,78 @@ class RateLimiter:
             )
             if allowed is not None
         ]
+
+    def _window(self, key: str, now: float) -> tuple[float, int]:
+        window_start = now - now % self.limit.window
+        start, count = self._counts.get(key, (window_start, 0))
+        return (window_start, 0) if start != window_start else (start, count)
+
+    def check(self, issuer: str, sub: str, now: float) -> int | None:
+        """Count one request in this process; return seconds to wait (for `Retry-After`) when
+        over a limit.
+
+        A refused request is not counted, so waiting `Retry-After` is always enough. Counts
+        in this process even when the limiter has a store: `admit` is what uses the store.
+        """
+        if not self.limit.enabled:
+            return None
+        limits = self._limits(issuer, sub)
         with self._lock:
             if len(self._counts) > self._max_keys:
                 self._counts.clear()  # a crude bound: counts restart rather than grow forever
             windows = [(key, allowed, *self._window(key, now)) for key, allowed in limits]
             for _, allowed, start, count in windows:
                 if count >= allowed:
-                    return max(1, math.ceil(start + self.limit.window - now))
+                    return _wait(start + self.limit.window, now)
             for key, _, start, count in windows:
                 self._counts[key] = (start, count + 1)
         return None
+
+    def admit(self, issuer: str, sub: str, now: float) -> SubFlow:
+        """Count one request where this limiter counts; the value is the seconds to wait (for
+        `Retry-After`) when over a limit, else None. One store operation when shared."""
+        if not self.limit.enabled:
+            return None
+        if self.store is None:
+            return self.check(issuer, sub, now)
+        start = now - now % self.limit.window
+        end = start + self.limit.window
+        # Hashed keys: the store holds no client address, issuer or user id in clear, and
+        # every key has one length whatever a client sent.
+        counters = [(self._stored_key(key), allowed) for key, allowed in self._limits(issuer, sub)]
+        admitted: bool = yield store(
+            self.store.count_request, counters=counters, window_start=start, window_end=end
+        )
+        return None if admitted else _wait(end, now)
+
+    def _stored_key(self, key: str) -> str:
+        return hashlib.sha256(f"{self.namespace}\n{key}".encode()).hexdigest()
+
+
+def _wait(window_end: float, now: float) -> int:
+    return max(1, math.ceil(window_end - now))
+
+
+def counting_store(store: object, shared: bool | None, setting: str) -> RateLimitStore | None:
+    """The store rate limits are counted in, or None to count in each process.
+
+    `shared` None follows the store (`RateLimitStore.shares_rate_limits`); True needs a
+    store that keeps counters (else ValueError naming `setting`); False counts per process.
+    """
+    if shared is False:
+        return None
+    if not isinstance(store, RateLimitStore):
+        if shared:
+            raise ValueError(
+                f"{setting} needs a store that keeps rate-limit counters; "
+                f"{type(store).__name__} does not"
+            )
+        return None
+    return store if shared or store.shares_rate_limits else None
 
 
 __all__ = [
     "RateLimit",
     "RateLimiter",
+    "counting_store",
 ]

@@ -38,6 +38,10 @@ PROVIDER_KEYS = frozenset(
         "organization",
         "brands",
         "rate_limit",
+        "consent_rate_limit",
+        "device_rate_limit",
+        "token_rate_limit",
+        "shared_rate_limits",
         "max_body_bytes",
         "conversation_idle_timeout",
         "claim_lease_seconds",
@@ -403,6 +407,14 @@ class ProviderSettings:
     store: str = DEFAULT_STORE
     organization: str = ""
     rate_limit: RateLimit = field(factory=RateLimit)
+    #: The consent pages' limit per client address, and the device authorization and token
+    #: endpoints' limits per (agent, sub); None: the defaults (on).
+    consent_rate_limit: RateLimit | None = None
+    device_rate_limit: RateLimit | None = None
+    token_rate_limit: RateLimit | None = None
+    #: Count rate limits in the store (shared by every process on it): None lets the store
+    #: decide (PostgreSQL yes, sqlite and memory no).
+    shared_rate_limits: bool | None = None
     max_body_bytes: int = 1024 * 1024
     conversation_idle_timeout: float | None = None
     claim_lease_seconds: float = 120.0
@@ -452,12 +464,11 @@ class ProviderSettings:
         brands_data = data.get("brands", {})
         if not isinstance(brands_data, Mapping):
             raise ConfigError("brands must be a table of Brand tables")
-        rate = data.get("rate_limit", {})
-        if not isinstance(rate, Mapping):
-            raise ConfigError("rate_limit must be a table with per_agent, per_user, window")
-        unknown_rate = sorted(set(rate) - _RATE_KEYS)
-        if unknown_rate:
-            raise ConfigError(f"unknown configuration key rate_limit.{unknown_rate[0]}")
+        shared = data.get("shared_rate_limits")
+        if shared is not None and not isinstance(shared, bool):
+            raise ConfigError(
+                "shared_rate_limits must be true or false (leave it out: the store decides)"
+            )
         max_body = _positive(data, "max_body_bytes", 1024 * 1024, whole=True)
         return cls(
             identity=identity,
@@ -468,11 +479,11 @@ class ProviderSettings:
             identity_scheme=scheme,
             store=store,
             organization=organization,
-            rate_limit=RateLimit(
-                per_agent=_positive(rate, "per_agent", None, "rate_limit.", whole=True),
-                per_user=_positive(rate, "per_user", None, "rate_limit.", whole=True),
-                window=float(_positive(rate, "window", 60.0, "rate_limit.")),
-            ),
+            rate_limit=_rate_limit(data, "rate_limit") or RateLimit(),
+            consent_rate_limit=_rate_limit(data, "consent_rate_limit"),
+            device_rate_limit=_rate_limit(data, "device_rate_limit"),
+            token_rate_limit=_rate_limit(data, "token_rate_limit"),
+            shared_rate_limits=shared,
             max_body_bytes=int(max_body),
             conversation_idle_timeout=_positive(data, "conversation_idle_timeout", None),
             signing_key_files=_strings(data.get("signing_keys", []), "signing_keys"),
@@ -480,6 +491,24 @@ class ProviderSettings:
             claim_lease_seconds=float(_positive(data, "claim_lease_seconds", 120.0)),
             retention_days=_retention_days(data),
         )
+
+
+def _rate_limit(data: Mapping[str, Any], key: str) -> RateLimit | None:
+    """The `key` table as a `RateLimit` (an empty table: no limit); None when absent."""
+    if key not in data:
+        return None
+    rate = data[key]
+    if not isinstance(rate, Mapping):
+        raise ConfigError(f"{key} must be a table with per_agent, per_user, window")
+    unknown = sorted(set(rate) - _RATE_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown configuration key {key}.{unknown[0]}")
+    where = f"{key}."
+    return RateLimit(
+        per_agent=_positive(rate, "per_agent", None, where, whole=True),
+        per_user=_positive(rate, "per_user", None, where, whole=True),
+        window=float(_positive(rate, "window", 60.0, where)),
+    )
 
 
 def _retention_days(data: Mapping[str, Any]) -> float | None:

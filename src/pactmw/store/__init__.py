@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from pactmw.store._protocols.details import AuthorizationDetailsStore
+from pactmw.store._protocols.ratelimits import RateLimitStore
 from pactmw.store.base import (
     AgentExists,
     Approval,
@@ -57,6 +58,7 @@ __all__ = [
     "Poll",
     "PollKind",
     "PostgresStore",
+    "RateLimitStore",
     "Rotation",
     "RotationKind",
     "SqliteStore",

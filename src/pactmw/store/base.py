@@ -11,7 +11,7 @@ registry, retention), which hold the operations and what each guarantees.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 from attrs import frozen
@@ -172,6 +172,27 @@ def check_grant_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     result = grant_scopes(scope_tuple("scopes", scopes))
     if not result:
         raise ValueError("a grant needs at least one scope")
+    return result
+
+
+def check_counters(
+    counters: Sequence[tuple[str, int]], window_start: float, window_end: float
+) -> tuple[tuple[str, int], ...]:
+    """Check `RateLimitStore.count_request`'s arguments; return the counters as a tuple.
+
+    Shared by every backend so that they refuse the same inputs (ValueError, TypeError).
+    """
+    result = tuple(counters)
+    for key, limit in result:
+        if not isinstance(key, str):
+            raise TypeError(f"a rate counter key must be a string, got {type(key).__name__}")
+        reject_nul(key=key)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"a rate limit must be a positive whole number, got {limit!r}")
+    if len({key for key, _ in result}) != len(result):
+        raise ValueError("each rate counter key may be counted once per request")
+    if not window_end > window_start:
+        raise ValueError("a rate window must end after it starts")
     return result
 
 
@@ -347,6 +368,8 @@ class Cleanup:
     conversations: int = 0
     messages: int = 0
     authorization_details: int = 0
+    #: Rate-limit counters of windows that had ended (`RateLimitStore`).
+    rate_counters: int = 0
 
 
 @runtime_checkable

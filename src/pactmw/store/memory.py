@@ -13,6 +13,7 @@ from pactmw.store._memory import (
     AgentsMixin,
     ConversationsMixin,
     DevicesMixin,
+    RateLimitsMixin,
     RetentionMixin,
     TokensMixin,
 )
@@ -21,5 +22,7 @@ __all__ = ["MemoryStore"]
 
 
 # RetentionMixin brings DetailsMixin (the authorization details) along: it cleans them.
-class MemoryStore(ConversationsMixin, DevicesMixin, TokensMixin, AgentsMixin, RetentionMixin):
+class MemoryStore(
+    ConversationsMixin, DevicesMixin, TokensMixin, AgentsMixin, RateLimitsMixin, RetentionMixin
+):
     """A thread-safe Store held in this process's memory; see the module docstring."""

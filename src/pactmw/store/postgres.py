@@ -182,6 +182,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Version 5: rate-limit counters shared by every process on this store, one row per
+    # counter key (a hash: no client address or user id at rest) holding its current window.
+    (
+        """
+        CREATE TABLE pactmw_rate_counters (
+            counter_key TEXT PRIMARY KEY,
+            window_start DOUBLE PRECISION NOT NULL,
+            window_end DOUBLE PRECISION NOT NULL,
+            requests INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX pactmw_rate_counters_end ON pactmw_rate_counters (window_end)",
+    ),
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
@@ -330,6 +343,9 @@ class PostgresStore(SqlStore):
     _sql = Statements(_DIALECT)
     _returning = True
     _locks_rows = True
+    # Many processes and machines share a PostgreSQL store: count rate limits here, so N
+    # workers allow a limit once (a write per limited request; see docs/deployment.md).
+    shares_rate_limits = True
 
     def __init__(
         self,

@@ -163,6 +163,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # Version 5: rate-limit counters shared by every process on this store, one row per
+    # counter key (a hash: no client address or user id at rest) holding its current window.
+    (
+        """
+        CREATE TABLE pactmw_rate_counters (
+            counter_key TEXT PRIMARY KEY,
+            window_start REAL NOT NULL,
+            window_end REAL NOT NULL,
+            requests INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX pactmw_rate_counters_end ON pactmw_rate_counters (window_end)",
+    ),
 )
 
 
@@ -193,6 +206,9 @@ class SqliteStore(SqlStore):
     # UPDATE ... RETURNING needs sqlite 3.35 (older distributions lack it): read, then write.
     _returning = False
     _locks_rows = False
+    # Counted per process unless asked (rate_limit.shared): every count would take the
+    # database's one write lock, and an embedded store usually serves one process.
+    shares_rate_limits = False
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000) -> None:
         self._path = Path(path)

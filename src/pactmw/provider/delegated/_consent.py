@@ -53,7 +53,7 @@ class ConsentEndpoint:
         user: SignedInUser | None,
         body: bytes | None,
     ) -> Flow:
-        self._limit(request)
+        yield from self._limit(request)
         consent_url = self.ctx.url(brand, "consent")
         if request.method == "POST":
             if config.mode != "brand" or body is None:
@@ -134,7 +134,7 @@ class ConsentEndpoint:
         user: SignedInUser | None,
         body: bytes,
     ) -> Flow:
-        self._limit(request)
+        yield from self._limit(request)
         origin = request.header("origin")
         if origin is not None and origin != _origin(self.ctx.base_url):
             # A cross-site form post: the session token already binds the user and the code,
@@ -160,9 +160,12 @@ class ConsentEndpoint:
         scopes = tuple(s for s in " ".join(query.get("scope", [])).split() if s in config.scopes)
         return page(config.pages.result(approved, brand.name, scopes))
 
-    def _limit(self, request: Request) -> None:
-        if self.limiter.check(request.client or "?", "", self.ctx.clock()) is not None:
-            raise RequestRefused(429, (("Retry-After", "60"),))
+    def _limit(self, request: Request) -> SubFlow:
+        # `request.client` is the peer address the server saw, or the one a proxy the
+        # server trusts reported (docs/deployment.md): never a header the client chose.
+        wait = yield from self.limiter.admit(request.client or "?", "", self.ctx.clock())
+        if wait is not None:
+            raise RequestRefused(429, (("Retry-After", str(wait)),))
 
     def _pending(self, brand: Brand, user_code: str) -> SubFlow:
         """The pending, unexpired device authorization of this Brand with `user_code`."""

@@ -17,6 +17,7 @@ from pactmw.provider.delegated._errors import OAuthError
 from pactmw.provider.delegated._forms import agent_form
 from pactmw.provider.delegated._responses import NO_STORE, json_response, with_query
 from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import UserCodeTaken
 
 DEVICE_CODE_LIFETIME = 600
@@ -27,11 +28,18 @@ class DeviceEndpoint:
     """Creates device authorizations: for the agent's own request, and for step-up tasks."""
 
     ctx: ServerContext
+    #: Device authorization requests per (agent, sub): each one makes a consent link a person
+    #: may be sent, so an agent user asking in a loop is stopped here. Step-up tasks create
+    #: theirs inside `message:send`, which the Provider's `rate_limit` counts instead.
+    limiter: RateLimiter
 
     def device_authorization(
         self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
     ) -> Flow:
-        form = agent_form(body, caller)
+        form = agent_form(body, caller)  # first: a mismatched client_id is 401 invalid_client
+        wait = yield from self.limiter.admit(caller.issuer, caller.sub, self.ctx.clock())
+        if wait is not None:
+            raise OAuthError.rate_limited(wait, "device authorization")
         requested = " ".join(form.get("scope", [])).split()
         if not requested or any(scope not in config.scopes for scope in requested):
             raise OAuthError("invalid_scope", "request one or more scopes listed on the card")

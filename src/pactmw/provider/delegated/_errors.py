@@ -11,11 +11,34 @@ from pactmw.core.errors import PactmwError
 class OAuthError(PactmwError):
     """An RFC 6749 §5.2 / RFC 8628 error, rendered as its JSON body (no-store)."""
 
-    def __init__(self, error: str, description: str, status: int = 400) -> None:
+    def __init__(
+        self,
+        error: str,
+        description: str,
+        status: int = 400,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(description)
         self.error = error
         self.description = description
         self.status = status
+        #: Further response headers (`Retry-After` on a rate-limit refusal).
+        self.headers = headers
+
+    @classmethod
+    def rate_limited(cls, wait: int, what: str) -> OAuthError:
+        """429 with `Retry-After`: this agent user sent too many `what` requests this window.
+
+        RFC 6749 registers no error code for a client over its limit; `temporarily_unavailable`
+        (§4.1.2.1) is the registered "try again later" and RFC 6585's 429 says why, so any
+        OAuth client backs off, and one that honours `Retry-After` knows for how long.
+        """
+        return cls(
+            "temporarily_unavailable",
+            f"too many {what} requests for this agent user; retry after {wait} s",
+            429,
+            (("Retry-After", str(wait)),),
+        )
 
 
 class ConsentRefused(PactmwError):

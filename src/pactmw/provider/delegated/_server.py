@@ -28,7 +28,14 @@ from pactmw.provider.delegated._step_up import StepUp
 from pactmw.provider.delegated._token import TokenEndpoint
 from pactmw.provider.flow import Flow, SubFlow
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.store import RateLimitStore
 from pactmw.store.base import Store
+
+#: Default limits of the device authorization and token endpoints, per (agent, sub) and
+#: minute: far above what one agent user's flows need (a poll every 5 s is 12 a minute per
+#: code), far below a loop.
+DEVICE_RATE_LIMIT = RateLimit(per_user=30, window=60.0)
+TOKEN_RATE_LIMIT = RateLimit(per_user=120, window=60.0)
 
 
 class AuthorizationServer:
@@ -47,20 +54,39 @@ class AuthorizationServer:
         agent_name: Callable[[str], str],
         brand_keys: JwksCache | None = None,
         consent_rate_limit: RateLimit | None = None,
+        device_rate_limit: RateLimit | None = None,
+        token_rate_limit: RateLimit | None = None,
+        rate_counters: RateLimitStore | None = None,
         audit: AuditHook | None = None,
     ) -> None:
         self._ctx = ServerContext(
             base_url=base_url.rstrip("/"), store=store, keys=keys, clock=clock, audit=Audit(audit)
         )
         self._metadata = Metadata(self._ctx)
-        self._device = DeviceEndpoint(self._ctx)
-        self._token = TokenEndpoint(self._ctx)
+        # `rate_counters`: the store every limiter counts in (shared by all processes on it),
+        # or None to count in this process.
+        self._device = DeviceEndpoint(
+            self._ctx,
+            limiter=RateLimiter(
+                device_rate_limit or DEVICE_RATE_LIMIT, store=rate_counters, namespace="device"
+            ),
+        )
+        self._token = TokenEndpoint(
+            self._ctx,
+            limiter=RateLimiter(
+                token_rate_limit or TOKEN_RATE_LIMIT, store=rate_counters, namespace="token"
+            ),
+        )
         self._resource = DelegationCheck(self._ctx)
         self._step_up = StepUp(self._device)
         self._consent = ConsentEndpoint(
             self._ctx,
             agent_name=agent_name,
-            limiter=RateLimiter(consent_rate_limit or RateLimit(per_agent=30, window=60.0)),
+            limiter=RateLimiter(
+                consent_rate_limit or RateLimit(per_agent=30, window=60.0),
+                store=rate_counters,
+                namespace="consent",
+            ),
             sessions=ConsentSessions(self._ctx),
             assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
         )
@@ -199,5 +225,7 @@ class AuthorizationServer:
 
 
 __all__ = [
+    "DEVICE_RATE_LIMIT",
+    "TOKEN_RATE_LIMIT",
     "AuthorizationServer",
 ]

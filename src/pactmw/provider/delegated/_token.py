@@ -18,6 +18,7 @@ from pactmw.provider.delegated._forms import agent_form, one
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, store
+from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import DeviceAuthorization, Grant
 
 
@@ -26,12 +27,26 @@ class TokenEndpoint:
     """Issues delegation tokens with a refresh token, and rotates refresh tokens."""
 
     ctx: ServerContext
+    #: Token requests per (agent, sub), whatever the grant: device-code polls of every code
+    #: the agent user holds, and refreshes.
+    limiter: RateLimiter
 
     def token(
         self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, body: bytes
     ) -> Flow:
         form = agent_form(body, caller)
         grant_type = one(form, "grant_type")
+        wait = yield from self.limiter.admit(caller.issuer, caller.sub, self.ctx.clock())
+        if wait is not None:
+            if grant_type == DEVICE_CODE_GRANT:
+                # Polling too fast is what RFC 8628 §3.5's slow_down is for: the client adds
+                # 5 s to its interval. Retry-After says when this window ends.
+                raise OAuthError(
+                    "slow_down",
+                    f"this agent user polls too often; retry after {wait} s",
+                    headers=(("Retry-After", str(wait)),),
+                )
+            raise OAuthError.rate_limited(wait, "token")
         if grant_type == DEVICE_CODE_GRANT:
             return (
                 yield from self._device_code_grant(brand, config, caller, one(form, "device_code"))

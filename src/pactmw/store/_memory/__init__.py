@@ -2,8 +2,8 @@
 
 `MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
 per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
-(over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin` and
-`RetentionMixin`. `MemoryStore`
+(over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin`,
+`RateLimitsMixin` and `RetentionMixin`. `MemoryStore`
 (store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
 checks from store/base.py, as in the SQL stores.
 """
@@ -16,6 +16,7 @@ from pactmw.store._memory.core import MemoryCore
 from pactmw.store._memory.details import DetailsMixin
 from pactmw.store._memory.devices import DevicesMixin
 from pactmw.store._memory.grants import GrantsMixin
+from pactmw.store._memory.ratelimits import RateLimitsMixin
 from pactmw.store._memory.retention import RetentionMixin
 from pactmw.store._memory.tokens import TokensMixin
 
@@ -26,6 +27,7 @@ __all__ = [
     "DevicesMixin",
     "GrantsMixin",
     "MemoryCore",
+    "RateLimitsMixin",
     "RetentionMixin",
     "TokensMixin",
 ]

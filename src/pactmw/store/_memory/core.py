@@ -75,6 +75,8 @@ class MemoryCore:
         self._unrevoked: dict[GrantKey, str] = {}  # key -> its one unrevoked grant id
         self._refresh: dict[str, RefreshToken] = {}
         self._used: dict[tuple[str, str], float] = {}  # (namespace, value) -> expires_at
+        # key -> (window_start, window_end, count) of its current window
+        self._rate_counts: dict[str, tuple[float, float, int]] = {}
         self._ops = itertools.count()
         self._closed = False
 
@@ -120,3 +122,4 @@ class MemoryCore:
             self._unrevoked.clear()
             self._refresh.clear()
             self._used.clear()
+            self._rate_counts.clear()

@@ -30,6 +30,9 @@ class RetentionMixin(DetailsMixin):
             for key in used:
                 del self._used[key]
             details = self._drop_expired_details(now)
+            ended = [name for name, (_, end, _) in self._rate_counts.items() if end <= now]
+            for name in ended:
+                del self._rate_counts[name]
             contexts: list[str] = []
             messages = 0
             if conversations_idle_before is not None:
@@ -47,4 +50,5 @@ class RetentionMixin(DetailsMixin):
                 conversations=len(contexts),
                 messages=messages,
                 authorization_details=details,
+                rate_counters=len(ended),
             )

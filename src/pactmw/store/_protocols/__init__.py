@@ -11,6 +11,7 @@ from pactmw.store._protocols.conversations import ConversationStore
 from pactmw.store._protocols.details import AuthorizationDetailsStore
 from pactmw.store._protocols.devices import DeviceStore
 from pactmw.store._protocols.grants import GrantStore
+from pactmw.store._protocols.ratelimits import RateLimitStore
 from pactmw.store._protocols.retention import RetentionStore
 from pactmw.store._protocols.tokens import TokenStore
 
@@ -20,6 +21,7 @@ __all__ = [
     "ConversationStore",
     "DeviceStore",
     "GrantStore",
+    "RateLimitStore",
     "RetentionStore",
     "TokenStore",
 ]

@@ -23,6 +23,8 @@ class RetentionStore(Protocol):
           (it revokes the grant, RFC 9700 §4.14.2), so deleting it would hide a theft;
         - single-use values past their expiry (`expires_at <= now`);
         - authorization details past their expiry (those of device authorizations);
+        - rate-limit counters whose window has ended (`window_end <= now`), in a store that
+          keeps them (`RateLimitStore`);
         - when `conversations_idle_before` is given, the conversations whose `last_activity`
           is before it, with all their messages (personal data past its retention).
 

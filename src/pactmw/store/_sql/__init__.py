@@ -22,6 +22,7 @@ from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
 from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
+from pactmw.store._sql.ratelimits import RateLimitsMixin
 from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.statements import Dialect, Statements
 from pactmw.store._sql.tokens import TokensMixin
@@ -30,6 +31,12 @@ __all__ = ["Dialect", "Executor", "Rows", "SqlCore", "SqlStore", "Statements"]
 
 
 class SqlStore(
-    ConversationsMixin, DevicesMixin, TokensMixin, DetailsMixin, AgentsMixin, RetentionMixin
+    ConversationsMixin,
+    DevicesMixin,
+    TokensMixin,
+    DetailsMixin,
+    AgentsMixin,
+    RateLimitsMixin,
+    RetentionMixin,
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks."""

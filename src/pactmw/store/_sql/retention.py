@@ -19,6 +19,7 @@ class RetentionMixin(SqlCore):
             tokens = ex.execute(sql.cleanup_refresh_tokens, (now, now)).rowcount
             used = ex.execute(sql.purge_used_values, (now,)).rowcount
             details = ex.execute(sql.drop_expired_details, (now,)).rowcount
+            counters = ex.execute(sql.drop_ended_rate_counters, (now,)).rowcount
             conversations = messages = 0
             if conversations_idle_before is not None:
                 cutoff = (conversations_idle_before,)
@@ -36,4 +37,5 @@ class RetentionMixin(SqlCore):
             conversations=conversations,
             messages=messages,
             authorization_details=details,
+            rate_counters=counters,
         )

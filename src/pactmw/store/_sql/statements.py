@@ -282,6 +282,25 @@ class Statements:
             "SELECT expires_at FROM pactmw_used_values WHERE namespace = ? AND value = ?"
         )
 
+        # --- rate-limit counters (store/_sql/ratelimits.py) ---------------------------------
+        # Changes one row (inserts it, or counts into it) while the request is admitted, and
+        # none once the window holds `limit` requests. A later window restarts the count; a
+        # call with an older window (another process's clock lags) counts into the current.
+        # SET reads the row as it was before the update in both dialects.
+        self.count_request = q(
+            "INSERT INTO pactmw_rate_counters (counter_key, window_start, window_end, requests)"
+            " VALUES (?, ?, ?, 1) ON CONFLICT (counter_key) DO UPDATE SET"
+            " requests = CASE WHEN pactmw_rate_counters.window_start < excluded.window_start"
+            " THEN 1 ELSE pactmw_rate_counters.requests + 1 END,"
+            " window_end = CASE WHEN pactmw_rate_counters.window_start < excluded.window_start"
+            " THEN excluded.window_end ELSE pactmw_rate_counters.window_end END,"
+            " window_start = CASE WHEN pactmw_rate_counters.window_start < excluded.window_start"
+            " THEN excluded.window_start ELSE pactmw_rate_counters.window_start END"
+            " WHERE pactmw_rate_counters.window_start < excluded.window_start"
+            " OR pactmw_rate_counters.requests < ?"
+        )
+        self.drop_ended_rate_counters = q("DELETE FROM pactmw_rate_counters WHERE window_end <= ?")
+
         # --- authorization details (RFC 9396) ----------------------------------------------
         self.drop_expired_details = q(
             "DELETE FROM pactmw_authorization_details"

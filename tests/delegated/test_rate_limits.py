@@ -1,0 +1,146 @@
+"""Per-(agent, sub) limits of the device authorization and token endpoints, over HTTP.
+
+Past its limit the device authorization endpoint answers 429 `temporarily_unavailable` with
+`Retry-After`; the token endpoint answers a device-code poll with RFC 8628's `slow_down` and
+a refresh with that 429. Counted in the store when it is shared (PostgreSQL), so two
+Providers on one database share one count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pactmw.provider.ratelimit import RateLimit
+from tests.delegated.support import Env, delegated_brand, new_sub, serve
+from tests.support.pg import PostgresServer, postgres_server_fixture
+
+postgres = postgres_server_fixture(scope="module")
+
+WINDOW_START = 1_800_000_000.0  # a multiple of 60: a window starts here
+
+
+class Clock:
+    """Wall-clock time, shifted so it starts at a window's start and can jump ahead."""
+
+    def __init__(self) -> None:
+        self._started = time.time()
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return WINDOW_START + self.ahead + (time.time() - self._started)
+
+
+def _refused(answer: httpx.Response, status: int, error: str) -> int:
+    """Check a rate-limit refusal; return its Retry-After (seconds)."""
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"] == error
+    assert answer.headers["cache-control"] == "no-store"
+    wait = int(answer.headers["retry-after"])
+    assert 1 <= wait <= 60
+    return wait
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def env(tmp_path: Path, clock: Clock) -> Iterator[Env]:
+    with serve(
+        f"sqlite:///{tmp_path}/limits.db",
+        [delegated_brand("acme", "Acme", [])],
+        device_rate_limit=RateLimit(per_user=3, window=60),
+        token_rate_limit=RateLimit(per_user=3, window=60),
+        clock=clock,
+    ) as running:
+        yield running
+
+
+def test_device_authorizations_are_limited_per_agent_user(env: Env, clock: Clock) -> None:
+    sub = new_sub()
+    for _ in range(3):
+        assert env.device_authorization("acme", sub=sub).status_code == 200
+    refused = env.device_authorization("acme", sub=sub)
+    _refused(refused, 429, "temporarily_unavailable")
+    # Invalid requests count too: a loop of bad scopes is stopped the same way.
+    assert env.device_authorization("acme", "nope", sub=sub).status_code == 429
+    # Another user of the same agent has a bucket of its own.
+    assert env.device_authorization("acme", sub=new_sub()).status_code == 200
+    # A request for another client is still refused as such, before any counting.
+    wrong = env.device_authorization("acme", sub=sub, client_id="https://other.example")
+    assert wrong.status_code == 401
+    assert wrong.json()["error"] == "invalid_client"
+    clock.ahead += 60  # the next window
+    assert env.device_authorization("acme", sub=sub).status_code == 200
+
+
+def test_polls_past_the_limit_are_told_to_slow_down(env: Env, clock: Clock) -> None:
+    sub = new_sub()
+    codes = [
+        env.device_authorization("acme", "orders:read", sub=sub).json()["device_code"]
+        for _ in range(3)
+    ]
+    # Three codes, each polled once: never too fast for any one code.
+    for code in codes:
+        assert env.poll("acme", code, sub=sub).json()["error"] == "authorization_pending"
+    # The per-code interval's slow_down (RFC 8628 §3.5) has no Retry-After; this one also
+    # says when the agent user's window ends.
+    _refused(env.poll("acme", codes[0], sub=sub), 400, "slow_down")
+    # Another agent user is not slowed down.
+    other = new_sub()
+    code = env.device_authorization("acme", "orders:read", sub=other).json()["device_code"]
+    assert env.poll("acme", code, sub=other).json()["error"] == "authorization_pending"
+
+
+def test_refreshes_past_the_limit_get_429_and_spend_nothing(env: Env, clock: Clock) -> None:
+    sub = new_sub()
+    tokens = env.connect("acme", "orders:read", user="alice", sub=sub)  # 1 token request
+    refresh = tokens["refresh_token"]
+    for _ in range(2):
+        answer = env.refresh("acme", refresh, sub=sub)
+        assert answer.status_code == 200, answer.text
+        refresh = answer.json()["refresh_token"]
+    _refused(env.refresh("acme", refresh, sub=sub), 429, "temporarily_unavailable")
+    clock.ahead += 60
+    # The refused refresh used nothing up: the same token still rotates (no reuse revocation).
+    answer = env.refresh("acme", refresh, sub=sub)
+    assert answer.status_code == 200, answer.text
+
+
+@contextlib.contextmanager
+def _two_providers(
+    dsn: str, clock: Callable[[], float], shared: bool | None
+) -> Iterator[tuple[Env, Env]]:
+    limit = RateLimit(per_user=4, window=60)
+    brands = [delegated_brand("acme", "Acme", [])]
+    with (
+        serve(dsn, brands, device_rate_limit=limit, shared_rate_limits=shared, clock=clock) as a,
+        serve(dsn, brands, device_rate_limit=limit, shared_rate_limits=shared, clock=clock) as b,
+    ):
+        yield a, b
+
+
+@pytest.mark.parametrize("shared", [None, False])
+def test_providers_on_one_postgresql_share_the_count(
+    postgres: PostgresServer, clock: Clock, shared: bool | None
+) -> None:
+    dsn = postgres.create_database()
+    try:
+        sub = new_sub()
+        with _two_providers(dsn, clock, shared) as (a, b):
+            answers = [
+                (a, b)[i % 2].device_authorization("acme", sub=sub).status_code for i in range(9)
+            ]
+    finally:
+        postgres.drop_database(dsn.rsplit("/", 1)[1])
+    if shared is None:  # PostgreSQL counts in the store unless told not to: 4 in all
+        assert answers == [200] * 4 + [429] * 5
+    else:  # each Provider counts its own: 4 each, 8 in all
+        assert answers == [200] * 8 + [429]
