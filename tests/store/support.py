@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -33,9 +34,17 @@ class Backend:
         return open_store(self.url)
 
 
+#: The backends whose data a second `open()` finds again.
+PERSISTENT = ("sqlite", "postgres", "django-sqlite", "django-postgres")
+ALL_BACKENDS = ("memory", *PERSISTENT)
+
+
 def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """A fresh memory, sqlite or PostgreSQL backend (its own database), dropped after use."""
-    if name == "memory":
+    """A fresh backend (its own database), dropped after use: memory, sqlite, postgres, or
+    the Django store on a sqlite or PostgreSQL database Django's migrations created."""
+    if name.startswith("django-"):
+        yield from django_backend(name, request, tmp_path)
+    elif name == "memory":
         yield Backend(name, "memory://")
     elif name == "sqlite":
         yield Backend(name, f"sqlite:///{tmp_path}/state/store.db")
@@ -119,3 +128,81 @@ def processes_at_once(argvs: Sequence[Sequence[str]], work: Path) -> list[str]:
     for p, (_, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
     return [out.strip() for out, _ in outputs]
+
+
+def configure_django() -> None:
+    """Set Django up in this process once, with pactmw's app and no database of its own;
+    each Django backend adds its own `DATABASES` entry (see `django_database`)."""
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(
+            INSTALLED_APPS=["pactmw.adapters.django"],
+            DATABASES={},
+            USE_TZ=True,
+            SECRET_KEY="test-only",
+        )
+        django.setup()
+
+
+def django_database(alias: str, database: dict[str, object]) -> None:
+    """Add `DATABASES[alias]` at runtime (tests only: Django reads DATABASES once) and create
+    pactmw's tables in it with Django's own `migrate`."""
+    from django.core.management import call_command
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    configure_django()
+    filled = connections.configure_settings(
+        {DEFAULT_DB_ALIAS: connections.settings[DEFAULT_DB_ALIAS], alias: database}
+    )
+    connections.settings[alias] = filled[alias]
+    call_command("migrate", "pactmw", database=alias, verbosity=0)
+    connections[alias].close()
+
+
+def forget_django_database(alias: str) -> None:
+    """Close this thread's connection to `alias` and drop the entry."""
+    from django.db import connections
+
+    connections[alias].close()
+    del connections[alias]
+    del connections.settings[alias]
+
+
+def postgres_settings(dsn: str) -> dict[str, object]:
+    """A Django `DATABASES` entry for a libpq DSN."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(dsn)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params["dbname"],
+        "USER": params.get("user", ""),
+        "PASSWORD": params.get("password", ""),
+        "HOST": params.get("host", ""),
+        "PORT": params.get("port", ""),
+    }
+
+
+def django_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The Django store on a fresh sqlite file or PostgreSQL database, migrated by Django."""
+    alias = f"pactmw_{uuid.uuid4().hex[:12]}"
+    server = None
+    if name == "django-sqlite":
+        (tmp_path / "django").mkdir(exist_ok=True)
+        database: dict[str, object] = {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(tmp_path / "django" / "site.db"),
+        }
+    else:
+        server = request.getfixturevalue("postgres_server")
+        dsn = server.create_database()
+        database = postgres_settings(dsn)
+    django_database(alias, database)
+    try:
+        yield Backend(name, f"django:{alias}")
+    finally:
+        forget_django_database(alias)
+        if server is not None:
+            server.drop_database(str(database["NAME"]))
