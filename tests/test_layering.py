@@ -62,6 +62,8 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
         "django.db.utils",
         "django.conf",
         "django.conf.settings",
+        "django.core.exceptions",
+        "django.core.exceptions.ImproperlyConfigured",
     )
 }
 

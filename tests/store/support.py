@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import subprocess
 import threading
@@ -19,6 +21,7 @@ from attrs import frozen
 from pactmw.store import Store, open_store
 from pactmw.store import postgres as pg_backend
 from pactmw.store import sqlite as sqlite_backend
+from tests.support.servers import REPO
 
 T = TypeVar("T")
 
@@ -206,3 +209,30 @@ def django_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) ->
         forget_django_database(alias)
         if server is not None:
             server.drop_database(str(database["NAME"]))
+
+
+def process_url(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A store URL that processes this test starts can open too: for a Django backend, the
+    environment they inherit names test settings holding its database (django_settings.py)."""
+    backends = open_backend(name, request, tmp_path)
+    backend = next(backends)
+    try:
+        if name.startswith("django-"):
+            from django.db import connections
+
+            alias = backend.url.partition(":")[2]
+            keys = ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT")
+            database = {key: connections.settings[alias][key] for key in keys}
+            monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "tests.store.django_settings")
+            monkeypatch.setenv(
+                "PACTMW_TEST_DATABASES", json.dumps({"default": database, alias: database})
+            )
+            monkeypatch.setenv(
+                "PYTHONPATH",
+                os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+            )
+        yield backend.url
+    finally:
+        backends.close()

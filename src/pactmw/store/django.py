@@ -210,12 +210,15 @@ def open_django_store(alias: str = DEFAULT_DB_ALIAS) -> DjangoStore:
     PostgreSQL database lacks psycopg 3.
     """
     from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
 
-    if not settings.configured:
+    try:
+        settings.DATABASES  # noqa: B018 (loads DJANGO_SETTINGS_MODULE, or says it is unset)
+    except ImproperlyConfigured:
         raise StoreError(
             "store = 'django' runs on a Django project's database: configure Django settings "
             "(DJANGO_SETTINGS_MODULE) first"
-        )
+        ) from None
     if alias not in connections.settings:
         raise StoreError(
             f"PACTMW['store'] names Django database {alias!r}, "
