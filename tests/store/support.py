@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
@@ -42,7 +42,9 @@ PERSISTENT = ("sqlite", "postgres", "django-sqlite", "django-postgres")
 ALL_BACKENDS = ("memory", *PERSISTENT)
 
 
-def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+def open_backend(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Generator[Backend, None, None]:
     """A fresh backend (its own database), dropped after use: memory, sqlite, postgres, or
     the Django store on a sqlite or PostgreSQL database Django's migrations created."""
     if name.startswith("django-"):
