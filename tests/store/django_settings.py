@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["DATABASES", "INSTALLED_APPS", "SECRET_KEY", "USE_TZ"]
+__all__ = ["DATABASES", "DEBUG", "INSTALLED_APPS", "SECRET_KEY", "USE_TZ"]
 
 SECRET_KEY = "test-only"
 INSTALLED_APPS = ["pactmw.adapters.django"]
 USE_TZ = True
+DEBUG = True  # Django then logs every query, formatting it with its parameters
 DATABASES = json.loads(os.environ["PACTMW_TEST_DATABASES"])

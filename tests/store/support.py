@@ -145,6 +145,7 @@ def configure_django() -> None:
         settings.configure(
             INSTALLED_APPS=["pactmw.adapters.django"],
             DATABASES={},
+            DEBUG=True,  # Django then logs every query, formatting it with its parameters
             USE_TZ=True,
             SECRET_KEY="test-only",
         )

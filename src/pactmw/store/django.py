@@ -33,12 +33,13 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from attrs import evolve
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db import utils as db_utils
 
 from pactmw.store._sql import Executor, Rows, SqlStore, Statements
 from pactmw.store.base import StoreError, StoreUnavailable
-from pactmw.store.sqlite import SqliteStore
+from pactmw.store.sqlite import _DIALECT as SQLITE_DIALECT
 
 __all__ = ["DjangoStore", "open_django_store"]
 
@@ -150,7 +151,10 @@ def _missing_table(exc: BaseException) -> bool:
 
 class _SqliteDjangoStore(DjangoStore):
     _vendor = "sqlite"
-    _sql: ClassVar[Statements] = SqliteStore._sql
+    # sqlite's statements with Django's `%s` placeholders, which Django's sqlite cursor turns
+    # into `?`: with DEBUG on, Django formats each query with `%` to log it, and a `?`
+    # statement with parameters would fail there.
+    _sql: ClassVar[Statements] = Statements(evolve(SQLITE_DIALECT, placeholder="%s"))
     _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
     _locks_rows = False
 
