@@ -32,6 +32,7 @@ from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.grant_admin import TABLE_TIME, format_time
 
 __all__ = [
+    "SHOW_MESSAGE_TEXT",
     "AgentAccessAdmin",
     "AgentAccessForm",
     "ConversationAdmin",
