@@ -209,12 +209,6 @@ def test_the_models_match_the_migrations() -> None:
     call_command("makemigrations", "pactmw", check=True, dry_run=True, verbosity=0)
 
 
-def test_an_unknown_alias_names_the_setting() -> None:
-    configure_django()
-    with pytest.raises(StoreError, match=r"'nowhere', which is not in settings\.DATABASES"):
-        open_store("django:nowhere")
-
-
 def test_an_unmigrated_database_says_to_migrate(tmp_path: Path) -> None:
     from django.db import connections
 
