@@ -216,6 +216,61 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
 
+        # Agent overrides: block any configured or added issuer by name; an issuer nobody
+        # configured or added is refused, in the commands' words.
+        access = "/admin/pactmw/agentoverride/add/"
+        unknown = client.post(
+            access,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(access).text),
+                "issuer": "https://stranger.example",
+                "_save": "Save",
+            },
+        )
+        assert unknown.status_code == 200
+        assert "nothing blocked: no agent https://stranger.example" in unknown.text
+        blocked = client.post(
+            access,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(access).text),
+                "issuer": ISSUER,
+                "_save": "Save",
+            },  # "enabled" unticked: block
+        )
+        assert blocked.status_code == 302, blocked.text[:3000]
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
+        page = _action(client, "/admin/pactmw/agentoverride/", "allow_agents", ISSUER)
+        assert f"allowed {ISSUER}" in page
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
+
+        # Remove it (Django's delete, confirmed): agent_admin.remove_agent forgets it.
+        changelist = "/admin/pactmw/registeredagent/"
+        confirm = client.post(
+            changelist,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(changelist).text),
+                "action": "delete_selected",
+                "_selected_action": [ISSUER],
+                "index": "0",
+            },
+        )
+        assert confirm.status_code == 200
+        assert "Are you sure" in confirm.text
+        removed = client.post(
+            changelist,
+            data={
+                "csrfmiddlewaretoken": _csrf(confirm.text),
+                "action": "delete_selected",
+                "_selected_action": [ISSUER],
+                "post": "yes",
+            },
+            follow_redirects=True,
+        )
+        assert f"removed {ISSUER}" in removed.text.lower()
+        assert json.loads(_manage(root, env, "pactmw", "agents", "list", "--json")) == []
+
         # Grants of two accounts; the admin lists one account's, and revokes through the
         # Provider (audited), which manage.py pactmw grants then reports.
         _shell(
