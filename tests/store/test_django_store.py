@@ -105,3 +105,29 @@ def test_an_unknown_alias_names_the_setting() -> None:
     configure_django()
     with pytest.raises(StoreError, match=r"'nowhere', which is not in settings\.DATABASES"):
         open_store("django:nowhere")
+
+
+def test_a_dropped_connection_is_unavailable_once_then_reconnects(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    import psycopg
+    from django.db import connections
+
+    backends = open_backend("django-postgres", request, tmp_path)
+    backend = next(backends)
+    alias = backend.url.partition(":")[2]
+    store = backend.open()
+    try:
+        store.set_agent_enabled("https://pa.example", False)
+        connection = connections[alias]
+        pid = connection.connection.info.backend_pid
+        server = request.getfixturevalue("postgres_server")
+        with psycopg.connect(server.dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreUnavailable, match="is unavailable"):
+            store.agent_enabled("https://pa.example")
+        # The dead connection was closed: the next operation reconnects and sees the data.
+        assert store.agent_enabled("https://pa.example") is False
+    finally:
+        store.close()
+        backends.close()
