@@ -15,8 +15,9 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,6 +96,8 @@ class Running:
     client: httpx.Client
     #: The site's own sqlite database (the Django examples), else "".
     database: str = ""
+    #: The environment the server runs with (PACTMW_CONFIG, the Django settings).
+    env: dict[str, str] = field(default_factory=dict)
 
     def token(self, sub: str = "user-1") -> str:
         return identity_token(self.key, ISSUER, self.audience, sub=sub)
@@ -158,7 +161,7 @@ def running(
         httpx.Client(base_url=base_url, timeout=10) as client,
     ):
         database = str(tmp / "shop.db") if name.startswith("django") else ""
-        yield Running(name, base_url, f"{base_url}/a2a", key, client, database)
+        yield Running(name, base_url, f"{base_url}/a2a", key, client, database, env)
 
 
 def test_own_pages_still_work(running: Running) -> None:
@@ -254,6 +257,30 @@ def test_conversations_live_in_the_sites_database(running: Running) -> None:
             "SELECT brand_id, sub FROM pactmw_conversations WHERE context_id = ?", (context_id,)
         ).fetchall()
     assert rows == [(BRAND, "user-1")]
+
+
+def test_manage_py_pactmw_reads_the_sites_store(running: Running) -> None:
+    """`manage.py pactmw` (another process) sees the Provider's agents and grants."""
+    if not running.name.startswith("django"):
+        pytest.skip("manage.py is the Django example's")
+
+    def manage(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "examples/django_app/manage.py", "pactmw", *args, "--json"],
+            cwd=REPO,
+            env={**os.environ, **running.env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    agents = manage("agents", "list")
+    assert [(a["issuer"], a["source"], a["status"]) for a in agents] == [
+        (ISSUER, "config", "allowed")
+    ]
+    assert manage("grants", "list") == []
 
 
 def test_send_without_token_is_challenged(running: Running) -> None:
