@@ -157,6 +157,9 @@ class _SqliteDjangoStore(DjangoStore):
     _sql: ClassVar[Statements] = Statements(evolve(SQLITE_DIALECT, placeholder="%s"))
     _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
     _locks_rows = False
+    # As SqliteStore: counted per process unless rate_limit asks for shared counting, since
+    # every count would take the database's one write lock (the whole site's, here).
+    shares_rate_limits = False
 
     def _take_write_lock(self, ex: Executor) -> None:
         ex.execute(_SQLITE_TAKE_WRITE_LOCK)
@@ -181,6 +184,8 @@ def _postgres_store_class() -> type[DjangoStore]:
         _sql: ClassVar[Statements] = PostgresStore._sql
         _returning = True
         _locks_rows = True
+        # As PostgresStore: many processes share the database, so count limits in it.
+        shares_rate_limits = True
 
         @staticmethod
         def _encode_scopes(scopes: Sequence[str]) -> list[str]:

@@ -31,6 +31,7 @@ __all__ = [
     "DeviceAuthorization",
     "Grant",
     "Message",
+    "RateCounter",
     "RefreshToken",
     "RegisteredAgent",
     "ScopeListField",
@@ -289,3 +290,18 @@ class AuthorizationDetail(models.Model):
             ),
         )
         indexes = (models.Index(fields=["expires_at"], name="pactmw_auth_details_expires"),)
+
+
+class RateCounter(models.Model):
+    """A rate-limit counter shared by every process on the store: its current window.
+
+    The key is a hash, so no client address or user id is kept at rest."""
+
+    counter_key: models.TextField[str, str] = models.TextField(primary_key=True)
+    window_start: models.FloatField[float, float] = models.FloatField()
+    window_end: models.FloatField[float, float] = models.FloatField()
+    requests: models.IntegerField[int, int] = models.IntegerField()
+
+    class Meta:
+        db_table = "pactmw_rate_counters"
+        indexes = (models.Index(fields=["window_end"], name="pactmw_rate_counters_end"),)
