@@ -157,7 +157,7 @@ class _SqliteDjangoStore(DjangoStore):
     _sql: ClassVar[Statements] = Statements(evolve(SQLITE_DIALECT, placeholder="%s"))
     _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
     _locks_rows = False
-    # As SqliteStore: counted per process unless rate_limit asks for shared counting, since
+    # As SqliteStore: counted per process unless shared_rate_limits = true, since
     # every count would take the database's one write lock (the whole site's, here).
     shares_rate_limits = False
 
