@@ -82,7 +82,7 @@ EXPECTED: dict[str, set[str]] = {
     "pactmw.store": {
         "AgentExists", "Approval", "AuthorizationDetailsStore", "Claim", "ClaimKind", "Cleanup",
         "Conversation",
-        "DeviceAuthorization", "DeviceStatus",
+        "DeviceAuthorization", "DeviceStatus", "DjangoStore",
         "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore",
         "RateLimitStore", "Rotation", "RotationKind", "SqliteStore", "Store", "StoreError",
         "StoreURL", "StoreUnavailable",

@@ -280,6 +280,22 @@ def test_manage_py_check_reports_a_bad_pactmw_setting(
     assert named in done.stderr
 
 
+def test_manage_py_check_names_a_django_store_without_its_database(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=_django_env(tmp_path, {**settings, "store": "django:replica"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "pactmw.E003" in done.stderr
+    assert "PACTMW['store'] = 'django:replica' names database 'replica'" in done.stderr
+
+
 def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[str, Any]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "django", "check"],

@@ -10,12 +10,14 @@ import copy
 import json
 import os
 import runpy
+import sqlite3
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -92,6 +94,10 @@ class Running:
     audience: str
     key: PrivateJWK
     client: httpx.Client
+    #: The site's own sqlite database (the Django examples), else "".
+    database: str = ""
+    #: The environment the server runs with (PACTMW_CONFIG, the Django settings).
+    env: dict[str, str] = field(default_factory=dict)
 
     def token(self, sub: str = "user-1") -> str:
         return identity_token(self.key, ISSUER, self.audience, sub=sub)
@@ -108,7 +114,9 @@ class Running:
         )
 
 
-def _write_config(tmp: Path, port: int, key: PrivateJWK, handler: str) -> Path:
+def _write_config(
+    tmp: Path, port: int, key: PrivateJWK, handler: str, *, store_url: str | None = None
+) -> Path:
     base_url = f"http://127.0.0.1:{port}"
     store = tmp / "pactmw" / "pactmw.db"
     config = tmp / "pactmw.toml"
@@ -116,7 +124,7 @@ def _write_config(tmp: Path, port: int, key: PrivateJWK, handler: str) -> Path:
         f"""
 base_url = {toml_value(base_url)}
 audience = {toml_value(base_url + "/a2a")}
-store = {toml_value(f"sqlite:///{store}")}
+store = {toml_value(store_url or f"sqlite:///{store}")}
 
 [[agents]]
 issuer = {toml_value(ISSUER)}
@@ -141,7 +149,9 @@ def running(
     tmp = tmp_path_factory.mktemp(name)
     port = free_port()
     key = generate_private_jwk("ES256", kid="k1")
-    config = _write_config(tmp, port, key, example.handler)
+    # The Django site keeps pactmw's state in its own database (store = "django").
+    store_url = "django" if name.startswith("django") else None
+    config = _write_config(tmp, port, key, example.handler, store_url=store_url)
     env = {"PACTMW_CONFIG": str(config), **example.env(tmp)}
     if example.prepare is not None:
         subprocess.run(example.prepare, cwd=REPO, env={**os.environ, **env}, check=True)
@@ -150,7 +160,8 @@ def running(
         process_server(example.argv(port), port, env=env, cwd=REPO, log=tmp / "server.log"),
         httpx.Client(base_url=base_url, timeout=10) as client,
     ):
-        yield Running(name, base_url, f"{base_url}/a2a", key, client)
+        database = str(tmp / "shop.db") if name.startswith("django") else ""
+        yield Running(name, base_url, f"{base_url}/a2a", key, client, database, env)
 
 
 def test_own_pages_still_work(running: Running) -> None:
@@ -219,6 +230,57 @@ def test_conversation_and_idempotent_retry(running: Running) -> None:
     )
     assert retry_first.status_code == 200
     assert retry_first.content == first.content
+
+
+def test_drf_endpoint_wants_a_delegation(running: Running) -> None:
+    """The Django example's DRF view: DRF's 401 with the PACT challenge, never its 403."""
+    if not running.name.startswith("django"):
+        pytest.skip("the DRF endpoint is the Django example's")
+    anonymous = running.client.get("/api/agent/orders")
+    assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
+    # A verified personal agent without a delegation token holds no orders:read.
+    identified = running.client.get("/api/agent/orders", headers=running.auth())
+    assert identified.status_code == 401
+    assert 'error="invalid_token"' in identified.headers["www-authenticate"]
+
+
+def test_conversations_live_in_the_sites_database(running: Running) -> None:
+    """With store = "django" the conversation is a row of the shop's own database."""
+    if not running.name.startswith("django"):
+        pytest.skip("the Django example's store is the site's database")
+    sent = running.send("Where is my order A-1002?", message_id=str(uuid.uuid4()))
+    assert sent.status_code == 200, sent.text
+    context_id = sent.json()["message"]["contextId"]
+    with sqlite3.connect(running.database) as conn:
+        rows = conn.execute(
+            "SELECT brand_id, sub FROM pactmw_conversations WHERE context_id = ?", (context_id,)
+        ).fetchall()
+    assert rows == [(BRAND, "user-1")]
+
+
+def test_manage_py_pactmw_reads_the_sites_store(running: Running) -> None:
+    """`manage.py pactmw` (another process) sees the Provider's agents and grants."""
+    if not running.name.startswith("django"):
+        pytest.skip("manage.py is the Django example's")
+
+    def manage(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "examples/django_app/manage.py", "pactmw", *args, "--json"],
+            cwd=REPO,
+            env={**os.environ, **running.env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    agents = manage("agents", "list")
+    assert [(a["issuer"], a["source"], a["status"]) for a in agents] == [
+        (ISSUER, "config", "allowed")
+    ]
+    assert manage("grants", "list") == []
 
 
 def test_send_without_token_is_challenged(running: Running) -> None:
@@ -296,10 +358,11 @@ def test_built_in_dev_configs_are_valid(monkeypatch: pytest.MonkeyPatch) -> None
     django_settings = ProviderSettings.from_mapping(
         django_pactmw, handlers={"shop.bot:support_bot": stub}
     )
+    assert flask_settings.store == f"sqlite:///{REPO / 'examples/flask_app/.pactmw/pactmw.db'}"
+    assert django_settings.store == "django"  # the shop's own database
     for settings, app_dir in ((flask_settings, "flask_app"), (django_settings, "django_app")):
         assert [brand.id for brand in settings.brands] == ["shop"]
         assert settings.identity.agents == ()
-        assert settings.store == f"sqlite:///{REPO / 'examples' / app_dir / '.pactmw/pactmw.db'}"
         # Both offer delegation with the shop's own login; dev signing keys go under .pactmw/.
         delegation = settings.brands[0].delegation
         assert delegation is not None

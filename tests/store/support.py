@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
@@ -18,6 +21,7 @@ from attrs import frozen
 from pactmw.store import Store, open_store
 from pactmw.store import postgres as pg_backend
 from pactmw.store import sqlite as sqlite_backend
+from tests.support.servers import REPO
 
 T = TypeVar("T")
 
@@ -33,9 +37,19 @@ class Backend:
         return open_store(self.url)
 
 
-def open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """A fresh memory, sqlite or PostgreSQL backend (its own database), dropped after use."""
-    if name == "memory":
+#: The backends whose data a second `open()` finds again.
+PERSISTENT = ("sqlite", "postgres", "django-sqlite", "django-postgres")
+ALL_BACKENDS = ("memory", *PERSISTENT)
+
+
+def open_backend(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Generator[Backend, None, None]:
+    """A fresh backend (its own database), dropped after use: memory, sqlite, postgres, or
+    the Django store on a sqlite or PostgreSQL database Django's migrations created."""
+    if name.startswith("django-"):
+        yield from django_backend(name, request, tmp_path)
+    elif name == "memory":
         yield Backend(name, "memory://")
     elif name == "sqlite":
         yield Backend(name, f"sqlite:///{tmp_path}/state/store.db")
@@ -119,3 +133,109 @@ def processes_at_once(argvs: Sequence[Sequence[str]], work: Path) -> list[str]:
     for p, (_, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
     return [out.strip() for out, _ in outputs]
+
+
+def configure_django() -> None:
+    """Set Django up in this process once, with pactmw's app and no database of its own;
+    each Django backend adds its own `DATABASES` entry (see `django_database`)."""
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(
+            INSTALLED_APPS=["pactmw.adapters.django"],
+            DATABASES={},
+            DEBUG=True,  # Django then logs every query, formatting it with its parameters
+            USE_TZ=True,
+            SECRET_KEY="test-only",
+        )
+        django.setup()
+
+
+def django_database(alias: str, database: dict[str, object]) -> None:
+    """Add `DATABASES[alias]` at runtime (tests only: Django reads DATABASES once) and create
+    pactmw's tables in it with Django's own `migrate`."""
+    from django.core.management import call_command
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    configure_django()
+    filled = connections.configure_settings(
+        {DEFAULT_DB_ALIAS: connections.settings[DEFAULT_DB_ALIAS], alias: database}
+    )
+    connections.settings[alias] = filled[alias]
+    call_command("migrate", "pactmw", database=alias, verbosity=0)
+    connections[alias].close()
+
+
+def forget_django_database(alias: str) -> None:
+    """Close this thread's connection to `alias` and drop the entry."""
+    from django.db import connections
+
+    connections[alias].close()
+    del connections[alias]
+    del connections.settings[alias]
+
+
+def postgres_settings(dsn: str) -> dict[str, object]:
+    """A Django `DATABASES` entry for a libpq DSN."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(dsn)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params["dbname"],
+        "USER": params.get("user", ""),
+        "PASSWORD": params.get("password", ""),
+        "HOST": params.get("host", ""),
+        "PORT": params.get("port", ""),
+    }
+
+
+def django_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The Django store on a fresh sqlite file or PostgreSQL database, migrated by Django."""
+    alias = f"pactmw_{uuid.uuid4().hex[:12]}"
+    server = None
+    if name == "django-sqlite":
+        (tmp_path / "django").mkdir(exist_ok=True)
+        database: dict[str, object] = {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(tmp_path / "django" / "site.db"),
+        }
+    else:
+        server = request.getfixturevalue("postgres_server")
+        dsn = server.create_database()
+        database = postgres_settings(dsn)
+    django_database(alias, database)
+    try:
+        yield Backend(name, f"django:{alias}")
+    finally:
+        forget_django_database(alias)
+        if server is not None:
+            server.drop_database(str(database["NAME"]))
+
+
+def process_url(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A store URL that processes this test starts can open too: for a Django backend, the
+    environment they inherit names test settings holding its database (django_settings.py)."""
+    backends = open_backend(name, request, tmp_path)
+    backend = next(backends)
+    try:
+        if name.startswith("django-"):
+            from django.db import connections
+
+            alias = backend.url.partition(":")[2]
+            keys = ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT")
+            database = {key: connections.settings[alias][key] for key in keys}
+            monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "tests.store.django_settings")
+            monkeypatch.setenv(
+                "PACTMW_TEST_DATABASES", json.dumps({"default": database, alias: database})
+            )
+            monkeypatch.setenv(
+                "PYTHONPATH",
+                os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+            )
+        yield backend.url
+    finally:
+        backends.close()

@@ -111,10 +111,10 @@ def test_concurrent_adds_of_many_issuers_all_land(store: Store) -> None:
     ]
 
 
-def test_an_add_is_seen_by_another_store_at_once(persistent: Backend) -> None:
+def test_an_add_is_seen_by_another_store_at_once(reopenable: Backend) -> None:
     """Another process (another store object on the same database) sees the change on its
     next read: there is no cache to expire."""
-    a, b = persistent.open(), persistent.open()
+    a, b = reopenable.open(), reopenable.open()
     try:
         assert b.lookup_agent(ISSUER) == (None, None)
         added = _add(a)
@@ -128,11 +128,11 @@ def test_an_add_is_seen_by_another_store_at_once(persistent: Backend) -> None:
         b.close()
 
 
-def test_agents_survive_a_reopen(persistent: Backend) -> None:
-    first = persistent.open()
+def test_agents_survive_a_reopen(reopenable: Backend) -> None:
+    first = reopenable.open()
     added = _add(first, name="Kept")
     first.close()
-    second = persistent.open()
+    second = reopenable.open()
     try:
         assert second.list_agents() == (added,)
     finally:

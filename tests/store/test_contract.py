@@ -273,9 +273,9 @@ def test_agent_enabled_overrides(store: Store) -> None:
     assert store.agent_enabled("https://other.example") is None
 
 
-def test_agent_override_seen_by_another_store(persistent: Backend) -> None:
+def test_agent_override_seen_by_another_store(reopenable: Backend) -> None:
     """A blocked agent is refused by every process, without a restart."""
-    a, b = persistent.open(), persistent.open()
+    a, b = reopenable.open(), reopenable.open()
     try:
         assert b.agent_enabled("https://pa.example") is None
         a.set_agent_enabled("https://pa.example", False)
@@ -319,8 +319,8 @@ def test_closed_store_is_unavailable(store: Store) -> None:
         _claim(store, ctx, "m1")
 
 
-def test_reopen_sees_the_same_data(persistent: Backend) -> None:
-    first = persistent.open()
+def test_reopen_sees_the_same_data(reopenable: Backend) -> None:
+    first = reopenable.open()
     ctx = _conversation(first)
     first.bind_account(ctx, "acct-1")
     _claim(first, ctx, "m1")
@@ -329,7 +329,7 @@ def test_reopen_sees_the_same_data(persistent: Backend) -> None:
     first.set_agent_enabled("https://pa.example", False)
     first.close()
 
-    second = persistent.open()
+    second = reopenable.open()
     try:
         conv = second.get_conversation(ctx)
         assert conv is not None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import Store, open_store
-from tests.store.support import processes_at_once
+from tests.store.support import PERSISTENT, process_url, processes_at_once
 
 T0 = 1_700_000_000.0
 PROCESSES = 6
@@ -69,15 +69,11 @@ store.close()
 """
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/shared.db"
-    else:
-        server = request.getfixturevalue("postgres_server")
-        dsn: str = server.create_database()
-        yield dsn
-        server.drop_database(dsn.rsplit("/", 1)[1])
+@pytest.fixture(params=PERSISTENT)
+def url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    yield from process_url(request.param, request, tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import Store, open_store
-from tests.store.support import processes_at_once
+from tests.store.support import PERSISTENT, process_url, processes_at_once
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
@@ -81,6 +81,23 @@ if url.startswith("sqlite:"):
         " VALUES (?, 'm1', 'half-written', 0)",
         (ctx,),
     )
+elif url.startswith("django:"):
+    # The Django store's own connection, mid-transaction, holding what its writes hold.
+    from django.db import connections
+    conn = connections[url.partition(":")[2]]
+    conn.set_autocommit(False)
+    cursor = conn.cursor()
+    if conn.vendor == "sqlite":
+        cursor.execute("DELETE FROM pactmw_agent_overrides WHERE issuer IS NULL")
+    else:
+        cursor.execute(
+            "SELECT 1 FROM pactmw_conversations WHERE context_id = %s FOR UPDATE", (ctx,)
+        )
+    cursor.execute(
+        "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
+        " VALUES (%s, 'm1', 'half-written', 0)",
+        (ctx,),
+    )
 else:
     import psycopg
     conn = psycopg.connect(url)
@@ -94,15 +111,11 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/shared.db"
-    else:
-        server = request.getfixturevalue("postgres_server")
-        dsn: str = server.create_database()
-        yield dsn
-        server.drop_database(dsn.rsplit("/", 1)[1])
+@pytest.fixture(params=PERSISTENT)
+def url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    yield from process_url(request.param, request, tmp_path, monkeypatch)
 
 
 @pytest.fixture

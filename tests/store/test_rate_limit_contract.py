@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pactmw.store import Cleanup, RateLimitStore, Store
 from tests.store.support import (
+    PERSISTENT,
     Backend,
     all_at_once,
     backend_module,
+    process_url,
     processes_at_once,
     schema_version,
 )
@@ -110,7 +113,9 @@ def test_concurrent_requests_never_exceed_the_limit(backend: Backend) -> None:
 def test_sharing_by_default_is_the_backends_to_say(backend: Backend) -> None:
     store = backend.open()
     try:
-        assert counters(store).shares_rate_limits is (backend.name == "postgres")
+        # PostgreSQL (its own store or a Django site's) is shared by many processes.
+        shared = backend.name in ("postgres", "django-postgres")
+        assert counters(store).shares_rate_limits is shared
     finally:
         store.close()
 
@@ -165,11 +170,20 @@ store.close()
 """
 
 
+@pytest.fixture(params=PERSISTENT)
+def process_store_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A store URL the racing processes can open (Django's: with test settings)."""
+    yield from process_url(request.param, request, tmp_path, monkeypatch)
+
+
 def test_processes_racing_on_one_store_never_exceed_the_limit(
-    persistent: Backend, tmp_path: Path
+    process_store_url: str, tmp_path: Path
 ) -> None:
     work = tmp_path / "race"
     work.mkdir()
-    argvs = [[sys.executable, "-c", RACER, persistent.url, str(work), str(i)] for i in range(4)]
+    url = process_store_url
+    argvs = [[sys.executable, "-c", RACER, url, str(work), str(i)] for i in range(4)]
     outputs = processes_at_once(argvs, work)
     assert sum(int(out) for out in outputs) == 7  # 20 requests, 7 places, 4 processes

@@ -55,3 +55,15 @@ def test_refused_as_open_store_refuses(url: str) -> None:
         open_store(url)
     assert str(parsing.value) == str(opening.value)
     assert "hunter2" not in str(parsing.value)
+
+
+def test_django_names_the_database_alias() -> None:
+    assert parse_store_url("django") == StoreURL("django", alias="default")
+    assert parse_store_url("django:replica") == StoreURL("django", alias="replica")
+    assert parse_store_url("django:replica").label == "django database replica"
+
+
+@pytest.mark.parametrize("url", ["django:", "django:two words", "django:a-b"])
+def test_django_without_a_usable_alias_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="django:ALIAS"):
+        parse_store_url(url)

@@ -5,11 +5,17 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from pactmw.adapters.django import get_provider, personal_agent_required, to_django
+from pactmw.adapters.django.rest_framework import HasDelegatedScope, PersonalAgentAuthentication
 from pactmw.provider import brand_domain_card as build_brand_domain_card
 from pactmw.provider import card_url
 from shop.models import Order
+from shop.tools import list_orders
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -48,3 +54,19 @@ def brand_domain_card(request: HttpRequest) -> HttpResponse:
     provider = get_provider()
     brand_id = next(iter(provider.brands))
     return to_django(build_brand_domain_card(card_url(provider.base_url, brand_id)))
+
+
+class AgentOrders(APIView):  # type: ignore[misc]
+    """The signed-in customer's orders, for a personal agent they delegated `orders:read` to
+    (Django REST framework: pactmw's authentication and permission classes)."""
+
+    authentication_classes = (PersonalAgentAuthentication,)
+    permission_classes = (HasDelegatedScope,)
+    required_scopes = ("orders:read",)
+    renderer_classes = (JSONRenderer,)
+
+    def get(self, request: Request) -> Response:
+        # request.auth is the verified PersonalAgent; its delegation names the Brand account
+        # (a django.contrib.auth user id) the customer signed in with on the consent page.
+        account = request.auth.delegation.account
+        return Response({"orders": list_orders(account)})

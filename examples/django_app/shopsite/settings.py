@@ -26,7 +26,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "pactmw.adapters.django",  # system checks: manage.py check reports a bad PACTMW
+    # pactmw: system checks (manage.py check reports a bad PACTMW), the tables of
+    # store = "django" (manage.py migrate), the admin of agents, grants and conversations,
+    # and `manage.py pactmw grants|agents|cleanup`.
+    "pactmw.adapters.django",
     "shop",
 ]
 
@@ -100,7 +103,9 @@ def _dev_pactmw(base_url: str) -> dict[str, Any]:
     return {
         "base_url": base_url,
         "audience": f"{base_url}/a2a",
-        "store": f"sqlite:///{BASE_DIR / '.pactmw' / 'pactmw.db'}",
+        # pactmw's state (conversations, grants, agents added in the admin) lives in the
+        # shop's own database, in the tables of the pactmw app's migrations.
+        "store": "django",
         "data_dir": str(BASE_DIR / ".pactmw"),
         "agents": [],
         "brands": {

@@ -12,6 +12,8 @@ urlpatterns = [
     path(".well-known/agent-card.json", views.brand_domain_card, name="brand-card"),
     path("orders/<str:number>", views.order, name="order"),
     path("api/agent/whoami", views.whoami, name="agent-whoami"),
+    # Django REST framework: the customer's orders, for an agent holding orders:read.
+    path("api/agent/orders", views.AgentOrders.as_view(), name="agent-orders"),
     # The shop's own login: pactmw's consent page sends signed-out customers here (?next=).
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

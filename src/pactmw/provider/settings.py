@@ -50,6 +50,7 @@ PROVIDER_KEYS = frozenset(
         "data_dir",
         "delegation_brand",  # read by the identity middleware of the Django/Flask adapters
         "parafe_brand",  # read by @parafe_action of the Django/Flask adapters
+        "admin_show_message_text",  # read by the Django admin (conversations)
     }
 )
 _BRAND_KEYS = frozenset(
@@ -457,7 +458,9 @@ class ProviderSettings:
             raise ConfigError(f"identity_scheme must be one of {sorted(IDENTITY_SCHEMES)}")
         store = data.get("store", DEFAULT_STORE)
         if not isinstance(store, str) or not store:
-            raise ConfigError("store must be a URL: memory://, sqlite:///PATH or postgresql://...")
+            raise ConfigError(
+                "store must be a URL: memory://, sqlite:///PATH, postgresql://... or django[:ALIAS]"
+            )
         organization = data.get("organization", "")
         if not isinstance(organization, str):
             raise ConfigError("organization must be a string")

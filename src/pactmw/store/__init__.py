@@ -40,6 +40,7 @@ from pactmw.store.memory import MemoryStore
 from pactmw.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from pactmw.store.django import DjangoStore
     from pactmw.store.postgres import PostgresStore
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "Conversation",
     "DeviceAuthorization",
     "DeviceStatus",
+    "DjangoStore",
     "Grant",
     "MemoryStore",
     "NotFound",
@@ -82,17 +84,23 @@ def __getattr__(name: str) -> object:
         from pactmw.store.postgres import PostgresStore
 
         return PostgresStore
+    if name == "DjangoStore":  # needs Django
+        from pactmw.store.django import DjangoStore
+
+        return DjangoStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @frozen
 class StoreURL:
-    """What a store URL names: the `backend` (`memory`, `sqlite` or `postgresql`) and, for
-    sqlite, the database `path` as written (relative to the working directory unless
-    absolute). Nothing else of the URL is kept: a PostgreSQL URL may hold a password."""
+    """What a store URL names: the `backend` (`memory`, `sqlite`, `postgresql` or `django`),
+    for sqlite the database `path` as written (relative to the working directory unless
+    absolute), for django the `alias` of the Django database. Nothing else of the URL is kept:
+    a PostgreSQL URL may hold a password."""
 
     backend: str
     path: str | None = None
+    alias: str | None = None
 
     @property
     def label(self) -> str:
@@ -100,17 +108,28 @@ class StoreURL:
         or `postgresql`."""
         if self.path is not None:
             return f"{self.backend} {os.path.abspath(self.path)}"
+        if self.alias is not None:
+            return f"django database {self.alias}"
         return self.backend
 
 
 def parse_store_url(url: str) -> StoreURL:
     """Read a store URL as `open_store` does, opening nothing; ValueError for a URL it would
     refuse (the message never repeats the URL)."""
+    if url == "django" or (url.startswith("django:") and "://" not in url):
+        alias = url.partition(":")[2] if ":" in url else "default"
+        if not alias or not alias.isidentifier():
+            raise ValueError(
+                "django store must be 'django' or 'django:ALIAS', "
+                "ALIAS an entry of settings.DATABASES"
+            )
+        return StoreURL("django", alias=alias)
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if not sep:
         raise ValueError(
-            "store URL must look like memory://, sqlite:///path.db or postgresql://..."
+            "store URL must look like memory://, sqlite:///path.db, postgresql://... "
+            "or django[:ALIAS]"
         )
     if scheme == "memory":
         if rest:
@@ -142,14 +161,17 @@ def open_store(url: str) -> Store:
 
     Accepted: `memory://`; `sqlite:///relative/path.db` (relative to the working directory)
     or `sqlite:////absolute/path.db`; `postgresql://...` or `postgres://...` (a libpq URL,
-    needs the `postgres` extra, else `MissingExtra`, an ImportError). Any other URL raises
-    ValueError, whose message never repeats the URL (it may hold a password). PostgreSQL
+    needs the `postgres` extra, else `MissingExtra`, an ImportError); `django` or
+    `django:ALIAS` (the Django project's own database, see `pactmw.store.django`). Any other
+    URL raises ValueError, whose message never repeats the URL (it may hold a password). PostgreSQL
     connects lazily: an unreachable server shows up as `StoreUnavailable` on the first
     operation.
     """
     parsed = parse_store_url(url)
     if parsed.backend == "memory":
         return MemoryStore()
+    if parsed.alias is not None:
+        return _open_django_store(parsed.alias)
     if parsed.path is not None:
         return SqliteStore(parsed.path)
     from importlib.util import find_spec
@@ -161,3 +183,15 @@ def open_store(url: str) -> Store:
     from pactmw.store.postgres import PostgresStore
 
     return PostgresStore(url)
+
+
+def _open_django_store(alias: str) -> Store:
+    from importlib.util import find_spec
+
+    from pactmw.core.errors import MissingExtra
+
+    if find_spec("django") is None:
+        raise MissingExtra("a Django store", "Django", "django")
+    from pactmw.store.django import open_django_store
+
+    return open_django_store(alias)

@@ -11,6 +11,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from pactmw.adapters.django._config import SETTING, raw_settings
 from pactmw.config import ConfigError
 from pactmw.provider.guard import guard_settings
+from pactmw.store import parse_store_url
 
 MIDDLEWARE_PATH = "pactmw.adapters.django.PersonalAgentMiddleware"
 
@@ -45,6 +46,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="pactmw.E001",
             )
         )
+    messages.extend(_check_django_store(raw_settings().get("store")))
     if MIDDLEWARE_PATH not in getattr(django_settings, "MIDDLEWARE", []):
         messages.append(
             Warning(
@@ -55,6 +57,38 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+def _check_django_store(store: Any) -> list[CheckMessage]:
+    """pactmw.E003: `store = "django[:ALIAS]"` names a database Django does not have, or one
+    the Django store cannot speak to (neither sqlite nor PostgreSQL)."""
+    if not isinstance(store, str):
+        return []
+    try:
+        parsed = parse_store_url(store)
+    except ValueError:
+        return []  # E001 reported it
+    if parsed.alias is None:
+        return []
+    databases = getattr(django_settings, "DATABASES", {})
+    problem = None
+    if parsed.alias not in databases:
+        problem = f"names database {parsed.alias!r}, which is not in settings.DATABASES"
+    else:
+        engine = str(databases[parsed.alias].get("ENGINE", ""))
+        if not engine.endswith(("sqlite3", "postgresql")):
+            problem = f"needs a sqlite or PostgreSQL database; {parsed.alias!r} uses {engine}"
+    if problem is None:
+        return []
+    return [
+        Error(
+            f"settings.{SETTING}['store'] = {store!r} {problem}.",
+            hint='Use "django" (the default database) or "django:ALIAS" of a sqlite or '
+            "PostgreSQL entry of DATABASES.",
+            obj=SETTING,
+            id="pactmw.E003",
+        )
+    ]
 
 
 __all__ = [

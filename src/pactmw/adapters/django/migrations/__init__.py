@@ -1,0 +1,3 @@
+"""Django migrations of the pactmw app: the tables of `store = "django"`."""
+
+__all__: list[str] = []

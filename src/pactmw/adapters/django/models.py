@@ -1,0 +1,307 @@
+"""The tables of pactmw's SQL store as Django models, for `store = "django"`.
+
+The models exist so that Django's migrations create the tables the store's one SQL
+implementation (pactmw/store/_sql) reads and writes, in the site's own database, and so the
+admin can show them. Table and column names are the store's: the SQL runs unchanged. The
+store's code never goes through these models; the admin does, read-only except where it
+calls the store (see admin.py).
+
+Two differences from the sqlite/PostgreSQL stores' own schema, both because Django (before
+5.2) wants a one-column primary key: `pactmw_used_values` and `pactmw_authorization_details`
+get a surrogate `id`, and their composite keys become unique constraints, which the store's
+`ON CONFLICT (...)` clauses use just the same. tests/store/test_django_schema.py holds the
+Django-migrated schema to the stores' own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import django
+from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Q
+
+__all__ = [
+    "DEVICE_STATUSES",
+    "AgentOverride",
+    "AuthorizationDetail",
+    "Conversation",
+    "DeviceAuthorization",
+    "Grant",
+    "Message",
+    "RateCounter",
+    "RefreshToken",
+    "RegisteredAgent",
+    "ScopeListField",
+    "UsedValue",
+    "device_status_check",
+]
+
+DEVICE_STATUSES = ("pending", "approved", "denied", "consumed")
+
+
+def device_status_check() -> models.CheckConstraint:
+    """The device authorizations' status CHECK, spelled for the running Django (5.1 renamed
+    `check=` to `condition=`, and 6.0 drops `check=`), so one migration serves 4.2 and up."""
+    keyword = "condition" if django.VERSION >= (5, 1) else "check"
+    condition: dict[str, Any] = {keyword: Q(status__in=DEVICE_STATUSES)}
+    return models.CheckConstraint(name="pactmw_device_authorizations_status", **condition)
+
+
+if TYPE_CHECKING:
+    _ListField = models.Field[list[str], list[str]]
+else:  # Django's Field is generic only in its type stubs
+    _ListField = models.Field
+
+
+class ScopeListField(_ListField):
+    """A scope list stored as the store's dialect stores it: `text[]` on PostgreSQL, a JSON
+    array of strings in a text column elsewhere. Reads as a list of strings."""
+
+    description = "A list of OAuth scopes"
+
+    def db_type(self, connection: BaseDatabaseWrapper) -> str:
+        return "text[]" if connection.vendor == "postgresql" else "text"
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> list[str] | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return [str(item) for item in json.loads(value)]
+        return [str(item) for item in value]
+
+    def get_db_prep_value(
+        self, value: Any, connection: BaseDatabaseWrapper, prepared: bool = False
+    ) -> Any:
+        if value is None:
+            return None
+        scopes = [str(item) for item in value]
+        if connection.vendor == "postgresql":
+            return scopes
+        return json.dumps(scopes, ensure_ascii=False)
+
+
+class Conversation(models.Model):
+    """A conversation (`contextId`) between a personal agent and a brand's bot."""
+
+    context_id: models.TextField[str, str] = models.TextField(primary_key=True)
+    brand_id: models.TextField[str, str] = models.TextField()
+    issuer: models.TextField[str, str] = models.TextField()
+    sub: models.TextField[str, str] = models.TextField()
+    created_at: models.FloatField[float, float] = models.FloatField()
+    last_activity: models.FloatField[float, float] = models.FloatField()
+    closed: models.BooleanField[bool, bool] = models.BooleanField(default=False)
+    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pactmw_conversations"
+
+    def __str__(self) -> str:
+        return self.context_id
+
+
+class Message(models.Model):
+    """One user message of a conversation and, once the bot answered, its reply."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    # db_index=False: the (context_id, message_id) unique constraint already indexes it.
+    conversation: models.ForeignKey[Conversation, Conversation] = models.ForeignKey(
+        Conversation, models.CASCADE, db_column="context_id", db_index=False
+    )
+    message_id: models.TextField[str, str] = models.TextField()
+    text: models.TextField[str, str] = models.TextField()
+    claimed_at: models.FloatField[float, float] = models.FloatField()
+    reply_message_id: models.TextField[str | None, str | None] = models.TextField(
+        null=True, blank=True
+    )
+    reply_text: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    reply: models.BinaryField[bytes | None, bytes | None] = models.BinaryField(
+        null=True, blank=True
+    )
+    replied_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+
+    class Meta:
+        db_table = "pactmw_messages"
+        constraints = (
+            models.UniqueConstraint(
+                fields=["conversation", "message_id"], name="pactmw_messages_user_key"
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "reply_message_id"], name="pactmw_messages_agent_key"
+            ),
+        )
+
+
+class AgentOverride(models.Model):
+    """Whether an agent (configured or registered) may call: the block/allow switch."""
+
+    issuer: models.TextField[str, str] = models.TextField(primary_key=True)
+    enabled: models.BooleanField[bool, bool] = models.BooleanField()
+
+    class Meta:
+        db_table = "pactmw_agent_overrides"
+
+
+class RegisteredAgent(models.Model):
+    """A personal agent added at runtime, on top of the configured ones."""
+
+    issuer: models.TextField[str, str] = models.TextField(primary_key=True)
+    name: models.TextField[str, str] = models.TextField()
+    jwks_uri: models.TextField[str, str] = models.TextField()
+    added_at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        db_table = "pactmw_agents"
+        verbose_name = "registered agent"
+
+    def __str__(self) -> str:
+        return self.issuer
+
+
+class Grant(models.Model):
+    """What an account delegated to a personal agent (PACT Delegated)."""
+
+    grant_id: models.TextField[str, str] = models.TextField(primary_key=True)
+    brand_id: models.TextField[str, str] = models.TextField()
+    account: models.TextField[str, str] = models.TextField()
+    client_id: models.TextField[str, str] = models.TextField()
+    pa_sub: models.TextField[str, str] = models.TextField()
+    scopes: ScopeListField = ScopeListField()
+    created_at: models.FloatField[float, float] = models.FloatField()
+    updated_at: models.FloatField[float, float] = models.FloatField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+    revoked_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+
+    class Meta:
+        db_table = "pactmw_grants"
+        constraints = (
+            # One unrevoked grant per key: the invariant behind upsert_grant.
+            models.UniqueConstraint(
+                fields=["brand_id", "account", "client_id", "pa_sub"],
+                condition=Q(revoked_at__isnull=True),
+                name="pactmw_grants_one_live",
+            ),
+        )
+        indexes = (models.Index(fields=["account", "brand_id"], name="pactmw_grants_account"),)
+
+    def __str__(self) -> str:
+        return self.grant_id
+
+
+class DeviceAuthorization(models.Model):
+    """A pending, approved, denied or consumed device-code authorization (RFC 8628)."""
+
+    device_code_hash: models.TextField[str, str] = models.TextField(primary_key=True)
+    user_code: models.TextField[str, str] = models.TextField(unique=True)
+    brand_id: models.TextField[str, str] = models.TextField()
+    client_id: models.TextField[str, str] = models.TextField()
+    pa_sub: models.TextField[str, str] = models.TextField()
+    scopes: ScopeListField = ScopeListField()
+    created_at: models.FloatField[float, float] = models.FloatField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+    interval_seconds: models.FloatField[float, float] = models.FloatField()
+    last_polled_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+    status: models.TextField[str, str] = models.TextField()
+    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    granted_scopes: ScopeListField = ScopeListField()
+    grant: models.ForeignKey[Grant | None, Grant | None] = models.ForeignKey(
+        Grant,
+        models.PROTECT,
+        db_column="grant_id",
+        db_index=False,
+        null=True,
+        blank=True,
+    )
+
+    class Meta:
+        db_table = "pactmw_device_authorizations"
+        constraints = (device_status_check(),)
+        indexes = (models.Index(fields=["expires_at"], name="pactmw_device_auth_expires"),)
+
+
+class RefreshToken(models.Model):
+    """A refresh token of a grant, kept as a hash; spent ones stay to detect reuse."""
+
+    token_hash: models.TextField[str, str] = models.TextField(primary_key=True)
+    grant: models.ForeignKey[Grant, Grant] = models.ForeignKey(
+        Grant, models.PROTECT, db_column="grant_id", db_index=False
+    )
+    client_id: models.TextField[str, str] = models.TextField()
+    brand_id: models.TextField[str, str] = models.TextField()
+    created_at: models.FloatField[float, float] = models.FloatField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+    used_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+
+    class Meta:
+        db_table = "pactmw_refresh_tokens"
+        indexes = (
+            models.Index(fields=["grant"], name="pactmw_refresh_tokens_grant"),
+            models.Index(fields=["expires_at"], name="pactmw_refresh_tokens_expires"),
+        )
+
+
+class UsedValue(models.Model):
+    """A single-use value (assertion jti, DPoP proof) remembered until it expires."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(
+        primary_key=True
+    )  # Django wants one primary-key column
+    namespace: models.TextField[str, str] = models.TextField()
+    value: models.TextField[str, str] = models.TextField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        db_table = "pactmw_used_values"
+        constraints = (
+            models.UniqueConstraint(fields=["namespace", "value"], name="pactmw_used_values_key"),
+        )
+        indexes = (models.Index(fields=["expires_at"], name="pactmw_used_values_expires"),)
+
+
+class AuthorizationDetail(models.Model):
+    """One RFC 9396 authorization details entry of a device authorization or a grant."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(
+        primary_key=True
+    )  # Django wants one primary-key column
+    owner: models.TextField[str, str] = models.TextField()
+    digest: models.TextField[str, str] = models.TextField()
+    position: models.IntegerField[int, int] = models.IntegerField()
+    entry: models.TextField[str, str] = models.TextField()
+    expires_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+
+    class Meta:
+        db_table = "pactmw_authorization_details"
+        constraints = (
+            models.UniqueConstraint(
+                fields=["owner", "digest"], name="pactmw_authorization_details_key"
+            ),
+        )
+        indexes = (models.Index(fields=["expires_at"], name="pactmw_auth_details_expires"),)
+
+
+class RateCounter(models.Model):
+    """A rate-limit counter shared by every process on the store: its current window.
+
+    The key is a hash, so no client address or user id is kept at rest."""
+
+    counter_key: models.TextField[str, str] = models.TextField(primary_key=True)
+    window_start: models.FloatField[float, float] = models.FloatField()
+    window_end: models.FloatField[float, float] = models.FloatField()
+    requests: models.IntegerField[int, int] = models.IntegerField()
+
+    class Meta:
+        db_table = "pactmw_rate_counters"
+        indexes = (models.Index(fields=["window_end"], name="pactmw_rate_counters_end"),)

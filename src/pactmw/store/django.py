@@ -1,0 +1,250 @@
+"""The Django Store: pactmw's state in the site's own database, through Django's connection.
+
+`store = "django"` (the `default` database) or `"django:ALIAS"` (another entry of
+`DATABASES`). The tables come from the Django app `pactmw.adapters.django` and its
+migrations (`manage.py migrate`), with the names and columns of the sqlite and PostgreSQL
+stores, so the one SQL implementation (store/_sql) runs unchanged on Django's connection for
+the alias, in the dialect of its vendor:
+
+- PostgreSQL: each operation runs in `transaction.atomic(using=alias)` and locks the rows it
+  decides on (`SELECT ... FOR UPDATE`) exactly as `PostgresStore` does; upserts of a grant key
+  take the same advisory lock. Needs the `postgres` extra (psycopg 3), as Django 4.2+ can use.
+- sqlite: sqlite has no row locks. Each write transaction starts with a write that matches
+  nothing, which takes the database's one write lock up front as `BEGIN IMMEDIATE` does, so
+  two decisions never interleave, across threads and processes. Limits: one writer at a time
+  for the whole database (the site's own writes included); a writer waits for the lock up to
+  the connection's timeout (Python's 5 s unless `OPTIONS["timeout"]` says otherwise), then the
+  operation fails with `StoreUnavailable`; without WAL (Django's default journal) readers
+  also wait while a writer commits. Fine for one machine and modest traffic; use PostgreSQL
+  beyond that.
+
+Django's connections are per thread, as for any ORM query: each thread runs the store on its
+own connection. Called inside the site's own `transaction.atomic()`, an operation becomes a
+savepoint of that transaction and commits (or rolls back) with it. Driver errors surface as
+`StoreUnavailable` (connection problems) or `StoreError`, never with the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+from attrs import evolve
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import utils as db_utils
+
+from pactmw.store._sql import Executor, Rows, SqlStore, Statements
+from pactmw.store.base import StoreError, StoreUnavailable
+from pactmw.store.sqlite import _DIALECT as SQLITE_DIALECT
+
+__all__ = ["DjangoStore", "open_django_store"]
+
+# A write that never matches (issuer is a NOT NULL primary key) but still takes sqlite's write
+# lock, so a deferred BEGIN behaves as BEGIN IMMEDIATE: no decision reads before it holds the
+# lock, and two writers never deadlock upgrading read locks.
+_SQLITE_TAKE_WRITE_LOCK = "DELETE FROM pactmw_agent_overrides WHERE issuer IS NULL"
+
+
+class _Executor:
+    """Runs statements on a Django cursor; every statement answers with the cursor itself
+    (psycopg2's `execute` returns None, which the SQL store's `Executor` does not allow)."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, query: str, params: Sequence[Any] = (), /) -> Rows:
+        self._cursor.execute(query, params)
+        return self._cursor  # type: ignore[no-any-return]
+
+
+class DjangoStore(SqlStore):
+    """A Store on a Django database connection; see the module docstring.
+
+    Open it with `open_django_store(alias)`, which picks the dialect of the alias's vendor.
+    Nothing connects until the first operation. The schema is Django's business
+    (`manage.py migrate`): a database without the tables fails its first operation with a
+    `StoreError` that says to migrate.
+    """
+
+    _vendor: ClassVar[str]
+
+    def __init__(self, alias: str = DEFAULT_DB_ALIAS) -> None:
+        self._alias = alias
+        self._closed = False
+        self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
+
+    @property
+    def alias(self) -> str:
+        """The `DATABASES` entry the store runs on."""
+        return self._alias
+
+    def _describe(self) -> str:
+        return f"Django database {self._alias!r} ({self._vendor})"
+
+    def _scrub(self, text: str) -> str:
+        password = str(connections.settings[self._alias].get("PASSWORD") or "")
+        message = " ".join(text.split())
+        return message.replace(password, "***") if password else message
+
+    def _take_write_lock(self, ex: Executor) -> None:
+        """Take the lock a write transaction needs before it reads; nothing where rows lock."""
+
+    @contextlib.contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Executor]:
+        if self._closed:
+            raise StoreUnavailable(f"the store on {self._describe()} is closed")
+        connection = connections[self._alias]
+        try:
+            with transaction.atomic(using=self._alias), connection.cursor() as cursor:
+                ex = _Executor(cursor)
+                if write:
+                    self._take_write_lock(ex)
+                yield ex
+        except (db_utils.OperationalError, db_utils.InterfaceError) as exc:
+            if _missing_table(exc):
+                raise self._unmigrated() from None
+            if not connection.in_atomic_block and not connection.is_usable():
+                # A connection the server dropped: the thread's next operation reconnects
+                # (outside requests, nothing else would close it).
+                connection.close()
+            raise StoreUnavailable(
+                self._scrub(f"{self._describe()} is unavailable: {exc}")
+            ) from None
+        except db_utils.ProgrammingError as exc:
+            if _missing_table(exc):
+                raise self._unmigrated() from None
+            raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
+        except db_utils.Error as exc:  # a constraint broken, bad data: the store's own fault
+            raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
+
+    def _unmigrated(self) -> StoreError:
+        return StoreError(
+            f"{self._describe()} has no pactmw tables: add 'pactmw.adapters.django' to "
+            f"INSTALLED_APPS and run `manage.py migrate pactmw --database {self._alias}`"
+        )
+
+    def _read(self) -> contextlib.AbstractContextManager[Executor]:
+        return self._transaction(write=False)
+
+    def _write(self) -> contextlib.AbstractContextManager[Executor]:
+        return self._transaction(write=True)
+
+    def close(self) -> None:
+        """Refuse later operations (`StoreUnavailable`) and close this thread's connection
+        unless it is inside a transaction; Django owns the connections of other threads."""
+        self._closed = True
+        connection = connections[self._alias]
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def _missing_table(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "no such table: pactmw_" in text or (
+        "relation" in text and "pactmw_" in text and "does not exist" in text
+    )
+
+
+class _SqliteDjangoStore(DjangoStore):
+    _vendor = "sqlite"
+    # sqlite's statements with Django's `%s` placeholders, which Django's sqlite cursor turns
+    # into `?`: with DEBUG on, Django formats each query with `%` to log it, and a `?`
+    # statement with parameters would fail there.
+    _sql: ClassVar[Statements] = Statements(evolve(SQLITE_DIALECT, placeholder="%s"))
+    _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
+    _locks_rows = False
+    # As SqliteStore: counted per process unless shared_rate_limits = true, since
+    # every count would take the database's one write lock (the whole site's, here).
+    shares_rate_limits = False
+
+    def _take_write_lock(self, ex: Executor) -> None:
+        ex.execute(_SQLITE_TAKE_WRITE_LOCK)
+
+    @staticmethod
+    def _encode_scopes(scopes: Sequence[str]) -> str:
+        return json.dumps(list(scopes), ensure_ascii=False)
+
+    @staticmethod
+    def _decode_scopes(value: Any) -> tuple[str, ...]:
+        return tuple(json.loads(value))
+
+
+@functools.cache
+def _postgres_store_class() -> type[DjangoStore]:
+    """The PostgreSQL flavour, built on first use: its statements come from PostgresStore,
+    whose module needs psycopg 3."""
+    from pactmw.store.postgres import PostgresStore
+
+    class _PostgresDjangoStore(DjangoStore):
+        _vendor = "postgresql"
+        _sql: ClassVar[Statements] = PostgresStore._sql
+        _returning = True
+        _locks_rows = True
+        # As PostgresStore: many processes share the database, so count limits in it.
+        shares_rate_limits = True
+
+        @staticmethod
+        def _encode_scopes(scopes: Sequence[str]) -> list[str]:
+            return PostgresStore._encode_scopes(scopes)
+
+        @staticmethod
+        def _decode_scopes(value: Any) -> tuple[str, ...]:
+            return PostgresStore._decode_scopes(value)
+
+        def _lock_grant_key(
+            self, ex: Executor, brand_id: str, account: str, client_id: str, pa_sub: str
+        ) -> None:
+            # The very advisory lock PostgresStore takes, so both may share one database.
+            PostgresStore._lock_grant_key(
+                self,  # type: ignore[arg-type]
+                ex,
+                brand_id,
+                account,
+                client_id,
+                pa_sub,
+            )
+
+    return _PostgresDjangoStore
+
+
+def open_django_store(alias: str = DEFAULT_DB_ALIAS) -> DjangoStore:
+    """The store on Django database `alias`, in its vendor's dialect.
+
+    Needs configured Django settings. Raises `StoreError` naming the setting when `alias` is
+    not in `DATABASES` or its vendor is neither sqlite nor PostgreSQL; `MissingExtra` when a
+    PostgreSQL database lacks psycopg 3.
+    """
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        settings.DATABASES  # noqa: B018 (loads DJANGO_SETTINGS_MODULE, or says it is unset)
+    except ImproperlyConfigured:
+        raise StoreError(
+            "store = 'django' runs on a Django project's database: configure Django settings "
+            "(DJANGO_SETTINGS_MODULE) first"
+        ) from None
+    if alias not in connections.settings:
+        raise StoreError(
+            f"PACTMW['store'] names Django database {alias!r}, "
+            f"which is not in settings.DATABASES ({', '.join(sorted(connections.settings))})"
+        )
+    vendor = connections[alias].vendor
+    if vendor == "sqlite":
+        return _SqliteDjangoStore(alias)
+    if vendor == "postgresql":
+        from importlib.util import find_spec
+
+        from pactmw.core.errors import MissingExtra
+
+        if find_spec("psycopg") is None:
+            raise MissingExtra("a Django PostgreSQL store", "psycopg", "postgres")
+        return _postgres_store_class()(alias)
+    raise StoreError(
+        f"PACTMW['store'] = 'django:{alias}' needs a sqlite or PostgreSQL database; "
+        f"settings.DATABASES[{alias!r}] is {vendor}"
+    )

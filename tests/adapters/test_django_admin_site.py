@@ -1,0 +1,326 @@
+"""A fresh `django-admin startproject` site follows docs/getting-started/django.md ("Keep
+pactmw's state in your database") to admin-managed agents and grants, on sqlite and on
+PostgreSQL: `store = "django"`, `manage.py migrate`, a superuser who logs in to the admin of
+a real `runserver` over HTTP, and `manage.py pactmw` in other processes seeing each change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.net import free_port
+from tests.support.pg import PostgresServer, postgres_server_fixture
+from tests.support.servers import REPO, process_server
+
+postgres_server = postgres_server_fixture(scope="module")
+
+PASSWORD = "admin-pw-for-tests"
+ISSUER = "https://pa.example"
+SECRET_TEXT = "my card number is in this order note"
+
+# What the guide adds to the generated settings.py (DATABASES only for PostgreSQL).
+SETTINGS_TAIL = """
+INSTALLED_APPS += ["pactmw.adapters.django"]
+MIDDLEWARE += ["pactmw.adapters.django.PersonalAgentMiddleware"]
+PACTMW = {
+    "base_url": "http://127.0.0.1:8000",
+    "audience": "http://127.0.0.1:8000/a2a",
+    "agents": [],
+    "store": "django",
+    "signing_keys": [SIGNING_KEY],
+    "brands": {"shop": {"handler": "examples.bots:order_bot", "delegation": {
+        "scopes": {"orders:read": "See your orders"}, "login_url": "/admin/login/"}}},
+    "admin_show_message_text": SHOW_TEXT,
+}
+"""
+
+
+def _manage(site: Path, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    from pactmw.core.jwk import generate_private_jwk
+
+    subprocess.run(
+        [str(Path(sys.executable).parent / "django-admin"), "startproject", "mysite", "."],
+        cwd=tmp_path,
+        check=True,
+        timeout=60,
+    )
+    key = tmp_path / "signing.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    tail = SETTINGS_TAIL.replace("SIGNING_KEY", repr(str(key))).replace(
+        "SHOW_TEXT", 'os.environ.get("SHOW_TEXT") == "1"'
+    )
+    tail = "import os\n" + tail
+    server: PostgresServer | None = None
+    dbname = ""
+    if request.param == "postgres":
+        from psycopg.conninfo import conninfo_to_dict
+
+        server = request.getfixturevalue("postgres_server")
+        dsn = server.create_database()
+        params = conninfo_to_dict(dsn)
+        dbname = str(params["dbname"])
+        database = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": dbname,
+            "USER": params.get("user", ""),
+            "HOST": params.get("host", ""),
+            "PORT": params.get("port", ""),
+        }
+        tail += f"DATABASES = {{'default': {database!r}}}\n"
+    settings = tmp_path / "mysite" / "settings.py"
+    settings.write_text(settings.read_text() + tail)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    _manage(tmp_path, env, "migrate", "--verbosity", "0")
+    _manage(
+        tmp_path,
+        env,
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "ops",
+        "--email",
+        "ops@shop.example",
+    )
+    try:
+        yield tmp_path, env
+    finally:
+        if server is not None:
+            server.drop_database(dbname)
+
+
+def _serve(site: Path, env: dict[str, str], name: str) -> Any:
+    port = free_port()
+    argv = [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
+    return port, process_server(argv, port, env=env, cwd=site, log=site / f"{name}.log")
+
+
+def _csrf(page: str) -> str:
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert found, page[:2000]
+    return found.group(1)
+
+
+def _login(base: str) -> httpx.Client:
+    client = httpx.Client(base_url=base, timeout=30)
+    page = client.get("/admin/login/")
+    answer = client.post(
+        "/admin/login/?next=/admin/",
+        data={
+            "csrfmiddlewaretoken": _csrf(page.text),
+            "username": "ops",
+            "password": PASSWORD,
+            "next": "/admin/",
+        },
+    )
+    assert answer.status_code == 302, answer.text[:2000]
+    assert answer.headers["location"] == "/admin/"
+    return client
+
+
+def _action(client: httpx.Client, changelist: str, action: str, *selected: str) -> str:
+    page = client.get(changelist)
+    answer = client.post(
+        changelist,
+        data={
+            "csrfmiddlewaretoken": _csrf(page.text),
+            "action": action,
+            "_selected_action": list(selected),
+            "index": "0",
+        },
+        follow_redirects=True,
+    )
+    assert answer.status_code == 200, answer.text[:2000]
+    return answer.text.lower()  # the admin capitalizes messages ("Blocked ...")
+
+
+def _shell(site: Path, env: dict[str, str], code: str) -> str:
+    prelude = "import time\nfrom pactmw.adapters.django import get_provider\n"
+    prelude += "store = get_provider().store\nnow = time.time()\n"
+    return _manage(site, env, "shell", "-c", prelude + code)
+
+
+def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, str]]) -> None:
+    root, env = site
+    port, server = _serve(root, env, "runserver")
+    with server:
+        client = _login(f"http://127.0.0.1:{port}")
+
+        # Add an agent at runtime. A JWKS URL the key fetcher may never reach is refused
+        # with the same words as `pactmw agents add`, and nothing is written.
+        add = "/admin/pactmw/registeredagent/add/"
+        refused = client.post(
+            add,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(add).text),
+                "issuer": "https://evil.example",
+                "jwks_uri": "http://169.254.169.254/latest/keys",
+                "name": "Metadata",
+                "_save": "Save",
+            },
+        )
+        assert refused.status_code == 200
+        assert "nothing added: " in refused.text
+        assert "must be https" in refused.text
+        added = client.post(
+            add,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(add).text),
+                "issuer": ISSUER,
+                "jwks_uri": f"{ISSUER}/.well-known/jwks.json",
+                "name": "Personal agent",
+                "_save": "Save",
+            },
+        )
+        assert added.status_code == 302, added.text[:3000]
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["source"], a["status"]) for a in listed] == [
+            (ISSUER, "runtime", "allowed")
+        ]
+
+        # Block it: every process sees it at once (here, another manage.py).
+        page = _action(client, "/admin/pactmw/registeredagent/", "block_agents", ISSUER)
+        assert f"blocked {ISSUER}" in page
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
+        page = _action(client, "/admin/pactmw/registeredagent/", "allow_agents", ISSUER)
+        assert f"allowed {ISSUER}" in page
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
+
+        # Agent overrides: block any configured or added issuer by name; an issuer nobody
+        # configured or added is refused, in the commands' words.
+        access = "/admin/pactmw/agentoverride/add/"
+        unknown = client.post(
+            access,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(access).text),
+                "issuer": "https://stranger.example",
+                "_save": "Save",
+            },
+        )
+        assert unknown.status_code == 200
+        assert "nothing blocked: no agent https://stranger.example" in unknown.text
+        blocked = client.post(
+            access,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(access).text),
+                "issuer": ISSUER,
+                "_save": "Save",
+            },  # "enabled" unticked: block
+        )
+        assert blocked.status_code == 302, blocked.text[:3000]
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
+        page = _action(client, "/admin/pactmw/agentoverride/", "allow_agents", ISSUER)
+        assert f"allowed {ISSUER}" in page
+        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
+
+        # Remove it (Django's delete, confirmed): agent_admin.remove_agent forgets it.
+        changelist = "/admin/pactmw/registeredagent/"
+        confirm = client.post(
+            changelist,
+            data={
+                "csrfmiddlewaretoken": _csrf(client.get(changelist).text),
+                "action": "delete_selected",
+                "_selected_action": [ISSUER],
+                "index": "0",
+            },
+        )
+        assert confirm.status_code == 200
+        assert "Are you sure" in confirm.text
+        removed = client.post(
+            changelist,
+            data={
+                "csrfmiddlewaretoken": _csrf(confirm.text),
+                "action": "delete_selected",
+                "_selected_action": [ISSUER],
+                "post": "yes",
+            },
+            follow_redirects=True,
+        )
+        assert f"removed {ISSUER}" in removed.text.lower()
+        assert json.loads(_manage(root, env, "pactmw", "agents", "list", "--json")) == []
+
+        # Grants of two accounts; the admin lists one account's, and revokes through the
+        # Provider (audited), which manage.py pactmw grants then reports.
+        _shell(
+            root,
+            env,
+            "for n in ('1', '2'):\n"
+            "    store.upsert_grant(grant_id='g-' + n, brand_id='shop', account='acct-' + n,"
+            f" client_id={ISSUER!r}, pa_sub='u', scopes=('orders:read',), now=now,"
+            " expires_at=now + 3600)\n",
+        )
+        mine = client.get("/admin/pactmw/grant/", params={"account": "acct-1"})
+        assert mine.status_code == 200
+        assert "g-1" in mine.text
+        assert "g-2" not in mine.text
+        page = _action(client, "/admin/pactmw/grant/?account=acct-1", "revoke_grants", "g-1")
+        assert "revoked g-1 (brand shop, account acct-1" in page
+        grants = json.loads(_manage(root, env, "pactmw", "grants", "list", "--all", "--json"))
+        assert {g["grant_id"]: g["status"] for g in grants} == {"g-1": "revoked", "g-2": "live"}
+        history = _shell(
+            root,
+            env,
+            "from django.contrib.admin.models import LogEntry\n"
+            "print([(e.user.username, e.object_id, e.get_change_message())"
+            " for e in LogEntry.objects.filter(object_id='g-1')])",
+        )
+        assert "('ops', 'g-1', 'revoked')" in history
+
+        # Conversations are read-only and keep what was written out of sight.
+        _shell(
+            root,
+            env,
+            f"ctx = store.create_conversation(brand_id='shop', issuer={ISSUER!r}, sub='u',"
+            " now=now)\n"
+            f"store.claim_message(context_id=ctx, message_id='m-1', text={SECRET_TEXT!r},"
+            " now=now, lease_seconds=30)\n",
+        )
+        conversations = client.get("/admin/pactmw/conversation/")
+        link = re.search(
+            r'href="(/admin/pactmw/conversation/[^"]+/change/[^"]*)"', conversations.text
+        )
+        assert link, conversations.text[:3000]
+        detail = client.get(link.group(1))
+        assert detail.status_code == 200
+        assert "m-1" in detail.text
+        assert SECRET_TEXT not in detail.text
+        assert 'name="_save"' not in detail.text  # nothing to change
+        change_url = link.group(1)
+
+    # The operator opts in: the same page now shows the text.
+    port, server = _serve(root, {**env, "SHOW_TEXT": "1"}, "runserver-text")
+    with server:
+        client = _login(f"http://127.0.0.1:{port}")
+        assert SECRET_TEXT in client.get(change_url).text
