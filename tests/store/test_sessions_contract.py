@@ -1,8 +1,5 @@
-"""The Poppy Session contract (store/_protocols/sessions.py) on memory, sqlite and PostgreSQL.
-
-The Sessions are not wired into `Store` yet (plan step 3, docs/design/poppy.md): these tests
-compose each backend with its Session mixin and schema step exactly as the wiring will.
-"""
+"""The Poppy Session contract (store/_protocols/sessions.py) on memory, sqlite and PostgreSQL:
+the real `MemoryStore`, `SqliteStore` and `PostgresStore`, schema version 6 included."""
 
 from __future__ import annotations
 
@@ -12,42 +9,12 @@ from typing import Any
 
 import pytest
 
-from pactmw.store import MemoryStore, PostgresStore, SqliteStore, postgres, sqlite
-from pactmw.store._memory.sessions import SessionsMixin as MemorySessionsMixin
+from pactmw.store import MemoryStore, PostgresStore, SqliteStore, Store
 from pactmw.store._protocols.sessions import PoppySession, SessionStore
-from pactmw.store._sql.sessions import (
-    POSTGRES_MIGRATION,
-    SQLITE_MIGRATION,
-    SessionsMixin,
-    SessionStatements,
-)
-from tests.store.support import all_at_once
+from tests.store.support import Backend, all_at_once, backend_module, schema_version
 
 NOW = 1_000_000.0
 HOUR = 3600.0
-
-
-class MemorySessions(MemorySessionsMixin, MemoryStore):
-    pass
-
-
-class SqliteSessions(SessionsMixin, SqliteStore):
-    _session_sql = SessionStatements(sqlite._DIALECT)
-
-    def _migrate(self) -> None:
-        with self._write() as conn:
-            steps = (*sqlite.MIGRATIONS, SQLITE_MIGRATION)
-            self._apply_migrations(conn, steps, f"sqlite database {self._path}")
-
-
-class PostgresSessions(SessionsMixin, PostgresStore):
-    _session_sql = SessionStatements(postgres._DIALECT)
-
-    def _migrate(self, conn: Any) -> None:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (postgres._MIGRATION_LOCK_KEY,))
-            steps = (*postgres.MIGRATIONS, POSTGRES_MIGRATION)
-            self._apply_migrations(cur, steps, "PostgreSQL")
 
 
 Opener = Callable[[], SessionStore]
@@ -58,7 +25,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """Opens a store on one backend's data (each call a new handle on the same data)."""
     opened: list[Any] = []
     if request.param == "memory":
-        shared = MemorySessions()
+        shared = MemoryStore()
         opened.append(shared)
 
         def open_memory() -> SessionStore:
@@ -68,7 +35,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     elif request.param == "sqlite":
 
         def open_sqlite() -> SessionStore:
-            store = SqliteSessions(tmp_path / "sessions.db")
+            store = SqliteStore(tmp_path / "sessions.db")
             opened.append(store)
             return store
 
@@ -78,7 +45,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
         dsn = server.create_database()
 
         def open_postgres() -> SessionStore:
-            store = PostgresSessions(dsn)
+            store = PostgresStore(dsn)
             opened.append(store)
             return store
 
@@ -277,3 +244,40 @@ def test_a_second_handle_sees_the_same_sessions(opener: Opener) -> None:
     found = one.session_for_token(token_hash="h2", now=NOW + 11)
     assert found is not None
     assert found.account == "alice"
+
+
+def test_every_backend_is_a_store_with_sessions(store: SessionStore) -> None:
+    assert isinstance(store, Store)
+
+
+def test_the_sessions_table_is_schema_version_6() -> None:
+    from pactmw.store import postgres, sqlite
+    from pactmw.store._sql.sessions import POSTGRES_MIGRATION, SQLITE_MIGRATION
+
+    assert sqlite.MIGRATIONS[5] == SQLITE_MIGRATION
+    assert postgres.MIGRATIONS[5] == POSTGRES_MIGRATION
+
+
+def test_a_version_5_database_upgrades_to_sessions_in_place(
+    persistent: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = backend_module(persistent)
+    migrations = module.MIGRATIONS
+    # A database of the release before Poppy Sessions: five migrations ran.
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "MIGRATIONS", migrations[:5])
+        old = persistent.open()
+        ctx = old.create_conversation(
+            brand_id="shop", issuer="https://pa.example", sub="u", now=NOW
+        )
+        old.close()
+    assert schema_version(persistent) == 5
+
+    upgraded = persistent.open()
+    try:
+        assert upgraded.get_conversation(ctx) is not None  # PostgreSQL migrates on first use
+        assert schema_version(persistent) == 6
+        created = new(upgraded)
+        assert upgraded.session_for_token(token_hash="h1", now=NOW) == created
+    finally:
+        upgraded.close()

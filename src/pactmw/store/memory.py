@@ -15,6 +15,7 @@ from pactmw.store._memory import (
     DevicesMixin,
     RateLimitsMixin,
     RetentionMixin,
+    SessionsMixin,
     TokensMixin,
 )
 
@@ -23,6 +24,12 @@ __all__ = ["MemoryStore"]
 
 # RetentionMixin brings DetailsMixin (the authorization details) along: it cleans them.
 class MemoryStore(
-    ConversationsMixin, DevicesMixin, TokensMixin, AgentsMixin, RateLimitsMixin, RetentionMixin
+    ConversationsMixin,
+    DevicesMixin,
+    TokensMixin,
+    AgentsMixin,
+    RateLimitsMixin,
+    RetentionMixin,
+    SessionsMixin,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""

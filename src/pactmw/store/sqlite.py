@@ -19,7 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pactmw.store._sql import Dialect, SqlStore, Statements
+from pactmw.store._sql import Dialect, SessionStatements, SqlStore, Statements
+from pactmw.store._sql.sessions import SQLITE_MIGRATION
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -176,6 +177,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX pactmw_rate_counters_end ON pactmw_rate_counters (window_end)",
     ),
+    # Version 6: Poppy Sessions (store/_sql/sessions.py holds the step, shared with the
+    # Django store), each with its one live Session Token hash.
+    SQLITE_MIGRATION,
 )
 
 
@@ -203,6 +207,7 @@ class SqliteStore(SqlStore):
     """
 
     _sql = Statements(_DIALECT)
+    _session_sql = SessionStatements(_DIALECT)
     # UPDATE ... RETURNING needs sqlite 3.35 (older distributions lack it): read, then write.
     _returning = False
     _locks_rows = False

@@ -3,7 +3,7 @@
 `MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
 per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
 (over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin`,
-`RateLimitsMixin` and `RetentionMixin`. `MemoryStore`
+`RateLimitsMixin`, `RetentionMixin` and `SessionsMixin` (Poppy Sessions). `MemoryStore`
 (store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
 checks from store/base.py, as in the SQL stores.
 """
@@ -18,6 +18,7 @@ from pactmw.store._memory.devices import DevicesMixin
 from pactmw.store._memory.grants import GrantsMixin
 from pactmw.store._memory.ratelimits import RateLimitsMixin
 from pactmw.store._memory.retention import RetentionMixin
+from pactmw.store._memory.sessions import SessionsMixin
 from pactmw.store._memory.tokens import TokensMixin
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "MemoryCore",
     "RateLimitsMixin",
     "RetentionMixin",
+    "SessionsMixin",
     "TokensMixin",
 ]

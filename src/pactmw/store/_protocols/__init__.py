@@ -13,6 +13,7 @@ from pactmw.store._protocols.devices import DeviceStore
 from pactmw.store._protocols.grants import GrantStore
 from pactmw.store._protocols.ratelimits import RateLimitStore
 from pactmw.store._protocols.retention import RetentionStore
+from pactmw.store._protocols.sessions import SessionStore
 from pactmw.store._protocols.tokens import TokenStore
 
 __all__ = [
@@ -23,5 +24,6 @@ __all__ = [
     "GrantStore",
     "RateLimitStore",
     "RetentionStore",
+    "SessionStore",
     "TokenStore",
 ]

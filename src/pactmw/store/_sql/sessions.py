@@ -1,11 +1,8 @@
 """Poppy Sessions of the SQL stores (the contract: store/_protocols/sessions.py).
 
-Not wired in yet (docs/design/poppy.md, plan step 3). To wire it, the lead:
-- appends `SQLITE_MIGRATION` to sqlite.py's `MIGRATIONS` and `POSTGRES_MIGRATION` to
-  postgres.py's, as the next schema version after whatever main has then;
-- mixes `SessionsMixin` into `SqlStore` and sets `_session_sql = SessionStatements(_DIALECT)`
-  on each backend class (the statements are built once per dialect, as `Statements` are).
-The store tests (tests/store/test_sessions_contract.py) compose exactly that.
+`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 6 of sqlite.py's and
+postgres.py's `MIGRATIONS`; `SessionsMixin` is part of `SqlStore`, and each backend class sets
+`_session_sql = SessionStatements(_DIALECT)` (built once per dialect, as `Statements` are).
 """
 
 from __future__ import annotations
