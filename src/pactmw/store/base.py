@@ -6,7 +6,8 @@ float epoch seconds passed in by the caller, so tests drive the clock.
 
 `Store` is the union of the per-concern protocols in store/_protocols/ (conversations,
 device authorizations, grants, refresh tokens and single-use values, the runtime agent
-registry, retention, Poppy Sessions), which hold the operations and what each guarantees.
+registry, retention, Poppy Sessions and Account Tokens), which hold the operations and
+what each guarantees.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pactmw.store._inputs import has_nul as has_nul
 from pactmw.store._inputs import reject_nul as reject_nul
 from pactmw.store._inputs import scope_tuple as scope_tuple
 from pactmw.store._protocols import (
+    AccountTokenStore,
     AgentStore,
     ConversationStore,
     DeviceStore,
@@ -355,6 +357,7 @@ class Store(
     AgentStore,
     RetentionStore,
     SessionStore,
+    AccountTokenStore,
     Protocol,
 ):
     """Persistent state of a Provider, with atomic operations named for their guarantee.

@@ -10,6 +10,7 @@ stores' live in store/_sql/.
 from __future__ import annotations
 
 from pactmw.store._memory import (
+    AccountTokensMixin,
     AgentsMixin,
     ConversationsMixin,
     DevicesMixin,
@@ -31,5 +32,6 @@ class MemoryStore(
     RateLimitsMixin,
     RetentionMixin,
     SessionsMixin,
+    AccountTokensMixin,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""

@@ -6,6 +6,7 @@ guarantees; `Store` (store/base.py) is their union and holds the rules they all 
 
 from __future__ import annotations
 
+from pactmw.store._protocols.account_tokens import AccountTokenStore
 from pactmw.store._protocols.agents import AgentStore
 from pactmw.store._protocols.conversations import ConversationStore
 from pactmw.store._protocols.details import AuthorizationDetailsStore
@@ -17,6 +18,7 @@ from pactmw.store._protocols.sessions import SessionStore
 from pactmw.store._protocols.tokens import TokenStore
 
 __all__ = [
+    "AccountTokenStore",
     "AgentStore",
     "AuthorizationDetailsStore",
     "ConversationStore",

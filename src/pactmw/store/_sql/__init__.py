@@ -17,6 +17,7 @@ checks its inputs here, once for both SQL backends.
 
 from __future__ import annotations
 
+from pactmw.store._sql.account_tokens import AccountTokensMixin, AccountTokenStatements
 from pactmw.store._sql.agents import AgentsMixin
 from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
@@ -29,6 +30,7 @@ from pactmw.store._sql.statements import Dialect, Statements
 from pactmw.store._sql.tokens import TokensMixin
 
 __all__ = [
+    "AccountTokenStatements",
     "Dialect",
     "Executor",
     "Rows",
@@ -48,6 +50,7 @@ class SqlStore(
     RateLimitsMixin,
     RetentionMixin,
     SessionsMixin,
+    AccountTokensMixin,
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks
-    (and `_session_sql = SessionStatements(its dialect)` beside `_sql`)."""
+    (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`)."""
