@@ -1,5 +1,6 @@
-"""The Poppy Session contract (store/_protocols/sessions.py) on memory, sqlite and PostgreSQL:
-the real `MemoryStore`, `SqliteStore` and `PostgresStore`, schema version 6 included."""
+"""The Poppy Session contract (store/_protocols/sessions.py) on every backend: the real
+`MemoryStore`, `SqliteStore`, `PostgresStore` (schema version 6 included) and the Django
+store on sqlite and PostgreSQL (its migration 0003)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import pytest
 
 from pactmw.store import MemoryStore, PostgresStore, SqliteStore, Store
 from pactmw.store._protocols.sessions import PoppySession, SessionStore
-from tests.store.support import Backend, all_at_once, backend_module, schema_version
+from tests.store.support import (
+    ALL_BACKENDS,
+    Backend,
+    all_at_once,
+    backend_module,
+    open_backend,
+    schema_version,
+)
 
 NOW = 1_000_000.0
 HOUR = 3600.0
@@ -20,10 +28,25 @@ HOUR = 3600.0
 Opener = Callable[[], SessionStore]
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=ALL_BACKENDS)
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """Opens a store on one backend's data (each call a new handle on the same data)."""
     opened: list[Any] = []
+    if request.param.startswith("django-"):
+        # The Django store on a database Django's migrations made (0003: the Poppy tables).
+        backends = open_backend(request.param, request, tmp_path)
+        backend = next(backends)
+
+        def open_django() -> SessionStore:
+            store = backend.open()
+            opened.append(store)
+            return store
+
+        yield open_django
+        for store in opened:
+            store.close()
+        next(backends, None)
+        return
     if request.param == "memory":
         shared = MemoryStore()
         opened.append(shared)

@@ -43,7 +43,7 @@ _TABLE = """
         )
         """
 _GRANT_INDEX = (
-    "CREATE INDEX pactmw_poppy_account_tokens_grant ON pactmw_poppy_account_tokens (grant_id)"
+    "CREATE INDEX pactmw_poppy_act_tokens_grant ON pactmw_poppy_account_tokens (grant_id)"
 )
 SQLITE_MIGRATION: tuple[str, ...] = (_TABLE.format(real="REAL", scopes="TEXT"), _GRANT_INDEX)
 POSTGRES_MIGRATION: tuple[str, ...] = (
