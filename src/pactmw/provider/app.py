@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import (
@@ -62,6 +63,7 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
+from pactmw.provider.poppy import PoppyServer
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -97,6 +99,7 @@ class Provider:
         token_rate_limit: RateLimit | None = None,
         shared_rate_limits: bool | None = None,
         retention_days: float | None = None,
+        poppy_fetch_policy: FetchPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -155,6 +158,22 @@ class Provider:
             for brand in self.brands.values()
             if brand.parafe is not None
         }
+        #: The Poppy company side, when any Brand enables Poppy. Agents' client metadata and
+        #: keys are fetched under `poppy_fetch_policy` (default: the PACT verifier's).
+        self.poppy: PoppyServer | None = None
+        poppy_brands = {
+            brand.id: (brand.name, brand.poppy)
+            for brand in self.brands.values()
+            if brand.poppy is not None
+        }
+        if poppy_brands:
+            self.poppy = PoppyServer(
+                base_url=self.base_url,
+                brands=poppy_brands,
+                store=store,
+                fetch_policy=poppy_fetch_policy or verifier.keys.fetch_policy,
+                clock=clock,
+            )
         # Cards are static per Brand: render them once.
         self._cards = {
             brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
@@ -240,8 +259,9 @@ class Provider:
         return self.oauth
 
     def matches(self, method: str, path: str) -> bool:
-        """Tell whether the Provider serves this path (anything under `/a2a/`)."""
-        return path.startswith(MOUNT)
+        """Tell whether the Provider serves this path: anything under `/a2a/`, and with Poppy
+        `/.well-known/poppy.json` and the issuers' RFC 8414 metadata."""
+        return path.startswith(MOUNT) or (self.poppy is not None and self.poppy.matches(path))
 
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);
@@ -256,6 +276,10 @@ class Provider:
     # -- the flow ------------------------------------------------------------------------
 
     def _flow(self, request: Request) -> Flow:
+        if self.poppy is not None:
+            poppy_route = self.poppy.route(request.method, request.path)
+            if poppy_route is not None:
+                return (yield from self.poppy.flow(poppy_route, request))
         route = match(request.method, request.path)
         if route is None:
             raise RequestRefused(404)

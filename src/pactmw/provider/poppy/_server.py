@@ -1,0 +1,397 @@
+"""The Poppy company side of a Provider: discovery, the token and the revocation endpoints.
+
+Routes (one issuer per Brand, `{base_url}/a2a/{brand}/poppy`, PAP-3.2-07/08):
+
+- `GET /.well-known/poppy.json`: the document of the Brand whose `poppy.domains` holds the
+  request's `Host`, served (never redirected to, PAP-3.1-02);
+- `GET /.well-known/oauth-authorization-server{base path}/a2a/{brand}/poppy`: the issuer's
+  RFC 8414 metadata (§3.2, path insertion of RFC 8414 §3.1);
+- `POST {issuer}/token`: jwt-bearer Session start and renewal (§4.2); refresh_token (§4.8)
+  answers `invalid_grant` until sign-in issues Account Tokens (plan step 5);
+- `POST {issuer}/revoke`: sign-out (§4.9), `200 {}` for any token (RFC 7009 §2.2).
+
+The flows follow the SDK's order: the client assertion (`401 invalid_client`), the DPoP
+proof (`400 invalid_dpop_proof`), then the grant. Replay memories live in the store
+(namespaces `poppy.assertion` and `poppy.dpop`), so every process serving the Brand refuses a
+replayed assertion or proof (PAP-4.2-09, PAP-4.3-06). Refusals are `PoppyError`s, rendered
+by `provider.errors.error_response` through `poppy_response`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Literal
+from urllib.parse import urlsplit
+
+from attrs import field, frozen
+
+from pactmw.core.client_metadata import ClientMetadataCache
+from pactmw.core.dpop import DpopError, DpopProof, check_dpop_proof, spend_dpop_proof
+from pactmw.core.fetch import FetchPolicy
+from pactmw.core.http import Request, Response
+from pactmw.core.replay import StoreReplayMemory
+from pactmw.protocols.poppy import (
+    DISCOVERY_PATH,
+    JWT_BEARER_GRANT,
+    REFRESH_TOKEN_GRANT,
+    AssertionVerifier,
+    PoppyCompany,
+    PoppyConfigError,
+    PoppyError,
+    VerifiedAssertion,
+    authorization_server_metadata,
+    discovery_document,
+    dpop_refusal,
+    parse_form,
+    parse_token_request,
+)
+from pactmw.provider.delegated._forms import FORM_LIMIT
+from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
+from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
+from pactmw.provider.poppy._config import PoppyConfig
+from pactmw.store.base import Store
+
+logger = logging.getLogger("pactmw.poppy")
+
+METADATA_PREFIX = "/.well-known/oauth-authorization-server"
+#: Where a Brand's issuer sits below `{base_url}/a2a/{brand}`.
+ISSUER_SEGMENT = "poppy"
+SESSION_ID_PREFIX = "ses_"
+SESSION_TOKEN_PREFIX = "sat_"  # noqa: S105 - a prefix, not a secret
+ASSERTION_NAMESPACE = "poppy.assertion"
+DPOP_NAMESPACE = "poppy.dpop"
+
+PoppyOperation = Literal["discovery", "metadata", "token", "revoke"]
+
+
+@frozen
+class PoppyRoute:
+    """A matched Poppy route: the operation and its Brand (None for `poppy.json`, which is
+    chosen by `Host`)."""
+
+    operation: PoppyOperation
+    brand_id: str | None = None
+
+
+@frozen
+class PoppyBrand:
+    """One Brand's Poppy runtime: its settings, its published description and verifier."""
+
+    brand_id: str
+    config: PoppyConfig
+    company: PoppyCompany
+    verifier: AssertionVerifier = field(repr=False)
+    metadata: Response = field(repr=False)
+    documents: Mapping[str, Response] = field(repr=False)  # served domain -> poppy.json
+
+
+def issuer_url(base_url: str, brand_id: str) -> str:
+    """The Poppy issuer of a Brand: `{base_url}/a2a/{brand}/poppy`."""
+    return f"{base_url.rstrip('/')}/a2a/{brand_id}/{ISSUER_SEGMENT}"
+
+
+def token_hash(token: str) -> str:
+    """What the store keeps of a Session Token: its SHA-256, hex."""
+    return hashlib.sha256(token.encode("ascii", "surrogateescape")).hexdigest()
+
+
+def _company(base_url: str, brand_id: str, name: str, config: PoppyConfig) -> PoppyCompany:
+    issuer = issuer_url(base_url, brand_id)
+    where = f"brands.{brand_id}.poppy"
+    try:
+        return PoppyCompany(
+            name=name,
+            domain=config.domain,
+            issuer=issuer,
+            token_endpoint=f"{issuer}/token",
+            revocation_endpoint=f"{issuer}/revoke",
+            custom_scopes=config.custom_scopes,
+            apis=config.apis,
+            poppy_domains=config.domains,
+        )
+    except PoppyConfigError as exc:
+        # Name the setting the operator wrote, not the protocol object's field.
+        message = (
+            str(exc)
+            .replace("PoppyCompany.poppy_domains", f"{where}.domains")
+            .replace("PoppyCompany.conversations_endpoint or at least one of apis", f"{where}.apis")
+            .replace("PoppyCompany.", f"{where}.")
+        )
+        raise ValueError(message) from exc
+
+
+def poppy_companies(
+    base_url: str, brands: Mapping[str, tuple[str, PoppyConfig]]
+) -> dict[str, PoppyCompany]:
+    """What each Poppy-enabled Brand publishes; ValueError naming the setting when the
+    settings cannot make a valid Company (startup checks, PAP-3-05, PAP-3.2-01/02)."""
+    if brands and urlsplit(base_url).scheme != "https":
+        first = next(iter(brands))
+        raise ValueError(
+            f"base_url must be an https URL when a Brand enables Poppy "
+            f"(brands.{first}.poppy): every Poppy URL is https (PAP-3-05)"
+        )
+    companies: dict[str, PoppyCompany] = {}
+    owner: dict[str, str] = {}
+    for brand_id, (name, config) in brands.items():
+        company = _company(base_url.rstrip("/"), brand_id, name, config)
+        for domain in company.poppy_domains:
+            if domain in owner:
+                raise ValueError(
+                    f"brands.{brand_id}.poppy.domains: {domain} already serves "
+                    f"brands.{owner[domain]}'s poppy.json (one Company per domain)"
+                )
+            owner[domain] = brand_id
+        companies[brand_id] = company
+    return companies
+
+
+class PoppyServer:
+    """Every Poppy-enabled Brand of one Provider. Thread-safe; the Provider builds it.
+
+    `brands` maps a Brand id to (its display name, its `PoppyConfig`); `fetch_policy`
+    governs fetching agents' client metadata and keys (the same SSRF-safe, bounded fetcher
+    as PACT's JWKS); `clock` is epoch seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        brands: Mapping[str, tuple[str, PoppyConfig]],
+        store: Store,
+        fetch_policy: FetchPolicy,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        companies = poppy_companies(base_url, brands)
+        self.base_url = base_url.rstrip("/")
+        self._base_path = urlsplit(self.base_url).path
+        self.store = store
+        self._clock = clock
+        self.clients = ClientMetadataCache(fetch_policy)
+        assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
+        self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
+        self.brands: dict[str, PoppyBrand] = {}
+        self._by_domain: dict[str, PoppyBrand] = {}
+        for brand_id, (_, config) in brands.items():
+            company = companies[brand_id]
+            documents = {
+                domain: json_response(discovery_document(company, domain), extra=PUBLIC_DOCUMENT)
+                for domain in company.poppy_domains
+            }
+            runtime = PoppyBrand(
+                brand_id=brand_id,
+                config=config,
+                company=company,
+                verifier=AssertionVerifier(
+                    issuer=company.issuer,
+                    clients=self.clients,
+                    replay=assertion_replay,
+                    clock=clock,
+                ),
+                metadata=json_response(
+                    authorization_server_metadata(company), extra=PUBLIC_DOCUMENT
+                ),
+                documents=documents,
+            )
+            self.brands[brand_id] = runtime
+            for domain in company.poppy_domains:
+                self._by_domain[domain] = runtime
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def matches(self, path: str) -> bool:
+        """Whether `path` is one of the root documents this server answers (the endpoints
+        under `/a2a/` are the Provider's mount anyway)."""
+        return path == DISCOVERY_PATH or path.startswith(METADATA_PREFIX + "/")
+
+    def route(self, method: str, path: str) -> PoppyRoute | None:
+        """The Poppy route of a request, or None (not a Poppy path, or a wrong method: 404,
+        as for every unmatched route)."""
+        if path == DISCOVERY_PATH:
+            return PoppyRoute("discovery") if method == "GET" else None
+        if path.startswith(METADATA_PREFIX + "/"):
+            rest = path[len(METADATA_PREFIX) :]
+            prefix = f"{self._base_path}/a2a/"
+            suffix = f"/{ISSUER_SEGMENT}"
+            if method != "GET" or not rest.startswith(prefix) or not rest.endswith(suffix):
+                return None
+            brand_id = rest[len(prefix) : -len(suffix)]
+            return PoppyRoute("metadata", brand_id) if brand_id in self.brands else None
+        if not path.startswith("/a2a/"):
+            return None
+        brand_id, _, rest = path[len("/a2a/") :].partition("/")
+        if brand_id not in self.brands or method != "POST":
+            return None
+        if rest == f"{ISSUER_SEGMENT}/token":
+            return PoppyRoute("token", brand_id)
+        if rest == f"{ISSUER_SEGMENT}/revoke":
+            return PoppyRoute("revoke", brand_id)
+        return None
+
+    def flow(self, route: PoppyRoute, request: Request) -> Flow:
+        """Answer a matched route (a flow for the Provider's drivers)."""
+        if route.operation == "discovery":
+            return self.discovery(request.header("host"))
+        assert route.brand_id is not None
+        brand = self.brands[route.brand_id]
+        if route.operation == "metadata":
+            return brand.metadata
+        if route.operation == "token":
+            return (yield from self._token(brand, request))
+        return (yield from self._revoke(brand))
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def discovery(self, host: str | None) -> Response:
+        """The `poppy.json` for the request's `Host` (port ignored, case-insensitive); 404
+        when no Brand publishes on that host."""
+        name = (host or "").strip().lower()
+        if name.startswith("["):  # an IPv6 literal: never a Poppy domain
+            raise PoppyError(404, "not_found", "no Company on this host")
+        name = name.rsplit(":", 1)[0] if ":" in name else name
+        brand = self._by_domain.get(name.rstrip("."))
+        if brand is None:
+            raise PoppyError(404, "not_found", "no Company on this host")
+        return brand.documents[name.rstrip(".")]
+
+    def document(self, brand_id: str, domain: str | None = None) -> Response:
+        """The `poppy.json` of a Brand as served on `domain` (default: its `poppy.domain`):
+        what an adapter's discovery helper answers on the Brand's own site."""
+        brand = self.brands[brand_id]
+        return brand.documents[(domain or brand.company.domain).lower()]
+
+    # -- the token endpoint (§4.2, §4.3, §4.8) -------------------------------------------------
+
+    def _form(self) -> SubFlow:
+        body = yield NeedBody(FORM_LIMIT)
+        if body is None:
+            raise PoppyError(413, "request_too_large", "the form is too large")
+        return parse_form(body)
+
+    def _client(self, brand: PoppyBrand, form: Mapping[str, str]) -> SubFlow:
+        """The verified client assertion of `form`, from an admitted agent."""
+        claimed = form.get("client_id")
+        if claimed and not brand.config.admits(claimed):
+            # Refused before any fetch: an agent not admitted gets nothing fetched for it.
+            raise PoppyError(401, "invalid_client", "this agent is not admitted")
+        client: VerifiedAssertion = yield NeedKeys(partial(brand.verifier.verify_client, form))
+        if not brand.config.admits(client.client_id):
+            raise PoppyError(401, "invalid_client", "this agent is not admitted")
+        return client
+
+    def _token(self, brand: PoppyBrand, request: Request) -> Flow:
+        form = yield from self._form()
+        client = yield from self._client(brand, form)
+        now = self._clock()
+        proofs = [value for name, value in request.headers if name == "dpop"]
+        try:
+            # The public URL of the endpoint, rebuilt from base_url (never from Host).
+            proof = check_dpop_proof(
+                proofs,
+                method=request.method,
+                url=brand.company.token_endpoint,
+                now=now,
+                allowed_algs=frozenset(brand.company.dpop_signing_algs),
+            )
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=True) from exc
+        grant = parse_token_request(form)
+        if grant.grant_type == JWT_BEARER_GRANT:
+            assert grant.assertion is not None
+            return (
+                yield from self._session_grant(
+                    brand, client, grant.assertion, grant.session_id, proof
+                )
+            )
+        if grant.grant_type == REFRESH_TOKEN_GRANT:
+            # No sign-in issues Account Tokens yet (plan step 5): every one is unknown.
+            yield from self._spend(proof)
+            raise PoppyError(400, "invalid_grant", "unknown Account Token")
+        raise PoppyError(400, "unsupported_grant_type", "not offered by this Company")
+
+    def _spend(self, proof: DpopProof) -> SubFlow:
+        """Mark the proof's `jti` used, in the store (PAP-4.3-06): last of the checks."""
+        try:
+            yield store(spend_dpop_proof, proof=proof, replay=self._dpop_replay, now=self._clock())
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=True) from exc
+
+    def _session_grant(
+        self,
+        brand: PoppyBrand,
+        client: VerifiedAssertion,
+        assertion: str,
+        session_id: str | None,
+        proof: DpopProof,
+    ) -> Flow:
+        """Start a signed-out Session, or renew one (§4.2): a new Session Token bound to the
+        proof's key; a renewed Session's old token stops working."""
+        verify = partial(brand.verifier.verify_session, assertion, client_id=client.client_id)
+        session_assertion: VerifiedAssertion = yield NeedKeys(verify)
+        yield from self._spend(proof)
+        token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = self._clock()
+        expires_in = int(brand.config.session_seconds)
+        values = {
+            "brand_id": brand.brand_id,
+            "client_id": client.client_id,
+            "user_id": session_assertion.subject,
+            "jkt": proof.thumbprint,
+            "token_hash": token_hash(token),
+            "now": now,
+            "expires_at": now + expires_in,
+        }
+        if session_id is None:
+            session_id = SESSION_ID_PREFIX + secrets.token_urlsafe(24)
+            yield store(self.store.create_session, session_id=session_id, **values)
+            signed_in = False
+        else:
+            change = yield store(self.store.renew_session, session_id=session_id, **values)
+            if change.kind != "changed":
+                raise PoppyError(400, "invalid_session", "not this agent's and user's Session")
+            signed_in = change.session.signed_in
+        return json_response(
+            {
+                "access_token": token,
+                "token_type": "DPoP",
+                "expires_in": expires_in,
+                "scope": "",
+                "session_id": session_id,
+                "signed_in": signed_in,
+            },
+            extra=NO_STORE,
+        )
+
+    # -- the revocation endpoint (§4.9) ------------------------------------------------------
+
+    def _revoke(self, brand: PoppyBrand) -> Flow:
+        form = yield from self._form()
+        yield from self._client(brand, form)
+        if not form.get("token"):
+            raise PoppyError(400, "invalid_request", "token is required")
+        # Only Account Tokens end a sign-in, and none is issued before sign-in exists (plan
+        # step 5); any other token is answered alike (RFC 7009 §2.2: no oracle).
+        return json_response({}, extra=NO_STORE)
+
+
+__all__ = [
+    "ASSERTION_NAMESPACE",
+    "DPOP_NAMESPACE",
+    "ISSUER_SEGMENT",
+    "METADATA_PREFIX",
+    "SESSION_ID_PREFIX",
+    "SESSION_TOKEN_PREFIX",
+    "PoppyBrand",
+    "PoppyOperation",
+    "PoppyRoute",
+    "PoppyServer",
+    "issuer_url",
+    "poppy_companies",
+    "token_hash",
+]
