@@ -114,18 +114,20 @@ EXPECTED: dict[str, set[str]] = {
         "PersonalAgentMiddleware", "PersonalAgentUser",
         "a2a_mount", "attach", "auth_scopes", "body_reader", "current_parafe",
         "current_personal_agent", "delegation_required", "neutral_request", "on_auth_error",
-        "parafe_action", "personal_agent_required", "requires", "route_path", "send_response",
-        "to_starlette",
+        "parafe_action", "personal_agent_required", "poppy_discovery_route", "requires",
+        "route_path", "send_response", "to_starlette",
     },
     "pactmw.adapters.wsgi": {
         "ENVIRON_KEY", "A2AProviderApp", "PersonalAgentMiddleware",
         "body_reader", "current_parafe", "current_personal_agent", "delegation_required",
-        "neutral_request", "parafe_action", "personal_agent_required", "respond", "to_werkzeug",
+        "neutral_request", "parafe_action", "personal_agent_required", "poppy_discovery_app",
+        "respond", "to_werkzeug",
     },
     "pactmw.adapters.flask": {
         "Pactmw", "PersonalAgentRefused", "ScopeRefused",
         "current_parafe", "current_personal_agent", "delegation_required", "get_provider",
-        "get_verifier", "parafe_action", "personal_agent_required", "verify_personal_agent",
+        "get_verifier", "parafe_action", "personal_agent_required", "poppy_discovery_view",
+        "verify_personal_agent",
     },
     "pactmw.adapters.fastapi": {
         "EXCEPTION_HANDLERS", "PersonalAgentRefused", "PersonalAgentScheme", "refusal_handler",
@@ -133,7 +135,8 @@ EXPECTED: dict[str, set[str]] = {
     "pactmw.adapters.django": {
         "PersonalAgentMiddleware",
         "a2a_urlpatterns", "a2a_view", "configured", "delegation_required", "get_provider",
-        "get_verifier", "parafe_action", "personal_agent_required", "to_django",
+        "get_verifier", "parafe_action", "personal_agent_required", "poppy_discovery_view",
+        "to_django",
     },
     # The modules of the error family and its one renderer.
     "pactmw.core.errors": {

@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 from personal_agent_protocol.conformance import run_conformance, select_cases
 
-from pactmw.store import PostgresStore, SqliteStore
-from pactmw.store.base import Store
-from tests.support.poppy_world import PoppyWorld, serve_world
+from tests.support.poppy_world import PoppyWorld, world_on
 
 #: The SDK's company cases that step 4 (Sessions, no sign-in, API or conversation yet) can
 #: run; each must pass, never skip.
@@ -48,15 +46,7 @@ STEP_4_CASES = (
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PoppyWorld]:
-    tmp_path = tmp_path_factory.mktemp("poppy")
-    store: Store
-    if request.param == "sqlite":
-        store = SqliteStore(tmp_path / "pactmw.db")
-    else:
-        server = request.getfixturevalue("postgres_server")
-        store = PostgresStore(server.create_database())
-    with serve_world(store, tmp_path) as running:
-        yield running
+    yield from world_on(request, tmp_path_factory)
 
 
 def run(coroutine: Any) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "PoppyWorld",
     "poppy_brand",
     "serve_world",
+    "world_on",
 ]
 
 SHOP = "shop.example"
@@ -147,8 +148,12 @@ class _Driver:
 class PoppyWorld:
     """The running world: the Provider, the agents, and what a test needs to talk to them."""
 
-    def __init__(self, provider: Provider, port: int, ca: TestCA) -> None:
+    def __init__(
+        self, provider: Provider, port: int, ca: TestCA, reopen: Callable[[], Store]
+    ) -> None:
         self.provider = provider
+        #: A new handle on the same data (another process's view of the store).
+        self.reopen = reopen
         self.port = port
         self.ca = ca
         self.atlas = ATLAS_IDENTITY
@@ -163,6 +168,16 @@ class PoppyWorld:
     @staticmethod
     async def resolve(host: str) -> list[str]:
         return [PUBLIC_ADDRESS]
+
+    def other_provider(self, *brands: Brand) -> Provider:
+        """A second Provider (as another worker process would run) on a new handle of the
+        same store, fetching agents' metadata over the same TLS world."""
+        return Provider(
+            base_url=BASE_URL,
+            verifier=verifier_for(self.ca, self.port),
+            store=self.reopen(),
+            brands=brands or (poppy_brand(),),
+        )
 
     def context(self, http: httpx.AsyncClient, identity: AgentIdentity | None = None) -> Any:
         """The SDK's conformance context: the SDK's personal agent against `shop.example`."""
@@ -201,7 +216,7 @@ def verifier_for(ca: TestCA, port: int) -> IdentityVerifier:
 
 @contextlib.contextmanager
 def serve_world(
-    store: Store, tmp_path: Path, *, brands: Sequence[Brand] | None = None
+    reopen: Callable[[], Store], tmp_path: Path, *, brands: Sequence[Brand] | None = None
 ) -> Iterator[PoppyWorld]:
     """Serve the world on one free port over TLS while the block runs."""
     from tests.support.net import free_port
@@ -215,7 +230,7 @@ def serve_world(
     provider = Provider(
         base_url=BASE_URL,
         verifier=verifier_for(ca, port),
-        store=store,
+        store=reopen(),
         brands=brands or (poppy_brand(),),
     )
     apps = {
@@ -228,6 +243,35 @@ def serve_world(
         _by_host(apps), port=port, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file)
     ):
         try:
-            yield PoppyWorld(provider, port, ca)
+            yield PoppyWorld(provider, port, ca, reopen)
         finally:
             provider.close()
+
+
+def world_on(
+    request: Any, tmp_path_factory: Any, *, brands: Sequence[Brand] | None = None
+) -> Iterator[PoppyWorld]:
+    """A world on the store `request.param` names (`sqlite` or `postgres`), for a fixture."""
+    from pactmw.store import PostgresStore, SqliteStore
+
+    tmp_path = tmp_path_factory.mktemp("poppy")
+    opened: list[Store] = []
+    if request.param == "sqlite":
+        path = tmp_path / "pactmw.db"
+
+        def reopen() -> Store:
+            opened.append(SqliteStore(path))
+            return opened[-1]
+    else:
+        dsn = request.getfixturevalue("postgres_server").create_database()
+
+        def reopen() -> Store:
+            opened.append(PostgresStore(dsn))
+            return opened[-1]
+
+    try:
+        with serve_world(reopen, tmp_path, brands=brands) as running:
+            yield running
+    finally:
+        for store in opened:
+            store.close()

@@ -35,7 +35,7 @@ from pactmw.adapters._asgi_http import (
     to_starlette,
     wrap_endpoint,
 )
-from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount
+from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -197,6 +197,7 @@ __all__ = [
     "on_auth_error",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_route",
     "requires",
     "route_path",
     "send_response",

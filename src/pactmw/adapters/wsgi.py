@@ -238,6 +238,20 @@ class A2AProviderApp:
         return respond(_NOT_FOUND, start_response)
 
 
+def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
+    """A WSGI app answering a Brand's `/.well-known/poppy.json` on its own site (the
+    document itself, chosen by `Host` among its `poppy.domains`; never a redirect). Route
+    that path to it; `A2AProviderApp` at the site root answers it already. KeyError now when
+    the Brand does not enable Poppy."""
+    provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        response = provider.poppy_discovery(brand_id, neutral_request(environ).header("host"))
+        return respond(response, start_response)
+
+    return app
+
+
 __all__ = [
     "ENVIRON_KEY",
     "A2AProviderApp",
@@ -249,6 +263,7 @@ __all__ = [
     "neutral_request",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_app",
     "respond",
     "to_werkzeug",
 ]

@@ -263,6 +263,18 @@ class Provider:
         `/.well-known/poppy.json` and the issuers' RFC 8414 metadata."""
         return path.startswith(MOUNT) or (self.poppy is not None and self.poppy.matches(path))
 
+    def poppy_discovery(self, brand_id: str, host: str | None) -> Response:
+        """What a Brand's own site answers at `/.well-known/poppy.json` (Poppy §3): the
+        document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
+        when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`.
+        KeyError when the Brand does not enable Poppy."""
+        if self.poppy is None or brand_id not in self.poppy.brands:
+            raise KeyError(brand_id)
+        try:
+            return self.poppy.brand_discovery(brand_id, host)
+        except Exception as exc:
+            return error_response(exc)
+
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);
         what `@parafe_action` uses on an app's own endpoints."""

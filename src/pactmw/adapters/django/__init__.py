@@ -31,7 +31,7 @@ from pactmw.adapters.django.decorators import (
     personal_agent_required,
 )
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
-from pactmw.adapters.django.views import a2a_urlpatterns, a2a_view
+from pactmw.adapters.django.views import a2a_urlpatterns, a2a_view, poppy_discovery_view
 
 __all__ = [
     "PersonalAgentMiddleware",
@@ -43,5 +43,6 @@ __all__ = [
     "get_verifier",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_view",
     "to_django",
 ]

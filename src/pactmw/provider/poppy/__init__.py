@@ -5,6 +5,19 @@ endpoints over the store. Wire formats are `pactmw.protocols.poppy`'s."""
 from __future__ import annotations
 
 from pactmw.provider.poppy._config import PoppyConfig
-from pactmw.provider.poppy._server import PoppyRoute, PoppyServer, issuer_url, poppy_companies
+from pactmw.provider.poppy._server import (
+    METADATA_PREFIX,
+    PoppyRoute,
+    PoppyServer,
+    issuer_url,
+    poppy_companies,
+)
 
-__all__ = ["PoppyConfig", "PoppyRoute", "PoppyServer", "issuer_url", "poppy_companies"]
+__all__ = [
+    "METADATA_PREFIX",
+    "PoppyConfig",
+    "PoppyRoute",
+    "PoppyServer",
+    "issuer_url",
+    "poppy_companies",
+]

@@ -90,6 +90,15 @@ class PoppyBrand:
     documents: Mapping[str, Response] = field(repr=False)  # served domain -> poppy.json
 
 
+def _host_name(host: str | None) -> str:
+    """The host name of a `Host` header: lower-cased, port and a final dot removed; "" for
+    an IPv6 literal (never a Poppy domain) or nothing."""
+    name = (host or "").strip().lower()
+    if name.startswith("["):
+        return ""
+    return name.rsplit(":", 1)[0].rstrip(".") if ":" in name else name.rstrip(".")
+
+
 def issuer_url(base_url: str, brand_id: str) -> str:
     """The Poppy issuer of a Brand: `{base_url}/a2a/{brand}/poppy`."""
     return f"{base_url.rstrip('/')}/a2a/{brand_id}/{ISSUER_SEGMENT}"
@@ -116,12 +125,11 @@ def _company(base_url: str, brand_id: str, name: str, config: PoppyConfig) -> Po
         )
     except PoppyConfigError as exc:
         # Name the setting the operator wrote, not the protocol object's field.
-        message = (
-            str(exc)
-            .replace("PoppyCompany.poppy_domains", f"{where}.domains")
-            .replace("PoppyCompany.conversations_endpoint or at least one of apis", f"{where}.apis")
-            .replace("PoppyCompany.", f"{where}.")
-        )
+        message = str(exc)
+        if "needs conversations_endpoint" in message:  # until conversations (plan step 6)
+            message = f"{where}.apis must list at least one API (conversations come later)"
+        message = message.replace("PoppyCompany.poppy_domains", f"{where}.domains")
+        message = message.replace("PoppyCompany.", f"{where}.")
         raise ValueError(message) from exc
 
 
@@ -251,20 +259,20 @@ class PoppyServer:
     def discovery(self, host: str | None) -> Response:
         """The `poppy.json` for the request's `Host` (port ignored, case-insensitive); 404
         when no Brand publishes on that host."""
-        name = (host or "").strip().lower()
-        if name.startswith("["):  # an IPv6 literal: never a Poppy domain
-            raise PoppyError(404, "not_found", "no Company on this host")
-        name = name.rsplit(":", 1)[0] if ":" in name else name
-        brand = self._by_domain.get(name.rstrip("."))
+        name = _host_name(host)
+        brand = self._by_domain.get(name)
         if brand is None:
             raise PoppyError(404, "not_found", "no Company on this host")
-        return brand.documents[name.rstrip(".")]
+        return brand.documents[name]
 
-    def document(self, brand_id: str, domain: str | None = None) -> Response:
-        """The `poppy.json` of a Brand as served on `domain` (default: its `poppy.domain`):
-        what an adapter's discovery helper answers on the Brand's own site."""
-        brand = self.brands[brand_id]
-        return brand.documents[(domain or brand.company.domain).lower()]
+    def brand_discovery(self, brand_id: str, host: str | None) -> Response:
+        """One Brand's `poppy.json` for the request's `Host`, which must be one of its
+        domains (a document naming another host fails the agent's check, PAP-3.1-02)."""
+        name = _host_name(host)
+        document = self.brands[brand_id].documents.get(name)
+        if document is None:
+            raise PoppyError(404, "not_found", "this Brand publishes no poppy.json here")
+        return document
 
     # -- the token endpoint (§4.2, §4.3, §4.8) -------------------------------------------------
 
