@@ -37,12 +37,15 @@ from tests.support.tls import LOOPBACK_NETWORK, TestCA
 
 __all__ = [
     "ATLAS",
+    "BASE_URL",
     "PLAIN",
     "SCENARIO",
     "SHOP",
     "PoppyWorld",
+    "bot",
     "poppy_brand",
     "serve_world",
+    "verifier_for",
     "world_on",
 ]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from pactmw.adapters.django import a2a_urlpatterns
+from pactmw.adapters.django import a2a_urlpatterns, poppy_discovery_view
 
 from . import contract_views as views
 from . import drf_views
@@ -20,5 +20,6 @@ urlpatterns = [
     path("drf/me", drf_views.Me.as_view()),
     path("drf/orders", drf_views.Orders.as_view()),
     path("drf/either", drf_views.Either.as_view()),
+    path("brand-site/poppy.json", poppy_discovery_view("shop")),
     *a2a_urlpatterns(),
 ]
