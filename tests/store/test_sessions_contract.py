@@ -304,3 +304,14 @@ def test_a_version_5_database_upgrades_to_sessions_in_place(
         assert upgraded.session_for_token(token_hash="h1", now=NOW) == created
     finally:
         upgraded.close()
+
+
+def test_a_session_is_read_by_its_id(store: SessionStore) -> None:
+    created = new(store)
+    assert store.get_session("ses_1") == created
+    assert store.get_session("ses_unknown") is None
+    assert store.get_session("ses\x00") is None
+    sign_in(store, "h2")
+    found = store.get_session("ses_1")
+    assert found is not None
+    assert found.account == "alice"

@@ -6,9 +6,11 @@ Routes (one issuer per Brand, `{base_url}/a2a/{brand}/poppy`, PAP-3.2-07/08):
   request's `Host`, served (never redirected to, PAP-3.1-02);
 - `GET /.well-known/oauth-authorization-server{base path}/a2a/{brand}/poppy`: the issuer's
   RFC 8414 metadata (§3.2, path insertion of RFC 8414 §3.1);
-- `POST {issuer}/token`: jwt-bearer Session start and renewal (§4.2); refresh_token (§4.8)
-  answers `invalid_grant` until sign-in issues Account Tokens (plan step 5);
+- `POST {issuer}/token`: jwt-bearer Session start and renewal (§4.2); refresh_token signs
+  a Session in with an Account Token, rotating it (§4.8);
 - `POST {issuer}/revoke`: sign-out (§4.9), `200 {}` for any token (RFC 7009 §2.2).
+
+Account Tokens are issued by a sign-in (device sign-in is plan step 5, still to come).
 
 The flows follow the SDK's order: the client assertion (`401 invalid_client`), the DPoP
 proof (`400 invalid_dpop_proof`), then the grant. Replay memories live in the store
@@ -48,12 +50,14 @@ from pactmw.protocols.poppy import (
     discovery_document,
     dpop_refusal,
     parse_form,
+    parse_scope,
     parse_token_request,
 )
 from pactmw.provider.delegated._forms import FORM_LIMIT
 from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
 from pactmw.provider.poppy._config import PoppyConfig
+from pactmw.store._protocols.sessions import decide_session_change
 from pactmw.store.base import Store
 
 logger = logging.getLogger("pactmw.poppy")
@@ -63,6 +67,9 @@ METADATA_PREFIX = "/.well-known/oauth-authorization-server"
 ISSUER_SEGMENT = "poppy"
 SESSION_ID_PREFIX = "ses_"
 SESSION_TOKEN_PREFIX = "sat_"  # noqa: S105 - a prefix, not a secret
+ACCOUNT_TOKEN_PREFIX = "act_"  # noqa: S105 - a prefix, not a secret
+#: How long an unused Account Token lasts (each use rotates it); its grant may end sooner.
+ACCOUNT_TOKEN_SECONDS = 30 * 86_400.0
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
 
@@ -318,9 +325,13 @@ class PoppyServer:
                 )
             )
         if grant.grant_type == REFRESH_TOKEN_GRANT:
-            # No sign-in issues Account Tokens yet (plan step 5): every one is unknown.
-            yield from self._spend(proof)
-            raise PoppyError(400, "invalid_grant", "unknown Account Token")
+            assert grant.refresh_token is not None
+            assert grant.session_id is not None
+            return (
+                yield from self._account_grant(
+                    brand, client, grant.refresh_token, grant.session_id, grant.scope, proof
+                )
+            )
         raise PoppyError(400, "unsupported_grant_type", "not offered by this Company")
 
     def _spend(self, proof: DpopProof) -> SubFlow:
@@ -376,19 +387,114 @@ class PoppyServer:
             extra=NO_STORE,
         )
 
+    def _account_grant(
+        self,
+        brand: PoppyBrand,
+        client: VerifiedAssertion,
+        account_token: str,
+        session_id: str,
+        scope: str | None,
+        proof: DpopProof,
+    ) -> Flow:
+        """Sign a Session in with an Account Token (§4.8), rotating it: the Session must be
+        this agent's and this User ID's (PAP-4.8-03) and never signed in to another account
+        (PAP-4.8-04), checked before the token is spent so a refusal costs the agent nothing;
+        a narrower `scope` may be asked, never a wider one (PAP-4.4-02)."""
+        yield from self._spend(proof)
+        presented = token_hash(account_token)
+        token = yield store(self.store.account_token, token_hash=presented)
+        if token is None or (token.brand_id, token.client_id) != (
+            brand.brand_id,
+            client.client_id,
+        ):
+            # Unknown, or another agent's or Brand's (PAP-4.8-01/02): alike, never spent.
+            raise PoppyError(400, "invalid_grant", "not an Account Token of this agent")
+        granted = yield store(self.store.get_grant, grant_id=token.grant_id)
+        session = yield store(self.store.get_session, session_id=session_id)
+        kind = decide_session_change(
+            session,
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            user_id=token.user_id,
+            account=None if granted is None else granted.account,
+        )
+        if kind != "changed":
+            raise PoppyError(400, kind, "this Session cannot be signed in with this token")
+        requested = parse_scope(scope) if scope is not None else None
+        now = self._clock()
+        new_account_token = ACCOUNT_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        rotation = yield store(
+            self.store.rotate_account_token,
+            token_hash=presented,
+            new_token_hash=token_hash(new_account_token),
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            scopes=requested or None,
+            now=now,
+            expires_at=now + ACCOUNT_TOKEN_SECONDS,
+        )
+        if rotation.kind == "invalid_scope":
+            raise PoppyError(400, "invalid_scope", "wider than the Account Token's scopes")
+        if rotation.kind != "rotated":
+            raise PoppyError(400, "invalid_grant", f"the Account Token is {rotation.kind}")
+        session_token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        expires_in = int(brand.config.session_seconds)
+        change = yield store(
+            self.store.sign_in_session,
+            session_id=session_id,
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            user_id=rotation.user_id,
+            account=rotation.account,
+            grant_id=rotation.grant_id,
+            scopes=rotation.scopes,
+            jkt=proof.thumbprint,
+            token_hash=token_hash(session_token),
+            now=now,
+            expires_at=now + expires_in,
+        )
+        if change.kind != "changed":
+            # Only a concurrent sign-in of this Session to another account gets here.
+            raise PoppyError(400, change.kind, "the Session changed meanwhile")
+        return json_response(
+            {
+                "access_token": session_token,
+                "token_type": "DPoP",
+                "expires_in": expires_in,
+                "scope": " ".join(rotation.scopes),
+                "session_id": session_id,
+                "signed_in": True,
+                "refresh_token": new_account_token,
+            },
+            extra=NO_STORE,
+        )
+
     # -- the revocation endpoint (§4.9) ------------------------------------------------------
 
     def _revoke(self, brand: PoppyBrand) -> Flow:
+        """Sign-out: revoking an Account Token ends its sign-in (its grant: every token of
+        it, before or after rotation) and signs out every Session signed in with it; those
+        Sessions go on signed out (§4.9). Any other token, or another agent's, is answered
+        alike (RFC 7009 §2.2: no oracle)."""
         form = yield from self._form()
-        yield from self._client(brand, form)
-        if not form.get("token"):
+        client = yield from self._client(brand, form)
+        presented = form.get("token")
+        if not presented:
             raise PoppyError(400, "invalid_request", "token is required")
-        # Only Account Tokens end a sign-in, and none is issued before sign-in exists (plan
-        # step 5); any other token is answered alike (RFC 7009 §2.2: no oracle).
+        token = yield store(self.store.account_token, token_hash=token_hash(presented))
+        if token is not None and (token.brand_id, token.client_id) == (
+            brand.brand_id,
+            client.client_id,
+        ):
+            now = self._clock()
+            yield store(self.store.revoke_grant, grant_id=token.grant_id, now=now)
+            yield store(self.store.sign_out_sessions, grant_id=token.grant_id, now=now)
         return json_response({}, extra=NO_STORE)
 
 
 __all__ = [
+    "ACCOUNT_TOKEN_PREFIX",
+    "ACCOUNT_TOKEN_SECONDS",
     "ASSERTION_NAMESPACE",
     "DPOP_NAMESPACE",
     "ISSUER_SEGMENT",

@@ -64,6 +64,12 @@ class SessionsMixin(SessionOperations, MemoryCore):
             self._put_token(changed, update.token_hash)
             return SessionChange("changed", changed)
 
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id, or None; see `SessionStore`."""
+        with self._lock:
+            self._check_open()
+            return self._sessions.get(session_id)
+
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""
         with self._lock:

@@ -258,6 +258,11 @@ class SessionStore(Protocol):
         sign-ins of one fresh Session to two accounts, exactly one is `changed`."""
         ...
 
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id in any state, or None (what a refresh checks before it
+        spends an Account Token: refusing then loses the agent nothing)."""
+        ...
+
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None (unknown, replaced, or expired
         at `now`). Read on every request, so a sign-out shows at once (PAP-4.9-01)."""

@@ -86,6 +86,7 @@ class SessionStatements:
             " account = ?, grant_id = ?, scopes = {scopes}, ever_account = ?, signed_in_at = ?"
             " WHERE session_id = ?"
         )
+        self.by_id = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE session_id = ?")
         self.by_token = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE token_hash = ?")
         self.sign_out = q(
             "UPDATE pactmw_poppy_sessions SET account = NULL, grant_id = NULL,"
@@ -166,6 +167,14 @@ class SessionsMixin(SessionOperations, SqlCore):
                 ),
             )
             return SessionChange("changed", changed)
+
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id, or None; see `SessionStore`."""
+        if has_nul(session_id):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._session_sql.by_id, (session_id,)).fetchone()
+        return None if row is None else self._session(row)
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""
