@@ -53,7 +53,13 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-@pytest.mark.parametrize("case_id", STEP_4_CASES)
+def _named(case_id: str) -> Any:
+    """The case as a pytest param whose id also names its ledger requirements."""
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
+
+
+@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in STEP_4_CASES])
 def test_sdk_conformance_case(world: PoppyWorld, case_id: str) -> None:
     async def one() -> Any:
         async with world.http() as http:

@@ -164,3 +164,19 @@ def test_concurrent_rotations_one_wins_and_its_token_works(backend: Backend) -> 
         assert rotate(store, f"n{winners[0]}", "after", now=NOW + 20).kind == "rotated"
     finally:
         store.close()
+
+
+def test_cleanup_keeps_what_can_still_sign_in_or_be_revoked(store: Store) -> None:
+    grant(store)
+    issue(store, "unspent")
+    issue(store, "short", expires_at=NOW + 5)
+    rotate(store, "unspent", "successor")  # "unspent" is now spent, of a live grant
+    grant(store, "g2", account="bob")
+    issue(store, "bobs", grant_id="g2")
+    store.revoke_grant("g2", now=NOW + 1)
+    done = store.cleanup(now=NOW + 100, conversations_idle_before=None)
+    assert done.account_tokens == 2  # the expired unused one and the revoked grant's
+    assert store.account_token("short") is None
+    assert store.account_token("bobs") is None
+    assert store.account_token("unspent") is not None  # revoking it still ends the sign-in
+    assert store.account_token("successor") is not None

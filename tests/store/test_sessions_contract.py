@@ -315,3 +315,18 @@ def test_a_session_is_read_by_its_id(store: SessionStore) -> None:
     found = store.get_session("ses_1")
     assert found is not None
     assert found.account == "alice"
+
+
+def test_cleanup_deletes_sessions_a_day_after_their_token_expired(store: SessionStore) -> None:
+    assert isinstance(store, Store)
+    new(store)
+    new(store, session_id="ses_2", token="k1", expires_at=NOW + 3 * HOUR)
+    day = 86_400.0
+    kept = store.cleanup(now=NOW + HOUR + day - 1, conversations_idle_before=None)
+    assert kept.poppy_sessions == 0
+    assert store.get_session("ses_1") is not None  # still renewable the day after expiry
+    done = store.cleanup(now=NOW + HOUR + day, conversations_idle_before=None)
+    assert done.poppy_sessions == 1
+    assert store.get_session("ses_1") is None
+    assert store.get_session("ses_2") is not None
+    assert store.session_for_token(token_hash="k1", now=NOW) is not None

@@ -311,6 +311,13 @@ class CleanupDone:
                 f"messages (no activity since {since}; retention_days = "
                 f"{self.retention_days:g})"
             )
+        lines.append(
+            f"Poppy Sessions deleted: {counts.poppy_sessions} (token expired over a day ago)"
+        )
+        lines.append(
+            f"Poppy Account Tokens deleted: {counts.account_tokens} "
+            "(expired unused, or of a revoked or expired grant)"
+        )
         return tuple(lines)
 
 

@@ -346,6 +346,9 @@ class Cleanup:
     authorization_details: int = 0
     #: Rate-limit counters of windows that had ended (`RateLimitStore`).
     rate_counters: int = 0
+    #: Poppy Sessions and Account Tokens past use (see `RetentionStore.cleanup`).
+    poppy_sessions: int = 0
+    account_tokens: int = 0
 
 
 @runtime_checkable

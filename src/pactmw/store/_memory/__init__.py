@@ -4,8 +4,8 @@
 per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
 (over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin`,
 `RateLimitsMixin`, `RetentionMixin`, `SessionsMixin` and `AccountTokensMixin` (Poppy).
-`MemoryStore` (store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
-checks from store/base.py, as in the SQL stores.
+`MemoryStore` (store/memory.py) is composed from them. Decisions come from
+store/_decisions.py, input checks from store/base.py, as in the SQL stores.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pactmw.store._memory.details import DetailsMixin
-from pactmw.store.base import Cleanup
+from pactmw.store.base import EXPIRED_RETENTION, Cleanup
 
 __all__ = ["RetentionMixin"]
 
@@ -33,6 +35,7 @@ class RetentionMixin(DetailsMixin):
             ended = [name for name, (_, end, _) in self._rate_counts.items() if end <= now]
             for name in ended:
                 del self._rate_counts[name]
+            sessions, account_tokens = self._drop_poppy(now)
             contexts: list[str] = []
             messages = 0
             if conversations_idle_before is not None:
@@ -51,4 +54,28 @@ class RetentionMixin(DetailsMixin):
                 messages=messages,
                 authorization_details=details,
                 rate_counters=len(ended),
+                poppy_sessions=sessions,
+                account_tokens=account_tokens,
             )
+
+    def _drop_poppy(self, now: float) -> tuple[int, int]:
+        # Called with the lock held; the Poppy state lives in the Session and Account Token
+        # mixins, composed beside this one in MemoryStore.
+        sessions: dict[str, Any] = getattr(self, "_sessions", {})
+        tokens: dict[str, Any] = getattr(self, "_session_tokens", {})
+        live: dict[str, str] = getattr(self, "_live_token", {})
+        horizon = now - EXPIRED_RETENTION
+        stale = [sid for sid, s in sessions.items() if s.token_expires_at <= horizon]
+        for session_id in stale:
+            del sessions[session_id]
+            tokens.pop(live.pop(session_id, ""), None)
+        accounts: dict[str, Any] = getattr(self, "_account_tokens", {})
+        dead = [
+            token_hash
+            for token_hash, token in accounts.items()
+            if not self._grants[token.grant_id].is_live(now)
+            or (token.used_at is None and token.expires_at <= now)
+        ]
+        for token_hash in dead:
+            del accounts[token_hash]
+        return len(stale), len(dead)

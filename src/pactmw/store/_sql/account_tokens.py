@@ -77,6 +77,13 @@ class AccountTokenStatements:
         )
         self.read = q(_JOINED)
         self.lock = q(_JOINED + "{lock_refresh}")
+        # The refresh-token rule: a spent token of a live grant stays (revoking it still ends
+        # its sign-in).
+        self.cleanup = q(
+            "DELETE FROM pactmw_poppy_account_tokens WHERE (used_at IS NULL AND expires_at <= ?)"
+            " OR grant_id IN (SELECT grant_id FROM pactmw_grants"
+            " WHERE revoked_at IS NOT NULL OR expires_at <= ?)"
+        )
         self.spend = q("UPDATE pactmw_poppy_account_tokens SET used_at = ? WHERE token_hash = ?")
 
 

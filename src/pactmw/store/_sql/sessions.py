@@ -88,6 +88,7 @@ class SessionStatements:
         )
         self.by_id = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE session_id = ?")
         self.by_token = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE token_hash = ?")
+        self.purge = q("DELETE FROM pactmw_poppy_sessions WHERE token_expires_at <= ?")
         self.sign_out = q(
             "UPDATE pactmw_poppy_sessions SET account = NULL, grant_id = NULL,"
             " scopes = {no_scopes}, signed_in_at = NULL WHERE grant_id = ?"
