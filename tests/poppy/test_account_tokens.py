@@ -230,3 +230,28 @@ def test_revoking_any_token_of_a_sign_in_signs_out_its_sessions(world: PoppyWorl
         assert session is not None  # the Session goes on, signed out (§4.9)
         assert not session.signed_in
     assert (after.status_code, after.json()) == (400, {"error": "invalid_grant"})
+
+
+@pytest.mark.parametrize("how", ["grant", "account"])
+def test_guide_co_account_01_disconnecting_signs_out_like_revocation(
+    world: PoppyWorld, how: str
+) -> None:
+    async def body(agent: Agent) -> Any:
+        user = agent.ctx.new_user()
+        account = f"acct_{how}_" + secrets.token_hex(4)
+        token = signed_in(world, user, account)
+        session = await agent.ctx.session(user)
+        signed = await agent.refresh(user, token, session.session_id)
+        grant_id = world.provider.store.account_token(token_hash(token)).grant_id  # type: ignore[union-attr]
+        if how == "grant":  # the operator, or the person on the connected-agents page
+            assert world.provider.revoke_grant(grant_id)
+        else:  # the account was disabled
+            assert world.provider.revoke_account(account, brand_id="shop") == [grant_id]
+        after = await agent.refresh(user, signed.json()["refresh_token"], session.session_id)
+        return session, after
+
+    session, after = scenario(world, body)
+    stored = world.provider.store.get_session(session.session_id)
+    assert stored is not None
+    assert not stored.signed_in
+    assert (after.status_code, after.json()) == (400, {"error": "invalid_grant"})

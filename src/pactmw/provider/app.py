@@ -246,16 +246,21 @@ class Provider:
         return agent.name if agent is not None and agent.name else issuer
 
     def revoke_grant(self, grant_id: str) -> bool:
-        """Revoke one delegation grant now (its tokens fail on their next request)."""
+        """Revoke one grant now: its tokens fail on their next request, and the Poppy
+        Sessions signed in through it go on signed out."""
+        if self.oauth is None and self.poppy is not None:
+            return self.poppy.revoke_grant(grant_id)
         return self._oauth().revoke_grant(grant_id)
 
     def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
         """Revoke every grant of a Brand account: call it when the account is disabled."""
+        if self.oauth is None and self.poppy is not None:
+            return self.poppy.revoke_account(account, brand_id=brand_id)
         return self._oauth().revoke_account(account, brand_id=brand_id, reason="account")
 
     def _oauth(self) -> AuthorizationServer:
         if self.oauth is None:
-            raise RuntimeError("no Brand of this Provider offers delegation")
+            raise RuntimeError("no Brand of this Provider offers delegation or Poppy")
         return self.oauth
 
     def matches(self, method: str, path: str) -> bool:

@@ -281,6 +281,24 @@ class PoppyServer:
             raise PoppyError(404, "not_found", "this Brand publishes no poppy.json here")
         return document
 
+    # -- the operator's revocations (a Provider whose Brands offer no PACT delegation) -------
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke a grant and sign out its Sessions (blocking); True if it was live."""
+        now = self._clock()
+        revoked = bool(self.store.revoke_grant(grant_id, now=now))
+        if revoked:
+            self.store.sign_out_sessions(grant_id=grant_id, now=now)
+        return revoked
+
+    def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
+        """Revoke every live grant of an account and sign out their Sessions (blocking)."""
+        now = self._clock()
+        revoked = self.store.revoke_account_grants(account, now=now, brand_id=brand_id)
+        for grant_id in revoked:
+            self.store.sign_out_sessions(grant_id=grant_id, now=now)
+        return list(revoked)
+
     # -- the token endpoint (§4.2, §4.3, §4.8) -------------------------------------------------
 
     def _form(self) -> SubFlow:
