@@ -109,13 +109,14 @@ EXPECTED: dict[str, set[str]] = {
         "ClaimStatus", "ParafeBrokerClient", "Registration", "Renewal",
     },
     "pactmw.adapters.asgi": {
-        "AUTH_SCOPES", "PARAFE_STATE", "SCOPE_KEY",
+        "AUTH_SCOPES", "PARAFE_STATE", "POPPY_KEY", "SCOPE_KEY",
         "A2AProviderApp", "PersonalAgentAuthError", "PersonalAgentBackend",
         "PersonalAgentMiddleware", "PersonalAgentUser",
         "a2a_mount", "attach", "auth_scopes", "body_reader", "current_parafe",
-        "current_personal_agent", "delegation_required", "neutral_request", "on_auth_error",
-        "parafe_action", "personal_agent_required", "poppy_discovery_route", "requires",
-        "route_path", "send_response", "to_starlette",
+        "current_personal_agent", "current_poppy_caller", "delegation_required",
+        "neutral_request", "on_auth_error", "parafe_action", "personal_agent_required",
+        "poppy_discovery_route", "poppy_session_required", "requires", "route_path",
+        "send_response", "to_starlette",
     },
     "pactmw.adapters.wsgi": {
         "ENVIRON_KEY", "A2AProviderApp", "PersonalAgentMiddleware",

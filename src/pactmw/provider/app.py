@@ -63,7 +63,7 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.poppy import PoppyServer
+from pactmw.provider.poppy import PoppyCaller, PoppyServer
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -279,6 +279,29 @@ class Provider:
             return self.poppy.brand_discovery(brand_id, host)
         except Exception as exc:
             return error_response(exc)
+
+    def poppy_session(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
+    ) -> PoppyCaller:
+        """For the app's own APIs: the caller of a request carrying a Poppy Session Token
+        (`Authorization: DPoP` and a `DPoP` proof), signed in with `scopes` when any are
+        named; raises `PoppyError` (render it with `error_response`). Blocking."""
+        flow = self._poppy().session_flow(brand_id, request, scopes)
+        caller: PoppyCaller = run(flow, self.verifier, no_body)
+        return caller
+
+    async def apoppy_session(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
+    ) -> PoppyCaller:
+        """Async `poppy_session`: store calls run in a worker thread."""
+        flow = self._poppy().session_flow(brand_id, request, scopes)
+        caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
+        return caller
+
+    def _poppy(self) -> PoppyServer:
+        if self.poppy is None:
+            raise RuntimeError("no Brand of this Provider enables Poppy")
+        return self.poppy
 
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);

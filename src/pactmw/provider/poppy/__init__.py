@@ -7,6 +7,7 @@ from __future__ import annotations
 from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.poppy._server import (
     METADATA_PREFIX,
+    PoppyCaller,
     PoppyRoute,
     PoppyServer,
     issuer_url,
@@ -15,6 +16,7 @@ from pactmw.provider.poppy._server import (
 
 __all__ = [
     "METADATA_PREFIX",
+    "PoppyCaller",
     "PoppyConfig",
     "PoppyRoute",
     "PoppyServer",

@@ -52,6 +52,7 @@ from pactmw.protocols.poppy import (
     parse_form,
     parse_scope,
     parse_token_request,
+    session_credentials,
 )
 from pactmw.provider.delegated._forms import FORM_LIMIT
 from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
@@ -83,6 +84,24 @@ class PoppyRoute:
 
     operation: PoppyOperation
     brand_id: str | None = None
+
+
+@frozen
+class PoppyCaller:
+    """Who calls an app's API with a Poppy Session Token (checked by `session_flow`): the
+    personal agent (`client_id`), its User ID, the Session, and, signed in, the Brand
+    `account` and the `scopes` it approved."""
+
+    brand_id: str
+    client_id: str
+    user_id: str
+    session_id: str
+    account: str | None
+    scopes: tuple[str, ...]
+
+    @property
+    def signed_in(self) -> bool:
+        return self.account is not None
 
 
 @frozen
@@ -185,7 +204,10 @@ class PoppyServer:
     ) -> None:
         companies = poppy_companies(base_url, brands)
         self.base_url = base_url.rstrip("/")
-        self._base_path = urlsplit(self.base_url).path
+        parts = urlsplit(self.base_url)
+        self._base_path = parts.path
+        #: The public origin requests' URLs are rebuilt from (DPoP `htu`), never `Host`.
+        self._origin = f"{parts.scheme}://{parts.netloc}"
         self.store = store
         self._clock = clock
         self.clients = ClientMetadataCache(fetch_policy)
@@ -280,6 +302,56 @@ class PoppyServer:
         if document is None:
             raise PoppyError(404, "not_found", "this Brand publishes no poppy.json here")
         return document
+
+    # -- the app's own APIs (§6: a Session Token with a DPoP proof) -------------------------
+
+    def session_flow(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
+        """Check a request to one of the Brand's APIs; the value is a `PoppyCaller`.
+
+        In order: the credentials (a token in the URL or two `Authorization` headers: `400
+        invalid_request`; no `Authorization: DPoP` token: `401 invalid_token`, PAP-4.3-11/12/
+        17); the Session Token (unknown, replaced, expired, another Brand's, or an Account
+        Token: `401 invalid_token`, PAP-4.8-01); the DPoP proof for this method and URL,
+        bound to the token (`ath`) and to its key (`jkt`), spent in the store (`401
+        invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
+        sign_in_required`, a scope not approved `403 insufficient_scope`, both naming the
+        scopes to ask for. The Session is read on every request, so a sign-out shows at once
+        (PAP-4.9-01).
+        """
+        brand = self.brands[brand_id]
+        credentials = session_credentials(request)
+        now = self._clock()
+        session = yield store(
+            self.store.session_for_token, token_hash=token_hash(credentials.token), now=now
+        )
+        if session is None or session.brand_id != brand_id:
+            raise PoppyError(401, "invalid_token", "not a live Session Token of this Brand")
+        try:
+            proof = check_dpop_proof(
+                credentials.proofs,
+                method=request.method,
+                url=self._origin + request.path,
+                now=now,
+                access_token=credentials.token,
+                jkt=session.jkt,
+                allowed_algs=frozenset(brand.company.dpop_signing_algs),
+            )
+            yield store(spend_dpop_proof, proof=proof, replay=self._dpop_replay, now=now)
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=False) from exc
+        wanted = " ".join(scopes)
+        if scopes and not session.signed_in:
+            raise PoppyError(403, "sign_in_required", "signed out", members={"scope": wanted})
+        if not set(scopes) <= set(session.scopes):
+            raise PoppyError(403, "insufficient_scope", "not approved", members={"scope": wanted})
+        return PoppyCaller(
+            brand_id=brand_id,
+            client_id=session.client_id,
+            user_id=session.user_id,
+            session_id=session.session_id,
+            account=session.account,
+            scopes=session.scopes,
+        )
 
     # -- the operator's revocations (a Provider whose Brands offer no PACT delegation) -------
 
@@ -520,6 +592,7 @@ __all__ = [
     "SESSION_ID_PREFIX",
     "SESSION_TOKEN_PREFIX",
     "PoppyBrand",
+    "PoppyCaller",
     "PoppyOperation",
     "PoppyRoute",
     "PoppyServer",
