@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from pydantic import SecretStr
 
 from pactmw.provider.poppy._server import token_hash
 from tests.support.poppy_world import PoppyWorld, world_on
@@ -255,3 +256,51 @@ def test_guide_co_account_01_disconnecting_signs_out_like_revocation(
     assert stored is not None
     assert not stored.signed_in
     assert (after.status_code, after.json()) == (400, {"error": "invalid_grant"})
+
+
+def test_the_api_serves_signed_in_sessions_and_sees_sign_out_at_once(world: PoppyWorld) -> None:
+    async def body(agent: Agent) -> Any:
+        ctx = agent.ctx
+        user = ctx.new_user()
+        token = signed_in(world, user)
+        session = await ctx.session(user)
+        url = ctx.url("/api/orders")
+
+        async def read(access: str) -> Any:
+            return await ctx.send(
+                "GET",
+                url,
+                headers={
+                    "Authorization": f"DPoP {access}",
+                    "DPoP": await ctx.proof(user, "GET", url, token=SecretStr(access)),
+                },
+            )
+
+        signed_out = await read(session.access_token.get_secret_value())
+        signing_in = await agent.refresh(user, token, session.session_id, scope="orders:write")
+        narrow = await read(signing_in.json()["access_token"])
+        full = await agent.refresh(
+            user, signed_in(world, user), (await ctx.session(user)).session_id
+        )
+        served = await read(full.json()["access_token"])
+        account_token_at_api = await read(full.json()["refresh_token"])
+        await agent.revoke(full.json()["refresh_token"])
+        after_sign_out = await read(full.json()["access_token"])
+        return signed_out, narrow, served, account_token_at_api, after_sign_out
+
+    signed_out, narrow, served, account_token_at_api, after_sign_out = scenario(world, body)
+    challenge = 'DPoP error="sign_in_required", scope="orders:read"'
+    assert (signed_out.status_code, signed_out.json()) == (
+        403,
+        {"error": "sign_in_required", "scope": "orders:read"},
+    )
+    assert signed_out.headers["www-authenticate"] == challenge
+    assert (narrow.status_code, narrow.json()["error"]) == (403, "insufficient_scope")
+    assert (served.status_code, served.json()) == (200, {"orders": [], "account": "alice"})
+    # PAP-4.8-01: an Account Token is no Session Token.
+    assert (account_token_at_api.status_code, account_token_at_api.json()) == (
+        401,
+        {"error": "invalid_token"},
+    )
+    # PAP-4.9-01: the next request after sign-out is signed out.
+    assert (after_sign_out.status_code, after_sign_out.json()["error"]) == (403, "sign_in_required")

@@ -39,6 +39,20 @@ STEP_4_CASES = (
     "security.token-request-without-dpop",
     "security.token-dpop-with-ath",
     "security.token-responses-not-cached",
+    # The app's own API behind poppy_session_required (plan step 8, ASGI first).
+    "lifecycle.renew-signed-out",
+    "security.dpop-alg-none",
+    "security.dpop-wrong-signature",
+    "security.dpop-other-key",
+    "security.dpop-method-mismatch",
+    "security.dpop-url-mismatch",
+    "security.dpop-stale",
+    "security.dpop-replay",
+    "security.dpop-token-hash-mismatch",
+    "security.dpop-missing",
+    "security.dpop-token-as-bearer",
+    "security.token-in-url-refused",
+    "security.dpop-header-twice",
 )
 
 

@@ -25,8 +25,12 @@ from personal_agent_protocol.conformance import ConformanceContext, Scenario, Sk
 # PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
 # guard admits them (the connection itself goes to 127.0.0.1).
 from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from pactmw.adapters.asgi import A2AProviderApp
+from pactmw.adapters.asgi import A2AProviderApp, current_poppy_caller, poppy_session_required
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
 from pactmw.provider import Brand, Provider, Reply, Turn
@@ -198,6 +202,18 @@ ATLAS_IDENTITY = AgentIdentity(domain=ATLAS, name="Atlas")
 PLAIN_IDENTITY = AgentIdentity(domain=PLAIN, name="Plain", extensions=())
 
 
+def orders_api(provider: Provider) -> Starlette:
+    """The Brand's own API (`apis` in poppy.json): `GET /api/orders` needs `orders:read`."""
+
+    @poppy_session_required(provider, "shop", "orders:read")
+    async def orders(request: Request) -> JSONResponse:
+        caller = current_poppy_caller(request)
+        assert caller is not None
+        return JSONResponse({"orders": [], "account": caller.account})
+
+    return Starlette(routes=[Route("/api/orders", orders)])
+
+
 def _by_host(apps: dict[str, Any]) -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         host = dict(scope["headers"]).get(b"host", b"").decode().split(":", 1)[0]
@@ -237,7 +253,7 @@ def serve_world(
         brands=brands or (poppy_brand(),),
     )
     apps = {
-        SHOP: A2AProviderApp(provider),
+        SHOP: A2AProviderApp(provider, app=orders_api(provider)),
         ATLAS: ATLAS_IDENTITY.website(),
         PLAIN: PLAIN_IDENTITY.website(),
     }
