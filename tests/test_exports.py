@@ -119,15 +119,17 @@ EXPECTED: dict[str, set[str]] = {
         "send_response", "to_starlette",
     },
     "pactmw.adapters.wsgi": {
-        "ENVIRON_KEY", "A2AProviderApp", "PersonalAgentMiddleware",
-        "body_reader", "current_parafe", "current_personal_agent", "delegation_required",
+        "ENVIRON_KEY", "POPPY_ENVIRON_KEY", "A2AProviderApp", "PersonalAgentMiddleware",
+        "body_reader", "current_parafe", "current_personal_agent", "current_poppy_caller",
+        "delegation_required",
         "neutral_request", "parafe_action", "personal_agent_required", "poppy_discovery_app",
-        "respond", "to_werkzeug",
+        "poppy_session_required", "respond", "to_werkzeug",
     },
     "pactmw.adapters.flask": {
         "Pactmw", "PersonalAgentRefused", "ScopeRefused",
-        "current_parafe", "current_personal_agent", "delegation_required", "get_provider",
-        "get_verifier", "parafe_action", "personal_agent_required", "poppy_discovery_view",
+        "current_parafe", "current_personal_agent", "current_poppy_caller",
+        "delegation_required", "get_provider", "get_verifier", "parafe_action",
+        "personal_agent_required", "poppy_discovery_view", "poppy_session_required",
         "verify_personal_agent",
     },
     "pactmw.adapters.fastapi": {
@@ -137,7 +139,7 @@ EXPECTED: dict[str, set[str]] = {
         "PersonalAgentMiddleware",
         "a2a_urlpatterns", "a2a_view", "configured", "delegation_required", "get_provider",
         "get_verifier", "parafe_action", "personal_agent_required", "poppy_discovery_view",
-        "to_django",
+        "poppy_session_required", "to_django",
     },
     # The modules of the error family and its one renderer.
     "pactmw.core.errors": {

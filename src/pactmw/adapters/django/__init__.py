@@ -29,6 +29,7 @@ from pactmw.adapters.django.decorators import (
     delegation_required,
     parafe_action,
     personal_agent_required,
+    poppy_session_required,
 )
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_urlpatterns, a2a_view, poppy_discovery_view
@@ -44,5 +45,6 @@ __all__ = [
     "parafe_action",
     "personal_agent_required",
     "poppy_discovery_view",
+    "poppy_session_required",
     "to_django",
 ]
