@@ -161,6 +161,8 @@ class PoppyWorld:
         self.provider = provider
         #: A new handle on the same data (another process's view of the store).
         self.reopen = reopen
+        #: The store's URL, for a Provider built from settings (Flask, Django) on the data.
+        self.store_url = ""
         self.port = port
         self.ca = ca
         self.atlas = ATLAS_IDENTITY
@@ -277,12 +279,14 @@ def world_on(
     opened: list[Store] = []
     if request.param == "sqlite":
         path = tmp_path / "pactmw.db"
+        store_url = f"sqlite:///{path}"
 
         def reopen() -> Store:
             opened.append(SqliteStore(path))
             return opened[-1]
     else:
         dsn = request.getfixturevalue("postgres_server").create_database()
+        store_url = dsn
 
         def reopen() -> Store:
             opened.append(PostgresStore(dsn))
@@ -290,6 +294,7 @@ def world_on(
 
     try:
         with serve_world(reopen, tmp_path, brands=brands) as running:
+            running.store_url = store_url
             yield running
     finally:
         for store in opened:
