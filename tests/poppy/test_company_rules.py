@@ -16,6 +16,7 @@ import pytest
 from personal_agent_protocol.discovery import DiscoveryClient
 
 from pactmw.core.http import Request, Response
+from pactmw.provider import RateLimit
 from pactmw.provider.poppy._server import token_hash
 from tests.support.poppy_world import (
     SHOP,
@@ -261,3 +262,35 @@ def test_discovery_is_served_on_the_brand_domain_and_checked_by_the_sdk(
     ]:
         refused = get(path, host)
         assert refused.status == 404
+
+
+def test_pap_4_3_18_token_requests_are_limited_per_agent_user(world: PoppyWorld) -> None:
+    async def forms() -> tuple[list[tuple[dict[str, str], str]], dict[str, str], str]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            metadata = await ctx.metadata()
+            user, other = ctx.new_user(), ctx.new_user()
+            same = [
+                (
+                    await session_form(ctx, user),
+                    await ctx.proof(user, "POST", metadata.token_endpoint),
+                )
+                for _ in range(3)
+            ]
+            return (
+                same,
+                await session_form(ctx, other),
+                await ctx.proof(other, "POST", metadata.token_endpoint),
+            )
+
+    same, other_form, other_proof = run(forms())
+    provider = world.other_provider(token_rate_limit=RateLimit(per_user=2, window=60.0))
+    try:
+        answers = [handle(provider, "/a2a/shop/poppy/token", form, proof) for form, proof in same]
+        other = handle(provider, "/a2a/shop/poppy/token", other_form, other_proof)
+    finally:
+        provider.close()
+    assert [a.status for a in answers] == [200, 200, 429]
+    assert json.loads(answers[2].body) == {"error": "rate_limited"}
+    assert 1 <= int(dict(answers[2].headers)["Retry-After"]) <= 60
+    assert other.status == 200  # another user of the same agent has a budget of its own

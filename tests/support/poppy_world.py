@@ -178,14 +178,16 @@ class PoppyWorld:
     async def resolve(host: str) -> list[str]:
         return [PUBLIC_ADDRESS]
 
-    def other_provider(self, *brands: Brand) -> Provider:
+    def other_provider(self, *brands: Brand, **options: Any) -> Provider:
         """A second Provider (as another worker process would run) on a new handle of the
-        same store, fetching agents' metadata over the same TLS world."""
+        same store, fetching agents' metadata over the same TLS world; `options` go to
+        `Provider`."""
         return Provider(
             base_url=BASE_URL,
             verifier=verifier_for(self.ca, self.port),
             store=self.reopen(),
             brands=brands or (poppy_brand(),),
+            **options,
         )
 
     def context(self, http: httpx.AsyncClient, identity: AgentIdentity | None = None) -> Any:

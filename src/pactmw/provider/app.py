@@ -173,6 +173,8 @@ class Provider:
                 store=store,
                 fetch_policy=poppy_fetch_policy or verifier.keys.fetch_policy,
                 clock=clock,
+                token_rate_limit=token_rate_limit,
+                rate_counters=rate_counters,
             )
         # Cards are static per Brand: render them once.
         self._cards = {

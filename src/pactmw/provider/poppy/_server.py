@@ -58,6 +58,8 @@ from pactmw.provider.delegated._forms import FORM_LIMIT
 from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
 from pactmw.provider.poppy._config import PoppyConfig
+from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.store import RateLimitStore
 from pactmw.store._protocols.sessions import decide_session_change
 from pactmw.store.base import Store
 
@@ -71,6 +73,8 @@ SESSION_TOKEN_PREFIX = "sat_"  # noqa: S105 - a prefix, not a secret
 ACCOUNT_TOKEN_PREFIX = "act_"  # noqa: S105 - a prefix, not a secret
 #: How long an unused Account Token lasts (each use rotates it); its grant may end sooner.
 ACCOUNT_TOKEN_SECONDS = 30 * 86_400.0
+#: Token requests per (agent, User ID) per minute, as PACT's token endpoint allows.
+TOKEN_RATE_LIMIT = RateLimit(per_user=120, window=60.0)
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
 
@@ -201,6 +205,8 @@ class PoppyServer:
         store: Store,
         fetch_policy: FetchPolicy,
         clock: Callable[[], float] = time.time,
+        token_rate_limit: RateLimit | None = None,
+        rate_counters: RateLimitStore | None = None,
     ) -> None:
         companies = poppy_companies(base_url, brands)
         self.base_url = base_url.rstrip("/")
@@ -213,6 +219,11 @@ class PoppyServer:
         self.clients = ClientMetadataCache(fetch_policy)
         assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
         self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
+        # Token requests per (agent, User ID), counted once the grant named the user: only
+        # verified agents are counted (GUIDE-rate-03), in the store when it is shared.
+        self._token_limiter = RateLimiter(
+            token_rate_limit or TOKEN_RATE_LIMIT, store=rate_counters, namespace="poppy.token"
+        )
         self.brands: dict[str, PoppyBrand] = {}
         self._by_domain: dict[str, PoppyBrand] = {}
         for brand_id, (_, config) in brands.items():
@@ -424,6 +435,18 @@ class PoppyServer:
             )
         raise PoppyError(400, "unsupported_grant_type", "not offered by this Company")
 
+    def _admit(self, client_id: str, user_id: str) -> SubFlow:
+        """`429 rate_limited` with `Retry-After` when the agent's user is over the token
+        endpoint's limit (PAP-4.3-18)."""
+        wait = yield from self._token_limiter.admit(client_id, user_id, self._clock())
+        if wait is not None:
+            raise PoppyError(
+                429,
+                "rate_limited",
+                "too many token requests",
+                headers=(("Retry-After", str(wait)),),
+            )
+
     def _spend(self, proof: DpopProof) -> SubFlow:
         """Mark the proof's `jti` used, in the store (PAP-4.3-06): last of the checks."""
         try:
@@ -443,6 +466,7 @@ class PoppyServer:
         proof's key; a renewed Session's old token stops working."""
         verify = partial(brand.verifier.verify_session, assertion, client_id=client.client_id)
         session_assertion: VerifiedAssertion = yield NeedKeys(verify)
+        yield from self._admit(client.client_id, session_assertion.subject)
         yield from self._spend(proof)
         token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
         now = self._clock()
@@ -499,6 +523,7 @@ class PoppyServer:
         ):
             # Unknown, or another agent's or Brand's (PAP-4.8-01/02): alike, never spent.
             raise PoppyError(400, "invalid_grant", "not an Account Token of this agent")
+        yield from self._admit(client.client_id, token.user_id)
         granted = yield store(self.store.get_grant, grant_id=token.grant_id)
         session = yield store(self.store.get_session, session_id=session_id)
         kind = decide_session_change(
@@ -591,6 +616,7 @@ __all__ = [
     "METADATA_PREFIX",
     "SESSION_ID_PREFIX",
     "SESSION_TOKEN_PREFIX",
+    "TOKEN_RATE_LIMIT",
     "PoppyBrand",
     "PoppyCaller",
     "PoppyOperation",
