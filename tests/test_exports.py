@@ -133,7 +133,8 @@ EXPECTED: dict[str, set[str]] = {
         "verify_personal_agent",
     },
     "pactmw.adapters.fastapi": {
-        "EXCEPTION_HANDLERS", "PersonalAgentRefused", "PersonalAgentScheme", "refusal_handler",
+        "EXCEPTION_HANDLERS", "PersonalAgentRefused", "PersonalAgentScheme",
+        "PoppySessionRefused", "PoppySessionScheme", "poppy_refusal_handler", "refusal_handler",
     },
     "pactmw.adapters.django": {
         "PersonalAgentMiddleware",

@@ -27,7 +27,7 @@ from pactmw.provider import Provider
 from tests.poppy.test_account_tokens import signed_in
 from tests.poppy.test_discovery_serving import site_config
 from tests.support.poppy_world import BASE_URL, PoppyWorld, poppy_brand, verifier_for, world_on
-from tests.support.servers import django_server, werkzeug_server
+from tests.support.servers import django_server, uvicorn_server, werkzeug_server
 
 PATH = "/api/orders"
 
@@ -151,3 +151,33 @@ def test_django(world: PoppyWorld, asgi: bool, tmp_path: Path) -> None:
         # The test site's views: a sync one under WSGI, an async one under ASGI.
         path = "/api/poppy-orders-async" if asgi else "/api/poppy-orders"
         check(url, credentials(world, path, 2), lambda r: r.json()["account"], path)
+
+
+def test_fastapi(world: PoppyWorld) -> None:
+    from fastapi import FastAPI, Security
+
+    from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PoppySessionScheme
+    from pactmw.provider.poppy import PoppyCaller
+
+    provider = Provider(
+        base_url=BASE_URL,
+        verifier=verifier_for(world.ca, world.port),
+        store=world.reopen(),
+        brands=(poppy_brand(),),
+    )
+    poppy = PoppySessionScheme(provider, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get(PATH)
+    async def orders(
+        caller: PoppyCaller = Security(poppy, scopes=["orders:read"]),  # noqa: B008
+    ) -> dict[str, Any]:
+        return {"account": caller.account}
+
+    try:
+        with uvicorn_server(app) as url:
+            check(url, credentials(world, PATH, 2), lambda r: r.json()["account"])
+            schemes = httpx.get(url + "/openapi.json").json()["components"]["securitySchemes"]
+            assert schemes["PoppySession"]["scheme"] == "DPoP"
+    finally:
+        provider.close()
