@@ -18,11 +18,7 @@ __all__ = ["AccountTokensMixin"]
 
 
 class AccountTokensMixin(MemoryCore):
-    """The Account Token operations, on a dict of their own behind the store's one lock."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._account_tokens: dict[str, AccountToken] = {}
+    """The Account Token operations, on `MemoryCore`'s dict behind the store's one lock."""
 
     def issue_account_token(
         self,
@@ -94,9 +90,3 @@ class AccountTokensMixin(MemoryCore):
         with self._lock:
             self._check_open()
             return self._account_tokens.get(token_hash)
-
-    def close(self) -> None:
-        """Drop all state, Account Tokens too; later calls raise `StoreUnavailable`."""
-        super().close()
-        with self._lock:
-            self._account_tokens.clear()

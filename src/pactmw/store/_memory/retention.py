@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pactmw.store._memory.details import DetailsMixin
 from pactmw.store.base import EXPIRED_RETENTION, Cleanup
 
@@ -59,23 +57,19 @@ class RetentionMixin(DetailsMixin):
             )
 
     def _drop_poppy(self, now: float) -> tuple[int, int]:
-        # Called with the lock held; the Poppy state lives in the Session and Account Token
-        # mixins, composed beside this one in MemoryStore.
-        sessions: dict[str, Any] = getattr(self, "_sessions", {})
-        tokens: dict[str, Any] = getattr(self, "_session_tokens", {})
-        live: dict[str, str] = getattr(self, "_live_token", {})
+        # Called with the lock held: Sessions a day after their token expired, and Account
+        # Tokens that can no longer sign in (see `RetentionStore.cleanup`).
         horizon = now - EXPIRED_RETENTION
-        stale = [sid for sid, s in sessions.items() if s.token_expires_at <= horizon]
+        stale = [sid for sid, s in self._sessions.items() if s.token_expires_at <= horizon]
         for session_id in stale:
-            del sessions[session_id]
-            tokens.pop(live.pop(session_id, ""), None)
-        accounts: dict[str, Any] = getattr(self, "_account_tokens", {})
+            del self._sessions[session_id]
+            self._session_tokens.pop(self._live_token.pop(session_id, ""), None)
         dead = [
             token_hash
-            for token_hash, token in accounts.items()
+            for token_hash, token in self._account_tokens.items()
             if not self._grants[token.grant_id].is_live(now)
             or (token.used_at is None and token.expires_at <= now)
         ]
         for token_hash in dead:
-            del accounts[token_hash]
+            del self._account_tokens[token_hash]
         return len(stale), len(dead)

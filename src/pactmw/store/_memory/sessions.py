@@ -19,13 +19,7 @@ __all__ = ["SessionsMixin"]
 
 
 class SessionsMixin(SessionOperations, MemoryCore):
-    """The Session operations, on dicts of their own behind the store's one lock."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sessions: dict[str, PoppySession] = {}
-        self._session_tokens: dict[str, str] = {}  # token hash -> session id
-        self._live_token: dict[str, str] = {}  # session id -> its one live token hash
+    """The Session operations, on `MemoryCore`'s Session dicts behind the one lock."""
 
     def _put_token(self, session: PoppySession, token_hash: str) -> None:
         # Called with the lock held: the Session's old token stops working.
@@ -90,11 +84,3 @@ class SessionsMixin(SessionOperations, MemoryCore):
                     session, account=None, grant_id=None, scopes=(), signed_in_at=None
                 )
         return len(signed_in)
-
-    def close(self) -> None:
-        """Drop all state, Sessions too; later calls raise `StoreUnavailable`."""
-        super().close()
-        with self._lock:
-            self._sessions.clear()
-            self._session_tokens.clear()
-            self._live_token.clear()
