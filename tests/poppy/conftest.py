@@ -13,10 +13,13 @@ from personal_agent_protocol.demo.kit import AgentIdentity
 
 from pactmw.core.client_metadata import ClientMetadataCache
 from tests.support.jwks_server import JwksServer
+from tests.support.pg import postgres_server_fixture
 from tests.support.tls import TestCA
 
 AGENT_DOMAIN = "agent.example"
 STRANGER_DOMAIN = "stranger.example"
+
+postgres_server = postgres_server_fixture(scope="session")
 
 
 def sdk_fixture(name: str) -> Any:

@@ -1,8 +1,6 @@
-"""The Poppy Session contract (store/_protocols/sessions.py) on memory, sqlite and PostgreSQL.
-
-The Sessions are not wired into `Store` yet (plan step 3, docs/design/poppy.md): these tests
-compose each backend with its Session mixin and schema step exactly as the wiring will.
-"""
+"""The Poppy Session contract (store/_protocols/sessions.py) on every backend: the real
+`MemoryStore`, `SqliteStore`, `PostgresStore` (schema version 6 included) and the Django
+store on sqlite and PostgreSQL (its migration 0003)."""
 
 from __future__ import annotations
 
@@ -12,53 +10,45 @@ from typing import Any
 
 import pytest
 
-from pactmw.store import MemoryStore, PostgresStore, SqliteStore, postgres, sqlite
-from pactmw.store._memory.sessions import SessionsMixin as MemorySessionsMixin
+from pactmw.store import MemoryStore, PostgresStore, SqliteStore, Store
 from pactmw.store._protocols.sessions import PoppySession, SessionStore
-from pactmw.store._sql.sessions import (
-    POSTGRES_MIGRATION,
-    SQLITE_MIGRATION,
-    SessionsMixin,
-    SessionStatements,
+from tests.store.support import (
+    ALL_BACKENDS,
+    Backend,
+    all_at_once,
+    backend_module,
+    open_backend,
+    schema_version,
 )
-from tests.store.support import all_at_once
 
 NOW = 1_000_000.0
 HOUR = 3600.0
 
 
-class MemorySessions(MemorySessionsMixin, MemoryStore):
-    pass
-
-
-class SqliteSessions(SessionsMixin, SqliteStore):
-    _session_sql = SessionStatements(sqlite._DIALECT)
-
-    def _migrate(self) -> None:
-        with self._write() as conn:
-            steps = (*sqlite.MIGRATIONS, SQLITE_MIGRATION)
-            self._apply_migrations(conn, steps, f"sqlite database {self._path}")
-
-
-class PostgresSessions(SessionsMixin, PostgresStore):
-    _session_sql = SessionStatements(postgres._DIALECT)
-
-    def _migrate(self, conn: Any) -> None:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (postgres._MIGRATION_LOCK_KEY,))
-            steps = (*postgres.MIGRATIONS, POSTGRES_MIGRATION)
-            self._apply_migrations(cur, steps, "PostgreSQL")
-
-
 Opener = Callable[[], SessionStore]
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=ALL_BACKENDS)
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """Opens a store on one backend's data (each call a new handle on the same data)."""
     opened: list[Any] = []
+    if request.param.startswith("django-"):
+        # The Django store on a database Django's migrations made (0003: the Poppy tables).
+        backends = open_backend(request.param, request, tmp_path)
+        backend = next(backends)
+
+        def open_django() -> SessionStore:
+            store = backend.open()
+            opened.append(store)
+            return store
+
+        yield open_django
+        for store in opened:
+            store.close()
+        next(backends, None)
+        return
     if request.param == "memory":
-        shared = MemorySessions()
+        shared = MemoryStore()
         opened.append(shared)
 
         def open_memory() -> SessionStore:
@@ -68,7 +58,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     elif request.param == "sqlite":
 
         def open_sqlite() -> SessionStore:
-            store = SqliteSessions(tmp_path / "sessions.db")
+            store = SqliteStore(tmp_path / "sessions.db")
             opened.append(store)
             return store
 
@@ -78,7 +68,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
         dsn = server.create_database()
 
         def open_postgres() -> SessionStore:
-            store = PostgresSessions(dsn)
+            store = PostgresStore(dsn)
             opened.append(store)
             return store
 
@@ -277,3 +267,66 @@ def test_a_second_handle_sees_the_same_sessions(opener: Opener) -> None:
     found = one.session_for_token(token_hash="h2", now=NOW + 11)
     assert found is not None
     assert found.account == "alice"
+
+
+def test_every_backend_is_a_store_with_sessions(store: SessionStore) -> None:
+    assert isinstance(store, Store)
+
+
+def test_the_sessions_table_is_schema_version_6() -> None:
+    from pactmw.store import postgres, sqlite
+    from pactmw.store._sql.sessions import POSTGRES_MIGRATION, SQLITE_MIGRATION
+
+    assert sqlite.MIGRATIONS[5][: len(SQLITE_MIGRATION)] == SQLITE_MIGRATION
+    assert postgres.MIGRATIONS[5][: len(POSTGRES_MIGRATION)] == POSTGRES_MIGRATION
+
+
+def test_a_version_5_database_upgrades_to_sessions_in_place(
+    persistent: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = backend_module(persistent)
+    migrations = module.MIGRATIONS
+    # A database of the release before Poppy Sessions: five migrations ran.
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "MIGRATIONS", migrations[:5])
+        old = persistent.open()
+        ctx = old.create_conversation(
+            brand_id="shop", issuer="https://pa.example", sub="u", now=NOW
+        )
+        old.close()
+    assert schema_version(persistent) == 5
+
+    upgraded = persistent.open()
+    try:
+        assert upgraded.get_conversation(ctx) is not None  # PostgreSQL migrates on first use
+        assert schema_version(persistent) == 6
+        created = new(upgraded)
+        assert upgraded.session_for_token(token_hash="h1", now=NOW) == created
+    finally:
+        upgraded.close()
+
+
+def test_a_session_is_read_by_its_id(store: SessionStore) -> None:
+    created = new(store)
+    assert store.get_session("ses_1") == created
+    assert store.get_session("ses_unknown") is None
+    assert store.get_session("ses\x00") is None
+    sign_in(store, "h2")
+    found = store.get_session("ses_1")
+    assert found is not None
+    assert found.account == "alice"
+
+
+def test_cleanup_deletes_sessions_a_day_after_their_token_expired(store: SessionStore) -> None:
+    assert isinstance(store, Store)
+    new(store)
+    new(store, session_id="ses_2", token="k1", expires_at=NOW + 3 * HOUR)
+    day = 86_400.0
+    kept = store.cleanup(now=NOW + HOUR + day - 1, conversations_idle_before=None)
+    assert kept.poppy_sessions == 0
+    assert store.get_session("ses_1") is not None  # still renewable the day after expiry
+    done = store.cleanup(now=NOW + HOUR + day, conversations_idle_before=None)
+    assert done.poppy_sessions == 1
+    assert store.get_session("ses_1") is None
+    assert store.get_session("ses_2") is not None
+    assert store.session_for_token(token_hash="k1", now=NOW) is not None

@@ -6,11 +6,20 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import HTTPConnection
-from starlette.routing import Mount
+from starlette.requests import Request as StarletteRequest
+from starlette.responses import Response as StarletteResponse
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pactmw.adapters._asgi_http import body_reader, neutral_request, route_path, send_response
+from pactmw.adapters._asgi_http import (
+    body_reader,
+    neutral_request,
+    route_path,
+    send_response,
+    to_starlette,
+)
 from pactmw.core.errors import RequestRefused
+from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.routes import MOUNT
@@ -69,6 +78,21 @@ def a2a_mount(
     return Mount(MOUNT.rstrip("/"), app=A2AProviderApp(provider, current_user=current_user))
 
 
+def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
+    """A Starlette `Route` serving a Brand's `/.well-known/poppy.json` on its own site (the
+    document itself, chosen by `Host` among the Brand's `poppy.domains`; never a redirect).
+
+    Not needed where `A2AProviderApp` is at the site root: it answers that path already.
+    KeyError now when the Brand does not enable Poppy.
+    """
+    provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
+
+    async def endpoint(request: StarletteRequest) -> StarletteResponse:
+        return to_starlette(provider.poppy_discovery(brand_id, request.headers.get("host")))
+
+    return Route(DISCOVERY_PATH, endpoint, methods=["GET"], name=f"poppy-discovery-{brand_id}")
+
+
 async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
@@ -82,4 +106,5 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 __all__ = [
     "A2AProviderApp",
     "a2a_mount",
+    "poppy_discovery_route",
 ]

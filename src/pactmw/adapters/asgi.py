@@ -35,7 +35,7 @@ from pactmw.adapters._asgi_http import (
     to_starlette,
     wrap_endpoint,
 )
-from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount
+from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -51,7 +51,9 @@ from pactmw.adapters._starlette_auth import (
 )
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier
+from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     ParafeAdmitted,
     ParafeEndpoint,
@@ -60,10 +62,13 @@ from pactmw.provider.guard import (
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
+from pactmw.provider.poppy import PoppyCaller
 from pactmw.provider.routes import MOUNT
 
 #: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
 PARAFE_STATE = "pactmw_parafe"
+#: Where `poppy_session_required` leaves the `PoppyCaller` in the ASGI scope.
+POPPY_KEY = "pactmw.poppy_caller"
 
 
 class PersonalAgentMiddleware:
@@ -171,6 +176,33 @@ def parafe_action(
     return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
+def poppy_session_required(
+    provider: Provider, brand_id: str, *scopes: str
+) -> Callable[[Endpoint], Endpoint]:
+    """Decorate a Starlette/FastAPI endpoint of one of the Brand's APIs so it needs a Poppy
+    Session Token with its DPoP proof, signed in with `scopes` when any are named (the rules
+    are `Provider.poppy_session`'s). The endpoint runs with `current_poppy_caller(request)`;
+    a refusal is Poppy's JSON error with its `WWW-Authenticate: DPoP` challenge."""
+
+    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            caller = await provider.apoppy_session(
+                brand_id, neutral_request(request.scope), tuple(scopes)
+            )
+        except PoppyError as exc:
+            return to_starlette(error_response(exc))
+        request.scope[POPPY_KEY] = caller
+        return await call()
+
+    return lambda endpoint: wrap_endpoint(endpoint, around)
+
+
+def current_poppy_caller(conn: HTTPConnection) -> PoppyCaller | None:
+    """The Poppy caller of a request behind `poppy_session_required` (None elsewhere)."""
+    found = conn.scope.get(POPPY_KEY)
+    return found if isinstance(found, PoppyCaller) else None
+
+
 def current_parafe(conn: HTTPConnection) -> ParafeTurn | None:
     """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
     found = conn.scope.get(PARAFE_KEY)
@@ -180,6 +212,7 @@ def current_parafe(conn: HTTPConnection) -> ParafeTurn | None:
 __all__ = [
     "AUTH_SCOPES",
     "PARAFE_STATE",
+    "POPPY_KEY",
     "SCOPE_KEY",
     "A2AProviderApp",
     "PersonalAgentAuthError",
@@ -192,11 +225,14 @@ __all__ = [
     "body_reader",
     "current_parafe",
     "current_personal_agent",
+    "current_poppy_caller",
     "delegation_required",
     "neutral_request",
     "on_auth_error",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_route",
+    "poppy_session_required",
     "requires",
     "route_path",
     "send_response",

@@ -12,6 +12,10 @@ missing scope 403 `insufficient_scope`. Refusals are `PersonalAgentRefused`, a F
 `HTTPException` carrying the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they
 answer exactly as the other adapters do (empty body), else with FastAPI's `{"detail": ...}`.
 Every rule is the guard's (`pactmw.provider.guard`).
+
+A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
+(`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`); its refusals are
+`PoppySessionRefused`, answered with Poppy's JSON error by `EXCEPTION_HANDLERS`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ if find_spec("fastapi") is None:
     raise MissingExtra("pactmw.adapters.fastapi", "FastAPI", "fastapi")
 
 from fastapi import HTTPException, Request
+from fastapi.openapi.models import HTTPBase as HTTPBaseModel
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security import SecurityScopes
 from fastapi.security.base import SecurityBase
@@ -37,8 +42,11 @@ from pactmw.adapters._starlette_auth import attach, current_personal_agent, make
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import refusal_response, require_scopes
+from pactmw.provider.poppy import PoppyCaller
 
 
 class PersonalAgentRefused(HTTPException, PactmwError):
@@ -58,8 +66,28 @@ async def refusal_handler(request: Request, exc: Exception) -> StarletteResponse
     return to_starlette(exc.response)
 
 
+class PoppySessionRefused(HTTPException, PactmwError):
+    """A refused Poppy Session: `status_code` 400, 401 or 403, `error` the protocol's code;
+    `response` is Poppy's complete answer (JSON body, `WWW-Authenticate: DPoP`)."""
+
+    def __init__(self, refusal: PoppyError) -> None:
+        self.response: Response = error_response(refusal)
+        headers = {k: v for k, v in self.response.headers if k.lower() == "www-authenticate"}
+        super().__init__(status_code=refusal.status, detail=refusal.error, headers=headers)
+        self.error = refusal.error
+
+
+async def poppy_refusal_handler(request: Request, exc: Exception) -> StarletteResponse:
+    """Answer a `PoppySessionRefused` with Poppy's own JSON error, as every adapter does."""
+    assert isinstance(exc, PoppySessionRefused)
+    return to_starlette(exc.response)
+
+
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
-EXCEPTION_HANDLERS: dict[Any, Any] = {PersonalAgentRefused: refusal_handler}
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    PersonalAgentRefused: refusal_handler,
+    PoppySessionRefused: poppy_refusal_handler,
+}
 
 
 class PersonalAgentScheme(SecurityBase):
@@ -104,9 +132,39 @@ class PersonalAgentScheme(SecurityBase):
         return caller
 
 
+class PoppySessionScheme(SecurityBase):
+    """A FastAPI security dependency that returns the `PoppyCaller` of a request carrying a
+    Poppy Session Token and its DPoP proof (`Provider.poppy_session`'s rules); scopes asked
+    with `Security(..., scopes=[...])` need a signed-in Session that approved them."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        brand_id: str,
+        *,
+        scheme_name: str = "PoppySession",
+        description: str = "Poppy Session Token (Authorization: DPoP) with a DPoP proof.",
+    ) -> None:
+        self.model = HTTPBaseModel(scheme="DPoP", description=description)
+        self.scheme_name = scheme_name
+        self.provider = provider
+        self.brand_id = brand_id
+
+    async def __call__(self, request: Request, security_scopes: SecurityScopes) -> PoppyCaller:
+        try:
+            return await self.provider.apoppy_session(
+                self.brand_id, neutral_request(request.scope), tuple(security_scopes.scopes)
+            )
+        except PoppyError as exc:
+            raise PoppySessionRefused(exc) from exc
+
+
 __all__ = [
     "EXCEPTION_HANDLERS",
     "PersonalAgentRefused",
     "PersonalAgentScheme",
+    "PoppySessionRefused",
+    "PoppySessionScheme",
+    "poppy_refusal_handler",
     "refusal_handler",
 ]

@@ -35,9 +35,11 @@ from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import TurnHandler
 from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     Guard,
     ParafeAdmitted,
@@ -45,10 +47,12 @@ from pactmw.provider.guard import (
     require_scopes,
 )
 from pactmw.provider.parafe import ParafeTurn
+from pactmw.provider.poppy import METADATA_PREFIX, PoppyCaller
 from pactmw.provider.routes import MOUNT
 
 EXTENSION_KEY = "pactmw"
 A2A_ENDPOINT = "pactmw_a2a"
+_POPPY_ENDPOINT = "pactmw_poppy"
 _G_KEY = "_pactmw_personal_agent"
 _G_PARAFE = "_pactmw_parafe"
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -88,6 +92,13 @@ class Pactmw:
         guard = guard_from_mapping(app.config.get("PACTMW", {}), handlers=self._handlers)
         if guard.provider is not None:
             app.add_url_rule(f"{MOUNT}<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
+            if guard.provider.poppy is not None:
+                # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC
+                # 8414 metadata, whose well-known path comes before the issuer's path.
+                app.add_url_rule(DISCOVERY_PATH, _POPPY_ENDPOINT, _serve_a2a, defaults={"rest": ""})
+                app.add_url_rule(
+                    f"{METADATA_PREFIX}/<path:rest>", f"{_POPPY_ENDPOINT}_metadata", _serve_a2a
+                )
         app.extensions[EXTENSION_KEY] = _State(guard, self._current_user or _flask_login_user)
         app.before_request(_guard_prefix)
         app.cli.add_command(pactmw_cli)  # flask pactmw grants list|revoke
@@ -247,6 +258,49 @@ def _serve_a2a(rest: str) -> WerkzeugResponse:
     return to_werkzeug(response)
 
 
+def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View]:
+    """Decorate a view of one of the Brand's APIs so it needs a Poppy Session Token with its
+    DPoP proof, signed in with `scopes` when any are named (the rules are
+    `Provider.poppy_session`'s); it runs with `current_poppy_caller()`. A refusal is Poppy's
+    JSON error with its `WWW-Authenticate: DPoP` challenge."""
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            environ = request.environ
+            try:
+                caller = get_provider().poppy_session(brand_id, neutral_request(environ), scopes)
+            except PoppyError as exc:
+                return to_werkzeug(error_response(exc))
+            g.pactmw_poppy_caller = caller
+            return current_app.ensure_sync(view)(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def current_poppy_caller() -> PoppyCaller | None:
+    """The Poppy caller of the current request behind `poppy_session_required`."""
+    found = g.get("pactmw_poppy_caller")
+    return found if isinstance(found, PoppyCaller) else None
+
+
+def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:
+    """A view answering a Brand's `/.well-known/poppy.json` on its own site, when that site
+    is not the app `Pactmw` serves the Provider on (which answers it already): the document
+    itself, chosen by `Host` among the Brand's `poppy.domains`, never a redirect.
+
+    `app.add_url_rule("/.well-known/poppy.json", view_func=poppy_discovery_view("shop"))`
+    """
+
+    def view() -> WerkzeugResponse:
+        return to_werkzeug(get_provider().poppy_discovery(brand_id, request.host))
+
+    view.__name__ = f"poppy_discovery_{brand_id}"
+    return view
+
+
 def _flask_login_user() -> SignedInUser | None:
     """Flask-Login's signed-in user, if Flask-Login is installed and someone is signed in."""
     try:
@@ -264,10 +318,13 @@ __all__ = [
     "ScopeRefused",
     "current_parafe",
     "current_personal_agent",
+    "current_poppy_caller",
     "delegation_required",
     "get_provider",
     "get_verifier",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_view",
+    "poppy_session_required",
     "verify_personal_agent",
 ]

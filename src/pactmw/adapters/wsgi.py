@@ -29,6 +29,7 @@ from pactmw.adapters._wsgi_http import (
 )
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
@@ -41,12 +42,15 @@ from pactmw.provider.guard import (
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
+from pactmw.provider.poppy import PoppyCaller
 from pactmw.provider.routes import MOUNT
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 ENVIRON_KEY = "pactmw.personal_agent"
+#: Where `poppy_session_required` leaves the `PoppyCaller` in the WSGI environ.
+POPPY_ENVIRON_KEY = "pactmw.poppy_caller"
 _NOT_FOUND = error_response(RequestRefused(404))
 WSGIView = Callable[..., Any]
 
@@ -238,17 +242,64 @@ class A2AProviderApp:
         return respond(_NOT_FOUND, start_response)
 
 
+def poppy_session_required(
+    provider: Provider, brand_id: str, *scopes: str
+) -> Callable[[WSGIView], WSGIView]:
+    """Decorate a WSGI application of one of the Brand's APIs so it needs a Poppy Session
+    Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
+    `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`."""
+
+    def decorate(app: WSGIView) -> WSGIView:
+        @functools.wraps(app)
+        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            try:
+                caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
+            except PoppyError as exc:
+                return respond(error_response(exc), start_response)
+            environ[POPPY_ENVIRON_KEY] = caller
+            result: Iterable[bytes] = app(environ, start_response)
+            return result
+
+        return wrapper
+
+    return decorate
+
+
+def current_poppy_caller(environ: WSGIEnvironment) -> PoppyCaller | None:
+    """The Poppy caller behind `poppy_session_required` (None elsewhere)."""
+    found = environ.get(POPPY_ENVIRON_KEY)
+    return found if isinstance(found, PoppyCaller) else None
+
+
+def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
+    """A WSGI app answering a Brand's `/.well-known/poppy.json` on its own site (the
+    document itself, chosen by `Host` among its `poppy.domains`; never a redirect). Route
+    that path to it; `A2AProviderApp` at the site root answers it already. KeyError now when
+    the Brand does not enable Poppy."""
+    provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        response = provider.poppy_discovery(brand_id, neutral_request(environ).header("host"))
+        return respond(response, start_response)
+
+    return app
+
+
 __all__ = [
     "ENVIRON_KEY",
+    "POPPY_ENVIRON_KEY",
     "A2AProviderApp",
     "PersonalAgentMiddleware",
     "body_reader",
     "current_parafe",
     "current_personal_agent",
+    "current_poppy_caller",
     "delegation_required",
     "neutral_request",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_app",
+    "poppy_session_required",
     "respond",
     "to_werkzeug",
 ]

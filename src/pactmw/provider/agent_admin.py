@@ -301,6 +301,9 @@ class CleanupDone:
             f"single-use values deleted: {counts.used_values} (expired)",
             f"authorization details deleted: {counts.authorization_details} (expired)",
             f"rate-limit counters deleted: {counts.rate_counters} (window ended)",
+            f"Poppy Sessions deleted: {counts.poppy_sessions} (token expired over a day ago)",
+            f"Poppy Account Tokens deleted: {counts.account_tokens} "
+            "(expired unused, or of a revoked or expired grant)",
         ]
         if self.idle_before is None or self.retention_days is None:
             lines.append("conversations kept: retention_days is not set (keep forever)")

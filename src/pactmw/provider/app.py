@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import (
@@ -62,6 +63,7 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
+from pactmw.provider.poppy import PoppyCaller, PoppyServer
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -97,6 +99,7 @@ class Provider:
         token_rate_limit: RateLimit | None = None,
         shared_rate_limits: bool | None = None,
         retention_days: float | None = None,
+        poppy_fetch_policy: FetchPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -155,6 +158,24 @@ class Provider:
             for brand in self.brands.values()
             if brand.parafe is not None
         }
+        #: The Poppy company side, when any Brand enables Poppy. Agents' client metadata and
+        #: keys are fetched under `poppy_fetch_policy` (default: the PACT verifier's).
+        self.poppy: PoppyServer | None = None
+        poppy_brands = {
+            brand.id: (brand.name, brand.poppy)
+            for brand in self.brands.values()
+            if brand.poppy is not None
+        }
+        if poppy_brands:
+            self.poppy = PoppyServer(
+                base_url=self.base_url,
+                brands=poppy_brands,
+                store=store,
+                fetch_policy=poppy_fetch_policy or verifier.keys.fetch_policy,
+                clock=clock,
+                token_rate_limit=token_rate_limit,
+                rate_counters=rate_counters,
+            )
         # Cards are static per Brand: render them once.
         self._cards = {
             brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
@@ -227,21 +248,62 @@ class Provider:
         return agent.name if agent is not None and agent.name else issuer
 
     def revoke_grant(self, grant_id: str) -> bool:
-        """Revoke one delegation grant now (its tokens fail on their next request)."""
+        """Revoke one grant now: its tokens fail on their next request, and the Poppy
+        Sessions signed in through it go on signed out."""
+        if self.oauth is None and self.poppy is not None:
+            return self.poppy.revoke_grant(grant_id)
         return self._oauth().revoke_grant(grant_id)
 
     def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
         """Revoke every grant of a Brand account: call it when the account is disabled."""
+        if self.oauth is None and self.poppy is not None:
+            return self.poppy.revoke_account(account, brand_id=brand_id)
         return self._oauth().revoke_account(account, brand_id=brand_id, reason="account")
 
     def _oauth(self) -> AuthorizationServer:
         if self.oauth is None:
-            raise RuntimeError("no Brand of this Provider offers delegation")
+            raise RuntimeError("no Brand of this Provider offers delegation or Poppy")
         return self.oauth
 
     def matches(self, method: str, path: str) -> bool:
-        """Tell whether the Provider serves this path (anything under `/a2a/`)."""
-        return path.startswith(MOUNT)
+        """Tell whether the Provider serves this path: anything under `/a2a/`, and with Poppy
+        `/.well-known/poppy.json` and the issuers' RFC 8414 metadata."""
+        return path.startswith(MOUNT) or (self.poppy is not None and self.poppy.matches(path))
+
+    def poppy_discovery(self, brand_id: str, host: str | None) -> Response:
+        """What a Brand's own site answers at `/.well-known/poppy.json` (Poppy §3): the
+        document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
+        when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`.
+        KeyError when the Brand does not enable Poppy."""
+        if self.poppy is None or brand_id not in self.poppy.brands:
+            raise KeyError(brand_id)
+        try:
+            return self.poppy.brand_discovery(brand_id, host)
+        except Exception as exc:
+            return error_response(exc)
+
+    def poppy_session(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
+    ) -> PoppyCaller:
+        """For the app's own APIs: the caller of a request carrying a Poppy Session Token
+        (`Authorization: DPoP` and a `DPoP` proof), signed in with `scopes` when any are
+        named; raises `PoppyError` (render it with `error_response`). Blocking."""
+        flow = self._poppy().session_flow(brand_id, request, scopes)
+        caller: PoppyCaller = run(flow, self.verifier, no_body)
+        return caller
+
+    async def apoppy_session(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
+    ) -> PoppyCaller:
+        """Async `poppy_session`: store calls run in a worker thread."""
+        flow = self._poppy().session_flow(brand_id, request, scopes)
+        caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
+        return caller
+
+    def _poppy(self) -> PoppyServer:
+        if self.poppy is None:
+            raise RuntimeError("no Brand of this Provider enables Poppy")
+        return self.poppy
 
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);
@@ -256,6 +318,10 @@ class Provider:
     # -- the flow ------------------------------------------------------------------------
 
     def _flow(self, request: Request) -> Flow:
+        if self.poppy is not None:
+            poppy_route = self.poppy.route(request.method, request.path)
+            if poppy_route is not None:
+                return (yield from self.poppy.flow(poppy_route, request))
         route = match(request.method, request.path)
         if route is None:
             raise RequestRefused(404)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from attrs import Factory, field, frozen
 
@@ -17,6 +17,10 @@ from pactmw.provider.parafe import ParafeConfig, ParafeTurn
 from pactmw.provider.tools import ToolRegistry
 from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import StoredTurn
+
+if TYPE_CHECKING:
+    # Only named in an annotation: the Poppy package imports the flow, which imports Brand.
+    from pactmw.provider.poppy import PoppyConfig
 
 
 @frozen
@@ -154,7 +158,8 @@ class Brand:
     """A Brand served by the Provider at `{base_url}/a2a/{id}`.
 
     With `delegation`, the Brand also offers the PACT Delegated profile; with `parafe`, its
-    card declares the Parafé A2A extension and its bot may require Parafé consent.
+    card declares the Parafé A2A extension and its bot may require Parafé consent; with
+    `poppy`, it is also a Poppy Company (its grants and bot are the same for both protocols).
     `tools` are the bot's tools (`turn.tools`); account tools among them need `delegation`
     and name its scopes. They default to `delegation.tools`; give them in one place only.
     """
@@ -171,6 +176,8 @@ class Brand:
         default=Factory(lambda self: _delegation_tools(self.delegation), takes_self=True),
         repr=False,
     )
+    #: Poppy beside PACT: the Brand also answers personal agents speaking Poppy (docs/poppy.md).
+    poppy: PoppyConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         delegation = self.delegation

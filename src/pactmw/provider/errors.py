@@ -12,6 +12,7 @@ import logging
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response, challenge, insufficient_scope
+from pactmw.protocols.poppy import PoppyError, poppy_response
 from pactmw.provider.a2a import A2A_REASONS, a2a_json
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.delegated._errors import ConsentRefused, OAuthError
@@ -29,6 +30,8 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
 
     - `ConsentRefused`: an HTML error page (a Brand's consent `pages`, else the default ones);
     - `OAuthError`: the RFC 6749 §5.2 JSON body, not cacheable;
+    - `PoppyError`: Poppy's JSON error (and `WWW-Authenticate: DPoP` challenge), built by
+      `pactmw.protocols.poppy.poppy_response`;
     - `InsufficientScope`: 403 with the RFC 6750 §3.1 challenge naming the missing scopes;
     - `AuthenticationFailed` (a refused delegation too): 401 with its challenge, no body;
     - `A2AError`: the AIP-193 envelope with exactly one ErrorInfo detail (PACT §6);
@@ -42,6 +45,8 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
     if isinstance(exc, OAuthError):
         body = {"error": exc.error, "error_description": exc.description}
         return json_response(body, status=exc.status, extra=(*NO_STORE, *exc.headers))
+    if isinstance(exc, PoppyError):
+        return poppy_response(exc)
     if isinstance(exc, InsufficientScope):
         return insufficient_scope(exc.missing)
     if isinstance(exc, AuthenticationFailed):

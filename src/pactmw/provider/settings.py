@@ -20,11 +20,13 @@ from pactmw.core.errors import MalformedInput
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.parafe import BrokerRetry
+from pactmw.protocols.poppy import ApiDescriptor
 from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig
+from pactmw.provider.poppy import PoppyConfig, poppy_companies
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 
@@ -54,8 +56,20 @@ PROVIDER_KEYS = frozenset(
     }
 )
 _BRAND_KEYS = frozenset(
-    {"name", "description", "handler", "skills", "version", "delegation", "parafe", "tools"}
+    {
+        "name",
+        "description",
+        "handler",
+        "skills",
+        "version",
+        "delegation",
+        "parafe",
+        "tools",
+        "poppy",
+    }
 )
+_POPPY_KEYS = frozenset({"domain", "domains", "agents", "session_seconds", "apis", "custom_scopes"})
+_POPPY_API_KEYS = frozenset({"type", "url", "description"})
 _PARAFE_KEYS = frozenset(
     {
         "agent_id",
@@ -179,6 +193,8 @@ def brand_from_mapping(
     )
     parafe = parafe_from_mapping(data["parafe"], f"{where}.parafe") if "parafe" in data else None
     extra: dict[str, Any] = {}
+    if "poppy" in data:
+        extra["poppy"] = poppy_from_mapping(data["poppy"], f"{where}.poppy")
     if "tools" in data:
         extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")
     try:
@@ -195,6 +211,60 @@ def brand_from_mapping(
         )
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+
+
+def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
+    """One `[brands.ID.poppy]` table (docs/configuration.md); errors name the key."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(data) - _POPPY_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown configuration key {where}.{unknown[0]}")
+    domain = data.get("domain")
+    if not isinstance(domain, str) or not domain:
+        raise ConfigError(f"{where}.domain is required: the host that serves its poppy.json")
+    if "agents" not in data:
+        raise ConfigError(
+            f'{where}.agents is required: "any", or the list of admitted client_id URLs'
+        )
+    agents = data["agents"]
+    if agents != "any" and (
+        not isinstance(agents, list) or not all(isinstance(a, str) for a in agents)
+    ):
+        raise ConfigError(f'{where}.agents must be "any" or a list of client_id URLs')
+    apis_data = data.get("apis", [])
+    if not isinstance(apis_data, list):
+        raise ConfigError(f"{where}.apis must be a list of tables")
+    apis = []
+    for i, api in enumerate(apis_data):
+        at = f"{where}.apis[{i}]"
+        if not isinstance(api, Mapping):
+            raise ConfigError(f"{at} must be a table")
+        unknown_api = sorted(set(api) - _POPPY_API_KEYS)
+        if unknown_api:
+            raise ConfigError(f"unknown configuration key {at}.{unknown_api[0]}")
+        if not all(isinstance(api.get(k), str) for k in _POPPY_API_KEYS):
+            raise ConfigError(f"{at} needs type, url and description strings")
+        try:
+            apis.append(ApiDescriptor(api["type"], api["url"], api["description"]))
+        except ValueError as exc:
+            raise ConfigError(f"{at}: {exc}".replace("ApiDescriptor.", "")) from exc
+    custom = data.get("custom_scopes", {})
+    if not isinstance(custom, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
+    ):
+        raise ConfigError(f"{where}.custom_scopes must be a table of scope = description")
+    try:
+        return PoppyConfig(
+            domain=domain,
+            agents=agents,
+            domains=_strings(data.get("domains", [domain]), f"{where}.domains"),
+            session_seconds=_positive(data, "session_seconds", 3600.0, f"{where}."),
+            apis=tuple(apis),
+            custom_scopes=custom,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}.{exc}") from exc
 
 
 def _read_private_key(path: Any, where: str) -> PrivateJWK:
@@ -339,6 +409,8 @@ def _delegation(data: Any, where: str) -> DelegationConfig:
         raise ConfigError(f"{where}.login must be 'same-app' or 'brand'")
     brand_jwks = optional_jwks(data, "brand_jwks", f"{where}.brand_jwks")
     extra: dict[str, Any] = {}
+    if "poppy" in data:
+        extra["poppy"] = poppy_from_mapping(data["poppy"], f"{where}.poppy")
     if "tools" in data:
         extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")
     if "pages" in data:
@@ -473,12 +545,20 @@ class ProviderSettings:
                 "shared_rate_limits must be true or false (leave it out: the store decides)"
             )
         max_body = _positive(data, "max_body_bytes", 1024 * 1024, whole=True)
+        brands = tuple(
+            brand_from_mapping(str(k), v, handlers=handlers) for k, v in brands_data.items()
+        )
+        try:  # a Poppy Brand's documents are checked now, naming the setting
+            poppy_companies(
+                base_url,
+                {b.id: (b.name, b.poppy) for b in brands if b.poppy is not None},
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         return cls(
             identity=identity,
             base_url=base_url.rstrip("/"),
-            brands=tuple(
-                brand_from_mapping(str(k), v, handlers=handlers) for k, v in brands_data.items()
-            ),
+            brands=brands,
             identity_scheme=scheme,
             store=store,
             organization=organization,
@@ -555,4 +635,5 @@ __all__ = [
     "import_object",
     "load_toml",
     "parafe_from_mapping",
+    "poppy_from_mapping",
 ]

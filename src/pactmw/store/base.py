@@ -6,7 +6,8 @@ float epoch seconds passed in by the caller, so tests drive the clock.
 
 `Store` is the union of the per-concern protocols in store/_protocols/ (conversations,
 device authorizations, grants, refresh tokens and single-use values, the runtime agent
-registry, retention), which hold the operations and what each guarantees.
+registry, retention, Poppy Sessions and Account Tokens), which hold the operations and
+what each guarantees.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from typing import Literal, Protocol, runtime_checkable
 from attrs import frozen
 
 from pactmw.core.errors import PactmwError
+
+# The input checks live apart so the per-concern protocols (Sessions) can use them without
+# importing this module, which imports them.
+from pactmw.store._inputs import has_nul as has_nul
+from pactmw.store._inputs import reject_nul as reject_nul
+from pactmw.store._inputs import scope_tuple as scope_tuple
 from pactmw.store._protocols import (
+    AccountTokenStore,
     AgentStore,
     ConversationStore,
     DeviceStore,
     GrantStore,
     RetentionStore,
+    SessionStore,
     TokenStore,
 )
 
@@ -95,39 +104,6 @@ class UserCodeTaken(StoreError):
 
 class AgentExists(StoreError):
     """`add_agent` was given an issuer that is already stored; nothing was written."""
-
-
-def reject_nul(**values: str) -> None:
-    """Raise ValueError if a string to be stored holds a NUL character.
-
-    PostgreSQL text cannot hold NUL, and ids come from clients (JSON allows "\\u0000"), so
-    every backend refuses them the same way instead of failing deep in a driver.
-    """
-    for name, value in values.items():
-        if "\x00" in value:
-            raise ValueError(f"{name} must not contain NUL characters")
-
-
-def has_nul(*values: str) -> bool:
-    """Tell whether any of the strings holds NUL (so a lookup by it can find nothing)."""
-    # One join, not a generator: every lookup calls this, and a generator costs twice as much.
-    return "\x00" in "".join(values)
-
-
-def scope_tuple(name: str, scopes: Iterable[str]) -> tuple[str, ...]:
-    """Return `scopes` as a tuple of strings, kept in order; refuse a bare string and NUL.
-
-    A bare string is refused (TypeError) because `tuple("read")` would store four scopes.
-    """
-    if isinstance(scopes, str):
-        raise TypeError(f"{name} must be a sequence of scope strings, not a string")
-    result = tuple(scopes)
-    for scope in result:
-        if not isinstance(scope, str):
-            raise TypeError(f"{name} must hold strings, got {type(scope).__name__}")
-        if "\x00" in scope:
-            raise ValueError(f"{name} must not contain NUL characters")
-    return result
 
 
 def grant_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
@@ -370,6 +346,9 @@ class Cleanup:
     authorization_details: int = 0
     #: Rate-limit counters of windows that had ended (`RateLimitStore`).
     rate_counters: int = 0
+    #: Poppy Sessions and Account Tokens past use (see `RetentionStore.cleanup`).
+    poppy_sessions: int = 0
+    account_tokens: int = 0
 
 
 @runtime_checkable
@@ -380,6 +359,8 @@ class Store(
     TokenStore,
     AgentStore,
     RetentionStore,
+    SessionStore,
+    AccountTokenStore,
     Protocol,
 ):
     """Persistent state of a Provider, with atomic operations named for their guarantee.

@@ -37,7 +37,14 @@ from attrs import evolve
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db import utils as db_utils
 
-from pactmw.store._sql import Executor, Rows, SqlStore, Statements
+from pactmw.store._sql import (
+    AccountTokenStatements,
+    Executor,
+    Rows,
+    SessionStatements,
+    SqlStore,
+    Statements,
+)
 from pactmw.store.base import StoreError, StoreUnavailable
 from pactmw.store.sqlite import _DIALECT as SQLITE_DIALECT
 
@@ -155,6 +162,12 @@ class _SqliteDjangoStore(DjangoStore):
     # into `?`: with DEBUG on, Django formats each query with `%` to log it, and a `?`
     # statement with parameters would fail there.
     _sql: ClassVar[Statements] = Statements(evolve(SQLITE_DIALECT, placeholder="%s"))
+    _session_sql: ClassVar[SessionStatements] = SessionStatements(
+        evolve(SQLITE_DIALECT, placeholder="%s")
+    )
+    _account_sql: ClassVar[AccountTokenStatements] = AccountTokenStatements(
+        evolve(SQLITE_DIALECT, placeholder="%s")
+    )
     _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
     _locks_rows = False
     # As SqliteStore: counted per process unless shared_rate_limits = true, since
@@ -182,6 +195,8 @@ def _postgres_store_class() -> type[DjangoStore]:
     class _PostgresDjangoStore(DjangoStore):
         _vendor = "postgresql"
         _sql: ClassVar[Statements] = PostgresStore._sql
+        _session_sql: ClassVar[SessionStatements] = PostgresStore._session_sql
+        _account_sql: ClassVar[AccountTokenStatements] = PostgresStore._account_sql
         _returning = True
         _locks_rows = True
         # As PostgresStore: many processes share the database, so count limits in it.

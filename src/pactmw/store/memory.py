@@ -10,11 +10,13 @@ stores' live in store/_sql/.
 from __future__ import annotations
 
 from pactmw.store._memory import (
+    AccountTokensMixin,
     AgentsMixin,
     ConversationsMixin,
     DevicesMixin,
     RateLimitsMixin,
     RetentionMixin,
+    SessionsMixin,
     TokensMixin,
 )
 
@@ -23,6 +25,13 @@ __all__ = ["MemoryStore"]
 
 # RetentionMixin brings DetailsMixin (the authorization details) along: it cleans them.
 class MemoryStore(
-    ConversationsMixin, DevicesMixin, TokensMixin, AgentsMixin, RateLimitsMixin, RetentionMixin
+    ConversationsMixin,
+    DevicesMixin,
+    TokensMixin,
+    AgentsMixin,
+    RateLimitsMixin,
+    RetentionMixin,
+    SessionsMixin,
+    AccountTokensMixin,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""

@@ -27,7 +27,16 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from pactmw.store._sql import Dialect, Executor, SqlStore, Statements
+from pactmw.store._sql import (
+    AccountTokenStatements,
+    Dialect,
+    Executor,
+    SessionStatements,
+    SqlStore,
+    Statements,
+    account_tokens,
+    sessions,
+)
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
@@ -195,6 +204,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX pactmw_rate_counters_end ON pactmw_rate_counters (window_end)",
     ),
+    # Version 6: Poppy Sessions (each with its one live Session Token hash) and Account
+    # Tokens; store/_sql/ holds the statements, shared with the Django store.
+    (*sessions.POSTGRES_MIGRATION, *account_tokens.POSTGRES_MIGRATION),
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
@@ -341,6 +353,8 @@ class PostgresStore(SqlStore):
     """
 
     _sql = Statements(_DIALECT)
+    _session_sql = SessionStatements(_DIALECT)
+    _account_sql = AccountTokenStatements(_DIALECT)
     _returning = True
     _locks_rows = True
     # Many processes and machines share a PostgreSQL store: count rate limits here, so N

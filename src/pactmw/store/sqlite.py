@@ -19,7 +19,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pactmw.store._sql import Dialect, SqlStore, Statements
+from pactmw.store._sql import (
+    AccountTokenStatements,
+    Dialect,
+    SessionStatements,
+    SqlStore,
+    Statements,
+    account_tokens,
+    sessions,
+)
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -176,6 +184,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX pactmw_rate_counters_end ON pactmw_rate_counters (window_end)",
     ),
+    # Version 6: Poppy Sessions (each with its one live Session Token hash) and Account
+    # Tokens; store/_sql/ holds the statements, shared with the Django store.
+    (*sessions.SQLITE_MIGRATION, *account_tokens.SQLITE_MIGRATION),
 )
 
 
@@ -203,6 +214,8 @@ class SqliteStore(SqlStore):
     """
 
     _sql = Statements(_DIALECT)
+    _session_sql = SessionStatements(_DIALECT)
+    _account_sql = AccountTokenStatements(_DIALECT)
     # UPDATE ... RETURNING needs sqlite 3.35 (older distributions lack it): read, then write.
     _returning = False
     _locks_rows = False

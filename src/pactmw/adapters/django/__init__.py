@@ -29,9 +29,10 @@ from pactmw.adapters.django.decorators import (
     delegation_required,
     parafe_action,
     personal_agent_required,
+    poppy_session_required,
 )
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
-from pactmw.adapters.django.views import a2a_urlpatterns, a2a_view
+from pactmw.adapters.django.views import a2a_urlpatterns, a2a_view, poppy_discovery_view
 
 __all__ = [
     "PersonalAgentMiddleware",
@@ -43,5 +44,7 @@ __all__ = [
     "get_verifier",
     "parafe_action",
     "personal_agent_required",
+    "poppy_discovery_view",
+    "poppy_session_required",
     "to_django",
 ]

@@ -22,6 +22,8 @@ from pactmw.adapters.django._http import (
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
+from pactmw.protocols.poppy import PoppyError
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response, require_scopes
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -188,6 +190,40 @@ def parafe_action(
     return _decorator(before, abefore, after)
 
 
+def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View]:
+    """Decorate a view (sync or async) of one of the Brand's APIs so it needs a Poppy Session
+    Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
+    `Provider.poppy_session`'s). The view runs with `request.poppy_caller`. Consider
+    `csrf_exempt`: callers are agents."""
+
+    def refused(exc: PoppyError) -> HttpResponse:
+        return to_django(error_response(exc))
+
+    def provider() -> Any:
+        found = configured.guard().provider
+        if found is None:
+            raise RuntimeError("PACTMW lists no brands: there is no Provider")
+        return found
+
+    def before(request: HttpRequest) -> HttpResponse | None:
+        try:
+            caller = provider().poppy_session(brand_id, neutral_request(request), scopes)
+        except PoppyError as exc:
+            return refused(exc)
+        request.poppy_caller = caller  # type: ignore[attr-defined]
+        return None
+
+    async def abefore(request: HttpRequest) -> HttpResponse | None:
+        try:
+            caller = await provider().apoppy_session(brand_id, neutral_request(request), scopes)
+        except PoppyError as exc:
+            return refused(exc)
+        request.poppy_caller = caller  # type: ignore[attr-defined]
+        return None
+
+    return _decorator(before, abefore)
+
+
 __all__ = [
     "ABefore",
     "After",
@@ -195,4 +231,5 @@ __all__ = [
     "delegation_required",
     "parafe_action",
     "personal_agent_required",
+    "poppy_session_required",
 ]

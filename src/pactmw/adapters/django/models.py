@@ -31,6 +31,8 @@ __all__ = [
     "DeviceAuthorization",
     "Grant",
     "Message",
+    "PoppyAccountToken",
+    "PoppySession",
     "RateCounter",
     "RefreshToken",
     "RegisteredAgent",
@@ -305,3 +307,52 @@ class RateCounter(models.Model):
     class Meta:
         db_table = "pactmw_rate_counters"
         indexes = (models.Index(fields=["window_end"], name="pactmw_rate_counters_end"),)
+
+
+class PoppySession(models.Model):
+    """A Poppy Session with the hash of its one live Session Token (store/_sql/sessions.py).
+
+    `account` is None while signed out; `ever_account` keeps the account it was first signed
+    in to, after sign-out too (a Session never signs in to another account)."""
+
+    session_id: models.TextField[str, str] = models.TextField(primary_key=True)
+    brand_id: models.TextField[str, str] = models.TextField()
+    client_id: models.TextField[str, str] = models.TextField()
+    user_id: models.TextField[str, str] = models.TextField()
+    jkt: models.TextField[str, str] = models.TextField()
+    token_hash: models.TextField[str, str] = models.TextField(unique=True)
+    token_expires_at: models.FloatField[float, float] = models.FloatField()
+    created_at: models.FloatField[float, float] = models.FloatField()
+    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    grant_id: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    scopes: ScopeListField = ScopeListField()
+    ever_account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    signed_in_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+
+    class Meta:
+        db_table = "pactmw_poppy_sessions"
+        indexes = (models.Index(fields=["grant_id"], name="pactmw_poppy_sessions_grant"),)
+
+
+class PoppyAccountToken(models.Model):
+    """A Poppy Account Token of a grant, kept as a hash (store/_sql/account_tokens.py);
+    rotated-away ones stay, marked `used_at`."""
+
+    token_hash: models.TextField[str, str] = models.TextField(primary_key=True)
+    grant: models.ForeignKey[Grant, Grant] = models.ForeignKey(
+        Grant, models.PROTECT, db_column="grant_id", db_index=False
+    )
+    brand_id: models.TextField[str, str] = models.TextField()
+    client_id: models.TextField[str, str] = models.TextField()
+    scopes: ScopeListField = ScopeListField()
+    created_at: models.FloatField[float, float] = models.FloatField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+    used_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+
+    class Meta:
+        db_table = "pactmw_poppy_account_tokens"
+        indexes = (models.Index(fields=["grant"], name="pactmw_poppy_act_tokens_grant"),)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
@@ -40,11 +42,35 @@ def a2a_view(request: HttpRequest) -> HttpResponse:
 
 
 def a2a_urlpatterns() -> list[URLPattern]:
-    """URL patterns for the Provider: `urlpatterns += a2a_urlpatterns()` in the root urls.py."""
-    return [re_path(f"^{MOUNT.lstrip('/')}", a2a_view, name="pactmw-a2a")]
+    """URL patterns for the Provider: `urlpatterns += a2a_urlpatterns()` in the root urls.py
+    (`/a2a/...`, and Poppy's `/.well-known/poppy.json` and issuer metadata)."""
+    return [
+        re_path(f"^{MOUNT.lstrip('/')}", a2a_view, name="pactmw-a2a"),
+        # Poppy's root documents, when a Brand enables Poppy (else the Provider answers 404):
+        # poppy.json (chosen by Host) and the issuers' RFC 8414 metadata.
+        re_path(r"^\.well-known/poppy\.json$", a2a_view, name="pactmw-poppy"),
+        re_path(
+            r"^\.well-known/oauth-authorization-server/", a2a_view, name="pactmw-poppy-metadata"
+        ),
+    ]
+
+
+def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]:
+    """A view answering a Brand's `/.well-known/poppy.json` on its own site, when that site
+    is not the one serving `a2a_urlpatterns()` (the document itself, chosen by `Host` among
+    the Brand's `poppy.domains`; never a redirect)."""
+
+    def view(request: HttpRequest) -> HttpResponse:
+        provider = configured.guard().provider
+        if provider is None:
+            return refused(RequestRefused(404))
+        return to_django(provider.poppy_discovery(brand_id, request.get_host()))
+
+    return view
 
 
 __all__ = [
     "a2a_urlpatterns",
     "a2a_view",
+    "poppy_discovery_view",
 ]

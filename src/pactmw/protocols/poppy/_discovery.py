@@ -72,6 +72,11 @@ def _tuple_or_none(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
 
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    # A typed converter: attrs' mypy plugin cannot type `converter=tuple` for callers.
+    return tuple(value)
+
+
 def _lower(value: str) -> str:
     return value.lower() if isinstance(value, str) else value
 
@@ -94,6 +99,10 @@ class ApiDescriptor:
         _https("apis[].url", self.url)
         if not self.description:
             raise PoppyConfigError("ApiDescriptor.description must not be empty")
+
+
+def _apis(value: Iterable[ApiDescriptor]) -> tuple[ApiDescriptor, ...]:
+    return tuple(value)
 
 
 @frozen
@@ -119,9 +128,9 @@ class PoppyCompany:
     conversations_endpoint: str | None = None
     operations_endpoint: str | None = None
     feedback_endpoint: str | None = None
-    apis: tuple[ApiDescriptor, ...] = field(default=(), converter=tuple)
-    poppy_domains: tuple[str, ...] = field(default=(), converter=tuple)
-    dpop_signing_algs: tuple[str, ...] = field(default=DPOP_ALGS, converter=tuple)
+    apis: tuple[ApiDescriptor, ...] = field(default=(), converter=_apis)
+    poppy_domains: tuple[str, ...] = field(default=(), converter=_strings)
+    dpop_signing_algs: tuple[str, ...] = field(default=DPOP_ALGS, converter=_strings)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():

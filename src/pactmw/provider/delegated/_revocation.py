@@ -15,18 +15,22 @@ class Revocation:
 
     def revoke_grant(self, grant_id: str) -> bool:
         grant = self.ctx.store.get_grant(grant_id)
-        revoked = bool(self.ctx.store.revoke_grant(grant_id, now=self.ctx.clock()))
+        now = self.ctx.clock()
+        revoked = bool(self.ctx.store.revoke_grant(grant_id, now=now))
         if revoked and grant is not None:
+            # A Poppy grant's Sessions go on signed out (§4.9, GUIDE-co-account-01); a PACT
+            # grant has none.
+            self.ctx.store.sign_out_sessions(grant_id=grant_id, now=now)
             self.ctx.audit.grant("agent.grant_revoked", grant, reason="revoked")
         return revoked
 
     def revoke_account(
         self, account: str, *, brand_id: str | None = None, reason: str = "revoked"
     ) -> list[str]:
-        revoked = self.ctx.store.revoke_account_grants(
-            account, now=self.ctx.clock(), brand_id=brand_id
-        )
+        now = self.ctx.clock()
+        revoked = self.ctx.store.revoke_account_grants(account, now=now, brand_id=brand_id)
         for grant_id in revoked:
+            self.ctx.store.sign_out_sessions(grant_id=grant_id, now=now)
             grant = self.ctx.store.get_grant(grant_id)
             if grant is not None:
                 self.ctx.audit.grant("agent.grant_revoked", grant, reason=reason)

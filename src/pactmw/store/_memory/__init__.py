@@ -3,13 +3,14 @@
 `MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
 per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
 (over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin`,
-`RateLimitsMixin` and `RetentionMixin`. `MemoryStore`
-(store/memory.py) is composed from them. Decisions come from store/_decisions.py, input
-checks from store/base.py, as in the SQL stores.
+`RateLimitsMixin`, `RetentionMixin`, `SessionsMixin` and `AccountTokensMixin` (Poppy).
+`MemoryStore` (store/memory.py) is composed from them. Decisions come from
+store/_decisions.py, input checks from store/base.py, as in the SQL stores.
 """
 
 from __future__ import annotations
 
+from pactmw.store._memory.account_tokens import AccountTokensMixin
 from pactmw.store._memory.agents import AgentsMixin
 from pactmw.store._memory.conversations import ConversationsMixin
 from pactmw.store._memory.core import MemoryCore
@@ -18,9 +19,11 @@ from pactmw.store._memory.devices import DevicesMixin
 from pactmw.store._memory.grants import GrantsMixin
 from pactmw.store._memory.ratelimits import RateLimitsMixin
 from pactmw.store._memory.retention import RetentionMixin
+from pactmw.store._memory.sessions import SessionsMixin
 from pactmw.store._memory.tokens import TokensMixin
 
 __all__ = [
+    "AccountTokensMixin",
     "AgentsMixin",
     "ConversationsMixin",
     "DetailsMixin",
@@ -29,5 +32,6 @@ __all__ = [
     "MemoryCore",
     "RateLimitsMixin",
     "RetentionMixin",
+    "SessionsMixin",
     "TokensMixin",
 ]

@@ -11,6 +11,8 @@ import threading
 
 from attrs import define, evolve, frozen
 
+from pactmw.store._protocols.account_tokens import AccountToken
+from pactmw.store._protocols.sessions import PoppySession
 from pactmw.store.base import (
     EXPIRED_RETENTION,
     PURGE_EVERY,
@@ -77,6 +79,12 @@ class MemoryCore:
         self._used: dict[tuple[str, str], float] = {}  # (namespace, value) -> expires_at
         # key -> (window_start, window_end, count) of its current window
         self._rate_counts: dict[str, tuple[float, float, int]] = {}
+        # Poppy: Sessions by id, token hash -> session id, session id -> its live token hash,
+        # and Account Tokens by hash.
+        self._sessions: dict[str, PoppySession] = {}
+        self._session_tokens: dict[str, str] = {}
+        self._live_token: dict[str, str] = {}
+        self._account_tokens: dict[str, AccountToken] = {}
         self._ops = itertools.count()
         self._closed = False
 
@@ -123,3 +131,7 @@ class MemoryCore:
             self._refresh.clear()
             self._used.clear()
             self._rate_counts.clear()
+            self._sessions.clear()
+            self._session_tokens.clear()
+            self._live_token.clear()
+            self._account_tokens.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pactmw.store._memory.details import DetailsMixin
-from pactmw.store.base import Cleanup
+from pactmw.store.base import EXPIRED_RETENTION, Cleanup
 
 __all__ = ["RetentionMixin"]
 
@@ -33,6 +33,7 @@ class RetentionMixin(DetailsMixin):
             ended = [name for name, (_, end, _) in self._rate_counts.items() if end <= now]
             for name in ended:
                 del self._rate_counts[name]
+            sessions, account_tokens = self._drop_poppy(now)
             contexts: list[str] = []
             messages = 0
             if conversations_idle_before is not None:
@@ -51,4 +52,24 @@ class RetentionMixin(DetailsMixin):
                 messages=messages,
                 authorization_details=details,
                 rate_counters=len(ended),
+                poppy_sessions=sessions,
+                account_tokens=account_tokens,
             )
+
+    def _drop_poppy(self, now: float) -> tuple[int, int]:
+        # Called with the lock held: Sessions a day after their token expired, and Account
+        # Tokens that can no longer sign in (see `RetentionStore.cleanup`).
+        horizon = now - EXPIRED_RETENTION
+        stale = [sid for sid, s in self._sessions.items() if s.token_expires_at <= horizon]
+        for session_id in stale:
+            del self._sessions[session_id]
+            self._session_tokens.pop(self._live_token.pop(session_id, ""), None)
+        dead = [
+            token_hash
+            for token_hash, token in self._account_tokens.items()
+            if not self._grants[token.grant_id].is_live(now)
+            or (token.used_at is None and token.expires_at <= now)
+        ]
+        for token_hash in dead:
+            del self._account_tokens[token_hash]
+        return len(stale), len(dead)

@@ -19,13 +19,7 @@ __all__ = ["SessionsMixin"]
 
 
 class SessionsMixin(SessionOperations, MemoryCore):
-    """The Session operations, on dicts of their own behind the store's one lock."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sessions: dict[str, PoppySession] = {}
-        self._session_tokens: dict[str, str] = {}  # token hash -> session id
-        self._live_token: dict[str, str] = {}  # session id -> its one live token hash
+    """The Session operations, on `MemoryCore`'s Session dicts behind the one lock."""
 
     def _put_token(self, session: PoppySession, token_hash: str) -> None:
         # Called with the lock held: the Session's old token stops working.
@@ -64,6 +58,12 @@ class SessionsMixin(SessionOperations, MemoryCore):
             self._put_token(changed, update.token_hash)
             return SessionChange("changed", changed)
 
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id, or None; see `SessionStore`."""
+        with self._lock:
+            self._check_open()
+            return self._sessions.get(session_id)
+
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""
         with self._lock:
@@ -84,11 +84,3 @@ class SessionsMixin(SessionOperations, MemoryCore):
                     session, account=None, grant_id=None, scopes=(), signed_in_at=None
                 )
         return len(signed_in)
-
-    def close(self) -> None:
-        """Drop all state, Sessions too; later calls raise `StoreUnavailable`."""
-        super().close()
-        with self._lock:
-            self._sessions.clear()
-            self._session_tokens.clear()
-            self._live_token.clear()

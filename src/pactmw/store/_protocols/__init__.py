@@ -6,6 +6,7 @@ guarantees; `Store` (store/base.py) is their union and holds the rules they all 
 
 from __future__ import annotations
 
+from pactmw.store._protocols.account_tokens import AccountTokenStore
 from pactmw.store._protocols.agents import AgentStore
 from pactmw.store._protocols.conversations import ConversationStore
 from pactmw.store._protocols.details import AuthorizationDetailsStore
@@ -13,9 +14,11 @@ from pactmw.store._protocols.devices import DeviceStore
 from pactmw.store._protocols.grants import GrantStore
 from pactmw.store._protocols.ratelimits import RateLimitStore
 from pactmw.store._protocols.retention import RetentionStore
+from pactmw.store._protocols.sessions import SessionStore
 from pactmw.store._protocols.tokens import TokenStore
 
 __all__ = [
+    "AccountTokenStore",
     "AgentStore",
     "AuthorizationDetailsStore",
     "ConversationStore",
@@ -23,5 +26,6 @@ __all__ = [
     "GrantStore",
     "RateLimitStore",
     "RetentionStore",
+    "SessionStore",
     "TokenStore",
 ]

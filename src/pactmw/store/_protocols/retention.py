@@ -25,6 +25,11 @@ class RetentionStore(Protocol):
         - authorization details past their expiry (those of device authorizations);
         - rate-limit counters whose window has ended (`window_end <= now`), in a store that
           keeps them (`RateLimitStore`);
+        - Poppy Sessions whose Session Token expired more than `EXPIRED_RETENTION` before
+          `now` (until then the agent may still renew them);
+        - Poppy Account Tokens that can no longer sign anything in, by the refresh-token rule:
+          unspent and expired, or of a revoked or expired grant (a spent one of a live grant
+          is kept: revoking it still ends its sign-in, §4.9);
         - when `conversations_idle_before` is given, the conversations whose `last_activity`
           is before it, with all their messages (personal data past its retention).
 

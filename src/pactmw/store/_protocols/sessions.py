@@ -13,8 +13,8 @@ signs in to another, even after signing out (`account_mismatch`, PAP-4.8-04).
 `SessionOperations` holds the writes every backend does alike over two hooks, so the memory
 and SQL mixins implement only how a Session is stored, read and changed atomically.
 
-Not wired into `Store` yet (docs/design/poppy.md, plan step 3): the lead composes
-`SessionStore` into `Store` and the backends after the schema-version bump lands.
+`Store` includes `SessionStore`; every backend implements it (schema version 6 in the SQL
+backends).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 
 from attrs import evolve, field, frozen
 
-from pactmw.store.base import reject_nul, scope_tuple
+from pactmw.store._inputs import reject_nul, scope_tuple
 
 __all__ = [
     "PoppySession",
@@ -256,6 +256,11 @@ class SessionStore(Protocol):
         (the old one stops working). `invalid_session` as for `renew_session`;
         `account_mismatch` if it was ever signed in to another account. Of concurrent
         sign-ins of one fresh Session to two accounts, exactly one is `changed`."""
+        ...
+
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id in any state, or None (what a refresh checks before it
+        spends an Account Token: refusing then loses the agent nothing)."""
         ...
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:

@@ -6,8 +6,8 @@ keeps only its connection handling, schema and migrations, and fills in the hook
 - `_read()` / `_write()`: how a transaction starts and which locks it takes (sqlite's
   `BEGIN IMMEDIATE`, a pooled PostgreSQL transaction), and the translation of driver
   errors to `StoreUnavailable` / `StoreError`;
-- `_sql`: the `Statements` built for its `Dialect` (placeholders, `FOR UPDATE` suffixes,
-  scope-column casts);
+- `_sql` and `_session_sql`: the `Statements` and `SessionStatements` built for its
+  `Dialect` (placeholders, `FOR UPDATE` suffixes, scope-column casts);
 - `_encode_scopes` / `_decode_scopes`, `_lock_grant_key`, and the `_returning` and
   `_locks_rows` capabilities.
 
@@ -17,6 +17,7 @@ checks its inputs here, once for both SQL backends.
 
 from __future__ import annotations
 
+from pactmw.store._sql.account_tokens import AccountTokensMixin, AccountTokenStatements
 from pactmw.store._sql.agents import AgentsMixin
 from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
@@ -24,10 +25,20 @@ from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
 from pactmw.store._sql.ratelimits import RateLimitsMixin
 from pactmw.store._sql.retention import RetentionMixin
+from pactmw.store._sql.sessions import SessionsMixin, SessionStatements
 from pactmw.store._sql.statements import Dialect, Statements
 from pactmw.store._sql.tokens import TokensMixin
 
-__all__ = ["Dialect", "Executor", "Rows", "SqlCore", "SqlStore", "Statements"]
+__all__ = [
+    "AccountTokenStatements",
+    "Dialect",
+    "Executor",
+    "Rows",
+    "SessionStatements",
+    "SqlCore",
+    "SqlStore",
+    "Statements",
+]
 
 
 class SqlStore(
@@ -38,5 +49,8 @@ class SqlStore(
     AgentsMixin,
     RateLimitsMixin,
     RetentionMixin,
+    SessionsMixin,
+    AccountTokensMixin,
 ):
-    """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks."""
+    """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks
+    (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`)."""

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from pactmw.store._sql.account_tokens import AccountTokenStatements
 from pactmw.store._sql.core import SqlCore
-from pactmw.store.base import Cleanup
+from pactmw.store._sql.sessions import SessionStatements
+from pactmw.store.base import EXPIRED_RETENTION, Cleanup
 
 __all__ = ["RetentionMixin"]
 
 
 class RetentionMixin(SqlCore):
     """`Store.cleanup`, over the dialect hooks: one write transaction."""
+
+    _session_sql: ClassVar[SessionStatements]
+    _account_sql: ClassVar[AccountTokenStatements]
 
     def cleanup(self, *, now: float, conversations_idle_before: float | None) -> Cleanup:
         """Delete what can no longer be used at `now`; see `RetentionStore.cleanup`."""
@@ -20,6 +27,9 @@ class RetentionMixin(SqlCore):
             used = ex.execute(sql.purge_used_values, (now,)).rowcount
             details = ex.execute(sql.drop_expired_details, (now,)).rowcount
             counters = ex.execute(sql.drop_ended_rate_counters, (now,)).rowcount
+            horizon = (now - EXPIRED_RETENTION,)
+            sessions = ex.execute(self._session_sql.purge, horizon).rowcount
+            account_tokens = ex.execute(self._account_sql.cleanup, (now, now)).rowcount
             conversations = messages = 0
             if conversations_idle_before is not None:
                 cutoff = (conversations_idle_before,)
@@ -38,4 +48,6 @@ class RetentionMixin(SqlCore):
             messages=messages,
             authorization_details=details,
             rate_counters=counters,
+            poppy_sessions=sessions,
+            account_tokens=account_tokens,
         )

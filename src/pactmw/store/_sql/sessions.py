@@ -1,11 +1,8 @@
 """Poppy Sessions of the SQL stores (the contract: store/_protocols/sessions.py).
 
-Not wired in yet (docs/design/poppy.md, plan step 3). To wire it, the lead:
-- appends `SQLITE_MIGRATION` to sqlite.py's `MIGRATIONS` and `POSTGRES_MIGRATION` to
-  postgres.py's, as the next schema version after whatever main has then;
-- mixes `SessionsMixin` into `SqlStore` and sets `_session_sql = SessionStatements(_DIALECT)`
-  on each backend class (the statements are built once per dialect, as `Statements` are).
-The store tests (tests/store/test_sessions_contract.py) compose exactly that.
+`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 6 of sqlite.py's and
+postgres.py's `MIGRATIONS`; `SessionsMixin` is part of `SqlStore`, and each backend class sets
+`_session_sql = SessionStatements(_DIALECT)` (built once per dialect, as `Statements` are).
 """
 
 from __future__ import annotations
@@ -89,7 +86,9 @@ class SessionStatements:
             " account = ?, grant_id = ?, scopes = {scopes}, ever_account = ?, signed_in_at = ?"
             " WHERE session_id = ?"
         )
+        self.by_id = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE session_id = ?")
         self.by_token = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE token_hash = ?")
+        self.purge = q("DELETE FROM pactmw_poppy_sessions WHERE token_expires_at <= ?")
         self.sign_out = q(
             "UPDATE pactmw_poppy_sessions SET account = NULL, grant_id = NULL,"
             " scopes = {no_scopes}, signed_in_at = NULL WHERE grant_id = ?"
@@ -169,6 +168,14 @@ class SessionsMixin(SessionOperations, SqlCore):
                 ),
             )
             return SessionChange("changed", changed)
+
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id, or None; see `SessionStore`."""
+        if has_nul(session_id):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._session_sql.by_id, (session_id,)).fetchone()
+        return None if row is None else self._session(row)
 
     def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
         """The Session whose live token has this hash, or None; see `SessionStore`."""

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from pactmw.adapters.django import a2a_urlpatterns
+from pactmw.adapters.django import a2a_urlpatterns, poppy_discovery_view
 
 from . import contract_views as views
 from . import drf_views
@@ -20,5 +20,8 @@ urlpatterns = [
     path("drf/me", drf_views.Me.as_view()),
     path("drf/orders", drf_views.Orders.as_view()),
     path("drf/either", drf_views.Either.as_view()),
+    path("brand-site/poppy.json", poppy_discovery_view("shop")),
+    path("api/poppy-orders", views.poppy_orders),
+    path("api/poppy-orders-async", views.poppy_orders_async),
     *a2a_urlpatterns(),
 ]

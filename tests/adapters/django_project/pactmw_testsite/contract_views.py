@@ -8,7 +8,12 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from pactmw.adapters.django import delegation_required, parafe_action, personal_agent_required
+from pactmw.adapters.django import (
+    delegation_required,
+    parafe_action,
+    personal_agent_required,
+    poppy_session_required,
+)
 
 
 def _describe(request: HttpRequest, via: str) -> dict[str, Any]:
@@ -80,3 +85,14 @@ def parafe_sync(request: HttpRequest) -> HttpResponse:
 @parafe_action("create_order")
 async def parafe_async(request: HttpRequest) -> HttpResponse:
     return _parafe_reply(request)
+
+
+@poppy_session_required("shop", "orders:read")
+def poppy_orders(request: HttpRequest) -> JsonResponse:
+    """A Brand's API behind a Poppy Session Token (tests/poppy/test_session_required.py)."""
+    return JsonResponse({"account": request.poppy_caller.account})  # type: ignore[attr-defined]
+
+
+@poppy_session_required("shop", "orders:read")
+async def poppy_orders_async(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"account": request.poppy_caller.account})  # type: ignore[attr-defined]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 SECRET_KEY = "pactmw-adapter-tests-not-a-secret"  # a throwaway test project
 DEBUG = False
-ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+# shop.example: the Poppy tests ask for a Brand's poppy.json by its own Host.
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "shop.example", "www.shop.example"]
 INSTALLED_APPS = ["pactmw.adapters.django"]
 DATABASES: dict[str, dict[str, str]] = {}
 USE_TZ = True

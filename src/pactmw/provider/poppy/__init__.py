@@ -1,0 +1,25 @@
+"""The Poppy company side of the Provider (docs/poppy.md): a Brand's `PoppyConfig`, and the
+`PoppyServer` that publishes its discovery documents and runs its token and revocation
+endpoints over the store. Wire formats are `pactmw.protocols.poppy`'s."""
+
+from __future__ import annotations
+
+from pactmw.provider.poppy._config import PoppyConfig
+from pactmw.provider.poppy._server import (
+    METADATA_PREFIX,
+    PoppyCaller,
+    PoppyRoute,
+    PoppyServer,
+    issuer_url,
+    poppy_companies,
+)
+
+__all__ = [
+    "METADATA_PREFIX",
+    "PoppyCaller",
+    "PoppyConfig",
+    "PoppyRoute",
+    "PoppyServer",
+    "issuer_url",
+    "poppy_companies",
+]

@@ -1,0 +1,628 @@
+"""The Poppy company side of a Provider: discovery, the token and the revocation endpoints.
+
+Routes (one issuer per Brand, `{base_url}/a2a/{brand}/poppy`, PAP-3.2-07/08):
+
+- `GET /.well-known/poppy.json`: the document of the Brand whose `poppy.domains` holds the
+  request's `Host`, served (never redirected to, PAP-3.1-02);
+- `GET /.well-known/oauth-authorization-server{base path}/a2a/{brand}/poppy`: the issuer's
+  RFC 8414 metadata (§3.2, path insertion of RFC 8414 §3.1);
+- `POST {issuer}/token`: jwt-bearer Session start and renewal (§4.2); refresh_token signs
+  a Session in with an Account Token, rotating it (§4.8);
+- `POST {issuer}/revoke`: sign-out (§4.9), `200 {}` for any token (RFC 7009 §2.2).
+
+Account Tokens are issued by a sign-in (device sign-in is plan step 5, still to come).
+
+The flows follow the SDK's order: the client assertion (`401 invalid_client`), the DPoP
+proof (`400 invalid_dpop_proof`), then the grant. Replay memories live in the store
+(namespaces `poppy.assertion` and `poppy.dpop`), so every process serving the Brand refuses a
+replayed assertion or proof (PAP-4.2-09, PAP-4.3-06). Refusals are `PoppyError`s, rendered
+by `provider.errors.error_response` through `poppy_response`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Literal
+from urllib.parse import urlsplit
+
+from attrs import field, frozen
+
+from pactmw.core.client_metadata import ClientMetadataCache
+from pactmw.core.dpop import DpopError, DpopProof, check_dpop_proof, spend_dpop_proof
+from pactmw.core.fetch import FetchPolicy
+from pactmw.core.http import Request, Response
+from pactmw.core.replay import StoreReplayMemory
+from pactmw.protocols.poppy import (
+    DISCOVERY_PATH,
+    JWT_BEARER_GRANT,
+    REFRESH_TOKEN_GRANT,
+    AssertionVerifier,
+    PoppyCompany,
+    PoppyConfigError,
+    PoppyError,
+    VerifiedAssertion,
+    authorization_server_metadata,
+    discovery_document,
+    dpop_refusal,
+    parse_form,
+    parse_scope,
+    parse_token_request,
+    session_credentials,
+)
+from pactmw.provider.delegated._forms import FORM_LIMIT
+from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
+from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
+from pactmw.provider.poppy._config import PoppyConfig
+from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.store import RateLimitStore
+from pactmw.store._protocols.sessions import decide_session_change
+from pactmw.store.base import Store
+
+logger = logging.getLogger("pactmw.poppy")
+
+METADATA_PREFIX = "/.well-known/oauth-authorization-server"
+#: Where a Brand's issuer sits below `{base_url}/a2a/{brand}`.
+ISSUER_SEGMENT = "poppy"
+SESSION_ID_PREFIX = "ses_"
+SESSION_TOKEN_PREFIX = "sat_"  # noqa: S105 - a prefix, not a secret
+ACCOUNT_TOKEN_PREFIX = "act_"  # noqa: S105 - a prefix, not a secret
+#: How long an unused Account Token lasts (each use rotates it); its grant may end sooner.
+ACCOUNT_TOKEN_SECONDS = 30 * 86_400.0
+#: Token requests per (agent, User ID) per minute, as PACT's token endpoint allows.
+TOKEN_RATE_LIMIT = RateLimit(per_user=120, window=60.0)
+ASSERTION_NAMESPACE = "poppy.assertion"
+DPOP_NAMESPACE = "poppy.dpop"
+
+PoppyOperation = Literal["discovery", "metadata", "token", "revoke"]
+
+
+@frozen
+class PoppyRoute:
+    """A matched Poppy route: the operation and its Brand (None for `poppy.json`, which is
+    chosen by `Host`)."""
+
+    operation: PoppyOperation
+    brand_id: str | None = None
+
+
+@frozen
+class PoppyCaller:
+    """Who calls an app's API with a Poppy Session Token (checked by `session_flow`): the
+    personal agent (`client_id`), its User ID, the Session, and, signed in, the Brand
+    `account` and the `scopes` it approved."""
+
+    brand_id: str
+    client_id: str
+    user_id: str
+    session_id: str
+    account: str | None
+    scopes: tuple[str, ...]
+
+    @property
+    def signed_in(self) -> bool:
+        return self.account is not None
+
+
+@frozen
+class PoppyBrand:
+    """One Brand's Poppy runtime: its settings, its published description and verifier."""
+
+    brand_id: str
+    config: PoppyConfig
+    company: PoppyCompany
+    verifier: AssertionVerifier = field(repr=False)
+    metadata: Response = field(repr=False)
+    documents: Mapping[str, Response] = field(repr=False)  # served domain -> poppy.json
+
+
+def _host_name(host: str | None) -> str:
+    """The host name of a `Host` header: lower-cased, port and a final dot removed; "" for
+    an IPv6 literal (never a Poppy domain) or nothing."""
+    name = (host or "").strip().lower()
+    if name.startswith("["):
+        return ""
+    return name.rsplit(":", 1)[0].rstrip(".") if ":" in name else name.rstrip(".")
+
+
+def issuer_url(base_url: str, brand_id: str) -> str:
+    """The Poppy issuer of a Brand: `{base_url}/a2a/{brand}/poppy`."""
+    return f"{base_url.rstrip('/')}/a2a/{brand_id}/{ISSUER_SEGMENT}"
+
+
+def token_hash(token: str) -> str:
+    """What the store keeps of a Session Token: its SHA-256, hex."""
+    return hashlib.sha256(token.encode("ascii", "surrogateescape")).hexdigest()
+
+
+def _company(base_url: str, brand_id: str, name: str, config: PoppyConfig) -> PoppyCompany:
+    issuer = issuer_url(base_url, brand_id)
+    where = f"brands.{brand_id}.poppy"
+    try:
+        return PoppyCompany(
+            name=name,
+            domain=config.domain,
+            issuer=issuer,
+            token_endpoint=f"{issuer}/token",
+            revocation_endpoint=f"{issuer}/revoke",
+            custom_scopes=config.custom_scopes,
+            apis=config.apis,
+            poppy_domains=config.domains,
+        )
+    except PoppyConfigError as exc:
+        # Name the setting the operator wrote, not the protocol object's field.
+        message = str(exc)
+        if "needs conversations_endpoint" in message:  # until conversations (plan step 6)
+            message = f"{where}.apis must list at least one API (conversations come later)"
+        message = message.replace("PoppyCompany.poppy_domains", f"{where}.domains")
+        message = message.replace("PoppyCompany.", f"{where}.")
+        raise ValueError(message) from exc
+
+
+def poppy_companies(
+    base_url: str, brands: Mapping[str, tuple[str, PoppyConfig]]
+) -> dict[str, PoppyCompany]:
+    """What each Poppy-enabled Brand publishes; ValueError naming the setting when the
+    settings cannot make a valid Company (startup checks, PAP-3-05, PAP-3.2-01/02)."""
+    if brands and urlsplit(base_url).scheme != "https":
+        first = next(iter(brands))
+        raise ValueError(
+            f"base_url must be an https URL when a Brand enables Poppy "
+            f"(brands.{first}.poppy): every Poppy URL is https (PAP-3-05)"
+        )
+    companies: dict[str, PoppyCompany] = {}
+    owner: dict[str, str] = {}
+    for brand_id, (name, config) in brands.items():
+        company = _company(base_url.rstrip("/"), brand_id, name, config)
+        for domain in company.poppy_domains:
+            if domain in owner:
+                raise ValueError(
+                    f"brands.{brand_id}.poppy.domains: {domain} already serves "
+                    f"brands.{owner[domain]}'s poppy.json (one Company per domain)"
+                )
+            owner[domain] = brand_id
+        companies[brand_id] = company
+    return companies
+
+
+class PoppyServer:
+    """Every Poppy-enabled Brand of one Provider. Thread-safe; the Provider builds it.
+
+    `brands` maps a Brand id to (its display name, its `PoppyConfig`); `fetch_policy`
+    governs fetching agents' client metadata and keys (the same SSRF-safe, bounded fetcher
+    as PACT's JWKS); `clock` is epoch seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        brands: Mapping[str, tuple[str, PoppyConfig]],
+        store: Store,
+        fetch_policy: FetchPolicy,
+        clock: Callable[[], float] = time.time,
+        token_rate_limit: RateLimit | None = None,
+        rate_counters: RateLimitStore | None = None,
+    ) -> None:
+        companies = poppy_companies(base_url, brands)
+        self.base_url = base_url.rstrip("/")
+        parts = urlsplit(self.base_url)
+        self._base_path = parts.path
+        #: The public origin requests' URLs are rebuilt from (DPoP `htu`), never `Host`.
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self.store = store
+        self._clock = clock
+        self.clients = ClientMetadataCache(fetch_policy)
+        assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
+        self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
+        # Token requests per (agent, User ID), counted once the grant named the user: only
+        # verified agents are counted (GUIDE-rate-03), in the store when it is shared.
+        self._token_limiter = RateLimiter(
+            token_rate_limit or TOKEN_RATE_LIMIT, store=rate_counters, namespace="poppy.token"
+        )
+        self.brands: dict[str, PoppyBrand] = {}
+        self._by_domain: dict[str, PoppyBrand] = {}
+        for brand_id, (_, config) in brands.items():
+            company = companies[brand_id]
+            documents = {
+                domain: json_response(discovery_document(company, domain), extra=PUBLIC_DOCUMENT)
+                for domain in company.poppy_domains
+            }
+            runtime = PoppyBrand(
+                brand_id=brand_id,
+                config=config,
+                company=company,
+                verifier=AssertionVerifier(
+                    issuer=company.issuer,
+                    clients=self.clients,
+                    replay=assertion_replay,
+                    clock=clock,
+                ),
+                metadata=json_response(
+                    authorization_server_metadata(company), extra=PUBLIC_DOCUMENT
+                ),
+                documents=documents,
+            )
+            self.brands[brand_id] = runtime
+            for domain in company.poppy_domains:
+                self._by_domain[domain] = runtime
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def matches(self, path: str) -> bool:
+        """Whether `path` is one of the root documents this server answers (the endpoints
+        under `/a2a/` are the Provider's mount anyway)."""
+        return path == DISCOVERY_PATH or path.startswith(METADATA_PREFIX + "/")
+
+    def route(self, method: str, path: str) -> PoppyRoute | None:
+        """The Poppy route of a request, or None (not a Poppy path, or a wrong method: 404,
+        as for every unmatched route)."""
+        if path == DISCOVERY_PATH:
+            return PoppyRoute("discovery") if method == "GET" else None
+        if path.startswith(METADATA_PREFIX + "/"):
+            rest = path[len(METADATA_PREFIX) :]
+            prefix = f"{self._base_path}/a2a/"
+            suffix = f"/{ISSUER_SEGMENT}"
+            if method != "GET" or not rest.startswith(prefix) or not rest.endswith(suffix):
+                return None
+            brand_id = rest[len(prefix) : -len(suffix)]
+            return PoppyRoute("metadata", brand_id) if brand_id in self.brands else None
+        if not path.startswith("/a2a/"):
+            return None
+        brand_id, _, rest = path[len("/a2a/") :].partition("/")
+        if brand_id not in self.brands or method != "POST":
+            return None
+        if rest == f"{ISSUER_SEGMENT}/token":
+            return PoppyRoute("token", brand_id)
+        if rest == f"{ISSUER_SEGMENT}/revoke":
+            return PoppyRoute("revoke", brand_id)
+        return None
+
+    def flow(self, route: PoppyRoute, request: Request) -> Flow:
+        """Answer a matched route (a flow for the Provider's drivers)."""
+        if route.operation == "discovery":
+            return self.discovery(request.header("host"))
+        assert route.brand_id is not None
+        brand = self.brands[route.brand_id]
+        if route.operation == "metadata":
+            return brand.metadata
+        if route.operation == "token":
+            return (yield from self._token(brand, request))
+        return (yield from self._revoke(brand))
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def discovery(self, host: str | None) -> Response:
+        """The `poppy.json` for the request's `Host` (port ignored, case-insensitive); 404
+        when no Brand publishes on that host."""
+        name = _host_name(host)
+        brand = self._by_domain.get(name)
+        if brand is None:
+            raise PoppyError(404, "not_found", "no Company on this host")
+        return brand.documents[name]
+
+    def brand_discovery(self, brand_id: str, host: str | None) -> Response:
+        """One Brand's `poppy.json` for the request's `Host`, which must be one of its
+        domains (a document naming another host fails the agent's check, PAP-3.1-02)."""
+        name = _host_name(host)
+        document = self.brands[brand_id].documents.get(name)
+        if document is None:
+            raise PoppyError(404, "not_found", "this Brand publishes no poppy.json here")
+        return document
+
+    # -- the app's own APIs (§6: a Session Token with a DPoP proof) -------------------------
+
+    def session_flow(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
+        """Check a request to one of the Brand's APIs; the value is a `PoppyCaller`.
+
+        In order: the credentials (a token in the URL or two `Authorization` headers: `400
+        invalid_request`; no `Authorization: DPoP` token: `401 invalid_token`, PAP-4.3-11/12/
+        17); the Session Token (unknown, replaced, expired, another Brand's, or an Account
+        Token: `401 invalid_token`, PAP-4.8-01); the DPoP proof for this method and URL,
+        bound to the token (`ath`) and to its key (`jkt`), spent in the store (`401
+        invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
+        sign_in_required`, a scope not approved `403 insufficient_scope`, both naming the
+        scopes to ask for. The Session is read on every request, so a sign-out shows at once
+        (PAP-4.9-01).
+        """
+        brand = self.brands[brand_id]
+        credentials = session_credentials(request)
+        now = self._clock()
+        session = yield store(
+            self.store.session_for_token, token_hash=token_hash(credentials.token), now=now
+        )
+        if session is None or session.brand_id != brand_id:
+            raise PoppyError(401, "invalid_token", "not a live Session Token of this Brand")
+        try:
+            proof = check_dpop_proof(
+                credentials.proofs,
+                method=request.method,
+                url=self._origin + request.path,
+                now=now,
+                access_token=credentials.token,
+                jkt=session.jkt,
+                allowed_algs=frozenset(brand.company.dpop_signing_algs),
+            )
+            yield store(spend_dpop_proof, proof=proof, replay=self._dpop_replay, now=now)
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=False) from exc
+        wanted = " ".join(scopes)
+        if scopes and not session.signed_in:
+            raise PoppyError(403, "sign_in_required", "signed out", members={"scope": wanted})
+        if not set(scopes) <= set(session.scopes):
+            raise PoppyError(403, "insufficient_scope", "not approved", members={"scope": wanted})
+        return PoppyCaller(
+            brand_id=brand_id,
+            client_id=session.client_id,
+            user_id=session.user_id,
+            session_id=session.session_id,
+            account=session.account,
+            scopes=session.scopes,
+        )
+
+    # -- the operator's revocations (a Provider whose Brands offer no PACT delegation) -------
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke a grant and sign out its Sessions (blocking); True if it was live."""
+        now = self._clock()
+        revoked = bool(self.store.revoke_grant(grant_id, now=now))
+        if revoked:
+            self.store.sign_out_sessions(grant_id=grant_id, now=now)
+        return revoked
+
+    def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
+        """Revoke every live grant of an account and sign out their Sessions (blocking)."""
+        now = self._clock()
+        revoked = self.store.revoke_account_grants(account, now=now, brand_id=brand_id)
+        for grant_id in revoked:
+            self.store.sign_out_sessions(grant_id=grant_id, now=now)
+        return list(revoked)
+
+    # -- the token endpoint (§4.2, §4.3, §4.8) -------------------------------------------------
+
+    def _form(self) -> SubFlow:
+        body = yield NeedBody(FORM_LIMIT)
+        if body is None:
+            raise PoppyError(413, "request_too_large", "the form is too large")
+        return parse_form(body)
+
+    def _client(self, brand: PoppyBrand, form: Mapping[str, str]) -> SubFlow:
+        """The verified client assertion of `form`, from an admitted agent."""
+        claimed = form.get("client_id")
+        if claimed and not brand.config.admits(claimed):
+            # Refused before any fetch: an agent not admitted gets nothing fetched for it.
+            raise PoppyError(401, "invalid_client", "this agent is not admitted")
+        client: VerifiedAssertion = yield NeedKeys(partial(brand.verifier.verify_client, form))
+        if not brand.config.admits(client.client_id):
+            raise PoppyError(401, "invalid_client", "this agent is not admitted")
+        return client
+
+    def _token(self, brand: PoppyBrand, request: Request) -> Flow:
+        form = yield from self._form()
+        client = yield from self._client(brand, form)
+        now = self._clock()
+        proofs = [value for name, value in request.headers if name == "dpop"]
+        try:
+            # The public URL of the endpoint, rebuilt from base_url (never from Host).
+            proof = check_dpop_proof(
+                proofs,
+                method=request.method,
+                url=brand.company.token_endpoint,
+                now=now,
+                allowed_algs=frozenset(brand.company.dpop_signing_algs),
+            )
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=True) from exc
+        grant = parse_token_request(form)
+        if grant.grant_type == JWT_BEARER_GRANT:
+            assert grant.assertion is not None
+            return (
+                yield from self._session_grant(
+                    brand, client, grant.assertion, grant.session_id, proof
+                )
+            )
+        if grant.grant_type == REFRESH_TOKEN_GRANT:
+            assert grant.refresh_token is not None
+            assert grant.session_id is not None
+            return (
+                yield from self._account_grant(
+                    brand, client, grant.refresh_token, grant.session_id, grant.scope, proof
+                )
+            )
+        raise PoppyError(400, "unsupported_grant_type", "not offered by this Company")
+
+    def _admit(self, client_id: str, user_id: str) -> SubFlow:
+        """`429 rate_limited` with `Retry-After` when the agent's user is over the token
+        endpoint's limit (PAP-4.3-18)."""
+        wait = yield from self._token_limiter.admit(client_id, user_id, self._clock())
+        if wait is not None:
+            raise PoppyError(
+                429,
+                "rate_limited",
+                "too many token requests",
+                headers=(("Retry-After", str(wait)),),
+            )
+
+    def _spend(self, proof: DpopProof) -> SubFlow:
+        """Mark the proof's `jti` used, in the store (PAP-4.3-06): last of the checks."""
+        try:
+            yield store(spend_dpop_proof, proof=proof, replay=self._dpop_replay, now=self._clock())
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=True) from exc
+
+    def _session_grant(
+        self,
+        brand: PoppyBrand,
+        client: VerifiedAssertion,
+        assertion: str,
+        session_id: str | None,
+        proof: DpopProof,
+    ) -> Flow:
+        """Start a signed-out Session, or renew one (§4.2): a new Session Token bound to the
+        proof's key; a renewed Session's old token stops working."""
+        verify = partial(brand.verifier.verify_session, assertion, client_id=client.client_id)
+        session_assertion: VerifiedAssertion = yield NeedKeys(verify)
+        yield from self._admit(client.client_id, session_assertion.subject)
+        yield from self._spend(proof)
+        token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = self._clock()
+        expires_in = int(brand.config.session_seconds)
+        values = {
+            "brand_id": brand.brand_id,
+            "client_id": client.client_id,
+            "user_id": session_assertion.subject,
+            "jkt": proof.thumbprint,
+            "token_hash": token_hash(token),
+            "now": now,
+            "expires_at": now + expires_in,
+        }
+        if session_id is None:
+            session_id = SESSION_ID_PREFIX + secrets.token_urlsafe(24)
+            yield store(self.store.create_session, session_id=session_id, **values)
+            signed_in = False
+        else:
+            change = yield store(self.store.renew_session, session_id=session_id, **values)
+            if change.kind != "changed":
+                raise PoppyError(400, "invalid_session", "not this agent's and user's Session")
+            signed_in = change.session.signed_in
+        return json_response(
+            {
+                "access_token": token,
+                "token_type": "DPoP",
+                "expires_in": expires_in,
+                "scope": "",
+                "session_id": session_id,
+                "signed_in": signed_in,
+            },
+            extra=NO_STORE,
+        )
+
+    def _account_grant(
+        self,
+        brand: PoppyBrand,
+        client: VerifiedAssertion,
+        account_token: str,
+        session_id: str,
+        scope: str | None,
+        proof: DpopProof,
+    ) -> Flow:
+        """Sign a Session in with an Account Token (§4.8), rotating it: the Session must be
+        this agent's and this User ID's (PAP-4.8-03) and never signed in to another account
+        (PAP-4.8-04), checked before the token is spent so a refusal costs the agent nothing;
+        a narrower `scope` may be asked, never a wider one (PAP-4.4-02)."""
+        yield from self._spend(proof)
+        presented = token_hash(account_token)
+        token = yield store(self.store.account_token, token_hash=presented)
+        if token is None or (token.brand_id, token.client_id) != (
+            brand.brand_id,
+            client.client_id,
+        ):
+            # Unknown, or another agent's or Brand's (PAP-4.8-01/02): alike, never spent.
+            raise PoppyError(400, "invalid_grant", "not an Account Token of this agent")
+        yield from self._admit(client.client_id, token.user_id)
+        granted = yield store(self.store.get_grant, grant_id=token.grant_id)
+        session = yield store(self.store.get_session, session_id=session_id)
+        kind = decide_session_change(
+            session,
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            user_id=token.user_id,
+            account=None if granted is None else granted.account,
+        )
+        if kind != "changed":
+            raise PoppyError(400, kind, "this Session cannot be signed in with this token")
+        requested = parse_scope(scope) if scope is not None else None
+        now = self._clock()
+        new_account_token = ACCOUNT_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        rotation = yield store(
+            self.store.rotate_account_token,
+            token_hash=presented,
+            new_token_hash=token_hash(new_account_token),
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            scopes=requested or None,
+            now=now,
+            expires_at=now + ACCOUNT_TOKEN_SECONDS,
+        )
+        if rotation.kind == "invalid_scope":
+            raise PoppyError(400, "invalid_scope", "wider than the Account Token's scopes")
+        if rotation.kind != "rotated":
+            raise PoppyError(400, "invalid_grant", f"the Account Token is {rotation.kind}")
+        session_token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        expires_in = int(brand.config.session_seconds)
+        change = yield store(
+            self.store.sign_in_session,
+            session_id=session_id,
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            user_id=rotation.user_id,
+            account=rotation.account,
+            grant_id=rotation.grant_id,
+            scopes=rotation.scopes,
+            jkt=proof.thumbprint,
+            token_hash=token_hash(session_token),
+            now=now,
+            expires_at=now + expires_in,
+        )
+        if change.kind != "changed":
+            # Only a concurrent sign-in of this Session to another account gets here.
+            raise PoppyError(400, change.kind, "the Session changed meanwhile")
+        return json_response(
+            {
+                "access_token": session_token,
+                "token_type": "DPoP",
+                "expires_in": expires_in,
+                "scope": " ".join(rotation.scopes),
+                "session_id": session_id,
+                "signed_in": True,
+                "refresh_token": new_account_token,
+            },
+            extra=NO_STORE,
+        )
+
+    # -- the revocation endpoint (§4.9) ------------------------------------------------------
+
+    def _revoke(self, brand: PoppyBrand) -> Flow:
+        """Sign-out: revoking an Account Token ends its sign-in (its grant: every token of
+        it, before or after rotation) and signs out every Session signed in with it; those
+        Sessions go on signed out (§4.9). Any other token, or another agent's, is answered
+        alike (RFC 7009 §2.2: no oracle)."""
+        form = yield from self._form()
+        client = yield from self._client(brand, form)
+        presented = form.get("token")
+        if not presented:
+            raise PoppyError(400, "invalid_request", "token is required")
+        token = yield store(self.store.account_token, token_hash=token_hash(presented))
+        if token is not None and (token.brand_id, token.client_id) == (
+            brand.brand_id,
+            client.client_id,
+        ):
+            now = self._clock()
+            yield store(self.store.revoke_grant, grant_id=token.grant_id, now=now)
+            yield store(self.store.sign_out_sessions, grant_id=token.grant_id, now=now)
+        return json_response({}, extra=NO_STORE)
+
+
+__all__ = [
+    "ACCOUNT_TOKEN_PREFIX",
+    "ACCOUNT_TOKEN_SECONDS",
+    "ASSERTION_NAMESPACE",
+    "DPOP_NAMESPACE",
+    "ISSUER_SEGMENT",
+    "METADATA_PREFIX",
+    "SESSION_ID_PREFIX",
+    "SESSION_TOKEN_PREFIX",
+    "TOKEN_RATE_LIMIT",
+    "PoppyBrand",
+    "PoppyCaller",
+    "PoppyOperation",
+    "PoppyRoute",
+    "PoppyServer",
+    "issuer_url",
+    "poppy_companies",
+    "token_hash",
+]

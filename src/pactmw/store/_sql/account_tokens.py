@@ -1,0 +1,200 @@
+"""Poppy Account Tokens of the SQL stores (the contract: store/_protocols/account_tokens.py).
+
+`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are part of schema version 6 (with the Sessions,
+store/_sql/sessions.py); each backend class sets `_account_sql = AccountTokenStatements(its
+dialect)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from attrs import asdict
+
+from pactmw.store._protocols.account_tokens import (
+    AccountRotation,
+    AccountToken,
+    decide_account_rotation,
+)
+from pactmw.store._sql.core import SqlCore, opt_float
+from pactmw.store._sql.statements import Dialect
+from pactmw.store.base import NotFound, has_nul, reject_nul, scope_tuple
+
+__all__ = [
+    "POSTGRES_MIGRATION",
+    "SQLITE_MIGRATION",
+    "AccountTokenStatements",
+    "AccountTokensMixin",
+]
+
+# One row per Account Token; `used_at` marks a rotated-away one (kept, so its replay reads
+# `reused`). The User ID is the grant's `pa_sub`, read through the join.
+_TABLE = """
+        CREATE TABLE pactmw_poppy_account_tokens (
+            token_hash TEXT PRIMARY KEY,
+            grant_id TEXT NOT NULL REFERENCES pactmw_grants (grant_id),
+            brand_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            scopes {scopes} NOT NULL,
+            created_at {real} NOT NULL,
+            expires_at {real} NOT NULL,
+            used_at {real}
+        )
+        """
+_GRANT_INDEX = (
+    "CREATE INDEX pactmw_poppy_act_tokens_grant ON pactmw_poppy_account_tokens (grant_id)"
+)
+SQLITE_MIGRATION: tuple[str, ...] = (_TABLE.format(real="REAL", scopes="TEXT"), _GRANT_INDEX)
+POSTGRES_MIGRATION: tuple[str, ...] = (
+    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
+    _GRANT_INDEX,
+)
+
+_JOINED = (
+    "SELECT t.grant_id, t.brand_id, t.client_id, g.pa_sub, t.scopes, t.created_at,"
+    " t.expires_at, t.used_at, g.account, g.revoked_at, g.expires_at"
+    " FROM pactmw_poppy_account_tokens t JOIN pactmw_grants g ON g.grant_id = t.grant_id"
+    " WHERE t.token_hash = ?"
+)
+
+
+class AccountTokenStatements:
+    """The Account Token statements in one dialect (built once per backend class)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        fields = asdict(dialect)
+
+        def q(template: str) -> str:
+            assert "%" not in template
+            return template.format(**fields).replace("?", dialect.placeholder)
+
+        self.grant = q("SELECT brand_id, client_id, scopes FROM pactmw_grants WHERE grant_id = ?")
+        self.insert = q(
+            "INSERT INTO pactmw_poppy_account_tokens (token_hash, grant_id, brand_id, client_id,"
+            " scopes, created_at, expires_at, used_at)"
+            " VALUES (?, ?, ?, ?, {scopes}, ?, ?, NULL) ON CONFLICT DO NOTHING"
+        )
+        self.read = q(_JOINED)
+        self.lock = q(_JOINED + "{lock_refresh}")
+        # The refresh-token rule: a spent token of a live grant stays (revoking it still ends
+        # its sign-in).
+        self.cleanup = q(
+            "DELETE FROM pactmw_poppy_account_tokens WHERE (used_at IS NULL AND expires_at <= ?)"
+            " OR grant_id IN (SELECT grant_id FROM pactmw_grants"
+            " WHERE revoked_at IS NOT NULL OR expires_at <= ?)"
+        )
+        self.spend = q("UPDATE pactmw_poppy_account_tokens SET used_at = ? WHERE token_hash = ?")
+
+
+class AccountTokensMixin(SqlCore):
+    """The Account Token operations, over the dialect hooks and `_account_sql`."""
+
+    _account_sql: ClassVar[AccountTokenStatements]
+
+    def _account(self, row: Sequence[Any]) -> AccountToken:
+        return AccountToken(
+            grant_id=row[0],
+            brand_id=row[1],
+            client_id=row[2],
+            user_id=row[3],
+            scopes=self._decode_scopes(row[4]),
+            created_at=float(row[5]),
+            expires_at=float(row[6]),
+            used_at=opt_float(row[7]),
+        )
+
+    def issue_account_token(
+        self,
+        *,
+        token_hash: str,
+        grant_id: str,
+        brand_id: str,
+        client_id: str,
+        scopes: Sequence[str],
+        now: float,
+        expires_at: float,
+    ) -> None:
+        """Store a new Account Token of the grant; see `AccountTokenStore`."""
+        reject_nul(token_hash=token_hash, grant_id=grant_id, brand_id=brand_id, client_id=client_id)
+        wanted = scope_tuple("scopes", scopes)
+        sql = self._account_sql
+        with self._write() as ex:
+            grant = ex.execute(sql.grant, (grant_id,)).fetchone()
+            if grant is None:
+                raise NotFound(f"unknown grant {grant_id!r}")
+            if (grant[0], grant[1]) != (brand_id, client_id):
+                raise ValueError("an Account Token must belong to its grant's client and Brand")
+            if not set(wanted) <= set(self._decode_scopes(grant[2])):
+                raise ValueError("an Account Token's scopes must be its grant's")
+            inserted = ex.execute(
+                sql.insert,
+                (
+                    token_hash,
+                    grant_id,
+                    brand_id,
+                    client_id,
+                    self._encode_scopes(wanted),
+                    now,
+                    expires_at,
+                ),
+            )
+            if inserted.rowcount == 0:
+                raise ValueError("Account Token hash is already stored")
+
+    def rotate_account_token(
+        self,
+        *,
+        token_hash: str,
+        new_token_hash: str,
+        brand_id: str,
+        client_id: str,
+        scopes: Sequence[str] | None,
+        now: float,
+        expires_at: float,
+    ) -> AccountRotation:
+        """Spend an Account Token and store its successor; see `AccountTokenStore`."""
+        reject_nul(new_token_hash=new_token_hash)
+        wanted = None if scopes is None else scope_tuple("scopes", scopes)
+        if has_nul(token_hash, brand_id, client_id):
+            return AccountRotation("unknown")
+        sql = self._account_sql
+        with self._write() as ex:
+            row = ex.execute(sql.lock, (token_hash,)).fetchone()
+            token = None if row is None else self._account(row)
+            live = row is not None and row[9] is None and now < float(row[10])
+            kind = decide_account_rotation(
+                token,
+                grant_live=live,
+                brand_id=brand_id,
+                client_id=client_id,
+                scopes=wanted,
+                now=now,
+            )
+            if kind != "rotated" or token is None or row is None:
+                return AccountRotation(kind)
+            granted = token.scopes if wanted is None else wanted
+            ex.execute(sql.spend, (now, token_hash))
+            inserted = ex.execute(
+                sql.insert,
+                (
+                    new_token_hash,
+                    token.grant_id,
+                    brand_id,
+                    client_id,
+                    self._encode_scopes(granted),
+                    now,
+                    expires_at,
+                ),
+            )
+            if inserted.rowcount == 0:
+                raise ValueError("new Account Token hash is already stored")
+            return AccountRotation("rotated", token.grant_id, row[8], token.user_id, granted)
+
+    def account_token(self, token_hash: str) -> AccountToken | None:
+        """The Account Token with this hash, or None; see `AccountTokenStore`."""
+        if has_nul(token_hash):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._account_sql.read, (token_hash,)).fetchone()
+        return None if row is None else self._account(row)

@@ -1,0 +1,84 @@
+"""The Poppy company side over real TLS, driven by the SDK's own personal agent: discovery,
+Session start and renewal at the token endpoint, and the refusals of forged, replayed and
+mismatched requests, each SDK conformance case run by its ledger-named id, on sqlite and
+PostgreSQL (plan step 4, docs/design/poppy.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from personal_agent_protocol.conformance import run_conformance, select_cases
+
+from tests.support.poppy_world import PoppyWorld, world_on
+
+#: The SDK's company cases that step 4 (Sessions, no sign-in, API or conversation yet) can
+#: run; each must pass, never skip.
+STEP_4_CASES = (
+    "lifecycle.signed-out-session",
+    "lifecycle.renew-for-another-user",
+    "security.client-assertion-alg-none",
+    "security.client-assertion-hs256-public-key",
+    "security.client-assertion-rs256-header-on-ec-key",
+    "security.client-assertion-embedded-key-ignored",
+    "security.client-assertion-bad-audience",
+    "security.client-assertion-audience-array",
+    "security.client-assertion-token-endpoint-audience",
+    "security.session-assertion-bad-audience",
+    "security.session-assertion-token-endpoint-audience",
+    "security.session-assertion-five-minutes",
+    "security.session-assertion-wrong-issuer",
+    "security.session-assertion-clock-skew-tolerated",
+    "security.session-assertion-from-the-future",
+    "security.session-assertion-expired",
+    "security.session-assertion-long-lived",
+    "security.session-assertion-replay",
+    "security.browser-assertion-at-token-endpoint",
+    "security.token-request-without-dpop",
+    "security.token-dpop-with-ath",
+    "security.token-responses-not-cached",
+    # The app's own API behind poppy_session_required (plan step 8, ASGI first).
+    "lifecycle.renew-signed-out",
+    "security.dpop-alg-none",
+    "security.dpop-wrong-signature",
+    "security.dpop-other-key",
+    "security.dpop-method-mismatch",
+    "security.dpop-url-mismatch",
+    "security.dpop-stale",
+    "security.dpop-replay",
+    "security.dpop-token-hash-mismatch",
+    "security.dpop-missing",
+    "security.dpop-token-as-bearer",
+    "security.token-in-url-refused",
+    "security.dpop-header-twice",
+)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    yield from world_on(request, tmp_path_factory)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def _named(case_id: str) -> Any:
+    """The case as a pytest param whose id also names its ledger requirements."""
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
+
+
+@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in STEP_4_CASES])
+def test_sdk_conformance_case(world: PoppyWorld, case_id: str) -> None:
+    async def one() -> Any:
+        async with world.http() as http:
+            report = await run_conformance(world.context(http), cases=select_cases(ids=[case_id]))
+        return report.results
+
+    (result,) = run(one())
+    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)

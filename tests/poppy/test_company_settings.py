@@ -1,0 +1,81 @@
+"""A Brand's `[brands.ID.poppy]` settings are checked at startup, and each refusal names the
+key to fix (docs/configuration.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pactmw.config import ConfigError
+from pactmw.provider import ProviderSettings
+from pactmw.provider.poppy import PoppyConfig
+
+HANDLER = "tests.support.poppy_world:bot"
+API = {"type": "openapi", "url": "https://shop.example/openapi.json", "description": "Orders"}
+
+
+def settings(base_url: str = "https://shop.example", **poppy: Any) -> dict[str, Any]:
+    table: dict[str, Any] = {"domain": "shop.example", "agents": "any", "apis": [API]}
+    table.update(poppy)
+    table = {k: v for k, v in table.items() if v is not None}
+    return {
+        "audience": base_url + "/a2a",
+        "base_url": base_url,
+        "store": "memory://",
+        "brands": {"shop": {"handler": HANDLER, "poppy": table}},
+    }
+
+
+def test_a_valid_table_gives_the_brand_its_poppy_config() -> None:
+    parsed = ProviderSettings.from_mapping(
+        settings(domains=["shop.example", "www.shop.example"], session_seconds=1800)
+    )
+    (brand,) = parsed.brands
+    assert isinstance(brand.poppy, PoppyConfig)
+    assert brand.poppy.domains == ("shop.example", "www.shop.example")
+    assert brand.poppy.session_seconds == 1800
+    assert brand.poppy.admits("https://anyone.example/agent.json")
+
+
+def test_an_agents_list_admits_only_those() -> None:
+    parsed = ProviderSettings.from_mapping(settings(agents=["https://atlas.example/agent.json"]))
+    poppy = parsed.brands[0].poppy
+    assert poppy is not None
+    assert poppy.admits("https://atlas.example/agent.json")
+    assert not poppy.admits("https://plain.example/agent.json")
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"base_url": "http://shop.example"}, "base_url must be an https URL"),
+        ({"agents": None}, "brands.shop.poppy.agents is required"),
+        ({"agents": "some"}, "brands.shop.poppy.agents"),
+        ({"agents": []}, "brands.shop.poppy.agents"),
+        ({"agents": ["http://atlas.example/agent.json"]}, "brands.shop.poppy.agents"),
+        ({"domain": None}, "brands.shop.poppy.domain is required"),
+        ({"domain": "not a domain"}, "brands.shop.poppy.domain"),
+        ({"domains": ["www.shop.example"]}, "brands.shop.poppy.domains"),
+        ({"apis": []}, "brands.shop.poppy.apis"),
+        ({"apis": [{**API, "type": "graphql"}]}, "brands.shop.poppy.apis[0]"),
+        ({"apis": [{**API, "url": "http://shop.example/o"}]}, "brands.shop.poppy.apis[0]"),
+        ({"session_seconds": 0}, "brands.shop.poppy.session_seconds"),
+        ({"session_seconds": 2 * 86_400}, "brands.shop.poppy.session_seconds"),
+        ({"custom_scopes": {"bad scope": "x"}}, "brands.shop.poppy.custom_scopes"),
+        ({"colour": "red"}, "unknown configuration key brands.shop.poppy.colour"),
+    ],
+)
+def test_a_bad_setting_is_refused_at_startup_naming_its_key(
+    changes: dict[str, Any], named: str
+) -> None:
+    base_url = changes.pop("base_url", "https://shop.example")
+    with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        ProviderSettings.from_mapping(settings(base_url, **changes))
+
+
+def test_two_brands_cannot_publish_on_one_domain() -> None:
+    data = settings()
+    data["brands"]["other"] = {"handler": HANDLER, "poppy": data["brands"]["shop"]["poppy"]}
+    with pytest.raises(ConfigError, match=r"brands\.other\.poppy\.domains.*brands\.shop"):
+        ProviderSettings.from_mapping(data)

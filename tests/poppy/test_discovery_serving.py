@@ -1,0 +1,185 @@
+"""poppy.json and the issuer's metadata as each adapter serves them, over real servers on
+127.0.0.1: the Provider at the site root (`pactmw serve`, ASGI, WSGI), the Flask extension,
+and the helpers a Brand mounts on its own site. Always the document itself (200), never a
+redirect (PAP-3.1-02), for the Brand's own hosts only."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from flask import Flask
+from starlette.applications import Starlette
+
+from pactmw.adapters.asgi import A2AProviderApp, poppy_discovery_route
+from pactmw.adapters.flask import Pactmw, poppy_discovery_view
+from pactmw.adapters.wsgi import A2AProviderApp as WsgiProviderApp
+from pactmw.adapters.wsgi import poppy_discovery_app
+from pactmw.protocols.poppy import discovery_document
+from pactmw.provider import Provider
+from pactmw.store import MemoryStore
+from tests.support.net import free_port
+from tests.support.poppy_world import BASE_URL, SHOP, poppy_brand, verifier_for
+from tests.support.servers import (
+    django_server,
+    process_server,
+    uvicorn_server,
+    werkzeug_server,
+)
+from tests.support.tls import TestCA
+
+ISSUER = f"{BASE_URL}/a2a/shop/poppy"
+METADATA_PATH = "/.well-known/oauth-authorization-server/a2a/shop/poppy"
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Provider]:
+    built = Provider(
+        base_url=BASE_URL,
+        verifier=verifier_for(TestCA(), free_port()),
+        store=MemoryStore(),
+        brands=(poppy_brand(domains=[SHOP, "www.shop.example"]),),
+    )
+    yield built
+    built.close()
+
+
+def _company() -> Any:
+    from pactmw.provider.poppy import poppy_companies
+
+    brand = poppy_brand(domains=[SHOP, "www.shop.example"])
+    assert brand.poppy is not None
+    return poppy_companies(BASE_URL, {"shop": (brand.name, brand.poppy)})["shop"]
+
+
+def check_served(url: str, *, metadata: bool, unknown_host: int = 404) -> None:
+    for host in (SHOP, "www.shop.example"):
+        got = httpx.get(f"{url}/.well-known/poppy.json", headers={"Host": host})
+        assert got.status_code == 200, got.text
+        assert got.headers["content-type"] == "application/json"
+        assert got.json() == discovery_document(_company(), host)
+        assert got.json()["organization"]["domain"] == host
+    other = httpx.get(f"{url}/.well-known/poppy.json", headers={"Host": "elsewhere.example"})
+    assert other.status_code == unknown_host
+    assert not other.is_redirect
+    if metadata:
+        document = httpx.get(url + METADATA_PATH).json()
+        assert document["issuer"] == ISSUER
+        assert document["token_endpoint"] == ISSUER + "/token"
+        assert document["poppy_domains"] == [SHOP, "www.shop.example"]
+
+
+def test_the_asgi_provider_at_the_root_serves_both_documents(provider: Provider) -> None:
+    with uvicorn_server(A2AProviderApp(provider)) as url:
+        check_served(url, metadata=True)
+
+
+def test_the_asgi_route_serves_poppy_json_on_the_brand_site(provider: Provider) -> None:
+    site = Starlette(routes=[poppy_discovery_route(provider, "shop")])
+    with uvicorn_server(site) as url:
+        check_served(url, metadata=False)
+
+
+def test_the_wsgi_provider_and_helper_serve_poppy_json(provider: Provider) -> None:
+    with werkzeug_server(WsgiProviderApp(provider)) as url:
+        check_served(url, metadata=True)
+    with werkzeug_server(poppy_discovery_app(provider, "shop")) as url:
+        check_served(url, metadata=False)
+
+
+def test_a_helper_for_a_brand_without_poppy_fails_at_startup(provider: Provider) -> None:
+    with pytest.raises(KeyError):
+        poppy_discovery_route(provider, "nobody")
+    with pytest.raises(KeyError):
+        poppy_discovery_app(provider, "nobody")
+
+
+def site_config() -> dict[str, Any]:
+    return {
+        "audience": f"{BASE_URL}/a2a",
+        "base_url": BASE_URL,
+        "store": "memory://",
+        "brands": {
+            "shop": {
+                "name": "Shop",
+                "handler": "tests.support.poppy_world:bot",
+                "poppy": {
+                    "domain": SHOP,
+                    "domains": [SHOP, "www.shop.example"],
+                    "agents": "any",
+                    "custom_scopes": {"orders:read": "Read your orders"},
+                    "apis": [
+                        {
+                            "type": "openapi",
+                            "url": f"{BASE_URL}/openapi.json",
+                            "description": "Orders",
+                        }
+                    ],
+                },
+            }
+        },
+    }
+
+
+def flask_app() -> Flask:
+    app = Flask(__name__)
+    app.config["PACTMW"] = site_config()
+    Pactmw(app)
+    return app
+
+
+def test_the_flask_extension_routes_both_documents_to_the_provider() -> None:
+    with werkzeug_server(flask_app()) as url:
+        check_served(url, metadata=True)
+
+
+def test_the_flask_view_serves_poppy_json_on_another_route() -> None:
+    app = flask_app()
+    app.add_url_rule("/brand-site/poppy.json", view_func=poppy_discovery_view("shop"))
+    with werkzeug_server(app) as url:
+        got = httpx.get(f"{url}/brand-site/poppy.json", headers={"Host": SHOP})
+        assert got.status_code == 200
+        assert got.json() == discovery_document(_company(), SHOP)
+
+
+def test_pactmw_serve_answers_poppy_json_for_the_brand_host(tmp_path: Path) -> None:
+    (tmp_path / "pactmw.toml").write_text(
+        f"""\
+base_url = "{BASE_URL}"
+audience = "{BASE_URL}/a2a"
+store = "memory://"
+
+[brands.shop]
+name = "Shop"
+handler = "tests.support.poppy_world:bot"
+
+[brands.shop.poppy]
+domain = "{SHOP}"
+domains = ["{SHOP}", "www.shop.example"]
+agents = "any"
+custom_scopes = {{ "orders:read" = "Read your orders" }}
+apis = [{{ type = "openapi", url = "{BASE_URL}/openapi.json", description = "Orders" }}]
+"""
+    )
+    port = free_port()
+    argv = [sys.executable, "-m", "pactmw", "serve", "--config", "pactmw.toml"]
+    with process_server([*argv, "--port", str(port)], port, cwd=tmp_path, log=tmp_path / "log"):
+        check_served(f"http://127.0.0.1:{port}", metadata=True)
+
+
+@pytest.mark.parametrize("asgi", [False, True], ids=["wsgi", "asgi"])
+def test_django_serves_both_documents_and_the_brand_site_view(asgi: bool, tmp_path: Path) -> None:
+    settings = "pactmw_testsite.contract_settings"
+    name = f"django-poppy-{'asgi' if asgi else 'wsgi'}"
+    with django_server(
+        site_config(), asgi=asgi, settings=settings, workdir=tmp_path, name=name
+    ) as url:
+        # Django itself refuses a Host outside ALLOWED_HOSTS (400) before any view runs.
+        check_served(url, metadata=True, unknown_host=400)
+        got = httpx.get(f"{url}/brand-site/poppy.json", headers={"Host": SHOP})
+        assert got.status_code == 200
+        assert got.json() == discovery_document(_company(), SHOP)

@@ -1,0 +1,183 @@
+"""`poppy_session_required` in every adapter, over real servers: WSGI and Flask on Werkzeug,
+Django under runserver (WSGI) and uvicorn (ASGI). Session Tokens come from the TLS test
+world's token endpoint (the SDK's personal agent), on the same sqlite store; the adapter's
+API is served on 127.0.0.1 while the DPoP proof names the public URL (`base_url`'s origin
+and the path), as behind a TLS-terminating proxy. The rules themselves are proven with the
+SDK's cases against the ASGI decorator (test_company_endpoints.py); here each adapter shows
+it translates them: signed out 403, signed in 200 with the caller, a replayed proof 401, no
+token 401."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from flask import Flask, jsonify
+from pydantic import SecretStr
+
+from pactmw.adapters import flask as pactmw_flask
+from pactmw.adapters import wsgi as pactmw_wsgi
+from pactmw.provider import Provider
+from tests.poppy.test_account_tokens import signed_in
+from tests.poppy.test_discovery_serving import site_config
+from tests.support.poppy_world import BASE_URL, PoppyWorld, poppy_brand, verifier_for, world_on
+from tests.support.servers import django_server, uvicorn_server, werkzeug_server
+
+PATH = "/api/orders"
+
+
+@pytest.fixture(scope="module", params=["sqlite"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    yield from world_on(request, tmp_path_factory)
+
+
+def credentials(world: PoppyWorld, path: str, count: int) -> dict[str, Any]:
+    """A signed-out and a signed-in Session Token of one user, each with `count` fresh
+    proofs for GET `{base_url}{path}`."""
+
+    async def make() -> dict[str, Any]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            out = await ctx.session(user)
+            session = await ctx.session(user)
+            form = {
+                "grant_type": "refresh_token",
+                "refresh_token": signed_in(world, user, "alice"),
+                "session_id": session.session_id,
+                **(await ctx.client_form()),
+            }
+            answer = (await ctx.token_request(user, form)).json()
+            url = BASE_URL + path
+            tokens = {"out": out.access_token.get_secret_value(), "in": answer["access_token"]}
+            return {
+                name: (
+                    token,
+                    [
+                        await ctx.proof(user, "GET", url, token=SecretStr(token))
+                        for _ in range(count)
+                    ],
+                )
+                for name, token in tokens.items()
+            }
+
+    return asyncio.run(make())
+
+
+def check(
+    url: str,
+    made: dict[str, Any],
+    account_of: Callable[[httpx.Response], Any],
+    path: str = PATH,
+) -> None:
+    out_token, out_proofs = made["out"]
+    in_token, in_proofs = made["in"]
+
+    def get(token: str | None, proof: str | None) -> httpx.Response:
+        headers = {"Host": "shop.example"}
+        if token is not None:
+            headers["Authorization"] = f"DPoP {token}"
+        if proof is not None:
+            headers["DPoP"] = proof
+        return httpx.get(url + path, headers=headers)
+
+    signed_out = get(out_token, out_proofs[0])
+    assert (signed_out.status_code, signed_out.json()) == (
+        403,
+        {"error": "sign_in_required", "scope": "orders:read"},
+    )
+    assert signed_out.headers["www-authenticate"].startswith('DPoP error="sign_in_required"')
+    served = get(in_token, in_proofs[0])
+    assert served.status_code == 200, served.text
+    assert account_of(served) == "alice"
+    replayed = get(in_token, in_proofs[0])
+    assert (replayed.status_code, replayed.json()) == (401, {"error": "invalid_dpop_proof"})
+    anonymous = get(None, in_proofs[1])
+    assert (anonymous.status_code, anonymous.json()) == (401, {"error": "invalid_token"})
+
+
+def test_wsgi(world: PoppyWorld) -> None:
+    provider = Provider(
+        base_url=BASE_URL,
+        verifier=verifier_for(world.ca, world.port),
+        store=world.reopen(),
+        brands=(poppy_brand(),),
+    )
+
+    @pactmw_wsgi.poppy_session_required(provider, "shop", "orders:read")
+    def orders(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        caller = pactmw_wsgi.current_poppy_caller(environ)
+        assert caller is not None
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps({"account": caller.account}).encode()]
+
+    try:
+        with werkzeug_server(orders) as url:
+            check(url, credentials(world, PATH, 2), lambda r: r.json()["account"])
+    finally:
+        provider.close()
+
+
+def test_flask(world: PoppyWorld) -> None:
+    app = Flask(__name__)
+    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
+    pactmw_flask.Pactmw(app)
+
+    @app.get(PATH)
+    @pactmw_flask.poppy_session_required("shop", "orders:read")
+    def orders() -> Any:
+        caller = pactmw_flask.current_poppy_caller()
+        assert caller is not None
+        return jsonify(account=caller.account)
+
+    with werkzeug_server(app) as url:
+        check(url, credentials(world, PATH, 2), lambda r: r.json()["account"])
+
+
+@pytest.mark.parametrize("asgi", [False, True], ids=["wsgi", "asgi"])
+def test_django(world: PoppyWorld, asgi: bool, tmp_path: Path) -> None:
+    name = f"django-poppy-api-{secrets.token_hex(3)}"
+    config = {**site_config(), "store": world.store_url}
+    settings = "pactmw_testsite.contract_settings"
+    with django_server(config, asgi=asgi, settings=settings, workdir=tmp_path, name=name) as url:
+        # The test site's views: a sync one under WSGI, an async one under ASGI.
+        path = "/api/poppy-orders-async" if asgi else "/api/poppy-orders"
+        check(url, credentials(world, path, 2), lambda r: r.json()["account"], path)
+
+
+def test_fastapi(world: PoppyWorld) -> None:
+    from fastapi import FastAPI, Security
+
+    from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PoppySessionScheme
+    from pactmw.provider.poppy import PoppyCaller
+
+    provider = Provider(
+        base_url=BASE_URL,
+        verifier=verifier_for(world.ca, world.port),
+        store=world.reopen(),
+        brands=(poppy_brand(),),
+    )
+    poppy = PoppySessionScheme(provider, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get(PATH)
+    async def orders(
+        caller: PoppyCaller = Security(poppy, scopes=["orders:read"]),  # noqa: B008
+    ) -> dict[str, Any]:
+        return {"account": caller.account}
+
+    try:
+        with uvicorn_server(app) as url:
+            check(url, credentials(world, PATH, 2), lambda r: r.json()["account"])
+            schemes = httpx.get(url + "/openapi.json").json()["components"]["securitySchemes"]
+            assert schemes["PoppySession"]["scheme"] == "DPoP"
+    finally:
+        provider.close()

@@ -1,0 +1,303 @@
+"""A Poppy test world over real TLS on 127.0.0.1: pactmw's Provider as the company
+`shop.example`, and two personal agents made with the SDK's own `AgentIdentity` (`atlas`,
+which lists Operations v1, and `plain`, which lists no extension), all behind one uvicorn
+server with a throwaway-CA leaf for every name, routed by `Host`.
+
+Both sides keep full verification: pactmw fetches agents' metadata and keys trusting the CA
+and dialing 127.0.0.1 for their names (`FetchPolicy.connect_to`); the SDK's client (its
+conformance runner) trusts the CA and dials 127.0.0.1 through an httpcore network backend,
+with SNI and certificate checks for the real names, and an address resolver answering a
+public address so its own SSRF guard passes (docs/design/poppy.md §4.1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpcore
+import httpx
+from personal_agent_protocol.conformance import ConformanceContext, Scenario, SkipCase
+
+# PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
+# guard admits them (the connection itself goes to 127.0.0.1).
+from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from pactmw.adapters.asgi import A2AProviderApp, current_poppy_caller, poppy_session_required
+from pactmw.core.keys import JwksCache
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
+from pactmw.provider import Brand, Provider, Reply, Turn
+from pactmw.provider.poppy import PoppyConfig
+from pactmw.store.base import Store
+from tests.support.servers import uvicorn_server
+from tests.support.tls import LOOPBACK_NETWORK, TestCA
+
+__all__ = [
+    "ATLAS",
+    "BASE_URL",
+    "PLAIN",
+    "SCENARIO",
+    "SHOP",
+    "PoppyWorld",
+    "bot",
+    "poppy_brand",
+    "serve_world",
+    "verifier_for",
+    "world_on",
+]
+
+SHOP = "shop.example"
+ATLAS = "atlas.example"
+PLAIN = "plain.example"
+BASE_URL = f"https://{SHOP}"
+
+SCENARIO = Scenario(
+    read_path="/api/orders",
+    read_scope="orders:read",
+    scopes=("orders:read",),
+)
+
+
+def bot(turn: Turn) -> Reply:
+    return Reply(text=f"You said: {turn.text}")
+
+
+def poppy_brand(**poppy: Any) -> Brand:
+    """The Brand `shop`, a Poppy Company on `shop.example` (options override its settings)."""
+    settings: dict[str, Any] = {
+        "domain": SHOP,
+        "agents": "any",
+        "custom_scopes": {"orders:read": "Read your orders"},
+    }
+    settings.update(poppy)
+    from pactmw.protocols.poppy import ApiDescriptor
+
+    settings.setdefault("apis", (ApiDescriptor("openapi", f"{BASE_URL}/openapi.json", "Orders"),))
+    return Brand(id="shop", name="Shop", handler=bot, poppy=PoppyConfig(**settings))
+
+
+class _DialLocal(httpcore.AsyncNetworkBackend):
+    """Connect the world's names to the local server; TLS still names the real host."""
+
+    def __init__(self, names: Iterable[str], port: int) -> None:
+        self.names = frozenset(names)
+        self.port = port
+        self.backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        # The SDK pins a vetted connection to the address its resolver approved (the public
+        # one it was told), never the name again: both lead to the local server here.
+        if host not in self.names and host != PUBLIC_ADDRESS:
+            raise httpcore.ConnectError(f"{host} is not in the test world")
+        return await self.backend.connect_tcp(
+            "127.0.0.1", self.port, timeout=timeout, socket_options=socket_options
+        )
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("no unix sockets in the test world")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.backend.sleep(seconds)
+
+
+class _Driver:
+    """The user and operator the runner cannot play: none yet (sign-in is plan step 5), so
+    every case that needs them is skipped, never passed."""
+
+    capabilities: frozenset[str] = frozenset({"second_identity"})
+
+    def __init__(self, other: AgentIdentity) -> None:
+        self.other_identity: AgentIdentity | None = other
+        self.accounts = ("alice", "bob")
+
+    async def approve_device(
+        self, user_code: str, *, account: str, scopes: Sequence[str] | None = None
+    ) -> None:
+        raise SkipCase("Device Sign-In is not offered yet")
+
+    async def wait(self, seconds: float) -> None:
+        raise SkipCase("no shared clock")
+
+    async def approve_authorization(
+        self, authorization_url: str, *, account: str, scopes: Sequence[str] | None = None
+    ) -> str:
+        raise SkipCase("Direct Sign-In is not offered")
+
+    async def revise(self, operation_id: str) -> None:
+        raise SkipCase("no operations yet")
+
+    async def forget_events(self, conversation_id: str) -> None:
+        raise SkipCase("no conversations yet")
+
+    async def disconnect(self, client_id: str, account: str) -> None:
+        raise SkipCase("no sign-in yet")
+
+    async def performed(self, operation_id: str) -> int:
+        raise SkipCase("no operations yet")
+
+
+class PoppyWorld:
+    """The running world: the Provider, the agents, and what a test needs to talk to them."""
+
+    def __init__(
+        self, provider: Provider, port: int, ca: TestCA, reopen: Callable[[], Store]
+    ) -> None:
+        self.provider = provider
+        #: A new handle on the same data (another process's view of the store).
+        self.reopen = reopen
+        #: The store's URL, for a Provider built from settings (Flask, Django) on the data.
+        self.store_url = ""
+        self.port = port
+        self.ca = ca
+        self.atlas = ATLAS_IDENTITY
+        self.plain = PLAIN_IDENTITY
+
+    def http(self) -> httpx.AsyncClient:
+        """An SDK-side client: trusts the CA, dials 127.0.0.1 for every world name."""
+        transport = httpx.AsyncHTTPTransport(verify=self.ca.client_context())
+        transport._pool._network_backend = _DialLocal((SHOP, ATLAS, PLAIN), self.port)
+        return httpx.AsyncClient(transport=transport, timeout=10.0)
+
+    @staticmethod
+    async def resolve(host: str) -> list[str]:
+        return [PUBLIC_ADDRESS]
+
+    def other_provider(self, *brands: Brand, **options: Any) -> Provider:
+        """A second Provider (as another worker process would run) on a new handle of the
+        same store, fetching agents' metadata over the same TLS world; `options` go to
+        `Provider`."""
+        return Provider(
+            base_url=BASE_URL,
+            verifier=verifier_for(self.ca, self.port),
+            store=self.reopen(),
+            brands=brands or (poppy_brand(),),
+            **options,
+        )
+
+    def context(self, http: httpx.AsyncClient, identity: AgentIdentity | None = None) -> Any:
+        """The SDK's conformance context: the SDK's personal agent against `shop.example`."""
+        return ConformanceContext(
+            BASE_URL,
+            identity=identity or self.atlas,
+            http=http,
+            driver=_Driver(self.plain),
+            scenario=SCENARIO,
+            address_resolver=self.resolve,
+        )
+
+
+ATLAS_IDENTITY = AgentIdentity(domain=ATLAS, name="Atlas")
+PLAIN_IDENTITY = AgentIdentity(domain=PLAIN, name="Plain", extensions=())
+
+
+def orders_api(provider: Provider) -> Starlette:
+    """The Brand's own API (`apis` in poppy.json): `GET /api/orders` needs `orders:read`."""
+
+    @poppy_session_required(provider, "shop", "orders:read")
+    async def orders(request: Request) -> JSONResponse:
+        caller = current_poppy_caller(request)
+        assert caller is not None
+        return JSONResponse({"orders": [], "account": caller.account})
+
+    return Starlette(routes=[Route("/api/orders", orders)])
+
+
+def _by_host(apps: dict[str, Any]) -> Any:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        host = dict(scope["headers"]).get(b"host", b"").decode().split(":", 1)[0]
+        target = apps.get(host)
+        if target is None:
+            await send({"type": "http.response.start", "status": 421, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await target(scope, receive, send)
+
+    return app
+
+
+def verifier_for(ca: TestCA, port: int) -> IdentityVerifier:
+    """A PACT verifier whose fetch policy reaches the world's agents (no PACT agents)."""
+    keys = JwksCache(ca.policy(port, ATLAS, PLAIN, timeout=5.0))
+    return IdentityVerifier(audience=BASE_URL, registry=AgentRegistry([]), keys=keys)
+
+
+@contextlib.contextmanager
+def serve_world(
+    reopen: Callable[[], Store], tmp_path: Path, *, brands: Sequence[Brand] | None = None
+) -> Iterator[PoppyWorld]:
+    """Serve the world on one free port over TLS while the block runs."""
+    from tests.support.net import free_port
+
+    ca = TestCA()
+    cert = ca.ca.issue_cert(SHOP, ATLAS, PLAIN)
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    port = free_port()
+    provider = Provider(
+        base_url=BASE_URL,
+        verifier=verifier_for(ca, port),
+        store=reopen(),
+        brands=brands or (poppy_brand(),),
+    )
+    apps = {
+        SHOP: A2AProviderApp(provider, app=orders_api(provider)),
+        ATLAS: ATLAS_IDENTITY.website(),
+        PLAIN: PLAIN_IDENTITY.website(),
+    }
+    assert ipaddress.ip_address("127.0.0.1") in LOOPBACK_NETWORK
+    with uvicorn_server(
+        _by_host(apps), port=port, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file)
+    ):
+        try:
+            yield PoppyWorld(provider, port, ca, reopen)
+        finally:
+            provider.close()
+
+
+def world_on(
+    request: Any, tmp_path_factory: Any, *, brands: Sequence[Brand] | None = None
+) -> Iterator[PoppyWorld]:
+    """A world on the store `request.param` names (`sqlite` or `postgres`), for a fixture."""
+    from pactmw.store import PostgresStore, SqliteStore
+
+    tmp_path = tmp_path_factory.mktemp("poppy")
+    opened: list[Store] = []
+    if request.param == "sqlite":
+        path = tmp_path / "pactmw.db"
+        store_url = f"sqlite:///{path}"
+
+        def reopen() -> Store:
+            opened.append(SqliteStore(path))
+            return opened[-1]
+    else:
+        dsn = request.getfixturevalue("postgres_server").create_database()
+        store_url = dsn
+
+        def reopen() -> Store:
+            opened.append(PostgresStore(dsn))
+            return opened[-1]
+
+    try:
+        with serve_world(reopen, tmp_path, brands=brands) as running:
+            running.store_url = store_url
+            yield running
+    finally:
+        for store in opened:
+            store.close()
