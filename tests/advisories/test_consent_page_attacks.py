@@ -155,9 +155,19 @@ def test_the_result_and_error_pages_escape_names_too(env: Env) -> None:
         assert_secure_page(page)
         assert_no_injected_markup(page.text)
         assert escape(BRAND_NAME) in page.text
-    approved = env.get(env.oauth("acme", "connected") + "?" + query)
-    for scope in HOSTILE_SCOPES:
-        assert escape(scope) in approved.text
+    # A real decision: the result page names the agent and lists what it can now do.
+    sub = new_sub()
+    started = env.device_authorization("acme", " ".join(HOSTILE_SCOPES), sub=sub)
+    page = env.get(started.json()["verification_uri_complete"], user="mallory")
+    decided = env.decide(
+        form_action(page.text), hidden(page.text, "session"), list(HOSTILE_SCOPES), user="mallory"
+    )
+    approved = env.get(decided.headers["location"])
+    assert_secure_page(approved)
+    assert_no_injected_markup(approved.text)
+    for text in (BRAND_NAME, AGENT_NAME, *HOSTILE_SCOPES.values()):
+        assert text not in approved.text, text
+        assert escape(text) in approved.text, text
     refused = env.get(env.oauth("acme", "consent"), params={"user_code": "<script>x</script>"})
     assert refused.status_code == 400
     assert_secure_page(refused)

@@ -334,8 +334,11 @@ def test_person_signs_in_and_allows_some_scopes(browser: WebDriver, tmp_path: Pa
         assert heading == "Connected"
         assert "connected" in browser.title
         granted = [scope for scope in SCOPES if scope != UNTICKED]
-        assert all(scope in text for scope in granted)
-        assert UNTICKED not in text
+        # The person reads what the agent can now do, in the Brand's words, not scope ids.
+        assert all(SCOPES[scope] in text for scope in granted)
+        assert SCOPES[UNTICKED] not in text
+        assert not any(scope in text for scope in SCOPES)
+        assert f"{AGENT_NAME} can now do this for you at {BRAND_NAME} until" in text
 
         token = site.poll_token(authorization["device_code"])
         assert sorted(token["scope"].split()) == sorted(granted)  # a set (RFC 6749 §3.3)

@@ -68,6 +68,13 @@ def b64url_json(segment: str) -> Any:
     return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
 
 
+def without_outcome(location: str) -> str:
+    """A result-page URL without its signed `outcome` (the part a test cannot predict)."""
+    base, _, query = location.partition("?")
+    kept = [part for part in query.split("&") if not part.startswith("outcome=")]
+    return f"{base}?{'&'.join(kept)}" if kept else base
+
+
 def jws_header(token: str) -> dict[str, Any]:
     header: dict[str, Any] = b64url_json(token.split(".")[0])
     return header

@@ -383,9 +383,9 @@ class Provider:
             return oauth.metadata(brand, config)
         if route.operation == "oauth_jwks":
             return oauth.jwks()
-        if route.operation == "consent_result":
-            return oauth.result(brand, config, request)
         try:
+            if route.operation == "consent_result":
+                return (yield from oauth.result(brand, config, request))
             user = (yield NeedUser()) if config.mode == "same-app" else None
             if route.operation == "consent" and request.method == "GET":
                 return (yield from oauth.consent(brand, config, request, user, None))

@@ -7,6 +7,7 @@ scrapes. The security headers are added by the Provider, not by these templates.
 
 from __future__ import annotations
 
+import time
 from html import escape
 
 from attrs import frozen
@@ -26,6 +27,48 @@ class ConsentView:
     #: RFC 9396 authorization details as (scope id, the entry's rendering): the conditions
     #: that come with that scope, declined with it.
     conditions: tuple[tuple[str, str], ...] = ()
+    #: How long an approval lasts (seconds): the grant's lifetime.
+    lasts: float = 30 * 24 * 3600.0
+    #: What this agent may already do for this person (id, description): a step-up widens it.
+    already: tuple[tuple[str, str], ...] = ()
+    #: The page where the person sees and revokes their connected agents, if served.
+    manage_url: str | None = None
+
+
+@frozen
+class ResultView:
+    """What the page after a decision shows: what was decided and what the agent can do *now*.
+
+    `can_now` is read from the live grant when the page is shown (id, description); it is
+    empty when the agent cannot act for the person. `known` is False when the page was
+    opened without a valid record of a decision (an old or edited link): then nothing is
+    claimed either way.
+    """
+
+    brand_name: str
+    agent_name: str
+    agent_origin: str
+    approved: bool
+    granted: tuple[tuple[str, str], ...]
+    can_now: tuple[tuple[str, str], ...]
+    until: float | None
+    manage_url: str | None = None
+    known: bool = True
+
+
+def duration_text(seconds: float) -> str:
+    """`2592000` -> "30 days": how long an approval lasts, in the largest whole unit."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return "less than a minute"
+
+
+def date_text(epoch: float) -> str:
+    """`epoch` as a date a person reads ("2 January 2027", UTC)."""
+    moment = time.gmtime(epoch)
+    return f"{moment.tm_mday} {time.strftime('%B %Y', moment)}"
 
 
 _STYLE = """
@@ -41,6 +84,29 @@ border-color:#1f5eff}code{background:#eef1f6;padding:.1rem .3rem;border-radius:.
 def _conditions(view: ConsentView, scope: str) -> str:
     items = "".join(f"<li>{escape(text)}</li>" for of, text in view.conditions if of == scope)
     return f'<ul class="conditions" data-scope="{escape(scope)}">{items}</ul>' if items else ""
+
+
+def _descriptions(scopes: tuple[tuple[str, str], ...]) -> str:
+    items = "".join(f"<li>{escape(text)}</li>" for _scope, text in scopes)
+    return f"<ul>{items}</ul>"
+
+
+def _already(view: ConsentView) -> str:
+    if not view.already:
+        return ""
+    return (
+        f"<p>{escape(view.agent_name)} can already do this for you, and keeps it whatever"
+        f" you choose here:</p>{_descriptions(view.already)}"
+    )
+
+
+def _revoke_hint(manage_url: str | None) -> str:
+    if manage_url is None:
+        return "You can revoke it at any time."
+    return (
+        "You can revoke it at any time on your"
+        f' <a href="{escape(manage_url)}">connected agents page</a>.'
+    )
 
 
 def _page(title: str, body: str) -> str:
@@ -71,7 +137,10 @@ class ConsentPages:
             f'<p class="muted">The personal agent from <code>{escape(view.agent_origin)}</code>'
             f" is asking. You are signed in to {escape(view.brand_name)} as"
             f" <strong>{escape(view.signed_in_as)}</strong>.</p>"
+            f"{_already(view)}"
             f"<p>Untick anything you do not want to allow:</p>{scopes}"
+            f"<p>This approval lasts {escape(duration_text(view.lasts))}."
+            f" {_revoke_hint(view.manage_url)}</p>"
             '<p><button class="primary" type="submit" name="decision" value="allow">Allow'
             '</button><button type="submit" name="decision" value="deny">Deny</button></p>'
             "</form>",
@@ -90,19 +159,33 @@ class ConsentPages:
             '<p><button class="primary" type="submit">Continue</button></p></form>',
         )
 
-    def result(self, approved: bool, brand_name: str, scopes: tuple[str, ...]) -> str:
-        """After the decision."""
-        if approved:
-            listed = ", ".join(f"<code>{escape(scope)}</code>" for scope in scopes)
-            text = f"Done. Your personal agent may now use {listed} at {escape(brand_name)}."
-        else:
+    def result(self, view: ResultView) -> str:
+        """After the decision: what was decided, then what the agent can do now."""
+        agent, brand = escape(view.agent_name), escape(view.brand_name)
+        if not view.known:
+            title = "Your choice"
             text = (
-                "Nothing was shared. Your personal agent cannot act for you at "
-                f"{escape(brand_name)}."
+                "<p>This page no longer shows a decision. What your personal agents can do"
+                f" at {brand} is what they were last allowed.</p>"
             )
+        elif view.can_now:
+            title = "Connected" if view.approved else "Nothing new allowed"
+            decided = (
+                f"<p>You allowed {agent} to act for you at {brand}.</p>"
+                if view.approved
+                else "<p>You did not allow anything new. An earlier approval is still live.</p>"
+            )
+            until = f" until {escape(date_text(view.until))}" if view.until is not None else ""
+            text = (
+                f"{decided}<p>{agent} can now do this for you at {brand}{until}:</p>"
+                f"{_descriptions(view.can_now)}"
+            )
+        else:
+            title = "Not connected"
+            text = f"<p>Nothing was shared. {agent} cannot act for you at {brand}.</p>"
         return _page(
-            "Personal agent " + ("connected" if approved else "not connected"),
-            f"<h1>{'Connected' if approved else 'Not connected'}</h1><p>{text}</p>"
+            f"Personal agent: {title.lower()}",
+            f"<h1>{escape(title)}</h1>{text}<p>{_revoke_hint(view.manage_url)}</p>"
             '<p class="muted">You can close this page.</p>',
         )
 
@@ -114,4 +197,7 @@ class ConsentPages:
 __all__ = [
     "ConsentPages",
     "ConsentView",
+    "ResultView",
+    "date_text",
+    "duration_text",
 ]

@@ -23,7 +23,7 @@ from pactmw.provider.delegated._device import DeviceEndpoint
 from pactmw.provider.delegated._metadata import Metadata
 from pactmw.provider.delegated._resource import DelegationCheck
 from pactmw.provider.delegated._revocation import Revocation
-from pactmw.provider.delegated._sessions import ConsentSessions, SignedInUser
+from pactmw.provider.delegated._sessions import ConsentOutcomes, ConsentSessions, SignedInUser
 from pactmw.provider.delegated._step_up import StepUp
 from pactmw.provider.delegated._token import TokenEndpoint
 from pactmw.provider.flow import Flow, SubFlow
@@ -89,6 +89,8 @@ class AuthorizationServer:
             ),
             sessions=ConsentSessions(self._ctx),
             assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
+            outcomes=ConsentOutcomes(self._ctx),
+            manage_url=lambda brand: None,
         )
         self._revocation = Revocation(self._ctx)
 
@@ -207,8 +209,8 @@ class AuthorizationServer:
         """Allow or Deny; answers 303 to the result page (`status=approved|denied`)."""
         return self._consent.decision(brand, config, request, user, body)
 
-    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Response:
-        """The page after the decision."""
+    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
+        """The page after the decision: what was decided and what the agent can do now."""
         return self._consent.result(brand, config, request)
 
     # -- revocation ---------------------------------------------------------------------------
