@@ -332,7 +332,7 @@ def test_person_signs_in_and_allows_some_scopes(browser: WebDriver, tmp_path: Pa
         assert "did not come from the consent page" not in text
         assert urlsplit(browser.current_url).path == f"/a2a/{BRAND_ID}/oauth/connected"
         assert heading == "Connected"
-        assert "connected" in browser.title
+        assert browser.title == "Personal agent: Connected"
         granted = [scope for scope in SCOPES if scope != UNTICKED]
         # The person reads what the agent can now do, in the Brand's words, not scope ids.
         assert all(SCOPES[scope] in text for scope in granted)
