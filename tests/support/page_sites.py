@@ -27,7 +27,11 @@ BRAND = "acme"
 
 
 def site_settings(
-    workdir: Path, base_url: str, *, delegation: dict[str, Any] | None = None
+    workdir: Path,
+    base_url: str,
+    *,
+    delegation: dict[str, Any] | None = None,
+    agents: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Settings of a Provider whose Brand `acme` offers delegation (same-app unless told)."""
     key_file = workdir / "signing.jwk"
@@ -36,7 +40,7 @@ def site_settings(
     return {
         "base_url": base_url,
         "audience": "urn:test:pages",
-        "agents": [],
+        "agents": agents or [],
         "store": f"sqlite:///{workdir / 'pages.db'}",
         "signing_keys": [str(key_file)],
         "brands": {
@@ -60,12 +64,13 @@ def page_site(
     templates: Path,
     *,
     delegation: dict[str, Any] | None = None,
+    agents: list[dict[str, Any]] | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Serve the Provider with `adapter`; yield (base URL, settings). `templates` is the
     Brand's template folder, handed over as that framework's users do."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    settings = site_settings(workdir, base, delegation=delegation)
+    settings = site_settings(workdir, base, delegation=delegation, agents=agents)
     if adapter == "django":
         with django_server(
             settings,

@@ -66,6 +66,37 @@ class ResultView:
     known: bool = True
 
 
+@frozen
+class ConnectedAgent:
+    """One agent that can act for the person at this Brand: one live grant.
+
+    Protocol-neutral: an agent's display name and origin, what it may do (id, description),
+    since when, when it was last used (None: not recorded or never) and when it expires.
+    """
+
+    grant_id: str
+    agent_name: str
+    agent_origin: str
+    scopes: tuple[tuple[str, str], ...]
+    since: float
+    last_used: float | None
+    expires_at: float
+
+
+@frozen
+class ConnectedAgentsView:
+    """The person's connected agents page: every agent that can act for them, each with a
+    Revoke button posting `grant` and the page's `session` to `action_url`."""
+
+    brand_name: str
+    signed_in_as: str
+    agents: tuple[ConnectedAgent, ...]
+    action_url: str
+    session: str
+    #: What the last action did ("Demo PA can no longer act for you."), shown as a status.
+    notice: str = ""
+
+
 def duration_text(seconds: float) -> str:
     """`2592000` -> "30 days": how long an approval lasts, in the largest whole unit."""
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
@@ -138,12 +169,18 @@ class ConsentPages:
         """After the decision: what was decided, then what the agent can do now."""
         return self.render("result", view=view)
 
+    def connected_agents(self, view: ConnectedAgentsView) -> str:
+        """The agents that can act for the signed-in person, each with a Revoke button."""
+        return self.render("connected_agents", view=view)
+
     def error(self, title: str, message: str) -> str:
         """A refusal (expired code, reused link, bad assertion...)."""
         return self.render("error", title=title, message=message)
 
 
 __all__ = [
+    "ConnectedAgent",
+    "ConnectedAgentsView",
     "ConsentPages",
     "ConsentView",
     "ResultView",

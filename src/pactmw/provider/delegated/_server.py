@@ -15,6 +15,7 @@ from pactmw.core.tokencache import VerifiedTokenCache
 from pactmw.protocols.delegation import Delegation, SigningKeys
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.delegated._agents_page import ConnectedAgentsEndpoint
 from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._audit import Audit, AuditHook
 from pactmw.provider.delegated._consent import ConsentEndpoint
@@ -90,7 +91,13 @@ class AuthorizationServer:
             sessions=ConsentSessions(self._ctx),
             assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
             outcomes=ConsentOutcomes(self._ctx),
-            manage_url=lambda brand: None,
+            manage_url=lambda brand: self._ctx.url(brand, "agents"),
+        )
+        self._agents = ConnectedAgentsEndpoint(
+            self._ctx,
+            agent_name=agent_name,
+            limiter=self._consent.limiter,
+            assertions=self._consent.assertions,
         )
         self._revocation = Revocation(self._ctx)
 
@@ -212,6 +219,18 @@ class AuthorizationServer:
     def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
         """The page after the decision: what was decided and what the agent can do now."""
         return self._consent.result(brand, config, request)
+
+    def connected_agents(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes | None,
+    ) -> Flow:
+        """The person's connected agents page (`{interface}/oauth/agents`): GET shows it (or
+        sends the person to sign in); POST takes the Brand's assertion or a Revoke."""
+        return self._agents.agents(brand, config, request, user, body)
 
     # -- revocation ---------------------------------------------------------------------------
 
