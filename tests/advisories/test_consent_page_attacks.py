@@ -174,6 +174,21 @@ def test_the_result_and_error_pages_escape_names_too(env: Env) -> None:
     assert_no_injected_markup(refused.text)
 
 
+def test_the_connected_agents_page_escapes_names_too(env: Env) -> None:
+    started = env.device_authorization("acme", " ".join(HOSTILE_SCOPES), sub=new_sub())
+    page = env.get(started.json()["verification_uri_complete"], user="mallory")
+    env.decide(
+        form_action(page.text), hidden(page.text, "session"), list(HOSTILE_SCOPES), user="mallory"
+    )
+    agents = env.get(env.oauth("acme", "agents"), user="mallory")
+    assert agents.status_code == 200
+    assert_secure_page(agents)
+    assert_no_injected_markup(agents.text)
+    for text in (BRAND_NAME, AGENT_NAME, LABEL, *HOSTILE_SCOPES.values()):
+        assert text not in agents.text, text
+        assert text in unescape(agents.text), text
+
+
 # -- security headers on every consent response ----------------------------------------------------
 
 
