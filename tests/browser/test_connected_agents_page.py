@@ -7,7 +7,10 @@ revokes it; the agent's next request fails. Screenshots are saved and checked.
 
 from __future__ import annotations
 
+import contextlib
 import struct
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,6 +22,15 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
+from pactmw.adapters.asgi import A2AProviderApp
+from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
+from pactmw.core.jwk import generate_private_jwk, parse_jwks, public_key_set
+from pactmw.protocols.delegation import SigningKeys
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from pactmw.provider import Brand, Provider
+from pactmw.provider.brand import DelegationConfig
+from pactmw.store import open_store
+from pactmw.store.base import Store
 from tests.browser.conftest import WAIT
 from tests.browser.test_consent_page import (
     AGENT_NAME,
@@ -33,6 +45,8 @@ from tests.browser.test_consent_page import (
     sign_in,
 )
 from tests.support.agent import user_message
+from tests.support.net import free_port
+from tests.support.servers import uvicorn_server
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -106,3 +120,105 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
         refused = agent_send(site, token)
         assert refused.status_code == 401
         assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+
+
+# -- brand mode: the Brand's own login (DevelopmentBrandLogin) signs the person in -------------
+
+
+@contextlib.contextmanager
+def brand_mode_site(tmp_path: Path) -> Iterator[tuple[str, DevelopmentBrandLogin, Store]]:
+    """A brand-mode Provider on uvicorn and the development Brand login in front of it."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    login = DevelopmentBrandLogin(
+        consent_url=consent_url_for(base, BRAND_ID),
+        users=[BrandUser("jane", "correct horse", account="acct-jane", email=JANE)],
+        brand_name=BRAND_NAME,
+    ).start()
+    agent_key = generate_private_jwk("ES256", kid="pa-1")
+    registry = AgentRegistry(
+        [RegisteredAgent(issuer=PA_ISSUER, name=AGENT_NAME, jwks=public_key_set([agent_key]))]
+    )
+    delegation = DelegationConfig(
+        scopes=SCOPES,
+        login_url=login.login_url,
+        mode="brand",
+        brand_issuer=login.issuer,
+        brand_jwks=parse_jwks(login.jwks()),
+    )
+    store = open_store(f"sqlite:///{tmp_path}/brand.db")
+    provider = Provider(
+        base_url=base,
+        verifier=IdentityVerifier(audience="browser-test", registry=registry),
+        store=store,
+        brands=[Brand(id=BRAND_ID, name=BRAND_NAME, handler=lambda _: "hi", delegation=delegation)],
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+    try:
+        with uvicorn_server(A2AProviderApp(provider), port=port):
+            yield base, login, store
+    finally:
+        login.close()
+        store.close()
+
+
+JANE = "jane@example.com"
+
+
+@pytest.mark.timeout(90)
+def test_brand_mode_signs_in_at_the_brand_then_revokes(browser: WebDriver, tmp_path: Path) -> None:
+    wait = WebDriverWait(browser, WAIT)
+    with brand_mode_site(tmp_path) as (base, login, store):
+        now = time.time()
+        grant = store.upsert_grant(
+            grant_id="a2agrant_brandmode",
+            brand_id=BRAND_ID,
+            account="acct-jane",
+            client_id=PA_ISSUER,
+            pa_sub="pa-user-1",
+            scopes=("orders:read",),
+            now=now,
+            expires_at=now + 86400,
+        )
+        page = f"{base}/a2a/{BRAND_ID}/oauth/agents"
+        browser.get(page)
+        # At the Brand's login (no code to type for this page), then back with an assertion.
+        wait.until(EC.presence_of_element_located((By.NAME, "username")))
+        assert browser.current_url.startswith(login.login_url)
+        assert not browser.find_elements(By.NAME, "user_code")
+        browser.find_element(By.NAME, "username").send_keys("jane")
+        browser.find_element(By.NAME, "password").send_keys("correct horse")
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: d.current_url == page and d.find_elements(By.TAG_NAME, "h1"))
+        assert browser.find_element(By.TAG_NAME, "h1").text == f"Agents connected to {BRAND_NAME}"
+        assert JANE in browser.find_element(By.TAG_NAME, "body").text
+        card = browser.find_element(By.CSS_SELECTOR, "section.agent")
+        assert card.find_element(By.TAG_NAME, "h2").text == AGENT_NAME
+        assert SCOPES["orders:read"] in card.text
+        assert "Last used\nNot yet" in card.text or "Last used Not yet" in card.text
+        screenshot(browser, "connected-agents-brand-mode.png")
+
+        card.find_element(By.CSS_SELECTOR, "button[name=action][value=revoke]").click()
+        notice = wait.until(EC.presence_of_element_located((By.ID, "notice")))
+        assert notice.text == f"{AGENT_NAME} can no longer act for you."
+        revoked = store.get_grant(grant.grant_id)
+        assert revoked is not None
+        assert revoked.revoked_at is not None
+
+
+def test_the_brand_login_hands_an_agents_page_assertion_only_to_that_page() -> None:
+    consent = "http://127.0.0.1:8000/a2a/acme/oauth/consent"
+    agents = "http://127.0.0.1:8000/a2a/acme/oauth/agents"
+    user = BrandUser("jane", "pw", account="acct-jane", email=JANE)
+    with DevelopmentBrandLogin(consent_url=consent, users=[user]) as login:
+        assert login.agents_url == agents
+        form = {"username": "jane", "password": "pw"}
+        for other in (agents + "?next=https://evil.example", agents + "/x", agents + "#x"):
+            answer = httpx.post(login.login_url, data={**form, "return_to": other})
+            assert answer.status_code == 400, other
+            assert "assertion" not in answer.text
+        wrong = httpx.post(login.login_url, data={"return_to": agents, "username": "jane"})
+        assert wrong.status_code == 401
+        handed = httpx.post(login.login_url, data={**form, "return_to": agents})
+        assert handed.status_code == 200
+        assert f'<form method="post" action="{agents}">' in handed.text
