@@ -12,7 +12,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import pytest
@@ -36,6 +36,7 @@ from tests.browser.test_consent_page import (
     AGENT_NAME,
     BRAND_ID,
     BRAND_NAME,
+    FRAMER,
     PA_ISSUER,
     SCOPES,
     Site,
@@ -103,6 +104,29 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
             browser.execute_script("return [window.innerWidth, window.innerHeight]")
         )
         assert width >= 800
+
+        # Never framed by another origin: Chromium refuses to render it there.
+        with uvicorn_server(FRAMER) as other:
+            browser.get(f"{other}/frame?{urlencode({'src': browser.current_url})}")
+            frame = browser.find_element(By.ID, "victim")
+            wait.until(lambda _: frame.get_attribute("data-loaded"))
+            browser.switch_to.frame(frame)
+            try:
+                assert browser.execute_script("return location.href").startswith("chrome-error://")
+                assert not browser.find_elements(By.CSS_SELECTOR, "section.agent")
+            finally:
+                browser.switch_to.default_content()
+        browser.back()
+        wait.until(lambda d: urlsplit(d.current_url).path == f"/a2a/{BRAND_ID}/oauth/agents")
+
+        # Readable without CSS: with every style removed, the content reads in order.
+        browser.execute_script("document.querySelectorAll('style').forEach(s => s.remove())")
+        plain = browser.find_element(By.TAG_NAME, "body").text
+        order = [f"Agents connected to {BRAND_NAME}", AGENT_NAME, "From", PA_ISSUER, "It can:"]
+        positions = [plain.index(part) for part in order]
+        assert positions == sorted(positions), plain
+        browser.refresh()
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "section.agent")))
 
         # Keyboard first: the first Tab stop is the Revoke button of the only agent.
         browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
