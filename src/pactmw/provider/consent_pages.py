@@ -97,15 +97,6 @@ class ConnectedAgentsView:
     notice: str = ""
 
 
-def duration_text(seconds: float) -> str:
-    """`2592000` -> "30 days": how long an approval lasts, in the largest whole unit."""
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
-            count = round(seconds / size)
-            return f"{count} {unit}{'' if count == 1 else 's'}"
-    return "less than a minute"
-
-
 def date_text(epoch: float) -> str:
     """`epoch` as a date a person reads ("2 January 2027", UTC)."""
     moment = time.gmtime(epoch)
@@ -186,6 +177,5 @@ __all__ = [
     "ResultView",
     "TemplateFolders",
     "date_text",
-    "duration_text",
     "isodate",
 ]
