@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from html import unescape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -66,6 +67,13 @@ PA_KEYS: dict[str, PrivateJWK] = {
 
 def b64url_json(segment: str) -> Any:
     return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+
+
+def page_text(html: str) -> str:
+    """What a person reads on a page: its text without markup, style or title, whitespace
+    folded, entities decoded."""
+    body = re.sub(r"<(style|title)>.*?</\1>", " ", html, flags=re.S)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
 
 
 def without_outcome(location: str) -> str:

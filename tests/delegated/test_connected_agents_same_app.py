@@ -4,9 +4,7 @@ audit trail of a person's revocation, and the checks that bind a Revoke to its p
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator
-from html import unescape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +20,7 @@ from tests.delegated.support import (
     delegated_brand,
     hidden,
     new_sub,
+    page_text,
     serve,
 )
 
@@ -36,11 +35,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     store = f"sqlite:///{tmp_path_factory.mktemp('agents')}/pactmw.db"
     with serve(store, brands, calls=calls) as running:
         yield running
-
-
-def text_of(html: str) -> str:
-    body = re.sub(r"<(style|title)>.*?</\1>", " ", html, flags=re.S)
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
 
 
 def test_signed_out_the_page_sends_the_person_to_sign_in(env: Env) -> None:
@@ -60,7 +54,7 @@ def test_a_person_revokes_their_agent_and_it_is_audited(
     page = env.get(env.oauth("acme", "agents"), user=user)
     assert page.status_code == 200
     assert_page_headers(page)
-    text = text_of(page.text)
+    text = page_text(page.text)
     assert f"signed in to Acme Shop as {user}@example.com" in text
     assert AGENT_NAME in text
     assert SCOPES["orders:read"] in text
@@ -77,7 +71,7 @@ def test_a_person_revokes_their_agent_and_it_is_audited(
 
     done = env.post(env.oauth("acme", "agents"), user=user, data=form)
     assert done.status_code == 200
-    assert f"{AGENT_NAME} can no longer act for you." in text_of(done.text)
+    assert f"{AGENT_NAME} can no longer act for you." in page_text(done.text)
     events = env.events("agent.grant_revoked", grant_id=tokens["grant_id"])
     assert [(e.issuer, e.account, e.reason) for e in events] == [
         (ISSUER, env.account(user), "revoked by the person")

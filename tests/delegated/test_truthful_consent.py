@@ -7,9 +7,7 @@ listed raw scope ids; the consent page said nothing of how long an approval last
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from html import unescape
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ from tests.delegated.support import (
     assert_page_headers,
     delegated_brand,
     new_sub,
+    page_text,
     serve,
     without_outcome,
 )
@@ -40,19 +39,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         yield running
 
 
-def text_of(html: str) -> str:
-    """What a person reads: the markup's text, whitespace folded."""
-    body = re.sub(r"<(style|title)>.*?</\1>", " ", html, flags=re.S)
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
-
-
 def test_a_declined_step_up_says_the_earlier_grant_is_still_live(env: Env) -> None:
     sub, user = new_sub(), env.new_user()
     first = env.connect("acme", READ, user=user, sub=sub)
 
     # Step-up: the agent asks for more; the consent page says what it already holds.
     started, action, session = env.open_consent("acme", CANCEL, user=user, sub=sub)
-    consent = text_of(env.get(started["verification_uri_complete"], user=user).text)
+    consent = page_text(env.get(started["verification_uri_complete"], user=user).text)
     assert f"{AGENT_NAME} can already do this for you" in consent
     assert SCOPES[READ] in consent
 
@@ -63,7 +56,7 @@ def test_a_declined_step_up_says_the_earlier_grant_is_still_live(env: Env) -> No
     result = env.get(declined.headers["location"])
     assert result.status_code == 200
     assert_page_headers(result)
-    text = text_of(result.text)
+    text = page_text(result.text)
     assert "Nothing new allowed" in text
     assert "cannot act for you" not in text
     assert "Nothing was shared" not in text
@@ -76,7 +69,7 @@ def test_a_declined_step_up_says_the_earlier_grant_is_still_live(env: Env) -> No
 
     # Revoked later, the same result link no longer claims anything is live.
     assert env.provider.revoke_grant(first["grant_id"])
-    text = text_of(env.get(declined.headers["location"]).text)
+    text = page_text(env.get(declined.headers["location"]).text)
     assert f"{AGENT_NAME} cannot act for you at Acme Shop" in text
     assert SCOPES[READ] not in text
 
@@ -86,7 +79,7 @@ def test_the_success_page_lists_descriptions_not_scope_ids(env: Env) -> None:
     _, action, session = env.open_consent("acme", f"{READ} {CANCEL}", user=user, sub=sub)
     decided = env.decide(action, session, [READ], user=user)
     result = env.get(decided.headers["location"])
-    text = text_of(result.text)
+    text = page_text(result.text)
     assert "<h1>Connected</h1>" in result.text
     assert SCOPES[READ] in text
     assert SCOPES[CANCEL] not in text
@@ -98,7 +91,7 @@ def test_a_declined_first_request_says_nothing_was_shared(env: Env) -> None:
     sub, user = new_sub(), env.new_user()
     _, action, session = env.open_consent("acme", READ, user=user, sub=sub)
     declined = env.decide(action, session, [READ], decision="deny", user=user)
-    text = text_of(env.get(declined.headers["location"]).text)
+    text = page_text(env.get(declined.headers["location"]).text)
     assert "Not connected" in text
     assert f"Nothing was shared. {AGENT_NAME} cannot act for you at Acme Shop." in text
 
@@ -106,7 +99,7 @@ def test_a_declined_first_request_says_nothing_was_shared(env: Env) -> None:
 def test_the_consent_page_says_how_long_and_where_to_revoke(env: Env) -> None:
     started = env.device_authorization("acme", READ, sub=new_sub()).json()
     page = env.get(started["verification_uri_complete"], user=env.new_user())
-    text = text_of(page.text)
+    text = page_text(page.text)
     assert "This approval lasts 30 days." in text
     assert "You can revoke it at any time" in text
     assert "can already do this" not in text  # nothing granted yet
@@ -120,7 +113,7 @@ def test_a_crafted_result_link_claims_nothing(env: Env, query: str) -> None:
     result = env.get(env.oauth("acme", "connected") + "?" + query)
     assert result.status_code == 200
     assert_page_headers(result)
-    text = text_of(result.text)
+    text = page_text(result.text)
     assert "This page no longer shows a decision" in text
     assert "Connected" not in text
     assert SCOPES[READ] not in text
@@ -131,5 +124,5 @@ def test_an_outcome_is_only_read_by_its_own_brand(env: Env) -> None:
     _, action, session = env.open_consent("acme", READ, user=user, sub=sub)
     location = env.decide(action, session, [READ], user=user).headers["location"]
     elsewhere = location.replace("/a2a/acme/", "/a2a/globex/")
-    text = text_of(env.get(elsewhere).text)
+    text = page_text(env.get(elsewhere).text)
     assert "This page no longer shows a decision" in text

@@ -23,6 +23,7 @@ from pactmw.core.jwk import generate_private_jwk, import_private_jwk
 from pactmw.protocols.delegation import mint_access_token, mint_login_assertion
 from pactmw.store import open_store
 from pactmw.store.base import Grant, Store
+from tests.delegated.support import page_text
 from tests.support.agent import identity_token, user_message
 from tests.support.page_sites import ADAPTERS, BRAND, page_site
 
@@ -42,11 +43,6 @@ DELEGATION = {
     "brand_jwks": {"keys": [BRAND_KEY.public.to_dict()]},
 }
 AGENTS = [{"issuer": ISSUER, "name": AGENT_NAME, "jwks": {"keys": [AGENT_KEY.public.to_dict()]}}]
-
-
-def text_of(html: str) -> str:
-    body = re.sub(r"<(style|title)>.*?</\1>", " ", html, flags=re.S)
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
 
 
 def hidden(html: str, name: str) -> str:
@@ -127,7 +123,7 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
             assert page.headers["x-frame-options"] == "DENY"
             assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
             assert page.headers["cache-control"] == "no-store"
-            text = text_of(page.text)
+            text = page_text(page.text)
             assert "Agents connected to Acme Outdoor" in text
             assert "signed in to Acme Outdoor as jane@example.com" in text
             assert AGENT_NAME in text
@@ -157,7 +153,7 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
             done = http.post(page_url, data=revoke, headers={"origin": base})
             assert done.status_code == 200, done.text
             assert done.headers["x-frame-options"] == "DENY"
-            after = text_of(done.text)
+            after = page_text(done.text)
             assert f"{AGENT_NAME} can no longer act for you." in after
             assert "No personal agent can act for you at Acme Outdoor." in after
             revoked = store.get_grant(mine.grant_id)
