@@ -93,8 +93,9 @@ class ConnectedAgentsView:
     agents: tuple[ConnectedAgent, ...]
     action_url: str
     session: str
-    #: What the last action did ("Demo PA can no longer act for you."), shown as a status.
-    notice: str = ""
+    #: The display name of the agent the person just revoked ("" when none), so the page can
+    #: say, in its own words, that it can no longer act for them.
+    revoked: str = ""
 
 
 def date_text(epoch: float) -> str:

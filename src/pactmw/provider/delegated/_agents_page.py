@@ -87,12 +87,12 @@ class ConnectedAgentsEndpoint:
         grants = form.get("grant", [])
         if form.get("action") != ["revoke"] or len(grants) != 1:
             raise ConsentRefused("This page does not accept that.", 400)
-        notice = yield from self._revoke(brand, signed_in, grants[0])
-        return (yield from self._render(brand, config, signed_in, notice))
+        revoked = yield from self._revoke(brand, signed_in, grants[0])
+        return (yield from self._render(brand, config, signed_in, revoked))
 
     def _revoke(self, brand: Brand, signed_in: SignedInUser, grant_id: str) -> SubFlow:
         """Revoke one of the person's own grants at this Brand, as `revoke_grant` does
-        (audited); the agent's next request fails. The flow's value is the notice."""
+        (audited); the agent's next request fails. The flow's value is the agent's name."""
         grant: Grant | None = yield store(self.ctx.store.get_grant, grant_id=grant_id)
         if grant is None or grant.brand_id != brand.id or grant.account != signed_in.account:
             # Someone else's grant id is as unknown as a made-up one.
@@ -101,10 +101,10 @@ class ConnectedAgentsEndpoint:
         revoked = yield store(self.ctx.store.revoke_grant, grant_id=grant_id, now=self.ctx.clock())
         if revoked:
             self.ctx.audit.grant("agent.grant_revoked", grant, reason="revoked by the person")
-        return f"{name} can no longer act for you."
+        return name
 
     def _render(
-        self, brand: Brand, config: DelegationConfig, user: SignedInUser, notice: str
+        self, brand: Brand, config: DelegationConfig, user: SignedInUser, revoked: str
     ) -> Flow:
         now = self.ctx.clock()
         grants: list[Grant] = yield store(
@@ -131,7 +131,7 @@ class ConnectedAgentsEndpoint:
             ),
             action_url=self.ctx.url(brand, PAGE),
             session=self._mint_session(brand, user),
-            notice=notice,
+            revoked=revoked,
         )
         return page(config.pages.connected_agents(view))
 
