@@ -83,7 +83,7 @@ EXPECTED: dict[str, set[str]] = {
         "AgentExists", "Approval", "AuthorizationDetailsStore", "Claim", "ClaimKind", "Cleanup",
         "Conversation",
         "DeviceAuthorization", "DeviceStatus", "DjangoStore",
-        "Grant", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore",
+        "Grant", "GrantUsageStore", "MemoryStore", "NotFound", "Poll", "PollKind", "PostgresStore",
         "RateLimitStore", "Rotation", "RotationKind", "SqliteStore", "Store", "StoreError",
         "StoreURL", "StoreUnavailable",
         "StoredAgent", "StoredTurn", "UserCodeTaken",

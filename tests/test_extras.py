@@ -21,7 +21,7 @@ from tests.support.hidden import env_without
 #: Every package an extra brings that the core must do without.
 OPTIONAL = (
     "starlette", "fastapi", "werkzeug", "flask", "django", "asgiref", "rest_framework",
-    "uvicorn", "psycopg", "jwt", "httpx",
+    "uvicorn", "psycopg", "jwt", "httpx", "jinja2",
 )  # fmt: skip
 
 #: adapter module -> (the framework's top-level package, the extra that brings it)

@@ -27,9 +27,11 @@ It serves:
   (`brand_jwks_uri`).
 
 `return_to` must be exactly the configured consent URL, optionally with one `user_code`
-query parameter: anything else is refused with 400, so the login is never an open redirect
-and never hands an assertion to another page. Development only: passwords are kept in memory
-in clear, there is no session, no rate limit and no CSRF protection of the sign-in form.
+query parameter, or the Provider's connected agents page next to it (`.../oauth/agents`,
+where the assertion carries no code): anything else is refused with 400, so the login is
+never an open redirect and never hands an assertion to another page. Development only:
+passwords are kept in memory in clear, there is no session, no rate limit and no CSRF
+protection of the sign-in form.
 """
 
 from __future__ import annotations
@@ -127,6 +129,12 @@ class DevelopmentBrandLogin:
         return self.base_url + LOGIN_PATH
 
     @property
+    def agents_url(self) -> str | None:
+        """The Provider's connected agents page of this Brand (next to the consent URL)."""
+        base, slash, last = self.consent_url.rpartition("/")
+        return f"{base}/agents" if slash and last == "consent" else None
+
+    @property
     def jwks_uri(self) -> str:
         return self.base_url + JWKS_PATH
 
@@ -215,7 +223,7 @@ class DevelopmentBrandLogin:
     def login_page(self, return_to: str, user_code: str, error: str = "") -> str:
         code_field = (
             ""
-            if user_code
+            if user_code or return_to == self.agents_url
             else '<p><label>Code from your personal agent <input name="user_code"'
             ' autocomplete="off" placeholder="XXXX-XXXX" required></label></p>'
         )
@@ -234,11 +242,11 @@ class DevelopmentBrandLogin:
             f'{code_field}<p><button type="submit">Sign in</button></p></form>',
         )
 
-    def handoff_page(self, user: BrandUser, assertion: str) -> str:
-        """Back to the Provider: POST the assertion to the consent URL."""
+    def handoff_page(self, user: BrandUser, assertion: str, to: str | None = None) -> str:
+        """Back to the Provider: POST the assertion to the consent URL (or `to`)."""
         return _page(
             f"Signed in to {self.brand_name}",
-            f'<form method="post" action="{escape(self.consent_url)}">'
+            f'<form method="post" action="{escape(to or self.consent_url)}">'
             f'<input type="hidden" name="assertion" value="{escape(assertion)}">'
             f"<p>Signed in as <strong>{escape(user.email or user.username)}</strong>."
             " Taking you to the permissions page&hellip;</p>"
@@ -285,7 +293,7 @@ def _handler_for(login: DevelopmentBrandLogin) -> type[http.server.BaseHTTPReque
                 self._send(200, json.dumps(login.jwks()).encode(), "application/json")
             elif path == LOGIN_PATH:
                 return_to = _field(parse_qs(query), "return_to")
-                code = login.user_code_in(return_to)
+                code = "" if return_to == login.agents_url else login.user_code_in(return_to)
                 if code is None:
                     self._refused()
                 else:
@@ -302,6 +310,9 @@ def _handler_for(login: DevelopmentBrandLogin) -> type[http.server.BaseHTTPReque
                 self._send(400, b"expected a form", "text/plain")
                 return
             return_to = _field(form, "return_to")
+            if return_to == login.agents_url:
+                self._agents_sign_in(form, return_to)
+                return
             code = login.user_code_in(return_to)
             if code is None:
                 self._refused()
@@ -316,6 +327,23 @@ def _handler_for(login: DevelopmentBrandLogin) -> type[http.server.BaseHTTPReque
                 self._html(400, login.login_page(return_to, code, "Enter the code shown."))
             else:
                 self._html(200, login.handoff_page(user, login.assertion(user, user_code)))
+
+        def _agents_sign_in(self, form: Mapping[str, list[str]], agents_url: str) -> None:
+            """Sign in for the connected agents page: an assertion for that page, no code."""
+            user = login.authenticate(_field(form, "username"), _field(form, "password"))
+            if user is None:
+                self._html(401, login.login_page(agents_url, "", "Wrong username or password."))
+                return
+            assertion = mint_login_assertion(
+                key=login.key,
+                brand_issuer=login.issuer,
+                consent_url=agents_url,
+                account=user.account,
+                user_code="",
+                email=user.email,
+                lifetime=login.assertion_lifetime,
+            )
+            self._html(200, login.handoff_page(user, assertion, to=agents_url))
 
         def _form(self) -> dict[str, list[str]] | None:
             content_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()

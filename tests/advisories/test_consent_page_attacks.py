@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from html import escape
+from html import unescape
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -136,7 +136,7 @@ def test_every_name_on_the_consent_page_is_escaped(env: Env) -> None:
     assert_no_injected_markup(page.text)
     for text in HOSTILE:
         assert text not in page.text, text
-        assert escape(text) in page.text, text
+        assert text in unescape(page.text), text  # shown, as text
     # The checkboxes still carry the scope ids, attribute-safe, so the decision works.
     decided = env.decide(
         form_action(page.text), hidden(page.text, "session"), list(HOSTILE_SCOPES), user="mallory"
@@ -154,14 +154,39 @@ def test_the_result_and_error_pages_escape_names_too(env: Env) -> None:
         assert page.status_code == 200
         assert_secure_page(page)
         assert_no_injected_markup(page.text)
-        assert escape(BRAND_NAME) in page.text
-    approved = env.get(env.oauth("acme", "connected") + "?" + query)
-    for scope in HOSTILE_SCOPES:
-        assert escape(scope) in approved.text
+        assert BRAND_NAME in unescape(page.text)
+    # A real decision: the result page names the agent and lists what it can now do.
+    sub = new_sub()
+    started = env.device_authorization("acme", " ".join(HOSTILE_SCOPES), sub=sub)
+    page = env.get(started.json()["verification_uri_complete"], user="mallory")
+    decided = env.decide(
+        form_action(page.text), hidden(page.text, "session"), list(HOSTILE_SCOPES), user="mallory"
+    )
+    approved = env.get(decided.headers["location"])
+    assert_secure_page(approved)
+    assert_no_injected_markup(approved.text)
+    for text in (BRAND_NAME, AGENT_NAME, *HOSTILE_SCOPES.values()):
+        assert text not in approved.text, text
+        assert text in unescape(approved.text), text
     refused = env.get(env.oauth("acme", "consent"), params={"user_code": "<script>x</script>"})
     assert refused.status_code == 400
     assert_secure_page(refused)
     assert_no_injected_markup(refused.text)
+
+
+def test_the_connected_agents_page_escapes_names_too(env: Env) -> None:
+    started = env.device_authorization("acme", " ".join(HOSTILE_SCOPES), sub=new_sub())
+    page = env.get(started.json()["verification_uri_complete"], user="mallory")
+    env.decide(
+        form_action(page.text), hidden(page.text, "session"), list(HOSTILE_SCOPES), user="mallory"
+    )
+    agents = env.get(env.oauth("acme", "agents"), user="mallory")
+    assert agents.status_code == 200
+    assert_secure_page(agents)
+    assert_no_injected_markup(agents.text)
+    for text in (BRAND_NAME, AGENT_NAME, LABEL, *HOSTILE_SCOPES.values()):
+        assert text not in agents.text, text
+        assert text in unescape(agents.text), text
 
 
 # -- security headers on every consent response ----------------------------------------------------

@@ -169,11 +169,11 @@ class Site:
         jwt = identity_token(self._agent_key, PA_ISSUER, AUDIENCE, sub="pa-user-1")
         return {"authorization": f"Bearer {jwt}"}
 
-    def device_authorization(self) -> dict[str, Any]:
+    def device_authorization(self, scope: str = " ".join(SCOPES)) -> dict[str, Any]:
         response = httpx.post(
             f"{self.oauth}/device_authorization",
             headers=self.agent_headers(),
-            data={"client_id": PA_ISSUER, "scope": " ".join(SCOPES)},
+            data={"client_id": PA_ISSUER, "scope": scope},
         )
         assert response.status_code == 200, response.text
         document: dict[str, Any] = response.json()
@@ -332,13 +332,60 @@ def test_person_signs_in_and_allows_some_scopes(browser: WebDriver, tmp_path: Pa
         assert "did not come from the consent page" not in text
         assert urlsplit(browser.current_url).path == f"/a2a/{BRAND_ID}/oauth/connected"
         assert heading == "Connected"
-        assert "connected" in browser.title
+        assert browser.title == "Personal agent: Connected"
         granted = [scope for scope in SCOPES if scope != UNTICKED]
-        assert all(scope in text for scope in granted)
-        assert UNTICKED not in text
+        # The person reads what the agent can now do, in the Brand's words, not scope ids.
+        assert all(SCOPES[scope] in text for scope in granted)
+        assert SCOPES[UNTICKED] not in text
+        assert not any(scope in text for scope in SCOPES)
+        assert f"{AGENT_NAME} can now do this for you at {BRAND_NAME} until" in text
 
         token = site.poll_token(authorization["device_code"])
         assert sorted(token["scope"].split()) == sorted(granted)  # a set (RFC 6749 §3.3)
+
+
+@pytest.mark.timeout(60)
+def test_a_declined_step_up_says_what_the_agent_still_can_do(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """Issue 15 point 2: untick everything on a step-up; the earlier grant stays, and the
+    result page says so (it used to say "Nothing was shared ... cannot act for you")."""
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        first = site.device_authorization("orders:read")
+        browser.get(first["verification_uri_complete"])
+        wait.until(has_consent_form)
+        text = browser.find_element(By.TAG_NAME, "body").text
+        assert "This approval lasts 30 days." in text
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        wait.until(lambda d: urlsplit(d.current_url).path.endswith("/oauth/connected"))
+        site.poll_token(first["device_code"])
+
+        # Step-up: the agent asks to cancel orders; the page says what it already holds.
+        more = site.device_authorization("orders:cancel")
+        browser.get(more["verification_uri_complete"])
+        wait.until(has_consent_form)
+        text = browser.find_element(By.TAG_NAME, "body").text
+        assert f"{AGENT_NAME} can already do this for you" in text
+        assert SCOPES["orders:read"] in text
+        box = browser.find_element(By.CSS_SELECTOR, "input[type=checkbox][name=scope]")
+        box.click()  # untick the only new scope
+        assert not box.is_selected()
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        heading = wait.until(
+            lambda d: (
+                urlsplit(d.current_url).path.endswith("/oauth/connected")
+                and d.find_element(By.TAG_NAME, "h1")
+            )
+        )
+        assert heading.text == "Nothing new allowed"
+        text = browser.find_element(By.TAG_NAME, "body").text
+        screenshot(browser, "step-up-declined.png")
+        assert "cannot act for you" not in text
+        assert f"{AGENT_NAME} can now do this for you at {BRAND_NAME} until" in text
+        assert SCOPES["orders:read"] in text
+        assert SCOPES["orders:cancel"] not in text
 
 
 @pytest.mark.timeout(60)

@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from html import unescape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -66,6 +67,20 @@ PA_KEYS: dict[str, PrivateJWK] = {
 
 def b64url_json(segment: str) -> Any:
     return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+
+
+def page_text(html: str) -> str:
+    """What a person reads on a page: its text without markup, style or title, whitespace
+    folded, entities decoded."""
+    body = re.sub(r"<(style|title)>.*?</\1>", " ", html, flags=re.S)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
+
+
+def without_outcome(location: str) -> str:
+    """A result-page URL without its signed `outcome` (the part a test cannot predict)."""
+    base, _, query = location.partition("?")
+    kept = [part for part in query.split("&") if not part.startswith("outcome=")]
+    return f"{base}?{'&'.join(kept)}" if kept else base
 
 
 def jws_header(token: str) -> dict[str, Any]:

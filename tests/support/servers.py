@@ -183,19 +183,24 @@ def django_server(
     settings: str,
     workdir: Path,
     name: str,
+    extra_env: Mapping[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[str]:
     """Serve the Django test site with `settings` (a module of pactmw_testsite) and `config`
-    (written to `workdir/NAME.json` for the site to read); yield its base URL.
+    (written to `workdir/NAME.json` for the site to read); yield its base URL. `extra_env`
+    adds environment variables a settings module reads; `port` is the one to listen on (a
+    free one when None), for a `config` whose `base_url` must name it.
 
     The server's output goes to `workdir/NAME.log`.
     """
     config_file = workdir / f"{name}.json"
     config_file.write_text(json.dumps(config))
-    port = free_port()
     env = {
         "DJANGO_SETTINGS_MODULE": settings,
         "PYTHONPATH": str(DJANGO_PROJECT),
         "PACTMW_TEST_CONFIG": str(config_file),
+        **(extra_env or {}),
     }
+    port = port or free_port()
     with process_server(django_argv(port, asgi=asgi), port, env=env, log=workdir / f"{name}.log"):
         yield f"http://127.0.0.1:{port}"

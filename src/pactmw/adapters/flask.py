@@ -89,7 +89,13 @@ class Pactmw:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
-        guard = guard_from_mapping(app.config.get("PACTMW", {}), handlers=self._handlers)
+        data = app.config.get("PACTMW", {})
+        if isinstance(data, Mapping) and "templates" not in data:
+            # The person's pages look in the app's own templates first (templates/pactmw/*.html),
+            # through Flask's own loader (blueprints' folders count too), without creating
+            # app.jinja_env before the app has set its Jinja options.
+            data = {**data, "templates": app.create_global_jinja_loader()}
+        guard = guard_from_mapping(data, handlers=self._handlers)
         if guard.provider is not None:
             app.add_url_rule(f"{MOUNT}<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
             if guard.provider.poppy is not None:

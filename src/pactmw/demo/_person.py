@@ -3,6 +3,7 @@ consent page. The personal agent never sees any of it; it only showed her the li
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from pactmw.brand_login import DevelopmentBrandLogin
@@ -98,7 +99,15 @@ class Person:
         t.note(f"  Location: {location}")
         answer = browser.get(location)
         expect(answer.status == 200, f"result page: expected 200, got {answer.status}")
-        t.note(f"  {text_of(answer.text(), 'p')!r}")
+        result = answer.text()
+        # What the result page states: the decision, then what the agent can do now.
+        t.note(f"  {text_of(result, 'h1')}: {text_of(result, 'p')!r}")
+        now = re.findall(r"<p>((?:(?!<p>).)*?)</p>\s*<ul>(.*?)</ul>", result, re.DOTALL)
+        if now:
+            sentence, items = now[0]
+            t.note(f"  {text_of(f'<p>{sentence}</p>', 'p')!r}")
+            for item in re.findall(r"<li>(.*?)</li>", items, re.DOTALL):
+                t.note(f"    - {text_of(f'<li>{item}</li>', 'li')}")
 
 
 __all__ = [

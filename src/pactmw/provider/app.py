@@ -383,17 +383,21 @@ class Provider:
             return oauth.metadata(brand, config)
         if route.operation == "oauth_jwks":
             return oauth.jwks()
-        if route.operation == "consent_result":
-            return oauth.result(brand, config, request)
         try:
+            if route.operation == "consent_result":
+                return (yield from oauth.result(brand, config, request))
             user = (yield NeedUser()) if config.mode == "same-app" else None
             if route.operation == "consent" and request.method == "GET":
                 return (yield from oauth.consent(brand, config, request, user, None))
+            if route.operation == "connected_agents" and request.method == "GET":
+                return (yield from oauth.connected_agents(brand, config, request, user, None))
             body = yield NeedBody(FORM_LIMIT)
             if body is None:
                 raise RequestRefused(413)
             if route.operation == "consent":
                 return (yield from oauth.consent(brand, config, request, user, body))
+            if route.operation == "connected_agents":
+                return (yield from oauth.connected_agents(brand, config, request, user, body))
             return (yield from oauth.decision(brand, config, request, user, body))
         except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
             return error_response(ConsentRefused(exc.description, 400), pages=config.pages)

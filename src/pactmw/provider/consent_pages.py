@@ -1,13 +1,24 @@
-"""The consent pages a person sees (HTML). Subclass `ConsentPages` to dress them as the Brand.
+"""The pages a person sees (HTML): code entry, consent, result, connected agents, errors.
 
-Every value is HTML-escaped here; forms use absolute `action` URLs and hidden inputs written
+They render from Jinja2 templates named `pactmw/<page>.html`, all extending
+`pactmw/base.html`, with autoescaping on. A Brand dresses them without subclassing: put its own
+`pactmw/base.html` (or any page) in a template folder searched first, through
+`ConsentPages(templates=...)`, the `templates` setting, Flask's template loader or Django's
+template directories (the adapters pass those in). The text is translatable: give
+`translations` (a `gettext.GNUTranslations`, from Babel-style `.po`/`.mo` catalogs); English
+is the source language. Subclassing and overriding a method still works.
+
+Forms use absolute `action` URLs and hidden inputs written
 `<input type="hidden" name="X" value="...">`, the shape the reference conformance suite
 scrapes. The security headers are added by the Provider, not by these templates.
 """
 
 from __future__ import annotations
 
-from html import escape
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
 
 from attrs import frozen
 
@@ -26,92 +37,146 @@ class ConsentView:
     #: RFC 9396 authorization details as (scope id, the entry's rendering): the conditions
     #: that come with that scope, declined with it.
     conditions: tuple[tuple[str, str], ...] = ()
+    #: How long an approval lasts (seconds): the grant's lifetime.
+    lasts: float = 30 * 24 * 3600.0
+    #: What this agent may already do for this person (id, description): a step-up widens it.
+    already: tuple[tuple[str, str], ...] = ()
+    #: The page where the person sees and revokes their connected agents, if served.
+    manage_url: str | None = None
 
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;
-color:#1d2330;line-height:1.5}
-h1{font-size:1.4rem}.muted{color:#5b6475}.scope{display:block;margin:.6rem 0}
-button{font:inherit;font-size:1rem;padding:.5rem 1.2rem;margin-right:.6rem;border-radius:.4rem;
-border:1px solid #8891a5;background:#fff}button.primary{background:#1f5eff;color:#fff;
-border-color:#1f5eff}code{background:#eef1f6;padding:.1rem .3rem;border-radius:.2rem}
-"""
+@frozen
+class ResultView:
+    """What the page after a decision shows: what was decided and what the agent can do *now*.
+
+    `can_now` is read from the live grant when the page is shown (id, description); it is
+    empty when the agent cannot act for the person. `known` is False when the page was
+    opened without a valid record of a decision (an old or edited link): then nothing is
+    claimed either way.
+    """
+
+    brand_name: str
+    agent_name: str
+    agent_origin: str
+    approved: bool
+    granted: tuple[tuple[str, str], ...]
+    can_now: tuple[tuple[str, str], ...]
+    until: float | None
+    manage_url: str | None = None
+    known: bool = True
 
 
-def _conditions(view: ConsentView, scope: str) -> str:
-    items = "".join(f"<li>{escape(text)}</li>" for of, text in view.conditions if of == scope)
-    return f'<ul class="conditions" data-scope="{escape(scope)}">{items}</ul>' if items else ""
+@frozen
+class ConnectedAgent:
+    """One agent that can act for the person at this Brand: one live grant.
+
+    Protocol-neutral: an agent's display name and origin, what it may do (id, description),
+    since when, when it was last used (None: not recorded or never) and when it expires.
+    """
+
+    grant_id: str
+    agent_name: str
+    agent_origin: str
+    scopes: tuple[tuple[str, str], ...]
+    since: float
+    last_used: float | None
+    expires_at: float
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body>{body}</body></html>\n"
-    )
+@frozen
+class ConnectedAgentsView:
+    """The person's connected agents page: every agent that can act for them, each with a
+    Revoke button posting `grant` and the page's `session` to `action_url`."""
+
+    brand_name: str
+    signed_in_as: str
+    agents: tuple[ConnectedAgent, ...]
+    action_url: str
+    session: str
+    #: The display name of the agent the person just revoked ("" when none), so the page can
+    #: say, in its own words, that it can no longer act for them.
+    revoked: str = ""
+
+
+def date_text(epoch: float) -> str:
+    """`epoch` as a date a person reads ("2 January 2027", UTC)."""
+    moment = time.gmtime(epoch)
+    return f"{moment.tm_mday} {time.strftime('%B %Y', moment)}"
+
+
+def isodate(epoch: float) -> str:
+    """`epoch` as an ISO 8601 UTC timestamp (a `<time datetime>` value)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+TemplateFolders = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 class ConsentPages:
-    """Default pages. Override any method; return a complete HTML document."""
+    """Default pages, rendered from templates. Override a template, or a method returning a
+    complete HTML document.
+
+    `templates`: folders searched before the built-in templates (each holding
+    `pactmw/consent.html` and so on). `loader`: a Jinja2 loader searched first of all (Flask's
+    `app.jinja_loader`, for one). `translations`: a gettext translations object; English when
+    None. Raises `MissingExtra` when Jinja2 is not installed.
+    """
+
+    def __init__(
+        self,
+        templates: TemplateFolders | None = None,
+        *,
+        loader: Any = None,
+        translations: Any = None,
+    ) -> None:
+        from pactmw.provider._templates import PageTemplates
+
+        if templates is None:
+            folders: tuple[str, ...] = ()
+        elif isinstance(templates, (str, os.PathLike)):
+            folders = (os.fspath(templates),)
+        else:
+            folders = tuple(os.fspath(folder) for folder in templates)
+        self.templates = PageTemplates(
+            folders=folders,
+            loader=loader,
+            translations=translations,
+            filters={"date": date_text, "isodate": isodate},
+        )
+
+    def render(self, name: str, **context: Any) -> str:
+        """Render the template `pactmw/{name}.html` with `context`."""
+        return self.templates.render(f"pactmw/{name}.html", context)
 
     def consent(self, view: ConsentView) -> str:
         """The consent form: one pre-checked checkbox per requested scope, each with its
         conditions (authorization details) under it; Allow and Deny."""
-        scopes = "".join(
-            f'<label class="scope"><input type="checkbox" name="scope" value="{escape(scope)}"'
-            f" checked> {escape(description)}</label>{_conditions(view, scope)}"
-            for scope, description in view.scopes
-        )
-        return _page(
-            f"Allow {view.agent_name}?",
-            f'<form method="post" action="{escape(view.decision_url)}">'
-            f'<input type="hidden" name="session" value="{escape(view.session)}">'
-            f"<h1>{escape(view.agent_name)} wants to act for you at {escape(view.brand_name)}</h1>"
-            f'<p class="muted">The personal agent from <code>{escape(view.agent_origin)}</code>'
-            f" is asking. You are signed in to {escape(view.brand_name)} as"
-            f" <strong>{escape(view.signed_in_as)}</strong>.</p>"
-            f"<p>Untick anything you do not want to allow:</p>{scopes}"
-            '<p><button class="primary" type="submit" name="decision" value="allow">Allow'
-            '</button><button type="submit" name="decision" value="deny">Deny</button></p>'
-            "</form>",
-        )
+        return self.render("consent", view=view)
 
     def code_entry(self, action_url: str, error: str = "") -> str:
         """Where a person types the code their personal agent showed them."""
-        problem = f'<p class="muted" role="alert">{escape(error)}</p>' if error else ""
-        return _page(
-            "Connect your personal agent",
-            f'<form method="get" action="{escape(action_url)}">'
-            "<h1>Connect your personal agent</h1>"
-            f"{problem}<p>Enter the code your personal agent showed you.</p>"
-            '<p><input name="user_code" autocomplete="off" autocapitalize="characters"'
-            ' placeholder="XXXX-XXXX" required></p>'
-            '<p><button class="primary" type="submit">Continue</button></p></form>',
-        )
+        return self.render("code_entry", action_url=action_url, error=error)
 
-    def result(self, approved: bool, brand_name: str, scopes: tuple[str, ...]) -> str:
-        """After the decision."""
-        if approved:
-            listed = ", ".join(f"<code>{escape(scope)}</code>" for scope in scopes)
-            text = f"Done. Your personal agent may now use {listed} at {escape(brand_name)}."
-        else:
-            text = (
-                "Nothing was shared. Your personal agent cannot act for you at "
-                f"{escape(brand_name)}."
-            )
-        return _page(
-            "Personal agent " + ("connected" if approved else "not connected"),
-            f"<h1>{'Connected' if approved else 'Not connected'}</h1><p>{text}</p>"
-            '<p class="muted">You can close this page.</p>',
-        )
+    def result(self, view: ResultView) -> str:
+        """After the decision: what was decided, then what the agent can do now."""
+        return self.render("result", view=view)
+
+    def connected_agents(self, view: ConnectedAgentsView) -> str:
+        """The agents that can act for the signed-in person, each with a Revoke button."""
+        return self.render("connected_agents", view=view)
 
     def error(self, title: str, message: str) -> str:
         """A refusal (expired code, reused link, bad assertion...)."""
-        return _page(title, f"<h1>{escape(title)}</h1><p>{escape(message)}</p>")
+        return self.render("error", title=title, message=message)
 
 
 __all__ = [
+    "ConnectedAgent",
+    "ConnectedAgentsView",
     "ConsentPages",
     "ConsentView",
+    "ResultView",
+    "TemplateFolders",
+    "date_text",
+    "isodate",
 ]

@@ -30,12 +30,21 @@ Operation = Literal[
     "consent",
     "consent_decision",
     "consent_result",
+    "connected_agents",
 ]
 
 #: Operations that need no personal-agent JWT (the card, the authorization server's public
 #: documents, and the consent pages a person opens in a browser).
 PUBLIC_OPERATIONS = frozenset(
-    {"card", "oauth_metadata", "oauth_jwks", "consent", "consent_decision", "consent_result"}
+    {
+        "card",
+        "oauth_metadata",
+        "oauth_jwks",
+        "consent",
+        "consent_decision",
+        "consent_result",
+        "connected_agents",
+    }
 )
 
 #: `{interface}/oauth/...` path -> (operation, methods).
@@ -47,6 +56,7 @@ _OAUTH_ROUTES: dict[str, tuple[Operation, tuple[str, ...]]] = {
     "oauth/consent": ("consent", ("GET", "POST")),
     "oauth/consent/decision": ("consent_decision", ("POST",)),
     "oauth/connected": ("consent_result", ("GET",)),
+    "oauth/agents": ("connected_agents", ("GET", "POST")),
 }
 
 MOUNT = PROVIDER_MOUNT

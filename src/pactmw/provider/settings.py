@@ -53,6 +53,7 @@ PROVIDER_KEYS = frozenset(
         "delegation_brand",  # read by the identity middleware of the Django/Flask adapters
         "parafe_brand",  # read by @parafe_action of the Django/Flask adapters
         "admin_show_message_text",  # read by the Django admin (conversations)
+        "templates",  # folders (or a Jinja2 loader) searched first for the person's pages
     }
 )
 _BRAND_KEYS = frozenset(
@@ -105,6 +106,7 @@ _DELEGATION_KEYS = frozenset(
         "skip_consent_if_granted",
         "tools",
         "pages",
+        "templates",
         "authorization_details",
     }
 )
@@ -160,9 +162,14 @@ def _skill(data: Any, where: str) -> Skill:
 
 
 def brand_from_mapping(
-    brand_id: str, data: Any, *, handlers: Mapping[str, TurnHandler] | None = None
+    brand_id: str,
+    data: Any,
+    *,
+    handlers: Mapping[str, TurnHandler] | None = None,
+    templates: Any = None,
 ) -> Brand:
-    """One `[brands.ID]` table. `handler` is an import path, or a key of `handlers`."""
+    """One `[brands.ID]` table. `handler` is an import path, or a key of `handlers`;
+    `templates` is the top-level `templates` setting (the delegation table's own wins)."""
     where = f"brands.{brand_id}"
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table")
@@ -189,7 +196,9 @@ def brand_from_mapping(
     if not isinstance(skills_data, list):
         raise ConfigError(f"{where}.skills must be a list of tables")
     delegation = (
-        _delegation(data["delegation"], f"{where}.delegation") if "delegation" in data else None
+        _delegation(data["delegation"], f"{where}.delegation", templates)
+        if "delegation" in data
+        else None
     )
     parafe = parafe_from_mapping(data["parafe"], f"{where}.parafe") if "parafe" in data else None
     extra: dict[str, Any] = {}
@@ -387,7 +396,19 @@ def _detail_types(reference: Any, where: str) -> tuple[AuthorizationDetailType, 
     return tuple(reference)
 
 
-def _delegation(data: Any, where: str) -> DelegationConfig:
+def _page_templates(value: Any, where: str) -> ConsentPages:
+    """The default pages searching `value` first: a folder, a list of folders, or a Jinja2
+    loader (anything with `get_source`, as Flask's `app.jinja_loader`)."""
+    if hasattr(value, "get_source"):
+        return ConsentPages(loader=value)
+    if isinstance(value, str) and value:
+        return ConsentPages(templates=value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+        return ConsentPages(templates=tuple(value))
+    raise ConfigError(f"{where} must be a folder, a list of folders or a Jinja2 loader")
+
+
+def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfig:
     """A `[brands.ID.delegation]` table (see docs/delegated.md)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table")
@@ -413,8 +434,14 @@ def _delegation(data: Any, where: str) -> DelegationConfig:
         extra["poppy"] = poppy_from_mapping(data["poppy"], f"{where}.poppy")
     if "tools" in data:
         extra["tools"] = _imported(data["tools"], ToolRegistry, f"{where}.tools")
+    if "pages" in data and "templates" in data:
+        raise ConfigError(f"{where}: give pages or templates, not both")
     if "pages" in data:
         extra["pages"] = _imported(data["pages"], ConsentPages, f"{where}.pages")
+    elif "templates" in data:
+        extra["pages"] = _page_templates(data["templates"], f"{where}.templates")
+    elif templates is not None:
+        extra["pages"] = _page_templates(templates, "templates")
     if "authorization_details" in data:
         extra["authorization_details"] = _detail_types(
             data["authorization_details"], f"{where}.authorization_details"
@@ -546,7 +573,8 @@ class ProviderSettings:
             )
         max_body = _positive(data, "max_body_bytes", 1024 * 1024, whole=True)
         brands = tuple(
-            brand_from_mapping(str(k), v, handlers=handlers) for k, v in brands_data.items()
+            brand_from_mapping(str(k), v, handlers=handlers, templates=data.get("templates"))
+            for k, v in brands_data.items()
         )
         try:  # a Poppy Brand's documents are checked now, naming the setting
             poppy_companies(

@@ -14,6 +14,7 @@ from attrs import frozen
 
 from pactmw.store._protocols.details import AuthorizationDetailsStore
 from pactmw.store._protocols.ratelimits import RateLimitStore
+from pactmw.store._protocols.usage import GrantUsageStore
 from pactmw.store.base import (
     AgentExists,
     Approval,
@@ -55,6 +56,7 @@ __all__ = [
     "DeviceStatus",
     "DjangoStore",
     "Grant",
+    "GrantUsageStore",
     "MemoryStore",
     "NotFound",
     "Poll",

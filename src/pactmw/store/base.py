@@ -283,6 +283,8 @@ class Grant:
     updated_at: float
     expires_at: float
     revoked_at: float | None
+    #: When a request last used it, to the minute (stores that record it; None: unknown).
+    last_used_at: float | None = None
 
     def is_live(self, now: float) -> bool:
         """Tell whether the grant may be used at `now` (not revoked, not expired)."""

@@ -207,6 +207,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Version 6: Poppy Sessions (each with its one live Session Token hash) and Account
     # Tokens; store/_sql/ holds the statements, shared with the Django store.
     (*sessions.POSTGRES_MIGRATION, *account_tokens.POSTGRES_MIGRATION),
+    # Version 7: when a grant was last used (the connected agents page), written at most
+    # once a minute per grant.
+    ("ALTER TABLE pactmw_grants ADD COLUMN last_used_at DOUBLE PRECISION",),
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,

@@ -187,6 +187,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Version 6: Poppy Sessions (each with its one live Session Token hash) and Account
     # Tokens; store/_sql/ holds the statements, shared with the Django store.
     (*sessions.SQLITE_MIGRATION, *account_tokens.SQLITE_MIGRATION),
+    # Version 7: when a grant was last used (the connected agents page), written at most
+    # once a minute per grant.
+    ("ALTER TABLE pactmw_grants ADD COLUMN last_used_at REAL",),
 )
 
 

@@ -28,6 +28,18 @@ def raw_settings() -> Any:
     return getattr(django_settings, SETTING, {})
 
 
+def with_template_dirs(data: Any) -> Any:
+    """`data` with `templates` set to the directories of Django's template engines (DIRS, and
+    the apps' `templates/` under APP_DIRS) unless it names its own: a Brand overrides
+    `pactmw/consent.html` and the other pages where it keeps its other templates."""
+    if not isinstance(data, dict) or "templates" in data:
+        return data
+    from django.template import engines
+
+    folders = [str(folder) for engine in engines.all() for folder in engine.template_dirs]
+    return {**data, "templates": folders} if folders else data
+
+
 def protect_prefix() -> str | None:
     """The guarded prefix as written, readable even when the rest of the settings is not."""
     data = raw_settings()
@@ -46,7 +58,7 @@ class Configured:
         with self._lock:
             if self._guard is None and self._error is None:
                 try:
-                    self._guard = guard_settings(raw_settings()).build()
+                    self._guard = guard_settings(with_template_dirs(raw_settings())).build()
                 except ConfigError as exc:
                     self._error = exc
                     logger.error(
@@ -109,4 +121,5 @@ __all__ = [
     "get_verifier",
     "protect_prefix",
     "raw_settings",
+    "with_template_dirs",
 ]

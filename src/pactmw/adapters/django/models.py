@@ -179,6 +179,10 @@ class Grant(models.Model):
     revoked_at: models.FloatField[float | None, float | None] = models.FloatField(
         null=True, blank=True
     )
+    #: When a request last used it, to the minute (the connected agents page's "last used").
+    last_used_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
 
     class Meta:
         db_table = "pactmw_grants"

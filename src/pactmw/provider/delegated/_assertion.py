@@ -27,8 +27,15 @@ class BrandAssertions:
     #: Where `brand_jwks_uri` keys are cached (the Provider may replace it, tests do).
     brand_keys: JwksCache
 
-    def verify(self, brand: Brand, config: DelegationConfig, assertion: str) -> SubFlow:
-        """The flow's value is (SignedInUser, user_code)."""
+    def verify(
+        self, brand: Brand, config: DelegationConfig, assertion: str, page: str = "consent"
+    ) -> SubFlow:
+        """The flow's value is (SignedInUser, user_code).
+
+        `page` is the page the assertion is for (its `aud`, under the Brand's `oauth/`): the
+        consent page needs a `user_code`; the connected agents page (`agents`) needs none and
+        gets "".
+        """
         refused = ConsentRefused("The sign-in could not be verified. Sign in again.", 401)
         try:
             jws = parse_compact(assertion, allowed_algs=frozenset({"ES256", "RS256"}))
@@ -48,11 +55,13 @@ class BrandAssertions:
             raise refused
         now = self.ctx.clock()
         sub, jti, code = claims.get("sub"), claims.get("jti"), claims.get("user_code")
+        if page != "consent":
+            code = "-"  # whatever it says: this sign-in opens no consent, it needs no code
         iat, exp = claims.get("iat"), claims.get("exp")
         label = claims.get("email") or claims.get("name") or sub
         if (
             claims.get("iss") != config.brand_issuer
-            or claims.get("aud") != self.ctx.url(brand, "consent")
+            or claims.get("aud") != self.ctx.url(brand, page)
             or not all(
                 isinstance(v, str) and v and is_storable_text(v) for v in (sub, jti, code, label)
             )
@@ -72,10 +81,13 @@ class BrandAssertions:
         )
         if not first_use:
             raise ConsentRefused("This sign-in was already used. Sign in again.", 400)
+        signed_in = SignedInUser(account=str(sub), label=str(label))
+        if page != "consent":
+            return (signed_in, "")
         user_code = normalize_user_code(str(code))
         if user_code is None:
             raise ConsentRefused.unusable_code()
-        return (SignedInUser(account=str(sub), label=str(label)), user_code)
+        return (signed_in, user_code)
 
 
 __all__ = [

@@ -9,9 +9,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from attrs import frozen
 
 from pactmw.core.errors import RequestRefused
-from pactmw.core.http import Request, Response
+from pactmw.core.http import Request
 from pactmw.provider.brand import Brand, DelegationConfig
-from pactmw.provider.consent_pages import ConsentView
+from pactmw.provider.consent_pages import ConsentView, ResultView
 from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._audit import AuditEvent
 from pactmw.provider.delegated._codes import normalize_user_code
@@ -20,7 +20,12 @@ from pactmw.provider.delegated._details import approved, device_owner, grant_own
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
 from pactmw.provider.delegated._responses import page, redirect, with_query
-from pactmw.provider.delegated._sessions import ConsentSessions, SignedInUser
+from pactmw.provider.delegated._sessions import (
+    ConsentOutcomes,
+    ConsentSessions,
+    Outcome,
+    SignedInUser,
+)
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Approval, DeviceAuthorization, Grant
@@ -29,6 +34,12 @@ from pactmw.store.base import Approval, DeviceAuthorization, Grant
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _described(config: DelegationConfig, scopes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`scopes` with the descriptions the person reads, in the Brand's own order."""
+    owned = set(scopes)
+    return tuple((scope, text) for scope, text in config.scopes.items() if scope in owned)
 
 
 @frozen
@@ -44,6 +55,9 @@ class ConsentEndpoint:
     limiter: RateLimiter
     sessions: ConsentSessions
     assertions: BrandAssertions
+    outcomes: ConsentOutcomes
+    #: The connected agents page of a Brand, when the Provider serves one.
+    manage_url: Callable[[Brand], str | None]
 
     def consent(
         self,
@@ -77,15 +91,15 @@ class ConsentEndpoint:
                 return redirect(with_query(config.login_url, {"next": here}))
         authorization = yield from self._pending(brand, user_code)
         assert user is not None
+        grant: Grant | None = yield store(
+            self.ctx.store.live_grant,
+            brand_id=brand.id,
+            account=user.account,
+            client_id=authorization.client_id,
+            pa_sub=authorization.pa_sub,
+            now=self.ctx.clock(),
+        )
         if config.skip_consent_if_granted:
-            grant: Grant | None = yield store(
-                self.ctx.store.live_grant,
-                brand_id=brand.id,
-                account=user.account,
-                client_id=authorization.client_id,
-                pa_sub=authorization.pa_sub,
-                now=self.ctx.clock(),
-            )
             asked = yield from held(
                 self.ctx.store, config, device_owner(authorization.device_code_hash)
             )
@@ -123,6 +137,9 @@ class ConsentEndpoint:
                 for entry in asked
                 if entry.get("type") in kinds
             ),
+            lasts=config.grant_lifetime,
+            already=_described(config, grant.scopes if grant is not None else ()),
+            manage_url=self.manage_url(brand),
         )
         return page(config.pages.consent(view))
 
@@ -154,11 +171,44 @@ class ConsentEndpoint:
             return (yield from self._deny(brand, user_code, authorization, signed_in))
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
 
-    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Response:
+    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
+        """The page after a decision: it reads the grant again, so it tells what the agent
+        can do now (a denied step-up leaves the earlier grant live, and says so)."""
         query = parse_qs(request.query)
-        approved = query.get("status") == ["approved"]
-        scopes = tuple(s for s in " ".join(query.get("scope", [])).split() if s in config.scopes)
-        return page(config.pages.result(approved, brand.name, scopes))
+        tokens = query.get("outcome", [])
+        outcome = self.outcomes.read(brand, tokens[0]) if len(tokens) == 1 else None
+        if outcome is None:
+            unknown = ResultView(
+                brand_name=brand.name,
+                agent_name="",
+                agent_origin="",
+                approved=False,
+                granted=(),
+                can_now=(),
+                until=None,
+                manage_url=self.manage_url(brand),
+                known=False,
+            )
+            return page(config.pages.result(unknown))
+        grant: Grant | None = yield store(
+            self.ctx.store.live_grant,
+            brand_id=brand.id,
+            account=outcome.account,
+            client_id=outcome.client_id,
+            pa_sub=outcome.pa_sub,
+            now=self.ctx.clock(),
+        )
+        view = ResultView(
+            brand_name=brand.name,
+            agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
+            agent_origin=_origin(outcome.client_id),
+            approved=outcome.approved,
+            granted=_described(config, outcome.granted),
+            can_now=_described(config, grant.scopes if grant is not None else ()),
+            until=grant.expires_at if grant is not None else None,
+            manage_url=self.manage_url(brand),
+        )
+        return page(config.pages.result(view))
 
     def _limit(self, request: Request) -> SubFlow:
         # `request.client` is the peer address the server saw, or the one a proxy the
@@ -208,7 +258,15 @@ class ConsentEndpoint:
                 scopes=authorization.scopes,
             )
         )
-        return redirect(f"{self.ctx.url(brand, 'connected')}?{urlencode({'status': 'denied'})}")
+        outcome = Outcome(
+            approved=False,
+            account=signed_in.account,
+            client_id=authorization.client_id,
+            pa_sub=authorization.pa_sub,
+            granted=(),
+        )
+        query = urlencode({"status": "denied", "outcome": self.outcomes.mint(brand, outcome)})
+        return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
 
     def _approve(
         self,
@@ -246,7 +304,20 @@ class ConsentEndpoint:
             None,
         )
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
-        query = urlencode({"status": "approved", "scope": " ".join(granted)})
+        outcome = Outcome(
+            approved=True,
+            account=user.account,
+            client_id=authorization.client_id,
+            pa_sub=authorization.pa_sub,
+            granted=granted,
+        )
+        query = urlencode(
+            {
+                "status": "approved",
+                "scope": " ".join(granted),
+                "outcome": self.outcomes.mint(brand, outcome),
+            }
+        )
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
 
 

@@ -10,7 +10,11 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.flow import SubFlow, store
+from pactmw.store import GrantUsageStore
 from pactmw.store.base import Grant
+
+#: "Last used" on the connected agents page is to the minute: one write per grant per minute.
+USE_RECORD_INTERVAL = 60.0
 
 
 def _token_cache() -> VerifiedTokenCache[Delegation]:
@@ -25,6 +29,10 @@ class DelegationCheck:
     #: Verified delegation tokens (an agent reuses one for up to an hour): a hit skips the
     #: signature check only; client, expiry and the live grant are checked every time.
     token_cache: VerifiedTokenCache[Delegation] = Factory(_token_cache)
+    #: Whether the store records grant use (checked once: a Protocol isinstance is not free).
+    records_use: bool = Factory(
+        lambda self: isinstance(self.ctx.store, GrantUsageStore), takes_self=True
+    )
 
     def verify_delegation(self, brand: Brand, caller: PersonalAgent, header: str | None) -> SubFlow:
         if brand.delegation is None:
@@ -57,9 +65,20 @@ class DelegationCheck:
             or grant.pa_sub != caller.sub
         ):
             raise DelegationRejected("grant_not_live", "the grant is revoked, expired or foreign")
+        if self.records_use and (
+            grant.last_used_at is None or now - grant.last_used_at >= USE_RECORD_INTERVAL
+        ):
+            usage: GrantUsageStore = self.ctx.store  # type: ignore[assignment]
+            yield store(
+                usage.record_grant_use,
+                grant_id=grant.grant_id,
+                now=now,
+                every=USE_RECORD_INTERVAL,
+            )
         return delegation
 
 
 __all__ = [
+    "USE_RECORD_INTERVAL",
     "DelegationCheck",
 ]

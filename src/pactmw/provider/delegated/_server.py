@@ -15,6 +15,7 @@ from pactmw.core.tokencache import VerifiedTokenCache
 from pactmw.protocols.delegation import Delegation, SigningKeys
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.delegated._agents_page import ConnectedAgentsEndpoint
 from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._audit import Audit, AuditHook
 from pactmw.provider.delegated._consent import ConsentEndpoint
@@ -23,7 +24,7 @@ from pactmw.provider.delegated._device import DeviceEndpoint
 from pactmw.provider.delegated._metadata import Metadata
 from pactmw.provider.delegated._resource import DelegationCheck
 from pactmw.provider.delegated._revocation import Revocation
-from pactmw.provider.delegated._sessions import ConsentSessions, SignedInUser
+from pactmw.provider.delegated._sessions import ConsentOutcomes, ConsentSessions, SignedInUser
 from pactmw.provider.delegated._step_up import StepUp
 from pactmw.provider.delegated._token import TokenEndpoint
 from pactmw.provider.flow import Flow, SubFlow
@@ -89,6 +90,14 @@ class AuthorizationServer:
             ),
             sessions=ConsentSessions(self._ctx),
             assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
+            outcomes=ConsentOutcomes(self._ctx),
+            manage_url=lambda brand: self._ctx.url(brand, "agents"),
+        )
+        self._agents = ConnectedAgentsEndpoint(
+            self._ctx,
+            agent_name=agent_name,
+            limiter=self._consent.limiter,
+            assertions=self._consent.assertions,
         )
         self._revocation = Revocation(self._ctx)
 
@@ -207,9 +216,21 @@ class AuthorizationServer:
         """Allow or Deny; answers 303 to the result page (`status=approved|denied`)."""
         return self._consent.decision(brand, config, request, user, body)
 
-    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Response:
-        """The page after the decision."""
+    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
+        """The page after the decision: what was decided and what the agent can do now."""
         return self._consent.result(brand, config, request)
+
+    def connected_agents(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes | None,
+    ) -> Flow:
+        """The person's connected agents page (`{interface}/oauth/agents`): GET shows it (or
+        sends the person to sign in); POST takes the Brand's assertion or a Revoke."""
+        return self._agents.agents(brand, config, request, user, body)
 
     # -- revocation ---------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ from pactmw.provider.delegated._errors import ConsentRefused
 
 CONSENT_SESSION_TYP = "pact-consent+jwt"
 CONSENT_SESSION_LIFETIME = 600
+OUTCOME_TYP = "pact-consent-outcome+jwt"
+#: The result page is opened right after the decision; a bookmarked one just stops naming it.
+OUTCOME_LIFETIME = 600
 
 
 @frozen
@@ -66,9 +69,87 @@ class ConsentSessions:
         return SignedInUser(account=str(sub), label=str(label)), str(code)
 
 
+@frozen
+class Outcome:
+    """What one consent decision was about: whose grant, for which agent, what was allowed.
+
+    The result page reads the grant of this key again when it is shown, so it states what
+    the agent can do at that moment, not what the decision alone suggests.
+    """
+
+    approved: bool
+    account: str
+    client_id: str
+    pa_sub: str
+    granted: tuple[str, ...]
+
+
+@frozen
+class ConsentOutcomes:
+    """The result page's `outcome`: a signed, short-lived record of the decision.
+
+    Signed so that a crafted link cannot make the Brand's own page claim an agent was (or
+    was not) connected.
+    """
+
+    ctx: ServerContext
+
+    def mint(self, brand: Brand, outcome: Outcome) -> str:
+        now = int(self.ctx.clock())
+        return sign_compact(
+            {
+                "aud": self.ctx.url(brand, "connected"),
+                "approved": outcome.approved,
+                "sub": outcome.account,
+                "client_id": outcome.client_id,
+                "pa_sub": outcome.pa_sub,
+                "granted": list(outcome.granted),
+                "iat": now,
+                "exp": now + OUTCOME_LIFETIME,
+            },
+            self.ctx.keys.signer,
+            typ=OUTCOME_TYP,
+        )
+
+    def read(self, brand: Brand, token: str) -> Outcome | None:
+        """The decision, or None when the token is forged, foreign, malformed or expired."""
+        try:
+            jws = parse_compact(token, allowed_algs=DELEGATION_ALGORITHMS)
+            claims = jws.claims()
+            if jws.header.get("typ") != OUTCOME_TYP:
+                return None
+            if not verify_with_any(jws, self.ctx.keys.public.candidates(jws.kid, jws.alg)):
+                return None
+        except JoseError:
+            return None
+        exp, approved, granted = claims.get("exp"), claims.get("approved"), claims.get("granted")
+        key = tuple(claims.get(k) for k in ("sub", "client_id", "pa_sub"))
+        if (
+            claims.get("aud") != self.ctx.url(brand, "connected")
+            or not isinstance(exp, int)
+            or exp <= self.ctx.clock()
+            or not isinstance(approved, bool)
+            or not isinstance(granted, list)
+            or not all(isinstance(s, str) for s in granted)
+            or not all(isinstance(v, str) and v for v in key)
+        ):
+            return None
+        return Outcome(
+            approved=approved,
+            account=str(key[0]),
+            client_id=str(key[1]),
+            pa_sub=str(key[2]),
+            granted=tuple(granted),
+        )
+
+
 __all__ = [
     "CONSENT_SESSION_LIFETIME",
     "CONSENT_SESSION_TYP",
+    "OUTCOME_LIFETIME",
+    "OUTCOME_TYP",
+    "ConsentOutcomes",
     "ConsentSessions",
+    "Outcome",
     "SignedInUser",
 ]

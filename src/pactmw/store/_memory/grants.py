@@ -78,6 +78,18 @@ class GrantsMixin(MemoryCore):
             self._check_open()
             return self._grants.get(grant_id)
 
+    def record_grant_use(self, grant_id: str, *, now: float, every: float) -> bool:
+        """Set `last_used_at` unless set within `every` seconds; see `GrantUsageStore`."""
+        with self._lock:
+            self._check_open()
+            grant = self._grants.get(grant_id)
+            if grant is None or (
+                grant.last_used_at is not None and grant.last_used_at > now - every
+            ):
+                return False
+            self._grants[grant_id] = evolve(grant, last_used_at=now)
+            return True
+
     def live_grant(
         self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
     ) -> Grant | None:

@@ -16,6 +16,7 @@ from pactmw.store._protocols.ratelimits import RateLimitStore
 from pactmw.store._protocols.retention import RetentionStore
 from pactmw.store._protocols.sessions import SessionStore
 from pactmw.store._protocols.tokens import TokenStore
+from pactmw.store._protocols.usage import GrantUsageStore
 
 __all__ = [
     "AccountTokenStore",
@@ -24,6 +25,7 @@ __all__ = [
     "ConversationStore",
     "DeviceStore",
     "GrantStore",
+    "GrantUsageStore",
     "RateLimitStore",
     "RetentionStore",
     "SessionStore",

@@ -178,4 +178,5 @@ class SqlCore(abc.ABC):
             updated_at=float(row[7]),
             expires_at=float(row[8]),
             revoked_at=opt_float(row[9]),
+            last_used_at=opt_float(row[10]),
         )

@@ -110,6 +110,14 @@ class GrantsMixin(SqlCore):
             row = ex.execute(self._sql.grant, (grant_id,)).fetchone()
         return None if row is None else self._grant(row)
 
+    def record_grant_use(self, grant_id: str, *, now: float, every: float) -> bool:
+        """Set `last_used_at` unless set within `every` seconds; see `GrantUsageStore`."""
+        if has_nul(grant_id):
+            return False
+        with self._write() as ex:
+            updated = ex.execute(self._sql.record_grant_use, (now, grant_id, now - every))
+            return bool(updated.rowcount == 1)
+
     def live_grant(
         self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
     ) -> Grant | None:

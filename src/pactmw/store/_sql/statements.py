@@ -35,7 +35,7 @@ _DEVICE_COLUMNS = (
 )
 _GRANT_COLUMNS = (
     "grant_id, brand_id, account, client_id, pa_sub, scopes, created_at, updated_at,"
-    " expires_at, revoked_at"
+    " expires_at, revoked_at, last_used_at"
 )
 # Column order is what store/_sql/agents.py reads.
 _AGENT_COLUMNS = "issuer, name, jwks_uri, added_at"
@@ -235,6 +235,10 @@ class Statements:
             " WHERE grant_id = ?"
         )
         self.revoke_grant = q("UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?")
+        self.record_grant_use = q(
+            "UPDATE pactmw_grants SET last_used_at = ?"
+            " WHERE grant_id = ? AND (last_used_at IS NULL OR last_used_at <= ?)"
+        )
         self.revoke_live_grant = q(
             "UPDATE pactmw_grants SET revoked_at = ?"
             " WHERE grant_id = ? AND revoked_at IS NULL AND expires_at > ?"

@@ -1,0 +1,179 @@
+"""The connected agents page: a signed-in person sees every agent that can act for them at a
+Brand and revokes any of them (AuthKit's account console, for personal agents).
+
+Same-app mode reads the host app's signed-in user; brand mode sends the person to the Brand's
+login, which POSTs a single-use assertion for this page (as for consent). The page carries a
+short-lived signed session (the consent pages' CSRF mechanism: bound to the person and this
+page, with the Origin check) that every Revoke form posts back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from attrs import frozen
+
+from pactmw.core.errors import JoseError, RequestRefused
+from pactmw.core.http import Request
+from pactmw.core.jose import parse_compact, sign_compact, verify_with_any
+from pactmw.protocols.delegation import DELEGATION_ALGORITHMS
+from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
+from pactmw.provider.delegated._assertion import BrandAssertions
+from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._errors import ConsentRefused
+from pactmw.provider.delegated._forms import parse_form
+from pactmw.provider.delegated._responses import page, redirect, with_query
+from pactmw.provider.delegated._sessions import SignedInUser
+from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.ratelimit import RateLimiter
+from pactmw.store.base import Grant
+
+AGENTS_SESSION_TYP = "pact-agents+jwt"
+#: How long the page's Revoke buttons work before the person signs in again (brand mode) or
+#: reloads it (same-app).
+AGENTS_SESSION_LIFETIME = 900
+PAGE = "agents"
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@frozen
+class ConnectedAgentsEndpoint:
+    """GET shows the page (or sends the person to sign in); POST takes the Brand's assertion
+    (brand mode) or a Revoke."""
+
+    ctx: ServerContext
+    agent_name: Callable[[str], str]
+    #: Shared with the consent pages: per client address.
+    limiter: RateLimiter
+    assertions: BrandAssertions
+
+    def agents(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        request: Request,
+        user: SignedInUser | None,
+        body: bytes | None,
+    ) -> Flow:
+        if self.limiter.check(request.client or "?", "", self.ctx.clock()) is not None:
+            raise RequestRefused(429, (("Retry-After", "60"),))
+        here = self.ctx.url(brand, PAGE)
+        if body is None:
+            if config.mode == "brand":
+                return redirect(with_query(config.login_url, {"return_to": here}))
+            if user is None:
+                return redirect(with_query(config.login_url, {"next": here}))
+            return (yield from self._render(brand, config, user, ""))
+        form = parse_form(body)
+        if config.mode == "brand" and "assertion" in form:
+            assertion = form["assertion"]
+            signed_in, _ = yield from self.assertions.verify(
+                brand, config, assertion[0] if len(assertion) == 1 else "", PAGE
+            )
+            return (yield from self._render(brand, config, signed_in, ""))
+        origin = request.header("origin")
+        if origin is not None and origin != _origin(self.ctx.base_url):
+            raise ConsentRefused("This request did not come from the connected agents page.", 403)
+        sessions = form.get("session", [])
+        signed_in = self._read_session(brand, sessions[0] if len(sessions) == 1 else "")
+        if config.mode == "same-app" and (user is None or user.account != signed_in.account):
+            raise ConsentRefused("Sign in as the person who opened this page, then reload it.", 403)
+        grants = form.get("grant", [])
+        if form.get("action") != ["revoke"] or len(grants) != 1:
+            raise ConsentRefused("This page does not accept that.", 400)
+        revoked = yield from self._revoke(brand, signed_in, grants[0])
+        return (yield from self._render(brand, config, signed_in, revoked))
+
+    def _revoke(self, brand: Brand, signed_in: SignedInUser, grant_id: str) -> SubFlow:
+        """Revoke one of the person's own grants at this Brand, as `revoke_grant` does
+        (audited); the agent's next request fails. The flow's value is the agent's name."""
+        grant: Grant | None = yield store(self.ctx.store.get_grant, grant_id=grant_id)
+        if grant is None or grant.brand_id != brand.id or grant.account != signed_in.account:
+            # Someone else's grant id is as unknown as a made-up one.
+            raise ConsentRefused("That agent is not connected to your account here.", 404)
+        name = self.agent_name(grant.client_id) or grant.client_id
+        revoked = yield store(self.ctx.store.revoke_grant, grant_id=grant_id, now=self.ctx.clock())
+        if revoked:
+            self.ctx.audit.grant("agent.grant_revoked", grant, reason="revoked by the person")
+        return name
+
+    def _render(
+        self, brand: Brand, config: DelegationConfig, user: SignedInUser, revoked: str
+    ) -> Flow:
+        now = self.ctx.clock()
+        grants: list[Grant] = yield store(
+            self.ctx.store.list_grants, brand_id=brand.id, account=user.account, now=now
+        )
+        view = ConnectedAgentsView(
+            brand_name=brand.name,
+            signed_in_as=user.label,
+            agents=tuple(
+                ConnectedAgent(
+                    grant_id=grant.grant_id,
+                    agent_name=self.agent_name(grant.client_id) or grant.client_id,
+                    agent_origin=_origin(grant.client_id),
+                    scopes=tuple(
+                        (scope, text)
+                        for scope, text in config.scopes.items()
+                        if scope in grant.scopes
+                    ),
+                    since=grant.created_at,
+                    last_used=grant.last_used_at,
+                    expires_at=grant.expires_at,
+                )
+                for grant in grants
+            ),
+            action_url=self.ctx.url(brand, PAGE),
+            session=self._mint_session(brand, user),
+            revoked=revoked,
+        )
+        return page(config.pages.connected_agents(view))
+
+    def _mint_session(self, brand: Brand, user: SignedInUser) -> str:
+        now = int(self.ctx.clock())
+        return sign_compact(
+            {
+                "aud": self.ctx.url(brand, PAGE),
+                "sub": user.account,
+                "label": user.label,
+                "iat": now,
+                "exp": now + AGENTS_SESSION_LIFETIME,
+            },
+            self.ctx.keys.signer,
+            typ=AGENTS_SESSION_TYP,
+        )
+
+    def _read_session(self, brand: Brand, token: str) -> SignedInUser:
+        expired = ConsentRefused("This page has expired. Open it again.", 400)
+        try:
+            jws = parse_compact(token, allowed_algs=DELEGATION_ALGORITHMS)
+            claims = jws.claims()
+            if jws.header.get("typ") != AGENTS_SESSION_TYP:
+                raise JoseError("bad_typ", "not a connected agents session")
+            if not verify_with_any(jws, self.ctx.keys.public.candidates(jws.kid, jws.alg)):
+                raise JoseError("bad_signature", "session signature")
+        except JoseError as exc:
+            raise expired from exc
+        exp, sub, label = (claims.get(k) for k in ("exp", "sub", "label"))
+        if (
+            claims.get("aud") != self.ctx.url(brand, PAGE)
+            or not isinstance(exp, int)
+            or exp <= self.ctx.clock()
+            or not all(isinstance(v, str) and v for v in (sub, label))
+        ):
+            raise expired
+        return SignedInUser(account=str(sub), label=str(label))
+
+
+__all__ = [
+    "AGENTS_SESSION_LIFETIME",
+    "AGENTS_SESSION_TYP",
+    "PAGE",
+    "ConnectedAgentsEndpoint",
+]

@@ -1,0 +1,248 @@
+"""The connected agents page in a real headless Chromium (same-app mode, ASGI host app).
+
+Jane connects her personal agent through the consent page, follows the result page's link to
+her connected agents, sees the agent with what it can do and when it was last used, and
+revokes it; the agent's next request fails. Screenshots are saved and checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+import httpx
+import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+from pactmw.adapters.asgi import A2AProviderApp
+from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
+from pactmw.core.jwk import generate_private_jwk, parse_jwks, public_key_set
+from pactmw.protocols.delegation import SigningKeys
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from pactmw.provider import Brand, Provider
+from pactmw.provider.brand import DelegationConfig
+from pactmw.store import open_store
+from pactmw.store.base import Store
+from tests.browser.conftest import WAIT
+from tests.browser.test_consent_page import (
+    AGENT_NAME,
+    BRAND_ID,
+    BRAND_NAME,
+    FRAMER,
+    PA_ISSUER,
+    SCOPES,
+    Site,
+    has_consent_form,
+    screenshot,
+    serve_site,
+    sign_in,
+)
+from tests.support.agent import user_message
+from tests.support.net import free_port
+from tests.support.servers import uvicorn_server
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    data = path.read_bytes()
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def agent_send(site: Site, access_token: str) -> httpx.Response:
+    headers = {**site.agent_headers(), "x-a2a-user-delegation": f"Bearer {access_token}"}
+    return httpx.post(
+        f"{site.base}/a2a/{BRAND_ID}/message:send",
+        json={"message": user_message("where is my order?")},
+        headers=headers,
+        timeout=WAIT,
+    )
+
+
+@pytest.mark.timeout(90)
+def test_a_person_revokes_an_agent_on_the_connected_agents_page(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        authorization = site.device_authorization()
+        browser.get(authorization["verification_uri_complete"])
+        wait.until(has_consent_form)
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        wait.until(lambda d: urlsplit(d.current_url).path.endswith("/oauth/connected"))
+        token = site.poll_token(authorization["device_code"])["access_token"]
+        assert agent_send(site, token).status_code == 200  # used once: "last used" is set
+
+        # The result page says where to revoke: its link opens the connected agents page.
+        browser.find_element(By.LINK_TEXT, "connected agents page").click()
+        heading = wait.until(EC.presence_of_element_located((By.TAG_NAME, "h1")))
+        assert urlsplit(browser.current_url).path == f"/a2a/{BRAND_ID}/oauth/agents"
+        assert heading.text == f"Agents connected to {BRAND_NAME}"
+        agents = browser.find_elements(By.CSS_SELECTOR, "section.agent")
+        assert len(agents) == 1
+        card = agents[0].text
+        assert agents[0].find_element(By.TAG_NAME, "h2").text == AGENT_NAME
+        assert PA_ISSUER in card
+        for description in SCOPES.values():
+            assert description in card
+        for label in ("Connected since", "Last used", "Expires"):
+            assert label in card
+        assert "Not yet" not in card  # the agent's request was recorded
+        shot = screenshot(browser, "connected-agents-page.png")
+        width, height = png_size(shot)
+        assert (width, height) == tuple(
+            browser.execute_script("return [window.innerWidth, window.innerHeight]")
+        )
+        assert width >= 800
+
+        # Never framed by another origin: Chromium refuses to render it there.
+        with uvicorn_server(FRAMER) as other:
+            browser.get(f"{other}/frame?{urlencode({'src': browser.current_url})}")
+            frame = browser.find_element(By.ID, "victim")
+            wait.until(lambda _: frame.get_attribute("data-loaded"))
+            browser.switch_to.frame(frame)
+            try:
+                assert browser.execute_script("return location.href").startswith("chrome-error://")
+                assert not browser.find_elements(By.CSS_SELECTOR, "section.agent")
+            finally:
+                browser.switch_to.default_content()
+        browser.back()
+        wait.until(lambda d: urlsplit(d.current_url).path == f"/a2a/{BRAND_ID}/oauth/agents")
+
+        # Readable without CSS: with every style removed, the content reads in order.
+        browser.execute_script("document.querySelectorAll('style').forEach(s => s.remove())")
+        plain = browser.find_element(By.TAG_NAME, "body").text
+        order = [f"Agents connected to {BRAND_NAME}", AGENT_NAME, "From", PA_ISSUER, "It can:"]
+        positions = [plain.index(part) for part in order]
+        assert positions == sorted(positions), plain
+        browser.refresh()
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "section.agent")))
+
+        # Keyboard first: the first Tab stop is the Revoke button of the only agent.
+        browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+        focused = browser.switch_to.active_element
+        assert focused.text == f"Revoke {AGENT_NAME}"
+        focused.send_keys(Keys.ENTER)
+
+        notice = wait.until(EC.presence_of_element_located((By.ID, "notice")))
+        assert notice.text == f"{AGENT_NAME} can no longer act for you."
+        assert browser.find_elements(By.CSS_SELECTOR, "section.agent") == []
+        assert "No personal agent can act for you" in browser.find_element(By.ID, "no-agents").text
+        screenshot(browser, "connected-agents-after-revoke.png")
+
+        # Revocation takes effect on the agent's very next request.
+        refused = agent_send(site, token)
+        assert refused.status_code == 401
+        assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+
+
+# -- brand mode: the Brand's own login (DevelopmentBrandLogin) signs the person in -------------
+
+
+@contextlib.contextmanager
+def brand_mode_site(tmp_path: Path) -> Iterator[tuple[str, DevelopmentBrandLogin, Store]]:
+    """A brand-mode Provider on uvicorn and the development Brand login in front of it."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    login = DevelopmentBrandLogin(
+        consent_url=consent_url_for(base, BRAND_ID),
+        users=[BrandUser("jane", "correct horse", account="acct-jane", email=JANE)],
+        brand_name=BRAND_NAME,
+    ).start()
+    agent_key = generate_private_jwk("ES256", kid="pa-1")
+    registry = AgentRegistry(
+        [RegisteredAgent(issuer=PA_ISSUER, name=AGENT_NAME, jwks=public_key_set([agent_key]))]
+    )
+    delegation = DelegationConfig(
+        scopes=SCOPES,
+        login_url=login.login_url,
+        mode="brand",
+        brand_issuer=login.issuer,
+        brand_jwks=parse_jwks(login.jwks()),
+    )
+    store = open_store(f"sqlite:///{tmp_path}/brand.db")
+    provider = Provider(
+        base_url=base,
+        verifier=IdentityVerifier(audience="browser-test", registry=registry),
+        store=store,
+        brands=[Brand(id=BRAND_ID, name=BRAND_NAME, handler=lambda _: "hi", delegation=delegation)],
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+    try:
+        with uvicorn_server(A2AProviderApp(provider), port=port):
+            yield base, login, store
+    finally:
+        login.close()
+        store.close()
+
+
+JANE = "jane@example.com"
+
+
+@pytest.mark.timeout(90)
+def test_brand_mode_signs_in_at_the_brand_then_revokes(browser: WebDriver, tmp_path: Path) -> None:
+    wait = WebDriverWait(browser, WAIT)
+    with brand_mode_site(tmp_path) as (base, login, store):
+        now = time.time()
+        grant = store.upsert_grant(
+            grant_id="a2agrant_brandmode",
+            brand_id=BRAND_ID,
+            account="acct-jane",
+            client_id=PA_ISSUER,
+            pa_sub="pa-user-1",
+            scopes=("orders:read",),
+            now=now,
+            expires_at=now + 86400,
+        )
+        page = f"{base}/a2a/{BRAND_ID}/oauth/agents"
+        browser.get(page)
+        # At the Brand's login (no code to type for this page), then back with an assertion.
+        wait.until(EC.presence_of_element_located((By.NAME, "username")))
+        assert browser.current_url.startswith(login.login_url)
+        assert not browser.find_elements(By.NAME, "user_code")
+        browser.find_element(By.NAME, "username").send_keys("jane")
+        browser.find_element(By.NAME, "password").send_keys("correct horse")
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: d.current_url == page and d.find_elements(By.TAG_NAME, "h1"))
+        assert browser.find_element(By.TAG_NAME, "h1").text == f"Agents connected to {BRAND_NAME}"
+        assert JANE in browser.find_element(By.TAG_NAME, "body").text
+        card = browser.find_element(By.CSS_SELECTOR, "section.agent")
+        assert card.find_element(By.TAG_NAME, "h2").text == AGENT_NAME
+        assert SCOPES["orders:read"] in card.text
+        assert "Last used\nNot yet" in card.text or "Last used Not yet" in card.text
+        screenshot(browser, "connected-agents-brand-mode.png")
+
+        card.find_element(By.CSS_SELECTOR, "button[name=action][value=revoke]").click()
+        notice = wait.until(EC.presence_of_element_located((By.ID, "notice")))
+        assert notice.text == f"{AGENT_NAME} can no longer act for you."
+        revoked = store.get_grant(grant.grant_id)
+        assert revoked is not None
+        assert revoked.revoked_at is not None
+
+
+def test_the_brand_login_hands_an_agents_page_assertion_only_to_that_page() -> None:
+    consent = "http://127.0.0.1:8000/a2a/acme/oauth/consent"
+    agents = "http://127.0.0.1:8000/a2a/acme/oauth/agents"
+    user = BrandUser("jane", "pw", account="acct-jane", email=JANE)
+    with DevelopmentBrandLogin(consent_url=consent, users=[user]) as login:
+        assert login.agents_url == agents
+        form = {"username": "jane", "password": "pw"}
+        for other in (agents + "?next=https://evil.example", agents + "/x", agents + "#x"):
+            answer = httpx.post(login.login_url, data={**form, "return_to": other})
+            assert answer.status_code == 400, other
+            assert "assertion" not in answer.text
+        wrong = httpx.post(login.login_url, data={"return_to": agents, "username": "jane"})
+        assert wrong.status_code == 401
+        handed = httpx.post(login.login_url, data={**form, "return_to": agents})
+        assert handed.status_code == 200
+        assert f'<form method="post" action="{agents}">' in handed.text

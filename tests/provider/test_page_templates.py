@@ -1,0 +1,237 @@
+"""Issue 15 point 3: the person's pages render from templates a Brand overrides without
+subclassing, autoescaped, accessible and translatable.
+"""
+
+from __future__ import annotations
+
+import gettext
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from babel.messages.catalog import Catalog
+from babel.messages.mofile import write_mo
+
+from pactmw.config import ConfigError
+from pactmw.provider.consent_pages import ConsentPages, ConsentView, ResultView
+from pactmw.provider.settings import ProviderSettings
+from tests.support.catalog import POT, extracted_pot
+from tests.support.hidden import env_without
+from tests.support.page_sites import ADAPTERS, BRAND, page_site, site_settings
+
+HOSTILE_AGENT = "\"><script>alert('pa')</script><img src=x onerror=alert(1)>"
+HOSTILE_SCOPE = "</label><svg/onload=alert(2)>"
+#: A Brand's own base template, written from scratch: its look, pactmw's blocks.
+BRAND_BASE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{% block title %}{% endblock %}</title>
+<style>body{background:#fef6e4;font-family:Georgia,serif}</style></head>
+<body class="brand-acme"><header id="brand-header">Acme Outdoor, since 1962</header>
+<main>{% block content %}{% endblock %}</main></body></html>
+"""
+
+
+def view(**changes: object) -> ConsentView:
+    fields: dict[str, object] = {
+        "brand_name": "Acme",
+        "agent_name": "Demo PA",
+        "agent_origin": "https://pa.example",
+        "signed_in_as": "jane@example.com",
+        "scopes": (("orders:read", "Look up your orders"), ("orders:cancel", "Cancel an order")),
+        "decision_url": "https://shop.example/a2a/acme/oauth/consent/decision",
+        "session": "s-1",
+        "manage_url": "https://shop.example/a2a/acme/oauth/agents",
+    }
+    fields.update(changes)
+    return ConsentView(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def brand_templates(tmp_path: Path) -> Path:
+    folder = tmp_path / "brand-templates"
+    (folder / "pactmw").mkdir(parents=True)
+    (folder / "pactmw" / "base.html").write_text(BRAND_BASE)
+    return folder
+
+
+# -- overriding ---------------------------------------------------------------------------------
+
+
+def test_a_template_folder_dresses_every_page(brand_templates: Path) -> None:
+    pages = ConsentPages(templates=brand_templates)
+    for html in (
+        pages.consent(view()),
+        pages.code_entry("https://shop.example/consent"),
+        pages.error("Expired", "Start again."),
+    ):
+        assert '<header id="brand-header">Acme Outdoor, since 1962</header>' in html
+        assert "font-family:system-ui" not in html  # the default look is gone
+    # The page's own content still comes from pactmw's template.
+    assert '<input type="hidden" name="session" value="s-1">' in pages.consent(view())
+    assert "font-family:system-ui" in ConsentPages().consent(view())
+
+
+def test_a_brand_template_is_autoescaped_too(tmp_path: Path) -> None:
+    (tmp_path / "pactmw").mkdir()
+    (tmp_path / "pactmw" / "consent.html").write_text(
+        "<h1>{{ view.agent_name }}</h1>{% for id, text in view.scopes %}<p>{{ text }}</p>"
+        "{% endfor %}"
+    )
+    hostile = view(agent_name=HOSTILE_AGENT, scopes=(("orders:read", HOSTILE_SCOPE),))
+    for html in (
+        ConsentPages(templates=tmp_path).consent(hostile),
+        ConsentPages().consent(hostile),
+    ):
+        for text in (HOSTILE_AGENT, HOSTILE_SCOPE):
+            assert text not in html
+        for tag in ("<script", "<svg", "<img"):
+            assert tag not in html
+        assert "&lt;script&gt;alert(&#39;pa&#39;)&lt;/script&gt;" in html
+
+
+def test_the_templates_setting_reaches_every_delegating_brand(
+    tmp_path: Path, brand_templates: Path
+) -> None:
+    settings = site_settings(tmp_path, "https://shop.example")
+    built = ProviderSettings.from_mapping({**settings, "templates": str(brand_templates)})
+    config = built.brands[0].delegation
+    assert config is not None
+    assert "brand-header" in config.pages.code_entry("x")
+    # The delegation table's own folder wins over the top-level one.
+    own = tmp_path / "own"
+    (own / "pactmw").mkdir(parents=True)
+    (own / "pactmw" / "base.html").write_text("OWN {% block content %}{% endblock %}")
+    settings["brands"][BRAND]["delegation"]["templates"] = [str(own)]
+    built = ProviderSettings.from_mapping({**settings, "templates": str(brand_templates)})
+    config = built.brands[0].delegation
+    assert config is not None
+    assert config.pages.code_entry("x").startswith("OWN ")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("top", 42, "templates must be a folder, a list of folders or a Jinja2 loader"),
+        ("brand", [""], "brands.acme.delegation.templates must be a folder"),
+        ("both", "x", "brands.acme.delegation: give pages or templates, not both"),
+    ],
+)
+def test_a_bad_templates_setting_is_named(
+    tmp_path: Path, where: str, value: object, message: str
+) -> None:
+    settings = site_settings(tmp_path, "https://shop.example")
+    delegation = settings["brands"][BRAND]["delegation"]
+    if where == "top":
+        settings["templates"] = value
+    else:
+        delegation["templates"] = value
+    if where == "both":
+        delegation["pages"] = "pactmw.provider.consent_pages:ConsentPages"
+    with pytest.raises(ConfigError, match=message):
+        ProviderSettings.from_mapping(settings)
+
+
+def test_without_jinja2_the_pages_name_their_extra(tmp_path: Path) -> None:
+    code = (
+        "from pactmw import MissingExtra\n"
+        "from pactmw.provider.consent_pages import ConsentPages\n"
+        "try:\n"
+        "    ConsentPages()\n"
+        "except MissingExtra as exc:\n"
+        "    print(exc.extra, exc, sep='|')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env_without(tmp_path, ["jinja2"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("pages|pactmw's consent pages needs Jinja2"), result.stdout
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_each_framework_finds_the_brand_templates_its_own_way(
+    adapter: str, tmp_path: Path, brand_templates: Path
+) -> None:
+    """ASGI/WSGI: the `templates` setting; Flask: the app's template folder; Django: the
+    project's TEMPLATES directories. A real server each."""
+    with page_site(adapter, tmp_path, brand_templates) as (base, _):
+        page = httpx.get(f"{base}/a2a/{BRAND}/oauth/consent", timeout=20)
+    assert page.status_code == 200, page.text
+    assert page.headers["x-frame-options"] == "DENY"
+    assert '<header id="brand-header">Acme Outdoor, since 1962</header>' in page.text
+    assert 'name="user_code"' in page.text
+
+
+# -- translation --------------------------------------------------------------------------------
+
+
+def french() -> gettext.GNUTranslations:
+    """A French catalog compiled with Babel (.po entries -> .mo), as a Brand ships one."""
+    catalog = Catalog(locale="fr", domain="pactmw")
+    catalog.add("Connect your personal agent", "Connectez votre agent personnel")
+    catalog.add("Allow", "Autoriser")
+    # CLDR's French has three plural forms (one, many, other).
+    catalog.add(
+        ("%(num)d day", "%(num)d days"), ("%(num)d jour", "%(num)d de jours", "%(num)d jours")
+    )
+    catalog.add("This approval lasts %(lasts)s.", "Cette autorisation dure %(lasts)s.")
+    catalog.add("en", "fr")
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog)
+    buffer.seek(0)
+    return gettext.GNUTranslations(buffer)
+
+
+def test_a_catalog_translates_the_pages() -> None:
+    pages = ConsentPages(translations=french())
+    entry = pages.code_entry("https://shop.example/consent")
+    assert "<h1>Connectez votre agent personnel</h1>" in entry
+    assert '<html lang="fr">' in entry
+    consent = pages.consent(view())
+    assert "Cette autorisation dure 30 jours." in consent
+    assert ">Autoriser</button>" in consent
+    # English is the source language: no catalog, English text.
+    assert "This approval lasts 30 days." in ConsentPages().consent(view())
+    assert "Look up your orders" in consent  # the Brand's own words stay as configured
+
+
+# -- accessibility of the default templates -----------------------------------------------------
+
+
+def test_default_pages_label_every_control_and_keep_a_heading() -> None:
+    pages = ConsentPages()
+    consent = pages.consent(view())
+    assert consent.count("<h1>") == 1
+    assert "<fieldset><legend>" in consent
+    # Each checkbox sits inside its label, so the description is its accessible name.
+    assert consent.count('<label class="scope"><input type="checkbox"') == 2
+    entry = pages.code_entry("https://shop.example/consent", "That is not a valid code.")
+    assert '<label for="user_code">' in entry
+    assert 'id="user_code"' in entry
+    assert 'aria-describedby="code-error"' in entry
+    assert 'role="alert" id="code-error"' in entry
+    result = pages.result(
+        ResultView(
+            brand_name="Acme",
+            agent_name="Demo PA",
+            agent_origin="https://pa.example",
+            approved=True,
+            granted=(("orders:read", "Look up your orders"),),
+            can_now=(("orders:read", "Look up your orders"),),
+            until=1_800_000_000.0,
+        )
+    )
+    assert '<time datetime="2027-01-15T08:00:00Z">15 January 2027</time>' in result
+    assert result.count("<h1>") == 1
+
+
+def test_the_shipped_catalog_template_lists_every_string() -> None:
+    """src/pactmw/provider/locale/pactmw.pot is what translators start from; refresh it with
+    `python -m tests.support.catalog` after changing a template's text."""
+    assert POT.read_text() == extracted_pot()
+    assert 'msgid "Connect your personal agent"' in POT.read_text()
