@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pactmw.core.drive import adrive, drive
+from pactmw.core.threads import WorkerThreads
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.flow import Need, NeedBody, NeedBot, NeedIdentity, NeedKeys, NeedStore, SubFlow
@@ -52,10 +53,16 @@ async def arun(
     verifier: IdentityVerifier,
     read_body: AReadBody,
     current_user: CurrentUser | ACurrentUser | None = None,
+    threads: WorkerThreads | None = None,
 ) -> Any:
-    """Run `flow` on the event loop; blocking needs go to one worker thread in a row."""
+    """Run `flow` on the event loop; blocking needs go to one worker thread in a row.
+
+    With `threads`, the hand-offs go to that pool (cheaper than `asyncio.to_thread`).
+    """
 
     async def answer(need: Need) -> Any:
+        if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
+            return need.operation(**need.kwargs)
         if isinstance(need, NeedIdentity):
             return await verifier.averify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBody):
@@ -67,7 +74,10 @@ async def arun(
         user = current_user()
         return (await user) if inspect.isawaitable(user) else user
 
-    return await adrive(flow, answer, blocking=is_blocking, answer_blocking=_blocking_answer)
+    hop = asyncio.to_thread if threads is None else threads.run
+    return await adrive(
+        flow, answer, blocking=is_blocking, answer_blocking=_blocking_answer, hop=hop
+    )
 
 
 def no_body(limit: int) -> bytes | None:
@@ -81,8 +91,14 @@ async def ano_body(limit: int) -> bytes | None:
 
 
 def is_blocking(need: Need) -> bool:
-    """Needs answered by blocking calls (a worker thread in the async driver)."""
-    return isinstance(need, (NeedStore, NeedKeys)) or (
+    """Needs answered by blocking calls (a worker thread in the async driver).
+
+    A store operation of a store that says it never blocks (`may_block = False`: the memory
+    store) is answered on the event loop: a thread hop would cost more than the call.
+    """
+    if isinstance(need, NeedStore):
+        return getattr(getattr(need.operation, "__self__", None), "may_block", True) is not False
+    return isinstance(need, NeedKeys) or (
         isinstance(need, NeedBot) and not inspect.iscoroutinefunction(need.handler)
     )
 
