@@ -115,15 +115,15 @@ def test_a_cancelled_caller_leaves_the_pool_working() -> None:
 def test_idle_threads_exit_and_new_calls_start_one_again() -> None:
     threads = WorkerThreads(idle_seconds=0.05)
 
-    async def call() -> str:
-        return await threads.run(lambda: threading.current_thread().name)
+    async def call() -> threading.Thread:
+        return await threads.run(threading.current_thread)
 
     first = asyncio.run(call())
-    deadline = time.monotonic() + 10
-    while any(t.name == first for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "the idle thread never exited"
-        time.sleep(0.01)
-    assert asyncio.run(call()).startswith("pactmw-worker")
+    first.join(timeout=10)
+    assert not first.is_alive(), "the idle thread never exited"
+    second = asyncio.run(call())
+    assert second is not first
+    assert second.is_alive()
     threads.close()
 
 

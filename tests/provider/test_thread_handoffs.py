@@ -7,16 +7,30 @@ and a sync bot share one hop per turn; the registry of a memory store is read in
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pactmw.core.http import Response
+from pactmw.core.jwk import public_key_set
 from pactmw.core.threads import WorkerThreads
-from pactmw.protocols.identity import AgentRegistry
-from pactmw.provider import Brand
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from pactmw.provider import Brand, Provider
 from pactmw.store import MemoryStore, SqliteStore
-from tests.provider import BodyReader, Kit, assert_a2a, message_body
+from tests.provider import (
+    AUDIENCE,
+    BASE_URL,
+    ISSUER,
+    BodyReader,
+    Bot,
+    Kit,
+    assert_a2a,
+    header,
+    message_body,
+)
 
 T = TypeVar("T")
 RECORDED = ("start_conversation", "get_conversation", "claim_turn", "store_reply")
@@ -123,3 +137,85 @@ def test_registry_reads_of_a_memory_store_do_not_block(tmp_path: Path) -> None:
         assert AgentRegistry(resolver=lambda issuer: None).may_block is True
     finally:
         sqlite.close()
+
+
+# -- a registry in a blocking store (as `pactmw serve` builds it) --------------------------------
+
+
+class _Served:
+    """A Provider whose agent switches live in a sqlite store, with a configured agent."""
+
+    def __init__(self, kit: Kit, path: Path) -> None:
+        self.kit = kit
+        self.store = SqliteStore(path)
+        self.bot = Bot()
+        registry = AgentRegistry(
+            [RegisteredAgent(issuer=ISSUER, name="PA", jwks=public_key_set([kit.keys[ISSUER]]))],
+            runtime=self.store,
+            overrides=self.store,
+        )
+        self.threads = CountingThreads()
+        verifier = IdentityVerifier(
+            audience=AUDIENCE, registry=registry, clock=kit.clock, threads=self.threads
+        )
+        self.provider = Provider(
+            base_url=BASE_URL,
+            verifier=verifier,
+            store=self.store,
+            brands=(Brand(id="acme", name="Acme", handler=self.bot),),
+            clock=kit.clock,
+        )
+        self.token = kit.token()
+
+    def send(self, body: bytes) -> Response:
+        request = self.kit.request("POST", "/a2a/acme/message:send", token=self.token)
+        return asyncio.run(self.provider.ahandle(request, BodyReader(body).aread))
+
+    def close(self) -> None:
+        self.provider.close()
+        self.threads.close()
+
+
+def test_a_cached_token_costs_no_hop_of_its_own(memory_kit: Kit, tmp_path: Path) -> None:
+    served = _Served(memory_kit, tmp_path / "state.db")
+    try:
+        first = assert_a2a(served.send(message_body("one")), 200)
+        # The first request verifies the signature (no shortcut): the registry read and
+        # the turn are two hops.
+        assert served.threads.hops == 2
+        context_id = first["message"]["contextId"]
+        for text in ("two", "three"):
+            before = served.threads.hops
+            assert_a2a(served.send(message_body(text, context_id=context_id)), 200)
+            assert served.threads.hops == before + 1  # the switch, the store and the bot
+        assert served.bot.calls == 3
+    finally:
+        served.close()
+
+
+def test_an_agent_switched_off_is_refused_before_any_effect(
+    memory_kit: Kit, tmp_path: Path
+) -> None:
+    served = _Served(memory_kit, tmp_path / "state.db")
+    try:
+        assert_a2a(served.send(message_body("one")), 200)  # the token is cached now
+        # Switched off from elsewhere (another process, the admin command).
+        other = SqliteStore(tmp_path / "state.db")
+        other.set_agent_enabled(ISSUER, False)
+        other.close()
+        response = served.send(message_body("two"))
+        assert response.status == 401
+        assert 'Bearer realm="a2a"' in header(response, "WWW-Authenticate")[0]
+        assert served.bot.calls == 1  # the bot never ran for the refused request...
+        conversations = sqlite3.connect(tmp_path / "state.db").execute(
+            "SELECT count(*) FROM pactmw_conversations"
+        )
+        assert conversations.fetchone()[0] == 1  # ...and nothing was stored for it
+        # A malformed body or a closed-out flow does not hide the refusal either.
+        assert served.send(b"{not json").status == 401
+        assert served.send(message_body("x", context_id=str(uuid.uuid4()))).status == 401
+        served.store.set_agent_enabled(ISSUER, True)
+        assert_a2a(served.send(message_body("three")), 200)
+        assert served.bot.calls == 2
+    finally:
+        served.close()

@@ -183,6 +183,10 @@ class AgentRegistry:
         """Accept this agent again."""
         self.overrides.set_agent_enabled(issuer, True)
 
+    def configured(self, issuer: str) -> RegisteredAgent | None:
+        """The configured agent of `issuer` as configured (no override applied), or None."""
+        return self._agents.get(issuer)
+
     def __iter__(self) -> Iterator[RegisteredAgent]:
         """The static (configured) agents; those added at runtime are in the store."""
         return iter(self._agents.values())
@@ -490,6 +494,45 @@ class IdentityVerifier:
         except AuthenticationFailed as exc:
             log_refusal(exc, brand)
             raise
+
+    def provisional(
+        self, authorization: str | None, *, brand: str | None = None
+    ) -> tuple[PersonalAgent, Callable[[], None]] | None:
+        """A cached token of a configured agent, checked without reading the store: the caller,
+        and `confirm`, which reads the agent's runtime switch (blocking) and raises
+        `AuthenticationFailed` if it was turned off.
+
+        None when this takes no shortcut (the registry never blocks, the token is not cached,
+        the agent was added at runtime or is configured disabled, or a check fails): then
+        `averify` decides. An async driver that holds the caller back from every effect until
+        `confirm` has passed can fold that store read into the request's one worker-thread
+        hop, instead of a hop of its own. For a configured agent only the switch can differ
+        from the configuration, so the caller is exactly what `averify` returns.
+        """
+        if not self.registry.may_block:
+            return None
+        try:
+            token, _key, entry = self._begin(authorization)
+            if entry is None:
+                return None
+            issuer = entry[1]
+            agent = self.registry.configured(issuer)
+            if agent is None or not agent.enabled:
+                return None
+            caller = self._recheck(token, entry, agent)
+        except AuthenticationFailed:
+            return None  # averify refuses it again, and logs the refusal
+        return caller, lambda: self._confirm(issuer, brand)
+
+    def _confirm(self, issuer: str, brand: str | None) -> None:
+        """The runtime switch of a configured agent, read from the registry (blocking)."""
+        agent = self.registry.lookup(issuer)
+        if agent is not None and agent.enabled:
+            return
+        exc = AuthenticationFailed("unknown_issuer" if agent is None else "disabled_issuer")
+        exc.issuer = issuer
+        log_refusal(exc, brand)
+        raise exc
 
     def _answer(self, need: _Need) -> Any:
         if isinstance(need, _NeedAgent):

@@ -453,6 +453,9 @@ class Provider:
                 read_body,
                 current_user,
                 threads=self.verifier.threads,
+                # The Provider's flow never catches the caller's refusal: the store read of a
+                # cached agent's switch joins the request's one hop (see arun).
+                defer_identity=True,
             )
         except Exception as exc:
             return error_response(exc)

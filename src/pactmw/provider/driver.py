@@ -54,19 +54,42 @@ async def arun(
     read_body: AReadBody,
     current_user: CurrentUser | ACurrentUser | None = None,
     threads: WorkerThreads | None = None,
+    *,
+    defer_identity: bool = False,
 ) -> Any:
     """Run `flow` on the event loop; blocking needs go to one worker thread in a row.
 
     With `threads`, the hand-offs go to that pool (cheaper than `asyncio.to_thread`).
+
+    With `defer_identity`, a cached token of a configured agent is answered at once and the
+    store read of the agent's runtime switch (`IdentityVerifier.provisional`) waits for the
+    flow's first hop, which does it before anything else: one hop per request instead of
+    two. Until it has passed, the flow only reads and parses the request: any other need,
+    and the flow's end (a response or an error), first runs it, and a refusal then replaces
+    whatever the flow would have done. Only for flows that do not catch the identity
+    refusal themselves (the Provider's; not an optional guard).
     """
+    pending: list[Callable[[], None]] = []  # the confirmation still owed, if any
+
+    async def confirm_first() -> None:
+        if pending:
+            confirm = pending.pop()
+            await hop(confirm)
 
     async def answer(need: Need) -> Any:
+        if isinstance(need, NeedBody):
+            return await read_body(need.limit)
+        await confirm_first()
         if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
             return need.operation(**need.kwargs)
         if isinstance(need, NeedIdentity):
+            if defer_identity:
+                found = verifier.provisional(need.authorization, brand=need.brand)
+                if found is not None:
+                    caller, confirm = found
+                    pending.append(confirm)
+                    return caller
             return await verifier.averify(need.authorization, brand=need.brand)
-        if isinstance(need, NeedBody):
-            return await read_body(need.limit)
         if isinstance(need, NeedBot):  # an async bot (sync ones are blocking)
             return await need.handler(need.turn)  # type: ignore[misc]
         if current_user is None:
@@ -74,10 +97,34 @@ async def arun(
         user = current_user()
         return (await user) if inspect.isawaitable(user) else user
 
-    hop = asyncio.to_thread if threads is None else threads.run
-    return await adrive(
-        flow, answer, blocking=is_blocking, answer_blocking=_blocking_answer, hop=hop
-    )
+    async def confirmed_hop(fn: Callable[..., Any], /, *args: Any) -> Any:
+        # The owed confirmation runs first in the same hop; its refusal leaves the flow
+        # where it is and propagates out of the driver (the flow never sees it).
+        if pending:
+            return await hop(_confirm_then, pending.pop(), fn, args)
+        return await hop(fn, *args)
+
+    hop: Callable[..., Awaitable[Any]] = asyncio.to_thread if threads is None else threads.run
+    try:
+        result = await adrive(
+            flow,
+            answer,
+            blocking=is_blocking,
+            answer_blocking=_blocking_answer,
+            hop=confirmed_hop,
+        )
+    except Exception:
+        await confirm_first()  # a refusal of the caller wins over the flow's own error
+        raise
+    await confirm_first()
+    return result
+
+
+def _confirm_then(
+    confirm: Callable[[], None], fn: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    confirm()
+    return fn(*args)
 
 
 def no_body(limit: int) -> bytes | None:
