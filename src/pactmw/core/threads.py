@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -44,10 +45,11 @@ def _set_exception(future: asyncio.Future[Any], error: BaseException) -> None:
 
 
 class WorkerThreads:
-    """Up to `max_threads` daemon threads, started when first needed, that run blocking calls
+    """Up to `max_threads` daemon threads (by default as many as asyncio's default executor
+    has: the CPU count + 4, at most 32), started when first needed, that run blocking calls
     for coroutines: `await threads.run(fn, *args)` is `await asyncio.to_thread(fn, *args)`
-    for the caller (same result, same exception, the caller's context variables), at about a
-    quarter of the CPU cost per call.
+    for the caller (same result, same exception, the caller's context variables), at half to
+    a third of its CPU cost per call (docs/performance.md).
 
     Share one per application; it may serve several event loops. A call waits in the queue
     while all threads are busy, as with a `ThreadPoolExecutor` at its limit. A thread idle for
@@ -56,8 +58,15 @@ class WorkerThreads:
     """
 
     def __init__(
-        self, max_threads: int = 16, *, idle_seconds: float = 30.0, name: str = "pactmw-worker"
+        self,
+        max_threads: int | None = None,
+        *,
+        idle_seconds: float = 30.0,
+        name: str = "pactmw-worker",
     ) -> None:
+        if max_threads is None:
+            # asyncio's default executor's size: sync bots keep the concurrency they had.
+            max_threads = min(32, (os.cpu_count() or 1) + 4)
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
         self.max_threads = max_threads
