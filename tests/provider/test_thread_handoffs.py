@@ -10,15 +10,20 @@ import asyncio
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
+from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.core.jwk import public_key_set
 from pactmw.core.threads import WorkerThreads
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
+from pactmw.provider.driver import ano_body, arun
+from pactmw.provider.flow import NeedIdentity, NeedStore
 from pactmw.store import MemoryStore, SqliteStore
 from tests.provider import (
     AUDIENCE,
@@ -218,4 +223,44 @@ def test_an_agent_switched_off_is_refused_before_any_effect(
         assert_a2a(served.send(message_body("three")), 200)
         assert served.bot.calls == 2
     finally:
+        served.close()
+
+
+def test_a_flow_that_catches_errors_cannot_swallow_the_refusal(
+    memory_kit: Kit, tmp_path: Path
+) -> None:
+    served = _Served(memory_kit, tmp_path / "state.db")
+    memory = MemoryStore()
+    verifier = served.provider.verifier
+    authorization = served.token
+    try:
+        verifier.verify(authorization)  # cached now
+        served.store.set_agent_enabled(ISSUER, False)
+        finished: list[str] = []
+
+        def flow(operation: Any) -> Generator[Any, Any, str]:
+            try:
+                yield NeedIdentity(authorization)
+                try:
+                    yield NeedStore(operation, {"context_id": str(uuid.uuid4())})
+                except Exception:
+                    return "swallowed"
+                return "ran"
+            finally:
+                finished.append("closed")
+
+        # A store that blocks (the read joins its hop) and one that does not (the read runs
+        # before the flow's next step, on its own hop).
+        for operation in (served.store.get_conversation, memory.get_conversation):
+            with pytest.raises(AuthenticationFailed) as refused:
+                asyncio.run(arun(flow(operation), verifier, ano_body, defer_identity=True))
+            assert refused.value.reason == "disabled_issuer"
+        assert finished == ["closed", "closed"]
+        served.store.set_agent_enabled(ISSUER, True)
+        for operation in (served.store.get_conversation, memory.get_conversation):
+            assert (
+                asyncio.run(arun(flow(operation), verifier, ano_body, defer_identity=True)) == "ran"
+            )
+    finally:
+        memory.close()
         served.close()

@@ -74,7 +74,13 @@ async def arun(
     async def confirm_first() -> None:
         if pending:
             confirm = pending.pop()
-            await hop(confirm)
+            try:
+                await hop(confirm)
+            except Exception as exc:
+                # Out of the driver, never into the flow, which might catch it (as when the
+                # read runs at the start of a hop): the flow's `except` clauses guard its
+                # own steps, not the caller's identity.
+                raise _Refused(exc) from None
 
     async def answer(need: Need) -> Any:
         if isinstance(need, NeedBody):
@@ -106,18 +112,31 @@ async def arun(
 
     hop: Callable[..., Awaitable[Any]] = asyncio.to_thread if threads is None else threads.run
     try:
-        result = await adrive(
-            flow,
-            answer,
-            blocking=is_blocking,
-            answer_blocking=_blocking_answer,
-            hop=confirmed_hop,
-        )
-    except Exception:
-        await confirm_first()  # a refusal of the caller wins over the flow's own error
-        raise
-    await confirm_first()
+        try:
+            result = await adrive(
+                flow,
+                answer,
+                blocking=is_blocking,
+                answer_blocking=_blocking_answer,
+                hop=confirmed_hop,
+            )
+        except Exception:
+            await confirm_first()  # a refusal of the caller wins over the flow's own error
+            raise
+        await confirm_first()
+    except _Refused as refused:
+        raise refused.error from None
+    finally:
+        flow.close()  # a flow left at a yield by a refusal runs its `finally` clauses now
     return result
+
+
+class _Refused(BaseException):
+    """The owed identity read failed: carried past `adrive`, which catches `Exception`."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _confirm_then(
