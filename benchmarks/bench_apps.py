@@ -13,6 +13,8 @@ ASGI (uvicorn, one worker; `--factory`):
                         reply shape as pactmw, no bookkeeping)
   starlette_identity    the same GET /a2a/whoami behind `PersonalAgentMiddleware`
   echo_bot              the turn handler the `pactmw serve` contenders run (the docs' echo bot)
+  a2a_sdk_echo          the a2a-sdk's HTTP+JSON server, echo executor, no authentication
+  a2a_sdk_echo_with_pactmw   the same behind `PersonalAgentMiddleware`
 
 WSGI (gunicorn; `module:factory()`):
   flask_example                  examples/flask_app as it is (`create_app` with the TOML)
@@ -109,6 +111,76 @@ def starlette_identity() -> Starlette:
     settings = Settings.from_mapping(_identity_mapping())
     return Starlette(
         routes=[Route("/a2a/whoami", _identity_whoami)],
+        middleware=[Middleware(PersonalAgentMiddleware, verifier=settings.build_verifier())],
+    )
+
+
+def _a2a_sdk_routes(prefix: str) -> list[Any]:
+    """The a2a-sdk's HTTP+JSON routes over its default request handler and an echo executor
+    (in-memory task store; the executor answers one Message, like the echo bot)."""
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_rest_routes
+    from a2a.server.tasks import InMemoryTaskStore
+    from a2a.types import (
+        AgentCapabilities,
+        AgentCard,
+        AgentInterface,
+        AgentSkill,
+        Message,
+        Part,
+        Role,
+    )
+
+    class EchoExecutor(AgentExecutor):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            reply = Message(
+                message_id=str(uuid.uuid4()),
+                context_id=context.context_id or str(uuid.uuid4()),
+                role=Role.ROLE_AGENT,
+                parts=[Part(text=f"You said: {context.get_user_input()}")],
+            )
+            await event_queue.enqueue_event(reply)
+
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            raise NotImplementedError
+
+    card = AgentCard(
+        name="Bench echo",
+        description="a2a-sdk echo executor",
+        version="1.0",
+        supported_interfaces=[
+            AgentInterface(
+                url=f"http://127.0.0.1{prefix}",
+                protocol_binding="HTTP+JSON",
+                protocol_version="1.0",
+            )
+        ],
+        skills=[AgentSkill(id="echo", name="Echo", description="Echoes the text", tags=["echo"])],
+        capabilities=AgentCapabilities(),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    return list(create_rest_routes(handler, path_prefix=prefix))
+
+
+def a2a_sdk_echo() -> Starlette:
+    """The official A2A Python server (HTTP+JSON), echo executor, no authentication."""
+    return Starlette(routes=_a2a_sdk_routes(f"/a2a/{BRAND}"))
+
+
+def a2a_sdk_echo_with_pactmw() -> Starlette:
+    """The same server behind pactmw's `PersonalAgentMiddleware` (every request verified)."""
+    from pactmw import Settings
+    from pactmw.adapters.asgi import PersonalAgentMiddleware
+
+    settings = Settings.from_mapping(_identity_mapping())
+    return Starlette(
+        routes=_a2a_sdk_routes(f"/a2a/{BRAND}"),
         middleware=[Middleware(PersonalAgentMiddleware, verifier=settings.build_verifier())],
     )
 

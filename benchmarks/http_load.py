@@ -73,8 +73,24 @@ SUB = "user-000001"
 BRAND = "acme"
 AUDIENCE = "https://provider.example/a2a"
 LUA = Path(_HERE) / "wrk_bench.lua"
-GROUPS = ("identity", "send", "flask", "django")
-TARGETS = {"starlette+pactmw": 0.85, "send-sqlite": 0.50}  # share of the baseline's req/s
+GROUPS = ("identity", "send", "sdk", "turns", "size", "workers", "flask", "django")
+# Share of the baseline's req/s (issue 16: targets 1, 2 and 4).
+TARGETS = {
+    "starlette+pactmw": 0.85,
+    "send-memory": 0.75,
+    "send-sqlite": 0.50,
+    "send-postgres": 0.30,
+    "provider-sqlite": 2.0,
+    "turn1000-memory": 1 / 1.1,
+    "turn1000-sqlite": 1 / 1.1,
+    "turn1000-postgres": 1 / 1.1,
+    "size-sqlite": 0.9,
+    "size-postgres": 0.9,
+}
+#: Groups that need PostgreSQL when it is installed.
+_STORE_GROUPS = {"send", "sdk", "turns", "size", "workers"}
+TURN_CONTEXTS = 8  # conversations each turn-position contender continues, round robin
+WORKER_COUNTS = (1, 2, 4)
 TOKEN_LIFETIME = 300  # PACT's maximum (exp - iat); the token is re-minted every minute
 SEND_TEXT = "Where is my order A-1001?"  # what wrk_bench.lua sends
 
@@ -131,9 +147,12 @@ class Contender:
     group: str
     server: str
     path: str
-    mode: str  # "get" or "send" (see wrk_bench.lua)
+    mode: str  # "get", "send" or "context" (see wrk_bench.lua)
     baseline: str | None  # the contender this one is compared with
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    #: "context" mode: the conversations to continue, and how to fill them before the runs.
+    contexts: list[str] = field(default_factory=list)
+    prefill: Callable[[int], list[str]] | None = None
 
 
 def _toml(value: Any) -> str:
@@ -222,7 +241,12 @@ def _gunicorn(app: str, workers: int, chdir: str | None = None) -> Callable[[int
 
 
 def plan(
-    groups: set[str], tmp: Path, jwk: Any, pg_dsn: str | None, workers: int
+    groups: set[str],
+    tmp: Path,
+    jwk: Any,
+    pg_dsn: str | None,
+    workers: int,
+    store_size: int = 1_000_000,
 ) -> tuple[list[Server], list[Contender]]:
     """The servers to start and the contenders to measure, for the chosen groups."""
     from tests.support.net import free_port
@@ -251,27 +275,85 @@ def plan(
                 "starlette-bare",
             ),
         ]
+    send = f"/a2a/{BRAND}/message:send"
+    handler = "benchmarks.bench_apps:echo_bot"
+
+    def serve(label: str, store: str) -> Server:
+        """The `pactmw serve` server `serve-<label>` on `store` (one per label)."""
+        for found in servers:
+            if found.name == f"serve-{label}":
+                return found
+        srv = server(f"serve-{label}", lambda port: [])
+        config = write_config(
+            tmp / f"serve-{label}.toml",
+            port=srv.port,
+            store=store,
+            brand=BRAND,
+            handler=handler,
+            jwk=jwk,
+        )
+        srv.argv = _serve(config)
+        return srv
+
+    stores = {"memory": "memory://", "sqlite": f"sqlite:///{tmp / 'serve-sqlite.db'}"}
+    if pg_dsn is not None:
+        stores["postgres"] = pg_dsn
     if "send" in groups:
-        send = f"/a2a/{BRAND}/message:send"
-        handler = "benchmarks.bench_apps:echo_bot"
         contenders.append(Contender("bare-echo", "send", "starlette-bare", send, "send", None))
-        stores = [("memory", "memory://"), ("sqlite", f"sqlite:///{tmp / 'send-sqlite.db'}")]
-        if pg_dsn is not None:
-            stores.append(("postgres", pg_dsn))
-        for label, store in stores:
-            srv = server(f"serve-{label}", lambda port: [])
-            config = write_config(
-                tmp / f"send-{label}.toml",
-                port=srv.port,
-                store=store,
-                brand=BRAND,
-                handler=handler,
-                jwk=jwk,
-            )
-            srv.argv = _serve(config)
+        for label, store in stores.items():
+            srv = serve(label, store)
             contenders.append(
                 Contender(f"send-{label}", "send", srv.name, send, "send", "bare-echo")
             )
+    if "sdk" in groups:
+        # Issue 16 target 4: the official A2A Python server, plain and behind pactmw's
+        # middleware, and pactmw's Provider on sqlite against it.
+        server("a2a-sdk", _uvicorn("a2a_sdk_echo"), **common)
+        server("a2a-sdk-pactmw", _uvicorn("a2a_sdk_echo_with_pactmw"), **common)
+        srv = serve("sqlite", stores["sqlite"])
+        contenders += [
+            Contender("a2a-sdk", "sdk", "a2a-sdk", send, "send", None),
+            Contender("a2a-sdk+pactmw", "sdk", "a2a-sdk-pactmw", send, "send", "a2a-sdk"),
+            Contender("provider-sqlite", "sdk", srv.name, send, "send", "a2a-sdk"),
+        ]
+    if "turns" in groups:
+        # Target 2: a turn late in a long conversation against one just past the history
+        # window (50 turns), on the same server, each continuing TURN_CONTEXTS conversations.
+        for label, store in stores.items():
+            srv = serve(label, store)
+            for position, baseline in ((51, None), (1000, f"turn51-{label}")):
+                contenders.append(
+                    Contender(
+                        f"turn{position}-{label}",
+                        "turns",
+                        srv.name,
+                        send,
+                        "context",
+                        baseline,
+                        prefill=_prefiller(label, store, position - 1),
+                    )
+                )
+    if "size" in groups:
+        # Target 2: new conversations in a store that holds `store_size` of them already,
+        # against a store that starts empty.
+        sized = [("sqlite", lambda name: f"sqlite:///{tmp / name}.db")]
+        if pg_dsn is not None:
+            sized.append(("postgres", lambda name: _pg_database(pg_dsn, name)))
+        for label, url in sized:
+            empty = serve(f"{label}-empty", url("size_empty"))
+            full = serve(f"{label}-full", url("size_full"))
+            contenders += [
+                Contender(f"size-empty-{label}", "size", empty.name, send, "send", None),
+                Contender(
+                    f"size-{label}",
+                    "size",
+                    full.name,
+                    send,
+                    "send",
+                    f"size-empty-{label}",
+                    prefill=_conversation_filler(url("size_full"), store_size),
+                ),
+            ]
     if "flask" in groups:
         server(
             "flask-bare",
@@ -322,11 +404,164 @@ def plan(
     return servers, contenders
 
 
+# -- filling stores before the runs (targets 2: turn position, store size) ---------------------
+
+
+def _sql_connect(store: str) -> Any:
+    """A DB-API connection to a sqlite or PostgreSQL store URL, and its placeholder."""
+    if store.startswith("sqlite:///"):
+        import sqlite3
+
+        return sqlite3.connect(store.removeprefix("sqlite:///"), timeout=60), "?"
+    import psycopg
+
+    return psycopg.connect(store), "%s"
+
+
+def _fill_turns(store: str, contexts: list[str], turns: int) -> None:
+    """`turns` answered turns in each of `contexts`, owned by the benchmark's caller, written
+    straight into a SQL store (the server made the schema)."""
+    conn, ph = _sql_connect(store)
+    now = time.time()
+    with conn:
+        cur = conn.cursor()
+        cur.executemany(
+            "INSERT INTO pactmw_conversations (context_id, brand_id, issuer, sub, created_at,"
+            f" last_activity, closed, account) VALUES ({', '.join([ph] * 8)})",
+            [(c, BRAND, ISSUER, SUB, now, now, False, None) for c in contexts],
+        )
+        cur.executemany(
+            "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at,"
+            f" reply_message_id, reply_text, reply, replied_at) VALUES ({', '.join([ph] * 8)})",
+            [
+                (
+                    c,
+                    f"pre-{t}",
+                    "An earlier question",
+                    now,
+                    f"pre-reply-{t}",
+                    "An answer",
+                    b"{}",
+                    now,
+                )
+                for c in contexts
+                for t in range(turns)
+            ],
+        )
+    conn.close()
+
+
+def _fill_turns_over_http(port: int, turns: int) -> list[str]:
+    """TURN_CONTEXTS conversations of `turns` turns each, through `message:send` (a memory
+    store lives in the server process), one client thread per conversation."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(token: str) -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        context: str | None = None
+        for t in range(turns):
+            message: dict[str, Any] = {
+                "messageId": f"pre-{os.urandom(6).hex()}-{t}",
+                "role": "ROLE_USER",
+                "parts": [{"text": "An earlier question"}],
+            }
+            if context is not None:
+                message["contextId"] = context
+            conn.request(
+                "POST",
+                f"/a2a/{BRAND}/message:send",
+                body=json.dumps({"message": message}),
+                headers={"Content-Type": "application/a2a+json", "Authorization": token},
+            )
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"prefill: status {response.status}: {body[:200]!r}")
+            context = json.loads(body)["message"]["contextId"]
+        conn.close()
+        assert context is not None
+        return context
+
+    token = f"Bearer {_PREFILL_TOKEN[0]}"
+    with ThreadPoolExecutor(TURN_CONTEXTS) as pool:
+        return list(pool.map(one, [token] * TURN_CONTEXTS))
+
+
+# The token the HTTP prefill sends (set in main, once the key exists).
+_PREFILL_TOKEN: list[str] = [""]
+
+
+def _prefiller(label: str, store: str, turns: int) -> Callable[[int], list[str]]:
+    """Fills TURN_CONTEXTS conversations of `turns` turns for a turn-position contender."""
+
+    def fill(port: int) -> list[str]:
+        if label == "memory":
+            return _fill_turns_over_http(port, turns)
+        import uuid
+
+        contexts = [str(uuid.uuid4()) for _ in range(TURN_CONTEXTS)]
+        _fill_turns(store, contexts, turns)
+        return contexts
+
+    return fill
+
+
+def _conversation_filler(store: str, count: int) -> Callable[[int], list[str]]:
+    """Fills a SQL store with `count` conversations of one answered turn each."""
+
+    def fill(port: int) -> list[str]:
+        conn, ph = _sql_connect(store)
+        now = time.time()
+        with conn:
+            cur = conn.cursor()
+            if ph == "%s":  # PostgreSQL: generated where it is stored
+                cur.execute(
+                    "INSERT INTO pactmw_conversations SELECT 'fill-' || g, %s, %s, 'user-' || g,"
+                    " %s, %s, FALSE, NULL FROM generate_series(1, %s) AS g",
+                    (BRAND, ISSUER, now, now, count),
+                )
+                cur.execute(
+                    "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at,"
+                    " reply_message_id, reply_text, reply, replied_at)"
+                    " SELECT 'fill-' || g, 'm', 'A question', %s, 'r', 'An answer', '\\x7b7d', %s"
+                    " FROM generate_series(1, %s) AS g",
+                    (now, now, count),
+                )
+                cur.execute("ANALYZE")
+            else:
+                cur.executemany(
+                    "INSERT INTO pactmw_conversations VALUES (?, ?, ?, ?, ?, ?, 0, NULL)",
+                    ((f"fill-{i}", BRAND, ISSUER, f"user-{i}", now, now) for i in range(count)),
+                )
+                cur.executemany(
+                    "INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at,"
+                    " reply_message_id, reply_text, reply, replied_at)"
+                    " VALUES (?, 'm', 'A question', ?, 'r', 'An answer', x'7b7d', ?)",
+                    ((f"fill-{i}", now, now) for i in range(count)),
+                )
+        conn.close()
+        return []
+
+    return fill
+
+
+def _pg_database(dsn: str, name: str) -> str:
+    """A new database `name` on the server of `dsn` (created once); its DSN."""
+    import psycopg
+
+    base, _, _ = dsn.rpartition("/")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if exists is None:
+            conn.execute(f"CREATE DATABASE {name}")  # a constant of this script
+    return f"{base}/{name}"
+
+
 # -- checking what each server answers ----------------------------------------------------------
 
 
 def _request(port: int, method: str, path: str, token: str | None) -> tuple[int, str, bytes]:
-    headers = {"Content-Type": "application/a2a+json"}
+    headers = {"Content-Type": "application/a2a+json", "A2A-Version": "1.0"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     body = None
@@ -351,7 +586,7 @@ def check(contender: Contender, port: int, token: str, timeout: float = 60.0) ->
     without it); retries until the server's workers are up."""
     from benchmarks.bench_apps import ACTOR_ID
 
-    method = "POST" if contender.mode == "send" else "GET"
+    method = "GET" if contender.mode == "get" else "POST"
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -365,7 +600,7 @@ def check(contender: Contender, port: int, token: str, timeout: float = 60.0) ->
             raise RuntimeError(f"{contender.name}: no 200 after {timeout:g} s ({problem})")
         time.sleep(0.2)
     data = json.loads(body)
-    if contender.mode == "send":
+    if contender.mode != "get":
         message = data["message"]
         ok = (
             ctype == "application/a2a+json"
@@ -407,6 +642,7 @@ def run_wrk(
         contender.mode,
         token,
         os.urandom(6).hex(),  # messageId prefix: unique across runs
+        ",".join(contender.contexts),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")]
@@ -416,6 +652,78 @@ def run_wrk(
     result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
     result["socket_errors"] = sum(result[k] for k in ("connect", "read", "write", "timeout"))
     return result
+
+
+def measure_workers(
+    wrk: str,
+    tmp: Path,
+    jwk: Any,
+    pg_dsn: str,
+    tokens: TokenSource,
+    seconds: int,
+    rounds: int,
+    connections: int,
+    stack: contextlib.ExitStack,
+) -> list[Contender]:
+    """Target 5: 1, 2 and 4 `pactmw serve` processes on one PostgreSQL database, the same
+    wrk connections spread over them (one wrk per process, run together), their req/s summed;
+    rounds interleaved like the other groups, each count against one process in its round."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.net import free_port
+    from tests.support.servers import process_server
+
+    dsn = _pg_database(pg_dsn, "workers")
+    send = f"/a2a/{BRAND}/message:send"
+    ports = []
+    for i in range(max(WORKER_COUNTS)):
+        port = free_port()
+        config = write_config(
+            tmp / f"workers-{i}.toml",
+            port=port,
+            store=dsn,
+            brand=BRAND,
+            handler="benchmarks.bench_apps:echo_bot",
+            jwk=jwk,
+        )
+        _log(f"starting workers-{i} on 127.0.0.1:{port} ...")
+        stack.enter_context(
+            process_server(_serve(config)(port), port, cwd=Path(REPO), log=tmp / f"workers-{i}.log")
+        )
+        ports.append(port)
+    probe = Contender("workers", "workers", "", send, "send", None)
+    for port in ports:
+        check(probe, port, tokens.current())
+    contenders = [
+        Contender(f"workers-{n}", "workers", "", send, "send", None if n == 1 else "workers-1")
+        for n in WORKER_COUNTS
+    ]
+
+    def together(n: int, run_seconds: int) -> dict[str, Any]:
+        each = max(1, connections // n)
+        with ThreadPoolExecutor(n) as pool:
+            runs = list(
+                pool.map(
+                    lambda port: run_wrk(wrk, port, probe, tokens.current(), run_seconds, each),
+                    ports[:n],
+                )
+            )
+        return {
+            "rps": sum(r["rps"] for r in runs),
+            "requests": sum(r["requests"] for r in runs),
+            "non2xx": sum(r["non2xx"] for r in runs),
+            "socket_errors": sum(r["socket_errors"] for r in runs),
+            "p50_us": max(r["p50_us"] for r in runs),
+            "p99_us": max(r["p99_us"] for r in runs),
+        }
+
+    together(max(WORKER_COUNTS), 1)  # warm-up
+    for r in range(rounds):
+        order = contenders if r % 2 == 0 else contenders[::-1]
+        for c in order:
+            c.rounds.append(together(int(c.name.rsplit("-", 1)[1]), seconds))
+        _log(f"workers round {r + 1}/{rounds} done")
+    return contenders
 
 
 def schedule(contenders: list[Contender], round_index: int) -> list[Contender]:
@@ -501,6 +809,15 @@ def target_lines(results: dict[str, Any], notes: list[str]) -> tuple[list[str], 
         "send-sqlite": ("message:send sqlite", "of bare echo"),
         "send-postgres": ("message:send PostgreSQL", "of bare echo"),
         "send-memory": ("message:send memory:// store", "of bare echo"),
+        "a2a-sdk+pactmw": ("a2a-sdk server + pactmw middleware", "of the a2a-sdk server"),
+        "provider-sqlite": ("pactmw Provider on sqlite", "of the a2a-sdk server"),
+        "turn1000-memory": ("turn 1,000, memory://", "of turn 51"),
+        "turn1000-sqlite": ("turn 1,000, sqlite", "of turn 51"),
+        "turn1000-postgres": ("turn 1,000, PostgreSQL", "of turn 51"),
+        "size-sqlite": ("full store, sqlite", "of an empty one"),
+        "size-postgres": ("full store, PostgreSQL", "of an empty one"),
+        "workers-2": ("2 serve processes on one PostgreSQL", "of one process"),
+        "workers-4": ("4 serve processes on one PostgreSQL", "of one process"),
         "flask+pactmw": ("Flask example + pactmw (gunicorn)", "of the example without pactmw"),
         "django+pactmw": ("Django example + pactmw (gunicorn)", "of the example without pactmw"),
     }
@@ -586,6 +903,12 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(GROUPS),
         help=f"comma-separated subset of {','.join(GROUPS)} (default: all)",
     )
+    parser.add_argument(
+        "--store-size",
+        type=int,
+        default=1_000_000,
+        help="conversations in the full store of the size group (default 1,000,000)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON results only")
     args = parser.parse_args(argv)
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
@@ -629,12 +952,13 @@ def main(argv: list[str] | None = None) -> int:
     jwk = key.public.to_dict()
     with (
         tempfile.TemporaryDirectory(prefix="pactmw-bench-http-") as tmp_name,
-        maybe_postgres("send" in groups) as (pg_dsn, pg_note),
+        maybe_postgres(bool(groups & _STORE_GROUPS)) as (pg_dsn, pg_note),
         contextlib.ExitStack() as stack,
     ):
         tmp = Path(tmp_name)
         notes = [pg_note] if pg_note else []
-        servers, contenders = plan(groups, tmp, jwk, pg_dsn, args.workers)
+        _PREFILL_TOKEN[0] = tokens.current()
+        servers, contenders = plan(groups, tmp, jwk, pg_dsn, args.workers, args.store_size)
         ports = {}
         for srv in servers:
             _log(f"starting {srv.name} on 127.0.0.1:{srv.port} ...")
@@ -650,6 +974,9 @@ def main(argv: list[str] | None = None) -> int:
             ports[srv.name] = srv.port
         for c in contenders:
             check(c, ports[c.server], tokens.current())
+            if c.prefill is not None:
+                _log(f"filling the store of {c.name} ...")
+                c.contexts = c.prefill(ports[c.server])
             run_wrk(wrk, ports[c.server], c, tokens.current(), 1, args.connections)  # warm-up
         _log(f"{len(contenders)} contenders × {args.rounds} rounds × {args.seconds} s")
         for r in range(args.rounds):
@@ -660,6 +987,18 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
             _log(f"round {r + 1}/{args.rounds} done")
+        if "workers" in groups and pg_dsn is not None:
+            contenders += measure_workers(
+                wrk,
+                tmp,
+                jwk,
+                pg_dsn,
+                tokens,
+                args.seconds,
+                args.rounds,
+                args.connections,
+                stack,
+            )
         # Keep the tables' order (grouped), not the last round's rotation.
         results = summarize(contenders)
     lines, verdicts = target_lines(results, notes)

@@ -3,8 +3,9 @@
 Run:  .venv/bin/python benchmarks/store.py [--seconds S] [--rounds R] [--threads N] [--json]
 
 One turn is what the Provider does around the bot for a `message:send` without contextId:
-`create_conversation` + `claim_message` + `history` + `store_reply` (three write transactions
-and one read), with the same sizes as the echo bot's turn. Contenders, each on 1 thread and
+`start_conversation` (create and claim in one transaction) + `store_reply`: two write
+transactions (before issue 16 it was create + claim + history + reply, three and a read),
+with the same sizes as the echo bot's turn. Contenders, each on 1 thread and
 on N threads (default 4) sharing one store object (as the worker threads of one server do):
 
   memory            MemoryStore: the floor (no I/O), for reference
@@ -19,7 +20,7 @@ The contenders run interleaved: R rounds (default 10), in each every contender r
 (default 1), the order rotating from round to round; the figure is the median over rounds.
 turns/s counts whole turns per wall-clock second; µs/turn = 1e6 ÷ turns/s; "latency" is the
 mean time one thread spends on one turn (threads × wall time ÷ turns). On one thread the
-columns create/claim/history/reply give each operation's mean µs. PostgreSQL contenders are
+columns start/reply give each operation's mean µs. PostgreSQL contenders are
 skipped, with a note, when its server binaries are not installed. Always exits 0.
 """
 
@@ -58,7 +59,7 @@ ISSUER = "https://agent.example"
 BRAND = "acme"
 TEXT = "Where is my order A-1001?"
 REPLY_TEXT = f"You said: {TEXT}"
-OPS = ("create", "claim", "history", "reply")
+OPS = ("start", "reply")
 
 
 def _log(msg: str) -> None:
@@ -81,17 +82,17 @@ def one_turn(store: Store, sub: str, timings: list[float] | None) -> None:
     perf = time.perf_counter
     now = time.time()
     t0 = perf()
-    context_id = store.create_conversation(brand_id=BRAND, issuer=ISSUER, sub=sub, now=now)
-    t1 = perf()
     message_id = uuid.uuid4().hex
-    claim = store.claim_message(
-        context_id=context_id, message_id=message_id, text=TEXT, now=now, lease_seconds=120.0
+    context_id = store.start_conversation(
+        brand_id=BRAND,
+        issuer=ISSUER,
+        sub=sub,
+        account=None,
+        message_id=message_id,
+        text=TEXT,
+        now=now,
     )
-    if claim.kind != "new":
-        raise RuntimeError(f"claim_message answered {claim.kind!r} for a new message")
-    t2 = perf()
-    store.history(context_id)
-    t3 = perf()
+    t1 = perf()
     reply_id = str(uuid.uuid4())
     body = json_dumps(
         {
@@ -111,12 +112,10 @@ def one_turn(store: Store, sub: str, timings: list[float] | None) -> None:
         reply=body,
         now=now,
     )
-    t4 = perf()
+    t2 = perf()
     if timings is not None:
         timings[0] += t1 - t0
         timings[1] += t2 - t1
-        timings[2] += t3 - t2
-        timings[3] += t4 - t3
 
 
 def run(contender: Contender, seconds: float) -> None:
@@ -259,7 +258,7 @@ def summarize(contenders: list[Contender]) -> dict[str, Any]:
 def print_table(results: dict[str, Any]) -> None:
     print(
         f"\n  {'contender':<20} {'turns/s':>8} {'µs/turn':>8} {'latency':>8}"
-        f" {'create':>7} {'claim':>7} {'history':>7} {'reply':>7} {'spread':>6}"
+        f" {'start':>7} {'reply':>7} {'spread':>6}"
     )
     for name, row in results.items():
         ops = row.get("op_us")
@@ -347,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(
                 f"{args.rounds} interleaved rounds × {args.seconds:g} s per contender;"
-                " median per contender; one turn = create_conversation + claim_message"
-                " + history + store_reply"
+                " median per contender; one turn = start_conversation + store_reply"
             )
             sys.stdout.flush()
         contenders, closers = build(tmp, dsns, args.threads, backends)

@@ -6,6 +6,9 @@
 -- MODE "send": POST an A2A `message:send` body to the URL's path, same header, with a unique
 --              messageId per request (PREFIX-thread-counter) and no contextId, so every
 --              request is a new turn in a new conversation (nothing answered from the store).
+-- MODE "context": the same, continuing the conversations CONTEXTS (comma-separated contextIds,
+--              a fifth argument) in turn, one request each, round robin.
+-- Both send `A2A-Version: 1.0` (the a2a-sdk server refuses requests without it).
 -- Every response is counted by status; done() prints one line "WRKJSON {...}" that the
 -- driver parses: requests, duration, non-2xx responses, socket errors, latency percentiles.
 
@@ -18,12 +21,17 @@ end
 
 function init(args)
    mode, token, prefix = args[1], args[2], args[3]
+   contexts = {}
+   for context in string.gmatch(args[4] or "", "[^,]+") do
+      table.insert(contexts, context)
+   end
    non2xx = 0
    counter = 0
    wrk.headers["Authorization"] = "Bearer " .. token
-   if mode == "send" then
+   if mode ~= "get" then
       wrk.method = "POST"
       wrk.headers["Content-Type"] = "application/a2a+json"
+      wrk.headers["A2A-Version"] = "1.0"
    end
    fixed = wrk.format()
    head = '{"message":{"messageId":"' .. prefix .. "-" .. tid .. "-"
@@ -31,10 +39,15 @@ function init(args)
 end
 
 function request()
-   if mode ~= "send" then
+   if mode == "get" then
       return fixed
    end
    counter = counter + 1
+   if mode == "context" then
+      local context = contexts[counter % #contexts + 1]
+      return wrk.format(nil, nil, nil,
+         head .. counter .. '","contextId":"' .. context .. tail)
+   end
    return wrk.format(nil, nil, nil, head .. counter .. tail)
 end
 

@@ -178,6 +178,9 @@ FACADE_HELPERS = {
 NOT_IN_FAMILY = {
     # A BaseException sentinel that stops `pactmw serve`: no `except Exception` may catch it.
     "pactmw.cli._serve._Stopped",
+    # Carries a failed read of an agent's switch past `adrive`'s `except Exception`, so no
+    # flow can catch the caller's refusal (pactmw.provider.driver.arun).
+    "pactmw.provider.driver._Refused",
 }
 
 

@@ -77,21 +77,22 @@ async def adrive(
     catch: Catch = (Exception,),
     blocking: Callable[[Need], bool] | None = None,
     answer_blocking: Callable[[Need], Any] | None = None,
+    hop: Callable[..., Awaitable[Any]] = asyncio.to_thread,
 ) -> T:
     """Run `flow` to its value, awaiting `answer(need)` for each need.
 
     With `blocking` and `answer_blocking`, a need for which `blocking(need)` is true is
     answered by `answer_blocking` in a worker thread, and so is every blocking need right
     after it: a request that makes several store calls in a row hops threads once, not once
-    per call (the hop, not the work, is what a thread costs).
+    per call (the hop, not the work, is what a thread costs). `hop(fn, *args)` runs the
+    blocking part in a thread: `asyncio.to_thread` unless the caller holds a cheaper pool
+    (`pactmw.core.threads.WorkerThreads.run`).
     """
     step = advance(flow, None, None)
     while isinstance(step, Pending):
         need = step.need
         if blocking is not None and answer_blocking is not None and blocking(need):
-            step = await asyncio.to_thread(
-                _run_blocking, flow, need, answer_blocking, blocking, catch
-            )
+            step = await hop(_run_blocking, flow, need, answer_blocking, blocking, catch)
             continue
         try:
             value = await answer(need)

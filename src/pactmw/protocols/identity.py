@@ -12,7 +12,6 @@ with blocking or non-blocking I/O (the pattern of httpx's auth flows).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import math
@@ -30,6 +29,7 @@ from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
 from pactmw.core.jwk import KeySet
 from pactmw.core.keys import DiscoveryCache, JwksCache
+from pactmw.core.threads import WorkerThreads
 from pactmw.core.tokencache import VerifiedTokenCache, token_key
 from pactmw.protocols.delegation import Delegation
 
@@ -88,6 +88,8 @@ class RuntimeAgents(Protocol):
 class MemoryAgentOverrides:
     """Process-local overrides (tests, single-process development)."""
 
+    may_block = False  # a dict read
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._enabled: dict[str, bool] = {}
@@ -102,6 +104,12 @@ class MemoryAgentOverrides:
 
 
 AgentResolver = Callable[[str], RegisteredAgent | None]
+
+
+def _may_block(source: object) -> bool:
+    """Whether calls to `source` may wait on I/O: unless it says otherwise, they may."""
+    return getattr(source, "may_block", True) is not False
+
 
 _NO_KEYS = KeySet(())  # an agent whose keys are never asked for (open mode, blocked issuers)
 
@@ -140,10 +148,12 @@ class AgentRegistry:
         self._runtime = runtime
         self.overrides: AgentOverrides = overrides or MemoryAgentOverrides()
         #: Whether `lookup` may do blocking I/O (async callers then run it in a thread).
+        # A store that says it never blocks (`may_block = False`, the memory store) is read
+        # on the event loop; anything else may wait on I/O.
         self.may_block = (
             resolver is not None
-            or runtime is not None
-            or not isinstance(self.overrides, MemoryAgentOverrides)
+            or (runtime is not None and _may_block(runtime))
+            or _may_block(self.overrides)
         )
 
     def lookup(self, issuer: str) -> RegisteredAgent | None:
@@ -172,6 +182,10 @@ class AgentRegistry:
     def enable(self, issuer: str) -> None:
         """Accept this agent again."""
         self.overrides.set_agent_enabled(issuer, True)
+
+    def configured(self, issuer: str) -> RegisteredAgent | None:
+        """The configured agent of `issuer` as configured (no override applied), or None."""
+        return self._agents.get(issuer)
 
     def __iter__(self) -> Iterator[RegisteredAgent]:
         """The static (configured) agents; those added at runtime are in the store."""
@@ -306,6 +320,7 @@ class IdentityVerifier:
         leeway: float = 30.0,
         max_lifetime: float = 300.0,
         cache: VerifiedTokenCache[str, str, str, float, float | None] | None = None,
+        threads: WorkerThreads | None = None,
     ) -> None:
         if not audience:
             raise ValueError("audience must be a non-empty string")
@@ -323,6 +338,9 @@ class IdentityVerifier:
         )
         self.leeway = leeway
         self.max_lifetime = max_lifetime
+        #: The worker threads of the async drivers (store reads of a blocking registry); a
+        #: Provider and its guard share this pool.
+        self.threads = threads if threads is not None else WorkerThreads()
 
     # -- the one verification flow -----------------------------------------------------------
 
@@ -469,13 +487,52 @@ class IdentityVerifier:
             if entry is None:
                 return await adrive(self._flow(token, key), self._aanswer)
             if self.registry.may_block:
-                registered = await asyncio.to_thread(self.registry.lookup, entry[1])
+                registered = await self.threads.run(self.registry.lookup, entry[1])
             else:
                 registered = self.registry.lookup(entry[1])
             return self._recheck(token, entry, registered)
         except AuthenticationFailed as exc:
             log_refusal(exc, brand)
             raise
+
+    def provisional(
+        self, authorization: str | None, *, brand: str | None = None
+    ) -> tuple[PersonalAgent, Callable[[], None]] | None:
+        """A cached token of a configured agent, checked without reading the store: the caller,
+        and `confirm`, which reads the agent's runtime switch (blocking) and raises
+        `AuthenticationFailed` if it was turned off.
+
+        None when this takes no shortcut (the registry never blocks, the token is not cached,
+        the agent was added at runtime or is configured disabled, or a check fails): then
+        `averify` decides. An async driver that holds the caller back from every effect until
+        `confirm` has passed can fold that store read into the request's one worker-thread
+        hop, instead of a hop of its own. For a configured agent only the switch can differ
+        from the configuration, so the caller is exactly what `averify` returns.
+        """
+        if not self.registry.may_block:
+            return None
+        try:
+            token, _key, entry = self._begin(authorization)
+            if entry is None:
+                return None
+            issuer = entry[1]
+            agent = self.registry.configured(issuer)
+            if agent is None or not agent.enabled:
+                return None
+            caller = self._recheck(token, entry, agent)
+        except AuthenticationFailed:
+            return None  # averify refuses it again, and logs the refusal
+        return caller, lambda: self._confirm(issuer, brand)
+
+    def _confirm(self, issuer: str, brand: str | None) -> None:
+        """The runtime switch of a configured agent, read from the registry (blocking)."""
+        agent = self.registry.lookup(issuer)
+        if agent is not None and agent.enabled:
+            return
+        exc = AuthenticationFailed("unknown_issuer" if agent is None else "disabled_issuer")
+        exc.issuer = issuer
+        log_refusal(exc, brand)
+        raise exc
 
     def _answer(self, need: _Need) -> Any:
         if isinstance(need, _NeedAgent):
@@ -490,7 +547,7 @@ class IdentityVerifier:
     async def _aanswer(self, need: _Need) -> Any:
         if isinstance(need, _NeedAgent):
             if self.registry.may_block:
-                return await asyncio.to_thread(self.registry.lookup, need.issuer)
+                return await self.threads.run(self.registry.lookup, need.issuer)
             return self.registry.lookup(need.issuer)
         if isinstance(need, _NeedDiscovery):
             return await self.discovery.ajwks_uri(need.issuer)

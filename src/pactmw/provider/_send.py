@@ -26,7 +26,7 @@ from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import Store
+from pactmw.store.base import Claim, Store
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -66,11 +66,24 @@ class MessageSender:
         now = self._clock()
         store = self.store
         closed = False
+        delegation = caller.delegation
         if message.context_id is None:
+            # A new conversation: created, bound to the Brand account (spec §5.5) and its
+            # first message claimed in one store transaction; nothing else knows the id yet,
+            # so the claim is new and the history empty.
             context_id: str = yield NeedStore(
-                store.create_conversation,
-                {"brand_id": brand.id, "issuer": caller.issuer, "sub": caller.sub, "now": now},
+                store.start_conversation,
+                {
+                    "brand_id": brand.id,
+                    "issuer": caller.issuer,
+                    "sub": caller.sub,
+                    "account": delegation.account if delegation is not None else None,
+                    "message_id": message.message_id,
+                    "text": message.text,
+                    "now": now,
+                },
             )
+            claim = Claim(kind="new")
         else:
             context_id = message.context_id
             conversation = (
@@ -91,27 +104,30 @@ class MessageSender:
             if not closed and idle is not None and now - conversation.last_activity > idle:
                 yield NeedStore(store.close_conversation, {"context_id": context_id})
                 closed = True
-        delegation = caller.delegation
-        if delegation is not None:
-            # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
-            bound = yield NeedStore(
-                store.bind_account, {"context_id": context_id, "account": delegation.account}
+            if delegation is not None:
+                # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
+                bound = yield NeedStore(
+                    store.bind_account, {"context_id": context_id, "account": delegation.account}
+                )
+                if bound != delegation.account:
+                    raise A2AError(
+                        "INVALID_PARAMS", "contextId already runs as a different Brand user"
+                    )
+            # The claim and, when it is new, the bot's history: one store transaction.
+            claim = yield NeedStore(
+                store.claim_turn,
+                {
+                    "context_id": context_id,
+                    "message_id": message.message_id,
+                    "text": message.text,
+                    "now": now,
+                    "lease_seconds": self.claim_lease_seconds,
+                },
             )
-            if bound != delegation.account:
-                raise A2AError("INVALID_PARAMS", "contextId already runs as a different Brand user")
-        claim = yield NeedStore(
-            store.claim_message,
-            {
-                "context_id": context_id,
-                "message_id": message.message_id,
-                "text": message.text,
-                "now": now,
-                "lease_seconds": self.claim_lease_seconds,
-            },
-        )
         # A retry is answered even in a closed conversation: the reply that closed it may be
         # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
         if claim.kind == "reply":
+            assert claim.reply is not None  # a `reply` claim always carries the bytes
             return a2a_json(200, claim.reply)
         if closed:
             if claim.kind == "new":
@@ -127,7 +143,6 @@ class MessageSender:
             )
         if claim.kind == "conflict":
             raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
-        history = yield NeedStore(store.history, {"context_id": context_id})
         scopes = brand.delegation.scopes if brand.delegation is not None else None
         tools = BoundTools(brand.tools, caller, scopes=scopes)
         parafe_turn = (
@@ -142,7 +157,7 @@ class MessageSender:
             message_id=message.message_id,
             caller=caller,
             brand=brand,
-            history=tuple(history),
+            history=claim.history,
             tools=tools,
             parafe=parafe_turn,
         )

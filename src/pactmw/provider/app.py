@@ -448,7 +448,14 @@ class Provider:
         """Async `handle`: store calls, key fetches and sync bots run in worker threads."""
         try:
             response: Response = await arun(
-                self._flow(request), self.verifier, read_body, current_user
+                self._flow(request),
+                self.verifier,
+                read_body,
+                current_user,
+                threads=self.verifier.threads,
+                # The Provider's flow never catches the caller's refusal: the store read of a
+                # cached agent's switch joins the request's one hop (see arun).
+                defer_identity=True,
             )
         except Exception as exc:
             return error_response(exc)
@@ -470,7 +477,7 @@ class Provider:
     ) -> PersonalAgent:
         """Async `verify_delegation`."""
         flow = self.delegation_flow(brand_id, caller, header)
-        delegation = await arun(flow, self.verifier, ano_body)
+        delegation = await arun(flow, self.verifier, ano_body, threads=self.verifier.threads)
         return attrs.evolve(caller, delegation=delegation)
 
     def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:

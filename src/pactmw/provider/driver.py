@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pactmw.core.drive import adrive, drive
+from pactmw.core.threads import WorkerThreads
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.flow import Need, NeedBody, NeedBot, NeedIdentity, NeedKeys, NeedStore, SubFlow
@@ -52,14 +53,49 @@ async def arun(
     verifier: IdentityVerifier,
     read_body: AReadBody,
     current_user: CurrentUser | ACurrentUser | None = None,
+    threads: WorkerThreads | None = None,
+    *,
+    defer_identity: bool = False,
 ) -> Any:
-    """Run `flow` on the event loop; blocking needs go to one worker thread in a row."""
+    """Run `flow` on the event loop; blocking needs go to one worker thread in a row.
+
+    With `threads`, the hand-offs go to that pool (cheaper than `asyncio.to_thread`).
+
+    With `defer_identity`, a cached token of a configured agent is answered at once and the
+    store read of the agent's runtime switch (`IdentityVerifier.provisional`) waits for the
+    flow's first hop, which does it before anything else: one hop per request instead of
+    two. Until it has passed, the flow only reads and parses the request: any other need,
+    and the flow's end (a response or an error), first runs it, and a refusal then replaces
+    whatever the flow would have done. Only for flows that do not catch the identity
+    refusal themselves (the Provider's; not an optional guard).
+    """
+    pending: list[Callable[[], None]] = []  # the confirmation still owed, if any
+
+    async def confirm_first() -> None:
+        if pending:
+            confirm = pending.pop()
+            try:
+                await hop(confirm)
+            except Exception as exc:
+                # Out of the driver, never into the flow, which might catch it (as when the
+                # read runs at the start of a hop): the flow's `except` clauses guard its
+                # own steps, not the caller's identity.
+                raise _Refused(exc) from None
 
     async def answer(need: Need) -> Any:
-        if isinstance(need, NeedIdentity):
-            return await verifier.averify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBody):
             return await read_body(need.limit)
+        await confirm_first()
+        if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
+            return need.operation(**need.kwargs)
+        if isinstance(need, NeedIdentity):
+            if defer_identity:
+                found = verifier.provisional(need.authorization, brand=need.brand)
+                if found is not None:
+                    caller, confirm = found
+                    pending.append(confirm)
+                    return caller
+            return await verifier.averify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBot):  # an async bot (sync ones are blocking)
             return await need.handler(need.turn)  # type: ignore[misc]
         if current_user is None:
@@ -67,7 +103,47 @@ async def arun(
         user = current_user()
         return (await user) if inspect.isawaitable(user) else user
 
-    return await adrive(flow, answer, blocking=is_blocking, answer_blocking=_blocking_answer)
+    async def confirmed_hop(fn: Callable[..., Any], /, *args: Any) -> Any:
+        # The owed confirmation runs first in the same hop; its refusal leaves the flow
+        # where it is and propagates out of the driver (the flow never sees it).
+        if pending:
+            return await hop(_confirm_then, pending.pop(), fn, args)
+        return await hop(fn, *args)
+
+    hop: Callable[..., Awaitable[Any]] = asyncio.to_thread if threads is None else threads.run
+    try:
+        try:
+            result = await adrive(
+                flow,
+                answer,
+                blocking=is_blocking,
+                answer_blocking=_blocking_answer,
+                hop=confirmed_hop,
+            )
+        except Exception:
+            await confirm_first()  # a refusal of the caller wins over the flow's own error
+            raise
+        await confirm_first()
+    except _Refused as refused:
+        raise refused.error from None
+    finally:
+        flow.close()  # a flow left at a yield by a refusal runs its `finally` clauses now
+    return result
+
+
+class _Refused(BaseException):
+    """The owed identity read failed: carried past `adrive`, which catches `Exception`."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _confirm_then(
+    confirm: Callable[[], None], fn: Callable[..., Any], args: tuple[Any, ...]
+) -> Any:
+    confirm()
+    return fn(*args)
 
 
 def no_body(limit: int) -> bytes | None:
@@ -81,8 +157,14 @@ async def ano_body(limit: int) -> bytes | None:
 
 
 def is_blocking(need: Need) -> bool:
-    """Needs answered by blocking calls (a worker thread in the async driver)."""
-    return isinstance(need, (NeedStore, NeedKeys)) or (
+    """Needs answered by blocking calls (a worker thread in the async driver).
+
+    A store operation of a store that says it never blocks (`may_block = False`: the memory
+    store) is answered on the event loop: a thread hop would cost more than the call.
+    """
+    if isinstance(need, NeedStore):
+        return getattr(getattr(need.operation, "__self__", None), "may_block", True) is not False
+    return isinstance(need, NeedKeys) or (
         isinstance(need, NeedBot) and not inspect.iscoroutinefunction(need.handler)
     )
 

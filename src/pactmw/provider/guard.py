@@ -113,7 +113,9 @@ class Guard:
     ) -> PersonalAgent | None:
         """Async `authenticate`."""
         flow = self._caller_flow(request, optional)
-        caller: PersonalAgent | None = await arun(flow, self.verifier, ano_body)
+        caller: PersonalAgent | None = await arun(
+            flow, self.verifier, ano_body, threads=self.verifier.threads
+        )
         return caller
 
     def _caller_flow(self, request: Request, optional: bool) -> SubFlow:

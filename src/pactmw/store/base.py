@@ -214,10 +214,14 @@ class Claim:
     - `reply`: answered before; `reply` holds the stored bytes, to be sent back unchanged.
     - `pending`: another worker holds a live claim on this message and has not answered.
     - `conflict`: the message id is the id of an agent reply in this conversation.
+
+    `history` is filled by `Store.claim_turn` only, for a `new` claim: the last answered
+    turns of the conversation, oldest first (the bot's context, read in the same transaction).
     """
 
     kind: ClaimKind
     reply: bytes | None = None
+    history: tuple[StoredTurn, ...] = ()
 
 
 @frozen

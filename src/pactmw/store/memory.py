@@ -35,3 +35,7 @@ class MemoryStore(
     AccountTokensMixin,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""
+
+    #: Its operations never wait on I/O: async drivers call them on the event loop rather
+    #: than hand them to a worker thread (which costs more than the operation).
+    may_block = False

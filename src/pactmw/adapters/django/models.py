@@ -136,6 +136,15 @@ class Message(models.Model):
                 fields=["conversation", "reply_message_id"], name="pactmw_messages_agent_key"
             ),
         )
+        # The last answered turns of a conversation, newest first, straight from the index
+        # (schema version 8 of the sqlite and PostgreSQL stores).
+        indexes = (
+            models.Index(
+                fields=["conversation", "id"],
+                name="pactmw_messages_answered",
+                condition=models.Q(reply__isnull=False),
+            ),
+        )
 
 
 class AgentOverride(models.Model):

@@ -74,23 +74,82 @@ class ConversationsMixin(MemoryCore):
         reject_nul(context_id=context_id, message_id=message_id, text=text)
         with self._lock:
             self._check_open()
+            return self._claim(self._context(context_id), message_id, text, now, lease_seconds)
+
+    def claim_turn(
+        self,
+        *,
+        context_id: str,
+        message_id: str,
+        text: str,
+        now: float,
+        lease_seconds: float,
+        history_limit: int = 50,
+    ) -> Claim:
+        """`claim_message`, with the turns before it when the claim is `new`."""
+        reject_nul(context_id=context_id, message_id=message_id, text=text)
+        with self._lock:
+            self._check_open()
             ctx = self._context(context_id)
-            message = ctx.messages.get(message_id)
-            decision = decide_claim(
-                None if message is None else ClaimedMessage(message.claimed_at, message.reply),
-                is_reply_id=message_id in ctx.agent_message_ids,
-                now=now,
-                lease_seconds=lease_seconds,
-            )
-            if decision.write == "insert":
-                ctx.messages[message_id] = StoredMessage(text=text, claimed_at=now)
-            elif decision.write == "take_over":
-                # Keep the message's place in the history.
-                assert message is not None
-                ctx.messages[message_id] = evolve(message, text=text, claimed_at=now)
-            if decision.write is not None:
-                ctx.conversation = evolve(ctx.conversation, last_activity=now)
-            return decision.claim
+            claim = self._claim(ctx, message_id, text, now, lease_seconds)
+            if claim.kind != "new":
+                return claim
+            # The claimed message is unanswered, so it is not in its own history.
+            return evolve(claim, history=tuple(_last_turns(ctx, history_limit)))
+
+    def start_conversation(
+        self,
+        *,
+        brand_id: str,
+        issuer: str,
+        sub: str,
+        account: str | None,
+        message_id: str,
+        text: str,
+        now: float,
+    ) -> str:
+        """Mint a conversation and claim its first user message, in one step."""
+        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
+        if account is not None:
+            reject_nul(account=account)
+        context_id = str(uuid.uuid4())
+        conversation = Conversation(
+            context_id=context_id,
+            brand_id=brand_id,
+            issuer=issuer,
+            sub=sub,
+            created_at=now,
+            last_activity=now,
+            closed=False,
+            account=account,
+        )
+        first = StoredMessage(text=text, claimed_at=now)
+        context = Context(conversation, {message_id: first}, set())
+        with self._lock:
+            self._check_open()
+            self._contexts[context_id] = context
+        return context_id
+
+    def _claim(
+        self, ctx: Context, message_id: str, text: str, now: float, lease_seconds: float
+    ) -> Claim:
+        """The claim decision and its write; the caller holds the lock."""
+        message = ctx.messages.get(message_id)
+        decision = decide_claim(
+            None if message is None else ClaimedMessage(message.claimed_at, message.reply),
+            is_reply_id=message_id in ctx.agent_message_ids,
+            now=now,
+            lease_seconds=lease_seconds,
+        )
+        if decision.write == "insert":
+            ctx.messages[message_id] = StoredMessage(text=text, claimed_at=now)
+        elif decision.write == "take_over":
+            # Keep the message's place in the history.
+            assert message is not None
+            ctx.messages[message_id] = evolve(message, text=text, claimed_at=now)
+        if decision.write is not None:
+            ctx.conversation = evolve(ctx.conversation, last_activity=now)
+        return decision.claim
 
     def store_reply(
         self,
@@ -144,16 +203,30 @@ class ConversationsMixin(MemoryCore):
         with self._lock:
             self._check_open()
             ctx = self._contexts.get(context_id)
-            if ctx is None or limit <= 0:
-                return []
-            turns = [
+            return [] if ctx is None else _last_turns(ctx, limit)
+
+
+def _last_turns(ctx: Context, limit: int) -> list[StoredTurn]:
+    """The last `limit` answered turns of `ctx`, oldest first; the caller holds the lock.
+
+    Walks the messages from the newest and stops at `limit`: a turn costs the same at any
+    position in a long conversation (dicts keep insertion order, and iterate backwards).
+    """
+    turns: list[StoredTurn] = []
+    if limit <= 0:
+        return turns
+    for message_id in reversed(ctx.messages):
+        m = ctx.messages[message_id]
+        if m.reply_message_id is not None and m.reply_text is not None:
+            turns.append(
                 StoredTurn(
                     message_id=message_id,
                     text=m.text,
                     reply_message_id=m.reply_message_id,
                     reply_text=m.reply_text,
                 )
-                for message_id, m in ctx.messages.items()
-                if m.reply_message_id is not None and m.reply_text is not None
-            ]
-            return turns[-limit:]
+            )
+            if len(turns) == limit:
+                break
+    turns.reverse()
+    return turns

@@ -73,6 +73,43 @@ class ConversationStore(Protocol):
         """
         ...
 
+    def start_conversation(
+        self,
+        *,
+        brand_id: str,
+        issuer: str,
+        sub: str,
+        account: str | None,
+        message_id: str,
+        text: str,
+        now: float,
+    ) -> str:
+        """Mint a conversation and claim its first user message, in one transaction.
+
+        The same as `create_conversation`, then `bind_account(account)` when `account` is
+        not None, then a `claim_message` that is always `new` (nothing else knows the id
+        yet), but one store round trip instead of three. Returns the new conversation's id.
+        """
+        ...
+
+    def claim_turn(
+        self,
+        *,
+        context_id: str,
+        message_id: str,
+        text: str,
+        now: float,
+        lease_seconds: float,
+        history_limit: int = 50,
+    ) -> Claim:
+        """`claim_message`, and when the claim is `new`, the turns before it, atomically.
+
+        The returned `Claim.history` is what `history(context_id, limit=history_limit)`
+        returned just before the claim (the claimed message is unanswered, so never in it);
+        it is empty for every other kind. One round trip instead of two.
+        """
+        ...
+
     def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first.
 

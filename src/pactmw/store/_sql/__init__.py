@@ -54,3 +54,6 @@ class SqlStore(
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks
     (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`)."""
+
+    #: Its operations wait on the database: async drivers run them in worker threads.
+    may_block = True

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from attrs import evolve
 
 from pactmw.store._decisions import ClaimedMessage, decide_claim
 from pactmw.store._sql.core import Executor, SqlCore, conversation_from_row, opt_bytes
@@ -64,28 +68,84 @@ class ConversationsMixin(SqlCore):
     ) -> Claim:
         """Atomically decide who answers the user message `message_id`; see `Claim`."""
         reject_nul(context_id=context_id, message_id=message_id, text=text)
+        with self._write() as ex:
+            return self._claim(ex, context_id, message_id, text, now, lease_seconds)
+
+    def claim_turn(
+        self,
+        *,
+        context_id: str,
+        message_id: str,
+        text: str,
+        now: float,
+        lease_seconds: float,
+        history_limit: int = 50,
+    ) -> Claim:
+        """`claim_message`, with the turns before it when the claim is `new`."""
+        reject_nul(context_id=context_id, message_id=message_id, text=text)
+        with self._write() as ex:
+            claim = self._claim(ex, context_id, message_id, text, now, lease_seconds)
+            if claim.kind != "new" or history_limit <= 0:
+                return claim
+            # The claimed message is unanswered, so it is not in its own history.
+            rows = ex.execute(self._sql.history, (context_id, history_limit)).fetchall()
+        return evolve(claim, history=_turns(rows))
+
+    def start_conversation(
+        self,
+        *,
+        brand_id: str,
+        issuer: str,
+        sub: str,
+        account: str | None,
+        message_id: str,
+        text: str,
+        now: float,
+    ) -> str:
+        """Mint a conversation and claim its first user message, in one transaction."""
+        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
+        if account is not None:
+            reject_nul(account=account)
+        context_id = str(uuid.uuid4())
         sql = self._sql
         with self._write() as ex:
-            self._lock_conversation(ex, context_id)
-            reply_id = ex.execute(sql.is_reply_id, (context_id, message_id)).fetchone()
-            row = ex.execute(sql.claim, (context_id, message_id)).fetchone()
-            decision = decide_claim(
-                None if row is None else ClaimedMessage(float(row[0]), opt_bytes(row[1])),
-                is_reply_id=reply_id is not None,
-                now=now,
-                lease_seconds=lease_seconds,
+            ex.execute(
+                sql.start_conversation, (context_id, brand_id, issuer, sub, now, now, account)
             )
-            if decision.write == "insert":
-                inserted = ex.execute(sql.insert_claim, (context_id, message_id, text, now))
-                if inserted.rowcount == 0:
-                    # Unreachable while the locks hold; the constraint is the backstop.
-                    return Claim(kind="pending")
-            elif decision.write == "take_over":
-                # Keep the row (and its place in the history).
-                ex.execute(sql.take_over_claim, (text, now, context_id, message_id))
-            if decision.write is not None:
-                ex.execute(sql.touch_conversation, (now, context_id))
-            return decision.claim
+            ex.execute(sql.insert_claim, (context_id, message_id, text, now))
+        return context_id
+
+    def _claim(
+        self,
+        ex: Executor,
+        context_id: str,
+        message_id: str,
+        text: str,
+        now: float,
+        lease_seconds: float,
+    ) -> Claim:
+        """The claim decision and its writes, inside the caller's write transaction."""
+        sql = self._sql
+        self._lock_conversation(ex, context_id)
+        reply_id = ex.execute(sql.is_reply_id, (context_id, message_id)).fetchone()
+        row = ex.execute(sql.claim, (context_id, message_id)).fetchone()
+        decision = decide_claim(
+            None if row is None else ClaimedMessage(float(row[0]), opt_bytes(row[1])),
+            is_reply_id=reply_id is not None,
+            now=now,
+            lease_seconds=lease_seconds,
+        )
+        if decision.write == "insert":
+            inserted = ex.execute(sql.insert_claim, (context_id, message_id, text, now))
+            if inserted.rowcount == 0:
+                # Unreachable while the locks hold; the constraint is the backstop.
+                return Claim(kind="pending")
+        elif decision.write == "take_over":
+            # Keep the row (and its place in the history).
+            ex.execute(sql.take_over_claim, (text, now, context_id, message_id))
+        if decision.write is not None:
+            ex.execute(sql.touch_conversation, (now, context_id))
+        return decision.claim
 
     def store_reply(
         self,
@@ -134,7 +194,12 @@ class ConversationsMixin(SqlCore):
             return []
         with self._read() as ex:
             rows = ex.execute(self._sql.history, (context_id, limit)).fetchall()
-        return [
-            StoredTurn(message_id=r[0], text=r[1], reply_message_id=r[2], reply_text=r[3])
-            for r in rows
-        ]
+        return list(_turns(rows))
+
+
+def _turns(rows: Sequence[Sequence[Any]]) -> tuple[StoredTurn, ...]:
+    """History rows (newest first, as the index serves them) as turns, oldest first."""
+    return tuple(
+        StoredTurn(message_id=r[0], text=r[1], reply_message_id=r[2], reply_text=r[3])
+        for r in reversed(rows)
+    )

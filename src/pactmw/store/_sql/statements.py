@@ -116,12 +116,17 @@ class Statements:
         self.release_claim = q(
             "DELETE FROM pactmw_messages WHERE context_id = ? AND message_id = ? AND reply IS NULL"
         )
+        self.start_conversation = q(
+            "INSERT INTO pactmw_conversations"
+            " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
+            " VALUES (?, ?, ?, ?, ?, ?, {false}, ?)"
+        )
+        # Newest first, so the answered-turns index (schema version 8) serves the ORDER BY
+        # and the LIMIT directly; the caller reverses the rows (no sort in the database).
         self.history = q(
-            "SELECT message_id, text, reply_message_id, reply_text FROM ("
-            " SELECT id, message_id, text, reply_message_id, reply_text"
+            "SELECT message_id, text, reply_message_id, reply_text"
             " FROM pactmw_messages WHERE context_id = ? AND reply IS NOT NULL"
             " ORDER BY id DESC LIMIT ?"
-            ") AS recent ORDER BY id"
         )
 
         # --- agents: the runtime registry and the overrides ------------------------------------
