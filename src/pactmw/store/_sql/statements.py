@@ -105,6 +105,11 @@ class Statements:
             "UPDATE pactmw_messages SET text = ?, claimed_at = ?"
             " WHERE context_id = ? AND message_id = ?"
         )
+        # Only the holder renews: its lease still starts where it last set it.
+        self.renew_claim = q(
+            "UPDATE pactmw_messages SET claimed_at = ?"
+            " WHERE context_id = ? AND message_id = ? AND claimed_at = ? AND reply IS NULL"
+        )
         self.is_replied = q(
             "SELECT reply IS NOT NULL FROM pactmw_messages WHERE context_id = ? AND message_id = ?"
         )
