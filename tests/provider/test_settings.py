@@ -557,3 +557,23 @@ def test_fetchable_jwks_uris_load(uri: str) -> None:
     data = minimal(allow_http_jwks_on_loopback=True)
     data["agents"] = [{"issuer": "https://pa.example", "jwks_uri": uri}]
     assert ProviderSettings.from_mapping(data).identity.agents[0].jwks_uri == uri
+
+
+def test_turn_timeout_is_a_positive_finite_number_of_seconds_or_absent() -> None:
+    assert ProviderSettings.from_mapping(minimal()).turn_timeout is None  # wait for the bot
+    assert ProviderSettings.from_mapping(minimal(turn_timeout=45)).turn_timeout == 45.0
+    assert ProviderSettings.from_mapping(minimal(turn_timeout=0.5)).turn_timeout == 0.5
+    for bad in (0, -1, "30", True, float("inf"), float("nan"), [30]):
+        message = refused(minimal(turn_timeout=bad))
+        assert message.startswith("turn_timeout must be a positive number"), (bad, message)
+
+
+def test_turn_timeout_reaches_the_message_sender(tmp_path: Path) -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(turn_timeout=12, store=f"sqlite:///{tmp_path}/pactmw.db")
+    )
+    provider = Provider.from_settings(settings)
+    try:
+        assert provider._sender.turn_timeout == 12.0
+    finally:
+        provider.close()

@@ -9,6 +9,8 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +23,7 @@ from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
 from pactmw.provider.a2a import a2a_json
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.delegated import AuthorizationServer
-from pactmw.provider.flow import Flow, NeedBot, NeedStore, SubFlow
+from pactmw.provider.flow import Flow, NeedBot, NeedStore, SubFlow, TurnTimedOut
 from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
@@ -31,8 +33,13 @@ from pactmw.store.base import Store
 logger = logging.getLogger("pactmw.provider")
 
 _UNKNOWN_CONTEXT = "Unknown contextId"
+#: The message of the INTERNAL error a turn past `turn_timeout` gets (docs/configuration.md).
+TURN_TIMED_OUT = "The turn took too long and was abandoned; send the message again"
+#: How often, as a fraction of `claim_lease_seconds`, a running turn renews its claim: often
+#: enough that one failed renewal (a store hiccup) still leaves the lease standing.
+_RENEW_FRACTION = 1 / 3
 
-__all__ = ["MessageSender"]
+__all__ = ["TURN_TIMED_OUT", "MessageSender"]
 
 
 class MessageSender:
@@ -46,10 +53,13 @@ class MessageSender:
         claim_lease_seconds: float,
         conversation_idle_timeout: float | None,
         oauth: AuthorizationServer | None,
+        turn_timeout: float | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
         self.claim_lease_seconds = claim_lease_seconds
+        self.turn_timeout = turn_timeout
+        self._leases = _LeaseRenewer(store, clock, claim_lease_seconds)
         self.conversation_idle_timeout = conversation_idle_timeout
         self.oauth = oauth
 
@@ -149,11 +159,14 @@ class MessageSender:
         release = NeedStore(
             store.release_claim, {"context_id": context_id, "message_id": message.message_id}
         )
+        # While the bot works, the claim stays ours: a retry is told the message is being
+        # answered, however slow the bot (PACT §4.3). Only a crashed worker's lease runs out.
+        lease = self._leases.hold(context_id, message.message_id, claimed_at=now)
         try:
             if parafe is not None:
                 yield from _parafe_members(parafe, parafe_turn)
             try:
-                result = yield NeedBot(brand.handler, turn)
+                result = yield NeedBot(brand.handler, turn, timeout=self.turn_timeout)
             except ToolError as refused:
                 # A tool refused and the bot let it through: the refusal (written for the
                 # caller) is the answer, with its reports and receipt, never a 500.
@@ -212,12 +225,21 @@ class MessageSender:
                     brand, caller, context_id, step_up.missing_scopes, step_up.message
                 )
             )
+        except TurnTimedOut as timed_out:
+            # Abandoned: whatever the bot still answers is dropped, and the message stays
+            # unanswered so that a retry runs the bot again.
+            logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
+            lease.release()
+            yield release
+            raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
             yield release
             raise A2AError("INTERNAL", "Internal error") from None
+        finally:
+            lease.release()
         yield NeedStore(
             store.store_reply,
             {
@@ -246,6 +268,91 @@ class MessageSender:
             now=self._clock(),
         )
         return sign_receipt(claims, self.oauth.keys.signer)
+
+
+class _Lease:
+    """One claim a running turn holds; `release()` once the turn is over."""
+
+    def __init__(self, renewer: _LeaseRenewer, context_id: str, message_id: str, at: float):
+        self.context_id = context_id
+        self.message_id = message_id
+        #: Where the claim's lease starts in the store: what the next renewal presents.
+        self.claimed_at = at
+        #: When (monotonic) the lease was last set, to schedule the next renewal.
+        self.set_at = time.monotonic()
+        self._renewer = renewer
+
+    def release(self) -> None:
+        """Stop renewing this claim (idempotent)."""
+        self._renewer.forget(self)
+
+
+class _LeaseRenewer:
+    """Renews the claims of the turns running in this process, from one daemon thread.
+
+    A thread, not the flow, because the flow is suspended while its bot runs (the sync driver
+    runs the bot in the request's own thread). One thread for all turns, started on first use,
+    so a fast turn costs a dict entry, not a thread. Each claim is renewed once
+    `claim_lease_seconds * _RENEW_FRACTION` has passed since its lease was last set; a claim
+    the store says is no longer ours is dropped; a failed store call is retried next tick.
+    """
+
+    def __init__(self, store: Store, clock: Callable[[], float], lease_seconds: float) -> None:
+        self._store = store
+        self._clock = clock
+        self._interval = lease_seconds * _RENEW_FRACTION
+        self._leases: set[_Lease] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
+        """Keep renewing the claim `claim_message` granted at `claimed_at` until released."""
+        lease = _Lease(self, context_id, message_id, claimed_at)
+        with self._changed:
+            self._leases.add(lease)
+            # Started here, and again after a fork (a child process has no such thread).
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="pactmw-lease-renewer", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+        return lease
+
+    def forget(self, lease: _Lease) -> None:
+        with self._changed:
+            self._leases.discard(lease)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._leases:
+                    self._changed.wait()
+                self._changed.wait(self._interval / 2)
+                started = time.monotonic()
+                due = [lease for lease in self._leases if started - lease.set_at >= self._interval]
+            for lease in due:
+                self._renew(lease)
+
+    def _renew(self, lease: _Lease) -> None:
+        now, started = self._clock(), time.monotonic()
+        try:
+            renewed = self._store.renew_claim(
+                context_id=lease.context_id,
+                message_id=lease.message_id,
+                claimed_at=lease.claimed_at,
+                now=now,
+            )
+        except Exception:
+            logger.warning("renewing the claim of %r failed", lease.message_id, exc_info=True)
+            return
+        if renewed:
+            lease.claimed_at, lease.set_at = now, started
+            return
+        with self._changed:
+            if lease in self._leases:  # not merely released meanwhile: lost to a takeover
+                logger.warning("the claim of %r was lost while its bot ran", lease.message_id)
+                self._leases.discard(lease)
 
 
 def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:

@@ -47,6 +47,7 @@ PROVIDER_KEYS = frozenset(
         "max_body_bytes",
         "conversation_idle_timeout",
         "claim_lease_seconds",
+        "turn_timeout",
         "retention_days",
         "signing_keys",
         "data_dir",
@@ -518,6 +519,8 @@ class ProviderSettings:
     max_body_bytes: int = 1024 * 1024
     conversation_idle_timeout: float | None = None
     claim_lease_seconds: float = 120.0
+    #: Seconds a turn handler may take before the turn is abandoned; None waits forever.
+    turn_timeout: float | None = None
     #: Days a conversation (and its messages: personal data) is kept after its last activity
     #: when `pactmw cleanup` runs; None keeps them forever.
     retention_days: float | None = None
@@ -600,6 +603,7 @@ class ProviderSettings:
             signing_key_files=_strings(data.get("signing_keys", []), "signing_keys"),
             data_dir=_string(data, "data_dir", ".pactmw"),
             claim_lease_seconds=float(_positive(data, "claim_lease_seconds", 120.0)),
+            turn_timeout=_turn_timeout(data),
             retention_days=_retention_days(data),
         )
 
@@ -620,6 +624,11 @@ def _rate_limit(data: Mapping[str, Any], key: str) -> RateLimit | None:
         per_user=_positive(rate, "per_user", None, where, whole=True),
         window=float(_positive(rate, "window", 60.0, where)),
     )
+
+
+def _turn_timeout(data: Mapping[str, Any]) -> float | None:
+    seconds = _positive(data, "turn_timeout", None)
+    return None if seconds is None else float(seconds)
 
 
 def _retention_days(data: Mapping[str, Any]) -> float | None:
