@@ -15,8 +15,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pactmw.core.encoding import json_dumps
-from pactmw.core.errors import A2AError
+from attrs import frozen
+
+from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.errors import A2AError, MalformedInput
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
@@ -35,11 +37,17 @@ logger = logging.getLogger("pactmw.provider")
 _UNKNOWN_CONTEXT = "Unknown contextId"
 #: The message of the INTERNAL error a turn past `turn_timeout` gets (docs/configuration.md).
 TURN_TIMED_OUT = "The turn took too long and was abandoned; send the message again"
+#: The step-up message of a retry, without a delegation token, of a reply made under one.
+REPLAY_STEP_UP = "This answer was made with access to your account: approve that access to see it"
+#: The INVALID_PARAMS message of such a retry once the reply's grant has ended (revoked).
+REPLAY_GRANT_ENDED = (
+    "messageId was answered under a delegation that has ended; send it as a new message"
+)
 #: How often, as a fraction of `claim_lease_seconds`, a running turn renews its claim: often
 #: enough that one failed renewal (a store hiccup) still leaves the lease standing.
 _RENEW_FRACTION = 1 / 3
 
-__all__ = ["TURN_TIMED_OUT", "MessageSender"]
+__all__ = ["REPLAY_GRANT_ENDED", "REPLAY_STEP_UP", "TURN_TIMED_OUT", "MessageSender"]
 
 
 class MessageSender:
@@ -122,6 +130,12 @@ class MessageSender:
         # A retry is answered even in a closed conversation: the reply that closed it may be
         # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
         if claim.kind == "reply":
+            assert claim.reply is not None
+            made_under = _reply_grant(claim.reply)
+            if made_under is not None and (
+                delegation is None or delegation.grant_id != made_under.grant_id
+            ):
+                return (yield from self._replay_refused(brand, caller, context_id, made_under))
             return a2a_json(200, claim.reply)
         if closed:
             if claim.kind == "new":
@@ -257,6 +271,26 @@ class MessageSender:
             yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
 
+    def _replay_refused(
+        self, brand: Brand, caller: PersonalAgent, context_id: str, made_under: _ReplyGrant
+    ) -> Flow:
+        """The answer to a retry of a message answered under a delegation, from a caller
+        without a delegation token of that grant: the stored reply holds account data (and a
+        receipt naming the grant), so it is the turn's normal outcome for these credentials.
+
+        While the grant is live, a caller without a delegation token gets the step-up a new
+        turn would get (approving widens that same grant, whose token then gets the reply);
+        once the grant has ended, no token will ever be of it again: INVALID_PARAMS says so.
+        """
+        grant = yield NeedStore(self.store.get_grant, {"grant_id": made_under.grant_id})
+        live = grant is not None and grant.is_live(self._clock())
+        if live and caller.delegation is None and self.oauth is not None:
+            missing = made_under.scopes_used or tuple(grant.scopes)
+            return (
+                yield from self.oauth.step_up(brand, caller, context_id, missing, REPLAY_STEP_UP)
+            )
+        raise A2AError("INVALID_PARAMS", REPLAY_GRANT_ENDED)
+
     def _receipt(self, brand: Brand, turn: Turn) -> dict[str, Any]:
         assert self.oauth is not None
         assert turn.caller.delegation is not None
@@ -353,6 +387,32 @@ class _LeaseRenewer:
             if lease in self._leases:  # not merely released meanwhile: lost to a takeover
                 logger.warning("the claim of %r was lost while its bot ran", lease.message_id)
                 self._leases.discard(lease)
+
+
+@frozen
+class _ReplyGrant:
+    """The grant a stored reply was made under, from its receipt, and the scopes it used."""
+
+    grant_id: str
+    scopes_used: tuple[str, ...]
+
+
+def _reply_grant(reply: bytes) -> _ReplyGrant | None:
+    """The grant named by the receipt of a stored reply (spec §5.6), None without a receipt.
+
+    Read from the stored bytes, which this Provider wrote, so no schema change is needed;
+    only retries of answered messages pay for it.
+    """
+    if b'"pact.receipt"' not in reply:  # cheap: most stored replies have no receipt
+        return None
+    try:
+        claims = json_loads(reply)["message"]["metadata"]["pact.receipt"]["claims"]
+        grant_id, scopes = claims["grantId"], claims["scopesUsed"]
+    except (MalformedInput, KeyError, TypeError):
+        return None
+    if not isinstance(grant_id, str) or not isinstance(scopes, list):
+        return None
+    return _ReplyGrant(grant_id, tuple(str(scope) for scope in scopes))
 
 
 def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:
