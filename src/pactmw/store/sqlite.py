@@ -190,6 +190,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Version 7: when a grant was last used (the connected agents page), written at most
     # once a minute per grant.
     ("ALTER TABLE pactmw_grants ADD COLUMN last_used_at REAL",),
+    # Version 8: the sealed answer of the rotation that spent a refresh token, kept for the
+    # reuse interval so a repeated refresh gets the same token pair (Rotation `repeated`).
+    ("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor BLOB",),
 )
 
 
