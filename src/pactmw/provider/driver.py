@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, wait
 from typing import Any
@@ -24,6 +25,7 @@ from pactmw.provider.flow import (
     NeedBot,
     NeedIdentity,
     NeedKeys,
+    NeedPause,
     NeedStore,
     SubFlow,
     TurnTimedOut,
@@ -54,6 +56,8 @@ def run(
             return need.fetch()
         if isinstance(need, NeedBot):
             return _blocking_answer(need)
+        if isinstance(need, NeedPause):
+            return time.sleep(need.seconds)
         return current_user() if current_user is not None else None
 
     return drive(flow, answer)
@@ -84,6 +88,8 @@ async def arun(
                 await asyncio.wait({task}, timeout=1.0)  # let the cancellation land
                 raise TurnTimedOut(need.timeout)
             return task.result()
+        if isinstance(need, NeedPause):  # on the loop: a waiting request holds no thread
+            return await asyncio.sleep(need.seconds)
         if current_user is None:
             return None
         user = current_user()

@@ -67,12 +67,19 @@ class NeedKeys:
 
 
 @frozen
+class NeedPause:
+    """Wait `seconds` before going on (a sleep, or an `asyncio.sleep` that holds no thread)."""
+
+    seconds: float
+
+
+@frozen
 class NeedUser:
     """Who is signed in to the host app (same-app consent); the answer is a `SignedInUser`
     or None. Adapters answer it from `request.user`, Flask-Login or a configured callable."""
 
 
-Need = NeedIdentity | NeedBody | NeedStore | NeedBot | NeedKeys | NeedUser
+Need = NeedIdentity | NeedBody | NeedStore | NeedBot | NeedKeys | NeedPause | NeedUser
 Flow = Generator[Need, Any, Response]
 #: A part of a flow whose value is not a response (a verified delegation, a record, ...).
 SubFlow = Generator[Need, Any, Any]
@@ -90,6 +97,7 @@ __all__ = [
     "NeedBot",
     "NeedIdentity",
     "NeedKeys",
+    "NeedPause",
     "NeedStore",
     "NeedUser",
     "SubFlow",

@@ -109,6 +109,7 @@ _DELEGATION_KEYS = frozenset(
         "pages",
         "templates",
         "authorization_details",
+        "refresh_reuse_interval",
     }
 )
 _SKILL_KEYS = frozenset({"id", "name", "description", "tags", "examples"})
@@ -443,6 +444,9 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
         extra["pages"] = _page_templates(data["templates"], f"{where}.templates")
     elif templates is not None:
         extra["pages"] = _page_templates(templates, "templates")
+    if "refresh_reuse_interval" in data:
+        # Checked by DelegationConfig (a number from 0 to 60), named in the error below.
+        extra["refresh_reuse_interval"] = data["refresh_reuse_interval"]
     if "authorization_details" in data:
         extra["authorization_details"] = _detail_types(
             data["authorization_details"], f"{where}.authorization_details"
