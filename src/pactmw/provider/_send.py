@@ -275,8 +275,9 @@ class MessageSender:
         self, brand: Brand, caller: PersonalAgent, context_id: str, made_under: _ReplyGrant
     ) -> Flow:
         """The answer to a retry of a message answered under a delegation, from a caller
-        without a delegation token of that grant: the stored reply holds account data (and a
-        receipt naming the grant), so it is the turn's normal outcome for these credentials.
+        without a delegation token of that grant. The stored reply holds account data (and a
+        receipt naming the grant), so the caller gets what a new turn would get with the
+        credentials it has, never the reply.
 
         While the grant is live, a caller without a delegation token gets the step-up a new
         turn would get (approving widens that same grant, whose token then gets the reply);
