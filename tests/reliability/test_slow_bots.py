@@ -31,8 +31,8 @@ from tests.reliability.support import (
 from tests.support.net import free_port
 from tests.support.servers import process_server, serve_argv
 
-LEASE = 2.0  # claim_lease_seconds of the server
-SLOW = 5.0  # the bot works this long on a `[slow]` message: more than two leases
+LEASE = 3.0  # claim_lease_seconds of the server (renewed every third of it)
+SLOW = 7.0  # the bot works this long on a `[slow]` message: more than two leases
 TIMEOUT = 2.0  # turn_timeout of the server in the timeout test
 
 
