@@ -193,9 +193,13 @@ def test_refresh(provided: Provided, scheme: DelegationScheme, me: AgentCredenti
         "show my orders", delegation_token=renewed.access_token
     )
     assert isinstance(reply, MessageReply)
-    with pytest.raises(OAuthErrorResponse) as reused:  # refresh tokens are single-use
-        device.refresh(tokens.refresh_token)
-    assert (reused.value.error, reused.value.status) == ("invalid_grant", 400)
+    # A refresh repeated within the Brand's reuse interval (a lost answer) gets the same
+    # pair; after it, refresh tokens are single-use (tests/delegated/test_refresh_reuse.py).
+    repeated = device.refresh(tokens.refresh_token)
+    assert (repeated.access_token, repeated.refresh_token) == (
+        renewed.access_token,
+        renewed.refresh_token,
+    )
 
 
 def test_denied_and_narrowed(

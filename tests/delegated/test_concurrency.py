@@ -47,14 +47,20 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
 
 
 @pytest.fixture
-def pair(store_url: str) -> Iterator[tuple[Env, Env]]:
+def reuse_interval() -> float:
+    """The Brand's `refresh_reuse_interval` (the default); a test may parametrize it."""
+    return 5.0
+
+
+@pytest.fixture
+def pair(store_url: str, reuse_interval: float) -> Iterator[tuple[Env, Env]]:
     keys = SigningKeys((generate_private_jwk("ES256"),))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     calls: list[tuple[str, str, dict[str, Any]]] = []
 
     def brands() -> list[Any]:
-        return [delegated_brand("acme", "Acme", calls)]
+        return [delegated_brand("acme", "Acme", calls, refresh_reuse_interval=reuse_interval)]
 
     with (
         serve(store_url, brands, keys=keys, port=port, calls=calls) as first,
@@ -64,9 +70,11 @@ def pair(store_url: str) -> Iterator[tuple[Env, Env]]:
         yield first, second
 
 
-def race(envs: tuple[Env, Env], form: dict[str, str], sub: str) -> list[httpx.Response]:
-    """POST `form` to the token endpoint RACERS times at once, alternating servers."""
-    barrier = threading.Barrier(RACERS)
+def race(
+    envs: tuple[Env, Env], form: dict[str, str], sub: str, racers: int = RACERS
+) -> list[httpx.Response]:
+    """POST `form` to the token endpoint `racers` times at once, alternating servers."""
+    barrier = threading.Barrier(racers)
 
     def one(index: int) -> httpx.Response:
         env = envs[index % 2]
@@ -77,8 +85,8 @@ def race(envs: tuple[Env, Env], form: dict[str, str], sub: str) -> list[httpx.Re
             barrier.wait(timeout=30)
             return client.post(url, data=form, headers=headers)
 
-    with concurrent.futures.ThreadPoolExecutor(RACERS) as pool:
-        return list(pool.map(one, range(RACERS)))
+    with concurrent.futures.ThreadPoolExecutor(racers) as pool:
+        return list(pool.map(one, range(racers)))
 
 
 def tally(responses: list[httpx.Response]) -> tuple[list[httpx.Response], list[str]]:
@@ -120,7 +128,39 @@ def test_simultaneous_polls_issue_exactly_one_token(pair: tuple[Env, Env]) -> No
             assert answer.status_code == 200, answer.text
 
 
+def test_twenty_simultaneous_refreshes_share_one_rotation(pair: tuple[Env, Env]) -> None:
+    """Within the reuse interval: one rotation, and all 20 callers get its very pair."""
+    first, _ = pair
+    for _ in range(ROUNDS):
+        sub = new_sub()
+        tokens = first.connect("acme", "orders:read", sub=sub)
+        form = {
+            "client_id": ISSUER,
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+        }
+        answers = race(pair, form, sub, racers=20)
+        assert [r.status_code for r in answers] == [200] * 20, [r.text for r in answers]
+        assert len({r.content for r in answers}) == 1
+        pair_issued = answers[0].json()
+        assert pair_issued["scope"] == "orders:read"
+        assert pair_issued["refresh_token"] != tokens["refresh_token"]
+        grant = first.provider.store.get_grant(tokens["grant_id"])
+        assert grant is not None
+        assert grant.revoked_at is None
+        # Exactly one rotation: its refresh token is the one live token of the grant, and
+        # it rotates on (on either server) like any other.
+        form["refresh_token"] = pair_issued["refresh_token"]
+        for env in pair:
+            url = f"http://127.0.0.1:{env.port}{TOKEN_PATH}"
+            again = env.http.post(url, data=form, headers=env.pa(sub))
+            assert again.status_code == 200, again.text
+            form["refresh_token"] = again.json()["refresh_token"]
+
+
+@pytest.mark.parametrize("reuse_interval", [0.0])
 def test_simultaneous_refreshes_rotate_exactly_once(pair: tuple[Env, Env]) -> None:
+    """Without a reuse interval (0): the strict rule, each loser's replay revokes."""
     first, _ = pair
     for _ in range(ROUNDS):
         sub = new_sub()

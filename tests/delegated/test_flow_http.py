@@ -483,10 +483,8 @@ def test_step_up_with_a_token_missing_a_scope(env: Env) -> None:
     assert receipt["scopesUsed"] == ["orders:read", "orders:cancel"]
 
 
-def test_refresh_rotates_and_reuse_revokes_the_grant(
-    env: Env, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="pactmw.audit")
+def test_refresh_rotates_and_a_quick_repeat_gets_the_same_pair(env: Env) -> None:
+    """Reuse after the reuse interval revokes the grant: tests/delegated/test_refresh_reuse.py."""
     sub, user = new_sub(), env.new_user()
     first = env.connect("acme", granted=["orders:read"], user=user, sub=sub)
     answer = env.refresh("acme", first["refresh_token"], sub=sub)
@@ -502,17 +500,17 @@ def test_refresh_rotates_and_reuse_revokes_the_grant(
     assert claims["sub"] == env.account(user)
     assert message_of(env.send("acme", "hello", token=second["access_token"], sub=sub))
 
-    # The spent refresh token comes back: refused, and the whole grant is revoked.
-    assert_oauth_error(env.refresh("acme", first["refresh_token"], sub=sub), "invalid_grant")
-    assert_invalid_token(env.send("acme", "hello", token=second["access_token"], sub=sub))
-    assert_invalid_token(env.send("acme", "hello", token=first["access_token"], sub=sub))
-    assert_oauth_error(env.refresh("acme", second["refresh_token"], sub=sub), "invalid_grant")
-    revoked = env.events("agent.grant_revoked", grant_id=first["grant_id"])
-    assert [(e.issuer, e.reason) for e in revoked] == [(ISSUER, "refresh_token_reuse")]
-    assert any(
-        "agent.grant_revoked" in r.getMessage() and first["grant_id"] in r.getMessage()
-        for r in caplog.records
-    )
+    # The spent refresh token comes back within the reuse interval (a lost answer): the
+    # same pair again, byte for byte, and the grant stays.
+    repeat = env.refresh("acme", first["refresh_token"], sub=sub)
+    assert repeat.status_code == 200, repeat.text
+    assert repeat.headers["cache-control"] == "no-store"
+    assert repeat.content == answer.content
+    assert message_of(env.send("acme", "hello", token=second["access_token"], sub=sub))
+    assert env.events("agent.grant_revoked", grant_id=first["grant_id"]) == []
+    third = env.refresh("acme", second["refresh_token"], sub=sub)
+    assert third.status_code == 200, third.text
+    assert third.json()["refresh_token"] != second["refresh_token"]
 
 
 def test_refresh_by_another_agent_or_at_another_brand_is_refused(env: Env) -> None:

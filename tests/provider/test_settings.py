@@ -557,3 +557,46 @@ def test_fetchable_jwks_uris_load(uri: str) -> None:
     data = minimal(allow_http_jwks_on_loopback=True)
     data["agents"] = [{"issuer": "https://pa.example", "jwks_uri": uri}]
     assert ProviderSettings.from_mapping(data).identity.agents[0].jwks_uri == uri
+
+
+def test_turn_timeout_is_a_positive_finite_number_of_seconds_or_absent() -> None:
+    assert ProviderSettings.from_mapping(minimal()).turn_timeout is None  # wait for the bot
+    assert ProviderSettings.from_mapping(minimal(turn_timeout=45)).turn_timeout == 45.0
+    assert ProviderSettings.from_mapping(minimal(turn_timeout=0.5)).turn_timeout == 0.5
+    for bad in (0, -1, "30", True, float("inf"), float("nan"), [30]):
+        message = refused(minimal(turn_timeout=bad))
+        assert message.startswith("turn_timeout must be a positive number"), (bad, message)
+
+
+def test_turn_timeout_reaches_the_message_sender(tmp_path: Path) -> None:
+    settings = ProviderSettings.from_mapping(
+        minimal(turn_timeout=12, store=f"sqlite:///{tmp_path}/pactmw.db")
+    )
+    provider = Provider.from_settings(settings)
+    try:
+        assert provider._sender.turn_timeout == 12.0
+    finally:
+        provider.close()
+
+
+def _with_delegation(**delegation: Any) -> dict[str, Any]:
+    table = {"login_url": "/login", "scopes": {"orders:read": "See your orders"}, **delegation}
+    return minimal(brands={"acme": {"handler": "examples.bots:order_bot", "delegation": table}})
+
+
+def test_refresh_reuse_interval_defaults_to_a_few_seconds_and_is_bounded() -> None:
+    def interval(**delegation: Any) -> float:
+        settings = ProviderSettings.from_mapping(_with_delegation(**delegation))
+        config = settings.brands[0].delegation
+        assert config is not None
+        return config.refresh_reuse_interval
+
+    assert interval() == 5.0
+    assert interval(refresh_reuse_interval=0) == 0  # off: the strict RFC 9700 rule
+    assert interval(refresh_reuse_interval=60) == 60
+    assert interval(refresh_reuse_interval=2.5) == 2.5
+    for bad in (-1, 61, "5", True, float("inf"), float("nan"), [5]):
+        message = refused(_with_delegation(refresh_reuse_interval=bad))
+        assert message.startswith(
+            "brands.acme.delegation: refresh_reuse_interval must be a number of seconds"
+        ), (bad, message)

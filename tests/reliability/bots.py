@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from pactmw.provider import Turn
 
@@ -35,3 +36,17 @@ def recording_bot(turn: Turn) -> str:
 def _append(path: str, line: str) -> None:
     with open(path, "a") as runs:
         runs.write(line)
+
+
+def slow_first_bot(turn: Turn) -> str:
+    """`recording_bot`, but slow on `[slow]` only the first time it sees the message (a
+    backend that was slow once): that attempt outlasts `turn_timeout`, a retry answers at once."""
+    runs = os.environ["PACTMW_TEST_RUNS"]
+    seen = os.path.exists(runs) and f"start {turn.message_id} " in Path(runs).read_text()
+    _append(runs, f"start {turn.message_id} {os.getpid()}\n")
+    if SLOW_MARK in turn.text and not seen:
+        time.sleep(float(os.environ.get("PACTMW_TEST_SLOW_SECONDS", "2")))
+    earlier = ",".join(t.message_id for t in turn.history)
+    reply = f"re {turn.message_id} turn {len(turn.history) + 1} after [{earlier}]: {turn.text}"
+    _append(runs, f"done {turn.message_id} {os.getpid()}\n")
+    return reply

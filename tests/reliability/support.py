@@ -39,9 +39,10 @@ def write_config(
     port: int,
     store: str,
     agents: Sequence[Mapping[str, Any]],
+    bot: str = BOT,
     **settings: Any,
 ) -> Path:
-    """Write a `pactmw serve` TOML for one Brand `acme` served by the recording bot."""
+    """Write a `pactmw serve` TOML for one Brand `acme` served by `bot` (the recording bot)."""
     lines = [
         f"base_url = {toml_value(f'http://127.0.0.1:{port}')}",
         f"audience = {toml_value(AUDIENCE)}",
@@ -51,7 +52,7 @@ def write_config(
     for agent in agents:
         lines.append("[[agents]]")
         lines.extend(f"{name} = {toml_value(value)}" for name, value in agent.items())
-    lines += ["[brands.acme]", 'name = "Acme"', f"handler = {toml_value(BOT)}"]
+    lines += ["[brands.acme]", 'name = "Acme"', f"handler = {toml_value(bot)}"]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -9,19 +9,23 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pactmw.core.encoding import json_dumps
-from pactmw.core.errors import A2AError
+from attrs import frozen
+
+from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.errors import A2AError, MalformedInput
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
 from pactmw.provider.a2a import a2a_json
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.delegated import AuthorizationServer
-from pactmw.provider.flow import Flow, NeedBot, NeedStore, SubFlow
+from pactmw.provider.flow import Flow, NeedBot, NeedStore, SubFlow, TurnTimedOut
 from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
@@ -31,8 +35,19 @@ from pactmw.store.base import Claim, Store
 logger = logging.getLogger("pactmw.provider")
 
 _UNKNOWN_CONTEXT = "Unknown contextId"
+#: The message of the INTERNAL error a turn past `turn_timeout` gets (docs/configuration.md).
+TURN_TIMED_OUT = "The turn took too long and was abandoned; send the message again"
+#: The step-up message of a retry, without a delegation token, of a reply made under one.
+REPLAY_STEP_UP = "This answer was made with access to your account: approve that access to see it"
+#: The INVALID_PARAMS message of such a retry once the reply's grant has ended (revoked).
+REPLAY_GRANT_ENDED = (
+    "messageId was answered under a delegation that has ended; send it as a new message"
+)
+#: How often, as a fraction of `claim_lease_seconds`, a running turn renews its claim: often
+#: enough that one failed renewal (a store hiccup) still leaves the lease standing.
+_RENEW_FRACTION = 1 / 3
 
-__all__ = ["MessageSender"]
+__all__ = ["REPLAY_GRANT_ENDED", "REPLAY_STEP_UP", "TURN_TIMED_OUT", "MessageSender"]
 
 
 class MessageSender:
@@ -46,10 +61,13 @@ class MessageSender:
         claim_lease_seconds: float,
         conversation_idle_timeout: float | None,
         oauth: AuthorizationServer | None,
+        turn_timeout: float | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
         self.claim_lease_seconds = claim_lease_seconds
+        self.turn_timeout = turn_timeout
+        self._leases = _LeaseRenewer(store, clock, claim_lease_seconds)
         self.conversation_idle_timeout = conversation_idle_timeout
         self.oauth = oauth
 
@@ -127,7 +145,12 @@ class MessageSender:
         # A retry is answered even in a closed conversation: the reply that closed it may be
         # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
         if claim.kind == "reply":
-            assert claim.reply is not None  # a `reply` claim always carries the bytes
+            assert claim.reply is not None
+            made_under = _reply_grant(claim.reply)
+            if made_under is not None and (
+                delegation is None or delegation.grant_id != made_under.grant_id
+            ):
+                return (yield from self._replay_refused(brand, caller, context_id, made_under))
             return a2a_json(200, claim.reply)
         if closed:
             if claim.kind == "new":
@@ -164,11 +187,14 @@ class MessageSender:
         release = NeedStore(
             store.release_claim, {"context_id": context_id, "message_id": message.message_id}
         )
+        # While the bot works, the claim stays ours: a retry is told the message is being
+        # answered, however slow the bot (PACT §4.3). Only a crashed worker's lease runs out.
+        lease = self._leases.hold(context_id, message.message_id, claimed_at=now)
         try:
             if parafe is not None:
                 yield from _parafe_members(parafe, parafe_turn)
             try:
-                result = yield NeedBot(brand.handler, turn)
+                result = yield NeedBot(brand.handler, turn, timeout=self.turn_timeout)
             except ToolError as refused:
                 # A tool refused and the bot let it through: the refusal (written for the
                 # caller) is the answer, with its reports and receipt, never a 500.
@@ -227,12 +253,21 @@ class MessageSender:
                     brand, caller, context_id, step_up.missing_scopes, step_up.message
                 )
             )
+        except TurnTimedOut as timed_out:
+            # Abandoned: whatever the bot still answers is dropped, and the message stays
+            # unanswered so that a retry runs the bot again.
+            logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
+            lease.release()
+            yield release
+            raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
             yield release
             raise A2AError("INTERNAL", "Internal error") from None
+        finally:
+            lease.release()
         yield NeedStore(
             store.store_reply,
             {
@@ -250,6 +285,27 @@ class MessageSender:
             yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
 
+    def _replay_refused(
+        self, brand: Brand, caller: PersonalAgent, context_id: str, made_under: _ReplyGrant
+    ) -> Flow:
+        """The answer to a retry of a message answered under a delegation, from a caller
+        without a delegation token of that grant. The stored reply holds account data (and a
+        receipt naming the grant), so the caller gets what a new turn would get with the
+        credentials it has, never the reply.
+
+        While the grant is live, a caller without a delegation token gets the step-up a new
+        turn would get (approving widens that same grant, whose token then gets the reply);
+        once the grant has ended, no token will ever be of it again: INVALID_PARAMS says so.
+        """
+        grant = yield NeedStore(self.store.get_grant, {"grant_id": made_under.grant_id})
+        live = grant is not None and grant.is_live(self._clock())
+        if live and caller.delegation is None and self.oauth is not None:
+            missing = made_under.scopes_used or tuple(grant.scopes)
+            return (
+                yield from self.oauth.step_up(brand, caller, context_id, missing, REPLAY_STEP_UP)
+            )
+        raise A2AError("INVALID_PARAMS", REPLAY_GRANT_ENDED)
+
     def _receipt(self, brand: Brand, turn: Turn) -> dict[str, Any]:
         assert self.oauth is not None
         assert turn.caller.delegation is not None
@@ -261,6 +317,117 @@ class MessageSender:
             now=self._clock(),
         )
         return sign_receipt(claims, self.oauth.keys.signer)
+
+
+class _Lease:
+    """One claim a running turn holds; `release()` once the turn is over."""
+
+    def __init__(self, renewer: _LeaseRenewer, context_id: str, message_id: str, at: float):
+        self.context_id = context_id
+        self.message_id = message_id
+        #: Where the claim's lease starts in the store: what the next renewal presents.
+        self.claimed_at = at
+        #: When (monotonic) the lease was last set, to schedule the next renewal.
+        self.set_at = time.monotonic()
+        self._renewer = renewer
+
+    def release(self) -> None:
+        """Stop renewing this claim (idempotent)."""
+        self._renewer.forget(self)
+
+
+class _LeaseRenewer:
+    """Renews the claims of the turns running in this process, from one daemon thread.
+
+    A thread, not the flow, because the flow is suspended while its bot runs (the sync driver
+    runs the bot in the request's own thread). One thread for all turns, started on first use,
+    so a fast turn costs a dict entry, not a thread. Each claim is renewed once
+    `claim_lease_seconds * _RENEW_FRACTION` has passed since its lease was last set; a claim
+    the store says is no longer ours is dropped; a failed store call is retried next tick.
+    """
+
+    def __init__(self, store: Store, clock: Callable[[], float], lease_seconds: float) -> None:
+        self._store = store
+        self._clock = clock
+        self._interval = lease_seconds * _RENEW_FRACTION
+        self._leases: set[_Lease] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
+        """Keep renewing the claim `claim_message` granted at `claimed_at` until released."""
+        lease = _Lease(self, context_id, message_id, claimed_at)
+        with self._changed:
+            self._leases.add(lease)
+            # Started here, and again after a fork (a child process has no such thread).
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="pactmw-lease-renewer", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+        return lease
+
+    def forget(self, lease: _Lease) -> None:
+        with self._changed:
+            self._leases.discard(lease)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._leases:
+                    self._changed.wait()
+                self._changed.wait(self._interval / 2)
+                started = time.monotonic()
+                due = [lease for lease in self._leases if started - lease.set_at >= self._interval]
+            for lease in due:
+                self._renew(lease)
+
+    def _renew(self, lease: _Lease) -> None:
+        now, started = self._clock(), time.monotonic()
+        try:
+            renewed = self._store.renew_claim(
+                context_id=lease.context_id,
+                message_id=lease.message_id,
+                claimed_at=lease.claimed_at,
+                now=now,
+            )
+        except Exception:
+            logger.warning("renewing the claim of %r failed", lease.message_id, exc_info=True)
+            return
+        if renewed:
+            lease.claimed_at, lease.set_at = now, started
+            return
+        with self._changed:
+            if lease in self._leases:  # not merely released meanwhile: lost to a takeover
+                logger.warning("the claim of %r was lost while its bot ran", lease.message_id)
+                self._leases.discard(lease)
+
+
+@frozen
+class _ReplyGrant:
+    """The grant a stored reply was made under, from its receipt, and the scopes it used."""
+
+    grant_id: str
+    scopes_used: tuple[str, ...]
+
+
+def _reply_grant(reply: bytes) -> _ReplyGrant | None:
+    """The grant named by the receipt of a stored reply (spec §5.6), None without a receipt.
+
+    Read from the stored bytes, which this Provider wrote, so no schema change is needed;
+    only retries of answered messages pay for it.
+    """
+    if b'"pact.receipt"' not in reply:  # cheap: most stored replies have no receipt
+        return None
+    try:
+        claims = json_loads(reply)["message"]["metadata"]["pact.receipt"]["claims"]
+        grant_id, scopes = claims["grantId"], claims["scopesUsed"]
+    except (MalformedInput, KeyError, TypeError):
+        return None
+    if not isinstance(grant_id, str) or not isinstance(scopes, list):
+        return None
+    return _ReplyGrant(grant_id, tuple(str(scope) for scope in scopes))
 
 
 def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:

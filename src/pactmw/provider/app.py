@@ -92,6 +92,7 @@ class Provider:
         max_body_bytes: int = 1024 * 1024,
         conversation_idle_timeout: float | None = None,
         claim_lease_seconds: float = 120.0,
+        turn_timeout: float | None = None,
         signing_keys: SigningKeys | None = None,
         audit: AuditHook | None = None,
         consent_rate_limit: RateLimit | None = None,
@@ -151,6 +152,7 @@ class Provider:
             claim_lease_seconds=claim_lease_seconds,
             conversation_idle_timeout=conversation_idle_timeout,
             oauth=self.oauth,
+            turn_timeout=turn_timeout,
         )
         #: The Parafé runtime of each Brand that configures Parafé (proof replay in the store).
         self.parafe: dict[str, ParafeAgent] = {
@@ -215,6 +217,7 @@ class Provider:
             max_body_bytes=settings.max_body_bytes,
             conversation_idle_timeout=settings.conversation_idle_timeout,
             claim_lease_seconds=settings.claim_lease_seconds,
+            turn_timeout=settings.turn_timeout,
             retention_days=settings.retention_days,
             signing_keys=signing_keys or settings.signing_keys(),
             audit=audit,

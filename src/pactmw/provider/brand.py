@@ -16,7 +16,7 @@ from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig, ParafeTurn
 from pactmw.provider.tools import ToolRegistry
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import StoredTurn
+from pactmw.store.base import MAX_REFRESH_REUSE_INTERVAL, StoredTurn
 
 if TYPE_CHECKING:
     # Only named in an annotation: the Poppy package imports the flow, which imports Brand.
@@ -122,10 +122,23 @@ class DelegationConfig:
     tools: ToolRegistry = field(factory=ToolRegistry)
     pages: ConsentPages = field(factory=ConsentPages)
     authorization_details: tuple[AuthorizationDetailType, ...] = ()
+    #: Seconds after a refresh during which presenting its spent refresh token again gets
+    #: the same token pair instead of revoking the grant (0 disables; at most 60).
+    refresh_reuse_interval: float = 5.0
 
     def __attrs_post_init__(self) -> None:
         if not self.scopes:
             raise ValueError("delegation needs at least one scope")
+        reuse = self.refresh_reuse_interval
+        if (
+            isinstance(reuse, bool)
+            or not isinstance(reuse, (int, float))
+            or not 0 <= reuse <= MAX_REFRESH_REUSE_INTERVAL  # NaN fails this too
+        ):
+            raise ValueError(
+                f"refresh_reuse_interval must be a number of seconds from 0 to "
+                f"{MAX_REFRESH_REUSE_INTERVAL:g}"
+            )
         kinds = [kind.type for kind in self.authorization_details]
         if len(set(kinds)) != len(kinds):
             raise ValueError("authorization_details lists a type twice")

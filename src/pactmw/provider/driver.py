@@ -8,15 +8,29 @@ flows over the same needs (`pactmw.provider.flow`), so they all run on these two
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import threading
+import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, wait
 from typing import Any
 
 from pactmw.core.drive import adrive, drive
 from pactmw.core.threads import WorkerThreads
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.delegated import SignedInUser
-from pactmw.provider.flow import Need, NeedBody, NeedBot, NeedIdentity, NeedKeys, NeedStore, SubFlow
+from pactmw.provider.flow import (
+    Need,
+    NeedBody,
+    NeedBot,
+    NeedIdentity,
+    NeedKeys,
+    NeedPause,
+    NeedStore,
+    SubFlow,
+    TurnTimedOut,
+)
 
 ReadBody = Callable[[int], "bytes | None"]
 AReadBody = Callable[[int], Awaitable["bytes | None"]]
@@ -43,6 +57,8 @@ def run(
             return need.fetch()
         if isinstance(need, NeedBot):
             return _blocking_answer(need)
+        if isinstance(need, NeedPause):
+            return time.sleep(need.seconds)
         return current_user() if current_user is not None else None
 
     return drive(flow, answer)
@@ -97,7 +113,19 @@ async def arun(
                     return caller
             return await verifier.averify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBot):  # an async bot (sync ones are blocking)
-            return await need.handler(need.turn)  # type: ignore[misc]
+            answer = need.handler(need.turn)
+            if need.timeout is None:
+                return await answer  # type: ignore[misc]
+            # Not wait_for: a TimeoutError the bot raises itself is a bot failure, not this.
+            task = asyncio.ensure_future(answer)  # type: ignore[arg-type]
+            finished, _ = await asyncio.wait({task}, timeout=need.timeout)
+            if not finished:
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)  # let the cancellation land
+                raise TurnTimedOut(need.timeout)
+            return task.result()
+        if isinstance(need, NeedPause):  # on the loop: a waiting request holds no thread
+            return await asyncio.sleep(need.seconds)
         if current_user is None:
             return None
         user = current_user()
@@ -175,8 +203,38 @@ def _blocking_answer(need: Need) -> Any:
     if isinstance(need, NeedKeys):
         return need.fetch()
     assert isinstance(need, NeedBot)
+    if need.timeout is not None:
+        return _bot_with_timeout(need, need.timeout)
     answer = need.handler(need.turn)
     return _run_coroutine(answer) if inspect.isawaitable(answer) else answer
+
+
+def _bot_with_timeout(need: NeedBot, timeout: float) -> Any:
+    """Run a bot in a thread of its own and wait at most `timeout` seconds for it.
+
+    A thread, because a blocking bot cannot be interrupted where it runs: past the timeout
+    the request goes on without it (`TurnTimedOut`) and the thread finishes unobserved. It
+    runs in a copy of the caller's context, so context variables (Flask's request context)
+    still hold there; thread-locals (Django's database connections) are the thread's own.
+    """
+    done: Future[Any] = Future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            answer = context.run(need.handler, need.turn)
+            if inspect.isawaitable(answer):
+                answer = _run_coroutine(answer)
+        except BaseException as exc:  # handed to the request thread, which decides
+            done.set_exception(exc)
+        else:
+            done.set_result(answer)
+
+    threading.Thread(target=work, name="pactmw-turn", daemon=True).start()
+    # wait(), not result(timeout): a TimeoutError the bot raises itself is a bot failure.
+    if not wait([done], timeout).done:
+        raise TurnTimedOut(timeout)
+    return done.result()
 
 
 def _run_coroutine(awaitable: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 
 from attrs import frozen
 
+from pactmw.core.errors import PactmwError
 from pactmw.core.http import Response
 from pactmw.provider.brand import Turn, TurnHandler
 
@@ -38,10 +39,24 @@ class NeedStore:
 
 @frozen
 class NeedBot:
-    """Run the Brand's turn handler (sync or async); the answer is what it returned."""
+    """Run the Brand's turn handler (sync or async); the answer is what it returned.
+
+    With a `timeout` (seconds), a driver stops waiting for the handler after it and throws
+    `TurnTimedOut` into the flow instead: an async handler is cancelled, a sync one runs on
+    in its thread and its answer is dropped (Python cannot stop a thread).
+    """
 
     handler: TurnHandler
     turn: Turn
+    timeout: float | None = None
+
+
+class TurnTimedOut(PactmwError):
+    """The turn handler did not answer within its `NeedBot.timeout`."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"the turn handler did not answer within {timeout:g} s")
+        self.timeout = timeout
 
 
 @frozen
@@ -52,12 +67,19 @@ class NeedKeys:
 
 
 @frozen
+class NeedPause:
+    """Wait `seconds` before going on (a sleep, or an `asyncio.sleep` that holds no thread)."""
+
+    seconds: float
+
+
+@frozen
 class NeedUser:
     """Who is signed in to the host app (same-app consent); the answer is a `SignedInUser`
     or None. Adapters answer it from `request.user`, Flask-Login or a configured callable."""
 
 
-Need = NeedIdentity | NeedBody | NeedStore | NeedBot | NeedKeys | NeedUser
+Need = NeedIdentity | NeedBody | NeedStore | NeedBot | NeedKeys | NeedPause | NeedUser
 Flow = Generator[Need, Any, Response]
 #: A part of a flow whose value is not a response (a verified delegation, a record, ...).
 SubFlow = Generator[Need, Any, Any]
@@ -75,8 +97,10 @@ __all__ = [
     "NeedBot",
     "NeedIdentity",
     "NeedKeys",
+    "NeedPause",
     "NeedStore",
     "NeedUser",
     "SubFlow",
+    "TurnTimedOut",
     "store",
 ]

@@ -47,6 +47,7 @@ PROVIDER_KEYS = frozenset(
         "max_body_bytes",
         "conversation_idle_timeout",
         "claim_lease_seconds",
+        "turn_timeout",
         "retention_days",
         "signing_keys",
         "data_dir",
@@ -108,6 +109,7 @@ _DELEGATION_KEYS = frozenset(
         "pages",
         "templates",
         "authorization_details",
+        "refresh_reuse_interval",
     }
 )
 _SKILL_KEYS = frozenset({"id", "name", "description", "tags", "examples"})
@@ -442,6 +444,9 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
         extra["pages"] = _page_templates(data["templates"], f"{where}.templates")
     elif templates is not None:
         extra["pages"] = _page_templates(templates, "templates")
+    if "refresh_reuse_interval" in data:
+        # Checked by DelegationConfig (a number from 0 to 60), named in the error below.
+        extra["refresh_reuse_interval"] = data["refresh_reuse_interval"]
     if "authorization_details" in data:
         extra["authorization_details"] = _detail_types(
             data["authorization_details"], f"{where}.authorization_details"
@@ -518,6 +523,8 @@ class ProviderSettings:
     max_body_bytes: int = 1024 * 1024
     conversation_idle_timeout: float | None = None
     claim_lease_seconds: float = 120.0
+    #: Seconds a turn handler may take before the turn is abandoned; None waits forever.
+    turn_timeout: float | None = None
     #: Days a conversation (and its messages: personal data) is kept after its last activity
     #: when `pactmw cleanup` runs; None keeps them forever.
     retention_days: float | None = None
@@ -600,6 +607,7 @@ class ProviderSettings:
             signing_key_files=_strings(data.get("signing_keys", []), "signing_keys"),
             data_dir=_string(data, "data_dir", ".pactmw"),
             claim_lease_seconds=float(_positive(data, "claim_lease_seconds", 120.0)),
+            turn_timeout=_turn_timeout(data),
             retention_days=_retention_days(data),
         )
 
@@ -620,6 +628,11 @@ def _rate_limit(data: Mapping[str, Any], key: str) -> RateLimit | None:
         per_user=_positive(rate, "per_user", None, where, whole=True),
         window=float(_positive(rate, "window", 60.0, where)),
     )
+
+
+def _turn_timeout(data: Mapping[str, Any]) -> float | None:
+    seconds = _positive(data, "turn_timeout", None)
+    return None if seconds is None else float(seconds)
 
 
 def _retention_days(data: Mapping[str, Any]) -> float | None:

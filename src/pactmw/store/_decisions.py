@@ -13,6 +13,7 @@ from typing import Literal
 from attrs import evolve, frozen
 
 from pactmw.store.base import (
+    MAX_REFRESH_REUSE_INTERVAL,
     Claim,
     DeviceAuthorization,
     Grant,
@@ -227,6 +228,8 @@ class RefreshTokenState:
     pa_sub: str
     expires_at: float
     used_at: float | None
+    #: The sealed answer of the rotation that spent the token, while it is kept.
+    successor: bytes | None = None
 
 
 @frozen
@@ -255,9 +258,21 @@ def token_belongs(
     )
 
 
-def decide_rotation(token: RefreshTokenState, grant: Grant, *, now: float) -> RotationDecision:
-    """Decide the rotation of a token that `token_belongs` to the caller; `grant` is its."""
+def decide_rotation(
+    token: RefreshTokenState, grant: Grant, *, now: float, reuse_interval: float = 0.0
+) -> RotationDecision:
+    """Decide the rotation of a token that `token_belongs` to the caller; `grant` is its.
+
+    A spent token presented again less than `reuse_interval` seconds (at most
+    `MAX_REFRESH_REUSE_INTERVAL`) after it was spent, while the grant is live, is a repeat
+    (a client retrying a refresh whose answer it lost), not a reuse: nothing changes.
+    """
     if token.used_at is not None:
+        if now - token.used_at < min(reuse_interval, MAX_REFRESH_REUSE_INTERVAL) and (
+            grant.is_live(now)
+        ):
+            repeat = Rotation(kind="repeated", grant=grant, successor=token.successor)
+            return RotationDecision(repeat)
         if grant.revoked_at is None:
             revoked = evolve(grant, revoked_at=now)
             return RotationDecision(Rotation(kind="reused", grant=revoked), "revoke_grant")

@@ -36,6 +36,7 @@ from pactmw.store._protocols import (
 )
 
 __all__ = [
+    "MAX_REFRESH_REUSE_INTERVAL",
     "AgentExists",
     "Approval",
     "Claim",
@@ -61,7 +62,11 @@ __all__ = [
 ClaimKind = Literal["new", "reply", "pending", "conflict"]
 DeviceStatus = Literal["pending", "approved", "denied", "consumed"]
 PollKind = Literal["unknown", "expired", "denied", "consumed", "slow_down", "pending", "approved"]
-RotationKind = Literal["rotated", "unknown", "expired", "reused", "revoked"]
+RotationKind = Literal["rotated", "repeated", "unknown", "expired", "reused", "revoked"]
+
+#: The longest reuse interval `rotate_refresh_token` honours (Okta allows up to 60 s too):
+#: the sealed answers it keeps for repeats are cleared after it.
+MAX_REFRESH_REUSE_INTERVAL = 60.0
 
 # How long (seconds) expired device authorizations and refresh tokens are kept after they
 # expire before an opportunistic purge deletes them: long enough that a late poll still reads
@@ -314,14 +319,19 @@ class Rotation:
     - `rotated`: the old token is spent, the new one is stored; issue tokens for `grant`.
     - `unknown`: no such token for this client, Brand and agent user (nothing changed,
       nothing leaks: `grant` is None).
+    - `repeated`: the token was spent less than the reuse interval ago and its grant is
+      live: nothing changed; `successor` is the sealed answer the rotation that spent it
+      stored with `seal_rotation` (None until it did), to be sent again.
     - `reused`: the token was spent before, so the whole grant is now revoked.
     - `expired`: the token itself expired. `revoked`: its grant is revoked or expired.
 
-    Every kind but `rotated` maps to `invalid_grant`. `grant` is the state after the call.
+    Every kind but `rotated` and `repeated` maps to `invalid_grant`. `grant` is the state
+    after the call.
     """
 
     kind: RotationKind
     grant: Grant | None = None
+    successor: bytes | None = None
 
 
 @frozen

@@ -200,6 +200,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON pactmw_messages (context_id, id) WHERE reply IS NOT NULL
         """,
     ),
+    # Version 9: the sealed answer of the rotation that spent a refresh token, kept for the
+    # reuse interval so a repeated refresh gets the same token pair (Rotation `repeated`).
+    ("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor BLOB",),
 )
 
 

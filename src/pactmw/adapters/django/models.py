@@ -256,6 +256,10 @@ class RefreshToken(models.Model):
     used_at: models.FloatField[float | None, float | None] = models.FloatField(
         null=True, blank=True
     )
+    #: The sealed answer of the rotation that spent it, kept for the reuse interval only.
+    successor: models.BinaryField[bytes | None, bytes | None] = models.BinaryField(
+        null=True, blank=True, editable=False
+    )
 
     class Meta:
         db_table = "pactmw_refresh_tokens"

@@ -17,7 +17,8 @@ from pactmw.provider.delegated._errors import OAuthError
 from pactmw.provider.delegated._forms import agent_form, one
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
 from pactmw.provider.delegated._responses import NO_STORE, json_response
-from pactmw.provider.flow import Flow, store
+from pactmw.provider.delegated._reuse import open_answer, seal_answer
+from pactmw.provider.flow import Flow, NeedPause, store
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import DeviceAuthorization, Grant
 
@@ -91,16 +92,37 @@ class TokenEndpoint:
     ) -> Flow:
         new_refresh = new_secret("rt_")
         now = self.ctx.clock()
-        rotation = yield store(
+        token_hash = secret_hash(refresh_token)
+        rotate = store(
             self.ctx.store.rotate_refresh_token,
-            token_hash=secret_hash(refresh_token),
+            token_hash=token_hash,
             new_token_hash=secret_hash(new_refresh),
             client_id=caller.issuer,
             brand_id=brand.id,
             pa_sub=caller.sub,  # another user of the same agent gets `unknown`, burns nothing
             now=now,
             expires_at=now + config.grant_lifetime,
+            reuse_interval=config.refresh_reuse_interval,
         )
+        rotation = yield rotate
+        pause = _FIRST_PAUSE
+        waited = 0.0
+        while rotation.kind == "repeated" and rotation.successor is None and waited < _SEAL_WAIT:
+            # The winning rotation has not sealed its answer yet: it is minting it. Asked
+            # again at the same `now`, so waiting never turns this repeat into a reuse.
+            yield NeedPause(pause)
+            waited += pause
+            pause = min(pause * 2, _MAX_PAUSE)
+            rotation = yield rotate
+        if rotation.kind == "repeated":
+            answer = (
+                None
+                if rotation.successor is None
+                else open_answer(refresh_token, token_hash, rotation.successor)
+            )
+            if answer is None:  # the winner never sealed it (it failed): nothing to repeat
+                raise OAuthError("invalid_grant", "the refresh token was just used")
+            return _answer_again(answer)
         if rotation.kind == "reused" and rotation.grant is not None:
             # RFC 9700 §4.14: a spent refresh token came back, so it may be stolen; the whole
             # grant is revoked (the store did it atomically) and the user must consent again.
@@ -109,7 +131,14 @@ class TokenEndpoint:
             )
         if rotation.kind != "rotated":
             raise OAuthError("invalid_grant", "the refresh token is not valid")
-        return (yield from self._token_response(brand, config, rotation.grant, new_refresh))
+        response: Response = yield from self._token_response(
+            brand, config, rotation.grant, new_refresh
+        )
+        if config.refresh_reuse_interval > 0:
+            # Kept sealed for repeats within the interval (see `_reuse`), before answering.
+            sealed = seal_answer(refresh_token, token_hash, response.body)
+            yield store(self.ctx.store.seal_rotation, token_hash=token_hash, successor=sealed)
+        return response
 
     def _tokens(self, brand: Brand, config: DelegationConfig, grant: Grant) -> Flow:
         refresh = new_secret("rt_")
@@ -153,6 +182,26 @@ class TokenEndpoint:
             document["authorization_details"] = list(details)  # RFC 9396 §7
         response: Response = json_response(document, extra=NO_STORE)
         return response
+
+
+#: How long a repeated refresh waits, at most, for the winning rotation's sealed answer, and
+#: its first and longest pause between looks (doubling in between).
+_SEAL_WAIT = 5.0
+_FIRST_PAUSE = 0.01
+_MAX_PAUSE = 0.2
+
+
+def _answer_again(body: bytes) -> Response:
+    """The winning rotation's token response, byte for byte."""
+    return Response(
+        status=200,
+        headers=(
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            *NO_STORE,
+        ),
+        body=body,
+    )
 
 
 __all__ = [

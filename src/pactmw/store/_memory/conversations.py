@@ -151,6 +151,21 @@ class ConversationsMixin(MemoryCore):
             ctx.conversation = evolve(ctx.conversation, last_activity=now)
         return decision.claim
 
+    def renew_claim(
+        self, *, context_id: str, message_id: str, claimed_at: float, now: float
+    ) -> bool:
+        """Extend the lease of an unanswered claim the caller still holds."""
+        with self._lock:
+            self._check_open()
+            ctx = self._contexts.get(context_id)
+            message = None if ctx is None else ctx.messages.get(message_id)
+            if ctx is None or message is None:
+                return False
+            if message.reply is not None or message.claimed_at != claimed_at:
+                return False
+            ctx.messages[message_id] = evolve(message, claimed_at=now)
+            return True
+
     def store_reply(
         self,
         *,

@@ -15,6 +15,7 @@ from pactmw.store._protocols.account_tokens import AccountToken
 from pactmw.store._protocols.sessions import PoppySession
 from pactmw.store.base import (
     EXPIRED_RETENTION,
+    MAX_REFRESH_REUSE_INTERVAL,
     PURGE_EVERY,
     Conversation,
     DeviceAuthorization,
@@ -56,6 +57,7 @@ class RefreshToken:
     brand_id: str
     expires_at: float
     used_at: float | None = None
+    successor: bytes | None = None
 
 
 GrantKey = tuple[str, str, str, str]
@@ -104,6 +106,18 @@ class MemoryCore:
             self._drop_device(code_hash)
         for token in [t for t, r in self._refresh.items() if r.expires_at <= horizon]:
             del self._refresh[token]
+        self._clear_successors(now - MAX_REFRESH_REUSE_INTERVAL)
+
+    def _clear_successors(self, spent_before: float, grant_id: str | None = None) -> None:
+        # Sealed answers are kept for the reuse interval only.
+        for token_hash, token in list(self._refresh.items()):
+            if (
+                token.successor is not None
+                and token.used_at is not None
+                and token.used_at <= spent_before
+                and (grant_id is None or token.grant_id == grant_id)
+            ):
+                self._refresh[token_hash] = evolve(token, successor=None)
 
     def _drop_device(self, code_hash: str) -> None:
         device = self._devices.pop(code_hash)

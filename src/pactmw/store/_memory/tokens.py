@@ -46,6 +46,7 @@ class TokensMixin(MemoryCore):
         pa_sub: str,
         now: float,
         expires_at: float,
+        reuse_interval: float = 0.0,
     ) -> Rotation:
         """Spend a refresh token and store its successor, atomically; see `Store`.
 
@@ -66,6 +67,7 @@ class TokensMixin(MemoryCore):
                     pa_sub=self._grants[token.grant_id].pa_sub,
                     expires_at=token.expires_at,
                     used_at=token.used_at,
+                    successor=token.successor,
                 )
             if (
                 token is None
@@ -74,7 +76,8 @@ class TokensMixin(MemoryCore):
             ):
                 return Rotation(kind="unknown")
             grant = self._grants[token.grant_id]
-            decision = decide_rotation(state, grant, now=now)
+            self._clear_successors(now - reuse_interval, grant.grant_id)
+            decision = decide_rotation(state, grant, now=now, reuse_interval=reuse_interval)
             if decision.update == "revoke_grant":
                 self._revoke(grant, now)
             elif decision.update == "spend":
@@ -85,6 +88,16 @@ class TokensMixin(MemoryCore):
                     grant.grant_id, client_id, brand_id, expires_at
                 )
             return decision.rotation
+
+    def seal_rotation(self, *, token_hash: str, successor: bytes) -> bool:
+        """Keep the sealed answer of the rotation that spent `token_hash`; see `Store`."""
+        with self._lock:
+            self._check_open()
+            token = self._refresh.get(token_hash)
+            if token is None or token.used_at is None or token.successor is not None:
+                return False
+            self._refresh[token_hash] = evolve(token, successor=bytes(successor))
+            return True
 
     def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
         """Record `value` in `namespace` until `expires_at`; True only the first time."""

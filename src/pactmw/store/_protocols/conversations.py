@@ -47,6 +47,20 @@ class ConversationStore(Protocol):
         """
         ...
 
+    def renew_claim(
+        self, *, context_id: str, message_id: str, claimed_at: float, now: float
+    ) -> bool:
+        """Extend the lease of an unanswered claim the caller still holds; return whether it did.
+
+        The caller holds the claim while its lease still starts at `claimed_at`: the `now` it
+        passed to the `claim_message` that answered `new`, or to its last successful renewal.
+        The lease then starts again at `now`, so other callers get `pending` for another
+        `lease_seconds`. False, and nothing changes, when the claim was taken over (a lease
+        that started elsewhen), released, answered, or never made, or for an unknown
+        conversation: the caller has lost the turn and must not renew it again.
+        """
+        ...
+
     def store_reply(
         self,
         *,

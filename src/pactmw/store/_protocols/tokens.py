@@ -40,6 +40,7 @@ class TokenStore(Protocol):
         pa_sub: str,
         now: float,
         expires_at: float,
+        reuse_interval: float = 0.0,
     ) -> Rotation:
         """Spend a refresh token and store its successor, atomically; see `Rotation`.
 
@@ -52,11 +53,25 @@ class TokenStore(Protocol):
         token is marked used at `now`, `new_token_hash` is stored for the same grant with
         `expires_at`, and the result is `rotated`.
 
-        Of concurrent rotations of one token exactly one is `rotated`; every other one is
-        `reused` and therefore revokes the grant, the winner's new token included. That is
-        deliberate: a second presentation of a refresh token cannot be told apart from a
-        thief's replay, so a client must never send one refresh token twice at once (retry
-        a failed refresh only after its first attempt has surely failed).
+        A spent token presented again less than `reuse_interval` seconds after it was spent
+        (capped at `MAX_REFRESH_REUSE_INTERVAL`; 0 disables) while its grant is live is
+        `repeated` instead of `reused`: nothing changes, and the result carries what the
+        spending rotation stored with `seal_rotation`, so the caller answers the same again
+        (Okta's and Auth0's reuse interval). Sealed answers older than the interval are
+        cleared here for the token's grant (and by the opportunistic purge after the cap).
+
+        Of concurrent rotations of one token exactly one is `rotated`; within the reuse
+        interval every other one is `repeated`, otherwise `reused`, which revokes the grant,
+        the winner's new token included (a replay cannot be told from theft).
+        """
+        ...
+
+    def seal_rotation(self, *, token_hash: str, successor: bytes) -> bool:
+        """Keep `successor` (the sealed answer of the rotation that spent `token_hash`) for
+        repeats within the reuse interval; True when stored.
+
+        Only a spent token without a sealed answer takes one: a second seal, an unknown or
+        unspent token leave everything as it was (False).
         """
         ...
 

@@ -147,6 +147,24 @@ class ConversationsMixin(SqlCore):
             ex.execute(sql.touch_conversation, (now, context_id))
         return decision.claim
 
+    def renew_claim(
+        self, *, context_id: str, message_id: str, claimed_at: float, now: float
+    ) -> bool:
+        """Extend the lease of an unanswered claim the caller still holds."""
+        if has_nul(context_id, message_id):
+            return False
+        with self._write() as ex:
+            # The lock `claim_message` takes first: a takeover that read the old lease cannot
+            # then overwrite this renewal (or be overwritten by it).
+            locked = (
+                not self._locks_rows
+                or ex.execute(self._sql.lock_conversation, (context_id,)).fetchone()
+            )
+            if not locked:
+                return False
+            renewed = ex.execute(self._sql.renew_claim, (now, context_id, message_id, claimed_at))
+            return renewed.rowcount == 1
+
     def store_reply(
         self,
         *,

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol, cast
 from pactmw.store._sql.statements import Statements
 from pactmw.store.base import (
     EXPIRED_RETENTION,
+    MAX_REFRESH_REUSE_INTERVAL,
     PURGE_EVERY,
     Conversation,
     DeviceAuthorization,
@@ -146,6 +147,7 @@ class SqlCore(abc.ABC):
         ex.execute(self._sql.purge_used_values, (now,))
         ex.execute(self._sql.purge_devices, (horizon,))
         ex.execute(self._sql.purge_refresh_tokens, (horizon,))
+        ex.execute(self._sql.purge_successors, (now - MAX_REFRESH_REUSE_INTERVAL,))
 
     def _device(self, row: Sequence[Any]) -> DeviceAuthorization:
         decode = self._decode_scopes

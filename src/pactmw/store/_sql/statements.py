@@ -105,6 +105,11 @@ class Statements:
             "UPDATE pactmw_messages SET text = ?, claimed_at = ?"
             " WHERE context_id = ? AND message_id = ?"
         )
+        # Only the holder renews: its lease still starts where it last set it.
+        self.renew_claim = q(
+            "UPDATE pactmw_messages SET claimed_at = ?"
+            " WHERE context_id = ? AND message_id = ? AND claimed_at = ? AND reply IS NULL"
+        )
         self.is_replied = q(
             "SELECT reply IS NOT NULL FROM pactmw_messages WHERE context_id = ? AND message_id = ?"
         )
@@ -157,6 +162,10 @@ class Statements:
         self.purge_used_values = q("DELETE FROM pactmw_used_values WHERE expires_at <= ?")
         self.purge_devices = q("DELETE FROM pactmw_device_authorizations WHERE expires_at <= ?")
         self.purge_refresh_tokens = q("DELETE FROM pactmw_refresh_tokens WHERE expires_at <= ?")
+        self.purge_successors = q(
+            "UPDATE pactmw_refresh_tokens SET successor = NULL"
+            " WHERE successor IS NOT NULL AND used_at <= ?"
+        )
 
         # --- the operator's cleanup (store/_sql/retention.py) ----------------------------------
         # A spent token of a live grant stays: replaying it is how a theft is detected.
@@ -273,12 +282,21 @@ class Statements:
         # A token's agent user is its grant's (the grant key never changes), so it is read
         # through the join rather than stored twice.
         self.lock_refresh_token = q(
-            "SELECT t.grant_id, t.client_id, t.brand_id, t.expires_at, t.used_at, g.pa_sub"
-            " FROM pactmw_refresh_tokens AS t JOIN pactmw_grants AS g USING (grant_id)"
+            "SELECT t.grant_id, t.client_id, t.brand_id, t.expires_at, t.used_at, g.pa_sub,"
+            " t.successor FROM pactmw_refresh_tokens AS t JOIN pactmw_grants AS g USING (grant_id)"
             " WHERE t.token_hash = ?{lock_refresh}"
         )
         self.spend_refresh_token = q(
             "UPDATE pactmw_refresh_tokens SET used_at = ? WHERE token_hash = ?"
+        )
+        self.seal_rotation = q(
+            "UPDATE pactmw_refresh_tokens SET successor = ?"
+            " WHERE token_hash = ? AND used_at IS NOT NULL AND successor IS NULL"
+        )
+        # Sealed answers are kept for the reuse interval only (the grant index finds them).
+        self.clear_successors = q(
+            "UPDATE pactmw_refresh_tokens SET successor = NULL"
+            " WHERE grant_id = ? AND successor IS NOT NULL AND used_at <= ?"
         )
         # One statement: it changes a row when it inserts, or renews an expired record; a
         # concurrent duplicate waits for the winner (PostgreSQL) and then changes none.

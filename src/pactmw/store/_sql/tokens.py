@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pactmw.store._decisions import RefreshTokenState, decide_rotation, is_unexpired, token_belongs
-from pactmw.store._sql.core import Executor, SqlCore, opt_float
+from pactmw.store._sql.core import Executor, SqlCore, opt_bytes, opt_float
 from pactmw.store.base import NotFound, Rotation, check_token_owner, has_nul, reject_nul
 
 __all__ = ["TokensMixin"]
@@ -60,6 +60,7 @@ class TokensMixin(SqlCore):
         pa_sub: str,
         now: float,
         expires_at: float,
+        reuse_interval: float = 0.0,
     ) -> Rotation:
         """Spend a refresh token and store its successor, atomically; see `Store`.
 
@@ -83,6 +84,7 @@ class TokensMixin(SqlCore):
                     pa_sub=token[5],
                     expires_at=float(token[3]),
                     used_at=opt_float(token[4]),
+                    successor=opt_bytes(token[6]),
                 )
             if state is None or not token_belongs(
                 state, client_id=client_id, brand_id=brand_id, pa_sub=pa_sub
@@ -91,7 +93,8 @@ class TokensMixin(SqlCore):
             row = ex.execute(sql.lock_grant, (state.grant_id,)).fetchone()
             assert row is not None  # the foreign key keeps it
             grant = self._grant(row)
-            decision = decide_rotation(state, grant, now=now)
+            ex.execute(sql.clear_successors, (grant.grant_id, now - reuse_interval))
+            decision = decide_rotation(state, grant, now=now, reuse_interval=reuse_interval)
             if decision.update == "revoke_grant":
                 ex.execute(sql.revoke_grant, (now, grant.grant_id))
             elif decision.update == "spend":
@@ -100,6 +103,14 @@ class TokensMixin(SqlCore):
                     ex, new_token_hash, grant.grant_id, client_id, brand_id, now, expires_at
                 )
             return decision.rotation
+
+    def seal_rotation(self, *, token_hash: str, successor: bytes) -> bool:
+        """Keep the sealed answer of the rotation that spent `token_hash`; see `Store`."""
+        if has_nul(token_hash):
+            return False
+        with self._write() as ex:
+            sealed = ex.execute(self._sql.seal_rotation, (bytes(successor), token_hash))
+            return sealed.rowcount == 1
 
     def use_once(self, *, namespace: str, value: str, now: float, expires_at: float) -> bool:
         """Record `value` in `namespace` until `expires_at`; True only the first time."""
