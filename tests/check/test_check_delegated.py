@@ -8,6 +8,7 @@ allow (or deny) on the Provider's consent page, while the checker polls for the 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import re
@@ -20,12 +21,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import attrs
 import httpx
 import pytest
 
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from pactmw.check import names
 from pactmw.provider.authorization_details import AuthorizationDetailType
+from pactmw.store.base import Rotation
+from pactmw.store.memory import MemoryStore
 from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
 from tests.check.test_check_passes import IDENTITY
 from tests.support.net import free_port
@@ -371,3 +375,70 @@ def test_a_malformed_step_up_answer_fails_its_check_and_the_rest_run(
     # The checks after the probe still ran: the refusals passed, the token timed out.
     assert results[names.DELEGATED_REFUSALS]["passed"], results
     assert names.DELEGATED_TOKEN in results
+
+
+class SpentRefreshMints(MemoryStore):
+    """A defective store: a spent refresh token is treated as fresh, so it mints a new pair."""
+
+    def rotate_refresh_token(self, **kwargs: Any) -> Rotation:
+        with self._lock:
+            token = self._refresh.get(kwargs["token_hash"])
+            if token is not None and token.used_at is not None:
+                self._refresh[kwargs["token_hash"]] = attrs.evolve(token, used_at=None)
+        return super().rotate_refresh_token(**kwargs)
+
+
+@contextlib.contextmanager
+def provider_with(
+    tmp_path: Path, agent: Agent, *, store: MemoryStore | None = None, **delegation: Any
+) -> Iterator[str]:
+    """The delegated Provider of `delegated_provider`, with `delegation` settings added."""
+    port = free_port()
+    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
+    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
+        login.start()
+        settings = {
+            **login.delegation_settings(),
+            "scopes": SCOPES,
+            "interval": 1,
+            "tools": "pactmw.demo:demo_tools",
+            **delegation,
+        }
+        with in_process_provider(
+            tmp_path, agent, delegation={"acme": settings}, port=port, store=store
+        ) as base_url:
+            yield base_url
+
+
+def _approved_run(base_url: str, agent: Agent) -> dict[str, dict[str, Any]]:
+    running = Running.start(agent, card_url(base_url), "--json")
+    person_decides(running.link())
+    _, stdout, stderr = running.finish()
+    assert stdout, stderr
+    return _results(stdout)
+
+
+def test_spent_refresh_within_the_reuse_interval_gets_the_same_pair(
+    delegated_provider: str, agent: Agent
+) -> None:
+    spent = _approved_run(delegated_provider, agent)[names.DELEGATED_SPENT_REFRESH]
+    assert spent["passed"], spent
+    assert spent["actual"] == "the same token pair again (within the Provider's reuse interval)"
+
+
+def test_spent_refresh_under_the_strict_rule_is_invalid_grant(tmp_path: Path, agent: Agent) -> None:
+    with provider_with(tmp_path, agent, refresh_reuse_interval=0) as base_url:
+        results = _approved_run(base_url, agent)
+    assert results[names.DELEGATED_REFRESH]["passed"], results
+    spent = results[names.DELEGATED_SPENT_REFRESH]
+    assert spent["passed"], spent
+    assert spent["actual"] == "HTTP 400 invalid_grant"
+
+
+def test_a_spent_refresh_token_that_mints_a_new_pair_fails(tmp_path: Path, agent: Agent) -> None:
+    with provider_with(tmp_path, agent, store=SpentRefreshMints()) as base_url:
+        results = _approved_run(base_url, agent)
+    assert results[names.DELEGATED_REFRESH]["passed"], results
+    spent = results[names.DELEGATED_SPENT_REFRESH]
+    assert not spent["passed"], spent
+    assert spent["actual"].startswith("a new token (scope "), spent

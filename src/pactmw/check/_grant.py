@@ -45,6 +45,7 @@ class GrantChecks(Checks):
     device: DeviceCodeClient | None = None
     authorization: DeviceAuthorizationResponse | None = None
     tokens: TokenResponse | None = None
+    refreshed: TokenResponse | None = None
     spent = ""
     deadline = 0.0
 
@@ -93,8 +94,9 @@ class GrantChecks(Checks):
         ):
             ctx.check(
                 DELEGATED_SPENT_REFRESH,
-                "an OAuth error (invalid_grant) for the refresh token already used "
-                "(the reference rotates refresh tokens)",
+                "an OAuth error (invalid_grant) for the refresh token already used (the "
+                "reference rotates refresh tokens), or within a reuse interval the very same "
+                "token pair again, never a new one",
                 self._spent_refresh,
             )
 
@@ -260,15 +262,24 @@ class GrantChecks(Checks):
                 f"{[dict(entry) for entry in new.authorization_details] or 'none'}",
             )
         self._delegated_send(new.access_token, "message:send with the refreshed token")
-        self.spent = old.refresh_token
+        self.spent, self.refreshed = old.refresh_token, new
         return f"scope {new.scope!r}"
 
     def _spent_refresh(self) -> str:
-        device = self.device
+        device, refreshed = self.device, self.refreshed
         assert device is not None
-        return _oauth_error(
-            lambda: device.refresh(self.spent), lambda new: f"a new token (scope {new.scope!r})"
-        )
+        assert refreshed is not None
+        try:
+            again = device.refresh(self.spent)
+        except OAuthErrorResponse as exc:
+            return f"HTTP {exc.status} {exc.error}"
+        # A reuse interval (Okta's and Auth0's grace period, pactmw's refresh_reuse_interval)
+        # answers a repeat with the rotation's own pair: a retry after a lost response. Any
+        # other pair means a spent token still mints tokens.
+        pair = (again.access_token, again.refresh_token)
+        if pair == (refreshed.access_token, refreshed.refresh_token):
+            return "the same token pair again (within the Provider's reuse interval)"
+        raise Mismatch("an OAuth error", f"a new token (scope {again.scope!r})")
 
 
 def _canonical(entry: Mapping[str, Any]) -> str:
