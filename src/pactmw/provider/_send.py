@@ -30,7 +30,7 @@ from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import Claim, Store
+from pactmw.store.base import Claim, NotFound, Store
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -81,6 +81,21 @@ class MessageSender:
     ) -> Flow:
         """message:send after authentication: the conversation (`contextId`), the claim of
         the `messageId` (retries answered from the store), the bot, and the stored reply."""
+        try:
+            return (yield from self._turn(brand, caller, message, parafe, activated))
+        except NotFound:
+            # The operator's cleanup deleted the conversation while this turn used it (its
+            # retention ran out): it is unknown now, as it is to every later request.
+            raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT) from None
+
+    def _turn(
+        self,
+        brand: Brand,
+        caller: PersonalAgent,
+        message: SendMessage,
+        parafe: ParafeAgent | None,
+        activated: bool,
+    ) -> Flow:
         now = self._clock()
         store = self.store
         closed = False
