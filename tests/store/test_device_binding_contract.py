@@ -169,14 +169,33 @@ def test_a_session_of_another_account_reads_account_mismatch_and_changes_nothing
     assert _poll(store, session_account="alice", now=T0 + 30).kind == "approved"
 
 
-def test_binding_without_a_grant_id_is_refused_and_changes_nothing(store: Store) -> None:
+def test_a_poll_that_cannot_bind_a_user_finds_nothing(store: Store) -> None:
+    # PACT's token endpoint polls without a grant id: a Poppy code is not its to collect.
     _unbound(store)
     assert _approve(store) is not None
-    with pytest.raises(ValueError, match="new_grant_id"):
-        _poll(store, new_grant_id=None)
+    assert _poll(store, new_grant_id=None).kind == "unknown"
     still = store.device_authorization_by_user_code(USER_CODE)
     assert still is not None
     assert still.status == "approved"
+    assert _poll(store).kind == "approved"
+
+
+def test_binding_without_a_grant_expiry_is_refused_and_changes_nothing(store: Store) -> None:
+    _unbound(store)
+    assert _approve(store) is not None
+    with pytest.raises(ValueError, match="grant_expires_at"):
+        store.poll_device_code(
+            device_code_hash=CODE_HASH,
+            client_id=CLIENT,
+            brand_id=BRAND,
+            pa_sub=USER,
+            now=T0 + 20,
+            new_grant_id="poppygrant_1",
+        )
+    still = store.device_authorization_by_user_code(USER_CODE)
+    assert still is not None
+    assert (still.status, still.pa_sub) == ("approved", None)
+    assert store.get_grant("poppygrant_1") is None
     assert _poll(store).kind == "approved"
 
 
@@ -196,7 +215,13 @@ def test_expired_and_denied_unbound_authorizations(store: Store) -> None:
         is not None
     )
     denied = store.poll_device_code(
-        device_code_hash="sha256-2", client_id=CLIENT, brand_id=BRAND, pa_sub=USER, now=T0 + 20
+        device_code_hash="sha256-2",
+        client_id=CLIENT,
+        brand_id=BRAND,
+        pa_sub=USER,
+        now=T0 + 20,
+        new_grant_id="poppygrant_2",
+        grant_expires_at=T0 + GRANT_TTL,
     )
     assert denied.kind == "denied"
 

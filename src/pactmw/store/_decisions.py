@@ -114,18 +114,21 @@ def decide_poll(
     brand_id: str,
     pa_sub: str,
     now: float,
+    can_bind: bool = False,
     session_account: str | None = None,
 ) -> PollDecision:
     """Decide one device-code poll, in the order `Store.poll_device_code` documents.
 
     An authorization made without a user (`pa_sub` None, Poppy) is polled by any user of
-    its client and Brand, and the poll that collects it binds that user; `session_account`
-    is the account the polling Session was ever signed in to, which the approval must
-    match (else `account_mismatch`, nothing changes)."""
+    its client and Brand through a poll that `can_bind` (it brings what the grant needs;
+    any other poll, PACT's, finds nothing), and the poll that collects it binds that user;
+    `session_account` is the account the polling Session was ever signed in to, which the
+    approval must match (else `account_mismatch`, nothing changes)."""
     if (
         device is None
         or (device.client_id, device.brand_id) != (client_id, brand_id)
         or (device.pa_sub is not None and device.pa_sub != pa_sub)
+        or (device.pa_sub is None and not can_bind)
     ):
         return PollDecision(Poll(kind="unknown"))
     if now >= device.expires_at:

@@ -178,6 +178,7 @@ class DevicesMixin(GrantsMixin):
                 brand_id=brand_id,
                 pa_sub=pa_sub,
                 now=now,
+                can_bind=new_grant_id is not None,
                 session_account=session_account,
             )
             polled = decision.poll.authorization

@@ -118,12 +118,14 @@ class DeviceStore(Protocol):
         `approved`, the others `consumed`.
 
         An authorization made without a user is polled by any `pa_sub` of its client and
-        Brand. When approved, the poll binds it in one transaction: the grant of `(brand_id,
-        account, client_id, pa_sub)` is created under `new_grant_id` (expiring at
-        `grant_expires_at`) or widened as `upsert_grant` does, and the authorization turns
-        `consumed` with `pa_sub` and the grant's id. `session_account` is the account the
-        polling Poppy Session was ever signed in to: an approval by another account reads
-        `account_mismatch` and changes nothing (PAP-4.8-04). Binding without `new_grant_id`
-        and `grant_expires_at` raises ValueError, changing nothing.
+        Brand, through polls that give `new_grant_id` (any other, such as PACT's token
+        endpoint, reads `unknown`). When approved, the poll binds it in one transaction:
+        the grant of `(brand_id, account, client_id, pa_sub)` is created under
+        `new_grant_id` (expiring at `grant_expires_at`) or widened as `upsert_grant` does,
+        and the authorization turns `consumed` with `pa_sub` and the grant's id.
+        `session_account` is the account the polling Poppy Session was ever signed in to:
+        an approval by another account reads `account_mismatch` and changes nothing
+        (PAP-4.8-04). Binding with `new_grant_id` but
+        no `grant_expires_at` raises ValueError, changing nothing.
         """
         ...
