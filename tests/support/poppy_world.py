@@ -156,8 +156,8 @@ def signed_in_brand(**poppy: Any) -> Brand:
 
 
 class _Driver:
-    """The user and operator the runner cannot play: none yet (sign-in is plan step 5), so
-    every case that needs them is skipped, never passed."""
+    """Nobody plays the user or the operator: every case that needs them is skipped, never
+    passed (`BrowserDriver` plays the person approving sign-ins)."""
 
     capabilities: frozenset[str] = frozenset({"second_identity"})
 
