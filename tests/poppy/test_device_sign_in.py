@@ -78,7 +78,7 @@ def _named(case_id: str) -> Any:
     return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
 
 
-def test_device_sign_in_upgrades_the_session_to_the_approved_scopes(
+def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
     world: PoppyWorld, person: BrowserDriver
 ) -> None:
     """PAP-4.4-02, PAP-4.6-01: discover, a signed-out Session refused at the API, the person
@@ -137,7 +137,7 @@ def test_device_sign_in_upgrades_the_session_to_the_approved_scopes(
     assert any(g.client_id == world.atlas.client_id for g in grants)
 
 
-def test_the_device_authorization_answer(world: PoppyWorld) -> None:
+def test_pap_4_6_01_the_device_authorization_answer_and_its_link(world: PoppyWorld) -> None:
     """RFC 8628 §3.2 with Poppy's rules: the link is on the issuer's host (PAP-4.6-02) and
     opening it approves nothing (PAP-4.6-01); unknown scopes are `invalid_scope`."""
 
@@ -192,7 +192,7 @@ def test_poppy_json_offers_device_sign_in_with_the_brands_scopes(world: PoppyWor
     assert "mediated" not in auth
 
 
-def test_a_login_page_an_agent_would_refuse_is_refused_at_startup() -> None:
+def test_pap_4_6_02_a_login_page_an_agent_would_refuse_is_refused_at_startup() -> None:
     """PAP-4.6-02: agents show a device sign-in link only on the issuer's host or a
     `poppy_domains` domain; a Brand login elsewhere is a startup error naming the setting."""
     delegation = DelegationConfig(

@@ -154,7 +154,7 @@ def test_binding_widens_the_users_live_grant(store: Store) -> None:
     assert store.get_grant("poppygrant_1") is None
 
 
-def test_a_session_of_another_account_reads_account_mismatch_and_changes_nothing(
+def test_pap_4_8_04_a_session_of_another_account_reads_account_mismatch(
     store: Store,
 ) -> None:
     # PAP-4.8-04: a Session ever signed in to bob is never signed in to alice.
