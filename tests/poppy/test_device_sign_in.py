@@ -132,6 +132,11 @@ def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
     page = person.consent_pages[-1]
     assert "Atlas" in page
     assert f"https://{ATLAS}" in page
+    # The page after the decision states what the agent can do: the approved scope only.
+    result_page = person.result_pages[-1]
+    assert "Read your orders" in result_page
+    assert "Change your orders" not in result_page
+    assert "Nothing was shared" not in result_page
     # One grant, protocol-neutral: the Poppy agent's client_id and User ID, the account.
     grants = world.provider.store.list_grants(brand_id="shop", account="alice", now=time.time())
     assert any(g.client_id == world.atlas.client_id for g in grants)

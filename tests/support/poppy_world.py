@@ -202,8 +202,10 @@ class BrowserDriver(_Driver):
         super().__init__(other)
         self.browser = browser
         self.provider = provider
-        #: The HTML of every consent page the person saw, in order.
+        #: The HTML of every consent page the person saw, and of the page after each
+        #: decision, in order.
         self.consent_pages: list[str] = []
+        self.result_pages: list[str] = []
 
     async def approve_device(
         self, user_code: str, *, account: str, scopes: Sequence[str] | None = None
@@ -232,6 +234,7 @@ class BrowserDriver(_Driver):
                 box.click()
         browser.find_element(*allow).click()
         wait.until(lambda b: "status=approved" in b.current_url)
+        self.result_pages.append(browser.find_element(By.TAG_NAME, "body").text)
 
     async def wait(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
