@@ -108,6 +108,7 @@ def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
             signed = await ctx.sign_in(user, session, granted=("orders:read",), account="alice")
             signed_in = await read(signed.token)
             return {
+                "user": user,
                 "metadata": metadata,
                 "session": session,
                 "signed_out": signed_out,
@@ -116,6 +117,7 @@ def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
             }
 
     result = run(flow())
+    user = result["user"]
     metadata = result["metadata"]
     assert metadata.device_authorization_endpoint == f"{BASE_URL}/a2a/shop/poppy/device"
     assert DEVICE_CODE_GRANT in metadata.grant_types_supported
@@ -137,9 +139,15 @@ def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
     assert "Read your orders" in result_page
     assert "Change your orders" not in result_page
     assert "Nothing was shared" not in result_page
-    # One grant, protocol-neutral: the Poppy agent's client_id and User ID, the account.
+    # One grant, protocol-neutral: the Poppy agent's client_id and User ID, the account;
+    # announced to the audit hook as PACT's approvals are.
     grants = world.provider.store.list_grants(brand_id="shop", account="alice", now=time.time())
-    assert any(g.client_id == world.atlas.client_id for g in grants)
+    ours = [g for g in grants if g.client_id == world.atlas.client_id and g.pa_sub == user]
+    assert len(ours) == 1
+    approved = [e for e in world.audit_events if e.grant_id == ours[0].grant_id]
+    assert [(e.name, e.account, e.issuer, e.scopes) for e in approved] == [
+        ("agent.delegation_approved", "alice", world.atlas.client_id, ("orders:read",))
+    ]
 
 
 def test_pap_4_6_01_the_device_authorization_answer_and_its_link(world: PoppyWorld) -> None:

@@ -45,7 +45,7 @@ from pactmw.core.jwk import generate_private_jwk
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
-from pactmw.provider import Brand, Provider, Reply, SignedInUser, Turn
+from pactmw.provider import AuditEvent, Brand, Provider, Reply, SignedInUser, Turn
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import PoppyConfig
 from pactmw.provider.ratelimit import RateLimit
@@ -256,8 +256,11 @@ class PoppyWorld:
         ca: TestCA,
         reopen: Callable[[], Store],
         certificate_pem: bytes = b"",
+        audit_events: list[AuditEvent] | None = None,
     ) -> None:
         self.provider = provider
+        #: What the Provider's audit hook received, in order.
+        self.audit_events = audit_events if audit_events is not None else []
         #: The server's leaf certificate, for a browser to trust exactly it.
         self.certificate_pem = certificate_pem
         #: A new handle on the same data (another process's view of the store).
@@ -425,6 +428,7 @@ def serve_world(
     cert.cert_chain_pems[0].write_to_path(str(cert_file))
     cert.private_key_pem.write_to_path(str(key_file))
     port = free_port()
+    audit_events: list[AuditEvent] = []
     provider = Provider(
         base_url=BASE_URL,
         verifier=verifier_for(ca, port),
@@ -434,6 +438,7 @@ def serve_world(
         # One browser approves dozens of sign-ins a minute here, from one address: far
         # more than the consent pages' per-address default lets a person do.
         consent_rate_limit=RateLimit(per_agent=10_000, window=60.0),
+        audit=audit_events.append,
     )
     site = ShopSite(provider)
     apps = {
@@ -446,7 +451,9 @@ def serve_world(
         _by_host(apps), port=port, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file)
     ):
         try:
-            yield PoppyWorld(provider, port, ca, reopen, cert.cert_chain_pems[0].bytes())
+            yield PoppyWorld(
+                provider, port, ca, reopen, cert.cert_chain_pems[0].bytes(), audit_events
+            )
         finally:
             provider.close()
 

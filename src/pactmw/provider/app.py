@@ -185,6 +185,7 @@ class Provider:
                 token_rate_limit=token_rate_limit,
                 rate_counters=rate_counters,
                 sign_in=sign_in,
+                audit=self.oauth.audit if self.oauth is not None else None,
             )
         # Cards are static per Brand: render them once.
         self._cards = {

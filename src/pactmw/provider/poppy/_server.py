@@ -57,6 +57,7 @@ from pactmw.protocols.poppy import (
     session_credentials,
 )
 from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
 from pactmw.provider.delegated._device import DEVICE_CODE_LIFETIME, verification_uris
 from pactmw.provider.delegated._forms import FORM_LIMIT
@@ -279,6 +280,7 @@ class PoppyServer:
         rate_counters: RateLimitStore | None = None,
         sign_in: Mapping[str, DeviceSignIn] | None = None,
         device_rate_limit: RateLimit | None = None,
+        audit: Audit | None = None,
     ) -> None:
         sign_in = sign_in or {}
         companies = poppy_companies(base_url, brands, sign_in)
@@ -289,6 +291,8 @@ class PoppyServer:
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self.store = store
         self._clock = clock
+        #: Where a Device Sign-In's grant is announced (as PACT's consent approvals are).
+        self._audit = audit or Audit()
         self.clients = ClientMetadataCache(fetch_policy)
         assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
         self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
@@ -811,6 +815,8 @@ class PoppyServer:
         if change.kind != "changed":
             # Only a concurrent sign-in of this Session to another account gets here.
             raise PoppyError(400, change.kind, "the Session changed meanwhile")
+        # The person approved on the consent page; the grant exists from this poll on.
+        self._audit.grant("agent.delegation_approved", grant, scopes=scopes)
         return json_response(
             {
                 "access_token": session_token,
