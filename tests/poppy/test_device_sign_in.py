@@ -194,6 +194,58 @@ def test_pap_4_6_01_the_device_authorization_answer_and_its_link(world: PoppyWor
         assert (refused.status_code, refused.json()["error"]) == (400, "invalid_scope")
 
 
+def test_rfc_8628_polls_before_and_after_a_denial(world: PoppyWorld, person: BrowserDriver) -> None:
+    """The device_code grant's answers: pending until the person decides; another agent's
+    poll finds no code (`invalid_grant`), another agent's Session is `invalid_session`, and
+    after the person clicks Deny the poll is `access_denied`, audited as a denial."""
+
+    async def flow() -> list[tuple[int, str]]:
+        async with world.http() as http:
+            ctx = world.context(http, driver=person)
+            metadata = await ctx.metadata()
+            other = ctx.other_agent()
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            foreign = await ctx.session(user, other)
+            asked = await http.post(
+                metadata.device_authorization_endpoint,
+                data={"scope": "orders:read", **(await ctx.client_form())},
+            )
+            device = asked.json()
+
+            async def poll(session_id: str, *, as_other: bool = False) -> tuple[int, str]:
+                identity = other.identity if as_other else None
+                form = {
+                    "grant_type": DEVICE_CODE_GRANT,
+                    "device_code": device["device_code"],
+                    "session_id": session_id,
+                    **(await ctx.client_form(identity)),
+                }
+                proof = await ctx.proof(
+                    user, "POST", metadata.token_endpoint, agent=other if as_other else None
+                )
+                answer = await ctx.token_request(user, form, dpop=proof)
+                return answer.status_code, answer.json()["error"]
+
+            answers = [await poll(session.session_id)]
+            answers.append(await poll(foreign.session_id, as_other=True))
+            answers.append(await poll(foreign.session_id))
+            await person.deny_device(device["user_code"], account="alice")
+            answers.append(await poll(session.session_id))
+            return answers
+
+    before = len(world.audit_events)
+    assert run(flow()) == [
+        (400, "authorization_pending"),
+        (400, "invalid_grant"),
+        (400, "invalid_session"),
+        (400, "access_denied"),
+    ]
+    denied = [e for e in world.audit_events[before:] if e.issuer == world.atlas.client_id]
+    assert [(e.name, e.account) for e in denied] == [("agent.delegation_denied", "alice")]
+    assert "Nothing was shared" in person.result_pages[-1]
+
+
 def test_poppy_json_offers_device_sign_in_with_the_brands_scopes(world: PoppyWorld) -> None:
     async def fetch() -> Any:
         async with world.http() as http:

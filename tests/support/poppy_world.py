@@ -210,9 +210,15 @@ class BrowserDriver(_Driver):
     async def approve_device(
         self, user_code: str, *, account: str, scopes: Sequence[str] | None = None
     ) -> None:
-        await asyncio.to_thread(self._approve, user_code, account, scopes)
+        await asyncio.to_thread(self._decide, user_code, account, scopes, True)
 
-    def _approve(self, user_code: str, account: str, scopes: Sequence[str] | None) -> None:
+    async def deny_device(self, user_code: str, *, account: str) -> None:
+        """The person signs in and clicks Deny."""
+        await asyncio.to_thread(self._decide, user_code, account, None, False)
+
+    def _decide(
+        self, user_code: str, account: str, scopes: Sequence[str] | None, allow: bool
+    ) -> None:
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions as ec
         from selenium.webdriver.support.ui import WebDriverWait
@@ -225,15 +231,17 @@ class BrowserDriver(_Driver):
         wait.until(ec.presence_of_element_located((By.ID, "login-form")))
         browser.find_element(By.NAME, "account").send_keys(account)
         browser.find_element(By.ID, "sign-in").click()
-        allow = (By.CSS_SELECTOR, "button[name=decision][value=allow]")
-        wait.until(ec.presence_of_element_located(allow))
+        decision = "allow" if allow else "deny"
+        button = (By.CSS_SELECTOR, f"button[name=decision][value={decision}]")
+        wait.until(ec.presence_of_element_located(button))
         self.consent_pages.append(browser.page_source)
         for box in browser.find_elements(By.CSS_SELECTOR, "input[name=scope]"):
             wanted = scopes is None or box.get_attribute("value") in scopes
-            if box.is_selected() != wanted:
+            if allow and box.is_selected() != wanted:
                 box.click()
-        browser.find_element(*allow).click()
-        wait.until(lambda b: "status=approved" in b.current_url)
+        browser.find_element(*button).click()
+        status = "approved" if allow else "denied"
+        wait.until(lambda b: f"status={status}" in b.current_url)
         self.result_pages.append(browser.find_element(By.TAG_NAME, "body").text)
 
     async def wait(self, seconds: float) -> None:
