@@ -193,53 +193,43 @@ class ConsentEndpoint:
                 known=False,
             )
             return page(config.pages.result(unknown))
-        grant = yield from self._outcome_grant(brand, config, outcome)
+        can_now, until = yield from self._can_now(brand, config, outcome)
         view = ResultView(
             brand_name=brand.name,
             agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
             agent_origin=_origin(outcome.client_id),
             approved=outcome.approved,
             granted=_described(config, outcome.granted),
-            can_now=_described(config, grant.scopes if grant is not None else ()),
-            until=grant.expires_at if grant is not None else None,
+            can_now=_described(config, can_now),
+            until=until,
             manage_url=self.manage_url(brand),
         )
         return page(config.pages.result(view))
 
-    def _outcome_grant(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
-        """The live grant a decision's result page states (None: nothing shared).
+    def _can_now(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
+        """What the agent of a decision can do now, and until when: its live grant's scopes
+        and expiry, or `((), None)` when nothing is shared.
 
         A Poppy sign-in names its user only when the agent's poll collects the approval
-        (`pa_sub` None): once collected, its grant is the bound user's; approved and not yet
-        collected, the page states the approval as the grant the poll will write."""
+        (`pa_sub` None): once collected, the grant is the bound user's; approved and not yet
+        collected, the approval is what the poll will grant, for the Brand's grant lifetime."""
         now = self.ctx.clock()
+        nothing: tuple[tuple[str, ...], float | None] = ((), None)
         pa_sub = outcome.pa_sub
         if pa_sub is None:
             found: DeviceAuthorization | None = yield store(
                 self.ctx.store.device_authorization_by_user_code, user_code=outcome.user_code
             )
-            if (
-                found is None
-                or (found.brand_id, found.client_id, found.account)
-                != (brand.id, outcome.client_id, outcome.account)
-                or found.status not in ("approved", "consumed")
+            if found is None or (found.brand_id, found.client_id, found.account) != (
+                brand.id,
+                outcome.client_id,
+                outcome.account,
             ):
-                return None
+                return nothing
             if found.pa_sub is None:
                 if found.status != "approved" or found.expires_at <= now:
-                    return None
-                return Grant(
-                    grant_id="",
-                    brand_id=brand.id,
-                    account=outcome.account,
-                    client_id=outcome.client_id,
-                    pa_sub="",
-                    scopes=found.granted_scopes,
-                    created_at=now,
-                    updated_at=now,
-                    expires_at=now + config.grant_lifetime,
-                    revoked_at=None,
-                )
+                    return nothing
+                return found.granted_scopes, now + config.grant_lifetime
             pa_sub = found.pa_sub
         grant: Grant | None = yield store(
             self.ctx.store.live_grant,
@@ -249,7 +239,7 @@ class ConsentEndpoint:
             pa_sub=pa_sub,
             now=now,
         )
-        return grant
+        return nothing if grant is None else (grant.scopes, grant.expires_at)
 
     def _limit(self, request: Request) -> SubFlow:
         # `request.client` is the peer address the server saw, or the one a proxy the
