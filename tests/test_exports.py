@@ -196,9 +196,9 @@ DEFINED_NOT_EXPORTED = {
     "pactmw.cli": {"SUBCOMMANDS"},
     # The checks and limits every store backend shares; not API.
     "pactmw.store.base": {
-        "EXPIRED_RETENTION", "PURGE_EVERY", "check_approval", "check_counters", "check_denial",
-        "check_grant_scopes", "check_token_owner", "grant_scopes", "has_nul", "reject_nul",
-        "scope_tuple",
+        "EXPIRED_RETENTION", "PURGE_EVERY", "check_approval", "check_binding", "check_counters",
+        "check_denial", "check_grant_scopes", "check_token_owner", "grant_scopes", "has_nul",
+        "reject_nul", "scope_tuple",
     },
 }  # fmt: skip
 

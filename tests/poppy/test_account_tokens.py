@@ -1,10 +1,10 @@
 """Account Tokens at the token and revocation endpoints (§4.8, §4.9), over TLS with the SDK's
 personal agent signing every request, on sqlite and PostgreSQL.
 
-Device sign-in (plan step 5) is what will issue the first Account Token of a grant; until it
-lands, each test writes that grant and token into the store itself, as the sign-in will, and
-everything after (signing Sessions in, rotation, scopes, sign-out) goes through the
-endpoints."""
+Device sign-in issues the first Account Token of a grant (tests/poppy/test_device_sign_in.py
+drives it with a person in Chromium); to stay fast and exact, each test here writes that
+grant and token into the store itself, as the sign-in does, and everything after (signing
+Sessions in, rotation, scopes, sign-out) goes through the endpoints."""
 
 from __future__ import annotations
 

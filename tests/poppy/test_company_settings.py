@@ -3,12 +3,13 @@ key to fix (docs/configuration.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pactmw.config import ConfigError
-from pactmw.provider import ProviderSettings
+from pactmw.provider import Provider, ProviderSettings
 from pactmw.provider.poppy import PoppyConfig
 
 HANDLER = "tests.support.poppy_world:bot"
@@ -79,3 +80,37 @@ def test_two_brands_cannot_publish_on_one_domain() -> None:
     data["brands"]["other"] = {"handler": HANDLER, "poppy": data["brands"]["shop"]["poppy"]}
     with pytest.raises(ConfigError, match=r"brands\.other\.poppy\.domains.*brands\.shop"):
         ProviderSettings.from_mapping(data)
+
+
+def _with_delegation(tmp_path: Path, **delegation: Any) -> dict[str, Any]:
+    data = settings()
+    data["data_dir"] = str(tmp_path)  # the development signing key goes here
+    table: dict[str, Any] = {"scopes": {"orders:read": "Read your orders"}, "login_url": "/login"}
+    table.update(delegation)
+    data["brands"]["shop"]["delegation"] = table
+    return data
+
+
+def test_pap_4_6_a_poppy_brand_with_delegation_offers_device_sign_in(tmp_path: Path) -> None:
+    provider = Provider.from_settings(ProviderSettings.from_mapping(_with_delegation(tmp_path)))
+    try:
+        assert provider.poppy is not None
+        company = provider.poppy.brands["shop"].company
+        assert company.device_authorization_endpoint == (
+            "https://shop.example/a2a/shop/poppy/device"
+        )
+        assert company.device_scopes == ("orders:read",)
+    finally:
+        provider.close()
+
+
+def test_pap_4_6_02_a_brand_login_elsewhere_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    data = _with_delegation(
+        tmp_path,
+        login="brand",
+        login_url="https://login.elsewhere.example/signin",
+        brand_issuer="https://login.elsewhere.example",
+        brand_jwks_uri="https://login.elsewhere.example/jwks.json",
+    )
+    with pytest.raises(ValueError, match=r"brands\.shop\.delegation\.login_url must be on"):
+        Provider.from_settings(ProviderSettings.from_mapping(data))

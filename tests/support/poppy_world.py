@@ -1,7 +1,9 @@
 """A Poppy test world over real TLS on 127.0.0.1: pactmw's Provider as the company
 `shop.example`, and two personal agents made with the SDK's own `AgentIdentity` (`atlas`,
 which lists Operations v1, and `plain`, which lists no extension), all behind one uvicorn
-server with a throwaway-CA leaf for every name, routed by `Host`.
+server with a throwaway-CA leaf for every name, routed by `Host`. The shop's own site
+serves its API (`/api/orders`) and a login page, so a person can approve a Device Sign-In on
+the consent pages in headless Chromium (`BrowserDriver`).
 
 Both sides keep full verification: pactmw fetches agents' metadata and keys trusting the CA
 and dialing 127.0.0.1 for their names (`FetchPolicy.connect_to`); the SDK's client (its
@@ -12,12 +14,20 @@ public address so its own SSRF guard passes (docs/design/poppy.md §4.1).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
+import hmac
 import ipaddress
+import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlencode
 
+import attrs
 import httpcore
 import httpx
 from personal_agent_protocol.conformance import ConformanceContext, Scenario, SkipCase
@@ -26,29 +36,43 @@ from personal_agent_protocol.conformance import ConformanceContext, Scenario, Sk
 # guard admits them (the connection itself goes to 127.0.0.1).
 from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from pactmw.adapters.asgi import A2AProviderApp, current_poppy_caller, poppy_session_required
+from pactmw.core.jwk import generate_private_jwk
 from pactmw.core.keys import JwksCache
+from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
-from pactmw.provider import Brand, Provider, Reply, Turn
+from pactmw.provider import AuditEvent, Brand, Provider, Reply, SignedInUser, Turn
+from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import PoppyConfig
+from pactmw.provider.ratelimit import RateLimit
 from pactmw.store.base import Store
+from tests.support.chromium import WAIT, spki_pin
 from tests.support.servers import uvicorn_server
 from tests.support.tls import LOOPBACK_NETWORK, TestCA
 
+if TYPE_CHECKING:
+    from selenium.webdriver.chrome.webdriver import WebDriver
+
 __all__ = [
+    "ACCOUNTS",
     "ATLAS",
     "BASE_URL",
+    "CONSENT_URL",
     "PLAIN",
     "SCENARIO",
+    "SCOPES",
     "SHOP",
+    "BrowserDriver",
     "PoppyWorld",
+    "ShopSite",
     "bot",
     "poppy_brand",
     "serve_world",
+    "signed_in_brand",
     "verifier_for",
     "world_on",
 ]
@@ -58,10 +82,16 @@ ATLAS = "atlas.example"
 PLAIN = "plain.example"
 BASE_URL = f"https://{SHOP}"
 
+#: The shop's scopes: a person approves some or all of them on the consent page.
+SCOPES = {"orders:read": "Read your orders", "orders:write": "Change your orders"}
+#: The shop's accounts a person may sign in as (the runner's two accounts).
+ACCOUNTS = ("alice", "bob")
+CONSENT_URL = f"{BASE_URL}/a2a/shop/oauth/consent"
+
 SCENARIO = Scenario(
     read_path="/api/orders",
     read_scope="orders:read",
-    scopes=("orders:read",),
+    scopes=tuple(SCOPES),
 )
 
 
@@ -116,9 +146,18 @@ class _DialLocal(httpcore.AsyncNetworkBackend):
         await self.backend.sleep(seconds)
 
 
+def signed_in_brand(**poppy: Any) -> Brand:
+    """`shop` offering Device Sign-In: its PACT delegation's consent pages (same-app: the
+    shop's own `/login`), polled every second so the tests wait little."""
+    return attrs.evolve(
+        poppy_brand(**poppy),
+        delegation=DelegationConfig(scopes=SCOPES, login_url=f"{BASE_URL}/login", interval=1),
+    )
+
+
 class _Driver:
-    """The user and operator the runner cannot play: none yet (sign-in is plan step 5), so
-    every case that needs them is skipped, never passed."""
+    """Nobody plays the user or the operator: every case that needs them is skipped, never
+    passed (`BrowserDriver` plays the person approving sign-ins)."""
 
     capabilities: frozenset[str] = frozenset({"second_identity"})
 
@@ -152,13 +191,86 @@ class _Driver:
         raise SkipCase("no operations yet")
 
 
+class BrowserDriver(_Driver):
+    """The person, in headless Chromium: signs in to the shop as the account the runner
+    names and approves on the consent page (only `scopes` ticked, when given); the operator's
+    "disconnect" in account settings revokes the account's grants of the agent."""
+
+    capabilities: frozenset[str] = frozenset({"second_identity", "disconnect"})
+
+    def __init__(self, other: AgentIdentity, browser: WebDriver, provider: Provider) -> None:
+        super().__init__(other)
+        self.browser = browser
+        self.provider = provider
+        #: The HTML of every consent page the person saw, and of the page after each
+        #: decision, in order.
+        self.consent_pages: list[str] = []
+        self.result_pages: list[str] = []
+
+    async def approve_device(
+        self, user_code: str, *, account: str, scopes: Sequence[str] | None = None
+    ) -> None:
+        await asyncio.to_thread(self._decide, user_code, account, scopes, True)
+
+    async def deny_device(self, user_code: str, *, account: str) -> None:
+        """The person signs in and clicks Deny."""
+        await asyncio.to_thread(self._decide, user_code, account, None, False)
+
+    def _decide(
+        self, user_code: str, account: str, scopes: Sequence[str] | None, allow: bool
+    ) -> None:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        browser, wait = self.browser, WebDriverWait(self.browser, WAIT)
+        browser.get(f"{BASE_URL}/logout")
+        # The link the agent shows (`verification_uri_complete`); signed out, the site's
+        # login comes first and returns the person to it.
+        browser.get(f"{CONSENT_URL}?{urlencode({'user_code': user_code})}")
+        wait.until(ec.presence_of_element_located((By.ID, "login-form")))
+        browser.find_element(By.NAME, "account").send_keys(account)
+        browser.find_element(By.ID, "sign-in").click()
+        decision = "allow" if allow else "deny"
+        button = (By.CSS_SELECTOR, f"button[name=decision][value={decision}]")
+        wait.until(ec.presence_of_element_located(button))
+        self.consent_pages.append(browser.page_source)
+        for box in browser.find_elements(By.CSS_SELECTOR, "input[name=scope]"):
+            wanted = scopes is None or box.get_attribute("value") in scopes
+            if allow and box.is_selected() != wanted:
+                box.click()
+        browser.find_element(*button).click()
+        status = "approved" if allow else "denied"
+        wait.until(lambda b: f"status={status}" in b.current_url)
+        self.result_pages.append(browser.find_element(By.TAG_NAME, "body").text)
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def disconnect(self, client_id: str, account: str) -> None:
+        store = self.provider.store
+        for grant in store.list_grants(brand_id="shop", account=account, now=time.time()):
+            if grant.client_id == client_id:
+                self.provider.revoke_grant(grant.grant_id)
+
+
 class PoppyWorld:
     """The running world: the Provider, the agents, and what a test needs to talk to them."""
 
     def __init__(
-        self, provider: Provider, port: int, ca: TestCA, reopen: Callable[[], Store]
+        self,
+        provider: Provider,
+        port: int,
+        ca: TestCA,
+        reopen: Callable[[], Store],
+        certificate_pem: bytes = b"",
+        audit_events: list[AuditEvent] | None = None,
     ) -> None:
         self.provider = provider
+        #: What the Provider's audit hook received, in order.
+        self.audit_events = audit_events if audit_events is not None else []
+        #: The server's leaf certificate, for a browser to trust exactly it.
+        self.certificate_pem = certificate_pem
         #: A new handle on the same data (another process's view of the store).
         self.reopen = reopen
         #: The store's URL, for a Provider built from settings (Flask, Django) on the data.
@@ -187,16 +299,35 @@ class PoppyWorld:
             verifier=verifier_for(self.ca, self.port),
             store=self.reopen(),
             brands=brands or (poppy_brand(),),
+            signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
             **options,
         )
 
-    def context(self, http: httpx.AsyncClient, identity: AgentIdentity | None = None) -> Any:
-        """The SDK's conformance context: the SDK's personal agent against `shop.example`."""
+    def chromium_arguments(self) -> tuple[str, ...]:
+        """What a browser needs to reach `shop.example` here over TLS: the name mapped to
+        127.0.0.1 and this port, and trust in the server's one certificate key."""
+        return (
+            f"--host-resolver-rules=MAP {SHOP} 127.0.0.1:{self.port}",
+            f"--ignore-certificate-errors-spki-list={spki_pin(self.certificate_pem)}",
+        )
+
+    def browser_driver(self, browser: WebDriver) -> BrowserDriver:
+        """A driver whose person approves sign-ins in `browser`."""
+        return BrowserDriver(self.plain, browser, self.provider)
+
+    def context(
+        self,
+        http: httpx.AsyncClient,
+        identity: AgentIdentity | None = None,
+        driver: _Driver | None = None,
+    ) -> Any:
+        """The SDK's conformance context: the SDK's personal agent against `shop.example`
+        (`driver`: who plays the person; by default nobody, so sign-in cases skip)."""
         return ConformanceContext(
             BASE_URL,
             identity=identity or self.atlas,
             http=http,
-            driver=_Driver(self.plain),
+            driver=driver or _Driver(self.plain),
             scenario=SCENARIO,
             address_resolver=self.resolve,
         )
@@ -206,16 +337,71 @@ ATLAS_IDENTITY = AgentIdentity(domain=ATLAS, name="Atlas")
 PLAIN_IDENTITY = AgentIdentity(domain=PLAIN, name="Plain", extensions=())
 
 
-def orders_api(provider: Provider) -> Starlette:
-    """The Brand's own API (`apis` in poppy.json): `GET /api/orders` needs `orders:read`."""
+class ShopSite:
+    """The shop's own site around the Provider: its API (`apis` in poppy.json: `GET
+    /api/orders` needs `orders:read`) and a login page whose signed cookie tells the
+    consent pages who is signed in (`current_user`)."""
 
-    @poppy_session_required(provider, "shop", "orders:read")
-    async def orders(request: Request) -> JSONResponse:
-        caller = current_poppy_caller(request)
-        assert caller is not None
-        return JSONResponse({"orders": [], "account": caller.account})
+    COOKIE = "shop_session"
 
-    return Starlette(routes=[Route("/api/orders", orders)])
+    def __init__(self, provider: Provider) -> None:
+        self._secret = secrets.token_bytes(32)
+
+        @poppy_session_required(provider, "shop", "orders:read")
+        async def orders(request: Request) -> JSONResponse:
+            caller = current_poppy_caller(request)
+            assert caller is not None
+            return JSONResponse({"orders": [], "account": caller.account})
+
+        self.app = Starlette(
+            routes=[
+                Route("/api/orders", orders),
+                Route("/login", self.login, methods=["GET", "POST"]),
+                Route("/logout", self.logout),
+            ]
+        )
+
+    def _mac(self, account: str) -> str:
+        return hmac.new(self._secret, account.encode(), hashlib.sha256).hexdigest()
+
+    def current_user(self, conn: HTTPConnection) -> SignedInUser | None:
+        account, _, mac = conn.cookies.get(self.COOKIE, "").rpartition(".")
+        if account in ACCOUNTS and hmac.compare_digest(mac, self._mac(account)):
+            return SignedInUser(account=account, label=f"{account}@shop.example")
+        return None
+
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET":
+            target = request.query_params.get("next", "/")
+            return HTMLResponse(
+                "<!doctype html><title>Sign in to Shop</title>"
+                '<form id="login-form" method="post" action="/login">'
+                f'<input type="hidden" name="next" value="{escape(target)}">'
+                '<label>Account <input name="account"></label>'
+                '<button id="sign-in" type="submit">Sign in</button></form>'
+            )
+        form = parse_qs((await request.body()).decode())
+        account = form.get("account", [""])[0]
+        if account not in ACCOUNTS:
+            return HTMLResponse("<p>No such account</p>", status_code=401)
+        # Only back to the consent pages: the login must not be an open redirect.
+        target = form.get("next", ["/"])[0]
+        response = RedirectResponse(
+            target if target.startswith(CONSENT_URL) else "/", status_code=303
+        )
+        response.set_cookie(
+            self.COOKIE,
+            f"{account}.{self._mac(account)}",
+            httponly=True,
+            secure=True,
+            samesite="lax",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        response = HTMLResponse("<!doctype html><title>Signed out</title><p>Signed out</p>")
+        response.delete_cookie(self.COOKIE)
+        return response
 
 
 def _by_host(apps: dict[str, Any]) -> Any:
@@ -250,14 +436,21 @@ def serve_world(
     cert.cert_chain_pems[0].write_to_path(str(cert_file))
     cert.private_key_pem.write_to_path(str(key_file))
     port = free_port()
+    audit_events: list[AuditEvent] = []
     provider = Provider(
         base_url=BASE_URL,
         verifier=verifier_for(ca, port),
         store=reopen(),
         brands=brands or (poppy_brand(),),
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+        # One browser approves dozens of sign-ins a minute here, from one address: far
+        # more than the consent pages' per-address default lets a person do.
+        consent_rate_limit=RateLimit(per_agent=10_000, window=60.0),
+        audit=audit_events.append,
     )
+    site = ShopSite(provider)
     apps = {
-        SHOP: A2AProviderApp(provider, app=orders_api(provider)),
+        SHOP: A2AProviderApp(provider, app=site.app, current_user=site.current_user),
         ATLAS: ATLAS_IDENTITY.website(),
         PLAIN: PLAIN_IDENTITY.website(),
     }
@@ -266,7 +459,9 @@ def serve_world(
         _by_host(apps), port=port, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file)
     ):
         try:
-            yield PoppyWorld(provider, port, ca, reopen)
+            yield PoppyWorld(
+                provider, port, ca, reopen, cert.cert_chain_pems[0].bytes(), audit_events
+            )
         finally:
             provider.close()
 

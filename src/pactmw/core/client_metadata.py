@@ -257,6 +257,14 @@ class ClientMetadataCache:
             raise ClientMetadataError(answer.error.code, str(answer.error))
         return answer.metadata
 
+    def last_verified(self, client_id: str) -> ClientMetadata | None:
+        """The metadata last verified for `client_id`, even past its cache time, or None;
+        never fetches. For display only (a consent page naming the agent that just asked):
+        anything that trusts the document calls `get`."""
+        with self._lock:
+            answer = self._answers.get(client_id)
+        return None if answer is None else answer.metadata
+
     def get(self, client_id: str) -> ClientMetadata:
         """The verified metadata of `client_id` (blocking on a miss); `ClientMetadataError`."""
         answer, future, leader = self._begin(client_id)

@@ -63,7 +63,7 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.poppy import PoppyCaller, PoppyServer
+from pactmw.provider.poppy import DeviceSignIn, PoppyCaller, PoppyServer
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -168,6 +168,13 @@ class Provider:
             for brand in self.brands.values()
             if brand.poppy is not None
         }
+        # A Poppy Brand with PACT delegation also offers Device Sign-In on its consent
+        # pages: one grant, one consent page, whichever protocol asked (docs/poppy.md).
+        sign_in = {
+            brand.id: DeviceSignIn(brand.delegation, self.oauth.url(brand, "consent"))
+            for brand in self.brands.values()
+            if brand.poppy is not None and brand.delegation is not None and self.oauth is not None
+        }
         if poppy_brands:
             self.poppy = PoppyServer(
                 base_url=self.base_url,
@@ -177,6 +184,8 @@ class Provider:
                 clock=clock,
                 token_rate_limit=token_rate_limit,
                 rate_counters=rate_counters,
+                sign_in=sign_in,
+                audit=self.oauth.audit if self.oauth is not None else None,
             )
         # Cards are static per Brand: render them once.
         self._cards = {
@@ -247,8 +256,16 @@ class Provider:
         return card
 
     def _agent_name(self, issuer: str) -> str:
+        """What the consent page calls the agent: a registered PACT agent's name, else the
+        `client_name` of a Poppy agent's metadata (verified when it asked for the code)."""
         agent = self.verifier.registry.lookup(issuer)
-        return agent.name if agent is not None and agent.name else issuer
+        if agent is not None and agent.name:
+            return agent.name
+        if self.poppy is not None:
+            metadata = self.poppy.clients.last_verified(issuer)
+            if metadata is not None and metadata.client_name:
+                return metadata.client_name
+        return issuer
 
     def revoke_grant(self, grant_id: str) -> bool:
         """Revoke one grant now: its tokens fail on their next request, and the Poppy

@@ -88,15 +88,19 @@ def decide_claim(
 
 # --- device authorizations ---------------------------------------------------------------------
 
-PollUpdate = Literal["touch", "consume"]
+PollUpdate = Literal["touch", "consume", "bind"]
 
 
 @frozen
 class PollDecision:
     """The answer of `poll_device_code` and the write it needs.
 
-    `update` is `touch` (store `last_polled_at = now`), `consume` (`status = 'consumed'`)
-    or None (nothing changes). When set, `poll.authorization` is the state to store.
+    `update` is `touch` (store `last_polled_at = now`), `consume` (`status = 'consumed'`),
+    `bind` (an authorization approved without a user: in one transaction write the grant of
+    `(brand_id, account, client_id, pa_sub)` as `upsert_grant` does, then store it
+    `consumed` with the polling user as `pa_sub` and the grant's id) or None (nothing
+    changes). When set, `poll.authorization` is the state to store (for `bind`, all but the
+    grant id, which the grant write decides).
     """
 
     poll: Poll
@@ -110,12 +114,21 @@ def decide_poll(
     brand_id: str,
     pa_sub: str,
     now: float,
+    can_bind: bool = False,
+    session_account: str | None = None,
 ) -> PollDecision:
-    """Decide one device-code poll, in the order `Store.poll_device_code` documents."""
-    if device is None or (device.client_id, device.brand_id, device.pa_sub) != (
-        client_id,
-        brand_id,
-        pa_sub,
+    """Decide one device-code poll, in the order `Store.poll_device_code` documents.
+
+    An authorization made without a user (`pa_sub` None, Poppy) is polled by any user of
+    its client and Brand through a poll that `can_bind` (it brings what the grant needs;
+    any other poll, PACT's, finds nothing), and the poll that collects it binds that user;
+    `session_account` is the account the polling Session was ever signed in to, which the
+    approval must match (else `account_mismatch`, nothing changes)."""
+    if (
+        device is None
+        or (device.client_id, device.brand_id) != (client_id, brand_id)
+        or (device.pa_sub is not None and device.pa_sub != pa_sub)
+        or (device.pa_sub is None and not can_bind)
     ):
         return PollDecision(Poll(kind="unknown"))
     if now >= device.expires_at:
@@ -128,6 +141,11 @@ def decide_poll(
         touched = evolve(device, last_polled_at=now)
         kind: Literal["slow_down", "pending"] = "slow_down" if too_soon else "pending"
         return PollDecision(Poll(kind=kind, authorization=touched), update="touch")
+    if device.pa_sub is None:
+        if session_account is not None and device.account != session_account:
+            return PollDecision(Poll(kind="account_mismatch", authorization=device))
+        bound = evolve(device, status="consumed", pa_sub=pa_sub)
+        return PollDecision(Poll(kind="approved", authorization=bound), update="bind")
     consumed = evolve(device, status="consumed")
     return PollDecision(Poll(kind="approved", authorization=consumed), update="consume")
 
@@ -151,9 +169,10 @@ def denied_device(device: DeviceAuthorization, account: str | None) -> DeviceAut
 
 
 def approved_device(
-    device: DeviceAuthorization, *, account: str, granted: tuple[str, ...], grant_id: str
+    device: DeviceAuthorization, *, account: str, granted: tuple[str, ...], grant_id: str | None
 ) -> DeviceAuthorization:
-    """The authorization after the user's approval, naming its grant."""
+    """The authorization after the user's approval, naming its grant (None for one bound to
+    its user at the poll, whose grant the poll writes)."""
     return evolve(
         device, status="approved", account=account, granted_scopes=granted, grant_id=grant_id
     )

@@ -61,7 +61,16 @@ __all__ = [
 
 ClaimKind = Literal["new", "reply", "pending", "conflict"]
 DeviceStatus = Literal["pending", "approved", "denied", "consumed"]
-PollKind = Literal["unknown", "expired", "denied", "consumed", "slow_down", "pending", "approved"]
+PollKind = Literal[
+    "unknown",
+    "expired",
+    "denied",
+    "consumed",
+    "slow_down",
+    "pending",
+    "approved",
+    "account_mismatch",
+]
 RotationKind = Literal["rotated", "repeated", "unknown", "expired", "reused", "revoked"]
 
 #: The longest reuse interval `rotate_refresh_token` honours (Okta allows up to 60 s too):
@@ -146,6 +155,18 @@ def check_approval(
     if not granted:
         raise ValueError("an approval needs at least one scope")
     return granted, grant_scopes(granted)
+
+
+def check_binding(new_grant_id: str | None, grant_expires_at: float | None) -> tuple[str, float]:
+    """Check what a poll binding its user needs to write the grant (ValueError when
+    missing); see `Store.poll_device_code`."""
+    if not new_grant_id or grant_expires_at is None:
+        raise ValueError(
+            "a poll that binds its user to an approved authorization needs new_grant_id "
+            "and grant_expires_at"
+        )
+    reject_nul(new_grant_id=new_grant_id)
+    return new_grant_id, float(grant_expires_at)
 
 
 def check_grant_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
@@ -238,13 +259,18 @@ class DeviceAuthorization:
     `account`, `granted_scopes` and `grant_id` are set by the user's decision. `pa_sub` is
     the agent user who asked: only that user's token requests can poll the code. Expired
     when `now >= expires_at`.
+
+    A Poppy device authorization names no user when it is made (§4.6: the agent asks with
+    its client assertion only): its `pa_sub` is None until the poll that collects it binds
+    the User ID of the polling Session, and its grant is written then (`grant_id` stays
+    None while it is `approved`).
     """
 
     device_code_hash: str
     user_code: str
     brand_id: str
     client_id: str
-    pa_sub: str
+    pa_sub: str | None
     scopes: tuple[str, ...]
     created_at: float
     expires_at: float
@@ -265,7 +291,10 @@ class Poll:
     - `expired` (`expired_token`), `denied` (`access_denied`), `consumed` (`invalid_grant`).
     - `slow_down` / `pending` (`authorization_pending`): the user has not decided yet.
     - `approved`: this caller, and no other, issues the tokens; the authorization is now
-      `consumed` and carries the account, granted scopes and grant id.
+      `consumed` and carries the account, granted scopes and grant id (and, for one bound
+      at the poll, the polling user as its `pa_sub`).
+    - `account_mismatch`: approved by another account than the one the polling Poppy
+      Session was ever signed in to (PAP-4.8-04); nothing changed.
 
     `authorization` is the state after the poll (None only for `unknown`).
     """
@@ -305,11 +334,13 @@ class Approval:
     """The outcome of a successful `Store.approve_device_authorization`.
 
     `authorization` is now `approved` and names `grant`: the live grant of the key after the
-    approval (a new one, or the existing live one widened by the granted scopes).
+    approval (a new one, or the existing live one widened by the granted scopes). An
+    authorization bound to its user at the poll (`pa_sub` None) has no grant yet: `grant`
+    is None, and the poll writes it.
     """
 
     authorization: DeviceAuthorization
-    grant: Grant
+    grant: Grant | None
 
 
 @frozen

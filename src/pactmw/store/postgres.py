@@ -223,6 +223,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Version 9: the sealed answer of the rotation that spent a refresh token, kept for the
     # reuse interval so a repeated refresh gets the same token pair (Rotation `repeated`).
     ("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor BYTEA",),
+    # Version 10: a Poppy device authorization names no user until the poll that collects it
+    # binds one, so `pa_sub` may be NULL.
+    ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,

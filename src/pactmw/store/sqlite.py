@@ -203,6 +203,45 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Version 9: the sealed answer of the rotation that spent a refresh token, kept for the
     # reuse interval so a repeated refresh gets the same token pair (Rotation `repeated`).
     ("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor BLOB",),
+    # Version 10: a Poppy device authorization names no user until the poll that collects it
+    # binds one, so `pa_sub` may be NULL. sqlite cannot drop NOT NULL in place: the table is
+    # rebuilt (nothing references it) with the same columns, keys and index.
+    (
+        """
+        CREATE TABLE pactmw_device_authorizations_10 (
+            device_code_hash TEXT PRIMARY KEY,
+            user_code TEXT NOT NULL UNIQUE,
+            brand_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            pa_sub TEXT,
+            scopes TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            interval_seconds REAL NOT NULL,
+            last_polled_at REAL,
+            status TEXT NOT NULL
+                CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+            account TEXT,
+            granted_scopes TEXT NOT NULL,
+            grant_id TEXT REFERENCES pactmw_grants (grant_id)
+        )
+        """,
+        """
+        INSERT INTO pactmw_device_authorizations_10 (device_code_hash, user_code, brand_id,
+            client_id, pa_sub, scopes, created_at, expires_at, interval_seconds,
+            last_polled_at, status, account, granted_scopes, grant_id)
+        SELECT device_code_hash, user_code, brand_id, client_id, pa_sub, scopes, created_at,
+            expires_at, interval_seconds, last_polled_at, status, account, granted_scopes,
+            grant_id
+        FROM pactmw_device_authorizations
+        """,
+        "DROP TABLE pactmw_device_authorizations",
+        "ALTER TABLE pactmw_device_authorizations_10 RENAME TO pactmw_device_authorizations",
+        """
+        CREATE INDEX pactmw_device_authorizations_expires
+            ON pactmw_device_authorizations (expires_at)
+        """,
+    ),
 )
 
 

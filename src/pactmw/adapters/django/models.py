@@ -216,7 +216,8 @@ class DeviceAuthorization(models.Model):
     user_code: models.TextField[str, str] = models.TextField(unique=True)
     brand_id: models.TextField[str, str] = models.TextField()
     client_id: models.TextField[str, str] = models.TextField()
-    pa_sub: models.TextField[str, str] = models.TextField()
+    #: None while a Poppy authorization waits for the poll that binds its user.
+    pa_sub: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
     scopes: ScopeListField = ScopeListField()
     created_at: models.FloatField[float, float] = models.FloatField()
     expires_at: models.FloatField[float, float] = models.FloatField()

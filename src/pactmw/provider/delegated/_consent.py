@@ -91,14 +91,17 @@ class ConsentEndpoint:
                 return redirect(with_query(config.login_url, {"next": here}))
         authorization = yield from self._pending(brand, user_code)
         assert user is not None
-        grant: Grant | None = yield store(
-            self.ctx.store.live_grant,
-            brand_id=brand.id,
-            account=user.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            now=self.ctx.clock(),
-        )
+        # A Poppy sign-in names its user only at the poll: no grant to show or skip by yet.
+        grant: Grant | None = None
+        if authorization.pa_sub is not None:
+            grant = yield store(
+                self.ctx.store.live_grant,
+                brand_id=brand.id,
+                account=user.account,
+                client_id=authorization.client_id,
+                pa_sub=authorization.pa_sub,
+                now=self.ctx.clock(),
+            )
         if config.skip_consent_if_granted:
             asked = yield from held(
                 self.ctx.store, config, device_owner(authorization.device_code_hash)
@@ -190,25 +193,53 @@ class ConsentEndpoint:
                 known=False,
             )
             return page(config.pages.result(unknown))
-        grant: Grant | None = yield store(
-            self.ctx.store.live_grant,
-            brand_id=brand.id,
-            account=outcome.account,
-            client_id=outcome.client_id,
-            pa_sub=outcome.pa_sub,
-            now=self.ctx.clock(),
-        )
+        can_now, until = yield from self._can_now(brand, config, outcome)
         view = ResultView(
             brand_name=brand.name,
             agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
             agent_origin=_origin(outcome.client_id),
             approved=outcome.approved,
             granted=_described(config, outcome.granted),
-            can_now=_described(config, grant.scopes if grant is not None else ()),
-            until=grant.expires_at if grant is not None else None,
+            can_now=_described(config, can_now),
+            until=until,
             manage_url=self.manage_url(brand),
         )
         return page(config.pages.result(view))
+
+    def _can_now(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
+        """What the agent of a decision can do now, and until when: its live grant's scopes
+        and expiry, or `((), None)` when nothing is shared.
+
+        A Poppy sign-in names its user only when the agent's poll collects the approval
+        (`pa_sub` None): once collected, the grant is the bound user's; approved and not yet
+        collected, the approval is what the poll will grant, for the Brand's grant lifetime."""
+        now = self.ctx.clock()
+        nothing: tuple[tuple[str, ...], float | None] = ((), None)
+        pa_sub = outcome.pa_sub
+        if pa_sub is None:
+            found: DeviceAuthorization | None = yield store(
+                self.ctx.store.device_authorization_by_user_code, user_code=outcome.user_code
+            )
+            if found is None or (found.brand_id, found.client_id, found.account) != (
+                brand.id,
+                outcome.client_id,
+                outcome.account,
+            ):
+                return nothing
+            if found.pa_sub is None:
+                if found.status != "approved" or found.expires_at <= now:
+                    return nothing
+                return found.granted_scopes, now + config.grant_lifetime
+            pa_sub = found.pa_sub
+        grant: Grant | None = yield store(
+            self.ctx.store.live_grant,
+            brand_id=brand.id,
+            account=outcome.account,
+            client_id=outcome.client_id,
+            pa_sub=pa_sub,
+            now=now,
+        )
+        return nothing if grant is None else (grant.scopes, grant.expires_at)
 
     def _limit(self, request: Request) -> SubFlow:
         # `request.client` is the peer address the server saw, or the one a proxy the
@@ -264,6 +295,7 @@ class ConsentEndpoint:
             client_id=authorization.client_id,
             pa_sub=authorization.pa_sub,
             granted=(),
+            user_code=authorization.user_code if authorization.pa_sub is None else None,
         )
         query = urlencode({"status": "denied", "outcome": self.outcomes.mint(brand, outcome)})
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
@@ -294,6 +326,25 @@ class ConsentEndpoint:
         )
         if approval is None:
             raise ConsentRefused.unusable_code()
+        outcome = Outcome(
+            approved=True,
+            account=user.account,
+            client_id=authorization.client_id,
+            pa_sub=authorization.pa_sub,
+            granted=granted,
+            user_code=authorization.user_code if authorization.pa_sub is None else None,
+        )
+        query = urlencode(
+            {
+                "status": "approved",
+                "scope": " ".join(granted),
+                "outcome": self.outcomes.mint(brand, outcome),
+            }
+        )
+        if approval.grant is None:
+            # A Poppy sign-in: its grant is written when the agent's poll binds its user
+            # (it asks with no authorization details, so none are kept here).
+            return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
         # The entries of unticked scopes are declined with them. Added after the grant is:
         # an entry approved by this decision only (a lost write leaves the grant narrower).
         yield from keep(
@@ -304,20 +355,6 @@ class ConsentEndpoint:
             None,
         )
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
-        outcome = Outcome(
-            approved=True,
-            account=user.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            granted=granted,
-        )
-        query = urlencode(
-            {
-                "status": "approved",
-                "scope": " ".join(granted),
-                "outcome": self.outcomes.mint(brand, outcome),
-            }
-        )
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
 
 

@@ -95,18 +95,24 @@ class DeviceEndpoint:
     def _verification_uris(
         self, brand: Brand, config: DelegationConfig, code: str
     ) -> tuple[str, str]:
-        consent = self.ctx.url(brand, "consent")
-        complete = f"{consent}?{urlencode({'user_code': code})}"
-        if config.mode == "brand":
-            # The Brand's login comes first and returns the person to the consent page.
-            return (
-                with_query(config.login_url, {"return_to": consent}),
-                with_query(config.login_url, {"return_to": complete}),
-            )
-        return consent, complete
+        return verification_uris(self.ctx.url(brand, "consent"), config, code)
+
+
+def verification_uris(consent: str, config: DelegationConfig, code: str) -> tuple[str, str]:
+    """The RFC 8628 `verification_uri` and `verification_uri_complete` of a user code whose
+    consent page is `consent` (the same for PACT and Poppy device sign-in)."""
+    complete = f"{consent}?{urlencode({'user_code': code})}"
+    if config.mode == "brand":
+        # The Brand's login comes first and returns the person to the consent page.
+        return (
+            with_query(config.login_url, {"return_to": consent}),
+            with_query(config.login_url, {"return_to": complete}),
+        )
+    return consent, complete
 
 
 __all__ = [
     "DEVICE_CODE_LIFETIME",
     "DeviceEndpoint",
+    "verification_uris",
 ]

@@ -112,6 +112,11 @@ class AuthorizationServer:
         return self._ctx.store
 
     @property
+    def audit(self) -> Audit:
+        """Where grant events are published (the log, then the Provider's hook)."""
+        return self._ctx.audit
+
+    @property
     def keys(self) -> SigningKeys:
         """The keys that sign delegation tokens, consent sessions and receipts."""
         return self._ctx.keys

@@ -74,14 +74,17 @@ class Outcome:
     """What one consent decision was about: whose grant, for which agent, what was allowed.
 
     The result page reads the grant of this key again when it is shown, so it states what
-    the agent can do at that moment, not what the decision alone suggests.
+    the agent can do at that moment, not what the decision alone suggests. A Poppy sign-in
+    has no `pa_sub` until the agent's poll binds one: its `user_code` finds the
+    authorization, and through it the grant.
     """
 
     approved: bool
     account: str
     client_id: str
-    pa_sub: str
+    pa_sub: str | None
     granted: tuple[str, ...]
+    user_code: str | None = None
 
 
 @frozen
@@ -103,6 +106,7 @@ class ConsentOutcomes:
                 "sub": outcome.account,
                 "client_id": outcome.client_id,
                 "pa_sub": outcome.pa_sub,
+                "user_code": outcome.user_code,
                 "granted": list(outcome.granted),
                 "iat": now,
                 "exp": now + OUTCOME_LIFETIME,
@@ -123,7 +127,10 @@ class ConsentOutcomes:
         except JoseError:
             return None
         exp, approved, granted = claims.get("exp"), claims.get("approved"), claims.get("granted")
-        key = tuple(claims.get(k) for k in ("sub", "client_id", "pa_sub"))
+        key = tuple(claims.get(k) for k in ("sub", "client_id"))
+        # The grant's user, or (a Poppy sign-in, bound at the poll) the user code.
+        pa_sub, user_code = claims.get("pa_sub"), claims.get("user_code")
+        user = (pa_sub,) if pa_sub is not None else (user_code,)
         if (
             claims.get("aud") != self.ctx.url(brand, "connected")
             or not isinstance(exp, int)
@@ -131,15 +138,16 @@ class ConsentOutcomes:
             or not isinstance(approved, bool)
             or not isinstance(granted, list)
             or not all(isinstance(s, str) for s in granted)
-            or not all(isinstance(v, str) and v for v in key)
+            or not all(isinstance(v, str) and v for v in (*key, *user))
         ):
             return None
         return Outcome(
             approved=approved,
             account=str(key[0]),
             client_id=str(key[1]),
-            pa_sub=str(key[2]),
+            pa_sub=None if pa_sub is None else str(pa_sub),
             granted=tuple(granted),
+            user_code=None if pa_sub is not None else str(user_code),
         )
 
 

@@ -1,12 +1,13 @@
 """The Poppy company side of the Provider (docs/poppy.md): a Brand's `PoppyConfig`, and the
-`PoppyServer` that publishes its discovery documents and runs its token and revocation
-endpoints over the store. Wire formats are `pactmw.protocols.poppy`'s."""
+`PoppyServer` that publishes its discovery documents and runs its device authorization,
+token and revocation endpoints over the store. Wire formats are `pactmw.protocols.poppy`'s."""
 
 from __future__ import annotations
 
 from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.poppy._server import (
     METADATA_PREFIX,
+    DeviceSignIn,
     PoppyCaller,
     PoppyRoute,
     PoppyServer,
@@ -16,6 +17,7 @@ from pactmw.provider.poppy._server import (
 
 __all__ = [
     "METADATA_PREFIX",
+    "DeviceSignIn",
     "PoppyCaller",
     "PoppyConfig",
     "PoppyRoute",

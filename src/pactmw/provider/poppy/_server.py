@@ -6,11 +6,12 @@ Routes (one issuer per Brand, `{base_url}/a2a/{brand}/poppy`, PAP-3.2-07/08):
   request's `Host`, served (never redirected to, PAP-3.1-02);
 - `GET /.well-known/oauth-authorization-server{base path}/a2a/{brand}/poppy`: the issuer's
   RFC 8414 metadata (§3.2, path insertion of RFC 8414 §3.1);
-- `POST {issuer}/token`: jwt-bearer Session start and renewal (§4.2); refresh_token signs
-  a Session in with an Account Token, rotating it (§4.8);
+- `POST {issuer}/device`: Device Sign-In (§4.6, RFC 8628), offered by a Brand that also
+  has PACT `delegation`: the person approves on the Brand's consent pages;
+- `POST {issuer}/token`: jwt-bearer Session start and renewal (§4.2); device_code signs the
+  polling Session in with what the person approved and issues the first Account Token;
+  refresh_token signs a Session in with an Account Token, rotating it (§4.8);
 - `POST {issuer}/revoke`: sign-out (§4.9), `200 {}` for any token (RFC 7009 §2.2).
-
-Account Tokens are issued by a sign-in (device sign-in is plan step 5, still to come).
 
 The flows follow the SDK's order: the client assertion (`401 invalid_client`), the DPoP
 proof (`400 invalid_dpop_proof`), then the grant. Replay memories live in the store
@@ -38,6 +39,7 @@ from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.poppy import (
+    DEVICE_CODE_GRANT,
     DISCOVERY_PATH,
     JWT_BEARER_GRANT,
     REFRESH_TOKEN_GRANT,
@@ -54,6 +56,10 @@ from pactmw.protocols.poppy import (
     parse_token_request,
     session_credentials,
 )
+from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.delegated._audit import Audit
+from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
+from pactmw.provider.delegated._device import DEVICE_CODE_LIFETIME, verification_uris
 from pactmw.provider.delegated._forms import FORM_LIMIT
 from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
@@ -61,7 +67,7 @@ from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
 from pactmw.store._protocols.sessions import decide_session_change
-from pactmw.store.base import Store
+from pactmw.store.base import DeviceAuthorization, Grant, Poll, Store, UserCodeTaken
 
 logger = logging.getLogger("pactmw.poppy")
 
@@ -75,10 +81,25 @@ ACCOUNT_TOKEN_PREFIX = "act_"  # noqa: S105 - a prefix, not a secret
 ACCOUNT_TOKEN_SECONDS = 30 * 86_400.0
 #: Token requests per (agent, User ID) per minute, as PACT's token endpoint allows.
 TOKEN_RATE_LIMIT = RateLimit(per_user=120, window=60.0)
+#: Device authorization requests per agent per minute: each makes a code a person may be
+#: shown, so an agent asking in a loop is stopped here, far above what its users need.
+DEVICE_RATE_LIMIT = RateLimit(per_agent=300, window=60.0)
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
 
-PoppyOperation = Literal["discovery", "metadata", "token", "revoke"]
+PoppyOperation = Literal["discovery", "metadata", "device", "token", "revoke"]
+
+#: The device_code grant's answers before an approval is collected (RFC 8628 §3.5), and
+#: its refusals, by `Poll.kind`.
+_POLL_ERRORS: Mapping[str, tuple[str, str]] = {
+    "unknown": ("invalid_grant", "not a device code of this agent"),
+    "expired": ("expired_token", "the device code has expired"),
+    "denied": ("access_denied", "the person denied the request"),
+    "consumed": ("invalid_grant", "the device code was already used"),
+    "slow_down": ("slow_down", "poll less often"),
+    "pending": ("authorization_pending", "the person has not decided yet"),
+    "account_mismatch": ("account_mismatch", "this Session was signed in to another account"),
+}
 
 
 @frozen
@@ -109,8 +130,23 @@ class PoppyCaller:
 
 
 @frozen
+class DeviceSignIn:
+    """How a Poppy Brand signs people in (§4.6): on its consent pages, with the scopes,
+    login, interval and grant lifetime of its PACT `delegation` (one grant whichever
+    protocol asked). `consent_url` is the Brand's consent (code entry) page."""
+
+    delegation: DelegationConfig
+    consent_url: str
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(self.delegation.scopes)
+
+
+@frozen
 class PoppyBrand:
-    """One Brand's Poppy runtime: its settings, its published description and verifier."""
+    """One Brand's Poppy runtime: its settings, its published description and verifier,
+    and its Device Sign-In (None: it offers none)."""
 
     brand_id: str
     config: PoppyConfig
@@ -118,6 +154,7 @@ class PoppyBrand:
     verifier: AssertionVerifier = field(repr=False)
     metadata: Response = field(repr=False)
     documents: Mapping[str, Response] = field(repr=False)  # served domain -> poppy.json
+    sign_in: DeviceSignIn | None = None
 
 
 def _host_name(host: str | None) -> str:
@@ -139,7 +176,32 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("ascii", "surrogateescape")).hexdigest()
 
 
-def _company(base_url: str, brand_id: str, name: str, config: PoppyConfig) -> PoppyCompany:
+def _within(host: str, domain: str) -> bool:
+    return host == domain or host.endswith("." + domain)
+
+
+def _check_sign_in_link(brand_id: str, company: PoppyCompany, sign_in: DeviceSignIn) -> None:
+    """A personal agent shows a device sign-in link only on the issuer's host, a
+    `poppy_domains` domain or a subdomain (PAP-4.6-02): refuse at startup a login page
+    elsewhere, which every agent would refuse at sign-in."""
+    link, _ = verification_uris(sign_in.consent_url, sign_in.delegation, "BCDF-GHJK")
+    host = (urlsplit(link).hostname or "").lower().rstrip(".")
+    allowed = ((urlsplit(company.issuer).hostname or "").lower(), *company.poppy_domains)
+    if not any(_within(host, domain) for domain in allowed if domain):
+        raise ValueError(
+            f"brands.{brand_id}.delegation.login_url must be on {allowed[0]} or one of "
+            f"brands.{brand_id}.poppy.domains (or a subdomain): a personal agent refuses a "
+            f"device sign-in link on {host} (PAP-4.6-02)"
+        )
+
+
+def _company(
+    base_url: str,
+    brand_id: str,
+    name: str,
+    config: PoppyConfig,
+    sign_in: DeviceSignIn | None = None,
+) -> PoppyCompany:
     issuer = issuer_url(base_url, brand_id)
     where = f"brands.{brand_id}.poppy"
     try:
@@ -149,6 +211,8 @@ def _company(base_url: str, brand_id: str, name: str, config: PoppyConfig) -> Po
             issuer=issuer,
             token_endpoint=f"{issuer}/token",
             revocation_endpoint=f"{issuer}/revoke",
+            device_authorization_endpoint=None if sign_in is None else f"{issuer}/device",
+            device_scopes=None if sign_in is None else sign_in.scopes,
             custom_scopes=config.custom_scopes,
             apis=config.apis,
             poppy_domains=config.domains,
@@ -164,10 +228,13 @@ def _company(base_url: str, brand_id: str, name: str, config: PoppyConfig) -> Po
 
 
 def poppy_companies(
-    base_url: str, brands: Mapping[str, tuple[str, PoppyConfig]]
+    base_url: str,
+    brands: Mapping[str, tuple[str, PoppyConfig]],
+    sign_in: Mapping[str, DeviceSignIn] | None = None,
 ) -> dict[str, PoppyCompany]:
-    """What each Poppy-enabled Brand publishes; ValueError naming the setting when the
-    settings cannot make a valid Company (startup checks, PAP-3-05, PAP-3.2-01/02)."""
+    """What each Poppy-enabled Brand publishes (with Device Sign-In for those in
+    `sign_in`); ValueError naming the setting when the settings cannot make a valid
+    Company (startup checks, PAP-3-05, PAP-3.2-01/02, PAP-4.6-02)."""
     if brands and urlsplit(base_url).scheme != "https":
         first = next(iter(brands))
         raise ValueError(
@@ -177,7 +244,10 @@ def poppy_companies(
     companies: dict[str, PoppyCompany] = {}
     owner: dict[str, str] = {}
     for brand_id, (name, config) in brands.items():
-        company = _company(base_url.rstrip("/"), brand_id, name, config)
+        device = (sign_in or {}).get(brand_id)
+        company = _company(base_url.rstrip("/"), brand_id, name, config, device)
+        if device is not None:
+            _check_sign_in_link(brand_id, company, device)
         for domain in company.poppy_domains:
             if domain in owner:
                 raise ValueError(
@@ -192,9 +262,10 @@ def poppy_companies(
 class PoppyServer:
     """Every Poppy-enabled Brand of one Provider. Thread-safe; the Provider builds it.
 
-    `brands` maps a Brand id to (its display name, its `PoppyConfig`); `fetch_policy`
-    governs fetching agents' client metadata and keys (the same SSRF-safe, bounded fetcher
-    as PACT's JWKS); `clock` is epoch seconds.
+    `brands` maps a Brand id to (its display name, its `PoppyConfig`); `sign_in` the
+    Brands that offer Device Sign-In on their consent pages; `fetch_policy` governs
+    fetching agents' client metadata and keys (the same SSRF-safe, bounded fetcher as
+    PACT's JWKS); `clock` is epoch seconds.
     """
 
     def __init__(
@@ -207,8 +278,12 @@ class PoppyServer:
         clock: Callable[[], float] = time.time,
         token_rate_limit: RateLimit | None = None,
         rate_counters: RateLimitStore | None = None,
+        sign_in: Mapping[str, DeviceSignIn] | None = None,
+        device_rate_limit: RateLimit | None = None,
+        audit: Audit | None = None,
     ) -> None:
-        companies = poppy_companies(base_url, brands)
+        sign_in = sign_in or {}
+        companies = poppy_companies(base_url, brands, sign_in)
         self.base_url = base_url.rstrip("/")
         parts = urlsplit(self.base_url)
         self._base_path = parts.path
@@ -216,6 +291,8 @@ class PoppyServer:
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self.store = store
         self._clock = clock
+        #: Where a Device Sign-In's grant is announced (as PACT's consent approvals are).
+        self._audit = audit or Audit()
         self.clients = ClientMetadataCache(fetch_policy)
         assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
         self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
@@ -223,6 +300,9 @@ class PoppyServer:
         # verified agents are counted (GUIDE-rate-03), in the store when it is shared.
         self._token_limiter = RateLimiter(
             token_rate_limit or TOKEN_RATE_LIMIT, store=rate_counters, namespace="poppy.token"
+        )
+        self._device_limiter = RateLimiter(
+            device_rate_limit or DEVICE_RATE_LIMIT, store=rate_counters, namespace="poppy.device"
         )
         self.brands: dict[str, PoppyBrand] = {}
         self._by_domain: dict[str, PoppyBrand] = {}
@@ -246,6 +326,7 @@ class PoppyServer:
                     authorization_server_metadata(company), extra=PUBLIC_DOCUMENT
                 ),
                 documents=documents,
+                sign_in=sign_in.get(brand_id),
             )
             self.brands[brand_id] = runtime
             for domain in company.poppy_domains:
@@ -280,6 +361,8 @@ class PoppyServer:
             return PoppyRoute("token", brand_id)
         if rest == f"{ISSUER_SEGMENT}/revoke":
             return PoppyRoute("revoke", brand_id)
+        if rest == f"{ISSUER_SEGMENT}/device" and self.brands[brand_id].sign_in is not None:
+            return PoppyRoute("device", brand_id)
         return None
 
     def flow(self, route: PoppyRoute, request: Request) -> Flow:
@@ -292,6 +375,8 @@ class PoppyServer:
             return brand.metadata
         if route.operation == "token":
             return (yield from self._token(brand, request))
+        if route.operation == "device":
+            return (yield from self._device(brand))
         return (yield from self._revoke(brand))
 
     # -- discovery ---------------------------------------------------------------------------
@@ -423,6 +508,14 @@ class PoppyServer:
             return (
                 yield from self._session_grant(
                     brand, client, grant.assertion, grant.session_id, proof
+                )
+            )
+        if grant.grant_type == DEVICE_CODE_GRANT and brand.sign_in is not None:
+            assert grant.device_code is not None
+            assert grant.session_id is not None
+            return (
+                yield from self._device_grant(
+                    brand, brand.sign_in, client, grant.device_code, grant.session_id, proof
                 )
             )
         if grant.grant_type == REFRESH_TOKEN_GRANT:
@@ -584,6 +677,159 @@ class PoppyServer:
             extra=NO_STORE,
         )
 
+    # -- Device Sign-In (§4.6, RFC 8628) -------------------------------------------------------
+
+    def _device(self, brand: PoppyBrand) -> Flow:
+        """A device code and the consent link for the requested scopes (RFC 8628 §3.2).
+
+        The agent authenticates with its client assertion only (no DPoP, no Session), so
+        the authorization names no user: the poll that collects it binds the User ID of
+        the polling Session. Scopes must be among `auth.device.scopes` (`invalid_scope`).
+        """
+        sign_in = brand.sign_in
+        assert sign_in is not None
+        form = yield from self._form()
+        client = yield from self._client(brand, form)
+        wait = yield from self._device_limiter.admit(client.client_id, "", self._clock())
+        if wait is not None:
+            raise PoppyError(
+                429,
+                "rate_limited",
+                "too many device authorization requests",
+                headers=(("Retry-After", str(wait)),),
+            )
+        requested = parse_scope(form.get("scope"))
+        if not requested or any(scope not in sign_in.delegation.scopes for scope in requested):
+            raise PoppyError(400, "invalid_scope", "ask for scopes of auth.device.scopes")
+        device_code = new_secret("dc_")
+        now = self._clock()
+        for _ in range(5):
+            user_code = new_user_code()
+            try:
+                yield store(
+                    self.store.create_device_authorization,
+                    device_code_hash=secret_hash(device_code),
+                    user_code=user_code,
+                    brand_id=brand.brand_id,
+                    client_id=client.client_id,
+                    pa_sub=None,
+                    scopes=requested,
+                    now=now,
+                    expires_at=now + DEVICE_CODE_LIFETIME,
+                    interval=float(sign_in.delegation.interval),
+                )
+                break
+            except UserCodeTaken:
+                continue
+        else:  # pragma: no cover - 5 collisions in 2.6e10 codes
+            raise PoppyError(503, "temporarily_unavailable", "no free user code")
+        link, complete = verification_uris(sign_in.consent_url, sign_in.delegation, user_code)
+        return json_response(
+            {
+                "device_code": device_code,
+                "user_code": user_code,
+                "verification_uri": link,
+                "verification_uri_complete": complete,
+                "expires_in": DEVICE_CODE_LIFETIME,
+                "interval": sign_in.delegation.interval,
+            },
+            extra=NO_STORE,
+        )
+
+    def _device_grant(
+        self,
+        brand: PoppyBrand,
+        sign_in: DeviceSignIn,
+        client: VerifiedAssertion,
+        device_code: str,
+        session_id: str,
+        proof: DpopProof,
+    ) -> Flow:
+        """The device_code grant: collect the person's approval for the polling Session.
+
+        The Session must be this agent's (`invalid_session`); its User ID is the one the
+        authorization binds, and its grant is written by the same store operation. A
+        Session ever signed in to another account than the approver's is
+        `account_mismatch` (PAP-4.8-04). The Session is signed in with exactly the scopes
+        the person approved (PAP-4.4-02) and the first Account Token is issued.
+        """
+        session = yield store(self.store.get_session, session_id=session_id)
+        if session is None or (session.brand_id, session.client_id) != (
+            brand.brand_id,
+            client.client_id,
+        ):
+            raise PoppyError(400, "invalid_session", "not a Session of this agent")
+        yield from self._admit(client.client_id, session.user_id)
+        yield from self._spend(proof)
+        now = self._clock()
+        poll: Poll = yield store(
+            self.store.poll_device_code,
+            device_code_hash=secret_hash(device_code),
+            client_id=client.client_id,
+            brand_id=brand.brand_id,
+            pa_sub=session.user_id,
+            now=now,
+            new_grant_id=f"a2agrant_{int(now * 1000):012x}{secrets.token_hex(8)}",
+            grant_expires_at=now + sign_in.delegation.grant_lifetime,
+            session_account=session.ever_account,
+        )
+        if poll.kind in _POLL_ERRORS:
+            error, detail = _POLL_ERRORS[poll.kind]
+            raise PoppyError(400, error, detail)
+        authorization: DeviceAuthorization | None = poll.authorization
+        assert authorization is not None
+        assert authorization.grant_id is not None
+        assert authorization.account is not None
+        grant: Grant | None = yield store(self.store.get_grant, grant_id=authorization.grant_id)
+        if grant is None or not grant.is_live(now):
+            # Revoked between the approval and this poll: nothing is issued for it.
+            raise PoppyError(400, "invalid_grant", "the sign-in was revoked")
+        scopes = authorization.granted_scopes
+        account_token = ACCOUNT_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        yield store(
+            self.store.issue_account_token,
+            token_hash=token_hash(account_token),
+            grant_id=grant.grant_id,
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            scopes=scopes,
+            now=now,
+            expires_at=now + ACCOUNT_TOKEN_SECONDS,
+        )
+        session_token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        expires_in = int(brand.config.session_seconds)
+        change = yield store(
+            self.store.sign_in_session,
+            session_id=session_id,
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            user_id=session.user_id,
+            account=authorization.account,
+            grant_id=grant.grant_id,
+            scopes=scopes,
+            jkt=proof.thumbprint,
+            token_hash=token_hash(session_token),
+            now=now,
+            expires_at=now + expires_in,
+        )
+        if change.kind != "changed":
+            # Only a concurrent sign-in of this Session to another account gets here.
+            raise PoppyError(400, change.kind, "the Session changed meanwhile")
+        # The person approved on the consent page; the grant exists from this poll on.
+        self._audit.grant("agent.delegation_approved", grant, scopes=scopes)
+        return json_response(
+            {
+                "access_token": session_token,
+                "token_type": "DPoP",
+                "expires_in": expires_in,
+                "scope": " ".join(scopes),
+                "session_id": session_id,
+                "signed_in": True,
+                "refresh_token": account_token,
+            },
+            extra=NO_STORE,
+        )
+
     # -- the revocation endpoint (§4.9) ------------------------------------------------------
 
     def _revoke(self, brand: PoppyBrand) -> Flow:
@@ -611,12 +857,14 @@ __all__ = [
     "ACCOUNT_TOKEN_PREFIX",
     "ACCOUNT_TOKEN_SECONDS",
     "ASSERTION_NAMESPACE",
+    "DEVICE_RATE_LIMIT",
     "DPOP_NAMESPACE",
     "ISSUER_SEGMENT",
     "METADATA_PREFIX",
     "SESSION_ID_PREFIX",
     "SESSION_TOKEN_PREFIX",
     "TOKEN_RATE_LIMIT",
+    "DeviceSignIn",
     "PoppyBrand",
     "PoppyCaller",
     "PoppyOperation",

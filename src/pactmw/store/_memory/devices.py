@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from pactmw.store._decisions import approved_device, decide_poll, denied_device, is_decidable
+from attrs import evolve
+
+from pactmw.store._decisions import (
+    PollDecision,
+    approved_device,
+    decide_poll,
+    denied_device,
+    is_decidable,
+)
 from pactmw.store._memory.grants import GrantsMixin
 from pactmw.store.base import (
     Approval,
@@ -10,7 +18,10 @@ from pactmw.store.base import (
     Poll,
     UserCodeTaken,
     check_approval,
+    check_binding,
     check_denial,
+    grant_scopes,
+    has_nul,
     reject_nul,
     scope_tuple,
 )
@@ -28,7 +39,7 @@ class DevicesMixin(GrantsMixin):
         user_code: str,
         brand_id: str,
         client_id: str,
-        pa_sub: str,
+        pa_sub: str | None,
         scopes: tuple[str, ...],
         now: float,
         expires_at: float,
@@ -40,7 +51,7 @@ class DevicesMixin(GrantsMixin):
             user_code=user_code,
             brand_id=brand_id,
             client_id=client_id,
-            pa_sub=pa_sub,
+            pa_sub=pa_sub or "",
         )
         device = DeviceAuthorization(
             device_code_hash=device_code_hash,
@@ -125,6 +136,11 @@ class DevicesMixin(GrantsMixin):
             device = self._pending_device(user_code, now, brand_id)
             if device is None:
                 return None
+            if device.pa_sub is None:
+                # No user yet (Poppy): the poll that binds one writes the grant.
+                device = approved_device(device, account=account, granted=granted, grant_id=None)
+                self._devices[device.device_code_hash] = device
+                return Approval(authorization=device, grant=None)
             # _upsert raises before changing anything, so a refusal leaves the code pending.
             grant = self._upsert(
                 new_grant_id,
@@ -140,9 +156,20 @@ class DevicesMixin(GrantsMixin):
             return Approval(authorization=device, grant=grant)
 
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
+        self,
+        *,
+        device_code_hash: str,
+        client_id: str,
+        brand_id: str,
+        pa_sub: str,
+        now: float,
+        new_grant_id: str | None = None,
+        grant_expires_at: float | None = None,
+        session_account: str | None = None,
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Store`."""
+        if has_nul(pa_sub, session_account or ""):
+            return Poll(kind="unknown")  # as the SQL stores: a NUL id finds nothing
         with self._lock:
             self._check_open()
             decision = decide_poll(
@@ -151,8 +178,25 @@ class DevicesMixin(GrantsMixin):
                 brand_id=brand_id,
                 pa_sub=pa_sub,
                 now=now,
+                can_bind=new_grant_id is not None,
+                session_account=session_account,
             )
+            polled = decision.poll.authorization
+            if decision.update == "bind":
+                assert polled is not None
+                assert polled.account is not None
+                new_grant_id, grant_expires_at = check_binding(new_grant_id, grant_expires_at)
+                # _upsert raises before changing anything, so a refusal leaves it approved.
+                grant = self._upsert(
+                    new_grant_id,
+                    (brand_id, polled.account, client_id, pa_sub),
+                    grant_scopes(polled.granted_scopes),
+                    now,
+                    grant_expires_at,
+                )
+                polled = evolve(polled, grant_id=grant.grant_id)
+                decision = PollDecision(Poll(kind="approved", authorization=polled), "bind")
             if decision.update is not None:
-                assert decision.poll.authorization is not None
-                self._devices[device_code_hash] = decision.poll.authorization
+                assert polled is not None
+                self._devices[device_code_hash] = polled
             return decision.poll

@@ -20,13 +20,17 @@ class DeviceStore(Protocol):
         user_code: str,
         brand_id: str,
         client_id: str,
-        pa_sub: str,
+        pa_sub: str | None,
         scopes: tuple[str, ...],
         now: float,
         expires_at: float,
         interval: float,
     ) -> None:
         """Store a new `pending` device authorization.
+
+        `pa_sub` None makes one that names no user yet (a Poppy agent asks with its client
+        assertion only): the poll that collects it binds the polling user (see
+        `poll_device_code`).
 
         `user_code` is unique among unexpired authorizations: when another one holds it,
         raise `UserCodeTaken` so the caller draws another code. An expired holder of the code
@@ -80,7 +84,9 @@ class DeviceStore(Protocol):
         two from the authorization) is created under `new_grant_id` or widened exactly as
         `upsert_grant` does (scope union, later expiry, never reviving a revoked or expired
         grant), and the authorization turns `approved` with `account`, `granted_scopes` (kept
-        as given) and the grant's id. Returns both.
+        as given) and the grant's id. Returns both. An authorization without a user
+        (`pa_sub` None) turns `approved` with no grant (`Approval.grant` None): its grant
+        needs the user, which the poll binds (`new_grant_id` and `grant_expires_at` unused).
 
         Returns None and changes NOTHING (no grant written or widened) when the code is
         unknown, belongs to another Brand, is expired or was already decided: of concurrent
@@ -91,7 +97,16 @@ class DeviceStore(Protocol):
         ...
 
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
+        self,
+        *,
+        device_code_hash: str,
+        client_id: str,
+        brand_id: str,
+        pa_sub: str,
+        now: float,
+        new_grant_id: str | None = None,
+        grant_expires_at: float | None = None,
+        session_account: str | None = None,
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Poll`.
 
@@ -101,5 +116,16 @@ class DeviceStore(Protocol):
         previous poll was less than `interval` seconds before, else `pending`; approved
         turns `consumed`. Of concurrent polls of an approved code exactly one reads
         `approved`, the others `consumed`.
+
+        An authorization made without a user is polled by any `pa_sub` of its client and
+        Brand, through polls that give `new_grant_id` (any other, such as PACT's token
+        endpoint, reads `unknown`). When approved, the poll binds it in one transaction:
+        the grant of `(brand_id, account, client_id, pa_sub)` is created under
+        `new_grant_id` (expiring at `grant_expires_at`) or widened as `upsert_grant` does,
+        and the authorization turns `consumed` with `pa_sub` and the grant's id.
+        `session_account` is the account the polling Poppy Session was ever signed in to:
+        an approval by another account reads `account_mismatch` and changes nothing
+        (PAP-4.8-04). Binding with `new_grant_id` but
+        no `grant_expires_at` raises ValueError, changing nothing.
         """
         ...

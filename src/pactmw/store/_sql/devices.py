@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from attrs import evolve
+
 from pactmw.store._decisions import approved_device, decide_poll, denied_device, is_decidable
 from pactmw.store._sql.core import Executor
 from pactmw.store._sql.grants import GrantsMixin
@@ -11,7 +13,9 @@ from pactmw.store.base import (
     Poll,
     UserCodeTaken,
     check_approval,
+    check_binding,
     check_denial,
+    grant_scopes,
     has_nul,
     reject_nul,
     scope_tuple,
@@ -35,7 +39,7 @@ class DevicesMixin(GrantsMixin):
         user_code: str,
         brand_id: str,
         client_id: str,
-        pa_sub: str,
+        pa_sub: str | None,
         scopes: tuple[str, ...],
         now: float,
         expires_at: float,
@@ -47,7 +51,7 @@ class DevicesMixin(GrantsMixin):
             user_code=user_code,
             brand_id=brand_id,
             client_id=client_id,
-            pa_sub=pa_sub,
+            pa_sub=pa_sub or "",
         )
         requested = self._encode_scopes(scope_tuple("scopes", scopes))
         sql = self._sql
@@ -148,6 +152,14 @@ class DevicesMixin(GrantsMixin):
             device = self._decidable_device(ex, user_code, now, brand_id)
             if device is None:
                 return None
+            if device.pa_sub is None:
+                # No user yet (Poppy): the poll that binds one writes the grant.
+                ex.execute(
+                    self._sql.approve_device,
+                    (account, self._encode_scopes(granted), None, device.device_code_hash),
+                )
+                device = approved_device(device, account=account, granted=granted, grant_id=None)
+                return Approval(authorization=device, grant=None)
             grant = self._upsert_grant(
                 ex,
                 grant_id=new_grant_id,
@@ -174,10 +186,19 @@ class DevicesMixin(GrantsMixin):
             return Approval(authorization=device, grant=grant)
 
     def poll_device_code(
-        self, *, device_code_hash: str, client_id: str, brand_id: str, pa_sub: str, now: float
+        self,
+        *,
+        device_code_hash: str,
+        client_id: str,
+        brand_id: str,
+        pa_sub: str,
+        now: float,
+        new_grant_id: str | None = None,
+        grant_expires_at: float | None = None,
+        session_account: str | None = None,
     ) -> Poll:
         """Answer one device-code token request, atomically; see `Store`."""
-        if has_nul(device_code_hash, client_id, brand_id, pa_sub):
+        if has_nul(device_code_hash, client_id, brand_id, pa_sub, session_account or ""):
             return Poll(kind="unknown")
         sql = self._sql
         with self._write() as ex:
@@ -189,9 +210,42 @@ class DevicesMixin(GrantsMixin):
                 brand_id=brand_id,
                 pa_sub=pa_sub,
                 now=now,
+                can_bind=new_grant_id is not None,
+                session_account=session_account,
             )
             if decision.update == "touch":
                 ex.execute(sql.touch_device, (now, device_code_hash))
             elif decision.update == "consume":
                 ex.execute(sql.consume_device, (device_code_hash,))
+            elif decision.update == "bind":
+                return self._bind(ex, decision.poll, new_grant_id, grant_expires_at, now)
             return decision.poll
+
+    def _bind(
+        self,
+        ex: Executor,
+        poll: Poll,
+        new_grant_id: str | None,
+        grant_expires_at: float | None,
+        now: float,
+    ) -> Poll:
+        # Inside the poll's transaction: the grant of the user the poll bound, then the
+        # authorization consumed naming both (a refusal raises and rolls both back).
+        device = poll.authorization
+        assert device is not None
+        assert device.account is not None
+        assert device.pa_sub is not None
+        new_grant_id, grant_expires_at = check_binding(new_grant_id, grant_expires_at)
+        grant = self._upsert_grant(
+            ex,
+            grant_id=new_grant_id,
+            brand_id=device.brand_id,
+            account=device.account,
+            client_id=device.client_id,
+            pa_sub=device.pa_sub,
+            wanted=grant_scopes(device.granted_scopes),
+            now=now,
+            expires_at=grant_expires_at,
+        )
+        ex.execute(self._sql.bind_device, (device.pa_sub, grant.grant_id, device.device_code_hash))
+        return Poll(kind="approved", authorization=evolve(device, grant_id=grant.grant_id))

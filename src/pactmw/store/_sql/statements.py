@@ -228,6 +228,11 @@ class Statements:
         self.consume_device = q(
             "UPDATE pactmw_device_authorizations SET status = 'consumed' WHERE device_code_hash = ?"
         )
+        # A Poppy authorization approved without a user: the poll binds its user and grant.
+        self.bind_device = q(
+            "UPDATE pactmw_device_authorizations SET status = 'consumed', pa_sub = ?,"
+            " grant_id = ? WHERE device_code_hash = ?"
+        )
 
         # --- grants ----------------------------------------------------------------------------
         self.grant = q("{select_grant} WHERE grant_id = ?")
