@@ -292,3 +292,62 @@ def test_sdk_conformance_case(world: PoppyWorld, person: BrowserDriver, case_id:
 
     (result,) = run(one())
     assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+
+
+def test_a_signed_in_poppy_agent_is_on_the_connected_agents_page_and_revoked_there(
+    world: PoppyWorld, person: BrowserDriver
+) -> None:
+    """Issue 15 point 1 for Poppy: the grant a Device Sign-In wrote is on the person's
+    connected agents page (named by the agent's client_name, with its client_id), and
+    revoking it there signs the Session out: its next API request is refused."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def revoke_in_the_browser() -> tuple[str, str]:
+        # Carol, still signed in to the shop in her browser, opens her connected agents page.
+        browser, wait = person.browser, WebDriverWait(person.browser, 30)
+        browser.get(CONSENT_URL.replace("/oauth/consent", "/oauth/agents"))
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "section.agent")))
+        (card,) = browser.find_elements(By.CSS_SELECTOR, "section.agent")
+        shown = card.text
+        card.find_element(By.CSS_SELECTOR, "button").click()
+        notice = wait.until(ec.presence_of_element_located((By.ID, "notice")))
+        return shown, notice.text
+
+    async def flow() -> tuple[int, str, str, httpx.Response]:
+        async with world.http() as http:
+            ctx = world.context(http, driver=person)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            signed = await ctx.sign_in(user, session, granted=("orders:read",), account="carol")
+            url = ctx.url("/api/orders")
+
+            async def read() -> httpx.Response:
+                token = signed.token
+                proof = await ctx.proof(user, "GET", url, token=token)
+                answer: httpx.Response = await ctx.send(
+                    "GET",
+                    url,
+                    headers={
+                        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
+                        "DPoP": proof,
+                    },
+                )
+                return answer
+
+            before = (await read()).status_code
+            shown, notice = await asyncio.to_thread(revoke_in_the_browser)
+            return before, shown, notice, await read()
+
+    before, shown, notice, after = run(flow())
+    assert before == 200
+    assert "Atlas" in shown
+    assert f"From\nhttps://{ATLAS}\n" in shown  # the agent's origin
+    assert "Last used\nNot yet" not in shown  # the Session's API read was recorded
+    assert "Read your orders" in shown
+    assert "Change your orders" not in shown
+    assert notice == "Atlas can no longer act for you."
+    assert after.status_code in (401, 403), after.text
+    grants = world.provider.store.list_grants(brand_id="shop", account="carol", now=time.time())
+    assert [g for g in grants if g.client_id == world.atlas.client_id] == []

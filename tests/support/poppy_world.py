@@ -85,7 +85,7 @@ BASE_URL = f"https://{SHOP}"
 #: The shop's scopes: a person approves some or all of them on the consent page.
 SCOPES = {"orders:read": "Read your orders", "orders:write": "Change your orders"}
 #: The shop's accounts a person may sign in as (the runner's two accounts).
-ACCOUNTS = ("alice", "bob")
+ACCOUNTS = ("alice", "bob", "carol")  # carol: the connected agents page test
 CONSENT_URL = f"{BASE_URL}/a2a/shop/oauth/consent"
 
 SCENARIO = Scenario(

@@ -25,6 +25,7 @@ from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
 from pactmw.provider.delegated._responses import page, redirect, with_query
+from pactmw.provider.delegated._revocation import Revocation
 from pactmw.provider.delegated._sessions import SignedInUser
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimiter
@@ -52,6 +53,8 @@ class ConnectedAgentsEndpoint:
     #: Shared with the consent pages: per client address.
     limiter: RateLimiter
     assertions: BrandAssertions
+    #: How a Revoke revokes: as the operator does, Poppy Sessions signed out included.
+    revocation: Revocation
 
     def agents(
         self,
@@ -98,9 +101,7 @@ class ConnectedAgentsEndpoint:
             # Someone else's grant id is as unknown as a made-up one.
             raise ConsentRefused("That agent is not connected to your account here.", 404)
         name = self.agent_name(grant.client_id) or grant.client_id
-        revoked = yield store(self.ctx.store.revoke_grant, grant_id=grant_id, now=self.ctx.clock())
-        if revoked:
-            self.ctx.audit.grant("agent.grant_revoked", grant, reason="revoked by the person")
+        yield store(self.revocation.revoke_grant, grant_id=grant_id, reason="revoked by the person")
         return name
 
     def _render(

@@ -13,7 +13,10 @@ class Revocation:
 
     ctx: ServerContext
 
-    def revoke_grant(self, grant_id: str) -> bool:
+    def revoke_grant(self, grant_id: str, *, reason: str = "revoked") -> bool:
+        """Revoke one grant: its tokens fail on their next request, its Poppy Sessions go on
+        signed out, and the revocation is audited with `reason`. The one way every path
+        (the operator, the admin, the person's connected agents page) revokes a grant."""
         grant = self.ctx.store.get_grant(grant_id)
         now = self.ctx.clock()
         revoked = bool(self.ctx.store.revoke_grant(grant_id, now=now))
@@ -21,7 +24,7 @@ class Revocation:
             # A Poppy grant's Sessions go on signed out (§4.9, GUIDE-co-account-01); a PACT
             # grant has none.
             self.ctx.store.sign_out_sessions(grant_id=grant_id, now=now)
-            self.ctx.audit.grant("agent.grant_revoked", grant, reason="revoked")
+            self.ctx.audit.grant("agent.grant_revoked", grant, reason=reason)
         return revoked
 
     def revoke_account(

@@ -93,13 +93,14 @@ class AuthorizationServer:
             outcomes=ConsentOutcomes(self._ctx),
             manage_url=lambda brand: self._ctx.url(brand, "agents"),
         )
+        self._revocation = Revocation(self._ctx)
         self._agents = ConnectedAgentsEndpoint(
             self._ctx,
             agent_name=agent_name,
             limiter=self._consent.limiter,
             assertions=self._consent.assertions,
+            revocation=self._revocation,
         )
-        self._revocation = Revocation(self._ctx)
 
     # -- what the collaborators share --------------------------------------------------------
 

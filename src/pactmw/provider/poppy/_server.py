@@ -61,11 +61,12 @@ from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
 from pactmw.provider.delegated._device import DEVICE_CODE_LIFETIME, verification_uris
 from pactmw.provider.delegated._forms import FORM_LIMIT
+from pactmw.provider.delegated._resource import USE_RECORD_INTERVAL
 from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
 from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
-from pactmw.store import RateLimitStore
+from pactmw.store import GrantUsageStore, RateLimitStore
 from pactmw.store._protocols.sessions import decide_session_change
 from pactmw.store.base import DeviceAuthorization, Grant, Poll, Store, UserCodeTaken
 
@@ -86,6 +87,8 @@ TOKEN_RATE_LIMIT = RateLimit(per_user=120, window=60.0)
 DEVICE_RATE_LIMIT = RateLimit(per_agent=300, window=60.0)
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
+#: Grants whose last recorded use one process remembers (see `PoppyServer._used`).
+_USED_MEMO_SIZE = 100_000
 
 PoppyOperation = Literal["discovery", "metadata", "device", "token", "revoke"]
 
@@ -293,6 +296,11 @@ class PoppyServer:
         self._clock = clock
         #: Where a Device Sign-In's grant is announced (as PACT's consent approvals are).
         self._audit = audit or Audit()
+        #: When this process last recorded each grant's use for the connected agents page's
+        #: "last used": a Session's request reads no grant row, so without this memo every
+        #: API request would cost a store write. Cleared wholesale past `_USED_MEMO_SIZE`.
+        self._used: dict[str, float] = {}
+        self._records_use = isinstance(store, GrantUsageStore)
         self.clients = ClientMetadataCache(fetch_policy)
         assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
         self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
@@ -440,6 +448,8 @@ class PoppyServer:
             raise PoppyError(403, "sign_in_required", "signed out", members={"scope": wanted})
         if not set(scopes) <= set(session.scopes):
             raise PoppyError(403, "insufficient_scope", "not approved", members={"scope": wanted})
+        if session.grant_id is not None and self._records_use:
+            yield from self._record_use(session.grant_id, now)
         return PoppyCaller(
             brand_id=brand_id,
             client_id=session.client_id,
@@ -448,6 +458,18 @@ class PoppyServer:
             account=session.account,
             scopes=session.scopes,
         )
+
+    def _record_use(self, grant_id: str, now: float) -> SubFlow:
+        """Record a signed-in Session's use of its grant, at most once a minute per grant
+        and process (the store also writes at most once a minute per grant)."""
+        last = self._used.get(grant_id)
+        if last is not None and now - last < USE_RECORD_INTERVAL:
+            return
+        if len(self._used) >= _USED_MEMO_SIZE:
+            self._used.clear()
+        self._used[grant_id] = now
+        usage: GrantUsageStore = self.store  # type: ignore[assignment]
+        yield store(usage.record_grant_use, grant_id=grant_id, now=now, every=USE_RECORD_INTERVAL)
 
     # -- the operator's revocations (a Provider whose Brands offer no PACT delegation) -------
 
