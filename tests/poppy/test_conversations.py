@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import secrets
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -16,10 +18,18 @@ from typing import Any
 import pytest
 from personal_agent_protocol.conformance import run_conformance, select_cases
 from personal_agent_protocol.models import Message
+from pydantic import SecretStr
 
+from pactmw.core.http import Request
+from pactmw.core.jwk import generate_private_jwk, public_key_set
+from pactmw.protocols.identity import RegisteredAgent
 from pactmw.provider import Brand, Reply, Turn
 from pactmw.provider.poppy import PoppyConfig
-from tests.support.poppy_world import SHOP, PoppyWorld, world_on
+from tests.poppy.test_account_tokens import Agent, signed_in
+from tests.poppy.test_account_tokens import scenario as account_scenario
+from tests.provider import BodyReader, message_body
+from tests.support.agent import identity_token
+from tests.support.poppy_world import BASE_URL, SHOP, PoppyWorld, world_on
 
 #: The SDK's conversation cases pactmw's company runs; each must pass, never skip.
 CONVERSATION_CASES = (
@@ -71,11 +81,17 @@ def counting_brand() -> Brand:
     )
 
 
+#: A PACT personal agent the same Provider knows (keys inline: nothing to fetch).
+PACT_ISSUER = "https://pact-agent.example"
+PACT_KEY = generate_private_jwk()
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory, brands=(counting_brand(),))
+    pact = RegisteredAgent(issuer=PACT_ISSUER, name="PACT PA", jwks=public_key_set([PACT_KEY]))
+    yield from world_on(request, tmp_path_factory, brands=(counting_brand(),), pact_agents=(pact,))
 
 
 def run(coroutine: Any) -> Any:
@@ -240,3 +256,108 @@ def test_forged_and_replayed_proofs_are_refused(world: PoppyWorld) -> None:
     assert fresh == 200
     assert (replayed_status, replayed["error"]) == (401, "invalid_dpop_proof")
     assert (forged_status, forged["error"]) == (401, "invalid_dpop_proof")
+
+
+# --- signed in (the first Account Token seeded as device sign-in will issue it) --------------
+
+
+async def _call(ctx: Any, user: str, token: str, method: str, url: str, body: Any = None) -> Any:
+    headers = {
+        "Authorization": f"DPoP {token}",
+        "DPoP": await ctx.proof(user, method, url, token=SecretStr(token)),
+    }
+    content = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        content = json.dumps(body).encode()
+    return await ctx.send(method, url, headers=headers, content=content)
+
+
+def test_signed_in_scopes_gate_the_bot_and_the_conversation_stays_with_the_account(
+    world: PoppyWorld,
+) -> None:
+    async def body(agent: Agent) -> Any:
+        ctx = agent.ctx
+        user = ctx.new_user()
+        account_token = signed_in(world, user)
+        session = await ctx.session(user)
+        endpoint = await ctx.conversations_endpoint()
+        # Signed in with orders:write only: reading orders needs orders:read.
+        narrow = await agent.refresh(user, account_token, session.session_id, "orders:write")
+        token = narrow.json()["access_token"]
+        asking = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "my orders"}
+        started = await _call(ctx, user, token, "POST", endpoint, {"message": asking})
+        cid = started.json()["conversation_id"]
+        events_url = f"{endpoint}/{cid}/events"
+        narrow_page = (await _call(ctx, user, token, "GET", events_url)).json()
+        # The same Session signed in again with every scope (a second sign-in's Account
+        # Token): the bot reads the orders in the same conversation.
+        wide = await agent.refresh(user, signed_in(world, user), session.session_id)
+        token = wide.json()["access_token"]
+        again = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "my orders"}
+        sent = await _call(
+            ctx, user, token, "POST", f"{endpoint}/{cid}/messages", {"message": again}
+        )
+        wide_page = (
+            await _call(ctx, user, token, "GET", f"{events_url}?cursor={narrow_page['cursor']}")
+        ).json()
+        # A signed-out Session of the same user: the account's conversation needs sign-in.
+        signed_out = await ctx.session(user)
+        refused = await _call(
+            ctx, user, signed_out.access_token.get_secret_value(), "GET", events_url
+        )
+        return started, narrow_page, sent, wide_page, refused, again
+
+    started, narrow_page, sent, wide_page, refused, again = account_scenario(world, body)
+    assert started.status_code == 201
+    ask = [event for event in narrow_page["events"] if event["type"] == "authorization"]
+    assert [(e["error"], e["scope"]) for e in ask] == [("insufficient_scope", "orders:read")]
+    assert sent.status_code == 202
+    assert BOT.runs[again["id"]] == 1
+    assert [e["type"] for e in wide_page["events"]] == ["message", "message"]
+    assert wide_page["events"][1]["message"]["text"] == "You said: my orders (1 before)"
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "sign_in_required"}
+
+
+def test_one_brand_answers_a_pact_agent_and_a_poppy_agent_with_the_same_bot(
+    world: PoppyWorld,
+) -> None:
+    # PACT: message:send on the very Provider the TLS world serves, then its retry.
+    pact_id = str(uuid.uuid4())
+    token = identity_token(PACT_KEY, PACT_ISSUER, BASE_URL, sub="pact-user", fresh_jti=True)
+    pact_answers: list[Any] = []
+    context_id: str | None = None
+    for _ in range(2):
+        request = Request(
+            method="POST",
+            path="/a2a/shop/message:send",
+            headers=(("authorization", "Bearer " + token), ("content-type", "application/json")),
+        )
+        body = message_body("Hello from PACT", message_id=pact_id, context_id=context_id)
+        pact_answers.append(world.provider.handle(request, BodyReader(body)))
+        # The retry names the conversation the first send started (PACT §4.3).
+        context_id = json.loads(pact_answers[-1].body)["message"]["contextId"]
+    # Poppy: the SDK's personal agent over TLS, the same bot answering.
+    poppy = _message("Hello from Poppy")
+
+    async def scenario() -> Any:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            started = await ctx.agent.conversations.start(endpoint, poppy, token=session, **who)
+            return await ctx.agent.conversations.read_events(
+                endpoint, started.conversation_id, token=session, **who
+            )
+
+    page = run(scenario())
+    assert [answer.status for answer in pact_answers] == [200, 200]
+    assert pact_answers[0].body == pact_answers[1].body  # the retry: the stored reply
+    pact_reply = json.loads(pact_answers[0].body)["message"]
+    assert pact_reply["parts"] == [{"text": "You said: Hello from PACT (0 before)"}]
+    poppy_said = [e.message.text for e in page.events if e.message and e.message.role == "company"]
+    assert poppy_said == ["You said: Hello from Poppy (0 before)"]
+    assert (BOT.runs[pact_id], BOT.runs[poppy.id]) == (1, 1)
