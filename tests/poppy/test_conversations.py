@@ -361,3 +361,38 @@ def test_one_brand_answers_a_pact_agent_and_a_poppy_agent_with_the_same_bot(
     poppy_said = [e.message.text for e in page.events if e.message and e.message.role == "company"]
     assert poppy_said == ["You said: Hello from Poppy (0 before)"]
     assert (BOT.runs[pact_id], BOT.runs[poppy.id]) == (1, 1)
+
+
+def test_a_post_with_wait_or_cursor_answers_a_page_and_a_bad_wait_is_refused(
+    world: PoppyWorld,
+) -> None:
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            conversations = ctx.agent.conversations
+            first = await conversations.start(
+                endpoint, _message("One"), token=session, wait=0, **who
+            )
+            more = await conversations.send(
+                endpoint,
+                first.conversation_id,
+                _message("Two"),
+                token=session,
+                cursor=first.cursor,
+                **who,
+            )
+            url = f"{endpoint}/{first.conversation_id}/events?wait=soon"
+            bad = await _call(ctx, user, session.access_token.get_secret_value(), "GET", url)
+            return first, more, bad
+
+    first, more, bad = run(scenario())
+    assert [e.message.text for e in first.events if e.message] == [
+        "One",
+        "You said: One (0 before)",
+    ]
+    assert [e.message.text for e in more.events if e.message] == ["Two", "You said: Two (1 before)"]
+    assert (bad.status_code, bad.json()) == (400, {"error": "invalid_request"})

@@ -208,23 +208,40 @@ class PoppyConversations:
         request: Request,
         issuer: str,
     ) -> Flow:
+        query = _query(request)
+        cursor = query.get("cursor")
+        # `wait` is whole seconds; answered at once (a turn's answer is stored before its POST
+        # returns), but a malformed one is still the agent's error.
+        wait = query.get("wait")
+        if wait is not None and not (wait.isascii() and wait.isdigit()):
+            raise PoppyError(400, "invalid_request", "wait must be whole seconds")
+        receipt: _Receipt
         if operation == "create":
             body = yield from self._body()
             message, parent = parse_conversation_start(body)
             if parent is not None:
                 raise PoppyError(400, "invalid_request", "Direct Conversations are not supported")
-            return (yield from self._create(agent, message, issuer))
-        assert conversation_id is not None
-        conversation = yield from self._owned(agent, conversation_id)
-        if operation == "send":
-            body = yield from self._body()
-            message = parse_message_post(body)
-            return (yield from self._send(agent, conversation, message, issuer))
-        if operation == "events":
-            cursor = _query(request).get("cursor")
-            return (yield from self._page(conversation, cursor))
-        yield store(self.store.close_conversation, context_id=conversation.context_id)
-        return _receipt(conversation.context_id, closed=True, status=200)
+            receipt = yield from self._create(agent, message, issuer)
+        else:
+            assert conversation_id is not None
+            conversation = yield from self._owned(agent, conversation_id)
+            if operation == "events":
+                return (yield from self._page(conversation.context_id, conversation.closed, cursor))
+            if operation == "send":
+                body = yield from self._body()
+                message = parse_message_post(body)
+                receipt = yield from self._send(agent, conversation, message, issuer)
+            else:
+                yield store(self.store.close_conversation, context_id=conversation.context_id)
+                receipt = _Receipt(conversation.context_id, closed=True, status=200)
+        if operation != "close" and (cursor is not None or wait is not None):
+            # Asked for a page instead of a receipt (§7.3): the events after `cursor`.
+            return (
+                yield from self._page(
+                    receipt.context_id, receipt.closed, cursor, receipt.status, receipt.working
+                )
+            )
+        return receipt.response()
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -261,7 +278,8 @@ class PoppyConversations:
             raise PoppyError(403, "sign_in_required", "the conversation belongs to an account")
         return conversation
 
-    def _create(self, agent: PoppyAgent, message: InboundMessage, issuer: str) -> Flow:
+    def _create(self, agent: PoppyAgent, message: InboundMessage, issuer: str) -> SubFlow:
+        """Start a conversation with its first message; the value is a `_Receipt`."""
         context_id = _derived_context_id(agent, message.id)
         now = self._clock()
         try:
@@ -302,7 +320,7 @@ class PoppyConversations:
         issuer: str,
         *,
         created: bool = False,
-    ) -> Flow:
+    ) -> SubFlow:
         context_id = conversation.context_id
         if agent.account is not None and conversation.account is None:
             # Once a signed-in Session used it, the conversation stays with that account.
@@ -326,7 +344,7 @@ class PoppyConversations:
             record = _TurnRecord.load(claim.reply)
             if record is None or record.message != message.content():
                 raise PoppyError(409, "message_id_conflict", "the message id has other content")
-            return _receipt(context_id, closed=conversation.closed, status=status)
+            return _Receipt(context_id, closed=conversation.closed, status=status)
         if claim.kind == "conflict":
             raise PoppyError(409, "message_id_conflict", "the id is one of the company's")
         if conversation.closed:
@@ -340,7 +358,7 @@ class PoppyConversations:
             )
         if claim.kind == "pending":
             # Another worker runs the bot for this message now: its answer will be an event.
-            return _receipt(context_id, closed=False, status=status, working=True)
+            return _Receipt(context_id, closed=False, status=status, working=True)
         return (yield from self._answer(agent, conversation, message, claim, now, issuer, status))
 
     def _answer(
@@ -352,7 +370,7 @@ class PoppyConversations:
         claimed_at: float,
         issuer: str,
         status: int,
-    ) -> Flow:
+    ) -> SubFlow:
         """Run the Brand's bot once for a claimed message and store the turn's events."""
         brand = self._bots[agent.brand_id]
         context_id = conversation.context_id
@@ -421,9 +439,16 @@ class PoppyConversations:
         )
         if close:
             yield store(self.store.close_conversation, context_id=context_id)
-        return _receipt(context_id, closed=close, status=status)
+        return _Receipt(context_id, closed=close, status=status)
 
-    def _page(self, conversation: Conversation, cursor: str | None) -> Flow:
+    def _page(
+        self,
+        context_id: str,
+        closed: bool,
+        cursor: str | None,
+        status: int = 200,
+        working: bool = False,
+    ) -> Flow:
         """One page of events after `cursor` (`cur_<events already read>`)."""
         start = 0
         if cursor is not None:
@@ -431,9 +456,7 @@ class PoppyConversations:
             if matched is None:
                 raise PoppyError(400, "invalid_cursor", "not a cursor of this conversation")
             start = int(matched.group(1))
-        replies = yield store(
-            self.store.replies, context_id=conversation.context_id, limit=MAX_TURNS
-        )
+        replies = yield store(self.store.replies, context_id=context_id, limit=MAX_TURNS)
         events: list[dict[str, Any]] = []
         for _, stored in replies:
             record = _TurnRecord.load(stored)
@@ -444,13 +467,13 @@ class PoppyConversations:
         page = events[start : start + PAGE_SIZE]
         end = start + len(page)
         body = {
-            "conversation_id": _public_id(conversation.context_id),
+            "conversation_id": _public_id(context_id),
             "events": page,
             "cursor": f"cur_{end}",
             "has_more": end < len(events),
-            **_state(conversation.closed),
+            **_state(closed, working),
         }
-        return json_response(body, extra=NO_STORE)
+        return json_response(body, status=status, extra=NO_STORE)
 
 
 @frozen
@@ -536,9 +559,18 @@ def _state(closed: bool, working: bool = False) -> dict[str, str]:
     return {"status": status, "responder": "agent"}
 
 
-def _receipt(context_id: str, *, closed: bool, status: int, working: bool = False) -> Response:
-    body = {"conversation_id": _public_id(context_id), **_state(closed, working)}
-    return json_response(body, status=status, extra=NO_STORE)
+@frozen
+class _Receipt:
+    """What a POST did to a conversation, answered as a receipt or, asked, as a page."""
+
+    context_id: str
+    closed: bool
+    status: int
+    working: bool = False
+
+    def response(self) -> Response:
+        body = {"conversation_id": _public_id(self.context_id), **_state(self.closed, self.working)}
+        return json_response(body, status=self.status, extra=NO_STORE)
 
 
 def _query(request: Request) -> dict[str, str]:
