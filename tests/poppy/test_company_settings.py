@@ -58,7 +58,6 @@ def test_an_agents_list_admits_only_those() -> None:
         ({"domain": None}, "brands.shop.poppy.domain is required"),
         ({"domain": "not a domain"}, "brands.shop.poppy.domain"),
         ({"domains": ["www.shop.example"]}, "brands.shop.poppy.domains"),
-        ({"apis": []}, "brands.shop.poppy.apis"),
         ({"apis": [{**API, "type": "graphql"}]}, "brands.shop.poppy.apis[0]"),
         ({"apis": [{**API, "url": "http://shop.example/o"}]}, "brands.shop.poppy.apis[0]"),
         ({"session_seconds": 0}, "brands.shop.poppy.session_seconds"),
@@ -73,6 +72,21 @@ def test_a_bad_setting_is_refused_at_startup_naming_its_key(
     base_url = changes.pop("base_url", "https://shop.example")
     with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
         ProviderSettings.from_mapping(settings(base_url, **changes))
+
+
+def test_a_brand_without_apis_publishes_its_conversation_endpoint() -> None:
+    # Conversations are enough for a Company (§3: conversations or APIs); none were before.
+    from pactmw.provider import Provider
+
+    parsed = ProviderSettings.from_mapping(settings(apis=[]))
+    provider = Provider.from_settings(parsed)
+    try:
+        assert provider.poppy is not None
+        company = provider.poppy.brands["shop"].company
+        assert company.apis == ()
+        assert company.conversations_endpoint == "https://shop.example/a2a/shop/poppy/conversations"
+    finally:
+        provider.close()
 
 
 def test_two_brands_cannot_publish_on_one_domain() -> None:

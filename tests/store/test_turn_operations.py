@@ -216,6 +216,47 @@ def test_concurrent_starts_are_separate_conversations(store: Store) -> None:
         assert _claim_turn(store, ctx, "m1").kind == "pending"
 
 
+def test_start_conversation_with_a_given_id_mints_it_once(store: Store) -> None:
+    given = str(uuid.uuid5(uuid.NAMESPACE_URL, "derived"))
+    start = dict(OWNER, account=None, message_id="m1", text="hi", now=T0, context_id=given)
+    assert store.start_conversation(**start) == given  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="already exists"):
+        store.start_conversation(**dict(start, message_id="m2"))  # type: ignore[arg-type]
+    # Nothing of the refused start was kept: m2 was never claimed.
+    assert _claim_turn(store, given, "m2").kind == "new"
+    assert _claim_turn(store, given, "m1").kind == "pending"
+
+
+def test_concurrent_starts_of_one_given_id_have_one_winner(store: Store) -> None:
+    given = str(uuid.uuid4())
+
+    def start(i: int) -> str:
+        try:
+            return store.start_conversation(
+                **OWNER, account=None, message_id="m1", text="hi", now=T0, context_id=given
+            )
+        except ValueError:
+            return "refused"
+
+    outcomes = all_at_once(16, start)
+    assert sorted(outcomes) == [given] + ["refused"] * 15
+
+
+def test_replies_are_the_answered_turns_stored_bytes_in_order(store: Store) -> None:
+    ctx = _start(store, "m1")
+    _answer(store, ctx, "m1")
+    for mid in ("m2", "m3", "m4"):
+        assert _claim_turn(store, ctx, mid).kind == "new"
+    _answer(store, ctx, "m3")
+    _answer(store, ctx, "m2")
+    store.release_claim(context_id=ctx, message_id="m4")
+    assert store.replies(ctx) == [("m1", b"body m1"), ("m2", b"body m2"), ("m3", b"body m3")]
+    assert store.replies(ctx, limit=2) == [("m1", b"body m1"), ("m2", b"body m2")]
+    assert store.replies(ctx, limit=0) == []
+    assert store.replies(str(uuid.uuid4())) == []
+    assert store.replies("nul\x00id") == []
+
+
 # --- the history index -----------------------------------------------------------------------
 
 

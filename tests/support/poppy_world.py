@@ -44,7 +44,7 @@ from pactmw.adapters.asgi import A2AProviderApp, current_poppy_caller, poppy_ses
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import SigningKeys
-from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import AuditEvent, Brand, Provider, Reply, SignedInUser, Turn
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import PoppyConfig
@@ -417,15 +417,22 @@ def _by_host(apps: dict[str, Any]) -> Any:
     return app
 
 
-def verifier_for(ca: TestCA, port: int) -> IdentityVerifier:
-    """A PACT verifier whose fetch policy reaches the world's agents (no PACT agents)."""
+def verifier_for(
+    ca: TestCA, port: int, pact_agents: Sequence[RegisteredAgent] = ()
+) -> IdentityVerifier:
+    """A PACT verifier whose fetch policy reaches the world's agents; `pact_agents` are the
+    PACT personal agents it knows (none by default)."""
     keys = JwksCache(ca.policy(port, ATLAS, PLAIN, timeout=5.0))
-    return IdentityVerifier(audience=BASE_URL, registry=AgentRegistry([]), keys=keys)
+    return IdentityVerifier(audience=BASE_URL, registry=AgentRegistry(pact_agents), keys=keys)
 
 
 @contextlib.contextmanager
 def serve_world(
-    reopen: Callable[[], Store], tmp_path: Path, *, brands: Sequence[Brand] | None = None
+    reopen: Callable[[], Store],
+    tmp_path: Path,
+    *,
+    brands: Sequence[Brand] | None = None,
+    pact_agents: Sequence[RegisteredAgent] = (),
 ) -> Iterator[PoppyWorld]:
     """Serve the world on one free port over TLS while the block runs."""
     from tests.support.net import free_port
@@ -439,7 +446,7 @@ def serve_world(
     audit_events: list[AuditEvent] = []
     provider = Provider(
         base_url=BASE_URL,
-        verifier=verifier_for(ca, port),
+        verifier=verifier_for(ca, port, pact_agents),
         store=reopen(),
         brands=brands or (poppy_brand(),),
         signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
@@ -467,7 +474,11 @@ def serve_world(
 
 
 def world_on(
-    request: Any, tmp_path_factory: Any, *, brands: Sequence[Brand] | None = None
+    request: Any,
+    tmp_path_factory: Any,
+    *,
+    brands: Sequence[Brand] | None = None,
+    pact_agents: Sequence[RegisteredAgent] = (),
 ) -> Iterator[PoppyWorld]:
     """A world on the store `request.param` names (`sqlite` or `postgres`), for a fixture."""
     from pactmw.store import PostgresStore, SqliteStore
@@ -490,7 +501,7 @@ def world_on(
             return opened[-1]
 
     try:
-        with serve_world(reopen, tmp_path, brands=brands) as running:
+        with serve_world(reopen, tmp_path, brands=brands, pact_agents=pact_agents) as running:
             running.store_url = store_url
             yield running
     finally:

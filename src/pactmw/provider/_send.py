@@ -47,7 +47,13 @@ REPLAY_GRANT_ENDED = (
 #: enough that one failed renewal (a store hiccup) still leaves the lease standing.
 _RENEW_FRACTION = 1 / 3
 
-__all__ = ["REPLAY_GRANT_ENDED", "REPLAY_STEP_UP", "TURN_TIMED_OUT", "MessageSender"]
+__all__ = [
+    "REPLAY_GRANT_ENDED",
+    "REPLAY_STEP_UP",
+    "TURN_TIMED_OUT",
+    "MessageSender",
+    "as_reply",
+]
 
 
 class MessageSender:
@@ -70,6 +76,11 @@ class MessageSender:
         self._leases = _LeaseRenewer(store, clock, claim_lease_seconds)
         self.conversation_idle_timeout = conversation_idle_timeout
         self.oauth = oauth
+
+    def hold_lease(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
+        """Keep renewing a claim while its bot runs (any protocol's turn); `release()` it
+        once the turn is over."""
+        return self._leases.hold(context_id, message_id, claimed_at=claimed_at)
 
     def send(
         self,
@@ -214,7 +225,7 @@ class MessageSender:
                 # A tool refused and the bot let it through: the refusal (written for the
                 # caller) is the answer, with its reports and receipt, never a 500.
                 result = Reply(text=refused.message)
-            reply = _as_reply(result)
+            reply = as_reply(result)
             reply_text, close = reply.text, reply.close
             reply_id = str(uuid.uuid4())
             parts: list[dict[str, Any]] = [{"text": reply.text}]
@@ -456,7 +467,8 @@ def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:
         turn.session_closed = yield NeedStore(parafe.close_session, {"member": member})
 
 
-def _as_reply(result: Any) -> Reply:
+def as_reply(result: Any) -> Reply:
+    """A bot's answer as a `Reply`; TypeError/ValueError for what no protocol can send."""
     if isinstance(result, str):
         result = Reply(text=result)
     if not isinstance(result, Reply):

@@ -186,6 +186,8 @@ class Provider:
                 rate_counters=rate_counters,
                 sign_in=sign_in,
                 audit=self.oauth.audit if self.oauth is not None else None,
+                bots={brand_id: self.brands[brand_id] for brand_id in poppy_brands},
+                turns=self._sender,
             )
         # Cards are static per Brand: render them once.
         self._cards = {

@@ -56,7 +56,8 @@ from pactmw.protocols.poppy import (
     parse_token_request,
     session_credentials,
 )
-from pactmw.provider.brand import DelegationConfig
+from pactmw.provider._send import MessageSender
+from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
 from pactmw.provider.delegated._device import DEVICE_CODE_LIFETIME, verification_uris
@@ -65,6 +66,12 @@ from pactmw.provider.delegated._resource import USE_RECORD_INTERVAL
 from pactmw.provider.delegated._responses import NO_STORE, PUBLIC_DOCUMENT, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, SubFlow, store
 from pactmw.provider.poppy._config import PoppyConfig
+from pactmw.provider.poppy._conversations import (
+    ConversationOperation,
+    PoppyAgent,
+    PoppyConversations,
+    conversation_route,
+)
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import GrantUsageStore, RateLimitStore
 from pactmw.store._protocols.sessions import decide_session_change
@@ -90,7 +97,9 @@ DPOP_NAMESPACE = "poppy.dpop"
 #: Grants whose last recorded use one process remembers (see `PoppyServer._used`).
 _USED_MEMO_SIZE = 100_000
 
-PoppyOperation = Literal["discovery", "metadata", "device", "token", "revoke"]
+PoppyOperation = Literal["discovery", "metadata", "device", "token", "revoke", "conversation"]
+#: Where a Brand's conversation endpoint sits below its issuer (§7).
+CONVERSATIONS_SEGMENT = "conversations"
 
 #: The device_code grant's answers before an approval is collected (RFC 8628 §3.5), and
 #: its refusals, by `Poll.kind`.
@@ -112,6 +121,8 @@ class PoppyRoute:
 
     operation: PoppyOperation
     brand_id: str | None = None
+    #: For `conversation`: which request, and the conversation it names (None for create).
+    conversation: tuple[ConversationOperation, str | None] | None = None
 
 
 @frozen
@@ -126,6 +137,8 @@ class PoppyCaller:
     session_id: str
     account: str | None
     scopes: tuple[str, ...]
+    #: The grant a signed-in Session runs under (None signed out).
+    grant_id: str | None = None
 
     @property
     def signed_in(self) -> bool:
@@ -204,6 +217,7 @@ def _company(
     name: str,
     config: PoppyConfig,
     sign_in: DeviceSignIn | None = None,
+    conversations: bool = True,
 ) -> PoppyCompany:
     issuer = issuer_url(base_url, brand_id)
     where = f"brands.{brand_id}.poppy"
@@ -216,6 +230,7 @@ def _company(
             revocation_endpoint=f"{issuer}/revoke",
             device_authorization_endpoint=None if sign_in is None else f"{issuer}/device",
             device_scopes=None if sign_in is None else sign_in.scopes,
+            conversations_endpoint=(f"{issuer}/{CONVERSATIONS_SEGMENT}" if conversations else None),
             custom_scopes=config.custom_scopes,
             apis=config.apis,
             poppy_domains=config.domains,
@@ -234,10 +249,14 @@ def poppy_companies(
     base_url: str,
     brands: Mapping[str, tuple[str, PoppyConfig]],
     sign_in: Mapping[str, DeviceSignIn] | None = None,
+    conversations: bool = True,
 ) -> dict[str, PoppyCompany]:
     """What each Poppy-enabled Brand publishes (with Device Sign-In for those in
     `sign_in`); ValueError naming the setting when the settings cannot make a valid
-    Company (startup checks, PAP-3-05, PAP-3.2-01/02, PAP-4.6-02)."""
+    Company (startup checks, PAP-3-05, PAP-3.2-01/02, PAP-4.6-02).
+
+    `conversations`: whether the Brands' conversation endpoint is listed (a Provider's
+    always is; a `PoppyServer` built without the Brands' bots serves none)."""
     if brands and urlsplit(base_url).scheme != "https":
         first = next(iter(brands))
         raise ValueError(
@@ -248,7 +267,7 @@ def poppy_companies(
     owner: dict[str, str] = {}
     for brand_id, (name, config) in brands.items():
         device = (sign_in or {}).get(brand_id)
-        company = _company(base_url.rstrip("/"), brand_id, name, config, device)
+        company = _company(base_url.rstrip("/"), brand_id, name, config, device, conversations)
         if device is not None:
             _check_sign_in_link(brand_id, company, device)
         for domain in company.poppy_domains:
@@ -284,9 +303,18 @@ class PoppyServer:
         sign_in: Mapping[str, DeviceSignIn] | None = None,
         device_rate_limit: RateLimit | None = None,
         audit: Audit | None = None,
+        bots: Mapping[str, Brand] | None = None,
+        turns: MessageSender | None = None,
     ) -> None:
         sign_in = sign_in or {}
-        companies = poppy_companies(base_url, brands, sign_in)
+        #: The conversation endpoints, when the Provider hands over its Brands' bots and its
+        #: turn runner (the one `message:send` uses); published in poppy.json then.
+        self.conversations = (
+            PoppyConversations(store=store, clock=clock, bots=bots, turns=turns)
+            if bots is not None and turns is not None
+            else None
+        )
+        companies = poppy_companies(base_url, brands, sign_in, self.conversations is not None)
         self.base_url = base_url.rstrip("/")
         parts = urlsplit(self.base_url)
         self._base_path = parts.path
@@ -363,7 +391,15 @@ class PoppyServer:
         if not path.startswith("/a2a/"):
             return None
         brand_id, _, rest = path[len("/a2a/") :].partition("/")
-        if brand_id not in self.brands or method != "POST":
+        if brand_id not in self.brands:
+            return None
+        conversations = f"{ISSUER_SEGMENT}/{CONVERSATIONS_SEGMENT}"
+        if self.conversations is not None and (
+            rest == conversations or rest.startswith(conversations + "/")
+        ):
+            found = conversation_route(method, rest[len(conversations) :])
+            return PoppyRoute("conversation", brand_id, found) if found is not None else None
+        if method != "POST":
             return None
         if rest == f"{ISSUER_SEGMENT}/token":
             return PoppyRoute("token", brand_id)
@@ -385,6 +421,24 @@ class PoppyServer:
             return (yield from self._token(brand, request))
         if route.operation == "device":
             return (yield from self._device(brand))
+        if route.operation == "conversation":
+            assert route.conversation is not None
+            assert self.conversations is not None
+            caller: PoppyCaller = yield from self.session_flow(brand.brand_id, request, ())
+            agent = PoppyAgent(
+                brand_id=caller.brand_id,
+                client_id=caller.client_id,
+                user_id=caller.user_id,
+                account=caller.account,
+                grant_id=caller.grant_id,
+                scopes=caller.scopes,
+            )
+            operation, conversation_id = route.conversation
+            return (
+                yield from self.conversations.flow(
+                    operation, conversation_id, agent, request, brand.company.issuer
+                )
+            )
         return (yield from self._revoke(brand))
 
     # -- discovery ---------------------------------------------------------------------------
@@ -457,6 +511,7 @@ class PoppyServer:
             session_id=session.session_id,
             account=session.account,
             scopes=session.scopes,
+            grant_id=session.grant_id,
         )
 
     def _record_use(self, grant_id: str, now: float) -> SubFlow:
@@ -879,6 +934,7 @@ __all__ = [
     "ACCOUNT_TOKEN_PREFIX",
     "ACCOUNT_TOKEN_SECONDS",
     "ASSERTION_NAMESPACE",
+    "CONVERSATIONS_SEGMENT",
     "DEVICE_RATE_LIMIT",
     "DPOP_NAMESPACE",
     "ISSUER_SEGMENT",

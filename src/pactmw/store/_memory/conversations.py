@@ -107,12 +107,14 @@ class ConversationsMixin(MemoryCore):
         message_id: str,
         text: str,
         now: float,
+        context_id: str | None = None,
     ) -> str:
         """Mint a conversation and claim its first user message, in one step."""
         reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
         if account is not None:
             reject_nul(account=account)
-        context_id = str(uuid.uuid4())
+        derived = context_id is not None
+        context_id = context_id if context_id is not None else str(uuid.uuid4())
         conversation = Conversation(
             context_id=context_id,
             brand_id=brand_id,
@@ -127,6 +129,8 @@ class ConversationsMixin(MemoryCore):
         context = Context(conversation, {message_id: first}, set())
         with self._lock:
             self._check_open()
+            if derived and context_id in self._contexts:
+                raise ValueError(f"conversation {context_id!r} already exists")
             self._contexts[context_id] = context
         return context_id
 
@@ -219,6 +223,16 @@ class ConversationsMixin(MemoryCore):
             self._check_open()
             ctx = self._contexts.get(context_id)
             return [] if ctx is None else _last_turns(ctx, limit)
+
+    def replies(self, context_id: str, *, limit: int = 1000) -> list[tuple[str, bytes]]:
+        """Return `(message_id, stored reply)` of the first `limit` answered turns."""
+        with self._lock:
+            self._check_open()
+            ctx = self._contexts.get(context_id)
+            if ctx is None or limit <= 0:
+                return []
+            answered = [(mid, m.reply) for mid, m in ctx.messages.items() if m.reply is not None]
+            return [(mid, reply) for mid, reply in answered[:limit] if reply is not None]
 
 
 def _last_turns(ctx: Context, limit: int) -> list[StoredTurn]:

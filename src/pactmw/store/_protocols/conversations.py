@@ -97,12 +97,17 @@ class ConversationStore(Protocol):
         message_id: str,
         text: str,
         now: float,
+        context_id: str | None = None,
     ) -> str:
         """Mint a conversation and claim its first user message, in one transaction.
 
         The same as `create_conversation`, then `bind_account(account)` when `account` is
         not None, then a `claim_message` that is always `new` (nothing else knows the id
         yet), but one store round trip instead of three. Returns the new conversation's id.
+
+        `context_id`, when given, is the id to mint instead of a random UUID4 (a protocol
+        whose retried "create" must find the conversation it made derives the id); when a
+        conversation already has it, `ValueError` and nothing changes.
         """
         ...
 
@@ -130,5 +135,14 @@ class ConversationStore(Protocol):
         Turns are in the order their user messages were claimed (a takeover keeps the
         message's place; a released and re-claimed one moves to the end). Unanswered claims
         are left out. An unknown conversation has an empty history.
+        """
+        ...
+
+    def replies(self, context_id: str, *, limit: int = 1000) -> list[tuple[str, bytes]]:
+        """Return `(message_id, stored reply)` of the first `limit` answered turns, in
+        history order (oldest first); empty for an unknown conversation.
+
+        The stored bytes are the ones a retry gets back: a protocol that keeps its own record
+        of a turn in them (Poppy's events) reads the conversation back from here.
         """
         ...

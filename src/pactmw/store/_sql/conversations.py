@@ -101,17 +101,27 @@ class ConversationsMixin(SqlCore):
         message_id: str,
         text: str,
         now: float,
+        context_id: str | None = None,
     ) -> str:
         """Mint a conversation and claim its first user message, in one transaction."""
         reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
         if account is not None:
             reject_nul(account=account)
-        context_id = str(uuid.uuid4())
         sql = self._sql
         with self._write() as ex:
-            ex.execute(
-                sql.start_conversation, (context_id, brand_id, issuer, sub, now, now, account)
-            )
+            if context_id is None:
+                context_id = str(uuid.uuid4())
+                ex.execute(
+                    sql.start_conversation, (context_id, brand_id, issuer, sub, now, now, account)
+                )
+            else:
+                reject_nul(context_id=context_id)
+                inserted = ex.execute(
+                    sql.start_conversation_with_id,
+                    (context_id, brand_id, issuer, sub, now, now, account),
+                )
+                if inserted.rowcount == 0:
+                    raise ValueError(f"conversation {context_id!r} already exists")
             ex.execute(sql.insert_claim, (context_id, message_id, text, now))
         return context_id
 
@@ -213,6 +223,14 @@ class ConversationsMixin(SqlCore):
         with self._read() as ex:
             rows = ex.execute(self._sql.history, (context_id, limit)).fetchall()
         return list(_turns(rows))
+
+    def replies(self, context_id: str, *, limit: int = 1000) -> list[tuple[str, bytes]]:
+        """Return `(message_id, stored reply)` of the first `limit` answered turns."""
+        if limit <= 0 or has_nul(context_id):
+            return []
+        with self._read() as ex:
+            rows = ex.execute(self._sql.replies, (context_id, limit)).fetchall()
+        return [(str(row[0]), bytes(row[1])) for row in rows]
 
 
 def _turns(rows: Sequence[Sequence[Any]]) -> tuple[StoredTurn, ...]:

@@ -126,6 +126,16 @@ class Statements:
             " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
             " VALUES (?, ?, ?, ?, ?, ?, {false}, ?)"
         )
+        # A derived id: a concurrent start of the same conversation inserts nothing.
+        self.start_conversation_with_id = q(
+            "INSERT INTO pactmw_conversations"
+            " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
+            " VALUES (?, ?, ?, ?, ?, ?, {false}, ?) ON CONFLICT (context_id) DO NOTHING"
+        )
+        self.replies = q(
+            "SELECT message_id, reply FROM pactmw_messages"
+            " WHERE context_id = ? AND reply IS NOT NULL ORDER BY id LIMIT ?"
+        )
         # Newest first, so the answered-turns index (schema version 8) serves the ORDER BY
         # and the LIMIT directly; the caller reverses the rows (no sort in the database).
         self.history = q(

@@ -1,0 +1,398 @@
+"""Poppy conversations with the company's agent (§7, plan step 6), driven by the SDK's own
+personal agent over real TLS, on sqlite and PostgreSQL: the SDK's `conversations.*`
+conformance cases by id, one bot run per message however often it is retried, owner scoping,
+the `authorization` event of a missing scope, and refused forged or replayed DPoP proofs."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from personal_agent_protocol.conformance import run_conformance, select_cases
+from personal_agent_protocol.models import Message
+from pydantic import SecretStr
+
+from pactmw.core.http import Request
+from pactmw.core.jwk import generate_private_jwk, public_key_set
+from pactmw.protocols.identity import RegisteredAgent
+from pactmw.provider import Brand, Reply, Turn
+from pactmw.provider.poppy import PoppyConfig
+from tests.poppy.test_account_tokens import Agent, signed_in
+from tests.poppy.test_account_tokens import scenario as account_scenario
+from tests.provider import BodyReader, message_body
+from tests.support.agent import identity_token
+from tests.support.poppy_world import BASE_URL, SHOP, PoppyWorld, world_on
+
+#: The SDK's conversation cases pactmw's company runs; each must pass, never skip.
+CONVERSATION_CASES = (
+    "conversations.start-and-reply",
+    "conversations.retry-replays",
+    "conversations.message-id-conflict",
+    "conversations.invalid-cursor",
+    "conversations.has-more-drained",
+    "conversations.empty-read",
+    "conversations.read-fields",
+    "conversations.attribution",
+    "conversations.closed",
+    "conversations.not-found-indistinguishable",
+    "lifecycle.parallel-sessions",
+)
+
+
+class CountingBot:
+    """Answers every message, counting its runs per message id; "orders" needs a scope."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, turn: Turn) -> Reply:
+        with self._lock:
+            self.runs[turn.message_id] += 1
+        if "orders" in turn.text:
+            turn.require_scopes("orders:read", message="Sign in so I can read your orders.")
+        return Reply(text=f"You said: {turn.text} ({len(turn.history)} before)")
+
+
+BOT = CountingBot()
+
+
+def counting_brand() -> Brand:
+    from pactmw.protocols.poppy import ApiDescriptor
+
+    return Brand(
+        id="shop",
+        name="Shop",
+        handler=BOT,
+        poppy=PoppyConfig(
+            domain=SHOP,
+            agents="any",
+            custom_scopes={"orders:read": "Read your orders"},
+            apis=(ApiDescriptor("openapi", f"https://{SHOP}/openapi.json", "Orders"),),
+        ),
+    )
+
+
+#: A PACT personal agent the same Provider knows (keys inline: nothing to fetch).
+PACT_ISSUER = "https://pact-agent.example"
+PACT_KEY = generate_private_jwk()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    pact = RegisteredAgent(issuer=PACT_ISSUER, name="PACT PA", jwks=public_key_set([PACT_KEY]))
+    yield from world_on(request, tmp_path_factory, brands=(counting_brand(),), pact_agents=(pact,))
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def _named(case_id: str) -> Any:
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
+
+
+@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in CONVERSATION_CASES])
+def test_sdk_conversation_case(world: PoppyWorld, case_id: str) -> None:
+    async def one() -> Any:
+        async with world.http() as http:
+            report = await run_conformance(world.context(http), cases=select_cases(ids=[case_id]))
+        return report.results
+
+    (result,) = run(one())
+    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+
+
+def _message(text: str) -> Message:
+    raw = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+    return Message(id="msg_" + raw, sender="agent", text=text)
+
+
+def test_signed_out_session_converses_and_a_retry_runs_the_bot_once(world: PoppyWorld) -> None:
+    async def scenario() -> tuple[Any, Any, Any, Message, Message]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            first, second = _message("Hello"), _message("Where is my parcel?")
+            conversations = ctx.agent.conversations
+            started = await conversations.start(endpoint, first, token=session, **who)
+            again = await conversations.start(endpoint, first, token=session, **who)
+            cid = started.conversation_id
+            sent = await conversations.send(endpoint, cid, second, token=session, **who)
+            await conversations.send(endpoint, cid, second, token=session, **who)
+            page = await conversations.read_events(endpoint, cid, token=session, **who)
+            return started, again, (sent, page), first, second
+
+    started, again, (sent, page), first, second = run(scenario())
+    assert again.conversation_id == started.conversation_id
+    assert sent.conversation_id == started.conversation_id
+    assert (started.status, started.responder) == ("idle", "agent")
+    assert (BOT.runs[first.id], BOT.runs[second.id]) == (1, 1)
+    texts = [(e.message.role, e.message.text) for e in page.events if e.message is not None]
+    assert texts == [
+        ("user", "Hello"),
+        ("company", "You said: Hello (0 before)"),
+        ("user", "Where is my parcel?"),
+        ("company", "You said: Where is my parcel? (1 before)"),
+    ]
+    assert (page.status, page.responder, page.has_more) == ("idle", "agent", False)
+
+
+def test_a_missing_scope_is_an_authorization_event_with_a_message(world: PoppyWorld) -> None:
+    async def scenario() -> tuple[Any, Message]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            asking = _message("Show my orders")
+            conversations = ctx.agent.conversations
+            started = await conversations.start(endpoint, asking, token=session, **who)
+            await conversations.start(endpoint, asking, token=session, **who)
+            page = await conversations.read_events(
+                endpoint, started.conversation_id, token=session, **who
+            )
+            return page, asking
+
+    page, asking = run(scenario())
+    assert BOT.runs[asking.id] == 1
+    kinds = [event.type for event in page.events]
+    assert kinds == ["message", "authorization", "message"]
+    ask = page.events[1]
+    assert (ask.error, ask.scope) == ("sign_in_required", "orders:read")
+    said = page.events[2].message
+    assert said is not None
+    assert (said.role, said.sender, said.text) == (
+        "company",
+        "agent",
+        "Sign in so I can read your orders.",
+    )
+
+
+def test_another_owners_conversation_is_unknown(world: PoppyWorld) -> None:
+    async def scenario() -> list[tuple[int, Any]]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            owner = ctx.new_user()
+            owner_session = await ctx.session(owner)
+            endpoint = await ctx.conversations_endpoint()
+            started = await ctx.agent.conversations.start(
+                endpoint, _message("Mine"), token=owner_session, **(await ctx.who(owner))
+            )
+            other = ctx.new_user()
+            session = await ctx.session(other)
+            token = session.access_token.get_secret_value()
+            answers = []
+            for conversation in (started.conversation_id, "cnv_" + "0" * 32):
+                for method, suffix, body in (
+                    ("GET", "events", None),
+                    (
+                        "POST",
+                        "messages",
+                        b'{"message": {"id": "msg_x", "sender": "agent", "text": "Hi"}}',
+                    ),
+                    ("POST", "close", None),
+                ):
+                    url = f"{endpoint}/{conversation}/{suffix}"
+                    headers = {
+                        "Authorization": f"DPoP {token}",
+                        "DPoP": await ctx.proof(other, method, url, token=session),
+                    }
+                    if body is not None:
+                        headers["Content-Type"] = "application/json"
+                    response = await ctx.send(method, url, headers=headers, content=body)
+                    answers.append((response.status_code, response.json()))
+            return answers
+
+    answers = run(scenario())
+    assert answers == [(404, {"error": "conversation_not_found"})] * 6
+
+
+def test_forged_and_replayed_proofs_are_refused(world: PoppyWorld) -> None:
+    async def scenario() -> tuple[int, Any, int, Any, int]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            started = await ctx.agent.conversations.start(
+                endpoint, _message("Hi"), token=session, **(await ctx.who(user))
+            )
+            url = f"{endpoint}/{started.conversation_id}/events"
+            token = session.access_token.get_secret_value()
+            proof = await ctx.proof(user, "GET", url, token=session)
+            headers = {"Authorization": f"DPoP {token}", "DPoP": proof}
+            fresh = await ctx.send("GET", url, headers=headers)
+            replayed = await ctx.send("GET", url, headers=headers)
+            # A proof for another URL (the create endpoint) is not one for this request.
+            other = await ctx.proof(user, "GET", endpoint, token=session)
+            forged = await ctx.send(
+                "GET", url, headers={"Authorization": f"DPoP {token}", "DPoP": other}
+            )
+            return (
+                fresh.status_code,
+                replayed.json(),
+                replayed.status_code,
+                forged.json(),
+                forged.status_code,
+            )
+
+    fresh, replayed, replayed_status, forged, forged_status = run(scenario())
+    assert fresh == 200
+    assert (replayed_status, replayed["error"]) == (401, "invalid_dpop_proof")
+    assert (forged_status, forged["error"]) == (401, "invalid_dpop_proof")
+
+
+# --- signed in (the first Account Token seeded as device sign-in will issue it) --------------
+
+
+async def _call(ctx: Any, user: str, token: str, method: str, url: str, body: Any = None) -> Any:
+    headers = {
+        "Authorization": f"DPoP {token}",
+        "DPoP": await ctx.proof(user, method, url, token=SecretStr(token)),
+    }
+    content = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        content = json.dumps(body).encode()
+    return await ctx.send(method, url, headers=headers, content=content)
+
+
+def test_signed_in_scopes_gate_the_bot_and_the_conversation_stays_with_the_account(
+    world: PoppyWorld,
+) -> None:
+    async def body(agent: Agent) -> Any:
+        ctx = agent.ctx
+        user = ctx.new_user()
+        account_token = signed_in(world, user)
+        session = await ctx.session(user)
+        endpoint = await ctx.conversations_endpoint()
+        # Signed in with orders:write only: reading orders needs orders:read.
+        narrow = await agent.refresh(user, account_token, session.session_id, "orders:write")
+        token = narrow.json()["access_token"]
+        asking = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "my orders"}
+        started = await _call(ctx, user, token, "POST", endpoint, {"message": asking})
+        cid = started.json()["conversation_id"]
+        events_url = f"{endpoint}/{cid}/events"
+        narrow_page = (await _call(ctx, user, token, "GET", events_url)).json()
+        # The same Session signed in again with every scope (a second sign-in's Account
+        # Token): the bot reads the orders in the same conversation.
+        wide = await agent.refresh(user, signed_in(world, user), session.session_id)
+        token = wide.json()["access_token"]
+        again = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "my orders"}
+        sent = await _call(
+            ctx, user, token, "POST", f"{endpoint}/{cid}/messages", {"message": again}
+        )
+        wide_page = (
+            await _call(ctx, user, token, "GET", f"{events_url}?cursor={narrow_page['cursor']}")
+        ).json()
+        # A signed-out Session of the same user: the account's conversation needs sign-in.
+        signed_out = await ctx.session(user)
+        refused = await _call(
+            ctx, user, signed_out.access_token.get_secret_value(), "GET", events_url
+        )
+        return started, narrow_page, sent, wide_page, refused, again
+
+    started, narrow_page, sent, wide_page, refused, again = account_scenario(world, body)
+    assert started.status_code == 201
+    ask = [event for event in narrow_page["events"] if event["type"] == "authorization"]
+    assert [(e["error"], e["scope"]) for e in ask] == [("insufficient_scope", "orders:read")]
+    assert sent.status_code == 202
+    assert BOT.runs[again["id"]] == 1
+    assert [e["type"] for e in wide_page["events"]] == ["message", "message"]
+    assert wide_page["events"][1]["message"]["text"] == "You said: my orders (1 before)"
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "sign_in_required"}
+
+
+def test_one_brand_answers_a_pact_agent_and_a_poppy_agent_with_the_same_bot(
+    world: PoppyWorld,
+) -> None:
+    # PACT: message:send on the very Provider the TLS world serves, then its retry.
+    pact_id = str(uuid.uuid4())
+    token = identity_token(PACT_KEY, PACT_ISSUER, BASE_URL, sub="pact-user", fresh_jti=True)
+    pact_answers: list[Any] = []
+    context_id: str | None = None
+    for _ in range(2):
+        request = Request(
+            method="POST",
+            path="/a2a/shop/message:send",
+            headers=(("authorization", "Bearer " + token), ("content-type", "application/json")),
+        )
+        body = message_body("Hello from PACT", message_id=pact_id, context_id=context_id)
+        pact_answers.append(world.provider.handle(request, BodyReader(body)))
+        # The retry names the conversation the first send started (PACT §4.3).
+        context_id = json.loads(pact_answers[-1].body)["message"]["contextId"]
+    # Poppy: the SDK's personal agent over TLS, the same bot answering.
+    poppy = _message("Hello from Poppy")
+
+    async def scenario() -> Any:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            started = await ctx.agent.conversations.start(endpoint, poppy, token=session, **who)
+            return await ctx.agent.conversations.read_events(
+                endpoint, started.conversation_id, token=session, **who
+            )
+
+    page = run(scenario())
+    assert [answer.status for answer in pact_answers] == [200, 200]
+    assert pact_answers[0].body == pact_answers[1].body  # the retry: the stored reply
+    pact_reply = json.loads(pact_answers[0].body)["message"]
+    assert pact_reply["parts"] == [{"text": "You said: Hello from PACT (0 before)"}]
+    poppy_said = [e.message.text for e in page.events if e.message and e.message.role == "company"]
+    assert poppy_said == ["You said: Hello from Poppy (0 before)"]
+    assert (BOT.runs[pact_id], BOT.runs[poppy.id]) == (1, 1)
+
+
+def test_a_post_with_wait_or_cursor_answers_a_page_and_a_bad_wait_is_refused(
+    world: PoppyWorld,
+) -> None:
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            conversations = ctx.agent.conversations
+            first = await conversations.start(
+                endpoint, _message("One"), token=session, wait=0, **who
+            )
+            more = await conversations.send(
+                endpoint,
+                first.conversation_id,
+                _message("Two"),
+                token=session,
+                cursor=first.cursor,
+                **who,
+            )
+            url = f"{endpoint}/{first.conversation_id}/events?wait=soon"
+            bad = await _call(ctx, user, session.access_token.get_secret_value(), "GET", url)
+            return first, more, bad
+
+    first, more, bad = run(scenario())
+    assert [e.message.text for e in first.events if e.message] == [
+        "One",
+        "You said: One (0 before)",
+    ]
+    assert [e.message.text for e in more.events if e.message] == ["Two", "You said: Two (1 before)"]
+    assert (bad.status_code, bad.json()) == (400, {"error": "invalid_request"})

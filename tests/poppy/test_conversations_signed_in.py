@@ -1,0 +1,90 @@
+"""Poppy conversations across a real Device Sign-In (PAP-7.11-01, PAP-7.2-01): the person
+approves in headless Chromium, the SDK's own conformance cases run by id over TLS, on sqlite
+and PostgreSQL. The bot needs `orders:read` for "orders": signed out, the conversation
+answers with an `authorization` event and a message; signed in, the same conversation goes
+on; once an account's, a signed-out Session is told to sign in."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from personal_agent_protocol.conformance import (
+    ConformanceContext,
+    Scenario,
+    run_conformance,
+    select_cases,
+)
+
+from pactmw.provider import Reply, Turn
+from tests.support.chromium import headless_chromium
+from tests.support.poppy_world import (
+    BASE_URL,
+    SCENARIO,
+    BrowserDriver,
+    PoppyWorld,
+    signed_in_brand,
+    world_on,
+)
+
+PROMPT = "Where are my orders?"
+#: The SDK's cases that need a person to sign in; each must pass, never skip.
+SIGNED_IN_CASES = (
+    "conversations.authorization-then-same-conversation",
+    "conversations.signed-out-token-on-account-conversation",
+)
+
+
+def orders_bot(turn: Turn) -> Reply:
+    if "orders" in turn.text:
+        turn.require_scopes("orders:read", message="Sign in so I can look up your orders.")
+        return Reply(text=f"{turn.delegation.account if turn.delegation else '?'}: no orders")
+    return Reply(text=f"You said: {turn.text}")
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    brand = attrs.evolve(signed_in_brand(), handler=orders_bot)
+    yield from world_on(request, tmp_path_factory, brands=(brand,))
+
+
+@pytest.fixture(scope="module")
+def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserDriver]:
+    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
+    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+        yield world.browser_driver(browser)
+
+
+def _named(case_id: str) -> Any:
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
+
+
+@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in SIGNED_IN_CASES])
+def test_sdk_signed_in_conversation_case(
+    world: PoppyWorld, person: BrowserDriver, case_id: str
+) -> None:
+    scenario: Scenario = dataclasses.replace(SCENARIO, account_prompt=PROMPT)
+
+    async def one() -> Any:
+        async with world.http() as http:
+            ctx = ConformanceContext(
+                BASE_URL,
+                identity=world.atlas,
+                http=http,
+                driver=person,
+                scenario=scenario,
+                address_resolver=world.resolve,
+            )
+            report = await run_conformance(ctx, cases=select_cases(ids=[case_id]))
+        return report.results
+
+    (result,) = asyncio.run(one())
+    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
