@@ -271,6 +271,7 @@ def test_approved_code_is_consumed_by_one_poll(store: Store) -> None:
     approval = _approve(store, scopes=("flights:upcoming:read",), now=T0 + 10)
     assert approval is not None
     decided, grant = approval.authorization, approval.grant
+    assert grant is not None  # a PACT approval names its user: the grant is written
     assert decided.status == "approved"
     assert (decided.account, decided.granted_scopes, decided.grant_id) == (
         ACCOUNT,
@@ -306,6 +307,7 @@ def test_only_the_agent_user_who_asked_collects_an_approved_code(store: Store) -
     poll = _poll(store, T0 + 20)
     assert poll.kind == "approved"
     assert poll.authorization is not None
+    assert approval.grant is not None
     assert poll.authorization.grant_id == approval.grant.grant_id
     assert _poll(store, T0 + 21, pa_sub=OTHER_PA_SUB) == Poll(kind="unknown")
 
@@ -453,6 +455,7 @@ def test_approve_never_revives_a_dead_grant(store: Store) -> None:
     _device(store, scopes=("b",))
     approval = _approve(store, scopes=("b",), now=T0 + 10, new_grant_id="g-fresh")
     assert approval is not None
+    assert approval.grant is not None
     assert (approval.grant.grant_id, approval.grant.scopes) == ("g-fresh", ("b",))
     old = store.get_grant(revoked.grant_id)
     assert old is not None
@@ -469,6 +472,7 @@ def test_approve_never_revives_a_dead_grant(store: Store) -> None:
         new_grant_id="g-acct2",
     )
     assert second is not None
+    assert second.grant is not None
     assert (second.grant.grant_id, second.grant.scopes) == ("g-acct2", ("b",))
     retired = store.get_grant("g-short")
     assert retired is not None
@@ -1043,6 +1047,7 @@ def test_state_survives_reopening(persistent: Backend) -> None:
     approval = _approve(first, scopes=("x", "y"))
     assert approval is not None
     grant = approval.grant
+    assert grant is not None
     _issue(first, grant)
     first.use_once(namespace="n", value="v", now=T0, expires_at=T0 + 60)
     first.close()
@@ -1193,6 +1198,7 @@ def test_concurrent_approvals_and_denials_have_one_winner(
             assert stored == winner.authorization
             assert stored.status == "approved"
             assert after == [winner.grant]
+            assert winner.grant is not None
             assert winner.grant.scopes == (("a", "b") if existing_grant else ("b",))
             if existing_grant:
                 assert winner.grant.grant_id == f"g-live-{round_}"
