@@ -259,14 +259,18 @@ def test_conversations_live_in_the_sites_database(running: Running) -> None:
     assert rows == [(BRAND, "user-1")]
 
 
-def test_manage_py_pactmw_reads_the_sites_store(running: Running) -> None:
-    """`manage.py pactmw` (another process) sees the Provider's agents and grants."""
-    if not running.name.startswith("django"):
-        pytest.skip("manage.py is the Django example's")
+def test_the_frameworks_pactmw_command_reads_the_sites_store(running: Running) -> None:
+    """`manage.py pactmw` (Django) and `flask pactmw` (Flask, the extension's CLI group),
+    run as another process, see the Provider's agents and grants."""
+    command = (
+        [sys.executable, "examples/django_app/manage.py"]
+        if running.name.startswith("django")
+        else [sys.executable, "-m", "flask", "--app", "examples.flask_app.app:create_app"]
+    )
 
     def manage(*args: str) -> Any:
         done = subprocess.run(
-            [sys.executable, "examples/django_app/manage.py", "pactmw", *args, "--json"],
+            [*command, "pactmw", *args, "--json"],
             cwd=REPO,
             env={**os.environ, **running.env},
             capture_output=True,
