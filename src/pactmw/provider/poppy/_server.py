@@ -722,18 +722,49 @@ class PoppyServer:
             raise PoppyError(400, "invalid_scope", "wider than the Account Token's scopes")
         if rotation.kind != "rotated":
             raise PoppyError(400, "invalid_grant", f"the Account Token is {rotation.kind}")
+        return (
+            yield from self._signed_in(
+                brand,
+                session_id=session_id,
+                client_id=client.client_id,
+                user_id=rotation.user_id,
+                account=rotation.account,
+                grant_id=rotation.grant_id,
+                scopes=rotation.scopes,
+                jkt=proof.thumbprint,
+                account_token=new_account_token,
+                now=now,
+            )
+        )
+
+    def _signed_in(
+        self,
+        brand: PoppyBrand,
+        *,
+        session_id: str,
+        client_id: str,
+        user_id: str,
+        account: str,
+        grant_id: str,
+        scopes: tuple[str, ...],
+        jkt: str,
+        account_token: str,
+        now: float,
+    ) -> Flow:
+        """Sign the Session in with `scopes` under a fresh Session Token; the value is the
+        token response, the Account Token as its `refresh_token` (§4.7)."""
         session_token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
         expires_in = int(brand.config.session_seconds)
         change = yield store(
             self.store.sign_in_session,
             session_id=session_id,
             brand_id=brand.brand_id,
-            client_id=client.client_id,
-            user_id=rotation.user_id,
-            account=rotation.account,
-            grant_id=rotation.grant_id,
-            scopes=rotation.scopes,
-            jkt=proof.thumbprint,
+            client_id=client_id,
+            user_id=user_id,
+            account=account,
+            grant_id=grant_id,
+            scopes=scopes,
+            jkt=jkt,
             token_hash=token_hash(session_token),
             now=now,
             expires_at=now + expires_in,
@@ -746,10 +777,10 @@ class PoppyServer:
                 "access_token": session_token,
                 "token_type": "DPoP",
                 "expires_in": expires_in,
-                "scope": " ".join(rotation.scopes),
+                "scope": " ".join(scopes),
                 "session_id": session_id,
                 "signed_in": True,
-                "refresh_token": new_account_token,
+                "refresh_token": account_token,
             },
             extra=NO_STORE,
         )
@@ -873,39 +904,21 @@ class PoppyServer:
             now=now,
             expires_at=now + ACCOUNT_TOKEN_SECONDS,
         )
-        session_token = SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
-        expires_in = int(brand.config.session_seconds)
-        change = yield store(
-            self.store.sign_in_session,
+        answer = yield from self._signed_in(
+            brand,
             session_id=session_id,
-            brand_id=brand.brand_id,
             client_id=client.client_id,
             user_id=session.user_id,
             account=authorization.account,
             grant_id=grant.grant_id,
             scopes=scopes,
             jkt=proof.thumbprint,
-            token_hash=token_hash(session_token),
+            account_token=account_token,
             now=now,
-            expires_at=now + expires_in,
         )
-        if change.kind != "changed":
-            # Only a concurrent sign-in of this Session to another account gets here.
-            raise PoppyError(400, change.kind, "the Session changed meanwhile")
         # The person approved on the consent page; the grant exists from this poll on.
         self._audit.grant("agent.delegation_approved", grant, scopes=scopes)
-        return json_response(
-            {
-                "access_token": session_token,
-                "token_type": "DPoP",
-                "expires_in": expires_in,
-                "scope": " ".join(scopes),
-                "session_id": session_id,
-                "signed_in": True,
-                "refresh_token": account_token,
-            },
-            extra=NO_STORE,
-        )
+        return answer
 
     # -- the revocation endpoint (§4.9) ------------------------------------------------------
 
