@@ -31,7 +31,6 @@ from pactmw.provider import Brand, Provider
 from pactmw.provider.brand import DelegationConfig
 from pactmw.store import open_store
 from pactmw.store.base import Store
-from tests.browser.conftest import WAIT
 from tests.browser.test_consent_page import (
     AGENT_NAME,
     BRAND_ID,
@@ -46,6 +45,7 @@ from tests.browser.test_consent_page import (
     sign_in,
 )
 from tests.support.agent import user_message
+from tests.support.chromium import WAIT
 from tests.support.net import free_port
 from tests.support.servers import uvicorn_server
 

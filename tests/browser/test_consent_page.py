@@ -39,8 +39,8 @@ from pactmw.provider.consent_pages import ConsentPages, ConsentView
 from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
-from tests.browser.conftest import WAIT
 from tests.support.agent import identity_token
+from tests.support.chromium import WAIT
 from tests.support.net import free_port
 from tests.support.servers import REPO, uvicorn_server
 

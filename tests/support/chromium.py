@@ -1,6 +1,6 @@
-"""Debian's headless Chromium driven by Selenium (never downloaded), for tests outside
-tests/browser that need a person in a browser, with extra command-line arguments (a test
-world's host mapping and its certificate)."""
+"""Debian's headless Chromium driven by Selenium (never downloaded), for every test that
+needs a person in a browser (tests/browser's `browser` fixture too), with extra command-line
+arguments where a test world needs them (its host mapping and its certificate)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ def headless_chromium(profile: Path, *arguments: str) -> Iterator[WebDriver]:
     ):
         options.add_argument(argument)
     options.binary_location = str(CHROMIUM)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console, for get_log
     service = Service(executable_path=str(CHROMEDRIVER), log_output=str(profile) + ".driver.log")
     driver = webdriver.Chrome(service=service, options=options)
     try:
