@@ -31,6 +31,7 @@ from pactmw.config import Settings
 from tests.adapters import apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.support.jwks_server import JwksServer, Mode
+from tests.support.net import loopback_client
 from tests.support.servers import (
     django_server,
     uvicorn_server,
@@ -235,7 +236,7 @@ class Harness:
             extra["decorated"] = ("/decorated-sync", "/decorated-async")
             extra["answers_before_body"] = name == "django-wsgi"
 
-        client = self.stack.enter_context(httpx.Client(base_url=base_url, timeout=15.0))
+        client = self.stack.enter_context(loopback_client(base_url=base_url, timeout=15.0))
         target = Target(
             name=name,
             base_url=base_url,

@@ -28,6 +28,7 @@ from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
+from tests.support.net import loopback_client
 from tests.support.servers import (
     django_server,
     uvicorn_server,
@@ -159,7 +160,7 @@ class Harness:
             base = self._start_django(name, settings)
         store = open_store(str(settings["store"]))
         self.stack.callback(store.close)
-        client = self.stack.enter_context(httpx.Client(base_url=base, timeout=20.0))
+        client = self.stack.enter_context(loopback_client(base_url=base, timeout=20.0))
         return Target(
             name=name,
             client=client,

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.pg import PostgresServer, postgres_server_fixture
 from tests.support.servers import REPO, process_server
 
@@ -130,7 +130,7 @@ def _csrf(page: str) -> str:
 
 
 def _login(base: str) -> httpx.Client:
-    client = httpx.Client(base_url=base, timeout=30)
+    client = loopback_client(base_url=base, timeout=30)
     page = client.get("/admin/login/")
     answer = client.post(
         "/admin/login/?next=/admin/",

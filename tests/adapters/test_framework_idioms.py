@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import FastAPI, Security
 from flask import Flask
@@ -35,6 +34,7 @@ from pactmw.store import open_store
 from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
+from tests.support.net import loopback_client
 from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,7 +100,7 @@ def test_other_credentials_pass_as_not_a_personal_agent(
         bearer(stranger.sign(claims("https://another-idp.example"))),
         bearer(forge_hs256(claims(ISSUER), b"some-api-secret", "k")),
     ]
-    with uvicorn_server(_backend_app(settings)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(_backend_app(settings)) as base, loopback_client(base_url=base) as client:
         for headers in others:
             response = client.get("/public", headers=headers)
             assert response.status_code == 200, (headers, response.text)
@@ -116,7 +116,7 @@ def test_other_credentials_pass_as_not_a_personal_agent(
 def test_requires_answers_the_pact_challenge_and_scope_refusals(
     world: Harness, settings: dict[str, Any]
 ) -> None:
-    with uvicorn_server(_backend_app(settings)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(_backend_app(settings)) as base, loopback_client(base_url=base) as client:
         refused = client.get("/pa")
         assert_refused(refused)  # Starlette's own `requires` would answer a bare 403
         assert client.get("/pa", headers=bearer(token(world))).status_code == 200
@@ -134,7 +134,7 @@ def _grants(world: Harness, settings: dict[str, Any]) -> Target:
     """Grants in the store these settings name, signed with the configured key."""
     store = open_store(str(settings["store"]))
     world.stack.callback(store.close)
-    return Target("idioms", httpx.Client(), (), store, world.signing, world.agent, world.parafe)
+    return Target("idioms", loopback_client(), (), store, world.signing, world.agent, world.parafe)
 
 
 # -- 5. FastAPI ---------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_fastapi_without_the_handlers_keeps_fastapis_error_body(
     def me(caller: PersonalAgent = Security(scheme)) -> Any:  # noqa: B008
         return {"actor_id": caller.actor_id}
 
-    with uvicorn_server(app) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
         refused = client.get("/me")
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == CHALLENGE
@@ -205,7 +205,7 @@ def test_consent_pages_mounted_inside_the_host_app_see_its_session(
         routes=[Route("/login", _login), asgi.a2a_mount(provider, current_user=_session_user)],
         middleware=[Middleware(SessionMiddleware, secret_key="test-only-secret")],
     )
-    with uvicorn_server(web) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(web) as base, loopback_client(base_url=base) as client:
         signed_out = client.get(CONSENT)
         assert signed_out.status_code in (302, 303), signed_out.text[:200]
         assert signed_out.headers["location"].startswith("/login?next=")
@@ -229,7 +229,7 @@ def test_a_consent_page_that_fails_is_html_never_an_a2a_error(
     )
     # Around the host app, its session middleware has not run when the page asks for the user.
     app = asgi.A2AProviderApp(provider, app=web, current_user=_session_user)
-    with uvicorn_server(app) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
         response = client.get(CONSENT)
     assert response.status_code == 500
     assert response.headers["content-type"].startswith("text/html")
@@ -321,7 +321,7 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
         workdir=tmp_path,
         name="site",
     )
-    with server as base, httpx.Client(base_url=base) as client:
+    with server as base, loopback_client(base_url=base) as client:
         for _ in range(2):
             assert client.get("/public").status_code == 200
             guarded = client.get("/api/echo")
@@ -370,7 +370,7 @@ def _flask_app(settings: dict[str, Any]) -> Flask:
 def test_flask_refusals_go_through_the_apps_error_handlers(
     world: Harness, settings: dict[str, Any]
 ) -> None:
-    with werkzeug_server(_flask_app(settings)) as base, httpx.Client(base_url=base) as client:
+    with werkzeug_server(_flask_app(settings)) as base, loopback_client(base_url=base) as client:
         refused = client.get("/mine")
         assert refused.status_code == 401
         assert refused.json() == {"custom": True, "reason": "missing_token"}
@@ -382,7 +382,7 @@ def test_flask_refusals_go_through_the_apps_error_handlers(
 def test_flask_sees_a_valid_token_outside_the_prefix_on_request(
     world: Harness, settings: dict[str, Any]
 ) -> None:
-    with werkzeug_server(_flask_app(settings)) as base, httpx.Client(base_url=base) as client:
+    with werkzeug_server(_flask_app(settings)) as base, loopback_client(base_url=base) as client:
         assert client.get("/maybe").json() == {"actor_id": None}
         seen = client.get("/maybe", headers=bearer(token(world))).json()
         assert seen["actor_id"] is not None

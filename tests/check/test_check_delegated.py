@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import attrs
-import httpx
 import pytest
 
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
@@ -32,7 +31,7 @@ from pactmw.store.base import Rotation
 from pactmw.store.memory import MemoryStore
 from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
 from tests.check.test_check_passes import IDENTITY
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO
 
 PERSON = BrandUser("jane", "correct horse", account="acct-jane", email="jane@example.com")
@@ -166,7 +165,7 @@ def person_decides(
     link: str, decision: str = "allow", *, scopes: Sequence[str] = tuple(SCOPES)
 ) -> None:
     """Jane in her browser: the Brand's login, then the Provider's consent page."""
-    with httpx.Client(timeout=10, follow_redirects=False) as browser:
+    with loopback_client(timeout=10, follow_redirects=False) as browser:
         page = browser.get(link)
         assert page.status_code == 200, page.text
         action, hidden = _form(page.text)

@@ -29,7 +29,7 @@ from pactmw.provider import Provider, ProviderSettings, load_toml
 from tests.conformance.bots import RUNS_ENV
 from tests.conformance.helpers import AUDIENCE, BRAND_TABLES, Target, TestPA, Wire
 from tests.support.jwks_server import JwksServer
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server, uvicorn_server, wait_until_ok
 from tests.support.toml import toml_value
 
@@ -220,7 +220,7 @@ def per_user_limited(
 
 @pytest.fixture(scope="session")
 def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         yield client
 
 

@@ -39,7 +39,7 @@ from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from pactmw.store.base import Store
 from tests.support.agent import identity_token, user_message
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import uvicorn_server
 
 ISSUER = "https://pa.example"
@@ -203,7 +203,7 @@ class Env:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         #: The port this server listens on (its `base` may name another, public, address).
         self.port = 0
-        self.http = httpx.Client(timeout=30)
+        self.http = loopback_client(timeout=30)
 
     def new_user(self, name: str = "user") -> str:
         """Sign in a fresh person (a unique account); return their `sid` cookie value."""

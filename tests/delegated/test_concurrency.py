@@ -27,7 +27,7 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.pg import PostgresServer, postgres_server_fixture
 
 RACERS = 12
@@ -81,7 +81,7 @@ def race(
         # Each server is reached on its own port, whatever its public base URL says.
         url = f"http://127.0.0.1:{env.port}{TOKEN_PATH}"
         headers = env.pa(sub)
-        with httpx.Client(timeout=60) as client:
+        with loopback_client(timeout=60) as client:
             barrier.wait(timeout=30)
             return client.post(url, data=form, headers=headers)
 

@@ -26,6 +26,7 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
+from tests.support.net import loopback_client
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +189,7 @@ def test_simultaneous_decisions_decide_once(env: Env) -> None:
     barrier = threading.Barrier(8)
 
     def decide(index: int) -> int:
-        with httpx.Client(timeout=30) as client:
+        with loopback_client(timeout=30) as client:
             barrier.wait()
             answer = client.post(
                 action,
@@ -390,7 +391,7 @@ def test_user_code_guessing_hits_the_per_address_limit(tmp_path: Any) -> None:
         assert env.post(env.oauth("acme", "consent/decision"), data={}).status_code == 429
         # Another client address is not affected.
         transport = httpx.HTTPTransport(local_address="127.0.0.2")
-        with httpx.Client(transport=transport, timeout=30) as other:
+        with loopback_client(transport=transport, timeout=30) as other:
             page = other.get(real["verification_uri_complete"], headers={"cookie": "sid=alice"})
             assert page.status_code == 200
             assert hidden(page.text, "session")

@@ -31,7 +31,7 @@ from pactmw.core.jwk import KeySet, PrivateJWK, generate_private_jwk, parse_jwks
 from pactmw.protocols.delegation import args_hash
 from tests.examples.test_examples import EXAMPLES
 from tests.support.agent import identity_token, user_message
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server
 from tests.support.toml import toml_value
 
@@ -174,7 +174,7 @@ class Shop:
 
     def person(self) -> httpx.Client:
         """A browser: keeps cookies, does not follow redirects by itself (the test does)."""
-        return httpx.Client(base_url=self.base_url, timeout=10, follow_redirects=False)
+        return loopback_client(base_url=self.base_url, timeout=10, follow_redirects=False)
 
     def log_in(self, browser: httpx.Client, login_url: str, who: tuple[str, str]) -> httpx.Response:
         """Open the shop's login page and post its form; the response is the redirect."""
@@ -279,7 +279,7 @@ def shop(
     base_url = f"http://127.0.0.1:{port}"
     with (
         process_server(launch.argv(port), port, env=env, cwd=REPO, log=tmp / "server.log"),
-        httpx.Client(base_url=base_url, timeout=10) as agent,
+        loopback_client(base_url=base_url, timeout=10) as agent,
     ):
         yield Shop(example, base_url, key, agent, tmp)
 

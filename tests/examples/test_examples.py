@@ -26,7 +26,7 @@ from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider import ProviderSettings, Turn
 from pactmw.provider.tools import ToolRegistry
 from tests.support.agent import identity_token, user_message
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server
 from tests.support.toml import toml_value
 
@@ -165,7 +165,7 @@ def running(
     base_url = f"http://127.0.0.1:{port}"
     with (
         process_server(example.argv(port), port, env=env, cwd=REPO, log=tmp / "server.log"),
-        httpx.Client(base_url=base_url, timeout=10) as client,
+        loopback_client(base_url=base_url, timeout=10) as client,
     ):
         database = str(tmp / "shop.db") if name.startswith("django") else ""
         yield Running(name, base_url, f"{base_url}/a2a", key, client, database, env)

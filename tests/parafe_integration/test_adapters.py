@@ -10,7 +10,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,6 +24,7 @@ from pactmw.core.fetch import FetchPolicy
 from pactmw.protocols.parafe import EXTENSION_URI, BrokerKeys, ReceiptVerifier
 from pactmw.provider.parafe import ParafeAgent, ParafeConfig
 from tests.parafe_integration.support import PERMISSIONS, SCOPE, SHOP_AGENT, World, a2a_message
+from tests.support.net import loopback_client
 from tests.support.servers import REPO, uvicorn_server
 
 
@@ -80,7 +80,7 @@ def test_starlette_endpoint(world: World, agent: ParafeAgent) -> None:
     app.state.pactmw_parafe = agent
     presenter = world.presenter()
     message = presenter.attach(a2a_message("lamp"))
-    with uvicorn_server(app) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
         ok = client.post("/orders", json={"message": message})
         assert ok.status_code == 200, ok.text
         assert ok.json()["echo"] == "lamp"

@@ -41,7 +41,7 @@ from tests.parafe_integration.support import (
     a2a_message,
     parafe_headers,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server
 from tests.support.toml import toml_value
 
@@ -118,7 +118,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
             process_server(
                 argv, port, env={"PACTMW_CONFIG": str(config)}, cwd=REPO, log=tmp / "server.log"
             ),
-            httpx.Client(base_url=base_url, timeout=10) as client,
+            loopback_client(base_url=base_url, timeout=10) as client,
         ):
             yield Shop(base_url, client, pa_key, world)
     finally:

@@ -28,6 +28,7 @@ from tests.parafe_integration.support import (
     a2a_message,
 )
 from tests.provider import Kit
+from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
 
 
@@ -105,7 +106,7 @@ def test_the_built_in_handshake_completes_with_the_broker(
         caplog.set_level(logging.DEBUG)
         with (
             uvicorn_server(A2AProviderApp(provider)) as base,
-            httpx.Client(base_url=base) as client,
+            loopback_client(base_url=base) as client,
         ):
             member = handshake(client, kit, challenge_for(world, opened))
             assert member["status"] == "authenticated", member
@@ -138,7 +139,7 @@ def test_a_wrong_challenge_signature_is_refused_by_the_broker(kit: Kit, world: W
     provider = kit.provider(brand)
     opened = world.broker.open_handshake(**issue_options(world))
     forged = {**opened, "challenge": "00" * 32}  # not the challenge the broker issued
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         member = handshake(client, kit, challenge_for(world, forged))
     assert member["status"] == "rejected"
     assert member["error_code"] == "invalid_challenge_response"
@@ -154,7 +155,7 @@ def test_a_broker_refusal_is_rejected_with_its_code(kit: Kit, world: World) -> N
         403,
         {"error": "tier_insufficient", "message": "The scope needs a verified tier"},
     )
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         member = handshake(client, kit, challenge_for(world, opened))
         # No message: the code stands in (mapBrokerError), a missing code is unknown_error.
         world.broker.handshake_answer = (410, {"reason": "Handshake expired"})
@@ -180,7 +181,7 @@ def test_a_token_for_another_agent_or_session_is_not_passed_on(kit: Kit, world: 
     provider = kit.provider(brand)
     other = world.broker.open_handshake(**{**issue_options(world), "target_id": "prf_agent_x"})
     token, session_id = world.broker.issue(**issue_options(world))
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         # The broker answers with a token whose session is not the answer's session.
         world.broker.handshake_answer = (
             200,
@@ -216,7 +217,7 @@ def test_an_unreachable_broker_is_an_error_within_the_timeout(kit: Kit, world: W
     opened = world.broker.open_handshake(**issue_options(world))
     challenge = challenge_for(world, opened)
     world.close()  # the broker is down
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         started = time.monotonic()
         member = handshake(client, kit, challenge)
         elapsed = time.monotonic() - started
@@ -236,7 +237,7 @@ def test_a_hook_still_overrides_the_built_in_completion(kit: Kit, world: World) 
     brand = Brand(id="acme", name="Acme", handler=order_bot, parafe=config(world, handshake=refuse))
     provider = kit.provider(brand)
     opened = world.broker.open_handshake(**issue_options(world))
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         member = handshake(client, kit, challenge_for(world, opened))
     assert member["status"] == "rejected"
     assert world.broker.complete_requests == []

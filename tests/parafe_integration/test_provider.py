@@ -55,6 +55,7 @@ from tests.provider import (
     async_drive,
     sync_drive,
 )
+from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
 
 ACTIVATE = (("a2a-extensions", EXTENSION_URI),)
@@ -105,7 +106,7 @@ def test_required_parafe_without_activation_is_extension_support_required(
     provider = kit.provider(
         Brand(id="acme", name="Acme", handler=lambda t: "hi", parafe=config(world, required=True))
     )
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         check_activation(kit, client)
 
 
@@ -156,7 +157,7 @@ def test_card_extension_shape(kit: Kit, world: World) -> None:
         ),
         Brand(id="plain", name="Plain", handler=lambda t: "hi"),
     )
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(base_url=base) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
         card = client.get("/a2a/acme/.well-known/agent-card.json").json()
         plain = client.get("/a2a/plain/.well-known/agent-card.json").json()
     assert card["capabilities"]["extensions"] == [

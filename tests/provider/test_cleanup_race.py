@@ -18,6 +18,7 @@ from pactmw.store.base import Conversation, Store
 from pactmw.store.memory import MemoryStore
 from pactmw.store.sqlite import SqliteStore
 from tests.reliability.support import AUDIENCE, bearer, inline_agent, reply_of, send
+from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
 
 FAR_FUTURE = 4_000_000_000.0
@@ -101,7 +102,7 @@ def test_a_conversation_deleted_before_the_claim_is_unknown(
         return f"answer to {turn.message_id}"
 
     provider = _served(key, store, bot)
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(timeout=30) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(timeout=30) as client:
         context_id = reply_of(send(client, base, bearer(key), "hello", "m0"))["contextId"]
         store.armed = True
         _assert_unknown_context(send(client, base, bearer(key), "again", "m1", context_id))
@@ -120,7 +121,7 @@ def test_a_conversation_deleted_while_the_bot_runs_is_unknown(
         return f"answer to {turn.message_id}"
 
     provider = _served(key, store, bot)
-    with uvicorn_server(A2AProviderApp(provider)) as base, httpx.Client(timeout=30) as client:
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(timeout=30) as client:
         context_id = reply_of(send(client, base, bearer(key), "hello", "m0"))["contextId"]
         _assert_unknown_context(send(client, base, bearer(key), "again", "m1", context_id))
     provider.close()

@@ -25,6 +25,7 @@ from pactmw.store import open_store
 from pactmw.store.base import Grant, Store
 from tests.delegated.support import page_text
 from tests.support.agent import identity_token, user_message
+from tests.support.net import loopback_client
 from tests.support.page_sites import ADAPTERS, BRAND, page_site
 
 ISSUER = "https://pa.example"
@@ -77,7 +78,7 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
         page_url = f"{base}/a2a/{BRAND}/oauth/agents"
         store = open_store(settings["store"])
         signing = import_private_jwk(json.loads(Path(settings["signing_keys"][0]).read_text()))
-        http = httpx.Client(timeout=20)
+        http = loopback_client(timeout=20)
         try:
             mine = grant(store, "acct-jane", ("orders:read",))
             other = grant(store, "acct-bob", ("orders:cancel",), sub="u2")

@@ -19,6 +19,7 @@ from pactmw.provider import Provider, Turn
 from pactmw.provider._send import TURN_TIMED_OUT
 from pactmw.provider.settings import ProviderSettings
 from tests.reliability.support import AUDIENCE, bearer, inline_agent, reply_of, send
+from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server, werkzeug_server
 
 TIMEOUT = 0.5
@@ -71,7 +72,7 @@ def test_async_bot_past_turn_timeout_is_cancelled(key: PrivateJWK) -> None:
         return f"answer to {turn.message_id}"
 
     provider = _provider(key, bot)
-    with uvicorn_server(AsgiApp(provider)) as base, httpx.Client(timeout=30) as client:
+    with uvicorn_server(AsgiApp(provider)) as base, loopback_client(timeout=30) as client:
         context_id = _conversation(client, base, key)
         _assert_abandoned(send(client, base, bearer(key), SLOW, "m1", context_id))
         assert events[-1] == "cancelled m1"
@@ -96,7 +97,7 @@ def test_sync_bot_past_turn_timeout_is_abandoned_and_its_answer_dropped(key: Pri
         return f"answer to {turn.message_id}"
 
     provider = _provider(key, bot)
-    with werkzeug_server(WsgiApp(provider)) as base, httpx.Client(timeout=30) as client:
+    with werkzeug_server(WsgiApp(provider)) as base, loopback_client(timeout=30) as client:
         context_id = _conversation(client, base, key)
         _assert_abandoned(send(client, base, bearer(key), SLOW, "m1", context_id))
         go_on.set()  # the abandoned bot answers now: too late

@@ -43,7 +43,7 @@ from tests.reliability.support import (
     send,
     write_config,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.pg import PostgresServer, postgres_server_fixture
 from tests.support.servers import process_server, serve_argv
 
@@ -104,13 +104,13 @@ def _race(count: int, call: Any) -> list[Any]:
 
 def test_duplicate_messages_have_one_winner(servers: Servers, key: PrivateJWK) -> None:
     bases = servers.bases
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         opened = send(client, bases[0], bearer(key), "hello", "first")
         context_id = assert_reply(opened, message_id="first", text="hello", earlier=[])["contextId"]
     text = "[slow] the same message, many times"
 
     def duplicate(index: int) -> httpx.Response:
-        with httpx.Client(timeout=30) as client:
+        with loopback_client(timeout=30) as client:
             return send(client, bases[index % len(bases)], bearer(key), text, "dup", context_id)
 
     answers = _race(RACERS, duplicate)
@@ -124,7 +124,7 @@ def test_duplicate_messages_have_one_winner(servers: Servers, key: PrivateJWK) -
     assert_reply(replies[0], message_id="dup", text=text, earlier=["first"], context_id=context_id)
     # Once answered, retries on every process get the stored bytes; the bot ran once.
     for base in bases:
-        with httpx.Client(timeout=30) as client:
+        with loopback_client(timeout=30) as client:
             again = send(client, base, bearer(key), text, "dup", context_id)
         assert again.content == replies[0].content
     assert bot_runs(servers.runs) == {"first": 1, "dup": 1}
@@ -145,7 +145,7 @@ def test_simultaneous_consent_decisions_on_postgres_decide_once(postgres: Postgr
         started, action, session = env.open_consent("acme", "orders:read", user="alice", sub=sub)
 
         def decide(index: int) -> int:
-            with httpx.Client(timeout=30) as client:
+            with loopback_client(timeout=30) as client:
                 return client.post(
                     action,
                     data={
@@ -205,7 +205,7 @@ def _replay_race(env: Env, brand_key: PrivateJWK) -> list[httpx.Response]:
     )
 
     def post(_: int) -> httpx.Response:
-        with httpx.Client(timeout=30) as client:
+        with loopback_client(timeout=30) as client:
             return client.post(consent_url, data={"assertion": assertion})
 
     return _race(8, post)

@@ -30,7 +30,7 @@ from tests.reliability.support import (
     send,
     write_config,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import process_server, serve_argv
 
 LEASE = 3.0  # claim_lease_seconds in the server's configuration
@@ -60,7 +60,7 @@ def test_turn_in_flight_at_sigkill_is_answered_after_restart(
     answered: dict[str, bytes] = {}
     outcome: dict[str, object] = {}
 
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         with process_server(argv, port, env=env, log=tmp_path / "first.log") as server:
             base = f"http://127.0.0.1:{port}"
             first = send(client, base, bearer(key), "hello", "m1")
@@ -169,7 +169,7 @@ def test_sigkill_under_load_loses_no_answered_turn(tmp_path: Path, key: PrivateJ
         sub = f"user-{index}"
         context_id: str | None = None
         turn = 0
-        with httpx.Client(timeout=10) as client:
+        with loopback_client(timeout=10) as client:
             while not stop.is_set():
                 message_id = f"a{index}-{turn}"
                 try:
@@ -207,7 +207,7 @@ def test_sigkill_under_load_loses_no_answered_turn(tmp_path: Path, key: PrivateJ
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     with (
         process_server(argv, port, env=env, log=tmp_path / "second.log"),
-        httpx.Client(timeout=30) as client,
+        loopback_client(timeout=30) as client,
     ):
         for message_id, (sub, text, body) in before.items():
             context_id = json.loads(body)["message"]["contextId"]

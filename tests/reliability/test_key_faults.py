@@ -44,7 +44,7 @@ from tests.reliability.support import (
     write_config,
 )
 from tests.support.jwks_server import JwksServer, Mode
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import process_server, serve_argv, uvicorn_server, werkzeug_server
 
 SERVE_TIMEOUT = 2.0  # jwks_timeout of the `pactmw serve` config
@@ -160,7 +160,7 @@ def test_serve_refuses_agents_whose_keys_cannot_be_fetched(served: Served, fault
     server = served.fresh[fault.name]
 
     def one(_: int) -> tuple[httpx.Response, float]:
-        with httpx.Client(timeout=30) as client:
+        with loopback_client(timeout=30) as client:
             return timed(
                 lambda: _list_tasks(client, served.base, bearer(served.key, issuer=issuer))
             )
@@ -184,7 +184,7 @@ def test_serve_refuses_agents_whose_keys_cannot_be_fetched(served: Served, fault
 def test_serve_keeps_serving_known_keys_when_the_jwks_fails(served: Served, fault: Fault) -> None:
     issuer = _issuer("cached", fault.name)
     server = served.cached[fault.name]
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         first = _list_tasks(client, served.base, bearer(served.key, issuer=issuer))
         assert first.status_code == 200, first.text
         fault.apply(server)
@@ -300,7 +300,7 @@ def _agent_case(local: Local, fault: Fault) -> None:
     issuer = _issuer("local", fault.name)
     server = local.agents[fault.name]
     bound = LOCAL_TIMEOUT + SLACK
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
 
         def call(key: PrivateJWK) -> tuple[httpx.Response, float]:
             return timed(lambda: _list_tasks(client, local.base, bearer(key, issuer=issuer)))
@@ -364,7 +364,7 @@ def _post_assertion(
 def _brand_case(local: Local, fault: Fault) -> None:
     bound = LOCAL_TIMEOUT + SLACK
     unknown_key = generate_private_jwk("ES256", kid="brand-unknown")
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         # Keys never fetched: the consent page refuses, as an HTML page, in time.
         brand = f"fresh-{fault.name}"
         code = _device_code(client, local, brand)

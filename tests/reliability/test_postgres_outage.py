@@ -36,7 +36,7 @@ from tests.reliability.support import (
     send,
     write_config,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.pg import (
     PostgresServer,
     log_tail,
@@ -165,7 +165,7 @@ class Agent:
 
     def run(self, stop: threading.Event, deadline: float) -> None:
         try:
-            with httpx.Client(timeout=30) as client:
+            with loopback_client(timeout=30) as client:
                 while not stop.is_set() and not self.failures:
                     self.turn(client, deadline)
         except AssertionError as exc:
@@ -232,7 +232,7 @@ def test_outage_gives_503_and_the_same_process_recovers(
 
     # Retries of everything ever answered return the first bytes, before or after the outage.
     runs = bot_runs(server.runs)
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         for agent in agents:
             for message_id in agent.answered:
                 again = send(
@@ -312,7 +312,7 @@ def test_connections_lost_while_idle_cost_no_request(
         while _pactmw_sessions(postgres, server.dsn):
             time.sleep(0.02)
     codes = []
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         for agent in agents:
             for _ in range(2):
                 before = len(agent.answered)

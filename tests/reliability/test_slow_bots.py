@@ -28,7 +28,7 @@ from tests.reliability.support import (
     send,
     write_config,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import process_server, serve_argv
 
 LEASE = 3.0  # claim_lease_seconds of the server (renewed every third of it)
@@ -67,7 +67,7 @@ def test_bot_slower_than_the_lease_runs_once_and_retries_wait(
     outcome: dict[str, httpx.Response] = {}
     retries: list[tuple[float, httpx.Response]] = []
     with (
-        httpx.Client(timeout=60) as client,
+        loopback_client(timeout=60) as client,
         process_server(serve_argv(config, port), port, env=bot_env(runs, SLOW)),
     ):
         base = f"http://127.0.0.1:{port}"
@@ -117,7 +117,7 @@ def test_turn_past_turn_timeout_is_abandoned_and_stays_retryable(
         turn_timeout=TIMEOUT,
     )
     with (
-        httpx.Client(timeout=60) as client,
+        loopback_client(timeout=60) as client,
         process_server(
             serve_argv(config, port), port, env=bot_env(runs, SLOW), log=tmp_path / "serve.log"
         ),

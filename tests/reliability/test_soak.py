@@ -45,7 +45,7 @@ from tests.reliability.support import (
     send,
     write_config,
 )
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.pg import postgres_server
 from tests.support.servers import process_server, serve_argv
 
@@ -142,8 +142,8 @@ class SoakAgent:
             # timeout can close them under a request being sent (a client-side race).
             limits = httpx.Limits(keepalive_expiry=2.0)
             with (
-                httpx.Client(timeout=30, limits=limits) as client,
-                httpx.Client(timeout=30, limits=limits) as second,
+                loopback_client(timeout=30, limits=limits) as client,
+                loopback_client(timeout=30, limits=limits) as second,
             ):
                 while time.monotonic() < end:
                     roll = self.random.random()

@@ -1,4 +1,5 @@
-"""Ports on 127.0.0.1: a free one, one where nothing listens, and waiting for a listener."""
+"""Ports on 127.0.0.1: a free one, one where nothing listens, waiting for a listener, and an
+HTTP client that never reuses a connection the server may be closing."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import subprocess
 import time
 from typing import Any
 
-__all__ = ["closed_port_url", "free_port", "wait_for_port"]
+import httpx
+
+__all__ = ["closed_port_url", "free_port", "loopback_client", "wait_for_port"]
+
+# Servers here (uvicorn, gunicorn, Werkzeug) close a keep-alive connection after about 5 s idle.
+# A client that reuses a connection idle that long can send into the server's close and get
+# "connection reset by peer" (the race that failed CI once). Dropping idle connections after
+# 1 s on our side keeps every test clear of it.
+CLIENT_KEEPALIVE_EXPIRY = 1.0
 
 
 def free_port() -> int:
@@ -40,3 +49,11 @@ def wait_for_port(
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def loopback_client(**kwargs: Any) -> httpx.Client:
+    """An `httpx.Client` for servers the tests start: idle connections are dropped after
+    `CLIENT_KEEPALIVE_EXPIRY` seconds, well before any server closes them.
+    """
+    kwargs.setdefault("limits", httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_EXPIRY))
+    return httpx.Client(**kwargs)
