@@ -18,22 +18,12 @@ import pytest
 
 from pactmw.provider.ratelimit import RateLimit
 from tests.delegated.support import Env, delegated_brand, new_sub, serve
+from tests.support.clock import OffsetClock
 from tests.support.pg import PostgresServer, postgres_server_fixture
 
 postgres = postgres_server_fixture(scope="module")
 
 WINDOW_START = 1_800_000_000.0  # a multiple of 60: a window starts here
-
-
-class Clock:
-    """Wall-clock time, shifted so it starts at a window's start and can jump ahead."""
-
-    def __init__(self) -> None:
-        self._started = time.time()
-        self.ahead = 0.0
-
-    def __call__(self) -> float:
-        return WINDOW_START + self.ahead + (time.time() - self._started)
 
 
 def _refused(answer: httpx.Response, status: int, error: str) -> int:
@@ -47,12 +37,15 @@ def _refused(answer: httpx.Response, status: int, error: str) -> int:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> OffsetClock:
+    """Wall-clock time shifted to start at a window's start; `advance` jumps ahead."""
+    clock = OffsetClock()
+    clock.advance(WINDOW_START - time.time())
+    return clock
 
 
 @pytest.fixture
-def env(tmp_path: Path, clock: Clock) -> Iterator[Env]:
+def env(tmp_path: Path, clock: OffsetClock) -> Iterator[Env]:
     with serve(
         f"sqlite:///{tmp_path}/limits.db",
         [delegated_brand("acme", "Acme", [])],
@@ -63,7 +56,7 @@ def env(tmp_path: Path, clock: Clock) -> Iterator[Env]:
         yield running
 
 
-def test_device_authorizations_are_limited_per_agent_user(env: Env, clock: Clock) -> None:
+def test_device_authorizations_are_limited_per_agent_user(env: Env, clock: OffsetClock) -> None:
     sub = new_sub()
     for _ in range(3):
         assert env.device_authorization("acme", sub=sub).status_code == 200
@@ -77,11 +70,11 @@ def test_device_authorizations_are_limited_per_agent_user(env: Env, clock: Clock
     wrong = env.device_authorization("acme", sub=sub, client_id="https://other.example")
     assert wrong.status_code == 401
     assert wrong.json()["error"] == "invalid_client"
-    clock.ahead += 60  # the next window
+    clock.advance(60)  # the next window
     assert env.device_authorization("acme", sub=sub).status_code == 200
 
 
-def test_polls_past_the_limit_are_told_to_slow_down(env: Env, clock: Clock) -> None:
+def test_polls_past_the_limit_are_told_to_slow_down(env: Env, clock: OffsetClock) -> None:
     sub = new_sub()
     codes = [
         env.device_authorization("acme", "orders:read", sub=sub).json()["device_code"]
@@ -99,7 +92,7 @@ def test_polls_past_the_limit_are_told_to_slow_down(env: Env, clock: Clock) -> N
     assert env.poll("acme", code, sub=other).json()["error"] == "authorization_pending"
 
 
-def test_refreshes_past_the_limit_get_429_and_spend_nothing(env: Env, clock: Clock) -> None:
+def test_refreshes_past_the_limit_get_429_and_spend_nothing(env: Env, clock: OffsetClock) -> None:
     sub = new_sub()
     tokens = env.connect("acme", "orders:read", user="alice", sub=sub)  # 1 token request
     refresh = tokens["refresh_token"]
@@ -108,7 +101,7 @@ def test_refreshes_past_the_limit_get_429_and_spend_nothing(env: Env, clock: Clo
         assert answer.status_code == 200, answer.text
         refresh = answer.json()["refresh_token"]
     _refused(env.refresh("acme", refresh, sub=sub), 429, "temporarily_unavailable")
-    clock.ahead += 60
+    clock.advance(60)
     # The refused refresh used nothing up: the same token still rotates (no reuse revocation).
     answer = env.refresh("acme", refresh, sub=sub)
     assert answer.status_code == 200, answer.text
@@ -129,7 +122,7 @@ def _two_providers(
 
 @pytest.mark.parametrize("shared", [None, False])
 def test_providers_on_one_postgresql_share_the_count(
-    postgres: PostgresServer, clock: Clock, shared: bool | None
+    postgres: PostgresServer, clock: OffsetClock, shared: bool | None
 ) -> None:
     dsn = postgres.create_database()
     try:
