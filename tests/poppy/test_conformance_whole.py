@@ -30,6 +30,7 @@ from tests.support.poppy_world import BrowserDriver, PoppyWorld, signed_in_brand
 MORE_CASES = (
     "security.authorization-header-without-cookies",
     "security.refusals-disclose-no-credential",
+    "protocol.feedback-report",
 )
 
 #: Every case a pactmw test runs, by the file that runs it.
@@ -53,7 +54,6 @@ _SSE = "conversations answer JSON only: no Server-Sent Events stream"
 #: pactmw does not do yet", says the same).
 NOT_SUPPORTED: Mapping[str, str] = {
     "protocol.extension-required-company": _OPERATIONS,
-    "protocol.feedback-report": "the feedback endpoint is not built yet (plan step 9)",
     "lifecycle.mcp-protected-resource-metadata": _MCP,
     "lifecycle.mcp-bearer-for-its-url": _MCP,
     "lifecycle.mcp-bearer-only-at-mcp": _MCP,

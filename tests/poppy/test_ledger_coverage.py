@@ -94,6 +94,9 @@ LEDGER_TESTS: Mapping[str, tuple[str, ...]] = {
     "PAP-7.2-03": (
         "tests/poppy/test_issuers.py::test_pap_7_2_03_any_agent_message_id_is_accepted",
     ),
+    "PAP-8-07": (
+        "tests/poppy/test_feedback.py::test_pap_8_07_a_report_reaches_the_operator_as_data",
+    ),
     "PAP-7.4-01": (
         "tests/poppy/test_requests.py::test_pap_7_4_01_a_message_needs_text_data_or_context",
     ),
