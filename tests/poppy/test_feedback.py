@@ -14,9 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from pactmw.provider.poppy._feedback import FEEDBACK_EVENT, PoppyFeedback
 from pactmw.provider.ratelimit import RateLimit
+from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.support.poppy_world import BASE_URL, PoppyWorld, world_on
 
 ENDPOINT = f"{BASE_URL}/a2a/shop/poppy/feedback"
@@ -35,24 +37,31 @@ def world(
     yield from world_on(request, tmp_path_factory)
 
 
-def post_reports(world: PoppyWorld, *bodies: bytes) -> list[httpx.Response]:
-    """Each body posted to the feedback endpoint with one new signed-out Session."""
+def post_reports(world: PoppyWorld, *bodies: bytes, account: str = "") -> list[httpx.Response]:
+    """Each body posted to the feedback endpoint with one new Session: signed out, or
+    signed in to `account` (with an Account Token, as after a Device Sign-In)."""
 
     async def scenario() -> list[httpx.Response]:
         async with world.http() as http:
             ctx = world.context(http)
             user = ctx.new_user()
             session = await ctx.session(user)
+            token = session.access_token.get_secret_value()
+            if account:
+                answer = await Agent(ctx).refresh(
+                    user, signed_in(world, user, account), session.session_id
+                )
+                token = answer.json()["access_token"]
             answers = []
             for body in bodies:
-                token = session.access_token.get_secret_value()
+                proof = await ctx.proof(user, "POST", ENDPOINT, token=SecretStr(token))
                 answers.append(
                     await ctx.send(
                         "POST",
                         ENDPOINT,
                         headers={
                             "Authorization": f"DPoP {token}",
-                            "DPoP": await ctx.proof(user, "POST", ENDPOINT, token=session),
+                            "DPoP": proof,
                             "Content-Type": "application/json",
                         },
                         content=body,
@@ -96,6 +105,19 @@ def test_pap_8_07_a_report_reaches_the_operator_as_data(
     assert "\n" not in line
     assert "\x1b" not in line
     assert repr(HOSTILE) in line
+
+
+def test_pap_8_01_a_signed_in_session_reports_with_its_account_and_no_scope(
+    world: PoppyWorld,
+) -> None:
+    before = len(world.audit_events)
+    (answer,) = post_reports(world, report(description="No gift wrap."), account="alice")
+    assert (answer.status_code, answer.content) == (202, b"")
+    (event,) = [e for e in world.audit_events[before:] if e.name == FEEDBACK_EVENT]
+    assert event.account == "alice"
+    assert event.grant_id
+    assert set(event.scopes) == {"orders:read", "orders:write"}
+    assert dict(event.details)["description"] == "No gift wrap."
 
 
 def test_oversized_and_malformed_reports_are_refused(world: PoppyWorld) -> None:

@@ -94,6 +94,9 @@ LEDGER_TESTS: Mapping[str, tuple[str, ...]] = {
     "PAP-7.2-03": (
         "tests/poppy/test_issuers.py::test_pap_7_2_03_any_agent_message_id_is_accepted",
     ),
+    "PAP-8-01": (
+        "tests/poppy/test_feedback.py::test_pap_8_01_a_signed_in_session_reports_with_its_account_and_no_scope",
+    ),
     "PAP-8-07": (
         "tests/poppy/test_feedback.py::test_pap_8_07_a_report_reaches_the_operator_as_data",
     ),
