@@ -55,10 +55,11 @@ bench: $(STAMP)
 	$(MAKE) --no-print-directory bench-memory
 	$(MAKE) --no-print-directory bench-store
 	$(MAKE) --no-print-directory bench-http
+	$(MAKE) --no-print-directory bench-poppy
 
 # The benchmarks' own tools (the `bench` extra: gunicorn) and Debian packages (wrk, and
 # PostgreSQL's server binaries), installed when missing.
-.PHONY: bench-http bench-store bench-memory
+.PHONY: bench-http bench-store bench-memory bench-poppy
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -75,6 +76,11 @@ bench-store: $(STAMP)
 
 bench-memory: $(STAMP)
 	$(BIN)/python benchmarks/memory.py
+
+# One signed-in Poppy turn on the SDK's own company and on pactmw (sqlite, then memory).
+bench-poppy: $(STAMP)
+	$(BIN)/python benchmarks/poppy_turn.py
+	$(BIN)/python benchmarks/poppy_turn.py --store memory
 
 # The bounded soak of tests/reliability/test_soak.py, 60 s per store instead of the suite's 10.
 .PHONY: soak

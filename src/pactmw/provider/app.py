@@ -43,6 +43,7 @@ from pactmw.provider.delegated import (
     ConsentRefused,
     OAuthError,
 )
+from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.driver import (
     ACurrentUser,
     AReadBody,
@@ -185,7 +186,8 @@ class Provider:
                 token_rate_limit=token_rate_limit,
                 rate_counters=rate_counters,
                 sign_in=sign_in,
-                audit=self.oauth.audit if self.oauth is not None else None,
+                # The operator's hook hears Poppy sign-ins and feedback, delegation or not.
+                audit=self.oauth.audit if self.oauth is not None else Audit(audit),
                 bots={brand_id: self.brands[brand_id] for brand_id in poppy_brands},
                 turns=self._sender,
             )

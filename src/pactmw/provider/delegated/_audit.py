@@ -15,7 +15,9 @@ audit_logger = logging.getLogger("pactmw.audit")
 
 @frozen
 class AuditEvent:
-    """`agent.delegation_approved`, `agent.delegation_denied` or `agent.grant_revoked`."""
+    """`agent.delegation_approved`, `agent.delegation_denied`, `agent.grant_revoked`, or
+    `agent.feedback` (a Poppy report: `details` holds its `kind`, `task` and `description`,
+    the agent's text, which is data to read, never instructions, and its `user_id`)."""
 
     name: str
     brand_id: str
@@ -24,6 +26,8 @@ class AuditEvent:
     grant_id: str | None = None
     scopes: tuple[str, ...] = ()
     reason: str = ""
+    #: Further (name, value) pairs of the event, in order.
+    details: tuple[tuple[str, str], ...] = ()
 
 
 AuditHook = Callable[[AuditEvent], None]

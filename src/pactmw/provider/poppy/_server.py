@@ -72,6 +72,7 @@ from pactmw.provider.poppy._conversations import (
     PoppyConversations,
     conversation_route,
 )
+from pactmw.provider.poppy._feedback import FEEDBACK_SEGMENT, PoppyFeedback
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import GrantUsageStore, RateLimitStore
 from pactmw.store._protocols.sessions import decide_session_change
@@ -97,7 +98,9 @@ DPOP_NAMESPACE = "poppy.dpop"
 #: Grants whose last recorded use one process remembers (see `PoppyServer._used`).
 _USED_MEMO_SIZE = 100_000
 
-PoppyOperation = Literal["discovery", "metadata", "device", "token", "revoke", "conversation"]
+PoppyOperation = Literal[
+    "discovery", "metadata", "device", "token", "revoke", "conversation", "feedback"
+]
 #: Where a Brand's conversation endpoint sits below its issuer (§7).
 CONVERSATIONS_SEGMENT = "conversations"
 
@@ -231,6 +234,7 @@ def _company(
             device_authorization_endpoint=None if sign_in is None else f"{issuer}/device",
             device_scopes=None if sign_in is None else sign_in.scopes,
             conversations_endpoint=(f"{issuer}/{CONVERSATIONS_SEGMENT}" if conversations else None),
+            feedback_endpoint=f"{issuer}/{FEEDBACK_SEGMENT}",
             custom_scopes=config.custom_scopes,
             apis=config.apis,
             poppy_domains=config.domains,
@@ -324,6 +328,7 @@ class PoppyServer:
         self._clock = clock
         #: Where a Device Sign-In's grant is announced (as PACT's consent approvals are).
         self._audit = audit or Audit()
+        self.feedback = PoppyFeedback(audit=self._audit, clock=clock, rate_counters=rate_counters)
         #: When this process last recorded each grant's use for the connected agents page's
         #: "last used": a Session's request reads no grant row, so without this memo every
         #: API request would cost a store write. Cleared wholesale past `_USED_MEMO_SIZE`.
@@ -405,6 +410,8 @@ class PoppyServer:
             return PoppyRoute("token", brand_id)
         if rest == f"{ISSUER_SEGMENT}/revoke":
             return PoppyRoute("revoke", brand_id)
+        if rest == f"{ISSUER_SEGMENT}/{FEEDBACK_SEGMENT}":
+            return PoppyRoute("feedback", brand_id)
         if rest == f"{ISSUER_SEGMENT}/device" and self.brands[brand_id].sign_in is not None:
             return PoppyRoute("device", brand_id)
         return None
@@ -421,6 +428,9 @@ class PoppyServer:
             return (yield from self._token(brand, request))
         if route.operation == "device":
             return (yield from self._device(brand))
+        if route.operation == "feedback":  # §8: any Session, signed in or out, no scope
+            reporter = yield from self.session_flow(brand.brand_id, request, ())
+            return (yield from self.feedback.flow(reporter))
         if route.operation == "conversation":
             assert route.conversation is not None
             assert self.conversations is not None

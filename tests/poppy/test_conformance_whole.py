@@ -1,0 +1,145 @@
+"""The SDK's whole conformance runner against pactmw's company: every company case of
+`personal_agent_protocol.conformance` is either run by a pactmw test (on sqlite and
+PostgreSQL, where each must pass, never skip) or named here as not supported, with the
+reason. A case the SDK adds, or one a test stops running, fails
+`test_every_runner_case_is_run_or_listed_as_not_supported`.
+
+The runner's cases are spread over the test files of the part they prove (each runs its
+cases by id against the TLS world of tests/support/poppy_world.py, several with a person
+approving sign-ins in headless Chromium); this file runs the cases no other file does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from personal_agent_protocol.conformance import run_conformance, select_cases
+
+from tests.poppy.test_company_endpoints import STEP_4_CASES
+from tests.poppy.test_conversations import CONVERSATION_CASES
+from tests.poppy.test_conversations_signed_in import SIGNED_IN_CASES
+from tests.poppy.test_device_sign_in import SIGN_IN_CASES
+from tests.support.chromium import headless_chromium
+from tests.support.poppy_world import BrowserDriver, PoppyWorld, signed_in_brand, world_on
+
+#: The runner's cases no other file runs; each must pass on both stores.
+MORE_CASES = (
+    "security.authorization-header-without-cookies",
+    "security.refusals-disclose-no-credential",
+    "protocol.feedback-report",
+)
+
+#: Every case a pactmw test runs, by the file that runs it.
+RUN_CASES: Mapping[str, tuple[str, ...]] = {
+    "tests/poppy/test_company_endpoints.py": STEP_4_CASES,
+    "tests/poppy/test_conversations.py": CONVERSATION_CASES,
+    "tests/poppy/test_conversations_signed_in.py": SIGNED_IN_CASES,
+    "tests/poppy/test_device_sign_in.py": SIGN_IN_CASES,
+    "tests/poppy/test_conformance_whole.py": MORE_CASES,
+}
+
+_OPERATIONS = (
+    "Operations v1 is being built (plan step 7, branch poppy-operations): pactmw's company "
+    "proposes no operation yet and serves no operations endpoint"
+)
+_MCP = "pactmw has no MCP server (its Brands list OpenAPI APIs only)"
+_WEB = "web browsing (§5, poppy-browser+jwt and the company's cookie) is not offered"
+_SSE = "conversations answer JSON only: no Server-Sent Events stream"
+
+#: The runner's cases pactmw's company cannot pass yet, each with why (docs/poppy.md, "What
+#: pactmw does not do yet", says the same).
+NOT_SUPPORTED: Mapping[str, str] = {
+    "protocol.extension-required-company": _OPERATIONS,
+    "lifecycle.mcp-protected-resource-metadata": _MCP,
+    "lifecycle.mcp-bearer-for-its-url": _MCP,
+    "lifecycle.mcp-bearer-only-at-mcp": _MCP,
+    "lifecycle.mcp-token-type-by-server": _MCP,
+    "lifecycle.mcp-sign-out-takes-effect": _MCP,
+    "lifecycle.browser-joins-session": _WEB,
+    "lifecycle.browser-assertion-refused": _WEB,
+    "conversations.cursor-expired-recovery": (
+        "events are kept as long as their conversation, so no cursor ever expires"
+    ),
+    "conversations.sse-reconnect": _SSE,
+    "conversations.text-delta-not-actionable": _SSE,
+    "conversations.handoff": "no handoff to people (no staff side)",
+    "conversations.direct-conversation": "no Direct Conversations",
+    "conversations.direct-of-direct-refused": "no Direct Conversations",
+    **{
+        case_id: _OPERATIONS
+        for case_id in (
+            "operations.proposed-not-performed",
+            "operations.readable-until-final",
+            "operations.confirm-succeeded",
+            "operations.at-most-once",
+            "operations.terms-changed",
+            "operations.user-approval-required",
+            "operations.standing-permission-within-bounds",
+            "operations.standing-permission-out-of-bounds",
+            "operations.standing-permission-concurrent-use",
+            "operations.cross-channel-identity",
+            "operations.cross-channel-mcp",
+            "operations.web-confirm-at-most-once",
+            "operations.message-is-not-approval",
+            "operations.confirm-timeout-recovery",
+            "operations.cancel-proposed",
+            "operations.in-progress-outcome-unknown",
+            "operations.failed-partial-result",
+            "operations.expired",
+            "operations.not-found-indistinguishable",
+        )
+    },
+}
+
+
+def run_case_ids() -> list[str]:
+    """Every case id some pactmw test runs (repeats included, to be caught)."""
+    return [case_id for cases in RUN_CASES.values() for case_id in cases]
+
+
+def test_every_runner_case_is_run_or_listed_as_not_supported() -> None:
+    runner = {case.id for case in select_cases()}
+    run = run_case_ids()
+    assert len(run) == len(set(run)), "a case is run by two files"
+    assert not set(run) & set(NOT_SUPPORTED), "a case is both run and listed as not supported"
+    assert set(run) | set(NOT_SUPPORTED) == runner, (
+        f"new in the runner: {sorted(runner - set(run) - set(NOT_SUPPORTED))}; "
+        f"no longer in it: {sorted((set(run) | set(NOT_SUPPORTED)) - runner)}"
+    )
+    assert all(reason.strip() for reason in NOT_SUPPORTED.values())
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    yield from world_on(request, tmp_path_factory, brands=(signed_in_brand(),))
+
+
+@pytest.fixture(scope="module")
+def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserDriver]:
+    """The person who approves the sign-ins some cases need, in headless Chromium."""
+    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
+    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+        yield world.browser_driver(browser)
+
+
+def _named(case_id: str) -> Any:
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
+
+
+@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in MORE_CASES])
+def test_sdk_conformance_case(world: PoppyWorld, person: BrowserDriver, case_id: str) -> None:
+    async def one() -> Any:
+        async with world.http() as http:
+            context = world.context(http, driver=person)
+            report = await run_conformance(context, cases=select_cases(ids=[case_id]))
+        return report.results
+
+    (result,) = asyncio.run(one())
+    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
