@@ -3,7 +3,8 @@
 For tests, demos and single-process apps. Nothing survives a restart, and two processes
 (gunicorn workers) each see their own state, so idempotent retries are per process.
 
-The operations live in store/_memory/, one module per concern over one core, as the SQL
+The public operations (signatures, contracts, input checks) come from `Store`; their
+backend halves live in store/_memory/, one module per concern over one core, as the SQL
 stores' live in store/_sql/.
 """
 
@@ -19,11 +20,14 @@ from pactmw.store._memory import (
     SessionsMixin,
     TokensMixin,
 )
+from pactmw.store._protocols import AuthorizationDetailsStore, GrantUsageStore, RateLimitStore
+from pactmw.store.base import Store
 
 __all__ = ["MemoryStore"]
 
 
 # RetentionMixin brings DetailsMixin (the authorization details) along: it cleans them.
+# The contracts come last, so that the mixins' primitives override their declarations.
 class MemoryStore(
     ConversationsMixin,
     DevicesMixin,
@@ -33,6 +37,10 @@ class MemoryStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
+    Store,
+    AuthorizationDetailsStore,
+    RateLimitStore,
+    GrantUsageStore,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""
 

@@ -1,11 +1,17 @@
 """The Store contract, split by concern as the backends are (store/_sql/, store/_memory/).
 
-Each protocol holds one concern's operations with the docstrings that say what each
-guarantees; `Store` (store/base.py) is their union and holds the rules they all follow.
+Each protocol holds one concern's operations, each written once: the public keyword-only
+signature, the docstring that says what it guarantees, and the input checks, which then call
+the backend's method of the same name with a leading underscore (declared below the public
+ones, with what it must do). `Store` (store/base.py) is their union and holds the rules they
+all follow.
 """
 
 from __future__ import annotations
 
+# First: store/base.py defines the values, errors and checks these modules use, and then
+# imports them back to build `Store`.
+from pactmw.store import base as _base  # noqa: F401
 from pactmw.store._protocols.account_tokens import AccountTokenStore
 from pactmw.store._protocols.agents import AgentStore
 from pactmw.store._protocols.conversations import ConversationStore

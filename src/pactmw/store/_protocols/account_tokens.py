@@ -14,7 +14,11 @@ from typing import Literal, Protocol
 
 from attrs import field, frozen
 
+from pactmw.store._protocols.grants import GrantStore
+from pactmw.store.base import NotFound, check_token_owner, has_nul, reject_nul, scope_tuple
+
 __all__ = [
+    "AccountRefresh",
     "AccountRotation",
     "AccountRotationKind",
     "AccountToken",
@@ -51,6 +55,19 @@ class AccountRotation:
     scopes: tuple[str, ...] = field(default=())
 
 
+@frozen
+class AccountRefresh:
+    """An Account Token rotation whose ids hold no NUL (`scopes` None: the token's own)."""
+
+    token_hash: str = field(repr=False)
+    new_token_hash: str = field(repr=False)
+    brand_id: str
+    client_id: str
+    scopes: tuple[str, ...] | None
+    now: float
+    expires_at: float
+
+
 def decide_account_rotation(
     token: AccountToken | None,
     *,
@@ -77,7 +94,7 @@ def decide_account_rotation(
     return "rotated"
 
 
-class AccountTokenStore(Protocol):
+class AccountTokenStore(GrantStore, Protocol):
     """Poppy Account Tokens: issued at sign-in, rotated on every use, read for sign-out."""
 
     def issue_account_token(
@@ -96,7 +113,19 @@ class AccountTokenStore(Protocol):
         Raises `NotFound` for an unknown grant; ValueError when `brand_id` or `client_id`
         differ from the grant's, a scope is not the grant's, or the hash is already stored.
         """
-        ...
+        reject_nul(token_hash=token_hash, grant_id=grant_id, brand_id=brand_id, client_id=client_id)
+        wanted = scope_tuple("scopes", scopes)
+        # A grant's client and Brand never change and its scopes only widen, so they are
+        # checked before the write.
+        grant = self._get_grant(grant_id)
+        if grant is None:
+            raise NotFound(f"unknown grant {grant_id!r}")
+        check_token_owner(grant, client_id, brand_id)
+        if not set(wanted) <= set(grant.scopes):
+            raise ValueError("an Account Token's scopes must be its grant's")
+        token = AccountToken(grant_id, brand_id, client_id, grant.pa_sub, wanted, now, expires_at)
+        if not self._insert_account_token(token_hash, token):
+            raise ValueError("Account Token hash is already stored")
 
     def rotate_account_token(
         self,
@@ -113,8 +142,27 @@ class AccountTokenStore(Protocol):
         scopes), atomically; see `decide_account_rotation` for the refusals. Of concurrent
         rotations of one token exactly one is `rotated`, the others `reused`, and the
         winner's new token keeps working."""
-        ...
+        reject_nul(new_token_hash=new_token_hash)
+        wanted = None if scopes is None else scope_tuple("scopes", scopes)
+        if has_nul(token_hash, brand_id, client_id):
+            return AccountRotation("unknown")
+        return self._rotate_account_token(
+            AccountRefresh(token_hash, new_token_hash, brand_id, client_id, wanted, now, expires_at)
+        )
 
     def account_token(self, token_hash: str) -> AccountToken | None:
         """The Account Token with this hash in any state (spent, expired), or None."""
+        return None if has_nul(token_hash) else self._account_token(token_hash)
+
+    # --- what a backend implements (inputs already checked) ------------------------------------
+
+    def _insert_account_token(self, token_hash: str, token: AccountToken) -> bool:
+        """Store `token`; False, storing nothing, when the hash is stored."""
         ...
+
+    def _rotate_account_token(self, refresh: AccountRefresh) -> AccountRotation:
+        """Lock the token; `decide_account_rotation`; when `rotated`, spend it and store its
+        successor (ValueError if the new hash is stored), atomically."""
+        ...
+
+    def _account_token(self, token_hash: str) -> AccountToken | None: ...

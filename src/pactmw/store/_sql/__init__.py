@@ -11,12 +11,13 @@ keeps only its connection handling, schema and migrations, and fills in the hook
 - `_encode_scopes` / `_decode_scopes`, `_lock_grant_key`, and the `_returning` and
   `_locks_rows` capabilities.
 
-Decisions come from store/_decisions.py, input checks from store/base.py: each operation
-checks its inputs here, once for both SQL backends.
+The public operations, with their input checks, come from the contracts (store/_protocols/);
+the mixins implement the `_` methods they call. Decisions come from store/_decisions.py.
 """
 
 from __future__ import annotations
 
+from pactmw.store._protocols import AuthorizationDetailsStore, GrantUsageStore, RateLimitStore
 from pactmw.store._sql.account_tokens import AccountTokensMixin, AccountTokenStatements
 from pactmw.store._sql.agents import AgentsMixin
 from pactmw.store._sql.conversations import ConversationsMixin
@@ -28,6 +29,7 @@ from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.sessions import SessionsMixin, SessionStatements
 from pactmw.store._sql.statements import Dialect, Statements
 from pactmw.store._sql.tokens import TokensMixin
+from pactmw.store.base import Store
 
 __all__ = [
     "AccountTokenStatements",
@@ -51,9 +53,15 @@ class SqlStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
+    Store,
+    AuthorizationDetailsStore,
+    RateLimitStore,
+    GrantUsageStore,
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks
-    (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`)."""
+    (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`).
+
+    The contracts come last, so that the mixins' primitives override their declarations."""
 
     #: Its operations wait on the database: async drivers run them in worker threads.
     may_block = True

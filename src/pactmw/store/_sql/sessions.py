@@ -1,4 +1,5 @@
-"""Poppy Sessions of the SQL stores (the contract: store/_protocols/sessions.py).
+"""Poppy Sessions of the SQL stores (the contract, with its input checks:
+store/_protocols/sessions.py).
 
 `SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 6 of sqlite.py's and
 postgres.py's `MIGRATIONS`; `SessionsMixin` is part of `SqlStore`, and each backend class sets
@@ -15,7 +16,6 @@ from attrs import asdict
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
-    SessionOperations,
     SessionUpdate,
     decide_session_change,
     updated_session,
@@ -95,8 +95,8 @@ class SessionStatements:
         )
 
 
-class SessionsMixin(SessionOperations, SqlCore):
-    """The Session operations, over the dialect hooks and `_session_sql`."""
+class SessionsMixin(SqlCore):
+    """The Session primitives, over the dialect hooks and `_session_sql`."""
 
     _session_sql: ClassVar[SessionStatements]
 
@@ -169,28 +169,16 @@ class SessionsMixin(SessionOperations, SqlCore):
             )
             return SessionChange("changed", changed)
 
-    def get_session(self, session_id: str) -> PoppySession | None:
-        """The Session with this id, or None; see `SessionStore`."""
-        if has_nul(session_id):
-            return None
+    def _get_session(self, session_id: str) -> PoppySession | None:
         with self._read() as ex:
             row = ex.execute(self._session_sql.by_id, (session_id,)).fetchone()
         return None if row is None else self._session(row)
 
-    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
-        """The Session whose live token has this hash, or None; see `SessionStore`."""
-        if has_nul(token_hash):
-            return None
+    def _session_for_token(self, token_hash: str) -> PoppySession | None:
         with self._read() as ex:
             row = ex.execute(self._session_sql.by_token, (token_hash,)).fetchone()
-        session = None if row is None else self._session(row)
-        if session is None or now >= session.token_expires_at:
-            return None
-        return session
+        return None if row is None else self._session(row)
 
-    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
-        """Sign out every Session signed in through `grant_id`; see `SessionStore`."""
-        if has_nul(grant_id):
-            return 0
+    def _sign_out_sessions(self, grant_id: str) -> int:
         with self._write() as ex:
             return ex.execute(self._session_sql.sign_out, (grant_id,)).rowcount
