@@ -24,10 +24,11 @@ from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
 from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
+from pactmw.store._sql.dialect import Dialect
 from pactmw.store._sql.ratelimits import RateLimitsMixin
 from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.sessions import SessionsMixin, SessionStatements
-from pactmw.store._sql.statements import Dialect, Statements
+from pactmw.store._sql.statements import Statements
 from pactmw.store._sql.tokens import TokensMixin
 from pactmw.store.base import Store
 

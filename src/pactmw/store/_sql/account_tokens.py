@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.account_tokens import (
     AccountRefresh,
     AccountRotation,
@@ -20,7 +18,7 @@ from pactmw.store._protocols.account_tokens import (
     decide_account_rotation,
 )
 from pactmw.store._sql.core import SqlCore, opt_float
-from pactmw.store._sql.statements import Dialect
+from pactmw.store._sql.dialect import Dialect, statement_builder
 
 __all__ = [
     "POSTGRES_MIGRATION",
@@ -64,11 +62,7 @@ class AccountTokenStatements:
     """The Account Token statements in one dialect (built once per backend class)."""
 
     def __init__(self, dialect: Dialect) -> None:
-        fields = asdict(dialect)
-
-        def q(template: str) -> str:
-            assert "%" not in template
-            return template.format(**fields).replace("?", dialect.placeholder)
+        q = statement_builder(dialect)
 
         self.grant = q("SELECT brand_id, client_id, scopes FROM pactmw_grants WHERE grant_id = ?")
         self.insert = q(

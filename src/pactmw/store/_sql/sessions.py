@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
@@ -21,7 +19,7 @@ from pactmw.store._protocols.sessions import (
     updated_session,
 )
 from pactmw.store._sql.core import SqlCore, opt_float
-from pactmw.store._sql.statements import Dialect
+from pactmw.store._sql.dialect import Dialect, statement_builder
 from pactmw.store.base import has_nul
 
 __all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
@@ -65,12 +63,7 @@ class SessionStatements:
     """The Session statements in one dialect (built once per backend class)."""
 
     def __init__(self, dialect: Dialect) -> None:
-        fields = asdict(dialect)
-        fields["columns"] = _COLUMNS
-
-        def q(template: str) -> str:
-            assert "%" not in template
-            return template.format(**fields).replace("?", dialect.placeholder)
+        q = statement_builder(dialect, columns=_COLUMNS)
 
         self.insert = q(
             "INSERT INTO pactmw_poppy_sessions (session_id, brand_id, client_id, user_id, jkt,"
