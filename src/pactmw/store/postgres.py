@@ -13,13 +13,11 @@ neither message contains the DSN's password.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
-import json
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -27,16 +25,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from pactmw.store._sql import (
-    AccountTokenStatements,
-    Dialect,
-    Executor,
-    SessionStatements,
-    SqlStore,
-    Statements,
-    account_tokens,
-    sessions,
-)
+from pactmw.store._sql import account_tokens, sessions
+from pactmw.store._sql.flavours import PostgresFlavour
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
@@ -47,10 +37,6 @@ _Cursor = psycopg.Cursor[TupleRow]
 # A fixed key for pg_advisory_xact_lock so that processes starting together migrate one at
 # a time (CREATE TABLE IF NOT EXISTS alone races on the catalog). The digits spell "pactmw".
 _MIGRATION_LOCK_KEY = 0x70_61_63_74_6D_77
-
-# The first half of the two-int4 advisory lock taken per grant key by upsert_grant ("pacg").
-# PostgreSQL keeps two-int4 keys apart from bigint keys, so it never meets the one above.
-_GRANT_LOCK_CLASS = 0x70_61_63_67
 
 # Each entry is one schema version: the statements that bring version N-1 to N. Append new
 # steps; never edit a released one, since databases in the field already ran it.
@@ -228,31 +214,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
 )
 
-# Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
-# so foreign-key checks need not wait; `FOR UPDATE OF t` locks only the token row of the
-# token-grant join. Ids compare by code point (COLLATE "C") as in the other backends.
-_DIALECT = Dialect(
-    placeholder="%s",
-    lock=" FOR UPDATE",
-    lock_no_key=" FOR NO KEY UPDATE",
-    lock_refresh=" FOR UPDATE OF t",
-    scopes="?::text[]",
-    no_scopes="'{}'",
-    nullable_text="?::text",
-    collate_c=' COLLATE "C"',
-    true="TRUE",
-    false="FALSE",
-)
-
-
-def _grant_lock_key(brand_id: str, account: str, client_id: str, pa_sub: str) -> int:
-    """A stable signed 32-bit key for the grant key's advisory lock (same in every process).
-
-    Two keys sharing a number only serialize each other; the unique index stays the guard.
-    """
-    digest = hashlib.sha256(json.dumps([brand_id, account, client_id, pa_sub]).encode()).digest()
-    return int.from_bytes(digest[:4], "big", signed=True)
-
 
 def _quiet(conn: _Connection) -> bool:
     """Whether an idle pooled connection has nothing to read, so it is still usable.
@@ -362,7 +323,7 @@ class _Pool:
             conn.close()
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PostgresFlavour):
     """A Store in a PostgreSQL database; see the module docstring.
 
     `dsn` is a libpq URL or key/value string. Nothing connects until the first operation,
@@ -370,15 +331,6 @@ class PostgresStore(SqlStore):
     At most `max_connections` connections are open; a caller waits up to `acquire_timeout`
     seconds for one, then gets `StoreUnavailable`.
     """
-
-    _sql = Statements(_DIALECT)
-    _session_sql = SessionStatements(_DIALECT)
-    _account_sql = AccountTokenStatements(_DIALECT)
-    _returning = True
-    _locks_rows = True
-    # Many processes and machines share a PostgreSQL store: count rate limits here, so N
-    # workers allow a limit once (a write per limited request; see docs/deployment.md).
-    shares_rate_limits = True
 
     def __init__(
         self,
@@ -459,23 +411,6 @@ class PostgresStore(SqlStore):
 
     # Reads run in a transaction too: one per operation, on a pooled connection.
     _read = _write
-
-    @staticmethod
-    def _encode_scopes(scopes: Sequence[str]) -> list[str]:
-        return list(scopes)
-
-    @staticmethod
-    def _decode_scopes(value: Any) -> tuple[str, ...]:
-        return tuple(value)
-
-    def _lock_grant_key(
-        self, ex: Executor, brand_id: str, account: str, client_id: str, pa_sub: str
-    ) -> None:
-        # A transaction-scoped advisory lock: the first grant of a key has no row to lock.
-        ex.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s)",
-            (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
-        )
 
     def close(self) -> None:
         """Close the pool; later calls raise `StoreUnavailable`."""

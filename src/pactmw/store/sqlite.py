@@ -10,24 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from pactmw.store._sql import (
-    AccountTokenStatements,
-    Dialect,
-    SessionStatements,
-    SqlStore,
-    Statements,
-    account_tokens,
-    sessions,
-)
+from pactmw.store._sql import account_tokens, sessions
+from pactmw.store._sql.flavours import SqliteFlavour
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -245,38 +236,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 
-# No row locks: every write transaction holds the database's write lock (BEGIN IMMEDIATE).
-# Scope lists are JSON arrays of strings in TEXT columns.
-_DIALECT = Dialect(
-    placeholder="?",
-    lock="",
-    lock_no_key="",
-    lock_refresh="",
-    scopes="?",
-    no_scopes="'[]'",
-    nullable_text="?",
-    collate_c="",  # sqlite's default BINARY collation compares by code point already
-    true="1",
-    false="0",
-)
-
-
-class SqliteStore(SqlStore):
+class SqliteStore(SqliteFlavour):
     """A Store in one sqlite file; see the module docstring.
 
     The parent directory is created if missing, and the schema is created or migrated when
     the store opens. Share one instance between threads.
     """
-
-    _sql = Statements(_DIALECT)
-    _session_sql = SessionStatements(_DIALECT)
-    _account_sql = AccountTokenStatements(_DIALECT)
-    # UPDATE ... RETURNING needs sqlite 3.35 (older distributions lack it): read, then write.
-    _returning = False
-    _locks_rows = False
-    # Counted per process unless asked (rate_limit.shared): every count would take the
-    # database's one write lock, and an embedded store usually serves one process.
-    shares_rate_limits = False
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000) -> None:
         self._path = Path(path)
@@ -369,14 +334,6 @@ class SqliteStore(SqlStore):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-
-    @staticmethod
-    def _encode_scopes(scopes: Sequence[str]) -> str:
-        return json.dumps(list(scopes), ensure_ascii=False)
-
-    @staticmethod
-    def _decode_scopes(value: Any) -> tuple[str, ...]:
-        return tuple(json.loads(value))
 
     def close(self) -> None:
         """Close the connection; later calls raise `StoreUnavailable`."""

@@ -17,6 +17,8 @@ the mixins implement the `_` methods they call. Decisions come from store/_decis
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from pactmw.store._protocols import AuthorizationDetailsStore, GrantUsageStore, RateLimitStore
 from pactmw.store._sql.account_tokens import AccountTokensMixin, AccountTokenStatements
 from pactmw.store._sql.agents import AgentsMixin
@@ -59,10 +61,21 @@ class SqlStore(
     RateLimitStore,
     GrantUsageStore,
 ):
-    """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks
-    (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`).
+    """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks,
+    mostly through its flavour (store/_sql/flavours.py).
 
     The contracts come last, so that the mixins' primitives override their declarations."""
 
     #: Its operations wait on the database: async drivers run them in worker threads.
     may_block = True
+
+    #: The dialect of the class's statements; set by a flavour, or a backend (its placeholder).
+    _dialect: ClassVar[Dialect]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A class that sets its dialect gets its statements, built once, here.
+        if "_dialect" in vars(cls):
+            cls._sql = Statements(cls._dialect)
+            cls._session_sql = SessionStatements(cls._dialect)
+            cls._account_sql = AccountTokenStatements(cls._dialect)
