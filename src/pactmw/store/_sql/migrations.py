@@ -13,7 +13,14 @@ from attrs import asdict, frozen
 
 from pactmw.store._sql import account_tokens, sessions
 
-__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "ColumnTypes", "schema_migrations"]
+__all__ = [
+    "POSTGRES_COLUMNS",
+    "POSTGRES_MIGRATIONS",
+    "SQLITE_COLUMNS",
+    "SQLITE_MIGRATIONS",
+    "ColumnTypes",
+    "schema_migrations",
+]
 
 
 @frozen
