@@ -20,14 +20,12 @@ from pactmw.store._memory import (
     SessionsMixin,
     TokensMixin,
 )
-from pactmw.store._protocols import AuthorizationDetailsStore, GrantUsageStore, RateLimitStore
-from pactmw.store.base import Store
+from pactmw.store._protocols import AllOperations
 
 __all__ = ["MemoryStore"]
 
 
 # RetentionMixin brings DetailsMixin (the authorization details) along: it cleans them.
-# The contracts come last, so that the mixins' primitives override their declarations.
 class MemoryStore(
     ConversationsMixin,
     DevicesMixin,
@@ -37,10 +35,7 @@ class MemoryStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
-    Store,
-    AuthorizationDetailsStore,
-    RateLimitStore,
-    GrantUsageStore,
+    AllOperations,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""
 

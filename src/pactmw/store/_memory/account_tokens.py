@@ -34,12 +34,7 @@ class AccountTokensMixin(MemoryCore):
             token = self._account_tokens.get(refresh.token_hash)
             grant = None if token is None else self._grants.get(token.grant_id)
             kind = decide_account_rotation(
-                token,
-                grant_live=grant is not None and grant.is_live(now),
-                brand_id=refresh.brand_id,
-                client_id=refresh.client_id,
-                scopes=wanted,
-                now=now,
+                token, grant_live=grant is not None and grant.is_live(now), refresh=refresh
             )
             if kind != "rotated" or token is None or grant is None:
                 return AccountRotation(kind)

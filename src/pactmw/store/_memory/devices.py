@@ -8,20 +8,14 @@ from attrs import evolve
 from pactmw.store._decisions import (
     PollDecision,
     approved_device,
+    binding,
     decide_poll,
     denied_device,
     is_decidable,
 )
 from pactmw.store._memory.grants import GrantsMixin
 from pactmw.store._protocols.devices import DeviceApproval, DevicePoll
-from pactmw.store.base import (
-    Approval,
-    DeviceAuthorization,
-    Poll,
-    UserCodeTaken,
-    check_binding,
-    grant_scopes,
-)
+from pactmw.store.base import Approval, DeviceAuthorization, Poll, UserCodeTaken
 
 __all__ = ["DevicesMixin"]
 
@@ -107,18 +101,11 @@ class DevicesMixin(GrantsMixin):
             polled = decision.poll.authorization
             if decision.update == "bind":
                 assert polled is not None
-                assert polled.account is not None
-                new_grant_id, grant_expires_at = check_binding(
-                    poll.new_grant_id, poll.grant_expires_at
+                grant_id, key, scopes, expires_at = binding(
+                    polled, poll.new_grant_id, poll.grant_expires_at
                 )
                 # _upsert raises before changing anything, so a refusal leaves it approved.
-                grant = self._upsert(
-                    new_grant_id,
-                    (poll.brand_id, polled.account, poll.client_id, poll.pa_sub),
-                    grant_scopes(polled.granted_scopes),
-                    poll.now,
-                    grant_expires_at,
-                )
+                grant = self._upsert(grant_id, key, scopes, poll.now, expires_at)
                 polled = evolve(polled, grant_id=grant.grant_id)
                 decision = PollDecision(Poll(kind="approved", authorization=polled), "bind")
             if decision.update is not None:

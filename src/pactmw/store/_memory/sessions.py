@@ -10,8 +10,7 @@ from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
     SessionUpdate,
-    decide_session_change,
-    updated_session,
+    change_session,
 )
 from pactmw.store.base import has_nul
 
@@ -45,18 +44,10 @@ class SessionsMixin(MemoryCore):
         with self._lock:
             self._check_open()
             session = None if has_nul(session_id) else self._sessions.get(session_id)
-            kind = decide_session_change(
-                session,
-                brand_id=brand_id,
-                client_id=client_id,
-                user_id=user_id,
-                account=update.account,
-            )
-            if kind != "changed" or session is None:
-                return SessionChange(kind)
-            changed = updated_session(session, update)
-            self._put_token(changed, update.token_hash)
-            return SessionChange("changed", changed)
+            change = change_session(session, brand_id, client_id, user_id, update)
+            if change.session is not None:
+                self._put_token(change.session, update.token_hash)
+            return change
 
     def _get_session(self, session_id: str) -> PoppySession | None:
         with self._lock:

@@ -9,6 +9,8 @@ all follow.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 # First: store/base.py defines the values, errors and checks these modules use, and then
 # imports them back to build `Store`.
 from pactmw.store import base as _base  # noqa: F401
@@ -23,10 +25,12 @@ from pactmw.store._protocols.retention import RetentionStore
 from pactmw.store._protocols.sessions import SessionStore
 from pactmw.store._protocols.tokens import TokenStore
 from pactmw.store._protocols.usage import GrantUsageStore
+from pactmw.store.base import Store
 
 __all__ = [
     "AccountTokenStore",
     "AgentStore",
+    "AllOperations",
     "AuthorizationDetailsStore",
     "ConversationStore",
     "DeviceStore",
@@ -37,3 +41,8 @@ __all__ = [
     "SessionStore",
     "TokenStore",
 ]
+
+
+class AllOperations(Store, AuthorizationDetailsStore, RateLimitStore, GrantUsageStore, Protocol):
+    """`Store` and its optional operations: what the built-in backends implement (the last
+    base of `MemoryStore` and `SqlStore`, so that their own methods win)."""

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from attrs import field, frozen
 
 from pactmw.store._protocols.grants import GrantStore
+from pactmw.store._protocols.tokens import RotationRequest
 from pactmw.store.base import NotFound, check_token_owner, has_nul, reject_nul, scope_tuple
 
 __all__ = [
@@ -56,36 +57,25 @@ class AccountRotation:
 
 
 @frozen
-class AccountRefresh:
-    """An Account Token rotation whose ids hold no NUL (`scopes` None: the token's own)."""
+class AccountRefresh(RotationRequest):
+    """An Account Token rotation (`scopes` None: the token's own)."""
 
-    token_hash: str = field(repr=False)
-    new_token_hash: str = field(repr=False)
-    brand_id: str
-    client_id: str
     scopes: tuple[str, ...] | None
-    now: float
-    expires_at: float
 
 
 def decide_account_rotation(
-    token: AccountToken | None,
-    *,
-    grant_live: bool,
-    brand_id: str,
-    client_id: str,
-    scopes: Sequence[str] | None,
-    now: float,
+    token: AccountToken | None, *, grant_live: bool, refresh: AccountRefresh
 ) -> AccountRotationKind:
     """Whether a rotation may spend `token`, checked in this order: unknown, or another
     Brand's or agent's (`unknown`: nothing spent, PAP-4.8-02); spent before (`reused`:
-    nothing else changes); expired; its grant revoked or expired (`revoked`); `scopes` wider
-    than the token's (`invalid_scope`, PAP-4.4-02: nothing spent). Else `rotated`."""
+    nothing else changes); expired; its grant revoked or expired (`revoked`); `scopes`
+    wider than the token's (`invalid_scope`, PAP-4.4-02: nothing spent). Else `rotated`."""
+    scopes, brand_id, client_id = refresh.scopes, refresh.brand_id, refresh.client_id
     if token is None or token.brand_id != brand_id or token.client_id != client_id:
         return "unknown"
     if token.used_at is not None:
         return "reused"
-    if now >= token.expires_at:
+    if refresh.now >= token.expires_at:
         return "expired"
     if not grant_live:
         return "revoked"
@@ -147,7 +137,7 @@ class AccountTokenStore(GrantStore, Protocol):
         if has_nul(token_hash, brand_id, client_id):
             return AccountRotation("unknown")
         return self._rotate_account_token(
-            AccountRefresh(token_hash, new_token_hash, brand_id, client_id, wanted, now, expires_at)
+            AccountRefresh(token_hash, new_token_hash, client_id, brand_id, now, expires_at, wanted)
         )
 
     def account_token(self, token_hash: str) -> AccountToken | None:

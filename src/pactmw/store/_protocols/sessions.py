@@ -32,6 +32,7 @@ __all__ = [
     "SessionChangeKind",
     "SessionStore",
     "SessionUpdate",
+    "change_session",
     "check_new_session",
     "decide_session_change",
     "new_session",
@@ -196,6 +197,23 @@ def decide_session_change(
     return "changed"
 
 
+def change_session(
+    session: PoppySession | None,
+    brand_id: str,
+    client_id: str,
+    user_id: str,
+    update: SessionUpdate,
+) -> SessionChange:
+    """`session` after `update` (`changed`), or why it may not change; see
+    `decide_session_change`. A backend stores the changed Session with the new token."""
+    kind = decide_session_change(
+        session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=update.account
+    )
+    if kind != "changed" or session is None:
+        return SessionChange(kind)
+    return SessionChange("changed", updated_session(session, update))
+
+
 class SessionStore(Protocol):
     """Poppy Sessions and their Session Tokens (only hashes are stored)."""
 
@@ -305,8 +323,8 @@ class SessionStore(Protocol):
     def _change(
         self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
     ) -> SessionChange:
-        """Atomically: read the Session, `decide_session_change`, and when allowed store
-        `updated_session` with the new token (ValueError when its hash is stored)."""
+        """Atomically: read the Session, `change_session`, and when it changed store it with
+        the new token (ValueError when its hash is stored)."""
         ...
 
     def _get_session(self, session_id: str) -> PoppySession | None: ...

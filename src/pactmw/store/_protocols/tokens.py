@@ -9,20 +9,27 @@ from attrs import field, frozen
 from pactmw.store._protocols.grants import GrantStore
 from pactmw.store.base import Grant, NotFound, Rotation, check_token_owner, has_nul, reject_nul
 
-__all__ = ["RefreshRequest", "TokenStore"]
+__all__ = ["RefreshRequest", "RotationRequest", "TokenStore"]
 
 
 @frozen
-class RefreshRequest:
-    """A refresh-token rotation whose ids hold no NUL (see `TokenStore.rotate_refresh_token`)."""
+class RotationRequest:
+    """A token rotation whose ids hold no NUL: the token to spend, its successor's hash,
+    who presents it, when, and until when the successor lasts."""
 
     token_hash: str = field(repr=False)
     new_token_hash: str = field(repr=False)
     client_id: str
     brand_id: str
-    pa_sub: str
     now: float
     expires_at: float
+
+
+@frozen
+class RefreshRequest(RotationRequest):
+    """A refresh-token rotation (see `TokenStore.rotate_refresh_token`)."""
+
+    pa_sub: str
     reuse_interval: float
 
 
@@ -90,18 +97,8 @@ class TokenStore(GrantStore, Protocol):
         reject_nul(new_token_hash=new_token_hash)
         if has_nul(token_hash, client_id, brand_id, pa_sub):
             return Rotation(kind="unknown")
-        return self._rotate_refresh_token(
-            RefreshRequest(
-                token_hash,
-                new_token_hash,
-                client_id,
-                brand_id,
-                pa_sub,
-                now,
-                expires_at,
-                reuse_interval,
-            )
-        )
+        request = (token_hash, new_token_hash, client_id, brand_id, now, expires_at)
+        return self._rotate_refresh_token(RefreshRequest(*request, pa_sub, reuse_interval))
 
     def seal_rotation(self, *, token_hash: str, successor: bytes) -> bool:
         """Keep `successor` (the sealed answer of the rotation that spent `token_hash`) for

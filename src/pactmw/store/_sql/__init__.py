@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pactmw.store._protocols import AuthorizationDetailsStore, GrantUsageStore, RateLimitStore
+from pactmw.store._protocols import AllOperations
 from pactmw.store._sql.account_tokens import AccountTokensMixin, AccountTokenStatements
 from pactmw.store._sql.agents import AgentsMixin
 from pactmw.store._sql.conversations import ConversationsMixin
@@ -32,7 +32,6 @@ from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.sessions import SessionsMixin, SessionStatements
 from pactmw.store._sql.statements import Statements
 from pactmw.store._sql.tokens import TokensMixin
-from pactmw.store.base import Store
 
 __all__ = [
     "AccountTokenStatements",
@@ -50,21 +49,16 @@ class SqlStore(
     ConversationsMixin,
     DevicesMixin,
     TokensMixin,
-    DetailsMixin,
     AgentsMixin,
+    DetailsMixin,
     RateLimitsMixin,
     RetentionMixin,
-    SessionsMixin,
     AccountTokensMixin,
-    Store,
-    AuthorizationDetailsStore,
-    RateLimitStore,
-    GrantUsageStore,
+    SessionsMixin,
+    AllOperations,
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks,
-    mostly through its flavour (store/_sql/flavours.py).
-
-    The contracts come last, so that the mixins' primitives override their declarations."""
+    mostly through its flavour (store/_sql/flavours.py)."""
 
     #: Its operations wait on the database: async drivers run them in worker threads.
     may_block = True

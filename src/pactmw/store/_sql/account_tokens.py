@@ -114,14 +114,7 @@ class AccountTokensMixin(SqlCore):
             row = ex.execute(sql.lock, (refresh.token_hash,)).fetchone()
             token = None if row is None else self._account(row)
             live = row is not None and row[9] is None and now < float(row[10])
-            kind = decide_account_rotation(
-                token,
-                grant_live=live,
-                brand_id=refresh.brand_id,
-                client_id=refresh.client_id,
-                scopes=wanted,
-                now=now,
-            )
+            kind = decide_account_rotation(token, grant_live=live, refresh=refresh)
             if kind != "rotated" or token is None or row is None:
                 return AccountRotation(kind)
             granted = token.scopes if wanted is None else wanted

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from pactmw.store._decisions import approved_device, decide_poll, denied_device, is_decidable
+from pactmw.store._decisions import (
+    approved_device,
+    binding,
+    decide_poll,
+    denied_device,
+    is_decidable,
+)
 from pactmw.store._protocols.devices import DeviceApproval, DevicePoll
 from pactmw.store._sql.core import Executor
 from pactmw.store._sql.grants import GrantsMixin
-from pactmw.store.base import (
-    Approval,
-    DeviceAuthorization,
-    Poll,
-    UserCodeTaken,
-    check_binding,
-    grant_scopes,
-)
+from pactmw.store.base import Approval, DeviceAuthorization, Poll, UserCodeTaken
 
 __all__ = ["DevicesMixin"]
 
@@ -146,16 +145,9 @@ class DevicesMixin(GrantsMixin):
         # authorization consumed naming both (a refusal raises and rolls both back).
         device = polled.authorization
         assert device is not None
-        assert device.account is not None
-        assert device.pa_sub is not None
-        new_grant_id, grant_expires_at = check_binding(poll.new_grant_id, poll.grant_expires_at)
-        grant = self._upsert_grant_in(
-            ex,
-            new_grant_id,
-            (device.brand_id, device.account, device.client_id, device.pa_sub),
-            grant_scopes(device.granted_scopes),
-            poll.now,
-            grant_expires_at,
+        grant_id, key, scopes, expires_at = binding(
+            device, poll.new_grant_id, poll.grant_expires_at
         )
+        grant = self._upsert_grant_in(ex, grant_id, key, scopes, poll.now, expires_at)
         ex.execute(self._sql.bind_device, (device.pa_sub, grant.grant_id, device.device_code_hash))
         return Poll(kind="approved", authorization=evolve(device, grant_id=grant.grant_id))

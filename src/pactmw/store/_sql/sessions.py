@@ -15,8 +15,7 @@ from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
     SessionUpdate,
-    decide_session_change,
-    updated_session,
+    change_session,
 )
 from pactmw.store._sql.core import SqlCore, opt_float
 from pactmw.store._sql.dialect import Dialect, statement_builder
@@ -134,33 +133,17 @@ class SessionsMixin(SqlCore):
         with self._write() as ex:
             row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
             session = None if row is None else self._session(row)
-            kind = decide_session_change(
-                session,
-                brand_id=brand_id,
-                client_id=client_id,
-                user_id=user_id,
-                account=update.account,
-            )
-            if kind != "changed" or session is None:
-                return SessionChange(kind)
+            change = change_session(session, brand_id, client_id, user_id, update)
+            changed = change.session
+            if changed is None:
+                return change
             if ex.execute(sql.token_taken, (update.token_hash,)).fetchone() is not None:
                 raise ValueError("Session Token hash is already stored")
-            changed = updated_session(session, update)
-            ex.execute(
-                sql.update,
-                (
-                    changed.jkt,
-                    update.token_hash,
-                    changed.token_expires_at,
-                    changed.account,
-                    changed.grant_id,
-                    self._encode_scopes(changed.scopes),
-                    changed.ever_account,
-                    changed.signed_in_at,
-                    session_id,
-                ),
-            )
-            return SessionChange("changed", changed)
+            token = (changed.jkt, update.token_hash, changed.token_expires_at)
+            sign_in = (changed.account, changed.grant_id, self._encode_scopes(changed.scopes))
+            signed = (changed.ever_account, changed.signed_in_at, session_id)
+            ex.execute(sql.update, (*token, *sign_in, *signed))
+            return change
 
     def _get_session(self, session_id: str) -> PoppySession | None:
         with self._read() as ex:
