@@ -191,9 +191,10 @@ def check_counters(
 
 
 def check_token_owner(grant: Grant, client_id: str, brand_id: str) -> None:
-    """Refuse (ValueError) a refresh token for another client or Brand than its grant's."""
+    """Refuse (ValueError) a refresh or Account Token for another client or Brand than its
+    grant's."""
     if (grant.client_id, grant.brand_id) != (client_id, brand_id):
-        raise ValueError("a refresh token must belong to its grant's client and Brand")
+        raise ValueError("a token must belong to its grant's client and Brand")
 
 
 @frozen
