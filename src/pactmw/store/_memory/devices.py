@@ -74,13 +74,7 @@ class DevicesMixin(GrantsMixin):
             grant = None
             if device.pa_sub is not None:  # else (Poppy) the poll that binds a user writes it
                 # _upsert raises before changing anything, so a refusal leaves the code pending.
-                grant = self._upsert(
-                    approval.new_grant_id,
-                    (approval.brand_id, account, device.client_id, device.pa_sub),
-                    approval.wanted,
-                    approval.now,
-                    approval.grant_expires_at,
-                )
+                grant = self._upsert(*approval.grant_upsert(device))
             grant_id = None if grant is None else grant.grant_id
             device = approved_device(device, account=account, granted=granted, grant_id=grant_id)
             self._devices[device.device_code_hash] = device

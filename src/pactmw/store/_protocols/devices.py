@@ -6,6 +6,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from pactmw.store._protocols.grants import GrantKey
 from pactmw.store.base import (
     Approval,
     DeviceAuthorization,
@@ -32,6 +33,15 @@ class DeviceApproval:
     new_grant_id: str
     now: float
     grant_expires_at: float
+
+    def grant_upsert(
+        self, device: DeviceAuthorization
+    ) -> tuple[str, GrantKey, tuple[str, ...], float, float]:
+        """The grant this approval of `device` (which names its user) creates or widens, as
+        a backend's upsert takes it: the new grant's id, the key, the scopes, now, expiry."""
+        assert device.pa_sub is not None
+        key = (self.brand_id, self.account, device.client_id, device.pa_sub)
+        return self.new_grant_id, key, self.wanted, self.now, self.grant_expires_at
 
 
 @frozen

@@ -102,14 +102,7 @@ class DevicesMixin(GrantsMixin):
                 return None
             grant = None
             if device.pa_sub is not None:  # else (Poppy) the poll that binds a user writes it
-                grant = self._upsert_grant_in(
-                    ex,
-                    approval.new_grant_id,
-                    (approval.brand_id, account, device.client_id, device.pa_sub),
-                    approval.wanted,
-                    approval.now,
-                    approval.grant_expires_at,
-                )
+                grant = self._upsert_grant_in(ex, *approval.grant_upsert(device))
             grant_id = None if grant is None else grant.grant_id
             ex.execute(
                 self._sql.approve_device,
