@@ -1,4 +1,5 @@
-"""The SQL stores raise `StoreError`s: no sqlite3 or psycopg exception escapes them.
+"""The SQL stores raise `StoreError`s: no sqlite3, psycopg or Django database exception
+escapes them (sqlite, PostgreSQL, and the Django store on either).
 
 A database that refuses a write for its own reasons (here a trigger someone added) is the
 store's error, not "try again later": `StoreError`, not `StoreUnavailable`. The transaction
@@ -8,13 +9,14 @@ is rolled back and the store stays usable.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from pactmw.store import SqliteStore, StoreError, StoreUnavailable
-from tests.store.support import Backend
+from tests.store.support import Backend, open_backend
 
 T0 = 1_700_000_000.0
 
@@ -65,3 +67,32 @@ def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
         SqliteStore(path)
     assert not isinstance(info.value, StoreUnavailable)
     assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+
+
+@pytest.fixture(params=["django-sqlite", "django-postgres"])
+def django_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The Django store on each vendor, its tables made by Django's migrations."""
+    yield from open_backend(request.param, request, tmp_path)
+
+
+def test_a_refused_write_is_a_store_error_on_the_django_store(django_backend: Backend) -> None:
+    # Django wraps the driver's exception in its own (django.db.utils): neither escapes.
+    from django.db import connections
+
+    alias = django_backend.url.partition(":")[2]
+    store = django_backend.open()
+    try:
+        store.set_agent_enabled("https://pa.example", True)
+        trigger = _SQLITE_TRIGGER if connections[alias].vendor == "sqlite" else None
+        with connections[alias].cursor() as cursor:
+            for statement in (trigger,) if trigger else _PG_TRIGGER:
+                cursor.execute(statement)
+        with pytest.raises(StoreError, match="refused by a trigger") as info:
+            store.create_conversation(brand_id="acme", issuer="i", sub="s", now=T0)
+        assert not isinstance(info.value, StoreUnavailable)
+        assert info.value.__cause__ is None  # the driver's exception is summarised, not chained
+        assert store.agent_enabled("https://pa.example") is True
+        store.set_agent_enabled("https://pa.example", False)
+        assert store.agent_enabled("https://pa.example") is False
+    finally:
+        store.close()

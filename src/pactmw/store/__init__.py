@@ -1,8 +1,30 @@
-"""State behind the Store protocol: memory, sqlite (the embedded default) and PostgreSQL.
+"""State behind the Store protocol: memory, sqlite (the embedded default), PostgreSQL, and
+the Django store (a Django site's own database).
 
 Pick a backend with `open_store(url)`; `parse_store_url(url)` reads a URL without opening
 anything. The PostgreSQL backend needs the `postgres` extra and is imported only when a
 PostgreSQL URL asks for it.
+
+How the package is built: each operation is written once, in its per-concern protocol
+(store/_protocols/): the public keyword-only signature, the docstring that says what it
+guarantees, and its input checks (NUL refused or found nowhere, scope lists, counters).
+The public method then calls the backend's method of the same name with a leading
+underscore (`claim_turn` -> `_claim_turn`), declared below the public ones with what it
+must do, with inputs it may trust. `MemoryStore` (store/_memory/) and `SqlStore`
+(store/_sql/, one SQL implementation) subclass the protocols explicitly and implement only
+those; what the backends decide alike lives in store/_decisions.py as pure functions. The
+SQL backends share everything but their connections: `SqliteFlavour` and `PostgresFlavour`
+(store/_sql/flavours.py) hold each engine's dialect, capabilities and locks,
+store/_sql/migrations.py the schema; `SqliteStore`, `PostgresStore` and `DjangoStore` add
+connection setup, pragmas or the pool, and how driver errors become `StoreError`s.
+
+Writing a backend of your own: subclass `Store` explicitly (and `AuthorizationDetailsStore`,
+`RateLimitStore`, `GrantUsageStore` for the optional operations), your classes first among
+the bases so that your methods win over the declarations. You inherit the public
+operations with their checks; implement each `_` method they call (the per-concern
+protocols list them with what each guarantees, atomicity included) and `close`. mypy
+refuses to make an instance of a class that leaves one out. Prove it with the contract
+suites in tests/store/, which run unchanged on every backend.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Literal
 
 from attrs import evolve, frozen
 
+from pactmw.store._protocols.grants import GrantKey
 from pactmw.store.base import (
     MAX_REFRESH_REUSE_INTERVAL,
     Claim,
@@ -19,6 +20,7 @@ from pactmw.store.base import (
     Grant,
     Poll,
     Rotation,
+    check_binding,
     grant_scopes,
 )
 
@@ -33,6 +35,7 @@ __all__ = [
     "RotationUpdate",
     "UpsertDecision",
     "approved_device",
+    "binding",
     "decide_claim",
     "decide_poll",
     "decide_rotation",
@@ -148,6 +151,19 @@ def decide_poll(
         return PollDecision(Poll(kind="approved", authorization=bound), update="bind")
     consumed = evolve(device, status="consumed")
     return PollDecision(Poll(kind="approved", authorization=consumed), update="consume")
+
+
+def binding(
+    bound: DeviceAuthorization, new_grant_id: str | None, grant_expires_at: float | None
+) -> tuple[str, GrantKey, tuple[str, ...], float]:
+    """What the poll that binds its user (`decide_poll`'s `bind`, with `bound` its answer)
+    upserts: the new grant's id, the key, the scopes in the grant's form and the expiry;
+    ValueError when the poll brought no grant id or expiry (`check_binding`)."""
+    assert bound.account is not None
+    assert bound.pa_sub is not None
+    grant_id, expires_at = check_binding(new_grant_id, grant_expires_at)
+    key = (bound.brand_id, bound.account, bound.client_id, bound.pa_sub)
+    return grant_id, key, grant_scopes(bound.granted_scopes), expires_at
 
 
 def is_decidable(

@@ -6,8 +6,11 @@ float epoch seconds passed in by the caller, so tests drive the clock.
 
 `Store` is the union of the per-concern protocols in store/_protocols/ (conversations,
 device authorizations, grants, refresh tokens and single-use values, the runtime agent
-registry, retention, Poppy Sessions and Account Tokens), which hold the operations and
-what each guarantees.
+registry, retention, Poppy Sessions and Account Tokens). Each operation is written there
+once: its keyword-only signature, what it guarantees, and its input checks, which then call
+a short backend method of the same name with a leading underscore (`create_conversation` ->
+`_create_conversation`). A backend subclasses `Store` and implements those; see the
+store package docstring.
 """
 
 from __future__ import annotations
@@ -19,21 +22,10 @@ from attrs import frozen
 
 from pactmw.core.errors import PactmwError
 
-# The input checks live apart so the per-concern protocols (Sessions) can use them without
-# importing this module, which imports them.
+# The input checks live apart so that modules below this one can use them too.
 from pactmw.store._inputs import has_nul as has_nul
 from pactmw.store._inputs import reject_nul as reject_nul
 from pactmw.store._inputs import scope_tuple as scope_tuple
-from pactmw.store._protocols import (
-    AccountTokenStore,
-    AgentStore,
-    ConversationStore,
-    DeviceStore,
-    GrantStore,
-    RetentionStore,
-    SessionStore,
-    TokenStore,
-)
 
 __all__ = [
     "MAX_REFRESH_REUSE_INTERVAL",
@@ -199,9 +191,10 @@ def check_counters(
 
 
 def check_token_owner(grant: Grant, client_id: str, brand_id: str) -> None:
-    """Refuse (ValueError) a refresh token for another client or Brand than its grant's."""
+    """Refuse (ValueError) a refresh or Account Token for another client or Brand than its
+    grant's."""
     if (grant.client_id, grant.brand_id) != (client_id, brand_id):
-        raise ValueError("a refresh token must belong to its grant's client and Brand")
+        raise ValueError("a token must belong to its grant's client and Brand")
 
 
 @frozen
@@ -398,24 +391,40 @@ class Cleanup:
     account_tokens: int = 0
 
 
+# The per-concern contracts use the values, errors and checks above, so they are imported
+# after them (store/_protocols/__init__.py imports this module first for the same reason).
+from pactmw.store._protocols.account_tokens import AccountTokenStore  # noqa: E402
+from pactmw.store._protocols.agents import AgentStore  # noqa: E402
+from pactmw.store._protocols.conversations import ConversationStore  # noqa: E402
+from pactmw.store._protocols.devices import DeviceStore  # noqa: E402
+from pactmw.store._protocols.grants import GrantStore  # noqa: E402
+from pactmw.store._protocols.retention import RetentionStore  # noqa: E402
+from pactmw.store._protocols.sessions import SessionStore  # noqa: E402
+from pactmw.store._protocols.tokens import TokenStore  # noqa: E402
+
+
 @runtime_checkable
 class Store(
     ConversationStore,
     DeviceStore,
-    GrantStore,
     TokenStore,
     AgentStore,
     RetentionStore,
     SessionStore,
     AccountTokenStore,
+    GrantStore,  # after the two token concerns, which stand on it
     Protocol,
 ):
     """Persistent state of a Provider, with atomic operations named for their guarantee.
 
     Implementations: `MemoryStore` (one process), `SqliteStore` (one machine, many
-    processes), `PostgresStore` (many machines). All share one behaviour, proven by the
-    same contract tests. Operations that write refuse any string holding NUL with
-    `ValueError`; lookups by an id holding NUL find nothing.
+    processes), `PostgresStore` (many machines), `DjangoStore` (the site's database). All
+    share one behaviour, proven by the same contract tests. Operations that write refuse any
+    string holding NUL with `ValueError`; lookups by an id holding NUL find nothing.
+
+    A backend subclasses it (explicitly: the public operations are inherited, with their
+    input checks) and implements the `_` methods each per-concern protocol lists, and
+    `close`.
     """
 
     def close(self) -> None:

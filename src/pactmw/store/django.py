@@ -27,9 +27,7 @@ savepoint of that transaction and commits (or rolls back) with it. Driver errors
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -37,16 +35,9 @@ from attrs import evolve
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db import utils as db_utils
 
-from pactmw.store._sql import (
-    AccountTokenStatements,
-    Executor,
-    Rows,
-    SessionStatements,
-    SqlStore,
-    Statements,
-)
+from pactmw.store._sql import Executor, Rows, SqlStore
+from pactmw.store._sql.flavours import SQLITE_DIALECT, PostgresFlavour, SqliteFlavour
 from pactmw.store.base import StoreError, StoreUnavailable
-from pactmw.store.sqlite import _DIALECT as SQLITE_DIALECT
 
 __all__ = ["DjangoStore", "open_django_store"]
 
@@ -156,74 +147,21 @@ def _missing_table(exc: BaseException) -> bool:
     )
 
 
-class _SqliteDjangoStore(DjangoStore):
+class _SqliteDjangoStore(SqliteFlavour, DjangoStore):
     _vendor = "sqlite"
     # sqlite's statements with Django's `%s` placeholders, which Django's sqlite cursor turns
     # into `?`: with DEBUG on, Django formats each query with `%` to log it, and a `?`
     # statement with parameters would fail there.
-    _sql: ClassVar[Statements] = Statements(evolve(SQLITE_DIALECT, placeholder="%s"))
-    _session_sql: ClassVar[SessionStatements] = SessionStatements(
-        evolve(SQLITE_DIALECT, placeholder="%s")
-    )
-    _account_sql: ClassVar[AccountTokenStatements] = AccountTokenStatements(
-        evolve(SQLITE_DIALECT, placeholder="%s")
-    )
-    _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
-    _locks_rows = False
-    # As SqliteStore: counted per process unless shared_rate_limits = true, since
-    # every count would take the database's one write lock (the whole site's, here).
-    shares_rate_limits = False
+    _dialect = evolve(SQLITE_DIALECT, placeholder="%s")
 
     def _take_write_lock(self, ex: Executor) -> None:
         ex.execute(_SQLITE_TAKE_WRITE_LOCK)
 
-    @staticmethod
-    def _encode_scopes(scopes: Sequence[str]) -> str:
-        return json.dumps(list(scopes), ensure_ascii=False)
 
-    @staticmethod
-    def _decode_scopes(value: Any) -> tuple[str, ...]:
-        return tuple(json.loads(value))
-
-
-@functools.cache
-def _postgres_store_class() -> type[DjangoStore]:
-    """The PostgreSQL flavour, built on first use: its statements come from PostgresStore,
-    whose module needs psycopg 3."""
-    from pactmw.store.postgres import PostgresStore
-
-    class _PostgresDjangoStore(DjangoStore):
-        _vendor = "postgresql"
-        _sql: ClassVar[Statements] = PostgresStore._sql
-        _session_sql: ClassVar[SessionStatements] = PostgresStore._session_sql
-        _account_sql: ClassVar[AccountTokenStatements] = PostgresStore._account_sql
-        _returning = True
-        _locks_rows = True
-        # As PostgresStore: many processes share the database, so count limits in it.
-        shares_rate_limits = True
-
-        @staticmethod
-        def _encode_scopes(scopes: Sequence[str]) -> list[str]:
-            return PostgresStore._encode_scopes(scopes)
-
-        @staticmethod
-        def _decode_scopes(value: Any) -> tuple[str, ...]:
-            return PostgresStore._decode_scopes(value)
-
-        def _lock_grant_key(
-            self, ex: Executor, brand_id: str, account: str, client_id: str, pa_sub: str
-        ) -> None:
-            # The very advisory lock PostgresStore takes, so both may share one database.
-            PostgresStore._lock_grant_key(
-                self,  # type: ignore[arg-type]
-                ex,
-                brand_id,
-                account,
-                client_id,
-                pa_sub,
-            )
-
-    return _PostgresDjangoStore
+class _PostgresDjangoStore(PostgresFlavour, DjangoStore):
+    # The statements, and the very advisory lock per grant key, of PostgresStore, so both may
+    # share one database.
+    _vendor = "postgresql"
 
 
 def open_django_store(alias: str = DEFAULT_DB_ALIAS) -> DjangoStore:
@@ -258,7 +196,7 @@ def open_django_store(alias: str = DEFAULT_DB_ALIAS) -> DjangoStore:
 
         if find_spec("psycopg") is None:
             raise MissingExtra("a Django PostgreSQL store", "psycopg", "postgres")
-        return _postgres_store_class()(alias)
+        return _PostgresDjangoStore(alias)
     raise StoreError(
         f"PACTMW['store'] = 'django:{alias}' needs a sqlite or PostgreSQL database; "
         f"settings.DATABASES[{alias!r}] is {vendor}"

@@ -3,7 +3,8 @@
 For tests, demos and single-process apps. Nothing survives a restart, and two processes
 (gunicorn workers) each see their own state, so idempotent retries are per process.
 
-The operations live in store/_memory/, one module per concern over one core, as the SQL
+The public operations (signatures, contracts, input checks) come from `Store`; their
+backend halves live in store/_memory/, one module per concern over one core, as the SQL
 stores' live in store/_sql/.
 """
 
@@ -19,6 +20,7 @@ from pactmw.store._memory import (
     SessionsMixin,
     TokensMixin,
 )
+from pactmw.store._protocols import AllOperations
 
 __all__ = ["MemoryStore"]
 
@@ -33,6 +35,7 @@ class MemoryStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
+    AllOperations,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""
 

@@ -13,13 +13,11 @@ neither message contains the DSN's password.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
-import json
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -27,16 +25,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from pactmw.store._sql import (
-    AccountTokenStatements,
-    Dialect,
-    Executor,
-    SessionStatements,
-    SqlStore,
-    Statements,
-    account_tokens,
-    sessions,
-)
+from pactmw.store._sql.flavours import PostgresFlavour
+from pactmw.store._sql.migrations import POSTGRES_MIGRATIONS
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
@@ -48,210 +38,9 @@ _Cursor = psycopg.Cursor[TupleRow]
 # a time (CREATE TABLE IF NOT EXISTS alone races on the catalog). The digits spell "pactmw".
 _MIGRATION_LOCK_KEY = 0x70_61_63_74_6D_77
 
-# The first half of the two-int4 advisory lock taken per grant key by upsert_grant ("pacg").
-# PostgreSQL keeps two-int4 keys apart from bigint keys, so it never meets the one above.
-_GRANT_LOCK_CLASS = 0x70_61_63_67
-
-# Each entry is one schema version: the statements that bring version N-1 to N. Append new
-# steps; never edit a released one, since databases in the field already ran it.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """
-        CREATE TABLE pactmw_conversations (
-            context_id TEXT PRIMARY KEY,
-            brand_id TEXT NOT NULL,
-            issuer TEXT NOT NULL,
-            sub TEXT NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            last_activity DOUBLE PRECISION NOT NULL,
-            closed BOOLEAN NOT NULL DEFAULT FALSE,
-            account TEXT
-        )
-        """,
-        # One row per user message; the reply columns stay NULL while the turn is claimed.
-        # The two unique constraints are the idempotency invariants (NULLs never collide).
-        """
-        CREATE TABLE pactmw_messages (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            context_id TEXT NOT NULL
-                REFERENCES pactmw_conversations (context_id) ON DELETE CASCADE,
-            message_id TEXT NOT NULL,
-            text TEXT NOT NULL,
-            claimed_at DOUBLE PRECISION NOT NULL,
-            reply_message_id TEXT,
-            reply_text TEXT,
-            reply BYTEA,
-            replied_at DOUBLE PRECISION,
-            CONSTRAINT pactmw_messages_user_key UNIQUE (context_id, message_id),
-            CONSTRAINT pactmw_messages_agent_key UNIQUE (context_id, reply_message_id)
-        )
-        """,
-        """
-        CREATE TABLE pactmw_agent_overrides (
-            issuer TEXT PRIMARY KEY,
-            enabled BOOLEAN NOT NULL
-        )
-        """,
-    ),
-    # Version 2: the PACT Delegated profile.
-    (
-        """
-        CREATE TABLE pactmw_grants (
-            grant_id TEXT PRIMARY KEY,
-            brand_id TEXT NOT NULL,
-            account TEXT NOT NULL,
-            client_id TEXT NOT NULL,
-            pa_sub TEXT NOT NULL,
-            scopes TEXT[] NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            revoked_at DOUBLE PRECISION
-        )
-        """,
-        # One unrevoked grant per key: the invariant behind upsert_grant, kept by the database.
-        """
-        CREATE UNIQUE INDEX pactmw_grants_one_live
-            ON pactmw_grants (brand_id, account, client_id, pa_sub) WHERE revoked_at IS NULL
-        """,
-        "CREATE INDEX pactmw_grants_account ON pactmw_grants (account, brand_id)",
-        """
-        CREATE TABLE pactmw_device_authorizations (
-            device_code_hash TEXT PRIMARY KEY,
-            user_code TEXT NOT NULL CONSTRAINT pactmw_device_authorizations_user_code UNIQUE,
-            brand_id TEXT NOT NULL,
-            client_id TEXT NOT NULL,
-            pa_sub TEXT NOT NULL,
-            scopes TEXT[] NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            interval_seconds DOUBLE PRECISION NOT NULL,
-            last_polled_at DOUBLE PRECISION,
-            status TEXT NOT NULL
-                CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
-            account TEXT,
-            granted_scopes TEXT[] NOT NULL,
-            grant_id TEXT REFERENCES pactmw_grants (grant_id)
-        )
-        """,
-        """
-        CREATE INDEX pactmw_device_authorizations_expires
-            ON pactmw_device_authorizations (expires_at)
-        """,
-        """
-        CREATE TABLE pactmw_refresh_tokens (
-            token_hash TEXT PRIMARY KEY,
-            grant_id TEXT NOT NULL REFERENCES pactmw_grants (grant_id),
-            client_id TEXT NOT NULL,
-            brand_id TEXT NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            used_at DOUBLE PRECISION
-        )
-        """,
-        "CREATE INDEX pactmw_refresh_tokens_grant ON pactmw_refresh_tokens (grant_id)",
-        "CREATE INDEX pactmw_refresh_tokens_expires ON pactmw_refresh_tokens (expires_at)",
-        """
-        CREATE TABLE pactmw_used_values (
-            namespace TEXT NOT NULL,
-            value TEXT NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (namespace, value)
-        )
-        """,
-        "CREATE INDEX pactmw_used_values_expires ON pactmw_used_values (expires_at)",
-    ),
-    # Version 3: RFC 9396 authorization details of device authorizations and grants
-    # (owner `device:<code hash>` or `grant:<grant id>`), each entry once per owner.
-    (
-        """
-        CREATE TABLE pactmw_authorization_details (
-            owner TEXT NOT NULL,
-            digest TEXT NOT NULL,
-            position INTEGER NOT NULL,
-            entry TEXT NOT NULL,
-            expires_at DOUBLE PRECISION,
-            PRIMARY KEY (owner, digest)
-        )
-        """,
-        """
-        CREATE INDEX pactmw_authorization_details_expires
-            ON pactmw_authorization_details (expires_at)
-        """,
-    ),
-    # Version 4: personal agents added at runtime, on top of the configured ones. Whether
-    # one may call stays in pactmw_agent_overrides, as for configured agents.
-    (
-        """
-        CREATE TABLE pactmw_agents (
-            issuer TEXT PRIMARY KEY,
-            name TEXT NOT NULL,
-            jwks_uri TEXT NOT NULL,
-            added_at DOUBLE PRECISION NOT NULL
-        )
-        """,
-    ),
-    # Version 5: rate-limit counters shared by every process on this store, one row per
-    # counter key (a hash: no client address or user id at rest) holding its current window.
-    (
-        """
-        CREATE TABLE pactmw_rate_counters (
-            counter_key TEXT PRIMARY KEY,
-            window_start DOUBLE PRECISION NOT NULL,
-            window_end DOUBLE PRECISION NOT NULL,
-            requests INTEGER NOT NULL
-        )
-        """,
-        "CREATE INDEX pactmw_rate_counters_end ON pactmw_rate_counters (window_end)",
-    ),
-    # Version 6: Poppy Sessions (each with its one live Session Token hash) and Account
-    # Tokens; store/_sql/ holds the statements, shared with the Django store.
-    (*sessions.POSTGRES_MIGRATION, *account_tokens.POSTGRES_MIGRATION),
-    # Version 7: when a grant was last used (the connected agents page), written at most
-    # once a minute per grant.
-    ("ALTER TABLE pactmw_grants ADD COLUMN last_used_at DOUBLE PRECISION",),
-    # Version 8: the last answered turns of a context, straight from an index, newest first
-    # (`history` reads `ORDER BY id DESC LIMIT 50`): no scan of the whole conversation and no
-    # sort, so turn 1,000 costs what turn 2 does. Partial, as the query only wants answered
-    # turns; unanswered claims and the other columns stay out of it.
-    (
-        """
-        CREATE INDEX pactmw_messages_answered
-            ON pactmw_messages (context_id, id) WHERE reply IS NOT NULL
-        """,
-    ),
-    # Version 9: the sealed answer of the rotation that spent a refresh token, kept for the
-    # reuse interval so a repeated refresh gets the same token pair (Rotation `repeated`).
-    ("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor BYTEA",),
-    # Version 10: a Poppy device authorization names no user until the poll that collects it
-    # binds one, so `pa_sub` may be NULL.
-    ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
-)
-
-# Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
-# so foreign-key checks need not wait; `FOR UPDATE OF t` locks only the token row of the
-# token-grant join. Ids compare by code point (COLLATE "C") as in the other backends.
-_DIALECT = Dialect(
-    placeholder="%s",
-    lock=" FOR UPDATE",
-    lock_no_key=" FOR NO KEY UPDATE",
-    lock_refresh=" FOR UPDATE OF t",
-    scopes="?::text[]",
-    no_scopes="'{}'",
-    nullable_text="?::text",
-    collate_c=' COLLATE "C"',
-    true="TRUE",
-    false="FALSE",
-)
-
-
-def _grant_lock_key(brand_id: str, account: str, client_id: str, pa_sub: str) -> int:
-    """A stable signed 32-bit key for the grant key's advisory lock (same in every process).
-
-    Two keys sharing a number only serialize each other; the unique index stays the guard.
-    """
-    digest = hashlib.sha256(json.dumps([brand_id, account, client_id, pa_sub]).encode()).digest()
-    return int.from_bytes(digest[:4], "big", signed=True)
+# The schema versions (store/_sql/migrations.py), read when the store opens: one name of
+# this module, so that a test can open a store at an older version.
+MIGRATIONS: tuple[tuple[str, ...], ...] = POSTGRES_MIGRATIONS
 
 
 def _quiet(conn: _Connection) -> bool:
@@ -362,7 +151,7 @@ class _Pool:
             conn.close()
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PostgresFlavour):
     """A Store in a PostgreSQL database; see the module docstring.
 
     `dsn` is a libpq URL or key/value string. Nothing connects until the first operation,
@@ -370,15 +159,6 @@ class PostgresStore(SqlStore):
     At most `max_connections` connections are open; a caller waits up to `acquire_timeout`
     seconds for one, then gets `StoreUnavailable`.
     """
-
-    _sql = Statements(_DIALECT)
-    _session_sql = SessionStatements(_DIALECT)
-    _account_sql = AccountTokenStatements(_DIALECT)
-    _returning = True
-    _locks_rows = True
-    # Many processes and machines share a PostgreSQL store: count rate limits here, so N
-    # workers allow a limit once (a write per limited request; see docs/deployment.md).
-    shares_rate_limits = True
 
     def __init__(
         self,
@@ -459,23 +239,6 @@ class PostgresStore(SqlStore):
 
     # Reads run in a transaction too: one per operation, on a pooled connection.
     _read = _write
-
-    @staticmethod
-    def _encode_scopes(scopes: Sequence[str]) -> list[str]:
-        return list(scopes)
-
-    @staticmethod
-    def _decode_scopes(value: Any) -> tuple[str, ...]:
-        return tuple(value)
-
-    def _lock_grant_key(
-        self, ex: Executor, brand_id: str, account: str, client_id: str, pa_sub: str
-    ) -> None:
-        # A transaction-scoped advisory lock: the first grant of a key has no row to lock.
-        ex.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s)",
-            (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
-        )
 
     def close(self) -> None:
         """Close the pool; later calls raise `StoreUnavailable`."""

@@ -1,11 +1,12 @@
-"""The memory store's operations, split by concern as the SQL stores' are (store/_sql/).
+"""The memory store's backend methods, split by concern as the SQL stores' are (store/_sql/).
 
 `MemoryCore` holds the state (dicts behind one lock), the closed check and the purge; the
-per-concern mixins hold the operations: `ConversationsMixin`, `GrantsMixin`, `DevicesMixin`
-(over `GrantsMixin`: an approval writes its grant), `TokensMixin`, `AgentsMixin`,
-`RateLimitsMixin`, `RetentionMixin`, `SessionsMixin` and `AccountTokensMixin` (Poppy).
-`MemoryStore` (store/memory.py) is composed from them. Decisions come from
-store/_decisions.py, input checks from store/base.py, as in the SQL stores.
+per-concern mixins implement the `_` methods the contracts in store/_protocols/ declare:
+`ConversationsMixin`, `GrantsMixin`, `DevicesMixin` (over `GrantsMixin`: an approval writes
+its grant), `TokensMixin`, `AgentsMixin`, `RateLimitsMixin`, `RetentionMixin`,
+`SessionsMixin` and `AccountTokensMixin` (Poppy). `MemoryStore` (store/memory.py) is composed
+from them and the contracts, whose public methods check the inputs first. Decisions come from
+store/_decisions.py, as in the SQL stores.
 """
 
 from __future__ import annotations

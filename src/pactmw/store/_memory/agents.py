@@ -1,60 +1,51 @@
-"""The runtime agent registry and agent overrides of the memory store."""
+"""The runtime agent registry and agent overrides of the memory store (the contract, with
+its input checks: store/_protocols/agents.py)."""
 
 from __future__ import annotations
 
 from pactmw.store._memory.core import MemoryCore
-from pactmw.store.base import AgentExists, StoredAgent, reject_nul
+from pactmw.store.base import StoredAgent
 
 __all__ = ["AgentsMixin"]
 
 
 class AgentsMixin(MemoryCore):
-    """The agent operations of `Store`, on the in-memory state."""
+    """The agent primitives of `AgentStore`, on the in-memory state."""
 
-    def add_agent(self, *, issuer: str, name: str, jwks_uri: str, now: float) -> StoredAgent:
-        """Store a runtime agent; `AgentExists` when the issuer is already stored."""
-        reject_nul(issuer=issuer, name=name, jwks_uri=jwks_uri)
-        agent = StoredAgent(issuer=issuer, name=name, jwks_uri=jwks_uri, added_at=now)
+    def _add_agent(self, agent: StoredAgent) -> bool:
         with self._lock:
             self._check_open()
-            if issuer in self._runtime_agents:
-                raise AgentExists(f"agent {issuer!r} is already stored")
-            self._runtime_agents[issuer] = agent
-        return agent
+            if agent.issuer in self._runtime_agents:
+                return False
+            self._runtime_agents[agent.issuer] = agent
+            return True
 
-    def remove_agent(self, issuer: str) -> bool:
-        """Forget a runtime agent; True if one was stored."""
+    def _remove_agent(self, issuer: str) -> bool:
         with self._lock:
             self._check_open()
             return self._runtime_agents.pop(issuer, None) is not None
 
-    def get_agent(self, issuer: str) -> StoredAgent | None:
-        """Return the runtime agent of `issuer`, or None."""
+    def _get_agent(self, issuer: str) -> StoredAgent | None:
         with self._lock:
             self._check_open()
             return self._runtime_agents.get(issuer)
 
-    def list_agents(self) -> tuple[StoredAgent, ...]:
-        """Return every runtime agent, ordered by issuer."""
+    def _list_agents(self) -> tuple[StoredAgent, ...]:
         with self._lock:
             self._check_open()
             return tuple(self._runtime_agents[issuer] for issuer in sorted(self._runtime_agents))
 
-    def lookup_agent(self, issuer: str) -> tuple[StoredAgent | None, bool | None]:
-        """Return the runtime agent of `issuer` and its override, in one read."""
+    def _lookup_agent(self, issuer: str) -> tuple[StoredAgent | None, bool | None]:
         with self._lock:
             self._check_open()
             return self._runtime_agents.get(issuer), self._overrides.get(issuer)
 
-    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
-        """Persist (in memory) an enable/disable override for `issuer`."""
-        reject_nul(issuer=issuer)
+    def _set_agent_enabled(self, issuer: str, enabled: bool) -> None:
         with self._lock:
             self._check_open()
-            self._overrides[issuer] = bool(enabled)
+            self._overrides[issuer] = enabled
 
-    def agent_enabled(self, issuer: str) -> bool | None:
-        """Return the override for `issuer`, or None when there is none."""
+    def _agent_enabled(self, issuer: str) -> bool | None:
         with self._lock:
             self._check_open()
             return self._overrides.get(issuer)

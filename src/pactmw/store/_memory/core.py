@@ -12,6 +12,7 @@ import threading
 from attrs import define, evolve, frozen
 
 from pactmw.store._protocols.account_tokens import AccountToken
+from pactmw.store._protocols.grants import GrantKey
 from pactmw.store._protocols.sessions import PoppySession
 from pactmw.store.base import (
     EXPIRED_RETENTION,
@@ -24,7 +25,7 @@ from pactmw.store.base import (
     StoreUnavailable,
 )
 
-__all__ = ["Context", "GrantKey", "MemoryCore", "RefreshToken", "StoredMessage"]
+__all__ = ["Context", "MemoryCore", "RefreshToken", "StoredMessage"]
 
 
 @frozen
@@ -58,9 +59,6 @@ class RefreshToken:
     expires_at: float
     used_at: float | None = None
     successor: bytes | None = None
-
-
-GrantKey = tuple[str, str, str, str]
 
 
 class MemoryCore:

@@ -1,28 +1,24 @@
-"""Authorization details of the memory store (see store/_protocols/details.py)."""
+"""Authorization details of the memory store (the contract, with its input checks:
+store/_protocols/details.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pactmw.store._memory.core import MemoryCore
-from pactmw.store.base import has_nul, reject_nul
 
 __all__ = ["DetailsMixin"]
 
 
 class DetailsMixin(MemoryCore):
-    """`AuthorizationDetailsStore` on the in-memory state."""
+    """The primitives of `AuthorizationDetailsStore`, on the in-memory state."""
 
     def __init__(self) -> None:
         super().__init__()
         # owner -> {entry text: expires_at}, in insertion order.
         self._details: dict[str, dict[str, float | None]] = {}
 
-    def add_authorization_details(
-        self, *, owner: str, entries: Sequence[str], now: float, expires_at: float | None
+    def _add_authorization_details(
+        self, owner: str, entries: tuple[str, ...], now: float, expires_at: float | None
     ) -> None:
-        """Add the entries `owner` does not hold yet; see `AuthorizationDetailsStore`."""
-        reject_nul(owner=owner, **{f"entries[{i}]": e for i, e in enumerate(entries)})
         with self._lock:
             self._check_open()
             self._drop_expired_details(now)
@@ -42,10 +38,7 @@ class DetailsMixin(MemoryCore):
                 del self._details[name]
         return dropped
 
-    def authorization_details(self, *, owner: str) -> tuple[str, ...]:
-        """The entries `owner` holds, oldest first; see `AuthorizationDetailsStore`."""
-        if has_nul(owner):
-            return ()
+    def _authorization_details(self, owner: str) -> tuple[str, ...]:
         with self._lock:
             self._check_open()
             return tuple(self._details.get(owner, {}))

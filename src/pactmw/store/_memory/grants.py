@@ -1,4 +1,5 @@
-"""Grants of the memory store: the delegation behind refresh tokens."""
+"""Grants of the memory store: the delegation behind refresh tokens (the contract, with its
+input checks: store/_protocols/grants.py)."""
 
 from __future__ import annotations
 
@@ -7,49 +8,25 @@ from collections.abc import Iterable
 from attrs import evolve
 
 from pactmw.store._decisions import decide_upsert
-from pactmw.store._memory.core import GrantKey, MemoryCore
-from pactmw.store.base import Grant, check_grant_scopes, reject_nul
+from pactmw.store._memory.core import MemoryCore
+from pactmw.store._protocols.grants import GrantKey
+from pactmw.store.base import Grant
 
 __all__ = ["GrantsMixin"]
 
 
 class GrantsMixin(MemoryCore):
-    """The grant operations of `Store`, on the in-memory state."""
+    """The grant primitives of `GrantStore` (and `GrantUsageStore`), on the in-memory state."""
 
-    def upsert_grant(
-        self,
-        *,
-        grant_id: str,
-        brand_id: str,
-        account: str,
-        client_id: str,
-        pa_sub: str,
-        scopes: tuple[str, ...],
-        now: float,
-        expires_at: float,
+    def _upsert_grant(
+        self, grant_id: str, key: GrantKey, scopes: tuple[str, ...], now: float, expires_at: float
     ) -> Grant:
-        """Create the live grant of the key or widen it; see `Store`."""
-        reject_nul(
-            grant_id=grant_id,
-            brand_id=brand_id,
-            account=account,
-            client_id=client_id,
-            pa_sub=pa_sub,
-        )
-        wanted = check_grant_scopes(scopes)
         with self._lock:
             self._check_open()
-            return self._upsert(
-                grant_id, (brand_id, account, client_id, pa_sub), wanted, now, expires_at
-            )
+            return self._upsert(grant_id, key, scopes, now, expires_at)
 
     def _upsert(
-        self,
-        grant_id: str,
-        key: GrantKey,
-        wanted: tuple[str, ...],
-        now: float,
-        expires_at: float,
+        self, grant_id: str, key: GrantKey, wanted: tuple[str, ...], now: float, expires_at: float
     ) -> Grant:
         # Called with the lock held; raises (ValueError) before changing anything.
         current_id = self._unrevoked.get(key)
@@ -72,14 +49,12 @@ class GrantsMixin(MemoryCore):
         self._unrevoked[key] = grant_id
         return decision.grant
 
-    def get_grant(self, grant_id: str) -> Grant | None:
-        """Return the grant in any state, or None."""
+    def _get_grant(self, grant_id: str) -> Grant | None:
         with self._lock:
             self._check_open()
             return self._grants.get(grant_id)
 
-    def record_grant_use(self, grant_id: str, *, now: float, every: float) -> bool:
-        """Set `last_used_at` unless set within `every` seconds; see `GrantUsageStore`."""
+    def _record_grant_use(self, grant_id: str, now: float, every: float) -> bool:
         with self._lock:
             self._check_open()
             grant = self._grants.get(grant_id)
@@ -90,20 +65,16 @@ class GrantsMixin(MemoryCore):
             self._grants[grant_id] = evolve(grant, last_used_at=now)
             return True
 
-    def live_grant(
-        self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
-    ) -> Grant | None:
-        """Return the live grant of the key at `now`, or None."""
+    def _live_grant(self, key: GrantKey, now: float) -> Grant | None:
         with self._lock:
             self._check_open()
-            grant_id = self._unrevoked.get((brand_id, account, client_id, pa_sub))
+            grant_id = self._unrevoked.get(key)
             if grant_id is None:
                 return None
             grant = self._grants[grant_id]
             return grant if grant.is_live(now) else None
 
-    def revoke_grant(self, grant_id: str, *, now: float) -> bool:
-        """Revoke the grant; True if it was live."""
+    def _revoke_grant(self, grant_id: str, now: float) -> bool:
         with self._lock:
             self._check_open()
             grant = self._grants.get(grant_id)
@@ -112,10 +83,7 @@ class GrantsMixin(MemoryCore):
             self._revoke(grant, now)
             return True
 
-    def revoke_account_grants(
-        self, account: str, *, now: float, brand_id: str | None = None
-    ) -> list[str]:
-        """Revoke every live grant of `account` (at one Brand, if given); return their ids."""
+    def _revoke_account_grants(self, account: str, now: float, brand_id: str | None) -> list[str]:
         with self._lock:
             self._check_open()
             doomed = [
@@ -129,15 +97,9 @@ class GrantsMixin(MemoryCore):
                 self._revoke(grant, now)
             return [g.grant_id for g in _newest_first(doomed)]
 
-    def list_grants(
-        self,
-        *,
-        brand_id: str | None = None,
-        account: str | None = None,
-        include_inactive: bool = False,
-        now: float,
+    def _list_grants(
+        self, brand_id: str | None, account: str | None, include_inactive: bool, now: float
     ) -> list[Grant]:
-        """Return the matching grants, newest first; live ones only unless asked."""
         with self._lock:
             self._check_open()
             return _newest_first(

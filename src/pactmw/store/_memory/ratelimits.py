@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pactmw.store._memory.core import MemoryCore
-from pactmw.store.base import check_counters
 
 __all__ = ["RateLimitsMixin"]
 
@@ -17,15 +14,13 @@ class RateLimitsMixin(MemoryCore):
     # already does, with a lock round more.
     shares_rate_limits = False
 
-    def count_request(
-        self, *, counters: Sequence[tuple[str, int]], window_start: float, window_end: float
+    def _count_request(
+        self, counters: tuple[tuple[str, int], ...], window_start: float, window_end: float
     ) -> bool:
-        """Count one request against every counter, or none; see `RateLimitStore`."""
-        checked = check_counters(counters, window_start, window_end)
         with self._lock:
             self._check_open()
             updated: list[tuple[str, tuple[float, float, int]]] = []
-            for key, limit in checked:
+            for key, limit in counters:
                 start, end, count = self._rate_counts.get(key, (window_start, window_end, 0))
                 if start < window_start:  # a later window: the count restarts
                     start, end, count = window_start, window_end, 0

@@ -11,8 +11,7 @@ __all__ = ["RetentionMixin"]
 class RetentionMixin(DetailsMixin):
     """`Store.cleanup`, on the in-memory state (over `DetailsMixin`, whose state it cleans)."""
 
-    def cleanup(self, *, now: float, conversations_idle_before: float | None) -> Cleanup:
-        """Delete what can no longer be used at `now`; see `RetentionStore.cleanup`."""
+    def _cleanup(self, now: float, conversations_idle_before: float | None) -> Cleanup:
         with self._lock:
             self._check_open()
             devices = [h for h, d in self._devices.items() if d.expires_at <= now]

@@ -1,4 +1,5 @@
-"""Poppy Sessions of the memory store (the contract: store/_protocols/sessions.py)."""
+"""Poppy Sessions of the memory store (the contract, with its input checks:
+store/_protocols/sessions.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
-    SessionOperations,
     SessionUpdate,
-    decide_session_change,
-    updated_session,
+    change_session,
 )
 from pactmw.store.base import has_nul
 
 __all__ = ["SessionsMixin"]
 
 
-class SessionsMixin(SessionOperations, MemoryCore):
+class SessionsMixin(MemoryCore):
     """The Session operations, on `MemoryCore`'s Session dicts behind the one lock."""
 
     def _put_token(self, session: PoppySession, token_hash: str) -> None:
@@ -45,37 +44,23 @@ class SessionsMixin(SessionOperations, MemoryCore):
         with self._lock:
             self._check_open()
             session = None if has_nul(session_id) else self._sessions.get(session_id)
-            kind = decide_session_change(
-                session,
-                brand_id=brand_id,
-                client_id=client_id,
-                user_id=user_id,
-                account=update.account,
-            )
-            if kind != "changed" or session is None:
-                return SessionChange(kind)
-            changed = updated_session(session, update)
-            self._put_token(changed, update.token_hash)
-            return SessionChange("changed", changed)
+            change = change_session(session, brand_id, client_id, user_id, update)
+            if change.session is not None:
+                self._put_token(change.session, update.token_hash)
+            return change
 
-    def get_session(self, session_id: str) -> PoppySession | None:
-        """The Session with this id, or None; see `SessionStore`."""
+    def _get_session(self, session_id: str) -> PoppySession | None:
         with self._lock:
             self._check_open()
             return self._sessions.get(session_id)
 
-    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
-        """The Session whose live token has this hash, or None; see `SessionStore`."""
+    def _session_for_token(self, token_hash: str) -> PoppySession | None:
         with self._lock:
             self._check_open()
             session_id = self._session_tokens.get(token_hash)
-            session = None if session_id is None else self._sessions[session_id]
-        if session is None or now >= session.token_expires_at:
-            return None
-        return session
+            return None if session_id is None else self._sessions[session_id]
 
-    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
-        """Sign out every Session signed in through `grant_id`; see `SessionStore`."""
+    def _sign_out_sessions(self, grant_id: str) -> int:
         with self._lock:
             self._check_open()
             signed_in = [s for s in self._sessions.values() if s.grant_id == grant_id]

@@ -1,11 +1,19 @@
 """The Store contract, split by concern as the backends are (store/_sql/, store/_memory/).
 
-Each protocol holds one concern's operations with the docstrings that say what each
-guarantees; `Store` (store/base.py) is their union and holds the rules they all follow.
+Each protocol holds one concern's operations, each written once: the public keyword-only
+signature, the docstring that says what it guarantees, and the input checks, which then call
+the backend's method of the same name with a leading underscore (declared below the public
+ones, with what it must do). `Store` (store/base.py) is their union and holds the rules they
+all follow.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
+# First: store/base.py defines the values, errors and checks these modules use, and then
+# imports them back to build `Store`.
+from pactmw.store import base as _base  # noqa: F401
 from pactmw.store._protocols.account_tokens import AccountTokenStore
 from pactmw.store._protocols.agents import AgentStore
 from pactmw.store._protocols.conversations import ConversationStore
@@ -17,10 +25,12 @@ from pactmw.store._protocols.retention import RetentionStore
 from pactmw.store._protocols.sessions import SessionStore
 from pactmw.store._protocols.tokens import TokenStore
 from pactmw.store._protocols.usage import GrantUsageStore
+from pactmw.store.base import Store
 
 __all__ = [
     "AccountTokenStore",
     "AgentStore",
+    "AllOperations",
     "AuthorizationDetailsStore",
     "ConversationStore",
     "DeviceStore",
@@ -31,3 +41,8 @@ __all__ = [
     "SessionStore",
     "TokenStore",
 ]
+
+
+class AllOperations(Store, AuthorizationDetailsStore, RateLimitStore, GrantUsageStore, Protocol):
+    """`Store` and its optional operations: what the built-in backends implement (the last
+    base of `MemoryStore` and `SqlStore`, so that their own methods win)."""

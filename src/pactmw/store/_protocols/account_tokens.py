@@ -14,7 +14,12 @@ from typing import Literal, Protocol
 
 from attrs import field, frozen
 
+from pactmw.store._protocols.grants import GrantStore
+from pactmw.store._protocols.tokens import RotationRequest
+from pactmw.store.base import NotFound, check_token_owner, has_nul, reject_nul, scope_tuple
+
 __all__ = [
+    "AccountRefresh",
     "AccountRotation",
     "AccountRotationKind",
     "AccountToken",
@@ -51,24 +56,26 @@ class AccountRotation:
     scopes: tuple[str, ...] = field(default=())
 
 
+@frozen
+class AccountRefresh(RotationRequest):
+    """An Account Token rotation (`scopes` None: the token's own)."""
+
+    scopes: tuple[str, ...] | None
+
+
 def decide_account_rotation(
-    token: AccountToken | None,
-    *,
-    grant_live: bool,
-    brand_id: str,
-    client_id: str,
-    scopes: Sequence[str] | None,
-    now: float,
+    token: AccountToken | None, *, grant_live: bool, refresh: AccountRefresh
 ) -> AccountRotationKind:
     """Whether a rotation may spend `token`, checked in this order: unknown, or another
     Brand's or agent's (`unknown`: nothing spent, PAP-4.8-02); spent before (`reused`:
-    nothing else changes); expired; its grant revoked or expired (`revoked`); `scopes` wider
-    than the token's (`invalid_scope`, PAP-4.4-02: nothing spent). Else `rotated`."""
+    nothing else changes); expired; its grant revoked or expired (`revoked`); `scopes`
+    wider than the token's (`invalid_scope`, PAP-4.4-02: nothing spent). Else `rotated`."""
+    scopes, brand_id, client_id = refresh.scopes, refresh.brand_id, refresh.client_id
     if token is None or token.brand_id != brand_id or token.client_id != client_id:
         return "unknown"
     if token.used_at is not None:
         return "reused"
-    if now >= token.expires_at:
+    if refresh.now >= token.expires_at:
         return "expired"
     if not grant_live:
         return "revoked"
@@ -77,7 +84,7 @@ def decide_account_rotation(
     return "rotated"
 
 
-class AccountTokenStore(Protocol):
+class AccountTokenStore(GrantStore, Protocol):
     """Poppy Account Tokens: issued at sign-in, rotated on every use, read for sign-out."""
 
     def issue_account_token(
@@ -96,7 +103,19 @@ class AccountTokenStore(Protocol):
         Raises `NotFound` for an unknown grant; ValueError when `brand_id` or `client_id`
         differ from the grant's, a scope is not the grant's, or the hash is already stored.
         """
-        ...
+        reject_nul(token_hash=token_hash, grant_id=grant_id, brand_id=brand_id, client_id=client_id)
+        wanted = scope_tuple("scopes", scopes)
+        # A grant's client and Brand never change and its scopes only widen, so they are
+        # checked before the write.
+        grant = self._get_grant(grant_id)
+        if grant is None:
+            raise NotFound(f"unknown grant {grant_id!r}")
+        check_token_owner(grant, client_id, brand_id)
+        if not set(wanted) <= set(grant.scopes):
+            raise ValueError("an Account Token's scopes must be its grant's")
+        token = AccountToken(grant_id, brand_id, client_id, grant.pa_sub, wanted, now, expires_at)
+        if not self._insert_account_token(token_hash, token):
+            raise ValueError("Account Token hash is already stored")
 
     def rotate_account_token(
         self,
@@ -113,8 +132,27 @@ class AccountTokenStore(Protocol):
         scopes), atomically; see `decide_account_rotation` for the refusals. Of concurrent
         rotations of one token exactly one is `rotated`, the others `reused`, and the
         winner's new token keeps working."""
-        ...
+        reject_nul(new_token_hash=new_token_hash)
+        wanted = None if scopes is None else scope_tuple("scopes", scopes)
+        if has_nul(token_hash, brand_id, client_id):
+            return AccountRotation("unknown")
+        return self._rotate_account_token(
+            AccountRefresh(token_hash, new_token_hash, client_id, brand_id, now, expires_at, wanted)
+        )
 
     def account_token(self, token_hash: str) -> AccountToken | None:
         """The Account Token with this hash in any state (spent, expired), or None."""
+        return None if has_nul(token_hash) else self._account_token(token_hash)
+
+    # --- what a backend implements (inputs already checked) ------------------------------------
+
+    def _insert_account_token(self, token_hash: str, token: AccountToken) -> bool:
+        """Store `token`; False, storing nothing, when the hash is stored."""
         ...
+
+    def _rotate_account_token(self, refresh: AccountRefresh) -> AccountRotation:
+        """Lock the token; `decide_account_rotation`; when `rotated`, spend it and store its
+        successor (ValueError if the new hash is stored), atomically."""
+        ...
+
+    def _account_token(self, token_hash: str) -> AccountToken | None: ...

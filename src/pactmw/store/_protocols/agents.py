@@ -3,10 +3,9 @@ and the block/allow overrides of every agent (configured or added)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pactmw.store.base import StoredAgent
+from pactmw.store.base import AgentExists, StoredAgent, has_nul, reject_nul
 
 __all__ = ["AgentStore"]
 
@@ -26,30 +25,57 @@ class AgentStore(Protocol):
         concurrent adds of one issuer exactly one succeeds. The store checks no URL: callers
         validate the issuer and `jwks_uri` first (`pactmw.provider.agent_admin` does).
         """
-        ...
+        reject_nul(issuer=issuer, name=name, jwks_uri=jwks_uri)
+        agent = StoredAgent(issuer=issuer, name=name, jwks_uri=jwks_uri, added_at=now)
+        if not self._add_agent(agent):
+            raise AgentExists(f"agent {issuer!r} is already stored")
+        return agent
 
     def remove_agent(self, issuer: str) -> bool:
         """Forget a runtime agent; True if one was stored. Its override stays."""
-        ...
+        return not has_nul(issuer) and self._remove_agent(issuer)
 
     def get_agent(self, issuer: str) -> StoredAgent | None:
         """Return the runtime agent of `issuer`, or None."""
-        ...
+        return None if has_nul(issuer) else self._get_agent(issuer)
 
     def list_agents(self) -> tuple[StoredAgent, ...]:
         """Return every runtime agent, ordered by issuer (by code point)."""
-        ...
+        return self._list_agents()
 
     def lookup_agent(self, issuer: str) -> tuple[StoredAgent | None, bool | None]:
         """Return the runtime agent of `issuer` (or None) and its override (or None), in
         one read: what the registry asks on each request for an issuer it has not configured.
         """
-        ...
+        return (None, None) if has_nul(issuer) else self._lookup_agent(issuer)
 
     def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
         """Persist an enable/disable override for the personal agent `issuer`."""
-        ...
+        reject_nul(issuer=issuer)
+        self._set_agent_enabled(issuer, bool(enabled))
 
     def agent_enabled(self, issuer: str) -> bool | None:
         """Return the override for `issuer`, or None when there is none (use the config)."""
+        return None if has_nul(issuer) else self._agent_enabled(issuer)
+
+    # --- what a backend implements (inputs already checked) ------------------------------------
+
+    def _add_agent(self, agent: StoredAgent) -> bool:
+        """Store `agent` unless its issuer is stored; whether it was (one of concurrent wins)."""
         ...
+
+    def _remove_agent(self, issuer: str) -> bool:
+        """Delete the runtime agent of `issuer`; whether there was one."""
+        ...
+
+    def _get_agent(self, issuer: str) -> StoredAgent | None: ...
+
+    def _list_agents(self) -> tuple[StoredAgent, ...]: ...
+
+    def _lookup_agent(self, issuer: str) -> tuple[StoredAgent | None, bool | None]:
+        """The agent and the override, read together."""
+        ...
+
+    def _set_agent_enabled(self, issuer: str, enabled: bool) -> None: ...
+
+    def _agent_enabled(self, issuer: str) -> bool | None: ...

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import uuid
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pactmw.store.base import Claim, Conversation, StoredTurn
+from pactmw.store.base import Claim, Conversation, StoredTurn, has_nul, reject_nul
 
 __all__ = ["ConversationStore"]
 
@@ -18,15 +18,19 @@ class ConversationStore(Protocol):
 
         The id is a random UUID4 string; the conversation starts open and unbound.
         """
-        ...
+        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub)
+        context_id = str(uuid.uuid4())
+        self._create_conversation(context_id, brand_id, issuer, sub, now)
+        return context_id
 
     def get_conversation(self, context_id: str) -> Conversation | None:
         """Return the conversation, or None if the id is unknown (any string is accepted)."""
-        ...
+        return None if has_nul(context_id) else self._get_conversation(context_id)
 
     def close_conversation(self, context_id: str) -> None:
         """Mark the conversation closed; unknown ids are ignored (closing is idempotent)."""
-        ...
+        if not has_nul(context_id):
+            self._close_conversation(context_id)
 
     def bind_account(self, context_id: str, account: str) -> str:
         """Bind `account` to the conversation if none is bound; return the account bound now.
@@ -34,7 +38,8 @@ class ConversationStore(Protocol):
         The result may be another account bound earlier: the caller compares. Exactly one
         of several concurrent callers wins. Raises `NotFound` for an unknown conversation.
         """
-        ...
+        reject_nul(context_id=context_id, account=account)
+        return self._bind_account(context_id, account)
 
     def claim_message(
         self, *, context_id: str, message_id: str, text: str, now: float, lease_seconds: float
@@ -45,7 +50,8 @@ class ConversationStore(Protocol):
         the taker gets `new` and a fresh lease. Exactly one of several concurrent callers
         gets `new`. Raises `NotFound` for an unknown conversation.
         """
-        ...
+        reject_nul(context_id=context_id, message_id=message_id, text=text)
+        return self._claim_turn(context_id, message_id, text, now, lease_seconds, 0)
 
     def renew_claim(
         self, *, context_id: str, message_id: str, claimed_at: float, now: float
@@ -59,7 +65,9 @@ class ConversationStore(Protocol):
         that started elsewhen), released, answered, or never made, or for an unknown
         conversation: the caller has lost the turn and must not renew it again.
         """
-        ...
+        if has_nul(context_id, message_id):
+            return False
+        return self._renew_claim(context_id, message_id, claimed_at, now)
 
     def store_reply(
         self,
@@ -78,14 +86,21 @@ class ConversationStore(Protocol):
         `NotFound` when the message was never claimed (or was released), `ValueError` when
         `reply_message_id` is already an agent message id in the conversation.
         """
-        ...
+        reject_nul(
+            context_id=context_id,
+            message_id=message_id,
+            reply_message_id=reply_message_id,
+            reply_text=reply_text,
+        )
+        self._store_reply(context_id, message_id, reply_message_id, reply_text, bytes(reply), now)
 
     def release_claim(self, *, context_id: str, message_id: str) -> None:
         """Drop an unanswered claim (the bot failed) so a retry runs the bot again.
 
         Answered messages and unknown ids are left alone.
         """
-        ...
+        if not has_nul(context_id, message_id):
+            self._release_claim(context_id, message_id)
 
     def start_conversation(
         self,
@@ -109,7 +124,24 @@ class ConversationStore(Protocol):
         whose retried "create" must find the conversation it made derives the id); when a
         conversation already has it, `ValueError` and nothing changes.
         """
-        ...
+        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
+        if account is not None:
+            reject_nul(account=account)
+        if context_id is not None:
+            reject_nul(context_id=context_id)
+        started = Conversation(
+            context_id=str(uuid.uuid4()) if context_id is None else context_id,
+            brand_id=brand_id,
+            issuer=issuer,
+            sub=sub,
+            created_at=now,
+            last_activity=now,
+            closed=False,
+            account=account,
+        )
+        if not self._start_conversation(started, message_id, text, context_id is not None):
+            raise ValueError(f"conversation {context_id!r} already exists")
+        return started.context_id
 
     def claim_turn(
         self,
@@ -127,7 +159,8 @@ class ConversationStore(Protocol):
         returned just before the claim (the claimed message is unanswered, so never in it);
         it is empty for every other kind. One round trip instead of two.
         """
-        ...
+        reject_nul(context_id=context_id, message_id=message_id, text=text)
+        return self._claim_turn(context_id, message_id, text, now, lease_seconds, history_limit)
 
     def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first.
@@ -136,7 +169,9 @@ class ConversationStore(Protocol):
         message's place; a released and re-claimed one moves to the end). Unanswered claims
         are left out. An unknown conversation has an empty history.
         """
-        ...
+        if limit <= 0 or has_nul(context_id):
+            return []
+        return self._history(context_id, limit)
 
     def replies(self, context_id: str, *, limit: int = 1000) -> list[tuple[str, bytes]]:
         """Return `(message_id, stored reply)` of the first `limit` answered turns, in
@@ -145,4 +180,55 @@ class ConversationStore(Protocol):
         The stored bytes are the ones a retry gets back: a protocol that keeps its own record
         of a turn in them (Poppy's events) reads the conversation back from here.
         """
+        if limit <= 0 or has_nul(context_id):
+            return []
+        return self._replies(context_id, limit)
+
+    # --- what a backend implements (inputs already checked) ------------------------------------
+
+    def _create_conversation(
+        self, context_id: str, brand_id: str, issuer: str, sub: str, now: float
+    ) -> None:
+        """Store a new open, unbound conversation."""
         ...
+
+    def _get_conversation(self, context_id: str) -> Conversation | None: ...
+
+    def _close_conversation(self, context_id: str) -> None: ...
+
+    def _bind_account(self, context_id: str, account: str) -> str:
+        """Bind `account` unless one is bound; the account bound now (`NotFound` if unknown)."""
+        ...
+
+    def _claim_turn(
+        self, context_id: str, message_id: str, text: str, now: float, lease: float, limit: int
+    ) -> Claim:
+        """Claim the message (`decide_claim`); a `new` claim carries the last `limit` turns
+        before it (none when `limit` is 0). `NotFound` for an unknown conversation."""
+        ...
+
+    def _renew_claim(
+        self, context_id: str, message_id: str, claimed_at: float, now: float
+    ) -> bool: ...
+
+    def _store_reply(
+        self, context_id: str, message_id: str, reply_id: str, text: str, reply: bytes, now: float
+    ) -> None:
+        """Store the first reply to a claimed message (`NotFound` when unclaimed, ValueError
+        when `reply_id` is an agent message id of the conversation already)."""
+        ...
+
+    def _release_claim(self, context_id: str, message_id: str) -> None: ...
+
+    def _start_conversation(
+        self, conversation: Conversation, message_id: str, text: str, derived: bool
+    ) -> bool:
+        """Store the conversation with its first message claimed at its `created_at`; False,
+        storing nothing, when a `derived` id is already taken."""
+        ...
+
+    def _history(self, context_id: str, limit: int) -> list[StoredTurn]:
+        """The last `limit` (at least 1) answered turns, oldest first."""
+        ...
+
+    def _replies(self, context_id: str, limit: int) -> list[tuple[str, bytes]]: ...

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from pactmw.store.base import check_counters
+
 __all__ = ["RateLimitStore"]
 
 
@@ -43,4 +45,11 @@ class RateLimitStore(Protocol):
         may be deleted (`Store.cleanup`). Keys holding NUL are refused (ValueError); limits
         must be positive (ValueError).
         """
+        checked = check_counters(counters, window_start, window_end)
+        return self._count_request(checked, window_start, window_end)
+
+    def _count_request(
+        self, counters: tuple[tuple[str, int], ...], window_start: float, window_end: float
+    ) -> bool:
+        """What a backend implements: count into every counter or none, atomically."""
         ...

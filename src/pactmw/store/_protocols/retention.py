@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pactmw.store.base import Cleanup
+from pactmw.store.base import Cleanup
 
 __all__ = ["RetentionStore"]
 
@@ -37,4 +36,8 @@ class RetentionStore(Protocol):
         value still recorded, a conversation active at or after the cutoff. Grants are kept
         (their history is the audit trail of what users allowed).
         """
+        return self._cleanup(now, conversations_idle_before)
+
+    def _cleanup(self, now: float, conversations_idle_before: float | None) -> Cleanup:
+        """What a backend implements: the deletions above, in one transaction."""
         ...

@@ -10,8 +10,8 @@ Two rules no backend may bend: a Session is only ever changed by its own agent a
 (else `invalid_session`, PAP-4.8-03), and a Session once signed in to an account never
 signs in to another, even after signing out (`account_mismatch`, PAP-4.8-04).
 
-`SessionOperations` holds the writes every backend does alike over two hooks, so the memory
-and SQL mixins implement only how a Session is stored, read and changed atomically.
+`SessionStore` checks the inputs and builds the new and changed Sessions; a backend
+implements only how a Session is stored, read and changed atomically (its `_` methods).
 
 `Store` includes `SessionStore`; every backend implements it (schema version 6 in the SQL
 backends).
@@ -19,21 +19,20 @@ backends).
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from attrs import evolve, field, frozen
 
-from pactmw.store._inputs import reject_nul, scope_tuple
+from pactmw.store._inputs import has_nul, reject_nul, scope_tuple
 
 __all__ = [
     "PoppySession",
     "SessionChange",
     "SessionChangeKind",
-    "SessionOperations",
     "SessionStore",
     "SessionUpdate",
+    "change_session",
     "check_new_session",
     "decide_session_change",
     "new_session",
@@ -198,6 +197,23 @@ def decide_session_change(
     return "changed"
 
 
+def change_session(
+    session: PoppySession | None,
+    brand_id: str,
+    client_id: str,
+    user_id: str,
+    update: SessionUpdate,
+) -> SessionChange:
+    """`session` after `update` (`changed`), or why it may not change; see
+    `decide_session_change`. A backend stores the changed Session with the new token."""
+    kind = decide_session_change(
+        session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=update.account
+    )
+    if kind != "changed" or session is None:
+        return SessionChange(kind)
+    return SessionChange("changed", updated_session(session, update))
+
+
 class SessionStore(Protocol):
     """Poppy Sessions and their Session Tokens (only hashes are stored)."""
 
@@ -218,91 +234,6 @@ class SessionStore(Protocol):
         Raises ValueError when `session_id` or `token_hash` is already stored, or an input is
         empty or holds NUL.
         """
-        ...
-
-    def renew_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> SessionChange:
-        """Give the Session a new token bound to `jkt`, signed out (§4.2 renewal); its old
-        token stops working. `invalid_session` unless it is this agent's and user's Session at
-        this Brand; `ever_account` is kept."""
-        ...
-
-    def sign_in_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        account: str,
-        grant_id: str,
-        scopes: Sequence[str],
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> SessionChange:
-        """Sign the Session in to `account` through `grant_id` with `scopes`, with a new token
-        (the old one stops working). `invalid_session` as for `renew_session`;
-        `account_mismatch` if it was ever signed in to another account. Of concurrent
-        sign-ins of one fresh Session to two accounts, exactly one is `changed`."""
-        ...
-
-    def get_session(self, session_id: str) -> PoppySession | None:
-        """The Session with this id in any state, or None (what a refresh checks before it
-        spends an Account Token: refusing then loses the agent nothing)."""
-        ...
-
-    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
-        """The Session whose live token has this hash, or None (unknown, replaced, or expired
-        at `now`). Read on every request, so a sign-out shows at once (PAP-4.9-01)."""
-        ...
-
-    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
-        """Sign out every Session signed in through `grant_id` (its grant was revoked, or one
-        of its Account Tokens was); they keep their tokens and go on signed out (§4.9).
-        Returns how many were signed out."""
-        ...
-
-
-class SessionOperations(abc.ABC):
-    """The writes every backend performs alike, over two hooks of its own: `_insert_session`
-    (store a new Session with its token hash) and `_change` (atomically: read the Session,
-    `decide_session_change`, and when allowed store `updated_session` with the new token)."""
-
-    @abc.abstractmethod
-    def _insert_session(self, session: PoppySession, token_hash: str) -> None:
-        """Store `session`; ValueError when its id or `token_hash` is already stored."""
-
-    @abc.abstractmethod
-    def _change(
-        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
-    ) -> SessionChange:
-        """Apply `update` to the Session if `decide_session_change` allows it."""
-
-    def create_session(
-        self,
-        *,
-        session_id: str,
-        brand_id: str,
-        client_id: str,
-        user_id: str,
-        jkt: str,
-        token_hash: str,
-        now: float,
-        expires_at: float,
-    ) -> PoppySession:
-        """Store a new, signed-out Session with its first token; see `SessionStore`."""
         session = new_session(
             session_id=session_id,
             brand_id=brand_id,
@@ -328,7 +259,9 @@ class SessionOperations(abc.ABC):
         now: float,
         expires_at: float,
     ) -> SessionChange:
-        """A new token for the Session, signed out; see `SessionStore`."""
+        """Give the Session a new token bound to `jkt`, signed out (§4.2 renewal); its old
+        token stops working. `invalid_session` unless it is this agent's and user's Session at
+        this Brand; `ever_account` is kept."""
         update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
         return self._change(session_id, brand_id, client_id, user_id, update)
 
@@ -347,7 +280,10 @@ class SessionOperations(abc.ABC):
         now: float,
         expires_at: float,
     ) -> SessionChange:
-        """Sign the Session in, with a new token; see `SessionStore`."""
+        """Sign the Session in to `account` through `grant_id` with `scopes`, with a new token
+        (the old one stops working). `invalid_session` as for `renew_session`;
+        `account_mismatch` if it was ever signed in to another account. Of concurrent
+        sign-ins of one fresh Session to two accounts, exactly one is `changed`."""
         update = sign_in(
             account=account,
             grant_id=grant_id,
@@ -358,3 +294,43 @@ class SessionOperations(abc.ABC):
             expires_at=expires_at,
         )
         return self._change(session_id, brand_id, client_id, user_id, update)
+
+    def get_session(self, session_id: str) -> PoppySession | None:
+        """The Session with this id in any state, or None (what a refresh checks before it
+        spends an Account Token: refusing then loses the agent nothing)."""
+        return None if has_nul(session_id) else self._get_session(session_id)
+
+    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
+        """The Session whose live token has this hash, or None (unknown, replaced, or expired
+        at `now`). Read on every request, so a sign-out shows at once (PAP-4.9-01)."""
+        session = None if has_nul(token_hash) else self._session_for_token(token_hash)
+        if session is None or now >= session.token_expires_at:
+            return None
+        return session
+
+    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
+        """Sign out every Session signed in through `grant_id` (its grant was revoked, or one
+        of its Account Tokens was); they keep their tokens and go on signed out (§4.9).
+        Returns how many were signed out."""
+        return 0 if has_nul(grant_id) else self._sign_out_sessions(grant_id)
+
+    # --- what a backend implements (inputs already checked) ------------------------------------
+
+    def _insert_session(self, session: PoppySession, token_hash: str) -> None:
+        """Store `session`; ValueError when its id or `token_hash` is already stored."""
+        ...
+
+    def _change(
+        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
+    ) -> SessionChange:
+        """Atomically: read the Session, `change_session`, and when it changed store it with
+        the new token (ValueError when its hash is stored)."""
+        ...
+
+    def _get_session(self, session_id: str) -> PoppySession | None: ...
+
+    def _session_for_token(self, token_hash: str) -> PoppySession | None:
+        """The Session whose current token has this hash, expired or not."""
+        ...
+
+    def _sign_out_sessions(self, grant_id: str) -> int: ...

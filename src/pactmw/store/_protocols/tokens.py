@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pactmw.store.base import Rotation
+from attrs import field, frozen
 
-__all__ = ["TokenStore"]
+from pactmw.store._protocols.grants import GrantStore
+from pactmw.store.base import Grant, NotFound, Rotation, check_token_owner, has_nul, reject_nul
+
+__all__ = ["RefreshRequest", "RotationRequest", "TokenStore"]
 
 
-class TokenStore(Protocol):
+@frozen
+class RotationRequest:
+    """A token rotation whose ids hold no NUL: the token to spend, its successor's hash,
+    who presents it, when, and until when the successor lasts."""
+
+    token_hash: str = field(repr=False)
+    new_token_hash: str = field(repr=False)
+    client_id: str
+    brand_id: str
+    now: float
+    expires_at: float
+
+
+@frozen
+class RefreshRequest(RotationRequest):
+    """A refresh-token rotation (see `TokenStore.rotate_refresh_token`)."""
+
+    pa_sub: str
+    reuse_interval: float
+
+
+class TokenStore(GrantStore, Protocol):
     """Refresh tokens (issued, rotated) and single-use values (`use_once`, `is_marked`)."""
 
     def issue_refresh_token(
@@ -28,7 +51,14 @@ class TokenStore(Protocol):
         Raises `NotFound` for an unknown grant, ValueError when `client_id` or `brand_id`
         differ from the grant's or the hash is already stored.
         """
-        ...
+        reject_nul(token_hash=token_hash, grant_id=grant_id, client_id=client_id, brand_id=brand_id)
+        # A grant's client and Brand never change, so they are checked before the write.
+        grant = self._get_grant(grant_id)
+        if grant is None:
+            raise NotFound(f"unknown grant {grant_id!r}")
+        check_token_owner(grant, client_id, brand_id)
+        if not self._insert_refresh_token(token_hash, grant, now, expires_at):
+            raise ValueError("refresh token hash is already stored")
 
     def rotate_refresh_token(
         self,
@@ -64,7 +94,11 @@ class TokenStore(Protocol):
         interval every other one is `repeated`, otherwise `reused`, which revokes the grant,
         the winner's new token included (a replay cannot be told from theft).
         """
-        ...
+        reject_nul(new_token_hash=new_token_hash)
+        if has_nul(token_hash, client_id, brand_id, pa_sub):
+            return Rotation(kind="unknown")
+        request = (token_hash, new_token_hash, client_id, brand_id, now, expires_at)
+        return self._rotate_refresh_token(RefreshRequest(*request, pa_sub, reuse_interval))
 
     def seal_rotation(self, *, token_hash: str, successor: bytes) -> bool:
         """Keep `successor` (the sealed answer of the rotation that spent `token_hash`) for
@@ -73,7 +107,7 @@ class TokenStore(Protocol):
         Only a spent token without a sealed answer takes one: a second seal, an unknown or
         unspent token leave everything as it was (False).
         """
-        ...
+        return not has_nul(token_hash) and self._seal_rotation(token_hash, bytes(successor))
 
     # --- single-use values -------------------------------------------------------------------
 
@@ -85,7 +119,8 @@ class TokenStore(Protocol):
         record); False while an earlier record is unexpired. Of concurrent callers exactly one
         gets True. Expired records are purged now and then, so the table stays bounded.
         """
-        ...
+        reject_nul(namespace=namespace, value=value)
+        return self._use_once(namespace, value, now, expires_at)
 
     def is_marked(self, *, namespace: str, value: str, now: float) -> bool:
         """Tell whether `use_once` recorded `value` in `namespace` and the record is unexpired.
@@ -93,4 +128,25 @@ class TokenStore(Protocol):
         A pure read: nothing is recorded or renewed. True exactly when `use_once` would now
         return False. A value holding NUL was never recorded (False).
         """
+        return not has_nul(namespace, value) and self._is_marked(namespace, value, now)
+
+    # --- what a backend implements (inputs already checked) ------------------------------------
+
+    def _insert_refresh_token(
+        self, token_hash: str, grant: Grant, now: float, expires_at: float
+    ) -> bool:
+        """Store an unused token of `grant` (its client and Brand); False if the hash is stored."""
         ...
+
+    def _rotate_refresh_token(self, request: RefreshRequest) -> Rotation:
+        """Lock the token, then its grant; `token_belongs`, then `decide_rotation` (clearing
+        the grant's sealed answers older than the reuse interval), purging now and then."""
+        ...
+
+    def _seal_rotation(self, token_hash: str, successor: bytes) -> bool: ...
+
+    def _use_once(self, namespace: str, value: str, now: float, expires_at: float) -> bool:
+        """Record the value unless an unexpired record holds it; whether it did (purging)."""
+        ...
+
+    def _is_marked(self, namespace: str, value: str, now: float) -> bool: ...

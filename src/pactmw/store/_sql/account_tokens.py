@@ -1,4 +1,5 @@
-"""Poppy Account Tokens of the SQL stores (the contract: store/_protocols/account_tokens.py).
+"""Poppy Account Tokens of the SQL stores (the contract, with its input checks:
+store/_protocols/account_tokens.py).
 
 `SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are part of schema version 6 (with the Sessions,
 store/_sql/sessions.py); each backend class sets `_account_sql = AccountTokenStatements(its
@@ -10,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.account_tokens import (
+    AccountRefresh,
     AccountRotation,
     AccountToken,
     decide_account_rotation,
 )
 from pactmw.store._sql.core import SqlCore, opt_float
-from pactmw.store._sql.statements import Dialect
-from pactmw.store.base import NotFound, has_nul, reject_nul, scope_tuple
+from pactmw.store._sql.dialect import Dialect, statement_builder
 
 __all__ = [
     "POSTGRES_MIGRATION",
@@ -63,11 +62,7 @@ class AccountTokenStatements:
     """The Account Token statements in one dialect (built once per backend class)."""
 
     def __init__(self, dialect: Dialect) -> None:
-        fields = asdict(dialect)
-
-        def q(template: str) -> str:
-            assert "%" not in template
-            return template.format(**fields).replace("?", dialect.placeholder)
+        q = statement_builder(dialect)
 
         self.grant = q("SELECT brand_id, client_id, scopes FROM pactmw_grants WHERE grant_id = ?")
         self.insert = q(
@@ -88,7 +83,7 @@ class AccountTokenStatements:
 
 
 class AccountTokensMixin(SqlCore):
-    """The Account Token operations, over the dialect hooks and `_account_sql`."""
+    """The Account Token primitives, over the dialect hooks and `_account_sql`."""
 
     _account_sql: ClassVar[AccountTokenStatements]
 
@@ -104,97 +99,34 @@ class AccountTokensMixin(SqlCore):
             used_at=opt_float(row[7]),
         )
 
-    def issue_account_token(
-        self,
-        *,
-        token_hash: str,
-        grant_id: str,
-        brand_id: str,
-        client_id: str,
-        scopes: Sequence[str],
-        now: float,
-        expires_at: float,
-    ) -> None:
-        """Store a new Account Token of the grant; see `AccountTokenStore`."""
-        reject_nul(token_hash=token_hash, grant_id=grant_id, brand_id=brand_id, client_id=client_id)
-        wanted = scope_tuple("scopes", scopes)
-        sql = self._account_sql
+    def _insert_account_token(self, token_hash: str, token: AccountToken) -> bool:
+        scopes = self._encode_scopes(token.scopes)
+        params = (token_hash, token.grant_id, token.brand_id, token.client_id, scopes)
         with self._write() as ex:
-            grant = ex.execute(sql.grant, (grant_id,)).fetchone()
-            if grant is None:
-                raise NotFound(f"unknown grant {grant_id!r}")
-            if (grant[0], grant[1]) != (brand_id, client_id):
-                raise ValueError("an Account Token must belong to its grant's client and Brand")
-            if not set(wanted) <= set(self._decode_scopes(grant[2])):
-                raise ValueError("an Account Token's scopes must be its grant's")
             inserted = ex.execute(
-                sql.insert,
-                (
-                    token_hash,
-                    grant_id,
-                    brand_id,
-                    client_id,
-                    self._encode_scopes(wanted),
-                    now,
-                    expires_at,
-                ),
+                self._account_sql.insert, (*params, token.created_at, token.expires_at)
             )
-            if inserted.rowcount == 0:
-                raise ValueError("Account Token hash is already stored")
+            return inserted.rowcount > 0
 
-    def rotate_account_token(
-        self,
-        *,
-        token_hash: str,
-        new_token_hash: str,
-        brand_id: str,
-        client_id: str,
-        scopes: Sequence[str] | None,
-        now: float,
-        expires_at: float,
-    ) -> AccountRotation:
-        """Spend an Account Token and store its successor; see `AccountTokenStore`."""
-        reject_nul(new_token_hash=new_token_hash)
-        wanted = None if scopes is None else scope_tuple("scopes", scopes)
-        if has_nul(token_hash, brand_id, client_id):
-            return AccountRotation("unknown")
-        sql = self._account_sql
+    def _rotate_account_token(self, refresh: AccountRefresh) -> AccountRotation:
+        sql, now, wanted = self._account_sql, refresh.now, refresh.scopes
         with self._write() as ex:
-            row = ex.execute(sql.lock, (token_hash,)).fetchone()
+            row = ex.execute(sql.lock, (refresh.token_hash,)).fetchone()
             token = None if row is None else self._account(row)
             live = row is not None and row[9] is None and now < float(row[10])
-            kind = decide_account_rotation(
-                token,
-                grant_live=live,
-                brand_id=brand_id,
-                client_id=client_id,
-                scopes=wanted,
-                now=now,
-            )
+            kind = decide_account_rotation(token, grant_live=live, refresh=refresh)
             if kind != "rotated" or token is None or row is None:
                 return AccountRotation(kind)
             granted = token.scopes if wanted is None else wanted
-            ex.execute(sql.spend, (now, token_hash))
-            inserted = ex.execute(
-                sql.insert,
-                (
-                    new_token_hash,
-                    token.grant_id,
-                    brand_id,
-                    client_id,
-                    self._encode_scopes(granted),
-                    now,
-                    expires_at,
-                ),
-            )
+            ex.execute(sql.spend, (now, refresh.token_hash))
+            scopes = self._encode_scopes(granted)
+            params = (refresh.new_token_hash, token.grant_id, refresh.brand_id, refresh.client_id)
+            inserted = ex.execute(sql.insert, (*params, scopes, now, refresh.expires_at))
             if inserted.rowcount == 0:
                 raise ValueError("new Account Token hash is already stored")
             return AccountRotation("rotated", token.grant_id, row[8], token.user_id, granted)
 
-    def account_token(self, token_hash: str) -> AccountToken | None:
-        """The Account Token with this hash, or None; see `AccountTokenStore`."""
-        if has_nul(token_hash):
-            return None
+    def _account_token(self, token_hash: str) -> AccountToken | None:
         with self._read() as ex:
             row = ex.execute(self._account_sql.read, (token_hash,)).fetchone()
         return None if row is None else self._account(row)

@@ -1,4 +1,5 @@
-"""The runtime agent registry and agent overrides of the SQL stores."""
+"""The runtime agent registry and agent overrides of the SQL stores (the contract, with its
+input checks: store/_protocols/agents.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pactmw.store._sql.core import SqlCore
-from pactmw.store.base import AgentExists, StoredAgent, has_nul, reject_nul
+from pactmw.store.base import StoredAgent
 
 __all__ = ["AgentsMixin"]
 
@@ -16,57 +17,39 @@ def _agent(row: Sequence[Any]) -> StoredAgent:
 
 
 class AgentsMixin(SqlCore):
-    """The agent operations of `Store`, over the dialect hooks."""
+    """The agent primitives of `AgentStore`, over the dialect hooks."""
 
-    def add_agent(self, *, issuer: str, name: str, jwks_uri: str, now: float) -> StoredAgent:
-        """Store a runtime agent; `AgentExists` when the issuer is already stored."""
-        reject_nul(issuer=issuer, name=name, jwks_uri=jwks_uri)
+    def _add_agent(self, agent: StoredAgent) -> bool:
+        params = (agent.issuer, agent.name, agent.jwks_uri, agent.added_at)
         with self._write() as ex:
-            inserted = ex.execute(self._sql.insert_agent, (issuer, name, jwks_uri, now))
-            if inserted.rowcount == 0:
-                raise AgentExists(f"agent {issuer!r} is already stored")
-        return StoredAgent(issuer=issuer, name=name, jwks_uri=jwks_uri, added_at=now)
+            return ex.execute(self._sql.insert_agent, params).rowcount > 0
 
-    def remove_agent(self, issuer: str) -> bool:
-        """Forget a runtime agent; True if one was stored."""
-        if has_nul(issuer):
-            return False
+    def _remove_agent(self, issuer: str) -> bool:
         with self._write() as ex:
             return ex.execute(self._sql.delete_agent, (issuer,)).rowcount > 0
 
-    def get_agent(self, issuer: str) -> StoredAgent | None:
-        """Return the runtime agent of `issuer`, or None."""
-        if has_nul(issuer):
-            return None
+    def _get_agent(self, issuer: str) -> StoredAgent | None:
         with self._read() as ex:
             row = ex.execute(self._sql.agent, (issuer,)).fetchone()
         return None if row is None else _agent(row)
 
-    def list_agents(self) -> tuple[StoredAgent, ...]:
-        """Return every runtime agent, ordered by issuer."""
+    def _list_agents(self) -> tuple[StoredAgent, ...]:
         with self._read() as ex:
             rows = ex.execute(self._sql.list_agents).fetchall()
         return tuple(_agent(row) for row in rows)
 
-    def lookup_agent(self, issuer: str) -> tuple[StoredAgent | None, bool | None]:
-        """Return the runtime agent of `issuer` and its override, in one statement."""
-        if has_nul(issuer):
-            return None, None
+    def _lookup_agent(self, issuer: str) -> tuple[StoredAgent | None, bool | None]:
+        # One statement: the agent's columns and the override, each NULL when there is none.
         with self._read() as ex:
             row = ex.execute(self._sql.lookup_agent, (issuer,)).fetchone()
         agent = None if row[0] is None else _agent(row)
         return agent, None if row[4] is None else bool(row[4])
 
-    def set_agent_enabled(self, issuer: str, enabled: bool) -> None:
-        """Persist an enable/disable override for `issuer`."""
-        reject_nul(issuer=issuer)
+    def _set_agent_enabled(self, issuer: str, enabled: bool) -> None:
         with self._write() as ex:
-            ex.execute(self._sql.set_agent_enabled, (issuer, bool(enabled)))
+            ex.execute(self._sql.set_agent_enabled, (issuer, enabled))
 
-    def agent_enabled(self, issuer: str) -> bool | None:
-        """Return the override for `issuer`, or None when there is none."""
-        if has_nul(issuer):
-            return None
+    def _agent_enabled(self, issuer: str) -> bool | None:
         with self._read() as ex:
             row = ex.execute(self._sql.agent_enabled, (issuer,)).fetchone()
         return None if row is None else bool(row[0])

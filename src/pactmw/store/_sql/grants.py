@@ -1,60 +1,30 @@
-"""Grants of the SQL stores: the delegation behind refresh tokens."""
+"""Grants of the SQL stores: the delegation behind refresh tokens (the contract, with its
+input checks: store/_protocols/grants.py)."""
 
 from __future__ import annotations
 
 from pactmw.store._decisions import decide_upsert
+from pactmw.store._protocols.grants import GrantKey
 from pactmw.store._sql.core import Executor, SqlCore
-from pactmw.store.base import Grant, check_grant_scopes, has_nul, reject_nul
+from pactmw.store.base import Grant
 
 __all__ = ["GrantsMixin"]
 
 
 class GrantsMixin(SqlCore):
-    """The grant operations of `Store`, over the dialect hooks."""
-
-    def upsert_grant(
-        self,
-        *,
-        grant_id: str,
-        brand_id: str,
-        account: str,
-        client_id: str,
-        pa_sub: str,
-        scopes: tuple[str, ...],
-        now: float,
-        expires_at: float,
-    ) -> Grant:
-        """Create the live grant of the key or widen it; see `Store`."""
-        reject_nul(
-            grant_id=grant_id,
-            brand_id=brand_id,
-            account=account,
-            client_id=client_id,
-            pa_sub=pa_sub,
-        )
-        wanted = check_grant_scopes(scopes)
-        with self._write() as ex:
-            return self._upsert_grant(
-                ex,
-                grant_id=grant_id,
-                brand_id=brand_id,
-                account=account,
-                client_id=client_id,
-                pa_sub=pa_sub,
-                wanted=wanted,
-                now=now,
-                expires_at=expires_at,
-            )
+    """The grant primitives of `GrantStore` (and `GrantUsageStore`), over the dialect hooks."""
 
     def _upsert_grant(
+        self, grant_id: str, key: GrantKey, scopes: tuple[str, ...], now: float, expires_at: float
+    ) -> Grant:
+        with self._write() as ex:
+            return self._upsert_grant_in(ex, grant_id, key, scopes, now, expires_at)
+
+    def _upsert_grant_in(
         self,
         ex: Executor,
-        *,
         grant_id: str,
-        brand_id: str,
-        account: str,
-        client_id: str,
-        pa_sub: str,
+        key: GrantKey,
         wanted: tuple[str, ...],
         now: float,
         expires_at: float,
@@ -63,14 +33,12 @@ class GrantsMixin(SqlCore):
         # serializes upserts of one key even while it has no row to lock (two first
         # approvals); the row lock then holds revocations off until the commit.
         sql = self._sql
-        self._lock_grant_key(ex, brand_id, account, client_id, pa_sub)
-        row = ex.execute(
-            sql.lock_unrevoked_grant_of_key, (brand_id, account, client_id, pa_sub)
-        ).fetchone()
+        self._lock_grant_key(ex, *key)
+        row = ex.execute(sql.lock_unrevoked_grant_of_key, key).fetchone()
         decision = decide_upsert(
             None if row is None else self._grant(row),
             grant_id=grant_id,
-            key=(brand_id, account, client_id, pa_sub),
+            key=key,
             wanted=wanted,
             now=now,
             expires_at=expires_at,
@@ -86,63 +54,30 @@ class GrantsMixin(SqlCore):
             raise ValueError(f"grant id {grant_id!r} is already used")
         if decision.retire is not None:
             ex.execute(sql.revoke_grant, (now, decision.retire))
-        ex.execute(
-            sql.insert_grant,
-            (
-                grant_id,
-                brand_id,
-                account,
-                client_id,
-                pa_sub,
-                self._encode_scopes(wanted),
-                now,
-                now,
-                expires_at,
-            ),
-        )
+        scopes = self._encode_scopes(wanted)
+        ex.execute(sql.insert_grant, (grant_id, *key, scopes, now, now, expires_at))
         return grant
 
-    def get_grant(self, grant_id: str) -> Grant | None:
-        """Return the grant in any state, or None."""
-        if has_nul(grant_id):
-            return None
+    def _get_grant(self, grant_id: str) -> Grant | None:
         with self._read() as ex:
             row = ex.execute(self._sql.grant, (grant_id,)).fetchone()
         return None if row is None else self._grant(row)
 
-    def record_grant_use(self, grant_id: str, *, now: float, every: float) -> bool:
-        """Set `last_used_at` unless set within `every` seconds; see `GrantUsageStore`."""
-        if has_nul(grant_id):
-            return False
+    def _record_grant_use(self, grant_id: str, now: float, every: float) -> bool:
         with self._write() as ex:
             updated = ex.execute(self._sql.record_grant_use, (now, grant_id, now - every))
             return bool(updated.rowcount == 1)
 
-    def live_grant(
-        self, *, brand_id: str, account: str, client_id: str, pa_sub: str, now: float
-    ) -> Grant | None:
-        """Return the live grant of the key at `now`, or None."""
-        if has_nul(brand_id, account, client_id, pa_sub):
-            return None
+    def _live_grant(self, key: GrantKey, now: float) -> Grant | None:
         with self._read() as ex:
-            row = ex.execute(
-                self._sql.live_grant_of_key, (brand_id, account, client_id, pa_sub, now)
-            ).fetchone()
+            row = ex.execute(self._sql.live_grant_of_key, (*key, now)).fetchone()
         return None if row is None else self._grant(row)
 
-    def revoke_grant(self, grant_id: str, *, now: float) -> bool:
-        """Revoke the grant; True if it was live."""
-        if has_nul(grant_id):
-            return False
+    def _revoke_grant(self, grant_id: str, now: float) -> bool:
         with self._write() as ex:
             return ex.execute(self._sql.revoke_live_grant, (now, grant_id, now)).rowcount == 1
 
-    def revoke_account_grants(
-        self, account: str, *, now: float, brand_id: str | None = None
-    ) -> list[str]:
-        """Revoke every live grant of `account` (at one Brand, if given); return their ids."""
-        if has_nul(account, brand_id or ""):
-            return []
+    def _revoke_account_grants(self, account: str, now: float, brand_id: str | None) -> list[str]:
         sql = self._sql
         params = (account, now, brand_id, brand_id)
         with self._write() as ex:
@@ -153,20 +88,10 @@ class GrantsMixin(SqlCore):
             ex.execute(sql.revoke_grants_of_account, (now, *params))
         return ids
 
-    def list_grants(
-        self,
-        *,
-        brand_id: str | None = None,
-        account: str | None = None,
-        include_inactive: bool = False,
-        now: float,
+    def _list_grants(
+        self, brand_id: str | None, account: str | None, include_inactive: bool, now: float
     ) -> list[Grant]:
-        """Return the matching grants, newest first; live ones only unless asked."""
-        if has_nul(brand_id or "", account or ""):
-            return []
+        params = (brand_id, brand_id, account, account, include_inactive, now)
         with self._read() as ex:
-            rows = ex.execute(
-                self._sql.list_grants,
-                (brand_id, brand_id, account, account, bool(include_inactive), now),
-            ).fetchall()
+            rows = ex.execute(self._sql.list_grants, params).fetchall()
         return [self._grant(r) for r in rows]

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pactmw.core.errors import PactmwError
 from pactmw.store._sql.core import SqlCore
-from pactmw.store.base import check_counters
 
 __all__ = ["RateLimitsMixin"]
 
@@ -19,14 +16,12 @@ class _Refused(PactmwError):
 class RateLimitsMixin(SqlCore):
     """`RateLimitStore` over the dialect hooks: one upsert per counter, in one transaction."""
 
-    def count_request(
-        self, *, counters: Sequence[tuple[str, int]], window_start: float, window_end: float
+    def _count_request(
+        self, counters: tuple[tuple[str, int], ...], window_start: float, window_end: float
     ) -> bool:
-        """Count one request against every counter, or none; see `RateLimitStore`."""
-        checked = check_counters(counters, window_start, window_end)
         try:
             with self._write() as ex:
-                for key, limit in checked:
+                for key, limit in counters:
                     # One statement decides and counts: PostgreSQL locks the counter's row
                     # for the conflict update and re-checks the WHERE on its latest version,
                     # so concurrent requests queue on it and none is admitted past `limit`.

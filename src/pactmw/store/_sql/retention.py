@@ -18,8 +18,7 @@ class RetentionMixin(SqlCore):
     _session_sql: ClassVar[SessionStatements]
     _account_sql: ClassVar[AccountTokenStatements]
 
-    def cleanup(self, *, now: float, conversations_idle_before: float | None) -> Cleanup:
-        """Delete what can no longer be used at `now`; see `RetentionStore.cleanup`."""
+    def _cleanup(self, now: float, conversations_idle_before: float | None) -> Cleanup:
         sql = self._sql
         with self._write() as ex:
             devices = ex.execute(sql.purge_devices, (now,)).rowcount

@@ -1,4 +1,5 @@
-"""Poppy Sessions of the SQL stores (the contract: store/_protocols/sessions.py).
+"""Poppy Sessions of the SQL stores (the contract, with its input checks:
+store/_protocols/sessions.py).
 
 `SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 6 of sqlite.py's and
 postgres.py's `MIGRATIONS`; `SessionsMixin` is part of `SqlStore`, and each backend class sets
@@ -10,18 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
-    SessionOperations,
     SessionUpdate,
-    decide_session_change,
-    updated_session,
+    change_session,
 )
 from pactmw.store._sql.core import SqlCore, opt_float
-from pactmw.store._sql.statements import Dialect
+from pactmw.store._sql.dialect import Dialect, statement_builder
 from pactmw.store.base import has_nul
 
 __all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
@@ -65,12 +62,7 @@ class SessionStatements:
     """The Session statements in one dialect (built once per backend class)."""
 
     def __init__(self, dialect: Dialect) -> None:
-        fields = asdict(dialect)
-        fields["columns"] = _COLUMNS
-
-        def q(template: str) -> str:
-            assert "%" not in template
-            return template.format(**fields).replace("?", dialect.placeholder)
+        q = statement_builder(dialect, columns=_COLUMNS)
 
         self.insert = q(
             "INSERT INTO pactmw_poppy_sessions (session_id, brand_id, client_id, user_id, jkt,"
@@ -95,8 +87,8 @@ class SessionStatements:
         )
 
 
-class SessionsMixin(SessionOperations, SqlCore):
-    """The Session operations, over the dialect hooks and `_session_sql`."""
+class SessionsMixin(SqlCore):
+    """The Session primitives, over the dialect hooks and `_session_sql`."""
 
     _session_sql: ClassVar[SessionStatements]
 
@@ -141,56 +133,28 @@ class SessionsMixin(SessionOperations, SqlCore):
         with self._write() as ex:
             row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
             session = None if row is None else self._session(row)
-            kind = decide_session_change(
-                session,
-                brand_id=brand_id,
-                client_id=client_id,
-                user_id=user_id,
-                account=update.account,
-            )
-            if kind != "changed" or session is None:
-                return SessionChange(kind)
+            change = change_session(session, brand_id, client_id, user_id, update)
+            changed = change.session
+            if changed is None:
+                return change
             if ex.execute(sql.token_taken, (update.token_hash,)).fetchone() is not None:
                 raise ValueError("Session Token hash is already stored")
-            changed = updated_session(session, update)
-            ex.execute(
-                sql.update,
-                (
-                    changed.jkt,
-                    update.token_hash,
-                    changed.token_expires_at,
-                    changed.account,
-                    changed.grant_id,
-                    self._encode_scopes(changed.scopes),
-                    changed.ever_account,
-                    changed.signed_in_at,
-                    session_id,
-                ),
-            )
-            return SessionChange("changed", changed)
+            token = (changed.jkt, update.token_hash, changed.token_expires_at)
+            sign_in = (changed.account, changed.grant_id, self._encode_scopes(changed.scopes))
+            signed = (changed.ever_account, changed.signed_in_at, session_id)
+            ex.execute(sql.update, (*token, *sign_in, *signed))
+            return change
 
-    def get_session(self, session_id: str) -> PoppySession | None:
-        """The Session with this id, or None; see `SessionStore`."""
-        if has_nul(session_id):
-            return None
+    def _get_session(self, session_id: str) -> PoppySession | None:
         with self._read() as ex:
             row = ex.execute(self._session_sql.by_id, (session_id,)).fetchone()
         return None if row is None else self._session(row)
 
-    def session_for_token(self, *, token_hash: str, now: float) -> PoppySession | None:
-        """The Session whose live token has this hash, or None; see `SessionStore`."""
-        if has_nul(token_hash):
-            return None
+    def _session_for_token(self, token_hash: str) -> PoppySession | None:
         with self._read() as ex:
             row = ex.execute(self._session_sql.by_token, (token_hash,)).fetchone()
-        session = None if row is None else self._session(row)
-        if session is None or now >= session.token_expires_at:
-            return None
-        return session
+        return None if row is None else self._session(row)
 
-    def sign_out_sessions(self, *, grant_id: str, now: float) -> int:
-        """Sign out every Session signed in through `grant_id`; see `SessionStore`."""
-        if has_nul(grant_id):
-            return 0
+    def _sign_out_sessions(self, grant_id: str) -> int:
         with self._write() as ex:
             return ex.execute(self._session_sql.sign_out, (grant_id,)).rowcount

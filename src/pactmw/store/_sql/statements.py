@@ -1,69 +1,28 @@
 """The SQL of the SQL stores, written once and built once per dialect.
 
 Statements are written with `?` placeholders and `{...}` fields for what the dialects spell
-differently (row locks, the scope column's type, a few literals). `Statements(dialect)`
-fills them in once, when a backend module is imported, so no operation builds SQL.
+differently (see dialect.py). `Statements(dialect)` fills them in once, when a backend
+module is imported, so no operation builds SQL. The delegation statements live apart
+(delegation_statements.py); `Statements` holds them too.
 """
 
 from __future__ import annotations
 
-from attrs import asdict, frozen
+from pactmw.store._sql.delegation_statements import DelegationStatements
+from pactmw.store._sql.dialect import Dialect, statement_builder
 
-__all__ = ["Dialect", "Statements"]
+__all__ = ["Statements"]
 
-
-@frozen
-class Dialect:
-    """What differs in the SQL text between the backends."""
-
-    placeholder: str  # "?" or "%s"
-    lock: str  # appended to a SELECT whose row the transaction decides on
-    lock_no_key: str  # the same for a grant row (whose key never changes)
-    lock_refresh: str  # the same for the refresh-token row (t) of a token-grant join
-    scopes: str  # a scope-list parameter (its cast, where the column needs one)
-    no_scopes: str  # the empty scope list, as a literal
-    nullable_text: str  # a text parameter compared with IS NULL (typed, where needed)
-    collate_c: str  # after grant_id in ORDER BY: compare ids by code point
-    true: str
-    false: str
-
-
-# Column order is what SqlCore._device and SqlCore._grant read.
-_DEVICE_COLUMNS = (
-    "device_code_hash, user_code, brand_id, client_id, pa_sub, scopes, created_at,"
-    " expires_at, interval_seconds, last_polled_at, status, account, granted_scopes, grant_id"
-)
-_GRANT_COLUMNS = (
-    "grant_id, brand_id, account, client_id, pa_sub, scopes, created_at, updated_at,"
-    " expires_at, revoked_at, last_used_at"
-)
 # Column order is what store/_sql/agents.py reads.
 _AGENT_COLUMNS = "issuer, name, jwks_uri, added_at"
 
 
-class Statements:
+class Statements(DelegationStatements):
     """Every statement of the SQL stores, in one dialect."""
 
     def __init__(self, dialect: Dialect) -> None:
-        fields = asdict(dialect)
-        # Shared pieces, as further fields (already in the dialect: format does not nest).
-        fields["device_columns"] = _DEVICE_COLUMNS
-        fields["agent_columns"] = _AGENT_COLUMNS
-        # Constants only, so not an injection (S608).
-        fields["select_device"] = f"SELECT {_DEVICE_COLUMNS} FROM pactmw_device_authorizations"  # noqa: S608
-        fields["select_grant"] = f"SELECT {_GRANT_COLUMNS} FROM pactmw_grants"  # noqa: S608
-        fields["grant_key"] = "brand_id = ? AND account = ? AND client_id = ? AND pa_sub = ?"
-        fields["grant_order"] = f" ORDER BY created_at DESC, grant_id{dialect.collate_c} DESC"
-        fields["live_of_account"] = (
-            " WHERE account = ? AND revoked_at IS NULL AND expires_at > ?"
-            f" AND ({dialect.nullable_text} IS NULL OR brand_id = ?)"
-        )
-
-        def q(template: str) -> str:
-            # `?` and `%` appear in no statement but as the placeholder.
-            assert "%" not in template
-            return template.format(**fields).replace("?", dialect.placeholder)
-
+        super().__init__(dialect)
+        q = statement_builder(dialect, agent_columns=_AGENT_COLUMNS)
         self.set_schema_version = q("UPDATE pactmw_schema SET version = ?")
 
         # --- conversations and turns ---------------------------------------------------------
@@ -193,135 +152,6 @@ class Statements:
         )
         self.delete_idle_conversations = q(
             "DELETE FROM pactmw_conversations WHERE last_activity < ?"
-        )
-
-        # --- device authorizations -------------------------------------------------------------
-        self.user_code_holder = q(
-            "SELECT device_code_hash, expires_at FROM pactmw_device_authorizations"
-            " WHERE user_code = ?{lock}"
-        )
-        self.delete_device = q(
-            "DELETE FROM pactmw_device_authorizations WHERE device_code_hash = ?"
-        )
-        # DO NOTHING: PostgreSQL waits for a concurrent insert of the same code or hash to
-        # settle, so a racing creator cannot slip past the holder check.
-        self.insert_device = q(
-            "INSERT INTO pactmw_device_authorizations (device_code_hash, user_code, brand_id,"
-            " client_id, pa_sub, scopes, created_at, expires_at, interval_seconds,"
-            " last_polled_at, status, account, granted_scopes, grant_id)"
-            " VALUES (?, ?, ?, ?, ?, {scopes}, ?, ?, ?, NULL, 'pending', NULL, {no_scopes}, NULL)"
-            " ON CONFLICT DO NOTHING"
-        )
-        self.device_hash_taken = q(
-            "SELECT 1 FROM pactmw_device_authorizations WHERE device_code_hash = ?"
-        )
-        self.device_by_user_code = q("{select_device} WHERE user_code = ?")
-        self.lock_device_by_user_code = q("{select_device} WHERE user_code = ?{lock}")
-        self.lock_device_by_hash = q("{select_device} WHERE device_code_hash = ?{lock}")
-        self.deny_device = q(
-            "UPDATE pactmw_device_authorizations SET status = 'denied', account = ?"
-            " WHERE device_code_hash = ?"
-        )
-        self.deny_pending_returning = q(
-            "UPDATE pactmw_device_authorizations SET status = 'denied', account = ?"
-            " WHERE user_code = ? AND status = 'pending' AND expires_at > ?"
-            " RETURNING {device_columns}"
-        )
-        self.approve_device = q(
-            "UPDATE pactmw_device_authorizations"
-            " SET status = 'approved', account = ?, granted_scopes = {scopes}, grant_id = ?"
-            " WHERE device_code_hash = ?"
-        )
-        self.touch_device = q(
-            "UPDATE pactmw_device_authorizations SET last_polled_at = ? WHERE device_code_hash = ?"
-        )
-        self.consume_device = q(
-            "UPDATE pactmw_device_authorizations SET status = 'consumed' WHERE device_code_hash = ?"
-        )
-        # A Poppy authorization approved without a user: the poll binds its user and grant.
-        self.bind_device = q(
-            "UPDATE pactmw_device_authorizations SET status = 'consumed', pa_sub = ?,"
-            " grant_id = ? WHERE device_code_hash = ?"
-        )
-
-        # --- grants ----------------------------------------------------------------------------
-        self.grant = q("{select_grant} WHERE grant_id = ?")
-        self.lock_grant = q("{select_grant} WHERE grant_id = ?{lock_no_key}")
-        self.lock_unrevoked_grant_of_key = q(
-            "{select_grant} WHERE {grant_key} AND revoked_at IS NULL{lock_no_key}"
-        )
-        self.live_grant_of_key = q(
-            "{select_grant} WHERE {grant_key} AND revoked_at IS NULL AND expires_at > ?"
-        )
-        self.grant_id_taken = q("SELECT 1 FROM pactmw_grants WHERE grant_id = ?")
-        self.insert_grant = q(
-            "INSERT INTO pactmw_grants (grant_id, brand_id, account, client_id, pa_sub, scopes,"
-            " created_at, updated_at, expires_at, revoked_at)"
-            " VALUES (?, ?, ?, ?, ?, {scopes}, ?, ?, ?, NULL)"
-        )
-        self.widen_grant = q(
-            "UPDATE pactmw_grants SET scopes = {scopes}, expires_at = ?, updated_at = ?"
-            " WHERE grant_id = ?"
-        )
-        self.revoke_grant = q("UPDATE pactmw_grants SET revoked_at = ? WHERE grant_id = ?")
-        self.record_grant_use = q(
-            "UPDATE pactmw_grants SET last_used_at = ?"
-            " WHERE grant_id = ? AND (last_used_at IS NULL OR last_used_at <= ?)"
-        )
-        self.revoke_live_grant = q(
-            "UPDATE pactmw_grants SET revoked_at = ?"
-            " WHERE grant_id = ? AND revoked_at IS NULL AND expires_at > ?"
-        )
-        self.live_grant_ids_of_account = q(
-            "SELECT grant_id FROM pactmw_grants{live_of_account}{grant_order}"
-        )
-        self.revoke_grants_of_account = q(
-            "UPDATE pactmw_grants SET revoked_at = ?{live_of_account}"
-        )
-        self.revoke_grants_of_account_returning = q(
-            "WITH revoked AS (UPDATE pactmw_grants SET revoked_at = ?{live_of_account}"
-            " RETURNING grant_id, created_at) SELECT grant_id FROM revoked{grant_order}"
-        )
-        self.list_grants = q(
-            "{select_grant} WHERE ({nullable_text} IS NULL OR brand_id = ?)"
-            " AND ({nullable_text} IS NULL OR account = ?)"
-            " AND (? OR (revoked_at IS NULL AND expires_at > ?)){grant_order}"
-        )
-
-        # --- refresh tokens and single-use values ----------------------------------------------
-        self.insert_refresh_token = q(
-            "INSERT INTO pactmw_refresh_tokens"
-            " (token_hash, grant_id, client_id, brand_id, created_at, expires_at, used_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT DO NOTHING"
-        )
-        # A token's agent user is its grant's (the grant key never changes), so it is read
-        # through the join rather than stored twice.
-        self.lock_refresh_token = q(
-            "SELECT t.grant_id, t.client_id, t.brand_id, t.expires_at, t.used_at, g.pa_sub,"
-            " t.successor FROM pactmw_refresh_tokens AS t JOIN pactmw_grants AS g USING (grant_id)"
-            " WHERE t.token_hash = ?{lock_refresh}"
-        )
-        self.spend_refresh_token = q(
-            "UPDATE pactmw_refresh_tokens SET used_at = ? WHERE token_hash = ?"
-        )
-        self.seal_rotation = q(
-            "UPDATE pactmw_refresh_tokens SET successor = ?"
-            " WHERE token_hash = ? AND used_at IS NOT NULL AND successor IS NULL"
-        )
-        # Sealed answers are kept for the reuse interval only (the grant index finds them).
-        self.clear_successors = q(
-            "UPDATE pactmw_refresh_tokens SET successor = NULL"
-            " WHERE grant_id = ? AND successor IS NOT NULL AND used_at <= ?"
-        )
-        # One statement: it changes a row when it inserts, or renews an expired record; a
-        # concurrent duplicate waits for the winner (PostgreSQL) and then changes none.
-        self.use_once = q(
-            "INSERT INTO pactmw_used_values (namespace, value, expires_at) VALUES (?, ?, ?)"
-            " ON CONFLICT (namespace, value) DO UPDATE SET expires_at = excluded.expires_at"
-            " WHERE pactmw_used_values.expires_at <= ?"
-        )
-        self.used_until = q(
-            "SELECT expires_at FROM pactmw_used_values WHERE namespace = ? AND value = ?"
         )
 
         # --- rate-limit counters (store/_sql/ratelimits.py) ---------------------------------

@@ -1,0 +1,116 @@
+"""The two database engines the SQL backends run on, each written once.
+
+`SqliteFlavour` is what `SqliteStore` and the Django store on sqlite share, `PostgresFlavour`
+what `PostgresStore` and the Django store on PostgreSQL share: the dialect, the capabilities
+that choose statements, how scope lists are stored, and how upserts of one grant key are
+serialized. A backend class extends its flavour with only its connection handling (and the
+placeholder its driver wants); its statements are built when the class is made (see
+`SqlStore.__init_subclass__`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pactmw.store._sql import Executor, SqlStore
+from pactmw.store._sql.dialect import Dialect
+
+__all__ = ["POSTGRES_DIALECT", "SQLITE_DIALECT", "PostgresFlavour", "SqliteFlavour"]
+
+# No row locks: every write transaction holds the database's write lock (BEGIN IMMEDIATE).
+# Scope lists are JSON arrays of strings in TEXT columns.
+SQLITE_DIALECT = Dialect(
+    placeholder="?",
+    lock="",
+    lock_no_key="",
+    lock_refresh="",
+    scopes="?",
+    no_scopes="'[]'",
+    nullable_text="?",
+    collate_c="",  # sqlite's default BINARY collation compares by code point already
+    true="1",
+    false="0",
+)
+
+# Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
+# so foreign-key checks need not wait; `FOR UPDATE OF t` locks only the token row of the
+# token-grant join. Ids compare by code point (COLLATE "C") as in the other backends.
+POSTGRES_DIALECT = Dialect(
+    placeholder="%s",
+    lock=" FOR UPDATE",
+    lock_no_key=" FOR NO KEY UPDATE",
+    lock_refresh=" FOR UPDATE OF t",
+    scopes="?::text[]",
+    no_scopes="'{}'",
+    nullable_text="?::text",
+    collate_c=' COLLATE "C"',
+    true="TRUE",
+    false="FALSE",
+)
+
+# The first half of the two-int4 advisory lock taken per grant key by upsert_grant ("pacg").
+# PostgreSQL keeps two-int4 keys apart from bigint keys (the migration lock's).
+_GRANT_LOCK_CLASS = 0x70_61_63_67
+
+
+class SqliteFlavour(SqlStore):
+    """sqlite: no row locks (each write transaction holds the one write lock), no
+    `UPDATE ... RETURNING` (sqlite 3.35 added it; older distributions lack it), scope lists
+    as JSON text."""
+
+    _dialect = SQLITE_DIALECT
+    _returning = False
+    _locks_rows = False
+    # Counted per process unless asked (rate_limit.shared): every count would take the
+    # database's one write lock, and an embedded database usually serves one process.
+    shares_rate_limits = False
+
+    @staticmethod
+    def _encode_scopes(scopes: Sequence[str]) -> str:
+        return json.dumps(list(scopes), ensure_ascii=False)
+
+    @staticmethod
+    def _decode_scopes(value: Any) -> tuple[str, ...]:
+        return tuple(json.loads(value))
+
+
+class PostgresFlavour(SqlStore):
+    """PostgreSQL: row locks, `RETURNING`, `TEXT[]` scope lists, and an advisory lock per
+    grant key (the first grant of a key has no row to lock)."""
+
+    _dialect = POSTGRES_DIALECT
+    _returning = True
+    _locks_rows = True
+    # Many processes and machines share a PostgreSQL database: count rate limits in it, so
+    # N workers allow a limit once (a write per limited request; see docs/deployment.md).
+    shares_rate_limits = True
+
+    @staticmethod
+    def _encode_scopes(scopes: Sequence[str]) -> list[str]:
+        return list(scopes)
+
+    @staticmethod
+    def _decode_scopes(value: Any) -> tuple[str, ...]:
+        return tuple(value)
+
+    def _lock_grant_key(
+        self, ex: Executor, brand_id: str, account: str, client_id: str, pa_sub: str
+    ) -> None:
+        # A transaction-scoped advisory lock, the same number in every process (and in both
+        # backends, so they may share one database).
+        ex.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)",
+            (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
+        )
+
+
+def _grant_lock_key(brand_id: str, account: str, client_id: str, pa_sub: str) -> int:
+    """A stable signed 32-bit key for the grant key's advisory lock (same in every process).
+
+    Two keys sharing a number only serialize each other; the unique index stays the guard.
+    """
+    digest = hashlib.sha256(json.dumps([brand_id, account, client_id, pa_sub]).encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
