@@ -26,7 +26,7 @@ from attrs import field, frozen
 
 from pactmw.client.card import AgentCard, afetch_card, card_interface_url, fetch_card
 from pactmw.client.errors import ResponseInvalid
-from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
+from pactmw.client.flow import Flow, RetryPolicy, TokenSource, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
@@ -41,8 +41,6 @@ MISSING_SCOPES = "pact.missingScopes"
 VERIFICATION_URI_COMPLETE = "pact.verificationUriComplete"
 RECEIPT = "pact.receipt"
 _COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-
-TokenSource = Callable[[], str]
 
 
 @frozen
@@ -524,7 +522,6 @@ __all__ = [
     "Receipt",
     "SendResult",
     "StepUp",
-    "TokenSource",
     "a2a_headers",
     "list_tasks_url",
     "parse_receipt",

@@ -34,7 +34,15 @@ from pactmw.client.errors import (
     OAuthErrorResponse,
     ResponseInvalid,
 )
-from pactmw.client.flow import Flow, RetryPolicy, Sleep, exchange, run_async, run_sync
+from pactmw.client.flow import (
+    Flow,
+    RetryPolicy,
+    Sleep,
+    TokenSource,
+    exchange,
+    run_async,
+    run_sync,
+)
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import error_for
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
@@ -45,8 +53,6 @@ DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL = 5  # RFC 8628 §3.2
 SLOW_DOWN_STEP = 5  # RFC 8628 §3.5
 MAX_BACKOFF_INTERVAL = 60.0
-
-TokenSource = Callable[[], str]
 
 
 @frozen
@@ -518,7 +524,6 @@ __all__ = [
     "PollResult",
     "PollStatus",
     "TokenResponse",
-    "TokenSource",
     "oauth_error_for",
     "oauth_request",
     "parse_device_authorization",

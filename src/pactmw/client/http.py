@@ -21,6 +21,7 @@ from attrs import field, frozen
 from pactmw.client.errors import ResponseInvalid, URLRefused
 from pactmw.core.encoding import is_ascii_digits, json_loads
 from pactmw.core.errors import MalformedInput, PactmwError
+from pactmw.core.fetch import retry_after
 
 #: Answers larger than this are cut off as a failure (cards, replies, tokens are small).
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -65,6 +66,15 @@ class HttpResponse:
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+    def retry_after(self, *, now: float | None = None) -> float | None:
+        """The `Retry-After` in seconds (delta-seconds or an HTTP-date), or None.
+
+        An HTTP-date is measured against the response's own `Date` header when it has one, so
+        the client's clock skew does not matter; otherwise against `now` (default: the wall
+        clock).
+        """
+        return retry_after(self.header("retry-after"), date=self.header("date"), now=now)
 
     def json(self) -> Any:
         """The body as strict JSON (no duplicate keys, no NaN); `ResponseInvalid` otherwise."""
