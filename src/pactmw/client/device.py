@@ -48,6 +48,7 @@ from pactmw.client.responses import error_for
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
+from pactmw.protocols.delegation import is_authorization_details
 
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL = 5  # RFC 8628 §3.2
@@ -213,9 +214,7 @@ def parse_token_response(response: HttpResponse) -> TokenResponse:
     if refresh is not None and (not isinstance(refresh, str) or not refresh):
         raise ResponseInvalid("refresh_token must be a non-empty string")
     details = body.get("authorization_details", [])
-    if not isinstance(details, list) or not all(
-        isinstance(entry, dict) and isinstance(entry.get("type"), str) for entry in details
-    ):
+    if not is_authorization_details(details):
         raise ResponseInvalid("authorization_details must be an array of objects with a type")
     return TokenResponse(
         access_token=access,
