@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 from urllib.parse import quote, urlencode
 
 from attrs import field, frozen
@@ -173,14 +173,24 @@ def parse_receipt(value: Any) -> Receipt:
     return Receipt(jws=value["jws"], claims=MappingProxyType(dict(value["claims"])))
 
 
+def identifies_agent_message(message: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether `message` is an object that names itself (a non-empty `messageId`), its
+    conversation (a non-empty `contextId`) and its sender (`ROLE_AGENT`), as every agent
+    reply must. Its parts are the caller's to check: a client takes any, a conformance check
+    wants exactly one text part."""
+    return (
+        isinstance(message, dict)
+        and isinstance(message.get("messageId"), str)
+        and bool(message["messageId"])
+        and isinstance(message.get("contextId"), str)
+        and bool(message["contextId"])
+        and message.get("role") == "ROLE_AGENT"
+    )
+
+
 def _agent_message(response: HttpResponse, message: Any) -> Mapping[str, Any]:
     if (
-        not isinstance(message, dict)
-        or not isinstance(message.get("messageId"), str)
-        or not message["messageId"]
-        or not isinstance(message.get("contextId"), str)
-        or not message["contextId"]
-        or message.get("role") != "ROLE_AGENT"
+        not identifies_agent_message(message)
         or not isinstance(message.get("parts"), list)
         or not message["parts"]
         or not all(isinstance(part, dict) for part in message["parts"])
@@ -523,6 +533,7 @@ __all__ = [
     "SendResult",
     "StepUp",
     "a2a_headers",
+    "identifies_agent_message",
     "list_tasks_url",
     "parse_receipt",
     "parse_send_response",
