@@ -31,9 +31,9 @@ from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute
 from pactmw.client.responses import raise_for_status
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps
+from pactmw.core.http import DELEGATION_HEADER
 
 A2A_VERSION = "1.0"
-DELEGATION_HEADER = "X-A2A-User-Delegation"
 #: A2A 1.0: the extensions a request activates, as a comma-separated list of URIs.
 EXTENSIONS_HEADER = "A2A-Extensions"
 AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
