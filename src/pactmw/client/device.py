@@ -243,6 +243,14 @@ def parse_poll_response(response: HttpResponse) -> PollResult:
 # -- flows --------------------------------------------------------------------------------------
 
 
+def _post_form(
+    url: str, form: Iterable[tuple[str, str]], token: TokenSource, policy: RetryPolicy
+) -> Flow[HttpResponse]:
+    """POST `form` to an OAuth endpoint, a fresh personal-agent JWT each attempt. Not resent
+    once it may have been delivered: each request may spend a device or refresh token."""
+    return exchange(lambda: oauth_request(url, form, bearer=token()), policy, idempotent=False)
+
+
 def start_flow(
     scheme: DelegationScheme,
     token: TokenSource,
@@ -259,11 +267,7 @@ def start_flow(
         # RFC 9396 §6: one form field holding the JSON array.
         entries = [dict(entry) for entry in authorization_details]
         form += (("authorization_details", json_dumps(entries).decode("utf-8")),)
-    response = yield from exchange(
-        lambda: oauth_request(scheme.device_authorization_url, form, bearer=token()),
-        policy,
-        idempotent=False,
-    )
+    response = yield from _post_form(scheme.device_authorization_url, form, token, policy)
     return parse_device_authorization(response, scopes=wanted, now=clock())
 
 
@@ -280,9 +284,7 @@ def poll_flow(
         ("device_code", device_code),
         ("client_id", client_id),
     )
-    response = yield from exchange(
-        lambda: oauth_request(scheme.token_url, form, bearer=token()), policy, idempotent=False
-    )
+    response = yield from _post_form(scheme.token_url, form, token, policy)
     return parse_poll_response(response)
 
 
@@ -335,9 +337,7 @@ def refresh_flow(
         ("refresh_token", refresh_token),
         ("client_id", client_id),
     )
-    response = yield from exchange(
-        lambda: oauth_request(scheme.refresh_url, form, bearer=token()), policy, idempotent=False
-    )
+    response = yield from _post_form(scheme.refresh_url, form, token, policy)
     return parse_token_response(response)
 
 

@@ -233,13 +233,8 @@ class ResponseParser:
         if self._state == "head":
             return self._parse_head()
         if self._mode == "length":
-            take = min(self._remaining, len(self._buffer))
-            self._append(bytes(self._buffer[:take]))
-            del self._buffer[:take]
-            self._remaining -= take
-            if self._remaining == 0:
+            if self._take_remaining() == 0:
                 self._state = "done"
-                return False
             return False
         if self._mode == "chunked":
             return self._parse_chunk()
@@ -315,11 +310,7 @@ class ResponseParser:
             self._chunk_state = "data" if self._remaining else "trailer"
             return True
         if self._chunk_state == "data":
-            take = min(self._remaining, len(self._buffer))
-            self._append(bytes(self._buffer[:take]))
-            del self._buffer[:take]
-            self._remaining -= take
-            if self._remaining:
+            if self._take_remaining():
                 return False
             self._chunk_state = "crlf"
             return True
@@ -342,6 +333,15 @@ class ResponseParser:
             self._state = "done"
             return False
         return True
+
+    def _take_remaining(self) -> int:
+        """Move what the buffer holds of the `_remaining` body bytes (a Content-Length body
+        or a chunk) to the body; how many are still to come."""
+        take = min(self._remaining, len(self._buffer))
+        self._append(bytes(self._buffer[:take]))
+        del self._buffer[:take]
+        self._remaining -= take
+        return self._remaining
 
     def _append(self, data: bytes) -> None:
         self._body += data
