@@ -216,10 +216,9 @@ def test_client_response_parser_refuses_a_content_length_superscript() -> None:
 
 
 def test_client_retry_after_ignores_a_superscript() -> None:
-    from pactmw.client.flow import retry_after
     from pactmw.client.http import HttpResponse
 
-    assert retry_after(HttpResponse(status=429, headers=(("Retry-After", "²"),))) is None
+    assert HttpResponse(status=429, headers=(("Retry-After", "²"),)).retry_after() is None
 
 
 def test_the_fixed_helpers_still_read_ordinary_numbers(jwks: JwksServer) -> None:

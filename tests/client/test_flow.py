@@ -29,7 +29,7 @@ from pactmw.client import (
 from pactmw.client.a2a import send_flow
 from pactmw.client.card import DelegationScheme, Scope, card_flow
 from pactmw.client.device import DeviceAuthorizationResponse, poll_flow, wait_flow
-from pactmw.client.flow import Flow, retry_after, run_async, run_sync
+from pactmw.client.flow import Flow, run_async, run_sync
 from tests.support.clock import FakeClock
 
 T = TypeVar("T")
@@ -217,9 +217,9 @@ def test_retry_after_http_date_uses_the_servers_date() -> None:
         Retry_After="Wed, 21 Oct 2026 07:28:07 GMT",
         Date="Wed, 21 Oct 2026 07:28:00 GMT",
     )
-    assert retry_after(response) == 7.0
-    assert retry_after(answer(429)) is None
-    assert retry_after(answer(429, Retry_After="soon")) is None
+    assert response.retry_after() == 7.0
+    assert answer(429).retry_after() is None
+    assert answer(429, Retry_After="soon").retry_after() is None
 
 
 def test_too_long_retry_after_raises_at_once() -> None:

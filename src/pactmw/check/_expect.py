@@ -21,6 +21,7 @@ from pactmw.check._wire import (
     says_a2a,
 )
 from pactmw.client import HttpResponse
+from pactmw.client.a2a import identifies_agent_message
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import MalformedInput
 
@@ -75,12 +76,7 @@ class Expect:
             f'[{{"text": ...}}], no taskId ({what})'
         )
         if (
-            not isinstance(message, dict)
-            or not isinstance(message.get("messageId"), str)
-            or not message["messageId"]
-            or not isinstance(message.get("contextId"), str)
-            or not message["contextId"]
-            or message.get("role") != "ROLE_AGENT"
+            not identifies_agent_message(message)
             or "taskId" in message
             or not set(message) <= {"messageId", "contextId", "role", "parts", "metadata"}
         ):

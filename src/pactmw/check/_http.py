@@ -11,7 +11,6 @@ from typing import Any
 from pactmw.check._progress import Progress
 from pactmw.client import AgentSigner, HttpRequest, HttpResponse, RetryPolicy
 from pactmw.client.a2a import user_message
-from pactmw.client.flow import retry_after
 from pactmw.client.transport import Transport
 from pactmw.core.encoding import json_dumps
 from pactmw.core.jose import sign_compact
@@ -71,7 +70,7 @@ class Http:
             response = self.transport.send(request)
             if response.status != 429 or attempt == RATE_LIMIT_RETRIES:
                 return response
-            wait = retry_after(response)
+            wait = response.retry_after()
             wait = 1.0 if wait is None else wait
             if wait > MAX_RATE_WAIT:
                 return response

@@ -5,6 +5,8 @@ that store for the operator functions (`pactmw.provider.grant_admin`, `.agent_ad
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pactmw.cli._common import CommandError, import_from_cwd
@@ -31,10 +33,28 @@ def load_settings(path: str) -> ProviderSettings:
     return ProviderSettings.from_mapping(load_toml(path))
 
 
-def open_shared_store(url: str, what: str) -> Store:
-    """The configured store, refusing what another process cannot share with `serve`;
-    `what` ends the sentence refusing memory:// ("grants can only be managed in a sqlite or
-    PostgreSQL store")."""
+#: What opening a store raises for a bad URL or database, each message free of the URL (it
+#: may hold a password). OSError: creating the database's folder can fail; driver errors
+#: arrive as StoreError; ImportError: a PostgreSQL URL without psycopg (the message says so).
+STORE_OPEN_ERRORS = (ValueError, StoreError, OSError, ImportError)
+
+
+@contextmanager
+def shared_store(url: str, what: str) -> Iterator[Store]:
+    """The configured store for the block, closed after it. What another process cannot
+    share with `serve` is refused (`what` ends the sentence refusing memory://: "grants can
+    only be managed in a sqlite or PostgreSQL store"); a `StoreError` inside the block is the
+    command's failure, exit status 1."""
+    store = _open_shared_store(url, what)
+    try:
+        yield store
+    except StoreError as exc:
+        raise CommandError(f"store: {exc}", 1) from None
+    finally:
+        store.close()
+
+
+def _open_shared_store(url: str, what: str) -> Store:
     from pactmw.store import open_store, parse_store_url
 
     try:
@@ -51,7 +71,7 @@ def open_shared_store(url: str, what: str) -> Store:
         )
     try:
         return open_store(url)
-    except (ValueError, StoreError, OSError, ImportError) as exc:
+    except STORE_OPEN_ERRORS as exc:
         raise CommandError(f"store: {exc}") from None
 
 
@@ -86,4 +106,11 @@ def report(outcome: Outcome) -> int:
     return outcome.status
 
 
-__all__ = ["STORE_HELP", "admin_provider", "load_settings", "open_shared_store", "report"]
+__all__ = [
+    "STORE_HELP",
+    "STORE_OPEN_ERRORS",
+    "admin_provider",
+    "load_settings",
+    "report",
+    "shared_store",
+]

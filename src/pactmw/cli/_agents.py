@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, open_shared_store, report
-from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
-from pactmw.store.base import StoreError
+from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, report, shared_store
+from pactmw.cli._common import CONFIG, Command, log_to_stderr, option
 
 if TYPE_CHECKING:
     from pactmw.provider import Provider
@@ -64,14 +63,9 @@ _SHARED = "agents can only be managed in a sqlite or PostgreSQL store"
 
 def _with_provider(args: argparse.Namespace, work: Callable[[Provider], int]) -> int:
     settings = load_settings(args.config)
-    store = open_shared_store(settings.store, _SHARED)
-    log_to_stderr("pactmw.agents", "INFO")  # what changed, for the operator's records
-    try:
+    with shared_store(settings.store, _SHARED) as store:
+        log_to_stderr("pactmw.agents", "INFO")  # what changed, for the operator's records
         return work(admin_provider(settings, store))
-    except StoreError as exc:
-        raise CommandError(f"store: {exc}", 1) from None
-    finally:
-        store.close()
 
 
 def _list(args: argparse.Namespace) -> int:

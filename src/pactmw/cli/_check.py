@@ -20,6 +20,7 @@ from pactmw.cli._common import (
     positive_seconds,
     reconfigure_output,
 )
+from pactmw.protocols.delegation import is_authorization_details
 
 _CHECK_HELP = """\
 Run the PACT 1.0 conformance checks against a Provider over HTTP, as a registered personal
@@ -110,11 +111,7 @@ def _authorization_details(text: str | None) -> list[dict[str, Any]]:
         entries = json.loads(text)
     except ValueError as exc:
         raise CommandError(f"{source} is not JSON: {exc}") from exc
-    if (
-        not isinstance(entries, list)
-        or not entries
-        or not all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in entries)
-    ):
+    if not entries or not is_authorization_details(entries):
         raise CommandError(f"{source} must be a JSON array of objects, each with a string type")
     return entries
 

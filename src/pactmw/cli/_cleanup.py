@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, open_shared_store
-from pactmw.cli._common import CONFIG, Command, CommandError
-from pactmw.store.base import StoreError
+from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, shared_store
+from pactmw.cli._common import CONFIG, Command
 
 _CLEANUP_HELP = (
     """\
@@ -29,13 +28,8 @@ def _cleanup(args: argparse.Namespace) -> int:
     from pactmw.provider.agent_admin import run_cleanup
 
     settings = load_settings(args.config)
-    store = open_shared_store(settings.store, "no other process can clean it up")
-    try:
+    with shared_store(settings.store, "no other process can clean it up") as store:
         done = run_cleanup(admin_provider(settings, store), time.time())
-    except StoreError as exc:
-        raise CommandError(f"store: {exc}", 1) from None
-    finally:
-        store.close()
     for line in done.lines:
         print(line)
     return 0

@@ -8,9 +8,8 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from pactmw.cli._admin import admin_provider, load_settings, open_shared_store
+from pactmw.cli._admin import admin_provider, load_settings, shared_store
 from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
-from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
     from pactmw.provider import Provider, ProviderSettings
@@ -45,16 +44,11 @@ def _grants_list(args: argparse.Namespace) -> int:
     from pactmw.provider.grant_admin import grant_json, grants_table
 
     settings = load_settings(args.config)
-    store = open_shared_store(settings.store, _SHARED)
     now = time.time()
-    try:
+    with shared_store(settings.store, _SHARED) as store:
         grants = store.list_grants(
             brand_id=args.brand, account=args.account, include_inactive=args.all, now=now
         )
-    except StoreError as exc:
-        raise CommandError(f"store: {exc}", 1) from None
-    finally:
-        store.close()
     if args.json:
         print(json.dumps([grant_json(grant, now) for grant in grants], indent=2))
         return 0
@@ -79,8 +73,7 @@ def _grants_revoke(args: argparse.Namespace) -> int:
     if args.brand is not None and args.account is None:
         raise CommandError("--brand goes with --account (a GRANT_ID names one grant)")
     settings = load_settings(args.config)
-    store = open_shared_store(settings.store, _SHARED)
-    try:
+    with shared_store(settings.store, _SHARED) as store:
         provider = _revoking_provider(settings, store, args.config)
         log_to_stderr("pactmw.audit", "INFO")
         if args.grant_id is not None:
@@ -92,10 +85,6 @@ def _grants_revoke(args: argparse.Namespace) -> int:
         for line in done.lines:
             print(line)
         return 0
-    except StoreError as exc:
-        raise CommandError(f"store: {exc}", 1) from None
-    finally:
-        store.close()
 
 
 COMMAND = Command(

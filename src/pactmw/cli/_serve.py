@@ -11,9 +11,9 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from pactmw.cli._admin import STORE_OPEN_ERRORS
 from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
 from pactmw.core.errors import MissingExtra
-from pactmw.store.base import StoreError
 
 _SERVE_HELP = """\
 Serve the Brands of a TOML configuration as a PACT 1.0 Provider (A2A HTTP+JSON) on uvicorn.
@@ -68,10 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
     try:
         provider = Provider.from_settings(settings)
-    except (ValueError, StoreError, OSError, ImportError) as exc:
-        # open_store's messages never repeat the URL, which may hold a password. OSError:
-        # creating the database's folder can fail; driver errors arrive as StoreError.
-        # ImportError: a PostgreSQL URL without psycopg installed (the message says so).
+    except STORE_OPEN_ERRORS as exc:
         raise CommandError(f"store: {exc}") from None
 
     level = "DEBUG" if args.log_level == "trace" else args.log_level.upper()

@@ -19,21 +19,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 from urllib.parse import quote, urlencode
 
 from attrs import field, frozen
 
 from pactmw.client.card import AgentCard, afetch_card, card_interface_url, fetch_card
 from pactmw.client.errors import ResponseInvalid
-from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
+from pactmw.client.flow import Flow, RetryPolicy, TokenSource, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps
+from pactmw.core.http import DELEGATION_HEADER
 
 A2A_VERSION = "1.0"
-DELEGATION_HEADER = "X-A2A-User-Delegation"
 #: A2A 1.0: the extensions a request activates, as a comma-separated list of URIs.
 EXTENSIONS_HEADER = "A2A-Extensions"
 AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
@@ -41,8 +41,6 @@ MISSING_SCOPES = "pact.missingScopes"
 VERIFICATION_URI_COMPLETE = "pact.verificationUriComplete"
 RECEIPT = "pact.receipt"
 _COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-
-TokenSource = Callable[[], str]
 
 
 @frozen
@@ -175,14 +173,24 @@ def parse_receipt(value: Any) -> Receipt:
     return Receipt(jws=value["jws"], claims=MappingProxyType(dict(value["claims"])))
 
 
+def identifies_agent_message(message: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether `message` is an object that names itself (a non-empty `messageId`), its
+    conversation (a non-empty `contextId`) and its sender (`ROLE_AGENT`), as every agent
+    reply must. Its parts are the caller's to check: a client takes any, a conformance check
+    wants exactly one text part."""
+    return (
+        isinstance(message, dict)
+        and isinstance(message.get("messageId"), str)
+        and bool(message["messageId"])
+        and isinstance(message.get("contextId"), str)
+        and bool(message["contextId"])
+        and message.get("role") == "ROLE_AGENT"
+    )
+
+
 def _agent_message(response: HttpResponse, message: Any) -> Mapping[str, Any]:
     if (
-        not isinstance(message, dict)
-        or not isinstance(message.get("messageId"), str)
-        or not message["messageId"]
-        or not isinstance(message.get("contextId"), str)
-        or not message["contextId"]
-        or message.get("role") != "ROLE_AGENT"
+        not identifies_agent_message(message)
         or not isinstance(message.get("parts"), list)
         or not message["parts"]
         or not all(isinstance(part, dict) for part in message["parts"])
@@ -524,8 +532,8 @@ __all__ = [
     "Receipt",
     "SendResult",
     "StepUp",
-    "TokenSource",
     "a2a_headers",
+    "identifies_agent_message",
     "list_tasks_url",
     "parse_receipt",
     "parse_send_response",

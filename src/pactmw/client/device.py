@@ -34,19 +34,26 @@ from pactmw.client.errors import (
     OAuthErrorResponse,
     ResponseInvalid,
 )
-from pactmw.client.flow import Flow, RetryPolicy, Sleep, exchange, run_async, run_sync
+from pactmw.client.flow import (
+    Flow,
+    RetryPolicy,
+    Sleep,
+    TokenSource,
+    exchange,
+    run_async,
+    run_sync,
+)
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import error_for
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
+from pactmw.protocols.delegation import is_authorization_details
 
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL = 5  # RFC 8628 §3.2
 SLOW_DOWN_STEP = 5  # RFC 8628 §3.5
 MAX_BACKOFF_INTERVAL = 60.0
-
-TokenSource = Callable[[], str]
 
 
 @frozen
@@ -207,9 +214,7 @@ def parse_token_response(response: HttpResponse) -> TokenResponse:
     if refresh is not None and (not isinstance(refresh, str) or not refresh):
         raise ResponseInvalid("refresh_token must be a non-empty string")
     details = body.get("authorization_details", [])
-    if not isinstance(details, list) or not all(
-        isinstance(entry, dict) and isinstance(entry.get("type"), str) for entry in details
-    ):
+    if not is_authorization_details(details):
         raise ResponseInvalid("authorization_details must be an array of objects with a type")
     return TokenResponse(
         access_token=access,
@@ -238,6 +243,14 @@ def parse_poll_response(response: HttpResponse) -> PollResult:
 # -- flows --------------------------------------------------------------------------------------
 
 
+def _post_form(
+    url: str, form: Iterable[tuple[str, str]], token: TokenSource, policy: RetryPolicy
+) -> Flow[HttpResponse]:
+    """POST `form` to an OAuth endpoint, a fresh personal-agent JWT each attempt. Not resent
+    once it may have been delivered: each request may spend a device or refresh token."""
+    return exchange(lambda: oauth_request(url, form, bearer=token()), policy, idempotent=False)
+
+
 def start_flow(
     scheme: DelegationScheme,
     token: TokenSource,
@@ -254,11 +267,7 @@ def start_flow(
         # RFC 9396 §6: one form field holding the JSON array.
         entries = [dict(entry) for entry in authorization_details]
         form += (("authorization_details", json_dumps(entries).decode("utf-8")),)
-    response = yield from exchange(
-        lambda: oauth_request(scheme.device_authorization_url, form, bearer=token()),
-        policy,
-        idempotent=False,
-    )
+    response = yield from _post_form(scheme.device_authorization_url, form, token, policy)
     return parse_device_authorization(response, scopes=wanted, now=clock())
 
 
@@ -275,9 +284,7 @@ def poll_flow(
         ("device_code", device_code),
         ("client_id", client_id),
     )
-    response = yield from exchange(
-        lambda: oauth_request(scheme.token_url, form, bearer=token()), policy, idempotent=False
-    )
+    response = yield from _post_form(scheme.token_url, form, token, policy)
     return parse_poll_response(response)
 
 
@@ -330,9 +337,7 @@ def refresh_flow(
         ("refresh_token", refresh_token),
         ("client_id", client_id),
     )
-    response = yield from exchange(
-        lambda: oauth_request(scheme.refresh_url, form, bearer=token()), policy, idempotent=False
-    )
+    response = yield from _post_form(scheme.refresh_url, form, token, policy)
     return parse_token_response(response)
 
 
@@ -518,7 +523,6 @@ __all__ = [
     "PollResult",
     "PollStatus",
     "TokenResponse",
-    "TokenSource",
     "oauth_error_for",
     "oauth_request",
     "parse_device_authorization",

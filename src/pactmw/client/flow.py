@@ -19,7 +19,6 @@ from pactmw.client.errors import NetworkError, RateLimited
 from pactmw.client.http import HttpRequest, HttpResponse
 from pactmw.client.transport import AsyncTransport, Transport
 from pactmw.core.drive import adrive, drive
-from pactmw.core.fetch import retry_after as parse_retry_after
 
 T = TypeVar("T")
 
@@ -33,6 +32,10 @@ class Sleep:
 
 Effect = HttpRequest | Sleep
 Flow = Generator[Effect, Any, T]
+
+#: A fresh personal-agent JWT per call (`AgentSigner.for_user(...)`): every attempt of a
+#: request is signed anew.
+TokenSource = Callable[[], str]
 
 
 @frozen
@@ -64,15 +67,6 @@ class RetryPolicy:
         return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
 
 
-def retry_after(response: HttpResponse, *, now: float | None = None) -> float | None:
-    """The `Retry-After` of a response in seconds (delta-seconds or an HTTP-date), or None.
-
-    An HTTP-date is measured against the response's own `Date` header when it has one, so the
-    client's clock skew does not matter; otherwise against `now` (default: the wall clock).
-    """
-    return parse_retry_after(response.header("retry-after"), date=response.header("date"), now=now)
-
-
 def exchange(
     build: Callable[[], HttpRequest], policy: RetryPolicy, *, idempotent: bool
 ) -> Flow[HttpResponse]:
@@ -96,7 +90,7 @@ def exchange(
         if response.status != 429:
             return response
         # 429 means the request was refused before it ran (RFC 6585), so resending is safe.
-        delay = retry_after(response)
+        delay = response.retry_after()
         if throttled >= policy.rate_limit_retries or (
             delay is not None and delay > policy.max_retry_after
         ):
@@ -148,8 +142,8 @@ __all__ = [
     "Flow",
     "RetryPolicy",
     "Sleep",
+    "TokenSource",
     "exchange",
-    "retry_after",
     "run_async",
     "run_sync",
 ]

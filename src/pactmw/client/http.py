@@ -21,6 +21,7 @@ from attrs import field, frozen
 from pactmw.client.errors import ResponseInvalid, URLRefused
 from pactmw.core.encoding import is_ascii_digits, json_loads
 from pactmw.core.errors import MalformedInput, PactmwError
+from pactmw.core.fetch import retry_after
 
 #: Answers larger than this are cut off as a failure (cards, replies, tokens are small).
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -65,6 +66,15 @@ class HttpResponse:
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+    def retry_after(self, *, now: float | None = None) -> float | None:
+        """The `Retry-After` in seconds (delta-seconds or an HTTP-date), or None.
+
+        An HTTP-date is measured against the response's own `Date` header when it has one, so
+        the client's clock skew does not matter; otherwise against `now` (default: the wall
+        clock).
+        """
+        return retry_after(self.header("retry-after"), date=self.header("date"), now=now)
 
     def json(self) -> Any:
         """The body as strict JSON (no duplicate keys, no NaN); `ResponseInvalid` otherwise."""
@@ -223,13 +233,8 @@ class ResponseParser:
         if self._state == "head":
             return self._parse_head()
         if self._mode == "length":
-            take = min(self._remaining, len(self._buffer))
-            self._append(bytes(self._buffer[:take]))
-            del self._buffer[:take]
-            self._remaining -= take
-            if self._remaining == 0:
+            if self._take_remaining() == 0:
                 self._state = "done"
-                return False
             return False
         if self._mode == "chunked":
             return self._parse_chunk()
@@ -305,11 +310,7 @@ class ResponseParser:
             self._chunk_state = "data" if self._remaining else "trailer"
             return True
         if self._chunk_state == "data":
-            take = min(self._remaining, len(self._buffer))
-            self._append(bytes(self._buffer[:take]))
-            del self._buffer[:take]
-            self._remaining -= take
-            if self._remaining:
+            if self._take_remaining():
                 return False
             self._chunk_state = "crlf"
             return True
@@ -332,6 +333,15 @@ class ResponseParser:
             self._state = "done"
             return False
         return True
+
+    def _take_remaining(self) -> int:
+        """Move what the buffer holds of the `_remaining` body bytes (a Content-Length body
+        or a chunk) to the body; how many are still to come."""
+        take = min(self._remaining, len(self._buffer))
+        self._append(bytes(self._buffer[:take]))
+        del self._buffer[:take]
+        self._remaining -= take
+        return self._remaining
 
     def _append(self, data: bytes) -> None:
         self._body += data

@@ -42,7 +42,7 @@ from pactmw.client._parafe_wire import (
     register_request,
 )
 from pactmw.client.errors import NetworkError, ResponseInvalid
-from pactmw.client.flow import Flow, Sleep, retry_after, run_async, run_sync
+from pactmw.client.flow import Flow, Sleep, run_async, run_sync
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_loopback_host
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps
@@ -94,7 +94,7 @@ def _exchange(
         else:
             if retry is None:
                 return response
-            delay = retry_after(response)
+            delay = response.retry_after()
             wait = retry.wait(
                 attempt, status=response.status, idempotent=idempotent, retry_after=delay
             )

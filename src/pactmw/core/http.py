@@ -12,8 +12,10 @@ from pactmw.core.errors import AuthenticationFailed
 #: one definition: routing, the adapters' default guarded prefix and interface URLs use it.
 PROVIDER_MOUNT = "/a2a/"
 
-#: The header that carries a PACT delegation token (lower case, as `Request.headers` are).
-DELEGATION_HEADER = "x-a2a-user-delegation"
+#: The header that carries a PACT delegation token, as clients send it (`Request` looks
+#: headers up case-insensitively).
+DELEGATION_HEADER = "X-A2A-User-Delegation"
+_DELEGATION_KEY = DELEGATION_HEADER.lower()
 
 
 @frozen
@@ -31,11 +33,13 @@ class Request:
     client: str | None = None
 
     def header(self, name: str) -> str | None:
-        """The single value of a header (None when missing or repeated)."""
+        """The single value of a header, any case (None when missing or repeated)."""
+        name = name.lower()
         return single_header(value for key, value in self.headers if key == name)
 
     def has_header(self, name: str) -> bool:
-        """Whether the header appears at all (once or more)."""
+        """Whether the header appears at all (once or more), any case."""
+        name = name.lower()
         return any(key == name for key, _ in self.headers)
 
     def delegation_token(self) -> str | None:
@@ -44,7 +48,7 @@ class Request:
         A repeated delegation header is ambiguous, so it is treated as a malformed token (a
         401 `invalid_token`), never as "no delegation" and never by picking one.
         """
-        values = [value for key, value in self.headers if key == DELEGATION_HEADER]
+        values = [value for key, value in self.headers if key == _DELEGATION_KEY]
         if not values:
             return None
         return values[0] if len(values) == 1 else ""

@@ -39,6 +39,11 @@ class DemoFailed(PactmwError):
     """A step did not behave as PACT 1.0 says; the message says what was expected."""
 
 
+def acme_card_url(base_url: str) -> str:
+    """Where the demo's Provider serves Acme's Agent Card, as a personal agent is told."""
+    return f"{base_url}/a2a/{BRAND_ID}/.well-known/agent-card.json"
+
+
 def expect(condition: bool, message: str) -> None:
     if not condition:
         raise DemoFailed(message)
@@ -63,6 +68,7 @@ __all__ = [
     "SCOPES",
     "START_TIMEOUT",
     "DemoFailed",
+    "acme_card_url",
     "expect",
     "peek",
 ]

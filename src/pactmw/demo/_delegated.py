@@ -29,12 +29,12 @@ from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.jwk import KeySet
 from pactmw.demo._agent import PersonalAgent, Wire, refusal, reply_of, step_up_of
 from pactmw.demo._common import (
-    BRAND_ID,
     DEMO_USER,
     ISSUER,
     SCOPES,
     START_TIMEOUT,
     DemoFailed,
+    acme_card_url,
     expect,
     peek,
 )
@@ -54,7 +54,7 @@ class Authority:
 
 def read_authority(t: Transcript, wire: Wire, base_url: str) -> Authority:
     """Delegated authority on the card (§5.1), its RFC 8414 metadata and the keys."""
-    card = fetch_card(f"{base_url}/a2a/{BRAND_ID}/.well-known/agent-card.json", transport=wire)
+    card = fetch_card(acme_card_url(base_url), transport=wire)
     scheme = delegation_scheme(card)
     if scheme is None:
         raise DemoFailed("card: no oauth2SecurityScheme device-code flow (delegation)")

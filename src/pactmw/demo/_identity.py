@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pactmw.client import InvalidParams, card_interface_url, fetch_card
 from pactmw.demo._agent import PersonalAgent, refusal, reply_of
-from pactmw.demo._common import BRAND_ID, expect
+from pactmw.demo._common import acme_card_url, expect
 from pactmw.demo._server import bot_runs
 from pactmw.demo._transcript import Transcript
 
@@ -26,7 +26,7 @@ class IdentityPart:
     def read_card(self, base_url: str) -> str:
         """Fetch and check the card; return the HTTP+JSON 1.0 interface URL."""
         t, wire = self.t, self.agent.wire
-        card_url = f"{base_url}/a2a/{BRAND_ID}/.well-known/agent-card.json"
+        card_url = acme_card_url(base_url)
         card = fetch_card(card_url, transport=wire)
         # Personal agents pick the interface by binding and version, not by position.
         interface = card_interface_url(card)

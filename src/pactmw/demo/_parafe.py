@@ -10,7 +10,7 @@ from pactmw.client import MessageReply, fetch_card
 from pactmw.core.fetch import FetchPolicy
 from pactmw.demo._agent import PersonalAgent, reply_of
 from pactmw.demo._broker import PARAFE_SCOPE, DemoBroker
-from pactmw.demo._common import BRAND_ID, DemoFailed, expect
+from pactmw.demo._common import DemoFailed, acme_card_url, expect
 from pactmw.demo._transcript import Transcript
 from pactmw.protocols.parafe import (
     EXTENSION_URI,
@@ -38,7 +38,7 @@ def parafe_turn(
 ) -> None:
     """One Parafé-verified action and its receipt, then the same proof replayed."""
     wire = agent.wire
-    card = fetch_card(f"{base_url}/a2a/{BRAND_ID}/.well-known/agent-card.json", transport=wire)
+    card = fetch_card(acme_card_url(base_url), transport=wire)
     entry = parse_card_extension(dict(card.raw))
     if entry is None:
         raise DemoFailed("card: no Parafé entry in capabilities.extensions")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 from attrs import field, frozen
 
@@ -106,6 +106,15 @@ def mint_access_token(
     return sign_compact(claims, key, typ=ACCESS_TOKEN_TYP)
 
 
+def is_authorization_details(value: Any) -> TypeGuard[list[dict[str, Any]]]:
+    """Whether `value` has the shape of RFC 9396 `authorization_details`: a JSON array of
+    objects, each with a string `type` (§2). Empty passes; which types a Brand accepts, and
+    what each must carry, is the Provider's rule."""
+    return isinstance(value, list) and all(
+        isinstance(entry, dict) and isinstance(entry.get("type"), str) for entry in value
+    )
+
+
 def parse_delegation_header(value: str | None) -> str:
     """The token of `X-A2A-User-Delegation: Bearer <token>`."""
     parts = (value or "").split()
@@ -156,9 +165,7 @@ def verify_access_token(
     if claims.get("client_id") != client_id:
         raise DelegationRejected("wrong_client")
     details = claims.get("authorization_details", [])
-    if not isinstance(details, list) or not all(
-        isinstance(entry, dict) and isinstance(entry.get("type"), str) for entry in details
-    ):
+    if not is_authorization_details(details):
         raise DelegationRejected("bad_claims")
     return Delegation(
         account=account,
@@ -345,6 +352,7 @@ __all__ = [
     "SigningKeys",
     "args_hash",
     "authorization_server_issuer",
+    "is_authorization_details",
     "iso_timestamp",
     "mint_access_token",
     "mint_login_assertion",
