@@ -17,6 +17,7 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
+from pactmw.adapters._common import instance_or_none
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
@@ -154,8 +155,7 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
 
 def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
-    found = conn.scope.get(SCOPE_KEY)
-    return found if isinstance(found, PersonalAgent) else None
+    return instance_or_none(conn.scope.get(SCOPE_KEY), PersonalAgent)
 
 
 __all__ = [

@@ -20,6 +20,7 @@ from pactmw.core.errors import MissingExtra
 if find_spec("werkzeug") is None:
     raise MissingExtra("pactmw.adapters.wsgi", "Werkzeug", "wsgi")
 
+from pactmw.adapters._common import instance_or_none
 from pactmw.adapters._wsgi_http import (
     body_reader,
     neutral_request,
@@ -200,14 +201,12 @@ def _with_receipts(
 
 def current_parafe(environ: WSGIEnvironment) -> ParafeTurn | None:
     """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
-    found = environ.get(PARAFE_KEY)
-    return found if isinstance(found, ParafeTurn) else None
+    return instance_or_none(environ.get(PARAFE_KEY), ParafeTurn)
 
 
 def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
-    found = environ.get(ENVIRON_KEY)
-    return found if isinstance(found, PersonalAgent) else None
+    return instance_or_none(environ.get(ENVIRON_KEY), PersonalAgent)
 
 
 class A2AProviderApp:
@@ -267,8 +266,7 @@ def poppy_session_required(
 
 def current_poppy_caller(environ: WSGIEnvironment) -> PoppyCaller | None:
     """The Poppy caller behind `poppy_session_required` (None elsewhere)."""
-    found = environ.get(POPPY_ENVIRON_KEY)
-    return found if isinstance(found, PoppyCaller) else None
+    return instance_or_none(environ.get(POPPY_ENVIRON_KEY), PoppyCaller)
 
 
 def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
