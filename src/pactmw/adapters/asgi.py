@@ -36,7 +36,7 @@ from pactmw.adapters._asgi_http import (
     wrap_endpoint,
 )
 from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
-from pactmw.adapters._common import instance_or_none
+from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -46,7 +46,6 @@ from pactmw.adapters._starlette_auth import (
     attach,
     auth_scopes,
     current_personal_agent,
-    make_guard,
     on_auth_error,
     requires,
 )

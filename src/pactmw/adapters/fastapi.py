@@ -38,7 +38,8 @@ from fastapi.security.base import SecurityBase
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._starlette_auth import attach, current_personal_agent, make_guard
+from pactmw.adapters._common import make_guard
+from pactmw.adapters._starlette_auth import attach, current_personal_agent
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent

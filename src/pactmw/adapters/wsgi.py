@@ -20,7 +20,7 @@ from pactmw.core.errors import MissingExtra
 if find_spec("werkzeug") is None:
     raise MissingExtra("pactmw.adapters.wsgi", "Werkzeug", "wsgi")
 
-from pactmw.adapters._common import instance_or_none
+from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._wsgi_http import (
     body_reader,
     neutral_request,
@@ -35,7 +35,6 @@ from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
-    Guard,
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
@@ -75,12 +74,7 @@ class PersonalAgentMiddleware:
         delegation_brand: str | None = None,
     ) -> None:
         self.app = app
-        self.guard = Guard(
-            verifier,
-            provider=delegation_provider,
-            delegation_brand=delegation_brand,
-            protect_prefix=path_prefix,
-        )
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.guard.protects(wsgi_path(environ)):
@@ -102,7 +96,7 @@ def personal_agent_required(
     middleware does (identity, then a delegation when one is sent). With `optional`, a
     request without `Authorization` runs too (`current_personal_agent` is None); a token
     that is sent is still checked."""
-    guard = Guard(verifier, provider=delegation_provider, delegation_brand=delegation_brand)
+    guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     def decorate(app: WSGIView) -> WSGIView:
         @functools.wraps(app)
