@@ -29,6 +29,7 @@ from pactmw.adapters._wsgi_http import (
     wsgi_path,
 )
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
@@ -85,6 +86,26 @@ class PersonalAgentMiddleware:
         return self.app(environ, start_response)
 
 
+def _checked_first(
+    check: Callable[[WSGIEnvironment], Response | None],
+) -> Callable[[WSGIView], WSGIView]:
+    """A decorator that runs `check` before the application: a response it returns (a
+    refusal) answers instead, and the application never runs."""
+
+    def decorate(app: WSGIView) -> WSGIView:
+        @functools.wraps(app)
+        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            refusal = check(environ)
+            if refusal is not None:
+                return respond(refusal, start_response)
+            result: Iterable[bytes] = app(environ, start_response)
+            return result
+
+        return wrapper
+
+    return decorate
+
+
 def personal_agent_required(
     verifier: IdentityVerifier,
     *,
@@ -98,40 +119,30 @@ def personal_agent_required(
     that is sent is still checked."""
     guard = make_guard(verifier, delegation_provider, delegation_brand)
 
-    def decorate(app: WSGIView) -> WSGIView:
-        @functools.wraps(app)
-        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            if not isinstance(environ.get(ENVIRON_KEY), PersonalAgent):
-                try:
-                    request = neutral_request(environ)
-                    environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
-                except AuthenticationFailed as exc:
-                    return respond(refusal_response(exc), start_response)
-            result: Iterable[bytes] = app(environ, start_response)
-            return result
+    def check(environ: WSGIEnvironment) -> Response | None:
+        if not isinstance(environ.get(ENVIRON_KEY), PersonalAgent):
+            try:
+                request = neutral_request(environ)
+                environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
+            except AuthenticationFailed as exc:
+                return refusal_response(exc)
+        return None
 
-        return wrapper
-
-    return decorate
+    return _checked_first(check)
 
 
 def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application behind the middleware (or `personal_agent_required`) so
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
-    def decorate(app: WSGIView) -> WSGIView:
-        @functools.wraps(app)
-        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            try:
-                require_scopes(current_personal_agent(environ), scopes)
-            except (AuthenticationFailed, InsufficientScope) as exc:
-                return respond(refusal_response(exc), start_response)
-            result: Iterable[bytes] = app(environ, start_response)
-            return result
+    def check(environ: WSGIEnvironment) -> Response | None:
+        try:
+            require_scopes(current_personal_agent(environ), scopes)
+        except (AuthenticationFailed, InsufficientScope) as exc:
+            return refusal_response(exc)
+        return None
 
-        return wrapper
-
-    return decorate
+    return _checked_first(check)
 
 
 def parafe_action(
@@ -242,20 +253,15 @@ def poppy_session_required(
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`."""
 
-    def decorate(app: WSGIView) -> WSGIView:
-        @functools.wraps(app)
-        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            try:
-                caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
-            except PoppyError as exc:
-                return respond(error_response(exc), start_response)
-            environ[POPPY_ENVIRON_KEY] = caller
-            result: Iterable[bytes] = app(environ, start_response)
-            return result
+    def check(environ: WSGIEnvironment) -> Response | None:
+        try:
+            caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
+        except PoppyError as exc:
+            return error_response(exc)
+        environ[POPPY_ENVIRON_KEY] = caller
+        return None
 
-        return wrapper
-
-    return decorate
+    return _checked_first(check)
 
 
 def current_poppy_caller(environ: WSGIEnvironment) -> PoppyCaller | None:
