@@ -5,25 +5,16 @@ this group to `app.cli`)."""
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 from flask.cli import AppGroup
 
 from pactmw.core.errors import PactmwError
-from pactmw.provider.agent_admin import (
-    Outcome,
-    add_agent,
-    agent_json,
-    agents_table,
-    list_agents,
-    remove_agent,
-    run_cleanup,
-    set_enabled,
-)
-from pactmw.provider.grant_admin import grant_json, grants_table, revoke_account, revoke_one
+from pactmw.provider import agent_admin, grant_admin
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -58,7 +49,16 @@ def _failure(message: str, status: int) -> click.ClickException:
     return _Refused(message) if status == 2 else click.ClickException(message)
 
 
-def _report(outcome: Outcome) -> None:
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """A store that fails is exit status 1 with what it said, as the other commands do."""
+    try:
+        yield
+    except StoreError as exc:
+        raise click.ClickException(f"store: {exc}") from exc
+
+
+def _report(outcome: agent_admin.Outcome) -> None:
     if outcome.error is not None:
         raise _failure(outcome.error, outcome.status)
     for line in outcome.lines:
@@ -75,16 +75,13 @@ def list_grants(
 ) -> None:
     """List the grants (live ones unless --all), newest first."""
     now = time.time()
-    try:
+    with _store_errors():
         grants = _provider().store.list_grants(
             brand_id=brand, account=account, include_inactive=include_inactive, now=now
         )
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
-    if as_json:
-        click.echo(json.dumps([grant_json(grant, now) for grant in grants], indent=2))
-    else:
-        click.echo(grants_table(grants, now, include_inactive=include_inactive))
+    click.echo(
+        grant_admin.grants_listing(grants, now, include_inactive=include_inactive, as_json=as_json)
+    )
 
 
 @grants_cli.command("revoke")
@@ -93,21 +90,18 @@ def list_grants(
 @click.option("--brand", metavar="B", help="with --account: only the grants at Brand B")
 def revoke_grants(grant_id: str | None, account: str | None, brand: str | None) -> None:
     """Revoke a grant by id, or every live grant of an account."""
-    if (grant_id is None) == (account is None):
-        raise click.UsageError("give either a GRANT_ID or --account A")
-    if brand is not None and account is None:
-        raise click.UsageError("--brand goes with --account (a GRANT_ID names one grant)")
+    problem = grant_admin.revoke_usage_problem(grant_id, account, brand)
+    if problem is not None:
+        raise click.UsageError(problem)
     provider = _provider()
     if provider.oauth is None:
         raise click.ClickException("no Brand in PACTMW offers delegation: no grants")
-    try:
+    with _store_errors():
         if grant_id is not None:
-            done = revoke_one(provider, provider.store, grant_id)
+            done = grant_admin.revoke_one(provider, provider.store, grant_id)
         else:
             assert account is not None
-            done = revoke_account(provider, account, brand)
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
+            done = grant_admin.revoke_account(provider, account, brand)
     if done.nothing is not None:
         raise click.ClickException(done.nothing)
     for line in done.lines:
@@ -118,14 +112,9 @@ def revoke_grants(grant_id: str | None, account: str | None, brand: str | None) 
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 def list_agents_command(as_json: bool) -> None:
     """List the configured and added agents, by issuer."""
-    try:
-        entries = list_agents(_provider())
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
-    if as_json:
-        click.echo(json.dumps([agent_json(entry) for entry in entries], indent=2))
-    else:
-        click.echo(agents_table(entries))
+    with _store_errors():
+        entries = agent_admin.list_agents(_provider())
+    click.echo(agent_admin.agents_listing(entries, as_json=as_json))
 
 
 @agents_cli.command("add")
@@ -135,19 +124,17 @@ def list_agents_command(as_json: bool) -> None:
 def add_agent_command(issuer: str, jwks_uri: str, name: str) -> None:
     """Add a personal agent at runtime: ISSUER (the iss of its tokens) and JWKS_URI."""
     provider = _provider()
-    try:
-        done = add_agent(provider, issuer=issuer, jwks_uri=jwks_uri, name=name, now=time.time())
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
+    with _store_errors():
+        done = agent_admin.add_agent(
+            provider, issuer=issuer, jwks_uri=jwks_uri, name=name, now=time.time()
+        )
     _report(done)
 
 
 def _switch(issuer: str, enabled: bool) -> None:
     provider = _provider()
-    try:
-        done = set_enabled(provider, issuer, enabled)
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
+    with _store_errors():
+        done = agent_admin.set_enabled(provider, issuer, enabled)
     _report(done)
 
 
@@ -170,10 +157,8 @@ def allow_agent_command(issuer: str) -> None:
 def remove_agent_command(issuer: str) -> None:
     """Remove an agent added at runtime."""
     provider = _provider()
-    try:
-        done = remove_agent(provider, issuer)
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
+    with _store_errors():
+        done = agent_admin.remove_agent(provider, issuer)
     _report(done)
 
 
@@ -181,10 +166,8 @@ def remove_agent_command(issuer: str) -> None:
 def cleanup_command() -> None:
     """Delete expired state, and conversations past retention_days, from the store."""
     provider = _provider()
-    try:
-        done = run_cleanup(provider, time.time())
-    except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
+    with _store_errors():
+        done = agent_admin.run_cleanup(provider, time.time())
     for line in done.lines:
         click.echo(line)
 

@@ -17,10 +17,11 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
+from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import Guard, is_other_credential, refusal_response, require_scopes
+from pactmw.provider.guard import is_other_credential, refusal_response, require_scopes
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -64,20 +65,6 @@ def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
     scope[SCOPE_KEY] = personal_agent
     scope["user"] = PersonalAgentUser(personal_agent)
     scope["auth"] = AuthCredentials(auth_scopes(personal_agent))
-
-
-def make_guard(
-    verifier: IdentityVerifier,
-    delegation_provider: Provider | None,
-    delegation_brand: str | None,
-    path_prefix: str | None = None,
-) -> Guard:
-    return Guard(
-        verifier,
-        provider=delegation_provider,
-        delegation_brand=delegation_brand,
-        protect_prefix=path_prefix,
-    )
 
 
 class PersonalAgentAuthError(AuthenticationError, PactmwError):
@@ -154,8 +141,7 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
 
 def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
-    found = conn.scope.get(SCOPE_KEY)
-    return found if isinstance(found, PersonalAgent) else None
+    return instance_or_none(conn.scope.get(SCOPE_KEY), PersonalAgent)
 
 
 __all__ = [
@@ -167,7 +153,6 @@ __all__ = [
     "attach",
     "auth_scopes",
     "current_personal_agent",
-    "make_guard",
     "on_auth_error",
     "requires",
 ]

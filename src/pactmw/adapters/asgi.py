@@ -36,6 +36,7 @@ from pactmw.adapters._asgi_http import (
     wrap_endpoint,
 )
 from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
+from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -45,7 +46,6 @@ from pactmw.adapters._starlette_auth import (
     attach,
     auth_scopes,
     current_personal_agent,
-    make_guard,
     on_auth_error,
     requires,
 )
@@ -199,14 +199,12 @@ def poppy_session_required(
 
 def current_poppy_caller(conn: HTTPConnection) -> PoppyCaller | None:
     """The Poppy caller of a request behind `poppy_session_required` (None elsewhere)."""
-    found = conn.scope.get(POPPY_KEY)
-    return found if isinstance(found, PoppyCaller) else None
+    return instance_or_none(conn.scope.get(POPPY_KEY), PoppyCaller)
 
 
 def current_parafe(conn: HTTPConnection) -> ParafeTurn | None:
     """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
-    found = conn.scope.get(PARAFE_KEY)
-    return found if isinstance(found, ParafeTurn) else None
+    return instance_or_none(conn.scope.get(PARAFE_KEY), ParafeTurn)
 
 
 __all__ = [

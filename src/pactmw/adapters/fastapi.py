@@ -38,7 +38,8 @@ from fastapi.security.base import SecurityBase
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._starlette_auth import attach, current_personal_agent, make_guard
+from pactmw.adapters._common import make_guard
+from pactmw.adapters._starlette_auth import attach, current_personal_agent
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -49,14 +50,23 @@ from pactmw.provider.guard import refusal_response, require_scopes
 from pactmw.provider.poppy import PoppyCaller
 
 
-class PersonalAgentRefused(HTTPException, PactmwError):
+class _Refused(HTTPException, PactmwError):
+    """A refusal as FastAPI's `HTTPException` (its status, `detail` and the protocol's
+    `WWW-Authenticate`, for FastAPI's own handler), carrying pactmw's complete answer in
+    `response` for `EXCEPTION_HANDLERS`, which send it as every adapter does."""
+
+    def __init__(self, response: Response, detail: str) -> None:
+        self.response = response
+        headers = {k: v for k, v in response.headers if k.lower() == "www-authenticate"}
+        super().__init__(status_code=response.status, detail=detail, headers=headers)
+
+
+class PersonalAgentRefused(_Refused):
     """A refused caller: `status_code` 401 or 403, the protocol's `WWW-Authenticate`, and
     `reason` (`missing_token`, `expired`, `insufficient_scope`, ...)."""
 
     def __init__(self, failure: AuthenticationFailed | InsufficientScope) -> None:
-        self.response: Response = refusal_response(failure)
-        headers = {k: v for k, v in self.response.headers if k.lower() == "www-authenticate"}
-        super().__init__(status_code=self.response.status, detail=failure.reason, headers=headers)
+        super().__init__(refusal_response(failure), failure.reason)
         self.reason = failure.reason
 
 
@@ -66,14 +76,12 @@ async def refusal_handler(request: Request, exc: Exception) -> StarletteResponse
     return to_starlette(exc.response)
 
 
-class PoppySessionRefused(HTTPException, PactmwError):
+class PoppySessionRefused(_Refused):
     """A refused Poppy Session: `status_code` 400, 401 or 403, `error` the protocol's code;
     `response` is Poppy's complete answer (JSON body, `WWW-Authenticate: DPoP`)."""
 
     def __init__(self, refusal: PoppyError) -> None:
-        self.response: Response = error_response(refusal)
-        headers = {k: v for k, v in self.response.headers if k.lower() == "www-authenticate"}
-        super().__init__(status_code=refusal.status, detail=refusal.error, headers=headers)
+        super().__init__(error_response(refusal), refusal.error)
         self.error = refusal.error
 
 

@@ -30,6 +30,7 @@ if find_spec("flask") is None:
 from flask import Flask, current_app, g, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from pactmw.adapters._common import instance_or_none
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
@@ -151,8 +152,7 @@ def _guard_prefix() -> WerkzeugResponse | None:
 
 def current_personal_agent() -> PersonalAgent | None:
     """The verified caller of the current request, or None (not verified, or anonymous)."""
-    found = g.get(_G_KEY)
-    return found if isinstance(found, PersonalAgent) else None
+    return instance_or_none(g.get(_G_KEY), PersonalAgent)
 
 
 @overload
@@ -237,8 +237,7 @@ def parafe_action(
 
 def current_parafe() -> ParafeTurn | None:
     """The Parafé turn of the current request behind `parafe_action`."""
-    found = g.get(_G_PARAFE)
-    return found if isinstance(found, ParafeTurn) else None
+    return instance_or_none(g.get(_G_PARAFE), ParafeTurn)
 
 
 def get_verifier() -> IdentityVerifier:
@@ -288,8 +287,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
 
 def current_poppy_caller() -> PoppyCaller | None:
     """The Poppy caller of the current request behind `poppy_session_required`."""
-    found = g.get("pactmw_poppy_caller")
-    return found if isinstance(found, PoppyCaller) else None
+    return instance_or_none(g.get("pactmw_poppy_caller"), PoppyCaller)
 
 
 def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:

@@ -20,6 +20,7 @@ from pactmw.core.errors import MissingExtra
 if find_spec("werkzeug") is None:
     raise MissingExtra("pactmw.adapters.wsgi", "Werkzeug", "wsgi")
 
+from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._wsgi_http import (
     body_reader,
     neutral_request,
@@ -28,13 +29,13 @@ from pactmw.adapters._wsgi_http import (
     wsgi_path,
 )
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
-    Guard,
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
@@ -74,12 +75,7 @@ class PersonalAgentMiddleware:
         delegation_brand: str | None = None,
     ) -> None:
         self.app = app
-        self.guard = Guard(
-            verifier,
-            provider=delegation_provider,
-            delegation_brand=delegation_brand,
-            protect_prefix=path_prefix,
-        )
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.guard.protects(wsgi_path(environ)):
@@ -88,6 +84,26 @@ class PersonalAgentMiddleware:
             except AuthenticationFailed as exc:
                 return respond(refusal_response(exc), start_response)
         return self.app(environ, start_response)
+
+
+def _checked_first(
+    check: Callable[[WSGIEnvironment], Response | None],
+) -> Callable[[WSGIView], WSGIView]:
+    """A decorator that runs `check` before the application: a response it returns (a
+    refusal) answers instead, and the application never runs."""
+
+    def decorate(app: WSGIView) -> WSGIView:
+        @functools.wraps(app)
+        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            refusal = check(environ)
+            if refusal is not None:
+                return respond(refusal, start_response)
+            result: Iterable[bytes] = app(environ, start_response)
+            return result
+
+        return wrapper
+
+    return decorate
 
 
 def personal_agent_required(
@@ -101,42 +117,32 @@ def personal_agent_required(
     middleware does (identity, then a delegation when one is sent). With `optional`, a
     request without `Authorization` runs too (`current_personal_agent` is None); a token
     that is sent is still checked."""
-    guard = Guard(verifier, provider=delegation_provider, delegation_brand=delegation_brand)
+    guard = make_guard(verifier, delegation_provider, delegation_brand)
 
-    def decorate(app: WSGIView) -> WSGIView:
-        @functools.wraps(app)
-        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            if not isinstance(environ.get(ENVIRON_KEY), PersonalAgent):
-                try:
-                    request = neutral_request(environ)
-                    environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
-                except AuthenticationFailed as exc:
-                    return respond(refusal_response(exc), start_response)
-            result: Iterable[bytes] = app(environ, start_response)
-            return result
+    def check(environ: WSGIEnvironment) -> Response | None:
+        if not isinstance(environ.get(ENVIRON_KEY), PersonalAgent):
+            try:
+                request = neutral_request(environ)
+                environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
+            except AuthenticationFailed as exc:
+                return refusal_response(exc)
+        return None
 
-        return wrapper
-
-    return decorate
+    return _checked_first(check)
 
 
 def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application behind the middleware (or `personal_agent_required`) so
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
-    def decorate(app: WSGIView) -> WSGIView:
-        @functools.wraps(app)
-        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            try:
-                require_scopes(current_personal_agent(environ), scopes)
-            except (AuthenticationFailed, InsufficientScope) as exc:
-                return respond(refusal_response(exc), start_response)
-            result: Iterable[bytes] = app(environ, start_response)
-            return result
+    def check(environ: WSGIEnvironment) -> Response | None:
+        try:
+            require_scopes(current_personal_agent(environ), scopes)
+        except (AuthenticationFailed, InsufficientScope) as exc:
+            return refusal_response(exc)
+        return None
 
-        return wrapper
-
-    return decorate
+    return _checked_first(check)
 
 
 def parafe_action(
@@ -200,14 +206,12 @@ def _with_receipts(
 
 def current_parafe(environ: WSGIEnvironment) -> ParafeTurn | None:
     """The Parafé turn of a request behind `parafe_action` (`.consent`, `.complete`)."""
-    found = environ.get(PARAFE_KEY)
-    return found if isinstance(found, ParafeTurn) else None
+    return instance_or_none(environ.get(PARAFE_KEY), ParafeTurn)
 
 
 def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
     """The verified caller of this request, or None."""
-    found = environ.get(ENVIRON_KEY)
-    return found if isinstance(found, PersonalAgent) else None
+    return instance_or_none(environ.get(ENVIRON_KEY), PersonalAgent)
 
 
 class A2AProviderApp:
@@ -249,26 +253,20 @@ def poppy_session_required(
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`."""
 
-    def decorate(app: WSGIView) -> WSGIView:
-        @functools.wraps(app)
-        def wrapper(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            try:
-                caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
-            except PoppyError as exc:
-                return respond(error_response(exc), start_response)
-            environ[POPPY_ENVIRON_KEY] = caller
-            result: Iterable[bytes] = app(environ, start_response)
-            return result
+    def check(environ: WSGIEnvironment) -> Response | None:
+        try:
+            caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
+        except PoppyError as exc:
+            return error_response(exc)
+        environ[POPPY_ENVIRON_KEY] = caller
+        return None
 
-        return wrapper
-
-    return decorate
+    return _checked_first(check)
 
 
 def current_poppy_caller(environ: WSGIEnvironment) -> PoppyCaller | None:
     """The Poppy caller behind `poppy_session_required` (None elsewhere)."""
-    found = environ.get(POPPY_ENVIRON_KEY)
-    return found if isinstance(found, PoppyCaller) else None
+    return instance_or_none(environ.get(POPPY_ENVIRON_KEY), PoppyCaller)
 
 
 def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:

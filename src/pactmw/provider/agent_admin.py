@@ -11,6 +11,7 @@ that store at its next request. Adding checks the issuer and the `jwks_uri` firs
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -152,6 +153,13 @@ def agents_table(entries: Sequence[AgentEntry]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
     )
+
+
+def agents_listing(entries: Sequence[AgentEntry], *, as_json: bool) -> str:
+    """What `agents list` prints: the agents as JSON (`--json`) or as the table."""
+    if as_json:
+        return json.dumps([agent_json(entry) for entry in entries], indent=2)
+    return agents_table(entries)
 
 
 # -- changes -------------------------------------------------------------------------------
@@ -351,6 +359,7 @@ __all__ = [
     "Source",
     "add_agent",
     "agent_json",
+    "agents_listing",
     "agents_table",
     "check_issuer",
     "list_agents",

@@ -7,6 +7,7 @@ Listing reads the store; revoking goes through the Provider, which emits the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -77,6 +78,26 @@ def grants_table(grants: Sequence[Grant], now: float, *, include_inactive: bool)
     )
 
 
+def grants_listing(
+    grants: Sequence[Grant], now: float, *, include_inactive: bool, as_json: bool
+) -> str:
+    """What `grants list` prints: the grants as JSON (`--json`) or as the table."""
+    if as_json:
+        return json.dumps([grant_json(grant, now) for grant in grants], indent=2)
+    return grants_table(grants, now, include_inactive=include_inactive)
+
+
+def revoke_usage_problem(
+    grant_id: str | None, account: str | None, brand: str | None
+) -> str | None:
+    """Why a `grants revoke` names no one thing to revoke (a usage error), or None."""
+    if (grant_id is None) == (account is None):
+        return "give either a GRANT_ID or --account A"
+    if brand is not None and account is None:
+        return "--brand goes with --account (a GRANT_ID names one grant)"
+    return None
+
+
 @frozen
 class Revocation:
     """What a revoke did: the lines to print, and why nothing was revoked (or None)."""
@@ -120,8 +141,10 @@ __all__ = [
     "Revocation",
     "format_time",
     "grant_json",
+    "grants_listing",
     "grants_table",
     "revoke_account",
     "revoke_one",
+    "revoke_usage_problem",
     "status",
 ]

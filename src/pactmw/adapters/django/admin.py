@@ -13,6 +13,7 @@ through the ORM. Conversations are read-only, and message text is shown only whe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django import forms
@@ -57,8 +58,21 @@ def _when(value: float | None) -> str:
     return format_time(value, TABLE_TIME) or "-"
 
 
-class _ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Nothing is added, changed or deleted through the ORM."""
+def _time_column(
+    field: str, description: str, *, sortable: bool = True
+) -> Callable[[Any, Any], str]:
+    """A list or detail column showing the time in `field` as the commands' tables do;
+    `sortable` columns sort by that field."""
+
+    @admin.display(description=description, ordering=field if sortable else None)
+    def column(admin_view: Any, obj: Any) -> str:
+        return _when(getattr(obj, field))
+
+    return column
+
+
+class _ReadOnly:
+    """Nothing is added, changed or deleted through the ORM (a mixin for admins and inlines)."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -70,10 +84,72 @@ class _ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
 
+class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A form whose change is one of the operators' functions (`agent_admin`): it runs while
+    the form is validated, so its refusal is the form's error in the commands' words, and
+    `outcome` says what it did for the admin to report."""
+
+    outcome: agent_admin.Outcome | None = None
+
+    def decide(self, data: dict[str, Any]) -> agent_admin.Outcome:
+        raise NotImplementedError
+
+    def validate_unique(self) -> None:
+        """The operators' function decides (an issuer already added is refused with its
+        date; blocking an agent twice says it already was)."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        outcome = self.decide(data)
+        if outcome.error is not None:
+            raise forms.ValidationError(outcome.error)
+        self.outcome = outcome
+        return data
+
+
+class _AgentSwitches(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Block or allow the selected agents (`agent_admin.set_enabled`, which every process
+    sees), and report what the operators' functions did; rows are never edited."""
+
+    actions = ("block_agents", "allow_agents")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        # The form's operators' function wrote the row while validating; say what it did.
+        if form.outcome is not None:
+            self._report(request, form.outcome)
+
+    def _report(self, request: HttpRequest, outcome: agent_admin.Outcome) -> None:
+        if outcome.error is not None:
+            self.message_user(request, outcome.error, messages.WARNING)
+        for line in outcome.lines:
+            self.message_user(request, line, messages.SUCCESS)
+
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Any], enabled: bool) -> None:
+        provider = get_provider()
+        for row in queryset:
+            outcome = agent_admin.set_enabled(provider, row.issuer, enabled)
+            self._report(request, outcome)
+            if outcome.error is None:
+                self.log_change(request, row, "allowed" if enabled else "blocked")
+
+    @admin.action(description="Block the selected agents")
+    def block_agents(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        self._set_enabled(request, queryset, False)
+
+    @admin.action(description="Allow the selected agents")
+    def allow_agents(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        self._set_enabled(request, queryset, True)
+
+
 # -- agents --------------------------------------------------------------------------------
 
 
-class RegisteredAgentForm(forms.ModelForm):  # type: ignore[type-arg]
+class RegisteredAgentForm(_DecidedForm):
     """Add a personal agent: the store records it only if `agent_admin.add_agent` accepts it
     (the issuer, the JWKS URL under the configured agents' rules, the name)."""
 
@@ -89,59 +165,35 @@ class RegisteredAgentForm(forms.ModelForm):  # type: ignore[type-arg]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["name"].required = False
-        self.outcome: agent_admin.Outcome | None = None
 
-    def validate_unique(self) -> None:
-        """The store decides (an issuer already added is refused with its date)."""
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if self.errors:
-            return data
-        outcome = agent_admin.add_agent(
+    def decide(self, data: dict[str, Any]) -> agent_admin.Outcome:
+        return agent_admin.add_agent(
             get_provider(),
             issuer=data.get("issuer", ""),
             jwks_uri=data.get("jwks_uri", ""),
             name=data.get("name") or "",
             now=time.time(),
         )
-        if outcome.error is not None:
-            raise forms.ValidationError(outcome.error)
-        self.outcome = outcome
-        return data
 
 
 @admin.register(RegisteredAgent)
-class RegisteredAgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class RegisteredAgentAdmin(_AgentSwitches):
     """Agents added at runtime, on top of the configured ones: add, block, allow, remove."""
 
     form = RegisteredAgentForm
     list_display = ("issuer", "name", "jwks_uri", "access", "added")
     search_fields = ("issuer", "name")
     ordering = ("issuer",)
-    actions = ("block_agents", "allow_agents")
+    added = _time_column("added_at", "added")
 
     @admin.display(description="access")
     def access(self, obj: RegisteredAgent) -> str:
         enabled = get_provider().store.agent_enabled(obj.issuer)
         return "blocked" if enabled is False else "allowed"
 
-    @admin.display(description="added", ordering="added_at")
-    def added(self, obj: RegisteredAgent) -> str:
-        return _when(obj.added_at)
-
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # An agent's issuer and keys are its identity: remove it and add it again instead.
         return () if obj is None else ("issuer", "jwks_uri", "name", "added_at")
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        # agent_admin.add_agent wrote the row while validating the form; say what it did.
-        outcome = form.outcome
-        for line in outcome.lines if outcome is not None else ():
-            self.message_user(request, line, messages.SUCCESS)
 
     def delete_model(self, request: HttpRequest, obj: RegisteredAgent) -> None:
         self._report(request, agent_admin.remove_agent(get_provider(), obj.issuer))
@@ -151,32 +203,8 @@ class RegisteredAgentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         for issuer in list(queryset.values_list("issuer", flat=True)):
             self._report(request, agent_admin.remove_agent(provider, issuer))
 
-    def _report(self, request: HttpRequest, outcome: agent_admin.Outcome) -> None:
-        if outcome.error is not None:
-            self.message_user(request, outcome.error, messages.WARNING)
-        for line in outcome.lines:
-            self.message_user(request, line, messages.SUCCESS)
 
-    def _set_enabled(
-        self, request: HttpRequest, queryset: QuerySet[RegisteredAgent], enabled: bool
-    ) -> None:
-        provider = get_provider()
-        for agent in queryset:
-            outcome = agent_admin.set_enabled(provider, agent.issuer, enabled)
-            self._report(request, outcome)
-            if outcome.error is None:
-                self.log_change(request, agent, "allowed" if enabled else "blocked")
-
-    @admin.action(description="Block the selected agents")
-    def block_agents(self, request: HttpRequest, queryset: QuerySet[RegisteredAgent]) -> None:
-        self._set_enabled(request, queryset, False)
-
-    @admin.action(description="Allow the selected agents")
-    def allow_agents(self, request: HttpRequest, queryset: QuerySet[RegisteredAgent]) -> None:
-        self._set_enabled(request, queryset, True)
-
-
-class AgentAccessForm(forms.ModelForm):  # type: ignore[type-arg]
+class AgentAccessForm(_DecidedForm):
     """Block or allow any configured or added agent by issuer (`agent_admin.set_enabled`)."""
 
     class Meta:
@@ -184,30 +212,19 @@ class AgentAccessForm(forms.ModelForm):  # type: ignore[type-arg]
         fields = ("issuer", "enabled")
         labels: ClassVar[dict[str, str]] = {"enabled": "Allowed (untick to block)"}
 
-    def validate_unique(self) -> None:
-        """Blocking an agent twice is fine: set_enabled says it already was."""
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if self.errors:
-            return data
-        outcome = agent_admin.set_enabled(
+    def decide(self, data: dict[str, Any]) -> agent_admin.Outcome:
+        return agent_admin.set_enabled(
             get_provider(), data.get("issuer", ""), bool(data.get("enabled"))
         )
-        if outcome.error is not None:
-            raise forms.ValidationError(outcome.error)
-        self.outcome = outcome
-        return data
 
 
 @admin.register(AgentOverride)
-class AgentAccessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AgentAccessAdmin(_AgentSwitches):
     """Which agents are blocked or allowed, configured ones included."""
 
     form = AgentAccessForm
     list_display = ("issuer", "access", "source")
     ordering = ("issuer",)
-    actions = ("block_agents", "allow_agents")
 
     @admin.display(description="access")
     def access(self, obj: AgentOverride) -> str:
@@ -220,43 +237,15 @@ class AgentAccessAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return "config"
         return "runtime" if provider.store.get_agent(obj.issuer) is not None else "-"
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a block is lifted by allowing, which every process sees
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        for line in form.outcome.lines:  # set_enabled wrote it while validating the form
-            self.message_user(request, line, messages.SUCCESS)
-
-    def _set_enabled(
-        self, request: HttpRequest, queryset: QuerySet[AgentOverride], enabled: bool
-    ) -> None:
-        provider = get_provider()
-        for override in queryset:
-            outcome = agent_admin.set_enabled(provider, override.issuer, enabled)
-            if outcome.error is not None:
-                self.message_user(request, outcome.error, messages.WARNING)
-                continue
-            self.log_change(request, override, "allowed" if enabled else "blocked")
-            for line in outcome.lines:
-                self.message_user(request, line, messages.SUCCESS)
-
-    @admin.action(description="Block the selected agents")
-    def block_agents(self, request: HttpRequest, queryset: QuerySet[AgentOverride]) -> None:
-        self._set_enabled(request, queryset, False)
-
-    @admin.action(description="Allow the selected agents")
-    def allow_agents(self, request: HttpRequest, queryset: QuerySet[AgentOverride]) -> None:
-        self._set_enabled(request, queryset, True)
 
 
 # -- grants --------------------------------------------------------------------------------
 
 
 @admin.register(Grant)
-class GrantAdmin(_ReadOnly):
+class GrantAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     """Delegation grants, filterable by account and agent; revoke as the Provider does."""
 
     list_display = (
@@ -274,6 +263,8 @@ class GrantAdmin(_ReadOnly):
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
     actions = ("revoke_grants",)
+    created = _time_column("created_at", "created")
+    expires = _time_column("expires_at", "expires")
 
     @admin.display(description="scopes")
     def scope_list(self, obj: Grant) -> str:
@@ -283,14 +274,6 @@ class GrantAdmin(_ReadOnly):
     def state(self, obj: Grant) -> str:
         stored = get_provider().store.get_grant(obj.grant_id)
         return grant_admin.status(stored, time.time()) if stored is not None else "-"
-
-    @admin.display(description="created", ordering="created_at")
-    def created(self, obj: Grant) -> str:
-        return _when(obj.created_at)
-
-    @admin.display(description="expires", ordering="expires_at")
-    def expires(self, obj: Grant) -> str:
-        return _when(obj.expires_at)
 
     @admin.action(description="Revoke the selected grants")
     def revoke_grants(self, request: HttpRequest, queryset: QuerySet[Grant]) -> None:
@@ -309,11 +292,13 @@ class GrantAdmin(_ReadOnly):
 # -- conversations --------------------------------------------------------------------------
 
 
-class MessageInline(admin.TabularInline):  # type: ignore[type-arg]
+class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
     model = Message
     extra = 0
     can_delete = False
     ordering = ("id",)
+    claimed = _time_column("claimed_at", "received", sortable=False)
+    replied = _time_column("replied_at", "answered", sortable=False)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if show_message_text():
@@ -323,23 +308,9 @@ class MessageInline(admin.TabularInline):  # type: ignore[type-arg]
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return self.get_fields(request, obj)
 
-    @admin.display(description="received")
-    def claimed(self, obj: Message) -> str:
-        return _when(obj.claimed_at)
-
-    @admin.display(description="answered")
-    def replied(self, obj: Message) -> str:
-        return _when(obj.replied_at)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Conversation)
-class ConversationAdmin(_ReadOnly):
+class ConversationAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     """Conversations, read-only; what was written only with `admin_show_message_text`."""
 
     list_display = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "active")
@@ -349,11 +320,5 @@ class ConversationAdmin(_ReadOnly):
     inlines = (MessageInline,)
     fields = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "started", "active")
     readonly_fields = fields
-
-    @admin.display(description="started", ordering="created_at")
-    def started(self, obj: Conversation) -> str:
-        return _when(obj.created_at)
-
-    @admin.display(description="last activity", ordering="last_activity")
-    def active(self, obj: Conversation) -> str:
-        return _when(obj.last_activity)
+    started = _time_column("created_at", "started")
+    active = _time_column("last_activity", "last activity")

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, overload
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters.django._config import configured
+from pactmw.adapters.django._config import configured, get_provider
 from pactmw.adapters.django._http import (
     abody_reader,
     body_reader,
@@ -199,15 +199,9 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     def refused(exc: PoppyError) -> HttpResponse:
         return to_django(error_response(exc))
 
-    def provider() -> Any:
-        found = configured.guard().provider
-        if found is None:
-            raise RuntimeError("PACTMW lists no brands: there is no Provider")
-        return found
-
     def before(request: HttpRequest) -> HttpResponse | None:
         try:
-            caller = provider().poppy_session(brand_id, neutral_request(request), scopes)
+            caller = get_provider().poppy_session(brand_id, neutral_request(request), scopes)
         except PoppyError as exc:
             return refused(exc)
         request.poppy_caller = caller  # type: ignore[attr-defined]
@@ -215,7 +209,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
 
     async def abefore(request: HttpRequest) -> HttpResponse | None:
         try:
-            caller = await provider().apoppy_session(brand_id, neutral_request(request), scopes)
+            caller = await get_provider().apoppy_session(brand_id, neutral_request(request), scopes)
         except PoppyError as exc:
             return refused(exc)
         request.poppy_caller = caller  # type: ignore[attr-defined]

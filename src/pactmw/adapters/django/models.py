@@ -58,6 +58,39 @@ else:  # Django's Field is generic only in its type stubs
     _ListField = models.Field
 
 
+if TYPE_CHECKING:
+    # The column kinds of the store's tables, as django-stubs types them (Django's fields are
+    # generic only in the stubs, so these names exist for the type checker alone).
+    _Text = models.TextField[str, str]
+    _OptionalText = models.TextField[str | None, str | None]
+    _Float = models.FloatField[float, float]
+    _OptionalFloat = models.FloatField[float | None, float | None]
+    _Serial = models.BigAutoField[int, int]
+
+
+def _optional_text() -> models.TextField[str | None, str | None]:
+    """A text column that may be NULL (and left blank in forms)."""
+    return models.TextField(null=True, blank=True)
+
+
+def _optional_float() -> models.FloatField[float | None, float | None]:
+    """A time or number column that may be NULL (and left blank in forms)."""
+    return models.FloatField(null=True, blank=True)
+
+
+def _surrogate_id() -> models.BigAutoField[int, int]:
+    """The `id` Django (before 5.2) wants where the store's key spans several columns."""
+    return models.BigAutoField(primary_key=True)
+
+
+def _grant_key(*, null: bool) -> models.ForeignKey[Any, Any]:
+    """The `grant_id` column that points at a grant. db_index=False: the store's schema
+    indexes it only where it reads by grant, and those tables name that index in their Meta."""
+    return models.ForeignKey(
+        "Grant", models.PROTECT, db_column="grant_id", db_index=False, null=null, blank=null
+    )
+
+
 class ScopeListField(_ListField):
     """A scope list stored as the store's dialect stores it: `text[]` on PostgreSQL, a JSON
     array of strings in a text column elsewhere. Reads as a list of strings."""
@@ -88,14 +121,14 @@ class ScopeListField(_ListField):
 class Conversation(models.Model):
     """A conversation (`contextId`) between a personal agent and a brand's bot."""
 
-    context_id: models.TextField[str, str] = models.TextField(primary_key=True)
-    brand_id: models.TextField[str, str] = models.TextField()
-    issuer: models.TextField[str, str] = models.TextField()
-    sub: models.TextField[str, str] = models.TextField()
-    created_at: models.FloatField[float, float] = models.FloatField()
-    last_activity: models.FloatField[float, float] = models.FloatField()
+    context_id: _Text = models.TextField(primary_key=True)
+    brand_id: _Text = models.TextField()
+    issuer: _Text = models.TextField()
+    sub: _Text = models.TextField()
+    created_at: _Float = models.FloatField()
+    last_activity: _Float = models.FloatField()
     closed: models.BooleanField[bool, bool] = models.BooleanField(default=False)
-    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    account: _OptionalText = _optional_text()
 
     class Meta:
         db_table = "pactmw_conversations"
@@ -107,24 +140,20 @@ class Conversation(models.Model):
 class Message(models.Model):
     """One user message of a conversation and, once the bot answered, its reply."""
 
-    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    id: _Serial = models.BigAutoField(primary_key=True)
     # db_index=False: the (context_id, message_id) unique constraint already indexes it.
     conversation: models.ForeignKey[Conversation, Conversation] = models.ForeignKey(
         Conversation, models.CASCADE, db_column="context_id", db_index=False
     )
-    message_id: models.TextField[str, str] = models.TextField()
-    text: models.TextField[str, str] = models.TextField()
-    claimed_at: models.FloatField[float, float] = models.FloatField()
-    reply_message_id: models.TextField[str | None, str | None] = models.TextField(
-        null=True, blank=True
-    )
-    reply_text: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    message_id: _Text = models.TextField()
+    text: _Text = models.TextField()
+    claimed_at: _Float = models.FloatField()
+    reply_message_id: _OptionalText = _optional_text()
+    reply_text: _OptionalText = _optional_text()
     reply: models.BinaryField[bytes | None, bytes | None] = models.BinaryField(
         null=True, blank=True
     )
-    replied_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    replied_at: _OptionalFloat = _optional_float()
 
     class Meta:
         db_table = "pactmw_messages"
@@ -150,7 +179,7 @@ class Message(models.Model):
 class AgentOverride(models.Model):
     """Whether an agent (configured or registered) may call: the block/allow switch."""
 
-    issuer: models.TextField[str, str] = models.TextField(primary_key=True)
+    issuer: _Text = models.TextField(primary_key=True)
     enabled: models.BooleanField[bool, bool] = models.BooleanField()
 
     class Meta:
@@ -160,10 +189,10 @@ class AgentOverride(models.Model):
 class RegisteredAgent(models.Model):
     """A personal agent added at runtime, on top of the configured ones."""
 
-    issuer: models.TextField[str, str] = models.TextField(primary_key=True)
-    name: models.TextField[str, str] = models.TextField()
-    jwks_uri: models.TextField[str, str] = models.TextField()
-    added_at: models.FloatField[float, float] = models.FloatField()
+    issuer: _Text = models.TextField(primary_key=True)
+    name: _Text = models.TextField()
+    jwks_uri: _Text = models.TextField()
+    added_at: _Float = models.FloatField()
 
     class Meta:
         db_table = "pactmw_agents"
@@ -176,22 +205,18 @@ class RegisteredAgent(models.Model):
 class Grant(models.Model):
     """What an account delegated to a personal agent (PACT Delegated)."""
 
-    grant_id: models.TextField[str, str] = models.TextField(primary_key=True)
-    brand_id: models.TextField[str, str] = models.TextField()
-    account: models.TextField[str, str] = models.TextField()
-    client_id: models.TextField[str, str] = models.TextField()
-    pa_sub: models.TextField[str, str] = models.TextField()
+    grant_id: _Text = models.TextField(primary_key=True)
+    brand_id: _Text = models.TextField()
+    account: _Text = models.TextField()
+    client_id: _Text = models.TextField()
+    pa_sub: _Text = models.TextField()
     scopes: ScopeListField = ScopeListField()
-    created_at: models.FloatField[float, float] = models.FloatField()
-    updated_at: models.FloatField[float, float] = models.FloatField()
-    expires_at: models.FloatField[float, float] = models.FloatField()
-    revoked_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    created_at: _Float = models.FloatField()
+    updated_at: _Float = models.FloatField()
+    expires_at: _Float = models.FloatField()
+    revoked_at: _OptionalFloat = _optional_float()
     #: When a request last used it, to the minute (the connected agents page's "last used").
-    last_used_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    last_used_at: _OptionalFloat = _optional_float()
 
     class Meta:
         db_table = "pactmw_grants"
@@ -212,30 +237,21 @@ class Grant(models.Model):
 class DeviceAuthorization(models.Model):
     """A pending, approved, denied or consumed device-code authorization (RFC 8628)."""
 
-    device_code_hash: models.TextField[str, str] = models.TextField(primary_key=True)
-    user_code: models.TextField[str, str] = models.TextField(unique=True)
-    brand_id: models.TextField[str, str] = models.TextField()
-    client_id: models.TextField[str, str] = models.TextField()
+    device_code_hash: _Text = models.TextField(primary_key=True)
+    user_code: _Text = models.TextField(unique=True)
+    brand_id: _Text = models.TextField()
+    client_id: _Text = models.TextField()
     #: None while a Poppy authorization waits for the poll that binds its user.
-    pa_sub: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    pa_sub: _OptionalText = _optional_text()
     scopes: ScopeListField = ScopeListField()
-    created_at: models.FloatField[float, float] = models.FloatField()
-    expires_at: models.FloatField[float, float] = models.FloatField()
-    interval_seconds: models.FloatField[float, float] = models.FloatField()
-    last_polled_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
-    status: models.TextField[str, str] = models.TextField()
-    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    created_at: _Float = models.FloatField()
+    expires_at: _Float = models.FloatField()
+    interval_seconds: _Float = models.FloatField()
+    last_polled_at: _OptionalFloat = _optional_float()
+    status: _Text = models.TextField()
+    account: _OptionalText = _optional_text()
     granted_scopes: ScopeListField = ScopeListField()
-    grant: models.ForeignKey[Grant | None, Grant | None] = models.ForeignKey(
-        Grant,
-        models.PROTECT,
-        db_column="grant_id",
-        db_index=False,
-        null=True,
-        blank=True,
-    )
+    grant: models.ForeignKey[Grant | None, Grant | None] = _grant_key(null=True)
 
     class Meta:
         db_table = "pactmw_device_authorizations"
@@ -246,17 +262,13 @@ class DeviceAuthorization(models.Model):
 class RefreshToken(models.Model):
     """A refresh token of a grant, kept as a hash; spent ones stay to detect reuse."""
 
-    token_hash: models.TextField[str, str] = models.TextField(primary_key=True)
-    grant: models.ForeignKey[Grant, Grant] = models.ForeignKey(
-        Grant, models.PROTECT, db_column="grant_id", db_index=False
-    )
-    client_id: models.TextField[str, str] = models.TextField()
-    brand_id: models.TextField[str, str] = models.TextField()
-    created_at: models.FloatField[float, float] = models.FloatField()
-    expires_at: models.FloatField[float, float] = models.FloatField()
-    used_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    token_hash: _Text = models.TextField(primary_key=True)
+    grant: models.ForeignKey[Grant, Grant] = _grant_key(null=False)
+    client_id: _Text = models.TextField()
+    brand_id: _Text = models.TextField()
+    created_at: _Float = models.FloatField()
+    expires_at: _Float = models.FloatField()
+    used_at: _OptionalFloat = _optional_float()
     #: The sealed answer of the rotation that spent it, kept for the reuse interval only.
     successor: models.BinaryField[bytes | None, bytes | None] = models.BinaryField(
         null=True, blank=True, editable=False
@@ -273,12 +285,10 @@ class RefreshToken(models.Model):
 class UsedValue(models.Model):
     """A single-use value (assertion jti, DPoP proof) remembered until it expires."""
 
-    id: models.BigAutoField[int, int] = models.BigAutoField(
-        primary_key=True
-    )  # Django wants one primary-key column
-    namespace: models.TextField[str, str] = models.TextField()
-    value: models.TextField[str, str] = models.TextField()
-    expires_at: models.FloatField[float, float] = models.FloatField()
+    id: _Serial = _surrogate_id()
+    namespace: _Text = models.TextField()
+    value: _Text = models.TextField()
+    expires_at: _Float = models.FloatField()
 
     class Meta:
         db_table = "pactmw_used_values"
@@ -291,16 +301,12 @@ class UsedValue(models.Model):
 class AuthorizationDetail(models.Model):
     """One RFC 9396 authorization details entry of a device authorization or a grant."""
 
-    id: models.BigAutoField[int, int] = models.BigAutoField(
-        primary_key=True
-    )  # Django wants one primary-key column
-    owner: models.TextField[str, str] = models.TextField()
-    digest: models.TextField[str, str] = models.TextField()
+    id: _Serial = _surrogate_id()
+    owner: _Text = models.TextField()
+    digest: _Text = models.TextField()
     position: models.IntegerField[int, int] = models.IntegerField()
-    entry: models.TextField[str, str] = models.TextField()
-    expires_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    entry: _Text = models.TextField()
+    expires_at: _OptionalFloat = _optional_float()
 
     class Meta:
         db_table = "pactmw_authorization_details"
@@ -317,9 +323,9 @@ class RateCounter(models.Model):
 
     The key is a hash, so no client address or user id is kept at rest."""
 
-    counter_key: models.TextField[str, str] = models.TextField(primary_key=True)
-    window_start: models.FloatField[float, float] = models.FloatField()
-    window_end: models.FloatField[float, float] = models.FloatField()
+    counter_key: _Text = models.TextField(primary_key=True)
+    window_start: _Float = models.FloatField()
+    window_end: _Float = models.FloatField()
     requests: models.IntegerField[int, int] = models.IntegerField()
 
     class Meta:
@@ -333,21 +339,19 @@ class PoppySession(models.Model):
     `account` is None while signed out; `ever_account` keeps the account it was first signed
     in to, after sign-out too (a Session never signs in to another account)."""
 
-    session_id: models.TextField[str, str] = models.TextField(primary_key=True)
-    brand_id: models.TextField[str, str] = models.TextField()
-    client_id: models.TextField[str, str] = models.TextField()
-    user_id: models.TextField[str, str] = models.TextField()
-    jkt: models.TextField[str, str] = models.TextField()
-    token_hash: models.TextField[str, str] = models.TextField(unique=True)
-    token_expires_at: models.FloatField[float, float] = models.FloatField()
-    created_at: models.FloatField[float, float] = models.FloatField()
-    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
-    grant_id: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    session_id: _Text = models.TextField(primary_key=True)
+    brand_id: _Text = models.TextField()
+    client_id: _Text = models.TextField()
+    user_id: _Text = models.TextField()
+    jkt: _Text = models.TextField()
+    token_hash: _Text = models.TextField(unique=True)
+    token_expires_at: _Float = models.FloatField()
+    created_at: _Float = models.FloatField()
+    account: _OptionalText = _optional_text()
+    grant_id: _OptionalText = _optional_text()
     scopes: ScopeListField = ScopeListField()
-    ever_account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
-    signed_in_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    ever_account: _OptionalText = _optional_text()
+    signed_in_at: _OptionalFloat = _optional_float()
 
     class Meta:
         db_table = "pactmw_poppy_sessions"
@@ -358,18 +362,14 @@ class PoppyAccountToken(models.Model):
     """A Poppy Account Token of a grant, kept as a hash (store/_sql/account_tokens.py);
     rotated-away ones stay, marked `used_at`."""
 
-    token_hash: models.TextField[str, str] = models.TextField(primary_key=True)
-    grant: models.ForeignKey[Grant, Grant] = models.ForeignKey(
-        Grant, models.PROTECT, db_column="grant_id", db_index=False
-    )
-    brand_id: models.TextField[str, str] = models.TextField()
-    client_id: models.TextField[str, str] = models.TextField()
+    token_hash: _Text = models.TextField(primary_key=True)
+    grant: models.ForeignKey[Grant, Grant] = _grant_key(null=False)
+    brand_id: _Text = models.TextField()
+    client_id: _Text = models.TextField()
     scopes: ScopeListField = ScopeListField()
-    created_at: models.FloatField[float, float] = models.FloatField()
-    expires_at: models.FloatField[float, float] = models.FloatField()
-    used_at: models.FloatField[float | None, float | None] = models.FloatField(
-        null=True, blank=True
-    )
+    created_at: _Float = models.FloatField()
+    expires_at: _Float = models.FloatField()
+    used_at: _OptionalFloat = _optional_float()
 
     class Meta:
         db_table = "pactmw_poppy_account_tokens"

@@ -4,25 +4,14 @@ statuses as `pactmw grants`, `pactmw agents` and `pactmw cleanup`."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from pactmw.adapters.django._config import get_provider
-from pactmw.provider.agent_admin import (
-    Outcome,
-    add_agent,
-    agent_json,
-    agents_table,
-    list_agents,
-    remove_agent,
-    run_cleanup,
-    set_enabled,
-)
+from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.app import Provider
-from pactmw.provider.grant_admin import grant_json, grants_table, revoke_account, revoke_one
 from pactmw.store.base import StoreError
 
 
@@ -77,7 +66,7 @@ class Command(BaseCommand):
             elif options["topic"] == "agents":
                 self._agents(provider, options)
             else:
-                for line in run_cleanup(provider, time.time()).lines:
+                for line in agent_admin.run_cleanup(provider, time.time()).lines:
                     self.stdout.write(line)
         except StoreError as exc:
             raise CommandError(f"store: {exc}") from exc
@@ -90,23 +79,23 @@ class Command(BaseCommand):
             include_inactive=options["all"],
             now=now,
         )
-        if options["json"]:
-            self.stdout.write(json.dumps([grant_json(grant, now) for grant in grants], indent=2))
-        else:
-            self.stdout.write(grants_table(grants, now, include_inactive=options["all"]))
+        self.stdout.write(
+            grant_admin.grants_listing(
+                grants, now, include_inactive=options["all"], as_json=options["json"]
+            )
+        )
 
     def _revoke(self, provider: Any, options: dict[str, Any]) -> None:
         grant_id, account, brand = options["grant_id"], options["account"], options["brand"]
-        if (grant_id is None) == (account is None):
-            raise CommandError("give either a GRANT_ID or --account A")
-        if brand is not None and account is None:
-            raise CommandError("--brand goes with --account (a GRANT_ID names one grant)")
+        problem = grant_admin.revoke_usage_problem(grant_id, account, brand)
+        if problem is not None:
+            raise CommandError(problem)
         if provider.oauth is None:
             raise CommandError("no Brand in settings.PACTMW offers delegation: no grants")
         if grant_id is not None:
-            done = revoke_one(provider, provider.store, grant_id)
+            done = grant_admin.revoke_one(provider, provider.store, grant_id)
         else:
-            done = revoke_account(provider, account, brand)
+            done = grant_admin.revoke_account(provider, account, brand)
         if done.nothing is not None:
             raise CommandError(done.nothing, returncode=1)
         for line in done.lines:
@@ -115,15 +104,12 @@ class Command(BaseCommand):
     def _agents(self, provider: Provider, options: dict[str, Any]) -> None:
         action = options["action"]
         if action == "list":
-            entries = list_agents(provider)
-            if options["json"]:
-                self.stdout.write(json.dumps([agent_json(entry) for entry in entries], indent=2))
-            else:
-                self.stdout.write(agents_table(entries))
+            entries = agent_admin.list_agents(provider)
+            self.stdout.write(agent_admin.agents_listing(entries, as_json=options["json"]))
             return
         issuer = options["issuer"]
         if action == "add":
-            done = add_agent(
+            done = agent_admin.add_agent(
                 provider,
                 issuer=issuer,
                 jwks_uri=options["jwks_uri"],
@@ -131,12 +117,12 @@ class Command(BaseCommand):
                 now=time.time(),
             )
         elif action == "remove":
-            done = remove_agent(provider, issuer)
+            done = agent_admin.remove_agent(provider, issuer)
         else:
-            done = set_enabled(provider, issuer, action == "allow")
+            done = agent_admin.set_enabled(provider, issuer, action == "allow")
         self._report(done)
 
-    def _report(self, done: Outcome) -> None:
+    def _report(self, done: agent_admin.Outcome) -> None:
         if done.error is not None:
             raise CommandError(done.error, returncode=done.status)
         for line in done.lines:

@@ -1,0 +1,36 @@
+"""What every adapter does the same way, framework-neutral (no framework is imported here)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pactmw.protocols.identity import IdentityVerifier
+from pactmw.provider.app import Provider
+from pactmw.provider.guard import Guard
+
+__all__ = ["instance_or_none", "make_guard"]
+
+_T = TypeVar("_T")
+
+
+def instance_or_none(found: object, kind: type[_T]) -> _T | None:
+    """`found` when it is a `kind`, else None: how an adapter reads back what a middleware or
+    decorator left on the request (an ASGI scope, a WSGI environ, Flask's `g`), where anything
+    else may sit under the same key."""
+    return found if isinstance(found, kind) else None
+
+
+def make_guard(
+    verifier: IdentityVerifier,
+    delegation_provider: Provider | None,
+    delegation_brand: str | None,
+    path_prefix: str | None = None,
+) -> Guard:
+    """The guard behind an adapter's middleware (`path_prefix`: the paths it protects) or
+    decorators (None), from the arguments every adapter takes under the same names."""
+    return Guard(
+        verifier,
+        provider=delegation_provider,
+        delegation_brand=delegation_brand,
+        protect_prefix=path_prefix,
+    )
