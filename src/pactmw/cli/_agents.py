@@ -5,7 +5,6 @@ configured ones and those added at runtime in its store, managed from another pr
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -69,14 +68,10 @@ def _with_provider(args: argparse.Namespace, work: Callable[[Provider], int]) ->
 
 
 def _list(args: argparse.Namespace) -> int:
-    from pactmw.provider.agent_admin import agent_json, agents_table, list_agents
+    from pactmw.provider.agent_admin import agents_listing, list_agents
 
     def work(provider: Provider) -> int:
-        entries = list_agents(provider)
-        if args.json:
-            print(json.dumps([agent_json(entry) for entry in entries], indent=2))
-        else:
-            print(agents_table(entries))
+        print(agents_listing(list_agents(provider), as_json=args.json))
         return 0
 
     return _with_provider(args, work)

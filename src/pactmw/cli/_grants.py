@@ -4,7 +4,6 @@ store, read and revoked from another process than `pactmw serve`."""
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import TYPE_CHECKING
 
@@ -41,7 +40,7 @@ account), 2 for bad usage or configuration.
 
 
 def _grants_list(args: argparse.Namespace) -> int:
-    from pactmw.provider.grant_admin import grant_json, grants_table
+    from pactmw.provider.grant_admin import grants_listing
 
     settings = load_settings(args.config)
     now = time.time()
@@ -49,10 +48,7 @@ def _grants_list(args: argparse.Namespace) -> int:
         grants = store.list_grants(
             brand_id=args.brand, account=args.account, include_inactive=args.all, now=now
         )
-    if args.json:
-        print(json.dumps([grant_json(grant, now) for grant in grants], indent=2))
-        return 0
-    print(grants_table(grants, now, include_inactive=args.all))
+    print(grants_listing(grants, now, include_inactive=args.all, as_json=args.json))
     return 0
 
 
@@ -66,12 +62,11 @@ def _revoking_provider(settings: ProviderSettings, store: Store, config: str) ->
 
 
 def _grants_revoke(args: argparse.Namespace) -> int:
-    from pactmw.provider.grant_admin import revoke_account, revoke_one
+    from pactmw.provider.grant_admin import revoke_account, revoke_one, revoke_usage_problem
 
-    if (args.grant_id is None) == (args.account is None):
-        raise CommandError("give either a GRANT_ID or --account A")
-    if args.brand is not None and args.account is None:
-        raise CommandError("--brand goes with --account (a GRANT_ID names one grant)")
+    problem = revoke_usage_problem(args.grant_id, args.account, args.brand)
+    if problem is not None:
+        raise CommandError(problem)
     settings = load_settings(args.config)
     with shared_store(settings.store, _SHARED) as store:
         provider = _revoking_provider(settings, store, args.config)
