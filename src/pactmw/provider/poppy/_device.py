@@ -14,10 +14,9 @@ from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.delegated._codes import (
     new_grant_id,
     new_secret,
-    new_user_code,
     secret_hash,
 )
-from pactmw.provider.delegated._device import DEVICE_CODE_LIFETIME, verification_uris
+from pactmw.provider.delegated._device import new_device_authorization
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, store
 from pactmw.provider.poppy._brands import PoppyBrand
@@ -30,7 +29,7 @@ from pactmw.provider.poppy._credentials import (
 )
 from pactmw.provider.poppy._grant_steps import GrantSteps, rate_limited
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
-from pactmw.store.base import DeviceAuthorization, Grant, Poll, UserCodeTaken
+from pactmw.store.base import DeviceAuthorization, Grant, Poll
 
 #: Device authorization requests per agent per minute: each makes a code a person may be
 #: shown, so an agent asking in a loop is stopped here, far above what its users need.
@@ -76,40 +75,20 @@ class DeviceSignInEndpoint:
         requested = parse_scope(form.get("scope"))
         if not requested or any(scope not in sign_in.delegation.scopes for scope in requested):
             raise PoppyError(400, "invalid_scope", "ask for scopes of auth.device.scopes")
-        device_code = new_secret("dc_")
-        now = self.steps.clock()
-        for _ in range(5):
-            user_code = new_user_code()
-            try:
-                yield store(
-                    self.steps.store.create_device_authorization,
-                    device_code_hash=secret_hash(device_code),
-                    user_code=user_code,
-                    brand_id=brand.brand_id,
-                    client_id=client.client_id,
-                    pa_sub=None,
-                    scopes=requested,
-                    now=now,
-                    expires_at=now + DEVICE_CODE_LIFETIME,
-                    interval=float(sign_in.delegation.interval),
-                )
-                break
-            except UserCodeTaken:
-                continue
-        else:  # pragma: no cover - 5 collisions in 2.6e10 codes
-            raise PoppyError(503, "temporarily_unavailable", "no free user code")
-        link, complete = verification_uris(sign_in.consent_url, sign_in.delegation, user_code)
-        return json_response(
-            {
-                "device_code": device_code,
-                "user_code": user_code,
-                "verification_uri": link,
-                "verification_uri_complete": complete,
-                "expires_in": DEVICE_CODE_LIFETIME,
-                "interval": sign_in.delegation.interval,
-            },
-            extra=NO_STORE,
+        document = yield from new_device_authorization(
+            self.steps.store,
+            sign_in.consent_url,
+            sign_in.delegation,
+            device_code=new_secret("dc_"),
+            brand_id=brand.brand_id,
+            client_id=client.client_id,
+            pa_sub=None,
+            scopes=requested,
+            now=self.steps.clock(),
         )
+        if document is None:  # pragma: no cover - 5 collisions in 2.6e10 codes
+            raise PoppyError(503, "temporarily_unavailable", "no free user code")
+        return json_response(document, extra=NO_STORE)
 
     def grant(
         self,
