@@ -27,7 +27,7 @@ from pactmw.provider.poppy._credentials import (
     new_account_token,
     token_hash,
 )
-from pactmw.provider.poppy._grant_steps import GrantSteps, rate_limited
+from pactmw.provider.poppy._grant_steps import GrantSteps, is_agents, rate_limited
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store.base import DeviceAuthorization, Grant, Poll
 
@@ -109,10 +109,7 @@ class DeviceSignInEndpoint:
         """
         steps = self.steps
         session = yield store(steps.store.get_session, session_id=session_id)
-        if session is None or (session.brand_id, session.client_id) != (
-            brand.brand_id,
-            client.client_id,
-        ):
+        if not is_agents(session, brand, client):
             raise PoppyError(400, "invalid_session", "not a Session of this agent")
         yield from steps.admit(client.client_id, session.user_id)
         yield from steps.spend(proof)

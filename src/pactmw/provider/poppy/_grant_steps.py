@@ -4,19 +4,36 @@ the DPoP proof last of the checks, the token response, and signing a Session in.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from attrs import frozen
 
 from pactmw.core.dpop import DpopError, DpopProof, spend_dpop_proof
 from pactmw.core.http import Response
 from pactmw.core.replay import StoreReplayMemory
-from pactmw.protocols.poppy import PoppyError, dpop_refusal
+from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, dpop_refusal
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._credentials import new_session_token, token_hash
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Store
+
+
+class _AgentRecord(Protocol):
+    @property
+    def brand_id(self) -> str: ...
+    @property
+    def client_id(self) -> str: ...
+
+
+def is_agents(record: _AgentRecord | None, brand: PoppyBrand, client: VerifiedAssertion) -> bool:
+    """Whether a stored Session or Account Token is this agent's at this Brand: another
+    agent's or Brand's is refused (or, at sign-out, ignored) exactly as an unknown one."""
+    return record is not None and (record.brand_id, record.client_id) == (
+        brand.brand_id,
+        client.client_id,
+    )
 
 
 def rate_limited(wait: int, what: str) -> PoppyError:
@@ -121,6 +138,7 @@ class GrantSteps:
 
 __all__ = [
     "GrantSteps",
+    "is_agents",
     "rate_limited",
     "token_response",
 ]

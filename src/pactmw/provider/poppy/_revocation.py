@@ -13,6 +13,7 @@ from pactmw.provider.flow import Flow, store
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._client_auth import authenticate_client, read_form
 from pactmw.provider.poppy._credentials import token_hash
+from pactmw.provider.poppy._grant_steps import is_agents
 from pactmw.store.base import Store
 
 
@@ -34,10 +35,7 @@ class PoppyRevocation:
         if not presented:
             raise PoppyError(400, "invalid_request", "token is required")
         token = yield store(self.store.account_token, token_hash=token_hash(presented))
-        if token is not None and (token.brand_id, token.client_id) == (
-            brand.brand_id,
-            client.client_id,
-        ):
+        if is_agents(token, brand, client):
             now = self.clock()
             yield store(self.store.revoke_grant, grant_id=token.grant_id, now=now)
             yield store(self.store.sign_out_sessions, grant_id=token.grant_id, now=now)

@@ -34,7 +34,7 @@ from pactmw.provider.poppy._credentials import (
     token_hash,
 )
 from pactmw.provider.poppy._device import DeviceSignInEndpoint
-from pactmw.provider.poppy._grant_steps import GrantSteps, token_response
+from pactmw.provider.poppy._grant_steps import GrantSteps, is_agents, token_response
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.store._protocols.sessions import decide_session_change
 
@@ -148,10 +148,7 @@ class TokenEndpoint:
         yield from steps.spend(proof)
         presented = token_hash(account_token)
         token = yield store(steps.store.account_token, token_hash=presented)
-        if token is None or (token.brand_id, token.client_id) != (
-            brand.brand_id,
-            client.client_id,
-        ):
+        if not is_agents(token, brand, client):
             # Unknown, or another agent's or Brand's (PAP-4.8-01/02): alike, never spent.
             raise PoppyError(400, "invalid_grant", "not an Account Token of this agent")
         yield from steps.admit(client.client_id, token.user_id)
