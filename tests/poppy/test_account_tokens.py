@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import pytest
 from pydantic import SecretStr
 
-from pactmw.provider.poppy._server import token_hash
+from pactmw.provider.poppy._credentials import token_hash
 from tests.support.poppy_world import PoppyWorld, world_on
 
 SCOPES = ("orders:read", "orders:write")

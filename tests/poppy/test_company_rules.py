@@ -17,7 +17,7 @@ from personal_agent_protocol.discovery import DiscoveryClient
 
 from pactmw.core.http import Request, Response
 from pactmw.provider import RateLimit
-from pactmw.provider.poppy._server import token_hash
+from pactmw.provider.poppy._credentials import token_hash
 from tests.support.poppy_world import (
     SHOP,
     PoppyWorld,

@@ -12,14 +12,13 @@ and sync bots run in worker threads). So there is one flow, not a sync and an as
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
-from pactmw.core.errors import A2AError, AuthenticationFailed, RequestRefused
+from pactmw.core.errors import A2AError, RequestRefused
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.keys import JwksCache
@@ -32,26 +31,23 @@ from pactmw.protocols.parafe import (
     EXTENSION_URI,
     is_activated,
 )
+from pactmw.provider._app_calls import AppCalls
+from pactmw.provider._assembly import agent_name, brand_card, offers_delegation, poppy_server
+from pactmw.provider._oauth_routes import agent_oauth_flow, public_oauth_flow
 from pactmw.provider._send import MessageSender
 from pactmw.provider.a2a import ok
 from pactmw.provider.brand import Brand
-from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, build_card, card_response
+from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, card_response
 from pactmw.provider.delegated import (
-    FORM_LIMIT,
     AuditHook,
     AuthorizationServer,
-    ConsentRefused,
-    OAuthError,
 )
-from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.driver import (
     ACurrentUser,
     AReadBody,
     CurrentUser,
     ReadBody,
-    ano_body,
     arun,
-    no_body,
     run,
 )
 from pactmw.provider.errors import error_response
@@ -59,19 +55,16 @@ from pactmw.provider.flow import (
     Flow,
     NeedBody,
     NeedIdentity,
-    NeedUser,
     SubFlow,
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.poppy import DeviceSignIn, PoppyCaller, PoppyServer
+from pactmw.provider.poppy import PoppyCaller, PoppyServer
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
-from pactmw.store import AuthorizationDetailsStore, open_store
-from pactmw.store.base import Store, StoreUnavailable
-
-logger = logging.getLogger("pactmw.provider")
+from pactmw.store import open_store
+from pactmw.store.base import Store
 
 
 class Provider:
@@ -121,19 +114,8 @@ class Provider:
         self._clock = clock
         #: The Delegated profile's authorization server, when any Brand offers delegation.
         self.oauth: AuthorizationServer | None = None
-        if any(brand.delegation is not None for brand in self.brands.values()):
-            if signing_keys is None:
-                raise ValueError("Brands that offer delegation need signing_keys")
-            for brand in self.brands.values():
-                if (
-                    brand.delegation is not None
-                    and brand.delegation.authorization_details
-                    and not isinstance(store, AuthorizationDetailsStore)
-                ):
-                    raise ValueError(
-                        f"brands.{brand.id}.delegation.authorization_details needs a store "
-                        f"that keeps authorization details; {type(store).__name__} does not"
-                    )
+        if offers_delegation(self.brands, store, signing_keys):
+            assert signing_keys is not None
             self.oauth = AuthorizationServer(
                 base_url=self.base_url,
                 store=store,
@@ -163,34 +145,21 @@ class Provider:
         }
         #: The Poppy company side, when any Brand enables Poppy. Agents' client metadata and
         #: keys are fetched under `poppy_fetch_policy` (default: the PACT verifier's).
-        self.poppy: PoppyServer | None = None
-        poppy_brands = {
-            brand.id: (brand.name, brand.poppy)
-            for brand in self.brands.values()
-            if brand.poppy is not None
-        }
-        # A Poppy Brand with PACT delegation also offers Device Sign-In on its consent
-        # pages: one grant, one consent page, whichever protocol asked (docs/poppy.md).
-        sign_in = {
-            brand.id: DeviceSignIn(brand.delegation, self.oauth.url(brand, "consent"))
-            for brand in self.brands.values()
-            if brand.poppy is not None and brand.delegation is not None and self.oauth is not None
-        }
-        if poppy_brands:
-            self.poppy = PoppyServer(
-                base_url=self.base_url,
-                brands=poppy_brands,
-                store=store,
-                fetch_policy=poppy_fetch_policy or verifier.keys.fetch_policy,
-                clock=clock,
-                token_rate_limit=token_rate_limit,
-                rate_counters=rate_counters,
-                sign_in=sign_in,
-                # The operator's hook hears Poppy sign-ins and feedback, delegation or not.
-                audit=self.oauth.audit if self.oauth is not None else Audit(audit),
-                bots={brand_id: self.brands[brand_id] for brand_id in poppy_brands},
-                turns=self._sender,
-            )
+        self.poppy: PoppyServer | None = poppy_server(
+            self.brands,
+            base_url=self.base_url,
+            store=store,
+            oauth=self.oauth,
+            fetch_policy=poppy_fetch_policy or verifier.keys.fetch_policy,
+            clock=clock,
+            token_rate_limit=token_rate_limit,
+            rate_counters=rate_counters,
+            audit=audit,
+            turns=self._sender,
+        )
+        self._calls = AppCalls(
+            brands=self.brands, verifier=verifier, oauth=self.oauth, poppy=self.poppy
+        )
         # Cards are static per Brand: render them once.
         self._cards = {
             brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
@@ -209,9 +178,9 @@ class Provider:
         """Build from settings; opens `settings.store` unless a store is given.
 
         Personal agents added at runtime, and the runtime enable/disable of every agent, are
-        read from the store on each request. `signing_keys`
-        overrides the configured ones (a tool that only revokes grants needs no private key);
-        `audit` receives the delegation audit events.
+        read from the store on each request. `signing_keys` overrides the configured ones (a
+        tool that only revokes grants needs no private key); `audit` receives the delegation
+        audit events.
         """
         store = store or open_store(settings.store)
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
@@ -238,56 +207,28 @@ class Provider:
         )
 
     def card(self, brand_id: str) -> dict[str, Any]:
-        """The Agent Card of a Brand (KeyError for an unknown Brand).
-
-        A Brand that offers delegation also declares the `userDelegation` device-code scheme
-        and a second security requirement naming both schemes (spec §5.1).
-        """
-        brand = self.brands[brand_id]
-        card = build_card(
-            brand,
+        """The Agent Card of a Brand (KeyError for an unknown Brand); with delegation, it
+        declares the `userDelegation` scheme too (spec §5.1)."""
+        return brand_card(
+            self.brands[brand_id],
             base_url=self.base_url,
             identity_scheme=self.identity_scheme,
             organization=self.organization,
+            oauth=self.oauth,
         )
-        if brand.delegation is not None and self.oauth is not None:
-            card["securitySchemes"]["userDelegation"] = self.oauth.card_scheme(
-                brand, brand.delegation
-            )
-            card["securityRequirements"].append(
-                {"schemes": {self.identity_scheme: {"list": []}, "userDelegation": {"list": []}}}
-            )
-        return card
 
     def _agent_name(self, issuer: str) -> str:
-        """What the consent page calls the agent: a registered PACT agent's name, else the
-        `client_name` of a Poppy agent's metadata (verified when it asked for the code)."""
-        agent = self.verifier.registry.lookup(issuer)
-        if agent is not None and agent.name:
-            return agent.name
-        if self.poppy is not None:
-            metadata = self.poppy.clients.last_verified(issuer)
-            if metadata is not None and metadata.client_name:
-                return metadata.client_name
-        return issuer
+        # Read when a page is shown: `self.poppy` is built after the authorization server.
+        return agent_name(self.verifier, self.poppy, issuer)
 
     def revoke_grant(self, grant_id: str) -> bool:
         """Revoke one grant now: its tokens fail on their next request, and the Poppy
         Sessions signed in through it go on signed out."""
-        if self.oauth is None and self.poppy is not None:
-            return self.poppy.revoke_grant(grant_id)
-        return self._oauth().revoke_grant(grant_id)
+        return self._calls.revoke_grant(grant_id)
 
     def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
         """Revoke every grant of a Brand account: call it when the account is disabled."""
-        if self.oauth is None and self.poppy is not None:
-            return self.poppy.revoke_account(account, brand_id=brand_id)
-        return self._oauth().revoke_account(account, brand_id=brand_id, reason="account")
-
-    def _oauth(self) -> AuthorizationServer:
-        if self.oauth is None:
-            raise RuntimeError("no Brand of this Provider offers delegation or Poppy")
-        return self.oauth
+        return self._calls.revoke_account(account, brand_id)
 
     def matches(self, method: str, path: str) -> bool:
         """Tell whether the Provider serves this path: anything under `/a2a/`, and with Poppy
@@ -299,12 +240,7 @@ class Provider:
         document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
         when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`.
         KeyError when the Brand does not enable Poppy."""
-        if self.poppy is None or brand_id not in self.poppy.brands:
-            raise KeyError(brand_id)
-        try:
-            return self.poppy.brand_discovery(brand_id, host)
-        except Exception as exc:
-            return error_response(exc)
+        return self._calls.poppy_discovery(brand_id, host)
 
     def poppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
@@ -312,22 +248,13 @@ class Provider:
         """For the app's own APIs: the caller of a request carrying a Poppy Session Token
         (`Authorization: DPoP` and a `DPoP` proof), signed in with `scopes` when any are
         named; raises `PoppyError` (render it with `error_response`). Blocking."""
-        flow = self._poppy().session_flow(brand_id, request, scopes)
-        caller: PoppyCaller = run(flow, self.verifier, no_body)
-        return caller
+        return self._calls.poppy_session(brand_id, request, scopes)
 
     async def apoppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
     ) -> PoppyCaller:
         """Async `poppy_session`: store calls run in a worker thread."""
-        flow = self._poppy().session_flow(brand_id, request, scopes)
-        caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
-        return caller
-
-    def _poppy(self) -> PoppyServer:
-        if self.poppy is None:
-            raise RuntimeError("no Brand of this Provider enables Poppy")
-        return self.poppy
+        return await self._calls.apoppy_session(brand_id, request, scopes)
 
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);
@@ -355,7 +282,7 @@ class Provider:
                 raise RequestRefused(404)
             if route.operation == "card":
                 return self._cards[brand.id]
-            return (yield from self._public_oauth(route, brand, request))
+            return (yield from public_oauth_flow(self.oauth, route, brand, request))
         caller: PersonalAgent = yield NeedIdentity(request.header("authorization"), route.brand_id)
         if brand is None:
             raise RequestRefused(404)
@@ -384,67 +311,10 @@ class Provider:
             # An agent that processed Parafé data says so in the response (spec §3).
             return _with_extension(response) if activated else response
         if route.operation in ("oauth_device_authorization", "oauth_token"):
-            config = brand.delegation
-            if config is None or self.oauth is None:
-                raise RequestRefused(404)
-            form = yield NeedBody(FORM_LIMIT)
-            if form is None:
-                raise RequestRefused(413)
-            if route.operation == "oauth_token":
-                return (yield from self.oauth.token(brand, config, caller, form))
-            return (yield from self.oauth.device_authorization(brand, config, caller, form))
+            return (yield from agent_oauth_flow(self.oauth, route, brand, caller))
         if parafe is not None:
             _check_activation(parafe, activated)
         return _simple_operation(route, request)
-
-    def _public_oauth(self, route: Route, brand: Brand, request: Request) -> Flow:
-        """The authorization server's documents and the consent pages (no PACT JWT)."""
-        config = brand.delegation
-        if config is None or self.oauth is None:
-            raise RequestRefused(404)
-        oauth = self.oauth
-        if route.operation == "oauth_metadata":
-            return oauth.metadata(brand, config)
-        if route.operation == "oauth_jwks":
-            return oauth.jwks()
-        try:
-            if route.operation == "consent_result":
-                return (yield from oauth.result(brand, config, request))
-            user = (yield NeedUser()) if config.mode == "same-app" else None
-            if route.operation == "consent" and request.method == "GET":
-                return (yield from oauth.consent(brand, config, request, user, None))
-            if route.operation == "connected_agents" and request.method == "GET":
-                return (yield from oauth.connected_agents(brand, config, request, user, None))
-            body = yield NeedBody(FORM_LIMIT)
-            if body is None:
-                raise RequestRefused(413)
-            if route.operation == "consent":
-                return (yield from oauth.consent(brand, config, request, user, body))
-            if route.operation == "connected_agents":
-                return (yield from oauth.connected_agents(brand, config, request, user, body))
-            return (yield from oauth.decision(brand, config, request, user, body))
-        except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
-            return error_response(ConsentRefused(exc.description, 400), pages=config.pages)
-        except ConsentRefused as exc:
-            return error_response(exc, pages=config.pages)
-        except (RequestRefused, AuthenticationFailed):
-            raise
-        except StoreUnavailable as exc:
-            logger.error("store unavailable on a consent page: %s", exc)
-            busy = "The service is busy. Please try again in a moment."
-            return error_response(ConsentRefused(busy, 503), pages=config.pages)
-        except Exception:
-            # A person's browser gets an HTML page, never an A2A JSON error. The usual cause
-            # is `current_user` reading what the host app's middleware sets (a session, a
-            # signed-in user) while the Provider runs outside that middleware.
-            logger.exception(
-                "consent page of brand %r failed (if current_user reads the host app's "
-                "session or user, serve the Provider inside the host app, after its "
-                "middleware: pactmw.adapters.asgi.a2a_mount)",
-                brand.id,
-            )
-            failed = "Something went wrong on our side. Please try again later."
-            return error_response(ConsentRefused(failed, 500), pages=config.pages)
 
     # -- the two drivers -----------------------------------------------------------------
 
@@ -493,23 +363,17 @@ class Provider:
         Returns the caller with its `delegation`; raises `DelegationRejected` (401,
         `error="invalid_token"`). The Provider's own routes do this themselves.
         """
-        delegation = run(self.delegation_flow(brand_id, caller, header), self.verifier, no_body)
-        return attrs.evolve(caller, delegation=delegation)
+        return self._calls.verify_delegation(brand_id, caller, header)
 
     async def averify_delegation(
         self, brand_id: str, caller: PersonalAgent, header: str | None
     ) -> PersonalAgent:
         """Async `verify_delegation`."""
-        flow = self.delegation_flow(brand_id, caller, header)
-        delegation = await arun(flow, self.verifier, ano_body, threads=self.verifier.threads)
-        return attrs.evolve(caller, delegation=delegation)
+        return await self._calls.averify_delegation(brand_id, caller, header)
 
     def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
         """The delegation check as a flow (the guard runs it after the identity check)."""
-        brand = self.brands.get(brand_id)
-        if brand is None or self.oauth is None:
-            raise DelegationRejected("not_offered", "this Brand offers no delegation")
-        return (yield from self.oauth.verify_delegation(brand, caller, header))
+        return self._calls.delegation_flow(brand_id, caller, header)
 
 
 def _check_activation(parafe: ParafeAgent, activated: bool) -> None:

@@ -10,23 +10,25 @@ page, with the Origin check) that every Revoke form posts back.
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from attrs import frozen
 
 from pactmw.core.errors import JoseError, RequestRefused
 from pactmw.core.http import Request
-from pactmw.core.jose import parse_compact, sign_compact, verify_with_any
-from pactmw.protocols.delegation import DELEGATION_ALGORITHMS
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
 from pactmw.provider.delegated._assertion import BrandAssertions
-from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._context import ServerContext, origin_of
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
-from pactmw.provider.delegated._responses import page, redirect, with_query
+from pactmw.provider.delegated._responses import login_redirect, page
 from pactmw.provider.delegated._revocation import Revocation
-from pactmw.provider.delegated._sessions import SignedInUser
+from pactmw.provider.delegated._sessions import (
+    SignedInUser,
+    is_fresh,
+    mint_page_token,
+    read_page_token,
+)
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Grant
@@ -36,11 +38,6 @@ AGENTS_SESSION_TYP = "pact-agents+jwt"
 #: reloads it (same-app).
 AGENTS_SESSION_LIFETIME = 900
 PAGE = "agents"
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 @frozen
@@ -68,10 +65,8 @@ class ConnectedAgentsEndpoint:
             raise RequestRefused(429, (("Retry-After", "60"),))
         here = self.ctx.url(brand, PAGE)
         if body is None:
-            if config.mode == "brand":
-                return redirect(with_query(config.login_url, {"return_to": here}))
-            if user is None:
-                return redirect(with_query(config.login_url, {"next": here}))
+            if config.mode == "brand" or user is None:
+                return login_redirect(config, here)
             return (yield from self._render(brand, config, user, ""))
         form = parse_form(body)
         if config.mode == "brand" and "assertion" in form:
@@ -80,8 +75,7 @@ class ConnectedAgentsEndpoint:
                 brand, config, assertion[0] if len(assertion) == 1 else "", PAGE
             )
             return (yield from self._render(brand, config, signed_in, ""))
-        origin = request.header("origin")
-        if origin is not None and origin != _origin(self.ctx.base_url):
+        if not self.ctx.same_origin(request):
             raise ConsentRefused("This request did not come from the connected agents page.", 403)
         sessions = form.get("session", [])
         signed_in = self._read_session(brand, sessions[0] if len(sessions) == 1 else "")
@@ -118,7 +112,7 @@ class ConnectedAgentsEndpoint:
                 ConnectedAgent(
                     grant_id=grant.grant_id,
                     agent_name=self.agent_name(grant.client_id) or grant.client_id,
-                    agent_origin=_origin(grant.client_id),
+                    agent_origin=origin_of(grant.client_id),
                     scopes=tuple(
                         (scope, text)
                         for scope, text in config.scopes.items()
@@ -137,36 +131,20 @@ class ConnectedAgentsEndpoint:
         return page(config.pages.connected_agents(view))
 
     def _mint_session(self, brand: Brand, user: SignedInUser) -> str:
-        now = int(self.ctx.clock())
-        return sign_compact(
-            {
-                "aud": self.ctx.url(brand, PAGE),
-                "sub": user.account,
-                "label": user.label,
-                "iat": now,
-                "exp": now + AGENTS_SESSION_LIFETIME,
-            },
-            self.ctx.keys.signer,
-            typ=AGENTS_SESSION_TYP,
+        claims = {"aud": self.ctx.url(brand, PAGE), "sub": user.account, "label": user.label}
+        return mint_page_token(
+            self.ctx, claims, typ=AGENTS_SESSION_TYP, lifetime=AGENTS_SESSION_LIFETIME
         )
 
     def _read_session(self, brand: Brand, token: str) -> SignedInUser:
         expired = ConsentRefused("This page has expired. Open it again.", 400)
         try:
-            jws = parse_compact(token, allowed_algs=DELEGATION_ALGORITHMS)
-            claims = jws.claims()
-            if jws.header.get("typ") != AGENTS_SESSION_TYP:
-                raise JoseError("bad_typ", "not a connected agents session")
-            if not verify_with_any(jws, self.ctx.keys.public.candidates(jws.kid, jws.alg)):
-                raise JoseError("bad_signature", "session signature")
+            claims = read_page_token(self.ctx, token, typ=AGENTS_SESSION_TYP)
         except JoseError as exc:
             raise expired from exc
-        exp, sub, label = (claims.get(k) for k in ("exp", "sub", "label"))
-        if (
-            claims.get("aud") != self.ctx.url(brand, PAGE)
-            or not isinstance(exp, int)
-            or exp <= self.ctx.clock()
-            or not all(isinstance(v, str) and v for v in (sub, label))
+        sub, label = claims.get("sub"), claims.get("label")
+        if not is_fresh(self.ctx, claims, self.ctx.url(brand, PAGE)) or not all(
+            isinstance(v, str) and v for v in (sub, label)
         ):
             raise expired
         return SignedInUser(account=str(sub), label=str(label))

@@ -26,6 +26,11 @@ def new_user_code() -> str:
     return f"{letters[:4]}-{letters[4:]}"
 
 
+def new_grant_id(now: float) -> str:
+    """A fresh grant id: its creation time in hex first (ids sort by age), then 64 random bits."""
+    return f"a2agrant_{int(now * 1000):012x}{secrets.token_hex(8)}"
+
+
 def normalize_user_code(text: str) -> str | None:
     """Read a typed code generously (case, spaces, dashes); None when it cannot be one."""
     letters = "".join(ch for ch in text.upper() if ch.isalnum())
@@ -36,6 +41,7 @@ def normalize_user_code(text: str) -> str | None:
 
 __all__ = [
     "USER_CODE_ALPHABET",
+    "new_grant_id",
     "new_secret",
     "new_user_code",
     "normalize_user_code",

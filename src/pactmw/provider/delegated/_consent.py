@@ -1,25 +1,26 @@
-"""The consent pages a person sees in a browser: code entry, consent, decision, result."""
+"""The consent pages a person sees in a browser: code entry, consent, and the decision
+(the page after it is `_result_page`)."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode
 
 from attrs import frozen
 
 from pactmw.core.errors import RequestRefused
-from pactmw.core.http import Request
+from pactmw.core.http import Request, Response
 from pactmw.provider.brand import Brand, DelegationConfig
-from pactmw.provider.consent_pages import ConsentView, ResultView
+from pactmw.provider.consent_pages import ConsentView
 from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._audit import AuditEvent
-from pactmw.provider.delegated._codes import normalize_user_code
-from pactmw.provider.delegated._context import ServerContext
+from pactmw.provider.delegated._codes import new_grant_id, normalize_user_code
+from pactmw.provider.delegated._context import ServerContext, origin_of
 from pactmw.provider.delegated._details import approved, device_owner, grant_owner, held, keep
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
-from pactmw.provider.delegated._responses import page, redirect, with_query
+from pactmw.provider.delegated._responses import login_redirect, page, redirect
+from pactmw.provider.delegated._result_page import described
 from pactmw.provider.delegated._sessions import (
     ConsentOutcomes,
     ConsentSessions,
@@ -29,17 +30,6 @@ from pactmw.provider.delegated._sessions import (
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Approval, DeviceAuthorization, Grant
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def _described(config: DelegationConfig, scopes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """`scopes` with the descriptions the person reads, in the Brand's own order."""
-    owned = set(scopes)
-    return tuple((scope, text) for scope, text in config.scopes.items() if scope in owned)
 
 
 @frozen
@@ -84,11 +74,9 @@ class ConsentEndpoint:
             if normalized is None:
                 return page(config.pages.code_entry(consent_url, "That is not a valid code."), 400)
             user_code = normalized
-            here = f"{consent_url}?{urlencode({'user_code': user_code})}"
-            if config.mode == "brand":
-                return redirect(with_query(config.login_url, {"return_to": here}))
-            if user is None:
-                return redirect(with_query(config.login_url, {"next": here}))
+            if config.mode == "brand" or user is None:
+                here = f"{consent_url}?{urlencode({'user_code': user_code})}"
+                return login_redirect(config, here)
         authorization = yield from self._pending(brand, user_code)
         assert user is not None
         # A Poppy sign-in names its user only at the poll: no grant to show or skip by yet.
@@ -130,7 +118,7 @@ class ConsentEndpoint:
         view = ConsentView(
             brand_name=brand.name,
             agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
-            agent_origin=_origin(authorization.client_id),
+            agent_origin=origin_of(authorization.client_id),
             signed_in_as=user.label,
             scopes=tuple((s, config.scopes[s]) for s in authorization.scopes if s in config.scopes),
             decision_url=self.ctx.url(brand, "consent/decision"),
@@ -141,7 +129,7 @@ class ConsentEndpoint:
                 if entry.get("type") in kinds
             ),
             lasts=config.grant_lifetime,
-            already=_described(config, grant.scopes if grant is not None else ()),
+            already=described(config, grant.scopes if grant is not None else ()),
             manage_url=self.manage_url(brand),
         )
         return page(config.pages.consent(view))
@@ -155,8 +143,7 @@ class ConsentEndpoint:
         body: bytes,
     ) -> Flow:
         yield from self._limit(request)
-        origin = request.header("origin")
-        if origin is not None and origin != _origin(self.ctx.base_url):
+        if not self.ctx.same_origin(request):
             # A cross-site form post: the session token already binds the user and the code,
             # this refuses the request before it gets anywhere near them.
             raise ConsentRefused("This request did not come from the consent page.", 403)
@@ -173,73 +160,6 @@ class ConsentEndpoint:
         if form.get("decision") != ["allow"] or not granted:
             return (yield from self._deny(brand, user_code, authorization, signed_in))
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
-
-    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
-        """The page after a decision: it reads the grant again, so it tells what the agent
-        can do now (a denied step-up leaves the earlier grant live, and says so)."""
-        query = parse_qs(request.query)
-        tokens = query.get("outcome", [])
-        outcome = self.outcomes.read(brand, tokens[0]) if len(tokens) == 1 else None
-        if outcome is None:
-            unknown = ResultView(
-                brand_name=brand.name,
-                agent_name="",
-                agent_origin="",
-                approved=False,
-                granted=(),
-                can_now=(),
-                until=None,
-                manage_url=self.manage_url(brand),
-                known=False,
-            )
-            return page(config.pages.result(unknown))
-        can_now, until = yield from self._can_now(brand, config, outcome)
-        view = ResultView(
-            brand_name=brand.name,
-            agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
-            agent_origin=_origin(outcome.client_id),
-            approved=outcome.approved,
-            granted=_described(config, outcome.granted),
-            can_now=_described(config, can_now),
-            until=until,
-            manage_url=self.manage_url(brand),
-        )
-        return page(config.pages.result(view))
-
-    def _can_now(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
-        """What the agent of a decision can do now, and until when: its live grant's scopes
-        and expiry, or `((), None)` when nothing is shared.
-
-        A Poppy sign-in names its user only when the agent's poll collects the approval
-        (`pa_sub` None): once collected, the grant is the bound user's; approved and not yet
-        collected, the approval is what the poll will grant, for the Brand's grant lifetime."""
-        now = self.ctx.clock()
-        nothing: tuple[tuple[str, ...], float | None] = ((), None)
-        pa_sub = outcome.pa_sub
-        if pa_sub is None:
-            found: DeviceAuthorization | None = yield store(
-                self.ctx.store.device_authorization_by_user_code, user_code=outcome.user_code
-            )
-            if found is None or (found.brand_id, found.client_id, found.account) != (
-                brand.id,
-                outcome.client_id,
-                outcome.account,
-            ):
-                return nothing
-            if found.pa_sub is None:
-                if found.status != "approved" or found.expires_at <= now:
-                    return nothing
-                return found.granted_scopes, now + config.grant_lifetime
-            pa_sub = found.pa_sub
-        grant: Grant | None = yield store(
-            self.ctx.store.live_grant,
-            brand_id=brand.id,
-            account=outcome.account,
-            client_id=outcome.client_id,
-            pa_sub=pa_sub,
-            now=now,
-        )
-        return nothing if grant is None else (grant.scopes, grant.expires_at)
 
     def _limit(self, request: Request) -> SubFlow:
         # `request.client` is the peer address the server saw, or the one a proxy the
@@ -289,16 +209,7 @@ class ConsentEndpoint:
                 scopes=authorization.scopes,
             )
         )
-        outcome = Outcome(
-            approved=False,
-            account=signed_in.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            granted=(),
-            user_code=authorization.user_code if authorization.pa_sub is None else None,
-        )
-        query = urlencode({"status": "denied", "outcome": self.outcomes.mint(brand, outcome)})
-        return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
+        return self._to_result(brand, authorization, signed_in, None)
 
     def _approve(
         self,
@@ -320,31 +231,16 @@ class ConsentEndpoint:
             brand_id=brand.id,
             account=user.account,
             granted_scopes=granted,
-            new_grant_id=f"a2agrant_{int(now * 1000):012x}{secrets.token_hex(8)}",
+            new_grant_id=new_grant_id(now),
             now=now,
             grant_expires_at=now + config.grant_lifetime,
         )
         if approval is None:
             raise ConsentRefused.unusable_code()
-        outcome = Outcome(
-            approved=True,
-            account=user.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            granted=granted,
-            user_code=authorization.user_code if authorization.pa_sub is None else None,
-        )
-        query = urlencode(
-            {
-                "status": "approved",
-                "scope": " ".join(granted),
-                "outcome": self.outcomes.mint(brand, outcome),
-            }
-        )
         if approval.grant is None:
             # A Poppy sign-in: its grant is written when the agent's poll binds its user
             # (it asks with no authorization details, so none are kept here).
-            return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
+            return self._to_result(brand, authorization, user, granted)
         # The entries of unticked scopes are declined with them. Added after the grant is:
         # an entry approved by this decision only (a lost write leaves the grant narrower).
         yield from keep(
@@ -355,6 +251,30 @@ class ConsentEndpoint:
             None,
         )
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
+        return self._to_result(brand, authorization, user, granted)
+
+    def _to_result(
+        self,
+        brand: Brand,
+        authorization: DeviceAuthorization,
+        user: SignedInUser,
+        granted: tuple[str, ...] | None,
+    ) -> Response:
+        """303 to the result page with the decision signed (`granted` None: denied)."""
+        outcome = Outcome(
+            approved=granted is not None,
+            account=user.account,
+            client_id=authorization.client_id,
+            pa_sub=authorization.pa_sub,
+            granted=granted or (),
+            user_code=authorization.user_code if authorization.pa_sub is None else None,
+        )
+        status = (
+            {"status": "denied"}
+            if granted is None
+            else {"status": "approved", "scope": " ".join(granted)}
+        )
+        query = urlencode({**status, "outcome": self.outcomes.mint(brand, outcome)})
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
 
 

@@ -18,7 +18,7 @@ from pactmw.provider.delegated._forms import agent_form
 from pactmw.provider.delegated._responses import NO_STORE, json_response, with_query
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimiter
-from pactmw.store.base import UserCodeTaken
+from pactmw.store.base import Store, UserCodeTaken
 
 DEVICE_CODE_LIFETIME = 600
 
@@ -62,40 +62,20 @@ class DeviceEndpoint:
         # Kept first: an authorization never exists without the details it was asked with.
         owner = device_owner(secret_hash(device_code))
         yield from keep(self.ctx.store, owner, details, now, now + DEVICE_CODE_LIFETIME)
-        for _ in range(5):
-            user_code = new_user_code()
-            try:
-                yield store(
-                    self.ctx.store.create_device_authorization,
-                    device_code_hash=secret_hash(device_code),
-                    user_code=user_code,
-                    brand_id=brand.id,
-                    client_id=caller.issuer,
-                    pa_sub=caller.sub,
-                    scopes=scopes,
-                    now=now,
-                    expires_at=now + DEVICE_CODE_LIFETIME,
-                    interval=float(config.interval),
-                )
-                break
-            except UserCodeTaken:
-                continue
-        else:  # pragma: no cover - 5 collisions in 2.6e10 codes
+        document = yield from new_device_authorization(
+            self.ctx.store,
+            self.ctx.url(brand, "consent"),
+            config,
+            device_code=device_code,
+            brand_id=brand.id,
+            client_id=caller.issuer,
+            pa_sub=caller.sub,
+            scopes=scopes,
+            now=now,
+        )
+        if document is None:  # pragma: no cover - 5 collisions in 2.6e10 codes
             raise OAuthError("temporarily_unavailable", "try again", 503)
-        verification_uri, complete = self._verification_uris(brand, config, user_code)
-        return {
-            "device_code": device_code,
-            "user_code": user_code,
-            "verification_uri": verification_uri,
-            "verification_uri_complete": complete,
-            "expires_in": DEVICE_CODE_LIFETIME,
-            "interval": config.interval,
-        }
-
-    def _verification_uris(
-        self, brand: Brand, config: DelegationConfig, code: str
-    ) -> tuple[str, str]:
-        return verification_uris(self.ctx.url(brand, "consent"), config, code)
+        return document
 
 
 def verification_uris(consent: str, config: DelegationConfig, code: str) -> tuple[str, str]:
@@ -111,8 +91,55 @@ def verification_uris(consent: str, config: DelegationConfig, code: str) -> tupl
     return consent, complete
 
 
+def new_device_authorization(
+    device_store: Store,
+    consent_url: str,
+    config: DelegationConfig,
+    *,
+    device_code: str,
+    brand_id: str,
+    client_id: str,
+    pa_sub: str | None,
+    scopes: tuple[str, ...],
+    now: float,
+) -> SubFlow:
+    """Store a device authorization under a fresh user code (PACT's, and Poppy's Device
+    Sign-In, whose `pa_sub` is None until its poll); the value is the RFC 8628 response
+    document, or None when five fresh user codes were all taken."""
+    for _ in range(5):
+        user_code = new_user_code()
+        try:
+            yield store(
+                device_store.create_device_authorization,
+                device_code_hash=secret_hash(device_code),
+                user_code=user_code,
+                brand_id=brand_id,
+                client_id=client_id,
+                pa_sub=pa_sub,
+                scopes=scopes,
+                now=now,
+                expires_at=now + DEVICE_CODE_LIFETIME,
+                interval=float(config.interval),
+            )
+            break
+        except UserCodeTaken:
+            continue
+    else:  # pragma: no cover - 5 collisions in 2.6e10 codes
+        return None
+    verification_uri, complete = verification_uris(consent_url, config, user_code)
+    return {
+        "device_code": device_code,
+        "user_code": user_code,
+        "verification_uri": verification_uri,
+        "verification_uri_complete": complete,
+        "expires_in": DEVICE_CODE_LIFETIME,
+        "interval": config.interval,
+    }
+
+
 __all__ = [
     "DEVICE_CODE_LIFETIME",
     "DeviceEndpoint",
+    "new_device_authorization",
     "verification_uris",
 ]

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import Response
+from pactmw.provider.brand import DelegationConfig
 
 NO_STORE = (("Cache-Control", "no-store"), ("Pragma", "no-cache"))
 #: Public documents (metadata, JWKS): any origin may read them, caches may keep them briefly.
@@ -54,6 +55,13 @@ def redirect(location: str) -> Response:
     )
 
 
+def login_redirect(config: DelegationConfig, here: str) -> Response:
+    """Off to the Brand's login, which sends the person back to `here`: with an assertion
+    POSTed to `return_to` (brand mode), or signed in to the host app at `next` (same-app)."""
+    key = "return_to" if config.mode == "brand" else "next"
+    return redirect(with_query(config.login_url, {key: here}))
+
+
 def with_query(url: str, params: dict[str, str]) -> str:
     """`url` with `params` added to its query (a configured login URL may already have one)."""
     joiner = "&" if "?" in url else "?"
@@ -65,6 +73,7 @@ __all__ = [
     "PAGE_HEADERS",
     "PUBLIC_DOCUMENT",
     "json_response",
+    "login_redirect",
     "page",
     "redirect",
     "with_query",

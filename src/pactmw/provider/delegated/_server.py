@@ -23,6 +23,7 @@ from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._device import DeviceEndpoint
 from pactmw.provider.delegated._metadata import Metadata
 from pactmw.provider.delegated._resource import DelegationCheck
+from pactmw.provider.delegated._result_page import ResultPage
 from pactmw.provider.delegated._revocation import Revocation
 from pactmw.provider.delegated._sessions import ConsentOutcomes, ConsentSessions, SignedInUser
 from pactmw.provider.delegated._step_up import StepUp
@@ -80,6 +81,7 @@ class AuthorizationServer:
         )
         self._resource = DelegationCheck(self._ctx)
         self._step_up = StepUp(self._device)
+        outcomes = ConsentOutcomes(self._ctx)
         self._consent = ConsentEndpoint(
             self._ctx,
             agent_name=agent_name,
@@ -90,8 +92,11 @@ class AuthorizationServer:
             ),
             sessions=ConsentSessions(self._ctx),
             assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
-            outcomes=ConsentOutcomes(self._ctx),
-            manage_url=lambda brand: self._ctx.url(brand, "agents"),
+            outcomes=outcomes,
+            manage_url=self._manage_url,
+        )
+        self._result = ResultPage(
+            self._ctx, agent_name=agent_name, outcomes=outcomes, manage_url=self._manage_url
         )
         self._revocation = Revocation(self._ctx)
         self._agents = ConnectedAgentsEndpoint(
@@ -101,6 +106,10 @@ class AuthorizationServer:
             assertions=self._consent.assertions,
             revocation=self._revocation,
         )
+
+    def _manage_url(self, brand: Brand) -> str | None:
+        """The connected agents page the consent pages link to."""
+        return self._ctx.url(brand, "agents")
 
     # -- what the collaborators share --------------------------------------------------------
 
@@ -224,7 +233,7 @@ class AuthorizationServer:
 
     def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
         """The page after the decision: what was decided and what the agent can do now."""
-        return self._consent.result(brand, config, request)
+        return self._result.result(brand, config, request)
 
     def connected_agents(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import frozen
 
 from pactmw.core.errors import JoseError
@@ -16,6 +18,31 @@ CONSENT_SESSION_LIFETIME = 600
 OUTCOME_TYP = "pact-consent-outcome+jwt"
 #: The result page is opened right after the decision; a bookmarked one just stops naming it.
 OUTCOME_LIFETIME = 600
+
+
+def mint_page_token(ctx: ServerContext, claims: dict[str, Any], *, typ: str, lifetime: int) -> str:
+    """A short-lived token a page carries to its next request: `claims`, `iat` and `exp`,
+    signed with the server's keys under its own `typ` (so no token passes for another)."""
+    now = int(ctx.clock())
+    return sign_compact({**claims, "iat": now, "exp": now + lifetime}, ctx.keys.signer, typ=typ)
+
+
+def read_page_token(ctx: ServerContext, token: str, *, typ: str) -> dict[str, Any]:
+    """The claims of a page token this server signed with `typ`; `JoseError` when it is
+    malformed, of another `typ` or not signed by the server's keys (claims unchecked)."""
+    jws = parse_compact(token, allowed_algs=DELEGATION_ALGORITHMS)
+    claims = jws.claims()
+    if jws.header.get("typ") != typ:
+        raise JoseError("bad_typ", f"not a {typ} token")
+    if not verify_with_any(jws, ctx.keys.public.candidates(jws.kid, jws.alg)):
+        raise JoseError("bad_signature", "page token signature")
+    return claims
+
+
+def is_fresh(ctx: ServerContext, claims: dict[str, Any], aud: str) -> bool:
+    """Whether page token claims are for `aud` and unexpired."""
+    exp = claims.get("exp")
+    return claims.get("aud") == aud and isinstance(exp, int) and exp > ctx.clock()
 
 
 @frozen
@@ -33,37 +60,25 @@ class ConsentSessions:
     ctx: ServerContext
 
     def mint(self, brand: Brand, user: SignedInUser, user_code: str) -> str:
-        now = int(self.ctx.clock())
-        return sign_compact(
-            {
-                "aud": self.ctx.url(brand, "consent/decision"),
-                "sub": user.account,
-                "label": user.label,
-                "user_code": user_code,
-                "iat": now,
-                "exp": now + CONSENT_SESSION_LIFETIME,
-            },
-            self.ctx.keys.signer,
-            typ=CONSENT_SESSION_TYP,
+        claims = {
+            "aud": self.ctx.url(brand, "consent/decision"),
+            "sub": user.account,
+            "label": user.label,
+            "user_code": user_code,
+        }
+        return mint_page_token(
+            self.ctx, claims, typ=CONSENT_SESSION_TYP, lifetime=CONSENT_SESSION_LIFETIME
         )
 
     def read(self, brand: Brand, token: str) -> tuple[SignedInUser, str]:
         """The session's user and user code; `ConsentRefused` if it is forged, foreign or old."""
         try:
-            jws = parse_compact(token, allowed_algs=DELEGATION_ALGORITHMS)
-            claims = jws.claims()
-            if jws.header.get("typ") != CONSENT_SESSION_TYP:
-                raise JoseError("bad_typ", "not a consent session")
-            if not verify_with_any(jws, self.ctx.keys.public.candidates(jws.kid, jws.alg)):
-                raise JoseError("bad_signature", "session signature")
+            claims = read_page_token(self.ctx, token, typ=CONSENT_SESSION_TYP)
         except JoseError as exc:
             raise ConsentRefused("This consent page is no longer valid. Start again.", 400) from exc
-        exp, sub, label, code = (claims.get(k) for k in ("exp", "sub", "label", "user_code"))
-        if (
-            claims.get("aud") != self.ctx.url(brand, "consent/decision")
-            or not isinstance(exp, int)
-            or exp <= self.ctx.clock()
-            or not all(isinstance(v, str) and v for v in (sub, label, code))
+        sub, label, code = (claims.get(k) for k in ("sub", "label", "user_code"))
+        if not is_fresh(self.ctx, claims, self.ctx.url(brand, "consent/decision")) or not all(
+            isinstance(v, str) and v for v in (sub, label, code)
         ):
             raise ConsentRefused("This consent page has expired. Start again.", 400)
         return SignedInUser(account=str(sub), label=str(label)), str(code)
@@ -98,43 +113,30 @@ class ConsentOutcomes:
     ctx: ServerContext
 
     def mint(self, brand: Brand, outcome: Outcome) -> str:
-        now = int(self.ctx.clock())
-        return sign_compact(
-            {
-                "aud": self.ctx.url(brand, "connected"),
-                "approved": outcome.approved,
-                "sub": outcome.account,
-                "client_id": outcome.client_id,
-                "pa_sub": outcome.pa_sub,
-                "user_code": outcome.user_code,
-                "granted": list(outcome.granted),
-                "iat": now,
-                "exp": now + OUTCOME_LIFETIME,
-            },
-            self.ctx.keys.signer,
-            typ=OUTCOME_TYP,
-        )
+        claims = {
+            "aud": self.ctx.url(brand, "connected"),
+            "approved": outcome.approved,
+            "sub": outcome.account,
+            "client_id": outcome.client_id,
+            "pa_sub": outcome.pa_sub,
+            "user_code": outcome.user_code,
+            "granted": list(outcome.granted),
+        }
+        return mint_page_token(self.ctx, claims, typ=OUTCOME_TYP, lifetime=OUTCOME_LIFETIME)
 
     def read(self, brand: Brand, token: str) -> Outcome | None:
         """The decision, or None when the token is forged, foreign, malformed or expired."""
         try:
-            jws = parse_compact(token, allowed_algs=DELEGATION_ALGORITHMS)
-            claims = jws.claims()
-            if jws.header.get("typ") != OUTCOME_TYP:
-                return None
-            if not verify_with_any(jws, self.ctx.keys.public.candidates(jws.kid, jws.alg)):
-                return None
+            claims = read_page_token(self.ctx, token, typ=OUTCOME_TYP)
         except JoseError:
             return None
-        exp, approved, granted = claims.get("exp"), claims.get("approved"), claims.get("granted")
+        approved, granted = claims.get("approved"), claims.get("granted")
         key = tuple(claims.get(k) for k in ("sub", "client_id"))
         # The grant's user, or (a Poppy sign-in, bound at the poll) the user code.
         pa_sub, user_code = claims.get("pa_sub"), claims.get("user_code")
         user = (pa_sub,) if pa_sub is not None else (user_code,)
         if (
-            claims.get("aud") != self.ctx.url(brand, "connected")
-            or not isinstance(exp, int)
-            or exp <= self.ctx.clock()
+            not is_fresh(self.ctx, claims, self.ctx.url(brand, "connected"))
             or not isinstance(approved, bool)
             or not isinstance(granted, list)
             or not all(isinstance(s, str) for s in granted)
@@ -160,4 +162,7 @@ __all__ = [
     "ConsentSessions",
     "Outcome",
     "SignedInUser",
+    "is_fresh",
+    "mint_page_token",
+    "read_page_token",
 ]

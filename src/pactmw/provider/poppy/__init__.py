@@ -4,16 +4,10 @@ token and revocation endpoints over the store. Wire formats are `pactmw.protocol
 
 from __future__ import annotations
 
+from pactmw.provider.poppy._companies import DeviceSignIn, issuer_url, poppy_companies
 from pactmw.provider.poppy._config import PoppyConfig
-from pactmw.provider.poppy._server import (
-    METADATA_PREFIX,
-    DeviceSignIn,
-    PoppyCaller,
-    PoppyRoute,
-    PoppyServer,
-    issuer_url,
-    poppy_companies,
-)
+from pactmw.provider.poppy._server import METADATA_PREFIX, PoppyRoute, PoppyServer
+from pactmw.provider.poppy._session_check import PoppyCaller
 
 __all__ = [
     "METADATA_PREFIX",

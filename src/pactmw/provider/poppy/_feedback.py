@@ -32,7 +32,7 @@ from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
 
 if TYPE_CHECKING:
-    from pactmw.provider.poppy._server import PoppyCaller
+    from pactmw.provider.poppy._session_check import PoppyCaller
 
 feedback_logger = logging.getLogger("pactmw.feedback")
 

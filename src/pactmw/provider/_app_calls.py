@@ -1,0 +1,101 @@
+"""What a host app's own code asks of a Provider besides answering its routes: revoking
+grants, the Poppy document and Session checks of the app's own site and APIs, and delegation
+checks on its custom endpoints. `Provider` hands each of these calls here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from pactmw.core.http import Request, Response
+from pactmw.protocols.delegation import DelegationRejected
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider.brand import Brand
+from pactmw.provider.delegated import AuthorizationServer
+from pactmw.provider.driver import ano_body, arun, no_body, run
+from pactmw.provider.errors import error_response
+from pactmw.provider.flow import SubFlow
+from pactmw.provider.poppy import PoppyCaller, PoppyServer
+
+
+@attrs.frozen
+class AppCalls:
+    """The app-facing calls over one Provider's parts (None: no Brand offers that part)."""
+
+    brands: Mapping[str, Brand]
+    verifier: IdentityVerifier
+    oauth: AuthorizationServer | None
+    poppy: PoppyServer | None
+
+    # -- revocation ------------------------------------------------------------------------
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        if self.oauth is None and self.poppy is not None:
+            return self.poppy.revoke_grant(grant_id)
+        return self._oauth().revoke_grant(grant_id)
+
+    def revoke_account(self, account: str, brand_id: str | None) -> list[str]:
+        if self.oauth is None and self.poppy is not None:
+            return self.poppy.revoke_account(account, brand_id=brand_id)
+        return self._oauth().revoke_account(account, brand_id=brand_id, reason="account")
+
+    def _oauth(self) -> AuthorizationServer:
+        if self.oauth is None:
+            raise RuntimeError("no Brand of this Provider offers delegation or Poppy")
+        return self.oauth
+
+    # -- Poppy on the app's own site and APIs ----------------------------------------------
+
+    def poppy_discovery(self, brand_id: str, host: str | None) -> Response:
+        if self.poppy is None or brand_id not in self.poppy.brands:
+            raise KeyError(brand_id)
+        try:
+            return self.poppy.brand_discovery(brand_id, host)
+        except Exception as exc:
+            return error_response(exc)
+
+    def poppy_session(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...]
+    ) -> PoppyCaller:
+        flow = self._poppy().session_flow(brand_id, request, scopes)
+        caller: PoppyCaller = run(flow, self.verifier, no_body)
+        return caller
+
+    async def apoppy_session(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...]
+    ) -> PoppyCaller:
+        flow = self._poppy().session_flow(brand_id, request, scopes)
+        caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
+        return caller
+
+    def _poppy(self) -> PoppyServer:
+        if self.poppy is None:
+            raise RuntimeError("no Brand of this Provider enables Poppy")
+        return self.poppy
+
+    # -- delegation on custom endpoints ----------------------------------------------------
+
+    def verify_delegation(
+        self, brand_id: str, caller: PersonalAgent, header: str | None
+    ) -> PersonalAgent:
+        delegation = run(self.delegation_flow(brand_id, caller, header), self.verifier, no_body)
+        return attrs.evolve(caller, delegation=delegation)
+
+    async def averify_delegation(
+        self, brand_id: str, caller: PersonalAgent, header: str | None
+    ) -> PersonalAgent:
+        flow = self.delegation_flow(brand_id, caller, header)
+        delegation = await arun(flow, self.verifier, ano_body, threads=self.verifier.threads)
+        return attrs.evolve(caller, delegation=delegation)
+
+    def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
+        brand = self.brands.get(brand_id)
+        if brand is None or self.oauth is None:
+            raise DelegationRejected("not_offered", "this Brand offers no delegation")
+        return (yield from self.oauth.verify_delegation(brand, caller, header))
+
+
+__all__ = [
+    "AppCalls",
+]

@@ -1,0 +1,103 @@
+"""The Delegated profile's routes on the Provider's mount: the device authorization and
+token endpoints an agent calls, and those no PACT JWT guards: the authorization server's
+public documents, and the consent and connected agents pages a person opens in a browser.
+
+A person's browser gets an HTML page for every refusal on those pages, never an A2A JSON
+error: this is where the pages' failures become `ConsentRefused` pages.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pactmw.core.errors import AuthenticationFailed, RequestRefused
+from pactmw.core.http import Request
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
+from pactmw.provider.errors import error_response
+from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
+from pactmw.provider.routes import Route
+from pactmw.store.base import StoreUnavailable
+
+logger = logging.getLogger("pactmw.provider")
+
+
+def _offered(oauth: AuthorizationServer | None, brand: Brand) -> DelegationConfig:
+    """The Brand's delegation settings; 404 when it offers no delegation."""
+    if brand.delegation is None or oauth is None:
+        raise RequestRefused(404)
+    return brand.delegation
+
+
+def _form() -> SubFlow:
+    """The request's form body (413 past `FORM_LIMIT`)."""
+    body = yield NeedBody(FORM_LIMIT)
+    if body is None:
+        raise RequestRefused(413)
+    return body
+
+
+def agent_oauth_flow(
+    oauth: AuthorizationServer | None, route: Route, brand: Brand, caller: PersonalAgent
+) -> Flow:
+    """The device authorization and token endpoints (RFC 8628), for an authenticated agent."""
+    config = _offered(oauth, brand)
+    assert oauth is not None
+    form = yield from _form()
+    if route.operation == "oauth_token":
+        return (yield from oauth.token(brand, config, caller, form))
+    return (yield from oauth.device_authorization(brand, config, caller, form))
+
+
+def public_oauth_flow(
+    oauth: AuthorizationServer | None, route: Route, brand: Brand, request: Request
+) -> Flow:
+    """Answer a public route of the Brand's authorization server."""
+    config = _offered(oauth, brand)
+    assert oauth is not None
+    if route.operation == "oauth_metadata":
+        return oauth.metadata(brand, config)
+    if route.operation == "oauth_jwks":
+        return oauth.jwks()
+    try:
+        if route.operation == "consent_result":
+            return (yield from oauth.result(brand, config, request))
+        user = (yield NeedUser()) if config.mode == "same-app" else None
+        if route.operation == "consent" and request.method == "GET":
+            return (yield from oauth.consent(brand, config, request, user, None))
+        if route.operation == "connected_agents" and request.method == "GET":
+            return (yield from oauth.connected_agents(brand, config, request, user, None))
+        body = yield from _form()
+        if route.operation == "consent":
+            return (yield from oauth.consent(brand, config, request, user, body))
+        if route.operation == "connected_agents":
+            return (yield from oauth.connected_agents(brand, config, request, user, body))
+        return (yield from oauth.decision(brand, config, request, user, body))
+    except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
+        return error_response(ConsentRefused(exc.description, 400), pages=config.pages)
+    except ConsentRefused as exc:
+        return error_response(exc, pages=config.pages)
+    except (RequestRefused, AuthenticationFailed):
+        raise
+    except StoreUnavailable as exc:
+        logger.error("store unavailable on a consent page: %s", exc)
+        busy = "The service is busy. Please try again in a moment."
+        return error_response(ConsentRefused(busy, 503), pages=config.pages)
+    except Exception:
+        # The usual cause is `current_user` reading what the host app's middleware sets (a
+        # session, a signed-in user) while the Provider runs outside that middleware.
+        logger.exception(
+            "consent page of brand %r failed (if current_user reads the host app's "
+            "session or user, serve the Provider inside the host app, after its "
+            "middleware: pactmw.adapters.asgi.a2a_mount)",
+            brand.id,
+        )
+        failed = "Something went wrong on our side. Please try again later."
+        return error_response(ConsentRefused(failed, 500), pages=config.pages)
+
+
+__all__ = [
+    "agent_oauth_flow",
+    "public_oauth_flow",
+]

@@ -1,0 +1,105 @@
+"""The page after a consent decision: what was decided, and what the agent can do now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import parse_qs
+
+from attrs import frozen
+
+from pactmw.core.http import Request
+from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.consent_pages import ResultView
+from pactmw.provider.delegated._context import ServerContext, origin_of
+from pactmw.provider.delegated._responses import page
+from pactmw.provider.delegated._sessions import ConsentOutcomes, Outcome
+from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.store.base import DeviceAuthorization, Grant
+
+
+def described(config: DelegationConfig, scopes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`scopes` with the descriptions the person reads, in the Brand's own order."""
+    owned = set(scopes)
+    return tuple((scope, text) for scope, text in config.scopes.items() if scope in owned)
+
+
+@frozen
+class ResultPage:
+    """Reads the grant again when shown, so it tells what the agent can do at that moment
+    (a denied step-up leaves the earlier grant live, and says so)."""
+
+    ctx: ServerContext
+    agent_name: Callable[[str], str]
+    outcomes: ConsentOutcomes
+    #: The connected agents page of a Brand, when the Provider serves one.
+    manage_url: Callable[[Brand], str | None]
+
+    def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
+        tokens = parse_qs(request.query).get("outcome", [])
+        outcome = self.outcomes.read(brand, tokens[0]) if len(tokens) == 1 else None
+        if outcome is None:
+            unknown = ResultView(
+                brand_name=brand.name,
+                agent_name="",
+                agent_origin="",
+                approved=False,
+                granted=(),
+                can_now=(),
+                until=None,
+                manage_url=self.manage_url(brand),
+                known=False,
+            )
+            return page(config.pages.result(unknown))
+        can_now, until = yield from self._can_now(brand, config, outcome)
+        view = ResultView(
+            brand_name=brand.name,
+            agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
+            agent_origin=origin_of(outcome.client_id),
+            approved=outcome.approved,
+            granted=described(config, outcome.granted),
+            can_now=described(config, can_now),
+            until=until,
+            manage_url=self.manage_url(brand),
+        )
+        return page(config.pages.result(view))
+
+    def _can_now(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
+        """What the agent of a decision can do now, and until when: its live grant's scopes
+        and expiry, or `((), None)` when nothing is shared.
+
+        A Poppy sign-in names its user only when the agent's poll collects the approval
+        (`pa_sub` None): once collected, the grant is the bound user's; approved and not yet
+        collected, the approval is what the poll will grant, for the Brand's grant lifetime."""
+        now = self.ctx.clock()
+        nothing: tuple[tuple[str, ...], float | None] = ((), None)
+        pa_sub = outcome.pa_sub
+        if pa_sub is None:
+            found: DeviceAuthorization | None = yield store(
+                self.ctx.store.device_authorization_by_user_code, user_code=outcome.user_code
+            )
+            if found is None or (found.brand_id, found.client_id, found.account) != (
+                brand.id,
+                outcome.client_id,
+                outcome.account,
+            ):
+                return nothing
+            if found.pa_sub is None:
+                if found.status != "approved" or found.expires_at <= now:
+                    return nothing
+                return found.granted_scopes, now + config.grant_lifetime
+            pa_sub = found.pa_sub
+        grant: Grant | None = yield store(
+            self.ctx.store.live_grant,
+            brand_id=brand.id,
+            account=outcome.account,
+            client_id=outcome.client_id,
+            pa_sub=pa_sub,
+            now=now,
+        )
+        return nothing if grant is None else (grant.scopes, grant.expires_at)
+
+
+__all__ = [
+    "ResultPage",
+    "described",
+]

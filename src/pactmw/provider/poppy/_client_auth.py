@@ -1,0 +1,39 @@
+"""How the token, device and revocation endpoints read their form and authenticate the
+agent: a bounded form body, then its client assertion (`401 invalid_client`), first of the
+checks as in the SDK's order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+
+from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, parse_form
+from pactmw.provider.delegated._forms import FORM_LIMIT
+from pactmw.provider.flow import NeedBody, NeedKeys, SubFlow
+from pactmw.provider.poppy._brands import PoppyBrand
+
+
+def read_form() -> SubFlow:
+    """The request's form (`413 request_too_large` past `FORM_LIMIT`)."""
+    body = yield NeedBody(FORM_LIMIT)
+    if body is None:
+        raise PoppyError(413, "request_too_large", "the form is too large")
+    return parse_form(body)
+
+
+def authenticate_client(brand: PoppyBrand, form: Mapping[str, str]) -> SubFlow:
+    """The verified client assertion of `form`, from an agent the Brand admits."""
+    claimed = form.get("client_id")
+    if claimed and not brand.config.admits(claimed):
+        # Refused before any fetch: an agent not admitted gets nothing fetched for it.
+        raise PoppyError(401, "invalid_client", "this agent is not admitted")
+    client: VerifiedAssertion = yield NeedKeys(partial(brand.verifier.verify_client, form))
+    if not brand.config.admits(client.client_id):
+        raise PoppyError(401, "invalid_client", "this agent is not admitted")
+    return client
+
+
+__all__ = [
+    "authenticate_client",
+    "read_form",
+]

@@ -1,0 +1,136 @@
+"""The app's own APIs (§6): a request carrying a Session Token and a DPoP proof, checked
+into a `PoppyCaller`, and the grant's "last used" recorded without a write per request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from attrs import frozen
+
+from pactmw.core.dpop import DpopError, check_dpop_proof, spend_dpop_proof
+from pactmw.core.http import Request
+from pactmw.core.replay import StoreReplayMemory
+from pactmw.protocols.poppy import PoppyError, dpop_refusal, session_credentials
+from pactmw.provider.delegated._resource import USE_RECORD_INTERVAL
+from pactmw.provider.flow import SubFlow, store
+from pactmw.provider.poppy._brands import PoppyBrand
+from pactmw.provider.poppy._credentials import token_hash
+from pactmw.store import GrantUsageStore
+from pactmw.store.base import Store
+
+#: Grants whose last recorded use one process remembers (see `SessionCheck._used`).
+_USED_MEMO_SIZE = 100_000
+
+
+@frozen
+class PoppyCaller:
+    """Who calls an app's API with a Poppy Session Token (checked by `session_flow`): the
+    personal agent (`client_id`), its User ID, the Session, and, signed in, the Brand
+    `account` and the `scopes` it approved."""
+
+    brand_id: str
+    client_id: str
+    user_id: str
+    session_id: str
+    account: str | None
+    scopes: tuple[str, ...]
+    #: The grant a signed-in Session runs under (None signed out).
+    grant_id: str | None = None
+
+    @property
+    def signed_in(self) -> bool:
+        return self.account is not None
+
+
+class SessionCheck:
+    """Checks Session Token requests for every Poppy Brand of a Provider. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        brands: Mapping[str, PoppyBrand],
+        store: Store,
+        clock: Callable[[], float],
+        origin: str,
+        dpop_replay: StoreReplayMemory,
+    ) -> None:
+        self._brands = brands
+        self._store = store
+        self._clock = clock
+        #: The public origin requests' URLs are rebuilt from (DPoP `htu`), never `Host`.
+        self._origin = origin
+        self._dpop_replay = dpop_replay
+        #: When this process last recorded each grant's use for the connected agents page's
+        #: "last used": a Session's request reads no grant row, so without this memo every
+        #: API request would cost a store write. Cleared wholesale past `_USED_MEMO_SIZE`.
+        self._used: dict[str, float] = {}
+        self._records_use = isinstance(store, GrantUsageStore)
+
+    def session_flow(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
+        """Check a request to one of the Brand's APIs; the value is a `PoppyCaller`.
+
+        In order: the credentials (a token in the URL or two `Authorization` headers: `400
+        invalid_request`; no `Authorization: DPoP` token: `401 invalid_token`, PAP-4.3-11/12/
+        17); the Session Token (unknown, replaced, expired, another Brand's, or an Account
+        Token: `401 invalid_token`, PAP-4.8-01); the DPoP proof for this method and URL,
+        bound to the token (`ath`) and to its key (`jkt`), spent in the store (`401
+        invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
+        sign_in_required`, a scope not approved `403 insufficient_scope`, both naming the
+        scopes to ask for. The Session is read on every request, so a sign-out shows at once
+        (PAP-4.9-01).
+        """
+        brand = self._brands[brand_id]
+        credentials = session_credentials(request)
+        now = self._clock()
+        session = yield store(
+            self._store.session_for_token, token_hash=token_hash(credentials.token), now=now
+        )
+        if session is None or session.brand_id != brand_id:
+            raise PoppyError(401, "invalid_token", "not a live Session Token of this Brand")
+        try:
+            proof = check_dpop_proof(
+                credentials.proofs,
+                method=request.method,
+                url=self._origin + request.path,
+                now=now,
+                access_token=credentials.token,
+                jkt=session.jkt,
+                allowed_algs=frozenset(brand.company.dpop_signing_algs),
+            )
+            yield store(spend_dpop_proof, proof=proof, replay=self._dpop_replay, now=now)
+        except DpopError as exc:
+            raise dpop_refusal(exc, token_endpoint=False) from exc
+        wanted = " ".join(scopes)
+        if scopes and not session.signed_in:
+            raise PoppyError(403, "sign_in_required", "signed out", members={"scope": wanted})
+        if not set(scopes) <= set(session.scopes):
+            raise PoppyError(403, "insufficient_scope", "not approved", members={"scope": wanted})
+        if session.grant_id is not None and self._records_use:
+            yield from self._record_use(session.grant_id, now)
+        return PoppyCaller(
+            brand_id=brand_id,
+            client_id=session.client_id,
+            user_id=session.user_id,
+            session_id=session.session_id,
+            account=session.account,
+            scopes=session.scopes,
+            grant_id=session.grant_id,
+        )
+
+    def _record_use(self, grant_id: str, now: float) -> SubFlow:
+        """Record a signed-in Session's use of its grant, at most once a minute per grant
+        and process (the store also writes at most once a minute per grant)."""
+        last = self._used.get(grant_id)
+        if last is not None and now - last < USE_RECORD_INTERVAL:
+            return
+        if len(self._used) >= _USED_MEMO_SIZE:
+            self._used.clear()
+        self._used[grant_id] = now
+        usage: GrantUsageStore = self._store  # type: ignore[assignment]
+        yield store(usage.record_grant_use, grant_id=grant_id, now=now, every=USE_RECORD_INTERVAL)
+
+
+__all__ = [
+    "PoppyCaller",
+    "SessionCheck",
+]
