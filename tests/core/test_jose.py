@@ -262,6 +262,24 @@ def test_payload_and_signature_segments_must_be_base64url(keys: dict[str, Privat
         assert _code(token, IDENTITY_ALGS, keys["ES256"].public) == "malformed"
 
 
+@pytest.mark.parametrize("segment", [0, 1, 2])
+def test_every_character_outside_the_alphabet_is_refused(
+    keys: dict[str, PrivateJWK], segment: int
+) -> None:
+    # One translate pass vets the characters and maps the alphabet to the standard one: "+",
+    # "/", "=", the "!" it marks refusals with, and every non-ASCII character stay refused.
+    parts = sign_compact(CLAIMS, keys["ES256"]).split(".")
+    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+    for char in [chr(c) for c in range(256)] + ["é", "€", "\ud800", "😀"]:
+        if char in alphabet:
+            continue
+        tampered = list(parts)
+        tampered[segment] = tampered[segment][:8] + char + tampered[segment][8:]
+        with pytest.raises(JoseError) as info:
+            parse_compact(".".join(tampered), allowed_algs=IDENTITY_ALGS)
+        assert info.value.code == "malformed", repr(char)
+
+
 def test_payload_that_is_not_an_object(keys: dict[str, PrivateJWK]) -> None:
     for payload in (b"[]", b'"x"', b"{", b'{"a":1,"a":2}', b'{"exp":NaN}'):
         jws = parse_compact(sign_compact(payload, keys["ES256"]), allowed_algs=IDENTITY_ALGS)
