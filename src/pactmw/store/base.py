@@ -30,6 +30,7 @@ from pactmw.store._protocols import (
     ConversationStore,
     DeviceStore,
     GrantStore,
+    OperationStore,
     RetentionStore,
     SessionStore,
     TokenStore,
@@ -408,6 +409,7 @@ class Store(
     RetentionStore,
     SessionStore,
     AccountTokenStore,
+    OperationStore,
     Protocol,
 ):
     """Persistent state of a Provider, with atomic operations named for their guarantee.

@@ -40,6 +40,7 @@ from django.db import utils as db_utils
 from pactmw.store._sql import (
     AccountTokenStatements,
     Executor,
+    OperationStatements,
     Rows,
     SessionStatements,
     SqlStore,
@@ -168,6 +169,9 @@ class _SqliteDjangoStore(DjangoStore):
     _account_sql: ClassVar[AccountTokenStatements] = AccountTokenStatements(
         evolve(SQLITE_DIALECT, placeholder="%s")
     )
+    _operation_sql: ClassVar[OperationStatements] = OperationStatements(
+        evolve(SQLITE_DIALECT, placeholder="%s")
+    )
     _returning = False  # as SqliteStore: sqlite before 3.35 lacks UPDATE ... RETURNING
     _locks_rows = False
     # As SqliteStore: counted per process unless shared_rate_limits = true, since
@@ -197,6 +201,7 @@ def _postgres_store_class() -> type[DjangoStore]:
         _sql: ClassVar[Statements] = PostgresStore._sql
         _session_sql: ClassVar[SessionStatements] = PostgresStore._session_sql
         _account_sql: ClassVar[AccountTokenStatements] = PostgresStore._account_sql
+        _operation_sql: ClassVar[OperationStatements] = PostgresStore._operation_sql
         _returning = True
         _locks_rows = True
         # As PostgresStore: many processes share the database, so count limits in it.

@@ -19,6 +19,7 @@ from pactmw.store._memory import (
     SessionsMixin,
     TokensMixin,
 )
+from pactmw.store._memory.operations import OperationsMixin
 
 __all__ = ["MemoryStore"]
 
@@ -33,6 +34,7 @@ class MemoryStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
+    OperationsMixin,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""
 

@@ -31,10 +31,12 @@ from pactmw.store._sql import (
     AccountTokenStatements,
     Dialect,
     Executor,
+    OperationStatements,
     SessionStatements,
     SqlStore,
     Statements,
     account_tokens,
+    operations,
     sessions,
 )
 from pactmw.store.base import StoreError, StoreUnavailable
@@ -226,6 +228,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # Version 10: a Poppy device authorization names no user until the poll that collects it
     # binds one, so `pa_sub` may be NULL.
     ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
+    # Version 11: Poppy operations (Operations v1), store/_sql/operations.py.
+    operations.POSTGRES_MIGRATION,
 )
 
 # Decisions lock the rows they read. Grant rows take NO KEY UPDATE: the key never changes,
@@ -374,6 +378,7 @@ class PostgresStore(SqlStore):
     _sql = Statements(_DIALECT)
     _session_sql = SessionStatements(_DIALECT)
     _account_sql = AccountTokenStatements(_DIALECT)
+    _operation_sql = OperationStatements(_DIALECT)
     _returning = True
     _locks_rows = True
     # Many processes and machines share a PostgreSQL store: count rate limits here, so N

@@ -22,10 +22,12 @@ from typing import Any
 from pactmw.store._sql import (
     AccountTokenStatements,
     Dialect,
+    OperationStatements,
     SessionStatements,
     SqlStore,
     Statements,
     account_tokens,
+    operations,
     sessions,
 )
 from pactmw.store.base import StoreError, StoreUnavailable
@@ -242,6 +244,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON pactmw_device_authorizations (expires_at)
         """,
     ),
+    # Version 11: Poppy operations (Operations v1), store/_sql/operations.py.
+    operations.SQLITE_MIGRATION,
 )
 
 
@@ -271,6 +275,7 @@ class SqliteStore(SqlStore):
     _sql = Statements(_DIALECT)
     _session_sql = SessionStatements(_DIALECT)
     _account_sql = AccountTokenStatements(_DIALECT)
+    _operation_sql = OperationStatements(_DIALECT)
     # UPDATE ... RETURNING needs sqlite 3.35 (older distributions lack it): read, then write.
     _returning = False
     _locks_rows = False

@@ -23,6 +23,7 @@ from pactmw.store._sql.conversations import ConversationsMixin
 from pactmw.store._sql.core import Executor, Rows, SqlCore
 from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
+from pactmw.store._sql.operations import OperationsMixin, OperationStatements
 from pactmw.store._sql.ratelimits import RateLimitsMixin
 from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.sessions import SessionsMixin, SessionStatements
@@ -33,6 +34,7 @@ __all__ = [
     "AccountTokenStatements",
     "Dialect",
     "Executor",
+    "OperationStatements",
     "Rows",
     "SessionStatements",
     "SqlCore",
@@ -51,6 +53,7 @@ class SqlStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
+    OperationsMixin,
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks
     (and `_session_sql`, `_account_sql` for the Poppy statements beside `_sql`)."""

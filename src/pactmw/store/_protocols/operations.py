@@ -1,0 +1,196 @@
+"""Poppy operations (Operations extension v1): the Store contract, its values and decisions.
+
+An operation is an action the company proposed and the personal agent confirms (Ops §3):
+`proposed` until confirmed, cancelled or past `expires_at` (then it reads `expired`), then
+`in_progress` while the company performs it, then `succeeded` or `failed` (with a result
+summary), or `cancelled`. The store keeps the record and guarantees the one thing the
+protocol cannot tolerate twice: of any number of confirmations, through any channel and
+process, exactly one moves it `proposed -> in_progress` (`confirm_operation`), and only that
+one performs (OPS-6-02). A revision never changes once proposed; only the latest is
+confirmable (OPS-3.1-01).
+
+`open_key` is the caller's digest of (owner, account, action, summary, terms): while an
+operation with that key is open (proposed and unexpired, or in progress), proposing the same
+action again returns it instead of a second operation (OPS-4-01).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from attrs import frozen
+
+from pactmw.store._inputs import reject_nul
+
+__all__ = [
+    "FINAL_STATES",
+    "OPERATION_STATES",
+    "ConfirmKind",
+    "OperationChange",
+    "OperationState",
+    "OperationStore",
+    "StoredOperation",
+    "check_proposal",
+    "decide_confirmation",
+]
+
+#: The states a record holds; `expired` is never stored: a proposal past `expires_at`
+#: reads as expired (`StoredOperation.state_at`).
+OperationState = Literal["proposed", "in_progress", "succeeded", "failed", "cancelled"]
+OPERATION_STATES: tuple[OperationState, ...] = (
+    "proposed",
+    "in_progress",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+ConfirmKind = Literal["confirmed", "terms_changed", "unchanged", "unknown"]
+
+
+@frozen
+class StoredOperation:
+    """One operation record. `terms` and `result_data` are JSON texts (the caller's
+    canonical JSON), `scopes` what confirming it needs; `confirmed_revision`,
+    `approved_by` and `confirmed_at` are set together by the winning confirmation."""
+
+    operation_id: str
+    brand_id: str
+    client_id: str
+    user_id: str
+    account: str | None
+    action: str
+    revision: int
+    state: OperationState
+    summary: str
+    terms: str | None
+    scopes: tuple[str, ...]
+    user_approval_required: bool
+    url: str | None
+    open_key: str | None
+    created_at: float
+    updated_at: float
+    expires_at: float
+    confirmed_revision: int | None = None
+    approved_by: str | None = None
+    confirmed_at: float | None = None
+    result_summary: str | None = None
+    result_data: str | None = None
+
+    def state_at(self, now: float) -> str:
+        """The state as the protocol reads it at `now`: a proposal past `expires_at` is
+        `expired`."""
+        if self.state == "proposed" and now >= self.expires_at:
+            return "expired"
+        return self.state
+
+    def is_open(self, now: float) -> bool:
+        """Proposed and unexpired, or in progress: proposing the same action returns it."""
+        return self.state_at(now) in ("proposed", "in_progress")
+
+
+@frozen
+class OperationChange:
+    """What `confirm_operation` did: `confirmed` (this call won the compare-and-set and
+    alone performs), `terms_changed` (still proposed, at another revision), `unchanged`
+    (already confirmed, final, or expired: the record as it is), `unknown` (no such id)."""
+
+    kind: ConfirmKind
+    operation: StoredOperation | None = None
+
+
+def decide_confirmation(
+    operation: StoredOperation | None, *, revision: int, now: float
+) -> ConfirmKind:
+    """The compare-and-set's decision: only a proposed, unexpired operation at exactly
+    `revision` is confirmed."""
+    if operation is None:
+        return "unknown"
+    if operation.state_at(now) != "proposed":
+        return "unchanged"
+    if operation.revision != revision:
+        return "terms_changed"
+    return "confirmed"
+
+
+class OperationStore(Protocol):
+    """Poppy operation records and the compare-and-set that lets exactly one confirmer
+    perform."""
+
+    def propose_operation(self, *, operation: StoredOperation, now: float) -> StoredOperation:
+        """Store a new proposal (`state` proposed, `revision` 1), unless an open operation
+        with the same `open_key` exists: then that one, unchanged (OPS-4-01). Atomic: of
+        concurrent proposals of one key, one is stored and all return it.
+
+        ValueError for a record that is not a fresh proposal or whose id is taken.
+        """
+        ...
+
+    def operation(self, operation_id: str) -> StoredOperation | None:
+        """The record in any state, or None."""
+        ...
+
+    def revise_operation(
+        self,
+        *,
+        operation_id: str,
+        summary: str,
+        terms: str | None,
+        expires_at: float,
+        now: float,
+    ) -> StoredOperation | None:
+        """Propose new terms for a proposed, unexpired operation: the next revision (the old
+        one stays as it was: it can no longer be confirmed). None when it is not proposed."""
+        ...
+
+    def confirm_operation(
+        self,
+        *,
+        operation_id: str,
+        revision: int,
+        approved_by: str,
+        now: float,
+    ) -> OperationChange:
+        """The compare-and-set `proposed -> in_progress` for `revision` (see
+        `decide_confirmation`); of concurrent confirmations exactly one is `confirmed`."""
+        ...
+
+    def cancel_operation(
+        self, *, operation_id: str, summary: str, now: float
+    ) -> StoredOperation | None:
+        """Cancel a proposed, unexpired operation (result `summary`); any other state stays
+        as it is (one in progress is never cancelled here). The record after, or None."""
+        ...
+
+    def settle_operation(
+        self,
+        *,
+        operation_id: str,
+        state: Literal["succeeded", "failed"],
+        summary: str,
+        data: str | None,
+        now: float,
+    ) -> StoredOperation | None:
+        """Record the final outcome of an operation in progress (its result); a record in
+        any other state is left as it is. The record after, or None."""
+        ...
+
+
+def check_proposal(operation: StoredOperation) -> None:
+    """ValueError unless `operation` is a fresh proposal (the input check both backends
+    share)."""
+    if operation.state != "proposed" or operation.revision != 1:
+        raise ValueError("a new operation is proposed at revision 1")
+    if operation.confirmed_revision is not None or operation.result_summary is not None:
+        raise ValueError("a new operation has no confirmation and no result")
+    if not operation.summary.strip():
+        raise ValueError("an operation needs a summary")
+    reject_nul(
+        operation_id=operation.operation_id,
+        brand_id=operation.brand_id,
+        client_id=operation.client_id,
+        user_id=operation.user_id,
+        action=operation.action,
+        summary=operation.summary,
+    )

@@ -1,0 +1,279 @@
+"""Poppy operations of the SQL stores (the contract: store/_protocols/operations.py).
+
+`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 11; each backend class sets
+`_operation_sql = OperationStatements(its dialect)`. The compare-and-set is one conditional
+`UPDATE` (`WHERE state = 'proposed' AND revision = ?`): the database lets exactly one of
+concurrent confirmations change the row, on every backend, without reading it first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, cast
+
+from attrs import asdict
+
+from pactmw.store._protocols.operations import (
+    OperationChange,
+    OperationState,
+    StoredOperation,
+    check_proposal,
+    decide_confirmation,
+)
+from pactmw.store._sql.core import Executor, SqlCore, opt_float
+from pactmw.store._sql.statements import Dialect
+from pactmw.store.base import has_nul, reject_nul
+
+__all__ = [
+    "POSTGRES_MIGRATION",
+    "SQLITE_MIGRATION",
+    "OperationStatements",
+    "OperationsMixin",
+]
+
+# One row per operation, its latest revision. `open_key` is set while the operation is open
+# (proposed or in progress) and NULL once final or expired: its unique index is what makes
+# two proposals of the same action one operation (OPS-4-01). `terms` and `result_data` are
+# JSON texts; `user_approval_required` is 0 or 1.
+_TABLE = """
+        CREATE TABLE pactmw_poppy_operations (
+            operation_id TEXT PRIMARY KEY,
+            brand_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            account TEXT,
+            action TEXT NOT NULL,
+            revision INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            terms TEXT,
+            scopes {scopes} NOT NULL,
+            user_approval_required INTEGER NOT NULL,
+            url TEXT,
+            open_key TEXT,
+            created_at {real} NOT NULL,
+            updated_at {real} NOT NULL,
+            expires_at {real} NOT NULL,
+            confirmed_revision INTEGER,
+            approved_by TEXT,
+            confirmed_at {real},
+            result_summary TEXT,
+            result_data TEXT
+        )
+        """
+_OPEN_INDEX = (
+    "CREATE UNIQUE INDEX pactmw_poppy_operations_open ON pactmw_poppy_operations (open_key)"
+)
+SQLITE_MIGRATION: tuple[str, ...] = (_TABLE.format(real="REAL", scopes="TEXT"), _OPEN_INDEX)
+POSTGRES_MIGRATION: tuple[str, ...] = (
+    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
+    _OPEN_INDEX,
+)
+
+# Column order is what `OperationsMixin._operation_row` reads.
+_COLUMNS = (
+    "operation_id, brand_id, client_id, user_id, account, action, revision, state, summary,"
+    " terms, scopes, user_approval_required, url, open_key, created_at, updated_at,"
+    " expires_at, confirmed_revision, approved_by, confirmed_at, result_summary, result_data"
+)
+
+
+class OperationStatements:
+    """The operation statements in one dialect (built once per backend class)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        fields = {**asdict(dialect), "columns": _COLUMNS}
+
+        def q(template: str) -> str:
+            assert "%" not in template
+            return template.format(**fields).replace("?", dialect.placeholder)
+
+        self.insert = q(
+            "INSERT INTO pactmw_poppy_operations ({columns}) VALUES"
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {scopes}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING"
+        )
+        self.read = q("SELECT {columns} FROM pactmw_poppy_operations WHERE operation_id = ?")
+        self.read_open = q("SELECT {columns} FROM pactmw_poppy_operations WHERE open_key = ?")
+        self.release_expired = q(
+            "UPDATE pactmw_poppy_operations SET open_key = NULL"
+            " WHERE open_key = ? AND state = 'proposed' AND expires_at <= ?"
+        )
+        self.revise = q(
+            "UPDATE pactmw_poppy_operations SET revision = revision + 1, summary = ?, terms = ?,"
+            " expires_at = ?, updated_at = ?"
+            " WHERE operation_id = ? AND state = 'proposed' AND expires_at > ?"
+        )
+        # The compare-and-set of OPS-6-02.
+        self.confirm = q(
+            "UPDATE pactmw_poppy_operations SET state = 'in_progress', confirmed_revision = ?,"
+            " approved_by = ?, confirmed_at = ?, updated_at = ?"
+            " WHERE operation_id = ? AND state = 'proposed' AND revision = ? AND expires_at > ?"
+        )
+        self.cancel = q(
+            "UPDATE pactmw_poppy_operations SET state = 'cancelled', open_key = NULL,"
+            " result_summary = ?, updated_at = ?"
+            " WHERE operation_id = ? AND state = 'proposed' AND expires_at > ?"
+        )
+        self.settle = q(
+            "UPDATE pactmw_poppy_operations SET state = ?, open_key = NULL, result_summary = ?,"
+            " result_data = ?, updated_at = ? WHERE operation_id = ? AND state = 'in_progress'"
+        )
+
+
+class OperationsMixin(SqlCore):
+    """The operation records over the dialect hooks and `_operation_sql`."""
+
+    _operation_sql: ClassVar[OperationStatements]
+
+    def _operation_row(self, row: Sequence[Any]) -> StoredOperation:
+        return StoredOperation(
+            operation_id=row[0],
+            brand_id=row[1],
+            client_id=row[2],
+            user_id=row[3],
+            account=row[4],
+            action=row[5],
+            revision=int(row[6]),
+            state=cast(OperationState, row[7]),
+            summary=row[8],
+            terms=row[9],
+            scopes=self._decode_scopes(row[10]),
+            user_approval_required=bool(row[11]),
+            url=row[12],
+            open_key=row[13],
+            created_at=float(row[14]),
+            updated_at=float(row[15]),
+            expires_at=float(row[16]),
+            confirmed_revision=None if row[17] is None else int(row[17]),
+            approved_by=row[18],
+            confirmed_at=opt_float(row[19]),
+            result_summary=row[20],
+            result_data=row[21],
+        )
+
+    def _read_operation(self, ex: Executor, operation_id: str) -> StoredOperation | None:
+        row = ex.execute(self._operation_sql.read, (operation_id,)).fetchone()
+        return None if row is None else self._operation_row(row)
+
+    def propose_operation(self, *, operation: StoredOperation, now: float) -> StoredOperation:
+        """Store a proposal unless the same action is open; see `OperationStore`."""
+        check_proposal(operation)
+        sql, o = self._operation_sql, operation
+        with self._write() as ex:
+            if o.open_key is not None:
+                ex.execute(sql.release_expired, (o.open_key, now))
+            inserted = ex.execute(
+                sql.insert,
+                (
+                    o.operation_id,
+                    o.brand_id,
+                    o.client_id,
+                    o.user_id,
+                    o.account,
+                    o.action,
+                    o.revision,
+                    o.state,
+                    o.summary,
+                    o.terms,
+                    self._encode_scopes(o.scopes),
+                    int(o.user_approval_required),
+                    o.url,
+                    o.open_key,
+                    o.created_at,
+                    o.updated_at,
+                    o.expires_at,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ),
+            )
+            if inserted.rowcount == 1:
+                return o
+            # The key is taken by an open operation (a concurrent proposal waited for it
+            # here, then found it), or the id is.
+            if o.open_key is not None:
+                row = ex.execute(sql.read_open, (o.open_key,)).fetchone()
+                if row is not None:
+                    return self._operation_row(row)
+            raise ValueError("operation id is already stored")
+
+    def operation(self, operation_id: str) -> StoredOperation | None:
+        """The record, or None; see `OperationStore`."""
+        if has_nul(operation_id):
+            return None
+        with self._read() as ex:
+            return self._read_operation(ex, operation_id)
+
+    def revise_operation(
+        self,
+        *,
+        operation_id: str,
+        summary: str,
+        terms: str | None,
+        expires_at: float,
+        now: float,
+    ) -> StoredOperation | None:
+        """The next revision of a proposal; see `OperationStore`."""
+        reject_nul(summary=summary, terms=terms or "")
+        if has_nul(operation_id):
+            return None
+        with self._write() as ex:
+            changed = ex.execute(
+                self._operation_sql.revise,
+                (summary, terms, expires_at, now, operation_id, now),
+            )
+            if changed.rowcount == 0:
+                return None
+            return self._read_operation(ex, operation_id)
+
+    def confirm_operation(
+        self, *, operation_id: str, revision: int, approved_by: str, now: float
+    ) -> OperationChange:
+        """The compare-and-set `proposed -> in_progress`; see `OperationStore`."""
+        if has_nul(operation_id, approved_by):
+            return OperationChange("unknown")
+        with self._write() as ex:
+            # Read the count before the next statement: a Django cursor is one object.
+            won = ex.execute(
+                self._operation_sql.confirm,
+                (revision, approved_by, now, now, operation_id, revision, now),
+            ).rowcount
+            found = self._read_operation(ex, operation_id)
+            if won == 1:
+                return OperationChange("confirmed", found)
+            kind = decide_confirmation(found, revision=revision, now=now)
+            # The update lost, so the record is no longer confirmable at `revision`.
+            return OperationChange("unchanged" if kind == "confirmed" else kind, found)
+
+    def cancel_operation(
+        self, *, operation_id: str, summary: str, now: float
+    ) -> StoredOperation | None:
+        """Cancel a proposal; see `OperationStore`."""
+        reject_nul(summary=summary)
+        if has_nul(operation_id):
+            return None
+        with self._write() as ex:
+            ex.execute(self._operation_sql.cancel, (summary, now, operation_id, now))
+            return self._read_operation(ex, operation_id)
+
+    def settle_operation(
+        self,
+        *,
+        operation_id: str,
+        state: Literal["succeeded", "failed"],
+        summary: str,
+        data: str | None,
+        now: float,
+    ) -> StoredOperation | None:
+        """The final outcome of an operation in progress; see `OperationStore`."""
+        if state not in ("succeeded", "failed"):
+            raise ValueError("an operation settles as succeeded or failed")
+        reject_nul(summary=summary, data=data or "")
+        if has_nul(operation_id):
+            return None
+        with self._write() as ex:
+            ex.execute(self._operation_sql.settle, (state, summary, data, now, operation_id))
+            return self._read_operation(ex, operation_id)
