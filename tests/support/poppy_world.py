@@ -15,7 +15,9 @@ public address so its own SSRF guard passes (docs/design/poppy.md §4.1).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import ipaddress
@@ -31,6 +33,7 @@ import attrs
 import httpcore
 import httpx
 from personal_agent_protocol.conformance import ConformanceContext, Scenario, SkipCase
+from personal_agent_protocol.conformance import Proposal as ScenarioProposal
 
 # PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
 # guard admits them (the connection itself goes to 127.0.0.1).
@@ -47,7 +50,15 @@ from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import AuditEvent, Brand, Provider, Reply, SignedInUser, Turn
 from pactmw.provider.brand import DelegationConfig
-from pactmw.provider.poppy import PoppyConfig
+from pactmw.provider.poppy import (
+    OperationFailed,
+    OperationRun,
+    OperationsConfig,
+    OutcomeUnknown,
+    Performed,
+    PoppyConfig,
+    Proposal,
+)
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.store.base import Store
 from tests.support.chromium import WAIT, spki_pin
@@ -62,12 +73,16 @@ __all__ = [
     "ATLAS",
     "BASE_URL",
     "CONSENT_URL",
+    "OPERATIONS_SCENARIO",
     "PLAIN",
     "SCENARIO",
     "SCOPES",
     "SHOP",
+    "SHOP_PROPOSALS",
     "BrowserDriver",
+    "OperationsDriver",
     "PoppyWorld",
+    "ShopExecutors",
     "ShopSite",
     "bot",
     "poppy_brand",
@@ -93,6 +108,77 @@ SCENARIO = Scenario(
     read_scope="orders:read",
     scopes=tuple(SCOPES),
 )
+
+
+#: The shop's proposals (Operations v1), by the API path that proposes each: a refund the
+#: person approves (it succeeds), a split that fails partway, and a resend whose outcome the
+#: shop cannot tell (it stays in progress).
+SHOP_PROPOSALS = {
+    "/api/orders/ord_7/refund": Proposal(
+        action="refund",
+        summary="Refund order ord_7: USD 20.00 back to the card ending 4242.",
+        terms={"order_id": "ord_7", "amount": {"amount": "20.00", "currency": "USD"}},
+        scopes=("orders:write",),
+        url=f"{BASE_URL}/orders/ord_7",
+    ),
+    "/api/orders/ord_7/split": Proposal(
+        action="split",
+        summary="Split order ord_7 into two shipments, each with its own tracking number.",
+        terms={"order_id": "ord_7", "shipments": 2},
+        scopes=("orders:write",),
+    ),
+    "/api/orders/ord_7/resend": Proposal(
+        action="resend",
+        summary="Send order ord_7 again by express courier, at no charge.",
+        terms={"order_id": "ord_7", "carrier": "express"},
+        scopes=("orders:write",),
+    ),
+}
+#: What the conversation bot proposes when asked (the refund, as the API proposes it).
+OPERATION_PROMPT = "Please refund order ord_7."
+
+OPERATIONS_SCENARIO = dataclasses.replace(
+    SCENARIO,
+    proposals={
+        "user": ScenarioProposal("POST", "/api/orders/ord_7/refund"),
+        "fails": ScenarioProposal("POST", "/api/orders/ord_7/split"),
+        "unknown": ScenarioProposal("POST", "/api/orders/ord_7/resend"),
+    },
+    operation_prompt=OPERATION_PROMPT,
+)
+
+
+class ShopExecutors:
+    """The shop's executors, counting every run by operation id (`performed`)."""
+
+    def __init__(self) -> None:
+        self.performed: collections.Counter[str] = collections.Counter()
+
+    def config(self, **options: Any) -> OperationsConfig:
+        return OperationsConfig(
+            executors={"refund": self.refund, "split": self.split, "resend": self.resend},
+            **options,
+        )
+
+    def refund(self, run: OperationRun) -> Performed:
+        self.performed[run.operation_id] += 1
+        assert run.terms is not None
+        return Performed(
+            summary=f"Refunded USD {run.terms['amount']['amount']} to the card ending 4242.",
+            data={"refund_id": "rf_" + run.operation_id},
+        )
+
+    def split(self, run: OperationRun) -> Performed:
+        self.performed[run.operation_id] += 1
+        raise OperationFailed(
+            "Created the first shipment; the second could not be booked. Order ord_7 now has "
+            "one shipment with tracking number TRK1.",
+            data={"shipments": ["TRK1"]},
+        )
+
+    def resend(self, run: OperationRun) -> Performed:
+        self.performed[run.operation_id] += 1
+        raise OutcomeUnknown("the courier did not answer")
 
 
 def bot(turn: Turn) -> Reply:
@@ -254,6 +340,39 @@ class BrowserDriver(_Driver):
                 self.provider.revoke_grant(grant.grant_id)
 
 
+class OperationsDriver(BrowserDriver):
+    """The person of `BrowserDriver`, and the shop's operator: revises a proposal (new
+    terms: `terms_changed`) and tells how often an operation was performed."""
+
+    capabilities: frozenset[str] = frozenset(
+        {"second_identity", "disconnect", "revise", "performed"}
+    )
+
+    def __init__(
+        self,
+        other: AgentIdentity,
+        browser: WebDriver,
+        provider: Provider,
+        executors: ShopExecutors,
+    ) -> None:
+        super().__init__(other, browser, provider)
+        self.executors = executors
+
+    async def revise(self, operation_id: str) -> None:
+        now = time.time()
+        revised = self.provider.store.revise_operation(
+            operation_id=operation_id,
+            summary="Refund order ord_7: USD 25.00 back to the card ending 4242.",
+            terms='{"amount":{"amount":"25.00","currency":"USD"},"order_id":"ord_7"}',
+            expires_at=now + 900,
+            now=now,
+        )
+        assert revised is not None
+
+    async def performed(self, operation_id: str) -> int:
+        return self.executors.performed[operation_id]
+
+
 class PoppyWorld:
     """The running world: the Provider, the agents, and what a test needs to talk to them."""
 
@@ -320,6 +439,7 @@ class PoppyWorld:
         http: httpx.AsyncClient,
         identity: AgentIdentity | None = None,
         driver: _Driver | None = None,
+        scenario: Scenario = SCENARIO,
     ) -> Any:
         """The SDK's conformance context: the SDK's personal agent against `shop.example`
         (`driver`: who plays the person; by default nobody, so sign-in cases skip)."""
@@ -328,7 +448,7 @@ class PoppyWorld:
             identity=identity or self.atlas,
             http=http,
             driver=driver or _Driver(self.plain),
-            scenario=SCENARIO,
+            scenario=scenario,
             address_resolver=self.resolve,
         )
 
@@ -353,9 +473,21 @@ class ShopSite:
             assert caller is not None
             return JSONResponse({"orders": [], "account": caller.account})
 
+        # Operations v1 (a Brand whose poppy.operations is set): the API proposes, the
+        # agent confirms at the operations endpoint, the executor performs.
+        @poppy_session_required(provider, "shop")
+        async def propose(request: Request) -> Response:
+            caller = current_poppy_caller(request)
+            proposal = SHOP_PROPOSALS.get(request.url.path)
+            if caller is None or proposal is None:
+                return JSONResponse({"error": "not_found"}, status_code=404)
+            answer = await provider.apoppy_propose(caller, proposal)
+            return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
+
         self.app = Starlette(
             routes=[
                 Route("/api/orders", orders),
+                Route("/api/orders/{order}/{action}", propose, methods=["POST"]),
                 Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", self.logout),
             ]

@@ -63,7 +63,14 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.poppy import DeviceSignIn, PoppyCaller, PoppyServer
+from pactmw.provider.poppy import (
+    DeviceSignIn,
+    JsonAnswer,
+    PoppyCaller,
+    PoppyOperations,
+    PoppyServer,
+    Proposal,
+)
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -321,6 +328,27 @@ class Provider:
         flow = self._poppy().session_flow(brand_id, request, scopes)
         caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
         return caller
+
+    def poppy_propose(self, caller: PoppyCaller, proposal: Proposal) -> JsonAnswer:
+        """For the app's own APIs: propose `proposal` (Poppy Operations v1) for the caller
+        `poppy_session_required` checked, instead of performing it; return the answer
+        (`202 {"operation"}`, or `403 extension_required`) as a `JsonAnswer`. Blocking;
+        ValueError when the Brand sets no `poppy.operations` executor for the action."""
+        flow = self._poppy_operations().proposal_answer(caller, proposal)
+        answer: JsonAnswer = run(flow, self.verifier, no_body)
+        return answer
+
+    async def apoppy_propose(self, caller: PoppyCaller, proposal: Proposal) -> JsonAnswer:
+        """Async `poppy_propose`: store calls run in a worker thread."""
+        flow = self._poppy_operations().proposal_answer(caller, proposal)
+        answer: JsonAnswer = await arun(flow, self.verifier, ano_body)
+        return answer
+
+    def _poppy_operations(self) -> PoppyOperations:
+        operations = self._poppy().operations
+        if operations is None:
+            raise ValueError("no Brand of this Provider sets poppy.operations")
+        return operations
 
     def _poppy(self) -> PoppyServer:
         if self.poppy is None:

@@ -72,6 +72,12 @@ from pactmw.provider.poppy._conversations import (
     PoppyConversations,
     conversation_route,
 )
+from pactmw.provider.poppy._operations import (
+    OPERATIONS_SEGMENT,
+    OperationRequest,
+    PoppyOperations,
+    operation_route,
+)
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import GrantUsageStore, RateLimitStore
 from pactmw.store._protocols.sessions import decide_session_change
@@ -97,7 +103,9 @@ DPOP_NAMESPACE = "poppy.dpop"
 #: Grants whose last recorded use one process remembers (see `PoppyServer._used`).
 _USED_MEMO_SIZE = 100_000
 
-PoppyOperation = Literal["discovery", "metadata", "device", "token", "revoke", "conversation"]
+PoppyOperation = Literal[
+    "discovery", "metadata", "device", "token", "revoke", "conversation", "operations"
+]
 #: Where a Brand's conversation endpoint sits below its issuer (§7).
 CONVERSATIONS_SEGMENT = "conversations"
 
@@ -123,6 +131,8 @@ class PoppyRoute:
     brand_id: str | None = None
     #: For `conversation`: which request, and the conversation it names (None for create).
     conversation: tuple[ConversationOperation, str | None] | None = None
+    #: For `operations`: which request, and the operation it names.
+    operation_request: tuple[OperationRequest, str] | None = None
 
 
 @frozen
@@ -231,6 +241,9 @@ def _company(
             device_authorization_endpoint=None if sign_in is None else f"{issuer}/device",
             device_scopes=None if sign_in is None else sign_in.scopes,
             conversations_endpoint=(f"{issuer}/{CONVERSATIONS_SEGMENT}" if conversations else None),
+            operations_endpoint=(
+                f"{issuer}/{OPERATIONS_SEGMENT}" if config.operations is not None else None
+            ),
             custom_scopes=config.custom_scopes,
             apis=config.apis,
             poppy_domains=config.domains,
@@ -330,6 +343,19 @@ class PoppyServer:
         self._used: dict[str, float] = {}
         self._records_use = isinstance(store, GrantUsageStore)
         self.clients = ClientMetadataCache(fetch_policy)
+        #: Operations v1 of the Brands that enable it (docs/poppy.md), else None.
+        operation_configs = {
+            brand_id: config.operations
+            for brand_id, (_, config) in brands.items()
+            if config.operations is not None
+        }
+        self.operations = (
+            PoppyOperations(
+                store=store, clock=clock, clients=self.clients, configs=operation_configs
+            )
+            if operation_configs
+            else None
+        )
         assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
         self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
         # Token requests per (agent, User ID), counted once the grant named the user: only
@@ -399,6 +425,12 @@ class PoppyServer:
         ):
             found = conversation_route(method, rest[len(conversations) :])
             return PoppyRoute("conversation", brand_id, found) if found is not None else None
+        operations = f"{ISSUER_SEGMENT}/{OPERATIONS_SEGMENT}/"
+        if self.operations is not None and rest.startswith(operations):
+            request = operation_route(method, rest[len(operations) - 1 :])
+            if request is None or brand_id not in self.operations.configs:
+                return None
+            return PoppyRoute("operations", brand_id, operation_request=request)
         if method != "POST":
             return None
         if rest == f"{ISSUER_SEGMENT}/token":
@@ -421,6 +453,12 @@ class PoppyServer:
             return (yield from self._token(brand, request))
         if route.operation == "device":
             return (yield from self._device(brand))
+        if route.operation == "operations":
+            assert route.operation_request is not None
+            assert self.operations is not None
+            owner = yield from self.session_flow(brand.brand_id, request, ())
+            kind, operation_id = route.operation_request
+            return (yield from self.operations.flow(kind, operation_id, owner, request))
         if route.operation == "conversation":
             assert route.conversation is not None
             assert self.conversations is not None
