@@ -8,19 +8,29 @@ docs/design/poppy.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from personal_agent_protocol.conformance import run_conformance, select_cases
+from personal_agent_protocol.models import Message, Operation
+from personal_agent_protocol.operations import approve
 
 from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
+    BASE_URL,
+    OPERATION_PROMPT,
     OPERATIONS_SCENARIO,
+    SHOP,
     OperationsDriver,
     PoppyWorld,
     ShopExecutors,
+    operations_bot,
     signed_in_brand,
     world_on,
 )
@@ -39,6 +49,7 @@ OPERATION_CASES = (
     "operations.in-progress-outcome-unknown",
     "operations.failed-partial-result",
     "operations.not-found-indistinguishable",
+    "operations.cross-channel-identity",
     "protocol.extension-required-company",
 )
 
@@ -54,7 +65,7 @@ def world(
     tmp_path_factory: pytest.TempPathFactory,
     executors: ShopExecutors,
 ) -> Iterator[PoppyWorld]:
-    brand = signed_in_brand(operations=executors.config())
+    brand = attrs.evolve(signed_in_brand(operations=executors.config()), handler=operations_bot)
     yield from world_on(request, tmp_path_factory, brands=(brand,))
 
 
@@ -82,3 +93,216 @@ def test_sdk_operations_case(world: PoppyWorld, person: OperationsDriver, case_i
 
     (result,) = asyncio.run(one())
     assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+
+
+# -- the rules beyond the SDK's cases ----------------------------------------------------------
+
+REFUND = "/api/orders/ord_7/refund"
+
+
+def _message(text: str) -> Message:
+    return Message(id="msg_" + secrets.token_urlsafe(12), sender="agent", text=text)
+
+
+async def _signed_in(ctx: Any, granted: tuple[str, ...] | None = None) -> tuple[str, Any]:
+    user = ctx.new_user()
+    signed = await ctx.sign_in(user, await ctx.session(user), granted=granted)
+    return user, signed
+
+
+async def _propose(ctx: Any, user: str, token: Any, path: str = REFUND) -> Operation:
+    answer = await ctx.agent.api.call(
+        "POST", ctx.url(path), token=token, body={}, **(await ctx.who(user))
+    )
+    assert answer.status == 202
+    assert isinstance(answer.operation, Operation)
+    return answer.operation
+
+
+async def _raw(ctx: Any, user: str, token: Any, method: str, url: str, body: Any = None) -> Any:
+    headers = {
+        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
+        "DPoP": await ctx.proof(user, method, url, token=token),
+    }
+    content = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        content = json.dumps(body).encode()
+    return await ctx.send(method, url, headers=headers, content=content)
+
+
+def _in_world(world: PoppyWorld, person: OperationsDriver, test: Any) -> Any:
+    async def one() -> Any:
+        async with world.http() as http:
+            return await test(world.context(http, driver=person, scenario=OPERATIONS_SCENARIO))
+
+    return asyncio.run(one())
+
+
+def test_one_operation_across_the_api_the_conversation_and_racing_confirms(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        who = await ctx.who(user)
+        operation = await _propose(ctx, user, signed.token)
+        # The bot proposes the same refund: the same operation (OPS-4-01), not performed.
+        page = await ctx.agent.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(OPERATION_PROMPT),
+            token=signed.token,
+            wait=0,
+            **who,
+        )
+        carried = [e.message.operation for e in page.events if e.message and e.message.operation]
+        assert [o.operation_id for o in carried] == [operation.operation_id]
+        assert await _propose(ctx, user, signed.token) == operation
+        assert executors.performed[operation.operation_id] == 0
+        endpoint = await ctx.operations_endpoint()
+        outcomes = await asyncio.gather(
+            *(
+                ctx.agent.operations.confirm(
+                    endpoint, operation, approval=approve(operation), token=signed.token, **who
+                )
+                for _ in range(6)
+            )
+        )
+        assert {o.status for o in outcomes} == {"confirmed"}
+        assert {o.operation.state for o in outcomes} == {"succeeded"}
+        assert executors.performed[operation.operation_id] == 1
+        # Once final, the same action proposed again is a new operation.
+        again = await _propose(ctx, user, signed.token)
+        assert again.operation_id != operation.operation_id
+        assert again.state == "proposed"
+
+    _in_world(world, person, test)
+
+
+def test_an_accounts_operation_needs_that_account(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token)
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}"
+        # The same User ID's signed-out Session: sign in first (the scope to ask for named).
+        signed_out = await ctx.session(user)
+        refused = await _raw(ctx, user, signed_out, "GET", url)
+        assert (refused.status_code, refused.json()) == (
+            403,
+            {"error": "sign_in_required", "scope": "orders:write"},
+        )
+        assert 'error="sign_in_required"' in refused.headers["www-authenticate"]
+        confirm = await _raw(ctx, user, signed_out, "POST", url + "/confirm", {"revision": 1})
+        assert confirm.status_code == 403
+
+    _in_world(world, person, test)
+
+
+def test_confirming_needs_the_operations_scopes(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx, granted=("orders:read",))
+        operation = await _propose(ctx, user, signed.token)
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}/confirm"
+        body = {"revision": 1, "approved_by": "user"}
+        refused = await _raw(ctx, user, signed.token, "POST", url, body)
+        assert (refused.status_code, refused.json()) == (
+            403,
+            {"error": "insufficient_scope", "scope": "orders:write"},
+        )
+        assert executors.performed[operation.operation_id] == 0
+        bad = await _raw(ctx, user, signed.token, "POST", url, {"revision": "1"})
+        assert (bad.status_code, bad.json()["error"]) == (400, "invalid_request")
+
+    _in_world(world, person, test)
+
+
+def test_a_standing_permission_confirms_what_needs_no_user(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token, "/api/orders/ord_7/gift-wrap")
+        assert operation.user_approval_required is False
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}/confirm"
+        body = {"revision": 1, "approved_by": "standing_permission"}
+        done = await _raw(ctx, user, signed.token, "POST", url, body)
+        assert done.status_code == 200
+        document = done.json()
+        assert (document["state"], document["confirmation"]["approved_by"]) == (
+            "succeeded",
+            "standing_permission",
+        )
+        assert document["result"] == {"summary": "Order ord_7 will be gift-wrapped."}
+        assert executors.performed[operation.operation_id] == 1
+
+    _in_world(world, person, test)
+
+
+def test_an_expired_proposal_reads_expired_and_is_never_performed(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token)
+        # The shop's operator moves its expiry into the past (revision 2).
+        now = time.time()
+        assert world.provider.store.revise_operation(
+            operation_id=operation.operation_id,
+            summary=operation.summary,
+            terms=json.dumps(operation.terms),
+            expires_at=now - 1,
+            now=now,
+        )
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}"
+        read = (await _raw(ctx, user, signed.token, "GET", url)).json()
+        assert (read["state"], read["revision"], read["confirmation"]) == ("expired", 2, None)
+        assert read["result"]["summary"]
+        body = {"revision": 2, "approved_by": "user"}
+        late = await _raw(ctx, user, signed.token, "POST", url + "/confirm", body)
+        assert (late.status_code, late.json()) == (200, read)
+        cancel = await _raw(ctx, user, signed.token, "POST", url + "/cancel", {})
+        assert (cancel.status_code, cancel.json()) == (200, read)
+        assert executors.performed[operation.operation_id] == 0
+
+    _in_world(world, person, test)
+
+
+def test_an_agent_without_operations_gets_a_message_without_one(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    async def test(ctx: Any) -> None:
+        other = ctx.other_agent()
+        user = ctx.new_user()
+        session = await ctx.session(user, other)
+        page = await other.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(OPERATION_PROMPT),
+            token=session,
+            wait=0,
+            **(await ctx.who(user)),
+        )
+        company = [e.message for e in page.events if e.message and e.message.role == "company"]
+        assert [m.operation for m in company] == [None]
+        assert company[0].text.startswith("I can do this once you confirm")
+
+    _in_world(world, person, test)
+
+
+def test_poppy_json_lists_operations_only_when_the_brand_sets_them(world: PoppyWorld) -> None:
+    poppy = world.provider.poppy
+    assert poppy is not None
+    listed = json.loads(poppy.discovery(SHOP).body)["extensions"]
+    assert listed == {
+        "operations": {"version": "1", "endpoint": f"{BASE_URL}/a2a/shop/poppy/operations"}
+    }
+    plain = world.other_provider()
+    try:
+        assert plain.poppy is not None
+        assert "extensions" not in json.loads(plain.poppy.discovery(SHOP).body)
+        assert plain.poppy.operations is None
+        assert plain.poppy.route("GET", "/a2a/shop/poppy/operations/op_1") is None
+    finally:
+        plain.close()

@@ -74,6 +74,7 @@ __all__ = [
     "BASE_URL",
     "CONSENT_URL",
     "OPERATIONS_SCENARIO",
+    "OPERATION_PROMPT",
     "PLAIN",
     "SCENARIO",
     "SCOPES",
@@ -85,6 +86,7 @@ __all__ = [
     "ShopExecutors",
     "ShopSite",
     "bot",
+    "operations_bot",
     "poppy_brand",
     "serve_world",
     "signed_in_brand",
@@ -127,6 +129,14 @@ SHOP_PROPOSALS = {
         terms={"order_id": "ord_7", "shipments": 2},
         scopes=("orders:write",),
     ),
+    # Needs no user approval: a standing permission may confirm it.
+    "/api/orders/ord_7/gift-wrap": Proposal(
+        action="gift_wrap",
+        summary="Gift-wrap order ord_7 for free.",
+        terms={"order_id": "ord_7"},
+        scopes=("orders:write",),
+        user_approval_required=False,
+    ),
     "/api/orders/ord_7/resend": Proposal(
         action="resend",
         summary="Send order ord_7 again by express courier, at no charge.",
@@ -156,7 +166,12 @@ class ShopExecutors:
 
     def config(self, **options: Any) -> OperationsConfig:
         return OperationsConfig(
-            executors={"refund": self.refund, "split": self.split, "resend": self.resend},
+            executors={
+                "refund": self.refund,
+                "split": self.split,
+                "resend": self.resend,
+                "gift_wrap": self.gift_wrap,
+            },
             **options,
         )
 
@@ -176,6 +191,11 @@ class ShopExecutors:
             data={"shipments": ["TRK1"]},
         )
 
+    async def gift_wrap(self, run: OperationRun) -> Performed:
+        # Async on purpose: an async executor runs like a sync one.
+        self.performed[run.operation_id] += 1
+        return Performed(summary="Order ord_7 will be gift-wrapped.")
+
     def resend(self, run: OperationRun) -> Performed:
         self.performed[run.operation_id] += 1
         raise OutcomeUnknown("the courier did not answer")
@@ -183,6 +203,14 @@ class ShopExecutors:
 
 def bot(turn: Turn) -> Reply:
     return Reply(text=f"You said: {turn.text}")
+
+
+def operations_bot(turn: Turn) -> Reply:
+    """`bot`, but asked for a refund it proposes the one the API proposes (Operations v1)."""
+    if turn.text == OPERATION_PROMPT:
+        refund = SHOP_PROPOSALS["/api/orders/ord_7/refund"]
+        return Reply(text=f"I can do this once you confirm: {refund.summary}", operation=refund)
+    return bot(turn)
 
 
 def poppy_brand(**poppy: Any) -> Brand:

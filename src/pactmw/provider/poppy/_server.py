@@ -356,6 +356,8 @@ class PoppyServer:
             if operation_configs
             else None
         )
+        if self.conversations is not None:
+            self.conversations.operations = self.operations
         assertion_replay = StoreReplayMemory(store, ASSERTION_NAMESPACE)
         self._dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)
         # Token requests per (agent, User ID), counted once the grant named the user: only
