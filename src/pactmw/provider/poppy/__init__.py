@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.poppy._operations import (
+    DEFAULT_PROPOSAL_SECONDS,
     JsonAnswer,
     OperationFailed,
     OperationRun,
@@ -28,6 +29,7 @@ from pactmw.provider.poppy._server import (
 )
 
 __all__ = [
+    "DEFAULT_PROPOSAL_SECONDS",
     "METADATA_PREFIX",
     "DeviceSignIn",
     "JsonAnswer",
