@@ -20,6 +20,7 @@ import pytest
 from personal_agent_protocol.conformance import run_conformance, select_cases
 from personal_agent_protocol.models import Message, Operation
 from personal_agent_protocol.operations import approve
+from personal_agent_protocol.requirements import protocol_path
 
 from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
@@ -168,8 +169,15 @@ def test_one_operation_across_the_api_the_conversation_and_racing_confirms(
             )
         )
         assert {o.status for o in outcomes} == {"confirmed"}
-        assert {o.operation.state for o in outcomes} == {"succeeded"}
+        # A loser may answer while the winner still performs: in progress, never twice.
+        states = [o.operation.state for o in outcomes]
+        assert "succeeded" in states
+        assert set(states) <= {"in_progress", "succeeded"}
         assert executors.performed[operation.operation_id] == 1
+        read = await ctx.agent.operations.read(
+            endpoint, operation.operation_id, token=signed.token, **who
+        )
+        assert read.state == "succeeded"
         # Once final, the same action proposed again is a new operation.
         again = await _propose(ctx, user, signed.token)
         assert again.operation_id != operation.operation_id
@@ -306,3 +314,85 @@ def test_poppy_json_lists_operations_only_when_the_brand_sets_them(world: PoppyW
         assert plain.poppy.route("GET", "/a2a/shop/poppy/operations/op_1") is None
     finally:
         plain.close()
+
+
+def test_idempotency_key_steps_of_the_sdk_fixture(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    """`idempotency-api-writes.json` (GUIDE-retry-04), every step but `expired` (the world
+    runs on wall time; expiry is the store's, tests/store/test_operations_contract.py)."""
+    fixture = json.loads((protocol_path() / "fixtures" / "idempotency-api-writes.json").read_text())
+
+    async def test(ctx: Any) -> None:
+        user = ctx.new_user()
+        first = await ctx.sign_in(user, await ctx.session(user))
+        # A second Session of the same user, signed in with the first's Account Token.
+        second = await ctx.agent.accounts.refresh(
+            first.reference,
+            context=await ctx.account_context(user),
+            session_id=(await ctx.session(user)).session_id,
+        )
+        sessions = {"first": first.token, "second": second.token}
+        answers: dict[str, Any] = {}
+        for step in fixture["steps"]:
+            if "advance_seconds" in step:
+                continue
+            name = step["name"]
+            token = sessions[step.get("session", "first")]
+            who = await ctx.who(user)
+            if "confirm" in step:
+                operation = Operation.model_validate(answers[step["confirm"]]["operation"])
+                done = await ctx.agent.operations.confirm(
+                    await ctx.operations_endpoint(),
+                    operation,
+                    approval=approve(operation),
+                    token=token,
+                    **who,
+                )
+                assert done.status == "confirmed", name
+                continue
+            url = ctx.url(step["path"])
+            response = await _raw_with_key(ctx, user, token, url, step)
+            expect = step["expect"]
+            assert response.status_code == expect["status"], name
+            if "error" in expect:
+                assert response.json()["error"] == expect["error"], name
+                continue
+            answers[name] = response.json()
+            if expect["answer"] == "first":
+                assert answers[name] == answers["first"], name
+            elif name != "first":
+                assert (
+                    answers[name]["operation"]["operation_id"]
+                    != answers["first"]["operation"]["operation_id"]
+                ), name
+        # The repeat answered the first response exactly: the operation still proposed.
+        assert answers["retry"]["operation"]["state"] == "proposed"
+
+    _in_world(world, person, test)
+
+
+def test_a_bad_idempotency_key_is_the_callers_mistake(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    fixture = json.loads((protocol_path() / "fixtures" / "idempotency-api-writes.json").read_text())
+
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        for key in fixture["invalid_keys"]:
+            step = {"body": {"size": "M"}, "key": key}
+            url = ctx.url("/api/orders/ord_7Hk2/exchanges")
+            response = await _raw_with_key(ctx, user, signed.token, url, step)
+            assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+
+    _in_world(world, person, test)
+
+
+async def _raw_with_key(ctx: Any, user: str, token: Any, url: str, step: Any) -> Any:
+    headers: dict[str, Any] = {
+        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
+        "DPoP": await ctx.proof(user, "POST", url, token=token),
+        "Content-Type": "application/json",
+        "Idempotency-Key": step["key"].encode(),  # bytes: one invalid key is not ASCII
+    }
+    return await ctx.send("POST", url, headers=headers, content=json.dumps(step["body"]).encode())

@@ -15,7 +15,7 @@ from attrs import evolve
 
 from pactmw.store import Store, open_store
 from pactmw.store._protocols import OperationStore
-from pactmw.store._protocols.operations import StoredOperation
+from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
 from tests.store.support import (
     PERSISTENT,
     Backend,
@@ -334,3 +334,41 @@ def test_a_version_10_database_gains_the_operations(
         assert confirm(upgraded).kind == "confirmed"
     finally:
         upgraded.close()
+
+
+def answer(**changes: Any) -> RememberedAnswer:
+    values: dict[str, Any] = {
+        "record_key": "ses_1-key",
+        "fingerprint": "POST /api/refund {}",
+        "status": 202,
+        "body": '{"operation":{"operation_id":"op_1"}}',
+        "expires_at": NOW + 600,
+    }
+    values.update(changes)
+    return RememberedAnswer(**values)
+
+
+def test_an_idempotent_answer_is_kept_until_it_expires(store: Store) -> None:
+    assert store.remembered_answer("ses_1-key", now=NOW) is None
+    assert store.remember_answer(answer=answer(), now=NOW) == answer()
+    # A later writer gets the first answer, unchanged.
+    later = answer(fingerprint="other", body="{}")
+    assert store.remember_answer(answer=later, now=NOW + 1) == answer()
+    assert store.remembered_answer("ses_1-key", now=NOW + 599) == answer()
+    assert store.remembered_answer("ses_1-key", now=NOW + 600) is None
+    assert store.remembered_answer("other\x00", now=NOW) is None
+    # Expired, the key is free again.
+    renewed = answer(body="{}", expires_at=NOW + 1200)
+    assert store.remember_answer(answer=renewed, now=NOW + 600) == renewed
+    assert store.remembered_answer("ses_1-key", now=NOW + 601) == renewed
+    with pytest.raises(ValueError, match="NUL"):
+        store.remember_answer(answer=answer(record_key="k\x00"), now=NOW)
+
+
+def test_concurrent_writers_of_one_key_keep_one_answer(backend: Backend) -> None:
+    store = backend.open()
+    try:
+        kept = all_at_once(6, lambda i: store.remember_answer(answer=answer(body=str(i)), now=NOW))
+        assert len({a.body for a in kept}) == 1
+    finally:
+        store.close()

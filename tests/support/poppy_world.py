@@ -171,6 +171,7 @@ class ShopExecutors:
                 "split": self.split,
                 "resend": self.resend,
                 "gift_wrap": self.gift_wrap,
+                "exchange": self.gift_wrap,
             },
             **options,
         )
@@ -506,7 +507,7 @@ class ShopSite:
         @poppy_session_required(provider, "shop")
         async def propose(request: Request) -> Response:
             caller = current_poppy_caller(request)
-            proposal = SHOP_PROPOSALS.get(request.url.path)
+            proposal = await _proposal_of(request)
             if caller is None or proposal is None:
                 return JSONResponse({"error": "not_found"}, status_code=404)
             answer = await provider.apoppy_propose(caller, proposal)
@@ -562,6 +563,23 @@ class ShopSite:
         response = HTMLResponse("<!doctype html><title>Signed out</title><p>Signed out</p>")
         response.delete_cookie(self.COOKIE)
         return response
+
+
+async def _proposal_of(request: Request) -> Proposal | None:
+    """What the shop's API proposes for a request: an exchange made from the body (the
+    `idempotency-api-writes.json` fixture's path), or one of `SHOP_PROPOSALS` for any order."""
+    order, action = request.path_params["order"], request.path_params["action"]
+    if action == "exchanges":
+        size = (await request.json()).get("size")
+        if not isinstance(size, str):
+            return None
+        return Proposal(
+            action="exchange",
+            summary=f"Exchange the jacket of order {order} for size {size}, at no charge.",
+            terms={"order_id": order, "size": size},
+            scopes=("orders:write",),
+        )
+    return SHOP_PROPOSALS.get(f"/api/orders/ord_7/{action}")
 
 
 def _by_host(apps: dict[str, Any]) -> Any:

@@ -32,6 +32,7 @@ __all__ = [
     "Grant",
     "Message",
     "PoppyAccountToken",
+    "PoppyIdempotentAnswer",
     "PoppyOperation",
     "PoppySession",
     "RateCounter",
@@ -415,3 +416,16 @@ class PoppyOperation(models.Model):
         constraints = (
             models.UniqueConstraint(fields=["open_key"], name="pactmw_poppy_operations_open"),
         )
+
+
+class PoppyIdempotentAnswer(models.Model):
+    """An API write's answer under its Idempotency-Key (store/_sql/operations.py)."""
+
+    record_key: models.TextField[str, str] = models.TextField(primary_key=True)
+    fingerprint: models.TextField[str, str] = models.TextField()
+    status: models.IntegerField[int, int] = models.IntegerField()
+    body: models.TextField[str, str] = models.TextField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        db_table = "pactmw_poppy_idempotency"

@@ -37,6 +37,7 @@ import asyncio
 import hashlib
 import inspect
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -60,7 +61,7 @@ from pactmw.protocols.poppy import (
 )
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, NeedStore, SubFlow, store
-from pactmw.store._protocols.operations import StoredOperation
+from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
 from pactmw.store.base import Store
 
 logger = logging.getLogger("pactmw.poppy")
@@ -68,11 +69,14 @@ logger = logging.getLogger("pactmw.poppy")
 __all__ = [
     "BODY_LIMIT",
     "CANCELLED_SUMMARY",
+    "DEFAULT_IDEMPOTENCY_SECONDS",
     "DEFAULT_PROPOSAL_SECONDS",
     "EXPIRED_SUMMARY",
+    "IDEMPOTENCY_KEY",
     "OPERATIONS_SEGMENT",
     "OPERATION_PREFIX",
     "RETRY_AFTER_SECONDS",
+    "WRITE_METHODS",
     "Executor",
     "JsonAnswer",
     "OperationFailed",
@@ -92,6 +96,11 @@ OPERATIONS_SEGMENT = "operations"
 OPERATION_PREFIX = "op_"
 #: How long a proposal waits for its confirmation unless the Brand says otherwise.
 DEFAULT_PROPOSAL_SECONDS = 900.0
+#: How long an API write's answer is kept under its Idempotency-Key (Guides: "a day").
+DEFAULT_IDEMPOTENCY_SECONDS = 86_400.0
+#: The methods whose `Idempotency-Key` is honoured, and what a key may be (the SDK's).
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 #: What `Retry-After` says while an operation is in progress (the SDK's company: 5 s).
 RETRY_AFTER_SECONDS = 5
 #: A confirm or cancel body is two small members; anything near this is not one.
@@ -207,11 +216,13 @@ class OperationsConfig:
 
     `executors` maps each action Brand code may propose to the callable that performs it
     (sync, or async: it runs in a worker thread either way); `proposal_seconds` is how long
-    a proposal waits for its confirmation.
+    a proposal waits for its confirmation; `idempotency_seconds` how long an API write's
+    answer is kept under its `Idempotency-Key` (a day, as the Guides suggest).
     """
 
     executors: Mapping[str, Executor] = field(converter=_executors)
     proposal_seconds: float = DEFAULT_PROPOSAL_SECONDS
+    idempotency_seconds: float = DEFAULT_IDEMPOTENCY_SECONDS
 
     def __attrs_post_init__(self) -> None:
         if not self.executors:
@@ -224,6 +235,12 @@ class OperationsConfig:
             or not 0 < self.proposal_seconds <= 30 * 86_400
         ):
             raise ValueError("proposal_seconds must be a number of seconds up to 30 days")
+        if (
+            isinstance(self.idempotency_seconds, bool)
+            or not isinstance(self.idempotency_seconds, (int, float))
+            or not 0 < self.idempotency_seconds <= 30 * 86_400
+        ):
+            raise ValueError("idempotency_seconds must be a number of seconds up to 30 days")
 
 
 @frozen
@@ -391,7 +408,51 @@ class PoppyOperations:
     def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202
         {"operation": {...}}` (Ops §4.1), or the refusal (`403 extension_required` with its
-        `WWW-Authenticate` challenge); the value is a `JsonAnswer`."""
+        `WWW-Authenticate` challenge); the value is a `JsonAnswer`.
+
+        With an `Idempotency-Key` (Guides, Retries) the answer is kept for the Session for
+        `idempotency_seconds`: a repeat of the same request (method, path, query and the
+        proposal its body made) gets the first answer again, exactly, even once the
+        operation moved on; another request with the key is `409 idempotency_key_conflict`.
+        A refusal is not kept (the retry, once allowed, is new)."""
+        key = caller.idempotency_key
+        if key is None:
+            return (yield from self._proposal_answer(caller, proposal))
+        config = self.configs[caller.brand_id]
+        record_key = hashlib.sha256(f"{caller.session_id}\n{key}".encode()).hexdigest()
+        fingerprint = json_dumps(
+            [
+                caller.request_line,
+                proposal.action,
+                proposal.summary,
+                _json_text(proposal.terms),
+                list(proposal.scopes),
+                proposal.user_approval_required,
+                proposal.url,
+            ]
+        ).decode()
+        kept = yield store(self.store.remembered_answer, record_key=record_key, now=self._clock())
+        if kept is None:
+            answer: JsonAnswer = yield from self._proposal_answer(caller, proposal)
+            if not 200 <= answer.status < 300:
+                return answer
+            now = self._clock()
+            fresh = RememberedAnswer(
+                record_key=record_key,
+                fingerprint=fingerprint,
+                status=answer.status,
+                body=json_dumps(dict(answer.body)).decode(),
+                expires_at=now + config.idempotency_seconds,
+            )
+            kept = yield NeedStore(self.store.remember_answer, {"answer": fresh, "now": now})
+        if kept.fingerprint != fingerprint:
+            refused = PoppyError(
+                409, "idempotency_key_conflict", "the key came with another request"
+            )
+            return _refusal_answer(refused)
+        return JsonAnswer(kept.status, json_loads(kept.body), dict(NO_STORE))
+
+    def _proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         try:
             document = yield from self.propose(
                 brand_id=caller.brand_id,
@@ -401,12 +462,7 @@ class PoppyOperations:
                 proposal=proposal,
             )
         except PoppyError as refused:
-            response = poppy_response(refused)
-            return JsonAnswer(
-                refused.status,
-                json_loads(response.body),
-                {k: v for k, v in response.headers if k.lower() != "content-length"},
-            )
+            return _refusal_answer(refused)
         return JsonAnswer(202, {"operation": document}, dict(NO_STORE))
 
     def settle(self, operation_id: str, outcome: Performed | OperationFailed) -> dict[str, Any]:
@@ -560,6 +616,12 @@ class PoppyOperations:
         if operation.state_at(now) == "in_progress":
             extra += (("Retry-After", str(RETRY_AFTER_SECONDS)),)
         return json_response(operation_document(operation, now), extra=extra)
+
+
+def _refusal_answer(refused: PoppyError) -> JsonAnswer:
+    response = poppy_response(refused)
+    headers = {k: v for k, v in response.headers if k.lower() != "content-length"}
+    return JsonAnswer(refused.status, json_loads(response.body), headers)
 
 
 def _not_found() -> PoppyError:

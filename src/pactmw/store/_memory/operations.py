@@ -15,6 +15,7 @@ from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.operations import (
     FINAL_STATES,
     OperationChange,
+    RememberedAnswer,
     StoredOperation,
     check_proposal,
     decide_confirmation,
@@ -30,6 +31,7 @@ class OperationsMixin(MemoryCore):
         super().__init__()
         self._operations: dict[str, StoredOperation] = {}
         self._open_operations: dict[str, str] = {}  # open_key -> operation id
+        self._answers: dict[str, RememberedAnswer] = {}  # by record_key
 
     def _put_operation(self, operation: StoredOperation) -> StoredOperation:
         # Called with the lock held; a record that leaves the open states frees its key.
@@ -151,3 +153,21 @@ class OperationsMixin(MemoryCore):
             return self._put_operation(
                 evolve(found, state=state, result_summary=summary, result_data=data, updated_at=now)
             )
+
+    def remember_answer(self, *, answer: RememberedAnswer, now: float) -> RememberedAnswer:
+        """Keep an API write's answer unless a live one holds its key; see `OperationStore`."""
+        reject_nul(record_key=answer.record_key, fingerprint=answer.fingerprint, body=answer.body)
+        with self._lock:
+            self._check_open()
+            kept = self._answers.get(answer.record_key)
+            if kept is not None and kept.expires_at > now:
+                return kept
+            self._answers[answer.record_key] = answer
+            return answer
+
+    def remembered_answer(self, record_key: str, *, now: float) -> RememberedAnswer | None:
+        """The live answer kept under `record_key`; see `OperationStore`."""
+        with self._lock:
+            self._check_open()
+            kept = self._answers.get(record_key)
+            return kept if kept is not None and kept.expires_at > now else None

@@ -29,6 +29,7 @@ __all__ = [
     "OperationChange",
     "OperationState",
     "OperationStore",
+    "RememberedAnswer",
     "StoredOperation",
     "check_proposal",
     "decide_confirmation",
@@ -114,6 +115,19 @@ def decide_confirmation(
     return "confirmed"
 
 
+@frozen
+class RememberedAnswer:
+    """An API write's answer kept under its `Idempotency-Key` (Guides, Retries): a repeat
+    with the same `fingerprint` gets `status` and `body` again, another request is a
+    conflict. `record_key` is the caller's digest of (Session, key)."""
+
+    record_key: str
+    fingerprint: str
+    status: int
+    body: str
+    expires_at: float
+
+
 class OperationStore(Protocol):
     """Poppy operation records and the compare-and-set that lets exactly one confirmer
     perform."""
@@ -174,6 +188,15 @@ class OperationStore(Protocol):
     ) -> StoredOperation | None:
         """Record the final outcome of an operation in progress (its result); a record in
         any other state is left as it is. The record after, or None."""
+        ...
+
+    def remember_answer(self, *, answer: RememberedAnswer, now: float) -> RememberedAnswer:
+        """Keep `answer` unless a live one holds its `record_key`: then that one, unchanged
+        (the first of concurrent writers wins; an expired record is replaced)."""
+        ...
+
+    def remembered_answer(self, record_key: str, *, now: float) -> RememberedAnswer | None:
+        """The live answer kept under `record_key`, or None."""
         ...
 
 

@@ -16,6 +16,7 @@ from attrs import asdict
 from pactmw.store._protocols.operations import (
     OperationChange,
     OperationState,
+    RememberedAnswer,
     StoredOperation,
     check_proposal,
     decide_confirmation,
@@ -64,10 +65,25 @@ _TABLE = """
 _OPEN_INDEX = (
     "CREATE UNIQUE INDEX pactmw_poppy_operations_open ON pactmw_poppy_operations (open_key)"
 )
-SQLITE_MIGRATION: tuple[str, ...] = (_TABLE.format(real="REAL", scopes="TEXT"), _OPEN_INDEX)
+# An API write's answer under its Idempotency-Key, one row per (Session, key) digest.
+_ANSWERS = """
+        CREATE TABLE pactmw_poppy_idempotency (
+            record_key TEXT PRIMARY KEY,
+            fingerprint TEXT NOT NULL,
+            status INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            expires_at {real} NOT NULL
+        )
+        """
+SQLITE_MIGRATION: tuple[str, ...] = (
+    _TABLE.format(real="REAL", scopes="TEXT"),
+    _OPEN_INDEX,
+    _ANSWERS.format(real="REAL"),
+)
 POSTGRES_MIGRATION: tuple[str, ...] = (
     _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
     _OPEN_INDEX,
+    _ANSWERS.format(real="DOUBLE PRECISION"),
 )
 
 # Column order is what `OperationsMixin._operation_row` reads.
@@ -114,6 +130,18 @@ class OperationStatements:
             "UPDATE pactmw_poppy_operations SET state = 'cancelled', open_key = NULL,"
             " result_summary = ?, updated_at = ?"
             " WHERE operation_id = ? AND state = 'proposed' AND expires_at > ?"
+        )
+        # A live record stays; an expired one is replaced (the key is free again).
+        self.remember = q(
+            "INSERT INTO pactmw_poppy_idempotency"
+            " (record_key, fingerprint, status, body, expires_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (record_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+            " status = excluded.status, body = excluded.body, expires_at = excluded.expires_at"
+            " WHERE pactmw_poppy_idempotency.expires_at <= ?"
+        )
+        self.remembered = q(
+            "SELECT record_key, fingerprint, status, body, expires_at"
+            " FROM pactmw_poppy_idempotency WHERE record_key = ? AND expires_at > ?"
         )
         self.settle = q(
             "UPDATE pactmw_poppy_operations SET state = ?, open_key = NULL, result_summary = ?,"
@@ -277,3 +305,33 @@ class OperationsMixin(SqlCore):
         with self._write() as ex:
             ex.execute(self._operation_sql.settle, (state, summary, data, now, operation_id))
             return self._read_operation(ex, operation_id)
+
+    def remember_answer(self, *, answer: RememberedAnswer, now: float) -> RememberedAnswer:
+        """Keep an API write's answer unless a live one holds its key; see `OperationStore`."""
+        a = answer
+        reject_nul(record_key=a.record_key, fingerprint=a.fingerprint, body=a.body)
+        sql = self._operation_sql
+        with self._write() as ex:
+            ex.execute(
+                sql.remember, (a.record_key, a.fingerprint, a.status, a.body, a.expires_at, now)
+            )
+            row = ex.execute(sql.remembered, (a.record_key, now)).fetchone()
+        return answer if row is None else _answer(row)
+
+    def remembered_answer(self, record_key: str, *, now: float) -> RememberedAnswer | None:
+        """The live answer kept under `record_key`; see `OperationStore`."""
+        if has_nul(record_key):
+            return None
+        with self._read() as ex:
+            row = ex.execute(self._operation_sql.remembered, (record_key, now)).fetchone()
+        return None if row is None else _answer(row)
+
+
+def _answer(row: Sequence[Any]) -> RememberedAnswer:
+    return RememberedAnswer(
+        record_key=row[0],
+        fingerprint=row[1],
+        status=int(row[2]),
+        body=row[3],
+        expires_at=float(row[4]),
+    )

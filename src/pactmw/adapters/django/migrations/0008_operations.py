@@ -1,4 +1,5 @@
-"""Poppy operations (Operations v1): schema version 11 of sqlite.py/postgres.py."""
+"""Poppy operations and API write answers kept under their Idempotency-Key (Operations
+v1): schema version 11 of sqlite.py/postgres.py."""
 
 from django.db import migrations, models
 
@@ -13,6 +14,19 @@ class Migration(migrations.Migration):
     ]
 
     operations = [  # noqa: RUF012 (Django's own shape)
+        migrations.CreateModel(
+            name="PoppyIdempotentAnswer",
+            fields=[
+                ("record_key", models.TextField(primary_key=True, serialize=False)),
+                ("fingerprint", models.TextField()),
+                ("status", models.IntegerField()),
+                ("body", models.TextField()),
+                ("expires_at", models.FloatField()),
+            ],
+            options={
+                "db_table": "pactmw_poppy_idempotency",
+            },
+        ),
         migrations.CreateModel(
             name="PoppyOperation",
             fields=[
