@@ -345,7 +345,13 @@ class PoppyOperations:
     def negotiated(self, client_id: str) -> SubFlow:
         """Whether the agent's client metadata lists Operations v1 (OPS-2-01); its document
         is the one its Session's assertions were verified with (cached)."""
-        metadata = yield NeedKeys(partial(self._clients.get, client_id))
+        try:
+            metadata = yield NeedKeys(partial(self._clients.get, client_id))
+        except PactmwError as exc:
+            # Not verifiable now (its document moved or its host is down): no operation
+            # reaches an agent that cannot be shown to have asked for them.
+            logger.warning("poppy agent %s: metadata unavailable: %s", client_id, exc)
+            return False
         extension = metadata.extensions.get(OPERATIONS_EXTENSION)
         return isinstance(extension, Mapping) and extension.get("version") == OPERATIONS_VERSION
 
@@ -416,9 +422,9 @@ class PoppyOperations:
         operation moved on; another request with the key is `409 idempotency_key_conflict`.
         A refusal is not kept (the retry, once allowed, is new)."""
         key = caller.idempotency_key
-        if key is None:
+        config = self.configs.get(caller.brand_id)
+        if key is None or config is None:
             return (yield from self._proposal_answer(caller, proposal))
-        config = self.configs[caller.brand_id]
         record_key = hashlib.sha256(f"{caller.session_id}\n{key}".encode()).hexdigest()
         fingerprint = json_dumps(
             [
