@@ -24,7 +24,9 @@ from personal_agent_protocol.requirements import protocol_path
 
 from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
+    ACCOUNTS,
     BASE_URL,
+    CANCEL_PROMPT,
     OPERATION_PROMPT,
     OPERATIONS_SCENARIO,
     SHOP,
@@ -66,7 +68,11 @@ def world(
     tmp_path_factory: pytest.TempPathFactory,
     executors: ShopExecutors,
 ) -> Iterator[PoppyWorld]:
-    brand = attrs.evolve(signed_in_brand(operations=executors.config()), handler=operations_bot)
+    brand = attrs.evolve(
+        signed_in_brand(operations=executors.config()),
+        handler=operations_bot,
+        tools=executors.tools(),
+    )
     yield from world_on(request, tmp_path_factory, brands=(brand,))
 
 
@@ -396,3 +402,61 @@ async def _raw_with_key(ctx: Any, user: str, token: Any, url: str, step: Any) ->
         "Idempotency-Key": step["key"].encode(),  # bytes: one invalid key is not ASCII
     }
     return await ctx.send("POST", url, headers=headers, content=json.dumps(step["body"]).encode())
+
+
+def test_a_write_tool_proposes_and_runs_once_on_confirmation(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        who = await ctx.who(user)
+        before = len(executors.cancelled)
+        page = await ctx.agent.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(CANCEL_PROMPT),
+            token=signed.token,
+            wait=0,
+            **who,
+        )
+        (company,) = [e.message for e in page.events if e.message and e.message.role == "company"]
+        operation = company.operation
+        assert operation is not None
+        assert operation.summary == 'Cancel order: order="ord_9"'
+        assert operation.terms == {"order": "ord_9"}
+        assert "awaiting_confirmation" in (company.text or "")
+        assert len(executors.cancelled) == before  # proposed, not run (OPS-3-03)
+        endpoint = await ctx.operations_endpoint()
+        for _ in range(2):
+            done = await ctx.agent.operations.confirm(
+                endpoint, operation, approval=approve(operation), token=signed.token, **who
+            )
+            assert done.operation is not None
+            assert done.operation.state == "succeeded"
+            assert done.operation.result is not None
+            assert done.operation.result.summary == "Cancel order: order ord_9 cancelled"
+        assert executors.cancelled[before:] == [(ACCOUNTS[0], "ord_9")]  # once, for the account
+
+    _in_world(world, person, test)
+
+
+def test_without_the_extension_a_write_tool_runs_at_once(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        other = ctx.other_agent()
+        user = ctx.new_user()
+        signed = await ctx.sign_in(user, await ctx.session(user, other), agent=other)
+        before = len(executors.cancelled)
+        page = await other.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(CANCEL_PROMPT),
+            token=signed.token,
+            wait=0,
+            **(await ctx.who(user)),
+        )
+        (company,) = [e.message for e in page.events if e.message and e.message.role == "company"]
+        assert company.operation is None
+        assert company.text == "Cancelling order ord_9: order ord_9 cancelled"
+        assert executors.cancelled[before:] == [(ACCOUNTS[0], "ord_9")]
+
+    _in_world(world, person, test)

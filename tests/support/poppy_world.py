@@ -60,6 +60,7 @@ from pactmw.provider.poppy import (
     Proposal,
 )
 from pactmw.provider.ratelimit import RateLimit
+from pactmw.provider.tools import ToolRegistry
 from pactmw.store.base import Store
 from tests.support.chromium import WAIT, spki_pin
 from tests.support.servers import uvicorn_server
@@ -72,6 +73,7 @@ __all__ = [
     "ACCOUNTS",
     "ATLAS",
     "BASE_URL",
+    "CANCEL_PROMPT",
     "CONSENT_URL",
     "OPERATIONS_SCENARIO",
     "OPERATION_PROMPT",
@@ -146,6 +148,8 @@ SHOP_PROPOSALS = {
 }
 #: What the conversation bot proposes when asked (the refund, as the API proposes it).
 OPERATION_PROMPT = "Please refund order ord_7."
+#: What makes the conversation bot call its write tool.
+CANCEL_PROMPT = "Please cancel order ord_9."
 
 OPERATIONS_SCENARIO = dataclasses.replace(
     SCENARIO,
@@ -163,6 +167,19 @@ class ShopExecutors:
 
     def __init__(self) -> None:
         self.performed: collections.Counter[str] = collections.Counter()
+        #: Orders the `cancel_order` write tool cancelled, in order.
+        self.cancelled: list[tuple[str, str]] = []
+
+    def tools(self) -> ToolRegistry:
+        """The shop's tools: `cancel_order`, an account write tool (`orders:write`)."""
+        registry = ToolRegistry()
+        registry.add("cancel_order", self.cancel_order, scope="orders:write", write=True)
+        return registry
+
+    def cancel_order(self, account: str, order: str) -> str:
+        """Cancel one of the account's orders."""
+        self.cancelled.append((account, order))
+        return f"order {order} cancelled"
 
     def config(self, **options: Any) -> OperationsConfig:
         return OperationsConfig(
@@ -207,7 +224,11 @@ def bot(turn: Turn) -> Reply:
 
 
 def operations_bot(turn: Turn) -> Reply:
-    """`bot`, but asked for a refund it proposes the one the API proposes (Operations v1)."""
+    """`bot`, but asked for a refund it proposes the one the API proposes (Operations v1),
+    and asked to cancel an order it calls the `cancel_order` write tool."""
+    if turn.text == CANCEL_PROMPT:
+        result = turn.tools.cancel_order(order="ord_9")
+        return Reply(text=f"Cancelling order ord_9: {result}")
     if turn.text == OPERATION_PROMPT:
         refund = SHOP_PROPOSALS["/api/orders/ord_7/refund"]
         return Reply(text=f"I can do this once you confirm: {refund.summary}", operation=refund)

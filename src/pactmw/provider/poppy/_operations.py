@@ -61,6 +61,8 @@ from pactmw.protocols.poppy import (
 )
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, NeedStore, SubFlow, store
+from pactmw.provider.tools import Tool, ToolError, ToolRegistry
+from pactmw.provider.turn_tools import tool_call_summary
 from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
 from pactmw.store.base import Store
 
@@ -76,6 +78,7 @@ __all__ = [
     "OPERATIONS_SEGMENT",
     "OPERATION_PREFIX",
     "RETRY_AFTER_SECONDS",
+    "TOOL_ACTION_PREFIX",
     "WRITE_METHODS",
     "Executor",
     "JsonAnswer",
@@ -89,6 +92,7 @@ __all__ = [
     "Proposal",
     "operation_document",
     "operation_route",
+    "tool_proposal",
 ]
 
 #: Where a Brand's operations endpoint sits below its issuer (Ops §5).
@@ -96,6 +100,8 @@ OPERATIONS_SEGMENT = "operations"
 OPERATION_PREFIX = "op_"
 #: How long a proposal waits for its confirmation unless the Brand says otherwise.
 DEFAULT_PROPOSAL_SECONDS = 900.0
+#: The action of an operation a `write=True` tool proposed: the prefix and the tool's name.
+TOOL_ACTION_PREFIX = "tool:"
 #: How long an API write's answer is kept under its Idempotency-Key (Guides: "a day").
 DEFAULT_IDEMPOTENCY_SECONDS = 86_400.0
 #: The methods whose `Idempotency-Key` is honoured, and what a key may be (the SDK's).
@@ -324,6 +330,33 @@ async def _awaited(answer: Awaitable[Performed]) -> Performed:
     return await answer
 
 
+def tool_proposal(tool: Tool, arguments: Mapping[str, Any]) -> Proposal:
+    """The operation a `write=True` account tool's checked call proposes instead of running:
+    every argument in the summary and the terms, the tool's scope to confirm it."""
+    return Proposal(
+        action=TOOL_ACTION_PREFIX + tool.name,
+        summary=tool_call_summary(tool, arguments),
+        terms=arguments,
+        scopes=() if tool.scope is None else (tool.scope,),
+    )
+
+
+def _perform_tool(tool: Tool, run: OperationRun) -> Performed:
+    """A confirmed tool call: the tool runs for the operation's account, once."""
+    arguments = dict(run.terms or {})
+    try:
+        result = tool.function(run.account, **arguments)
+    except ToolError as refused:  # a ToolError means nothing was changed
+        raise OperationFailed(f"{tool.title}: {refused.message}") from refused
+    worded = tool.summarize(arguments, result)
+    summary = f"{worded.title}: {worded.detail}" if worded.detail else worded.title
+    try:
+        json_dumps(result)
+    except (TypeError, ValueError):
+        return Performed(summary)
+    return Performed(summary, {"result": result})
+
+
 class PoppyOperations:
     """The operations of every Brand that enables them; the Poppy server builds it."""
 
@@ -334,11 +367,29 @@ class PoppyOperations:
         clock: Callable[[], float],
         clients: ClientMetadataCache,
         configs: Mapping[str, OperationsConfig],
+        tools: Mapping[str, ToolRegistry] | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
         self._clients = clients
         self.configs = dict(configs)
+        #: The Brands' tools: a `write=True` account tool is the executor of its proposals.
+        self._tools = dict(tools or {})
+
+    def executor(self, brand_id: str, action: str) -> Executor | None:
+        """What performs `action` for the Brand: its configured executor, or for a
+        `tool:NAME` action the Brand's write tool NAME; None when nothing does."""
+        config = self.configs.get(brand_id)
+        if config is None:
+            return None
+        if action in config.executors:
+            return config.executors[action]
+        if action.startswith(TOOL_ACTION_PREFIX):
+            name = action[len(TOOL_ACTION_PREFIX) :]
+            for tool in self._tools.get(brand_id, ()):
+                if tool.name == name and tool.write and tool.scope is not None:
+                    return partial(_perform_tool, tool)
+        return None
 
     # -- proposing (Brand code: an API, a bot) ------------------------------------------------
 
@@ -371,7 +422,7 @@ class PoppyOperations:
         config = self.configs.get(brand_id)
         if config is None:
             raise ValueError(f"brands.{brand_id}.poppy.operations is not set")
-        if proposal.action not in config.executors:
+        if self.executor(brand_id, proposal.action) is None:
             raise ValueError(
                 f"brands.{brand_id}.poppy.operations.executors has no action {proposal.action!r}"
             )
@@ -557,8 +608,7 @@ class PoppyOperations:
                 raise PoppyError(
                     403, "insufficient_scope", "not approved", members={"scope": wanted}
                 )
-        config = self.configs.get(found.brand_id)
-        executor = None if config is None else config.executors.get(found.action)
+        executor = self.executor(found.brand_id, found.action)
         if executor is None and found.state_at(now) == "proposed":
             # Confirming what nobody can perform would strand it in progress.
             raise PoppyError(

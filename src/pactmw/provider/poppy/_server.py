@@ -357,7 +357,11 @@ class PoppyServer:
         }
         self.operations = (
             PoppyOperations(
-                store=store, clock=clock, clients=self.clients, configs=operation_configs
+                store=store,
+                clock=clock,
+                clients=self.clients,
+                configs=operation_configs,
+                tools={brand_id: brand.tools for brand_id, brand in (bots or {}).items()},
             )
             if operation_configs
             else None
