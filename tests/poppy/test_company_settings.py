@@ -113,13 +113,14 @@ def test_a_brand_without_apis_publishes_its_conversation_endpoint() -> None:
 
 
 def test_an_operations_table_enables_operations_v1() -> None:
-    table = {"executors": {"refund": HANDLER}, "proposal_seconds": 600}
+    table = {"executors": {"refund": HANDLER}, "proposal_seconds": 600, "idempotency_seconds": 60}
     parsed = ProviderSettings.from_mapping(settings(operations=table))
     poppy = parsed.brands[0].poppy
     assert poppy is not None
     assert poppy.operations is not None
     assert poppy.operations.executors["refund"] is bot  # type: ignore[comparison-overlap]
     assert poppy.operations.proposal_seconds == 600
+    assert poppy.operations.idempotency_seconds == 60
     provider = Provider.from_settings(parsed)
     try:
         assert provider.poppy is not None

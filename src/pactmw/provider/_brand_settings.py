@@ -24,7 +24,11 @@ from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig
-from pactmw.provider.poppy import DEFAULT_PROPOSAL_SECONDS, OperationsConfig, PoppyConfig
+from pactmw.provider.poppy import OperationsConfig, PoppyConfig
+from pactmw.provider.poppy._operation_values import (
+    DEFAULT_IDEMPOTENCY_SECONDS,
+    DEFAULT_PROPOSAL_SECONDS,
+)
 from pactmw.provider.tools import ToolRegistry
 
 _BRAND_KEYS = frozenset(
@@ -43,7 +47,7 @@ _BRAND_KEYS = frozenset(
 _POPPY_KEYS = frozenset(
     {"domain", "domains", "agents", "session_seconds", "apis", "custom_scopes", "operations"}
 )
-_POPPY_OPERATIONS_KEYS = frozenset({"executors", "proposal_seconds"})
+_POPPY_OPERATIONS_KEYS = frozenset({"executors", "proposal_seconds", "idempotency_seconds"})
 _POPPY_API_KEYS = frozenset({"type", "url", "description"})
 _PARAFE_KEYS = frozenset(
     {
@@ -221,7 +225,7 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
 
 def poppy_operations_from_mapping(data: Any, where: str) -> OperationsConfig:
     """A `[brands.ID.poppy.operations]` table: `executors` (action = "pkg.mod:fn", or a
-    callable from Python) and `proposal_seconds`."""
+    callable from Python), `proposal_seconds` and `idempotency_seconds`."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table")
     refuse_unknown(data, _POPPY_OPERATIONS_KEYS, where)
@@ -236,8 +240,11 @@ def poppy_operations_from_mapping(data: Any, where: str) -> OperationsConfig:
             raise ConfigError(f"{at} must be a callable or an import path 'pkg.mod:fn'")
         loaded[action] = target
     seconds = positive(data, "proposal_seconds", DEFAULT_PROPOSAL_SECONDS, f"{where}.")
+    kept = positive(data, "idempotency_seconds", DEFAULT_IDEMPOTENCY_SECONDS, f"{where}.")
     try:
-        return OperationsConfig(executors=loaded, proposal_seconds=seconds)
+        return OperationsConfig(
+            executors=loaded, proposal_seconds=seconds, idempotency_seconds=kept
+        )
     except ValueError as exc:
         raise ConfigError(f"{where}.{exc}") from exc
 

@@ -7,7 +7,7 @@ token and revocation endpoints over the store, and Operations v1 (`OperationsCon
 from __future__ import annotations
 
 from pactmw.provider.poppy._config import PoppyConfig
-from pactmw.provider.poppy._operations import (
+from pactmw.provider.poppy._operation_values import (
     DEFAULT_PROPOSAL_SECONDS,
     JsonAnswer,
     OperationFailed,
@@ -15,9 +15,9 @@ from pactmw.provider.poppy._operations import (
     OperationsConfig,
     OutcomeUnknown,
     Performed,
-    PoppyOperations,
     Proposal,
 )
+from pactmw.provider.poppy._operations import PoppyOperations
 from pactmw.provider.poppy._server import (
     METADATA_PREFIX,
     DeviceSignIn,

@@ -15,7 +15,7 @@ from typing import Literal
 from attrs import field, frozen
 
 from pactmw.protocols.poppy import ApiDescriptor
-from pactmw.provider.poppy._operations import OperationsConfig
+from pactmw.provider.poppy._operation_values import OperationsConfig
 
 #: Session Tokens last hours, not days (PAP-4.2-04); the SDK's default is one hour.
 DEFAULT_SESSION_SECONDS = 3600.0
