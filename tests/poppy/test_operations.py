@@ -53,6 +53,9 @@ OPERATION_CASES = (
     "operations.failed-partial-result",
     "operations.not-found-indistinguishable",
     "operations.cross-channel-identity",
+    "operations.standing-permission-within-bounds",
+    "operations.standing-permission-out-of-bounds",
+    "operations.standing-permission-concurrent-use",
     "protocol.extension-required-company",
 )
 

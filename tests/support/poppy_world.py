@@ -38,6 +38,7 @@ from personal_agent_protocol.conformance import Proposal as ScenarioProposal
 # PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
 # guard admits them (the connection itself goes to 127.0.0.1).
 from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity
+from personal_agent_protocol.operations import TermLimit
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -157,8 +158,13 @@ OPERATIONS_SCENARIO = dataclasses.replace(
         "user": ScenarioProposal("POST", "/api/orders/ord_7/refund"),
         "fails": ScenarioProposal("POST", "/api/orders/ord_7/split"),
         "unknown": ScenarioProposal("POST", "/api/orders/ord_7/resend"),
+        "standing": ScenarioProposal("POST", "/api/orders/ord_7/gift-wrap"),
     },
     operation_prompt=OPERATION_PROMPT,
+    # The agent's own standing permission for gift wrap (Ops §5: the agent keeps them).
+    standing_action="gift_wrap",
+    standing_limits=(TermLimit("order_id", allowed=frozenset({"ord_7"})),),
+    standing_too_low=(TermLimit("order_id", allowed=frozenset({"ord_8"})),),
 )
 
 
