@@ -11,6 +11,7 @@ import pytest
 from pactmw.config import ConfigError
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.provider.poppy import PoppyConfig
+from tests.support.poppy_world import bot
 
 HANDLER = "tests.support.poppy_world:bot"
 API = {"type": "openapi", "url": "https://shop.example/openapi.json", "description": "Orders"}
@@ -64,6 +65,28 @@ def test_an_agents_list_admits_only_those() -> None:
         ({"session_seconds": 2 * 86_400}, "brands.shop.poppy.session_seconds"),
         ({"custom_scopes": {"bad scope": "x"}}, "brands.shop.poppy.custom_scopes"),
         ({"colour": "red"}, "unknown configuration key brands.shop.poppy.colour"),
+        ({"operations": "yes"}, "brands.shop.poppy.operations must be a table"),
+        ({"operations": {}}, "brands.shop.poppy.operations.executors is required"),
+        (
+            {"operations": {"executors": {"refund": "no_such_module:fn"}}},
+            "brands.shop.poppy.operations.executors.refund 'no_such_module:fn' cannot be",
+        ),
+        (
+            {"operations": {"executors": {"refund": "tests.support.poppy_world:SHOP"}}},
+            "brands.shop.poppy.operations.executors.refund must be a callable",
+        ),
+        (
+            {"operations": {"executors": {"refund": HANDLER}, "proposal_seconds": 0}},
+            "brands.shop.poppy.operations.proposal_seconds",
+        ),
+        (
+            {"operations": {"executors": {"refund": HANDLER}, "proposal_seconds": 86_400 * 31}},
+            "brands.shop.poppy.operations.proposal_seconds",
+        ),
+        (
+            {"operations": {"executors": {"refund": HANDLER}, "retries": 3}},
+            "unknown configuration key brands.shop.poppy.operations.retries",
+        ),
     ],
 )
 def test_a_bad_setting_is_refused_at_startup_naming_its_key(
@@ -85,6 +108,24 @@ def test_a_brand_without_apis_publishes_its_conversation_endpoint() -> None:
         company = provider.poppy.brands["shop"].company
         assert company.apis == ()
         assert company.conversations_endpoint == "https://shop.example/a2a/shop/poppy/conversations"
+    finally:
+        provider.close()
+
+
+def test_an_operations_table_enables_operations_v1() -> None:
+    table = {"executors": {"refund": HANDLER}, "proposal_seconds": 600, "idempotency_seconds": 60}
+    parsed = ProviderSettings.from_mapping(settings(operations=table))
+    poppy = parsed.brands[0].poppy
+    assert poppy is not None
+    assert poppy.operations is not None
+    assert poppy.operations.executors["refund"] is bot  # type: ignore[comparison-overlap]
+    assert poppy.operations.proposal_seconds == 600
+    assert poppy.operations.idempotency_seconds == 60
+    provider = Provider.from_settings(parsed)
+    try:
+        assert provider.poppy is not None
+        company = provider.poppy.brands["shop"].company
+        assert company.operations_endpoint == "https://shop.example/a2a/shop/poppy/operations"
     finally:
         provider.close()
 

@@ -15,7 +15,9 @@ public address so its own SSRF guard passes (docs/design/poppy.md §4.1).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import ipaddress
@@ -31,10 +33,12 @@ import attrs
 import httpcore
 import httpx
 from personal_agent_protocol.conformance import ConformanceContext, Scenario, SkipCase
+from personal_agent_protocol.conformance import Proposal as ScenarioProposal
 
 # PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
 # guard admits them (the connection itself goes to 127.0.0.1).
 from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity
+from personal_agent_protocol.operations import TermLimit
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -47,8 +51,17 @@ from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import AuditEvent, Brand, Provider, Reply, SignedInUser, Turn
 from pactmw.provider.brand import DelegationConfig
-from pactmw.provider.poppy import PoppyConfig
+from pactmw.provider.poppy import (
+    OperationFailed,
+    OperationRun,
+    OperationsConfig,
+    OutcomeUnknown,
+    Performed,
+    PoppyConfig,
+    Proposal,
+)
 from pactmw.provider.ratelimit import RateLimit
+from pactmw.provider.tools import ToolRegistry
 from pactmw.store.base import Store
 from tests.support.chromium import WAIT, spki_pin
 from tests.support.servers import uvicorn_server
@@ -61,15 +74,22 @@ __all__ = [
     "ACCOUNTS",
     "ATLAS",
     "BASE_URL",
+    "CANCEL_PROMPT",
     "CONSENT_URL",
+    "OPERATIONS_SCENARIO",
+    "OPERATION_PROMPT",
     "PLAIN",
     "SCENARIO",
     "SCOPES",
     "SHOP",
+    "SHOP_PROPOSALS",
     "BrowserDriver",
+    "OperationsDriver",
     "PoppyWorld",
+    "ShopExecutors",
     "ShopSite",
     "bot",
+    "operations_bot",
     "poppy_brand",
     "serve_world",
     "signed_in_brand",
@@ -95,8 +115,130 @@ SCENARIO = Scenario(
 )
 
 
+#: The shop's proposals (Operations v1), by the API path that proposes each: a refund the
+#: person approves (it succeeds), a split that fails partway, and a resend whose outcome the
+#: shop cannot tell (it stays in progress).
+SHOP_PROPOSALS = {
+    "/api/orders/ord_7/refund": Proposal(
+        action="refund",
+        summary="Refund order ord_7: USD 20.00 back to the card ending 4242.",
+        terms={"order_id": "ord_7", "amount": {"amount": "20.00", "currency": "USD"}},
+        scopes=("orders:write",),
+        url=f"{BASE_URL}/orders/ord_7",
+    ),
+    "/api/orders/ord_7/split": Proposal(
+        action="split",
+        summary="Split order ord_7 into two shipments, each with its own tracking number.",
+        terms={"order_id": "ord_7", "shipments": 2},
+        scopes=("orders:write",),
+    ),
+    # Needs no user approval: a standing permission may confirm it.
+    "/api/orders/ord_7/gift-wrap": Proposal(
+        action="gift_wrap",
+        summary="Gift-wrap order ord_7 for free.",
+        terms={"order_id": "ord_7"},
+        scopes=("orders:write",),
+        user_approval_required=False,
+    ),
+    "/api/orders/ord_7/resend": Proposal(
+        action="resend",
+        summary="Send order ord_7 again by express courier, at no charge.",
+        terms={"order_id": "ord_7", "carrier": "express"},
+        scopes=("orders:write",),
+    ),
+}
+#: What the conversation bot proposes when asked (the refund, as the API proposes it).
+OPERATION_PROMPT = "Please refund order ord_7."
+#: What makes the conversation bot call its write tool.
+CANCEL_PROMPT = "Please cancel order ord_9."
+
+OPERATIONS_SCENARIO = dataclasses.replace(
+    SCENARIO,
+    proposals={
+        "user": ScenarioProposal("POST", "/api/orders/ord_7/refund"),
+        "fails": ScenarioProposal("POST", "/api/orders/ord_7/split"),
+        "unknown": ScenarioProposal("POST", "/api/orders/ord_7/resend"),
+        "standing": ScenarioProposal("POST", "/api/orders/ord_7/gift-wrap"),
+    },
+    operation_prompt=OPERATION_PROMPT,
+    # The agent's own standing permission for gift wrap (Ops §5: the agent keeps them).
+    standing_action="gift_wrap",
+    standing_limits=(TermLimit("order_id", allowed=frozenset({"ord_7"})),),
+    standing_too_low=(TermLimit("order_id", allowed=frozenset({"ord_8"})),),
+)
+
+
+class ShopExecutors:
+    """The shop's executors, counting every run by operation id (`performed`)."""
+
+    def __init__(self) -> None:
+        self.performed: collections.Counter[str] = collections.Counter()
+        #: Orders the `cancel_order` write tool cancelled, in order.
+        self.cancelled: list[tuple[str, str]] = []
+
+    def tools(self) -> ToolRegistry:
+        """The shop's tools: `cancel_order`, an account write tool (`orders:write`)."""
+        registry = ToolRegistry()
+        registry.add("cancel_order", self.cancel_order, scope="orders:write", write=True)
+        return registry
+
+    def cancel_order(self, account: str, order: str) -> str:
+        """Cancel one of the account's orders."""
+        self.cancelled.append((account, order))
+        return f"order {order} cancelled"
+
+    def config(self, **options: Any) -> OperationsConfig:
+        return OperationsConfig(
+            executors={
+                "refund": self.refund,
+                "split": self.split,
+                "resend": self.resend,
+                "gift_wrap": self.gift_wrap,
+                "exchange": self.gift_wrap,
+            },
+            **options,
+        )
+
+    def refund(self, run: OperationRun) -> Performed:
+        self.performed[run.operation_id] += 1
+        assert run.terms is not None
+        return Performed(
+            summary=f"Refunded USD {run.terms['amount']['amount']} to the card ending 4242.",
+            data={"refund_id": "rf_" + run.operation_id},
+        )
+
+    def split(self, run: OperationRun) -> Performed:
+        self.performed[run.operation_id] += 1
+        raise OperationFailed(
+            "Created the first shipment; the second could not be booked. Order ord_7 now has "
+            "one shipment with tracking number TRK1.",
+            data={"shipments": ["TRK1"]},
+        )
+
+    async def gift_wrap(self, run: OperationRun) -> Performed:
+        # Async on purpose: an async executor runs like a sync one.
+        self.performed[run.operation_id] += 1
+        return Performed(summary="Order ord_7 will be gift-wrapped.")
+
+    def resend(self, run: OperationRun) -> Performed:
+        self.performed[run.operation_id] += 1
+        raise OutcomeUnknown("the courier did not answer")
+
+
 def bot(turn: Turn) -> Reply:
     return Reply(text=f"You said: {turn.text}")
+
+
+def operations_bot(turn: Turn) -> Reply:
+    """`bot`, but asked for a refund it proposes the one the API proposes (Operations v1),
+    and asked to cancel an order it calls the `cancel_order` write tool."""
+    if turn.text == CANCEL_PROMPT:
+        result = turn.tools.cancel_order(order="ord_9")
+        return Reply(text=f"Cancelling order ord_9: {result}")
+    if turn.text == OPERATION_PROMPT:
+        refund = SHOP_PROPOSALS["/api/orders/ord_7/refund"]
+        return Reply(text=f"I can do this once you confirm: {refund.summary}", operation=refund)
+    return bot(turn)
 
 
 def poppy_brand(**poppy: Any) -> Brand:
@@ -254,6 +396,39 @@ class BrowserDriver(_Driver):
                 self.provider.revoke_grant(grant.grant_id)
 
 
+class OperationsDriver(BrowserDriver):
+    """The person of `BrowserDriver`, and the shop's operator: revises a proposal (new
+    terms: `terms_changed`) and tells how often an operation was performed."""
+
+    capabilities: frozenset[str] = frozenset(
+        {"second_identity", "disconnect", "revise", "performed"}
+    )
+
+    def __init__(
+        self,
+        other: AgentIdentity,
+        browser: WebDriver,
+        provider: Provider,
+        executors: ShopExecutors,
+    ) -> None:
+        super().__init__(other, browser, provider)
+        self.executors = executors
+
+    async def revise(self, operation_id: str) -> None:
+        now = time.time()
+        revised = self.provider.store.revise_operation(
+            operation_id=operation_id,
+            summary="Refund order ord_7: USD 25.00 back to the card ending 4242.",
+            terms='{"amount":{"amount":"25.00","currency":"USD"},"order_id":"ord_7"}',
+            expires_at=now + 900,
+            now=now,
+        )
+        assert revised is not None
+
+    async def performed(self, operation_id: str) -> int:
+        return self.executors.performed[operation_id]
+
+
 class PoppyWorld:
     """The running world: the Provider, the agents, and what a test needs to talk to them."""
 
@@ -320,6 +495,7 @@ class PoppyWorld:
         http: httpx.AsyncClient,
         identity: AgentIdentity | None = None,
         driver: _Driver | None = None,
+        scenario: Scenario = SCENARIO,
     ) -> Any:
         """The SDK's conformance context: the SDK's personal agent against `shop.example`
         (`driver`: who plays the person; by default nobody, so sign-in cases skip)."""
@@ -328,7 +504,7 @@ class PoppyWorld:
             identity=identity or self.atlas,
             http=http,
             driver=driver or _Driver(self.plain),
-            scenario=SCENARIO,
+            scenario=scenario,
             address_resolver=self.resolve,
         )
 
@@ -353,9 +529,21 @@ class ShopSite:
             assert caller is not None
             return JSONResponse({"orders": [], "account": caller.account})
 
+        # Operations v1 (a Brand whose poppy.operations is set): the API proposes, the
+        # agent confirms at the operations endpoint, the executor performs.
+        @poppy_session_required(provider, "shop")
+        async def propose(request: Request) -> Response:
+            caller = current_poppy_caller(request)
+            proposal = await _proposal_of(request)
+            if caller is None or proposal is None:
+                return JSONResponse({"error": "not_found"}, status_code=404)
+            answer = await provider.apoppy_propose(caller, proposal)
+            return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
+
         self.app = Starlette(
             routes=[
                 Route("/api/orders", orders),
+                Route("/api/orders/{order}/{action}", propose, methods=["POST"]),
                 Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", self.logout),
             ]
@@ -402,6 +590,23 @@ class ShopSite:
         response = HTMLResponse("<!doctype html><title>Signed out</title><p>Signed out</p>")
         response.delete_cookie(self.COOKIE)
         return response
+
+
+async def _proposal_of(request: Request) -> Proposal | None:
+    """What the shop's API proposes for a request: an exchange made from the body (the
+    `idempotency-api-writes.json` fixture's path), or one of `SHOP_PROPOSALS` for any order."""
+    order, action = request.path_params["order"], request.path_params["action"]
+    if action == "exchanges":
+        size = (await request.json()).get("size")
+        if not isinstance(size, str):
+            return None
+        return Proposal(
+            action="exchange",
+            summary=f"Exchange the jacket of order {order} for size {size}, at no charge.",
+            terms={"order_id": order, "size": size},
+            scopes=("orders:write",),
+        )
+    return SHOP_PROPOSALS.get(f"/api/orders/ord_7/{action}")
 
 
 def _by_host(apps: dict[str, Any]) -> Any:

@@ -16,7 +16,13 @@ from pactmw.provider.delegated import AuthorizationServer
 from pactmw.provider.driver import ano_body, arun, no_body, run
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import SubFlow
-from pactmw.provider.poppy import PoppyCaller, PoppyServer
+from pactmw.provider.poppy import (
+    JsonAnswer,
+    PoppyCaller,
+    PoppyOperations,
+    PoppyServer,
+    Proposal,
+)
 
 
 @attrs.frozen
@@ -68,6 +74,22 @@ class AppCalls:
         flow = self._poppy().session_flow(brand_id, request, scopes)
         caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
         return caller
+
+    def poppy_propose(self, caller: PoppyCaller, proposal: Proposal) -> JsonAnswer:
+        flow = self._poppy_operations().proposal_answer(caller, proposal)
+        answer: JsonAnswer = run(flow, self.verifier, no_body)
+        return answer
+
+    async def apoppy_propose(self, caller: PoppyCaller, proposal: Proposal) -> JsonAnswer:
+        flow = self._poppy_operations().proposal_answer(caller, proposal)
+        answer: JsonAnswer = await arun(flow, self.verifier, ano_body)
+        return answer
+
+    def _poppy_operations(self) -> PoppyOperations:
+        operations = self._poppy().operations
+        if operations is None:
+            raise ValueError("no Brand of this Provider sets poppy.operations")
+        return operations
 
     def _poppy(self) -> PoppyServer:
         if self.poppy is None:

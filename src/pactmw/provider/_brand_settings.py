@@ -24,7 +24,11 @@ from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.parafe import ParafeConfig
-from pactmw.provider.poppy import PoppyConfig
+from pactmw.provider.poppy import OperationsConfig, PoppyConfig
+from pactmw.provider.poppy._operation_values import (
+    DEFAULT_IDEMPOTENCY_SECONDS,
+    DEFAULT_PROPOSAL_SECONDS,
+)
 from pactmw.provider.tools import ToolRegistry
 
 _BRAND_KEYS = frozenset(
@@ -40,7 +44,10 @@ _BRAND_KEYS = frozenset(
         "poppy",
     }
 )
-_POPPY_KEYS = frozenset({"domain", "domains", "agents", "session_seconds", "apis", "custom_scopes"})
+_POPPY_KEYS = frozenset(
+    {"domain", "domains", "agents", "session_seconds", "apis", "custom_scopes", "operations"}
+)
+_POPPY_OPERATIONS_KEYS = frozenset({"executors", "proposal_seconds", "idempotency_seconds"})
 _POPPY_API_KEYS = frozenset({"type", "url", "description"})
 _PARAFE_KEYS = frozenset(
     {
@@ -197,6 +204,11 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
         isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
     ):
         raise ConfigError(f"{where}.custom_scopes must be a table of scope = description")
+    operations = (
+        poppy_operations_from_mapping(data["operations"], f"{where}.operations")
+        if "operations" in data
+        else None
+    )
     try:
         return PoppyConfig(
             domain=domain,
@@ -205,6 +217,33 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
             session_seconds=positive(data, "session_seconds", 3600.0, f"{where}."),
             apis=tuple(apis),
             custom_scopes=custom,
+            operations=operations,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}.{exc}") from exc
+
+
+def poppy_operations_from_mapping(data: Any, where: str) -> OperationsConfig:
+    """A `[brands.ID.poppy.operations]` table: `executors` (action = "pkg.mod:fn", or a
+    callable from Python), `proposal_seconds` and `idempotency_seconds`."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    refuse_unknown(data, _POPPY_OPERATIONS_KEYS, where)
+    executors = data.get("executors")
+    if not isinstance(executors, Mapping) or not executors:
+        raise ConfigError(f"{where}.executors is required: a table of action = 'pkg.mod:fn'")
+    loaded: dict[str, Any] = {}
+    for action, reference in executors.items():
+        at = f"{where}.executors.{action}"
+        target = import_object(reference, at) if isinstance(reference, str) else reference
+        if not callable(target):
+            raise ConfigError(f"{at} must be a callable or an import path 'pkg.mod:fn'")
+        loaded[action] = target
+    seconds = positive(data, "proposal_seconds", DEFAULT_PROPOSAL_SECONDS, f"{where}.")
+    kept = positive(data, "idempotency_seconds", DEFAULT_IDEMPOTENCY_SECONDS, f"{where}.")
+    try:
+        return OperationsConfig(
+            executors=loaded, proposal_seconds=seconds, idempotency_seconds=kept
         )
     except ValueError as exc:
         raise ConfigError(f"{where}.{exc}") from exc
@@ -360,4 +399,5 @@ __all__ = [
     "brand_from_mapping",
     "parafe_from_mapping",
     "poppy_from_mapping",
+    "poppy_operations_from_mapping",
 ]

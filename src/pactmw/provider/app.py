@@ -59,7 +59,7 @@ from pactmw.provider.flow import (
 )
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.poppy import PoppyCaller, PoppyServer
+from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
 from pactmw.provider.settings import ProviderSettings
@@ -255,6 +255,17 @@ class Provider:
     ) -> PoppyCaller:
         """Async `poppy_session`: store calls run in a worker thread."""
         return await self._calls.apoppy_session(brand_id, request, scopes)
+
+    def poppy_propose(self, caller: PoppyCaller, proposal: Proposal) -> JsonAnswer:
+        """For the app's own APIs: propose `proposal` (Poppy Operations v1) for the caller
+        `poppy_session_required` checked, instead of performing it; return the answer
+        (`202 {"operation"}`, or `403 extension_required`) as a `JsonAnswer`. Blocking;
+        ValueError when the Brand sets no `poppy.operations` executor for the action."""
+        return self._calls.poppy_propose(caller, proposal)
+
+    async def apoppy_propose(self, caller: PoppyCaller, proposal: Proposal) -> JsonAnswer:
+        """Async `poppy_propose`: store calls run in a worker thread."""
+        return await self._calls.apoppy_propose(caller, proposal)
 
     def parafe_agent(self, brand_id: str) -> ParafeAgent:
         """The Parafé runtime of a Brand (KeyError when it has no `parafe` configuration);

@@ -20,7 +20,7 @@ from pactmw.store.base import MAX_REFRESH_REUSE_INTERVAL, StoredTurn
 
 if TYPE_CHECKING:
     # Only named in an annotation: the Poppy package imports the flow, which imports Brand.
-    from pactmw.provider.poppy import PoppyConfig
+    from pactmw.provider.poppy import PoppyConfig, Proposal
 
 
 @frozen
@@ -50,12 +50,16 @@ class Reply:
     """What a handler may return instead of plain text.
 
     `data` become A2A data parts after the text part; `close` ends the conversation after
-    this reply (later messages to it get UNSUPPORTED_OPERATION).
+    this reply (later messages to it get UNSUPPORTED_OPERATION). `operation` proposes an
+    action instead of performing it (Poppy Operations v1, docs/poppy.md): in a Poppy
+    conversation with an agent that negotiated it (`turn.supports_operations`) the message
+    carries the operation; anywhere else only `text` is sent, so write it to stand alone.
     """
 
     text: str
     data: tuple[Mapping[str, Any], ...] = ()
     close: bool = False
+    operation: Proposal | None = None
 
 
 @frozen
@@ -78,6 +82,9 @@ class Turn:
     history: tuple[StoredTurn, ...] = field(repr=False)
     tools: BoundTools = field(repr=False, eq=False)
     parafe: ParafeTurn = field(factory=lambda: ParafeTurn(None), repr=False, eq=False)
+    #: Whether a `Reply(operation=...)` reaches the agent as an operation (a Poppy agent
+    #: that negotiated Operations v1 with a Brand that sets `poppy.operations`).
+    supports_operations: bool = False
 
     @property
     def delegation(self) -> Delegation | None:

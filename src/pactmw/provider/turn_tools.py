@@ -78,6 +78,11 @@ class BoundTools:
 
     `actions` and `scopes_used` (account tools that ran) go into the receipt; `reports`
     (write tools that ran or failed) become the reply's `{"action": ...}` data parts.
+
+    With `propose_writes` (a Poppy agent that negotiated Operations v1) an account write
+    tool is not run: its checked call is kept in `proposed` and answered
+    `{"status": "awaiting_confirmation", ...}`; the conversation proposes it as an
+    operation, performed when the agent confirms it (OPS-3-03).
     """
 
     def __init__(
@@ -86,8 +91,12 @@ class BoundTools:
         caller: PersonalAgent,
         *,
         scopes: Mapping[str, str] | None = None,
+        propose_writes: bool = False,
     ) -> None:
         self._caller = caller
+        self._propose_writes = propose_writes
+        #: Write tool calls proposed instead of run (tool, arguments), in call order.
+        self.proposed: list[tuple[Tool, dict[str, Any]]] = []
         self._delegation = caller.delegation
         offered = {tool.name: tool for tool in registry}
         if scopes:
@@ -180,6 +189,13 @@ class BoundTools:
                         _report(tool, "rejected", Summary(tool.title, refused.message))
                     )
                 raise refused
+            if tool.write and self._propose_writes:
+                self.proposed.append((tool, dict(arguments)))
+                return {
+                    "status": "awaiting_confirmation",
+                    "summary": tool_call_summary(tool, arguments),
+                    "detail": "Proposed to the person's agent; it runs once they confirm.",
+                }
         try:
             result = tool.function(subject, **arguments)
         except ToolError as failed:
@@ -201,6 +217,15 @@ class BoundTools:
         if name.startswith("_") or name not in self._tools:
             raise AttributeError(name)
         return lambda **arguments: self.call(name, **arguments)
+
+
+def tool_call_summary(tool: Tool, arguments: Mapping[str, Any]) -> str:
+    """A write tool call in words, with every argument (OPS-3-01: the summary says all that
+    affects the action): `Cancel order: order="A-1"`."""
+    if not arguments:
+        return tool.title
+    shown = ", ".join(f"{name}={json_dumps(value).decode()}" for name, value in arguments.items())
+    return f"{tool.title}: {shown}"
 
 
 def _report(tool: Tool, status: str, summary: Summary, result: Any = None) -> dict[str, Any]:
@@ -282,4 +307,4 @@ def _request_permission_tool(scopes: Mapping[str, str]) -> Tool:
     )
 
 
-__all__ = ["BoundTools", "ToolOutcome"]
+__all__ = ["BoundTools", "ToolOutcome", "tool_call_summary"]

@@ -398,6 +398,7 @@ from pactmw.store._protocols.agents import AgentStore  # noqa: E402
 from pactmw.store._protocols.conversations import ConversationStore  # noqa: E402
 from pactmw.store._protocols.devices import DeviceStore  # noqa: E402
 from pactmw.store._protocols.grants import GrantStore  # noqa: E402
+from pactmw.store._protocols.operations import OperationStore  # noqa: E402
 from pactmw.store._protocols.retention import RetentionStore  # noqa: E402
 from pactmw.store._protocols.sessions import SessionStore  # noqa: E402
 from pactmw.store._protocols.tokens import TokenStore  # noqa: E402
@@ -412,6 +413,7 @@ class Store(
     RetentionStore,
     SessionStore,
     AccountTokenStore,
+    OperationStore,
     GrantStore,  # after the two token concerns, which stand on it
     Protocol,
 ):

@@ -20,6 +20,7 @@ from pactmw.store._memory import (
     SessionsMixin,
     TokensMixin,
 )
+from pactmw.store._memory.operations import OperationsMixin
 from pactmw.store._protocols import AllOperations
 
 __all__ = ["MemoryStore"]
@@ -35,6 +36,7 @@ class MemoryStore(
     RetentionMixin,
     SessionsMixin,
     AccountTokensMixin,
+    OperationsMixin,
     AllOperations,
 ):
     """A thread-safe Store held in this process's memory; see the module docstring."""

@@ -32,6 +32,8 @@ __all__ = [
     "Grant",
     "Message",
     "PoppyAccountToken",
+    "PoppyIdempotentAnswer",
+    "PoppyOperation",
     "PoppySession",
     "RateCounter",
     "RefreshToken",
@@ -374,3 +376,56 @@ class PoppyAccountToken(models.Model):
     class Meta:
         db_table = "pactmw_poppy_account_tokens"
         indexes = (models.Index(fields=["grant"], name="pactmw_poppy_act_tokens_grant"),)
+
+
+class PoppyOperation(models.Model):
+    """A Poppy operation (Operations v1), its latest revision (store/_sql/operations.py).
+    `open_key` is set while it is open: its unique index makes one action one operation."""
+
+    operation_id: models.TextField[str, str] = models.TextField(primary_key=True)
+    brand_id: models.TextField[str, str] = models.TextField()
+    client_id: models.TextField[str, str] = models.TextField()
+    user_id: models.TextField[str, str] = models.TextField()
+    account: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    action: models.TextField[str, str] = models.TextField()
+    revision: models.IntegerField[int, int] = models.IntegerField()
+    state: models.TextField[str, str] = models.TextField()
+    summary: models.TextField[str, str] = models.TextField()
+    terms: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    scopes: ScopeListField = ScopeListField()
+    user_approval_required: models.IntegerField[int, int] = models.IntegerField()
+    url: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    open_key: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    created_at: models.FloatField[float, float] = models.FloatField()
+    updated_at: models.FloatField[float, float] = models.FloatField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+    confirmed_revision: models.IntegerField[int | None, int | None] = models.IntegerField(
+        null=True, blank=True
+    )
+    approved_by: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+    confirmed_at: models.FloatField[float | None, float | None] = models.FloatField(
+        null=True, blank=True
+    )
+    result_summary: models.TextField[str | None, str | None] = models.TextField(
+        null=True, blank=True
+    )
+    result_data: models.TextField[str | None, str | None] = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pactmw_poppy_operations"
+        constraints = (
+            models.UniqueConstraint(fields=["open_key"], name="pactmw_poppy_operations_open"),
+        )
+
+
+class PoppyIdempotentAnswer(models.Model):
+    """An API write's answer under its Idempotency-Key (store/_sql/operations.py)."""
+
+    record_key: models.TextField[str, str] = models.TextField(primary_key=True)
+    fingerprint: models.TextField[str, str] = models.TextField()
+    status: models.IntegerField[int, int] = models.IntegerField()
+    body: models.TextField[str, str] = models.TextField()
+    expires_at: models.FloatField[float, float] = models.FloatField()
+
+    class Meta:
+        db_table = "pactmw_poppy_idempotency"

@@ -13,6 +13,7 @@ from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.delegated._device import verification_uris
 from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.poppy._feedback import FEEDBACK_SEGMENT
+from pactmw.provider.poppy._operations import OPERATIONS_SEGMENT
 
 #: Where a Brand's issuer sits below `{base_url}/a2a/{brand}`.
 ISSUER_SEGMENT = "poppy"
@@ -79,6 +80,9 @@ def _company(
             device_scopes=None if sign_in is None else sign_in.scopes,
             conversations_endpoint=(f"{issuer}/{CONVERSATIONS_SEGMENT}" if conversations else None),
             feedback_endpoint=f"{issuer}/{FEEDBACK_SEGMENT}",
+            operations_endpoint=(
+                f"{issuer}/{OPERATIONS_SEGMENT}" if config.operations is not None else None
+            ),
             custom_scopes=config.custom_scopes,
             apis=config.apis,
             poppy_domains=config.domains,

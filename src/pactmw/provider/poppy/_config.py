@@ -15,6 +15,7 @@ from typing import Literal
 from attrs import field, frozen
 
 from pactmw.protocols.poppy import ApiDescriptor
+from pactmw.provider.poppy._operation_values import OperationsConfig
 
 #: Session Tokens last hours, not days (PAP-4.2-04); the SDK's default is one hour.
 DEFAULT_SESSION_SECONDS = 3600.0
@@ -53,7 +54,8 @@ class PoppyConfig:
       default), or the `client_id` URLs admitted; others are `invalid_client`;
     - `session_seconds`: how long a Session Token lasts (at most a day, PAP-4.2-04);
     - `apis`: the app's own APIs listed in `poppy.json` (§6);
-    - `custom_scopes`: scope -> description, listed in `auth.custom_scopes`.
+    - `custom_scopes`: scope -> description, listed in `auth.custom_scopes`;
+    - `operations`: Operations v1 (its executors), listed in poppy.json when set.
     """
 
     domain: str
@@ -62,6 +64,7 @@ class PoppyConfig:
     session_seconds: float = DEFAULT_SESSION_SECONDS
     apis: tuple[ApiDescriptor, ...] = field(default=(), converter=_apis)
     custom_scopes: Mapping[str, str] = field(factory=dict, converter=_frozen_map)
+    operations: OperationsConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.agents, tuple) and not self.agents:

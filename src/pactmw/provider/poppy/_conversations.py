@@ -59,6 +59,7 @@ from pactmw.provider._send import MessageSender, as_reply
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedBot, SubFlow, TurnTimedOut, store
+from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import Claim, Conversation, NotFound, Store
@@ -184,6 +185,9 @@ class PoppyConversations:
         self._clock = clock
         self._bots = bots
         self._turns = turns
+        #: Where a bot's `Reply(operation=...)` is proposed (set by the Poppy server when a
+        #: Brand enables Operations v1).
+        self.operations: PoppyOperations | None = None
 
     def flow(
         self,
@@ -376,7 +380,12 @@ class PoppyConversations:
         context_id = conversation.context_id
         caller = _caller(agent, issuer)
         scopes = brand.delegation.scopes if brand.delegation is not None else None
-        tools = BoundTools(brand.tools, caller, scopes=scopes)
+        operations = self.operations
+        if operations is not None and agent.brand_id not in operations.configs:
+            operations = None
+        supports = operations is not None and (yield from operations.negotiated(agent.client_id))
+        # Negotiated, a write tool proposes instead of running (OPS-3-03).
+        tools = BoundTools(brand.tools, caller, scopes=scopes, propose_writes=supports)
         turn = Turn(
             text=message.text or "",
             parts=tuple(_parts(message)),
@@ -386,6 +395,7 @@ class PoppyConversations:
             brand=brand,
             history=claim.history,
             tools=tools,
+            supports_operations=supports,
         )
         release = store(self.store.release_claim, context_id=context_id, message_id=message.id)
         lease = self._turns.hold_lease(context_id, message.id, claimed_at=claimed_at)
@@ -399,6 +409,28 @@ class PoppyConversations:
             close = reply.close
             company = _company_message(context_id, message.id, reply.text, reply.data, tools)
             events: list[dict[str, Any]] = [{"type": "message", "message": company}]
+            if operations is not None and supports:
+                proposals = [tool_proposal(tool, args) for tool, args in tools.proposed]
+                if reply.operation is not None:
+                    proposals.insert(0, reply.operation)
+                for index, proposal in enumerate(proposals):
+                    # Proposed, never performed (OPS-3-03): the same open action proposed
+                    # through the API is this very operation (OPS-4-01). A message carries
+                    # one operation: a second one gets a message of its own.
+                    document = yield from operations.propose(
+                        brand_id=agent.brand_id,
+                        client_id=agent.client_id,
+                        user_id=agent.user_id,
+                        account=agent.account,
+                        proposal=proposal,
+                    )
+                    if index == 0:
+                        company["operation"] = document
+                        continue
+                    extra = _company_message(
+                        context_id, f"{message.id}\n{index}", proposal.summary, (), None
+                    )
+                    events.append({"type": "message", "message": {**extra, "operation": document}})
         except StepUpRequired as step_up:
             # Not a failure: the answer is the authorization the bot needs, and a message
             # that says so (PAP-7.11-01). Stored like any answer: a retry gets it again.

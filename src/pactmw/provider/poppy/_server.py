@@ -15,6 +15,8 @@ Routes (one issuer per Brand, `{base_url}/a2a/{brand}/poppy`, PAP-3.2-07/08):
 - `POST {issuer}/revoke`: sign-out (§4.9), `200 {}` for any token (RFC 7009 §2.2)
   (`_revocation`);
 - `POST {issuer}/feedback`: feedback on the company (§8, `_feedback`), from any Session;
+- `{issuer}/operations/{id}` (GET, `/confirm`, `/cancel`): Operations v1 of a Brand that
+  sets `poppy.operations` (`_operations`);
 - `{issuer}/conversations...`: conversations with the Brand's bot (§7, `_conversations`),
   each request checked as an app API call is (`_session_check`).
 
@@ -65,6 +67,12 @@ from pactmw.provider.poppy._device import DEVICE_RATE_LIMIT, DeviceSignInEndpoin
 from pactmw.provider.poppy._discovery import Discovery
 from pactmw.provider.poppy._feedback import FEEDBACK_SEGMENT, PoppyFeedback
 from pactmw.provider.poppy._grant_steps import GrantSteps
+from pactmw.provider.poppy._operations import (
+    OPERATIONS_SEGMENT,
+    OperationRequest,
+    PoppyOperations,
+    operation_route,
+)
 from pactmw.provider.poppy._revocation import PoppyRevocation
 from pactmw.provider.poppy._session_check import PoppyCaller, SessionCheck
 from pactmw.provider.poppy._token import TOKEN_RATE_LIMIT, TokenEndpoint
@@ -77,7 +85,7 @@ ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
 
 PoppyOperation = Literal[
-    "discovery", "metadata", "device", "token", "revoke", "conversation", "feedback"
+    "discovery", "metadata", "device", "token", "revoke", "conversation", "feedback", "operations"
 ]
 
 #: The single endpoints below a Brand's issuer: path -> (method, operation). Any other
@@ -99,6 +107,8 @@ class PoppyRoute:
     brand_id: str | None = None
     #: For `conversation`: which request, and the conversation it names (None for create).
     conversation: tuple[ConversationOperation, str | None] | None = None
+    #: For `operations`: which request, and the operation it names.
+    operation_request: tuple[OperationRequest, str] | None = None
 
 
 #: How a matched route of a Brand is answered.
@@ -147,6 +157,25 @@ class PoppyServer:
         audit = audit or Audit()
         self.feedback = PoppyFeedback(audit=audit, clock=clock, rate_counters=rate_counters)
         self.clients = ClientMetadataCache(fetch_policy)
+        #: Operations v1 of the Brands that enable it (docs/poppy.md), else None.
+        operation_configs = {
+            brand_id: config.operations
+            for brand_id, (_, config) in brands.items()
+            if config.operations is not None
+        }
+        self.operations = (
+            PoppyOperations(
+                store=store,
+                clock=clock,
+                clients=self.clients,
+                configs=operation_configs,
+                tools={brand_id: brand.tools for brand_id, brand in (bots or {}).items()},
+            )
+            if operation_configs
+            else None
+        )
+        if self.conversations is not None:
+            self.conversations.operations = self.operations
         self.brands: dict[str, PoppyBrand] = brand_runtimes(
             {brand_id: config for brand_id, (_, config) in brands.items()},
             companies,
@@ -190,6 +219,7 @@ class PoppyServer:
             "revoke": lambda brand, _, __: self._revocation.endpoint(brand),
             "conversation": self._conversation,
             "feedback": self._feedback,
+            "operations": self._operation,
         }
 
     # -- routing -----------------------------------------------------------------------------
@@ -223,6 +253,13 @@ class PoppyServer:
         ):
             found = conversation_route(method, below[len(CONVERSATIONS_SEGMENT) :])
             return PoppyRoute("conversation", brand_id, found) if found is not None else None
+        if below.startswith(OPERATIONS_SEGMENT + "/"):
+            request = operation_route(method, below[len(OPERATIONS_SEGMENT) :])
+            if request is None or self.operations is None:
+                return None
+            if brand_id not in self.operations.configs:
+                return None
+            return PoppyRoute("operations", brand_id, operation_request=request)
         endpoint = _ISSUER_ENDPOINTS.get(below)
         if endpoint is None or endpoint[0] != method:
             return None
@@ -263,6 +300,14 @@ class PoppyServer:
         """§8: feedback from any Session, signed in or out, no scope."""
         reporter = yield from self.session_flow(brand.brand_id, request, ())
         return (yield from self.feedback.flow(reporter))
+
+    def _operation(self, brand: PoppyBrand, route: PoppyRoute, request: Request) -> Flow:
+        """Operations v1: read, confirm or cancel one operation, as its owner's Session."""
+        assert route.operation_request is not None
+        assert self.operations is not None
+        owner = yield from self.session_flow(brand.brand_id, request, ())
+        kind, operation_id = route.operation_request
+        return (yield from self.operations.flow(kind, operation_id, owner, request))
 
     # -- what the Provider and the adapters call ---------------------------------------------
 

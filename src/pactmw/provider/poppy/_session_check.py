@@ -15,6 +15,7 @@ from pactmw.provider.delegated._resource import USE_RECORD_INTERVAL
 from pactmw.provider.flow import SubFlow, store
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._credentials import token_hash
+from pactmw.provider.poppy._operations import IDEMPOTENCY_KEY, WRITE_METHODS
 from pactmw.store import GrantUsageStore
 from pactmw.store.base import Store
 
@@ -36,6 +37,10 @@ class PoppyCaller:
     scopes: tuple[str, ...]
     #: The grant a signed-in Session runs under (None signed out).
     grant_id: str | None = None
+    #: A write's `Idempotency-Key` (Guides, Retries), and the request it came with
+    #: (method, path and query): `Provider.poppy_propose` answers a repeat from the store.
+    idempotency_key: str | None = None
+    request_line: str = ""
 
     @property
     def signed_in(self) -> bool:
@@ -107,6 +112,13 @@ class SessionCheck:
             raise PoppyError(403, "insufficient_scope", "not approved", members={"scope": wanted})
         if session.grant_id is not None and self._records_use:
             yield from self._record_use(session.grant_id, now)
+        key = None
+        if request.method in WRITE_METHODS and request.has_header("idempotency-key"):
+            key = request.header("idempotency-key")  # None when repeated
+            if key is None or not IDEMPOTENCY_KEY.fullmatch(key):
+                raise PoppyError(
+                    400, "invalid_request", "Idempotency-Key: one, 1-255 visible ASCII"
+                )
         return PoppyCaller(
             brand_id=brand_id,
             client_id=session.client_id,
@@ -115,6 +127,8 @@ class SessionCheck:
             account=session.account,
             scopes=session.scopes,
             grant_id=session.grant_id,
+            idempotency_key=key,
+            request_line=f"{request.method} {request.path}?{request.query}",
         )
 
     def _record_use(self, grant_id: str, now: float) -> SubFlow:

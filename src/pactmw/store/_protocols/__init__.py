@@ -20,6 +20,7 @@ from pactmw.store._protocols.conversations import ConversationStore
 from pactmw.store._protocols.details import AuthorizationDetailsStore
 from pactmw.store._protocols.devices import DeviceStore
 from pactmw.store._protocols.grants import GrantStore
+from pactmw.store._protocols.operations import OperationStore
 from pactmw.store._protocols.ratelimits import RateLimitStore
 from pactmw.store._protocols.retention import RetentionStore
 from pactmw.store._protocols.sessions import SessionStore
@@ -36,6 +37,7 @@ __all__ = [
     "DeviceStore",
     "GrantStore",
     "GrantUsageStore",
+    "OperationStore",
     "RateLimitStore",
     "RetentionStore",
     "SessionStore",

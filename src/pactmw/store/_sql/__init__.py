@@ -27,6 +27,7 @@ from pactmw.store._sql.core import Executor, Rows, SqlCore
 from pactmw.store._sql.details import DetailsMixin
 from pactmw.store._sql.devices import DevicesMixin
 from pactmw.store._sql.dialect import Dialect
+from pactmw.store._sql.operations import OperationsMixin, OperationStatements
 from pactmw.store._sql.ratelimits import RateLimitsMixin
 from pactmw.store._sql.retention import RetentionMixin
 from pactmw.store._sql.sessions import SessionsMixin, SessionStatements
@@ -37,6 +38,7 @@ __all__ = [
     "AccountTokenStatements",
     "Dialect",
     "Executor",
+    "OperationStatements",
     "Rows",
     "SessionStatements",
     "SqlCore",
@@ -55,6 +57,7 @@ class SqlStore(
     RetentionMixin,
     AccountTokensMixin,
     SessionsMixin,
+    OperationsMixin,
     AllOperations,
 ):
     """Every `Store` operation in SQL; a backend subclass supplies the `SqlCore` hooks,
@@ -73,3 +76,4 @@ class SqlStore(
             cls._sql = Statements(cls._dialect)
             cls._session_sql = SessionStatements(cls._dialect)
             cls._account_sql = AccountTokenStatements(cls._dialect)
+            cls._operation_sql = OperationStatements(cls._dialect)

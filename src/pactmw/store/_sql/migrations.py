@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from attrs import asdict, frozen
 
-from pactmw.store._sql import account_tokens, sessions
+from pactmw.store._sql import account_tokens, operations, sessions
 
 __all__ = [
     "POSTGRES_COLUMNS",
@@ -249,16 +249,17 @@ def schema_migrations(
     )
 
 
-SQLITE_MIGRATIONS = schema_migrations(
-    SQLITE_COLUMNS,
-    (*sessions.SQLITE_MIGRATION, *account_tokens.SQLITE_MIGRATION),
-    # sqlite cannot drop NOT NULL in place: the table is rebuilt (nothing references it) with
-    # the same columns, keys and index.
-    (
-        _DEVICE_TABLE.format(
-            table="pactmw_device_authorizations_10", pa_sub="TEXT", **asdict(SQLITE_COLUMNS)
-        ),
-        """
+SQLITE_MIGRATIONS = (
+    *schema_migrations(
+        SQLITE_COLUMNS,
+        (*sessions.SQLITE_MIGRATION, *account_tokens.SQLITE_MIGRATION),
+        # sqlite cannot drop NOT NULL in place: the table is rebuilt (nothing references it) with
+        # the same columns, keys and index.
+        (
+            _DEVICE_TABLE.format(
+                table="pactmw_device_authorizations_10", pa_sub="TEXT", **asdict(SQLITE_COLUMNS)
+            ),
+            """
         INSERT INTO pactmw_device_authorizations_10 (device_code_hash, user_code, brand_id,
             client_id, pa_sub, scopes, created_at, expires_at, interval_seconds,
             last_polled_at, status, account, granted_scopes, grant_id)
@@ -267,13 +268,19 @@ SQLITE_MIGRATIONS = schema_migrations(
             grant_id
         FROM pactmw_device_authorizations
         """,
-        "DROP TABLE pactmw_device_authorizations",
-        "ALTER TABLE pactmw_device_authorizations_10 RENAME TO pactmw_device_authorizations",
-        _DEVICE_EXPIRES_INDEX,
+            "DROP TABLE pactmw_device_authorizations",
+            "ALTER TABLE pactmw_device_authorizations_10 RENAME TO pactmw_device_authorizations",
+            _DEVICE_EXPIRES_INDEX,
+        ),
     ),
+    # Version 11: Poppy operations (Operations v1) and API writes' Idempotency-Key answers.
+    operations.SQLITE_MIGRATION,
 )
-POSTGRES_MIGRATIONS = schema_migrations(
-    POSTGRES_COLUMNS,
-    (*sessions.POSTGRES_MIGRATION, *account_tokens.POSTGRES_MIGRATION),
-    ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
+POSTGRES_MIGRATIONS = (
+    *schema_migrations(
+        POSTGRES_COLUMNS,
+        (*sessions.POSTGRES_MIGRATION, *account_tokens.POSTGRES_MIGRATION),
+        ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
+    ),
+    operations.POSTGRES_MIGRATION,
 )

@@ -1,0 +1,549 @@
+"""Poppy operations (Operations extension v1): proposals a Brand's code makes and the
+personal agent confirms, performed at most once.
+
+A Brand enables them with `PoppyConfig.operations` (`OperationsConfig`): one executor per
+action. Then its poppy.json lists `extensions.operations` with the endpoint
+`O = {issuer}/operations`, and for an agent whose client metadata lists
+`extensions.operations.version "1"` (OPS-2-01):
+
+- Brand code proposes instead of performing: `PoppyOperations.propose` (through
+  `Provider.poppy_propose` in an API behind `poppy_session_required`: `202 {"operation"}`;
+  or a bot's `Reply(operation=...)` in a conversation). Proposing never performs (OPS-3-03);
+  the same open action proposed again, through any channel, is the same operation
+  (OPS-4-01). An agent that did not negotiate the extension is told `403
+  extension_required` (at an API).
+- `GET O/{id}` reads it (`Retry-After` while in progress, OPS-6-01); past `expires_at` a
+  proposal reads `expired`.
+- `POST O/{id}/confirm` `{revision, approved_by}`: only the latest revision (`409
+  terms_changed` with the current operation, OPS-3.1-01); `approved_by:
+  "standing_permission"` on an operation that needs the user is `403
+  user_approval_required`; the operation's scopes are needed (`403 insufficient_scope`).
+  The store's compare-and-set `proposed -> in_progress` picks the one confirmation that
+  performs (OPS-6-02): it runs the action's executor with the operation id as its
+  idempotency key (GUIDE-ops-co-01) and records the outcome; any other confirmation gets
+  the record as it is, `200`. An executor that cannot tell the outcome (`OutcomeUnknown`,
+  or any other exception) leaves it `in_progress`, never `failed` (OPS-6-03), until Brand
+  code settles it (`PoppyOperations.settle`).
+- `POST O/{id}/cancel` cancels a proposal; one in progress stays in progress.
+
+An operation belongs to its Brand, agent and User ID, and once proposed signed in, to that
+account: another owner's operation is `404 operation_not_found`, as an unknown one, and a
+signed-out Session on an account's operation gets `403 sign_in_required`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import logging
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Literal, cast
+
+from pactmw.core.client_metadata import ClientMetadataCache
+from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.errors import PactmwError
+from pactmw.core.http import Request, Response
+from pactmw.protocols.poppy import (
+    OPERATIONS_EXTENSION,
+    OPERATIONS_VERSION,
+    PoppyError,
+    parse_confirmation,
+    parse_id,
+    poppy_response,
+)
+from pactmw.provider.delegated._responses import NO_STORE, json_response
+from pactmw.provider.flow import Flow, NeedBody, NeedKeys, NeedStore, SubFlow, store
+from pactmw.provider.poppy._operation_values import (
+    Executor,
+    JsonAnswer,
+    OperationFailed,
+    OperationRun,
+    OperationsConfig,
+    OutcomeUnknown,
+    Performed,
+    Proposal,
+)
+from pactmw.provider.tools import Tool, ToolError, ToolRegistry
+from pactmw.provider.turn_tools import tool_call_summary
+from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
+from pactmw.store.base import Store
+
+logger = logging.getLogger("pactmw.poppy")
+
+__all__ = [
+    "BODY_LIMIT",
+    "CANCELLED_SUMMARY",
+    "EXPIRED_SUMMARY",
+    "IDEMPOTENCY_KEY",
+    "OPERATIONS_SEGMENT",
+    "OPERATION_PREFIX",
+    "RETRY_AFTER_SECONDS",
+    "TOOL_ACTION_PREFIX",
+    "WRITE_METHODS",
+    "OperationRequest",
+    "PoppyOperations",
+    "operation_document",
+    "operation_route",
+    "tool_proposal",
+]
+
+#: Where a Brand's operations endpoint sits below its issuer (Ops §5).
+OPERATIONS_SEGMENT = "operations"
+OPERATION_PREFIX = "op_"
+#: The action of an operation a `write=True` tool proposed: the prefix and the tool's name.
+TOOL_ACTION_PREFIX = "tool:"
+#: The methods whose `Idempotency-Key` is honoured, and what a key may be (the SDK's).
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+#: What `Retry-After` says while an operation is in progress (the SDK's company: 5 s).
+RETRY_AFTER_SECONDS = 5
+#: A confirm or cancel body is two small members; anything near this is not one.
+BODY_LIMIT = 16 * 1024
+#: The result an expired proposal reads with (a final state needs one).
+EXPIRED_SUMMARY = "This proposal expired before it was confirmed; nothing was done."
+CANCELLED_SUMMARY = "Cancelled before anything was done."
+
+OperationRequest = Literal["read", "confirm", "cancel"]
+
+
+def operation_route(method: str, rest: str) -> tuple[OperationRequest, str] | None:
+    """The request of `rest` (the path below `{issuer}/operations`) and its operation id;
+    None for anything else."""
+    operation_id, _, action = rest.lstrip("/").partition("/")
+    if not rest.startswith("/") or not operation_id:
+        return None
+    if action == "" and method == "GET":
+        return "read", operation_id
+    if action == "confirm" and method == "POST":
+        return "confirm", operation_id
+    if action == "cancel" and method == "POST":
+        return "cancel", operation_id
+    return None
+
+
+def _time_text(now: float) -> str:
+    return (
+        datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def _json_text(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else json_dumps(dict(value)).decode()
+
+
+def operation_document(operation: StoredOperation, now: float) -> dict[str, Any]:
+    """The operation object of Ops §3 at `now` (absent optional members left out)."""
+    state = operation.state_at(now)
+    document: dict[str, Any] = {
+        "operation_id": operation.operation_id,
+        "revision": operation.revision,
+        "state": state,
+        "summary": operation.summary,
+    }
+    if operation.terms is not None:
+        document["terms"] = json_loads(operation.terms)
+    document["expires_at"] = _time_text(operation.expires_at)
+    document["user_approval_required"] = operation.user_approval_required
+    if operation.url is not None:
+        document["url"] = operation.url
+    document["confirmation"] = (
+        None
+        if operation.confirmed_at is None
+        else {
+            "revision": operation.confirmed_revision,
+            "approved_by": operation.approved_by,
+            "confirmed_at": _time_text(operation.confirmed_at),
+        }
+    )
+    result: dict[str, Any] | None = None
+    if state == "expired":
+        result = {"summary": EXPIRED_SUMMARY}
+    elif operation.result_summary is not None:
+        result = {"summary": operation.result_summary}
+        if operation.result_data is not None:
+            result["data"] = json_loads(operation.result_data)
+    document["result"] = result
+    return document
+
+
+def _run_executor(executor: Executor, run: OperationRun) -> tuple[str, str, str | None]:
+    """Perform in a worker thread; the outcome as (state, summary, data JSON), where
+    state `in_progress` means nobody knows yet."""
+    try:
+        answer = executor(run)
+        if inspect.isawaitable(answer):
+            answer = asyncio.run(_awaited(answer))
+        if not isinstance(answer, Performed):
+            raise TypeError(f"an executor returns Performed, not {type(answer).__name__}")
+        return "succeeded", answer.summary, _json_text(answer.data)
+    except OperationFailed as failed:
+        return "failed", failed.summary, _json_text(failed.data)
+    except OutcomeUnknown:
+        return "in_progress", "", None
+    except Exception:
+        # Whether it happened is unknown: never call it failed (OPS-6-03).
+        logger.exception("poppy operation %s: the executor raised", run.operation_id)
+        return "in_progress", "", None
+
+
+async def _awaited(answer: Awaitable[Performed]) -> Performed:
+    return await answer
+
+
+def tool_proposal(tool: Tool, arguments: Mapping[str, Any]) -> Proposal:
+    """The operation a `write=True` account tool's checked call proposes instead of running:
+    every argument in the summary and the terms, the tool's scope to confirm it."""
+    return Proposal(
+        action=TOOL_ACTION_PREFIX + tool.name,
+        summary=tool_call_summary(tool, arguments),
+        terms=arguments,
+        scopes=() if tool.scope is None else (tool.scope,),
+    )
+
+
+def _perform_tool(tool: Tool, run: OperationRun) -> Performed:
+    """A confirmed tool call: the tool runs for the operation's account, once."""
+    arguments = dict(run.terms or {})
+    try:
+        result = tool.function(run.account, **arguments)
+    except ToolError as refused:  # a ToolError means nothing was changed
+        raise OperationFailed(f"{tool.title}: {refused.message}") from refused
+    worded = tool.summarize(arguments, result)
+    summary = f"{worded.title}: {worded.detail}" if worded.detail else worded.title
+    try:
+        json_dumps(result)
+    except (TypeError, ValueError):
+        return Performed(summary)
+    return Performed(summary, {"result": result})
+
+
+class PoppyOperations:
+    """The operations of every Brand that enables them; the Poppy server builds it."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Callable[[], float],
+        clients: ClientMetadataCache,
+        configs: Mapping[str, OperationsConfig],
+        tools: Mapping[str, ToolRegistry] | None = None,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._clients = clients
+        self.configs = dict(configs)
+        #: The Brands' tools: a `write=True` account tool is the executor of its proposals.
+        self._tools = dict(tools or {})
+
+    def executor(self, brand_id: str, action: str) -> Executor | None:
+        """What performs `action` for the Brand: its configured executor, or for a
+        `tool:NAME` action the Brand's write tool NAME; None when nothing does."""
+        config = self.configs.get(brand_id)
+        if config is None:
+            return None
+        if action in config.executors:
+            return config.executors[action]
+        if action.startswith(TOOL_ACTION_PREFIX):
+            name = action[len(TOOL_ACTION_PREFIX) :]
+            for tool in self._tools.get(brand_id, ()):
+                if tool.name == name and tool.write and tool.scope is not None:
+                    return partial(_perform_tool, tool)
+        return None
+
+    # -- proposing (Brand code: an API, a bot) ------------------------------------------------
+
+    def negotiated(self, client_id: str) -> SubFlow:
+        """Whether the agent's client metadata lists Operations v1 (OPS-2-01); its document
+        is the one its Session's assertions were verified with (cached)."""
+        try:
+            metadata = yield NeedKeys(partial(self._clients.get, client_id))
+        except PactmwError as exc:
+            # Not verifiable now (its document moved or its host is down): no operation
+            # reaches an agent that cannot be shown to have asked for them.
+            logger.warning("poppy agent %s: metadata unavailable: %s", client_id, exc)
+            return False
+        extension = metadata.extensions.get(OPERATIONS_EXTENSION)
+        return isinstance(extension, Mapping) and extension.get("version") == OPERATIONS_VERSION
+
+    def propose(
+        self,
+        *,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str | None,
+        proposal: Proposal,
+    ) -> SubFlow:
+        """Store `proposal` for this owner (or find the same open action); the value is the
+        operation object. `403 extension_required` when the agent did not negotiate
+        Operations v1; ValueError when the Brand enables no operations or has no executor
+        for the action (a mistake in Brand code, not in the request)."""
+        config = self.configs.get(brand_id)
+        if config is None:
+            raise ValueError(f"brands.{brand_id}.poppy.operations is not set")
+        if self.executor(brand_id, proposal.action) is None:
+            raise ValueError(
+                f"brands.{brand_id}.poppy.operations.executors has no action {proposal.action!r}"
+            )
+        if not (yield from self.negotiated(client_id)):
+            raise PoppyError(
+                403,
+                "extension_required",
+                "the agent does not list Operations v1",
+                members={"extension": OPERATIONS_EXTENSION},
+            )
+        now = self._clock()
+        terms = _json_text(proposal.terms)
+        # One open operation per (owner, account, action, summary, terms): OPS-4-01.
+        key = json_dumps(
+            [brand_id, client_id, user_id, account, proposal.action, proposal.summary, terms]
+        )
+        record = StoredOperation(
+            operation_id=OPERATION_PREFIX + secrets.token_urlsafe(18),
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            account=account,
+            action=proposal.action,
+            revision=1,
+            state="proposed",
+            summary=proposal.summary,
+            terms=terms,
+            scopes=proposal.scopes,
+            user_approval_required=proposal.user_approval_required,
+            url=proposal.url,
+            open_key=hashlib.sha256(key).hexdigest(),
+            created_at=now,
+            updated_at=now,
+            expires_at=now + config.proposal_seconds,
+        )
+        # NeedStore itself: `store()`'s own first parameter is named `operation`.
+        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
+        return operation_document(stored, now)
+
+    def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
+        """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202
+        {"operation": {...}}` (Ops §4.1), or the refusal (`403 extension_required` with its
+        `WWW-Authenticate` challenge); the value is a `JsonAnswer`.
+
+        With an `Idempotency-Key` (Guides, Retries) the answer is kept for the Session for
+        `idempotency_seconds`: a repeat of the same request (method, path, query and the
+        proposal its body made) gets the first answer again, exactly, even once the
+        operation moved on; another request with the key is `409 idempotency_key_conflict`.
+        A refusal is not kept (the retry, once allowed, is new)."""
+        key = caller.idempotency_key
+        config = self.configs.get(caller.brand_id)
+        if key is None or config is None:
+            return (yield from self._proposal_answer(caller, proposal))
+        record_key = hashlib.sha256(f"{caller.session_id}\n{key}".encode()).hexdigest()
+        fingerprint = json_dumps(
+            [
+                caller.request_line,
+                proposal.action,
+                proposal.summary,
+                _json_text(proposal.terms),
+                list(proposal.scopes),
+                proposal.user_approval_required,
+                proposal.url,
+            ]
+        ).decode()
+        kept = yield store(self.store.remembered_answer, record_key=record_key, now=self._clock())
+        if kept is None:
+            answer: JsonAnswer = yield from self._proposal_answer(caller, proposal)
+            if not 200 <= answer.status < 300:
+                return answer
+            now = self._clock()
+            fresh = RememberedAnswer(
+                record_key=record_key,
+                fingerprint=fingerprint,
+                status=answer.status,
+                body=json_dumps(dict(answer.body)).decode(),
+                expires_at=now + config.idempotency_seconds,
+            )
+            kept = yield NeedStore(self.store.remember_answer, {"answer": fresh, "now": now})
+        if kept.fingerprint != fingerprint:
+            refused = PoppyError(
+                409, "idempotency_key_conflict", "the key came with another request"
+            )
+            return _refusal_answer(refused)
+        return JsonAnswer(kept.status, json_loads(kept.body), dict(NO_STORE))
+
+    def _proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
+        try:
+            document = yield from self.propose(
+                brand_id=caller.brand_id,
+                client_id=caller.client_id,
+                user_id=caller.user_id,
+                account=caller.account,
+                proposal=proposal,
+            )
+        except PoppyError as refused:
+            return _refusal_answer(refused)
+        return JsonAnswer(202, {"operation": document}, dict(NO_STORE))
+
+    def settle(self, operation_id: str, outcome: Performed | OperationFailed) -> dict[str, Any]:
+        """Record the outcome of an operation left in progress (its executor could not tell);
+        the operation object after. KeyError for an unknown id. Blocking."""
+        now = self._clock()
+        failed = isinstance(outcome, OperationFailed)
+        settled = self.store.settle_operation(
+            operation_id=operation_id,
+            state="failed" if failed else "succeeded",
+            summary=outcome.summary,
+            data=_json_text(outcome.data),
+            now=now,
+        )
+        if settled is None:
+            raise KeyError(operation_id)
+        return operation_document(settled, now)
+
+    # -- the operations endpoint ---------------------------------------------------------------
+
+    def flow(
+        self,
+        request_kind: OperationRequest,
+        operation_id: str,
+        caller: Any,
+        request: Request,
+    ) -> Flow:
+        """Answer `GET O/{id}`, `POST O/{id}/confirm` or `POST O/{id}/cancel` for `caller`
+        (the checked Session, a `PoppyCaller`)."""
+        body = b""
+        if request_kind != "read":
+            read = yield NeedBody(BODY_LIMIT)
+            if read is None:
+                raise PoppyError(413, "request_too_large", "the body is too large")
+            body = read
+        found = yield from self._owned(operation_id, caller)
+        if request_kind == "read":
+            return self._answer(found, self._clock())
+        if request_kind == "cancel":
+            now = self._clock()
+            after = yield store(
+                self.store.cancel_operation,
+                operation_id=operation_id,
+                summary=CANCELLED_SUMMARY,
+                now=now,
+            )
+            return self._answer(after or found, now)
+        return (yield from self._confirm(found, caller, body))
+
+    def _owned(self, operation_id: str, caller: Any) -> SubFlow:
+        """The operation if it is the caller's; else `404 operation_not_found`, the same for
+        an unknown id (GUIDE-co-errors-01), or `403 sign_in_required` for a signed-out
+        Session on an account's operation."""
+        try:
+            parse_id(operation_id, "operation id")
+        except PoppyError:
+            raise _not_found() from None
+        found: StoredOperation | None = yield store(self.store.operation, operation_id=operation_id)
+        if found is None or (found.brand_id, found.client_id, found.user_id) != (
+            caller.brand_id,
+            caller.client_id,
+            caller.user_id,
+        ):
+            raise _not_found()
+        if found.account is not None and caller.account is None:
+            raise PoppyError(
+                403,
+                "sign_in_required",
+                "an account's operation",
+                members={"scope": " ".join(found.scopes)},
+            )
+        if found.account is not None and found.account != caller.account:
+            raise _not_found()
+        return found
+
+    def _confirm(self, found: StoredOperation, caller: Any, body: bytes) -> Flow:
+        confirmation = parse_confirmation(body)
+        now = self._clock()
+        if found.state_at(now) == "proposed" and confirmation.revision == found.revision:
+            if found.user_approval_required and confirmation.approved_by != "user":
+                raise PoppyError(403, "user_approval_required", "the user must approve it")
+            wanted = " ".join(found.scopes)
+            if found.scopes and caller.account is None:
+                raise PoppyError(403, "sign_in_required", "signed out", members={"scope": wanted})
+            if not set(found.scopes) <= set(caller.scopes):
+                raise PoppyError(
+                    403, "insufficient_scope", "not approved", members={"scope": wanted}
+                )
+        executor = self.executor(found.brand_id, found.action)
+        if executor is None and found.state_at(now) == "proposed":
+            # Confirming what nobody can perform would strand it in progress.
+            raise PoppyError(
+                503,
+                "temporarily_unavailable",
+                f"no executor for {found.action!r}",
+                headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
+            )
+        change = yield store(
+            self.store.confirm_operation,
+            operation_id=found.operation_id,
+            revision=confirmation.revision,
+            approved_by=confirmation.approved_by,
+            now=now,
+        )
+        current: StoredOperation = change.operation or found
+        if change.kind == "terms_changed":
+            raise PoppyError(
+                409,
+                "terms_changed",
+                "a newer revision",
+                members={"operation": operation_document(current, now)},
+            )
+        if change.kind != "confirmed" or executor is None:
+            return self._answer(current, now)
+        # This confirmation won the compare-and-set: it alone performs (OPS-6-02).
+        state, summary, data = yield NeedStore(
+            _run_executor,
+            {
+                "executor": executor,
+                "run": OperationRun(
+                    operation_id=current.operation_id,
+                    brand_id=current.brand_id,
+                    action=current.action,
+                    revision=current.revision,
+                    summary=current.summary,
+                    terms=None if current.terms is None else json_loads(current.terms),
+                    account=current.account,
+                    client_id=current.client_id,
+                    user_id=current.user_id,
+                    approved_by=confirmation.approved_by,
+                ),
+            },
+        )
+        now = self._clock()
+        if state != "in_progress":
+            settled = yield store(
+                self.store.settle_operation,
+                operation_id=current.operation_id,
+                state=cast(Literal["succeeded", "failed"], state),
+                summary=summary,
+                data=data,
+                now=now,
+            )
+            current = settled or current
+        return self._answer(current, now)
+
+    @staticmethod
+    def _answer(operation: StoredOperation, now: float) -> Response:
+        extra: tuple[tuple[str, str], ...] = NO_STORE
+        if operation.state_at(now) == "in_progress":
+            extra += (("Retry-After", str(RETRY_AFTER_SECONDS)),)
+        return json_response(operation_document(operation, now), extra=extra)
+
+
+def _refusal_answer(refused: PoppyError) -> JsonAnswer:
+    response = poppy_response(refused)
+    headers = {k: v for k, v in response.headers if k.lower() != "content-length"}
+    return JsonAnswer(refused.status, json_loads(response.body), headers)
+
+
+def _not_found() -> PoppyError:
+    return PoppyError(404, "operation_not_found", "no such operation of this owner")

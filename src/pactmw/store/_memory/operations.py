@@ -1,0 +1,149 @@
+"""Poppy operations of the memory store (the contract: store/_protocols/operations.py).
+
+The records live in this mixin's own dicts (set up in `__init__`), behind the store's one
+lock like every other concern's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from attrs import evolve
+
+from pactmw.store._memory.core import MemoryCore
+from pactmw.store._protocols.operations import (
+    FINAL_STATES,
+    OperationChange,
+    RememberedAnswer,
+    StoredOperation,
+    decide_confirmation,
+)
+
+__all__ = ["OperationsMixin"]
+
+
+class OperationsMixin(MemoryCore):
+    """The operation records, by id, and the open ones by `open_key`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._operations: dict[str, StoredOperation] = {}
+        self._open_operations: dict[str, str] = {}  # open_key -> operation id
+        self._answers: dict[str, RememberedAnswer] = {}  # by record_key
+
+    def _put_operation(self, operation: StoredOperation) -> StoredOperation:
+        # Called with the lock held; a record that leaves the open states frees its key.
+        key = operation.open_key
+        if key is not None and operation.state in FINAL_STATES:
+            self._open_operations.pop(key, None)
+            operation = evolve(operation, open_key=None)
+        self._operations[operation.operation_id] = operation
+        return operation
+
+    def _propose_operation(self, operation: StoredOperation, now: float) -> StoredOperation:
+        with self._lock:
+            self._check_open()
+            key = operation.open_key
+            if key is not None and key in self._open_operations:
+                existing = self._operations[self._open_operations[key]]
+                if existing.is_open(now):
+                    return existing
+                # An expired proposal frees its key (the SQL stores do the same).
+                del self._open_operations[key]
+                self._operations[existing.operation_id] = evolve(existing, open_key=None)
+            if operation.operation_id in self._operations:
+                raise ValueError("operation id is already stored")
+            if key is not None:
+                self._open_operations[key] = operation.operation_id
+            return self._put_operation(operation)
+
+    def _operation(self, operation_id: str) -> StoredOperation | None:
+        with self._lock:
+            self._check_open()
+            return self._operations.get(operation_id)
+
+    def _revise_operation(
+        self, operation_id: str, summary: str, terms: str | None, expires_at: float, now: float
+    ) -> StoredOperation | None:
+        with self._lock:
+            self._check_open()
+            found = self._operations.get(operation_id)
+            if found is None or found.state_at(now) != "proposed":
+                return None
+            return self._put_operation(
+                evolve(
+                    found,
+                    revision=found.revision + 1,
+                    summary=summary,
+                    terms=terms,
+                    expires_at=expires_at,
+                    updated_at=now,
+                )
+            )
+
+    def _confirm_operation(
+        self, operation_id: str, revision: int, approved_by: str, now: float
+    ) -> OperationChange:
+        with self._lock:
+            self._check_open()
+            found = self._operations.get(operation_id)
+            kind = decide_confirmation(found, revision=revision, now=now)
+            if kind != "confirmed" or found is None:
+                return OperationChange(kind, found)
+            return OperationChange(
+                "confirmed",
+                self._put_operation(
+                    evolve(
+                        found,
+                        state="in_progress",
+                        confirmed_revision=revision,
+                        approved_by=approved_by,
+                        confirmed_at=now,
+                        updated_at=now,
+                    )
+                ),
+            )
+
+    def _cancel_operation(
+        self, operation_id: str, summary: str, now: float
+    ) -> StoredOperation | None:
+        with self._lock:
+            self._check_open()
+            found = self._operations.get(operation_id)
+            if found is None or found.state_at(now) != "proposed":
+                return found
+            return self._put_operation(
+                evolve(found, state="cancelled", result_summary=summary, updated_at=now)
+            )
+
+    def _settle_operation(
+        self,
+        operation_id: str,
+        state: Literal["succeeded", "failed"],
+        summary: str,
+        data: str | None,
+        now: float,
+    ) -> StoredOperation | None:
+        with self._lock:
+            self._check_open()
+            found = self._operations.get(operation_id)
+            if found is None or found.state != "in_progress":
+                return found
+            return self._put_operation(
+                evolve(found, state=state, result_summary=summary, result_data=data, updated_at=now)
+            )
+
+    def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:
+        with self._lock:
+            self._check_open()
+            kept = self._answers.get(answer.record_key)
+            if kept is not None and kept.expires_at > now:
+                return kept
+            self._answers[answer.record_key] = answer
+            return answer
+
+    def _remembered_answer(self, record_key: str, now: float) -> RememberedAnswer | None:
+        with self._lock:
+            self._check_open()
+            kept = self._answers.get(record_key)
+            return kept if kept is not None and kept.expires_at > now else None

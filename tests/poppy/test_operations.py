@@ -1,0 +1,465 @@
+"""Poppy Operations v1 over real TLS, driven by the SDK's own personal agent: the shop's
+API proposes (`202 {"operation"}` through `poppy_session_required` and
+`Provider.apoppy_propose`), the agent confirms at the operations endpoint, the shop's
+executors perform, and the SDK's `operations.*` conformance cases run by id, with a person
+signing in in headless Chromium, on sqlite and PostgreSQL (plan step 7,
+docs/design/poppy.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from personal_agent_protocol.conformance import run_conformance, select_cases
+from personal_agent_protocol.models import Message, Operation
+from personal_agent_protocol.operations import approve
+from personal_agent_protocol.requirements import protocol_path
+
+from tests.support.chromium import headless_chromium
+from tests.support.poppy_world import (
+    ACCOUNTS,
+    BASE_URL,
+    CANCEL_PROMPT,
+    OPERATION_PROMPT,
+    OPERATIONS_SCENARIO,
+    SHOP,
+    OperationsDriver,
+    PoppyWorld,
+    ShopExecutors,
+    operations_bot,
+    signed_in_brand,
+    world_on,
+)
+
+#: The SDK's operation cases this company runs; each must pass, never skip.
+OPERATION_CASES = (
+    "operations.proposed-not-performed",
+    "operations.readable-until-final",
+    "operations.confirm-succeeded",
+    "operations.at-most-once",
+    "operations.terms-changed",
+    "operations.user-approval-required",
+    "operations.message-is-not-approval",
+    "operations.confirm-timeout-recovery",
+    "operations.cancel-proposed",
+    "operations.in-progress-outcome-unknown",
+    "operations.failed-partial-result",
+    "operations.not-found-indistinguishable",
+    "operations.cross-channel-identity",
+    "operations.standing-permission-within-bounds",
+    "operations.standing-permission-out-of-bounds",
+    "operations.standing-permission-concurrent-use",
+    "protocol.extension-required-company",
+)
+
+
+@pytest.fixture(scope="module")
+def executors() -> ShopExecutors:
+    return ShopExecutors()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    executors: ShopExecutors,
+) -> Iterator[PoppyWorld]:
+    brand = attrs.evolve(
+        signed_in_brand(operations=executors.config()),
+        handler=operations_bot,
+        tools=executors.tools(),
+    )
+    yield from world_on(request, tmp_path_factory, brands=(brand,))
+
+
+@pytest.fixture(scope="module")
+def person(
+    world: PoppyWorld, executors: ShopExecutors, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperationsDriver]:
+    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
+    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+        yield OperationsDriver(world.plain, browser, world.provider, executors)
+
+
+def _named(case_id: str) -> Any:
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
+
+
+@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in OPERATION_CASES])
+def test_sdk_operations_case(world: PoppyWorld, person: OperationsDriver, case_id: str) -> None:
+    async def one() -> Any:
+        async with world.http() as http:
+            context = world.context(http, driver=person, scenario=OPERATIONS_SCENARIO)
+            report = await run_conformance(context, cases=select_cases(ids=[case_id]))
+        return report.results
+
+    (result,) = asyncio.run(one())
+    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+
+
+# -- the rules beyond the SDK's cases ----------------------------------------------------------
+
+REFUND = "/api/orders/ord_7/refund"
+
+
+def _message(text: str) -> Message:
+    return Message(id="msg_" + secrets.token_urlsafe(12), sender="agent", text=text)
+
+
+async def _signed_in(ctx: Any, granted: tuple[str, ...] | None = None) -> tuple[str, Any]:
+    user = ctx.new_user()
+    signed = await ctx.sign_in(user, await ctx.session(user), granted=granted)
+    return user, signed
+
+
+async def _propose(ctx: Any, user: str, token: Any, path: str = REFUND) -> Operation:
+    answer = await ctx.agent.api.call(
+        "POST", ctx.url(path), token=token, body={}, **(await ctx.who(user))
+    )
+    assert answer.status == 202
+    assert isinstance(answer.operation, Operation)
+    return answer.operation
+
+
+async def _raw(ctx: Any, user: str, token: Any, method: str, url: str, body: Any = None) -> Any:
+    headers = {
+        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
+        "DPoP": await ctx.proof(user, method, url, token=token),
+    }
+    content = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        content = json.dumps(body).encode()
+    return await ctx.send(method, url, headers=headers, content=content)
+
+
+def _in_world(world: PoppyWorld, person: OperationsDriver, test: Any) -> Any:
+    async def one() -> Any:
+        async with world.http() as http:
+            return await test(world.context(http, driver=person, scenario=OPERATIONS_SCENARIO))
+
+    return asyncio.run(one())
+
+
+def test_one_operation_across_the_api_the_conversation_and_racing_confirms(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        who = await ctx.who(user)
+        operation = await _propose(ctx, user, signed.token)
+        # The bot proposes the same refund: the same operation (OPS-4-01), not performed.
+        page = await ctx.agent.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(OPERATION_PROMPT),
+            token=signed.token,
+            wait=0,
+            **who,
+        )
+        carried = [e.message.operation for e in page.events if e.message and e.message.operation]
+        assert [o.operation_id for o in carried] == [operation.operation_id]
+        assert await _propose(ctx, user, signed.token) == operation
+        assert executors.performed[operation.operation_id] == 0
+        endpoint = await ctx.operations_endpoint()
+        outcomes = await asyncio.gather(
+            *(
+                ctx.agent.operations.confirm(
+                    endpoint, operation, approval=approve(operation), token=signed.token, **who
+                )
+                for _ in range(6)
+            )
+        )
+        assert {o.status for o in outcomes} == {"confirmed"}
+        # A loser may answer while the winner still performs: in progress, never twice.
+        states = [o.operation.state for o in outcomes]
+        assert "succeeded" in states
+        assert set(states) <= {"in_progress", "succeeded"}
+        assert executors.performed[operation.operation_id] == 1
+        read = await ctx.agent.operations.read(
+            endpoint, operation.operation_id, token=signed.token, **who
+        )
+        assert read.state == "succeeded"
+        # Once final, the same action proposed again is a new operation.
+        again = await _propose(ctx, user, signed.token)
+        assert again.operation_id != operation.operation_id
+        assert again.state == "proposed"
+
+    _in_world(world, person, test)
+
+
+def test_an_accounts_operation_needs_that_account(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token)
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}"
+        # The same User ID's signed-out Session: sign in first (the scope to ask for named).
+        signed_out = await ctx.session(user)
+        refused = await _raw(ctx, user, signed_out, "GET", url)
+        assert (refused.status_code, refused.json()) == (
+            403,
+            {"error": "sign_in_required", "scope": "orders:write"},
+        )
+        assert 'error="sign_in_required"' in refused.headers["www-authenticate"]
+        confirm = await _raw(ctx, user, signed_out, "POST", url + "/confirm", {"revision": 1})
+        assert confirm.status_code == 403
+
+    _in_world(world, person, test)
+
+
+def test_confirming_needs_the_operations_scopes(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx, granted=("orders:read",))
+        operation = await _propose(ctx, user, signed.token)
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}/confirm"
+        body = {"revision": 1, "approved_by": "user"}
+        refused = await _raw(ctx, user, signed.token, "POST", url, body)
+        assert (refused.status_code, refused.json()) == (
+            403,
+            {"error": "insufficient_scope", "scope": "orders:write"},
+        )
+        assert executors.performed[operation.operation_id] == 0
+        bad = await _raw(ctx, user, signed.token, "POST", url, {"revision": "1"})
+        assert (bad.status_code, bad.json()["error"]) == (400, "invalid_request")
+
+    _in_world(world, person, test)
+
+
+def test_a_standing_permission_confirms_what_needs_no_user(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token, "/api/orders/ord_7/gift-wrap")
+        assert operation.user_approval_required is False
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}/confirm"
+        body = {"revision": 1, "approved_by": "standing_permission"}
+        done = await _raw(ctx, user, signed.token, "POST", url, body)
+        assert done.status_code == 200
+        document = done.json()
+        assert (document["state"], document["confirmation"]["approved_by"]) == (
+            "succeeded",
+            "standing_permission",
+        )
+        assert document["result"] == {"summary": "Order ord_7 will be gift-wrapped."}
+        assert executors.performed[operation.operation_id] == 1
+
+    _in_world(world, person, test)
+
+
+def test_an_expired_proposal_reads_expired_and_is_never_performed(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token)
+        # The shop's operator moves its expiry into the past (revision 2).
+        now = time.time()
+        assert world.provider.store.revise_operation(
+            operation_id=operation.operation_id,
+            summary=operation.summary,
+            terms=json.dumps(operation.terms),
+            expires_at=now - 1,
+            now=now,
+        )
+        url = f"{await ctx.operations_endpoint()}/{operation.operation_id}"
+        read = (await _raw(ctx, user, signed.token, "GET", url)).json()
+        assert (read["state"], read["revision"], read["confirmation"]) == ("expired", 2, None)
+        assert read["result"]["summary"]
+        body = {"revision": 2, "approved_by": "user"}
+        late = await _raw(ctx, user, signed.token, "POST", url + "/confirm", body)
+        assert (late.status_code, late.json()) == (200, read)
+        cancel = await _raw(ctx, user, signed.token, "POST", url + "/cancel", {})
+        assert (cancel.status_code, cancel.json()) == (200, read)
+        assert executors.performed[operation.operation_id] == 0
+
+    _in_world(world, person, test)
+
+
+def test_an_agent_without_operations_gets_a_message_without_one(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    async def test(ctx: Any) -> None:
+        other = ctx.other_agent()
+        user = ctx.new_user()
+        session = await ctx.session(user, other)
+        page = await other.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(OPERATION_PROMPT),
+            token=session,
+            wait=0,
+            **(await ctx.who(user)),
+        )
+        company = [e.message for e in page.events if e.message and e.message.role == "company"]
+        assert [m.operation for m in company] == [None]
+        assert company[0].text.startswith("I can do this once you confirm")
+
+    _in_world(world, person, test)
+
+
+def test_poppy_json_lists_operations_only_when_the_brand_sets_them(world: PoppyWorld) -> None:
+    poppy = world.provider.poppy
+    assert poppy is not None
+    listed = json.loads(poppy.discovery(SHOP).body)["extensions"]
+    assert listed == {
+        "operations": {"version": "1", "endpoint": f"{BASE_URL}/a2a/shop/poppy/operations"}
+    }
+    plain = world.other_provider()
+    try:
+        assert plain.poppy is not None
+        assert "extensions" not in json.loads(plain.poppy.discovery(SHOP).body)
+        assert plain.poppy.operations is None
+        assert plain.poppy.route("GET", "/a2a/shop/poppy/operations/op_1") is None
+    finally:
+        plain.close()
+
+
+def test_idempotency_key_steps_of_the_sdk_fixture(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    """`idempotency-api-writes.json` (GUIDE-retry-04), every step but `expired` (the world
+    runs on wall time; expiry is the store's, tests/store/test_operations_contract.py)."""
+    fixture = json.loads((protocol_path() / "fixtures" / "idempotency-api-writes.json").read_text())
+
+    async def test(ctx: Any) -> None:
+        user = ctx.new_user()
+        first = await ctx.sign_in(user, await ctx.session(user))
+        # A second Session of the same user, signed in with the first's Account Token.
+        second = await ctx.agent.accounts.refresh(
+            first.reference,
+            context=await ctx.account_context(user),
+            session_id=(await ctx.session(user)).session_id,
+        )
+        sessions = {"first": first.token, "second": second.token}
+        answers: dict[str, Any] = {}
+        for step in fixture["steps"]:
+            if "advance_seconds" in step:
+                continue
+            name = step["name"]
+            token = sessions[step.get("session", "first")]
+            who = await ctx.who(user)
+            if "confirm" in step:
+                operation = Operation.model_validate(answers[step["confirm"]]["operation"])
+                done = await ctx.agent.operations.confirm(
+                    await ctx.operations_endpoint(),
+                    operation,
+                    approval=approve(operation),
+                    token=token,
+                    **who,
+                )
+                assert done.status == "confirmed", name
+                continue
+            url = ctx.url(step["path"])
+            response = await _raw_with_key(ctx, user, token, url, step)
+            expect = step["expect"]
+            assert response.status_code == expect["status"], name
+            if "error" in expect:
+                assert response.json()["error"] == expect["error"], name
+                continue
+            answers[name] = response.json()
+            if expect["answer"] == "first":
+                assert answers[name] == answers["first"], name
+            elif name != "first":
+                assert (
+                    answers[name]["operation"]["operation_id"]
+                    != answers["first"]["operation"]["operation_id"]
+                ), name
+        # The repeat answered the first response exactly: the operation still proposed.
+        assert answers["retry"]["operation"]["state"] == "proposed"
+
+    _in_world(world, person, test)
+
+
+def test_a_bad_idempotency_key_is_the_callers_mistake(
+    world: PoppyWorld, person: OperationsDriver
+) -> None:
+    fixture = json.loads((protocol_path() / "fixtures" / "idempotency-api-writes.json").read_text())
+
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        for key in fixture["invalid_keys"]:
+            step = {"body": {"size": "M"}, "key": key}
+            url = ctx.url("/api/orders/ord_7Hk2/exchanges")
+            response = await _raw_with_key(ctx, user, signed.token, url, step)
+            assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+
+    _in_world(world, person, test)
+
+
+async def _raw_with_key(ctx: Any, user: str, token: Any, url: str, step: Any) -> Any:
+    headers: dict[str, Any] = {
+        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
+        "DPoP": await ctx.proof(user, "POST", url, token=token),
+        "Content-Type": "application/json",
+        "Idempotency-Key": step["key"].encode(),  # bytes: one invalid key is not ASCII
+    }
+    return await ctx.send("POST", url, headers=headers, content=json.dumps(step["body"]).encode())
+
+
+def test_a_write_tool_proposes_and_runs_once_on_confirmation(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        user, signed = await _signed_in(ctx)
+        who = await ctx.who(user)
+        before = len(executors.cancelled)
+        page = await ctx.agent.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(CANCEL_PROMPT),
+            token=signed.token,
+            wait=0,
+            **who,
+        )
+        (company,) = [e.message for e in page.events if e.message and e.message.role == "company"]
+        operation = company.operation
+        assert operation is not None
+        assert operation.summary == 'Cancel order: order="ord_9"'
+        assert operation.terms == {"order": "ord_9"}
+        assert "awaiting_confirmation" in (company.text or "")
+        assert len(executors.cancelled) == before  # proposed, not run (OPS-3-03)
+        endpoint = await ctx.operations_endpoint()
+        for _ in range(2):
+            done = await ctx.agent.operations.confirm(
+                endpoint, operation, approval=approve(operation), token=signed.token, **who
+            )
+            assert done.operation is not None
+            assert done.operation.state == "succeeded"
+            assert done.operation.result is not None
+            assert done.operation.result.summary == "Cancel order: order ord_9 cancelled"
+        assert executors.cancelled[before:] == [(ACCOUNTS[0], "ord_9")]  # once, for the account
+
+    _in_world(world, person, test)
+
+
+def test_without_the_extension_a_write_tool_runs_at_once(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    async def test(ctx: Any) -> None:
+        other = ctx.other_agent()
+        user = ctx.new_user()
+        signed = await ctx.sign_in(user, await ctx.session(user, other), agent=other)
+        before = len(executors.cancelled)
+        page = await other.conversations.start(
+            await ctx.conversations_endpoint(),
+            _message(CANCEL_PROMPT),
+            token=signed.token,
+            wait=0,
+            **(await ctx.who(user)),
+        )
+        (company,) = [e.message for e in page.events if e.message and e.message.role == "company"]
+        assert company.operation is None
+        assert company.text == "Cancelling order ord_9: order ord_9 cancelled"
+        assert executors.cancelled[before:] == [(ACCOUNTS[0], "ord_9")]
+
+    _in_world(world, person, test)
