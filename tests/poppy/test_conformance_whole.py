@@ -23,6 +23,7 @@ from tests.poppy.test_company_endpoints import STEP_4_CASES
 from tests.poppy.test_conversations import CONVERSATION_CASES
 from tests.poppy.test_conversations_signed_in import SIGNED_IN_CASES
 from tests.poppy.test_device_sign_in import SIGN_IN_CASES
+from tests.poppy.test_operations import OPERATION_CASES
 from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import BrowserDriver, PoppyWorld, signed_in_brand, world_on
 
@@ -39,13 +40,10 @@ RUN_CASES: Mapping[str, tuple[str, ...]] = {
     "tests/poppy/test_conversations.py": CONVERSATION_CASES,
     "tests/poppy/test_conversations_signed_in.py": SIGNED_IN_CASES,
     "tests/poppy/test_device_sign_in.py": SIGN_IN_CASES,
+    "tests/poppy/test_operations.py": OPERATION_CASES,
     "tests/poppy/test_conformance_whole.py": MORE_CASES,
 }
 
-_OPERATIONS = (
-    "Operations v1 is being built (plan step 7, branch poppy-operations): pactmw's company "
-    "proposes no operation yet and serves no operations endpoint"
-)
 _MCP = "pactmw has no MCP server (its Brands list OpenAPI APIs only)"
 _WEB = "web browsing (§5, poppy-browser+jwt and the company's cookie) is not offered"
 _SSE = "conversations answer JSON only: no Server-Sent Events stream"
@@ -53,7 +51,6 @@ _SSE = "conversations answer JSON only: no Server-Sent Events stream"
 #: The runner's cases pactmw's company cannot pass yet, each with why (docs/poppy.md, "What
 #: pactmw does not do yet", says the same).
 NOT_SUPPORTED: Mapping[str, str] = {
-    "protocol.extension-required-company": _OPERATIONS,
     "lifecycle.mcp-protected-resource-metadata": _MCP,
     "lifecycle.mcp-bearer-for-its-url": _MCP,
     "lifecycle.mcp-bearer-only-at-mcp": _MCP,
@@ -69,30 +66,15 @@ NOT_SUPPORTED: Mapping[str, str] = {
     "conversations.handoff": "no handoff to people (no staff side)",
     "conversations.direct-conversation": "no Direct Conversations",
     "conversations.direct-of-direct-refused": "no Direct Conversations",
-    **{
-        case_id: _OPERATIONS
-        for case_id in (
-            "operations.proposed-not-performed",
-            "operations.readable-until-final",
-            "operations.confirm-succeeded",
-            "operations.at-most-once",
-            "operations.terms-changed",
-            "operations.user-approval-required",
-            "operations.standing-permission-within-bounds",
-            "operations.standing-permission-out-of-bounds",
-            "operations.standing-permission-concurrent-use",
-            "operations.cross-channel-identity",
-            "operations.cross-channel-mcp",
-            "operations.web-confirm-at-most-once",
-            "operations.message-is-not-approval",
-            "operations.confirm-timeout-recovery",
-            "operations.cancel-proposed",
-            "operations.in-progress-outcome-unknown",
-            "operations.failed-partial-result",
-            "operations.expired",
-            "operations.not-found-indistinguishable",
-        )
-    },
+    "operations.cross-channel-mcp": _MCP,
+    "operations.web-confirm-at-most-once": (
+        "no operation page or web confirmation on the Brand's site (`url` is the Brand's)"
+    ),
+    "operations.expired": (
+        "the case waits for a proposal to expire on the company's clock; pactmw's own "
+        "test_an_expired_proposal_reads_expired_and_is_never_performed proves it with a "
+        "shared clock"
+    ),
 }
 
 
