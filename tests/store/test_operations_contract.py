@@ -372,3 +372,45 @@ def test_concurrent_writers_of_one_key_keep_one_answer(backend: Backend) -> None
         assert len({a.body for a in kept}) == 1
     finally:
         store.close()
+
+
+def test_cleanup_deletes_expired_answers_and_old_final_operations_only(store: Store) -> None:
+    day = 86_400.0
+    store.remember_answer(answer=answer(record_key="old", expires_at=NOW + 10), now=NOW)
+    store.remember_answer(answer=answer(record_key="live", expires_at=NOW + 3 * day), now=NOW)
+    # Five operations, all last changed at about NOW: succeeded, cancelled, an expired
+    # proposal, one in progress (its outcome still to come) and a live proposal.
+    for name in ("done", "cancelled", "expired", "running", "live"):
+        expires = NOW + 60 if name == "expired" else NOW + 3 * day
+        store.propose_operation(
+            operation=proposal(name, open_key=f"key-{name}", expires_at=expires), now=NOW
+        )
+    confirm(store, "done")
+    store.settle_operation(
+        operation_id="done", state="succeeded", summary="Refunded.", data=None, now=NOW + 20
+    )
+    store.cancel_operation(operation_id="cancelled", summary="Nothing was done.", now=NOW + 20)
+    confirm(store, "running")
+
+    # Without a retention cutoff, only the expired answer goes.
+    kept = store.cleanup(now=NOW + day, conversations_idle_before=None)
+    assert (kept.idempotency_answers, kept.operations) == (1, 0)
+    assert store.remembered_answer("live", now=NOW + day) is not None
+    assert store.operation("done") is not None
+    # A cutoff before their last change keeps them too.
+    early = store.cleanup(now=NOW + day, conversations_idle_before=NOW)
+    assert (early.idempotency_answers, early.operations) == (0, 0)
+
+    done = store.cleanup(now=NOW + 2 * day, conversations_idle_before=NOW + day)
+    assert (done.idempotency_answers, done.operations) == (0, 3)
+    for gone in ("done", "cancelled", "expired"):
+        assert store.operation(gone) is None, gone
+    assert store.operation("running") is not None
+    assert store.operation("live") is not None
+    # The expired proposal's action is free, the live one's still holds its key.
+    again = store.propose_operation(
+        operation=proposal("expired-2", open_key="key-expired"), now=NOW + 2 * day
+    )
+    assert again.operation_id == "expired-2"
+    same = store.propose_operation(operation=proposal("live-2", open_key="key-live"), now=NOW)
+    assert same.operation_id == "live"

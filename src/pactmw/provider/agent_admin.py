@@ -312,11 +312,17 @@ class CleanupDone:
             f"Poppy Sessions deleted: {counts.poppy_sessions} (token expired over a day ago)",
             f"Poppy Account Tokens deleted: {counts.account_tokens} "
             "(expired unused, or of a revoked or expired grant)",
+            f"Poppy Idempotency-Key answers deleted: {counts.idempotency_answers} (expired)",
         ]
         if self.idle_before is None or self.retention_days is None:
+            lines.append("Poppy operations kept: retention_days is not set (keep forever)")
             lines.append("conversations kept: retention_days is not set (keep forever)")
         else:
             since = format_time(self.idle_before, TABLE_TIME)
+            lines.append(
+                f"Poppy operations deleted: {counts.operations} (final or expired, unchanged "
+                f"since {since})"
+            )
             lines.append(
                 f"conversations deleted: {counts.conversations}, with {counts.messages} "
                 f"messages (no activity since {since}; retention_days = "
@@ -328,9 +334,10 @@ class CleanupDone:
 def run_cleanup(provider: Provider, now: float) -> CleanupDone:
     """Delete from the Provider's store what can no longer be used at `now` (expired device
     codes, refresh tokens that can no longer be rotated, expired single-use values and
-    authorization details, rate-limit counters of ended windows) and the
-    conversations idle for longer than `retention_days` with their messages (none when the
-    setting is absent). See `pactmw.store.base.RetentionStore.cleanup`."""
+    authorization details, rate-limit counters of ended windows, expired Idempotency-Key
+    answers), and the conversations idle for longer than `retention_days` with their
+    messages and the Poppy operations final or expired as long (none when the setting is
+    absent). See `pactmw.store.base.RetentionStore.cleanup`."""
     days = provider.retention_days
     idle_before = None if days is None else now - days * DAY
     counts = provider.store.cleanup(now=now, conversations_idle_before=idle_before)

@@ -389,6 +389,10 @@ class Cleanup:
     #: Poppy Sessions and Account Tokens past use (see `RetentionStore.cleanup`).
     poppy_sessions: int = 0
     account_tokens: int = 0
+    #: Poppy operations past retention, and expired Idempotency-Key answers
+    #: (`OperationStore`).
+    operations: int = 0
+    idempotency_answers: int = 0
 
 
 # The per-concern contracts use the values, errors and checks above, so they are imported

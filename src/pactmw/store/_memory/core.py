@@ -13,6 +13,7 @@ from attrs import define, evolve, frozen
 
 from pactmw.store._protocols.account_tokens import AccountToken
 from pactmw.store._protocols.grants import GrantKey
+from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
 from pactmw.store._protocols.sessions import PoppySession
 from pactmw.store.base import (
     EXPIRED_RETENTION,
@@ -85,6 +86,11 @@ class MemoryCore:
         self._session_tokens: dict[str, str] = {}
         self._live_token: dict[str, str] = {}
         self._account_tokens: dict[str, AccountToken] = {}
+        # Poppy operations by id, open_key -> the open one's id, and Idempotency-Key answers
+        # by record key.
+        self._operations: dict[str, StoredOperation] = {}
+        self._open_operations: dict[str, str] = {}
+        self._answers: dict[str, RememberedAnswer] = {}
         self._ops = itertools.count()
         self._closed = False
 
@@ -147,3 +153,6 @@ class MemoryCore:
             self._session_tokens.clear()
             self._live_token.clear()
             self._account_tokens.clear()
+            self._operations.clear()
+            self._open_operations.clear()
+            self._answers.clear()

@@ -23,13 +23,8 @@ __all__ = ["OperationsMixin"]
 
 
 class OperationsMixin(MemoryCore):
-    """The operation records, by id, and the open ones by `open_key`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._operations: dict[str, StoredOperation] = {}
-        self._open_operations: dict[str, str] = {}  # open_key -> operation id
-        self._answers: dict[str, RememberedAnswer] = {}  # by record_key
+    """The operation records, by id, and the open ones by `open_key` (their dicts are
+    `MemoryCore`'s, as every concern's state, so that the cleanup reaches them)."""
 
     def _put_operation(self, operation: StoredOperation) -> StoredOperation:
         # Called with the lock held; a record that leaves the open states frees its key.

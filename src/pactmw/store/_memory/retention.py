@@ -33,6 +33,10 @@ class RetentionMixin(DetailsMixin):
             for name in ended:
                 del self._rate_counts[name]
             sessions, account_tokens = self._drop_poppy(now)
+            answers = [name for name, kept in self._answers.items() if kept.expires_at <= now]
+            for name in answers:
+                del self._answers[name]
+            operations: list[str] = []
             contexts: list[str] = []
             messages = 0
             if conversations_idle_before is not None:
@@ -43,6 +47,16 @@ class RetentionMixin(DetailsMixin):
                 ]
                 for context_id in contexts:
                     messages += len(self._contexts.pop(context_id).messages)
+                operations = [
+                    operation_id
+                    for operation_id, operation in self._operations.items()
+                    if operation.updated_at < conversations_idle_before
+                    and operation.state_at(now) in ("succeeded", "failed", "cancelled", "expired")
+                ]
+                for operation_id in operations:
+                    dropped = self._operations.pop(operation_id)
+                    if dropped.open_key is not None:
+                        self._open_operations.pop(dropped.open_key, None)
             return Cleanup(
                 device_authorizations=len(devices),
                 refresh_tokens=len(tokens),
@@ -53,6 +67,8 @@ class RetentionMixin(DetailsMixin):
                 rate_counters=len(ended),
                 poppy_sessions=sessions,
                 account_tokens=account_tokens,
+                operations=len(operations),
+                idempotency_answers=len(answers),
             )
 
     def _drop_poppy(self, now: float) -> tuple[int, int]:

@@ -29,8 +29,11 @@ class RetentionStore(Protocol):
         - Poppy Account Tokens that can no longer sign anything in, by the refresh-token rule:
           unspent and expired, or of a revoked or expired grant (a spent one of a live grant
           is kept: revoking it still ends its sign-in, §4.9);
+        - Idempotency-Key answers of Poppy API writes past their expiry;
         - when `conversations_idle_before` is given, the conversations whose `last_activity`
-          is before it, with all their messages (personal data past its retention).
+          is before it, with all their messages (personal data past its retention), and the
+          Poppy operations last changed before it that are final or expired proposals (one in
+          progress is kept whatever its age: its outcome is still to be recorded).
 
         Nothing live is touched: a pending device code, a usable refresh token, a single-use
         value still recorded, a conversation active at or after the cutoff. Grants are kept

@@ -136,6 +136,13 @@ class OperationStatements:
             "SELECT record_key, fingerprint, status, body, expires_at"
             " FROM pactmw_poppy_idempotency WHERE record_key = ? AND expires_at > ?"
         )
+        self.purge_answers = q("DELETE FROM pactmw_poppy_idempotency WHERE expires_at <= ?")
+        # Past retention: final ones, and proposals that expired; never one in progress.
+        self.purge_operations = q(
+            "DELETE FROM pactmw_poppy_operations WHERE updated_at < ?"
+            " AND (state IN ('succeeded', 'failed', 'cancelled')"
+            " OR (state = 'proposed' AND expires_at <= ?))"
+        )
         self.settle = q(
             "UPDATE pactmw_poppy_operations SET state = ?, open_key = NULL, result_summary = ?,"
             " result_data = ?, updated_at = ? WHERE operation_id = ? AND state = 'in_progress'"

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pactmw.store._sql.account_tokens import AccountTokenStatements
 from pactmw.store._sql.core import SqlCore
+from pactmw.store._sql.operations import OperationStatements
 from pactmw.store._sql.sessions import SessionStatements
 from pactmw.store.base import EXPIRED_RETENTION, Cleanup
 
@@ -17,6 +18,7 @@ class RetentionMixin(SqlCore):
 
     _session_sql: ClassVar[SessionStatements]
     _account_sql: ClassVar[AccountTokenStatements]
+    _operation_sql: ClassVar[OperationStatements]
 
     def _cleanup(self, now: float, conversations_idle_before: float | None) -> Cleanup:
         sql = self._sql
@@ -29,7 +31,8 @@ class RetentionMixin(SqlCore):
             horizon = (now - EXPIRED_RETENTION,)
             sessions = ex.execute(self._session_sql.purge, horizon).rowcount
             account_tokens = ex.execute(self._account_sql.cleanup, (now, now)).rowcount
-            conversations = messages = 0
+            answers = ex.execute(self._operation_sql.purge_answers, (now,)).rowcount
+            conversations = messages = operations = 0
             if conversations_idle_before is not None:
                 cutoff = (conversations_idle_before,)
                 # Lock the idle conversations first (where rows are locked): a turn that
@@ -39,6 +42,9 @@ class RetentionMixin(SqlCore):
                     ex.execute(sql.lock_idle_conversations, cutoff).fetchall()
                 messages = ex.execute(sql.delete_idle_messages, cutoff).rowcount
                 conversations = ex.execute(sql.delete_idle_conversations, cutoff).rowcount
+                operations = ex.execute(
+                    self._operation_sql.purge_operations, (conversations_idle_before, now)
+                ).rowcount
         return Cleanup(
             device_authorizations=devices,
             refresh_tokens=tokens,
@@ -49,4 +55,6 @@ class RetentionMixin(SqlCore):
             rate_counters=counters,
             poppy_sessions=sessions,
             account_tokens=account_tokens,
+            operations=operations,
+            idempotency_answers=answers,
         )
