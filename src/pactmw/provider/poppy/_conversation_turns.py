@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from attrs import define
+
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
@@ -55,24 +57,18 @@ def _caller(agent: PoppyAgent, audience: str) -> PersonalAgent:
     return PersonalAgent(agent.client_id, agent.user_id, agent.client_id, {}, audience, delegation)
 
 
+@define
 class ConversationTurns:
     """The turns of every Poppy-enabled Brand's conversations; `PoppyConversations` hands
     each message here once it knows the conversation."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        clock: Callable[[], float],
-        bots: Mapping[str, Brand],
-        turns: MessageSender,
-    ) -> None:
-        self.store = store
-        self._clock = clock
-        self._bots = bots
-        self._turns = turns
-        #: Where a bot's `Reply(operation=...)` is proposed (None: no Brand enables them).
-        self.operations: PoppyOperations | None = None
+    store: Store
+    clock: Callable[[], float]
+    bots: Mapping[str, Brand]
+    #: PACT's `message:send` turns: their claim lease, its renewal and the turn timeout.
+    sender: MessageSender
+    #: Where a bot's `Reply(operation=...)` is proposed (None: no Brand enables them).
+    operations: PoppyOperations | None = None
 
     def send(
         self,
@@ -93,14 +89,14 @@ class ConversationTurns:
             )
             if bound != agent.account:
                 raise PoppyError(404, "conversation_not_found", "no such conversation")
-        now = self._clock()
+        now = self.clock()
         claim: Claim = yield store(
             self.store.claim_turn,
             context_id=context_id,
             message_id=message.id,
             text=message.text or "",
             now=now,
-            lease_seconds=self._turns.claim_lease_seconds,
+            lease_seconds=self.sender.claim_lease_seconds,
         )
         status = 201 if created else 202
         if claim.kind == "reply":
@@ -136,7 +132,7 @@ class ConversationTurns:
         status: int,
     ) -> SubFlow:
         """Run the Brand's bot once for a claimed message and store the turn's events."""
-        brand = self._bots[agent.brand_id]
+        brand = self.bots[agent.brand_id]
         context_id = conversation.context_id
         caller = _caller(agent, issuer)
         scopes = brand.delegation.scopes if brand.delegation is not None else None
@@ -158,11 +154,11 @@ class ConversationTurns:
             supports_operations=supports,
         )
         release = store(self.store.release_claim, context_id=context_id, message_id=message.id)
-        lease = self._turns.hold_lease(context_id, message.id, claimed_at=claimed_at)
+        lease = self.sender.hold_lease(context_id, message.id, claimed_at=claimed_at)
         close = False
         try:
             try:
-                result = yield NeedBot(brand.handler, turn, timeout=self._turns.turn_timeout)
+                result = yield NeedBot(brand.handler, turn, timeout=self.sender.turn_timeout)
             except ToolError as refused:
                 result = Reply(text=refused.message)
             reply = as_reply(result)
@@ -177,13 +173,7 @@ class ConversationTurns:
                     # Proposed, never performed (OPS-3-03): the same open action proposed
                     # through the API is this very operation (OPS-4-01). A message carries
                     # one operation: a second one gets a message of its own.
-                    document = yield from operations.propose(
-                        brand_id=agent.brand_id,
-                        client_id=agent.client_id,
-                        user_id=agent.user_id,
-                        account=agent.account,
-                        proposal=proposal,
-                    )
+                    document = yield from operations.propose_for(agent, proposal)
                     if index == 0:
                         company["operation"] = document
                         continue
@@ -218,7 +208,7 @@ class ConversationTurns:
             ) from None
         finally:
             lease.release()
-        now = self._clock()
+        now = self.clock()
         record = TurnRecord.make(context_id, message, events, now)
         yield store(
             self.store.store_reply,

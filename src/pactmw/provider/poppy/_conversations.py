@@ -121,7 +121,7 @@ class PoppyConversations:
     ) -> None:
         self.store = store
         self._clock = clock
-        self._turns = ConversationTurns(store=store, clock=clock, bots=bots, turns=turns)
+        self._turns = ConversationTurns(store=store, clock=clock, bots=bots, sender=turns)
 
     @property
     def operations(self) -> PoppyOperations | None:

@@ -240,7 +240,7 @@ class PoppyOperations:
         #: The Brands' tools: a `write=True` account tool is the executor of its proposals.
         self._tools = dict(tools or {})
         self._answers = ProposalAnswers(
-            store=store, clock=clock, configs=self.configs, propose=self.propose
+            store=store, clock=clock, configs=self.configs, propose=self.propose_for
         )
 
     def executor(self, brand_id: str, action: str) -> Executor | None:
@@ -328,6 +328,17 @@ class PoppyOperations:
         # NeedStore itself: `store()`'s own first parameter is named `operation`.
         stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
         return operation_document(stored, now)
+
+    def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
+        conversation's agent in a bot's turn)."""
+        return self.propose(
+            brand_id=owner.brand_id,
+            client_id=owner.client_id,
+            user_id=owner.user_id,
+            account=owner.account,
+            proposal=proposal,
+        )
 
     def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202

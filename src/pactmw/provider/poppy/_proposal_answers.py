@@ -15,6 +15,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from attrs import frozen
+
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.protocols.poppy import PoppyError, poppy_response
 from pactmw.provider.delegated._responses import NO_STORE
@@ -33,32 +35,25 @@ __all__ = [
     "refusal_answer",
 ]
 
-#: What proposes for an owner (`PoppyOperations.propose`): keyword arguments `brand_id`,
-#: `client_id`, `user_id`, `account` and `proposal`; the value is the operation object.
-_Propose = Callable[..., SubFlow]
+#: What proposes for the caller (`PoppyOperations.propose_for`); the value is the operation
+#: object.
+_Propose = Callable[[Any, Proposal], SubFlow]
 
 
+@frozen
 class ProposalAnswers:
     """The 202 answers of every Brand's API writes, with their Idempotency-Key records."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        clock: Callable[[], float],
-        configs: Mapping[str, OperationsConfig],
-        propose: _Propose,
-    ) -> None:
-        self.store = store
-        self._clock = clock
-        self._configs = configs
-        self._propose = propose
+    store: Store
+    clock: Callable[[], float]
+    configs: Mapping[str, OperationsConfig]
+    propose: _Propose
 
     def answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """The answer proposing `proposal` for `caller` (a `PoppyCaller`), kept under its
         Idempotency-Key when it has one; the value is a `JsonAnswer`."""
         key = caller.idempotency_key
-        config = self._configs.get(caller.brand_id)
+        config = self.configs.get(caller.brand_id)
         if key is None or config is None:
             return (yield from self._fresh(caller, proposal))
         record_key = hashlib.sha256(f"{caller.session_id}\n{key}".encode()).hexdigest()
@@ -73,12 +68,12 @@ class ProposalAnswers:
                 proposal.url,
             ]
         ).decode()
-        kept = yield store(self.store.remembered_answer, record_key=record_key, now=self._clock())
+        kept = yield store(self.store.remembered_answer, record_key=record_key, now=self.clock())
         if kept is None:
             answer: JsonAnswer = yield from self._fresh(caller, proposal)
             if not 200 <= answer.status < 300:
                 return answer
-            now = self._clock()
+            now = self.clock()
             fresh = RememberedAnswer(
                 record_key=record_key,
                 fingerprint=fingerprint,
@@ -97,13 +92,7 @@ class ProposalAnswers:
     def _fresh(self, caller: Any, proposal: Proposal) -> SubFlow:
         """Propose now: `202 {"operation"}`, or the refusal as an answer."""
         try:
-            document = yield from self._propose(
-                brand_id=caller.brand_id,
-                client_id=caller.client_id,
-                user_id=caller.user_id,
-                account=caller.account,
-                proposal=proposal,
-            )
+            document = yield from self.propose(caller, proposal)
         except PoppyError as refused:
             return refusal_answer(refused)
         return JsonAnswer(202, {"operation": document}, dict(NO_STORE))
