@@ -8,6 +8,9 @@ Like the identity verifier, the request flow is a generator that yields what it 
 (verify a token, read the body, call the store, run the bot) and receives the results; the
 sync driver does those things directly, the async driver awaits them (blocking store calls
 and sync bots run in worker threads). So there is one flow, not a sync and an async copy.
+
+The request flow itself is `_request_flow.RequestFlow`'s; what host apps call besides
+(revocation, Poppy Sessions and proposals, delegation checks) is `_app_calls.AppCalls`'.
 """
 
 from __future__ import annotations
@@ -16,26 +19,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
-
-from pactmw.core.errors import A2AError, RequestRefused
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.keys import JwksCache
-from pactmw.protocols.delegation import (
-    DelegationRejected,
-    SigningKeys,
-)
+from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
-from pactmw.protocols.parafe import (
-    EXTENSION_URI,
-    is_activated,
-)
 from pactmw.provider._app_calls import AppCalls
 from pactmw.provider._assembly import agent_name, brand_card, offers_delegation, poppy_server
-from pactmw.provider._oauth_routes import agent_oauth_flow, public_oauth_flow
+from pactmw.provider._request_flow import RequestFlow
 from pactmw.provider._send import MessageSender
-from pactmw.provider.a2a import ok
 from pactmw.provider.brand import Brand
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, card_response
 from pactmw.provider.delegated import (
@@ -51,17 +43,11 @@ from pactmw.provider.driver import (
     run,
 )
 from pactmw.provider.errors import error_response
-from pactmw.provider.flow import (
-    Flow,
-    NeedBody,
-    NeedIdentity,
-    SubFlow,
-)
-from pactmw.provider.messages import parse_page_size, parse_send_message
+from pactmw.provider.flow import SubFlow
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
-from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, Route, match
+from pactmw.provider.routes import MOUNT
 from pactmw.provider.settings import ProviderSettings
 from pactmw.store import open_store
 from pactmw.store.base import Store
@@ -160,10 +146,18 @@ class Provider:
         self._calls = AppCalls(
             brands=self.brands, verifier=verifier, oauth=self.oauth, poppy=self.poppy
         )
-        # Cards are static per Brand: render them once.
-        self._cards = {
-            brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()
-        }
+        self._requests = RequestFlow(
+            brands=self.brands,
+            # Cards are static per Brand: render them once.
+            cards={brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()},
+            parafe=self.parafe,
+            oauth=self.oauth,
+            max_body_bytes=max_body_bytes,
+            poppy=self.poppy,
+            sender=self._sender,
+            rate_limiter=self.rate_limiter,
+            clock=clock,
+        )
 
     @classmethod
     def from_settings(
@@ -277,56 +271,6 @@ class Provider:
             agent.close()
         self.store.close()
 
-    # -- the flow ------------------------------------------------------------------------
-
-    def _flow(self, request: Request) -> Flow:
-        if self.poppy is not None:
-            poppy_route = self.poppy.route(request.method, request.path)
-            if poppy_route is not None:
-                return (yield from self.poppy.flow(poppy_route, request))
-        route = match(request.method, request.path)
-        if route is None:
-            raise RequestRefused(404)
-        brand = self.brands.get(route.brand_id)
-        if route.operation in PUBLIC_OPERATIONS:
-            if brand is None:
-                raise RequestRefused(404)
-            if route.operation == "card":
-                return self._cards[brand.id]
-            return (yield from public_oauth_flow(self.oauth, route, brand, request))
-        caller: PersonalAgent = yield NeedIdentity(request.header("authorization"), route.brand_id)
-        if brand is None:
-            raise RequestRefused(404)
-        delegation_header = request.delegation_token()
-        if delegation_header is not None:
-            if self.oauth is None:
-                raise DelegationRejected("not_offered", "this Brand offers no delegation")
-            delegation = yield from self.oauth.verify_delegation(brand, caller, delegation_header)
-            caller = attrs.evolve(caller, delegation=delegation)
-        wait = yield from self.rate_limiter.admit(caller.issuer, caller.sub, self._clock())
-        if wait is not None:
-            raise RequestRefused(429, (("Retry-After", str(wait)),))
-        parafe = self.parafe.get(brand.id)
-        activated = parafe is not None and is_activated(request.headers)
-        if route.operation == "send":
-            body = yield NeedBody(self.max_body_bytes)
-            if body is None:
-                raise RequestRefused(413)
-            message = parse_send_message(
-                body, data_keys=parafe.config.data_keys if parafe is not None else frozenset()
-            )
-            if parafe is not None:
-                activated = activated or is_activated((), message.message)
-                _check_activation(parafe, activated)
-            response = yield from self._sender.send(brand, caller, message, parafe, activated)
-            # An agent that processed Parafé data says so in the response (spec §3).
-            return _with_extension(response) if activated else response
-        if route.operation in ("oauth_device_authorization", "oauth_token"):
-            return (yield from agent_oauth_flow(self.oauth, route, brand, caller))
-        if parafe is not None:
-            _check_activation(parafe, activated)
-        return _simple_operation(route, request)
-
     # -- the two drivers -----------------------------------------------------------------
 
     def handle(
@@ -339,7 +283,9 @@ class Provider:
         host app (same-app consent pages only; None when nobody is).
         """
         try:
-            response: Response = run(self._flow(request), self.verifier, read_body, current_user)
+            response: Response = run(
+                self._requests.flow(request), self.verifier, read_body, current_user
+            )
         except Exception as exc:
             return error_response(exc)
         return response
@@ -353,7 +299,7 @@ class Provider:
         """Async `handle`: store calls, key fetches and sync bots run in worker threads."""
         try:
             response: Response = await arun(
-                self._flow(request),
+                self._requests.flow(request),
                 self.verifier,
                 read_body,
                 current_user,
@@ -385,31 +331,6 @@ class Provider:
     def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
         """The delegation check as a flow (the guard runs it after the identity check)."""
         return self._calls.delegation_flow(brand_id, caller, header)
-
-
-def _check_activation(parafe: ParafeAgent, activated: bool) -> None:
-    """A Brand whose card says Parafé is `required` serves no request that does not activate
-    it (spec §2.1: A2A's ExtensionSupportRequiredError)."""
-    if parafe.config.required and not activated:
-        raise A2AError(
-            "EXTENSION_SUPPORT_REQUIRED", f"This agent requires the extension {EXTENSION_URI}"
-        )
-
-
-def _with_extension(response: Response) -> Response:
-    return attrs.evolve(response, headers=(*response.headers, ("A2A-Extensions", EXTENSION_URI)))
-
-
-def _simple_operation(route: Route, request: Request) -> Response:
-    """The operations with a fixed answer (the card's capabilities are all false)."""
-    if route.operation == "list_tasks":
-        size = parse_page_size(request.query)
-        return ok({"tasks": [], "nextPageToken": "", "pageSize": size, "totalSize": 0})
-    if route.operation in ("get_task", "cancel_task"):
-        raise A2AError("TASK_NOT_FOUND", f"Task not found: {route.task_id}")
-    if route.operation == "push_configs":
-        raise A2AError("PUSH_NOTIFICATION_NOT_SUPPORTED", "Push notifications are not supported")
-    raise A2AError("UNSUPPORTED_OPERATION", "Unsupported operation")
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import PactmwError
 
 __all__ = [
@@ -26,12 +27,18 @@ __all__ = [
     "OutcomeUnknown",
     "Performed",
     "Proposal",
+    "json_text",
 ]
 
 #: How long a proposal waits for its confirmation unless the Brand says otherwise.
 DEFAULT_PROPOSAL_SECONDS = 900.0
 #: How long an API write's answer is kept under its Idempotency-Key (Guides: "a day").
 DEFAULT_IDEMPOTENCY_SECONDS = 86_400.0
+
+
+def json_text(value: Mapping[str, Any] | None) -> str | None:
+    """Terms or outcome data as the store keeps them (JSON text; None stays None)."""
+    return None if value is None else json_dumps(dict(value)).decode()
 
 
 def _frozen_terms(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -29,6 +29,9 @@ action. Then its poppy.json lists `extensions.operations` with the endpoint
 An operation belongs to its Brand, agent and User ID, and once proposed signed in, to that
 account: another owner's operation is `404 operation_not_found`, as an unknown one, and a
 signed-out Session on an account's operation gets `403 sign_in_required`.
+
+An API's `202` answer and its `Idempotency-Key` record are `_proposal_answers`'; the values
+Brand code uses are `_operation_values`'.
 """
 
 from __future__ import annotations
@@ -54,23 +57,23 @@ from pactmw.protocols.poppy import (
     PoppyError,
     parse_confirmation,
     parse_id,
-    poppy_response,
 )
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, NeedBody, NeedKeys, NeedStore, SubFlow, store
 from pactmw.provider.poppy._operation_values import (
     Executor,
-    JsonAnswer,
     OperationFailed,
     OperationRun,
     OperationsConfig,
     OutcomeUnknown,
     Performed,
     Proposal,
+    json_text,
 )
+from pactmw.provider.poppy._proposal_answers import ProposalAnswers
 from pactmw.provider.tools import Tool, ToolError, ToolRegistry
 from pactmw.provider.turn_tools import tool_call_summary
-from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
+from pactmw.store._protocols.operations import StoredOperation
 from pactmw.store.base import Store
 
 logger = logging.getLogger("pactmw.poppy")
@@ -132,10 +135,6 @@ def _time_text(now: float) -> str:
     )
 
 
-def _json_text(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else json_dumps(dict(value)).decode()
-
-
 def operation_document(operation: StoredOperation, now: float) -> dict[str, Any]:
     """The operation object of Ops §3 at `now` (absent optional members left out)."""
     state = operation.state_at(now)
@@ -180,9 +179,9 @@ def _run_executor(executor: Executor, run: OperationRun) -> tuple[str, str, str 
             answer = asyncio.run(_awaited(answer))
         if not isinstance(answer, Performed):
             raise TypeError(f"an executor returns Performed, not {type(answer).__name__}")
-        return "succeeded", answer.summary, _json_text(answer.data)
+        return "succeeded", answer.summary, json_text(answer.data)
     except OperationFailed as failed:
-        return "failed", failed.summary, _json_text(failed.data)
+        return "failed", failed.summary, json_text(failed.data)
     except OutcomeUnknown:
         return "in_progress", "", None
     except Exception:
@@ -240,6 +239,9 @@ class PoppyOperations:
         self.configs = dict(configs)
         #: The Brands' tools: a `write=True` account tool is the executor of its proposals.
         self._tools = dict(tools or {})
+        self._answers = ProposalAnswers(
+            store=store, clock=clock, configs=self.configs, propose=self.propose_for
+        )
 
     def executor(self, brand_id: str, action: str) -> Executor | None:
         """What performs `action` for the Brand: its configured executor, or for a
@@ -299,7 +301,7 @@ class PoppyOperations:
                 members={"extension": OPERATIONS_EXTENSION},
             )
         now = self._clock()
-        terms = _json_text(proposal.terms)
+        terms = json_text(proposal.terms)
         # One open operation per (owner, account, action, summary, terms): OPS-4-01.
         key = json_dumps(
             [brand_id, client_id, user_id, account, proposal.action, proposal.summary, terms]
@@ -327,6 +329,17 @@ class PoppyOperations:
         stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
         return operation_document(stored, now)
 
+    def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
+        conversation's agent in a bot's turn)."""
+        return self.propose(
+            brand_id=owner.brand_id,
+            client_id=owner.client_id,
+            user_id=owner.user_id,
+            account=owner.account,
+            proposal=proposal,
+        )
+
     def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202
         {"operation": {...}}` (Ops §4.1), or the refusal (`403 extension_required` with its
@@ -337,55 +350,7 @@ class PoppyOperations:
         proposal its body made) gets the first answer again, exactly, even once the
         operation moved on; another request with the key is `409 idempotency_key_conflict`.
         A refusal is not kept (the retry, once allowed, is new)."""
-        key = caller.idempotency_key
-        config = self.configs.get(caller.brand_id)
-        if key is None or config is None:
-            return (yield from self._proposal_answer(caller, proposal))
-        record_key = hashlib.sha256(f"{caller.session_id}\n{key}".encode()).hexdigest()
-        fingerprint = json_dumps(
-            [
-                caller.request_line,
-                proposal.action,
-                proposal.summary,
-                _json_text(proposal.terms),
-                list(proposal.scopes),
-                proposal.user_approval_required,
-                proposal.url,
-            ]
-        ).decode()
-        kept = yield store(self.store.remembered_answer, record_key=record_key, now=self._clock())
-        if kept is None:
-            answer: JsonAnswer = yield from self._proposal_answer(caller, proposal)
-            if not 200 <= answer.status < 300:
-                return answer
-            now = self._clock()
-            fresh = RememberedAnswer(
-                record_key=record_key,
-                fingerprint=fingerprint,
-                status=answer.status,
-                body=json_dumps(dict(answer.body)).decode(),
-                expires_at=now + config.idempotency_seconds,
-            )
-            kept = yield NeedStore(self.store.remember_answer, {"answer": fresh, "now": now})
-        if kept.fingerprint != fingerprint:
-            refused = PoppyError(
-                409, "idempotency_key_conflict", "the key came with another request"
-            )
-            return _refusal_answer(refused)
-        return JsonAnswer(kept.status, json_loads(kept.body), dict(NO_STORE))
-
-    def _proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
-        try:
-            document = yield from self.propose(
-                brand_id=caller.brand_id,
-                client_id=caller.client_id,
-                user_id=caller.user_id,
-                account=caller.account,
-                proposal=proposal,
-            )
-        except PoppyError as refused:
-            return _refusal_answer(refused)
-        return JsonAnswer(202, {"operation": document}, dict(NO_STORE))
+        return self._answers.answer(caller, proposal)
 
     def settle(self, operation_id: str, outcome: Performed | OperationFailed) -> dict[str, Any]:
         """Record the outcome of an operation left in progress (its executor could not tell);
@@ -396,7 +361,7 @@ class PoppyOperations:
             operation_id=operation_id,
             state="failed" if failed else "succeeded",
             summary=outcome.summary,
-            data=_json_text(outcome.data),
+            data=json_text(outcome.data),
             now=now,
         )
         if settled is None:
@@ -537,12 +502,6 @@ class PoppyOperations:
         if operation.state_at(now) == "in_progress":
             extra += (("Retry-After", str(RETRY_AFTER_SECONDS)),)
         return json_response(operation_document(operation, now), extra=extra)
-
-
-def _refusal_answer(refused: PoppyError) -> JsonAnswer:
-    response = poppy_response(refused)
-    headers = {k: v for k, v in response.headers if k.lower() != "content-length"}
-    return JsonAnswer(refused.status, json_loads(response.body), headers)
 
 
 def _not_found() -> PoppyError:

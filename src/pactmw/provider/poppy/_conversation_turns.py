@@ -1,0 +1,224 @@
+"""One message of a Poppy conversation answered (§7): bound to the account, claimed in the
+store, the Brand's bot run once, its events stored as the turn's record.
+
+The same `claim_turn`/`store_reply`/`release_claim` as PACT's `message:send`, with the same
+lease renewal (`MessageSender.hold_lease`), so a retried message is answered from the store
+and the bot runs once across processes. A bot that needs a scope answers with an
+`authorization` event and a company message saying so (PAP-7.11-01); a bot that fails or
+takes too long leaves the message unanswered, so the agent can send it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from attrs import define
+
+from pactmw.protocols.delegation import Delegation
+from pactmw.protocols.identity import PersonalAgent
+from pactmw.protocols.poppy import InboundMessage, PoppyError
+from pactmw.provider._send import MessageSender, as_reply
+from pactmw.provider.brand import Brand, Reply, Turn
+from pactmw.provider.flow import NeedBot, SubFlow, TurnTimedOut, store
+from pactmw.provider.poppy._conversation_records import (
+    PoppyAgent,
+    Receipt,
+    TurnRecord,
+    company_message,
+    message_parts,
+    public_id,
+)
+from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
+from pactmw.provider.tools import StepUpRequired, ToolError
+from pactmw.provider.turn_tools import BoundTools
+from pactmw.store.base import Claim, Conversation, Store
+
+logger = logging.getLogger("pactmw.poppy")
+
+__all__ = [
+    "ConversationTurns",
+]
+
+
+def _caller(agent: PoppyAgent, audience: str) -> PersonalAgent:
+    """The bot's `turn.caller` for a Poppy Session: the agent (`client_id`) and its User ID,
+    with the Session's account and scopes as the delegation `turn.tools` checks."""
+    delegation = None
+    if agent.account is not None and agent.grant_id is not None:
+        delegation = Delegation(
+            account=agent.account,
+            scopes=frozenset(agent.scopes),
+            grant_id=agent.grant_id,
+            client_id=agent.client_id,
+            claims={},
+        )
+    return PersonalAgent(agent.client_id, agent.user_id, agent.client_id, {}, audience, delegation)
+
+
+@define
+class ConversationTurns:
+    """The turns of every Poppy-enabled Brand's conversations; `PoppyConversations` hands
+    each message here once it knows the conversation."""
+
+    store: Store
+    clock: Callable[[], float]
+    bots: Mapping[str, Brand]
+    #: PACT's `message:send` turns: their claim lease, its renewal and the turn timeout.
+    sender: MessageSender
+    #: Where a bot's `Reply(operation=...)` is proposed (None: no Brand enables them).
+    operations: PoppyOperations | None = None
+
+    def send(
+        self,
+        agent: PoppyAgent,
+        conversation: Conversation,
+        message: InboundMessage,
+        issuer: str,
+        *,
+        created: bool = False,
+    ) -> SubFlow:
+        """Answer one message of a conversation the agent may use; the value is a `Receipt`
+        (`201` for the first message, `created`, else `202`)."""
+        context_id = conversation.context_id
+        if agent.account is not None and conversation.account is None:
+            # Once a signed-in Session used it, the conversation stays with that account.
+            bound = yield store(
+                self.store.bind_account, context_id=context_id, account=agent.account
+            )
+            if bound != agent.account:
+                raise PoppyError(404, "conversation_not_found", "no such conversation")
+        now = self.clock()
+        claim: Claim = yield store(
+            self.store.claim_turn,
+            context_id=context_id,
+            message_id=message.id,
+            text=message.text or "",
+            now=now,
+            lease_seconds=self.sender.claim_lease_seconds,
+        )
+        status = 201 if created else 202
+        if claim.kind == "reply":
+            assert claim.reply is not None
+            record = TurnRecord.load(claim.reply)
+            if record is None or record.message != message.content():
+                raise PoppyError(409, "message_id_conflict", "the message id has other content")
+            return Receipt(context_id, closed=conversation.closed, status=status)
+        if claim.kind == "conflict":
+            raise PoppyError(409, "message_id_conflict", "the id is one of the company's")
+        if conversation.closed:
+            if claim.kind == "new":
+                yield store(self.store.release_claim, context_id=context_id, message_id=message.id)
+            raise PoppyError(
+                409,
+                "conversation_closed",
+                "the conversation is closed",
+                members={"conversation_id": public_id(context_id)},
+            )
+        if claim.kind == "pending":
+            # Another worker runs the bot for this message now: its answer will be an event.
+            return Receipt(context_id, closed=False, status=status, working=True)
+        return (yield from self.answer(agent, conversation, message, claim, now, issuer, status))
+
+    def answer(
+        self,
+        agent: PoppyAgent,
+        conversation: Conversation,
+        message: InboundMessage,
+        claim: Claim,
+        claimed_at: float,
+        issuer: str,
+        status: int,
+    ) -> SubFlow:
+        """Run the Brand's bot once for a claimed message and store the turn's events."""
+        brand = self.bots[agent.brand_id]
+        context_id = conversation.context_id
+        caller = _caller(agent, issuer)
+        scopes = brand.delegation.scopes if brand.delegation is not None else None
+        operations = self.operations
+        if operations is not None and agent.brand_id not in operations.configs:
+            operations = None
+        supports = operations is not None and (yield from operations.negotiated(agent.client_id))
+        # Negotiated, a write tool proposes instead of running (OPS-3-03).
+        tools = BoundTools(brand.tools, caller, scopes=scopes, propose_writes=supports)
+        turn = Turn(
+            text=message.text or "",
+            parts=tuple(message_parts(message)),
+            context_id=context_id,
+            message_id=message.id,
+            caller=caller,
+            brand=brand,
+            history=claim.history,
+            tools=tools,
+            supports_operations=supports,
+        )
+        release = store(self.store.release_claim, context_id=context_id, message_id=message.id)
+        lease = self.sender.hold_lease(context_id, message.id, claimed_at=claimed_at)
+        close = False
+        try:
+            try:
+                result = yield NeedBot(brand.handler, turn, timeout=self.sender.turn_timeout)
+            except ToolError as refused:
+                result = Reply(text=refused.message)
+            reply = as_reply(result)
+            close = reply.close
+            company = company_message(context_id, message.id, reply.text, reply.data, tools)
+            events: list[dict[str, Any]] = [{"type": "message", "message": company}]
+            if operations is not None and supports:
+                proposals = [tool_proposal(tool, args) for tool, args in tools.proposed]
+                if reply.operation is not None:
+                    proposals.insert(0, reply.operation)
+                for index, proposal in enumerate(proposals):
+                    # Proposed, never performed (OPS-3-03): the same open action proposed
+                    # through the API is this very operation (OPS-4-01). A message carries
+                    # one operation: a second one gets a message of its own.
+                    document = yield from operations.propose_for(agent, proposal)
+                    if index == 0:
+                        company["operation"] = document
+                        continue
+                    extra = company_message(
+                        context_id, f"{message.id}\n{index}", proposal.summary, (), None
+                    )
+                    events.append({"type": "message", "message": {**extra, "operation": document}})
+        except StepUpRequired as step_up:
+            # Not a failure: the answer is the authorization the bot needs, and a message
+            # that says so (PAP-7.11-01). Stored like any answer: a retry gets it again.
+            wanted = " ".join(step_up.missing_scopes)
+            error = "insufficient_scope" if agent.account is not None else "sign_in_required"
+            company = company_message(context_id, message.id, step_up.message, (), None)
+            events = [
+                {"type": "authorization", "error": error, "scope": wanted},
+                {"type": "message", "message": company},
+            ]
+        except TurnTimedOut as timed_out:
+            logger.warning("conversation turn of brand %r abandoned: %s", brand.id, timed_out)
+            lease.release()
+            yield release
+            raise PoppyError(
+                503, "temporarily_unavailable", "the turn took too long; send it again"
+            ) from None
+        except Exception:
+            # The bot failed: logged here, nothing of it sent, and the message unanswered so
+            # a retry runs the bot again.
+            logger.exception("conversation turn of brand %r failed", brand.id)
+            yield release
+            raise PoppyError(
+                503, "temporarily_unavailable", "the company's agent failed; send it again"
+            ) from None
+        finally:
+            lease.release()
+        now = self.clock()
+        record = TurnRecord.make(context_id, message, events, now)
+        yield store(
+            self.store.store_reply,
+            context_id=context_id,
+            message_id=message.id,
+            reply_message_id=company["id"],
+            reply_text=company.get("text", ""),
+            reply=record.dump(),
+            now=now,
+        )
+        if close:
+            yield store(self.store.close_conversation, context_id=context_id)
+        return Receipt(context_id, closed=close, status=status)
