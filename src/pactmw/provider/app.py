@@ -150,12 +150,12 @@ class Provider:
             brands=self.brands,
             # Cards are static per Brand: render them once.
             cards={brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()},
-            parafe=self.parafe,
             oauth=self.oauth,
-            max_body_bytes=max_body_bytes,
             poppy=self.poppy,
-            sender=self._sender,
+            parafe=self.parafe,
             rate_limiter=self.rate_limiter,
+            sender=self._sender,
+            max_body_bytes=max_body_bytes,
             clock=clock,
         )
 
