@@ -5,14 +5,11 @@ PostgreSQL (plan step 4, docs/design/poppy.md)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from personal_agent_protocol.conformance import run_conformance, select_cases
 
-from tests.support.poppy_world import PoppyWorld, world_on
+from tests.support.poppy_world import PoppyWorld, case_param, world_on
 
 #: The SDK's company cases that step 4 (Sessions, no sign-in, API or conversation yet) can
 #: run; each must pass, never skip.
@@ -63,22 +60,6 @@ def world(
     yield from world_on(request, tmp_path_factory)
 
 
-def run(coroutine: Any) -> Any:
-    return asyncio.run(coroutine)
-
-
-def _named(case_id: str) -> Any:
-    """The case as a pytest param whose id also names its ledger requirements."""
-    (case,) = select_cases(ids=[case_id])
-    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
-
-
-@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in STEP_4_CASES])
+@pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in STEP_4_CASES])
 def test_sdk_conformance_case(world: PoppyWorld, case_id: str) -> None:
-    async def one() -> Any:
-        async with world.http() as http:
-            report = await run_conformance(world.context(http), cases=select_cases(ids=[case_id]))
-        return report.results
-
-    (result,) = run(one())
-    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+    world.assert_case_passes(case_id)

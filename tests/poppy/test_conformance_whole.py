@@ -11,13 +11,11 @@ approving sign-ins in headless Chromium); this file runs the cases no other file
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
-from personal_agent_protocol.conformance import run_conformance, select_cases
+from personal_agent_protocol.conformance import select_cases
 
 from tests.poppy.test_company_endpoints import STEP_4_CASES
 from tests.poppy.test_conversations import CONVERSATION_CASES
@@ -25,7 +23,13 @@ from tests.poppy.test_conversations_signed_in import SIGNED_IN_CASES
 from tests.poppy.test_device_sign_in import SIGN_IN_CASES
 from tests.poppy.test_operations import OPERATION_CASES
 from tests.support.chromium import headless_chromium
-from tests.support.poppy_world import BrowserDriver, PoppyWorld, signed_in_brand, world_on
+from tests.support.poppy_world import (
+    BrowserDriver,
+    PoppyWorld,
+    case_param,
+    signed_in_brand,
+    world_on,
+)
 
 #: The runner's cases no other file runs; each must pass on both stores.
 MORE_CASES = (
@@ -110,18 +114,6 @@ def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield world.browser_driver(browser)
 
 
-def _named(case_id: str) -> Any:
-    (case,) = select_cases(ids=[case_id])
-    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
-
-
-@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in MORE_CASES])
+@pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in MORE_CASES])
 def test_sdk_conformance_case(world: PoppyWorld, person: BrowserDriver, case_id: str) -> None:
-    async def one() -> Any:
-        async with world.http() as http:
-            context = world.context(http, driver=person)
-            report = await run_conformance(context, cases=select_cases(ids=[case_id]))
-        return report.results
-
-    (result,) = asyncio.run(one())
-    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+    world.assert_case_passes(case_id, driver=person)

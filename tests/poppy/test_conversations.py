@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from personal_agent_protocol.conformance import run_conformance, select_cases
 from personal_agent_protocol.models import Message
 from pydantic import SecretStr
 
@@ -29,7 +28,7 @@ from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.poppy.test_account_tokens import scenario as account_scenario
 from tests.provider import BodyReader, message_body
 from tests.support.agent import identity_token
-from tests.support.poppy_world import BASE_URL, SHOP, PoppyWorld, world_on
+from tests.support.poppy_world import BASE_URL, SHOP, PoppyWorld, case_param, world_on
 
 #: The SDK's conversation cases pactmw's company runs; each must pass, never skip.
 CONVERSATION_CASES = (
@@ -98,20 +97,9 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-def _named(case_id: str) -> Any:
-    (case,) = select_cases(ids=[case_id])
-    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
-
-
-@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in CONVERSATION_CASES])
+@pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in CONVERSATION_CASES])
 def test_sdk_conversation_case(world: PoppyWorld, case_id: str) -> None:
-    async def one() -> Any:
-        async with world.http() as http:
-            report = await run_conformance(world.context(http), cases=select_cases(ids=[case_id]))
-        return report.results
-
-    (result,) = run(one())
-    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+    world.assert_case_passes(case_id)
 
 
 def _message(text: str) -> Message:

@@ -6,28 +6,23 @@ on; once an account's, a signed-out Session is told to sign in."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
 from personal_agent_protocol.conformance import (
-    ConformanceContext,
     Scenario,
-    run_conformance,
-    select_cases,
 )
 
 from pactmw.provider import Reply, Turn
 from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
-    BASE_URL,
     SCENARIO,
     BrowserDriver,
     PoppyWorld,
+    case_param,
     signed_in_brand,
     world_on,
 )
@@ -62,29 +57,9 @@ def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield world.browser_driver(browser)
 
 
-def _named(case_id: str) -> Any:
-    (case,) = select_cases(ids=[case_id])
-    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
-
-
-@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in SIGNED_IN_CASES])
+@pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in SIGNED_IN_CASES])
 def test_sdk_signed_in_conversation_case(
     world: PoppyWorld, person: BrowserDriver, case_id: str
 ) -> None:
     scenario: Scenario = dataclasses.replace(SCENARIO, account_prompt=PROMPT)
-
-    async def one() -> Any:
-        async with world.http() as http:
-            ctx = ConformanceContext(
-                BASE_URL,
-                identity=world.atlas,
-                http=http,
-                driver=person,
-                scenario=scenario,
-                address_resolver=world.resolve,
-            )
-            report = await run_conformance(ctx, cases=select_cases(ids=[case_id]))
-        return report.results
-
-    (result,) = asyncio.run(one())
-    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+    world.assert_case_passes(case_id, driver=person, scenario=scenario)

@@ -17,7 +17,6 @@ from typing import Any
 import attrs
 import httpx
 import pytest
-from personal_agent_protocol.conformance import run_conformance, select_cases
 
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.poppy import DEVICE_CODE_GRANT
@@ -31,6 +30,7 @@ from tests.support.poppy_world import (
     SHOP,
     BrowserDriver,
     PoppyWorld,
+    case_param,
     signed_in_brand,
     world_on,
 )
@@ -71,11 +71,6 @@ def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
-
-
-def _named(case_id: str) -> Any:
-    (case,) = select_cases(ids=[case_id])
-    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
 
 
 def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
@@ -282,16 +277,9 @@ def test_pap_4_6_02_a_login_page_an_agent_would_refuse_is_refused_at_startup() -
     assert companies["shop"].device_scopes == ("orders:read",)
 
 
-@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in SIGN_IN_CASES])
+@pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in SIGN_IN_CASES])
 def test_sdk_conformance_case(world: PoppyWorld, person: BrowserDriver, case_id: str) -> None:
-    async def one() -> Any:
-        async with world.http() as http:
-            context = world.context(http, driver=person)
-            report = await run_conformance(context, cases=select_cases(ids=[case_id]))
-        return report.results
-
-    (result,) = run(one())
-    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+    world.assert_case_passes(case_id, driver=person)
 
 
 def test_a_signed_in_poppy_agent_is_on_the_connected_agents_page_and_revoked_there(

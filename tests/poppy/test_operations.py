@@ -17,7 +17,6 @@ from typing import Any
 
 import attrs
 import pytest
-from personal_agent_protocol.conformance import run_conformance, select_cases
 from personal_agent_protocol.models import Message, Operation
 from personal_agent_protocol.operations import approve
 from personal_agent_protocol.requirements import protocol_path
@@ -33,6 +32,7 @@ from tests.support.poppy_world import (
     OperationsDriver,
     PoppyWorld,
     ShopExecutors,
+    case_param,
     operations_bot,
     signed_in_brand,
     world_on,
@@ -88,21 +88,9 @@ def person(
         yield OperationsDriver(world.plain, browser, world.provider, executors)
 
 
-def _named(case_id: str) -> Any:
-    (case,) = select_cases(ids=[case_id])
-    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
-
-
-@pytest.mark.parametrize("case_id", [_named(case_id) for case_id in OPERATION_CASES])
+@pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in OPERATION_CASES])
 def test_sdk_operations_case(world: PoppyWorld, person: OperationsDriver, case_id: str) -> None:
-    async def one() -> Any:
-        async with world.http() as http:
-            context = world.context(http, driver=person, scenario=OPERATIONS_SCENARIO)
-            report = await run_conformance(context, cases=select_cases(ids=[case_id]))
-        return report.results
-
-    (result,) = asyncio.run(one())
-    assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+    world.assert_case_passes(case_id, driver=person, scenario=OPERATIONS_SCENARIO)
 
 
 # -- the rules beyond the SDK's cases ----------------------------------------------------------

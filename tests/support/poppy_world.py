@@ -32,7 +32,14 @@ from urllib.parse import parse_qs, urlencode
 import attrs
 import httpcore
 import httpx
-from personal_agent_protocol.conformance import ConformanceContext, Scenario, SkipCase
+import pytest
+from personal_agent_protocol.conformance import (
+    ConformanceContext,
+    Scenario,
+    SkipCase,
+    run_conformance,
+    select_cases,
+)
 from personal_agent_protocol.conformance import Proposal as ScenarioProposal
 
 # PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
@@ -89,6 +96,7 @@ __all__ = [
     "ShopExecutors",
     "ShopSite",
     "bot",
+    "case_param",
     "operations_bot",
     "poppy_brand",
     "serve_world",
@@ -490,6 +498,21 @@ class PoppyWorld:
         """A driver whose person approves sign-ins in `browser`."""
         return BrowserDriver(self.plain, browser, self.provider)
 
+    def assert_case_passes(
+        self, case_id: str, driver: _Driver | None = None, scenario: Scenario = SCENARIO
+    ) -> None:
+        """Run one SDK conformance case against this world (`driver`, `scenario` as for
+        `context`); it must pass, never skip."""
+
+        async def one() -> Any:
+            async with self.http() as http:
+                context = self.context(http, driver=driver, scenario=scenario)
+                report = await run_conformance(context, cases=select_cases(ids=[case_id]))
+            return report.results
+
+        (result,) = asyncio.run(one())
+        assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
+
     def context(
         self,
         http: httpx.AsyncClient,
@@ -507,6 +530,12 @@ class PoppyWorld:
             scenario=scenario,
             address_resolver=self.resolve,
         )
+
+
+def case_param(case_id: str) -> Any:
+    """An SDK conformance case as a pytest param whose id also names its ledger requirements."""
+    (case,) = select_cases(ids=[case_id])
+    return pytest.param(case_id, id=f"{case_id}[{'+'.join(case.requirements)}]")
 
 
 ATLAS_IDENTITY = AgentIdentity(domain=ATLAS, name="Atlas")
