@@ -30,12 +30,11 @@ from urllib.parse import urlsplit
 
 from attrs import field, frozen
 
-from pactmw.core._shared_fetch import FetchRules, SharedFetches
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import FetchError, MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, http_get
 from pactmw.core.jwk import PublicJWK
-from pactmw.core.keys import CachePolicy, Fetcher, JwksCache
+from pactmw.core.keys import CachePolicy, DocumentCache, Fetcher, JwksCache
 
 logger = logging.getLogger("pactmw.client_metadata")
 
@@ -161,7 +160,7 @@ class _Answer:
     expires_at: float
 
 
-class ClientMetadataCache:
+class ClientMetadataCache(DocumentCache[_Answer]):
     """A bounded cache of verified client metadata, plus the agents' keys through `jwks`.
 
     Safe to share across threads and event loops; concurrent misses for one `client_id`
@@ -179,20 +178,10 @@ class ClientMetadataCache:
         clock: Callable[[], float] = time.monotonic,
         fetcher: Fetcher = http_get,
     ) -> None:
-        self.fetch_policy = fetch_policy or FetchPolicy()
-        self.cache_policy = cache_policy or CachePolicy()
+        super().__init__(fetch_policy, cache_policy, clock=clock, fetcher=fetcher)
         self.jwks = jwks or JwksCache(self.fetch_policy, self.cache_policy, clock=clock)
-        self._clock = clock
-        self._fetcher = fetcher
-        rules = FetchRules(
-            fetch=lambda client_id, previous: self._fetch(client_id),
-            crashed=self._crashed,
-            timeout=self.fetch_policy.timeout * 2,
-            timed_out=self._timed_out,
-        )
-        self._answers = SharedFetches(rules, self.cache_policy.max_uris)
 
-    def _fetch(self, client_id: str) -> _Answer:
+    def _fetch_document(self, client_id: str, previous: _Answer | None) -> _Answer:
         """Fetch and check (blocking); never raises: a failure is an answer too."""
         now = self._clock()
         try:
@@ -238,16 +227,16 @@ class ClientMetadataCache:
         """The metadata last verified for `client_id`, even past its cache time, or None;
         never fetches. For display only (a consent page naming the agent that just asked):
         anything that trusts the document calls `get`."""
-        answer = self._answers.peek(client_id)
+        answer = self._documents.peek(client_id)
         return None if answer is None else answer.metadata
 
     def get(self, client_id: str) -> ClientMetadata:
         """The verified metadata of `client_id` (blocking on a miss); `ClientMetadataError`."""
-        return self._result(self._answers.get(client_id, self._stale))
+        return self._result(self._documents.get(client_id, self._stale))
 
     async def aget(self, client_id: str) -> ClientMetadata:
         """Async `get`: a hit never leaves the event loop; a fetch runs in a worker thread."""
-        return self._result(await self._answers.aget(client_id, self._stale))
+        return self._result(await self._documents.aget(client_id, self._stale))
 
     def get_keys(
         self, client_id: str, kid: str | None, alg: str

@@ -13,8 +13,10 @@ import asyncio
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 from attrs import frozen
 
@@ -27,6 +29,7 @@ from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
 logger = logging.getLogger("pactmw.keys")
 
 Fetcher = Callable[[str, FetchPolicy], FetchResponse]
+_Document = TypeVar("_Document")
 
 
 @frozen
@@ -55,10 +58,15 @@ class _Entry:
     attempted_at: float  # last fetch attempt, successful or not
 
 
-class JwksCache:
-    """A bounded cache of remote JWKS documents, safe to share across threads and event loops.
+class DocumentCache(ABC, Generic[_Document]):
+    """What `JwksCache` and `ClientMetadataCache` share: documents fetched with
+    `fetch_policy` (by `fetcher`) and kept within `cache_policy`, where concurrent misses for
+    one URL share one fetch. Safe to share across threads and event loops; `clock` is
+    monotonic seconds (injectable for tests).
 
-    `clock` is a monotonic clock in seconds (injectable for tests).
+    A subclass says what one fetch yields (`_fetch_document`, which never raises: a failure
+    is a document too), what a fetch that raised anyway leaves (`_crashed`), and what a
+    waiter that gave up raises (`_timed_out`).
     """
 
     def __init__(
@@ -74,12 +82,28 @@ class JwksCache:
         self._clock = clock
         self._fetcher = fetcher
         rules = FetchRules(
-            fetch=lambda uri, previous: self._after_fetch(previous, uri, self._clock()),
+            fetch=self._fetch_document,
             crashed=self._crashed,
             timeout=self.fetch_policy.timeout * 2,
             timed_out=self._timed_out,
         )
-        self._entries = SharedFetches(rules, self.cache_policy.max_uris)
+        self._documents: SharedFetches[_Document] = SharedFetches(rules, self.cache_policy.max_uris)
+
+    @abstractmethod
+    def _fetch_document(self, url: str, previous: _Document | None) -> _Document: ...
+
+    @abstractmethod
+    def _crashed(self, url: str, previous: _Document | None, exc: BaseException) -> _Document: ...
+
+    @abstractmethod
+    def _timed_out(self, url: str) -> Exception: ...
+
+
+class JwksCache(DocumentCache[_Entry]):
+    """A bounded cache of remote JWKS documents, safe to share across threads and event loops.
+
+    `clock` is a monotonic clock in seconds (injectable for tests).
+    """
 
     # -- the pure part ---------------------------------------------------------------------
 
@@ -110,8 +134,9 @@ class JwksCache:
             raise KeyUnavailable("unknown_kid", "no key fits the token's kid and alg")
         return candidates
 
-    def _after_fetch(self, previous: _Entry | None, uri: str, now: float) -> _Entry:
+    def _fetch_document(self, uri: str, previous: _Entry | None) -> _Entry:
         """Fetch (blocking) and compute the new entry; never raises."""
+        now = self._clock()
         try:
             response = self._fetcher(uri, self.fetch_policy)
             keys = parse_jwks(response.body)
@@ -162,12 +187,12 @@ class JwksCache:
 
         Raises `KeyUnavailable` (`unknown_kid` or `jwks_unavailable`).
         """
-        entry = self._entries.get(uri, self._needs_fetch(kid, alg))
+        entry = self._documents.get(uri, self._needs_fetch(kid, alg))
         return self._answer(uri, entry, kid, alg, self._clock())
 
     async def aget_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
         """Async `get_keys`: a cache hit never leaves the event loop; a fetch runs in a thread."""
-        entry = await self._entries.aget(uri, self._needs_fetch(kid, alg))
+        entry = await self._documents.aget(uri, self._needs_fetch(kid, alg))
         return self._answer(uri, entry, kid, alg, self._clock())
 
 
@@ -237,6 +262,7 @@ class DiscoveryCache:
 __all__ = [
     "CachePolicy",
     "DiscoveryCache",
+    "DocumentCache",
     "Fetcher",
     "JwksCache",
 ]
