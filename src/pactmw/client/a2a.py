@@ -26,7 +26,14 @@ from attrs import field, frozen
 
 from pactmw.client.card import AgentCard, afetch_card, card_interface_url, fetch_card
 from pactmw.client.errors import ResponseInvalid
-from pactmw.client.flow import Flow, RetryPolicy, TokenSource, exchange, run_async, run_sync
+from pactmw.client.flow import (
+    AsyncDriver,
+    BlockingDriver,
+    Flow,
+    RetryPolicy,
+    TokenSource,
+    exchange,
+)
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
@@ -383,8 +390,7 @@ class A2AClient(_Interface):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(url, token, retry)
-        self.transport: Transport = transport or SyncTransport()
-        self.sleep = sleep
+        self.driver = BlockingDriver(transport or SyncTransport(), sleep)
 
     @classmethod
     def connect(cls, card_url: str, token: TokenSource, **options: Any) -> A2AClient:
@@ -396,9 +402,6 @@ class A2AClient(_Interface):
             sleep=options.get("sleep", time.sleep),
         )
         return cls.from_card(card, token, **options)
-
-    def _run(self, flow: Flow[Any]) -> Any:
-        return run_sync(flow, self.transport, self.sleep)
 
     def send(
         self,
@@ -422,7 +425,7 @@ class A2AClient(_Interface):
         `A2AErrorResponse` subclass, `IdentityRejected`, `DelegationTokenRejected`, `RateLimited`,
         `HTTPError`, `NetworkError` or `ResponseInvalid`.
         """
-        result: SendResult = self._run(
+        return self.driver.run(
             send_flow(
                 self.url,
                 self.token,
@@ -436,19 +439,18 @@ class A2AClient(_Interface):
                 extensions=extensions,
             )
         )
-        return result
 
     def get_task(self, task_id: str) -> Mapping[str, Any]:
         """GET `tasks/{id}` (PACT Providers answer `TaskNotFound`)."""
-        return dict(self._run(self._get_task(task_id)))
+        return dict(self.driver.run(self._get_task(task_id)))
 
     def cancel_task(self, task_id: str) -> Mapping[str, Any]:
         """POST `tasks/{id}:cancel`."""
-        return dict(self._run(self._cancel_task(task_id)))
+        return dict(self.driver.run(self._cancel_task(task_id)))
 
     def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
         """GET `tasks` (always empty on a PACT Provider; `InvalidParams` for a bad size)."""
-        return dict(self._run(self._list_tasks(page_size)))
+        return dict(self.driver.run(self._list_tasks(page_size)))
 
 
 class AsyncA2AClient(_Interface):
@@ -464,8 +466,7 @@ class AsyncA2AClient(_Interface):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         super().__init__(url, token, retry)
-        self.transport: AsyncTransport = transport or AsyncioTransport()
-        self.sleep = sleep
+        self.driver = AsyncDriver(transport or AsyncioTransport(), sleep)
 
     @classmethod
     async def connect(cls, card_url: str, token: TokenSource, **options: Any) -> AsyncA2AClient:
@@ -476,9 +477,6 @@ class AsyncA2AClient(_Interface):
             sleep=options.get("sleep"),
         )
         return cls.from_card(card, token, **options)
-
-    async def _run(self, flow: Flow[Any]) -> Any:
-        return await run_async(flow, self.transport, self.sleep)
 
     async def send(
         self,
@@ -492,7 +490,7 @@ class AsyncA2AClient(_Interface):
         extensions: Sequence[str] = (),
     ) -> SendResult:
         """See `A2AClient.send`."""
-        result: SendResult = await self._run(
+        return await self.driver.run(
             send_flow(
                 self.url,
                 self.token,
@@ -506,16 +504,15 @@ class AsyncA2AClient(_Interface):
                 extensions=extensions,
             )
         )
-        return result
 
     async def get_task(self, task_id: str) -> Mapping[str, Any]:
-        return dict(await self._run(self._get_task(task_id)))
+        return dict(await self.driver.run(self._get_task(task_id)))
 
     async def cancel_task(self, task_id: str) -> Mapping[str, Any]:
-        return dict(await self._run(self._cancel_task(task_id)))
+        return dict(await self.driver.run(self._cancel_task(task_id)))
 
     async def list_tasks(self, page_size: int | None = None) -> Mapping[str, Any]:
-        return dict(await self._run(self._list_tasks(page_size)))
+        return dict(await self.driver.run(self._list_tasks(page_size)))
 
 
 __all__ = [

@@ -35,13 +35,13 @@ from pactmw.client.errors import (
     ResponseInvalid,
 )
 from pactmw.client.flow import (
+    AsyncDriver,
+    BlockingDriver,
     Flow,
     RetryPolicy,
     Sleep,
     TokenSource,
     exchange,
-    run_async,
-    run_sync,
 )
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import error_for
@@ -427,11 +427,7 @@ class DeviceCodeClient(_DeviceCodeBase):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(scheme, token, client_id=client_id, retry=retry, clock=clock)
-        self.transport: Transport = transport or SyncTransport()
-        self.sleep = sleep
-
-    def _run(self, flow: Flow[Any]) -> Any:
-        return run_sync(flow, self.transport, self.sleep)
+        self.driver = BlockingDriver(transport or SyncTransport(), sleep)
 
     def start(
         self,
@@ -443,26 +439,22 @@ class DeviceCodeClient(_DeviceCodeBase):
 
         `authorization_details` (RFC 9396 entries, each with a `type` the Brand's metadata
         lists) bind the grant to resources; read back what was approved from the token."""
-        result: DeviceAuthorizationResponse = self._run(self._start(scopes, authorization_details))
-        return result
+        return self.driver.run(self._start(scopes, authorization_details))
 
     def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
         """One token request: a `TokenResponse`, `PollStatus.PENDING` or `.SLOW_DOWN`."""
-        result: PollResult = self._run(self._poll(authorization))
-        return result
+        return self.driver.run(self._poll(authorization))
 
     def wait_for_token(
         self, authorization: DeviceAuthorizationResponse, *, timeout: float | None = None
     ) -> TokenResponse:
         """Poll until the user decides: the token, `OAuthErrorResponse` (`access_denied`...), or
         `DeviceFlowTimeout` at expiry (or after `timeout` seconds)."""
-        result: TokenResponse = self._run(self._wait(authorization, timeout))
-        return result
+        return self.driver.run(self._wait(authorization, timeout))
 
     def refresh(self, refresh_token: str) -> TokenResponse:
         """A new access token (and a new refresh token: the old one is spent)."""
-        result: TokenResponse = self._run(self._refresh(refresh_token))
-        return result
+        return self.driver.run(self._refresh(refresh_token))
 
 
 class AsyncDeviceCodeClient(_DeviceCodeBase):
@@ -480,11 +472,7 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(scheme, token, client_id=client_id, retry=retry, clock=clock)
-        self.transport: AsyncTransport = transport or AsyncioTransport()
-        self.sleep = sleep
-
-    async def _run(self, flow: Flow[Any]) -> Any:
-        return await run_async(flow, self.transport, self.sleep)
+        self.driver = AsyncDriver(transport or AsyncioTransport(), sleep)
 
     async def start(
         self,
@@ -492,24 +480,18 @@ class AsyncDeviceCodeClient(_DeviceCodeBase):
         *,
         authorization_details: Sequence[Mapping[str, Any]] | None = None,
     ) -> DeviceAuthorizationResponse:
-        result: DeviceAuthorizationResponse = await self._run(
-            self._start(scopes, authorization_details)
-        )
-        return result
+        return await self.driver.run(self._start(scopes, authorization_details))
 
     async def poll(self, authorization: DeviceAuthorizationResponse | str) -> PollResult:
-        result: PollResult = await self._run(self._poll(authorization))
-        return result
+        return await self.driver.run(self._poll(authorization))
 
     async def wait_for_token(
         self, authorization: DeviceAuthorizationResponse, *, timeout: float | None = None
     ) -> TokenResponse:
-        result: TokenResponse = await self._run(self._wait(authorization, timeout))
-        return result
+        return await self.driver.run(self._wait(authorization, timeout))
 
     async def refresh(self, refresh_token: str) -> TokenResponse:
-        result: TokenResponse = await self._run(self._refresh(refresh_token))
-        return result
+        return await self.driver.run(self._refresh(refresh_token))
 
 
 __all__ = [

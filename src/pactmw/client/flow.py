@@ -99,6 +99,28 @@ def exchange(
         yield Sleep(policy.default_retry_after if delay is None else delay)
 
 
+@frozen
+class BlockingDriver:
+    """How a blocking client runs its flows: `run_sync` on `transport`, waiting with `sleep`."""
+
+    transport: Transport
+    sleep: Callable[[float], None]
+
+    def run(self, flow: Flow[T]) -> T:
+        return run_sync(flow, self.transport, self.sleep)
+
+
+@frozen
+class AsyncDriver:
+    """How an asyncio client runs its flows: `run_async` on `transport`, waiting with `sleep`."""
+
+    transport: AsyncTransport
+    sleep: Callable[[float], Awaitable[None]]
+
+    async def run(self, flow: Flow[T]) -> T:
+        return await run_async(flow, self.transport, self.sleep)
+
+
 def run_sync(flow: Flow[T], transport: Transport, sleep: Callable[[float], None]) -> T:
     """Drive a flow with blocking I/O."""
     with contextlib.closing(flow):
@@ -138,6 +160,8 @@ async def _drive_async(
 
 
 __all__ = [
+    "AsyncDriver",
+    "BlockingDriver",
     "Effect",
     "Flow",
     "RetryPolicy",

@@ -42,7 +42,7 @@ from pactmw.client._parafe_wire import (
     register_request,
 )
 from pactmw.client.errors import NetworkError, ResponseInvalid
-from pactmw.client.flow import Flow, Sleep, run_async, run_sync
+from pactmw.client.flow import AsyncDriver, BlockingDriver, Flow, Sleep
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_loopback_host
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps
@@ -272,11 +272,7 @@ class ParafeBrokerClient(_Broker):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(broker_url, credential, retry, keys, clock)
-        self.transport: Transport = transport or SyncTransport(timeout=BROKER_TIMEOUT)
-        self.sleep = sleep
-
-    def _run(self, flow: Flow[Any]) -> Any:
-        return run_sync(flow, self.transport, self.sleep)
+        self.driver = BlockingDriver(transport or SyncTransport(timeout=BROKER_TIMEOUT), sleep)
 
     def register(
         self,
@@ -290,40 +286,35 @@ class ParafeBrokerClient(_Broker):
         """Register a new agent with `key` (Ed25519, or P-256 for AP2), no API key: `POST
         /agents/register`. Raises `BrokerRefused`, `NetworkError` or `ResponseInvalid`."""
         flow = self._register(key, agent_type, name, principal_name, scope_policies)
-        result: Registration = self._run(flow)
-        return result
+        return self.driver.run(flow)
 
     def create_claim_link(self) -> ClaimLink:
         """A new claim link (it replaces the last one); `BrokerRefused` 409 `already_claimed`
         once a person has claimed the agent."""
-        result: ClaimLink = self._run(self._claim_link())
-        return result
+        return self.driver.run(self._claim_link())
 
     def claim_status(self, wait: int = 0) -> ClaimStatus:
         """Whether the agent is claimed; `wait` (0-60 s) asks the broker to hold the answer
         until the claim is approved or that time has passed."""
-        result: ClaimStatus = self._run(self._claim_status(wait))
-        return result
+        return self.driver.run(self._claim_status(wait))
 
     def wait_for_claim(self, timeout: float = CLAIM_LINK_LIFETIME, wait: int = 25) -> ClaimStatus:
         """Ask until the agent is claimed or `timeout` passes, `wait` seconds a request;
         rides out up to four transient failures in a row. The last status: check `claimed`."""
-        result: ClaimStatus = self._run(self._wait_for_claim(timeout, wait))
-        return result
+        return self.driver.run(self._wait_for_claim(timeout, wait))
 
     def renew(self) -> Renewal:
         """Renew the credential (`POST /agents/{id}/renew`), as the agent itself: the broker
         re-issues it when it no longer shows who the agent acts for, its tier changed, or it
         is near expiry; `renewed` says whether it did (and `credential` is then the new one)."""
-        result: Renewal = self._run(self._renew())
-        return result
+        return self.driver.run(self._renew())
 
     def file_receipt(self, session_id: str, receipt: str, kind: str | None = None) -> FiledReceipt:
         """File a receipt (an action receipt, or an AP2 receipt with its `kind`) in the
         session's index, as the client SHOULD file its copies; the broker's acknowledgment is
         verified with its keys (`ParafeError` when it fails). A receipt filed before returns
         its original acknowledgment (`duplicate`)."""
-        duplicate, jws = self._run(self._file(session_id, receipt, kind))
+        duplicate, jws = self.driver.run(self._file(session_id, receipt, kind))
         ack = ReceiptVerifier(self.keys, clock=self._clock).verify_index_ack(jws)
         return self._filed(ack, jws, session_id, receipt, kind, duplicate)
 
@@ -343,11 +334,7 @@ class AsyncParafeBrokerClient(_Broker):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(broker_url, credential, retry, keys, clock)
-        self.transport: AsyncTransport = transport or AsyncioTransport(timeout=BROKER_TIMEOUT)
-        self.sleep = sleep
-
-    async def _run(self, flow: Flow[Any]) -> Any:
-        return await run_async(flow, self.transport, self.sleep)
+        self.driver = AsyncDriver(transport or AsyncioTransport(timeout=BROKER_TIMEOUT), sleep)
 
     async def register(
         self,
@@ -359,31 +346,26 @@ class AsyncParafeBrokerClient(_Broker):
         scope_policies: Mapping[str, Any] | None = None,
     ) -> Registration:
         flow = self._register(key, agent_type, name, principal_name, scope_policies)
-        result: Registration = await self._run(flow)
-        return result
+        return await self.driver.run(flow)
 
     async def create_claim_link(self) -> ClaimLink:
-        result: ClaimLink = await self._run(self._claim_link())
-        return result
+        return await self.driver.run(self._claim_link())
 
     async def claim_status(self, wait: int = 0) -> ClaimStatus:
-        result: ClaimStatus = await self._run(self._claim_status(wait))
-        return result
+        return await self.driver.run(self._claim_status(wait))
 
     async def wait_for_claim(
         self, timeout: float = CLAIM_LINK_LIFETIME, wait: int = 25
     ) -> ClaimStatus:
-        result: ClaimStatus = await self._run(self._wait_for_claim(timeout, wait))
-        return result
+        return await self.driver.run(self._wait_for_claim(timeout, wait))
 
     async def renew(self) -> Renewal:
-        result: Renewal = await self._run(self._renew())
-        return result
+        return await self.driver.run(self._renew())
 
     async def file_receipt(
         self, session_id: str, receipt: str, kind: str | None = None
     ) -> FiledReceipt:
-        duplicate, jws = await self._run(self._file(session_id, receipt, kind))
+        duplicate, jws = await self.driver.run(self._file(session_id, receipt, kind))
         ack = await ReceiptVerifier(self.keys, clock=self._clock).averify_index_ack(jws)
         return self._filed(ack, jws, session_id, receipt, kind, duplicate)
 

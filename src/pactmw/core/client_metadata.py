@@ -21,14 +21,9 @@ The agent's keys then come from `JwksCache` for the verified `jwks_uri` only (GU
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,9 +32,9 @@ from attrs import field, frozen
 
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import FetchError, MalformedInput, PactmwError
-from pactmw.core.fetch import FetchPolicy, http_get, max_age
+from pactmw.core.fetch import FetchPolicy, http_get
 from pactmw.core.jwk import PublicJWK
-from pactmw.core.keys import CachePolicy, Fetcher, JwksCache
+from pactmw.core.keys import CachePolicy, DocumentCache, Fetcher, JwksCache
 
 logger = logging.getLogger("pactmw.client_metadata")
 
@@ -165,7 +160,7 @@ class _Answer:
     expires_at: float
 
 
-class ClientMetadataCache:
+class ClientMetadataCache(DocumentCache[_Answer]):
     """A bounded cache of verified client metadata, plus the agents' keys through `jwks`.
 
     Safe to share across threads and event loops; concurrent misses for one `client_id`
@@ -183,16 +178,10 @@ class ClientMetadataCache:
         clock: Callable[[], float] = time.monotonic,
         fetcher: Fetcher = http_get,
     ) -> None:
-        self.fetch_policy = fetch_policy or FetchPolicy()
-        self.cache_policy = cache_policy or CachePolicy()
+        super().__init__(fetch_policy, cache_policy, clock=clock, fetcher=fetcher)
         self.jwks = jwks or JwksCache(self.fetch_policy, self.cache_policy, clock=clock)
-        self._clock = clock
-        self._fetcher = fetcher
-        self._lock = threading.Lock()
-        self._answers: OrderedDict[str, _Answer] = OrderedDict()
-        self._inflight: dict[str, Future[_Answer]] = {}
 
-    def _fetch(self, client_id: str) -> _Answer:
+    def _fetch_document(self, client_id: str, previous: _Answer | None) -> _Answer:
         """Fetch and check (blocking); never raises: a failure is an answer too."""
         now = self._clock()
         try:
@@ -212,46 +201,23 @@ class ClientMetadataCache:
                 str(exc),
             )
             return _Answer(None, exc, now + self.failure_ttl)
-        policy = self.cache_policy
-        ttl = max_age(response.headers)
-        ttl = policy.default_ttl if ttl is None else min(max(ttl, policy.min_ttl), policy.max_ttl)
-        return _Answer(metadata, None, now + ttl)
+        return _Answer(metadata, None, now + self.cache_policy.ttl(response.headers))
 
-    def _begin(self, client_id: str) -> tuple[_Answer | None, Future[_Answer] | None, bool]:
-        with self._lock:
-            answer = self._answers.get(client_id)
-            if answer is not None and self._clock() < answer.expires_at:
-                self._answers.move_to_end(client_id)
-                return answer, None, False
-            future = self._inflight.get(client_id)
-            if future is not None:
-                return None, future, False
-            future = Future()
-            self._inflight[client_id] = future
-            return None, future, True
+    def _crashed(self, client_id: str, previous: _Answer | None, exc: BaseException) -> _Answer:
+        """What a fetch that raised leaves: an `unfetchable` answer, kept `failure_ttl`."""
+        error = ClientMetadataError("unfetchable", f"unexpected {type(exc).__name__}")
+        return _Answer(None, error, self._clock() + self.failure_ttl)
 
-    def _lead(self, client_id: str, future: Future[_Answer]) -> None:
-        """Fetch for every waiter and publish the answer, whatever happens."""
-        try:
-            answer = self._fetch(client_id)
-        except BaseException as exc:  # pragma: no cover - _fetch catches what it expects
-            error = ClientMetadataError("unfetchable", f"unexpected {type(exc).__name__}")
-            answer = _Answer(None, error, self._clock() + self.failure_ttl)
-            self._finish(client_id, future, answer)
-            raise
-        self._finish(client_id, future, answer)
-
-    def _finish(self, client_id: str, future: Future[_Answer], answer: _Answer) -> None:
-        with self._lock:
-            self._answers[client_id] = answer
-            self._answers.move_to_end(client_id)
-            while len(self._answers) > self.cache_policy.max_uris:
-                self._answers.popitem(last=False)
-            del self._inflight[client_id]
-        future.set_result(answer)
+    def _stale(self, answer: _Answer | None) -> bool:
+        return answer is None or self._clock() >= answer.expires_at
 
     @staticmethod
-    def _result(answer: _Answer) -> ClientMetadata:
+    def _timed_out(client_id: str) -> ClientMetadataError:
+        return ClientMetadataError("unfetchable", f"fetching {client_id} timed out")
+
+    @staticmethod
+    def _result(answer: _Answer | None) -> ClientMetadata:
+        assert answer is not None  # `_stale(None)`: a missing answer is always fetched
         if answer.metadata is None:
             assert answer.error is not None
             raise ClientMetadataError(answer.error.code, str(answer.error))
@@ -261,39 +227,16 @@ class ClientMetadataCache:
         """The metadata last verified for `client_id`, even past its cache time, or None;
         never fetches. For display only (a consent page naming the agent that just asked):
         anything that trusts the document calls `get`."""
-        with self._lock:
-            answer = self._answers.get(client_id)
+        answer = self._documents.peek(client_id)
         return None if answer is None else answer.metadata
 
     def get(self, client_id: str) -> ClientMetadata:
         """The verified metadata of `client_id` (blocking on a miss); `ClientMetadataError`."""
-        answer, future, leader = self._begin(client_id)
-        if future is not None:
-            if leader:
-                self._lead(client_id, future)
-            try:
-                answer = future.result(timeout=self.fetch_policy.timeout * 2)
-            except concurrent.futures.TimeoutError as exc:  # not builtin on Python 3.10
-                raise ClientMetadataError("unfetchable", f"fetching {client_id} timed out") from exc
-        assert answer is not None
-        return self._result(answer)
+        return self._result(self._documents.get(client_id, self._stale))
 
     async def aget(self, client_id: str) -> ClientMetadata:
         """Async `get`: a hit never leaves the event loop; a fetch runs in a worker thread."""
-        answer, future, leader = self._begin(client_id)
-        if future is not None:
-            if leader:
-                asyncio.get_running_loop().run_in_executor(None, self._lead, client_id, future)
-            try:
-                # shield: a caller's timeout or cancellation must not cancel the shared fetch.
-                answer = await asyncio.wait_for(
-                    asyncio.shield(asyncio.wrap_future(future)),
-                    timeout=self.fetch_policy.timeout * 2,
-                )
-            except asyncio.TimeoutError as exc:
-                raise ClientMetadataError("unfetchable", f"fetching {client_id} timed out") from exc
-        assert answer is not None
-        return self._result(answer)
+        return self._result(await self._documents.aget(client_id, self._stale))
 
     def get_keys(
         self, client_id: str, kid: str | None, alg: str

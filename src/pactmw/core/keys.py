@@ -10,16 +10,17 @@ fetch, and no lock is held while fetching.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 from attrs import frozen
 
+from pactmw.core._shared_fetch import FetchRules, SharedFetches
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import FetchError, KeyUnavailable, MalformedInput
 from pactmw.core.fetch import FetchPolicy, FetchResponse, http_get, max_age
@@ -28,6 +29,7 @@ from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
 logger = logging.getLogger("pactmw.keys")
 
 Fetcher = Callable[[str, FetchPolicy], FetchResponse]
+_Document = TypeVar("_Document")
 
 
 @frozen
@@ -41,6 +43,12 @@ class CachePolicy:
     stale_if_error: float = 24 * 3600.0
     max_uris: int = 1000
 
+    def ttl(self, headers: Mapping[str, str]) -> float:
+        """How long to keep an answer with these headers: its `Cache-Control` max-age within
+        [`min_ttl`, `max_ttl`], or `default_ttl` when it gives none."""
+        ttl = max_age(headers)
+        return self.default_ttl if ttl is None else min(max(ttl, self.min_ttl), self.max_ttl)
+
 
 @frozen
 class _Entry:
@@ -50,10 +58,15 @@ class _Entry:
     attempted_at: float  # last fetch attempt, successful or not
 
 
-class JwksCache:
-    """A bounded cache of remote JWKS documents, safe to share across threads and event loops.
+class DocumentCache(ABC, Generic[_Document]):
+    """What `JwksCache` and `ClientMetadataCache` share: documents fetched with
+    `fetch_policy` (by `fetcher`) and kept within `cache_policy`, where concurrent misses for
+    one URL share one fetch. Safe to share across threads and event loops; `clock` is
+    monotonic seconds (injectable for tests).
 
-    `clock` is a monotonic clock in seconds (injectable for tests).
+    A subclass says what one fetch yields (`_fetch_document`, which never raises: a failure
+    is a document too), what a fetch that raised anyway leaves (`_crashed`), and what a
+    waiter that gave up raises (`_timed_out`).
     """
 
     def __init__(
@@ -68,9 +81,29 @@ class JwksCache:
         self.cache_policy = cache_policy or CachePolicy()
         self._clock = clock
         self._fetcher = fetcher
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._inflight: dict[str, Future[_Entry]] = {}
+        rules = FetchRules(
+            fetch=self._fetch_document,
+            crashed=self._crashed,
+            timeout=self.fetch_policy.timeout * 2,
+            timed_out=self._timed_out,
+        )
+        self._documents: SharedFetches[_Document] = SharedFetches(rules, self.cache_policy.max_uris)
+
+    @abstractmethod
+    def _fetch_document(self, url: str, previous: _Document | None) -> _Document: ...
+
+    @abstractmethod
+    def _crashed(self, url: str, previous: _Document | None, exc: BaseException) -> _Document: ...
+
+    @abstractmethod
+    def _timed_out(self, url: str) -> Exception: ...
+
+
+class JwksCache(DocumentCache[_Entry]):
+    """A bounded cache of remote JWKS documents, safe to share across threads and event loops.
+
+    `clock` is a monotonic clock in seconds (injectable for tests).
+    """
 
     # -- the pure part ---------------------------------------------------------------------
 
@@ -101,8 +134,9 @@ class JwksCache:
             raise KeyUnavailable("unknown_kid", "no key fits the token's kid and alg")
         return candidates
 
-    def _after_fetch(self, previous: _Entry | None, uri: str, now: float) -> _Entry:
+    def _fetch_document(self, uri: str, previous: _Entry | None) -> _Entry:
         """Fetch (blocking) and compute the new entry; never raises."""
+        now = self._clock()
         try:
             response = self._fetcher(uri, self.fetch_policy)
             keys = parse_jwks(response.body)
@@ -132,52 +166,19 @@ class JwksCache:
                 expires_at=previous.expires_at,
                 attempted_at=now,
             )
-        policy = self.cache_policy
-        ttl = max_age(response.headers)
-        ttl = policy.default_ttl if ttl is None else min(max(ttl, policy.min_ttl), policy.max_ttl)
+        ttl = self.cache_policy.ttl(response.headers)
         return _Entry(keys=keys, fetched_at=now, expires_at=now + ttl, attempted_at=now)
 
-    # -- bookkeeping under the lock (no I/O) -------------------------------------------------
+    def _crashed(self, uri: str, previous: _Entry | None, exc: BaseException) -> _Entry:
+        """What a fetch that raised leaves: the entry before it, or one with no keys."""
+        now = self._clock()
+        return previous or _Entry(keys=None, fetched_at=now, expires_at=now, attempted_at=now)
 
-    def _begin(
-        self, uri: str, kid: str | None, alg: str
-    ) -> tuple[_Entry | None, Future[_Entry] | None, bool]:
-        """Return (entry, future to wait on or to complete, whether this caller leads the fetch)."""
-        with self._lock:
-            entry = self._entries.get(uri)
-            if entry is not None:
-                self._entries.move_to_end(uri)
-            if not self._decide(entry, kid, alg, self._clock()):
-                return entry, None, False
-            future = self._inflight.get(uri)
-            if future is not None:
-                return entry, future, False
-            future = Future()
-            self._inflight[uri] = future
-            return entry, future, True
+    def _timed_out(self, uri: str) -> KeyUnavailable:
+        return KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out")
 
-    def _fetch_and_finish(self, uri: str, future: Future[_Entry], previous: _Entry | None) -> None:
-        """Fetch (blocking), store the result and wake every waiter."""
-        try:
-            new = self._after_fetch(previous, uri, self._clock())
-        except BaseException:  # pragma: no cover - _after_fetch catches every Exception
-            # Whatever happened (KeyboardInterrupt, a bug), the fetch must finish: waiters
-            # must not wait on a future nobody will complete.
-            now = self._clock()
-            new = previous or _Entry(keys=None, fetched_at=now, expires_at=now, attempted_at=now)
-            self._complete(uri, future, new)
-            raise
-        self._complete(uri, future, new)
-
-    def _complete(self, uri: str, future: Future[_Entry], new: _Entry) -> None:
-        with self._lock:
-            self._entries[uri] = new
-            self._entries.move_to_end(uri)
-            while len(self._entries) > self.cache_policy.max_uris:
-                self._entries.popitem(last=False)
-            del self._inflight[uri]
-        if not future.done():
-            future.set_result(new)
+    def _needs_fetch(self, kid: str | None, alg: str) -> Callable[[_Entry | None], bool]:
+        return lambda entry: self._decide(entry, kid, alg, self._clock())
 
     # -- the two drivers -------------------------------------------------------------------
 
@@ -186,35 +187,12 @@ class JwksCache:
 
         Raises `KeyUnavailable` (`unknown_kid` or `jwks_unavailable`).
         """
-        entry, future, leader = self._begin(uri, kid, alg)
-        if future is not None:
-            if leader:
-                self._fetch_and_finish(uri, future, entry)
-            try:
-                entry = future.result(timeout=self.fetch_policy.timeout * 2)
-            except concurrent.futures.TimeoutError as exc:  # not builtin on Python 3.10
-                raise KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out") from exc
+        entry = self._documents.get(uri, self._needs_fetch(kid, alg))
         return self._answer(uri, entry, kid, alg, self._clock())
 
     async def aget_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
-        """Async `get_keys`: a cache hit never leaves the event loop; a fetch runs in a thread.
-
-        The fetch completes the shared future from its thread, so a cancelled caller cannot
-        leave other waiters hanging.
-        """
-        entry, future, leader = self._begin(uri, kid, alg)
-        if future is not None:
-            if leader:
-                loop = asyncio.get_running_loop()
-                loop.run_in_executor(None, self._fetch_and_finish, uri, future, entry)
-            try:
-                entry = await asyncio.wait_for(
-                    # shield: a caller's timeout or cancellation must not cancel the shared fetch.
-                    asyncio.shield(asyncio.wrap_future(future)),
-                    timeout=self.fetch_policy.timeout * 2,
-                )
-            except asyncio.TimeoutError as exc:
-                raise KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out") from exc
+        """Async `get_keys`: a cache hit never leaves the event loop; a fetch runs in a thread."""
+        entry = await self._documents.aget(uri, self._needs_fetch(kid, alg))
         return self._answer(uri, entry, kid, alg, self._clock())
 
 
@@ -284,6 +262,7 @@ class DiscoveryCache:
 __all__ = [
     "CachePolicy",
     "DiscoveryCache",
+    "DocumentCache",
     "Fetcher",
     "JwksCache",
 ]

@@ -19,6 +19,7 @@ from pactmw.protocols.parafe._flows import (
     run,
 )
 from pactmw.protocols.parafe._identity import IdentityCredential
+from pactmw.protocols.parafe._receipts import BrokerExpectations
 
 
 def _flow(
@@ -35,12 +36,8 @@ def _flow(
     if clock_tolerance < 0:
         raise ValueError("clock_tolerance must not be negative")
     make = credential_jwt_flow if jwt else identity_credential_flow
-    return make(
-        credential,
-        now=time.time() if now is None else now,
-        tolerance=clock_tolerance,
-        expected_issuer=expected_issuer,
-    )
+    when = time.time() if now is None else now
+    return make(credential, BrokerExpectations(when, clock_tolerance, expected_issuer))
 
 
 def verify_identity_credential(

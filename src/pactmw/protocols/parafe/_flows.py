@@ -4,7 +4,8 @@ first-use memory, broker calls), the flows themselves, and their two drivers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from attrs import evolve, field, frozen
@@ -12,6 +13,7 @@ from attrs import evolve, field, frozen
 from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import FetchError, KeyUnavailable
 from pactmw.core.jose import HeaderCache
+from pactmw.core.jwk import PublicJWK
 from pactmw.core.replay import ReplayMemory
 from pactmw.protocols.parafe import _errors as err
 from pactmw.protocols.parafe._broker import KeySource, replay_key
@@ -51,6 +53,7 @@ from pactmw.protocols.parafe._receipts import (
     KEY_NOT_FOUND,
     MALFORMED,
     ActionReceipt,
+    BrokerExpectations,
     IndexAck,
     SessionReceipt,
     broker_jws_header,
@@ -314,26 +317,34 @@ def consent_flow(
     )
 
 
-def index_ack_flow(ack: str, *, now: float, expected_issuer: str | None = None) -> Flow[IndexAck]:
+def _broker_keys(
+    kid: str | None, alg: str, refused: Callable[[KeyUnavailable], ParafeError]
+) -> Flow[Sequence[PublicJWK]]:
+    """The broker keys for a JWS naming `kid`/`alg`; `refused` says what a key lookup that
+    failed means for the artifact at hand."""
+    try:
+        candidates: Sequence[PublicJWK] = yield NeedBrokerKeys(kid, alg)
+    except KeyUnavailable as exc:
+        raise refused(exc) from exc
+    return candidates
+
+
+def _no_key_for(subject: str) -> Callable[[KeyUnavailable], ParafeError]:
+    """KEY_NOT_FOUND whatever the lookup's failure, as @getparafe/verify reports it for
+    acknowledgments and session receipts."""
+    return lambda exc: err.receipt_error(KEY_NOT_FOUND, f"No broker key for this {subject}: {exc}")
+
+
+def index_ack_flow(ack: str, expect: BrokerExpectations) -> Flow[IndexAck]:
     kid, alg = broker_jws_header(ack)
-    try:
-        candidates = yield NeedBrokerKeys(kid, alg)
-    except KeyUnavailable as exc:
-        raise err.receipt_error(
-            KEY_NOT_FOUND, f"No broker key for this acknowledgment: {exc}"
-        ) from exc
-    return check_index_ack(ack, candidates, now=now, expected_issuer=expected_issuer)
+    candidates = yield from _broker_keys(kid, alg, _no_key_for("acknowledgment"))
+    return check_index_ack(ack, candidates, expect)
 
 
-def session_receipt_flow(
-    receipt: str, *, now: float, expected_issuer: str | None = None
-) -> Flow[SessionReceipt]:
+def session_receipt_flow(receipt: str, expect: BrokerExpectations) -> Flow[SessionReceipt]:
     kid, alg = broker_jws_header(receipt)
-    try:
-        candidates = yield NeedBrokerKeys(kid, alg)
-    except KeyUnavailable as exc:
-        raise err.receipt_error(KEY_NOT_FOUND, f"No broker key for this receipt: {exc}") from exc
-    return check_session_receipt(receipt, candidates, now=now, expected_issuer=expected_issuer)
+    candidates = yield from _broker_keys(kid, alg, _no_key_for("receipt"))
+    return check_session_receipt(receipt, candidates, expect)
 
 
 def action_receipt_flow(
@@ -379,7 +390,7 @@ def action_receipt_flow(
         raise err.receipt_error(
             ISSUER_REVOKED, f"The agent that signed this receipt was revoked at {revoked_at}"
         )
-    ack = yield from index_ack_flow(acknowledgment, now=now)
+    ack = yield from index_ack_flow(acknowledgment, BrokerExpectations(now))
     if (
         ack.receipt_hash != receipt_hash(receipt)
         or ack.receipt_iss != iss
@@ -398,39 +409,22 @@ def action_receipt_flow(
 
 
 def identity_credential_flow(
-    credential: str, *, now: float, tolerance: int = 0, expected_issuer: str | None = None
+    credential: str, expect: BrokerExpectations
 ) -> Flow[IdentityCredential]:
     """An SD-JWT VC identity credential (@getparafe/verify `verifyIdentityCredential`)."""
     issuer_jwt, kid, disclosures = sd_jwt_header(credential)
-    try:
-        candidates = yield NeedBrokerKeys(kid, "ES256")
-    except KeyUnavailable as exc:
-        raise key_error(exc, "identity credential") from exc
-    return check_identity_credential(
-        issuer_jwt,
-        kid,
-        disclosures,
-        candidates,
-        now=now,
-        tolerance=tolerance,
-        expected_issuer=expected_issuer,
-    )
+    refused = partial(key_error, subject="identity credential")
+    candidates = yield from _broker_keys(kid, "ES256", refused)
+    return check_identity_credential(issuer_jwt, kid, disclosures, candidates, expect)
 
 
-def credential_jwt_flow(
-    token: str, *, now: float, tolerance: int = 0, expected_issuer: str | None = None
-) -> Flow[IdentityCredential]:
+def credential_jwt_flow(token: str, expect: BrokerExpectations) -> Flow[IdentityCredential]:
     """A credential JWT (@getparafe/verify `verifyCredentialJWT`)."""
     if not isinstance(token, str):
         raise err.receipt_error(MALFORMED, "Not a compact JWS")
     kid, alg = broker_jws_header(token)
-    try:
-        candidates = yield NeedBrokerKeys(kid, alg)
-    except KeyUnavailable as exc:
-        raise key_error(exc, "credential") from exc
-    return check_credential_jwt(
-        token, kid, candidates, now=now, tolerance=tolerance, expected_issuer=expected_issuer
-    )
+    candidates = yield from _broker_keys(kid, alg, partial(key_error, subject="credential"))
+    return check_credential_jwt(token, kid, candidates, expect)
 
 
 def _revoked_document(exc: DidUnavailable) -> DidDocument:

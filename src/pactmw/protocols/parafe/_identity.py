@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from pactmw.core.encoding import b64url_decode, json_loads
 from pactmw.core.errors import KeyUnavailable, MalformedInput
@@ -38,6 +38,7 @@ from pactmw.protocols.parafe._receipts import (
     KEY_FETCH_FAILED,
     KEY_NOT_FOUND,
     MALFORMED,
+    BrokerExpectations,
     broker_jws_header,
     check_broker_jws,
 )
@@ -181,44 +182,24 @@ def check_identity_credential(
     kid: str,
     disclosures: list[str],
     candidates: Any,
-    *,
-    now: float,
-    tolerance: int = 0,
-    expected_issuer: str | None = None,
+    expect: BrokerExpectations,
 ) -> IdentityCredential:
     """The checks after the key lookup: signature, typ, issuer, time, then the payload."""
     claims = check_broker_jws(
-        issuer_jwt,
-        candidates,
-        typ=SD_JWT_TYP,
-        subject="identity credential",
-        now=now,
-        tolerance=tolerance,
-        expected_issuer=expected_issuer,
+        issuer_jwt, candidates, expect, typ=SD_JWT_TYP, subject="identity credential"
     )
     merged, names = check_identity_payload(claims, disclosures)
     return IdentityCredential(claims=MappingProxyType(merged), disclosed=names, key_id=kid)
 
 
 def check_credential_jwt(
-    token: str,
-    kid: str,
-    candidates: Any,
-    *,
-    now: float,
-    tolerance: int = 0,
-    expected_issuer: str | None = None,
+    token: str, kid: str, candidates: Any, expect: BrokerExpectations
 ) -> IdentityCredential:
-    """A credential JWT after the key lookup: signature, issuer, time, then its shape."""
-    claims = check_broker_jws(
-        token,
-        candidates,
-        typ=None,
-        subject="credential",
-        now=now,
-        tolerance=tolerance,
-        expected_issuer=CREDENTIAL_JWT_ISSUER if expected_issuer is None else expected_issuer,
-    )
+    """A credential JWT after the key lookup: signature, issuer (`parafe-trust-broker` unless
+    `expect` names another), time, then its shape."""
+    if expect.expected_issuer is None:
+        expect = evolve(expect, expected_issuer=CREDENTIAL_JWT_ISSUER)
+    claims = check_broker_jws(token, candidates, expect, typ=None, subject="credential")
     token_type = claims.get("token_type")
     if isinstance(token_type, str) and token_type == "consent":  # noqa: S105 - a claim value
         raise _fail(WRONG_ARTIFACT_TYPE, "Expected a credential, got a consent token")

@@ -262,15 +262,23 @@ def broker_jws_header(jws_text: str) -> tuple[str, str]:
     return kid, jws.alg
 
 
+@frozen
+class BrokerExpectations:
+    """What a broker-signed JWS is held to besides its key: the time `now` (epoch seconds)
+    with `tolerance` seconds of clock skew, and its `iss` when `expected_issuer` is given."""
+
+    now: float
+    tolerance: int = 0
+    expected_issuer: str | None = None
+
+
 def check_broker_jws(
     jws_text: str,
     candidates: Sequence[PublicJWK],
+    expect: BrokerExpectations,
     *,
     typ: str | None,
     subject: str,
-    now: float,
-    tolerance: int,
-    expected_issuer: str | None,
 ) -> dict[str, Any]:
     """A broker JWS verified with the one candidate key, then its typ (unless None), issuer
     (when expected) and times, in jose's order."""
@@ -278,31 +286,21 @@ def check_broker_jws(
     jws, claims = _verify_jws(jws_text, key, "ES256")
     if typ is not None and not typ_matches(jws.header, typ):
         raise _fail(MALFORMED, f"typ must be {typ}")
-    if expected_issuer is not None and not strict_equal(claims.get("iss"), expected_issuer):
-        raise _fail(ISSUER_MISMATCH, f"The {subject} is not from {expected_issuer}")
-    outcome = time_check(claims, now=whole_seconds(now), tolerance=tolerance)
+    issuer = expect.expected_issuer
+    if issuer is not None and not strict_equal(claims.get("iss"), issuer):
+        raise _fail(ISSUER_MISMATCH, f"The {subject} is not from {issuer}")
+    outcome = time_check(claims, now=whole_seconds(expect.now), tolerance=expect.tolerance)
     if outcome != TIME_OK:
         raise _time_failure(outcome, subject)
     return claims
 
 
 def check_index_ack(
-    jws_text: str,
-    candidates: Sequence[PublicJWK],
-    *,
-    now: float,
-    tolerance: int = 0,
-    expected_issuer: str | None = None,
+    jws_text: str, candidates: Sequence[PublicJWK], expect: BrokerExpectations
 ) -> IndexAck:
     """An index acknowledgment (§7.4): broker ES256, `ver` 1, and `entry_hash` recomputes."""
     claims = check_broker_jws(
-        jws_text,
-        candidates,
-        typ=INDEX_ACK_TYP,
-        subject="acknowledgment",
-        now=now,
-        tolerance=tolerance,
-        expected_issuer=expected_issuer,
+        jws_text, candidates, expect, typ=INDEX_ACK_TYP, subject="acknowledgment"
     )
     if not strict_equal(claims.get("ver"), 1):
         raise _fail(MALFORMED, "Not a v1 index acknowledgment (ver)")
@@ -339,23 +337,12 @@ def check_index_ack(
 
 
 def check_session_receipt(
-    jws_text: str,
-    candidates: Sequence[PublicJWK],
-    *,
-    now: float,
-    tolerance: int = 0,
-    expected_issuer: str | None = None,
+    jws_text: str, candidates: Sequence[PublicJWK], expect: BrokerExpectations
 ) -> SessionReceipt:
     """A session receipt v2: broker ES256, typ `parafe-session-receipt+jwt`, `ver` 2, and the
     members every receipt has."""
     claims = check_broker_jws(
-        jws_text,
-        candidates,
-        typ=SESSION_RECEIPT_TYP,
-        subject="session receipt",
-        now=now,
-        tolerance=tolerance,
-        expected_issuer=expected_issuer,
+        jws_text, candidates, expect, typ=SESSION_RECEIPT_TYP, subject="session receipt"
     )
     if not strict_equal(claims.get("ver"), 2):
         raise _fail(MALFORMED, "Not a v2 session receipt (ver)")
@@ -419,6 +406,7 @@ __all__ = [
     "KEY_NOT_FOUND",
     "MALFORMED",
     "ActionReceipt",
+    "BrokerExpectations",
     "IndexAck",
     "SessionReceipt",
     "broker_jws_header",

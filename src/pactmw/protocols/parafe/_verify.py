@@ -38,6 +38,7 @@ from pactmw.protocols.parafe._online import (
 )
 from pactmw.protocols.parafe._receipts import (
     ActionReceipt,
+    BrokerExpectations,
     IndexAck,
     SessionReceipt,
 )
@@ -268,25 +269,26 @@ class ReceiptVerifier:
         )
         return await arun(flow, self.keys)
 
+    def _broker_expectations(self, expected_issuer: str | None) -> BrokerExpectations:
+        return BrokerExpectations(self._clock(), expected_issuer=expected_issuer)
+
     def verify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
-        return run(
-            index_ack_flow(ack, now=self._clock(), expected_issuer=expected_issuer), self.keys
-        )
+        return run(index_ack_flow(ack, self._broker_expectations(expected_issuer)), self.keys)
 
     async def averify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
-        flow = index_ack_flow(ack, now=self._clock(), expected_issuer=expected_issuer)
+        flow = index_ack_flow(ack, self._broker_expectations(expected_issuer))
         return await arun(flow, self.keys)
 
     def verify_session_receipt(
         self, receipt: str, *, expected_issuer: str | None = None
     ) -> SessionReceipt:
-        flow = session_receipt_flow(receipt, now=self._clock(), expected_issuer=expected_issuer)
+        flow = session_receipt_flow(receipt, self._broker_expectations(expected_issuer))
         return run(flow, self.keys)
 
     async def averify_session_receipt(
         self, receipt: str, *, expected_issuer: str | None = None
     ) -> SessionReceipt:
-        flow = session_receipt_flow(receipt, now=self._clock(), expected_issuer=expected_issuer)
+        flow = session_receipt_flow(receipt, self._broker_expectations(expected_issuer))
         return await arun(flow, self.keys)
 
 
