@@ -51,7 +51,8 @@ from pactmw.protocols.poppy import (
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._responses import NO_STORE, json_response
-from pactmw.provider.flow import Flow, NeedBody, SubFlow, store
+from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.poppy._bounds import bounded_body
 from pactmw.provider.poppy._conversation_records import (
     CONVERSATION_PREFIX,
     Receipt,
@@ -169,7 +170,7 @@ class PoppyConversations:
             raise PoppyError(400, "invalid_request", "wait must be whole seconds")
         receipt: Receipt
         if operation == "create":
-            body = yield from self._body()
+            body = yield from bounded_body(BODY_LIMIT, "the body")
             message, parent = parse_conversation_start(body)
             if parent is not None:
                 raise PoppyError(400, "invalid_request", "Direct Conversations are not supported")
@@ -180,7 +181,7 @@ class PoppyConversations:
             if operation == "events":
                 return (yield from self._page(conversation.context_id, conversation.closed, cursor))
             if operation == "send":
-                body = yield from self._body()
+                body = yield from bounded_body(BODY_LIMIT, "the body")
                 message = parse_message_post(body)
                 receipt = yield from self._turns.send(agent, conversation, message, issuer)
             else:
@@ -196,12 +197,6 @@ class PoppyConversations:
         return receipt.response()
 
     # -- steps ---------------------------------------------------------------------------
-
-    def _body(self) -> SubFlow:
-        body = yield NeedBody(BODY_LIMIT)
-        if body is None:
-            raise PoppyError(413, "request_too_large", "the body is too large")
-        return body
 
     def _owned(self, agent: PoppyCaller, conversation_id: str) -> SubFlow:
         """The conversation, if this Session's owner may use it; unknown and another

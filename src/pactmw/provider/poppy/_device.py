@@ -19,6 +19,7 @@ from pactmw.provider.delegated._codes import (
 from pactmw.provider.delegated._device import new_device_authorization
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, store
+from pactmw.provider.poppy._bounds import rate_limited
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._client_auth import authenticate_client, read_form
 from pactmw.provider.poppy._companies import DeviceSignIn
@@ -27,7 +28,7 @@ from pactmw.provider.poppy._credentials import (
     new_account_token,
     token_hash,
 )
-from pactmw.provider.poppy._grant_steps import GrantSteps, is_agents, rate_limited
+from pactmw.provider.poppy._grant_steps import GrantSteps, is_agents
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store.base import DeviceAuthorization, Grant, Poll
 

@@ -59,7 +59,8 @@ from pactmw.protocols.poppy import (
     parse_id,
 )
 from pactmw.provider.delegated._responses import NO_STORE, json_response
-from pactmw.provider.flow import Flow, NeedBody, NeedKeys, NeedStore, SubFlow, store
+from pactmw.provider.flow import Flow, NeedKeys, NeedStore, SubFlow, store
+from pactmw.provider.poppy._bounds import bounded_body
 from pactmw.provider.poppy._operation_values import (
     Executor,
     OperationFailed,
@@ -381,10 +382,7 @@ class PoppyOperations:
         (the checked Session, a `PoppyCaller`)."""
         body = b""
         if request_kind != "read":
-            read = yield NeedBody(BODY_LIMIT)
-            if read is None:
-                raise PoppyError(413, "request_too_large", "the body is too large")
-            body = read
+            body = yield from bounded_body(BODY_LIMIT, "the body")
         found = yield from self._owned(operation_id, caller)
         if request_kind == "read":
             return self._answer(found, self._clock())
