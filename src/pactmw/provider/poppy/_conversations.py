@@ -64,6 +64,7 @@ from pactmw.provider.poppy._conversation_records import (
 )
 from pactmw.provider.poppy._conversation_turns import ConversationTurns
 from pactmw.provider.poppy._operations import PoppyOperations
+from pactmw.provider.poppy._resource_routes import resource_route
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.store.base import Claim, Conversation, NotFound, Store
 
@@ -79,6 +80,12 @@ OWNER_PREFIX = "poppy "
 _CURSOR = re.compile(r"cur_(0|[1-9][0-9]{0,8})")
 
 ConversationOperation = Literal["create", "send", "events", "close"]
+#: The operations on one conversation, by (action below `E/{id}`, method).
+_ACTIONS: dict[tuple[str, str], ConversationOperation] = {
+    ("messages", "POST"): "send",
+    ("events", "GET"): "events",
+    ("close", "POST"): "close",
+}
 
 __all__ = [
     "BODY_LIMIT",
@@ -114,16 +121,7 @@ def conversation_route(method: str, rest: str) -> tuple[ConversationOperation, s
     the endpoint itself) and its conversation id; None for anything else."""
     if rest == "":
         return ("create", None) if method == "POST" else None
-    conversation_id, _, action = rest.lstrip("/").partition("/")
-    if not conversation_id or "/" in action:
-        return None
-    if action == "messages" and method == "POST":
-        return "send", conversation_id
-    if action == "events" and method == "GET":
-        return "events", conversation_id
-    if action == "close" and method == "POST":
-        return "close", conversation_id
-    return None
+    return resource_route(method, rest, _ACTIONS)
 
 
 class PoppyConversations:
