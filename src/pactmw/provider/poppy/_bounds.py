@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.flow import NeedBody, SubFlow
+from pactmw.provider.ratelimit import RateLimiter
 
 
 def bounded_body(limit: int, what: str) -> SubFlow:
@@ -16,14 +17,19 @@ def bounded_body(limit: int, what: str) -> SubFlow:
     return body
 
 
-def rate_limited(wait: int, what: str) -> PoppyError:
-    """`429 rate_limited` with `Retry-After` (PAP-4.3-18): too many `what`."""
-    return PoppyError(
-        429, "rate_limited", f"too many {what}", headers=(("Retry-After", str(wait)),)
-    )
+def within_rate(
+    limiter: RateLimiter, client_id: str, user_id: str, now: float, what: str
+) -> SubFlow:
+    """Count one request of the agent's user (`user_id` "" for the agent as a whole) against
+    `limiter`; over it, `429 rate_limited` with `Retry-After` (PAP-4.3-18): too many `what`."""
+    wait = yield from limiter.admit(client_id, user_id, now)
+    if wait is not None:
+        raise PoppyError(
+            429, "rate_limited", f"too many {what}", headers=(("Retry-After", str(wait)),)
+        )
 
 
 __all__ = [
     "bounded_body",
-    "rate_limited",
+    "within_rate",
 ]

@@ -28,7 +28,7 @@ from pactmw.protocols.poppy import parse_feedback
 from pactmw.provider.delegated._audit import Audit, AuditEvent
 from pactmw.provider.delegated._responses import NO_STORE
 from pactmw.provider.flow import Flow
-from pactmw.provider.poppy._bounds import bounded_body, rate_limited
+from pactmw.provider.poppy._bounds import bounded_body, within_rate
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
 
@@ -70,9 +70,8 @@ class PoppyFeedback:
         no scope): `202`, or `400 invalid_request`, `413 request_too_large`, `429`."""
         body = yield from bounded_body(FEEDBACK_BODY_LIMIT, "the report")
         report = parse_feedback(body)
-        wait = yield from self._limiter.admit(caller.client_id, caller.user_id, self._clock())
-        if wait is not None:
-            raise rate_limited(wait, "reports")
+        now = self._clock()
+        yield from within_rate(self._limiter, caller.client_id, caller.user_id, now, "reports")
         feedback_logger.info(
             "feedback brand=%s client_id=%r kind=%r task=%r description=%r",
             caller.brand_id,

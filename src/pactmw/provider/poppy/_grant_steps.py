@@ -14,7 +14,7 @@ from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, dpop_refusal
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, SubFlow, store
-from pactmw.provider.poppy._bounds import rate_limited
+from pactmw.provider.poppy._bounds import within_rate
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._credentials import new_session_token, token_hash
 from pactmw.provider.ratelimit import RateLimiter
@@ -74,9 +74,7 @@ class GrantSteps:
 
     def admit(self, client_id: str, user_id: str) -> SubFlow:
         """`429 rate_limited` when the agent's user is over the token endpoint's limit."""
-        wait = yield from self.limiter.admit(client_id, user_id, self.clock())
-        if wait is not None:
-            raise rate_limited(wait, "token requests")
+        yield from within_rate(self.limiter, client_id, user_id, self.clock(), "token requests")
 
     def spend(self, proof: DpopProof) -> SubFlow:
         """Mark the proof's `jti` used, in the store (PAP-4.3-06): last of the checks."""
