@@ -24,6 +24,7 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.identity import RegisteredAgent
 from pactmw.provider import Brand, Reply, Turn
 from pactmw.provider.poppy import PoppyConfig
+from pactmw.provider.poppy._conversations import conversation_route
 from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.poppy.test_account_tokens import scenario as account_scenario
 from tests.provider import BodyReader, message_body
@@ -384,3 +385,22 @@ def test_a_post_with_wait_or_cursor_answers_a_page_and_a_bad_wait_is_refused(
     ]
     assert [e.message.text for e in more.events if e.message] == ["Two", "You said: Two (1 before)"]
     assert (bad.status_code, bad.json()) == (400, {"error": "invalid_request"})
+
+
+@pytest.mark.parametrize(
+    ("method", "rest", "expected"),
+    [
+        ("POST", "", ("create", None)),
+        ("GET", "", None),
+        ("POST", "/c_1/messages", ("send", "c_1")),
+        ("GET", "/c_1/events", ("events", "c_1")),
+        ("POST", "/c_1/close", ("close", "c_1")),
+        ("GET", "/c_1/messages", None),
+        ("POST", "/c_1/events", None),
+        ("POST", "/c_1", None),
+        ("POST", "/c_1/close/x", None),
+        ("POST", "//messages", None),
+    ],
+)
+def test_conversation_routes(method: str, rest: str, expected: Any) -> None:
+    assert conversation_route(method, rest) == expected

@@ -10,6 +10,7 @@ from pactmw.config import ConfigError, optional_jwks
 from pactmw.protocols.parafe import BrokerRetry
 from pactmw.protocols.poppy import ApiDescriptor
 from pactmw.provider._setting_values import (
+    errors_named,
     import_handler,
     import_object,
     imported,
@@ -17,8 +18,8 @@ from pactmw.provider._setting_values import (
     positive,
     read_private_key,
     read_secret,
-    refuse_unknown,
     strings,
+    table,
 )
 from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import Brand, DelegationConfig, Skill, TurnHandler
@@ -93,9 +94,7 @@ _SKILL_KEYS = frozenset({"id", "name", "description", "tags", "examples"})
 
 
 def _skill(data: Any, where: str) -> Skill:
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, _SKILL_KEYS, where)
+    data = table(data, _SKILL_KEYS, where)
     for key in ("id", "name", "description"):
         if not isinstance(data.get(key), str):
             raise ConfigError(f"{where}.{key} must be a string")
@@ -118,9 +117,7 @@ def brand_from_mapping(
     """One `[brands.ID]` table. `handler` is an import path, or a key of `handlers`;
     `templates` is the top-level `templates` setting (the delegation table's own wins)."""
     where = f"brands.{brand_id}"
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, _BRAND_KEYS, where)
+    data = table(data, _BRAND_KEYS, where)
     handler_ref = data.get("handler")
     if callable(handler_ref):
         handler: TurnHandler = handler_ref
@@ -151,7 +148,7 @@ def brand_from_mapping(
         extra["poppy"] = poppy_from_mapping(data["poppy"], f"{where}.poppy")
     if "tools" in data:
         extra["tools"] = imported(data["tools"], ToolRegistry, f"{where}.tools")
-    try:
+    with errors_named(f"{where}: "):
         return Brand(
             id=brand_id,
             name=name,
@@ -163,15 +160,11 @@ def brand_from_mapping(
             parafe=parafe,
             **extra,
         )
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
     """One `[brands.ID.poppy]` table (docs/configuration.md); errors name the key."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, _POPPY_KEYS, where)
+    data = table(data, _POPPY_KEYS, where)
     domain = data.get("domain")
     if not isinstance(domain, str) or not domain:
         raise ConfigError(f"{where}.domain is required: the host that serves its poppy.json")
@@ -190,9 +183,7 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
     apis = []
     for i, api in enumerate(apis_data):
         at = f"{where}.apis[{i}]"
-        if not isinstance(api, Mapping):
-            raise ConfigError(f"{at} must be a table")
-        refuse_unknown(api, _POPPY_API_KEYS, at)
+        api = table(api, _POPPY_API_KEYS, at)
         if not all(isinstance(api.get(k), str) for k in _POPPY_API_KEYS):
             raise ConfigError(f"{at} needs type, url and description strings")
         try:
@@ -209,7 +200,7 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
         if "operations" in data
         else None
     )
-    try:
+    with errors_named(f"{where}."):
         return PoppyConfig(
             domain=domain,
             agents=agents,
@@ -219,16 +210,12 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
             custom_scopes=custom,
             operations=operations,
         )
-    except ValueError as exc:
-        raise ConfigError(f"{where}.{exc}") from exc
 
 
 def poppy_operations_from_mapping(data: Any, where: str) -> OperationsConfig:
     """A `[brands.ID.poppy.operations]` table: `executors` (action = "pkg.mod:fn", or a
     callable from Python), `proposal_seconds` and `idempotency_seconds`."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, _POPPY_OPERATIONS_KEYS, where)
+    data = table(data, _POPPY_OPERATIONS_KEYS, where)
     executors = data.get("executors")
     if not isinstance(executors, Mapping) or not executors:
         raise ConfigError(f"{where}.executors is required: a table of action = 'pkg.mod:fn'")
@@ -241,19 +228,15 @@ def poppy_operations_from_mapping(data: Any, where: str) -> OperationsConfig:
         loaded[action] = target
     seconds = positive(data, "proposal_seconds", DEFAULT_PROPOSAL_SECONDS, f"{where}.")
     kept = positive(data, "idempotency_seconds", DEFAULT_IDEMPOTENCY_SECONDS, f"{where}.")
-    try:
+    with errors_named(f"{where}."):
         return OperationsConfig(
             executors=loaded, proposal_seconds=seconds, idempotency_seconds=kept
         )
-    except ValueError as exc:
-        raise ConfigError(f"{where}.{exc}") from exc
 
 
 def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
     """A `[brands.ID.parafe]` table (see docs/parafe.md)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, _PARAFE_KEYS, where)
+    data = table(data, _PARAFE_KEYS, where)
     agent_id = data.get("agent_id")
     if not isinstance(agent_id, str) or not agent_id:
         raise ConfigError(f"{where}.agent_id is required (the agent's Parafé id)")
@@ -301,7 +284,7 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
         if description is not None and not isinstance(description, str):
             raise ConfigError(f"{where}.description must be a string")
         extra["description"] = description
-    try:
+    with errors_named(f"{where}: "):
         return ParafeConfig(
             agent_id=agent_id,
             scope_requirements=dict(scopes),
@@ -314,8 +297,6 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
             online_scopes=online_scopes,
             **extra,
         )
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def _detail_types(reference: Any, where: str) -> tuple[AuthorizationDetailType, ...]:
@@ -343,9 +324,7 @@ def _page_templates(value: Any, where: str) -> ConsentPages:
 
 def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfig:
     """A `[brands.ID.delegation]` table (see docs/delegated.md)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, _DELEGATION_KEYS, where)
+    data = table(data, _DELEGATION_KEYS, where)
     scopes = data.get("scopes")
     if (
         not isinstance(scopes, Mapping)
@@ -378,7 +357,7 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
         extra["authorization_details"] = _detail_types(
             data["authorization_details"], f"{where}.authorization_details"
         )
-    try:
+    with errors_named(f"{where}: "):
         return DelegationConfig(
             scopes=dict(scopes),
             login_url=login_url,
@@ -391,8 +370,6 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
             skip_consent_if_granted=bool(data.get("skip_consent_if_granted", False)),
             **extra,
         )
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
 
 
 __all__ = [

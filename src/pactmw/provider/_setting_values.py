@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pactmw.config import ConfigError
@@ -19,6 +20,25 @@ def refuse_unknown(data: Mapping[str, Any], allowed: frozenset[str], where: str)
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ConfigError(f"unknown configuration key {where}.{unknown[0]}")
+
+
+def table(data: Any, allowed: frozenset[str], where: str) -> Mapping[str, Any]:
+    """`data` as the settings table `where`: `ConfigError` unless it is a table whose keys
+    are all in `allowed`."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    refuse_unknown(data, allowed, where)
+    return data
+
+
+@contextmanager
+def errors_named(prefix: str) -> Iterator[None]:
+    """A config object's `ValueError` (raised by its own checks) as a `ConfigError` whose
+    message starts with `prefix`, the table it was read from."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ConfigError(f"{prefix}{exc}") from exc
 
 
 def import_object(path: str, what: str = "handler") -> Any:
@@ -129,6 +149,7 @@ def imported(reference: Any, kind: type, where: str) -> Any:
 
 
 __all__ = [
+    "errors_named",
     "import_handler",
     "import_object",
     "imported",
@@ -139,4 +160,5 @@ __all__ = [
     "read_secret",
     "refuse_unknown",
     "strings",
+    "table",
 ]

@@ -78,15 +78,20 @@ def select_agent(agents: Mapping[str, ParafeAgent], brand: str | None) -> Parafe
     return next(iter(agents.values()))
 
 
-def endpoint_message(body: bytes | None) -> Any:
-    """The A2A message an endpoint's JSON body carries: `{"message": {...}}` (a
-    `message:send` request) or the message itself; None when the body is not JSON."""
+def _json_or_none(body: bytes | None) -> Any:
+    """The JSON value of `body`; None for no body or one that is not JSON."""
     if not body:
         return None
     try:
-        parsed = json_loads(body)
+        return json_loads(body)
     except MalformedInput:
         return None
+
+
+def endpoint_message(body: bytes | None) -> Any:
+    """The A2A message an endpoint's JSON body carries: `{"message": {...}}` (a
+    `message:send` request) or the message itself; None when the body is not JSON."""
+    parsed = _json_or_none(body)
     if isinstance(parsed, Mapping) and isinstance(parsed.get("message"), Mapping):
         return parsed["message"]
     return parsed
@@ -97,10 +102,7 @@ def _message_in_json(
 ) -> bytes | None:
     """`body` (JSON: `{"message": ...}` or a message with `messageId` and `role`) with its
     message replaced by `change(message)`; None when it is neither (or `change` refuses)."""
-    try:
-        parsed = json_loads(body)
-    except MalformedInput:
-        return None
+    parsed = _json_or_none(body)
     if not isinstance(parsed, dict):
         return None
     try:

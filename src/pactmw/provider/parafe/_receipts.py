@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from attrs import evolve, frozen
+
 from pactmw.protocols.parafe import Ap2Data, Ap2Receipt, Consent, ReceiptSigner
 from pactmw.provider.parafe._filer import Filing
 
@@ -15,30 +17,47 @@ _AP2_MEMBER = {"ap2.checkout_receipt": "checkout_receipt", "ap2.payment_receipt"
 UNSET: Any = object()
 
 
+@frozen
+class ReceiptFields:
+    """What the bot says about an action on its success receipt (`ParafeTurn.require`, then
+    `complete`): `details` stays `UNSET` unless given (the receipt then has no hash of it)."""
+
+    business_ref: str | None = None
+    details: Any = UNSET
+    mandate_ref: str | None = None
+    request_ref: str | None = None
+
+    def given(self, **changes: Any) -> ReceiptFields:
+        """These fields with the `changes` that are not `UNSET` (`complete`'s "leave as is")."""
+        return evolve(self, **{name: v for name, v in changes.items() if v is not UNSET})
+
+    def signing_arguments(self) -> dict[str, Any]:
+        """The fields as `ReceiptSigner.sign` keywords (`details` only when given)."""
+        arguments: dict[str, Any] = {
+            "business_ref": self.business_ref,
+            "mandate_ref": self.mandate_ref,
+            "request_ref": self.request_ref,
+        }
+        if self.details is not UNSET:
+            arguments["details"] = self.details
+        return arguments
+
+
+_NO_FIELDS = ReceiptFields()
+
+
 class _Entry:
     """One receipt of a turn: signed at once (refusals) or when the reply is built."""
 
-    __slots__ = (
-        "action",
-        "business_ref",
-        "description",
-        "details",
-        "error",
-        "mandate_ref",
-        "request_ref",
-        "session_id",
-        "signed",
-        "token",
-    )
+    __slots__ = ("action", "description", "error", "fields", "session_id", "signed", "token")
 
-    def __init__(self, action: str, session_id: str, token: str) -> None:
+    def __init__(
+        self, action: str, session_id: str, token: str, fields: ReceiptFields = _NO_FIELDS
+    ) -> None:
         self.action = action
         self.session_id = session_id
         self.token = token
-        self.business_ref: str | None = None
-        self.details: Any = UNSET
-        self.mandate_ref: str | None = None
-        self.request_ref: str | None = None
+        self.fields = fields
         self.error: str | None = None
         self.description: str | None = None
         self.signed: str | None = None
@@ -64,47 +83,19 @@ class ReceiptLedger:
         entry.signed = receipt
         self._entries.append(entry)
 
-    def accepted(
-        self,
-        action: str,
-        session_id: str,
-        token: str,
-        *,
-        business_ref: str | None,
-        details: Any,
-        mandate_ref: str | None,
-        request_ref: str | None,
-    ) -> None:
+    def accepted(self, action: str, session_id: str, token: str, fields: ReceiptFields) -> None:
         """Record a success receipt, signed later by `sign`."""
-        entry = _Entry(action, session_id, token)
-        entry.business_ref = business_ref
-        entry.details = details
-        entry.mandate_ref = mandate_ref
-        entry.request_ref = request_ref
-        self._entries.append(entry)
+        self._entries.append(_Entry(action, session_id, token, fields))
 
-    def complete(
-        self,
-        action: str,
-        *,
-        business_ref: str | None,
-        details: Any,
-        mandate_ref: str | None,
-        failed: str | None,
-    ) -> None:
-        """Update the last unsigned receipt of `action` (`UNSET` leaves a field as it is);
-        `LookupError` without one."""
+    def complete(self, action: str, changes: dict[str, Any], failed: str | None) -> None:
+        """Update the last unsigned receipt of `action` with `changes` (`UNSET` ones leave a
+        field as it is), marked failed with a `failed` reason; `LookupError` without one."""
         for entry in reversed(self._entries):
             if entry.action == action and entry.signed is None:
                 break
         else:
             raise LookupError(f"no unsigned receipt for {action!r}: call require() first")
-        if business_ref is not UNSET:
-            entry.business_ref = business_ref
-        if details is not UNSET:
-            entry.details = details
-        if mandate_ref is not UNSET:
-            entry.mandate_ref = mandate_ref
+        entry.fields = entry.fields.given(**changes)
         if failed is not None:
             entry.error = "failed"
             entry.description = failed[:500]
@@ -113,9 +104,6 @@ class ReceiptLedger:
         """Sign the pending receipts (each once)."""
         for entry in self._entries:
             if entry.signed is None:
-                options: dict[str, Any] = {}
-                if entry.details is not UNSET:
-                    options["details"] = entry.details
                 entry.signed = signer.sign(
                     session_id=entry.session_id,
                     consent_token=entry.token,
@@ -123,10 +111,7 @@ class ReceiptLedger:
                     result="error" if entry.error else "success",
                     error=entry.error,
                     error_description=entry.description,
-                    request_ref=entry.request_ref,
-                    business_ref=entry.business_ref,
-                    mandate_ref=entry.mandate_ref,
-                    **options,
+                    **entry.fields.signing_arguments(),
                 )
 
     @property
@@ -162,5 +147,6 @@ class ReceiptLedger:
 
 __all__ = [
     "UNSET",
+    "ReceiptFields",
     "ReceiptLedger",
 ]

@@ -30,7 +30,7 @@ from pactmw.protocols.parafe._ap2_receipts import ReferenceForm
 from pactmw.provider.parafe._check import MessageCheck
 from pactmw.provider.parafe._consent import ParafeConsent, ParafeRefused
 from pactmw.provider.parafe._filer import Filing
-from pactmw.provider.parafe._receipts import UNSET, ReceiptLedger
+from pactmw.provider.parafe._receipts import UNSET, ReceiptFields, ReceiptLedger
 from pactmw.provider.parafe._reply import handshake_data, refusal_message
 
 if TYPE_CHECKING:
@@ -121,7 +121,8 @@ class ParafeTurn:
             verified = self._check.verify(agent, action)
         except ParafeError as exc:
             raise self._refuse(agent, exc, action) from None
-        return self._accept(verified, action, business_ref, details, mandate_ref, request_ref)
+        fields = ReceiptFields(business_ref, details, mandate_ref, request_ref)
+        return self._accept(verified, action, fields)
 
     async def arequire(
         self,
@@ -138,7 +139,8 @@ class ParafeTurn:
             verified = await self._check.averify(agent, action)
         except ParafeError as exc:
             raise self._refuse(agent, exc, action) from None
-        return self._accept(verified, action, business_ref, details, mandate_ref, request_ref)
+        fields = ReceiptFields(business_ref, details, mandate_ref, request_ref)
+        return self._accept(verified, action, fields)
 
     def _message_consent(self) -> Consent | None:
         try:
@@ -159,23 +161,9 @@ class ParafeTurn:
         return ParafeRefused(error, action, receipt)
 
     def _accept(
-        self,
-        verified: VerifiedConsent,
-        action: str,
-        business_ref: str | None,
-        details: Any,
-        mandate_ref: str | None,
-        request_ref: str | None,
+        self, verified: VerifiedConsent, action: str, fields: ReceiptFields
     ) -> ParafeConsent:
-        self._ledger.accepted(
-            action,
-            verified.session_id,
-            verified.consent_token,
-            business_ref=business_ref,
-            details=details,
-            mandate_ref=mandate_ref,
-            request_ref=request_ref,
-        )
+        self._ledger.accepted(action, verified.session_id, verified.consent_token, fields)
         claims = verified.claims
         self._consent = ParafeConsent(
             action=action,
@@ -205,13 +193,8 @@ class ParafeTurn:
         """Update the receipt of the last `require(action)` of this turn: its business
         reference, details or mandate, or `failed="why"` when the permitted action failed
         (the receipt then says `error: failed`). Raises `LookupError` without one."""
-        self._ledger.complete(
-            action,
-            business_ref=business_ref,
-            details=details,
-            mandate_ref=mandate_ref,
-            failed=failed,
-        )
+        changes = {"business_ref": business_ref, "details": details, "mandate_ref": mandate_ref}
+        self._ledger.complete(action, changes, failed)
 
     # -- AP2 -----------------------------------------------------------------------------
 

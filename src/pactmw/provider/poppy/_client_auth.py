@@ -9,15 +9,14 @@ from functools import partial
 
 from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, parse_form
 from pactmw.provider.delegated._forms import FORM_LIMIT
-from pactmw.provider.flow import NeedBody, NeedKeys, SubFlow
+from pactmw.provider.flow import NeedKeys, SubFlow
+from pactmw.provider.poppy._bounds import bounded_body
 from pactmw.provider.poppy._brands import PoppyBrand
 
 
 def read_form() -> SubFlow:
     """The request's form (`413 request_too_large` past `FORM_LIMIT`)."""
-    body = yield NeedBody(FORM_LIMIT)
-    if body is None:
-        raise PoppyError(413, "request_too_large", "the form is too large")
+    body = yield from bounded_body(FORM_LIMIT, "the form")
     return parse_form(body)
 
 

@@ -27,6 +27,7 @@ from pactmw.core.errors import MalformedInput
 from pactmw.core.http import Response
 from pactmw.protocols.poppy import InboundMessage
 from pactmw.provider.delegated._responses import NO_STORE, json_response
+from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.turn_tools import BoundTools
 
 CONVERSATION_PREFIX = "cnv_"
@@ -37,7 +38,6 @@ _RECORD_VERSION = 1
 
 __all__ = [
     "CONVERSATION_PREFIX",
-    "PoppyAgent",
     "Receipt",
     "TurnRecord",
     "company_message",
@@ -47,18 +47,6 @@ __all__ = [
     "public_id",
     "store_context_id",
 ]
-
-
-@frozen
-class PoppyAgent:
-    """Who converses: the checked Session (owner, account, scopes)."""
-
-    brand_id: str
-    client_id: str
-    user_id: str
-    account: str | None
-    grant_id: str | None
-    scopes: tuple[str, ...]
 
 
 def _now_text(now: float) -> str:
@@ -86,7 +74,7 @@ def store_context_id(conversation_id: str) -> str | None:
     return str(uuid.UUID(rest)) if _UUID_HEX.fullmatch(rest) else None
 
 
-def derived_context_id(agent: PoppyAgent, message_id: str) -> str:
+def derived_context_id(agent: PoppyCaller, message_id: str) -> str:
     """The store id of the conversation `message_id` starts: the same for a retry."""
     owner = f"{agent.brand_id}\n{agent.client_id}\n{agent.user_id}\n{message_id}"
     return str(uuid.uuid5(_ID_NAMESPACE, owner))

@@ -23,7 +23,6 @@ from pactmw.provider._send import MessageSender, as_reply
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.flow import NeedBot, SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
-    PoppyAgent,
     Receipt,
     TurnRecord,
     company_message,
@@ -31,6 +30,7 @@ from pactmw.provider.poppy._conversation_records import (
     public_id,
 )
 from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
+from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import Claim, Conversation, Store
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-def _caller(agent: PoppyAgent, audience: str) -> PersonalAgent:
+def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
     """The bot's `turn.caller` for a Poppy Session: the agent (`client_id`) and its User ID,
     with the Session's account and scopes as the delegation `turn.tools` checks."""
     delegation = None
@@ -72,7 +72,7 @@ class ConversationTurns:
 
     def send(
         self,
-        agent: PoppyAgent,
+        agent: PoppyCaller,
         conversation: Conversation,
         message: InboundMessage,
         issuer: str,
@@ -123,7 +123,7 @@ class ConversationTurns:
 
     def answer(
         self,
-        agent: PoppyAgent,
+        agent: PoppyCaller,
         conversation: Conversation,
         message: InboundMessage,
         claim: Claim,

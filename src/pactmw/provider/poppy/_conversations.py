@@ -35,9 +35,10 @@ turn (claim, bot, stored events) in `_conversation_turns`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec
 from urllib.parse import parse_qsl
 
 from pactmw.core.http import Request
@@ -50,10 +51,10 @@ from pactmw.protocols.poppy import (
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._responses import NO_STORE, json_response
-from pactmw.provider.flow import Flow, NeedBody, SubFlow, store
+from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.poppy._bounds import bounded_body
 from pactmw.provider.poppy._conversation_records import (
     CONVERSATION_PREFIX,
-    PoppyAgent,
     Receipt,
     TurnRecord,
     conversation_state,
@@ -63,6 +64,8 @@ from pactmw.provider.poppy._conversation_records import (
 )
 from pactmw.provider.poppy._conversation_turns import ConversationTurns
 from pactmw.provider.poppy._operations import PoppyOperations
+from pactmw.provider.poppy._resource_routes import resource_route
+from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.store.base import Claim, Conversation, NotFound, Store
 
 #: Events per page (the SDK's company uses the same).
@@ -77,6 +80,12 @@ OWNER_PREFIX = "poppy "
 _CURSOR = re.compile(r"cur_(0|[1-9][0-9]{0,8})")
 
 ConversationOperation = Literal["create", "send", "events", "close"]
+#: The operations on one conversation, by (action below `E/{id}`, method).
+_ACTIONS: dict[tuple[str, str], ConversationOperation] = {
+    ("messages", "POST"): "send",
+    ("events", "GET"): "events",
+    ("close", "POST"): "close",
+}
 
 __all__ = [
     "BODY_LIMIT",
@@ -85,10 +94,26 @@ __all__ = [
     "OWNER_PREFIX",
     "PAGE_SIZE",
     "ConversationOperation",
-    "PoppyAgent",
     "PoppyConversations",
     "conversation_route",
 ]
+
+
+_P = ParamSpec("_P")
+
+
+def _vanished_is_not_found(operation: Callable[_P, Flow]) -> Callable[_P, Flow]:
+    """`operation`, with a conversation the operator's cleanup deleted while the request
+    used it (the store's `NotFound`) answered as an unknown one."""
+
+    @functools.wraps(operation)
+    def flow(*args: _P.args, **kwargs: _P.kwargs) -> Flow:
+        try:
+            return (yield from operation(*args, **kwargs))
+        except NotFound:
+            raise PoppyError(404, "conversation_not_found", "no such conversation") from None
+
+    return flow
 
 
 def conversation_route(method: str, rest: str) -> tuple[ConversationOperation, str | None] | None:
@@ -96,16 +121,7 @@ def conversation_route(method: str, rest: str) -> tuple[ConversationOperation, s
     the endpoint itself) and its conversation id; None for anything else."""
     if rest == "":
         return ("create", None) if method == "POST" else None
-    conversation_id, _, action = rest.lstrip("/").partition("/")
-    if not conversation_id or "/" in action:
-        return None
-    if action == "messages" and method == "POST":
-        return "send", conversation_id
-    if action == "events" and method == "GET":
-        return "events", conversation_id
-    if action == "close" and method == "POST":
-        return "close", conversation_id
-    return None
+    return resource_route(method, rest, _ACTIONS)
 
 
 class PoppyConversations:
@@ -133,29 +149,16 @@ class PoppyConversations:
     def operations(self, operations: PoppyOperations | None) -> None:
         self._turns.operations = operations
 
+    @_vanished_is_not_found
     def flow(
         self,
         operation: ConversationOperation,
         conversation_id: str | None,
-        agent: PoppyAgent,
+        agent: PoppyCaller,
         request: Request,
         issuer: str,
     ) -> Flow:
         """Answer one conversation request of an already checked Session."""
-        try:
-            return (yield from self._operation(operation, conversation_id, agent, request, issuer))
-        except NotFound:
-            # The operator's cleanup deleted the conversation while this request used it.
-            raise PoppyError(404, "conversation_not_found", "no such conversation") from None
-
-    def _operation(
-        self,
-        operation: ConversationOperation,
-        conversation_id: str | None,
-        agent: PoppyAgent,
-        request: Request,
-        issuer: str,
-    ) -> Flow:
         query = _query(request)
         cursor = query.get("cursor")
         # `wait` is whole seconds; answered at once (a turn's answer is stored before its POST
@@ -165,7 +168,7 @@ class PoppyConversations:
             raise PoppyError(400, "invalid_request", "wait must be whole seconds")
         receipt: Receipt
         if operation == "create":
-            body = yield from self._body()
+            body = yield from bounded_body(BODY_LIMIT, "the body")
             message, parent = parse_conversation_start(body)
             if parent is not None:
                 raise PoppyError(400, "invalid_request", "Direct Conversations are not supported")
@@ -176,7 +179,7 @@ class PoppyConversations:
             if operation == "events":
                 return (yield from self._page(conversation.context_id, conversation.closed, cursor))
             if operation == "send":
-                body = yield from self._body()
+                body = yield from bounded_body(BODY_LIMIT, "the body")
                 message = parse_message_post(body)
                 receipt = yield from self._turns.send(agent, conversation, message, issuer)
             else:
@@ -193,13 +196,7 @@ class PoppyConversations:
 
     # -- steps ---------------------------------------------------------------------------
 
-    def _body(self) -> SubFlow:
-        body = yield NeedBody(BODY_LIMIT)
-        if body is None:
-            raise PoppyError(413, "request_too_large", "the body is too large")
-        return body
-
-    def _owned(self, agent: PoppyAgent, conversation_id: str) -> SubFlow:
+    def _owned(self, agent: PoppyCaller, conversation_id: str) -> SubFlow:
         """The conversation, if this Session's owner may use it; unknown and another
         owner's look the same (PAP-7.2-01)."""
         context_id = store_context_id(conversation_id)
@@ -226,7 +223,7 @@ class PoppyConversations:
             raise PoppyError(403, "sign_in_required", "the conversation belongs to an account")
         return conversation
 
-    def _create(self, agent: PoppyAgent, message: InboundMessage, issuer: str) -> SubFlow:
+    def _create(self, agent: PoppyCaller, message: InboundMessage, issuer: str) -> SubFlow:
         """Start a conversation with its first message; the value is a `Receipt`."""
         context_id = derived_context_id(agent, message.id)
         now = self._clock()

@@ -19,6 +19,7 @@ from pactmw.provider.delegated._codes import (
 from pactmw.provider.delegated._device import new_device_authorization
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, store
+from pactmw.provider.poppy._bounds import within_rate
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._client_auth import authenticate_client, read_form
 from pactmw.provider.poppy._companies import DeviceSignIn
@@ -27,7 +28,7 @@ from pactmw.provider.poppy._credentials import (
     new_account_token,
     token_hash,
 )
-from pactmw.provider.poppy._grant_steps import GrantSteps, is_agents, rate_limited
+from pactmw.provider.poppy._grant_steps import GrantSteps, is_agents
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store.base import DeviceAuthorization, Grant, Poll
 
@@ -69,9 +70,8 @@ class DeviceSignInEndpoint:
         assert sign_in is not None
         form = yield from read_form()
         client = yield from authenticate_client(brand, form)
-        wait = yield from self.limiter.admit(client.client_id, "", self.steps.clock())
-        if wait is not None:
-            raise rate_limited(wait, "device authorization requests")
+        what = "device authorization requests"
+        yield from within_rate(self.limiter, client.client_id, "", self.steps.clock(), what)
         requested = parse_scope(form.get("scope"))
         if not requested or any(scope not in sign_in.delegation.scopes for scope in requested):
             raise PoppyError(400, "invalid_scope", "ask for scopes of auth.device.scopes")

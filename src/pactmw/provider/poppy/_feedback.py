@@ -24,10 +24,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pactmw.core.http import Response
-from pactmw.protocols.poppy import PoppyError, parse_feedback
+from pactmw.protocols.poppy import parse_feedback
 from pactmw.provider.delegated._audit import Audit, AuditEvent
 from pactmw.provider.delegated._responses import NO_STORE
-from pactmw.provider.flow import Flow, NeedBody
+from pactmw.provider.flow import Flow
+from pactmw.provider.poppy._bounds import bounded_body, within_rate
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
 
@@ -67,15 +68,10 @@ class PoppyFeedback:
     def flow(self, caller: PoppyCaller) -> Flow:
         """Take one report of an already checked Session (`PoppyServer.session_flow` with
         no scope): `202`, or `400 invalid_request`, `413 request_too_large`, `429`."""
-        body = yield NeedBody(FEEDBACK_BODY_LIMIT)
-        if body is None:
-            raise PoppyError(413, "request_too_large", "the report is too large")
+        body = yield from bounded_body(FEEDBACK_BODY_LIMIT, "the report")
         report = parse_feedback(body)
-        wait = yield from self._limiter.admit(caller.client_id, caller.user_id, self._clock())
-        if wait is not None:
-            raise PoppyError(
-                429, "rate_limited", "too many reports", headers=(("Retry-After", str(wait)),)
-            )
+        now = self._clock()
+        yield from within_rate(self._limiter, caller.client_id, caller.user_id, now, "reports")
         feedback_logger.info(
             "feedback brand=%s client_id=%r kind=%r task=%r description=%r",
             caller.brand_id,

@@ -14,6 +14,7 @@ from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, dpop_refusal
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.poppy._bounds import within_rate
 from pactmw.provider.poppy._brands import PoppyBrand
 from pactmw.provider.poppy._credentials import new_session_token, token_hash
 from pactmw.provider.ratelimit import RateLimiter
@@ -33,13 +34,6 @@ def is_agents(record: _AgentRecord | None, brand: PoppyBrand, client: VerifiedAs
     return record is not None and (record.brand_id, record.client_id) == (
         brand.brand_id,
         client.client_id,
-    )
-
-
-def rate_limited(wait: int, what: str) -> PoppyError:
-    """`429 rate_limited` with `Retry-After` (PAP-4.3-18)."""
-    return PoppyError(
-        429, "rate_limited", f"too many {what}", headers=(("Retry-After", str(wait)),)
     )
 
 
@@ -80,9 +74,7 @@ class GrantSteps:
 
     def admit(self, client_id: str, user_id: str) -> SubFlow:
         """`429 rate_limited` when the agent's user is over the token endpoint's limit."""
-        wait = yield from self.limiter.admit(client_id, user_id, self.clock())
-        if wait is not None:
-            raise rate_limited(wait, "token requests")
+        yield from within_rate(self.limiter, client_id, user_id, self.clock(), "token requests")
 
     def spend(self, proof: DpopProof) -> SubFlow:
         """Mark the proof's `jti` used, in the store (PAP-4.3-06): last of the checks."""
@@ -139,6 +131,5 @@ class GrantSteps:
 __all__ = [
     "GrantSteps",
     "is_agents",
-    "rate_limited",
     "token_response",
 ]

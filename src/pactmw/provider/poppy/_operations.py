@@ -59,7 +59,8 @@ from pactmw.protocols.poppy import (
     parse_id,
 )
 from pactmw.provider.delegated._responses import NO_STORE, json_response
-from pactmw.provider.flow import Flow, NeedBody, NeedKeys, NeedStore, SubFlow, store
+from pactmw.provider.flow import Flow, NeedKeys, NeedStore, SubFlow, store
+from pactmw.provider.poppy._bounds import bounded_body
 from pactmw.provider.poppy._operation_values import (
     Executor,
     OperationFailed,
@@ -71,6 +72,7 @@ from pactmw.provider.poppy._operation_values import (
     json_text,
 )
 from pactmw.provider.poppy._proposal_answers import ProposalAnswers
+from pactmw.provider.poppy._resource_routes import resource_route
 from pactmw.provider.tools import Tool, ToolError, ToolRegistry
 from pactmw.provider.turn_tools import tool_call_summary
 from pactmw.store._protocols.operations import StoredOperation
@@ -112,21 +114,18 @@ EXPIRED_SUMMARY = "This proposal expired before it was confirmed; nothing was do
 CANCELLED_SUMMARY = "Cancelled before anything was done."
 
 OperationRequest = Literal["read", "confirm", "cancel"]
+#: The requests on one operation, by (action below `O/{id}`, method).
+_ACTIONS: dict[tuple[str, str], OperationRequest] = {
+    ("", "GET"): "read",
+    ("confirm", "POST"): "confirm",
+    ("cancel", "POST"): "cancel",
+}
 
 
 def operation_route(method: str, rest: str) -> tuple[OperationRequest, str] | None:
     """The request of `rest` (the path below `{issuer}/operations`) and its operation id;
     None for anything else."""
-    operation_id, _, action = rest.lstrip("/").partition("/")
-    if not rest.startswith("/") or not operation_id:
-        return None
-    if action == "" and method == "GET":
-        return "read", operation_id
-    if action == "confirm" and method == "POST":
-        return "confirm", operation_id
-    if action == "cancel" and method == "POST":
-        return "cancel", operation_id
-    return None
+    return resource_route(method, rest, _ACTIONS)
 
 
 def _time_text(now: float) -> str:
@@ -381,10 +380,7 @@ class PoppyOperations:
         (the checked Session, a `PoppyCaller`)."""
         body = b""
         if request_kind != "read":
-            read = yield NeedBody(BODY_LIMIT)
-            if read is None:
-                raise PoppyError(413, "request_too_large", "the body is too large")
-            body = read
+            body = yield from bounded_body(BODY_LIMIT, "the body")
         found = yield from self._owned(operation_id, caller)
         if request_kind == "read":
             return self._answer(found, self._clock())

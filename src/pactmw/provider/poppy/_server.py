@@ -59,7 +59,6 @@ from pactmw.provider.poppy._companies import (
 from pactmw.provider.poppy._config import PoppyConfig
 from pactmw.provider.poppy._conversations import (
     ConversationOperation,
-    PoppyAgent,
     PoppyConversations,
     conversation_route,
 )
@@ -281,18 +280,10 @@ class PoppyServer:
         assert route.conversation is not None
         assert self.conversations is not None
         caller: PoppyCaller = yield from self.session_flow(brand.brand_id, request, ())
-        agent = PoppyAgent(
-            brand_id=caller.brand_id,
-            client_id=caller.client_id,
-            user_id=caller.user_id,
-            account=caller.account,
-            grant_id=caller.grant_id,
-            scopes=caller.scopes,
-        )
         operation, conversation_id = route.conversation
         return (
             yield from self.conversations.flow(
-                operation, conversation_id, agent, request, brand.company.issuer
+                operation, conversation_id, caller, request, brand.company.issuer
             )
         )
 
