@@ -138,6 +138,7 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
         assert notice.text == f"{AGENT_NAME} can no longer act for you."
         assert browser.find_elements(By.CSS_SELECTOR, "section.agent") == []
         assert "No personal agent can act for you" in browser.find_element(By.ID, "no-agents").text
+        assert "These personal agents" not in browser.find_element(By.TAG_NAME, "body").text
         screenshot(browser, "connected-agents-after-revoke.png")
 
         # Revocation takes effect on the agent's very next request.

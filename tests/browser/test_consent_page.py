@@ -382,10 +382,41 @@ def test_a_declined_step_up_says_what_the_agent_still_can_do(
         assert heading.text == "Nothing new allowed"
         text = browser.find_element(By.TAG_NAME, "body").text
         screenshot(browser, "step-up-declined.png")
+        assert "Your earlier approval still stands." in text
         assert "cannot act for you" not in text
         assert f"{AGENT_NAME} can now do this for you at {BRAND_NAME} until" in text
         assert SCOPES["orders:read"] in text
         assert SCOPES["orders:cancel"] not in text
+
+
+@pytest.mark.timeout(60)
+def test_a_declined_request_with_nothing_live_says_nothing_was_shared(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """Deny with nothing approved before: the page says nothing was shared and offers
+    nothing to revoke, only where to see every agent that can act for the person."""
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization("orders:read")
+        browser.get(asked["verification_uri_complete"])
+        wait.until(has_consent_form)
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=deny]").click()
+        heading = wait.until(
+            lambda d: (
+                urlsplit(d.current_url).path.endswith("/oauth/connected")
+                and d.find_element(By.TAG_NAME, "h1")
+            )
+        )
+        assert heading.text == "Not connected"
+        text = browser.find_element(By.TAG_NAME, "body").text
+        screenshot(browser, "declined-nothing-live.png")
+        assert f"Nothing was shared. {AGENT_NAME} cannot act for you at {BRAND_NAME}." in text
+        assert "revoke" not in text.lower()
+        assert SCOPES["orders:read"] not in text
+        browser.find_element(By.LINK_TEXT, "connected agents page").click()
+        wait.until(EC.presence_of_element_located((By.ID, "no-agents")))
+        assert urlsplit(browser.current_url).path == f"/a2a/{BRAND_ID}/oauth/agents"
 
 
 @pytest.mark.timeout(60)
