@@ -24,7 +24,7 @@ from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import open_store
 from pactmw.store.base import Grant, Store
-from tests.browser.test_connected_agents_page import png_size
+from tests.browser.test_connected_agents_page import png_size, revoke
 from tests.browser.test_consent_page import screenshot
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
@@ -108,9 +108,7 @@ def test_brand_mode_page_on_every_adapter(adapter: str, browser: WebDriver, tmp_
             browser.execute_script("return [window.innerWidth, window.innerHeight]")
         )
 
-        card.find_element(By.CSS_SELECTOR, "button[name=action][value=revoke]").click()
-        notice = wait.until(EC.presence_of_element_located((By.ID, "notice")))
-        assert notice.text == f"{AGENT_NAME} can no longer act for you."
+        revoke(browser, card, AGENT_NAME)
         revoked = store.get_grant(grant.grant_id)
         assert revoked is not None
         assert revoked.revoked_at is not None

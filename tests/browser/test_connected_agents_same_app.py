@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -32,8 +32,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider.delegated import SignedInUser
-from tests.browser.test_connected_agents_page import png_size
-from tests.browser.test_consent_page import FRAMER, has_consent_form, screenshot
+from tests.browser.test_connected_agents_page import png_size, revoke
+from tests.browser.test_consent_page import has_consent_form, refused_in_a_frame, screenshot
 from tests.examples.test_delegated_examples import (  # noqa: F401 - `shop` is a fixture
     SCOPES,
     Shop,
@@ -43,7 +43,7 @@ from tests.support.agent import identity_token, user_message
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
 from tests.support.page_sites import site_settings
-from tests.support.servers import uvicorn_server, werkzeug_server
+from tests.support.servers import werkzeug_server
 
 
 def sign_in_at(browser: WebDriver, username: str, password: str) -> None:
@@ -94,24 +94,14 @@ def connect_and_revoke(
     )
 
     # Never framed by another origin, whichever framework served it.
-    with uvicorn_server(FRAMER) as other:
-        browser.get(f"{other}/frame?{urlencode({'src': page})}")
-        frame = browser.find_element(By.ID, "victim")
-        wait.until(lambda _: frame.get_attribute("data-loaded"))
-        browser.switch_to.frame(frame)
-        try:
-            assert browser.execute_script("return location.href").startswith("chrome-error://")
-            assert not browser.find_elements(By.CSS_SELECTOR, "section.agent")
-        finally:
-            browser.switch_to.default_content()
+    refused_in_a_frame(browser, page, "section.agent")
 
     browser.get(page)
-    revoke = wait.until(
-        EC.presence_of_element_located((By.CSS_SELECTOR, "button[name=action][value=revoke]"))
+    revoke(
+        browser,
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "section.agent"))),
+        agent_name,
     )
-    revoke.click()
-    notice = wait.until(EC.presence_of_element_located((By.ID, "notice")))
-    assert notice.text == f"{agent_name} can no longer act for you."
     refused = send(token)
     assert refused.status_code == 401
     assert 'error="invalid_token"' in refused.headers["www-authenticate"]
