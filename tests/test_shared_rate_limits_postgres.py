@@ -2,9 +2,10 @@
 
 Each process used to count on its own, so two allowed twice a limit. Now the counts live in
 the store: requests split across both processes get 429 with `Retry-After` after exactly the
-limit, whether they come one by one or all at once. The consent pages' per-address limit is
-shared the same way, and counts the address the trusted proxy (here: the test, on
-127.0.0.1, uvicorn's default trusted proxy) reports, not one a client wrote itself.
+limit, whether they come one by one or all at once. The consent pages' per-address limit
+(the connected agents page counts in it too) is shared the same way, and counts the address
+the trusted proxy (here: the test, on 127.0.0.1, uvicorn's default trusted proxy) reports,
+not one a client wrote itself.
 """
 
 from __future__ import annotations
@@ -120,10 +121,11 @@ def test_concurrent_requests_across_both_processes_admit_exactly_the_limit(
             _throttled(answer)
 
 
-def _consent(base: str, forwarded_for: str) -> httpx.Response:
-    # The code entry page: no user code, no sign-in needed, counted per client address.
+def _consent(base: str, forwarded_for: str, page: str = "consent") -> httpx.Response:
+    # The code entry page (or, signed out, the connected agents page's redirect to the
+    # login): no user code, no sign-in needed, counted per client address.
     return httpx.get(
-        f"{base}/a2a/acme/oauth/consent",
+        f"{base}/a2a/acme/oauth/{page}",
         headers={"X-Forwarded-For": forwarded_for},
         timeout=30,
     )
@@ -141,3 +143,22 @@ def test_the_consent_pages_limit_per_address_is_shared_and_not_spoofable(
     # Another client behind the same proxy is not affected: the bucket is the client's,
     # not the proxy's.
     assert _consent(servers[0], "198.51.100.8").status_code == 200
+
+
+def test_the_connected_agents_page_counts_in_the_consent_pages_shared_bucket(
+    servers: list[str],
+) -> None:
+    address = "198.51.100.9"
+    # Signed out, the page sends the person to sign in: counted like any page request.
+    answers = [_consent(servers[i % 2], address, "agents") for i in range(LIMIT + 2)]
+    assert [a.status_code for a in answers[:LIMIT]] == [303] * LIMIT
+    for answer in answers[LIMIT:]:  # each process refuses: the count is shared, not N times
+        assert answer.status_code == 429
+        assert 1 <= int(answer.headers["retry-after"]) <= WINDOW
+    # One bucket for every page of that address: the consent page is spent too.
+    assert _consent(servers[0], address).status_code == 429
+    assert _consent(servers[1], address).status_code == 429
+    # And the other way round: consent requests spend the connected agents page's count.
+    other = "198.51.100.10"
+    assert [_consent(servers[i % 2], other).status_code for i in range(LIMIT)] == [200] * LIMIT
+    assert _consent(servers[1], other, "agents").status_code == 429

@@ -12,13 +12,14 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -35,11 +36,11 @@ from tests.browser.test_consent_page import (
     AGENT_NAME,
     BRAND_ID,
     BRAND_NAME,
-    FRAMER,
     PA_ISSUER,
     SCOPES,
     Site,
     has_consent_form,
+    refused_in_a_frame,
     screenshot,
     serve_site,
     sign_in,
@@ -56,6 +57,13 @@ def png_size(path: Path) -> tuple[int, int]:
     assert data[12:16] == b"IHDR"
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+def revoke(browser: WebDriver, card: WebElement, agent_name: str) -> None:
+    """Press the Revoke button in `card`; the page then says the agent can no longer act."""
+    card.find_element(By.CSS_SELECTOR, "button[name=action][value=revoke]").click()
+    notice = WebDriverWait(browser, WAIT).until(EC.presence_of_element_located((By.ID, "notice")))
+    assert notice.text == f"{agent_name} can no longer act for you."
 
 
 def agent_send(site: Site, access_token: str) -> httpx.Response:
@@ -106,16 +114,7 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
         assert width >= 800
 
         # Never framed by another origin: Chromium refuses to render it there.
-        with uvicorn_server(FRAMER) as other:
-            browser.get(f"{other}/frame?{urlencode({'src': browser.current_url})}")
-            frame = browser.find_element(By.ID, "victim")
-            wait.until(lambda _: frame.get_attribute("data-loaded"))
-            browser.switch_to.frame(frame)
-            try:
-                assert browser.execute_script("return location.href").startswith("chrome-error://")
-                assert not browser.find_elements(By.CSS_SELECTOR, "section.agent")
-            finally:
-                browser.switch_to.default_content()
+        refused_in_a_frame(browser, browser.current_url, "section.agent")
         browser.back()
         wait.until(lambda d: urlsplit(d.current_url).path == f"/a2a/{BRAND_ID}/oauth/agents")
 
@@ -138,6 +137,7 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
         assert notice.text == f"{AGENT_NAME} can no longer act for you."
         assert browser.find_elements(By.CSS_SELECTOR, "section.agent") == []
         assert "No personal agent can act for you" in browser.find_element(By.ID, "no-agents").text
+        assert "These personal agents" not in browser.find_element(By.TAG_NAME, "body").text
         screenshot(browser, "connected-agents-after-revoke.png")
 
         # Revocation takes effect on the agent's very next request.
@@ -222,9 +222,7 @@ def test_brand_mode_signs_in_at_the_brand_then_revokes(browser: WebDriver, tmp_p
         assert "Last used\nNot yet" in card.text or "Last used Not yet" in card.text
         screenshot(browser, "connected-agents-brand-mode.png")
 
-        card.find_element(By.CSS_SELECTOR, "button[name=action][value=revoke]").click()
-        notice = wait.until(EC.presence_of_element_located((By.ID, "notice")))
-        assert notice.text == f"{AGENT_NAME} can no longer act for you."
+        revoke(browser, card, AGENT_NAME)
         revoked = store.get_grant(grant.grant_id)
         assert revoked is not None
         assert revoked.revoked_at is not None

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 from starlette.applications import Starlette
@@ -279,6 +280,41 @@ def fill_login(browser: WebDriver) -> None:
     browser.find_element(By.ID, "sign-in").click()
 
 
+def open_consent(browser: WebDriver, site: Site, scope: str) -> dict[str, Any]:
+    """The agent asks for `scope`; the (signed-in) person opens the consent link. The value
+    is the device authorization."""
+    asked = site.device_authorization(scope)
+    browser.get(asked["verification_uri_complete"])
+    WebDriverWait(browser, WAIT).until(has_consent_form)
+    return asked
+
+
+def result_heading(browser: WebDriver) -> WebElement:
+    """The heading of the result page the decision leads to, once it is there."""
+    heading: WebElement = WebDriverWait(browser, WAIT).until(
+        lambda d: (
+            urlsplit(d.current_url).path.endswith("/oauth/connected")
+            and d.find_element(By.TAG_NAME, "h1")
+        )
+    )
+    return heading
+
+
+def refused_in_a_frame(browser: WebDriver, src: str, content: str) -> None:
+    """Load `src` in an iframe of another origin: Chromium must refuse to render it there
+    (no element matching the CSS selector `content` in the frame)."""
+    with uvicorn_server(FRAMER) as other:
+        browser.get(f"{other}/frame?{urlencode({'src': src})}")
+        frame = browser.find_element(By.ID, "victim")
+        WebDriverWait(browser, WAIT).until(lambda _: frame.get_attribute("data-loaded"))
+        browser.switch_to.frame(frame)
+        try:
+            assert browser.execute_script("return location.href").startswith("chrome-error://")
+            assert not browser.find_elements(By.CSS_SELECTOR, content)
+        finally:
+            browser.switch_to.default_content()
+
+
 def has_consent_form(browser: WebDriver) -> bool:
     return bool(browser.find_elements(By.CSS_SELECTOR, "form input[name=session]"))
 
@@ -353,9 +389,7 @@ def test_a_declined_step_up_says_what_the_agent_still_can_do(
     wait = WebDriverWait(browser, WAIT)
     with serve_site(tmp_path) as site:
         sign_in(browser, site)
-        first = site.device_authorization("orders:read")
-        browser.get(first["verification_uri_complete"])
-        wait.until(has_consent_form)
+        first = open_consent(browser, site, "orders:read")
         text = browser.find_element(By.TAG_NAME, "body").text
         assert "This approval lasts 30 days." in text
         browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
@@ -363,9 +397,7 @@ def test_a_declined_step_up_says_what_the_agent_still_can_do(
         site.poll_token(first["device_code"])
 
         # Step-up: the agent asks to cancel orders; the page says what it already holds.
-        more = site.device_authorization("orders:cancel")
-        browser.get(more["verification_uri_complete"])
-        wait.until(has_consent_form)
+        open_consent(browser, site, "orders:cancel")
         text = browser.find_element(By.TAG_NAME, "body").text
         assert f"{AGENT_NAME} can already do this for you" in text
         assert SCOPES["orders:read"] in text
@@ -373,19 +405,38 @@ def test_a_declined_step_up_says_what_the_agent_still_can_do(
         box.click()  # untick the only new scope
         assert not box.is_selected()
         browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
-        heading = wait.until(
-            lambda d: (
-                urlsplit(d.current_url).path.endswith("/oauth/connected")
-                and d.find_element(By.TAG_NAME, "h1")
-            )
-        )
+        heading = result_heading(browser)
         assert heading.text == "Nothing new allowed"
         text = browser.find_element(By.TAG_NAME, "body").text
         screenshot(browser, "step-up-declined.png")
+        assert "Your earlier approval still stands." in text
         assert "cannot act for you" not in text
         assert f"{AGENT_NAME} can now do this for you at {BRAND_NAME} until" in text
         assert SCOPES["orders:read"] in text
         assert SCOPES["orders:cancel"] not in text
+
+
+@pytest.mark.timeout(60)
+def test_a_declined_request_with_nothing_live_says_nothing_was_shared(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """Deny with nothing approved before: the page says nothing was shared and offers
+    nothing to revoke, only where to see every agent that can act for the person."""
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        open_consent(browser, site, "orders:read")
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=deny]").click()
+        heading = result_heading(browser)
+        assert heading.text == "Not connected"
+        text = browser.find_element(By.TAG_NAME, "body").text
+        screenshot(browser, "declined-nothing-live.png")
+        assert f"Nothing was shared. {AGENT_NAME} cannot act for you at {BRAND_NAME}." in text
+        assert "revoke" not in text.lower()
+        assert SCOPES["orders:read"] not in text
+        browser.find_element(By.LINK_TEXT, "connected agents page").click()
+        wait.until(EC.presence_of_element_located((By.ID, "no-agents")))
+        assert urlsplit(browser.current_url).path == f"/a2a/{BRAND_ID}/oauth/agents"
 
 
 @pytest.mark.timeout(60)

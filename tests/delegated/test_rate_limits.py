@@ -1,9 +1,10 @@
 """Per-(agent, sub) limits of the device authorization and token endpoints, over HTTP.
 
 Past its limit the device authorization endpoint answers 429 `temporarily_unavailable` with
-`Retry-After`; the token endpoint answers a device-code poll with RFC 8628's `slow_down` and
-a refresh with that 429. Counted in the store when it is shared (PostgreSQL), so two
-Providers on one database share one count.
+`Retry-After` (and a step-up task, which makes a device authorization too, is 429 with
+`Retry-After` and no body, as past `rate_limit`); the token endpoint answers a device-code
+poll with RFC 8628's `slow_down` and a refresh with that 429. Counted in the store when it
+is shared (PostgreSQL), so two Providers on one database share one count.
 """
 
 from __future__ import annotations
@@ -105,6 +106,35 @@ def test_refreshes_past_the_limit_get_429_and_spend_nothing(env: Env, clock: Off
     # The refused refresh used nothing up: the same token still rotates (no reuse revocation).
     answer = env.refresh("acme", refresh, sub=sub)
     assert answer.status_code == 200, answer.text
+
+
+def _step_up_task(answer: httpx.Response) -> None:
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["task"]["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+
+
+def test_step_up_tasks_count_against_the_device_authorization_limit(
+    env: Env, clock: OffsetClock
+) -> None:
+    sub = new_sub()
+    # A step-up task makes a device authorization (a consent link) for (agent, sub), so it
+    # shares the device authorization endpoint's bucket: two of those and one step-up fill it.
+    for _ in range(2):
+        assert env.device_authorization("acme", sub=sub).status_code == 200
+    _step_up_task(env.send("acme", "show my orders", sub=sub))
+    # Past it, message:send answers a step-up as it answers past `rate_limit`: 429,
+    # Retry-After, no body; the message stays unanswered.
+    refused = env.send("acme", "show my orders", sub=sub, message_id="m-past")
+    assert refused.status_code == 429
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert refused.content == b""
+    _refused(env.device_authorization("acme", sub=sub), 429, "temporarily_unavailable")
+    # A turn that needs no consent link is not counted or refused (`rate_limit` is off).
+    assert env.send("acme", "hello", sub=sub).status_code == 200
+    # Another user of the same agent has a bucket of its own.
+    _step_up_task(env.send("acme", "show my orders", sub=new_sub()))
+    clock.advance(60)  # the next window: the refused message now gets its step-up task
+    _step_up_task(env.send("acme", "show my orders", sub=sub, message_id="m-past"))
 
 
 @contextlib.contextmanager

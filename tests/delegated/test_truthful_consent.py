@@ -58,6 +58,7 @@ def test_a_declined_step_up_says_the_earlier_grant_is_still_live(env: Env) -> No
     assert_page_headers(result)
     text = page_text(result.text)
     assert "Nothing new allowed" in text
+    assert "Your earlier approval still stands." in text
     assert "cannot act for you" not in text
     assert "Nothing was shared" not in text
     assert f"{AGENT_NAME} can now do this for you at Acme Shop until" in text
@@ -72,6 +73,7 @@ def test_a_declined_step_up_says_the_earlier_grant_is_still_live(env: Env) -> No
     text = page_text(env.get(declined.headers["location"]).text)
     assert f"{AGENT_NAME} cannot act for you at Acme Shop" in text
     assert SCOPES[READ] not in text
+    assert "revoke" not in text  # nothing is live, so nothing to revoke
 
 
 def test_the_success_page_lists_descriptions_not_scope_ids(env: Env) -> None:
@@ -94,6 +96,15 @@ def test_a_declined_first_request_says_nothing_was_shared(env: Env) -> None:
     text = page_text(env.get(declined.headers["location"]).text)
     assert "Not connected" in text
     assert f"Nothing was shared. {AGENT_NAME} cannot act for you at Acme Shop." in text
+    # Nothing was approved, so the page offers nothing to revoke (a person would wonder what
+    # "it" is), only where to see every agent that can act for them.
+    assert "revoke" not in text.lower()
+    assert "Every agent that can act for you is listed on your connected agents page" in text
+    assert f'href="{env.oauth("acme", "agents")}"' in result_html(env, declined.headers)
+
+
+def result_html(env: Env, headers: Any) -> str:
+    return env.get(headers["location"]).text
 
 
 def test_the_consent_page_says_how_long_and_where_to_revoke(env: Env) -> None:
@@ -115,6 +126,7 @@ def test_a_crafted_result_link_claims_nothing(env: Env, query: str) -> None:
     assert_page_headers(result)
     text = page_text(result.text)
     assert "This page no longer shows a decision" in text
+    assert "revoke" not in text.lower()
     assert "Connected" not in text
     assert SCOPES[READ] not in text
 

@@ -127,6 +127,7 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
             text = page_text(page.text)
             assert "Agents connected to Acme Outdoor" in text
             assert "signed in to Acme Outdoor as jane@example.com" in text
+            assert "These personal agents can act for you here." in text
             assert AGENT_NAME in text
             assert ISSUER in text
             assert SCOPES["orders:read"] in text
@@ -157,6 +158,8 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
             after = page_text(done.text)
             assert f"{AGENT_NAME} can no longer act for you." in after
             assert "No personal agent can act for you at Acme Outdoor." in after
+            # With none left, the page no longer speaks of "these personal agents".
+            assert "These personal agents" not in after
             revoked = store.get_grant(mine.grant_id)
             assert revoked is not None
             assert revoked.revoked_at is not None

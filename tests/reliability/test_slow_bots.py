@@ -29,11 +29,15 @@ from tests.reliability.support import (
     write_config,
 )
 from tests.support.net import free_port, loopback_client
+from tests.support.pg import PostgresServer, postgres_server_fixture
 from tests.support.servers import process_server, serve_argv
 
 LEASE = 3.0  # claim_lease_seconds of the server (renewed every third of it)
 SLOW = 7.0  # the bot works this long on a `[slow]` message: more than two leases
 TIMEOUT = 2.0  # turn_timeout of the server in the timeout test
+
+
+postgres = postgres_server_fixture(scope="module")  # started only by the PostgreSQL case
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +53,20 @@ def _wait_for_start(runs: Path, message_id: str, sender: threading.Thread) -> No
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize("store", ["sqlite", "memory"])
+def _store_url(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if store == "postgresql":
+        server: PostgresServer = request.getfixturevalue("postgres")
+        return server.create_database()
+    return f"sqlite:///{tmp_path / 'pactmw.db'}" if store == "sqlite" else "memory://"
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory", "postgresql"])
 def test_bot_slower_than_the_lease_runs_once_and_retries_wait(
-    tmp_path: Path, key: PrivateJWK, store: str
+    tmp_path: Path, key: PrivateJWK, store: str, request: pytest.FixtureRequest
 ) -> None:
     port = free_port()
     runs = tmp_path / "runs.txt"
-    url = f"sqlite:///{tmp_path / 'pactmw.db'}" if store == "sqlite" else "memory://"
+    url = _store_url(store, tmp_path, request)
     config = write_config(
         tmp_path / "pactmw.toml",
         port=port,

@@ -65,10 +65,12 @@ def page_site(
     *,
     delegation: dict[str, Any] | None = None,
     agents: list[dict[str, Any]] | None = None,
+    port: int | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Serve the Provider with `adapter`; yield (base URL, settings). `templates` is the
-    Brand's template folder, handed over as that framework's users do."""
-    port = free_port()
+    """Serve the Provider with `adapter` (on `port`, else a free one); yield (base URL,
+    settings). `templates` is the Brand's template folder, handed over as that framework's
+    users do."""
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     settings = site_settings(workdir, base, delegation=delegation, agents=agents)
     if adapter == "django":

@@ -13,7 +13,8 @@ call to the collaborator that owns it:
 - `_device`: the device authorization endpoint; `_token`: the token endpoint;
 - `_resource`: delegation tokens on agent requests; `_step_up`: the auth-required task;
 - `_consent`: the consent pages, with `_sessions` (who decides) and `_assertion` (the
-  Brand's login in brand mode);
+  Brand's login in brand mode); `_agents_page`: the connected agents page; `_page_limit`:
+  the one per-address rate limit of those pages;
 - `_revocation`, `_audit`; and the shared pieces `_context`, `_codes`, `_forms`,
   `_responses`, `_errors`.
 """

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from attrs import frozen
 
-from pactmw.core.errors import JoseError, RequestRefused
+from pactmw.core.errors import JoseError
 from pactmw.core.http import Request
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
@@ -21,6 +21,7 @@ from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._context import ServerContext, origin_of
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
+from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page
 from pactmw.provider.delegated._revocation import Revocation
 from pactmw.provider.delegated._sessions import (
@@ -30,7 +31,6 @@ from pactmw.provider.delegated._sessions import (
     read_page_token,
 )
 from pactmw.provider.flow import Flow, SubFlow, store
-from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Grant
 
 AGENTS_SESSION_TYP = "pact-agents+jwt"
@@ -47,8 +47,8 @@ class ConnectedAgentsEndpoint:
 
     ctx: ServerContext
     agent_name: Callable[[str], str]
-    #: Shared with the consent pages: per client address.
-    limiter: RateLimiter
+    #: The consent pages' limit, per client address: one count for every page.
+    limit: PageRateLimit
     assertions: BrandAssertions
     #: How a Revoke revokes: as the operator does, Poppy Sessions signed out included.
     revocation: Revocation
@@ -61,8 +61,7 @@ class ConnectedAgentsEndpoint:
         user: SignedInUser | None,
         body: bytes | None,
     ) -> Flow:
-        if self.limiter.check(request.client or "?", "", self.ctx.clock()) is not None:
-            raise RequestRefused(429, (("Retry-After", "60"),))
+        yield from self.limit.admit(request)
         here = self.ctx.url(brand, PAGE)
         if body is None:
             if config.mode == "brand" or user is None:

@@ -8,7 +8,6 @@ from urllib.parse import parse_qs, urlencode
 
 from attrs import frozen
 
-from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConsentView
@@ -19,6 +18,7 @@ from pactmw.provider.delegated._context import ServerContext, origin_of
 from pactmw.provider.delegated._details import approved, device_owner, grant_owner, held, keep
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form
+from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page, redirect
 from pactmw.provider.delegated._result_page import described
 from pactmw.provider.delegated._sessions import (
@@ -28,7 +28,6 @@ from pactmw.provider.delegated._sessions import (
     SignedInUser,
 )
 from pactmw.provider.flow import Flow, SubFlow, store
-from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Approval, DeviceAuthorization, Grant
 
 
@@ -42,7 +41,8 @@ class ConsentEndpoint:
     ctx: ServerContext
     agent_name: Callable[[str], str]
     #: Per client address: user-code guessing and form floods hit this long before 20^8.
-    limiter: RateLimiter
+    #: Shared with the connected agents page.
+    limit: PageRateLimit
     sessions: ConsentSessions
     assertions: BrandAssertions
     outcomes: ConsentOutcomes
@@ -57,7 +57,7 @@ class ConsentEndpoint:
         user: SignedInUser | None,
         body: bytes | None,
     ) -> Flow:
-        yield from self._limit(request)
+        yield from self.limit.admit(request)
         consent_url = self.ctx.url(brand, "consent")
         if request.method == "POST":
             if config.mode != "brand" or body is None:
@@ -142,7 +142,7 @@ class ConsentEndpoint:
         user: SignedInUser | None,
         body: bytes,
     ) -> Flow:
-        yield from self._limit(request)
+        yield from self.limit.admit(request)
         if not self.ctx.same_origin(request):
             # A cross-site form post: the session token already binds the user and the code,
             # this refuses the request before it gets anywhere near them.
@@ -160,13 +160,6 @@ class ConsentEndpoint:
         if form.get("decision") != ["allow"] or not granted:
             return (yield from self._deny(brand, user_code, authorization, signed_in))
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
-
-    def _limit(self, request: Request) -> SubFlow:
-        # `request.client` is the peer address the server saw, or the one a proxy the
-        # server trusts reported (docs/deployment.md): never a header the client chose.
-        wait = yield from self.limiter.admit(request.client or "?", "", self.ctx.clock())
-        if wait is not None:
-            raise RequestRefused(429, (("Retry-After", str(wait)),))
 
     def _pending(self, brand: Brand, user_code: str) -> SubFlow:
         """The pending, unexpired device authorization of this Brand with `user_code`."""

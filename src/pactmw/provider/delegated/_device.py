@@ -29,8 +29,8 @@ class DeviceEndpoint:
 
     ctx: ServerContext
     #: Device authorization requests per (agent, sub): each one makes a consent link a person
-    #: may be sent, so an agent user asking in a loop is stopped here. Step-up tasks create
-    #: theirs inside `message:send`, which the Provider's `rate_limit` counts instead.
+    #: may be sent, so an agent user asking in a loop is stopped here. Step-up tasks make
+    #: theirs inside `message:send` and count in this same bucket (`StepUp`).
     limiter: RateLimiter
 
     def device_authorization(

@@ -22,6 +22,7 @@ from pactmw.provider.delegated._consent import ConsentEndpoint
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._device import DeviceEndpoint
 from pactmw.provider.delegated._metadata import Metadata
+from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._resource import DelegationCheck
 from pactmw.provider.delegated._result_page import ResultPage
 from pactmw.provider.delegated._revocation import Revocation
@@ -85,10 +86,13 @@ class AuthorizationServer:
         self._consent = ConsentEndpoint(
             self._ctx,
             agent_name=agent_name,
-            limiter=RateLimiter(
-                consent_rate_limit or RateLimit(per_agent=30, window=60.0),
-                store=rate_counters,
-                namespace="consent",
+            limit=PageRateLimit(
+                RateLimiter(
+                    consent_rate_limit or RateLimit(per_agent=30, window=60.0),
+                    store=rate_counters,
+                    namespace="consent",
+                ),
+                clock,
             ),
             sessions=ConsentSessions(self._ctx),
             assertions=BrandAssertions(self._ctx, brand_keys or JwksCache()),
@@ -102,7 +106,7 @@ class AuthorizationServer:
         self._agents = ConnectedAgentsEndpoint(
             self._ctx,
             agent_name=agent_name,
-            limiter=self._consent.limiter,
+            limit=self._consent.limit,
             assertions=self._consent.assertions,
             revocation=self._revocation,
         )
@@ -142,8 +146,9 @@ class AuthorizationServer:
 
     @property
     def consent_limiter(self) -> RateLimiter:
-        """Consent requests per client address."""
-        return self._consent.limiter
+        """Requests of the person-facing pages (consent and connected agents) per client
+        address."""
+        return self._consent.limit.limiter
 
     @property
     def token_cache(self) -> VerifiedTokenCache[Delegation]:

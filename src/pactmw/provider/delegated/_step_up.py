@@ -6,6 +6,7 @@ import uuid
 
 from attrs import frozen
 
+from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.a2a import ok
@@ -16,7 +17,13 @@ from pactmw.provider.flow import Flow
 
 @frozen
 class StepUp:
-    """Answers a tool's missing scopes with a task carrying a fresh consent link."""
+    """Answers a tool's missing scopes with a task carrying a fresh consent link.
+
+    Each task makes a device authorization for (agent, sub), a consent link a person may be
+    sent, as the device authorization endpoint does: so it counts against that endpoint's
+    `device_rate_limit`, one bucket for both, and past it `message:send` gets 429 with
+    `Retry-After` (no body, as past `rate_limit`) and the message stays unanswered.
+    """
 
     device: DeviceEndpoint
 
@@ -31,6 +38,11 @@ class StepUp:
         config = brand.delegation
         if config is None:
             raise RuntimeError(f"brand {brand.id!r} asked for step-up but offers no delegation")
+        wait = yield from self.device.limiter.admit(
+            caller.issuer, caller.sub, self.device.ctx.clock()
+        )
+        if wait is not None:
+            raise RequestRefused(429, (("Retry-After", str(wait)),))
         document = yield from self.device.authorize(brand, config, caller, missing)
         return _auth_required_task(
             context_id, message, missing, document["verification_uri_complete"]
