@@ -12,10 +12,12 @@ from __future__ import annotations
 import email
 import email.message
 import json
+import re
 import subprocess
 import sys
 import tarfile
 import zipfile
+from importlib.metadata import requires
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,43 @@ def test_a_clean_venv_installs_the_wheel_then_each_extra(
         install(f"pactmw[{extra}] @ {wheel.as_uri()}")
         installed.append(extra)
         probe(installed)
+
+
+def requirement_names(extra: str | None) -> set[str]:
+    """The distributions pactmw requires for `extra` (None: with no extra), names normalised;
+    those for some Python versions only (tomli) are left out."""
+    names = set()
+    for requirement in requires("pactmw") or []:
+        if "python_version" in requirement:
+            continue
+        marker = re.search(r"extra == ['\"]([\w-]+)['\"]", requirement)
+        if (marker.group(1) if marker else None) == extra:
+            name = re.match(r"[A-Za-z0-9._-]+", requirement)
+            assert name is not None, requirement
+            names.add(re.sub(r"[-_.]+", "-", name.group(0)).lower())
+    return names
+
+
+@pytest.mark.timeout(600)
+def test_make_demo_installs_only_the_serve_extra_and_runs_the_demo(tmp_path: Path) -> None:
+    # Issue 18: the first `make demo` once spent ~50 s installing the dev extra, which the
+    # demo never uses. This runs the Makefile's own demo target into a new venv.
+    venv = tmp_path / "venv"
+    demo = subprocess.run(
+        ["make", "--no-print-directory", "demo", f"VENV={venv}", f"PYTHON={sys.executable}"],
+        cwd=REPO, capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert re.search(r"install .*-e '\.\[serve\]'\n", demo.stdout), demo.stdout
+    assert demo.stdout.rstrip().splitlines()[-1].startswith("demo complete"), demo.stdout
+    listed = sh(venv / "bin" / "python", "-c",
+                "import importlib.metadata as m\n"
+                "for d in m.distributions(): print(d.metadata['Name'])")  # fmt: skip
+    installed = {re.sub(r"[-_.]+", "-", name).lower() for name in listed.split()}
+    needed = requirement_names(None) | requirement_names("serve") | {"pactmw"}
+    assert needed <= installed, needed - installed
+    # What only the dev and docs extras and the other adapters bring stays out.
+    others = ("dev", "docs", "bench", "asgi", "fastapi", "wsgi", "flask", "django", "drf",
+              "postgres")  # fmt: skip
+    elsewhere = set().union(*(requirement_names(extra) for extra in others)) - needed
+    assert not installed & elsewhere, installed & elsewhere
