@@ -28,6 +28,7 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from tests.support.agent import identity_token, user_message
+from tests.support.folders import unwritable_folder
 from tests.support.hidden import env_without
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
@@ -947,16 +948,8 @@ def test_keygen_never_replaces_a_key_unless_forced(tmp_path: Path) -> None:
 @pytest.fixture
 def unwritable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A folder in which no file can be created, by this user (root included)."""
-    folder = tmp_path_factory.mktemp("read-only")
-    folder.chmod(0o500)
-    try:
-        (folder / "probe").touch()
-    except PermissionError:
+    with unwritable_folder(tmp_path_factory.mktemp("read-only")) as folder:
         yield folder
-    else:  # root ignores permission bits; sysfs refuses new files even to root
-        (folder / "probe").unlink()
-        yield Path("/sys")
-    folder.chmod(0o700)
 
 
 def leftovers(directory: Path) -> list[str]:
