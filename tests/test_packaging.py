@@ -29,7 +29,9 @@ from tests.support.servers import REPO
 #: fastapi starlette, drf django): each install shows its own adapter starting to import.
 EXTRAS = ("wsgi", "flask", "asgi", "fastapi", "django", "drf", "postgres", "serve")
 #: The samples the probe runs, by the extra they need (README.md and docs/ hold them).
-PROBED_SAMPLES = ("direct", "starlette", "provider", "fastapi", "wsgi", "flask")
+PROBED_SAMPLES = (
+    "direct", "pypi_direct", "starlette", "provider", "fastapi", "wsgi", "flask", "django", "drf",
+)  # fmt: skip
 PROBE = REPO / "tests" / "support" / "wheel_probe.py"
 
 
