@@ -204,9 +204,11 @@ def test_console_script_config_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "hidden", "needs"),
     [
-        pytest.param("serve", ["uvicorn"], "uvicorn", id="serve-uvicorn"),
-        pytest.param("serve", ["starlette"], "starlette", id="serve-starlette"),
-        pytest.param("demo", ["uvicorn", "starlette"], "uvicorn and starlette", id="demo"),
+        pytest.param("serve", ["uvicorn"], "uvicorn, which is", id="serve-uvicorn"),
+        pytest.param("serve", ["starlette"], "starlette, which is", id="serve-starlette"),
+        pytest.param(
+            "demo", ["uvicorn", "starlette"], "uvicorn and starlette, which are", id="demo"
+        ),
     ],
 )
 def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
@@ -221,9 +223,7 @@ def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
         env=env_without(tmp_path / "shim", hidden),
         timeout=20,
     )
-    expected = (
-        f'pactmw {command} needs {needs}, which is not installed: pip install "pactmw[serve]"'
-    )
+    expected = f'pactmw {command} needs {needs} not installed: pip install "pactmw[serve]"'
     assert result.returncode == 2
     assert result.stderr == expected + "\n"
     assert result.stdout == ""
