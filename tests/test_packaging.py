@@ -103,9 +103,28 @@ def test_the_sdist_holds_what_a_rebuild_and_a_reader_need(dist: Path) -> None:
     root = sdist.name.removesuffix(".tar.gz")
     with tarfile.open(sdist) as archive:
         names = set(archive.getnames())
+    # The PyPI page says the documentation is built from the sdist's docs/ with MkDocs.
     for needed in ("LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml",
-                   "src/pactmw/py.typed", "src/pactmw/__init__.py"):  # fmt: skip
+                   "src/pactmw/py.typed", "src/pactmw/__init__.py", "mkdocs.yml",
+                   "docs/index.md", "docs/getting-started/django.md"):  # fmt: skip
         assert f"{root}/{needed}" in names, needed
+    description = wheel_metadata(dist).get_payload()
+    assert isinstance(description, str)
+    assert "from the `docs/` folder of the source distribution" in " ".join(description.split())
+
+
+def test_the_changelog_keeps_a_changelog() -> None:
+    # https://keepachangelog.com/en/1.1.0/: versions newest first, Unreleased on top, and
+    # the changes of each grouped under its six kinds.
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert text.startswith("# Changelog\n")
+    assert "https://keepachangelog.com/" in text
+    versions = re.findall(r"^## (.+)$", text, re.M)
+    assert versions[0] == "Unreleased", versions
+    for version in versions[1:]:
+        assert re.fullmatch(r"\[\d+\.\d+\.\d+\] - \d{4}-\d{2}-\d{2}", version), version
+    kinds = set(re.findall(r"^### (.+)$", text, re.M))
+    assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, kinds
 
 
 @pytest.mark.timeout(900)
