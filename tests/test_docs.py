@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from importlib.metadata import metadata
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +140,14 @@ def test_what_pactmw_writes_itself_says_why_for_each_part() -> None:
     ]  # fmt: skip
     for title, reason in bullets:
         assert len(reason.split()) > 30, title  # a reason, not a name
+
+
+#: The extras a user installs: every extra of the distribution but the project's own tools.
+USER_EXTRAS = set(metadata("pactmw").get_all("Provides-Extra") or []) - {"dev", "docs", "bench"}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/pypi.md"])
+def test_every_install_section_names_every_extra(page: str) -> None:
+    text = (REPO / page).read_text(encoding="utf-8")
+    install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"\[(\w+)\]", install)) == USER_EXTRAS
