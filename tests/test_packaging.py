@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from importlib.metadata import requires
+from importlib.metadata import metadata, requires
 from pathlib import Path
 
 import pytest
@@ -26,8 +26,9 @@ from tests.support.samples import find_samples
 from tests.support.servers import REPO
 
 #: The extras in an order where none brings a later one's framework (flask brings werkzeug,
-#: fastapi starlette, drf django): each install shows its own adapter starting to import.
-EXTRAS = ("wsgi", "flask", "asgi", "fastapi", "django", "drf", "postgres", "serve")
+#: fastapi starlette, drf django, every web extra Jinja2, which is all `pages` brings): each
+#: install shows its own adapter (or the consent pages) starting to work.
+EXTRAS = ("pages", "wsgi", "flask", "asgi", "fastapi", "django", "drf", "postgres", "serve")
 #: The samples the probe runs, by the extra they need (README.md and docs/ hold them).
 PROBED_SAMPLES = (
     "direct", "pypi_direct", "starlette", "provider", "fastapi", "wsgi", "flask", "django", "drf",
@@ -203,3 +204,15 @@ def test_make_demo_installs_only_the_serve_extra_and_runs_the_demo(tmp_path: Pat
               "postgres")  # fmt: skip
     elsewhere = set().union(*(requirement_names(extra) for extra in others)) - needed
     assert not installed & elsewhere, installed & elsewhere
+
+
+def test_make_test_installs_what_every_extra_brings(tmp_path: Path) -> None:
+    # `make test` keeps installing everything: what each extra brings is in its install.
+    venv = tmp_path / "venv"
+    planned = sh("make", "--no-print-directory", "-n", f"{venv}/.installed", f"VENV={venv}",
+                 cwd=REPO)  # fmt: skip
+    (extras,) = re.findall(r"install .*-e '\.\[([\w,]+)\]'", planned)
+    installed = set().union(*(requirement_names(extra) for extra in extras.split(",")))
+    every_extra = set(metadata("pactmw").get_all("Provides-Extra") or [])
+    for extra in every_extra - {"bench"}:  # the benchmarks install theirs themselves
+        assert requirement_names(extra) <= installed, extra

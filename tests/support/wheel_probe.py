@@ -178,6 +178,14 @@ def settings_in(code: str) -> dict[str, Any]:
     return {name: value for name, value in namespace.items() if name.isupper()}
 
 
+def check_pages(samples: dict[str, str]) -> None:
+    """A custom server's consent pages render (Jinja2 and the built-in templates)."""
+    from pactmw.provider import ConsentPages
+
+    page = ConsentPages().error("Link expired", "Ask your assistant for a <new> link.")
+    assert "Ask your assistant for a &lt;new&gt; link." in page, page  # autoescaped
+
+
 def check_postgres(samples: dict[str, str]) -> None:
     importlib.import_module("pactmw.store.postgres")
 
@@ -202,6 +210,7 @@ CHECKS: dict[str, Callable[[dict[str, str]], None]] = {
     "flask": check_flask,
     "django": check_django,
     "drf": check_drf,
+    "pages": check_pages,
     "postgres": check_postgres,
     "serve": check_serve,
 }
@@ -238,6 +247,16 @@ def main(argv: list[str]) -> int:
         assert refusal is not None, f"{module} imported without the {extra} extra"
         assert refusal.extra == extra, (module, refusal.extra)
         assert f'pip install "pactmw[{extra}]"' in str(refusal), str(refusal)
+    if not installed:  # every web extra brings Jinja2 too
+        from pactmw import MissingExtra
+        from pactmw.provider import ConsentPages
+
+        try:
+            ConsentPages()
+        except MissingExtra as refusal:
+            assert refusal.extra == "pages", refusal
+        else:
+            raise AssertionError("ConsentPages() worked without Jinja2")
     for extra in ("", *sorted(installed)):
         CHECKS[extra](samples)
     print("ok")
