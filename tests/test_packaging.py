@@ -99,6 +99,25 @@ def test_the_wheel_needs_no_web_framework(dist: Path) -> None:
     assert "examples/" not in description
 
 
+@pytest.mark.parametrize(
+    ("extra", "brings"),
+    [
+        ("pages", {"jinja2"}),
+        ("asgi", {"starlette", "jinja2"}),
+        ("fastapi", {"fastapi", "jinja2"}),
+        ("wsgi", {"werkzeug", "jinja2"}),
+        ("flask", {"flask"}),  # Flask brings Werkzeug and Jinja2 itself
+        ("django", {"django", "jinja2"}),
+        ("drf", {"django", "djangorestframework", "jinja2"}),
+        ("postgres", {"psycopg"}),
+        ("serve", {"starlette", "uvicorn", "jinja2"}),
+    ],
+)
+def test_each_extra_brings_its_framework_and_no_other(extra: str, brings: set[str]) -> None:
+    # Issue 18: Flask and Django users once got Starlette installed.
+    assert requirement_names(extra) == brings
+
+
 def test_the_sdist_holds_what_a_rebuild_and_a_reader_need(dist: Path) -> None:
     sdist = one(dist, "pactmw-*.tar.gz")
     root = sdist.name.removesuffix(".tar.gz")
