@@ -28,6 +28,7 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from tests.support.agent import identity_token, user_message
+from tests.support.folders import unwritable_folder
 from tests.support.hidden import env_without
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
@@ -203,9 +204,11 @@ def test_console_script_config_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "hidden", "needs"),
     [
-        pytest.param("serve", ["uvicorn"], "uvicorn", id="serve-uvicorn"),
-        pytest.param("serve", ["starlette"], "starlette", id="serve-starlette"),
-        pytest.param("demo", ["uvicorn", "starlette"], "uvicorn and starlette", id="demo"),
+        pytest.param("serve", ["uvicorn"], "uvicorn, which is", id="serve-uvicorn"),
+        pytest.param("serve", ["starlette"], "starlette, which is", id="serve-starlette"),
+        pytest.param(
+            "demo", ["uvicorn", "starlette"], "uvicorn and starlette, which are", id="demo"
+        ),
     ],
 )
 def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
@@ -220,9 +223,7 @@ def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
         env=env_without(tmp_path / "shim", hidden),
         timeout=20,
     )
-    expected = (
-        f'pactmw {command} needs {needs}, which is not installed: pip install "pactmw[serve]"'
-    )
+    expected = f'pactmw {command} needs {needs} not installed: pip install "pactmw[serve]"'
     assert result.returncode == 2
     assert result.stderr == expected + "\n"
     assert result.stdout == ""
@@ -947,16 +948,8 @@ def test_keygen_never_replaces_a_key_unless_forced(tmp_path: Path) -> None:
 @pytest.fixture
 def unwritable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A folder in which no file can be created, by this user (root included)."""
-    folder = tmp_path_factory.mktemp("read-only")
-    folder.chmod(0o500)
-    try:
-        (folder / "probe").touch()
-    except PermissionError:
+    with unwritable_folder(tmp_path_factory.mktemp("read-only")) as folder:
         yield folder
-    else:  # root ignores permission bits; sysfs refuses new files even to root
-        (folder / "probe").unlink()
-        yield Path("/sys")
-    folder.chmod(0o700)
 
 
 def leftovers(directory: Path) -> list[str]:

@@ -12,7 +12,9 @@ import os
 import re
 import subprocess
 import sys
+from importlib.metadata import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -86,3 +88,66 @@ def test_the_readme_is_a_short_overview_with_two_quick_start_commands() -> None:
     for target in re.findall(r"\]\(([^)#]+)\)", readme):
         if not target.startswith("https://"):
             assert (REPO / target).exists(), target
+
+
+def nav_pages(entries: Any) -> list[str]:
+    """The pages of a MkDocs `nav` (a list of pages, or of {title: page or list})."""
+    if isinstance(entries, str):
+        return [entries]
+    if isinstance(entries, dict):
+        return [page for value in entries.values() for page in nav_pages(value)]
+    return [page for entry in entries for page in nav_pages(entry)]
+
+
+NAV = nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
+
+#: The pages issue 18 asks the site for: getting started per framework, then the reference.
+REQUIRED = (
+    "getting-started/django.md", "getting-started/flask.md",
+    "getting-started/starlette-fastapi.md", "getting-started/wsgi.md",
+    "getting-started/custom-server.md", "provider.md", "delegated.md", "parafe.md", "client.md",
+    "cli.md", "configuration.md", "deployment.md", "security.md", "performance.md",
+)  # fmt: skip
+
+
+def section(page: str, title: str) -> str:
+    """The text of `page`'s `## title` section, up to the next `## ` heading."""
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    assert f"\n## {title}\n" in text, f"{page} has no '## {title}' section"
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_site_has_every_page_the_issue_asks_for() -> None:
+    assert set(REQUIRED) <= set(NAV), set(REQUIRED) - set(NAV)
+    for title in ("PostgreSQL", "Several processes", "Behind a proxy"):
+        assert section("deployment.md", title).strip(), title
+
+
+@pytest.mark.parametrize("page", [p for p in NAV if not p.startswith("api/")])
+def test_every_page_says_what_it_does_not_do(page: str) -> None:
+    # As Starlette's documentation does: a Limitations section, and something in it.
+    assert section(page, "Limitations").strip()
+
+
+def test_what_pactmw_writes_itself_says_why_for_each_part() -> None:
+    text = (REPO / "docs" / "dependencies.md").read_text(encoding="utf-8")
+    part = text.split("**What pactmw writes itself, and why:**\n", 1)[1].split("\n## ", 1)[0]
+    bullets = re.findall(r"^- \*\*(.+?)\*\*(.+?)(?=^- |\Z)", part, re.M | re.S)
+    topics = [title for title, _ in bullets]
+    assert topics == [
+        "JOSE verification", "The SSRF-safe fetcher", "The device-code authorization server",
+        "Not the page HTML any more: Jinja2", "The client transport",
+    ]  # fmt: skip
+    for title, reason in bullets:
+        assert len(reason.split()) > 30, title  # a reason, not a name
+
+
+#: The extras a user installs: every extra of the distribution but the project's own tools.
+USER_EXTRAS = set(metadata("pactmw").get_all("Provides-Extra") or []) - {"dev", "docs", "bench"}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/pypi.md"])
+def test_every_install_section_names_every_extra(page: str) -> None:
+    text = (REPO / page).read_text(encoding="utf-8")
+    install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"\[(\w+)\]", install)) == USER_EXTRAS

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,7 +31,7 @@ def test_every_marked_sample_is_found() -> None:
     assert set(SAMPLES) == {
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
-        "parafe_bot", "parafe_ap2_bot",
+        "parafe_bot", "parafe_ap2_bot", "django", "drf",
     }  # fmt: skip
 
 
@@ -83,6 +86,25 @@ def test_flask_sample_guards_the_prefix_only() -> None:
 def test_wsgi_sample_guards_the_prefix_only() -> None:
     with werkzeug_server(run_sample("wsgi")["application"]) as base:
         assert_guarded(base, "/a2a/anything", "/")
+
+
+def test_django_and_drf_samples_refuse_a_request_without_a_token() -> None:
+    # Django is configured once per process: the samples run in one of their own, through
+    # the checks the clean venv of tests/test_packaging.py runs them with.
+    code = (
+        "import json, sys\n"
+        "from tests.support.wheel_probe import check_django, check_drf\n"
+        "samples = json.load(sys.stdin)\n"
+        "check_django(samples)\n"
+        "check_drf(samples)\n"
+        "print('ok')\n"
+    )
+    samples = {name: SAMPLES[name].code for name in ("django", "drf")}
+    ran = subprocess.run(
+        [sys.executable, "-c", code], input=json.dumps(samples), cwd=REPO,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (0, "ok\n"), ran.stderr
 
 
 @pytest.mark.parametrize("path", ["/a2a/acme/.well-known/agent-card.json"])

@@ -11,6 +11,7 @@ the repository is importable there) and prints `ok` when everything held.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib
 import io
@@ -88,8 +89,9 @@ def refuses_without_token(status: int, headers: dict[str, str]) -> None:
 
 
 def check_core(samples: dict[str, str]) -> None:
-    who_is_calling = run_sample(samples["direct"], "direct")["who_is_calling"]
-    assert who_is_calling(None) == "401 (missing_token)"
+    for name in ("direct", "pypi_direct"):  # the custom-server page's, then PyPI's
+        who_is_calling = run_sample(samples[name], name)["who_is_calling"]
+        assert who_is_calling(None) == "401 (missing_token)"
     from pactmw.client import A2AClient, AgentSigner  # the agent's side needs no extra
 
     assert A2AClient is not None
@@ -117,25 +119,71 @@ def check_flask(samples: dict[str, str]) -> None:
 
 
 def check_django(samples: dict[str, str]) -> None:
+    """The Django page's settings and view, as written: the app's checks pass, and the view
+    refuses a request without a token, inside the guarded prefix and outside it."""
     import django
     from django.conf import settings
     from django.core.management import call_command
+    from django.core.wsgi import get_wsgi_application
+    from django.urls import path
 
+    sample = run_sample(samples["django"], "django")
+    # The sample's `# ...` is the project's own apps; a new project has these two (DRF's
+    # anonymous user needs them).
+    project_apps = ["django.contrib.auth", "django.contrib.contenttypes"]
     settings.configure(
-        INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes",
-                        "pactmw.adapters.django"],
-        MIDDLEWARE=["pactmw.adapters.django.PersonalAgentMiddleware"],
-        PACTMW={"audience": "https://provider.example/a2a", "agents": []},
-        DATABASES={}, ROOT_URLCONF=__name__, SECRET_KEY="probe",
+        INSTALLED_APPS=[*project_apps, *sample["INSTALLED_APPS"]],
+        MIDDLEWARE=sample["MIDDLEWARE"], PACTMW=sample["PACTMW"], ROOT_URLCONF=__name__,
+        SECRET_KEY="probe", ALLOWED_HOSTS=["127.0.0.1"], DATABASES={},
     )  # fmt: skip
     django.setup()
     report = io.StringIO()
     call_command("check", fail_level="WARNING", stdout=report)  # the app's checks load, pass
     assert "no issues" in report.getvalue(), report.getvalue()
+    urlpatterns.extend([path("whoami", sample["whoami"]), path("a2a/whoami", sample["whoami"])])
+    application = get_wsgi_application()
+    for where in ("/whoami", "/a2a/whoami"):  # the decorator, then the middleware's prefix
+        refuses_without_token(*wsgi_get(application, where))
 
 
 def check_drf(samples: dict[str, str]) -> None:
-    pass  # importing pactmw.adapters.django.rest_framework (in main) is the check
+    """The DRF sample's settings and view in the Django of `check_django` (drf brings
+    Django): a request without a token is DRF's 401 with the PACT challenge (not its 403)."""
+    from django.core.wsgi import get_wsgi_application
+    from django.test import override_settings
+    from django.urls import path
+
+    # The sample is a settings module and a view in one block. Django reads the settings
+    # before any view imports DRF (APIView takes its authentication classes from them when
+    # it is imported), so its settings are in place before the block runs.
+    with override_settings(**settings_in(samples["drf"])):
+        sample = run_sample(samples["drf"], "drf")
+        urlpatterns.append(path("orders", sample["OrderList"].as_view()))
+        status, headers = wsgi_get(get_wsgi_application(), "/orders")
+    # HasDelegatedScope refuses a caller without a delegation with `error="invalid_token"`.
+    assert (status, headers["www-authenticate"]) == (401, f'{CHALLENGE}, error="invalid_token"')
+
+
+def settings_in(code: str) -> dict[str, Any]:
+    """The values a sample assigns to UPPER_CASE names (Django settings), run alone."""
+    tree = ast.parse(code)
+    tree.body = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile(tree, "sample settings", "exec"), namespace)
+    return {name: value for name, value in namespace.items() if name.isupper()}
+
+
+def check_pages(samples: dict[str, str]) -> None:
+    """A custom server's consent pages render (Jinja2 and the built-in templates)."""
+    from pactmw.provider import ConsentPages
+
+    page = ConsentPages().error("Link expired", "Ask your assistant for a <new> link.")
+    assert "Ask your assistant for a &lt;new&gt; link." in page, page  # autoescaped
 
 
 def check_postgres(samples: dict[str, str]) -> None:
@@ -162,11 +210,12 @@ CHECKS: dict[str, Callable[[dict[str, str]], None]] = {
     "flask": check_flask,
     "django": check_django,
     "drf": check_drf,
+    "pages": check_pages,
     "postgres": check_postgres,
     "serve": check_serve,
 }
 
-urlpatterns: list[Any] = []  # ROOT_URLCONF of check_django
+urlpatterns: list[Any] = []  # ROOT_URLCONF of check_django and check_drf
 
 
 def missing_extra(module: str) -> Any:
@@ -175,6 +224,18 @@ def missing_extra(module: str) -> Any:
 
     try:
         importlib.import_module(module)
+    except MissingExtra as refusal:
+        return refusal
+    return None
+
+
+def consent_pages_refusal() -> Any:
+    """The `MissingExtra` making the consent pages raises, or None when they are made."""
+    from pactmw import MissingExtra
+    from pactmw.provider import ConsentPages
+
+    try:
+        ConsentPages()
     except MissingExtra as refusal:
         return refusal
     return None
@@ -198,6 +259,10 @@ def main(argv: list[str]) -> int:
         assert refusal is not None, f"{module} imported without the {extra} extra"
         assert refusal.extra == extra, (module, refusal.extra)
         assert f'pip install "pactmw[{extra}]"' in str(refusal), str(refusal)
+    if not installed:  # every web extra brings Jinja2 too
+        refusal = consent_pages_refusal()
+        assert refusal is not None, "ConsentPages() worked without Jinja2"
+        assert refusal.extra == "pages", str(refusal)
     for extra in ("", *sorted(installed)):
         CHECKS[extra](samples)
     print("ok")

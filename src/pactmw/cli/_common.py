@@ -13,7 +13,6 @@ import io
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import frozen
 
 from pactmw.core.errors import PactmwError
+from pactmw.core.files import stage_file
 
 if TYPE_CHECKING:
     from pactmw.client import AgentSigner
@@ -132,7 +132,7 @@ def write_all(files: Sequence[OutputFile], *, force: bool, parents: bool) -> Non
         for file in files:
             try:
                 created += _make_folders(Path(file.name).parent)
-                staged.append((file, _stage(file)))
+                staged.append((file, stage_file(file.name, file.text, file.mode)))
             except OSError as exc:
                 raise CommandError(f"cannot write {file.name}: {exc.strerror}") from None
         _rename_all(staged)
@@ -163,23 +163,6 @@ def _make_folders(folder: Path) -> list[Path]:
     for each in reversed(missing):
         each.mkdir()
     return missing
-
-
-def _stage(file: OutputFile) -> Path:
-    """Write `file` completely to a new temporary file in its folder, with its mode."""
-    target = Path(file.name)
-    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    temporary = Path(name)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), file.mode)
-            handle.write(file.text)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return temporary
 
 
 def _rename_all(staged: Sequence[tuple[OutputFile, Path]]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from pactmw.client.errors import HTTPError, ResponseInvalid
 from pactmw.client.http import HttpRequest, HttpResponse
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import MalformedInput
+from pactmw.core.files import write_file_atomically
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.protocols.parafe import request_pop
 from pactmw.protocols.parafe._broker_api import broker_error
@@ -90,12 +90,13 @@ class BrokerCredential:
         )
 
     def save(self, path: str | Path) -> None:
-        """Write the credential and the private key as JSON, readable by the owner only."""
-        target = Path(path)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(self.to_dict()))
-        target.chmod(0o600)
+        """Write the credential and the private key as JSON, readable by the owner only.
+
+        Atomically: a temporary file of mode 0600 beside `path`, then a rename, so a crash
+        never leaves half a credential and the key is never readable by others, even for
+        a moment over an older file. A missing folder is `FileNotFoundError` naming `path`.
+        """
+        write_file_atomically(path, json.dumps(self.to_dict()), 0o600)
 
     @classmethod
     def load(cls, path: str | Path) -> BrokerCredential:

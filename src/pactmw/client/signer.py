@@ -8,11 +8,8 @@ registered with each Provider: `write_jwks` for a static host, `serve_jwks` for 
 
 from __future__ import annotations
 
-import errno
 import http.server
 import json
-import os
-import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +21,7 @@ from typing import Any
 from attrs import field, frozen
 
 from pactmw.core.errors import MalformedInput
+from pactmw.core.files import write_file_atomically
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import (
     PrivateJWK,
@@ -176,25 +174,14 @@ class AgentCredentials:
 
 
 def write_jwks(document: Mapping[str, Any], path: str | Path, *, parents: bool = False) -> Path:
-    """Write a JWKS document atomically (a temporary file, then a rename).
+    """Write a JWKS document atomically (a temporary file beside it, then a rename), readable
+    by everyone (mode 0644: the web server publishes it).
 
     A missing folder is created only with `parents=True` (as `pactmw keygen --parents`);
-    otherwise `FileNotFoundError` names `path` as given, not the temporary file."""
-    target = Path(path)
-    if parents:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    elif not target.parent.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "no such folder (parents=True creates it)", str(path))
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".jwks-", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, separators=(",", ":"))
-        os.chmod(temporary, 0o644)  # public keys: readable by the web server
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return target
+    otherwise `FileNotFoundError`. Every `OSError` names `path` as given, not the temporary
+    file."""
+    text = json.dumps(document, separators=(",", ":"))
+    return write_file_atomically(path, text, 0o644, parents=parents)
 
 
 class _JwksHandler(http.server.BaseHTTPRequestHandler):

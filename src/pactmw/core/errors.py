@@ -13,8 +13,9 @@ class MissingExtra(PactmwError, ImportError):
     that tolerates a missing module with `except ImportError` keeps working."""
 
     def __init__(self, what: str, needs: str, extra: str) -> None:
+        are = "are" if " and " in needs else "is"  # "uvicorn and starlette, which are"
         super().__init__(
-            f'{what} needs {needs}, which is not installed: pip install "pactmw[{extra}]"'
+            f'{what} needs {needs}, which {are} not installed: pip install "pactmw[{extra}]"'
         )
         self.extra = extra
 
