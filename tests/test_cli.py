@@ -384,9 +384,9 @@ def test_example_config_works_as_written(tmp_path: Path) -> None:
 
 def test_demo_tells_the_whole_story() -> None:
     launcher = (str(SCRIPT),) if SCRIPT.exists() else PYTHON_M
-    started = time.monotonic()
+    # How fast the demo runs is measured in docs/development.md, not asserted: a timed
+    # assertion fails on a loaded machine without anything being wrong.
     result = run([*launcher, "demo"], timeout=60)
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     for marker in (
@@ -460,7 +460,6 @@ def test_demo_tells_the_whole_story() -> None:
     workdir = re.search(r"working directory (\S+)", out)
     assert workdir is not None
     assert not Path(workdir.group(1)).exists()  # cleaned up without --keep
-    assert elapsed < 30
 
 
 def test_demo_keep_leaves_the_working_directory() -> None:
