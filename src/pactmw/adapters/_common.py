@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import TypeVar
 
+from pactmw.core.errors import MissingExtra
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard
 
-__all__ = ["instance_or_none", "make_guard"]
+__all__ = ["instance_or_none", "make_guard", "require_framework"]
 
 _T = TypeVar("_T")
+
+
+def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:
+    """Raise `MissingExtra` naming `extra` when `package` (the framework `adapter` is written
+    for) is not installed. An adapter calls it before its first import of the framework, so
+    a missing framework is named with the extra that installs it instead of surfacing as a
+    bare ModuleNotFoundError."""
+    if find_spec(package) is None:
+        raise MissingExtra(adapter, framework, extra)
 
 
 def instance_or_none(found: object, kind: type[_T]) -> _T | None:

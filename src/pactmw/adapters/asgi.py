@@ -11,15 +11,11 @@ the `PersonalAgent`. FastAPI's dependencies are in `pactmw.adapters.fastapi`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from importlib.util import find_spec
 from typing import Any
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import instance_or_none, make_guard, require_framework
 
-# Checked before the first import of Starlette, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("starlette") is None:
-    raise MissingExtra("pactmw.adapters.asgi", "Starlette", "asgi")
+require_framework("starlette", __name__, "Starlette", "asgi")
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse
@@ -36,7 +32,6 @@ from pactmw.adapters._asgi_http import (
     wrap_endpoint,
 )
 from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
-from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,

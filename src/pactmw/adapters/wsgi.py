@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import instance_or_none, make_guard, require_framework
 
-# Checked before the first import of Werkzeug, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("werkzeug") is None:
-    raise MissingExtra("pactmw.adapters.wsgi", "Werkzeug", "wsgi")
+require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
 
-from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._wsgi_http import (
     body_reader,
     neutral_request,
