@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from importlib.util import find_spec
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pactmw.core.errors import MissingExtra
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard
+from pactmw.provider.routes import MOUNT
 
-__all__ = ["instance_or_none", "make_guard", "require_framework"]
+__all__ = ["GuardedMiddleware", "instance_or_none", "make_guard", "require_framework"]
 
 _T = TypeVar("_T")
+_App = TypeVar("_App")
 
 
 def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:
@@ -45,3 +47,23 @@ def make_guard(
         delegation_brand=delegation_brand,
         protect_prefix=path_prefix,
     )
+
+
+class GuardedMiddleware(Generic[_App]):
+    """What the ASGI and the WSGI `PersonalAgentMiddleware` are made of: the application
+    they wrap (`app`) and the guard of the requests under `path_prefix` (None: none; use the
+    decorators). With `delegation_provider` and `delegation_brand`, an
+    `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
+    refused. Each middleware only adds its framework's `__call__`."""
+
+    def __init__(
+        self,
+        app: _App,
+        verifier: IdentityVerifier,
+        *,
+        path_prefix: str | None = MOUNT,
+        delegation_provider: Provider | None = None,
+        delegation_brand: str | None = None,
+    ) -> None:
+        self.app = app
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)

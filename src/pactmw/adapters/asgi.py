@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pactmw.adapters._common import instance_or_none, make_guard, require_framework
+from pactmw.adapters._common import (
+    GuardedMiddleware,
+    instance_or_none,
+    make_guard,
+    require_framework,
+)
 
 require_framework("starlette", __name__, "Starlette", "asgi")
 
@@ -58,7 +63,6 @@ from pactmw.provider.guard import (
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
 from pactmw.provider.poppy import PoppyCaller
-from pactmw.provider.routes import MOUNT
 
 #: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
 PARAFE_STATE = "pactmw_parafe"
@@ -66,23 +70,13 @@ PARAFE_STATE = "pactmw_parafe"
 POPPY_KEY = "pactmw.poppy_caller"
 
 
-class PersonalAgentMiddleware:
+class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     """Verify the caller of every HTTP request under `path_prefix` (None: none; use the
     decorators). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
-    refused. The body is never read: a refused request is answered before it arrives."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        verifier: IdentityVerifier,
-        *,
-        path_prefix: str | None = MOUNT,
-        delegation_provider: Provider | None = None,
-        delegation_brand: str | None = None,
-    ) -> None:
-        self.app = app
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
+    refused. The body is never read: a refused request is answered before it arrives.
+    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand)`,
+    shared with the WSGI middleware."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.guard.protects(route_path(scope)):

@@ -12,7 +12,12 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from pactmw.adapters._common import instance_or_none, make_guard, require_framework
+from pactmw.adapters._common import (
+    GuardedMiddleware,
+    instance_or_none,
+    make_guard,
+    require_framework,
+)
 
 require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
 
@@ -39,7 +44,6 @@ from pactmw.provider.guard import (
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
 from pactmw.provider.poppy import PoppyCaller
-from pactmw.provider.routes import MOUNT
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -51,26 +55,15 @@ _NOT_FOUND = error_response(RequestRefused(404))
 WSGIView = Callable[..., Any]
 
 
-class PersonalAgentMiddleware:
+class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
     """Verify the caller of every request whose `PATH_INFO` is under `path_prefix`.
 
     Apply as `app.wsgi_app = PersonalAgentMiddleware(app.wsgi_app, verifier)` in Flask, or
     around any WSGI application. With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too (the caller's
-    `.delegation`); one sent without them is refused.
+    `.delegation`); one sent without them is refused. Constructor: `(app, verifier, *,
+    path_prefix, delegation_provider, delegation_brand)`, shared with the ASGI middleware.
     """
-
-    def __init__(
-        self,
-        app: WSGIApplication,
-        verifier: IdentityVerifier,
-        *,
-        path_prefix: str | None = MOUNT,
-        delegation_provider: Provider | None = None,
-        delegation_brand: str | None = None,
-    ) -> None:
-        self.app = app
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.guard.protects(wsgi_path(environ)):
