@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
-from pactmw.core.errors import MissingExtra
-from pactmw.protocols.identity import IdentityVerifier
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra
+from pactmw.core.http import Response
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import Guard
+from pactmw.provider.guard import Guard, refusal_response, require_scopes
 from pactmw.provider.routes import MOUNT
 
-__all__ = ["GuardedMiddleware", "instance_or_none", "make_guard", "require_framework"]
+__all__ = [
+    "GuardedMiddleware",
+    "instance_or_none",
+    "make_guard",
+    "require_framework",
+    "scope_refusal",
+]
 
 _T = TypeVar("_T")
 _App = TypeVar("_App")
@@ -31,6 +39,17 @@ def instance_or_none(found: object, kind: type[_T]) -> _T | None:
     decorator left on the request (an ASGI scope, a WSGI environ, Flask's `g`), where anything
     else may sit under the same key."""
     return found if isinstance(found, kind) else None
+
+
+def scope_refusal(caller: PersonalAgent | None, scopes: Iterable[str]) -> Response | None:
+    """The answer to a caller without a delegation holding `scopes` (`require_scopes`: no
+    delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`), or None
+    when it holds them: what an adapter that answers with responses (not exceptions) sends."""
+    try:
+        require_scopes(caller, scopes)
+    except (AuthenticationFailed, InsufficientScope) as exc:
+        return refusal_response(exc)
+    return None
 
 
 def make_guard(

@@ -18,6 +18,7 @@ from pactmw.adapters._common import (
     instance_or_none,
     make_guard,
     require_framework,
+    scope_refusal,
 )
 
 require_framework("starlette", __name__, "Starlette", "asgi")
@@ -49,7 +50,7 @@ from pactmw.adapters._starlette_auth import (
     on_auth_error,
     requires,
 )
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.core.errors import AuthenticationFailed
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
@@ -58,7 +59,6 @@ from pactmw.provider.guard import (
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
-    require_scopes,
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
@@ -123,10 +123,9 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
     async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
-        try:
-            require_scopes(current_personal_agent(request), scopes)
-        except (AuthenticationFailed, InsufficientScope) as exc:
-            return to_starlette(refusal_response(exc))
+        refusal = scope_refusal(current_personal_agent(request), scopes)
+        if refusal is not None:
+            return to_starlette(refusal)
         return await call()
 
     return lambda endpoint: wrap_endpoint(endpoint, around)

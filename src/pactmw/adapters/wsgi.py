@@ -17,6 +17,7 @@ from pactmw.adapters._common import (
     instance_or_none,
     make_guard,
     require_framework,
+    scope_refusal,
 )
 
 require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
@@ -28,7 +29,7 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
@@ -39,7 +40,6 @@ from pactmw.provider.guard import (
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
-    require_scopes,
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
@@ -123,14 +123,7 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application behind the middleware (or `personal_agent_required`) so
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
-    def check(environ: WSGIEnvironment) -> Response | None:
-        try:
-            require_scopes(current_personal_agent(environ), scopes)
-        except (AuthenticationFailed, InsufficientScope) as exc:
-            return refusal_response(exc)
-        return None
-
-    return _checked_first(check)
+    return _checked_first(lambda environ: scope_refusal(current_personal_agent(environ), scopes))
 
 
 def parafe_action(
