@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Iterable
+from importlib.util import find_spec
+from typing import Generic, TypeVar
 
-from pactmw.protocols.identity import IdentityVerifier
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra
+from pactmw.core.http import Response
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import Guard
+from pactmw.provider.guard import Guard, refusal_response, require_scopes
+from pactmw.provider.routes import MOUNT
 
-__all__ = ["instance_or_none", "make_guard"]
+__all__ = [
+    "GuardedMiddleware",
+    "instance_or_none",
+    "make_guard",
+    "require_framework",
+    "scope_refusal",
+]
 
 _T = TypeVar("_T")
+_App = TypeVar("_App")
+
+
+def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:
+    """Raise `MissingExtra` naming `extra` when `package` (the framework `adapter` is written
+    for) is not installed. An adapter calls it before its first import of the framework, so
+    a missing framework is named with the extra that installs it instead of surfacing as a
+    bare ModuleNotFoundError."""
+    if find_spec(package) is None:
+        raise MissingExtra(adapter, framework, extra)
 
 
 def instance_or_none(found: object, kind: type[_T]) -> _T | None:
@@ -18,6 +39,17 @@ def instance_or_none(found: object, kind: type[_T]) -> _T | None:
     decorator left on the request (an ASGI scope, a WSGI environ, Flask's `g`), where anything
     else may sit under the same key."""
     return found if isinstance(found, kind) else None
+
+
+def scope_refusal(caller: PersonalAgent | None, scopes: Iterable[str]) -> Response | None:
+    """The answer to a caller without a delegation holding `scopes` (`require_scopes`: no
+    delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`), or None
+    when it holds them: what an adapter that answers with responses (not exceptions) sends."""
+    try:
+        require_scopes(caller, scopes)
+    except (AuthenticationFailed, InsufficientScope) as exc:
+        return refusal_response(exc)
+    return None
 
 
 def make_guard(
@@ -34,3 +66,23 @@ def make_guard(
         delegation_brand=delegation_brand,
         protect_prefix=path_prefix,
     )
+
+
+class GuardedMiddleware(Generic[_App]):
+    """What the ASGI and the WSGI `PersonalAgentMiddleware` are made of: the application
+    they wrap (`app`) and the guard of the requests under `path_prefix` (None: none; use the
+    decorators). With `delegation_provider` and `delegation_brand`, an
+    `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
+    refused. Each middleware only adds its framework's `__call__`."""
+
+    def __init__(
+        self,
+        app: _App,
+        verifier: IdentityVerifier,
+        *,
+        path_prefix: str | None = MOUNT,
+        delegation_provider: Provider | None = None,
+        delegation_brand: str | None = None,
+    ) -> None:
+        self.app = app
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)

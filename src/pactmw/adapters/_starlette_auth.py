@@ -17,11 +17,11 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
-from pactmw.adapters._common import instance_or_none, make_guard
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
+from pactmw.adapters._common import instance_or_none, make_guard, scope_refusal
+from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import is_other_credential, refusal_response, require_scopes
+from pactmw.provider.guard import is_other_credential, refusal_response
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -130,10 +130,9 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
             return to_starlette(refusal_response(AuthenticationFailed("missing_token")))
         if any(scope == "delegated" or scope.startswith("scope:") for scope in missing):
             needed = [s.removeprefix("scope:") for s in missing if s.startswith("scope:")]
-            try:
-                require_scopes(current_personal_agent(request), needed)
-            except (AuthenticationFailed, InsufficientScope) as exc:
-                return to_starlette(refusal_response(exc))
+            refusal = scope_refusal(current_personal_agent(request), needed)
+            if refusal is not None:
+                return to_starlette(refusal)
         return StarletteResponse(status_code=403)
 
     return lambda endpoint: wrap_endpoint(endpoint, around)

@@ -11,15 +11,17 @@ the `PersonalAgent`. FastAPI's dependencies are in `pactmw.adapters.fastapi`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from importlib.util import find_spec
 from typing import Any
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import (
+    GuardedMiddleware,
+    instance_or_none,
+    make_guard,
+    require_framework,
+    scope_refusal,
+)
 
-# Checked before the first import of Starlette, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("starlette") is None:
-    raise MissingExtra("pactmw.adapters.asgi", "Starlette", "asgi")
+require_framework("starlette", __name__, "Starlette", "asgi")
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse
@@ -36,7 +38,6 @@ from pactmw.adapters._asgi_http import (
     wrap_endpoint,
 )
 from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
-from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -49,7 +50,7 @@ from pactmw.adapters._starlette_auth import (
     on_auth_error,
     requires,
 )
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
+from pactmw.core.errors import AuthenticationFailed
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
@@ -58,12 +59,10 @@ from pactmw.provider.guard import (
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
-    require_scopes,
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
 from pactmw.provider.poppy import PoppyCaller
-from pactmw.provider.routes import MOUNT
 
 #: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
 PARAFE_STATE = "pactmw_parafe"
@@ -71,23 +70,13 @@ PARAFE_STATE = "pactmw_parafe"
 POPPY_KEY = "pactmw.poppy_caller"
 
 
-class PersonalAgentMiddleware:
+class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     """Verify the caller of every HTTP request under `path_prefix` (None: none; use the
     decorators). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
-    refused. The body is never read: a refused request is answered before it arrives."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        verifier: IdentityVerifier,
-        *,
-        path_prefix: str | None = MOUNT,
-        delegation_provider: Provider | None = None,
-        delegation_brand: str | None = None,
-    ) -> None:
-        self.app = app
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
+    refused. The body is never read: a refused request is answered before it arrives.
+    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand)`,
+    shared with the WSGI middleware."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.guard.protects(route_path(scope)):
@@ -134,10 +123,9 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
     async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
-        try:
-            require_scopes(current_personal_agent(request), scopes)
-        except (AuthenticationFailed, InsufficientScope) as exc:
-            return to_starlette(refusal_response(exc))
+        refusal = scope_refusal(current_personal_agent(request), scopes)
+        if refusal is not None:
+            return to_starlette(refusal)
         return await call()
 
     return lambda endpoint: wrap_endpoint(endpoint, around)

@@ -20,15 +20,11 @@ A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the 
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from typing import Any
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import require_framework
 
-# Checked before the first import of FastAPI, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("fastapi") is None:
-    raise MissingExtra("pactmw.adapters.fastapi", "FastAPI", "fastapi")
+require_framework("fastapi", __name__, "FastAPI", "fastapi")
 
 from fastapi import HTTPException, Request
 from fastapi.openapi.models import HTTPBase as HTTPBaseModel

@@ -17,15 +17,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from importlib.util import find_spec
 from typing import Any, TypeVar, overload
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import require_framework
 
-# Checked before the first import of Flask, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("flask") is None:
-    raise MissingExtra("pactmw.adapters.flask", "Flask", "flask")
+require_framework("flask", __name__, "Flask", "flask")
 
 from flask import Flask, current_app, g, request
 from werkzeug.wrappers import Response as WerkzeugResponse

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import (
+    GuardedMiddleware,
+    instance_or_none,
+    make_guard,
+    require_framework,
+    scope_refusal,
+)
 
-# Checked before the first import of Werkzeug, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("werkzeug") is None:
-    raise MissingExtra("pactmw.adapters.wsgi", "Werkzeug", "wsgi")
+require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
 
-from pactmw.adapters._common import instance_or_none, make_guard
 from pactmw.adapters._wsgi_http import (
     body_reader,
     neutral_request,
@@ -28,7 +29,7 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
@@ -39,12 +40,10 @@ from pactmw.provider.guard import (
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
-    require_scopes,
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
 from pactmw.provider.poppy import PoppyCaller
-from pactmw.provider.routes import MOUNT
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -56,26 +55,15 @@ _NOT_FOUND = error_response(RequestRefused(404))
 WSGIView = Callable[..., Any]
 
 
-class PersonalAgentMiddleware:
+class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
     """Verify the caller of every request whose `PATH_INFO` is under `path_prefix`.
 
     Apply as `app.wsgi_app = PersonalAgentMiddleware(app.wsgi_app, verifier)` in Flask, or
     around any WSGI application. With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too (the caller's
-    `.delegation`); one sent without them is refused.
+    `.delegation`); one sent without them is refused. Constructor: `(app, verifier, *,
+    path_prefix, delegation_provider, delegation_brand)`, shared with the ASGI middleware.
     """
-
-    def __init__(
-        self,
-        app: WSGIApplication,
-        verifier: IdentityVerifier,
-        *,
-        path_prefix: str | None = MOUNT,
-        delegation_provider: Provider | None = None,
-        delegation_brand: str | None = None,
-    ) -> None:
-        self.app = app
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.guard.protects(wsgi_path(environ)):
@@ -135,14 +123,7 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application behind the middleware (or `personal_agent_required`) so
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
-    def check(environ: WSGIEnvironment) -> Response | None:
-        try:
-            require_scopes(current_personal_agent(environ), scopes)
-        except (AuthenticationFailed, InsufficientScope) as exc:
-            return refusal_response(exc)
-        return None
-
-    return _checked_first(check)
+    return _checked_first(lambda environ: scope_refusal(current_personal_agent(environ), scopes))
 
 
 def parafe_action(

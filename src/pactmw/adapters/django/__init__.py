@@ -14,14 +14,9 @@ is the guard's (`pactmw.provider.guard`); this package only translates.
 
 from __future__ import annotations
 
-import importlib.util
+from pactmw.adapters import _common
 
-from pactmw.core import errors
-
-# Checked before the first import of Django, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if importlib.util.find_spec("django") is None:
-    raise errors.MissingExtra("pactmw.adapters.django", "Django", "django")
+_common.require_framework("django", __name__, "Django", "django")
 
 from pactmw.adapters.django._config import configured, get_provider, get_verifier
 from pactmw.adapters.django._http import to_django

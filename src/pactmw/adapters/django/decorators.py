@@ -11,6 +11,7 @@ from typing import Any, TypeVar, overload
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
+from pactmw.adapters._common import scope_refusal
 from pactmw.adapters.django._config import configured, get_provider
 from pactmw.adapters.django._http import (
     abody_reader,
@@ -19,12 +20,12 @@ from pactmw.adapters.django._http import (
     refused,
     to_django,
 )
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
+from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.errors import error_response
-from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response, require_scopes
+from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response
 
 View = TypeVar("View", bound=Callable[..., Any])
 #: `before(request)`: a response that answers instead of the view, or None to run it.
@@ -126,11 +127,8 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     `PACTMW["delegation_brand"]`): none is 401 `invalid_token`, missing scopes 403."""
 
     def check(request: HttpRequest) -> HttpResponse | None:
-        try:
-            require_scopes(getattr(request, "personal_agent", None), scopes)
-        except (AuthenticationFailed, InsufficientScope) as exc:
-            return to_django(refusal_response(exc))
-        return None
+        refusal = scope_refusal(getattr(request, "personal_agent", None), scopes)
+        return None if refusal is None else to_django(refusal)
 
     def before(request: HttpRequest) -> HttpResponse | None:
         return _verify(request) or check(request)

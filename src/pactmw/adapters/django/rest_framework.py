@@ -20,15 +20,11 @@ with `error="insufficient_scope"`. The rules are the guard's (`pactmw.provider.g
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from typing import Any
 
-from pactmw.core.errors import MissingExtra
+from pactmw.adapters._common import require_framework
 
-# Checked before the first import of Django REST framework, so a missing framework is named with
-# the extra that installs it instead of surfacing as a bare ModuleNotFoundError.
-if find_spec("rest_framework") is None:
-    raise MissingExtra("pactmw.adapters.django.rest_framework", "Django REST framework", "drf")
+require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
