@@ -19,7 +19,6 @@ from pactmw.store._protocols.sessions import (
 )
 from pactmw.store._sql.core import SqlCore, opt_float
 from pactmw.store._sql.dialect import Dialect, statement_builder
-from pactmw.store.base import has_nul
 
 __all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
 
@@ -126,14 +125,11 @@ class SessionsMixin(SqlCore):
             if inserted.rowcount == 0:
                 raise ValueError("session_id or Session Token hash is already stored")
 
-    def _change(
-        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
-    ) -> SessionChange:
+    def _change(self, update: SessionUpdate) -> SessionChange:
         sql = self._session_sql
         with self._write() as ex:
-            row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
-            session = None if row is None else self._session(row)
-            change = change_session(session, brand_id, client_id, user_id, update)
+            row = ex.execute(sql.lock, (update.session_id,)).fetchone()
+            change = change_session(None if row is None else self._session(row), update)
             changed = change.session
             if changed is None:
                 return change
@@ -141,7 +137,7 @@ class SessionsMixin(SqlCore):
                 raise ValueError("Session Token hash is already stored")
             token = (changed.jkt, update.token_hash, changed.token_expires_at)
             sign_in = (changed.account, changed.grant_id, self._encode_scopes(changed.scopes))
-            signed = (changed.ever_account, changed.signed_in_at, session_id)
+            signed = (changed.ever_account, changed.signed_in_at, update.session_id)
             ex.execute(sql.update, (*token, *sign_in, *signed))
             return change
 
