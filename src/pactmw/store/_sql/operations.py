@@ -10,10 +10,11 @@ on every backend, without reading it first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, cast
 
 from pactmw.store._protocols.operations import (
     OperationChange,
+    OperationResult,
     OperationState,
     RememberedAnswer,
     StoredOperation,
@@ -266,15 +267,11 @@ class OperationsMixin(SqlCore):
             return self._read_operation(ex, operation_id)
 
     def _settle_operation(
-        self,
-        operation_id: str,
-        state: Literal["succeeded", "failed"],
-        summary: str,
-        data: str | None,
-        now: float,
+        self, operation_id: str, result: OperationResult, now: float
     ) -> StoredOperation | None:
+        outcome = (result.state, result.summary, result.data)
         with self._write() as ex:
-            ex.execute(self._operation_sql.settle, (state, summary, data, now, operation_id))
+            ex.execute(self._operation_sql.settle, (*outcome, now, operation_id))
             return self._read_operation(ex, operation_id)
 
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:
