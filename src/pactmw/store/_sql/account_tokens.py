@@ -17,8 +17,9 @@ from pactmw.store._protocols.account_tokens import (
     AccountToken,
     decide_account_rotation,
 )
-from pactmw.store._sql.core import SqlCore, opt_float
+from pactmw.store._sql.core import SqlCore
 from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.rows import RowReader
 
 __all__ = [
     "POSTGRES_MIGRATION",
@@ -50,6 +51,9 @@ POSTGRES_MIGRATION: tuple[str, ...] = (
     _GRANT_INDEX,
 )
 
+# The token's columns in `AccountToken`'s order (the User ID is the grant's `pa_sub`), then
+# what the rotation reads of the grant.
+_ACCOUNT_TOKEN_ROW = RowReader.of(AccountToken)
 _JOINED = (
     "SELECT t.grant_id, t.brand_id, t.client_id, g.pa_sub, t.scopes, t.created_at,"
     " t.expires_at, t.used_at, g.account, g.revoked_at, g.expires_at"
@@ -88,16 +92,7 @@ class AccountTokensMixin(SqlCore):
     _account_sql: ClassVar[AccountTokenStatements]
 
     def _account(self, row: Sequence[Any]) -> AccountToken:
-        return AccountToken(
-            grant_id=row[0],
-            brand_id=row[1],
-            client_id=row[2],
-            user_id=row[3],
-            scopes=self._decode_scopes(row[4]),
-            created_at=float(row[5]),
-            expires_at=float(row[6]),
-            used_at=opt_float(row[7]),
-        )
+        return _ACCOUNT_TOKEN_ROW.read(row, self._decode_scopes)
 
     def _insert_account_token(self, token_hash: str, token: AccountToken) -> bool:
         scopes = self._encode_scopes(token.scopes)

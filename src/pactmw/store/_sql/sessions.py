@@ -17,8 +17,9 @@ from pactmw.store._protocols.sessions import (
     SessionUpdate,
     change_session,
 )
-from pactmw.store._sql.core import SqlCore, opt_float
+from pactmw.store._sql.core import SqlCore
 from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.rows import RowReader
 
 __all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
 
@@ -51,10 +52,8 @@ POSTGRES_MIGRATION: tuple[str, ...] = (
     _GRANT_INDEX,
 )
 
-_COLUMNS = (
-    "session_id, brand_id, client_id, user_id, jkt, created_at, token_expires_at, account,"
-    " grant_id, scopes, ever_account, signed_in_at"
-)
+_SESSION_ROW = RowReader.of(PoppySession)
+_COLUMNS = _SESSION_ROW.columns()
 
 
 class SessionStatements:
@@ -92,20 +91,7 @@ class SessionsMixin(SqlCore):
     _session_sql: ClassVar[SessionStatements]
 
     def _session(self, row: Sequence[Any]) -> PoppySession:
-        return PoppySession(
-            session_id=row[0],
-            brand_id=row[1],
-            client_id=row[2],
-            user_id=row[3],
-            jkt=row[4],
-            created_at=float(row[5]),
-            token_expires_at=float(row[6]),
-            account=row[7],
-            grant_id=row[8],
-            scopes=self._decode_scopes(row[9]),
-            ever_account=row[10],
-            signed_in_at=opt_float(row[11]),
-        )
+        return _SESSION_ROW.read(row, self._decode_scopes)
 
     def _insert_session(self, session: PoppySession, token_hash: str) -> None:
         with self._write() as ex:
