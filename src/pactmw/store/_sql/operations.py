@@ -1,6 +1,6 @@
 """Poppy operations of the SQL stores (the contract: store/_protocols/operations.py).
 
-`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 11 (store/_sql/migrations.py);
+`migration(types)` is schema version 11 (store/_sql/migrations.py);
 each backend class gets its `_operation_sql` from its dialect (`SqlStore.__init_subclass__`).
 The compare-and-set is one conditional `UPDATE` (`WHERE state = 'proposed' AND
 revision = ?`): the database lets exactly one of concurrent confirmations change the row,
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from attrs import asdict
+
 from pactmw.store._protocols.operations import (
     OperationChange,
     OperationResult,
@@ -20,14 +22,13 @@ from pactmw.store._protocols.operations import (
     decide_confirmation,
 )
 from pactmw.store._sql.core import Executor, SqlCore
-from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.dialect import ColumnTypes, Dialect, statement_builder
 from pactmw.store._sql.rows import RowReader
 
 __all__ = [
-    "POSTGRES_MIGRATION",
-    "SQLITE_MIGRATION",
     "OperationStatements",
     "OperationsMixin",
+    "migration",
 ]
 
 # One row per operation, its latest revision. `open_key` is set while the operation is open
@@ -73,16 +74,13 @@ _ANSWERS = """
             expires_at {real} NOT NULL
         )
         """
-SQLITE_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="REAL", scopes="TEXT"),
-    _OPEN_INDEX,
-    _ANSWERS.format(real="REAL"),
-)
-POSTGRES_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
-    _OPEN_INDEX,
-    _ANSWERS.format(real="DOUBLE PRECISION"),
-)
+
+
+def migration(types: ColumnTypes) -> tuple[str, ...]:
+    """This concern's part of schema version 11, in an engine's column `types`."""
+    columns = asdict(types)
+    return (_TABLE.format(**columns), _OPEN_INDEX, _ANSWERS.format(**columns))
+
 
 _OPERATION_ROW = RowReader.of(StoredOperation)
 _ANSWER_ROW = RowReader.of(RememberedAnswer)

@@ -1,8 +1,8 @@
 """Poppy Sessions of the SQL stores (the contract, with its input checks:
 store/_protocols/sessions.py).
 
-`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 6 of sqlite.py's and
-postgres.py's `MIGRATIONS`; `SessionsMixin` is part of `SqlStore`, and each backend class sets
+`migration(types)` is part of schema version 6 (store/_sql/migrations.py); `SessionsMixin`
+is part of `SqlStore`, and each backend class sets
 `_session_sql = SessionStatements(_DIALECT)` (built once per dialect, as `Statements` are).
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from attrs import asdict
+
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
@@ -18,10 +20,10 @@ from pactmw.store._protocols.sessions import (
     change_session,
 )
 from pactmw.store._sql.core import SqlCore
-from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.dialect import ColumnTypes, Dialect, statement_builder
 from pactmw.store._sql.rows import RowReader
 
-__all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
+__all__ = ["SessionStatements", "SessionsMixin", "migration"]
 
 # One row per Session: its one live token's hash sits in the row, so replacing the token is
 # one UPDATE and the old hash stops matching at once. `ever_account` survives sign-out.
@@ -43,14 +45,13 @@ _TABLE = """
         )
         """
 _GRANT_INDEX = "CREATE INDEX pactmw_poppy_sessions_grant ON pactmw_poppy_sessions (grant_id)"
-SQLITE_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="REAL", scopes="TEXT"),
-    _GRANT_INDEX,
-)
-POSTGRES_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
-    _GRANT_INDEX,
-)
+
+
+def migration(types: ColumnTypes) -> tuple[str, ...]:
+    """This concern's part of schema version 6, in an engine's column `types`."""
+    columns = asdict(types)
+    return (_TABLE.format(**columns), _GRANT_INDEX)
+
 
 _SESSION_ROW = RowReader.of(PoppySession)
 _COLUMNS = _SESSION_ROW.columns()
