@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 
 from attrs import define, evolve, frozen
 
+from pactmw.store._decisions import RefreshTokenState
 from pactmw.store._protocols.account_tokens import AccountToken
 from pactmw.store._protocols.grants import GrantKey
 from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
@@ -28,7 +29,7 @@ from pactmw.store.base import (
     StoreUnavailable,
 )
 
-__all__ = ["Context", "MemoryCore", "RefreshToken", "SpendableToken", "StoredMessage", "drop_where"]
+__all__ = ["Context", "MemoryCore", "SpendableToken", "StoredMessage", "drop_where"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -78,16 +79,6 @@ class Context:
     agent_message_ids: set[str]
 
 
-@frozen
-class RefreshToken:
-    grant_id: str
-    client_id: str
-    brand_id: str
-    expires_at: float
-    used_at: float | None = None
-    successor: bytes | None = None
-
-
 class MemoryCore:
     """The state, lock and shared helpers of the memory store's operation mixins."""
 
@@ -102,7 +93,7 @@ class MemoryCore:
         self._user_codes: dict[str, str] = {}  # user_code -> device_code_hash
         self._grants: dict[str, Grant] = {}  # insertion order = creation order
         self._unrevoked: dict[GrantKey, str] = {}  # key -> its one unrevoked grant id
-        self._refresh: dict[str, RefreshToken] = {}
+        self._refresh: dict[str, RefreshTokenState] = {}  # by token hash
         self._used: dict[tuple[str, str], float] = {}  # (namespace, value) -> expires_at
         # key -> (window_start, window_end, count) of its current window
         self._rate_counts: dict[str, tuple[float, float, int]] = {}
