@@ -49,6 +49,7 @@ _CONVERSIONS: tuple[tuple[object, Callable[[Any], Any]], ...] = (
     (float, float),
     (int, int),
     (bool, bool),
+    (bytes, bytes),
     (float | None, opt_float),
     (int | None, _opt_int),
     (bytes | None, opt_bytes),
