@@ -106,6 +106,32 @@ def all_at_once(n: int, fn: Callable[[int], T]) -> list[T]:
     return [r for r in results if r is not None]
 
 
+# The start every racer shares, once it has read `url`, `work` and `index`: open the store
+# (connected and migrated), say it is ready, and wait for the go (at most 30 s).
+_RACE_START = """
+import sys, time
+from pathlib import Path
+from pactmw.store import open_store
+
+store = open_store(url)
+store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
+Path(work, f"ready-{index}").touch()
+deadline = time.monotonic() + 30
+while not Path(work, "go").exists():
+    if time.monotonic() > deadline:
+        sys.exit("no go signal")
+    time.sleep(0.001)
+"""
+
+
+def racer_script(arguments: str, race: str) -> str:
+    """A script for `processes_at_once`: it reads `arguments` (names, comma-separated, among
+    them `url`, `work` and `index`) from its argv, opens `store` and waits for the go as
+    `processes_at_once` expects, then runs `race`."""
+    count = len(arguments.split(","))
+    return f"import sys\n{arguments} = sys.argv[1:{count + 1}]\n{_RACE_START}{race}"
+
+
 def processes_at_once(argvs: Sequence[Sequence[str]], work: Path) -> list[str]:
     """Run one process per argv, released together; return what each printed (stripped).
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import Store, open_store
-from tests.store.support import PERSISTENT, process_url, processes_at_once
+from tests.store.support import PERSISTENT, process_url, processes_at_once, racer_script
 
 T0 = 1_700_000_000.0
 PROCESSES = 6
@@ -22,21 +22,9 @@ BRAND = "skyline"
 CLIENT = "https://pa.example"
 
 # argv: url, operation, work dir, worker index. Prints the outcome's kind.
-RACER = """
-import sys, time
-from pathlib import Path
-from pactmw.store import open_store
-
-url, op, work, index = sys.argv[1:5]
-store = open_store(url)
-store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
-Path(work, f"ready-{index}").touch()
-deadline = time.monotonic() + 30
-while not Path(work, "go").exists():
-    if time.monotonic() > deadline:
-        sys.exit("no go signal")
-    time.sleep(0.001)
-now = 1_700_000_100.0
+RACER = racer_script(
+    "url, op, work, index",
+    """now = 1_700_000_100.0
 if op == "rotate":
     result = store.rotate_refresh_token(
         token_hash="rt-0", new_token_hash="rt-new-" + index, client_id="https://pa.example",
@@ -66,7 +54,8 @@ else:
     result = store.use_once(namespace="assertion", value="jti-1", now=now, expires_at=now + 60)
 print(result, flush=True)
 store.close()
-"""
+""",
+)
 
 
 @pytest.fixture(params=PERSISTENT)

@@ -16,28 +16,16 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import Store, open_store
-from tests.store.support import PERSISTENT, process_url, processes_at_once
+from tests.store.support import PERSISTENT, process_url, processes_at_once, racer_script
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
 PROCESSES = 6
 
 # argv: url, context id, message id, work dir, worker index.
-RACER = """
-import os, sys, time
-from pathlib import Path
-from pactmw.store import open_store
-
-url, ctx, mid, work, index = sys.argv[1:6]
-store = open_store(url)
-store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
-Path(work, f"ready-{index}").touch()
-deadline = time.monotonic() + 30
-while not Path(work, "go").exists():
-    if time.monotonic() > deadline:
-        sys.exit("no go signal")
-    time.sleep(0.001)
-claim = store.claim_message(
+RACER = racer_script(
+    "url, ctx, mid, work, index",
+    """claim = store.claim_message(
     context_id=ctx, message_id=mid, text="hi", now=float(sys.argv[6]), lease_seconds=30.0
 )
 if claim.kind == "new":
@@ -51,7 +39,8 @@ if claim.kind == "new":
     )
 print(claim.kind, flush=True)
 store.close()
-"""
+""",
+)
 
 # argv: url, context id, message id. Claims the turn, then dies before answering.
 CLAIM_AND_DIE = """

@@ -23,6 +23,7 @@ from tests.store.support import (
     backend_module,
     process_url,
     processes_at_once,
+    racer_script,
     schema_version,
 )
 
@@ -273,26 +274,15 @@ def test_concurrent_proposals_of_one_action_are_one_operation(backend: Backend) 
 
 
 # argv: url, operation id, work dir, worker index, now.
-CONFIRMER = """
-import sys, time
-from pathlib import Path
-from pactmw.store import open_store
-
-url, operation_id, work, index, now = sys.argv[1:6]
-store = open_store(url)
-store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
-Path(work, f"ready-{index}").touch()
-deadline = time.monotonic() + 30
-while not Path(work, "go").exists():
-    if time.monotonic() > deadline:
-        sys.exit("no go signal")
-    time.sleep(0.001)
-change = store.confirm_operation(
+CONFIRMER = racer_script(
+    "url, operation_id, work, index, now",
+    """change = store.confirm_operation(
     operation_id=operation_id, revision=1, approved_by="user", now=float(now)
 )
 print(change.kind, flush=True)
 store.close()
-"""
+""",
+)
 
 
 @pytest.fixture(params=PERSISTENT)

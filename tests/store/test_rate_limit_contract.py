@@ -16,6 +16,7 @@ from tests.store.support import (
     backend_module,
     process_url,
     processes_at_once,
+    racer_script,
     schema_version,
 )
 
@@ -144,21 +145,9 @@ def test_a_version_4_database_upgrades_in_place(
 
 
 # argv: url, work dir, worker index. Each process counts 5 requests; prints how many it got in.
-RACER = """
-import sys, time
-from pathlib import Path
-from pactmw.store import open_store
-
-url, work, index = sys.argv[1:4]
-store = open_store(url)
-store.agent_enabled("warm-up")  # connect (and migrate) before the race starts
-Path(work, f"ready-{index}").touch()
-deadline = time.monotonic() + 30
-while not Path(work, "go").exists():
-    if time.monotonic() > deadline:
-        sys.exit("no go signal")
-    time.sleep(0.001)
-admitted = sum(
+RACER = racer_script(
+    "url, work, index",
+    """admitted = sum(
     store.count_request(
         counters=[("agent", 7), ("user", 100)], window_start=1_800_000_000.0,
         window_end=1_800_000_060.0,
@@ -167,7 +156,8 @@ admitted = sum(
 )
 print(admitted, flush=True)
 store.close()
-"""
+""",
+)
 
 
 @pytest.fixture(params=PERSISTENT)

@@ -275,10 +275,12 @@ def test_every_backend_is_a_store_with_sessions(store: SessionStore) -> None:
 
 def test_the_sessions_table_is_schema_version_6() -> None:
     from pactmw.store import postgres, sqlite
-    from pactmw.store._sql.sessions import POSTGRES_MIGRATION, SQLITE_MIGRATION
+    from pactmw.store._sql.dialect import POSTGRES_COLUMNS, SQLITE_COLUMNS
+    from pactmw.store._sql.sessions import migration
 
-    assert sqlite.MIGRATIONS[5][: len(SQLITE_MIGRATION)] == SQLITE_MIGRATION
-    assert postgres.MIGRATIONS[5][: len(POSTGRES_MIGRATION)] == POSTGRES_MIGRATION
+    sqlite_tables, postgres_tables = migration(SQLITE_COLUMNS), migration(POSTGRES_COLUMNS)
+    assert sqlite.MIGRATIONS[5][: len(sqlite_tables)] == sqlite_tables
+    assert postgres.MIGRATIONS[5][: len(postgres_tables)] == postgres_tables
 
 
 def test_a_version_5_database_upgrades_to_sessions_in_place(

@@ -12,6 +12,7 @@ from typing import Literal
 
 from attrs import evolve, frozen
 
+from pactmw.store._protocols.devices import DevicePoll
 from pactmw.store._protocols.grants import GrantKey
 from pactmw.store.base import (
     MAX_REFRESH_REUSE_INTERVAL,
@@ -110,23 +111,17 @@ class PollDecision:
     update: PollUpdate | None = None
 
 
-def decide_poll(
-    device: DeviceAuthorization | None,
-    *,
-    client_id: str,
-    brand_id: str,
-    pa_sub: str,
-    now: float,
-    can_bind: bool = False,
-    session_account: str | None = None,
-) -> PollDecision:
+def decide_poll(device: DeviceAuthorization | None, poll: DevicePoll) -> PollDecision:
     """Decide one device-code poll, in the order `Store.poll_device_code` documents.
 
     An authorization made without a user (`pa_sub` None, Poppy) is polled by any user of
-    its client and Brand through a poll that `can_bind` (it brings what the grant needs;
-    any other poll, PACT's, finds nothing), and the poll that collects it binds that user;
-    `session_account` is the account the polling Session was ever signed in to, which the
-    approval must match (else `account_mismatch`, nothing changes)."""
+    its client and Brand through a poll that can bind it (it brings `new_grant_id` for the
+    grant; any other poll, PACT's, finds nothing), and the poll that collects it binds that
+    user; `session_account` is the account the polling Session was ever signed in to, which
+    the approval must match (else `account_mismatch`, nothing changes)."""
+    client_id, brand_id, pa_sub, now = poll.client_id, poll.brand_id, poll.pa_sub, poll.now
+    can_bind = poll.new_grant_id is not None
+    session_account = poll.session_account
     if (
         device is None
         or (device.client_id, device.brand_id) != (client_id, brand_id)
@@ -154,16 +149,17 @@ def decide_poll(
 
 
 def binding(
-    bound: DeviceAuthorization, new_grant_id: str | None, grant_expires_at: float | None
-) -> tuple[str, GrantKey, tuple[str, ...], float]:
-    """What the poll that binds its user (`decide_poll`'s `bind`, with `bound` its answer)
-    upserts: the new grant's id, the key, the scopes in the grant's form and the expiry;
-    ValueError when the poll brought no grant id or expiry (`check_binding`)."""
+    bound: DeviceAuthorization, poll: DevicePoll
+) -> tuple[str, GrantKey, tuple[str, ...], float, float]:
+    """The grant the poll that binds its user (`decide_poll`'s `bind`, with `bound` its
+    answer) upserts, as a backend's upsert takes it: the new grant's id, the key, the
+    scopes in the grant's form, now and the expiry; ValueError when the poll brought no
+    grant id or expiry (`check_binding`)."""
     assert bound.account is not None
     assert bound.pa_sub is not None
-    grant_id, expires_at = check_binding(new_grant_id, grant_expires_at)
+    grant_id, expires_at = check_binding(poll.new_grant_id, poll.grant_expires_at)
     key = (bound.brand_id, bound.account, bound.client_id, bound.pa_sub)
-    return grant_id, key, grant_scopes(bound.granted_scopes), expires_at
+    return grant_id, key, grant_scopes(bound.granted_scopes), poll.now, expires_at
 
 
 def is_decidable(

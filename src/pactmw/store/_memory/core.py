@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from attrs import define, evolve, frozen
 
+from pactmw.store._decisions import RefreshTokenState
 from pactmw.store._protocols.account_tokens import AccountToken
 from pactmw.store._protocols.grants import GrantKey
 from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
@@ -26,7 +29,31 @@ from pactmw.store.base import (
     StoreUnavailable,
 )
 
-__all__ = ["Context", "MemoryCore", "RefreshToken", "StoredMessage"]
+__all__ = ["Context", "MemoryCore", "SpendableToken", "StoredMessage", "drop_where"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def drop_where(entries: dict[K, V], gone: Callable[[V], bool]) -> int:
+    """Delete the entries whose value is `gone`; how many went."""
+    keys = [key for key, value in entries.items() if gone(value)]
+    for key in keys:
+        del entries[key]
+    return len(keys)
+
+
+class SpendableToken(Protocol):
+    """A token of a grant that is spent once (a refresh token, an Account Token)."""
+
+    @property
+    def grant_id(self) -> str: ...
+
+    @property
+    def expires_at(self) -> float: ...
+
+    @property
+    def used_at(self) -> float | None: ...
 
 
 @frozen
@@ -52,16 +79,6 @@ class Context:
     agent_message_ids: set[str]
 
 
-@frozen
-class RefreshToken:
-    grant_id: str
-    client_id: str
-    brand_id: str
-    expires_at: float
-    used_at: float | None = None
-    successor: bytes | None = None
-
-
 class MemoryCore:
     """The state, lock and shared helpers of the memory store's operation mixins."""
 
@@ -76,7 +93,7 @@ class MemoryCore:
         self._user_codes: dict[str, str] = {}  # user_code -> device_code_hash
         self._grants: dict[str, Grant] = {}  # insertion order = creation order
         self._unrevoked: dict[GrantKey, str] = {}  # key -> its one unrevoked grant id
-        self._refresh: dict[str, RefreshToken] = {}
+        self._refresh: dict[str, RefreshTokenState] = {}  # by token hash
         self._used: dict[tuple[str, str], float] = {}  # (namespace, value) -> expires_at
         # key -> (window_start, window_end, count) of its current window
         self._rate_counts: dict[str, tuple[float, float, int]] = {}
@@ -103,13 +120,11 @@ class MemoryCore:
         # backends do, so the cost is spread thin.
         if next(self._ops) % PURGE_EVERY:
             return
-        for key in [k for k, exp in self._used.items() if exp <= now]:
-            del self._used[key]
+        drop_where(self._used, lambda expires_at: expires_at <= now)
         horizon = now - EXPIRED_RETENTION
         for code_hash in [h for h, d in self._devices.items() if d.expires_at <= horizon]:
             self._drop_device(code_hash)
-        for token in [t for t, r in self._refresh.items() if r.expires_at <= horizon]:
-            del self._refresh[token]
+        drop_where(self._refresh, lambda token: token.expires_at <= horizon)
         self._clear_successors(now - MAX_REFRESH_REUSE_INTERVAL)
 
     def _clear_successors(self, spent_before: float, grant_id: str | None = None) -> None:
@@ -122,6 +137,13 @@ class MemoryCore:
                 and (grant_id is None or token.grant_id == grant_id)
             ):
                 self._refresh[token_hash] = evolve(token, successor=None)
+
+    def _is_dead(self, token: SpendableToken, now: float) -> bool:
+        # The refresh-token rule, for refresh and Account Tokens alike: a token goes with its
+        # grant (revoked or expired), and an unspent one once expired; a spent token of a
+        # live grant stays, since replaying it is how a theft is detected.
+        grant_live = self._grants[token.grant_id].is_live(now)
+        return not grant_live or (token.used_at is None and token.expires_at <= now)
 
     def _drop_device(self, code_hash: str) -> None:
         device = self._devices.pop(code_hash)

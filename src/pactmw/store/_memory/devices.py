@@ -83,23 +83,12 @@ class DevicesMixin(GrantsMixin):
     def _poll_device_code(self, poll: DevicePoll) -> Poll:
         with self._lock:
             self._check_open()
-            decision = decide_poll(
-                self._devices.get(poll.device_code_hash),
-                client_id=poll.client_id,
-                brand_id=poll.brand_id,
-                pa_sub=poll.pa_sub,
-                now=poll.now,
-                can_bind=poll.new_grant_id is not None,
-                session_account=poll.session_account,
-            )
+            decision = decide_poll(self._devices.get(poll.device_code_hash), poll)
             polled = decision.poll.authorization
             if decision.update == "bind":
                 assert polled is not None
-                grant_id, key, scopes, expires_at = binding(
-                    polled, poll.new_grant_id, poll.grant_expires_at
-                )
                 # _upsert raises before changing anything, so a refusal leaves it approved.
-                grant = self._upsert(grant_id, key, scopes, poll.now, expires_at)
+                grant = self._upsert(*binding(polled, poll))
                 polled = evolve(polled, grant_id=grant.grant_id)
                 decision = PollDecision(Poll(kind="approved", authorization=polled), "bind")
             if decision.update is not None:

@@ -6,14 +6,13 @@ lock like every other concern's.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from attrs import evolve
 
 from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.operations import (
     FINAL_STATES,
     OperationChange,
+    OperationResult,
     RememberedAnswer,
     StoredOperation,
     decide_confirmation,
@@ -112,12 +111,7 @@ class OperationsMixin(MemoryCore):
             )
 
     def _settle_operation(
-        self,
-        operation_id: str,
-        state: Literal["succeeded", "failed"],
-        summary: str,
-        data: str | None,
-        now: float,
+        self, operation_id: str, result: OperationResult, now: float
     ) -> StoredOperation | None:
         with self._lock:
             self._check_open()
@@ -125,7 +119,13 @@ class OperationsMixin(MemoryCore):
             if found is None or found.state != "in_progress":
                 return found
             return self._put_operation(
-                evolve(found, state=state, result_summary=summary, result_data=data, updated_at=now)
+                evolve(
+                    found,
+                    state=result.state,
+                    result_summary=result.summary,
+                    result_data=result.data,
+                    updated_at=now,
+                )
             )
 
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:

@@ -12,7 +12,6 @@ from pactmw.store._protocols.sessions import (
     SessionUpdate,
     change_session,
 )
-from pactmw.store.base import has_nul
 
 __all__ = ["SessionsMixin"]
 
@@ -38,13 +37,10 @@ class SessionsMixin(MemoryCore):
                 raise ValueError("session_id is already stored")
             self._put_token(session, token_hash)
 
-    def _change(
-        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
-    ) -> SessionChange:
+    def _change(self, update: SessionUpdate) -> SessionChange:
         with self._lock:
             self._check_open()
-            session = None if has_nul(session_id) else self._sessions.get(session_id)
-            change = change_session(session, brand_id, client_id, user_id, update)
+            change = change_session(self._sessions.get(update.session_id), update)
             if change.session is not None:
                 self._put_token(change.session, update.token_hash)
             return change

@@ -6,7 +6,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from pactmw.store._decisions import RefreshTokenState, decide_rotation, is_unexpired, token_belongs
-from pactmw.store._memory.core import MemoryCore, RefreshToken
+from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.tokens import RefreshRequest
 from pactmw.store.base import Grant, Rotation
 
@@ -23,8 +23,8 @@ class TokensMixin(MemoryCore):
             self._check_open()
             if token_hash in self._refresh:
                 return False
-            self._refresh[token_hash] = RefreshToken(
-                grant.grant_id, grant.client_id, grant.brand_id, expires_at
+            self._refresh[token_hash] = RefreshTokenState(
+                grant.grant_id, grant.client_id, grant.brand_id, grant.pa_sub, expires_at, None
             )
             return True
 
@@ -33,23 +33,13 @@ class TokensMixin(MemoryCore):
         with self._lock:
             self._check_open()
             self._maybe_purge(now)
-            token = self._refresh.get(request.token_hash)
-            if token is None:
-                return Rotation(kind="unknown")
-            grant = self._grants[token.grant_id]
-            state = RefreshTokenState(
-                grant_id=token.grant_id,
-                client_id=token.client_id,
-                brand_id=token.brand_id,
-                pa_sub=grant.pa_sub,
-                expires_at=token.expires_at,
-                used_at=token.used_at,
-                successor=token.successor,
-            )
+            state = self._refresh.get(request.token_hash)
             if not token_belongs(
                 state, client_id=request.client_id, brand_id=request.brand_id, pa_sub=request.pa_sub
             ):
                 return Rotation(kind="unknown")
+            assert state is not None  # it belongs
+            grant = self._grants[state.grant_id]
             self._clear_successors(now - request.reuse_interval, grant.grant_id)
             decision = decide_rotation(state, grant, now=now, reuse_interval=request.reuse_interval)
             if decision.update == "revoke_grant":
@@ -57,9 +47,14 @@ class TokensMixin(MemoryCore):
             elif decision.update == "spend":
                 if request.new_token_hash in self._refresh:
                     raise ValueError("new refresh token hash is already stored")
-                self._refresh[request.token_hash] = evolve(token, used_at=now)
-                self._refresh[request.new_token_hash] = RefreshToken(
-                    grant.grant_id, request.client_id, request.brand_id, request.expires_at
+                self._refresh[request.token_hash] = evolve(state, used_at=now)
+                self._refresh[request.new_token_hash] = RefreshTokenState(
+                    grant.grant_id,
+                    request.client_id,
+                    request.brand_id,
+                    grant.pa_sub,
+                    request.expires_at,
+                    None,
                 )
             return decision.rotation
 

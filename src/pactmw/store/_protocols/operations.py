@@ -27,6 +27,7 @@ __all__ = [
     "OPERATION_STATES",
     "ConfirmKind",
     "OperationChange",
+    "OperationResult",
     "OperationState",
     "OperationStore",
     "RememberedAnswer",
@@ -116,6 +117,16 @@ def decide_confirmation(
 
 
 @frozen
+class OperationResult:
+    """How an operation in progress ended: `state` succeeded or failed, its result `summary`
+    and `data` (JSON text, or None)."""
+
+    state: Literal["succeeded", "failed"]
+    summary: str
+    data: str | None
+
+
+@frozen
 class RememberedAnswer:
     """An API write's answer kept under its `Idempotency-Key` (Guides, Retries): a repeat
     with the same `fingerprint` gets `status` and `body` again, another request is a
@@ -200,7 +211,7 @@ class OperationStore(Protocol):
         reject_nul(summary=summary, data=data or "")
         if has_nul(operation_id):
             return None
-        return self._settle_operation(operation_id, state, summary, data, now)
+        return self._settle_operation(operation_id, OperationResult(state, summary, data), now)
 
     def remember_answer(self, *, answer: RememberedAnswer, now: float) -> RememberedAnswer:
         """Keep `answer` unless a live one holds its `record_key`: then that one, unchanged
@@ -236,13 +247,10 @@ class OperationStore(Protocol):
     ) -> StoredOperation | None: ...
 
     def _settle_operation(
-        self,
-        operation_id: str,
-        state: Literal["succeeded", "failed"],
-        summary: str,
-        data: str | None,
-        now: float,
-    ) -> StoredOperation | None: ...
+        self, operation_id: str, result: OperationResult, now: float
+    ) -> StoredOperation | None:
+        """Record `result` if the operation is in progress; the record after, or None."""
+        ...
 
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer: ...
 

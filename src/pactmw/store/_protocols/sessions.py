@@ -35,9 +35,6 @@ __all__ = [
     "change_session",
     "check_new_session",
     "decide_session_change",
-    "new_session",
-    "renewal",
-    "sign_in",
     "updated_session",
 ]
 
@@ -83,42 +80,17 @@ def check_new_session(**values: str) -> None:
         raise ValueError(f"{', '.join(sorted(empty))} must not be empty")
 
 
-def new_session(
-    *,
-    session_id: str,
-    brand_id: str,
-    client_id: str,
-    user_id: str,
-    jkt: str,
-    token_hash: str,
-    now: float,
-    expires_at: float,
-) -> PoppySession:
-    """A new, signed-out Session, its inputs checked (`token_hash` is stored beside it)."""
-    check_new_session(
-        session_id=session_id,
-        brand_id=brand_id,
-        client_id=client_id,
-        user_id=user_id,
-        jkt=jkt,
-        token_hash=token_hash,
-    )
-    return PoppySession(
-        session_id=session_id,
-        brand_id=brand_id,
-        client_id=client_id,
-        user_id=user_id,
-        jkt=jkt,
-        created_at=now,
-        token_expires_at=expires_at,
-    )
-
-
 @frozen
 class SessionUpdate:
-    """A Session's new token (bound to `jkt`) and, for a sign-in, its account, grant and
-    scopes; `account` None is a renewal, which signs the Session out."""
+    """What a renewal or a sign-in asks of one Session: whose it must be (`session_id` at
+    `brand_id`, of the agent `client_id` and its user `user_id`), its new token (bound to
+    `jkt`, valid until `expires_at`) and, for a sign-in, its account, grant and scopes;
+    `account` None is a renewal, which signs the Session out."""
 
+    session_id: str
+    brand_id: str
+    client_id: str
+    user_id: str
     jkt: str
     token_hash: str = field(repr=False)
     now: float
@@ -126,35 +98,6 @@ class SessionUpdate:
     account: str | None = None
     grant_id: str | None = None
     scopes: tuple[str, ...] = ()
-
-
-def renewal(*, jkt: str, token_hash: str, now: float, expires_at: float) -> SessionUpdate:
-    """The update of a renewal, its inputs checked."""
-    check_new_session(jkt=jkt, token_hash=token_hash)
-    return SessionUpdate(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
-
-
-def sign_in(
-    *,
-    account: str,
-    grant_id: str,
-    scopes: Sequence[str],
-    jkt: str,
-    token_hash: str,
-    now: float,
-    expires_at: float,
-) -> SessionUpdate:
-    """The update of a sign-in, its inputs checked."""
-    check_new_session(account=account, grant_id=grant_id, jkt=jkt, token_hash=token_hash)
-    return SessionUpdate(
-        jkt=jkt,
-        token_hash=token_hash,
-        now=now,
-        expires_at=expires_at,
-        account=account,
-        grant_id=grant_id,
-        scopes=scope_tuple("scopes", scopes),
-    )
 
 
 def updated_session(session: PoppySession, update: SessionUpdate) -> PoppySession:
@@ -197,17 +140,15 @@ def decide_session_change(
     return "changed"
 
 
-def change_session(
-    session: PoppySession | None,
-    brand_id: str,
-    client_id: str,
-    user_id: str,
-    update: SessionUpdate,
-) -> SessionChange:
+def change_session(session: PoppySession | None, update: SessionUpdate) -> SessionChange:
     """`session` after `update` (`changed`), or why it may not change; see
     `decide_session_change`. A backend stores the changed Session with the new token."""
     kind = decide_session_change(
-        session, brand_id=brand_id, client_id=client_id, user_id=user_id, account=update.account
+        session,
+        brand_id=update.brand_id,
+        client_id=update.client_id,
+        user_id=update.user_id,
+        account=update.account,
     )
     if kind != "changed" or session is None:
         return SessionChange(kind)
@@ -234,15 +175,22 @@ class SessionStore(Protocol):
         Raises ValueError when `session_id` or `token_hash` is already stored, or an input is
         empty or holds NUL.
         """
-        session = new_session(
+        check_new_session(
             session_id=session_id,
             brand_id=brand_id,
             client_id=client_id,
             user_id=user_id,
             jkt=jkt,
             token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
+        )
+        session = PoppySession(
+            session_id=session_id,
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            jkt=jkt,
+            created_at=now,
+            token_expires_at=expires_at,
         )
         self._insert_session(session, token_hash)
         return session
@@ -262,8 +210,11 @@ class SessionStore(Protocol):
         """Give the Session a new token bound to `jkt`, signed out (§4.2 renewal); its old
         token stops working. `invalid_session` unless it is this agent's and user's Session at
         this Brand; `ever_account` is kept."""
-        update = renewal(jkt=jkt, token_hash=token_hash, now=now, expires_at=expires_at)
-        return self._change(session_id, brand_id, client_id, user_id, update)
+        check_new_session(jkt=jkt, token_hash=token_hash)
+        renewal = SessionUpdate(
+            session_id, brand_id, client_id, user_id, jkt, token_hash, now, expires_at
+        )
+        return self._update(renewal)
 
     def sign_in_session(
         self,
@@ -284,16 +235,12 @@ class SessionStore(Protocol):
         (the old one stops working). `invalid_session` as for `renew_session`;
         `account_mismatch` if it was ever signed in to another account. Of concurrent
         sign-ins of one fresh Session to two accounts, exactly one is `changed`."""
-        update = sign_in(
-            account=account,
-            grant_id=grant_id,
-            scopes=scopes,
-            jkt=jkt,
-            token_hash=token_hash,
-            now=now,
-            expires_at=expires_at,
+        check_new_session(account=account, grant_id=grant_id, jkt=jkt, token_hash=token_hash)
+        renewal = SessionUpdate(
+            session_id, brand_id, client_id, user_id, jkt, token_hash, now, expires_at
         )
-        return self._change(session_id, brand_id, client_id, user_id, update)
+        scopes = scope_tuple("scopes", scopes)
+        return self._update(evolve(renewal, account=account, grant_id=grant_id, scopes=scopes))
 
     def get_session(self, session_id: str) -> PoppySession | None:
         """The Session with this id in any state, or None (what a refresh checks before it
@@ -314,17 +261,21 @@ class SessionStore(Protocol):
         Returns how many were signed out."""
         return 0 if has_nul(grant_id) else self._sign_out_sessions(grant_id)
 
+    def _update(self, update: SessionUpdate) -> SessionChange:
+        # An id holding NUL is never stored, so it names no Session, as an unknown id.
+        if has_nul(update.session_id):
+            return SessionChange("invalid_session")
+        return self._change(update)
+
     # --- what a backend implements (inputs already checked) ------------------------------------
 
     def _insert_session(self, session: PoppySession, token_hash: str) -> None:
         """Store `session`; ValueError when its id or `token_hash` is already stored."""
         ...
 
-    def _change(
-        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
-    ) -> SessionChange:
-        """Atomically: read the Session, `change_session`, and when it changed store it with
-        the new token (ValueError when its hash is stored)."""
+    def _change(self, update: SessionUpdate) -> SessionChange:
+        """Atomically: read the Session `update.session_id`, `change_session`, and when it
+        changed store it with the new token (ValueError when its hash is stored)."""
         ...
 
     def _get_session(self, session_id: str) -> PoppySession | None: ...

@@ -1,7 +1,7 @@
 """Poppy Account Tokens of the SQL stores (the contract, with its input checks:
 store/_protocols/account_tokens.py).
 
-`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are part of schema version 6 (with the Sessions,
+`migration(types)` is part of schema version 6 (with the Sessions,
 store/_sql/sessions.py); each backend class sets `_account_sql = AccountTokenStatements(its
 dialect)`.
 """
@@ -11,20 +11,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from attrs import asdict
+
 from pactmw.store._protocols.account_tokens import (
     AccountRefresh,
     AccountRotation,
     AccountToken,
     decide_account_rotation,
 )
-from pactmw.store._sql.core import SqlCore, opt_float
-from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.core import SqlCore
+from pactmw.store._sql.dialect import ColumnTypes, Dialect, statement_builder
+from pactmw.store._sql.rows import RowReader
 
 __all__ = [
-    "POSTGRES_MIGRATION",
-    "SQLITE_MIGRATION",
     "AccountTokenStatements",
     "AccountTokensMixin",
+    "migration",
 ]
 
 # One row per Account Token; `used_at` marks a rotated-away one (kept, so its replay reads
@@ -44,12 +46,18 @@ _TABLE = """
 _GRANT_INDEX = (
     "CREATE INDEX pactmw_poppy_act_tokens_grant ON pactmw_poppy_account_tokens (grant_id)"
 )
-SQLITE_MIGRATION: tuple[str, ...] = (_TABLE.format(real="REAL", scopes="TEXT"), _GRANT_INDEX)
-POSTGRES_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
-    _GRANT_INDEX,
-)
 
+
+def migration(types: ColumnTypes) -> tuple[str, ...]:
+    """The Account Tokens' part of schema version 6 (with the Sessions), in an engine's
+    column `types`."""
+    columns = asdict(types)
+    return (_TABLE.format(**columns), _GRANT_INDEX)
+
+
+# The token's columns in `AccountToken`'s order (the User ID is the grant's `pa_sub`), then
+# what the rotation reads of the grant.
+_ACCOUNT_TOKEN_ROW = RowReader.of(AccountToken)
 _JOINED = (
     "SELECT t.grant_id, t.brand_id, t.client_id, g.pa_sub, t.scopes, t.created_at,"
     " t.expires_at, t.used_at, g.account, g.revoked_at, g.expires_at"
@@ -88,16 +96,7 @@ class AccountTokensMixin(SqlCore):
     _account_sql: ClassVar[AccountTokenStatements]
 
     def _account(self, row: Sequence[Any]) -> AccountToken:
-        return AccountToken(
-            grant_id=row[0],
-            brand_id=row[1],
-            client_id=row[2],
-            user_id=row[3],
-            scopes=self._decode_scopes(row[4]),
-            created_at=float(row[5]),
-            expires_at=float(row[6]),
-            used_at=opt_float(row[7]),
-        )
+        return _ACCOUNT_TOKEN_ROW.read(row, self._decode_scopes)
 
     def _insert_account_token(self, token_hash: str, token: AccountToken) -> bool:
         scopes = self._encode_scopes(token.scopes)

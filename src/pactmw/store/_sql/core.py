@@ -12,8 +12,11 @@ import abc
 import itertools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol
 
+from pactmw.store._sql.rows import CONVERSATION_ROW, DEVICE_ROW, GRANT_ROW
+from pactmw.store._sql.rows import opt_bytes as opt_bytes
+from pactmw.store._sql.rows import opt_float as opt_float
 from pactmw.store._sql.statements import Statements
 from pactmw.store.base import (
     EXPIRED_RETENTION,
@@ -21,12 +24,11 @@ from pactmw.store.base import (
     PURGE_EVERY,
     Conversation,
     DeviceAuthorization,
-    DeviceStatus,
     Grant,
     StoreError,
 )
 
-__all__ = ["Executor", "Rows", "SqlCore", "conversation_from_row", "opt_bytes", "opt_float"]
+__all__ = ["Executor", "Rows", "SqlCore", "conversation_from_row"]
 
 
 class Rows(Protocol):
@@ -46,25 +48,8 @@ class Executor(Protocol):
     def execute(self, query: str, params: Sequence[Any] = ..., /) -> Rows: ...
 
 
-def opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def opt_bytes(value: Any) -> bytes | None:
-    return None if value is None else bytes(value)
-
-
 def conversation_from_row(row: Sequence[Any]) -> Conversation:
-    return Conversation(
-        context_id=row[0],
-        brand_id=row[1],
-        issuer=row[2],
-        sub=row[3],
-        created_at=float(row[4]),
-        last_activity=float(row[5]),
-        closed=bool(row[6]),
-        account=row[7],
-    )
+    return CONVERSATION_ROW.read(row)
 
 
 class SqlCore(abc.ABC):
@@ -150,35 +135,7 @@ class SqlCore(abc.ABC):
         ex.execute(self._sql.purge_successors, (now - MAX_REFRESH_REUSE_INTERVAL,))
 
     def _device(self, row: Sequence[Any]) -> DeviceAuthorization:
-        decode = self._decode_scopes
-        return DeviceAuthorization(
-            device_code_hash=row[0],
-            user_code=row[1],
-            brand_id=row[2],
-            client_id=row[3],
-            pa_sub=row[4],
-            scopes=decode(row[5]),
-            created_at=float(row[6]),
-            expires_at=float(row[7]),
-            interval=float(row[8]),
-            last_polled_at=opt_float(row[9]),
-            status=cast(DeviceStatus, row[10]),
-            account=row[11],
-            granted_scopes=decode(row[12]),
-            grant_id=row[13],
-        )
+        return DEVICE_ROW.read(row, self._decode_scopes)
 
     def _grant(self, row: Sequence[Any]) -> Grant:
-        return Grant(
-            grant_id=row[0],
-            brand_id=row[1],
-            account=row[2],
-            client_id=row[3],
-            pa_sub=row[4],
-            scopes=self._decode_scopes(row[5]),
-            created_at=float(row[6]),
-            updated_at=float(row[7]),
-            expires_at=float(row[8]),
-            revoked_at=opt_float(row[9]),
-            last_used_at=opt_float(row[10]),
-        )
+        return GRANT_ROW.read(row, self._decode_scopes)

@@ -4,18 +4,13 @@ single-use values), built once per dialect; part of `Statements` (statements.py)
 from __future__ import annotations
 
 from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.rows import DEVICE_ROW, GRANT_ROW
 
 __all__ = ["DelegationStatements"]
 
-# Column order is what SqlCore._device and SqlCore._grant read.
-_DEVICE_COLUMNS = (
-    "device_code_hash, user_code, brand_id, client_id, pa_sub, scopes, created_at,"
-    " expires_at, interval_seconds, last_polled_at, status, account, granted_scopes, grant_id"
-)
-_GRANT_COLUMNS = (
-    "grant_id, brand_id, account, client_id, pa_sub, scopes, created_at, updated_at,"
-    " expires_at, revoked_at, last_used_at"
-)
+# What `SqlCore._device` and `SqlCore._grant` read.
+_DEVICE_COLUMNS = DEVICE_ROW.columns(interval="interval_seconds")
+_GRANT_COLUMNS = GRANT_ROW.columns()
 
 
 class DelegationStatements:
@@ -138,7 +133,7 @@ class DelegationStatements:
         # A token's agent user is its grant's (the grant key never changes), so it is read
         # through the join rather than stored twice.
         self.lock_refresh_token = q(
-            "SELECT t.grant_id, t.client_id, t.brand_id, t.expires_at, t.used_at, g.pa_sub,"
+            "SELECT t.grant_id, t.client_id, t.brand_id, g.pa_sub, t.expires_at, t.used_at,"
             " t.successor FROM pactmw_refresh_tokens AS t JOIN pactmw_grants AS g USING (grant_id)"
             " WHERE t.token_hash = ?{lock_refresh}"
         )

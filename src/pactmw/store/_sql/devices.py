@@ -116,15 +116,7 @@ class DevicesMixin(GrantsMixin):
         with self._write() as ex:
             # Polls of one code serialize; each sees the previous one's commit.
             row = ex.execute(sql.lock_device_by_hash, (poll.device_code_hash,)).fetchone()
-            decision = decide_poll(
-                None if row is None else self._device(row),
-                client_id=poll.client_id,
-                brand_id=poll.brand_id,
-                pa_sub=poll.pa_sub,
-                now=poll.now,
-                can_bind=poll.new_grant_id is not None,
-                session_account=poll.session_account,
-            )
+            decision = decide_poll(None if row is None else self._device(row), poll)
             if decision.update == "touch":
                 ex.execute(sql.touch_device, (poll.now, poll.device_code_hash))
             elif decision.update == "consume":
@@ -138,9 +130,6 @@ class DevicesMixin(GrantsMixin):
         # authorization consumed naming both (a refusal raises and rolls both back).
         device = polled.authorization
         assert device is not None
-        grant_id, key, scopes, expires_at = binding(
-            device, poll.new_grant_id, poll.grant_expires_at
-        )
-        grant = self._upsert_grant_in(ex, grant_id, key, scopes, poll.now, expires_at)
+        grant = self._upsert_grant_in(ex, *binding(device, poll))
         ex.execute(self._sql.bind_device, (device.pa_sub, grant.grant_id, device.device_code_hash))
         return Poll(kind="approved", authorization=evolve(device, grant_id=grant.grant_id))

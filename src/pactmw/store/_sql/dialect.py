@@ -1,4 +1,5 @@
-"""What the SQL dialects spell differently, and how a statement is built for one.
+"""What the SQL dialects spell differently, and how a statement is built for one; and the
+column types each engine's schema uses (`ColumnTypes`, filled into the migrations).
 
 Statements are written with `?` placeholders and `{...}` fields for what the dialects spell
 differently (row locks, the scope column's type, a few literals); `statement_builder` fills
@@ -11,7 +12,14 @@ from collections.abc import Callable
 
 from attrs import asdict, frozen
 
-__all__ = ["Builder", "Dialect", "statement_builder"]
+__all__ = [
+    "POSTGRES_COLUMNS",
+    "SQLITE_COLUMNS",
+    "Builder",
+    "ColumnTypes",
+    "Dialect",
+    "statement_builder",
+]
 
 
 @frozen
@@ -46,3 +54,42 @@ def statement_builder(dialect: Dialect, **pieces: str) -> Builder:
         return template.format(**fields).replace("?", dialect.placeholder)
 
     return build
+
+
+@frozen
+class ColumnTypes:
+    """How an engine spells what the statements below leave open."""
+
+    real: str  # epoch seconds
+    bytes: str  # a stored reply
+    flag: str  # a true/false column
+    false: str  # its false, as a default
+    serial_key: str  # an integer primary key that numbers rows in insertion order
+    user_key: str  # before UNIQUE: the name of the (context_id, message_id) constraint
+    agent_key: str  # the same for (context_id, reply_message_id)
+    user_code_key: str  # the same for the device authorizations' user_code
+    scopes: str  # a scope list
+
+
+SQLITE_COLUMNS = ColumnTypes(
+    real="REAL",
+    bytes="BLOB",
+    flag="INTEGER",
+    false="0",
+    serial_key="INTEGER PRIMARY KEY",
+    user_key="",
+    agent_key="",
+    user_code_key="",
+    scopes="TEXT",  # JSON arrays of strings
+)
+POSTGRES_COLUMNS = ColumnTypes(
+    real="DOUBLE PRECISION",
+    bytes="BYTEA",
+    flag="BOOLEAN",
+    false="FALSE",
+    serial_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+    user_key="CONSTRAINT pactmw_messages_user_key ",
+    agent_key="CONSTRAINT pactmw_messages_agent_key ",
+    user_code_key="CONSTRAINT pactmw_device_authorizations_user_code ",
+    scopes="TEXT[]",
+)

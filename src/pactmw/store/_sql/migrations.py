@@ -9,57 +9,13 @@ columns.
 
 from __future__ import annotations
 
-from attrs import asdict, frozen
+from attrs import asdict
 
 from pactmw.store._sql import account_tokens, operations, sessions
+from pactmw.store._sql.dialect import POSTGRES_COLUMNS, SQLITE_COLUMNS, ColumnTypes
 
-__all__ = [
-    "POSTGRES_COLUMNS",
-    "POSTGRES_MIGRATIONS",
-    "SQLITE_COLUMNS",
-    "SQLITE_MIGRATIONS",
-    "ColumnTypes",
-    "schema_migrations",
-]
+__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "schema_migrations"]
 
-
-@frozen
-class ColumnTypes:
-    """How an engine spells what the statements below leave open."""
-
-    real: str  # epoch seconds
-    bytes: str  # a stored reply
-    flag: str  # a true/false column
-    false: str  # its false, as a default
-    serial_key: str  # an integer primary key that numbers rows in insertion order
-    user_key: str  # before UNIQUE: the name of the (context_id, message_id) constraint
-    agent_key: str  # the same for (context_id, reply_message_id)
-    user_code_key: str  # the same for the device authorizations' user_code
-    scopes: str  # a scope list
-
-
-SQLITE_COLUMNS = ColumnTypes(
-    real="REAL",
-    bytes="BLOB",
-    flag="INTEGER",
-    false="0",
-    serial_key="INTEGER PRIMARY KEY",
-    user_key="",
-    agent_key="",
-    user_code_key="",
-    scopes="TEXT",  # JSON arrays of strings
-)
-POSTGRES_COLUMNS = ColumnTypes(
-    real="DOUBLE PRECISION",
-    bytes="BYTEA",
-    flag="BOOLEAN",
-    false="FALSE",
-    serial_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-    user_key="CONSTRAINT pactmw_messages_user_key ",
-    agent_key="CONSTRAINT pactmw_messages_agent_key ",
-    user_code_key="CONSTRAINT pactmw_device_authorizations_user_code ",
-    scopes="TEXT[]",
-)
 
 # Version 2's table, and sqlite's rebuild of it in version 10 (`pa_sub` may be NULL).
 _DEVICE_TABLE = """
@@ -252,7 +208,7 @@ def schema_migrations(
 SQLITE_MIGRATIONS = (
     *schema_migrations(
         SQLITE_COLUMNS,
-        (*sessions.SQLITE_MIGRATION, *account_tokens.SQLITE_MIGRATION),
+        (*sessions.migration(SQLITE_COLUMNS), *account_tokens.migration(SQLITE_COLUMNS)),
         # sqlite cannot drop NOT NULL in place: the table is rebuilt (nothing references it) with
         # the same columns, keys and index.
         (
@@ -274,13 +230,13 @@ SQLITE_MIGRATIONS = (
         ),
     ),
     # Version 11: Poppy operations (Operations v1) and API writes' Idempotency-Key answers.
-    operations.SQLITE_MIGRATION,
+    operations.migration(SQLITE_COLUMNS),
 )
 POSTGRES_MIGRATIONS = (
     *schema_migrations(
         POSTGRES_COLUMNS,
-        (*sessions.POSTGRES_MIGRATION, *account_tokens.POSTGRES_MIGRATION),
+        (*sessions.migration(POSTGRES_COLUMNS), *account_tokens.migration(POSTGRES_COLUMNS)),
         ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
     ),
-    operations.POSTGRES_MIGRATION,
+    operations.migration(POSTGRES_COLUMNS),
 )

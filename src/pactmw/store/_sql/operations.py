@@ -1,6 +1,6 @@
 """Poppy operations of the SQL stores (the contract: store/_protocols/operations.py).
 
-`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 11 (store/_sql/migrations.py);
+`migration(types)` is schema version 11 (store/_sql/migrations.py);
 each backend class gets its `_operation_sql` from its dialect (`SqlStore.__init_subclass__`).
 The compare-and-set is one conditional `UPDATE` (`WHERE state = 'proposed' AND
 revision = ?`): the database lets exactly one of concurrent confirmations change the row,
@@ -10,23 +10,25 @@ on every backend, without reading it first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar
+
+from attrs import asdict
 
 from pactmw.store._protocols.operations import (
     OperationChange,
-    OperationState,
+    OperationResult,
     RememberedAnswer,
     StoredOperation,
     decide_confirmation,
 )
-from pactmw.store._sql.core import Executor, SqlCore, opt_float
-from pactmw.store._sql.dialect import Dialect, statement_builder
+from pactmw.store._sql.core import Executor, SqlCore
+from pactmw.store._sql.dialect import ColumnTypes, Dialect, statement_builder
+from pactmw.store._sql.rows import RowReader
 
 __all__ = [
-    "POSTGRES_MIGRATION",
-    "SQLITE_MIGRATION",
     "OperationStatements",
     "OperationsMixin",
+    "migration",
 ]
 
 # One row per operation, its latest revision. `open_key` is set while the operation is open
@@ -72,30 +74,24 @@ _ANSWERS = """
             expires_at {real} NOT NULL
         )
         """
-SQLITE_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="REAL", scopes="TEXT"),
-    _OPEN_INDEX,
-    _ANSWERS.format(real="REAL"),
-)
-POSTGRES_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
-    _OPEN_INDEX,
-    _ANSWERS.format(real="DOUBLE PRECISION"),
-)
 
-# Column order is what `OperationsMixin._operation_row` reads.
-_COLUMNS = (
-    "operation_id, brand_id, client_id, user_id, account, action, revision, state, summary,"
-    " terms, scopes, user_approval_required, url, open_key, created_at, updated_at,"
-    " expires_at, confirmed_revision, approved_by, confirmed_at, result_summary, result_data"
-)
+
+def migration(types: ColumnTypes) -> tuple[str, ...]:
+    """This concern's part of schema version 11, in an engine's column `types`."""
+    columns = asdict(types)
+    return (_TABLE.format(**columns), _OPEN_INDEX, _ANSWERS.format(**columns))
+
+
+_OPERATION_ROW = RowReader.of(StoredOperation)
+_ANSWER_ROW = RowReader.of(RememberedAnswer)
+_COLUMNS = _OPERATION_ROW.columns()
 
 
 class OperationStatements:
     """The operation statements in one dialect (built once per backend class)."""
 
     def __init__(self, dialect: Dialect) -> None:
-        q = statement_builder(dialect, columns=_COLUMNS)
+        q = statement_builder(dialect, columns=_COLUMNS, answer_columns=_ANSWER_ROW.columns())
 
         self.insert = q(
             "INSERT INTO pactmw_poppy_operations ({columns}) VALUES"
@@ -133,8 +129,8 @@ class OperationStatements:
             " WHERE pactmw_poppy_idempotency.expires_at <= ?"
         )
         self.remembered = q(
-            "SELECT record_key, fingerprint, status, body, expires_at"
-            " FROM pactmw_poppy_idempotency WHERE record_key = ? AND expires_at > ?"
+            "SELECT {answer_columns} FROM pactmw_poppy_idempotency"
+            " WHERE record_key = ? AND expires_at > ?"
         )
         self.purge_answers = q("DELETE FROM pactmw_poppy_idempotency WHERE expires_at <= ?")
         # Past retention: final ones, and proposals that expired; never one in progress.
@@ -155,30 +151,7 @@ class OperationsMixin(SqlCore):
     _operation_sql: ClassVar[OperationStatements]
 
     def _operation_row(self, row: Sequence[Any]) -> StoredOperation:
-        return StoredOperation(
-            operation_id=row[0],
-            brand_id=row[1],
-            client_id=row[2],
-            user_id=row[3],
-            account=row[4],
-            action=row[5],
-            revision=int(row[6]),
-            state=cast(OperationState, row[7]),
-            summary=row[8],
-            terms=row[9],
-            scopes=self._decode_scopes(row[10]),
-            user_approval_required=bool(row[11]),
-            url=row[12],
-            open_key=row[13],
-            created_at=float(row[14]),
-            updated_at=float(row[15]),
-            expires_at=float(row[16]),
-            confirmed_revision=None if row[17] is None else int(row[17]),
-            approved_by=row[18],
-            confirmed_at=opt_float(row[19]),
-            result_summary=row[20],
-            result_data=row[21],
-        )
+        return _OPERATION_ROW.read(row, self._decode_scopes)
 
     def _read_operation(self, ex: Executor, operation_id: str) -> StoredOperation | None:
         row = ex.execute(self._operation_sql.read, (operation_id,)).fetchone()
@@ -266,15 +239,11 @@ class OperationsMixin(SqlCore):
             return self._read_operation(ex, operation_id)
 
     def _settle_operation(
-        self,
-        operation_id: str,
-        state: Literal["succeeded", "failed"],
-        summary: str,
-        data: str | None,
-        now: float,
+        self, operation_id: str, result: OperationResult, now: float
     ) -> StoredOperation | None:
+        outcome = (result.state, result.summary, result.data)
         with self._write() as ex:
-            ex.execute(self._operation_sql.settle, (state, summary, data, now, operation_id))
+            ex.execute(self._operation_sql.settle, (*outcome, now, operation_id))
             return self._read_operation(ex, operation_id)
 
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:
@@ -294,10 +263,4 @@ class OperationsMixin(SqlCore):
 
 
 def _answer(row: Sequence[Any]) -> RememberedAnswer:
-    return RememberedAnswer(
-        record_key=row[0],
-        fingerprint=row[1],
-        status=int(row[2]),
-        body=row[3],
-        expires_at=float(row[4]),
-    )
+    return _ANSWER_ROW.read(row)

@@ -1,8 +1,8 @@
 """Poppy Sessions of the SQL stores (the contract, with its input checks:
 store/_protocols/sessions.py).
 
-`SQLITE_MIGRATION` and `POSTGRES_MIGRATION` are schema version 6 of sqlite.py's and
-postgres.py's `MIGRATIONS`; `SessionsMixin` is part of `SqlStore`, and each backend class sets
+`migration(types)` is part of schema version 6 (store/_sql/migrations.py); `SessionsMixin`
+is part of `SqlStore`, and each backend class sets
 `_session_sql = SessionStatements(_DIALECT)` (built once per dialect, as `Statements` are).
 """
 
@@ -11,17 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from attrs import asdict
+
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
     SessionUpdate,
     change_session,
 )
-from pactmw.store._sql.core import SqlCore, opt_float
-from pactmw.store._sql.dialect import Dialect, statement_builder
-from pactmw.store.base import has_nul
+from pactmw.store._sql.core import SqlCore
+from pactmw.store._sql.dialect import ColumnTypes, Dialect, statement_builder
+from pactmw.store._sql.rows import RowReader
 
-__all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SessionStatements", "SessionsMixin"]
+__all__ = ["SessionStatements", "SessionsMixin", "migration"]
 
 # One row per Session: its one live token's hash sits in the row, so replacing the token is
 # one UPDATE and the old hash stops matching at once. `ever_account` survives sign-out.
@@ -43,19 +45,16 @@ _TABLE = """
         )
         """
 _GRANT_INDEX = "CREATE INDEX pactmw_poppy_sessions_grant ON pactmw_poppy_sessions (grant_id)"
-SQLITE_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="REAL", scopes="TEXT"),
-    _GRANT_INDEX,
-)
-POSTGRES_MIGRATION: tuple[str, ...] = (
-    _TABLE.format(real="DOUBLE PRECISION", scopes="TEXT[]"),
-    _GRANT_INDEX,
-)
 
-_COLUMNS = (
-    "session_id, brand_id, client_id, user_id, jkt, created_at, token_expires_at, account,"
-    " grant_id, scopes, ever_account, signed_in_at"
-)
+
+def migration(types: ColumnTypes) -> tuple[str, ...]:
+    """This concern's part of schema version 6, in an engine's column `types`."""
+    columns = asdict(types)
+    return (_TABLE.format(**columns), _GRANT_INDEX)
+
+
+_SESSION_ROW = RowReader.of(PoppySession)
+_COLUMNS = _SESSION_ROW.columns()
 
 
 class SessionStatements:
@@ -93,20 +92,7 @@ class SessionsMixin(SqlCore):
     _session_sql: ClassVar[SessionStatements]
 
     def _session(self, row: Sequence[Any]) -> PoppySession:
-        return PoppySession(
-            session_id=row[0],
-            brand_id=row[1],
-            client_id=row[2],
-            user_id=row[3],
-            jkt=row[4],
-            created_at=float(row[5]),
-            token_expires_at=float(row[6]),
-            account=row[7],
-            grant_id=row[8],
-            scopes=self._decode_scopes(row[9]),
-            ever_account=row[10],
-            signed_in_at=opt_float(row[11]),
-        )
+        return _SESSION_ROW.read(row, self._decode_scopes)
 
     def _insert_session(self, session: PoppySession, token_hash: str) -> None:
         with self._write() as ex:
@@ -126,14 +112,11 @@ class SessionsMixin(SqlCore):
             if inserted.rowcount == 0:
                 raise ValueError("session_id or Session Token hash is already stored")
 
-    def _change(
-        self, session_id: str, brand_id: str, client_id: str, user_id: str, update: SessionUpdate
-    ) -> SessionChange:
+    def _change(self, update: SessionUpdate) -> SessionChange:
         sql = self._session_sql
         with self._write() as ex:
-            row = None if has_nul(session_id) else ex.execute(sql.lock, (session_id,)).fetchone()
-            session = None if row is None else self._session(row)
-            change = change_session(session, brand_id, client_id, user_id, update)
+            row = ex.execute(sql.lock, (update.session_id,)).fetchone()
+            change = change_session(None if row is None else self._session(row), update)
             changed = change.session
             if changed is None:
                 return change
@@ -141,7 +124,7 @@ class SessionsMixin(SqlCore):
                 raise ValueError("Session Token hash is already stored")
             token = (changed.jkt, update.token_hash, changed.token_expires_at)
             sign_in = (changed.account, changed.grant_id, self._encode_scopes(changed.scopes))
-            signed = (changed.ever_account, changed.signed_in_at, session_id)
+            signed = (changed.ever_account, changed.signed_in_at, update.session_id)
             ex.execute(sql.update, (*token, *sign_in, *signed))
             return change
 

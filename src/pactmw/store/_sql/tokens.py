@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pactmw.store._decisions import RefreshTokenState, decide_rotation, is_unexpired, token_belongs
 from pactmw.store._protocols.tokens import RefreshRequest
-from pactmw.store._sql.core import SqlCore, opt_bytes, opt_float
+from pactmw.store._sql.core import SqlCore
+from pactmw.store._sql.rows import RowReader
 from pactmw.store.base import Grant, Rotation
 
 __all__ = ["TokensMixin"]
+
+# The locked token row, with its grant's `pa_sub` (`lock_refresh_token`).
+_REFRESH_TOKEN_ROW = RowReader.of(RefreshTokenState)
 
 
 class TokensMixin(SqlCore):
@@ -29,15 +33,7 @@ class TokensMixin(SqlCore):
             token = ex.execute(sql.lock_refresh_token, (request.token_hash,)).fetchone()
             if token is None:
                 return Rotation(kind="unknown")
-            state = RefreshTokenState(
-                grant_id=token[0],
-                client_id=token[1],
-                brand_id=token[2],
-                pa_sub=token[5],
-                expires_at=float(token[3]),
-                used_at=opt_float(token[4]),
-                successor=opt_bytes(token[6]),
-            )
+            state = _REFRESH_TOKEN_ROW.read(token)
             if not token_belongs(
                 state, client_id=request.client_id, brand_id=request.brand_id, pa_sub=request.pa_sub
             ):
