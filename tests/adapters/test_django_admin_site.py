@@ -168,6 +168,46 @@ def _shell(site: Path, env: dict[str, str], code: str) -> str:
     return _manage(site, env, "shell", "-c", prelude + code)
 
 
+#: A site's own rule on the "add agent" form, checked after pactmw's (which passes): the real
+#: admin refuses the POST, and the agent is not in the store; validating pactmw's form alone
+#: writes nothing either (the admin's save_model writes, after every validation).
+SITE_RULE = """
+from django import forms
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
+from pactmw.adapters.django.models import RegisteredAgent
+
+class LegalApprovedForm(RegisteredAgentForm):
+    def clean(self):
+        data = super().clean()
+        raise forms.ValidationError("only agents the legal team approved")
+
+class SiteAgentAdmin(RegisteredAgentAdmin):
+    form = LegalApprovedForm
+
+admin.site.unregister(RegisteredAgent)
+admin.site.register(RegisteredAgent, SiteAgentAdmin)
+setup_test_environment()
+client = Client()
+client.force_login(get_user_model().objects.get(username="ops"))
+values = {"issuer": "https://vetted.example", "jwks_uri": "https://vetted.example/jwks.json"}
+page = client.post("/admin/pactmw/registeredagent/add/", {**values, "_save": "Save"})
+refused = page.status_code == 200 and "legal team approved" in page.content.decode()
+print("refused" if refused else f"answered {page.status_code}")
+print("stored" if store.get_agent("https://vetted.example") else "not-stored")
+print("valid" if RegisteredAgentForm(data=values).is_valid() else "invalid")
+print("stored" if store.get_agent("https://vetted.example") else "not-stored")
+"""
+
+
+def _a_failed_validation_writes_nothing(site: Path, env: dict[str, str]) -> list[str]:
+    # The last lines: Django 5.2's shell first says what it imported.
+    return _shell(site, env, SITE_RULE).splitlines()[-4:]
+
+
 def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, str]]) -> None:
     root, env = site
     port, server = _serve(root, env, "runserver")
@@ -190,6 +230,9 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert refused.status_code == 200
         assert "nothing added: " in refused.text
         assert "must be https" in refused.text
+        assert _a_failed_validation_writes_nothing(root, env) == [
+            "refused", "not-stored", "valid", "not-stored"
+        ]  # fmt: skip
         added = client.post(
             add,
             data={
