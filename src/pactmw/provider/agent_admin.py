@@ -28,6 +28,11 @@ from pactmw.store.base import AgentExists, Cleanup
 
 logger = logging.getLogger("pactmw.agents")
 
+#: The exit status of the operators' commands (`pactmw`, `manage.py pactmw`, `flask pactmw`)
+#: when they cannot do their work: bad usage, a bad configuration, or a store that cannot be
+#: opened, reached or used (argparse's status for usage errors). 1 is "ran, and there was
+#: nothing to do"; 0 done.
+CANNOT_RUN = 2
 #: Seconds in one of `retention_days`.
 DAY = 86_400.0
 #: The longest issuer, JWKS URL and name `add_agent` accepts.
@@ -46,7 +51,8 @@ class Outcome:
     """What an operator action did: the lines to print, or why nothing was done.
 
     `status` is the exit status of the commands: 0 done (or already so), 1 nothing to do
-    (an unknown agent, an issuer already known), 2 refused input (nothing written).
+    (an unknown agent, an issuer already known), `CANNOT_RUN` refused input (nothing
+    written).
     """
 
     lines: tuple[str, ...] = ()
@@ -222,7 +228,7 @@ def add_refusal(
     status), or None; writes nothing, so a form can validate with it and save later."""
     problem = check_issuer(issuer) or _check_jwks_uri(provider, jwks_uri) or _check_name(name)
     if problem is not None:
-        return _refused(f"nothing added: {problem}", 2)
+        return _refused(f"nothing added: {problem}", CANNOT_RUN)
     if any(agent.issuer == issuer for agent in provider.verifier.registry):
         return _refused(f"nothing added: {issuer} is configured (agents in the settings)", 1)
     if provider.store.get_agent(issuer) is not None:
@@ -383,6 +389,7 @@ def run_cleanup(provider: Provider, now: float) -> CleanupDone:
 
 
 __all__ = [
+    "CANNOT_RUN",
     "DAY",
     "MAX_NAME_LENGTH",
     "MAX_URL_LENGTH",
