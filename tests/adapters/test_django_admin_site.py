@@ -36,11 +36,18 @@ SECRET_TEXT = "my card number is in this order note"
 GUIDE = REPO / "docs" / "getting-started" / "django.md"
 KEYGEN = "pactmw keygen --out pactmw-signing.jwk"
 # Test only, after the guide's settings: the agent the admin adds has its keys on a JWKS
-# server on 127.0.0.1 (plain http), and the operator opts in to message text with SHOW_TEXT.
+# server on 127.0.0.1 (plain http), the operator opts in to message text with SHOW_TEXT, and
+# the audit events reach the server's log.
 TEST_SETTINGS = """
 import os
 PACTMW["allow_http_jwks_on_loopback"] = True
 PACTMW["admin_show_message_text"] = os.environ.get("SHOW_TEXT") == "1"
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"pactmw.audit": {"handlers": ["console"], "level": "INFO"}},
+}
 """
 
 
@@ -370,6 +377,9 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert "revoked g-1 (brand shop, account acct-1" in page
         grants = json.loads(_manage(root, env, "pactmw", "grants", "list", "--all", "--json"))
         assert {g["grant_id"]: g["status"] for g in grants} == {"g-1": "revoked", "g-2": "live"}
+        # The Provider's own audit event, as provider.revoke_grant emits it.
+        audited = (root / "runserver.log").read_text()
+        assert f"agent.grant_revoked brand=shop issuer={ISSUER} grant=g-1" in audited
         history = _shell(
             root,
             env,
