@@ -23,6 +23,7 @@ from pactmw.adapters import flask as flask_adapter
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import StoredAgent, open_store
 from tests.adapters.commands import manage
+from tests.support.net import free_port
 from tests.support.servers import REPO
 from tests.support.toml import toml_value
 
@@ -34,7 +35,7 @@ DAY = 86_400.0
 FRONT_ENDS = ("pactmw", "manage.py", "flask")
 #: How each front-end starts its one-line error (the message after it is pactmw's own).
 ERROR_PREFIX = {
-    "pactmw": re.compile(r"^pactmw (agents \w+|cleanup): error: "),
+    "pactmw": re.compile(r"^pactmw ((agents|grants) \w+|cleanup): error: "),
     "manage.py": re.compile(r"^CommandError: "),
     "flask": re.compile(r"^Error: "),
 }
@@ -87,7 +88,7 @@ def _standalone(settings: dict[str, Any], workdir: Path) -> Runner:
 
     def run(*argv: str) -> Ran:
         topic, *rest = argv
-        if topic == "agents":
+        if topic in ("agents", "grants"):
             action, *rest = rest
             topic = f"agents {action}"
         done = subprocess.run(
@@ -303,3 +304,30 @@ def test_cleanup_applies_retention_days(front_end: FrontEnd) -> None:
         assert store.device_authorization_by_user_code("BCDF-GHJK") is None
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", FRONT_ENDS)
+def test_a_store_that_cannot_be_reached_is_exit_status_2(name: str, tmp_path: Path) -> None:
+    """One rule in every front-end: 2 when the command cannot do its work (bad usage, a bad
+    configuration, a store that cannot be opened, reached or used), 1 only for "nothing to
+    do". PostgreSQL connects on first use, so an unreachable server fails inside the work."""
+    password = "pw-never-shown"
+    nowhere = f"postgresql://pactmw:{password}@127.0.0.1:{free_port()}/pactmw"
+    run = RUNNERS[name]({**_settings(tmp_path, "unused"), "store": nowhere}, tmp_path)
+    for argv in (("agents", "list"), ("grants", "list"), ("cleanup",)):
+        ran = run(*argv)
+        assert (ran.status, ran.lines) == (2, ()), (argv, ran)
+        assert ran.error.startswith("store: PostgreSQL pactmw@127.0.0.1:"), (argv, ran.error)
+        assert "is unavailable" in ran.error
+        assert password not in ran.error
+
+
+@pytest.mark.parametrize("name", ["pactmw", "manage.py"])
+def test_a_store_that_cannot_be_opened_is_exit_status_2(name: str, tmp_path: Path) -> None:
+    """A file that is not a database fails when the store opens; the error says why (Flask's
+    extension opens it in `init_app`, so such an app does not start at all)."""
+    settings = _settings(tmp_path, "garbage")
+    (tmp_path / "garbage.db").write_text("not a database, just text " * 10)
+    ran = RUNNERS[name](settings, tmp_path)("agents", "list")
+    assert (ran.status, ran.lines) == (2, ()), ran
+    assert "file is not a database" in ran.error, ran.error

@@ -1,5 +1,7 @@
 """A Django account that is disabled, deleted or changes its password loses its grants
-(issue "At home in Django and Flask", signals), in a real Django with django.contrib.auth."""
+(issue "At home in Django and Flask", signals), in a real Django with django.contrib.auth: on
+sqlite with the memory store, and on PostgreSQL with the grants in the site's own database
+(`store = "django"`), where the rolled-back change must leave them alone."""
 
 from __future__ import annotations
 
@@ -9,7 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.support.pg import PostgresServer, postgres_server_fixture
 from tests.support.servers import REPO
+
+postgres_server = postgres_server_fixture(scope="module")
 
 SCRIPT = r"""
 import json, os, sys, time
@@ -20,13 +27,13 @@ settings.configure(
     DEBUG=False,
     SECRET_KEY="test-only",
     INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "pactmw.adapters.django"],
-    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    DATABASES={"default": json.loads(os.environ["DATABASE"])},
     PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],  # fast, test only
     PACTMW={
         "base_url": "https://shop.example",
         "audience": "https://shop.example/a2a",
         "agents": [],
-        "store": "memory://",
+        "store": os.environ["STORE"],
         "signing_keys": [os.environ["SIGNING_KEY"]],
         "brands": {"shop": {"handler": "examples.bots:order_bot", "delegation": {
             "scopes": {"orders:read": "See your orders"}, "login_url": "/login"}}},
@@ -73,25 +80,51 @@ print(json.dumps({name: revoked(grant_id) for name, grant_id in grants.items()})
 """
 
 
-def test_disabling_deleting_or_a_new_password_revokes_the_accounts_grants(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["sqlite-memory-store", "postgres-django-store"])
+def test_disabling_deleting_or_a_new_password_revokes_the_accounts_grants(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
     from pactmw.core.jwk import generate_private_jwk
+
+    database: dict[str, object] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    store = "memory://"
+    server: PostgresServer | None = None
+    if where.startswith("postgres"):
+        from psycopg.conninfo import conninfo_to_dict
+
+        server = request.getfixturevalue("postgres_server")
+        params = conninfo_to_dict(server.create_database())
+        database = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": params["dbname"],
+            "USER": params.get("user", ""),
+            "HOST": params.get("host", ""),
+            "PORT": params.get("port", ""),
+        }
+        store = "django"
 
     key_file = tmp_path / "signing.jwk"
     key_file.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
     env = {
         **os.environ,
         "SIGNING_KEY": str(key_file),
+        "DATABASE": json.dumps(database),
+        "STORE": store,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        if server is not None:
+            server.drop_database(str(database["NAME"]))
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome == {

@@ -1,7 +1,9 @@
 """A fresh `django-admin startproject` site follows docs/getting-started/django.md ("Keep
 pactmw's state in your database") to admin-managed agents and grants, on sqlite and on
-PostgreSQL: `store = "django"`, `manage.py migrate`, a superuser who logs in to the admin of
-a real `runserver` over HTTP, and `manage.py pactmw` in other processes seeing each change.
+PostgreSQL: the page's own blocks (signing key, bot, settings, urls) written into the site,
+`manage.py migrate`, a superuser who logs in to the admin of a real `runserver` over HTTP,
+`manage.py pactmw` in other processes seeing each change, and the agent the admin adds,
+blocks and allows answered accordingly by the site at its next request.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
+from tests.support.agent import identity_token, user_message
+from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port, loopback_client
 from tests.support.pg import PostgresServer, postgres_server_fixture
 from tests.support.servers import REPO, process_server
@@ -28,21 +33,33 @@ PASSWORD = "admin-pw-for-tests"
 ISSUER = "https://pa.example"
 SECRET_TEXT = "my card number is in this order note"
 
-# What the guide adds to the generated settings.py (DATABASES only for PostgreSQL).
-SETTINGS_TAIL = """
-INSTALLED_APPS += ["pactmw.adapters.django"]
-MIDDLEWARE += ["pactmw.adapters.django.PersonalAgentMiddleware"]
-PACTMW = {
-    "base_url": "http://127.0.0.1:8000",
-    "audience": "http://127.0.0.1:8000/a2a",
-    "agents": [],
-    "store": "django",
-    "signing_keys": [SIGNING_KEY],
-    "brands": {"shop": {"handler": "examples.bots:order_bot", "delegation": {
-        "scopes": {"orders:read": "See your orders"}, "login_url": "/admin/login/"}}},
-    "admin_show_message_text": SHOW_TEXT,
+GUIDE = REPO / "docs" / "getting-started" / "django.md"
+KEYGEN = "pactmw keygen --out pactmw-signing.jwk"
+# Test only, after the guide's settings: the agent the admin adds has its keys on a JWKS
+# server on 127.0.0.1 (plain http), the operator opts in to message text with SHOW_TEXT, and
+# the audit events reach the server's log.
+TEST_SETTINGS = """
+import os
+PACTMW["allow_http_jwks_on_loopback"] = True
+PACTMW["admin_show_message_text"] = os.environ.get("SHOW_TEXT") == "1"
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"pactmw.audit": {"handlers": ["console"], "level": "INFO"}},
 }
 """
+
+
+def guide_block(label: str) -> str:
+    """The ```python block that the guide marks `<!-- not-run: LABEL (...) -->`."""
+    lines = GUIDE.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith(f"<!-- not-run: {label} ("):
+            assert lines[number + 1] == "```python", lines[number + 1]
+            end = lines.index("```", number + 2)
+            return "\n".join(lines[number + 2 : end]) + "\n"
+    raise AssertionError(f"{GUIDE.name} has no block marked {label!r}")
 
 
 def _manage(site: Path, env: dict[str, str], *args: str) -> str:
@@ -60,20 +77,23 @@ def _manage(site: Path, env: dict[str, str], *args: str) -> str:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    from pactmw.core.jwk import generate_private_jwk
-
+    bin_dir = Path(sys.executable).parent
     subprocess.run(
-        [str(Path(sys.executable).parent / "django-admin"), "startproject", "mysite", "."],
+        [str(bin_dir / "django-admin"), "startproject", "mysite", "."],
         cwd=tmp_path,
         check=True,
         timeout=60,
     )
-    key = tmp_path / "signing.jwk"
-    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
-    tail = SETTINGS_TAIL.replace("SIGNING_KEY", repr(str(key))).replace(
-        "SHOW_TEXT", 'os.environ.get("SHOW_TEXT") == "1"'
+    assert KEYGEN in GUIDE.read_text(encoding="utf-8")
+    subprocess.run(
+        [str(bin_dir / "pactmw"), *KEYGEN.split()[1:]],
+        cwd=tmp_path,
+        check=True,
+        timeout=60,
+        capture_output=True,
     )
-    tail = "import os\n" + tail
+    (tmp_path / "mysite" / "bot.py").write_text(guide_block("mysite/bot.py"))
+    settings_tail = guide_block("the end of mysite/settings.py") + TEST_SETTINGS
     server: PostgresServer | None = None
     dbname = ""
     if request.param == "postgres":
@@ -90,14 +110,14 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path,
             "HOST": params.get("host", ""),
             "PORT": params.get("port", ""),
         }
-        tail += f"DATABASES = {{'default': {database!r}}}\n"
-    settings = tmp_path / "mysite" / "settings.py"
-    settings.write_text(settings.read_text() + tail)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
-    }
+        settings_tail += f"DATABASES = {{'default': {database!r}}}\n"
+    for name, tail in (
+        ("settings.py", settings_tail),
+        ("urls.py", guide_block("the end of mysite/urls.py")),
+    ):
+        module = tmp_path / "mysite" / name
+        module.write_text(module.read_text() + "\n" + tail)
+    env = {**os.environ, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     _manage(tmp_path, env, "migrate", "--verbosity", "0")
     _manage(
@@ -168,11 +188,72 @@ def _shell(site: Path, env: dict[str, str], code: str) -> str:
     return _manage(site, env, "shell", "-c", prelude + code)
 
 
+#: A site's own rule on the "add agent" form, checked after pactmw's (which passes): the real
+#: admin refuses the POST, and the agent is not in the store; validating pactmw's form alone
+#: writes nothing either (the admin's save_model writes, after every validation).
+SITE_RULE = """
+from django import forms
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
+from pactmw.adapters.django.models import RegisteredAgent
+
+class LegalApprovedForm(RegisteredAgentForm):
+    def clean(self):
+        data = super().clean()
+        raise forms.ValidationError("only agents the legal team approved")
+
+class SiteAgentAdmin(RegisteredAgentAdmin):
+    form = LegalApprovedForm
+
+admin.site.unregister(RegisteredAgent)
+admin.site.register(RegisteredAgent, SiteAgentAdmin)
+setup_test_environment()
+client = Client()
+client.force_login(get_user_model().objects.get(username="ops"))
+values = {"issuer": "https://vetted.example", "jwks_uri": "https://vetted.example/jwks.json"}
+page = client.post("/admin/pactmw/registeredagent/add/", {**values, "_save": "Save"})
+refused = page.status_code == 200 and "legal team approved" in page.content.decode()
+print("refused" if refused else f"answered {page.status_code}")
+print("stored" if store.get_agent("https://vetted.example") else "not-stored")
+print("valid" if RegisteredAgentForm(data=values).is_valid() else "invalid")
+print("stored" if store.get_agent("https://vetted.example") else "not-stored")
+"""
+
+
+def _a_failed_validation_writes_nothing(site: Path, env: dict[str, str]) -> list[str]:
+    # The last lines: Django 5.2's shell first says what it imported.
+    return _shell(site, env, SITE_RULE).splitlines()[-4:]
+
+
+def _answer(base: str, key: PrivateJWK) -> int:
+    """What the site answers the runtime agent's `message:send` (200 from the guide's bot,
+    or 401 with PACT's challenge)."""
+    token = identity_token(key, ISSUER, "http://127.0.0.1:8000/a2a", sub="user-1")
+    with loopback_client(base_url=base, timeout=30) as agent:
+        response = agent.post(
+            "/a2a/shop/message:send",
+            json={"message": user_message("Where is my order?")},
+            headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0"},
+        )
+    if response.status_code == 200:
+        reply = response.json()["message"]
+        assert reply["parts"][0]["text"] == "You asked: Where is my order?", reply
+    else:
+        assert response.headers["www-authenticate"] == 'Bearer realm="a2a"', response.text
+    return response.status_code
+
+
 def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, str]]) -> None:
     root, env = site
+    key = generate_private_jwk("ES256", kid="runtime-1")
     port, server = _serve(root, env, "runserver")
-    with server:
-        client = _login(f"http://127.0.0.1:{port}")
+    base = f"http://127.0.0.1:{port}"
+    with server, JwksServer(public_key_set([key])) as jwks:
+        client = _login(base)
+        assert _answer(base, key) == 401  # not configured, not added yet
 
         # Add an agent at runtime. A JWKS URL the key fetcher may never reach is refused
         # with the same words as `pactmw agents add`, and nothing is written.
@@ -190,12 +271,15 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert refused.status_code == 200
         assert "nothing added: " in refused.text
         assert "must be https" in refused.text
+        assert _a_failed_validation_writes_nothing(root, env) == [
+            "refused", "not-stored", "valid", "not-stored"
+        ]  # fmt: skip
         added = client.post(
             add,
             data={
                 "csrfmiddlewaretoken": _csrf(client.get(add).text),
                 "issuer": ISSUER,
-                "jwks_uri": f"{ISSUER}/.well-known/jwks.json",
+                "jwks_uri": jwks.url,
                 "name": "Personal agent",
                 "_save": "Save",
             },
@@ -205,16 +289,19 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert [(a["issuer"], a["source"], a["status"]) for a in listed] == [
             (ISSUER, "runtime", "allowed")
         ]
+        assert _answer(base, key) == 200  # verified like a configured agent, keys fetched
 
         # Block it: every process sees it at once (here, another manage.py).
         page = _action(client, "/admin/pactmw/registeredagent/", "block_agents", ISSUER)
         assert f"blocked {ISSUER}" in page
         listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
+        assert _answer(base, key) == 401  # the site's next request sees the block
         page = _action(client, "/admin/pactmw/registeredagent/", "allow_agents", ISSUER)
         assert f"allowed {ISSUER}" in page
         listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
+        assert _answer(base, key) == 200
 
         # Agent overrides: block any configured or added issuer by name; an issuer nobody
         # configured or added is refused, in the commands' words.
@@ -270,6 +357,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         )
         assert f"removed {ISSUER}" in removed.text.lower()
         assert json.loads(_manage(root, env, "pactmw", "agents", "list", "--json")) == []
+        assert _answer(base, key) == 401
 
         # Grants of two accounts; the admin lists one account's, and revokes through the
         # Provider (audited), which manage.py pactmw grants then reports.
@@ -289,6 +377,9 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert "revoked g-1 (brand shop, account acct-1" in page
         grants = json.loads(_manage(root, env, "pactmw", "grants", "list", "--all", "--json"))
         assert {g["grant_id"]: g["status"] for g in grants} == {"g-1": "revoked", "g-2": "live"}
+        # The Provider's own audit event, as provider.revoke_grant emits it.
+        audited = (root / "runserver.log").read_text()
+        assert f"agent.grant_revoked brand=shop issuer={ISSUER} grant=g-1" in audited
         history = _shell(
             root,
             env,

@@ -260,6 +260,11 @@ def _django_env(tmp_path: Path, settings: dict[str, Any]) -> dict[str, str]:
             {"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"
         ),
         pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
+        pytest.param(
+            {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
+            "signing_keys: [Errno 2] No such file or directory: '/nowhere/pactmw-signing.jwk'",
+            id="signing-key-file",
+        ),
     ],
 )
 def test_manage_py_check_reports_a_bad_pactmw_setting(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import runpy
 import sqlite3
 import subprocess
@@ -290,6 +291,44 @@ def test_the_frameworks_pactmw_command_reads_the_sites_store(running: Running) -
         (ISSUER, "config", "allowed")
     ]
     assert manage("grants", "list") == []
+
+
+@django_examples
+def test_the_sites_admin_manages_pactmw(running: Running) -> None:
+    """The example's own `/admin/` has pactmw's agents, access switches, grants and
+    conversations, read from the site's database (store = "django")."""
+    password = "example-admin-pw"
+    subprocess.run(
+        [sys.executable, "examples/django_app/manage.py", "createsuperuser", "--noinput",
+         "--username", "ops", "--email", "ops@shop.example"],
+        cwd=REPO,
+        env={**os.environ, **running.env, "DJANGO_SUPERUSER_PASSWORD": password},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+    sent = running.send("Where is my order A-1001?", message_id=str(uuid.uuid4()))
+    context_id = sent.json()["message"]["contextId"]
+    with loopback_client(base_url=running.base_url, timeout=10) as browser:
+        form = browser.get("/admin/login/").text
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
+        assert csrf, form[:2000]
+        login = browser.post(
+            "/admin/login/?next=/admin/",
+            data={
+                "csrfmiddlewaretoken": csrf.group(1),
+                "username": "ops",
+                "password": password,
+                "next": "/admin/",
+            },
+        )
+        assert login.status_code == 302, login.text[:2000]
+        assert "pactmw (personal agents)" in browser.get("/admin/").text
+        for model in ("registeredagent", "agentoverride", "grant"):
+            assert browser.get(f"/admin/pactmw/{model}/").status_code == 200, model
+        conversations = browser.get("/admin/pactmw/conversation/")
+        assert conversations.status_code == 200
+        assert context_id in conversations.text
 
 
 def test_send_without_token_is_challenged(running: Running) -> None:

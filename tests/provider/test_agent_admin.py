@@ -18,12 +18,14 @@ from pactmw.provider.agent_admin import (
     AgentEntry,
     Outcome,
     add_agent,
+    add_refusal,
     agent_json,
     agents_table,
     check_issuer,
     list_agents,
     run_cleanup,
     set_enabled,
+    switch_refusal,
 )
 from pactmw.store import Cleanup, MemoryStore
 
@@ -224,3 +226,32 @@ def test_cleanup_deletes_what_is_older_than_retention_days() -> None:
         assert provider.store.get_conversation(edge) is not None
     finally:
         provider.close()
+
+
+def test_the_refusals_write_nothing_and_say_what_the_changes_would(provider: Provider) -> None:
+    """What the Django admin's forms validate with: the very refusal of `add_agent` and
+    `set_enabled`, without writing anything."""
+    store = provider.store
+    assert (
+        add_refusal(provider, issuer="https://pa.example", jwks_uri="https://pa.example/j") is None
+    )
+    assert store.list_agents() == ()
+    for issuer, jwks_uri in (
+        ("pa.example", "https://pa.example/j"),  # no scheme
+        ("https://pa.example", "http://10.0.0.7/j"),  # plain http off loopback
+        ("https://inline.example", "https://pa.example/j"),  # configured
+    ):
+        refused = add_refusal(provider, issuer=issuer, jwks_uri=jwks_uri)
+        assert refused == add_agent(provider, issuer=issuer, jwks_uri=jwks_uri, now=NOW)
+    assert _add(provider, "https://pa.example").error is None
+    again = add_refusal(provider, issuer="https://pa.example", jwks_uri="https://x.example/j")
+    assert again is not None
+    assert again == _add(provider, "https://pa.example", "https://x.example/j")
+    assert again.status == 1
+
+    assert switch_refusal(provider, "https://pa.example", False) is None
+    assert store.agent_enabled("https://pa.example") is None  # nothing written
+    unknown = switch_refusal(provider, "https://nobody.example", False)
+    assert unknown == set_enabled(provider, "https://nobody.example", False)
+    assert unknown is not None
+    assert unknown.status == 1

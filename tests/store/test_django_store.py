@@ -131,3 +131,40 @@ def test_a_dropped_connection_is_unavailable_once_then_reconnects(
     finally:
         store.close()
         backends.close()
+
+
+def test_a_connection_django_refuses_to_close_is_a_store_error(
+    django_backend: Backend,
+) -> None:
+    """Django refuses to close a connection made in another thread (a `django.db` error):
+    `close` reports it as a `StoreError`, and the store refuses later operations anyway."""
+    import threading
+
+    from django.db import connections
+
+    alias = django_backend.url.partition(":")[2]
+    store = django_backend.open()
+    store.set_agent_enabled("https://pa.example", True)  # this thread's connection opens
+    main_connection = connections[alias]
+    raised: list[BaseException] = []
+
+    def close_from_another_thread() -> None:
+        # What a site that hands its connection to a worker thread ends up with.
+        connections[alias] = main_connection
+        try:
+            store.close()
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=close_from_another_thread)
+    worker.start()
+    worker.join(timeout=30)
+    try:
+        (error,) = raised
+        assert type(error) is StoreError, repr(error)
+        assert "can only be used in that same thread" in str(error)
+        assert error.__cause__ is None
+        with pytest.raises(StoreUnavailable, match="is closed"):
+            store.agent_enabled("https://pa.example")
+    finally:
+        main_connection.close()

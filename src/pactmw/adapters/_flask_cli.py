@@ -1,7 +1,8 @@
 """`flask pactmw grants|agents|cleanup`: the delegation grants, personal agents and retention
 of the store `app.config["PACTMW"]` configures, with the same wording, rules and exit
 statuses as `pactmw grants`, `pactmw agents` and `pactmw cleanup` (the Flask extension adds
-this group to `app.cli`)."""
+this group to `app.cli`): 0 done, 1 nothing to do, 2 (`agent_admin.CANNOT_RUN`) for bad
+usage, a bad configuration, or a store that cannot be opened, reached or used."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     from pactmw.provider import Provider
 
 pactmw_cli = AppGroup(
-    "pactmw", help="Manage pactmw: delegation grants, personal agents, store cleanup."
+    "pactmw",
+    help="Manage pactmw: delegation grants, personal agents, store cleanup. Exit status 0 "
+    "done, 1 nothing to do, 2 for bad usage, a bad configuration, or a store that cannot be "
+    "opened, reached or used.",
 )
 grants_cli = AppGroup("grants", help="List or revoke delegation grants.")
 agents_cli = AppGroup("agents", help="List, add, block, allow or remove personal agents.")
@@ -35,27 +39,28 @@ def _provider() -> Provider:
     try:
         return get_provider()
     except RuntimeError as exc:  # no brands: no Provider, no store
-        raise _failure(str(exc), 2) from None
+        raise _failure(str(exc), agent_admin.CANNOT_RUN) from None
 
 
 class _Refused(PactmwError, click.ClickException):
-    """Input refused (exit status 2, as `pactmw` and `manage.py pactmw` exit)."""
+    """The command cannot do its work (exit status 2, as `pactmw` and `manage.py pactmw`
+    exit): refused input, a bad configuration, a store that fails."""
 
-    exit_code = 2
+    exit_code = agent_admin.CANNOT_RUN
 
 
 def _failure(message: str, status: int) -> click.ClickException:
-    # Exit status 1: the command ran and there was nothing to do; 2: refused input.
-    return _Refused(message) if status == 2 else click.ClickException(message)
+    # Exit status 1: the command ran and there was nothing to do; 2: it could not run.
+    return _Refused(message) if status == agent_admin.CANNOT_RUN else click.ClickException(message)
 
 
 @contextmanager
 def _store_errors() -> Iterator[None]:
-    """A store that fails is exit status 1 with what it said, as the other commands do."""
+    """A store that fails is exit status 2 with what it said, as the other commands do."""
     try:
         yield
     except StoreError as exc:
-        raise click.ClickException(f"store: {exc}") from exc
+        raise _Refused(f"store: {exc}") from exc
 
 
 def _report(outcome: agent_admin.Outcome) -> None:
@@ -95,7 +100,7 @@ def revoke_grants(grant_id: str | None, account: str | None, brand: str | None) 
         raise click.UsageError(problem)
     provider = _provider()
     if provider.oauth is None:
-        raise click.ClickException("no Brand in PACTMW offers delegation: no grants")
+        raise _Refused("no Brand in PACTMW offers delegation: no grants")
     with _store_errors():
         if grant_id is not None:
             done = grant_admin.revoke_one(provider, provider.store, grant_id)

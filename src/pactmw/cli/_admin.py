@@ -5,6 +5,7 @@ that store for the operator functions (`pactmw.provider.grant_admin`, `.agent_ad
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -17,12 +18,24 @@ if TYPE_CHECKING:
     from pactmw.provider.agent_admin import Outcome
     from pactmw.store.base import Store
 
+#: When these commands exit with status 2 (`agent_admin.CANNOT_RUN`, as `manage.py pactmw` and
+#: `flask pactmw` do), as their help says; 1 is kept for "ran, and there was nothing to do".
+CANNOT_RUN_HELP = (
+    "2 for bad usage, a bad configuration, or a store that cannot be opened, reached or used"
+)
+
 #: How the help of these commands says where the store is.
 STORE_HELP = """\
 The store is the one of a TOML configuration (the file `pactmw serve` uses); run the command
 from the directory pactmw serve runs in, since a relative sqlite store path (the default) is
 relative to the current directory.
 """
+
+
+def refilled(text: str) -> str:
+    """`text` with each paragraph wrapped again (help texts that take in CANNOT_RUN_HELP)."""
+    paragraphs = (" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+    return "\n\n".join(textwrap.fill(paragraph, 94) for paragraph in paragraphs) + "\n"
 
 
 def load_settings(path: str) -> ProviderSettings:
@@ -43,13 +56,13 @@ STORE_OPEN_ERRORS = (ValueError, StoreError, OSError, ImportError)
 def shared_store(url: str, what: str) -> Iterator[Store]:
     """The configured store for the block, closed after it. What another process cannot
     share with `serve` is refused (`what` ends the sentence refusing memory://: "grants can
-    only be managed in a sqlite or PostgreSQL store"); a `StoreError` inside the block is the
-    command's failure, exit status 1."""
+    only be managed in a sqlite or PostgreSQL store"). A store that fails inside the block
+    (PostgreSQL connects on first use) is refused as one that does not open: exit status 2."""
     store = _open_shared_store(url, what)
     try:
         yield store
     except StoreError as exc:
-        raise CommandError(f"store: {exc}", 1) from None
+        raise CommandError(f"store: {exc}") from None  # status 2, as CANNOT_RUN_HELP says
     finally:
         store.close()
 
@@ -107,10 +120,12 @@ def report(outcome: Outcome) -> int:
 
 
 __all__ = [
+    "CANNOT_RUN_HELP",
     "STORE_HELP",
     "STORE_OPEN_ERRORS",
     "admin_provider",
     "load_settings",
+    "refilled",
     "report",
     "shared_store",
 ]

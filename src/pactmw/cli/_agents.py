@@ -9,7 +9,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, report, shared_store
+from pactmw.cli._admin import (
+    CANNOT_RUN_HELP,
+    STORE_HELP,
+    admin_provider,
+    load_settings,
+    refilled,
+    report,
+    shared_store,
+)
 from pactmw.cli._common import CONFIG, Command, log_to_stderr, option
 
 if TYPE_CHECKING:
@@ -25,37 +33,47 @@ so every process serving it applies them from its next request, without a restar
     + STORE_HELP
 )
 
-_LIST_HELP = """\
+_LIST_HELP = refilled(
+    f"""\
 List the configured agents and those added at runtime, by issuer: name, source (config or
 runtime), status (allowed, blocked, or ignored: a runtime agent also configured), JWKS URL and
-when it was added. --json prints a JSON array instead. Exit status 0, or 2 for a bad
-configuration or store.
+when it was added. --json prints a JSON array instead. Exit status 0, or {CANNOT_RUN_HELP}.
 """
+)
 
-_ADD_HELP = """\
+_ADD_HELP = refilled(
+    f"""\
 Add a personal agent: ISSUER is the exact iss of its tokens (an absolute http(s) URL),
 JWKS_URI where its public keys are (https; http only to 127.0.0.1/::1/localhost with
 allow_http_jwks_on_loopback = true, as for configured agents). It is verified like a
 configured agent, with the Provider's audience. Exit status 0 when added, 1 when the issuer
-is already configured or added, 2 for a bad issuer, URL or name (nothing is written).
+is already configured or added, 2 for a bad issuer, URL or name (nothing is written); also
+{CANNOT_RUN_HELP}.
 """
+)
 
-_BLOCK_HELP = """\
+_BLOCK_HELP = refilled(
+    f"""\
 Block an agent (configured or added): its requests get 401 from the next one on, in every
-process. Blocking a blocked agent changes nothing. Exit status 0, or 1 for an issuer that is
-neither configured nor added (an open-mode Provider can block any issuer).
+process. Blocking a blocked agent changes nothing. Exit status 0, 1 for an issuer that is
+neither configured nor added (an open-mode Provider can block any issuer), {CANNOT_RUN_HELP}.
 """
+)
 
-_ALLOW_HELP = """\
-Allow a blocked agent again (also a configured agent with enabled = false). Exit status 0, or
-1 for an issuer that is neither configured nor added.
+_ALLOW_HELP = refilled(
+    f"""\
+Allow a blocked agent again (also a configured agent with enabled = false). Exit status 0, 1
+for an issuer that is neither configured nor added, {CANNOT_RUN_HELP}.
 """
+)
 
-_REMOVE_HELP = """\
+_REMOVE_HELP = refilled(
+    f"""\
 Remove an agent added at runtime: its requests get 401 from the next one on. A block of the
 issuer stays recorded. Configured agents are removed from the configuration instead. Exit
-status 0 when removed, 1 when nothing was (a configured or unknown issuer).
+status 0 when removed, 1 when nothing was (a configured or unknown issuer), {CANNOT_RUN_HELP}.
 """
+)
 
 _SHARED = "agents can only be managed in a sqlite or PostgreSQL store"
 

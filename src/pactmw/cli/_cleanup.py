@@ -6,19 +6,27 @@ from __future__ import annotations
 import argparse
 import time
 
-from pactmw.cli._admin import STORE_HELP, admin_provider, load_settings, shared_store
+from pactmw.cli._admin import (
+    CANNOT_RUN_HELP,
+    STORE_HELP,
+    admin_provider,
+    load_settings,
+    refilled,
+    shared_store,
+)
 from pactmw.cli._common import CONFIG, Command
 
 _CLEANUP_HELP = (
-    """\
+    refilled(
+        f"""\
 Remove what can no longer be used from the store: expired device authorizations, refresh
 tokens that can no longer be rotated (expired unused ones, those of revoked or expired
 grants; a spent token of a live grant is kept, since its replay reveals a theft), expired
 single-use values and authorization details; and, when retention_days is set, the
 conversations without activity for that many days, with their messages (personal data).
-Grants are kept. Prints what was deleted. Exit status 0, 1 when the store fails, 2 for a bad
-configuration or store.
+Grants are kept. Prints what was deleted. Exit status 0, or {CANNOT_RUN_HELP}.
 """
+    )
     + "\n"
     + STORE_HELP
 )

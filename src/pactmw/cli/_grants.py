@@ -7,7 +7,13 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from pactmw.cli._admin import admin_provider, load_settings, shared_store
+from pactmw.cli._admin import (
+    CANNOT_RUN_HELP,
+    admin_provider,
+    load_settings,
+    refilled,
+    shared_store,
+)
 from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
 
 if TYPE_CHECKING:
@@ -23,20 +29,24 @@ runs in, since a relative sqlite store path (the default) is relative to the cur
 
 _SHARED = "grants can only be managed in a sqlite or PostgreSQL store"
 
-_GRANTS_LIST_HELP = """\
+_GRANTS_LIST_HELP = refilled(
+    f"""\
 List the live delegation grants (newest first) as a table: grant id, Brand, account, agent
 issuer, scopes, expiry and status. --all adds revoked and expired grants; --json prints a JSON
-array instead (times in ISO 8601 UTC). Exit status 0, or 2 for a bad configuration or store.
+array instead (times in ISO 8601 UTC). Exit status 0, or {CANNOT_RUN_HELP}.
 """
+)
 
-_GRANTS_REVOKE_HELP = """\
+_GRANTS_REVOKE_HELP = refilled(
+    f"""\
 Revoke one grant by id, or every live grant of an account (at one Brand with --brand). The
 grant's delegation tokens are refused (401 invalid_token) on their next use and its refresh
 tokens stop working. Revocation goes through the Provider, which emits the
 agent.grant_revoked audit event (logged on stderr here). Exit status 0 when something was
 revoked, 1 when nothing was (unknown id, already revoked or expired, no live grant of the
-account), 2 for bad usage or configuration.
+account), {CANNOT_RUN_HELP}.
 """
+)
 
 
 def _grants_list(args: argparse.Namespace) -> int:

@@ -28,6 +28,11 @@ from pactmw.store.base import AgentExists, Cleanup
 
 logger = logging.getLogger("pactmw.agents")
 
+#: The exit status of the operators' commands (`pactmw`, `manage.py pactmw`, `flask pactmw`)
+#: when they cannot do their work: bad usage, a bad configuration, or a store that cannot be
+#: opened, reached or used (argparse's status for usage errors). 1 is "ran, and there was
+#: nothing to do"; 0 done.
+CANNOT_RUN = 2
 #: Seconds in one of `retention_days`.
 DAY = 86_400.0
 #: The longest issuer, JWKS URL and name `add_agent` accepts.
@@ -46,7 +51,8 @@ class Outcome:
     """What an operator action did: the lines to print, or why nothing was done.
 
     `status` is the exit status of the commands: 0 done (or already so), 1 nothing to do
-    (an unknown agent, an issuer already known), 2 refused input (nothing written).
+    (an unknown agent, an issuer already known), `CANNOT_RUN` refused input (nothing
+    written).
     """
 
     lines: tuple[str, ...] = ()
@@ -215,22 +221,39 @@ def _check_name(name: str) -> str | None:
     return None
 
 
+def add_refusal(
+    provider: Provider, *, issuer: str, jwks_uri: str, name: str = ""
+) -> Outcome | None:
+    """Why `add_agent` would refuse these values (an `Outcome` with the error and the exit
+    status), or None; writes nothing, so a form can validate with it and save later."""
+    problem = check_issuer(issuer) or _check_jwks_uri(provider, jwks_uri) or _check_name(name)
+    if problem is not None:
+        return _refused(f"nothing added: {problem}", CANNOT_RUN)
+    if any(agent.issuer == issuer for agent in provider.verifier.registry):
+        return _refused(f"nothing added: {issuer} is configured (agents in the settings)", 1)
+    if provider.store.get_agent(issuer) is not None:
+        return _already_added(provider, issuer)
+    return None
+
+
+def _already_added(provider: Provider, issuer: str) -> Outcome:
+    stored = provider.store.get_agent(issuer)
+    when = "" if stored is None else f" on {format_time(stored.added_at, TABLE_TIME)}"
+    return _refused(f"nothing added: {issuer} was already added{when}", 1)
+
+
 def add_agent(
     provider: Provider, *, issuer: str, jwks_uri: str, name: str = "", now: float
 ) -> Outcome:
     """Add a personal agent at runtime: verified like a configured one from the next request
     of every process on the store (keys from `jwks_uri`, the Provider-wide audience)."""
-    problem = check_issuer(issuer) or _check_jwks_uri(provider, jwks_uri) or _check_name(name)
-    if problem is not None:
-        return _refused(f"nothing added: {problem}", 2)
-    if any(agent.issuer == issuer for agent in provider.verifier.registry):
-        return _refused(f"nothing added: {issuer} is configured (agents in the settings)", 1)
+    refused = add_refusal(provider, issuer=issuer, jwks_uri=jwks_uri, name=name)
+    if refused is not None:
+        return refused
     try:
         provider.store.add_agent(issuer=issuer, name=name, jwks_uri=jwks_uri, now=now)
-    except AgentExists:
-        stored = provider.store.get_agent(issuer)
-        when = "" if stored is None else f" on {format_time(stored.added_at, TABLE_TIME)}"
-        return _refused(f"nothing added: {issuer} was already added{when}", 1)
+    except AgentExists:  # added by another process since the check
+        return _already_added(provider, issuer)
     logger.info("agent added: issuer=%s jwks_uri=%s", issuer, jwks_uri)
     lines = [f"added {issuer} (keys from {jwks_uri})"]
     if provider.store.agent_enabled(issuer) is False:
@@ -243,6 +266,17 @@ def _is_registered(provider: Provider, issuer: str) -> bool:
     return configured or provider.store.get_agent(issuer) is not None
 
 
+def switch_refusal(provider: Provider, issuer: str, enabled: bool) -> Outcome | None:
+    """Why `set_enabled` would refuse to switch `issuer` (an `Outcome` with the error and the
+    exit status), or None; writes nothing."""
+    if provider.verifier.open_mode or _is_registered(provider, issuer):
+        return None
+    verb = "allowed" if enabled else "blocked"
+    return _refused(
+        f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)", 1
+    )
+
+
 def set_enabled(provider: Provider, issuer: str, enabled: bool) -> Outcome:
     """Block (`enabled=False`) or allow a configured or runtime agent, from the next request
     of every process on the store on. Blocking again (or allowing again) changes nothing.
@@ -250,12 +284,10 @@ def set_enabled(provider: Provider, issuer: str, enabled: bool) -> Outcome:
     An open-mode Provider (which accepts unregistered issuers through discovery) can block
     and allow any issuer; otherwise the agent must be configured or added."""
     verb = "allowed" if enabled else "blocked"
+    refused = switch_refusal(provider, issuer, enabled)
+    if refused is not None:
+        return refused
     open_mode = provider.verifier.open_mode
-    if not open_mode and not _is_registered(provider, issuer):
-        return _refused(
-            f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)",
-            1,
-        )
     current = provider.verifier.registry.lookup(issuer)
     if (current.enabled if current is not None else open_mode) == enabled:
         return Outcome((f"{issuer} was already {verb}",))
@@ -357,6 +389,7 @@ def run_cleanup(provider: Provider, now: float) -> CleanupDone:
 
 
 __all__ = [
+    "CANNOT_RUN",
     "DAY",
     "MAX_NAME_LENGTH",
     "MAX_URL_LENGTH",
@@ -365,6 +398,7 @@ __all__ = [
     "Outcome",
     "Source",
     "add_agent",
+    "add_refusal",
     "agent_json",
     "agents_listing",
     "agents_table",
@@ -373,4 +407,5 @@ __all__ = [
     "remove_agent",
     "run_cleanup",
     "set_enabled",
+    "switch_refusal",
 ]

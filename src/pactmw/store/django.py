@@ -133,11 +133,19 @@ class DjangoStore(SqlStore):
 
     def close(self) -> None:
         """Refuse later operations (`StoreUnavailable`) and close this thread's connection
-        unless it is inside a transaction; Django owns the connections of other threads."""
+        unless it is inside a transaction; Django owns the connections of other threads.
+        Django's refusal to close (a connection of another thread, a driver error) is a
+        `StoreError`, as every other failure of the store is; the store is closed anyway."""
         self._closed = True
         connection = connections[self._alias]
-        if not connection.in_atomic_block:
+        if connection.in_atomic_block:
+            return
+        try:
             connection.close()
+        except db_utils.Error as exc:
+            raise StoreError(
+                self._scrub(f"{self._describe()}: the connection did not close: {exc}")
+            ) from None
 
 
 def _missing_table(exc: BaseException) -> bool:

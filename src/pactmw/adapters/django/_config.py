@@ -19,6 +19,7 @@ from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard, guard_settings
 from pactmw.provider.routes import MOUNT
+from pactmw.store.base import StoreError
 
 logger = logging.getLogger("pactmw.django")
 SETTING = "PACTMW"
@@ -67,7 +68,15 @@ class Configured:
                         SETTING,
                         exc,
                     )
-                except Exception as exc:  # a store or key file that cannot be opened
+                except StoreError as exc:  # its message says which store, and why
+                    self._error = exc
+                    logger.error(
+                        "settings.%s: the store does not open: %s; pactmw answers 503 until "
+                        "it is fixed",
+                        SETTING,
+                        exc,
+                    )
+                except Exception as exc:  # a key file that cannot be read, a bug
                     self._error = exc
                     logger.exception(
                         "settings.%s could not be built; pactmw answers 503 until it is fixed",
@@ -76,6 +85,11 @@ class Configured:
             if self._guard is None:
                 raise RequestRefused(503)
             return self._guard
+
+    @property
+    def problem(self) -> Exception | None:
+        """Why the settings did not build (None when they did, or were not built yet)."""
+        return self._error
 
     def reset(self) -> None:
         with self._lock:

@@ -85,13 +85,16 @@ class _ReadOnly:
 
 
 class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
-    """A form whose change is one of the operators' functions (`agent_admin`): it runs while
-    the form is validated, so its refusal is the form's error in the commands' words, and
-    `outcome` says what it did for the admin to report."""
+    """A form whose change is one of the operators' functions (`agent_admin`). Validating
+    asks that function's refusal (`refusal`), so the form's error is in the commands' words,
+    and writes nothing: the admin's `save_model` makes the change (`apply`), once every
+    validation (a site's own `clean` included) has passed, as Django's admin expects."""
 
-    outcome: agent_admin.Outcome | None = None
+    def refusal(self, data: dict[str, Any]) -> agent_admin.Outcome | None:
+        raise NotImplementedError
 
-    def decide(self, data: dict[str, Any]) -> agent_admin.Outcome:
+    def apply(self) -> agent_admin.Outcome:
+        """Make the change the validated form asks for."""
         raise NotImplementedError
 
     def validate_unique(self) -> None:
@@ -102,10 +105,9 @@ class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
         data = super().clean() or {}
         if self.errors:
             return data
-        outcome = self.decide(data)
-        if outcome.error is not None:
-            raise forms.ValidationError(outcome.error)
-        self.outcome = outcome
+        refused = self.refusal(data)
+        if refused is not None and refused.error is not None:
+            raise forms.ValidationError(refused.error)
         return data
 
 
@@ -119,9 +121,9 @@ class _AgentSwitches(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        # The form's operators' function wrote the row while validating; say what it did.
-        if form.outcome is not None:
-            self._report(request, form.outcome)
+        # The operators' function writes the row (never the ORM), and says what it did; one
+        # that lost a race since the form validated says so as a warning.
+        self._report(request, form.apply())
 
     def _report(self, request: HttpRequest, outcome: agent_admin.Outcome) -> None:
         if outcome.error is not None:
@@ -150,8 +152,8 @@ class _AgentSwitches(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 class RegisteredAgentForm(_DecidedForm):
-    """Add a personal agent: the store records it only if `agent_admin.add_agent` accepts it
-    (the issuer, the JWKS URL under the configured agents' rules, the name)."""
+    """Add a personal agent: valid only if `agent_admin.add_agent` would accept it (the
+    issuer, the JWKS URL under the configured agents' rules, the name); saved by it."""
 
     class Meta:
         model = RegisteredAgent
@@ -166,12 +168,20 @@ class RegisteredAgentForm(_DecidedForm):
         super().__init__(*args, **kwargs)
         self.fields["name"].required = False
 
-    def decide(self, data: dict[str, Any]) -> agent_admin.Outcome:
-        return agent_admin.add_agent(
+    def refusal(self, data: dict[str, Any]) -> agent_admin.Outcome | None:
+        return agent_admin.add_refusal(
             get_provider(),
             issuer=data.get("issuer", ""),
             jwks_uri=data.get("jwks_uri", ""),
             name=data.get("name") or "",
+        )
+
+    def apply(self) -> agent_admin.Outcome:
+        return agent_admin.add_agent(
+            get_provider(),
+            issuer=self.cleaned_data["issuer"],
+            jwks_uri=self.cleaned_data["jwks_uri"],
+            name=self.cleaned_data.get("name") or "",
             now=time.time(),
         )
 
@@ -212,10 +222,14 @@ class AgentAccessForm(_DecidedForm):
         fields = ("issuer", "enabled")
         labels: ClassVar[dict[str, str]] = {"enabled": "Allowed (untick to block)"}
 
-    def decide(self, data: dict[str, Any]) -> agent_admin.Outcome:
-        return agent_admin.set_enabled(
+    def refusal(self, data: dict[str, Any]) -> agent_admin.Outcome | None:
+        return agent_admin.switch_refusal(
             get_provider(), data.get("issuer", ""), bool(data.get("enabled"))
         )
+
+    def apply(self) -> agent_admin.Outcome:
+        data = self.cleaned_data
+        return agent_admin.set_enabled(get_provider(), data["issuer"], bool(data.get("enabled")))
 
 
 @admin.register(AgentOverride)

@@ -35,7 +35,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
         return messages
     try:
-        guard_settings(raw_settings())
+        provider = guard_settings(raw_settings()).provider
+        if provider is not None and provider.signing_key_files:
+            # Read them now (the files only: nothing is generated), not at the first request.
+            provider.signing_keys()
     except Exception as exc:  # ConfigError names the key; anything else is reported as it is
         detail = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         messages.append(

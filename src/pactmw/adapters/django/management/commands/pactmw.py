@@ -1,6 +1,8 @@
 """`manage.py pactmw grants|agents|cleanup`: the delegation grants, personal agents and
 retention of the store `settings.PACTMW` configures, with the same wording, rules and exit
-statuses as `pactmw grants`, `pactmw agents` and `pactmw cleanup`."""
+statuses as `pactmw grants`, `pactmw agents` and `pactmw cleanup`: 0 done, 1 nothing to do,
+2 (`agent_admin.CANNOT_RUN`) for bad usage, a bad `PACTMW`, or a store that cannot be
+opened, reached or used."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from pactmw.adapters.django._config import get_provider
+from pactmw.adapters.django._config import configured, get_provider
 from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.app import Provider
 from pactmw.store.base import StoreError
@@ -18,7 +20,9 @@ from pactmw.store.base import StoreError
 class Command(BaseCommand):
     help = (
         "Manage pactmw: list or revoke delegation grants, manage personal agents, clean the "
-        "store up (`pactmw grants`, `pactmw agents`, `pactmw cleanup` for this site)."
+        "store up (`pactmw grants`, `pactmw agents`, `pactmw cleanup` for this site). Exit "
+        "status 0 done, 1 nothing to do, 2 for bad usage, a bad PACTMW, or a store that "
+        "cannot be opened, reached or used."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -56,7 +60,10 @@ class Command(BaseCommand):
         try:
             provider = get_provider()
         except Exception as exc:  # a bad PACTMW (the system checks say which key)
-            raise CommandError(f"pactmw is not configured: {exc}", returncode=2) from exc
+            problem = configured.problem or exc  # what building it said, not the 503
+            raise CommandError(
+                f"pactmw is not configured: {problem}", returncode=agent_admin.CANNOT_RUN
+            ) from exc
         try:
             if options["topic"] == "grants":
                 if options["action"] == "list":
@@ -69,7 +76,7 @@ class Command(BaseCommand):
                 for line in agent_admin.run_cleanup(provider, time.time()).lines:
                     self.stdout.write(line)
         except StoreError as exc:
-            raise CommandError(f"store: {exc}") from exc
+            raise CommandError(f"store: {exc}", returncode=agent_admin.CANNOT_RUN) from exc
 
     def _list(self, store: Any, options: dict[str, Any]) -> None:
         now = time.time()
@@ -89,9 +96,12 @@ class Command(BaseCommand):
         grant_id, account, brand = options["grant_id"], options["account"], options["brand"]
         problem = grant_admin.revoke_usage_problem(grant_id, account, brand)
         if problem is not None:
-            raise CommandError(problem)
+            raise CommandError(problem, returncode=agent_admin.CANNOT_RUN)
         if provider.oauth is None:
-            raise CommandError("no Brand in settings.PACTMW offers delegation: no grants")
+            raise CommandError(
+                "no Brand in settings.PACTMW offers delegation: no grants",
+                returncode=agent_admin.CANNOT_RUN,
+            )
         if grant_id is not None:
             done = grant_admin.revoke_one(provider, provider.store, grant_id)
         else:
