@@ -101,11 +101,17 @@ class IsPersonalAgent(BasePermission):  # type: ignore[misc]
 
 class HasDelegatedScope(BasePermission):  # type: ignore[misc]
     """The personal agent carries a delegation with every scope in `view.required_scopes`:
-    none is 401 `invalid_token`, a missing scope 403 `insufficient_scope`."""
+    no delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`.
+
+    A request that is not a personal agent's is refused as `IsPersonalAgent` refuses it:
+    without credentials, DRF's 401 with the bare challenge (RFC 6750 §3.1: no error code
+    when the request carried no credentials); another kind of user, DRF's 403."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
         scopes = tuple(getattr(view, "required_scopes", ()))
-        caller = request.auth if isinstance(request.auth, PersonalAgent) else None
+        if not isinstance(request.auth, PersonalAgent):
+            return False
+        caller = request.auth
         try:
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
