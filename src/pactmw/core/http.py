@@ -35,7 +35,13 @@ class Request:
     def header(self, name: str) -> str | None:
         """The single value of a header, any case (None when missing or repeated)."""
         name = name.lower()
-        return single_header(value for key, value in self.headers if key == name)
+        found = None
+        for key, value in self.headers:  # every request asks for its `Authorization`
+            if key == name:
+                if found is not None:
+                    return None  # repeated: as `single_header`, treated as missing
+                found = value
+        return found
 
     def has_header(self, name: str) -> bool:
         """Whether the header appears at all (once or more), any case."""
