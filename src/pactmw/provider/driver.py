@@ -101,7 +101,8 @@ async def arun(
     async def answer(need: Need) -> Any:
         if isinstance(need, NeedBody):
             return await read_body(need.limit)
-        await confirm_first()
+        if pending:  # tested here: most requests owe nothing, and a coroutine per need costs
+            await confirm_first()
         if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
             return need.operation(**need.kwargs)
         if isinstance(need, NeedIdentity):
