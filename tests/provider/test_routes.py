@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pactmw.provider.routes import Route, match
+from pactmw.provider.routes import Route, Routes, match
 
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
@@ -118,3 +118,43 @@ def test_brand_and_task_ids_are_taken_as_decoded() -> None:
     # Escapes stay as they are: `%61cme` is not `acme`.
     assert match("POST", "/a2a/%61cme/message:send") == Route("send", "%61cme")
     assert match("GET", "/a2a/acme/tasks/t%201") == Route("get_task", "acme", "t%201")
+
+
+# -- Routes: match, with the Provider's own Brands' routes remembered --------------------------
+
+OAUTH_RESTS = [
+    "oauth/device_authorization",
+    "oauth/token",
+    "oauth/.well-known/oauth-authorization-server",
+    "oauth/jwks.json",
+    "oauth/consent",
+    "oauth/consent/decision",
+    "oauth/connected",
+    "oauth/agents",
+]
+
+
+def test_routes_answer_what_match_answers_every_time() -> None:
+    routes = Routes(["acme"])
+    rests = [rest for rest, *_ in ROUTE_TABLE] + OAUTH_RESTS + ["", "nope", "tasks/", "x/y/z"]
+    for _ in range(2):  # the second pass answers from what the first one kept
+        for brand in ("acme", "other"):
+            for rest in rests:
+                for method in METHODS:
+                    path = f"/a2a/{brand}/{rest}"
+                    assert routes.match(method, path) == match(method, path), (method, path)
+
+
+def test_routes_keep_only_the_fixed_routes_of_their_own_brands() -> None:
+    """What a client chooses (a task id, a Brand id) never grows what `Routes` keeps."""
+    routes = Routes(["acme"])
+    for i in range(1000):
+        routes.match("GET", f"/a2a/acme/tasks/t-{i}")
+        routes.match("POST", f"/a2a/acme/tasks/t-{i}:cancel")
+        routes.match("GET", f"/a2a/acme/tasks/t-{i}/pushNotificationConfigs")
+        routes.match("POST", f"/a2a/brand-{i}/message:send")
+    assert routes._known == {}
+    send = routes.match("POST", "/a2a/acme/message:send")
+    assert routes.match("POST", "/a2a/acme/message:send") is send
+    card = routes.match("GET", "/a2a/acme/.well-known/agent-card.json")
+    assert set(routes._known.values()) == {send, card}

@@ -84,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        # uvicorn formats each request's access line (client address, quoted path) before
+        # its logger drops it below `info`: above that level, nothing would be logged anyway.
+        access_log=LOG_LEVELS.index(args.log_level) >= LOG_LEVELS.index("info"),
         lifespan="on",
         # The client address (request.client) is the peer's, or the last address in
         # X-Forwarded-For that a trusted proxy added: what the per-address limits count.

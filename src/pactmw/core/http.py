@@ -35,7 +35,13 @@ class Request:
     def header(self, name: str) -> str | None:
         """The single value of a header, any case (None when missing or repeated)."""
         name = name.lower()
-        return single_header(value for key, value in self.headers if key == name)
+        found = None
+        for key, value in self.headers:  # every request asks for its `Authorization`
+            if key == name:
+                if found is not None:
+                    return None  # repeated: as `single_header`, treated as missing
+                found = value
+        return found
 
     def has_header(self, name: str) -> bool:
         """Whether the header appears at all (once or more), any case."""
@@ -90,7 +96,13 @@ def single_header(values: Iterable[str]) -> str | None:
 
 def asgi_header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
     """The single value of header `name` (lowercase bytes) in an ASGI header list."""
-    return single_header(v.decode("latin-1") for k, v in headers if k.lower() == name)
+    found = None
+    for key, value in headers:  # one loop, as `Request.header`: every body read asks
+        if key.lower() == name:
+            if found is not None:
+                return None  # repeated: as `single_header`, treated as missing
+            found = value
+    return None if found is None else found.decode("latin-1")
 
 
 def insufficient_scope(scopes: Iterable[str]) -> Response:

@@ -9,9 +9,9 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -127,7 +127,7 @@ class MessageSender:
                     "now": now,
                 },
             )
-            claim = Claim(kind="new")
+            claim = _NEW_CLAIM
         else:
             context_id = message.context_id
             conversation = (
@@ -180,10 +180,7 @@ class MessageSender:
             return a2a_json(200, claim.reply)
         if closed:
             if claim.kind == "new":
-                yield NeedStore(
-                    store.release_claim,
-                    {"context_id": context_id, "message_id": message.message_id},
-                )
+                yield self._release(context_id, message.message_id)
             raise A2AError("UNSUPPORTED_OPERATION", "Conversation is closed")
         if claim.kind == "pending":
             raise A2AError(
@@ -210,9 +207,6 @@ class MessageSender:
             tools=tools,
             parafe=parafe_turn,
         )
-        release = NeedStore(
-            store.release_claim, {"context_id": context_id, "message_id": message.message_id}
-        )
         # While the bot works, the claim stays ours: a retry is told the message is being
         # answered, however slow the bot (PACT §4.3). Only a crashed worker's lease runs out.
         lease = self._leases.hold(context_id, message.message_id, claimed_at=now)
@@ -227,7 +221,7 @@ class MessageSender:
                 result = Reply(text=refused.message)
             reply = as_reply(result)
             reply_text, close = reply.text, reply.close
-            reply_id = str(uuid.uuid4())
+            reply_id = _new_message_id()
             parts: list[dict[str, Any]] = [{"text": reply.text}]
             parts.extend({"data": data} for data in reply.data)
             # What the bot's write tools did, next to its text (AuthKit's agent's shape).
@@ -258,7 +252,7 @@ class MessageSender:
                 if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
                     # Like a step-up: the message stays unanswered, so the personal agent can
                     # send it again after a new handshake.
-                    yield release
+                    yield self._release(context_id, message.message_id)
                     parafe.file(parafe_turn.filings())
                     return a2a_json(200, task)
                 body = task
@@ -267,7 +261,7 @@ class MessageSender:
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
-            yield release
+            yield self._release(context_id, message.message_id)
             if self.oauth is None:
                 logger.error(
                     "the bot of brand %r asked for step-up, but no Brand offers delegation",
@@ -284,13 +278,13 @@ class MessageSender:
             # unanswered so that a retry runs the bot again.
             logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
             lease.release()
-            yield release
+            yield self._release(context_id, message.message_id)
             raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
-            yield release
+            yield self._release(context_id, message.message_id)
             raise A2AError("INTERNAL", "Internal error") from None
         finally:
             lease.release()
@@ -310,6 +304,12 @@ class MessageSender:
         if close:
             yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
+
+    def _release(self, context_id: str, message_id: str) -> NeedStore:
+        """The store call that gives a claimed message up unanswered (a retry runs it)."""
+        return NeedStore(
+            self.store.release_claim, {"context_id": context_id, "message_id": message_id}
+        )
 
     def _replay_refused(
         self, brand: Brand, caller: PersonalAgent, context_id: str, made_under: _ReplyGrant
@@ -377,7 +377,10 @@ class _LeaseRenewer:
         self._clock = clock
         self._interval = lease_seconds * _RENEW_FRACTION
         self._leases: set[_Lease] = set()
-        self._changed = threading.Condition()
+        # A plain lock under the condition: every turn takes it twice (hold, forget), and
+        # `with lock` is C while `with condition` is two Python calls. It is never re-entered.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         #: Whether the thread waits for a first lease, and so must be woken for one. Between
         #: its ticks it is never woken: no lease is due before a full interval has passed.
@@ -386,7 +389,7 @@ class _LeaseRenewer:
     def hold(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
         """Keep renewing the claim `claim_message` granted at `claimed_at` until released."""
         lease = _Lease(self, context_id, message_id, claimed_at)
-        with self._changed:
+        with self._lock:
             self._leases.add(lease)
             # Started here, and again after a fork (a child process has no such thread).
             if self._thread is None or not self._thread.is_alive():
@@ -402,7 +405,7 @@ class _LeaseRenewer:
         return lease
 
     def forget(self, lease: _Lease) -> None:
-        with self._changed:
+        with self._lock:
             self._leases.discard(lease)
 
     def _run(self) -> None:
@@ -440,6 +443,20 @@ class _LeaseRenewer:
             if lease in self._leases:  # not merely released meanwhile: lost to a takeover
                 logger.warning("the claim of %r was lost while its bot ran", lease.message_id)
                 self._leases.discard(lease)
+
+
+#: The claim of a new conversation's first message: always new (nothing else knows the id).
+_NEW_CLAIM = Claim(kind="new")
+
+
+def _new_message_id() -> str:
+    """A random (version 4) UUID as text, as `str(uuid.uuid4())` writes it, in a third of
+    its time: every reply gets one."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @frozen

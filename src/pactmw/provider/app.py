@@ -47,7 +47,7 @@ from pactmw.provider.flow import SubFlow
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
-from pactmw.provider.routes import MOUNT
+from pactmw.provider.routes import MOUNT, Routes
 from pactmw.provider.settings import ProviderSettings
 from pactmw.store import open_store
 from pactmw.store.base import Store
@@ -148,6 +148,7 @@ class Provider:
         )
         self._requests = RequestFlow(
             brands=self.brands,
+            routes=Routes(self.brands),
             # Cards are static per Brand: render them once.
             cards={brand.id: card_response(self.card(brand.id)) for brand in self.brands.values()},
             oauth=self.oauth,

@@ -101,7 +101,8 @@ async def arun(
     async def answer(need: Need) -> Any:
         if isinstance(need, NeedBody):
             return await read_body(need.limit)
-        await confirm_first()
+        if pending:  # tested here: most requests owe nothing, and a coroutine per need costs
+            await confirm_first()
         if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
             return need.operation(**need.kwargs)
         if isinstance(need, NeedIdentity):
@@ -131,12 +132,14 @@ async def arun(
         user = current_user()
         return (await user) if inspect.isawaitable(user) else user
 
-    async def confirmed_hop(fn: Callable[..., Any], /, *args: Any) -> Any:
+    def confirmed_hop(fn: Callable[..., Any], /, *args: Any) -> Awaitable[Any]:
         # The owed confirmation runs first in the same hop; its refusal leaves the flow
-        # where it is and propagates out of the driver (the flow never sees it).
+        # where it is and propagates out of the driver (the flow never sees it). Not a
+        # coroutine itself: `adrive` awaits the hop's own, one frame fewer to suspend and
+        # resume on every hop.
         if pending:
-            return await hop(_confirm_then, pending.pop(), fn, args)
-        return await hop(fn, *args)
+            return hop(_confirm_then, pending.pop(), fn, args)
+        return hop(fn, *args)
 
     hop: Callable[..., Awaitable[Any]] = asyncio.to_thread if threads is None else threads.run
     try:

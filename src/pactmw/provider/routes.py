@@ -6,6 +6,7 @@ so an unknown route or a wrong method is refused without looking at credentials.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from attrs import frozen
@@ -60,6 +61,9 @@ _OAUTH_ROUTES: dict[str, tuple[Operation, tuple[str, ...]]] = {
 }
 
 MOUNT = PROVIDER_MOUNT
+
+#: The operations on one task, whose paths hold a task id the caller chose.
+_PER_TASK = frozenset({"get_task", "cancel_task", "subscribe", "push_configs"})
 
 
 @frozen
@@ -121,10 +125,38 @@ def match(method: str, path: str) -> Route | None:
     return Route(operation=operation, brand_id=brand_id, task_id=task_id)
 
 
+class Routes:
+    """`match` for one Provider, remembering the routes of its own Brands.
+
+    Every request of a Brand asks for the same few routes (`message:send` above all): each
+    is matched once and its `Route` reused. Only the fixed routes of the Brands given are
+    kept (a task's routes carry a caller-chosen id, and other Brand ids are the caller's too),
+    so what is kept is bounded by the Brands, not by what clients send. Thread-safe.
+    """
+
+    def __init__(self, brand_ids: Iterable[str]) -> None:
+        self._brand_ids = frozenset(brand_ids)
+        self._known: dict[tuple[str, str], Route] = {}
+
+    def match(self, method: str, path: str) -> Route | None:
+        """`match(method, path)`."""
+        route = self._known.get((method, path))
+        if route is None:
+            route = match(method, path)
+            if (
+                route is not None
+                and route.operation not in _PER_TASK
+                and route.brand_id in self._brand_ids
+            ):
+                self._known[method, path] = route
+        return route
+
+
 __all__ = [
     "MOUNT",
     "PUBLIC_OPERATIONS",
     "Operation",
     "Route",
+    "Routes",
     "match",
 ]
