@@ -77,6 +77,26 @@ class Statements(DelegationStatements):
             " SET reply_message_id = ?, reply_text = ?, reply = ?, replied_at = ?"
             " WHERE context_id = ? AND message_id = ?"
         )
+        # The reply of a turn in one statement when nothing stands in its way: the message is
+        # claimed, unanswered, and the reply id is free in the conversation. When it changes
+        # no row, the operation looks at why.
+        self.store_free_reply = q(
+            "UPDATE pactmw_messages"
+            " SET reply_message_id = ?, reply_text = ?, reply = ?, replied_at = ?"
+            " WHERE context_id = ? AND message_id = ? AND reply IS NULL AND NOT EXISTS"
+            " (SELECT 1 FROM pactmw_messages WHERE context_id = ? AND reply_message_id = ?)"
+        )
+        # The same and the conversation's touch in one statement, where a data-modifying
+        # WITH runs (PostgreSQL): one round trip.
+        self.store_free_reply_touching = q(
+            "WITH replied AS (UPDATE pactmw_messages"
+            " SET reply_message_id = ?, reply_text = ?, reply = ?, replied_at = ?"
+            " WHERE context_id = ? AND message_id = ? AND reply IS NULL AND NOT EXISTS"
+            " (SELECT 1 FROM pactmw_messages WHERE context_id = ? AND reply_message_id = ?)"
+            " RETURNING context_id)"
+            " UPDATE pactmw_conversations SET last_activity = ?"
+            " WHERE context_id IN (SELECT context_id FROM replied)"
+        )
         self.release_claim = q(
             "DELETE FROM pactmw_messages WHERE context_id = ? AND message_id = ? AND reply IS NULL"
         )
@@ -90,6 +110,24 @@ class Statements(DelegationStatements):
             "INSERT INTO pactmw_conversations"
             " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
             " VALUES (?, ?, ?, ?, ?, ?, {false}, ?) ON CONFLICT (context_id) DO NOTHING"
+        )
+        # Where a data-modifying WITH runs (PostgreSQL): the conversation and the claim of
+        # its first message in one statement, atomic by itself. The derived-id form inserts
+        # nothing when the id is taken.
+        self.start_turn = q(
+            "WITH started AS (INSERT INTO pactmw_conversations"
+            " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
+            " VALUES (?, ?, ?, ?, ?, ?, {false}, ?) RETURNING context_id)"
+            " INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
+            " SELECT context_id, ?, ?, ? FROM started"
+        )
+        self.start_turn_with_id = q(
+            "WITH started AS (INSERT INTO pactmw_conversations"
+            " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
+            " VALUES (?, ?, ?, ?, ?, ?, {false}, ?) ON CONFLICT (context_id) DO NOTHING"
+            " RETURNING context_id)"
+            " INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)"
+            " SELECT context_id, ?, ?, ? FROM started"
         )
         self.replies = q(
             "SELECT message_id, reply FROM pactmw_messages"
