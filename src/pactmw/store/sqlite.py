@@ -14,7 +14,6 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,12 +46,6 @@ class SqliteStore(SqliteFlavour):
         # are kept out by BEGIN IMMEDIATE and wait up to busy_timeout_ms.
         self._lock = threading.Lock()
         self._closed = False
-        # Reads go through a connection of the reading thread's own (see `_read`), so they
-        # never queue behind the writers' lock. The thread holds its reader; this set only
-        # finds them to close, and forgets one when its thread ends and drops it.
-        self._local = threading.local()
-        self._readers: weakref.WeakSet[_Reader] = weakref.WeakSet()
-        self._readers_lock = threading.Lock()  # not the writers': a first read waits on no write
         self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
         try:
             self._conn = sqlite3.connect(
@@ -106,57 +99,21 @@ class SqliteStore(SqliteFlavour):
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """Run the body's reads on this thread's read-only connection, without the lock.
-
-        In WAL mode a reader sees the last commit and never waits for a writer, so the
-        agent switch a request checks does not queue behind other requests' turns.
-        """
-        reader: _Reader | None = getattr(self._local, "reader", None)
-        if reader is None:
-            reader = self._open_reader()
-        with reader.lock, self._errors():
-            if self._closed:
-                raise StoreUnavailable(f"the sqlite store {self._path} is closed")
-            yield reader.conn
-
-    def _open_reader(self) -> _Reader:
-        # Under the readers' lock, so a concurrent close either refuses this reader (closed
-        # is set first) or finds it in the set.
-        with self._readers_lock:
+        """Hold the connection for statements that need no transaction of their own."""
+        with self._lock:
             if self._closed:
                 raise StoreUnavailable(f"the sqlite store {self._path} is closed")
             try:
-                conn = sqlite3.connect(
-                    self._path,
-                    timeout=self._busy_timeout_ms / 1000,
-                    isolation_level=None,  # each read commits (ends) when it is done
-                    check_same_thread=False,  # close() may run in another thread
-                )
-                conn.execute("PRAGMA query_only = ON")  # a reader that tried to write is a bug
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"cannot open sqlite database {self._path}: {exc}") from exc
-            reader = _Reader(conn)
-            self._readers.add(reader)
-        self._local.reader = reader
-        return reader
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Translate sqlite's errors into the Store's."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:  # locked, I/O error, disk full
-            raise StoreUnavailable(f"sqlite database {self._path}: {exc}") from exc
-        except sqlite3.Error as exc:  # a constraint broken, a corrupt file
-            raise StoreError(f"sqlite database {self._path}: {exc}") from exc
+                yield self._conn
+            except sqlite3.OperationalError as exc:  # locked, I/O error, disk full
+                raise StoreUnavailable(f"sqlite database {self._path}: {exc}") from exc
+            except sqlite3.Error as exc:  # a constraint broken, a corrupt file
+                raise StoreError(f"sqlite database {self._path}: {exc}") from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """Run the body in a BEGIN IMMEDIATE transaction; roll back if it raises."""
-        with self._lock, self._errors():
-            if self._closed:
-                raise StoreUnavailable(f"the sqlite store {self._path} is closed")
-            conn = self._conn
+        with self._read() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -171,25 +128,8 @@ class SqliteStore(SqliteFlavour):
                 raise
 
     def close(self) -> None:
-        """Close the connections; later calls raise `StoreUnavailable`."""
+        """Close the connection; later calls raise `StoreUnavailable`."""
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._conn.close()
-        with self._readers_lock:
-            readers = list(self._readers)
-        for reader in readers:
-            with reader.lock:  # after its current read, if any
-                reader.conn.close()
-
-
-class _Reader:
-    """One thread's read-only connection, and the lock that keeps `close` from closing it
-    under a read in progress."""
-
-    __slots__ = ("__weakref__", "conn", "lock")
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.lock = threading.Lock()
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
