@@ -178,7 +178,9 @@ class PostgresStore(PostgresFlavour):
         self._dsn = dsn
         self._password = str(params.get("password") or "")
         self._describe = _describe(params)
-        self._connect_kwargs: dict[str, Any] = {"autocommit": False}
+        # Autocommit: a read, or a write that is one statement, is one round trip instead of
+        # three (BEGIN, the statement, COMMIT); `_write` opens its transaction explicitly.
+        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
             self._connect_kwargs["connect_timeout"] = connect_timeout
         if "application_name" not in params:
@@ -219,8 +221,8 @@ class PostgresStore(PostgresFlavour):
             self._apply_migrations(cur, MIGRATIONS, f"PostgreSQL {self._describe}")
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[_Cursor]:
-        """Run the body in one transaction on a pooled connection; roll back if it raises."""
+    def _connection(self) -> Iterator[_Connection]:
+        """A pooled connection, the schema migrated, driver errors translated."""
         conn = self._pool.acquire()
         try:
             if not self._schema_ready:
@@ -228,8 +230,7 @@ class PostgresStore(PostgresFlavour):
                     if not self._schema_ready:
                         self._migrate(conn)
                         self._schema_ready = True
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
+            yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise self._unavailable(exc) from None
         except psycopg.Error as exc:  # a constraint broken, bad data: the store's own fault
@@ -237,8 +238,24 @@ class PostgresStore(PostgresFlavour):
         finally:
             self._pool.release(conn)
 
-    # Reads run in a transaction too: one per operation, on a pooled connection.
-    _read = _write
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[_Cursor]:
+        """Run the body in one transaction on a pooled connection; roll back if it raises."""
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[_Cursor]:
+        """Run the body's statements each in a transaction of its own (autocommit).
+
+        At READ COMMITTED, where the store runs, each statement of a transaction takes its
+        own snapshot anyway: a transaction around reads only cost two more round trips.
+        """
+        with self._connection() as conn, conn.cursor() as cur:
+            yield cur
+
+    # One statement is atomic by itself: no BEGIN and COMMIT around it.
+    _one_statement = _read
 
     def close(self) -> None:
         """Close the pool; later calls raise `StoreUnavailable`."""

@@ -89,6 +89,11 @@ class ConversationsMixin(SqlCore):
         sql = self._sql
         context_id, now = conversation.context_id, conversation.created_at
         params = (context_id, conversation.brand_id, conversation.issuer, conversation.sub)
+        if self._returning:  # data-modifying WITH: one statement, one round trip
+            start = sql.start_turn_with_id if derived else sql.start_turn
+            values = (*params, now, now, conversation.account, message_id, text, now)
+            with self._one_statement() as ex:
+                return ex.execute(start, values).rowcount > 0
         with self._write() as ex:
             # A derived id may be taken: its statement then inserts nothing.
             insert = sql.start_conversation_with_id if derived else sql.start_conversation
@@ -117,6 +122,14 @@ class ConversationsMixin(SqlCore):
         with self._write() as ex:
             if self._locks_rows:
                 self._lock_conversation(ex, context_id)
+            free = (reply_id, text, reply, now, context_id, message_id, context_id, reply_id)
+            if self._returning:  # data-modifying WITH: the reply and the touch in one
+                if ex.execute(sql.store_free_reply_touching, (*free, now)).rowcount == 1:
+                    return
+            elif ex.execute(sql.store_free_reply, free).rowcount == 1:
+                ex.execute(sql.touch_conversation, (now, context_id))
+                return
+            # Nothing changed: find out why, under the same lock.
             row = ex.execute(sql.is_replied, (context_id, message_id)).fetchone()
             if row is None:
                 raise NotFound(f"message {message_id!r} was not claimed in {context_id!r}")
@@ -124,6 +137,7 @@ class ConversationsMixin(SqlCore):
                 return
             if ex.execute(sql.is_reply_id, (context_id, reply_id)).fetchone() is not None:
                 raise ValueError(f"reply message id {reply_id!r} is already used")
+            # Unreachable while the locks hold (the update above would have stored it).
             ex.execute(sql.store_reply, (reply_id, text, reply, now, context_id, message_id))
             ex.execute(sql.touch_conversation, (now, context_id))
 

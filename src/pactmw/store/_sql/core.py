@@ -74,6 +74,14 @@ class SqlCore(abc.ABC):
     def _write(self) -> AbstractContextManager[Executor]:
         """Run the body in one write transaction; roll back if it raises."""
 
+    def _one_statement(self) -> AbstractContextManager[Executor]:
+        """Run one write statement that is atomic by itself (a data-modifying `WITH`).
+
+        A write transaction unless the backend commits single statements on their own
+        (PostgreSQL's autocommit: one round trip instead of three).
+        """
+        return self._write()
+
     @staticmethod
     @abc.abstractmethod
     def _encode_scopes(scopes: Sequence[str]) -> object:

@@ -85,11 +85,39 @@ class Statements(DelegationStatements):
             " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
             " VALUES (?, ?, ?, ?, ?, ?, {false}, ?)"
         )
+        # Statements made of the ones above (pieces already in the dialect).
+        on = statement_builder(dialect, reply=self.store_reply, start=self.start_conversation)
         # A derived id: a concurrent start of the same conversation inserts nothing.
-        self.start_conversation_with_id = q(
-            "INSERT INTO pactmw_conversations"
-            " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
-            " VALUES (?, ?, ?, ?, ?, ?, {false}, ?) ON CONFLICT (context_id) DO NOTHING"
+        self.start_conversation_with_id = on("{start} ON CONFLICT (context_id) DO NOTHING")
+        # The reply of a turn in one statement when nothing stands in its way: the message is
+        # claimed, unanswered, and the reply id is free in the conversation. When it changes
+        # no row, the operation looks at why.
+        self.store_free_reply = on(
+            "{reply} AND reply IS NULL AND NOT EXISTS"
+            " (SELECT 1 FROM pactmw_messages WHERE context_id = ? AND reply_message_id = ?)"
+        )
+        # Where a data-modifying WITH runs (PostgreSQL): that reply and the conversation's
+        # touch in one statement; a new conversation and the claim of its first message in
+        # one statement, atomic by itself (nothing is claimed when a derived id is taken).
+        on = statement_builder(
+            dialect,
+            free_reply=self.store_free_reply,
+            start=self.start_conversation,
+            start_with_id=self.start_conversation_with_id,
+            claim_first="INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)",
+        )
+        self.store_free_reply_touching = on(
+            "WITH replied AS ({free_reply} RETURNING context_id)"
+            " UPDATE pactmw_conversations SET last_activity = ?"
+            " WHERE context_id IN (SELECT context_id FROM replied)"
+        )
+        self.start_turn = on(
+            "WITH started AS ({start} RETURNING context_id)"
+            " {claim_first} SELECT context_id, ?, ?, ? FROM started"
+        )
+        self.start_turn_with_id = on(
+            "WITH started AS ({start_with_id} RETURNING context_id)"
+            " {claim_first} SELECT context_id, ?, ?, ? FROM started"
         )
         self.replies = q(
             "SELECT message_id, reply FROM pactmw_messages"
