@@ -12,7 +12,6 @@ approving sign-ins in headless Chromium); this file runs the cases no other file
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 import pytest
 from personal_agent_protocol.conformance import select_cases
@@ -22,7 +21,6 @@ from tests.poppy.test_conversations import CONVERSATION_CASES
 from tests.poppy.test_conversations_signed_in import SIGNED_IN_CASES
 from tests.poppy.test_device_sign_in import SIGN_IN_CASES
 from tests.poppy.test_operations import OPERATION_CASES
-from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
     BrowserDriver,
     PoppyWorld,
@@ -109,8 +107,7 @@ def world(
 @pytest.fixture(scope="module")
 def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserDriver]:
     """The person who approves the sign-ins some cases need, in headless Chromium."""
-    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
-    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+    with world.chromium(tmp_path_factory) as browser:
         yield world.browser_driver(browser)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 
 import attrs
 import pytest
@@ -17,7 +16,6 @@ from personal_agent_protocol.conformance import (
 )
 
 from pactmw.provider import Reply, Turn
-from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
     SCENARIO,
     BrowserDriver,
@@ -52,8 +50,7 @@ def world(
 
 @pytest.fixture(scope="module")
 def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserDriver]:
-    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
-    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+    with world.chromium(tmp_path_factory) as browser:
         yield world.browser_driver(browser)
 
 

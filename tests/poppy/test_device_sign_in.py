@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -22,7 +21,6 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.poppy import DEVICE_CODE_GRANT
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import DeviceSignIn, poppy_companies
-from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
     ATLAS,
     BASE_URL,
@@ -64,8 +62,7 @@ def world(
 
 @pytest.fixture(scope="module")
 def person(world: PoppyWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserDriver]:
-    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
-    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+    with world.chromium(tmp_path_factory) as browser:
         yield world.browser_driver(browser)
 
 

@@ -12,7 +12,6 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -21,7 +20,6 @@ from personal_agent_protocol.models import Message, Operation
 from personal_agent_protocol.operations import approve
 from personal_agent_protocol.requirements import protocol_path
 
-from tests.support.chromium import headless_chromium
 from tests.support.poppy_world import (
     ACCOUNTS,
     BASE_URL,
@@ -83,8 +81,7 @@ def world(
 def person(
     world: PoppyWorld, executors: ShopExecutors, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperationsDriver]:
-    profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
-    with headless_chromium(profile, *world.chromium_arguments()) as browser:
+    with world.chromium(tmp_path_factory) as browser:
         yield OperationsDriver(world.plain, browser, world.provider, executors)
 
 

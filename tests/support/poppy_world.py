@@ -70,7 +70,7 @@ from pactmw.provider.poppy import (
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store.base import Store
-from tests.support.chromium import WAIT, spki_pin
+from tests.support.chromium import WAIT, headless_chromium, spki_pin
 from tests.support.servers import uvicorn_server
 from tests.support.tls import LOOPBACK_NETWORK, TestCA
 
@@ -493,6 +493,13 @@ class PoppyWorld:
             f"--host-resolver-rules=MAP {SHOP} 127.0.0.1:{self.port}",
             f"--ignore-certificate-errors-spki-list={spki_pin(self.certificate_pem)}",
         )
+
+    @contextlib.contextmanager
+    def chromium(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+        """Headless Chromium, on a fresh profile, that reaches this world's shop."""
+        profile: Path = tmp_path_factory.mktemp("chromium") / "profile"
+        with headless_chromium(profile, *self.chromium_arguments()) as browser:
+            yield browser
 
     def browser_driver(self, browser: WebDriver) -> BrowserDriver:
         """A driver whose person approves sign-ins in `browser`."""
