@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import pkgutil
 import types
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 import pactmw
 from pactmw.core.errors import PactmwError
+from tests.support.modules import importable_modules
 
 SRC = Path(pactmw.__file__).parent
 
@@ -308,27 +308,9 @@ def test_every_module_lists_what_it_defines(path: Path) -> None:
     assert unbound == set(), "__all__ names nothing by that name"
 
 
-def _importable_modules() -> list[types.ModuleType]:
-    # Walked by hand (pkgutil.walk_packages imports every package it recurses into). The
-    # Django adapter is left out: its modules need configured settings to be imported.
-    found = []
-
-    def walk(path: list[str], prefix: str) -> None:
-        for info in pkgutil.iter_modules(path, prefix):
-            if info.name == "pactmw.adapters.django":
-                continue
-            module = importlib.import_module(info.name)
-            found.append(module)
-            if info.ispkg:
-                walk(list(module.__path__), info.name + ".")
-
-    walk(list(pactmw.__path__), "pactmw.")
-    return found
-
-
 def test_every_exception_belongs_to_the_family() -> None:
     outside = set()
-    for module in _importable_modules():
+    for module in importable_modules():
         for value in vars(module).values():
             if (
                 isinstance(value, type)

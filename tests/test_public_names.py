@@ -8,13 +8,12 @@ them. Every other exception is listed, with its reason.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import types
 from collections import defaultdict
 from typing import Any
 
 import pactmw
+from tests.support.modules import importable_modules
 
 #: name -> the public modules that may each mean their own thing by it.
 KNOWN: dict[str, frozenset[str]] = {
@@ -30,23 +29,9 @@ KNOWN: dict[str, frozenset[str]] = {
 
 
 def _public_modules() -> list[types.ModuleType]:
-    # The Django adapter needs configured settings to be imported; its names are Django's
-    # (models, views) and are checked by its own tests.
-    found: list[types.ModuleType] = [pactmw]
-
-    def walk(path: list[str], prefix: str) -> None:
-        for info in pkgutil.iter_modules(path, prefix):
-            if info.name == "pactmw.adapters.django" or any(
-                part.startswith("_") for part in info.name.split(".")
-            ):
-                continue
-            module = importlib.import_module(info.name)
-            found.append(module)
-            if info.ispkg:
-                walk(list(module.__path__), info.name + ".")
-
-    walk(list(pactmw.__path__), "pactmw.")
-    return found
+    # The Django adapter is left out: its names are Django's (models, views), checked by its
+    # own tests.
+    return [pactmw, *importable_modules(public_only=True)]
 
 
 def _same(a: Any, b: Any) -> bool:
