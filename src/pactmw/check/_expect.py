@@ -9,21 +9,12 @@ from typing import Any
 
 from pactmw.check._progress import Progress
 from pactmw.check._result import Mismatch
-from pactmw.check._wire import (
-    A2A_CONTENT_TYPE,
-    BODY_SHOWN,
-    CHALLENGE,
-    ERROR_DOMAIN,
-    ERROR_INFO,
-    REASONS,
-    describe,
-    header_values,
-    says_a2a,
-)
+from pactmw.check._wire import BODY_SHOWN, CHALLENGE, describe, header_values, says_a2a
 from pactmw.client import HttpResponse
 from pactmw.client.a2a import identifies_agent_message
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import MalformedInput
+from pactmw.protocols.a2a import A2A_CONTENT_TYPE, A2A_ERROR_DOMAIN, A2A_REASONS, ERROR_INFO_TYPE
 
 
 class Expect:
@@ -100,13 +91,14 @@ class Expect:
         self, response: HttpResponse, reason: str, what: str, message: str | None = None
     ) -> None:
         """The A2A / AIP-193 envelope with exactly one ErrorInfo detail (PACT §6)."""
-        status, rpc_status = REASONS[reason]
+        status, rpc_status = A2A_REASONS[reason]
         said = f' "{message}"' if message is not None else ""
         expected = f"HTTP {status} {reason}{said} ({what})"
         if response.status != status:
             raise Mismatch(expected, describe(response) + self.hint(response))
         body = self.a2a_json(response, what)
         error = body.get("error") if isinstance(body, dict) else None
+        detail = {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_ERROR_DOMAIN}
         if (
             not isinstance(body, dict)
             or set(body) != {"error"}
@@ -116,11 +108,11 @@ class Expect:
             or type(error["code"]) is not int
             or error["status"] != rpc_status
             or not isinstance(error["message"], str)
-            or error["details"] != [{"@type": ERROR_INFO, "reason": reason, "domain": ERROR_DOMAIN}]
+            or error["details"] != [detail]
         ):
             raise Mismatch(
                 f"{expected}: {{error: {{code: {status}, status: {rpc_status}, message, "
-                f"details: [exactly one ErrorInfo, reason {reason}, domain {ERROR_DOMAIN}]}}}}",
+                f"details: [exactly one ErrorInfo, reason {reason}, domain {A2A_ERROR_DOMAIN}]}}}}",
                 describe(response),
             )
         if message is not None and error["message"] != message:

@@ -1,30 +1,18 @@
-"""What PACT puts on the wire (media type, challenge, error reasons, scheme kinds), and reading
-and describing what came back."""
+"""What PACT puts on the wire beyond the A2A error contract (`pactmw.protocols.a2a`): the
+challenge, the card path, the scheme kinds; and reading and describing what came back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pactmw.client import HttpResponse
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import MalformedInput
+from pactmw.protocols.a2a import A2A_CONTENT_TYPE
 
-A2A_CONTENT_TYPE = "application/a2a+json"
 CHALLENGE = 'Bearer realm="a2a"'
 CARD_PATH = "/.well-known/agent-card.json"
-ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-ERROR_DOMAIN = "a2a-protocol.org"
 UNKNOWN_CONTEXT = "Unknown contextId"
-#: reason -> (HTTP status, google.rpc status): PACT §6.
-REASONS: Mapping[str, tuple[int, str]] = {
-    "INVALID_PARAMS": (400, "INVALID_ARGUMENT"),
-    "CONTENT_TYPE_NOT_SUPPORTED": (400, "INVALID_ARGUMENT"),
-    "UNSUPPORTED_OPERATION": (400, "FAILED_PRECONDITION"),
-    "PUSH_NOTIFICATION_NOT_SUPPORTED": (400, "FAILED_PRECONDITION"),
-    "TASK_NOT_FOUND": (404, "NOT_FOUND"),
-    "INTERNAL": (500, "INTERNAL"),
-}
 SCHEME_KINDS = frozenset(
     {
         "httpAuthSecurityScheme",
@@ -80,13 +68,9 @@ def reply_id(response: HttpResponse) -> str | None:
 
 
 __all__ = [
-    "A2A_CONTENT_TYPE",
     "BODY_SHOWN",
     "CARD_PATH",
     "CHALLENGE",
-    "ERROR_DOMAIN",
-    "ERROR_INFO",
-    "REASONS",
     "SCHEME_KINDS",
     "UNKNOWN_CONTEXT",
     "describe",

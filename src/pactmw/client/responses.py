@@ -22,9 +22,7 @@ from pactmw.client.errors import (
 from pactmw.client.http import HttpResponse
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import MalformedInput
-
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
-A2A_ERROR_DOMAIN = "a2a-protocol.org"
+from pactmw.protocols.a2a import A2A_ERROR_DOMAIN, ERROR_INFO_TYPE
 
 _PARAM = re.compile(r'\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)\s*,?')
 

@@ -12,8 +12,9 @@ import logging
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response, challenge, insufficient_scope
+from pactmw.protocols.a2a import A2A_ERROR_DOMAIN, A2A_REASONS, ERROR_INFO_TYPE
 from pactmw.protocols.poppy import PoppyError, poppy_response
-from pactmw.provider.a2a import A2A_REASONS, a2a_json
+from pactmw.provider.a2a import a2a_json
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.delegated._errors import ConsentRefused, OAuthError
 from pactmw.provider.delegated._responses import NO_STORE, json_response, page
@@ -72,9 +73,9 @@ def _envelope(error: A2AError) -> Response:
             "message": error.message,
             "details": [
                 {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "@type": ERROR_INFO_TYPE,
                     "reason": error.reason,
-                    "domain": "a2a-protocol.org",
+                    "domain": A2A_ERROR_DOMAIN,
                 }
             ],
         }
