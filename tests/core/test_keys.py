@@ -528,3 +528,79 @@ def test_discovery_failures_are_none(
 def test_discovery_of_unresolvable_issuers_is_none(clock: FakeClock, issuer: str) -> None:
     # Issuers come from unauthenticated tokens in open mode: no exception may escape.
     assert DiscoveryCache(POLICY, clock=clock).jwks_uri(issuer) is None
+
+
+def test_concurrent_discovery_misses_share_one_fetch(
+    tls_server: JwksServer, discovery: DiscoveryCache
+) -> None:
+    issuer = tls_server.base_url
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": tls_server.url})
+    tls_server.mode = Mode.SLOW
+    tls_server.delay = 0.3
+    barrier = threading.Barrier(10)
+    found: list[str | None] = []
+
+    def worker() -> None:
+        barrier.wait()
+        found.append(discovery.jwks_uri(issuer))
+
+    threads = [threading.Thread(target=worker) for _ in range(10)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+    finally:
+        tls_server.mode = Mode.OK
+    assert found == [tls_server.url] * 10
+    assert tls_server.hits[CONFIG_PATH] == 1
+
+
+def test_async_discovery_misses_share_one_fetch_and_hits_stay_cached(
+    tls_server: JwksServer, discovery: DiscoveryCache, clock: FakeClock
+) -> None:
+    issuer = tls_server.base_url
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": tls_server.url})
+    tls_server.mode = Mode.SLOW
+    tls_server.delay = 0.3
+
+    async def many() -> list[str | None]:
+        return await asyncio.gather(*(discovery.ajwks_uri(issuer) for _ in range(10)))
+
+    try:
+        assert asyncio.run(many()) == [tls_server.url] * 10
+    finally:
+        tls_server.mode = Mode.OK
+    assert tls_server.hits[CONFIG_PATH] == 1
+    clock.advance(3599)
+    assert asyncio.run(many()) == [tls_server.url] * 10
+    assert tls_server.hits[CONFIG_PATH] == 1
+
+
+def test_discovery_failures_are_remembered_for_a_minute(
+    tls_server: JwksServer, discovery: DiscoveryCache, clock: FakeClock
+) -> None:
+    issuer = tls_server.base_url
+    tls_server.set_json(CONFIG_PATH, {"issuer": "https://someone-else.example"})
+    assert discovery.jwks_uri(issuer) is None
+    tls_server.set_json(CONFIG_PATH, {"issuer": issuer, "jwks_uri": tls_server.url})
+    clock.advance(59)
+    assert discovery.jwks_uri(issuer) is None  # a flood of tokens is not a flood of fetches
+    assert tls_server.hits[CONFIG_PATH] == 1
+    clock.advance(1)
+    assert discovery.jwks_uri(issuer) == tls_server.url
+    assert tls_server.hits[CONFIG_PATH] == 2
+
+
+def test_discovery_keeps_at_most_max_issuers(
+    tls_server: JwksServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", tls_server.ca_file)
+    tls_server.reset()
+    discovery = DiscoveryCache(POLICY, clock=clock, max_issuers=1)
+    first, second = tls_server.base_url, tls_server.base_url + "/"
+    tls_server.set_json(CONFIG_PATH, {"issuer": first, "jwks_uri": tls_server.url})
+    assert discovery.jwks_uri(first) == tls_server.url
+    assert discovery.jwks_uri(second) is None  # its document names the other issuer
+    assert discovery.jwks_uri(first) == tls_server.url  # evicted by `second`: fetched again
+    assert tls_server.hits[CONFIG_PATH] == 3

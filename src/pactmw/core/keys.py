@@ -9,12 +9,9 @@ fetch, and no lock is held while fetching.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 import time
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
@@ -196,11 +193,19 @@ class JwksCache(DocumentCache[_Entry]):
         return self._answer(uri, entry, kid, alg, self._clock())
 
 
-class DiscoveryCache:
+@frozen
+class _Discovered:
+    jwks_uri: str | None  # None: discovery failed (kept for `failure_ttl`)
+    expires_at: float
+
+
+class DiscoveryCache(DocumentCache[_Discovered]):
     """OIDC discovery of an issuer's `jwks_uri` for open mode (PACT §3.1).
 
     `{iss}/.well-known/openid-configuration` must be https and its `issuer` must equal `iss`.
-    Answers are cached for an hour, failures for a minute.
+    Answers are cached for an hour, failures for a minute, at most `max_issuers` of them. As
+    with key sets, concurrent misses for one issuer share one fetch, and a cached answer
+    never leaves the event loop.
     """
 
     success_ttl = 3600.0
@@ -214,12 +219,9 @@ class DiscoveryCache:
         fetcher: Fetcher = http_get,
         max_issuers: int = 1000,
     ) -> None:
-        self.fetch_policy = fetch_policy or FetchPolicy()
-        self._clock = clock
-        self._fetcher = fetcher
-        self._max = max_issuers
-        self._lock = threading.Lock()
-        self._answers: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
+        super().__init__(
+            fetch_policy, CachePolicy(max_uris=max_issuers), clock=clock, fetcher=fetcher
+        )
 
     def _discover(self, issuer: str) -> str | None:
         if not issuer.startswith("https://"):
@@ -238,25 +240,40 @@ class DiscoveryCache:
             return None
         return jwks_uri
 
-    def jwks_uri(self, issuer: str) -> str | None:
-        """The issuer's discovered https `jwks_uri`, or None (blocking on a miss)."""
-        now = self._clock()
-        with self._lock:
-            cached = self._answers.get(issuer)
-            if cached is not None and cached[1] > now:
-                return cached[0]
+    def _fetch_document(self, issuer: str, previous: _Discovered | None) -> _Discovered:
         found = self._discover(issuer)
         ttl = self.success_ttl if found else self.failure_ttl
-        with self._lock:
-            self._answers[issuer] = (found, now + ttl)
-            self._answers.move_to_end(issuer)
-            while len(self._answers) > self._max:
-                self._answers.popitem(last=False)
-        return found
+        return _Discovered(jwks_uri=found, expires_at=self._clock() + ttl)
+
+    def _crashed(
+        self, issuer: str, previous: _Discovered | None, exc: BaseException
+    ) -> _Discovered:
+        return _Discovered(jwks_uri=None, expires_at=self._clock() + self.failure_ttl)
+
+    def _timed_out(self, issuer: str) -> FetchError:
+        return FetchError(f"OIDC discovery for {issuer} timed out")
+
+    def _stale(self, answer: _Discovered | None) -> bool:
+        return answer is None or self._clock() >= answer.expires_at
+
+    def jwks_uri(self, issuer: str) -> str | None:
+        """The issuer's discovered https `jwks_uri`, or None (blocking on a miss)."""
+        try:
+            answer = self._documents.get(issuer, self._stale)
+        except FetchError as exc:  # waited too long for another caller's fetch
+            logger.warning("%s", exc)
+            return None
+        return answer.jwks_uri if answer is not None else None
 
     async def ajwks_uri(self, issuer: str) -> str | None:
-        """Async `jwks_uri`: the lookup runs in a worker thread."""
-        return await asyncio.to_thread(self.jwks_uri, issuer)
+        """Async `jwks_uri`: a cached answer never leaves the event loop; a fetch runs in a
+        worker thread."""
+        try:
+            answer = await self._documents.aget(issuer, self._stale)
+        except FetchError as exc:
+            logger.warning("%s", exc)
+            return None
+        return answer.jwks_uri if answer is not None else None
 
 
 __all__ = [
