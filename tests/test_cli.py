@@ -322,7 +322,7 @@ def test_console_script_serves_card_and_signed_messages(tmp_path: Path) -> None:
 
 @contextlib.contextmanager
 def jwks_on_port(port: int, document: dict[str, Any]) -> Iterator[None]:
-    """Serve `document` at /.well-known/jwks.json on a fixed port (the example's 9000)."""
+    """Serve `document` at /.well-known/jwks.json on `port`."""
     body = json.dumps(document).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -336,10 +336,7 @@ def jwks_on_port(port: int, document: dict[str, Any]) -> Iterator[None]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    except OSError:
-        pytest.skip(f"port {port} (the example's JWKS port) is in use")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -355,12 +352,21 @@ def test_example_config_works_as_written(tmp_path: Path) -> None:
     examples (so the relative sqlite store lands in tmp_path, not in the checkout)."""
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(REPO / "examples", tmp_path / "examples", ignore=ignore)
+    # The example's agent publishes its keys on port 9000; the copy points at a free port
+    # instead, so that a busy 9000 on the test machine neither skips nor fails this test.
+    config = tmp_path / "examples" / "pactmw.toml"
+    example_jwks = "http://127.0.0.1:9000/.well-known/jwks.json"
+    assert config.read_text().count(example_jwks) == 1
+    jwks_port = free_port()
+    config.write_text(
+        config.read_text().replace(example_jwks, example_jwks.replace("9000", str(jwks_port)))
+    )
     key = generate_private_jwk("ES256")
     port = free_port()  # the example says 8000; --port moves the listener, not base_url
     argv = [*PYTHON_M, "serve", "--config", "examples/pactmw.toml", "--port", str(port)]
     log = tmp_path / "serve.log"
     with (
-        jwks_on_port(9000, public_key_set([key]).to_dict()),
+        jwks_on_port(jwks_port, public_key_set([key]).to_dict()),
         process_server(argv, port, cwd=tmp_path, log=log),
     ):
         base = f"http://127.0.0.1:{port}"
