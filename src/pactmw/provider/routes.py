@@ -7,11 +7,15 @@ so an unknown route or a wrong method is refused without looking at credentials.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 from attrs import frozen
 
 from pactmw.core.http import PROVIDER_MOUNT
+
+#: The Delegated profile's pages a person opens in a browser (consent and connected agents):
+#: a person carries no personal-agent JWT, so they are public operations.
+_PersonPage = Literal["consent", "consent_decision", "consent_result", "connected_agents"]
 
 Operation = Literal[
     "card",
@@ -28,24 +32,13 @@ Operation = Literal[
     "oauth_token",
     "oauth_metadata",
     "oauth_jwks",
-    "consent",
-    "consent_decision",
-    "consent_result",
-    "connected_agents",
+    _PersonPage,
 ]
 
 #: Operations that need no personal-agent JWT (the card, the authorization server's public
 #: documents, and the consent pages a person opens in a browser).
-PUBLIC_OPERATIONS = frozenset(
-    {
-        "card",
-        "oauth_metadata",
-        "oauth_jwks",
-        "consent",
-        "consent_decision",
-        "consent_result",
-        "connected_agents",
-    }
+PUBLIC_OPERATIONS: frozenset[Operation] = frozenset(
+    {"card", "oauth_metadata", "oauth_jwks", *get_args(_PersonPage)}
 )
 
 #: `{interface}/oauth/...` path -> (operation, methods).

@@ -20,7 +20,7 @@ from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
 from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._context import ServerContext, origin_of
 from pactmw.provider.delegated._errors import ConsentRefused
-from pactmw.provider.delegated._forms import parse_form
+from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page
 from pactmw.provider.delegated._revocation import Revocation
@@ -69,15 +69,12 @@ class ConnectedAgentsEndpoint:
             return (yield from self._render(brand, config, user, ""))
         form = parse_form(body)
         if config.mode == "brand" and "assertion" in form:
-            assertion = form["assertion"]
-            signed_in, _ = yield from self.assertions.verify(
-                brand, config, assertion[0] if len(assertion) == 1 else "", PAGE
-            )
+            assertion = single_value(form, "assertion")
+            signed_in, _ = yield from self.assertions.verify(brand, config, assertion, PAGE)
             return (yield from self._render(brand, config, signed_in, ""))
         if not self.ctx.same_origin(request):
             raise ConsentRefused("This request did not come from the connected agents page.", 403)
-        sessions = form.get("session", [])
-        signed_in = self._read_session(brand, sessions[0] if len(sessions) == 1 else "")
+        signed_in = self._read_session(brand, single_value(form, "session"))
         if config.mode == "same-app" and (user is None or user.account != signed_in.account):
             raise ConsentRefused("Sign in as the person who opened this page, then reload it.", 403)
         grants = form.get("grant", [])

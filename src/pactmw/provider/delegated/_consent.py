@@ -17,7 +17,7 @@ from pactmw.provider.delegated._codes import new_grant_id, normalize_user_code
 from pactmw.provider.delegated._context import ServerContext, origin_of
 from pactmw.provider.delegated._details import approved, device_owner, grant_owner, held, keep
 from pactmw.provider.delegated._errors import ConsentRefused
-from pactmw.provider.delegated._forms import parse_form
+from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page, redirect
 from pactmw.provider.delegated._result_page import described
@@ -62,10 +62,8 @@ class ConsentEndpoint:
         if request.method == "POST":
             if config.mode != "brand" or body is None:
                 raise ConsentRefused("This page does not accept that.", 405)
-            assertion = parse_form(body).get("assertion", [""])
-            user, user_code = yield from self.assertions.verify(
-                brand, config, assertion[0] if len(assertion) == 1 else ""
-            )
+            assertion = single_value(parse_form(body), "assertion")
+            user, user_code = yield from self.assertions.verify(brand, config, assertion)
         else:
             typed = parse_qs(request.query).get("user_code", [""])[0]
             if not typed:

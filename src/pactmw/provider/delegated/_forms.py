@@ -29,6 +29,13 @@ def one(form: Mapping[str, list[str]], name: str) -> str:
     return values[0]
 
 
+def single_value(form: Mapping[str, list[str]], name: str) -> str:
+    """The field `name` when it is sent exactly once, else "": the pages' tokens and
+    assertions, whose readers refuse "" as they refuse any value that does not verify."""
+    values = form.get(name, [])
+    return values[0] if len(values) == 1 else ""
+
+
 def agent_form(body: bytes, caller: PersonalAgent) -> dict[str, list[str]]:
     """The form of a personal agent's request, whose `client_id` must be its JWT's issuer."""
     form = parse_form(body)
@@ -43,4 +50,5 @@ __all__ = [
     "agent_form",
     "one",
     "parse_form",
+    "single_value",
 ]
