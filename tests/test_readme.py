@@ -31,7 +31,7 @@ def test_every_marked_sample_is_found() -> None:
     assert set(SAMPLES) == {
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
-        "parafe_bot", "parafe_ap2_bot", "django", "drf",
+        "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy",
     }  # fmt: skip
 
 
@@ -43,8 +43,8 @@ BLOCK_MARK = re.compile(r"<!-- (readme-test: \w+|parafe-readme: \w+|not-run: [^>
 def test_every_python_block_runs_or_says_why_not(page: Path) -> None:
     lines = page.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines):
-        if line.startswith("```python"):
-            before = lines[number - 1] if number else ""
+        if line.lstrip(" ").startswith("```python"):  # in a list item too
+            before = lines[number - 1].strip() if number else ""
             assert BLOCK_MARK.fullmatch(before), f"{page.name}:{number + 1}: {before!r}"
 
 

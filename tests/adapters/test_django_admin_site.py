@@ -228,6 +228,55 @@ def _a_failed_validation_writes_nothing(site: Path, env: dict[str, str]) -> list
     return _shell(site, env, SITE_RULE).splitlines()[-4:]
 
 
+#: Another operator adds the same agent once this form has validated, before the admin's
+#: save_model: the add then loses the race, and the admin says so as its only message (no
+#: "was added successfully" after it) and records no addition in its history.
+LOST_RACE = """
+import re
+from django.contrib import admin
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
+from pactmw.adapters.django.models import RegisteredAgent
+
+RACED = "https://raced.example"
+
+class OutrunForm(RegisteredAgentForm):
+    def clean(self):
+        data = super().clean()
+        store.add_agent(issuer=RACED, name="theirs", jwks_uri=data["jwks_uri"], now=now)
+        return data
+
+class OutrunAdmin(RegisteredAgentAdmin):
+    form = OutrunForm
+
+admin.site.unregister(RegisteredAgent)
+admin.site.register(RegisteredAgent, OutrunAdmin)
+setup_test_environment()
+client = Client()
+client.force_login(get_user_model().objects.get(username="ops"))
+values = {"issuer": RACED, "jwks_uri": "https://raced.example/jwks.json", "_save": "Save"}
+page = client.post("/admin/pactmw/registeredagent/add/", values, follow=True)
+shown = re.search(r'<ul class="messagelist">(.*?)</ul>', page.content.decode(), re.S)
+for level, text in re.findall(r'<li class="([^"]*)">(.*?)</li>', shown.group(1) if shown else ""):
+    print("message:", level, "|", text.strip())
+print("status:", page.status_code, page.redirect_chain)
+print("logged:", LogEntry.objects.filter(object_id=RACED).count())
+print("theirs:", store.get_agent(RACED).name)
+store.remove_agent(RACED)
+"""
+
+
+def _a_lost_race_only_warns(site: Path, env: dict[str, str]) -> list[str]:
+    return [
+        line
+        for line in _shell(site, env, LOST_RACE).splitlines()
+        if line.startswith(("message:", "status:", "logged:", "theirs:"))
+    ]
+
+
 def _answer(base: str, key: PrivateJWK) -> int:
     """What the site answers the runtime agent's `message:send` (200 from the guide's bot,
     or 401 with PACT's challenge)."""
@@ -274,6 +323,12 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert _a_failed_validation_writes_nothing(root, env) == [
             "refused", "not-stored", "valid", "not-stored"
         ]  # fmt: skip
+        lost, status, logged, theirs = _a_lost_race_only_warns(root, env)
+        assert lost.startswith(
+            "message: warning | Nothing added: https://raced.example was already added on "
+        ), lost
+        assert status == "status: 200 [('/admin/pactmw/registeredagent/', 302)]"
+        assert (logged, theirs) == ("logged: 0", "theirs: theirs")
         added = client.post(
             add,
             data={

@@ -3,6 +3,7 @@ other agents signed, index acknowledgments, and the known answers of §7 and §1
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 import pytest
 
 from pactmw.core.encoding import b64url_encode
+from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jcs import canonicalize
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.parafe import (
     RECEIPT_CODES,
+    BrokerKeys,
     ParafeError,
     ParafeVerifier,
     ReceiptSigner,
@@ -26,6 +29,7 @@ from pactmw.protocols.parafe import (
     receipt_error_for,
     receipt_hash,
 )
+from tests.parafe.fake_broker import unreachable_url
 from tests.parafe.support import (
     DELETE,
     PHASE2,
@@ -531,6 +535,28 @@ def test_broker_jws_kid_may_be_a_did_url(kid: str) -> None:
         with pytest.raises(ParafeError) as caught:
             check(artifact)
         assert caught.value.code == "KEY_NOT_FOUND"
+
+
+def test_broker_jws_whose_keys_cannot_be_fetched_is_key_fetch_failed() -> None:
+    # As for credentials: @getparafe/verify's verifyIndexAck and verifyReceiptJWS (in
+    # src/action-receipt.ts, src/receipt-jws.ts) rethrow the key source's KEY_FETCH_FAILED;
+    # KEY_NOT_FOUND is for a kid the fetched keys lack (above).
+    _, ack, session = _broker_artifacts({})
+    policy = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
+    verifier = ReceiptVerifier(
+        BrokerKeys(unreachable_url(), fetch_policy=policy), clock=lambda: fixture_now(PHASE2)
+    )
+    checks: list[tuple[str, Any]] = [
+        ("ack", lambda: verifier.verify_index_ack(ack)),
+        ("session", lambda: verifier.verify_session_receipt(session)),
+        ("async ack", lambda: asyncio.run(verifier.averify_index_ack(ack))),
+        ("async session", lambda: asyncio.run(verifier.averify_session_receipt(session))),
+    ]
+    for name, check in checks:
+        with pytest.raises(ParafeError) as caught:
+            check()
+        assert caught.value.code == "KEY_FETCH_FAILED", name
+        assert caught.value.message.startswith("Could not fetch the broker's keys: "), name
 
 
 @pytest.mark.parametrize("kid", [DELETE, "", "did:web:api.parafe.ai#"])

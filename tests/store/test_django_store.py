@@ -168,3 +168,32 @@ def test_a_connection_django_refuses_to_close_is_a_store_error(
             store.agent_enabled("https://pa.example")
     finally:
         main_connection.close()
+
+
+def test_a_store_whose_alias_left_the_settings_says_so_and_closes_quietly(
+    django_backend: Backend,
+) -> None:
+    """A `DATABASES` entry removed while the store is open (a test's settings override, a
+    reloaded configuration): an operation is a `StoreError` naming the setting, not Django's
+    `ConnectionDoesNotExist`; `close` has no connection of this thread to close, so it does
+    nothing (as Django's own `connections.close_all()` skips the alias), and the store is
+    closed."""
+    from django.db import connections
+
+    alias = django_backend.url.partition(":")[2]
+    store = django_backend.open()
+    store.set_agent_enabled("https://pa.example", True)
+    entry = connections.settings[alias]
+    connections[alias].close()
+    del connections[alias]
+    del connections.settings[alias]
+    try:
+        with pytest.raises(StoreError, match=rf"'{alias}'.* not in settings\.DATABASES") as info:
+            store.agent_enabled("https://pa.example")
+        assert type(info.value) is StoreError
+        assert info.value.__cause__ is None
+        store.close()
+        with pytest.raises(StoreUnavailable, match="is closed"):
+            store.agent_enabled("https://pa.example")
+    finally:
+        connections.settings[alias] = entry  # for the fixture's own cleanup

@@ -84,7 +84,8 @@ class DjangoStore(SqlStore):
         return f"Django database {self._alias!r} ({self._vendor})"
 
     def _scrub(self, text: str) -> str:
-        password = str(connections.settings[self._alias].get("PASSWORD") or "")
+        # .get: an alias removed from the settings has no password left to hide.
+        password = str(connections.settings.get(self._alias, {}).get("PASSWORD") or "")
         message = " ".join(text.split())
         return message.replace(password, "***") if password else message
 
@@ -95,7 +96,10 @@ class DjangoStore(SqlStore):
     def _transaction(self, *, write: bool) -> Iterator[Executor]:
         if self._closed:
             raise StoreUnavailable(f"the store on {self._describe()} is closed")
-        connection = connections[self._alias]
+        try:
+            connection = connections[self._alias]
+        except connections.exception_class:  # ConnectionDoesNotExist: the alias left DATABASES
+            raise self._alias_gone() from None
         try:
             with transaction.atomic(using=self._alias), connection.cursor() as cursor:
                 ex = _Executor(cursor)
@@ -119,6 +123,12 @@ class DjangoStore(SqlStore):
         except db_utils.Error as exc:  # a constraint broken, bad data: the store's own fault
             raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
 
+    def _alias_gone(self) -> StoreError:
+        return StoreError(
+            f"the store runs on Django database {self._alias!r}, which is not in "
+            f"settings.DATABASES any more ({', '.join(sorted(connections.settings))})"
+        )
+
     def _unmigrated(self) -> StoreError:
         return StoreError(
             f"{self._describe()} has no pactmw tables: add 'pactmw.adapters.django' to "
@@ -135,9 +145,16 @@ class DjangoStore(SqlStore):
         """Refuse later operations (`StoreUnavailable`) and close this thread's connection
         unless it is inside a transaction; Django owns the connections of other threads.
         Django's refusal to close (a connection of another thread, a driver error) is a
-        `StoreError`, as every other failure of the store is; the store is closed anyway."""
+        `StoreError`, as every other failure of the store is; the store is closed anyway.
+        An alias removed from `DATABASES` leaves this thread nothing to close: that is no
+        error, as Django's own `connections.close_all()` passes over it."""
         self._closed = True
-        connection = connections[self._alias]
+        try:
+            connection = connections[self._alias]
+        except connections.exception_class:
+            # ConnectionDoesNotExist, which Django raises only when the alias left DATABASES
+            # and this thread holds no connection to it.
+            return
         if connection.in_atomic_block:
             return
         try:

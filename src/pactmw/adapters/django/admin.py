@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from pactmw.adapters.django._config import get_provider, raw_settings
 from pactmw.adapters.django.models import (
@@ -31,6 +31,9 @@ from pactmw.adapters.django.models import (
 )
 from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.grant_admin import TABLE_TIME, format_time
+
+if TYPE_CHECKING:  # a model: importing it needs django.contrib.admin installed and loaded
+    from django.contrib.admin.models import LogEntry
 
 __all__ = [
     "SHOW_MESSAGE_TEXT",
@@ -45,6 +48,11 @@ __all__ = [
 ]
 
 SHOW_MESSAGE_TEXT = "admin_show_message_text"
+
+#: Set on the request by `save_model` when the operators' function refused the change the
+#: validated form asked for (another operator made or undid it in between), so the add view's
+#: success message and history entry are left out.
+_REFUSED_AT_SAVE = "_pactmw_refused_at_save"
 
 
 def show_message_text() -> bool:
@@ -123,7 +131,27 @@ class _AgentSwitches(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         # The operators' function writes the row (never the ORM), and says what it did; one
         # that lost a race since the form validated says so as a warning.
-        self._report(request, form.apply())
+        outcome = form.apply()
+        if outcome.error is not None:
+            setattr(request, _REFUSED_AT_SAVE, True)
+        self._report(request, outcome)
+
+    def log_addition(  # type: ignore[override]  # Django's add view ignores what it returns
+        self, request: HttpRequest, obj: Any, message: Any
+    ) -> LogEntry | None:
+        # The history says what this operator did: nothing, when another one won the race.
+        if getattr(request, _REFUSED_AT_SAVE, False):
+            return None
+        return super().log_addition(request, obj, message)
+
+    def response_add(
+        self, request: HttpRequest, obj: Any, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        # Django's "was added successfully" would contradict the warning save_model left: the
+        # warning alone, on the list that shows what the other operator added.
+        if getattr(request, _REFUSED_AT_SAVE, False):
+            return self.response_post_save_add(request, obj)
+        return super().response_add(request, obj, post_url_continue)
 
     def _report(self, request: HttpRequest, outcome: agent_admin.Outcome) -> None:
         if outcome.error is not None:

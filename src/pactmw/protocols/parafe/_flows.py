@@ -329,21 +329,20 @@ def _broker_keys(
     return candidates
 
 
-def _no_key_for(subject: str) -> Callable[[KeyUnavailable], ParafeError]:
-    """KEY_NOT_FOUND whatever the lookup's failure, as @getparafe/verify reports it for
-    acknowledgments and session receipts."""
-    return lambda exc: err.receipt_error(KEY_NOT_FOUND, f"No broker key for this {subject}: {exc}")
+# Acknowledgments and session receipts, like credentials (`key_error`): KEY_FETCH_FAILED when
+# the broker's JWKS could not be had, KEY_NOT_FOUND for a kid it lacks, as @getparafe/verify's
+# verifyIndexAck and verifyReceiptJWS rethrow its key source's KEY_FETCH_FAILED.
 
 
 def index_ack_flow(ack: str, expect: BrokerExpectations) -> Flow[IndexAck]:
     kid, alg = broker_jws_header(ack)
-    candidates = yield from _broker_keys(kid, alg, _no_key_for("acknowledgment"))
+    candidates = yield from _broker_keys(kid, alg, partial(key_error, subject="acknowledgment"))
     return check_index_ack(ack, candidates, expect)
 
 
 def session_receipt_flow(receipt: str, expect: BrokerExpectations) -> Flow[SessionReceipt]:
     kid, alg = broker_jws_header(receipt)
-    candidates = yield from _broker_keys(kid, alg, _no_key_for("receipt"))
+    candidates = yield from _broker_keys(kid, alg, partial(key_error, subject="receipt"))
     return check_session_receipt(receipt, candidates, expect)
 
 
