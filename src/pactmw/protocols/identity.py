@@ -370,7 +370,7 @@ class IdentityVerifier:
         self, token: str, key: bytes
     ) -> PersonalAgent | Generator[_Need, Any, PersonalAgent]:
         """Check a token the cache does not hold: in place when nothing needs I/O (the registry
-        answers from memory, the agent's keys are inline), else through the flow that asks."""
+        answers from memory, the agent's keys are inline or cached), else through the flow."""
         try:
             jws = parse_compact(token, allowed_algs=IDENTITY_ALGORITHMS, header_cache=self._headers)
             claims = jws.claims()
@@ -385,10 +385,15 @@ class IdentityVerifier:
             return self._flow(jws, claims, issuer, key, _NeedAgent(issuer))
         try:
             agent = self.registry.lookup(issuer)  # in memory: no I/O to hand out
-            if agent is None or not agent.enabled or agent.jwks is None:
-                return self._flow(jws, claims, issuer, key, agent)  # its refusals and fetches
+            if agent is None or not agent.enabled:
+                return self._flow(jws, claims, issuer, key, agent)  # its refusals
+            keys: _Keys | None
+            if agent.jwks is not None:
+                keys = agent.jwks.candidates(jws.kid, jws.alg)
+            elif (keys := self._keys_at_hand(agent, jws)) is None:
+                return self._flow(jws, claims, issuer, key, agent)  # a fetch to wait for
             # The flow's steps for this agent, without a generator and a driver to pay for.
-            return self._conclude(jws, claims, agent, agent.jwks.candidates(jws.kid, jws.alg), key)
+            return self._conclude(jws, claims, agent, keys, key)
         except AuthenticationFailed as exc:
             exc.issuer = issuer  # what the token claims: for the logs, never trusted
             raise
@@ -553,6 +558,14 @@ class IdentityVerifier:
         exc.issuer = issuer
         log_refusal(exc, brand)
         raise exc
+
+    def _keys_at_hand(self, agent: RegisteredAgent, jws: JWS) -> _Keys | None:
+        """The agent's keys for `jws` from a fresh cached JWKS, or None when they need a fetch."""
+        assert agent.jwks_uri is not None
+        try:
+            return self.keys.keys_at_hand(agent.jwks_uri, jws.kid, jws.alg)
+        except KeyUnavailable as exc:
+            raise AuthenticationFailed(exc.code, str(exc)) from exc
 
     def _answer(self, need: _Need) -> Any:
         if isinstance(need, _NeedAgent):
