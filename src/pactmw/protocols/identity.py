@@ -387,10 +387,7 @@ class IdentityVerifier:
             agent = self.registry.lookup(issuer)  # in memory: no I/O to hand out
             if agent is None or not agent.enabled:
                 return self._flow(jws, claims, issuer, key, agent)  # its refusals
-            keys: _Keys | None
-            if agent.jwks is not None:
-                keys = agent.jwks.candidates(jws.kid, jws.alg)
-            elif (keys := self._keys_at_hand(agent, jws)) is None:
+            if (keys := self._keys_at_hand(agent, jws)) is None:
                 return self._flow(jws, claims, issuer, key, agent)  # a fetch to wait for
             # The flow's steps for this agent, without a generator and a driver to pay for.
             return self._conclude(jws, claims, agent, keys, key)
@@ -413,9 +410,8 @@ class IdentityVerifier:
                 raise AuthenticationFailed("unknown_issuer")
             if not agent.enabled:
                 raise AuthenticationFailed("disabled_issuer")
-            if agent.jwks is not None:
-                candidates = agent.jwks.candidates(jws.kid, jws.alg)
-            else:
+            candidates = self._keys_at_hand(agent, jws)
+            if candidates is None:
                 assert agent.jwks_uri is not None
                 candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
             return self._conclude(jws, claims, agent, candidates, key)
@@ -560,7 +556,10 @@ class IdentityVerifier:
         raise exc
 
     def _keys_at_hand(self, agent: RegisteredAgent, jws: JWS) -> _Keys | None:
-        """The agent's keys for `jws` from a fresh cached JWKS, or None when they need a fetch."""
+        """The agent's keys for `jws`, inline or from a fresh cached JWKS (refusing as a fetch
+        would), or None when they need a fetch."""
+        if agent.jwks is not None:
+            return agent.jwks.candidates(jws.kid, jws.alg)
         assert agent.jwks_uri is not None
         try:
             return self.keys.keys_at_hand(agent.jwks_uri, jws.kid, jws.alg)
