@@ -17,6 +17,7 @@ from pactmw.core.encoding import b64url_decode, b64url_encode, json_dumps
 from pactmw.core.errors import JoseError
 from pactmw.core.jose import (
     MAX_TOKEN_LENGTH,
+    HeaderCache,
     der_signature,
     parse_compact,
     sign_compact,
@@ -50,6 +51,13 @@ def _code(token: str, allowed: frozenset[str], key: Any = None) -> str:
     except JoseError as exc:
         return exc.code
     raise AssertionError("the token was accepted")
+
+
+def _code_cached(token: str, allowed: frozenset[str], cache: HeaderCache) -> str:
+    """The JoseError code that parsing with `cache` ends with."""
+    with pytest.raises(JoseError) as info:
+        parse_compact(token, allowed_algs=allowed, header_cache=cache)
+    return info.value.code
 
 
 # -- round trips --------------------------------------------------------------------------------
@@ -202,6 +210,27 @@ def test_key_location_headers_are_ignored(keys: dict[str, PrivateJWK]) -> None:
     with pytest.raises(JoseError) as info:
         verify_signature(jws, configured.public)
     assert info.value.code == "bad_signature"
+
+
+def test_a_cached_header_is_checked_as_a_fresh_one(keys: dict[str, PrivateJWK]) -> None:
+    """A header cache shared by callers that allow different algorithms: a hit still checks
+    `alg` against this caller's set, and a header refused once is refused every time."""
+    cache = HeaderCache()
+    token = sign_compact(CLAIMS, keys["ES256"])
+    for _ in range(2):  # a miss, then a hit
+        jws = parse_compact(token, allowed_algs=IDENTITY_ALGS, header_cache=cache)
+        assert (jws.alg, jws.kid) == ("ES256", "k-ES256")
+        assert jws.header == {"alg": "ES256", "kid": "k-ES256"}
+        verify_signature(jws, keys["ES256"].public)
+        assert _code_cached(token, frozenset({"RS256"}), cache) == "alg_not_allowed"
+    for extra in ({"crit": ["exp"]}, {"b64": False}):
+        refused = sign_compact(CLAIMS, keys["ES256"], extra_header=extra)
+        assert _code_cached(refused, IDENTITY_ALGS, cache) == "malformed"
+        assert _code_cached(refused, IDENTITY_ALGS, cache) == "malformed"
+    # A header first refused for its alg is not kept: the caller that allows it parses it.
+    rs = sign_compact(CLAIMS, keys["RS256"])
+    assert _code_cached(rs, frozenset({"ES256"}), cache) == "alg_not_allowed"
+    assert parse_compact(rs, allowed_algs=IDENTITY_ALGS, header_cache=cache).alg == "RS256"
 
 
 @pytest.mark.parametrize("kid", [1, ["a"], {"k": 1}, True])

@@ -80,6 +80,37 @@ def test_first_fetch_then_hits_from_cache(
     assert _hits(server) == 1
 
 
+def _at_hand(cache: JwksCache, uri: str, kid: str | None, alg: str = "ES256") -> object:
+    """`keys_at_hand`'s answer: the keys, None, or the refusal's code."""
+    try:
+        return cache.keys_at_hand(uri, kid, alg)
+    except KeyUnavailable as exc:
+        return exc.code
+
+
+def test_keys_at_hand_answer_as_get_keys_without_fetching(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    """What `get_keys` answers from the cache, refusals included; None where it would fetch."""
+    assert _at_hand(cache, server.url, "a") is None  # nothing fetched yet
+    assert _hits(server) == 0
+    keys = cache.get_keys(server.url, "a", "ES256")
+    assert _at_hand(cache, server.url, "a") == keys
+    assert _at_hand(cache, server.url, None) == keys
+    assert _at_hand(cache, server.url, "a", "RS256") == "unknown_kid"  # as get_keys, no fetch
+    assert _at_hand(cache, server.url, "nope") == "unknown_kid"  # within the refetch cooldown
+    clock.advance(30)
+    assert _at_hand(cache, server.url, "nope") is None  # get_keys would refetch now
+    assert _at_hand(cache, server.url, "a") == keys
+    clock.advance(DAY)
+    assert _at_hand(cache, server.url, "a") is None  # expired
+    assert _hits(server) == 1
+    server.mode = Mode.FAIL
+    assert _reason(cache, server.url + "?other", "a") == "jwks_unavailable"  # one fetch
+    assert _at_hand(cache, server.url + "?other", "a") == "jwks_unavailable"  # the cooldown
+    assert _hits(server) == 2
+
+
 def test_alg_mismatch_is_unknown_kid_not_a_fetch_storm(
     server: JwksServer, cache: JwksCache, clock: FakeClock
 ) -> None:

@@ -26,9 +26,11 @@ from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import DiscoveryCache, JwksCache
+from pactmw.core.tokencache import VerifiedTokenCache
 from pactmw.protocols.identity import (
     AgentRegistry,
     IdentityVerifier,
+    MemoryAgentOverrides,
     PersonalAgent,
     RegisteredAgent,
     actor_id_for,
@@ -810,6 +812,76 @@ def test_validly_signed_arbitrary_claims_are_accepted_or_refused(
     body: dict[str, Any], kid: str | None
 ) -> None:
     _outcome(_signed(body, kid))
+
+
+class _BlockingOverrides(MemoryAgentOverrides):
+    """In-memory switches that claim they may block: the verifier then asks for the agent
+    through its generator flow instead of answering in place."""
+
+    may_block = True
+
+
+_NO_CACHE: VerifiedTokenCache[str, str, str, float, float | None] = VerifiedTokenCache(
+    max_entries=0
+)
+
+
+def _twin_verifiers() -> tuple[IdentityVerifier, IdentityVerifier]:
+    """The same agents (inline keys; one disabled), checked without I/O and through the flow."""
+    agents = [
+        RegisteredAgent(issuer=ISS, name="PA", jwks=public_key_set([_PROPERTY_KEY])),
+        RegisteredAgent(issuer=DISABLED_ISS, jwks=public_key_set([_PROPERTY_KEY]), enabled=False),
+        RegisteredAgent(issuer=OVERRIDE_ISS, jwks=public_key_set([_PROPERTY_KEY]), audience=AUD),
+    ]
+    # No verified-token cache: every call checks the token afresh.
+    in_place = IdentityVerifier(
+        audience=AUD, registry=AgentRegistry(agents), clock=lambda: NOW, cache=_NO_CACHE
+    )
+    flowing = IdentityVerifier(
+        audience=AUD,
+        registry=AgentRegistry(agents, overrides=_BlockingOverrides()),
+        clock=lambda: NOW,
+        cache=_NO_CACHE,
+    )
+    assert not in_place.registry.may_block
+    assert flowing.registry.may_block
+    return in_place, flowing
+
+
+_IN_PLACE, _FLOWING = _twin_verifiers()
+
+
+def _verdict(verify: Verify, header: str) -> object:
+    """What a verification ends with, refusals by reason and the issuer they name."""
+    try:
+        caller = verify(header)
+    except AuthenticationFailed as exc:
+        return (exc.reason, exc.issuer)
+    return (caller.issuer, caller.sub, caller.name, caller.audience, dict(caller.claims))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    claim_sets,
+    st.sampled_from([ISS, DISABLED_ISS, OVERRIDE_ISS, "https://x.example"]),
+    st.sampled_from(["prop", None, "other"]),
+    st.booleans(),
+)
+def test_the_check_without_io_and_the_flow_agree(
+    body: dict[str, Any], issuer: str, kid: str | None, stranger: bool
+) -> None:
+    """A token that needs no I/O is checked in place, not through the generator flow: every
+    outcome, refusal reasons and the issuer they name included, is the flow's."""
+    body = {**body, "iss": issuer} if body["iss"] == ISS else body
+    text = json.dumps(body).replace("-Infinity", "-1e400").replace("Infinity", "1e400")
+    signer = _STRANGER_KEY if stranger else _PROPERTY_KEY
+    header = "Bearer " + sign_compact(text.encode(), signer, extra_header={"kid": kid})
+    expected = _verdict(_FLOWING.verify, header)
+    assert _verdict(_IN_PLACE.verify, header) == expected
+    assert _verdict(lambda h: asyncio.run(_IN_PLACE.averify(h)), header) == expected
+
+
+_STRANGER_KEY = generate_private_jwk("ES256", kid="prop")
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -56,6 +56,16 @@ class SharedFetches(Generic[_Value]):
         with self._lock:
             return self._values.get(key)
 
+    def held(self, key: str, stale: Callable[[_Value | None], bool]) -> _Value | None:
+        """The value held for `key` when `stale` says it will do (what `get` would answer
+        without fetching or waiting), else None; never fetches."""
+        with self._lock:
+            value = self._values.get(key)
+            if value is None or stale(value):
+                return None
+            self._values.move_to_end(key)  # a use, as in `get`
+            return value
+
     def get(self, key: str, stale: Callable[[_Value | None], bool]) -> _Value | None:
         """The value for `key`, fetched first (blocking) when `stale` says the held one (or
         None) will not do. None only when nothing is held and `stale(None)` is false."""

@@ -187,6 +187,12 @@ class JwksCache(DocumentCache[_Entry]):
         entry = self._documents.get(uri, self._needs_fetch(kid, alg))
         return self._answer(uri, entry, kid, alg, self._clock())
 
+    def keys_at_hand(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...] | None:
+        """What `get_keys` answers when it needs no fetch (raising as it would), or None when
+        it would fetch: a caller that has nothing else to wait for can skip its I/O driver."""
+        entry = self._documents.held(uri, self._needs_fetch(kid, alg))
+        return None if entry is None else self._answer(uri, entry, kid, alg, self._clock())
+
     async def aget_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
         """Async `get_keys`: a cache hit never leaves the event loop; a fetch runs in a thread."""
         entry = await self._documents.aget(uri, self._needs_fetch(kid, alg))
