@@ -206,6 +206,54 @@ def test_sixteen_retries_of_a_first_message_see_its_claim(store: Store) -> None:
     assert kinds == ["pending"] * 16
 
 
+def test_sixteen_replies_with_one_reply_id_store_one(store: Store) -> None:
+    # Sixteen claimed messages of one conversation all answered with the same reply id at
+    # once (a buggy bot): one reply is stored, the others are refused and stay unanswered.
+    ctx = _start(store, "m0")
+    for i in range(1, 16):
+        assert _claim_turn(store, ctx, f"m{i}", limit=0).kind == "new"
+
+    def reply(i: int) -> str:
+        try:
+            store.store_reply(
+                context_id=ctx,
+                message_id=f"m{i}",
+                reply_message_id="r-shared",
+                reply_text="hi",
+                reply=f"body {i}".encode(),
+                now=T0 + 1,
+            )
+        except ValueError as exc:
+            return "refused" if "already used" in str(exc) else str(exc)
+        return "stored"
+
+    outcomes = all_at_once(16, reply)
+    assert sorted(outcomes) == ["refused"] * 15 + ["stored"]
+    assert [t.reply_message_id for t in store.history(ctx)] == ["r-shared"]
+    conversation = store.get_conversation(ctx)
+    assert conversation is not None
+    assert conversation.last_activity == T0 + 1
+
+
+def test_replies_racing_renewals_of_their_claims_both_land(store: Store) -> None:
+    # A slow turn's lease renewal and its reply, at once, for sixteen messages: every reply
+    # is stored, and neither waits for the other in a lock cycle (a deadlock would refuse
+    # one of them).
+    ctx = _start(store, "m0")
+    for i in range(1, 8):
+        assert _claim_turn(store, ctx, f"m{i}", limit=0).kind == "new"
+
+    def race(i: int) -> bool:
+        mid = f"m{i // 2}"
+        if i % 2:
+            return store.renew_claim(context_id=ctx, message_id=mid, claimed_at=T0, now=T0 + 1)
+        _answer(store, ctx, mid, now=T0 + 2)
+        return True
+
+    all_at_once(16, race)
+    assert [t.message_id for t in store.history(ctx)] == [f"m{i}" for i in range(8)]
+
+
 def test_concurrent_starts_are_separate_conversations(store: Store) -> None:
     ids = all_at_once(16, lambda i: _start(store, "m1", account=f"acct-{i}"))
     assert len(set(ids)) == 16
