@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
@@ -366,3 +367,31 @@ def test_history_is_served_by_the_index_without_a_sort(persistent: Backend) -> N
     # No temporary B-tree (sqlite) and no Sort node (PostgreSQL): the index's order is used.
     assert "TEMP B-TREE" not in plan.upper(), plan
     assert "Sort" not in plan, plan
+
+
+def test_a_postgres_turn_writes_without_transactions(
+    persistent: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL: a new conversation with its claim, and a reply with its touch, are one
+    # statement each in autocommit (one round trip); a transaction would cost three more.
+    if persistent.name != "postgres":
+        pytest.skip("sqlite's own statements: test_sqlite_turn_statements.py")
+    store = persistent.open()
+    try:
+        ctx = _start(store, "m0")  # connects and migrates (in a transaction) first
+        opened: list[object] = []
+        real = psycopg.Connection.transaction
+
+        def counting(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+            opened.append(self)
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "transaction", counting)
+        ctx = _start(store, "m1")
+        _answer(store, ctx, "m1")
+        assert opened == []
+        assert store.history(ctx) == [_turn("m1")]
+        _answer(store, ctx, "m1")  # a repeated reply changes nothing: the transaction says why
+        assert len(opened) == 1
+    finally:
+        store.close()
