@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 from pactmw.store import Claim, NotFound, Store, StoredTurn
-from tests.store.support import Backend, all_at_once
+from tests.store.support import Backend, all_at_once, open_backend
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
@@ -369,14 +371,18 @@ def test_history_is_served_by_the_index_without_a_sort(persistent: Backend) -> N
     assert "Sort" not in plan, plan
 
 
+@pytest.fixture
+def postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from open_backend("postgres", request, tmp_path)
+
+
 def test_a_postgres_turn_writes_without_transactions(
-    persistent: Backend, monkeypatch: pytest.MonkeyPatch
+    postgres: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # PostgreSQL: a new conversation with its claim, and a reply with its touch, are one
     # statement each in autocommit (one round trip); a transaction would cost three more.
-    if persistent.name != "postgres":
-        pytest.skip("sqlite's own statements: test_sqlite_turn_statements.py")
-    store = persistent.open()
+    # (sqlite's: test_sqlite_turn_statements.py.)
+    store = postgres.open()
     try:
         ctx = _start(store, "m0")  # connects and migrates (in a transaction) first
         opened: list[object] = []
