@@ -42,6 +42,27 @@ store.close()
 """,
 )
 
+# argv: url, the derived context id, work dir, worker index. Starts the conversation with
+# that id and answers its first message, or is refused because another process started it.
+STARTER = racer_script(
+    "url, ctx, work, index",
+    """try:
+    store.start_conversation(
+        brand_id="acme", issuer="https://pa.example", sub="u1", account="acct-" + index,
+        message_id="m-" + index, text="hi", now=1.0, context_id=ctx,
+    )
+except ValueError:
+    print("refused", flush=True)
+else:
+    store.store_reply(
+        context_id=ctx, message_id="m-" + index, reply_message_id="r-" + index,
+        reply_text="hello", reply=b"hello", now=2.0,
+    )
+    print("started", flush=True)
+store.close()
+""",
+)
+
 # argv: url, context id, message id. Claims the turn, then dies before answering.
 CLAIM_AND_DIE = """
 import os, signal, sys
@@ -144,6 +165,24 @@ def test_processes_racing_for_one_turn_have_one_owner(
     assert claim.reply.startswith(b"answered by ")
     [turn] = store.history(ctx)
     assert turn.reply_text.encode() == claim.reply
+
+
+def test_processes_starting_one_derived_id_have_one_winner(
+    url: str, store: Store, tmp_path: Path
+) -> None:
+    # One writing statement each on sqlite (store/sqlite.py), one data-modifying WITH on
+    # PostgreSQL: the write lock or the key decides, across processes as across threads.
+    ctx = "derived-context-1"
+    work = tmp_path / "starts"
+    work.mkdir()
+    argvs = [_python(STARTER, url, ctx, str(work), str(i)) for i in range(PROCESSES)]
+    outcomes = processes_at_once(argvs, work)
+    assert sorted(outcomes) == ["refused"] * (PROCESSES - 1) + ["started"], outcomes
+    conversation = store.get_conversation(ctx)
+    assert conversation is not None
+    assert conversation.last_activity == 2.0
+    [turn] = store.history(ctx)  # only the winner's message was claimed, and answered
+    assert conversation.account == "acct-" + turn.message_id.removeprefix("m-")
 
 
 def test_turn_of_a_killed_worker_is_taken_over_after_the_lease(url: str, store: Store) -> None:

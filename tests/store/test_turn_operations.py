@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 from pactmw.store import Claim, NotFound, Store, StoredTurn
-from tests.store.support import Backend, all_at_once
+from tests.store.support import Backend, all_at_once, open_backend
 
 LEASE = 30.0
 T0 = 1_700_000_000.0
@@ -206,6 +209,54 @@ def test_sixteen_retries_of_a_first_message_see_its_claim(store: Store) -> None:
     assert kinds == ["pending"] * 16
 
 
+def test_sixteen_replies_with_one_reply_id_store_one(store: Store) -> None:
+    # Sixteen claimed messages of one conversation all answered with the same reply id at
+    # once (a buggy bot): one reply is stored, the others are refused and stay unanswered.
+    ctx = _start(store, "m0")
+    for i in range(1, 16):
+        assert _claim_turn(store, ctx, f"m{i}", limit=0).kind == "new"
+
+    def reply(i: int) -> str:
+        try:
+            store.store_reply(
+                context_id=ctx,
+                message_id=f"m{i}",
+                reply_message_id="r-shared",
+                reply_text="hi",
+                reply=f"body {i}".encode(),
+                now=T0 + 1,
+            )
+        except ValueError as exc:
+            return "refused" if "already used" in str(exc) else str(exc)
+        return "stored"
+
+    outcomes = all_at_once(16, reply)
+    assert sorted(outcomes) == ["refused"] * 15 + ["stored"]
+    assert [t.reply_message_id for t in store.history(ctx)] == ["r-shared"]
+    conversation = store.get_conversation(ctx)
+    assert conversation is not None
+    assert conversation.last_activity == T0 + 1
+
+
+def test_replies_racing_renewals_of_their_claims_both_land(store: Store) -> None:
+    # A slow turn's lease renewal and its reply, at once, for sixteen messages: every reply
+    # is stored, and neither waits for the other in a lock cycle (a deadlock would refuse
+    # one of them).
+    ctx = _start(store, "m0")
+    for i in range(1, 8):
+        assert _claim_turn(store, ctx, f"m{i}", limit=0).kind == "new"
+
+    def race(i: int) -> bool:
+        mid = f"m{i // 2}"
+        if i % 2:
+            return store.renew_claim(context_id=ctx, message_id=mid, claimed_at=T0, now=T0 + 1)
+        _answer(store, ctx, mid, now=T0 + 2)
+        return True
+
+    all_at_once(16, race)
+    assert [t.message_id for t in store.history(ctx)] == [f"m{i}" for i in range(8)]
+
+
 def test_concurrent_starts_are_separate_conversations(store: Store) -> None:
     ids = all_at_once(16, lambda i: _start(store, "m1", account=f"acct-{i}"))
     assert len(set(ids)) == 16
@@ -318,3 +369,35 @@ def test_history_is_served_by_the_index_without_a_sort(persistent: Backend) -> N
     # No temporary B-tree (sqlite) and no Sort node (PostgreSQL): the index's order is used.
     assert "TEMP B-TREE" not in plan.upper(), plan
     assert "Sort" not in plan, plan
+
+
+@pytest.fixture
+def postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from open_backend("postgres", request, tmp_path)
+
+
+def test_a_postgres_turn_writes_without_transactions(
+    postgres: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL: a new conversation with its claim, and a reply with its touch, are one
+    # statement each in autocommit (one round trip); a transaction would cost three more.
+    # (sqlite's: test_sqlite_turn_statements.py.)
+    store = postgres.open()
+    try:
+        ctx = _start(store, "m0")  # connects and migrates (in a transaction) first
+        opened: list[object] = []
+        real = psycopg.Connection.transaction
+
+        def counting(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+            opened.append(self)
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "transaction", counting)
+        ctx = _start(store, "m1")
+        _answer(store, ctx, "m1")
+        assert opened == []
+        assert store.history(ctx) == [_turn("m1")]
+        _answer(store, ctx, "m1")  # a repeated reply changes nothing: the transaction says why
+        assert len(opened) == 1
+    finally:
+        store.close()

@@ -4,6 +4,15 @@ Good for one machine running several worker processes. Every read-modify-write r
 `BEGIN IMMEDIATE` transaction, which takes sqlite's write lock up front, so two processes
 cannot both decide they own a turn. The file lives in WAL mode so readers do not block the
 writer. Do not put the file on a network filesystem: sqlite's locks are not reliable there.
+
+A turn's two writes are one statement each (`_TURN_SCHEMA`): starting a conversation with
+its first claim, and storing a reply with the conversation's touch. A statement that writes
+takes the write lock before it reads, and is atomic by itself, so neither needs a
+transaction of its own; the reply falls back to the locked transaction when it changes
+nothing, to say why. Three statements a turn instead of nine matter because the sqlite
+module releases and takes back the GIL around each one while this store's lock is held:
+every extra statement is a chance for the lock holder to wait for the GIL while the
+other worker threads wait for the lock (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -19,13 +28,51 @@ from pathlib import Path
 
 from pactmw.store._sql.flavours import SqliteFlavour
 from pactmw.store._sql.migrations import SQLITE_MIGRATIONS
-from pactmw.store.base import StoreError, StoreUnavailable
+from pactmw.store.base import Conversation, StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
 # The schema versions (store/_sql/migrations.py), read when the store opens: one name of
 # this module, so that a test can open a store at an older version.
 MIGRATIONS: tuple[tuple[str, ...], ...] = SQLITE_MIGRATIONS
+
+# Made on each connection (TEMP: nothing is stored in the file, so no migration, and other
+# connections, the Django store's included, never see them): a reply's update touches its
+# conversation, and an insert into the view starts a conversation with its first claim, or
+# changes nothing (RAISE(IGNORE)) when the id is taken.
+_TURN_SCHEMA = (
+    """
+    CREATE TEMP TRIGGER pactmw_reply_touches
+    AFTER UPDATE OF reply ON main.pactmw_messages WHEN NEW.reply IS NOT NULL
+    BEGIN
+        UPDATE pactmw_conversations SET last_activity = NEW.replied_at
+        WHERE context_id = NEW.context_id;
+    END
+    """,
+    """
+    CREATE TEMP VIEW pactmw_turn_starts
+        (context_id, brand_id, issuer, sub, created_at, account, message_id, text)
+    AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0
+    """,
+    """
+    CREATE TEMP TRIGGER pactmw_turn_start INSTEAD OF INSERT ON pactmw_turn_starts
+    BEGIN
+        SELECT RAISE(IGNORE) WHERE EXISTS
+            (SELECT 1 FROM pactmw_conversations WHERE context_id = NEW.context_id);
+        INSERT INTO pactmw_conversations
+            (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)
+        VALUES (NEW.context_id, NEW.brand_id, NEW.issuer, NEW.sub, NEW.created_at,
+            NEW.created_at, 0, NEW.account);
+        INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)
+        VALUES (NEW.context_id, NEW.message_id, NEW.text, NEW.created_at);
+    END
+    """,
+)
+_START_TURN = (
+    "INSERT INTO pactmw_turn_starts"
+    " (context_id, brand_id, issuer, sub, created_at, account, message_id, text)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 class SqliteStore(SqliteFlavour):
@@ -66,6 +113,9 @@ class SqliteStore(SqliteFlavour):
             except sqlite3.Error as exc:  # e.g. the file is not a database
                 raise StoreError(f"cannot set up sqlite database {self._path}: {exc}") from exc
             self._migrate()
+            with self._read() as conn:
+                for statement in _TURN_SCHEMA:
+                    conn.execute(statement)
         except BaseException:
             self._conn.close()
             raise
@@ -96,6 +146,31 @@ class SqliteStore(SqliteFlavour):
     def _migrate(self) -> None:
         with self._write() as conn:
             self._apply_migrations(conn, MIGRATIONS, f"sqlite database {self._path}")
+
+    def _start_conversation(
+        self, conversation: Conversation, message_id: str, text: str, derived: bool
+    ) -> bool:
+        c = conversation
+        values = (c.context_id, c.brand_id, c.issuer, c.sub, c.created_at, c.account)
+        with self._read() as conn:
+            # A view's INSTEAD OF insert counts no changes of its own (rowcount is 0); the
+            # connection's total counts its trigger's, and the lock keeps other calls out.
+            before = conn.total_changes
+            conn.execute(_START_TURN, (*values, message_id, text))
+            started = conn.total_changes != before
+        if not started and not derived:
+            raise StoreError(f"random conversation id {c.context_id!r} is already taken")
+        return started
+
+    def _store_reply(
+        self, context_id: str, message_id: str, reply_id: str, text: str, reply: bytes, now: float
+    ) -> None:
+        free = (reply_id, text, reply, now, context_id, message_id, context_id, reply_id)
+        with self._read() as conn:
+            if conn.execute(self._sql.store_free_reply, free).rowcount == 1:
+                return  # stored, and the trigger touched the conversation
+        # Nothing changed: the transaction finds out why (or stores it, if it became free).
+        super()._store_reply(context_id, message_id, reply_id, text, reply, now)
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:

@@ -10,7 +10,14 @@ from attrs import evolve
 
 from pactmw.store._decisions import ClaimedMessage, decide_claim
 from pactmw.store._sql.core import Executor, SqlCore, conversation_from_row, opt_bytes
-from pactmw.store.base import Claim, Conversation, NotFound, StoredTurn
+from pactmw.store.base import (
+    Claim,
+    Conversation,
+    NotFound,
+    StoredTurn,
+    StoreError,
+    StoreUnavailable,
+)
 
 __all__ = ["ConversationsMixin"]
 
@@ -119,17 +126,28 @@ class ConversationsMixin(SqlCore):
         self, context_id: str, message_id: str, reply_id: str, text: str, reply: bytes, now: float
     ) -> None:
         sql = self._sql
+        free = (reply_id, text, reply, now, context_id, message_id, context_id, reply_id)
+        if self._returning:
+            # One statement (PostgreSQL: one round trip instead of four): the conversation's
+            # row lock, the reply if nothing stands in its way, and the touch.
+            try:
+                with self._one_statement() as ex:
+                    touched = ex.execute(sql.store_free_reply_touching, (context_id, *free, now))
+                    if touched.rowcount == 1:
+                        return
+            except StoreUnavailable:
+                raise
+            except StoreError:
+                # Another message's reply took the reply id after this statement's snapshot
+                # (the unique index refused it): the transaction below says so.
+                pass
         with self._write() as ex:
             if self._locks_rows:
                 self._lock_conversation(ex, context_id)
-            free = (reply_id, text, reply, now, context_id, message_id, context_id, reply_id)
-            if self._returning:  # data-modifying WITH: the reply and the touch in one
-                if ex.execute(sql.store_free_reply_touching, (*free, now)).rowcount == 1:
-                    return
-            elif ex.execute(sql.store_free_reply, free).rowcount == 1:
+            if not self._returning and ex.execute(sql.store_free_reply, free).rowcount == 1:
                 ex.execute(sql.touch_conversation, (now, context_id))
                 return
-            # Nothing changed: find out why, under the same lock.
+            # Nothing changed: find out why, under the lock.
             row = ex.execute(sql.is_replied, (context_id, message_id)).fetchone()
             if row is None:
                 raise NotFound(f"message {message_id!r} was not claimed in {context_id!r}")
@@ -137,7 +155,7 @@ class ConversationsMixin(SqlCore):
                 return
             if ex.execute(sql.is_reply_id, (context_id, reply_id)).fetchone() is not None:
                 raise ValueError(f"reply message id {reply_id!r} is already used")
-            # Unreachable while the locks hold (the update above would have stored it).
+            # Free by now (what stood in the way was rolled back): store it under the lock.
             ex.execute(sql.store_reply, (reply_id, text, reply, now, context_id, message_id))
             ex.execute(sql.touch_conversation, (now, context_id))
 

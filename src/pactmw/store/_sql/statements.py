@@ -106,8 +106,13 @@ class Statements(DelegationStatements):
             start_with_id=self.start_conversation_with_id,
             claim_first="INSERT INTO pactmw_messages (context_id, message_id, text, claimed_at)",
         )
+        # The conversation's row lock comes first, as in every turn write (no deadlock with
+        # a claim or a renewal of the same message), so the statement is the whole reply.
         self.store_free_reply_touching = on(
-            "WITH replied AS ({free_reply} RETURNING context_id)"
+            "WITH locked AS (SELECT context_id FROM pactmw_conversations"
+            " WHERE context_id = ?{lock}),"
+            " replied AS ({free_reply} AND context_id = (SELECT context_id FROM locked)"
+            " RETURNING context_id)"
             " UPDATE pactmw_conversations SET last_activity = ?"
             " WHERE context_id IN (SELECT context_id FROM replied)"
         )
