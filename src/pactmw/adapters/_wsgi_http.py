@@ -11,7 +11,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response as WerkzeugResponse
 from werkzeug.wsgi import get_input_stream
 
-from pactmw.core.encoding import is_ascii_digits
+from pactmw.adapters._common import declared_length
 from pactmw.core.http import Request, Response
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ def body_reader(environ: WSGIEnvironment, *, keep: bool = False) -> Callable[[in
     """
 
     def read(limit: int) -> bytes | None:
-        declared = environ.get("CONTENT_LENGTH") or ""
-        if is_ascii_digits(declared) and int(declared) > limit:
+        declared = declared_length(environ.get("CONTENT_LENGTH"))
+        if declared is not None and declared > limit:
             return None
         body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
         if len(body) > limit:
