@@ -297,3 +297,14 @@ def test_a_content_length_that_is_not_digits_is_a_400(target: Target, length: by
         head = b"POST " + path.encode() + b" HTTP/1.1\r\nContent-Length: " + length + b"\r\n"
         status = _raw(target, head + credential, body)
         assert status.split(b" ")[1] == b"400", (path, status)
+
+
+def test_a_method_no_route_has_is_an_empty_404_on_provider_paths(target: Target) -> None:
+    # Found by tests/advisories/test_generated_requests.py: Flask answered methods outside
+    # its rule's list with its own 405 page; the Provider's unmatched route is a bare 404.
+    headers = target.headers(target.token())
+    for method in ("FOO", "PROPFIND", "TRACE", "CONNECT"):
+        for path in ("/a2a/acme/message:send", "/a2a/acme/.well-known/agent-card.json"):
+            response = target.client.request(method, path, headers=headers)
+            assert response.status_code == 404, (method, path, response.text[:200])
+            assert response.content == b"", (method, path)
