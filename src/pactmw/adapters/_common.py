@@ -21,6 +21,7 @@ __all__ = [
     "make_guard",
     "require_framework",
     "scope_refusal",
+    "whole_body",
 ]
 
 _T = TypeVar("_T")
@@ -50,6 +51,19 @@ def declared_length(value: str | None) -> int | None:
     if not is_ascii_digits(value):
         raise RequestRefused(400)
     return int(value)
+
+
+def whole_body(body: bytes, declared: int | None) -> bytes:
+    """`body` when it is as long as its `declared` length (or none was declared).
+
+    Raises `RequestRefused(400)` when the upload ended before it (the client closed its side
+    early): Werkzeug raises its own ClientDisconnected then and Django returns the bytes that
+    came, so the body readers of the WSGI adapters check here, as the ASGI reader refuses a
+    disconnect with 400.
+    """
+    if declared is not None and len(body) < declared:
+        raise RequestRefused(400)
+    return body
 
 
 def instance_or_none(found: object, kind: type[_T]) -> _T | None:

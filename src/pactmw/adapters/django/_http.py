@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters._common import declared_length
+from pactmw.adapters._common import declared_length, whole_body
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.provider.errors import error_response
@@ -54,7 +54,7 @@ def body_reader(request: HttpRequest, *, keep: bool = False) -> Callable[[int], 
         if declared is not None and declared > limit:
             return None
         body = request.body if keep else request.read(limit + 1)
-        return None if len(body) > limit else body
+        return None if len(body) > limit else whole_body(body, declared)
 
     return read
 
