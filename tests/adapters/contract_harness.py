@@ -128,10 +128,17 @@ def config(workdir: Path, name: str, agent: AgentKey, parafe: World) -> dict[str
 class Harness:
     """Starts each server on first use; stops them all at the end of the module."""
 
-    def __init__(self, workdir: Path, extra: Mapping[str, Any] | None = None) -> None:
-        """`extra` settings are added to every server's (e.g. rate limits of its own)."""
+    def __init__(
+        self,
+        workdir: Path,
+        extra: Mapping[str, Any] | None = None,
+        brand_extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`extra` settings are added to every server's (e.g. rate limits of its own), and
+        `brand_extra` to its Brand's table (e.g. a `poppy` table)."""
         self.workdir = workdir
         self.extra = dict(extra or {})
+        self.brand_extra = dict(brand_extra or {})
         self.stack = contextlib.ExitStack()
         self.agent = AgentKey.generate("ES256", "contract-1")
         self.parafe = self.stack.enter_context(contextlib.closing(World(workdir, shop_alg="ES256")))
@@ -150,6 +157,7 @@ class Harness:
 
     def _start(self, name: str) -> Target:
         settings = {**config(self.workdir, name, self.agent, self.parafe), **self.extra}
+        settings["brands"][apps.BRAND].update(self.brand_extra)
         if name == "starlette":
             base = self.stack.enter_context(uvicorn_server(apps.starlette_app(settings)))
         elif name == "fastapi":
@@ -185,8 +193,12 @@ class Harness:
 
 
 @contextlib.contextmanager
-def harness(workdir: Path, extra: Mapping[str, Any] | None = None) -> Iterator[Harness]:
-    started = Harness(workdir, extra)
+def harness(
+    workdir: Path,
+    extra: Mapping[str, Any] | None = None,
+    brand_extra: Mapping[str, Any] | None = None,
+) -> Iterator[Harness]:
+    started = Harness(workdir, extra, brand_extra)
     try:
         yield started
     finally:

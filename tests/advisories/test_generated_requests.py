@@ -3,23 +3,24 @@
 `test_properties.py` feeds arbitrary requests to `Provider.handle` in-process; this module
 sends generated requests as raw bytes over real sockets to the six servers of the adapter
 contract suite (Starlette and FastAPI on uvicorn, plain WSGI and Flask on Werkzeug, Django
-under runserver and under uvicorn: `contract_harness`), so what each framework and each
-adapter's translation does to a hostile request is under test too: percent-encoding and dot
-segments in paths, odd methods and query strings, repeated, non-ASCII and long headers,
-lying `Content-Type` and `Content-Length`, chunked bodies, and bodies of random bytes,
-broken or hostile JSON, valid `message:send` bodies with one field of another JSON type, and
-token and consent forms with one field wrong or repeated.
+under runserver and under uvicorn: `contract_harness`, its Brand speaking Poppy too), so
+what each framework and each adapter's translation does to a hostile request is under test
+too: percent-encoding and dot segments in paths, odd methods and query strings, repeated,
+non-ASCII and long headers, lying `Content-Type` and `Content-Length`, chunked bodies, and
+bodies of random bytes, broken or hostile JSON, valid `message:send` bodies with one field
+of another JSON type, and token and consent forms with one field wrong or repeated.
 
 Every answer must come within `ANSWER_TIMEOUT`, below 500, with no traceback or secret, in
-its route's error format (the A2A envelope, RFC 6749 JSON, the exact PACT challenge on an
-empty 401, HTML pages). Every example goes to all six servers, which must answer it alike:
-the same status and the same A2A reason, OAuth error or Parafé code. Requests that are not
-valid HTTP/1.1 (`Hostile.valid_http`) are answered by each HTTP server its own way, so only
-the first three rules hold for them.
+its route's error format (the A2A envelope, RFC 6749 JSON, Poppy's JSON errors, the exact
+PACT challenge on an empty 401, HTML pages, no redirect off the site). Every example goes
+to all six servers, which must answer it alike: the same status and the same A2A reason,
+OAuth or Poppy error, or Parafé code. Requests that are not valid HTTP/1.1
+(`Hostile.valid_http`) are answered by each HTTP server its own way, so only the first
+three rules hold for them.
 
 Examples are derandomized (the same on every run) and bounded: `GENERATED_EXAMPLES` per
-property, each sent to six servers (4 x 60 x 6 requests: 13 s for the module at a load
-average of 5 on 2 cores). Set `PACTMW_GENERATED_EXAMPLES` for a longer hunt (500 passed).
+property, each sent to six servers (5 x 60 x 6 requests: 12 s for the module at a load
+average of 8 on 2 cores). Set `PACTMW_GENERATED_EXAMPLES` for a longer hunt (500 passed).
 Findings so far, each pinned by an explicit case in `tests/adapters/test_contract.py`: a
 `Content-Length` that is not digits was a 500 at Django's Parafé endpoints; an upload that
 ended before its `Content-Length` was a 500 from the plain WSGI adapter; Flask answered
@@ -70,6 +71,14 @@ UNLIMITED = {
 #: The Provider's bare answers (no body): no route, 411 (Django under WSGI and a chunked
 #: body), 413, 429.
 BARE_STATUSES = (404, 411, 413, 429)
+#: The Brand also speaks Poppy (its own site: `shop.example`), so its routes are under test.
+POPPY = {
+    "poppy": {
+        "domain": "shop.example",
+        "agents": "any",
+        "custom_scopes": {"orders:read": "Read your orders"},
+    }
+}
 CHALLENGES = {'Bearer realm="a2a"', 'Bearer realm="a2a", error="invalid_token"'}
 A2A_MEDIA_TYPE = "application/a2a+json"
 #: Text no answer may hold: tracebacks, debug pages, the Django test site's secret key.
@@ -269,7 +278,7 @@ def fill(request: Hostile, values: Mapping[bytes, bytes]) -> Hostile:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    with harness(tmp_path_factory.mktemp("generated"), UNLIMITED) as started:
+    with harness(tmp_path_factory.mktemp("generated"), UNLIMITED, POPPY) as started:
         targets = {name: started.get(name) for name in SERVERS}
         fills = {
             name: {b"<delegation>": target.delegation("orders:read")[0].encode()}
@@ -306,7 +315,7 @@ def check_answer(
         else:  # RFC 6749 §5.2 (401 `invalid_client` too)
             assert answer.header("content-type") == ["application/json"], where
             assert isinstance(json.loads(answer.body)["error"], str), where
-    elif answer.status == 401:
+    elif answer.status == 401 and kind != "poppy":
         assert len(answer.header("www-authenticate")) == 1, where
         assert answer.header("www-authenticate")[0] in CHALLENGES, where
         assert answer.body == b"", where
@@ -315,6 +324,12 @@ def check_answer(
         error = json.loads(answer.body)["error"]
         (detail,) = error["details"]
         assert A2A_REASONS[detail["reason"]][0] == answer.status == error["code"], where
+    elif kind == "poppy" and answer.status >= 400 and answer.status not in BARE_STATUSES:
+        assert answer.header("content-type") == ["application/json"], where
+        assert isinstance(json.loads(answer.body)["error"], str), where
+        # A 401 challenges DPoP, or is a client's `invalid_client` (RFC 6749 §5.2).
+        challenges = answer.header("www-authenticate")
+        assert all(challenge.startswith("DPoP ") for challenge in challenges), where
     elif kind == "page" and answer.status >= 400 and answer.body:
         assert answer.header("content-type")[0].startswith("text/html"), where
     if kind == "page" and 300 <= answer.status < 400:
@@ -378,6 +393,15 @@ OAUTH_ROUTES = [
 PAGE_ROUTES = [
     ("GET", "oauth/consent"), ("POST", "oauth/consent"), ("POST", "oauth/consent/decision"),
     ("GET", "oauth/connected"), ("GET", "oauth/agents"), ("POST", "oauth/agents"),
+]  # fmt: skip
+#: Poppy's routes below the Brand's issuer. (Its root documents, `poppy.json` and the RFC
+#: 8414 metadata, are served where an app mounts them, which the contract apps do each
+#: their own way: tests/poppy/test_discovery_serving.py.)
+POPPY_ROUTES = [
+    ("POST", "poppy/token"), ("POST", "poppy/token"), ("POST", "poppy/revoke"),
+    ("POST", "poppy/device"), ("POST", "poppy/feedback"), ("GET", "poppy/conversations"),
+    ("POST", "poppy/conversations"), ("GET", "poppy/conversations/c-1"),
+    ("POST", "poppy/conversations/c-1/messages"), ("POST", "poppy/operations/op_1/confirm"),
 ]  # fmt: skip
 #: The contract apps' own routes (absolute paths), behind each adapter's middleware and
 #: decorators: `/api/` guarded by the middleware, the rest by decorators. (Not `POST
@@ -644,6 +668,12 @@ def test_the_pages_answer_hostile_requests_alike(servers: Servers, request: Host
 
 
 @GENERATED
+@given(request=hostile_requests(POPPY_ROUTES, form_bodies))
+def test_the_poppy_routes_answer_hostile_requests_alike(servers: Servers, request: Hostile) -> None:
+    check_all(servers, "poppy", request)
+
+
+@GENERATED
 @given(request=hostile_requests(GUARD_ROUTES, json_bodies))
 def test_the_guarded_app_routes_answer_hostile_requests_alike(
     servers: Servers, request: Hostile
@@ -671,3 +701,7 @@ def test_the_generated_requests_start_from_genuine_ones(servers: Servers) -> Non
     for name, answer in servers.send(scoped).items():
         assert answer.status == 200, (name, answer.body[:300])
         assert json.loads(answer.body)["scopes"] == ["orders:read"], name
+    poppy_form = ((b"Content-Type", b"application/x-www-form-urlencoded"),)
+    poppy = Hostile("POST", b"/a2a/acme/poppy/token", poppy_form, b"grant_type=x")
+    for name, answer in servers.send(poppy).items():
+        assert (answer.status, json.loads(answer.body)) == (401, {"error": "invalid_client"}), name
