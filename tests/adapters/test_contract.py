@@ -325,3 +325,11 @@ def test_a_body_shorter_than_its_content_length_is_a_400(target: Target) -> None
                 body,
                 status,
             )
+
+
+def test_a_path_no_route_has_under_the_guarded_prefix_is_the_challenge(target: Target) -> None:
+    # Found by tests/advisories/test_generated_requests.py: Flask routed first and answered
+    # 404 to an anonymous caller, telling which paths under the guarded prefix exist; the
+    # other adapters' middleware refuses the whole prefix before the app routes.
+    for path in ("/api/nothing-here", "/api/scoped-sync/", "/api/echo/x"):
+        assert_refused(target.client.get(path))

@@ -134,10 +134,14 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
 def _guard_prefix() -> WerkzeugResponse | None:
     guard = _state().guard
     if request.endpoint == A2A_ENDPOINT or (
-        guard.provider is not None and request.routing_exception is not None
+        guard.provider is not None
+        and request.routing_exception is not None
+        and request.path.startswith(MOUNT)
     ):
-        # The Provider's routes (and what Flask could not route at all) are answered after
-        # routing, as PACT orders: the Provider authenticates its own, unmatched is 404/405.
+        # The Provider's paths (those Flask could not route too) are answered after routing,
+        # as PACT orders: the Provider authenticates its own routes, unmatched is 404. Any
+        # other path under the guarded prefix is refused before routing, as every adapter's
+        # middleware does, so a 404 never tells an anonymous caller which paths exist.
         return None
     if not guard.protects(request.path):
         return None
