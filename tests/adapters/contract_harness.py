@@ -14,7 +14,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,8 +128,17 @@ def config(workdir: Path, name: str, agent: AgentKey, parafe: World) -> dict[str
 class Harness:
     """Starts each server on first use; stops them all at the end of the module."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        extra: Mapping[str, Any] | None = None,
+        brand_extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`extra` settings are added to every server's (e.g. rate limits of its own), and
+        `brand_extra` to its Brand's table (e.g. a `poppy` table)."""
         self.workdir = workdir
+        self.extra = dict(extra or {})
+        self.brand_extra = dict(brand_extra or {})
         self.stack = contextlib.ExitStack()
         self.agent = AgentKey.generate("ES256", "contract-1")
         self.parafe = self.stack.enter_context(contextlib.closing(World(workdir, shop_alg="ES256")))
@@ -147,7 +156,8 @@ class Harness:
         return self.targets[name]
 
     def _start(self, name: str) -> Target:
-        settings = config(self.workdir, name, self.agent, self.parafe)
+        settings = {**config(self.workdir, name, self.agent, self.parafe), **self.extra}
+        settings["brands"][apps.BRAND].update(self.brand_extra)
         if name == "starlette":
             base = self.stack.enter_context(uvicorn_server(apps.starlette_app(settings)))
         elif name == "fastapi":
@@ -183,8 +193,12 @@ class Harness:
 
 
 @contextlib.contextmanager
-def harness(workdir: Path) -> Iterator[Harness]:
-    started = Harness(workdir)
+def harness(
+    workdir: Path,
+    extra: Mapping[str, Any] | None = None,
+    brand_extra: Mapping[str, Any] | None = None,
+) -> Iterator[Harness]:
+    started = Harness(workdir, extra, brand_extra)
     try:
         yield started
     finally:

@@ -275,3 +275,61 @@ def test_provider_paths_are_decoded_once(target: Target) -> None:
     )
     assert sent.status_code == 200, sent.text[:300]
     assert sent.json()["message"]["role"] == "ROLE_AGENT"
+
+
+def _raw(target: Target, head: bytes, body: bytes = b"") -> bytes:
+    """Send one request as these bytes (then end the upload) and read the status line."""
+    url = httpx.URL(str(target.client.base_url))
+    with socket.create_connection((url.host, url.port or 80), timeout=20) as sock:
+        sock.sendall(head + b"Host: " + url.host.encode() + b"\r\nConnection: close\r\n\r\n" + body)
+        sock.shutdown(socket.SHUT_WR)
+        return sock.recv(65536).split(b"\r\n", 1)[0]
+
+
+@pytest.mark.parametrize("length", [b"0x10", b"\xd9\xa5", b"+5", b"-1"])
+def test_a_content_length_that_is_not_digits_is_a_400(target: Target, length: bytes) -> None:
+    # Found by tests/advisories/test_generated_requests.py: Django's `request.body` raised
+    # ValueError on such a length (a 500 at a Parafé endpoint under runserver), Werkzeug read
+    # no body at all. RFC 9112 §6.3: the framing is invalid, a 400 (as uvicorn answers).
+    body = b'{"message": {}}'
+    credential = b"Authorization: Bearer " + target.token().encode() + b"\r\n"
+    for path in ("/parafe-sync", "/a2a/acme/message:send"):  # the bodies pactmw reads
+        head = b"POST " + path.encode() + b" HTTP/1.1\r\nContent-Length: " + length + b"\r\n"
+        status = _raw(target, head + credential, body)
+        assert status.split(b" ")[1] == b"400", (path, status)
+
+
+def test_a_method_no_route_has_is_an_empty_404_on_provider_paths(target: Target) -> None:
+    # Found by tests/advisories/test_generated_requests.py: Flask answered methods outside
+    # its rule's list with its own 405 page; the Provider's unmatched route is a bare 404.
+    headers = target.headers(target.token())
+    for method in ("FOO", "PROPFIND", "TRACE", "CONNECT"):
+        for path in ("/a2a/acme/message:send", "/a2a/acme/.well-known/agent-card.json"):
+            response = target.client.request(method, path, headers=headers)
+            assert response.status_code == 404, (method, path, response.text[:200])
+            assert response.content == b"", (method, path)
+
+
+def test_a_body_shorter_than_its_content_length_is_a_400(target: Target) -> None:
+    # Found by tests/advisories/test_generated_requests.py: Werkzeug's ClientDisconnected
+    # escaped the WSGI body reader when an upload ended before its declared length (a 500
+    # at a Parafé endpoint), and a part of a body was read as the whole. uvicorn closes
+    # such a connection without an answer.
+    credential = b"Authorization: Bearer " + target.token().encode() + b"\r\n"
+    for path in ("/parafe-sync", "/a2a/acme/message:send"):
+        for body in (b"", b'{"message": {}}'):
+            head = b"POST " + path.encode() + b" HTTP/1.1\r\nContent-Length: 100\r\n"
+            status = _raw(target, head + credential, body)
+            assert status in (b"", b"HTTP/1.1 400 Bad Request", b"HTTP/1.1 400 BAD REQUEST"), (
+                path,
+                body,
+                status,
+            )
+
+
+def test_a_path_no_route_has_under_the_guarded_prefix_is_the_challenge(target: Target) -> None:
+    # Found by tests/advisories/test_generated_requests.py: Flask routed first and answered
+    # 404 to an anonymous caller, telling which paths under the guarded prefix exist; the
+    # other adapters' middleware refuses the whole prefix before the app routes.
+    for path in ("/api/nothing-here", "/api/scoped-sync/", "/api/echo/x"):
+        assert_refused(target.client.get(path))

@@ -104,6 +104,14 @@ def test_a_repeated_authorization_header_is_400() -> None:
     refused(400, "invalid_request", session_credentials, twice)
 
 
+@pytest.mark.parametrize("value", [f"DPoP {TOKEN}, DPoP {TOKEN}", f"Bearer x, DPoP {TOKEN}"])
+def test_a_repeated_authorization_header_joined_by_a_wsgi_server_is_400(value: str) -> None:
+    # Found by tests/advisories/test_generated_requests.py: a WSGI server joins repeated
+    # header lines with ", " (PEP 3333), so the same request was 400 invalid_request on the
+    # ASGI adapters and 401 invalid_token on the WSGI ones.
+    refused(400, "invalid_request", session_credentials, request(("authorization", value)))
+
+
 @pytest.mark.parametrize(
     "query", [f"access_token={TOKEN}", f"x=1&access_token={TOKEN}", "access_token="]
 )

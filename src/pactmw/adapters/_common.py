@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra
+from pactmw.core.encoding import is_ascii_digits
+from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
@@ -15,10 +16,12 @@ from pactmw.provider.routes import MOUNT
 
 __all__ = [
     "GuardedMiddleware",
+    "declared_length",
     "instance_or_none",
     "make_guard",
     "require_framework",
     "scope_refusal",
+    "whole_body",
 ]
 
 _T = TypeVar("_T")
@@ -32,6 +35,35 @@ def require_framework(package: str, adapter: str, framework: str, extra: str) ->
     bare ModuleNotFoundError."""
     if find_spec(package) is None:
         raise MissingExtra(adapter, framework, extra)
+
+
+def declared_length(value: str | None) -> int | None:
+    """The body length a request declares in `Content-Length` (None: none declared).
+
+    Raises `RequestRefused(400)` for a value that is not ASCII digits (`+5`, `0x10`, `١٥`, a
+    list): such framing is invalid (RFC 9112 §6.3), uvicorn refuses it itself, and the WSGI
+    servers pass it on to frameworks that read it each their own way (Django's
+    `request.body` raises ValueError, a 500; Werkzeug reads no body). Every body reader of a
+    WSGI adapter asks here first, so each refuses it alike.
+    """
+    if not value:
+        return None
+    if not is_ascii_digits(value):
+        raise RequestRefused(400)
+    return int(value)
+
+
+def whole_body(body: bytes, declared: int | None) -> bytes:
+    """`body` when it is as long as its `declared` length (or none was declared).
+
+    Raises `RequestRefused(400)` when the upload ended before it (the client closed its side
+    early): Werkzeug raises its own ClientDisconnected then and Django returns the bytes that
+    came, so the body readers of the WSGI adapters check here, as the ASGI reader refuses a
+    disconnect with 400.
+    """
+    if declared is not None and len(body) < declared:
+        raise RequestRefused(400)
+    return body
 
 
 def instance_or_none(found: object, kind: type[_T]) -> _T | None:

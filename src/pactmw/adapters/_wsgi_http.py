@@ -7,11 +7,13 @@ import io
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from werkzeug.exceptions import ClientDisconnected
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response as WerkzeugResponse
 from werkzeug.wsgi import get_input_stream
 
-from pactmw.core.encoding import is_ascii_digits
+from pactmw.adapters._common import declared_length, whole_body
+from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 
 if TYPE_CHECKING:
@@ -62,12 +64,16 @@ def body_reader(environ: WSGIEnvironment, *, keep: bool = False) -> Callable[[in
     """
 
     def read(limit: int) -> bytes | None:
-        declared = environ.get("CONTENT_LENGTH") or ""
-        if is_ascii_digits(declared) and int(declared) > limit:
+        declared = declared_length(environ.get("CONTENT_LENGTH"))
+        if declared is not None and declared > limit:
             return None
-        body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
+        try:
+            body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
+        except ClientDisconnected:  # the upload ended before its declared length
+            raise RequestRefused(400) from None
         if len(body) > limit:
             return None
+        whole_body(body, declared)
         if keep:
             environ["wsgi.input"] = io.BytesIO(body)
             environ["CONTENT_LENGTH"] = str(len(body))

@@ -52,7 +52,6 @@ A2A_ENDPOINT = "pactmw_a2a"
 _POPPY_ENDPOINT = "pactmw_poppy"
 _G_KEY = "_pactmw_personal_agent"
 _G_PARAFE = "_pactmw_parafe"
-_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 View = TypeVar("View", bound=Callable[..., Any])
 
 
@@ -94,7 +93,10 @@ class Pactmw:
             data = {**data, "templates": app.create_global_jinja_loader()}
         guard = guard_from_mapping(data, handlers=self._handlers)
         if guard.provider is not None:
-            app.add_url_rule(f"{MOUNT}<path:rest>", A2A_ENDPOINT, _serve_a2a, methods=_ALL_METHODS)
+            # A rule without methods takes every method, so the Provider answers them all as
+            # every adapter does (its unmatched route is a bare 404, never Flask's 405 page).
+            app.url_map.add(app.url_rule_class(f"{MOUNT}<path:rest>", endpoint=A2A_ENDPOINT))
+            app.view_functions[A2A_ENDPOINT] = _serve_a2a
             if guard.provider.poppy is not None:
                 # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC
                 # 8414 metadata, whose well-known path comes before the issuer's path.
@@ -132,10 +134,14 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
 def _guard_prefix() -> WerkzeugResponse | None:
     guard = _state().guard
     if request.endpoint == A2A_ENDPOINT or (
-        guard.provider is not None and request.routing_exception is not None
+        guard.provider is not None
+        and request.routing_exception is not None
+        and request.path.startswith(MOUNT)
     ):
-        # The Provider's routes (and what Flask could not route at all) are answered after
-        # routing, as PACT orders: the Provider authenticates its own, unmatched is 404/405.
+        # The Provider's paths (those Flask could not route too) are answered after routing,
+        # as PACT orders: the Provider authenticates its own routes, unmatched is 404. Any
+        # other path under the guarded prefix is refused before routing, as every adapter's
+        # middleware does, so a 404 never tells an anonymous caller which paths exist.
         return None
     if not guard.protects(request.path):
         return None

@@ -272,7 +272,8 @@ class ParafeEndpoint:
     `admit(read_body)` (or `aadmit`) reads the JSON body (an A2A message or
     `{"message": ...}`) at most `ENDPOINT_BODY_LIMIT` bytes far and checks its consent
     (token, proof, replay). It returns `ParafeAdmitted`, or the `Response` to send instead:
-    413 for a longer body, or the refusal (`refusal_status`, an A2A-shaped message with the
+    413 for a longer body, the bare status of a body the adapter could not read (400, 411),
+    or the refusal (`refusal_status`, an A2A-shaped message with the
     Parafé error and the refusal receipt). After the endpoint ran, `finish` signs the
     receipts and returns its JSON body with them added (None: leave the body as it is).
     """
@@ -299,7 +300,12 @@ class ParafeEndpoint:
         return await adrive(self._flow(), answer)
 
     def _flow(self) -> Generator[NeedBody | _NeedConsent, Any, ParafeAdmitted | Response]:
-        body = yield NeedBody(ENDPOINT_BODY_LIMIT)
+        try:
+            body = yield NeedBody(ENDPOINT_BODY_LIMIT)
+        except RequestRefused as unreadable:
+            # A body that cannot be read (an invalid Content-Length, a chunked body Django
+            # under WSGI cannot read, a client gone) is its bare status on every adapter.
+            return error_response(unreadable)
         if body is None:
             return _EMPTY_413
         turn = self.agent.turn(endpoint_message(body))

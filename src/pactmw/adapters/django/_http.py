@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.core.encoding import is_ascii_digits
+from pactmw.adapters._common import declared_length, whole_body
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.provider.errors import error_response
@@ -44,17 +44,17 @@ def body_reader(request: HttpRequest, *, keep: bool = False) -> Callable[[int], 
     """
 
     def read(limit: int) -> bytes | None:
-        declared = request.META.get("CONTENT_LENGTH") or ""
+        declared = declared_length(request.META.get("CONTENT_LENGTH"))
         if (
-            not declared
+            declared is None
             and request.META.get("HTTP_TRANSFER_ENCODING")
             and isinstance(request, WSGIRequest)
         ):
             raise RequestRefused(411)
-        if is_ascii_digits(declared) and int(declared) > limit:
+        if declared is not None and declared > limit:
             return None
         body = request.body if keep else request.read(limit + 1)
-        return None if len(body) > limit else body
+        return None if len(body) > limit else whole_body(body, declared)
 
     return read
 

@@ -162,16 +162,10 @@ def parafe_action(
         return None
 
     def before(request: HttpRequest) -> HttpResponse | None:
-        try:
-            return admitted(request, endpoint().admit(body_reader(request, keep=True)))
-        except RequestRefused as exc:
-            return refused(exc)
+        return admitted(request, endpoint().admit(body_reader(request, keep=True)))
 
     async def abefore(request: HttpRequest) -> HttpResponse | None:
-        try:
-            return admitted(request, await endpoint().aadmit(abody_reader(request, keep=True)))
-        except RequestRefused as exc:
-            return refused(exc)
+        return admitted(request, await endpoint().aadmit(abody_reader(request, keep=True)))
 
     def after(request: HttpRequest, response: Any) -> Any:
         turn = request.parafe  # type: ignore[attr-defined]

@@ -104,13 +104,16 @@ def refuse_token_in_url(query: str) -> None:
 def session_credentials(request: Request) -> SessionCredentials:
     """The Session Token of `Authorization: DPoP <token>` and the `DPoP` header values.
 
-    A token in the URL or a repeated `Authorization` is `400 invalid_request`; no
+    A token in the URL or a repeated `Authorization` (two values, or two joined with a
+    comma by a WSGI server) is `400 invalid_request`; no
     `Authorization`, another scheme (a DPoP token sent as `Bearer`, PAP-4.3-11) or a
     malformed token is `401 invalid_token`. Cookies are never consulted (PAP-4.3-12).
     """
     refuse_token_in_url(request.query)
     values = [value for name, value in request.headers if name == "authorization"]
-    if len(values) > 1:
+    # A WSGI server joins repeated header lines with ", " (PEP 3333): a comma, which no
+    # `DPoP <token68>` holds, is a repeated header there, answered as on any other server.
+    if len(values) > 1 or (values and "," in values[0]):
         raise invalid_request("one Authorization header, please")
     if not values:
         raise PoppyError(401, "invalid_token", "no Session Token")
