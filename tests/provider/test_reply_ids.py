@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import uuid
+
+import pytest
 
 from pactmw.core.encoding import uuid4_text
 from pactmw.provider.messages import is_uuid
@@ -55,3 +58,18 @@ def test_is_uuid_takes_only_the_canonical_form() -> None:
         "",
     ):
         assert not is_uuid(other), other
+
+
+def test_ids_never_come_from_os_urandom(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `os.urandom` lets go of the GIL for its system call: on every turn's path that handed
+    # the GIL to a waiting worker thread and back (docs/performance.md, issue 16, 4th pass).
+    def refuse(size: int) -> bytes:
+        raise AssertionError("os.urandom called")
+
+    monkeypatch.setattr(os, "urandom", refuse)
+    store = MemoryStore()
+    context_id = store.start_conversation(
+        brand_id="acme", issuer="i", sub="u", account=None, message_id="m", text="hi", now=1.0
+    )
+    assert is_uuid(context_id)
+    assert is_uuid(uuid4_text())
