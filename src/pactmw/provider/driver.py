@@ -121,17 +121,13 @@ async def arun(
     async def answer(need: Need) -> Any:
         if isinstance(need, NeedBody):
             return await read_body(need.limit)
-        if pending:  # tested here: most requests owe nothing, and a coroutine per need costs
+        if pending:  # `answer_now` left every need here until the confirmation has run
             await confirm_first()
-        if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
-            return need.operation(**need.kwargs)
-        if isinstance(need, NeedIdentity):  # after a confirmation (`answer_now` left it)
-            if defer_identity:
-                found = verifier.provisional(need.authorization, brand=need.brand)
-                if found is not None:
-                    caller, confirm = found
-                    pending.append(confirm)
-                    return caller
+            value = answer_now(need)  # each need is offered to it once with nothing owed
+            if value is not LATER:
+                return value
+        # A store call and a shortcut for the caller were `answer_now`'s to take.
+        if isinstance(need, NeedIdentity):
             return await verifier.averify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBot):  # an async bot (sync ones are blocking)
             answer = need.handler(need.turn)
