@@ -110,11 +110,42 @@ def test_json_round_trip_and_compact_form() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ['{"a":1,"a":2}', '{"a":1,"a":1}', '{"x":{"b":1,"b":2}}', '[{"k":1,"k":null}]'],
+    [
+        '{"a":1,"a":2}',
+        '{"a":1,"a":1}',
+        '{"x":{"b":1,"b":2}}',
+        '[{"k":1,"k":null}]',
+        # Deep inside objects and arrays, after members that repeat nothing.
+        '{"a":[1,{"b":[{"c":{"d":1,"e":2,"d":3}}]}],"z":0}',
+        '[[[[{"m":{"parts":[{"text":"x"},{"text":"y","text":"z"}]}}]]]]',
+        # The same name spelled differently: escapes decode to the same key.
+        '{"a":1,"\\u0061":2}',
+        '{"\\u00e9":1,"é":2}',
+        '{"\\ud83d\\ude00":1,"😀":2}',
+        '{"a\\"b":1,"a\\u0022b":2}',
+        '{"\\/":1,"/":2}',
+        # Whitespace around the colon does not make a different member.
+        '{"a" : 1 , "a":2}',
+    ],
 )
 def test_json_duplicate_keys_refused(text: str) -> None:
     with pytest.raises(MalformedInput, match="duplicate"):
         json_loads(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # A repeated name in different objects, and a value equal to a name, are no duplicates.
+        ('[{"text":"a"},{"text":"b"}]', [{"text": "a"}, {"text": "b"}]),
+        ('{"a":"a","b":{"a":"b"}}', {"a": "a", "b": {"a": "b"}}),
+        # Names that differ only after decoding are different names.
+        ('{"a":1,"\\u0041":2}', {"a": 1, "A": 2}),
+        ('{"e\\u0301":1,"é":2}', {"e\u0301": 1, "é": 2}),
+    ],
+)
+def test_json_same_names_in_different_objects_are_not_duplicates(text: str, value: object) -> None:
+    assert json_loads(text) == value
 
 
 @pytest.mark.parametrize(
@@ -195,6 +226,34 @@ def test_json_bad_syntax_is_malformed_input(text: str) -> None:
 def test_json_dumps_refuses_nan() -> None:
     with pytest.raises(ValueError):
         json_dumps({"x": float("nan")})
+    with pytest.raises(ValueError):
+        json_dumps([1e400])
+
+
+def test_json_dumps_refuses_cycles_and_what_is_not_json() -> None:
+    cycle: list[object] = [1]
+    cycle.append({"again": cycle})
+    with pytest.raises(ValueError, match="Circular reference"):
+        json_dumps(cycle)
+    with pytest.raises(TypeError):
+        json_dumps({"x": object()})
+    with pytest.raises(TypeError):
+        json_dumps({1.5j: 1})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "plain",
+        'é\u2028\x00"\\',
+        {"b": 1, "a": [True, None, 1.5, -0.0, 10**30]},
+        {1: "int key", 2.5: "float key", None: "null key", False: "bool key"},
+        [[], {}, "", 0],
+    ],
+)
+def test_json_dumps_writes_what_the_standard_encoder_writes(value: object) -> None:
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert json_dumps(value) == expected.encode()
 
 
 @given(st.binary(max_size=300))

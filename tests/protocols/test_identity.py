@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -35,6 +36,7 @@ from pactmw.protocols.identity import (
     RegisteredAgent,
     actor_id_for,
 )
+from pactmw.store import MemoryStore, SqliteStore
 from tests.support.clock import FakeClock
 from tests.support.jwks_server import JwksServer, Mode
 
@@ -109,11 +111,15 @@ def verifier(registry: AgentRegistry, keys_clock: FakeClock) -> IdentityVerifier
     )
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=["sync", "async", "cached"])
 def verify(request: pytest.FixtureRequest, verifier: IdentityVerifier) -> Verify:
-    """The same verifier driven by `verify` or by `averify` (every rule runs on both paths)."""
+    """The same verifier driven by `verify`, by `averify`, or as the async Provider drives
+    it: `cached` first, `averify` when that would wait (every rule runs on each path)."""
     if request.param == "sync":
         return verifier.verify
+    if request.param == "cached":
+        assert not verifier.registry.may_block
+        return lambda header: verifier.cached(header) or asyncio.run(verifier.averify(header))
     return lambda header: asyncio.run(verifier.averify(header))
 
 
@@ -898,3 +904,60 @@ def _header_of(token: str) -> dict[str, Any]:
 
 def _without_kid(key: PrivateJWK) -> PrivateJWK:
     return attrs.evolve(key, public=attrs.evolve(key.public, kid=None))
+
+
+# -- cached: the async Provider's answer without a coroutine -----------------------------------
+
+
+def test_cached_answers_a_cached_token_and_leaves_the_rest_to_averify(
+    verifier: IdentityVerifier, es_key: PrivateJWK
+) -> None:
+    header = bearer(es_key)
+    assert verifier.cached(header) is None  # fresh: the signature is averify's to check
+    agent = asyncio.run(verifier.averify(header))
+    again = verifier.cached(header)
+    assert again is not None
+    assert (again.issuer, again.sub, again.name, again.audience, dict(again.claims)) == (
+        agent.issuer,
+        agent.sub,
+        agent.name,
+        agent.audience,
+        dict(agent.claims),
+    )
+    assert verifier.cached("Bearer not-a-token") is None  # not cached: averify refuses it
+    for malformed, reason in ((None, "missing_token"), ("Basic abc", "malformed_header")):
+        with pytest.raises(AuthenticationFailed) as info:
+            verifier.cached(malformed)
+        assert info.value.reason == reason
+
+
+def test_cached_reads_a_memory_stores_switch_and_never_a_blocking_registry(
+    server: JwksServer, es_key: PrivateJWK, tmp_path: Path
+) -> None:
+    memory = MemoryStore()
+    agents = [RegisteredAgent(issuer=ISS, jwks_uri=server.url)]
+    on_loop = IdentityVerifier(
+        audience=AUD,
+        registry=AgentRegistry(agents, overrides=memory, runtime=memory),
+        keys=JwksCache(POLICY),
+        clock=lambda: NOW,
+    )
+    header = bearer(es_key)
+    on_loop.verify(header)
+    assert on_loop.cached(header) is not None
+    memory.set_agent_enabled(ISS, False)  # switched off at runtime: refused at once
+    with pytest.raises(AuthenticationFailed) as info:
+        on_loop.cached(header)
+    assert info.value.reason == "disabled_issuer"
+    sqlite = SqliteStore(tmp_path / "state.db")
+    try:
+        blocking = IdentityVerifier(
+            audience=AUD,
+            registry=AgentRegistry(agents, overrides=sqlite, runtime=sqlite),
+            keys=JwksCache(POLICY),
+            clock=lambda: NOW,
+        )
+        blocking.verify(header)
+        assert blocking.cached(header) is None  # its switch is a store read: averify's
+    finally:
+        sqlite.close()

@@ -66,6 +66,9 @@ def refused(data: bytes) -> tuple[str, str]:
         b' "parts": [{"text": "x"}]}}',
         b'{"message": {"messageId": "a", "role": "ROLE_USER",'
         b' "parts": [{"text": "x", "text": "y"}]}}',
+        # The same name spelled with an escape, deep in a data part.
+        b'{"message": {"messageId": "a", "role": "ROLE_USER", "parts": [{"text": "x"},'
+        b' {"data": {"items": [{"sku": 1, "\\u0073ku": 2}]}}]}}',
     ],
 )
 def test_step1_invalid_json(data: bytes) -> None:

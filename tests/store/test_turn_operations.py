@@ -106,11 +106,13 @@ def test_start_conversation_claim_expires_like_any_claim(store: Store) -> None:
     assert _claim_turn(store, ctx, "m1").kind == "new"
 
 
-@pytest.mark.parametrize("field", ["brand_id", "issuer", "sub", "account", "message_id", "text"])
+@pytest.mark.parametrize(
+    "field", ["brand_id", "issuer", "sub", "account", "message_id", "text", "context_id"]
+)
 def test_start_conversation_refuses_nul(store: Store, field: str) -> None:
     values: dict[str, str | None] = {**OWNER, "account": "acct", "message_id": "m1", "text": "hi"}
     values[field] = "a\x00b"
-    with pytest.raises(ValueError, match="NUL"):
+    with pytest.raises(ValueError, match=f"^{field} must not contain NUL"):
         store.start_conversation(now=T0, **values)  # type: ignore[arg-type]
 
 

@@ -21,6 +21,19 @@ T = TypeVar("T")
 Catch = tuple[type[BaseException], ...]
 
 
+class _Later:
+    """The type of `LATER`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "LATER"
+
+
+#: What `adrive`'s `answer_now` returns for a need it leaves to `answer`.
+LATER: Any = _Later()
+
+
 def drive(
     flow: Generator[Need, Any, T],
     answer: Callable[[Need], Any],
@@ -51,8 +64,14 @@ async def adrive(
     blocking: Callable[[Need], bool] | None = None,
     answer_blocking: Callable[[Need], Any] | None = None,
     hop: Callable[..., Awaitable[Any]] = asyncio.to_thread,
+    answer_now: Callable[[Need], Any] | None = None,
 ) -> T:
     """Run `flow` to its value, awaiting `answer(need)` for each need.
+
+    With `answer_now`, a need is first offered to `answer_now(need)`, which answers at once
+    what takes no waiting (a memory store's call, a cached token) or returns `LATER` for
+    `answer` to await: no coroutine is made for an answer that never suspends. What it
+    raises is thrown into the flow, as what `answer` raises is.
 
     With `blocking` and `answer_blocking`, a need for which `blocking(need)` is true is
     answered by `answer_blocking` in a worker thread, and so is every blocking need right
@@ -79,7 +98,9 @@ async def adrive(
                 return result
             continue
         try:
-            value = await answer(need)
+            value = LATER if answer_now is None else answer_now(need)
+            if value is LATER:
+                value = await answer(need)
         except catch as exc:
             try:
                 need = throw(exc)
@@ -120,4 +141,4 @@ def _run_blocking(
             return False, need
 
 
-__all__ = ["Catch", "adrive", "drive"]
+__all__ = ["LATER", "Catch", "adrive", "drive"]

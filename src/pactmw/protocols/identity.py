@@ -516,6 +516,22 @@ class IdentityVerifier:
             log_refusal(exc, brand)
             raise
 
+    def cached(
+        self, authorization: str | None, *, brand: str | None = None
+    ) -> PersonalAgent | None:
+        """`averify` without a coroutine when it would not wait (a cached token, a registry
+        that never blocks); None when it would. Raises and logs as `averify`."""
+        if self.registry.may_block:
+            return None
+        try:
+            token, _key, entry = self._begin(authorization)
+            if entry is None:
+                return None
+            return self._recheck(token, entry, self.registry.lookup(entry[1]))
+        except AuthenticationFailed as exc:
+            log_refusal(exc, brand)
+            raise
+
     def provisional(
         self, authorization: str | None, *, brand: str | None = None
     ) -> tuple[PersonalAgent, Callable[[], None]] | None:

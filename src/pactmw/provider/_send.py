@@ -9,7 +9,6 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 from attrs import frozen
 
-from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.encoding import json_dumps, json_loads, uuid4_text
 from pactmw.core.errors import A2AError, MalformedInput
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
@@ -221,7 +220,7 @@ class MessageSender:
                 result = Reply(text=refused.message)
             reply = as_reply(result)
             reply_text, close = reply.text, reply.close
-            reply_id = _new_message_id()
+            reply_id = uuid4_text()
             parts: list[dict[str, Any]] = [{"text": reply.text}]
             parts.extend({"data": data} for data in reply.data)
             # What the bot's write tools did, next to its text (AuthKit's agent's shape).
@@ -447,16 +446,6 @@ class _LeaseRenewer:
 
 #: The claim of a new conversation's first message: always new (nothing else knows the id).
 _NEW_CLAIM = Claim(kind="new")
-
-
-def _new_message_id() -> str:
-    """A random (version 4) UUID as text, as `str(uuid.uuid4())` writes it, in a third of
-    its time: every reply gets one."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40  # version 4
-    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @frozen

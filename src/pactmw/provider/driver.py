@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, wait
 from typing import Any
 
-from pactmw.core.drive import adrive, drive
+from pactmw.core.drive import LATER, adrive, drive
 from pactmw.core.threads import WorkerThreads
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.provider.delegated import SignedInUser
@@ -98,20 +98,36 @@ async def arun(
                 # own steps, not the caller's identity.
                 raise _Refused(exc) from None
 
-    async def answer(need: Need) -> Any:
-        if isinstance(need, NeedBody):
-            return await read_body(need.limit)
-        if pending:  # tested here: most requests owe nothing, and a coroutine per need costs
-            await confirm_first()
-        if isinstance(need, NeedStore):  # a store that never blocks (is_blocking)
-            return need.operation(**need.kwargs)
-        if isinstance(need, NeedIdentity):
+    def answer_now(need: Need) -> Any:
+        # What takes no waiting is answered without a coroutine (`adrive`'s `answer_now`):
+        # on memory:// a `message:send` is answered here but for its body and its bot.
+        if pending:  # an owed confirmation runs first, in `answer`
+            return LATER
+        kind = type(need)
+        if kind is NeedStore:  # a store that never blocks (is_blocking)
+            return need.operation(**need.kwargs)  # type: ignore[union-attr]
+        if kind is NeedIdentity:
+            authorization, brand = need.authorization, need.brand  # type: ignore[union-attr]
             if defer_identity:
-                found = verifier.provisional(need.authorization, brand=need.brand)
+                found = verifier.provisional(authorization, brand=brand)
                 if found is not None:
                     caller, confirm = found
                     pending.append(confirm)
                     return caller
+            known = verifier.cached(authorization, brand=brand)
+            return LATER if known is None else known
+        return LATER
+
+    async def answer(need: Need) -> Any:
+        if isinstance(need, NeedBody):
+            return await read_body(need.limit)
+        if pending:  # `answer_now` left every need here until the confirmation has run
+            await confirm_first()
+            value = answer_now(need)  # each need is offered to it once with nothing owed
+            if value is not LATER:
+                return value
+        # A store call and a shortcut for the caller were `answer_now`'s to take.
+        if isinstance(need, NeedIdentity):
             return await verifier.averify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBot):  # an async bot (sync ones are blocking)
             answer = need.handler(need.turn)
@@ -150,6 +166,7 @@ async def arun(
                 blocking=is_blocking,
                 answer_blocking=_blocking_answer,
                 hop=confirmed_hop,
+                answer_now=answer_now,
             )
         except Exception:
             await confirm_first()  # a refusal of the caller wins over the flow's own error
@@ -193,11 +210,13 @@ def is_blocking(need: Need) -> bool:
     A store operation of a store that says it never blocks (`may_block = False`: the memory
     store) is answered on the event loop: a thread hop would cost more than the call.
     """
-    if isinstance(need, NeedStore):
-        return getattr(getattr(need.operation, "__self__", None), "may_block", True) is not False
-    return isinstance(need, NeedKeys) or (
-        isinstance(need, NeedBot) and not inspect.iscoroutinefunction(need.handler)
-    )
+    kind = type(need)  # the need classes are final: one identity test instead of isinstance
+    if kind is NeedStore:
+        operation = need.operation  # type: ignore[union-attr]
+        return getattr(getattr(operation, "__self__", None), "may_block", True) is not False
+    if kind is NeedBot:
+        return not inspect.iscoroutinefunction(need.handler)  # type: ignore[union-attr]
+    return kind is NeedKeys
 
 
 def _blocking_answer(need: Need) -> Any:

@@ -1,10 +1,13 @@
 """What a Provider flow asks its driver to do; shared by the A2A routes and the
-authorization server so both are written once for the sync and the async drivers."""
+authorization server so both are written once for the sync and the async drivers.
+
+The need classes are final: the async driver tells them apart by `type(need) is ...`, one
+identity test on every request's path instead of an `isinstance` chain."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, final
 
 from attrs import frozen
 
@@ -13,6 +16,7 @@ from pactmw.core.http import Response
 from pactmw.provider.brand import Turn, TurnHandler
 
 
+@final
 @frozen
 class NeedIdentity:
     """Verify this `Authorization` header; the answer is a `PersonalAgent`. `brand` names
@@ -22,6 +26,7 @@ class NeedIdentity:
     brand: str | None = None
 
 
+@final
 @frozen
 class NeedBody:
     """Read the request body up to `limit` bytes; the answer is bytes, or None if longer."""
@@ -29,6 +34,7 @@ class NeedBody:
     limit: int
 
 
+@final
 @frozen
 class NeedStore:
     """Call a (blocking) store operation; the answer is its result."""
@@ -37,6 +43,7 @@ class NeedStore:
     kwargs: dict[str, Any]
 
 
+@final
 @frozen
 class NeedBot:
     """Run the Brand's turn handler (sync or async); the answer is what it returned.
@@ -59,6 +66,7 @@ class TurnTimedOut(PactmwError):
         self.timeout = timeout
 
 
+@final
 @frozen
 class NeedKeys:
     """Fetch the keys of a JWKS URI for (`kid`, `alg`) (blocking); the answer is the keys."""
@@ -66,6 +74,7 @@ class NeedKeys:
     fetch: Callable[[], Any]
 
 
+@final
 @frozen
 class NeedPause:
     """Wait `seconds` before going on (a sleep, or an `asyncio.sleep` that holds no thread)."""
@@ -73,6 +82,7 @@ class NeedPause:
     seconds: float
 
 
+@final
 @frozen
 class NeedUser:
     """Who is signed in to the host app (same-app consent); the answer is a `SignedInUser`

@@ -3,8 +3,6 @@ store/_protocols/conversations.py)."""
 
 from __future__ import annotations
 
-from attrs import evolve
-
 from pactmw.store._decisions import ClaimedMessage, decide_claim
 from pactmw.store._memory.core import Context, MemoryCore, StoredMessage
 from pactmw.store.base import Claim, Conversation, NotFound, StoredTurn
@@ -40,7 +38,7 @@ class ConversationsMixin(MemoryCore):
             self._check_open()
             ctx = self._contexts.get(context_id)
             if ctx is not None:
-                ctx.conversation = evolve(ctx.conversation, closed=True)
+                ctx.conversation = _updated(ctx.conversation, closed=True)
 
     def _bind_account(self, context_id: str, account: str) -> str:
         with self._lock:
@@ -48,7 +46,7 @@ class ConversationsMixin(MemoryCore):
             ctx = self._context(context_id)
             bound = ctx.conversation.account
             if bound is None:
-                ctx.conversation = evolve(ctx.conversation, account=account)
+                ctx.conversation = _updated(ctx.conversation, account=account)
                 return account
             return bound
 
@@ -70,13 +68,15 @@ class ConversationsMixin(MemoryCore):
             elif decision.write == "take_over":
                 # Keep the message's place in the history.
                 assert message is not None
-                ctx.messages[message_id] = evolve(message, text=text, claimed_at=now)
+                ctx.messages[message_id] = StoredMessage(
+                    text, now, message.reply_message_id, message.reply_text, message.reply
+                )
             if decision.write is not None:
-                ctx.conversation = evolve(ctx.conversation, last_activity=now)
+                ctx.conversation = _updated(ctx.conversation, last_activity=now)
             if decision.claim.kind != "new" or limit <= 0:
                 return decision.claim
             # The claimed message is unanswered, so it is not in its own history.
-            return evolve(decision.claim, history=tuple(_last_turns(ctx, limit)))
+            return Claim("new", None, tuple(_last_turns(ctx, limit)))
 
     def _start_conversation(
         self, conversation: Conversation, message_id: str, text: str, derived: bool
@@ -99,7 +99,9 @@ class ConversationsMixin(MemoryCore):
                 return False
             if message.reply is not None or message.claimed_at != claimed_at:
                 return False
-            ctx.messages[message_id] = evolve(message, claimed_at=now)
+            ctx.messages[message_id] = StoredMessage(
+                message.text, now, message.reply_message_id, message.reply_text, message.reply
+            )
             return True
 
     def _store_reply(
@@ -115,11 +117,11 @@ class ConversationsMixin(MemoryCore):
                 return
             if reply_id in ctx.agent_message_ids:
                 raise ValueError(f"reply message id {reply_id!r} is already used")
-            ctx.messages[message_id] = evolve(
-                message, reply_message_id=reply_id, reply_text=text, reply=reply
+            ctx.messages[message_id] = StoredMessage(
+                message.text, message.claimed_at, reply_id, text, reply
             )
             ctx.agent_message_ids.add(reply_id)
-            ctx.conversation = evolve(ctx.conversation, last_activity=now)
+            ctx.conversation = _updated(ctx.conversation, last_activity=now)
 
     def _release_claim(self, context_id: str, message_id: str) -> None:
         with self._lock:
@@ -145,6 +147,28 @@ class ConversationsMixin(MemoryCore):
                 return []
             answered = [(mid, m.reply) for mid, m in ctx.messages.items() if m.reply is not None]
             return [(mid, reply) for mid, reply in answered[:limit] if reply is not None]
+
+
+def _updated(
+    conversation: Conversation,
+    *,
+    last_activity: float | None = None,
+    closed: bool | None = None,
+    account: str | None = None,
+) -> Conversation:
+    """`conversation` with the given fields changed, built directly: `attrs.evolve`
+    introspects the class on every call, and a turn changes its conversation twice."""
+    c = conversation
+    return Conversation(
+        c.context_id,
+        c.brand_id,
+        c.issuer,
+        c.sub,
+        c.created_at,
+        c.last_activity if last_activity is None else last_activity,
+        c.closed if closed is None else closed,
+        c.account if account is None else account,
+    )
 
 
 def _last_turns(ctx: Context, limit: int) -> list[StoredTurn]:

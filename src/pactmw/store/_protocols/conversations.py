@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol
 
+from pactmw.core.encoding import uuid4_text
 from pactmw.store.base import Claim, Conversation, StoredTurn, has_nul, reject_nul
 
 __all__ = ["ConversationStore"]
@@ -19,7 +19,7 @@ class ConversationStore(Protocol):
         The id is a random UUID4 string; the conversation starts open and unbound.
         """
         reject_nul(brand_id=brand_id, issuer=issuer, sub=sub)
-        context_id = str(uuid.uuid4())
+        context_id = uuid4_text()
         self._create_conversation(context_id, brand_id, issuer, sub, now)
         return context_id
 
@@ -86,12 +86,13 @@ class ConversationStore(Protocol):
         `NotFound` when the message was never claimed (or was released), `ValueError` when
         `reply_message_id` is already an agent message id in the conversation.
         """
-        reject_nul(
-            context_id=context_id,
-            message_id=message_id,
-            reply_message_id=reply_message_id,
-            reply_text=reply_text,
-        )
+        if has_nul(context_id, message_id, reply_message_id, reply_text):
+            reject_nul(
+                context_id=context_id,
+                message_id=message_id,
+                reply_message_id=reply_message_id,
+                reply_text=reply_text,
+            )
         self._store_reply(context_id, message_id, reply_message_id, reply_text, bytes(reply), now)
 
     def release_claim(self, *, context_id: str, message_id: str) -> None:
@@ -124,20 +125,19 @@ class ConversationStore(Protocol):
         whose retried "create" must find the conversation it made derives the id); when a
         conversation already has it, `ValueError` and nothing changes.
         """
-        reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
-        if account is not None:
-            reject_nul(account=account)
-        if context_id is not None:
-            reject_nul(context_id=context_id)
+        # Which value holds a NUL is looked for only when one does (every turn passes here).
+        if has_nul(brand_id, issuer, sub, message_id, text, account or "", context_id or ""):
+            reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
+            reject_nul(account=account or "", context_id=context_id or "")
         started = Conversation(
-            context_id=str(uuid.uuid4()) if context_id is None else context_id,
-            brand_id=brand_id,
-            issuer=issuer,
-            sub=sub,
-            created_at=now,
-            last_activity=now,
-            closed=False,
-            account=account,
+            uuid4_text() if context_id is None else context_id,
+            brand_id,
+            issuer,
+            sub,
+            now,
+            now,
+            False,
+            account,
         )
         if not self._start_conversation(started, message_id, text, context_id is not None):
             raise ValueError(f"conversation {context_id!r} already exists")
