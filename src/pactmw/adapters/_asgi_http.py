@@ -14,7 +14,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Receive, Scope, Send
 
-from pactmw.core.encoding import is_ascii_digits
+from pactmw.adapters._common import declared_length
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request as NeutralRequest
 from pactmw.core.http import Response, asgi_header
@@ -59,8 +59,10 @@ def body_reader(scope: Scope, receive: Receive) -> Callable[[int], Awaitable[byt
     declared or not (a chunked body stops being read at the limit)."""
 
     async def read(limit: int) -> bytes | None:
-        declared = asgi_header(scope["headers"], b"content-length")
-        if declared is not None and is_ascii_digits(declared) and int(declared) > limit:
+        # The WSGI readers' rule: framing that is not ASCII digits is a 400 (uvicorn refuses
+        # it before us; other ASGI servers may pass it on).
+        declared = declared_length(asgi_header(scope["headers"], b"content-length"))
+        if declared is not None and declared > limit:
             return None
         chunks: list[bytes] = []
         size = 0
