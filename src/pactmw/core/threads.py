@@ -62,6 +62,8 @@ class _Inbox:
     drain pops only after clearing, so after this append, and it pops until the deque is
     empty, so it delivers this result. A worker that reads False schedules a drain itself.
     At worst two drains run where one would do, the second finding nothing.
+    (The argument leans on the GIL's one order of steps: a free-threaded build would want a
+    lock around the append and the flag.)
 
     Only the loop's thread pops, so `while items: popleft()` cannot race another consumer.
     The inbox holds no reference to its loop: the pool's map of inboxes keys them weakly by
