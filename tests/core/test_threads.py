@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import operator
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -153,3 +155,154 @@ def test_a_closed_pool_refuses_calls() -> None:
 def test_needs_at_least_one_thread() -> None:
     with pytest.raises(ValueError, match="max_threads"):
         WorkerThreads(max_threads=0)
+
+
+# -- the way back: results wait in the loop's inbox, one wake-up per drain ----------------------
+
+
+def _count_wakeups(loop: asyncio.AbstractEventLoop) -> list[int]:
+    """Count the pool's wake-ups of `loop` (the drains it schedules from worker threads)."""
+    woken = [0]
+    schedule = loop.call_soon_threadsafe
+
+    def counting(callback: Any, *args: Any, context: contextvars.Context | None = None) -> Any:
+        if getattr(callback, "__name__", "") == "drain":
+            woken[0] += 1
+        return schedule(callback, *args, context=context)
+
+    loop.call_soon_threadsafe = counting  # type: ignore[method-assign, assignment]
+    return woken
+
+
+def test_many_concurrent_completions_are_all_delivered() -> None:
+    threads = WorkerThreads(max_threads=4)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(threads.run(pow, i, 2) for i in range(2000))))
+
+    assert asyncio.run(main()) == [i * i for i in range(2000)]
+    threads.close()
+
+
+def test_results_that_arrive_while_the_loop_is_busy_wake_it_once() -> None:
+    threads = WorkerThreads(max_threads=4)
+    calls = 50
+
+    def busy_until_every_result_waits(loop: asyncio.AbstractEventLoop) -> None:
+        # A long callback: the loop cannot drain while the workers finish every call. Waits
+        # for their results, not for a time, so the test means the same on any machine.
+        inbox = threads._inboxes[loop]
+        for _ in range(10_000):
+            if len(inbox.items) == calls:
+                return
+            time.sleep(0.001)
+        raise AssertionError(f"only {len(inbox.items)} of {calls} results arrived")
+
+    async def main() -> tuple[list[int], int]:
+        loop = asyncio.get_running_loop()
+        woken = _count_wakeups(loop)
+        await threads.run(int)  # the loop's inbox exists before the jobs are queued
+        woken[0] = 0
+        started = [asyncio.ensure_future(threads.run(operator.neg, i)) for i in range(calls)]
+        await asyncio.sleep(0)  # every call queued
+        loop.call_soon(busy_until_every_result_waits, loop)
+        results = list(await asyncio.gather(*started))
+        return results, woken[0]
+
+    results, woken = asyncio.run(main())
+    assert results == [-i for i in range(calls)]
+    # The first result schedules a drain; the other 49 find it pending and only append.
+    assert woken == 1
+    threads.close()
+
+
+def test_two_loops_on_one_pool_each_get_their_own_results() -> None:
+    threads = WorkerThreads(max_threads=4)
+    both_running = threading.Barrier(2, timeout=10)
+
+    def in_thread(base: int, out: dict[int, list[int]]) -> None:
+        async def main() -> list[int]:
+            both_running.wait()  # the two loops use the pool at the same time
+            return list(
+                await asyncio.gather(*(threads.run(operator.add, base, i) for i in range(500)))
+            )
+
+        # Debug mode: completing a future from another loop's thread raises there.
+        out[base] = asyncio.run(main(), debug=True)
+
+    out: dict[int, list[int]] = {}
+    workers = [
+        threading.Thread(target=in_thread, args=(base, out), daemon=True) for base in (0, 10_000)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert out == {base: [base + i for i in range(500)] for base in (0, 10_000)}
+    threads.close()
+
+
+def test_a_cancelled_caller_among_many_leaves_the_others_their_results() -> None:
+    threads = WorkerThreads(max_threads=2)
+    release = threading.Event()
+
+    async def main() -> list[int]:
+        slow = asyncio.ensure_future(threads.run(release.wait, 10))
+        others = [asyncio.ensure_future(threads.run(operator.neg, i)) for i in range(20)]
+        await asyncio.sleep(0)
+        slow.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        return list(await asyncio.gather(*others))
+
+    assert asyncio.run(main()) == [-i for i in range(20)]
+    threads.close()
+
+
+def test_results_exceptions_and_context_variables_in_one_batch() -> None:
+    threads = WorkerThreads(max_threads=3)
+
+    def answer(i: int) -> str:
+        if i % 3 == 0:
+            raise KeyError(REQUEST_ID.get())
+        return REQUEST_ID.get()
+
+    async def one(i: int) -> str:
+        REQUEST_ID.set(f"req-{i}")  # each task's own context
+        try:
+            return await threads.run(answer, i)
+        except KeyError as error:
+            return f"raised {error.args[0]}"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(one(i) for i in range(300))))
+
+    expected = [f"raised req-{i}" if i % 3 == 0 else f"req-{i}" for i in range(300)]
+    assert asyncio.run(main()) == expected
+    threads.close()
+
+
+def test_a_loop_closed_while_a_call_runs_leaves_the_pool_serving_others() -> None:
+    threads = WorkerThreads(max_threads=1)
+    running, release = threading.Event(), threading.Event()
+
+    def wait_for_release() -> int:
+        running.set()
+        release.wait(10)
+        return 1
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(asyncio.sleep(0))
+    job = loop.create_task(threads.run(wait_for_release))
+    loop.run_until_complete(asyncio.sleep(0))  # queued
+    assert running.wait(10)
+    job.cancel()
+    loop.close()  # with the call still running: its result has no loop to go to
+    release.set()
+
+    async def call() -> int:
+        return await threads.run(lambda: 7)
+
+    assert asyncio.run(call()) == 7
+    threads.close()
