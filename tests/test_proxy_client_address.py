@@ -6,17 +6,13 @@ writing X-Forwarded-For itself: the address counted is the connection's.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
+from tests.support.client_address import LIMIT, WINDOW, consent_status, start_in_one_window
 from tests.support.net import free_port
 from tests.support.servers import process_server, serve_argv
-
-LIMIT = 3
-WINDOW = 3600
 
 
 @pytest.fixture(scope="module")
@@ -44,15 +40,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_a_spoofed_forwarded_for_gets_no_fresh_bucket(server: str) -> None:
-    left = WINDOW - time.time() % WINDOW
-    if left < 60:  # start well inside a window, so the requests share one
-        time.sleep(left + 1)
+    start_in_one_window()
     statuses = [
-        httpx.get(
-            f"{server}/a2a/acme/oauth/consent",
-            headers={"X-Forwarded-For": f"203.0.113.{i}", "Forwarded": f"for=203.0.113.{i}"},
-            timeout=30,
-        ).status_code
+        consent_status(server, f"203.0.113.{i}", Forwarded=f"for=203.0.113.{i}")
         for i in range(LIMIT + 2)
     ]
     assert statuses == [200] * LIMIT + [429] * 2

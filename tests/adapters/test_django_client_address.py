@@ -9,61 +9,36 @@ two clients behind the proxy do not share one bucket.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.net import loopback_client
+from tests.support.client_address import (
+    LIMIT,
+    consent_limited_settings,
+    consent_status,
+    start_in_one_window,
+)
 from tests.support.servers import django_server
-
-LIMIT = 3
-WINDOW = 3600
-
-
-def _settings() -> dict[str, Any]:
-    return {
-        "base_url": "https://provider.example",
-        "audience": "https://provider.example/a2a",
-        "store": "memory://",
-        "consent_rate_limit": {"per_agent": LIMIT, "window": WINDOW},
-        "brands": {
-            "acme": {
-                "handler": "examples.bots:order_bot",
-                "delegation": {
-                    "login_url": "/login",
-                    "scopes": {"orders:read": "Look up your orders"},
-                },
-            }
-        },
-    }
 
 
 @pytest.fixture
 def in_one_window() -> None:
-    left = WINDOW - time.time() % WINDOW
-    if left < 60:  # start well inside a window, so the requests share one
-        time.sleep(left + 1)
+    start_in_one_window()
 
 
 def _site(tmp_path: Path, name: str, trusted: str | None) -> Any:
     extra = {"PACTMW_TEST_TRUSTED_PROXIES": trusted} if trusted else {}
     return django_server(
-        _settings(),
+        consent_limited_settings(store="memory://"),
         asgi=False,
         settings="pactmw_testsite.proxy_settings",
         workdir=tmp_path,
         name=name,
         extra_env=extra,
     )
-
-
-def _consent(base: str, forwarded_for: str) -> int:
-    with loopback_client(base_url=base, timeout=30) as client:
-        answer = client.get("/a2a/acme/oauth/consent", headers={"X-Forwarded-For": forwarded_for})
-    return answer.status_code
 
 
 @pytest.fixture
@@ -79,14 +54,14 @@ def behind_the_proxy(tmp_path: Path, in_one_window: None) -> Iterator[str]:
 
 
 def test_a_peer_that_is_not_the_proxy_keeps_its_own_address(as_written: str) -> None:
-    statuses = [_consent(as_written, f"203.0.113.{i}") for i in range(LIMIT + 2)]
+    statuses = [consent_status(as_written, f"203.0.113.{i}") for i in range(LIMIT + 2)]
     assert statuses == [200] * LIMIT + [429] * 2
 
 
 def test_behind_the_trusted_proxy_the_address_it_appended_counts(behind_the_proxy: str) -> None:
     # The client wrote the first address; the proxy appended the one it saw.
     statuses = [
-        _consent(behind_the_proxy, f"203.0.113.{i}, 198.51.100.7") for i in range(LIMIT + 2)
+        consent_status(behind_the_proxy, f"203.0.113.{i}, 198.51.100.7") for i in range(LIMIT + 2)
     ]
     assert statuses == [200] * LIMIT + [429] * 2
-    assert _consent(behind_the_proxy, "198.51.100.8") == 200  # another client: its own bucket
+    assert consent_status(behind_the_proxy, "198.51.100.8") == 200  # another client: its own bucket
