@@ -1,14 +1,15 @@
-"""Reply message ids and minted context ids: random version-4 UUIDs, written as
-`str(uuid.uuid4())` writes them."""
+"""Reply message ids (random version-4 UUIDs) and minted context ids (time-ordered
+version-7 UUIDs), both written as `str(uuid.UUID(...))` writes them."""
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
 
-from pactmw.core.encoding import uuid4_text
+from pactmw.core.encoding import uuid4_text, uuid7_text
 from pactmw.provider.messages import is_uuid
 from pactmw.store.memory import MemoryStore
 
@@ -24,7 +25,35 @@ def test_reply_ids_are_canonical_random_uuids() -> None:
         assert value.variant == uuid.RFC_4122
 
 
-def test_minted_context_ids_are_canonical_random_uuids() -> None:
+def test_uuid7_text_is_a_canonical_time_ordered_uuid() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = [uuid7_text() for _ in range(2000)]
+    after = time.time_ns() // 1_000_000
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        value = uuid.UUID(text)
+        assert str(value) == text
+        assert is_uuid(text)
+        assert value.version == 7
+        assert value.variant == uuid.RFC_4122
+        assert before <= value.int >> 80 <= after  # RFC 9562: unix_ts_ms, the first 48 bits
+    # 74 random bits: within one millisecond the ids still differ in their random part.
+    tails = {text[15:18] + text[20:] for text in ids}
+    assert len(tails) == len(ids)
+
+
+def test_uuid7_ids_of_later_milliseconds_sort_after() -> None:
+    first = uuid7_text()
+    start = time.monotonic()
+    while time.time_ns() // 1_000_000 <= uuid.UUID(first).int >> 80:
+        assert time.monotonic() - start < 5, "the wall clock did not move"
+        time.sleep(0.001)
+    second = uuid7_text()
+    # As text too: the stores' B-tree indexes order the TEXT column, not a UUID type.
+    assert first < second
+
+
+def test_minted_context_ids_are_canonical_time_ordered_uuids() -> None:
     store = MemoryStore()
     ids = [
         store.start_conversation(
@@ -42,7 +71,7 @@ def test_minted_context_ids_are_canonical_random_uuids() -> None:
     for text in ids:
         value = uuid.UUID(text)
         assert str(value) == text
-        assert value.version == 4
+        assert value.version == 7
         assert value.variant == uuid.RFC_4122
 
 
@@ -73,3 +102,4 @@ def test_ids_never_come_from_os_urandom(monkeypatch: pytest.MonkeyPatch) -> None
     )
     assert is_uuid(context_id)
     assert is_uuid(uuid4_text())
+    assert is_uuid(uuid7_text())

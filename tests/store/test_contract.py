@@ -66,7 +66,7 @@ def test_store_satisfies_protocol(store: Store) -> None:
 
 def test_create_and_get_round_trips_ownership(store: Store) -> None:
     ctx = store.create_conversation(brand_id="acme", issuer="https://pa.example", sub="u1", now=T0)
-    assert uuid.UUID(ctx).version == 4
+    assert uuid.UUID(ctx).version == 7
     assert str(uuid.UUID(ctx)) == ctx
     conv = store.get_conversation(ctx)
     assert conv is not None

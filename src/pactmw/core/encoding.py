@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 import ssl
+import time
 from collections.abc import Callable
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring as _encode_basestring
@@ -98,6 +99,27 @@ def uuid4_text() -> str:
     raw = bytearray(ssl.RAND_bytes(16))
     raw[6] = raw[6] & 0x0F | 0x40  # version 4
     raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def uuid7_text() -> str:
+    """A time-ordered (version 7, RFC 9562) UUID as text, in the form `uuid4_text` writes:
+    the first 48 bits are the Unix time in milliseconds, 74 of the other 80 are random
+    (OpenSSL's CSPRNG, as in `uuid4_text`). Every conversation the stores mint gets one.
+
+    Why not random: a store keeps conversations in B-tree indexes keyed by this id, and a
+    random key lands on a random leaf page, so each new conversation dirties pages nobody
+    touched since, which sqlite then writes to its WAL at commit, and which fall out of
+    the page cache as the store grows. Ids of one millisecond share the rightmost pages
+    instead: a sqlite turn's bookkeeping costs a third less (docs/performance.md, the
+    sixth pass). The id shows when the conversation began, to the caller that began it.
+    74 random bits keep ids unguessable; ids of one millisecond are unordered among
+    themselves, which costs nothing here. The wall clock stepping back only loses order.
+    """
+    raw = bytearray((time.time_ns() // 1_000_000).to_bytes(6, "big") + ssl.RAND_bytes(10))
+    raw[6] = raw[6] & 0x0F | 0x70  # version 7
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 (RFC 9562) variant
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
@@ -260,4 +282,5 @@ __all__ = [
     "json_loads",
     "sha256",
     "uuid4_text",
+    "uuid7_text",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pactmw.core.encoding import uuid4_text
+from pactmw.core.encoding import uuid7_text
 from pactmw.store.base import Claim, Conversation, StoredTurn, has_nul, reject_nul
 
 __all__ = ["ConversationStore"]
@@ -16,10 +16,11 @@ class ConversationStore(Protocol):
     def create_conversation(self, *, brand_id: str, issuer: str, sub: str, now: float) -> str:
         """Mint a new conversation owned by `(brand_id, issuer, sub)`; return its id.
 
-        The id is a random UUID4 string; the conversation starts open and unbound.
+        The id is a time-ordered UUID (version 7, `uuid7_text`); the conversation starts
+        open and unbound.
         """
         reject_nul(brand_id=brand_id, issuer=issuer, sub=sub)
-        context_id = uuid4_text()
+        context_id = uuid7_text()
         self._create_conversation(context_id, brand_id, issuer, sub, now)
         return context_id
 
@@ -121,7 +122,7 @@ class ConversationStore(Protocol):
         not None, then a `claim_message` that is always `new` (nothing else knows the id
         yet), but one store round trip instead of three. Returns the new conversation's id.
 
-        `context_id`, when given, is the id to mint instead of a random UUID4 (a protocol
+        `context_id`, when given, is the id to mint instead of a new UUID7 (a protocol
         whose retried "create" must find the conversation it made derives the id); when a
         conversation already has it, `ValueError` and nothing changes.
         """
@@ -130,7 +131,7 @@ class ConversationStore(Protocol):
             reject_nul(brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, text=text)
             reject_nul(account=account or "", context_id=context_id or "")
         started = Conversation(
-            uuid4_text() if context_id is None else context_id,
+            uuid7_text() if context_id is None else context_id,
             brand_id,
             issuer,
             sub,
