@@ -10,7 +10,7 @@ on N threads (default 4) sharing one store object (as the worker threads of one 
 
   memory            MemoryStore: the floor (no I/O), for reference
   sqlite            SqliteStore on a fresh file on the local disk, its defaults (WAL,
-                    synchronous=FULL: every commit is flushed to disk)
+                    synchronous=NORMAL: flushed at checkpoints, not at every commit)
   postgres          PostgresStore on tests/support/pg.py's throwaway server (fsync,
                     synchronous_commit and full_page_writes off: commits are not flushed)
   postgres-durable  the same on a second server with fsync, synchronous_commit and
