@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -14,30 +15,25 @@ from pactmw.provider.messages import is_uuid
 from pactmw.store.memory import MemoryStore
 
 
-def test_reply_ids_are_canonical_random_uuids() -> None:
-    ids = [uuid4_text() for _ in range(2000)]
+@pytest.mark.parametrize(("make", "version"), [(uuid4_text, 4), (uuid7_text, 7)])
+def test_ids_are_canonical_uuids(make: Callable[[], str], version: int) -> None:
+    ids = [make() for _ in range(2000)]
     assert len(set(ids)) == len(ids)
     for text in ids:
         value = uuid.UUID(text)
         assert str(value) == text
         assert is_uuid(text)
-        assert value.version == 4
+        assert value.version == version
         assert value.variant == uuid.RFC_4122
 
 
-def test_uuid7_text_is_a_canonical_time_ordered_uuid() -> None:
+def test_uuid7_text_carries_the_time_and_74_random_bits() -> None:
     before = time.time_ns() // 1_000_000
     ids = [uuid7_text() for _ in range(2000)]
     after = time.time_ns() // 1_000_000
-    assert len(set(ids)) == len(ids)
-    for text in ids:
-        value = uuid.UUID(text)
-        assert str(value) == text
-        assert is_uuid(text)
-        assert value.version == 7
-        assert value.variant == uuid.RFC_4122
-        assert before <= value.int >> 80 <= after  # RFC 9562: unix_ts_ms, the first 48 bits
-    # 74 random bits: within one millisecond the ids still differ in their random part.
+    # RFC 9562: unix_ts_ms is the first 48 bits.
+    assert all(before <= uuid.UUID(text).int >> 80 <= after for text in ids)
+    # Within one millisecond the ids still differ in their random part (rand_a, rand_b).
     tails = {text[15:18] + text[20:] for text in ids}
     assert len(tails) == len(ids)
 
