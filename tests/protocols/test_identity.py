@@ -168,6 +168,16 @@ def test_valid_token_accepted(
     assert server.hits[server.jwks_path] == 1
 
 
+def test_actor_id_is_the_digest_of_both_issuer_and_sub_every_time() -> None:
+    """`actor_id` reuses the ids of recent users: each stays the digest of its own pair."""
+    pairs = [(ISS, "jane"), (ISS, "john"), ("https://other.example", "jane"), (ISS, "jane")]
+    for _ in range(2):  # the second pass reads the ids computed by the first
+        for issuer, sub in pairs:
+            agent = PersonalAgent(issuer, sub, "Demo PA", {}, AUD)
+            digest = hashlib.sha256(f"{issuer}\n{sub}".encode()).hexdigest()[:37]
+            assert agent.actor_id == "pa:" + digest == actor_id_for(issuer, sub)
+
+
 def test_actor_id_is_pa_plus_37_hex_of_sha256(verify: Verify, es_key: PrivateJWK) -> None:
     agent = verify(bearer(es_key, claims(sub="jane")))
     expected = "pa:" + hashlib.sha256(f"{ISS}\njane".encode()).hexdigest()[:37]

@@ -1,0 +1,203 @@
+"""The guard's caller rules, asked directly, through its blocking and its async entry point.
+
+Every adapter reaches the caller through `Guard.authenticate` or `Guard.aauthenticate`; the
+async one answers a cached token without driving a flow. Both must give the same answer to
+the same request, whether the token is new or cached, including when a cached token has
+expired or its agent was blocked since it was cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from pactmw.core.errors import AuthenticationFailed
+from pactmw.core.http import Request
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import public_key_set
+from pactmw.protocols.delegation import DelegationRejected
+from pactmw.protocols.identity import (
+    AgentRegistry,
+    IdentityVerifier,
+    PersonalAgent,
+    RegisteredAgent,
+)
+from pactmw.provider.guard import Guard
+from tests.adapters.test_delegation_middleware import AUDIENCE, ISSUER, World
+
+Authenticate = Callable[[Guard, Request, bool], "PersonalAgent | None"]
+
+
+def _sync(guard: Guard, request: Request, optional: bool) -> PersonalAgent | None:
+    return guard.authenticate(request, optional=optional)
+
+
+def _async(guard: Guard, request: Request, optional: bool) -> PersonalAgent | None:
+    return asyncio.run(guard.aauthenticate(request, optional=optional))
+
+
+@pytest.fixture(params=[_sync, _async], ids=["authenticate", "aauthenticate"])
+def authenticate(request: pytest.FixtureRequest) -> Authenticate:
+    found: Authenticate = request.param
+    return found
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return World()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _request(*headers: tuple[str, str]) -> Request:
+    return Request("GET", "/a2a/whoami", headers=headers)
+
+
+def _refusal(
+    authenticate: Authenticate, guard: Guard, request: Request, optional: bool = False
+) -> AuthenticationFailed:
+    with pytest.raises(AuthenticationFailed) as refused:
+        authenticate(guard, request, optional)
+    return refused.value
+
+
+def _guard(registry: AgentRegistry, clock: Clock) -> Guard:
+    verifier = IdentityVerifier(audience=AUDIENCE, registry=registry, clock=clock)
+    return Guard(verifier)
+
+
+def _registry(world: World) -> AgentRegistry:
+    return AgentRegistry([RegisteredAgent(issuer=ISSUER, jwks=public_key_set([world.agent_key]))])
+
+
+def _token(world: World, clock: Clock, sub: str = "user-1") -> str:
+    now = int(clock.now)
+    claims = {"iss": ISSUER, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
+    return "Bearer " + sign_compact(claims, world.agent_key, typ="JWT")
+
+
+@pytest.mark.parametrize("store_backed", [False, True], ids=["in-memory", "may-block"])
+def test_a_token_new_then_cached_gives_the_same_caller(
+    world: World, authenticate: Authenticate, store_backed: bool
+) -> None:
+    agent = RegisteredAgent(issuer=ISSUER, jwks=public_key_set([world.agent_key]))
+    # A resolver may block: the async guard then takes the verifier's awaited path.
+    registry = (
+        AgentRegistry(resolver=lambda issuer: agent if issuer == ISSUER else None)
+        if store_backed
+        else AgentRegistry([agent])
+    )
+    clock = Clock()
+    guard = _guard(registry, clock)
+    request = _request(("authorization", _token(world, clock)))
+    first = authenticate(guard, request, False)
+    again = authenticate(guard, request, False)
+    assert first is not None
+    assert again is not None
+    assert (again.issuer, again.sub, again.audience) == (ISSUER, "user-1", AUDIENCE)
+    assert (first.issuer, first.sub, first.actor_id) == (again.issuer, again.sub, again.actor_id)
+    assert again.delegation is None
+    assert dict(again.claims) == dict(first.claims)
+
+
+def test_a_cached_token_is_refused_once_its_agent_is_blocked(
+    world: World, authenticate: Authenticate
+) -> None:
+    registry = _registry(world)
+    clock = Clock()
+    guard = _guard(registry, clock)
+    request = _request(("authorization", _token(world, clock)))
+    assert authenticate(guard, request, False) is not None  # verified, now cached
+    registry.disable(ISSUER)
+    assert _refusal(authenticate, guard, request).reason == "disabled_issuer"
+    registry.enable(ISSUER)
+    assert authenticate(guard, request, False) is not None
+
+
+def test_a_cached_token_is_refused_once_it_has_expired(
+    world: World, authenticate: Authenticate
+) -> None:
+    clock = Clock()
+    guard = _guard(_registry(world), clock)
+    request = _request(("authorization", _token(world, clock)))
+    assert authenticate(guard, request, False) is not None  # verified, now cached
+    clock.now += 120 + guard.verifier.leeway + 1
+    assert _refusal(authenticate, guard, request).reason == "expired"
+
+
+def test_optional_takes_no_credential_but_checks_one_that_is_sent(
+    world: World, authenticate: Authenticate
+) -> None:
+    clock = Clock()
+    guard = _guard(_registry(world), clock)
+    assert authenticate(guard, _request(("host", "provider.example")), True) is None
+    bad = _request(("authorization", "Bearer x.y.z"))
+    assert _refusal(authenticate, guard, bad, optional=True).reason == "malformed_token"
+    good = _request(("authorization", _token(world, clock)))
+    assert authenticate(guard, good, True) is not None
+
+
+def test_a_delegation_without_the_identity_is_no_credential(
+    world: World, authenticate: Authenticate
+) -> None:
+    guard = _guard(_registry(world), Clock())
+    alone = _request(("x-a2a-user-delegation", world.delegation(("orders:read",))))
+    for optional in (False, True):
+        assert _refusal(authenticate, guard, alone, optional).reason == "missing_token"
+
+
+def test_no_or_a_repeated_authorization_is_missing(
+    world: World, authenticate: Authenticate
+) -> None:
+    clock = Clock()
+    guard = _guard(_registry(world), clock)
+    assert _refusal(authenticate, guard, _request()).reason == "missing_token"
+    token = _token(world, clock)
+    twice = _request(("authorization", token), ("authorization", token))
+    assert _refusal(authenticate, guard, twice).reason == "missing_token"
+
+
+def test_a_delegation_where_none_is_offered_is_refused_after_the_identity(
+    world: World, authenticate: Authenticate
+) -> None:
+    clock = Clock()
+    guard = _guard(_registry(world), clock)
+    delegation = ("x-a2a-user-delegation", world.delegation(("orders:read",)))
+    good = _request(("authorization", _token(world, clock)), delegation)
+    refused = _refusal(authenticate, guard, good)
+    assert isinstance(refused, DelegationRejected)
+    assert refused.reason == "not_offered"
+    # The identity is checked first: a bad one is refused as such, not as the delegation.
+    bad = _request(("authorization", "Bearer x.y.z"), delegation)
+    refused = _refusal(authenticate, guard, bad)
+    assert not isinstance(refused, DelegationRejected)
+    assert refused.reason == "malformed_token"
+
+
+def test_a_delegation_adds_its_grant_to_the_caller(
+    world: World, authenticate: Authenticate
+) -> None:
+    guard = Guard(world.verifier, provider=world.provider, delegation_brand="acme")
+    identity = world.identity()
+    delegated = _request(
+        ("authorization", identity),
+        ("x-a2a-user-delegation", world.delegation(("orders:read",))),
+    )
+    caller = authenticate(guard, delegated, False)
+    assert caller is not None
+    assert caller.delegation is not None
+    assert caller.delegation.scopes == frozenset({"orders:read"})
+    plain = authenticate(guard, _request(("authorization", identity)), False)
+    assert plain is not None
+    assert plain.delegation is None
+    forged = _request(("authorization", identity), ("x-a2a-user-delegation", "Bearer x.y.z"))
+    assert isinstance(_refusal(authenticate, guard, forged), DelegationRejected)
