@@ -75,24 +75,47 @@ def _manage(site: Path, env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+def new_site(root: Path, settings_tail: str, urls_tail: str) -> dict[str, str]:
+    """A `django-admin startproject mysite` in `root` with the guide's signing key and bot,
+    `settings_tail` and `urls_tail` at the end of its settings and urls, migrated, and the
+    superuser "ops"; the environment its `manage.py` runs with."""
     bin_dir = Path(sys.executable).parent
     subprocess.run(
         [str(bin_dir / "django-admin"), "startproject", "mysite", "."],
-        cwd=tmp_path,
+        cwd=root,
         check=True,
         timeout=60,
     )
     assert KEYGEN in GUIDE.read_text(encoding="utf-8")
     subprocess.run(
         [str(bin_dir / "pactmw"), *KEYGEN.split()[1:]],
-        cwd=tmp_path,
+        cwd=root,
         check=True,
         timeout=60,
         capture_output=True,
     )
-    (tmp_path / "mysite" / "bot.py").write_text(guide_block("mysite/bot.py"))
+    (root / "mysite" / "bot.py").write_text(guide_block("mysite/bot.py"))
+    for name, tail in (("settings.py", settings_tail), ("urls.py", urls_tail)):
+        module = root / "mysite" / name
+        module.write_text(module.read_text() + "\n" + tail)
+    env = {**os.environ, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    _manage(root, env, "migrate", "--verbosity", "0")
+    _manage(
+        root,
+        env,
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "ops",
+        "--email",
+        "ops@shop.example",
+    )
+    return env
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     settings_tail = guide_block("the end of mysite/settings.py") + TEST_SETTINGS
     server: PostgresServer | None = None
     dbname = ""
@@ -111,25 +134,7 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path,
             "PORT": params.get("port", ""),
         }
         settings_tail += f"DATABASES = {{'default': {database!r}}}\n"
-    for name, tail in (
-        ("settings.py", settings_tail),
-        ("urls.py", guide_block("the end of mysite/urls.py")),
-    ):
-        module = tmp_path / "mysite" / name
-        module.write_text(module.read_text() + "\n" + tail)
-    env = {**os.environ, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    _manage(tmp_path, env, "migrate", "--verbosity", "0")
-    _manage(
-        tmp_path,
-        env,
-        "createsuperuser",
-        "--noinput",
-        "--username",
-        "ops",
-        "--email",
-        "ops@shop.example",
-    )
+    env = new_site(tmp_path, settings_tail, guide_block("the end of mysite/urls.py"))
     try:
         yield tmp_path, env
     finally:

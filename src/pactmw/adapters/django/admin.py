@@ -1,6 +1,12 @@
 """The Django admin for pactmw's state (with `store = "django"`): registered agents, agent
 access (block/allow), grants and conversations.
 
+The admin appears only where it manages something: `PACTMW` lists `brands` (there is a
+Provider) and its `store` is `"django"` or `"django:ALIAS"` (the state is in this site's
+tables). Elsewhere every pactmw admin refuses every permission, so the index shows no pactmw
+section and its URLs are Django's 403: its lists would show empty tables while the state
+lives in another store, and its forms would need a Provider that does not exist.
+
 Every change goes through the operators' functions the commands use
 (`pactmw.provider.agent_admin`, `pactmw.provider.grant_admin`) on the site's Provider, so
 the admin follows the same rules (SSRF-safe JWKS URLs, configured agents cannot be removed)
@@ -13,7 +19,7 @@ through the ORM. Conversations are read-only, and message text is shown only whe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
@@ -31,6 +37,7 @@ from pactmw.adapters.django.models import (
 )
 from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.grant_admin import TABLE_TIME, format_time
+from pactmw.store import parse_store_url
 
 if TYPE_CHECKING:  # a model: importing it needs django.contrib.admin installed and loaded
     from django.contrib.admin.models import LogEntry
@@ -45,6 +52,7 @@ __all__ = [
     "RegisteredAgentAdmin",
     "RegisteredAgentForm",
     "show_message_text",
+    "state_in_site_database",
 ]
 
 SHOW_MESSAGE_TEXT = "admin_show_message_text"
@@ -60,6 +68,23 @@ def show_message_text() -> bool:
     default False)."""
     data = raw_settings()
     return isinstance(data, dict) and data.get(SHOW_MESSAGE_TEXT) is True
+
+
+def state_in_site_database() -> bool:
+    """Whether pactmw's state lives in this site's database: `PACTMW` lists `brands` and its
+    `store` is `"django"` or `"django:ALIAS"`. Read from the settings as written, building
+    nothing and opening nothing (it is asked on every admin page); a value that does not
+    parse counts as no, and the system checks report it."""
+    data = raw_settings()
+    if not isinstance(data, Mapping) or not isinstance(data.get("brands"), Mapping):
+        return False
+    store = data.get("store")  # the default store is a sqlite file, not this database
+    if not isinstance(store, str):
+        return False
+    try:
+        return parse_store_url(store).alias is not None
+    except ValueError:
+        return False
 
 
 def _when(value: float | None) -> str:
@@ -92,6 +117,28 @@ class _ReadOnly:
         return False
 
 
+class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The base of pactmw's admins (a site's subclass included): no permission at all where
+    the state is not in this site's database (`state_in_site_database`), so Django hides the
+    section and answers its URLs 403; Django's own rules where it is. Inlines follow their
+    parent, whose pages they are shown on."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return state_in_site_database() and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return state_in_site_database() and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return state_in_site_database() and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return state_in_site_database() and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return state_in_site_database() and super().has_delete_permission(request, obj)
+
+
 class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
     """A form whose change is one of the operators' functions (`agent_admin`). Validating
     asks that function's refusal (`refusal`), so the form's error is in the commands' words,
@@ -119,7 +166,7 @@ class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
         return data
 
 
-class _AgentSwitches(admin.ModelAdmin):  # type: ignore[type-arg]
+class _AgentSwitches(_StateAdmin):
     """Block or allow the selected agents (`agent_admin.set_enabled`, which every process
     sees), and report what the operators' functions did; rows are never edited."""
 
@@ -287,7 +334,7 @@ class AgentAccessAdmin(_AgentSwitches):
 
 
 @admin.register(Grant)
-class GrantAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by account and agent; revoke as the Provider does."""
 
     list_display = (
@@ -352,7 +399,7 @@ class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
 
 
 @admin.register(Conversation)
-class ConversationAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+class ConversationAdmin(_ReadOnly, _StateAdmin):
     """Conversations, read-only; what was written only with `admin_show_message_text`."""
 
     list_display = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "active")
