@@ -638,7 +638,9 @@ PROVIDER_ONLY_VALUES: dict[str, Any] = {
 def test_every_provider_key_is_either_provider_only_or_accepted_without_brands() -> None:
     # A new Provider key must be sorted into one of the two (and get a value above).
     assert set(PROVIDER_ONLY_VALUES) == PROVIDER_ONLY_KEYS
-    assert ACCEPTED_WITHOUT_BRANDS == {"brands", "templates", "delegation_brand", "parafe_brand"}
+    assert frozenset({"brands", "templates", "delegation_brand", "parafe_brand"}) == (
+        ACCEPTED_WITHOUT_BRANDS
+    )
     assert PROVIDER_ONLY_KEYS | ACCEPTED_WITHOUT_BRANDS == PROVIDER_KEYS
 
 
