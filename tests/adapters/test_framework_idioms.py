@@ -26,6 +26,7 @@ from starlette.routing import Route
 from pactmw.adapters import asgi
 from pactmw.adapters import fastapi as fastapi_adapter
 from pactmw.adapters import flask as flask_adapter
+from pactmw.config import ConfigError
 from pactmw.core.http import Request as NeutralRequest
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.delegated import SignedInUser
@@ -285,6 +286,54 @@ def test_manage_py_check_reports_a_bad_pactmw_setting(
     assert named in done.stderr
 
 
+def _identity_only(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` without `brands` and the keys only a Provider reads: an app that verifies
+    personal agents and serves no Provider."""
+    return {key: settings[key] for key in ("audience", "agents", "protect_prefix")}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("store", "postgresql://nouser@127.0.0.1:1/x"),
+        ("admin_show_message_text", True),
+        ("retention_days", 30),
+    ],
+)
+def test_manage_py_check_reports_a_provider_setting_without_brands(
+    tmp_path: Path, settings: dict[str, Any], key: str, value: Any
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=_django_env(tmp_path, {**_identity_only(settings), key: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "pactmw.E001" in done.stderr
+    assert f"settings.PACTMW is invalid: {key} is a Provider setting: it needs brands" in (
+        done.stderr
+    )
+
+
+def test_manage_py_check_passes_templates_without_brands(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    identity_only = {**_identity_only(settings), "templates": [str(tmp_path)]}
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=_django_env(tmp_path, identity_only),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no issues" in done.stdout
+
+
 def test_manage_py_check_names_a_django_store_without_its_database(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
@@ -392,6 +441,38 @@ def test_flask_sees_a_valid_token_outside_the_prefix_on_request(
         seen = client.get("/maybe", headers=bearer(token(world))).json()
         assert seen["actor_id"] is not None
         assert client.get("/maybe", headers=bearer("junk")).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("store", "postgresql://nouser@127.0.0.1:1/x"),
+        ("rate_limit", {"per_agent": 5}),
+        ("signing_keys", ["/nowhere/pactmw-signing.jwk"]),
+    ],
+)
+def test_flask_refuses_a_provider_setting_without_brands_at_init_app(
+    settings: dict[str, Any], key: str, value: Any
+) -> None:
+    app = Flask("idioms")
+    app.config["PACTMW"] = {**_identity_only(settings), key: value}
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == (
+        f"{key} is a Provider setting: it needs brands (add brands, or remove {key})"
+    )
+
+
+@pytest.mark.parametrize("templates", ["app's loader", "folder"])
+def test_flask_starts_without_brands_with_templates(
+    tmp_path: Path, world: Harness, settings: dict[str, Any], templates: str
+) -> None:
+    identity_only = _identity_only(settings)
+    if templates == "folder":  # else init_app adds the app's own Jinja loader as templates
+        identity_only["templates"] = [str(tmp_path)]
+    client = _flask_app(identity_only).test_client()  # init_app raised nothing
+    assert client.get("/mine").status_code == 401
+    assert client.get("/mine", headers=bearer(token(world))).status_code == 200
 
 
 # -- 9. logging -----------------------------------------------------------------------------

@@ -15,7 +15,14 @@ from pactmw.core.http import Request
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, public_key_set
 from pactmw.provider import Provider, ProviderSettings, RateLimit, Skill, load_toml
-from pactmw.provider.settings import DEFAULT_STORE, import_handler
+from pactmw.provider.guard import guard_settings
+from pactmw.provider.settings import (
+    ACCEPTED_WITHOUT_BRANDS,
+    DEFAULT_STORE,
+    PROVIDER_KEYS,
+    PROVIDER_ONLY_KEYS,
+    import_handler,
+)
 from pactmw.store import open_store
 from tests.provider import (
     ISSUER,
@@ -600,3 +607,71 @@ def test_refresh_reuse_interval_defaults_to_a_few_seconds_and_is_bounded() -> No
         assert message.startswith(
             "brands.acme.delegation: refresh_reuse_interval must be a number of seconds"
         ), (bad, message)
+
+
+# -- without brands: an app that only verifies identities (guard_settings) -------------------
+
+IDENTITY_ONLY = {"audience": "https://provider.example/a2a"}
+
+#: A valid value of every key only a Provider reads (each builds with `brands`, see below).
+PROVIDER_ONLY_VALUES: dict[str, Any] = {
+    "base_url": "https://provider.example",
+    "identity_scheme": "paJwt",
+    "store": "postgresql://nouser@127.0.0.1:1/x",
+    "organization": "Acme Corp",
+    "rate_limit": {"per_agent": 5},
+    "consent_rate_limit": {"per_agent": 5},
+    "device_rate_limit": {"per_user": 5},
+    "token_rate_limit": {"per_user": 5},
+    "shared_rate_limits": False,
+    "max_body_bytes": 2048,
+    "conversation_idle_timeout": 600,
+    "claim_lease_seconds": 60,
+    "turn_timeout": 30,
+    "retention_days": 30,
+    "signing_keys": [],
+    "data_dir": ".pactmw-elsewhere",
+    "admin_show_message_text": True,
+}
+
+
+def test_every_provider_key_is_either_provider_only_or_accepted_without_brands() -> None:
+    # A new Provider key must be sorted into one of the two (and get a value above).
+    assert set(PROVIDER_ONLY_VALUES) == PROVIDER_ONLY_KEYS
+    assert frozenset({"brands", "templates", "delegation_brand", "parafe_brand"}) == (
+        ACCEPTED_WITHOUT_BRANDS
+    )
+    assert PROVIDER_ONLY_KEYS | ACCEPTED_WITHOUT_BRANDS == PROVIDER_KEYS
+
+
+@pytest.mark.parametrize(("key", "value"), sorted(PROVIDER_ONLY_VALUES.items()))
+def test_a_provider_key_without_brands_is_refused_naming_it(key: str, value: Any) -> None:
+    # The value is fine: with brands it builds (nothing is opened yet).
+    assert guard_settings(minimal(**{key: value})).provider is not None
+    with pytest.raises(ConfigError) as caught:
+        guard_settings({**IDENTITY_ONLY, key: value})
+    assert str(caught.value) == (
+        f"{key} is a Provider setting: it needs brands (add brands, or remove {key})"
+    )
+
+
+def test_the_first_provider_key_is_named_whichever_comes_first() -> None:
+    with pytest.raises(ConfigError, match=r"^retention_days is a Provider setting"):
+        guard_settings({**IDENTITY_ONLY, "store": "memory://", "retention_days": 3})
+
+
+def test_templates_alone_without_brands_is_an_identity_only_app(tmp_path: Path) -> None:
+    for templates in (str(tmp_path), [str(tmp_path)]):
+        settings = guard_settings({**IDENTITY_ONLY, "templates": templates})
+        assert settings.provider is None
+        assert settings.identity.audience == IDENTITY_ONLY["audience"]
+
+
+def test_delegation_and_parafe_brand_without_brands_keep_their_own_words() -> None:
+    assert guard_settings({**IDENTITY_ONLY, "delegation_brand": None}).provider is None
+    with pytest.raises(ConfigError) as caught:
+        guard_settings({**IDENTITY_ONLY, "delegation_brand": "acme"})
+    assert str(caught.value) == "delegation_brand 'acme' is not one of brands"
+    with pytest.raises(ConfigError) as caught:
+        guard_settings({**IDENTITY_ONLY, "parafe_brand": "acme"})
+    assert str(caught.value) == "parafe_brand 'acme' has no [brands.X.parafe]"

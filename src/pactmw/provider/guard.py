@@ -50,7 +50,7 @@ from pactmw.provider.parafe import (
     select_agent,
 )
 from pactmw.provider.routes import MOUNT
-from pactmw.provider.settings import PROVIDER_KEYS, ProviderSettings
+from pactmw.provider.settings import PROVIDER_KEYS, PROVIDER_ONLY_KEYS, ProviderSettings
 
 #: What a guarded app endpoint reads of a body at most before answering 413.
 ENDPOINT_BODY_LIMIT = 1024 * 1024
@@ -215,6 +215,13 @@ def guard_settings(
         provider = ProviderSettings.from_mapping(data, handlers=handlers)
         identity = provider.identity
     else:
+        # Nothing would read a Provider's key here: refused, so it cannot be mistaken for set.
+        provider_only = sorted(PROVIDER_ONLY_KEYS.intersection(data))
+        if provider_only:
+            key = provider_only[0]
+            raise ConfigError(
+                f"{key} is a Provider setting: it needs brands (add brands, or remove {key})"
+            )
         identity = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
     brands = {brand.id: brand for brand in provider.brands} if provider is not None else {}
     delegation_brand = _brand_setting(data, "delegation_brand")

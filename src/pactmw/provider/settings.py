@@ -60,6 +60,21 @@ PROVIDER_KEYS = frozenset(
         "templates",  # folders (or a Jinja2 loader) searched first for the person's pages
     }
 )
+#: The keys of PROVIDER_KEYS a settings dict without `brands` (an app that only verifies
+#: identities: Django's `PACTMW`, Flask's `app.config["PACTMW"]`) may still hold. Every other
+#: one is read by the Provider alone, so without `brands` it would do nothing, and
+#: `guard_settings` refuses it. The exceptions:
+ACCEPTED_WITHOUT_BRANDS = frozenset(
+    {
+        "brands",  # its presence is what makes the dict a Provider's
+        "templates",  # Flask's init_app and Django's with_template_dirs add it to every app's
+        # The identity middleware and decorators read them; a value must be one of brands,
+        # which guard_settings says in their own words ("... is not one of brands").
+        "delegation_brand",
+        "parafe_brand",
+    }
+)
+PROVIDER_ONLY_KEYS = PROVIDER_KEYS - ACCEPTED_WITHOUT_BRANDS
 _RATE_KEYS = frozenset({"per_agent", "per_user", "window"})
 
 
@@ -221,8 +236,10 @@ def load_toml(path: str) -> dict[str, Any]:
 
 
 __all__ = [
+    "ACCEPTED_WITHOUT_BRANDS",
     "DEFAULT_STORE",
     "PROVIDER_KEYS",
+    "PROVIDER_ONLY_KEYS",
     "ProviderSettings",
     "brand_from_mapping",
     "import_handler",
