@@ -252,6 +252,18 @@ def _django_env(tmp_path: Path, settings: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _manage_py_check(tmp_path: Path, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`manage.py check` of the test site with `settings` as its PACTMW, in a new process."""
+    return subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=_django_env(tmp_path, settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+
+
 @pytest.mark.parametrize(
     ("broken", "named"),
     [
@@ -272,14 +284,7 @@ def test_manage_py_check_reports_a_bad_pactmw_setting(
     tmp_path: Path, settings: dict[str, Any], broken: dict[str, Any], named: str
 ) -> None:
     bad = {k: v for k, v in {**settings, **broken}.items() if v is not None}
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env=_django_env(tmp_path, bad),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = _manage_py_check(tmp_path, bad)
     assert done.returncode != 0, done.stdout + done.stderr
     assert "pactmw.E001" in done.stderr
     assert "PACTMW" in done.stderr
@@ -303,14 +308,7 @@ def _identity_only(settings: dict[str, Any]) -> dict[str, Any]:
 def test_manage_py_check_reports_a_provider_setting_without_brands(
     tmp_path: Path, settings: dict[str, Any], key: str, value: Any
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env=_django_env(tmp_path, {**_identity_only(settings), key: value}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = _manage_py_check(tmp_path, {**_identity_only(settings), key: value})
     assert done.returncode != 0, done.stdout + done.stderr
     assert "pactmw.E001" in done.stderr
     assert f"settings.PACTMW is invalid: {key} is a Provider setting: it needs brands" in (
@@ -322,14 +320,7 @@ def test_manage_py_check_passes_templates_without_brands(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
     identity_only = {**_identity_only(settings), "templates": [str(tmp_path)]}
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env=_django_env(tmp_path, identity_only),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = _manage_py_check(tmp_path, identity_only)
     assert done.returncode == 0, done.stderr
     assert "no issues" in done.stdout
 
@@ -337,28 +328,14 @@ def test_manage_py_check_passes_templates_without_brands(
 def test_manage_py_check_names_a_django_store_without_its_database(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env=_django_env(tmp_path, {**settings, "store": "django:replica"}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = _manage_py_check(tmp_path, {**settings, "store": "django:replica"})
     assert done.returncode != 0, done.stdout + done.stderr
     assert "pactmw.E003" in done.stderr
     assert "PACTMW['store'] = 'django:replica' names database 'replica'" in done.stderr
 
 
 def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[str, Any]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env=_django_env(tmp_path, settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = _manage_py_check(tmp_path, settings)
     assert done.returncode == 0, done.stderr
     assert "no issues" in done.stdout
 
