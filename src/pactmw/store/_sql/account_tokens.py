@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.account_tokens import (
     AccountRefresh,
     AccountRotation,
@@ -51,8 +49,7 @@ _GRANT_INDEX = (
 def migration(types: ColumnTypes) -> tuple[str, ...]:
     """The Account Tokens' part of schema version 6 (with the Sessions), in an engine's
     column `types`."""
-    columns = asdict(types)
-    return (_TABLE.format(**columns), _GRANT_INDEX)
+    return types.fill(_TABLE, _GRANT_INDEX)
 
 
 # The token's columns in `AccountToken`'s order (the User ID is the grant's `pa_sub`), then

@@ -70,6 +70,12 @@ class ColumnTypes:
     user_code_key: str  # the same for the device authorizations' user_code
     scopes: str  # a scope list
 
+    def fill(self, *statements: str) -> tuple[str, ...]:
+        """`statements` with these types in their `{...}` fields (one without fields is
+        unchanged)."""
+        fields = asdict(self)
+        return tuple(statement.format(**fields) for statement in statements)
+
 
 SQLITE_COLUMNS = ColumnTypes(
     real="REAL",

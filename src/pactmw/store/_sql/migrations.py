@@ -50,11 +50,8 @@ def schema_migrations(
     statements) and 10 (which the engines take differently) as given."""
     f = asdict(types)
 
-    def typed(*statements: str) -> tuple[str, ...]:
-        return tuple(statement.format(**f) for statement in statements)
-
     return (
-        typed(
+        types.fill(
             """
         CREATE TABLE pactmw_conversations (
             context_id TEXT PRIMARY KEY,
@@ -93,7 +90,7 @@ def schema_migrations(
         """,
         ),
         # Version 2: the PACT Delegated profile.
-        typed(
+        types.fill(
             """
         CREATE TABLE pactmw_grants (
             grant_id TEXT PRIMARY KEY,
@@ -141,7 +138,7 @@ def schema_migrations(
         ),
         # Version 3: RFC 9396 authorization details of device authorizations and grants
         # (owner `device:<code hash>` or `grant:<grant id>`), each entry once per owner.
-        typed(
+        types.fill(
             """
         CREATE TABLE pactmw_authorization_details (
             owner TEXT NOT NULL,
@@ -159,7 +156,7 @@ def schema_migrations(
         ),
         # Version 4: personal agents added at runtime, on top of the configured ones. Whether
         # one may call stays in pactmw_agent_overrides, as for configured agents.
-        typed(
+        types.fill(
             """
         CREATE TABLE pactmw_agents (
             issuer TEXT PRIMARY KEY,
@@ -171,7 +168,7 @@ def schema_migrations(
         ),
         # Version 5: rate-limit counters shared by every process on this store, one row per
         # counter key (a hash: no client address or user id at rest) holding its current window.
-        typed(
+        types.fill(
             """
         CREATE TABLE pactmw_rate_counters (
             counter_key TEXT PRIMARY KEY,
@@ -187,12 +184,12 @@ def schema_migrations(
         version_6,
         # Version 7: when a grant was last used (the connected agents page), written at most
         # once a minute per grant.
-        typed("ALTER TABLE pactmw_grants ADD COLUMN last_used_at {real}"),
+        types.fill("ALTER TABLE pactmw_grants ADD COLUMN last_used_at {real}"),
         # Version 8: the last answered turns of a context, straight from an index, newest first
         # (`history` reads `ORDER BY id DESC LIMIT 50`): no scan of the whole conversation and no
         # sort, so turn 1,000 costs what turn 2 does. Partial, as the query only wants answered
         # turns; unanswered claims and the other columns stay out of it.
-        typed(
+        types.fill(
             """
         CREATE INDEX pactmw_messages_answered
             ON pactmw_messages (context_id, id) WHERE reply IS NOT NULL
@@ -200,7 +197,7 @@ def schema_migrations(
         ),
         # Version 9: the sealed answer of the rotation that spent a refresh token, kept for the
         # reuse interval so a repeated refresh gets the same token pair (Rotation `repeated`).
-        typed("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor {bytes}"),
+        types.fill("ALTER TABLE pactmw_refresh_tokens ADD COLUMN successor {bytes}"),
         version_10,
     )
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.operations import (
     OperationChange,
     OperationResult,
@@ -78,8 +76,7 @@ _ANSWERS = """
 
 def migration(types: ColumnTypes) -> tuple[str, ...]:
     """This concern's part of schema version 11, in an engine's column `types`."""
-    columns = asdict(types)
-    return (_TABLE.format(**columns), _OPEN_INDEX, _ANSWERS.format(**columns))
+    return types.fill(_TABLE, _OPEN_INDEX, _ANSWERS)
 
 
 _OPERATION_ROW = RowReader.of(StoredOperation)

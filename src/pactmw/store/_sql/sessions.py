@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from attrs import asdict
-
 from pactmw.store._protocols.sessions import (
     PoppySession,
     SessionChange,
@@ -49,8 +47,7 @@ _GRANT_INDEX = "CREATE INDEX pactmw_poppy_sessions_grant ON pactmw_poppy_session
 
 def migration(types: ColumnTypes) -> tuple[str, ...]:
     """This concern's part of schema version 6, in an engine's column `types`."""
-    columns = asdict(types)
-    return (_TABLE.format(**columns), _GRANT_INDEX)
+    return types.fill(_TABLE, _GRANT_INDEX)
 
 
 _SESSION_ROW = RowReader.of(PoppySession)
