@@ -53,7 +53,7 @@ class AuthChecks(Checks):
                                                                       iat=now())]),
             (AUD_INTERFACE, "aud = the interface URL", lambda: [http.signed(aud=ctx.interface)]),
             (DISABLED_ISSUER, "iss = {issuer}/disabled-pa, signed with the agent's key",
-             lambda: [http.signed(iss=f"{ctx.signer.issuer}/disabled-pa")]),
+             lambda: [http.signed(iss=f"{self.settings.signer.issuer}/disabled-pa")]),
             (OTHER_KEY, "a signature by another key with the agent's kid", self._other_key),
             (ALG_NONE, "an unsigned token (alg none)", lambda: [unsigned(http.claims())]),
         ]  # fmt: skip
@@ -97,7 +97,7 @@ class AuthChecks(Checks):
         return check
 
     def _hs256(self) -> list[str]:
-        signer = self.ctx.signer
+        signer = self.settings.signer
         return [
             hs256(self.http.claims(), secret, signer.kid) for secret in public_secrets(signer.key)
         ]
@@ -108,7 +108,7 @@ class AuthChecks(Checks):
         return [self.http.signed(iat=iat, exp=iat + 120)]
 
     def _other_key(self) -> list[str]:
-        signer = self.ctx.signer
+        signer = self.settings.signer
         other = generate_private_jwk(signer.key.alg, kid=signer.kid)
         return [sign_compact(self.http.claims(), other, typ="JWT")]
 

@@ -62,7 +62,7 @@ class CardChecks(Checks):
 
     def _card(self) -> str:
         http = self.http
-        card = fetch_card(self.ctx.card_url, transport=http.transport, retry=http.retry)
+        card = fetch_card(self.settings.card_url, transport=http.transport, retry=http.retry)
         for name, value in card.security_schemes.items():
             if len(value) != 1 or next(iter(value)) not in SCHEME_KINDS:
                 raise Mismatch(

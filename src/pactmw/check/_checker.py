@@ -7,7 +7,7 @@ from typing import Any
 
 from pactmw.check._auth import AuthChecks
 from pactmw.check._card import CardChecks
-from pactmw.check._context import Checks, Context
+from pactmw.check._context import Checks, Context, Settings
 from pactmw.check._contexts import ContextChecks
 from pactmw.check._delegated import DelegatedChecks
 from pactmw.check._grant import GrantChecks
@@ -70,15 +70,18 @@ class Checker:
     ) -> None:
         self.card_url = card_url
         self.delegated = delegated
-        self.context = Context(
+        settings = Settings(
             card_url,
             signer,
             audience,
             other_card_url=other_card_url,
             ask=ask,
-            scopes=scopes,
-            authorization_details=authorization_details,
+            scopes=tuple(scopes),
+            authorization_details=tuple(authorization_details),
             approval_timeout=approval_timeout,
+        )
+        self.context = Context(
+            settings,
             transport=transport or SyncTransport(timeout=timeout),
             report=report or (lambda result: None),
             progress=progress or Progress(None),

@@ -4,8 +4,10 @@ checks found so far, and the running of one check."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from attrs import frozen
 
 from pactmw.check._expect import Expect
 from pactmw.check._http import Http
@@ -15,34 +17,35 @@ from pactmw.client import AgentCard, AgentSigner
 from pactmw.client.transport import Transport
 
 
+@frozen
+class Settings:
+    """What one run was asked to do, as `Checker` was given it (see there); the same for
+    every check of the run, apart from what the checks find (`Context`)."""
+
+    card_url: str
+    signer: AgentSigner
+    audience: str
+    other_card_url: str | None
+    ask: str
+    scopes: tuple[str, ...]
+    authorization_details: tuple[Mapping[str, Any], ...]
+    approval_timeout: float | None
+
+
 class Context:
-    """One run against the Brand whose card is at `card_url` (see `Checker` for the
-    settings). `check` runs one check and records its result; the groups fill in what later
-    checks need (the card, the identity scheme, a conversation of the user's)."""
+    """One run with `settings` against the Brand whose card is at `settings.card_url`.
+    `check` runs one check and records its result; the groups fill in what later checks
+    need (the card, the identity scheme, a conversation of the user's)."""
 
     def __init__(
         self,
-        card_url: str,
-        signer: AgentSigner,
-        audience: str,
+        settings: Settings,
         *,
-        other_card_url: str | None,
-        ask: str,
-        scopes: Sequence[str],
-        authorization_details: Sequence[Mapping[str, Any]] = (),
-        approval_timeout: float | None,
         transport: Transport,
         report: Callable[[CheckResult], None],
         progress: Progress,
     ) -> None:
-        self.card_url = card_url
-        self.signer = signer
-        self.audience = audience
-        self.other_card_url = other_card_url
-        self.ask = ask
-        self.scopes = tuple(scopes)
-        self.authorization_details = tuple(authorization_details)
-        self.approval_timeout = approval_timeout
+        self.settings = settings
         self.report = report
         self.progress = progress
         self.results: list[CheckResult] = []
@@ -51,7 +54,9 @@ class Context:
         self.sub = f"pactmw-check-{self.run_id}-a"
         self.other_sub = f"pactmw-check-{self.run_id}-b"
         self.delegated_sub = f"pactmw-check-{self.run_id}-d"
-        self.http = Http(transport, signer, audience, sub=self.sub, progress=progress)
+        self.http = Http(
+            transport, settings.signer, settings.audience, sub=self.sub, progress=progress
+        )
         self.expect = Expect(progress)
         # Filled as the checks go.
         self.card: AgentCard | None = None
@@ -87,6 +92,7 @@ class Checks:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.settings = ctx.settings
         self.http = ctx.http
         self.expect = ctx.expect
 
@@ -98,4 +104,5 @@ class Checks:
 __all__ = [
     "Checks",
     "Context",
+    "Settings",
 ]

@@ -35,7 +35,7 @@ class ContextChecks(Checks):
             f'INVALID_PARAMS "{UNKNOWN_CONTEXT}" for a contextId the Provider never minted',
             self._unknown_context,
         )
-        if ctx.other_card_url is not None:
+        if self.settings.other_card_url is not None:
             ctx.check(
                 FOREIGN_BRAND,
                 f'INVALID_PARAMS "{UNKNOWN_CONTEXT}" for a contextId of one Brand sent to the '
@@ -81,8 +81,9 @@ class ContextChecks(Checks):
     def _other_interface(self) -> str:
         if not self.other_interface:
             http = self.http
-            assert self.ctx.other_card_url is not None
-            card = fetch_card(self.ctx.other_card_url, transport=http.transport, retry=http.retry)
+            url = self.settings.other_card_url
+            assert url is not None
+            card = fetch_card(url, transport=http.transport, retry=http.retry)
             self.other_interface = card_interface_url(card)
             if self.other_interface == self.ctx.interface:
                 raise Mismatch("--other-brand to name another Brand", f"the same {card.url}")
@@ -106,7 +107,9 @@ class ContextChecks(Checks):
         http, expect = self.http, self.expect
         token = http.token()
         expect.reply(http.send("One token.", token=token), "first use")
-        other = self._other_interface() if self.ctx.other_card_url is not None else http.interface
+        other = (
+            self._other_interface() if self.settings.other_card_url is not None else http.interface
+        )
         expect.reply(http.send("Same token.", token=token, interface=other), "second use")
         response = http.send("Nobody here.", token=token, interface=self.ctx.unknown_interface())
         expect.bare(response, (404,), "a valid token at an unknown Brand")

@@ -80,7 +80,7 @@ class DelegatedChecks(Checks):
 
     def credentials(self) -> Callable[[], str]:
         """Fresh personal-agent JWTs for the delegated user."""
-        return self.ctx.signer.for_user(self.ctx.delegated_sub, self.ctx.audience)
+        return self.settings.signer.for_user(self.ctx.delegated_sub, self.settings.audience)
 
     def _scheme(self) -> str:
         ctx = self.ctx
@@ -101,7 +101,7 @@ class DelegatedChecks(Checks):
                 f"the delegated requirement to name the identity scheme {ctx.identity_scheme}",
                 f"it names {scheme.identity_scheme}",
             )
-        unknown = [s for s in ctx.scopes if s not in scheme.scope_ids]
+        unknown = [s for s in self.settings.scopes if s not in scheme.scope_ids]
         if unknown:
             raise Mismatch(f"--scope ids on the card {list(scheme.scope_ids)}", f"{unknown}")
         self.scheme = scheme
@@ -146,16 +146,16 @@ class DelegatedChecks(Checks):
         scheme = self.scheme
         assert scheme is not None
         details = [{"type": "https://pactmw.invalid/check/unsupported-type"}]
-        form = [("client_id", self.ctx.signer.issuer), ("scope", scheme.scope_ids[0]),
+        form = [("client_id", self.settings.signer.issuer), ("scope", scheme.scope_ids[0]),
                 ("authorization_details", json.dumps(details))]  # fmt: skip
         response = self._oauth_post(scheme.device_authorization_url, form, auth=True)
         self._oauth_error(response, 400, "invalid_authorization_details", "unsupported type")
 
     def _step_up(self) -> None:
-        ctx = self.ctx
+        ctx, ask = self.ctx, self.settings.ask
         sent = str(uuid.uuid4())
         try:
-            response = self.http.send(ctx.ask, sub=ctx.delegated_sub, message_id=sent)
+            response = self.http.send(ask, sub=ctx.delegated_sub, message_id=sent)
             if response.status != 200:
                 raise Mismatch("HTTP 200", describe(response))
             result = parse_send_response(response, sent_message_id=sent)
@@ -163,13 +163,13 @@ class DelegatedChecks(Checks):
         except Exception as exc:  # a failed probe fails this check; the checks after it run
             ctx.check(
                 DELEGATED_STEP_UP,
-                f"HTTP 200 for {ctx.ask!r} without a delegation token (a reply or a step-up)",
+                f"HTTP 200 for {ask!r} without a delegation token (a reply or a step-up)",
                 functools.partial(_raise, exc),
             )
             return
         if isinstance(result, MessageReply):
             ctx.progress.note(
-                f"note: {ctx.ask!r} got a reply without a delegation token, so the step-up task "
+                f"note: {ask!r} got a reply without a delegation token, so the step-up task "
                 "was not checked (--ask sets a message that needs delegated scopes)"
             )
             return
@@ -199,7 +199,7 @@ class DelegatedChecks(Checks):
     def _refusals(self) -> None:
         scheme = self.scheme
         assert scheme is not None
-        issuer, url = self.ctx.signer.issuer, scheme.device_authorization_url
+        issuer, url = self.settings.signer.issuer, scheme.device_authorization_url
         form = [("client_id", issuer), ("scope", "pactmw-check:no-such-scope")]
         self._oauth_error(self._oauth_post(url, form, auth=True), 400, "invalid_scope",
                           "a scope not on the card")  # fmt: skip

@@ -117,13 +117,13 @@ class GrantChecks(Checks):
         self.device = DeviceCodeClient(
             scheme,
             self.found.credentials(),
-            client_id=ctx.signer.issuer,
+            client_id=self.settings.signer.issuer,
             transport=http.transport,
             retry=http.retry,
             sleep=self._wait,
         )
-        scopes = ctx.scopes or scheme.scope_ids
-        details = ctx.authorization_details
+        scopes = self.settings.scopes or scheme.scope_ids
+        details = self.settings.authorization_details
         metadata = self.found.metadata
         advertised = metadata.authorization_details_types if metadata is not None else ()
         unknown = sorted({str(entry.get("type")) for entry in details} - set(advertised))
@@ -135,8 +135,8 @@ class GrantChecks(Checks):
         authorization = self.device.start(scopes, authorization_details=details or None)
         self.authorization = authorization
         self.deadline = authorization.expires_at
-        if ctx.approval_timeout is not None:
-            self.deadline = min(self.deadline, time.monotonic() + ctx.approval_timeout)
+        if self.settings.approval_timeout is not None:
+            self.deadline = min(self.deadline, time.monotonic() + self.settings.approval_timeout)
         left = max(0, math.ceil(self.deadline - time.monotonic()))
         ctx.progress.note(
             "A person must approve: open this link, sign in at the Brand and allow "
@@ -172,7 +172,7 @@ class GrantChecks(Checks):
     def _details(self, tokens: TokenResponse, *, all_scopes: bool) -> str:
         """RFC 9396 §7: the token response lists the authorization details granted, each one
         of those requested; when the person granted every requested scope, all of them."""
-        requested = [_canonical(entry) for entry in self.ctx.authorization_details]
+        requested = [_canonical(entry) for entry in self.settings.authorization_details]
         if not requested:
             return ""
         returned = [_canonical(entry) for entry in tokens.authorization_details]
@@ -199,12 +199,12 @@ class GrantChecks(Checks):
         return _oauth_error(lambda: device.poll(authorization), repr)
 
     def _delegated_send(self, token: str, what: str) -> MessageReply:
-        ctx, step_up = self.ctx, self.found.step_up
+        ctx, ask, step_up = self.ctx, self.settings.ask, self.found.step_up
         sent = str(uuid.uuid4())
         context_id = step_up.context_id if step_up is not None else None
         headers = {"X-A2A-User-Delegation": f"Bearer {token}"}
         response = self.http.send(
-            ctx.ask, sub=ctx.delegated_sub, message_id=sent, context_id=context_id, headers=headers
+            ask, sub=ctx.delegated_sub, message_id=sent, context_id=context_id, headers=headers
         )
         if response.status != 200:
             raise Mismatch(f"HTTP 200 ({what})", describe(response))
@@ -225,7 +225,10 @@ class GrantChecks(Checks):
         if reply.receipt is None:
             raise Mismatch("metadata pact.receipt on the reply", "no receipt")
         verified = check_receipt(
-            reply.receipt, keys, expected_pa=ctx.signer.issuer, expected_brand=ctx.interface
+            reply.receipt,
+            keys,
+            expected_pa=self.settings.signer.issuer,
+            expected_brand=ctx.interface,
         )
         extra = [s for s in verified.scopes_used if s not in self.tokens.scopes]
         if extra:
@@ -236,7 +239,7 @@ class GrantChecks(Checks):
         ctx = self.ctx
         assert self.tokens is not None
         headers = {"X-A2A-User-Delegation": f"Bearer {tampered(self.tokens.access_token)}"}
-        response = self.http.send(ctx.ask, sub=ctx.delegated_sub, headers=headers)
+        response = self.http.send(self.settings.ask, sub=ctx.delegated_sub, headers=headers)
         challenge = response.header("www-authenticate") or ""
         if response.status != 401 or 'error="invalid_token"' not in challenge or says_a2a(response):
             raise Mismatch(
