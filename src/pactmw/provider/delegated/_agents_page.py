@@ -14,7 +14,6 @@ from collections.abc import Callable
 from attrs import frozen
 
 from pactmw.core.errors import JoseError
-from pactmw.core.http import Request
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
 from pactmw.provider.delegated._assertion import BrandAssertions
@@ -25,6 +24,7 @@ from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page
 from pactmw.provider.delegated._revocation import Revocation
 from pactmw.provider.delegated._sessions import (
+    PageVisit,
     SignedInUser,
     is_fresh,
     mint_page_token,
@@ -53,18 +53,13 @@ class ConnectedAgentsEndpoint:
     #: How a Revoke revokes: as the operator does, Poppy Sessions signed out included.
     revocation: Revocation
 
-    def agents(
-        self,
-        brand: Brand,
-        config: DelegationConfig,
-        request: Request,
-        user: SignedInUser | None,
-        body: bytes | None,
-    ) -> Flow:
-        yield from self.limit.admit(request)
+    def agents(self, visit: PageVisit, body: bytes | None) -> Flow:
+        brand, config = visit.brand, visit.config
+        yield from self.limit.admit(visit.request)
         here = self.ctx.url(brand, PAGE)
         if body is None:
-            if config.mode == "brand" or user is None:
+            user = visit.host_user()
+            if user is None:
                 return login_redirect(config, here)
             return (yield from self._render(brand, config, user, ""))
         form = parse_form(body)
@@ -72,10 +67,10 @@ class ConnectedAgentsEndpoint:
             assertion = single_value(form, "assertion")
             signed_in, _ = yield from self.assertions.verify(brand, config, assertion, PAGE)
             return (yield from self._render(brand, config, signed_in, ""))
-        if not self.ctx.same_origin(request):
+        if not self.ctx.same_origin(visit.request):
             raise ConsentRefused("This request did not come from the connected agents page.", 403)
         signed_in = self._read_session(brand, single_value(form, "session"))
-        if config.mode == "same-app" and (user is None or user.account != signed_in.account):
+        if visit.is_not(signed_in):
             raise ConsentRefused("Sign in as the person who opened this page, then reload it.", 403)
         grants = form.get("grant", [])
         if form.get("action") != ["revoke"] or len(grants) != 1:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlencode
 
 from attrs import frozen
 
-from pactmw.core.http import Request, Response
+from pactmw.core.http import Response
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConsentView
 from pactmw.provider.delegated._assertion import BrandAssertions
@@ -25,6 +25,7 @@ from pactmw.provider.delegated._sessions import (
     ConsentOutcomes,
     ConsentSessions,
     Outcome,
+    PageVisit,
     SignedInUser,
 )
 from pactmw.provider.flow import Flow, SubFlow, store
@@ -49,30 +50,24 @@ class ConsentEndpoint:
     #: The connected agents page of a Brand, when the Provider serves one.
     manage_url: Callable[[Brand], str | None]
 
-    def consent(
-        self,
-        brand: Brand,
-        config: DelegationConfig,
-        request: Request,
-        user: SignedInUser | None,
-        body: bytes | None,
-    ) -> Flow:
-        yield from self.limit.admit(request)
+    def consent(self, visit: PageVisit, body: bytes | None) -> Flow:
+        brand, config, user = visit.brand, visit.config, visit.user
+        yield from self.limit.admit(visit.request)
         consent_url = self.ctx.url(brand, "consent")
-        if request.method == "POST":
+        if visit.request.method == "POST":
             if config.mode != "brand" or body is None:
                 raise ConsentRefused("This page does not accept that.", 405)
             assertion = single_value(parse_form(body), "assertion")
             user, user_code = yield from self.assertions.verify(brand, config, assertion)
         else:
-            typed = parse_qs(request.query).get("user_code", [""])[0]
+            typed = parse_qs(visit.request.query).get("user_code", [""])[0]
             if not typed:
                 return page(config.pages.code_entry(consent_url))
             normalized = normalize_user_code(typed)
             if normalized is None:
                 return page(config.pages.code_entry(consent_url, "That is not a valid code."), 400)
             user_code = normalized
-            if config.mode == "brand" or user is None:
+            if visit.host_user() is None:
                 here = f"{consent_url}?{urlencode({'user_code': user_code})}"
                 return login_redirect(config, here)
         authorization = yield from self._pending(brand, user_code)
@@ -132,16 +127,10 @@ class ConsentEndpoint:
         )
         return page(config.pages.consent(view))
 
-    def decision(
-        self,
-        brand: Brand,
-        config: DelegationConfig,
-        request: Request,
-        user: SignedInUser | None,
-        body: bytes,
-    ) -> Flow:
-        yield from self.limit.admit(request)
-        if not self.ctx.same_origin(request):
+    def decision(self, visit: PageVisit, body: bytes) -> Flow:
+        brand, config = visit.brand, visit.config
+        yield from self.limit.admit(visit.request)
+        if not self.ctx.same_origin(visit.request):
             # A cross-site form post: the session token already binds the user and the code,
             # this refuses the request before it gets anywhere near them.
             raise ConsentRefused("This request did not come from the consent page.", 403)
@@ -150,7 +139,7 @@ class ConsentEndpoint:
         if len(sessions) != 1:
             raise ConsentRefused("This consent page is no longer valid. Start again.", 400)
         signed_in, user_code = self.sessions.read(brand, sessions[0])
-        if config.mode == "same-app" and (user is None or user.account != signed_in.account):
+        if visit.is_not(signed_in):
             raise ConsentRefused("Sign in as the person who was asked, then start again.", 403)
         authorization = yield from self._pending(brand, user_code)
         ticked = set(form.get("scope", []))

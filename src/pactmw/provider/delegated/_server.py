@@ -26,7 +26,12 @@ from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._resource import DelegationCheck
 from pactmw.provider.delegated._result_page import ResultPage
 from pactmw.provider.delegated._revocation import Revocation
-from pactmw.provider.delegated._sessions import ConsentOutcomes, ConsentSessions, SignedInUser
+from pactmw.provider.delegated._sessions import (
+    ConsentOutcomes,
+    ConsentSessions,
+    PageVisit,
+    SignedInUser,
+)
 from pactmw.provider.delegated._step_up import StepUp
 from pactmw.provider.delegated._token import TokenEndpoint
 from pactmw.provider.flow import Flow, SubFlow
@@ -223,7 +228,7 @@ class AuthorizationServer:
     ) -> Flow:
         """GET: code entry or consent (same-app), or off to the Brand's login (brand mode).
         POST (brand mode): the Brand's single-use assertion, then the consent page."""
-        return self._consent.consent(brand, config, request, user, body)
+        return self._consent.consent(PageVisit(brand, config, request, user), body)
 
     def decision(
         self,
@@ -234,7 +239,7 @@ class AuthorizationServer:
         body: bytes,
     ) -> Flow:
         """Allow or Deny; answers 303 to the result page (`status=approved|denied`)."""
-        return self._consent.decision(brand, config, request, user, body)
+        return self._consent.decision(PageVisit(brand, config, request, user), body)
 
     def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
         """The page after the decision: what was decided and what the agent can do now."""
@@ -250,7 +255,7 @@ class AuthorizationServer:
     ) -> Flow:
         """The person's connected agents page (`{interface}/oauth/agents`): GET shows it (or
         sends the person to sign in); POST takes the Brand's assertion or a Revoke."""
-        return self._agents.agents(brand, config, request, user, body)
+        return self._agents.agents(PageVisit(brand, config, request, user), body)
 
     # -- revocation ---------------------------------------------------------------------------
 

@@ -7,9 +7,10 @@ from typing import Any
 from attrs import frozen
 
 from pactmw.core.errors import JoseError
+from pactmw.core.http import Request
 from pactmw.core.jose import parse_compact, sign_compact, verify_with_any
 from pactmw.protocols.delegation import DELEGATION_ALGORITHMS
-from pactmw.provider.brand import Brand
+from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._errors import ConsentRefused
 
@@ -51,6 +52,31 @@ class SignedInUser:
 
     account: str  # the id the Brand's other channels use for this user
     label: str  # what to show ("signed in as ..."): an email or a username
+
+
+@frozen
+class PageVisit:
+    """A person's request to a Brand's consent or connected agents page, and who the host
+    app says is signed in: what each of those pages starts from."""
+
+    brand: Brand
+    config: DelegationConfig
+    request: Request
+    #: The host app's signed-in user (same-app mode); None when nobody is, and in brand mode.
+    user: SignedInUser | None
+
+    def host_user(self) -> SignedInUser | None:
+        """The host app's signed-in user the page goes on with, or None when the person signs
+        in first: at the Brand's login (brand mode, every time) or in the host app (same-app,
+        when nobody is signed in)."""
+        return None if self.config.mode == "brand" else self.user
+
+    def is_not(self, signed_in: SignedInUser) -> bool:
+        """Whether the host app's signed-in user (same-app) is not `signed_in`, the person a
+        page's session names: then the page must not act for them."""
+        return self.config.mode == "same-app" and (
+            self.user is None or self.user.account != signed_in.account
+        )
 
 
 @frozen
@@ -161,6 +187,7 @@ __all__ = [
     "ConsentOutcomes",
     "ConsentSessions",
     "Outcome",
+    "PageVisit",
     "SignedInUser",
     "is_fresh",
     "mint_page_token",
