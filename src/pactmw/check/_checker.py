@@ -7,7 +7,7 @@ from typing import Any
 
 from pactmw.check._auth import AuthChecks
 from pactmw.check._card import CardChecks
-from pactmw.check._context import Checks, Context, Settings
+from pactmw.check._context import Checks, Context, RunSettings
 from pactmw.check._contexts import ContextChecks
 from pactmw.check._delegated import DelegatedChecks
 from pactmw.check._grant import GrantChecks
@@ -70,7 +70,7 @@ class Checker:
     ) -> None:
         self.card_url = card_url
         self.delegated = delegated
-        settings = Settings(
+        settings = RunSettings(
             card_url,
             signer,
             audience,

@@ -18,7 +18,7 @@ from pactmw.client.transport import Transport
 
 
 @frozen
-class Settings:
+class RunSettings:
     """What one run was asked to do, as `Checker` was given it (see there); the same for
     every check of the run, apart from what the checks find (`Context`)."""
 
@@ -39,7 +39,7 @@ class Context:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: RunSettings,
         *,
         transport: Transport,
         report: Callable[[CheckResult], None],
@@ -104,5 +104,5 @@ class Checks:
 __all__ = [
     "Checks",
     "Context",
-    "Settings",
+    "RunSettings",
 ]
