@@ -178,3 +178,62 @@ def test_the_admin_appears_where_the_state_is_in_the_site_database(
         "rule: not a string False False",
         "rule: not a dict False False",
     ]
+
+
+#: Under a server that runs no system checks (gunicorn, uvicorn), `PACTMW` may list brands
+#: in the site's database and still not build. The
+#: admin's pactmw pages then answer the 503 pactmw's own paths answer, never a 500.
+#: Here the broken key is a typo, the first mistake `manage.py check` reports (pactmw.E001).
+UNBUILT = """
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+from django.test.utils import setup_test_environment
+from pactmw.adapters.django._config import configured
+
+setup_test_environment()
+client = Client(raise_request_exception=False)
+client.force_login(get_user_model().objects.get(username="ops"))
+BROKEN = {
+    "base_url": "http://127.0.0.1:8000",
+    "audiance": "http://127.0.0.1:8000/a2a",
+    "brands": {"shop": {"handler": "mysite.bot:support_bot"}},
+    "store": "django",
+}
+FORM = {
+    "issuer": "https://pa.example",
+    "jwks_uri": "https://pa.example/.well-known/jwks.json",
+    "enabled": "on",
+    "_save": "Save",
+}
+with override_settings(PACTMW=BROKEN):
+    print("index:", client.get("/admin/").status_code)
+    for model in ("registeredagent", "agentoverride", "grant", "conversation"):
+        for page in ("", "add/"):
+            url = f"/admin/pactmw/{model}/{page}"
+            print("answer:", url, client.get(url).status_code, client.post(url, FORM).status_code)
+    print("built:", type(configured.problem).__name__)
+    print("site:", client.get("/admin/auth/user/").status_code)
+"""
+
+
+def test_the_admin_answers_503_while_the_settings_do_not_build(
+    site: tuple[Path, dict[str, str]],
+) -> None:
+    root, env = site
+    out = _manage(root, env, "shell", "-c", UNBUILT).splitlines()
+    assert "index: 200" in out
+    assert "built: ConfigError" in out  # the settings were read, and do not build
+    answers = [line for line in out if line.startswith("answer:")]
+    # The lists are read from the database alone; adding an agent or an override asks the
+    # Provider whether it may be added, and gets the 503.
+    assert answers == [
+        "answer: /admin/pactmw/registeredagent/ 200 200",
+        "answer: /admin/pactmw/registeredagent/add/ 200 503",
+        "answer: /admin/pactmw/agentoverride/ 200 200",
+        "answer: /admin/pactmw/agentoverride/add/ 200 503",
+        "answer: /admin/pactmw/grant/ 200 200",
+        "answer: /admin/pactmw/grant/add/ 403 403",
+        "answer: /admin/pactmw/conversation/ 200 200",
+        "answer: /admin/pactmw/conversation/add/ 403 403",
+    ], out
+    assert "site: 200" in out  # the rest of the admin works on

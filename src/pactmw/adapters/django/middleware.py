@@ -18,7 +18,8 @@ from pactmw.provider.guard import Guard, refusal_response
 class PersonalAgentMiddleware:
     """Verify personal agents on `PACTMW["protect_prefix"]` (default `/a2a/`; the Provider's
     own routes authenticate themselves). Other paths pass untouched, even when the settings
-    are broken (the system checks report those)."""
+    are broken (the system checks report those); a view that raises `RequestRefused` answers
+    its status."""
 
     sync_capable = True
     async_capable = True
@@ -65,6 +66,12 @@ class PersonalAgentMiddleware:
         elif guard is not None:
             return guard
         return await self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        """A view of the site's that needs pactmw (the admin's pages, `get_provider()`) while
+        `PACTMW` does not build answers the 503 pactmw's own paths answer, not a 500; why
+        the settings do not build is logged once, where they are built."""
+        return refused(exception) if isinstance(exception, RequestRefused) else None
 
 
 __all__ = [
