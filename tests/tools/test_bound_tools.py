@@ -9,7 +9,8 @@ import pytest
 
 from pactmw.protocols.delegation import Action, Delegation
 from pactmw.protocols.identity import PersonalAgent
-from pactmw.provider import StepUpRequired, ToolRegistry
+from pactmw.provider import Brand, DelegationConfig, StepUpRequired, ToolRegistry, Turn
+from pactmw.provider._send import bound_tools
 from pactmw.provider.tools import ToolError
 from pactmw.provider.turn_tools import BoundTools, ToolOutcome
 from tests.delegated.support import independent_hash
@@ -90,6 +91,32 @@ def test_every_tool_a_personal_agent_may_reach_is_offered_even_without_its_scope
     ]
     # A Brand without delegation offers no request_permission.
     assert [t.name for t in bound(delegated=False, brand_scopes=None).offered][-1] == "cancel_order"
+
+
+def _hello(turn: Turn) -> str:
+    return "hello"
+
+
+def test_a_turns_tools_offer_request_permission_with_the_brands_scope_descriptions() -> None:
+    # What every protocol's turn (A2A message:send, a Poppy conversation) gives the bot.
+    calls: list[tuple[str, Any, dict[str, Any]]] = []
+    delegation = DelegationConfig(scopes=SCOPES, login_url="/login", tools=registry(calls))
+    delegated = Brand(id="acme", name="Acme", handler=_hello, delegation=delegation)
+    tools = bound_tools(delegated, caller("orders:cancel"))
+    assert [tool.name for tool in tools.offered][-1] == "request_permission"
+    ask = tools.definitions("anthropic")[-1]
+    assert ask["input_schema"]["properties"]["scopes"]["items"]["enum"] == list(SCOPES)
+    # A Poppy agent that negotiated Operations: the write is proposed, not run.
+    proposing = bound_tools(delegated, caller("orders:cancel"), propose_writes=True)
+    proposing.run("cancel_order", {"order": "A-1"})
+    assert [(tool.name, arguments) for tool, arguments in proposing.proposed] == [
+        ("cancel_order", {"order": "A-1"})
+    ]
+    assert calls == []
+    identity_only = ToolRegistry()
+    identity_only.add("hours", lambda who: "9-5", identity=True)
+    plain = Brand(id="acme", name="Acme", handler=_hello, tools=identity_only)
+    assert [tool.name for tool in bound_tools(plain, caller(delegated=False)).offered] == ["hours"]
 
 
 def test_definitions_in_the_openai_anthropic_and_mcp_shapes() -> None:

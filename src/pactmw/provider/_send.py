@@ -52,6 +52,7 @@ __all__ = [
     "TURN_TIMED_OUT",
     "MessageSender",
     "as_reply",
+    "bound_tools",
 ]
 
 
@@ -188,8 +189,7 @@ class MessageSender:
             )
         if claim.kind == "conflict":
             raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
-        scopes = brand.delegation.scopes if brand.delegation is not None else None
-        tools = BoundTools(brand.tools, caller, scopes=scopes)
+        tools = bound_tools(brand, caller)
         parafe_turn = (
             parafe.turn(message.message, activated=activated)
             if parafe is not None
@@ -483,6 +483,13 @@ def _parafe_members(parafe: ParafeAgent, turn: ParafeTurn) -> SubFlow:
         turn.handshake = yield NeedStore(parafe.answer_handshake, {"challenge": member})
     elif isinstance(member, SessionClosed):
         turn.session_closed = yield NeedStore(parafe.close_session, {"member": member})
+
+
+def bound_tools(brand: Brand, caller: PersonalAgent, *, propose_writes: bool = False) -> BoundTools:
+    """The Brand's tools for one turn of `caller`, in every protocol: with a delegation,
+    its scope descriptions are what the request-permission tool offers."""
+    scopes = brand.delegation.scopes if brand.delegation is not None else None
+    return BoundTools(brand.tools, caller, scopes=scopes, propose_writes=propose_writes)
 
 
 def as_reply(result: Any) -> Reply:

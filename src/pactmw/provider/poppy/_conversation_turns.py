@@ -19,7 +19,7 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
-from pactmw.provider._send import MessageSender, as_reply
+from pactmw.provider._send import MessageSender, as_reply, bound_tools
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.flow import NeedBot, SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
@@ -32,7 +32,6 @@ from pactmw.provider.poppy._conversation_records import (
 from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.tools import StepUpRequired, ToolError
-from pactmw.provider.turn_tools import BoundTools
 from pactmw.store.base import Claim, Conversation, Store
 
 logger = logging.getLogger("pactmw.poppy")
@@ -135,13 +134,12 @@ class ConversationTurns:
         brand = self.bots[agent.brand_id]
         context_id = conversation.context_id
         caller = _caller(agent, issuer)
-        scopes = brand.delegation.scopes if brand.delegation is not None else None
         operations = self.operations
         if operations is not None and agent.brand_id not in operations.configs:
             operations = None
         supports = operations is not None and (yield from operations.negotiated(agent.client_id))
         # Negotiated, a write tool proposes instead of running (OPS-3-03).
-        tools = BoundTools(brand.tools, caller, scopes=scopes, propose_writes=supports)
+        tools = bound_tools(brand, caller, propose_writes=supports)
         turn = Turn(
             text=message.text or "",
             parts=tuple(message_parts(message)),

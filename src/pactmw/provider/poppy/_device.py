@@ -150,13 +150,13 @@ class DeviceSignInEndpoint:
         )
         answer = yield from steps.signed_in(
             brand,
+            client,
+            proof,
             session_id=session_id,
-            client_id=client.client_id,
             user_id=session.user_id,
             account=authorization.account,
             grant_id=grant.grant_id,
             scopes=scopes,
-            jkt=proof.thumbprint,
             account_token=account_token,
             now=now,
         )

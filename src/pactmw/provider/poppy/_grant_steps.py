@@ -86,31 +86,32 @@ class GrantSteps:
     def signed_in(
         self,
         brand: PoppyBrand,
+        client: VerifiedAssertion,
+        proof: DpopProof,
         *,
         session_id: str,
-        client_id: str,
         user_id: str,
         account: str,
         grant_id: str,
         scopes: tuple[str, ...],
-        jkt: str,
         account_token: str,
         now: float,
     ) -> Flow:
-        """Sign the Session in with `scopes` under a fresh Session Token; the value is the
-        token response, the Account Token as its `refresh_token` (§4.7)."""
+        """Sign the agent's Session in with `scopes` under a fresh Session Token bound to the
+        proof's key; the value is the token response, the Account Token as its
+        `refresh_token` (§4.7)."""
         session_token = new_session_token()
         expires_in = int(brand.config.session_seconds)
         change = yield store(
             self.store.sign_in_session,
             session_id=session_id,
             brand_id=brand.brand_id,
-            client_id=client_id,
+            client_id=client.client_id,
             user_id=user_id,
             account=account,
             grant_id=grant_id,
             scopes=scopes,
-            jkt=jkt,
+            jkt=proof.thumbprint,
             token_hash=token_hash(session_token),
             now=now,
             expires_at=now + expires_in,

@@ -183,13 +183,13 @@ class TokenEndpoint:
         return (
             yield from steps.signed_in(
                 brand,
+                client,
+                proof,
                 session_id=session_id,
-                client_id=client.client_id,
                 user_id=rotation.user_id,
                 account=rotation.account,
                 grant_id=rotation.grant_id,
                 scopes=rotation.scopes,
-                jkt=proof.thumbprint,
                 account_token=new_token,
                 now=now,
             )
