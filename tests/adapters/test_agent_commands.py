@@ -322,6 +322,27 @@ def test_a_store_that_cannot_be_reached_is_exit_status_2(name: str, tmp_path: Pa
         assert password not in ran.error
 
 
+#: Settings that only verify agents (no brands, so none of the Provider's keys).
+PROVIDER_KEYS = ("brands", "store", "retention_days", "base_url")
+
+
+@pytest.mark.parametrize("name", ["manage.py", "flask"])
+def test_without_brands_every_command_says_so_in_the_same_words(name: str, tmp_path: Path) -> None:
+    """A site whose `PACTMW` only verifies agents has no Provider and no store: the commands
+    exit 2 with the same words in both frameworks (only where the settings live differs)."""
+    settings = _settings(tmp_path, "unused")
+    verify_only = {key: value for key, value in settings.items() if key not in PROVIDER_KEYS}
+    where = {"manage.py": "settings.PACTMW", "flask": "app.config['PACTMW']"}[name]
+    run = RUNNERS[name](verify_only, tmp_path)
+    for argv in (("agents", "list"), ("grants", "list"), ("cleanup",)):
+        ran = run(*argv)
+        assert (ran.status, ran.lines) == (2, ()), (argv, ran)
+        assert ran.error == (
+            f"{where} lists no brands: there is no Provider, and no store of agents, grants or "
+            "conversations (add brands)"
+        ), (argv, ran.error)
+
+
 @pytest.mark.parametrize("name", ["pactmw", "manage.py"])
 def test_a_store_that_cannot_be_opened_is_exit_status_2(name: str, tmp_path: Path) -> None:
     """A file that is not a database fails when the store opens; the error says why (Flask's

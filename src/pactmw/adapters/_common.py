@@ -19,6 +19,7 @@ __all__ = [
     "declared_length",
     "instance_or_none",
     "make_guard",
+    "provider_of",
     "require_framework",
     "scope_refusal",
     "whole_body",
@@ -26,6 +27,18 @@ __all__ = [
 
 _T = TypeVar("_T")
 _App = TypeVar("_App")
+
+
+def provider_of(guard: Guard, setting: str) -> Provider:
+    """The Provider `guard` serves; a RuntimeError naming `setting` (where the adapter reads
+    pactmw's settings) when it lists no brands. Every adapter's `get_provider()`, and so
+    every management command, says it in these words."""
+    if guard.provider is None:
+        raise RuntimeError(
+            f"{setting} lists no brands: there is no Provider, and no store of agents, grants "
+            "or conversations (add brands)"
+        )
+    return guard.provider
 
 
 def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:

@@ -26,7 +26,7 @@ require_framework("flask", __name__, "Flask", "flask")
 from flask import Flask, current_app, g, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from pactmw.adapters._common import instance_or_none
+from pactmw.adapters._common import instance_or_none, provider_of
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
@@ -249,10 +249,7 @@ def get_verifier() -> IdentityVerifier:
 
 def get_provider() -> Provider:
     """The Provider of the current app (`brands` must be configured)."""
-    provider = _state().guard.provider
-    if provider is None:
-        raise RuntimeError("app.config['PACTMW'] lists no brands: there is no Provider")
-    return provider
+    return provider_of(_state().guard, "app.config['PACTMW']")
 
 
 def _serve_a2a(rest: str) -> WerkzeugResponse:

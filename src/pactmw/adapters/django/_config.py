@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 
+from pactmw.adapters._common import provider_of
 from pactmw.config import ConfigError
 from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
@@ -120,10 +121,7 @@ def get_verifier() -> Any:
 
 def get_provider() -> Provider:
     """The process's Provider built from `settings.PACTMW` (which must list `brands`)."""
-    provider = configured.guard().provider
-    if provider is None:
-        raise RuntimeError("settings.PACTMW lists no brands: there is no Provider to serve")
-    return provider
+    return provider_of(configured.guard(), f"settings.{SETTING}")
 
 
 __all__ = [

@@ -59,6 +59,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             provider = get_provider()
+        except RuntimeError as exc:  # no brands: the words every front-end's command prints
+            raise CommandError(str(exc), returncode=agent_admin.CANNOT_RUN) from None
         except Exception as exc:  # a bad PACTMW (the system checks say which key)
             problem = configured.problem or exc  # what building it said, not the 503
             raise CommandError(
