@@ -20,8 +20,7 @@ class AccountTokensMixin(MemoryCore):
     """The Account Token primitives, on `MemoryCore`'s dict behind the store's one lock."""
 
     def _insert_account_token(self, token_hash: str, token: AccountToken) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             if token_hash in self._account_tokens:
                 return False
             self._account_tokens[token_hash] = token
@@ -29,8 +28,7 @@ class AccountTokensMixin(MemoryCore):
 
     def _rotate_account_token(self, refresh: AccountRefresh) -> AccountRotation:
         now, wanted = refresh.now, refresh.scopes
-        with self._lock:
-            self._check_open()
+        with self._open:
             token = self._account_tokens.get(refresh.token_hash)
             grant = None if token is None else self._grants.get(token.grant_id)
             kind = decide_account_rotation(
@@ -48,6 +46,5 @@ class AccountTokensMixin(MemoryCore):
             return AccountRotation("rotated", grant.grant_id, grant.account, grant.pa_sub, granted)
 
     def _account_token(self, token_hash: str) -> AccountToken | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return self._account_tokens.get(token_hash)

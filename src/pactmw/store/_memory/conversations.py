@@ -23,26 +23,22 @@ class ConversationsMixin(MemoryCore):
         self, context_id: str, brand_id: str, issuer: str, sub: str, now: float
     ) -> None:
         conversation = Conversation(context_id, brand_id, issuer, sub, now, now, False, None)
-        with self._lock:
-            self._check_open()
+        with self._open:
             self._contexts[context_id] = Context(conversation, {}, set())
 
     def _get_conversation(self, context_id: str) -> Conversation | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._contexts.get(context_id)
             return None if ctx is None else ctx.conversation
 
     def _close_conversation(self, context_id: str) -> None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._contexts.get(context_id)
             if ctx is not None:
                 ctx.conversation = _updated(ctx.conversation, closed=True)
 
     def _bind_account(self, context_id: str, account: str) -> str:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._context(context_id)
             bound = ctx.conversation.account
             if bound is None:
@@ -53,8 +49,7 @@ class ConversationsMixin(MemoryCore):
     def _claim_turn(
         self, context_id: str, message_id: str, text: str, now: float, lease: float, limit: int
     ) -> Claim:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._context(context_id)
             message = ctx.messages.get(message_id)
             decision = decide_claim(
@@ -83,16 +78,14 @@ class ConversationsMixin(MemoryCore):
     ) -> bool:
         first = StoredMessage(text=text, claimed_at=conversation.created_at)
         context = Context(conversation, {message_id: first}, set())
-        with self._lock:
-            self._check_open()
+        with self._open:
             if derived and conversation.context_id in self._contexts:
                 return False
             self._contexts[conversation.context_id] = context
             return True
 
     def _renew_claim(self, context_id: str, message_id: str, claimed_at: float, now: float) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._contexts.get(context_id)
             message = None if ctx is None else ctx.messages.get(message_id)
             if ctx is None or message is None:
@@ -107,8 +100,7 @@ class ConversationsMixin(MemoryCore):
     def _store_reply(
         self, context_id: str, message_id: str, reply_id: str, text: str, reply: bytes, now: float
     ) -> None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._context(context_id)
             message = ctx.messages.get(message_id)
             if message is None:
@@ -124,8 +116,7 @@ class ConversationsMixin(MemoryCore):
             ctx.conversation = _updated(ctx.conversation, last_activity=now)
 
     def _release_claim(self, context_id: str, message_id: str) -> None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._contexts.get(context_id)
             if ctx is None:
                 return
@@ -134,14 +125,12 @@ class ConversationsMixin(MemoryCore):
                 del ctx.messages[message_id]
 
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._contexts.get(context_id)
             return [] if ctx is None else _last_turns(ctx, limit)
 
     def _replies(self, context_id: str, limit: int) -> list[tuple[str, bytes]]:
-        with self._lock:
-            self._check_open()
+        with self._open:
             ctx = self._contexts.get(context_id)
             if ctx is None:
                 return []

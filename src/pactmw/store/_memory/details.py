@@ -19,8 +19,7 @@ class DetailsMixin(MemoryCore):
     def _add_authorization_details(
         self, owner: str, entries: tuple[str, ...], now: float, expires_at: float | None
     ) -> None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             self._drop_expired_details(now)
             held = self._details.setdefault(owner, {})
             for text in entries:
@@ -39,6 +38,5 @@ class DetailsMixin(MemoryCore):
         return dropped
 
     def _authorization_details(self, owner: str) -> tuple[str, ...]:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return tuple(self._details.get(owner, {}))

@@ -25,8 +25,7 @@ class DevicesMixin(GrantsMixin):
 
     def _create_device_authorization(self, device: DeviceAuthorization) -> None:
         user_code = device.user_code
-        with self._lock:
-            self._check_open()
+        with self._open:
             self._maybe_purge(device.created_at)
             holder = self._user_codes.get(user_code)
             if holder is not None and device.created_at < self._devices[holder].expires_at:
@@ -39,16 +38,14 @@ class DevicesMixin(GrantsMixin):
             self._user_codes[user_code] = device.device_code_hash
 
     def _device_by_user_code(self, user_code: str) -> DeviceAuthorization | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             code_hash = self._user_codes.get(user_code)
             return None if code_hash is None else self._devices[code_hash]
 
     def _deny_device(
         self, user_code: str, account: str | None, now: float
     ) -> DeviceAuthorization | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             device = self._pending_device(user_code, now)
             if device is None:
                 return None
@@ -66,8 +63,7 @@ class DevicesMixin(GrantsMixin):
 
     def _approve_device(self, approval: DeviceApproval) -> Approval | None:
         account, granted = approval.account, approval.granted
-        with self._lock:
-            self._check_open()
+        with self._open:
             device = self._pending_device(approval.user_code, approval.now, approval.brand_id)
             if device is None:
                 return None
@@ -81,8 +77,7 @@ class DevicesMixin(GrantsMixin):
             return Approval(authorization=device, grant=grant)
 
     def _poll_device_code(self, poll: DevicePoll) -> Poll:
-        with self._lock:
-            self._check_open()
+        with self._open:
             decision = decide_poll(self._devices.get(poll.device_code_hash), poll)
             polled = decision.poll.authorization
             if decision.update == "bind":

@@ -21,8 +21,7 @@ class GrantsMixin(MemoryCore):
     def _upsert_grant(
         self, grant_id: str, key: GrantKey, scopes: tuple[str, ...], now: float, expires_at: float
     ) -> Grant:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return self._upsert(grant_id, key, scopes, now, expires_at)
 
     def _upsert(
@@ -50,13 +49,11 @@ class GrantsMixin(MemoryCore):
         return decision.grant
 
     def _get_grant(self, grant_id: str) -> Grant | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return self._grants.get(grant_id)
 
     def _record_grant_use(self, grant_id: str, now: float, every: float) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             grant = self._grants.get(grant_id)
             if grant is None or (
                 grant.last_used_at is not None and grant.last_used_at > now - every
@@ -66,8 +63,7 @@ class GrantsMixin(MemoryCore):
             return True
 
     def _live_grant(self, key: GrantKey, now: float) -> Grant | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             grant_id = self._unrevoked.get(key)
             if grant_id is None:
                 return None
@@ -75,8 +71,7 @@ class GrantsMixin(MemoryCore):
             return grant if grant.is_live(now) else None
 
     def _revoke_grant(self, grant_id: str, now: float) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             grant = self._grants.get(grant_id)
             if grant is None or not grant.is_live(now):
                 return False
@@ -84,8 +79,7 @@ class GrantsMixin(MemoryCore):
             return True
 
     def _revoke_account_grants(self, account: str, now: float, brand_id: str | None) -> list[str]:
-        with self._lock:
-            self._check_open()
+        with self._open:
             doomed = [
                 g
                 for g in self._grants.values()
@@ -100,8 +94,7 @@ class GrantsMixin(MemoryCore):
     def _list_grants(
         self, brand_id: str | None, account: str | None, include_inactive: bool, now: float
     ) -> list[Grant]:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return _newest_first(
                 g
                 for g in self._grants.values()

@@ -35,8 +35,7 @@ class OperationsMixin(MemoryCore):
         return operation
 
     def _propose_operation(self, operation: StoredOperation, now: float) -> StoredOperation:
-        with self._lock:
-            self._check_open()
+        with self._open:
             key = operation.open_key
             if key is not None and key in self._open_operations:
                 existing = self._operations[self._open_operations[key]]
@@ -52,15 +51,13 @@ class OperationsMixin(MemoryCore):
             return self._put_operation(operation)
 
     def _operation(self, operation_id: str) -> StoredOperation | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return self._operations.get(operation_id)
 
     def _revise_operation(
         self, operation_id: str, summary: str, terms: str | None, expires_at: float, now: float
     ) -> StoredOperation | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             found = self._operations.get(operation_id)
             if found is None or found.state_at(now) != "proposed":
                 return None
@@ -78,8 +75,7 @@ class OperationsMixin(MemoryCore):
     def _confirm_operation(
         self, operation_id: str, revision: int, approved_by: str, now: float
     ) -> OperationChange:
-        with self._lock:
-            self._check_open()
+        with self._open:
             found = self._operations.get(operation_id)
             kind = decide_confirmation(found, revision=revision, now=now)
             if kind != "confirmed" or found is None:
@@ -101,8 +97,7 @@ class OperationsMixin(MemoryCore):
     def _cancel_operation(
         self, operation_id: str, summary: str, now: float
     ) -> StoredOperation | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             found = self._operations.get(operation_id)
             if found is None or found.state_at(now) != "proposed":
                 return found
@@ -113,8 +108,7 @@ class OperationsMixin(MemoryCore):
     def _settle_operation(
         self, operation_id: str, result: OperationResult, now: float
     ) -> StoredOperation | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             found = self._operations.get(operation_id)
             if found is None or found.state != "in_progress":
                 return found
@@ -129,8 +123,7 @@ class OperationsMixin(MemoryCore):
             )
 
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:
-        with self._lock:
-            self._check_open()
+        with self._open:
             kept = self._answers.get(answer.record_key)
             if kept is not None and kept.expires_at > now:
                 return kept
@@ -138,7 +131,6 @@ class OperationsMixin(MemoryCore):
             return answer
 
     def _remembered_answer(self, record_key: str, now: float) -> RememberedAnswer | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             kept = self._answers.get(record_key)
             return kept if kept is not None and kept.expires_at > now else None

@@ -17,8 +17,7 @@ class RateLimitsMixin(MemoryCore):
     def _count_request(
         self, counters: tuple[tuple[str, int], ...], window_start: float, window_end: float
     ) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             updated: list[tuple[str, tuple[float, float, int]]] = []
             for key, limit in counters:
                 start, end, count = self._rate_counts.get(key, (window_start, window_end, 0))

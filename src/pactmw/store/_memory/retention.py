@@ -15,8 +15,7 @@ class RetentionMixin(DetailsMixin):
     """`Store.cleanup`, on the in-memory state (over `DetailsMixin`, whose state it cleans)."""
 
     def _cleanup(self, now: float, conversations_idle_before: float | None) -> Cleanup:
-        with self._lock:
-            self._check_open()
+        with self._open:
             # Each count is what its own drop deleted; none reads what another deletes.
             cleanup = Cleanup(
                 device_authorizations=self._drop_expired_devices(now),

@@ -31,34 +31,29 @@ class SessionsMixin(MemoryCore):
         self._sessions[session.session_id] = session
 
     def _insert_session(self, session: PoppySession, token_hash: str) -> None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             if session.session_id in self._sessions:
                 raise ValueError("session_id is already stored")
             self._put_token(session, token_hash)
 
     def _change(self, update: SessionUpdate) -> SessionChange:
-        with self._lock:
-            self._check_open()
+        with self._open:
             change = change_session(self._sessions.get(update.session_id), update)
             if change.session is not None:
                 self._put_token(change.session, update.token_hash)
             return change
 
     def _get_session(self, session_id: str) -> PoppySession | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return self._sessions.get(session_id)
 
     def _session_for_token(self, token_hash: str) -> PoppySession | None:
-        with self._lock:
-            self._check_open()
+        with self._open:
             session_id = self._session_tokens.get(token_hash)
             return None if session_id is None else self._sessions[session_id]
 
     def _sign_out_sessions(self, grant_id: str) -> int:
-        with self._lock:
-            self._check_open()
+        with self._open:
             signed_in = [s for s in self._sessions.values() if s.grant_id == grant_id]
             for session in signed_in:
                 self._sessions[session.session_id] = evolve(

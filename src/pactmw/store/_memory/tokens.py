@@ -19,8 +19,7 @@ class TokensMixin(MemoryCore):
     def _insert_refresh_token(
         self, token_hash: str, grant: Grant, now: float, expires_at: float
     ) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             if token_hash in self._refresh:
                 return False
             self._refresh[token_hash] = RefreshTokenState(
@@ -30,8 +29,7 @@ class TokensMixin(MemoryCore):
 
     def _rotate_refresh_token(self, request: RefreshRequest) -> Rotation:
         now = request.now
-        with self._lock:
-            self._check_open()
+        with self._open:
             self._maybe_purge(now)
             state = self._refresh.get(request.token_hash)
             if not token_belongs(
@@ -59,8 +57,7 @@ class TokensMixin(MemoryCore):
             return decision.rotation
 
     def _seal_rotation(self, token_hash: str, successor: bytes) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             token = self._refresh.get(token_hash)
             if token is None or token.used_at is None or token.successor is not None:
                 return False
@@ -68,8 +65,7 @@ class TokensMixin(MemoryCore):
             return True
 
     def _use_once(self, namespace: str, value: str, now: float, expires_at: float) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             self._maybe_purge(now)
             if is_unexpired(self._used.get((namespace, value)), now):
                 return False
@@ -77,6 +73,5 @@ class TokensMixin(MemoryCore):
             return True
 
     def _is_marked(self, namespace: str, value: str, now: float) -> bool:
-        with self._lock:
-            self._check_open()
+        with self._open:
             return is_unexpired(self._used.get((namespace, value)), now)
