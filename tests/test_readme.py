@@ -83,6 +83,40 @@ def test_flask_sample_guards_the_prefix_only() -> None:
         assert_guarded(base, "/a2a/whoami", "/")
 
 
+def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/adapters.md "Try it with a token of your own", as a reader follows it: the page's
+    # commands, the agent it puts in the Flask page's configuration, its curl's answer.
+    page = (REPO / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = page.split("## Try it with a token of your own\n", 1)[1].split("\n## ", 1)[0]
+    keygen = re.search(r"^pactmw keygen [^#\n]*", section, re.MULTILINE)
+    mint = re.search(r"^\$ TOKEN=\$\((pactmw token [^)]*)\)$", section, re.MULTILINE)
+    answer = re.search(r"^\$ curl .*\n(.*)$", section, re.MULTILINE)
+    agent = re.search(r'`(\{"issuer": "https://pa.example", "jwks": [^`]*\})`', section)
+    assert keygen, section
+    assert mint, section
+    assert answer, section
+    assert agent, section
+    monkeypatch.chdir(tmp_path)  # the configuration reads pa-jwks.json from the folder
+    pactmw = (sys.executable, "-m", "pactmw")
+    subprocess.run([*pactmw, *keygen[0].split()[1:]], check=True, capture_output=True)
+    token = subprocess.run(
+        [*pactmw, *mint[1].split()[1:]], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    registered = (
+        '{"issuer": "https://pa.example", "jwks_uri": "https://pa.example/.well-known/jwks.json"}'
+    )
+    code = SAMPLES["flask"].code
+    assert registered in code
+    namespace: dict[str, Any] = {"__name__": "readme_flask_own_token"}
+    exec("import json\n" + code.replace(registered, agent[1]), namespace)
+    with werkzeug_server(namespace["app"]) as base:
+        admitted = httpx.get(base + "/a2a/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert admitted.status_code == 200
+    assert admitted.json() == json.loads(answer[1])
+
+
 def test_wsgi_sample_guards_the_prefix_only() -> None:
     with werkzeug_server(run_sample("wsgi")["application"]) as base:
         assert_guarded(base, "/a2a/anything", "/")
