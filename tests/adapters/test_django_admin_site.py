@@ -312,10 +312,12 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         # Add an agent at runtime. A JWKS URL the key fetcher may never reach is refused
         # with the same words as `pactmw agents add`, and nothing is written.
         add = "/admin/pactmw/registeredagent/add/"
+        form = client.get(add).text
+        assert '<label class="required" for="id_jwks_uri">JWKS URL:</label>' in form
         refused = client.post(
             add,
             data={
-                "csrfmiddlewaretoken": _csrf(client.get(add).text),
+                "csrfmiddlewaretoken": _csrf(form),
                 "issuer": "https://evil.example",
                 "jwks_uri": "http://169.254.169.254/latest/keys",
                 "name": "Metadata",

@@ -72,6 +72,7 @@ def test_has_delegated_scope_reads_the_views_required_scopes(target: Target) -> 
     none = target.client.get("/drf/orders", headers=target.headers(target.token()))
     assert none.status_code == 401
     assert none.headers["www-authenticate"] == INVALID_TOKEN
+    assert none.json() == {"detail": "this endpoint needs a delegation token"}
     # No credentials at all: the bare challenge, no error code (RFC 6750 §3.1).
     anonymous = target.client.get("/drf/orders")
     assert anonymous.status_code == 401

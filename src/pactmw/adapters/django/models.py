@@ -193,7 +193,7 @@ class RegisteredAgent(models.Model):
 
     issuer: _Text = models.TextField(primary_key=True)
     name: _Text = models.TextField()
-    jwks_uri: _Text = models.TextField()
+    jwks_uri: _Text = models.TextField(verbose_name="JWKS URL")  # not Django's "Jwks uri"
     added_at: _Float = models.FloatField()
 
     class Meta:

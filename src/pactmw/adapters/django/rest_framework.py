@@ -121,7 +121,9 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         except AuthenticationFailed as exc:
             # DRF asks the authentication class for the 401's challenge: it reads this.
             setattr(request._request, _FAILURE, exc)
-            raise exceptions.NotAuthenticated(exc.reason, code=exc.reason) from exc
+            # DRF's `detail` is for people (the reason stays the code): "this endpoint needs a
+            # delegation token", not "required".
+            raise exceptions.NotAuthenticated(exc.detail or exc.reason, code=exc.reason) from exc
         return True
 
 
