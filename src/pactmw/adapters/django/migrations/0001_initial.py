@@ -60,7 +60,7 @@ class Migration(migrations.Migration):
             fields=[
                 ("issuer", models.TextField(primary_key=True, serialize=False)),
                 ("name", models.TextField()),
-                ("jwks_uri", models.TextField()),
+                ("jwks_uri", models.TextField(verbose_name="JWKS URL")),
                 ("added_at", models.FloatField()),
             ],
             options={
