@@ -22,3 +22,13 @@ def test_a_statement_without_fields_is_left_as_written() -> None:
     index = "CREATE INDEX t_at ON t (at)"
     assert SQLITE_COLUMNS.fill(index) == (index,)
     assert SQLITE_COLUMNS.fill() == ()
+
+
+def test_named_fields_are_filled_beside_the_types() -> None:
+    # The device table is written once, for its first name and, in sqlite's version 10, its
+    # rebuilt copy.
+    table = "CREATE TABLE {table} (pa_sub {pa_sub}, at {real})"
+    assert SQLITE_COLUMNS.fill(table, "CREATE INDEX i ON t (at)", table="d", pa_sub="TEXT") == (
+        "CREATE TABLE d (pa_sub TEXT, at REAL)",
+        "CREATE INDEX i ON t (at)",
+    )

@@ -70,11 +70,11 @@ class ColumnTypes:
     user_code_key: str  # the same for the device authorizations' user_code
     scopes: str  # a scope list
 
-    def fill(self, *statements: str) -> tuple[str, ...]:
-        """`statements` with these types in their `{...}` fields (one without fields is
-        unchanged)."""
-        fields = asdict(self)
-        return tuple(statement.format(**fields) for statement in statements)
+    def fill(self, *statements: str, **fields: str) -> tuple[str, ...]:
+        """`statements` with these types, and `fields`, in their `{...}` fields (one without
+        fields is unchanged)."""
+        values = {**asdict(self), **fields}
+        return tuple(statement.format(**values) for statement in statements)
 
 
 SQLITE_COLUMNS = ColumnTypes(

@@ -9,8 +9,6 @@ columns.
 
 from __future__ import annotations
 
-from attrs import asdict
-
 from pactmw.store._sql import account_tokens, operations, sessions
 from pactmw.store._sql.dialect import POSTGRES_COLUMNS, SQLITE_COLUMNS, ColumnTypes
 
@@ -48,8 +46,6 @@ def schema_migrations(
 ) -> tuple[tuple[str, ...], ...]:
     """Every schema version in `types`; versions 6 (the Poppy tables, written beside their
     statements) and 10 (which the engines take differently) as given."""
-    f = asdict(types)
-
     return (
         types.fill(
             """
@@ -111,7 +107,7 @@ def schema_migrations(
             ON pactmw_grants (brand_id, account, client_id, pa_sub) WHERE revoked_at IS NULL
         """,
             "CREATE INDEX pactmw_grants_account ON pactmw_grants (account, brand_id)",
-            _DEVICE_TABLE.format(table="pactmw_device_authorizations", pa_sub="TEXT NOT NULL", **f),
+            _DEVICE_TABLE,
             _DEVICE_EXPIRES_INDEX,
             """
         CREATE TABLE pactmw_refresh_tokens (
@@ -135,6 +131,8 @@ def schema_migrations(
         )
         """,
             "CREATE INDEX pactmw_used_values_expires ON pactmw_used_values (expires_at)",
+            table="pactmw_device_authorizations",  # _DEVICE_TABLE's name and pa_sub
+            pa_sub="TEXT NOT NULL",
         ),
         # Version 3: RFC 9396 authorization details of device authorizations and grants
         # (owner `device:<code hash>` or `grant:<grant id>`), each entry once per owner.
@@ -209,8 +207,8 @@ SQLITE_MIGRATIONS = (
         # sqlite cannot drop NOT NULL in place: the table is rebuilt (nothing references it) with
         # the same columns, keys and index.
         (
-            _DEVICE_TABLE.format(
-                table="pactmw_device_authorizations_10", pa_sub="TEXT", **asdict(SQLITE_COLUMNS)
+            *SQLITE_COLUMNS.fill(
+                _DEVICE_TABLE, table="pactmw_device_authorizations_10", pa_sub="TEXT"
             ),
             """
         INSERT INTO pactmw_device_authorizations_10 (device_code_hash, user_code, brand_id,
