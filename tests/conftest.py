@@ -8,6 +8,10 @@ import pytest
 
 import pactmw.core.jose as jose_module
 
+# The helpers in tests/support assert too (a conformance case's outcome, a page's state); pytest
+# explains only the asserts it rewrites, so it must rewrite them before a test imports them.
+pytest.register_assert_rewrite("tests.support")
+
 
 @pytest.fixture
 def signature_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
