@@ -44,6 +44,7 @@ from a2a.utils.constants import TransportProtocol
 from google.protobuf.json_format import ParseDict
 
 from tests.conformance.helpers import Target, TestPA, new_id
+from tests.support.net import loopback_async_client
 
 T = TypeVar("T")
 
@@ -79,7 +80,7 @@ async def _send(client: Client, request: Any) -> Message:
 
 def test_sdk_resolves_the_card(target: Target) -> None:
     async def scenario() -> AgentCard:
-        async with httpx.AsyncClient() as http:  # the card needs no token
+        async with loopback_async_client() as http:  # the card needs no token
             return await A2ACardResolver(http, target.interface()).get_agent_card()
 
     card = run(scenario)
@@ -113,7 +114,7 @@ def test_sdk_sends_messages_over_http_json(target: Target, pa: TestPA) -> None:
 
     async def scenario() -> tuple[Message, Message, Message]:
         headers = {"Authorization": f"Bearer {pa.token('sdk-user')}"}
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with loopback_async_client(headers=headers, timeout=30) as http:
             client = await create_client(target.interface(), client_config=_config(http))
             first = await _send(client, _request("hello from the SDK", message_id=first_id))
             second = await _send(client, _request("and again", context_id=first.context_id))
@@ -140,7 +141,7 @@ def test_sdk_factory_with_a_resolved_card(target: Target, pa: TestPA) -> None:
 
     async def scenario() -> Message:
         headers = {"Authorization": f"Bearer {pa.token('sdk-user')}"}
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with loopback_async_client(headers=headers, timeout=30) as http:
             card = await A2ACardResolver(http, target.interface("globex")).get_agent_card()
             client = ClientFactory(_config(http)).create(card)
             reply = await _send(client, _request("hi globex"))
@@ -177,7 +178,7 @@ def test_sdk_maps_our_errors(target: Target, pa: TestPA) -> None:
     async def scenario() -> dict[str, BaseException | Any]:
         headers = {"Authorization": f"Bearer {pa.token('sdk-user')}"}
         outcomes: dict[str, BaseException | Any] = {}
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with loopback_async_client(headers=headers, timeout=30) as http:
             client = await create_client(target.interface(), client_config=_config(http))
             calls: dict[str, Callable[[], Awaitable[Any]]] = {
                 "get_task": lambda: client.get_task(GetTaskRequest(id="t-1")),
@@ -219,7 +220,7 @@ def test_sdk_maps_our_errors(target: Target, pa: TestPA) -> None:
 
 def test_sdk_without_a_token_gets_the_401(target: Target) -> None:
     async def scenario() -> BaseException | None:
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with loopback_async_client(timeout=30) as http:
             client = await create_client(target.interface(), client_config=_config(http))
             try:
                 await _send(client, _request("no token"))
@@ -240,7 +241,7 @@ def test_sdk_version_header_is_ignored(target: Target, pa: TestPA, version: str)
 
     async def scenario() -> Message:
         headers = {"Authorization": f"Bearer {pa.token()}", "A2A-Version": version}
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with loopback_async_client(headers=headers, timeout=30) as http:
             client = await create_client(target.interface(), client_config=_config(http))
             reply = await _send(client, _request("versioned"))
             await client.close()

@@ -390,8 +390,7 @@ def test_user_code_guessing_hits_the_per_address_limit(tmp_path: Any) -> None:
         assert env.get(consent, user="alice").status_code == 429
         assert env.post(env.oauth("acme", "consent/decision"), data={}).status_code == 429
         # Another client address is not affected.
-        transport = httpx.HTTPTransport(local_address="127.0.0.2")
-        with loopback_client(transport=transport, timeout=30) as other:
+        with loopback_client(local_address="127.0.0.2", timeout=30) as other:
             page = other.get(real["verification_uri_complete"], headers={"cookie": "sid=alice"})
             assert page.status_code == 200
             assert hidden(page.text, "session")

@@ -138,13 +138,7 @@ class SoakAgent:
 
     def run(self, end: float) -> None:
         try:
-            # Idle connections are dropped by the client before uvicorn's 5 s keep-alive
-            # timeout can close them under a request being sent (a client-side race).
-            limits = httpx.Limits(keepalive_expiry=2.0)
-            with (
-                loopback_client(timeout=30, limits=limits) as client,
-                loopback_client(timeout=30, limits=limits) as second,
-            ):
+            with loopback_client(timeout=30) as client, loopback_client(timeout=30) as second:
                 while time.monotonic() < end:
                     roll = self.random.random()
                     if roll < RETRY_RATE and self.sent:

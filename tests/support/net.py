@@ -10,7 +10,13 @@ from typing import Any
 
 import httpx
 
-__all__ = ["closed_port_url", "free_port", "loopback_client", "wait_for_port"]
+__all__ = [
+    "closed_port_url",
+    "free_port",
+    "loopback_async_client",
+    "loopback_client",
+    "wait_for_port",
+]
 
 # Servers here (uvicorn, gunicorn, Werkzeug) close a keep-alive connection after about 5 s idle.
 # A client that reuses a connection idle that long can send into the server's close and get
@@ -51,9 +57,32 @@ def wait_for_port(
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
-def loopback_client(**kwargs: Any) -> httpx.Client:
+#: The options of `loopback_client` that belong to its transport, where the connection pool is.
+_TRANSPORT_OPTIONS = frozenset({"verify", "cert", "local_address", "uds", "retries"})
+
+
+def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the client's options, its transport's), the pool's limits added to the transport's.
+
+    An httpx client given a `transport` ignores its own `limits`, so the limits must go on
+    the transport itself, and a caller's `transport` is refused."""
+    if "transport" in options or "limits" in options:
+        raise TypeError("give loopback_client the transport's options, not a transport or limits")
+    transport = {name: options.pop(name) for name in _TRANSPORT_OPTIONS & options.keys()}
+    transport["limits"] = httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_EXPIRY)
+    return options, transport
+
+
+def loopback_client(**options: Any) -> httpx.Client:
     """An `httpx.Client` for servers the tests start: idle connections are dropped after
-    `CLIENT_KEEPALIVE_EXPIRY` seconds, well before any server closes them.
+    `CLIENT_KEEPALIVE_EXPIRY` seconds, well before any server closes them. `options` are
+    `httpx.Client`'s and `httpx.HTTPTransport`'s (`verify`, `local_address`, ...).
     """
-    kwargs.setdefault("limits", httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_EXPIRY))
-    return httpx.Client(**kwargs)
+    client, transport = _split(options)
+    return httpx.Client(transport=httpx.HTTPTransport(**transport), **client)
+
+
+def loopback_async_client(**options: Any) -> httpx.AsyncClient:
+    """`loopback_client` for asyncio (an SDK's `httpx.AsyncClient`)."""
+    client, transport = _split(options)
+    return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(**transport), **client)

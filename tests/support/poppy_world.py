@@ -71,6 +71,7 @@ from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store.base import Store
 from tests.support.chromium import WAIT, headless_chromium, spki_pin
+from tests.support.net import free_port, loopback_async_client
 from tests.support.servers import uvicorn_server
 from tests.support.tls import LOOPBACK_NETWORK, TestCA
 
@@ -465,9 +466,10 @@ class PoppyWorld:
 
     def http(self) -> httpx.AsyncClient:
         """An SDK-side client: trusts the CA, dials 127.0.0.1 for every world name."""
-        transport = httpx.AsyncHTTPTransport(verify=self.ca.client_context())
-        transport._pool._network_backend = _DialLocal((SHOP, ATLAS, PLAIN), self.port)
-        return httpx.AsyncClient(transport=transport, timeout=10.0)
+        client = loopback_async_client(verify=self.ca.client_context(), timeout=10.0)
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        pool._network_backend = _DialLocal((SHOP, ATLAS, PLAIN), self.port)
+        return client
 
     @staticmethod
     async def resolve(host: str) -> list[str]:
@@ -676,7 +678,6 @@ def serve_world(
     pact_agents: Sequence[RegisteredAgent] = (),
 ) -> Iterator[PoppyWorld]:
     """Serve the world on one free port over TLS while the block runs."""
-    from tests.support.net import free_port
 
     ca = TestCA()
     cert = ca.ca.issue_cert(SHOP, ATLAS, PLAIN)
