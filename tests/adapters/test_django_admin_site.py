@@ -274,6 +274,42 @@ store.remove_agent(RACED)
 """
 
 
+#: The grants list's queries with the two grants of the test, then with ten more.
+GRANT_LIST_QUERIES = """
+import re
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+setup_test_environment()
+client = Client()
+client.force_login(get_user_model().objects.get(username="ops"))
+
+def listed():
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/admin/pactmw/grant/")
+    assert page.status_code == 200, page.status_code
+    return len(queries), page.content.decode()
+
+few, _ = listed()
+for n in range(10):
+    store.upsert_grant(grant_id=f"g-many-{n}", brand_id="shop", account="acct-many",
+        client_id="https://pa.example", pa_sub=f"u{n}", scopes=("orders:read",), now=now,
+        expires_at=now + 3600)
+many, text = listed()
+states = re.findall(r'<td class="field-state">([a-z]+)</td>', text)
+print(f"queries: {few} {many}")
+print(f"statuses: live {states.count('live')}, revoked {states.count('revoked')}")
+"""
+
+
+def _a_grant_list_s_queries(site: Path, env: dict[str, str]) -> tuple[list[int], str]:
+    """The list's queries with 2 grants, then with 12; the statuses it shows with 12."""
+    queries, statuses = _shell(site, env, GRANT_LIST_QUERIES).splitlines()[-2:]
+    return [int(n) for n in queries.removeprefix("queries: ").split()], statuses.split(": ")[1]
+
+
 def _a_lost_race_only_warns(site: Path, env: dict[str, str]) -> list[str]:
     return [
         line
@@ -450,6 +486,11 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
             " for e in LogEntry.objects.filter(object_id='g-1')])",
         )
         assert "('ops', 'g-1', 'revoked')" in history
+        # The list's status column rules on the rows the list read: the queries a page
+        # costs do not grow with its rows (it read the store again for each row).
+        queries, statuses = _a_grant_list_s_queries(root, env)
+        assert queries[0] == queries[1], f"2 grants: {queries[0]} queries, 12: {queries[1]}"
+        assert statuses == "live 11, revoked 1"
 
         # Conversations are read-only and keep what was written out of sight.
         _shell(

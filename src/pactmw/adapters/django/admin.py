@@ -361,8 +361,7 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
 
     @admin.display(description="status")
     def state(self, obj: Grant) -> str:
-        stored = get_provider().store.get_grant(obj.grant_id)
-        return grant_admin.status(stored, time.time()) if stored is not None else "-"
+        return grant_admin.status(obj.as_stored(), time.time())
 
     @admin.action(description="Revoke the selected grants")
     def revoke_grants(self, request: HttpRequest, queryset: QuerySet[Grant]) -> None:
