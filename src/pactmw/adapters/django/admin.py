@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 
 from pactmw.adapters.django._config import get_provider, raw_settings
@@ -271,10 +271,16 @@ class RegisteredAgentAdmin(_AgentSwitches):
     ordering = ("issuer",)
     added = _time_column("added_at", "added")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RegisteredAgent]:
+        # Each agent's block/allow switch comes with the list: one query, not one a row.
+        switch = AgentOverride.objects.filter(issuer=OuterRef("issuer")).values("enabled")[:1]
+        return super().get_queryset(request).annotate(switch=Subquery(switch))
+
     @admin.display(description="access")
     def access(self, obj: RegisteredAgent) -> str:
-        enabled = get_provider().store.agent_enabled(obj.issuer)
-        return "blocked" if enabled is False else "allowed"
+        # As the store's agent_enabled rules: enabled unless an override says otherwise.
+        switch = obj.switch  # type: ignore[attr-defined]  # annotated by get_queryset
+        return "blocked" if switch is False else "allowed"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # An agent's issuer and keys are its identity: remove it and add it again instead.
@@ -319,12 +325,16 @@ class AgentAccessAdmin(_AgentSwitches):
     def access(self, obj: AgentOverride) -> str:
         return "allowed" if obj.enabled else "blocked"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentOverride]:
+        # Whether each issuer was added at runtime comes with the list, not a query a row.
+        added = RegisteredAgent.objects.filter(issuer=OuterRef("issuer"))
+        return super().get_queryset(request).annotate(added=Exists(added))
+
     @admin.display(description="source")
     def source(self, obj: AgentOverride) -> str:
-        provider = get_provider()
-        if any(agent.issuer == obj.issuer for agent in provider.verifier.registry):
+        if any(agent.issuer == obj.issuer for agent in get_provider().verifier.registry):
             return "config"
-        return "runtime" if provider.store.get_agent(obj.issuer) is not None else "-"
+        return "runtime" if obj.added else "-"  # type: ignore[attr-defined]  # see get_queryset
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a block is lifted by allowing, which every process sees
