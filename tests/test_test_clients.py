@@ -3,9 +3,9 @@
 
 A pooled connection left idle as long as a server's keep-alive timeout (uvicorn's is 5 s)
 can be reused just as the server closes it, and the request fails with "connection reset by
-peer": CI runs failed that way twice, the second time through an SDK's `httpx.AsyncClient`.
-`loopback_client` drops idle connections first; this test keeps every new test on it (read
-with `ast`, nothing imported): no test builds an httpx client or transport of its own.
+peer": a CI run failed that way once, and the SDKs' `httpx.AsyncClient`s were still outside
+this rule. `loopback_client` drops idle connections first; this test keeps every new test on
+it (read with `ast`, nothing imported): no test builds an httpx client or transport itself.
 """
 
 from __future__ import annotations

@@ -678,7 +678,6 @@ def serve_world(
     pact_agents: Sequence[RegisteredAgent] = (),
 ) -> Iterator[PoppyWorld]:
     """Serve the world on one free port over TLS while the block runs."""
-
     ca = TestCA()
     cert = ca.ca.issue_cert(SHOP, ATLAS, PLAIN)
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
