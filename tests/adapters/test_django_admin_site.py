@@ -274,8 +274,9 @@ store.remove_agent(RACED)
 """
 
 
-#: The admin's three lists, each with the rows the test made so far, then with ten more: the
-#: queries each list costs, and what its computed columns show.
+#: The admin's three lists, each with the rows the test made so far, then with ten more (and an
+#: expired grant): the queries each list costs, what its computed columns show, and the grants
+#: the status filter shows for each status.
 LIST_QUERIES = """
 import re
 from django.contrib.auth import get_user_model
@@ -302,16 +303,24 @@ for n in range(10):
     issuer = f"https://pa-{n}.example"
     store.add_agent(issuer=issuer, name=f"PA {n}", jwks_uri=issuer + "/jwks.json", now=now)
     store.set_agent_enabled(issuer, n % 2 == 0)
+store.upsert_grant(grant_id="g-old", brand_id="shop", account="acct-old",
+    client_id="https://pa.example", pa_sub="u", scopes=("orders:read",), now=now - 7200,
+    expires_at=now - 3600)
 for model, column in PAGES.items():
     queries, text = listed(model)
     shown = re.findall(f'<td class="field-{column}">([a-z-]+)</td>', text)
     counts = ", ".join(f"{value} {shown.count(value)}" for value in sorted(set(shown)))
     print(f"{model}: queries {before[model]} {queries}; {column}: {counts}")
+# The status filter, as `pactmw grants list` tells them apart.
+for status in ("live", "revoked", "expired"):
+    text = client.get("/admin/pactmw/grant/", {"status": status}).content.decode()
+    ids = sorted(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', text))
+    print(f"{status}: {' '.join(ids) if len(ids) < 3 else len(ids)}")
 """
 
 
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
-    return _shell(site, env, LIST_QUERIES).splitlines()[-3:]
+    return _shell(site, env, LIST_QUERIES).splitlines()[-6:]
 
 
 def _a_lost_race_only_warns(site: Path, env: dict[str, str]) -> list[str]:
@@ -491,11 +500,15 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         )
         assert "('ops', 'g-1', 'revoked')" in history
         # The lists' computed columns rule on what the list read: the queries a page costs do
-        # not grow with its rows (they asked the store again for each row).
+        # not grow with its rows (they asked the store again for each row). The grants list
+        # filters by status as the status column tells it.
         assert _the_lists_queries(root, env) == [
             "registeredagent: queries 5 5; access: allowed 5, blocked 5",
             "agentoverride: queries 5 5; source: - 1, runtime 10",
-            "grant: queries 8 8; state: live 11, revoked 1",
+            "grant: queries 8 8; state: expired 1, live 11, revoked 1",
+            "live: 11",
+            "revoked: g-1",
+            "expired: g-old",
         ]
 
         # Conversations are read-only and keep what was written out of sight.

@@ -343,6 +343,30 @@ class AgentAccessAdmin(_AgentSwitches):
 # -- grants --------------------------------------------------------------------------------
 
 
+class _GrantStatusFilter(admin.SimpleListFilter):
+    """Live, revoked or expired, as the status column and `pactmw grants list` tell them
+    (`grant_admin.status`): the filter an operator looking for what to revoke wants."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> tuple[tuple[str, str], ...]:
+        return (("live", "live"), ("revoked", "revoked"), ("expired", "expired"))
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Grant]) -> QuerySet[Grant]:
+        # The store's rule (`store.Grant.is_live`) in the ORM's terms: live while unrevoked
+        # and `now < expires_at`.
+        now = time.time()
+        unrevoked = queryset.filter(revoked_at__isnull=True)
+        if self.value() == "live":
+            return unrevoked.filter(expires_at__gt=now)
+        if self.value() == "expired":
+            return unrevoked.filter(expires_at__lte=now)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
 @admin.register(Grant)
 class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by account and agent; revoke as the Provider does."""
@@ -358,7 +382,7 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
         "created",
         "expires",
     )
-    list_filter = ("brand_id", "client_id", "account")
+    list_filter = (_GrantStatusFilter, "brand_id", "client_id", "account")
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
     actions = ("revoke_grants",)
