@@ -311,6 +311,11 @@ for model, column in PAGES.items():
     shown = re.findall(f'<td class="field-{column}">([a-z-]+)</td>', text)
     counts = ", ".join(f"{value} {shown.count(value)}" for value in sorted(set(shown)))
     print(f"{model}: queries {before[model]} {queries}; {column}: {counts}")
+# The filters: status, Brand and agent; not every account that ever delegated (searched).
+text = client.get("/admin/pactmw/grant/").content.decode()
+print("filters:", " ".join(re.findall(r'<details data-filter-title="([^"]+)"', text)))
+found = client.get("/admin/pactmw/grant/", {"q": "acct-old"}).content.decode()
+print("found:", " ".join(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', found)))
 # The status filter, as `pactmw grants list` tells them apart.
 for status in ("live", "revoked", "expired"):
     text = client.get("/admin/pactmw/grant/", {"status": status}).content.decode()
@@ -320,7 +325,7 @@ for status in ("live", "revoked", "expired"):
 
 
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
-    return _shell(site, env, LIST_QUERIES).splitlines()[-6:]
+    return _shell(site, env, LIST_QUERIES).splitlines()[-8:]
 
 
 def _a_lost_race_only_warns(site: Path, env: dict[str, str]) -> list[str]:
@@ -505,7 +510,9 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert _the_lists_queries(root, env) == [
             "registeredagent: queries 5 5; access: allowed 5, blocked 5",
             "agentoverride: queries 5 5; source: - 1, runtime 10",
-            "grant: queries 8 8; state: expired 1, live 11, revoked 1",
+            "grant: queries 7 7; state: expired 1, live 11, revoked 1",
+            "filters: status brand id client id",
+            "found: g-old",
             "live: 11",
             "revoked: g-1",
             "expired: g-old",

@@ -369,7 +369,8 @@ class _GrantStatusFilter(admin.SimpleListFilter):
 
 @admin.register(Grant)
 class GrantAdmin(_ReadOnly, _StateAdmin):
-    """Delegation grants, filterable by account and agent; revoke as the Provider does."""
+    """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
+    the Provider does."""
 
     list_display = (
         "grant_id",
@@ -382,7 +383,10 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
         "created",
         "expires",
     )
-    list_filter = (_GrantStatusFilter, "brand_id", "client_id", "account")
+    # Not `account` among the filters: the sidebar would list every account that ever
+    # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
+    # `?account=...` filters as before.
+    list_filter = (_GrantStatusFilter, "brand_id", "client_id")
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
     actions = ("revoke_grants",)
