@@ -187,6 +187,18 @@ def _action(client: httpx.Client, changelist: str, action: str, *selected: str) 
     return answer.text.lower()  # the admin capitalizes messages ("Blocked ...")
 
 
+def _record_page(client: httpx.Client, model: str, key: str) -> str:
+    """The admin's page of one row (reached from its list, as a person would): shown, and
+    with times as the lists show them, never as epoch seconds."""
+    listed = client.get(f"/admin/pactmw/{model}/").text
+    links = re.findall(rf'href="(/admin/pactmw/{model}/[^"]+/change/)[^"]*">([^<]+)</a>', listed)
+    (link,) = [href for href, text in links if text == key]
+    page = client.get(link)
+    assert page.status_code == 200, page.text[:3000]
+    assert not re.search(r"\b1\d{9}\.\d+\b", page.text), "a time shown as epoch seconds"
+    return page.text
+
+
 def _shell(site: Path, env: dict[str, str], code: str) -> str:
     prelude = "import time\nfrom pactmw.adapters.django import get_provider\n"
     prelude += "store = get_provider().store\nnow = time.time()\n"
@@ -418,6 +430,11 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
         assert _answer(base, key) == 200
+        # The agent's own page and its switch's: read-only, the time as the list shows it.
+        for model in ("registeredagent", "agentoverride"):
+            assert _record_page(client, model, ISSUER).count("UTC") == (
+                1 if model == "registeredagent" else 0
+            )
 
         # Agent overrides: block any configured or added issuer by name; an issuer nobody
         # configured or added is refused, in the commands' words.
@@ -493,6 +510,9 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert "revoked g-1 (brand shop, account acct-1" in page
         grants = json.loads(_manage(root, env, "pactmw", "grants", "list", "--all", "--json"))
         assert {g["grant_id"]: g["status"] for g in grants} == {"g-1": "revoked", "g-2": "live"}
+        revoked = _record_page(client, "grant", "g-1")
+        assert re.search(r"<label>Status:</label>\s*<div class=\"readonly\">revoked</div>", revoked)
+        assert revoked.count("UTC") == 4  # created, updated, expires, revoked; never used
         # The Provider's own audit event, as provider.revoke_grant emits it.
         audited = (root / "runserver.log").read_text()
         assert f"agent.grant_revoked brand=shop issuer={ISSUER} grant=g-1" in audited

@@ -241,7 +241,9 @@ class RegisteredAgentForm(_DecidedForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["name"].required = False
+        # An agent's own page shows its fields read-only, so its form has none of them.
+        if "name" in self.fields:
+            self.fields["name"].required = False
 
     def refusal(self, data: dict[str, Any]) -> agent_admin.Outcome | None:
         return agent_admin.add_refusal(
@@ -284,7 +286,7 @@ class RegisteredAgentAdmin(_AgentSwitches):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # An agent's issuer and keys are its identity: remove it and add it again instead.
-        return () if obj is None else ("issuer", "jwks_uri", "name", "added_at")
+        return () if obj is None else ("issuer", "jwks_uri", "name", "added")
 
     def delete_model(self, request: HttpRequest, obj: RegisteredAgent) -> None:
         self._report(request, agent_admin.remove_agent(get_provider(), obj.issuer))
@@ -372,16 +374,17 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
     the Provider does."""
 
+    # What an operator decides on comes first: beside Django's navigation and the filters,
+    # nine columns put the status past the right edge of a 1400 px window. The agent's user
+    # (`pa_sub`) and the creation time are on each grant's page.
     list_display = (
         "grant_id",
-        "brand_id",
         "account",
         "client_id",
-        "pa_sub",
         "scope_list",
         "state",
-        "created",
         "expires",
+        "brand_id",
     )
     # Not `account` among the filters: the sidebar would list every account that ever
     # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
@@ -390,8 +393,27 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
     actions = ("revoke_grants",)
+    # A grant's page: its times as the list and the commands show them, not epoch seconds.
+    fields = (
+        "grant_id",
+        "brand_id",
+        "account",
+        "client_id",
+        "pa_sub",
+        "scope_list",
+        "state",
+        "created",
+        "updated",
+        "expires",
+        "revoked",
+        "last_used",
+    )
+    readonly_fields = fields
     created = _time_column("created_at", "created")
+    updated = _time_column("updated_at", "updated")
     expires = _time_column("expires_at", "expires")
+    revoked = _time_column("revoked_at", "revoked")
+    last_used = _time_column("last_used_at", "last used")
 
     @admin.display(description="scopes")
     def scope_list(self, obj: Grant) -> str:
