@@ -126,9 +126,10 @@ class Conversation(models.Model):
     """A conversation (`contextId`) between a personal agent and a brand's bot."""
 
     context_id: _Text = models.TextField(primary_key=True)
-    brand_id: _Text = models.TextField()
-    issuer: _Text = models.TextField()
-    sub: _Text = models.TextField()
+    # The admin's labels are the commands' words (AGENT), not Django's from the column names.
+    brand_id: _Text = models.TextField(verbose_name="brand")
+    issuer: _Text = models.TextField(verbose_name="agent")
+    sub: _Text = models.TextField(verbose_name="agent's user (sub)")
     created_at: _Float = models.FloatField()
     last_activity: _Float = models.FloatField()
     closed: models.BooleanField[bool, bool] = models.BooleanField(default=False)
@@ -210,10 +211,10 @@ class Grant(models.Model):
     """What an account delegated to a personal agent (PACT Delegated)."""
 
     grant_id: _Text = models.TextField(primary_key=True)
-    brand_id: _Text = models.TextField()
+    brand_id: _Text = models.TextField(verbose_name="brand")
     account: _Text = models.TextField()
-    client_id: _Text = models.TextField()
-    pa_sub: _Text = models.TextField()
+    client_id: _Text = models.TextField(verbose_name="agent")
+    pa_sub: _Text = models.TextField(verbose_name="agent's user (pa_sub)")
     scopes: ScopeListField = ScopeListField()
     created_at: _Float = models.FloatField()
     updated_at: _Float = models.FloatField()
