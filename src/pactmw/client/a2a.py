@@ -474,7 +474,7 @@ class AsyncA2AClient(_Interface):
             card_url,
             transport=options.get("transport"),
             retry=options.get("retry"),
-            sleep=options.get("sleep"),
+            sleep=options.get("sleep", asyncio.sleep),
         )
         return cls.from_card(card, token, **options)
 

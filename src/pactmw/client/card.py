@@ -183,13 +183,11 @@ async def afetch_card(
     *,
     transport: AsyncTransport | None = None,
     retry: RetryPolicy | None = None,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AgentCard:
     """Fetch a Brand's Agent Card from any URL, following redirects (asyncio)."""
     return await run_async(
-        card_flow(url, retry or RetryPolicy()),
-        transport or AsyncioTransport(),
-        sleep or asyncio.sleep,
+        card_flow(url, retry or RetryPolicy()), transport or AsyncioTransport(), sleep
     )
 
 
