@@ -336,6 +336,40 @@ for status in ("live", "revoked", "expired"):
 """
 
 
+#: Two conversations, of 3 and of 60 answered turns: what each page shows, what it costs in
+#: queries, and whether any query reads the stored replies (never shown).
+CONVERSATION_PAGES = """
+import re
+from django.contrib.auth import get_user_model
+from django.db import connection, reset_queries
+from django.test import Client
+from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+setup_test_environment()
+client = Client()
+client.force_login(get_user_model().objects.get(username="ops"))
+for turns in (3, 60):
+    ctx = store.create_conversation(brand_id="shop", issuer="https://pa.example", sub="u", now=now)
+    for n in range(turns):
+        store.claim_message(context_id=ctx, message_id=f"m-{n}", text="hi", now=now,
+            lease_seconds=30)
+        store.store_reply(context_id=ctx, message_id=f"m-{n}", reply_message_id=f"r-{n}",
+            reply_text="hello", reply=b"{}", now=now)
+    url = f"/admin/pactmw/conversation/{ctx}/change/"
+    client.get(url)  # a first page also fills the session's and Django's caches
+    reset_queries()  # the store's statements filled Django's query log
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(url)
+    text = page.content.decode()
+    shown = re.findall(r'<td class="field-message_id">\\s*<p>([^<]+)</p>', text)
+    told = re.findall(r'<label>Turns:</label>\\s*<div class="readonly">([^<]+)</div>', text)
+    told = " ".join(told) or "not told"
+    replies = any('."reply"' in query["sql"] for query in queries.captured_queries)
+    print(f"{turns}: {page.status_code}, queries {len(queries)}, turns {told!r},"
+          f" shown {len(shown)} {shown[0]}..{shown[-1]}, replies read {replies}")
+"""
+
+
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
     return _shell(site, env, LIST_QUERIES).splitlines()[-8:]
 
@@ -558,6 +592,14 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert SECRET_TEXT not in detail.text
         assert 'name="_save"' not in detail.text  # nothing to change
         change_url = link.group(1)
+        # A long conversation's page shows its last turns and says how many there are: the
+        # page and its queries do not grow with the conversation (they held every turn, and
+        # read each stored reply although none is shown).
+        assert _shell(root, env, CONVERSATION_PAGES).splitlines()[-2:] == [
+            "3: 200, queries 6, turns '3', shown 3 m-0..m-2, replies read False",
+            "60: 200, queries 6, turns '60 (the last 50 below)', shown 50 m-10..m-59,"
+            " replies read False",
+        ]
 
     # The operator opts in: the same page now shows the text.
     port, server = _serve(root, {**env, "SHOW_TEXT": "1"}, "runserver-text")

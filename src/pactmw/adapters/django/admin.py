@@ -441,6 +441,8 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
 
 
 class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
+    """A conversation's turns, oldest first (`ConversationAdmin` shows the last of them)."""
+
     model = Message
     extra = 0
     can_delete = False
@@ -456,17 +458,55 @@ class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return self.get_fields(request, obj)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        # The stored reply (the whole A2A response, kilobytes a turn) is never shown, and the
+        # texts only when the operator opted in: none of it is read for nothing.
+        hidden = ("reply",) if show_message_text() else ("reply", "text", "reply_text")
+        return super().get_queryset(request).defer(*hidden)
+
 
 @admin.register(Conversation)
 class ConversationAdmin(_ReadOnly, _StateAdmin):
-    """Conversations, read-only; what was written only with `admin_show_message_text`."""
+    """Conversations, read-only; what was written only with `admin_show_message_text`.
+
+    A conversation's page shows its last `turns_shown` turns (a site's subclass may change
+    it) and how many there are, so a long conversation's page stays small.
+    """
 
     list_display = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "active")
     list_filter = ("brand_id", "issuer", "closed")
     search_fields = ("=context_id", "=account")
     ordering = ("-last_activity",)
     inlines = (MessageInline,)
-    fields = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "started", "active")
+    fields = (
+        "context_id",
+        "brand_id",
+        "issuer",
+        "sub",
+        "account",
+        "closed",
+        "started",
+        "active",
+        "turns",
+    )
     readonly_fields = fields
+    #: As many turns as the bot is given by default (`Store.history`).
+    turns_shown: ClassVar[int] = 50
     started = _time_column("created_at", "started")
     active = _time_column("last_activity", "last activity")
+
+    @admin.display(description="turns")
+    def turns(self, conversation: Conversation) -> str:
+        total = Message.objects.filter(conversation=conversation).count()
+        shown = self.turns_shown
+        return f"{total} (the last {shown} below)" if total > shown else str(total)
+
+    def get_formset_kwargs(
+        self, request: HttpRequest, obj: Any, inline: Any, prefix: str
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, MessageInline) and obj is not None:
+            turns = inline.get_queryset(request).filter(conversation=obj)
+            last = turns.order_by("-id").values_list("id", flat=True)[: self.turns_shown]
+            kwargs["queryset"] = turns.filter(id__in=list(last))
+        return kwargs
