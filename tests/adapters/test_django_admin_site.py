@@ -171,6 +171,13 @@ def _login(base: str) -> httpx.Client:
     return client
 
 
+def _messages(page: str) -> list[tuple[str, str]]:
+    """The messages a page shows: (level, text) each, in order (Django capitalizes them)."""
+    shown = re.search(r'<ul class="messagelist">(.*?)</ul>', page, re.S)
+    found = re.findall(r'<li class="([^"]*)">(.*?)</li>', shown.group(1) if shown else "", re.S)
+    return [(level, text.strip()) for level, text in found]
+
+
 def _action(client: httpx.Client, changelist: str, action: str, *selected: str) -> str:
     page = client.get(changelist)
     answer = client.post(
@@ -447,6 +454,11 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
             },
         )
         assert added.status_code == 302, added.text[:3000]
+        # What the add did, in the commands' words, and only that: no "was added
+        # successfully" repeating it.
+        assert _messages(client.get(added.headers["location"]).text) == [
+            ("success", f"Added {ISSUER} (keys from {jwks.url})")
+        ]
         listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["source"], a["status"]) for a in listed] == [
             (ISSUER, "runtime", "allowed")
@@ -492,6 +504,9 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
             },  # "enabled" unticked: block
         )
         assert blocked.status_code == 302, blocked.text[:3000]
+        assert _messages(client.get(blocked.headers["location"]).text) == [
+            ("success", f"Blocked {ISSUER}")
+        ]
         listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
         page = _action(client, "/admin/pactmw/agentoverride/", "allow_agents", ISSUER)
@@ -522,7 +537,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
             },
             follow_redirects=True,
         )
-        assert f"removed {ISSUER}" in removed.text.lower()
+        assert _messages(removed.text) == [("success", f"Removed {ISSUER}")]
         assert json.loads(_manage(root, env, "pactmw", "agents", "list", "--json")) == []
         assert _answer(base, key) == 401
 

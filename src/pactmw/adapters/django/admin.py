@@ -61,6 +61,9 @@ SHOW_MESSAGE_TEXT = "admin_show_message_text"
 #: validated form asked for (another operator made or undid it in between), so the add view's
 #: success message and history entry are left out.
 _REFUSED_AT_SAVE = "_pactmw_refused_at_save"
+#: Set on the request once the admin reported what an operators' function did (an add, a
+#: switch, a removal), so Django's own success message does not say it a second time.
+_REPORTED = "_pactmw_reported"
 
 
 def show_message_text() -> bool:
@@ -183,6 +186,22 @@ class _AgentSwitches(_StateAdmin):
             setattr(request, _REFUSED_AT_SAVE, True)
         self._report(request, outcome)
 
+    def message_user(
+        self,
+        request: HttpRequest,
+        message: Any,  # a str or a lazy translation, as Django passes it
+        level: int | str = messages.INFO,
+        extra_tags: str = "",
+        fail_silently: bool = False,
+    ) -> None:
+        # After the operators' function's report ("added X (keys from Y)", "blocked X",
+        # "removed X"), Django's own success message ("The agent override “X” was added
+        # successfully.", "Successfully deleted 1 registered agent.") would repeat it in vaguer
+        # words, or contradict a refusal; its other messages pass.
+        if level == messages.SUCCESS and getattr(request, _REPORTED, False):
+            return
+        super().message_user(request, message, level, extra_tags, fail_silently)
+
     def log_addition(  # type: ignore[override]  # Django's add view ignores what it returns
         self, request: HttpRequest, obj: Any, message: Any
     ) -> LogEntry | None:
@@ -201,10 +220,11 @@ class _AgentSwitches(_StateAdmin):
         return super().response_add(request, obj, post_url_continue)
 
     def _report(self, request: HttpRequest, outcome: agent_admin.Outcome) -> None:
+        setattr(request, _REPORTED, True)
         if outcome.error is not None:
-            self.message_user(request, outcome.error, messages.WARNING)
+            messages.warning(request, outcome.error)
         for line in outcome.lines:
-            self.message_user(request, line, messages.SUCCESS)
+            messages.success(request, line)
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Any], enabled: bool) -> None:
         provider = get_provider()
