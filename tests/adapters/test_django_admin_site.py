@@ -374,6 +374,19 @@ for turns in (3, 60):
     replies = any('."reply"' in query["sql"] for query in queries.captured_queries)
     print(f"{turns}: {page.status_code}, queries {len(queries)}, turns {told!r},"
           f" shown {len(shown)} {shown[0]}..{shown[-1]}, replies read {replies}")
+# The list's filters offer the Provider's Brands and agents, read without a DISTINCT over the
+# conversations (which reads every row on every page).
+store.add_agent(issuer="https://pa.example", name="PA", jwks_uri="https://pa.example/jwks",
+    now=now)
+reset_queries()
+with CaptureQueriesContext(connection) as queries:
+    page = client.get("/admin/pactmw/conversation/")
+text = page.content.decode()
+for title in ("brand", "agent"):
+    block = " ".join(re.findall(f'<details data-filter-title="{title}".*?</details>', text, re.S))
+    print(f"{title}:", " ".join(re.findall(r'<a href="[^"]*">([^<]+)</a>', block)) or "none")
+print("distinct:", [q["sql"][:60] for q in queries.captured_queries if "DISTINCT" in q["sql"]])
+store.remove_agent("https://pa.example")
 """
 
 
@@ -579,7 +592,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert _the_lists_queries(root, env) == [
             "registeredagent: queries 5 5; access: allowed 5, blocked 5",
             "agentoverride: queries 5 5; source: - 1, runtime 10",
-            "grant: queries 7 7; state: expired 1, live 11, revoked 1",
+            "grant: queries 6 6; state: expired 1, live 11, revoked 1",
             "filters: status brand agent",
             "found: g-old",
             "live: 11",
@@ -610,10 +623,14 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         # A long conversation's page shows its last turns and says how many there are: the
         # page and its queries do not grow with the conversation (they held every turn, and
         # read each stored reply although none is shown).
-        assert _shell(root, env, CONVERSATION_PAGES).splitlines()[-2:] == [
+        assert _shell(root, env, CONVERSATION_PAGES).splitlines()[-5:] == [
             "3: 200, queries 6, turns '3', shown 3 m-0..m-2, replies read False",
             "60: 200, queries 6, turns '60 (the last 50 below)', shown 50 m-10..m-59,"
             " replies read False",
+            "brand: All shop",
+            # The agents LIST_QUERIES added, and the conversations' own.
+            "agent: All " + " ".join([*(f"https://pa-{n}.example" for n in range(10)), ISSUER]),
+            "distinct: []",
         ]
 
     # The operator opts in: the same page now shows the text.

@@ -19,7 +19,7 @@ through the ORM. Conversations are read-only, and message text is shown only whe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
@@ -365,6 +365,35 @@ class AgentAccessAdmin(_AgentSwitches):
 # -- grants --------------------------------------------------------------------------------
 
 
+def _known(field: str, title: str, choices: Callable[[], Iterable[str]]) -> type[Any]:
+    """A list filter on `field` offering `choices()`: what the Provider knows (its Brands, its
+    configured and added agents), not Django's `DISTINCT` over the table, which reads every
+    row on every page (0.25 s of a 0.39 s conversations page at 300,000 conversations). The
+    `?field=` of any value filters, a value no longer known included."""
+
+    class KnownValues(admin.SimpleListFilter):
+        parameter_name = field
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            return [(value, value) for value in sorted(set(choices()))]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+            value = self.value()
+            return queryset if value is None else queryset.filter(**{field: value})
+
+    KnownValues.title = title
+    return KnownValues
+
+
+def _brand_ids() -> Iterable[str]:
+    return get_provider().brands
+
+
+def _agent_issuers() -> Iterable[str]:
+    yield from (agent.issuer for agent in get_provider().verifier.registry)
+    yield from RegisteredAgent.objects.values_list("issuer", flat=True)
+
+
 class _GrantStatusFilter(admin.SimpleListFilter):
     """Live, revoked or expired, as the status column and `pactmw grants list` tell them
     (`grant_admin.status`): the filter an operator looking for what to revoke wants."""
@@ -409,7 +438,11 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     # Not `account` among the filters: the sidebar would list every account that ever
     # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
     # `?account=...` filters as before.
-    list_filter = (_GrantStatusFilter, "brand_id", "client_id")
+    list_filter = (
+        _GrantStatusFilter,
+        _known("brand_id", "brand", _brand_ids),
+        _known("client_id", "agent", _agent_issuers),
+    )
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
     actions = ("revoke_grants",)
@@ -494,7 +527,11 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     """
 
     list_display = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "active")
-    list_filter = ("brand_id", "issuer", "closed")
+    list_filter = (
+        _known("brand_id", "brand", _brand_ids),
+        _known("issuer", "agent", _agent_issuers),
+        "closed",
+    )
     search_fields = ("=context_id", "=account")
     ordering = ("-last_activity",)
     inlines = (MessageInline,)
