@@ -393,6 +393,32 @@ store.remove_agent("https://pa.example")
 """
 
 
+#: A NUL character in an object's id, a filter's or a search's value or a parameter's name:
+#: PostgreSQL refuses it in a text value with an error that Django let through as a 500.
+NUL_VALUES = """
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+setup_test_environment()
+client = Client(raise_request_exception=False)
+client.force_login(get_user_model().objects.get(username="ops"))
+NUL = chr(0)
+PARAMETERS = {
+    "conversation": ("brand_id", "issuer", "q"),
+    "grant": ("brand_id", "client_id", "status", "account", "q"),
+    "registeredagent": ("q",),
+    "agentoverride": ("q",),
+}
+for model, names in PARAMETERS.items():
+    lists = [client.get(f"/admin/pactmw/{model}/", {name: f"a{NUL}b"}) for name in names]
+    lists.append(client.get(f"/admin/pactmw/{model}/", {f"a{NUL}": "b"}))
+    pages = [client.get(f"/admin/pactmw/{model}/a%00b/{view}/") for view in ("change", "history")]
+    print(f"{model}:", " ".join(str(page.status_code) for page in lists + pages),
+          {page.get("Location") for page in lists}, {page.get("Location") for page in pages})
+"""
+
+
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
     return _shell(site, env, LIST_QUERIES).splitlines()[-8:]
 
@@ -623,6 +649,13 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert SECRET_TEXT not in detail.text
         assert 'name="_save"' not in detail.text  # nothing to change
         change_url = link.group(1)
+        # Unknown ids, filters and searches are Django's answers, never a 500 (PostgreSQL).
+        assert _shell(root, env, NUL_VALUES).splitlines()[-4:] == [
+            f"{model}: {' '.join(['302'] * count)} {{'/admin/pactmw/{model}/?e=1'}} {{'/admin/'}}"
+            for model, count in (
+                ("conversation", 6), ("grant", 8), ("registeredagent", 4), ("agentoverride", 4)
+            )
+        ]  # fmt: skip
         # A long conversation's page shows its last turns and says how many there are: the
         # page and its queries do not grow with the conversation (they held every turn, and
         # read each stored reply although none is shown).
