@@ -419,6 +419,45 @@ for model, names in PARAMETERS.items():
 """
 
 
+#: Two staff users: one that may only view pactmw's models, one that may also change them.
+#: Revoking a grant and blocking or allowing an agent need Django's "Can change" permission of
+#: the list's model (the rows themselves are never edited): viewing is not enough.
+PERMISSIONS = """
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+setup_test_environment()
+MODELS = ("grant", "registeredagent", "agentoverride")
+ACTIONS = {"grant": "revoke_grants", "registeredagent": "block_agents",
+    "agentoverride": "allow_agents"}
+PA = "https://perms.example"
+store.add_agent(issuer=PA, name="PA", jwks_uri=PA + "/jwks.json", now=now)
+store.set_agent_enabled(PA, False)
+for role, verbs in (("viewer", ("view",)), ("operator", ("view", "change"))):
+    user = get_user_model().objects.create_user(role, password="pw", is_staff=True)
+    codenames = [f"{verb}_{model}" for verb in verbs for model in MODELS]
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(user)
+    store.upsert_grant(grant_id=f"g-{role}", brand_id="shop", account="a", client_id=PA,
+        pa_sub=role, scopes=("orders:read",), now=now, expires_at=now + 3600)
+    offered = []
+    for model, action in ACTIONS.items():
+        listed = client.get(f"/admin/pactmw/{model}/").content.decode()
+        offered.append(f'value="{action}"' in listed)
+    # Posted anyway, as a hand-made request would.
+    client.post("/admin/pactmw/grant/", {"action": "revoke_grants",
+        "_selected_action": [f"g-{role}"], "index": "0"})
+    client.post("/admin/pactmw/registeredagent/", {"action": "allow_agents",
+        "_selected_action": [PA], "index": "0"})
+    revoked = store.get_grant(f"g-{role}").revoked_at is not None
+    print(f"{role}: offered {offered}, revoked {revoked}, allowed {store.agent_enabled(PA)}")
+store.remove_agent(PA)
+"""
+
+
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
     return _shell(site, env, LIST_QUERIES).splitlines()[-8:]
 
@@ -649,6 +688,11 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert SECRET_TEXT not in detail.text
         assert 'name="_save"' not in detail.text  # nothing to change
         change_url = link.group(1)
+        # Revoking, blocking and allowing need Django's "Can change" permission.
+        assert _shell(root, env, PERMISSIONS).splitlines()[-2:] == [
+            "viewer: offered [False, False, False], revoked False, allowed False",
+            "operator: offered [True, True, True], revoked True, allowed True",
+        ]
         # Unknown ids, filters and searches are Django's answers, never a 500 (PostgreSQL).
         assert _shell(root, env, NUL_VALUES).splitlines()[-4:] == [
             f"{model}: {' '.join(['302'] * count)} {{'/admin/pactmw/{model}/?e=1'}} {{'/admin/'}}"

@@ -133,6 +133,21 @@ class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return state_in_site_database() and super().has_view_permission(request, obj)
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return state_in_site_database() and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return state_in_site_database() and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return state_in_site_database() and super().has_delete_permission(request, obj)
+
+    def has_change_model_permission(self, request: HttpRequest) -> bool:
+        """Whether the user holds Django's "Can change" permission of this admin's model: what
+        pactmw's actions (revoke, block, allow) need, since no row is ever edited (the
+        admin's own change permission is False) and viewing must not be enough."""
+        return state_in_site_database() and admin.ModelAdmin.has_change_permission(self, request)
+
     # PostgreSQL answers a NUL character in a text value with an error, which Django lets
     # through as a 500. pactmw's stores refuse NULs, so no key or value holds one: an id with
     # one names nothing, and a filter or search with one is a lookup Django cannot run.
@@ -146,15 +161,6 @@ class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if any("\x00" in key + "".join(values) for key, values in request.GET.lists()):
             raise IncorrectLookupParameters("a NUL character")  # Django: the unfiltered list
         return super().get_changelist_instance(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return state_in_site_database() and super().has_add_permission(request)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return state_in_site_database() and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return state_in_site_database() and super().has_delete_permission(request, obj)
 
 
 class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -249,11 +255,11 @@ class _AgentSwitches(_StateAdmin):
             if outcome.error is None:
                 self.log_change(request, row, "allowed" if enabled else "blocked")
 
-    @admin.action(description="Block the selected agents")
+    @admin.action(description="Block the selected agents", permissions=["change_model"])
     def block_agents(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._set_enabled(request, queryset, False)
 
-    @admin.action(description="Allow the selected agents")
+    @admin.action(description="Allow the selected agents", permissions=["change_model"])
     def allow_agents(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._set_enabled(request, queryset, True)
 
@@ -491,7 +497,7 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     def state(self, obj: Grant) -> str:
         return grant_admin.status(obj.as_stored(), time.time())
 
-    @admin.action(description="Revoke the selected grants")
+    @admin.action(description="Revoke the selected grants", permissions=["change_model"])
     def revoke_grants(self, request: HttpRequest, queryset: QuerySet[Grant]) -> None:
         provider = get_provider()
         for grant in queryset:
