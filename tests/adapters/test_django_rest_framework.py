@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from pactmw.adapters.django.rest_framework import PersonalAgentUser
+from pactmw.protocols.identity import PersonalAgent
 from tests.adapters.contract_harness import Harness, Target, harness
 from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN
 
@@ -90,3 +92,30 @@ def test_a_bad_delegation_is_invalid_token(target: Target) -> None:
     response = target.client.get("/drf/me", headers=headers)
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == INVALID_TOKEN
+
+
+def test_a_personal_agent_holds_no_django_permission(target: Target) -> None:
+    """Under DRF's `DjangoModelPermissions` (a site's default permission class, say) a
+    personal agent reads what needs no permission and is refused, not failed, the rest (it
+    answered 500: its user had no `has_perms`)."""
+    headers = target.headers(target.token())
+    read = target.client.get("/drf/model-permissions", headers=headers)
+    assert read.status_code == 200, read.text
+    write = target.client.post("/drf/model-permissions", headers=headers, json={})
+    assert write.status_code == 403, write.text
+    assert write.json() == {"detail": "You do not have permission to perform this action."}
+
+
+def test_the_personal_agent_user_answers_djangos_permission_checks_as_anonymous_does() -> None:
+    caller = PersonalAgent("https://pa.example", "u1", "PA", {}, "https://shop.example/a2a")
+    user = PersonalAgentUser(caller)
+    assert not user.has_perm("pactmw.add_grant")
+    assert not user.has_perms(["pactmw.view_grant"])
+    assert user.has_perms([])  # as AnonymousUser: nothing asked, nothing missing
+    assert not user.has_module_perms("pactmw")
+    assert user.get_all_permissions() == user.get_group_permissions() == set()
+    assert user.get_user_permissions() == set()
+    assert user == PersonalAgentUser(caller)  # one agent user, one user (by actor_id)
+    assert hash(user) == hash(PersonalAgentUser(caller))
+    other = PersonalAgent("https://pa.example", "u2", "PA", {}, "https://shop.example/a2a")
+    assert user != PersonalAgentUser(other)

@@ -20,6 +20,7 @@ with `error="insufficient_scope"`. The rules are the guard's (`pactmw.provider.g
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pactmw.adapters._common import require_framework
@@ -42,7 +43,13 @@ _FAILURE = "_pactmw_refusal"
 
 class PersonalAgentUser:
     """`request.user` for a personal agent: authenticated, never staff, keyed by `actor_id`
-    (stable per agent and user), with the verified caller in `.personal_agent`."""
+    (stable per agent and user), with the verified caller in `.personal_agent`.
+
+    It is not one of the site's users and holds none of Django's permissions: what it may do
+    is its delegation's scopes (`HasDelegatedScope`). It answers Django's permission checks
+    as `AnonymousUser` does (djangorestframework-simplejwt's `TokenUser` likewise), so DRF's
+    `DjangoModelPermissions` or a template's `perms` refuse it rather than fail.
+    """
 
     is_authenticated = True
     is_anonymous = False
@@ -56,6 +63,30 @@ class PersonalAgentUser:
 
     def get_username(self) -> str:
         return self.username
+
+    def get_user_permissions(self, obj: object = None) -> set[str]:
+        return set()
+
+    def get_group_permissions(self, obj: object = None) -> set[str]:
+        return set()
+
+    def get_all_permissions(self, obj: object = None) -> set[str]:
+        return set()
+
+    def has_perm(self, perm: str, obj: object = None) -> bool:
+        return False
+
+    def has_perms(self, perm_list: Iterable[str], obj: object = None) -> bool:
+        return all(self.has_perm(perm, obj) for perm in perm_list)  # no permission asked: True
+
+    def has_module_perms(self, module: str) -> bool:
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PersonalAgentUser) and other.username == self.username
+
+    def __hash__(self) -> int:
+        return hash(self.username)
 
     def __str__(self) -> str:
         return self.username

@@ -20,6 +20,7 @@ urlpatterns = [
     path("drf/me", drf_views.Me.as_view()),
     path("drf/orders", drf_views.Orders.as_view()),
     path("drf/either", drf_views.Either.as_view()),
+    path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     path("brand-site/poppy.json", poppy_discovery_view("shop")),
     path("api/poppy-orders", views.poppy_orders),
     path("api/poppy-orders-async", views.poppy_orders_async),

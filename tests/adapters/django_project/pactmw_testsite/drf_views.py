@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import BasePermission, DjangoModelPermissions
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pactmw.adapters.django.models import Grant
 from pactmw.adapters.django.rest_framework import HasDelegatedScope, IsPersonalAgent
 from pactmw.protocols.identity import PersonalAgent
 
@@ -48,3 +49,17 @@ class Either(APIView):  # type: ignore[misc]
 
     def get(self, request: Request) -> Response:
         return Response({"auth": "personal agent" if request.auth != "key-123" else "api key"})
+
+
+class ModelPermissions(APIView):  # type: ignore[misc]
+    """Under DRF's `DjangoModelPermissions`, as a site's `DEFAULT_PERMISSION_CLASSES` may put
+    every view: reading needs no permission, writing needs Django's "Can add"."""
+
+    permission_classes: ClassVar[list[Any]] = [DjangoModelPermissions]
+    queryset = Grant.objects.none()
+
+    def get(self, request: Request) -> Response:
+        return Response({"user": str(request.user)})
+
+    def post(self, request: Request) -> Response:
+        return Response({"user": str(request.user)})
