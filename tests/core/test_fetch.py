@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from pactmw.core.errors import FetchError
-from pactmw.core.fetch import FetchPolicy, http_get, max_age
+from pactmw.core.fetch import FetchPolicy, _failure, http_get, max_age
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
 
@@ -119,9 +119,23 @@ def test_slow_server_times_out(server: JwksServer) -> None:
     server.delay = 5.0
     policy = FetchPolicy(allow_http_on_loopback=True, timeout=1.0)
     started = time.monotonic()
-    with pytest.raises(FetchError):
+    with pytest.raises(FetchError, match=r"took longer than 1\.0 s"):
         http_get(server.url, policy)
     assert time.monotonic() - started < policy.timeout + 2
+
+
+@pytest.mark.parametrize("aborted", [True, False])
+def test_a_timeout_is_named_so_whichever_clock_ran_out(aborted: bool) -> None:
+    """The socket's timeout and the whole exchange's deadline are both `policy.timeout`: on a
+    loaded machine the socket's can end a silent server's wait first (a CI run said "could
+    not be fetched: TimeoutError" for a Parafé broker that was only slow)."""
+    policy = FetchPolicy(timeout=0.5)
+    failure = _failure(
+        "https://broker.example/x", policy, TimeoutError("timed out"), aborted=aborted
+    )
+    assert str(failure) == "https://broker.example/x took longer than 0.5 s"
+    refused = _failure("https://broker.example/x", policy, ConnectionRefusedError(), aborted=False)
+    assert str(refused) == "https://broker.example/x could not be fetched: ConnectionRefusedError"
 
 
 def test_dripping_body_is_cut_at_the_total_deadline(server: JwksServer) -> None:

@@ -76,6 +76,14 @@ def _failed(request: HttpRequest, exc: Exception) -> NetworkError:
     )
 
 
+def _too_long(request: HttpRequest, timeout: float, *, maybe_delivered: bool) -> NetworkError:
+    """The exchange outlasted `timeout`, in both transports' words."""
+    return NetworkError(
+        f"{request.method} {request.url} took longer than {timeout} s",
+        maybe_delivered=maybe_delivered,
+    )
+
+
 class _Settings:
     """What both transports are configured with."""
 
@@ -104,6 +112,8 @@ class SyncTransport(_Settings):
         deadline = time.monotonic() + self.timeout
         try:
             sock = socket.create_connection((host, port), timeout=self.timeout)
+        except TimeoutError as exc:
+            raise _too_long(request, self.timeout, maybe_delivered=False) from exc
         except OSError as exc:
             raise _not_sent(host, port, exc) from exc
         try:
@@ -122,6 +132,8 @@ class SyncTransport(_Settings):
                         raise TimeoutError("deadline passed")
                     sock.settimeout(remaining)
                     parser.feed(sock.recv(_READ_SIZE))
+            except TimeoutError as exc:  # the deadline, or the socket's timeout at it
+                raise _too_long(request, self.timeout, maybe_delivered=True) from exc
             except (OSError, ProtocolViolation) as exc:
                 raise _failed(request, exc) from exc
             return parser.response(request.url)
@@ -144,10 +156,7 @@ class AsyncioTransport(_Settings):
                 self._exchange(request, host, port, tls, payload, progress), self.timeout
             )
         except asyncio.TimeoutError as exc:
-            raise NetworkError(
-                f"{request.method} {request.url} took longer than {self.timeout} s",
-                maybe_delivered=progress["connected"],
-            ) from exc
+            raise _too_long(request, self.timeout, maybe_delivered=progress["connected"]) from exc
 
     async def _exchange(
         self,

@@ -225,19 +225,28 @@ def http_request(
             chunks.append(chunk)
         if connection.aborted:
             # The watchdog fired: what was read may be cut short, so none of it is trusted.
-            raise FetchError(f"{url} took longer than {policy.timeout} s")
+            raise _failure(url, policy, None, aborted=True)
         return FetchResponse(
             body=b"".join(chunks),
             headers={name.lower(): value for name, value in response.getheaders()},
             status=response.status,
         )
     except (OSError, http.client.HTTPException) as exc:
-        if connection.aborted:
-            raise FetchError(f"{url} took longer than {policy.timeout} s") from exc
-        raise FetchError(f"{url} could not be fetched: {type(exc).__name__}") from exc
+        raise _failure(url, policy, exc, aborted=connection.aborted) from exc
     finally:
         watchdog.cancel()
         connection.close()
+
+
+def _failure(
+    url: str, policy: FetchPolicy, exc: BaseException | None, *, aborted: bool
+) -> FetchError:
+    """What a failed exchange is called. A timeout is one whichever clock ran out first: the
+    watchdog's deadline (`aborted`) or the socket's own timeout (`TimeoutError`), both
+    `policy.timeout`; on a loaded machine either can."""
+    if aborted or isinstance(exc, TimeoutError):
+        return FetchError(f"{url} took longer than {policy.timeout} s")
+    return FetchError(f"{url} could not be fetched: {type(exc).__name__}")
 
 
 def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json") -> FetchResponse:
