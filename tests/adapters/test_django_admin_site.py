@@ -719,3 +719,62 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
     with server:
         client = _login(f"http://127.0.0.1:{port}")
         assert SECRET_TEXT in client.get(change_url).text
+
+
+#: The admin on a site whose store is another entry of DATABASES: every list and page shows
+#: the state the store holds there, and the actions change it there.
+ALIAS_STATE = """
+import re
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+setup_test_environment()
+client = Client(raise_request_exception=False)
+client.force_login(get_user_model().objects.get(username="ops"))
+print("store:", store.alias)
+store.add_agent(issuer="https://pa.example", name="PA", jwks_uri="https://pa.example/jwks.json",
+    now=now)
+store.set_agent_enabled("https://pa.example", True)
+store.upsert_grant(grant_id="g-1", brand_id="shop", account="acct", client_id="https://pa.example",
+    pa_sub="u", scopes=("orders:read",), now=now, expires_at=now + 3600)
+ctx = store.create_conversation(brand_id="shop", issuer="https://pa.example", sub="u", now=now)
+store.claim_message(context_id=ctx, message_id="m-1", text="hi", now=now, lease_seconds=30)
+for model in ("registeredagent", "agentoverride", "grant", "conversation"):
+    text = client.get(f"/admin/pactmw/{model}/").content.decode()
+    print(f"{model}:", re.findall(r'<p class="paginator">\\s*(\\d+)', text))
+page = client.get(f"/admin/pactmw/conversation/{ctx}/change/").content.decode()
+print("conversation page:", re.findall(r'<td class="field-message_id">\\s*<p>([^<]+)</p>', page))
+client.post("/admin/pactmw/grant/", {"action": "revoke_grants", "_selected_action": ["g-1"],
+    "index": "0"})
+print("revoked:", store.get_grant("g-1").revoked_at is not None)
+client.post("/admin/pactmw/registeredagent/", {"action": "delete_selected",
+    "_selected_action": ["https://pa.example"], "post": "yes"})
+print("removed:", store.get_agent("https://pa.example") is None)
+"""
+
+
+def test_the_admin_shows_the_state_where_a_django_alias_store_keeps_it(tmp_path: Path) -> None:
+    """`store = "django:pactmw"`: the admin read the default database (empty lists and pages
+    that were not found) while the store wrote to the other."""
+    settings_tail = (
+        guide_block("the end of mysite/settings.py").replace(
+            '"store": "django",', '"store": "django:pactmw",'
+        )
+        + TEST_SETTINGS
+        + "DATABASES['pactmw'] = {'ENGINE': 'django.db.backends.sqlite3',"
+        " 'NAME': BASE_DIR / 'pactmw.sqlite3'}\n"
+    )
+    assert '"store": "django:pactmw",' in settings_tail
+    env = new_site(tmp_path, settings_tail, guide_block("the end of mysite/urls.py"))
+    _manage(tmp_path, env, "migrate", "pactmw", "--database", "pactmw", "--verbosity", "0")
+    assert _shell(tmp_path, env, ALIAS_STATE).splitlines()[-8:] == [
+        "store: pactmw",
+        "registeredagent: ['1']",
+        "agentoverride: ['1']",
+        "grant: ['1']",
+        "conversation: ['1']",
+        "conversation page: ['m-1']",
+        "revoked: True",
+        "removed: True",
+    ]

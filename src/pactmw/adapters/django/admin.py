@@ -79,16 +79,28 @@ def state_in_site_database() -> bool:
     `store` is `"django"` or `"django:ALIAS"`. Read from the settings as written, building
     nothing and opening nothing (it is asked on every admin page); a value that does not
     parse counts as no, and the system checks report it."""
+    return _state_database() is not None
+
+
+def _state_database() -> str | None:
+    """The `DATABASES` alias of pactmw's state (`"default"` for `"django"`), or None where it
+    is not in this site's database; see `state_in_site_database`."""
     data = raw_settings()
     if not isinstance(data, Mapping) or not isinstance(data.get("brands"), Mapping):
-        return False
+        return None
     store = data.get("store")  # the default store is a sqlite file, not this database
     if not isinstance(store, str):
-        return False
+        return None
     try:
-        return parse_store_url(store).alias is not None
+        return parse_store_url(store).alias
     except ValueError:
-        return False
+        return None
+
+
+def _in_state_database(queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """`queryset` read from the database the store writes (`"django:ALIAS"`), not from the
+    one Django's router would pick: the admin shows what the store holds."""
+    return queryset.using(_state_database())
 
 
 def _when(value: float | None) -> str:
@@ -132,6 +144,9 @@ class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return state_in_site_database() and super().has_view_permission(request, obj)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return _in_state_database(super().get_queryset(request))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return state_in_site_database() and super().has_add_permission(request)
@@ -412,7 +427,7 @@ def _brand_ids() -> Iterable[str]:
 
 def _agent_issuers() -> Iterable[str]:
     yield from (agent.issuer for agent in get_provider().verifier.registry)
-    yield from RegisteredAgent.objects.values_list("issuer", flat=True)
+    yield from _in_state_database(RegisteredAgent.objects.values_list("issuer", flat=True))
 
 
 class _GrantStatusFilter(admin.SimpleListFilter):
@@ -536,7 +551,7 @@ class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
         # The stored reply (the whole A2A response, kilobytes a turn) is never shown, and the
         # texts only when the operator opted in: none of it is read for nothing.
         hidden = ("reply",) if show_message_text() else ("reply", "text", "reply_text")
-        return super().get_queryset(request).defer(*hidden)
+        return _in_state_database(super().get_queryset(request)).defer(*hidden)
 
 
 @admin.register(Conversation)
@@ -575,7 +590,7 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
 
     @admin.display(description="turns")
     def turns(self, conversation: Conversation) -> str:
-        total = Message.objects.filter(conversation=conversation).count()
+        total = _in_state_database(Message.objects.filter(conversation=conversation)).count()
         shown = self.turns_shown
         return f"{total} (the last {shown} below)" if total > shown else str(total)
 
