@@ -18,6 +18,7 @@ through the ORM. Conversations are read-only, and message text is shown only whe
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,6 +37,7 @@ from pactmw.adapters.django.models import (
     Message,
     RegisteredAgent,
 )
+from pactmw.core.errors import RequestRefused
 from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.grant_admin import TABLE_TIME, format_time
 from pactmw.store import parse_store_url
@@ -421,13 +423,21 @@ def _known(field: str, title: str, choices: Callable[[], Iterable[str]]) -> type
     return KnownValues
 
 
+# The lists answer while `PACTMW` does not build (the pages that need the Provider answer
+# 503): their filters read the settings as written, and the agents the database holds.
+
+
 def _brand_ids() -> Iterable[str]:
-    return get_provider().brands
+    brands = raw_settings().get("brands")  # a mapping where the admin shows at all
+    return [brand for brand in brands if isinstance(brand, str)]
 
 
 def _agent_issuers() -> Iterable[str]:
-    yield from (agent.issuer for agent in get_provider().verifier.registry)
-    yield from _in_state_database(RegisteredAgent.objects.values_list("issuer", flat=True))
+    configured: list[str] = []
+    with contextlib.suppress(RequestRefused):  # then only the added agents are known
+        configured = [agent.issuer for agent in get_provider().verifier.registry]
+    added = _in_state_database(RegisteredAgent.objects.values_list("issuer", flat=True))
+    return [*configured, *added]
 
 
 class _GrantStatusFilter(admin.SimpleListFilter):
