@@ -27,7 +27,7 @@ settings.configure(
     DEBUG=False,
     SECRET_KEY="test-only",
     INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "pactmw.adapters.django"],
-    DATABASES={"default": json.loads(os.environ["DATABASE"])},
+    DATABASES={"default": json.loads(os.environ["DATABASE"]), **json.loads(os.environ["MORE"])},
     PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],  # fast, test only
     PACTMW={
         "base_url": "https://shop.example",
@@ -46,7 +46,10 @@ from django.core.management import call_command
 from django.db import transaction
 from pactmw.adapters.django import get_provider
 
+ACCOUNTS = os.environ["ACCOUNTS"]  # the database the users live in
 call_command("migrate", verbosity=0)
+if ACCOUNTS != "default":
+    call_command("migrate", database=ACCOUNTS, verbosity=0)
 store = get_provider().store
 now = time.time()
 
@@ -58,7 +61,7 @@ def grant_for(user):
 def revoked(grant_id):
     return store.get_grant(grant_id).revoked_at is not None
 
-users = {name: User.objects.create_user(name, password="pw-1") for name in
+users = {name: User.objects.db_manager(ACCOUNTS).create_user(name, password="pw-1") for name in
          ("disabled", "deleted", "password", "renamed", "rolled_back")}
 grants = {name: grant_for(user) for name, user in users.items()}
 
@@ -70,7 +73,7 @@ users["password"].save()
 users["renamed"].first_name = "Renamed"
 users["renamed"].save()
 try:
-    with transaction.atomic():
+    with transaction.atomic(using=ACCOUNTS):
         users["rolled_back"].is_active = False
         users["rolled_back"].save()
         raise RuntimeError("roll back")
@@ -80,7 +83,9 @@ print(json.dumps({name: revoked(grant_id) for name, grant_id in grants.items()})
 """
 
 
-@pytest.mark.parametrize("where", ["sqlite-memory-store", "postgres-django-store"])
+@pytest.mark.parametrize(
+    "where", ["sqlite-memory-store", "postgres-django-store", "sqlite-users-in-another-database"]
+)
 def test_disabling_deleting_or_a_new_password_revokes_the_accounts_grants(
     tmp_path: Path, where: str, request: pytest.FixtureRequest
 ) -> None:
@@ -88,6 +93,11 @@ def test_disabling_deleting_or_a_new_password_revokes_the_accounts_grants(
 
     database: dict[str, object] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
     store = "memory://"
+    # Users in a database of their own, as a site routes them: the user model's reads, the
+    # writes' transaction and the rollback are that database's (the signals read the user
+    # before the change from the default database, and so revoked nothing there).
+    accounts = "accounts" if where.endswith("another-database") else "default"
+    more = {"accounts": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
     server: PostgresServer | None = None
     if where.startswith("postgres"):
         from psycopg.conninfo import conninfo_to_dict
@@ -110,6 +120,8 @@ def test_disabling_deleting_or_a_new_password_revokes_the_accounts_grants(
         "SIGNING_KEY": str(key_file),
         "DATABASE": json.dumps(database),
         "STORE": store,
+        "ACCOUNTS": accounts,
+        "MORE": json.dumps(more if accounts != "default" else {}),
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)

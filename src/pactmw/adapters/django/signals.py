@@ -41,29 +41,35 @@ def _delegating_provider() -> Provider | None:
     return provider if provider is not None and provider.oauth is not None else None
 
 
-def _remember(sender: Any, instance: Any, **_: Any) -> None:
+# `using` is the database the user is saved to or deleted from (a site may keep its users in
+# one of their own): the user as it was is read there, and the revocation waits for that
+# database's transaction.
+
+
+def _remember(sender: Any, instance: Any, using: str, **_: Any) -> None:
     if instance.pk is None or _delegating_provider() is None:
         return
-    before = sender._default_manager.filter(pk=instance.pk).values("is_active", "password")
+    users = sender._default_manager.db_manager(using)
+    before = users.filter(pk=instance.pk).values("is_active", "password")
     setattr(instance, _BEFORE, before.first())
 
 
-def _saved(sender: Any, instance: Any, created: bool = False, **_: Any) -> None:
+def _saved(sender: Any, instance: Any, using: str, created: bool = False, **_: Any) -> None:
     before = getattr(instance, _BEFORE, None)
     if created or before is None:
         return
     delattr(instance, _BEFORE)
     if before["is_active"] and not instance.is_active:
-        _revoke(instance, "account disabled")
+        _revoke(instance, "account disabled", using)
     elif before["password"] != instance.password:
-        _revoke(instance, "password changed")
+        _revoke(instance, "password changed", using)
 
 
-def _deleted(sender: Any, instance: Any, **_: Any) -> None:
-    _revoke(instance, "account deleted")
+def _deleted(sender: Any, instance: Any, using: str, **_: Any) -> None:
+    _revoke(instance, "account deleted", using)
 
 
-def _revoke(user: Any, why: str) -> None:
+def _revoke(user: Any, why: str, using: str) -> None:
     provider = _delegating_provider()
     if provider is None:
         return
@@ -74,7 +80,7 @@ def _revoke(user: Any, why: str) -> None:
         if revoked:
             logger.info("revoked %d grant(s) of account %s: %s", len(revoked), account, why)
 
-    transaction.on_commit(revoke)
+    transaction.on_commit(revoke, using=using)
 
 
 __all__ = ["connect"]
