@@ -31,7 +31,7 @@ def test_every_marked_sample_is_found() -> None:
     assert set(SAMPLES) == {
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
-        "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy",
+        "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing",
     }  # fmt: skip
 
 
@@ -53,6 +53,17 @@ def test_direct_import_sample(name: str) -> None:
     who_is_calling = run_sample(name)["who_is_calling"]
     assert who_is_calling(None) == "401 (missing_token)"
     assert who_is_calling("Bearer not-a-jwt") == "401 (malformed_token)"
+
+
+def test_the_testing_sample_is_a_test_that_passes_and_would_fail() -> None:
+    sample = run_sample("testing")
+    sample["test_whoami_admits_a_personal_agent"]()
+    # The token is what admits the request: signed by another key, it is refused.
+    app = sample["create_app"]()
+    stranger = sample["AgentSigner"].generate(issuer="https://pa.example")
+    token = stranger.sign("user-1", sample["AUDIENCE"])
+    refused = app.test_client().get("/a2a/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert refused.status_code == 401
 
 
 def assert_guarded(base: str, protected: str, open_path: str) -> None:

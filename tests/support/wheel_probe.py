@@ -116,6 +116,8 @@ def check_wsgi(samples: dict[str, str]) -> None:
 
 def check_flask(samples: dict[str, str]) -> None:
     refuses_without_token(*wsgi_get(run_sample(samples["flask"], "f")["app"], "/a2a/whoami"))
+    # The page on testing an app: its test passes with the wheel and the flask extra alone.
+    run_sample(samples["testing"], "testing")["test_whoami_admits_a_personal_agent"]()
 
 
 def check_django(samples: dict[str, str]) -> None:
