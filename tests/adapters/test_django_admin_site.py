@@ -21,6 +21,15 @@ import httpx
 import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
+from tests.adapters.django_admin_scripts import (
+    ALIAS_STATE,
+    CONVERSATION_PAGES,
+    LIST_QUERIES,
+    LOST_RACE,
+    NUL_VALUES,
+    PERMISSIONS,
+    SITE_RULE,
+)
 from tests.support.agent import identity_token, user_message
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port, loopback_client
@@ -212,250 +221,9 @@ def _shell(site: Path, env: dict[str, str], code: str) -> str:
     return _manage(site, env, "shell", "-c", prelude + code)
 
 
-#: A site's own rule on the "add agent" form, checked after pactmw's (which passes): the real
-#: admin refuses the POST, and the agent is not in the store; validating pactmw's form alone
-#: writes nothing either (the admin's save_model writes, after every validation).
-SITE_RULE = """
-from django import forms
-from django.contrib import admin
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
-from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
-from pactmw.adapters.django.models import RegisteredAgent
-
-class LegalApprovedForm(RegisteredAgentForm):
-    def clean(self):
-        data = super().clean()
-        raise forms.ValidationError("only agents the legal team approved")
-
-class SiteAgentAdmin(RegisteredAgentAdmin):
-    form = LegalApprovedForm
-
-admin.site.unregister(RegisteredAgent)
-admin.site.register(RegisteredAgent, SiteAgentAdmin)
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
-values = {"issuer": "https://vetted.example", "jwks_uri": "https://vetted.example/jwks.json"}
-page = client.post("/admin/pactmw/registeredagent/add/", {**values, "_save": "Save"})
-refused = page.status_code == 200 and "legal team approved" in page.content.decode()
-print("refused" if refused else f"answered {page.status_code}")
-print("stored" if store.get_agent("https://vetted.example") else "not-stored")
-print("valid" if RegisteredAgentForm(data=values).is_valid() else "invalid")
-print("stored" if store.get_agent("https://vetted.example") else "not-stored")
-"""
-
-
 def _a_failed_validation_writes_nothing(site: Path, env: dict[str, str]) -> list[str]:
     # The last lines: Django 5.2's shell first says what it imported.
     return _shell(site, env, SITE_RULE).splitlines()[-4:]
-
-
-#: Another operator adds the same agent once this form has validated, before the admin's
-#: save_model: the add then loses the race, and the admin says so as its only message (no
-#: "was added successfully" after it) and records no addition in its history.
-LOST_RACE = """
-import re
-from django.contrib import admin
-from django.contrib.admin.models import LogEntry
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
-from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
-from pactmw.adapters.django.models import RegisteredAgent
-
-RACED = "https://raced.example"
-
-class OutrunForm(RegisteredAgentForm):
-    def clean(self):
-        data = super().clean()
-        store.add_agent(issuer=RACED, name="theirs", jwks_uri=data["jwks_uri"], now=now)
-        return data
-
-class OutrunAdmin(RegisteredAgentAdmin):
-    form = OutrunForm
-
-admin.site.unregister(RegisteredAgent)
-admin.site.register(RegisteredAgent, OutrunAdmin)
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
-values = {"issuer": RACED, "jwks_uri": "https://raced.example/jwks.json", "_save": "Save"}
-page = client.post("/admin/pactmw/registeredagent/add/", values, follow=True)
-shown = re.search(r'<ul class="messagelist">(.*?)</ul>', page.content.decode(), re.S)
-for level, text in re.findall(r'<li class="([^"]*)">(.*?)</li>', shown.group(1) if shown else ""):
-    print("message:", level, "|", text.strip())
-print("status:", page.status_code, page.redirect_chain)
-print("logged:", LogEntry.objects.filter(object_id=RACED).count())
-print("theirs:", store.get_agent(RACED).name)
-store.remove_agent(RACED)
-"""
-
-
-#: The admin's three lists, each with the rows the test made so far, then with ten more (and an
-#: expired grant): the queries each list costs, what its computed columns show, and the grants
-#: the status filter shows for each status.
-LIST_QUERIES = """
-import re
-from django.contrib.auth import get_user_model
-from django.db import connection
-from django.test import Client
-from django.test.utils import CaptureQueriesContext, setup_test_environment
-
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
-PAGES = {"registeredagent": "access", "agentoverride": "source", "grant": "state"}
-
-def listed(model):
-    with CaptureQueriesContext(connection) as queries:
-        page = client.get(f"/admin/pactmw/{model}/")
-    assert page.status_code == 200, page.status_code
-    return len(queries), page.content.decode()
-
-before = {model: listed(model)[0] for model in PAGES}
-for n in range(10):
-    store.upsert_grant(grant_id=f"g-many-{n}", brand_id="shop", account="acct-many",
-        client_id="https://pa.example", pa_sub=f"u{n}", scopes=("orders:read",), now=now,
-        expires_at=now + 3600)
-    issuer = f"https://pa-{n}.example"
-    store.add_agent(issuer=issuer, name=f"PA {n}", jwks_uri=issuer + "/jwks.json", now=now)
-    store.set_agent_enabled(issuer, n % 2 == 0)
-store.upsert_grant(grant_id="g-old", brand_id="shop", account="acct-old",
-    client_id="https://pa.example", pa_sub="u", scopes=("orders:read",), now=now - 7200,
-    expires_at=now - 3600)
-for model, column in PAGES.items():
-    queries, text = listed(model)
-    shown = re.findall(f'<td class="field-{column}">([a-z-]+)</td>', text)
-    counts = ", ".join(f"{value} {shown.count(value)}" for value in sorted(set(shown)))
-    print(f"{model}: queries {before[model]} {queries}; {column}: {counts}")
-# The filters: status, Brand and agent; not every account that ever delegated (searched).
-text = client.get("/admin/pactmw/grant/").content.decode()
-print("filters:", " ".join(re.findall(r'<details data-filter-title="([^"]+)"', text)))
-found = client.get("/admin/pactmw/grant/", {"q": "acct-old"}).content.decode()
-print("found:", " ".join(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', found)))
-# The status filter, as `pactmw grants list` tells them apart.
-for status in ("live", "revoked", "expired"):
-    text = client.get("/admin/pactmw/grant/", {"status": status}).content.decode()
-    ids = sorted(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', text))
-    print(f"{status}: {' '.join(ids) if len(ids) < 3 else len(ids)}")
-"""
-
-
-#: Two conversations, of 3 and of 60 answered turns: what each page shows, what it costs in
-#: queries, and whether any query reads the stored replies (never shown).
-CONVERSATION_PAGES = """
-import re
-from django.contrib.auth import get_user_model
-from django.db import connection, reset_queries
-from django.test import Client
-from django.test.utils import CaptureQueriesContext, setup_test_environment
-
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
-for turns in (3, 60):
-    ctx = store.create_conversation(brand_id="shop", issuer="https://pa.example", sub="u", now=now)
-    for n in range(turns):
-        store.claim_message(context_id=ctx, message_id=f"m-{n}", text="hi", now=now,
-            lease_seconds=30)
-        store.store_reply(context_id=ctx, message_id=f"m-{n}", reply_message_id=f"r-{n}",
-            reply_text="hello", reply=b"{}", now=now)
-    url = f"/admin/pactmw/conversation/{ctx}/change/"
-    client.get(url)  # a first page also fills the session's and Django's caches
-    reset_queries()  # the store's statements filled Django's query log
-    with CaptureQueriesContext(connection) as queries:
-        page = client.get(url)
-    text = page.content.decode()
-    shown = re.findall(r'<td class="field-message_id">\\s*<p>([^<]+)</p>', text)
-    told = re.findall(r'<label>Turns:</label>\\s*<div class="readonly">([^<]+)</div>', text)
-    told = " ".join(told) or "not told"
-    replies = any('."reply"' in query["sql"] for query in queries.captured_queries)
-    print(f"{turns}: {page.status_code}, queries {len(queries)}, turns {told!r},"
-          f" shown {len(shown)} {shown[0]}..{shown[-1]}, replies read {replies}")
-# The list's filters offer the Provider's Brands and agents, read without a DISTINCT over the
-# conversations (which reads every row on every page).
-store.add_agent(issuer="https://pa.example", name="PA", jwks_uri="https://pa.example/jwks",
-    now=now)
-reset_queries()
-with CaptureQueriesContext(connection) as queries:
-    page = client.get("/admin/pactmw/conversation/")
-text = page.content.decode()
-for title in ("brand", "agent"):
-    block = " ".join(re.findall(f'<details data-filter-title="{title}".*?</details>', text, re.S))
-    print(f"{title}:", " ".join(re.findall(r'<a href="[^"]*">([^<]+)</a>', block)) or "none")
-print("distinct:", [q["sql"][:60] for q in queries.captured_queries if "DISTINCT" in q["sql"]])
-# Django 5's "Show counts" counts each choice through the filters' own queryset.
-counts = client.get("/admin/pactmw/conversation/", {"_facets": "True"}).content.decode()
-print("counts:", " ".join(re.findall(r'>((?:shop|https://pa.example) [(][0-9]+[)])<', counts)))
-store.remove_agent("https://pa.example")
-"""
-
-
-#: A NUL character in an object's id, a filter's or a search's value or a parameter's name:
-#: PostgreSQL refuses it in a text value with an error that Django let through as a 500.
-NUL_VALUES = """
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
-
-setup_test_environment()
-client = Client(raise_request_exception=False)
-client.force_login(get_user_model().objects.get(username="ops"))
-NUL = chr(0)
-PARAMETERS = {
-    "conversation": ("brand_id", "issuer", "q"),
-    "grant": ("brand_id", "client_id", "status", "account", "q"),
-    "registeredagent": ("q",),
-    "agentoverride": ("q",),
-}
-for model, names in PARAMETERS.items():
-    lists = [client.get(f"/admin/pactmw/{model}/", {name: f"a{NUL}b"}) for name in names]
-    lists.append(client.get(f"/admin/pactmw/{model}/", {f"a{NUL}": "b"}))
-    pages = [client.get(f"/admin/pactmw/{model}/a%00b/{view}/") for view in ("change", "history")]
-    print(f"{model}:", " ".join(str(page.status_code) for page in lists + pages),
-          {page.get("Location") for page in lists}, {page.get("Location") for page in pages})
-"""
-
-
-#: Two staff users: one that may only view pactmw's models, one that may also change them.
-#: Revoking a grant and blocking or allowing an agent need Django's "Can change" permission of
-#: the list's model (the rows themselves are never edited): viewing is not enough.
-PERMISSIONS = """
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
-from django.test import Client
-from django.test.utils import setup_test_environment
-
-setup_test_environment()
-MODELS = ("grant", "registeredagent", "agentoverride")
-ACTIONS = {"grant": "revoke_grants", "registeredagent": "block_agents",
-    "agentoverride": "allow_agents"}
-PA = "https://perms.example"
-store.add_agent(issuer=PA, name="PA", jwks_uri=PA + "/jwks.json", now=now)
-store.set_agent_enabled(PA, False)
-for role, verbs in (("viewer", ("view",)), ("operator", ("view", "change"))):
-    user = get_user_model().objects.create_user(role, password="pw", is_staff=True)
-    codenames = [f"{verb}_{model}" for verb in verbs for model in MODELS]
-    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
-    client = Client()
-    client.force_login(user)
-    store.upsert_grant(grant_id=f"g-{role}", brand_id="shop", account="a", client_id=PA,
-        pa_sub=role, scopes=("orders:read",), now=now, expires_at=now + 3600)
-    offered = []
-    for model, action in ACTIONS.items():
-        listed = client.get(f"/admin/pactmw/{model}/").content.decode()
-        offered.append(f'value="{action}"' in listed)
-    # Posted anyway, as a hand-made request would.
-    client.post("/admin/pactmw/grant/", {"action": "revoke_grants",
-        "_selected_action": [f"g-{role}"], "index": "0"})
-    client.post("/admin/pactmw/registeredagent/", {"action": "allow_agents",
-        "_selected_action": [PA], "index": "0"})
-    revoked = store.get_grant(f"g-{role}").revoked_at is not None
-    print(f"{role}: offered {offered}, revoked {revoked}, allowed {store.agent_enabled(PA)}")
-store.remove_agent(PA)
-"""
 
 
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
@@ -719,39 +487,6 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
     with server:
         client = _login(f"http://127.0.0.1:{port}")
         assert SECRET_TEXT in client.get(change_url).text
-
-
-#: The admin on a site whose store is another entry of DATABASES: every list and page shows
-#: the state the store holds there, and the actions change it there.
-ALIAS_STATE = """
-import re
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
-
-setup_test_environment()
-client = Client(raise_request_exception=False)
-client.force_login(get_user_model().objects.get(username="ops"))
-print("store:", store.alias)
-store.add_agent(issuer="https://pa.example", name="PA", jwks_uri="https://pa.example/jwks.json",
-    now=now)
-store.set_agent_enabled("https://pa.example", True)
-store.upsert_grant(grant_id="g-1", brand_id="shop", account="acct", client_id="https://pa.example",
-    pa_sub="u", scopes=("orders:read",), now=now, expires_at=now + 3600)
-ctx = store.create_conversation(brand_id="shop", issuer="https://pa.example", sub="u", now=now)
-store.claim_message(context_id=ctx, message_id="m-1", text="hi", now=now, lease_seconds=30)
-for model in ("registeredagent", "agentoverride", "grant", "conversation"):
-    text = client.get(f"/admin/pactmw/{model}/").content.decode()
-    print(f"{model}:", re.findall(r'<p class="paginator">\\s*(\\d+)', text))
-page = client.get(f"/admin/pactmw/conversation/{ctx}/change/").content.decode()
-print("conversation page:", re.findall(r'<td class="field-message_id">\\s*<p>([^<]+)</p>', page))
-client.post("/admin/pactmw/grant/", {"action": "revoke_grants", "_selected_action": ["g-1"],
-    "index": "0"})
-print("revoked:", store.get_grant("g-1").revoked_at is not None)
-client.post("/admin/pactmw/registeredagent/", {"action": "delete_selected",
-    "_selected_action": ["https://pa.example"], "post": "yes"})
-print("removed:", store.get_agent("https://pa.example") is None)
-"""
 
 
 def test_the_admin_shows_the_state_where_a_django_alias_store_keeps_it(tmp_path: Path) -> None:
