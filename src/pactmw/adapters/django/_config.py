@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -20,10 +21,12 @@ from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard, guard_settings
 from pactmw.provider.routes import MOUNT
+from pactmw.store import parse_store_url
 from pactmw.store.base import StoreError
 
 logger = logging.getLogger("pactmw.django")
 SETTING = "PACTMW"
+SHOW_MESSAGE_TEXT = "admin_show_message_text"
 
 
 def raw_settings() -> Any:
@@ -47,6 +50,36 @@ def protect_prefix() -> str | None:
     data = raw_settings()
     prefix = data.get("protect_prefix", MOUNT) if isinstance(data, dict) else MOUNT
     return prefix if isinstance(prefix, str) or prefix is None else MOUNT
+
+
+def show_message_text() -> bool:
+    """Whether the admin shows what users and bots wrote (`PACTMW["admin_show_message_text"]`,
+    default False)."""
+    data = raw_settings()
+    return isinstance(data, dict) and data.get(SHOW_MESSAGE_TEXT) is True
+
+
+def state_in_site_database() -> bool:
+    """Whether pactmw's state lives in this site's database: `PACTMW` lists `brands` and its
+    `store` is `"django"` or `"django:ALIAS"`. Read from the settings as written, building
+    nothing and opening nothing (it is asked on every admin page); a value that does not
+    parse counts as no, and the system checks report it."""
+    return state_database() is not None
+
+
+def state_database() -> str | None:
+    """The `DATABASES` alias of pactmw's state (`"default"` for `"django"`), or None where it
+    is not in this site's database; see `state_in_site_database`."""
+    data = raw_settings()
+    if not isinstance(data, Mapping) or not isinstance(data.get("brands"), Mapping):
+        return None
+    store = data.get("store")  # the default store is a sqlite file, not this database
+    if not isinstance(store, str):
+        return None
+    try:
+        return parse_store_url(store).alias
+    except ValueError:
+        return None
 
 
 class Configured:
@@ -126,6 +159,7 @@ def get_provider() -> Provider:
 
 __all__ = [
     "SETTING",
+    "SHOW_MESSAGE_TEXT",
     "Configured",
     "configured",
     "get_guard",
@@ -133,5 +167,8 @@ __all__ = [
     "get_verifier",
     "protect_prefix",
     "raw_settings",
+    "show_message_text",
+    "state_database",
+    "state_in_site_database",
     "with_template_dirs",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
@@ -29,7 +29,14 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters.django._config import get_provider, raw_settings
+from pactmw.adapters.django._config import (
+    SHOW_MESSAGE_TEXT,
+    get_provider,
+    raw_settings,
+    show_message_text,
+    state_database,
+    state_in_site_database,
+)
 from pactmw.adapters.django.models import (
     AgentOverride,
     Conversation,
@@ -40,7 +47,6 @@ from pactmw.adapters.django.models import (
 from pactmw.core.errors import RequestRefused
 from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.grant_admin import TABLE_TIME, format_time
-from pactmw.store import parse_store_url
 
 if TYPE_CHECKING:  # a model: importing it needs django.contrib.admin installed and loaded
     from django.contrib.admin.models import LogEntry
@@ -58,8 +64,6 @@ __all__ = [
     "state_in_site_database",
 ]
 
-SHOW_MESSAGE_TEXT = "admin_show_message_text"
-
 #: Set on the request by `save_model` when the operators' function refused the change the
 #: validated form asked for (another operator made or undid it in between), so the add view's
 #: success message and history entry are left out.
@@ -69,40 +73,10 @@ _REFUSED_AT_SAVE = "_pactmw_refused_at_save"
 _REPORTED = "_pactmw_reported"
 
 
-def show_message_text() -> bool:
-    """Whether the admin shows what users and bots wrote (`PACTMW["admin_show_message_text"]`,
-    default False)."""
-    data = raw_settings()
-    return isinstance(data, dict) and data.get(SHOW_MESSAGE_TEXT) is True
-
-
-def state_in_site_database() -> bool:
-    """Whether pactmw's state lives in this site's database: `PACTMW` lists `brands` and its
-    `store` is `"django"` or `"django:ALIAS"`. Read from the settings as written, building
-    nothing and opening nothing (it is asked on every admin page); a value that does not
-    parse counts as no, and the system checks report it."""
-    return _state_database() is not None
-
-
-def _state_database() -> str | None:
-    """The `DATABASES` alias of pactmw's state (`"default"` for `"django"`), or None where it
-    is not in this site's database; see `state_in_site_database`."""
-    data = raw_settings()
-    if not isinstance(data, Mapping) or not isinstance(data.get("brands"), Mapping):
-        return None
-    store = data.get("store")  # the default store is a sqlite file, not this database
-    if not isinstance(store, str):
-        return None
-    try:
-        return parse_store_url(store).alias
-    except ValueError:
-        return None
-
-
 def _in_state_database(queryset: QuerySet[Any]) -> QuerySet[Any]:
     """`queryset` read from the database the store writes (`"django:ALIAS"`), not from the
     one Django's router would pick: the admin shows what the store holds."""
-    return queryset.using(_state_database())
+    return queryset.using(state_database())
 
 
 def _when(value: float | None) -> str:
