@@ -453,6 +453,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         detail = client.get(link.group(1))
         assert detail.status_code == 200
         assert "m-1" in detail.text
+        assert "Message object" not in detail.text  # each turn is captioned by its message id
         assert SECRET_TEXT not in detail.text
         assert 'name="_save"' not in detail.text  # nothing to change
         change_url = link.group(1)

@@ -180,6 +180,9 @@ class Message(models.Model):
             ),
         )
 
+    def __str__(self) -> str:
+        return self.message_id  # the admin's caption of a turn (Django's: "Message object (7)")
+
 
 class AgentOverride(models.Model):
     """Whether an agent (configured or registered) may call: the block/allow switch."""
