@@ -14,15 +14,30 @@ __all__ = [
     "SITE_RULE",
 ]
 
-#: A site's own rule on the "add agent" form, checked after pactmw's (which passes): the real
-#: admin refuses the POST, and the agent is not in the store; validating pactmw's form alone
-#: writes nothing either (the admin's save_model writes, after every validation).
-SITE_RULE = """
-from django import forms
-from django.contrib import admin
+
+#: What every script starts with: Django's test environment, and `logged_in(username)`, a
+#: test client with that staff user logged in (the test's superuser "ops" by default).
+_OPERATOR = """
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.test.utils import setup_test_environment
+
+setup_test_environment()
+
+def logged_in(username="ops", **options):
+    client = Client(**options)
+    client.force_login(get_user_model().objects.get(username=username))
+    return client
+"""
+
+#: A site's own rule on the "add agent" form, checked after pactmw's (which passes): the real
+#: admin refuses the POST, and the agent is not in the store; validating pactmw's form alone
+#: writes nothing either (the admin's save_model writes, after every validation).
+SITE_RULE = (
+    _OPERATOR
+    + """
+from django import forms
+from django.contrib import admin
 from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
 from pactmw.adapters.django.models import RegisteredAgent
 
@@ -36,9 +51,7 @@ class SiteAgentAdmin(RegisteredAgentAdmin):
 
 admin.site.unregister(RegisteredAgent)
 admin.site.register(RegisteredAgent, SiteAgentAdmin)
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
+client = logged_in()
 values = {"issuer": "https://vetted.example", "jwks_uri": "https://vetted.example/jwks.json"}
 page = client.post("/admin/pactmw/registeredagent/add/", {**values, "_save": "Save"})
 refused = page.status_code == 200 and "legal team approved" in page.content.decode()
@@ -47,18 +60,18 @@ print("stored" if store.get_agent("https://vetted.example") else "not-stored")
 print("valid" if RegisteredAgentForm(data=values).is_valid() else "invalid")
 print("stored" if store.get_agent("https://vetted.example") else "not-stored")
 """
+)
 
 
 #: Another operator adds the same agent once this form has validated, before the admin's
 #: save_model: the add then loses the race, and the admin says so as its only message (no
 #: "was added successfully" after it) and records no addition in its history.
-LOST_RACE = """
+LOST_RACE = (
+    _OPERATOR
+    + """
 import re
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
 from pactmw.adapters.django.admin import RegisteredAgentAdmin, RegisteredAgentForm
 from pactmw.adapters.django.models import RegisteredAgent
 
@@ -75,9 +88,7 @@ class OutrunAdmin(RegisteredAgentAdmin):
 
 admin.site.unregister(RegisteredAgent)
 admin.site.register(RegisteredAgent, OutrunAdmin)
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
+client = logged_in()
 values = {"issuer": RACED, "jwks_uri": "https://raced.example/jwks.json", "_save": "Save"}
 page = client.post("/admin/pactmw/registeredagent/add/", values, follow=True)
 shown = re.search(r'<ul class="messagelist">(.*?)</ul>', page.content.decode(), re.S)
@@ -88,21 +99,20 @@ print("logged:", LogEntry.objects.filter(object_id=RACED).count())
 print("theirs:", store.get_agent(RACED).name)
 store.remove_agent(RACED)
 """
+)
 
 
 #: The admin's three lists, each with the rows the test made so far, then with ten more (and an
 #: expired grant): the queries each list costs, what its computed columns show, and the grants
 #: the status filter shows for each status.
-LIST_QUERIES = """
+LIST_QUERIES = (
+    _OPERATOR
+    + """
 import re
-from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import Client
-from django.test.utils import CaptureQueriesContext, setup_test_environment
+from django.test.utils import CaptureQueriesContext
 
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
+client = logged_in()
 PAGES = {"registeredagent": "access", "agentoverride": "source", "grant": "state"}
 
 def listed(model):
@@ -138,20 +148,19 @@ for status in ("live", "revoked", "expired"):
     ids = sorted(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', text))
     print(f"{status}: {' '.join(ids) if len(ids) < 3 else len(ids)}")
 """
+)
 
 
 #: Two conversations, of 3 and of 60 answered turns: what each page shows, what it costs in
 #: queries, and whether any query reads the stored replies (never shown).
-CONVERSATION_PAGES = """
+CONVERSATION_PAGES = (
+    _OPERATOR
+    + """
 import re
-from django.contrib.auth import get_user_model
 from django.db import connection, reset_queries
-from django.test import Client
-from django.test.utils import CaptureQueriesContext, setup_test_environment
+from django.test.utils import CaptureQueriesContext
 
-setup_test_environment()
-client = Client()
-client.force_login(get_user_model().objects.get(username="ops"))
+client = logged_in()
 for turns in (3, 60):
     ctx = store.create_conversation(brand_id="shop", issuer="https://pa.example", sub="u", now=now)
     for n in range(turns):
@@ -188,18 +197,16 @@ counts = client.get("/admin/pactmw/conversation/", {"_facets": "True"}).content.
 print("counts:", " ".join(re.findall(r'>((?:shop|https://pa.example) [(][0-9]+[)])<', counts)))
 store.remove_agent("https://pa.example")
 """
+)
 
 
 #: A NUL character in an object's id, a filter's or a search's value or a parameter's name:
 #: PostgreSQL refuses it in a text value with an error that Django let through as a 500.
-NUL_VALUES = """
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
+NUL_VALUES = (
+    _OPERATOR
+    + """
 
-setup_test_environment()
-client = Client(raise_request_exception=False)
-client.force_login(get_user_model().objects.get(username="ops"))
+client = logged_in(raise_request_exception=False)
 NUL = chr(0)
 PARAMETERS = {
     "conversation": ("brand_id", "issuer", "q"),
@@ -214,18 +221,17 @@ for model, names in PARAMETERS.items():
     print(f"{model}:", " ".join(str(page.status_code) for page in lists + pages),
           {page.get("Location") for page in lists}, {page.get("Location") for page in pages})
 """
+)
 
 
 #: Two staff users: one that may only view pactmw's models, one that may also change them.
 #: Revoking a grant and blocking or allowing an agent need Django's "Can change" permission of
 #: the list's model (the rows themselves are never edited): viewing is not enough.
-PERMISSIONS = """
-from django.contrib.auth import get_user_model
+PERMISSIONS = (
+    _OPERATOR
+    + """
 from django.contrib.auth.models import Permission
-from django.test import Client
-from django.test.utils import setup_test_environment
 
-setup_test_environment()
 MODELS = ("grant", "registeredagent", "agentoverride")
 ACTIONS = {"grant": "revoke_grants", "registeredagent": "block_agents",
     "agentoverride": "allow_agents"}
@@ -236,8 +242,7 @@ for role, verbs in (("viewer", ("view",)), ("operator", ("view", "change"))):
     user = get_user_model().objects.create_user(role, password="pw", is_staff=True)
     codenames = [f"{verb}_{model}" for verb in verbs for model in MODELS]
     user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
-    client = Client()
-    client.force_login(user)
+    client = logged_in(role)
     store.upsert_grant(grant_id=f"g-{role}", brand_id="shop", account="a", client_id=PA,
         pa_sub=role, scopes=("orders:read",), now=now, expires_at=now + 3600)
     offered = []
@@ -253,19 +258,17 @@ for role, verbs in (("viewer", ("view",)), ("operator", ("view", "change"))):
     print(f"{role}: offered {offered}, revoked {revoked}, allowed {store.agent_enabled(PA)}")
 store.remove_agent(PA)
 """
+)
 
 
 #: The admin on a site whose store is another entry of DATABASES: every list and page shows
 #: the state the store holds there, and the actions change it there.
-ALIAS_STATE = """
+ALIAS_STATE = (
+    _OPERATOR
+    + """
 import re
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django.test.utils import setup_test_environment
 
-setup_test_environment()
-client = Client(raise_request_exception=False)
-client.force_login(get_user_model().objects.get(username="ops"))
+client = logged_in(raise_request_exception=False)
 print("store:", store.alias)
 store.add_agent(issuer="https://pa.example", name="PA", jwks_uri="https://pa.example/jwks.json",
     now=now)
@@ -286,3 +289,4 @@ client.post("/admin/pactmw/registeredagent/", {"action": "delete_selected",
     "_selected_action": ["https://pa.example"], "post": "yes"})
 print("removed:", store.get_agent("https://pa.example") is None)
 """
+)
