@@ -18,6 +18,7 @@ from personal_agent_protocol.discovery import DiscoveryClient
 from pactmw.core.http import Request, Response
 from pactmw.provider import RateLimit
 from pactmw.provider.poppy._credentials import token_hash
+from tests.support.clock import wait_for_room_in_window
 from tests.support.poppy_world import (
     SHOP,
     PoppyWorld,
@@ -284,6 +285,8 @@ def test_pap_4_3_18_token_requests_are_limited_per_agent_user(world: PoppyWorld)
             )
 
     same, other_form, other_proof = run(forms())
+    # The Provider's clock is the real one: the three requests must fall in one window.
+    wait_for_room_in_window(60.0, 10.0)
     provider = world.other_provider(token_rate_limit=RateLimit(per_user=2, window=60.0))
     try:
         answers = [handle(provider, "/a2a/shop/poppy/token", form, proof) for form, proof in same]

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from pactmw.provider.poppy._feedback import FEEDBACK_EVENT, PoppyFeedback
 from pactmw.provider.ratelimit import RateLimit
 from tests.poppy.test_account_tokens import Agent, signed_in
+from tests.support.clock import wait_for_room_in_window
 from tests.support.poppy_world import BASE_URL, PoppyWorld, world_on
 
 ENDPOINT = f"{BASE_URL}/a2a/shop/poppy/feedback"
@@ -150,6 +151,7 @@ def test_reports_are_limited_per_agent_user(world: PoppyWorld) -> None:
     )
     try:
         body = report(description="Not offered.")
+        wait_for_room_in_window(3600.0, 10.0)  # the clock is real: the three in one window
         answers = post_reports(world, body, body, body)
     finally:
         poppy.feedback = kept

@@ -4,9 +4,9 @@ consent page with an `X-Forwarded-For` of the test's choosing."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from tests.support.clock import wait_for_room_in_window
 from tests.support.net import loopback_client
 
 __all__ = ["LIMIT", "WINDOW", "consent_limited_settings", "consent_status", "start_in_one_window"]
@@ -37,9 +37,7 @@ def consent_limited_settings(**extra: Any) -> dict[str, Any]:
 
 def start_in_one_window() -> None:
     """Wait for the next window when this one is about to end, so the requests share one."""
-    left = WINDOW - time.time() % WINDOW
-    if left < 60:
-        time.sleep(left + 1)
+    wait_for_room_in_window(WINDOW, 60)
 
 
 def consent_status(base: str, forwarded_for: str, **headers: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["FakeClock", "OffsetClock"]
+__all__ = ["FakeClock", "OffsetClock", "wait_for_room_in_window"]
 
 
 class FakeClock:
@@ -41,3 +41,13 @@ class OffsetClock:
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
+
+
+def wait_for_room_in_window(window: float, room: float) -> None:
+    """Sleep into the next rate-limit window when fewer than `room` seconds are left of this
+    one. pactmw's windows are fixed and aligned to the epoch (`now - now % window`), so
+    requests that a real clock times and that must be counted together (the last one refused)
+    are, if they are made within `room` seconds after this returns."""
+    left = window - time.time() % window
+    if left < room:
+        time.sleep(left + 0.05)
