@@ -27,7 +27,14 @@ from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.provider import Provider, ProviderSettings, load_toml
 from tests.conformance.bots import RUNS_ENV
-from tests.conformance.helpers import AUDIENCE, BRAND_TABLES, Target, TestPA, Wire
+from tests.conformance.helpers import (
+    AUDIENCE,
+    BRAND_TABLES,
+    LIMITED_WINDOW,
+    Target,
+    TestPA,
+    Wire,
+)
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server, uvicorn_server, wait_until_ok
@@ -201,7 +208,11 @@ def per_agent_limited(
     """A dedicated Provider per framework with `[rate_limit] per_agent = 3` (1-day window)."""
     directory = tmp_path_factory.mktemp(f"limited-{request.param}")
     with run_target(
-        request.param, directory, pa, runs_file, rate_limit={"per_agent": 3, "window": 86400}
+        request.param,
+        directory,
+        pa,
+        runs_file,
+        rate_limit={"per_agent": 3, "window": LIMITED_WINDOW},
     ) as running:
         yield running
 
@@ -213,7 +224,7 @@ def per_user_limited(
     """An in-process Provider with `[rate_limit] per_user = 2` (1-day window)."""
     directory = tmp_path_factory.mktemp("per-user-limited")
     with run_target(
-        "starlette", directory, pa, runs_file, rate_limit={"per_user": 2, "window": 86400}
+        "starlette", directory, pa, runs_file, rate_limit={"per_user": 2, "window": LIMITED_WINDOW}
     ) as running:
         yield running
 

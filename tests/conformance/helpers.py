@@ -27,6 +27,8 @@ CHALLENGE = 'Bearer realm="a2a"'
 AUDIENCE = "urn:pactmw:conformance:provider"
 BRANDS = ("acme", "globex")
 UNKNOWN_BRAND = "no-such-brand"
+# The rate-limited Providers' window: a day, so that a test's requests share one.
+LIMITED_WINDOW = 86400
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 ERROR_DOMAIN = "a2a-protocol.org"
 

@@ -25,6 +25,7 @@ from tests.conformance.helpers import (
     AUDIENCE,
     BRAND_TABLES,
     CHALLENGE,
+    LIMITED_WINDOW,
     UNKNOWN_BRAND,
     Target,
     TestPA,
@@ -42,6 +43,7 @@ from tests.conformance.helpers import (
     unsigned_token,
     user_message,
 )
+from tests.support.clock import wait_for_room_in_window
 
 # Django reads CONTENT_LENGTH bytes of a body (none without it), so pactmw's Django adapter
 # answers a chunked message:send with 411 Length Required rather than misread it.
@@ -1039,6 +1041,7 @@ def test_oversized_body_without_token_is_401(wire: Wire) -> None:
 
 def test_rate_limit_per_agent(http: httpx.Client, per_agent_limited: Target, pa: TestPA) -> None:
     limited = Wire(http, per_agent_limited, pa)
+    wait_for_room_in_window(LIMITED_WINDOW, 60.0)  # the real clock: all counted in one day
     # The card and refused tokens are not counted.
     for _ in range(5):
         assert http.get(limited.target.card_url()).status_code == 200
@@ -1057,7 +1060,7 @@ def test_rate_limit_per_agent(http: httpx.Client, per_agent_limited: Target, pa:
         retry_after = response.headers.get_list("retry-after")
         assert len(retry_after) == 1, describe(response)
         assert retry_after[0].isdigit(), describe(response)
-        assert 1 <= int(retry_after[0]) <= 86400
+        assert 1 <= int(retry_after[0]) <= LIMITED_WINDOW
     assert per_agent_limited.runs(message_id) == 0
     # Authentication still comes first; the card is still served.
     assert_challenge(limited.call("GET", "tasks", auth=False))
@@ -1066,6 +1069,7 @@ def test_rate_limit_per_agent(http: httpx.Client, per_agent_limited: Target, pa:
 
 def test_rate_limit_per_user(http: httpx.Client, per_user_limited: Target, pa: TestPA) -> None:
     limited = Wire(http, per_user_limited, pa)
+    wait_for_room_in_window(LIMITED_WINDOW, 60.0)  # the real clock: all counted in one day
     assert limited.call("GET", "tasks", sub="alice").status_code == 200
     assert_reply(limited.send("hi", sub="alice"))
     response = limited.call("GET", "tasks", sub="alice")
