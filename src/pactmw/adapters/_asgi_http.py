@@ -26,6 +26,8 @@ Around = Callable[[Request, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 #: The keyword a decorated FastAPI endpoint without a `Request` parameter receives its
 #: request under (added to the wrapper's signature, removed before the endpoint is called).
 _INJECTED = "pactmw_request"
+#: RFC 6455 §7.4.1: the close code of a refusal on policy (only servers see it before accept).
+_POLICY_VIOLATION = 1008
 
 
 def route_path(scope: Scope) -> str:
@@ -40,10 +42,11 @@ def route_path(scope: Scope) -> str:
 
 
 def neutral_request(scope: Scope) -> NeutralRequest:
-    """An ASGI HTTP scope as the neutral `Request`."""
+    """An ASGI HTTP or WebSocket scope as the neutral `Request`."""
     client = scope.get("client")
     return NeutralRequest(
-        method=scope["method"],
+        # A WebSocket handshake is a GET (RFC 6455 §4.1); its scope has no method.
+        method=scope.get("method", "GET"),
         path=route_path(scope),
         query=scope.get("query_string", b"").decode("latin-1"),
         # A list comprehension, then the tuple: a generator into `tuple` costs twice as much.
@@ -104,6 +107,25 @@ async def send_response(response: Response, send: Send) -> None:
     headers = raw_headers(response)
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     await send({"type": "http.response.body", "body": response.body})
+
+
+async def send_refusal(scope: Scope, response: Response, send: Send) -> None:
+    """Refuse an HTTP request, or a WebSocket handshake before it is accepted, with `response`.
+
+    A handshake gets the response itself where the server offers ASGI's WebSocket Denial
+    Response extension (uvicorn with `websockets`, Hypercorn); elsewhere (uvicorn with
+    `wsproto`) it is closed unaccepted, which the server answers with 403: ASGI has no other
+    way to refuse it.
+    """
+    if scope["type"] != "websocket":
+        await send_response(response, send)
+    elif "websocket.http.response" in scope.get("extensions", {}):
+        headers = raw_headers(response)
+        start = "websocket.http.response.start"
+        await send({"type": start, "status": response.status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": response.body})
+    else:
+        await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": ""})
 
 
 def to_starlette(response: Response) -> StarletteResponse:
@@ -176,6 +198,7 @@ __all__ = [
     "raw_headers",
     "request_body_reader",
     "route_path",
+    "send_refusal",
     "send_response",
     "to_starlette",
     "wrap_endpoint",

@@ -15,6 +15,7 @@ from pactmw.adapters._asgi_http import (
     body_reader,
     neutral_request,
     route_path,
+    send_refusal,
     send_response,
     to_starlette,
 )
@@ -67,8 +68,10 @@ class A2AProviderApp:
             await self.app(scope, receive, send)
         elif scope["type"] == "lifespan":
             await _lifespan(receive, send)
-        elif scope["type"] == "http":
-            await send_response(_NOT_FOUND, send)
+        elif scope["type"] in ("http", "websocket"):
+            # PACT has no WebSocket: a handshake is refused as an unknown route is (without
+            # the denial extension, closed unaccepted: 403), never left unanswered (a 500).
+            await send_refusal(scope, _NOT_FOUND, send)
 
 
 def a2a_mount(

@@ -33,6 +33,7 @@ from pactmw.adapters._asgi_http import (
     neutral_request,
     request_body_reader,
     route_path,
+    send_refusal,
     send_response,
     to_starlette,
     wrap_endpoint,
@@ -68,22 +69,26 @@ from pactmw.provider.poppy import PoppyCaller
 PARAFE_STATE = "pactmw_parafe"
 #: Where `poppy_session_required` leaves the `PoppyCaller` in the ASGI scope.
 POPPY_KEY = "pactmw.poppy_caller"
+#: The ASGI connections the middleware verifies (a lifespan scope is no request).
+_GUARDED = frozenset({"http", "websocket"})
 
 
 class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
-    """Verify the caller of every HTTP request under `path_prefix` (None: none; use the
-    decorators). With `delegation_provider` and `delegation_brand`, an
+    """Verify the caller of every HTTP request and WebSocket handshake under `path_prefix`
+    (None: none; use the decorators). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
     refused. The body is never read: a refused request is answered before it arrives.
     Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand)`,
     shared with the WSGI middleware."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.guard.protects(route_path(scope)):
+        # A WebSocket under the prefix is guarded too: letting it through would open the
+        # prefix to anyone who asks for an upgrade.
+        if scope["type"] in _GUARDED and self.guard.protects(route_path(scope)):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:
-                await send_response(refusal_response(exc), send)
+                await send_refusal(scope, refusal_response(exc), send)
                 return
             assert caller is not None
             attach(scope, caller)

@@ -31,6 +31,7 @@ from fastapi.openapi.models import HTTPBase as HTTPBaseModel
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security import SecurityScopes
 from fastapi.security.base import SecurityBase
+from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
@@ -119,16 +120,18 @@ class PersonalAgentScheme(SecurityBase):
         self.guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     async def __call__(
-        self, request: Request, security_scopes: SecurityScopes
+        self, connection: HTTPConnection, security_scopes: SecurityScopes
     ) -> PersonalAgent | None:
-        caller = current_personal_agent(request)
+        # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
+        # only the former.
+        caller = current_personal_agent(connection)
         try:
             if caller is None:
                 caller = await self.guard.aauthenticate(
-                    neutral_request(request.scope), optional=self.optional
+                    neutral_request(connection.scope), optional=self.optional
                 )
                 if caller is not None:
-                    attach(request.scope, caller)
+                    attach(connection.scope, caller)
             if security_scopes.scopes:
                 require_scopes(caller, security_scopes.scopes)
         except (AuthenticationFailed, InsufficientScope) as exc:
