@@ -1,14 +1,15 @@
 """WebSocket handshakes through the ASGI adapters, on a real uvicorn server.
 
 WebSockets are ASGI's alone (WSGI, Flask and Django's own views have none), so these cases
-run on the ASGI adapters only. A handshake is an HTTP GET: under the guarded prefix, or on a
-FastAPI WebSocket endpoint with `Security(PersonalAgentScheme)`, it is verified as any request
-is and refused with the same 401 challenge (ASGI's WebSocket Denial Response extension, which
-uvicorn offers); an anonymous handshake elsewhere, or under Starlette's
-`AuthenticationMiddleware` with `PersonalAgentBackend`, stays anonymous. The Provider, which
+run on the ASGI adapters only. A handshake is an HTTP GET: under the guarded prefix, on a
+WebSocket endpoint with a Starlette decorator, or on a FastAPI one with
+`Security(PersonalAgentScheme)`, it is verified as any request is and refused with the same
+401 challenge (ASGI's WebSocket Denial Response extension, which uvicorn offers). An
+anonymous handshake elsewhere, or under Starlette's `AuthenticationMiddleware` with
+`PersonalAgentBackend`, stays anonymous. The Provider, which
 speaks no WebSocket, refuses one as an unknown route. Before, the middleware let every
-handshake under its prefix through unverified, the backend and the FastAPI scheme failed
-every handshake (500), and the Provider left one unanswered (500).
+handshake under its prefix through unverified, the backend, the FastAPI scheme and the
+decorators failed every handshake (500), and the Provider left one unanswered (500).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from pactmw.adapters.asgi import (
     A2AProviderApp,
     PersonalAgentBackend,
     PersonalAgentMiddleware,
+    delegation_required,
     on_auth_error,
+    personal_agent_required,
+    requires,
 )
 from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
@@ -68,9 +72,15 @@ async def _greet(websocket: Any) -> None:
     await websocket.close()
 
 
-def _starlette(middleware: Middleware) -> Starlette:
-    routes = [WebSocketRoute("/a2a/chat", _greet), WebSocketRoute("/chat", _greet)]
-    return Starlette(routes=routes, middleware=[middleware])
+def _starlette(middleware: Middleware, *routes: WebSocketRoute) -> Starlette:
+    routes = (WebSocketRoute("/a2a/chat", _greet), WebSocketRoute("/chat", _greet), *routes)
+    return Starlette(routes=list(routes), middleware=[middleware])
+
+
+def _decorated(verifier: IdentityVerifier) -> Starlette:
+    """No middleware: the endpoint's own decorator verifies the handshake."""
+    chat = personal_agent_required(verifier)(_greet)
+    return Starlette(routes=[WebSocketRoute("/a2a/chat", chat)])
 
 
 def _fastapi(key: PrivateJWK) -> FastAPI:
@@ -92,9 +102,12 @@ def _apps(key: PrivateJWK) -> dict[str, ASGIApp]:
     backend = Middleware(
         AuthenticationMiddleware, backend=PersonalAgentBackend(verifier), on_error=on_auth_error
     )
+    delegated = WebSocketRoute("/a2a/delegated", delegation_required("orders:read")(_greet))
+    required = WebSocketRoute("/a2a/required", requires("personal_agent")(_greet))
     return {
-        "middleware": _starlette(guarded),
-        "backend": _starlette(backend),
+        "middleware": _starlette(guarded, delegated),
+        "backend": _starlette(backend, required),
+        "decorated": _decorated(verifier),
         "fastapi": _fastapi(key),
     }
 
@@ -121,6 +134,7 @@ def bases(key: PrivateJWK) -> Iterator[dict[str, str]]:
         uvicorn_server(apps["middleware"]) as middleware,
         uvicorn_server(_WithoutDenialExtension(apps["middleware"])) as bare,
         uvicorn_server(apps["backend"]) as backend,
+        uvicorn_server(apps["decorated"]) as decorated,
         uvicorn_server(apps["fastapi"]) as fastapi,
     ):
         yield {
@@ -129,6 +143,7 @@ def bases(key: PrivateJWK) -> Iterator[dict[str, str]]:
                 "middleware": middleware,
                 "bare": bare,
                 "backend": backend,
+                "decorated": decorated,
                 "fastapi": fastapi,
             }.items()
         }
@@ -154,7 +169,7 @@ def _token(key: PrivateJWK, sub: str = "user-1") -> str:
     return identity_token(key, ISSUER, AUDIENCE, sub=sub)
 
 
-GUARDED = ["middleware", "fastapi"]
+GUARDED = ["middleware", "decorated", "fastapi"]
 
 
 @pytest.mark.parametrize("app", GUARDED)
@@ -191,6 +206,22 @@ def test_the_backend_lets_an_anonymous_handshake_through_and_refuses_a_bad_token
     # Starlette's AuthenticationMiddleware closes a refused handshake itself: the server's 403.
     status, _, _ = _refusal(f"{bases['backend']}/a2a/chat", _token(stranger))
     assert status == 403
+
+
+def test_requires_refuses_an_anonymous_handshake_with_the_challenge(
+    bases: dict[str, str], key: PrivateJWK
+) -> None:
+    url = f"{bases['backend']}/a2a/required"
+    assert _refusal(url) == (401, [CHALLENGE], b"")  # Starlette's own `requires`: a 403
+    assert _greeting(url, _token(key)) == actor_id_for(ISSUER, "user-1")
+
+
+def test_delegation_required_refuses_a_handshake_without_a_delegation(
+    bases: dict[str, str], key: PrivateJWK
+) -> None:
+    status, challenges, body = _refusal(f"{bases['middleware']}/a2a/delegated", _token(key))
+    assert (status, body) == (401, b"")
+    assert challenges == [f'{CHALLENGE}, error="invalid_token"']
 
 
 def test_without_the_denial_extension_a_refused_handshake_is_closed(

@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from pactmw.adapters._common import declared_length
 from pactmw.core.errors import RequestRefused
@@ -20,12 +21,15 @@ from pactmw.core.http import Request as NeutralRequest
 from pactmw.core.http import Response, asgi_header
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
-#: `around(request, call_endpoint)`: what a decorator does around its endpoint.
-Around = Callable[[Request, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+#: `around(connection, call_endpoint)`: what a decorator does around its endpoint; the
+#: connection is a `Request`, or a `WebSocket` for a WebSocket endpoint.
+Around = Callable[[HTTPConnection, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 #: The keyword a decorated FastAPI endpoint without a `Request` parameter receives its
 #: request under (added to the wrapper's signature, removed before the endpoint is called).
 _INJECTED = "pactmw_request"
+#: ASGI's WebSocket Denial Response extension: a handshake can be answered with a response.
+_DENIAL = "websocket.http.response"
 #: RFC 6455 §7.4.1: the close code of a refusal on policy (only servers see it before accept).
 _POLICY_VIOLATION = 1008
 
@@ -109,23 +113,18 @@ async def send_response(response: Response, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
-async def send_refusal(scope: Scope, response: Response, send: Send) -> None:
+async def refuse(scope: Scope, response: StarletteResponse, receive: Receive, send: Send) -> None:
     """Refuse an HTTP request, or a WebSocket handshake before it is accepted, with `response`.
 
     A handshake gets the response itself where the server offers ASGI's WebSocket Denial
-    Response extension (uvicorn with `websockets`, Hypercorn); elsewhere (uvicorn with
-    `wsproto`) it is closed unaccepted, which the server answers with 403: ASGI has no other
+    Response extension (uvicorn, Hypercorn; Starlette sends a response to a handshake so);
+    elsewhere it is closed unaccepted, which the server answers with 403: ASGI has no other
     way to refuse it.
     """
-    if scope["type"] != "websocket":
-        await send_response(response, send)
-    elif "websocket.http.response" in scope.get("extensions", {}):
-        headers = raw_headers(response)
-        start = "websocket.http.response.start"
-        await send({"type": start, "status": response.status, "headers": headers})
-        await send({"type": "websocket.http.response.body", "body": response.body})
-    else:
+    if scope["type"] == "websocket" and _DENIAL not in scope.get("extensions", {}):
         await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": ""})
+    else:
+        await response(scope, receive, send)
 
 
 def to_starlette(response: Response) -> StarletteResponse:
@@ -136,32 +135,39 @@ def to_starlette(response: Response) -> StarletteResponse:
 
 
 def wrap_endpoint(endpoint: Endpoint, around: Around) -> Endpoint:
-    """Decorate a Starlette or FastAPI endpoint, sync or async, with `around`.
+    """Decorate a Starlette or FastAPI endpoint, sync or async, HTTP or WebSocket, with
+    `around`.
 
-    The request is found among the endpoint's arguments (Starlette passes it positionally,
-    FastAPI by name); a FastAPI endpoint that declares no `Request` gets one injected under
-    a private keyword. A sync endpoint runs in Starlette's thread pool, as it would
-    undecorated.
+    The request (or WebSocket) is found among the endpoint's arguments (Starlette passes it
+    positionally, FastAPI by name); a FastAPI endpoint that declares neither gets the request
+    injected under a private keyword. A sync endpoint runs in Starlette's thread pool, as it
+    would undecorated. A response `around` returns for a WebSocket refuses its handshake
+    (`refuse`): a WebSocket endpoint itself returns nothing.
     """
     signature = _signature(endpoint)
     injected = not any(
-        parameter.name == "request" or parameter.annotation in (Request, HTTPConnection)
+        parameter.name in ("request", "websocket")
+        or parameter.annotation in (Request, WebSocket, HTTPConnection)
         for parameter in signature.parameters.values()
     )
     is_async = inspect.iscoroutinefunction(endpoint)
 
     @functools.wraps(endpoint)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        request = kwargs.pop(_INJECTED, None) if injected else None
-        if request is None:
-            request = _find_request(args, kwargs)
+        connection = kwargs.pop(_INJECTED, None) if injected else None
+        if connection is None:
+            connection = _find_connection(args, kwargs)
 
         async def call() -> Any:
             if is_async:
                 return await endpoint(*args, **kwargs)
             return await run_in_threadpool(endpoint, *args, **kwargs)
 
-        return await around(request, call)
+        result = await around(connection, call)
+        if isinstance(connection, WebSocket) and isinstance(result, StarletteResponse):
+            await refuse(connection.scope, result, connection.receive, connection.send)
+            return None
+        return result
 
     if injected:
         extra = inspect.Parameter(_INJECTED, inspect.Parameter.KEYWORD_ONLY, annotation=Request)
@@ -181,13 +187,13 @@ def _signature(endpoint: Callable[..., Any]) -> inspect.Signature:
         return inspect.signature(endpoint)
 
 
-def _find_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Request:
+def _find_connection(args: tuple[Any, ...], kwargs: dict[str, Any]) -> HTTPConnection:
     for value in (*args, *kwargs.values()):
-        if isinstance(value, Request):
+        if isinstance(value, HTTPConnection):
             return value
     raise TypeError(
-        "a pactmw decorator found no Request among the endpoint's arguments: decorate a "
-        "Starlette endpoint (request) or a FastAPI path operation"
+        "a pactmw decorator found no Request or WebSocket among the endpoint's arguments: "
+        "decorate a Starlette endpoint (request or websocket) or a FastAPI path operation"
     )
 
 
@@ -196,9 +202,9 @@ __all__ = [
     "body_reader",
     "neutral_request",
     "raw_headers",
+    "refuse",
     "request_body_reader",
     "route_path",
-    "send_refusal",
     "send_response",
     "to_starlette",
     "wrap_endpoint",

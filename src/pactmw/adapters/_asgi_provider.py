@@ -14,8 +14,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pactmw.adapters._asgi_http import (
     body_reader,
     neutral_request,
+    refuse,
     route_path,
-    send_refusal,
     send_response,
     to_starlette,
 )
@@ -71,7 +71,7 @@ class A2AProviderApp:
         elif scope["type"] in ("http", "websocket"):
             # PACT has no WebSocket: a handshake is refused as an unknown route is (without
             # the denial extension, closed unaccepted: 403), never left unanswered (a 500).
-            await send_refusal(scope, _NOT_FOUND, send)
+            await refuse(scope, to_starlette(_NOT_FOUND), receive, send)
 
 
 def a2a_mount(

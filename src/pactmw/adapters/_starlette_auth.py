@@ -12,7 +12,7 @@ from starlette.authentication import (
     AuthenticationError,
     BaseUser,
 )
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
@@ -121,7 +121,7 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
     app role) is Starlette's 403."""
     wanted = [scopes] if isinstance(scopes, str) else list(scopes)
 
-    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         held = set(request.auth.scopes) if "auth" in request.scope else set()
         missing = [scope for scope in wanted if scope not in held]
         if not missing:

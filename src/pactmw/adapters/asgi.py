@@ -31,9 +31,9 @@ from pactmw.adapters._asgi_http import (
     Endpoint,
     body_reader,
     neutral_request,
+    refuse,
     request_body_reader,
     route_path,
-    send_refusal,
     send_response,
     to_starlette,
     wrap_endpoint,
@@ -88,7 +88,7 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:
-                await send_refusal(scope, refusal_response(exc), send)
+                await refuse(scope, to_starlette(refusal_response(exc)), receive, send)
                 return
             assert caller is not None
             attach(scope, caller)
@@ -109,7 +109,7 @@ def personal_agent_required(
     that is sent is still checked."""
     guard = make_guard(verifier, delegation_provider, delegation_brand)
 
-    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         if SCOPE_KEY not in request.scope:
             try:
                 scope = request.scope
@@ -127,7 +127,7 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     """Decorate an endpoint behind the middleware (or `personal_agent_required`) so it needs
     a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
 
-    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         refusal = scope_refusal(current_personal_agent(request), scopes)
         if refusal is not None:
             return to_starlette(refusal)
@@ -145,7 +145,9 @@ def parafe_action(
     again; a JSON A2A message it returns gets the signed receipts. `agent` defaults to
     `app.state.pactmw_parafe`."""
 
-    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
+        if not isinstance(request, Request):
+            raise TypeError("parafe_action is for HTTP endpoints: a consent rides on a body")
         parafe = agent or getattr(request.app.state, PARAFE_STATE, None)
         if not isinstance(parafe, ParafeAgent):
             raise RuntimeError(f"parafe_action needs agent=... or app.state.{PARAFE_STATE}")
@@ -177,7 +179,7 @@ def poppy_session_required(
     are `Provider.poppy_session`'s). The endpoint runs with `current_poppy_caller(request)`;
     a refusal is Poppy's JSON error with its `WWW-Authenticate: DPoP` challenge."""
 
-    async def around(request: Request, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
             caller = await provider.apoppy_session(
                 brand_id, neutral_request(request.scope), tuple(scopes)
