@@ -3,7 +3,8 @@
 * `run_provider(...)`: a Provider (an identity-only Brand and a delegated one) behind
   `A2AProviderApp` on a real socket; the personal agent's keys are fetched over HTTP from the
   signer's own `serve_jwks`, so the whole trust path is exercised.
-* `StaticServer`: a tiny stdlib server answering fixed routes (hand-written cards, redirects).
+* `StaticServer`: a tiny stdlib server answering fixed routes to GET and POST (hand-written
+  cards, redirects, a misbehaving Provider's answers).
 * `DroppingProxy`: a TCP proxy that forwards a request, lets the Provider answer, and then
   cuts the client off without a byte of the answer: a network failure after delivery.
 * `Person`: the user in a browser, driving the consent page with `urllib` and a cookie.
@@ -169,6 +170,14 @@ class _StaticHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        # Read the request body first: closing with it unread would reset the connection.
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer()
+
+    def _answer(self) -> None:
         path = self.path.split("?", 1)[0]
         self.server.hits.append(path)
         route = self.server.routes.get(path, Route(404, b"not found"))
@@ -187,7 +196,8 @@ class _StaticHTTPServer(http.server.ThreadingHTTPServer):
 
 
 class StaticServer:
-    """Fixed answers per path on 127.0.0.1; `json`, `redirect` and `route` set them."""
+    """Fixed answers per path on 127.0.0.1, to GET and POST alike; `json`, `redirect` and
+    `route` set them."""
 
     def __init__(self) -> None:
         self._server = _StaticHTTPServer(("127.0.0.1", 0), _StaticHandler)

@@ -37,7 +37,15 @@ from pactmw.client import (
 from pactmw.client.a2a import a2a_headers
 from pactmw.client.responses import raise_for_status
 from pactmw.provider import RateLimit
-from tests.client.support import AUDIENCE, ISSUER, DroppingProxy, Provided, run_provider
+from tests.client.support import (
+    AUDIENCE,
+    ISSUER,
+    DroppingProxy,
+    Provided,
+    Route,
+    StaticServer,
+    run_provider,
+)
 from tests.support.clock import OffsetClock
 
 
@@ -343,3 +351,35 @@ def test_headers_on_the_wire(provided: Provided, me: AgentCredentials) -> None:
     assert body["message"]["parts"] == [{"text": "show my orders", "mediaType": "text/plain"}]
     assert "contextId" not in body["message"]
     uuid.UUID(body["message"]["messageId"])
+
+
+# -- a misbehaving Provider (a fixed answer on a static server) ---------------------------------
+
+#: An HTTP-date whose year no `datetime` holds.
+BEYOND_ANY_CALENDAR = "Fri, 31 Dec 99999999999 23:59:59 GMT"
+
+
+def test_a_retry_after_date_past_any_calendar_is_unreadable(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """Read like any other unreadable `Retry-After`: the policy's default wait, then
+    `RateLimited` without a value. It escaped both clients as a bare OverflowError."""
+    static.route("/a2a/message:send", Route(429, b"", {"Retry-After": BEYOND_ANY_CALENDAR}))
+    policy = RetryPolicy(rate_limit_retries=1)
+    slept: list[float] = []
+    client = A2AClient(static.url("/a2a"), me, retry=policy, sleep=slept.append)
+    with pytest.raises(RateLimited) as caught:
+        client.send("hello", context_id="ctx-1")
+    assert caught.value.retry_after is None
+
+    async def asleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def run() -> None:
+        aclient = AsyncA2AClient(static.url("/a2a"), me, retry=policy, sleep=asleep)
+        with pytest.raises(RateLimited) as acaught:
+            await aclient.send("hello", context_id="ctx-1")
+        assert acaught.value.retry_after is None
+
+    asyncio.run(run())
+    assert slept == [policy.default_retry_after] * 2
