@@ -217,3 +217,13 @@ def test_a_card_that_is_not_json(static: StaticServer) -> None:
     url = static.route("/card.json", Route(200, b"<html>"))
     with pytest.raises(ResponseInvalid):
         fetch_card(url)
+
+
+def test_a_redirect_to_a_malformed_url_is_refused(static: StaticServer) -> None:
+    """A `Location` that is not a URL at all (an unclosed IPv6 bracket) is a refused URL, like
+    any other bad redirect target; it escaped as a bare ValueError from `urljoin`."""
+    url = static.redirect("/.well-known/agent-card.json", "http://[::1/card.json")
+    with pytest.raises(URLRefused):
+        fetch_card(url)
+    with pytest.raises(URLRefused):
+        asyncio.run(afetch_card(url))
