@@ -227,3 +227,16 @@ def test_a_redirect_to_a_malformed_url_is_refused(static: StaticServer) -> None:
         fetch_card(url)
     with pytest.raises(URLRefused):
         asyncio.run(afetch_card(url))
+
+
+def test_a_host_name_no_resolver_takes_is_refused(static: StaticServer) -> None:
+    """A label longer than 63 characters cannot be encoded for a DNS lookup: the URL is
+    refused (the lookup raised a bare UnicodeError in both transports)."""
+    url = static.redirect("/card.json", "https://" + "a" * 64 + ".example/card.json")
+    with pytest.raises(URLRefused):
+        fetch_card(url)
+    with pytest.raises(URLRefused):
+        asyncio.run(afetch_card(url))
+    long_label = base_card("https://" + "a" * 64 + ".example/a2a")
+    with pytest.raises(URLRefused):
+        card_interface_url(parse_card(long_label))

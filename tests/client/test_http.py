@@ -56,6 +56,8 @@ def test_allowed_urls(url: str) -> None:
         "https://user:pw@shop.example/a",
         "https://shop.example:99999/a",
         "https://[::1/a",
+        "https://" + "a" * 64 + ".example/a",  # no resolver takes a 64-character label
+        "https://shop..example/a",
     ],
 )
 def test_refused_urls(url: str) -> None:

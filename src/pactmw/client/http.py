@@ -120,6 +120,12 @@ def check_url(url: str) -> SplitResult:
         raise URLRefused(f"not an absolute http(s) URL: {url!r}")
     if parts.username is not None or parts.password is not None:
         raise URLRefused("URLs with credentials are refused")
+    try:
+        # What the resolver and the Host header will need (an empty or 64+ character label
+        # cannot be encoded): refused here rather than as a UnicodeError from the lookup.
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise URLRefused(f"not a valid host name: {url!r}") from exc
     if parts.scheme == "http" and not is_loopback_host(host):
         raise URLRefused(f"plain http is allowed only to loopback hosts: {url!r}")
     return parts
