@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -240,3 +241,37 @@ def test_a_host_name_no_resolver_takes_is_refused(static: StaticServer) -> None:
     long_label = base_card("https://" + "a" * 64 + ".example/a2a")
     with pytest.raises(URLRefused):
         card_interface_url(parse_card(long_label))
+
+
+def test_an_interface_url_with_non_ascii_characters_is_sent_percent_encoded(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """A card's interface URL is the Provider's text: `/a2a/café` is requested as
+    `/a2a/caf%C3%A9` (UTF-8, RFC 3986 §2.5). Encoding the request line raised a bare
+    UnicodeEncodeError for any character past Latin-1 (and sent Latin-1 bytes raw)."""
+    reply = {
+        "message": {
+            "messageId": "r-1",
+            "contextId": "ctx-1",
+            "role": "ROLE_AGENT",
+            "parts": [{"text": "bonjour"}],
+        }
+    }
+    for path in ("/a2a/café", "/a2a/€uro shop"):
+        quoted = quote(path)
+        static.json(quoted + "/message:send", reply)
+        url = static.json(quoted + "/card.json", base_card(static.url(path)))
+        client = A2AClient.connect(url, me)
+        assert message_text(client.send("hi", context_id="ctx-1")) == "bonjour"
+
+        async def run(url: str = url) -> str:
+            aclient = await AsyncA2AClient.connect(url, me)
+            return message_text(await aclient.send("hi", context_id="ctx-1"))
+
+        assert asyncio.run(run()) == "bonjour"
+        assert static.hits[-1] == quoted + "/message:send"
+
+
+def message_text(result: object) -> str:
+    assert isinstance(result, MessageReply), result
+    return result.text

@@ -83,6 +83,10 @@ def test_encode_request() -> None:
     assert body == b"{}"
     assert b"Host: 127.0.0.1:8080" in encode_request(HttpRequest("GET", "http://127.0.0.1:8080/"))
     assert b"Host: [::1]:8080" in encode_request(HttpRequest("GET", "http://[::1]:8080/"))
+    # A card's URL may hold any text: the wire gets ASCII only (IDNA host, UTF-8 escapes).
+    wire = encode_request(HttpRequest("GET", "https://bücher.example/a b/€?q=é"))
+    assert wire.startswith(b"GET /a%20b/%E2%82%AC?q=%C3%A9 HTTP/1.1\r\n")
+    assert b"\r\nHost: xn--bcher-kva.example\r\n" in wire
 
 
 @pytest.mark.parametrize(

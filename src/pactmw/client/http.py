@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import string
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, quote, urlsplit
 
 from attrs import field, frozen
 
@@ -151,13 +152,16 @@ def _target(parts: SplitResult) -> str:
     target = parts.path or "/"
     if parts.query:
         target += "?" + parts.query
-    return target
+    # A URL from a card or a redirect may hold spaces, controls or non-ASCII text: percent-
+    # encode them as UTF-8 (RFC 3986 §2.5), leaving every printable ASCII character (and so
+    # any existing %XX escape) as it is.
+    return quote(target, safe=string.punctuation)
 
 
 def _host_header(parts: SplitResult) -> str:
+    # An IPv6 literal in brackets; a name as the resolver sees it (internationalized: xn--).
     host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
+    host = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
     default = 443 if parts.scheme == "https" else 80
     return host if parts.port in (None, default) else f"{host}:{parts.port}"
 
