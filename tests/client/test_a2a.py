@@ -383,3 +383,35 @@ def test_a_retry_after_date_past_any_calendar_is_unreadable(
 
     asyncio.run(run())
     assert slept == [policy.default_retry_after] * 2
+
+
+@pytest.mark.parametrize("parts", ["not a list", 5, None, [1, "text"], [{"text": 7}]])
+def test_a_step_up_whose_status_message_has_odd_parts(
+    static: StaticServer, me: AgentCredentials, parts: Any
+) -> None:
+    """The status message only carries text to show: odd parts give none, as a status message
+    that is not an object already did, and the step-up stands. They raised a bare
+    AttributeError or TypeError."""
+    task = {
+        "id": "task-1",
+        "contextId": "ctx-1",
+        "status": {
+            "state": "TASK_STATE_AUTH_REQUIRED",
+            "message": {"messageId": "s-1", "role": "ROLE_AGENT", "parts": parts},
+        },
+        "metadata": {
+            "pact.missingScopes": ["orders:read"],
+            "pact.verificationUriComplete": "https://shop.example/device?user_code=ABCD",
+        },
+    }
+    static.json("/a2a/message:send", {"task": task})
+    step_up = A2AClient(static.url("/a2a"), me).send("my orders?", context_id="ctx-1")
+    assert isinstance(step_up, StepUp)
+    assert (step_up.text, step_up.missing_scopes) == ("", ("orders:read",))
+
+    async def run() -> Any:
+        return await AsyncA2AClient(static.url("/a2a"), me).send("orders?", context_id="ctx-1")
+
+    async_step_up = asyncio.run(run())
+    assert isinstance(async_step_up, StepUp)
+    assert (async_step_up.text, async_step_up.task_id) == ("", "task-1")
