@@ -54,6 +54,9 @@ DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL = 5  # RFC 8628 §3.2
 SLOW_DOWN_STEP = 5  # RFC 8628 §3.5
 MAX_BACKOFF_INTERVAL = 60.0
+#: The longest `expires_in` or `interval` taken (68 years): past it no device code is real,
+#: and far past it `wait_for_token`'s clock arithmetic and sleeps overflow.
+MAX_DEVICE_SECONDS = 2**31 - 1
 
 
 @frozen
@@ -176,9 +179,13 @@ def parse_device_authorization(
     check_url(str(uri))
     check_url(str(complete))
     if not (isinstance(expires_in, int) and isinstance(interval, int)) or not (
-        _positive_int(expires_in) and _positive_int(interval)
+        _positive_int(expires_in)
+        and _positive_int(interval)
+        and max(expires_in, interval) <= MAX_DEVICE_SECONDS
     ):
-        raise ResponseInvalid("expires_in and interval must be positive integers")
+        raise ResponseInvalid(
+            f"expires_in and interval must be positive integers up to {MAX_DEVICE_SECONDS}"
+        )
     return DeviceAuthorizationResponse(
         device_code=device_code,
         user_code=user_code,
@@ -498,6 +505,7 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "DEVICE_CODE_GRANT",
     "MAX_BACKOFF_INTERVAL",
+    "MAX_DEVICE_SECONDS",
     "SLOW_DOWN_STEP",
     "AsyncDeviceCodeClient",
     "DeviceAuthorizationResponse",
