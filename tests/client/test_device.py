@@ -352,3 +352,20 @@ def test_the_largest_device_code_lifetime_is_taken(
     static.json("/oauth/device_authorization", {**DEVICE_AUTHORIZATION, "expires_in": 2**31 - 1})
     client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
     assert client.start(["orders:read"]).expires_in == 2**31 - 1
+
+
+@pytest.mark.parametrize("access_token", ["tok\r\nX-Injected: 1", "tok\x00", "jeton-€"])
+def test_an_access_token_no_header_can_carry_is_refused(
+    static: StaticServer, me: AgentCredentials, access_token: str
+) -> None:
+    """RFC 6749 A.12: an access token is visible ASCII (and space). One with CR, LF, NUL or
+    non-ASCII text was returned, and every `send` with it then raised a bare ValueError or
+    UnicodeEncodeError while writing the delegation header."""
+    token = {"access_token": access_token, "token_type": "Bearer", "expires_in": 60}
+    static.json("/oauth/token", {**token, "scope": "orders:read", "refresh_token": "rt-2"})
+    client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match="access_token"):
+        client.refresh("rt-1")
+    aclient = AsyncDeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match="access_token"):
+        asyncio.run(aclient.poll("dc-1"))
