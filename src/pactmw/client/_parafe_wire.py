@@ -267,8 +267,12 @@ def _claim_link(raw: Mapping[str, Any]) -> ClaimLink | None:
     url, code, expires = raw.get("claim_url"), raw.get("code"), raw.get("expires_at")
     if not (isinstance(url, str) and isinstance(code, str) and isinstance(expires, str)):
         return None
-    # Shown to a person, who signs in there: only an https link is passed on.
-    if urlsplit(url).scheme != "https":
+    # Shown to a person, who signs in there: only an https link is passed on (and one that
+    # is not a URL at all, which urlsplit refuses with ValueError, is none).
+    try:
+        if urlsplit(url).scheme != "https":
+            return None
+    except ValueError:
         return None
     return ClaimLink(url=url, code=code, expires_at=expires)
 
