@@ -69,3 +69,28 @@ def test_a_claim_link_that_is_not_a_url(static: StaticServer) -> None:
             await aagent.claim_status()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("credential", ["cred\r\nX-Injected: 1", "cred\x00", "cred-€"])
+def test_a_credential_no_header_can_carry_is_refused(static: StaticServer, credential: str) -> None:
+    """The credential goes in the `Authorization` header of every call as the agent. One with
+    CR, LF, NUL or non-ASCII text was kept, and each later call raised a bare ValueError or
+    UnicodeEncodeError while writing that header; it is refused when it arrives."""
+    static.json("/agents/register", registration(credential=credential))
+    agent = ParafeBrokerClient(static.base, retry=NEVER_AGAIN)
+    with pytest.raises(ResponseInvalid, match="credential"):
+        agent.register(generate_private_jwk("ES256"))
+
+    static.json("/agents/register", registration())
+    agent.register(generate_private_jwk("ES256"))
+    renewal = {"renewed": True, "agent_id": "agent-1", "credential": credential}
+    static.json("/agents/agent-1/renew", renewal)
+
+    async def run() -> None:
+        aagent = AsyncParafeBrokerClient(
+            static.base, credential=agent.credential, retry=NEVER_AGAIN
+        )
+        with pytest.raises(ResponseInvalid, match="credential"):
+            await aagent.renew()
+
+    asyncio.run(run())
