@@ -20,6 +20,7 @@ from pactmw.client import (
 )
 from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
 from pactmw.client.transport import AsyncioTransport
+from tests.client.support import RawServer
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url
 
@@ -149,6 +150,8 @@ def test_no_body_statuses() -> None:
         ((b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",), "transfer-encoding"),
         ((b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",), "chunk size"),
         ((b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000,), "headers too large"),
+        # More digits than int() converts (4300): it raised a bare ValueError.
+        ((b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 5000 + b"\r\n\r\n",), "too large"),
     ],
 )
 def test_malformed_answers(chunks: tuple[bytes, ...], message: str) -> None:
@@ -257,3 +260,22 @@ def test_cancelling_an_async_send_closes_the_connection() -> None:
         asyncio.run(asyncio.wait_for(run(), 10))
     finally:
         listener.close()
+
+
+def test_a_content_length_of_thousands_of_digits_over_both_transports() -> None:
+    """Past 4300 digits `int()` refuses to convert (a bare ValueError escaped every client):
+    too large is too large, and leading zeros still say the length they mean."""
+    too_large = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 5000 + b"\r\n\r\n{}")
+    zeros = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"0" * 5000 + b"2\r\n\r\n{}")
+    try:
+        refused = HttpRequest("GET", too_large.base + "/")
+        with pytest.raises(NetworkError, match="too large"):
+            SyncTransport(timeout=10).send(refused)
+        with pytest.raises(NetworkError, match="too large"):
+            asyncio.run(AsyncioTransport(timeout=10).send(refused))
+        taken = HttpRequest("GET", zeros.base + "/")
+        assert SyncTransport(timeout=10).send(taken).body == b"{}"
+        assert asyncio.run(AsyncioTransport(timeout=10).send(taken)).body == b"{}"
+    finally:
+        too_large.close()
+        zeros.close()

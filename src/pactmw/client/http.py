@@ -296,9 +296,11 @@ class ResponseParser:
         if lengths:
             if len(lengths) != 1 or not is_ascii_digits(next(iter(lengths))):
                 raise ProtocolViolation("bad content-length")
-            self._remaining = int(next(iter(lengths)))
-            if self._remaining > self._max_body:
+            # Compared by digit count first: int() refuses more than 4300 digits (ValueError).
+            digits = next(iter(lengths)).lstrip("0") or "0"
+            if len(digits) > len(str(self._max_body)) or int(digits) > self._max_body:
                 raise ProtocolViolation("response body too large")
+            self._remaining = int(digits)
             self._mode = "length"
             if self._remaining == 0:
                 self._state = "done"
