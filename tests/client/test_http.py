@@ -279,3 +279,20 @@ def test_a_content_length_of_thousands_of_digits_over_both_transports() -> None:
     finally:
         too_large.close()
         zeros.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://alice:s3cret@shop.example/",
+        "https://alice:s3cret@[::1/x",
+        "https://alice:s3cret@shop.example:99999/",
+        "http://alice:s3cret@10.0.0.1/",
+    ],
+)
+def test_a_refused_url_never_shows_its_password(url: str) -> None:
+    """URLs are refused with credentials in them; the ones refused for another reason first
+    (not http, unparsable) were quoted whole in the message, password included."""
+    with pytest.raises(URLRefused) as caught:
+        check_url(url)
+    assert "s3cret" not in str(caught.value)

@@ -105,6 +105,14 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+_USERINFO = re.compile(r"^([^:/?#]*:)?//[^/?#]*@")
+
+
+def _shown(url: str) -> str:
+    """`url` for an error message: any `user:password@` replaced, parsable or not."""
+    return _USERINFO.sub(r"\1//***@", url)
+
+
 def check_url(url: str) -> SplitResult:
     """Refuse anything but https, or http to a loopback host; no credentials in the URL.
 
@@ -116,9 +124,9 @@ def check_url(url: str) -> SplitResult:
         host = parts.hostname
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError as exc:
-        raise URLRefused(f"not a valid URL: {url!r}") from exc
+        raise URLRefused(f"not a valid URL: {_shown(url)!r}") from exc
     if parts.scheme not in ("https", "http") or not host:
-        raise URLRefused(f"not an absolute http(s) URL: {url!r}")
+        raise URLRefused(f"not an absolute http(s) URL: {_shown(url)!r}")
     if parts.username is not None or parts.password is not None:
         raise URLRefused("URLs with credentials are refused")
     try:
@@ -126,9 +134,9 @@ def check_url(url: str) -> SplitResult:
         # cannot be encoded): refused here rather than as a UnicodeError from the lookup.
         host.encode("idna")
     except UnicodeError as exc:
-        raise URLRefused(f"not a valid host name: {url!r}") from exc
+        raise URLRefused(f"not a valid host name: {_shown(url)!r}") from exc
     if parts.scheme == "http" and not is_loopback_host(host):
-        raise URLRefused(f"plain http is allowed only to loopback hosts: {url!r}")
+        raise URLRefused(f"plain http is allowed only to loopback hosts: {_shown(url)!r}")
     return parts
 
 
