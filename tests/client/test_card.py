@@ -275,3 +275,14 @@ def test_an_interface_url_with_non_ascii_characters_is_sent_percent_encoded(
 def message_text(result: object) -> str:
     assert isinstance(result, MessageReply), result
     return result.text
+
+
+@pytest.mark.parametrize("host", ["shop\x00.example", "shop .example", "shop\x7f.example"])
+def test_a_host_name_with_control_characters_is_refused(static: StaticServer, host: str) -> None:
+    """A NUL made the asyncio lookup raise a bare ValueError (`embedded null character`) and
+    the blocking one a misleading 'cannot connect'; no host name holds controls or spaces."""
+    url = static.redirect("/card.json", f"https://{host}/card.json")
+    with pytest.raises(URLRefused, match="host name"):
+        fetch_card(url)
+    with pytest.raises(URLRefused, match="host name"):
+        asyncio.run(afetch_card(url))

@@ -113,6 +113,14 @@ def _shown(url: str) -> str:
     return _USERINFO.sub(r"\1//***@", url)
 
 
+def _resolvable(host: str) -> bool:
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
+
+
 def check_url(url: str) -> SplitResult:
     """Refuse anything but https, or http to a loopback host; no credentials in the URL.
 
@@ -129,12 +137,11 @@ def check_url(url: str) -> SplitResult:
         raise URLRefused(f"not an absolute http(s) URL: {_shown(url)!r}")
     if parts.username is not None or parts.password is not None:
         raise URLRefused("URLs with credentials are refused")
-    try:
-        # What the resolver and the Host header will need (an empty or 64+ character label
-        # cannot be encoded): refused here rather than as a UnicodeError from the lookup.
-        host.encode("idna")
-    except UnicodeError as exc:
-        raise URLRefused(f"not a valid host name: {_shown(url)!r}") from exc
+    # What the resolver and the Host header will take (an empty or 64+ character label
+    # cannot be encoded; a NUL, another control or a space is in no host name): refused here
+    # rather than as a UnicodeError or ValueError from the lookup.
+    if not _resolvable(host) or any(c <= " " or c == "\x7f" for c in host):
+        raise URLRefused(f"not a valid host name: {_shown(url)!r}")
     if parts.scheme == "http" and not is_loopback_host(host):
         raise URLRefused(f"plain http is allowed only to loopback hosts: {_shown(url)!r}")
     return parts
