@@ -286,3 +286,20 @@ def test_a_host_name_with_control_characters_is_refused(static: StaticServer, ho
         fetch_card(url)
     with pytest.raises(URLRefused, match="host name"):
         asyncio.run(afetch_card(url))
+
+
+def test_an_interface_url_with_a_lone_surrogate_is_refused(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """JSON's `\\ud800` escape gives a string with no UTF-8 bytes: such a URL cannot be sent,
+    so the card's interface is refused when the client is made (each send raised a bare
+    UnicodeEncodeError)."""
+    url = static.json("/card.json", base_card(static.url("/a2a/\ud800")))
+    with pytest.raises(URLRefused):
+        A2AClient.connect(url, me)
+
+    async def run() -> None:
+        await AsyncA2AClient.connect(url, me)
+
+    with pytest.raises(URLRefused):
+        asyncio.run(run())

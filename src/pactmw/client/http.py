@@ -137,6 +137,11 @@ def check_url(url: str) -> SplitResult:
         raise URLRefused(f"not an absolute http(s) URL: {_shown(url)!r}")
     if parts.username is not None or parts.password is not None:
         raise URLRefused("URLs with credentials are refused")
+    try:
+        # The bytes the request line will need: a lone surrogate (JSON's "\ud800") has none.
+        url.encode("utf-8")
+    except UnicodeError as exc:
+        raise URLRefused(f"not a valid URL: {_shown(url)!r}") from exc
     # What the resolver and the Host header will take (an empty or 64+ character label
     # cannot be encoded; a NUL, another control or a space is in no host name): refused here
     # rather than as a UnicodeError or ValueError from the lookup.
