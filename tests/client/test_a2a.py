@@ -28,6 +28,7 @@ from pactmw.client import (
     NetworkError,
     PushNotificationNotSupported,
     RateLimited,
+    ResponseInvalid,
     RetryPolicy,
     StepUp,
     SyncTransport,
@@ -415,3 +416,32 @@ def test_a_step_up_whose_status_message_has_odd_parts(
     async_step_up = asyncio.run(run())
     assert isinstance(async_step_up, StepUp)
     assert (async_step_up.text, async_step_up.task_id) == ("", "task-1")
+
+
+def test_a_reply_with_a_lone_surrogate_is_refused(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """JSON's `\\ud800` escape decodes to a string with no UTF-8 form. A reply whose
+    `contextId` held one was returned, and continuing the conversation raised a bare
+    UnicodeEncodeError while writing the next request; the answer is refused instead."""
+    reply = {
+        "messageId": "r-1",
+        "contextId": "ctx-\ud800",
+        "role": "ROLE_AGENT",
+        "parts": [{"text": "hi"}],
+    }
+    static.json("/a2a/message:send", {"message": reply})
+    with pytest.raises(ResponseInvalid, match="surrogate"):
+        A2AClient(static.url("/a2a"), me).send("hello")
+
+    async def run() -> Any:
+        return await AsyncA2AClient(static.url("/a2a"), me).send("hello")
+
+    with pytest.raises(ResponseInvalid, match="surrogate"):
+        asyncio.run(run())
+    # A pair of surrogate escapes is one character (an emoji), and a number past a double's
+    # range beside the escape is no surrogate: both are fine.
+    paired = json.dumps({"message": {**reply, "contextId": "ctx-\U0001f600", "metadata": {}}})
+    body = paired.replace('"metadata": {}', '"metadata": {"n": 1e400}').encode()
+    static.route("/a2a/message:send", Route(200, body))
+    assert message(A2AClient(static.url("/a2a"), me).send("hello")).context_id == "ctx-😀"

@@ -59,6 +59,7 @@ def test_allowed_urls(url: str) -> None:
         "https://[::1/a",
         "https://" + "a" * 64 + ".example/a",  # no resolver takes a 64-character label
         "https://shop..example/a",
+        "https://shop.example/\ud800",  # a lone surrogate: no UTF-8 bytes to send
     ],
 )
 def test_refused_urls(url: str) -> None:

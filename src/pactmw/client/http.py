@@ -30,11 +30,27 @@ MAX_HEADER_BYTES = 64 * 1024
 USER_AGENT = "pactmw-client"
 
 Headers = tuple[tuple[str, str], ...]
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _first(headers: Headers, name: str) -> str | None:
     lowered = name.lower()
     return next((value for key, value in headers if key.lower() == lowered), None)
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value has a string (key or value) with no UTF-8 form."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(item) for item in value)
+    return False
 
 
 @frozen
@@ -78,11 +94,17 @@ class HttpResponse:
         return retry_after(self.header("retry-after"), date=self.header("date"), now=now)
 
     def json(self) -> Any:
-        """The body as strict JSON (no duplicate keys, no NaN); `ResponseInvalid` otherwise."""
+        """The body as strict JSON (no duplicate keys, no NaN, no lone surrogate);
+        `ResponseInvalid` otherwise."""
         try:
-            return json_loads(self.body)
+            value = json_loads(self.body)
         except MalformedInput as exc:
             raise ResponseInvalid(f"{self.url}: the answer is not JSON ({exc})") from exc
+        # A `\ud800` escape not paired with a low one decodes to a string with no UTF-8
+        # form, which fails wherever the client sends it back (a contextId, a device code).
+        if _SURROGATE_ESCAPE.search(self.body) and _holds_lone_surrogate(value):
+            raise ResponseInvalid(f"{self.url}: the answer holds a lone surrogate")
+        return value
 
     def json_object(self) -> Mapping[str, Any]:
         value = self.json()
