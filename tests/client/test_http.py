@@ -60,6 +60,7 @@ def test_allowed_urls(url: str) -> None:
         "https://" + "a" * 64 + ".example/a",  # no resolver takes a 64-character label
         "https://shop..example/a",
         "https://shop.example/\ud800",  # a lone surrogate: no UTF-8 bytes to send
+        "http://127.0.0.1:0/a",  # port 0 was taken as no port: the request went to port 80
     ],
 )
 def test_refused_urls(url: str) -> None:

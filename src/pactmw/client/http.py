@@ -152,7 +152,8 @@ def check_url(url: str) -> SplitResult:
     try:
         parts = urlsplit(url)
         host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError for a bad port
+        if parts.port == 0:  # raises ValueError for a bad port; 0 would read as none (80/443)
+            raise ValueError("port 0")
     except ValueError as exc:
         raise URLRefused(f"not a valid URL: {_shown(url)!r}") from exc
     if parts.scheme not in ("https", "http") or not host:
