@@ -3,7 +3,9 @@
 * `run_provider(...)`: a Provider (an identity-only Brand and a delegated one) behind
   `A2AProviderApp` on a real socket; the personal agent's keys are fetched over HTTP from the
   signer's own `serve_jwks`, so the whole trust path is exercised.
-* `StaticServer`: a tiny stdlib server answering fixed routes (hand-written cards, redirects).
+* `StaticServer`: a tiny stdlib server answering fixed routes to GET and POST (hand-written
+  cards, redirects, a misbehaving Provider's answers).
+* `RawServer`: answers every request with the same raw bytes (malformed HTTP on purpose).
 * `DroppingProxy`: a TCP proxy that forwards a request, lets the Provider answer, and then
   cuts the client off without a byte of the answer: a network failure after delivery.
 * `Person`: the user in a browser, driving the consent page with `urllib` and a cookie.
@@ -169,6 +171,14 @@ class _StaticHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        # Read the request body first: closing with it unread would reset the connection.
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer()
+
+    def _answer(self) -> None:
         path = self.path.split("?", 1)[0]
         self.server.hits.append(path)
         route = self.server.routes.get(path, Route(404, b"not found"))
@@ -187,7 +197,8 @@ class _StaticHTTPServer(http.server.ThreadingHTTPServer):
 
 
 class StaticServer:
-    """Fixed answers per path on 127.0.0.1; `json`, `redirect` and `route` set them."""
+    """Fixed answers per path on 127.0.0.1, to GET and POST alike; `json`, `redirect` and
+    `route` set them."""
 
     def __init__(self) -> None:
         self._server = _StaticHTTPServer(("127.0.0.1", 0), _StaticHandler)
@@ -222,6 +233,49 @@ class StaticServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+# -- a server that answers with raw bytes -------------------------------------------------------
+
+
+class RawServer:
+    """Answers each connection on 127.0.0.1, one at a time, with the same raw bytes once the
+    request has arrived, then closes it: for answers no HTTP server library would write."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            with connection, contextlib.suppress(OSError):
+                connection.settimeout(5)
+                received = b""
+                # The whole request (head and Content-Length body): closing with bytes unread
+                # would reset the connection before the client read the answer.
+                while b"\r\n\r\n" not in received and (data := connection.recv(65536)):
+                    received += data
+                head, _, body = received.partition(b"\r\n\r\n")
+                length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                while length and len(body) < int(length.group(1)):
+                    if not (data := connection.recv(65536)):
+                        break
+                    body += data
+                connection.sendall(self.answer)
+
+    def close(self) -> None:
+        # shutdown wakes the thread blocked in accept (close alone does not, on Linux).
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
         self._thread.join(timeout=5)
 
 

@@ -28,6 +28,7 @@ from pactmw.client import (
     NetworkError,
     PushNotificationNotSupported,
     RateLimited,
+    ResponseInvalid,
     RetryPolicy,
     StepUp,
     SyncTransport,
@@ -37,7 +38,15 @@ from pactmw.client import (
 from pactmw.client.a2a import a2a_headers
 from pactmw.client.responses import raise_for_status
 from pactmw.provider import RateLimit
-from tests.client.support import AUDIENCE, ISSUER, DroppingProxy, Provided, run_provider
+from tests.client.support import (
+    AUDIENCE,
+    ISSUER,
+    DroppingProxy,
+    Provided,
+    Route,
+    StaticServer,
+    run_provider,
+)
 from tests.support.clock import OffsetClock
 
 
@@ -343,3 +352,96 @@ def test_headers_on_the_wire(provided: Provided, me: AgentCredentials) -> None:
     assert body["message"]["parts"] == [{"text": "show my orders", "mediaType": "text/plain"}]
     assert "contextId" not in body["message"]
     uuid.UUID(body["message"]["messageId"])
+
+
+# -- a misbehaving Provider (a fixed answer on a static server) ---------------------------------
+
+#: An HTTP-date whose year no `datetime` holds.
+BEYOND_ANY_CALENDAR = "Fri, 31 Dec 99999999999 23:59:59 GMT"
+
+
+def test_a_retry_after_date_past_any_calendar_is_unreadable(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """Read like any other unreadable `Retry-After`: the policy's default wait, then
+    `RateLimited` without a value. It escaped both clients as a bare OverflowError."""
+    static.route("/a2a/message:send", Route(429, b"", {"Retry-After": BEYOND_ANY_CALENDAR}))
+    policy = RetryPolicy(rate_limit_retries=1)
+    slept: list[float] = []
+    client = A2AClient(static.url("/a2a"), me, retry=policy, sleep=slept.append)
+    with pytest.raises(RateLimited) as caught:
+        client.send("hello", context_id="ctx-1")
+    assert caught.value.retry_after is None
+
+    async def asleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def run() -> None:
+        aclient = AsyncA2AClient(static.url("/a2a"), me, retry=policy, sleep=asleep)
+        with pytest.raises(RateLimited) as acaught:
+            await aclient.send("hello", context_id="ctx-1")
+        assert acaught.value.retry_after is None
+
+    asyncio.run(run())
+    assert slept == [policy.default_retry_after] * 2
+
+
+@pytest.mark.parametrize("parts", ["not a list", 5, None, [1, "text"], [{"text": 7}]])
+def test_a_step_up_whose_status_message_has_odd_parts(
+    static: StaticServer, me: AgentCredentials, parts: Any
+) -> None:
+    """The status message only carries text to show: odd parts give none, as a status message
+    that is not an object already did, and the step-up stands. They raised a bare
+    AttributeError or TypeError."""
+    task = {
+        "id": "task-1",
+        "contextId": "ctx-1",
+        "status": {
+            "state": "TASK_STATE_AUTH_REQUIRED",
+            "message": {"messageId": "s-1", "role": "ROLE_AGENT", "parts": parts},
+        },
+        "metadata": {
+            "pact.missingScopes": ["orders:read"],
+            "pact.verificationUriComplete": "https://shop.example/device?user_code=ABCD",
+        },
+    }
+    static.json("/a2a/message:send", {"task": task})
+    step_up = A2AClient(static.url("/a2a"), me).send("my orders?", context_id="ctx-1")
+    assert isinstance(step_up, StepUp)
+    assert (step_up.text, step_up.missing_scopes) == ("", ("orders:read",))
+
+    async def run() -> Any:
+        return await AsyncA2AClient(static.url("/a2a"), me).send("orders?", context_id="ctx-1")
+
+    async_step_up = asyncio.run(run())
+    assert isinstance(async_step_up, StepUp)
+    assert (async_step_up.text, async_step_up.task_id) == ("", "task-1")
+
+
+def test_a_reply_with_a_lone_surrogate_is_refused(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """JSON's `\\ud800` escape decodes to a string with no UTF-8 form. A reply whose
+    `contextId` held one was returned, and continuing the conversation raised a bare
+    UnicodeEncodeError while writing the next request; the answer is refused instead."""
+    reply = {
+        "messageId": "r-1",
+        "contextId": "ctx-\ud800",
+        "role": "ROLE_AGENT",
+        "parts": [{"text": "hi"}],
+    }
+    static.json("/a2a/message:send", {"message": reply})
+    with pytest.raises(ResponseInvalid, match="surrogate"):
+        A2AClient(static.url("/a2a"), me).send("hello")
+
+    async def run() -> Any:
+        return await AsyncA2AClient(static.url("/a2a"), me).send("hello")
+
+    with pytest.raises(ResponseInvalid, match="surrogate"):
+        asyncio.run(run())
+    # A pair of surrogate escapes is one character (an emoji), and a number past a double's
+    # range beside the escape is no surrogate: both are fine.
+    paired = json.dumps({"message": {**reply, "contextId": "ctx-\U0001f600", "metadata": {}}})
+    body = paired.replace('"metadata": {}', '"metadata": {"n": 1e400}').encode()
+    static.route("/a2a/message:send", Route(200, body))
+    assert message(A2AClient(static.url("/a2a"), me).send("hello")).context_id == "ctx-😀"

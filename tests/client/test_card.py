@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -217,3 +218,88 @@ def test_a_card_that_is_not_json(static: StaticServer) -> None:
     url = static.route("/card.json", Route(200, b"<html>"))
     with pytest.raises(ResponseInvalid):
         fetch_card(url)
+
+
+def test_a_redirect_to_a_malformed_url_is_refused(static: StaticServer) -> None:
+    """A `Location` that is not a URL at all (an unclosed IPv6 bracket) is a refused URL, like
+    any other bad redirect target; it escaped as a bare ValueError from `urljoin`."""
+    url = static.redirect("/.well-known/agent-card.json", "http://[::1/card.json")
+    with pytest.raises(URLRefused):
+        fetch_card(url)
+    with pytest.raises(URLRefused):
+        asyncio.run(afetch_card(url))
+
+
+def test_a_host_name_no_resolver_takes_is_refused(static: StaticServer) -> None:
+    """A label longer than 63 characters cannot be encoded for a DNS lookup: the URL is
+    refused (the lookup raised a bare UnicodeError in both transports)."""
+    url = static.redirect("/card.json", "https://" + "a" * 64 + ".example/card.json")
+    with pytest.raises(URLRefused):
+        fetch_card(url)
+    with pytest.raises(URLRefused):
+        asyncio.run(afetch_card(url))
+    long_label = base_card("https://" + "a" * 64 + ".example/a2a")
+    with pytest.raises(URLRefused):
+        card_interface_url(parse_card(long_label))
+
+
+def test_an_interface_url_with_non_ascii_characters_is_sent_percent_encoded(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """A card's interface URL is the Provider's text: `/a2a/café` is requested as
+    `/a2a/caf%C3%A9` (UTF-8, RFC 3986 §2.5). Encoding the request line raised a bare
+    UnicodeEncodeError for any character past Latin-1 (and sent Latin-1 bytes raw)."""
+    reply = {
+        "message": {
+            "messageId": "r-1",
+            "contextId": "ctx-1",
+            "role": "ROLE_AGENT",
+            "parts": [{"text": "bonjour"}],
+        }
+    }
+    for path in ("/a2a/café", "/a2a/€uro shop"):
+        quoted = quote(path)
+        static.json(quoted + "/message:send", reply)
+        url = static.json(quoted + "/card.json", base_card(static.url(path)))
+        client = A2AClient.connect(url, me)
+        assert message_text(client.send("hi", context_id="ctx-1")) == "bonjour"
+
+        async def run(url: str = url) -> str:
+            aclient = await AsyncA2AClient.connect(url, me)
+            return message_text(await aclient.send("hi", context_id="ctx-1"))
+
+        assert asyncio.run(run()) == "bonjour"
+        assert static.hits[-1] == quoted + "/message:send"
+
+
+def message_text(result: object) -> str:
+    assert isinstance(result, MessageReply), result
+    return result.text
+
+
+@pytest.mark.parametrize("host", ["shop\x00.example", "shop .example", "shop\x7f.example"])
+def test_a_host_name_with_control_characters_is_refused(static: StaticServer, host: str) -> None:
+    """A NUL made the asyncio lookup raise a bare ValueError (`embedded null character`) and
+    the blocking one a misleading 'cannot connect'; no host name holds controls or spaces."""
+    url = static.redirect("/card.json", f"https://{host}/card.json")
+    with pytest.raises(URLRefused, match="host name"):
+        fetch_card(url)
+    with pytest.raises(URLRefused, match="host name"):
+        asyncio.run(afetch_card(url))
+
+
+def test_an_interface_url_with_a_lone_surrogate_is_refused(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """JSON's `\\ud800` escape gives a string with no UTF-8 bytes: such a URL cannot be sent,
+    so the card is refused (each send raised a bare UnicodeEncodeError). Any JSON answer
+    holding a lone surrogate is; `check_url` refuses such a URL given any other way."""
+    url = static.json("/card.json", base_card(static.url("/a2a/\ud800")))
+    with pytest.raises(ResponseInvalid, match="surrogate"):
+        A2AClient.connect(url, me)
+
+    async def run() -> None:
+        await AsyncA2AClient.connect(url, me)
+
+    with pytest.raises(ResponseInvalid, match="surrogate"):
+        asyncio.run(run())

@@ -27,6 +27,8 @@ from pactmw.client import (
     PollStatus,
     Receipt,
     ReceiptInvalid,
+    ResponseInvalid,
+    Scope,
     StepUp,
     TokenResponse,
     averify_receipt,
@@ -37,7 +39,7 @@ from pactmw.client import (
     verify_receipt,
 )
 from pactmw.protocols.delegation import args_hash
-from tests.client.support import CANCEL_ARGS, FakeTime, Person, Provided
+from tests.client.support import CANCEL_ARGS, FakeTime, Person, Provided, StaticServer
 
 
 @pytest.fixture(scope="module")
@@ -294,3 +296,76 @@ def test_device_flow_async(
 
     assert asyncio.run(run()).text == "Your orders: A-1001, A-1002"
     assert time.slept == [1]
+
+
+# -- a misbehaving authorization server (fixed answers on a static server) ----------------------
+
+
+def static_scheme(static: StaticServer) -> DelegationScheme:
+    return DelegationScheme(
+        name="userDelegation",
+        identity_scheme="platformJwt",
+        device_authorization_url=static.url("/oauth/device_authorization"),
+        token_url=static.url("/oauth/token"),
+        refresh_url=static.url("/oauth/token"),
+        metadata_url=None,
+        scopes=(Scope("orders:read", "Read your orders"),),
+    )
+
+
+DEVICE_AUTHORIZATION = {
+    "device_code": "dc-1",
+    "user_code": "ABCD-EFGH",
+    "verification_uri": "https://shop.example/device",
+    "verification_uri_complete": "https://shop.example/device?user_code=ABCD-EFGH",
+    "expires_in": 600,
+    "interval": 5,
+}
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [
+        {"expires_in": 10**400},  # wait_for_token: OverflowError adding it to the clock
+        {"expires_in": 10**13, "interval": 10**12},  # OverflowError from time.sleep
+        {"interval": 2**31},
+    ],
+)
+def test_device_code_lifetimes_past_any_real_one_are_refused(
+    static: StaticServer, me: AgentCredentials, numbers: dict[str, int]
+) -> None:
+    """`expires_in` and `interval` are seconds; past 2**31 - 1 (68 years) they are no real
+    device code's, and far past it they overflowed the float arithmetic and the sleep of
+    `wait_for_token` as a bare OverflowError. Refused at `start`, like any other bad one."""
+    static.json("/oauth/device_authorization", {**DEVICE_AUTHORIZATION, **numbers})
+    client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match="expires_in and interval"):
+        client.start(["orders:read"])
+    aclient = AsyncDeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match="expires_in and interval"):
+        asyncio.run(aclient.start(["orders:read"]))
+
+
+def test_the_largest_device_code_lifetime_is_taken(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    static.json("/oauth/device_authorization", {**DEVICE_AUTHORIZATION, "expires_in": 2**31 - 1})
+    client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    assert client.start(["orders:read"]).expires_in == 2**31 - 1
+
+
+@pytest.mark.parametrize("access_token", ["tok\r\nX-Injected: 1", "tok\x00", "jeton-€"])
+def test_an_access_token_no_header_can_carry_is_refused(
+    static: StaticServer, me: AgentCredentials, access_token: str
+) -> None:
+    """RFC 6749 A.12: an access token is visible ASCII (and space). One with CR, LF, NUL or
+    non-ASCII text was returned, and every `send` with it then raised a bare ValueError or
+    UnicodeEncodeError while writing the delegation header."""
+    token = {"access_token": access_token, "token_type": "Bearer", "expires_in": 60}
+    static.json("/oauth/token", {**token, "scope": "orders:read", "refresh_token": "rt-2"})
+    client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match="access_token"):
+        client.refresh("rt-1")
+    aclient = AsyncDeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match="access_token"):
+        asyncio.run(aclient.poll("dc-1"))

@@ -222,6 +222,15 @@ def test_retry_after_http_date_uses_the_servers_date() -> None:
     assert answer(429, Retry_After="soon").retry_after() is None
 
 
+def test_dates_past_any_calendar_are_unreadable() -> None:
+    """A year no `datetime` holds raised OverflowError; it is unreadable like a bad date (the
+    `Date` one falls back on the client's clock)."""
+    beyond = "Fri, 31 Dec 99999999999 23:59:59 GMT"
+    assert answer(429, Retry_After=beyond).retry_after() is None
+    response = answer(429, Retry_After="Wed, 21 Oct 2026 07:28:07 GMT", Date=beyond)
+    assert response.retry_after(now=1_792_567_680.0) == 7.0
+
+
 def test_too_long_retry_after_raises_at_once() -> None:
     with pytest.raises(RateLimited) as caught:
         drive(send(None), [answer(429, Retry_After="120")])

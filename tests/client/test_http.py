@@ -20,6 +20,7 @@ from pactmw.client import (
 )
 from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
 from pactmw.client.transport import AsyncioTransport
+from tests.client.support import RawServer
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url
 
@@ -56,6 +57,10 @@ def test_allowed_urls(url: str) -> None:
         "https://user:pw@shop.example/a",
         "https://shop.example:99999/a",
         "https://[::1/a",
+        "https://" + "a" * 64 + ".example/a",  # no resolver takes a 64-character label
+        "https://shop..example/a",
+        "https://shop.example/\ud800",  # a lone surrogate: no UTF-8 bytes to send
+        "http://127.0.0.1:0/a",  # port 0 was taken as no port: the request went to port 80
     ],
 )
 def test_refused_urls(url: str) -> None:
@@ -81,6 +86,10 @@ def test_encode_request() -> None:
     assert body == b"{}"
     assert b"Host: 127.0.0.1:8080" in encode_request(HttpRequest("GET", "http://127.0.0.1:8080/"))
     assert b"Host: [::1]:8080" in encode_request(HttpRequest("GET", "http://[::1]:8080/"))
+    # A card's URL may hold any text: the wire gets ASCII only (IDNA host, UTF-8 escapes).
+    wire = encode_request(HttpRequest("GET", "https://bücher.example/a b/€?q=é"))
+    assert wire.startswith(b"GET /a%20b/%E2%82%AC?q=%C3%A9 HTTP/1.1\r\n")
+    assert b"\r\nHost: xn--bcher-kva.example\r\n" in wire
 
 
 @pytest.mark.parametrize(
@@ -143,6 +152,8 @@ def test_no_body_statuses() -> None:
         ((b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",), "transfer-encoding"),
         ((b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",), "chunk size"),
         ((b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000,), "headers too large"),
+        # More digits than int() converts (4300): it raised a bare ValueError.
+        ((b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 5000 + b"\r\n\r\n",), "too large"),
     ],
 )
 def test_malformed_answers(chunks: tuple[bytes, ...], message: str) -> None:
@@ -251,3 +262,39 @@ def test_cancelling_an_async_send_closes_the_connection() -> None:
         asyncio.run(asyncio.wait_for(run(), 10))
     finally:
         listener.close()
+
+
+def test_a_content_length_of_thousands_of_digits_over_both_transports() -> None:
+    """Past 4300 digits `int()` refuses to convert (a bare ValueError escaped every client):
+    too large is too large, and leading zeros still say the length they mean."""
+    too_large = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 1" + b"0" * 5000 + b"\r\n\r\n{}")
+    zeros = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"0" * 5000 + b"2\r\n\r\n{}")
+    try:
+        refused = HttpRequest("GET", too_large.base + "/")
+        with pytest.raises(NetworkError, match="too large"):
+            SyncTransport(timeout=10).send(refused)
+        with pytest.raises(NetworkError, match="too large"):
+            asyncio.run(AsyncioTransport(timeout=10).send(refused))
+        taken = HttpRequest("GET", zeros.base + "/")
+        assert SyncTransport(timeout=10).send(taken).body == b"{}"
+        assert asyncio.run(AsyncioTransport(timeout=10).send(taken)).body == b"{}"
+    finally:
+        too_large.close()
+        zeros.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://alice:s3cret@shop.example/",
+        "https://alice:s3cret@[::1/x",
+        "https://alice:s3cret@shop.example:99999/",
+        "http://alice:s3cret@10.0.0.1/",
+    ],
+)
+def test_a_refused_url_never_shows_its_password(url: str) -> None:
+    """URLs are refused with credentials in them; the ones refused for another reason first
+    (not http, unparsable) were quoted whole in the message, password included."""
+    with pytest.raises(URLRefused) as caught:
+        check_url(url)
+    assert "s3cret" not in str(caught.value)

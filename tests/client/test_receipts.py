@@ -113,3 +113,12 @@ def test_detached_payload_is_refused() -> None:
         "malformed",
         "bad_signature",
     }
+
+
+def test_a_number_no_double_holds_is_bad_claims() -> None:
+    """RFC 8785 compares numbers as IEEE doubles: an integer past their range (valid JSON, as
+    a Provider may sign it or return it) raised a bare OverflowError from `canonicalize`."""
+    huge = 10**400
+    assert reason(signed({**CLAIMS, "extra": huge}, KEYS["ES256"])) == "bad_claims"
+    receipt = signed(CLAIMS, KEYS["ES256"])
+    assert reason({**receipt, "claims": {**CLAIMS, "extra": huge}}) == "bad_claims"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -259,6 +260,18 @@ def _text(answer: Mapping[str, Any], name: str, url: str, *, required: bool = Tr
     return None
 
 
+_VISIBLE_ASCII = re.compile(r"[\x20-\x7e]+")
+
+
+def _credential(answer: Mapping[str, Any], url: str) -> str:
+    """The broker's credential: it goes in the `Authorization` header of every call as the
+    agent, where CR, LF, NUL or non-ASCII text cannot be written."""
+    value: str = _text(answer, "credential", url)
+    if not _VISIBLE_ASCII.fullmatch(value):
+        raise ResponseInvalid(f"{url}: the broker's credential is not visible ASCII")
+    return value
+
+
 def _parties(answer: Mapping[str, Any]) -> dict[str, Any]:
     return {name: answer[name] for name in _PARTY_FIELDS if isinstance(answer.get(name), str)}
 
@@ -267,8 +280,12 @@ def _claim_link(raw: Mapping[str, Any]) -> ClaimLink | None:
     url, code, expires = raw.get("claim_url"), raw.get("code"), raw.get("expires_at")
     if not (isinstance(url, str) and isinstance(code, str) and isinstance(expires, str)):
         return None
-    # Shown to a person, who signs in there: only an https link is passed on.
-    if urlsplit(url).scheme != "https":
+    # Shown to a person, who signs in there: only an https link is passed on (and one that
+    # is not a URL at all, which urlsplit refuses with ValueError, is none).
+    try:
+        if urlsplit(url).scheme != "https":
+            return None
+    except ValueError:
         return None
     return ClaimLink(url=url, code=code, expires_at=expires)
 
@@ -291,7 +308,7 @@ def parse_registration(response: HttpResponse, key: PrivateJWK) -> Registration:
         raise ResponseInvalid(f"{url}: the broker's claim link is unusable")
     held = BrokerCredential(
         agent_id=_text(answer, "agent_id", url),
-        credential=_text(answer, "credential", url),
+        credential=_credential(answer, url),
         key=key,
         credential_sd_jwt=_text(answer, "credential_sd_jwt", url, required=False),
         issued_at=_text(answer, "issued_at", url, required=False),
@@ -338,7 +355,7 @@ def parse_renewal(response: HttpResponse, held: BrokerCredential) -> Renewal:
     if renewed:
         now_held = evolve(
             held,
-            credential=_text(answer, "credential", url),
+            credential=_credential(answer, url),
             credential_sd_jwt=_text(answer, "credential_sd_jwt", url, required=False)
             or held.credential_sd_jwt,
             issued_at=_text(answer, "issued_at", url, required=False) or held.issued_at,

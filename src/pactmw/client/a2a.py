@@ -164,8 +164,14 @@ def _invalid(response: HttpResponse, what: str) -> ResponseInvalid:
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
-    parts = message.get("parts", [])
-    return "\n".join(p["text"] for p in parts if isinstance(p.get("text"), str))
+    """The message's text parts joined; a step-up's status message is not validated (it only
+    carries text to show), so parts that are not a list of objects give none."""
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(
+        p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+    )
 
 
 def parse_receipt(value: Any) -> Receipt:

@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 
 from attrs import field, frozen
 
-from pactmw.client.errors import CardInvalid, TooManyRedirects
+from pactmw.client.errors import CardInvalid, TooManyRedirects, URLRefused
 from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
@@ -160,7 +160,10 @@ def card_flow(url: str, policy: RetryPolicy) -> Flow[AgentCard]:
         )
         location = response.header("location")
         if response.status in _REDIRECTS and location:
-            current = urljoin(current, location)
+            try:
+                current = urljoin(current, location)
+            except ValueError as exc:  # the server's Location is not a URL at all
+                raise URLRefused(f"{current} redirected to {location!r}: not a URL") from exc
             continue
         raise_for_status(response)
         return parse_card(response.json(), url=current)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -54,6 +55,10 @@ DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL = 5  # RFC 8628 §3.2
 SLOW_DOWN_STEP = 5  # RFC 8628 §3.5
 MAX_BACKOFF_INTERVAL = 60.0
+#: The longest `expires_in` or `interval` taken (68 years): past it no device code is real,
+#: and far past it `wait_for_token`'s clock arithmetic and sleeps overflow.
+MAX_DEVICE_SECONDS = 2**31 - 1
+_VSCHARS = re.compile(r"[\x20-\x7e]+")
 
 
 @frozen
@@ -176,9 +181,13 @@ def parse_device_authorization(
     check_url(str(uri))
     check_url(str(complete))
     if not (isinstance(expires_in, int) and isinstance(interval, int)) or not (
-        _positive_int(expires_in) and _positive_int(interval)
+        _positive_int(expires_in)
+        and _positive_int(interval)
+        and max(expires_in, interval) <= MAX_DEVICE_SECONDS
     ):
-        raise ResponseInvalid("expires_in and interval must be positive integers")
+        raise ResponseInvalid(
+            f"expires_in and interval must be positive integers up to {MAX_DEVICE_SECONDS}"
+        )
     return DeviceAuthorizationResponse(
         device_code=device_code,
         user_code=user_code,
@@ -205,8 +214,10 @@ def parse_token_response(response: HttpResponse) -> TokenResponse:
     )
     if not isinstance(token_type, str) or token_type.lower() != "bearer":
         raise ResponseInvalid(f"token_type must be Bearer, not {token_type!r}")
-    if not isinstance(access, str) or not access:
-        raise ResponseInvalid("access_token missing")
+    # RFC 6749 A.12: 1*VSCHAR. It goes in a header of every delegated call, where CR, LF,
+    # NUL or non-ASCII text cannot be written.
+    if not isinstance(access, str) or not _VSCHARS.fullmatch(access):
+        raise ResponseInvalid("access_token missing, or not visible ASCII")
     if not isinstance(expires_in, int) or not _positive_int(expires_in):
         raise ResponseInvalid("expires_in must be a positive integer")
     if not isinstance(scope, str):
@@ -498,6 +509,7 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "DEVICE_CODE_GRANT",
     "MAX_BACKOFF_INTERVAL",
+    "MAX_DEVICE_SECONDS",
     "SLOW_DOWN_STEP",
     "AsyncDeviceCodeClient",
     "DeviceAuthorizationResponse",

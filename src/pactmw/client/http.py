@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import string
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, quote, urlsplit
 
 from attrs import field, frozen
 
@@ -29,11 +30,27 @@ MAX_HEADER_BYTES = 64 * 1024
 USER_AGENT = "pactmw-client"
 
 Headers = tuple[tuple[str, str], ...]
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _first(headers: Headers, name: str) -> str | None:
     lowered = name.lower()
     return next((value for key, value in headers if key.lower() == lowered), None)
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value has a string (key or value) with no UTF-8 form."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(item) for item in value)
+    return False
 
 
 @frozen
@@ -77,11 +94,17 @@ class HttpResponse:
         return retry_after(self.header("retry-after"), date=self.header("date"), now=now)
 
     def json(self) -> Any:
-        """The body as strict JSON (no duplicate keys, no NaN); `ResponseInvalid` otherwise."""
+        """The body as strict JSON (no duplicate keys, no NaN, no lone surrogate);
+        `ResponseInvalid` otherwise."""
         try:
-            return json_loads(self.body)
+            value = json_loads(self.body)
         except MalformedInput as exc:
             raise ResponseInvalid(f"{self.url}: the answer is not JSON ({exc})") from exc
+        # A `\ud800` escape not paired with a low one decodes to a string with no UTF-8
+        # form, which fails wherever the client sends it back (a contextId, a device code).
+        if _SURROGATE_ESCAPE.search(self.body) and _holds_lone_surrogate(value):
+            raise ResponseInvalid(f"{self.url}: the answer holds a lone surrogate")
+        return value
 
     def json_object(self) -> Mapping[str, Any]:
         value = self.json()
@@ -104,6 +127,22 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+_USERINFO = re.compile(r"^([^:/?#]*:)?//[^/?#]*@")
+
+
+def _shown(url: str) -> str:
+    """`url` for an error message: any `user:password@` replaced, parsable or not."""
+    return _USERINFO.sub(r"\1//***@", url)
+
+
+def _resolvable(host: str) -> bool:
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
+
+
 def check_url(url: str) -> SplitResult:
     """Refuse anything but https, or http to a loopback host; no credentials in the URL.
 
@@ -113,15 +152,26 @@ def check_url(url: str) -> SplitResult:
     try:
         parts = urlsplit(url)
         host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError for a bad port
+        if parts.port == 0:  # raises ValueError for a bad port; 0 would read as none (80/443)
+            raise ValueError("port 0")
     except ValueError as exc:
-        raise URLRefused(f"not a valid URL: {url!r}") from exc
+        raise URLRefused(f"not a valid URL: {_shown(url)!r}") from exc
     if parts.scheme not in ("https", "http") or not host:
-        raise URLRefused(f"not an absolute http(s) URL: {url!r}")
+        raise URLRefused(f"not an absolute http(s) URL: {_shown(url)!r}")
     if parts.username is not None or parts.password is not None:
         raise URLRefused("URLs with credentials are refused")
+    try:
+        # The bytes the request line will need: a lone surrogate (JSON's "\ud800") has none.
+        url.encode("utf-8")
+    except UnicodeError as exc:
+        raise URLRefused(f"not a valid URL: {_shown(url)!r}") from exc
+    # What the resolver and the Host header will take (an empty or 64+ character label
+    # cannot be encoded; a NUL, another control or a space is in no host name): refused here
+    # rather than as a UnicodeError or ValueError from the lookup.
+    if not _resolvable(host) or any(c <= " " or c == "\x7f" for c in host):
+        raise URLRefused(f"not a valid host name: {_shown(url)!r}")
     if parts.scheme == "http" and not is_loopback_host(host):
-        raise URLRefused(f"plain http is allowed only to loopback hosts: {url!r}")
+        raise URLRefused(f"plain http is allowed only to loopback hosts: {_shown(url)!r}")
     return parts
 
 
@@ -145,13 +195,16 @@ def _target(parts: SplitResult) -> str:
     target = parts.path or "/"
     if parts.query:
         target += "?" + parts.query
-    return target
+    # A URL from a card or a redirect may hold spaces, controls or non-ASCII text: percent-
+    # encode them as UTF-8 (RFC 3986 §2.5), leaving every printable ASCII character (and so
+    # any existing %XX escape) as it is.
+    return quote(target, safe=string.punctuation)
 
 
 def _host_header(parts: SplitResult) -> str:
+    # An IPv6 literal in brackets; a name as the resolver sees it (internationalized: xn--).
     host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
+    host = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
     default = 443 if parts.scheme == "https" else 80
     return host if parts.port in (None, default) else f"{host}:{parts.port}"
 
@@ -286,9 +339,11 @@ class ResponseParser:
         if lengths:
             if len(lengths) != 1 or not is_ascii_digits(next(iter(lengths))):
                 raise ProtocolViolation("bad content-length")
-            self._remaining = int(next(iter(lengths)))
-            if self._remaining > self._max_body:
+            # Compared by digit count first: int() refuses more than 4300 digits (ValueError).
+            digits = next(iter(lengths)).lstrip("0") or "0"
+            if len(digits) > len(str(self._max_body)) or int(digits) > self._max_body:
                 raise ProtocolViolation("response body too large")
+            self._remaining = int(digits)
             self._mode = "length"
             if self._remaining == 0:
                 self._state = "done"

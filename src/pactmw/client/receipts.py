@@ -158,7 +158,8 @@ def check_receipt(
         raise ReceiptInvalid("malformed", str(exc)) from exc
     try:
         equal = canonicalize(signed) == canonicalize(dict(returned))
-    except (TypeError, ValueError) as exc:
+    # OverflowError: an integer past what an IEEE double holds (RFC 8785 compares doubles).
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ReceiptInvalid("bad_claims", str(exc)) from exc
     if not equal:
         raise ReceiptInvalid("claims_mismatch", "the returned claims are not the signed ones")

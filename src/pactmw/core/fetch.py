@@ -303,7 +303,8 @@ def retry_after(
 def _http_date(text: str) -> float | None:
     try:
         return parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError, IndexError):
+    # OverflowError: a year past what `datetime` holds (a sender's choice, not our bug).
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
 
