@@ -217,6 +217,11 @@ _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = _STRICT_DECODER.scan_once  #
 def json_loads(data: bytes | str) -> Any:
     """Parse strict JSON: UTF-8, no duplicate keys, no NaN/Infinity, bounded nesting.
 
+    A number past a double's range (`1e400`) reads as an infinite float, as JavaScript's
+    `JSON.parse` reads it, so that a token's numeric date is refused as a claim
+    (`bad_claims`), as the references refuse it, not as malformed JSON. Integers keep their
+    exact value.
+
     Raises `MalformedInput` for anything the strict reading refuses.
     """
     try:
