@@ -52,7 +52,8 @@ class ResultView:
     `can_now` is read from the live grant when the page is shown (id, description); it is
     empty when the agent cannot act for the person. `known` is False when the page was
     opened without a valid record of a decision (an old or edited link): then nothing is
-    claimed either way.
+    claimed either way. `again` is True when the person answered a request they had already
+    answered (Allow pressed twice, a form sent again after Back): the first answer stands.
     """
 
     brand_name: str
@@ -64,6 +65,7 @@ class ResultView:
     until: float | None
     manage_url: str | None = None
     known: bool = True
+    again: bool = False
 
 
 @frozen

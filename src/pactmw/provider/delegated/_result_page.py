@@ -50,6 +50,14 @@ class ResultPage:
                 known=False,
             )
             return page(config.pages.result(unknown))
+        return (yield from self.shown(brand, config, outcome))
+
+    def shown(
+        self, brand: Brand, config: DelegationConfig, outcome: Outcome, *, again: bool = False
+    ) -> Flow:
+        """The page of `outcome`. `again`: the person answered a request they had already
+        answered (Allow pressed twice, a form sent again after Back): 400, nothing decided,
+        and the page says their first answer stands."""
         can_now, until = yield from self._can_now(brand, config, outcome)
         view = ResultView(
             brand_name=brand.name,
@@ -60,8 +68,9 @@ class ResultPage:
             can_now=described(config, can_now),
             until=until,
             manage_url=self.manage_url(brand),
+            again=again,
         )
-        return page(config.pages.result(view))
+        return page(config.pages.result(view), 400 if again else 200)
 
     def _can_now(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
         """What the agent of a decision can do now, and until when: its live grant's scopes
