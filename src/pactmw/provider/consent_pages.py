@@ -66,6 +66,9 @@ class ResultView:
     manage_url: str | None = None
     known: bool = True
     again: bool = False
+    #: RFC 9396 authorization details the agent holds, as (scope id, the entry's rendering):
+    #: the conditions of `can_now`'s scopes.
+    conditions: tuple[tuple[str, str], ...] = ()
 
 
 @frozen
@@ -83,6 +86,8 @@ class ConnectedAgent:
     since: float
     last_used: float | None
     expires_at: float
+    #: RFC 9396 authorization details the grant holds, as (scope id, the entry's rendering).
+    conditions: tuple[tuple[str, str], ...] = ()
 
 
 @frozen

@@ -20,7 +20,7 @@ from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page, redirect
-from pactmw.provider.delegated._result_page import ResultPage, described
+from pactmw.provider.delegated._result_page import ResultPage, conditions, described
 from pactmw.provider.delegated._sessions import (
     ConsentOutcomes,
     ConsentSessions,
@@ -109,7 +109,6 @@ class ConsentEndpoint:
         asked = yield from held(
             self.ctx.store, config, device_owner(authorization.device_code_hash)
         )
-        kinds = {kind.type: kind for kind in config.authorization_details}
         view = ConsentView(
             brand_name=brand.name,
             agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
@@ -118,11 +117,7 @@ class ConsentEndpoint:
             scopes=tuple((s, config.scopes[s]) for s in authorization.scopes if s in config.scopes),
             decision_url=self.ctx.url(brand, "consent/decision"),
             session=session,
-            conditions=tuple(
-                (kinds[entry["type"]].scope, kinds[entry["type"]].describe(entry))
-                for entry in asked
-                if entry.get("type") in kinds
-            ),
+            conditions=conditions(config, asked),
             lasts=config.grant_lifetime,
             already=described(config, grant.scopes if grant is not None else ()),
             manage_url=self.manage_url(brand),
