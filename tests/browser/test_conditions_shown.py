@@ -83,3 +83,27 @@ def test_an_unticked_scope_takes_its_conditions_with_it(browser: WebDriver, tmp_
         assert ONLY not in text
         assert SCOPES["orders:cancel"] not in text
         assert SCOPES["orders:read"] in text
+
+
+@pytest.mark.timeout(60)
+def test_a_step_up_says_the_conditions_the_agent_already_holds(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path, detail_types=(ORDER_CANCEL,)) as site:
+        sign_in(browser, site)
+        first = site.device_authorization("orders:cancel", [{"type": CANCEL, "order": "A-1001"}])
+        browser.get(first["verification_uri_complete"])
+        wait.until(has_consent_form)
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        assert result_heading(browser).text == "Connected"
+        site.poll_token(first["device_code"])
+
+        # Step-up: the page says what the agent can already do, conditions included.
+        step_up = site.device_authorization("orders:track")
+        browser.get(step_up["verification_uri_complete"])
+        wait.until(has_consent_form)
+        screenshot(browser, "conditions-step-up.png")
+        already = browser.find_element(By.CSS_SELECTOR, "form > ul")
+        assert SCOPES["orders:cancel"] in already.text
+        assert conditions_of(already, "orders:cancel") == [ONLY]

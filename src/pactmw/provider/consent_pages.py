@@ -41,6 +41,8 @@ class ConsentView:
     lasts: float = 30 * 24 * 3600.0
     #: What this agent may already do for this person (id, description): a step-up widens it.
     already: tuple[tuple[str, str], ...] = ()
+    #: The authorization details it already holds, as `conditions` are (scope id, rendering).
+    already_conditions: tuple[tuple[str, str], ...] = ()
     #: The page where the person sees and revokes their connected agents, if served.
     manage_url: str | None = None
 

@@ -85,30 +85,26 @@ class ConsentEndpoint:
                 pa_sub=authorization.pa_sub,
                 now=self.ctx.clock(),
             )
-        if config.skip_consent_if_granted:
-            asked = yield from held(
-                self.ctx.store, config, device_owner(authorization.device_code_hash)
-            )
-            kept = (
-                (yield from held(self.ctx.store, config, grant_owner(grant.grant_id)))
-                if grant is not None and asked
-                else ()
-            )
-            # New authorization details are conditions the person must see: no skipping.
-            if (
-                grant is not None
-                and set(authorization.scopes) <= set(grant.scopes)
-                and all(entry in kept for entry in asked)
-            ):
-                return (
-                    yield from self._approve(
-                        brand, config, authorization, user, authorization.scopes
-                    )
-                )
-        session = self.sessions.mint(brand, user, user_code)
         asked = yield from held(
             self.ctx.store, config, device_owner(authorization.device_code_hash)
         )
+        # What the agent already holds: shown on a step-up, and a skip must not widen it.
+        kept = (
+            (yield from held(self.ctx.store, config, grant_owner(grant.grant_id)))
+            if grant is not None
+            else ()
+        )
+        # New authorization details are conditions the person must see: no skipping.
+        if (
+            config.skip_consent_if_granted
+            and grant is not None
+            and set(authorization.scopes) <= set(grant.scopes)
+            and all(entry in kept for entry in asked)
+        ):
+            return (
+                yield from self._approve(brand, config, authorization, user, authorization.scopes)
+            )
+        session = self.sessions.mint(brand, user, user_code)
         view = ConsentView(
             brand_name=brand.name,
             agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
@@ -120,6 +116,7 @@ class ConsentEndpoint:
             conditions=conditions(config, asked),
             lasts=config.grant_lifetime,
             already=described(config, grant.scopes if grant is not None else ()),
+            already_conditions=conditions(config, kept),
             manage_url=self.manage_url(brand),
         )
         return page(config.pages.consent(view))
