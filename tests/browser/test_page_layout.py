@@ -103,3 +103,31 @@ def test_long_unbroken_names_and_descriptions_wrap_on_every_page(
         assert card.find_element(By.TAG_NAME, "h2").text == LONG_NAME
         for width in WIDTHS:
             holds_at(browser, width, "connected-agents")
+
+
+#: An ordinary origin: on a phone it must read on one line, not be broken mid-word.
+ORDINARY_ISSUER = "https://assistant.example.com"
+
+
+@pytest.mark.timeout(60)
+def test_an_ordinary_origin_reads_on_one_line_on_a_phone(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with serve_site(tmp_path, issuer=ORDINARY_ISSUER) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization("orders:read")
+        browser.get(asked["verification_uri_complete"])
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        assert result_heading(browser).text == "Connected"
+        site.poll_token(asked["device_code"])
+
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
+        origin = WebDriverWait(browser, WAIT).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "section.agent dd code")
+        )
+        for width in WIDTHS:
+            holds_at(browser, width, "connected-agents-ordinary")
+            assert origin.text == ORDINARY_ISSUER
+            lines = browser.execute_script("return arguments[0].getClientRects().length", origin)
+            assert lines == 1, f"the origin is broken over {lines} lines at {width} px"
