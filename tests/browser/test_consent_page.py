@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
+from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.consent_pages import ConsentPages, ConsentView
 from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
@@ -160,21 +162,28 @@ class HostApp:
 class Site:
     """The running host app + Provider, and the personal agent's HTTP calls to it."""
 
-    def __init__(self, base: str, agent_key: PrivateJWK, host: HostApp) -> None:
+    def __init__(
+        self, base: str, agent_key: PrivateJWK, host: HostApp, issuer: str = PA_ISSUER
+    ) -> None:
         self.base = base
         self.host = host
+        self.issuer = issuer
         self._agent_key = agent_key
         self.oauth = f"{base}/a2a/{BRAND_ID}/oauth"
 
     def agent_headers(self) -> dict[str, str]:
-        jwt = identity_token(self._agent_key, PA_ISSUER, AUDIENCE, sub="pa-user-1")
+        jwt = identity_token(self._agent_key, self.issuer, AUDIENCE, sub="pa-user-1")
         return {"authorization": f"Bearer {jwt}"}
 
-    def device_authorization(self, scope: str = " ".join(SCOPES)) -> dict[str, Any]:
+    def device_authorization(
+        self, scope: str = " ".join(SCOPES), details: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Ask for `scope` (and RFC 9396 authorization `details`, when given)."""
+        form = {"client_id": self.issuer, "scope": scope}
+        if details is not None:
+            form["authorization_details"] = json.dumps(details)
         response = httpx.post(
-            f"{self.oauth}/device_authorization",
-            headers=self.agent_headers(),
-            data={"client_id": PA_ISSUER, "scope": scope},
+            f"{self.oauth}/device_authorization", headers=self.agent_headers(), data=form
         )
         assert response.status_code == 200, response.text
         document: dict[str, Any] = response.json()
@@ -188,7 +197,7 @@ class Site:
                 f"{self.oauth}/token",
                 headers=self.agent_headers(),
                 data={
-                    "client_id": PA_ISSUER,
+                    "client_id": self.issuer,
                     "grant_type": DEVICE_CODE_GRANT,
                     "device_code": device_code,
                 },
@@ -202,7 +211,16 @@ class Site:
 
 
 @contextlib.contextmanager
-def serve_site(tmp_path: Path) -> Iterator[Site]:
+def serve_site(
+    tmp_path: Path,
+    *,
+    agent_name: str = AGENT_NAME,
+    issuer: str = PA_ISSUER,
+    scopes: dict[str, str] = SCOPES,
+    detail_types: tuple[AuthorizationDetailType, ...] = (),
+) -> Iterator[Site]:
+    """The host app and Provider on uvicorn; one registered personal agent, `agent_name` from
+    `issuer`, asking for `scopes` (with authorization details of `detail_types`)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     tools = ToolRegistry()
@@ -213,10 +231,14 @@ def serve_site(tmp_path: Path) -> Iterator[Site]:
 
     agent_key = generate_private_jwk("ES256", kid="pa-1")
     registry = AgentRegistry(
-        [RegisteredAgent(issuer=PA_ISSUER, name=AGENT_NAME, jwks=public_key_set([agent_key]))]
+        [RegisteredAgent(issuer=issuer, name=agent_name, jwks=public_key_set([agent_key]))]
     )
     delegation = DelegationConfig(
-        scopes=SCOPES, login_url=f"{base}/login", tools=tools, interval=INTERVAL
+        scopes=scopes,
+        login_url=f"{base}/login",
+        tools=tools,
+        interval=INTERVAL,
+        authorization_details=detail_types,
     )
     store = open_store(f"sqlite:///{tmp_path}/store.db")
     provider = Provider(
@@ -230,7 +252,7 @@ def serve_site(tmp_path: Path) -> Iterator[Site]:
     app: Any = A2AProviderApp(provider, host.app, current_user=host.current_user)
     try:
         with uvicorn_server(app, port=port):
-            yield Site(base, agent_key, host)
+            yield Site(base, agent_key, host, issuer)
     finally:
         store.close()
 

@@ -165,19 +165,37 @@ def _form(fields: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
+ANSWERED = "You had already answered this request. Your first answer stands."
+
+
+def assert_answered(answer: httpx.Response, heading: str) -> None:
+    """Refused (400, no form), the answer the person gave first shown again: not an error
+    page saying the code was used after an approval that worked."""
+    assert_error_page(answer, 400)
+    assert f"<h1>{heading}</h1>" in answer.text
+    assert ANSWERED in answer.text
+
+
 def test_a_decided_code_cannot_be_decided_again(env: Env) -> None:
+    """Allow pressed twice, a form sent again after Back: the first answer stands and shows."""
     sub = new_sub()
     started, action, session = env.open_consent("acme", "orders:read", user="alice", sub=sub)
     assert env.decide(action, session, ["orders:read"], user="alice").status_code == 303
-    assert_error_page(env.decide(action, session, ["orders:read"], user="alice"), 400)
-    assert_error_page(env.decide(action, session, [], decision="deny", user="alice"), 400)
-    # The page cannot be opened again either.
-    assert_error_page(env.get(started["verification_uri_complete"], user="alice"), 400)
+    assert_answered(env.decide(action, session, ["orders:read"], user="alice"), "Connected")
+    assert_answered(env.decide(action, session, [], decision="deny", user="alice"), "Connected")
+    # The page cannot be opened again either: the person is shown their answer...
+    assert_answered(env.get(started["verification_uri_complete"], user="alice"), "Connected")
+    # ...and anyone else learns nothing about the code.
+    other = env.get(started["verification_uri_complete"], user="bob")
+    assert_error_page(other, 400)
+    assert "This code is unknown, expired or already used." in other.text
+    assert env.poll("acme", started["device_code"], sub=sub).status_code == 200
+    assert_answered(env.decide(action, session, [], decision="deny", user="alice"), "Connected")
 
     denied_sub = new_sub()
     started, action, session = env.open_consent("acme", "orders:read", user="alice", sub=denied_sub)
     assert env.decide(action, session, [], decision="deny", user="alice").status_code == 303
-    assert_error_page(env.decide(action, session, ["orders:read"], user="alice"), 400)
+    assert_answered(env.decide(action, session, ["orders:read"], user="alice"), "Not connected")
     assert env.poll("acme", started["device_code"], sub=denied_sub).json()["error"] == (
         "access_denied"
     )

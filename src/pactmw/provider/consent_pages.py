@@ -41,6 +41,8 @@ class ConsentView:
     lasts: float = 30 * 24 * 3600.0
     #: What this agent may already do for this person (id, description): a step-up widens it.
     already: tuple[tuple[str, str], ...] = ()
+    #: The authorization details it already holds, as `conditions` are (scope id, rendering).
+    already_conditions: tuple[tuple[str, str], ...] = ()
     #: The page where the person sees and revokes their connected agents, if served.
     manage_url: str | None = None
 
@@ -52,7 +54,8 @@ class ResultView:
     `can_now` is read from the live grant when the page is shown (id, description); it is
     empty when the agent cannot act for the person. `known` is False when the page was
     opened without a valid record of a decision (an old or edited link): then nothing is
-    claimed either way.
+    claimed either way. `again` is True when the person answered a request they had already
+    answered (Allow pressed twice, a form sent again after Back): the first answer stands.
     """
 
     brand_name: str
@@ -64,6 +67,10 @@ class ResultView:
     until: float | None
     manage_url: str | None = None
     known: bool = True
+    again: bool = False
+    #: RFC 9396 authorization details the agent holds, as (scope id, the entry's rendering):
+    #: the conditions of `can_now`'s scopes.
+    conditions: tuple[tuple[str, str], ...] = ()
 
 
 @frozen
@@ -81,6 +88,8 @@ class ConnectedAgent:
     since: float
     last_used: float | None
     expires_at: float
+    #: RFC 9396 authorization details the grant holds, as (scope id, the entry's rendering).
+    conditions: tuple[tuple[str, str], ...] = ()
 
 
 @frozen

@@ -9,7 +9,8 @@ page, with the Origin check) that every Revoke form posts back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from attrs import frozen
 
@@ -18,10 +19,12 @@ from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
 from pactmw.provider.delegated._assertion import BrandAssertions
 from pactmw.provider.delegated._context import ServerContext, origin_of
+from pactmw.provider.delegated._details import grant_owner, held
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page
+from pactmw.provider.delegated._result_page import conditions
 from pactmw.provider.delegated._revocation import Revocation
 from pactmw.provider.delegated._sessions import (
     PageVisit,
@@ -96,6 +99,11 @@ class ConnectedAgentsEndpoint:
         grants: list[Grant] = yield store(
             self.ctx.store.list_grants, brand_id=brand.id, account=user.account, now=now
         )
+        entries: dict[str, tuple[Mapping[str, Any], ...]] = {}
+        for grant in grants:
+            entries[grant.grant_id] = yield from held(
+                self.ctx.store, config, grant_owner(grant.grant_id)
+            )
         view = ConnectedAgentsView(
             brand_name=brand.name,
             signed_in_as=user.label,
@@ -109,6 +117,7 @@ class ConnectedAgentsEndpoint:
                         for scope, text in config.scopes.items()
                         if scope in grant.scopes
                     ),
+                    conditions=conditions(config, entries[grant.grant_id]),
                     since=grant.created_at,
                     last_used=grant.last_used_at,
                     expires_at=grant.expires_at,

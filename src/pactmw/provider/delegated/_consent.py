@@ -20,7 +20,7 @@ from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._responses import login_redirect, page, redirect
-from pactmw.provider.delegated._result_page import described
+from pactmw.provider.delegated._result_page import ResultPage, conditions, described
 from pactmw.provider.delegated._sessions import (
     ConsentOutcomes,
     ConsentSessions,
@@ -70,8 +70,10 @@ class ConsentEndpoint:
             if visit.host_user() is None:
                 here = f"{consent_url}?{urlencode({'user_code': user_code})}"
                 return login_redirect(config, here)
-        authorization = yield from self._pending(brand, user_code)
         assert user is not None
+        authorization = yield from self._pending(brand, user_code, user)
+        if authorization.status != "pending":
+            return (yield from self._decided(brand, config, authorization, user))
         # A Poppy sign-in names its user only at the poll: no grant to show or skip by yet.
         grant: Grant | None = None
         if authorization.pa_sub is not None:
@@ -83,31 +85,26 @@ class ConsentEndpoint:
                 pa_sub=authorization.pa_sub,
                 now=self.ctx.clock(),
             )
-        if config.skip_consent_if_granted:
-            asked = yield from held(
-                self.ctx.store, config, device_owner(authorization.device_code_hash)
-            )
-            kept = (
-                (yield from held(self.ctx.store, config, grant_owner(grant.grant_id)))
-                if grant is not None and asked
-                else ()
-            )
-            # New authorization details are conditions the person must see: no skipping.
-            if (
-                grant is not None
-                and set(authorization.scopes) <= set(grant.scopes)
-                and all(entry in kept for entry in asked)
-            ):
-                return (
-                    yield from self._approve(
-                        brand, config, authorization, user, authorization.scopes
-                    )
-                )
-        session = self.sessions.mint(brand, user, user_code)
         asked = yield from held(
             self.ctx.store, config, device_owner(authorization.device_code_hash)
         )
-        kinds = {kind.type: kind for kind in config.authorization_details}
+        # What the agent already holds: shown on a step-up, and a skip must not widen it.
+        kept = (
+            (yield from held(self.ctx.store, config, grant_owner(grant.grant_id)))
+            if grant is not None
+            else ()
+        )
+        # New authorization details are conditions the person must see: no skipping.
+        if (
+            config.skip_consent_if_granted
+            and grant is not None
+            and set(authorization.scopes) <= set(grant.scopes)
+            and all(entry in kept for entry in asked)
+        ):
+            return (
+                yield from self._approve(brand, config, authorization, user, authorization.scopes)
+            )
+        session = self.sessions.mint(brand, user, user_code)
         view = ConsentView(
             brand_name=brand.name,
             agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
@@ -116,13 +113,10 @@ class ConsentEndpoint:
             scopes=tuple((s, config.scopes[s]) for s in authorization.scopes if s in config.scopes),
             decision_url=self.ctx.url(brand, "consent/decision"),
             session=session,
-            conditions=tuple(
-                (kinds[entry["type"]].scope, kinds[entry["type"]].describe(entry))
-                for entry in asked
-                if entry.get("type") in kinds
-            ),
+            conditions=conditions(config, asked),
             lasts=config.grant_lifetime,
             already=described(config, grant.scopes if grant is not None else ()),
+            already_conditions=conditions(config, kept),
             manage_url=self.manage_url(brand),
         )
         return page(config.pages.consent(view))
@@ -141,18 +135,28 @@ class ConsentEndpoint:
         signed_in, user_code = self.sessions.read(brand, sessions[0])
         if visit.is_not(signed_in):
             raise ConsentRefused("Sign in as the person who was asked, then start again.", 403)
-        authorization = yield from self._pending(brand, user_code)
+        authorization = yield from self._pending(brand, user_code, signed_in)
+        if authorization.status != "pending":
+            return (yield from self._decided(brand, config, authorization, signed_in))
         ticked = set(form.get("scope", []))
         granted = tuple(s for s in authorization.scopes if s in ticked)
         if form.get("decision") != ["allow"] or not granted:
-            return (yield from self._deny(brand, user_code, authorization, signed_in))
+            return (yield from self._deny(brand, config, user_code, authorization, signed_in))
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
 
-    def _pending(self, brand: Brand, user_code: str) -> SubFlow:
-        """The pending, unexpired device authorization of this Brand with `user_code`."""
+    def _pending(self, brand: Brand, user_code: str, person: SignedInUser) -> SubFlow:
+        """The pending, unexpired device authorization of this Brand with `user_code`, or the
+        one `person` already decided (to be shown that decision, never to decide again)."""
         found: DeviceAuthorization | None = yield store(
             self.ctx.store.device_authorization_by_user_code, user_code=user_code
         )
+        if (
+            found is not None
+            and found.brand_id == brand.id
+            and found.status != "pending"
+            and found.account == person.account
+        ):
+            return found
         if (
             found is None
             or found.brand_id != brand.id
@@ -162,9 +166,40 @@ class ConsentEndpoint:
             raise ConsentRefused.unusable_code()
         return found
 
+    def _decided(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        authorization: DeviceAuthorization,
+        user: SignedInUser,
+    ) -> Flow:
+        """What `user` already decided on this code, shown again (400: nothing is decided):
+        Allow pressed twice, a form sent again after Back or from another tab, the link
+        opened again. They got an error page saying the code was used, after an approval
+        that had worked."""
+        approved = authorization.status in ("approved", "consumed")
+        outcome = self._outcome(
+            authorization, user, authorization.granted_scopes if approved else None
+        )
+        result = ResultPage(
+            self.ctx, agent_name=self.agent_name, outcomes=self.outcomes, manage_url=self.manage_url
+        )
+        return (yield from result.shown(brand, config, outcome, again=True))
+
+    def _taken_meanwhile(
+        self, brand: Brand, config: DelegationConfig, user_code: str, user: SignedInUser
+    ) -> Flow:
+        """A decision lost to another one taken meanwhile: that one, shown, when it was
+        `user`'s own (Allow pressed twice), else the code's error page (it expired)."""
+        authorization = yield from self._pending(brand, user_code, user)
+        if authorization.status == "pending":
+            raise ConsentRefused.unusable_code()
+        return (yield from self._decided(brand, config, authorization, user))
+
     def _deny(
         self,
         brand: Brand,
+        config: DelegationConfig,
         user_code: str,
         authorization: DeviceAuthorization,
         signed_in: SignedInUser,
@@ -179,7 +214,7 @@ class ConsentEndpoint:
             now=self.ctx.clock(),
         )
         if decided is None:
-            raise ConsentRefused.unusable_code()
+            return (yield from self._taken_meanwhile(brand, config, user_code, signed_in))
         self.ctx.audit.publish(
             AuditEvent(
                 name="agent.delegation_denied",
@@ -216,7 +251,7 @@ class ConsentEndpoint:
             grant_expires_at=now + config.grant_lifetime,
         )
         if approval is None:
-            raise ConsentRefused.unusable_code()
+            return (yield from self._taken_meanwhile(brand, config, authorization.user_code, user))
         if approval.grant is None:
             # A Poppy sign-in: its grant is written when the agent's poll binds its user
             # (it asks with no authorization details, so none are kept here).
@@ -233,6 +268,20 @@ class ConsentEndpoint:
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
         return self._to_result(brand, authorization, user, granted)
 
+    @staticmethod
+    def _outcome(
+        authorization: DeviceAuthorization, user: SignedInUser, granted: tuple[str, ...] | None
+    ) -> Outcome:
+        """The decision `user` took on `authorization` (`granted` None: denied)."""
+        return Outcome(
+            approved=granted is not None,
+            account=user.account,
+            client_id=authorization.client_id,
+            pa_sub=authorization.pa_sub,
+            granted=granted or (),
+            user_code=authorization.user_code if authorization.pa_sub is None else None,
+        )
+
     def _to_result(
         self,
         brand: Brand,
@@ -241,14 +290,7 @@ class ConsentEndpoint:
         granted: tuple[str, ...] | None,
     ) -> Response:
         """303 to the result page with the decision signed (`granted` None: denied)."""
-        outcome = Outcome(
-            approved=granted is not None,
-            account=user.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            granted=granted or (),
-            user_code=authorization.user_code if authorization.pa_sub is None else None,
-        )
+        outcome = self._outcome(authorization, user, granted)
         status = (
             {"status": "denied"}
             if granted is None

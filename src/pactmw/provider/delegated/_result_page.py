@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import parse_qs
 
 from attrs import frozen
@@ -11,6 +12,7 @@ from pactmw.core.http import Request
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ResultView
 from pactmw.provider.delegated._context import ServerContext, origin_of
+from pactmw.provider.delegated._details import grant_owner, held
 from pactmw.provider.delegated._responses import page
 from pactmw.provider.delegated._sessions import ConsentOutcomes, Outcome
 from pactmw.provider.flow import Flow, SubFlow, store
@@ -21,6 +23,19 @@ def described(config: DelegationConfig, scopes: tuple[str, ...]) -> tuple[tuple[
     """`scopes` with the descriptions the person reads, in the Brand's own order."""
     owned = set(scopes)
     return tuple((scope, text) for scope, text in config.scopes.items() if scope in owned)
+
+
+def conditions(
+    config: DelegationConfig, entries: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[str, str], ...]:
+    """RFC 9396 authorization detail `entries` as the person reads them: (the scope each
+    conditions, its rendering), for the entries of the types the Brand accepts."""
+    kinds = {kind.type: kind for kind in config.authorization_details}
+    return tuple(
+        (kinds[entry["type"]].scope, kinds[entry["type"]].describe(entry))
+        for entry in entries
+        if entry.get("type") in kinds
+    )
 
 
 @frozen
@@ -50,7 +65,15 @@ class ResultPage:
                 known=False,
             )
             return page(config.pages.result(unknown))
-        can_now, until = yield from self._can_now(brand, config, outcome)
+        return (yield from self.shown(brand, config, outcome))
+
+    def shown(
+        self, brand: Brand, config: DelegationConfig, outcome: Outcome, *, again: bool = False
+    ) -> Flow:
+        """The page of `outcome`. `again`: the person answered a request they had already
+        answered (Allow pressed twice, a form sent again after Back): 400, nothing decided,
+        and the page says their first answer stands."""
+        can_now, until, held_now = yield from self._can_now(brand, config, outcome)
         view = ResultView(
             brand_name=brand.name,
             agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
@@ -59,19 +82,25 @@ class ResultPage:
             granted=described(config, outcome.granted),
             can_now=described(config, can_now),
             until=until,
+            conditions=conditions(config, held_now),
             manage_url=self.manage_url(brand),
+            again=again,
         )
-        return page(config.pages.result(view))
+        return page(config.pages.result(view), 400 if again else 200)
 
     def _can_now(self, brand: Brand, config: DelegationConfig, outcome: Outcome) -> SubFlow:
-        """What the agent of a decision can do now, and until when: its live grant's scopes
-        and expiry, or `((), None)` when nothing is shared.
+        """What the agent of a decision can do now, and until when: its live grant's scopes,
+        expiry and authorization details, or `((), None, ())` when nothing is shared.
 
         A Poppy sign-in names its user only when the agent's poll collects the approval
         (`pa_sub` None): once collected, the grant is the bound user's; approved and not yet
         collected, the approval is what the poll will grant, for the Brand's grant lifetime."""
         now = self.ctx.clock()
-        nothing: tuple[tuple[str, ...], float | None] = ((), None)
+        nothing: tuple[tuple[str, ...], float | None, tuple[Mapping[str, Any], ...]] = (
+            (),
+            None,
+            (),
+        )
         pa_sub = outcome.pa_sub
         if pa_sub is None:
             found: DeviceAuthorization | None = yield store(
@@ -86,7 +115,7 @@ class ResultPage:
             if found.pa_sub is None:
                 if found.status != "approved" or found.expires_at <= now:
                     return nothing
-                return found.granted_scopes, now + config.grant_lifetime
+                return found.granted_scopes, now + config.grant_lifetime, ()
             pa_sub = found.pa_sub
         grant: Grant | None = yield store(
             self.ctx.store.live_grant,
@@ -96,10 +125,14 @@ class ResultPage:
             pa_sub=pa_sub,
             now=now,
         )
-        return nothing if grant is None else (grant.scopes, grant.expires_at)
+        if grant is None:
+            return nothing
+        entries = yield from held(self.ctx.store, config, grant_owner(grant.grant_id))
+        return grant.scopes, grant.expires_at, entries
 
 
 __all__ = [
     "ResultPage",
+    "conditions",
     "described",
 ]

@@ -1,0 +1,144 @@
+"""A decision is taken once, and a person who submits the consent form again (Allow pressed
+twice, a second tab, the form shown again by Back) is shown that decision, never an error
+page that says the approval "did not work" while the agent is connected, and never a second
+decision. In a real headless Chromium.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from pactmw.provider.delegated import DEVICE_CODE_GRANT
+from tests.browser.test_consent_page import (
+    SCOPES,
+    Site,
+    has_consent_form,
+    screenshot,
+    serve_site,
+    sign_in,
+)
+from tests.support.chromium import WAIT
+
+
+def press(browser: WebDriver, decision: str) -> str:
+    """Press Allow or Deny; the heading of the page the decision leads to: the result page
+    of a decision, or, for a request already answered, that answer shown where it was sent."""
+    browser.find_element(By.CSS_SELECTOR, f"button[name=decision][value={decision}]").click()
+    WebDriverWait(browser, WAIT).until(
+        lambda d: urlsplit(d.current_url).path.endswith(("/consent/decision", "/oauth/connected"))
+    )
+    return str(browser.find_element(By.TAG_NAME, "h1").text)
+
+
+ANSWERED = "You had already answered this request. Your first answer stands."
+
+
+def body_text(browser: WebDriver) -> str:
+    return str(browser.find_element(By.TAG_NAME, "body").text)
+
+
+def two_tabs_on_the_form(browser: WebDriver, link: str) -> tuple[str, str]:
+    """The consent page of `link` open in two tabs (as a form left open, then opened again)."""
+    browser.get(link)
+    WebDriverWait(browser, WAIT).until(has_consent_form)
+    first = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(link)
+    WebDriverWait(browser, WAIT).until(has_consent_form)
+    return first, browser.current_window_handle
+
+
+def token_answer(site: Site, device_code: str) -> httpx.Response:
+    return httpx.post(
+        f"{site.oauth}/token",
+        headers=site.agent_headers(),
+        data={
+            "client_id": site.issuer,
+            "grant_type": DEVICE_CODE_GRANT,
+            "device_code": device_code,
+        },
+    )
+
+
+@pytest.mark.timeout(60)
+def test_allow_pressed_again_on_a_second_form_shows_the_approval(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization()
+        first, second = two_tabs_on_the_form(browser, asked["verification_uri_complete"])
+        browser.switch_to.window(first)
+        browser.find_element(By.CSS_SELECTOR, "input[value='orders:track']").click()
+        assert press(browser, "allow") == "Connected"
+        assert ANSWERED not in body_text(browser)
+
+        # The same choice, pressed again on the form still open in the other tab.
+        browser.switch_to.window(second)
+        assert press(browser, "allow") == "Connected", body_text(browser)
+        text = body_text(browser)
+        assert ANSWERED in text
+        screenshot(browser, "decide-once-allow-again.png")
+        assert "did not work" not in text
+        # What was decided the first time, with `orders:track` unticked, and nothing more.
+        assert SCOPES["orders:read"] in text
+        assert SCOPES["orders:track"] not in text
+        token = site.poll_token(asked["device_code"])
+        assert sorted(token["scope"].split()) == ["orders:cancel", "orders:read"]
+
+
+@pytest.mark.timeout(60)
+def test_allow_after_a_deny_on_another_form_does_not_connect(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization()
+        first, second = two_tabs_on_the_form(browser, asked["verification_uri_complete"])
+        browser.switch_to.window(first)
+        assert press(browser, "deny") == "Not connected"
+
+        browser.switch_to.window(second)
+        assert press(browser, "allow") == "Not connected", body_text(browser)
+        text = body_text(browser)
+        assert ANSWERED in text
+        screenshot(browser, "decide-once-deny-then-allow.png")
+        assert "Nothing was shared." in text
+        refused = token_answer(site, asked["device_code"])
+        assert refused.status_code == 400
+        assert refused.json()["error"] == "access_denied"
+
+
+@pytest.mark.timeout(60)
+def test_back_after_allowing_then_deny_keeps_the_approval_and_says_so(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """Back after a decision shows the form again (kept by the browser) or loads the consent
+    link again; either way the person ends on the decision already taken."""
+    wait = WebDriverWait(browser, WAIT)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization("orders:read")
+        browser.get(asked["verification_uri_complete"])
+        wait.until(has_consent_form)
+        assert press(browser, "allow") == "Connected"
+
+        browser.back()
+        wait.until(lambda d: not urlsplit(d.current_url).path.endswith("/oauth/connected"))
+        wait.until(lambda d: has_consent_form(d) or d.find_elements(By.TAG_NAME, "h1"))
+        if has_consent_form(browser):
+            press(browser, "deny")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Connected", body_text(browser)
+        text = body_text(browser)
+        assert ANSWERED in text
+        screenshot(browser, "decide-once-back-then-deny.png")
+        assert "did not work" not in text
+        assert SCOPES["orders:read"] in text
+        assert site.poll_token(asked["device_code"])["scope"] == "orders:read"

@@ -1,0 +1,133 @@
+"""The pages hold their layout whatever the Brand and the agent put in them, on a phone (375 px
+wide) and on a desktop (1280 px), in a real headless Chromium.
+
+An agent's display name, its origin, a scope's description and an authorization detail's
+rendering come from configuration and from the agent's request: long unbroken words there
+(a 200-character description without a space) must wrap inside the page, never push it
+sideways so that the person scrolls to read what they are allowing, or cannot see it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from pactmw.provider.authorization_details import AuthorizationDetailType
+from tests.browser.test_consent_page import (
+    BRAND_ID,
+    has_consent_form,
+    result_heading,
+    screenshot,
+    serve_site,
+    sign_in,
+)
+from tests.support.chromium import WAIT
+
+UNBROKEN = "x" * 200
+#: Markup in a name or a description is text: shown as typed, never run as HTML.
+LONG_NAME = "<i>Shop</i>Helper" + "Z" * 120
+LONG_ISSUER = "https://" + "personal-agent" * 12 + ".example"
+LONG_SCOPES = {
+    "orders:read": "Look up your orders <b>now</b>",
+    "orders:cancel": "Cancel an order",
+    "orders:long": "Long:" + UNBROKEN,
+}
+CANCEL = "https://acme.example/authorization/order-cancel/v1"
+ORDER_CANCEL = AuthorizationDetailType(
+    type=CANCEL,
+    scope="orders:cancel",
+    schema={
+        "type": "object",
+        "properties": {"type": {"const": CANCEL}, "order": {"type": "string"}},
+        "required": ["type", "order"],
+    },
+    render=lambda entry: f"Only order {entry['order']}",
+)
+WIDTHS = (375, 1280)
+
+
+def holds_at(browser: WebDriver, width: int, name: str) -> None:
+    """At `width` px: nothing wider than the window, every element of the page inside it."""
+    browser.set_window_size(width, 900)
+    inner = browser.execute_script("return window.innerWidth")
+    assert inner == width
+    screenshot(browser, f"layout-{name}-{width}.png")
+    scroll = browser.execute_script("return document.documentElement.scrollWidth")
+    assert scroll <= inner, f"{name} at {width} px is {scroll} px wide"
+    outside: list[Any] = browser.execute_script(
+        "return [...document.querySelectorAll('main *')]"
+        ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)"
+        ".map(e => e.tagName + ': ' + e.textContent.slice(0, 40))"
+    )
+    assert outside == [], f"{name} at {width} px: {outside}"
+
+
+@pytest.mark.timeout(120)
+def test_long_unbroken_names_and_descriptions_wrap_on_every_page(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with serve_site(
+        tmp_path,
+        agent_name=LONG_NAME,
+        issuer=LONG_ISSUER,
+        scopes=LONG_SCOPES,
+        detail_types=(ORDER_CANCEL,),
+    ) as site:
+        sign_in(browser, site)
+        details = [{"type": CANCEL, "order": "A-1001"}, {"type": CANCEL, "order": "B" * 150}]
+        asked = site.device_authorization(" ".join(LONG_SCOPES), details)
+        browser.get(asked["verification_uri_complete"])
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        heading = browser.find_element(By.TAG_NAME, "h1")
+        assert LONG_NAME in heading.text
+        assert heading.find_elements(By.TAG_NAME, "i") == []
+        assert "<b>now</b>" in browser.find_element(By.TAG_NAME, "fieldset").text
+        for width in WIDTHS:
+            holds_at(browser, width, "consent")
+
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        assert result_heading(browser).text == "Connected"
+        for width in WIDTHS:
+            holds_at(browser, width, "result")
+        site.poll_token(asked["device_code"])
+
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
+        card = WebDriverWait(browser, WAIT).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "section.agent")
+        )
+        assert card.find_element(By.TAG_NAME, "h2").text == LONG_NAME
+        for width in WIDTHS:
+            holds_at(browser, width, "connected-agents")
+
+
+#: An ordinary origin: on a phone it must read on one line, not be broken mid-word.
+ORDINARY_ISSUER = "https://assistant.example.com"
+
+
+@pytest.mark.timeout(60)
+def test_an_ordinary_origin_reads_on_one_line_on_a_phone(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with serve_site(tmp_path, issuer=ORDINARY_ISSUER) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization("orders:read")
+        browser.get(asked["verification_uri_complete"])
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        browser.find_element(By.CSS_SELECTOR, "button[name=decision][value=allow]").click()
+        assert result_heading(browser).text == "Connected"
+        site.poll_token(asked["device_code"])
+
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
+        origin = WebDriverWait(browser, WAIT).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "section.agent dd code")
+        )
+        for width in WIDTHS:
+            holds_at(browser, width, "connected-agents-ordinary")
+            assert origin.text == ORDINARY_ISSUER
+            lines = browser.execute_script("return arguments[0].getClientRects().length", origin)
+            assert lines == 1, f"the origin is broken over {lines} lines at {width} px"
