@@ -45,6 +45,16 @@ def assert_error_page(answer: httpx.Response, status: int) -> None:
     assert 'name="session"' not in answer.text
 
 
+def assert_too_many(answer: httpx.Response) -> None:
+    """The pages' rate limit: a page saying why and for how long (a browser shows a bare 429
+    as a blank error), with `Retry-After` for anything that reads it."""
+    assert_error_page(answer, 429)
+    wait = int(answer.headers["retry-after"])
+    assert 1 <= wait <= 60
+    assert "Too many requests came from your network. Please try again in " in answer.text
+    assert f"in {wait} second" in answer.text
+
+
 def assert_on_site(env: Env, answer: httpx.Response) -> None:
     """A redirect goes to the configured login URL or to the Provider itself, nowhere else."""
     location = answer.headers.get("location")
@@ -402,11 +412,11 @@ def test_user_code_guessing_hits_the_per_address_limit(tmp_path: Any) -> None:
             if answer.status_code == 429:
                 break
             assert answer.status_code == 400
-        assert answer.headers["retry-after"]
+        assert_too_many(answer)
         # Now even the right code, the code entry page and the decision are refused.
-        assert env.get(real["verification_uri_complete"], user="alice").status_code == 429
-        assert env.get(consent, user="alice").status_code == 429
-        assert env.post(env.oauth("acme", "consent/decision"), data={}).status_code == 429
+        assert_too_many(env.get(real["verification_uri_complete"], user="alice"))
+        assert_too_many(env.get(consent, user="alice"))
+        assert_too_many(env.post(env.oauth("acme", "consent/decision"), data={}))
         # Another client address is not affected.
         with loopback_client(local_address="127.0.0.2", timeout=30) as other:
             page = other.get(real["verification_uri_complete"], headers={"cookie": "sid=alice"})

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pactmw.provider.delegated import ConsentRefused
 from pactmw.provider.ratelimit import RateLimit
 from tests.delegated.support import Env, delegated_brand, new_sub, serve
 from tests.support.clock import OffsetClock
@@ -167,3 +168,19 @@ def test_providers_on_one_postgresql_share_the_count(
         assert answers == [200] * 4 + [429] * 5
     else:  # each Provider counts its own: 4 each, 8 in all
         assert answers == [200] * 8 + [429]
+
+
+@pytest.mark.parametrize(
+    ("wait", "said"),
+    [
+        (1, "1 second"),
+        (2, "2 seconds"),
+        (119, "119 seconds"),
+        (120, "2 minutes"),
+        (3599, "60 minutes"),
+    ],
+)
+def test_the_pages_say_how_long_to_wait(wait: int, said: str) -> None:
+    refused = ConsentRefused.rate_limited(wait)
+    assert (refused.status, refused.headers) == (429, (("Retry-After", str(wait)),))
+    assert refused.message.endswith(f"try again in {said}.")

@@ -42,7 +42,7 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
     """
     if isinstance(exc, ConsentRefused):
         pages = pages if pages is not None else ConsentPages()
-        return page(pages.error("That did not work", exc.message), exc.status)
+        return page(pages.error("That did not work", exc.message), exc.status, exc.headers)
     if isinstance(exc, OAuthError):
         body = {"error": exc.error, "error_description": exc.description}
         return json_response(body, status=exc.status, extra=(*NO_STORE, *exc.headers))

@@ -42,17 +42,36 @@ class OAuthError(PactmwError):
 
 
 class ConsentRefused(PactmwError):
-    """A consent page error, rendered as an HTML page with `status`."""
+    """A consent page error, rendered as an HTML page with `status` (and `headers`)."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(
+        self, message: str, status: int, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        #: Further response headers (`Retry-After` on a rate-limit refusal).
+        self.headers = headers
 
     @classmethod
     def unusable_code(cls) -> ConsentRefused:
         """The user code matches no pending, unexpired authorization of this Brand."""
         return cls("This code is unknown, expired or already used.", 400)
+
+    @classmethod
+    def rate_limited(cls, wait: int) -> ConsentRefused:
+        """429 with `Retry-After`: too many page requests from this client address. A page,
+        so that the person reads why and for how long rather than a browser's blank 429."""
+        later = (
+            f"{wait} second{'' if wait == 1 else 's'}"
+            if wait < 120
+            else f"{round(wait / 60)} minutes"
+        )
+        return cls(
+            f"Too many requests came from your network. Please try again in {later}.",
+            429,
+            (("Retry-After", str(wait)),),
+        )
 
 
 __all__ = [

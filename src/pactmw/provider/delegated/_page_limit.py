@@ -11,15 +11,16 @@ from collections.abc import Callable
 
 from attrs import frozen
 
-from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request
+from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.flow import SubFlow
 from pactmw.provider.ratelimit import RateLimiter
 
 
 @frozen
 class PageRateLimit:
-    """Admits one page request of a client address, or refuses it with 429 `Retry-After`."""
+    """Admits one page request of a client address, or refuses it: a 429 page with
+    `Retry-After` (`ConsentRefused.rate_limited`)."""
 
     limiter: RateLimiter
     clock: Callable[[], float]
@@ -29,7 +30,7 @@ class PageRateLimit:
         # server trusts reported (docs/deployment.md): never a header the client chose.
         wait = yield from self.limiter.admit(request.client or "?", "", self.clock())
         if wait is not None:
-            raise RequestRefused(429, (("Retry-After", str(wait)),))
+            raise ConsentRefused.rate_limited(wait)
 
 
 __all__ = [

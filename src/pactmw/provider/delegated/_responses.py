@@ -41,11 +41,10 @@ def json_response(
     )
 
 
-def page(html: str, status: int = 200) -> Response:
+def page(html: str, status: int = 200, extra: tuple[tuple[str, str], ...] = ()) -> Response:
     body = html.encode("utf-8")
-    return Response(
-        status=status, headers=(*PAGE_HEADERS, ("Content-Length", str(len(body)))), body=body
-    )
+    headers = (*PAGE_HEADERS, *extra, ("Content-Length", str(len(body))))
+    return Response(status=status, headers=headers, body=body)
 
 
 def redirect(location: str) -> Response:
