@@ -214,7 +214,7 @@ def test_consent_pages_mounted_inside_the_host_app_see_its_session(
         signed_in = client.get(CONSENT)  # now the session's user: an unknown code
         assert signed_in.status_code == 400, signed_in.text[:300]
         assert signed_in.headers["content-type"].startswith("text/html")
-        assert "That did not work" in signed_in.text
+        assert "This code is unknown, expired or already used." in signed_in.text
         card = client.get("/a2a/acme/.well-known/agent-card.json")
         assert card.json()["name"] == "Acme"
 

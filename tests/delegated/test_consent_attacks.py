@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -209,6 +210,35 @@ def test_a_decided_code_cannot_be_decided_again(env: Env) -> None:
     assert env.poll("acme", started["device_code"], sub=denied_sub).json()["error"] == (
         "access_denied"
     )
+
+
+def assert_code_entry_again(answer: httpx.Response, error: str, code: str | None) -> None:
+    """Refused (400), and the code entry form shown again with why, holding `code` to
+    correct (None: an empty field): an error page there was a dead end."""
+    assert_error_page(answer, 400)
+    assert f'role="alert" id="code-error">{error}</p>' in answer.text
+    assert 'aria-invalid="true"' in answer.text
+    field = re.search(r"<input id=\"user_code\"[^>]*>", answer.text)
+    assert field is not None, answer.text
+    if code is None:
+        assert "value=" not in field.group(0)
+    else:
+        assert f'value="{code}"' in field.group(0)
+
+
+def test_a_code_that_does_not_work_shows_the_form_again_to_correct_it(env: Env) -> None:
+    consent = env.oauth("acme", "consent")
+    unknown = env.get(consent, params={"user_code": "bcdf ghjb"}, user="alice")
+    assert_code_entry_again(unknown, "This code is unknown, expired or already used.", "BCDF-GHJB")
+    malformed = env.get(consent, params={"user_code": "12-<b>"}, user="alice")
+    assert_code_entry_again(malformed, "That is not a valid code.", "12-&lt;b&gt;")
+    pasted = env.get(consent, params={"user_code": "X" * 33}, user="alice")
+    assert_code_entry_again(pasted, "That is not a valid code.", None)
+    # The corrected code goes on to its consent page.
+    started = env.device_authorization("acme", "orders:read", sub=new_sub()).json()
+    corrected = env.get(consent, params={"user_code": started["user_code"]}, user="alice")
+    assert corrected.status_code == 200
+    assert hidden(corrected.text, "session")
 
 
 def test_simultaneous_decisions_decide_once(env: Env) -> None:

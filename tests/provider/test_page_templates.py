@@ -215,6 +215,8 @@ def test_default_pages_label_every_control_and_keep_a_heading() -> None:
     assert 'id="user_code"' in entry
     assert 'aria-describedby="code-error"' in entry
     assert 'role="alert" id="code-error"' in entry
+    retyped = pages.code_entry("https://shop.example/consent", "Unknown.", '"><b>x</b>')
+    assert 'value="&#34;&gt;&lt;b&gt;x&lt;/b&gt;"' in retyped  # the typed code, escaped
     result = pages.result(
         ResultView(
             brand_name="Acme",

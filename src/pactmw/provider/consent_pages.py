@@ -162,9 +162,10 @@ class ConsentPages:
         conditions (authorization details) under it; Allow and Deny."""
         return self.render("consent", view=view)
 
-    def code_entry(self, action_url: str, error: str = "") -> str:
-        """Where a person types the code their personal agent showed them."""
-        return self.render("code_entry", action_url=action_url, error=error)
+    def code_entry(self, action_url: str, error: str = "", code: str = "") -> str:
+        """Where a person types the code their personal agent showed them; after a code that
+        did not work, `error` says why and `code` is what they sent, to correct."""
+        return self.render("code_entry", action_url=action_url, error=error, code=code)
 
     def result(self, view: ResultView) -> str:
         """After the decision: what was decided, then what the agent can do now."""

@@ -31,6 +31,9 @@ from pactmw.provider.delegated._sessions import (
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.store.base import Approval, DeviceAuthorization, Grant
 
+#: The longest typed code shown back in the form after a typo (a code is 9 characters).
+_ECHOED = 32
+
 
 @frozen
 class ConsentEndpoint:
@@ -65,13 +68,22 @@ class ConsentEndpoint:
                 return page(config.pages.code_entry(consent_url))
             normalized = normalize_user_code(typed)
             if normalized is None:
-                return page(config.pages.code_entry(consent_url, "That is not a valid code."), 400)
+                # Typed back to correct, unless far longer than any code typed by hand.
+                echoed = typed if len(typed) <= _ECHOED else ""
+                invalid = config.pages.code_entry(consent_url, "That is not a valid code.", echoed)
+                return page(invalid, 400)
             user_code = normalized
             if visit.host_user() is None:
                 here = f"{consent_url}?{urlencode({'user_code': user_code})}"
                 return login_redirect(config, here)
         assert user is not None
-        authorization = yield from self._pending(brand, user_code, user)
+        try:
+            authorization = yield from self._pending(brand, user_code, user)
+        except ConsentRefused as unusable:
+            # A mistyped or stale code: the form again, with the code to correct or replace
+            # (an error page was a dead end). It says no more than the error page did.
+            retry = config.pages.code_entry(consent_url, unusable.message, user_code)
+            return page(retry, unusable.status)
         if authorization.status != "pending":
             return (yield from self._decided(brand, config, authorization, user))
         # A Poppy sign-in names its user only at the poll: no grant to show or skip by yet.
