@@ -17,6 +17,8 @@ from babel.messages.mofile import write_mo
 
 from pactmw.config import ConfigError
 from pactmw.provider.consent_pages import ConsentPages, ConsentView, ResultView
+from pactmw.provider.delegated import ConsentRefused
+from pactmw.provider.errors import error_response
 from pactmw.provider.settings import ProviderSettings
 from tests.support.catalog import POT, extracted_pot
 from tests.support.hidden import env_without
@@ -180,11 +182,36 @@ def french() -> gettext.GNUTranslations:
         ("%(num)d day", "%(num)d days"), ("%(num)d jour", "%(num)d de jours", "%(num)d jours")
     )
     catalog.add("This approval lasts %(lasts)s.", "Cette autorisation dure %(lasts)s.")
+    catalog.add("That did not work", "Cela n'a pas marché")
+    catalog.add(
+        "This code is unknown, expired or already used.",
+        "Ce code est inconnu, expiré ou déjà utilisé.",
+    )
+    catalog.add(
+        "Too many requests came from your network. Please try again in %(minutes)s minutes.",
+        "Trop de demandes venues de votre réseau. Réessayez dans %(minutes)s minutes.",
+    )
     catalog.add("en", "fr")
     buffer = io.BytesIO()
     write_mo(buffer, catalog)
     buffer.seek(0)
     return gettext.GNUTranslations(buffer)
+
+
+def test_a_catalog_translates_the_refusals_too() -> None:
+    """The words of an error page come from Python (`ConsentRefused`): translated before the
+    page shows them, placeholders filled after; without a catalog, English."""
+    fr = ConsentPages(translations=french())
+    unusable = error_response(ConsentRefused.unusable_code(), pages=fr)
+    assert unusable.status == 400
+    assert "<h1>Cela n&#39;a pas marché</h1>" in unusable.body.decode()
+    assert "<p>Ce code est inconnu, expiré ou déjà utilisé.</p>" in unusable.body.decode()
+    limited = error_response(ConsentRefused.rate_limited(600), pages=fr)
+    assert (limited.status, ("Retry-After", "600") in limited.headers) == (429, True)
+    assert "Réessayez dans 10 minutes." in limited.body.decode()
+    english = error_response(ConsentRefused.rate_limited(600))
+    assert "Please try again in 10 minutes." in english.body.decode()
+    assert fr.translate("Not in the catalog, %(n)s", n=1) == "Not in the catalog, 1"
 
 
 def test_a_catalog_translates_the_pages() -> None:

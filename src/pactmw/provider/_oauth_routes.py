@@ -82,8 +82,8 @@ def public_oauth_flow(
         raise
     except StoreUnavailable as exc:
         logger.error("store unavailable on a consent page: %s", exc)
-        busy = "The service is busy. Please try again in a moment."
-        return error_response(ConsentRefused(busy, 503), pages=config.pages)
+        busy = ConsentRefused("The service is busy. Please try again in a moment.", 503)
+        return error_response(busy, pages=config.pages)
     except Exception:
         # The usual cause is `current_user` reading what the host app's middleware sets (a
         # session, a signed-in user) while the Provider runs outside that middleware.
@@ -93,8 +93,8 @@ def public_oauth_flow(
             "middleware: pactmw.adapters.asgi.a2a_mount)",
             brand.id,
         )
-        failed = "Something went wrong on our side. Please try again later."
-        return error_response(ConsentRefused(failed, 500), pages=config.pages)
+        failed = ConsentRefused("Something went wrong on our side. Please try again later.", 500)
+        return error_response(failed, pages=config.pages)
 
 
 __all__ = [

@@ -45,9 +45,9 @@ class PageTemplates:
             keep_trailing_newline=True,
         )
         self.environment.filters.update(filters)
+        self.translations = translations if translations is not None else gettext.NullTranslations()
         self.environment.install_gettext_translations(  # type: ignore[attr-defined]
-            translations if translations is not None else gettext.NullTranslations(),
-            newstyle=True,
+            self.translations, newstyle=True
         )
 
     def render(self, name: str, context: Mapping[str, Any]) -> str:

@@ -153,6 +153,13 @@ class ConsentPages:
             filters={"date": date_text, "isodate": isodate},
         )
 
+    def translate(self, message: str, **params: object) -> str:
+        """`message` in the pages' language (the `translations` catalog; as it is without
+        one), its `%(name)s` placeholders filled from `params`: the words pactmw passes to
+        `error` and `code_entry` (the catalog template, pactmw.pot, lists them)."""
+        text: str = self.templates.translations.gettext(message)
+        return text % params if params else text
+
     def render(self, name: str, **context: Any) -> str:
         """Render the template `pactmw/{name}.html` with `context`."""
         return self.templates.render(f"pactmw/{name}.html", context)

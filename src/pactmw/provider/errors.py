@@ -42,7 +42,9 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
     """
     if isinstance(exc, ConsentRefused):
         pages = pages if pages is not None else ConsentPages()
-        return page(pages.error("That did not work", exc.message), exc.status, exc.headers)
+        title = pages.translate("That did not work")
+        message = pages.translate(exc.message, **exc.params)
+        return page(pages.error(title, message), exc.status, exc.headers)
     if isinstance(exc, OAuthError):
         body = {"error": exc.error, "error_description": exc.description}
         return json_response(body, status=exc.status, extra=(*NO_STORE, *exc.headers))

@@ -70,7 +70,8 @@ class ConsentEndpoint:
             if normalized is None:
                 # Typed back to correct, unless far longer than any code typed by hand.
                 echoed = typed if len(typed) <= _ECHOED else ""
-                invalid = config.pages.code_entry(consent_url, "That is not a valid code.", echoed)
+                error = config.pages.translate("That is not a valid code.")
+                invalid = config.pages.code_entry(consent_url, error, echoed)
                 return page(invalid, 400)
             user_code = normalized
             if visit.host_user() is None:
@@ -82,7 +83,8 @@ class ConsentEndpoint:
         except ConsentRefused as unusable:
             # A mistyped or stale code: the form again, with the code to correct or replace
             # (an error page was a dead end). It says no more than the error page did.
-            retry = config.pages.code_entry(consent_url, unusable.message, user_code)
+            error = config.pages.translate(unusable.message, **unusable.params)
+            retry = config.pages.code_entry(consent_url, error, user_code)
             return page(retry, unusable.status)
         if authorization.status != "pending":
             return (yield from self._decided(brand, config, authorization, user))

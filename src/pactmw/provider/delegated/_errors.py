@@ -5,6 +5,9 @@ Both are rendered by `pactmw.provider.errors.error_response`.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 from pactmw.core.errors import PactmwError
 
 
@@ -42,12 +45,22 @@ class OAuthError(PactmwError):
 
 
 class ConsentRefused(PactmwError):
-    """A consent page error, rendered as an HTML page with `status` (and `headers`)."""
+    """A consent page error, rendered as an HTML page with `status` (and `headers`).
+
+    `message` is English, with `%(name)s` placeholders filled from `params`: the pages
+    translate it (`ConsentPages.translate`) before filling them in. Every message is written
+    out in a `ConsentRefused(...)` call, where the catalog template's extraction finds it.
+    """
 
     def __init__(
-        self, message: str, status: int, headers: tuple[tuple[str, str], ...] = ()
+        self,
+        message: str,
+        status: int,
+        headers: tuple[tuple[str, str], ...] = (),
+        params: Mapping[str, object] | None = None,
     ) -> None:
-        super().__init__(message)
+        self.params = dict(params or {})
+        super().__init__(message % self.params if self.params else message)
         self.message = message
         self.status = status
         #: Further response headers (`Retry-After` on a rate-limit refusal).
@@ -56,21 +69,24 @@ class ConsentRefused(PactmwError):
     @classmethod
     def unusable_code(cls) -> ConsentRefused:
         """The user code matches no pending, unexpired authorization of this Brand."""
-        return cls("This code is unknown, expired or already used.", 400)
+        return ConsentRefused("This code is unknown, expired or already used.", 400)
 
     @classmethod
     def rate_limited(cls, wait: int) -> ConsentRefused:
         """429 with `Retry-After`: too many page requests from this client address. A page,
         so that the person reads why and for how long rather than a browser's blank 429."""
-        later = (
-            f"{wait} second{'' if wait == 1 else 's'}"
-            if wait < 120
-            else f"{round(wait / 60)} minutes"
-        )
-        return cls(
-            f"Too many requests came from your network. Please try again in {later}.",
+        retry_after = (("Retry-After", str(wait)),)
+        if wait <= 60:
+            return ConsentRefused(
+                "Too many requests came from your network. Please try again in a minute.",
+                429,
+                retry_after,
+            )
+        return ConsentRefused(
+            "Too many requests came from your network. Please try again in %(minutes)s minutes.",
             429,
-            (("Retry-After", str(wait)),),
+            retry_after,
+            {"minutes": math.ceil(wait / 60)},
         )
 
 
