@@ -7,12 +7,15 @@ Each subcommand is a private module `pactmw.cli._<name>` whose `COMMAND` declare
 `Command` of `pactmw.cli._common`: its name, help, arguments and the `run` function doing the
 work); list it in `SUBCOMMANDS`. A `run` function returns the exit status, or raises
 `CommandError` (`pactmw.cli._common`) for a one-line message on stderr (exit 2 by default).
-Exit statuses: 0 success, 1 the command ran and failed, 2 bad usage or configuration.
+Exit statuses: 0 success, 1 the command ran and failed, 2 bad usage or configuration, 141
+when the output is a pipe the reader closed (`pactmw ... | head -1`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +24,10 @@ from pactmw.cli._common import Command, CommandError, Run, one_line
 from pactmw.config import ConfigError
 
 __all__ = ["build_parser", "main"]
+
+#: The exit status when stdout is a pipe whose reader has gone: 128 + SIGPIPE, what a shell
+#: reports for a program that a closed pipe ends (`yes | head -1`).
+_CLOSED_OUTPUT = 141
 
 SUBCOMMANDS: tuple[Command, ...] = (
     _serve.COMMAND,
@@ -52,6 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `pactmw` with `argv` (default: the process arguments); return the exit status."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe fails here rather than when Python exits
+    except BrokenPipeError:
+        # Python's recipe: what is left to write goes nowhere, with no traceback at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _CLOSED_OUTPUT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Run | None = getattr(args, "run", None)

@@ -1,0 +1,96 @@
+"""The `pactmw` command at a terminal or in a script: output into a closed pipe, Ctrl-C,
+configuration files it cannot use, consoles that cannot show every character. Each ends
+with the documented exit status and at most one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pactmw.store import open_store
+from tests.support.jwks_server import JwksServer
+from tests.support.servers import REPO
+
+PYTHON_M = (sys.executable, "-m", "pactmw")
+ISSUER = "https://pa.example"
+CONFIG = """\
+base_url = "https://shop.example"
+audience = "https://shop.example/a2a"
+store = "sqlite:///pactmw.db"
+
+[brands.acme]
+handler = "pactmw.demo:demo_bot"
+"""
+
+
+def environment(**extra: str) -> dict[str, str]:
+    # This checkout's pactmw first, and the repository (tests., examples.) importable.
+    path = os.pathsep.join((str(REPO / "src"), str(REPO)))
+    return {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONPATH": path, **extra}
+
+
+def run(
+    argv: Sequence[str], cwd: Path, *, stdout: int = subprocess.PIPE, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PYTHON_M, *argv],
+        cwd=cwd,
+        env=environment(**env),
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+    )
+
+
+def assert_no_traceback(stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    assert "Exception ignored" not in stderr, stderr
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A folder with a private key (`agent.jwk`) and a configuration (`pactmw.toml`) whose
+    sqlite store exists."""
+    made = run(["keygen", "--out", "agent.jwk", "--jwks", "jwks.json"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "pactmw.toml").write_text(CONFIG)
+    open_store(f"sqlite:///{tmp_path / 'pactmw.db'}").close()
+    return tmp_path
+
+
+# -- output into a closed pipe -------------------------------------------------------------
+
+CHECK = ["check", "URL", "--issuer", ISSUER, "--key", "agent.jwk", "--audience", "a"]
+TOKEN = ["token", "--key", "agent.jwk", "--issuer", ISSUER, "--sub", "u", "--audience", "a"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["keygen", "--out", "new.jwk"], id="keygen"),
+        pytest.param(TOKEN, id="token"),
+        pytest.param(["agents", "list", "--config", "pactmw.toml"], id="agents-list"),
+        pytest.param([*CHECK, "--json"], id="check-json"),
+    ],
+)
+def test_output_into_a_closed_pipe_is_no_traceback(workdir: Path, argv: list[str]) -> None:
+    """`pactmw ... | head -1`: the reader has gone before the command writes (its read end
+    is closed before the command starts, so every write fails)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        with JwksServer() as server:  # no card there: every check fails, JSON is printed
+            argv = [server.base_url if arg == "URL" else arg for arg in argv]
+            result = run(argv, workdir, stdout=write)
+    finally:
+        os.close(write)
+    assert_no_traceback(result.stderr)
+    assert "BrokenPipeError" not in result.stderr
+    assert result.returncode == 141, result.stderr  # as a shell reports a SIGPIPE death
