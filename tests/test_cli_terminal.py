@@ -5,15 +5,19 @@ with the documented exit status and at most one line on stderr, never a tracebac
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from attrs import frozen
 
 from pactmw.store import open_store
-from tests.support.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.net import free_port
 from tests.support.servers import REPO
 
 PYTHON_M = (sys.executable, "-m", "pactmw")
@@ -94,3 +98,68 @@ def test_output_into_a_closed_pipe_is_no_traceback(workdir: Path, argv: list[str
     assert_no_traceback(result.stderr)
     assert "BrokenPipeError" not in result.stderr
     assert result.returncode == 141, result.stderr  # as a shell reports a SIGPIPE death
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------
+
+
+def interrupted(argv: Sequence[str], cwd: Path, started: Callable[[], bool]) -> Stopped:
+    """Run `pactmw ARGV`, send it SIGINT (Ctrl-C) once `started()` holds, and wait for it."""
+    process = subprocess.Popen(
+        [*PYTHON_M, *argv],
+        cwd=cwd,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        # SIGINT as a terminal delivers it, even when these tests run where it is ignored (a
+        # background job of a shell): an ignored disposition is inherited across exec.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        while not started():
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return Stopped(process.returncode, stdout, stderr)
+
+
+@frozen
+class Stopped:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def test_ctrl_c_during_check_of_a_slow_server(workdir: Path) -> None:
+    with JwksServer() as server:
+        server.delay = 60.0
+        server.mode = Mode.SLOW  # the card request waits: the checker is waiting for it
+        stopped = interrupted(
+            [*CHECK[:1], server.base_url, *CHECK[2:]], workdir, lambda: server.total_hits > 0
+        )
+    assert_no_traceback(stopped.stderr)
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.splitlines()[-1] == "pactmw check: interrupted"
+    assert stopped.stdout == ""
+
+
+def test_ctrl_c_during_serve_startup(workdir: Path) -> None:
+    """Interrupted while it imports a Brand's handler (one that takes its time)."""
+    marker = workdir / "importing"
+    (workdir / "slow_bot.py").write_text(
+        f"import pathlib, time\n\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(60)\n"
+    )
+    (workdir / "pactmw.toml").write_text(CONFIG.replace("pactmw.demo:demo_bot", "slow_bot:bot"))
+    stopped = interrupted(
+        ["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir, marker.exists
+    )
+    assert_no_traceback(stopped.stderr)
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr == "pactmw serve: interrupted\n"

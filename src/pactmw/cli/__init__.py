@@ -7,8 +7,9 @@ Each subcommand is a private module `pactmw.cli._<name>` whose `COMMAND` declare
 `Command` of `pactmw.cli._common`: its name, help, arguments and the `run` function doing the
 work); list it in `SUBCOMMANDS`. A `run` function returns the exit status, or raises
 `CommandError` (`pactmw.cli._common`) for a one-line message on stderr (exit 2 by default).
-Exit statuses: 0 success, 1 the command ran and failed, 2 bad usage or configuration, 141
-when the output is a pipe the reader closed (`pactmw ... | head -1`).
+Exit statuses: 0 success, 1 the command ran and failed, 2 bad usage or configuration, 130
+when interrupted (Ctrl-C), 141 when the output is a pipe the reader closed (`pactmw ... |
+head -1`).
 """
 
 from __future__ import annotations
@@ -87,5 +88,6 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"pactmw {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: said in one line, with the shell's status for it
+        print(f"pactmw {args.command}: interrupted", file=sys.stderr)
         return 130
