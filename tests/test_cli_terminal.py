@@ -163,3 +163,20 @@ def test_ctrl_c_during_serve_startup(workdir: Path) -> None:
     assert_no_traceback(stopped.stderr)
     assert stopped.returncode == 130, stopped.stderr
     assert stopped.stderr == "pactmw serve: interrupted\n"
+
+
+# -- configuration files -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["serve", "agents list", "grants list", "cleanup"], ids=lambda c: c.replace(" ", "-")
+)
+def test_a_configuration_that_is_not_utf8_is_one_line(workdir: Path, command: str) -> None:
+    (workdir / "pactmw.toml").write_bytes(CONFIG.replace("shop", "sh\xf6p").encode("latin-1"))
+    result = run([*command.split(), "--config", "pactmw.toml"], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"pactmw {command}: error: pactmw.toml is not UTF-8 text (byte 0xf6 at offset 22)\n"
+    )
+    assert result.stdout == ""

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from pactmw.cli._admin import STORE_OPEN_ERRORS
-from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
+from pactmw.cli._admin import STORE_OPEN_ERRORS, load_settings
+from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
 from pactmw.core.errors import MissingExtra
 
 _SERVE_HELP = """\
@@ -58,12 +58,10 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from pactmw.adapters.asgi import A2AProviderApp
-    from pactmw.provider import Provider, ProviderSettings, card_url, load_toml
+    from pactmw.provider import Provider, card_url
     from pactmw.store import parse_store_url
 
-    import_from_cwd()
-    data = load_toml(args.config)
-    settings = ProviderSettings.from_mapping(data)
+    settings = load_settings(args.config)
     if not settings.brands:
         raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
     try:
