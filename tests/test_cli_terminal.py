@@ -4,12 +4,13 @@ with the documented exit status and at most one line on stderr, never a tracebac
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,72 @@ def test_a_configuration_that_is_not_utf8_is_one_line(workdir: Path, command: st
         f"pactmw {command}: error: pactmw.toml is not UTF-8 text (byte 0xf6 at offset 22)\n"
     )
     assert result.stdout == ""
+
+
+# -- consoles that cannot show every character ---------------------------------------------
+
+CAFE = """\
+base_url = "http://127.0.0.1:{port}"
+audience = "urn:aud"
+store = "sqlite:///pactmw.db"
+data_dir = "data"
+
+allow_http_jwks_on_loopback = true
+
+[[agents]]
+issuer = "https://pa.example"
+jwks_uri = "http://127.0.0.1:9/jwks.json"
+name = "{agent}"
+
+[brands.cafe]
+name = "{brand}"
+handler = "pactmw.demo:demo_bot"
+"""
+
+
+@pytest.fixture
+def cafe(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A Provider in this process whose Brand and agent have names beyond ASCII; its card URL."""
+    from pactmw.adapters.asgi import A2AProviderApp
+    from pactmw.provider import Provider, ProviderSettings, load_toml
+    from tests.support.servers import uvicorn_server
+
+    port = free_port()
+    (workdir / "pactmw.toml").write_text(
+        CAFE.format(port=port, brand=BRAND, agent=AGENT), encoding="utf-8"
+    )
+    monkeypatch.chdir(workdir)  # the relative store and data_dir, as the commands see them
+    provider = Provider.from_settings(ProviderSettings.from_mapping(load_toml("pactmw.toml")))
+    try:
+        with uvicorn_server(A2AProviderApp(provider), port=port) as base_url:
+            yield f"{base_url}/a2a/cafe/.well-known/agent-card.json"
+    finally:
+        provider.close()
+
+
+BRAND, AGENT = "Caf\u00e9 Support \u2192 \u2713", "Zo\u00eb\u2019s agent"
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        pytest.param(["card", "CARD"], BRAND, id="card"),
+        pytest.param(["card", "CARD", "--json"], BRAND, id="card-json"),
+        # A failing check's expectation cites the spec: "(PACT \u00a73.4)".
+        pytest.param([*CHECK[:1], "CARD", *CHECK[2:], "--json"], "\u00a7", id="check-json"),
+        pytest.param(["agents", "list", "--config", "pactmw.toml"], AGENT, id="agents-list"),
+        pytest.param(["agents", "list", "--config", "pactmw.toml", "--json"], AGENT, id="agents"),
+    ],
+)
+def test_names_beyond_ascii_on_an_ascii_console(
+    cafe: str, workdir: Path, argv: list[str], shown: str
+) -> None:
+    argv = [cafe if arg == "CARD" else arg for arg in argv]
+    result = run(argv, workdir, PYTHONIOENCODING="ascii")
+    assert_no_traceback(result.stderr)
+    assert result.returncode in (0, 1), result.stderr  # 1: the checks of an unknown agent fail
+    if "--json" in argv:
+        # Valid JSON whatever the console can show, with the text as it is.
+        assert shown in json.dumps(json.loads(result.stdout), ensure_ascii=False)
+    else:
+        assert shown.encode("ascii", "backslashreplace").decode() in result.stdout

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from pactmw.cli import _agents, _card, _check, _cleanup, _demo, _grants, _keygen, _serve, _token
-from pactmw.cli._common import Command, CommandError, Run, one_line
+from pactmw.cli._common import Command, CommandError, Run, one_line, reconfigure_output
 from pactmw.config import ConfigError
 
 __all__ = ["build_parser", "main"]
@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    reconfigure_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Run | None = getattr(args, "run", None)

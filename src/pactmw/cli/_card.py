@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from pactmw.cli._common import (
     TIMEOUT,
@@ -11,7 +10,7 @@ from pactmw.cli._common import (
     CommandError,
     card_url,
     option,
-    reconfigure_output,
+    print_json,
 )
 
 _CARD_HELP = """\
@@ -58,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
             "delegation": delegation,
             "skills": [dict(skill) for skill in card.skills],
         }
-        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        print_json(summary)
     else:
-        reconfigure_output()
         print(card.name)
         if card.description:
             print(f"  {card.description}")

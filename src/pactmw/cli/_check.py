@@ -18,7 +18,7 @@ from pactmw.cli._common import (
     load_signer,
     option,
     positive_seconds,
-    reconfigure_output,
+    print_json,
 )
 from pactmw.protocols.delegation import is_authorization_details
 
@@ -67,7 +67,6 @@ def run(args: argparse.Namespace) -> int:
             "--ask, --scope, --authorization-details and --approval-timeout go with --delegated"
         )
     details = _authorization_details(args.authorization_details)
-    reconfigure_output()
 
     def report(result: CheckResult) -> None:
         if not args.json:
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     )
     results = checker.run()
     if args.json:
-        print(json.dumps(results_json(url, results), indent=2, ensure_ascii=False))
+        print_json(results_json(url, results))
     else:
         print(summary_line(results), flush=True)
     return 0 if results and all(result.passed for result in results) else 1

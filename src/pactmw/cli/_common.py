@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import os
 import sys
@@ -193,10 +194,23 @@ def _rename_all(staged: Sequence[tuple[OutputFile, Path]]) -> None:
 
 
 def reconfigure_output() -> None:
-    """Never fail on a console that cannot show a character (names, arrows, ellipses)."""
+    """Never fail on a console that cannot show a character (names, arrows, ellipses): it
+    shows a backslash escape instead (`main` sets this up for every subcommand)."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+
+
+def print_json(document: Any) -> None:
+    """Print `document` as JSON on stdout, its text as it is when stdout can encode it, else
+    with JSON's own escapes (`\\u00e9`): a backslash escape of the console's would not be
+    JSON."""
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        text = json.dumps(document, indent=2)
+    print(text)
 
 
 class _UvicornStyle(logging.Formatter):
@@ -293,6 +307,7 @@ __all__ = [
     "one_line",
     "option",
     "positive_seconds",
+    "print_json",
     "reconfigure_output",
     "write_all",
 ]
