@@ -250,3 +250,16 @@ def test_names_beyond_ascii_on_an_ascii_console(
         assert shown in json.dumps(json.loads(result.stdout), ensure_ascii=False)
     else:
         assert shown.encode("ascii", "backslashreplace").decode() in result.stdout
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_serve_port_out_of_range_is_a_usage_error(workdir: Path, port: str) -> None:
+    result = run(["serve", "--config", "pactmw.toml", "--port", port], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"pactmw serve: error: argument --port: must be a TCP port, 0 to 65535: {port!r}"
+    )

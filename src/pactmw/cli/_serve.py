@@ -52,6 +52,17 @@ def require_serve_extra(command: str) -> None:
         raise CommandError(str(MissingExtra(command, needs, "serve")), bare=True)
 
 
+def port_number(text: str) -> int:
+    """`--port`: a TCP port, checked as an argument (the socket would fail with a traceback)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 0 to 65535: {text!r}")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
     require_serve_extra("pactmw serve")
     # Imported here: the other subcommands must not need the Provider's dependencies loaded.
@@ -166,7 +177,10 @@ COMMAND = Command(
         CONFIG,
         option("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)"),
         option(
-            "--port", type=int, default=8000, help="TCP port to listen on (default: %(default)s)"
+            "--port",
+            type=port_number,
+            default=8000,
+            help="TCP port to listen on (default: %(default)s)",
         ),
         option(
             "--forwarded-allow-ips",
@@ -190,6 +204,7 @@ COMMAND = Command(
 __all__ = [
     "COMMAND",
     "LOG_LEVELS",
+    "port_number",
     "require_serve_extra",
     "run",
 ]
