@@ -263,3 +263,15 @@ def test_serve_port_out_of_range_is_a_usage_error(workdir: Path, port: str) -> N
     assert result.stderr.splitlines()[-1] == (
         f"pactmw serve: error: argument --port: must be a TCP port, 0 to 65535: {port!r}"
     )
+
+
+def test_check_authorization_details_file_that_is_not_utf8(workdir: Path) -> None:
+    (workdir / "details.json").write_bytes('[{"type": "caf\xe9"}]'.encode("latin-1"))
+    argv = [*CHECK[:1], "http://127.0.0.1:9", *CHECK[2:], "--delegated"]
+    result = run([*argv, "--authorization-details", "@details.json"], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "pactmw check: error: cannot read --authorization-details details.json: "
+        "not UTF-8 text (byte 0xe9 at offset 14)\n"
+    )

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from pactmw.cli._common import CommandError, import_from_cwd
+from pactmw.cli._common import CommandError, import_from_cwd, not_utf8
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -47,9 +47,7 @@ def load_settings(path: str) -> ProviderSettings:
     try:
         data = load_toml(path)
     except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib decodes the whole file first
-        raise CommandError(
-            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
-        ) from None
+        raise CommandError(f"{path} is {not_utf8(exc)}") from None
     return ProviderSettings.from_mapping(data)
 
 

@@ -16,6 +16,7 @@ from pactmw.cli._common import (
     CommandError,
     card_url,
     load_signer,
+    not_utf8,
     option,
     positive_seconds,
     print_json,
@@ -106,6 +107,10 @@ def _authorization_details(text: str | None) -> list[dict[str, Any]]:
             text = Path(source).read_text(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read --authorization-details {source}: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(
+                f"cannot read --authorization-details {source}: {not_utf8(exc)}"
+            ) from None
     try:
         entries = json.loads(text)
     except ValueError as exc:

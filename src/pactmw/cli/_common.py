@@ -46,6 +46,11 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """What a file that is not UTF-8 is, in errors: `not UTF-8 text (byte 0xf6 at offset 22)`."""
+    return f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
+
+
 @frozen
 class Option:
     """One argument of a command: what `argparse.ArgumentParser.add_argument` takes."""
@@ -304,6 +309,7 @@ __all__ = [
     "import_from_cwd",
     "load_signer",
     "log_to_stderr",
+    "not_utf8",
     "one_line",
     "option",
     "positive_seconds",
