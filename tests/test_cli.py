@@ -34,6 +34,9 @@ from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server
 
+#: This checkout's pactmw first (not the one installed: another checkout's, in a worktree),
+#: then the repository, for `examples.` and `tests.`.
+CHECKOUT_PATH = os.pathsep.join((str(REPO / "src"), str(REPO)))
 SCRIPT = Path(sys.executable).parent / "pactmw"
 PYTHON_M = (sys.executable, "-m", "pactmw")
 ISSUER = "https://pa.example"
@@ -189,7 +192,7 @@ def test_serve_config_error_is_one_line(tmp_path: Path, toml: str | None, expect
     result = run(
         [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", str(free_port())],
         cwd=tmp_path,
-        env={"PYTHONPATH": str(REPO)},
+        env={"PYTHONPATH": CHECKOUT_PATH},
         timeout=20,
     )
     assert_one_line_error(result, expected)
@@ -238,7 +241,7 @@ def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:
         result = run(
             [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", str(port)],
             cwd=tmp_path,
-            env={"PYTHONPATH": str(REPO)},
+            env={"PYTHONPATH": CHECKOUT_PATH},
             timeout=20,
         )
     assert result.returncode == 1, result.stderr

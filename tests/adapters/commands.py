@@ -24,7 +24,8 @@ def manage(
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
+        # This checkout's pactmw, not the one installed (another checkout's, in a worktree).
+        "PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(DJANGO_PROJECT), str(REPO))),
         "PACTMW_TEST_CONFIG": str(config_file),
     }
     return subprocess.run(
