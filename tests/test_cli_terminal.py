@@ -183,6 +183,17 @@ def test_a_configuration_that_is_not_utf8_is_one_line(workdir: Path, command: st
     assert result.stdout == ""
 
 
+def test_serve_names_signing_keys_not_the_store(workdir: Path) -> None:
+    """A public JWKS given as the Provider's signing key is a signing_keys error."""
+    delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
+    (workdir / "pactmw.toml").write_text('signing_keys = ["jwks.json"]\n' + delegated)
+    result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("pactmw serve: error: signing_keys: jwks.json: "), result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
 # -- consoles that cannot show every character ---------------------------------------------
 
 CAFE = """\

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pactmw.cli._admin import STORE_OPEN_ERRORS, load_settings
 from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
+from pactmw.config import ConfigError
 from pactmw.core.errors import MissingExtra
 
 _SERVE_HELP = """\
@@ -77,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
     try:
         provider = Provider.from_settings(settings)
+    except ConfigError:
+        raise  # it names its key (signing_keys, data_dir): not a store error
     except STORE_OPEN_ERRORS as exc:
         raise CommandError(f"store: {exc}") from None
 
