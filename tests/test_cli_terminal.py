@@ -101,6 +101,27 @@ def test_output_into_a_closed_pipe_is_no_traceback(workdir: Path, argv: list[str
     assert result.returncode == 141, result.stderr  # as a shell reports a SIGPIPE death
 
 
+@pytest.mark.parametrize(
+    "argv", [pytest.param(TOKEN, id="token"), pytest.param([*CHECK, "--json"], id="check-json")]
+)
+def test_closed_stdout_is_no_traceback(workdir: Path, argv: list[str]) -> None:
+    """`pactmw token ... >&-`: no stdout at all (Python's sys.stdout is None), so what the
+    command prints goes nowhere, as it does for any Python program."""
+    with JwksServer() as server:
+        argv = [server.base_url if arg == "URL" else arg for arg in argv]
+        result = subprocess.run(
+            [*PYTHON_M, *argv],
+            cwd=workdir,
+            env=environment(),
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.close(1),
+        )
+    assert_no_traceback(result.stderr)
+    assert result.returncode in (0, 1), result.stderr  # 1: the checks fail (no card there)
+
+
 # -- Ctrl-C ----------------------------------------------------------------------------------
 
 

@@ -64,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _main(argv)
         finally:
-            sys.stdout.flush()  # a closed pipe fails here rather than when Python exits
+            if sys.stdout is not None:  # None: no stdout at all (`>&-`), nothing to flush
+                sys.stdout.flush()  # a closed pipe fails here rather than when Python exits
     except BrokenPipeError:
         # Python's recipe: what is left to write goes nowhere, with no traceback at exit.
         with contextlib.suppress(OSError, ValueError):

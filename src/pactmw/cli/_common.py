@@ -212,7 +212,7 @@ def print_json(document: Any) -> None:
     JSON."""
     text = json.dumps(document, indent=2, ensure_ascii=False)
     try:
-        text.encode(sys.stdout.encoding or "utf-8")
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")  # None: no stdout
     except (UnicodeEncodeError, LookupError):
         text = json.dumps(document, indent=2)
     print(text)

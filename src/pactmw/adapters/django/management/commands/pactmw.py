@@ -66,7 +66,8 @@ class Command(BaseCommand):
             try:
                 super().run_from_argv(argv)
             finally:
-                sys.stdout.flush()  # a closed pipe fails here rather than when Python exits
+                if sys.stdout is not None:  # None: no stdout at all (`>&-`)
+                    sys.stdout.flush()  # a closed pipe fails here rather than at exit
         except BrokenPipeError:
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
