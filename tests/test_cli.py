@@ -1008,6 +1008,11 @@ def test_keygen_removes_the_folders_it_created_when_writing_fails(
         pytest.param(["--out", "file/pa.jwk"], "file: not a directory", id="folder-is-a-file"),
         pytest.param(["--out", "folder"], "folder is a directory", id="out-is-a-folder"),
         pytest.param(["--out", "pa.jwk", "--jwks", "folder"], "folder is a directory", id="jwks"),
+        # An empty shell variable: not the current folder, nor "no --jwks" (stdout).
+        pytest.param(["--out", ""], "--out must not be empty", id="out-empty"),
+        pytest.param(
+            ["--out", "pa.jwk", "--jwks", ""], "--jwks must not be empty", id="jwks-empty"
+        ),
     ],
 )
 def test_keygen_refuses_paths_it_cannot_use(
