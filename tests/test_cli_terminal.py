@@ -307,3 +307,29 @@ def test_check_authorization_details_file_that_is_not_utf8(workdir: Path) -> Non
         "pactmw check: error: cannot read --authorization-details details.json: "
         "not UTF-8 text (byte 0xe9 at offset 14)\n"
     )
+
+
+# -- what a remote party wrote -------------------------------------------------------------------
+
+
+def test_card_shows_control_characters_of_a_card_as_escapes(cafe: str, workdir: Path) -> None:
+    """A Brand's card is the remote party's text: escape sequences, carriage returns and
+    newlines in it must not reach the terminal, where they would recolour or clear it, or
+    forge a line of the summary (`identity: ...`)."""
+    import httpx
+
+    card = httpx.get(cafe).json()
+    card["name"] = "Acme\x1b[2J\ridentity:    forged\nPASS"
+    card["description"] = "Orders\x07 and\x9b returns"
+    with JwksServer() as site:
+        site.set_json("/.well-known/agent-card.json", card)
+        result = run(["card", site.base_url], workdir)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        "Acme\\x1b[2J\\ridentity:    forged\\nPASS",
+        "  Orders\\x07 and\\x9b returns",
+    ]
+    assert len(lines) == 6, lines  # name, description, card, interface, identity, delegation
+    assert "\x1b" not in result.stdout
+    assert "\r" not in result.stdout

@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,15 @@ class CommandError(PactmwError):
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters as escapes (`\\x1b`, `\\r`, `\\n`): what a remote
+    party wrote (a card's name) can then neither drive the terminal nor forge a line."""
+    return _CONTROL.sub(lambda control: control[0].encode("unicode_escape").decode(), text)
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -314,6 +324,7 @@ __all__ = [
     "option",
     "positive_seconds",
     "print_json",
+    "printable",
     "reconfigure_output",
     "write_all",
 ]
