@@ -333,3 +333,23 @@ def test_card_shows_control_characters_of_a_card_as_escapes(cafe: str, workdir: 
     assert len(lines) == 6, lines  # name, description, card, interface, identity, delegation
     assert "\x1b" not in result.stdout
     assert "\r" not in result.stdout
+
+
+def test_check_shows_control_characters_of_an_answer_as_escapes(cafe: str, workdir: Path) -> None:
+    """A failing check quotes the Provider's answer: an escape sequence in it is shown."""
+    import httpx
+
+    card = httpx.get(cafe).json()
+    with JwksServer() as site:
+        for interface in card["supportedInterfaces"]:
+            interface["url"] = f"{site.base_url}/a2a/cafe"
+        site.set_json("/a2a/cafe/.well-known/agent-card.json", card)
+        # An unmatched route must be 404: this one answers 200 with an escape sequence.
+        site.set_body("/a2a/cafe/unknown", b"\x1b[2J\x1b]0;owned\x07 forged", "text/plain")
+        argv = [*CHECK[:1], f"{site.base_url}/a2a/cafe/.well-known/agent-card.json", *CHECK[2:]]
+        result = run(argv, workdir)
+    assert result.returncode == 1, result.stderr
+    (routes,) = [line for line in result.stdout.splitlines() if "(GET unknown)" in line]
+    assert routes.endswith("body \\x1b[2J\\x1b]0;owned\\x07 forged"), routes
+    assert "\x1b" not in result.stdout
+    assert "\x07" not in result.stdout

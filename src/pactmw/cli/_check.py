@@ -20,6 +20,7 @@ from pactmw.cli._common import (
     option,
     positive_seconds,
     print_json,
+    printable,
 )
 from pactmw.protocols.delegation import is_authorization_details
 
@@ -70,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     details = _authorization_details(args.authorization_details)
 
     def report(result: CheckResult) -> None:
-        if not args.json:
-            print(result.line(), flush=True)
+        if not args.json:  # a failure quotes the Provider: its control characters escaped
+            print(printable(result.line()), flush=True)
 
     checker = Checker(
         url,
