@@ -34,6 +34,9 @@ from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
 from tests.support.servers import REPO, process_server
 
+#: This checkout's pactmw first (not the one installed: another checkout's, in a worktree),
+#: then the repository, for `examples.` and `tests.`.
+CHECKOUT_PATH = os.pathsep.join((str(REPO / "src"), str(REPO)))
 SCRIPT = Path(sys.executable).parent / "pactmw"
 PYTHON_M = (sys.executable, "-m", "pactmw")
 ISSUER = "https://pa.example"
@@ -189,7 +192,7 @@ def test_serve_config_error_is_one_line(tmp_path: Path, toml: str | None, expect
     result = run(
         [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", str(free_port())],
         cwd=tmp_path,
-        env={"PYTHONPATH": str(REPO)},
+        env={"PYTHONPATH": CHECKOUT_PATH},
         timeout=20,
     )
     assert_one_line_error(result, expected)
@@ -238,7 +241,7 @@ def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:
         result = run(
             [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", str(port)],
             cwd=tmp_path,
-            env={"PYTHONPATH": str(REPO)},
+            env={"PYTHONPATH": CHECKOUT_PATH},
             timeout=20,
         )
     assert result.returncode == 1, result.stderr
@@ -1005,6 +1008,11 @@ def test_keygen_removes_the_folders_it_created_when_writing_fails(
         pytest.param(["--out", "file/pa.jwk"], "file: not a directory", id="folder-is-a-file"),
         pytest.param(["--out", "folder"], "folder is a directory", id="out-is-a-folder"),
         pytest.param(["--out", "pa.jwk", "--jwks", "folder"], "folder is a directory", id="jwks"),
+        # An empty shell variable: not the current folder, nor "no --jwks" (stdout).
+        pytest.param(["--out", ""], "--out must not be empty", id="out-empty"),
+        pytest.param(
+            ["--out", "pa.jwk", "--jwks", ""], "--jwks must not be empty", id="jwks-empty"
+        ),
     ],
 )
 def test_keygen_refuses_paths_it_cannot_use(

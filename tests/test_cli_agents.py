@@ -26,7 +26,8 @@ handler = "examples.bots:order_bot"
 
 
 def run(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the handler's import path, from anywhere
+    # This checkout's pactmw, and the handler's import path, from anywhere.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(REPO)))}
     return subprocess.run(
         [*PYTHON_M, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )

@@ -11,9 +11,20 @@ from typing import Any
 
 from tests.support.servers import REPO
 
-__all__ = ["DJANGO_PROJECT", "manage"]
+__all__ = ["DJANGO_PROJECT", "django_environment", "manage"]
 
 DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+
+
+def django_environment(config_file: Path) -> dict[str, str]:
+    """The environment of `manage.py` for the test project, `PACTMW` read from `config_file`."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
+        # This checkout's pactmw, not the one installed (another checkout's, in a worktree).
+        "PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(DJANGO_PROJECT), str(REPO))),
+        "PACTMW_TEST_CONFIG": str(config_file),
+    }
 
 
 def manage(
@@ -21,15 +32,9 @@ def manage(
 ) -> subprocess.CompletedProcess[str]:
     """Run `manage.py pactmw ARGV` with `settings` as `PACTMW` (written to `config_file`)."""
     config_file.write_text(json.dumps(settings))
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
-        "PACTMW_TEST_CONFIG": str(config_file),
-    }
     return subprocess.run(
         [sys.executable, "-m", "django", "pactmw", *argv],
-        env=env,
+        env=django_environment(config_file),
         cwd=REPO,
         capture_output=True,
         text=True,

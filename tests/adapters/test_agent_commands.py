@@ -7,6 +7,7 @@ leave the same store behind (issue 14, management commands).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from flask import Flask
 from pactmw.adapters import flask as flask_adapter
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import StoredAgent, open_store
-from tests.adapters.commands import manage
+from tests.adapters.commands import django_environment, manage
 from tests.support.net import free_port
 from tests.support.servers import REPO
 from tests.support.toml import toml_value
@@ -352,3 +353,46 @@ def test_a_store_that_cannot_be_opened_is_exit_status_2(name: str, tmp_path: Pat
     ran = RUNNERS[name](settings, tmp_path)("agents", "list")
     assert (ran.status, ran.lines) == (2, ()), ran
     assert "file is not a database" in ran.error, ran.error
+
+
+def _manage_process(
+    settings: dict[str, Any], workdir: Path, stdout: int, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py pactmw agents list` with its stdout where the caller says."""
+    (workdir / "django.json").write_text(json.dumps(settings))
+    return subprocess.run(
+        [sys.executable, "-m", "django", "pactmw", "agents", "list"],
+        env={**django_environment(workdir / "django.json"), **env},
+        cwd=REPO,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+    )
+
+
+def test_manage_py_output_into_a_closed_pipe(tmp_path: Path) -> None:
+    """`manage.py pactmw agents list | head -1`, the reader gone before the command writes:
+    quietly, exit status 141, as `pactmw` does."""
+    settings = _settings(tmp_path, "store")
+    open_store(settings["store"]).close()
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = _manage_process(settings, tmp_path, write)
+    finally:
+        os.close(write)
+    assert "Traceback" not in done.stderr
+    assert "BrokenPipeError" not in done.stderr
+    assert done.returncode == 141, done.stderr
+
+
+def test_manage_py_names_beyond_ascii_on_an_ascii_console(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, "store")
+    settings["agents"][0]["name"] = "Zo\u00eb\u2019s agent"
+    open_store(settings["store"]).close()
+    done = _manage_process(settings, tmp_path, subprocess.PIPE, PYTHONIOENCODING="ascii")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "Zo\\xeb\\u2019s agent" in done.stdout

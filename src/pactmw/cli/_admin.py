@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from pactmw.cli._common import CommandError, import_from_cwd
+from pactmw.cli._common import CommandError, import_from_cwd, not_utf8
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -39,11 +39,16 @@ def refilled(text: str) -> str:
 
 
 def load_settings(path: str) -> ProviderSettings:
-    """The Provider settings of a TOML file (`ConfigError` when they are bad)."""
+    """The Provider settings of a TOML file (`ConfigError` when they are bad), for every
+    command that takes --config."""
     from pactmw.provider import ProviderSettings, load_toml
 
-    import_from_cwd()  # handlers and tools are imported by path, as `serve` does
-    return ProviderSettings.from_mapping(load_toml(path))
+    import_from_cwd()  # handlers and tools are imported by path, from the current directory
+    try:
+        data = load_toml(path)
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib decodes the whole file first
+        raise CommandError(f"{path} is {not_utf8(exc)}") from None
+    return ProviderSettings.from_mapping(data)
 
 
 #: What opening a store raises for a bad URL or database, each message free of the URL (it

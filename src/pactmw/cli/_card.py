@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from pactmw.cli._common import (
     TIMEOUT,
@@ -11,7 +10,8 @@ from pactmw.cli._common import (
     CommandError,
     card_url,
     option,
-    reconfigure_output,
+    print_json,
+    printable,
 )
 
 _CARD_HELP = """\
@@ -58,22 +58,23 @@ def run(args: argparse.Namespace) -> int:
             "delegation": delegation,
             "skills": [dict(skill) for skill in card.skills],
         }
-        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        print_json(summary)
     else:
-        reconfigure_output()
-        print(card.name)
+        # Every line shows what the card says: its control characters are shown escaped.
+        lines = [card.name]
         if card.description:
-            print(f"  {card.description}")
-        print(f"card:        {card.url}")
-        print(f"interface:   {interface}")
-        print(f"identity:    {identity + ' (Bearer JWT)' if identity else 'none'}")
+            lines.append(f"  {card.description}")
+        lines.append(f"card:        {card.url}")
+        lines.append(f"interface:   {interface}")
+        lines.append(f"identity:    {identity + ' (Bearer JWT)' if identity else 'none'}")
         if scheme is None:
-            print("delegation:  none (PACT Identity only)")
+            lines.append("delegation:  none (PACT Identity only)")
         else:
-            print(f"delegation:  {scheme.name} (OAuth device code), scopes:")
+            lines.append(f"delegation:  {scheme.name} (OAuth device code), scopes:")
             width = max(len(s.id) for s in scheme.scopes) if scheme.scopes else 0
-            for scope in scheme.scopes:
-                print(f"  {scope.id.ljust(width)}  {scope.description}")
+            lines.extend(f"  {s.id.ljust(width)}  {s.description}" for s in scheme.scopes)
+        for line in lines:
+            print(printable(line))
     if identity is None:
         raise CommandError(
             "not a PACT card: no httpAuthSecurityScheme Bearer listed alone in a "

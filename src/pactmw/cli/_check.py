@@ -16,9 +16,11 @@ from pactmw.cli._common import (
     CommandError,
     card_url,
     load_signer,
+    not_utf8,
     option,
     positive_seconds,
-    reconfigure_output,
+    print_json,
+    printable,
 )
 from pactmw.protocols.delegation import is_authorization_details
 
@@ -67,11 +69,10 @@ def run(args: argparse.Namespace) -> int:
             "--ask, --scope, --authorization-details and --approval-timeout go with --delegated"
         )
     details = _authorization_details(args.authorization_details)
-    reconfigure_output()
 
     def report(result: CheckResult) -> None:
-        if not args.json:
-            print(result.line(), flush=True)
+        if not args.json:  # a failure quotes the Provider: its control characters escaped
+            print(printable(result.line()), flush=True)
 
     checker = Checker(
         url,
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     )
     results = checker.run()
     if args.json:
-        print(json.dumps(results_json(url, results), indent=2, ensure_ascii=False))
+        print_json(results_json(url, results))
     else:
         print(summary_line(results), flush=True)
     return 0 if results and all(result.passed for result in results) else 1
@@ -107,6 +108,10 @@ def _authorization_details(text: str | None) -> list[dict[str, Any]]:
             text = Path(source).read_text(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read --authorization-details {source}: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(
+                f"cannot read --authorization-details {source}: {not_utf8(exc)}"
+            ) from None
     try:
         entries = json.loads(text)
     except ValueError as exc:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +45,20 @@ class CommandError(PactmwError):
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters as escapes (`\\x1b`, `\\r`, `\\n`): what a remote
+    party wrote (a card's name) can then neither drive the terminal nor forge a line."""
+    return _CONTROL.sub(lambda control: control[0].encode("unicode_escape").decode(), text)
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """What a file that is not UTF-8 is, in errors: `not UTF-8 text (byte 0xf6 at offset 22)`."""
+    return f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
 
 
 @frozen
@@ -193,10 +209,23 @@ def _rename_all(staged: Sequence[tuple[OutputFile, Path]]) -> None:
 
 
 def reconfigure_output() -> None:
-    """Never fail on a console that cannot show a character (names, arrows, ellipses)."""
+    """Never fail on a console that cannot show a character (names, arrows, ellipses): it
+    shows a backslash escape instead (`main` sets this up for every subcommand)."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+
+
+def print_json(document: Any) -> None:
+    """Print `document` as JSON on stdout, its text as it is when stdout can encode it, else
+    with JSON's own escapes (`\\u00e9`): a backslash escape of the console's would not be
+    JSON."""
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    try:
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")  # None: no stdout
+    except (UnicodeEncodeError, LookupError):
+        text = json.dumps(document, indent=2)
+    print(text)
 
 
 class _UvicornStyle(logging.Formatter):
@@ -290,9 +319,12 @@ __all__ = [
     "import_from_cwd",
     "load_signer",
     "log_to_stderr",
+    "not_utf8",
     "one_line",
     "option",
     "positive_seconds",
+    "print_json",
+    "printable",
     "reconfigure_output",
     "write_all",
 ]

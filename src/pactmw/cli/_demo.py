@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pactmw.cli._common import Command, option, reconfigure_output
+from pactmw.cli._common import Command, option
 from pactmw.cli._serve import require_serve_extra
 
 _DEMO_HELP = """\
@@ -30,7 +30,6 @@ def run(args: argparse.Namespace) -> int:
     require_serve_extra("pactmw demo")  # before the story starts a server that cannot run
     from pactmw.demo import run_demo
 
-    reconfigure_output()  # the transcript has arrows and quotes
     return run_demo(keep=args.keep)
 
 

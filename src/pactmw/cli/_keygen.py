@@ -27,8 +27,9 @@ KEY_ALGORITHMS = ("ES256", "RS256", "EdDSA")
 def run(args: argparse.Namespace) -> int:
     from pactmw.core.jwk import generate_private_jwk
 
-    if args.kid is not None and not args.kid:
-        raise CommandError("--kid must not be empty")
+    for flag, value in (("--kid", args.kid), ("--out", args.out), ("--jwks", args.jwks)):
+        if value is not None and not value:  # an empty shell variable, most likely
+            raise CommandError(f"{flag} must not be empty")
     if args.jwks and Path(args.out).resolve() == Path(args.jwks).resolve():
         raise CommandError("--out and --jwks must be different files")
     key = generate_private_jwk(args.alg, kid=args.kid)

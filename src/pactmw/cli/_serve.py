@@ -11,8 +11,9 @@ import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from pactmw.cli._admin import STORE_OPEN_ERRORS
-from pactmw.cli._common import CONFIG, Command, CommandError, import_from_cwd, log_to_stderr, option
+from pactmw.cli._admin import STORE_OPEN_ERRORS, load_settings
+from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
+from pactmw.config import ConfigError
 from pactmw.core.errors import MissingExtra
 
 _SERVE_HELP = """\
@@ -52,22 +53,33 @@ def require_serve_extra(command: str) -> None:
         raise CommandError(str(MissingExtra(command, needs, "serve")), bare=True)
 
 
+def port_number(text: str) -> int:
+    """`--port`: a TCP port, checked as an argument (the socket would fail with a traceback)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 0 to 65535: {text!r}")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
     require_serve_extra("pactmw serve")
     # Imported here: the other subcommands must not need the Provider's dependencies loaded.
     import uvicorn
 
     from pactmw.adapters.asgi import A2AProviderApp
-    from pactmw.provider import Provider, ProviderSettings, card_url, load_toml
+    from pactmw.provider import Provider, card_url
     from pactmw.store import parse_store_url
 
-    import_from_cwd()
-    data = load_toml(args.config)
-    settings = ProviderSettings.from_mapping(data)
+    settings = load_settings(args.config)
     if not settings.brands:
         raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
     try:
         provider = Provider.from_settings(settings)
+    except ConfigError:
+        raise  # it names its key (signing_keys, data_dir): not a store error
     except STORE_OPEN_ERRORS as exc:
         raise CommandError(f"store: {exc}") from None
 
@@ -168,7 +180,10 @@ COMMAND = Command(
         CONFIG,
         option("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)"),
         option(
-            "--port", type=int, default=8000, help="TCP port to listen on (default: %(default)s)"
+            "--port",
+            type=port_number,
+            default=8000,
+            help="TCP port to listen on (default: %(default)s)",
         ),
         option(
             "--forwarded-allow-ips",
@@ -192,6 +207,7 @@ COMMAND = Command(
 __all__ = [
     "COMMAND",
     "LOG_LEVELS",
+    "port_number",
     "require_serve_extra",
     "run",
 ]

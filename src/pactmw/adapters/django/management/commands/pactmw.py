@@ -6,6 +6,9 @@ opened, reached or used."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
 from typing import Any
 
@@ -56,7 +59,27 @@ class Command(BaseCommand):
 
         topics.add_parser("cleanup", help="delete expired state and old conversations")
 
+    def run_from_argv(self, argv: list[str]) -> None:
+        """As `pactmw` does: output into a pipe whose reader has gone (`manage.py pactmw agents
+        list | head -1`) ends the command quietly with exit status 141, not a traceback."""
+        try:
+            try:
+                super().run_from_argv(argv)
+            finally:
+                if sys.stdout is not None:  # None: no stdout at all (`>&-`)
+                    sys.stdout.flush()  # a closed pipe fails here rather than at exit
+        except BrokenPipeError:
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
+
     def handle(self, *args: Any, **options: Any) -> None:
+        for output in (self.stdout, self.stderr):
+            # A console that cannot encode a name shows a backslash escape (as `pactmw`
+            # does); a StringIO of call_command has no reconfigure and needs none.
+            reconfigure = getattr(output, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="backslashreplace")
         try:
             provider = get_provider()
         except RuntimeError as exc:  # no brands: the words every front-end's command prints
