@@ -506,6 +506,17 @@ def test_from_files_names_the_bad_file(tmp_path: Path, content: bytes) -> None:
         SigningKeys.from_files([path])
 
 
+@pytest.mark.parametrize("pasted", ["jwk", "pem"])
+def test_a_key_pasted_for_its_path_is_refused_without_showing_it(pasted: str) -> None:
+    key = generate_private_jwk("ES256")
+    secret = json.dumps(key.to_dict()) if pasted == "jwk" else pem(key).decode()
+    with pytest.raises(ValueError) as refused:
+        SigningKeys.from_files([secret])
+    assert "not its file's path" in str(refused.value)
+    assert key.to_dict()["d"] not in str(refused.value)
+    assert "PRIVATE" not in str(refused.value)
+
+
 # -- the Brand login assertion ---------------------------------------------------------------------
 
 

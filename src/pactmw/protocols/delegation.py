@@ -304,6 +304,11 @@ class SigningKeys:
         """Load keys from JWK (`.json`/`.jwk`) or PEM files, oldest first."""
         loaded: list[PrivateJWK] = []
         for path in paths:
+            text = str(path)
+            if "\n" in text or text.lstrip().startswith(("{", "-----BEGIN")):
+                # A key pasted where its path belongs: an error quoting the "path" (the OS's
+                # "No such file") would print the private key at startup, and into logs.
+                raise ValueError("an entry is a key itself, not its file's path (not shown)")
             data = Path(path).read_bytes()
             try:
                 if data.lstrip().startswith(b"{"):
