@@ -16,6 +16,7 @@ from pactmw.core.encoding import (
     b64url_encode,
     json_dumps,
     json_loads,
+    printable,
 )
 from pactmw.core.errors import MalformedInput
 
@@ -293,3 +294,9 @@ def test_json_loads_reads_what_the_standard_parser_reads(text: str) -> None:
         return
     with contextlib.suppress(MalformedInput):  # a duplicate key: refused, not merged
         assert json_loads(text) == expected
+
+
+def test_printable_escapes_control_characters_only() -> None:
+    text = "Acme\x1b[31m\r\nCafé\x7f\x85\t"
+    assert printable(text) == "Acme\\x1b[31m\\r\\nCafé\\x7f\\x85\\t"
+    assert printable("Café ✓ 北京") == "Café ✓ 北京"

@@ -6,6 +6,8 @@ import math
 import time
 from typing import TextIO
 
+from pactmw.core.encoding import printable
+
 
 class Progress:
     """Progress for long steps, on `stream` (stderr): notes as lines; a status that updates in
@@ -22,11 +24,12 @@ class Progress:
         if self.stream is None:
             return
         self.end_status()
-        print(text, file=self.stream, flush=True)
+        print(printable(text), file=self.stream, flush=True)
 
     def status(self, text: str) -> None:
         if self.stream is None:
             return
+        text = printable(text)  # notes and statuses quote the Provider (a link, a code)
         if self.tty:
             self.stream.write("\r" + text + "\x1b[K")
             self.stream.flush()

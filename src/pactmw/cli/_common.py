@@ -13,7 +13,6 @@ import io
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from pactmw.core.encoding import printable
 from pactmw.core.errors import PactmwError
 from pactmw.core.files import stage_file
 
@@ -45,15 +45,6 @@ class CommandError(PactmwError):
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """`text` with its control characters as escapes (`\\x1b`, `\\r`, `\\n`): what a remote
-    party wrote (a card's name) can then neither drive the terminal nor forge a line."""
-    return _CONTROL.sub(lambda control: control[0].encode("unicode_escape").decode(), text)
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:

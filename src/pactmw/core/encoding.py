@@ -273,6 +273,16 @@ def json_dumps(value: Any) -> bytes:
     return _COMPACT_ENCODER.encode(value).encode()
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters as escapes (`\\x1b`, `\\r`, `\\n`), for a terminal:
+    what a remote party wrote (a card's name, an answer) can then neither drive the terminal
+    nor forge a line."""
+    return _CONTROL.sub(lambda control: control[0].encode("unicode_escape").decode(), text)
+
+
 __all__ = [
     "B64URL_ALPHABET",
     "COMPACT_JWS_TO_STANDARD",
@@ -285,6 +295,7 @@ __all__ = [
     "is_storable_text",
     "json_dumps",
     "json_loads",
+    "printable",
     "sha256",
     "uuid4_text",
     "uuid7_text",
