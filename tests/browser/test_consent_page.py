@@ -189,19 +189,23 @@ class Site:
         document: dict[str, Any] = response.json()
         return document
 
+    def token_answer(self, device_code: str) -> httpx.Response:
+        """One token request for `device_code`, as the personal agent sends it."""
+        return httpx.post(
+            f"{self.oauth}/token",
+            headers=self.agent_headers(),
+            data={
+                "client_id": self.issuer,
+                "grant_type": DEVICE_CODE_GRANT,
+                "device_code": device_code,
+            },
+        )
+
     def poll_token(self, device_code: str) -> dict[str, Any]:
         """Poll like a personal agent (RFC 8628: wait `interval` between polls), bounded."""
         deadline = time.monotonic() + WAIT
         while True:
-            response = httpx.post(
-                f"{self.oauth}/token",
-                headers=self.agent_headers(),
-                data={
-                    "client_id": self.issuer,
-                    "grant_type": DEVICE_CODE_GRANT,
-                    "device_code": device_code,
-                },
-            )
+            response = self.token_answer(device_code)
             if response.status_code == 200:
                 token: dict[str, Any] = response.json()
                 return token

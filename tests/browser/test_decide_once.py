@@ -9,16 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from pactmw.provider.delegated import DEVICE_CODE_GRANT
 from tests.browser.test_consent_page import (
     SCOPES,
-    Site,
     has_consent_form,
     screenshot,
     serve_site,
@@ -53,18 +50,6 @@ def two_tabs_on_the_form(browser: WebDriver, link: str) -> tuple[str, str]:
     browser.get(link)
     WebDriverWait(browser, WAIT).until(has_consent_form)
     return first, browser.current_window_handle
-
-
-def token_answer(site: Site, device_code: str) -> httpx.Response:
-    return httpx.post(
-        f"{site.oauth}/token",
-        headers=site.agent_headers(),
-        data={
-            "client_id": site.issuer,
-            "grant_type": DEVICE_CODE_GRANT,
-            "device_code": device_code,
-        },
-    )
 
 
 @pytest.mark.timeout(60)
@@ -111,7 +96,7 @@ def test_allow_after_a_deny_on_another_form_does_not_connect(
         assert ANSWERED in text
         screenshot(browser, "decide-once-deny-then-allow.png")
         assert "Nothing was shared." in text
-        refused = token_answer(site, asked["device_code"])
+        refused = site.token_answer(asked["device_code"])
         assert refused.status_code == 400
         assert refused.json()["error"] == "access_denied"
 
