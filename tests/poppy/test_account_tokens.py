@@ -233,6 +233,20 @@ def test_revoking_any_token_of_a_sign_in_signs_out_its_sessions(world: PoppyWorl
     assert (after.status_code, after.json()) == (400, {"error": "invalid_grant"})
 
 
+def test_a_token_that_is_not_ascii_is_just_not_one_of_ours(world: PoppyWorld) -> None:
+    # A form value is any UTF-8 text; no token pactmw issues is anything but ASCII.
+    async def body(agent: Agent) -> Any:
+        user = agent.ctx.new_user()
+        session = await agent.ctx.session(user)
+        refreshed = await agent.refresh(user, "act_é", session.session_id)
+        revoked = await agent.revoke("act_é")
+        return refreshed, revoked
+
+    refreshed, revoked = scenario(world, body)
+    assert (refreshed.status_code, refreshed.json()) == (400, {"error": "invalid_grant"})
+    assert (revoked.status_code, revoked.json()) == (200, {})  # RFC 7009 §2.2
+
+
 @pytest.mark.parametrize("how", ["grant", "account"])
 def test_guide_co_account_01_disconnecting_signs_out_like_revocation(
     world: PoppyWorld, how: str

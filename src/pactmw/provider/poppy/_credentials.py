@@ -14,8 +14,10 @@ ACCOUNT_TOKEN_SECONDS = 30 * 86_400.0
 
 
 def token_hash(token: str) -> str:
-    """What the store keeps of a Session or Account Token: its SHA-256, hex."""
-    return hashlib.sha256(token.encode("ascii", "surrogateescape")).hexdigest()
+    """What the store keeps of a Session or Account Token: its SHA-256, hex. Any text hashes
+    (a form may carry any UTF-8, and such a token is simply unknown); the tokens pactmw
+    issues are ASCII, whose UTF-8 bytes are the same."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def new_session_id() -> str:
