@@ -387,6 +387,41 @@ def test_a_post_with_wait_or_cursor_answers_a_page_and_a_bad_wait_is_refused(
     assert (bad.status_code, bad.json()) == (400, {"error": "invalid_request"})
 
 
+def test_a_message_json_cannot_carry_back_is_refused(world: PoppyWorld) -> None:
+    # Strict JSON still reads a lone surrogate escape and a number past a double's range (as
+    # infinity); neither could be stored as the turn's record nor sent back in its events.
+    unwritable = (
+        b'{"message": {"id": "msg_s1", "sender": "agent", "data": {"note": "\\ud800"}}}',
+        b'{"message": {"id": "msg_s2", "sender": "agent", "data": {"\\udfff": true}}}',
+        b'{"message": {"id": "msg_s3", "sender": "agent", "text": "Hi", "context": {"n": 1e400}}}',
+    )
+
+    async def scenario() -> list[Any]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            token = session.access_token.get_secret_value()
+            endpoint = await ctx.conversations_endpoint()
+            first = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "Hi"}
+            started = await _call(ctx, user, token, "POST", endpoint, {"message": first})
+            url = f"{endpoint}/{started.json()['conversation_id']}/messages"
+            answers = []
+            for target in (endpoint, url):
+                for body in unwritable:
+                    headers = {
+                        "Authorization": f"DPoP {token}",
+                        "DPoP": await ctx.proof(user, "POST", target, token=session),
+                        "Content-Type": "application/json",
+                    }
+                    answers.append(await ctx.send("POST", target, headers=headers, content=body))
+            return answers
+
+    answers = run(scenario())
+    assert [(a.status_code, a.json()) for a in answers] == [(400, {"error": "invalid_request"})] * 6
+    assert not {"msg_s1", "msg_s2", "msg_s3"} & set(BOT.runs)
+
+
 @pytest.mark.parametrize(
     ("method", "rest", "expected"),
     [

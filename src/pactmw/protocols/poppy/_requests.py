@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import is_storable_text, json_loads
+from pactmw.core.encoding import is_storable_text, json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
 from pactmw.core.http import Request
 from pactmw.protocols.poppy._discovery import DEVICE_CODE_GRANT, JWT_BEARER_GRANT
@@ -44,11 +44,16 @@ APPROVERS = frozenset({"user", "standing_permission"})
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """A JSON object body, strictly parsed: a duplicate member, bad UTF-8, NaN or deep
-    nesting is `400 invalid_request`."""
+    nesting is `400 invalid_request`, and so is a value JSON cannot carry back (a lone
+    surrogate escape, a number past a double's range): what is accepted is stored and sent
+    back as JSON."""
     try:
         value = json_loads(body)
+        json_dumps(value)
     except MalformedInput as exc:
         raise invalid_request(f"the body is not strict JSON: {exc}") from exc
+    except ValueError as exc:  # UnicodeEncodeError too
+        raise invalid_request("the body holds a lone surrogate or an infinite number") from exc
     if not isinstance(value, dict):
         raise invalid_request("the body must be a JSON object")
     return value
