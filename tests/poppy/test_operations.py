@@ -310,6 +310,36 @@ def test_poppy_json_lists_operations_only_when_the_brand_sets_them(world: PoppyW
         plain.close()
 
 
+def test_a_revision_no_store_could_hold_is_refused(
+    world: PoppyWorld, executors: ShopExecutors
+) -> None:
+    # The stores keep revisions as 32-bit integers: a larger one was a 500 from the database.
+    async def test(ctx: Any) -> tuple[str, list[Any], Any]:
+        user = ctx.new_user()
+        session = await ctx.session(user)
+        operation = await _propose(ctx, user, session, "/api/orders/ord_7/gift-wrap")
+        url = f"{BASE_URL}/a2a/shop/poppy/operations/{operation.operation_id}"
+        answers = []
+        for revision in (2**31 - 1, 2**31, 2**63, 10**30):
+            body = {"revision": revision, "approved_by": "standing_permission"}
+            answers.append(await _raw(ctx, user, session, "POST", f"{url}/confirm", body))
+        return operation.operation_id, answers, await _raw(ctx, user, session, "GET", url)
+
+    async def one() -> Any:
+        async with world.http() as http:
+            return await test(world.context(http, scenario=OPERATIONS_SCENARIO))
+
+    operation_id, answers, read = asyncio.run(one())
+    assert [(a.status_code, a.json()["error"]) for a in answers] == [
+        (409, "terms_changed"),
+        (400, "invalid_request"),
+        (400, "invalid_request"),
+        (400, "invalid_request"),
+    ]
+    assert (read.status_code, read.json()["state"]) == (200, "proposed")
+    assert executors.performed[operation_id] == 0
+
+
 def test_idempotency_key_steps_of_the_sdk_fixture(
     world: PoppyWorld, person: OperationsDriver
 ) -> None:

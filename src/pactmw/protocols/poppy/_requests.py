@@ -37,6 +37,8 @@ GRANT_TYPES = frozenset(
 )
 SENDERS = frozenset({"agent", "human"})
 APPROVERS = frozenset({"user", "standing_permission"})
+#: The stores keep an operation's revision as a 32-bit integer: no larger one exists.
+MAX_REVISION = 2**31 - 1
 
 
 # -- bodies ---------------------------------------------------------------------------------
@@ -287,8 +289,10 @@ class Confirmation:
 def parse_confirmation(body: bytes) -> Confirmation:
     document = parse_json_object(body)
     revision = document.get("revision")
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
-        raise invalid_request("revision must be an integer of 1 or more")
+    if isinstance(revision, bool) or not isinstance(revision, int):
+        raise invalid_request("revision must be an integer")
+    if not 1 <= revision <= MAX_REVISION:
+        raise invalid_request(f"revision must be 1 to {MAX_REVISION}")
     approved_by = document.get("approved_by")
     if approved_by not in APPROVERS:
         raise invalid_request("approved_by must be user or standing_permission")
@@ -334,6 +338,7 @@ __all__ = [
     "GRANT_TYPES",
     "ID_PATTERN",
     "MAX_FORM_FIELDS",
+    "MAX_REVISION",
     "REFRESH_TOKEN_GRANT",
     "SENDERS",
     "Confirmation",
