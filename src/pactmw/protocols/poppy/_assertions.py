@@ -91,10 +91,15 @@ def _refusal(kind: str, detail: str) -> PoppyError:
 
 
 def _number(claims: Mapping[str, Any], name: str) -> float | None:
+    """The claim as a float; None when it is no number or an integer past a double's range
+    (JSON integers have no limit, and `float()` raises on those)."""
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def _replay_key(kind: str, client_id: str, jti: str) -> str:
