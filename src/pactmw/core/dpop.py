@@ -37,7 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import b64url_encode
+from pactmw.core.encoding import b64url_encode, json_number
 from pactmw.core.errors import JoseError, MalformedInput, PactmwError
 from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.core.jwk import ALGORITHM_KEY_TYPES, PublicJWK, import_public_jwk
@@ -166,12 +166,6 @@ def _proof_key(header: Mapping[str, Any]) -> PublicJWK:
         raise DpopError("jwk", f"the DPoP jwk is not usable: {exc}") from exc
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def _replay_key(thumbprint: str, jti: str) -> str:
     raw = f"{thumbprint}:{jti}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(raw).hexdigest()
@@ -213,7 +207,7 @@ def check_dpop_proof(
         raise DpopError("signature", str(exc)) from exc
 
     jti, htm, htu = claims.get("jti"), claims.get("htm"), claims.get("htu")
-    iat = _number(claims.get("iat"))
+    iat = json_number(claims.get("iat"))
     if not isinstance(jti, str) or not MIN_JTI_LENGTH <= len(jti) <= MAX_JTI_LENGTH:
         raise DpopError("jti", f"jti must be a string of {MIN_JTI_LENGTH}-{MAX_JTI_LENGTH} chars")
     if not isinstance(htm, str) or not isinstance(htu, str) or iat is None:

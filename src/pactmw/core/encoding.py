@@ -273,6 +273,17 @@ def json_dumps(value: Any) -> bytes:
     return _COMPACT_ENCODER.encode(value).encode()
 
 
+def json_number(value: Any) -> float | None:
+    """A parsed JSON number as a float; None for anything else (a bool is no number) and for
+    an integer past a double's range, which JSON allows and `float()` refuses."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -295,6 +306,7 @@ __all__ = [
     "is_storable_text",
     "json_dumps",
     "json_loads",
+    "json_number",
     "printable",
     "sha256",
     "uuid4_text",

@@ -33,7 +33,7 @@ from attrs import field, frozen
 
 from pactmw.core.client_metadata import ClientMetadata, ClientMetadataCache, ClientMetadataError
 from pactmw.core.drive import adrive, drive
-from pactmw.core.encoding import is_storable_text
+from pactmw.core.encoding import is_storable_text, json_number
 from pactmw.core.errors import JoseError, KeyUnavailable
 from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
 from pactmw.core.jwk import PublicJWK
@@ -90,18 +90,6 @@ def _refusal(kind: str, detail: str) -> PoppyError:
     return PoppyError(400, "invalid_grant", detail)
 
 
-def _number(claims: Mapping[str, Any], name: str) -> float | None:
-    """The claim as a float; None when it is no number or an integer past a double's range
-    (JSON integers have no limit, and `float()` raises on those)."""
-    value = claims.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value)
-    except OverflowError:
-        return None
-
-
 def _replay_key(kind: str, client_id: str, jti: str) -> str:
     raw = f"{kind}:{client_id}:{jti}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(raw).hexdigest()
@@ -136,7 +124,7 @@ def check_assertion_claims(
     # One string, exactly the issuer: an array, or the token endpoint URL, is refused.
     if not isinstance(aud, str) or aud != issuer:
         raise _refusal(kind, "aud is not the issuer")
-    iat, exp = _number(claims, "iat"), _number(claims, "exp")
+    iat, exp = json_number(claims.get("iat")), json_number(claims.get("exp"))
     if iat is None or exp is None:
         raise _refusal(kind, "iat and exp must be numbers")
     if not 0 < exp - iat <= max_lifetime:
