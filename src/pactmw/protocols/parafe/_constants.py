@@ -38,6 +38,9 @@ RECEIPT_CLOCK_TOLERANCE = 60
 MAX_ACTION_RECEIPTS = 50
 #: Refusal descriptions on receipts are cut to this many characters (§7.1).
 MAX_ERROR_DESCRIPTION = 500
+#: The broker's own texts (refusal reasons and messages) are cut to this many characters
+#: before anyone sees them, as @getparafe/sdk's `mapBrokerError` cuts them.
+MAX_BROKER_TEXT = 500
 
 #: `authorization_modality`, weakest to strongest (§3, §4 step 15).
 MODALITY_RANK = {"autonomous": 0, "attested": 1, "delegated": 2, "verified": 3}
@@ -83,6 +86,7 @@ __all__ = [
     "JWKS_REFETCH_COOLDOWN",
     "JWKS_RETRY_WITHOUT_KEYS",
     "MAX_ACTION_RECEIPTS",
+    "MAX_BROKER_TEXT",
     "MAX_ERROR_DESCRIPTION",
     "MEMBERS",
     "MODALITY_RANK",
