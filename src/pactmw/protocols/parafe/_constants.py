@@ -29,7 +29,8 @@ SESSION_RECEIPT_TYP = "parafe-session-receipt+jwt"
 #: Presentation proofs (§6 step 5): at most 300 s old, with 60 s of clock tolerance either way.
 PROOF_MAX_AGE = 300
 PROOF_CLOCK_TOLERANCE = 60
-#: A proof `jti` is remembered this long (§6 step 10: 300 + 60 s).
+#: A proof `jti` is remembered at least this long (§6 step 10: 300 + 60 s), and until its
+#: `iat` is older (`proof_flow`).
 PROOF_REPLAY_WINDOW = PROOF_MAX_AGE + PROOF_CLOCK_TOLERANCE
 PROOF_MIN_JTI_LENGTH = 16
 #: Action receipts (§7.3): 60 s of clock tolerance.
