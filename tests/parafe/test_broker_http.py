@@ -426,6 +426,46 @@ def test_online_refusals(
     assert caught.value.consent is not None  # a refusal receipt can bind to it
 
 
+#: What a misbehaving broker may say: 20,000 characters of text (within the fetch cap).
+LONG_REASON = "why " * 5000
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "code"),
+    [
+        (401, {"valid": False, "error": "proof_invalid", "reason": LONG_REASON}, INVALID_PROOF),
+        (
+            401,
+            {"valid": False, "error": "token_invalid", "reason": LONG_REASON},
+            INVALID_CONSENT_TOKEN,
+        ),
+        (
+            401,
+            {"valid": False, "error": "agent_revoked", "message": LONG_REASON},
+            INVALID_CONSENT_TOKEN,
+        ),
+        (429, {"error": "rate_limited", "reason": LONG_REASON}, INVALID_CONSENT_TOKEN),
+        (
+            200,
+            {"valid": True, "permitted": False, "action": "create_order", "reason": LONG_REASON},
+            SCOPE_VIOLATION,
+        ),
+    ],
+)
+def test_online_refusal_text_is_cut_like_every_broker_text(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int, answer: Any, code: str
+) -> None:
+    # The broker's reason becomes the refusal's message, which the reply's text and error
+    # data carry to the calling agent: cut to 500 characters, as the broker's other texts.
+    broker.verify_answer = (status, answer)
+    ver = verifier(minter, keys_for(broker, clock), online=True)
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter, action="create_order")
+    assert caught.value.code == code
+    assert LONG_REASON[:500] in caught.value.message
+    assert LONG_REASON[:501] not in caught.value.message
+
+
 def test_online_alone(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:
     ver = verifier(minter, keys_for(broker, clock))
     token = minter.token()

@@ -278,25 +278,36 @@ def test_initiator_key_option_skips_the_did_document(minter: Minter) -> None:
 # -- replay memory ---------------------------------------------------------------------------
 
 
-def test_the_replay_entry_expires_after_360_seconds(minter: Minter) -> None:
+@pytest.mark.parametrize(
+    ("iat", "lifetime", "later"),
+    [
+        (0, None, 360),  # the last second a proof of now is fresh (360 - 60 s = its max age)
+        (60, None, 361),  # iat 60 s ahead (the tolerance): fresh until now + 420
+        (60, None, 420),
+        (60, 900, 400),  # a token that outlives the reference's 360 s replay memory
+    ],
+)
+def test_a_proof_is_remembered_as_long_as_it_could_be_accepted(
+    minter: Minter, iat: int, lifetime: int | None, later: int
+) -> None:
     clock = [NOW]
-    memory = MemoryReplayMemory()
     keys = StaticBrokerKeys(minter.jwks, did_documents=minter.did_documents())
-
-    def ver() -> ParafeVerifier:
-        return ParafeVerifier(
-            agent_id=minter.target_id, keys=keys, replay=memory, clock=lambda: clock[0]
-        )
-
-    # A token with no exp, and a proof whose iat follows the clock: only the replay matters.
-    token = minter.token(exp=DELETE)
-    proof = minter.proof(token, iat=SECONDS + 60)
-    ver().verify(message(token, minter.session_id, proof))
-    clock[0] = NOW + 359
-    with pytest.raises(ParafeError):
-        ver().verify(message(token, minter.session_id, proof))
-    clock[0] = NOW + 361
-    ver().verify(message(token, minter.session_id, proof))
+    ver = ParafeVerifier(
+        agent_id=minter.target_id,
+        keys=keys,
+        replay=MemoryReplayMemory(),
+        clock=lambda: clock[0],
+    )
+    # No exp (the reference does not require one) or a long one: only the replay memory
+    # stands between a captured proof and its second use.
+    token = minter.token(exp=DELETE if lifetime is None else SECONDS + lifetime)
+    proof = minter.proof(token, iat=SECONDS + iat)
+    ver.verify(message(token, minter.session_id, proof))
+    clock[0] = NOW + later
+    with pytest.raises(ParafeError) as caught:
+        ver.verify(message(token, minter.session_id, proof))
+    assert caught.value.code == INVALID_PROOF
+    assert caught.value.message.endswith("the proof was already used")
 
 
 def test_memory_replay_purges_when_full() -> None:

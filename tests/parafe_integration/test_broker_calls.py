@@ -5,6 +5,7 @@ their `kind`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +36,7 @@ from pactmw.provider.parafe import (
 )
 from pactmw.provider.parafe._broker import BrokerClient
 from pactmw.provider.parafe._handshake import complete_handshake
+from tests.parafe.fake_broker import unreachable_url
 from tests.parafe.support import decode
 from tests.parafe_integration.broker import DROP, Scripted
 from tests.parafe_integration.support import (
@@ -310,3 +312,60 @@ def test_the_agent_keeps_acknowledgments_where_it_is_told(world: World) -> None:
     assert agent.acknowledgments(session_id) == [kept]
     assert ParafeAgent(world.config()).acknowledgments(session_id) == []
     assert json_dumps({"ack": kept.acknowledgment})  # the broker's JWS as received
+
+
+def test_closing_the_filer_files_what_it_queued_first(world: World) -> None:
+    session_id, receipts = signed_receipts(world, 3)
+    filer = ReceiptFiler(
+        broker_url=world.url,
+        credential=CREDENTIAL,
+        key=world.shop_key,
+        policy=world.config().fetch_policy(),
+        retry=BrokerRetry(backoff=0.01),
+    )
+    filer.submit([Filing(session_id, r) for r in receipts])
+    # No flush: a shutdown closes at once, and the worker is a daemon thread that dies with
+    # the process, so whatever is still queued when close() returns is never filed.
+    assert filer.close(timeout=30)
+    assert filer.outcomes["filed"] == 3
+    assert sorted(record["body"]["receipt"] for record in world.broker.filed) == sorted(receipts)
+
+
+def test_a_receipt_the_closed_filer_cannot_file_is_counted_and_logged(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    session_id, (late,) = signed_receipts(world, 1)
+    filer = ReceiptFiler(
+        broker_url=world.url,
+        credential=CREDENTIAL,
+        key=world.shop_key,
+        policy=world.config().fetch_policy(),
+    )
+    assert filer.close()
+    with caplog.at_level(logging.WARNING, logger="pactmw.provider.parafe"):
+        filer.submit([Filing(session_id, late)])
+    assert filer.outcomes["dropped"] == 1
+    assert "closed" in caplog.text
+    assert world.broker.filed == []
+
+
+def test_closing_with_the_broker_down_gives_up_on_time_and_counts_the_rest(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    session_id, receipts = signed_receipts(world, 3)
+    filer = ReceiptFiler(
+        broker_url=unreachable_url(),
+        credential=CREDENTIAL,
+        key=world.shop_key,
+        policy=world.config().fetch_policy(),
+        retry=BrokerRetry(retries=1, backoff=0.01),
+    )
+    filer.submit([Filing(session_id, r) for r in receipts])
+    with caplog.at_level(logging.WARNING, logger="pactmw.provider.parafe"):
+        drained = filer.close(timeout=0)
+    assert filer.flush(30)  # the filing under way, if any, ends (its retries are bounded)
+    # Each receipt is accounted for once: given up after its retries, or dropped unfiled.
+    assert filer.outcomes["failed"] + filer.outcomes["dropped"] == 3
+    assert drained == (filer.outcomes["dropped"] == 0)
+    if filer.outcomes["dropped"]:
+        assert "not filed" in caplog.text

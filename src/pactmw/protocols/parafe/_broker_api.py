@@ -20,13 +20,11 @@ from attrs import evolve, field, frozen
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
-from pactmw.protocols.parafe._constants import POP_TYP, RECEIPT_KINDS
+from pactmw.protocols.parafe._constants import MAX_BROKER_TEXT, POP_TYP, RECEIPT_KINDS
 from pactmw.protocols.parafe._errors import ParafeError, receipt_error
 from pactmw.protocols.parafe._jwt import require_agent_key
 from pactmw.protocols.parafe._receipts import MALFORMED, IndexAck, receipt_hash
 
-#: Broker error texts are cut to this many characters before anyone sees them.
-_MAX_BROKER_TEXT = 500
 #: The `kind` the broker gives a receipt filed without one.
 DEFAULT_RECEIPT_KIND = RECEIPT_KINDS[0]
 
@@ -71,7 +69,7 @@ def broker_error(answer: Any) -> tuple[str, str]:
 
     def text(name: str) -> str | None:
         value = body.get(name)
-        return value[:_MAX_BROKER_TEXT] if isinstance(value, str) and value else None
+        return value[:MAX_BROKER_TEXT] if isinstance(value, str) and value else None
 
     code = text("error") or "unknown_error"
     return code, text("message") or text("reason") or text("error") or "Unknown error"

@@ -29,7 +29,8 @@ SESSION_RECEIPT_TYP = "parafe-session-receipt+jwt"
 #: Presentation proofs (§6 step 5): at most 300 s old, with 60 s of clock tolerance either way.
 PROOF_MAX_AGE = 300
 PROOF_CLOCK_TOLERANCE = 60
-#: A proof `jti` is remembered this long (§6 step 10: 300 + 60 s).
+#: A proof `jti` is remembered at least this long (§6 step 10: 300 + 60 s), and until its
+#: `iat` is older (`proof_flow`).
 PROOF_REPLAY_WINDOW = PROOF_MAX_AGE + PROOF_CLOCK_TOLERANCE
 PROOF_MIN_JTI_LENGTH = 16
 #: Action receipts (§7.3): 60 s of clock tolerance.
@@ -38,6 +39,9 @@ RECEIPT_CLOCK_TOLERANCE = 60
 MAX_ACTION_RECEIPTS = 50
 #: Refusal descriptions on receipts are cut to this many characters (§7.1).
 MAX_ERROR_DESCRIPTION = 500
+#: The broker's own texts (refusal reasons and messages) are cut to this many characters
+#: before anyone sees them, as @getparafe/sdk's `mapBrokerError` cuts them.
+MAX_BROKER_TEXT = 500
 
 #: `authorization_modality`, weakest to strongest (§3, §4 step 15).
 MODALITY_RANK = {"autonomous": 0, "attested": 1, "delegated": 2, "verified": 3}
@@ -83,6 +87,7 @@ __all__ = [
     "JWKS_REFETCH_COOLDOWN",
     "JWKS_RETRY_WITHOUT_KEYS",
     "MAX_ACTION_RECEIPTS",
+    "MAX_BROKER_TEXT",
     "MAX_ERROR_DESCRIPTION",
     "MEMBERS",
     "MODALITY_RANK",

@@ -209,9 +209,15 @@ def proof_flow(
         expected_audience=expected_audience,
     )
     seconds = whole_seconds(now)
+    # Remembered for as long as the proof itself could be accepted: until its `iat` is more
+    # than 360 s old (300 s max age + 60 s tolerance), the last such second included. The
+    # reference remembers it 360 s from first use, which is shorter for an `iat` up to 60 s
+    # ahead, and ends on the last second the proof is still fresh: a token without `exp` (the
+    # reference accepts one) or a long-lived one could be used again with the same proof.
+    expires_at = max(seconds + PROOF_REPLAY_WINDOW, checked.iat + PROOF_REPLAY_WINDOW + 1)
     # Recorded only now that every other check passed, so a bad proof burns no jti.
     fresh: bool = yield NeedFirstUse(
-        replay_key(initiator, checked.jti), float(seconds), float(seconds + PROOF_REPLAY_WINDOW)
+        replay_key(initiator, checked.jti), float(seconds), float(expires_at)
     )
     if not fresh:
         raise err.invalid_proof("the proof was already used")

@@ -136,6 +136,7 @@ class ReceiptFiler:
     def submit(self, filings: Iterable[Filing]) -> None:
         with self._condition:
             if self._closed:
+                self._drop(len(list(filings)), "the filer is closed")
                 return
             for item in filings:
                 if len(self._queue) >= self._max_queue:
@@ -161,10 +162,27 @@ class ReceiptFiler:
                 self._condition.wait(left)
         return True
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop taking receipts, and wait up to `timeout` seconds for the queued ones to be
+        filed (the worker is a daemon thread: what is queued when the process exits is never
+        filed). Those still queued then are dropped, counted and logged; the filing under way,
+        if any, ends on its own (its retries are bounded). True when none was dropped."""
         with self._condition:
             self._closed = True
             self._condition.notify_all()
+        self.flush(timeout)
+        with self._condition:
+            left = len(self._queue)
+            self._queue.clear()
+            self._drop(left, "not filed before the filer closed")
+            self._condition.notify_all()
+        return left == 0
+
+    def _drop(self, count: int, why: str) -> None:
+        # Under the condition's lock. Codes and counts only: receipts never reach a log.
+        if count:
+            self.outcomes["dropped"] += count
+            logger.warning("Parafé receipt filing: %d receipt(s) dropped (%s)", count, why)
 
     def _work(self) -> None:
         while True:
