@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -30,10 +31,16 @@ from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
 from tests.support.net import loopback_client
 from tests.support.servers import (
+    DJANGO_PROJECT,
+    REPO,
     django_server,
     uvicorn_server,
     werkzeug_server,
 )
+
+#: The environment a Django server needs to import this checkout's pactmw, not the one
+#: installed (another checkout's, when this one is a worktree).
+CHECKOUT_ENV = {"PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(DJANGO_PROJECT)))}
 
 BASE_URL = "https://shop.example"
 ISSUER = "https://pa.example"
@@ -188,6 +195,7 @@ class Harness:
             settings="pactmw_testsite.contract_settings",
             workdir=self.workdir,
             name=name,
+            extra_env=CHECKOUT_ENV,
         )
         return self.stack.enter_context(server)
 
