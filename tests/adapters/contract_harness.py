@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -27,20 +26,15 @@ from pactmw.protocols.delegation import SigningKeys, mint_access_token
 from pactmw.store import open_store
 from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
 from tests.support.net import loopback_client
 from tests.support.servers import (
-    DJANGO_PROJECT,
-    REPO,
     django_server,
     uvicorn_server,
     werkzeug_server,
 )
-
-#: The environment a Django server needs to import this checkout's pactmw, not the one
-#: installed (another checkout's, when this one is a worktree).
-CHECKOUT_ENV = {"PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(DJANGO_PROJECT)))}
 
 BASE_URL = "https://shop.example"
 ISSUER = "https://pa.example"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.adapters.contract_harness import CHECKOUT_ENV
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.test_contract import CHALLENGE
 from tests.support.net import loopback_client
 from tests.support.servers import django_server
