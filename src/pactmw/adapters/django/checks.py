@@ -49,7 +49,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="pactmw.E001",
             )
         )
-    messages.extend(_check_django_store(raw_settings().get("store")))
+    messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
     if MIDDLEWARE_PATH not in getattr(django_settings, "MIDDLEWARE", []):
         messages.append(
             Warning(
@@ -62,15 +62,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return messages
 
 
-def _check_django_store(store: Any) -> list[CheckMessage]:
-    """pactmw.E003: `store = "django[:ALIAS]"` names a database Django does not have, or one
-    the Django store cannot speak to (neither sqlite nor PostgreSQL)."""
+def _check_store(store: Any, *, reported: bool) -> list[CheckMessage]:
+    """pactmw.E001: `store` is not a store URL (`sqlite://x.db`, `django:`), which otherwise
+    shows only at the first request, as a 503; pactmw.E003: `store = "django[:ALIAS]"` names
+    a database Django does not have, or one the Django store cannot speak to (neither sqlite
+    nor PostgreSQL). `reported`: E001 already stands (a store without brands, say)."""
     if not isinstance(store, str):
         return []
     try:
         parsed = parse_store_url(store)
-    except ValueError:
-        return []  # E001 reported it
+    except ValueError as exc:  # its message never repeats the URL, which may hold a password
+        if reported:
+            return []
+        return [
+            Error(
+                f"settings.{SETTING} is invalid: store: {exc}",
+                hint="Fix that key; until then pactmw answers 503 on the paths it serves.",
+                obj=SETTING,
+                id="pactmw.E001",
+            )
+        ]
     if parsed.alias is None:
         return []
     databases = getattr(django_settings, "DATABASES", {})
