@@ -7,8 +7,10 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.module_loading import import_string
 
 from pactmw.adapters.django._config import SETTING, raw_settings
+from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.config import ConfigError
 from pactmw.provider.guard import guard_settings
 from pactmw.store import parse_store_url
@@ -50,7 +52,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
-    if MIDDLEWARE_PATH not in getattr(django_settings, "MIDDLEWARE", []):
+    if not _has_middleware(getattr(django_settings, "MIDDLEWARE", None) or []):
         messages.append(
             Warning(
                 f"{MIDDLEWARE_PATH} is not in MIDDLEWARE.",
@@ -60,6 +62,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+def _has_middleware(entries: list[str]) -> bool:
+    """Whether an entry of `MIDDLEWARE` is pactmw's middleware, named by the package's path or
+    its module's, or a site's subclass of it (found as Django's admin checks find
+    `AuthenticationMiddleware`: importing each entry, passing one that does not import)."""
+    for entry in entries:
+        try:
+            found = import_string(entry)
+        except ImportError:
+            continue
+        if isinstance(found, type) and issubclass(found, PersonalAgentMiddleware):
+            return True
+    return False
 
 
 def _check_store(store: Any, *, reported: bool) -> list[CheckMessage]:
