@@ -11,9 +11,14 @@ from typing import Any
 
 from tests.support.servers import REPO
 
-__all__ = ["DJANGO_PROJECT", "django_environment", "manage"]
+__all__ = ["CHECKOUT_ENV", "DJANGO_PROJECT", "django_environment", "manage"]
 
 DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
+
+
+#: The environment a process of the test project (manage.py, a Django server) needs to import
+#: this checkout's pactmw, not the one installed (another checkout's, in a worktree).
+CHECKOUT_ENV = {"PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(DJANGO_PROJECT), str(REPO)))}
 
 
 def django_environment(config_file: Path) -> dict[str, str]:
@@ -21,8 +26,7 @@ def django_environment(config_file: Path) -> dict[str, str]:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-        # This checkout's pactmw, not the one installed (another checkout's, in a worktree).
-        "PYTHONPATH": os.pathsep.join((str(REPO / "src"), str(DJANGO_PROJECT), str(REPO))),
+        **CHECKOUT_ENV,
         "PACTMW_TEST_CONFIG": str(config_file),
     }
 

@@ -29,6 +29,7 @@ import pytest
 
 from pactmw.config import Settings
 from tests.adapters import apps
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import loopback_client
@@ -256,6 +257,7 @@ class Harness:
             settings="pactmw_testsite.settings",
             workdir=self.workdir,
             name=name,
+            extra_env=CHECKOUT_ENV,
         )
         return self.stack.enter_context(server)
 

@@ -26,6 +26,7 @@ from pactmw.protocols.delegation import SigningKeys, mint_access_token
 from pactmw.store import open_store
 from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
 from tests.parafe_integration.support import World
 from tests.support.net import loopback_client
@@ -188,6 +189,7 @@ class Harness:
             settings="pactmw_testsite.contract_settings",
             workdir=self.workdir,
             name=name,
+            extra_env=CHECKOUT_ENV,
         )
         return self.stack.enter_context(server)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.support.client_address import (
     LIMIT,
     consent_limited_settings,
@@ -30,7 +31,7 @@ def in_one_window() -> None:
 
 
 def _site(tmp_path: Path, name: str, trusted: str | None) -> Any:
-    extra = {"PACTMW_TEST_TRUSTED_PROXIES": trusted} if trusted else {}
+    extra = {**CHECKOUT_ENV, **({"PACTMW_TEST_TRUSTED_PROXIES": trusted} if trusted else {})}
     return django_server(
         consent_limited_settings(store="memory://"),
         asgi=False,

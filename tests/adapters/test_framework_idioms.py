@@ -32,6 +32,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
@@ -247,7 +248,7 @@ def _django_env(tmp_path: Path, settings: dict[str, Any]) -> dict[str, str]:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-        "PYTHONPATH": os.pathsep.join((str(DJANGO_PROJECT), str(REPO))),
+        **CHECKOUT_ENV,
         "PACTMW_TEST_CONFIG": str(config_file),
     }
 
@@ -351,6 +352,7 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
         settings="pactmw_testsite.contract_settings",
         workdir=tmp_path,
         name="site",
+        extra_env=CHECKOUT_ENV,
     )
     with server as base, loopback_client(base_url=base) as client:
         for _ in range(2):

@@ -20,6 +20,9 @@ class PersonalAgentRefused(Unauthorized, PactmwError):
         super().__init__(description=failure.reason)
         self.failure = failure
 
+    def get_headers(self, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        return _challenge(super().get_headers(*args, **kwargs), self.failure)
+
     def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
         return to_werkzeug(refusal_response(self.failure))
 
@@ -32,8 +35,21 @@ class ScopeRefused(Forbidden, PactmwError):
         self.missing = refusal.missing
         self.refusal = refusal
 
+    def get_headers(self, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        return _challenge(super().get_headers(*args, **kwargs), self.refusal)
+
     def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
         return to_werkzeug(refusal_response(self.refusal))
+
+
+def _challenge(
+    headers: list[tuple[str, str]], refusal: AuthenticationFailed | InsufficientScope
+) -> list[tuple[str, str]]:
+    """werkzeug's headers of an error page (`return page, error.code, error.get_headers()` in
+    an app's handler) with the refusal's own: its `WWW-Authenticate` challenge and
+    `Cache-Control` (not its `Content-Length`: the page has a body of its own)."""
+    own = refusal_response(refusal).headers
+    return [*headers, *((name, value) for name, value in own if name != "Content-Length")]
 
 
 __all__ = ["PersonalAgentRefused", "ScopeRefused"]

@@ -23,7 +23,7 @@ from pactmw.adapters._common import require_framework
 
 require_framework("flask", __name__, "Flask", "flask")
 
-from flask import Flask, current_app, g, request
+from flask import Flask, current_app, has_request_context, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters._common import instance_or_none, provider_of
@@ -50,9 +50,17 @@ from pactmw.provider.routes import MOUNT
 EXTENSION_KEY = "pactmw"
 A2A_ENDPOINT = "pactmw_a2a"
 _POPPY_ENDPOINT = "pactmw_poppy"
-_G_KEY = "_pactmw_personal_agent"
-_G_PARAFE = "_pactmw_parafe"
+# A request's verified caller (and Parafé turn, Poppy caller) live in its WSGI environ, as
+# the WSGI adapter keeps them, not in flask.g: g is the app context's, which Flask reuses for
+# every request dispatched while one is pushed (a test's `with app.app_context()`, an app
+# that pushes one at import), and which copy_current_request_context leaves behind. The keys
+# are the Flask extension's own: a caller another middleware verified (by its own settings)
+# is not taken for one this app's settings verified.
+_ENVIRON_KEY = "pactmw.flask.personal_agent"
+_PARAFE_KEY = "pactmw.flask.parafe"
+_POPPY_ENVIRON_KEY = "pactmw.flask.poppy_caller"
 View = TypeVar("View", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 
 class _State:
@@ -120,14 +128,14 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
     """Verify the current request's caller once (identity, then a delegation when one is
     sent) and return it; with `optional`, None when no credential was sent. Raises
     `PersonalAgentRefused` (a credential that was sent and fails is refused even then)."""
-    found = g.get(_G_KEY)
+    found = request.environ.get(_ENVIRON_KEY)
     if isinstance(found, PersonalAgent):
         return found
     try:
         caller = _state().guard.authenticate(neutral_request(request.environ), optional=optional)
     except AuthenticationFailed as exc:
         raise PersonalAgentRefused(exc) from exc
-    setattr(g, _G_KEY, caller)
+    request.environ[_ENVIRON_KEY] = caller
     return caller
 
 
@@ -152,9 +160,15 @@ def _guard_prefix() -> WerkzeugResponse | None:
     return None
 
 
+def _of_request(key: str, kind: type[_T]) -> _T | None:
+    """What a check left on the current request under `key`; None outside a request (a CLI
+    command, a task in an app context), as Flask-Login's `current_user` is anonymous there."""
+    return instance_or_none(request.environ.get(key), kind) if has_request_context() else None
+
+
 def current_personal_agent() -> PersonalAgent | None:
     """The verified caller of the current request, or None (not verified, or anonymous)."""
-    return instance_or_none(g.get(_G_KEY), PersonalAgent)
+    return _of_request(_ENVIRON_KEY, PersonalAgent)
 
 
 @overload
@@ -222,7 +236,7 @@ def parafe_action(
             admitted = endpoint.admit(body_reader(request.environ, keep=True))
             if not isinstance(admitted, ParafeAdmitted):
                 return to_werkzeug(admitted)
-            setattr(g, _G_PARAFE, admitted.turn)
+            request.environ[_PARAFE_KEY] = admitted.turn
             response = current_app.make_response(current_app.ensure_sync(view)(*args, **kwargs))
             if response.is_streamed:
                 endpoint.finish(admitted.turn, None, None)
@@ -239,7 +253,7 @@ def parafe_action(
 
 def current_parafe() -> ParafeTurn | None:
     """The Parafé turn of the current request behind `parafe_action`."""
-    return instance_or_none(g.get(_G_PARAFE), ParafeTurn)
+    return _of_request(_PARAFE_KEY, ParafeTurn)
 
 
 def get_verifier() -> IdentityVerifier:
@@ -276,7 +290,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
                 caller = get_provider().poppy_session(brand_id, neutral_request(environ), scopes)
             except PoppyError as exc:
                 return to_werkzeug(error_response(exc))
-            g.pactmw_poppy_caller = caller
+            environ[_POPPY_ENVIRON_KEY] = caller
             return current_app.ensure_sync(view)(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
@@ -286,7 +300,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
 
 def current_poppy_caller() -> PoppyCaller | None:
     """The Poppy caller of the current request behind `poppy_session_required`."""
-    return instance_or_none(g.get("pactmw_poppy_caller"), PoppyCaller)
+    return _of_request(_POPPY_ENVIRON_KEY, PoppyCaller)
 
 
 def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:

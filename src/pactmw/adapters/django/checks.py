@@ -7,8 +7,10 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.module_loading import import_string
 
 from pactmw.adapters.django._config import SETTING, raw_settings
+from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.config import ConfigError
 from pactmw.provider.guard import guard_settings
 from pactmw.store import parse_store_url
@@ -49,8 +51,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="pactmw.E001",
             )
         )
-    messages.extend(_check_django_store(raw_settings().get("store")))
-    if MIDDLEWARE_PATH not in getattr(django_settings, "MIDDLEWARE", []):
+    messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
+    if not _has_middleware(getattr(django_settings, "MIDDLEWARE", None) or []):
         messages.append(
             Warning(
                 f"{MIDDLEWARE_PATH} is not in MIDDLEWARE.",
@@ -62,15 +64,40 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return messages
 
 
-def _check_django_store(store: Any) -> list[CheckMessage]:
-    """pactmw.E003: `store = "django[:ALIAS]"` names a database Django does not have, or one
-    the Django store cannot speak to (neither sqlite nor PostgreSQL)."""
+def _has_middleware(entries: list[str]) -> bool:
+    """Whether an entry of `MIDDLEWARE` is pactmw's middleware, named by the package's path or
+    its module's, or a site's subclass of it (found as Django's admin checks find
+    `AuthenticationMiddleware`: importing each entry, passing one that does not import)."""
+    for entry in entries:
+        try:
+            found = import_string(entry)
+        except ImportError:
+            continue
+        if isinstance(found, type) and issubclass(found, PersonalAgentMiddleware):
+            return True
+    return False
+
+
+def _check_store(store: Any, *, reported: bool) -> list[CheckMessage]:
+    """pactmw.E001: `store` is not a store URL (`sqlite://x.db`, `django:`), which otherwise
+    shows only at the first request, as a 503; pactmw.E003: `store = "django[:ALIAS]"` names
+    a database Django does not have, or one the Django store cannot speak to (neither sqlite
+    nor PostgreSQL). `reported`: E001 already stands (a store without brands, say)."""
     if not isinstance(store, str):
         return []
     try:
         parsed = parse_store_url(store)
-    except ValueError:
-        return []  # E001 reported it
+    except ValueError as exc:  # its message never repeats the URL, which may hold a password
+        if reported:
+            return []
+        return [
+            Error(
+                f"settings.{SETTING} is invalid: store: {exc}",
+                hint="Fix that key; until then pactmw answers 503 on the paths it serves.",
+                obj=SETTING,
+                id="pactmw.E001",
+            )
+        ]
     if parsed.alias is None:
         return []
     databases = getattr(django_settings, "DATABASES", {})

@@ -105,9 +105,19 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
         if not isinstance(caller, PersonalAgent):
             try:
                 guard = configured.guard()
-                caller = guard.authenticate(neutral_request(django_request), optional=True)
             except RequestRefused as exc:
-                raise exceptions.APIException("pactmw is not configured") from exc
+                # A `PACTMW` that does not build (logged once, pactmw.E001 at startup) leaves
+                # requests without credentials to the site, as the middleware leaves its other
+                # paths; a credential it cannot judge is the 503 of pactmw's paths, not a 500.
+                if "HTTP_AUTHORIZATION" not in django_request.META:
+                    return None
+                unavailable = exceptions.APIException(
+                    "pactmw is not configured", code="service_unavailable"
+                )
+                unavailable.status_code = 503  # DRF's handler answers it
+                raise unavailable from exc
+            try:
+                caller = guard.authenticate(neutral_request(django_request), optional=True)
             except AuthenticationFailed as exc:
                 if is_other_credential(exc):
                     return None

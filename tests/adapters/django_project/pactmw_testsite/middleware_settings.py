@@ -1,0 +1,18 @@
+"""Settings of tests/adapters/test_django_middleware_check.py: the contract site with
+pactmw's middleware written as `PACTMW_TEST_MIDDLEWARE` says (left out when it is empty)."""
+
+from __future__ import annotations
+
+import os
+
+from pactmw_testsite.contract_settings import *  # noqa: F403
+from pactmw_testsite.contract_settings import MIDDLEWARE as CONTRACT_MIDDLEWARE
+
+_SHORT = "pactmw.adapters.django.PersonalAgentMiddleware"
+_WRITTEN = os.environ["PACTMW_TEST_MIDDLEWARE"]
+
+MIDDLEWARE = [
+    _WRITTEN if entry == _SHORT else entry
+    for entry in CONTRACT_MIDDLEWARE
+    if entry != _SHORT or _WRITTEN
+]

@@ -1,0 +1,63 @@
+"""`manage.py check` finds pactmw's middleware however `MIDDLEWARE` names it: by the
+package's short path, by its module's own path, or as a site's subclass (as Django's admin
+checks find `AuthenticationMiddleware`), and warns (pactmw.W001) only when it is absent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.commands import django_environment
+from tests.adapters.tokens import AUDIENCE, AgentKey, jwks
+from tests.support.servers import REPO
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _check(tmp_path: Path, middleware: str) -> subprocess.CompletedProcess[str]:
+    key = AgentKey.generate("ES256", "k1")
+    settings = {
+        "audience": AUDIENCE,
+        "agents": [{"issuer": "https://pa.example", "jwks": jwks(key)}],
+    }
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps(settings))
+    env = {
+        **django_environment(config_file),
+        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.middleware_settings",
+        "PACTMW_TEST_MIDDLEWARE": middleware,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "middleware",
+    [
+        "pactmw.adapters.django.PersonalAgentMiddleware",
+        "pactmw.adapters.django.middleware.PersonalAgentMiddleware",
+        "pactmw_testsite.custom_middleware.SiteAgentMiddleware",
+    ],
+)
+def test_the_middleware_is_found_however_it_is_named(tmp_path: Path, middleware: str) -> None:
+    done = _check(tmp_path, middleware)
+    assert done.returncode == 0, done.stderr
+    assert "pactmw.W001" not in done.stdout + done.stderr
+    assert "no issues" in done.stdout
+
+
+def test_a_site_without_the_middleware_is_warned(tmp_path: Path) -> None:
+    done = _check(tmp_path, "")
+    assert done.returncode == 0, done.stderr
+    assert "pactmw.W001" in done.stderr
+    assert "pactmw.adapters.django.PersonalAgentMiddleware is not in MIDDLEWARE" in done.stderr

@@ -1,0 +1,86 @@
+"""A Flask app's own error pages for 401 and 403 (`@app.errorhandler`), written as for any
+werkzeug `HTTPException`: the page's body with the exception's headers
+(`return page, error.code, error.get_headers()`), so PACT's challenge stays on the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask, render_template_string
+from werkzeug.exceptions import HTTPException
+
+from pactmw.adapters import flask as flask_adapter
+from pactmw.store import open_store
+from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
+from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN
+from tests.adapters.tokens import claims
+from tests.support.net import loopback_client
+from tests.support.servers import werkzeug_server
+
+pytestmark = pytest.mark.timeout(120)
+
+PAGE = "<h1>{{ code }}: {{ name }}</h1>"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("flask-pages")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def settings(world: Harness) -> dict[str, Any]:
+    return config(world.workdir, "pages", world.agent, world.parafe)
+
+
+def _app(settings: dict[str, Any]) -> Flask:
+    app = Flask("pages")
+    app.config["PACTMW"] = settings
+    flask_adapter.Pactmw(app)
+
+    @app.errorhandler(401)
+    @app.errorhandler(403)
+    def error_page(error: HTTPException) -> Any:
+        page = render_template_string(PAGE, code=error.code, name=error.name)
+        return page, error.code, error.get_headers()
+
+    @app.get("/mine")
+    @flask_adapter.personal_agent_required
+    def mine() -> Any:
+        return {"ok": True}
+
+    @app.get("/orders")
+    @flask_adapter.delegation_required("orders:read")
+    def orders() -> Any:
+        return {"ok": True}
+
+    return app
+
+
+def test_the_apps_error_pages_keep_the_pact_challenge(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    store = open_store(str(settings["store"]))
+    world.stack.callback(store.close)
+    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with werkzeug_server(_app(settings)) as base, loopback_client(base_url=base) as client:
+        anonymous = client.get("/mine")
+        assert anonymous.status_code == 401
+        assert anonymous.text == "<h1>401: Unauthorized</h1>"
+        assert anonymous.headers["www-authenticate"] == CHALLENGE
+
+        undelegated = client.get("/orders", headers=identity)
+        assert undelegated.status_code == 401
+        assert undelegated.headers["www-authenticate"] == INVALID_TOKEN
+
+        other, _ = grants.delegation("orders:cancel")
+        short = client.get("/orders", headers={**identity, "X-A2A-User-Delegation": other})
+        assert short.status_code == 403
+        assert short.text == "<h1>403: Forbidden</h1>"
+        assert short.headers["www-authenticate"] == (
+            'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
+        )
+        assert short.headers["cache-control"] == "no-store"
