@@ -20,8 +20,8 @@ from attrs import evolve, field, frozen
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
-from pactmw.protocols.parafe._constants import MAX_BROKER_TEXT, POP_TYP, RECEIPT_KINDS
-from pactmw.protocols.parafe._errors import ParafeError, receipt_error
+from pactmw.protocols.parafe._constants import POP_TYP, RECEIPT_KINDS
+from pactmw.protocols.parafe._errors import ParafeError, broker_text, receipt_error
 from pactmw.protocols.parafe._jwt import require_agent_key
 from pactmw.protocols.parafe._receipts import MALFORMED, IndexAck, receipt_hash
 
@@ -68,8 +68,7 @@ def broker_error(answer: Any) -> tuple[str, str]:
     body = answer if isinstance(answer, Mapping) else {}
 
     def text(name: str) -> str | None:
-        value = body.get(name)
-        return value[:MAX_BROKER_TEXT] if isinstance(value, str) and value else None
+        return broker_text(body.get(name)) or None
 
     code = text("error") or "unknown_error"
     return code, text("message") or text("reason") or text("error") or "Unknown error"

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from pactmw.core.errors import PactmwError
+from pactmw.protocols.parafe._constants import MAX_BROKER_TEXT
 
 if TYPE_CHECKING:
     from pactmw.protocols.parafe._message import Consent
@@ -197,6 +198,12 @@ def error_data(error: BaseException) -> dict[str, str]:
     return {"code": INVALID_CONSENT_TOKEN, "message": "Parafe consent could not be verified."}
 
 
+def broker_text(value: Any) -> str | None:
+    """A text of the broker's cut to `MAX_BROKER_TEXT` characters before anyone sees it (a
+    refusal's reason, an error's message); None when it is not a string."""
+    return value[:MAX_BROKER_TEXT] if isinstance(value, str) else None
+
+
 __all__ = [
     "EXPIRED_CONSENT_TOKEN",
     "INVALID_CONSENT_TOKEN",
@@ -208,6 +215,7 @@ __all__ = [
     "VERIFIER_CODES",
     "WRONG_AUDIENCE",
     "ParafeError",
+    "broker_text",
     "error_data",
     "expired",
     "invalid_proof",

@@ -17,7 +17,6 @@ from attrs import frozen
 from pactmw.core.encoding import json_loads
 from pactmw.core.errors import MalformedInput
 from pactmw.protocols.parafe import _errors as err
-from pactmw.protocols.parafe._constants import MAX_BROKER_TEXT
 from pactmw.protocols.parafe._errors import INVALID_CONSENT_TOKEN, ParafeError
 from pactmw.protocols.parafe._jwt import as_float, is_number, unverified_claims
 
@@ -102,7 +101,9 @@ def interpret_answer(
         answer.get("action"),
     )
     if valid is True and permitted is False:
-        reason = _broker_text(answer.get("reason"))
+        # The reference quotes the broker's reason whole (§8); it becomes the refusal's message,
+        # which the reply carries to the calling agent: cut, as the broker's errors are.
+        reason = err.broker_text(answer.get("reason"))
         raise err.scope_violation(
             action, [reason if reason is not None else "Action not permitted"]
         )
@@ -131,16 +132,6 @@ def interpret_answer(
     )
 
 
-def _broker_text(value: Any) -> str | None:
-    """A text of the broker's, cut to `MAX_BROKER_TEXT` characters (None when not a string).
-
-    The reference quotes the broker's reason whole (§8); it becomes the refusal's message,
-    which the reply carries to the calling agent, so a broker that misbehaves could fill
-    replies with up to the fetch cap of its text. Cut, as the SDK cuts the broker's errors.
-    """
-    return value[:MAX_BROKER_TEXT] if isinstance(value, str) else None
-
-
 def _refusal(
     status: int, answer: dict[str, Any], *, token: str, agent_id: str | None
 ) -> ParafeError:
@@ -148,7 +139,7 @@ def _refusal(
     reason = answer.get("reason")
     if not isinstance(reason, str):
         reason = answer.get("message")
-    reason = _broker_text(reason)
+    reason = err.broker_text(reason)
     if reason is None:
         reason = http.client.responses.get(status, "")
     if code == "token_expired":
