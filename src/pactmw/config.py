@@ -51,6 +51,20 @@ def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
     return value
 
 
+def guarded_prefix(value: object, name: str, *, empty_is_none: bool) -> str | None:
+    """A guarded path prefix as configured under `name`: None guards nothing, else a path
+    starting with "/" (request paths always do: "api/" would silently guard nothing). The
+    settings write "nothing" as "" (`empty_is_none`; TOML has no null); elsewhere "" is refused,
+    since read as a prefix it would guard every path."""
+    if value is None or (value == "" and empty_is_none):
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string")
+    if not value.startswith("/"):
+        raise ConfigError(f"{name} must be a path starting with '/' (got {value!r})")
+    return value
+
+
 def _no_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
@@ -154,9 +168,9 @@ class Settings:
             parsed_networks = tuple(ipaddress.ip_network(n) for n in networks)
         except ValueError as exc:
             raise ConfigError(f"allowed_jwks_networks: {exc}") from exc
-        prefix = data.get("protect_prefix", PROVIDER_MOUNT)
-        if prefix is not None and not isinstance(prefix, str):
-            raise ConfigError("protect_prefix must be a string")
+        prefix = guarded_prefix(
+            data.get("protect_prefix", PROVIDER_MOUNT), "protect_prefix", empty_is_none=True
+        )
         skew = _typed(data, "clock_skew", float, 30.0, "")
         if not 0 <= skew <= 300:
             raise ConfigError("clock_skew must be between 0 and 300 seconds")
@@ -169,7 +183,7 @@ class Settings:
             allow_http_jwks_on_loopback=allow_http,
             allowed_jwks_networks=parsed_networks,
             open_mode=_typed(data, "open_mode", bool, False, ""),
-            protect_prefix=prefix or None,
+            protect_prefix=prefix,
             clock_skew=skew,
             jwks_timeout=timeout,
         )
@@ -243,6 +257,7 @@ __all__ = [
     "Settings",
     "agent_from_mapping",
     "check_jwks_uri",
+    "guarded_prefix",
     "in_protected_path",
     "optional_jwks",
 ]

@@ -279,6 +279,11 @@ def _manage_py_check(tmp_path: Path, settings: dict[str, Any]) -> subprocess.Com
             "signing_keys: [Errno 2] No such file or directory: '/nowhere/pactmw-signing.jwk'",
             id="signing-key-file",
         ),
+        pytest.param(
+            {"protect_prefix": "api/"},
+            "protect_prefix must be a path starting with '/' (got 'api/')",
+            id="prefix-without-slash",
+        ),
     ],
 )
 def test_manage_py_check_reports_a_bad_pactmw_setting(
@@ -440,6 +445,17 @@ def test_flask_refuses_a_provider_setting_without_brands_at_init_app(
     assert str(caught.value) == (
         f"{key} is a Provider setting: it needs brands (add brands, or remove {key})"
     )
+
+
+def test_flask_refuses_a_prefix_without_its_leading_slash_at_init_app(
+    settings: dict[str, Any],
+) -> None:
+    # "api/" never matches a request path (they start with "/"): it would guard nothing.
+    app = Flask("idioms")
+    app.config["PACTMW"] = {**_identity_only(settings), "protect_prefix": "api/"}
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == "protect_prefix must be a path starting with '/' (got 'api/')"
 
 
 @pytest.mark.parametrize("templates", ["app's loader", "folder"])

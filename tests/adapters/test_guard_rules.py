@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
+from pactmw.adapters import asgi, wsgi
+from pactmw.config import ConfigError, Settings
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request
 from pactmw.core.jose import sign_compact
@@ -201,3 +203,45 @@ def test_a_delegation_adds_its_grant_to_the_caller(
     assert plain.delegation is None
     forged = _request(("authorization", identity), ("x-a2a-user-delegation", "Bearer x.y.z"))
     assert isinstance(_refusal(authenticate, guard, forged), DelegationRejected)
+
+
+# -- the guarded prefix: a path, or nothing --------------------------------------------------
+
+
+@pytest.mark.parametrize("middleware", [asgi.PersonalAgentMiddleware, wsgi.PersonalAgentMiddleware])
+@pytest.mark.parametrize("prefix", ["api/", "", "a2a"])
+def test_a_middleware_prefix_that_is_not_a_path_is_refused_when_built(
+    world: World,
+    middleware: type[asgi.PersonalAgentMiddleware | wsgi.PersonalAgentMiddleware],
+    prefix: str,
+) -> None:
+    # Request paths start with "/": "api/" would guard nothing, and "" would guard every path
+    # while the settings' "" guards none, so neither is guessed at.
+    verifier = IdentityVerifier(audience=AUDIENCE, registry=_registry(world))
+    with pytest.raises(ConfigError) as caught:
+        middleware(object(), verifier, path_prefix=prefix)  # type: ignore[arg-type]
+    assert str(caught.value) == f"path_prefix must be a path starting with '/' (got {prefix!r})"
+
+
+@pytest.mark.parametrize("prefix", ["/", "/api/", None])
+def test_a_middleware_prefix_that_is_a_path_or_none_is_taken(
+    world: World, prefix: str | None
+) -> None:
+    verifier = IdentityVerifier(audience=AUDIENCE, registry=_registry(world))
+    guarded = asgi.PersonalAgentMiddleware(object(), verifier, path_prefix=prefix)  # type: ignore[arg-type]
+    assert guarded.guard.protect_prefix == prefix
+
+
+@pytest.mark.parametrize(("written", "taken"), [("/api/", "/api/"), ("", None), (None, None)])
+def test_the_settings_prefix_is_a_path_or_empty_for_none(
+    written: str | None, taken: str | None
+) -> None:
+    settings = Settings.from_mapping({"audience": AUDIENCE, "protect_prefix": written})
+    assert settings.protect_prefix == taken
+
+
+@pytest.mark.parametrize("written", ["api/", "a2a", " /a2a/", 3])
+def test_a_settings_prefix_that_is_not_a_path_names_the_key(written: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_mapping({"audience": AUDIENCE, "protect_prefix": written})
+    assert str(caught.value).startswith("protect_prefix must be a")

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
+from pactmw.config import guarded_prefix
 from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
@@ -115,8 +116,8 @@ def make_guard(
 
 class GuardedMiddleware(Generic[_App]):
     """What the ASGI and the WSGI `PersonalAgentMiddleware` are made of: the application
-    they wrap (`app`) and the guard of the requests under `path_prefix` (None: none; use the
-    decorators). With `delegation_provider` and `delegation_brand`, an
+    they wrap (`app`) and the guard of the requests under `path_prefix` (a path starting with
+    "/", "/" for all; None: none, use the decorators; anything else is a `ConfigError`). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
     refused. Each middleware only adds its framework's `__call__`."""
 
@@ -130,4 +131,5 @@ class GuardedMiddleware(Generic[_App]):
         delegation_brand: str | None = None,
     ) -> None:
         self.app = app
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand, path_prefix)
+        prefix = guarded_prefix(path_prefix, "path_prefix", empty_is_none=False)
+        self.guard = make_guard(verifier, delegation_provider, delegation_brand, prefix)

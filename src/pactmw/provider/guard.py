@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from pactmw.config import ConfigError, Settings
+from pactmw.config import ConfigError, Settings, in_protected_path
 from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError, RequestRefused
 from pactmw.core.http import DELEGATION_HEADER, Request, Response
@@ -93,7 +93,7 @@ class Guard:
 
     def protects(self, path: str) -> bool:
         """Whether the middleware verifies requests to `path` (decoded, below the root)."""
-        if self.protect_prefix is None or not path.startswith(self.protect_prefix):
+        if not in_protected_path(path, self.protect_prefix):
             return False
         return not (self.serves_provider and path.startswith(MOUNT))
 

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 
 from pactmw.adapters.django._config import configured, protect_prefix
 from pactmw.adapters.django._http import neutral_request, refused, to_django
+from pactmw.config import in_protected_path
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.provider.guard import Guard, refusal_response
 
@@ -34,8 +35,7 @@ class PersonalAgentMiddleware:
         """The guard when this path is guarded, a 503 when it is but cannot be, else None."""
         request.personal_agent = None  # type: ignore[attr-defined]
         path = request.path_info
-        prefix = protect_prefix()
-        if prefix is None or not path.startswith(prefix):
+        if not in_protected_path(path, protect_prefix()):
             return None
         try:
             guard = configured.guard()
