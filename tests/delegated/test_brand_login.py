@@ -39,6 +39,7 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
+from tests.delegated.test_consent_attacks import ANSWERED, assert_answered
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
 from tests.support.servers import werkzeug_server
@@ -225,6 +226,16 @@ def test_brand_login_then_consent_then_decision(brand: BrandEnv) -> None:
     decided = env.decide(decision_url, session, list(SCOPES))
     assert decided.status_code == 303
     assert re.search(r"/connected\?.*status=approved", decided.headers["location"])
+    # Back after the decision posts the spent assertion again: the person sees the answer
+    # they gave (no form, nothing decided again), not a sign-in error after it had worked.
+    assert_answered(brand.post_assertion(assertion), "Connected")
+    # A spent sign-in of another account shows nothing of this person's decision.
+    other = brand.assertion(document["user_code"], account="sky-9000", email="sam@example.com")
+    assert brand.post_assertion(other).status_code == 400  # first use: the code is not theirs
+    reused = brand.post_assertion(other)
+    assert_refused_page(reused, 400)
+    assert "already used" in reused.text
+    assert ANSWERED not in reused.text
     tokens = env.poll("skyline", document["device_code"], sub=sub)
     assert tokens.status_code == 200, tokens.text
     claims = jws_claims(tokens.json()["access_token"])

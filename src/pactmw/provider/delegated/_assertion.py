@@ -19,6 +19,18 @@ ASSERTION_MAX_AGE = 300  # spec §5.3: the Brand's assertion is at most 5 minute
 ASSERTION_SKEW = 30
 
 
+class SignInReused(ConsentRefused):
+    """A verified assertion whose `jti` was already spent: refused, but it says who signed
+    in and for which code, so the page can show that person the answer they already gave
+    (Back after a decision posts the assertion again)."""
+
+    def __init__(self, user: SignedInUser, user_code: str | None) -> None:
+        super().__init__("This sign-in was already used. Sign in again.", 400)
+        self.user = user
+        #: The assertion's code, normalized; None when it is not a code (or not for consent).
+        self.user_code = user_code
+
+
 @define
 class BrandAssertions:
     """Verifies the assertion against the Brand's keys and spends its `jti` once."""
@@ -79,12 +91,12 @@ class BrandAssertions:
             now=now,
             expires_at=now + ASSERTION_MAX_AGE + ASSERTION_SKEW,
         )
-        if not first_use:
-            raise ConsentRefused("This sign-in was already used. Sign in again.", 400)
         signed_in = SignedInUser(account=str(sub), label=str(label))
+        user_code = normalize_user_code(str(code)) if page == "consent" else None
+        if not first_use:
+            raise SignInReused(signed_in, user_code)
         if page != "consent":
             return (signed_in, "")
-        user_code = normalize_user_code(str(code))
         if user_code is None:
             raise ConsentRefused.unusable_code()
         return (signed_in, user_code)
@@ -94,4 +106,5 @@ __all__ = [
     "ASSERTION_MAX_AGE",
     "ASSERTION_SKEW",
     "BrandAssertions",
+    "SignInReused",
 ]

@@ -11,7 +11,7 @@ from attrs import frozen
 from pactmw.core.http import Response
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConsentView
-from pactmw.provider.delegated._assertion import BrandAssertions
+from pactmw.provider.delegated._assertion import BrandAssertions, SignInReused
 from pactmw.provider.delegated._audit import AuditEvent
 from pactmw.provider.delegated._codes import new_grant_id, normalize_user_code
 from pactmw.provider.delegated._context import ServerContext, origin_of
@@ -61,7 +61,10 @@ class ConsentEndpoint:
             if config.mode != "brand" or body is None:
                 raise ConsentRefused("This page does not accept that.", 405)
             assertion = single_value(parse_form(body), "assertion")
-            user, user_code = yield from self.assertions.verify(brand, config, assertion)
+            try:
+                user, user_code = yield from self.assertions.verify(brand, config, assertion)
+            except SignInReused as reused:
+                return (yield from self._answered_before(brand, config, reused))
         else:
             typed = parse_qs(visit.request.query).get("user_code", [""])[0]
             if not typed:
@@ -157,6 +160,22 @@ class ConsentEndpoint:
         if form.get("decision") != ["allow"] or not granted:
             return (yield from self._deny(brand, config, user_code, authorization, signed_in))
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
+
+    def _answered_before(
+        self, brand: Brand, config: DelegationConfig, reused: SignInReused
+    ) -> Flow:
+        """A spent sign-in posted again (Back or reload after the decision): the answer its
+        person gave on its code, shown again; anything else stays refused. It never opens
+        the form again: a pending code keeps the single-use refusal."""
+        if reused.user_code is None:
+            raise reused
+        try:
+            authorization = yield from self._pending(brand, reused.user_code, reused.user)
+        except ConsentRefused:
+            raise reused from None
+        if authorization.status == "pending":
+            raise reused
+        return (yield from self._decided(brand, config, authorization, reused.user))
 
     def _pending(self, brand: Brand, user_code: str, person: SignedInUser) -> SubFlow:
         """The pending, unexpired device authorization of this Brand with `user_code`, or the
