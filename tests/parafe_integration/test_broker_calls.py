@@ -282,6 +282,18 @@ def test_a_filing_without_a_valid_acknowledgment_keeps_none(world: World, forger
     assert filing.acknowledgment_log.get(receipt) is None
 
 
+def test_a_refused_filings_code_cannot_forge_a_log_line(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    session_id, (receipt,) = signed_receipts(world, 1)
+    world.broker.filing_answer = lambda record: (400, {"error": "bad\nCRITICAL forged"})
+    with caplog.at_level(logging.WARNING, logger="pactmw.provider.parafe"):
+        filing = file_batches(world, [Filing(session_id, receipt)])
+    assert filing.outcomes["rejected"] == 1
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refused == ["Parafé receipt filing refused: 400 bad\\nCRITICAL forged"]
+
+
 def test_a_filing_is_retried_with_a_fresh_proof(world: World) -> None:
     session_id, (receipt,) = signed_receipts(world, 1)
     answers = iter([(503, {"error": "unavailable"}), None])

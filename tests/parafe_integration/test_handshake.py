@@ -176,6 +176,23 @@ def test_a_broker_refusal_is_rejected_with_its_code(kit: Kit, world: World) -> N
     assert (down["status"], down["error_code"]) == ("error", "unavailable")
 
 
+@pytest.mark.parametrize("status", [403, 503])
+def test_a_brokers_error_code_cannot_forge_a_log_line(
+    kit: Kit, world: World, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    brand = Brand(id="acme", name="Acme", handler=order_bot, parafe=config(world))
+    provider = kit.provider(brand)
+    opened = world.broker.open_handshake(**issue_options(world))
+    world.broker.handshake_answer = (status, {"error": "nope\nCRITICAL forged\x1b[2J"})
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
+        with caplog.at_level(logging.INFO, logger="pactmw.provider.parafe"):
+            handshake(client, kit, challenge_for(world, opened))
+    logged = [r.getMessage() for r in caplog.records if "handshake" in r.getMessage()]
+    assert logged, caplog.text
+    assert all("\n" not in line and "\x1b" not in line for line in logged), logged
+    assert any("nope\\nCRITICAL forged\\x1b[2J" in line for line in logged), logged
+
+
 def test_a_token_for_another_agent_or_session_is_not_passed_on(kit: Kit, world: World) -> None:
     brand = Brand(id="acme", name="Acme", handler=order_bot, parafe=config(world))
     provider = kit.provider(brand)

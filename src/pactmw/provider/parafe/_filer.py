@@ -12,6 +12,7 @@ from typing import Protocol
 
 from attrs import field, frozen
 
+from pactmw.core.encoding import printable
 from pactmw.core.errors import FetchError
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK
@@ -218,8 +219,8 @@ class ReceiptFiler:
             return "failed"
         result = filing_result(answer.status, answer.body)
         if result is None:
-            code = error_code(answer.body)
-            logger.warning("Parafé receipt filing refused: %s %s", answer.status, code or "no code")
+            code = printable(error_code(answer.body) or "no code")  # the broker's text
+            logger.warning("Parafé receipt filing refused: %s %s", answer.status, code)
             return "rejected" if answer.status < 500 and answer.status != 429 else "failed"
         duplicate, acknowledgment = result
         if acknowledgment is None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from attrs import evolve
 
+from pactmw.core.encoding import printable
 from pactmw.core.errors import FetchError
 from pactmw.protocols.parafe import (
     INVALID_CONSENT_TOKEN,
@@ -104,11 +105,12 @@ def complete_handshake(broker: BrokerClient, challenge: HandshakeChallenge) -> H
     status, answer = reply.status, reply.body
     if 400 <= status < 500:
         code, text = broker_error(answer)
-        logger.info("Parafé handshake refused by the broker: %s %s", status, code)
+        # The broker's code is its text: escaped, so it cannot forge a log line.
+        logger.info("Parafé handshake refused by the broker: %s %s", status, printable(code))
         return failed("rejected", code, text)
     if status >= 500 or not 200 <= status < 300:
         code, _ = broker_error(answer)
-        logger.warning("Parafé handshake: the broker answered %s %s", status, code)
+        logger.warning("Parafé handshake: the broker answered %s %s", status, printable(code))
         return failed("error", code, "The Parafé broker could not complete the handshake.")
     if not isinstance(answer, Mapping):
         answer = {}
