@@ -184,9 +184,9 @@ def test_a_brokers_error_code_cannot_forge_a_log_line(
     provider = kit.provider(brand)
     opened = world.broker.open_handshake(**issue_options(world))
     world.broker.handshake_answer = (status, {"error": "nope\nCRITICAL forged\x1b[2J"})
+    caplog.set_level(logging.INFO, logger="pactmw.provider.parafe")
     with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
-        with caplog.at_level(logging.INFO, logger="pactmw.provider.parafe"):
-            handshake(client, kit, challenge_for(world, opened))
+        handshake(client, kit, challenge_for(world, opened))
     logged = [r.getMessage() for r in caplog.records if "handshake" in r.getMessage()]
     assert logged, caplog.text
     assert all("\n" not in line and "\x1b" not in line for line in logged), logged
