@@ -119,7 +119,8 @@ class GuardedMiddleware(Generic[_App]):
     they wrap (`app`) and the guard of the requests under `path_prefix` (a path starting with
     "/", "/" for all; None: none, use the decorators; anything else is a `ConfigError`).
     With `delegation_provider` and `delegation_brand`, an `X-A2A-User-Delegation` token for
-    that Brand is verified too; one sent without them is refused. Each middleware only adds its framework's `__call__`."""
+    that Brand is verified too; one sent without them is refused. Each middleware only adds
+    its framework's `__call__`."""
 
     def __init__(
         self,
