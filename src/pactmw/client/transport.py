@@ -4,7 +4,7 @@ Both speak through the same sans-I/O codec (`pactmw.client.http`), open one conn
 request (`Connection: close`; no pool to go stale between a personal agent's turns) and bound
 the whole exchange by one deadline, so a server that drips bytes cannot hold a caller.
 
-* `SyncTransport`: a blocking socket (`socket.create_connection`, `ssl` for https).
+* `SyncTransport`: a blocking socket (`ssl` for https).
 * `AsyncTransport`: `asyncio.open_connection` with the same `ssl` context. Chosen over
   `asyncio.to_thread` around the blocking transport because it needs no worker thread per
   request (a personal agent platform may hold many conversations at once, and the default
@@ -111,7 +111,7 @@ class SyncTransport(_Settings):
         payload = encode_request(request)
         deadline = time.monotonic() + self.timeout
         try:
-            sock = socket.create_connection((host, port), timeout=self.timeout)
+            sock = _connect(host, port, deadline)
         except TimeoutError as exc:
             raise _too_long(request, self.timeout, maybe_delivered=False) from exc
         except OSError as exc:
@@ -120,17 +120,18 @@ class SyncTransport(_Settings):
             if tls:
                 context = self.ssl_context or ssl.create_default_context()
                 try:
+                    sock.settimeout(_time_left(deadline))
                     sock = context.wrap_socket(sock, server_hostname=host)
+                except TimeoutError as exc:  # the handshake outlasted what was left
+                    raise _too_long(request, self.timeout, maybe_delivered=False) from exc
                 except OSError as exc:
                     raise _not_sent(host, port, exc) from exc
             parser = ResponseParser(method=request.method, max_body=self.max_body)
             try:
-                sock.sendall(payload)
+                sock.settimeout(_time_left(deadline))
+                sock.sendall(payload)  # one timeout for the whole of it (Python 3.5+)
                 while not parser.done:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise TimeoutError("deadline passed")
-                    sock.settimeout(remaining)
+                    sock.settimeout(_time_left(deadline))
                     parser.feed(sock.recv(_READ_SIZE))
             except TimeoutError as exc:  # the deadline, or the socket's timeout at it
                 raise _too_long(request, self.timeout, maybe_delivered=True) from exc
@@ -139,6 +140,36 @@ class SyncTransport(_Settings):
             return parser.response(request.url)
         finally:
             sock.close()
+
+
+def _time_left(deadline: float) -> float:
+    """The seconds left before `deadline`; TimeoutError once none are."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("deadline passed")
+    return left
+
+
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
+    """`socket.create_connection` within what is left of `deadline`: it gives every address
+    it tries a whole timeout, and the TLS handshake after it got one more. The name lookup
+    is the system resolver's, bounded by its own timeouts (a blocking lookup cannot be cut
+    short without a thread; the async transport's can)."""
+    errors: list[OSError] = []
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(_time_left(deadline))
+            sock.connect(address)
+        except TimeoutError:
+            sock.close()
+            raise  # the deadline is spent: no time for the next address
+        except OSError as exc:
+            sock.close()
+            errors.append(exc)
+        else:
+            return sock
+    raise errors[0] if errors else OSError(f"{host} has no address")
 
 
 class AsyncioTransport(_Settings):
