@@ -366,10 +366,33 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
             assert guarded.status_code == 503
             assert guarded.content == b""
             assert client.get("/a2a/acme/.well-known/agent-card.json").status_code == 503
+            # A Brand's own-site discovery view too (it reads the same Provider).
+            discovery = client.get("/brand-site/poppy.json")
+            assert (discovery.status_code, discovery.content) == (503, b"")
     log = tmp_path / "site.log"
     said = log.read_text()
     assert said.count("settings.PACTMW is invalid") == 1, said  # logged once
     assert "audiance" in said
+
+
+def test_a_bad_setting_is_a_503_from_the_views_without_the_middleware(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # The views answer for themselves: a site that serves the Provider (or only a Brand's
+    # discovery document) without pactmw's middleware gets 503s, never 500s.
+    broken = {**settings, "audiance": "typo"}
+    server = django_server(  # under uvicorn: runserver's checks would refuse to start
+        broken,
+        asgi=True,
+        settings="pactmw_testsite.middleware_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_MIDDLEWARE": ""},
+    )
+    with server as base, loopback_client(base_url=base) as client:
+        for path in ("/brand-site/poppy.json", "/a2a/acme/.well-known/agent-card.json"):
+            answer = client.get(path)
+            assert (answer.status_code, answer.content) == (503, b""), path
 
 
 # -- 8. Flask: error handlers and optional verification -----------------------------------------

@@ -61,7 +61,10 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
     the Brand's `poppy.domains`; never a redirect)."""
 
     def view(request: HttpRequest) -> HttpResponse:
-        provider = configured.guard().provider
+        try:
+            provider = configured.guard().provider
+        except RequestRefused as exc:  # bad settings: 503, as `a2a_view` answers
+            return refused(exc)
         if provider is None:
             return refused(RequestRefused(404))
         return to_django(provider.poppy_discovery(brand_id, request.get_host()))
