@@ -8,6 +8,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -24,6 +25,7 @@ from pactmw.client.transport import AsyncioTransport
 from tests.client.support import RawServer
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url
+from tests.support.tls import TestCA
 
 
 def parse(*chunks: bytes, method: str = "GET", max_body: int = 1024) -> ResponseParser:
@@ -238,6 +240,48 @@ def test_a_slow_connect_leaves_the_tls_handshake_only_what_is_left() -> None:
     finally:
         thread.join(timeout=10)
         for sock in [*fillers, *held, listener]:
+            sock.close()
+
+
+def test_a_silent_tls_server_holds_neither_transport_past_its_timeout() -> None:
+    """After the handshake the server reads the request and says nothing, not even the TLS
+    close: the async transport waited a second more for that close after its timeout."""
+    authority = TestCA()
+    server_side = authority.server_context("127.0.0.1")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    held: list[socket.socket] = []
+
+    def read_then_say_nothing() -> None:
+        for _ in range(2):
+            try:
+                connection = server_side.wrap_socket(listener.accept()[0], server_side=True)
+                connection.recv(65536)
+            except OSError:
+                return
+            held.append(connection)
+
+    thread = threading.Thread(target=read_then_say_nothing)
+    thread.start()
+    request = HttpRequest("GET", f"https://127.0.0.1:{listener.getsockname()[1]}/")
+    trusted = authority.client_context()
+    try:
+        asynchronous = AsyncioTransport(timeout=0.5, ssl_context=trusted)
+        sends: dict[str, Callable[[], object]] = {
+            "async": lambda: asyncio.run(asynchronous.send(request)),
+            "blocking": lambda: SyncTransport(timeout=0.5, ssl_context=trusted).send(request),
+        }
+        for name, send in sends.items():
+            started = time.monotonic()
+            with pytest.raises(NetworkError) as caught:
+                send()
+            took = time.monotonic() - started
+            assert str(caught.value) == f"GET {request.url} took longer than 0.5 s"
+            assert caught.value.maybe_delivered is True
+            assert took < 0.5 + 0.4, (name, took)
+    finally:
+        thread.join(timeout=10)
+        for sock in [*held, listener]:
             sock.close()
 
 

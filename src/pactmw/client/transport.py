@@ -38,6 +38,7 @@ from pactmw.client.http import (
 
 DEFAULT_TIMEOUT = 30.0
 _READ_SIZE = 64 * 1024
+_CLOSE_WAIT = 1.0  #: the longest an orderly TLS close is waited for
 
 
 class Transport(Protocol):
@@ -182,9 +183,11 @@ class AsyncioTransport(_Settings):
         host, port, tls = _address(request)
         payload = encode_request(request)
         progress = {"connected": False}
+        deadline = time.monotonic() + self.timeout
         try:
             return await asyncio.wait_for(
-                self._exchange(request, host, port, tls, payload, progress), self.timeout
+                self._exchange(request, host, port, tls, payload, progress, deadline),
+                self.timeout,
             )
         except asyncio.TimeoutError as exc:
             raise _too_long(request, self.timeout, maybe_delivered=progress["connected"]) from exc
@@ -197,6 +200,7 @@ class AsyncioTransport(_Settings):
         tls: bool,
         payload: bytes,
         progress: dict[str, bool],
+        deadline: float,
     ) -> HttpResponse:
         context = (self.ssl_context or ssl.create_default_context()) if tls else None
         try:
@@ -217,9 +221,17 @@ class AsyncioTransport(_Settings):
             raise _failed(request, exc) from exc
         finally:
             writer.close()
-            # A TLS peer that vanishes can make the close handshake raise or linger.
+            # A TLS peer that vanishes or stays silent can make the close handshake raise or
+            # linger: it gets what is left of the deadline (a second at most), then the
+            # connection is dropped. A timed-out exchange is not held past its `timeout`.
+            closed = False
+            wait = min(_CLOSE_WAIT, deadline - time.monotonic())
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
+                if wait > 0:
+                    await asyncio.wait_for(writer.wait_closed(), wait)
+                    closed = True
+            if not closed:
+                writer.transport.abort()
 
 
 __all__ = [
