@@ -24,7 +24,7 @@ from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, enc
 from pactmw.client.transport import AsyncioTransport
 from tests.client.support import RawServer
 from tests.support.jwks_server import JwksServer
-from tests.support.net import closed_port_url
+from tests.support.net import closed_port_url, slow_then_silent_port
 from tests.support.tls import TestCA
 
 
@@ -206,41 +206,15 @@ def test_silent_server_times_out_as_maybe_delivered() -> None:
 def test_a_slow_connect_leaves_the_tls_handshake_only_what_is_left() -> None:
     """`timeout` bounds connect and TLS handshake together, as it bounds the rest: a connect
     that took most of it left the handshake a whole `timeout` more."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    # A full accept queue: the kernel drops the client's SYN, which it sends again ~1 s later.
-    fillers = [socket.socket() for _ in range(3)]
-    for filler in fillers:
-        filler.setblocking(False)
-        filler.connect_ex(("127.0.0.1", port))
-    held: list[socket.socket] = []
-    listener.settimeout(5)
-
-    def free_the_queue_then_say_nothing() -> None:
-        time.sleep(0.5)
-        for _ in range(len(fillers) + 1):  # the fillers, then the client: never answered
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    thread = threading.Thread(target=free_the_queue_then_say_nothing)
-    thread.start()
-    request = HttpRequest("GET", f"https://127.0.0.1:{port}/")
-    try:
+    with slow_then_silent_port() as port:
+        request = HttpRequest("GET", f"https://127.0.0.1:{port}/")
         started = time.monotonic()
         with pytest.raises(NetworkError) as caught:
             SyncTransport(timeout=1.6).send(request)
         took = time.monotonic() - started
-        assert caught.value.maybe_delivered is False
-        assert str(caught.value) == f"GET {request.url} took longer than 1.6 s"
-        assert took < 1.6 + 0.5, took  # it was connect (~1 s) plus a whole 1.6 s handshake
-    finally:
-        thread.join(timeout=10)
-        for sock in [*fillers, *held, listener]:
-            sock.close()
+    assert caught.value.maybe_delivered is False
+    assert str(caught.value) == f"GET {request.url} took longer than 1.6 s"
+    assert took < 1.6 + 0.5, took  # it was connect (~1 s) plus a whole 1.6 s handshake
 
 
 def test_a_silent_tls_server_holds_neither_transport_past_its_timeout() -> None:

@@ -12,7 +12,8 @@ import pytest
 from pactmw.core.errors import FetchError
 from pactmw.core.fetch import FetchPolicy, _failure, http_get, max_age
 from tests.support.jwks_server import JwksServer, Mode
-from tests.support.net import free_port
+from tests.support.net import free_port, slow_then_silent_port
+from tests.support.tls import LOOPBACK_NETWORK
 
 LOOPBACK = FetchPolicy(allow_http_on_loopback=True, timeout=2.0)
 DOCUMENT = {"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "AAAA"}]}
@@ -122,6 +123,18 @@ def test_slow_server_times_out(server: JwksServer) -> None:
     with pytest.raises(FetchError, match=r"took longer than 1\.0 s"):
         http_get(server.url, policy)
     assert time.monotonic() - started < policy.timeout + 2
+
+
+def test_a_slow_connect_leaves_the_tls_handshake_only_what_is_left() -> None:
+    # The watchdog cuts a connection only once it is made: connect and handshake must keep
+    # to the deadline themselves (a slow connect left the handshake a whole timeout more).
+    policy = FetchPolicy(allowed_networks=(LOOPBACK_NETWORK,), timeout=1.6)
+    with slow_then_silent_port() as port:
+        started = time.monotonic()
+        with pytest.raises(FetchError, match=r"took longer than 1\.6 s"):
+            http_get(f"https://127.0.0.1:{port}/jwks.json", policy)
+        took = time.monotonic() - started
+    assert took < policy.timeout + 0.5, took
 
 
 @pytest.mark.parametrize("aborted", [True, False])

@@ -1,11 +1,15 @@
-"""Ports on 127.0.0.1: a free one, one where nothing listens, waiting for a listener, and an
-HTTP client that never reuses a connection the server may be closing."""
+"""Ports on 127.0.0.1: a free one, one where nothing listens, one slow to accept and silent,
+waiting for a listener, and an HTTP client that never reuses a connection the server may be
+closing."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -15,6 +19,7 @@ __all__ = [
     "free_port",
     "loopback_async_client",
     "loopback_client",
+    "slow_then_silent_port",
     "wait_for_port",
 ]
 
@@ -36,6 +41,43 @@ def free_port() -> int:
 def closed_port_url(scheme: str = "http") -> str:
     """A URL on 127.0.0.1 where nothing listens (connections are refused)."""
     return f"{scheme}://127.0.0.1:{free_port()}"
+
+
+@contextmanager
+def slow_then_silent_port(accept_after: float = 0.5) -> Iterator[int]:
+    """A port on 127.0.0.1 whose connect takes about a second, then that never says a word
+    (no TLS handshake, no answer): for deadlines that must span connect and what follows.
+
+    Its accept queue is full, so the kernel drops a client's SYN until, after `accept_after`
+    seconds, the queue is emptied; the client's SYN sent again (Linux: ~1 s later) then
+    connects, and that connection is held open, unread."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port: int = listener.getsockname()[1]
+    fillers = [socket.socket() for _ in range(3)]
+    for filler in fillers:
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+    listener.settimeout(5)
+    held: list[socket.socket] = []
+
+    def accept_late() -> None:
+        time.sleep(accept_after)
+        for _ in range(len(fillers) + 1):  # the fillers, then the client
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    thread = threading.Thread(target=accept_late, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        thread.join(timeout=10)
+        for sock in [*fillers, *held, listener]:
+            sock.close()
 
 
 def wait_for_port(

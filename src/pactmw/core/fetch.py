@@ -134,13 +134,28 @@ class _PinnedConnection(http.client.HTTPConnection):
         super().__init__(host, port, timeout=timeout)
         self._address = address
         self._tls = tls
+        self._deadline = time.monotonic() + timeout
 
     def connect(self) -> None:
+        # Connect and TLS handshake keep to the exchange's deadline themselves: the watchdog
+        # can cut a connection only once there is one, and each step given a whole timeout
+        # let a slow connect and a silent handshake hold the caller for two.
         address, port = self._address
-        sock = socket.create_connection((str(address), port), self.timeout)
+        sock = socket.create_connection((str(address), port), self._time_left())
         if self._tls is not None:
-            sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+            try:
+                sock.settimeout(self._time_left())
+                sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
         self.sock = self.kept_socket = sock
+
+    def _time_left(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        return left
 
     kept_socket: socket.socket | None = None  # http.client drops `sock` once a response starts
 
