@@ -375,6 +375,28 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
     assert "audiance" in said
 
 
+def test_a_prefix_without_its_slash_still_closes_what_it_meant_to_guard(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Under uvicorn no system check refuses "api/" (pactmw.E001 does under runserver): the
+    # paths it meant must not be served unguarded meanwhile, and the others stay up.
+    broken = {**settings, "protect_prefix": "api/"}
+    server = django_server(
+        broken,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env=CHECKOUT_ENV,
+    )
+    with server as base, loopback_client(base_url=base) as client:
+        assert client.get("/public").status_code == 200
+        guarded = client.get("/api/echo")
+        assert (guarded.status_code, guarded.content) == (503, b"")
+    said = (tmp_path / "site.log").read_text()
+    assert "protect_prefix must be a path starting with '/' (got 'api/')" in said
+
+
 def test_a_bad_setting_is_a_503_from_the_views_without_the_middleware(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
