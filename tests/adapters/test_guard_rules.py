@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pactmw.adapters import asgi, wsgi
+from pactmw.adapters import asgi, fastapi, wsgi
 from pactmw.config import ConfigError, Settings
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request
@@ -27,7 +27,9 @@ from pactmw.protocols.identity import (
     PersonalAgent,
     RegisteredAgent,
 )
+from pactmw.provider import Brand, Provider
 from pactmw.provider.guard import Guard
+from pactmw.store import open_store
 from tests.adapters.test_delegation_middleware import AUDIENCE, ISSUER, World
 
 Authenticate = Callable[[Guard, Request, bool], "PersonalAgent | None"]
@@ -245,3 +247,72 @@ def test_a_settings_prefix_that_is_not_a_path_names_the_key(written: object) -> 
     with pytest.raises(ConfigError) as caught:
         Settings.from_mapping({"audience": AUDIENCE, "protect_prefix": written})
     assert str(caught.value).startswith("protect_prefix must be a")
+
+
+# -- the adapters' arguments: checked where the adapter is built -----------------------------
+
+Build = Callable[..., object]
+
+BUILDERS: dict[str, Build] = {
+    "asgi middleware": lambda verifier, **more: asgi.PersonalAgentMiddleware(
+        object(),  # type: ignore[arg-type]
+        verifier,
+        **more,
+    ),
+    "wsgi middleware": lambda verifier, **more: wsgi.PersonalAgentMiddleware(
+        object(),  # type: ignore[arg-type]
+        verifier,
+        **more,
+    ),
+    "starlette backend": lambda verifier, **more: asgi.PersonalAgentBackend(verifier, **more),
+    "fastapi scheme": lambda verifier, **more: fastapi.PersonalAgentScheme(verifier, **more),
+    "asgi decorator": lambda verifier, **more: asgi.personal_agent_required(verifier, **more),
+    "wsgi decorator": lambda verifier, **more: wsgi.personal_agent_required(verifier, **more),
+}
+
+
+@pytest.fixture(params=sorted(BUILDERS))
+def build(request: pytest.FixtureRequest) -> Build:
+    return BUILDERS[request.param]
+
+
+def test_settings_given_for_a_verifier_are_refused_saying_what_makes_one(build: Build) -> None:
+    settings = Settings.from_mapping({"audience": AUDIENCE})
+    with pytest.raises(ConfigError) as caught:
+        build(settings)
+    assert str(caught.value) == (
+        "verifier must be an IdentityVerifier (Settings.build_verifier() makes one), not Settings"
+    )
+
+
+def test_a_delegation_setup_that_could_never_verify_a_token_is_refused(
+    build: Build, world: World
+) -> None:
+    # Each of these took every delegation token sent to a 401 (or a 500) at request time.
+    undelegated = Provider(
+        base_url="https://provider.example",
+        verifier=world.verifier,
+        store=open_store("memory://"),
+        brands=[Brand(id="plain", name="Plain", handler=lambda turn: "hi")],
+    )
+    refusals: dict[str, list[dict[str, object]]] = {
+        "delegation_provider and delegation_brand go together: give both": [
+            {"delegation_brand": "acme"},
+            {"delegation_provider": world.provider},
+        ],
+        "delegation_brand 'globex' is not one of brands": [
+            {"delegation_provider": world.provider, "delegation_brand": "globex"}
+        ],
+        "delegation_brand 'plain' offers no delegation": [
+            {"delegation_provider": undelegated, "delegation_brand": "plain"}
+        ],
+        "delegation_provider must be a Provider, not str": [
+            {"delegation_provider": "acme", "delegation_brand": "acme"}
+        ],
+    }
+    for message, arguments in refusals.items():
+        for more in arguments:
+            with pytest.raises(ConfigError) as caught:
+                build(world.verifier, **more)
+            assert str(caught.value) == message, more
+    build(world.verifier, delegation_provider=world.provider, delegation_brand="acme")

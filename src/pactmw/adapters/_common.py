@@ -6,13 +6,13 @@ from collections.abc import Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
-from pactmw.config import guarded_prefix
+from pactmw.config import ConfigError, Settings, guarded_prefix
 from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import Guard, refusal_response, require_scopes
+from pactmw.provider.guard import Guard, check_delegation_brand, refusal_response, require_scopes
 from pactmw.provider.routes import MOUNT
 
 __all__ = [
@@ -105,7 +105,22 @@ def make_guard(
     path_prefix: str | None = None,
 ) -> Guard:
     """The guard behind an adapter's middleware (`path_prefix`: the paths it protects) or
-    decorators (None), from the arguments every adapter takes under the same names."""
+    decorators (None), from the arguments every adapter takes under the same names, checked
+    here so that a wrong one is an error where the adapter is built, naming the argument,
+    never a 500 on the first request that needs it."""
+    if not isinstance(verifier, IdentityVerifier):
+        made = " (Settings.build_verifier() makes one)" if isinstance(verifier, Settings) else ""
+        raise ConfigError(
+            f"verifier must be an IdentityVerifier{made}, not {type(verifier).__name__}"
+        )
+    if delegation_provider is not None and not isinstance(delegation_provider, Provider):
+        raise ConfigError(
+            f"delegation_provider must be a Provider, not {type(delegation_provider).__name__}"
+        )
+    if (delegation_provider is None) != (delegation_brand is None):
+        raise ConfigError("delegation_provider and delegation_brand go together: give both")
+    if delegation_provider is not None and delegation_brand is not None:
+        check_delegation_brand(delegation_provider.brands, delegation_brand)
     return Guard(
         verifier,
         provider=delegation_provider,

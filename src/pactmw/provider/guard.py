@@ -38,7 +38,7 @@ from pactmw.core.http import DELEGATION_HEADER, Request, Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.brand import TurnHandler
+from pactmw.provider.brand import Brand, TurnHandler
 from pactmw.provider.driver import AReadBody, ReadBody, ano_body, arun, no_body, run
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import NeedBody, SubFlow
@@ -226,15 +226,21 @@ def guard_settings(
     brands = {brand.id: brand for brand in provider.brands} if provider is not None else {}
     delegation_brand = _brand_setting(data, "delegation_brand")
     if delegation_brand is not None:
-        brand = brands.get(delegation_brand)
-        if brand is None:
-            raise ConfigError(f"delegation_brand {delegation_brand!r} is not one of brands")
-        if brand.delegation is None:
-            raise ConfigError(f"delegation_brand {delegation_brand!r} offers no delegation")
+        check_delegation_brand(brands, delegation_brand)
     parafe_brand = _brand_setting(data, "parafe_brand")
     if parafe_brand is not None and getattr(brands.get(parafe_brand), "parafe", None) is None:
         raise ConfigError(f"parafe_brand {parafe_brand!r} has no [brands.X.parafe]")
     return GuardSettings(identity, provider, delegation_brand, parafe_brand)
+
+
+def check_delegation_brand(brands: Mapping[str, Brand], delegation_brand: str) -> None:
+    """Refuse a `delegation_brand` that is not one of `brands` or offers no delegation: its
+    tokens could never be verified (`ConfigError`, naming the setting)."""
+    brand = brands.get(delegation_brand)
+    if brand is None:
+        raise ConfigError(f"delegation_brand {delegation_brand!r} is not one of brands")
+    if brand.delegation is None:
+        raise ConfigError(f"delegation_brand {delegation_brand!r} offers no delegation")
 
 
 def guard_from_mapping(data: Any, *, handlers: Mapping[str, TurnHandler] | None = None) -> Guard:
@@ -356,6 +362,7 @@ __all__ = [
     "GuardSettings",
     "ParafeAdmitted",
     "ParafeEndpoint",
+    "check_delegation_brand",
     "guard_from_mapping",
     "guard_settings",
     "is_other_credential",
