@@ -1,5 +1,6 @@
 """The gettext catalog template of pactmw's pages, extracted with Babel from the templates and
-from the messages the Provider passes to them (`ConsentRefused(...)`, `pages.translate(...)`)."""
+from the messages the Provider passes to them (`ConsentRefused(...)` and its `SignInReused(...)`,
+`pages.translate(...)`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ __all__ = ["POT", "TEMPLATES", "extracted_pot"]
 PROVIDER = REPO / "src" / "pactmw" / "provider"
 TEMPLATES = PROVIDER / "templates"
 #: Where the Python code hands the pages a message: its first argument, a literal.
-KEYWORDS = {**DEFAULT_KEYWORDS, "ConsentRefused": (1,), "translate": (1,)}
+KEYWORDS = {**DEFAULT_KEYWORDS, "ConsentRefused": (1,), "SignInReused": (1,), "translate": (1,)}
 POT = REPO / "src" / "pactmw" / "provider" / "locale" / "pactmw.pot"
 
 

@@ -24,8 +24,8 @@ class SignInReused(ConsentRefused):
     in and for which code, so the page can show that person the answer they already gave
     (Back after a decision posts the assertion again)."""
 
-    def __init__(self, user: SignedInUser, user_code: str | None) -> None:
-        super().__init__("This sign-in was already used. Sign in again.", 400)
+    def __init__(self, message: str, user: SignedInUser, user_code: str | None) -> None:
+        super().__init__(message, 400)
         self.user = user
         #: The assertion's code, normalized; None when it is not a code (or not for consent).
         self.user_code = user_code
@@ -94,7 +94,9 @@ class BrandAssertions:
         signed_in = SignedInUser(account=str(sub), label=str(label))
         user_code = normalize_user_code(str(code)) if page == "consent" else None
         if not first_use:
-            raise SignInReused(signed_in, user_code)
+            raise SignInReused(
+                "This sign-in was already used. Sign in again.", signed_in, user_code
+            )
         if page != "consent":
             return (signed_in, "")
         if user_code is None:

@@ -49,7 +49,8 @@ class ConsentRefused(PactmwError):
 
     `message` is English, with `%(name)s` placeholders filled from `params`: the pages
     translate it (`ConsentPages.translate`) before filling them in. Every message is written
-    out in a `ConsentRefused(...)` call, where the catalog template's extraction finds it.
+    out in a `ConsentRefused(...)` (or `SignInReused(...)`) call, where the catalog template's
+    extraction finds it.
     """
 
     def __init__(
