@@ -65,6 +65,24 @@ def guarded_prefix(value: object, name: str, *, empty_is_none: bool) -> str | No
     return value
 
 
+def require_verifier(verifier: object) -> IdentityVerifier:
+    """`verifier` when it is an `IdentityVerifier`, else `ConfigError`: passing `Settings`
+    for one is easy, and it would fail only at the first request."""
+    if not isinstance(verifier, IdentityVerifier):
+        made = " (Settings.build_verifier() makes one)" if isinstance(verifier, Settings) else ""
+        raise ConfigError(
+            f"verifier must be an IdentityVerifier{made}, not {type(verifier).__name__}"
+        )
+    return verifier
+
+
+def check_base_url(base_url: object) -> str:
+    """A Provider's `base_url`: its public http(s) URL, without the trailing slash."""
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ConfigError("base_url is required: the public http(s) URL of this Provider")
+    return base_url.rstrip("/")
+
+
 def _no_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
@@ -256,8 +274,10 @@ __all__ = [
     "ConfigError",
     "Settings",
     "agent_from_mapping",
+    "check_base_url",
     "check_jwks_uri",
     "guarded_prefix",
     "in_protected_path",
     "optional_jwks",
+    "require_verifier",
 ]

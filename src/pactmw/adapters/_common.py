@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
-from pactmw.config import ConfigError, Settings, guarded_prefix
+from pactmw.config import ConfigError, guarded_prefix, require_verifier
 from pactmw.core.encoding import is_ascii_digits
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
@@ -108,11 +108,7 @@ def make_guard(
     decorators (None), from the arguments every adapter takes under the same names, checked
     here so that a wrong one is an error where the adapter is built, naming the argument,
     never a 500 on the first request that needs it."""
-    if not isinstance(verifier, IdentityVerifier):
-        made = " (Settings.build_verifier() makes one)" if isinstance(verifier, Settings) else ""
-        raise ConfigError(
-            f"verifier must be an IdentityVerifier{made}, not {type(verifier).__name__}"
-        )
+    require_verifier(verifier)
     if delegation_provider is not None and not isinstance(delegation_provider, Provider):
         raise ConfigError(
             f"delegation_provider must be a Provider, not {type(delegation_provider).__name__}"

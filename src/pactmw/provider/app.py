@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pactmw.config import ConfigError, check_base_url, require_verifier
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.keys import JwksCache
@@ -83,13 +84,17 @@ class Provider:
         poppy_fetch_policy: FetchPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = check_base_url(base_url)
         #: Days conversations are kept after their last activity by `pactmw cleanup`
         #: (`pactmw.provider.agent_admin.run_cleanup`); None keeps them.
         self.retention_days = retention_days
-        self.verifier = verifier
+        self.verifier = require_verifier(verifier)
+        if isinstance(store, str):
+            raise ConfigError(
+                "store must be a Store (pactmw.store.open_store(url) opens one), not a str"
+            )
         self.store = store
-        self.brands = {brand.id: brand for brand in brands}
+        self.brands = _by_id(brands)
         self.identity_scheme = identity_scheme
         self.organization = organization
         # Where every limiter counts: in the store when it is shared by the deployment's
@@ -332,6 +337,18 @@ class Provider:
     def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
         """The delegation check as a flow (the guard runs it after the identity check)."""
         return self._calls.delegation_flow(brand_id, caller, header)
+
+
+def _by_id(brands: Iterable[Brand]) -> dict[str, Brand]:
+    """The Brands by id; each given once, each a `Brand`."""
+    by_id: dict[str, Brand] = {}
+    for brand in brands:
+        if not isinstance(brand, Brand):
+            raise ConfigError(f"brands must be Brand values, not {type(brand).__name__}")
+        if brand.id in by_id:
+            raise ConfigError(f"brands: each id may be listed once ({brand.id!r} is twice)")
+        by_id[brand.id] = brand
+    return by_id
 
 
 __all__ = [

@@ -200,6 +200,21 @@ class Brand:
     poppy: PoppyConfig | None = None
 
     def __attrs_post_init__(self) -> None:
+        # The id is one segment of `/a2a/{id}/...` (decoded): with "/" or as "." or "..", no
+        # request could reach the Brand; control characters have no place in a URL.
+        if (
+            not isinstance(self.id, str)
+            or self.id in ("", ".", "..")
+            or "/" in self.id
+            or not self.id.isprintable()
+        ):
+            raise ValueError(f"a Brand's id must be one URL path segment (got {self.id!r})")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a Brand's name must be a non-empty string")
+        if not callable(self.handler):
+            raise ValueError(
+                f"a Brand's handler must be callable, not {type(self.handler).__name__}"
+            )
         delegation = self.delegation
         if delegation is not None and len(delegation.tools) and delegation.tools is not self.tools:
             raise ValueError("give the Brand's tools once: Brand.tools or DelegationConfig.tools")

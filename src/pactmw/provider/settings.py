@@ -13,7 +13,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from pactmw.config import ConfigError, Settings
+from pactmw.config import ConfigError, Settings, check_base_url
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.provider._brand_settings import (
     brand_from_mapping,
@@ -133,9 +133,7 @@ class ProviderSettings:
     ) -> ProviderSettings:
         """Build from a dict. `handlers` maps names usable as `brands.X.handler`."""
         identity = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS | extra_keys)
-        base_url = data.get("base_url")
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ConfigError("base_url is required: the public http(s) URL of this Provider")
+        base_url = check_base_url(data.get("base_url"))
         scheme = data.get("identity_scheme", DEFAULT_IDENTITY_SCHEME)
         if scheme not in IDENTITY_SCHEMES:
             raise ConfigError(f"identity_scheme must be one of {sorted(IDENTITY_SCHEMES)}")
@@ -169,7 +167,7 @@ class ProviderSettings:
             raise ConfigError(str(exc)) from exc
         return cls(
             identity=identity,
-            base_url=base_url.rstrip("/"),
+            base_url=base_url,
             brands=brands,
             identity_scheme=scheme,
             store=store,

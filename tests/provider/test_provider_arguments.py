@@ -1,0 +1,111 @@
+"""A Provider built in Python code is checked as its settings are: a wrong argument is an
+error where it is built, naming it, never a 500 (or an unreachable Brand) later."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pactmw.config import ConfigError, Settings
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
+from pactmw.provider import Brand, Provider, ProviderSettings
+from pactmw.provider.brand import Turn
+from pactmw.store import open_store
+
+AUDIENCE = "https://provider.example/a2a"
+VERIFIER = IdentityVerifier(audience=AUDIENCE, registry=AgentRegistry([]))
+
+
+def bot(turn: Turn) -> str:
+    return "hi"
+
+
+def build(**changes: Any) -> Provider:
+    arguments: dict[str, Any] = {
+        "base_url": "https://provider.example",
+        "verifier": VERIFIER,
+        "store": open_store("memory://"),
+        "brands": [Brand(id="acme", name="Acme", handler=bot)],
+    }
+    arguments.update(changes)
+    return Provider(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param(
+            {"verifier": Settings.from_mapping({"audience": AUDIENCE})},
+            "verifier must be an IdentityVerifier (Settings.build_verifier() makes one), "
+            "not Settings",
+            id="settings-for-verifier",
+        ),
+        pytest.param(
+            {"store": "memory://"},
+            "store must be a Store (pactmw.store.open_store(url) opens one), not a str",
+            id="store-url",
+        ),
+        pytest.param(
+            {"base_url": "provider.example"},
+            "base_url is required: the public http(s) URL of this Provider",
+            id="base-url-without-scheme",
+        ),
+        pytest.param(
+            {"brands": {"acme": Brand(id="acme", name="Acme", handler=bot)}},
+            "brands must be Brand values, not str",
+            id="brands-dict",
+        ),
+        pytest.param(
+            {"brands": [Brand(id="acme", name="Acme", handler=bot)] * 2},
+            "brands: each id may be listed once ('acme' is twice)",
+            id="brand-twice",
+        ),
+    ],
+)
+def test_a_wrong_argument_is_refused_where_the_provider_is_built(
+    changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build(**changes)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"id": ""}, "a Brand's id must be one URL path segment (got '')"),
+        ({"id": "acme/eu"}, "a Brand's id must be one URL path segment (got 'acme/eu')"),
+        ({"id": ".."}, "a Brand's id must be one URL path segment (got '..')"),
+        ({"id": "acme\n"}, "a Brand's id must be one URL path segment (got 'acme\\n')"),
+        ({"name": ""}, "a Brand's name must be a non-empty string"),
+        ({"handler": "examples.bots:order_bot"}, "a Brand's handler must be callable, not str"),
+    ],
+)
+def test_a_brand_no_request_could_reach_or_run_is_refused(
+    fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        Brand(**{"id": "acme", "name": "Acme", "handler": bot, **fields})
+    assert str(caught.value) == message
+
+
+def test_the_settings_name_the_brand_whose_id_no_request_could_reach() -> None:
+    data = {
+        "base_url": "https://provider.example",
+        "audience": AUDIENCE,
+        "brands": {"acme/eu": {"handler": "examples.bots:order_bot"}},
+    }
+    with pytest.raises(ConfigError) as caught:
+        ProviderSettings.from_mapping(data)
+    assert str(caught.value) == (
+        "brands.acme/eu: a Brand's id must be one URL path segment (got 'acme/eu')"
+    )
+
+
+def test_a_brand_id_with_a_space_is_still_one_segment() -> None:
+    provider = build(brands=[Brand(id="acme co", name="Acme", handler=bot)])
+    try:
+        assert set(provider.brands) == {"acme co"}
+    finally:
+        provider.close()
