@@ -128,6 +128,40 @@ def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
     assert admitted.json() == json.loads(answer[1])
 
 
+def test_a_token_of_your_own_is_admitted_by_the_custom_server_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same section, for docs/getting-started/custom-server.md: the keys it says to give
+    # `RegisteredAgent` in place of jwks_uri (a JWKS document there once failed every token).
+    page = (REPO / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = page.split("## Try it with a token of your own\n", 1)[1].split("\n## ", 1)[0]
+    keygen = re.search(r"^pactmw keygen [^#\n]*", section, re.MULTILINE)
+    mint = re.search(r"^\$ TOKEN=\$\((pactmw token [^)]*)\)$", section, re.MULTILINE)
+    answer = re.search(r"^\$ curl .*\n(.*)$", section, re.MULTILINE)
+    keys = re.search(r"`(jwks=parse_jwks\([^`]*\))` in place of `jwks_uri=\.\.\.`", section)
+    imported = re.search(r"`(from pactmw import parse_jwks)`", section)
+    assert keygen, section
+    assert mint, section
+    assert answer, section
+    assert keys, section
+    assert imported, section
+    monkeypatch.chdir(tmp_path)
+    pactmw = (sys.executable, "-m", "pactmw")
+    subprocess.run([*pactmw, *keygen[0].split()[1:]], check=True, capture_output=True)
+    token = subprocess.run(
+        [*pactmw, *mint[1].split()[1:]], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    registered = 'jwks_uri="https://pa.example/.well-known/jwks.json"'
+    code = SAMPLES["direct"].code
+    assert registered in code
+    namespace: dict[str, Any] = {"__name__": "readme_direct_own_token"}
+    exec(f"import json\n{imported[1]}\n" + code.replace(registered, keys[1]), namespace)
+    who_is_calling = namespace["who_is_calling"]
+    user = json.loads(answer[1])["user"]
+    assert who_is_calling(f"Bearer {token}") == f"Example Assistant for {user}"
+    assert who_is_calling(None) == "401 (missing_token)"
+
+
 def test_wsgi_sample_guards_the_prefix_only() -> None:
     with werkzeug_server(run_sample("wsgi")["application"]) as base:
         assert_guarded(base, "/a2a/anything", "/")
