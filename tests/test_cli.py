@@ -132,6 +132,14 @@ def test_serve_help_documents_paths_and_options() -> None:
     assert "relative to the current directory" in text
 
 
+def test_serve_help_says_where_its_example_configuration_is() -> None:
+    # examples/ ships in the source distribution, not in the wheel: "see examples/pactmw.toml"
+    # alone sent someone who pip-installed pactmw to a file they do not have.
+    text = " ".join(run([*PYTHON_M, "serve", "--help"]).stdout.split())
+    assert "examples/pactmw.toml in the source distribution" in text
+    assert "documentation's Configuration and CLI pages" in text
+
+
 def test_no_subcommand_is_a_usage_error() -> None:
     result = run(PYTHON_M)
     assert result.returncode == 2

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.net import free_port
 from tests.support.samples import PAGES, find_samples
 from tests.support.servers import REPO, uvicorn_server, werkzeug_server
 
@@ -31,7 +36,7 @@ def test_every_marked_sample_is_found() -> None:
     assert set(SAMPLES) == {
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
-        "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing",
+        "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
     }  # fmt: skip
 
 
@@ -126,6 +131,113 @@ def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
         admitted = httpx.get(base + "/a2a/whoami", headers={"Authorization": f"Bearer {token}"})
     assert admitted.status_code == 200
     assert admitted.json() == json.loads(answer[1])
+
+
+def test_a_token_of_your_own_is_admitted_by_the_custom_server_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same section, for docs/getting-started/custom-server.md: the keys it says to give
+    # `RegisteredAgent` in place of jwks_uri (a JWKS document there once failed every token).
+    page = (REPO / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = page.split("## Try it with a token of your own\n", 1)[1].split("\n## ", 1)[0]
+    keygen = re.search(r"^pactmw keygen [^#\n]*", section, re.MULTILINE)
+    mint = re.search(r"^\$ TOKEN=\$\((pactmw token [^)]*)\)$", section, re.MULTILINE)
+    answer = re.search(r"^\$ curl .*\n(.*)$", section, re.MULTILINE)
+    keys = re.search(r"`(jwks=parse_jwks\([^`]*\))` in place of `jwks_uri=\.\.\.`", section)
+    imported = re.search(r"`(from pactmw import parse_jwks)`", section)
+    assert keygen, section
+    assert mint, section
+    assert answer, section
+    assert keys, section
+    assert imported, section
+    monkeypatch.chdir(tmp_path)
+    pactmw = (sys.executable, "-m", "pactmw")
+    subprocess.run([*pactmw, *keygen[0].split()[1:]], check=True, capture_output=True)
+    token = subprocess.run(
+        [*pactmw, *mint[1].split()[1:]], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    registered = 'jwks_uri="https://pa.example/.well-known/jwks.json"'
+    code = SAMPLES["direct"].code
+    assert registered in code
+    namespace: dict[str, Any] = {"__name__": "readme_direct_own_token"}
+    exec(f"import json\n{imported[1]}\n" + code.replace(registered, keys[1]), namespace)
+    who_is_calling = namespace["who_is_calling"]
+    user = json.loads(answer[1])["user"]
+    assert who_is_calling(f"Bearer {token}") == f"Example Assistant for {user}"
+    assert who_is_calling(None) == "401 (missing_token)"
+
+
+@contextmanager
+def _running(argv: list[str], cwd: Path, ready: str) -> Iterator[None]:
+    """Run `argv` in `cwd` until the block ends; wait until `ready` answers 200."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(ready).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, f"{argv} did not answer {ready}"
+            time.sleep(0.1)
+        yield
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+
+
+def test_the_cli_page_serves_a_provider_that_passes_its_check(tmp_path: Path) -> None:
+    # docs/cli.md as a reader with only the wheel follows it: the bot, pactmw.toml and the
+    # commands of "Serve a Provider", then the check of "Check a Provider" (on free ports).
+    page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    serve = page.split("## Serve a Provider\n", 1)[1].split("\n## ", 1)[0]
+    check = page.split("## Check a Provider\n", 1)[1].split("\n## ", 1)[0]
+    toml = re.search(r"^```toml\n(.*?)^```$", serve, re.S | re.M)
+    commands = re.search(r"^```sh\n(.*?)^```$", serve, re.S | re.M)
+    transcript = re.search(r"^```\n\$ (pactmw check .*?)\n(?!    )(.*?)^```$", check, re.S | re.M)
+    assert toml, serve
+    assert commands, serve
+    assert transcript, check
+    keygen, static, serve_line = (
+        line.split("#", 1)[0].split("&", 1)[0].split() for line in commands[1].splitlines()
+    )
+    assert keygen[0] == "pactmw", keygen
+    assert static[:3] == ["python", "-m", "http.server"], static
+    assert serve_line[:2] == ["pactmw", "serve"], serve_line
+    jwks_port, provider_port = str(free_port()), str(free_port())
+    ports = {"9000": jwks_port, "8765": provider_port}
+
+    def on_free_ports(text: str) -> str:
+        for documented, free in ports.items():
+            text = text.replace(f"127.0.0.1:{documented}", f"127.0.0.1:{free}")
+        return text
+
+    (tmp_path / "bots.py").write_text(SAMPLES["serve_bot"].code, encoding="utf-8")
+    (tmp_path / "pactmw.toml").write_text(on_free_ports(toml[1]), encoding="utf-8")
+    pactmw = [sys.executable, "-m", "pactmw"]
+    subprocess.run([*pactmw, *keygen[1:]], cwd=tmp_path, check=True, capture_output=True)
+    static_argv = [sys.executable, *static[1:]]
+    static_argv[static_argv.index("9000")] = jwks_port
+    serve_argv = [*pactmw, *serve_line[1:]]
+    serve_argv[serve_argv.index("8765")] = provider_port
+    check_argv = [*pactmw, *on_free_ports(transcript[1].replace("\\\n", " ")).split()[1:]]
+    jwks_uri = f"http://127.0.0.1:{jwks_port}/.well-known/jwks.json"
+    card = f"http://127.0.0.1:{provider_port}/a2a/acme/.well-known/agent-card.json"
+    with (
+        _running(static_argv, tmp_path, jwks_uri),
+        _running(serve_argv, tmp_path, card),
+    ):
+        checked = subprocess.run(
+            check_argv, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    shown = on_free_ports(transcript[2])
+    assert checked.stderr + checked.stdout == shown
 
 
 def test_wsgi_sample_guards_the_prefix_only() -> None:

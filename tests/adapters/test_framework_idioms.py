@@ -503,6 +503,30 @@ def test_flask_refuses_a_prefix_without_its_leading_slash_at_init_app(
     assert str(caught.value) == "protect_prefix must be a path starting with '/' (got 'api/')"
 
 
+def test_flask_names_a_missing_pactmw_setting_at_init_app() -> None:
+    # Pactmw(app) before app.config["PACTMW"] is set (an app factory that loads its config
+    # later, a config object that names it otherwise) says which setting is missing, not
+    # "audience is required" of a dict the app never wrote.
+    app = Flask("idioms")
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == (
+        "app.config['PACTMW'] is not set: set it to a dict (audience, agents, ...) "
+        "before Pactmw(app) or init_app(app)"
+    )
+
+
+@pytest.mark.parametrize("value", ["pactmw.toml", None, ["audience"]])
+def test_flask_names_a_pactmw_setting_that_is_not_a_dict_at_init_app(value: object) -> None:
+    app = Flask("idioms")
+    app.config["PACTMW"] = value
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == (
+        f"app.config['PACTMW'] must be a dict (audience, agents, ...), not {type(value).__name__}"
+    )
+
+
 @pytest.mark.parametrize("templates", ["app's loader", "folder"])
 def test_flask_starts_without_brands_with_templates(
     tmp_path: Path, world: Harness, settings: dict[str, Any], templates: str

@@ -401,6 +401,23 @@ def test_registered_agent_needs_exactly_one_key_source(es_key: PrivateJWK) -> No
         IdentityVerifier(audience="", registry=AgentRegistry())
 
 
+@pytest.mark.parametrize("as_given", ["document", "json text"])
+def test_registered_agent_refuses_a_jwks_document_at_construction(
+    es_key: PrivateJWK, as_given: str
+) -> None:
+    # The JWKS as `pactmw keygen --jwks` writes it (json.load of the file, or its text) is what
+    # a configuration's `jwks` takes; in Python it once passed here and every token then
+    # failed with AttributeError: 'dict' object has no attribute 'candidates'.
+    document = {"keys": [es_key.public.to_dict()]}
+    jwks: Any = document if as_given == "document" else json.dumps(document)
+    with pytest.raises(TypeError) as caught:
+        RegisteredAgent(issuer=ISS, jwks=jwks)
+    assert str(caught.value) == (
+        f"agent {ISS!r}: jwks must be a KeySet, not {type(jwks).__name__}: "
+        "read a JWKS document with pactmw.parse_jwks(...)"
+    )
+
+
 # -- signature and keys -------------------------------------------------------------------------
 
 

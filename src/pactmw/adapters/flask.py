@@ -30,6 +30,7 @@ from pactmw.adapters._common import instance_or_none, provider_of
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
+from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
@@ -93,8 +94,18 @@ class Pactmw:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
-        data = app.config.get("PACTMW", {})
-        if isinstance(data, Mapping) and "templates" not in data:
+        if "PACTMW" not in app.config:
+            raise ConfigError(
+                "app.config['PACTMW'] is not set: set it to a dict (audience, agents, ...) "
+                "before Pactmw(app) or init_app(app)"
+            )
+        data = app.config["PACTMW"]
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                "app.config['PACTMW'] must be a dict (audience, agents, ...), "
+                f"not {type(data).__name__}"
+            )
+        if "templates" not in data:
             # The person's pages look in the app's own templates first (templates/pactmw/*.html),
             # through Flask's own loader (blueprints' folders count too), without creating
             # app.jinja_env before the app has set its Jinja options.

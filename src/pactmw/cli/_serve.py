@@ -20,7 +20,8 @@ _SERVE_HELP = """\
 Serve the Brands of a TOML configuration as a PACT 1.0 Provider (A2A HTTP+JSON) on uvicorn.
 
 The TOML file holds the same keys as Django's PACTMW setting: base_url, audience, agents,
-brands, store, ... (see examples/pactmw.toml). Brand handlers are import paths
+brands, store, ... (see the documentation's Configuration and CLI pages, or
+examples/pactmw.toml in the source distribution). Brand handlers are import paths
 ('package.module:function') resolved from the current directory first, so run the command
 from the directory that holds your bot's package. A relative sqlite store path
 (sqlite:///.pactmw/pactmw.db, the default) is relative to the current directory too.

@@ -30,7 +30,8 @@ class RegisteredAgent:
     """A personal agent the Provider knows (spec §3.1).
 
     Keys come from `jwks_uri` (https; http on loopback only when allowed) or, for offline
-    deployments and tests, an inline `jwks`. `audience` overrides the Provider-wide audience.
+    deployments and tests, an inline `jwks` (a `KeySet`: `parse_jwks(document)` reads a JWKS
+    document). `audience` overrides the Provider-wide audience.
     """
 
     issuer: str
@@ -43,6 +44,13 @@ class RegisteredAgent:
     def __attrs_post_init__(self) -> None:
         if (self.jwks_uri is None) == (self.jwks is None):
             raise ValueError(f"agent {self.issuer!r} needs exactly one of jwks_uri or jwks")
+        if self.jwks is not None and not isinstance(self.jwks, KeySet):
+            # The JWKS document itself (what a configuration's `jwks` takes) would pass here
+            # and fail every token later with an AttributeError.
+            raise TypeError(
+                f"agent {self.issuer!r}: jwks must be a KeySet, not {type(self.jwks).__name__}: "
+                "read a JWKS document with pactmw.parse_jwks(...)"
+            )
 
 
 class AgentOverrides(Protocol):
