@@ -19,6 +19,7 @@ import pytest
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
 from tests.adapters.contract_harness import ISSUER, SERVERS, Harness, Target, harness
+from tests.adapters.tokens import AgentKey, claims
 from tests.parafe_integration.support import a2a_message
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,6 +119,32 @@ def test_optional_routes_take_anonymous_and_verified_callers(target: Target) -> 
     # A credential that is sent is checked: a bad token is never taken for no token.
     expired = target.token(iat=1_000_000_000, exp=1_000_000_100)
     assert_refused(target.client.get("/optional", headers=target.headers(expired)))
+
+
+def test_optional_routes_take_a_credential_that_is_no_personal_agents_as_none(
+    target: Target,
+) -> None:
+    # The app's other schemes (Basic, an API token, another issuer's JWT) are no personal
+    # agent: anonymous, as under PersonalAgentBackend; a personal agent's bad token is not.
+    stranger = AgentKey.generate("ES256", "stranger")
+    for authorization in (
+        "Basic dXNlcjpwYXNz",
+        "Bearer an-opaque-api-token",
+        f"Bearer {stranger.sign(claims('https://another-idp.example'))}",
+    ):
+        answer = target.client.get("/optional", headers={"Authorization": authorization})
+        assert_caller(answer, actor_id=None)
+        # A delegation is bound to a personal agent's identity: it is no anonymous request.
+        with_delegation = {"Authorization": authorization, "X-A2A-User-Delegation": "x.y.z"}
+        assert_refused(target.client.get("/optional", headers=with_delegation))
+    wrong_audience = target.token(aud="https://elsewhere.example/a2a")
+    assert_refused(target.client.get("/optional", headers=target.headers(wrong_audience)))
+    # A repeated Authorization is missing (a WSGI server joins the repeats: the same answer).
+    token = target.token()
+    repeated = [("Authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")]
+    assert_caller(target.client.get("/optional", headers=repeated), actor_id=None)
+    with_delegation = [*repeated, ("X-A2A-User-Delegation", "x.y.z")]
+    assert_refused(target.client.get("/optional", headers=with_delegation))
 
 
 # -- delegation ----------------------------------------------------------------------------------

@@ -64,6 +64,11 @@ def test_other_credentials_reach_the_apps_own_authentication(target: Target) -> 
     assert (
         target.client.get("/drf/either", headers={"Authorization": "Basic eDp5"}).status_code == 401
     )
+    # A delegation is bound to a personal agent's identity: never ignored beside an API key.
+    with_delegation = {"Authorization": "Bearer key-123", "X-A2A-User-Delegation": "a.b.c"}
+    refused = target.client.get("/drf/either", headers=with_delegation)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == CHALLENGE
 
 
 def test_has_delegated_scope_reads_the_views_required_scopes(target: Target) -> None:

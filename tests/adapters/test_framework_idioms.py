@@ -108,6 +108,9 @@ def test_other_credentials_pass_as_not_a_personal_agent(
             assert response.status_code == 200, (headers, response.text)
             assert response.json() == {"authenticated": False, "scopes": []}
             assert_refused(client.get("/pa", headers=headers))
+            # A delegation is bound to a personal agent's identity: never ignored beside one.
+            delegated = {**headers, "X-A2A-User-Delegation": "a.b.c"}
+            assert_refused(client.get("/public", headers=delegated))
         # A personal agent's token that fails is still refused, even on a public route.
         expired = token(world, iat=1_000_000_000, exp=1_000_000_100)
         assert_refused(client.get("/public", headers=bearer(expired)))
@@ -469,7 +472,10 @@ def test_flask_sees_a_valid_token_outside_the_prefix_on_request(
         assert client.get("/maybe").json() == {"actor_id": None}
         seen = client.get("/maybe", headers=bearer(token(world))).json()
         assert seen["actor_id"] is not None
-        assert client.get("/maybe", headers=bearer("junk")).status_code == 401
+        # An opaque token is another scheme's (anonymous); a personal agent's bad one is not.
+        assert client.get("/maybe", headers=bearer("junk")).json() == {"actor_id": None}
+        expired = token(world, iat=1_000_000_000, exp=1_000_000_100)
+        assert client.get("/maybe", headers=bearer(expired)).status_code == 401
 
 
 @pytest.mark.parametrize(

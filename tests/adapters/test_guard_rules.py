@@ -144,8 +144,18 @@ def test_optional_takes_no_credential_but_checks_one_that_is_sent(
     clock = Clock()
     guard = _guard(_registry(world), clock)
     assert authenticate(guard, _request(("host", "provider.example")), True) is None
-    bad = _request(("authorization", "Bearer x.y.z"))
-    assert _refusal(authenticate, guard, bad, optional=True).reason == "malformed_token"
+    # Another scheme's credential is no personal agent's: none, when optional...
+    other = _request(("authorization", "Bearer x.y.z"))
+    assert authenticate(guard, other, True) is None
+    assert _refusal(authenticate, guard, other).reason == "malformed_token"
+    # ...unless a delegation, bound to a personal agent's identity, came with it.
+    delegated = _request(("authorization", "Bearer x.y.z"), ("x-a2a-user-delegation", "a.b.c"))
+    assert _refusal(authenticate, guard, delegated, optional=True).reason == "malformed_token"
+    # A personal agent's token that fails is refused, never taken for none.
+    expired = _token(world, clock)
+    clock.now += 3600
+    refused = _refusal(authenticate, guard, _request(("authorization", expired)), optional=True)
+    assert refused.reason == "expired"
     good = _request(("authorization", _token(world, clock)))
     assert authenticate(guard, good, True) is not None
 

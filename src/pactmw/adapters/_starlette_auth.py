@@ -21,7 +21,7 @@ from pactmw.adapters._common import instance_or_none, make_guard, scope_refusal
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import is_other_credential, refusal_response
+from pactmw.provider.guard import refusal_response
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -95,10 +95,9 @@ class PersonalAgentBackend(AuthenticationBackend):
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         try:
+            # Optional: no credential, or the app's other schemes, is anonymous (None).
             caller = await self.guard.aauthenticate(neutral_request(conn.scope), optional=True)
         except AuthenticationFailed as exc:
-            if is_other_credential(exc):
-                return None
             raise PersonalAgentAuthError(exc) from exc
         if caller is None:
             return None

@@ -11,10 +11,10 @@ reader), asks the guard, and translates the answer back. The guard owns every ru
   malformed; one sent where no Brand accepts delegation is refused, never ignored);
 * scopes (`require_scopes`): no delegation is 401 `invalid_token`, a delegation that lacks
   a scope is 403 `insufficient_scope`;
-* `optional`: no `Authorization` at all is an anonymous caller (None); a credential that is
-  sent is still checked, so a bad token is never mistaken for no token;
-* what is "not a personal agent" for apps that mix authentication schemes
-  (`is_other_credential`);
+* `optional`: no `Authorization` at all is an anonymous caller (None), and so is one that is
+  no personal agent's (`is_other_credential`: the app's other schemes) unless a delegation
+  came with it; a personal agent's token that is sent is still checked, so a bad one is
+  never mistaken for no token;
 * a Parafé-guarded endpoint (`parafe_endpoint`): a body read that stops at the cap whether
   or not the length is declared (413), consent for the action, the refusal reply, and the
   receipts added to the endpoint's JSON answer.
@@ -101,11 +101,19 @@ class Guard:
 
     def authenticate(self, request: Request, *, optional: bool = False) -> PersonalAgent | None:
         """The verified caller (blocking when keys must be fetched), or None when `optional`
-        and no credential was sent. Raises `AuthenticationFailed` (401); scopes are checked
+        and no personal agent's credential was sent (none, or the app's other schemes:
+        `is_other_credential`). Raises `AuthenticationFailed` (401); scopes are checked
         after, with `require_scopes`."""
         if self._anonymous(request, optional):
             return None
-        caller = self.verifier.verify(request.header("authorization"), brand=self.delegation_brand)
+        try:
+            caller = self.verifier.verify(
+                request.header("authorization"), brand=self.delegation_brand
+            )
+        except AuthenticationFailed as refused:
+            if self._another_scheme(request, optional, refused):
+                return None
+            raise
         header = request.delegation_token()
         if header is None:
             return caller
@@ -124,7 +132,12 @@ class Guard:
         # needs no flow and no driver, which cost three times the cached check itself.
         caller = self.verifier.cached(authorization, brand=brand)
         if caller is None:
-            caller = await self.verifier.averify(authorization, brand=brand)
+            try:
+                caller = await self.verifier.averify(authorization, brand=brand)
+            except AuthenticationFailed as refused:
+                if self._another_scheme(request, optional, refused):
+                    return None
+                raise
         header = request.delegation_token()
         if header is None:
             return caller
@@ -138,13 +151,25 @@ class Guard:
 
     @staticmethod
     def _anonymous(request: Request, optional: bool) -> bool:
-        """Whether an `optional` check has no credential to check: no `Authorization` (a
-        delegation sent without the identity it is bound to is no credential at all: 401)."""
-        if not optional or request.has_header("authorization"):
+        """Whether an `optional` check has no credential to check: no `Authorization`, or one
+        repeated, which is treated as missing (a WSGI server joins the repeats into one value,
+        which `_another_scheme` then takes for none: both alike). A delegation sent without
+        the identity it is bound to is no credential at all: 401."""
+        if not optional or request.header("authorization") is not None:
             return False
         if request.has_header(DELEGATION_HEADER):
             raise AuthenticationFailed("missing_token")
         return True
+
+    @staticmethod
+    def _another_scheme(request: Request, optional: bool, refused: AuthenticationFailed) -> bool:
+        """Whether an `optional` check takes a refused `Authorization` for no credential: it
+        is no personal agent's at all (Basic, an API token, another issuer's JWT), as
+        `PersonalAgentBackend` lets it pass, and no delegation (bound to an identity) came
+        with it. A personal agent's token that fails is refused, never taken for none."""
+        return (
+            optional and is_other_credential(refused) and not request.has_header(DELEGATION_HEADER)
+        )
 
     def _delegation_flow(self, caller: PersonalAgent, header: str) -> SubFlow:
         """The verified `caller` with the delegation token `header` it sent (checked after

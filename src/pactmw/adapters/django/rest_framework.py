@@ -36,7 +36,7 @@ from pactmw.adapters.django._http import neutral_request
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
-from pactmw.provider.guard import is_other_credential, refusal_response, require_scopes
+from pactmw.provider.guard import refusal_response, require_scopes
 
 _FAILURE = "_pactmw_refusal"
 
@@ -117,10 +117,9 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 unavailable.status_code = 503  # DRF's handler answers it
                 raise unavailable from exc
             try:
+                # Optional: no credential, or another scheme's, is None (DRF tries the next).
                 caller = guard.authenticate(neutral_request(django_request), optional=True)
             except AuthenticationFailed as exc:
-                if is_other_credential(exc):
-                    return None
                 setattr(django_request, _FAILURE, exc)
                 raise exceptions.AuthenticationFailed(exc.reason, code=exc.reason) from exc
             if caller is None:
