@@ -6,8 +6,9 @@ serialize on that row and exactly one of them owns the turn; unique constraints 
 invariants up. The delegation operations work the same way: each locks the row it decides
 on (device code, refresh token, grant) or is one conditional statement, and upserts of a
 grant key also take a per-key advisory lock, since the first grant has no row yet to lock.
-Connection problems surface as `StoreUnavailable`, other database errors as `StoreError`;
-neither message contains the DSN's password.
+Connection problems, lock waits past the lock timeout and a read-only database surface as
+`StoreUnavailable`, other database errors as `StoreError`; neither message contains the
+DSN's password.
 """
 
 from __future__ import annotations
@@ -267,6 +268,8 @@ class PostgresStore(PostgresFlavour):
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise self._unavailable(exc) from None
         except psycopg.Error as exc:  # a constraint broken, bad data: the store's own fault
+            if self._refuses_for_now(exc):  # unless the database refuses for now
+                raise self._unavailable(exc) from None
             raise self._error(exc) from None
         finally:
             self._pool.release(conn)
