@@ -72,6 +72,18 @@ def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
 
 
+def test_a_folder_that_cannot_be_made_is_a_store_error(tmp_path: Path) -> None:
+    """The database's folder cannot be created (here a file holds its name): the store says
+    which database, and why, as for any other database it cannot open; no bare OSError."""
+    (tmp_path / "state").write_text("a file, not a folder")
+    path = tmp_path / "state" / "pactmw.db"
+    with pytest.raises(StoreUnavailable) as info:
+        SqliteStore(path)
+    message = str(info.value)
+    assert f"sqlite database {path}" in message, message
+    assert str(tmp_path / "state") in message, message
+
+
 @pytest.fixture(params=["django-sqlite", "django-postgres"])
 def django_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """The Django store on each vendor, its tables made by Django's migrations."""
