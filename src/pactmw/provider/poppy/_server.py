@@ -33,6 +33,7 @@ have), and its handler in `PoppyServer._endpoints`; its flow lives in a module o
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Literal
@@ -44,7 +45,7 @@ from pactmw.core.client_metadata import ClientMetadataCache
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.replay import StoreReplayMemory
-from pactmw.protocols.poppy import DISCOVERY_PATH
+from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._audit import Audit
@@ -77,11 +78,17 @@ from pactmw.provider.poppy._session_check import PoppyCaller, SessionCheck
 from pactmw.provider.poppy._token import TOKEN_RATE_LIMIT, TokenEndpoint
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
-from pactmw.store.base import Store
+from pactmw.store.base import Store, StoreUnavailable
 
 METADATA_PREFIX = "/.well-known/oauth-authorization-server"
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
+
+logger = logging.getLogger("pactmw.poppy")
+
+#: With `503 temporarily_unavailable` when the store cannot answer: the Provider's other
+#: routes say the same (`pactmw.provider.errors`).
+_RETRY_SOON = (("Retry-After", "1"),)
 
 PoppyOperation = Literal[
     "discovery", "metadata", "device", "token", "revoke", "conversation", "feedback", "operations"
@@ -274,7 +281,15 @@ class PoppyServer:
         brand = self.brands[route.brand_id]
         if route.operation == "metadata":
             return brand.metadata
-        return (yield from self._endpoints[route.operation](brand, route, request))
+        try:
+            return (yield from self._endpoints[route.operation](brand, route, request))
+        except StoreUnavailable as exc:
+            # Poppy's own "come back shortly" (an agent reads Poppy's JSON errors), where the
+            # Provider's other routes answer a bare 503.
+            logger.error("store unavailable: %s", exc)
+            raise PoppyError(
+                503, "temporarily_unavailable", "the store is unavailable", headers=_RETRY_SOON
+            ) from None
 
     def _conversation(self, brand: PoppyBrand, route: PoppyRoute, request: Request) -> Flow:
         assert route.conversation is not None
