@@ -1,7 +1,8 @@
-"""PostgreSQL stops under a running Poppy company, then comes back: meanwhile its APIs answer
-in Poppy's own words, `503 temporarily_unavailable` with `Retry-After` (a JSON error body, not
-cacheable, as every Poppy refusal), never a bare status an agent cannot read; once the
-database is back, the same Session works again."""
+"""PostgreSQL stops under a running Poppy company, then comes back: meanwhile its endpoints,
+and the company's own API behind `poppy_session_required`, answer in Poppy's own words, `503
+temporarily_unavailable` with `Retry-After` (a JSON error body, not cacheable, as every Poppy
+refusal), never a bare status an agent cannot read or a 500; once the database is back, the
+same Session is answered as before."""
 
 from __future__ import annotations
 
@@ -63,18 +64,29 @@ def test_a_stopped_database_is_poppys_temporarily_unavailable(
                 )
                 return answer
 
-            before = await report()
-            pg_stop(postgres_server)
-            during = await report()
-            pg_start(postgres_server)
-            after = await report()
-            return [before, during, after]
+            async def read_orders() -> httpx.Response:
+                # The shop's own API, behind `poppy_session_required`.
+                url = ctx.url("/api/orders")
+                proof = await ctx.proof(user, "GET", url, token=SecretStr(token))
+                answer: httpx.Response = await ctx.send(
+                    "GET", url, headers={"Authorization": f"DPoP {token}", "DPoP": proof}
+                )
+                return answer
 
-    before, during, after = asyncio.run(scenario())
-    assert before.status_code == 202, before.text
-    assert during.status_code == 503, during.text
-    assert during.headers.get("content-type") == "application/json", during.headers
-    assert during.json() == {"error": "temporarily_unavailable"}
-    assert during.headers.get("cache-control") == "no-store"
-    assert (during.headers.get("retry-after") or "").isdigit(), during.headers
-    assert after.status_code == 202, after.text
+            before = [await report(), await read_orders()]
+            pg_stop(postgres_server)
+            during = [await report(), await read_orders()]
+            pg_start(postgres_server)
+            after = [await report(), await read_orders()]
+            return [*before, *during, *after]
+
+    answers = asyncio.run(scenario())
+    statuses = [answer.status_code for answer in answers]
+    # Signed out, the Session reports feedback (202) but may not read orders (403); meanwhile
+    # both are Poppy's 503, and then the same Session is answered as before.
+    assert statuses == [202, 403, 503, 503, 202, 403], [a.text for a in answers]
+    for during in answers[2:4]:
+        assert during.headers.get("content-type") == "application/json", during.headers
+        assert during.json() == {"error": "temporarily_unavailable"}
+        assert during.headers.get("cache-control") == "no-store"
+        assert (during.headers.get("retry-after") or "").isdigit(), during.headers
