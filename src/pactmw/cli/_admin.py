@@ -52,8 +52,9 @@ def load_settings(path: str) -> ProviderSettings:
 
 
 #: What opening a store raises for a bad URL or database, each message free of the URL (it
-#: may hold a password). OSError: creating the database's folder can fail; driver errors
-#: arrive as StoreError; ImportError: a PostgreSQL URL without psycopg (the message says so).
+#: may hold a password). Driver errors, and a sqlite folder that cannot be created, arrive as
+#: StoreError; OSError: any other failure of the file system; ImportError: a PostgreSQL URL
+#: without psycopg (the message says so).
 STORE_OPEN_ERRORS = (ValueError, StoreError, OSError, ImportError)
 
 

@@ -21,7 +21,8 @@ the alias, in the dialect of its vendor:
 Django's connections are per thread, as for any ORM query: each thread runs the store on its
 own connection. Called inside the site's own `transaction.atomic()`, an operation becomes a
 savepoint of that transaction and commits (or rolls back) with it. Driver errors surface as
-`StoreUnavailable` (connection problems) or `StoreError`, never with the password.
+`StoreUnavailable` (connection problems, a read-only database) or `StoreError`, never with
+the password.
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ class DjangoStore(SqlStore):
                 raise self._unmigrated() from None
             raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
         except db_utils.Error as exc:  # a constraint broken, bad data: the store's own fault
+            if self._refuses_for_now(exc):  # unless the database refuses for now
+                raise StoreUnavailable(
+                    self._scrub(f"{self._describe()} is unavailable: {exc}")
+                ) from None
             raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
 
     def _alias_gone(self) -> StoreError:

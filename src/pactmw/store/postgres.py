@@ -6,8 +6,9 @@ serialize on that row and exactly one of them owns the turn; unique constraints 
 invariants up. The delegation operations work the same way: each locks the row it decides
 on (device code, refresh token, grant) or is one conditional statement, and upserts of a
 grant key also take a per-key advisory lock, since the first grant has no row yet to lock.
-Connection problems surface as `StoreUnavailable`, other database errors as `StoreError`;
-neither message contains the DSN's password.
+Connection problems, lock waits past the lock timeout and a read-only database surface as
+`StoreUnavailable`, other database errors as `StoreError`; neither message contains the
+DSN's password.
 """
 
 from __future__ import annotations
@@ -170,7 +171,9 @@ class PostgresStore(PostgresFlavour):
     `dsn` is a libpq URL or key/value string. Nothing connects until the first operation,
     which also creates or migrates the schema, so an app can start before its database.
     At most `max_connections` connections are open; a caller waits up to `acquire_timeout`
-    seconds for one, then gets `StoreUnavailable`.
+    seconds for one, then gets `StoreUnavailable`. A statement waits up to `lock_timeout`
+    seconds for a lock another session holds, then fails with `StoreUnavailable`, unless
+    the DSN (`options=-c lock_timeout=...`), the role or the database sets its own.
     """
 
     def __init__(
@@ -180,9 +183,12 @@ class PostgresStore(PostgresFlavour):
         max_connections: int = 10,
         connect_timeout: int = 10,
         acquire_timeout: float = 30.0,
+        lock_timeout: float = 5.0,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
+        if not lock_timeout > 0:
+            raise ValueError("lock_timeout must be a positive number of seconds")
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.Error:
@@ -198,6 +204,7 @@ class PostgresStore(PostgresFlavour):
             self._connect_kwargs["connect_timeout"] = connect_timeout
         if "application_name" not in params:
             self._connect_kwargs["application_name"] = "pactmw"
+        self._lock_timeout = f"{max(1, round(lock_timeout * 1000))}ms"
         self._pool = _Pool(
             self._open_connection,
             max_size=max_connections,
@@ -223,10 +230,24 @@ class PostgresStore(PostgresFlavour):
 
     def _open_connection(self) -> _Connection:
         try:
-            return psycopg.connect(self._dsn, **self._connect_kwargs)
+            conn = psycopg.connect(self._dsn, **self._connect_kwargs)
         except psycopg.Error as exc:
             # `from None`: the driver's exception is summarised, scrubbed, in our message.
             raise self._unavailable(exc) from None
+        try:
+            # PostgreSQL waits for a lock forever by default: another session holding a
+            # table or a row (a migration, an operator's LOCK, a stuck transaction) would
+            # hang every request. Bound the wait as sqlite's busy timeout does, unless the
+            # DSN's options, the role or the database already set a lock_timeout.
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, false)"
+                " WHERE current_setting('lock_timeout') = '0'",
+                (self._lock_timeout,),
+            )
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._unavailable(exc) from None
+        return conn
 
     def _migrate(self, conn: _Connection) -> None:
         with conn.transaction(), conn.cursor() as cur:
@@ -247,6 +268,8 @@ class PostgresStore(PostgresFlavour):
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise self._unavailable(exc) from None
         except psycopg.Error as exc:  # a constraint broken, bad data: the store's own fault
+            if self._refuses_for_now(exc):  # unless the database refuses for now
+                raise self._unavailable(exc) from None
             raise self._error(exc) from None
         finally:
             self._pool.release(conn)

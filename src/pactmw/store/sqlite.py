@@ -84,7 +84,15 @@ class SqliteStore(SqliteFlavour):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5000) -> None:
         self._path = Path(path)
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file holds the folder's name, no permission, read-only
+            # mkdir says "File exists" when a file has the folder's name: say what is wrong.
+            why = "a file has that name" if isinstance(exc, FileExistsError) else exc.strerror
+            raise StoreUnavailable(
+                f"cannot open sqlite database {self._path}: cannot create its folder "
+                f"{self._path.parent}: {why}"
+            ) from exc
         self._busy_timeout_ms = busy_timeout_ms
         # One connection behind a lock rather than one per thread: sqlite admits one writer
         # at a time anyway, and in-process writers queued on our lock wake at once, while

@@ -33,9 +33,10 @@ have), and its handler in `PoppyServer._endpoints`; its flow lives in a module o
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Literal
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from attrs import frozen
@@ -44,11 +45,11 @@ from pactmw.core.client_metadata import ClientMetadataCache
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.replay import StoreReplayMemory
-from pactmw.protocols.poppy import DISCOVERY_PATH
+from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._audit import Audit
-from pactmw.provider.flow import Flow, SubFlow
+from pactmw.provider.flow import Flow, Need, SubFlow
 from pactmw.provider.poppy._brands import PoppyBrand, brand_runtimes
 from pactmw.provider.poppy._companies import (
     CONVERSATIONS_SEGMENT,
@@ -77,11 +78,18 @@ from pactmw.provider.poppy._session_check import PoppyCaller, SessionCheck
 from pactmw.provider.poppy._token import TOKEN_RATE_LIMIT, TokenEndpoint
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
-from pactmw.store.base import Store
+from pactmw.store.base import Store, StoreUnavailable
 
 METADATA_PREFIX = "/.well-known/oauth-authorization-server"
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
+
+logger = logging.getLogger("pactmw.poppy")
+T = TypeVar("T")
+
+#: With `503 temporarily_unavailable` when the store cannot answer: the Provider's other
+#: routes say the same (`pactmw.provider.errors`).
+_RETRY_SOON = (("Retry-After", "1"),)
 
 PoppyOperation = Literal[
     "discovery", "metadata", "device", "token", "revoke", "conversation", "feedback", "operations"
@@ -274,7 +282,9 @@ class PoppyServer:
         brand = self.brands[route.brand_id]
         if route.operation == "metadata":
             return brand.metadata
-        return (yield from self._endpoints[route.operation](brand, route, request))
+        return (
+            yield from _in_poppys_words(self._endpoints[route.operation](brand, route, request))
+        )
 
     def _conversation(self, brand: PoppyBrand, route: PoppyRoute, request: Request) -> Flow:
         assert route.conversation is not None
@@ -315,7 +325,7 @@ class PoppyServer:
     def session_flow(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
         """Check a request to one of the Brand's APIs (§6); the value is a `PoppyCaller`
         (`_session_check.SessionCheck.session_flow` tells the order of the checks)."""
-        return self._sessions.session_flow(brand_id, request, scopes)
+        return _in_poppys_words(self._sessions.session_flow(brand_id, request, scopes))
 
     def revoke_grant(self, grant_id: str) -> bool:
         """Revoke a grant and sign out its Sessions (blocking); True if it was live."""
@@ -324,6 +334,19 @@ class PoppyServer:
     def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
         """Revoke every live grant of an account and sign out their Sessions (blocking)."""
         return self._revocation.revoke_account(account, brand_id=brand_id)
+
+
+def _in_poppys_words(flow: Generator[Need, Any, T]) -> Generator[Need, Any, T]:
+    """`flow`, with a store that cannot answer turned into Poppy's own "come back shortly":
+    an agent reads Poppy's JSON errors, not the bare 503 of the Provider's other routes, and
+    the adapters' Poppy decorators answer a `PoppyError` (anything else would be a 500)."""
+    try:
+        return (yield from flow)
+    except StoreUnavailable as exc:
+        logger.error("store unavailable: %s", exc)
+        raise PoppyError(
+            503, "temporarily_unavailable", "the store is unavailable", headers=_RETRY_SOON
+        ) from None
 
 
 __all__ = [

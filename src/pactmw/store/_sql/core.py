@@ -100,6 +100,12 @@ class SqlCore(abc.ABC):
         Nothing to do where the write transaction holds the whole database.
         """
 
+    @staticmethod
+    def _refuses_for_now(exc: BaseException) -> bool:
+        """Whether a driver error that is no connection problem still says the database
+        cannot serve for now (then `StoreUnavailable`, not `StoreError`). None by default."""
+        return False
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections; later calls raise `StoreUnavailable`. Idempotent."""

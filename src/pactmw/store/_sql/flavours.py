@@ -51,6 +51,12 @@ POSTGRES_DIALECT = Dialect(
     false="FALSE",
 )
 
+# The SQLSTATEs of a database that refuses for now what it will do again later, which psycopg
+# does not class as OperationalError: 25006, read_only_sql_transaction (a hot standby after
+# a failover, a database an operator set read-only; a read-only sqlite file is an
+# OperationalError, hence unavailable, too).
+_REFUSED_FOR_NOW = frozenset({"25006"})
+
 # The first half of the two-int4 advisory lock taken per grant key by upsert_grant ("pacg").
 # PostgreSQL keeps two-int4 keys apart from bigint keys (the migration lock's).
 _GRANT_LOCK_CLASS = 0x70_61_63_67
@@ -87,6 +93,14 @@ class PostgresFlavour(SqlStore):
     # Many processes and machines share a PostgreSQL database: count rate limits in it, so
     # N workers allow a limit once (a write per limited request; see docs/deployment.md).
     shares_rate_limits = True
+
+    @staticmethod
+    def _refuses_for_now(exc: BaseException) -> bool:
+        # psycopg's error, or the one a Django error wraps.
+        for error in (exc, exc.__cause__):
+            if getattr(error, "sqlstate", None) in _REFUSED_FOR_NOW:
+                return True
+        return False
 
     @staticmethod
     def _encode_scopes(scopes: Sequence[str]) -> list[str]:
