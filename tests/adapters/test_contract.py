@@ -143,8 +143,8 @@ def test_optional_routes_take_a_credential_that_is_no_personal_agents_as_none(
     token = target.token()
     repeated = [("Authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")]
     assert_caller(target.client.get("/optional", headers=repeated), actor_id=None)
-    with_delegation = [*repeated, ("X-A2A-User-Delegation", "x.y.z")]
-    assert_refused(target.client.get("/optional", headers=with_delegation))
+    repeated_with_delegation = [*repeated, ("X-A2A-User-Delegation", "x.y.z")]
+    assert_refused(target.client.get("/optional", headers=repeated_with_delegation))
 
 
 # -- delegation ----------------------------------------------------------------------------------
