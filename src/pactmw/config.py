@@ -94,9 +94,17 @@ def optional_jwks(data: Mapping[str, Any], key: str, what: str) -> KeySet | None
     starts with `what`."""
     if key not in data:
         return None
+    value = data[key]
     try:
-        return parse_jwks(data[key])
+        return parse_jwks(value)
     except MalformedInput as exc:
+        if isinstance(value, str) and not value.lstrip().startswith("{"):
+            # A file's name is the likely mistake ("invalid JSON" would not say so).
+            raise ConfigError(
+                f"{what}: {value!r} is not a JWKS document; {key} takes the document itself "
+                f"(a table, or its JSON text), not a file name: read the file, or serve it "
+                f"and give {key}_uri"
+            ) from exc
         raise ConfigError(f"{what}: {exc}") from exc
 
 

@@ -675,3 +675,14 @@ def test_delegation_and_parafe_brand_without_brands_keep_their_own_words() -> No
     with pytest.raises(ConfigError) as caught:
         guard_settings({**IDENTITY_ONLY, "parafe_brand": "acme"})
     assert str(caught.value) == "parafe_brand 'acme' has no [brands.X.parafe]"
+
+
+@pytest.mark.parametrize("written", ["pa-jwks.json", "/etc/pactmw/pa-jwks.json", "keys.jwks"])
+def test_a_jwks_given_as_a_file_name_says_it_takes_the_document(written: str) -> None:
+    data = minimal()
+    data["agents"] = [{"issuer": "https://pa.example", "jwks": written}]
+    assert refused(data) == (
+        f"agents[0].jwks: {written!r} is not a JWKS document; jwks takes the document itself "
+        "(a table, or its JSON text), not a file name: read the file, or serve it and give "
+        "jwks_uri"
+    )
