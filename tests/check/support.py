@@ -169,9 +169,11 @@ def in_process_provider(
     wrap: Any = None,
     delegation: Mapping[str, Mapping[str, Any]] | None = None,
     port: int | None = None,
+    public_url: str | None = None,
 ) -> Iterator[str]:
     """Our Starlette app (`A2AProviderApp`) on uvicorn in this process; `wrap(app)` puts a
-    middleware around it, `store` replaces the memory store. Yields the base URL."""
+    middleware around it, `store` replaces the memory store, `public_url` is its `base_url`
+    when not where it listens. Yields the base URL it listens on."""
     from pactmw.provider import load_toml
 
     port = port or free_port()
@@ -179,7 +181,7 @@ def in_process_provider(
     config = directory / "pactmw.toml"
     config.write_text(
         provider_toml(
-            base_url=base_url,
+            base_url=public_url or base_url,
             agent=agent,
             handler=handler,
             delegation=delegation,

@@ -17,14 +17,16 @@ from pactmw.check._wire import (
     loads,
 )
 from pactmw.check.names import CARD, CARD_HEADERS, CARD_INTERFACE, CARD_SCHEME, CARD_UNKNOWN
-from pactmw.client import HttpResponse, card_interface_url, fetch_card
+from pactmw.client import HttpResponse, NetworkError, card_interface_url, fetch_card
 
 
 class CardChecks(Checks):
-    """The card checks; `run` says whether the card could be read (nothing else runs
-    without it)."""
+    """The card checks; `run` says whether the card could be read and its interface reached
+    (nothing else runs without them)."""
 
     card_response: HttpResponse | None = None
+    #: The card's interface, on another origin than the card, could not be reached.
+    interface_unreachable = False
 
     def run(self) -> bool:
         ctx = self.ctx
@@ -47,6 +49,14 @@ class CardChecks(Checks):
             "{interface URL}/.well-known/agent-card.json",
             self._card_interface,
         )
+        if self.interface_unreachable:
+            # Every other check would fail alike, saying the same thing over and over.
+            ctx.progress.note(
+                f"note: the card's interface {ctx.interface} cannot be reached from here, so no "
+                "other check can run: if the Provider is served elsewhere, its base_url must "
+                "be the address agents reach it at"
+            )
+            return False
         ctx.check(
             CARD_SCHEME,
             'an httpAuthSecurityScheme with scheme "Bearer" and bearerFormat "JWT", listed '
@@ -103,7 +113,11 @@ class CardChecks(Checks):
             )
         served = self.ctx.interface + CARD_PATH
         if card.url != served:
-            response = self.http.request("GET", served)
+            try:
+                response = self.http.request("GET", served)
+            except NetworkError:
+                self.interface_unreachable = True
+                raise
             if response.status != 200 or loads(response.body) != dict(card.raw):
                 raise Mismatch(
                     f"the same card at {served}", f"{describe(response)} (card from {card.url})"
