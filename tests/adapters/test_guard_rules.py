@@ -148,6 +148,9 @@ def test_optional_takes_no_credential_but_checks_one_that_is_sent(
     other = _request(("authorization", "Bearer x.y.z"))
     assert authenticate(guard, other, True) is None
     assert _refusal(authenticate, guard, other).reason == "malformed_token"
+    basic = _request(("authorization", "Basic dXNlcjpwYXNz"))
+    assert authenticate(guard, basic, True) is None
+    assert _refusal(authenticate, guard, basic).reason == "malformed_header"
     # ...unless a delegation, bound to a personal agent's identity, came with it.
     delegated = _request(("authorization", "Bearer x.y.z"), ("x-a2a-user-delegation", "a.b.c"))
     assert _refusal(authenticate, guard, delegated, optional=True).reason == "malformed_token"

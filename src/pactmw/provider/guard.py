@@ -130,14 +130,14 @@ class Guard:
         authorization, brand = request.header("authorization"), self.delegation_brand
         # A cached token is answered without a coroutine; the identity alone (most requests)
         # needs no flow and no driver, which cost three times the cached check itself.
-        caller = self.verifier.cached(authorization, brand=brand)
-        if caller is None:
-            try:
+        try:
+            caller = self.verifier.cached(authorization, brand=brand)
+            if caller is None:
                 caller = await self.verifier.averify(authorization, brand=brand)
-            except AuthenticationFailed as refused:
-                if self._another_scheme(request, optional, refused):
-                    return None
-                raise
+        except AuthenticationFailed as refused:
+            if self._another_scheme(request, optional, refused):
+                return None
+            raise
         header = request.delegation_token()
         if header is None:
             return caller
