@@ -135,6 +135,31 @@ def test_requires_answers_the_pact_challenge_and_scope_refusals(
         assert 'scope="orders:read"' in wrong.headers["www-authenticate"]
 
 
+def test_requires_without_any_authentication_says_what_it_needs(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Outside the middleware's prefix nothing verifies the caller: `requires` refuses a valid
+    # token, and the log says why once (Starlette's own raises an AssertionError, a 500).
+    async def outside(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    verifier = guard_from_mapping(settings).verifier
+    app = Starlette(
+        routes=[Route("/outside", asgi.requires("personal_agent")(outside))],
+        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=verifier)],
+    )
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        for _ in range(2):
+            assert_refused(client.get("/outside", headers=bearer(token(world))))
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        "requires() on /outside found no authentication: it reads what "
+        "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware under "
+        "its prefix, verified; elsewhere use personal_agent_required(verifier)"
+    ]
+
+
 def _grants(world: Harness, settings: dict[str, Any]) -> Target:
     """Grants in the store these settings name, signed with the configured key."""
     store = open_store(str(settings["store"]))

@@ -3,6 +3,7 @@ an `AuthenticationBackend` for apps that mix schemes, its `on_error`, and `requi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import refusal_response
+
+logger = logging.getLogger("pactmw.adapters")
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -119,8 +122,20 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
     bare 403; a missing `scope:<id>` is 403 `insufficient_scope`; another missing scope (an
     app role) is Starlette's 403."""
     wanted = [scopes] if isinstance(scopes, str) else list(scopes)
+    warned = False
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
+        nonlocal warned
+        if "auth" not in request.scope and not warned:
+            # Nothing verified this request: every caller is refused, a valid one too. Said
+            # once per endpoint (Starlette's own `requires` raises an AssertionError here).
+            warned = True
+            logger.warning(
+                "requires() on %s found no authentication: it reads what "
+                "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
+                "under its prefix, verified; elsewhere use personal_agent_required(verifier)",
+                request.url.path,
+            )
         held = set(request.auth.scopes) if "auth" in request.scope else set()
         missing = [scope for scope in wanted if scope not in held]
         if not missing:
