@@ -100,8 +100,8 @@ class PersonalAgentScheme(SecurityBase):
 
     Checked exactly as the middleware does (identity, then a delegation when one is sent);
     behind `PersonalAgentMiddleware` it reuses the caller already verified. With
-    `optional=True` a request without `Authorization` gets None (a token that is sent is
-    still checked).
+    `optional=True` a request without a personal agent's credential gets None (the app's
+    other schemes count as none; a personal agent's token is still checked).
     """
 
     def __init__(

@@ -137,8 +137,9 @@ def _state() -> _State:
 
 def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
     """Verify the current request's caller once (identity, then a delegation when one is
-    sent) and return it; with `optional`, None when no credential was sent. Raises
-    `PersonalAgentRefused` (a credential that was sent and fails is refused even then)."""
+    sent) and return it; with `optional`, None when no personal agent's credential was sent
+    (the app's other schemes count as none). Raises `PersonalAgentRefused` (a personal
+    agent's token that fails is refused even then)."""
     found = request.environ.get(_ENVIRON_KEY)
     if isinstance(found, PersonalAgent):
         return found

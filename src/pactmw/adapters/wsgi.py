@@ -103,8 +103,8 @@ def personal_agent_required(
 ) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application so it needs a personal agent, checked exactly as the
     middleware does (identity, then a delegation when one is sent). With `optional`, a
-    request without `Authorization` runs too (`current_personal_agent` is None); a token
-    that is sent is still checked."""
+    request without a personal agent's credential runs too (`current_personal_agent` is
+    None; the app's other schemes count as none); a personal agent's token is still checked."""
     guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     def check(environ: WSGIEnvironment) -> Response | None:

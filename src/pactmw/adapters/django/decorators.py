@@ -109,8 +109,8 @@ def personal_agent_required(
     """Decorate a Django view (sync or async) so it needs a verified personal agent, checked
     exactly as the middleware does (identity, then a delegation when one is sent); uses the
     middleware's result when there is one. `@personal_agent_required(optional=True)` also
-    runs the view without `Authorization` (`request.personal_agent` is None); a token that
-    is sent is still checked."""
+    runs the view without a personal agent's credential (`request.personal_agent` is None;
+    the app's other schemes count as none); a personal agent's token is still checked."""
 
     def before(request: HttpRequest) -> HttpResponse | None:
         return _verify(request, optional)
