@@ -111,9 +111,7 @@ class Guard:
                 request.header("authorization"), brand=self.delegation_brand
             )
         except AuthenticationFailed as refused:
-            if self._another_scheme(request, optional, refused):
-                return None
-            raise
+            return self._none_if_another_scheme(request, optional, refused)
         header = request.delegation_token()
         if header is None:
             return caller
@@ -135,9 +133,7 @@ class Guard:
             if caller is None:
                 caller = await self.verifier.averify(authorization, brand=brand)
         except AuthenticationFailed as refused:
-            if self._another_scheme(request, optional, refused):
-                return None
-            raise
+            return self._none_if_another_scheme(request, optional, refused)
         header = request.delegation_token()
         if header is None:
             return caller
@@ -153,7 +149,7 @@ class Guard:
     def _anonymous(request: Request, optional: bool) -> bool:
         """Whether an `optional` check has no credential to check: no `Authorization`, or one
         repeated, which is treated as missing (a WSGI server joins the repeats into one value,
-        which `_another_scheme` then takes for none: both alike). A delegation sent without
+        which `_none_if_another_scheme` then takes for none: both alike). A delegation sent without
         the identity it is bound to is no credential at all: 401."""
         if not optional or request.header("authorization") is not None:
             return False
@@ -162,14 +158,17 @@ class Guard:
         return True
 
     @staticmethod
-    def _another_scheme(request: Request, optional: bool, refused: AuthenticationFailed) -> bool:
-        """Whether an `optional` check takes a refused `Authorization` for no credential: it
-        is no personal agent's at all (Basic, an API token, another issuer's JWT), as
+    def _none_if_another_scheme(
+        request: Request, optional: bool, refused: AuthenticationFailed
+    ) -> None:
+        """None when an `optional` check takes a refused `Authorization` for no credential:
+        it is no personal agent's at all (Basic, an API token, another issuer's JWT), as
         `PersonalAgentBackend` lets it pass, and no delegation (bound to an identity) came
-        with it. A personal agent's token that fails is refused, never taken for none."""
-        return (
-            optional and is_other_credential(refused) and not request.has_header(DELEGATION_HEADER)
-        )
+        with it; else `refused` is raised. A personal agent's token that fails is refused,
+        never taken for none."""
+        if optional and is_other_credential(refused) and not request.has_header(DELEGATION_HEADER):
+            return None
+        raise refused
 
     def _delegation_flow(self, caller: PersonalAgent, header: str) -> SubFlow:
         """The verified `caller` with the delegation token `header` it sent (checked after
