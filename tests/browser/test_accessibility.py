@@ -10,6 +10,8 @@ the page state, the rule, the elements and axe's reasons.
 
 Two checks of WCAG 2.1 AA that axe-core cannot make are made on every page state as well: a
 visible focus indicator on each Tab stop (2.4.7), and no sideways scrolling at 320 px (1.4.10).
+What a screen reader is told about a consent checkbox (its name and description, from
+Chromium's accessibility tree) is checked too: a condition on a scope must reach it.
 
 axe-core comes from the `axe-playwright-python` dev dependency, which ships a recent
 `axe.min.js` (only that file is used here: Selenium injects it, Playwright is never started).
@@ -34,6 +36,7 @@ from pactmw.provider.ratelimit import RateLimit
 from tests.browser.test_connected_agents_page import revoke
 from tests.browser.test_consent_page import (
     BRAND_ID,
+    SCOPES,
     has_consent_form,
     result_heading,
     screenshot,
@@ -296,3 +299,35 @@ def test_rate_limited_page(browser: WebDriver, tmp_path: Path) -> None:
             pytest.fail(f"never rate limited: {text}")
         audit.check("rate-limited")
     audit.assert_clean()
+
+
+def accessible_checkboxes(browser: WebDriver) -> dict[str, str]:
+    """What Chromium's accessibility tree (what a screen reader reads) says of each checkbox:
+    its name, and its description ("" without one)."""
+    tree: dict[str, Any] = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})
+    return {
+        node["name"]["value"].strip(): node.get("description", {}).get("value", "")
+        for node in tree["nodes"]
+        if node.get("role", {}).get("value") == "checkbox" and not node.get("ignored")
+    }
+
+
+@pytest.mark.timeout(60)
+def test_a_consent_checkbox_tells_a_screen_reader_its_conditions(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """Shown under its scope's checkbox, "Only order A-1001" narrows what Allow gives; someone
+    who Tabs from checkbox to checkbox with a screen reader hears the checkbox alone, so the
+    condition must be its description, not only text placed near it (WCAG 1.3.1)."""
+    with serve_site(tmp_path, detail_types=(ORDER_CANCEL,)) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization(
+            "orders:read orders:cancel",
+            [{"type": CANCEL, "order": "A-1001"}, {"type": CANCEL, "order": "B-2002"}],
+        )
+        browser.get(asked["verification_uri_complete"])
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        assert accessible_checkboxes(browser) == {
+            SCOPES["orders:read"]: "",
+            SCOPES["orders:cancel"]: "Only order A-1001 Only order B-2002",
+        }
