@@ -138,6 +138,7 @@ class Audit:
         """Audit the page shown now at each width (then back to the desktop width)."""
         for width in WIDTHS:
             self.browser.set_window_size(width, 900)
+            assert self.browser.execute_script("return window.innerWidth") == width
             name = f"{state} @ {width}px"
             screenshot(self.browser, f"a11y-{state}-{width}.png")
             violations = axe_violations(self.browser)
@@ -147,6 +148,7 @@ class Audit:
         sizes = self.browser.execute_script(
             "return [document.documentElement.scrollWidth, window.innerWidth]"
         )
+        assert sizes[1] == REFLOW_WIDTH
         if sizes[0] > sizes[1]:
             self.problems.append(f"{state}: {sizes[0]} px wide at {REFLOW_WIDTH} px (1.4.10)")
         self.browser.set_window_size(WIDTHS[0], 900)
