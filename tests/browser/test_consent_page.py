@@ -40,6 +40,7 @@ from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.consent_pages import ConsentPages, ConsentView
 from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
+from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from tests.support.agent import identity_token
@@ -222,9 +223,11 @@ def serve_site(
     issuer: str = PA_ISSUER,
     scopes: dict[str, str] = SCOPES,
     detail_types: tuple[AuthorizationDetailType, ...] = (),
+    consent_rate_limit: RateLimit | None = None,
 ) -> Iterator[Site]:
     """The host app and Provider on uvicorn; one registered personal agent, `agent_name` from
-    `issuer`, asking for `scopes` (with authorization details of `detail_types`)."""
+    `issuer`, asking for `scopes` (with authorization details of `detail_types`); the pages'
+    rate limit is `consent_rate_limit` (the Provider's default when None)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     tools = ToolRegistry()
@@ -251,6 +254,7 @@ def serve_site(
         store=store,
         brands=[Brand(id=BRAND_ID, name=BRAND_NAME, handler=lambda _: "hi", delegation=delegation)],
         signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+        consent_rate_limit=consent_rate_limit,
     )
     host = HostApp(base, f"{base}/a2a/{BRAND_ID}/oauth/consent")
     app: Any = A2AProviderApp(provider, host.app, current_user=host.current_user)

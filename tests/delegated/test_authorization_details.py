@@ -359,9 +359,9 @@ def test_the_consent_page_shows_each_entry_under_its_scope_escaped(env: Env) -> 
     started = ask(env, "sky", "flights:read flights:rebook", [K7, odd], sub=new_sub())
     page = env.consent_page(started.json()["verification_uri_complete"], "alice").text
     rebook = (
-        '<label class="scope"><input type="checkbox" name="scope" value="flights:rebook" checked>'
-        " Rebook your flights</label>"
-        '<ul class="conditions" data-scope="flights:rebook">'
+        '<label class="scope"><input type="checkbox" name="scope" value="flights:rebook" checked'
+        ' aria-describedby="conditions-2"> Rebook your flights</label>'
+        '<ul class="conditions" id="conditions-2" data-scope="flights:rebook">'
         "<li>Only reservation K7PQ2M, to flight SK 318</li>"
         "<li>Only reservation &lt;b&gt;Q2&lt;/b&gt;, to flight SK 100</li></ul>"
     )

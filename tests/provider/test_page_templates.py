@@ -259,6 +259,16 @@ def test_default_pages_label_every_control_and_keep_a_heading() -> None:
     assert result.count("<h1>") == 1
 
 
+def test_a_scopes_conditions_describe_its_checkbox() -> None:
+    """The conditions listed under a scope are its checkbox's description (aria-describedby),
+    so a screen reader says them with the checkbox; a scope without any has none."""
+    consent = ConsentPages().consent(view(conditions=(("orders:cancel", "Only order A-1001"),)))
+    assert 'value="orders:read" checked>' in consent
+    assert 'value="orders:cancel" checked aria-describedby="conditions-2">' in consent
+    assert '<ul class="conditions" id="conditions-2" data-scope="orders:cancel">' in consent
+    assert consent.count("aria-describedby") == 1
+
+
 def test_the_shipped_catalog_template_lists_every_string() -> None:
     """src/pactmw/provider/locale/pactmw.pot is what translators start from; refresh it with
     `python -m tests.support.catalog` after changing a template's text."""
