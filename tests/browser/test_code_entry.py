@@ -50,6 +50,14 @@ def test_a_mistyped_code_is_corrected_in_the_form(browser: WebDriver, tmp_path: 
         field = browser.find_element(By.ID, "user_code")
         assert field.get_attribute("value") == wrong
         assert field.get_attribute("aria-invalid") == "true"
+        # The error looks like one: not the grey of secondary text, and bold. (No autofocus:
+        # without script it puts the caret before the code, where Backspace deletes nothing.)
+        error = browser.find_element(By.ID, "code-error")
+        style = browser.execute_script(
+            "const s = getComputedStyle(arguments[0]); return [s.color, s.fontWeight]", error
+        )
+        assert style[0] not in ("rgb(91, 100, 117)", "rgb(29, 35, 48)"), style  # muted, body
+        assert int(style[1]) >= 600, style
         screenshot(browser, "code-entry-mistyped-375.png")
 
         field.send_keys(Keys.BACKSPACE, right[-1], Keys.ENTER)
