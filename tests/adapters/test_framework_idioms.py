@@ -3,6 +3,7 @@ four faithful adapters", defects 4 to 9). The shared rules are in `test_contract
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, Security
 from flask import Flask
@@ -374,20 +376,32 @@ def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[st
     assert "no issues" in done.stdout
 
 
+@contextlib.contextmanager
+def _site_under_uvicorn(
+    tmp_path: Path,
+    config: dict[str, Any],
+    settings_module: str = "pactmw_testsite.contract_settings",
+    env: dict[str, str] | None = None,
+) -> Iterator[httpx.Client]:
+    """The Django test site with `config` as its PACTMW under uvicorn, as in production: no
+    system check runs before the first request (runserver's would refuse a bad setting)."""
+    server = django_server(
+        config,
+        asgi=True,
+        settings=settings_module,
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, **(env or {})},
+    )
+    with server as base, loopback_client(base_url=base) as client:
+        yield client
+
+
 def test_a_bad_setting_never_turns_other_pages_into_500s(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
     broken = {**settings, "audiance": "typo"}
-    # Under uvicorn, as in production: no system checks run before the first request.
-    server = django_server(
-        broken,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env=CHECKOUT_ENV,
-    )
-    with server as base, loopback_client(base_url=base) as client:
+    with _site_under_uvicorn(tmp_path, broken) as client:
         for _ in range(2):
             assert client.get("/public").status_code == 200
             guarded = client.get("/api/echo")
@@ -409,15 +423,7 @@ def test_a_prefix_without_its_slash_still_closes_what_it_meant_to_guard(
     # Under uvicorn no system check refuses "api/" (pactmw.E001 does under runserver): the
     # paths it meant must not be served unguarded meanwhile, and the others stay up.
     broken = {**settings, "protect_prefix": "api/"}
-    server = django_server(
-        broken,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env=CHECKOUT_ENV,
-    )
-    with server as base, loopback_client(base_url=base) as client:
+    with _site_under_uvicorn(tmp_path, broken) as client:
         assert client.get("/public").status_code == 200
         guarded = client.get("/api/echo")
         assert (guarded.status_code, guarded.content) == (503, b"")
@@ -431,15 +437,10 @@ def test_a_bad_setting_is_a_503_from_the_views_without_the_middleware(
     # The views answer for themselves: a site that serves the Provider (or only a Brand's
     # discovery document) without pactmw's middleware gets 503s, never 500s.
     broken = {**settings, "audiance": "typo"}
-    server = django_server(  # under uvicorn: runserver's checks would refuse to start
-        broken,
-        asgi=True,
-        settings="pactmw_testsite.middleware_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_MIDDLEWARE": ""},
-    )
-    with server as base, loopback_client(base_url=base) as client:
+    without_middleware = {"PACTMW_TEST_MIDDLEWARE": ""}
+    with _site_under_uvicorn(
+        tmp_path, broken, "pactmw_testsite.middleware_settings", without_middleware
+    ) as client:
         for path in ("/brand-site/poppy.json", "/a2a/acme/.well-known/agent-card.json"):
             answer = client.get(path)
             assert (answer.status_code, answer.content) == (503, b""), path
