@@ -99,27 +99,35 @@ def test_flask_sample_guards_the_prefix_only() -> None:
         assert_guarded(base, "/a2a/whoami", "/")
 
 
-def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # docs/adapters.md "Try it with a token of your own", as a reader follows it: the page's
-    # commands, the agent it puts in the Flask page's configuration, its curl's answer.
+def _token_of_your_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, Any]:
+    """docs/adapters.md "Try it with a token of your own" as a reader follows it, in
+    `tmp_path` (the samples read pa-jwks.json from there): the section, the token its
+    commands mint, and the answer its curl shows."""
     page = (REPO / "docs" / "adapters.md").read_text(encoding="utf-8")
     section = page.split("## Try it with a token of your own\n", 1)[1].split("\n## ", 1)[0]
     keygen = re.search(r"^pactmw keygen [^#\n]*", section, re.MULTILINE)
     mint = re.search(r"^\$ TOKEN=\$\((pactmw token [^)]*)\)$", section, re.MULTILINE)
     answer = re.search(r"^\$ curl .*\n(.*)$", section, re.MULTILINE)
-    agent = re.search(r'`(\{"issuer": "https://pa.example", "jwks": [^`]*\})`', section)
     assert keygen, section
     assert mint, section
     assert answer, section
-    assert agent, section
-    monkeypatch.chdir(tmp_path)  # the configuration reads pa-jwks.json from the folder
+    monkeypatch.chdir(tmp_path)
     pactmw = (sys.executable, "-m", "pactmw")
     subprocess.run([*pactmw, *keygen[0].split()[1:]], check=True, capture_output=True)
     token = subprocess.run(
         [*pactmw, *mint[1].split()[1:]], check=True, capture_output=True, text=True
     ).stdout.strip()
+    return section, token, json.loads(answer[1])
+
+
+def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The section's commands, the agent it puts in the Flask page's configuration, its curl's
+    # answer.
+    section, token, answer = _token_of_your_own(tmp_path, monkeypatch)
+    agent = re.search(r'`(\{"issuer": "https://pa.example", "jwks": [^`]*\})`', section)
+    assert agent, section
     registered = (
         '{"issuer": "https://pa.example", "jwks_uri": "https://pa.example/.well-known/jwks.json"}'
     )
@@ -130,7 +138,7 @@ def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
     with werkzeug_server(namespace["app"]) as base:
         admitted = httpx.get(base + "/a2a/whoami", headers={"Authorization": f"Bearer {token}"})
     assert admitted.status_code == 200
-    assert admitted.json() == json.loads(answer[1])
+    assert admitted.json() == answer
 
 
 def test_a_token_of_your_own_is_admitted_by_the_custom_server_sample(
@@ -138,31 +146,18 @@ def test_a_token_of_your_own_is_admitted_by_the_custom_server_sample(
 ) -> None:
     # The same section, for docs/getting-started/custom-server.md: the keys it says to give
     # `RegisteredAgent` in place of jwks_uri (a JWKS document there once failed every token).
-    page = (REPO / "docs" / "adapters.md").read_text(encoding="utf-8")
-    section = page.split("## Try it with a token of your own\n", 1)[1].split("\n## ", 1)[0]
-    keygen = re.search(r"^pactmw keygen [^#\n]*", section, re.MULTILINE)
-    mint = re.search(r"^\$ TOKEN=\$\((pactmw token [^)]*)\)$", section, re.MULTILINE)
-    answer = re.search(r"^\$ curl .*\n(.*)$", section, re.MULTILINE)
+    section, token, answer = _token_of_your_own(tmp_path, monkeypatch)
     keys = re.search(r"`(jwks=parse_jwks\([^`]*\))` in place of `jwks_uri=\.\.\.`", section)
     imported = re.search(r"`(from pactmw import parse_jwks)`", section)
-    assert keygen, section
-    assert mint, section
-    assert answer, section
     assert keys, section
     assert imported, section
-    monkeypatch.chdir(tmp_path)
-    pactmw = (sys.executable, "-m", "pactmw")
-    subprocess.run([*pactmw, *keygen[0].split()[1:]], check=True, capture_output=True)
-    token = subprocess.run(
-        [*pactmw, *mint[1].split()[1:]], check=True, capture_output=True, text=True
-    ).stdout.strip()
     registered = 'jwks_uri="https://pa.example/.well-known/jwks.json"'
     code = SAMPLES["direct"].code
     assert registered in code
     namespace: dict[str, Any] = {"__name__": "readme_direct_own_token"}
     exec(f"import json\n{imported[1]}\n" + code.replace(registered, keys[1]), namespace)
     who_is_calling = namespace["who_is_calling"]
-    user = json.loads(answer[1])["user"]
+    user = answer["user"]
     assert who_is_calling(f"Bearer {token}") == f"Example Assistant for {user}"
     assert who_is_calling(None) == "401 (missing_token)"
 
