@@ -390,6 +390,17 @@ def test_online_verification(broker: FakeBroker, minter: Minter, clock: FakeCloc
         send(ver, minter)
 
 
+def online_refusal(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int, answer: Any
+) -> ParafeError:
+    """What an online check refuses with when the broker's verify answers `answer`."""
+    broker.verify_answer = (status, answer)
+    ver = verifier(minter, keys_for(broker, clock), online=True)
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter, action="create_order")
+    return caught.value
+
+
 @pytest.mark.parametrize(
     ("status", "answer", "code"),
     [
@@ -418,12 +429,9 @@ def test_online_verification(broker: FakeBroker, minter: Minter, clock: FakeCloc
 def test_online_refusals(
     broker: FakeBroker, minter: Minter, clock: FakeClock, status: int, answer: Any, code: str
 ) -> None:
-    broker.verify_answer = (status, answer)
-    ver = verifier(minter, keys_for(broker, clock), online=True)
-    with pytest.raises(ParafeError) as caught:
-        send(ver, minter, action="create_order")
-    assert caught.value.code == code
-    assert caught.value.consent is not None  # a refusal receipt can bind to it
+    refused = online_refusal(broker, minter, clock, status, answer)
+    assert refused.code == code
+    assert refused.consent is not None  # a refusal receipt can bind to it
 
 
 #: What a misbehaving broker may say: 20,000 characters of text (within the fetch cap).
@@ -457,13 +465,10 @@ def test_online_refusal_text_is_cut_like_every_broker_text(
 ) -> None:
     # The broker's reason becomes the refusal's message, which the reply's text and error
     # data carry to the calling agent: cut to 500 characters, as the broker's other texts.
-    broker.verify_answer = (status, answer)
-    ver = verifier(minter, keys_for(broker, clock), online=True)
-    with pytest.raises(ParafeError) as caught:
-        send(ver, minter, action="create_order")
-    assert caught.value.code == code
-    assert LONG_REASON[:500] in caught.value.message
-    assert LONG_REASON[:501] not in caught.value.message
+    refused = online_refusal(broker, minter, clock, status, answer)
+    assert refused.code == code
+    assert LONG_REASON[:500] in refused.message
+    assert LONG_REASON[:501] not in refused.message
 
 
 def test_online_alone(broker: FakeBroker, minter: Minter, clock: FakeClock) -> None:

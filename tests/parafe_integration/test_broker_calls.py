@@ -176,15 +176,20 @@ def test_a_state_changing_call_is_not_resent_after_a_lost_answer(world: World) -
 # -- filing, with the acknowledgments kept -----------------------------------------------------
 
 
+def new_filer(world: World, **options: Any) -> ReceiptFiler:
+    """A filer of the world's shop, to its broker unless `options` say otherwise."""
+    arguments: dict[str, Any] = {
+        "broker_url": world.url,
+        "credential": CREDENTIAL,
+        "key": world.shop_key,
+        "policy": world.config().fetch_policy(),
+    }
+    return ReceiptFiler(**{**arguments, **options})
+
+
 def file_batches(world: World, *batches: list[Filing]) -> ReceiptFiler:
     """A filer that filed each batch in turn (waiting for each), then closed."""
-    filer = ReceiptFiler(
-        broker_url=world.url,
-        credential=CREDENTIAL,
-        key=world.shop_key,
-        policy=world.config().fetch_policy(),
-        retry=BrokerRetry(backoff=0.01),
-    )
+    filer = new_filer(world, retry=BrokerRetry(backoff=0.01))
     try:
         for batch in batches:
             filer.submit(batch)
@@ -328,13 +333,7 @@ def test_the_agent_keeps_acknowledgments_where_it_is_told(world: World) -> None:
 
 def test_closing_the_filer_files_what_it_queued_first(world: World) -> None:
     session_id, receipts = signed_receipts(world, 3)
-    filer = ReceiptFiler(
-        broker_url=world.url,
-        credential=CREDENTIAL,
-        key=world.shop_key,
-        policy=world.config().fetch_policy(),
-        retry=BrokerRetry(backoff=0.01),
-    )
+    filer = new_filer(world, retry=BrokerRetry(backoff=0.01))
     filer.submit([Filing(session_id, r) for r in receipts])
     # No flush: a shutdown closes at once, and the worker is a daemon thread that dies with
     # the process, so whatever is still queued when close() returns is never filed.
@@ -347,12 +346,7 @@ def test_a_receipt_the_closed_filer_cannot_file_is_counted_and_logged(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     session_id, (late,) = signed_receipts(world, 1)
-    filer = ReceiptFiler(
-        broker_url=world.url,
-        credential=CREDENTIAL,
-        key=world.shop_key,
-        policy=world.config().fetch_policy(),
-    )
+    filer = new_filer(world)
     assert filer.close()
     with caplog.at_level(logging.WARNING, logger="pactmw.provider.parafe"):
         filer.submit([Filing(session_id, late)])
@@ -365,12 +359,8 @@ def test_closing_with_the_broker_down_gives_up_on_time_and_counts_the_rest(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     session_id, receipts = signed_receipts(world, 3)
-    filer = ReceiptFiler(
-        broker_url=unreachable_url(),
-        credential=CREDENTIAL,
-        key=world.shop_key,
-        policy=world.config().fetch_policy(),
-        retry=BrokerRetry(retries=1, backoff=0.01),
+    filer = new_filer(
+        world, broker_url=unreachable_url(), retry=BrokerRetry(retries=1, backoff=0.01)
     )
     filer.submit([Filing(session_id, r) for r in receipts])
     with caplog.at_level(logging.WARNING, logger="pactmw.provider.parafe"):
