@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from html import unescape
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -27,6 +28,7 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
+from tests.support.catalog import POT
 from tests.support.net import loopback_client
 
 
@@ -485,6 +487,27 @@ def test_malformed_decision_bodies_never_500(env: Env, body: bytes) -> None:
         )
         assert answer.status_code == 400, (body[:40], answer.status_code)
         assert_page_headers(answer)
+
+
+@pytest.mark.parametrize(
+    "body", [b"session=\xff", b"&".join(b"f%d=1" % i for i in range(200))], ids=["utf8", "fields"]
+)
+@pytest.mark.parametrize("path", ["consent/decision", "agents"])
+def test_an_unreadable_form_is_refused_in_words_a_catalog_translates(
+    env: Env, path: str, body: bytes
+) -> None:
+    """The pages translate every refusal through their catalog; an unreadable form showed the
+    OAuth endpoints' "the body is not a form", which no catalog lists (and reads as jargon)."""
+    answer = env.post(
+        env.oauth("acme", path),
+        user="alice",
+        content=body,
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert_error_page(answer, 400)
+    message = re.search(r"</h1><p>(.*?)</p>", answer.text)
+    assert message is not None, answer.text
+    assert f'msgid "{unescape(message.group(1))}"' in POT.read_text()
 
 
 def test_oversized_bodies_are_refused_not_read(env: Env) -> None:

@@ -74,8 +74,11 @@ def public_oauth_flow(
         if route.operation == "connected_agents":
             return (yield from oauth.connected_agents(brand, config, request, user, body))
         return (yield from oauth.decision(brand, config, request, user, body))
-    except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
-        return error_response(ConsentRefused(exc.description, 400), pages=config.pages)
+    except OAuthError:
+        # A malformed form on a page a person sees: an HTML answer, in words the pages'
+        # catalog lists (the OAuth description is for clients, and untranslated).
+        unreadable = ConsentRefused("This page could not read what was sent. Start again.", 400)
+        return error_response(unreadable, pages=config.pages)
     except ConsentRefused as exc:
         return error_response(exc, pages=config.pages)
     except (RequestRefused, AuthenticationFailed):
