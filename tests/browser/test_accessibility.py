@@ -281,6 +281,10 @@ def test_denied_result_empty_agents_and_error_pages(browser: WebDriver, tmp_path
         message = browser.find_element(By.TAG_NAME, "p").text
         assert message == "This consent page is no longer valid. Start again."
         audit.check("error")
+        # The error page leads on: to the code entry page, where the flow starts again.
+        browser.find_element(By.LINK_TEXT, "Enter a code").click()
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.ID, "user_code"))
+        assert browser.current_url == f"{site.base}/a2a/{BRAND_ID}/oauth/consent"
     audit.assert_clean()
 
 
@@ -300,6 +304,9 @@ def test_rate_limited_page(browser: WebDriver, tmp_path: Path) -> None:
         else:
             pytest.fail(f"never rate limited: {text}")
         audit.check("rate-limited")
+        # A way on once the minute is over, not a URL to guess.
+        link = browser.find_element(By.LINK_TEXT, "Enter a code")
+        assert link.get_attribute("href") == code_entry
     audit.assert_clean()
 
 
