@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from pactmw.provider.delegated._context import serialized_origin
 from pactmw.provider.delegated._responses import PAGE_HEADERS, code_entry_page
 from tests.delegated.support import delegated_brand
 
@@ -41,6 +42,10 @@ def form_action(login_url: str) -> str:
         ("//sso.acme.example/login", "'self' https://sso.acme.example"),
         ("https://user:pw@sso.acme.example/login", "'self' https://sso.acme.example"),
         ("https://[::1]:8443/login", "'self' https://[::1]:8443"),
+        # Origins as a browser writes them: the same origin however the URL spells it.
+        ("https://PROVIDER.example:443/login", "'self'"),
+        ("HTTPS://Login.Acme.Example:443/signin", "'self' https://login.acme.example"),
+        ("https://bücher.example/login", "'self' https://xn--bcher-kva.example"),
     ],
 )
 def test_the_form_may_go_to_the_login_and_nowhere_else(login_url: str, sources: str) -> None:
@@ -50,3 +55,20 @@ def test_the_form_may_go_to_the_login_and_nowhere_else(login_url: str, sources: 
 def test_a_login_url_a_policy_cannot_name_adds_nothing() -> None:
     # A `;` would end the directive and start another, whatever it says.
     assert form_action("https://a.example;script-src */login") == "form-action 'self'"
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("https://shop.example/a2a", "https://shop.example"),
+        ("https://Shop.Example:443", "https://shop.example"),
+        ("http://shop.example:80/x", "http://shop.example"),
+        ("http://shop.example:8080/x", "http://shop.example:8080"),
+        ("HTTP://LocalHost:8000", "http://localhost:8000"),
+        ("https://user:pw@shop.example/", "https://shop.example"),
+        ("https://[::1]:443/", "https://[::1]"),
+        ("https://bücher.example", "https://xn--bcher-kva.example"),
+    ],
+)
+def test_an_origin_is_serialized_as_a_browser_sends_it(url: str, origin: str) -> None:
+    assert serialized_origin(url) == origin

@@ -23,13 +23,14 @@ from tests.delegated.support import (
     Env,
     assert_page_headers,
     delegated_brand,
+    form_action,
     hidden,
     jws_header,
     new_sub,
     serve,
 )
 from tests.support.catalog import POT
-from tests.support.net import loopback_client
+from tests.support.net import free_port, loopback_client
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +106,40 @@ def test_cross_site_posts_are_refused(env: Env, origin: str) -> None:
         action, session, ["orders:read"], user="alice", headers={"origin": env.base}
     )
     assert same_site.status_code == 303
+
+
+def test_the_origin_check_compares_origins_as_a_browser_writes_them(tmp_path: Any) -> None:
+    """A browser sends its page's origin serialized: host in lower case, no default port. A
+    `base_url` written otherwise ("http://LocalHost:8000", "https://shop.example:443") is the
+    same origin, and its own consent pages must not be refused as cross-site."""
+    port = free_port()
+    served = f"http://127.0.0.1:{port}"
+    with serve(
+        f"sqlite:///{tmp_path}/origin.db",
+        [delegated_brand("acme", "Acme", [])],
+        base_url=f"http://LocalHost:{port}",
+        port=port,
+    ) as env:
+        started = env.device_authorization("acme", "orders:read", sub=new_sub()).json()
+        link = started["verification_uri_complete"].replace(env.base, served)
+        page = env.get(link, user="alice")
+        assert page.status_code == 200, page.text
+        action, session = (
+            form_action(page.text).replace(env.base, served),
+            hidden(page.text, "session"),
+        )
+        assert action.startswith(served)
+        browser = {"origin": f"http://localhost:{port}"}
+        foreign = env.decide(
+            action,
+            session,
+            ["orders:read"],
+            user="alice",
+            headers={"origin": f"http://localhost:{port + 1}"},
+        )
+        assert_error_page(foreign, 403)
+        decided = env.decide(action, session, ["orders:read"], user="alice", headers=browser)
+        assert decided.status_code == 303, decided.text
 
 
 def test_broken_and_forged_sessions_are_refused(env: Env) -> None:

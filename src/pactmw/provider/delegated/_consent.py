@@ -14,7 +14,7 @@ from pactmw.provider.consent_pages import ConsentView
 from pactmw.provider.delegated._assertion import BrandAssertions, SignInReused
 from pactmw.provider.delegated._audit import AuditEvent
 from pactmw.provider.delegated._codes import new_grant_id, normalize_user_code
-from pactmw.provider.delegated._context import ServerContext, origin_of
+from pactmw.provider.delegated._context import ServerContext, origin_of, serialized_origin
 from pactmw.provider.delegated._details import approved, device_owner, grant_owner, held, keep
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form, single_value
@@ -162,7 +162,7 @@ class ConsentEndpoint:
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
 
     def _code_entry(self, config: DelegationConfig, html: str, status: int = 200) -> Response:
-        return code_entry_page(config, origin_of(self.ctx.base_url), html, status)
+        return code_entry_page(config, serialized_origin(self.ctx.base_url), html, status)
 
     def _answered_before(
         self, brand: Brand, config: DelegationConfig, reused: SignInReused

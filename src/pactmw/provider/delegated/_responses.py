@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import Response
 from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.delegated._context import serialized_origin
 
 NO_STORE = (("Cache-Control", "no-store"), ("Pragma", "no-cache"))
 #: Public documents (metadata, JWKS): any origin may read them, caches may keep them briefly.
 PUBLIC_DOCUMENT = (("Access-Control-Allow-Origin", "*"), ("Cache-Control", "public, max-age=300"))
-#: A host[:port] a CSP source may name (IPv6 in brackets).
-_HOST = re.compile(r"[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?")
+#: An origin a CSP source may name (IPv6 in brackets).
+_ORIGIN = re.compile(r"https?://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]+)?")
 
 
 def _policy(form_action: str) -> str:
@@ -75,14 +76,16 @@ def code_entry_page(
     Its form GETs the consent page, which sends a signed-out person (brand mode: everyone)
     on to `config.login_url` with a redirect. Browsers apply `form-action` to the redirects
     of a form submission too (Chromium blocks them), so a login on another origin than
-    `own_origin` (the Brand's own login, in brand mode) is allowed there, that origin only.
+    `own_origin` (serialized; the Brand's own login, in brand mode) is allowed there, that
+    origin only.
     """
     login = urlsplit(config.login_url)
-    host = login.netloc.rpartition("@")[2]  # a source names no user, and no `;` may end it
-    if not _HOST.fullmatch(host):  # a path on this origin (or nothing a policy can name)
+    if not login.netloc:  # a path on this origin
         return page(html, status)
-    target = f"{login.scheme or urlsplit(own_origin).scheme}://{host}"
-    if target == own_origin:
+    scheme = login.scheme or urlsplit(own_origin).scheme  # "//host/login": the page's
+    target = serialized_origin(urlunsplit((scheme, *login[1:])))
+    if target == own_origin or not _ORIGIN.fullmatch(target):
+        # The page's own origin, or nothing a policy can name (no `;` may end the directive).
         return page(html, status)
     return page(html, status, form_action=f"'self' {target}")
 
