@@ -59,7 +59,8 @@ class ConsentEndpoint:
         consent_url = self.ctx.url(brand, "consent")
         if visit.request.method == "POST":
             if config.mode != "brand" or body is None:
-                raise ConsentRefused("This page does not accept that.", 405)
+                # Same-app consent is GET only (a POST is brand mode's assertion).
+                raise ConsentRefused("This page does not accept that.", 405, (("Allow", "GET"),))
             assertion = single_value(parse_form(body), "assertion")
             try:
                 user, user_code = yield from self.assertions.verify(brand, config, assertion)
