@@ -35,7 +35,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from pactmw.provider.ratelimit import RateLimit
 from tests.browser.test_connected_agents_page import revoke
 from tests.browser.test_consent_page import (
+    AGENT_NAME,
     BRAND_ID,
+    PA_ISSUER,
     SCOPES,
     has_consent_form,
     result_heading,
@@ -281,6 +283,10 @@ def test_denied_result_empty_agents_and_error_pages(browser: WebDriver, tmp_path
         message = browser.find_element(By.TAG_NAME, "p").text
         assert message == "This consent page is no longer valid. Start again."
         audit.check("error")
+        # The error page leads on: to the code entry page, where the flow starts again.
+        browser.find_element(By.LINK_TEXT, "Enter a code").click()
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.ID, "user_code"))
+        assert browser.current_url == f"{site.base}/a2a/{BRAND_ID}/oauth/consent"
     audit.assert_clean()
 
 
@@ -300,6 +306,9 @@ def test_rate_limited_page(browser: WebDriver, tmp_path: Path) -> None:
         else:
             pytest.fail(f"never rate limited: {text}")
         audit.check("rate-limited")
+        # A way on once the minute is over, not a URL to guess.
+        link = browser.find_element(By.LINK_TEXT, "Enter a code")
+        assert link.get_attribute("href") == code_entry
     audit.assert_clean()
 
 
@@ -333,3 +342,32 @@ def test_a_consent_checkbox_tells_a_screen_reader_its_conditions(
             SCOPES["orders:read"]: "",
             SCOPES["orders:cancel"]: "Only order A-1001 Only order B-2002",
         }
+
+
+def accessible_buttons(browser: WebDriver) -> list[tuple[str, str]]:
+    """What Chromium's accessibility tree says of each button: (name, description)."""
+    tree: dict[str, Any] = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})
+    return [
+        (node["name"]["value"].strip(), node.get("description", {}).get("value", ""))
+        for node in tree["nodes"]
+        if node.get("role", {}).get("value") == "button" and not node.get("ignored")
+    ]
+
+
+@pytest.mark.timeout(90)
+def test_a_revoke_button_names_its_agent_once(browser: WebDriver, tmp_path: Path) -> None:
+    """A screen reader says a button's name, then its description: "Revoke Demo PA", then the
+    agent's name again said nothing new. The description now tells where the agent comes
+    from (two agents may show the same name)."""
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        asked = site.device_authorization("orders:read")
+        browser.get(asked["verification_uri_complete"])
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        allow(browser)
+        assert result_heading(browser).text == "Connected"
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
+        WebDriverWait(browser, WAIT).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "section.agent")
+        )
+        assert accessible_buttons(browser) == [(f"Revoke {AGENT_NAME}", PA_ISSUER)]

@@ -9,6 +9,7 @@ in when it is focused (iOS does below that).
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
@@ -16,6 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.browser.test_connected_agents_page import brand_mode_site
 from tests.browser.test_consent_page import (
     BRAND_ID,
     has_consent_form,
@@ -62,3 +64,21 @@ def test_a_mistyped_code_is_corrected_in_the_form(browser: WebDriver, tmp_path: 
 
         field.send_keys(Keys.BACKSPACE, right[-1], Keys.ENTER)
         WebDriverWait(browser, WAIT).until(has_consent_form)
+
+
+@pytest.mark.timeout(60)
+def test_a_code_typed_in_brand_mode_goes_on_to_the_brand_login(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """Brand mode: the Brand's login is on another origin. A code typed at the Provider's code
+    entry page goes there to sign in; Chromium blocked it (the page's CSP `form-action 'self'`
+    also covers where the form's answer redirects), leaving the person on the form."""
+    with brand_mode_site(tmp_path) as (base, login, _store):
+        consent = f"{base}/a2a/{BRAND_ID}/oauth/consent"
+        browser.get(consent)
+        field = WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user_code"))
+        field.send_keys("bcdf ghjk", Keys.ENTER)
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_elements(By.NAME, "username"))
+        assert browser.current_url.startswith(login.login_url)
+        (return_to,) = parse_qs(urlsplit(browser.current_url).query)["return_to"]
+        assert return_to == f"{consent}?user_code=BCDF-GHJK"

@@ -246,6 +246,33 @@ def test_brand_login_then_consent_then_decision(brand: BrandEnv) -> None:
     assert turn.json()["message"]["metadata"]["pact.receipt"]["claims"]["user"] == "sky-4471"
 
 
+def form_targets(answer: httpx.Response) -> list[str]:
+    """The sources of the page's CSP `form-action` directive."""
+    for directive in answer.headers["content-security-policy"].split(";"):
+        name, _, sources = directive.strip().partition(" ")
+        if name == "form-action":
+            return sources.split()
+    raise AssertionError(answer.headers["content-security-policy"])
+
+
+def test_the_code_entry_form_may_go_on_to_the_brand_login(brand: BrandEnv) -> None:
+    """A code typed at the Provider's code entry page (after a code that did not work, or
+    opened directly) is answered with a redirect to the Brand's login, on another origin:
+    Chromium applies `form-action` to that redirect, so the login's origin must be allowed
+    there, or the form is blocked and the person is stuck on it."""
+    env = brand.env
+    entry = env.http.get(brand.consent_url)
+    assert 'name="user_code"' in entry.text
+    assert form_targets(entry) == ["'self'", brand.issuer]
+    mistyped = env.http.get(brand.consent_url, params={"user_code": "AEIO-UAEI"})
+    assert mistyped.status_code == 400
+    assert form_targets(mistyped) == ["'self'", brand.issuer]
+    # The consent form posts to the Provider only, and so does nothing else here.
+    opened = brand.post_assertion(brand.assertion(brand.pending_code(new_sub())["user_code"]))
+    assert hidden(opened.text, "session")
+    assert form_targets(opened) == ["'self'"]
+
+
 def test_the_brand_login_refuses_a_foreign_return_to(brand: BrandEnv) -> None:
     # (A check of the test's Brand login itself: it never signs an assertion for elsewhere.)
     answer = brand.env.http.post(

@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from html import unescape
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -22,12 +23,14 @@ from tests.delegated.support import (
     Env,
     assert_page_headers,
     delegated_brand,
+    form_action,
     hidden,
     jws_header,
     new_sub,
     serve,
 )
-from tests.support.net import loopback_client
+from tests.support.catalog import POT
+from tests.support.net import free_port, loopback_client
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +106,40 @@ def test_cross_site_posts_are_refused(env: Env, origin: str) -> None:
         action, session, ["orders:read"], user="alice", headers={"origin": env.base}
     )
     assert same_site.status_code == 303
+
+
+def test_the_origin_check_compares_origins_as_a_browser_writes_them(tmp_path: Any) -> None:
+    """A browser sends its page's origin serialized: host in lower case, no default port. A
+    `base_url` written otherwise ("http://LocalHost:8000", "https://shop.example:443") is the
+    same origin, and its own consent pages must not be refused as cross-site."""
+    port = free_port()
+    served = f"http://127.0.0.1:{port}"
+    with serve(
+        f"sqlite:///{tmp_path}/origin.db",
+        [delegated_brand("acme", "Acme", [])],
+        base_url=f"http://LocalHost:{port}",
+        port=port,
+    ) as env:
+        started = env.device_authorization("acme", "orders:read", sub=new_sub()).json()
+        link = started["verification_uri_complete"].replace(env.base, served)
+        page = env.get(link, user="alice")
+        assert page.status_code == 200, page.text
+        action, session = (
+            form_action(page.text).replace(env.base, served),
+            hidden(page.text, "session"),
+        )
+        assert action.startswith(served)
+        browser = {"origin": f"http://localhost:{port}"}
+        foreign = env.decide(
+            action,
+            session,
+            ["orders:read"],
+            user="alice",
+            headers={"origin": f"http://localhost:{port + 1}"},
+        )
+        assert_error_page(foreign, 403)
+        decided = env.decide(action, session, ["orders:read"], user="alice", headers=browser)
+        assert decided.status_code == 303, decided.text
 
 
 def test_broken_and_forged_sessions_are_refused(env: Env) -> None:
@@ -335,6 +372,8 @@ def test_every_consent_page_has_the_security_headers(env: Env) -> None:
         assert_page_headers(result)
     # Same-app consent takes no POST (that is brand mode's assertion).
     assert_error_page(env.post(consent, user="alice", data={"assertion": "x"}), 405)
+    # RFC 9110 §15.5.6: a 405 names the methods the page takes.
+    assert env.post(consent, user="alice", data={"assertion": "x"}).headers["allow"] == "GET"
     assert_error_page(env.post(env.oauth("acme", "consent/decision"), user="alice", data={}), 400)
 
 
@@ -485,6 +524,27 @@ def test_malformed_decision_bodies_never_500(env: Env, body: bytes) -> None:
         )
         assert answer.status_code == 400, (body[:40], answer.status_code)
         assert_page_headers(answer)
+
+
+@pytest.mark.parametrize(
+    "body", [b"session=\xff", b"&".join(b"f%d=1" % i for i in range(200))], ids=["utf8", "fields"]
+)
+@pytest.mark.parametrize("path", ["consent/decision", "agents"])
+def test_an_unreadable_form_is_refused_in_words_a_catalog_translates(
+    env: Env, path: str, body: bytes
+) -> None:
+    """The pages translate every refusal through their catalog; an unreadable form showed the
+    OAuth endpoints' "the body is not a form", which no catalog lists (and reads as jargon)."""
+    answer = env.post(
+        env.oauth("acme", path),
+        user="alice",
+        content=body,
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert_error_page(answer, 400)
+    message = re.search(r"</h1><p>(.*?)</p>", answer.text)
+    assert message is not None, answer.text
+    assert f'msgid "{unescape(message.group(1))}"' in POT.read_text()
 
 
 def test_oversized_bodies_are_refused_not_read(env: Env) -> None:

@@ -47,7 +47,8 @@ def test_oauth_error_is_its_json_body_not_cached() -> None:
 
 
 class Pages(ConsentPages):
-    def error(self, title: str, message: str) -> str:
+    # Written before the error pages had links (the Provider still renders it, without them).
+    def error(self, title: str, message: str) -> str:  # type: ignore[override]
         return f"<p>{title}|{message}</p>"
 
 
@@ -61,6 +62,31 @@ def test_consent_refusal_without_pages_uses_the_default_pages() -> None:
     response = error_response(ConsentRefused("Expired.", 400))
     assert response.body == ConsentPages().error("That did not work", "Expired.").encode()
     assert response.headers[: len(PAGE_HEADERS)] == PAGE_HEADERS
+
+
+def test_a_consent_refusal_links_on_to_the_page_given() -> None:
+    entry = error_response(ConsentRefused("Expired.", 400), code_entry_url="https://s.example/c")
+    assert b'<p>Expired.</p>\n<p><a href="https://s.example/c">Enter a code</a></p>' in entry.body
+    agents = error_response(ConsentRefused("Expired.", 400), manage_url="https://s.example/a?x&y")
+    assert b'<a href="https://s.example/a?x&amp;y">Go to your connected agents page</a>' in (
+        agents.body
+    )
+    assert b"<a " not in error_response(ConsentRefused("Expired.", 400)).body
+
+
+def test_an_error_override_without_the_links_still_renders_its_page() -> None:
+    """A Brand's `error(self, title, message)`, written before the error pages had links."""
+    response = error_response(
+        ConsentRefused("Gone.", 400), pages=Pages(), code_entry_url="https://s.example/c"
+    )
+    assert response.body == b"<p>That did not work|Gone.</p>"
+
+    class Linked(ConsentPages):
+        def error(self, title: str, message: str, **links: str | None) -> str:
+            return f"<p>{message}|{sorted(links.items())}</p>"
+
+    linked = error_response(ConsentRefused("Gone.", 400), pages=Linked(), manage_url="/a")
+    assert linked.body == b"<p>Gone.|[('manage_url', '/a')]</p>"
 
 
 def test_refused_credentials_are_a_challenge_with_no_body() -> None:

@@ -191,6 +191,7 @@ def french() -> gettext.GNUTranslations:
         "Too many requests came from your network. Please try again in %(minutes)s minutes.",
         "Trop de demandes venues de votre réseau. Réessayez dans %(minutes)s minutes.",
     )
+    catalog.add("Enter a code", "Saisir un code")
     catalog.add("en", "fr")
     buffer = io.BytesIO()
     write_mo(buffer, catalog)
@@ -206,6 +207,8 @@ def test_a_catalog_translates_the_refusals_too() -> None:
     assert unusable.status == 400
     assert "<h1>Cela n&#39;a pas marché</h1>" in unusable.body.decode()
     assert "<p>Ce code est inconnu, expiré ou déjà utilisé.</p>" in unusable.body.decode()
+    onward = error_response(ConsentRefused.unusable_code(), pages=fr, code_entry_url="/c")
+    assert '<a href="/c">Saisir un code</a>' in onward.body.decode()
     limited = error_response(ConsentRefused.rate_limited(600), pages=fr)
     assert (limited.status, ("Retry-After", "600") in limited.headers) == (429, True)
     assert "Réessayez dans 10 minutes." in limited.body.decode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
-from pactmw.core.http import Request
+from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
@@ -74,16 +74,19 @@ def public_oauth_flow(
         if route.operation == "connected_agents":
             return (yield from oauth.connected_agents(brand, config, request, user, body))
         return (yield from oauth.decision(brand, config, request, user, body))
-    except OAuthError as exc:  # a malformed form on a page a person sees: an HTML answer
-        return error_response(ConsentRefused(exc.description, 400), pages=config.pages)
+    except OAuthError:
+        # A malformed form on a page a person sees: an HTML answer, in words the pages'
+        # catalog lists (the OAuth description is for clients, and untranslated).
+        unreadable = ConsentRefused("This page could not read what was sent. Start again.", 400)
+        return _error_page(oauth, route, brand, config, unreadable)
     except ConsentRefused as exc:
-        return error_response(exc, pages=config.pages)
+        return _error_page(oauth, route, brand, config, exc)
     except (RequestRefused, AuthenticationFailed):
         raise
     except StoreUnavailable as exc:
         logger.error("store unavailable on a consent page: %s", exc)
         busy = ConsentRefused("The service is busy. Please try again in a moment.", 503)
-        return error_response(busy, pages=config.pages)
+        return _error_page(oauth, route, brand, config, busy)
     except Exception:
         # The usual cause is `current_user` reading what the host app's middleware sets (a
         # session, a signed-in user) while the Provider runs outside that middleware.
@@ -94,7 +97,23 @@ def public_oauth_flow(
             brand.id,
         )
         failed = ConsentRefused("Something went wrong on our side. Please try again later.", 500)
-        return error_response(failed, pages=config.pages)
+        return _error_page(oauth, route, brand, config, failed)
+
+
+def _error_page(
+    oauth: AuthorizationServer,
+    route: Route,
+    brand: Brand,
+    config: DelegationConfig,
+    refused: ConsentRefused,
+) -> Response:
+    """The error page of a refusal on `route`, with a way on for a person stuck there: the
+    connected agents page again from itself, else the code entry page (the consent pages
+    start there)."""
+    if route.operation == "connected_agents":
+        return error_response(refused, pages=config.pages, manage_url=oauth.url(brand, "agents"))
+    code_entry = oauth.url(brand, "consent")
+    return error_response(refused, pages=config.pages, code_entry_url=code_entry)
 
 
 __all__ = [

@@ -182,9 +182,24 @@ class ConsentPages:
         """The agents that can act for the signed-in person, each with a Revoke button."""
         return self.render("connected_agents", view=view)
 
-    def error(self, title: str, message: str) -> str:
-        """A refusal (expired code, reused link, bad assertion...)."""
-        return self.render("error", title=title, message=message)
+    def error(
+        self,
+        title: str,
+        message: str,
+        *,
+        code_entry_url: str | None = None,
+        manage_url: str | None = None,
+    ) -> str:
+        """A refusal (expired code, reused link, bad assertion...), with a link on to the
+        code entry page (`code_entry_url`) or the connected agents page (`manage_url`) when
+        given: the page the person was on, or where its flow starts again."""
+        return self.render(
+            "error",
+            title=title,
+            message=message,
+            code_entry_url=code_entry_url,
+            manage_url=manage_url,
+        )
 
 
 __all__ = [

@@ -7,7 +7,9 @@ error body.
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Callable
 
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import A2AError, AuthenticationFailed, InsufficientScope, RequestRefused
@@ -26,10 +28,17 @@ logger = logging.getLogger("pactmw.provider")
 _STORE_BUSY = RequestRefused(503, (("Retry-After", "1"),))
 
 
-def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> Response:
+def error_response(
+    exc: BaseException,
+    *,
+    pages: ConsentPages | None = None,
+    code_entry_url: str | None = None,
+    manage_url: str | None = None,
+) -> Response:
     """The HTTP answer to `exc`, byte for byte what the protocols prescribe.
 
-    - `ConsentRefused`: an HTML error page (a Brand's consent `pages`, else the default ones);
+    - `ConsentRefused`: an HTML error page (a Brand's consent `pages`, else the default ones),
+      linking on to the `code_entry_url` or `manage_url` page when given;
     - `OAuthError`: the RFC 6749 §5.2 JSON body, not cacheable;
     - `PoppyError`: Poppy's JSON error (and `WWW-Authenticate: DPoP` challenge), built by
       `pactmw.protocols.poppy.poppy_response`;
@@ -44,7 +53,9 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
         pages = pages if pages is not None else ConsentPages()
         title = pages.translate("That did not work")
         message = pages.translate(exc.message, **exc.params)
-        return page(pages.error(title, message), exc.status, exc.headers)
+        onward = {"code_entry_url": code_entry_url, "manage_url": manage_url}
+        html = pages.error(title, message, **_taken(pages.error, onward))
+        return page(html, exc.status, exc.headers)
     if isinstance(exc, OAuthError):
         body = {"error": exc.error, "error_description": exc.description}
         return json_response(body, status=exc.status, extra=(*NO_STORE, *exc.headers))
@@ -63,6 +74,16 @@ def error_response(exc: BaseException, *, pages: ConsentPages | None = None) -> 
         return _bare(_STORE_BUSY)
     logger.exception("unexpected error in the Provider", exc_info=exc)
     return _envelope(A2AError("INTERNAL", "Internal error"))
+
+
+def _taken(method: Callable[..., str], links: dict[str, str | None]) -> dict[str, str]:
+    """The `links` given that `method` takes: a Brand's `error(self, title, message)`
+    override, written before the pages had links, still renders its page (without them)."""
+    parameters = inspect.signature(method).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return {name: url for name, url in links.items() if url}
+    names = {p.name for p in parameters}
+    return {name: url for name, url in links.items() if url and name in names}
 
 
 def _envelope(error: A2AError) -> Response:

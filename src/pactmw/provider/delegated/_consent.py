@@ -14,12 +14,12 @@ from pactmw.provider.consent_pages import ConsentView
 from pactmw.provider.delegated._assertion import BrandAssertions, SignInReused
 from pactmw.provider.delegated._audit import AuditEvent
 from pactmw.provider.delegated._codes import new_grant_id, normalize_user_code
-from pactmw.provider.delegated._context import ServerContext, origin_of
+from pactmw.provider.delegated._context import ServerContext, origin_of, serialized_origin
 from pactmw.provider.delegated._details import approved, device_owner, grant_owner, held, keep
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
-from pactmw.provider.delegated._responses import login_redirect, page, redirect
+from pactmw.provider.delegated._responses import code_entry_page, login_redirect, page, redirect
 from pactmw.provider.delegated._result_page import ResultPage, conditions, described
 from pactmw.provider.delegated._sessions import (
     ConsentOutcomes,
@@ -59,7 +59,8 @@ class ConsentEndpoint:
         consent_url = self.ctx.url(brand, "consent")
         if visit.request.method == "POST":
             if config.mode != "brand" or body is None:
-                raise ConsentRefused("This page does not accept that.", 405)
+                # Same-app consent is GET only (a POST is brand mode's assertion).
+                raise ConsentRefused("This page does not accept that.", 405, (("Allow", "GET"),))
             assertion = single_value(parse_form(body), "assertion")
             try:
                 user, user_code = yield from self.assertions.verify(brand, config, assertion)
@@ -68,14 +69,14 @@ class ConsentEndpoint:
         else:
             typed = parse_qs(visit.request.query).get("user_code", [""])[0]
             if not typed:
-                return page(config.pages.code_entry(consent_url))
+                return self._code_entry(config, config.pages.code_entry(consent_url))
             normalized = normalize_user_code(typed)
             if normalized is None:
                 # Typed back to correct, unless far longer than any code typed by hand.
                 echoed = typed if len(typed) <= _ECHOED else ""
                 error = config.pages.translate("That is not a valid code.")
                 invalid = config.pages.code_entry(consent_url, error, echoed)
-                return page(invalid, 400)
+                return self._code_entry(config, invalid, 400)
             user_code = normalized
             if visit.host_user() is None:
                 here = f"{consent_url}?{urlencode({'user_code': user_code})}"
@@ -88,7 +89,7 @@ class ConsentEndpoint:
             # (an error page was a dead end). It says no more than the error page did.
             error = config.pages.translate(unusable.message, **unusable.params)
             retry = config.pages.code_entry(consent_url, error, user_code)
-            return page(retry, unusable.status)
+            return self._code_entry(config, retry, unusable.status)
         if authorization.status != "pending":
             return (yield from self._decided(brand, config, authorization, user))
         # A Poppy sign-in names its user only at the poll: no grant to show or skip by yet.
@@ -160,6 +161,9 @@ class ConsentEndpoint:
         if form.get("decision") != ["allow"] or not granted:
             return (yield from self._deny(brand, config, user_code, authorization, signed_in))
         return (yield from self._approve(brand, config, authorization, signed_in, granted))
+
+    def _code_entry(self, config: DelegationConfig, html: str, status: int = 200) -> Response:
+        return code_entry_page(config, serialized_origin(self.ctx.base_url), html, status)
 
     def _answered_before(
         self, brand: Brand, config: DelegationConfig, reused: SignInReused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -16,10 +17,33 @@ from pactmw.store.base import Store
 
 
 def origin_of(url: str) -> str:
-    """`scheme://host[:port]` of a URL: what a page shows of an agent, and what a browser
-    sends as `Origin`."""
+    """`scheme://host[:port]` of a URL as it is written: what a page shows of an agent
+    (`serialized_origin` is what a browser sends as `Origin`)."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def serialized_origin(url: str) -> str:
+    """The origin of an http(s) `url` as a browser sends it in `Origin` (RFC 6454 §6.1):
+    scheme and host in lower case, the host in IDNA, no default port. So a `base_url`
+    written "https://Shop.Example:443" still matches the browser's "https://shop.example"."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "")
+    if not host.isascii():
+        # A host IDNA cannot encode stays as it is: no browser sends it, nothing matches it.
+        with contextlib.suppress(UnicodeError):
+            host = host.encode("idna").decode("ascii")
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    shown = "" if port is None or port == _DEFAULT_PORTS.get(scheme) else f":{port}"
+    return f"{scheme}://{host}{shown}"
 
 
 @frozen
@@ -43,10 +67,11 @@ class ServerContext:
         """Whether a page's form post did not come from another site: its `Origin`, when the
         browser sends one, is the server's own."""
         origin = request.header("origin")
-        return origin is None or origin == origin_of(self.base_url)
+        return origin is None or origin == serialized_origin(self.base_url)
 
 
 __all__ = [
     "ServerContext",
     "origin_of",
+    "serialized_origin",
 ]
