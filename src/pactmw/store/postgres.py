@@ -250,9 +250,15 @@ class PostgresStore(PostgresFlavour):
         return conn
 
     def _migrate(self, conn: _Connection) -> None:
+        where = f"PostgreSQL {self._describe}"
+        # Read first, write only to create or migrate: a hot standby, a read-only database
+        # or a role with only SELECT whose schema is current opens and serves reads.
+        with conn.cursor() as cur:
+            if self._schema_is_current(cur, MIGRATIONS, where):
+                return
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
-            self._apply_migrations(cur, MIGRATIONS, f"PostgreSQL {self._describe}")
+            self._apply_migrations(cur, MIGRATIONS, where)
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[_Connection]:

@@ -152,8 +152,14 @@ class SqliteStore(SqliteFlavour):
                 time.sleep(0.005)
 
     def _migrate(self) -> None:
+        where = f"sqlite database {self._path}"
+        # Read first, write only to create or migrate: a read-only file whose schema is
+        # current opens and serves reads (BEGIN IMMEDIATE alone fails on it).
+        with self._read() as conn:
+            if self._schema_is_current(conn, MIGRATIONS, where):
+                return
         with self._write() as conn:
-            self._apply_migrations(conn, MIGRATIONS, f"sqlite database {self._path}")
+            self._apply_migrations(conn, MIGRATIONS, where)
 
     def _start_conversation(
         self, conversation: Conversation, message_id: str, text: str, derived: bool

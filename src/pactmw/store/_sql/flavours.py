@@ -73,6 +73,10 @@ class SqliteFlavour(SqlStore):
     # Counted per process unless asked (rate_limit.shared): every count would take the
     # database's one write lock, and an embedded database usually serves one process.
     shares_rate_limits = False
+    _schema_table_exists = (
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master"
+        " WHERE type = 'table' AND name = 'pactmw_schema')"
+    )
 
     @staticmethod
     def _encode_scopes(scopes: Sequence[str]) -> str:
@@ -93,6 +97,11 @@ class PostgresFlavour(SqlStore):
     # Many processes and machines share a PostgreSQL database: count rate limits in it, so
     # N workers allow a limit once (a write per limited request; see docs/deployment.md).
     shares_rate_limits = True
+    # Where CREATE TABLE IF NOT EXISTS looks: the first schema of the search path.
+    _schema_table_exists = (
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables"
+        " WHERE schemaname = current_schema() AND tablename = 'pactmw_schema')"
+    )
 
     @staticmethod
     def _refuses_for_now(exc: BaseException) -> bool:
