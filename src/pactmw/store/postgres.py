@@ -219,13 +219,13 @@ class PostgresStore(PostgresFlavour):
         return text.replace(self._password, "***") if self._password else text
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
-        message = " ".join(str(exc).split())
+        message = self._driver_message(exc)
         return StoreUnavailable(
             self._scrub(f"PostgreSQL {self._describe} is unavailable: {message}")
         )
 
     def _error(self, exc: BaseException) -> StoreError:
-        message = " ".join(str(exc).split())
+        message = self._driver_message(exc)
         return StoreError(self._scrub(f"PostgreSQL {self._describe}: {message}"))
 
     def _open_connection(self) -> _Connection:

@@ -116,10 +116,12 @@ class SqliteStore(SqliteFlavour):
                 self._configure()
             except sqlite3.OperationalError as exc:
                 raise StoreUnavailable(
-                    f"cannot set up sqlite database {self._path}: {exc}"
+                    f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
                 ) from exc
             except sqlite3.Error as exc:  # e.g. the file is not a database
-                raise StoreError(f"cannot set up sqlite database {self._path}: {exc}") from exc
+                raise StoreError(
+                    f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
+                ) from exc
             self._migrate()
             with self._read() as conn:
                 for statement in _TURN_SCHEMA:
@@ -195,9 +197,13 @@ class SqliteStore(SqliteFlavour):
             try:
                 yield self._conn
             except sqlite3.OperationalError as exc:  # locked, I/O error, disk full
-                raise StoreUnavailable(f"sqlite database {self._path}: {exc}") from exc
+                raise StoreUnavailable(
+                    f"sqlite database {self._path}: {self._driver_message(exc)}"
+                ) from exc
             except sqlite3.Error as exc:  # a constraint broken, a corrupt file
-                raise StoreError(f"sqlite database {self._path}: {exc}") from exc
+                raise StoreError(
+                    f"sqlite database {self._path}: {self._driver_message(exc)}"
+                ) from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

@@ -109,6 +109,12 @@ class SqlCore(abc.ABC):
         cannot serve for now (then `StoreUnavailable`, not `StoreError`). None by default."""
         return False
 
+    @staticmethod
+    def _driver_message(exc: BaseException) -> str:
+        """What a driver error says, as one line for a store's message; the flavours name a
+        lock wait that timed out and leave the statement's text out."""
+        return " ".join(str(exc).split())
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections; later calls raise `StoreUnavailable`. Idempotent."""
