@@ -112,12 +112,18 @@ def run_provider(
     *,
     rate_limit: RateLimit | None = None,
     clock: Callable[[], float] = time.time,
+    store: str = "memory://",
 ) -> Iterator[Provided]:
+    """The Provider described above, on a fresh store at `store` (a store URL), which keeps
+    the agents' runtime switches too, as in a Provider built from settings."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     calls: list[str] = []
+    state = open_store(store)
     registry = AgentRegistry(
-        [RegisteredAgent(issuer=signer.issuer, name="Test PA", jwks_uri=jwks_url)]
+        [RegisteredAgent(issuer=signer.issuer, name="Test PA", jwks_uri=jwks_url)],
+        overrides=state,
+        runtime=state,
     )
     verifier = IdentityVerifier(
         audience=AUDIENCE,
@@ -131,7 +137,7 @@ def run_provider(
     provider = Provider(
         base_url=base,
         verifier=verifier,
-        store=open_store("memory://"),
+        store=state,
         brands=[
             Brand(id="plain", name="Plain Shop", handler=bot),
             Brand(id="acme", name="Acme Shop", handler=bot, delegation=delegation),
