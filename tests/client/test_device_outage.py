@@ -13,6 +13,7 @@ The cluster is this module's own: stopping it touches no other test's database.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -20,18 +21,25 @@ import pytest
 from pactmw.client import (
     AgentCredentials,
     AgentSigner,
+    AsyncDeviceCodeClient,
     DelegationScheme,
     DeviceCodeClient,
+    DeviceFlowTimeout,
     JwksHost,
     OAuthErrorResponse,
+    TokenResponse,
     delegation_scheme,
     fetch_card,
 )
 from tests.client.support import (
     FakeTime,
+    Person,
     Provided,
+    Route,
+    StaticServer,
     run_provider,
 )
+from tests.client.test_device import DEVICE_AUTHORIZATION, static_scheme
 from tests.support.pg import PostgresServer, pg_start, pg_stop, postgres_server_fixture
 
 postgres_server = postgres_server_fixture(scope="module")
@@ -93,3 +101,100 @@ def test_the_token_endpoint_says_temporarily_unavailable(
     finally:
         pg_start(postgres_server)
     _assert_temporarily_unavailable(info.value)
+
+
+def test_the_client_polls_through_an_outage(
+    postgres_server: PostgresServer, scheme: DelegationScheme, me: AgentCredentials
+) -> None:
+    """Down during the first two polls, up for the third; the person approves meanwhile."""
+    time = FakeTime()
+    device = DeviceCodeClient(scheme, me, sleep=time.sleep, clock=time.clock)
+    authorization = device.start(["orders:read"])
+
+    def outage(seconds: float) -> None:
+        if len(time.slept) == 1:
+            pg_stop(postgres_server)
+        elif len(time.slept) == 3:
+            pg_start(postgres_server)
+            Person().decide(authorization.verification_uri_complete)
+
+    time.on_sleep = outage
+    try:
+        tokens = device.wait_for_token(authorization)
+    finally:
+        if len(time.slept) < 3:  # the client gave up while the database was down
+            pg_start(postgres_server)
+    assert tokens.scopes == ("orders:read",)
+    # The interval (1 s) between polls, no shorter than the Retry-After (1 s) of the 503s.
+    assert time.slept == [1, 1, 1]
+
+
+# -- the client's waits, against fixed answers -------------------------------------------------
+
+TOKEN = {"access_token": "at-1", "token_type": "Bearer", "expires_in": 60, "scope": "orders:read"}
+
+
+@pytest.mark.parametrize("twin", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("headers", "waits"),
+    [
+        ({"Retry-After": "7"}, [5, 7, 7]),  # longer than the interval: waited out
+        ({"Retry-After": "2"}, [5, 5, 5]),  # never sooner than the interval
+        ({}, [5, 5, 5]),
+    ],
+)
+def test_a_503_is_polled_through_after_its_retry_after(
+    static: StaticServer,
+    me: AgentCredentials,
+    headers: dict[str, str],
+    waits: list[float],
+    twin: str,
+) -> None:
+    """With the OAuth body, then bare (a proxy's), a 503 is "not now": the client polls on."""
+    static.json("/oauth/device_authorization", DEVICE_AUTHORIZATION)
+    static.json("/oauth/token", {"error": "temporarily_unavailable"}, status=503, **headers)
+    time = FakeTime()
+
+    def recover(seconds: float) -> None:
+        if len(time.slept) == 2:
+            static.route("/oauth/token", Route(503, b"Service Unavailable", headers))
+        elif len(time.slept) == 3:
+            static.json("/oauth/token", TOKEN)
+
+    time.on_sleep = recover
+    scheme = static_scheme(static)
+    if twin == "sync":
+        client = DeviceCodeClient(scheme, me, sleep=time.sleep, clock=time.clock)
+        tokens = client.wait_for_token(client.start(["orders:read"]))
+    else:
+        aclient = AsyncDeviceCodeClient(scheme, me, sleep=time.asleep, clock=time.clock)
+
+        async def wait() -> TokenResponse:
+            return await aclient.wait_for_token(await aclient.start(["orders:read"]))
+
+        tokens = asyncio.run(wait())
+    assert tokens.access_token == "at-1"
+    assert time.slept == waits
+
+
+def test_an_outage_past_the_code_s_life_ends_in_a_timeout(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    static.json("/oauth/device_authorization", {**DEVICE_AUTHORIZATION, "expires_in": 12})
+    static.json("/oauth/token", {"error": "temporarily_unavailable"}, status=503)
+    time = FakeTime()
+    client = DeviceCodeClient(static_scheme(static), me, sleep=time.sleep, clock=time.clock)
+    with pytest.raises(DeviceFlowTimeout):
+        client.wait_for_token(client.start(["orders:read"]))
+    assert time.slept == [5, 5]
+
+
+def test_other_errors_still_end_the_wait(static: StaticServer, me: AgentCredentials) -> None:
+    static.json("/oauth/device_authorization", DEVICE_AUTHORIZATION)
+    static.json("/oauth/token", {"error": "server_error"}, status=500)
+    time = FakeTime()
+    client = DeviceCodeClient(static_scheme(static), me, sleep=time.sleep, clock=time.clock)
+    with pytest.raises(OAuthErrorResponse) as info:
+        client.wait_for_token(client.start(["orders:read"]))
+    assert (info.value.status, info.value.error) == (500, "server_error")
+    assert time.slept == [5]
