@@ -45,11 +45,16 @@ from tests.support.pg import PostgresServer, pg_start, pg_stop, postgres_server_
 postgres_server = postgres_server_fixture(scope="module")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["asgi", "wsgi"])
 def on_postgres(
-    signer: AgentSigner, jwks_host: JwksHost, postgres_server: PostgresServer
+    request: pytest.FixtureRequest,
+    signer: AgentSigner,
+    jwks_host: JwksHost,
+    postgres_server: PostgresServer,
 ) -> Iterator[Provided]:
-    with run_provider(signer, jwks_host.url, store=postgres_server.dsn) as running:
+    """The Provider on uvicorn (its async driver) and on Werkzeug (its blocking one)."""
+    wsgi = request.param == "wsgi"
+    with run_provider(signer, jwks_host.url, store=postgres_server.dsn, wsgi=wsgi) as running:
         yield running
 
 
