@@ -10,6 +10,7 @@ whose schema is behind still cannot open: it must be migrated first.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,9 +128,15 @@ def test_a_read_only_postgres_database_behind_the_schema_does_not_open(
         store.close()
 
 
-def test_a_read_only_sqlite_file_opens_and_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_a_read_only_sqlite_file_opens_and_reads(tmp_path: Path, journal: str) -> None:
+    """The store's files are in WAL mode; a copy made otherwise (or switched back by an
+    operator) uses a rollback journal, which a file nobody may write cannot leave."""
     path = tmp_path / "store.db"
     context_id = _fill(SqliteStore(path))
+    conn = sqlite3.connect(path)
+    assert conn.execute(f"PRAGMA journal_mode = {journal}").fetchone() == (journal,)
+    conn.close()
     with read_only_file(path):
         store = SqliteStore(path)
         try:

@@ -75,6 +75,12 @@ _START_TURN = (
 )
 
 
+def _read_only(exc: sqlite3.OperationalError) -> bool:
+    """Whether sqlite refused because the file may not be written (SQLITE_READONLY)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    return code & 0xFF == 8 if code is not None else "readonly" in str(exc)
+
+
 class SqliteStore(SqliteFlavour):
     """A Store in one sqlite file; see the module docstring.
 
@@ -148,7 +154,11 @@ class SqliteStore(SqliteFlavour):
             try:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 return
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as exc:
+                if _read_only(exc):
+                    # A file nobody may write keeps the journal it has: its readers need
+                    # none, and its writes fail anyway (StoreUnavailable).
+                    return
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.005)
