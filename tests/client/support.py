@@ -26,11 +26,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from email.message import Message
+from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from attrs import define, field
 
+from pactmw.adapters import wsgi as wsgi_adapter
 from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.client import AgentSigner
 from pactmw.core.fetch import FetchPolicy
@@ -44,7 +46,7 @@ from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from tests.support.net import free_port
-from tests.support.servers import uvicorn_server
+from tests.support.servers import uvicorn_server, werkzeug_server
 
 ISSUER = "https://pa.example"
 AUDIENCE = "https://provider.example/a2a"
@@ -112,12 +114,20 @@ def run_provider(
     *,
     rate_limit: RateLimit | None = None,
     clock: Callable[[], float] = time.time,
+    store: str = "memory://",
+    wsgi: bool = False,
 ) -> Iterator[Provided]:
+    """The Provider described above, on a fresh store at `store` (a store URL), which keeps
+    the agents' runtime switches too, as in a Provider built from settings; served by
+    uvicorn, or with `wsgi` by Werkzeug (the Provider's blocking driver)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     calls: list[str] = []
+    state = open_store(store)
     registry = AgentRegistry(
-        [RegisteredAgent(issuer=signer.issuer, name="Test PA", jwks_uri=jwks_url)]
+        [RegisteredAgent(issuer=signer.issuer, name="Test PA", jwks_uri=jwks_url)],
+        overrides=state,
+        runtime=state,
     )
     verifier = IdentityVerifier(
         audience=AUDIENCE,
@@ -131,7 +141,7 @@ def run_provider(
     provider = Provider(
         base_url=base,
         verifier=verifier,
-        store=open_store("memory://"),
+        store=state,
         brands=[
             Brand(id="plain", name="Plain Shop", handler=bot),
             Brand(id="acme", name="Acme Shop", handler=bot, delegation=delegation),
@@ -146,10 +156,18 @@ def run_provider(
     def current_user(connection: Any) -> SignedInUser | None:
         return users.get(connection.cookies.get("sid", ""))
 
-    app = A2AProviderApp(provider, current_user=current_user)
+    def wsgi_user(environ: Any) -> SignedInUser | None:
+        sid = SimpleCookie(environ.get("HTTP_COOKIE", "")).get("sid")
+        return users.get(sid.value if sid is not None else "")
+
     try:
-        with uvicorn_server(app, port=port):
-            yield Provided(base, provider, calls, users)
+        if wsgi:
+            app = wsgi_adapter.A2AProviderApp(provider, current_user=wsgi_user)
+            with werkzeug_server(app, port=port):
+                yield Provided(base, provider, calls, users)
+        else:
+            with uvicorn_server(A2AProviderApp(provider, current_user=current_user), port=port):
+                yield Provided(base, provider, calls, users)
     finally:
         provider.close()
 

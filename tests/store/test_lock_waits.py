@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from pactmw.store import StoreUnavailable
+from pactmw.store import SqliteStore, Store, StoreUnavailable
 from pactmw.store.postgres import PostgresStore
 from tests.store.support import Backend
 from tests.support.pg import PostgresServer
@@ -104,3 +104,36 @@ def test_a_lock_timeout_the_database_sets_is_kept(
     finally:
         store.close()
         postgres_server.drop_database(name)
+
+
+#: In the PostgreSQL DSN: no message may repeat it (the test server trusts every connection,
+#: so it is sent and ignored).
+PASSWORD = "s3cr3t-pw"
+
+
+def _short_waits(backend: Backend) -> Store:
+    """The backend's store with a lock wait of 0.2 s, its DSN carrying `PASSWORD`."""
+    if backend.name == "sqlite":
+        return SqliteStore(backend.url.removeprefix("sqlite:///"), busy_timeout_ms=200)
+    return PostgresStore(
+        backend.url.replace("postgres@", f"postgres:{PASSWORD}@"), lock_timeout=0.2
+    )
+
+
+def test_a_lock_wait_that_times_out_says_so_in_one_line(persistent: Backend) -> None:
+    """What an operator reads in the log: which store, and that a lock wait timed out; not
+    the driver's text (several lines, the statement), never the DSN's password."""
+    store = _short_waits(persistent)
+    try:
+        store.set_agent_enabled("https://pa.example", True)
+        with _write_lock_held(persistent), pytest.raises(StoreUnavailable) as info:
+            store.set_agent_enabled("https://pa.example", False)
+    finally:
+        store.close()
+    message = str(info.value)
+    where = "sqlite database " if persistent.name == "sqlite" else "PostgreSQL postgres@127.0.0.1:"
+    assert message.startswith(where), message
+    assert "a lock wait timed out" in message, message
+    assert "\n" not in message, message
+    for fragment in ("LINE", "INSERT", "UPDATE", "pactmw_agent_overrides", PASSWORD):
+        assert fragment not in message, message

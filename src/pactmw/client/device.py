@@ -11,7 +11,8 @@ Resending: the device-authorization and token calls are not idempotent (a lost t
 has already consumed the device code; a refresh token is single-use and a Provider may
 revoke the grant when a spent one comes back), so after a failure that may have reached the
 Provider they are never resent. `wait_for_token` backs off on network failures as RFC 8628
-§3.5 asks and adds 5 s to the interval on every `slow_down`.
+§3.5 asks, adds 5 s to the interval on every `slow_down`, and polls on through a 503 (a
+Provider whose store is briefly down: `temporarily_unavailable`) after its `Retry-After`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from pactmw.client.responses import error_for
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import MalformedInput
+from pactmw.core.fetch import retry_after
 from pactmw.protocols.delegation import is_authorization_details
 
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -310,24 +312,35 @@ def wait_flow(
     policy: RetryPolicy,
 ) -> Flow[TokenResponse]:
     """Sleep `interval`, poll, repeat: +5 s per `slow_down`; doubled interval after a network
-    failure (RFC 8628 §3.5); `DeviceFlowTimeout` once the next poll would come after the code
+    failure (RFC 8628 §3.5); after a 503, the next poll waits its `Retry-After` (never less
+    than `interval`); `DeviceFlowTimeout` once the next poll would come after the code
     expired or after `timeout`."""
     end = authorization.expires_at
     if timeout is not None:
         end = min(end, clock() + timeout)
     interval = float(authorization.interval)
+    at_least = 0.0  # a 503's Retry-After, for the next wait only
     while True:
-        if clock() + interval > end:
+        wait, at_least = max(interval, at_least), 0.0
+        if clock() + wait > end:
             raise DeviceFlowTimeout(
                 f"no decision before the device code expired (user code {authorization.user_code})"
             )
-        yield Sleep(interval)
+        yield Sleep(wait)
         try:
             result = yield from poll_flow(
                 scheme, token, client_id, authorization.device_code, policy=policy
             )
         except NetworkError:
             interval = min(interval * 2, MAX_BACKOFF_INTERVAL)
+            continue
+        except HTTPError as exc:
+            if exc.status != 503:
+                raise
+            # The Provider cannot answer for now (its store is down: RFC 6749's
+            # `temporarily_unavailable`), and a refused poll spent nothing: poll again once
+            # it says to, while the code is valid, instead of abandoning the user's approval.
+            at_least = retry_after(exc.header("retry-after"), date=exc.header("date")) or 0.0
             continue
         if result is PollStatus.SLOW_DOWN:
             interval += SLOW_DOWN_STEP
@@ -460,7 +473,8 @@ class DeviceCodeClient(_DeviceCodeBase):
         self, authorization: DeviceAuthorizationResponse, *, timeout: float | None = None
     ) -> TokenResponse:
         """Poll until the user decides: the token, `OAuthErrorResponse` (`access_denied`...), or
-        `DeviceFlowTimeout` at expiry (or after `timeout` seconds)."""
+        `DeviceFlowTimeout` at expiry (or after `timeout` seconds). Network failures and 503s
+        (a Provider down for a moment) are polled through."""
         return self.driver.run(self._wait(authorization, timeout))
 
     def refresh(self, refresh_token: str) -> TokenResponse:

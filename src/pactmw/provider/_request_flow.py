@@ -22,16 +22,22 @@ from pactmw.provider._send import MessageSender
 from pactmw.provider.a2a import ok
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated import AuthorizationServer
+from pactmw.provider.errors import error_response
 from pactmw.provider.flow import Flow, NeedBody, NeedIdentity
 from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import PoppyServer
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, Routes
+from pactmw.store.base import StoreUnavailable
 
 __all__ = [
     "RequestFlow",
 ]
+
+#: The endpoints an agent calls as an OAuth client (RFC 8628): it reads their errors as
+#: RFC 6749 bodies.
+_AGENT_OAUTH = frozenset({"oauth_device_authorization", "oauth_token"})
 
 
 @attrs.frozen
@@ -96,11 +102,25 @@ class RequestFlow:
             response = yield from self.sender.send(brand, caller, message, parafe, activated)
             # An agent that processed Parafé data says so in the response (spec §3).
             return _with_extension(response) if activated else response
-        if route.operation in ("oauth_device_authorization", "oauth_token"):
+        if route.operation in _AGENT_OAUTH:
             return (yield from agent_oauth_flow(self.oauth, route, brand, caller))
         if parafe is not None:
             _check_activation(parafe, activated)
         return _simple_operation(route, request)
+
+    def error(self, request: Request, exc: BaseException) -> Response:
+        """The answer to what `flow(request)` raised (`error_response`'s).
+
+        A store outage on an agent's OAuth endpoint is answered with the RFC 6749 body its
+        client reads, whichever step met it: the agent's runtime switch (read while the
+        identity is checked, in the async driver even after the flow has answered), the
+        shared rate limits, or the endpoint's own store calls.
+        """
+        oauth = False
+        if isinstance(exc, StoreUnavailable):
+            route = self.routes.match(request.method, request.path)
+            oauth = route is not None and route.operation in _AGENT_OAUTH
+        return error_response(exc, oauth=oauth)
 
 
 def _check_activation(parafe: ParafeAgent, activated: bool) -> None:

@@ -43,7 +43,6 @@ from pactmw.provider.driver import (
     arun,
     run,
 )
-from pactmw.provider.errors import error_response
 from pactmw.provider.flow import SubFlow
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
@@ -293,7 +292,7 @@ class Provider:
                 self._requests.flow(request), self.verifier, read_body, current_user
             )
         except Exception as exc:
-            return error_response(exc)
+            return self._requests.error(request, exc)
         return response
 
     async def ahandle(
@@ -315,7 +314,7 @@ class Provider:
                 defer_identity=True,
             )
         except Exception as exc:
-            return error_response(exc)
+            return self._requests.error(request, exc)
         return response
 
     def verify_delegation(

@@ -24,8 +24,20 @@ from pactmw.store.base import StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
 
+#: When to try again after a store that could not answer: its outages are mostly brief (a
+#: lock held elsewhere, a failover, a restart).
+_STORE_RETRY = (("Retry-After", "1"),)
 #: A store that cannot answer right now: retry shortly (no body).
-_STORE_BUSY = RequestRefused(503, (("Retry-After", "1"),))
+_STORE_BUSY = RequestRefused(503, _STORE_RETRY)
+#: The same on an OAuth endpoint, whose clients read an RFC 6749 error body: 503 and
+#: `temporarily_unavailable` (RFC 6749 §4.1.2.1's "try again later", which Authlib and
+#: oauthlib raise for it too), not cacheable.
+_STORE_BUSY_OAUTH = OAuthError(
+    "temporarily_unavailable",
+    "The service is busy. Please try again in a moment.",
+    503,
+    _STORE_RETRY,
+)
 
 
 def error_response(
@@ -34,6 +46,7 @@ def error_response(
     pages: ConsentPages | None = None,
     code_entry_url: str | None = None,
     manage_url: str | None = None,
+    oauth: bool = False,
 ) -> Response:
     """The HTTP answer to `exc`, byte for byte what the protocols prescribe.
 
@@ -46,7 +59,8 @@ def error_response(
     - `AuthenticationFailed` (a refused delegation too): 401 with its challenge, no body;
     - `A2AError`: the AIP-193 envelope with exactly one ErrorInfo detail (PACT §6);
     - `RequestRefused`: the bare status and its headers;
-    - `StoreUnavailable`: 503 with `Retry-After: 1` (logged as an error);
+    - `StoreUnavailable`: 503 with `Retry-After: 1` (logged as an error); with `oauth` (an
+      agent's OAuth endpoint) also the RFC 6749 body `temporarily_unavailable`;
     - anything else is a bug: logged with its traceback, answered as the A2A `INTERNAL` error.
     """
     if isinstance(exc, ConsentRefused):
@@ -71,7 +85,7 @@ def error_response(
         return _bare(exc)
     if isinstance(exc, StoreUnavailable):
         logger.error("store unavailable: %s", exc)
-        return _bare(_STORE_BUSY)
+        return error_response(_STORE_BUSY_OAUTH) if oauth else _bare(_STORE_BUSY)
     logger.exception("unexpected error in the Provider", exc_info=exc)
     return _envelope(A2AError("INTERNAL", "Internal error"))
 

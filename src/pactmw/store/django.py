@@ -115,18 +115,22 @@ class DjangoStore(SqlStore):
                 # (outside requests, nothing else would close it).
                 connection.close()
             raise StoreUnavailable(
-                self._scrub(f"{self._describe()} is unavailable: {exc}")
+                self._scrub(f"{self._describe()} is unavailable: {self._driver_message(exc)}")
             ) from None
         except db_utils.ProgrammingError as exc:
             if _missing_table(exc):
                 raise self._unmigrated() from None
-            raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
+            raise StoreError(
+                self._scrub(f"{self._describe()}: {self._driver_message(exc)}")
+            ) from None
         except db_utils.Error as exc:  # a constraint broken, bad data: the store's own fault
             if self._refuses_for_now(exc):  # unless the database refuses for now
                 raise StoreUnavailable(
-                    self._scrub(f"{self._describe()} is unavailable: {exc}")
+                    self._scrub(f"{self._describe()} is unavailable: {self._driver_message(exc)}")
                 ) from None
-            raise StoreError(self._scrub(f"{self._describe()}: {exc}")) from None
+            raise StoreError(
+                self._scrub(f"{self._describe()}: {self._driver_message(exc)}")
+            ) from None
 
     def _alias_gone(self) -> StoreError:
         return StoreError(
@@ -166,7 +170,9 @@ class DjangoStore(SqlStore):
             connection.close()
         except db_utils.Error as exc:
             raise StoreError(
-                self._scrub(f"{self._describe()}: the connection did not close: {exc}")
+                self._scrub(
+                    f"{self._describe()}: the connection did not close: {self._driver_message(exc)}"
+                )
             ) from None
 
 

@@ -219,13 +219,13 @@ class PostgresStore(PostgresFlavour):
         return text.replace(self._password, "***") if self._password else text
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
-        message = " ".join(str(exc).split())
+        message = self._driver_message(exc)
         return StoreUnavailable(
             self._scrub(f"PostgreSQL {self._describe} is unavailable: {message}")
         )
 
     def _error(self, exc: BaseException) -> StoreError:
-        message = " ".join(str(exc).split())
+        message = self._driver_message(exc)
         return StoreError(self._scrub(f"PostgreSQL {self._describe}: {message}"))
 
     def _open_connection(self) -> _Connection:
@@ -250,9 +250,15 @@ class PostgresStore(PostgresFlavour):
         return conn
 
     def _migrate(self, conn: _Connection) -> None:
+        where = f"PostgreSQL {self._describe}"
+        # Read first, write only to create or migrate: a hot standby, a read-only database
+        # or a role with only SELECT whose schema is current opens and serves reads.
+        with conn.cursor() as cur:
+            if self._schema_is_current(cur, MIGRATIONS, where):
+                return
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
-            self._apply_migrations(cur, MIGRATIONS, f"PostgreSQL {self._describe}")
+            self._apply_migrations(cur, MIGRATIONS, where)
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[_Connection]:

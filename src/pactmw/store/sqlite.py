@@ -75,6 +75,12 @@ _START_TURN = (
 )
 
 
+def _read_only(exc: sqlite3.OperationalError) -> bool:
+    """Whether sqlite refused because the file may not be written (SQLITE_READONLY)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    return code & 0xFF == 8 if code is not None else "readonly" in str(exc)
+
+
 class SqliteStore(SqliteFlavour):
     """A Store in one sqlite file; see the module docstring.
 
@@ -116,10 +122,12 @@ class SqliteStore(SqliteFlavour):
                 self._configure()
             except sqlite3.OperationalError as exc:
                 raise StoreUnavailable(
-                    f"cannot set up sqlite database {self._path}: {exc}"
+                    f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
                 ) from exc
             except sqlite3.Error as exc:  # e.g. the file is not a database
-                raise StoreError(f"cannot set up sqlite database {self._path}: {exc}") from exc
+                raise StoreError(
+                    f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
+                ) from exc
             self._migrate()
             with self._read() as conn:
                 for statement in _TURN_SCHEMA:
@@ -146,14 +154,24 @@ class SqliteStore(SqliteFlavour):
             try:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 return
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as exc:
+                if _read_only(exc):
+                    # A file nobody may write keeps the journal it has: its readers need
+                    # none, and its writes fail anyway (StoreUnavailable).
+                    return
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.005)
 
     def _migrate(self) -> None:
+        where = f"sqlite database {self._path}"
+        # Read first, write only to create or migrate: a read-only file whose schema is
+        # current opens and serves reads (BEGIN IMMEDIATE alone fails on it).
+        with self._read() as conn:
+            if self._schema_is_current(conn, MIGRATIONS, where):
+                return
         with self._write() as conn:
-            self._apply_migrations(conn, MIGRATIONS, f"sqlite database {self._path}")
+            self._apply_migrations(conn, MIGRATIONS, where)
 
     def _start_conversation(
         self, conversation: Conversation, message_id: str, text: str, derived: bool
@@ -189,9 +207,13 @@ class SqliteStore(SqliteFlavour):
             try:
                 yield self._conn
             except sqlite3.OperationalError as exc:  # locked, I/O error, disk full
-                raise StoreUnavailable(f"sqlite database {self._path}: {exc}") from exc
+                raise StoreUnavailable(
+                    f"sqlite database {self._path}: {self._driver_message(exc)}"
+                ) from exc
             except sqlite3.Error as exc:  # a constraint broken, a corrupt file
-                raise StoreError(f"sqlite database {self._path}: {exc}") from exc
+                raise StoreError(
+                    f"sqlite database {self._path}: {self._driver_message(exc)}"
+                ) from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

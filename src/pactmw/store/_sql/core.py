@@ -65,6 +65,9 @@ class SqlCore(abc.ABC):
     _locks_rows: ClassVar[bool]
 
     _ops: itertools.count[int]  # paces the opportunistic purge; see _maybe_purge
+    # A query whose one row and column says whether the pactmw_schema table exists, asked
+    # before anything is written so that opening a read-only database writes nothing.
+    _schema_table_exists: ClassVar[str]
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Executor]:
@@ -106,11 +109,47 @@ class SqlCore(abc.ABC):
         cannot serve for now (then `StoreUnavailable`, not `StoreError`). None by default."""
         return False
 
+    @staticmethod
+    def _driver_message(exc: BaseException) -> str:
+        """What a driver error says, as one line for a store's message; the flavours name a
+        lock wait that timed out and leave the statement's text out."""
+        return " ".join(str(exc).split())
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections; later calls raise `StoreUnavailable`. Idempotent."""
 
     # --- shared helpers ----------------------------------------------------------------------
+
+    def _schema_version(self, ex: Executor) -> int | None:
+        """The schema version the database records, None when it has no schema yet.
+
+        Reads only: a read-only database (a hot standby, a role with only SELECT, a
+        read-only sqlite file) answers it.
+        """
+        if not ex.execute(self._schema_table_exists).fetchone()[0]:
+            return None
+        row = ex.execute("SELECT version FROM pactmw_schema").fetchone()
+        return None if row is None else int(row[0])
+
+    def _schema_is_current(
+        self, ex: Executor, migrations: Sequence[Sequence[str]], where: str
+    ) -> bool:
+        """Whether the schema is at `len(migrations)` already, so opening writes nothing.
+
+        A database whose version is newer than this pactmw knows is refused (`StoreError`,
+        naming `where`).
+        """
+        return self._checked(self._schema_version(ex), migrations, where) == len(migrations)
+
+    @staticmethod
+    def _checked(version: int | None, migrations: Sequence[Sequence[str]], where: str) -> int:
+        if version is not None and version > len(migrations):
+            raise StoreError(
+                f"{where} has schema version {version}, newer than "
+                f"this pactmw supports ({len(migrations)}); upgrade pactmw"
+            )
+        return version or 0
 
     def _apply_migrations(
         self, ex: Executor, migrations: Sequence[Sequence[str]], where: str
@@ -119,20 +158,17 @@ class SqlCore(abc.ABC):
 
         `migrations[n]` holds the statements that take version n to n+1. A database whose
         version is newer than this pactmw knows is refused (`StoreError`, naming `where`).
+        Writes nothing when another opener migrated it meanwhile.
         """
-        ex.execute("CREATE TABLE IF NOT EXISTS pactmw_schema (version INTEGER NOT NULL)")
-        row = ex.execute("SELECT version FROM pactmw_schema").fetchone()
-        if row is None:
-            ex.execute("INSERT INTO pactmw_schema (version) VALUES (0)")
-            version = 0
-        else:
-            version = int(row[0])
-        if version > len(migrations):
-            raise StoreError(
-                f"{where} has schema version {version}, newer than "
-                f"this pactmw supports ({len(migrations)}); upgrade pactmw"
-            )
-        for step in migrations[version:]:
+        version = self._schema_version(ex)
+        if version is None:
+            ex.execute("CREATE TABLE IF NOT EXISTS pactmw_schema (version INTEGER NOT NULL)")
+            if ex.execute("SELECT version FROM pactmw_schema").fetchone() is None:
+                ex.execute("INSERT INTO pactmw_schema (version) VALUES (0)")
+        current = self._checked(version, migrations, where)
+        if current == len(migrations):
+            return
+        for step in migrations[current:]:
             for statement in step:
                 ex.execute(statement)
         ex.execute(self._sql.set_schema_version, (len(migrations),))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +58,15 @@ POSTGRES_DIALECT = Dialect(
 # OperationalError, hence unavailable, too).
 _REFUSED_FOR_NOW = frozenset({"25006"})
 
+# A lock wait that ended in the driver's timeout (sqlite's busy timeout, PostgreSQL's
+# lock_timeout), said the same way by every store: the driver's own text says it in its words
+# (PostgreSQL's over several lines, with the statement), which an operator should not have to
+# decode from a log.
+_LOCK_WAIT = "a lock wait timed out ({holder}); try again later"
+
+# The SQLSTATE of a lock wait past lock_timeout (lock_not_available).
+_LOCK_NOT_AVAILABLE = "55P03"
+
 # The first half of the two-int4 advisory lock taken per grant key by upsert_grant ("pacg").
 # PostgreSQL keeps two-int4 keys apart from bigint keys (the migration lock's).
 _GRANT_LOCK_CLASS = 0x70_61_63_67
@@ -73,6 +83,23 @@ class SqliteFlavour(SqlStore):
     # Counted per process unless asked (rate_limit.shared): every count would take the
     # database's one write lock, and an embedded database usually serves one process.
     shares_rate_limits = False
+    _schema_table_exists = (
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master"
+        " WHERE type = 'table' AND name = 'pactmw_schema')"
+    )
+
+    @staticmethod
+    def _driver_message(exc: BaseException) -> str:
+        # sqlite3's error, or the one a Django error wraps. The primary code: an extended one
+        # (SQLITE_BUSY_SNAPSHOT...) is a busy database too.
+        for error in (exc, exc.__cause__):
+            code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+            if isinstance(error, sqlite3.OperationalError) and (
+                (code is not None and code & 0xFF == 5)  # SQLITE_BUSY
+                or (code is None and str(error) == "database is locked")
+            ):
+                return _LOCK_WAIT.format(holder="another connection holds the write lock")
+        return SqlStore._driver_message(exc)
 
     @staticmethod
     def _encode_scopes(scopes: Sequence[str]) -> str:
@@ -93,6 +120,11 @@ class PostgresFlavour(SqlStore):
     # Many processes and machines share a PostgreSQL database: count rate limits in it, so
     # N workers allow a limit once (a write per limited request; see docs/deployment.md).
     shares_rate_limits = True
+    # Where CREATE TABLE IF NOT EXISTS looks: the first schema of the search path.
+    _schema_table_exists = (
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables"
+        " WHERE schemaname = current_schema() AND tablename = 'pactmw_schema')"
+    )
 
     @staticmethod
     def _refuses_for_now(exc: BaseException) -> bool:
@@ -101,6 +133,19 @@ class PostgresFlavour(SqlStore):
             if getattr(error, "sqlstate", None) in _REFUSED_FOR_NOW:
                 return True
         return False
+
+    @staticmethod
+    def _driver_message(exc: BaseException) -> str:
+        # psycopg's error, or the one a Django error wraps. The server's primary message
+        # only: str() adds the statement's text (LINE 1: ...) and its DETAIL and HINT.
+        for error in (exc, exc.__cause__):
+            sqlstate = getattr(error, "sqlstate", None)
+            if sqlstate == _LOCK_NOT_AVAILABLE:
+                return _LOCK_WAIT.format(holder="another session holds a lock the store needs")
+            primary = getattr(getattr(error, "diag", None), "message_primary", None)
+            if sqlstate and isinstance(primary, str) and primary:
+                return " ".join(primary.split())
+        return SqlStore._driver_message(exc)
 
     @staticmethod
     def _encode_scopes(scopes: Sequence[str]) -> list[str]:
