@@ -16,7 +16,8 @@ member is skipped, and the others kept, when:
   `key_ops` that is not an array is ignored, as jose (the Parafé reference's library) ignores
   it: a deliberate interop choice, so that every key the reference verifies with works here;
 - its key members or optional members are malformed (`kid` or `alg` not a string, an `alg`
-  that does not fit `kty`, bad base64url, a point off the curve).
+  that does not fit `kty`, bad base64url, a point off the curve, an Ed25519 key of small
+  order: OpenSSL accepts a signature by one for any message).
 
 A set in which no member is usable parses to an empty `KeySet`: it verifies nothing, and every
 token is refused at key selection (unknown `kid`). It is not refused as a document, so that a
@@ -58,6 +59,23 @@ _THUMBPRINT_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "RSA": ("e", "kty", "n"),
     "OKP": ("crv", "kty", "x"),
 }
+
+
+#: The encodings of the Ed25519 points of small order (libsodium's list): the identity and
+#: the points of order 2, 4 and 8, with the non-canonical y = p and y = p + 1; compared with
+#: the sign bit (the top bit of the last octet) cleared.
+_SMALL_ORDER_ED25519 = frozenset(
+    bytes.fromhex(point)
+    for point in (
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    )
+)
 
 
 def _b64_int(value: int) -> str:
@@ -138,6 +156,10 @@ def _public_from_members(kty: str, obj: Mapping[str, Any]) -> tuple[PublicKey, d
         x = b64url_decode(_member(obj, "x"))
         if len(x) != 32:
             raise MalformedInput("Ed25519 public key must be 32 bytes")
+        # OpenSSL verifies any message under a small-order key with R = identity, S = 0, so
+        # such a key (never an honest one) would let anyone sign as its owner.
+        if x[:31] + bytes((x[31] & 0x7F,)) in _SMALL_ORDER_ED25519:
+            raise MalformedInput("Ed25519 public key of small order")
         return ed25519.Ed25519PublicKey.from_public_bytes(x), {
             "kty": "OKP",
             "crv": "Ed25519",
