@@ -161,6 +161,26 @@ def test_security_dpop_replay(tmp_path: Path) -> None:
     spend_dpop_proof(checked(resource_proof()), replay=second, now=NOW)
 
 
+@pytest.mark.parametrize("store", [False, True], ids=["memory", "sqlite"])
+def test_a_proof_is_remembered_through_the_last_instant_it_is_accepted(
+    tmp_path: Path, store: bool
+) -> None:
+    # `iat` + window is still inside the window (`check_dpop_proof` accepts it), so the
+    # record must still hold then: a memory forgets a record once `expires_at <= now`.
+    memory = (
+        StoreReplayMemory(SqliteStore(tmp_path / "s.db"), namespace="dpop")
+        if store
+        else MemoryReplayMemory()
+    )
+    proof = resource_proof()
+    spend_dpop_proof(checked(proof), replay=memory, now=NOW)
+    last = NOW + 60  # NOW is the proof's iat; 60 s is the default window
+    again = checked(proof, last)  # still fresh
+    with pytest.raises(DpopError) as caught:
+        spend_dpop_proof(again, replay=memory, now=last)
+    assert caught.value.reason == "replay"
+
+
 def test_security_dpop_token_hash_mismatch() -> None:
     at_resource(resource_proof(claims={"ath": access_token_hash("another-token")}), "ath")
 
