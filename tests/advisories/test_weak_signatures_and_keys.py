@@ -10,7 +10,8 @@ small order lets anyone sign anything under it with R = identity and S = 0 (Open
 signature for the same message.
 
 Every attack goes through a public entry point: the PACT identity verifier (ES256, the
-agent's inline JWKS) and `verify_presentation_proof` (EdDSA and ES256 initiator keys).
+agent's inline JWKS), `verify_presentation_proof` (an initiator's key) and
+`ReceiptVerifier.verify_action_receipt` (an agent's key from its DID document).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, Registere
 from pactmw.protocols.parafe import (
     INVALID_PROOF,
     ParafeError,
+    ReceiptVerifier,
+    StaticBrokerKeys,
+    agent_did,
     create_presentation_proof,
     verify_presentation_proof,
 )
@@ -237,3 +241,30 @@ def test_a_proof_with_a_non_canonical_ed25519_s_is_refused() -> None:
             malleated, TOKEN_JWS, consent, replay=None, initiator_key=jwk, now=NOW
         )
     assert refused.value.code == INVALID_PROOF
+
+
+def test_an_action_receipt_forged_for_a_small_order_agent_key_is_refused() -> None:
+    # An agent whose DID document lists the identity point: R = identity, S = 0 would make
+    # any receipt "signed" by it, so anyone could file or show receipts in its name.
+    agent_id = "prf_agent_small001"
+    did = agent_did(agent_id)
+    jwk = _okp(bytes.fromhex(_SMALL_ORDER[1]))
+    document = {"id": did, "verificationMethod": [{"id": f"{did}#keys-1", "publicKeyJwk": jwk}]}
+    header = {"alg": "EdDSA", "kid": f"{did}#keys-1", "typ": "parafe-action-receipt+jwt"}
+    claims = {
+        "iss": did,
+        "iat": NOW,
+        "jti": "5b0e6a1c-0000-4000-8000-000000000001",
+        "ver": 1,
+        "session_id": "sess_" + "ab" * 16,
+        "consent_ref": _sha256_b64url(TOKEN),
+        "action": "issue_refund",
+        "result": "success",
+        "error": None,
+    }
+    signing_input = f"{segment(header)}.{segment(json_dumps(claims))}"
+    forged = signing_input + "." + b64url_encode(bytes.fromhex(_SMALL_ORDER[1]) + bytes(32))
+    keys = StaticBrokerKeys({"keys": []}, did_documents={agent_id: document})
+    with pytest.raises(ParafeError) as refused:
+        ReceiptVerifier(keys, clock=lambda: NOW).verify_action_receipt(forged)
+    assert refused.value.code == "INVALID_SIGNATURE"
