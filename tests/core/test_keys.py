@@ -145,6 +145,29 @@ def test_unknown_kid_refetches_at_most_once_per_cooldown(
     assert _hits(server) == 3
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [Mode.FAIL, Mode.GARBAGE, Mode.REDIRECT, Mode.OVERSIZED, Mode.SLOW, Mode.DOWN],
+)
+def test_a_made_up_kid_cannot_evict_the_known_keys_whatever_the_refetch_gets(
+    server: JwksServer, clock: FakeClock, answer: Mode
+) -> None:
+    # An attacker's made-up kid makes the cache refetch; whatever that refetch meets (an
+    # error, junk, a redirect elsewhere, a body past the cap, a server that stalls past the
+    # deadline, nothing listening), the keys fetched before keep verifying, and the flood
+    # around it makes no further request.
+    cache = JwksCache(FetchPolicy(allow_http_on_loopback=True, timeout=0.5), clock=clock)
+    (known,) = cache.get_keys(server.url, "a", "ES256")
+    server.mode = answer
+    server.delay = 2.0  # Mode.SLOW: well past the 0.5 s deadline
+    clock.advance(30)
+    for index in range(20):
+        assert _reason(cache, server.url, f"made-up-{index}") == "unknown_kid"
+        assert cache.get_keys(server.url, "a", "ES256") == (known,)
+    if answer is not Mode.DOWN:
+        assert _hits(server) == 2  # the first fetch and one refetch
+
+
 def test_key_rotation_new_kid_accepted_after_one_refetch(
     server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK, key_b: PrivateJWK
 ) -> None:
