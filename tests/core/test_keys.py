@@ -325,6 +325,19 @@ def test_no_keys_ever_fetched_is_jwks_unavailable_quickly(
     assert cache.get_keys(server.url, "a", "ES256")
 
 
+def test_a_jwks_of_ten_thousand_keys_is_refused_at_the_size_cap(
+    server: JwksServer, cache: JwksCache, key_a: PrivateJWK
+) -> None:
+    # 10,000 members (about 1.5 MB) are never read, let alone imported: the body cap
+    # (64 KiB) stops the download.
+    member = key_a.public.to_dict()
+    server.set_keys({"keys": [{**member, "kid": f"k{index}"} for index in range(10_000)]})
+    assert _reason(cache, server.url, "k1") == "jwks_unavailable"
+    server.send_content_length = False  # streamed: cut once past the cap, all the same
+    fresh = JwksCache(POLICY, clock=FakeClock(0.0))
+    assert _reason(fresh, server.url, "k1") == "jwks_unavailable"
+
+
 def test_private_key_in_first_document_is_jwks_unavailable(
     server: JwksServer, cache: JwksCache, key_a: PrivateJWK
 ) -> None:
