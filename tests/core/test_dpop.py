@@ -128,6 +128,13 @@ def test_security_dpop_method_mismatch() -> None:
     at_resource(resource_proof(claims={"htm": "POST"}), "htm")
 
 
+@pytest.mark.parametrize("htm", ["get", "Get", "GET ", " GET", "GET\x00", ["GET"]])
+def test_htm_is_the_method_exactly(htm: Any) -> None:
+    # HTTP methods are case-sensitive (RFC 9110 §9.1): a proof for `get` is no proof for GET.
+    reason = "htm" if isinstance(htm, str) else "claims"
+    at_resource(resource_proof(claims={"htm": htm}), reason)
+
+
 def test_security_dpop_url_mismatch() -> None:
     at_resource(resource_proof(claims={"htu": "https://elsewhere.example/api/orders"}), "htu")
 
