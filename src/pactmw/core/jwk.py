@@ -1,7 +1,8 @@
 """JSON Web Keys (RFC 7517/7518/8037): import, export, generation, RFC 7638 thumbprints.
 
-Only the key types pactmw verifies with are accepted: EC P-256, RSA (>= 2048 bits) and OKP
-Ed25519. Keys are held as prepared `cryptography` objects so the hot path never re-parses.
+Only the key types pactmw verifies with are accepted: EC P-256, RSA (2048 to 8192 bits, with
+an exponent of at most 2^31 - 1, so that no key makes a check costly) and OKP Ed25519. Keys
+are held as prepared `cryptography` objects so the hot path never re-parses.
 
 One rule decides which member of a JWKS may verify signatures, for every verifier (PACT
 identity tokens, delegation and receipts, the Parafé broker's JWKS): `parse_jwks`, through
@@ -9,7 +10,7 @@ identity tokens, delegation and receipts, the Parafé broker's JWKS): `parse_jwk
 member is skipped, and the others kept, when:
 
 - it is not an object, or its `kty` is `oct` (a symmetric key never verifies here), or its
-  `kty`/`crv` is not one of the three above (RSA shorter than 2048 bits included);
+  `kty`/`crv` is not one of the three above (RSA out of those bounds included);
 - it has `use` and that is not exactly `"sig"` (§4.2; `"enc"`, `null`, `1` are all skipped,
   where jose reads `use` only when it is a string: a malformed member, so skipped);
 - its `key_ops` is an array without `"verify"` (§4.3; `["encrypt"]`, `["sign"]`, `[]`). A
@@ -47,6 +48,12 @@ PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519Pri
 #: The JWS algorithms pactmw implements, and the key type each needs.
 ALGORITHM_KEY_TYPES: Mapping[str, str] = {"ES256": "EC", "RS256": "RSA", "EdDSA": "OKP"}
 MIN_RSA_BITS = 2048
+#: Bounds on RSA public keys, so that no key makes a signature check costly: OpenSSL takes an
+#: exponent as long as a 3072-bit modulus (8 ms a check, 160 times a 2048-bit key's) and
+#: moduli to 16384 bits. Go's limits (crypto/rsa; crypto/tls, CVE-2023-29409); real keys
+#: use e = 65537 and at most 4096 bits.
+MAX_RSA_BITS = 8192
+MAX_RSA_EXPONENT = 2**31 - 1
 #: Members that only a private JWK carries (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
 PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 _KEY_CLASSES: Mapping[str, type] = {
@@ -145,6 +152,10 @@ def _public_from_members(kty: str, obj: Mapping[str, Any]) -> tuple[PublicKey, d
         n, e = int.from_bytes(n_bytes, "big"), int.from_bytes(e_bytes, "big")
         if n.bit_length() < MIN_RSA_BITS:
             raise MalformedInput(f"RSA key shorter than {MIN_RSA_BITS} bits")
+        if n.bit_length() > MAX_RSA_BITS or e > MAX_RSA_EXPONENT:
+            raise MalformedInput(
+                f"RSA key longer than {MAX_RSA_BITS} bits or with an exponent past 2^31 - 1"
+            )
         try:
             rsa_key = rsa.RSAPublicNumbers(e, n).public_key()
         except ValueError as exc:
@@ -445,6 +456,8 @@ def public_key_set(keys: Iterable[PrivateJWK]) -> KeySet:
 
 __all__ = [
     "ALGORITHM_KEY_TYPES",
+    "MAX_RSA_BITS",
+    "MAX_RSA_EXPONENT",
     "MIN_RSA_BITS",
     "PRIVATE_MEMBERS",
     "KeySet",
