@@ -186,6 +186,12 @@ def test_a_proof_is_remembered_through_the_last_instant_it_is_accepted(
     with pytest.raises(DpopError) as caught:
         spend_dpop_proof(again, replay=memory, now=last)
     assert caught.value.reason == "replay"
+    # The async driver records the same span.
+    other = resource_proof()
+    asyncio.run(aspend_dpop_proof(checked(other), replay=memory, now=NOW))
+    with pytest.raises(DpopError) as caught:
+        asyncio.run(aspend_dpop_proof(checked(other, last), replay=memory, now=last))
+    assert caught.value.reason == "replay"
 
 
 def test_security_dpop_token_hash_mismatch() -> None:
