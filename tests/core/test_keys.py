@@ -168,6 +168,25 @@ def test_a_made_up_kid_cannot_evict_the_known_keys_whatever_the_refetch_gets(
         assert _hits(server) == 2  # the first fetch and one refetch
 
 
+def test_an_empty_set_cached_for_a_day_is_not_pinned(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    # A glitch (or a compromised host) answers an empty set that says "keep me a day": the
+    # withdrawal is obeyed at once, as an empty set means, but it does not outlive the
+    # refetch cooldown once the keys are back.
+    cache.get_keys(server.url, "a", "ES256")
+    server.set_keys({"keys": []})
+    server.extra_headers = {"Cache-Control": "max-age=86400"}
+    clock.advance(600)
+    assert _reason(cache, server.url, "a") == "unknown_kid"
+    server.set_keys(public_key_set([key_a]))
+    clock.advance(29)
+    assert _reason(cache, server.url, "a") == "unknown_kid"  # within the cooldown
+    clock.advance(1)
+    assert cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 3
+
+
 def test_key_rotation_new_kid_accepted_after_one_refetch(
     server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK, key_b: PrivateJWK
 ) -> None:
