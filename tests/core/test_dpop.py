@@ -128,6 +128,13 @@ def test_security_dpop_method_mismatch() -> None:
     at_resource(resource_proof(claims={"htm": "POST"}), "htm")
 
 
+@pytest.mark.parametrize("htm", ["get", "Get", "GET ", " GET", "GET\x00", ["GET"]])
+def test_htm_is_the_method_exactly(htm: Any) -> None:
+    # HTTP methods are case-sensitive (RFC 9110 §9.1): a proof for `get` is no proof for GET.
+    reason = "htm" if isinstance(htm, str) else "claims"
+    at_resource(resource_proof(claims={"htm": htm}), reason)
+
+
 def test_security_dpop_url_mismatch() -> None:
     at_resource(resource_proof(claims={"htu": "https://elsewhere.example/api/orders"}), "htu")
 
@@ -159,6 +166,32 @@ def test_security_dpop_replay(tmp_path: Path) -> None:
     assert caught.value.reason == "replay"
     # A fresh proof by the same key is fine.
     spend_dpop_proof(checked(resource_proof()), replay=second, now=NOW)
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["memory", "sqlite"])
+def test_a_proof_is_remembered_through_the_last_instant_it_is_accepted(
+    tmp_path: Path, store: bool
+) -> None:
+    # `iat` + window is still inside the window (`check_dpop_proof` accepts it), so the
+    # record must still hold then: a memory forgets a record once `expires_at <= now`.
+    memory = (
+        StoreReplayMemory(SqliteStore(tmp_path / "s.db"), namespace="dpop")
+        if store
+        else MemoryReplayMemory()
+    )
+    proof = resource_proof()
+    spend_dpop_proof(checked(proof), replay=memory, now=NOW)
+    last = NOW + 60  # NOW is the proof's iat; 60 s is the default window
+    again = checked(proof, last)  # still fresh
+    with pytest.raises(DpopError) as caught:
+        spend_dpop_proof(again, replay=memory, now=last)
+    assert caught.value.reason == "replay"
+    # The async driver records the same span.
+    other = resource_proof()
+    asyncio.run(aspend_dpop_proof(checked(other), replay=memory, now=NOW))
+    with pytest.raises(DpopError) as caught:
+        asyncio.run(aspend_dpop_proof(checked(other, last), replay=memory, now=last))
+    assert caught.value.reason == "replay"
 
 
 def test_security_dpop_token_hash_mismatch() -> None:

@@ -145,6 +145,48 @@ def test_unknown_kid_refetches_at_most_once_per_cooldown(
     assert _hits(server) == 3
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [Mode.FAIL, Mode.GARBAGE, Mode.REDIRECT, Mode.OVERSIZED, Mode.SLOW, Mode.DOWN],
+)
+def test_a_made_up_kid_cannot_evict_the_known_keys_whatever_the_refetch_gets(
+    server: JwksServer, clock: FakeClock, answer: Mode
+) -> None:
+    # An attacker's made-up kid makes the cache refetch; whatever that refetch meets (an
+    # error, junk, a redirect elsewhere, a body past the cap, a server that stalls past the
+    # deadline, nothing listening), the keys fetched before keep verifying, and the flood
+    # around it makes no further request.
+    cache = JwksCache(FetchPolicy(allow_http_on_loopback=True, timeout=0.5), clock=clock)
+    (known,) = cache.get_keys(server.url, "a", "ES256")
+    server.mode = answer
+    server.delay = 2.0  # Mode.SLOW: well past the 0.5 s deadline
+    clock.advance(30)
+    for index in range(20):
+        assert _reason(cache, server.url, f"made-up-{index}") == "unknown_kid"
+        assert cache.get_keys(server.url, "a", "ES256") == (known,)
+    if answer is not Mode.DOWN:
+        assert _hits(server) == 2  # the first fetch and one refetch
+
+
+def test_an_empty_set_cached_for_a_day_is_not_pinned(
+    server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    # A glitch (or a compromised host) answers an empty set that says "keep me a day": the
+    # withdrawal is obeyed at once, as an empty set means, but it does not outlive the
+    # refetch cooldown once the keys are back.
+    cache.get_keys(server.url, "a", "ES256")
+    server.set_keys({"keys": []})
+    server.extra_headers = {"Cache-Control": "max-age=86400"}
+    clock.advance(600)
+    assert _reason(cache, server.url, "a") == "unknown_kid"
+    server.set_keys(public_key_set([key_a]))
+    clock.advance(29)
+    assert _reason(cache, server.url, "a") == "unknown_kid"  # within the cooldown
+    clock.advance(1)
+    assert cache.get_keys(server.url, "a", "ES256")
+    assert _hits(server) == 3
+
+
 def test_key_rotation_new_kid_accepted_after_one_refetch(
     server: JwksServer, cache: JwksCache, clock: FakeClock, key_a: PrivateJWK, key_b: PrivateJWK
 ) -> None:
@@ -300,6 +342,19 @@ def test_no_keys_ever_fetched_is_jwks_unavailable_quickly(
     server.mode = Mode.OK
     clock.advance(1)
     assert cache.get_keys(server.url, "a", "ES256")
+
+
+def test_a_jwks_of_ten_thousand_keys_is_refused_at_the_size_cap(
+    server: JwksServer, cache: JwksCache, key_a: PrivateJWK
+) -> None:
+    # 10,000 members (about 1.5 MB) are never read, let alone imported: the body cap
+    # (64 KiB) stops the download.
+    member = key_a.public.to_dict()
+    server.set_keys({"keys": [{**member, "kid": f"k{index}"} for index in range(10_000)]})
+    assert _reason(cache, server.url, "k1") == "jwks_unavailable"
+    server.send_content_length = False  # streamed: cut once past the cap, all the same
+    fresh = JwksCache(POLICY, clock=FakeClock(0.0))
+    assert _reason(fresh, server.url, "k1") == "jwks_unavailable"
 
 
 def test_private_key_in_first_document_is_jwks_unavailable(

@@ -162,6 +162,23 @@ def test_signed_by_another_key_with_the_same_kid(minter: Minter) -> None:
     assert code(minter, minter.token(key=impostor)) == INVALID_CONSENT_TOKEN
 
 
+@pytest.mark.parametrize("kid_in_header", [True, False], ids=["kid", "no-kid"])
+def test_two_broker_keys_that_both_fit_are_ambiguous(minter: Minter, kid_in_header: bool) -> None:
+    # §4 step 9: jose's local key set refuses more than one candidate, even when the genuine
+    # key is among them (a JWKS that lists a second key under the broker's kid must not let
+    # either key sign, nor a token without kid pick whichever verifies).
+    twin = generate_private_jwk("ES256", kid=minter.broker.kid)
+    jwks = {"keys": [*minter.jwks["keys"], {**twin.public.to_dict(), "use": "sig"}]}
+    header = {"alg": "ES256", "kid": minter.broker.kid} if kid_in_header else {"alg": "ES256"}
+    token = minter.token(header=header)
+    keys = StaticBrokerKeys(jwks, did_documents=minter.did_documents())
+    ver = ParafeVerifier(agent_id=minter.target_id, keys=keys, clock=lambda: NOW)
+    with pytest.raises(ParafeError) as caught:
+        ver.verify(message(token, minter.session_id, minter.proof(token)))
+    assert caught.value.code == INVALID_CONSENT_TOKEN
+    assert "more than one broker key" in str(caught.value)
+
+
 def test_eddsa_token_by_the_retired_key_is_refused() -> None:
     data = fixture(V2)
     retired = generate_private_jwk("EdDSA", kid="retired-ed")

@@ -316,6 +316,20 @@ def test_replay_is_refused_across_two_store_handles(
     assert caught.value.error == "invalid_grant"
 
 
+def test_a_jti_is_remembered_through_the_last_instant_the_assertion_is_accepted(
+    agent: AgentIdentity, verifier: AssertionVerifier, clock: FakeClock
+) -> None:
+    # `exp` + skew is still accepted, so the record must still hold then: a memory forgets
+    # a record once `expires_at <= now`.
+    assertion = mint(agent, "session_assertion", {})
+    first = verifier.verify_session(assertion, client_id=agent.client_id)
+    clock.now = first.expires_at + verifier.skew
+    with pytest.raises(PoppyError) as caught:
+        verifier.verify_session(assertion, client_id=agent.client_id)
+    assert caught.value.error == "invalid_grant"
+    assert caught.value.detail == "the jti was used before"
+
+
 def test_async_drivers(agent: AgentIdentity, clients: ClientMetadataCache, tmp_path: Path) -> None:
     replay = StoreReplayMemory(SqliteStore(tmp_path / "a.db"), namespace="poppy.assertion")
     verifier = AssertionVerifier(issuer=ISSUER, clients=clients, replay=replay, clock=lambda: NOW)

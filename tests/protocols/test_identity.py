@@ -522,6 +522,8 @@ def test_checks_run_in_the_reference_order(
         OVERRIDE_AUD,
         [AUD],  # an array is refused even when it contains the audience
         [AUD, "other"],
+        [AUD, AUD],  # duplicates
+        [],
         _DROP,
         None,
         "",

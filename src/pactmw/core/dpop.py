@@ -41,7 +41,7 @@ from pactmw.core.encoding import b64url_encode, json_number
 from pactmw.core.errors import JoseError, MalformedInput, PactmwError
 from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.core.jwk import ALGORITHM_KEY_TYPES, PublicJWK, import_public_jwk
-from pactmw.core.replay import ReplayMemory
+from pactmw.core.replay import ReplayMemory, remember_until
 
 DPOP_TYP = "dpop+jwt"
 #: ES256 must always be accepted (Poppy PAP-3.2-09); RS256 is what the SDK also allows.
@@ -70,7 +70,7 @@ class DpopError(PactmwError):
 @frozen
 class DpopProof:
     """A proof that passed every check but replay: `replay_key` is what to mark used, until
-    `replay_expires_at` (the last instant `iat` is still within the window)."""
+    `replay_expires_at` (the last instant `iat` is still within the window) included."""
 
     jti: str
     iat: float
@@ -258,12 +258,13 @@ def spend_dpop_proof(proof: DpopProof, *, replay: ReplayMemory, now: float) -> N
     """Mark a checked proof's `jti` used in `replay` (blocking); a proof seen before is
     refused (`reason` `replay`). The last step of verification: call it only once every
     other check of the request has passed, so a refused request burns no proof."""
-    _refuse_replay(replay.first_use(proof.replay_key, now=now, expires_at=proof.replay_expires_at))
+    until = remember_until(proof.replay_expires_at)
+    _refuse_replay(replay.first_use(proof.replay_key, now=now, expires_at=until))
 
 
 async def aspend_dpop_proof(proof: DpopProof, *, replay: ReplayMemory, now: float) -> None:
     """Async `spend_dpop_proof`: a memory that `may_block` is called in a worker thread."""
-    key, until = proof.replay_key, proof.replay_expires_at
+    key, until = proof.replay_key, remember_until(proof.replay_expires_at)
     if replay.may_block:
         first = await asyncio.to_thread(replay.first_use, key, now=now, expires_at=until)
     else:

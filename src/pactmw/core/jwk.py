@@ -1,7 +1,8 @@
 """JSON Web Keys (RFC 7517/7518/8037): import, export, generation, RFC 7638 thumbprints.
 
-Only the key types pactmw verifies with are accepted: EC P-256, RSA (>= 2048 bits) and OKP
-Ed25519. Keys are held as prepared `cryptography` objects so the hot path never re-parses.
+Only the key types pactmw verifies with are accepted: EC P-256, RSA (2048 to 8192 bits, with
+an exponent of at most 2^31 - 1, so that no key makes a check costly) and OKP Ed25519. Keys
+are held as prepared `cryptography` objects so the hot path never re-parses.
 
 One rule decides which member of a JWKS may verify signatures, for every verifier (PACT
 identity tokens, delegation and receipts, the Parafé broker's JWKS): `parse_jwks`, through
@@ -9,14 +10,15 @@ identity tokens, delegation and receipts, the Parafé broker's JWKS): `parse_jwk
 member is skipped, and the others kept, when:
 
 - it is not an object, or its `kty` is `oct` (a symmetric key never verifies here), or its
-  `kty`/`crv` is not one of the three above (RSA shorter than 2048 bits included);
+  `kty`/`crv` is not one of the three above (RSA out of those bounds included);
 - it has `use` and that is not exactly `"sig"` (§4.2; `"enc"`, `null`, `1` are all skipped,
   where jose reads `use` only when it is a string: a malformed member, so skipped);
 - its `key_ops` is an array without `"verify"` (§4.3; `["encrypt"]`, `["sign"]`, `[]`). A
   `key_ops` that is not an array is ignored, as jose (the Parafé reference's library) ignores
   it: a deliberate interop choice, so that every key the reference verifies with works here;
 - its key members or optional members are malformed (`kid` or `alg` not a string, an `alg`
-  that does not fit `kty`, bad base64url, a point off the curve).
+  that does not fit `kty`, bad base64url, a point off the curve, an Ed25519 key of small
+  order: OpenSSL accepts a signature by one for any message).
 
 A set in which no member is usable parses to an empty `KeySet`: it verifies nothing, and every
 token is refused at key selection (unknown `kid`). It is not refused as a document, so that a
@@ -46,6 +48,12 @@ PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519Pri
 #: The JWS algorithms pactmw implements, and the key type each needs.
 ALGORITHM_KEY_TYPES: Mapping[str, str] = {"ES256": "EC", "RS256": "RSA", "EdDSA": "OKP"}
 MIN_RSA_BITS = 2048
+#: Bounds on RSA public keys, so that no key makes a signature check costly: OpenSSL takes an
+#: exponent as long as a 3072-bit modulus (8 ms a check, 160 times a 2048-bit key's) and
+#: moduli to 16384 bits. Go's limits (crypto/rsa; crypto/tls, CVE-2023-29409); real keys
+#: use e = 65537 and at most 4096 bits.
+MAX_RSA_BITS = 8192
+MAX_RSA_EXPONENT = 2**31 - 1
 #: Members that only a private JWK carries (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
 PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 _KEY_CLASSES: Mapping[str, type] = {
@@ -58,6 +66,23 @@ _THUMBPRINT_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "RSA": ("e", "kty", "n"),
     "OKP": ("crv", "kty", "x"),
 }
+
+
+#: The encodings of the Ed25519 points of small order (libsodium's list): the identity and
+#: the points of order 2, 4 and 8, with the non-canonical y = p and y = p + 1; compared with
+#: the sign bit (the top bit of the last octet) cleared.
+_SMALL_ORDER_ED25519 = frozenset(
+    bytes.fromhex(point)
+    for point in (
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "0100000000000000000000000000000000000000000000000000000000000000",
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+        "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+        "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    )
+)
 
 
 def _b64_int(value: int) -> str:
@@ -127,6 +152,10 @@ def _public_from_members(kty: str, obj: Mapping[str, Any]) -> tuple[PublicKey, d
         n, e = int.from_bytes(n_bytes, "big"), int.from_bytes(e_bytes, "big")
         if n.bit_length() < MIN_RSA_BITS:
             raise MalformedInput(f"RSA key shorter than {MIN_RSA_BITS} bits")
+        if n.bit_length() > MAX_RSA_BITS or e > MAX_RSA_EXPONENT:
+            raise MalformedInput(
+                f"RSA key longer than {MAX_RSA_BITS} bits or with an exponent past 2^31 - 1"
+            )
         try:
             rsa_key = rsa.RSAPublicNumbers(e, n).public_key()
         except ValueError as exc:
@@ -138,6 +167,10 @@ def _public_from_members(kty: str, obj: Mapping[str, Any]) -> tuple[PublicKey, d
         x = b64url_decode(_member(obj, "x"))
         if len(x) != 32:
             raise MalformedInput("Ed25519 public key must be 32 bytes")
+        # OpenSSL verifies any message under a small-order key with R = identity, S = 0, so
+        # such a key (never an honest one) would let anyone sign as its owner.
+        if x[:31] + bytes((x[31] & 0x7F,)) in _SMALL_ORDER_ED25519:
+            raise MalformedInput("Ed25519 public key of small order")
         return ed25519.Ed25519PublicKey.from_public_bytes(x), {
             "kty": "OKP",
             "crv": "Ed25519",
@@ -423,6 +456,8 @@ def public_key_set(keys: Iterable[PrivateJWK]) -> KeySet:
 
 __all__ = [
     "ALGORITHM_KEY_TYPES",
+    "MAX_RSA_BITS",
+    "MAX_RSA_EXPONENT",
     "MIN_RSA_BITS",
     "PRIVATE_MEMBERS",
     "KeySet",

@@ -26,6 +26,17 @@ class ReplayMemory(Protocol):
     def first_use(self, key: str, *, now: float, expires_at: float) -> bool: ...
 
 
+def remember_until(last_accepted: float) -> float:
+    """The `expires_at` to record for a token that is accepted until `last_accepted`, that
+    instant included.
+
+    A memory forgets a record once `expires_at <= now` (every `ReplayMemory` and the stores'
+    `use_once`), so a record kept only until `last_accepted` would let the token be used
+    again at that very instant. One second more covers it, whatever the clock's resolution.
+    """
+    return last_accepted + 1
+
+
 class MemoryReplayMemory:
     """Per-process replay memory (tests, a single worker). Expired entries are purged once
     the memory holds more than `max_entries` (the Parafé reference's rule)."""
@@ -74,4 +85,10 @@ class StoreReplayMemory:
         )
 
 
-__all__ = ["MemoryReplayMemory", "ReplayMemory", "StoreReplayMemory", "UseOnce"]
+__all__ = [
+    "MemoryReplayMemory",
+    "ReplayMemory",
+    "StoreReplayMemory",
+    "UseOnce",
+    "remember_until",
+]

@@ -14,7 +14,7 @@ from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import FetchError, KeyUnavailable
 from pactmw.core.jose import HeaderCache
 from pactmw.core.jwk import PublicJWK
-from pactmw.core.replay import ReplayMemory
+from pactmw.core.replay import ReplayMemory, remember_until
 from pactmw.protocols.parafe import _errors as err
 from pactmw.protocols.parafe._broker import KeySource, replay_key
 from pactmw.protocols.parafe._card import ScopeRequirement
@@ -214,7 +214,9 @@ def proof_flow(
     # reference remembers it 360 s from first use, which is shorter for an `iat` up to 60 s
     # ahead, and ends on the last second the proof is still fresh: a token without `exp` (the
     # reference accepts one) or a long-lived one could be used again with the same proof.
-    expires_at = max(seconds + PROOF_REPLAY_WINDOW, checked.iat + PROOF_REPLAY_WINDOW + 1)
+    expires_at = max(
+        seconds + PROOF_REPLAY_WINDOW, remember_until(checked.iat + PROOF_REPLAY_WINDOW)
+    )
     # Recorded only now that every other check passed, so a bad proof burns no jti.
     fresh: bool = yield NeedFirstUse(
         replay_key(initiator, checked.jti), float(seconds), float(expires_at)

@@ -14,7 +14,7 @@ by `verify_client`/`verify_session` and with awaits by their `a` twins. Checks, 
    character (PAP-4.1-05, PAP-4.2-07; an array or the token endpoint URL is refused);
    numeric `iat` and `exp` with `0 < exp - iat <= 300` (PAP-4.2-08); not expired and not
    issued in the future, with 30 s of skew (GUIDE-jwt-04); `jti` of 16-256 characters;
-5. the `jti` used once per client_id (and kind) until `exp` + skew (PAP-4.2-09, GUIDE-jwt-05).
+5. the `jti` used once per client_id (and kind) through `exp` + skew (PAP-4.2-09, GUIDE-jwt-05).
 
 A client assertion that fails is `401 invalid_client`; a Session assertion `400
 invalid_grant`. The reason goes to the log (`PoppyError.detail`), never to the caller.
@@ -37,7 +37,7 @@ from pactmw.core.encoding import is_storable_text, json_number
 from pactmw.core.errors import JoseError, KeyUnavailable
 from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
 from pactmw.core.jwk import PublicJWK
-from pactmw.core.replay import ReplayMemory
+from pactmw.core.replay import ReplayMemory, remember_until
 from pactmw.protocols.poppy._errors import PoppyError
 
 logger = logging.getLogger("pactmw.poppy")
@@ -197,7 +197,7 @@ class AssertionVerifier:
             max_lifetime=self.max_lifetime,
         )
         key = _replay_key(kind, client_id, jti)
-        first: bool = yield _NeedFirstUse(key, now, exp + self.skew)
+        first: bool = yield _NeedFirstUse(key, now, remember_until(exp + self.skew))
         if not first:
             raise _refusal(kind, "the jti was used before")
         return VerifiedAssertion(
