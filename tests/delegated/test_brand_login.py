@@ -9,10 +9,11 @@ Its JWKS is served by the shared `JwksServer`, fetched by the Provider over real
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from html import escape
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
@@ -40,6 +41,7 @@ from tests.delegated.support import (
     serve,
 )
 from tests.delegated.test_consent_attacks import ANSWERED, assert_answered
+from tests.support.clock import OffsetClock
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
 from tests.support.servers import werkzeug_server
@@ -127,6 +129,15 @@ class BrandEnv:
 
 @pytest.fixture(scope="module")
 def brand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrandEnv]:
+    with brand_env(tmp_path_factory) as env:
+        yield env
+
+
+@contextlib.contextmanager
+def brand_env(
+    tmp_path_factory: pytest.TempPathFactory, clock: Callable[[], float] = time.time
+) -> Iterator[BrandEnv]:
+    """A brand-mode Provider (on `clock`) with its Brand login and the login's JWKS."""
     key = generate_private_jwk("ES256", kid="brand-1")
     provider_port = free_port()
     consent_url = f"http://127.0.0.1:{provider_port}/a2a/skyline/oauth/consent"
@@ -149,7 +160,7 @@ def brand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrandEnv]:
             ),
         )
         store = f"sqlite:///{tmp_path_factory.mktemp('brand')}/pactmw.db"
-        with serve(store, [skyline], port=provider_port, calls=calls) as env:
+        with serve(store, [skyline], port=provider_port, calls=calls, clock=clock) as env:
             yield BrandEnv(env, login, jwks, key)
 
 
@@ -244,6 +255,24 @@ def test_brand_login_then_consent_then_decision(brand: BrandEnv) -> None:
     turn = env.send("skyline", "show my orders", token=tokens.json()["access_token"], sub=sub)
     assert turn.status_code == 200, turn.text
     assert turn.json()["message"]["metadata"]["pact.receipt"]["claims"]["user"] == "sky-4471"
+
+
+def test_a_spent_sign_in_stays_spent_through_its_last_accepted_instant(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    clock = OffsetClock()
+    with brand_env(tmp_path_factory, clock) as brand:
+        document = brand.pending_code(new_sub())
+        start = float(int(time.time()))
+        clock.frozen = start
+        # Issued 30 s ahead (the skew allowed) and valid for longer than it may be used: it
+        # is accepted until iat + 300 s, start + 330 s, that instant included.
+        assertion = brand.assertion(document["user_code"], now=start + 30, lifetime=600)
+        assert brand.post_assertion(assertion).status_code == 200
+        clock.frozen = start + 330
+        replay = brand.post_assertion(assertion)
+        assert_refused_page(replay, 400)
+        assert "already used" in replay.text
 
 
 def form_targets(answer: httpx.Response) -> list[str]:

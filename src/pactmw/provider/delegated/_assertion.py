@@ -8,6 +8,7 @@ from pactmw.core.encoding import is_storable_text
 from pactmw.core.errors import JoseError, KeyUnavailable
 from pactmw.core.jose import parse_compact, verify_with_any
 from pactmw.core.keys import JwksCache
+from pactmw.core.replay import remember_until
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._codes import normalize_user_code
 from pactmw.provider.delegated._context import ServerContext
@@ -89,7 +90,8 @@ class BrandAssertions:
             namespace="brand-assertion",
             value=f"{config.brand_issuer}\n{jti}",
             now=now,
-            expires_at=now + ASSERTION_MAX_AGE + ASSERTION_SKEW,
+            # Until the last instant it would be accepted (iat + max age), that one included.
+            expires_at=remember_until(iat + ASSERTION_MAX_AGE),
         )
         signed_in = SignedInUser(account=str(sub), label=str(label))
         user_code = normalize_user_code(str(code)) if page == "consent" else None
