@@ -7,8 +7,9 @@ RIGHT-TO-LEFT OVERRIDE in a name turned "wants to act for you at Acme" around it
 Every page shows a name isolated (`<bdi>`; U+2068..U+2069 where no markup can be, the
 `<title>`), so a right-to-left name stays readable and cannot move the words around it; and
 since a stray POP DIRECTIONAL ISOLATE inside a `<bdi>` closes it early in Chromium, a name
-holding the explicit controls is refused where it is verified. The browser half is
-tests/browser/test_bidi_names.py.
+holding the explicit controls is refused where it is verified; so are RFC 9396
+authorization details, whose agent-chosen values the consent page shows too. The browser half
+is tests/browser/test_bidi_names.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import pytest
 
 from pactmw.core.client_metadata import ClientMetadataError, parse_client_metadata
 from pactmw.core.encoding import json_dumps
+from pactmw.provider.authorization_details import (
+    AuthorizationDetailType,
+    InvalidAuthorizationDetails,
+    read_authorization_details,
+)
 from pactmw.provider.consent_pages import (
     ConnectedAgent,
     ConnectedAgentsView,
@@ -182,3 +188,32 @@ def test_a_poppy_client_name_in_any_script_is_kept(name: str) -> None:
         "https://pa.example/client.json", metadata(name), "application/json"
     )
     assert verified.client_name == name
+
+
+PAYMENT = AuthorizationDetailType(
+    type="https://shop.example/payment",
+    scope="orders:pay",
+    schema={"type": "object", "properties": {"type": {"type": "string"}}},
+)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"payee": "\u202eBob", "amount": 51},  # the page would show "15 :tnuoma ;boB"
+        {"payees": ["Ann", {"name": "Bob\u2069\u202e"}]},
+        {"\u2067note": "x"},
+    ],
+)
+def test_authorization_details_with_a_bidi_control_anywhere_are_refused(
+    entry: dict[str, object],
+) -> None:
+    # An entry's values are agent-chosen text on the consent page too.
+    raw = json_dumps([{"type": PAYMENT.type, **entry}]).decode()
+    with pytest.raises(InvalidAuthorizationDetails) as refused:
+        read_authorization_details(raw, [PAYMENT], ["orders:pay"])
+    assert "authorization_details[0] must not hold bidirectional controls (U+" in str(refused.value)
+    kept = json_dumps([{"type": PAYMENT.type, "payee": "مساعد \u200f2", "amount": 51}]).decode()
+    assert (
+        read_authorization_details(kept, [PAYMENT], ["orders:pay"])[0]["payee"] == "مساعد \u200f2"
+    )
