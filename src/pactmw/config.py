@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from attrs import frozen
 
+from pactmw.core.encoding import bidi_control_in
 from pactmw.core.errors import MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, IPNetwork
 from pactmw.core.http import PROVIDER_MOUNT
@@ -120,10 +121,14 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     if issuer is None:
         raise ConfigError(f"{where}issuer is required")
     jwks = optional_jwks(data, "jwks", f"{where}jwks")
+    name = _typed(data, "name", str, "", where)
+    control = bidi_control_in(name)
+    if control is not None:  # the pages' rule, as `pactmw agents add` has it
+        raise ConfigError(f"{where}name must not hold bidirectional controls ({control})")
     try:
         return RegisteredAgent(
             issuer=issuer,
-            name=_typed(data, "name", str, "", where),
+            name=name,
             jwks_uri=_optional_str(data, "jwks_uri", where),
             jwks=jwks,
             enabled=_typed(data, "enabled", bool, True, where),

@@ -180,6 +180,13 @@ def test_a_brand_that_accepts_no_type_refuses_the_field(env: Env) -> None:
         ("flights:rebook", [K7, {**K7, "target_flight": "SK 999"}], "[1]: flight SK 999 cannot"),
         ("flights:read", [K7], "needs the scope flights:rebook"),
         ("flights:rebook", [K7] * 21, "at most 20"),
+        # An override in the free identifier turned "to flight SK 318" on the page into "813".
+        (
+            "flights:rebook",
+            [{**K7, "identifier": "K7\u202ePQ2M"}],
+            "[0] must not hold bidirectional controls (U+202E)",
+        ),
+        ("flights:rebook", [K7, {**Q2, "identifier": "Q2\u2069"}], "[1] must not hold"),
     ],
 )
 def test_unknown_malformed_or_unscoped_details_are_refused(

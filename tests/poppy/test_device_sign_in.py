@@ -126,6 +126,8 @@ def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
     page = person.consent_pages[-1]
     assert "Atlas" in page
     assert f"https://{ATLAS}" in page
+    # Isolated, as every agent name: a client_name cannot reorder the heading around it.
+    assert "<h1><bdi>Atlas</bdi> wants to act for you at " in page
     # The page after the decision states what the agent can do: the approved scope only.
     result_page = person.result_pages[-1]
     assert "Read your orders" in result_page

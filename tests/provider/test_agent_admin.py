@@ -196,6 +196,27 @@ def test_names(provider: Provider) -> None:
     assert [agent.issuer for agent in provider.store.list_agents()] == ["https://a.example"]
 
 
+def test_a_name_with_a_bidi_control_is_refused(provider: Provider) -> None:
+    """The operator's name for an agent is a label the pages isolate: an override or isolate
+    in it could only reorder the sentence around it (tests/advisories/test_bidi_names.py)."""
+    for issuer, name in (
+        ("https://a.example", "مساعد شخصي"),
+        ("https://b.example", "ACME \u200fעוזר"),
+    ):
+        done = add_agent(provider, issuer=issuer, jwks_uri=f"{issuer}/j", name=name, now=NOW)
+        assert done.status == 0, name
+    for bad, control in (("\u202eecnaniF kcaB\u202c", "U+202E"), ("Helper\u2069\u202e", "U+2069")):
+        done = add_agent(
+            provider, issuer="https://c.example", jwks_uri="https://c.example/j", name=bad, now=NOW
+        )
+        assert done.status == 2, bad
+        assert done.error == f"nothing added: name must not hold bidirectional controls ({control})"
+    assert [agent.issuer for agent in provider.store.list_agents()] == [
+        "https://a.example",
+        "https://b.example",
+    ]
+
+
 def _conversation(provider: Provider, last_activity: float) -> str:
     return provider.store.create_conversation(
         brand_id="acme", issuer="https://inline.example", sub="u", now=last_activity

@@ -226,6 +226,16 @@ def test_unknown_keys_are_named(change: dict[str, Any], key: str) -> None:
     assert f"unknown configuration key {key}" in message
 
 
+def test_an_agent_name_with_a_bidi_control_is_refused() -> None:
+    """As `pactmw agents add` refuses it: a label the pages isolate needs no override, and one
+    could reorder the sentence around the name (tests/advisories/test_bidi_names.py)."""
+    agent = {"issuer": "https://pa.example", "jwks_uri": "https://pa.example/j"}
+    message = refused(minimal(agents=[{**agent, "name": "Helper\u2069\u202eX"}]))
+    assert message == "agents[0].name must not hold bidirectional controls (U+2069)"
+    kept = ProviderSettings.from_mapping(minimal(agents=[{**agent, "name": "مساعد \u200f2"}]))
+    assert [a.name for a in kept.identity.agents] == ["مساعد \u200f2"]
+
+
 def test_unknown_key_in_the_issue_toml(issue_config: dict[str, Any]) -> None:
     issue_config["brands"]["acme"]["greeting"] = "hi"
     assert "brands.acme.greeting" in refused(issue_config)

@@ -10,6 +10,8 @@ what makes the document the agent's own (Poppy ledger PAP-4.1-02/03, PAP-3-07):
 - it is JSON (`application/json` or a `+json` type), strict (duplicate members refused),
   at most the policy's `max_bytes`;
 - its `client_id` equals the URL fetched, character for character;
+- its `client_name` is a label the pages show: no bidirectional controls (U+202A-U+202E,
+  U+2066-U+2069), which could reorder the sentence around it (`bidi_control_in`);
 - `jwks_uri` and every `redirect_uris` entry are https URLs on the same host as `client_id`
   (the SDK compares the host name, not the port: so do we); `logo_uri`, when given, is https.
 
@@ -30,7 +32,7 @@ from urllib.parse import urlsplit
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import json_loads
+from pactmw.core.encoding import bidi_control_in, json_loads
 from pactmw.core.errors import FetchError, MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, http_get
 from pactmw.core.jwk import PublicJWK
@@ -124,6 +126,12 @@ def parse_client_metadata(client_id: str, body: bytes, content_type: str | None)
     if not isinstance(name, str) or not name.strip():
         raise ClientMetadataError(
             "invalid_client_metadata", "client_name must be a non-empty string"
+        )
+    control = bidi_control_in(name)
+    if control is not None:
+        raise ClientMetadataError(
+            "invalid_client_metadata",
+            f"client_name must not hold bidirectional controls ({control})",
         )
     jwks_uri = _same_host_url("jwks_uri", document.get("jwks_uri"), host)
     redirects = document.get("redirect_uris", [])

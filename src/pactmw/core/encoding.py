@@ -31,6 +31,10 @@ _LAST_CHAR_3 = frozenset(b"AEIMQUYcgkosw048")  # length % 4 == 3: the low 2 bits
 #: text that a database can store or UTF-8 can encode: identifiers and text carrying them are
 #: refused at the door, so they never surface as a 500 deep in a store.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: Unicode's explicit bidirectional formatting characters (UAX #9 §2.1-2.2): embeddings,
+#: overrides, isolates and the pops ending them. The marks (U+200E, U+200F, U+061C) are not
+#: among them: they carry no state, so an isolated label keeps them to itself.
+_BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 _URLSAFE_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 #: The padding `a2b_base64` wants, by the unpadded length modulo 4 (1 is refused before).
@@ -63,6 +67,17 @@ def is_storable_text(text: str) -> bool:
     if text.isascii():
         return "\x00" not in text
     return _UNSTORABLE.search(text) is None
+
+
+def bidi_control_in(text: str) -> str | None:
+    """The first explicit bidirectional control in `text`, written "U+202E", or None.
+
+    A name the pages show holds none: even isolated (`<bdi>`), a POP DIRECTIONAL ISOLATE in
+    it ends the isolate early in Chromium, and an override after it reorders the words around
+    the name ("Trojan Source" spoofing).
+    """
+    found = None if text.isascii() else _BIDI_CONTROL.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
 
 
 def is_ascii_digits(text: str) -> bool:
@@ -302,6 +317,7 @@ __all__ = [
     "b64url_decode",
     "b64url_decode_segment",
     "b64url_encode",
+    "bidi_control_in",
     "is_ascii_digits",
     "is_storable_text",
     "json_dumps",

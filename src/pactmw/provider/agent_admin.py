@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from attrs import frozen
 
 from pactmw.config import ConfigError, check_jwks_uri
-from pactmw.core.encoding import is_storable_text
+from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, format_time
 from pactmw.store.base import AgentExists, Cleanup
@@ -216,6 +216,9 @@ def _check_name(name: str) -> str | None:
         return f"name is longer than {MAX_NAME_LENGTH} characters"
     if name != name.strip() or re.search(r"[\x00-\x1f\x7f-\x9f]", name):
         return "name must not start or end with spaces nor hold control characters"
+    control = bidi_control_in(name)
+    if control is not None:
+        return f"name must not hold bidirectional controls ({control})"
     if not is_storable_text(name):
         return "name holds characters a store cannot keep"
     return None

@@ -6,7 +6,8 @@ or both) and a human rendering for the consent page. The rules, framework-neutra
 
 - a personal agent may send `authorization_details` (a JSON array, form-encoded, RFC 9396
   §2 and §6) with its device authorization request; an entry whose type the Brand does not
-  accept, that fails its check, or whose scope is not requested, makes the whole request
+  accept, that fails its check, whose scope is not requested, or with a bidirectional
+  control in a string (it could reorder its line on the consent page), makes the whole request
   `invalid_authorization_details` (400), as does the field itself at a Brand accepting none;
 - the person sees each entry under its scope on the consent page; unticking the scope
   declines its entries;
@@ -25,7 +26,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.encoding import bidi_control_in, json_dumps, json_loads
 from pactmw.core.errors import MalformedInput, PactmwError
 from pactmw.protocols.delegation import Delegation
 from pactmw.provider._json_schema import check_schema, validate
@@ -112,6 +113,20 @@ def _plain(value: Any) -> str:
     return json_dumps(value).decode("utf-8")
 
 
+def _bidi_control(value: Any) -> str | None:
+    """The first explicit bidirectional control in any string of `value` (keys too), or None."""
+    if isinstance(value, str):
+        return bidi_control_in(value)
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list):
+        for item in value:
+            control = _bidi_control(item)
+            if control is not None:
+                return control
+    return None
+
+
 def read_authorization_details(
     raw: str,
     types: Sequence[AuthorizationDetailType],
@@ -145,6 +160,13 @@ def read_authorization_details(
         problem = kind.problem(entry)
         if problem is not None:
             raise InvalidAuthorizationDetails(f"{where}: {problem}")
+        control = _bidi_control(entry)
+        if control is not None:
+            # The consent page shows the entry's text: an override in one value could turn
+            # the rest of its line around ("SK 318" read as "SK 813").
+            raise InvalidAuthorizationDetails(
+                f"{where} must not hold bidirectional controls ({control})"
+            )
         if entry not in result:
             result.append(entry)
     return tuple(result)

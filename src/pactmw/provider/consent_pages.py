@@ -118,6 +118,12 @@ def isodate(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+def isolated(text: str) -> str:
+    """`text` between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE: `<bdi>` where no
+    markup can be (a page's `<title>`), so a name there cannot reorder the words around it."""
+    return f"\u2068{text}\u2069"
+
+
 TemplateFolders = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
@@ -150,7 +156,7 @@ class ConsentPages:
             folders=folders,
             loader=loader,
             translations=translations,
-            filters={"date": date_text, "isodate": isodate},
+            filters={"date": date_text, "isodate": isodate, "isolated": isolated},
         )
 
     def translate(self, message: str, **params: object) -> str:
@@ -211,4 +217,5 @@ __all__ = [
     "TemplateFolders",
     "date_text",
     "isodate",
+    "isolated",
 ]
