@@ -187,3 +187,42 @@ os._exit(0)
     assert MOVED in out, out
     assert f"{path}-wal" in out, out
     assert _conversations(path) == 3
+
+
+def test_a_relative_path_names_the_file_it_opened_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default store is `sqlite:///.pactmw/pactmw.db`, relative: sqlite makes it absolute
+    when it opens it, so a process that changes its working folder later (a daemonizing
+    server) still has the same file at the same path."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "app")
+    store = SqliteStore(Path(".pactmw/pactmw.db"))
+    try:
+        _start(store, "m1")
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        _start(store, "m2")
+    finally:
+        store.close()
+    assert _conversations(tmp_path / "app" / ".pactmw" / "pactmw.db") == 2
+
+
+def test_a_symlinked_path_follows_its_target(tmp_path: Path) -> None:
+    """A path that is a symlink names its target, where sqlite also keeps the `-wal`: writes
+    go on; pointing the link at another file is a replacement."""
+    (tmp_path / "data").mkdir()
+    link = tmp_path / "store.db"
+    link.symlink_to(tmp_path / "data" / "store.db")
+    store = SqliteStore(link)
+    try:
+        _start(store, "m1")
+        _start(store, "m2")
+        _backup(link, tmp_path / "data" / "backup.db")
+        link.unlink()
+        link.symlink_to(tmp_path / "data" / "backup.db")
+        with pytest.raises(StoreUnavailable, match=MOVED):
+            _start(store, "m3")
+    finally:
+        store.close()
+    assert _conversations(tmp_path / "data" / "store.db") == 2

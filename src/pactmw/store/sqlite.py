@@ -156,7 +156,11 @@ class SqliteStore(SqliteFlavour):
         # sqlite opens (or creates) the file in connect(): this is the file it holds. Its WAL
         # is known once a read opened it (below); until then only the file is checked.
         self._watched: tuple[tuple[str, tuple[int, int]], ...] = ()
-        self._watch(str(self._path))
+        # Absolute, as sqlite opened it: a later chdir must not make the path name another
+        # file. A symlink's target is replaced when the link is pointed elsewhere, so it is
+        # followed at each check, not resolved now.
+        self._file_name = os.path.abspath(self._path)
+        self._watch(self._file_name)
         self._moved_logged = False
         try:
             try:
@@ -176,7 +180,7 @@ class SqliteStore(SqliteFlavour):
                 # In WAL mode the WAL is open now, and stays the same file while this
                 # connection is: sqlite deletes it only when the last connection closes.
                 # None (a rollback journal, a file nobody may write): nothing to check.
-                self._watch(f"{self._path}-wal")
+                self._watch(f"{os.path.realpath(self._path)}-wal")  # where sqlite puts it
         except BaseException:
             self._conn.close()
             raise
@@ -302,8 +306,8 @@ class SqliteStore(SqliteFlavour):
                 break
         else:
             return None
-        if name == str(self._path):
-            moved = f"sqlite database {name}"
+        if name == self._file_name:
+            moved = f"sqlite database {self._path}"
         else:
             moved = f"the write-ahead log {name} of sqlite database {self._path}"
         with contextlib.suppress(sqlite3.Error):
