@@ -179,7 +179,7 @@ class SqliteStore(SqliteFlavour):
                     conn.execute(statement)
                 # In WAL mode the WAL is open now, and stays the same file while this
                 # connection is: sqlite deletes it only when the last connection closes.
-                # None (a rollback journal, a file nobody may write): nothing to check.
+                # No -wal (a rollback journal, a file nobody may write): nothing to check.
                 self._watch(f"{os.path.realpath(self._path)}-wal")  # where sqlite puts it
         except BaseException:
             self._conn.close()
