@@ -13,12 +13,29 @@ nothing, to say why. Three statements a turn instead of nine matter because the 
 module releases and takes back the GIL around each one while this store's lock is held:
 every extra statement is a chance for the lock holder to wait for the GIL while the
 other worker threads wait for the lock (docs/performance.md).
+
+sqlite keeps the file it opened: once the path names another file (an `rm`, a backup moved
+over it), its writes would go to a file nobody opens again, and the old file's WAL, left at
+the path, would be replayed onto the new file at the next open, undoing a restore. So a
+write first checks that the path still names the open file (its device and inode: a hard
+link is the same file), and otherwise fails with `StoreUnavailable` (logged once); the old
+file's WAL is emptied into the old file then, and again on `close`, so that the file at the
+path opens as it is. A `-wal` deleted under the store is refused the same way: sqlite goes
+on appending to the deleted one, which a crash loses, so the check empties it into the file
+first. A deleted `-shm` loses nothing (sqlite rebuilds it from the WAL) and is not checked.
+
+Reads go on answering from the old file: it is intact and holds what this process wrote, so
+a read loses nothing, and failing reads too would turn a write outage into a full one until
+the restart the error asks for. sqlite's own check (`SQLITE_FCNTL_HAS_MOVED`, a `stat` too)
+is not reachable from the `sqlite3` module, so the identities are taken from the paths right
+after the connection opens the files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import sqlite3
 import threading
@@ -31,6 +48,8 @@ from pactmw.store._sql.migrations import SQLITE_MIGRATIONS
 from pactmw.store.base import Conversation, StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
+
+logger = logging.getLogger("pactmw.store")
 
 # The schema versions (store/_sql/migrations.py), read when the store opens: one name of
 # this module, so that a test can open a store at an older version.
@@ -75,6 +94,23 @@ _START_TURN = (
 )
 
 
+# What `_file_id` answers when it cannot tell; never taken for another file.
+_UNKNOWN = (-1, -1)
+
+
+def _file_id(name: str) -> tuple[int, int] | None:
+    """The (device, inode) of the file `name` names now; None when it names none."""
+    try:
+        st = os.stat(name)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        # Cannot tell (a folder made unsearchable): no sign of another file, and refusing
+        # writes on a guess would be an outage of its own.
+        return _UNKNOWN
+    return st.st_dev, st.st_ino
+
+
 def _read_only(exc: sqlite3.OperationalError) -> bool:
     """Whether sqlite refused because the file may not be written (SQLITE_READONLY)."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
@@ -117,6 +153,15 @@ class SqliteStore(SqliteFlavour):
             )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open sqlite database {self._path}: {exc}") from exc
+        # sqlite opens (or creates) the file in connect(): this is the file it holds. Its WAL
+        # is known once a read opened it (below); until then only the file is checked.
+        self._watched: tuple[tuple[str, tuple[int, int]], ...] = ()
+        # Absolute, as sqlite opened it: a later chdir must not make the path name another
+        # file. A symlink's target is replaced when the link is pointed elsewhere, so it is
+        # followed at each check, not resolved now.
+        self._file_name = os.path.abspath(self._path)
+        self._watch(self._file_name)
+        self._moved_logged = False
         try:
             try:
                 self._configure()
@@ -132,6 +177,10 @@ class SqliteStore(SqliteFlavour):
             with self._read() as conn:
                 for statement in _TURN_SCHEMA:
                     conn.execute(statement)
+                # In WAL mode the WAL is open now, and stays the same file while this
+                # connection is: sqlite deletes it only when the last connection closes.
+                # No -wal (a rollback journal, a file nobody may write): nothing to check.
+                self._watch(f"{os.path.realpath(self._path)}-wal")  # where sqlite puts it
         except BaseException:
             self._conn.close()
             raise
@@ -178,7 +227,7 @@ class SqliteStore(SqliteFlavour):
     ) -> bool:
         c = conversation
         values = (c.context_id, c.brand_id, c.issuer, c.sub, c.created_at, c.account)
-        with self._read() as conn:
+        with self._writing() as conn:
             # A view's INSTEAD OF insert counts no changes of its own (rowcount is 0); the
             # connection's total counts its trigger's, and the lock keeps other calls out.
             before = conn.total_changes
@@ -192,7 +241,7 @@ class SqliteStore(SqliteFlavour):
         self, context_id: str, message_id: str, reply_id: str, text: str, reply: bytes, now: float
     ) -> None:
         free = (reply_id, text, reply, now, context_id, message_id, context_id, reply_id)
-        with self._read() as conn:
+        with self._writing() as conn:
             if conn.execute(self._sql.store_free_reply, free).rowcount == 1:
                 return  # stored, and the trigger touched the conversation
         # Nothing changed: the transaction finds out why (or stores it, if it became free).
@@ -215,10 +264,60 @@ class SqliteStore(SqliteFlavour):
                     f"sqlite database {self._path}: {self._driver_message(exc)}"
                 ) from exc
 
+    def _watch(self, name: str) -> None:
+        """Check before each write that `name` still names the file it names now (if any)."""
+        opened = _file_id(name)
+        if opened is not None and opened != _UNKNOWN:
+            self._watched = (*self._watched, (name, opened))
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """`_read`, for statements that write: refused once the file was deleted or replaced."""
+        with self._read() as conn:
+            moved = self._moved()
+            if moved is None:
+                yield conn
+                return
+            message = (
+                f"{moved} was deleted or replaced while this process had it open, so writes "
+                "would be lost: restart to open the files now at that path"
+            )
+            if not self._moved_logged:
+                self._moved_logged = True
+                logger.error("%s", message)
+            raise StoreUnavailable(message)
+
+    def _moved(self) -> str | None:
+        """Which open file the paths no longer name (the database, or its WAL), or None;
+        when one is named, the WAL is emptied into the database file sqlite has open.
+
+        Called with the lock held, before each write: two `stat`s, a few µs against a turn's
+        writes (benchmarks/sqlite_moved.py). A replaced database: the WAL stays at the path,
+        and sqlite does not checkpoint a moved file when it closes, so the next opener would
+        replay this file's pages onto the new one; checkpointing them into the old file and
+        truncating the WAL leaves nothing to replay. A deleted WAL: sqlite goes on appending
+        to it, where a crash loses every write since the last checkpoint; checkpointing puts
+        them in the database file. Best effort: a checkpoint that cannot finish now (another
+        process reading) is tried again on the next write and on close.
+        """
+        for name, opened in self._watched:
+            now = _file_id(name)
+            if now != opened and now != _UNKNOWN:
+                break
+        else:
+            return None
+        if name == self._file_name:
+            moved = f"sqlite database {self._path}"
+        else:
+            moved = f"the write-ahead log {name} of sqlite database {self._path}"
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return moved
+
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """Run the body in a BEGIN IMMEDIATE transaction; roll back if it raises."""
-        with self._read() as conn:
+        with self._writing() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -237,4 +336,7 @@ class SqliteStore(SqliteFlavour):
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._conn.close()
+                try:
+                    self._moved()  # leaves no WAL at the path for another file
+                finally:
+                    self._conn.close()
