@@ -47,7 +47,7 @@ from pactmw.provider.flow import SubFlow
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
-from pactmw.provider.routes import MOUNT, Routes
+from pactmw.provider.routes import MOUNT, Routes, for_method
 from pactmw.provider.settings import ProviderSettings
 from pactmw.store import open_store
 from pactmw.store.base import Store
@@ -292,8 +292,8 @@ class Provider:
                 self._requests.flow(request), self.verifier, read_body, current_user
             )
         except Exception as exc:
-            return self._requests.error(request, exc)
-        return response
+            response = self._requests.error(request, exc)
+        return for_method(request.method, response)
 
     async def ahandle(
         self,
@@ -314,8 +314,8 @@ class Provider:
                 defer_identity=True,
             )
         except Exception as exc:
-            return self._requests.error(request, exc)
-        return response
+            response = self._requests.error(request, exc)
+        return for_method(request.method, response)
 
     def verify_delegation(
         self, brand_id: str, caller: PersonalAgent, header: str | None
