@@ -18,7 +18,15 @@ import pytest
 
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
-from tests.adapters.contract_harness import ISSUER, SERVERS, Harness, Target, harness
+from tests.adapters.contract_harness import (
+    ISSUER,
+    POPPY,
+    PROVIDER_ONLY,
+    SERVERS,
+    Harness,
+    Target,
+    harness,
+)
 from tests.adapters.tokens import AgentKey, claims
 from tests.parafe_integration.support import a2a_message
 
@@ -461,3 +469,37 @@ def test_a_405_says_what_the_page_allows(target: Target) -> None:
     assert response.status_code == 405, response.text[:200]
     allowed = {method.strip() for method in response.headers["allow"].split(",")}
     assert allowed == {"GET", "HEAD"}
+
+
+@pytest.fixture(scope="module")
+def poppy_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("contract-poppy"), brand_extra=POPPY) as started:
+        yield started
+
+
+#: Poppy's root documents: poppy.json (chosen by `Host`) and the issuer's RFC 8414 metadata.
+POPPY_DOCUMENTS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("/.well-known/poppy.json", {"Host": "shop.example"}),
+    ("/.well-known/oauth-authorization-server/a2a/acme/poppy", {}),
+)
+
+
+@pytest.mark.parametrize("name", [*PROVIDER_ONLY, "wsgi", "flask", "django-wsgi", "django-asgi"])
+def test_poppys_documents_answer_head_as_get_and_no_other_method(
+    poppy_servers: Harness, name: str
+) -> None:
+    # The servers whose Provider answers at the site root (the Starlette and FastAPI apps here
+    # mount it at /a2a); `serve` has the Provider alone there, as `pactmw serve` runs it.
+    target = poppy_servers.get(name)
+    for path, headers in POPPY_DOCUMENTS:
+        assert target.client.get(path, headers=headers).status_code == 200, (name, path)
+        assert_head_as_get(target, path, headers=headers)
+        # Found here: Flask answered these paths itself, its own 405 page for other methods
+        # and its own 200 to OPTIONS, where every other server has the Provider's bare 404.
+        for method in ("OPTIONS", "POST", "PUT", "DELETE", "FOO"):
+            response = target.client.request(method, path, headers=headers)
+            assert response.status_code == 404, (name, method, path, response.text[:200])
+            assert response.content == b"", (name, method, path)
+    # The Provider's own routes on the `serve` shape too.
+    for path, signed in GET_ROUTES:
+        assert_head_as_get(target, path, signed=signed)
