@@ -234,12 +234,14 @@ class Provider:
         `/.well-known/poppy.json` and the issuers' RFC 8414 metadata."""
         return path.startswith(MOUNT) or (self.poppy is not None and self.poppy.matches(path))
 
-    def poppy_discovery(self, brand_id: str, host: str | None) -> Response:
+    def poppy_discovery(self, brand_id: str, host: str | None, method: str = "GET") -> Response:
         """What a Brand's own site answers at `/.well-known/poppy.json` (Poppy §3): the
         document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
-        when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`.
-        KeyError when the Brand does not enable Poppy."""
-        return self._calls.poppy_discovery(brand_id, host)
+        when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`. To a
+        HEAD `method`, the same without the body; to a method other than GET or HEAD, a 405
+        with `Allow`, as a framework's own GET route answers. KeyError when the Brand does
+        not enable Poppy."""
+        return self._calls.poppy_discovery(brand_id, host, method)
 
     def poppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
