@@ -69,6 +69,13 @@ def first_text(body: bytes) -> str:
 # -- Starlette -------------------------------------------------------------------------------
 
 
+def provider_root_app(config: dict[str, Any]) -> Any:
+    """The Provider alone at the site root, as `pactmw serve` runs it (no host app)."""
+    provider = guard_from_mapping(config).provider
+    assert provider is not None
+    return asgi.A2AProviderApp(provider)
+
+
 def starlette_app(config: dict[str, Any]) -> Any:
     guard = guard_from_mapping(config)
     provider = guard.provider

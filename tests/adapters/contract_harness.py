@@ -48,6 +48,17 @@ SERVERS: dict[str, tuple[str, ...]] = {
     "django-wsgi": ("sync", "async"),
     "django-asgi": ("sync", "async"),
 }
+#: Started on request only, never by the whole contract: `serve`, the Provider alone at the
+#: site root on uvicorn (as `pactmw serve` runs it), which has none of the host app's routes.
+PROVIDER_ONLY = ("serve",)
+#: A Brand table's `poppy` (the Brand's own site is `shop.example`), for `brand_extra`.
+POPPY = {
+    "poppy": {
+        "domain": "shop.example",
+        "agents": "any",
+        "custom_scopes": {"orders:read": "Read your orders"},
+    }
+}
 
 
 @dataclass
@@ -159,7 +170,9 @@ class Harness:
     def _start(self, name: str) -> Target:
         settings = {**config(self.workdir, name, self.agent, self.parafe), **self.extra}
         settings["brands"][apps.BRAND].update(self.brand_extra)
-        if name == "starlette":
+        if name == "serve":
+            base = self.stack.enter_context(uvicorn_server(apps.provider_root_app(settings)))
+        elif name == "starlette":
             base = self.stack.enter_context(uvicorn_server(apps.starlette_app(settings)))
         elif name == "fastapi":
             base = self.stack.enter_context(uvicorn_server(apps.fastapi_app(settings)))
@@ -175,7 +188,7 @@ class Harness:
         return Target(
             name=name,
             client=client,
-            variants=SERVERS[name],
+            variants=SERVERS.get(name, ()),
             store=store,
             signing=self.signing,
             agent=self.agent,

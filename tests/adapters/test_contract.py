@@ -18,7 +18,15 @@ import pytest
 
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
-from tests.adapters.contract_harness import ISSUER, SERVERS, Harness, Target, harness
+from tests.adapters.contract_harness import (
+    ISSUER,
+    POPPY,
+    PROVIDER_ONLY,
+    SERVERS,
+    Harness,
+    Target,
+    harness,
+)
 from tests.adapters.tokens import AgentKey, claims
 from tests.parafe_integration.support import a2a_message
 
@@ -360,3 +368,138 @@ def test_a_path_no_route_has_under_the_guarded_prefix_is_the_challenge(target: T
     # other adapters' middleware refuses the whole prefix before the app routes.
     for path in ("/api/nothing-here", "/api/scoped-sync/", "/api/echo/x"):
         assert_refused(target.client.get(path))
+
+
+# -- methods -------------------------------------------------------------------------------------
+
+#: The Provider's GET routes of the contract Brand, and GET routes of no A2A operation (each
+#: answers HEAD as it answers GET: RFC 9110 §9.3.2), with whether a PACT JWT is sent.
+GET_ROUTES = (
+    ("/a2a/acme/.well-known/agent-card.json", False),
+    ("/a2a/acme/oauth/.well-known/oauth-authorization-server", False),
+    ("/a2a/acme/oauth/jwks.json", False),
+    ("/a2a/acme/oauth/consent", False),  # the code entry page
+    ("/a2a/acme/oauth/consent?user_code=no", False),  # the same, with its error (400)
+    ("/a2a/acme/oauth/connected", False),  # the result page
+    ("/a2a/acme/oauth/agents", False),  # the connected agents page: to the login first (303)
+    ("/a2a/acme/tasks", False),  # 401: HEAD needs the token as GET does
+    ("/a2a/acme/tasks", True),
+    ("/a2a/acme/tasks?pageSize=0", True),  # an A2A error has a body to leave out
+    ("/a2a/acme/tasks/t-1", True),  # TASK_NOT_FOUND
+    ("/a2a/nobody/.well-known/agent-card.json", False),  # no such Brand: 404
+    # Routes with no GET: HEAD is unmatched as GET is (404, before authentication).
+    ("/a2a/acme/message:send", True),
+    ("/a2a/acme/oauth/token", True),
+    ("/a2a/acme/oauth/device_authorization", True),
+)
+#: What a server adds to any answer of its own (not the Provider's, and never the same twice).
+SERVER_HEADERS = frozenset({"date", "server", "connection"})
+
+
+def _exchange(
+    target: Target, method: str, path: str, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
+    """One request on its own connection, and everything the server sent back: the status,
+    the headers (lower-case names) and the bytes after them. httpx reads no body after a
+    HEAD, so it could not tell a server that sends one."""
+    url = httpx.URL(str(target.client.base_url))
+    fields = {"Host": url.host, **headers, "Connection": "close"}
+    lines = [f"{method} {path} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items())]
+    received = b""
+    with socket.create_connection((url.host, url.port or 80), timeout=20) as sock:
+        sock.sendall("\r\n".join([*lines, "", ""]).encode("latin-1"))
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    answered: dict[str, str] = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        assert name.lower() not in answered, (method, path, head)  # no header repeats here
+        answered[name.lower()] = value.strip()
+    return int(status_line.split(" ")[1]), answered, body
+
+
+def assert_head_as_get(
+    target: Target, path: str, *, signed: bool = False, headers: dict[str, str] | None = None
+) -> None:
+    """HEAD on `path` answers what GET does, without the body (RFC 9110 §9.3.2): the same
+    status and header fields, `Content-Length` the GET body's. `signed`: each request with
+    a PACT JWT of its own."""
+
+    def sent() -> dict[str, str]:
+        return {**(headers or {}), **target.headers(target.token() if signed else None)}
+
+    get = _exchange(target, "GET", path, sent())
+    head = _exchange(target, "HEAD", path, sent())
+    where = (target.name, path, get[0], head[0], get[2][:200])
+    assert head[0] == get[0], where
+    assert head[2] == b"", where
+    get_fields = {k: v for k, v in get[1].items() if k not in SERVER_HEADERS}
+    head_fields = {k: v for k, v in head[1].items() if k not in SERVER_HEADERS}
+    assert get_fields["content-length"] == str(len(get[2])), where
+    if get[2] == b"" and "content-length" not in head_fields:
+        # Django's runserver leaves out a HEAD's `Content-Length: 0` (§9.3.2 allows it).
+        del get_fields["content-length"]
+    assert head_fields == get_fields, where
+
+
+def test_head_is_answered_as_get_without_the_body(target: Target) -> None:
+    # Reported: HEAD on the consent pages was a 404 (an uptime monitor's or a CDN's check);
+    # it was on every route.
+    for path, signed in GET_ROUTES:
+        assert_head_as_get(target, path, signed=signed)
+
+
+def test_other_methods_stay_an_empty_404_on_provider_paths(target: Target) -> None:
+    # Only HEAD goes with GET: OPTIONS, PUT, DELETE and unknown methods stay unmatched (PACT
+    # §2.2: 404 before authentication, no A2A body) on the routes HEAD now reaches.
+    headers = target.headers(target.token())
+    for method in ("OPTIONS", "PUT", "DELETE", "FOO"):
+        for path, _ in GET_ROUTES[:7]:
+            response = target.client.request(method, path, headers=headers)
+            assert response.status_code == 404, (method, path, response.text[:200])
+            assert response.content == b"", (method, path)
+
+
+def test_a_405_says_what_the_page_allows(target: Target) -> None:
+    # The consent page of a same-app Brand takes no POST: its 405 names GET and HEAD (RFC
+    # 9110 §15.5.6: a 405 MUST carry `Allow`, listing the methods the resource supports).
+    response = target.client.post("/a2a/acme/oauth/consent", data={"assertion": "x"})
+    assert response.status_code == 405, response.text[:200]
+    allowed = {method.strip() for method in response.headers["allow"].split(",")}
+    assert allowed == {"GET", "HEAD"}
+
+
+@pytest.fixture(scope="module")
+def poppy_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("contract-poppy"), brand_extra=POPPY) as started:
+        yield started
+
+
+#: Poppy's root documents: poppy.json (chosen by `Host`) and the issuer's RFC 8414 metadata.
+POPPY_DOCUMENTS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("/.well-known/poppy.json", {"Host": "shop.example"}),
+    ("/.well-known/oauth-authorization-server/a2a/acme/poppy", {}),
+)
+
+
+@pytest.mark.parametrize("name", [*PROVIDER_ONLY, "wsgi", "flask", "django-wsgi", "django-asgi"])
+def test_poppys_documents_answer_head_as_get_and_no_other_method(
+    poppy_servers: Harness, name: str
+) -> None:
+    # The servers whose Provider answers at the site root (the Starlette and FastAPI apps here
+    # mount it at /a2a); `serve` has the Provider alone there, as `pactmw serve` runs it.
+    target = poppy_servers.get(name)
+    for path, headers in POPPY_DOCUMENTS:
+        assert target.client.get(path, headers=headers).status_code == 200, (name, path)
+        assert_head_as_get(target, path, headers=headers)
+        # Found here: Flask answered these paths itself, its own 405 page for other methods
+        # and its own 200 to OPTIONS, where every other server has the Provider's bare 404.
+        for method in ("OPTIONS", "POST", "PUT", "DELETE", "FOO"):
+            response = target.client.request(method, path, headers=headers)
+            assert response.status_code == 404, (name, method, path, response.text[:200])
+            assert response.content == b"", (name, method, path)
+    # The Provider's own routes on the `serve` shape too.
+    for path, signed in GET_ROUTES:
+        assert_head_as_get(target, path, signed=signed)

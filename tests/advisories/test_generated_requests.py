@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from pactmw.protocols.a2a import A2A_REASONS
 from pactmw.protocols.parafe import EXTENSION_URI
 from pactmw.provider.delegated import DEVICE_CODE_GRANT
-from tests.adapters.contract_harness import BASE_URL, ISSUER, SERVERS, Harness, harness
+from tests.adapters.contract_harness import BASE_URL, ISSUER, POPPY, SERVERS, Harness, harness
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -76,14 +76,6 @@ UNLIMITED = {
 #: The Provider's bare answers (no body): no route, 411 (Django under WSGI and a chunked
 #: body), 413, 429.
 BARE_STATUSES = (404, 411, 413, 429)
-#: The Brand also speaks Poppy (its own site: `shop.example`), so its routes are under test.
-POPPY = {
-    "poppy": {
-        "domain": "shop.example",
-        "agents": "any",
-        "custom_scopes": {"orders:read": "Read your orders"},
-    }
-}
 CHALLENGES = {'Bearer realm="a2a"', 'Bearer realm="a2a", error="invalid_token"'}
 A2A_MEDIA_TYPE = "application/a2a+json"
 #: Text no answer may hold: tracebacks, debug pages, the Django test site's secret key.
@@ -284,6 +276,7 @@ def fill(request: Hostile, values: Mapping[bytes, bytes]) -> Hostile:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    # The Brand also speaks Poppy (its own site: `shop.example`), so its routes are under test.
     with harness(tmp_path_factory.mktemp("generated"), UNLIMITED, POPPY) as started:
         targets = {name: started.get(name) for name in SERVERS}
         fills = {

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from personal_agent_protocol.models import Message
 from pydantic import SecretStr
@@ -245,6 +246,38 @@ def test_forged_and_replayed_proofs_are_refused(world: PoppyWorld) -> None:
     assert fresh == 200
     assert (replayed_status, replayed["error"]) == (401, "invalid_dpop_proof")
     assert (forged_status, forged["error"]) == (401, "invalid_dpop_proof")
+
+
+def test_head_reads_the_events_as_get_with_a_proof_for_head(world: PoppyWorld) -> None:
+    """HEAD is routed as GET (RFC 9110 §9.3.2): the GET's status and headers, no body. The
+    request is still a HEAD, so its DPoP proof must say so (`htm`, RFC 9449 §4.3)."""
+
+    async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            started = await ctx.agent.conversations.start(
+                endpoint, _message("Hi"), token=session, **(await ctx.who(user))
+            )
+            url = f"{endpoint}/{started.conversation_id}/events"
+            token = session.access_token.get_secret_value()
+
+            async def read(method: str, proved: str) -> httpx.Response:
+                proof = await ctx.proof(user, proved, url, token=session)
+                headers = {"Authorization": f"DPoP {token}", "DPoP": proof}
+                response: httpx.Response = await ctx.send(method, url, headers=headers)
+                return response
+
+            return await read("GET", "GET"), await read("HEAD", "HEAD"), await read("HEAD", "GET")
+
+    get, head, misproved = run(scenario())
+    assert get.status_code == head.status_code == 200, (get.text, head.status_code)
+    assert head.content == b""
+    assert head.headers["content-length"] == str(len(get.content))
+    assert head.headers["content-type"] == get.headers["content-type"]
+    assert misproved.status_code == 401
 
 
 # --- signed in (the first Account Token seeded as device sign-in will issue it) --------------

@@ -5,6 +5,7 @@ redirect (PAP-3.1-02), for the Brand's own hosts only."""
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from pactmw.adapters.wsgi import poppy_discovery_app
 from pactmw.protocols.poppy import discovery_document
 from pactmw.provider import Provider
 from pactmw.store import MemoryStore
+from tests.adapters.commands import CHECKOUT_ENV
 from tests.support.net import free_port
 from tests.support.poppy_world import BASE_URL, SHOP, poppy_brand, verifier_for
 from tests.support.servers import (
@@ -176,10 +178,75 @@ def test_django_serves_both_documents_and_the_brand_site_view(asgi: bool, tmp_pa
     settings = "pactmw_testsite.contract_settings"
     name = f"django-poppy-{'asgi' if asgi else 'wsgi'}"
     with django_server(
-        site_config(), asgi=asgi, settings=settings, workdir=tmp_path, name=name
+        site_config(),
+        asgi=asgi,
+        settings=settings,
+        workdir=tmp_path,
+        name=name,
+        extra_env=CHECKOUT_ENV,  # this checkout's pactmw, not the one installed
     ) as url:
         # Django itself refuses a Host outside ALLOWED_HOSTS (400) before any view runs.
         check_served(url, metadata=True, unknown_host=400)
         got = httpx.get(f"{url}/brand-site/poppy.json", headers={"Host": SHOP})
         assert got.status_code == 200
         assert got.json() == discovery_document(_company(), SHOP)
+
+
+def check_methods(url: str, refused: tuple[str, ...] = ("POST", "PUT", "DELETE", "FOO")) -> None:
+    """The helpers a Brand mounts on its own site answer HEAD as GET, without the body (RFC
+    9110 §9.3.2), and the `refused` methods with a 405 that says what the route takes
+    (§15.5.6), as each framework's own GET routes do."""
+    get = _exchange(url, "GET")
+    head = _exchange(url, "HEAD")
+    assert head[0] == get[0] == 200, (head, get)
+    assert head[2] == b""
+    assert head[1]["content-length"] == get[1]["content-length"] == str(len(get[2]))
+    assert head[1]["content-type"] == get[1]["content-type"]
+    for method in refused:
+        answered = httpx.request(method, url, headers={"Host": SHOP})
+        assert answered.status_code == 405, (method, answered.text[:200])
+        allowed = {name.strip() for name in answered.headers["allow"].split(",")}
+        assert {"GET", "HEAD"} <= allowed <= {"GET", "HEAD", "OPTIONS"}, (method, allowed)
+
+
+def _exchange(url: str, method: str) -> tuple[int, dict[str, str], bytes]:
+    """One request to `url` on its own connection, and all that came back: status, headers
+    (lower-case names) and the bytes after them (httpx reads no body after a HEAD)."""
+    parsed = httpx.URL(url)
+    request = f"{method} {parsed.raw_path.decode()} HTTP/1.1\r\nHost: {SHOP}\r\n"
+    received = b""
+    with socket.create_connection((parsed.host, parsed.port or 80), timeout=20) as sock:
+        sock.sendall(f"{request}Connection: close\r\n\r\n".encode())
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    fields = {name.lower(): value.strip() for name, _, value in (s.partition(":") for s in lines)}
+    return int(status_line.split(" ")[1]), fields, body
+
+
+def test_the_brand_site_helpers_answer_head_as_get_and_405_to_other_methods(
+    provider: Provider, tmp_path: Path
+) -> None:
+    # Found checking HEAD: the WSGI app and the Django view answered every method with the
+    # document (a POST too), and the WSGI app wrote the body after a HEAD's headers.
+    with werkzeug_server(poppy_discovery_app(provider, "shop")) as url:
+        check_methods(f"{url}/.well-known/poppy.json")
+    with uvicorn_server(Starlette(routes=[poppy_discovery_route(provider, "shop")])) as url:
+        check_methods(f"{url}/.well-known/poppy.json")
+    app = flask_app()
+    app.add_url_rule("/brand-site/poppy.json", view_func=poppy_discovery_view("shop"))
+    with werkzeug_server(app) as url:
+        check_methods(f"{url}/brand-site/poppy.json")
+    settings = "pactmw_testsite.contract_settings"
+    with django_server(
+        site_config(),
+        asgi=False,
+        settings=settings,
+        workdir=tmp_path,
+        name="django-poppy-methods",
+        extra_env=CHECKOUT_ENV,
+    ) as url:
+        # Django's CSRF middleware refuses the unsafe methods (403) before any view of the
+        # site runs, as for its own GET-only views: OPTIONS is what reaches the view.
+        check_methods(f"{url}/brand-site/poppy.json", refused=("OPTIONS",))

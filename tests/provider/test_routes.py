@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from pactmw.provider.routes import Route, Routes, match
+from pactmw.core.http import Response
+from pactmw.provider.routes import Route, Routes, allow, for_method, match
 
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
-# (path below /a2a/acme/, the methods that match, operation, task id)
+# (path below /a2a/acme/, the methods that match, operation, task id). HEAD matches every
+# GET route (RFC 9110 §9.3.2), and only those.
 ROUTE_TABLE = [
-    (".well-known/agent-card.json", {"GET"}, "card", ""),
+    (".well-known/agent-card.json", {"GET", "HEAD"}, "card", ""),
     ("message:send", {"POST"}, "send", ""),
     ("message:stream", {"POST"}, "stream", ""),
-    ("tasks", {"GET"}, "list_tasks", ""),
-    ("tasks/t-1", {"GET"}, "get_task", "t-1"),
+    ("tasks", {"GET", "HEAD"}, "list_tasks", ""),
+    ("tasks/t-1", {"GET", "HEAD"}, "get_task", "t-1"),
     ("tasks/t-1:cancel", {"POST"}, "cancel_task", "t-1"),
     ("tasks/t-1:subscribe", {"POST"}, "subscribe", "t-1"),
-    ("extendedAgentCard", {"GET"}, "extended_card", ""),
+    ("extendedAgentCard", {"GET", "HEAD"}, "extended_card", ""),
     # Push-config routes answer without looking at the task, so no task id is carried.
-    ("tasks/t-1/pushNotificationConfigs", {"GET", "POST"}, "push_configs", ""),
-    ("tasks/t-1/pushNotificationConfigs/c1", {"GET", "DELETE"}, "push_configs", ""),
+    ("tasks/t-1/pushNotificationConfigs", {"GET", "HEAD", "POST"}, "push_configs", ""),
+    ("tasks/t-1/pushNotificationConfigs/c1", {"GET", "HEAD", "DELETE"}, "push_configs", ""),
 ]
 
 
@@ -120,6 +122,30 @@ def test_brand_and_task_ids_are_taken_as_decoded() -> None:
     assert match("GET", "/a2a/acme/tasks/t%201") == Route("get_task", "acme", "t%201")
 
 
+# -- HEAD's answer and a 405's Allow ---------------------------------------------------------
+
+
+def test_a_head_answer_has_no_body_and_the_gets_length() -> None:
+    body = b'{"tasks": []}'
+    answer = Response(200, (("Content-Type", "application/json"),), body)
+    head = for_method("HEAD", answer)
+    # The length a GET's body has, even where the answer did not say it (RFC 9110 §8.6).
+    assert head == Response(
+        200, (("Content-Type", "application/json"), ("Content-Length", str(len(body))))
+    )
+    told = Response(200, (("Content-Length", str(len(body))),), body)
+    assert for_method("HEAD", told) == Response(200, (("Content-Length", str(len(body))),))
+    assert for_method("GET", answer) is answer
+    assert for_method("POST", answer) is answer
+
+
+def test_allow_names_head_with_get() -> None:
+    assert allow("GET") == ("Allow", "GET, HEAD")
+    assert allow("GET", "POST") == ("Allow", "GET, POST, HEAD")
+    assert allow("POST") == ("Allow", "POST")
+    assert allow("GET", "HEAD") == ("Allow", "GET, HEAD")
+
+
 # -- Routes: match, with the Provider's own Brands' routes remembered --------------------------
 
 OAUTH_RESTS = [
@@ -132,6 +158,12 @@ OAUTH_RESTS = [
     "oauth/connected",
     "oauth/agents",
 ]
+
+
+def test_head_matches_what_get_matches_on_the_oauth_routes() -> None:
+    for rest in OAUTH_RESTS:
+        path = f"/a2a/acme/{rest}"
+        assert match("HEAD", path) == match("GET", path), rest
 
 
 def test_routes_answer_what_match_answers_every_time() -> None:

@@ -112,20 +112,24 @@ class Pactmw:
             data = {**data, "templates": app.create_global_jinja_loader()}
         guard = guard_from_mapping(data, handlers=self._handlers)
         if guard.provider is not None:
-            # A rule without methods takes every method, so the Provider answers them all as
-            # every adapter does (its unmatched route is a bare 404, never Flask's 405 page).
-            app.url_map.add(app.url_rule_class(f"{MOUNT}<path:rest>", endpoint=A2A_ENDPOINT))
-            app.view_functions[A2A_ENDPOINT] = _serve_a2a
+            _every_method(app, f"{MOUNT}<path:rest>", A2A_ENDPOINT)
             if guard.provider.poppy is not None:
                 # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC
                 # 8414 metadata, whose well-known path comes before the issuer's path.
-                app.add_url_rule(DISCOVERY_PATH, _POPPY_ENDPOINT, _serve_a2a, defaults={"rest": ""})
-                app.add_url_rule(
-                    f"{METADATA_PREFIX}/<path:rest>", f"{_POPPY_ENDPOINT}_metadata", _serve_a2a
-                )
+                _every_method(app, DISCOVERY_PATH, _POPPY_ENDPOINT, defaults={"rest": ""})
+                _every_method(app, f"{METADATA_PREFIX}/<path:rest>", f"{_POPPY_ENDPOINT}_metadata")
         app.extensions[EXTENSION_KEY] = _State(guard, self._current_user or _flask_login_user)
         app.before_request(_guard_prefix)
         app.cli.add_command(pactmw_cli)  # flask pactmw grants list|revoke
+
+
+def _every_method(app: Flask, rule: str, endpoint: str, **options: Any) -> None:
+    """Serve `rule` with the Provider for every method. A rule without methods takes them
+    all, so the Provider answers each as it does on every adapter (HEAD as GET, an unmatched
+    one a bare 404), never Flask's own 405 page or OPTIONS answer (`add_url_rule` adds
+    those)."""
+    app.url_map.add(app.url_rule_class(rule, endpoint=endpoint, **options))
+    app.view_functions[endpoint] = _serve_a2a
 
 
 def _state() -> _State:

@@ -258,7 +258,8 @@ def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
     provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        response = provider.poppy_discovery(brand_id, neutral_request(environ).header("host"))
+        request = neutral_request(environ)
+        response = provider.poppy_discovery(brand_id, request.header("host"), request.method)
         return respond(response, start_response)
 
     return app

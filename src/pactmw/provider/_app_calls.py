@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -23,6 +24,7 @@ from pactmw.provider.poppy import (
     PoppyServer,
     Proposal,
 )
+from pactmw.provider.routes import allow, for_method, routed_method
 
 
 @attrs.frozen
@@ -53,13 +55,18 @@ class AppCalls:
 
     # -- Poppy on the app's own site and APIs ----------------------------------------------
 
-    def poppy_discovery(self, brand_id: str, host: str | None) -> Response:
+    def poppy_discovery(self, brand_id: str, host: str | None, method: str) -> Response:
         if self.poppy is None or brand_id not in self.poppy.brands:
             raise KeyError(brand_id)
+        if routed_method(method) != "GET":
+            # A route of the Brand's own site, not the Provider's table: refused as the
+            # frameworks refuse a method their GET routes lack (RFC 9110 §15.5.6).
+            return error_response(RequestRefused(405, (allow("GET"),)))
         try:
-            return self.poppy.brand_discovery(brand_id, host)
+            response = self.poppy.brand_discovery(brand_id, host)
         except Exception as exc:
-            return error_response(exc)
+            response = error_response(exc)
+        return for_method(method, response)
 
     def poppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...]

@@ -17,7 +17,7 @@ from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
-from pactmw.provider.routes import Route
+from pactmw.provider.routes import Route, routed_method
 from pactmw.store.base import StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
@@ -64,9 +64,11 @@ def public_oauth_flow(
         if route.operation == "consent_result":
             return (yield from oauth.result(brand, config, request))
         user = (yield NeedUser()) if config.mode == "same-app" else None
-        if route.operation == "consent" and request.method == "GET":
+        # A HEAD is shown the GET's page (the driver leaves its body out).
+        shown = routed_method(request.method) == "GET"
+        if route.operation == "consent" and shown:
             return (yield from oauth.consent(brand, config, request, user, None))
-        if route.operation == "connected_agents" and request.method == "GET":
+        if route.operation == "connected_agents" and shown:
             return (yield from oauth.connected_agents(brand, config, request, user, None))
         body = yield from _form()
         if route.operation == "consent":

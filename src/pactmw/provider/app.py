@@ -47,7 +47,7 @@ from pactmw.provider.flow import SubFlow
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
-from pactmw.provider.routes import MOUNT, Routes
+from pactmw.provider.routes import MOUNT, Routes, for_method
 from pactmw.provider.settings import ProviderSettings
 from pactmw.store import open_store
 from pactmw.store.base import Store
@@ -234,12 +234,14 @@ class Provider:
         `/.well-known/poppy.json` and the issuers' RFC 8414 metadata."""
         return path.startswith(MOUNT) or (self.poppy is not None and self.poppy.matches(path))
 
-    def poppy_discovery(self, brand_id: str, host: str | None) -> Response:
+    def poppy_discovery(self, brand_id: str, host: str | None, method: str = "GET") -> Response:
         """What a Brand's own site answers at `/.well-known/poppy.json` (Poppy §3): the
         document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
-        when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`.
-        KeyError when the Brand does not enable Poppy."""
-        return self._calls.poppy_discovery(brand_id, host)
+        when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`. To a
+        HEAD `method`, the same without the body; to a method other than GET or HEAD, a 405
+        with `Allow`, as a framework's own GET route answers. KeyError when the Brand does
+        not enable Poppy."""
+        return self._calls.poppy_discovery(brand_id, host, method)
 
     def poppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...] = ()
@@ -292,8 +294,8 @@ class Provider:
                 self._requests.flow(request), self.verifier, read_body, current_user
             )
         except Exception as exc:
-            return self._requests.error(request, exc)
-        return response
+            response = self._requests.error(request, exc)
+        return for_method(request.method, response)
 
     async def ahandle(
         self,
@@ -314,8 +316,8 @@ class Provider:
                 defer_identity=True,
             )
         except Exception as exc:
-            return self._requests.error(request, exc)
-        return response
+            response = self._requests.error(request, exc)
+        return for_method(request.method, response)
 
     def verify_delegation(
         self, brand_id: str, caller: PersonalAgent, header: str | None

@@ -2,6 +2,11 @@
 
 Pure: a method and a path in, a `Route` or `None` out. Routing runs before authentication,
 so an unknown route or a wrong method is refused without looking at credentials.
+
+`HEAD` is routed as `GET` (RFC 9110 §9.3.2): every GET route answers it, with the GET's
+status and header fields and no body (`for_method`), and a route that needs a personal-agent
+JWT on GET needs it on HEAD too. Every router of the Provider (this one and Poppy's) matches
+`routed_method`, so no adapter has a rule of its own.
 """
 
 from __future__ import annotations
@@ -9,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, get_args
 
+import attrs
 from attrs import frozen
 
-from pactmw.core.http import PROVIDER_MOUNT
+from pactmw.core.http import PROVIDER_MOUNT, Response
 
 #: The Delegated profile's pages a person opens in a browser (consent and connected agents):
 #: a person carries no personal-agent JWT, so they are public operations.
@@ -59,6 +65,31 @@ MOUNT = PROVIDER_MOUNT
 _PER_TASK = frozenset({"get_task", "cancel_task", "subscribe", "push_configs"})
 
 
+def routed_method(method: str) -> str:
+    """The method a request is routed by: `HEAD` as `GET` (RFC 9110 §9.3.2), any other as
+    itself (so OPTIONS, PUT... stay unmatched where no route names them: 404)."""
+    return "GET" if method == "HEAD" else method
+
+
+def allow(*methods: str) -> tuple[str, str]:
+    """The `Allow` header of a 405 from a resource that takes `methods` (RFC 9110 §10.2.1):
+    HEAD goes with GET, as `routed_method` routes it."""
+    allowed = [*methods, "HEAD"] if "GET" in methods and "HEAD" not in methods else methods
+    return ("Allow", ", ".join(allowed))
+
+
+def for_method(method: str, response: Response) -> Response:
+    """`response` as sent to a request of `method`: to HEAD, without its body but with the
+    `Content-Length` the GET's body has (RFC 9110 §9.3.2 and §8.6). Not every server leaves
+    the body out itself (Werkzeug's development server writes what it is given)."""
+    if method != "HEAD" or not response.body:
+        return response
+    headers = response.headers
+    if not any(name.lower() == "content-length" for name, _ in headers):
+        headers = (*headers, ("Content-Length", str(len(response.body))))
+    return attrs.evolve(response, headers=headers, body=b"")
+
+
 @frozen
 class Route:
     """A matched route: the operation, the Brand id and, for task routes, the task id."""
@@ -74,7 +105,9 @@ def match(method: str, path: str) -> Route | None:
     `path` is the request path below the site root, percent-decoded once by the server (as
     ASGI's `path`, WSGI's `PATH_INFO` and Django's `path_info` are): it is not decoded
     again (RFC 3986 §2.4), so `message%253Asend` is the literal `message%3Asend`, no route.
+    HEAD matches what GET matches (`routed_method`).
     """
+    method = routed_method(method)
     if not path.startswith(MOUNT):
         return None
     brand_id, _, rest = path[len(MOUNT) :].partition("/")
@@ -151,5 +184,8 @@ __all__ = [
     "Operation",
     "Route",
     "Routes",
+    "allow",
+    "for_method",
     "match",
+    "routed_method",
 ]

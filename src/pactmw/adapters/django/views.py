@@ -67,7 +67,8 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
             return refused(exc)
         if provider is None:
             return refused(RequestRefused(404))
-        return to_django(provider.poppy_discovery(brand_id, request.get_host()))
+        method = request.method or "GET"
+        return to_django(provider.poppy_discovery(brand_id, request.get_host(), method))
 
     return view
 

@@ -29,6 +29,7 @@ from pactmw.provider.delegated._sessions import (
     SignedInUser,
 )
 from pactmw.provider.flow import Flow, SubFlow, store
+from pactmw.provider.routes import allow
 from pactmw.store.base import Approval, DeviceAuthorization, Grant
 
 #: The longest typed code shown back in the form after a typo (a code is 9 characters).
@@ -60,7 +61,7 @@ class ConsentEndpoint:
         if visit.request.method == "POST":
             if config.mode != "brand" or body is None:
                 # Same-app consent is GET only (a POST is brand mode's assertion).
-                raise ConsentRefused("This page does not accept that.", 405, (("Allow", "GET"),))
+                raise ConsentRefused("This page does not accept that.", 405, (allow("GET"),))
             assertion = single_value(parse_form(body), "assertion")
             try:
                 user, user_code = yield from self.assertions.verify(brand, config, assertion)

@@ -77,6 +77,7 @@ from pactmw.provider.poppy._revocation import PoppyRevocation
 from pactmw.provider.poppy._session_check import PoppyCaller, SessionCheck
 from pactmw.provider.poppy._token import TOKEN_RATE_LIMIT, TokenEndpoint
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
+from pactmw.provider.routes import routed_method
 from pactmw.store import RateLimitStore
 from pactmw.store.base import Store, StoreUnavailable
 
@@ -238,7 +239,8 @@ class PoppyServer:
 
     def route(self, method: str, path: str) -> PoppyRoute | None:
         """The Poppy route of a request, or None (not a Poppy path, or a wrong method: 404,
-        as for every unmatched route)."""
+        as for every unmatched route). HEAD matches what GET matches (`routed_method`)."""
+        method = routed_method(method)
         if path == DISCOVERY_PATH:
             return PoppyRoute("discovery") if method == "GET" else None
         if path.startswith(METADATA_PREFIX + "/"):
