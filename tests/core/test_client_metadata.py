@@ -17,6 +17,7 @@ from pactmw.core.client_metadata import (
 )
 from pactmw.core.errors import KeyUnavailable
 from pactmw.core.jwk import generate_private_jwk, public_key_set
+from pactmw.core.keys import CachePolicy
 from tests.support.clock import FakeClock
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.tls import TestCA
@@ -238,3 +239,100 @@ def test_async_get_and_keys(cache: ClientMetadataCache, server: JwksServer) -> N
 
     asyncio.run(run())
     assert server.hits["/agent.json"] == 1
+
+
+# -- a refetch that fails keeps the last good document (stale-if-error) ---------------------
+
+DEFAULT_TTL = CachePolicy().default_ttl
+STALE_IF_ERROR = CachePolicy().stale_if_error
+
+
+@pytest.mark.parametrize("mode", [Mode.FAIL, Mode.DOWN], ids=["http-500", "unreachable"])
+def test_a_failed_refetch_keeps_the_last_good_document(
+    cache: ClientMetadataCache, server: JwksServer, clock: FakeClock, mode: Mode
+) -> None:
+    assert cache.get_keys(CLIENT_ID, "k1", "ES256")[0].client_name == "Atlas"
+    server.mode = mode
+    clock.advance(DEFAULT_TTL)
+    # The agent's host failing for a moment must not fail every request of that agent.
+    assert cache.get(CLIENT_ID).client_name == "Atlas"
+    assert asyncio.run(cache.aget(CLIENT_ID)).client_name == "Atlas"
+    found, keys = cache.get_keys(CLIENT_ID, "k1", "ES256")
+    assert found.client_name == "Atlas"
+    assert len(keys) == 1
+    # The failure is remembered like any other: no fetch per request while the host is down.
+    server.mode = Mode.OK
+    hits = server.hits["/agent.json"]
+    assert cache.get(CLIENT_ID).client_name == "Atlas"
+    assert server.hits["/agent.json"] == hits
+    # Once it answers again, its new document is the one used.
+    server.set_json("/agent.json", metadata(client_name="Atlas 2"))
+    clock.advance(cache.failure_ttl)
+    assert cache.get(CLIENT_ID).client_name == "Atlas 2"
+    assert server.hits["/agent.json"] == hits + 1
+
+
+def serve_another_answer(server: JwksServer, answer: str) -> None:
+    if answer == "redirect":
+        server.mode = Mode.REDIRECT
+        server.redirect_location = "https://agent.example/moved.json"
+    elif answer == "not-json":
+        server.mode = Mode.GARBAGE
+    elif answer == "oversized":
+        server.mode = Mode.OVERSIZED
+    elif answer == "html":
+        server.set_body("/agent.json", b"<html>maintenance</html>", "text/html")
+    elif answer == "mismatch":
+        server.set_json("/agent.json", metadata(client_id="https://agent.example/other.json"))
+    else:
+        server.set_json("/agent.json", metadata(jwks_uri="https://other.example/jwks.json"))
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        ("invalid", "invalid_client_metadata"),
+        ("mismatch", "client_id_mismatch"),
+        ("not-json", "invalid_client_metadata"),
+        ("html", "invalid_content_type"),
+        ("redirect", "unfetchable"),
+        ("oversized", "unfetchable"),
+    ],
+)
+def test_a_refetch_that_answers_otherwise_wins_over_the_cached_document(
+    cache: ClientMetadataCache, server: JwksServer, clock: FakeClock, answer: str, code: str
+) -> None:
+    assert cache.get(CLIENT_ID).client_name == "Atlas"
+    serve_another_answer(server, answer)
+    clock.advance(DEFAULT_TTL)
+    # The host answered, and its answer is not a valid document for this client_id: the
+    # document verified before is no longer what the agent says, so it is not served.
+    refused(cache, code)
+    assert cache.last_verified(CLIENT_ID) is None
+
+
+def test_the_last_good_document_is_kept_no_longer_than_stale_if_error(
+    cache: ClientMetadataCache, server: JwksServer, clock: FakeClock
+) -> None:
+    cache.get(CLIENT_ID)  # verified at 1000
+    server.mode = Mode.FAIL
+    clock.advance(STALE_IF_ERROR)  # exactly the bound: still served
+    assert cache.get(CLIENT_ID).client_name == "Atlas"
+    clock.advance(cache.failure_ttl / 2)  # past it, though the failure is only 15 s old
+    refused(cache, "unfetchable")
+    assert cache.last_verified(CLIENT_ID) is None
+
+
+def test_a_short_stale_if_error_is_honoured_between_refetches(
+    ca: TestCA, server: JwksServer, clock: FakeClock
+) -> None:
+    policy = ca.policy(server.port, "agent.example", timeout=2.0)
+    cache = ClientMetadataCache(policy, CachePolicy(stale_if_error=700.0), clock=clock)
+    cache.get(CLIENT_ID)  # verified at 1000, fresh until 1600
+    server.mode = Mode.FAIL
+    clock.advance(DEFAULT_TTL)  # 1600: the refetch fails, the document is served
+    assert cache.get(CLIENT_ID).client_name == "Atlas"
+    clock.advance(cache.failure_ttl * 3)  # 1690: two more failed refetches, still within 700
+    assert cache.get(CLIENT_ID).client_name == "Atlas"
+    clock.advance(11)  # 1701: one second past the bound
+    refused(cache, "unfetchable")

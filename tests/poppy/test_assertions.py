@@ -32,9 +32,10 @@ from pactmw.protocols.poppy import (
     poppy_response,
 )
 from pactmw.store import SqliteStore
-from tests.poppy.conftest import conformance_cases
+from tests.poppy.conftest import AGENT_DOMAIN, conformance_cases
 from tests.support.clock import FakeClock
-from tests.support.jwks_server import JwksServer
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.tls import TestCA
 
 ISSUER = "https://shop.example/poppy/shop"
 TOKEN_ENDPOINT = "https://shop.example/poppy/shop/token"
@@ -274,6 +275,27 @@ def test_a_client_whose_metadata_cannot_be_had(
     with pytest.raises(PoppyError) as caught:
         verifier.verify_client(form)
     assert caught.value.error == "invalid_client"
+
+
+def test_an_agent_whose_site_fails_for_a_moment_still_signs_in(
+    ca: TestCA, agent_site: JwksServer, agent: AgentIdentity, clock: FakeClock
+) -> None:
+    # The agent's metadata and keys were verified, their cache time is over, and the agent's
+    # site answers 500 on the refetch: the agent's assertions still verify (stale-if-error).
+    cache_clock = FakeClock(1000.0)
+    policy = ca.policy(agent_site.port, AGENT_DOMAIN, timeout=3.0)
+    clients = ClientMetadataCache(policy, clock=cache_clock)
+    verifier = AssertionVerifier(
+        issuer=ISSUER, clients=clients, replay=MemoryReplayMemory(), clock=clock
+    )
+    verifier.verify_client(client_form(agent, mint(agent, "client_assertion", {})))
+    cache_clock.advance(clients.cache_policy.max_ttl)
+    agent_site.mode = Mode.FAIL
+    try:
+        verified = verifier.verify_client(client_form(agent, mint(agent, "client_assertion", {})))
+    finally:
+        agent_site.mode = Mode.OK  # the site is shared by the whole session
+    assert verified.metadata.client_name == "Atlas"
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,10 @@ what makes the document the agent's own (Poppy ledger PAP-4.1-02/03, PAP-3-07):
 Unknown members are kept (`document`), never refused (PAP-3.3-03). Answers are cached by
 their `Cache-Control` within `CachePolicy` bounds (GUIDE-fetch-04); a failure is remembered
 for `failure_ttl` seconds so a flood of requests naming a broken `client_id` makes one fetch.
+A refetch that gets no answer (unreachable, timed out, refused address) or a 5xx, 408 or 429
+keeps the document verified before, as `JwksCache` keeps keys, for at most the policy's
+`stale_if_error` after it was last verified; any other answer (another status, a redirect,
+a document that no longer checks) replaces it at once.
 The agent's keys then come from `JwksCache` for the verified `jwks_uri` only (GUIDE-jwt-03).
 """
 
@@ -166,6 +170,15 @@ class _Answer:
     metadata: ClientMetadata | None
     error: ClientMetadataError | None
     expires_at: float
+    verified_at: float = 0.0  # when `metadata` was last fetched and checked
+
+
+def _no_word_from_the_agent(exc: FetchError) -> bool:
+    """Whether a failed fetch says nothing about the document: no answer at all, or one that
+    says "try later" (5xx, 408, 429). A 4xx, a redirect or an oversized 200 is the host's
+    answer about its document, and that answer wins."""
+    status = exc.status
+    return status is None or status >= 500 or status in (408, 429)
 
 
 class ClientMetadataCache(DocumentCache[_Answer]):
@@ -197,6 +210,9 @@ class ClientMetadataCache(DocumentCache[_Answer]):
             try:
                 response = self._fetcher(client_id, self.fetch_policy)
             except FetchError as exc:  # redirects, size, time, addresses: all refused here
+                kept = self._keep(client_id, previous, now, exc)
+                if kept is not None:
+                    return kept
                 raise ClientMetadataError("unfetchable", str(exc)) from exc
             metadata = parse_client_metadata(
                 client_id, response.body, response.headers.get("content-type")
@@ -209,12 +225,54 @@ class ClientMetadataCache(DocumentCache[_Answer]):
                 str(exc),
             )
             return _Answer(None, exc, now + self.failure_ttl)
-        return _Answer(metadata, None, now + self.cache_policy.ttl(response.headers))
+        return _Answer(metadata, None, now + self.cache_policy.ttl(response.headers), now)
+
+    def _keep(
+        self, client_id: str, previous: _Answer | None, now: float, exc: BaseException
+    ) -> _Answer | None:
+        """The document verified before, still served after a refetch that failed with `exc`,
+        or None when that failure is the new answer.
+
+        Why: an agent's host failing for a moment (a 500, a timeout, a restart) must not fail
+        every request of that agent for `failure_ttl`, just as a failing JWKS server does not
+        lock out agents whose keys are cached (`JwksCache`, SECURITY.md). Here we deliberately
+        differ from the Poppy SDK (`personal_agent_protocol.identity.AgentIdentityClient.
+        fetch_metadata`), which drops the document when its cache time is over and remembers
+        a failed refetch as a failure for 30 s; the guide (GUIDE-fetch-04) bounds caching but
+        says nothing of failures. We keep it as `JwksCache` keeps keys, with the same bound
+        (`CachePolicy.serves_stale`): a document the agent did publish, never used longer than
+        `stale_if_error` after it was last verified. Only a failure that says nothing about the
+        document keeps it; an answer that does (a 4xx, a redirect, an oversized body, a
+        document that no longer checks) is what the agent says now, and wins at once.
+        """
+        if isinstance(exc, FetchError) and not _no_word_from_the_agent(exc):
+            return None
+        if previous is None or previous.metadata is None:
+            return None
+        if not self.cache_policy.serves_stale(previous.verified_at, now):
+            return None
+        logger.warning(
+            "client metadata refetch failed: reason=unfetchable client_id=%s error=%r "
+            "state=keeping the document verified before",
+            client_id,
+            str(exc) if isinstance(exc, FetchError) else type(exc).__name__,
+        )
+        # Ask again after `failure_ttl` (one fetch, not one per request, while the host is
+        # down), and never later than the bound, which is checked at that refetch.
+        last_use = previous.verified_at + self.cache_policy.stale_if_error
+        return _Answer(
+            previous.metadata, None, min(now + self.failure_ttl, last_use), previous.verified_at
+        )
 
     def _crashed(self, client_id: str, previous: _Answer | None, exc: BaseException) -> _Answer:
-        """What a fetch that raised leaves: an `unfetchable` answer, kept `failure_ttl`."""
+        """What a fetch that raised leaves: the document verified before (see `_keep`), or an
+        `unfetchable` answer, kept `failure_ttl`."""
+        now = self._clock()
+        kept = self._keep(client_id, previous, now, exc)
+        if kept is not None:
+            return kept
         error = ClientMetadataError("unfetchable", f"unexpected {type(exc).__name__}")
-        return _Answer(None, error, self._clock() + self.failure_ttl)
+        return _Answer(None, error, now + self.failure_ttl)
 
     def _stale(self, answer: _Answer | None) -> bool:
         return answer is None or self._clock() >= answer.expires_at

@@ -41,7 +41,16 @@ class KeyUnavailable(PactmwError):
 
 
 class FetchError(PactmwError):
-    """An outbound fetch (JWKS, discovery) was refused or failed."""
+    """An outbound fetch (JWKS, discovery) was refused or failed.
+
+    `status` is the HTTP status the server answered with, or None when there was no answer
+    (refused address, connection failure, timeout): a cache tells "the server said so" from
+    "the server could not be asked" by it.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class AuthenticationFailed(PactmwError):

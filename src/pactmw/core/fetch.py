@@ -230,13 +230,17 @@ def http_request(
         declared = response.getheader("Content-Length")
         # ASCII digits only: "²" (latin-1 0xB2) passes `isdigit()` but not `int()`.
         if declared is not None and is_ascii_digits(declared) and int(declared) > policy.max_bytes:
-            raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
+            raise FetchError(
+                f"{url} body larger than {policy.max_bytes} bytes", status=response.status
+            )
         chunks: list[bytes] = []
         received = 0
         while chunk := response.read1(16 * 1024):
             received += len(chunk)
             if received > policy.max_bytes:
-                raise FetchError(f"{url} body larger than {policy.max_bytes} bytes")
+                raise FetchError(
+                    f"{url} body larger than {policy.max_bytes} bytes", status=response.status
+                )
             chunks.append(chunk)
         if connection.aborted:
             # The watchdog fired: what was read may be cut short, so none of it is trusted.
@@ -272,7 +276,7 @@ def http_get(url: str, policy: FetchPolicy, *, accept: str = "application/json")
     """
     response = http_request("GET", url, policy, accept=accept)
     if response.status != 200:
-        raise FetchError(f"{url} answered HTTP {response.status}")
+        raise FetchError(f"{url} answered HTTP {response.status}", status=response.status)
     return response
 
 

@@ -46,6 +46,12 @@ class CachePolicy:
         ttl = max_age(headers)
         return self.default_ttl if ttl is None else min(max(ttl, self.min_ttl), self.max_ttl)
 
+    def serves_stale(self, fetched_at: float, now: float) -> bool:
+        """Whether a document last fetched at `fetched_at` may still answer at `now` after its
+        refetch failed: for `stale_if_error` seconds counted from that fetch (not from its
+        expiry), so no document is ever used more than that long after it was last seen."""
+        return now - fetched_at <= self.stale_if_error
+
 
 @frozen
 class _Entry:
@@ -124,7 +130,7 @@ class JwksCache(DocumentCache[_Entry]):
     ) -> tuple[PublicJWK, ...]:
         if entry is None or entry.keys is None:
             raise KeyUnavailable("jwks_unavailable", f"no keys could be fetched from {uri}")
-        if now >= entry.expires_at and now - entry.fetched_at > self.cache_policy.stale_if_error:
+        if now >= entry.expires_at and not self.cache_policy.serves_stale(entry.fetched_at, now):
             raise KeyUnavailable("jwks_unavailable", f"keys from {uri} are too old to use")
         candidates = entry.keys.candidates(kid, alg)
         if not candidates:
