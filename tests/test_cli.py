@@ -240,7 +240,7 @@ def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
     assert result.stdout == ""
 
 
-def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:
+def test_serve_on_a_busy_port_names_it_and_the_option(tmp_path: Path) -> None:
     (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -253,8 +253,42 @@ def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:
             timeout=20,
         )
     assert result.returncode == 1, result.stderr
-    assert "address already in use" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr == (
+        f"pactmw serve: error: cannot listen on 127.0.0.1:{port}: "
+        "address already in use (--port chooses another)\n"
+    )
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [
+        # TEST-NET-1 (RFC 5737): an address no interface of this machine has.
+        pytest.param(
+            "192.0.2.1",
+            "192.0.2.1:{port}: no interface of this machine has this address",
+            id="not-local",
+        ),
+        pytest.param("no-such-host.invalid", "no-such-host.invalid: unknown host", id="unknown"),
+    ],
+)
+def test_serve_on_an_address_it_cannot_listen_on_names_it_and_the_option(
+    tmp_path: Path, host: str, problem: str
+) -> None:
+    (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
+    port = free_port()
+    result = run(
+        [*PYTHON_M, "serve", "--config", "pactmw.toml", "--host", host, "--port", str(port)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": CHECKOUT_PATH},
+        timeout=20,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"pactmw serve: error: cannot listen on {problem.format(port=port)} "
+        "(--host chooses another)\n"
+    )
+    assert result.stdout == ""
 
 
 # -- serve: a real server ------------------------------------------------------------------
