@@ -187,6 +187,74 @@ def test_ctrl_c_during_serve_startup(workdir: Path) -> None:
     assert stopped.stderr == "pactmw serve: interrupted\n"
 
 
+#: The two launchers of `pactmw`, under `python -X importtime`, which reports each import on
+#: stderr as it completes: the console script (`pactmw = "pactmw.cli:main"`) and `-m`.
+IMPORT_TIMED = {
+    "console-script": (
+        sys.executable,
+        "-X",
+        "importtime",
+        str(Path(sys.executable).parent / "pactmw"),
+    ),
+    "python-m": (sys.executable, "-X", "importtime", "-m", "pactmw"),
+}
+
+
+def interrupted_while_importing(
+    launcher: Sequence[str], argv: Sequence[str], cwd: Path, nth: int
+) -> Stopped:
+    """Run `LAUNCHER ARGV` and send it SIGINT as soon as it has imported its `nth` module of
+    pactmw; its stderr comes back without the import reports."""
+    process = subprocess.Popen(
+        [*launcher, *argv],
+        cwd=cwd,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert process.stderr is not None
+    said: list[str] = []
+    try:
+        imported = 0
+        while imported < nth:
+            line = process.stderr.readline()
+            assert line, f"exited after {imported} imports of pactmw: {said}"
+            if line.startswith("import time:"):
+                imported += line.rsplit("|", 1)[-1].strip().split(".")[0] == "pactmw"
+            else:
+                said.append(line)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    said += [
+        line for line in stderr.splitlines(keepends=True) if not line.startswith("import time:")
+    ]
+    return Stopped(process.returncode, stdout, "".join(said))
+
+
+@pytest.mark.parametrize("launcher", IMPORT_TIMED)
+@pytest.mark.parametrize("nth", [3, 40, 100])
+def test_ctrl_c_while_pactmw_imports(workdir: Path, launcher: str, nth: int) -> None:
+    """Ctrl-C at once after typing the command: pactmw is still importing (its first ~0.4 s).
+    The check waits for a server that never answers, so the command is still running
+    whenever the signal arrives: importing, or waiting."""
+    with JwksServer() as server:
+        server.delay = 60.0
+        server.mode = Mode.SLOW
+        argv = [*CHECK[:1], server.base_url, *CHECK[2:]]
+        stopped = interrupted_while_importing(IMPORT_TIMED[launcher], argv, workdir, nth)
+    assert_no_traceback(stopped.stderr)
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr in ("pactmw: interrupted\n", "pactmw check: interrupted\n")
+    assert stopped.stdout == ""
+
+
 # -- configuration files -----------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -396,3 +397,38 @@ def test_manage_py_names_beyond_ascii_on_an_ascii_console(tmp_path: Path) -> Non
     assert "Traceback" not in done.stderr
     assert done.returncode == 0, done.stderr
     assert "Zo\\xeb\\u2019s agent" in done.stdout
+
+
+def test_manage_py_ctrl_c_is_exit_status_130(tmp_path: Path) -> None:
+    """Ctrl-C while the command builds the Provider (it imports a Brand's handler that takes
+    its time): quietly, exit status 130, as `pactmw` does."""
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_bot.py").write_text(
+        f"import pathlib, time\n\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(60)\n"
+    )
+    settings = _settings(tmp_path, "store")
+    settings["brands"]["acme"]["handler"] = "slow_bot:bot"
+    (tmp_path / "django.json").write_text(json.dumps(settings))
+    environment = django_environment(tmp_path / "django.json")
+    environment["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "django", "pactmw", "agents", "list"],
+        env=environment,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # SIGINT as a terminal delivers it, even where these tests run with it ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        while not marker.exists():
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert (process.returncode, stdout, stderr) == (130, "", "")

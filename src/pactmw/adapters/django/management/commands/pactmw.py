@@ -61,7 +61,9 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         """As `pactmw` does: output into a pipe whose reader has gone (`manage.py pactmw agents
-        list | head -1`) ends the command quietly with exit status 141, not a traceback."""
+        list | head -1`) ends the command quietly with exit status 141, and Ctrl-C (while the
+        system checks import the Brands' handlers, or the store answers) with 130, not a
+        traceback."""
         try:
             try:
                 super().run_from_argv(argv)
@@ -72,6 +74,8 @@ class Command(BaseCommand):
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)
+        except KeyboardInterrupt:
+            sys.exit(130)  # 128 + SIGINT, what a shell reports for Ctrl-C
 
     def handle(self, *args: Any, **options: Any) -> None:
         for output in (self.stdout, self.stderr):
