@@ -185,6 +185,16 @@ CONFIG_ERRORS = [
         GOOD + 'store = "sqlite:///pactmw.toml/x.db"\n' + BRAND, "store:", id="store-path"
     ),
     pytest.param(GOOD.replace("audience", "# audience") + BRAND, "audience", id="no-audience"),
+    pytest.param(
+        GOOD.replace('http://127.0.0.1:8000"', 'http://[::1"', 1) + BRAND,
+        "base_url is not a valid http(s) URL: 'http://[::1'",
+        id="base-url-unclosed-bracket",
+    ),
+    pytest.param(
+        GOOD.replace('8000"', '80000"', 1) + BRAND,
+        "base_url is not a valid http(s) URL: 'http://127.0.0.1:80000'",
+        id="base-url-port",
+    ),
     pytest.param(GOOD, "nothing to serve", id="no-brands"),
 ]
 
@@ -1231,3 +1241,19 @@ def test_card_errors(card_provider: str) -> None:
     assert len(missing.stderr.splitlines()) == 1
     clear = run([*PYTHON_M, "card", "http://shop.example"])
     assert_one_line_error(clear, "plain http is allowed only to loopback hosts")
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "https://[shop.example]"])
+def test_a_malformed_url_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    """A bracketed host that is no IPv6 address: urlsplit raises, and each command that takes
+    a card URL says so in one line, as for any other bad URL."""
+    key = tmp_path / "agent.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    check = ["check", "--issuer", ISSUER, "--key", str(key), "--audience", "aud"]
+    for argv, what in (
+        (["card", url], "URL"),
+        ([*check, url], "URL"),
+        ([*check, "https://shop.example", "--other-brand", url], "--other-brand"),
+    ):
+        result = run([*PYTHON_M, *argv], cwd=tmp_path)
+        assert_one_line_error(result, f"pactmw {argv[0]}: error: {what}: not a valid URL: ")

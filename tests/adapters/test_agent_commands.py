@@ -181,6 +181,18 @@ BAD_ADDS = [
         id="jwks-http-off-loopback",
     ),
     pytest.param(
+        ("http://[::1", RUNTIME_JWKS),
+        "nothing added: issuer must be an absolute http(s) URL, exactly as the agent's tokens "
+        "have it in iss (e.g. https://pa.example): 'http://[::1'",
+        id="issuer-with-an-unclosed-bracket",
+    ),
+    pytest.param(
+        (RUNTIME, "https://[runtime.example]/jwks.json"),
+        "nothing added: jwks_uri must be https (http only to 127.0.0.1/::1/localhost with "
+        "allow_http_jwks_on_loopback = true): 'https://[runtime.example]/jwks.json'",
+        id="jwks-bracketed-host-not-ipv6",
+    ),
+    pytest.param(
         (RUNTIME, RUNTIME_JWKS, "--name", "bad\nname"),
         "nothing added: name must not start or end with spaces nor hold control characters",
         id="name-with-a-newline",
