@@ -368,6 +368,19 @@ def test_a_store_that_cannot_be_opened_is_exit_status_2(name: str, tmp_path: Pat
     assert "file is not a database" in ran.error, ran.error
 
 
+@pytest.mark.parametrize("name", ["pactmw", "manage.py"])
+def test_a_store_url_of_no_backend_is_exit_status_2_in_one_line(name: str, tmp_path: Path) -> None:
+    """A bad `store` is a bad configuration: exit status 2 and one line naming the key, in
+    both front-ends (Flask's extension refuses it in `init_app`: the app does not start)."""
+    settings = {**_settings(tmp_path, "unused"), "store": "redis://cache.internal"}
+    ran = RUNNERS[name](settings, tmp_path)("agents", "list")
+    assert (ran.status, ran.lines) == (2, ()), ran
+    assert ran.error.endswith(
+        "store: unsupported store URL scheme 'redis': expected memory://, sqlite:///path.db "
+        "or postgresql://..."
+    ), ran.error
+
+
 def _manage_process(
     settings: dict[str, Any], workdir: Path, stdout: int, **env: str
 ) -> subprocess.CompletedProcess[str]:
