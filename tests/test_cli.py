@@ -1077,6 +1077,38 @@ def test_keygen_refuses_paths_it_cannot_use(
     assert leftovers(tmp_path) == ["file", "folder"]
 
 
+@pytest.mark.parametrize(
+    ("command", "empty"),
+    [
+        pytest.param("token", "--issuer", id="token-issuer"),
+        pytest.param("token", "--sub", id="token-sub"),
+        pytest.param("token", "--audience", id="token-audience"),
+        pytest.param("token", "--key", id="token-key"),
+        pytest.param("check", "--issuer", id="check-issuer"),
+        pytest.param("check", "--audience", id="check-audience"),
+        pytest.param("check", "--other-brand", id="check-other-brand"),
+    ],
+)
+def test_an_empty_option_is_named(tmp_path: Path, command: str, empty: str) -> None:
+    """An empty shell variable (`--issuer "$ISS"`) is refused by its flag, as keygen does,
+    not blamed on the key file nor taken for "no other Brand"."""
+    key = tmp_path / "agent.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    options = {"--key": str(key), "--issuer": ISSUER, "--audience": "aud"}
+    options.update({"--sub": "u"} if command == "token" else {"--other-brand": "https://b.example"})
+    options[empty] = ""
+    url = [] if command == "token" else ["http://127.0.0.1:9"]  # never reached
+    argv = [command, *url, *(part for pair in options.items() for part in pair)]
+    result = run([*PYTHON_M, *argv], cwd=tmp_path)
+    assert_one_line_error(result, f"pactmw {command}: error: {empty} must not be empty")
+
+
+@pytest.mark.parametrize("command", ["serve", "agents list", "grants list", "cleanup"])
+def test_an_empty_config_option_is_named(tmp_path: Path, command: str) -> None:
+    result = run([*PYTHON_M, *command.split(), "--config", ""], cwd=tmp_path)
+    assert_one_line_error(result, f"pactmw {command}: error: --config must not be empty")
+
+
 @pytest.mark.parametrize("existing", [True, False], ids=["forced", "new-files"])
 def test_a_failed_rename_puts_back_the_files_already_renamed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool

@@ -274,6 +274,14 @@ AUDIENCE = option(
 )
 
 
+def refuse_empty(args: argparse.Namespace, *names: str) -> None:
+    """Refuse an option given as "" (an empty shell variable, most likely) by its flag, before
+    it is taken for a value: `--issuer must not be empty`. `names` are argparse dests."""
+    for name in names:
+        if getattr(args, name) == "":
+            raise CommandError(f"--{name.replace('_', '-')} must not be empty")
+
+
 def load_signer(path: str, issuer: str) -> AgentSigner:
     from pactmw.client import AgentSigner
 
@@ -317,5 +325,6 @@ __all__ = [
     "print_json",
     "printable",
     "reconfigure_output",
+    "refuse_empty",
     "write_all",
 ]
