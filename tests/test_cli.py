@@ -1103,6 +1103,20 @@ def test_an_empty_option_is_named(tmp_path: Path, command: str, empty: str) -> N
     assert_one_line_error(result, f"pactmw {command}: error: {empty} must not be empty")
 
 
+def test_keygen_force_replaces_files_only(tmp_path: Path) -> None:
+    """--force replaces a key file; a named pipe (or a device, a socket) at that path is not
+    one: the rename would put a regular file in its place (as root, even over /dev/null)."""
+    os.mkfifo(tmp_path / "pipe")
+    for arguments in (["--out", "pipe"], ["--out", "pa.jwk", "--jwks", "pipe"]):
+        failed = keygen(tmp_path, *arguments, "--force")
+        assert failed.returncode == 2, failed.stderr
+        assert failed.stderr == (
+            "pactmw keygen: error: pipe is not a regular file (--force replaces files only)\n"
+        )
+        assert leftovers(tmp_path) == ["pipe"]
+        assert stat.S_ISFIFO((tmp_path / "pipe").stat().st_mode)
+
+
 @pytest.mark.parametrize("command", ["serve", "agents list", "grants list", "cleanup"])
 def test_an_empty_config_option_is_named(tmp_path: Path, command: str) -> None:
     result = run([*PYTHON_M, *command.split(), "--config", ""], cwd=tmp_path)

@@ -129,6 +129,9 @@ def write_all(files: Sequence[OutputFile], *, force: bool, parents: bool) -> Non
         target = Path(file.name)
         if target.is_dir():
             raise CommandError(f"{file.name} is a directory")
+        if target.exists() and not target.is_file():
+            # A device, a named pipe, a socket: the rename would put a file in its place.
+            raise CommandError(f"{file.name} is not a regular file (--force replaces files only)")
         if target.exists() and not force:
             raise CommandError(f"{file.name} exists (--force replaces it)")
         _check_folder(file.name, target.parent, parents)
