@@ -365,6 +365,37 @@ def test_serve_port_out_of_range_is_a_usage_error(workdir: Path, port: str) -> N
     )
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        pytest.param("proxy.internal", "not an IP address or network: 'proxy.internal'", id="name"),
+        pytest.param("10.0.0.0/33", "not an IP address or network: '10.0.0.0/33'", id="prefix"),
+        pytest.param(
+            "127.0.0.1, 10.0.0.7/8",
+            "'10.0.0.7/8' has host bits set (the network is 10.0.0.0/8)",
+            id="host-bits",
+        ),
+        pytest.param(
+            "*,10.0.0.1",
+            "not an IP address or network: '*' ('*' alone trusts every peer)",
+            id="star-in-a-list",
+        ),
+    ],
+)
+def test_serve_forwarded_allow_ips_of_no_address_is_a_usage_error(
+    workdir: Path, value: str, problem: str
+) -> None:
+    """uvicorn keeps an entry that is no IP address or network as a name no TCP peer has:
+    a typo would trust no proxy, silently, and every client would count as the proxy."""
+    argv = ["serve", "--config", "pactmw.toml", "--port", str(free_port())]
+    result = run([*argv, "--forwarded-allow-ips", value], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"pactmw serve: error: argument --forwarded-allow-ips: {problem}"
+    )
+
+
 def test_check_authorization_details_file_that_is_not_utf8(workdir: Path) -> None:
     (workdir / "details.json").write_bytes('[{"type": "caf\xe9"}]'.encode("latin-1"))
     argv = [*CHECK[:1], "http://127.0.0.1:9", *CHECK[2:], "--delegated"]

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import errno
 import importlib
+import ipaddress
 import logging
 import signal
 import socket
@@ -69,6 +70,32 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"must be a TCP port, 0 to 65535: {text!r}")
     return port
+
+
+def proxy_addresses(text: str) -> str:
+    """`--forwarded-allow-ips`: '*', or IP addresses and networks separated by commas.
+
+    Checked as an argument: uvicorn keeps any other entry as a name that no TCP peer has, so
+    a typo (a host name, a network with host bits set) would trust no proxy, silently, and
+    the per-address limits would count every client as the proxy.
+    """
+    if text.strip() == "*":
+        return text
+    for entry in (part.strip() for part in text.split(",")):
+        try:
+            if "/" in entry:
+                ipaddress.ip_network(entry)
+            elif entry:  # an empty entry matches nothing, as uvicorn reads it
+                ipaddress.ip_address(entry)
+        except ValueError:
+            problem = f"not an IP address or network: {entry!r}"
+            if entry == "*":
+                problem += " ('*' alone trusts every peer)"
+            with contextlib.suppress(ValueError):
+                network = ipaddress.ip_network(entry, strict=False)
+                problem = f"{entry!r} has host bits set (the network is {network})"
+            raise argparse.ArgumentTypeError(problem) from None
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -271,6 +298,7 @@ COMMAND = Command(
         ),
         option(
             "--forwarded-allow-ips",
+            type=proxy_addresses,
             default=None,
             metavar="ADDRESSES",
             help="comma-separated addresses or networks of the proxies trusted to report the "
@@ -292,6 +320,7 @@ __all__ = [
     "COMMAND",
     "LOG_LEVELS",
     "port_number",
+    "proxy_addresses",
     "require_serve_extra",
     "run",
 ]
