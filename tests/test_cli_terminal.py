@@ -17,6 +17,7 @@ import pytest
 from attrs import frozen
 
 from pactmw.store import open_store
+from tests.support.folders import unwritable_folder
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
 from tests.support.servers import REPO
@@ -281,6 +282,37 @@ def test_serve_names_signing_keys_not_the_store(workdir: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("pactmw serve: error: signing_keys: jwks.json: "), result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_serve_names_data_dir_for_the_development_key(workdir: Path) -> None:
+    """No signing_keys: the development key is kept under data_dir, and a data_dir where it
+    cannot be written is named (it was reported as a signing_keys error, with Python's
+    `[Errno 13] ...` words)."""
+    delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
+    (workdir / "locked").mkdir()
+    with unwritable_folder(workdir / "locked") as folder:
+        (workdir / "pactmw.toml").write_text(f"data_dir = {str(folder / 'pactmw')!r}\n{delegated}")
+        result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    keys = folder / "pactmw" / "keys"
+    assert result.stderr.startswith(
+        f"pactmw serve: error: data_dir: cannot write the development signing key to {keys}: "
+    ), result.stderr
+    assert "Errno" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("missing", ["missing.jwk", "folder/missing.jwk"])
+def test_serve_names_a_signing_key_file_it_cannot_read(workdir: Path, missing: str) -> None:
+    delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
+    (workdir / "pactmw.toml").write_text(f"signing_keys = [{missing!r}]\n{delegated}")
+    result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"pactmw serve: error: signing_keys: cannot read {missing}: No such file or directory\n"
+    )
 
 
 # -- consoles that cannot show every character ---------------------------------------------
