@@ -428,6 +428,17 @@ def test_serve_forwarded_allow_ips_of_no_address_is_a_usage_error(
     )
 
 
+def test_serve_forwarded_allow_ips_of_the_environment_is_checked_too(workdir: Path) -> None:
+    """$FORWARDED_ALLOW_IPS (uvicorn's default for the option) gets the option's check."""
+    argv = ["serve", "--config", "pactmw.toml", "--port", str(free_port())]
+    result = run(argv, workdir, FORWARDED_ALLOW_IPS="proxy.internal")
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "pactmw serve: error: FORWARDED_ALLOW_IPS: not an IP address or network: 'proxy.internal'\n"
+    )
+
+
 def test_check_authorization_details_file_that_is_not_utf8(workdir: Path) -> None:
     (workdir / "details.json").write_bytes('[{"type": "caf\xe9"}]'.encode("latin-1"))
     argv = [*CHECK[:1], "http://127.0.0.1:9", *CHECK[2:], "--delegated"]

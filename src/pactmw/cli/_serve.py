@@ -8,6 +8,7 @@ import errno
 import importlib
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import threading
@@ -100,6 +101,11 @@ def proxy_addresses(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     require_serve_extra("pactmw serve")
+    if args.forwarded_allow_ips is None and "FORWARDED_ALLOW_IPS" in os.environ:
+        try:  # uvicorn's default for the option: the option's check
+            proxy_addresses(os.environ["FORWARDED_ALLOW_IPS"])
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(f"FORWARDED_ALLOW_IPS: {exc}") from None
     settings = load_settings(args.config)
     if not settings.brands:
         raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
