@@ -31,7 +31,7 @@ class Command(BaseCommand):
     # one line with exit status 2, as `pactmw` and `flask pactmw` do. Django's system checks
     # would stop it first with status 1 and a report, for a bad PACTMW and for anything else
     # of the site (a grant must be revocable while an unrelated app is misconfigured).
-    requires_system_checks: list[str] = []
+    requires_system_checks = ()
 
     def add_arguments(self, parser: CommandParser) -> None:
         topics = parser.add_subparsers(dest="topic", required=True)
