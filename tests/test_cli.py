@@ -185,6 +185,16 @@ CONFIG_ERRORS = [
         GOOD + 'store = "sqlite:///pactmw.toml/x.db"\n' + BRAND, "store:", id="store-path"
     ),
     pytest.param(GOOD.replace("audience", "# audience") + BRAND, "audience", id="no-audience"),
+    pytest.param(
+        GOOD.replace('http://127.0.0.1:8000"', 'http://[::1"', 1) + BRAND,
+        "base_url is not a valid http(s) URL: 'http://[::1'",
+        id="base-url-unclosed-bracket",
+    ),
+    pytest.param(
+        GOOD.replace('8000"', '80000"', 1) + BRAND,
+        "base_url is not a valid http(s) URL: 'http://127.0.0.1:80000'",
+        id="base-url-port",
+    ),
     pytest.param(GOOD, "nothing to serve", id="no-brands"),
 ]
 
@@ -240,7 +250,7 @@ def test_serve_and_demo_without_the_serve_extra_say_how_to_install_it(
     assert result.stdout == ""
 
 
-def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:
+def test_serve_on_a_busy_port_names_it_and_the_option(tmp_path: Path) -> None:
     (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -253,8 +263,42 @@ def test_serve_on_a_busy_port_fails_without_traceback(tmp_path: Path) -> None:
             timeout=20,
         )
     assert result.returncode == 1, result.stderr
-    assert "address already in use" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr == (
+        f"pactmw serve: error: cannot listen on 127.0.0.1:{port}: "
+        "address already in use (--port chooses another)\n"
+    )
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [
+        # TEST-NET-1 (RFC 5737): an address no interface of this machine has.
+        pytest.param(
+            "192.0.2.1",
+            "192.0.2.1:{port}: no interface of this machine has this address",
+            id="not-local",
+        ),
+        pytest.param("no-such-host.invalid", "no-such-host.invalid: unknown host", id="unknown"),
+    ],
+)
+def test_serve_on_an_address_it_cannot_listen_on_names_it_and_the_option(
+    tmp_path: Path, host: str, problem: str
+) -> None:
+    (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
+    port = free_port()
+    result = run(
+        [*PYTHON_M, "serve", "--config", "pactmw.toml", "--host", host, "--port", str(port)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": CHECKOUT_PATH},
+        timeout=20,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"pactmw serve: error: cannot listen on {problem.format(port=port)} "
+        "(--host chooses another)\n"
+    )
+    assert result.stdout == ""
 
 
 # -- serve: a real server ------------------------------------------------------------------
@@ -1033,6 +1077,52 @@ def test_keygen_refuses_paths_it_cannot_use(
     assert leftovers(tmp_path) == ["file", "folder"]
 
 
+@pytest.mark.parametrize(
+    ("command", "empty"),
+    [
+        pytest.param("token", "--issuer", id="token-issuer"),
+        pytest.param("token", "--sub", id="token-sub"),
+        pytest.param("token", "--audience", id="token-audience"),
+        pytest.param("token", "--key", id="token-key"),
+        pytest.param("check", "--issuer", id="check-issuer"),
+        pytest.param("check", "--audience", id="check-audience"),
+        pytest.param("check", "--other-brand", id="check-other-brand"),
+    ],
+)
+def test_an_empty_option_is_named(tmp_path: Path, command: str, empty: str) -> None:
+    """An empty shell variable (`--issuer "$ISS"`) is refused by its flag, as keygen does,
+    not blamed on the key file nor taken for "no other Brand"."""
+    key = tmp_path / "agent.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    options = {"--key": str(key), "--issuer": ISSUER, "--audience": "aud"}
+    options.update({"--sub": "u"} if command == "token" else {"--other-brand": "https://b.example"})
+    options[empty] = ""
+    url = [] if command == "token" else ["http://127.0.0.1:9"]  # never reached
+    argv = [command, *url, *(part for pair in options.items() for part in pair)]
+    result = run([*PYTHON_M, *argv], cwd=tmp_path)
+    assert_one_line_error(result, f"pactmw {command}: error: {empty} must not be empty")
+
+
+def test_keygen_force_replaces_files_only(tmp_path: Path) -> None:
+    """--force replaces a key file; a named pipe (or a device, a socket) at that path is not
+    one: the rename would put a regular file in its place (as root, even over /dev/null)."""
+    os.mkfifo(tmp_path / "pipe")
+    for arguments in (["--out", "pipe"], ["--out", "pa.jwk", "--jwks", "pipe"]):
+        failed = keygen(tmp_path, *arguments, "--force")
+        assert failed.returncode == 2, failed.stderr
+        assert failed.stderr == (
+            "pactmw keygen: error: pipe is not a regular file (--force replaces files only)\n"
+        )
+        assert leftovers(tmp_path) == ["pipe"]
+        assert stat.S_ISFIFO((tmp_path / "pipe").stat().st_mode)
+
+
+@pytest.mark.parametrize("command", ["serve", "agents list", "grants list", "cleanup"])
+def test_an_empty_config_option_is_named(tmp_path: Path, command: str) -> None:
+    result = run([*PYTHON_M, *command.split(), "--config", ""], cwd=tmp_path)
+    assert_one_line_error(result, f"pactmw {command}: error: --config must not be empty")
+
+
 @pytest.mark.parametrize("existing", [True, False], ids=["forced", "new-files"])
 def test_a_failed_rename_puts_back_the_files_already_renamed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool
@@ -1078,7 +1168,8 @@ def test_keygen_eddsa_key_cannot_sign_pact_tokens(tmp_path: Path) -> None:
     [
         pytest.param(["--ttl", "301"], "ttl must be an integer from 1 to 300", id="ttl"),
         pytest.param(["--ttl", "0"], "ttl must be an integer from 1 to 300", id="ttl-0"),
-        pytest.param(["--audience", ""], "sub and aud must be non-empty", id="audience"),
+        # Named by its flag (refuse_empty), as every option given as "" is.
+        pytest.param(["--audience", ""], "--audience must not be empty", id="audience"),
     ],
 )
 def test_token_usage_errors(tmp_path: Path, arguments: list[str], expected: str) -> None:
@@ -1095,6 +1186,21 @@ def test_token_with_a_missing_key_file(tmp_path: Path) -> None:
     result = run([*PYTHON_M, "token", "--key", str(tmp_path / "nope.jwk"), "--issuer", ISSUER,
                   "--sub", "u", "--audience", "a"])  # fmt: skip
     assert_one_line_error(result, "cannot read")
+
+
+@pytest.mark.parametrize("command", ["token", "check"])
+def test_the_public_jwks_given_as_the_key_is_named(tmp_path: Path, command: str) -> None:
+    """keygen wrote both files; --key got the one to publish. Its error says so, rather than
+    that the document lacks a `kty`."""
+    assert keygen(tmp_path, "--out", "agent.jwk", "--jwks", "jwks.json").returncode == 0
+    argv = {"token": ["token", "--sub", "u"], "check": ["check", "http://127.0.0.1:9"]}[command]
+    options = ["--key", "jwks.json", "--issuer", ISSUER, "--audience", "a"]
+    result = run([*PYTHON_M, *argv, *options], cwd=tmp_path)
+    assert_one_line_error(
+        result,
+        f"pactmw {command}: error: jwks.json: a JWKS (the public keys to publish), not a "
+        "private JWK",
+    )
 
 
 DELEGATED_CARD_CONFIG = """\
@@ -1197,3 +1303,19 @@ def test_card_errors(card_provider: str) -> None:
     assert len(missing.stderr.splitlines()) == 1
     clear = run([*PYTHON_M, "card", "http://shop.example"])
     assert_one_line_error(clear, "plain http is allowed only to loopback hosts")
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "https://[shop.example]"])
+def test_a_malformed_url_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    """A bracketed host that is no IPv6 address: urlsplit raises, and each command that takes
+    a card URL says so in one line, as for any other bad URL."""
+    key = tmp_path / "agent.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    check = ["check", "--issuer", ISSUER, "--key", str(key), "--audience", "aud"]
+    for argv, what in (
+        (["card", url], "URL"),
+        ([*check, url], "URL"),
+        ([*check, "https://shop.example", "--other-brand", url], "--other-brand"),
+    ):
+        result = run([*PYTHON_M, *argv], cwd=tmp_path)
+        assert_one_line_error(result, f"pactmw {argv[0]}: error: {what}: not a valid URL: ")

@@ -17,6 +17,7 @@ import pytest
 from attrs import frozen
 
 from pactmw.store import open_store
+from tests.support.folders import unwritable_folder
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
 from tests.support.servers import REPO
@@ -187,6 +188,74 @@ def test_ctrl_c_during_serve_startup(workdir: Path) -> None:
     assert stopped.stderr == "pactmw serve: interrupted\n"
 
 
+#: The two launchers of `pactmw`, under `python -X importtime`, which reports each import on
+#: stderr as it completes: the console script (`pactmw = "pactmw.cli:main"`) and `-m`.
+IMPORT_TIMED = {
+    "console-script": (
+        sys.executable,
+        "-X",
+        "importtime",
+        str(Path(sys.executable).parent / "pactmw"),
+    ),
+    "python-m": (sys.executable, "-X", "importtime", "-m", "pactmw"),
+}
+
+
+def interrupted_while_importing(
+    launcher: Sequence[str], argv: Sequence[str], cwd: Path, nth: int
+) -> Stopped:
+    """Run `LAUNCHER ARGV` and send it SIGINT as soon as it has imported its `nth` module of
+    pactmw; its stderr comes back without the import reports."""
+    process = subprocess.Popen(
+        [*launcher, *argv],
+        cwd=cwd,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert process.stderr is not None
+    said: list[str] = []
+    try:
+        imported = 0
+        while imported < nth:
+            line = process.stderr.readline()
+            assert line, f"exited after {imported} imports of pactmw: {said}"
+            if line.startswith("import time:"):
+                imported += line.rsplit("|", 1)[-1].strip().split(".")[0] == "pactmw"
+            else:
+                said.append(line)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    said += [
+        line for line in stderr.splitlines(keepends=True) if not line.startswith("import time:")
+    ]
+    return Stopped(process.returncode, stdout, "".join(said))
+
+
+@pytest.mark.parametrize("launcher", IMPORT_TIMED)
+@pytest.mark.parametrize("nth", [3, 40, 100])
+def test_ctrl_c_while_pactmw_imports(workdir: Path, launcher: str, nth: int) -> None:
+    """Ctrl-C at once after typing the command: pactmw is still importing (its first ~0.4 s).
+    The check waits for a server that never answers, so the command is still running
+    whenever the signal arrives: importing, or waiting."""
+    with JwksServer() as server:
+        server.delay = 60.0
+        server.mode = Mode.SLOW
+        argv = [*CHECK[:1], server.base_url, *CHECK[2:]]
+        stopped = interrupted_while_importing(IMPORT_TIMED[launcher], argv, workdir, nth)
+    assert_no_traceback(stopped.stderr)
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr in ("pactmw: interrupted\n", "pactmw check: interrupted\n")
+    assert stopped.stdout == ""
+
+
 # -- configuration files -----------------------------------------------------------------------
 
 
@@ -213,6 +282,37 @@ def test_serve_names_signing_keys_not_the_store(workdir: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("pactmw serve: error: signing_keys: jwks.json: "), result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_serve_names_data_dir_for_the_development_key(workdir: Path) -> None:
+    """No signing_keys: the development key is kept under data_dir, and a data_dir where it
+    cannot be written is named (it was reported as a signing_keys error, with Python's
+    `[Errno 13] ...` words)."""
+    delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
+    (workdir / "locked").mkdir()
+    with unwritable_folder(workdir / "locked") as folder:
+        (workdir / "pactmw.toml").write_text(f"data_dir = {str(folder / 'pactmw')!r}\n{delegated}")
+        result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    keys = folder / "pactmw" / "keys"
+    assert result.stderr.startswith(
+        f"pactmw serve: error: data_dir: cannot write the development signing key to {keys}: "
+    ), result.stderr
+    assert "Errno" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("missing", ["missing.jwk", "folder/missing.jwk"])
+def test_serve_names_a_signing_key_file_it_cannot_read(workdir: Path, missing: str) -> None:
+    delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
+    (workdir / "pactmw.toml").write_text(f"signing_keys = [{missing!r}]\n{delegated}")
+    result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"pactmw serve: error: signing_keys: cannot read {missing}: No such file or directory\n"
+    )
 
 
 # -- consoles that cannot show every character ---------------------------------------------
@@ -294,6 +394,48 @@ def test_serve_port_out_of_range_is_a_usage_error(workdir: Path, port: str) -> N
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines()[-1] == (
         f"pactmw serve: error: argument --port: must be a TCP port, 0 to 65535: {port!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        pytest.param("proxy.internal", "not an IP address or network: 'proxy.internal'", id="name"),
+        pytest.param("10.0.0.0/33", "not an IP address or network: '10.0.0.0/33'", id="prefix"),
+        pytest.param(
+            "127.0.0.1, 10.0.0.7/8",
+            "'10.0.0.7/8' has host bits set (the network is 10.0.0.0/8)",
+            id="host-bits",
+        ),
+        pytest.param(
+            "*,10.0.0.1",
+            "not an IP address or network: '*' ('*' alone trusts every peer)",
+            id="star-in-a-list",
+        ),
+    ],
+)
+def test_serve_forwarded_allow_ips_of_no_address_is_a_usage_error(
+    workdir: Path, value: str, problem: str
+) -> None:
+    """uvicorn keeps an entry that is no IP address or network as a name no TCP peer has:
+    a typo would trust no proxy, silently, and every client would count as the proxy."""
+    argv = ["serve", "--config", "pactmw.toml", "--port", str(free_port())]
+    result = run([*argv, "--forwarded-allow-ips", value], workdir)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"pactmw serve: error: argument --forwarded-allow-ips: {problem}"
+    )
+
+
+def test_serve_forwarded_allow_ips_of_the_environment_is_checked_too(workdir: Path) -> None:
+    """$FORWARDED_ALLOW_IPS (uvicorn's default for the option) gets the option's check."""
+    argv = ["serve", "--config", "pactmw.toml", "--port", str(free_port())]
+    result = run(argv, workdir, FORWARDED_ALLOW_IPS="proxy.internal")
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "pactmw serve: error: FORWARDED_ALLOW_IPS: not an IP address or network: 'proxy.internal'\n"
     )
 
 

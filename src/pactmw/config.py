@@ -81,6 +81,14 @@ def check_base_url(base_url: object) -> str:
     """A Provider's `base_url`: its public http(s) URL, without the trailing slash."""
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         raise ConfigError("base_url is required: the public http(s) URL of this Provider")
+    try:
+        url = urlsplit(base_url)
+        valid = url.hostname is not None and url.port != -1  # .port raises past 65535
+    except ValueError:  # also a bracketed host that is no IPv6 address ("http://[::1")
+        valid = False
+    if not valid:
+        # Every card URL is made of it: refused here, not as a traceback at the first card.
+        raise ConfigError(f"base_url is not a valid http(s) URL: {base_url!r}")
     return base_url.rstrip("/")
 
 
@@ -265,7 +273,10 @@ def check_jwks_uri(url: str, allow_http_on_loopback: bool, where: str) -> None:
 
 def _fetchable(url: str, allow_http_on_loopback: bool) -> bool:
     """Whether the fetch policy could ever fetch `url` (checked at load, not at first use)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracketed host that is no IPv6 address ("https://[::1")
+        return False
     if parts.scheme == "https" and parts.hostname:
         return True
     if parts.scheme != "http" or not allow_http_on_loopback or not parts.hostname:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -178,6 +179,18 @@ BAD_ADDS = [
         "nothing added: jwks_uri must be https (http only to 127.0.0.1/::1/localhost with "
         "allow_http_jwks_on_loopback = true): 'http://10.0.0.7/jwks.json'",
         id="jwks-http-off-loopback",
+    ),
+    pytest.param(
+        ("http://[::1", RUNTIME_JWKS),
+        "nothing added: issuer must be an absolute http(s) URL, exactly as the agent's tokens "
+        "have it in iss (e.g. https://pa.example): 'http://[::1'",
+        id="issuer-with-an-unclosed-bracket",
+    ),
+    pytest.param(
+        (RUNTIME, "https://[runtime.example]/jwks.json"),
+        "nothing added: jwks_uri must be https (http only to 127.0.0.1/::1/localhost with "
+        "allow_http_jwks_on_loopback = true): 'https://[runtime.example]/jwks.json'",
+        id="jwks-bracketed-host-not-ipv6",
     ),
     pytest.param(
         (RUNTIME, RUNTIME_JWKS, "--name", "bad\nname"),
@@ -355,6 +368,19 @@ def test_a_store_that_cannot_be_opened_is_exit_status_2(name: str, tmp_path: Pat
     assert "file is not a database" in ran.error, ran.error
 
 
+@pytest.mark.parametrize("name", ["pactmw", "manage.py"])
+def test_a_store_url_of_no_backend_is_exit_status_2_in_one_line(name: str, tmp_path: Path) -> None:
+    """A bad `store` is a bad configuration: exit status 2 and one line naming the key, in
+    both front-ends (Flask's extension refuses it in `init_app`: the app does not start)."""
+    settings = {**_settings(tmp_path, "unused"), "store": "redis://cache.internal"}
+    ran = RUNNERS[name](settings, tmp_path)("agents", "list")
+    assert (ran.status, ran.lines) == (2, ()), ran
+    assert ran.error.endswith(
+        "store: unsupported store URL scheme 'redis': expected memory://, sqlite:///path.db "
+        "or postgresql://..."
+    ), ran.error
+
+
 def _manage_process(
     settings: dict[str, Any], workdir: Path, stdout: int, **env: str
 ) -> subprocess.CompletedProcess[str]:
@@ -396,3 +422,38 @@ def test_manage_py_names_beyond_ascii_on_an_ascii_console(tmp_path: Path) -> Non
     assert "Traceback" not in done.stderr
     assert done.returncode == 0, done.stderr
     assert "Zo\\xeb\\u2019s agent" in done.stdout
+
+
+def test_manage_py_ctrl_c_is_exit_status_130(tmp_path: Path) -> None:
+    """Ctrl-C while the command builds the Provider (it imports a Brand's handler that takes
+    its time): quietly, exit status 130, as `pactmw` does."""
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_bot.py").write_text(
+        f"import pathlib, time\n\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(60)\n"
+    )
+    settings = _settings(tmp_path, "store")
+    settings["brands"]["acme"]["handler"] = "slow_bot:bot"
+    (tmp_path / "django.json").write_text(json.dumps(settings))
+    environment = django_environment(tmp_path / "django.json")
+    environment["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "django", "pactmw", "agents", "list"],
+        env=environment,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # SIGINT as a terminal delivers it, even where these tests run with it ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        while not marker.exists():
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert (process.returncode, stdout, stderr) == (130, "", "")

@@ -306,7 +306,7 @@ def _manage_py_check(tmp_path: Path, settings: dict[str, Any]) -> subprocess.Com
         pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
         pytest.param(
             {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
-            "signing_keys: [Errno 2] No such file or directory: '/nowhere/pactmw-signing.jwk'",
+            "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
             id="signing-key-file",
         ),
         pytest.param(

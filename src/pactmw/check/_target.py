@@ -18,7 +18,11 @@ def card_url_from(target: str) -> str:
     text = target.strip()
     if "://" not in text:
         text = "https://" + text
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # a bracketed host that is no IPv6 address ("http://[::1")
+        check_url(text)  # refuses it in the words it has for every bad URL
+        raise
     if parts.path in ("", "/") and not parts.query:
         text = urlunsplit((parts.scheme, parts.netloc, CARD_PATH, "", ""))
     check_url(text)

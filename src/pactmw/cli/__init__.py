@@ -5,7 +5,7 @@
 
 Each subcommand is a private module `pactmw.cli._<name>` whose `COMMAND` declares it (a
 `Command` of `pactmw.cli._common`: its name, help, arguments and the `run` function doing the
-work); list it in `SUBCOMMANDS`. A `run` function returns the exit status, or raises
+work); list it in `_subcommands`. A `run` function returns the exit status, or raises
 `CommandError` (`pactmw.cli._common`) for a one-line message on stderr (exit 2 by default).
 Exit statuses: 0 success, 1 the command ran and failed, 2 bad usage or configuration, 130
 when interrupted (Ctrl-C), 141 when the output is a pipe the reader closed (`pactmw ... |
@@ -14,15 +14,20 @@ head -1`).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pactmw.cli import _agents, _card, _check, _cleanup, _demo, _grants, _keygen, _serve, _token
-from pactmw.cli._common import Command, CommandError, Run, one_line, reconfigure_output
-from pactmw.config import ConfigError
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from pactmw.cli._common import Command, Run
+
+# Nothing of pactmw is imported here, only in `main`: the console script and `python -m
+# pactmw` import this module before calling `main`, and Ctrl-C during an import that is not
+# inside `main` is a KeyboardInterrupt traceback (pactmw's imports take ~0.4 s).
 
 __all__ = ["build_parser", "main"]
 
@@ -30,21 +35,40 @@ __all__ = ["build_parser", "main"]
 #: reports for a program that a closed pipe ends (`yes | head -1`).
 _CLOSED_OUTPUT = 141
 
-SUBCOMMANDS: tuple[Command, ...] = (
-    _serve.COMMAND,
-    _grants.COMMAND,
-    _agents.COMMAND,
-    _cleanup.COMMAND,
-    _demo.COMMAND,
-    _keygen.COMMAND,
-    _token.COMMAND,
-    _card.COMMAND,
-    _check.COMMAND,
-)
+#: The exit status after Ctrl-C: 128 + SIGINT, as a shell reports it.
+_INTERRUPTED = 130
+
+
+def _subcommands() -> tuple[Command, ...]:
+    from pactmw.cli import (
+        _agents,
+        _card,
+        _check,
+        _cleanup,
+        _demo,
+        _grants,
+        _keygen,
+        _serve,
+        _token,
+    )
+
+    return (
+        _serve.COMMAND,
+        _grants.COMMAND,
+        _agents.COMMAND,
+        _cleanup.COMMAND,
+        _demo.COMMAND,
+        _keygen.COMMAND,
+        _token.COMMAND,
+        _card.COMMAND,
+        _check.COMMAND,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `pactmw` argument parser with every subcommand of `SUBCOMMANDS`."""
+    """The `pactmw` argument parser with every subcommand."""
+    import argparse
+
     from pactmw import __version__
 
     parser = argparse.ArgumentParser(
@@ -53,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pactmw {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in SUBCOMMANDS:
+    for command in _subcommands():
         command.add_to(subparsers)
     return parser
 
@@ -63,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             return _main(argv)
+        except KeyboardInterrupt:  # before a subcommand runs: while pactmw is imported
+            print("pactmw: interrupted", file=sys.stderr)
+            return _INTERRUPTED
         finally:
             if sys.stdout is not None:  # None: no stdout at all (`>&-`), nothing to flush
                 sys.stdout.flush()  # a closed pipe fails here rather than when Python exits
@@ -74,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from pactmw.cli._common import CommandError, one_line, reconfigure_output
+    from pactmw.config import ConfigError
+
     reconfigure_output()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -92,4 +122,4 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except KeyboardInterrupt:  # Ctrl-C: said in one line, with the shell's status for it
         print(f"pactmw {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return _INTERRUPTED

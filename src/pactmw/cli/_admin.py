@@ -43,6 +43,8 @@ def load_settings(path: str) -> ProviderSettings:
     command that takes --config."""
     from pactmw.provider import ProviderSettings, load_toml
 
+    if not path:  # an empty shell variable: "cannot read : No such file" would not say so
+        raise CommandError("--config must not be empty")
     import_from_cwd()  # handlers and tools are imported by path, from the current directory
     try:
         data = load_toml(path)

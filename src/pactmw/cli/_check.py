@@ -21,6 +21,7 @@ from pactmw.cli._common import (
     positive_seconds,
     print_json,
     printable,
+    refuse_empty,
 )
 from pactmw.protocols.delegation import is_authorization_details
 
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         summary_line,
     )
 
+    refuse_empty(args, "key", "issuer", "audience", "other_brand")
     signer = load_signer(args.key, args.issuer)
     url = card_url(args.url, "URL")
     other = card_url(args.other_brand, "--other-brand") if args.other_brand else None

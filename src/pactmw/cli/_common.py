@@ -129,6 +129,9 @@ def write_all(files: Sequence[OutputFile], *, force: bool, parents: bool) -> Non
         target = Path(file.name)
         if target.is_dir():
             raise CommandError(f"{file.name} is a directory")
+        if target.exists() and not target.is_file():
+            # A device, a named pipe, a socket: the rename would put a file in its place.
+            raise CommandError(f"{file.name} is not a regular file (--force replaces files only)")
         if target.exists() and not force:
             raise CommandError(f"{file.name} exists (--force replaces it)")
         _check_folder(file.name, target.parent, parents)
@@ -274,6 +277,14 @@ AUDIENCE = option(
 )
 
 
+def refuse_empty(args: argparse.Namespace, *names: str) -> None:
+    """Refuse an option given as "" (an empty shell variable, most likely) by its flag, before
+    it is taken for a value: `--issuer must not be empty`. `names` are argparse dests."""
+    for name in names:
+        if getattr(args, name) == "":
+            raise CommandError(f"--{name.replace('_', '-')} must not be empty")
+
+
 def load_signer(path: str, issuer: str) -> AgentSigner:
     from pactmw.client import AgentSigner
 
@@ -317,5 +328,6 @@ __all__ = [
     "print_json",
     "printable",
     "reconfigure_output",
+    "refuse_empty",
     "write_all",
 ]

@@ -7,7 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from pactmw.cli._common import Command, CommandError, OutputFile, option, write_all
+from pactmw.cli._common import (
+    Command,
+    CommandError,
+    OutputFile,
+    option,
+    refuse_empty,
+    write_all,
+)
 
 _KEYGEN_HELP = """\
 Generate a personal agent's signing key: the private JWK goes to --out (mode 0600, never
@@ -27,9 +34,7 @@ KEY_ALGORITHMS = ("ES256", "RS256", "EdDSA")
 def run(args: argparse.Namespace) -> int:
     from pactmw.core.jwk import generate_private_jwk
 
-    for flag, value in (("--kid", args.kid), ("--out", args.out), ("--jwks", args.jwks)):
-        if value is not None and not value:  # an empty shell variable, most likely
-            raise CommandError(f"{flag} must not be empty")
+    refuse_empty(args, "kid", "out", "jwks")
     if args.jwks and Path(args.out).resolve() == Path(args.jwks).resolve():
         raise CommandError("--out and --jwks must be different files")
     key = generate_private_jwk(args.alg, kid=args.kid)

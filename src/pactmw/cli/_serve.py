@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
+import ipaddress
 import logging
+import os
 import signal
+import socket
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pactmw.cli._admin import STORE_OPEN_ERRORS, load_settings
 from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
 from pactmw.config import ConfigError
 from pactmw.core.errors import MissingExtra
+
+if TYPE_CHECKING:
+    from pactmw.provider import ProviderSettings
 
 _SERVE_HELP = """\
 Serve the Brands of a TOML configuration as a PACT 1.0 Provider (A2A HTTP+JSON) on uvicorn.
@@ -65,8 +73,53 @@ def port_number(text: str) -> int:
     return port
 
 
+def proxy_addresses(text: str) -> str:
+    """`--forwarded-allow-ips`: '*', or IP addresses and networks separated by commas.
+
+    Checked as an argument: uvicorn keeps any other entry as a name that no TCP peer has, so
+    a typo (a host name, a network with host bits set) would trust no proxy, silently, and
+    the per-address limits would count every client as the proxy.
+    """
+    if text.strip() == "*":
+        return text
+    for entry in (part.strip() for part in text.split(",")):
+        try:
+            if "/" in entry:
+                ipaddress.ip_network(entry)
+            elif entry:  # an empty entry matches nothing, as uvicorn reads it
+                ipaddress.ip_address(entry)
+        except ValueError:
+            problem = f"not an IP address or network: {entry!r}"
+            if entry == "*":
+                problem += " ('*' alone trusts every peer)"
+            with contextlib.suppress(ValueError):
+                network = ipaddress.ip_network(entry, strict=False)
+                problem = f"{entry!r} has host bits set (the network is {network})"
+            raise argparse.ArgumentTypeError(problem) from None
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     require_serve_extra("pactmw serve")
+    if args.forwarded_allow_ips is None and "FORWARDED_ALLOW_IPS" in os.environ:
+        try:  # uvicorn's default for the option: the option's check
+            proxy_addresses(os.environ["FORWARDED_ALLOW_IPS"])
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(f"FORWARDED_ALLOW_IPS: {exc}") from None
+    settings = load_settings(args.config)
+    if not settings.brands:
+        raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
+    listeners = _listen(args.host, args.port)
+    try:
+        return _serve(args, settings, listeners)
+    finally:
+        for listener in listeners:  # uvicorn closes them too, once it has started
+            listener.close()
+
+
+def _serve(
+    args: argparse.Namespace, settings: ProviderSettings, listeners: list[socket.socket]
+) -> int:
     # Imported here: the other subcommands must not need the Provider's dependencies loaded.
     import uvicorn
 
@@ -74,9 +127,6 @@ def run(args: argparse.Namespace) -> int:
     from pactmw.provider import Provider, card_url
     from pactmw.store import parse_store_url
 
-    settings = load_settings(args.config)
-    if not settings.brands:
-        raise CommandError(f"{args.config}: no [brands.ID] table, so there is nothing to serve")
     try:
         provider = Provider.from_settings(settings)
     except ConfigError:
@@ -91,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     for brand in settings.brands:
         log.info("brand %r: card at %s", brand.id, card_url(settings.base_url, brand.id))
     _check_base_url(settings.base_url, args.port, log)
+    for listener in listeners:
+        log.info("listening on http://%s (Ctrl-C stops it)", _address(listener.getsockname()))
 
     config = uvicorn.Config(
         A2AProviderApp(provider),
@@ -109,15 +161,79 @@ def run(args: argparse.Namespace) -> int:
     server = uvicorn.Server(config)
     try:
         with _stop_signals():
-            server.run()
+            server.run(sockets=listeners)
     except _Stopped as stopped:
         log.info("stopped by %s", signal.Signals(stopped.signum).name)
         return 0
-    except SystemExit as exc:  # uvicorn exits (status 3) when it cannot bind the port
+    except SystemExit as exc:  # uvicorn exits (status 3) when the app's startup fails
         return 0 if exc.code in (0, None) else 1
     finally:
         provider.close()
     return 0 if server.started else 1
+
+
+#: What to say, and which option to change, for a socket that cannot listen; any other error
+#: says the system's words and names both options.
+_LISTEN_PROBLEMS = {
+    errno.EADDRINUSE: ("address already in use", "--port chooses another"),
+    errno.EADDRNOTAVAIL: (
+        "no interface of this machine has this address",
+        "--host chooses another",
+    ),
+    errno.EACCES: (
+        "permission denied (a port below 1024 needs privileges)",
+        "--port chooses another",
+    ),
+}
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets listening on every address `host` resolves to ('' for all interfaces), as
+    uvicorn's own would (asyncio's `create_server`), for `uvicorn.Server.run(sockets=...)`.
+
+    Bound here, before anything else starts, so that an address that cannot be had is one
+    line naming it and the option that changes it (exit status 1); uvicorn would log it amid
+    its startup lines and exit. The sockets stay open from the check on: no other process
+    can take the port in between.
+    """
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        unknown = exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None))
+        problem = "unknown host" if unknown else exc.strerror
+        raise CommandError(
+            f"cannot listen on {host}: {problem} (--host chooses another)", 1
+        ) from None
+    listeners: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            listener = socket.socket(family, kind, proto)
+            listeners.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio: one socket per family, not dual stack
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                listener.bind(address)
+                listener.listen(2048)  # uvicorn's default backlog
+            except OSError as exc:
+                problem, option = _LISTEN_PROBLEMS.get(
+                    exc.errno or 0, (exc.strerror or str(exc), "--host and --port choose another")
+                )
+                where = _address((address[0], port))
+                raise CommandError(f"cannot listen on {where}: {problem} ({option})", 1) from None
+    except BaseException:
+        for listener in listeners:
+            listener.close()
+        raise
+    return listeners
+
+
+def _address(sockname: tuple[Any, ...]) -> str:
+    """`host:port` of a socket address, an IPv6 host in brackets."""
+    host, port = sockname[0], sockname[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _Stopped(BaseException):
@@ -188,6 +304,7 @@ COMMAND = Command(
         ),
         option(
             "--forwarded-allow-ips",
+            type=proxy_addresses,
             default=None,
             metavar="ADDRESSES",
             help="comma-separated addresses or networks of the proxies trusted to report the "
@@ -209,6 +326,7 @@ __all__ = [
     "COMMAND",
     "LOG_LEVELS",
     "port_number",
+    "proxy_addresses",
     "require_serve_extra",
     "run",
 ]

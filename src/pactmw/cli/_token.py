@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from pactmw.cli._common import AUDIENCE, ISSUER, Command, CommandError, load_signer, option
+from pactmw.cli._common import (
+    AUDIENCE,
+    ISSUER,
+    Command,
+    CommandError,
+    load_signer,
+    option,
+    refuse_empty,
+)
 
 _SIGN_HELP = """\
 Print a PACT personal-agent JWT (PACT §3.2) signed with a private JWK (or PEM) file: header
@@ -14,6 +22,7 @@ random jti. --audience is the opaque audience the Provider assigned, not a card 
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_empty(args, "key", "issuer", "sub", "audience")
     signer = load_signer(args.key, args.issuer)
     try:
         print(signer.sign(args.sub, args.audience, args.ttl))

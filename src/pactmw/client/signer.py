@@ -39,6 +39,16 @@ DEFAULT_TTL = 120
 DEFAULT_JWKS_PATH = "/.well-known/jwks.json"
 
 
+def _is_key_set(jwk: Mapping[str, Any] | str | bytes) -> bool:
+    """Whether `jwk` is a JWKS document (`{"keys": [...]}`) rather than one key."""
+    if isinstance(jwk, (str, bytes)):
+        try:
+            jwk = json.loads(jwk)
+        except ValueError:
+            return False
+    return isinstance(jwk, Mapping) and "keys" in jwk and "kty" not in jwk
+
+
 @frozen
 class AgentSigner:
     """Signs personal-agent JWTs as `issuer` with one ES256 or RS256 key that has a `kid`.
@@ -69,6 +79,8 @@ class AgentSigner:
         try:
             key = import_private_jwk(jwk)
         except MalformedInput as exc:
+            if _is_key_set(jwk):  # keygen's other file: "no kty" would not say so
+                raise ValueError("a JWKS (the public keys to publish), not a private JWK") from exc
             raise ValueError(f"not a usable private JWK: {exc}") from exc
         if kid is not None and kid != key.kid:
             key = _with_kid(key, kid)

@@ -190,8 +190,11 @@ def check_issuer(issuer: str) -> str | None:
     problem = _url_problem(issuer, "issuer")
     if problem is not None:
         return problem
-    parts = urlsplit(issuer)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(issuer)
+    except ValueError:  # a bracketed host that is no IPv6 address ("http://[::1")
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         return (
             f"issuer must be an absolute http(s) URL, exactly as the agent's tokens have it in "
             f"iss (e.g. https://pa.example): {issuer!r}"

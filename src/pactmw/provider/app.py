@@ -181,7 +181,13 @@ class Provider:
         tool that only revokes grants needs no private key); `audit` receives the delegation
         audit events.
         """
-        store = store or open_store(settings.store)
+        if store is None:
+            try:
+                store = open_store(settings.store)
+            except ValueError as exc:  # a URL of no backend, a DSN that does not parse
+                # A configuration error naming its key, in every front-end (the message
+                # never repeats the URL, which may hold a password).
+                raise ConfigError(f"store: {exc}") from None
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         return cls(
             base_url=settings.base_url,

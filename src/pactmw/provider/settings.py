@@ -116,12 +116,23 @@ class ProviderSettings:
         """
         if not any(brand.delegation is not None for brand in self.brands):
             return None
-        try:
-            if self.signing_key_files:
+        if self.signing_key_files:
+            try:
                 return SigningKeys.from_files(self.signing_key_files)
-            return SigningKeys.development(Path(self.data_dir) / "keys")
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"signing_keys: {exc}") from exc
+            except OSError as exc:  # the file as configured, in the words of the CLI's errors
+                raise ConfigError(
+                    f"signing_keys: cannot read {exc.filename}: {exc.strerror}"
+                ) from exc
+            except ValueError as exc:
+                raise ConfigError(f"signing_keys: {exc}") from exc
+        folder = Path(self.data_dir) / "keys"
+        try:
+            return SigningKeys.development(folder)
+        except (OSError, ValueError) as exc:  # no signing_keys: data_dir is the key to fix
+            problem = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise ConfigError(
+                f"data_dir: cannot write the development signing key to {folder}: {problem}"
+            ) from exc
 
     @classmethod
     def from_mapping(

@@ -27,6 +27,11 @@ class Command(BaseCommand):
         "status 0 done, 1 nothing to do, 2 for bad usage, a bad PACTMW, or a store that "
         "cannot be opened, reached or used."
     )
+    # The command checks PACTMW itself, as it builds the Provider, and says what is wrong in
+    # one line with exit status 2, as `pactmw` and `flask pactmw` do. Django's system checks
+    # would stop it first with status 1 and a report, for a bad PACTMW and for anything else
+    # of the site (a grant must be revocable while an unrelated app is misconfigured).
+    requires_system_checks = ()
 
     def add_arguments(self, parser: CommandParser) -> None:
         topics = parser.add_subparsers(dest="topic", required=True)
@@ -61,7 +66,8 @@ class Command(BaseCommand):
 
     def run_from_argv(self, argv: list[str]) -> None:
         """As `pactmw` does: output into a pipe whose reader has gone (`manage.py pactmw agents
-        list | head -1`) ends the command quietly with exit status 141, not a traceback."""
+        list | head -1`) ends the command quietly with exit status 141, and Ctrl-C (while it
+        imports the Brands' handlers, or the store answers) with 130, not a traceback."""
         try:
             try:
                 super().run_from_argv(argv)
@@ -72,6 +78,8 @@ class Command(BaseCommand):
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)
+        except KeyboardInterrupt:
+            sys.exit(130)  # 128 + SIGINT, what a shell reports for Ctrl-C
 
     def handle(self, *args: Any, **options: Any) -> None:
         for output in (self.stdout, self.stderr):
