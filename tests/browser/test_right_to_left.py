@@ -86,7 +86,7 @@ def test_an_arabic_catalog_mirrors_the_pages(browser: WebDriver, tmp_path: Path)
         assert violations == [], violations
 
         allow.click()
-        assert result_heading(browser).text == "Connected"
+        assert result_heading(browser).text == "تم الاتصال"
         screenshot(browser, "rtl-result.png")
         site.poll_token(asked["device_code"])
 
@@ -98,6 +98,22 @@ def test_an_arabic_catalog_mirrors_the_pages(browser: WebDriver, tmp_path: Path)
         label = box(browser, card.find_element(By.TAG_NAME, "dt"))
         value = box(browser, card.find_element(By.TAG_NAME, "dd"))
         assert label["left"] > value["right"], (label, value)
+        # A date ("3 December 2026", English words) reads in its own order, day first, not
+        # reordered by the page's direction ("December 2026 3").
+        date = card.find_element(By.TAG_NAME, "time")
+        day = date.text.split(" ", 1)[0]
+        day_box, rest_box = (
+            browser.execute_script(
+                "const range = document.createRange(), text = arguments[0].firstChild;"
+                "range.setStart(text, arguments[1]); range.setEnd(text, arguments[2]);"
+                "return range.getBoundingClientRect().left",
+                date,
+                start,
+                end,
+            )
+            for start, end in ((0, len(day)), (len(day) + 1, len(date.text)))
+        )
+        assert day_box < rest_box, (date.text, day_box, rest_box)
         origin = card.find_element(By.CSS_SELECTOR, "dd code")
         assert direction(browser, origin) == "ltr"
         assert origin.text == "https://pa.example"

@@ -260,6 +260,20 @@ ARABIC = {
     "Expires": "ينتهي",
     "It can:": "يمكنه:",
     "Revoke %(agent)s": "إلغاء %(agent)s",
+    "These personal agents can act for you here. Revoking one stops it at its next request.": (
+        "يمكن لهؤلاء الوكلاء الشخصيين التصرف نيابةً عنك هنا. إلغاء أحدهم يوقفه عند طلبه التالي."
+    ),
+    "Not yet": "ليس بعد",
+    "Connected": "تم الاتصال",
+    "You allowed %(agent)s to act for you at %(brand)s.": (
+        "سمحت لـ %(agent)s بالتصرف نيابةً عنك لدى %(brand)s."
+    ),
+    "%(agent)s can now do this for you at %(brand)s until %(until)s:": (
+        "يمكن لـ %(agent)s الآن فعل ما يلي نيابةً عنك لدى %(brand)s حتى %(until)s:"
+    ),
+    "You can revoke it at any time on your": "يمكنك إلغاؤه في أي وقت من",
+    "connected agents page": "صفحة الوكلاء المتصلين",
+    "You can close this page.": "يمكنك إغلاق هذه الصفحة.",
 }
 
 
@@ -343,7 +357,7 @@ def test_default_pages_label_every_control_and_keep_a_heading() -> None:
             until=1_800_000_000.0,
         )
     )
-    assert '<time datetime="2027-01-15T08:00:00Z">15 January 2027</time>' in result
+    assert '<time datetime="2027-01-15T08:00:00Z" dir="auto">15 January 2027</time>' in result
     assert result.count("<h1>") == 1
 
 
