@@ -126,7 +126,7 @@ def isolated(text: str) -> str:
 
 #: The languages written right to left when their tag names no script: those of CLDR 49
 #: (Babel 2.19's `Locale.text_direction`) whose default script is right to left.
-RIGHT_TO_LEFT_LANGUAGES = frozenset(
+_RIGHT_TO_LEFT_LANGUAGES = frozenset(
     {
         "apc", "ar", "ary", "bal", "bgn", "bqi", "brh", "ckb", "dv", "fa", "he", "ks", "lrc",
         "mzn", "nqo", "ps", "rhg", "sd", "sdh", "skr", "syr", "trw", "ug", "ur", "yi",
@@ -134,7 +134,7 @@ RIGHT_TO_LEFT_LANGUAGES = frozenset(
 )  # fmt: skip
 #: The right-to-left scripts of CLDR 49's locales (ISO 15924): a tag's script subtag decides
 #: (pa-Arab is right to left, sd-Deva left to right).
-RIGHT_TO_LEFT_SCRIPTS = frozenset({"adlm", "arab", "hebr", "nkoo", "rohg", "syrc", "thaa"})
+_RIGHT_TO_LEFT_SCRIPTS = frozenset({"adlm", "arab", "hebr", "nkoo", "rohg", "syrc", "thaa"})
 
 
 def text_direction(language: str) -> Literal["ltr", "rtl"]:
@@ -148,8 +148,8 @@ def text_direction(language: str) -> Literal["ltr", "rtl"]:
     dependency; hence the tables above."""
     subtags = language.strip().lower().replace("_", "-").split("-")
     if len(subtags) > 1 and len(subtags[1]) == 4 and subtags[1].isalpha():
-        return "rtl" if subtags[1] in RIGHT_TO_LEFT_SCRIPTS else "ltr"
-    return "rtl" if subtags[0] in RIGHT_TO_LEFT_LANGUAGES else "ltr"
+        return "rtl" if subtags[1] in _RIGHT_TO_LEFT_SCRIPTS else "ltr"
+    return "rtl" if subtags[0] in _RIGHT_TO_LEFT_LANGUAGES else "ltr"
 
 
 TemplateFolders = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
