@@ -133,3 +133,5 @@ def test_the_user_code_is_typed_left_to_right_on_an_arabic_page(
         screenshot(browser, "rtl-code-entry.png")
         assert browser.find_element(By.TAG_NAME, "html").get_attribute("dir") == "rtl"
         assert direction(browser, field) == "ltr"
+        violations: list[dict[str, Any]] = axe_violations(browser)
+        assert violations == [], violations
