@@ -319,6 +319,19 @@ def test_a_left_to_right_catalog_leaves_the_direction_alone(language: str) -> No
     assert ' dir="rtl"' not in page
 
 
+def test_a_brand_page_that_sets_its_own_language_gets_its_direction(tmp_path: Path) -> None:
+    """A Brand page overriding the `lang` block (a Hebrew page without a catalog) is laid out
+    right to left too: the direction follows the block, not only the catalog."""
+    folder = tmp_path / "brand-templates"
+    (folder / "pactmw").mkdir(parents=True)
+    (folder / "pactmw" / "error.html").write_text(
+        '{% extends "pactmw/base.html" %}{% block lang %}he{% endblock %}'
+        "{% block content %}<h1>{{ title }}</h1>{% endblock %}"
+    )
+    page = ConsentPages(folder).error("שגיאה", "")
+    assert '<html lang="he" dir="rtl">' in page
+
+
 def test_the_user_code_stays_left_to_right_on_a_right_to_left_page() -> None:
     """The code a person types is written left to right in every language. (An origin's
     `<code>` is made left to right by the pages' style: it is inside translated sentences,
