@@ -224,10 +224,12 @@ def serve_site(
     scopes: dict[str, str] = SCOPES,
     detail_types: tuple[AuthorizationDetailType, ...] = (),
     consent_rate_limit: RateLimit | None = None,
+    pages: ConsentPages | None = None,
 ) -> Iterator[Site]:
     """The host app and Provider on uvicorn; one registered personal agent, `agent_name` from
     `issuer`, asking for `scopes` (with authorization details of `detail_types`); the pages'
-    rate limit is `consent_rate_limit` (the Provider's default when None)."""
+    rate limit is `consent_rate_limit` (the Provider's default when None); the pages are
+    `pages` (the default English ones when None)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     tools = ToolRegistry()
@@ -246,6 +248,7 @@ def serve_site(
         tools=tools,
         interval=INTERVAL,
         authorization_details=detail_types,
+        pages=pages if pages is not None else ConsentPages(),
     )
     store = open_store(f"sqlite:///{tmp_path}/store.db")
     provider = Provider(

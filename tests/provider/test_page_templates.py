@@ -230,6 +230,118 @@ def test_a_catalog_translates_the_pages() -> None:
     assert "Look up your orders" in consent  # the Brand's own words stay as configured
 
 
+def compiled(catalog: Catalog) -> gettext.GNUTranslations:
+    """`catalog` compiled to a .mo (with Babel) and loaded, as a Brand ships one."""
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog)
+    buffer.seek(0)
+    return gettext.GNUTranslations(buffer)
+
+
+#: Some of the pages' sentences in Arabic (a Brand's translator writes the markup a msgid has).
+ARABIC = {
+    "Connect your personal agent": "اربط وكيلك الشخصي",
+    "Enter the code your personal agent showed you.": "أدخل الرمز الذي أظهره لك وكيلك الشخصي.",
+    "Continue": "متابعة",
+    "%(agent)s wants to act for you at %(brand)s": "يريد %(agent)s التصرف نيابةً عنك لدى %(brand)s",
+    "The personal agent from <code>%(origin)s</code> is asking.": (
+        "الوكيل الشخصي من <code>%(origin)s</code> هو من يطلب."
+    ),
+    "You are signed in to %(brand)s as <strong>%(who)s</strong>.": (
+        "أنت مسجَّل الدخول إلى %(brand)s باسم <strong>%(who)s</strong>."
+    ),
+    "Untick anything you do not want to allow:": "ألغِ تحديد ما لا تريد السماح به:",
+    "Allow": "السماح",
+    "Deny": "الرفض",
+    "Agents connected to %(brand)s": "الوكلاء المتصلون بـ %(brand)s",
+    "From": "من",
+    "Connected since": "متصل منذ",
+    "Last used": "آخر استخدام",
+    "Expires": "ينتهي",
+    "It can:": "يمكنه:",
+    "Revoke %(agent)s": "إلغاء %(agent)s",
+    "These personal agents can act for you here. Revoking one stops it at its next request.": (
+        "يمكن لهؤلاء الوكلاء الشخصيين التصرف نيابةً عنك هنا. إلغاء أحدهم يوقفه عند طلبه التالي."
+    ),
+    "Not yet": "ليس بعد",
+    "Connected": "تم الاتصال",
+    "You allowed %(agent)s to act for you at %(brand)s.": (
+        "سمحت لـ %(agent)s بالتصرف نيابةً عنك لدى %(brand)s."
+    ),
+    "%(agent)s can now do this for you at %(brand)s until %(until)s:": (
+        "يمكن لـ %(agent)s الآن فعل ما يلي نيابةً عنك لدى %(brand)s حتى %(until)s:"
+    ),
+    "You can revoke it at any time on your": "يمكنك إلغاؤه في أي وقت من",
+    "connected agents page": "صفحة الوكلاء المتصلين",
+    "You can close this page.": "يمكنك إغلاق هذه الصفحة.",
+}
+
+
+def catalog_for(language: str) -> gettext.GNUTranslations:
+    """A catalog whose translator wrote `language` as the pages' language (msgid "en"), with
+    a few words in it: Arabic ones for an Arabic tag, Hebrew for Hebrew, English otherwise."""
+    catalog = Catalog(locale=language.replace("-", "_").split("_")[0], domain="pactmw")
+    catalog.add("en", language)
+    if language.startswith("ar"):
+        for english, arabic in ARABIC.items():
+            catalog.add(english, arabic)
+    elif language.startswith("he"):
+        catalog.add("Connect your personal agent", "חבר את הסוכן האישי שלך")
+        catalog.add("Allow", "לאשר")
+    return compiled(catalog)
+
+
+#: Written right to left (CLDR's right-to-left locales): a language subtag, in any case, with a
+#: region in either spelling, or an Arabic script subtag (Panjabi as written in Pakistan).
+RIGHT_TO_LEFT = ("ar", "he", "fa", "ur", "ps", "yi", "dv", "ckb", "ar-EG", "ar_EG", "AR", "pa-Arab")
+#: Written left to right: English and French, Hausa (Latin in CLDR; Arabic only as ha-Arab),
+#: Sindhi in Devanagari (a right-to-left language in another script), Panjabi (Gurmukhi).
+LEFT_TO_RIGHT = ("en", "fr", "ha", "sd-Deva", "pa")
+
+
+@pytest.mark.parametrize("language", RIGHT_TO_LEFT)
+def test_a_right_to_left_catalog_sets_the_pages_direction(language: str) -> None:
+    """`<html dir="rtl">` when the catalog's language is written right to left: the browser
+    then lays the page out from the right, punctuation included, on every page."""
+    pages = ConsentPages(translations=catalog_for(language))
+    for page in (
+        pages.code_entry("https://shop.example/consent"),
+        pages.consent(view()),
+        pages.error("That did not work", "Try again."),
+    ):
+        assert f'<html lang="{language}" dir="rtl">' in page
+
+
+@pytest.mark.parametrize("language", LEFT_TO_RIGHT)
+def test_a_left_to_right_catalog_leaves_the_direction_alone(language: str) -> None:
+    page = ConsentPages(translations=catalog_for(language)).consent(view())
+    assert f'<html lang="{language}">' in page
+    assert ' dir="rtl"' not in page
+
+
+def test_a_brand_page_that_sets_its_own_language_gets_its_direction(tmp_path: Path) -> None:
+    """A Brand page overriding the `lang` block (a Hebrew page without a catalog) is laid out
+    right to left too: the direction follows the block, not only the catalog."""
+    folder = tmp_path / "brand-templates"
+    (folder / "pactmw").mkdir(parents=True)
+    (folder / "pactmw" / "error.html").write_text(
+        '{% extends "pactmw/base.html" %}{% block lang %}he{% endblock %}'
+        "{% block content %}<h1>{{ title }}</h1>{% endblock %}"
+    )
+    page = ConsentPages(folder).error("שגיאה", "")
+    assert '<html lang="he" dir="rtl">' in page
+
+
+def test_the_user_code_stays_left_to_right_on_a_right_to_left_page() -> None:
+    """The code a person types is written left to right in every language. (An origin's
+    `<code>` is made left to right by the pages' style: it is inside translated sentences,
+    whose msgids stay as they are; tests/browser/test_right_to_left.py checks it.)"""
+    pages = ConsentPages(translations=catalog_for("ar"))
+    entry = pages.code_entry("https://shop.example/consent", code="ABCD-EFGH")
+    assert '<input id="user_code" dir="ltr"' in entry
+    assert "اربط وكيلك الشخصي" in entry
+
+
 # -- accessibility of the default templates -----------------------------------------------------
 
 
@@ -258,7 +370,7 @@ def test_default_pages_label_every_control_and_keep_a_heading() -> None:
             until=1_800_000_000.0,
         )
     )
-    assert '<time datetime="2027-01-15T08:00:00Z">15 January 2027</time>' in result
+    assert '<time datetime="2027-01-15T08:00:00Z" dir="auto">15 January 2027</time>' in result
     assert result.count("<h1>") == 1
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from attrs import frozen
 
@@ -124,6 +124,34 @@ def isolated(text: str) -> str:
     return f"\u2068{text}\u2069"
 
 
+#: The languages written right to left when their tag names no script: those of CLDR 49
+#: (Babel 2.19's `Locale.text_direction`) whose default script is right to left.
+_RIGHT_TO_LEFT_LANGUAGES = frozenset(
+    {
+        "apc", "ar", "ary", "bal", "bgn", "bqi", "brh", "ckb", "dv", "fa", "he", "ks", "lrc",
+        "mzn", "nqo", "ps", "rhg", "sd", "sdh", "skr", "syr", "trw", "ug", "ur", "yi",
+    }
+)  # fmt: skip
+#: The right-to-left scripts of CLDR 49's locales (ISO 15924): a tag's script subtag decides
+#: (pa-Arab is right to left, sd-Deva left to right).
+_RIGHT_TO_LEFT_SCRIPTS = frozenset({"adlm", "arab", "hebr", "nkoo", "rohg", "syrc", "thaa"})
+
+
+def text_direction(language: str) -> Literal["ltr", "rtl"]:
+    """The direction the language tag `language` ("ar", "he-IL", "pa_Arab") is written in:
+    from its script subtag when it has one, else from its language.
+
+    The pages take their direction from the language the catalog declares (its msgid "en"),
+    as Django's LANGUAGE_BIDI does from the active language, rather than from a second
+    "ltr"/"rtl" msgid a translator must also know to translate: one tag sets both `lang` and
+    `dir`, so they cannot disagree. Babel knows the direction too, but is no runtime
+    dependency; hence the tables above."""
+    subtags = language.strip().lower().replace("_", "-").split("-")
+    if len(subtags) > 1 and len(subtags[1]) == 4 and subtags[1].isalpha():
+        return "rtl" if subtags[1] in _RIGHT_TO_LEFT_SCRIPTS else "ltr"
+    return "rtl" if subtags[0] in _RIGHT_TO_LEFT_LANGUAGES else "ltr"
+
+
 TemplateFolders = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
@@ -156,7 +184,12 @@ class ConsentPages:
             folders=folders,
             loader=loader,
             translations=translations,
-            filters={"date": date_text, "isodate": isodate, "isolated": isolated},
+            filters={
+                "date": date_text,
+                "isodate": isodate,
+                "isolated": isolated,
+                "direction": text_direction,
+            },
         )
 
     def translate(self, message: str, **params: object) -> str:
@@ -218,4 +251,5 @@ __all__ = [
     "date_text",
     "isodate",
     "isolated",
+    "text_direction",
 ]
