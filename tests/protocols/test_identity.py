@@ -698,6 +698,29 @@ def test_open_mode_with_hostile_issuers_is_a_refusal_not_a_crash(
 # -- logging ------------------------------------------------------------------------------------
 
 
+def test_open_mode_logs_a_hostile_issuer_or_jwks_uri_escaped_and_cut_short(
+    tls_server: JwksServer, es_key: PrivateJWK, caplog: pytest.LogCaptureFixture
+) -> None:
+    # In open mode the token's `iss` picks the discovery URL, and the discovered document the
+    # JWKS URI: the failures' WARNING lines quote both.
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    hostile_issuer = tls_server.base_url + "/" + HOSTILE
+    assert refused(_open_verifier().verify, bearer(es_key, claims(iss=hostile_issuer))) == (
+        "unknown_issuer"
+    )
+    issuer = tls_server.base_url
+    tls_server.set_json(
+        "/.well-known/openid-configuration",
+        {"issuer": issuer, "jwks_uri": tls_server.base_url + "/" + HOSTILE},
+    )
+    assert refused(_open_verifier().verify, bearer(es_key, claims(iss=issuer))) == (
+        "jwks_unavailable"
+    )
+    messages = assert_logs_tame(caplog.records)
+    assert any(m.startswith("OIDC discovery failed for https://") for m in messages)
+    assert any(m.startswith("JWKS fetch failed: reason=jwks_unavailable uri=") for m in messages)
+
+
 def test_refusals_are_logged_by_reason_and_tokens_never_logged(
     verify: Verify, server: JwksServer, es_key: PrivateJWK, caplog: pytest.LogCaptureFixture
 ) -> None:
