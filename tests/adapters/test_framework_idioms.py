@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -38,6 +39,7 @@ from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
+from tests.support.logs import HOSTILE, assert_logs_tame
 from tests.support.net import loopback_client
 from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
 
@@ -601,3 +603,29 @@ def test_misconfiguration_refusals_log_at_warning_routine_ones_at_info(
         assert sent.split(".")[1] not in caplog.text
         issuer = "https://unknown.example" if reason == "unknown_issuer" else ISSUER
         assert f"issuer={issuer}" in message
+
+
+def test_a_hostile_issuer_or_path_cannot_forge_hide_or_flood_a_log_line(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # What the caller wrote (a token's `iss`, a path) reaches the log escaped and cut short.
+    async def outside(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    verifier = guard_from_mapping(settings).verifier
+    unguarded = Starlette(
+        routes=[Route("/outside/{rest}", asgi.requires("personal_agent")(outside))],
+        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=verifier)],
+    )
+    stranger = AgentKey.generate("ES256", "stranger")
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    with uvicorn_server(_backend_app(settings)) as base, loopback_client(base_url=base) as client:
+        for issuer in (HOSTILE, "https://" + HOSTILE):
+            assert_refused(client.get("/pa", headers=bearer(stranger.sign(claims(issuer)))))
+    with uvicorn_server(unguarded) as base, loopback_client(base_url=base) as client:
+        path = "/outside/" + quote(HOSTILE, safe="")
+        assert_refused(client.get(path, headers=bearer(token(world))))
+    messages = assert_logs_tame(caplog.records)
+    assert sum(m.startswith("personal agent refused: reason=unknown_issuer") for m in messages) == 2
+    (warned,) = [m for m in messages if m.startswith("requires() on /outside/x")]
+    assert "forged\\x1b[2K" in warned  # the URL drops the newline on the way; ESC remains

@@ -16,6 +16,7 @@ from pactmw.core.encoding import (
     b64url_encode,
     json_dumps,
     json_loads,
+    loggable,
     printable,
 )
 from pactmw.core.errors import MalformedInput
@@ -300,3 +301,11 @@ def test_printable_escapes_control_characters_only() -> None:
     text = "Acme\x1b[31m\r\nCafé\x7f\x85\t"
     assert printable(text) == "Acme\\x1b[31m\\r\\nCafé\\x7f\\x85\\t"
     assert printable("Café ✓ 北京") == "Café ✓ 北京"
+
+
+def test_loggable_is_printable_and_cut_short_with_a_marker() -> None:
+    assert loggable("https://pa.example") == "https://pa.example"  # ordinary: unchanged
+    assert loggable("a\nb\x1b[8m") == "a\\nb\\x1b[8m"
+    assert loggable("x" * 200) == "x" * 200
+    assert loggable("\n" + "x" * 300) == "\\n" + "x" * 198 + "...(302 chars)"
+    assert loggable(ValueError("bad\r")) == "bad\\r"

@@ -50,6 +50,7 @@ from tests.parafe_integration.support import (
 )
 from tests.parafe_integration.test_handshake import issue_options
 from tests.support.clock import FakeClock
+from tests.support.logs import HOSTILE, assert_logs_tame
 
 MANDATE = "eyJhbGciOiJFUzI1NiJ9.eyJfc2RfYWxnIjoic2hhLTI1NiJ9.c2ln~WyJzIiwiYSIsMV0~"
 
@@ -371,3 +372,15 @@ def test_closing_with_the_broker_down_gives_up_on_time_and_counts_the_rest(
     assert drained == (filer.outcomes["dropped"] == 0)
     if filer.outcomes["dropped"]:
         assert "not filed" in caplog.text
+
+
+def test_a_refused_filings_code_cannot_flood_a_log_line(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    session_id, (receipt,) = signed_receipts(world, 1)
+    world.broker.filing_answer = lambda record: (400, {"error": HOSTILE})
+    with caplog.at_level(logging.WARNING, logger="pactmw"):
+        filing = file_batches(world, [Filing(session_id, receipt)])
+    assert filing.outcomes["rejected"] == 1
+    messages = assert_logs_tame(caplog.records)
+    assert any(m.startswith("Parafé receipt filing refused: 400 x\\n") for m in messages)

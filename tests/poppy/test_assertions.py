@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from pactmw.store import SqliteStore
 from tests.poppy.conftest import AGENT_DOMAIN, conformance_cases
 from tests.support.clock import FakeClock
 from tests.support.jwks_server import JwksServer, Mode
+from tests.support.logs import HOSTILE, assert_logs_tame
 from tests.support.tls import TestCA
 
 ISSUER = "https://shop.example/poppy/shop"
@@ -367,3 +369,35 @@ def test_async_drivers(agent: AgentIdentity, clients: ClientMetadataCache, tmp_p
             await verifier.averify_client(client_form(agent, client_assertion))
 
     asyncio.run(run())
+
+
+def test_a_hostile_client_id_or_metadata_cannot_forge_hide_or_flood_a_log_line(
+    verifier: AssertionVerifier,
+    agent: AgentIdentity,
+    agent_site: JwksServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The refusal names the client the caller claims and why: both the caller's text.
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    claims = sdk_claims(agent, "client_assertion", NOW)
+    for client_id in (HOSTILE, f"https://{AGENT_DOMAIN}/{HOSTILE}", agent.client_id):
+        form = {
+            "client_id": client_id,
+            "client_assertion_type": CLIENT_ASSERTION_TYPE,
+            "client_assertion": sdk_signed(agent, {**claims, "iss": client_id, "sub": HOSTILE}),
+        }
+        with pytest.raises(PoppyError):
+            verifier.verify_client(form)
+    # A document the agent's site serves: its text quoted in the refusal.
+    hostile_site = f"https://{AGENT_DOMAIN}/hostile.json"
+    agent_site.set_json("/hostile.json", {**agent.metadata, "client_id": HOSTILE})
+    form = {
+        "client_id": hostile_site,
+        "client_assertion_type": CLIENT_ASSERTION_TYPE,
+        "client_assertion": sdk_signed(agent, {**claims, "iss": hostile_site, "sub": hostile_site}),
+    }
+    with pytest.raises(PoppyError):
+        verifier.verify_client(form)
+    messages = assert_logs_tame(caplog.records)
+    assert sum(m.startswith("assertion refused: error=invalid_client") for m in messages) >= 4
+    assert any(m.startswith("client metadata refused: reason=client_id_mismatch") for m in messages)

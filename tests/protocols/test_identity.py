@@ -39,6 +39,7 @@ from pactmw.protocols.identity import (
 from pactmw.store import MemoryStore, SqliteStore
 from tests.support.clock import FakeClock
 from tests.support.jwks_server import JwksServer, Mode
+from tests.support.logs import HOSTILE, assert_logs_tame
 
 NOW = 1_800_000_000
 ISS = "https://pa.example"
@@ -697,6 +698,29 @@ def test_open_mode_with_hostile_issuers_is_a_refusal_not_a_crash(
 # -- logging ------------------------------------------------------------------------------------
 
 
+def test_open_mode_logs_a_hostile_issuer_or_jwks_uri_escaped_and_cut_short(
+    tls_server: JwksServer, es_key: PrivateJWK, caplog: pytest.LogCaptureFixture
+) -> None:
+    # In open mode the token's `iss` picks the discovery URL, and the discovered document the
+    # JWKS URI: the failures' WARNING lines quote both.
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    hostile_issuer = tls_server.base_url + "/" + HOSTILE
+    assert refused(_open_verifier().verify, bearer(es_key, claims(iss=hostile_issuer))) == (
+        "unknown_issuer"
+    )
+    issuer = tls_server.base_url
+    tls_server.set_json(
+        "/.well-known/openid-configuration",
+        {"issuer": issuer, "jwks_uri": tls_server.base_url + "/" + HOSTILE},
+    )
+    assert refused(_open_verifier().verify, bearer(es_key, claims(iss=issuer))) == (
+        "jwks_unavailable"
+    )
+    messages = assert_logs_tame(caplog.records)
+    assert any(m.startswith("OIDC discovery failed for https://") for m in messages)
+    assert any(m.startswith("JWKS fetch failed: reason=jwks_unavailable uri=") for m in messages)
+
+
 def test_refusals_are_logged_by_reason_and_tokens_never_logged(
     verify: Verify, server: JwksServer, es_key: PrivateJWK, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -990,3 +1014,23 @@ def test_cached_reads_a_memory_stores_switch_and_never_a_blocking_registry(
         assert blocking.cached(header) is None  # its switch is a store read: averify's
     finally:
         sqlite.close()
+
+
+def test_a_hostile_issuer_or_kid_cannot_forge_hide_or_flood_a_log_line(
+    verify: Verify, es_key: PrivateJWK, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The refusal quotes the unverified token's `iss`: the caller wrote it.
+    caplog.set_level(logging.DEBUG)
+    for header in (
+        bearer(es_key, claims(iss=HOSTILE)),
+        bearer(es_key, claims(iss="https://" + HOSTILE)),
+        bearer(es_key, kid=HOSTILE),
+    ):
+        caplog.clear()
+        refused(verify, header)
+        messages = assert_logs_tame(caplog.records)
+        assert any(m.startswith("personal agent refused: reason=") for m in messages)
+    # An ordinary value is logged as before.
+    caplog.clear()
+    refused(verify, bearer(es_key, claims(iss="https://stranger.example")))
+    assert "issuer=https://stranger.example brand=-" in caplog.text

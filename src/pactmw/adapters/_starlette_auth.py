@@ -19,6 +19,7 @@ from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
 from pactmw.adapters._common import instance_or_none, make_guard, scope_refusal
+from pactmw.core.encoding import loggable
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
@@ -134,7 +135,7 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
                 "requires() on %s found no authentication: it reads what "
                 "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
                 "under its prefix, verified; elsewhere use personal_agent_required(verifier)",
-                request.url.path,
+                loggable(request.url.path),  # the caller's path (a Mount's `{param}`)
             )
         held = set(request.auth.scopes) if "auth" in request.scope else set()
         missing = [scope for scope in wanted if scope not in held]

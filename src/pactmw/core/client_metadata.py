@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import bidi_control_in, json_loads
+from pactmw.core.encoding import bidi_control_in, json_loads, loggable
 from pactmw.core.errors import FetchError, MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, http_get
 from pactmw.core.jwk import PublicJWK
@@ -221,8 +221,8 @@ class ClientMetadataCache(DocumentCache[_Answer]):
             logger.warning(
                 "client metadata refused: reason=%s client_id=%s error=%r",
                 exc.code,
-                client_id,
-                str(exc),
+                loggable(client_id),  # any URL a caller names, and what its host answered
+                loggable(str(exc)),
             )
             return _Answer(None, exc, now + self.failure_ttl)
         return _Answer(metadata, None, now + self.cache_policy.ttl(response.headers), now)
@@ -254,8 +254,8 @@ class ClientMetadataCache(DocumentCache[_Answer]):
         logger.warning(
             "client metadata refetch failed: reason=unfetchable client_id=%s error=%r "
             "state=keeping the document verified before",
-            client_id,
-            str(exc) if isinstance(exc, FetchError) else type(exc).__name__,
+            loggable(client_id),
+            loggable(str(exc)) if isinstance(exc, FetchError) else type(exc).__name__,
         )
         # Ask again after `failure_ttl` (one fetch, not one per request, while the host is
         # down), and never later than the bound, which is checked at that refetch.

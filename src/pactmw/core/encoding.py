@@ -309,9 +309,25 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda control: control[0].encode("unicode_escape").decode(), text)
 
 
+#: The most characters of one request-controlled value a log line carries.
+LOGGABLE_LIMIT = 200
+
+
+def loggable(value: object, limit: int = LOGGABLE_LIMIT) -> str:
+    """`value` (text a request controls: an issuer, a `client_id`, a code) for a log line:
+    `printable`, and cut to `limit` characters with a `...(N chars)` marker, so that it can
+    neither forge a line, drive the terminal of a `tail -f`, nor flood the log. An ordinary
+    value comes out unchanged, so the lines operators grep for keep their wording."""
+    text = printable(value if isinstance(value, str) else str(value))
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...({len(text)} chars)"
+
+
 __all__ = [
     "B64URL_ALPHABET",
     "COMPACT_JWS_TO_STANDARD",
+    "LOGGABLE_LIMIT",
     "MAX_JSON_DEPTH",
     "b64_decode_translated",
     "b64url_decode",
@@ -323,6 +339,7 @@ __all__ = [
     "json_dumps",
     "json_loads",
     "json_number",
+    "loggable",
     "printable",
     "sha256",
     "uuid4_text",

@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 from attrs import frozen
 
 from pactmw.core._shared_fetch import FetchRules, SharedFetches
-from pactmw.core.encoding import json_loads
+from pactmw.core.encoding import json_loads, loggable
 from pactmw.core.errors import FetchError, KeyUnavailable, MalformedInput
 from pactmw.core.fetch import FetchPolicy, FetchResponse, http_get, max_age
 from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
@@ -150,14 +150,14 @@ class JwksCache(DocumentCache[_Entry]):
             if isinstance(exc, (FetchError, MalformedInput)):
                 logger.warning(
                     "JWKS fetch failed: reason=jwks_unavailable uri=%s error=%r state=%s",
-                    uri,
-                    str(exc),
+                    loggable(uri),
+                    loggable(str(exc)),
                     state,
                 )
             else:
                 logger.exception(
                     "JWKS fetch failed unexpectedly: reason=jwks_unavailable uri=%s state=%s",
-                    uri,
+                    loggable(uri),
                     state,
                 )
             if previous is None:
@@ -242,10 +242,11 @@ class DiscoveryCache(DocumentCache[_Discovered]):
         try:
             document = json_loads(self._fetcher(url, self.fetch_policy).body)
         except (FetchError, MalformedInput) as exc:
-            logger.warning("OIDC discovery failed for %s: %s", issuer, exc)
+            # The issuer is what a token named (discovery runs for unregistered ones too).
+            logger.warning("OIDC discovery failed for %s: %s", loggable(issuer), loggable(exc))
             return None
         if not isinstance(document, dict) or document.get("issuer") != issuer:
-            logger.warning("OIDC discovery for %s: issuer mismatch", issuer)
+            logger.warning("OIDC discovery for %s: issuer mismatch", loggable(issuer))
             return None
         jwks_uri = document.get("jwks_uri")
         if not isinstance(jwks_uri, str) or not jwks_uri.startswith("https://"):
@@ -273,7 +274,7 @@ class DiscoveryCache(DocumentCache[_Discovered]):
         try:
             answer = self._documents.get(issuer, self._stale)
         except FetchError as exc:  # waited too long for another caller's fetch
-            logger.warning("%s", exc)
+            logger.warning("%s", loggable(exc))
             return None
         return answer.jwks_uri if answer is not None else None
 
@@ -283,7 +284,7 @@ class DiscoveryCache(DocumentCache[_Discovered]):
         try:
             answer = await self._documents.aget(issuer, self._stale)
         except FetchError as exc:
-            logger.warning("%s", exc)
+            logger.warning("%s", loggable(exc))
             return None
         return answer.jwks_uri if answer is not None else None
 

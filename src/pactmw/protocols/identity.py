@@ -24,7 +24,7 @@ from typing import Any
 from attrs import field, frozen
 
 from pactmw.core.drive import adrive, drive
-from pactmw.core.encoding import b64url_decode_segment, is_storable_text, json_loads
+from pactmw.core.encoding import b64url_decode_segment, is_storable_text, json_loads, loggable
 from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
 from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_with_any
 from pactmw.core.jwk import PublicJWK
@@ -481,8 +481,8 @@ def log_refusal(exc: AuthenticationFailed, brand: str | None = None) -> None:
             level,
             "personal agent refused: reason=%s issuer=%s brand=%s",
             exc.reason,
-            exc.issuer or "-",
-            brand or "-",
+            loggable(exc.issuer or "-"),  # the unverified token's: the caller wrote it
+            loggable(brand or "-"),
         )
 
 

@@ -33,7 +33,7 @@ from attrs import field, frozen
 
 from pactmw.core.client_metadata import ClientMetadata, ClientMetadataCache, ClientMetadataError
 from pactmw.core.drive import adrive, drive
-from pactmw.core.encoding import is_storable_text, json_number
+from pactmw.core.encoding import is_storable_text, json_number, loggable
 from pactmw.core.errors import JoseError, KeyUnavailable
 from pactmw.core.jose import HeaderCache, parse_compact, verify_with_any
 from pactmw.core.jwk import PublicJWK
@@ -284,9 +284,13 @@ class AssertionVerifier:
 
 
 def _log(exc: PoppyError, client_id: str | None) -> None:
-    # The reason and the client, never the assertion (GUIDE-secrets-01).
+    # The reason and the client, never the assertion (GUIDE-secrets-01); both quote what the
+    # caller sent, so `loggable`.
     logger.info(
-        "assertion refused: error=%s client_id=%s reason=%r", exc.error, client_id, exc.detail
+        "assertion refused: error=%s client_id=%s reason=%r",
+        exc.error,
+        loggable(client_id),
+        loggable(exc.detail),
     )
 
 

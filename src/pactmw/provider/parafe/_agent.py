@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pactmw.core.encoding import loggable
 from pactmw.core.http import Response
 from pactmw.protocols.parafe import (
     BrokerKeys,
@@ -119,7 +120,9 @@ class ParafeAgent:
         try:
             receipt = self.receipt_verifier.verify_session_receipt(member.receipt)
         except ParafeError as exc:
-            logger.info("Parafé session_closed with an invalid session receipt: %s", exc.code)
+            logger.info(
+                "Parafé session_closed with an invalid session receipt: %s", loggable(exc.code)
+            )
             return None
         if receipt.session_id != member.session_id:
             logger.info("Parafé session_closed: the receipt names another session")

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from attrs import field, frozen
 
-from pactmw.core.encoding import printable
+from pactmw.core.encoding import loggable
 from pactmw.core.errors import FetchError
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK
@@ -219,7 +219,7 @@ class ReceiptFiler:
             return "failed"
         result = filing_result(answer.status, answer.body)
         if result is None:
-            code = printable(error_code(answer.body) or "no code")  # the broker's text
+            code = loggable(error_code(answer.body) or "no code")  # the broker's text
             logger.warning("Parafé receipt filing refused: %s %s", answer.status, code)
             return "rejected" if answer.status < 500 and answer.status != 429 else "failed"
         duplicate, acknowledgment = result
@@ -240,7 +240,9 @@ class ReceiptFiler:
                     )
                 )
             except ParafeError as exc:
-                logger.warning("Parafé receipt filing: the acknowledgment fails: %s", exc.code)
+                logger.warning(
+                    "Parafé receipt filing: the acknowledgment fails: %s", loggable(exc.code)
+                )
                 self.outcomes["unacknowledged"] += 1
         return "duplicate" if duplicate else "filed"
 

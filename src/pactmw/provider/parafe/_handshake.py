@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from attrs import evolve
 
-from pactmw.core.encoding import printable
+from pactmw.core.encoding import loggable
 from pactmw.core.errors import FetchError
 from pactmw.protocols.parafe import (
     INVALID_CONSENT_TOKEN,
@@ -70,7 +70,7 @@ def answer_handshake(agent: ParafeAgent, challenge: HandshakeChallenge) -> Hands
             ):
                 raise ParafeError(INVALID_CONSENT_TOKEN, "another handshake's token")
         except ParafeError as exc:
-            logger.warning("the broker's consent token does not verify: %s", exc.code)
+            logger.warning("the broker's consent token does not verify: %s", loggable(exc.code))
             return answer("error", "The broker's consent token does not verify.")
         if complete.session_id is None:
             complete = evolve(complete, session_id=claims.session_id)
@@ -106,11 +106,11 @@ def complete_handshake(broker: BrokerClient, challenge: HandshakeChallenge) -> H
     if 400 <= status < 500:
         code, text = broker_error(answer)
         # The broker's code is its text: escaped, so it cannot forge a log line.
-        logger.info("Parafé handshake refused by the broker: %s %s", status, printable(code))
+        logger.info("Parafé handshake refused by the broker: %s %s", status, loggable(code))
         return failed("rejected", code, text)
     if status >= 500 or not 200 <= status < 300:
         code, _ = broker_error(answer)
-        logger.warning("Parafé handshake: the broker answered %s %s", status, printable(code))
+        logger.warning("Parafé handshake: the broker answered %s %s", status, loggable(code))
         return failed("error", code, "The Parafé broker could not complete the handshake.")
     if not isinstance(answer, Mapping):
         answer = {}

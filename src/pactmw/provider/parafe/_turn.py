@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pactmw.core.encoding import loggable
 from pactmw.protocols.parafe import (
     MAX_ACTION_RECEIPTS,
     Ap2Data,
@@ -157,7 +158,7 @@ class ParafeTurn:
             receipt = agent.signer.refuse(error, action, consent)
             self._ledger.refused(action, consent, receipt)
         # Codes only: the message may quote claims, and tokens never reach a log.
-        logger.info("Parafé refused %s: %s", action, error.code)
+        logger.info("Parafé refused %s: %s", loggable(action), loggable(error.code))
         return ParafeRefused(error, action, receipt)
 
     def _accept(
