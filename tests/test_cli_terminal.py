@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from attrs import frozen
 
 from pactmw.store import open_store
 from tests.support.folders import unwritable_folder
+from tests.support.interrupt import Stopped, interrupt, start_interruptible
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
 from tests.support.servers import REPO
@@ -128,36 +126,7 @@ def test_closed_stdout_is_no_traceback(workdir: Path, argv: list[str]) -> None:
 
 def interrupted(argv: Sequence[str], cwd: Path, started: Callable[[], bool]) -> Stopped:
     """Run `pactmw ARGV`, send it SIGINT (Ctrl-C) once `started()` holds, and wait for it."""
-    process = subprocess.Popen(
-        [*PYTHON_M, *argv],
-        cwd=cwd,
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        # SIGINT as a terminal delivers it, even when these tests run where it is ignored (a
-        # background job of a shell): an ignored disposition is inherited across exec.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        while not started():
-            assert process.poll() is None, process.communicate()
-            time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return Stopped(process.returncode, stdout, stderr)
-
-
-@frozen
-class Stopped:
-    returncode: int
-    stdout: str
-    stderr: str
+    return interrupt(start_interruptible([*PYTHON_M, *argv], cwd=cwd, env=environment()), started)
 
 
 def test_ctrl_c_during_check_of_a_slow_server(workdir: Path) -> None:
@@ -206,37 +175,28 @@ def interrupted_while_importing(
 ) -> Stopped:
     """Run `LAUNCHER ARGV` and send it SIGINT as soon as it has imported its `nth` module of
     pactmw; its stderr comes back without the import reports."""
-    process = subprocess.Popen(
-        [*launcher, *argv],
-        cwd=cwd,
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = start_interruptible([*launcher, *argv], cwd=cwd, env=environment())
     assert process.stderr is not None
     said: list[str] = []
-    try:
-        imported = 0
-        while imported < nth:
-            line = process.stderr.readline()
-            assert line, f"exited after {imported} imports of pactmw: {said}"
+
+    def imported() -> bool:  # reads the import reports until the nth of pactmw
+        count = 0
+        while count < nth:
+            line = process.stderr.readline() if process.stderr is not None else ""
+            assert line, f"exited after {count} imports of pactmw: {said}"
             if line.startswith("import time:"):
-                imported += line.rsplit("|", 1)[-1].strip().split(".")[0] == "pactmw"
+                count += line.rsplit("|", 1)[-1].strip().split(".")[0] == "pactmw"
             else:
                 said.append(line)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        return True
+
+    stopped = interrupt(process, imported)
     said += [
-        line for line in stderr.splitlines(keepends=True) if not line.startswith("import time:")
+        line
+        for line in stopped.stderr.splitlines(keepends=True)
+        if not line.startswith("import time:")
     ]
-    return Stopped(process.returncode, stdout, "".join(said))
+    return Stopped(stopped.returncode, stopped.stdout, "".join(said))
 
 
 @pytest.mark.parametrize("launcher", IMPORT_TIMED)

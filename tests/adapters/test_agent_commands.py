@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pactmw.adapters import flask as flask_adapter
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import StoredAgent, open_store
 from tests.adapters.commands import django_environment, manage
+from tests.support.interrupt import Stopped, interrupt, start_interruptible
 from tests.support.net import free_port
 from tests.support.servers import REPO
 from tests.support.toml import toml_value
@@ -436,24 +436,6 @@ def test_manage_py_ctrl_c_is_exit_status_130(tmp_path: Path) -> None:
     (tmp_path / "django.json").write_text(json.dumps(settings))
     environment = django_environment(tmp_path / "django.json")
     environment["PYTHONPATH"] += os.pathsep + str(tmp_path)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "django", "pactmw", "agents", "list"],
-        env=environment,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # SIGINT as a terminal delivers it, even where these tests run with it ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        while not marker.exists():
-            assert process.poll() is None, process.communicate()
-            time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert (process.returncode, stdout, stderr) == (130, "", "")
+    command = [sys.executable, "-m", "django", "pactmw", "agents", "list"]
+    process = start_interruptible(command, cwd=REPO, env=environment)
+    assert interrupt(process, marker.exists) == Stopped(130, "", "")
