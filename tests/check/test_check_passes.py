@@ -93,7 +93,7 @@ def test_check_usage_errors(tmp_path: Path, agent: Agent) -> None:
         "http://127.0.0.1:9/.well-known/agent-card.json",
     )
     assert public.returncode == 2
-    assert "not a usable private JWK" in public.stderr
+    assert "a JWKS (the public keys to publish), not a private JWK" in public.stderr
     clear = check(agent, "http://shop.example")
     assert clear.returncode == 2
     assert "plain http is allowed only to loopback hosts" in clear.stderr

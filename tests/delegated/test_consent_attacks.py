@@ -373,7 +373,7 @@ def test_every_consent_page_has_the_security_headers(env: Env) -> None:
     # Same-app consent takes no POST (that is brand mode's assertion).
     assert_error_page(env.post(consent, user="alice", data={"assertion": "x"}), 405)
     # RFC 9110 §15.5.6: a 405 names the methods the page takes.
-    assert env.post(consent, user="alice", data={"assertion": "x"}).headers["allow"] == "GET"
+    assert env.post(consent, user="alice", data={"assertion": "x"}).headers["allow"] == "GET, HEAD"
     assert_error_page(env.post(env.oauth("acme", "consent/decision"), user="alice", data={}), 400)
 
 

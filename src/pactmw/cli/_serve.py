@@ -188,13 +188,14 @@ _LISTEN_PROBLEMS = {
 
 
 def _listen(host: str, port: int) -> list[socket.socket]:
-    """Sockets listening on every address `host` resolves to ('' for all interfaces), as
+    """Sockets bound to every address `host` resolves to ('' for all interfaces), as
     uvicorn's own would (asyncio's `create_server`), for `uvicorn.Server.run(sockets=...)`.
 
     Bound here, before anything else starts, so that an address that cannot be had is one
     line naming it and the option that changes it (exit status 1); uvicorn would log it amid
-    its startup lines and exit. The sockets stay open from the check on: no other process
-    can take the port in between.
+    its startup lines and exit. Bound, not listening: uvicorn listens once it serves, so a
+    connection is refused until the Provider is built and can answer it (a readiness probe
+    that connects, the demo's included, does not pass early), as without these sockets.
     """
     try:
         found = socket.getaddrinfo(
@@ -216,7 +217,6 @@ def _listen(host: str, port: int) -> list[socket.socket]:
                 listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
                 listener.bind(address)
-                listener.listen(2048)  # uvicorn's default backlog
             except OSError as exc:
                 problem, option = _LISTEN_PROBLEMS.get(
                     exc.errno or 0, (exc.strerror or str(exc), "--host and --port choose another")
