@@ -44,6 +44,20 @@ def _reads(store: Store, context_id: str) -> None:
     assert conversation.sub == "u1"
 
 
+def _reads_but_refuses_writes(store: Store, context_id: str, refusal: str) -> None:
+    """Reads answer; each kind of write is `StoreUnavailable` matching `refusal`; then reads
+    still answer. Closes the store."""
+    try:
+        _reads(store, context_id)
+        with pytest.raises(StoreUnavailable, match=refusal):
+            store.set_agent_enabled(AGENT, False)
+        with pytest.raises(StoreUnavailable, match=refusal):
+            store.create_conversation(brand_id="acme", issuer=AGENT, sub="u2", now=T0)
+        _reads(store, context_id)
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def database(postgres_server: PostgresServer) -> Iterator[str]:
     """A fresh database's name, dropped afterwards."""
@@ -73,15 +87,7 @@ def test_a_read_only_postgres_database_opens_and_reads(
     context_id = _fill(PostgresStore(postgres_server.dsn_for(database)))
     _set_read_only(postgres_server, database)
     store = PostgresStore(postgres_server.dsn_for(database))  # a fresh process's store
-    try:
-        _reads(store, context_id)
-        with pytest.raises(StoreUnavailable, match="read-only"):
-            store.set_agent_enabled(AGENT, False)
-        with pytest.raises(StoreUnavailable, match="read-only"):
-            store.create_conversation(brand_id="acme", issuer=AGENT, sub="u2", now=T0)
-        _reads(store, context_id)
-    finally:
-        store.close()
+    _reads_but_refuses_writes(store, context_id, "read-only")
 
 
 def test_a_role_that_may_only_select_opens_and_reads(
@@ -138,13 +144,4 @@ def test_a_read_only_sqlite_file_opens_and_reads(tmp_path: Path, journal: str) -
     assert conn.execute(f"PRAGMA journal_mode = {journal}").fetchone() == (journal,)
     conn.close()
     with read_only_file(path):
-        store = SqliteStore(path)
-        try:
-            _reads(store, context_id)
-            with pytest.raises(StoreUnavailable, match="readonly"):
-                store.set_agent_enabled(AGENT, False)
-            with pytest.raises(StoreUnavailable, match="readonly"):
-                store.create_conversation(brand_id="acme", issuer=AGENT, sub="u2", now=T0)
-            _reads(store, context_id)
-        finally:
-            store.close()
+        _reads_but_refuses_writes(SqliteStore(path), context_id, "readonly")
