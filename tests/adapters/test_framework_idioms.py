@@ -139,19 +139,26 @@ def test_requires_answers_the_pact_challenge_and_scope_refusals(
         assert 'scope="orders:read"' in wrong.headers["www-authenticate"]
 
 
+def _requires_outside_the_prefix(settings: dict[str, Any], path: str) -> Starlette:
+    """An app whose `path` route is under `requires("personal_agent")` but outside the
+    middleware's guarded prefix: nothing authenticates its callers."""
+
+    async def outside(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    verifier = guard_from_mapping(settings).verifier
+    return Starlette(
+        routes=[Route(path, asgi.requires("personal_agent")(outside))],
+        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=verifier)],
+    )
+
+
 def test_requires_without_any_authentication_says_what_it_needs(
     world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     # Outside the middleware's prefix nothing verifies the caller: `requires` refuses a valid
     # token, and the log says why once (Starlette's own raises an AssertionError, a 500).
-    async def outside(request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True})
-
-    verifier = guard_from_mapping(settings).verifier
-    app = Starlette(
-        routes=[Route("/outside", asgi.requires("personal_agent")(outside))],
-        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=verifier)],
-    )
+    app = _requires_outside_the_prefix(settings, "/outside")
     caplog.set_level(logging.WARNING, logger="pactmw")
     with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
         for _ in range(2):
@@ -609,14 +616,7 @@ def test_a_hostile_issuer_or_path_cannot_forge_hide_or_flood_a_log_line(
     world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     # What the caller wrote (a token's `iss`, a path) reaches the log escaped and cut short.
-    async def outside(request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True})
-
-    verifier = guard_from_mapping(settings).verifier
-    unguarded = Starlette(
-        routes=[Route("/outside/{rest}", asgi.requires("personal_agent")(outside))],
-        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=verifier)],
-    )
+    unguarded = _requires_outside_the_prefix(settings, "/outside/{rest}")
     stranger = AgentKey.generate("ES256", "stranger")
     caplog.set_level(logging.DEBUG, logger="pactmw")
     with uvicorn_server(_backend_app(settings)) as base, loopback_client(base_url=base) as client:
