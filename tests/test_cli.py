@@ -301,6 +301,37 @@ def test_serve_on_an_address_it_cannot_listen_on_names_it_and_the_option(
     assert result.stdout == ""
 
 
+def test_serve_on_port_0_says_the_port_it_was_given(tmp_path: Path) -> None:
+    """`--port 0` asks the system for a free port: the log and the base_url check name that
+    port, not 0 (a base_url naming 8000 is reported as differing from the given port)."""
+    (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
+    log = tmp_path / "serve.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", "0"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": CHECKOUT_PATH},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while not (found := re.search(r"listening on http://127\.0\.0\.1:(\d+)", log.read_text())):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        port = int(found[1])
+        assert port != 0
+        card = httpx.get(f"http://127.0.0.1:{port}/a2a/acme/.well-known/agent-card.json")
+        assert card.status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    text = log.read_text()
+    assert f"names port 8000 but this server listens on {port}:" in text, text
+    assert "listens on 0" not in text
+
+
 # -- serve: a real server ------------------------------------------------------------------
 
 SHOP_BOT = """\

@@ -140,7 +140,8 @@ def _serve(
     log.info("store: %s", parse_store_url(settings.store).label)
     for brand in settings.brands:
         log.info("brand %r: card at %s", brand.id, card_url(settings.base_url, brand.id))
-    _check_base_url(settings.base_url, args.port, log)
+    # The ports bound, not --port: `--port 0` has the system choose one (per address).
+    _check_base_url(settings.base_url, {listener.getsockname()[1] for listener in listeners}, log)
     for listener in listeners:
         log.info("listening on http://%s (Ctrl-C stops it)", _address(listener.getsockname()))
 
@@ -268,8 +269,8 @@ def _stop_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _check_base_url(base_url: str, port: int, log: logging.Logger) -> None:
-    """Warn when a loopback base_url names another port than the one served (a likely typo).
+def _check_base_url(base_url: str, ports: set[int], log: logging.Logger) -> None:
+    """Warn when a loopback base_url names another port than those served (a likely typo).
 
     A public base_url (behind a proxy) legitimately differs from --host/--port.
     """
@@ -277,13 +278,13 @@ def _check_base_url(base_url: str, port: int, log: logging.Logger) -> None:
     if url.hostname not in ("127.0.0.1", "localhost", "::1"):
         return
     advertised = url.port or (443 if url.scheme == "https" else 80)
-    if advertised != port:
+    if advertised not in ports:
         log.warning(
-            "base_url %s names port %d but this server listens on %d: "
+            "base_url %s names port %d but this server listens on %s: "
             "the Agent Cards send personal agents to port %d",
             base_url,
             advertised,
-            port,
+            ", ".join(str(port) for port in sorted(ports)),
             advertised,
         )
 
