@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 
 from attrs import frozen
 
-from pactmw.core.encoding import bidi_control_in
 from pactmw.core.errors import MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, IPNetwork
 from pactmw.core.http import PROVIDER_MOUNT
@@ -129,18 +128,20 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     if issuer is None:
         raise ConfigError(f"{where}issuer is required")
     jwks = optional_jwks(data, "jwks", f"{where}jwks")
+    # Every key is read before the agent is built: a ConfigError is a ValueError, and one
+    # raised inside the `try` would be named twice ("agents[0].agents[0].enabled ...").
     name = _typed(data, "name", str, "", where)
-    control = bidi_control_in(name)
-    if control is not None:  # the pages' rule, as `pactmw agents add` has it
-        raise ConfigError(f"{where}name must not hold bidirectional controls ({control})")
+    jwks_uri = _optional_str(data, "jwks_uri", where)
+    enabled = _typed(data, "enabled", bool, True, where)
+    audience = _optional_str(data, "audience", where)
     try:
         return RegisteredAgent(
             issuer=issuer,
             name=name,
-            jwks_uri=_optional_str(data, "jwks_uri", where),
+            jwks_uri=jwks_uri,
             jwks=jwks,
-            enabled=_typed(data, "enabled", bool, True, where),
-            audience=_optional_str(data, "audience", where),
+            enabled=enabled,
+            audience=audience,
         )
     except ValueError as exc:
         raise ConfigError(f"{where}{exc}") from exc

@@ -226,6 +226,20 @@ def test_unknown_keys_are_named(change: dict[str, Any], key: str) -> None:
     assert f"unknown configuration key {key}" in message
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("name", 1, "agents[0].name must be a str"),
+        ("enabled", "yes", "agents[0].enabled must be a bool"),
+        ("audience", 1, "agents[0].audience must be a non-empty string"),
+        ("jwks_uri", 1, "agents[0].jwks_uri must be a non-empty string"),
+    ],
+)
+def test_an_agent_key_of_the_wrong_type_is_named_once(key: str, value: Any, expected: str) -> None:
+    agent = {"issuer": "https://pa.example", "jwks_uri": "https://pa.example/j", key: value}
+    assert refused(minimal(agents=[agent])) == expected
+
+
 def test_an_agent_name_with_a_bidi_control_is_refused() -> None:
     """As `pactmw agents add` refuses it: a label the pages isolate needs no override, and one
     could reorder the sentence around the name (tests/advisories/test_bidi_names.py)."""
