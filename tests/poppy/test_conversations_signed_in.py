@@ -6,14 +6,19 @@ on; once an account's, a signed-out Session is told to sign in."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
+import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 import pytest
 from personal_agent_protocol.conformance import (
     Scenario,
 )
+from personal_agent_protocol.models import Message
 
 from pactmw.provider import Reply, Turn
 from tests.support.poppy_world import (
@@ -60,3 +65,51 @@ def test_sdk_signed_in_conversation_case(
 ) -> None:
     scenario: Scenario = dataclasses.replace(SCENARIO, account_prompt=PROMPT)
     world.assert_case_passes(case_id, driver=person, scenario=scenario)
+
+
+def test_a_message_id_is_the_users_across_accounts(
+    world: PoppyWorld, person: BrowserDriver
+) -> None:
+    # PAP-7.3-01: a message id is unique for the User, not per account. The same id with
+    # other content is `409 message_id_conflict` whoever of that User sends it (the SDK's
+    # reference company checks the content first); the same message again is a retry,
+    # answered only to a Session that may read the conversation (PAP-7.2-01).
+    async def test(ctx: Any) -> list[tuple[int, str]]:
+        user = ctx.new_user()
+        alice = await ctx.sign_in(user, await ctx.session(user), account="alice")
+        bob = await ctx.sign_in(user, await ctx.session(user), account="bob")
+        signed_out = await ctx.session(user)
+        endpoint = await ctx.conversations_endpoint()
+        first = Message(id="msg_" + secrets.token_urlsafe(12), sender="agent", text="hello")
+        other = first.model_copy(update={"text": "something else"})
+        answers = [await _start(ctx, user, alice.token, endpoint, first)]
+        for token in (bob.token, signed_out):
+            for message in (other, first):
+                answers.append(await _start(ctx, user, token, endpoint, message))
+        return answers
+
+    async def one() -> list[tuple[int, str]]:
+        async with world.http() as http:
+            return await test(world.context(http, driver=person))
+
+    assert asyncio.run(one()) == [
+        (201, ""),
+        (409, "message_id_conflict"),
+        (404, "conversation_not_found"),
+        (409, "message_id_conflict"),
+        (403, "sign_in_required"),
+    ]
+
+
+async def _start(
+    ctx: Any, user: str, token: Any, endpoint: str, message: Message
+) -> tuple[int, str]:
+    """`POST E` with `message`: the status and the error (empty for a success)."""
+    headers = {
+        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
+        "DPoP": await ctx.proof(user, "POST", endpoint, token=token),
+        "Content-Type": "application/json",
+    }
+    body = json.dumps({"message": message.model_dump(mode="json", exclude_none=True)})
+    answer = await ctx.send("POST", endpoint, headers=headers, content=body.encode())
+    return answer.status_code, "" if answer.status_code < 300 else answer.json()["error"]

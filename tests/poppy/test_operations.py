@@ -478,3 +478,38 @@ def test_without_the_extension_a_write_tool_runs_at_once(
         assert executors.cancelled[before:] == [(ACCOUNTS[0], "ord_9")]
 
     _in_world(world, person, test)
+
+
+def test_a_confirm_and_a_cancel_racing_agree_on_one_outcome(
+    world: PoppyWorld, person: OperationsDriver, executors: ShopExecutors
+) -> None:
+    # The store's compare-and-set decides between them: cancelled and never performed, or
+    # confirmed and performed once; each answer shows what won.
+    async def test(ctx: Any) -> list[tuple[str, list[str]]]:
+        user, signed = await _signed_in(ctx)
+        endpoint = await ctx.operations_endpoint()
+        outcomes = []
+        for _ in range(4):
+            operation = await _propose(ctx, user, signed.token, "/api/orders/ord_7/gift-wrap")
+            url = f"{endpoint}/{operation.operation_id}"
+            body = {"revision": 1, "approved_by": "user"}
+            answers = await asyncio.gather(
+                _raw(ctx, user, signed.token, "POST", f"{url}/confirm", body),
+                _raw(ctx, user, signed.token, "POST", f"{url}/cancel", {}),
+            )
+            assert [a.status_code for a in answers] == [200, 200]
+            final = (await _raw(ctx, user, signed.token, "GET", url)).json()["state"]
+            outcomes.append(
+                (operation.operation_id, [final, *(a.json()["state"] for a in answers)])
+            )
+        return outcomes
+
+    for operation_id, (final, *answered) in _in_world(world, person, test):
+        if final == "cancelled":
+            assert answered == ["cancelled", "cancelled"]
+            assert executors.performed[operation_id] == 0
+        else:
+            assert final == "succeeded"
+            assert answered[0] == "succeeded"
+            assert answered[1] in ("in_progress", "succeeded")
+            assert executors.performed[operation_id] == 1

@@ -15,7 +15,7 @@ from attrs import evolve
 
 from pactmw.store import Store, open_store
 from pactmw.store._protocols import OperationStore
-from pactmw.store._protocols.operations import RememberedAnswer, StoredOperation
+from pactmw.store._protocols.operations import HELD_STATUS, RememberedAnswer, StoredOperation
 from tests.store.support import (
     PERSISTENT,
     Backend,
@@ -360,6 +360,64 @@ def test_concurrent_writers_of_one_key_keep_one_answer(backend: Backend) -> None
     try:
         kept = all_at_once(6, lambda i: store.remember_answer(answer=answer(body=str(i)), now=NOW))
         assert len({a.body for a in kept}) == 1
+    finally:
+        store.close()
+
+
+def hold(**changes: Any) -> RememberedAnswer:
+    return answer(**{"status": HELD_STATUS, "body": "", "expires_at": NOW + 60, **changes})
+
+
+def test_a_held_key_proposes_once_until_answered_or_lapsed(store: Store) -> None:
+    first = store.propose_operation_once(operation=proposal(), hold=hold(), now=NOW)
+    assert (first.operation, first.kept) == (proposal(), None)
+    # A repeat while the first is under way finds the hold, and proposes nothing.
+    other = proposal("op_2", open_key="key-other")
+    repeat = store.propose_operation_once(operation=other, hold=hold(), now=NOW + 1)
+    assert (repeat.operation, repeat.kept) == (None, hold())
+    assert store.operation("op_2") is None
+    # Another request's answer leaves the hold; its own request's answer replaces it.
+    assert store.remember_answer(answer=answer(fingerprint="other"), now=NOW + 2) == hold()
+    assert store.remember_answer(answer=answer(), now=NOW + 2) == answer()
+    answered = store.propose_operation_once(operation=other, hold=hold(), now=NOW + 3)
+    assert (answered.operation, answered.kept) == (None, answer())
+    # A hold never answered (its process died) lapses; the key proposes again.
+    lapsed = hold(record_key="ses_1-lapsed")
+    store.propose_operation_once(operation=proposal("op_3", open_key="k3"), hold=lapsed, now=NOW)
+    again = store.propose_operation_once(
+        operation=proposal("op_4", open_key="k4"),
+        hold=hold(record_key="ses_1-lapsed"),
+        now=NOW + 60,
+    )
+    assert again.operation == proposal("op_4", open_key="k4")
+
+
+def test_a_refused_proposal_holds_nothing(store: Store) -> None:
+    store.propose_operation(operation=proposal(), now=NOW)
+    with pytest.raises(ValueError, match="already stored"):
+        store.propose_operation_once(operation=proposal(open_key="key-other"), hold=hold(), now=NOW)
+    assert store.remembered_answer("ses_1-key", now=NOW) is None
+    with pytest.raises(ValueError, match="held"):
+        store.propose_operation_once(operation=proposal("op_2"), hold=answer(), now=NOW)
+    with pytest.raises(ValueError, match="status"):
+        store.remember_answer(answer=hold(), now=NOW)
+
+
+def test_concurrent_holders_of_one_key_propose_one_operation(backend: Backend) -> None:
+    store = backend.open()
+    try:
+        # Six requests with one key, each proposing its own action: only one is stored.
+        keyed = all_at_once(
+            6,
+            lambda i: store.propose_operation_once(
+                operation=proposal(f"op_{i}", open_key=f"key-{i}"), hold=hold(), now=NOW
+            ),
+        )
+        proposed = [k.operation for k in keyed if k.operation is not None]
+        assert len(proposed) == 1
+        assert [k.kept for k in keyed if k.operation is None] == [hold()] * 5
+        stored = [store.operation(f"op_{i}") for i in range(6)]
+        assert [s for s in stored if s is not None] == proposed
     finally:
         store.close()
 

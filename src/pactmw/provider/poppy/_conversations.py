@@ -21,7 +21,8 @@ once across processes. The first message's conversation id is derived from its o
 message id, so a retried `POST E` finds the conversation it made. The stored reply is the
 turn's record (`TurnRecord`): the agent's message as received and the company's events, so
 reads rebuild the event log from the store and a retry with other content is told
-`409 message_id_conflict`. The bot runs while `POST` waits, so its answer is in the events
+`409 message_id_conflict` (a first message's, by any Session of its User: the id is the
+User's, PAP-7.3-01). The bot runs while `POST` waits, so its answer is in the events
 when the receipt arrives.
 
 A bot that needs a scope (`StepUpRequired`, or a tool the Session's scopes do not cover)
@@ -242,6 +243,7 @@ class PoppyConversations:
         except ValueError:
             # A retried (or concurrent) first message: the conversation exists; answer it
             # as any message of that conversation, from the store when it was answered.
+            yield from self._refuse_other_content(context_id, message)
             conversation = yield from self._owned(agent, public_id(context_id))
             return (yield from self._turns.send(agent, conversation, message, issuer, created=True))
         conversation = Conversation(
@@ -257,6 +259,21 @@ class PoppyConversations:
         claim = Claim(kind="new")
         answer = self._turns.answer(agent, conversation, message, claim, now, issuer, 201)
         return (yield from answer)
+
+    def _refuse_other_content(self, context_id: str, message: InboundMessage) -> SubFlow:
+        """`409 message_id_conflict` when the conversation `message.id` started holds other
+        content for it. A message id is the User's (PAP-7.3-01), not an account's: the
+        conflict is told to any Session of that User, before whether it may use the
+        conversation (as the SDK's reference company does); the id space is this agent's and
+        User's alone, so nothing of another owner shows. A first message still unanswered
+        has no record to compare yet: the usual answer follows."""
+        replies = yield store(self.store.replies, context_id=context_id, limit=1)
+        for message_id, stored in replies:
+            record = TurnRecord.load(stored)
+            if message_id != message.id or record is None:
+                continue
+            if record.message != message.content():
+                raise PoppyError(409, "message_id_conflict", "the message id has other content")
 
     def _page(
         self,

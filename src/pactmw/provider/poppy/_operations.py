@@ -239,7 +239,11 @@ class PoppyOperations:
         #: The Brands' tools: a `write=True` account tool is the executor of its proposals.
         self._tools = dict(tools or {})
         self._answers = ProposalAnswers(
-            store=store, clock=clock, configs=self.configs, propose=self.propose_for
+            store=store,
+            clock=clock,
+            configs=self.configs,
+            prepare=self.record_for,
+            document=operation_document,
         )
 
     def executor(self, brand_id: str, action: str) -> Executor | None:
@@ -285,6 +289,29 @@ class PoppyOperations:
         operation object. `403 extension_required` when the agent did not negotiate
         Operations v1; ValueError when the Brand enables no operations or has no executor
         for the action (a mistake in Brand code, not in the request)."""
+        record: StoredOperation = yield from self.proposal_record(
+            brand_id=brand_id,
+            client_id=client_id,
+            user_id=user_id,
+            account=account,
+            proposal=proposal,
+        )
+        now = record.created_at
+        # NeedStore itself: `store()`'s own first parameter is named `operation`.
+        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
+        return operation_document(stored, now)
+
+    def proposal_record(
+        self,
+        *,
+        brand_id: str,
+        client_id: str,
+        user_id: str,
+        account: str | None,
+        proposal: Proposal,
+    ) -> SubFlow:
+        """The new record `propose` stores (after its checks, which it raises); the value is
+        a `StoredOperation` proposed now."""
         config = self.configs.get(brand_id)
         if config is None:
             raise ValueError(f"brands.{brand_id}.poppy.operations is not set")
@@ -305,7 +332,7 @@ class PoppyOperations:
         key = json_dumps(
             [brand_id, client_id, user_id, account, proposal.action, proposal.summary, terms]
         )
-        record = StoredOperation(
+        return StoredOperation(
             operation_id=OPERATION_PREFIX + secrets.token_urlsafe(18),
             brand_id=brand_id,
             client_id=client_id,
@@ -324,20 +351,15 @@ class PoppyOperations:
             updated_at=now,
             expires_at=now + config.proposal_seconds,
         )
-        # NeedStore itself: `store()`'s own first parameter is named `operation`.
-        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
-        return operation_document(stored, now)
 
     def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
         """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
         conversation's agent in a bot's turn)."""
-        return self.propose(
-            brand_id=owner.brand_id,
-            client_id=owner.client_id,
-            user_id=owner.user_id,
-            account=owner.account,
-            proposal=proposal,
-        )
+        return self.propose(**_owner(owner), proposal=proposal)
+
+    def record_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`proposal_record` for the owner a checked Session names."""
+        return self.proposal_record(**_owner(owner), proposal=proposal)
 
     def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202
@@ -347,8 +369,9 @@ class PoppyOperations:
         With an `Idempotency-Key` (Guides, Retries) the answer is kept for the Session for
         `idempotency_seconds`: a repeat of the same request (method, path, query and the
         proposal its body made) gets the first answer again, exactly, even once the
-        operation moved on; another request with the key is `409 idempotency_key_conflict`.
-        A refusal is not kept (the retry, once allowed, is new)."""
+        operation moved on; another request with the key is `409 idempotency_key_conflict`,
+        and a repeat while the first is under way `503 temporarily_unavailable`. A refusal
+        is not kept (the retry, once allowed, is new)."""
         return self._answers.answer(caller, proposal)
 
     def settle(self, operation_id: str, outcome: Performed | OperationFailed) -> dict[str, Any]:
@@ -498,6 +521,16 @@ class PoppyOperations:
         if operation.state_at(now) == "in_progress":
             extra += (("Retry-After", str(RETRY_AFTER_SECONDS)),)
         return json_response(operation_document(operation, now), extra=extra)
+
+
+def _owner(owner: Any) -> dict[str, Any]:
+    """Whose operation a checked Session's proposal is (a `PoppyCaller`, or a turn's agent)."""
+    return {
+        "brand_id": owner.brand_id,
+        "client_id": owner.client_id,
+        "user_id": owner.user_id,
+        "account": owner.account,
+    }
 
 
 def _not_found() -> PoppyError:

@@ -11,6 +11,7 @@ from attrs import evolve
 from pactmw.store._memory.core import MemoryCore
 from pactmw.store._protocols.operations import (
     FINAL_STATES,
+    KeyedProposal,
     OperationChange,
     OperationResult,
     RememberedAnswer,
@@ -36,19 +37,35 @@ class OperationsMixin(MemoryCore):
 
     def _propose_operation(self, operation: StoredOperation, now: float) -> StoredOperation:
         with self._open:
-            key = operation.open_key
-            if key is not None and key in self._open_operations:
-                existing = self._operations[self._open_operations[key]]
-                if existing.is_open(now):
-                    return existing
-                # An expired proposal frees its key (the SQL stores do the same).
-                del self._open_operations[key]
-                self._operations[existing.operation_id] = evolve(existing, open_key=None)
-            if operation.operation_id in self._operations:
-                raise ValueError("operation id is already stored")
-            if key is not None:
-                self._open_operations[key] = operation.operation_id
-            return self._put_operation(operation)
+            return self._insert_proposal(operation, now)
+
+    def _insert_proposal(self, operation: StoredOperation, now: float) -> StoredOperation:
+        # Called with the lock held.
+        key = operation.open_key
+        if key is not None and key in self._open_operations:
+            existing = self._operations[self._open_operations[key]]
+            if existing.is_open(now):
+                return existing
+            # An expired proposal frees its key (the SQL stores do the same).
+            del self._open_operations[key]
+            self._operations[existing.operation_id] = evolve(existing, open_key=None)
+        if operation.operation_id in self._operations:
+            raise ValueError("operation id is already stored")
+        if key is not None:
+            self._open_operations[key] = operation.operation_id
+        return self._put_operation(operation)
+
+    def _propose_operation_once(
+        self, operation: StoredOperation, hold: RememberedAnswer, now: float
+    ) -> KeyedProposal:
+        with self._open:
+            kept = self._answers.get(hold.record_key)
+            if kept is not None and kept.expires_at > now:
+                return KeyedProposal(kept=kept)
+            stored = self._insert_proposal(operation, now)
+            # Held only once proposed: a proposal that raised holds nothing.
+            self._answers[hold.record_key] = hold
+            return KeyedProposal(operation=stored)
 
     def _operation(self, operation_id: str) -> StoredOperation | None:
         with self._open:
@@ -125,7 +142,8 @@ class OperationsMixin(MemoryCore):
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:
         with self._open:
             kept = self._answers.get(answer.record_key)
-            if kept is not None and kept.expires_at > now:
+            answers_hold = kept is not None and kept.held and kept.fingerprint == answer.fingerprint
+            if kept is not None and kept.expires_at > now and not answers_hold:
                 return kept
             self._answers[answer.record_key] = answer
             return answer

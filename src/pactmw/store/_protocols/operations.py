@@ -12,6 +12,10 @@ confirmable (OPS-3.1-01).
 `open_key` is the caller's digest of (owner, account, action, summary, terms): while an
 operation with that key is open (proposed and unexpired, or in progress), proposing the same
 action again returns it instead of a second operation (OPS-4-01).
+
+An API write's `Idempotency-Key` is held before anything is proposed under it
+(`propose_operation_once`): the hold and the proposal are one transaction, so of concurrent
+requests with one key exactly one proposes; the others find the hold (then the answer).
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from pactmw.store._inputs import has_nul, reject_nul
 
 __all__ = [
     "FINAL_STATES",
+    "HELD_STATUS",
     "OPERATION_STATES",
     "ConfirmKind",
+    "KeyedProposal",
     "OperationChange",
     "OperationResult",
     "OperationState",
@@ -126,17 +132,36 @@ class OperationResult:
     data: str | None
 
 
+#: The `status` of a key held by a request still under way: its answer is to come.
+HELD_STATUS = 0
+
+
 @frozen
 class RememberedAnswer:
     """An API write's answer kept under its `Idempotency-Key` (Guides, Retries): a repeat
     with the same `fingerprint` gets `status` and `body` again, another request is a
-    conflict. `record_key` is the caller's digest of (Session, key)."""
+    conflict. `record_key` is the caller's digest of (Session, key). With `status`
+    `HELD_STATUS` it is a hold: the first request is still under way (`body` empty)."""
 
     record_key: str
     fingerprint: str
     status: int
     body: str
     expires_at: float
+
+    @property
+    def held(self) -> bool:
+        return self.status == HELD_STATUS
+
+
+@frozen
+class KeyedProposal:
+    """What `propose_operation_once` did: `operation` is set when this call held the key
+    and proposed (the stored operation, or the open one of the same action); `kept` when a
+    live record already held the key (a hold, or an answer), and nothing was proposed."""
+
+    operation: StoredOperation | None = None
+    kept: RememberedAnswer | None = None
 
 
 class OperationStore(Protocol):
@@ -152,6 +177,22 @@ class OperationStore(Protocol):
         """
         check_proposal(operation)
         return self._propose_operation(operation, now)
+
+    def propose_operation_once(
+        self, *, operation: StoredOperation, hold: RememberedAnswer, now: float
+    ) -> KeyedProposal:
+        """Hold `hold.record_key` and propose `operation` (as `propose_operation`) in one
+        transaction, unless a live record holds the key: then that record, and nothing is
+        proposed. Of concurrent calls with one key exactly one proposes. `hold` is a hold
+        (`HELD_STATUS`, until `hold.expires_at`); `remember_answer` answers it.
+
+        ValueError as `propose_operation` (then nothing is held either).
+        """
+        check_proposal(operation)
+        if not hold.held or hold.body:
+            raise ValueError("a hold has the held status and no body")
+        reject_nul(record_key=hold.record_key, fingerprint=hold.fingerprint)
+        return self._propose_operation_once(operation, hold, now)
 
     def operation(self, operation_id: str) -> StoredOperation | None:
         """The record in any state, or None."""
@@ -215,7 +256,10 @@ class OperationStore(Protocol):
 
     def remember_answer(self, *, answer: RememberedAnswer, now: float) -> RememberedAnswer:
         """Keep `answer` unless a live one holds its `record_key`: then that one, unchanged
-        (the first of concurrent writers wins; an expired record is replaced)."""
+        (the first of concurrent writers wins; an expired record is replaced). A hold with
+        the same `fingerprint` is answered: `answer` replaces it."""
+        if answer.held:
+            raise ValueError("an answer has a status; a hold is propose_operation_once's")
         reject_nul(record_key=answer.record_key, fingerprint=answer.fingerprint, body=answer.body)
         return self._remember_answer(answer, now)
 
@@ -228,6 +272,13 @@ class OperationStore(Protocol):
     def _propose_operation(self, operation: StoredOperation, now: float) -> StoredOperation:
         """Insert unless an open operation holds `open_key` (then return it; an expired
         holder frees the key first); ValueError when the id is taken."""
+        ...
+
+    def _propose_operation_once(
+        self, operation: StoredOperation, hold: RememberedAnswer, now: float
+    ) -> KeyedProposal:
+        """Insert `hold` unless a live record holds its key (then return that record), and
+        propose in the same transaction."""
         ...
 
     def _operation(self, operation_id: str) -> StoredOperation | None: ...

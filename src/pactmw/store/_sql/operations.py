@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pactmw.store._protocols.operations import (
+    HELD_STATUS,
+    KeyedProposal,
     OperationChange,
     OperationResult,
     RememberedAnswer,
@@ -22,6 +24,7 @@ from pactmw.store._protocols.operations import (
 from pactmw.store._sql.core import Executor, SqlCore
 from pactmw.store._sql.dialect import ColumnTypes, Dialect, statement_builder
 from pactmw.store._sql.rows import RowReader
+from pactmw.store.base import StoreError
 
 __all__ = [
     "OperationStatements",
@@ -117,13 +120,20 @@ class OperationStatements:
             " result_summary = ?, updated_at = ?"
             " WHERE operation_id = ? AND state = 'proposed' AND expires_at > ?"
         )
-        # A live record stays; an expired one is replaced (the key is free again).
-        self.remember = q(
+        # A live record stays; an expired one is replaced (the key is free again). The
+        # unique key is the hold: of concurrent inserts the database lets one through.
+        upsert = (
             "INSERT INTO pactmw_poppy_idempotency"
             " (record_key, fingerprint, status, body, expires_at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (record_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
             " status = excluded.status, body = excluded.body, expires_at = excluded.expires_at"
             " WHERE pactmw_poppy_idempotency.expires_at <= ?"
+        )
+        self.hold = q(upsert)
+        # An answer also replaces the hold its own request took (the same fingerprint).
+        self.remember = q(
+            upsert + f" OR (pactmw_poppy_idempotency.status = {HELD_STATUS}"
+            " AND pactmw_poppy_idempotency.fingerprint = excluded.fingerprint)"
         )
         self.remembered = q(
             "SELECT {answer_columns} FROM pactmw_poppy_idempotency"
@@ -155,46 +165,70 @@ class OperationsMixin(SqlCore):
         return None if row is None else self._operation_row(row)
 
     def _propose_operation(self, operation: StoredOperation, now: float) -> StoredOperation:
-        sql, o = self._operation_sql, operation
         with self._write() as ex:
-            if o.open_key is not None:
-                ex.execute(sql.release_expired, (o.open_key, now))
-            inserted = ex.execute(
-                sql.insert,
-                (
-                    o.operation_id,
-                    o.brand_id,
-                    o.client_id,
-                    o.user_id,
-                    o.account,
-                    o.action,
-                    o.revision,
-                    o.state,
-                    o.summary,
-                    o.terms,
-                    self._encode_scopes(o.scopes),
-                    int(o.user_approval_required),
-                    o.url,
-                    o.open_key,
-                    o.created_at,
-                    o.updated_at,
-                    o.expires_at,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ),
-            )
-            if inserted.rowcount == 1:
-                return o
-            # The key is taken by an open operation (a concurrent proposal waited for it
-            # here, then found it), or the id is.
-            if o.open_key is not None:
-                row = ex.execute(sql.read_open, (o.open_key,)).fetchone()
+            return self._insert_proposal(ex, operation, now)
+
+    def _propose_operation_once(
+        self, operation: StoredOperation, hold: RememberedAnswer, now: float
+    ) -> KeyedProposal:
+        sql, h = self._operation_sql, hold
+        with self._write() as ex:
+            # The hold first, in the proposal's transaction: a concurrent request with the
+            # key waits here for this commit (PostgreSQL's unique index, sqlite's write
+            # lock), then finds the hold instead of proposing too.
+            held = ex.execute(
+                sql.hold, (h.record_key, h.fingerprint, h.status, h.body, h.expires_at, now)
+            ).rowcount
+            if held != 1:
+                row = ex.execute(sql.remembered, (h.record_key, now)).fetchone()
                 if row is not None:
-                    return self._operation_row(row)
-            raise ValueError("operation id is already stored")
+                    return KeyedProposal(kept=_answer(row))
+                # Not inserted yet no live record: the database broke its own constraint.
+                raise StoreError("the idempotency key is neither held nor free")
+            return KeyedProposal(operation=self._insert_proposal(ex, operation, now))
+
+    def _insert_proposal(
+        self, ex: Executor, operation: StoredOperation, now: float
+    ) -> StoredOperation:
+        sql, o = self._operation_sql, operation
+        if o.open_key is not None:
+            ex.execute(sql.release_expired, (o.open_key, now))
+        inserted = ex.execute(
+            sql.insert,
+            (
+                o.operation_id,
+                o.brand_id,
+                o.client_id,
+                o.user_id,
+                o.account,
+                o.action,
+                o.revision,
+                o.state,
+                o.summary,
+                o.terms,
+                self._encode_scopes(o.scopes),
+                int(o.user_approval_required),
+                o.url,
+                o.open_key,
+                o.created_at,
+                o.updated_at,
+                o.expires_at,
+                None,
+                None,
+                None,
+                None,
+                None,
+            ),
+        )
+        if inserted.rowcount == 1:
+            return o
+        # The key is taken by an open operation (a concurrent proposal waited for it
+        # here, then found it), or the id is.
+        if o.open_key is not None:
+            row = ex.execute(sql.read_open, (o.open_key,)).fetchone()
+            if row is not None:
+                return self._operation_row(row)
+        raise ValueError("operation id is already stored")
 
     def _operation(self, operation_id: str) -> StoredOperation | None:
         with self._read() as ex:
