@@ -11,6 +11,7 @@ The agent's website is a real https server on 127.0.0.1 that counts what it is a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -154,3 +155,37 @@ def test_fresh_client_ids_get_a_bounded_number_of_outbound_fetches(
         thread.join(timeout=30)
     limit_lines = [r for r in caplog.records if "reason=fetch_limit" in r.getMessage()]
     assert len(limit_lines) == 1, [r.getMessage() for r in limit_lines]
+
+
+def test_fresh_client_ids_get_a_bounded_number_of_outbound_fetches_under_asyncio(
+    ca: TestCA, agent: AgentIdentity, site: JwksServer
+) -> None:
+    verifier = _verifier(ca, site, FakeClock(NOW))
+    own = private_jwk_from_key(agent.private_key, kid=agent.kid)
+    fresh = [_publish(site, agent, f"fresh-{n}") for n in range(CROWD)]
+    errors: list[str] = []
+
+    async def call(client_id: str) -> None:
+        try:
+            await verifier.averify_client(_form(client_id, own, "crowd"))
+        except PoppyError as exc:
+            errors.append(f"{exc.error}: {exc.detail}")
+
+    async def main() -> None:
+        tasks = [asyncio.create_task(call(c)) for c in fresh]
+        try:
+            # The fetches that got a slot wait on the executor or the held server; the
+            # others are refused without waiting for anything.
+            deadline = time.monotonic() + 60
+            while len(errors) < CROWD - MAX_NEW_FETCHES:
+                assert time.monotonic() < deadline, "no fetch was refused"
+                await asyncio.sleep(0.01)
+            assert set(errors) == {"invalid_client: no key for the client: unfetchable"}
+            assert site.total_hits <= MAX_NEW_FETCHES
+        finally:
+            site.close()  # wakes the held handlers: their fetches fail at once
+            await asyncio.gather(*tasks)
+
+    site.delay = 120.0  # held until the server stops
+    site.mode = Mode.SLOW
+    asyncio.run(main())
