@@ -502,6 +502,36 @@ def test_max_uris_evicts_the_least_recently_used(
     assert server.hits["/a.json"] == 2
 
 
+def test_verified_key_sets_are_kept_over_new_ones_and_demoted_past_their_share(
+    server: JwksServer, clock: FakeClock, key_a: PrivateJWK
+) -> None:
+    # Five entries: four (80 %) for key sets that verified something, the rest for newcomers.
+    paths = [f"/{name}.json" for name in "abcdefgh"]
+    for path in paths:
+        server.set_json(path, public_key_set([key_a]).to_dict())
+    a, b, c, d, e, f, g, h = (server.url_for(p) for p in paths)
+    cache = JwksCache(POLICY, CachePolicy(max_uris=5), clock=clock)
+    for uri in (a, b, c, d):
+        cache.get_keys(uri, "a", "ES256")
+        cache.mark_verified(uri)
+    for uri in (e, f, g, h):  # never verified: they push out only each other
+        cache.get_keys(uri, "a", "ES256")
+    for uri in (a, b, c, d):
+        cache.get_keys(uri, "a", "ES256")
+    assert all(server.hits[p] == 1 for p in paths)
+    cache.get_keys(e, "a", "ES256")  # pushed out by f, g, h: fetched again
+    assert server.hits["/e.json"] == 2
+    # A fifth verified key set: the least recently used verified one (a) goes back to the
+    # newcomers' part, still held...
+    cache.mark_verified(e)
+    cache.get_keys(a, "a", "ES256")
+    assert server.hits["/a.json"] == 1
+    # ...where the next newcomer pushes it out, as any newcomer.
+    cache.get_keys(f, "a", "ES256")
+    cache.get_keys(a, "a", "ES256")
+    assert server.hits["/a.json"] == 2
+
+
 # -- OIDC discovery -----------------------------------------------------------------------------
 
 

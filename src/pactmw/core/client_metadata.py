@@ -185,9 +185,14 @@ class ClientMetadataCache(DocumentCache[_Answer]):
     """A bounded cache of verified client metadata, plus the agents' keys through `jwks`.
 
     Safe to share across threads and event loops; concurrent misses for one `client_id`
-    share one fetch. `clock` is monotonic seconds (injectable for tests).
+    share one fetch. `clock` is monotonic seconds (injectable for tests). Every `client_id`
+    (and the `jwks_uri` its document names) is a request's choice: until `mark_verified`, its
+    first fetch may be refused while too many such fetches run (`unfetchable`; see
+    `SharedFetches`).
     """
 
+    what = "client metadata"
+    log = logger
     failure_ttl = 30.0
 
     def __init__(
@@ -282,6 +287,20 @@ class ClientMetadataCache(DocumentCache[_Answer]):
         return ClientMetadataError("unfetchable", f"fetching {client_id} timed out")
 
     @staticmethod
+    def _refused(client_id: str) -> ClientMetadataError:
+        return ClientMetadataError(
+            "unfetchable", f"too many new clients being fetched: {client_id}"
+        )
+
+    def mark_verified(self, client_id: str) -> None:
+        """Record that `client_id`'s document and the keys of its `jwks_uri` just verified an
+        assertion: both are kept over documents and keys that never did."""
+        super().mark_verified(client_id)
+        metadata = self.last_verified(client_id)
+        if metadata is not None:
+            self.jwks.mark_verified(metadata.jwks_uri)
+
+    @staticmethod
     def _result(answer: _Answer | None) -> ClientMetadata:
         assert answer is not None  # `_stale(None)`: a missing answer is always fetched
         if answer.metadata is None:
@@ -312,14 +331,14 @@ class ClientMetadataCache(DocumentCache[_Answer]):
         Raises `ClientMetadataError` or `KeyUnavailable`.
         """
         metadata = self.get(client_id)
-        return metadata, self.jwks.get_keys(metadata.jwks_uri, kid, alg)
+        return metadata, self.jwks.get_keys(metadata.jwks_uri, kid, alg, vetted=False)
 
     async def aget_keys(
         self, client_id: str, kid: str | None, alg: str
     ) -> tuple[ClientMetadata, tuple[PublicJWK, ...]]:
         """Async `get_keys`."""
         metadata = await self.aget(client_id)
-        return metadata, await self.jwks.aget_keys(metadata.jwks_uri, kid, alg)
+        return metadata, await self.jwks.aget_keys(metadata.jwks_uri, kid, alg, vetted=False)
 
 
 __all__ = [

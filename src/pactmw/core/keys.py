@@ -13,7 +13,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from attrs import frozen
 
@@ -68,9 +68,15 @@ class DocumentCache(ABC, Generic[_Document]):
     monotonic seconds (injectable for tests).
 
     A subclass says what one fetch yields (`_fetch_document`, which never raises: a failure
-    is a document too), what a fetch that raised anyway leaves (`_crashed`), and what a
-    waiter that gave up raises (`_timed_out`).
+    is a document too), what a fetch that raised anyway leaves (`_crashed`), what a waiter
+    that gave up raises (`_timed_out`), and what a fetch refused by the limit on new keys
+    raises (`_refused`). A caller that verified something with a document says so with
+    `mark_verified`, so that made-up keys cannot push it out (see `SharedFetches`).
     """
+
+    #: What the documents are, for the log line of a refused fetch, and where it goes.
+    what: ClassVar[str]
+    log: ClassVar[logging.Logger]
 
     def __init__(
         self,
@@ -89,8 +95,18 @@ class DocumentCache(ABC, Generic[_Document]):
             crashed=self._crashed,
             timeout=self.fetch_policy.timeout * 2,
             timed_out=self._timed_out,
+            refused=self._refused,
+            what=self.what,
+            logger=self.log,
         )
-        self._documents: SharedFetches[_Document] = SharedFetches(rules, self.cache_policy.max_uris)
+        self._documents: SharedFetches[_Document] = SharedFetches(
+            rules, self.cache_policy.max_uris, clock=clock
+        )
+
+    def mark_verified(self, key: str) -> None:
+        """Record that the document held for `key` just served a successful verification: it
+        is kept over documents that never did, and its refetches are never refused."""
+        self._documents.promote(key)
 
     @abstractmethod
     def _fetch_document(self, url: str, previous: _Document | None) -> _Document: ...
@@ -101,12 +117,18 @@ class DocumentCache(ABC, Generic[_Document]):
     @abstractmethod
     def _timed_out(self, url: str) -> Exception: ...
 
+    @abstractmethod
+    def _refused(self, url: str) -> Exception: ...
+
 
 class JwksCache(DocumentCache[_Entry]):
     """A bounded cache of remote JWKS documents, safe to share across threads and event loops.
 
     `clock` is a monotonic clock in seconds (injectable for tests).
     """
+
+    what = "JWKS"
+    log = logger
 
     # -- the pure part ---------------------------------------------------------------------
 
@@ -180,17 +202,25 @@ class JwksCache(DocumentCache[_Entry]):
     def _timed_out(self, uri: str) -> KeyUnavailable:
         return KeyUnavailable("jwks_unavailable", f"fetching {uri} timed out")
 
+    def _refused(self, uri: str) -> KeyUnavailable:
+        return KeyUnavailable("jwks_unavailable", f"too many new key sets being fetched: {uri}")
+
     def _needs_fetch(self, kid: str | None, alg: str) -> Callable[[_Entry | None], bool]:
         return lambda entry: self._decide(entry, kid, alg, self._clock())
 
     # -- the two drivers -------------------------------------------------------------------
 
-    def get_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+    def get_keys(
+        self, uri: str, kid: str | None, alg: str, *, vetted: bool = True
+    ) -> tuple[PublicJWK, ...]:
         """The keys that may verify a token with `kid`/`alg`, fetching if needed (blocking).
 
-        Raises `KeyUnavailable` (`unknown_kid` or `jwks_unavailable`).
+        `vetted=False` for a URI a request chose (an open-mode discovery document, a Poppy
+        agent's metadata): until `mark_verified`, its first fetch may be refused while too
+        many such fetches run (`jwks_unavailable`). Raises `KeyUnavailable` (`unknown_kid` or
+        `jwks_unavailable`).
         """
-        entry = self._documents.get(uri, self._needs_fetch(kid, alg))
+        entry = self._documents.get(uri, self._needs_fetch(kid, alg), vetted=vetted)
         return self._answer(uri, entry, kid, alg, self._clock())
 
     def keys_at_hand(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...] | None:
@@ -199,10 +229,16 @@ class JwksCache(DocumentCache[_Entry]):
         entry = self._documents.held(uri, self._needs_fetch(kid, alg))
         return None if entry is None else self._answer(uri, entry, kid, alg, self._clock())
 
-    async def aget_keys(self, uri: str, kid: str | None, alg: str) -> tuple[PublicJWK, ...]:
+    async def aget_keys(
+        self, uri: str, kid: str | None, alg: str, *, vetted: bool = True
+    ) -> tuple[PublicJWK, ...]:
         """Async `get_keys`: a cache hit never leaves the event loop; a fetch runs in a thread."""
-        entry = await self._documents.aget(uri, self._needs_fetch(kid, alg))
+        entry = await self._documents.aget(uri, self._needs_fetch(kid, alg), vetted=vetted)
         return self._answer(uri, entry, kid, alg, self._clock())
+
+
+class _FetchLimitReached(FetchError):
+    """A discovery refused by the limit on new keys (logged once per burst, not per call)."""
 
 
 @frozen
@@ -217,9 +253,12 @@ class DiscoveryCache(DocumentCache[_Discovered]):
     `{iss}/.well-known/openid-configuration` must be https and its `issuer` must equal `iss`.
     Answers are cached for an hour, failures for a minute, at most `max_issuers` of them. As
     with key sets, concurrent misses for one issuer share one fetch, and a cached answer
-    never leaves the event loop.
+    never leaves the event loop. Every issuer is a token's choice: until `mark_verified`, its
+    discovery may be refused while too many run (see `SharedFetches`).
     """
 
+    what = "OIDC discovery"
+    log = logger
     success_ttl = 3600.0
     failure_ttl = 60.0
 
@@ -266,6 +305,9 @@ class DiscoveryCache(DocumentCache[_Discovered]):
     def _timed_out(self, issuer: str) -> FetchError:
         return FetchError(f"OIDC discovery for {issuer} timed out")
 
+    def _refused(self, issuer: str) -> _FetchLimitReached:
+        return _FetchLimitReached(f"too many new issuers being discovered: {issuer}")
+
     def _stale(self, answer: _Discovered | None) -> bool:
         return answer is None or self._clock() >= answer.expires_at
 
@@ -273,6 +315,8 @@ class DiscoveryCache(DocumentCache[_Discovered]):
         """The issuer's discovered https `jwks_uri`, or None (blocking on a miss)."""
         try:
             answer = self._documents.get(issuer, self._stale)
+        except _FetchLimitReached:  # said once per burst where it was refused
+            return None
         except FetchError as exc:  # waited too long for another caller's fetch
             logger.warning("%s", loggable(exc))
             return None
@@ -283,6 +327,8 @@ class DiscoveryCache(DocumentCache[_Discovered]):
         worker thread."""
         try:
             answer = await self._documents.aget(issuer, self._stale)
+        except _FetchLimitReached:
+            return None
         except FetchError as exc:
             logger.warning("%s", loggable(exc))
             return None

@@ -134,6 +134,7 @@ class _NeedKeys:
     uri: str
     kid: str | None
     alg: str
+    vetted: bool  # the URI is configured, not named by a discovery document a token chose
 
 
 _Need = _NeedAgent | _NeedDiscovery | _NeedKeys
@@ -265,10 +266,12 @@ class IdentityVerifier:
         `_NeedAgent`; else it is the registry's answer), discovery, keys."""
         try:
             agent: _Agent = (yield asked) if isinstance(asked, _NeedAgent) else asked
+            discovered = False
             if agent is None and self.open_mode:
                 jwks_uri: str | None = yield _NeedDiscovery(issuer)
                 if jwks_uri is not None:
                     agent = RegisteredAgent(issuer=issuer, jwks_uri=jwks_uri)
+                    discovered = True
             if agent is None:
                 raise AuthenticationFailed("unknown_issuer")
             if not agent.enabled:
@@ -276,8 +279,12 @@ class IdentityVerifier:
             candidates = self._keys_at_hand(agent, jws)
             if candidates is None:
                 assert agent.jwks_uri is not None
-                candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg)
-            return self._conclude(jws, claims, agent, candidates, key)
+                candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg, not discovered)
+            caller = self._conclude(jws, claims, agent, candidates, key)
+            if discovered:
+                # An issuer that verifies: fresh issuers must not push its discovery out.
+                self.discovery.mark_verified(issuer)
+            return caller
         except AuthenticationFailed as exc:
             exc.issuer = issuer  # what the token claims: for the logs, never trusted
             raise
@@ -338,6 +345,9 @@ class IdentityVerifier:
         caller = PersonalAgent(agent.issuer, sub, agent.name, MappingProxyType(claims), audience)
         entry = (agent.issuer, sub, audience, exp, nbf)
         self.cache.put(key, entry, expires_at=exp + self.leeway, now=now)
+        if agent.jwks_uri is not None:
+            # Keys in use: key sets that never verified anything must not push them out.
+            self.keys.mark_verified(agent.jwks_uri)
         return caller
 
     # -- the two drivers -------------------------------------------------------------------
@@ -451,7 +461,7 @@ class IdentityVerifier:
         if isinstance(need, _NeedDiscovery):
             return self.discovery.jwks_uri(need.issuer)
         try:
-            return self.keys.get_keys(need.uri, need.kid, need.alg)
+            return self.keys.get_keys(need.uri, need.kid, need.alg, vetted=need.vetted)
         except KeyUnavailable as exc:
             raise AuthenticationFailed(exc.code, str(exc)) from exc
 
@@ -463,7 +473,7 @@ class IdentityVerifier:
         if isinstance(need, _NeedDiscovery):
             return await self.discovery.ajwks_uri(need.issuer)
         try:
-            return await self.keys.aget_keys(need.uri, need.kid, need.alg)
+            return await self.keys.aget_keys(need.uri, need.kid, need.alg, vetted=need.vetted)
         except KeyUnavailable as exc:
             raise AuthenticationFailed(exc.code, str(exc)) from exc
 

@@ -200,6 +200,8 @@ class AssertionVerifier:
         first: bool = yield _NeedFirstUse(key, now, remember_until(exp + self.skew))
         if not first:
             raise _refusal(kind, "the jti was used before")
+        # This agent's document and keys are in use: made-up client_ids must not push them out.
+        self.clients.mark_verified(client_id)
         return VerifiedAssertion(
             kind=kind,
             client_id=client_id,
