@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -59,13 +60,35 @@ def _backend_pid(store: PostgresStore) -> int:
 
 
 @contextmanager
-def _frozen(pid: int) -> Iterator[None]:
-    """The backend process stopped (it reads nothing, answers nothing) for the block."""
-    os.kill(pid, signal.SIGSTOP)
+def _frozen(*pids: int) -> Iterator[None]:
+    """The processes stopped (they read nothing, answer nothing) for the block."""
+    stopped: list[int] = []
     try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
         yield
     finally:
-        os.kill(pid, signal.SIGCONT)
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+
+def _server_processes(server: PostgresServer) -> list[int]:
+    """The postmaster and every process it started (backends, checkpointer...): the whole
+    server, as a frozen machine holds it."""
+    postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+        if int(stat.rpartition(")")[2].split()[1]) == postmaster:
+            children.append(int(entry.name))
+    return [postmaster, *children]
 
 
 @pytest.fixture
@@ -73,7 +96,7 @@ def store(postgres_server: PostgresServer) -> Iterator[PostgresStore]:
     dsn = postgres_server.create_database()
     # One connection: the frozen one is the connection the next operation would get back,
     # and an operation after it can only run if its slot was freed.
-    opened = PostgresStore(dsn, max_connections=1, operation_timeout=TIMEOUT)
+    opened = PostgresStore(dsn, max_connections=1, connect_timeout=1, operation_timeout=TIMEOUT)
     opened.set_agent_enabled(AGENT, True)  # migrates; the connection is pooled
     yield opened
     opened.close()
@@ -117,6 +140,20 @@ def test_the_store_works_again_once_the_server_answers(store: PostgresStore) -> 
     store.set_agent_enabled(AGENT, False)
     assert store.agent_enabled(AGENT) is False
     assert _backend_pid(store) != pid
+
+
+def test_a_whole_frozen_server_fails_every_operation_in_bounded_time(
+    postgres_server: PostgresServer, store: PostgresStore
+) -> None:
+    """The machine freezes: the pooled connection is cut at the operation timeout, and the
+    new connections the next operations try give up at the connect timeout."""
+    with _frozen(*_server_processes(postgres_server)):
+        first = _outcome_within(BOUND, lambda: store.agent_enabled(AGENT))
+        assert isinstance(first, StoreUnavailable), repr(first)
+        assert "no answer within 1 s" in str(first)
+        again = _outcome_within(BOUND, lambda: store.agent_enabled(AGENT))
+        assert isinstance(again, StoreUnavailable), repr(again)
+    assert store.agent_enabled(AGENT) is True
 
 
 def test_operations_that_answer_in_time_keep_their_connection(store: PostgresStore) -> None:
