@@ -20,9 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from pactmw.adapters.asgi import A2AProviderApp
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.provider import Provider
+from pactmw.provider.settings import ProviderSettings
 from pactmw.store import StoreUnavailable
 from pactmw.store.postgres import PostgresStore
+from tests.reliability.support import AUDIENCE, bearer, inline_agent, reply_of, send
+from tests.support.net import loopback_client
 from tests.support.pg import PostgresServer
+from tests.support.servers import uvicorn_server
 
 #: The store's operation timeout in these tests.
 TIMEOUT = 1.0
@@ -169,3 +176,36 @@ def test_operations_that_answer_in_time_keep_their_connection(store: PostgresSto
 def test_operation_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="operation_timeout"):
         PostgresStore("postgresql://127.0.0.1/x", operation_timeout=0)
+
+
+def test_a_provider_answers_503_while_the_backend_is_frozen(store: PostgresStore) -> None:
+    """Over HTTP: the request that meets the frozen connection gets a 503 with Retry-After
+    (it used to hang with its worker thread), the next one a reply on a new connection, and
+    the first one's retry its reply once the server runs again."""
+    key = generate_private_jwk("ES256", kid="frozen-1")
+    settings = ProviderSettings.from_mapping(
+        {
+            "base_url": "http://127.0.0.1",
+            "audience": AUDIENCE,
+            "store": "memory://",  # replaced by the PostgreSQL store below
+            "agents": [inline_agent(key)],
+            "brands": {"acme": {"name": "Acme", "handler": "bot"}},
+        },
+        handlers={"bot": lambda turn: f"answer to {turn.message_id}"},
+    )
+    provider = Provider.from_settings(settings, store=store)
+    try:
+        with (
+            uvicorn_server(A2AProviderApp(provider)) as base,
+            loopback_client(timeout=BOUND) as client,  # a hang is a ReadTimeout, not a pass
+        ):
+            reply_of(send(client, base, bearer(key), "hello", "m0"))  # the connection is pooled
+            pid = _backend_pid(store)
+            with _frozen(pid):
+                refused = send(client, base, bearer(key), "are you there?", "m1")
+                assert refused.status_code == 503, refused.text
+                assert refused.headers["Retry-After"] == "1"
+                assert reply_of(send(client, base, bearer(key), "hello again", "m2"))
+            assert reply_of(send(client, base, bearer(key), "are you there?", "m1"))["parts"]
+    finally:
+        provider.close()
