@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pactmw.adapters.asgi import A2AProviderApp
@@ -171,6 +172,25 @@ def test_operations_that_answer_in_time_keep_their_connection(store: PostgresSto
     while time.monotonic() < until:
         store.set_agent_enabled(AGENT, True)
     assert _backend_pid(store) == pid
+
+
+def test_the_operators_cleanup_may_outlast_the_operation_timeout(store: PostgresStore) -> None:
+    """`cleanup` is one transaction that may rightly run long (a first cleanup of a big
+    database), so the operation timeout does not cut it; its lock waits stay bounded. Here
+    it waits for a lock another session holds for longer than the operation timeout (and
+    less than the lock timeout)."""
+    holder = psycopg.connect(store._dsn)
+    holder.execute("LOCK TABLE pactmw_device_authorizations IN SHARE MODE")
+    release = threading.Timer(2.5 * TIMEOUT, holder.rollback)
+    release.start()
+    try:
+        outcome = _outcome_within(
+            BOUND, lambda: store.cleanup(now=time.time(), conversations_idle_before=0.0)
+        )
+    finally:
+        release.join()
+        holder.close()
+    assert outcome is None, repr(outcome)
 
 
 def test_operation_timeout_must_be_positive() -> None:

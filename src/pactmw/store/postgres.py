@@ -179,8 +179,8 @@ class PostgresStore(PostgresFlavour):
     for the server's answers, then its connection is closed and it fails with
     `StoreUnavailable`: a server that stopped answering (a frozen machine, a network that
     drops packets) would otherwise hold the calling thread for ever. Keep it above the
-    lock waits an operation may make; migrating the schema when the store opens is not
-    bounded by it.
+    lock waits an operation may make. Two jobs that may rightly run long are not bounded
+    by it: migrating the schema when the store opens, and `cleanup`.
     """
 
     def __init__(
@@ -284,9 +284,9 @@ class PostgresStore(PostgresFlavour):
             self._apply_migrations(cur, MIGRATIONS, where)
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[_Connection]:
+    def _connection(self, *, bounded: bool = True) -> Iterator[_Connection]:
         """A pooled connection, the schema migrated, driver errors translated; the body
-        under the operation timeout."""
+        under the operation timeout unless not `bounded`."""
         conn = self._pool.acquire()
         # Armed after the acquire: a wait for a free connection has its own bound.
         watch = self._watchdog.watch(conn)
@@ -298,7 +298,7 @@ class PostgresStore(PostgresFlavour):
                     if not self._schema_ready:
                         self._migrate(conn, watch)
                         self._schema_ready = True
-            with watch:
+            with watch if bounded else contextlib.nullcontext():
                 yield conn
         except psycopg.Error as exc:
             if watch.fired:  # whatever the driver made of the socket cut under it
@@ -321,6 +321,12 @@ class PostgresStore(PostgresFlavour):
     def _write(self) -> Iterator[_Cursor]:
         """Run the body in one transaction on a pooled connection; roll back if it raises."""
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    @contextlib.contextmanager
+    def _long_write(self) -> Iterator[_Cursor]:
+        """`_write` without the operation timeout (see `SqlCore._long_write`)."""
+        with self._connection(bounded=False) as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
     @contextlib.contextmanager
