@@ -6,9 +6,9 @@ serialize on that row and exactly one of them owns the turn; unique constraints 
 invariants up. The delegation operations work the same way: each locks the row it decides
 on (device code, refresh token, grant) or is one conditional statement, and upserts of a
 grant key also take a per-key advisory lock, since the first grant has no row yet to lock.
-Connection problems, lock waits past the lock timeout and a read-only database surface as
-`StoreUnavailable`, other database errors as `StoreError`; neither message contains the
-DSN's password.
+Connection problems, lock waits past the lock timeout, a server that does not answer
+within the operation timeout and a read-only database surface as `StoreUnavailable`, other
+database errors as `StoreError`; neither message contains the DSN's password.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from psycopg.rows import TupleRow
 
 from pactmw.store._sql.flavours import PostgresFlavour
 from pactmw.store._sql.migrations import POSTGRES_MIGRATIONS
+from pactmw.store._watchdog import Watch, Watchdog
 from pactmw.store.base import StoreError, StoreUnavailable
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
@@ -173,7 +174,13 @@ class PostgresStore(PostgresFlavour):
     At most `max_connections` connections are open; a caller waits up to `acquire_timeout`
     seconds for one, then gets `StoreUnavailable`. A statement waits up to `lock_timeout`
     seconds for a lock another session holds, then fails with `StoreUnavailable`, unless
-    the DSN (`options=-c lock_timeout=...`), the role or the database sets its own.
+    the DSN (`options=-c lock_timeout=...`), the role or the database sets its own. One
+    operation (its transaction, all its statements) waits up to `operation_timeout` seconds
+    for the server's answers, then its connection is closed and it fails with
+    `StoreUnavailable`: a server that stopped answering (a frozen machine, a network that
+    drops packets) would otherwise hold the calling thread for ever. Keep it above the
+    lock waits an operation may make. Two jobs that may rightly run long are not bounded
+    by it: migrating the schema when the store opens, and `cleanup`.
     """
 
     def __init__(
@@ -184,11 +191,14 @@ class PostgresStore(PostgresFlavour):
         connect_timeout: int = 10,
         acquire_timeout: float = 30.0,
         lock_timeout: float = 5.0,
+        operation_timeout: float = 20.0,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         if not lock_timeout > 0:
             raise ValueError("lock_timeout must be a positive number of seconds")
+        if not operation_timeout > 0:
+            raise ValueError("operation_timeout must be a positive number of seconds")
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.Error:
@@ -205,6 +215,9 @@ class PostgresStore(PostgresFlavour):
         if "application_name" not in params:
             self._connect_kwargs["application_name"] = "pactmw"
         self._lock_timeout = f"{max(1, round(lock_timeout * 1000))}ms"
+        # Client-side, since the server's own timeouts need a server that runs: see
+        # store/_watchdog.py for why the connection's socket is shut down past it.
+        self._watchdog = Watchdog(operation_timeout)
         self._pool = _Pool(
             self._open_connection,
             max_size=max_connections,
@@ -224,6 +237,12 @@ class PostgresStore(PostgresFlavour):
             self._scrub(f"PostgreSQL {self._describe} is unavailable: {message}")
         )
 
+    def _no_answer(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"PostgreSQL {self._describe} is unavailable: no answer within "
+            f"{self._watchdog.timeout:g} s (operation_timeout), so the connection was closed"
+        )
+
     def _error(self, exc: BaseException) -> StoreError:
         message = self._driver_message(exc)
         return StoreError(self._scrub(f"PostgreSQL {self._describe}: {message}"))
@@ -234,56 +253,80 @@ class PostgresStore(PostgresFlavour):
         except psycopg.Error as exc:
             # `from None`: the driver's exception is summarised, scrubbed, in our message.
             raise self._unavailable(exc) from None
+        watch = self._watchdog.watch(conn)
         try:
             # PostgreSQL waits for a lock forever by default: another session holding a
             # table or a row (a migration, an operator's LOCK, a stuck transaction) would
             # hang every request. Bound the wait as sqlite's busy timeout does, unless the
             # DSN's options, the role or the database already set a lock_timeout.
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, false)"
-                " WHERE current_setting('lock_timeout') = '0'",
-                (self._lock_timeout,),
-            )
+            with watch:
+                conn.execute(
+                    "SELECT set_config('lock_timeout', %s, false)"
+                    " WHERE current_setting('lock_timeout') = '0'",
+                    (self._lock_timeout,),
+                )
         except psycopg.Error as exc:
             conn.close()
-            raise self._unavailable(exc) from None
+            raise (self._no_answer() if watch.fired else self._unavailable(exc)) from None
         return conn
 
-    def _migrate(self, conn: _Connection) -> None:
+    def _migrate(self, conn: _Connection, watch: Watch) -> None:
         where = f"PostgreSQL {self._describe}"
         # Read first, write only to create or migrate: a hot standby, a read-only database
         # or a role with only SELECT whose schema is current opens and serves reads.
-        with conn.cursor() as cur:
+        with watch, conn.cursor() as cur:
             if self._schema_is_current(cur, MIGRATIONS, where):
                 return
+        # Unbounded: a migration may rightly take long on a big table (an index to build);
+        # lock_timeout still bounds its waits for locks, the advisory one included.
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
             self._apply_migrations(cur, MIGRATIONS, where)
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[_Connection]:
-        """A pooled connection, the schema migrated, driver errors translated."""
+    def _connection(self, *, bounded: bool = True) -> Iterator[_Connection]:
+        """A pooled connection, the schema migrated, driver errors translated; the body
+        under the operation timeout unless not `bounded`."""
         conn = self._pool.acquire()
+        # Armed after the acquire: a wait for a free connection has its own bound.
+        watch = self._watchdog.watch(conn)
         try:
             if not self._schema_ready:
+                # Outside the deadline: waiting here is waiting for another thread's
+                # migration, which may rightly take long.
                 with self._schema_lock:
                     if not self._schema_ready:
-                        self._migrate(conn)
+                        self._migrate(conn, watch)
                         self._schema_ready = True
-            yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise self._unavailable(exc) from None
-        except psycopg.Error as exc:  # a constraint broken, bad data: the store's own fault
-            if self._refuses_for_now(exc):  # unless the database refuses for now
+            with watch if bounded else contextlib.nullcontext():
+                yield conn
+        except psycopg.Error as exc:
+            if watch.fired:  # whatever the driver made of the socket cut under it
+                raise self._no_answer() from None
+            if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+                raise self._unavailable(exc) from None
+            # A constraint broken, bad data: the store's own fault, unless the database
+            # refuses for now.
+            if self._refuses_for_now(exc):
                 raise self._unavailable(exc) from None
             raise self._error(exc) from None
         finally:
+            if watch.fired:
+                # Cut after its last answer came: the body succeeded, but the connection
+                # must not go back to the pool with its socket shut down.
+                conn.close()
             self._pool.release(conn)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[_Cursor]:
         """Run the body in one transaction on a pooled connection; roll back if it raises."""
         with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    @contextlib.contextmanager
+    def _long_write(self) -> Iterator[_Cursor]:
+        """`_write` without the operation timeout (see `SqlCore._long_write`)."""
+        with self._connection(bounded=False) as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
     @contextlib.contextmanager

@@ -77,6 +77,13 @@ class SqlCore(abc.ABC):
     def _write(self) -> AbstractContextManager[Executor]:
         """Run the body in one write transaction; roll back if it raises."""
 
+    def _long_write(self) -> AbstractContextManager[Executor]:
+        """Run the body in one write transaction that may rightly run long (the operator's
+        cleanup of a big database): a backend that bounds how long one operation waits for
+        its database (PostgreSQL's operation timeout) lifts the bound. Lock waits stay bounded.
+        """
+        return self._write()
+
     def _one_statement(self) -> AbstractContextManager[Executor]:
         """Run one write statement that is atomic by itself (a data-modifying `WITH`).
 

@@ -14,7 +14,8 @@ __all__ = ["RetentionMixin"]
 
 
 class RetentionMixin(SqlCore):
-    """`Store.cleanup`, over the dialect hooks: one write transaction."""
+    """`Store.cleanup`, over the dialect hooks: one write transaction, without the operation
+    timeout (the first cleanup of a big database may delete for minutes)."""
 
     _session_sql: ClassVar[SessionStatements]
     _account_sql: ClassVar[AccountTokenStatements]
@@ -22,7 +23,7 @@ class RetentionMixin(SqlCore):
 
     def _cleanup(self, now: float, conversations_idle_before: float | None) -> Cleanup:
         sql = self._sql
-        with self._write() as ex:
+        with self._long_write() as ex:
             devices = ex.execute(sql.purge_devices, (now,)).rowcount
             tokens = ex.execute(sql.cleanup_refresh_tokens, (now, now)).rowcount
             used = ex.execute(sql.purge_used_values, (now,)).rowcount
