@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pactmw.client import A2AErrorResponse, fetch_card
+from pactmw.client.errors import ERROR_TEXT_LIMIT
 from pactmw.protocols.a2a import ERROR_INFO_TYPE
 from tests.client.support import Route, StaticServer
 from tests.client.test_card import base_card
@@ -99,3 +101,50 @@ def test_card_json_escapes_what_a_terminal_would_act_on(site: StaticServer, tmp_
     assert_nothing_raw(result.stdout)
     summary = json.loads(result.stdout)
     assert (summary["name"], summary["description"]) == (card["name"], card["description"])
+
+
+# -- text without end ----------------------------------------------------------------------------
+
+#: A refusal whose message is 3 MB: within the 4 MiB a client reads, far past a line.
+FLOOD = "x" * 3_000_000
+
+
+def test_an_error_quoting_megabytes_is_one_bounded_line(site: StaticServer, tmp_path: Path) -> None:
+    url = site.json("/card", a2a_error(FLOOD), status=404)
+    result = run(["card", url], tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"pactmw card: error: {url}: TASK_NOT_FOUND (404): xxx")
+    assert result.stderr.endswith(f"...({len('TASK_NOT_FOUND (404): ') + len(FLOOD)} chars)\n")
+    assert len(result.stderr) < 2 * ERROR_TEXT_LIMIT, len(result.stderr)
+
+
+def test_a_check_failing_on_megabytes_is_one_bounded_line(
+    site: StaticServer, tmp_path: Path
+) -> None:
+    """`pactmw check` quotes the error its card fetch raised in the FAIL line."""
+    made = run(["keygen", "--out", "agent.jwk"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    url = site.json("/card", a2a_error(FLOOD + "\x1b[2J"), status=404)
+    argv = ["--issuer", "https://pa.example", "--key", "agent.jwk", "--audience", "a"]
+    result = run(["check", url, *argv], tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1].endswith("failed"), lines[-1]
+    for line in lines:
+        assert len(line) < 2 * ERROR_TEXT_LIMIT, line[:200]
+    assert any("TaskNotFound: TASK_NOT_FOUND (404): xxx" in line for line in lines), lines
+    assert_nothing_raw(result.stdout)
+
+
+def test_a_client_error_says_megabytes_in_bounded_escaped_text(site: StaticServer) -> None:
+    """What a program logs of a client error (`str(exc)`) is bounded and escaped as log lines
+    are; the attributes keep the Provider's text whole."""
+    url = site.json("/card", a2a_error(FLOOD + "\x1b[2J\u202e"), status=404)
+    with pytest.raises(A2AErrorResponse) as caught:
+        fetch_card(url)
+    assert caught.value.message == FLOOD + "\x1b[2J\u202e"
+    escaped = "TASK_NOT_FOUND (404): " + FLOOD + "\\x1b[2J\\u202e"
+    marker = f"...({len(escaped)} chars)"
+    assert str(caught.value) == escaped[:ERROR_TEXT_LIMIT] + marker
