@@ -18,6 +18,7 @@ from pactmw.core.encoding import (
     json_loads,
     loggable,
     printable,
+    printable_json,
 )
 from pactmw.core.errors import MalformedInput
 
@@ -301,6 +302,22 @@ def test_printable_escapes_control_characters_only() -> None:
     text = "Acme\x1b[31m\r\nCafé\x7f\x85\t"
     assert printable(text) == "Acme\\x1b[31m\\r\\nCafé\\x7f\\x85\\t"
     assert printable("Café ✓ 北京") == "Café ✓ 北京"
+
+
+def test_printable_escapes_bidirectional_controls_but_not_marks() -> None:
+    """An override or an isolate reorders what follows on a terminal that does bidi; the
+    marks (U+200E, U+200F) carry no state and Hebrew or Arabic text keeps them."""
+    assert printable("Acme\u202eexe.txt \u2066x\u2069") == "Acme\\u202eexe.txt \\u2066x\\u2069"
+    assert printable("\u05e9\u05dc\u05d5\u05dd\u200f") == "\u05e9\u05dc\u05d5\u05dd\u200f"
+
+
+def test_printable_json_is_the_same_document() -> None:
+    document = {"name": "Acme\u202e\x9b2J\x7f", "lines": "a\nb\x1b", "text": "Café \\\x9b"}
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    shown = printable_json(text)
+    assert json.loads(shown) == document
+    # Nothing left that a terminal acts on but the indentation's line breaks.
+    assert all(character == "\n" or printable(character) == character for character in shown)
 
 
 def test_loggable_is_printable_and_cut_short_with_a_marker() -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from pactmw.core.encoding import printable
+from pactmw.core.encoding import printable, printable_json
 from pactmw.core.errors import PactmwError
 from pactmw.core.files import stage_file
 
@@ -44,7 +44,9 @@ class CommandError(PactmwError):
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split())
+    """A message as the one line a terminal shows as written: an error may quote a Provider
+    (its refusal's message, a redirect's target), whose controls are shown as escapes."""
+    return printable(" ".join(text.split()))
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -213,8 +215,8 @@ def reconfigure_output() -> None:
 def print_json(document: Any) -> None:
     """Print `document` as JSON on stdout, its text as it is when stdout can encode it, else
     with JSON's own escapes (`\\u00e9`): a backslash escape of the console's would not be
-    JSON."""
-    text = json.dumps(document, indent=2, ensure_ascii=False)
+    JSON. The controls a terminal acts on are JSON escapes either way (`printable_json`)."""
+    text = printable_json(json.dumps(document, indent=2, ensure_ascii=False))
     try:
         text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")  # None: no stdout
     except (UnicodeEncodeError, LookupError):

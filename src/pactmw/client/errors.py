@@ -30,11 +30,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pactmw.core.encoding import loggable
 from pactmw.core.errors import PactmwError
+
+#: The most characters of a client error's text (`str(exc)`); longer text is cut with a
+#: `...(N chars)` marker.
+ERROR_TEXT_LIMIT = 1000
 
 
 class ClientError(PactmwError):
-    """Base of every error the personal agent's client raises."""
+    """Base of every error the personal agent's client raises.
+
+    Its text (`str(exc)`) quotes the server (a refusal's message, a redirect's target, a
+    receipt's claim), so it is made `loggable` here, for every subclass: controls escaped and
+    cut to `ERROR_TEXT_LIMIT` characters, so that a hostile Provider can neither drive the
+    terminal nor flood the log of whoever prints it. The attributes (`message`, `body`...)
+    keep what the server sent.
+    """
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(loggable(message, ERROR_TEXT_LIMIT))
 
 
 class NetworkError(ClientError):
@@ -219,6 +234,7 @@ class ReceiptInvalid(ClientError):
 
 __all__ = [
     "A2A_ERROR_CLASSES",
+    "ERROR_TEXT_LIMIT",
     "A2AErrorResponse",
     "CardInvalid",
     "ClientError",

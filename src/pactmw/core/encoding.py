@@ -34,7 +34,8 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 #: Unicode's explicit bidirectional formatting characters (UAX #9 §2.1-2.2): embeddings,
 #: overrides, isolates and the pops ending them. The marks (U+200E, U+200F, U+061C) are not
 #: among them: they carry no state, so an isolated label keeps them to itself.
-_BIDI_CONTROL = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
+_BIDI_CONTROL = re.compile(f"[{_BIDI_CONTROLS}]")
 
 _URLSAFE_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 #: The padding `a2b_base64` wants, by the unpadded length modulo 4 (1 is refused before).
@@ -299,14 +300,27 @@ def json_number(value: Any) -> float | None:
         return None
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: What a terminal acts on rather than shows: the C0 and C1 controls (escape sequences, a
+#: carriage return that overwrites the line) and the bidirectional controls, which reorder
+#: what follows them on terminals that do bidi (a name `Acme\u202eexe.txt` reads `Acmetxt.exe`).
+_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI_CONTROLS}]")
+#: Those `json.dumps` leaves as they are: it escapes the C0 controls in strings itself, and
+#: outside strings its indentation is made of them.
+_CONTROL_PAST_C0 = re.compile(f"[\\x7f-\\x9f{_BIDI_CONTROLS}]")
 
 
 def printable(text: str) -> str:
-    """`text` with its control characters as escapes (`\\x1b`, `\\r`, `\\n`), for a terminal:
-    what a remote party wrote (a card's name, an answer) can then neither drive the terminal
-    nor forge a line."""
+    """`text` with its control characters as escapes (`\\x1b`, `\\r`, `\\n`, `\\u202e`), for a
+    terminal: what a remote party wrote (a card's name, an answer) can then neither drive the
+    terminal, forge a line, nor reorder what is shown."""
     return _CONTROL.sub(lambda control: control[0].encode("unicode_escape").decode(), text)
+
+
+def printable_json(text: str) -> str:
+    """JSON text (`json.dumps`) with what `printable` escapes written as JSON escapes
+    (`\\u009b`): the same document, shown as it is on a terminal. The controls it leaves can
+    only be inside strings, where an escape means the same character."""
+    return _CONTROL_PAST_C0.sub(lambda control: f"\\u{ord(control[0]):04x}", text)
 
 
 #: The most characters of one request-controlled value a log line carries.
@@ -341,6 +355,7 @@ __all__ = [
     "json_number",
     "loggable",
     "printable",
+    "printable_json",
     "sha256",
     "uuid4_text",
     "uuid7_text",
