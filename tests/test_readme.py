@@ -15,9 +15,19 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import flask
 import httpx
 import pytest
 
+from pactmw.client import (
+    A2AClient,
+    AgentSigner,
+    DeviceCodeClient,
+    MessageReply,
+    TokenResponse,
+    delegation_scheme,
+    fetch_card,
+)
 from tests.support.net import free_port
 from tests.support.samples import PAGES, find_samples
 from tests.support.servers import REPO, uvicorn_server, werkzeug_server
@@ -37,6 +47,7 @@ def test_every_marked_sample_is_found() -> None:
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
+        "flask_provider",
     }  # fmt: skip
 
 
@@ -97,6 +108,59 @@ def test_fastapi_sample_answers_the_challenge_and_documents_the_scheme() -> None
 def test_flask_sample_guards_the_prefix_only() -> None:
     with werkzeug_server(run_sample("flask")["app"]) as base:
         assert_guarded(base, "/a2a/whoami", "/")
+
+
+def test_the_flask_provider_sample_answers_an_agent_and_asks_its_signed_in_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/getting-started/flask.md's Provider as a reader runs it: its signing key made with
+    # the page's command, the agent's keys inline, a free port, and a login of the site's own.
+    page = (REPO / "docs" / "getting-started" / "flask.md").read_text(encoding="utf-8")
+    keygen = re.search(r"`(pactmw keygen --out pactmw-signing\.jwk) > /dev/null`", page)
+    assert keygen, page
+    monkeypatch.chdir(tmp_path)  # the sample's key file and sqlite store are relative
+    pactmw = (sys.executable, "-m", "pactmw")
+    subprocess.run([*pactmw, *keygen[1].split()[1:]], check=True, capture_output=True)
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
+    sample = SAMPLES["flask_provider"]
+    assert registered in sample.code
+    code = sample.code.replace("http://127.0.0.1:5000", base).replace(registered, '"jwks": JWKS')
+    namespace: dict[str, Any] = {"__name__": "readme_flask_provider", "JWKS": agent.public_jwks()}
+    exec(compile(code, sample.filename, "exec"), namespace)
+    app = namespace["app"]
+
+    def login() -> Any:  # the site's own login, where jane signs in at once
+        flask.session["username"] = "jane"
+        return flask.redirect(flask.request.args["next"])
+
+    app.add_url_rule("/login", view_func=login)
+
+    with werkzeug_server(app, port):
+        card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")
+        token = agent.for_user("user-1", audience=f"{base}/a2a")
+        reply = A2AClient.from_card(card, token).send("Where is my order?")
+        assert isinstance(reply, MessageReply)
+        assert reply.text == "You asked: Where is my order?"
+        scheme = delegation_scheme(card)
+        assert scheme is not None
+        device = DeviceCodeClient(scheme, token)
+        started = device.start(["orders:read"])
+        with httpx.Client(follow_redirects=True) as browser:
+            consent = browser.get(started.verification_uri_complete)
+            assert "signed in to shop as <strong>jane</strong>" in consent.text, consent.text
+            form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
+                             r'value="([^"]+)"', consent.text)  # fmt: skip
+            assert form, consent.text
+            decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
+            browser.post(form[1], data=decision, headers={"Origin": base})
+        granted = device.wait_for_token(started, timeout=60)
+        assert isinstance(granted, TokenResponse), granted
+    listed = app.test_cli_runner().invoke(args=["pactmw", "grants", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "jane" in listed.output  # the grant is kept under the signed-in account
 
 
 def _token_of_your_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, Any]:

@@ -78,8 +78,12 @@ def require_verifier(verifier: object) -> IdentityVerifier:
 
 def check_base_url(base_url: object) -> str:
     """A Provider's `base_url`: its public http(s) URL, without the trailing slash."""
-    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+    if not isinstance(base_url, str) or not base_url:
         raise ConfigError("base_url is required: the public http(s) URL of this Provider")
+    if not base_url.startswith(("http://", "https://")):
+        # Written, just without its scheme ("127.0.0.1:8000"): "required" would send its
+        # author looking for a key that is there.
+        raise ConfigError(f"base_url must be an http:// or https:// URL (got {base_url!r})")
     try:
         url = urlsplit(base_url)
         valid = url.hostname is not None and url.port != -1  # .port raises past 65535

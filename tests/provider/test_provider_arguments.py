@@ -48,7 +48,7 @@ def build(**changes: Any) -> Provider:
         ),
         pytest.param(
             {"base_url": "provider.example"},
-            "base_url is required: the public http(s) URL of this Provider",
+            "base_url must be an http:// or https:// URL (got 'provider.example')",
             id="base-url-without-scheme",
         ),
         pytest.param(

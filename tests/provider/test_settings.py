@@ -278,6 +278,25 @@ def test_base_url_is_required(base_url: Any) -> None:
     assert "base_url" in refused(data)
 
 
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8000", "provider.example", "ftp://x.example"])
+def test_a_base_url_without_its_scheme_is_named_as_written_not_as_missing(base_url: str) -> None:
+    # A Django or Flask settings dict that holds "127.0.0.1:8000" was told base_url "is
+    # required", which sends its author looking for a key that is there.
+    assert refused(minimal(base_url=base_url)) == (
+        f"base_url must be an http:// or https:// URL (got {base_url!r})"
+    )
+
+
+@pytest.mark.parametrize("base_url", [None, "", 5])
+def test_a_missing_base_url_is_required(base_url: Any) -> None:
+    data = minimal()
+    if base_url is None:
+        del data["base_url"]
+    else:
+        data["base_url"] = base_url
+    assert refused(data) == "base_url is required: the public http(s) URL of this Provider"
+
+
 def test_base_url_trailing_slash_is_removed() -> None:
     settings = ProviderSettings.from_mapping(minimal(base_url="https://provider.example/"))
     assert settings.base_url == "https://provider.example"

@@ -33,6 +33,17 @@ def raw_settings() -> Any:
     return getattr(django_settings, SETTING, {})
 
 
+#: What a site without a usable `settings.PACTMW` is told (pactmw.E002), by the system checks,
+#: the server's log and `manage.py pactmw` alike.
+MISSING = f"settings.{SETTING} is missing or not a dict"
+
+
+def setting_is_missing() -> bool:
+    """Whether `settings.PACTMW` is absent or not a dict: nothing any key could be named in
+    (its `audience` is not "required" of a setting that is not there)."""
+    return not hasattr(django_settings, SETTING) or not isinstance(raw_settings(), dict)
+
+
 def with_template_dirs(data: Any) -> Any:
     """`data` with `templates` set to the directories of Django's template engines (DIRS, and
     the apps' `templates/` under APP_DIRS) unless it names its own: a Brand overrides
@@ -96,6 +107,13 @@ class Configured:
     def guard(self) -> Guard:
         """The guard; raises `RequestRefused(503)` (logged once) when the settings are bad."""
         with self._lock:
+            if self._guard is None and self._error is None and setting_is_missing():
+                self._error = ConfigError(MISSING)
+                logger.error(
+                    "%s; pactmw answers 503 until it is set "
+                    "(manage.py check reports it as pactmw.E002)",
+                    MISSING,
+                )
             if self._guard is None and self._error is None:
                 try:
                     self._guard = guard_settings(with_template_dirs(raw_settings())).build()
@@ -163,6 +181,7 @@ def get_provider() -> Provider:
 
 
 __all__ = [
+    "MISSING",
     "SETTING",
     "SHOW_MESSAGE_TEXT",
     "Configured",
@@ -172,6 +191,7 @@ __all__ = [
     "get_verifier",
     "protect_prefix",
     "raw_settings",
+    "setting_is_missing",
     "show_message_text",
     "state_database",
     "state_in_site_database",

@@ -9,7 +9,7 @@ from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.module_loading import import_string
 
-from pactmw.adapters.django._config import SETTING, raw_settings
+from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.config import ConfigError
 from pactmw.provider.guard import guard_settings
@@ -23,10 +23,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     """pactmw.E001: `PACTMW` does not build; pactmw.E002: it is missing or not a dict;
     pactmw.W001: the middleware is not installed, so no request has `personal_agent`."""
     messages: list[CheckMessage] = []
-    if not hasattr(django_settings, SETTING) or not isinstance(raw_settings(), dict):
+    if setting_is_missing():
         messages.append(
             Error(
-                f"settings.{SETTING} is missing or not a dict.",
+                f"{MISSING}.",
                 hint=(
                     'Set PACTMW = {"audience": "...", "agents": [...]} '
                     "(see pactmw's documentation, Getting started: Django)."
