@@ -16,7 +16,7 @@ from attrs import frozen
 
 from pactmw.core.encoding import bidi_control_in
 from pactmw.core.errors import MalformedInput, PactmwError
-from pactmw.core.fetch import FetchPolicy, IPNetwork
+from pactmw.core.fetch import FetchPolicy, IPNetwork, parse_networks
 from pactmw.core.http import PROVIDER_MOUNT
 from pactmw.core.jwk import KeySet, parse_jwks
 from pactmw.core.keys import JwksCache
@@ -204,9 +204,9 @@ class Settings:
         if not isinstance(networks, list) or not all(isinstance(n, str) for n in networks):
             raise ConfigError("allowed_jwks_networks must be a list of CIDR strings")
         try:
-            parsed_networks = tuple(ipaddress.ip_network(n) for n in networks)
-        except ValueError as exc:
-            raise ConfigError(f"allowed_jwks_networks: {exc}") from exc
+            parsed_networks = parse_networks(networks)
+        except MalformedInput as exc:
+            raise ConfigError(f"allowed_jwks_networks: {exc.__cause__}") from exc
         prefix = guarded_prefix(
             data.get("protect_prefix", PROVIDER_MOUNT), "protect_prefix", empty_is_none=True
         )
