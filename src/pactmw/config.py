@@ -290,8 +290,14 @@ def _fetchable(url: str, allow_http_on_loopback: bool) -> bool:
 
 
 def in_protected_path(path: str, prefix: str | None) -> bool:
-    """Tell whether the middleware guards `path` under `prefix` (None guards nothing)."""
-    return prefix is not None and path.startswith(prefix)
+    """Tell whether the middleware guards `path` under `prefix` (None guards nothing).
+
+    A prefix's own path without its trailing slash is guarded too: frameworks serve `/api`
+    beside `/api/...` (FastAPI's `APIRouter(prefix="/api")` with `@router.get("")`), and
+    left out, it would answer without a token."""
+    if prefix is None:
+        return False
+    return path.startswith(prefix) or (len(prefix) > 1 and path == prefix.rstrip("/"))
 
 
 __all__ = [
