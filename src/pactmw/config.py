@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from attrs import frozen
 
 from pactmw.core.errors import MalformedInput, PactmwError
-from pactmw.core.fetch import FetchPolicy, IPNetwork
+from pactmw.core.fetch import FetchPolicy, IPNetwork, parse_networks
 from pactmw.core.http import PROVIDER_MOUNT
 from pactmw.core.jwk import KeySet, parse_jwks
 from pactmw.core.keys import JwksCache
@@ -209,9 +209,9 @@ class Settings:
         if not isinstance(networks, list) or not all(isinstance(n, str) for n in networks):
             raise ConfigError("allowed_jwks_networks must be a list of CIDR strings")
         try:
-            parsed_networks = tuple(ipaddress.ip_network(n) for n in networks)
-        except ValueError as exc:
-            raise ConfigError(f"allowed_jwks_networks: {exc}") from exc
+            parsed_networks = parse_networks(networks)
+        except MalformedInput as exc:
+            raise ConfigError(f"allowed_jwks_networks: {exc.__cause__}") from exc
         prefix = guarded_prefix(
             data.get("protect_prefix", PROVIDER_MOUNT), "protect_prefix", empty_is_none=True
         )
@@ -295,8 +295,14 @@ def _fetchable(url: str, allow_http_on_loopback: bool) -> bool:
 
 
 def in_protected_path(path: str, prefix: str | None) -> bool:
-    """Tell whether the middleware guards `path` under `prefix` (None guards nothing)."""
-    return prefix is not None and path.startswith(prefix)
+    """Tell whether the middleware guards `path` under `prefix` (None guards nothing).
+
+    A prefix's own path without its trailing slash is guarded too: frameworks serve `/api`
+    beside `/api/...` (FastAPI's `APIRouter(prefix="/api")` with `@router.get("")`), and
+    left out, it would answer without a token."""
+    if prefix is None:
+        return False
+    return path.startswith(prefix) or (len(prefix) > 1 and path == prefix.rstrip("/"))
 
 
 __all__ = [

@@ -85,11 +85,21 @@ def _backend_app(settings: dict[str, Any]) -> Any:
     def orders(request: Request) -> Response:
         return JSONResponse({"scopes": request.auth.scopes})
 
+    # Starlette's `status_code`: what a caller without an app role gets (here, to hide it).
+    @asgi.requires(["personal_agent", "admin"], status_code=404)
+    async def admin(request: Request) -> Response:
+        return JSONResponse({"admin": True})
+
     backend = asgi.PersonalAgentBackend(
         guard.verifier, delegation_provider=guard.provider, delegation_brand="acme"
     )
     return Starlette(
-        routes=[Route("/public", public), Route("/pa", agents_only), Route("/orders", orders)],
+        routes=[
+            Route("/public", public),
+            Route("/pa", agents_only),
+            Route("/orders", orders),
+            Route("/admin", admin),
+        ],
         middleware=[
             Middleware(AuthenticationMiddleware, backend=backend, on_error=asgi.on_auth_error)
         ],
@@ -137,6 +147,14 @@ def test_requires_answers_the_pact_challenge_and_scope_refusals(
         )
         assert wrong.status_code == 403
         assert 'scope="orders:read"' in wrong.headers["www-authenticate"]
+
+
+def test_requires_takes_starlettes_status_code_for_a_missing_app_role(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    with uvicorn_server(_backend_app(settings)) as base, loopback_client(base_url=base) as client:
+        assert_refused(client.get("/admin"))  # no personal agent: still PACT's challenge
+        assert client.get("/admin", headers=bearer(token(world))).status_code == 404
 
 
 def _requires_outside_the_prefix(settings: dict[str, Any], path: str) -> Starlette:

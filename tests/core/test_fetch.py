@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pactmw.core.errors import FetchError
+from pactmw.core.errors import FetchError, MalformedInput
 from pactmw.core.fetch import FetchPolicy, _failure, http_get, max_age
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port, slow_then_silent_port
@@ -315,3 +315,20 @@ def test_https_with_an_untrusted_certificate_fails(monkeypatch: pytest.MonkeyPat
 def test_max_age(value: str | None, expected: float | None) -> None:
     headers = {} if value is None else {"cache-control": value}
     assert max_age(headers) == expected
+
+
+def test_allowed_networks_take_cidr_strings_as_the_setting_does(server: JwksServer) -> None:
+    # `allowed_jwks_networks` is written as CIDR strings; a FetchPolicy built by hand with
+    # the same strings once raised TypeError inside every fetch, after construction passed.
+    policy = FetchPolicy(allow_http_on_loopback=True, allowed_networks=["127.0.0.0/8"])
+    assert policy.allowed_networks == (ipaddress.ip_network("127.0.0.0/8"),)
+    assert json.loads(http_get(server.url, policy).body) == DOCUMENT
+    assert policy.address_allowed(ipaddress.ip_address("127.0.0.2"))
+
+
+@pytest.mark.parametrize("networks", ["10.0.0.0/8", ["10.0.0.0/33"], ["10.0.0.1/8"], [8]])
+def test_allowed_networks_that_are_no_networks_are_refused_when_the_policy_is_made(
+    networks: object,
+) -> None:
+    with pytest.raises(MalformedInput, match="allowed_networks"):
+        FetchPolicy(allowed_networks=networks)  # type: ignore[arg-type]

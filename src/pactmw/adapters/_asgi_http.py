@@ -45,6 +45,19 @@ def route_path(scope: Scope) -> str:
     return path[len(root) :] if root and path.startswith(root) else path
 
 
+def mounted_path(scope: Scope) -> str:
+    """The request path below `root_path`: the path the app receiving `scope` routes on
+    (Starlette's `get_route_path`). What a middleware guards: inside `Mount("/v1", app=sub)`,
+    `sub` serves its `/a2a/...` routes at `/v1/a2a/...`, so judged from the outer app's root
+    (`route_path`) they would not be under the prefix and would answer without a token.
+    """
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("/", ""):
+        return path[len(root) :] or "/"
+    return path
+
+
 def neutral_request(scope: Scope) -> NeutralRequest:
     """An ASGI HTTP or WebSocket scope as the neutral `Request`."""
     client = scope.get("client")
@@ -200,6 +213,7 @@ def _find_connection(args: tuple[Any, ...], kwargs: dict[str, Any]) -> HTTPConne
 __all__ = [
     "Around",
     "body_reader",
+    "mounted_path",
     "neutral_request",
     "raw_headers",
     "refuse",

@@ -117,11 +117,12 @@ def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteRe
     return to_starlette(refusal_response(failure))
 
 
-def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
+def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[Endpoint], Endpoint]:
     """Starlette's `requires` for personal agents (behind `AuthenticationMiddleware` and
     `PersonalAgentBackend`): no personal agent is the PACT 401 challenge, not Starlette's
     bare 403; a missing `scope:<id>` is 403 `insufficient_scope`; another missing scope (an
-    app role) is Starlette's 403."""
+    app role) is Starlette's empty `status_code` answer. No `redirect`: a personal agent
+    follows no login page, and its refusal is the protocol's."""
     wanted = [scopes] if isinstance(scopes, str) else list(scopes)
     warned = False
 
@@ -148,7 +149,7 @@ def requires(scopes: str | Sequence[str]) -> Callable[[Endpoint], Endpoint]:
             refusal = scope_refusal(current_personal_agent(request), needed)
             if refusal is not None:
                 return to_starlette(refusal)
-        return StarletteResponse(status_code=403)
+        return StarletteResponse(status_code=status_code)
 
     return lambda endpoint: wrap_endpoint(endpoint, around)
 

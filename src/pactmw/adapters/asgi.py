@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pactmw.adapters._asgi_http import (
     Endpoint,
     body_reader,
+    mounted_path,
     neutral_request,
     refuse,
     request_body_reader,
@@ -84,7 +85,9 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A WebSocket under the prefix is guarded too: letting it through would open the
         # prefix to anyone who asks for an upgrade.
-        if scope["type"] in _GUARDED and self.guard.protects(route_path(scope)):
+        # The path the wrapped app routes on: below `root_path`, which includes any Mount
+        # this app is served under.
+        if scope["type"] in _GUARDED and self.guard.protects(mounted_path(scope)):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:

@@ -21,7 +21,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
@@ -57,13 +57,38 @@ def _connect_to(value: Mapping[str, tuple[str, int]]) -> ConnectTo:
     return tuple(sorted(pairs, key=lambda pair: pair[0]))
 
 
+def parse_networks(value: Iterable[IPNetwork | str]) -> tuple[IPNetwork, ...]:
+    """Check and freeze `FetchPolicy.allowed_networks`: networks, or their CIDR text (as the
+    `allowed_jwks_networks` setting writes them). Checked here, as the policy is made: a
+    string left in the tuple would raise `TypeError` inside every fetch instead."""
+    if isinstance(value, (str, bytes)):
+        raise MalformedInput(
+            f"FetchPolicy.allowed_networks must be a list of networks, not {value!r}"
+        )
+    parsed: list[IPNetwork] = []
+    for item in value:
+        if isinstance(item, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+            parsed.append(item)
+            continue
+        try:
+            if not isinstance(item, str):
+                raise TypeError
+            parsed.append(ipaddress.ip_network(item))
+        except (TypeError, ValueError) as exc:
+            raise MalformedInput(
+                f"FetchPolicy.allowed_networks: {item!r} is not a network (CIDR, e.g. '10.0.0.0/8')"
+            ) from exc
+    return tuple(parsed)
+
+
 @frozen
 class FetchPolicy:
     """Where and how key material may be fetched from.
 
     `allow_http_on_loopback` is for local development and tests: plain http to 127.0.0.0/8 or
     ::1. `allowed_networks` lists non-public networks that may be reached (for example an
-    internal JWKS host); everything else that is not a public address is refused.
+    internal JWKS host), as networks or CIDR text (`["10.0.0.0/8"]`); everything else that is
+    not a public address is refused.
 
     `tls_context` is the `ssl.SSLContext` https servers are verified with (default: the
     system's trust store, a fresh `ssl.create_default_context()`); give one that trusts a
@@ -75,7 +100,7 @@ class FetchPolicy:
     timeout: float = 5.0
     max_bytes: int = 64 * 1024
     allow_http_on_loopback: bool = False
-    allowed_networks: tuple[IPNetwork, ...] = ()
+    allowed_networks: tuple[IPNetwork, ...] = field(default=(), converter=parse_networks)
     user_agent: str = "pactmw"
     tls_context: ssl.SSLContext | None = field(default=None, repr=False)
     connect_to: ConnectTo = field(factory=dict, converter=_connect_to)
@@ -336,5 +361,6 @@ __all__ = [
     "http_get",
     "http_request",
     "max_age",
+    "parse_networks",
     "retry_after",
 ]

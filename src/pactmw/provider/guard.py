@@ -95,7 +95,8 @@ class Guard:
         """Whether the middleware verifies requests to `path` (decoded, below the root)."""
         if not in_protected_path(path, self.protect_prefix):
             return False
-        return not (self.serves_provider and path.startswith(MOUNT))
+        # The Provider's paths (`/a2a` too) are its own: its routes authenticate themselves.
+        return not (self.serves_provider and in_protected_path(path, MOUNT))
 
     # -- the caller ----------------------------------------------------------------------
 
