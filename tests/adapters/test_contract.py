@@ -18,7 +18,9 @@ import pytest
 
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
+from pactmw.provider.delegated import FORM_LIMIT
 from tests.adapters.contract_harness import (
+    BASE_URL,
     ISSUER,
     POPPY,
     PROVIDER_ONLY,
@@ -278,6 +280,32 @@ def test_a_parafe_endpoint_stops_reading_at_the_cap(target: Target) -> None:
             continue
         chunked = target.client.post(path, content=iter([b"x" * 600_000, b"y" * 600_000]))
         assert chunked.status_code == 413, chunked.text[:300]
+
+
+#: The forms a person sends from the pages, and the page each error page links on to.
+PAGE_FORMS = (
+    ("/a2a/acme/oauth/consent/decision", "/a2a/acme/oauth/consent"),
+    ("/a2a/acme/oauth/agents", "/a2a/acme/oauth/agents"),
+)
+
+
+def test_an_oversized_page_form_gets_the_pages_error_page(target: Target) -> None:
+    # Reported: a person who pasted something huge into a page's form got a bare 413, the
+    # browser's blank page. A page form past its limit is the pages' own error page, with a
+    # way on; the agent's OAuth endpoints keep their protocol answer (bare 413).
+    too_long = b"session=" + b"A" * FORM_LIMIT
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for path, onward in PAGE_FORMS:
+        response = target.client.post(path, content=too_long, headers=form)
+        assert response.status_code == 413, (path, response.text[:200])
+        assert response.headers["content-type"] == "text/html; charset=utf-8", path
+        assert "What was sent is too long for this page. Start again." in response.text, path
+        assert f'<a href="{BASE_URL}{onward}">' in response.text, (path, response.text)
+    signed = {**form, **target.headers(target.token())}
+    for path in ("/a2a/acme/oauth/token", "/a2a/acme/oauth/device_authorization"):
+        response = target.client.post(path, content=too_long, headers=signed)
+        assert response.status_code == 413, (path, response.text[:200])
+        assert response.content == b"", path
 
 
 # -- paths ---------------------------------------------------------------------------------------
