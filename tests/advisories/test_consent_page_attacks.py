@@ -376,7 +376,12 @@ def test_the_decision_url_answers_only_post(env: Env, method: str) -> None:
     started, action, session = env.open_consent("acme", "orders:read", sub=sub)
     query = urlencode({"session": session, "decision": "allow", "scope": "orders:read"})
     answer = env.http.request(method, f"{action}?{query}", headers=Env.cookie("alice"))
-    assert answer.status_code in (404, 405)
+    if method == "OPTIONS":  # what the URL takes (RFC 9110 §9.3.7), and no CORS for a page
+        assert answer.status_code == 204
+        assert answer.headers["allow"] == "POST, OPTIONS"
+        assert "access-control-allow-origin" not in answer.headers
+    else:
+        assert answer.status_code in (404, 405)
     assert answer.content == b""
     # Nothing was decided: the agent is still waiting, and the page still works.
     assert env.poll("acme", started["device_code"], sub=sub).json()["error"] == (
