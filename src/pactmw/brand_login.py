@@ -52,6 +52,7 @@ from attrs import frozen
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.protocols.delegation import mint_login_assertion
+from pactmw.provider.consent_pages import isolated
 
 __all__ = ["BrandUser", "DevelopmentBrandLogin", "consent_url_for"]
 
@@ -229,10 +230,10 @@ class DevelopmentBrandLogin:
         )
         problem = f'<p class="error" role="alert">{escape(error)}</p>' if error else ""
         return _page(
-            f"Sign in to {self.brand_name}",
+            f"Sign in to {isolated(self.brand_name)}",
             f'<form method="post" action="{escape(self.login_url)}">'
             f'<input type="hidden" name="return_to" value="{escape(return_to)}">'
-            f"<h1>Sign in to {escape(self.brand_name)}</h1>{problem}"
+            f"<h1>Sign in to {_name(self.brand_name)}</h1>{problem}"
             "<p>Your personal agent asked to act for you. Sign in first; you choose what to"
             " allow on the next page.</p>"
             '<p><label>Username <input name="username" autocomplete="username" required>'
@@ -245,10 +246,10 @@ class DevelopmentBrandLogin:
     def handoff_page(self, user: BrandUser, assertion: str, to: str | None = None) -> str:
         """Back to the Provider: POST the assertion to the consent URL (or `to`)."""
         return _page(
-            f"Signed in to {self.brand_name}",
+            f"Signed in to {isolated(self.brand_name)}",
             f'<form method="post" action="{escape(to or self.consent_url)}">'
             f'<input type="hidden" name="assertion" value="{escape(assertion)}">'
-            f"<p>Signed in as <strong>{escape(user.email or user.username)}</strong>."
+            f"<p>Signed in as <strong>{_name(user.email or user.username)}</strong>."
             " Taking you to the permissions page&hellip;</p>"
             '<p><button type="submit">Continue</button></p></form>'
             f"<script>{AUTO_SUBMIT_SCRIPT}</script>",
@@ -267,6 +268,12 @@ _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:30rem;margin:3rem auto;padding:0 1rem;"
     "line-height:1.5}.error{color:#b00020}button{font-size:1rem;padding:.4rem 1rem}"
 )
+
+
+def _name(text: str) -> str:
+    """A Brand's or a person's name in a sentence, isolated as the Provider's pages show
+    names (`<bdi>`): a right-to-left name reads right and cannot reorder the words around it."""
+    return f"<bdi>{escape(text)}</bdi>"
 
 
 def _page(title: str, body: str) -> str:
@@ -364,7 +371,7 @@ def _handler_for(login: DevelopmentBrandLogin) -> type[http.server.BaseHTTPReque
             page = _page(
                 "Cannot sign in here",
                 "<h1>Cannot sign in here</h1><p>This sign-in link does not lead back to"
-                f" {escape(login.brand_name)}'s permissions page. Start again from your"
+                f" {_name(login.brand_name)}'s permissions page. Start again from your"
                 " personal agent.</p>",
             )
             self._html(400, page)

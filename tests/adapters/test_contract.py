@@ -18,7 +18,9 @@ import pytest
 
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
+from pactmw.provider.delegated import FORM_LIMIT
 from tests.adapters.contract_harness import (
+    BASE_URL,
     ISSUER,
     POPPY,
     PROVIDER_ONLY,
@@ -280,6 +282,32 @@ def test_a_parafe_endpoint_stops_reading_at_the_cap(target: Target) -> None:
         assert chunked.status_code == 413, chunked.text[:300]
 
 
+#: The forms a person sends from the pages, and the page each error page links on to.
+PAGE_FORMS = (
+    ("/a2a/acme/oauth/consent/decision", "/a2a/acme/oauth/consent"),
+    ("/a2a/acme/oauth/agents", "/a2a/acme/oauth/agents"),
+)
+
+
+def test_an_oversized_page_form_gets_the_pages_error_page(target: Target) -> None:
+    # Reported: a person who pasted something huge into a page's form got a bare 413, the
+    # browser's blank page. A page form past its limit is the pages' own error page, with a
+    # way on; the agent's OAuth endpoints keep their protocol answer (bare 413).
+    too_long = b"session=" + b"A" * FORM_LIMIT
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for path, onward in PAGE_FORMS:
+        response = target.client.post(path, content=too_long, headers=form)
+        assert response.status_code == 413, (path, response.text[:200])
+        assert response.headers["content-type"] == "text/html; charset=utf-8", path
+        assert "What was sent is too long for this page. Start again." in response.text, path
+        assert f'<a href="{BASE_URL}{onward}">' in response.text, (path, response.text)
+    signed = {**form, **target.headers(target.token())}
+    for path in ("/a2a/acme/oauth/token", "/a2a/acme/oauth/device_authorization"):
+        response = target.client.post(path, content=too_long, headers=signed)
+        assert response.status_code == 413, (path, response.text[:200])
+        assert response.content == b"", path
+
+
 # -- paths ---------------------------------------------------------------------------------------
 
 
@@ -452,14 +480,65 @@ def test_head_is_answered_as_get_without_the_body(target: Target) -> None:
 
 
 def test_other_methods_stay_an_empty_404_on_provider_paths(target: Target) -> None:
-    # Only HEAD goes with GET: OPTIONS, PUT, DELETE and unknown methods stay unmatched (PACT
-    # §2.2: 404 before authentication, no A2A body) on the routes HEAD now reaches.
+    # Only HEAD goes with GET: PUT, DELETE and unknown methods stay unmatched (PACT §2.2: 404
+    # before authentication, no A2A body) on the routes HEAD now reaches. (OPTIONS is
+    # answered from the routes: test_options_says_what_each_path_takes.)
     headers = target.headers(target.token())
-    for method in ("OPTIONS", "PUT", "DELETE", "FOO"):
+    for method in ("PUT", "DELETE", "FOO"):
         for path, _ in GET_ROUTES[:7]:
             response = target.client.request(method, path, headers=headers)
             assert response.status_code == 404, (method, path, response.text[:200])
             assert response.content == b"", (method, path)
+
+
+#: Provider paths and what OPTIONS says they take, and whether they are public documents,
+#: which any origin may read (CORS).
+OPTIONS_PATHS = (
+    ("/a2a/acme/.well-known/agent-card.json", {"GET", "HEAD"}, True),
+    ("/a2a/acme/oauth/.well-known/oauth-authorization-server", {"GET", "HEAD"}, True),
+    ("/a2a/acme/oauth/jwks.json", {"GET", "HEAD"}, True),
+    ("/a2a/acme/oauth/consent", {"GET", "HEAD"}, False),  # same-app: no POST (a 405)
+    ("/a2a/acme/oauth/consent/decision", {"POST"}, False),
+    ("/a2a/acme/oauth/connected", {"GET", "HEAD"}, False),
+    ("/a2a/acme/oauth/agents", {"GET", "HEAD", "POST"}, False),
+    ("/a2a/acme/oauth/token", {"POST"}, False),
+    ("/a2a/acme/message:send", {"POST"}, False),
+    ("/a2a/acme/tasks", {"GET", "HEAD"}, False),
+    ("/a2a/acme/tasks/t-1/pushNotificationConfigs/c-1", {"GET", "HEAD", "DELETE"}, False),
+)
+#: A browser's preflight for a cross-origin GET that sends a header of its own.
+PREFLIGHT = {
+    "Origin": "https://agent.example",
+    "Access-Control-Request-Method": "GET",
+    "Access-Control-Request-Headers": "a2a-version",
+}
+
+
+def test_options_says_what_each_path_takes(target: Target) -> None:
+    # Reported: OPTIONS on the public documents was a 404, so a browser-based agent's
+    # preflight failed (RFC 9110 §9.3.7: OPTIONS answers with what the resource allows). It
+    # is answered before authentication, as routing is; CORS only on the public documents.
+    for path, methods, public in OPTIONS_PATHS:
+        response = target.client.request("OPTIONS", path, headers=PREFLIGHT)
+        where = (path, response.status_code, dict(response.headers))
+        assert response.status_code == 204, where
+        assert response.content == b"", where
+        allowed = {method.strip() for method in response.headers["allow"].split(",")}
+        assert allowed == {*methods, "OPTIONS"}, where
+        if public:
+            assert response.headers["access-control-allow-origin"] == "*", where
+            assert response.headers["access-control-allow-methods"] == "GET, HEAD", where
+            assert response.headers["access-control-allow-headers"] == "*", where
+            assert "access-control-allow-credentials" not in response.headers, where
+            got = target.client.get(path, headers={"Origin": "https://agent.example"})
+            assert got.headers["access-control-allow-origin"] == "*", path
+        else:
+            assert not any(name.startswith("access-control-") for name in response.headers), where
+    # No route, no Brand: nothing to allow, the bare 404 a GET there gets.
+    for path in ("/a2a/acme/nothing", "/a2a/nobody/.well-known/agent-card.json"):
+        response = target.client.request("OPTIONS", path, headers=PREFLIGHT)
+        assert response.status_code == 404, (path, response.text[:200])
+        assert response.content == b"", path
 
 
 def test_a_405_says_what_the_page_allows(target: Target) -> None:
@@ -495,11 +574,17 @@ def test_poppys_documents_answer_head_as_get_and_no_other_method(
         assert target.client.get(path, headers=headers).status_code == 200, (name, path)
         assert_head_as_get(target, path, headers=headers)
         # Found here: Flask answered these paths itself, its own 405 page for other methods
-        # and its own 200 to OPTIONS, where every other server has the Provider's bare 404.
-        for method in ("OPTIONS", "POST", "PUT", "DELETE", "FOO"):
+        # and its own 200 to OPTIONS, where every other server has the Provider's answer.
+        for method in ("POST", "PUT", "DELETE", "FOO"):
             response = target.client.request(method, path, headers=headers)
             assert response.status_code == 404, (name, method, path, response.text[:200])
             assert response.content == b"", (name, method, path)
+        # OPTIONS: what the document takes, and the CORS preflight's answer (it is public).
+        preflight = target.client.request("OPTIONS", path, headers={**headers, **PREFLIGHT})
+        where = (name, path, preflight.status_code, dict(preflight.headers))
+        assert preflight.status_code == 204, where
+        assert preflight.headers["allow"] == "GET, HEAD, OPTIONS", where
+        assert preflight.headers["access-control-allow-origin"] == "*", where
     # The Provider's own routes on the `serve` shape too.
     for path, signed in GET_ROUTES:
         assert_head_as_get(target, path, signed=signed)

@@ -19,6 +19,7 @@ from html import escape
 
 import pytest
 
+from pactmw.brand_login import BrandUser, DevelopmentBrandLogin
 from pactmw.core.client_metadata import ClientMetadataError, parse_client_metadata
 from pactmw.core.encoding import json_dumps
 from pactmw.protocols.identity import RegisteredAgent
@@ -47,13 +48,19 @@ SCOPES = (("orders:read", "Look up your orders"),)
 EXPLICIT_CONTROLS = (*map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)))
 
 
-def consent(name: str, already: tuple[tuple[str, str], ...] = ()) -> str:
+def consent(
+    name: str,
+    already: tuple[tuple[str, str], ...] = (),
+    *,
+    brand: str = "Acme",
+    who: str = "jane@example.com",
+) -> str:
     return ConsentPages().consent(
         ConsentView(
-            brand_name="Acme",
+            brand_name=brand,
             agent_name=name,
             agent_origin="https://pa.example",
-            signed_in_as="jane@example.com",
+            signed_in_as=who,
             scopes=SCOPES,
             decision_url="https://shop.example/a2a/acme/oauth/consent/decision",
             session="s-1",
@@ -62,21 +69,36 @@ def consent(name: str, already: tuple[tuple[str, str], ...] = ()) -> str:
     )
 
 
-def result(name: str, *, approved: bool, can_now: tuple[tuple[str, str], ...]) -> str:
+def result(
+    name: str,
+    *,
+    approved: bool,
+    can_now: tuple[tuple[str, str], ...],
+    brand: str = "Acme",
+    known: bool = True,
+) -> str:
     return ConsentPages().result(
         ResultView(
-            brand_name="Acme",
+            brand_name=brand,
             agent_name=name,
             agent_origin="https://pa.example",
             approved=approved,
             granted=SCOPES if approved else (),
             can_now=can_now,
             until=1_800_000_000.0 if can_now else None,
+            known=known,
         )
     )
 
 
-def connected(name: str, revoked: str = "") -> str:
+def connected(
+    name: str,
+    revoked: str = "",
+    *,
+    brand: str = "Acme",
+    who: str = "jane@example.com",
+    agents: bool = True,
+) -> str:
     agent = ConnectedAgent(
         grant_id="g-1",
         agent_name=name,
@@ -88,9 +110,9 @@ def connected(name: str, revoked: str = "") -> str:
     )
     return ConsentPages().connected_agents(
         ConnectedAgentsView(
-            brand_name="Acme",
-            signed_in_as="jane@example.com",
-            agents=(agent,),
+            brand_name=brand,
+            signed_in_as=who,
+            agents=(agent,) if agents else (),
             action_url="https://shop.example/a2a/acme/oauth/agents",
             session="s-1",
             revoked=revoked,
@@ -134,7 +156,7 @@ def test_the_step_up_consent_page_isolates_the_name_in_what_it_already_can_do(na
 def test_the_result_pages_isolate_the_name(name: str) -> None:
     allowed = result(name, approved=True, can_now=SCOPES)
     isolated_everywhere(allowed, name, 2)  # "You allowed ..." and "... can now do this"
-    assert f"You allowed <bdi>{escape(name)}</bdi> to act for you at Acme." in allowed
+    assert f"You allowed <bdi>{escape(name)}</bdi> to act for you at <bdi>Acme</bdi>." in allowed
     kept = result(name, approved=False, can_now=SCOPES)
     isolated_everywhere(kept, name, 1)
     nothing = result(name, approved=False, can_now=())
@@ -150,6 +172,51 @@ def test_the_connected_agents_page_isolates_the_name(name: str) -> None:
     after_revoke = connected(name, revoked=name)
     isolated_everywhere(after_revoke, name, 3)
     assert f"<bdi>{escape(name)}</bdi> can no longer act for you." in after_revoke
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_brand_name_is_isolated_on_every_page(name: str) -> None:
+    # Reported: the Brand's display name went into the sentences bare, so an Arabic name (or
+    # an operator's stray override) reordered "wants to act for you at ..." around it.
+    page = consent("Helper", brand=name)
+    isolated_everywhere(page, name, 2)  # the heading and "You are signed in to ..."
+    assert f"wants to act for you at <bdi>{escape(name)}</bdi></h1>" in page
+    allowed = result("Helper", approved=True, can_now=SCOPES, brand=name)
+    isolated_everywhere(allowed, name, 2)  # "You allowed ..." and "... can now do this"
+    isolated_everywhere(result("Helper", approved=False, can_now=(), brand=name), name, 1)
+    isolated_everywhere(
+        result("Helper", approved=False, can_now=(), brand=name, known=False), name, 1
+    )
+    listed = connected("Helper", brand=name)
+    isolated_everywhere(listed, name, 2)  # the heading and "You are signed in to ..."
+    assert title_of(listed) == f"Agents connected to \u2068{escape(name)}\u2069"
+    isolated_everywhere(connected("Helper", brand=name, agents=False), name, 3)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_signed_in_label_is_isolated(name: str) -> None:
+    # The account label comes from the Brand's sign-in (an email, a display name): in
+    # "You are signed in to Acme as ...", it is a name like any other.
+    for page in (consent("Helper", who=name), connected("Helper", who=name)):
+        isolated_everywhere(page, name, 1)
+        assert f"as <strong><bdi>{escape(name)}</bdi></strong>." in page
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_development_brand_login_isolates_the_brand_and_the_person(name: str) -> None:
+    # The brand-mode sign-in pages a Brand runs in development show the same two names.
+    user = BrandUser(username="jane", password="pw", account="acct-1", email=name)
+    with DevelopmentBrandLogin(
+        consent_url="https://shop.example/a2a/acme/oauth/consent", users=[user], brand_name=name
+    ) as login:
+        sign_in = login.login_page(login.consent_url, "")
+        handoff = login.handoff_page(user, "x.y.z")
+    isolated_everywhere(sign_in, name, 1)
+    assert f"<h1>Sign in to <bdi>{escape(name)}</bdi></h1>" in sign_in
+    assert title_of(sign_in) == f"Sign in to \u2068{escape(name)}\u2069"
+    isolated_everywhere(handoff, name, 1)  # the person (the Brand is in the title only)
+    assert f"Signed in as <strong><bdi>{escape(name)}</bdi></strong>." in handoff
+    assert title_of(handoff) == f"Signed in to \u2068{escape(name)}\u2069"
 
 
 def metadata(client_name: str) -> bytes:

@@ -51,16 +51,17 @@ return {
 """
 
 
-def box(browser: WebDriver, text: str) -> dict[str, float]:
-    heading = browser.find_element(By.TAG_NAME, "h1")
-    found: dict[str, float] | None = browser.execute_script(BOX_OF, heading, text)
-    assert found is not None, f"{text!r} is not in {heading.text!r}"
+def box(browser: WebDriver, text: str, where: str = "h1") -> dict[str, float]:
+    """The box of `text` in the element the CSS selector `where` finds."""
+    element = browser.find_element(By.CSS_SELECTOR, where)
+    found: dict[str, float] | None = browser.execute_script(BOX_OF, element, text)
+    assert found is not None, f"{text!r} is not in {element.text!r}"
     return found
 
 
-def in_reading_order(browser: WebDriver, *words: str) -> None:
-    """`words` sit on one line of the heading, each to the right of the one before."""
-    boxes = [box(browser, word) for word in words]
+def in_reading_order(browser: WebDriver, *words: str, where: str = "h1") -> None:
+    """`words` sit on one line of `where` (the heading), each to the right of the one before."""
+    boxes = [box(browser, word, where) for word in words]
     assert len({round(b["top"]) for b in boxes}) == 1, boxes
     for before, after in itertools.pairwise(boxes):
         assert before["right"] <= after["left"] + 0.5, (words, boxes)
@@ -95,3 +96,18 @@ def test_an_arabic_name_reads_right_to_left_and_leaves_the_sentence_alone(
         # Right to left within the name: its first word rightmost, the number at its end
         # leftmost; the whole name before the English sentence that follows it.
         in_reading_order(browser, "2", second, first, "wants", "act", "for", "you")
+
+
+@pytest.mark.timeout(60)
+def test_an_override_in_the_brand_name_does_not_turn_the_sentence_around(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    # The Brand's display name went into "You are signed in to ... as ..." bare: an override
+    # left open in it ran on to the end of the sentence, so "as jane@example.com." read
+    # backwards, the person's address before the word that introduces it.
+    with serve_site(tmp_path, brand_name="Acme \u202eporS") as site:
+        sign_in(browser, site)
+        open_consent(browser, site, "orders:read")
+        screenshot(browser, "bidi-override-in-brand-name.png")
+        in_reading_order(browser, "signed", "Acme", " as ", "jane", where="p.muted")
+        in_reading_order(browser, "Demo", "wants", "act", "Acme")

@@ -220,16 +220,17 @@ def serve_site(
     tmp_path: Path,
     *,
     agent_name: str = AGENT_NAME,
+    brand_name: str = BRAND_NAME,
     issuer: str = PA_ISSUER,
     scopes: dict[str, str] = SCOPES,
     detail_types: tuple[AuthorizationDetailType, ...] = (),
     consent_rate_limit: RateLimit | None = None,
     pages: ConsentPages | None = None,
 ) -> Iterator[Site]:
-    """The host app and Provider on uvicorn; one registered personal agent, `agent_name` from
-    `issuer`, asking for `scopes` (with authorization details of `detail_types`); the pages'
-    rate limit is `consent_rate_limit` (the Provider's default when None); the pages are
-    `pages` (the default English ones when None)."""
+    """The host app and Provider on uvicorn, the Brand called `brand_name`; one registered
+    personal agent, `agent_name` from `issuer`, asking for `scopes` (with authorization
+    details of `detail_types`); the pages' rate limit is `consent_rate_limit` (the Provider's
+    default when None); the pages are `pages` (the default English ones when None)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     tools = ToolRegistry()
@@ -255,7 +256,7 @@ def serve_site(
         base_url=base,
         verifier=IdentityVerifier(audience=AUDIENCE, registry=registry),
         store=store,
-        brands=[Brand(id=BRAND_ID, name=BRAND_NAME, handler=lambda _: "hi", delegation=delegation)],
+        brands=[Brand(id=BRAND_ID, name=brand_name, handler=lambda _: "hi", delegation=delegation)],
         signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
         consent_rate_limit=consent_rate_limit,
     )

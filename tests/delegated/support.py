@@ -71,8 +71,9 @@ def b64url_json(segment: str) -> Any:
 
 def page_text(html: str) -> str:
     """What a person reads on a page: its text without markup, style or title, whitespace
-    folded, entities decoded."""
+    folded, entities decoded. A name's `<bdi>` is no gap on screen: it goes without one."""
     body = re.sub(r"<(style|title)>.*?</\1>", " ", html, flags=re.S)
+    body = re.sub(r"</?bdi>", "", body)
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
 
 

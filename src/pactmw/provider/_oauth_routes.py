@@ -38,6 +38,15 @@ def _form() -> SubFlow:
     return body
 
 
+def _page_form() -> SubFlow:
+    """The form a person sent from a page: past `FORM_LIMIT`, the pages' own error page
+    (413), not a bare status a browser shows as a blank page (a huge paste into a field)."""
+    body = yield NeedBody(FORM_LIMIT)
+    if body is None:
+        raise ConsentRefused("What was sent is too long for this page. Start again.", 413)
+    return body
+
+
 def agent_oauth_flow(
     oauth: AuthorizationServer | None, route: Route, brand: Brand, caller: PersonalAgent
 ) -> Flow:
@@ -70,7 +79,7 @@ def public_oauth_flow(
             return (yield from oauth.consent(brand, config, request, user, None))
         if route.operation == "connected_agents" and shown:
             return (yield from oauth.connected_agents(brand, config, request, user, None))
-        body = yield from _form()
+        body = yield from _page_form()
         if route.operation == "consent":
             return (yield from oauth.consent(brand, config, request, user, body))
         if route.operation == "connected_agents":

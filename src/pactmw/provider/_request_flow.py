@@ -28,7 +28,15 @@ from pactmw.provider.messages import parse_page_size, parse_send_message
 from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import PoppyServer
 from pactmw.provider.ratelimit import RateLimiter
-from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, Routes
+from pactmw.provider.routes import (
+    DELEGATED_OPERATIONS,
+    PUBLIC_DOCUMENTS,
+    PUBLIC_OPERATIONS,
+    ROUTE_METHODS,
+    Route,
+    Routes,
+    options_response,
+)
 from pactmw.store.base import StoreUnavailable
 
 __all__ = [
@@ -60,6 +68,8 @@ class RequestFlow:
 
     def flow(self, request: Request) -> Flow:
         """Answer `request`: the flow the drivers run."""
+        if request.method == "OPTIONS":
+            return self.options(request.path)
         if self.poppy is not None:
             poppy_route = self.poppy.route(request.method, request.path)
             if poppy_route is not None:
@@ -107,6 +117,42 @@ class RequestFlow:
         if parafe is not None:
             _check_activation(parafe, activated)
         return _simple_operation(route, request)
+
+    def options(self, path: str) -> Response:
+        """The answer to OPTIONS on `path`, from the routes of both routers (before any
+        authentication, as routing is): 204 with `Allow`, a CORS preflight's answer on a public
+        document; 404 where no route serves the path (as GET there would)."""
+        methods: list[str] = []
+        public = False
+        for method in ROUTE_METHODS:
+            poppy_route = self.poppy.route(method, path) if self.poppy is not None else None
+            if poppy_route is not None:
+                methods.append(method)
+                public = public or poppy_route.operation in ("discovery", "metadata")
+                continue
+            route = self.routes.match(method, path)
+            if route is not None and self._served(route, method):
+                methods.append(method)
+                public = public or route.operation in PUBLIC_DOCUMENTS
+        if not methods:
+            raise RequestRefused(404)
+        return options_response(methods, public=public)
+
+    def _served(self, route: Route, method: str) -> bool:
+        """Whether a matched route has a Brand to answer `method` on it: not an unknown
+        Brand's, nor the authorization server's of a Brand that offers none (those are 404),
+        nor a POST to a same-app Brand's consent page (a 405: only brand mode posts its
+        sign-in there)."""
+        brand = self.brands.get(route.brand_id)
+        if brand is None:
+            return False
+        if route.operation not in DELEGATED_OPERATIONS:
+            return True
+        if brand.delegation is None or self.oauth is None:
+            return False
+        return not (route.operation == "consent" and method == "POST") or (
+            brand.delegation.mode == "brand"
+        )
 
     def error(self, request: Request, exc: BaseException) -> Response:
         """The answer to what `flow(request)` raised (`error_response`'s).

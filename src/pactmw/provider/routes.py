@@ -7,6 +7,13 @@ so an unknown route or a wrong method is refused without looking at credentials.
 status and header fields and no body (`for_method`), and a route that needs a personal-agent
 JWT on GET needs it on HEAD too. Every router of the Provider (this one and Poppy's) matches
 `routed_method`, so no adapter has a rule of its own.
+
+`OPTIONS` on a path some route serves is answered before authentication with 204 and its
+`Allow` (RFC 9110 §9.3.7; `options_response`); on the public documents (the Agent Card, the
+authorization server's metadata and JWKS, Poppy's documents), which carry
+`Access-Control-Allow-Origin: *`, it is also a CORS preflight's answer, so a browser-based
+agent may read them with a header of its own. Pages, token endpoints and authenticated
+routes get no CORS header: a browser keeps other sites' scripts away from them.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ PUBLIC_OPERATIONS: frozenset[Operation] = frozenset(
     {"card", "oauth_metadata", "oauth_jwks", *get_args(_PersonPage)}
 )
 
+#: The public documents, readable from any origin (CORS): no credential, nothing personal.
+PUBLIC_DOCUMENTS: frozenset[Operation] = frozenset({"card", "oauth_metadata", "oauth_jwks"})
+
 #: `{interface}/oauth/...` path -> (operation, methods).
 _OAUTH_ROUTES: dict[str, tuple[Operation, tuple[str, ...]]] = {
     "oauth/device_authorization": ("oauth_device_authorization", ("POST",)),
@@ -59,7 +69,15 @@ _OAUTH_ROUTES: dict[str, tuple[Operation, tuple[str, ...]]] = {
     "oauth/agents": ("connected_agents", ("GET", "POST")),
 }
 
+#: The operations of a Brand's authorization server (404 where the Brand offers none).
+DELEGATED_OPERATIONS: frozenset[Operation] = frozenset(op for op, _ in _OAUTH_ROUTES.values())
+
 MOUNT = PROVIDER_MOUNT
+
+#: The methods routes take, besides HEAD (with GET) and OPTIONS (on every routed path).
+ROUTE_METHODS = ("GET", "POST", "DELETE")
+#: How long a browser may keep a public document's preflight answer (Chromium caps it at 2 h).
+_PREFLIGHT_MAX_AGE = "86400"
 
 #: The operations on one task, whose paths hold a task id the caller chose.
 _PER_TASK = frozenset({"get_task", "cancel_task", "subscribe", "push_configs"})
@@ -67,7 +85,8 @@ _PER_TASK = frozenset({"get_task", "cancel_task", "subscribe", "push_configs"})
 
 def routed_method(method: str) -> str:
     """The method a request is routed by: `HEAD` as `GET` (RFC 9110 §9.3.2), any other as
-    itself (so OPTIONS, PUT... stay unmatched where no route names them: 404)."""
+    itself (so PUT, unknown methods... stay unmatched where no route names them: 404; OPTIONS
+    is answered from the routes of its path, `options_response`)."""
     return "GET" if method == "HEAD" else method
 
 
@@ -76,6 +95,25 @@ def allow(*methods: str) -> tuple[str, str]:
     HEAD goes with GET, as `routed_method` routes it."""
     allowed = [*methods, "HEAD"] if "GET" in methods and "HEAD" not in methods else methods
     return ("Allow", ", ".join(allowed))
+
+
+def options_response(methods: Iterable[str], *, public: bool) -> Response:
+    """The answer to OPTIONS on a path whose routes take `methods` (RFC 9110 §9.3.7): 204,
+    `Allow` naming them, HEAD with GET and OPTIONS itself. `public` (a public document): the
+    CORS preflight's answer too (any origin, GET and HEAD, any request header; no
+    credentials, so `*` means what it says)."""
+    taken = list(methods)
+    if "GET" in taken:
+        taken.append("HEAD")
+    headers = [("Allow", ", ".join([*taken, "OPTIONS"]))]
+    if public:
+        headers += [
+            ("Access-Control-Allow-Origin", "*"),
+            ("Access-Control-Allow-Methods", "GET, HEAD"),
+            ("Access-Control-Allow-Headers", "*"),
+            ("Access-Control-Max-Age", _PREFLIGHT_MAX_AGE),
+        ]
+    return Response(status=204, headers=tuple(headers))
 
 
 def for_method(method: str, response: Response) -> Response:
@@ -179,13 +217,17 @@ class Routes:
 
 
 __all__ = [
+    "DELEGATED_OPERATIONS",
     "MOUNT",
+    "PUBLIC_DOCUMENTS",
     "PUBLIC_OPERATIONS",
+    "ROUTE_METHODS",
     "Operation",
     "Route",
     "Routes",
     "allow",
     "for_method",
     "match",
+    "options_response",
     "routed_method",
 ]
