@@ -21,18 +21,12 @@ from starlette.routing import Mount, Route
 
 from pactmw.adapters.asgi import PersonalAgentMiddleware, current_personal_agent
 from pactmw.client import AgentSigner
-from pactmw.core.jwk import parse_jwks
-from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from tests.support.agent import trusting
 from tests.support.servers import uvicorn_server
 
 AUDIENCE = "https://provider.example/a2a"
 AGENT = AgentSigner.generate(issuer="https://pa.example")
-VERIFIER = IdentityVerifier(
-    audience=AUDIENCE,
-    registry=AgentRegistry(
-        [RegisteredAgent(issuer=AGENT.issuer, name="PA", jwks=parse_jwks(AGENT.public_jwks()))]
-    ),
-)
+VERIFIER = trusting(AGENT, AUDIENCE)
 
 
 async def orders(request: Request) -> Response:

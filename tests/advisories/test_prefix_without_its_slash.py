@@ -17,18 +17,12 @@ from fastapi import APIRouter, FastAPI
 from pactmw.adapters import asgi, wsgi
 from pactmw.client import AgentSigner
 from pactmw.config import in_protected_path
-from pactmw.core.jwk import parse_jwks
-from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from tests.support.agent import trusting
 from tests.support.servers import uvicorn_server, werkzeug_server
 
 AUDIENCE = "https://provider.example/a2a"
 AGENT = AgentSigner.generate(issuer="https://pa.example")
-VERIFIER = IdentityVerifier(
-    audience=AUDIENCE,
-    registry=AgentRegistry(
-        [RegisteredAgent(issuer=AGENT.issuer, name="PA", jwks=parse_jwks(AGENT.public_jwks()))]
-    ),
-)
+VERIFIER = trusting(AGENT, AUDIENCE)
 
 
 def fastapi_app() -> FastAPI:

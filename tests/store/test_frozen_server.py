@@ -31,6 +31,7 @@ from tests.reliability.support import AUDIENCE, bearer, inline_agent, reply_of, 
 from tests.support.net import loopback_client
 from tests.support.pg import PostgresServer
 from tests.support.servers import uvicorn_server
+from tests.support.waits import outcome_within
 
 #: The store's operation timeout in these tests.
 TIMEOUT = 1.0
@@ -38,25 +39,6 @@ TIMEOUT = 1.0
 BOUND = 3 * TIMEOUT + 10.0
 
 AGENT = "https://pa.example"
-
-
-def _outcome_within(bound: float, operation: Callable[[], object]) -> BaseException | None:
-    """What `operation` raised (None if nothing), or an AssertionError if it is still
-    waiting after `bound` seconds."""
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            operation()
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(bound)
-    if thread.is_alive():
-        return AssertionError(f"still waiting for PostgreSQL after {bound:g} s")
-    return raised[0] if raised else None
 
 
 def _backend_pid(store: PostgresStore) -> int:
@@ -123,7 +105,7 @@ def test_a_frozen_server_is_unavailable_after_the_operation_timeout(
 ) -> None:
     pid = _backend_pid(store)
     with _frozen(pid):
-        outcome = _outcome_within(BOUND, lambda: OPERATIONS[kind](store))
+        outcome = outcome_within(BOUND, lambda: OPERATIONS[kind](store), waiting_for="PostgreSQL")
         assert isinstance(outcome, StoreUnavailable), repr(outcome)
         # What an operator reads: which store, and why, in one line.
         message = str(outcome)
@@ -132,14 +114,19 @@ def test_a_frozen_server_is_unavailable_after_the_operation_timeout(
         assert "\n" not in message, message
         # The frozen connection was dropped, its slot freed: while that backend is still
         # stopped, the next operation runs on a new connection to the server.
-        assert _outcome_within(BOUND, lambda: store.agent_enabled(AGENT)) is None
+        assert (
+            outcome_within(BOUND, lambda: store.agent_enabled(AGENT), waiting_for="PostgreSQL")
+            is None
+        )
         assert _backend_pid(store) != pid
 
 
 def test_the_store_works_again_once_the_server_answers(store: PostgresStore) -> None:
     pid = _backend_pid(store)
     with _frozen(pid):
-        outcome = _outcome_within(BOUND, lambda: store.set_agent_enabled(AGENT, False))
+        outcome = outcome_within(
+            BOUND, lambda: store.set_agent_enabled(AGENT, False), waiting_for="PostgreSQL"
+        )
     assert isinstance(outcome, StoreUnavailable), repr(outcome)
     # Nothing was written: only the transaction's BEGIN was sent (the driver waits for each
     # answer before it sends the next statement), and the backend ends at the closed
@@ -156,10 +143,10 @@ def test_a_whole_frozen_server_fails_every_operation_in_bounded_time(
     """The machine freezes: the pooled connection is cut at the operation timeout, and the
     new connections the next operations try give up at the connect timeout."""
     with _frozen(*_server_processes(postgres_server)):
-        first = _outcome_within(BOUND, lambda: store.agent_enabled(AGENT))
+        first = outcome_within(BOUND, lambda: store.agent_enabled(AGENT), waiting_for="PostgreSQL")
         assert isinstance(first, StoreUnavailable), repr(first)
         assert "no answer within 1 s" in str(first)
-        again = _outcome_within(BOUND, lambda: store.agent_enabled(AGENT))
+        again = outcome_within(BOUND, lambda: store.agent_enabled(AGENT), waiting_for="PostgreSQL")
         assert isinstance(again, StoreUnavailable), repr(again)
     assert store.agent_enabled(AGENT) is True
 
@@ -184,8 +171,10 @@ def test_the_operators_cleanup_may_outlast_the_operation_timeout(store: Postgres
     release = threading.Timer(2.5 * TIMEOUT, holder.rollback)
     release.start()
     try:
-        outcome = _outcome_within(
-            BOUND, lambda: store.cleanup(now=time.time(), conversations_idle_before=0.0)
+        outcome = outcome_within(
+            BOUND,
+            lambda: store.cleanup(now=time.time(), conversations_idle_before=0.0),
+            waiting_for="PostgreSQL",
         )
     finally:
         release.join()

@@ -9,8 +9,7 @@ table lock up to the store's lock timeout (5 s), unless the database or the DSN 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -20,6 +19,7 @@ from pactmw.store import SqliteStore, Store, StoreUnavailable
 from pactmw.store.postgres import PostgresStore
 from tests.store.support import Backend
 from tests.support.pg import PostgresServer
+from tests.support.waits import outcome_within
 
 #: Far above the 5 s the stores wait, far below "until the other session lets go".
 BOUND = 30.0
@@ -45,25 +45,6 @@ def _write_lock_held(backend: Backend) -> Iterator[None]:
                 pconn.rollback()
 
 
-def _outcome_within(bound: float, operation: Callable[[], object]) -> BaseException | None:
-    """What `operation` raised (None if nothing), or an AssertionError if it is still
-    waiting after `bound` seconds."""
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            operation()
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(bound)
-    if thread.is_alive():
-        return AssertionError(f"still waiting for the lock after {bound:g} s")
-    return raised[0] if raised else None
-
-
 def test_a_lock_held_elsewhere_is_unavailable_after_a_bounded_wait(
     persistent: Backend,
 ) -> None:
@@ -71,8 +52,10 @@ def test_a_lock_held_elsewhere_is_unavailable_after_a_bounded_wait(
     try:
         store.set_agent_enabled("https://pa.example", True)  # PostgreSQL migrates on first use
         with _write_lock_held(persistent):
-            outcome = _outcome_within(
-                BOUND, lambda: store.set_agent_enabled("https://pa.example", False)
+            outcome = outcome_within(
+                BOUND,
+                lambda: store.set_agent_enabled("https://pa.example", False),
+                waiting_for="the lock",
             )
         assert isinstance(outcome, StoreUnavailable), repr(outcome)
         # Nothing was written, and the same store works once the lock is free.

@@ -6,10 +6,12 @@ import time
 import uuid
 from typing import Any
 
+from pactmw.client import AgentSigner
 from pactmw.core.jose import sign_compact
-from pactmw.core.jwk import PrivateJWK
+from pactmw.core.jwk import PrivateJWK, parse_jwks
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 
-__all__ = ["identity_claims", "identity_token", "user_message"]
+__all__ = ["identity_claims", "identity_token", "trusting", "user_message"]
 
 
 def identity_claims(
@@ -66,3 +68,9 @@ def user_message(
     if context_id is not None:
         message["contextId"] = context_id
     return message
+
+
+def trusting(signer: AgentSigner, audience: str) -> IdentityVerifier:
+    """A verifier for `audience` that knows exactly `signer`'s agent, its keys inline."""
+    agent = RegisteredAgent(issuer=signer.issuer, name="PA", jwks=parse_jwks(signer.public_jwks()))
+    return IdentityVerifier(audience=audience, registry=AgentRegistry([agent]))
