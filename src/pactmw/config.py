@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from attrs import frozen
 
+from pactmw.core.encoding import bidi_control_in
 from pactmw.core.errors import MalformedInput, PactmwError
 from pactmw.core.fetch import FetchPolicy, IPNetwork, parse_networks
 from pactmw.core.http import PROVIDER_MOUNT
@@ -135,6 +136,9 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     # Every key is read before the agent is built: a ConfigError is a ValueError, and one
     # raised inside the `try` would be named twice ("agents[0].agents[0].enabled ...").
     name = _typed(data, "name", str, "", where)
+    control = bidi_control_in(name)
+    if control is not None:  # the pages' rule, as `pactmw agents add` has it
+        raise ConfigError(f"{where}name must not hold bidirectional controls ({control})")
     jwks_uri = _optional_str(data, "jwks_uri", where)
     enabled = _typed(data, "enabled", bool, True, where)
     audience = _optional_str(data, "audience", where)

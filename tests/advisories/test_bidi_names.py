@@ -22,7 +22,6 @@ import pytest
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin
 from pactmw.core.client_metadata import ClientMetadataError, parse_client_metadata
 from pactmw.core.encoding import json_dumps
-from pactmw.protocols.identity import RegisteredAgent
 from pactmw.provider.authorization_details import (
     AuthorizationDetailType,
     InvalidAuthorizationDetails,
@@ -41,7 +40,6 @@ CLOSED_OVERRIDE = "\u202eecnaniF kcaB\u202c"
 #: Never closed: without isolation it reverses the rest of the sentence.
 OPEN_OVERRIDE = "Helper \u202eot sseccA"
 ARABIC = "مساعد شخصي"
-JWKS = "https://pa.example/jwks.json"
 NAMES = (CLOSED_OVERRIDE, OPEN_OVERRIDE, ARABIC)
 SCOPES = (("orders:read", "Look up your orders"),)
 #: The explicit formatting characters: embeddings, overrides, isolates and their ends.
@@ -239,20 +237,6 @@ def test_a_poppy_client_name_with_an_explicit_bidi_control_is_refused(control: s
         )
     assert refused.value.code == "invalid_client_metadata"
     assert f"U+{ord(control):04X}" in str(refused.value)
-
-
-@pytest.mark.parametrize("control", EXPLICIT_CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
-def test_a_registered_agent_built_in_code_with_an_explicit_bidi_control_is_refused(
-    control: str,
-) -> None:
-    """The operator's own agent list in code (`IdentityVerifier(agents=[...])`) is held to the
-    rule that TOML settings and `pactmw agents add` are: the pages would show the name."""
-    with pytest.raises(
-        ValueError, match=re.escape(f"bidirectional controls (U+{ord(control):04X})")
-    ):
-        RegisteredAgent(issuer="https://pa.example", name=f"Helper{control}X", jwks_uri=JWKS)
-    kept = RegisteredAgent(issuer="https://pa.example", name=ARABIC, jwks_uri=JWKS)
-    assert kept.name == ARABIC
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ from typing import Protocol
 
 from attrs import evolve, frozen
 
-from pactmw.core.encoding import bidi_control_in
 from pactmw.core.jwk import KeySet
 
 __all__ = [
@@ -52,12 +51,6 @@ class RegisteredAgent:
                 f"agent {self.issuer!r}: jwks must be a KeySet, not {type(self.jwks).__name__}: "
                 "read a JWKS document with pactmw.parse_jwks(...)"
             )
-        # The pages show the name isolated, and a stray isolate or override inside it would
-        # reorder the sentence around it: refused for every source of agents (TOML settings,
-        # code), as `pactmw agents add` refuses it for the store.
-        control = bidi_control_in(self.name)
-        if control is not None:
-            raise ValueError(f"name must not hold bidirectional controls ({control})")
 
 
 class AgentOverrides(Protocol):
