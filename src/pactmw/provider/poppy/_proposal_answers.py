@@ -56,7 +56,7 @@ _Document = Callable[[StoredOperation, float], dict[str, Any]]
 #: meanwhile waits; a holder that never answered lets it go then.
 HOLD_SECONDS = 60.0
 #: What a repeat arriving while the first request is under way is told to wait.
-IN_FLIGHT_RETRY_AFTER = "1"
+_IN_FLIGHT_RETRY_AFTER = "1"
 
 
 @frozen
@@ -138,7 +138,7 @@ class ProposalAnswers:
                 503,
                 "temporarily_unavailable",
                 "a request with this Idempotency-Key is under way",
-                headers=(("Retry-After", IN_FLIGHT_RETRY_AFTER),),
+                headers=(("Retry-After", _IN_FLIGHT_RETRY_AFTER),),
             )
             return refusal_answer(busy)
         return JsonAnswer(kept.status, json_loads(kept.body), dict(NO_STORE))
