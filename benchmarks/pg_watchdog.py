@@ -31,9 +31,9 @@ import json  # noqa: E402
 import statistics  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-import uuid  # noqa: E402
 from typing import Any  # noqa: E402
 
+from benchmarks.sqlite_moved import store_turn  # noqa: E402
 from tests.support.pg import postgres_server  # noqa: E402
 
 from pactmw.store._watchdog import Watch, Watchdog  # noqa: E402
@@ -63,24 +63,7 @@ class Unwatched(PostgresStore):
 def _turns(store: PostgresStore, until: float) -> int:
     count, now = 0, time.time()
     while time.perf_counter() < until:
-        message_id = uuid.uuid4().hex
-        context_id = store.start_conversation(
-            brand_id="acme",
-            issuer="https://agent.example",
-            sub="user-1",
-            account=None,
-            message_id=message_id,
-            text="Where is my order A-1001?",
-            now=now,
-        )
-        store.store_reply(
-            context_id=context_id,
-            message_id=message_id,
-            reply_message_id=uuid.uuid4().hex,
-            reply_text="You said: Where is my order A-1001?",
-            reply=b'{"message": {}}',
-            now=now,
-        )
+        store_turn(store, now)
         count += 1
     return count
 

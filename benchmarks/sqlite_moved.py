@@ -30,7 +30,7 @@ import time  # noqa: E402
 import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from pactmw.store import SqliteStore  # noqa: E402
+from pactmw.store import SqliteStore, Store  # noqa: E402
 
 TARGET = 0.05  # the check's share of a turn
 
@@ -42,29 +42,34 @@ class Unchecked(SqliteStore):
         return None
 
 
+def store_turn(store: Store, now: float) -> None:
+    """The store's part of one `message:send` turn: a new conversation and its reply."""
+    message_id = uuid.uuid4().hex
+    context_id = store.start_conversation(
+        brand_id="acme",
+        issuer="https://agent.example",
+        sub="user-1",
+        account=None,
+        message_id=message_id,
+        text="Where is my order A-1001?",
+        now=now,
+    )
+    store.store_reply(
+        context_id=context_id,
+        message_id=message_id,
+        reply_message_id=uuid.uuid4().hex,
+        reply_text="You said: Where is my order A-1001?",
+        reply=b'{"message": {}}',
+        now=now,
+    )
+
+
 def turns_per_second(store: SqliteStore, seconds: float) -> float:
     count, now = 0, time.time()
     start = time.perf_counter()
     deadline = start + seconds
     while time.perf_counter() < deadline:
-        message_id = uuid.uuid4().hex
-        context_id = store.start_conversation(
-            brand_id="acme",
-            issuer="https://agent.example",
-            sub="user-1",
-            account=None,
-            message_id=message_id,
-            text="Where is my order A-1001?",
-            now=now,
-        )
-        store.store_reply(
-            context_id=context_id,
-            message_id=message_id,
-            reply_message_id=uuid.uuid4().hex,
-            reply_text="You said: Where is my order A-1001?",
-            reply=b'{"message": {}}',
-            now=now,
-        )
+        store_turn(store, now)
         count += 1
     return count / (time.perf_counter() - start)
 
