@@ -25,9 +25,8 @@ from attrs import field, frozen
 
 from pactmw.core.drive import adrive, drive
 from pactmw.core.encoding import b64url_decode_segment, is_storable_text, json_loads, loggable
-from pactmw.core.errors import AuthenticationFailed, JoseError, KeyUnavailable
+from pactmw.core.errors import AuthenticationFailed, JoseError
 from pactmw.core.jose import JWS, HeaderCache, parse_compact, verify_with_any
-from pactmw.core.jwk import PublicJWK
 from pactmw.core.keys import DiscoveryCache, JwksCache
 from pactmw.core.threads import WorkerThreads
 from pactmw.core.tokencache import VerifiedTokenCache, token_key
@@ -40,6 +39,17 @@ from pactmw.protocols._agent_registry import (
     RegisteredAgent,
     RuntimeAgent,
     RuntimeAgents,
+)
+from pactmw.protocols._identity_lookups import (
+    Keys,
+    Need,
+    NeedAgent,
+    NeedDiscovery,
+    NeedKeys,
+    aanswer,
+    alookup,
+    answer,
+    keys_at_hand,
 )
 from pactmw.protocols.delegation import Delegation
 
@@ -119,27 +129,7 @@ class PersonalAgent:
         return _recent_actor_id(self.issuer, self.sub)
 
 
-@frozen
-class _NeedAgent:
-    issuer: str
-
-
-@frozen
-class _NeedDiscovery:
-    issuer: str
-
-
-@frozen
-class _NeedKeys:
-    uri: str
-    kid: str | None
-    alg: str
-    vetted: bool  # the URI is configured, not named by a discovery document a token chose
-
-
-_Need = _NeedAgent | _NeedDiscovery | _NeedKeys
 _Agent = RegisteredAgent | None
-_Keys = tuple[PublicJWK, ...]
 
 
 def parse_bearer(authorization: str | None) -> str:
@@ -230,9 +220,7 @@ class IdentityVerifier:
             entry = self.cache.get(key, now)
         return token, key, entry
 
-    def _start(
-        self, token: str, key: bytes
-    ) -> PersonalAgent | Generator[_Need, Any, PersonalAgent]:
+    def _start(self, token: str, key: bytes) -> PersonalAgent | Generator[Need, Any, PersonalAgent]:
         """Check a token the cache does not hold: in place when nothing needs I/O (the registry
         answers from memory, the agent's keys are inline or cached), else through the flow."""
         try:
@@ -246,12 +234,12 @@ class IdentityVerifier:
         if not isinstance(issuer, str) or not issuer:
             raise AuthenticationFailed("unknown_issuer", "iss missing or not a string")
         if self.registry.may_block:
-            return self._flow(jws, claims, issuer, key, _NeedAgent(issuer))
+            return self._flow(jws, claims, issuer, key, NeedAgent(issuer))
         try:
             agent = self.registry.lookup(issuer)  # in memory: no I/O to hand out
             if agent is None or not agent.enabled:
                 return self._flow(jws, claims, issuer, key, agent)  # its refusals
-            if (keys := self._keys_at_hand(agent, jws)) is None:
+            if (keys := keys_at_hand(self.keys, agent, jws)) is None:
                 return self._flow(jws, claims, issuer, key, agent)  # a fetch to wait for
             # The flow's steps for this agent, without a generator and a driver to pay for.
             return self._conclude(jws, claims, agent, keys, key)
@@ -260,15 +248,15 @@ class IdentityVerifier:
             raise
 
     def _flow(
-        self, jws: JWS, claims: dict[str, Any], issuer: str, key: bytes, asked: _NeedAgent | _Agent
-    ) -> Generator[_Need, Any, PersonalAgent]:
+        self, jws: JWS, claims: dict[str, Any], issuer: str, key: bytes, asked: NeedAgent | _Agent
+    ) -> Generator[Need, Any, PersonalAgent]:
         """The checks after parsing, yielding for what needs I/O: the agent (when `asked` is a
-        `_NeedAgent`; else it is the registry's answer), discovery, keys."""
+        `NeedAgent`; else it is the registry's answer), discovery, keys."""
         try:
-            agent: _Agent = (yield asked) if isinstance(asked, _NeedAgent) else asked
+            agent: _Agent = (yield asked) if isinstance(asked, NeedAgent) else asked
             discovered = False
             if agent is None and self.open_mode:
-                jwks_uri: str | None = yield _NeedDiscovery(issuer)
+                jwks_uri: str | None = yield NeedDiscovery(issuer)
                 if jwks_uri is not None:
                     agent = RegisteredAgent(issuer=issuer, jwks_uri=jwks_uri)
                     discovered = True
@@ -276,10 +264,10 @@ class IdentityVerifier:
                 raise AuthenticationFailed("unknown_issuer")
             if not agent.enabled:
                 raise AuthenticationFailed("disabled_issuer")
-            candidates = self._keys_at_hand(agent, jws)
+            candidates = keys_at_hand(self.keys, agent, jws)
             if candidates is None:
                 assert agent.jwks_uri is not None
-                candidates = yield _NeedKeys(agent.jwks_uri, jws.kid, jws.alg, not discovered)
+                candidates = yield NeedKeys(agent.jwks_uri, jws.kid, jws.alg, not discovered)
             caller = self._conclude(jws, claims, agent, candidates, key)
             if discovered:
                 # An issuer that verifies: fresh issuers must not push its discovery out.
@@ -312,7 +300,7 @@ class IdentityVerifier:
         return PersonalAgent(issuer, sub, agent.name, LazyClaims(token), audience)
 
     def _conclude(
-        self, jws: JWS, claims: dict[str, Any], agent: RegisteredAgent, keys: _Keys, key: bytes
+        self, jws: JWS, claims: dict[str, Any], agent: RegisteredAgent, keys: Keys, key: bytes
     ) -> PersonalAgent:
         """The signature (`unknown_kid` when no key fits), then the claim rules; the caller
         when they pass, its token cached under `key`."""
@@ -364,7 +352,9 @@ class IdentityVerifier:
             if entry is not None:
                 return self._recheck(token, entry, self.registry.lookup(entry[1]))
             started = self._start(token, key)
-            return started if isinstance(started, PersonalAgent) else drive(started, self._answer)
+            if isinstance(started, PersonalAgent):
+                return started
+            return drive(started, functools.partial(answer, self))
         except AuthenticationFailed as exc:
             log_refusal(exc, brand)
             raise
@@ -379,12 +369,8 @@ class IdentityVerifier:
                 started = self._start(token, key)
                 if isinstance(started, PersonalAgent):
                     return started
-                return await adrive(started, self._aanswer)
-            if self.registry.may_block:
-                registered = await self.threads.run(self.registry.lookup, entry[1])
-            else:
-                registered = self.registry.lookup(entry[1])
-            return self._recheck(token, entry, registered)
+                return await adrive(started, functools.partial(aanswer, self))
+            return self._recheck(token, entry, await alookup(self, entry[1]))
         except AuthenticationFailed as exc:
             log_refusal(exc, brand)
             raise
@@ -443,39 +429,6 @@ class IdentityVerifier:
         exc.issuer = issuer
         log_refusal(exc, brand)
         raise exc
-
-    def _keys_at_hand(self, agent: RegisteredAgent, jws: JWS) -> _Keys | None:
-        """The agent's keys for `jws`, inline or from a fresh cached JWKS (refusing as a fetch
-        would), or None when they need a fetch."""
-        if agent.jwks is not None:
-            return agent.jwks.candidates(jws.kid, jws.alg)
-        assert agent.jwks_uri is not None
-        try:
-            return self.keys.keys_at_hand(agent.jwks_uri, jws.kid, jws.alg)
-        except KeyUnavailable as exc:
-            raise AuthenticationFailed(exc.code, str(exc)) from exc
-
-    def _answer(self, need: _Need) -> Any:
-        if isinstance(need, _NeedAgent):
-            return self.registry.lookup(need.issuer)
-        if isinstance(need, _NeedDiscovery):
-            return self.discovery.jwks_uri(need.issuer)
-        try:
-            return self.keys.get_keys(need.uri, need.kid, need.alg, vetted=need.vetted)
-        except KeyUnavailable as exc:
-            raise AuthenticationFailed(exc.code, str(exc)) from exc
-
-    async def _aanswer(self, need: _Need) -> Any:
-        if isinstance(need, _NeedAgent):
-            if self.registry.may_block:
-                return await self.threads.run(self.registry.lookup, need.issuer)
-            return self.registry.lookup(need.issuer)
-        if isinstance(need, _NeedDiscovery):
-            return await self.discovery.ajwks_uri(need.issuer)
-        try:
-            return await self.keys.aget_keys(need.uri, need.kid, need.alg, vetted=need.vetted)
-        except KeyUnavailable as exc:
-            raise AuthenticationFailed(exc.code, str(exc)) from exc
 
 
 #: Refusals that point at a misconfiguration (of the Provider or of the agent): WARNING, so

@@ -11,18 +11,17 @@ header, a JWS (typ `parafe-pop+jwt`, no `kid`) signed with the agent's registere
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
 from pactmw.protocols.parafe._constants import POP_TYP, RECEIPT_KINDS
 from pactmw.protocols.parafe._errors import ParafeError, broker_text, receipt_error
-from pactmw.protocols.parafe._jwt import require_agent_key
+from pactmw.protocols.parafe._jwt import random_jti, require_agent_key, without_kid
 from pactmw.protocols.parafe._receipts import MALFORMED, IndexAck, receipt_hash
 
 #: The `kind` the broker gives a receipt filed without one.
@@ -48,11 +47,10 @@ def request_pop(
         "htm": method.upper(),
         "htu": f"{parts.scheme}://{parts.netloc}{parts.path}",
         **bound,
-        "jti": jti if jti is not None else str(uuid.uuid4()),
+        "jti": jti if jti is not None else random_jti(),
         "iat": int(now),
     }
-    # The broker knows the agent's registered key: a request proof names none.
-    return sign_compact(claims, evolve(key, public=evolve(key.public, kid=None)), typ=POP_TYP)
+    return sign_compact(claims, without_kid(key), typ=POP_TYP)
 
 
 def error_code(answer: Any) -> str | None:

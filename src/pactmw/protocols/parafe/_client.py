@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pactmw.core.jwk import PrivateJWK
-from pactmw.protocols.parafe._jwt import require_agent_key
+from pactmw.protocols.parafe._jwt import random_jti, require_agent_key
 from pactmw.protocols.parafe._message import consent_data, message_id, with_parafe
 from pactmw.protocols.parafe._proof import create_presentation_proof
 
@@ -27,7 +26,7 @@ class ConsentPresenter:
         session_id: str,
         key: PrivateJWK,
         clock: Callable[[], float] = time.time,
-        new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
+        new_jti: Callable[[], str] = random_jti,
     ) -> None:
         require_agent_key(key)
         self.token = token

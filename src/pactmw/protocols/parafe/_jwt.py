@@ -11,9 +11,12 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeGuard
+
+from attrs import evolve
 
 from pactmw.core.encoding import b64url_decode, b64url_encode, json_loads
 from pactmw.core.errors import JoseError, MalformedInput
@@ -27,6 +30,17 @@ def require_agent_key(key: PrivateJWK) -> None:
     """A Parafé agent signs with its registered Ed25519 (EdDSA) or P-256 (ES256) key."""
     if key.alg not in ("ES256", "EdDSA"):
         raise ValueError("a Parafé agent key is Ed25519 or P-256")
+
+
+def without_kid(key: PrivateJWK) -> PrivateJWK:
+    """`key` for signing a proof, whose header names no `kid`: the verifier knows the key
+    already (the consent token's `cnf.jkt`, the broker's record of the agent)."""
+    return evolve(key, public=evolve(key.public, kid=None))
+
+
+def random_jti() -> str:
+    """A fresh `jti` for what an agent signs: a random UUID, so no two proofs share one."""
+    return str(uuid.uuid4())
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:
@@ -216,6 +230,7 @@ __all__ = [
     "is_number",
     "normalize_typ",
     "parse_iso",
+    "random_jti",
     "require_agent_key",
     "sha256_b64url",
     "strict_equal",
@@ -224,4 +239,5 @@ __all__ = [
     "unverified_claims",
     "utf16_length",
     "whole_seconds",
+    "without_kid",
 ]

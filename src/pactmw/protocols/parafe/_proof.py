@@ -11,11 +11,10 @@ The seed's claims table was lost; the table and every limit here are the referen
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from pactmw.core.errors import JoseError, MalformedInput
 from pactmw.core.jose import parse_compact, sign_compact, verify_signature
@@ -33,6 +32,7 @@ from pactmw.protocols.parafe._jwt import (
     TIME_OK,
     as_float,
     claims_failure,
+    random_jti,
     require_agent_key,
     sha256_b64url,
     strict_equal,
@@ -41,6 +41,7 @@ from pactmw.protocols.parafe._jwt import (
     unverified_claims,
     utf16_length,
     whole_seconds,
+    without_kid,
 )
 
 #: The key types a Parafé agent may register (§5): P-256 signs ES256, Ed25519 EdDSA.
@@ -159,11 +160,6 @@ def check_proof(
     )
 
 
-def _without_kid(key: PrivateJWK) -> PrivateJWK:
-    # A presentation proof has no `kid`: the verifier finds the key through `cnf.jkt`.
-    return evolve(key, public=evolve(key.public, kid=None))
-
-
 def create_presentation_proof(
     token: str,
     key: PrivateJWK,
@@ -186,12 +182,12 @@ def create_presentation_proof(
     claims: dict[str, Any] = {
         "ath": sha256_b64url(token),
         "aud": aud,
-        "jti": jti if jti is not None else str(uuid.uuid4()),
+        "jti": jti if jti is not None else random_jti(),
     }
     if message_id:
         claims["mid"] = message_id
     claims["iat"] = whole_seconds(now)
-    return sign_compact(claims, _without_kid(key), typ=POP_TYP)
+    return sign_compact(claims, without_kid(key), typ=POP_TYP)
 
 
 __all__ = [

@@ -8,7 +8,6 @@ Signing follows the a2a-extension's `signActionReceipt` and its signer's `refuse
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +34,7 @@ from pactmw.protocols.parafe._errors import (
     ParafeError,
 )
 from pactmw.protocols.parafe._jwt import (
+    random_jti,
     require_agent_key,
     sha256_b64url,
     unverified_claims,
@@ -82,7 +82,7 @@ class ReceiptSigner:
         agent_did: str,
         *,
         clock: Callable[[], float] = time.time,
-        new_jti: Callable[[], str] = lambda: str(uuid.uuid4()),
+        new_jti: Callable[[], str] = random_jti,
     ) -> None:
         require_agent_key(key)
         if not agent_did.startswith("did:"):
