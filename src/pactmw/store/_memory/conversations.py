@@ -63,9 +63,7 @@ class ConversationsMixin(MemoryCore):
             elif decision.write == "take_over":
                 # Keep the message's place in the history.
                 assert message is not None
-                ctx.messages[message_id] = StoredMessage(
-                    text, now, message.reply_message_id, message.reply_text, message.reply
-                )
+                ctx.messages[message_id] = _claimed_again(message, text, now)
             if decision.write is not None:
                 ctx.conversation = _updated(ctx.conversation, last_activity=now)
             if decision.claim.kind != "new" or limit <= 0:
@@ -92,9 +90,7 @@ class ConversationsMixin(MemoryCore):
                 return False
             if message.reply is not None or message.claimed_at != claimed_at:
                 return False
-            ctx.messages[message_id] = StoredMessage(
-                message.text, now, message.reply_message_id, message.reply_text, message.reply
-            )
+            ctx.messages[message_id] = _claimed_again(message, message.text, now)
             return True
 
     def _store_reply(
@@ -158,6 +154,13 @@ def _updated(
         c.closed if closed is None else closed,
         c.account if account is None else account,
     )
+
+
+def _claimed_again(message: StoredMessage, text: str, now: float) -> StoredMessage:
+    """`message` with `text`, claimed at `now`; its reply fields kept. Built directly, as
+    `_updated` is (a turn claims on its hot path)."""
+    m = message
+    return StoredMessage(text, now, m.reply_message_id, m.reply_text, m.reply)
 
 
 def _last_turns(ctx: Context, limit: int) -> list[StoredTurn]:

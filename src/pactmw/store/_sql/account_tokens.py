@@ -123,6 +123,4 @@ class AccountTokensMixin(SqlCore):
             return AccountRotation("rotated", token.grant_id, row[8], token.user_id, granted)
 
     def _account_token(self, token_hash: str) -> AccountToken | None:
-        with self._read() as ex:
-            row = ex.execute(self._account_sql.read, (token_hash,)).fetchone()
-        return None if row is None else self._account(row)
+        return self._read_one(self._account_sql.read, (token_hash,), self._account)

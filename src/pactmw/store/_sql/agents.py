@@ -29,9 +29,7 @@ class AgentsMixin(SqlCore):
             return ex.execute(self._sql.delete_agent, (issuer,)).rowcount > 0
 
     def _get_agent(self, issuer: str) -> StoredAgent | None:
-        with self._read() as ex:
-            row = ex.execute(self._sql.agent, (issuer,)).fetchone()
-        return None if row is None else _agent(row)
+        return self._read_one(self._sql.agent, (issuer,), _agent)
 
     def _list_agents(self) -> tuple[StoredAgent, ...]:
         with self._read() as ex:
@@ -50,6 +48,4 @@ class AgentsMixin(SqlCore):
             ex.execute(self._sql.set_agent_enabled, (issuer, enabled))
 
     def _agent_enabled(self, issuer: str) -> bool | None:
-        with self._read() as ex:
-            row = ex.execute(self._sql.agent_enabled, (issuer,)).fetchone()
-        return None if row is None else bool(row[0])
+        return self._read_one(self._sql.agent_enabled, (issuer,), lambda row: bool(row[0]))

@@ -32,9 +32,7 @@ class ConversationsMixin(SqlCore):
             ex.execute(self._sql.insert_conversation, (context_id, brand_id, issuer, sub, now, now))
 
     def _get_conversation(self, context_id: str) -> Conversation | None:
-        with self._read() as ex:
-            row = ex.execute(self._sql.conversation, (context_id,)).fetchone()
-        return None if row is None else conversation_from_row(row)
+        return self._read_one(self._sql.conversation, (context_id,), conversation_from_row)
 
     def _close_conversation(self, context_id: str) -> None:
         with self._write() as ex:

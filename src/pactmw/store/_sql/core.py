@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from pactmw.store._sql.rows import CONVERSATION_ROW, DEVICE_ROW, GRANT_ROW
 from pactmw.store._sql.rows import opt_bytes as opt_bytes
@@ -29,6 +29,8 @@ from pactmw.store.base import (
 )
 
 __all__ = ["Executor", "Rows", "SqlCore", "conversation_from_row"]
+
+_Read = TypeVar("_Read")
 
 
 class Rows(Protocol):
@@ -127,6 +129,15 @@ class SqlCore(abc.ABC):
         """Release connections; later calls raise `StoreUnavailable`. Idempotent."""
 
     # --- shared helpers ----------------------------------------------------------------------
+
+    def _read_one(
+        self, statement: str, params: Sequence[Any], read: Callable[[Sequence[Any]], _Read]
+    ) -> _Read | None:
+        """The one row `statement` selects, as `read` makes it, or None when it selects none
+        (a lookup by key, in a read transaction of its own)."""
+        with self._read() as ex:
+            row = ex.execute(statement, params).fetchone()
+        return None if row is None else read(row)
 
     def _schema_version(self, ex: Executor) -> int | None:
         """The schema version the database records, None when it has no schema yet.

@@ -62,9 +62,7 @@ class DevicesMixin(GrantsMixin):
                 raise UserCodeTaken(f"user code {user_code!r} is in use")
 
     def _device_by_user_code(self, user_code: str) -> DeviceAuthorization | None:
-        with self._read() as ex:
-            row = ex.execute(self._sql.device_by_user_code, (user_code,)).fetchone()
-        return None if row is None else self._device(row)
+        return self._read_one(self._sql.device_by_user_code, (user_code,), self._device)
 
     def _decidable_device(
         self, ex: Executor, user_code: str, now: float, brand_id: str | None = None

@@ -90,9 +90,8 @@ class SqliteFlavour(SqlStore):
 
     @staticmethod
     def _driver_message(exc: BaseException) -> str:
-        # sqlite3's error, or the one a Django error wraps. The primary code: an extended one
-        # (SQLITE_BUSY_SNAPSHOT...) is a busy database too.
-        for error in (exc, exc.__cause__):
+        # The primary code: an extended one (SQLITE_BUSY_SNAPSHOT...) is a busy database too.
+        for error in _driver_errors(exc):
             code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
             if isinstance(error, sqlite3.OperationalError) and (
                 (code is not None and code & 0xFF == 5)  # SQLITE_BUSY
@@ -128,17 +127,15 @@ class PostgresFlavour(SqlStore):
 
     @staticmethod
     def _refuses_for_now(exc: BaseException) -> bool:
-        # psycopg's error, or the one a Django error wraps.
-        for error in (exc, exc.__cause__):
-            if getattr(error, "sqlstate", None) in _REFUSED_FOR_NOW:
-                return True
-        return False
+        return any(
+            getattr(error, "sqlstate", None) in _REFUSED_FOR_NOW for error in _driver_errors(exc)
+        )
 
     @staticmethod
     def _driver_message(exc: BaseException) -> str:
-        # psycopg's error, or the one a Django error wraps. The server's primary message
-        # only: str() adds the statement's text (LINE 1: ...) and its DETAIL and HINT.
-        for error in (exc, exc.__cause__):
+        # The server's primary message only: str() adds the statement's text (LINE 1: ...)
+        # and its DETAIL and HINT.
+        for error in _driver_errors(exc):
             sqlstate = getattr(error, "sqlstate", None)
             if sqlstate == _LOCK_NOT_AVAILABLE:
                 return _LOCK_WAIT.format(holder="another session holds a lock the store needs")
@@ -164,6 +161,12 @@ class PostgresFlavour(SqlStore):
             "SELECT pg_advisory_xact_lock(%s, %s)",
             (_GRANT_LOCK_CLASS, _grant_lock_key(brand_id, account, client_id, pa_sub)),
         )
+
+
+def _driver_errors(exc: BaseException) -> tuple[BaseException | None, ...]:
+    """Where a driver's error (sqlite3's, psycopg's) may be: `exc` itself, or the error a
+    Django database error wraps (its cause)."""
+    return (exc, exc.__cause__)
 
 
 def _grant_lock_key(brand_id: str, account: str, client_id: str, pa_sub: str) -> int:

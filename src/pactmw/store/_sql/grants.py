@@ -59,9 +59,7 @@ class GrantsMixin(SqlCore):
         return grant
 
     def _get_grant(self, grant_id: str) -> Grant | None:
-        with self._read() as ex:
-            row = ex.execute(self._sql.grant, (grant_id,)).fetchone()
-        return None if row is None else self._grant(row)
+        return self._read_one(self._sql.grant, (grant_id,), self._grant)
 
     def _record_grant_use(self, grant_id: str, now: float, every: float) -> bool:
         with self._write() as ex:
@@ -69,9 +67,7 @@ class GrantsMixin(SqlCore):
             return bool(updated.rowcount == 1)
 
     def _live_grant(self, key: GrantKey, now: float) -> Grant | None:
-        with self._read() as ex:
-            row = ex.execute(self._sql.live_grant_of_key, (*key, now)).fetchone()
-        return None if row is None else self._grant(row)
+        return self._read_one(self._sql.live_grant_of_key, (*key, now), self._grant)
 
     def _revoke_grant(self, grant_id: str, now: float) -> bool:
         with self._write() as ex:

@@ -288,9 +288,7 @@ class OperationsMixin(SqlCore):
         return answer if row is None else _answer(row)
 
     def _remembered_answer(self, record_key: str, now: float) -> RememberedAnswer | None:
-        with self._read() as ex:
-            row = ex.execute(self._operation_sql.remembered, (record_key, now)).fetchone()
-        return None if row is None else _answer(row)
+        return self._read_one(self._operation_sql.remembered, (record_key, now), _answer)
 
 
 def _answer(row: Sequence[Any]) -> RememberedAnswer:

@@ -126,14 +126,10 @@ class SessionsMixin(SqlCore):
             return change
 
     def _get_session(self, session_id: str) -> PoppySession | None:
-        with self._read() as ex:
-            row = ex.execute(self._session_sql.by_id, (session_id,)).fetchone()
-        return None if row is None else self._session(row)
+        return self._read_one(self._session_sql.by_id, (session_id,), self._session)
 
     def _session_for_token(self, token_hash: str) -> PoppySession | None:
-        with self._read() as ex:
-            row = ex.execute(self._session_sql.by_token, (token_hash,)).fetchone()
-        return None if row is None else self._session(row)
+        return self._read_one(self._session_sql.by_token, (token_hash,), self._session)
 
     def _sign_out_sessions(self, grant_id: str) -> int:
         with self._write() as ex:
