@@ -45,6 +45,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from attrs import frozen
+
 from pactmw.core.client_metadata import ClientMetadataCache
 from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import PactmwError
@@ -186,17 +188,7 @@ class PoppyOperations:
         operation object. `403 extension_required` when the agent did not negotiate
         Operations v1; ValueError when the Brand enables no operations or has no executor
         for the action (a mistake in Brand code, not in the request)."""
-        record: StoredOperation = yield from self.proposal_record(
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            account=account,
-            proposal=proposal,
-        )
-        now = record.created_at
-        # NeedStore itself: `store()`'s own first parameter is named `operation`.
-        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
-        return operation_document(stored, now)
+        return self.propose_for(_Owner(brand_id, client_id, user_id, account), proposal)
 
     def proposal_record(
         self,
@@ -209,6 +201,22 @@ class PoppyOperations:
     ) -> SubFlow:
         """The new record `propose` stores (after its checks, which it raises); the value is
         a `StoredOperation` proposed now."""
+        return self.record_for(_Owner(brand_id, client_id, user_id, account), proposal)
+
+    def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
+        conversation's agent in a bot's turn)."""
+        record: StoredOperation = yield from self.record_for(owner, proposal)
+        now = record.created_at
+        # NeedStore itself: `store()`'s own first parameter is named `operation`.
+        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
+        return operation_document(stored, now)
+
+    def record_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`proposal_record` for the owner a checked Session names: anything with its
+        `brand_id`, `client_id`, `user_id` and `account`."""
+        brand_id, client_id = owner.brand_id, owner.client_id
+        user_id, account = owner.user_id, owner.account
         config = self.configs.get(brand_id)
         if config is None:
             raise ValueError(f"brands.{brand_id}.poppy.operations is not set")
@@ -249,15 +257,6 @@ class PoppyOperations:
             expires_at=now + config.proposal_seconds,
         )
 
-    def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
-        """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
-        conversation's agent in a bot's turn)."""
-        return self.propose(**_owner(owner), proposal=proposal)
-
-    def record_for(self, owner: Any, proposal: Proposal) -> SubFlow:
-        """`proposal_record` for the owner a checked Session names."""
-        return self.proposal_record(**_owner(owner), proposal=proposal)
-
     def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202
         {"operation": {...}}` (Ops §4.1), or the refusal (`403 extension_required` with its
@@ -288,11 +287,11 @@ class PoppyOperations:
         return operation_document(settled, now)
 
 
-def _owner(owner: Any) -> dict[str, Any]:
-    """Whose operation a checked Session's proposal is (a `PoppyCaller`, or a turn's agent)."""
-    return {
-        "brand_id": owner.brand_id,
-        "client_id": owner.client_id,
-        "user_id": owner.user_id,
-        "account": owner.account,
-    }
+@frozen
+class _Owner:
+    """Whose operation a proposal made through the keyword API (`propose`) is."""
+
+    brand_id: str
+    client_id: str
+    user_id: str
+    account: str | None
