@@ -19,7 +19,7 @@ from pactmw.provider.poppy import (
     PoppyOperations,
     Proposal,
 )
-from pactmw.provider.poppy._operations import (
+from pactmw.provider.poppy._operation_endpoint import (
     EXPIRED_SUMMARY,
     operation_document,
     operation_route,

@@ -52,6 +52,7 @@ __all__ = [
     "TURN_TIMED_OUT",
     "MessageSender",
     "as_reply",
+    "bot_reply",
     "bound_tools",
 ]
 
@@ -212,13 +213,7 @@ class MessageSender:
         try:
             if parafe is not None:
                 yield from _parafe_members(parafe, parafe_turn)
-            try:
-                result = yield NeedBot(brand.handler, turn, timeout=self.turn_timeout)
-            except ToolError as refused:
-                # A tool refused and the bot let it through: the refusal (written for the
-                # caller) is the answer, with its reports and receipt, never a 500.
-                result = Reply(text=refused.message)
-            reply = as_reply(result)
+            reply = yield from bot_reply(brand, turn, self.turn_timeout)
             reply_text, close = reply.text, reply.close
             reply_id = uuid4_text()
             parts: list[dict[str, Any]] = [{"text": reply.text}]
@@ -490,6 +485,18 @@ def bound_tools(brand: Brand, caller: PersonalAgent, *, propose_writes: bool = F
     its scope descriptions are what the request-permission tool offers."""
     scopes = brand.delegation.scopes if brand.delegation is not None else None
     return BoundTools(brand.tools, caller, scopes=scopes, propose_writes=propose_writes)
+
+
+def bot_reply(brand: Brand, turn: Turn, timeout: float | None) -> SubFlow:
+    """Run the Brand's bot once for `turn`, in every protocol; the value is its `Reply`
+    (`as_reply`)."""
+    try:
+        result = yield NeedBot(brand.handler, turn, timeout=timeout)
+    except ToolError as refused:
+        # A tool refused and the bot let it through: the refusal (written for the caller) is
+        # the answer, with its reports and receipt, never a 500.
+        result = Reply(text=refused.message)
+    return as_reply(result)
 
 
 def as_reply(result: Any) -> Reply:

@@ -19,9 +19,9 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
-from pactmw.provider._send import MessageSender, as_reply, bound_tools
-from pactmw.provider.brand import Brand, Reply, Turn
-from pactmw.provider.flow import NeedBot, SubFlow, TurnTimedOut, store
+from pactmw.provider._send import MessageSender, bot_reply, bound_tools
+from pactmw.provider.brand import Brand, Turn
+from pactmw.provider.flow import SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
     Receipt,
     TurnRecord,
@@ -31,7 +31,7 @@ from pactmw.provider.poppy._conversation_records import (
 )
 from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
 from pactmw.provider.poppy._session_check import PoppyCaller
-from pactmw.provider.tools import StepUpRequired, ToolError
+from pactmw.provider.tools import StepUpRequired
 from pactmw.store.base import Claim, Conversation, Store
 
 logger = logging.getLogger("pactmw.poppy")
@@ -155,11 +155,7 @@ class ConversationTurns:
         lease = self.sender.hold_lease(context_id, message.id, claimed_at=claimed_at)
         close = False
         try:
-            try:
-                result = yield NeedBot(brand.handler, turn, timeout=self.sender.turn_timeout)
-            except ToolError as refused:
-                result = Reply(text=refused.message)
-            reply = as_reply(result)
+            reply = yield from bot_reply(brand, turn, self.sender.turn_timeout)
             close = reply.close
             company = company_message(context_id, message.id, reply.text, reply.data, tools)
             events: list[dict[str, Any]] = [{"type": "message", "message": company}]

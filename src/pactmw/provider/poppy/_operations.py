@@ -30,49 +30,39 @@ An operation belongs to its Brand, agent and User ID, and once proposed signed i
 account: another owner's operation is `404 operation_not_found`, as an unknown one, and a
 signed-out Session on an account's operation gets `403 sign_in_required`.
 
-An API's `202` answer and its `Idempotency-Key` record are `_proposal_answers`'; the values
+An API's `202` answer and its `Idempotency-Key` record are `_proposal_answers`'; the
+endpoint (`O/{id}`: read, confirm and perform, cancel) is `_operation_endpoint`'; the values
 Brand code uses are `_operation_values`'.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import inspect
 import logging
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any
+
+from attrs import frozen
 
 from pactmw.core.client_metadata import ClientMetadataCache
-from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.encoding import json_dumps
 from pactmw.core.errors import PactmwError
-from pactmw.core.http import Request, Response
-from pactmw.protocols.poppy import (
-    OPERATIONS_EXTENSION,
-    OPERATIONS_VERSION,
-    PoppyError,
-    parse_confirmation,
-    parse_id,
-)
-from pactmw.provider.delegated._responses import NO_STORE, json_response
-from pactmw.provider.flow import Flow, NeedKeys, NeedStore, SubFlow, store
-from pactmw.provider.poppy._bounds import bounded_body
+from pactmw.protocols.poppy import OPERATIONS_EXTENSION, OPERATIONS_VERSION, PoppyError
+from pactmw.provider.flow import NeedKeys, NeedStore, SubFlow
+from pactmw.provider.poppy._operation_endpoint import OperationEndpoint, operation_document
 from pactmw.provider.poppy._operation_values import (
     Executor,
     OperationFailed,
     OperationRun,
     OperationsConfig,
-    OutcomeUnknown,
     Performed,
     Proposal,
     json_text,
 )
 from pactmw.provider.poppy._proposal_answers import ProposalAnswers
-from pactmw.provider.poppy._resource_routes import resource_route
 from pactmw.provider.tools import Tool, ToolError, ToolRegistry
 from pactmw.provider.turn_tools import tool_call_summary
 from pactmw.store._protocols.operations import StoredOperation
@@ -81,19 +71,12 @@ from pactmw.store.base import Store
 logger = logging.getLogger("pactmw.poppy")
 
 __all__ = [
-    "BODY_LIMIT",
-    "CANCELLED_SUMMARY",
-    "EXPIRED_SUMMARY",
     "IDEMPOTENCY_KEY",
     "OPERATIONS_SEGMENT",
     "OPERATION_PREFIX",
-    "RETRY_AFTER_SECONDS",
     "TOOL_ACTION_PREFIX",
     "WRITE_METHODS",
-    "OperationRequest",
     "PoppyOperations",
-    "operation_document",
-    "operation_route",
     "tool_proposal",
 ]
 
@@ -105,92 +88,6 @@ TOOL_ACTION_PREFIX = "tool:"
 #: The methods whose `Idempotency-Key` is honoured, and what a key may be (the SDK's).
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
-#: What `Retry-After` says while an operation is in progress (the SDK's company: 5 s).
-RETRY_AFTER_SECONDS = 5
-#: A confirm or cancel body is two small members; anything near this is not one.
-BODY_LIMIT = 16 * 1024
-#: The result an expired proposal reads with (a final state needs one).
-EXPIRED_SUMMARY = "This proposal expired before it was confirmed; nothing was done."
-CANCELLED_SUMMARY = "Cancelled before anything was done."
-
-OperationRequest = Literal["read", "confirm", "cancel"]
-#: The requests on one operation, by (action below `O/{id}`, method).
-_ACTIONS: dict[tuple[str, str], OperationRequest] = {
-    ("", "GET"): "read",
-    ("confirm", "POST"): "confirm",
-    ("cancel", "POST"): "cancel",
-}
-
-
-def operation_route(method: str, rest: str) -> tuple[OperationRequest, str] | None:
-    """The request of `rest` (the path below `{issuer}/operations`) and its operation id;
-    None for anything else."""
-    return resource_route(method, rest, _ACTIONS)
-
-
-def _time_text(now: float) -> str:
-    return (
-        datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
-
-
-def operation_document(operation: StoredOperation, now: float) -> dict[str, Any]:
-    """The operation object of Ops §3 at `now` (absent optional members left out)."""
-    state = operation.state_at(now)
-    document: dict[str, Any] = {
-        "operation_id": operation.operation_id,
-        "revision": operation.revision,
-        "state": state,
-        "summary": operation.summary,
-    }
-    if operation.terms is not None:
-        document["terms"] = json_loads(operation.terms)
-    document["expires_at"] = _time_text(operation.expires_at)
-    document["user_approval_required"] = operation.user_approval_required
-    if operation.url is not None:
-        document["url"] = operation.url
-    document["confirmation"] = (
-        None
-        if operation.confirmed_at is None
-        else {
-            "revision": operation.confirmed_revision,
-            "approved_by": operation.approved_by,
-            "confirmed_at": _time_text(operation.confirmed_at),
-        }
-    )
-    result: dict[str, Any] | None = None
-    if state == "expired":
-        result = {"summary": EXPIRED_SUMMARY}
-    elif operation.result_summary is not None:
-        result = {"summary": operation.result_summary}
-        if operation.result_data is not None:
-            result["data"] = json_loads(operation.result_data)
-    document["result"] = result
-    return document
-
-
-def _run_executor(executor: Executor, run: OperationRun) -> tuple[str, str, str | None]:
-    """Perform in a worker thread; the outcome as (state, summary, data JSON), where
-    state `in_progress` means nobody knows yet."""
-    try:
-        answer = executor(run)
-        if inspect.isawaitable(answer):
-            answer = asyncio.run(_awaited(answer))
-        if not isinstance(answer, Performed):
-            raise TypeError(f"an executor returns Performed, not {type(answer).__name__}")
-        return "succeeded", answer.summary, json_text(answer.data)
-    except OperationFailed as failed:
-        return "failed", failed.summary, json_text(failed.data)
-    except OutcomeUnknown:
-        return "in_progress", "", None
-    except Exception:
-        # Whether it happened is unknown: never call it failed (OPS-6-03).
-        logger.exception("poppy operation %s: the executor raised", run.operation_id)
-        return "in_progress", "", None
-
-
-async def _awaited(answer: Awaitable[Performed]) -> Performed:
-    return await answer
 
 
 def tool_proposal(tool: Tool, arguments: Mapping[str, Any]) -> Proposal:
@@ -245,6 +142,8 @@ class PoppyOperations:
             prepare=self.record_for,
             document=operation_document,
         )
+        #: `GET O/{id}`, confirm and cancel (the Poppy server routes them here).
+        self.endpoint = OperationEndpoint(store=store, clock=clock, executor=self.executor)
 
     def executor(self, brand_id: str, action: str) -> Executor | None:
         """What performs `action` for the Brand: its configured executor, or for a
@@ -289,17 +188,7 @@ class PoppyOperations:
         operation object. `403 extension_required` when the agent did not negotiate
         Operations v1; ValueError when the Brand enables no operations or has no executor
         for the action (a mistake in Brand code, not in the request)."""
-        record: StoredOperation = yield from self.proposal_record(
-            brand_id=brand_id,
-            client_id=client_id,
-            user_id=user_id,
-            account=account,
-            proposal=proposal,
-        )
-        now = record.created_at
-        # NeedStore itself: `store()`'s own first parameter is named `operation`.
-        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
-        return operation_document(stored, now)
+        return self.propose_for(_Owner(brand_id, client_id, user_id, account), proposal)
 
     def proposal_record(
         self,
@@ -312,6 +201,22 @@ class PoppyOperations:
     ) -> SubFlow:
         """The new record `propose` stores (after its checks, which it raises); the value is
         a `StoredOperation` proposed now."""
+        return self.record_for(_Owner(brand_id, client_id, user_id, account), proposal)
+
+    def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
+        conversation's agent in a bot's turn)."""
+        record: StoredOperation = yield from self.record_for(owner, proposal)
+        now = record.created_at
+        # NeedStore itself: `store()`'s own first parameter is named `operation`.
+        stored = yield NeedStore(self.store.propose_operation, {"operation": record, "now": now})
+        return operation_document(stored, now)
+
+    def record_for(self, owner: Any, proposal: Proposal) -> SubFlow:
+        """`proposal_record` for the owner a checked Session names: anything with its
+        `brand_id`, `client_id`, `user_id` and `account`."""
+        brand_id, client_id = owner.brand_id, owner.client_id
+        user_id, account = owner.user_id, owner.account
         config = self.configs.get(brand_id)
         if config is None:
             raise ValueError(f"brands.{brand_id}.poppy.operations is not set")
@@ -352,15 +257,6 @@ class PoppyOperations:
             expires_at=now + config.proposal_seconds,
         )
 
-    def propose_for(self, owner: Any, proposal: Proposal) -> SubFlow:
-        """`propose` for the owner a checked Session names (a `PoppyCaller` at an API, the
-        conversation's agent in a bot's turn)."""
-        return self.propose(**_owner(owner), proposal=proposal)
-
-    def record_for(self, owner: Any, proposal: Proposal) -> SubFlow:
-        """`proposal_record` for the owner a checked Session names."""
-        return self.proposal_record(**_owner(owner), proposal=proposal)
-
     def proposal_answer(self, caller: Any, proposal: Proposal) -> SubFlow:
         """An API's answer proposing `proposal` for `caller` (a `PoppyCaller`): `202
         {"operation": {...}}` (Ops §4.1), or the refusal (`403 extension_required` with its
@@ -390,148 +286,12 @@ class PoppyOperations:
             raise KeyError(operation_id)
         return operation_document(settled, now)
 
-    # -- the operations endpoint ---------------------------------------------------------------
 
-    def flow(
-        self,
-        request_kind: OperationRequest,
-        operation_id: str,
-        caller: Any,
-        request: Request,
-    ) -> Flow:
-        """Answer `GET O/{id}`, `POST O/{id}/confirm` or `POST O/{id}/cancel` for `caller`
-        (the checked Session, a `PoppyCaller`)."""
-        body = b""
-        if request_kind != "read":
-            body = yield from bounded_body(BODY_LIMIT, "the body")
-        found = yield from self._owned(operation_id, caller)
-        if request_kind == "read":
-            return self._answer(found, self._clock())
-        if request_kind == "cancel":
-            now = self._clock()
-            after = yield store(
-                self.store.cancel_operation,
-                operation_id=operation_id,
-                summary=CANCELLED_SUMMARY,
-                now=now,
-            )
-            return self._answer(after or found, now)
-        return (yield from self._confirm(found, caller, body))
+@frozen
+class _Owner:
+    """Whose operation a proposal made through the keyword API (`propose`) is."""
 
-    def _owned(self, operation_id: str, caller: Any) -> SubFlow:
-        """The operation if it is the caller's; else `404 operation_not_found`, the same for
-        an unknown id (GUIDE-co-errors-01), or `403 sign_in_required` for a signed-out
-        Session on an account's operation."""
-        try:
-            parse_id(operation_id, "operation id")
-        except PoppyError:
-            raise _not_found() from None
-        found: StoredOperation | None = yield store(self.store.operation, operation_id=operation_id)
-        if found is None or (found.brand_id, found.client_id, found.user_id) != (
-            caller.brand_id,
-            caller.client_id,
-            caller.user_id,
-        ):
-            raise _not_found()
-        if found.account is not None and caller.account is None:
-            raise PoppyError(
-                403,
-                "sign_in_required",
-                "an account's operation",
-                members={"scope": " ".join(found.scopes)},
-            )
-        if found.account is not None and found.account != caller.account:
-            raise _not_found()
-        return found
-
-    def _confirm(self, found: StoredOperation, caller: Any, body: bytes) -> Flow:
-        confirmation = parse_confirmation(body)
-        now = self._clock()
-        if found.state_at(now) == "proposed" and confirmation.revision == found.revision:
-            if found.user_approval_required and confirmation.approved_by != "user":
-                raise PoppyError(403, "user_approval_required", "the user must approve it")
-            wanted = " ".join(found.scopes)
-            if found.scopes and caller.account is None:
-                raise PoppyError(403, "sign_in_required", "signed out", members={"scope": wanted})
-            if not set(found.scopes) <= set(caller.scopes):
-                raise PoppyError(
-                    403, "insufficient_scope", "not approved", members={"scope": wanted}
-                )
-        executor = self.executor(found.brand_id, found.action)
-        if executor is None and found.state_at(now) == "proposed":
-            # Confirming what nobody can perform would strand it in progress.
-            raise PoppyError(
-                503,
-                "temporarily_unavailable",
-                f"no executor for {found.action!r}",
-                headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
-            )
-        change = yield store(
-            self.store.confirm_operation,
-            operation_id=found.operation_id,
-            revision=confirmation.revision,
-            approved_by=confirmation.approved_by,
-            now=now,
-        )
-        current: StoredOperation = change.operation or found
-        if change.kind == "terms_changed":
-            raise PoppyError(
-                409,
-                "terms_changed",
-                "a newer revision",
-                members={"operation": operation_document(current, now)},
-            )
-        if change.kind != "confirmed" or executor is None:
-            return self._answer(current, now)
-        # This confirmation won the compare-and-set: it alone performs (OPS-6-02).
-        state, summary, data = yield NeedStore(
-            _run_executor,
-            {
-                "executor": executor,
-                "run": OperationRun(
-                    operation_id=current.operation_id,
-                    brand_id=current.brand_id,
-                    action=current.action,
-                    revision=current.revision,
-                    summary=current.summary,
-                    terms=None if current.terms is None else json_loads(current.terms),
-                    account=current.account,
-                    client_id=current.client_id,
-                    user_id=current.user_id,
-                    approved_by=confirmation.approved_by,
-                ),
-            },
-        )
-        now = self._clock()
-        if state != "in_progress":
-            settled = yield store(
-                self.store.settle_operation,
-                operation_id=current.operation_id,
-                state=cast(Literal["succeeded", "failed"], state),
-                summary=summary,
-                data=data,
-                now=now,
-            )
-            current = settled or current
-        return self._answer(current, now)
-
-    @staticmethod
-    def _answer(operation: StoredOperation, now: float) -> Response:
-        extra: tuple[tuple[str, str], ...] = NO_STORE
-        if operation.state_at(now) == "in_progress":
-            extra += (("Retry-After", str(RETRY_AFTER_SECONDS)),)
-        return json_response(operation_document(operation, now), extra=extra)
-
-
-def _owner(owner: Any) -> dict[str, Any]:
-    """Whose operation a checked Session's proposal is (a `PoppyCaller`, or a turn's agent)."""
-    return {
-        "brand_id": owner.brand_id,
-        "client_id": owner.client_id,
-        "user_id": owner.user_id,
-        "account": owner.account,
-    }
-
-
-def _not_found() -> PoppyError:
-    return PoppyError(404, "operation_not_found", "no such operation of this owner")
+    brand_id: str
+    client_id: str
+    user_id: str
+    account: str | None

@@ -67,12 +67,8 @@ from pactmw.provider.poppy._device import DEVICE_RATE_LIMIT, DeviceSignInEndpoin
 from pactmw.provider.poppy._discovery import Discovery
 from pactmw.provider.poppy._feedback import FEEDBACK_SEGMENT, PoppyFeedback
 from pactmw.provider.poppy._grant_steps import GrantSteps
-from pactmw.provider.poppy._operations import (
-    OPERATIONS_SEGMENT,
-    OperationRequest,
-    PoppyOperations,
-    operation_route,
-)
+from pactmw.provider.poppy._operation_endpoint import OperationRequest, operation_route
+from pactmw.provider.poppy._operations import OPERATIONS_SEGMENT, PoppyOperations
 from pactmw.provider.poppy._revocation import PoppyRevocation
 from pactmw.provider.poppy._session_check import PoppyCaller, SessionCheck
 from pactmw.provider.poppy._token import TOKEN_RATE_LIMIT, TokenEndpoint
@@ -310,7 +306,7 @@ class PoppyServer:
         assert self.operations is not None
         owner = yield from self.session_flow(brand.brand_id, request, ())
         kind, operation_id = route.operation_request
-        return (yield from self.operations.flow(kind, operation_id, owner, request))
+        return (yield from self.operations.endpoint.flow(kind, operation_id, owner, request))
 
     # -- what the Provider and the adapters call ---------------------------------------------
 
