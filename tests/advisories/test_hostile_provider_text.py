@@ -61,6 +61,19 @@ def test_card_error_quoting_the_providers_message_is_escaped(
     assert_nothing_raw(result.stderr)
 
 
+def test_a_card_error_names_the_card_url_once(site: StaticServer, tmp_path: Path) -> None:
+    """The client's error names the URL it is about; the command adds it only when the error
+    does not, so the line does not say it twice."""
+    url = site.route("/card", Route(200, b"<html>", {"Content-Type": "text/html"}))
+    result = run(["card", url], tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"pactmw card: error: {url}: the answer is not JSON (invalid JSON)\n"
+    missing = site.url("/nowhere")
+    result = run(["card", missing], tmp_path)
+    assert result.stderr == f"pactmw card: error: {missing}: HTTP 404\n"
+
+
 def test_card_error_naming_a_redirect_target_is_escaped(site: StaticServer, tmp_path: Path) -> None:
     """A redirect's Location is the Provider's text too: an error naming where the card was
     fetched from must not colour the terminal with it."""
