@@ -128,7 +128,8 @@ def test_an_error_quoting_megabytes_is_one_bounded_line(site: StaticServer, tmp_
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith(f"pactmw card: error: {url}: TASK_NOT_FOUND (404): xxx")
-    assert result.stderr.endswith(f"...({len('TASK_NOT_FOUND (404): ') + len(FLOOD)} chars)\n")
+    said = f"{url}: TASK_NOT_FOUND (404): "  # the error names its URL itself
+    assert result.stderr.endswith(f"...({len(said) + len(FLOOD)} chars)\n")
     assert len(result.stderr) < 2 * ERROR_TEXT_LIMIT, len(result.stderr)
 
 
@@ -147,7 +148,7 @@ def test_a_check_failing_on_megabytes_is_one_bounded_line(
     assert lines[-1].endswith("failed"), lines[-1]
     for line in lines:
         assert len(line) < 2 * ERROR_TEXT_LIMIT, line[:200]
-    assert any("TaskNotFound: TASK_NOT_FOUND (404): xxx" in line for line in lines), lines
+    assert any(f"TaskNotFound: {url}: TASK_NOT_FOUND (404): xxx" in line for line in lines), lines
     assert_nothing_raw(result.stdout)
 
 
@@ -158,6 +159,6 @@ def test_a_client_error_says_megabytes_in_bounded_escaped_text(site: StaticServe
     with pytest.raises(A2AErrorResponse) as caught:
         fetch_card(url)
     assert caught.value.message == FLOOD + "\x1b[2J\u202e"
-    escaped = "TASK_NOT_FOUND (404): " + FLOOD + "\\x1b[2J\\u202e"
+    escaped = f"{url}: TASK_NOT_FOUND (404): " + FLOOD + "\\x1b[2J\\u202e"
     marker = f"...({len(escaped)} chars)"
     assert str(caught.value) == escaped[:ERROR_TEXT_LIMIT] + marker

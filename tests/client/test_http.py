@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from pactmw.client import (
+    HTTPError,
     HttpRequest,
     NetworkError,
     SyncTransport,
@@ -20,9 +21,10 @@ from pactmw.client import (
     afetch_card,
     fetch_card,
 )
+from pactmw.client.errors import ERROR_TEXT_LIMIT
 from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
 from pactmw.client.transport import AsyncioTransport
-from tests.client.support import RawServer
+from tests.client.support import RawServer, StaticServer
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import closed_port_url, slow_then_silent_port
 from tests.support.tls import TestCA
@@ -396,3 +398,27 @@ def test_an_answer_cut_short_is_still_resent() -> None:
         assert len(slept) == 2  # the policy's two resends
     finally:
         cut.close()
+
+
+def test_an_http_error_names_the_url_it_came_from() -> None:
+    """`HTTPError.url` is the URL whose answer it is (after redirects), and its text says so,
+    escaped and cut like the rest of what a server controls."""
+    site = StaticServer()
+    try:
+        missing = site.url("/nowhere")
+        with pytest.raises(HTTPError) as caught:
+            fetch_card(missing)
+        assert (caught.value.url, caught.value.status) == (missing, 404)
+        assert str(caught.value) == f"{missing}: HTTP 404"
+        # A redirect's target is the server's text: escaped, and cut so that the status stays.
+        moved = site.redirect("/moved", "/x\x1b[2J" + "y" * 5000)
+        with pytest.raises(HTTPError) as redirected:
+            fetch_card(moved)
+    finally:
+        site.close()
+    assert redirected.value.url == site.url("/x\x1b[2J" + "y" * 5000)
+    text = str(redirected.value)
+    assert "\x1b" not in text
+    assert text.startswith(site.url("/x\\x1b[2Jyyy"))
+    assert text.endswith(": HTTP 404")
+    assert len(text) < ERROR_TEXT_LIMIT

@@ -163,6 +163,7 @@ def oauth_error_for(response: HttpResponse) -> HTTPError:
                 description if isinstance(description, str) else None,
                 body=response.body,
                 headers=response.headers,
+                url=response.url,
             )
     return error_for(response)
 

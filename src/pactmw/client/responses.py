@@ -96,6 +96,7 @@ def error_for(response: HttpResponse) -> HTTPError:
             rpc_status=str(envelope["status"]),
             message=str(envelope["message"]),
             details=tuple(envelope["details"]),
+            url=response.url,
         )
     if response.status == 401:
         challenge = parse_challenge(response.header("www-authenticate"))
@@ -103,13 +104,21 @@ def error_for(response: HttpResponse) -> HTTPError:
             scheme_params = challenge[1]
             if scheme_params.get("error") == "invalid_token":
                 return DelegationTokenRejected(
-                    401, response.body, response.headers, "the delegation token was refused"
+                    401,
+                    response.body,
+                    response.headers,
+                    "the delegation token was refused",
+                    url=response.url,
                 )
             if scheme_params.get("realm") == "a2a":
                 return IdentityRejected(
-                    401, response.body, response.headers, "the personal-agent JWT was refused"
+                    401,
+                    response.body,
+                    response.headers,
+                    "the personal-agent JWT was refused",
+                    url=response.url,
                 )
-    return HTTPError(response.status, response.body, response.headers)
+    return HTTPError(response.status, response.body, response.headers, url=response.url)
 
 
 def raise_for_status(response: HttpResponse) -> HttpResponse:
