@@ -99,14 +99,11 @@ class AgentSigner:
 
     @classmethod
     def from_file(cls, path: str | Path, *, issuer: str, kid: str | None = None) -> AgentSigner:
-        """From a JWK (`{...}`) or PEM file; a `ValueError` for a bad key names the file (and
-        never quotes what is in it)."""
+        """From a JWK (`{...}`) or PEM file."""
         data = Path(path).read_bytes()
-        load = cls.from_jwk if data.lstrip().startswith(b"{") else cls.from_pem
-        try:
-            return load(data, issuer=issuer, kid=kid)
-        except ValueError as exc:  # an agent platform may load several: say which one
-            raise ValueError(f"{path}: {exc}") from exc
+        if data.lstrip().startswith(b"{"):
+            return cls.from_jwk(data, issuer=issuer, kid=kid)
+        return cls.from_pem(data, issuer=issuer, kid=kid)
 
     @classmethod
     def generate(cls, *, issuer: str, alg: str = "ES256", kid: str | None = None) -> AgentSigner:
