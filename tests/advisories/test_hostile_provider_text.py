@@ -61,6 +61,19 @@ def test_card_error_quoting_the_providers_message_is_escaped(
     assert_nothing_raw(result.stderr)
 
 
+def test_a_card_error_names_the_card_url_once(site: StaticServer, tmp_path: Path) -> None:
+    """The client's error names the URL it is about; the command adds it only when the error
+    does not, so the line does not say it twice."""
+    url = site.route("/card", Route(200, b"<html>", {"Content-Type": "text/html"}))
+    result = run(["card", url], tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"pactmw card: error: {url}: the answer is not JSON (invalid JSON)\n"
+    missing = site.url("/nowhere")
+    result = run(["card", missing], tmp_path)
+    assert result.stderr == f"pactmw card: error: {missing}: HTTP 404\n"
+
+
 def test_card_error_naming_a_redirect_target_is_escaped(site: StaticServer, tmp_path: Path) -> None:
     """A redirect's Location is the Provider's text too: an error naming where the card was
     fetched from must not colour the terminal with it."""
@@ -115,7 +128,8 @@ def test_an_error_quoting_megabytes_is_one_bounded_line(site: StaticServer, tmp_
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith(f"pactmw card: error: {url}: TASK_NOT_FOUND (404): xxx")
-    assert result.stderr.endswith(f"...({len('TASK_NOT_FOUND (404): ') + len(FLOOD)} chars)\n")
+    said = f"{url}: TASK_NOT_FOUND (404): "  # the error names its URL itself
+    assert result.stderr.endswith(f"...({len(said) + len(FLOOD)} chars)\n")
     assert len(result.stderr) < 2 * ERROR_TEXT_LIMIT, len(result.stderr)
 
 
@@ -134,7 +148,7 @@ def test_a_check_failing_on_megabytes_is_one_bounded_line(
     assert lines[-1].endswith("failed"), lines[-1]
     for line in lines:
         assert len(line) < 2 * ERROR_TEXT_LIMIT, line[:200]
-    assert any("TaskNotFound: TASK_NOT_FOUND (404): xxx" in line for line in lines), lines
+    assert any(f"TaskNotFound: {url}: TASK_NOT_FOUND (404): xxx" in line for line in lines), lines
     assert_nothing_raw(result.stdout)
 
 
@@ -145,6 +159,6 @@ def test_a_client_error_says_megabytes_in_bounded_escaped_text(site: StaticServe
     with pytest.raises(A2AErrorResponse) as caught:
         fetch_card(url)
     assert caught.value.message == FLOOD + "\x1b[2J\u202e"
-    escaped = "TASK_NOT_FOUND (404): " + FLOOD + "\\x1b[2J\\u202e"
+    escaped = f"{url}: TASK_NOT_FOUND (404): " + FLOOD + "\\x1b[2J\\u202e"
     marker = f"...({len(escaped)} chars)"
     assert str(caught.value) == escaped[:ERROR_TEXT_LIMIT] + marker

@@ -18,6 +18,7 @@ from pactmw.client import (
     HTTPError,
     MessageReply,
     ResponseInvalid,
+    SyncTransport,
     URLRefused,
     afetch_card,
     card_interface_url,
@@ -25,7 +26,10 @@ from pactmw.client import (
     fetch_card,
     parse_card,
 )
+from pactmw.client.transport import AsyncioTransport
 from tests.client.support import SCOPES, Provided, Route, StaticServer
+from tests.support.jwks_server import JwksServer, Mode
+from tests.support.tls import TestCA
 
 
 def base_card(url: str = "https://provider.example/a2a/acme") -> dict[str, Any]:
@@ -303,3 +307,32 @@ def test_an_interface_url_with_a_lone_surrogate_is_refused(
 
     with pytest.raises(ResponseInvalid, match="surrogate"):
         asyncio.run(run())
+
+
+def test_a_redirect_from_https_to_plain_http_is_refused(static: StaticServer) -> None:
+    """A card fetched over https that redirects to http (even to loopback, where plain http is
+    allowed) would move the agent onto a channel anyone on the path can read: refused, the
+    error naming both URLs. https to https is followed as before."""
+    plain = static.json("/card.json", base_card(static.url("/a2a/acme")))
+    ca = TestCA()
+    with (
+        JwksServer(server_context=ca.server_context("127.0.0.1")) as brand,
+        JwksServer(server_context=ca.server_context("127.0.0.1")) as provider,
+    ):
+        provider.set_json("/card.json", base_card(provider.url_for("/a2a/acme")))
+        brand.mode = Mode.REDIRECT
+        trusted = ca.client_context()
+        sync, aio = SyncTransport(ssl_context=trusted), AsyncioTransport(ssl_context=trusted)
+        url = brand.url_for("/.well-known/agent-card.json")
+
+        brand.redirect_location = provider.url_for("/card.json")
+        assert fetch_card(url, transport=sync).url == provider.url_for("/card.json")
+        assert asyncio.run(afetch_card(url, transport=aio)).name == "Acme"
+
+        brand.redirect_location = plain
+        with pytest.raises(URLRefused) as caught:
+            fetch_card(url, transport=sync)
+        assert str(caught.value) == f"{url} redirected to plain http {plain}: refused"
+        with pytest.raises(URLRefused):
+            asyncio.run(afetch_card(url, transport=aio))
+    assert static.hits == []

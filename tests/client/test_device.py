@@ -23,6 +23,7 @@ from pactmw.client import (
     DeviceCodeClient,
     HTTPError,
     MessageReply,
+    NetworkError,
     OAuthErrorResponse,
     PollStatus,
     Receipt,
@@ -30,6 +31,7 @@ from pactmw.client import (
     ResponseInvalid,
     Scope,
     StepUp,
+    SyncTransport,
     TokenResponse,
     averify_receipt,
     delegation_scheme,
@@ -38,8 +40,9 @@ from pactmw.client import (
     fetch_receipt_keys,
     verify_receipt,
 )
+from pactmw.client.device import MAX_USER_CODE_CHARS, MAX_VERIFICATION_URI_CHARS
 from pactmw.protocols.delegation import args_hash
-from tests.client.support import CANCEL_ARGS, FakeTime, Person, Provided, StaticServer
+from tests.client.support import CANCEL_ARGS, FakeTime, Person, Provided, Route, StaticServer
 
 
 @pytest.fixture(scope="module")
@@ -369,3 +372,67 @@ def test_an_access_token_no_header_can_carry_is_refused(
     aclient = AsyncDeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
     with pytest.raises(ResponseInvalid, match="access_token"):
         asyncio.run(aclient.poll("dc-1"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"user_code": "A" * 1_000_000}, "user_code"),
+        ({"user_code": ""}, "user_code"),
+        ({"user_code": "ABCD\nEFGH"}, "user_code"),
+        (
+            {"verification_uri_complete": "https://shop.example/d?c=" + "A" * 1_000_000},
+            "verification_uri",
+        ),
+        ({"verification_uri": "https://shop.example/" + "d" * 5000}, "verification_uri"),
+    ],
+)
+def test_a_device_authorization_with_absurd_text_is_refused(
+    static: StaticServer, me: AgentCredentials, fields: dict[str, str], named: str
+) -> None:
+    """The user code and the link are shown to a person (`pactmw check --delegated` printed a
+    1 MB user_code whole): a code nobody can type or a link no browser takes is refused at
+    `start`, in a bounded error."""
+    static.json("/oauth/device_authorization", {**DEVICE_AUTHORIZATION, **fields})
+    client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match=named) as caught:
+        client.start(["orders:read"])
+    assert len(str(caught.value)) < 300
+    aclient = AsyncDeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    with pytest.raises(ResponseInvalid, match=named):
+        asyncio.run(aclient.start(["orders:read"]))
+
+
+def test_the_longest_device_authorization_text_is_taken(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    code = "A" * MAX_USER_CODE_CHARS
+    link = "https://shop.example/d?c=" + "x" * (MAX_VERIFICATION_URI_CHARS - 25)
+    fields = {"user_code": code, "verification_uri_complete": link}
+    static.json("/oauth/device_authorization", {**DEVICE_AUTHORIZATION, **fields})
+    client = DeviceCodeClient(static_scheme(static), me, client_id="https://pa.example")
+    started = client.start(["orders:read"])
+    assert (started.user_code, started.verification_uri_complete) == (code, link)
+
+
+def test_polling_stops_at_a_token_answer_over_the_body_cap(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """A token endpoint answering more than the client reads does so on every poll: polling
+    on (downloading it each time) until the code expires helps nobody."""
+    static.json("/oauth/device_authorization", DEVICE_AUTHORIZATION)
+    static.route("/oauth/token", Route(200, b"x" * 4096))
+    time = FakeTime()
+    client = DeviceCodeClient(
+        static_scheme(static),
+        me,
+        client_id="https://pa.example",
+        transport=SyncTransport(max_body=1024),
+        sleep=time.sleep,
+        clock=time.clock,
+    )
+    authorization = client.start(["orders:read"])
+    with pytest.raises(NetworkError, match="too large"):
+        client.wait_for_token(authorization)
+    assert time.slept == [5]
+    assert static.hits.count("/oauth/token") == 1

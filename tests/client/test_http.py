@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from pactmw.client import (
+    HTTPError,
     HttpRequest,
     NetworkError,
     SyncTransport,
@@ -20,10 +21,11 @@ from pactmw.client import (
     afetch_card,
     fetch_card,
 )
+from pactmw.client.errors import ERROR_TEXT_LIMIT
 from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
 from pactmw.client.transport import AsyncioTransport
-from tests.client.support import RawServer
-from tests.support.jwks_server import JwksServer
+from tests.client.support import RawServer, StaticServer
+from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import closed_port_url, slow_then_silent_port
 from tests.support.tls import TestCA
 
@@ -357,3 +359,66 @@ def test_a_refused_url_never_shows_its_password(url: str) -> None:
     with pytest.raises(URLRefused) as caught:
         check_url(url)
     assert "s3cret" not in str(caught.value)
+
+
+def test_an_answer_over_the_body_cap_fails_at_once_without_resends() -> None:
+    """A too-large answer is what the Provider answers, not a passing failure: it was resent
+    (and its body downloaded again) as often as the retry policy allows. It fails at once,
+    in both transports, whether the length is announced or the body just goes on."""
+    with JwksServer() as server:
+        server.set_body("/card", b"{}")
+        server.mode = Mode.OVERSIZED
+        server.oversized_bytes = 4096
+        url = server.url_for("/card")
+        slept: list[float] = []
+
+        async def asleep(seconds: float) -> None:
+            slept.append(seconds)
+
+        for announced in (True, False):
+            server.send_content_length = announced
+            server.reset_hits()
+            with pytest.raises(NetworkError, match="too large") as caught:
+                fetch_card(url, transport=SyncTransport(max_body=1024), sleep=slept.append)
+            assert (caught.value.retryable, slept, server.hits["/card"]) == (False, [], 1)
+            transport = AsyncioTransport(max_body=1024)
+            with pytest.raises(NetworkError, match="too large") as acaught:
+                asyncio.run(afetch_card(url, transport=transport, sleep=asleep))
+            assert (acaught.value.retryable, slept, server.hits["/card"]) == (False, [], 2)
+
+
+def test_an_answer_cut_short_is_still_resent() -> None:
+    """What stays retryable: a connection closed before the whole answer arrived."""
+    cut = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}")
+    try:
+        slept: list[float] = []
+        with pytest.raises(NetworkError, match="closed in the middle") as caught:
+            fetch_card(cut.base + "/card", sleep=slept.append)
+        assert caught.value.retryable
+        assert len(slept) == 2  # the policy's two resends
+    finally:
+        cut.close()
+
+
+def test_an_http_error_names_the_url_it_came_from() -> None:
+    """`HTTPError.url` is the URL whose answer it is (after redirects), and its text says so,
+    escaped and cut like the rest of what a server controls."""
+    site = StaticServer()
+    try:
+        missing = site.url("/nowhere")
+        with pytest.raises(HTTPError) as caught:
+            fetch_card(missing)
+        assert (caught.value.url, caught.value.status) == (missing, 404)
+        assert str(caught.value) == f"{missing}: HTTP 404"
+        # A redirect's target is the server's text: escaped, and cut so that the status stays.
+        moved = site.redirect("/moved", "/x\x1b[2J" + "y" * 5000)
+        with pytest.raises(HTTPError) as redirected:
+            fetch_card(moved)
+    finally:
+        site.close()
+    assert redirected.value.url == site.url("/x\x1b[2J" + "y" * 5000)
+    text = str(redirected.value)
+    assert "\x1b" not in text
+    assert text.startswith(site.url("/x\\x1b[2Jyyy"))
+    assert text.endswith(": HTTP 404")
+    assert len(text) < ERROR_TEXT_LIMIT

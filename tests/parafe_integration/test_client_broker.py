@@ -25,6 +25,7 @@ from pactmw.client import (
     NetworkError,
     ParafeBrokerClient,
     ResponseInvalid,
+    SyncTransport,
 )
 from pactmw.client.http import HttpResponse
 from pactmw.core.jose import sign_compact
@@ -398,3 +399,16 @@ def test_the_async_client_drives_the_same_flows(broker: AgentBroker) -> None:
         assert filed.ack.receipt_hash == receipt_hash(receipt)
 
     asyncio.run(run())
+
+
+def test_waiting_for_the_claim_stops_at_an_answer_over_the_body_cap(broker: AgentBroker) -> None:
+    """A claim status larger than the client reads is the broker's answer, not a dropped
+    connection: asking again (and downloading it again) helps nobody."""
+    slept: list[float] = []
+    agent = client(broker, transport=SyncTransport(max_body=4096), sleep=slept.append)
+    agent.register(generate_private_jwk("ES256"))
+    broker.failures = [(200, {"padding": "x" * 8192}, {})]
+    with pytest.raises(NetworkError, match="too large") as caught:
+        agent.wait_for_claim(timeout=3, wait=1)
+    assert not caught.value.retryable
+    assert (slept, len(calls(broker, "claim-status"))) == ([], 1)

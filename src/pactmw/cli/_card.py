@@ -34,7 +34,10 @@ def run(args: argparse.Namespace) -> int:
         card = fetch_card(url, transport=SyncTransport(timeout=args.timeout))
         interface = card_interface(card)
     except ClientError as exc:
-        raise CommandError(f"{url}: {exc}", 1) from None
+        # The client's errors mostly name the URL they are about (escaped, as `printable`
+        # shows it): the line names it once, in front only when the error does not.
+        said = str(exc)
+        raise CommandError(said if printable(url) in said else f"{url}: {said}", 1) from None
     identity = identity_scheme_name(card)
     scheme = delegation_scheme(card)
     delegation = (

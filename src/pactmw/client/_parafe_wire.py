@@ -162,6 +162,7 @@ class BrokerRefused(HTTPError):
             response.body,
             response.headers,
             f"{code} ({response.status}): {message}",
+            url=response.url,
         )
         self.code = code
         self.message = message

@@ -379,6 +379,11 @@ class _Interface:
         return _json_call("GET", list_tasks_url(self.url, page_size), self.token, self.retry)
 
 
+def _card_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's options its card fetch takes too (the same transport, retries and sleep)."""
+    return {name: options[name] for name in ("transport", "retry", "sleep") if name in options}
+
+
 class A2AClient(_Interface):
     """A personal agent's blocking client for one Brand's interface URL.
 
@@ -401,12 +406,7 @@ class A2AClient(_Interface):
     @classmethod
     def connect(cls, card_url: str, token: TokenSource, **options: Any) -> A2AClient:
         """Fetch the card at `card_url` (following redirects), then as `from_card`."""
-        card = fetch_card(
-            card_url,
-            transport=options.get("transport"),
-            retry=options.get("retry"),
-            sleep=options.get("sleep", time.sleep),
-        )
+        card = fetch_card(card_url, **_card_options(options))
         return cls.from_card(card, token, **options)
 
     def send(
@@ -476,12 +476,7 @@ class AsyncA2AClient(_Interface):
 
     @classmethod
     async def connect(cls, card_url: str, token: TokenSource, **options: Any) -> AsyncA2AClient:
-        card = await afetch_card(
-            card_url,
-            transport=options.get("transport"),
-            retry=options.get("retry"),
-            sleep=options.get("sleep", asyncio.sleep),
-        )
+        card = await afetch_card(card_url, **_card_options(options))
         return cls.from_card(card, token, **options)
 
     async def send(

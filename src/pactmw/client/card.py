@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from attrs import field, frozen
 
@@ -151,6 +151,20 @@ def card_request(url: str) -> HttpRequest:
     return HttpRequest("GET", url, headers=(("Accept", CARD_ACCEPT),))
 
 
+def _redirect_target(current: str, location: str) -> str:
+    """Where a redirect from `current` leads; `URLRefused` for a `Location` that is not a
+    URL, one `check_url` refuses, or plain http after https: the agent would go on over a
+    channel anyone on the path can read and rewrite (the card names where its token goes)."""
+    try:
+        target = urljoin(current, location)
+    except ValueError as exc:  # the server's Location is not a URL at all
+        raise URLRefused(f"{current} redirected to {location!r}: not a URL") from exc
+    # First: a target with credentials in it is refused without quoting them.
+    if check_url(target).scheme == "http" and urlsplit(current).scheme == "https":
+        raise URLRefused(f"{current} redirected to plain http {target}: refused")
+    return target
+
+
 def card_flow(url: str, policy: RetryPolicy) -> Flow[AgentCard]:
     """Fetch and validate a card, following up to `MAX_REDIRECTS` redirects."""
     current = url
@@ -160,10 +174,7 @@ def card_flow(url: str, policy: RetryPolicy) -> Flow[AgentCard]:
         )
         location = response.header("location")
         if response.status in _REDIRECTS and location:
-            try:
-                current = urljoin(current, location)
-            except ValueError as exc:  # the server's Location is not a URL at all
-                raise URLRefused(f"{current} redirected to {location!r}: not a URL") from exc
+            current = _redirect_target(current, location)
             continue
         raise_for_status(response)
         return parse_card(response.json(), url=current)

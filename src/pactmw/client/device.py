@@ -48,7 +48,7 @@ from pactmw.client.flow import (
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import error_for
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
-from pactmw.core.encoding import json_dumps, json_loads
+from pactmw.core.encoding import json_dumps, json_loads, printable
 from pactmw.core.errors import MalformedInput
 from pactmw.core.fetch import retry_after
 from pactmw.protocols.delegation import is_authorization_details
@@ -60,6 +60,12 @@ MAX_BACKOFF_INTERVAL = 60.0
 #: The longest `expires_in` or `interval` taken (68 years): past it no device code is real,
 #: and far past it `wait_for_token`'s clock arithmetic and sleeps overflow.
 MAX_DEVICE_SECONDS = 2**31 - 1
+#: The longest `user_code` taken: a person reads and types it (RFC 8628 §6.1 suggests 8
+#: characters), and it is printed for them whole.
+MAX_USER_CODE_CHARS = 64
+#: The longest `verification_uri(_complete)` taken: a link a person opens, printed whole;
+#: 2048 characters is what every browser takes.
+MAX_VERIFICATION_URI_CHARS = 2048
 _VSCHARS = re.compile(r"[\x20-\x7e]+")
 
 
@@ -157,6 +163,7 @@ def oauth_error_for(response: HttpResponse) -> HTTPError:
                 description if isinstance(description, str) else None,
                 body=response.body,
                 headers=response.headers,
+                url=response.url,
             )
     return error_for(response)
 
@@ -177,8 +184,18 @@ def parse_device_authorization(
     expires_in, interval = body.get("expires_in"), body.get("interval", DEFAULT_INTERVAL)
     if not (isinstance(device_code, str) and device_code and isinstance(user_code, str)):
         raise ResponseInvalid("device authorization without device_code and user_code")
+    # Both are shown to the person: text they could not type, or a terminal would act on,
+    # is no user code (and a megabyte of it would flood their screen).
+    if not (0 < len(user_code) <= MAX_USER_CODE_CHARS and printable(user_code) == user_code):
+        raise ResponseInvalid(
+            f"user_code must be 1 to {MAX_USER_CODE_CHARS} characters without controls"
+        )
     if not (is_absolute_http_url(uri) and is_absolute_http_url(complete)):
         raise ResponseInvalid("verification_uri(_complete) must be absolute URLs")
+    if max(len(str(uri)), len(str(complete))) > MAX_VERIFICATION_URI_CHARS:
+        raise ResponseInvalid(
+            f"verification_uri(_complete) must be at most {MAX_VERIFICATION_URI_CHARS} characters"
+        )
     # The user opens these in a browser: the same https rule as for the client's own calls.
     check_url(str(uri))
     check_url(str(complete))
@@ -331,7 +348,9 @@ def wait_flow(
             result = yield from poll_flow(
                 scheme, token, client_id, authorization.device_code, policy=policy
             )
-        except NetworkError:
+        except NetworkError as exc:
+            if not exc.retryable:  # an untrusted certificate, a too-large answer: every poll
+                raise
             interval = min(interval * 2, MAX_BACKOFF_INTERVAL)
             continue
         except HTTPError as exc:
@@ -524,6 +543,8 @@ __all__ = [
     "DEVICE_CODE_GRANT",
     "MAX_BACKOFF_INTERVAL",
     "MAX_DEVICE_SECONDS",
+    "MAX_USER_CODE_CHARS",
+    "MAX_VERIFICATION_URI_CHARS",
     "SLOW_DOWN_STEP",
     "AsyncDeviceCodeClient",
     "DeviceAuthorizationResponse",

@@ -8,7 +8,7 @@ ClientError
 ├── TooManyRedirects        a card URL redirected more than 5 times
 ├── ResponseInvalid         a 2xx answer that does not follow the protocol
 │   └── CardInvalid         an Agent Card that fails validation
-├── HTTPError               any other non-2xx answer: `status`, `body`, `headers`
+├── HTTPError               any other non-2xx answer: `status`, `body`, `headers`, `url`
 │   ├── A2AErrorResponse    an A2A error envelope: `reason`, `rpc_status`, `message`,
 │   │                       `details`
 │   │   ├── InvalidParams, ContentTypeNotSupported, UnsupportedOperation,
@@ -84,7 +84,8 @@ class CardInvalid(ResponseInvalid):
 
 
 class HTTPError(ClientError):
-    """A non-2xx answer. `body` is the raw body, `headers` the (name, value) pairs."""
+    """A non-2xx answer. `body` is the raw body, `headers` the (name, value) pairs, `url` the
+    URL that answered (after redirects; empty when not known)."""
 
     def __init__(
         self,
@@ -92,11 +93,17 @@ class HTTPError(ClientError):
         body: bytes = b"",
         headers: Sequence[tuple[str, str]] = (),
         message: str = "",
+        *,
+        url: str = "",
     ) -> None:
-        super().__init__(message or f"HTTP {status}")
+        text = message or f"HTTP {status}"
+        # The URL may come from a server (a redirect's target): cut on its own, so that a
+        # long one cannot push what happened out of the bounded text.
+        super().__init__(f"{loggable(url)}: {text}" if url else text)
         self.status = status
         self.body = body
         self.headers = tuple(headers)
+        self.url = url
 
     def header(self, name: str) -> str | None:
         """The first value of a response header (case-insensitive)."""
@@ -118,8 +125,9 @@ class A2AErrorResponse(HTTPError):
         rpc_status: str,
         message: str,
         details: Sequence[Mapping[str, Any]] = (),
+        url: str = "",
     ) -> None:
-        super().__init__(status, body, headers, f"{reason} ({status}): {message}")
+        super().__init__(status, body, headers, f"{reason} ({status}): {message}", url=url)
         self.reason = reason
         self.rpc_status = rpc_status
         self.message = message
@@ -191,8 +199,10 @@ class RateLimited(HTTPError):
         headers: Sequence[tuple[str, str]],
         *,
         retry_after: float | None,
+        url: str = "",
     ) -> None:
-        super().__init__(status, body, headers, f"HTTP {status}: retry after {retry_after} s")
+        text = f"HTTP {status}: retry after {retry_after} s"
+        super().__init__(status, body, headers, text, url=url)
         self.retry_after = retry_after
 
 
@@ -207,9 +217,10 @@ class OAuthErrorResponse(HTTPError):
         *,
         body: bytes = b"",
         headers: Sequence[tuple[str, str]] = (),
+        url: str = "",
     ) -> None:
         text = f"{error}: {description}" if description else error
-        super().__init__(status, body, headers, f"OAuth {text} (HTTP {status})")
+        super().__init__(status, body, headers, f"OAuth {text} (HTTP {status})", url=url)
         self.error = error
         self.description = description
 

@@ -94,7 +94,13 @@ def exchange(
         if throttled >= policy.rate_limit_retries or (
             delay is not None and delay > policy.max_retry_after
         ):
-            raise RateLimited(response.status, response.body, response.headers, retry_after=delay)
+            raise RateLimited(
+                response.status,
+                response.body,
+                response.headers,
+                retry_after=delay,
+                url=response.url,
+            )
         throttled += 1
         yield Sleep(policy.default_retry_after if delay is None else delay)
 

@@ -242,6 +242,11 @@ class ProtocolViolation(PactmwError):
     """The server's bytes are not a valid HTTP/1.1 response (or exceed the client's limits)."""
 
 
+class ResponseTooLarge(ProtocolViolation):
+    """The answer's head or body is larger than the client reads. It is what the server
+    answers, not a passing failure: the same request would only fetch it again."""
+
+
 class ResponseParser:
     """Feed it the bytes read from the connection; it says when the response is complete.
 
@@ -300,10 +305,10 @@ class ResponseParser:
         end = self._buffer.find(b"\r\n\r\n")
         if end < 0:
             if len(self._buffer) > MAX_HEADER_BYTES:
-                raise ProtocolViolation("response headers too large")
+                raise ResponseTooLarge("response headers too large")
             return False
         if end > MAX_HEADER_BYTES:
-            raise ProtocolViolation("response headers too large")
+            raise ResponseTooLarge("response headers too large")
         head = bytes(self._buffer[:end]).decode("latin-1")
         del self._buffer[: end + 4]
         status_line, *header_lines = head.split("\r\n")
@@ -342,7 +347,7 @@ class ResponseParser:
             # Compared by digit count first: int() refuses more than 4300 digits (ValueError).
             digits = next(iter(lengths)).lstrip("0") or "0"
             if len(digits) > len(str(self._max_body)) or int(digits) > self._max_body:
-                raise ProtocolViolation("response body too large")
+                raise ResponseTooLarge("response body too large")
             self._remaining = int(digits)
             self._mode = "length"
             if self._remaining == 0:
@@ -381,7 +386,7 @@ class ResponseParser:
         end = self._buffer.find(b"\r\n")
         if end < 0:
             if len(self._buffer) > MAX_HEADER_BYTES:
-                raise ProtocolViolation("trailers too large")
+                raise ResponseTooLarge("trailers too large")
             return False
         del self._buffer[: end + 2]
         if end == 0:
@@ -401,7 +406,7 @@ class ResponseParser:
     def _append(self, data: bytes) -> None:
         self._body += data
         if len(self._body) > self._max_body:
-            raise ProtocolViolation("response body too large")
+            raise ResponseTooLarge("response body too large")
 
     def _end_of_stream(self) -> None:
         if self._state == "body" and self._mode == "eof":
@@ -426,6 +431,7 @@ __all__ = [
     "HttpResponse",
     "ProtocolViolation",
     "ResponseParser",
+    "ResponseTooLarge",
     "check_url",
     "encode_request",
     "is_absolute_http_url",

@@ -195,8 +195,9 @@ class _Broker:
                 status = yield from self._claim_status(max(1, min(wait, int(left) or 1)))
                 failures = 0
             except (NetworkError, BrokerRefused) as exc:
-                # A deploy or a dropped connection: pause, then ask again (a new proof).
-                transient = isinstance(exc, NetworkError) or exc.status >= 500
+                # A deploy or a dropped connection: pause, then ask again (a new proof); not
+                # a failure every request meets (an untrusted certificate, a too-large answer).
+                transient = exc.retryable if isinstance(exc, NetworkError) else exc.status >= 500
                 failures += 1
                 if not transient or failures >= MAX_CLAIM_FAILURES or self._clock() >= deadline:
                     raise

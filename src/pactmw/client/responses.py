@@ -96,20 +96,21 @@ def error_for(response: HttpResponse) -> HTTPError:
             rpc_status=str(envelope["status"]),
             message=str(envelope["message"]),
             details=tuple(envelope["details"]),
+            url=response.url,
         )
     if response.status == 401:
         challenge = parse_challenge(response.header("www-authenticate"))
-        if challenge is not None and challenge[0] == "bearer":
-            scheme_params = challenge[1]
-            if scheme_params.get("error") == "invalid_token":
-                return DelegationTokenRejected(
-                    401, response.body, response.headers, "the delegation token was refused"
-                )
-            if scheme_params.get("realm") == "a2a":
-                return IdentityRejected(
-                    401, response.body, response.headers, "the personal-agent JWT was refused"
-                )
-    return HTTPError(response.status, response.body, response.headers)
+        params = challenge[1] if challenge is not None and challenge[0] == "bearer" else {}
+        if params.get("error") == "invalid_token":
+            return _answered(DelegationTokenRejected, response, "the delegation token was refused")
+        if params.get("realm") == "a2a":
+            return _answered(IdentityRejected, response, "the personal-agent JWT was refused")
+    return _answered(HTTPError, response)
+
+
+def _answered(cls: type[HTTPError], response: HttpResponse, message: str = "") -> HTTPError:
+    """`cls` for `response`: its status, body, headers and URL, and `message`."""
+    return cls(response.status, response.body, response.headers, message, url=response.url)
 
 
 def raise_for_status(response: HttpResponse) -> HttpResponse:

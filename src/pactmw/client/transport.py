@@ -32,6 +32,7 @@ from pactmw.client.http import (
     HttpResponse,
     ProtocolViolation,
     ResponseParser,
+    ResponseTooLarge,
     check_url,
     encode_request,
 )
@@ -70,10 +71,12 @@ def _not_sent(host: str, port: int, exc: OSError) -> NetworkError:
 
 
 def _failed(request: HttpRequest, exc: Exception) -> NetworkError:
-    """A failure once the request may have been sent."""
+    """A failure once the request may have been sent; a too-large answer is not retried (a
+    resend would download it again)."""
     return NetworkError(
         f"{request.method} {request.url} failed: {type(exc).__name__}: {exc}",
         maybe_delivered=True,
+        retryable=not isinstance(exc, ResponseTooLarge),
     )
 
 
