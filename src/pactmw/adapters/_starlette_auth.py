@@ -64,11 +64,15 @@ def auth_scopes(personal_agent: PersonalAgent) -> list[str]:
     return scopes
 
 
+def _credentials(personal_agent: PersonalAgent) -> tuple[AuthCredentials, PersonalAgentUser]:
+    """The verified caller as Starlette's `request.auth` and `request.user`."""
+    return AuthCredentials(auth_scopes(personal_agent)), PersonalAgentUser(personal_agent)
+
+
 def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
     """Put the verified caller where Starlette users and the A2A SDK look for it."""
     scope[SCOPE_KEY] = personal_agent
-    scope["user"] = PersonalAgentUser(personal_agent)
-    scope["auth"] = AuthCredentials(auth_scopes(personal_agent))
+    scope["auth"], scope["user"] = _credentials(personal_agent)
 
 
 class PersonalAgentAuthError(AuthenticationError, PactmwError):
@@ -105,8 +109,9 @@ class PersonalAgentBackend(AuthenticationBackend):
             raise PersonalAgentAuthError(exc) from exc
         if caller is None:
             return None
+        # `AuthenticationMiddleware` sets `auth` and `user` from what this returns.
         conn.scope[SCOPE_KEY] = caller
-        return AuthCredentials(auth_scopes(caller)), PersonalAgentUser(caller)
+        return _credentials(caller)
 
 
 def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
