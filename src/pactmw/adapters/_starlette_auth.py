@@ -23,7 +23,7 @@ from pactmw.core.encoding import loggable
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import refusal_response
+from pactmw.provider.guard import Guard, refusal_response
 
 logger = logging.getLogger("pactmw.adapters")
 
@@ -164,6 +164,18 @@ def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     return instance_or_none(conn.scope.get(SCOPE_KEY), PersonalAgent)
 
 
+async def verify_once(conn: HTTPConnection, guard: Guard, optional: bool) -> PersonalAgent | None:
+    """The caller a middleware or the backend already verified, else `guard`'s (attached
+    for the endpoint; None when `optional` and no personal agent's credential came): how
+    the ASGI decorator and FastAPI's scheme check a request. Raises `AuthenticationFailed`."""
+    caller = current_personal_agent(conn)
+    if caller is None:
+        caller = await guard.aauthenticate(neutral_request(conn.scope), optional=optional)
+        if caller is not None:
+            attach(conn.scope, caller)
+    return caller
+
+
 __all__ = [
     "AUTH_SCOPES",
     "SCOPE_KEY",
@@ -175,4 +187,5 @@ __all__ = [
     "current_personal_agent",
     "on_auth_error",
     "requires",
+    "verify_once",
 ]
