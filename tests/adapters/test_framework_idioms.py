@@ -189,6 +189,35 @@ def test_requires_without_any_authentication_says_what_it_needs(
     ]
 
 
+def test_the_decorator_verifies_a_request_whatever_else_sits_under_its_key(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    # Only a verified `PersonalAgent` under the key spares the decorator its check (as on every
+    # other adapter): anything else another middleware left there (here None, as the WSGI and
+    # Django adapters keep an unverified request's) is no caller.
+    async def endpoint(request: Request) -> JSONResponse:
+        caller = asgi.current_personal_agent(request)
+        return JSONResponse({"actor_id": caller.actor_id if caller else None})
+
+    def leaves_none(app: Any) -> Any:
+        async def middleware(scope: Any, receive: Any, send: Any) -> None:
+            scope[asgi.SCOPE_KEY] = None
+            await app(scope, receive, send)
+
+        return middleware
+
+    verifier = guard_from_mapping(settings).verifier
+    app = Starlette(
+        routes=[Route("/decorated", asgi.personal_agent_required(verifier)(endpoint))],
+        middleware=[Middleware(leaves_none)],
+    )
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        assert_refused(client.get("/decorated"))
+        verified = client.get("/decorated", headers=bearer(token(world)))
+        assert verified.status_code == 200, verified.text
+        assert verified.json()["actor_id"] is not None
+
+
 def _grants(world: Harness, settings: dict[str, Any]) -> Target:
     """Grants in the store these settings name, signed with the configured key."""
     store = open_store(str(settings["store"]))

@@ -19,13 +19,10 @@ from pactmw.adapters._asgi_http import (
     send_response,
     to_starlette,
 )
-from pactmw.core.errors import RequestRefused
+from pactmw.adapters._common import NOT_FOUND
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider
-from pactmw.provider.errors import error_response
 from pactmw.provider.routes import MOUNT
-
-_NOT_FOUND = error_response(RequestRefused(404))
 
 
 class A2AProviderApp:
@@ -71,7 +68,7 @@ class A2AProviderApp:
         elif scope["type"] in ("http", "websocket"):
             # PACT has no WebSocket: a handshake is refused as an unknown route is (without
             # the denial extension, closed unaccepted: 403), never left unanswered (a 500).
-            await refuse(scope, to_starlette(_NOT_FOUND), receive, send)
+            await refuse(scope, to_starlette(NOT_FOUND), receive, send)
 
 
 def a2a_mount(

@@ -12,10 +12,12 @@ from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingE
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import Guard, check_delegation_brand, refusal_response, require_scopes
 from pactmw.provider.routes import MOUNT
 
 __all__ = [
+    "NOT_FOUND",
     "GuardedMiddleware",
     "declared_length",
     "instance_or_none",
@@ -28,6 +30,9 @@ __all__ = [
 
 _T = TypeVar("_T")
 _App = TypeVar("_App")
+
+#: The answer to a path nothing serves, the same bare 404 on every adapter.
+NOT_FOUND = error_response(RequestRefused(404))
 
 
 def provider_of(guard: Guard, setting: str) -> Provider:

@@ -23,7 +23,7 @@ from pactmw.core.encoding import loggable
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import refusal_response
+from pactmw.provider.guard import Guard, refusal_response
 
 logger = logging.getLogger("pactmw.adapters")
 
@@ -64,11 +64,15 @@ def auth_scopes(personal_agent: PersonalAgent) -> list[str]:
     return scopes
 
 
+def _credentials(personal_agent: PersonalAgent) -> tuple[AuthCredentials, PersonalAgentUser]:
+    """The verified caller as Starlette's `request.auth` and `request.user`."""
+    return AuthCredentials(auth_scopes(personal_agent)), PersonalAgentUser(personal_agent)
+
+
 def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
     """Put the verified caller where Starlette users and the A2A SDK look for it."""
     scope[SCOPE_KEY] = personal_agent
-    scope["user"] = PersonalAgentUser(personal_agent)
-    scope["auth"] = AuthCredentials(auth_scopes(personal_agent))
+    scope["auth"], scope["user"] = _credentials(personal_agent)
 
 
 class PersonalAgentAuthError(AuthenticationError, PactmwError):
@@ -105,8 +109,9 @@ class PersonalAgentBackend(AuthenticationBackend):
             raise PersonalAgentAuthError(exc) from exc
         if caller is None:
             return None
+        # `AuthenticationMiddleware` sets `auth` and `user` from what this returns.
         conn.scope[SCOPE_KEY] = caller
-        return AuthCredentials(auth_scopes(caller)), PersonalAgentUser(caller)
+        return _credentials(caller)
 
 
 def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
@@ -159,6 +164,18 @@ def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
     return instance_or_none(conn.scope.get(SCOPE_KEY), PersonalAgent)
 
 
+async def verify_once(conn: HTTPConnection, guard: Guard, optional: bool) -> PersonalAgent | None:
+    """The caller a middleware or the backend already verified, else `guard`'s (attached
+    for the endpoint; None when `optional` and no personal agent's credential came): how
+    the ASGI decorator and FastAPI's scheme check a request. Raises `AuthenticationFailed`."""
+    caller = current_personal_agent(conn)
+    if caller is None:
+        caller = await guard.aauthenticate(neutral_request(conn.scope), optional=optional)
+        if caller is not None:
+            attach(conn.scope, caller)
+    return caller
+
+
 __all__ = [
     "AUTH_SCOPES",
     "SCOPE_KEY",
@@ -170,4 +187,5 @@ __all__ = [
     "current_personal_agent",
     "on_auth_error",
     "requires",
+    "verify_once",
 ]

@@ -51,6 +51,7 @@ from pactmw.adapters._starlette_auth import (
     current_personal_agent,
     on_auth_error,
     requires,
+    verify_once,
 )
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.protocols.identity import IdentityVerifier
@@ -113,14 +114,10 @@ def personal_agent_required(
     guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
-        if SCOPE_KEY not in request.scope:
-            try:
-                scope = request.scope
-                caller = await guard.aauthenticate(neutral_request(scope), optional=optional)
-            except AuthenticationFailed as exc:
-                return to_starlette(refusal_response(exc))
-            if caller is not None:
-                attach(request.scope, caller)
+        try:
+            await verify_once(request, guard, optional)
+        except AuthenticationFailed as exc:
+            return to_starlette(refusal_response(exc))
         return await call()
 
     return lambda endpoint: wrap_endpoint(endpoint, around)

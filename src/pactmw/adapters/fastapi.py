@@ -36,7 +36,7 @@ from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._common import make_guard
-from pactmw.adapters._starlette_auth import attach, current_personal_agent
+from pactmw.adapters._starlette_auth import verify_once
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -124,14 +124,8 @@ class PersonalAgentScheme(SecurityBase):
     ) -> PersonalAgent | None:
         # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
         # only the former.
-        caller = current_personal_agent(connection)
         try:
-            if caller is None:
-                caller = await self.guard.aauthenticate(
-                    neutral_request(connection.scope), optional=self.optional
-                )
-                if caller is not None:
-                    attach(connection.scope, caller)
+            caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:
                 require_scopes(caller, security_scopes.scopes)
         except (AuthenticationFailed, InsufficientScope) as exc:

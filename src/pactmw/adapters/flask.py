@@ -187,6 +187,23 @@ def current_personal_agent() -> PersonalAgent | None:
     return _of_request(_ENVIRON_KEY, PersonalAgent)
 
 
+def _checked_first(check: Callable[[], WerkzeugResponse | None]) -> Callable[[View], View]:
+    """A view decorator that runs `check` before the view: a response it returns answers
+    instead, and a refusal it raises (an HTTP exception) is Flask's to answer."""
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            answer = check()
+            if answer is not None:
+                return answer
+            return current_app.ensure_sync(view)(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
 @overload
 def personal_agent_required(view: View, *, optional: bool = False) -> View: ...
 @overload
@@ -200,14 +217,10 @@ def personal_agent_required(
     or `@personal_agent_required(optional=True)` to accept anonymous requests too (the
     view then reads `current_personal_agent()`, which may be None)."""
 
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            verify_personal_agent(optional=optional)
-            return current_app.ensure_sync(view)(*args, **kwargs)
+    def check() -> None:
+        verify_personal_agent(optional=optional)
 
-        return wrapper  # type: ignore[return-value]
-
+    decorate: Callable[[View], View] = _checked_first(check)
     return decorate if view is None else decorate(view)
 
 
@@ -216,21 +229,16 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     `PACTMW["delegation_brand"]`): none is 401 `invalid_token` (`PersonalAgentRefused`),
     missing scopes 403 `insufficient_scope` (`ScopeRefused`)."""
 
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            caller = verify_personal_agent()
-            try:
-                require_scopes(caller, scopes)
-            except AuthenticationFailed as exc:
-                raise PersonalAgentRefused(exc) from exc
-            except InsufficientScope as exc:
-                raise ScopeRefused(exc) from exc
-            return current_app.ensure_sync(view)(*args, **kwargs)
+    def check() -> None:
+        caller = verify_personal_agent()
+        try:
+            require_scopes(caller, scopes)
+        except AuthenticationFailed as exc:
+            raise PersonalAgentRefused(exc) from exc
+        except InsufficientScope as exc:
+            raise ScopeRefused(exc) from exc
 
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
+    return _checked_first(check)
 
 
 def parafe_action(
@@ -298,20 +306,16 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     `Provider.poppy_session`'s); it runs with `current_poppy_caller()`. A refusal is Poppy's
     JSON error with its `WWW-Authenticate: DPoP` challenge."""
 
-    def decorate(view: View) -> View:
-        @functools.wraps(view)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            environ = request.environ
-            try:
-                caller = get_provider().poppy_session(brand_id, neutral_request(environ), scopes)
-            except PoppyError as exc:
-                return to_werkzeug(error_response(exc))
-            environ[_POPPY_ENVIRON_KEY] = caller
-            return current_app.ensure_sync(view)(*args, **kwargs)
+    def check() -> WerkzeugResponse | None:
+        environ = request.environ
+        try:
+            caller = get_provider().poppy_session(brand_id, neutral_request(environ), scopes)
+        except PoppyError as exc:
+            return to_werkzeug(error_response(exc))
+        environ[_POPPY_ENVIRON_KEY] = caller
+        return None
 
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
+    return _checked_first(check)
 
 
 def current_poppy_caller() -> PoppyCaller | None:

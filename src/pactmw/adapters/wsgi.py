@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pactmw.adapters._common import (
+    NOT_FOUND,
     GuardedMiddleware,
     instance_or_none,
     make_guard,
@@ -29,7 +30,7 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.core.errors import AuthenticationFailed, RequestRefused
+from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 ENVIRON_KEY = "pactmw.personal_agent"
 #: Where `poppy_session_required` leaves the `PoppyCaller` in the WSGI environ.
 POPPY_ENVIRON_KEY = "pactmw.poppy_caller"
-_NOT_FOUND = error_response(RequestRefused(404))
 WSGIView = Callable[..., Any]
 
 
@@ -224,7 +224,7 @@ class A2AProviderApp:
             return respond(response, start_response)
         if self.app is not None:
             return self.app(environ, start_response)
-        return respond(_NOT_FOUND, start_response)
+        return respond(NOT_FOUND, start_response)
 
 
 def poppy_session_required(

@@ -18,7 +18,7 @@ from pactmw.cli._admin import (
     report,
     shared_store,
 )
-from pactmw.cli._common import CONFIG, Command, log_to_stderr, option
+from pactmw.cli._common import CONFIG, JSON_TABLE, Command, log_to_stderr, option
 
 if TYPE_CHECKING:
     from pactmw.provider import Provider
@@ -141,10 +141,7 @@ COMMAND = Command(
             "list the configured and added agents",
             _LIST_HELP,
             _list,
-            options=(
-                CONFIG,
-                option("--json", action="store_true", help="print JSON instead of a table"),
-            ),
+            options=(CONFIG, JSON_TABLE),
         ),
         Command(
             "add",

@@ -277,6 +277,8 @@ ISSUER = option("--issuer", required=True, metavar="ISS", help="the registered i
 AUDIENCE = option(
     "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
 )
+#: `--json` of the commands that list rows (`agents list`, `grants list`).
+JSON_TABLE = option("--json", action="store_true", help="print JSON instead of a table")
 
 
 def refuse_empty(args: argparse.Namespace, *names: str) -> None:
@@ -312,6 +314,7 @@ __all__ = [
     "AUDIENCE",
     "CONFIG",
     "ISSUER",
+    "JSON_TABLE",
     "TIMEOUT",
     "Command",
     "CommandError",

@@ -14,7 +14,7 @@ from pactmw.cli._admin import (
     refilled,
     shared_store,
 )
-from pactmw.cli._common import CONFIG, Command, CommandError, log_to_stderr, option
+from pactmw.cli._common import CONFIG, JSON_TABLE, Command, CommandError, log_to_stderr, option
 
 if TYPE_CHECKING:
     from pactmw.provider import Provider, ProviderSettings
@@ -107,7 +107,7 @@ COMMAND = Command(
                 option("--brand", metavar="B", help="only the grants at Brand B"),
                 option("--account", metavar="A", help="only the grants of account A"),
                 option("--all", action="store_true", help="also list revoked and expired grants"),
-                option("--json", action="store_true", help="print JSON instead of a table"),
+                JSON_TABLE,
             ),
         ),
         Command(

@@ -8,9 +8,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
+from pactmw.adapters._common import NOT_FOUND
 from pactmw.adapters.django._config import configured
 from pactmw.adapters.django._http import body_reader, neutral_request, refused, to_django
 from pactmw.core.errors import RequestRefused
+from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.routes import MOUNT
 
@@ -31,14 +33,21 @@ def a2a_view(request: HttpRequest) -> HttpResponse:
             return None
         return SignedInUser(account=str(user.pk), label=user.get_username())
 
+    provider = _provider()
+    if not isinstance(provider, Provider):
+        return provider
+    response = provider.handle(neutral_request(request), body_reader(request), current_user)
+    return to_django(response)
+
+
+def _provider() -> Provider | HttpResponse:
+    """The configured Provider, or the answer instead: the 503 of settings that do not build,
+    a 404 where they list no brands."""
     try:
         provider = configured.guard().provider
     except RequestRefused as exc:
         return refused(exc)
-    if provider is None:
-        return refused(RequestRefused(404))
-    response = provider.handle(neutral_request(request), body_reader(request), current_user)
-    return to_django(response)
+    return to_django(NOT_FOUND) if provider is None else provider
 
 
 def a2a_urlpatterns() -> list[URLPattern]:
@@ -61,12 +70,9 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
     the Brand's `poppy.domains`; never a redirect)."""
 
     def view(request: HttpRequest) -> HttpResponse:
-        try:
-            provider = configured.guard().provider
-        except RequestRefused as exc:  # bad settings: 503, as `a2a_view` answers
-            return refused(exc)
-        if provider is None:
-            return refused(RequestRefused(404))
+        provider = _provider()  # answered as `a2a_view` answers without one
+        if not isinstance(provider, Provider):
+            return provider
         method = request.method or "GET"
         return to_django(provider.poppy_discovery(brand_id, request.get_host(), method))
 
