@@ -48,7 +48,7 @@ def test_every_marked_sample_is_found() -> None:
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
-        "flask_provider",
+        "flask_provider", "poppy_fastapi",
     }  # fmt: skip
 
 
