@@ -3,7 +3,9 @@ the delegation scheme (PACT §2.1, §5.1; the reference client's schema, pact-pr
 
 A personal agent gets a card URL from the Brand, usually `https://{brandDomain}/.well-known/
 agent-card.json`, which may redirect to the Provider. `card_flow` follows up to 5 redirects,
-each target checked like every other URL (https, or http to loopback only).
+each target checked like every other URL (https, or http to loopback only). Once on https,
+nothing the card leads to may be plain http (a redirect, or a URL the card names for a
+token: `check_card_link`).
 """
 
 from __future__ import annotations
