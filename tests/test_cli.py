@@ -1336,6 +1336,40 @@ def test_card_errors(card_provider: str) -> None:
     assert_one_line_error(clear, "plain http is allowed only to loopback hosts")
 
 
+def test_an_https_card_naming_a_plain_http_interface_is_refused() -> None:
+    """The interface would take the agent's token over plain http, though the card came over
+    https: one error line naming both, not a summary that prints it as the interface."""
+    bearer = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
+    with JwksServer(tls=True) as served, JwksServer() as plain:
+        interface = plain.url_for("/a2a/acme")
+        served.set_json(
+            "/card.json",
+            {
+                "name": "Acme",
+                "description": "",
+                "version": "1",
+                "supportedInterfaces": [
+                    {"url": interface, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+                ],
+                "capabilities": {},
+                "defaultInputModes": ["text/plain"],
+                "defaultOutputModes": ["text/plain"],
+                "skills": [],
+                "securitySchemes": {"platformJwt": bearer},
+                "securityRequirements": [{"schemes": {"platformJwt": {"list": []}}}],
+            },
+        )
+        card = served.url_for("/card.json")
+        result = run([*PYTHON_M, "card", card], env={"SSL_CERT_FILE": served.ca_file})
+        assert plain.total_hits == 0
+    assert result.returncode == 1, result.stdout
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"pactmw card: error: agent card at {card}: plain http interface {interface} refused "
+        "(the card came over https)"
+    ]
+
+
 @pytest.mark.parametrize("url", ["http://[::1", "https://[shop.example]"])
 def test_a_malformed_url_is_a_usage_error(tmp_path: Path, url: str) -> None:
     """A bracketed host that is no IPv6 address: urlsplit raises, and each command that takes

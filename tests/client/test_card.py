@@ -14,7 +14,9 @@ from pactmw.client import (
     A2AClient,
     AgentCredentials,
     AsyncA2AClient,
+    AsyncDeviceCodeClient,
     CardInvalid,
+    DeviceCodeClient,
     HTTPError,
     MessageReply,
     ResponseInvalid,
@@ -335,4 +337,91 @@ def test_a_redirect_from_https_to_plain_http_is_refused(static: StaticServer) ->
         assert str(caught.value) == f"{url} redirected to plain http {plain}: refused"
         with pytest.raises(URLRefused):
             asyncio.run(afetch_card(url, transport=aio))
+    assert static.hits == []
+
+
+def test_an_https_card_naming_a_plain_http_interface_is_refused(
+    static: StaticServer, me: AgentCredentials
+) -> None:
+    """A card fetched over https that names a plain http interface (loopback, where plain http
+    is otherwise allowed) would send the agent's token where anyone on the path reads it: the
+    same downgrade as an https to http redirect. Refused before any request, the error naming
+    the card and the interface; an https card naming https, and an http card naming http (local
+    development), are taken as before."""
+    plain = static.url("/a2a/acme")
+    ca = TestCA()
+    with JwksServer(server_context=ca.server_context("127.0.0.1")) as server:
+        url = server.url_for("/card.json")
+        server.set_json("/card.json", base_card(plain))
+        trusted = ca.client_context()
+        sync, aio = SyncTransport(ssl_context=trusted), AsyncioTransport(ssl_context=trusted)
+        said = (
+            f"agent card at {url}: plain http interface {plain} refused (the card came over https)"
+        )
+
+        card = fetch_card(url, transport=sync)
+        with pytest.raises(URLRefused) as caught:
+            card_interface_url(card)
+        assert str(caught.value) == said
+        with pytest.raises(URLRefused, match="plain http interface"):
+            A2AClient.from_card(card, me)
+        with pytest.raises(URLRefused, match="plain http interface"):
+            AsyncA2AClient.from_card(card, me)
+        with pytest.raises(URLRefused, match="plain http interface"):
+            A2AClient.connect(url, me, transport=sync)
+
+        async def run() -> None:
+            await AsyncA2AClient.connect(url, me, transport=aio)
+
+        with pytest.raises(URLRefused, match="plain http interface"):
+            asyncio.run(run())
+
+        server.set_json("/card.json", base_card(server.url_for("/a2a/acme")))
+        assert A2AClient.connect(url, me, transport=sync).url == server.url_for("/a2a/acme")
+    assert static.hits == []
+    local = static.json("/card.json", base_card(plain))
+    assert A2AClient.connect(local, me).url == plain
+
+
+@pytest.mark.parametrize(
+    ("field", "what"),
+    [
+        ("deviceAuthorizationUrl", "device authorization endpoint"),
+        ("tokenUrl", "token endpoint"),
+        ("refreshUrl", "refresh endpoint"),
+    ],
+)
+def test_an_https_card_naming_a_plain_http_token_endpoint_is_refused(
+    static: StaticServer, me: AgentCredentials, field: str, what: str
+) -> None:
+    """The delegated endpoints take the agent's token, a device code or a refresh token: from
+    an https card, plain http there is refused by the device-code clients as for the
+    interface. The metadata URL carries no token and is taken as the card names it."""
+    plain = static.url(f"/oauth/{field}")
+    document = delegated_card()
+    document["securitySchemes"]["userDelegation"]["oauth2SecurityScheme"]["oauth2MetadataUrl"] = (
+        static.url("/oauth/metadata")
+    )
+    ca = TestCA()
+    with JwksServer(server_context=ca.server_context("127.0.0.1")) as server:
+        url = server.url_for("/card.json")
+        server.set_json("/card.json", document)
+        transport = SyncTransport(ssl_context=ca.client_context())
+        scheme = delegation_scheme(fetch_card(url, transport=transport))
+        assert scheme is not None
+        assert scheme.card_url == url
+        DeviceCodeClient(scheme, me)  # the https endpoints and the http metadata URL: taken
+
+        document["securitySchemes"]["userDelegation"]["oauth2SecurityScheme"]["flows"][
+            "deviceCode"
+        ][field] = plain
+        server.set_json("/card.json", document)
+        scheme = delegation_scheme(fetch_card(url, transport=transport))
+        assert scheme is not None
+        said = f"agent card at {url}: plain http {what} {plain} refused (the card came over https)"
+        with pytest.raises(URLRefused) as caught:
+            DeviceCodeClient(scheme, me)
+        assert str(caught.value) == said
+        with pytest.raises(URLRefused, match=what):
+            AsyncDeviceCodeClient(scheme, me)
     assert static.hits == []

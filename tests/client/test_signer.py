@@ -125,3 +125,24 @@ def test_serve_jwks() -> None:
         assert host.url.endswith("/keys.json")
         with urllib.request.urlopen(host.url, timeout=5) as response:
             assert [k["kid"] for k in json.load(response)["keys"]] == ["old", "new"]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b'{"kty": "oct", "k": "c2VjcmV0LWtleS1tYXRlcmlhbA"}', "JWK"),
+        (b'{"kty": "EC", "crv": "P-256", "x": "AA", "d": "c2VjcmV0LWtleS1tYXRlcmlhbA"}', "JWK"),
+        (b'{"keys": []}', "JWKS"),
+        (b"-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA\n", "PEM"),
+        (b"", "PEM"),
+    ],
+)
+def test_a_bad_key_file_is_named_in_the_error(tmp_path: Path, content: bytes, said: str) -> None:
+    """The error says which file holds the bad key (a platform loads several), and never
+    what is in it."""
+    path = tmp_path / "agent.key"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=said) as caught:
+        AgentSigner.from_file(path, issuer=ISSUER)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert "c2VjcmV0" not in str(caught.value)

@@ -297,7 +297,7 @@ def load_signer(path: str, issuer: str) -> AgentSigner:
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:
-        raise CommandError(f"{path}: {exc}") from None
+        raise CommandError(str(exc)) from None
 
 
 def card_url(text: str, what: str) -> str:

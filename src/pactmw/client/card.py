@@ -3,7 +3,9 @@ the delegation scheme (PACT §2.1, §5.1; the reference client's schema, pact-pr
 
 A personal agent gets a card URL from the Brand, usually `https://{brandDomain}/.well-known/
 agent-card.json`, which may redirect to the Provider. `card_flow` follows up to 5 redirects,
-each target checked like every other URL (https, or http to loopback only).
+each target checked like every other URL (https, or http to loopback only). Once on https,
+nothing the card leads to may be plain http (a redirect, or a URL the card names for a
+token: `check_card_link`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from attrs import field, frozen
 
@@ -131,14 +133,33 @@ def parse_card(document: Any, *, url: str = "") -> AgentCard:
     )
 
 
+def _leaves_https(origin: str, target: SplitResult) -> bool:
+    """Whether going from `origin` to `target` drops https for plain http. `check_url` lets
+    plain http reach loopback hosts (local development), but not after https: the agent's
+    token would go on over a channel anyone on the path can read and rewrite."""
+    return target.scheme == "http" and urlsplit(origin).scheme == "https"
+
+
+def check_card_link(card_url: str, url: str, what: str) -> str:
+    """`url`, which the card at `card_url` names as where a token goes (`what`: "interface",
+    "token endpoint"...): `URLRefused` when `check_url` refuses it, or when it is plain http
+    and the card came over https. `card_url` "" (a card not fetched) takes what `check_url`
+    takes."""
+    if _leaves_https(card_url, check_url(url)):
+        raise URLRefused(
+            f"agent card at {card_url}: plain http {what} {url} refused (the card came over https)"
+        )
+    return url
+
+
 def card_interface_url(card: AgentCard, *, binding: str = "HTTP+JSON", version: str = "1.0") -> str:
     """The URL of the interface with this binding and version, wherever it is in the list
     (PACT §2.1: by binding and version, not by position). `CardInvalid` when there is none;
-    `URLRefused` when it is not https (or loopback http)."""
+    `URLRefused` when it is not https (or loopback http), or plain http named by a card
+    fetched over https (`check_card_link`)."""
     for interface in card.interfaces:
         if interface.protocol_binding == binding and interface.protocol_version == version:
-            check_url(interface.url)
-            return interface.url.rstrip("/")
+            return check_card_link(card.url, interface.url, "interface").rstrip("/")
     raise CardInvalid(f"the card offers no {binding} {version} interface")
 
 
@@ -160,7 +181,7 @@ def _redirect_target(current: str, location: str) -> str:
     except ValueError as exc:  # the server's Location is not a URL at all
         raise URLRefused(f"{current} redirected to {location!r}: not a URL") from exc
     # First: a target with credentials in it is refused without quoting them.
-    if check_url(target).scheme == "http" and urlsplit(current).scheme == "https":
+    if _leaves_https(current, check_url(target)):
         raise URLRefused(f"{current} redirected to plain http {target}: refused")
     return target
 
@@ -219,7 +240,8 @@ class Scope:
 @frozen
 class DelegationScheme:
     """The card's device-code scheme. `refresh_url` defaults to `token_url`; `scopes` are in
-    card order."""
+    card order; `card_url` is where the card was fetched from ("" when not known), which
+    decides whether its endpoints may be plain http (`check_card_link`)."""
 
     name: str
     identity_scheme: str
@@ -228,6 +250,7 @@ class DelegationScheme:
     refresh_url: str
     metadata_url: str | None
     scopes: tuple[Scope, ...]
+    card_url: str = ""
 
     @property
     def scope_ids(self) -> tuple[str, ...]:
@@ -245,7 +268,7 @@ def _is_bearer(scheme: Any) -> bool:
     )
 
 
-def _device_code(name: str, identity: str, scheme: Any) -> DelegationScheme | None:
+def _device_code(name: str, identity: str, scheme: Any, card_url: str) -> DelegationScheme | None:
     if not isinstance(scheme, Mapping) or set(scheme) != {"oauth2SecurityScheme"}:
         return None
     body = scheme["oauth2SecurityScheme"]
@@ -274,6 +297,7 @@ def _device_code(name: str, identity: str, scheme: Any) -> DelegationScheme | No
         refresh_url=str(refresh),
         metadata_url=metadata,
         scopes=tuple(Scope(k, v) for k, v in scopes.items()),
+        card_url=card_url,
     )
 
 
@@ -291,7 +315,8 @@ def delegation_scheme(card: AgentCard) -> DelegationScheme | None:
         first, second = list(named)
         for identity, delegated in ((first, second), (second, first)):
             if _is_bearer(card.security_schemes.get(identity)):
-                found = _device_code(delegated, identity, card.security_schemes.get(delegated))
+                scheme = card.security_schemes.get(delegated)
+                found = _device_code(delegated, identity, scheme, card.url)
                 if found is not None:
                     return found
     return None
@@ -308,6 +333,7 @@ __all__ = [
     "card_flow",
     "card_interface_url",
     "card_request",
+    "check_card_link",
     "delegation_scheme",
     "fetch_card",
     "parse_card",

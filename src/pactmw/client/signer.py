@@ -99,11 +99,14 @@ class AgentSigner:
 
     @classmethod
     def from_file(cls, path: str | Path, *, issuer: str, kid: str | None = None) -> AgentSigner:
-        """From a JWK (`{...}`) or PEM file."""
+        """From a JWK (`{...}`) or PEM file; a `ValueError` for a bad key names the file (and
+        never quotes what is in it)."""
         data = Path(path).read_bytes()
-        if data.lstrip().startswith(b"{"):
-            return cls.from_jwk(data, issuer=issuer, kid=kid)
-        return cls.from_pem(data, issuer=issuer, kid=kid)
+        load = cls.from_jwk if data.lstrip().startswith(b"{") else cls.from_pem
+        try:
+            return load(data, issuer=issuer, kid=kid)
+        except ValueError as exc:  # an agent platform may load several: say which one
+            raise ValueError(f"{path}: {exc}") from exc
 
     @classmethod
     def generate(cls, *, issuer: str, alg: str = "ES256", kid: str | None = None) -> AgentSigner:
