@@ -1370,6 +1370,86 @@ def test_an_https_card_naming_a_plain_http_interface_is_refused() -> None:
     ]
 
 
+def test_check_delegated_sends_no_token_to_plain_http_endpoints_of_an_https_card(
+    tmp_path: Path,
+) -> None:
+    """`pactmw check --delegated` posts the agent's token to the card's device authorization
+    endpoint itself: an https card naming it over plain http fails the scheme check, naming
+    the endpoint, and nothing reaches it (as `DeviceCodeClient` refuses it)."""
+    key = tmp_path / "agent.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    bearer = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
+    with JwksServer(tls=True) as served, JwksServer() as plain:
+        device = plain.url_for("/oauth/device_authorization")
+        flow = {
+            "deviceAuthorizationUrl": device,
+            "tokenUrl": served.url_for("/oauth/token"),
+            "scopes": {"orders:read": "Read your orders"},
+        }
+        served.set_json(
+            "/card.json",
+            {
+                "name": "Acme",
+                "description": "",
+                "version": "1",
+                "supportedInterfaces": [
+                    {
+                        "url": served.url_for("/a2a/acme"),
+                        "protocolBinding": "HTTP+JSON",
+                        "protocolVersion": "1.0",
+                    }
+                ],
+                "capabilities": {},
+                "defaultInputModes": ["text/plain"],
+                "defaultOutputModes": ["text/plain"],
+                "skills": [],
+                "securitySchemes": {
+                    "platformJwt": bearer,
+                    "userDelegation": {
+                        "oauth2SecurityScheme": {
+                            "flows": {"deviceCode": flow},
+                            "oauth2MetadataUrl": served.url_for("/oauth/metadata"),
+                        }
+                    },
+                },
+                "securityRequirements": [
+                    {"schemes": {"platformJwt": {"list": []}}},
+                    {"schemes": {"platformJwt": {"list": []}, "userDelegation": {"list": []}}},
+                ],
+            },
+        )
+        # Metadata that agrees with the card, so that the checks go on to post to the device
+        # endpoint (as they did before the rule).
+        served.set_json(
+            "/oauth/metadata",
+            {
+                "issuer": served.url_for("/oauth"),
+                "device_authorization_endpoint": device,
+                "token_endpoint": served.url_for("/oauth/token"),
+                "jwks_uri": served.url_for("/oauth/jwks.json"),
+            },
+        )
+        served.set_json(
+            "/oauth/jwks.json", public_key_set([generate_private_jwk("ES256")]).to_dict()
+        )
+        card = served.url_for("/card.json")
+        argv = ["check", "--issuer", ISSUER, "--key", str(key), "--audience", "aud"]
+        result = run([*PYTHON_M, *argv, "--delegated", card], env={"SSL_CERT_FILE": served.ca_file})
+        assert plain.total_hits == 0
+    # The scheme check fails on it, so no later check posts the token there (the server
+    # would have answered such a POST 501).
+    scheme_line = next(
+        line for line in result.stdout.splitlines() if "delegated: card scheme" in line
+    )
+    assert scheme_line.startswith("FAIL"), result.stdout
+    assert (
+        f"agent card at {card}: plain http device authorization endpoint {device} refused"
+        in scheme_line
+    )
+    assert "device authorization refusals" not in result.stdout
+    assert result.returncode == 1
+
+
 @pytest.mark.parametrize("url", ["http://[::1", "https://[shop.example]"])
 def test_a_malformed_url_is_a_usage_error(tmp_path: Path, url: str) -> None:
     """A bracketed host that is no IPv6 address: urlsplit raises, and each command that takes

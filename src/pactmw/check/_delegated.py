@@ -30,6 +30,7 @@ from pactmw.client import (
     fetch_receipt_keys,
 )
 from pactmw.client.a2a import parse_send_response
+from pactmw.client.card import check_scheme_links
 from pactmw.core.jwk import KeySet
 
 
@@ -94,6 +95,8 @@ class DelegatedChecks(Checks):
             )
         if scheme.metadata_url is None:
             raise Mismatch("oauth2MetadataUrl on the oauth2SecurityScheme", "absent")
+        # The checks below send the agent's token there, as DeviceCodeClient would.
+        check_scheme_links(scheme)
         if not scheme.scopes:
             raise Mismatch("at least one scope on the deviceCode flow", "none")
         if ctx.identity_scheme is not None and scheme.identity_scheme != ctx.identity_scheme:

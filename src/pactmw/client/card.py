@@ -257,6 +257,17 @@ class DelegationScheme:
         return tuple(scope.id for scope in self.scopes)
 
 
+def check_scheme_links(scheme: DelegationScheme) -> None:
+    """`check_card_link` for each endpoint of `scheme` that takes the agent's token with a
+    device code or a refresh token (the metadata URL takes no token)."""
+    for what, url in (
+        ("device authorization endpoint", scheme.device_authorization_url),
+        ("token endpoint", scheme.token_url),
+        ("refresh endpoint", scheme.refresh_url),
+    ):
+        check_card_link(scheme.card_url, url, what)
+
+
 def _is_bearer(scheme: Any) -> bool:
     if not isinstance(scheme, Mapping) or set(scheme) != {"httpAuthSecurityScheme"}:
         return False
@@ -334,6 +345,7 @@ __all__ = [
     "card_interface_url",
     "card_request",
     "check_card_link",
+    "check_scheme_links",
     "delegation_scheme",
     "fetch_card",
     "parse_card",

@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 from attrs import field, frozen
 
-from pactmw.client.card import DelegationScheme, check_card_link
+from pactmw.client.card import DelegationScheme, check_scheme_links
 from pactmw.client.errors import (
     DeviceFlowTimeout,
     HTTPError,
@@ -406,13 +406,7 @@ class _DeviceCodeBase:
         retry: RetryPolicy | None,
         clock: Callable[[], float],
     ) -> None:
-        # Each takes the agent's token, and a device code or a refresh token.
-        for what, url in (
-            ("device authorization endpoint", scheme.device_authorization_url),
-            ("token endpoint", scheme.token_url),
-            ("refresh endpoint", scheme.refresh_url),
-        ):
-            check_card_link(scheme.card_url, url, what)
+        check_scheme_links(scheme)
         self.scheme = scheme
         self.token = token
         self.client_id = _client_id(token, client_id)
