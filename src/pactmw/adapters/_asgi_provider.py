@@ -91,9 +91,12 @@ def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
     provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
 
     async def endpoint(request: StarletteRequest) -> StarletteResponse:
-        return to_starlette(provider.poppy_discovery(brand_id, request.headers.get("host")))
+        host = request.headers.get("host")
+        return to_starlette(provider.poppy_discovery(brand_id, host, request.method))
 
-    return Route(DISCOVERY_PATH, endpoint, methods=["GET"], name=f"poppy-discovery-{brand_id}")
+    # OPTIONS too: the Provider answers it (204, `Allow`, the CORS preflight), Starlette a 405.
+    methods = ["GET", "OPTIONS"]
+    return Route(DISCOVERY_PATH, endpoint, methods=methods, name=f"poppy-discovery-{brand_id}")
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -328,9 +328,13 @@ def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:
     """
 
     def view() -> WerkzeugResponse:
-        return to_werkzeug(get_provider().poppy_discovery(brand_id, request.host))
+        provider = get_provider()
+        return to_werkzeug(provider.poppy_discovery(brand_id, request.host, request.method))
 
     view.__name__ = f"poppy_discovery_{brand_id}"
+    # OPTIONS is the Provider's (204, `Allow`, the CORS preflight), not Flask's own answer.
+    view.methods = ["GET", "OPTIONS"]  # type: ignore[attr-defined]
+    view.provide_automatic_options = False  # type: ignore[attr-defined]
     return view
 
 

@@ -244,9 +244,10 @@ class Provider:
         """What a Brand's own site answers at `/.well-known/poppy.json` (Poppy §3): the
         document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
         when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`. To a
-        HEAD `method`, the same without the body; to a method other than GET or HEAD, a 405
-        with `Allow`, as a framework's own GET route answers. KeyError when the Brand does
-        not enable Poppy."""
+        HEAD `method`, the same without the body; to OPTIONS, 204 with `Allow` and the CORS
+        preflight's answer, as the Provider's own public documents; to any other method, a
+        405 with `Allow`, as a framework's own GET route answers. KeyError when the Brand
+        does not enable Poppy."""
         return self._calls.poppy_discovery(brand_id, host, method)
 
     def poppy_session(
