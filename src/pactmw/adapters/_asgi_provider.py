@@ -21,7 +21,7 @@ from pactmw.adapters._asgi_http import (
 )
 from pactmw.core.errors import RequestRefused
 from pactmw.protocols.poppy import DISCOVERY_PATH
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.errors import error_response
 from pactmw.provider.routes import MOUNT
 
@@ -55,6 +55,8 @@ class A2AProviderApp:
         self.provider = provider
         self.app = app
         self.current_user = current_user
+        if current_user is None:
+            warn_if_signed_in_user_unknown(provider, "A2AProviderApp's or a2a_mount's current_user")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
