@@ -301,12 +301,15 @@ def _fetchable(url: str, allow_http_on_loopback: bool) -> bool:
 def in_protected_path(path: str, prefix: str | None) -> bool:
     """Tell whether the middleware guards `path` under `prefix` (None guards nothing).
 
-    A prefix's own path without its trailing slash is guarded too: frameworks serve `/api`
-    beside `/api/...` (FastAPI's `APIRouter(prefix="/api")` with `@router.get("")`), and
-    left out, it would answer without a token."""
+    The prefix is a path segment, written with its trailing slash or without: `/api` and
+    `/api/` both guard `/api`, `/api/` and `/api/...`, never `/apiary` (a route of its own).
+    The prefix's own path is guarded too: frameworks serve `/api` beside `/api/...`
+    (FastAPI's `APIRouter(prefix="/api")` with `@router.get("")`), and left out, it would
+    answer without a token."""
     if prefix is None:
         return False
-    return path.startswith(prefix) or (len(prefix) > 1 and path == prefix.rstrip("/"))
+    segment = prefix.rstrip("/")  # "" for "/": every path
+    return path == segment or path.startswith(segment + "/")
 
 
 __all__ = [

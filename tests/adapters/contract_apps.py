@@ -1,10 +1,11 @@
 """The apps of the adapter contract suite: one set of routes, built with each adapter.
 
 Every app is configured from the same `PACTMW`-style dict (`guard_from_mapping`), serves the
-Provider at `/a2a/`, guards `/api/` with its middleware, and has these routes:
+Provider at `/a2a/`, guards `PREFIX` (`/api`) with its middleware, and has these routes:
 
 * `/api/echo` (GET, POST): the middleware's caller. A POST body must be JSON (else 400).
 * `/public`: no protection; reports the caller the adapter attached (None outside `/api/`).
+* `/apiary`: the same, beside the prefix: `/api` is a path segment, not the start of a word.
 * `/decorated-{sync,async}`: the adapter's "personal agent required" decorator/dependency.
 * `/optional`: the same in optional mode (anonymous without `Authorization`).
 * `/api/scoped-{sync,async}`: "delegation with `orders:read` required".
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 BRAND = "acme"
+#: The guarded prefix, written without its trailing slash: the form that could also have
+#: guarded `/apiary` (the slash-ended form is proven in tests/advisories).
+PREFIX = "/api"
 SCOPE = "orders:read"
 ACTION = "create_order"
 
@@ -111,6 +115,7 @@ def starlette_app(config: dict[str, Any]) -> Any:
         routes=[
             Route("/api/echo", echo, methods=["GET", "POST"]),
             Route("/public", async_view),
+            Route("/apiary", async_view),
             Route("/decorated-sync", required(sync_view)),
             Route("/decorated-async", required(async_view)),
             Route("/optional", optional(async_view)),
@@ -124,7 +129,7 @@ def starlette_app(config: dict[str, Any]) -> Any:
             Middleware(
                 asgi.PersonalAgentMiddleware,
                 verifier=guard.verifier,
-                path_prefix="/api/",
+                path_prefix=PREFIX,
                 **options,
             )
         ],
@@ -146,7 +151,7 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
     app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
     app.add_middleware(
-        asgi.PersonalAgentMiddleware, verifier=guard.verifier, path_prefix="/api/", **options
+        asgi.PersonalAgentMiddleware, verifier=guard.verifier, path_prefix=PREFIX, **options
     )
 
     async def echo(request: Request) -> Any:
@@ -162,6 +167,7 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     app.add_api_route("/api/echo", echo, methods=["POST"], name="echo_post")
 
     @app.get("/public")
+    @app.get("/apiary")
     async def public(request: Request) -> Any:
         return describe(asgi.current_personal_agent(request), "async")
 
@@ -256,6 +262,7 @@ def wsgi_app(config: dict[str, Any]) -> Any:
     routes = {
         "/api/echo": echo,
         "/public": view,
+        "/apiary": view,
         "/decorated-sync": wsgi.personal_agent_required(guard.verifier, **options)(view),
         "/optional": wsgi.personal_agent_required(guard.verifier, optional=True, **options)(view),
         "/api/scoped-sync": wsgi.delegation_required(SCOPE)(view),
@@ -269,7 +276,7 @@ def wsgi_app(config: dict[str, Any]) -> Any:
         result: Iterable[bytes] = route(environ, start_response)
         return result
 
-    guarded = wsgi.PersonalAgentMiddleware(dispatch, guard.verifier, path_prefix="/api/", **options)
+    guarded = wsgi.PersonalAgentMiddleware(dispatch, guard.verifier, path_prefix=PREFIX, **options)
     return wsgi.A2AProviderApp(provider, guarded)
 
 
@@ -304,6 +311,7 @@ def flask_app(config: dict[str, Any]) -> Flask:
     parafe = flask_adapter.parafe_action(ACTION)
     app.add_url_rule("/api/echo", "echo", echo, methods=["GET", "POST"])
     app.add_url_rule("/public", "public", view)
+    app.add_url_rule("/apiary", "apiary", view)
     app.add_url_rule("/decorated-sync", "decorated_sync", required(view))
     app.add_url_rule("/decorated-async", "decorated_async", required(async_view))
     app.add_url_rule("/optional", "optional", required(optional=True)(view))

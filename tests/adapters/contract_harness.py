@@ -3,7 +3,7 @@
 Every server gets the same `PACTMW`-style dict (its own sqlite store file): one registered
 personal agent with an inline JWKS, the Brand `acme` offering delegation (scope
 `orders:read`) and Parafé (against the stand-in broker of `tests.parafe_integration`), the
-Provider served at `/a2a/`, and `/api/` guarded by the adapter's middleware. The test process
+Provider served at `/a2a/`, and `/api` guarded by the adapter's middleware. The test process
 writes grants into a server's store and signs delegation tokens with the configured signing
 key, exactly as the server's authorization server would have.
 """
@@ -117,7 +117,7 @@ def config(workdir: Path, name: str, agent: AgentKey, parafe: World) -> dict[str
     return {
         "base_url": BASE_URL,
         "audience": AUDIENCE,
-        "protect_prefix": "/api/",
+        "protect_prefix": apps.PREFIX,
         "agents": [{"issuer": ISSUER, "name": "Contract PA", "jwks": jwks(agent)}],
         "store": f"sqlite:///{workdir / (name + '.db')}",
         "signing_keys": [str(workdir / "signing.jwk")],

@@ -439,3 +439,22 @@ def test_manage_py_ctrl_c_is_exit_status_130(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "django", "pactmw", "agents", "list"]
     process = start_interruptible(command, cwd=REPO, env=environment)
     assert interrupt(process, marker.exists) == Stopped(130, "", "")
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        ({"audiance": "https://shop.example/a2a"}, "unknown configuration key audiance"),
+        ({"store": "redis://cache.internal"}, "unsupported store URL scheme 'redis'"),
+    ],
+)
+def test_manage_py_says_a_bad_setting_once(
+    tmp_path: Path, broken: dict[str, Any], said: str
+) -> None:
+    # Reported: the server's log line ("settings.PACTMW is invalid: ...; pactmw answers 503")
+    # came out on the console before the command's own error, the same problem twice.
+    done = manage({**_settings(tmp_path, "unused"), **broken}, tmp_path / "django.json", "cleanup")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count(said) == 1, done.stderr
+    assert "503" not in done.stderr
+    assert _error("manage.py", done.stderr).startswith("pactmw is not configured: ")

@@ -86,6 +86,12 @@ def test_public_routes_need_nothing(target: Target) -> None:
     assert_caller(target.client.get("/public", headers=target.headers("garbage")), actor_id=None)
 
 
+def test_the_prefix_ends_at_a_path_segment(target: Target) -> None:
+    # Reported: `path_prefix="/api"` guarded `/apiary` too (a 401 on a route outside it).
+    assert_caller(target.client.get("/apiary"), actor_id=None)
+    assert_refused(target.client.get("/api/echo"))
+
+
 def test_a_good_token_reaches_every_protected_route(target: Target) -> None:
     headers = target.headers(target.token())
     for path in protected(target):

@@ -54,6 +54,7 @@ def test_manage_py_pactmw_says_the_setting_is_missing(tmp_path: Path) -> None:
     done = _django(tmp_path, "pactmw", "grants", "list")
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"pactmw is not configured: {SAID}" in done.stderr
+    assert done.stderr.count(SAID) == 1, done.stderr  # not the server's log line as well
     assert "audience" not in done.stderr
 
 

@@ -339,11 +339,14 @@ def _django_env(tmp_path: Path, settings: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _manage_py_check(tmp_path: Path, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    """`manage.py check` of the test site with `settings` as its PACTMW, in a new process."""
+def _manage_py_check(
+    tmp_path: Path, settings: dict[str, Any], **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py check` of the test site with `settings` as its PACTMW, in a new process
+    (`env` added to its environment)."""
     return subprocess.run(
         [sys.executable, "-m", "django", "check"],
-        env=_django_env(tmp_path, settings),
+        env={**_django_env(tmp_path, settings), **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -427,7 +430,14 @@ def test_manage_py_check_names_a_django_store_without_its_database(
 
 
 def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[str, Any]) -> None:
-    done = _manage_py_check(tmp_path, settings)
+    # On a site with request.user (django.contrib.auth): the Brand's same-app consent pages
+    # need it, and a site without it is warned (pactmw.W002, test_signed_in_user_source.py).
+    with_users = {
+        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.middleware_settings",
+        "PACTMW_TEST_MIDDLEWARE": "pactmw.adapters.django.PersonalAgentMiddleware",
+        "PACTMW_TEST_AUTH": "1",
+    }
+    done = _manage_py_check(tmp_path, settings, **with_users)
     assert done.returncode == 0, done.stderr
     assert "no issues" in done.stdout
 

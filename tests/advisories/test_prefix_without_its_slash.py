@@ -65,8 +65,17 @@ def test_the_prefix_without_its_slash_needs_a_personal_agent(base: str) -> None:
 
 @pytest.mark.parametrize(
     ("path", "guarded"),
-    [("/api", True), ("/api/", True), ("/api/x", True), ("/apiary", False), ("/", False)],
+    [
+        ("/api", True),
+        ("/api/", True),
+        ("/api/x", True),
+        ("/apiary", False),
+        ("/apiary/x", False),
+        ("/", False),
+    ],
 )
 def test_which_paths_a_prefix_guards(path: str, guarded: bool) -> None:
+    # The prefix is a path segment, written with its trailing slash or without.
     assert in_protected_path(path, "/api/") is guarded
+    assert in_protected_path(path, "/api") is guarded
     assert in_protected_path(path, None) is False

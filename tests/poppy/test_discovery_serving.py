@@ -209,6 +209,28 @@ def check_methods(url: str, refused: tuple[str, ...] = ("POST", "PUT", "DELETE",
         assert {"GET", "HEAD"} <= allowed <= {"GET", "HEAD", "OPTIONS"}, (method, allowed)
 
 
+#: A browser's preflight for a cross-origin GET that sends a header of its own.
+PREFLIGHT = {
+    "Host": SHOP,
+    "Origin": "https://agent.example",
+    "Access-Control-Request-Method": "GET",
+    "Access-Control-Request-Headers": "a2a-version",
+}
+
+
+def check_options(url: str) -> None:
+    """OPTIONS as every routed public document answers it: 204 with `Allow` (RFC 9110
+    §9.3.7), and the CORS preflight's answer (poppy.json is public, read from any origin)."""
+    answered = httpx.request("OPTIONS", url, headers=PREFLIGHT)
+    where = (url, answered.status_code, dict(answered.headers), answered.text[:200])
+    assert answered.status_code == 204, where
+    assert answered.content == b"", where
+    assert answered.headers["allow"] == "GET, HEAD, OPTIONS", where
+    assert answered.headers["access-control-allow-origin"] == "*", where
+    assert answered.headers["access-control-allow-methods"] == "GET, HEAD", where
+    assert answered.headers["access-control-allow-headers"] == "*", where
+
+
 def _exchange(url: str, method: str) -> tuple[int, dict[str, str], bytes]:
     """One request to `url` on its own connection, and all that came back: status, headers
     (lower-case names) and the bytes after them (httpx reads no body after a HEAD)."""
@@ -225,19 +247,24 @@ def _exchange(url: str, method: str) -> tuple[int, dict[str, str], bytes]:
     return int(status_line.split(" ")[1]), fields, body
 
 
-def test_the_brand_site_helpers_answer_head_as_get_and_405_to_other_methods(
+def test_the_brand_site_helpers_answer_head_as_get_options_and_405_to_other_methods(
     provider: Provider, tmp_path: Path
 ) -> None:
     # Found checking HEAD: the WSGI app and the Django view answered every method with the
     # document (a POST too), and the WSGI app wrote the body after a HEAD's headers.
+    # Reported later: OPTIONS was each framework's answer (405; Flask's own 200 without
+    # CORS), where every other routed public document answers 204, `Allow` and the preflight.
     with werkzeug_server(poppy_discovery_app(provider, "shop")) as url:
         check_methods(f"{url}/.well-known/poppy.json")
+        check_options(f"{url}/.well-known/poppy.json")
     with uvicorn_server(Starlette(routes=[poppy_discovery_route(provider, "shop")])) as url:
         check_methods(f"{url}/.well-known/poppy.json")
+        check_options(f"{url}/.well-known/poppy.json")
     app = flask_app()
     app.add_url_rule("/brand-site/poppy.json", view_func=poppy_discovery_view("shop"))
     with werkzeug_server(app) as url:
         check_methods(f"{url}/brand-site/poppy.json")
+        check_options(f"{url}/brand-site/poppy.json")
     settings = "pactmw_testsite.contract_settings"
     with django_server(
         site_config(),
@@ -248,5 +275,6 @@ def test_the_brand_site_helpers_answer_head_as_get_and_405_to_other_methods(
         extra_env=CHECKOUT_ENV,
     ) as url:
         # Django's CSRF middleware refuses the unsafe methods (403) before any view of the
-        # site runs, as for its own GET-only views: OPTIONS is what reaches the view.
-        check_methods(f"{url}/brand-site/poppy.json", refused=("OPTIONS",))
+        # site runs, as for its own GET-only views: none reaches the view to be refused.
+        check_methods(f"{url}/brand-site/poppy.json", refused=())
+        check_options(f"{url}/brand-site/poppy.json")

@@ -21,7 +21,7 @@ from pactmw.adapters._asgi_http import (
 )
 from pactmw.adapters._common import NOT_FOUND
 from pactmw.protocols.poppy import DISCOVERY_PATH
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.routes import MOUNT
 
 
@@ -52,6 +52,8 @@ class A2AProviderApp:
         self.provider = provider
         self.app = app
         self.current_user = current_user
+        if current_user is None:
+            warn_if_signed_in_user_unknown(provider, "A2AProviderApp's or a2a_mount's current_user")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
@@ -88,9 +90,12 @@ def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
     provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
 
     async def endpoint(request: StarletteRequest) -> StarletteResponse:
-        return to_starlette(provider.poppy_discovery(brand_id, request.headers.get("host")))
+        host = request.headers.get("host")
+        return to_starlette(provider.poppy_discovery(brand_id, host, request.method))
 
-    return Route(DISCOVERY_PATH, endpoint, methods=["GET"], name=f"poppy-discovery-{brand_id}")
+    # OPTIONS too: the Provider answers it (204, `Allow`, the CORS preflight), Starlette a 405.
+    methods = ["GET", "OPTIONS"]
+    return Route(DISCOVERY_PATH, endpoint, methods=methods, name=f"poppy-discovery-{brand_id}")
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -34,7 +34,7 @@ from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.brand import TurnHandler
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
@@ -118,6 +118,14 @@ class Pactmw:
                 # 8414 metadata, whose well-known path comes before the issuer's path.
                 _every_method(app, DISCOVERY_PATH, _POPPY_ENDPOINT, defaults={"rest": ""})
                 _every_method(app, f"{METADATA_PREFIX}/<path:rest>", f"{_POPPY_ENDPOINT}_metadata")
+        if (
+            guard.provider is not None
+            and self._current_user is None
+            and not _has_login_manager(app)
+        ):
+            warn_if_signed_in_user_unknown(
+                guard.provider, "Pactmw(app, current_user=...) (or Flask-Login's LoginManager)"
+            )
         app.extensions[EXTENSION_KEY] = _State(guard, self._current_user or _flask_login_user)
         app.before_request(_guard_prefix)
         app.cli.add_command(pactmw_cli)  # flask pactmw grants list|revoke
@@ -332,10 +340,25 @@ def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:
     """
 
     def view() -> WerkzeugResponse:
-        return to_werkzeug(get_provider().poppy_discovery(brand_id, request.host))
+        provider = get_provider()
+        return to_werkzeug(provider.poppy_discovery(brand_id, request.host, request.method))
 
     view.__name__ = f"poppy_discovery_{brand_id}"
+    # OPTIONS is the Provider's (204, `Allow`, the CORS preflight), not Flask's own answer.
+    view.methods = ["GET", "OPTIONS"]  # type: ignore[attr-defined]
+    view.provide_automatic_options = False  # type: ignore[attr-defined]
     return view
+
+
+def _has_login_manager(app: Flask) -> bool:
+    """Whether Flask-Login can tell who is signed in: installed, and its `LoginManager` set
+    up on `app` (before `Pactmw(app)`). Without one, its `current_user` fails with an
+    AttributeError, which reads as nobody signed in."""
+    try:
+        import flask_login  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ImportError:
+        return False
+    return hasattr(app, "login_manager")
 
 
 def _flask_login_user() -> SignedInUser | None:

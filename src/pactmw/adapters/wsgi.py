@@ -34,7 +34,7 @@ from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
-from pactmw.provider.app import Provider
+from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
@@ -214,6 +214,8 @@ class A2AProviderApp:
         self.provider = provider
         self.app = app
         self.current_user = current_user
+        if current_user is None:
+            warn_if_signed_in_user_unknown(provider, "A2AProviderApp's current_user")
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = neutral_request(environ)

@@ -24,7 +24,7 @@ from pactmw.provider.poppy import (
     PoppyServer,
     Proposal,
 )
-from pactmw.provider.routes import allow, for_method, routed_method
+from pactmw.provider.routes import allow, for_method, options_response, routed_method
 
 
 @attrs.frozen
@@ -58,6 +58,8 @@ class AppCalls:
     def poppy_discovery(self, brand_id: str, host: str | None, method: str) -> Response:
         if self.poppy is None or brand_id not in self.poppy.brands:
             raise KeyError(brand_id)
+        if method == "OPTIONS":  # as the Provider's own public documents answer it
+            return options_response(("GET",), public=True)
         if routed_method(method) != "GET":
             # A route of the Brand's own site, not the Provider's table: refused as the
             # frameworks refuse a method their GET routes lack (RFC 9110 §15.5.6).

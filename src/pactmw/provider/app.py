@@ -15,6 +15,7 @@ The request flow itself is `_request_flow.RequestFlow`'s; what host apps call be
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -51,6 +52,8 @@ from pactmw.provider.routes import MOUNT, Routes, for_method
 from pactmw.provider.settings import ProviderSettings
 from pactmw.store import open_store
 from pactmw.store.base import Store
+
+logger = logging.getLogger("pactmw.provider")
 
 
 class Provider:
@@ -244,9 +247,10 @@ class Provider:
         """What a Brand's own site answers at `/.well-known/poppy.json` (Poppy §3): the
         document itself, never a redirect (PAP-3.1-02), for `host` (the request's `Host`)
         when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`. To a
-        HEAD `method`, the same without the body; to a method other than GET or HEAD, a 405
-        with `Allow`, as a framework's own GET route answers. KeyError when the Brand does
-        not enable Poppy."""
+        HEAD `method`, the same without the body; to OPTIONS, 204 with `Allow` and the CORS
+        preflight's answer, as the Provider's own public documents; to any other method, a
+        405 with `Allow`, as a framework's own GET route answers. KeyError when the Brand
+        does not enable Poppy."""
         return self._calls.poppy_discovery(brand_id, host, method)
 
     def poppy_session(
@@ -346,6 +350,36 @@ class Provider:
         return self._calls.delegation_flow(brand_id, caller, header)
 
 
+def signed_in_user_unknown(brands: Iterable[Brand], missing: str) -> str | None:
+    """What to report at startup when the app gives the consent pages no way to know who is
+    signed in (`missing` names the setting that would): None when no Brand's pages ask.
+
+    A same-app Brand's pages ask the host app (`delegation.login = "same-app"`, the default);
+    told "nobody", they send the person to `login_url` and back, for ever, and say nothing.
+    Each adapter knows whether it has a way (a `current_user`, Flask-Login, Django's
+    `request.user`); the rule and its words are here, once."""
+    same_app = [
+        b.id for b in brands if b.delegation is not None and b.delegation.mode == "same-app"
+    ]
+    if not same_app:
+        return None
+    logins = ", ".join(f"brands.{brand_id}.delegation.login" for brand_id in same_app)
+    verb = "is" if len(same_app) == 1 else "are"
+    return (
+        f'{logins} {verb} "same-app" (the default), but {missing} is not set: the consent pages '
+        "cannot tell who is signed in, so every person is sent to login_url and back. Set "
+        f'{missing}, or login = "brand" (the Brand\'s own login signs the person in)'
+    )
+
+
+def warn_if_signed_in_user_unknown(provider: Provider, missing: str) -> None:
+    """Log `signed_in_user_unknown` at WARNING on `pactmw.provider`, when there is one: the
+    Provider still serves agents, cards and grants, only its consent pages cannot work."""
+    problem = signed_in_user_unknown(provider.brands.values(), missing)
+    if problem is not None:
+        logger.warning("%s", problem)
+
+
 def _by_id(brands: Iterable[Brand]) -> dict[str, Brand]:
     """The Brands by id; each given once, each a `Brand`."""
     by_id: dict[str, Brand] = {}
@@ -360,4 +394,6 @@ def _by_id(brands: Iterable[Brand]) -> dict[str, Brand]:
 
 __all__ = [
     "Provider",
+    "signed_in_user_unknown",
+    "warn_if_signed_in_user_unknown",
 ]

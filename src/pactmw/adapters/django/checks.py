@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.module_loading import import_string
@@ -12,16 +13,19 @@ from django.utils.module_loading import import_string
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.config import ConfigError
+from pactmw.provider.app import signed_in_user_unknown
 from pactmw.provider.guard import guard_settings
 from pactmw.store import parse_store_url
 
 MIDDLEWARE_PATH = "pactmw.adapters.django.PersonalAgentMiddleware"
+_AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 
 
 @register("pactmw")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """pactmw.E001: `PACTMW` does not build; pactmw.E002: it is missing or not a dict;
-    pactmw.W001: the middleware is not installed, so no request has `personal_agent`."""
+    pactmw.W001: the middleware is not installed, so no request has `personal_agent`;
+    pactmw.W002: a same-app Brand's consent pages cannot know who is signed in."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -36,6 +40,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
         return messages
+    provider = None
     try:
         provider = guard_settings(raw_settings()).provider
         if provider is not None and provider.signing_key_files:
@@ -52,7 +57,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
-    if not _has_middleware(getattr(django_settings, "MIDDLEWARE", None) or []):
+    middleware = getattr(django_settings, "MIDDLEWARE", None) or []
+    if not messages and provider is not None and not _knows_the_user(middleware):
+        problem = signed_in_user_unknown(provider.brands, f"{_AUTH_MIDDLEWARE} in MIDDLEWARE")
+        if problem is not None:
+            messages.append(Warning(f"{problem}.", obj=SETTING, id="pactmw.W002"))
+    if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
                 f"{MIDDLEWARE_PATH} is not in MIDDLEWARE.",
@@ -64,18 +74,29 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return messages
 
 
-def _has_middleware(entries: list[str]) -> bool:
-    """Whether an entry of `MIDDLEWARE` is pactmw's middleware, named by the package's path or
-    its module's, or a site's subclass of it (found as Django's admin checks find
+def _has_middleware(entries: list[str], middleware: type) -> bool:
+    """Whether an entry of `MIDDLEWARE` is `middleware`, named by the package's path or its
+    module's, or a site's subclass of it (found as Django's admin checks find
     `AuthenticationMiddleware`: importing each entry, passing one that does not import)."""
     for entry in entries:
         try:
             found = import_string(entry)
         except ImportError:
             continue
-        if isinstance(found, type) and issubclass(found, PersonalAgentMiddleware):
+        if isinstance(found, type) and issubclass(found, middleware):
             return True
     return False
+
+
+def _knows_the_user(entries: list[str]) -> bool:
+    """Whether the Provider's views get `request.user`: django.contrib.auth installed, and its
+    `AuthenticationMiddleware` (or a subclass) in `MIDDLEWARE`. Its module imports the auth
+    models, so it is looked at only where the app is installed."""
+    if not apps.is_installed("django.contrib.auth"):
+        return False
+    from django.contrib.auth.middleware import AuthenticationMiddleware
+
+    return _has_middleware(entries, AuthenticationMiddleware)
 
 
 def _check_store(store: Any, *, reported: bool) -> list[CheckMessage]:

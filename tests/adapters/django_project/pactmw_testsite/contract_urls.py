@@ -10,6 +10,7 @@ from . import drf_views
 urlpatterns = [
     path("api/echo", views.echo),
     path("public", views.public),
+    path("apiary", views.public),
     path("decorated-sync", views.decorated_sync),
     path("decorated-async", views.decorated_async),
     path("optional", views.optional),

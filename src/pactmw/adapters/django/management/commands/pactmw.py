@@ -7,14 +7,17 @@ opened, reached or used."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from pactmw.adapters.django._config import configured, get_provider
+from pactmw.adapters.django._config import logger as config_logger
 from pactmw.provider import agent_admin, grant_admin
 from pactmw.provider.app import Provider
 from pactmw.store.base import StoreError
@@ -89,7 +92,8 @@ class Command(BaseCommand):
             if reconfigure is not None:
                 reconfigure(errors="backslashreplace")
         try:
-            provider = get_provider()
+            with _unlogged(config_logger):
+                provider = get_provider()
         except RuntimeError as exc:  # no brands: the words every front-end's command prints
             raise CommandError(str(exc), returncode=agent_admin.CANNOT_RUN) from None
         except Exception as exc:  # a bad PACTMW (the system checks say which key)
@@ -170,6 +174,19 @@ class Command(BaseCommand):
             raise CommandError(done.error, returncode=done.status)
         for line in done.lines:
             self.stdout.write(line)
+
+
+@contextlib.contextmanager
+def _unlogged(logger: logging.Logger) -> Iterator[None]:
+    """Leave `logger` silent meanwhile. Building the settings logs what is wrong for a server
+    ("...; pactmw answers 503 until it is fixed"); the command says it in its own error
+    (`configured.problem`), and the same problem twice on the console reads as two."""
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
 
 
 __all__ = ["Command"]

@@ -1,0 +1,153 @@
+"""A same-app Brand's consent pages ask the host app who is signed in. An app that gives them
+no way to know (no `current_user`, no Flask-Login, no Django `request.user`) is reported at
+startup, naming the setting, on every adapter: before, every consent link went to
+`login_url` and back, for ever, and nothing said why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from pactmw.adapters import asgi, wsgi
+from pactmw.adapters import flask as flask_adapter
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.provider import SignedInUser
+from pactmw.provider.app import Provider
+from pactmw.provider.guard import guard_from_mapping
+from tests.adapters.commands import django_environment
+from tests.support.servers import REPO
+
+pytestmark = pytest.mark.timeout(120)
+
+SAID = 'brands.acme.delegation.login is "same-app" (the default), but '
+DELEGATION = {"scopes": {"orders:read": "See your orders"}, "login_url": "/login"}
+
+
+def settings(tmp_path: Path, *, delegation: bool = True) -> dict[str, Any]:
+    key = tmp_path / "signing.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256", kid="s1").to_dict()))
+    brand: dict[str, Any] = {"name": "Acme", "handler": "examples.bots:order_bot"}
+    if delegation:
+        brand["delegation"] = DELEGATION
+    return {
+        "base_url": "https://shop.example",
+        "audience": "https://shop.example/a2a",
+        "agents": [],
+        "store": "memory://",
+        "signing_keys": [str(key)],
+        "brands": {"acme": brand},
+    }
+
+
+def provider_of(config: dict[str, Any]) -> Provider:
+    provider = guard_from_mapping(config).provider
+    assert provider is not None
+    return provider
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+
+
+def nobody() -> SignedInUser | None:
+    return None
+
+
+def test_asgi_without_current_user_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = provider_of(settings(tmp_path))
+    with caplog.at_level("WARNING", logger="pactmw"):
+        asgi.a2a_mount(provider)
+    (message,) = said(caplog)
+    assert message.startswith(SAID + "A2AProviderApp's or a2a_mount's current_user is not set")
+    assert 'or login = "brand"' in message
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="pactmw"):
+        asgi.a2a_mount(provider, current_user=lambda connection: None)
+        asgi.A2AProviderApp(provider, current_user=lambda connection: None)
+    assert said(caplog) == []
+
+
+def test_wsgi_without_current_user_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = provider_of(settings(tmp_path))
+    with caplog.at_level("WARNING", logger="pactmw"):
+        wsgi.A2AProviderApp(provider)
+    (message,) = said(caplog)
+    assert message.startswith(SAID + "A2AProviderApp's current_user is not set")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="pactmw"):
+        wsgi.A2AProviderApp(provider, current_user=lambda environ: None)
+    assert said(caplog) == []
+
+
+def test_flask_without_current_user_or_flask_login_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Flask("no_user")
+    app.config["PACTMW"] = settings(tmp_path)
+    with caplog.at_level("WARNING", logger="pactmw"):
+        flask_adapter.Pactmw(app)
+    (message,) = said(caplog)
+    assert message.startswith(SAID + "Pactmw(app, current_user=...) (or Flask-Login's")
+    caplog.clear()
+    told = Flask("told")
+    told.config["PACTMW"] = settings(tmp_path)
+    with caplog.at_level("WARNING", logger="pactmw"):
+        flask_adapter.Pactmw(told, current_user=nobody)
+    assert said(caplog) == []
+
+
+def test_brands_whose_pages_ask_nobody_are_not_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = provider_of(settings(tmp_path, delegation=False))
+    app = Flask("no_pages")
+    app.config["PACTMW"] = settings(tmp_path, delegation=False)
+    with caplog.at_level("WARNING", logger="pactmw"):
+        asgi.a2a_mount(provider)
+        wsgi.A2AProviderApp(provider)
+        flask_adapter.Pactmw(app)
+    assert said(caplog) == []
+
+
+def _django_check(tmp_path: Path, config: dict[str, Any], **env: str) -> str:
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps(config))
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env={
+            **django_environment(config_file),
+            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.middleware_settings",
+            "PACTMW_TEST_MIDDLEWARE": "pactmw.adapters.django.PersonalAgentMiddleware",
+            **env,
+        },
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr  # a warning: the site still starts
+    return done.stdout + done.stderr
+
+
+def test_django_without_request_user_is_warned_by_the_checks(tmp_path: Path) -> None:
+    said = _django_check(tmp_path, settings(tmp_path))
+    assert "pactmw.W002" in said, said
+    missing = "django.contrib.auth.middleware.AuthenticationMiddleware in MIDDLEWARE is not set"
+    assert SAID + missing in said
+    assert "pactmw.W002" not in _django_check(tmp_path, settings(tmp_path, delegation=False))
+
+
+def test_django_with_authentication_middleware_is_not_warned(tmp_path: Path) -> None:
+    said = _django_check(tmp_path, settings(tmp_path), PACTMW_TEST_AUTH="1")
+    assert "pactmw.W002" not in said, said
+    assert "no issues" in said, said
