@@ -332,6 +332,48 @@ def test_serve_on_port_0_says_the_port_it_was_given(tmp_path: Path) -> None:
     assert "listens on 0" not in text
 
 
+def test_serve_says_once_that_same_app_consent_cannot_work_under_it(tmp_path: Path) -> None:
+    """A Brand whose consent pages ask the host app who is signed in (`login = "same-app"`,
+    the default) cannot sign anybody in under `pactmw serve`, which serves no app of the
+    operator's: one warning at start, in serve's words (not A2AProviderApp's current_user)."""
+    key = tmp_path / "provider.jwk"
+    key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
+    delegation = (
+        '\n[brands.acme.delegation]\nlogin_url = "/login"\n'
+        '[brands.acme.delegation.scopes]\n"orders:read" = "Read your orders"\n'
+    )
+    (tmp_path / "pactmw.toml").write_text(
+        GOOD + f'store = "memory://"\nsigning_keys = ["{key}"]\n' + BRAND + delegation
+    )
+    log = tmp_path / "serve.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", "0"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": CHECKOUT_PATH},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while "listening on http://" not in log.read_text():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    warnings = [line for line in log.read_text().splitlines() if "same-app" in line]
+    assert len(warnings) == 1, log.read_text()
+    assert "brands.acme.delegation.login" in warnings[0]
+    assert "pactmw serve serves none" in warnings[0]
+    assert (
+        "Mount the Provider in your app instead (a2a_mount(provider, current_user=...)), "
+        'or login = "brand"' in warnings[0]
+    )
+    assert "A2AProviderApp" not in warnings[0]
+
+
 # -- serve: a real server ------------------------------------------------------------------
 
 SHOP_BOT = """\

@@ -125,6 +125,7 @@ def _serve(
 
     from pactmw.adapters.asgi import A2AProviderApp
     from pactmw.provider import Provider, card_url
+    from pactmw.provider.app import warn_if_signed_in_user_unknown
     from pactmw.store import parse_store_url
 
     try:
@@ -145,8 +146,15 @@ def _serve(
     for listener in listeners:
         log.info("listening on http://%s (Ctrl-C stops it)", _address(listener.getsockname()))
 
+    # No app of the operator's is served here, so nobody is ever signed in through one: said
+    # once, in words for serve (the app's own warning would ask for a current_user).
+    warn_if_signed_in_user_unknown(
+        provider,
+        "an app of yours (pactmw serve serves none)",
+        remedy="Mount the Provider in your app instead (a2a_mount(provider, current_user=...))",
+    )
     config = uvicorn.Config(
-        A2AProviderApp(provider),
+        A2AProviderApp(provider, current_user=_nobody_signed_in),
         host=args.host,
         port=args.port,
         log_level=args.log_level,
@@ -243,6 +251,11 @@ class _Stopped(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+def _nobody_signed_in(connection: object) -> None:
+    """The signed-in user of the app `pactmw serve` serves: there is none."""
+    return None
 
 
 def _raise_stopped(signum: int, frame: object) -> None:
