@@ -301,15 +301,15 @@ def test_serve_on_an_address_it_cannot_listen_on_names_it_and_the_option(
     assert result.stdout == ""
 
 
-def test_serve_on_port_0_says_the_port_it_was_given(tmp_path: Path) -> None:
-    """`--port 0` asks the system for a free port: the log and the base_url check name that
-    port, not 0 (a base_url naming 8000 is reported as differing from the given port)."""
-    (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
-    log = tmp_path / "serve.log"
+@contextlib.contextmanager
+def serving_on_port_0(folder: Path) -> Iterator[tuple[Path, int]]:
+    """`pactmw serve --config pactmw.toml --port 0` in `folder`, until it listens: its log
+    (stdout and stderr) and the port the system gave; stopped at the end."""
+    log = folder / "serve.log"
     with log.open("w") as sink:
         process = subprocess.Popen(
             [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", "0"],
-            cwd=tmp_path,
+            cwd=folder,
             env={**os.environ, "PYTHONPATH": CHECKOUT_PATH},
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -320,13 +320,20 @@ def test_serve_on_port_0_says_the_port_it_was_given(tmp_path: Path) -> None:
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        port = int(found[1])
-        assert port != 0
-        card = httpx.get(f"http://127.0.0.1:{port}/a2a/acme/.well-known/agent-card.json")
-        assert card.status_code == 200
+        yield log, int(found[1])
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_serve_on_port_0_says_the_port_it_was_given(tmp_path: Path) -> None:
+    """`--port 0` asks the system for a free port: the log and the base_url check name that
+    port, not 0 (a base_url naming 8000 is reported as differing from the given port)."""
+    (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
+    with serving_on_port_0(tmp_path) as (log, port):
+        assert port != 0
+        card = httpx.get(f"http://127.0.0.1:{port}/a2a/acme/.well-known/agent-card.json")
+        assert card.status_code == 200
     text = log.read_text()
     assert f"names port 8000 but this server listens on {port}:" in text, text
     assert "listens on 0" not in text
@@ -345,24 +352,8 @@ def test_serve_says_once_that_same_app_consent_cannot_work_under_it(tmp_path: Pa
     (tmp_path / "pactmw.toml").write_text(
         GOOD + f'store = "memory://"\nsigning_keys = ["{key}"]\n' + BRAND + delegation
     )
-    log = tmp_path / "serve.log"
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", "0"],
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": CHECKOUT_PATH},
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 20
-        while "listening on http://" not in log.read_text():
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    with serving_on_port_0(tmp_path) as (log, _):
+        pass
     warnings = [line for line in log.read_text().splitlines() if "same-app" in line]
     assert len(warnings) == 1, log.read_text()
     assert "brands.acme.delegation.login" in warnings[0]
@@ -1378,28 +1369,41 @@ def test_card_errors(card_provider: str) -> None:
     assert_one_line_error(clear, "plain http is allowed only to loopback hosts")
 
 
+BEARER = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
+
+
+def card_document(
+    interface: str, schemes: dict[str, Any], requirements: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """An Agent Card with one HTTP+JSON 1.0 interface and the given security."""
+    return {
+        "name": "Acme",
+        "description": "",
+        "version": "1",
+        "supportedInterfaces": [
+            {"url": interface, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [],
+        "securitySchemes": schemes,
+        "securityRequirements": requirements,
+    }
+
+
 def test_an_https_card_naming_a_plain_http_interface_is_refused() -> None:
     """The interface would take the agent's token over plain http, though the card came over
     https: one error line naming both, not a summary that prints it as the interface."""
-    bearer = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
     with JwksServer(tls=True) as served, JwksServer() as plain:
         interface = plain.url_for("/a2a/acme")
         served.set_json(
             "/card.json",
-            {
-                "name": "Acme",
-                "description": "",
-                "version": "1",
-                "supportedInterfaces": [
-                    {"url": interface, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
-                ],
-                "capabilities": {},
-                "defaultInputModes": ["text/plain"],
-                "defaultOutputModes": ["text/plain"],
-                "skills": [],
-                "securitySchemes": {"platformJwt": bearer},
-                "securityRequirements": [{"schemes": {"platformJwt": {"list": []}}}],
-            },
+            card_document(
+                interface,
+                {"platformJwt": BEARER},
+                [{"schemes": {"platformJwt": {"list": []}}}],
+            ),
         )
         card = served.url_for("/card.json")
         result = run([*PYTHON_M, "card", card], env={"SSL_CERT_FILE": served.ca_file})
@@ -1420,7 +1424,6 @@ def test_check_delegated_sends_no_token_to_plain_http_endpoints_of_an_https_card
     the endpoint, and nothing reaches it (as `DeviceCodeClient` refuses it)."""
     key = tmp_path / "agent.jwk"
     key.write_text(json.dumps(generate_private_jwk("ES256").to_dict()))
-    bearer = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
     with JwksServer(tls=True) as served, JwksServer() as plain:
         device = plain.url_for("/oauth/device_authorization")
         flow = {
@@ -1430,23 +1433,10 @@ def test_check_delegated_sends_no_token_to_plain_http_endpoints_of_an_https_card
         }
         served.set_json(
             "/card.json",
-            {
-                "name": "Acme",
-                "description": "",
-                "version": "1",
-                "supportedInterfaces": [
-                    {
-                        "url": served.url_for("/a2a/acme"),
-                        "protocolBinding": "HTTP+JSON",
-                        "protocolVersion": "1.0",
-                    }
-                ],
-                "capabilities": {},
-                "defaultInputModes": ["text/plain"],
-                "defaultOutputModes": ["text/plain"],
-                "skills": [],
-                "securitySchemes": {
-                    "platformJwt": bearer,
+            card_document(
+                served.url_for("/a2a/acme"),
+                {
+                    "platformJwt": BEARER,
                     "userDelegation": {
                         "oauth2SecurityScheme": {
                             "flows": {"deviceCode": flow},
@@ -1454,11 +1444,11 @@ def test_check_delegated_sends_no_token_to_plain_http_endpoints_of_an_https_card
                         }
                     },
                 },
-                "securityRequirements": [
+                [
                     {"schemes": {"platformJwt": {"list": []}}},
                     {"schemes": {"platformJwt": {"list": []}, "userDelegation": {"list": []}}},
                 ],
-            },
+            ),
         )
         # Metadata that agrees with the card, so that the checks go on to post to the device
         # endpoint (as they did before the rule).

@@ -59,33 +59,27 @@ def nobody() -> SignedInUser | None:
     return None
 
 
-def test_asgi_without_current_user_is_reported(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("build", "missing"),
+    [
+        (asgi.a2a_mount, "A2AProviderApp's or a2a_mount's current_user"),
+        (asgi.A2AProviderApp, "A2AProviderApp's or a2a_mount's current_user"),
+        (wsgi.A2AProviderApp, "A2AProviderApp's current_user"),
+    ],
+    ids=["a2a_mount", "asgi", "wsgi"],
+)
+def test_an_app_without_current_user_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, build: Any, missing: str
 ) -> None:
     provider = provider_of(settings(tmp_path))
     with caplog.at_level("WARNING", logger="pactmw"):
-        asgi.a2a_mount(provider)
+        build(provider)
     (message,) = said(caplog)
-    assert message.startswith(SAID + "A2AProviderApp's or a2a_mount's current_user is not set")
+    assert message.startswith(SAID + f"{missing} is not set")
     assert 'or login = "brand"' in message
     caplog.clear()
     with caplog.at_level("WARNING", logger="pactmw"):
-        asgi.a2a_mount(provider, current_user=lambda connection: None)
-        asgi.A2AProviderApp(provider, current_user=lambda connection: None)
-    assert said(caplog) == []
-
-
-def test_wsgi_without_current_user_is_reported(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    provider = provider_of(settings(tmp_path))
-    with caplog.at_level("WARNING", logger="pactmw"):
-        wsgi.A2AProviderApp(provider)
-    (message,) = said(caplog)
-    assert message.startswith(SAID + "A2AProviderApp's current_user is not set")
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="pactmw"):
-        wsgi.A2AProviderApp(provider, current_user=lambda environ: None)
+        build(provider, current_user=lambda connection: None)
     assert said(caplog) == []
 
 
