@@ -112,7 +112,7 @@ EXPECTED: dict[str, set[str]] = {
         "AUTH_SCOPES", "PARAFE_STATE", "POPPY_KEY", "SCOPE_KEY",
         "A2AProviderApp", "PersonalAgentAuthError", "PersonalAgentBackend",
         "PersonalAgentMiddleware", "PersonalAgentUser",
-        "a2a_mount", "attach", "auth_scopes", "body_reader", "current_parafe",
+        "a2a_mount", "a2a_routes", "attach", "auth_scopes", "body_reader", "current_parafe",
         "current_personal_agent", "current_poppy_caller", "delegation_required",
         "neutral_request", "on_auth_error", "parafe_action", "personal_agent_required",
         "poppy_discovery_route", "poppy_session_required", "requires", "route_path",

@@ -1,7 +1,9 @@
 """The apps of the adapter contract suite: one set of routes, built with each adapter.
 
 Every app is configured from the same `PACTMW`-style dict (`guard_from_mapping`), serves the
-Provider at `/a2a/`, guards `PREFIX` (`/api`) with its middleware, and has these routes:
+Provider (`/a2a/...`, and Poppy's documents at the site root for a Brand with Poppy) as its
+framework's users add it in one step, guards `PREFIX` (`/api`) with its middleware, and has
+these routes:
 
 * `/api/echo` (GET, POST): the middleware's caller. A POST body must be JSON (else 400).
 * `/public`: no protection; reports the caller the adapter attached (None outside `/api/`).
@@ -11,6 +13,8 @@ Provider at `/a2a/`, guards `PREFIX` (`/api`) with its middleware, and has these
 * `/api/scoped-{sync,async}`: "delegation with `orders:read` required".
 * `/parafe-{sync,async}` (POST): "Parafé consent for `create_order` required"; the async
   variant reads the body again and echoes its first text part.
+* `/.well-known/apple-app-site-association`: the app's own document beside the Provider's
+  (Poppy's `/.well-known/poppy.json`), routed after them: as `/public`.
 
 A server has only the variants its framework has (plain WSGI has no async views).
 """
@@ -45,6 +49,8 @@ BRAND = "acme"
 PREFIX = "/api"
 SCOPE = "orders:read"
 ACTION = "create_order"
+#: The app's own document under /.well-known, where Poppy's are too.
+WELL_KNOWN = "/.well-known/apple-app-site-association"
 
 
 def describe(caller: PersonalAgent | None, via: str) -> dict[str, Any]:
@@ -123,7 +129,8 @@ def starlette_app(config: dict[str, Any]) -> Any:
             Route("/api/scoped-async", scoped(async_view)),
             Route("/parafe-sync", parafe(parafe_sync), methods=["POST"]),
             Route("/parafe-async", parafe(parafe_async), methods=["POST"]),
-            asgi.a2a_mount(provider),
+            *asgi.a2a_routes(provider),
+            Route(WELL_KNOWN, async_view),
         ],
         middleware=[
             Middleware(
@@ -219,7 +226,12 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     async def legacy_async(q: str = "") -> Any:
         return {"ok": "async", "q": q}
 
-    app.router.routes.append(asgi.a2a_mount(provider))
+    app.router.routes.extend(asgi.a2a_routes(provider))
+
+    @app.get(WELL_KNOWN)
+    async def well_known(request: Request) -> Any:
+        return describe(asgi.current_personal_agent(request), "async")
+
     return app
 
 
@@ -263,6 +275,7 @@ def wsgi_app(config: dict[str, Any]) -> Any:
         "/api/echo": echo,
         "/public": view,
         "/apiary": view,
+        WELL_KNOWN: view,
         "/decorated-sync": wsgi.personal_agent_required(guard.verifier, **options)(view),
         "/optional": wsgi.personal_agent_required(guard.verifier, optional=True, **options)(view),
         "/api/scoped-sync": wsgi.delegation_required(SCOPE)(view),
@@ -312,6 +325,7 @@ def flask_app(config: dict[str, Any]) -> Flask:
     app.add_url_rule("/api/echo", "echo", echo, methods=["GET", "POST"])
     app.add_url_rule("/public", "public", view)
     app.add_url_rule("/apiary", "apiary", view)
+    app.add_url_rule(WELL_KNOWN, "well_known", view)
     app.add_url_rule("/decorated-sync", "decorated_sync", required(view))
     app.add_url_rule("/decorated-async", "decorated_async", required(async_view))
     app.add_url_rule("/optional", "optional", required(optional=True)(view))

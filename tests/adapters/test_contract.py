@@ -569,12 +569,12 @@ POPPY_DOCUMENTS: tuple[tuple[str, dict[str, str]], ...] = (
 )
 
 
-@pytest.mark.parametrize("name", [*PROVIDER_ONLY, "wsgi", "flask", "django-wsgi", "django-asgi"])
+@pytest.mark.parametrize("name", [*PROVIDER_ONLY, *SERVERS])
 def test_poppys_documents_answer_head_as_get_and_no_other_method(
     poppy_servers: Harness, name: str
 ) -> None:
-    # The servers whose Provider answers at the site root (the Starlette and FastAPI apps here
-    # mount it at /a2a); `serve` has the Provider alone there, as `pactmw serve` runs it.
+    # Every server adds the Provider in one step (Starlette and FastAPI: `a2a_routes`, which
+    # `a2a_mount` left at /a2a only); `serve` has the Provider alone, as `pactmw serve` runs it.
     target = poppy_servers.get(name)
     for path, headers in POPPY_DOCUMENTS:
         assert target.client.get(path, headers=headers).status_code == 200, (name, path)
@@ -594,3 +594,14 @@ def test_poppys_documents_answer_head_as_get_and_no_other_method(
     # The Provider's own routes on the `serve` shape too.
     for path, signed in GET_ROUTES:
         assert_head_as_get(target, path, signed=signed)
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_the_apps_own_well_known_documents_stay_its_own(poppy_servers: Harness, name: str) -> None:
+    # The Provider takes Poppy's two documents under /.well-known, not the whole folder: the
+    # guide's earlier `Mount("/.well-known", ...)` answered every other document there with
+    # the Provider's 404, the app's routes listed after it never reached.
+    target = poppy_servers.get(name)
+    assert_caller(target.client.get("/.well-known/apple-app-site-association"), actor_id=None)
+    host = {"Host": "shop.example"}
+    assert target.client.get("/.well-known/poppy.json", headers=host).status_code == 200, name

@@ -26,6 +26,7 @@ from tests.support.servers import REPO
 pytestmark = pytest.mark.timeout(120)
 
 SAID = 'brands.acme.delegation.login is "same-app" (the default), but '
+ASGI_CURRENT_USER = "A2AProviderApp's, a2a_routes' or a2a_mount's current_user"
 DELEGATION = {"scopes": {"orders:read": "See your orders"}, "login_url": "/login"}
 
 
@@ -62,11 +63,12 @@ def nobody() -> SignedInUser | None:
 @pytest.mark.parametrize(
     ("build", "missing"),
     [
-        (asgi.a2a_mount, "A2AProviderApp's or a2a_mount's current_user"),
-        (asgi.A2AProviderApp, "A2AProviderApp's or a2a_mount's current_user"),
+        (asgi.a2a_routes, ASGI_CURRENT_USER),
+        (asgi.a2a_mount, ASGI_CURRENT_USER),
+        (asgi.A2AProviderApp, ASGI_CURRENT_USER),
         (wsgi.A2AProviderApp, "A2AProviderApp's current_user"),
     ],
-    ids=["a2a_mount", "asgi", "wsgi"],
+    ids=["a2a_routes", "a2a_mount", "asgi", "wsgi"],
 )
 def test_an_app_without_current_user_is_reported(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, build: Any, missing: str
@@ -108,6 +110,7 @@ def test_brands_whose_pages_ask_nobody_are_not_reported(
     app.config["PACTMW"] = settings(tmp_path, delegation=False)
     with caplog.at_level("WARNING", logger="pactmw"):
         asgi.a2a_mount(provider)
+        asgi.a2a_routes(provider)
         wsgi.A2AProviderApp(provider)
         flask_adapter.Pactmw(app)
     assert said(caplog) == []

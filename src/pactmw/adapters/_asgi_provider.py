@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response as StarletteResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pactmw.adapters._asgi_http import (
@@ -22,7 +22,11 @@ from pactmw.adapters._asgi_http import (
 from pactmw.adapters._common import NOT_FOUND
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
+from pactmw.provider.poppy import METADATA_PREFIX
 from pactmw.provider.routes import MOUNT
+
+#: What a missing `current_user` is reported as (`warn_if_signed_in_user_unknown`).
+_CURRENT_USER = "A2AProviderApp's, a2a_routes' or a2a_mount's current_user"
 
 
 class A2AProviderApp:
@@ -32,7 +36,7 @@ class A2AProviderApp:
 
     * around the host app, at the site root: `A2AProviderApp(provider, app=web)`;
     * inside the host app, so that its middleware (sessions, authentication) runs before
-      the consent pages: `Starlette(routes=[..., a2a_mount(provider, current_user=...)],
+      the consent pages: `Starlette(routes=[..., *a2a_routes(provider, current_user=...)],
       middleware=[...])`. Use this when `current_user` reads `request.session` or
       `request.user`: around the host app, that middleware has not run yet.
 
@@ -53,7 +57,7 @@ class A2AProviderApp:
         self.app = app
         self.current_user = current_user
         if current_user is None:
-            warn_if_signed_in_user_unknown(provider, "A2AProviderApp's or a2a_mount's current_user")
+            warn_if_signed_in_user_unknown(provider, _CURRENT_USER)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
@@ -73,10 +77,39 @@ class A2AProviderApp:
             await refuse(scope, to_starlette(NOT_FOUND), receive, send)
 
 
+def a2a_routes(
+    provider: Provider, *, current_user: Callable[[HTTPConnection], Any] | None = None
+) -> list[BaseRoute]:
+    """The Provider's routes inside the host app, in one step: every path it serves at the
+    site root, as Django's `a2a_urlpatterns()` and the Flask extension serve them.
+
+    `Starlette(routes=[..., *a2a_routes(provider, current_user=...)])`, or with FastAPI
+    `app.router.routes.extend(a2a_routes(provider, current_user=...))`: `/a2a/...` and, when
+    a Brand enables Poppy, `/.well-known/poppy.json` and the issuers' RFC 8414 metadata under
+    `/.well-known/oauth-authorization-server/`. Only those: the app's other `/.well-known/`
+    documents stay its own, wherever they are listed.
+    """
+    # One app for every route, so a missing `current_user` is reported once.
+    app = A2AProviderApp(provider, current_user=current_user)
+    routes: list[BaseRoute] = [Mount(MOUNT.rstrip("/"), app=app, name="pactmw-a2a")]
+    if provider.poppy is not None:
+        # Routes to an ASGI app take every method: the Provider answers each as it does at the
+        # site root (HEAD as GET, OPTIONS, a bare 404 for others), never Starlette's 405.
+        routes += [
+            Route(DISCOVERY_PATH, app, name="pactmw-poppy"),
+            Route(METADATA_PREFIX + "/{rest:path}", app, name="pactmw-poppy-metadata"),
+        ]
+    return routes
+
+
 def a2a_mount(
     provider: Provider, *, current_user: Callable[[HTTPConnection], Any] | None = None
 ) -> Mount:
-    """A Starlette `Mount` of the Provider at `/a2a`, for the host app's `routes`."""
+    """A Starlette `Mount` of the Provider at `/a2a` only, for the host app's `routes`.
+
+    Without Poppy's documents at the site root (`/.well-known/poppy.json`, the issuers'
+    metadata): `a2a_routes` adds those too, and is the one to use for a Brand with Poppy.
+    """
     return Mount(MOUNT.rstrip("/"), app=A2AProviderApp(provider, current_user=current_user))
 
 
@@ -111,5 +144,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 __all__ = [
     "A2AProviderApp",
     "a2a_mount",
+    "a2a_routes",
     "poppy_discovery_route",
 ]

@@ -39,7 +39,12 @@ from pactmw.adapters._asgi_http import (
     to_starlette,
     wrap_endpoint,
 )
-from pactmw.adapters._asgi_provider import A2AProviderApp, a2a_mount, poppy_discovery_route
+from pactmw.adapters._asgi_provider import (
+    A2AProviderApp,
+    a2a_mount,
+    a2a_routes,
+    poppy_discovery_route,
+)
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -213,6 +218,7 @@ __all__ = [
     "PersonalAgentMiddleware",
     "PersonalAgentUser",
     "a2a_mount",
+    "a2a_routes",
     "attach",
     "auth_scopes",
     "body_reader",

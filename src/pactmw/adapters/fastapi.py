@@ -16,6 +16,9 @@ Every rule is the guard's (`pactmw.provider.guard`).
 A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
 (`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`); its refusals are
 `PoppySessionRefused`, answered with Poppy's JSON error by `EXCEPTION_HANDLERS`.
+
+The Provider itself goes in with the app's routes, in one step (`/a2a/...` and Poppy's
+documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, ...))`.
 """
 
 from __future__ import annotations

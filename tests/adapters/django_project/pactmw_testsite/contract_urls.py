@@ -26,4 +26,5 @@ urlpatterns = [
     path("api/poppy-orders", views.poppy_orders),
     path("api/poppy-orders-async", views.poppy_orders_async),
     *a2a_urlpatterns(),
+    path(".well-known/apple-app-site-association", views.public),
 ]
