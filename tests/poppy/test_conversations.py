@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from personal_agent_protocol.errors import PersonalAgentProtocolError
 from personal_agent_protocol.models import Message
 from pydantic import SecretStr
 
@@ -140,6 +141,60 @@ def test_signed_out_session_converses_and_a_retry_runs_the_bot_once(world: Poppy
         ("company", "You said: Where is my parcel? (1 before)"),
     ]
     assert (page.status, page.responder, page.has_more) == ("idle", "agent", False)
+
+
+def test_a_message_id_is_one_message_of_the_user_across_conversations(world: PoppyWorld) -> None:
+    """A message id names one message of the User (PAP-7.3-01): sent to another of the
+    User's conversations, a new one included, whatever its content, it is
+    `409 message_id_conflict` and the bot never runs for it again; sent again to its own
+    conversation it is still a retry. A message a closed conversation refused was never
+    received, so its id starts a new conversation."""
+
+    async def scenario() -> tuple[list[Any], list[str | None], Message, Message, Message]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            conversations = ctx.agent.conversations
+            first, later, other = _message("Hello"), _message("My parcel?"), _message("Hi")
+            a = (await conversations.start(endpoint, first, token=session, **who)).conversation_id
+            await conversations.send(endpoint, a, later, token=session, **who)
+            b = (await conversations.start(endpoint, other, token=session, **who)).conversation_id
+            changed = later.model_copy(update={"text": "Something else"})
+            attempts = (
+                conversations.send(endpoint, b, later, token=session, **who),
+                conversations.send(endpoint, b, changed, token=session, **who),
+                conversations.start(endpoint, later, token=session, **who),
+                conversations.send(endpoint, b, first, token=session, **who),
+            )
+            outcomes: list[Any] = []
+            for attempt in attempts:
+                try:
+                    outcomes.append(await attempt)
+                except PersonalAgentProtocolError as refused:
+                    outcomes.append((refused.status_code, refused.code))
+            retried = await conversations.send(endpoint, a, later, token=session, **who)
+            outcomes.append(retried.conversation_id == a)
+            page = await conversations.read_events(endpoint, b, token=session, **who)
+            texts = [e.message.text for e in page.events if e.message is not None]
+            # Refused by the closed conversation, so never received: its id is free again.
+            await conversations.close(endpoint, b, token=session, **who)
+            refused_by_closed = _message("Still there?")
+            try:
+                await conversations.send(endpoint, b, refused_by_closed, token=session, **who)
+            except PersonalAgentProtocolError as refused:
+                outcomes.append((refused.status_code, refused.code))
+            fresh = await conversations.start(endpoint, refused_by_closed, token=session, **who)
+            outcomes.append(fresh.conversation_id not in (a, b))
+            return outcomes, texts, first, later, refused_by_closed
+
+    outcomes, texts, first, later, refused_by_closed = run(scenario())
+    conflict = (409, "message_id_conflict")
+    assert outcomes == [conflict] * 4 + [True, (409, "conversation_closed"), True]
+    assert (BOT.runs[first.id], BOT.runs[later.id], BOT.runs[refused_by_closed.id]) == (1, 1, 1)
+    assert texts == ["Hi", "You said: Hi (0 before)"]
 
 
 def test_a_missing_scope_is_an_authorization_event_with_a_message(world: PoppyWorld) -> None:

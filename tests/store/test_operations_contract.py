@@ -310,7 +310,7 @@ def test_a_version_10_database_gains_the_operations(
 ) -> None:
     module = backend_module(persistent)
     migrations = module.MIGRATIONS
-    assert len(migrations) == 11
+    assert len(migrations) >= 11
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", migrations[:10])
         old = persistent.open()
@@ -320,7 +320,7 @@ def test_a_version_10_database_gains_the_operations(
     upgraded = persistent.open()
     try:
         assert upgraded.propose_operation(operation=proposal(), now=NOW) == proposal()
-        assert schema_version(persistent) == 11
+        assert schema_version(persistent) == len(migrations)
         assert confirm(upgraded).kind == "confirmed"
     finally:
         upgraded.close()

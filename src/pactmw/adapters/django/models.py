@@ -33,6 +33,7 @@ __all__ = [
     "DeviceAuthorization",
     "Grant",
     "Message",
+    "MessageId",
     "PoppyAccountToken",
     "PoppyIdempotentAnswer",
     "PoppyOperation",
@@ -182,6 +183,30 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return self.message_id  # the admin's caption of a turn (Django's: "Message object (7)")
+
+
+class MessageId(models.Model):
+    """A message id of one owner (brand, agent, user) and the conversation holding it: a
+    Poppy message id is the User's across conversations (PAP-7.3-01)."""
+
+    id: _Serial = _surrogate_id()
+    brand_id: _Text = models.TextField(verbose_name="brand")
+    issuer: _Text = models.TextField(verbose_name="agent")
+    sub: _Text = models.TextField(verbose_name="agent's user (sub)")
+    message_id: _Text = models.TextField()
+    context_id: _Text = models.TextField()
+
+    class Meta:
+        db_table = "pactmw_message_ids"
+        constraints = (
+            models.UniqueConstraint(
+                fields=["brand_id", "issuer", "sub", "message_id"], name="pactmw_message_ids_key"
+            ),
+        )
+        indexes = (models.Index(fields=["context_id"], name="pactmw_message_ids_context"),)
+
+    def __str__(self) -> str:
+        return self.message_id
 
 
 class AgentOverride(models.Model):

@@ -88,6 +88,8 @@ class ConversationTurns:
             )
             if bound != agent.account:
                 raise PoppyError(404, "conversation_not_found", "no such conversation")
+        owner = (conversation.brand_id, conversation.issuer, conversation.sub)
+        yield from self.claim_message_id(owner, context_id, message.id)
         now = self.clock()
         claim: Claim = yield store(
             self.store.claim_turn,
@@ -108,7 +110,16 @@ class ConversationTurns:
             raise PoppyError(409, "message_id_conflict", "the id is one of the company's")
         if conversation.closed:
             if claim.kind == "new":
+                # Refused, so never received: the id may start another conversation.
                 yield store(self.store.release_claim, context_id=context_id, message_id=message.id)
+                yield store(
+                    self.store.release_message_id,
+                    brand_id=owner[0],
+                    issuer=owner[1],
+                    sub=owner[2],
+                    message_id=message.id,
+                    context_id=context_id,
+                )
             raise PoppyError(
                 409,
                 "conversation_closed",
@@ -119,6 +130,33 @@ class ConversationTurns:
             # Another worker runs the bot for this message now: its answer will be an event.
             return Receipt(context_id, closed=False, status=status, working=True)
         return (yield from self.answer(agent, conversation, message, claim, now, issuer, status))
+
+    def claim_message_id(
+        self, owner: tuple[str, str, str], context_id: str, message_id: str
+    ) -> SubFlow:
+        """Record `message_id` as conversation `context_id`'s, or refuse it with `409
+        message_id_conflict` when another conversation of the owner (Brand, agent, User ID)
+        holds it, whatever its content.
+
+        Why per User, not per conversation: the Personal Agent "chooses each message's id,
+        and MUST make it unique for the User" (PAP-7.3-01, `personal_agent_protocol/
+        protocol/requirements.yaml` of `personal-agent-protocol==0.26.0`), so an id names one
+        message of the User, and the SDK's reference company records ids per (client_id,
+        User ID) across conversations (`CompanyService._claim`). Sent to another
+        conversation, the id is not a retry of that message there: the bot must not run for
+        it again. The reference company answers a same-content one as a replay that adds
+        nothing; pactmw refuses it instead, as the message is not in the conversation
+        the request names."""
+        holder = yield store(
+            self.store.claim_message_id,
+            brand_id=owner[0],
+            issuer=owner[1],
+            sub=owner[2],
+            message_id=message_id,
+            context_id=context_id,
+        )
+        if holder != context_id:
+            raise PoppyError(409, "message_id_conflict", "the message id is another conversation's")
 
     def answer(
         self,

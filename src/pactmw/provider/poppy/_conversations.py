@@ -22,8 +22,10 @@ message id, so a retried `POST E` finds the conversation it made. The stored rep
 turn's record (`TurnRecord`): the agent's message as received and the company's events, so
 reads rebuild the event log from the store and a retry with other content is told
 `409 message_id_conflict` (a first message's, by any Session of its User: the id is the
-User's, PAP-7.3-01). The bot runs while `POST` waits, so its answer is in the events
-when the receipt arrives.
+User's, PAP-7.3-01). Being the User's, an id is also held by one conversation only
+(`ConversationTurns.claim_message_id`): sent to another, it is `409 message_id_conflict`
+too. The bot runs while `POST` waits, so its answer is in the events when the receipt
+arrives.
 
 A bot that needs a scope (`StepUpRequired`, or a tool the Session's scopes do not cover)
 answers with an `authorization` event (`sign_in_required` while signed out,
@@ -227,6 +229,9 @@ class PoppyConversations:
     def _create(self, agent: PoppyCaller, message: InboundMessage, issuer: str) -> SubFlow:
         """Start a conversation with its first message; the value is a `Receipt`."""
         context_id = derived_context_id(agent, message.id)
+        owner = (agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
+        # Before the conversation exists: an id another conversation holds starts none.
+        yield from self._turns.claim_message_id(owner, context_id, message.id)
         now = self._clock()
         try:
             yield store(

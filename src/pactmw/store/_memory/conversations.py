@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pactmw.store._decisions import ClaimedMessage, decide_claim
 from pactmw.store._memory.core import Context, MemoryCore, StoredMessage
+from pactmw.store._protocols.conversations import OwnedMessageId
 from pactmw.store.base import Claim, Conversation, NotFound, StoredTurn
 
 __all__ = ["ConversationsMixin"]
@@ -119,6 +120,15 @@ class ConversationsMixin(MemoryCore):
             message = ctx.messages.get(message_id)
             if message is not None and message.reply is None:
                 del ctx.messages[message_id]
+
+    def _claim_message_id(self, key: OwnedMessageId, context_id: str) -> str:
+        with self._open:
+            return self._message_ids.setdefault(key, context_id)
+
+    def _release_message_id(self, key: OwnedMessageId, context_id: str) -> None:
+        with self._open:
+            if self._message_ids.get(key) == context_id:
+                del self._message_ids[key]
 
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:
         with self._open:

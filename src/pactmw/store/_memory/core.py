@@ -115,6 +115,9 @@ class MemoryCore:
         self._lock = threading.Lock()
         self._open = _OpenLock(self)
         self._contexts: dict[str, Context] = {}
+        # (brand_id, issuer, sub, message id) -> the conversation holding it (Poppy's
+        # message ids are the owner's across conversations: `claim_message_id`).
+        self._message_ids: dict[tuple[str, str, str, str], str] = {}
         self._overrides: dict[str, bool] = {}  # issuer -> enabled
         self._runtime_agents: dict[str, StoredAgent] = {}  # by issuer
         self._devices: dict[str, DeviceAuthorization] = {}  # by device_code_hash
@@ -187,6 +190,7 @@ class MemoryCore:
         with self._lock:
             self._closed = True
             self._contexts.clear()
+            self._message_ids.clear()
             self._overrides.clear()
             self._runtime_agents.clear()
             self._devices.clear()

@@ -58,6 +58,9 @@ class RetentionMixin(DetailsMixin):
             if ctx.conversation.last_activity < idle_before
         ]
         messages = sum(len(self._contexts.pop(context_id).messages) for context_id in idle)
+        if idle:
+            gone = set(idle)
+            self._message_ids = {k: c for k, c in self._message_ids.items() if c not in gone}
         ended = [
             operation_id
             for operation_id, operation in self._operations.items()

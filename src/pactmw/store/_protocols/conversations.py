@@ -7,7 +7,10 @@ from typing import Protocol
 from pactmw.core.encoding import uuid7_text
 from pactmw.store.base import Claim, Conversation, StoredTurn, has_nul, reject_nul
 
-__all__ = ["ConversationStore"]
+__all__ = ["ConversationStore", "OwnedMessageId"]
+
+#: A message id as its owner holds it across conversations: (brand_id, issuer, sub, id).
+OwnedMessageId = tuple[str, str, str, str]
 
 
 class ConversationStore(Protocol):
@@ -163,6 +166,31 @@ class ConversationStore(Protocol):
         reject_nul(context_id=context_id, message_id=message_id, text=text)
         return self._claim_turn(context_id, message_id, text, now, lease_seconds, history_limit)
 
+    def claim_message_id(
+        self, *, brand_id: str, issuer: str, sub: str, message_id: str, context_id: str
+    ) -> str:
+        """Record `message_id` as a message of conversation `context_id`, unless one of the
+        owner's conversations already holds it; return the conversation that holds it now.
+
+        For a protocol whose message ids are unique per owner `(brand_id, issuer, sub)`
+        across conversations (Poppy, PAP-7.3-01), where `claim_turn`'s per-conversation
+        claim alone would take the id sent to another conversation as a new message. Exactly
+        one of several concurrent callers records it. `context_id` need not exist yet (a
+        conversation whose id derives from its first message claims the id first).
+        """
+        reject_nul(
+            brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, context_id=context_id
+        )
+        return self._claim_message_id((brand_id, issuer, sub, message_id), context_id)
+
+    def release_message_id(
+        self, *, brand_id: str, issuer: str, sub: str, message_id: str, context_id: str
+    ) -> None:
+        """Forget `message_id` of the owner if conversation `context_id` holds it (the
+        conversation refused the message, so it was never received); otherwise nothing."""
+        if not has_nul(brand_id, issuer, sub, message_id, context_id):
+            self._release_message_id((brand_id, issuer, sub, message_id), context_id)
+
     def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first.
 
@@ -226,6 +254,14 @@ class ConversationStore(Protocol):
     ) -> bool:
         """Store the conversation with its first message claimed at its `created_at`; False,
         storing nothing, when a `derived` id is already taken."""
+        ...
+
+    def _claim_message_id(self, key: OwnedMessageId, context_id: str) -> str:
+        """Record `key` for `context_id` unless it is recorded; the conversation holding it."""
+        ...
+
+    def _release_message_id(self, key: OwnedMessageId, context_id: str) -> None:
+        """Drop `key` if `context_id` holds it."""
         ...
 
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:

@@ -9,6 +9,7 @@ from typing import Any
 from attrs import evolve
 
 from pactmw.store._decisions import ClaimedMessage, decide_claim
+from pactmw.store._protocols.conversations import OwnedMessageId
 from pactmw.store._sql.core import Executor, SqlCore, conversation_from_row, opt_bytes
 from pactmw.store.base import (
     Claim,
@@ -160,6 +161,24 @@ class ConversationsMixin(SqlCore):
     def _release_claim(self, context_id: str, message_id: str) -> None:
         with self._write() as ex:
             ex.execute(self._sql.release_claim, (context_id, message_id))
+
+    def _claim_message_id(self, key: OwnedMessageId, context_id: str) -> str:
+        for _ in range(3):
+            with self._write() as ex:
+                # A concurrent insert of the same key waits for the first to commit
+                # (PostgreSQL) or for the write lock (sqlite), then inserts nothing; the read
+                # (a statement of its own under READ COMMITTED) sees the winner's row.
+                ex.execute(self._sql.insert_message_id, (*key, context_id))
+                row = ex.execute(self._sql.message_id_holder, key).fetchone()
+            if row is not None:
+                return str(row[0])
+            # The winner's row was released in between (its conversation refused the
+            # message): the id is free again, so try again.
+        raise StoreError(f"message id {key[3]!r} kept changing hands")
+
+    def _release_message_id(self, key: OwnedMessageId, context_id: str) -> None:
+        with self._write() as ex:
+            ex.execute(self._sql.release_message_id, (*key, context_id))
 
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:
         with self._read() as ex:

@@ -12,7 +12,12 @@ from __future__ import annotations
 from pactmw.store._sql import account_tokens, operations, sessions
 from pactmw.store._sql.dialect import POSTGRES_COLUMNS, SQLITE_COLUMNS, ColumnTypes
 
-__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "schema_migrations"]
+__all__ = [
+    "MESSAGE_IDS_BACKFILL",
+    "POSTGRES_MIGRATIONS",
+    "SQLITE_MIGRATIONS",
+    "schema_migrations",
+]
 
 
 # Version 2's table, and sqlite's rebuild of it in version 10 (`pa_sub` may be NULL).
@@ -200,6 +205,42 @@ def schema_migrations(
     )
 
 
+def _message_ids(types: ColumnTypes) -> tuple[str, ...]:
+    """Version 12: the message ids each owner (brand, agent, user) holds across its
+    conversations, and which conversation holds each (`claim_message_id`: a Poppy message
+    id is the User's, PAP-7.3-01). A surrogate `id` keeps Django's model (one-column
+    primary keys before Django 5.2) the same table; the unique key is the invariant.
+    Filled from the Poppy conversations already stored (their `issuer` is "poppy " and the
+    agent's client_id); an id that two of them hold (sent before this version) is recorded
+    for one of them."""
+    return types.fill(
+        """
+        CREATE TABLE pactmw_message_ids (
+            id {serial_key},
+            brand_id TEXT NOT NULL,
+            issuer TEXT NOT NULL,
+            sub TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            context_id TEXT NOT NULL,
+            CONSTRAINT pactmw_message_ids_key UNIQUE (brand_id, issuer, sub, message_id)
+        )
+        """,
+        # Cleanup deletes an idle conversation's ids with it.
+        "CREATE INDEX pactmw_message_ids_context ON pactmw_message_ids (context_id)",
+        MESSAGE_IDS_BACKFILL,
+    )
+
+
+#: Version 12's backfill, the same statement in the Django migration (0003).
+MESSAGE_IDS_BACKFILL = """
+        INSERT INTO pactmw_message_ids (brand_id, issuer, sub, message_id, context_id)
+        SELECT c.brand_id, c.issuer, c.sub, m.message_id, MIN(m.context_id)
+        FROM pactmw_messages m JOIN pactmw_conversations c ON c.context_id = m.context_id
+        WHERE c.issuer LIKE 'poppy %'
+        GROUP BY c.brand_id, c.issuer, c.sub, m.message_id
+        """
+
+
 SQLITE_MIGRATIONS = (
     *schema_migrations(
         SQLITE_COLUMNS,
@@ -226,6 +267,7 @@ SQLITE_MIGRATIONS = (
     ),
     # Version 11: Poppy operations (Operations v1) and API writes' Idempotency-Key answers.
     operations.migration(SQLITE_COLUMNS),
+    _message_ids(SQLITE_COLUMNS),
 )
 POSTGRES_MIGRATIONS = (
     *schema_migrations(
@@ -234,4 +276,5 @@ POSTGRES_MIGRATIONS = (
         ("ALTER TABLE pactmw_device_authorizations ALTER COLUMN pa_sub DROP NOT NULL",),
     ),
     operations.migration(POSTGRES_COLUMNS),
+    _message_ids(POSTGRES_COLUMNS),
 )

@@ -42,6 +42,7 @@ class RetentionMixin(SqlCore):
                 if self._locks_rows:
                     ex.execute(sql.lock_idle_conversations, cutoff).fetchall()
                 messages = ex.execute(sql.delete_idle_messages, cutoff).rowcount
+                ex.execute(sql.delete_idle_message_ids, cutoff)
                 conversations = ex.execute(sql.delete_idle_conversations, cutoff).rowcount
                 operations = ex.execute(
                     self._operation_sql.purge_operations, (conversations_idle_before, now)

@@ -80,6 +80,20 @@ class Statements(DelegationStatements):
         self.release_claim = q(
             "DELETE FROM pactmw_messages WHERE context_id = ? AND message_id = ? AND reply IS NULL"
         )
+        # An owner's message ids across conversations (`claim_message_id`): the unique key
+        # lets exactly one of concurrent inserts record an id; the read then names its holder.
+        self.insert_message_id = q(
+            "INSERT INTO pactmw_message_ids (brand_id, issuer, sub, message_id, context_id)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (brand_id, issuer, sub, message_id) DO NOTHING"
+        )
+        self.message_id_holder = q(
+            "SELECT context_id FROM pactmw_message_ids"
+            " WHERE brand_id = ? AND issuer = ? AND sub = ? AND message_id = ?"
+        )
+        self.release_message_id = q(
+            "DELETE FROM pactmw_message_ids"
+            " WHERE brand_id = ? AND issuer = ? AND sub = ? AND message_id = ? AND context_id = ?"
+        )
         self.start_conversation = q(
             "INSERT INTO pactmw_conversations"
             " (context_id, brand_id, issuer, sub, created_at, last_activity, closed, account)"
@@ -181,6 +195,10 @@ class Statements(DelegationStatements):
         )
         self.delete_idle_messages = q(
             "DELETE FROM pactmw_messages WHERE context_id IN"
+            " (SELECT context_id FROM pactmw_conversations WHERE last_activity < ?)"
+        )
+        self.delete_idle_message_ids = q(
+            "DELETE FROM pactmw_message_ids WHERE context_id IN"
             " (SELECT context_id FROM pactmw_conversations WHERE last_activity < ?)"
         )
         self.delete_idle_conversations = q(
