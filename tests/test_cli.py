@@ -359,7 +359,7 @@ def test_serve_says_once_that_same_app_consent_cannot_work_under_it(tmp_path: Pa
     assert "brands.acme.delegation.login" in warnings[0]
     assert "pactmw serve serves none" in warnings[0]
     assert (
-        "Mount the Provider in your app instead (a2a_mount(provider, current_user=...)), "
+        "Mount the Provider in your app instead (a2a_routes(provider, current_user=...)), "
         'or login = "brand"' in warnings[0]
     )
     assert "A2AProviderApp" not in warnings[0]

@@ -151,7 +151,7 @@ def _serve(
     warn_if_signed_in_user_unknown(
         provider,
         "an app of yours (pactmw serve serves none)",
-        remedy="Mount the Provider in your app instead (a2a_mount(provider, current_user=...))",
+        remedy="Mount the Provider in your app instead (a2a_routes(provider, current_user=...))",
     )
     config = uvicorn.Config(
         A2AProviderApp(provider, current_user=_nobody_signed_in),

@@ -104,7 +104,7 @@ def public_oauth_flow(
         logger.exception(
             "consent page of brand %r failed (if current_user reads the host app's "
             "session or user, serve the Provider inside the host app, after its "
-            "middleware: pactmw.adapters.asgi.a2a_mount)",
+            "middleware: pactmw.adapters.asgi.a2a_routes)",
             brand.id,
         )
         failed = ConsentRefused("Something went wrong on our side. Please try again later.", 500)
