@@ -322,7 +322,7 @@ def test_a_consent_page_that_fails_is_html_never_an_a2a_error(
     assert response.status_code == 500
     assert response.headers["content-type"].startswith("text/html")
     assert "a2a" not in response.headers["content-type"]
-    assert "a2a_mount" in caplog.text
+    assert "a2a_routes" in caplog.text
 
 
 # -- 7. Django: settings checked at startup, other pages untouched ------------------------------
