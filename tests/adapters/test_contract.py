@@ -379,6 +379,22 @@ def test_a_method_no_route_has_is_an_empty_404_on_provider_paths(target: Target)
             assert response.content == b"", (method, path)
 
 
+def test_a_method_in_lower_case_is_no_route_on_provider_paths(target: Target) -> None:
+    # Found by fuzzing: Django upper-cases `request.method`, so `get` was a GET there (the
+    # card, the pages, a 401 on tasks) while every other server had the Provider's bare 404.
+    # Methods are case-sensitive (RFC 9110 §9.1): `get` is a method no route has.
+    headers = target.headers(target.token())
+    for method, path in (
+        ("get", "/a2a/acme/.well-known/agent-card.json"),
+        ("get", "/a2a/acme/oauth/consent"),
+        ("Get", "/a2a/acme/tasks"),
+        ("post", "/a2a/acme/message:send"),
+        ("options", "/a2a/acme/oauth/jwks.json"),
+    ):
+        status, _, body = _exchange(target, method, path, headers)
+        assert (status, body) == (404, b""), (target.name, method, path, status, body[:200])
+
+
 def test_a_body_shorter_than_its_content_length_is_a_400(target: Target) -> None:
     # Found by tests/advisories/test_generated_requests.py: Werkzeug's ClientDisconnected
     # escaped the WSGI body reader when an upload ended before its declared length (a 500
