@@ -314,6 +314,22 @@ def test_an_oversized_page_form_gets_the_pages_error_page(target: Target) -> Non
         assert response.content == b"", path
 
 
+def test_a_repeated_origin_on_a_page_form_is_a_cross_site_post(target: Target) -> None:
+    # Found by fuzzing: a repeated `Origin` was read as no `Origin` (as a repeated header is
+    # missing), so on ASGI servers a page form posted with two passed the check meant to stop
+    # cross-site posts (a 400 from the form after it), while the WSGI servers, which join
+    # repeated lines into one value, refused it (403). Repeated, it is refused everywhere,
+    # even the page's own origin twice: a browser sends one.
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    body = b"session=s&decision=allow&scope=orders%3Aread&action=revoke&grant=g"
+    for origin in ("https://evil.example", BASE_URL):
+        headers = [("Origin", origin), ("Origin", origin), *form.items()]
+        for path, _ in PAGE_FORMS:
+            response = target.client.post(path, content=body, headers=headers)
+            assert response.status_code == 403, (path, origin, response.text[:300])
+            assert "did not come from" in response.text, (path, response.text[:300])
+
+
 # -- paths ---------------------------------------------------------------------------------------
 
 
