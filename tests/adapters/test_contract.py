@@ -314,6 +314,22 @@ def test_an_oversized_page_form_gets_the_pages_error_page(target: Target) -> Non
         assert response.content == b"", path
 
 
+def test_a_repeated_origin_on_a_page_form_is_a_cross_site_post(target: Target) -> None:
+    # Found by fuzzing: a repeated `Origin` was read as no `Origin` (as a repeated header is
+    # missing), so on ASGI servers a page form posted with two passed the check meant to stop
+    # cross-site posts (a 400 from the form after it), while the WSGI servers, which join
+    # repeated lines into one value, refused it (403). Repeated, it is refused everywhere,
+    # even the page's own origin twice: a browser sends one.
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    body = b"session=s&decision=allow&scope=orders%3Aread&action=revoke&grant=g"
+    for origin in ("https://evil.example", BASE_URL):
+        headers = [("Origin", origin), ("Origin", origin), *form.items()]
+        for path, _ in PAGE_FORMS:
+            response = target.client.post(path, content=body, headers=headers)
+            assert response.status_code == 403, (path, origin, response.text[:300])
+            assert "did not come from" in response.text, (path, response.text[:300])
+
+
 # -- paths ---------------------------------------------------------------------------------------
 
 
@@ -377,6 +393,49 @@ def test_a_method_no_route_has_is_an_empty_404_on_provider_paths(target: Target)
             response = target.client.request(method, path, headers=headers)
             assert response.status_code == 404, (method, path, response.text[:200])
             assert response.content == b"", (method, path)
+
+
+def test_a_method_in_lower_case_is_no_route_on_provider_paths(target: Target) -> None:
+    # Found by fuzzing: Django upper-cases `request.method`, so `get` was a GET there (the
+    # card, the pages, a 401 on tasks) while every other server had the Provider's bare 404.
+    # Methods are case-sensitive (RFC 9110 §9.1): `get` is a method no route has.
+    headers = target.headers(target.token())
+    for method, path in (
+        ("get", "/a2a/acme/.well-known/agent-card.json"),
+        ("get", "/a2a/acme/oauth/consent"),
+        ("Get", "/a2a/acme/tasks"),
+        ("post", "/a2a/acme/message:send"),
+        ("options", "/a2a/acme/oauth/jwks.json"),
+    ):
+        status, _, body = _exchange(target, method, path, headers)
+        assert (status, body) == (404, b""), (target.name, method, path, status, body[:200])
+
+
+def test_provider_paths_the_framework_cannot_route_get_the_providers_answer(
+    target: Target,
+) -> None:
+    # Found by fuzzing: Flask's rule for the Provider's paths did not take an empty segment
+    # (Werkzeug answered its own 308 to the merged path) nor a decoded newline (its own HTML
+    # 404; a 404 to OPTIONS where the Provider's 204 says what the path takes). The
+    # Provider answers every path under its mount, as on every other adapter.
+    headers = target.headers(target.token())
+    for method, path, status in (
+        ("GET", "/a2a//tasks", 404),
+        ("POST", "/a2a//oauth/consent/decision", 404),
+        ("GET", "/a2a/acme//tasks", 404),
+    ):
+        got, _, body = _exchange(target, method, path, headers)
+        assert (got, body) == (status, b""), (target.name, method, path, got, body[:200])
+    if target.name in ("starlette", "fastapi"):
+        pytest.xfail("a2a_mount: Starlette's Mount does not match a decoded newline (left)")
+    for method, path, status in (
+        ("GET", "/a2a/acme/tasks/a%0Ab", 404),  # TASK_NOT_FOUND, an A2A error body
+        ("OPTIONS", "/a2a/acme/tasks/a%0Ab", 204),
+        ("DELETE", "/a2a/acme/tasks/a%0Ab/pushNotificationConfigs/c-1", 400),
+    ):
+        got, answered, _ = _exchange(target, method, path, headers)
+        assert got == status, (target.name, method, path, got)
+        assert not answered.get("content-type", "").startswith("text/html"), (target.name, path)
 
 
 def test_a_body_shorter_than_its_content_length_is_a_400(target: Target) -> None:

@@ -23,10 +23,21 @@ def to_django(response: Response) -> HttpResponse:
     return result
 
 
+def method_as_sent(request: HttpRequest) -> str:
+    """The request's method as the client sent it. Django upper-cases `request.method`, but
+    methods are case-sensitive (RFC 9110 §9.1): `get` is no GET, and the Provider answers
+    it as every other server's adapter does (a bare 404)."""
+    scope = getattr(request, "scope", None)  # an ASGIRequest's META has the upper-cased one
+    if isinstance(scope, dict) and isinstance(scope.get("method"), str):
+        return str(scope["method"])
+    sent = request.META.get("REQUEST_METHOD")
+    return sent if isinstance(sent, str) and sent else request.method or "GET"
+
+
 def neutral_request(request: HttpRequest) -> Request:
     """`path_info` is the path below the script prefix, percent-decoded once by Django."""
     return Request(
-        method=request.method or "GET",
+        method=method_as_sent(request),
         path=request.path_info,
         query=request.META.get("QUERY_STRING", ""),
         headers=tuple((name.lower(), value) for name, value in request.headers.items()),
@@ -79,6 +90,7 @@ def refused(exc: RequestRefused) -> HttpResponse:
 __all__ = [
     "abody_reader",
     "body_reader",
+    "method_as_sent",
     "neutral_request",
     "refused",
     "to_django",

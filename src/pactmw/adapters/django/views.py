@@ -10,7 +10,13 @@ from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.adapters._common import NOT_FOUND
 from pactmw.adapters.django._config import configured
-from pactmw.adapters.django._http import body_reader, neutral_request, refused, to_django
+from pactmw.adapters.django._http import (
+    body_reader,
+    method_as_sent,
+    neutral_request,
+    refused,
+    to_django,
+)
 from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
@@ -73,7 +79,7 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
         provider = _provider()  # answered as `a2a_view` answers without one
         if not isinstance(provider, Provider):
             return provider
-        method = request.method or "GET"
+        method = method_as_sent(request)
         return to_django(provider.poppy_discovery(brand_id, request.get_host(), method))
 
     return view

@@ -65,9 +65,11 @@ class ServerContext:
 
     def same_origin(self, request: Request) -> bool:
         """Whether a page's form post did not come from another site: its `Origin`, when the
-        browser sends one, is the server's own."""
-        origin = request.header("origin")
-        return origin is None or origin == serialized_origin(self.base_url)
+        browser sends one, is the server's own. A repeated `Origin` is no browser's (it sends
+        one): refused, never read as missing (as `Request.header` reads a repeated header),
+        which would let it pass; WSGI servers join the lines into one value, refused too."""
+        origins = [value for name, value in request.headers if name == "origin"]
+        return not origins or origins == [serialized_origin(self.base_url)]
 
 
 __all__ = [
