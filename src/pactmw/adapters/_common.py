@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
@@ -22,6 +22,7 @@ __all__ = [
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
     "OnceWarning",
+    "bounded_body",
     "declared_length",
     "instance_or_none",
     "make_guard",
@@ -97,6 +98,24 @@ def whole_body(body: bytes, declared: int | None) -> bytes:
     if declared is not None and len(body) < declared:
         raise RequestRefused(400)
     return body
+
+
+def bounded_body(
+    content_length: str | None, limit: int, read: Callable[[int], bytes]
+) -> bytes | None:
+    """The request body, or None when it is longer than `limit`, declared or not: a declared
+    length over it is refused before anything is read, and `read(n)` (at most `n` bytes of
+    the body, the framework's blocking read) stops one byte past it, so a chunked body is
+    never read further. Raises `RequestRefused(400)` for a `Content-Length` that is not
+    digits (`declared_length`) or a body that ended before it (`whole_body`): the rules of
+    every blocking body reader (WSGI, Flask, Django), which only say how to read."""
+    declared = declared_length(content_length)
+    if declared is not None and declared > limit:
+        return None
+    body = read(limit + 1)
+    if len(body) > limit:
+        return None
+    return whole_body(body, declared)
 
 
 def instance_or_none(found: object, kind: type[_T]) -> _T | None:
