@@ -793,3 +793,17 @@ def test_a_delegation_where_no_brand_accepts_one_is_refused_never_ignored(
     for variant in target.variants:
         scoped = target.client.get(f"/api/scoped-{variant}", headers=both)
         assert_refused(scoped, INVALID_TOKEN)
+
+
+def test_the_optional_decorator_verifies_a_delegation_as_the_required_one_does(
+    target: Target,
+) -> None:
+    # docs/adapters.md: "Middleware, decorators and dependencies check the same things", in
+    # optional mode too: a delegation that comes with an identity is verified and attached.
+    delegation, account = target.delegation("orders:read")
+    good = target.headers(target.token(), delegation)
+    assert_caller(target.client.get("/optional", headers=good), account=account)
+    bad = target.headers(target.token(), "not-a-delegation-token")
+    assert_refused(target.client.get("/optional", headers=bad), INVALID_TOKEN)
+    # A delegation alone is bound to no identity: refused, never taken for an anonymous call.
+    assert_refused(target.client.get("/optional", headers={"X-A2A-User-Delegation": delegation}))
