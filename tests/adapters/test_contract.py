@@ -807,3 +807,48 @@ def test_the_optional_decorator_verifies_a_delegation_as_the_required_one_does(
     assert_refused(target.client.get("/optional", headers=bad), INVALID_TOKEN)
     # A delegation alone is bound to no identity: refused, never taken for an anonymous call.
     assert_refused(target.client.get("/optional", headers={"X-A2A-User-Delegation": delegation}))
+
+
+@pytest.fixture(scope="module")
+def default_prefix_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    extra = {"protect_prefix": "/a2a/"}
+    with harness(tmp_path_factory.mktemp("contract-default-prefix"), extra) as started:
+        yield started
+
+
+@pytest.mark.parametrize("name", ["flask", "django-wsgi", "django-asgi"])
+def test_the_providers_own_routes_under_the_default_prefix_authenticate_themselves(
+    default_prefix_servers: Harness, name: str
+) -> None:
+    # docs/adapters.md: with the prefix the Provider is served under (`/a2a/`, the default),
+    # "the Provider's own /a2a/{brand}/... routes authenticate themselves": the card is
+    # public, an unknown route is the Provider's bare 404 before authentication, and its
+    # operations answer their own 401. (The adapters configured from settings know they serve
+    # the Provider; by hand, ASGI and WSGI are told not to guard `/a2a/`: docs/provider.md.)
+    target = default_prefix_servers.get(name)
+    card = target.client.get("/a2a/acme/.well-known/agent-card.json")
+    assert card.status_code == 200, card.text[:200]
+    for path in ("/a2a/acme/nothing", "/a2a/nobody/.well-known/agent-card.json", "/a2a/"):
+        unknown = target.client.get(path)
+        assert (unknown.status_code, unknown.content) == (404, b""), (path, unknown.text[:200])
+    message = {"message": a2a_message("hello")}
+    assert_refused(target.client.post("/a2a/acme/message:send", json=message))
+    sent = target.client.post(
+        "/a2a/acme/message:send",
+        json=message,
+        headers={**target.headers(target.token()), "Content-Type": "application/a2a+json"},
+    )
+    assert sent.status_code == 200, sent.text[:300]
+
+
+def test_every_path_under_the_providers_mount_is_the_providers(target: Target) -> None:
+    # docs/adapters.md: "every method on a Provider path reaches the Provider, whose unmatched
+    # routes are an empty 404": the mount's own path (`/a2a/`) too, for every method (Flask
+    # answered it with its HTML 404 page, fixed with the empty segments in
+    # test_provider_paths_the_framework_cannot_route_get_the_providers_answer).
+    headers = target.headers(target.token())
+    for method in ("GET", "POST", "OPTIONS"):
+        for path in ("/a2a/", "/a2a//acme/message:send", "/a2a/acme//message:send"):
+            response = target.client.request(method, path, headers=headers)
+            where = (method, path, response.status_code, response.text[:200])
+            assert (response.status_code, response.content) == (404, b""), where
