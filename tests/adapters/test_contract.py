@@ -680,6 +680,10 @@ def test_the_prefixs_own_path_without_its_slash_is_guarded(target: Target) -> No
     # docs/adapters.md: the middleware verifies "the prefix's own path without its slash".
     assert_refused(target.client.get("/api"))
     assert_refused(target.client.get("/api", headers=target.headers("garbage")))
+    # Its slash-ended path and an empty segment under it too: the app's router (which might
+    # redirect them elsewhere) runs after the guard.
+    for path in ("/api/", "/api//echo"):
+        assert_refused(target.client.get(path))
 
 
 def test_a_delegation_without_the_identity_is_the_bare_challenge(target: Target) -> None:
