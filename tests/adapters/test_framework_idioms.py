@@ -427,27 +427,27 @@ def _manage_py_check(
     )
 
 
-@pytest.mark.parametrize(
-    ("broken", "named"),
-    [
-        pytest.param({"audiance": "x"}, "audiance", id="typo"),
-        pytest.param({"audience": None}, "audience", id="no-audience"),
-        pytest.param(
-            {"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"
-        ),
-        pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
-        pytest.param(
-            {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
-            "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
-            id="signing-key-file",
-        ),
-        pytest.param(
-            {"protect_prefix": "api/"},
-            "protect_prefix must be a path starting with '/' (got 'api/')",
-            id="prefix-without-slash",
-        ),
-    ],
-)
+#: Bad `PACTMW` settings and what the report names: Django's system check and Flask's
+#: `init_app` report each at startup, alike.
+BAD_SETTINGS = [
+    pytest.param({"audiance": "x"}, "audiance", id="typo"),
+    pytest.param({"audience": None}, "audience", id="no-audience"),
+    pytest.param({"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"),
+    pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
+    pytest.param(
+        {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
+        "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
+        id="signing-key-file",
+    ),
+    pytest.param(
+        {"protect_prefix": "api/"},
+        "protect_prefix must be a path starting with '/' (got 'api/')",
+        id="prefix-without-slash",
+    ),
+]
+
+
+@pytest.mark.parametrize(("broken", "named"), BAD_SETTINGS)
 def test_manage_py_check_reports_a_bad_pactmw_setting(
     tmp_path: Path, settings: dict[str, Any], broken: dict[str, Any], named: str
 ) -> None:
@@ -672,6 +672,18 @@ def test_flask_refuses_a_prefix_without_its_leading_slash_at_init_app(
     with pytest.raises(ConfigError) as caught:
         flask_adapter.Pactmw(app)
     assert str(caught.value) == "protect_prefix must be a path starting with '/' (got 'api/')"
+
+
+@pytest.mark.parametrize(("broken", "named"), BAD_SETTINGS)
+def test_flask_refuses_a_bad_pactmw_setting_at_init_app(
+    settings: dict[str, Any], broken: dict[str, Any], named: str
+) -> None:
+    # The cases Django's system check reports (pactmw.E001), at Flask's startup.
+    app = Flask("idioms")
+    app.config["PACTMW"] = {k: v for k, v in {**settings, **broken}.items() if v is not None}
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert named in str(caught.value)
 
 
 def test_flask_names_a_missing_pactmw_setting_at_init_app() -> None:
