@@ -38,6 +38,7 @@ from pactmw.adapters import asgi, wsgi
 from pactmw.adapters import fastapi as fastapi_adapter
 from pactmw.adapters import flask as flask_adapter
 from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard, guard_from_mapping
 
 if TYPE_CHECKING:
@@ -53,15 +54,47 @@ ACTION = "create_order"
 WELL_KNOWN = "/.well-known/apple-app-site-association"
 
 
-def describe(caller: PersonalAgent | None, via: str) -> dict[str, Any]:
-    """What every route reports about the caller it saw."""
+def describe(
+    caller: PersonalAgent | None, via: str, named: Any = None, granted: Any = None
+) -> dict[str, Any]:
+    """What every route reports about the caller it saw: `caller` as the adapter's accessor
+    gives it, and (`named`, `granted`) the caller's actor id and delegated scopes as the
+    framework's guide says to read them, where that is another place (`request.user`,
+    `request.auth.scopes`, `environ["pactmw.personal_agent"]`)."""
     delegation = caller.delegation if caller is not None else None
+    actor_id = caller.actor_id if caller is not None else None
+    scopes = sorted(delegation.scopes) if delegation is not None else []
     return {
-        "actor_id": caller.actor_id if caller is not None else None,
+        "actor_id": actor_id,
         "account": delegation.account if delegation is not None else None,
-        "scopes": sorted(delegation.scopes) if delegation is not None else [],
+        "scopes": scopes,
         "via": via,
+        "named": actor_id if named is None else named,
+        "granted": scopes if granted is None else granted,
     }
+
+
+def asgi_describe(
+    request: StarletteRequest, via: str, caller: PersonalAgent | None = None
+) -> dict[str, Any]:
+    """`describe` of a Starlette/FastAPI request: its caller (`caller`, a dependency's, or
+    `current_personal_agent`) and what `request.user` and `request.auth.scopes` say."""
+    found = caller if caller is not None else asgi.current_personal_agent(request)
+    user = request.scope.get("user")
+    auth = request.scope.get("auth")
+    named = user.personal_agent.actor_id if isinstance(user, asgi.PersonalAgentUser) else ""
+    held = list(auth.scopes) if auth is not None else []
+    granted = sorted(scope.removeprefix("scope:") for scope in held if scope.startswith("scope:"))
+    return describe(found, via, named if found is not None else None, granted)
+
+
+def delegation_options(config: dict[str, Any], provider: Provider) -> dict[str, Any]:
+    """The delegation arguments of an adapter built by hand, as `PACTMW["delegation_brand"]`
+    configures Flask's and Django's: none when the settings name no delegation Brand."""
+    brand = config.get("delegation_brand")
+    if brand is None:
+        return {}
+    return {"delegation_provider": provider, "delegation_brand": brand}
 
 
 def parafe_reply(turn: Any, text: str) -> dict[str, Any]:
@@ -90,7 +123,7 @@ def starlette_app(config: dict[str, Any]) -> Any:
     guard = guard_from_mapping(config)
     provider = guard.provider
     assert provider is not None
-    options: dict[str, Any] = {"delegation_provider": provider, "delegation_brand": BRAND}
+    options = delegation_options(config, provider)
     required = asgi.personal_agent_required(guard.verifier, **options)
     optional = asgi.personal_agent_required(guard.verifier, optional=True, **options)
     scoped = asgi.delegation_required(SCOPE)
@@ -102,13 +135,13 @@ def starlette_app(config: dict[str, Any]) -> Any:
                 json.loads(await request.body())
             except ValueError:
                 return PlainTextResponse("body is not JSON", status_code=400)
-        return JSONResponse(describe(asgi.current_personal_agent(request), "scope"))
+        return JSONResponse(asgi_describe(request, "scope"))
 
     def sync_view(request: StarletteRequest) -> Response:
-        return JSONResponse(describe(asgi.current_personal_agent(request), "sync"))
+        return JSONResponse(asgi_describe(request, "sync"))
 
     async def async_view(request: StarletteRequest) -> Response:
-        return JSONResponse(describe(asgi.current_personal_agent(request), "async"))
+        return JSONResponse(asgi_describe(request, "async"))
 
     def parafe_sync(request: StarletteRequest) -> Response:
         return JSONResponse(parafe_reply(asgi.current_parafe(request), "sync"))
@@ -152,7 +185,7 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     guard = guard_from_mapping(config)
     provider = guard.provider
     assert provider is not None
-    options: dict[str, Any] = {"delegation_provider": provider, "delegation_brand": BRAND}
+    options = delegation_options(config, provider)
     caller = fastapi_adapter.PersonalAgentScheme(guard.verifier, **options)
     anyone = fastapi_adapter.PersonalAgentScheme(guard.verifier, optional=True, **options)
     parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
@@ -167,7 +200,7 @@ def fastapi_app(config: dict[str, Any]) -> Any:
                 json.loads(await request.body())
             except ValueError:
                 return PlainTextResponse("body is not JSON", status_code=400)
-        return describe(asgi.current_personal_agent(request), "scope")
+        return asgi_describe(request, "scope")
 
     # One route per method: FastAPI gives each operation of a route the same id otherwise.
     app.add_api_route("/api/echo", echo, methods=["GET"], name="echo_get")
@@ -176,31 +209,36 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     @app.get("/public")
     @app.get("/apiary")
     async def public(request: Request) -> Any:
-        return describe(asgi.current_personal_agent(request), "async")
+        return asgi_describe(request, "async")
 
     @app.get("/decorated-sync")
-    def decorated_sync(agent: PersonalAgent = Security(caller)) -> Any:  # noqa: B008
-        return describe(agent, "sync")
+    def decorated_sync(request: Request, agent: PersonalAgent = Security(caller)) -> Any:  # noqa: B008
+        return asgi_describe(request, "sync", agent)
 
     @app.get("/decorated-async")
-    async def decorated_async(agent: PersonalAgent = Security(caller)) -> Any:  # noqa: B008
-        return describe(agent, "async")
+    async def decorated_async(request: Request, agent: PersonalAgent = Security(caller)) -> Any:  # noqa: B008
+        return asgi_describe(request, "async", agent)
 
     @app.get("/optional")
-    async def optional(agent: PersonalAgent | None = Security(anyone)) -> Any:  # noqa: B008
-        return describe(agent, "async")
+    async def optional(
+        request: Request,
+        agent: PersonalAgent | None = Security(anyone),  # noqa: B008
+    ) -> Any:
+        return asgi_describe(request, "async", agent)
 
     @app.get("/api/scoped-sync")
     def scoped_sync(
+        request: Request,
         agent: PersonalAgent = Security(caller, scopes=[SCOPE]),  # noqa: B008
     ) -> Any:
-        return describe(agent, "sync")
+        return asgi_describe(request, "sync", agent)
 
     @app.get("/api/scoped-async")
     async def scoped_async(
+        request: Request,
         agent: PersonalAgent = Security(caller, scopes=[SCOPE]),  # noqa: B008
     ) -> Any:
-        return describe(agent, "async")
+        return asgi_describe(request, "async", agent)
 
     @app.post("/parafe-sync")
     @parafe
@@ -230,7 +268,7 @@ def fastapi_app(config: dict[str, Any]) -> Any:
 
     @app.get(WELL_KNOWN)
     async def well_known(request: Request) -> Any:
-        return describe(asgi.current_personal_agent(request), "async")
+        return asgi_describe(request, "async")
 
     return app
 
@@ -245,16 +283,22 @@ def _wsgi_json(start_response: StartResponse, status: str, body: Any) -> Iterabl
     return [data]
 
 
+def wsgi_describe(environ: WSGIEnvironment, via: str) -> dict[str, Any]:
+    """`describe` of a WSGI request: its caller, and what the documented environ key holds."""
+    found = wsgi.current_personal_agent(environ)
+    named = environ.get("pactmw.personal_agent")
+    actor_id = named.actor_id if isinstance(named, PersonalAgent) else ""
+    return describe(found, via, actor_id if found is not None else None)
+
+
 def wsgi_app(config: dict[str, Any]) -> Any:
     guard = guard_from_mapping(config)
     provider = guard.provider
     assert provider is not None
-    options: dict[str, Any] = {"delegation_provider": provider, "delegation_brand": BRAND}
+    options = delegation_options(config, provider)
 
     def view(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        return _wsgi_json(
-            start_response, "200 OK", describe(wsgi.current_personal_agent(environ), "sync")
-        )
+        return _wsgi_json(start_response, "200 OK", wsgi_describe(environ, "sync"))
 
     def echo(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "POST":
@@ -262,9 +306,7 @@ def wsgi_app(config: dict[str, Any]) -> Any:
                 json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)))
             except ValueError:
                 return _wsgi_json(start_response, "400 Bad Request", {"error": "not JSON"})
-        return _wsgi_json(
-            start_response, "200 OK", describe(wsgi.current_personal_agent(environ), "environ")
-        )
+        return _wsgi_json(start_response, "200 OK", wsgi_describe(environ, "environ"))
 
     def parafe_view(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))

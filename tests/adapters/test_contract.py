@@ -10,12 +10,15 @@ tokens) run on the same adapters in `test_identity_over_http.py`.
 from __future__ import annotations
 
 import socket
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from pactmw.protocols.delegation import mint_access_token
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
 from pactmw.provider.delegated import FORM_LIMIT
@@ -63,6 +66,10 @@ def assert_caller(response: httpx.Response, **expected: Any) -> dict[str, Any]:
     assert response.status_code == 200, (response.status_code, response.text[:300])
     body: dict[str, Any] = response.json()
     assert body["actor_id"] == expected.get("actor_id", ACTOR)
+    # Where the framework's guide says to read the caller (`request.user`,
+    # `request.auth.scopes`, `environ["pactmw.personal_agent"]`), it is the same caller.
+    assert body.get("named", body["actor_id"]) == body["actor_id"], body
+    assert body.get("granted", body["scopes"]) == body["scopes"], body
     for key, value in expected.items():
         assert body[key] == value, (key, body)
     return body
@@ -664,3 +671,188 @@ def test_the_apps_own_well_known_documents_stay_its_own(poppy_servers: Harness, 
     assert_caller(target.client.get("/.well-known/apple-app-site-association"), actor_id=None)
     host = {"Host": "shop.example"}
     assert target.client.get("/.well-known/poppy.json", headers=host).status_code == 200, name
+
+
+# -- audit: what docs/adapters.md and docs/delegated.md promise, on every adapter --------------
+
+
+def test_the_prefixs_own_path_without_its_slash_is_guarded(target: Target) -> None:
+    # docs/adapters.md: the middleware verifies "the prefix's own path without its slash".
+    assert_refused(target.client.get("/api"))
+    assert_refused(target.client.get("/api", headers=target.headers("garbage")))
+    # Its slash-ended path and an empty segment under it too: the app's router (which might
+    # redirect them elsewhere) runs after the guard.
+    for path in ("/api/", "/api//echo"):
+        assert_refused(target.client.get(path))
+
+
+def test_a_delegation_without_the_identity_is_the_bare_challenge(target: Target) -> None:
+    # A delegation is bound to a personal agent's identity: alone it is no credential, so the
+    # answer is the challenge without an error code (RFC 6750 §3.1), as for no credential.
+    delegation, _ = target.delegation("orders:read")
+    alone = {"X-A2A-User-Delegation": delegation}
+    for path in [*protected(target), *(f"/api/scoped-{v}" for v in target.variants)]:
+        assert_refused(target.client.get(path, headers=alone))
+
+
+def test_a_repeated_delegation_header_is_malformed_on_every_protected_route(
+    target: Target,
+) -> None:
+    delegation, _ = target.delegation("orders:read")
+    headers = [
+        ("Authorization", f"Bearer {target.token()}"),
+        ("X-A2A-User-Delegation", delegation),
+        ("X-A2A-User-Delegation", delegation),
+    ]
+    for path in [*protected(target), *(f"/api/scoped-{v}" for v in target.variants)]:
+        assert_refused(target.client.get(path, headers=headers), INVALID_TOKEN)
+
+
+def test_a_revoked_grant_is_refused_on_the_next_request(target: Target) -> None:
+    # docs/delegated.md: delegation tokens "are checked on every request against the grant",
+    # so a revocation takes effect on the next request, whatever a cache holds.
+    delegation, account = target.delegation("orders:read")
+    headers = target.headers(target.token(), delegation)
+    paths = [*protected(target), *(f"/api/scoped-{v}" for v in target.variants)]
+    for path in paths:
+        assert_caller(target.client.get(path, headers=headers), account=account)
+    assert target.store.revoke_account_grants(account, now=time.time())
+    for path in paths:
+        assert_refused(target.client.get(path, headers=headers), INVALID_TOKEN)
+
+
+def test_an_expired_delegation_is_refused(target: Target) -> None:
+    now = time.time()
+    grant = target.store.upsert_grant(
+        grant_id=f"g-{uuid.uuid4().hex}",
+        brand_id="acme",
+        account=f"acct-{uuid.uuid4().hex[:8]}",
+        client_id=ISSUER,
+        pa_sub="user-42",
+        scopes=("orders:read",),
+        now=now,
+        expires_at=now + 3600,
+    )
+    token = mint_access_token(
+        key=target.signing.signer,
+        interface_url=f"{BASE_URL}/a2a/acme",
+        account=grant.account,
+        client_id=ISSUER,
+        scopes=grant.scopes,
+        grant_id=grant.grant_id,
+        now=now - 7200,  # an hour's token, minted two hours ago
+    )
+    headers = target.headers(target.token(), f"Bearer {token}")
+    for path in [*protected(target), *(f"/api/scoped-{v}" for v in target.variants)]:
+        assert_refused(target.client.get(path, headers=headers), INVALID_TOKEN)
+
+
+def test_the_providers_routes_refuse_without_a_token_and_cap_the_body(target: Target) -> None:
+    # docs/provider.md: the Provider authenticates its own routes and answers 413 for a body
+    # over 1 MiB, whichever adapter serves it.
+    message = {"message": a2a_message("hello")}
+    assert_refused(target.client.post("/a2a/acme/message:send", json=message))
+    expired = target.headers(target.token(iat=1_000_000_000, exp=1_000_000_100))
+    assert_refused(target.client.post("/a2a/acme/message:send", json=message, headers=expired))
+    signed = target.headers(target.token())
+    if target.name == "django-asgi":
+        # Django's ASGI handler buffers the whole body before any code of ours runs.
+        sent = target.client.post(
+            "/a2a/acme/message:send", content=b"x" * (MIB + 1), headers=signed
+        )
+        assert (sent.status_code, sent.content) == (413, b""), sent.text[:200]
+        return
+    url = httpx.URL(str(target.client.base_url))
+    head = (
+        f"POST /a2a/acme/message:send HTTP/1.1\r\nHost: {url.host}\r\n"
+        f"Authorization: {signed['Authorization']}\r\nContent-Type: application/a2a+json\r\n"
+        f"Content-Length: {MIB + 1}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection((url.host, url.port or 80), timeout=20) as sock:
+        sock.sendall(head.encode("ascii"))
+        answer = sock.recv(65536)
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == b"413", answer[:300]
+
+
+@pytest.fixture(scope="module")
+def undelegated_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    extra = {"delegation_brand": None}
+    with harness(tmp_path_factory.mktemp("contract-undelegated"), extra) as started:
+        yield started
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_a_delegation_where_no_brand_accepts_one_is_refused_never_ignored(
+    undelegated_servers: Harness, name: str
+) -> None:
+    # docs/adapters.md: "a delegation header is never ignored; one sent where no Brand accepts
+    # delegation is refused", by the middleware, the decorators and the dependencies alike.
+    target = undelegated_servers.get(name)
+    delegation, _ = target.delegation("orders:read")
+    identity = target.headers(target.token())
+    both = target.headers(target.token(), delegation)
+    for path in [*protected(target), "/optional"]:
+        assert_caller(target.client.get(path, headers=identity), account=None)
+        assert_refused(target.client.get(path, headers=both), INVALID_TOKEN)
+    for variant in target.variants:
+        scoped = target.client.get(f"/api/scoped-{variant}", headers=both)
+        assert_refused(scoped, INVALID_TOKEN)
+
+
+def test_the_optional_decorator_verifies_a_delegation_as_the_required_one_does(
+    target: Target,
+) -> None:
+    # docs/adapters.md: "Middleware, decorators and dependencies check the same things", in
+    # optional mode too: a delegation that comes with an identity is verified and attached.
+    delegation, account = target.delegation("orders:read")
+    good = target.headers(target.token(), delegation)
+    assert_caller(target.client.get("/optional", headers=good), account=account)
+    bad = target.headers(target.token(), "not-a-delegation-token")
+    assert_refused(target.client.get("/optional", headers=bad), INVALID_TOKEN)
+    # A delegation alone is bound to no identity: refused, never taken for an anonymous call.
+    assert_refused(target.client.get("/optional", headers={"X-A2A-User-Delegation": delegation}))
+
+
+@pytest.fixture(scope="module")
+def default_prefix_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    extra = {"protect_prefix": "/a2a/"}
+    with harness(tmp_path_factory.mktemp("contract-default-prefix"), extra) as started:
+        yield started
+
+
+@pytest.mark.parametrize("name", ["flask", "django-wsgi", "django-asgi"])
+def test_the_providers_own_routes_under_the_default_prefix_authenticate_themselves(
+    default_prefix_servers: Harness, name: str
+) -> None:
+    # docs/adapters.md: with the prefix the Provider is served under (`/a2a/`, the default),
+    # "the Provider's own /a2a/{brand}/... routes authenticate themselves": the card is
+    # public, an unknown route is the Provider's bare 404 before authentication, and its
+    # operations answer their own 401. (The adapters configured from settings know they serve
+    # the Provider; by hand, ASGI and WSGI are told not to guard `/a2a/`: docs/provider.md.)
+    target = default_prefix_servers.get(name)
+    card = target.client.get("/a2a/acme/.well-known/agent-card.json")
+    assert card.status_code == 200, card.text[:200]
+    for path in ("/a2a/acme/nothing", "/a2a/nobody/.well-known/agent-card.json", "/a2a/"):
+        unknown = target.client.get(path)
+        assert (unknown.status_code, unknown.content) == (404, b""), (path, unknown.text[:200])
+    message = {"message": a2a_message("hello")}
+    assert_refused(target.client.post("/a2a/acme/message:send", json=message))
+    sent = target.client.post(
+        "/a2a/acme/message:send",
+        json=message,
+        headers={**target.headers(target.token()), "Content-Type": "application/a2a+json"},
+    )
+    assert sent.status_code == 200, sent.text[:300]
+
+
+def test_every_path_under_the_providers_mount_is_the_providers(target: Target) -> None:
+    # docs/adapters.md: "every method on a Provider path reaches the Provider, whose unmatched
+    # routes are an empty 404": the mount's own path (`/a2a/`) too, for every method (Flask
+    # answered it with its HTML 404 page, fixed with the empty segments in
+    # test_provider_paths_the_framework_cannot_route_get_the_providers_answer).
+    headers = target.headers(target.token())
+    for method in ("GET", "POST", "OPTIONS"):
+        for path in ("/a2a/", "/a2a//acme/message:send", "/a2a/acme//message:send"):
+            response = target.client.request(method, path, headers=headers)
+            where = (method, path, response.status_code, response.text[:200])
+            assert (response.status_code, response.content) == (404, b""), where

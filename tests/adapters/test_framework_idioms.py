@@ -26,7 +26,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from pactmw.adapters import asgi
+from pactmw.adapters import asgi, wsgi
 from pactmw.adapters import fastapi as fastapi_adapter
 from pactmw.adapters import flask as flask_adapter
 from pactmw.config import ConfigError
@@ -37,7 +37,7 @@ from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
 from tests.adapters.commands import CHECKOUT_ENV
 from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
-from tests.adapters.test_contract import CHALLENGE, assert_refused
+from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
 from tests.support.logs import HOSTILE, assert_logs_tame
 from tests.support.net import loopback_client
@@ -186,6 +186,79 @@ def test_requires_without_any_authentication_says_what_it_needs(
         "requires() on /outside found no authentication: it reads what "
         "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware under "
         "its prefix, verified; elsewhere use personal_agent_required(verifier)"
+    ]
+
+
+def _scoped_outside_the_prefix(settings: dict[str, Any], kind: str) -> Any:
+    """A Starlette or a WSGI app whose `/outside` route is under `delegation_required` alone,
+    outside the middleware's guarded prefix: nothing verifies its callers; `/stacked` is
+    under `personal_agent_required(optional=True)` too, which verifies them."""
+    guard = guard_from_mapping(settings)
+    options: dict[str, Any] = {"delegation_provider": guard.provider, "delegation_brand": "acme"}
+    if kind == "wsgi":
+
+        def view(environ: Any, start_response: Any) -> list[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+
+        scoped = wsgi.delegation_required("orders:read")
+        routes = {
+            "/outside": scoped(view),
+            "/stacked": wsgi.personal_agent_required(guard.verifier, optional=True, **options)(
+                scoped(view)
+            ),
+        }
+
+        def dispatch(environ: Any, start_response: Any) -> Any:
+            route = routes.get(environ["PATH_INFO"])
+            if route is not None:
+                return route(environ, start_response)
+            start_response("404 Not Found", [])
+            return [b""]
+
+        return wsgi.PersonalAgentMiddleware(dispatch, guard.verifier, **options)
+
+    async def outside(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    scoped = asgi.delegation_required("orders:read")
+    anyone = asgi.personal_agent_required(guard.verifier, optional=True, **options)
+    return Starlette(
+        routes=[
+            Route("/outside", scoped(outside)),
+            Route("/stacked", anyone(scoped(outside))),
+        ],
+        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=guard.verifier, **options)],
+    )
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_delegation_required_without_any_verification_says_what_it_needs(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # Reported in the contract audit: outside the middleware's prefix nothing verifies the
+    # caller, so `delegation_required` refused a valid delegation (401 invalid_token) and
+    # nothing said why; Flask's and Django's verify the caller themselves (they have the
+    # settings), and Starlette's `requires` says so in the log. Now it says so too, once.
+    app = _scoped_outside_the_prefix(settings, kind)
+    serve = uvicorn_server if kind == "asgi" else werkzeug_server
+    target = _grants(world, settings)
+    delegation, _ = target.delegation("orders:read")
+    headers = {**bearer(token(world)), "X-A2A-User-Delegation": delegation}
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with serve(app) as base, loopback_client(base_url=base) as client:
+        for _ in range(2):
+            assert_refused(client.get("/outside", headers=headers), INVALID_TOKEN)
+        # Verified first, by the decorator: a delegation passes, and an anonymous caller
+        # (verified as none) is refused as one without a delegation, with nothing to warn of.
+        assert client.get("/stacked", headers=headers).text == "ok"
+        assert_refused(client.get("/stacked"), INVALID_TOKEN)
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        "delegation_required() on /outside found no verified caller: it reads what "
+        "PersonalAgentMiddleware verified under its prefix; elsewhere put "
+        "personal_agent_required(verifier, delegation_provider=..., delegation_brand=...) "
+        "above it"
     ]
 
 
@@ -354,27 +427,27 @@ def _manage_py_check(
     )
 
 
-@pytest.mark.parametrize(
-    ("broken", "named"),
-    [
-        pytest.param({"audiance": "x"}, "audiance", id="typo"),
-        pytest.param({"audience": None}, "audience", id="no-audience"),
-        pytest.param(
-            {"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"
-        ),
-        pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
-        pytest.param(
-            {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
-            "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
-            id="signing-key-file",
-        ),
-        pytest.param(
-            {"protect_prefix": "api/"},
-            "protect_prefix must be a path starting with '/' (got 'api/')",
-            id="prefix-without-slash",
-        ),
-    ],
-)
+#: Bad `PACTMW` settings and what the report names: Django's system check and Flask's
+#: `init_app` report each at startup, alike.
+BAD_SETTINGS = [
+    pytest.param({"audiance": "x"}, "audiance", id="typo"),
+    pytest.param({"audience": None}, "audience", id="no-audience"),
+    pytest.param({"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"),
+    pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
+    pytest.param(
+        {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
+        "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
+        id="signing-key-file",
+    ),
+    pytest.param(
+        {"protect_prefix": "api/"},
+        "protect_prefix must be a path starting with '/' (got 'api/')",
+        id="prefix-without-slash",
+    ),
+]
+
+
+@pytest.mark.parametrize(("broken", "named"), BAD_SETTINGS)
 def test_manage_py_check_reports_a_bad_pactmw_setting(
     tmp_path: Path, settings: dict[str, Any], broken: dict[str, Any], named: str
 ) -> None:
@@ -599,6 +672,18 @@ def test_flask_refuses_a_prefix_without_its_leading_slash_at_init_app(
     with pytest.raises(ConfigError) as caught:
         flask_adapter.Pactmw(app)
     assert str(caught.value) == "protect_prefix must be a path starting with '/' (got 'api/')"
+
+
+@pytest.mark.parametrize(("broken", "named"), BAD_SETTINGS)
+def test_flask_refuses_a_bad_pactmw_setting_at_init_app(
+    settings: dict[str, Any], broken: dict[str, Any], named: str
+) -> None:
+    # The cases Django's system check reports (pactmw.E001), at Flask's startup.
+    app = Flask("idioms")
+    app.config["PACTMW"] = {k: v for k, v in {**settings, **broken}.items() if v is not None}
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert named in str(caught.value)
 
 
 def test_flask_names_a_missing_pactmw_setting_at_init_app() -> None:

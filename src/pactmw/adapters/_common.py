@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
 from pactmw.config import ConfigError, guarded_prefix, require_verifier
-from pactmw.core.encoding import is_ascii_digits
+from pactmw.core.encoding import is_ascii_digits, loggable
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -18,7 +19,10 @@ from pactmw.provider.routes import MOUNT
 
 __all__ = [
     "NOT_FOUND",
+    "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
+    "OnceWarning",
+    "bounded_body",
     "declared_length",
     "instance_or_none",
     "make_guard",
@@ -30,6 +34,17 @@ __all__ = [
 
 _T = TypeVar("_T")
 _App = TypeVar("_App")
+
+logger = logging.getLogger("pactmw.adapters")
+
+#: What the ASGI and the WSGI `delegation_required` say on a request nothing verified (`%s`:
+#: the path). They read the caller a middleware or `personal_agent_required` left; Flask's
+#: and Django's verify it themselves, from the app's settings, which these have not.
+UNVERIFIED_DELEGATION = (
+    "delegation_required() on %s found no verified caller: it reads what "
+    "PersonalAgentMiddleware verified under its prefix; elsewhere put "
+    "personal_agent_required(verifier, delegation_provider=..., delegation_brand=...) above it"
+)
 
 #: The answer to a path nothing serves, the same bare 404 on every adapter.
 NOT_FOUND = error_response(RequestRefused(404))
@@ -85,6 +100,24 @@ def whole_body(body: bytes, declared: int | None) -> bytes:
     return body
 
 
+def bounded_body(
+    content_length: str | None, limit: int, read: Callable[[int], bytes]
+) -> bytes | None:
+    """The request body, or None when it is longer than `limit`, declared or not: a declared
+    length over it is refused before anything is read, and `read(n)` (at most `n` bytes of
+    the body, the framework's blocking read) stops one byte past it, so a chunked body is
+    never read further. Raises `RequestRefused(400)` for a `Content-Length` that is not
+    digits (`declared_length`) or a body that ended before it (`whole_body`): the rules of
+    every blocking body reader (WSGI, Flask, Django), which only say how to read."""
+    declared = declared_length(content_length)
+    if declared is not None and declared > limit:
+        return None
+    body = read(limit + 1)
+    if len(body) > limit:
+        return None
+    return whole_body(body, declared)
+
+
 def instance_or_none(found: object, kind: type[_T]) -> _T | None:
     """`found` when it is a `kind`, else None: how an adapter reads back what a middleware or
     decorator left on the request (an ASGI scope, a WSGI environ, Flask's `g`), where anything
@@ -101,6 +134,22 @@ def scope_refusal(caller: PersonalAgent | None, scopes: Iterable[str]) -> Respon
     except (AuthenticationFailed, InsufficientScope) as exc:
         return refusal_response(exc)
     return None
+
+
+class OnceWarning:
+    """A WARNING on `pactmw.adapters`, said once per decorated endpoint: a decorator that
+    reads what a middleware verified, on a request that nothing verified, refuses every
+    caller (a valid one too), and the log is the only place that can say why. `message`
+    takes the path (what the caller wrote, so escaped and cut short)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.said = False
+
+    def __call__(self, path: str) -> None:
+        if not self.said:
+            self.said = True
+            logger.warning(self.message, loggable(path))
 
 
 def make_guard(

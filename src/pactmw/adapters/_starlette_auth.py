@@ -3,7 +3,6 @@ an `AuthenticationBackend` for apps that mix schemes, its `on_error`, and `requi
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -18,14 +17,11 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
-from pactmw.adapters._common import instance_or_none, make_guard, scope_refusal
-from pactmw.core.encoding import loggable
+from pactmw.adapters._common import OnceWarning, instance_or_none, make_guard, scope_refusal
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard, refusal_response
-
-logger = logging.getLogger("pactmw.adapters")
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -129,34 +125,42 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     app role) is Starlette's empty `status_code` answer. No `redirect`: a personal agent
     follows no login page, and its refusal is the protocol's."""
     wanted = [scopes] if isinstance(scopes, str) else list(scopes)
-    warned = False
 
-    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
-        nonlocal warned
-        if "auth" not in request.scope and not warned:
-            # Nothing verified this request: every caller is refused, a valid one too. Said
-            # once per endpoint (Starlette's own `requires` raises an AssertionError here).
-            warned = True
-            logger.warning(
-                "requires() on %s found no authentication: it reads what "
-                "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
-                "under its prefix, verified; elsewhere use personal_agent_required(verifier)",
-                loggable(request.url.path),  # the caller's path (a Mount's `{param}`)
-            )
-        held = set(request.auth.scopes) if "auth" in request.scope else set()
-        missing = [scope for scope in wanted if scope not in held]
-        if not missing:
-            return await call()
-        if "personal_agent" in missing:
-            return to_starlette(refusal_response(AuthenticationFailed("missing_token")))
-        if any(scope == "delegated" or scope.startswith("scope:") for scope in missing):
-            needed = [s.removeprefix("scope:") for s in missing if s.startswith("scope:")]
-            refusal = scope_refusal(current_personal_agent(request), needed)
-            if refusal is not None:
-                return to_starlette(refusal)
-        return StarletteResponse(status_code=status_code)
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        unverified = OnceWarning(
+            "requires() on %s found no authentication: it reads what "
+            "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
+            "under its prefix, verified; elsewhere use personal_agent_required(verifier)"
+        )
 
-    return lambda endpoint: wrap_endpoint(endpoint, around)
+        async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
+            if not verified(request):
+                # Every caller is refused, a valid one too (Starlette's own `requires` raises
+                # an AssertionError here).
+                unverified(request.url.path)  # the caller's path (a Mount's `{param}`)
+            held = set(request.auth.scopes) if "auth" in request.scope else set()
+            missing = [scope for scope in wanted if scope not in held]
+            if not missing:
+                return await call()
+            if "personal_agent" in missing:
+                return to_starlette(refusal_response(AuthenticationFailed("missing_token")))
+            if any(scope == "delegated" or scope.startswith("scope:") for scope in missing):
+                needed = [s.removeprefix("scope:") for s in missing if s.startswith("scope:")]
+                refusal = scope_refusal(current_personal_agent(request), needed)
+                if refusal is not None:
+                    return to_starlette(refusal)
+            return StarletteResponse(status_code=status_code)
+
+        return wrap_endpoint(endpoint, around)
+
+    return decorate
+
+
+def verified(conn: HTTPConnection) -> bool:
+    """Whether something checked this request's caller (a middleware, the backend, a
+    decorator; anonymous counts): the decorators that only read the caller refuse every
+    caller of a request nothing checked, and say so (`OnceWarning`)."""
+    return SCOPE_KEY in conn.scope or "auth" in conn.scope
 
 
 def current_personal_agent(conn: HTTPConnection) -> PersonalAgent | None:
@@ -173,6 +177,10 @@ async def verify_once(conn: HTTPConnection, guard: Guard, optional: bool) -> Per
         caller = await guard.aauthenticate(neutral_request(conn.scope), optional=optional)
         if caller is not None:
             attach(conn.scope, caller)
+        else:
+            # Verified as anonymous (`optional`): recorded as the WSGI adapter records it, so
+            # a `delegation_required` under it refuses for want of a delegation, not of a check.
+            conn.scope.setdefault(SCOPE_KEY, None)
     return caller
 
 
@@ -187,5 +195,6 @@ __all__ = [
     "current_personal_agent",
     "on_auth_error",
     "requires",
+    "verified",
     "verify_once",
 ]

@@ -12,7 +12,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response as WerkzeugResponse
 from werkzeug.wsgi import get_input_stream
 
-from pactmw.adapters._common import declared_length, whole_body
+from pactmw.adapters._common import bounded_body
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 
@@ -63,18 +63,16 @@ def body_reader(environ: WSGIEnvironment, *, keep: bool = False) -> Callable[[in
     the application behind a guard reads the same body.
     """
 
-    def read(limit: int) -> bytes | None:
-        declared = declared_length(environ.get("CONTENT_LENGTH"))
-        if declared is not None and declared > limit:
-            return None
+    def read_input(size: int) -> bytes:
         try:
-            body = get_input_stream(environ, safe_fallback=True).read(limit + 1)
+            data: bytes = get_input_stream(environ, safe_fallback=True).read(size)
         except ClientDisconnected:  # the upload ended before its declared length
             raise RequestRefused(400) from None
-        if len(body) > limit:
-            return None
-        whole_body(body, declared)
-        if keep:
+        return data
+
+    def read(limit: int) -> bytes | None:
+        body = bounded_body(environ.get("CONTENT_LENGTH"), limit, read_input)
+        if body is not None and keep:
             environ["wsgi.input"] = io.BytesIO(body)
             environ["CONTENT_LENGTH"] = str(len(body))
             # The body is now a plain one of that length, no longer a chunked stream.

@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pactmw.adapters._common import (
+    UNVERIFIED_DELEGATION,
     GuardedMiddleware,
+    OnceWarning,
     instance_or_none,
     make_guard,
     require_framework,
@@ -56,6 +58,7 @@ from pactmw.adapters._starlette_auth import (
     current_personal_agent,
     on_auth_error,
     requires,
+    verified,
     verify_once,
 )
 from pactmw.core.errors import AuthenticationFailed
@@ -130,15 +133,23 @@ def personal_agent_required(
 
 def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     """Decorate an endpoint behind the middleware (or `personal_agent_required`) so it needs
-    a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
+    a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On a
+    request nothing verified, every caller is refused: said once per endpoint in the log."""
 
-    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
-        refusal = scope_refusal(current_personal_agent(request), scopes)
-        if refusal is not None:
-            return to_starlette(refusal)
-        return await call()
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        unverified = OnceWarning(UNVERIFIED_DELEGATION)
 
-    return lambda endpoint: wrap_endpoint(endpoint, around)
+        async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
+            if not verified(request):
+                unverified(request.url.path)
+            refusal = scope_refusal(current_personal_agent(request), scopes)
+            if refusal is not None:
+                return to_starlette(refusal)
+            return await call()
+
+        return wrap_endpoint(endpoint, around)
+
+    return decorate
 
 
 def parafe_action(

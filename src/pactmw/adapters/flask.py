@@ -165,12 +165,6 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
 
 def _guard_prefix() -> WerkzeugResponse | None:
     guard = _state().guard
-    if request.endpoint == A2A_ENDPOINT:
-        # The Provider's paths are answered after routing, as PACT orders: the Provider
-        # authenticates its own routes, unmatched is 404. Any other path under the guarded
-        # prefix is refused before routing, as every adapter's middleware does, so a 404
-        # never tells an anonymous caller which paths exist.
-        return None
     if (
         guard.provider is not None
         and request.routing_exception is not None
@@ -180,6 +174,10 @@ def _guard_prefix() -> WerkzeugResponse | None:
         # redirect to the merged path, or a decoded newline): the Provider answers it as on
         # every adapter, never Flask's own 308 or 404 page.
         return _serve_a2a("")
+    # The Provider's paths are not guarded (`Guard.protects`: the app serves the Provider):
+    # they are answered after routing, as PACT orders, the Provider authenticating its own
+    # routes. Any other path under the guarded prefix is refused before routing, as every
+    # adapter's middleware does, so a 404 never tells an anonymous caller which paths exist.
     if not guard.protects(request.path):
         return None
     try:

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from pactmw.adapters._common import (
     NOT_FOUND,
+    UNVERIFIED_DELEGATION,
     GuardedMiddleware,
+    OnceWarning,
     instance_or_none,
     make_guard,
     require_framework,
@@ -121,9 +123,21 @@ def personal_agent_required(
 
 def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application behind the middleware (or `personal_agent_required`) so
-    it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403."""
+    it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On
+    a request nothing verified, every caller is refused: said once per application in the
+    log."""
 
-    return _checked_first(lambda environ: scope_refusal(current_personal_agent(environ), scopes))
+    def decorate(app: WSGIView) -> WSGIView:
+        unverified = OnceWarning(UNVERIFIED_DELEGATION)
+
+        def check(environ: WSGIEnvironment) -> Response | None:
+            if ENVIRON_KEY not in environ:
+                unverified(wsgi_path(environ))
+            return scope_refusal(current_personal_agent(environ), scopes)
+
+        return _checked_first(check)(app)
+
+    return decorate
 
 
 def parafe_action(

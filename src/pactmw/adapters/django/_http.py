@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters._common import declared_length, whole_body
+from pactmw.adapters._common import bounded_body
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.provider.errors import error_response
@@ -54,18 +54,18 @@ def body_reader(request: HttpRequest, *, keep: bool = False) -> Callable[[int], 
     With `keep`, the view can read `request.body` again.
     """
 
+    def read_body(size: int) -> bytes:
+        return request.body if keep else request.read(size)
+
     def read(limit: int) -> bytes | None:
-        declared = declared_length(request.META.get("CONTENT_LENGTH"))
+        content_length = request.META.get("CONTENT_LENGTH")
         if (
-            declared is None
+            not content_length
             and request.META.get("HTTP_TRANSFER_ENCODING")
             and isinstance(request, WSGIRequest)
         ):
             raise RequestRefused(411)
-        if declared is not None and declared > limit:
-            return None
-        body = request.body if keep else request.read(limit + 1)
-        return None if len(body) > limit else whole_body(body, declared)
+        return bounded_body(content_length, limit, read_body)
 
     return read
 
