@@ -59,7 +59,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
     middleware = getattr(django_settings, "MIDDLEWARE", None) or []
     if not messages and provider is not None and not _knows_the_user(middleware):
-        problem = signed_in_user_unknown(provider.brands, f"{_AUTH_MIDDLEWARE} in MIDDLEWARE")
+        problem = signed_in_user_unknown(
+            provider.brands,
+            "request.user",
+            remedy=f"Add {_AUTH_MIDDLEWARE} to MIDDLEWARE (and django.contrib.auth to "
+            "INSTALLED_APPS)",
+        )
         if problem is not None:
             messages.append(Warning(f"{problem}.", obj=SETTING, id="pactmw.W002"))
     if not _has_middleware(middleware, PersonalAgentMiddleware):
