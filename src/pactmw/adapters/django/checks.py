@@ -61,8 +61,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
+    builds = not messages  # the warnings below are about settings that build
     middleware = getattr(django_settings, "MIDDLEWARE", None) or []
-    if not messages and provider is not None and not _knows_the_user(middleware):
+    if builds and provider is not None and not _knows_the_user(middleware):
         problem = signed_in_user_unknown(
             provider.brands,
             "request.user",
@@ -71,7 +72,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
         if problem is not None:
             messages.append(Warning(f"{problem}.", obj=SETTING, id="pactmw.W002"))
-    if not messages and provider is not None:
+    if builds and provider is not None:
         messages.extend(_check_routes([brand.id for brand in provider.brands]))
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
