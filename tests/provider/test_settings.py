@@ -703,6 +703,14 @@ def test_the_first_provider_key_is_named_whichever_comes_first() -> None:
         guard_settings({**IDENTITY_ONLY, "store": "memory://", "retention_days": 3})
 
 
+def test_a_misspelt_brands_is_named_as_the_unknown_key_it_is() -> None:
+    # "brand" for "brands": the Provider keys written beside it are not what is wrong.
+    misspelt = {**IDENTITY_ONLY, "base_url": "https://shop.example", "brand": {"acme": {}}}
+    with pytest.raises(ConfigError) as caught:
+        guard_settings(misspelt)
+    assert str(caught.value) == "unknown configuration key brand"
+
+
 def test_templates_alone_without_brands_is_an_identity_only_app(tmp_path: Path) -> None:
     for templates in (str(tmp_path), [str(tmp_path)]):
         settings = guard_settings({**IDENTITY_ONLY, "templates": templates})

@@ -240,6 +240,9 @@ def guard_settings(
         provider = ProviderSettings.from_mapping(data, handlers=handlers)
         identity = provider.identity
     else:
+        # Read first: a misspelt key ("brand") is named as unknown, not blamed on the
+        # Provider keys written beside it.
+        identity = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
         # Nothing would read a Provider's key here: refused, so it cannot be mistaken for set.
         provider_only = sorted(PROVIDER_ONLY_KEYS.intersection(data))
         if provider_only:
@@ -247,7 +250,6 @@ def guard_settings(
             raise ConfigError(
                 f"{key} is a Provider setting: it needs brands (add brands, or remove {key})"
             )
-        identity = Settings.from_mapping(data, extra_keys=PROVIDER_KEYS)
     brands = {brand.id: brand for brand in provider.brands} if provider is not None else {}
     delegation_brand = _brand_setting(data, "delegation_brand")
     if delegation_brand is not None:

@@ -66,7 +66,7 @@ class DjangoStore(SqlStore):
     Open it with `open_django_store(alias)`, which picks the dialect of the alias's vendor.
     Nothing connects until the first operation. The schema is Django's business
     (`manage.py migrate`): a database without the tables fails its first operation with a
-    `StoreError` that says to migrate.
+    `StoreUnavailable` (a server's 503) that says to migrate.
     """
 
     _vendor: ClassVar[str]
@@ -138,8 +138,10 @@ class DjangoStore(SqlStore):
             f"settings.DATABASES any more ({', '.join(sorted(connections.settings))})"
         )
 
-    def _unmigrated(self) -> StoreError:
-        return StoreError(
+    def _unmigrated(self) -> StoreUnavailable:
+        # Unavailable, not broken: `manage.py migrate` makes it work without a restart, so
+        # a request meanwhile is "try again later" (503), as during an outage, never a 500.
+        return StoreUnavailable(
             f"{self._describe()} has no pactmw tables: add 'pactmw.adapters.django' to "
             f"INSTALLED_APPS and run `manage.py migrate pactmw --database {self._alias}`"
         )

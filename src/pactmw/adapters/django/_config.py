@@ -38,6 +38,27 @@ def raw_settings() -> Any:
 MISSING = f"settings.{SETTING} is missing or not a dict"
 
 
+#: The app whose migrations create the tables of `store = "django"`, and whose system checks
+#: report a bad `PACTMW` at startup.
+APP = "pactmw.adapters.django"
+
+
+def missing_app() -> str | None:
+    """What is wrong when `PACTMW` keeps its state in this site's database (`store =
+    "django[:ALIAS]"`) but `INSTALLED_APPS` lacks pactmw's app: `migrate` never creates the
+    tables, and no system check runs to say so. Read from the settings alone, so that the
+    middleware can say it at startup. None when nothing is wrong (or apps are not loaded)."""
+    from django.apps import apps
+
+    if not apps.apps_ready or apps.is_installed(APP) or state_database() is None:
+        return None
+    return (
+        f"settings.{SETTING}['store'] is {raw_settings()['store']!r}, but {APP!r} is not in "
+        "INSTALLED_APPS: add it (its migrations create pactmw's tables) and run "
+        "`manage.py migrate`"
+    )
+
+
 def setting_is_missing() -> bool:
     """Whether `settings.PACTMW` is absent or not a dict: nothing any key could be named in
     (its `audience` is not "required" of a setting that is not there)."""
@@ -104,16 +125,31 @@ class Configured:
         self._guard: Guard | None = None
         self._error: Exception | None = None
 
+    def check_at_startup(self) -> None:
+        """Log, once, what the settings alone show is wrong (no `PACTMW`, pactmw's app
+        missing), without building anything: the middleware calls it as the server starts,
+        since a site without the app runs no system check."""
+        with self._lock:
+            self._check_settings()
+
+    def _check_settings(self) -> None:
+        if self._guard is not None or self._error is not None:
+            return
+        if setting_is_missing():
+            self._error = ConfigError(MISSING)
+            logger.error(
+                "%s; pactmw answers 503 until it is set "
+                "(manage.py check reports it as pactmw.E002)",
+                MISSING,
+            )
+        elif (problem := missing_app()) is not None:
+            self._error = ConfigError(problem)
+            logger.error("%s; pactmw answers 503 until it is fixed", problem)
+
     def guard(self) -> Guard:
         """The guard; raises `RequestRefused(503)` (logged once) when the settings are bad."""
         with self._lock:
-            if self._guard is None and self._error is None and setting_is_missing():
-                self._error = ConfigError(MISSING)
-                logger.error(
-                    "%s; pactmw answers 503 until it is set "
-                    "(manage.py check reports it as pactmw.E002)",
-                    MISSING,
-                )
+            self._check_settings()
             if self._guard is None and self._error is None:
                 try:
                     self._guard = guard_settings(with_template_dirs(raw_settings())).build()
@@ -181,6 +217,7 @@ def get_provider() -> Provider:
 
 
 __all__ = [
+    "APP",
     "MISSING",
     "SETTING",
     "SHOW_MESSAGE_TEXT",
@@ -189,6 +226,7 @@ __all__ = [
     "get_guard",
     "get_provider",
     "get_verifier",
+    "missing_app",
     "protect_prefix",
     "raw_settings",
     "setting_is_missing",

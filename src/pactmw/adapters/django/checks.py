@@ -8,13 +8,16 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.urls import Resolver404, resolve
 from django.utils.module_loading import import_string
 
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
+from pactmw.adapters.django.views import a2a_view
 from pactmw.config import ConfigError
 from pactmw.provider.app import signed_in_user_unknown
 from pactmw.provider.guard import guard_settings
+from pactmw.provider.routes import MOUNT
 from pactmw.store import parse_store_url
 
 MIDDLEWARE_PATH = "pactmw.adapters.django.PersonalAgentMiddleware"
@@ -25,7 +28,8 @@ _AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """pactmw.E001: `PACTMW` does not build; pactmw.E002: it is missing or not a dict;
     pactmw.W001: the middleware is not installed, so no request has `personal_agent`;
-    pactmw.W002: a same-app Brand's consent pages cannot know who is signed in."""
+    pactmw.W002: a same-app Brand's consent pages cannot know who is signed in;
+    pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -57,11 +61,19 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
+    builds = not messages  # the warnings below are about settings that build
     middleware = getattr(django_settings, "MIDDLEWARE", None) or []
-    if not messages and provider is not None and not _knows_the_user(middleware):
-        problem = signed_in_user_unknown(provider.brands, f"{_AUTH_MIDDLEWARE} in MIDDLEWARE")
+    if builds and provider is not None and not _knows_the_user(middleware):
+        problem = signed_in_user_unknown(
+            provider.brands,
+            "request.user",
+            remedy=f"Add {_AUTH_MIDDLEWARE} to MIDDLEWARE (and django.contrib.auth to "
+            "INSTALLED_APPS)",
+        )
         if problem is not None:
             messages.append(Warning(f"{problem}.", obj=SETTING, id="pactmw.W002"))
+    if builds and provider is not None:
+        messages.extend(_check_routes([brand.id for brand in provider.brands]))
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -72,6 +84,33 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+def _check_routes(brand_ids: list[str]) -> list[CheckMessage]:
+    """pactmw.W003: a Brand's path (`/a2a/{brand}/...`) does not reach `a2a_view`, so every
+    agent gets the site's 404 and nothing says why (`a2a_urlpatterns()` left out)."""
+    unrouted = [brand_id for brand_id in brand_ids if not _routed(brand_id)]
+    if not unrouted:
+        return []
+    paths = ", ".join(f"{MOUNT}{brand_id}/" for brand_id in unrouted)
+    return [
+        Warning(
+            f"settings.{SETTING} lists brands, but no URL pattern routes {paths} to pactmw's "
+            "view: agents would get 404.",
+            hint="Add `urlpatterns += a2a_urlpatterns()` (from pactmw.adapters.django) to "
+            "the ROOT_URLCONF's urls.py.",
+            obj=SETTING,
+            id="pactmw.W003",
+        )
+    ]
+
+
+def _routed(brand_id: str) -> bool:
+    # The card's path: every Brand route is under the same pattern.
+    try:
+        return resolve(f"{MOUNT}{brand_id}/.well-known/agent-card.json").func is a2a_view
+    except Resolver404:
+        return False
 
 
 def _has_middleware(entries: list[str], middleware: type) -> bool:

@@ -1,0 +1,65 @@
+"""`manage.py check` warns (pactmw.W003) when `PACTMW` lists brands but the site's URLconf
+does not route `/a2a/{brand}/` to pactmw's view (`urlpatterns += a2a_urlpatterns()`
+forgotten): every agent would get a 404, and nothing would say why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.adapters.commands import django_environment
+from tests.adapters.tokens import AUDIENCE, AgentKey, jwks
+from tests.support.servers import REPO
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _check(tmp_path: Path, settings_module: str, **brand: Any) -> subprocess.CompletedProcess[str]:
+    key = AgentKey.generate("ES256", "k1")
+    settings: dict[str, Any] = {
+        "base_url": "https://shop.example",
+        "audience": AUDIENCE,
+        "agents": [{"issuer": "https://pa.example", "jwks": jwks(key)}],
+        "store": "memory://",
+        "brands": {"acme": {"name": "Acme", "handler": "examples.bots:order_bot", **brand}},
+    }
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps(settings))
+    return subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env={**django_environment(config_file), "DJANGO_SETTINGS_MODULE": settings_module},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_brands_without_the_providers_urls_are_warned(tmp_path: Path) -> None:
+    done = _check(tmp_path, "pactmw_testsite.settings")  # its urls.py has no a2a_urlpatterns
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, said  # a warning: the site still starts
+    assert "pactmw.W003" in said
+    assert "no URL pattern routes /a2a/acme/ to pactmw's view" in said
+    assert "urlpatterns += a2a_urlpatterns()" in said
+
+
+def test_the_urls_are_warned_beside_another_warning(tmp_path: Path) -> None:
+    # A same-app delegation on a site without request.user is pactmw.W002; the missing URLs
+    # are still said, not hidden behind it.
+    delegation = {"scopes": {"orders:read": "See your orders"}, "login_url": "/login"}
+    done = _check(tmp_path, "pactmw_testsite.settings", delegation=delegation)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "pactmw.W002" in said, said
+    assert "pactmw.W003" in said, said
+
+
+def test_brands_with_the_providers_urls_pass(tmp_path: Path) -> None:
+    done = _check(tmp_path, "pactmw_testsite.contract_settings")
+    assert done.returncode == 0, done.stderr
+    assert "no issues" in done.stdout, done.stdout + done.stderr
