@@ -48,7 +48,7 @@ def test_every_marked_sample_is_found() -> None:
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
-        "flask_provider", "poppy_fastapi",
+        "flask_provider", "poppy_fastapi", "serve_delegated_bot",
     }  # fmt: skip
 
 
@@ -364,6 +364,25 @@ def test_delegated_tools_sample_names_its_scopes() -> None:
     sample = run_sample("delegated_tools")
     assert sample["order_tools"].scopes == frozenset({"orders:read", "orders:cancel"})
     assert len(sample["order_tools"]) == 2
+
+
+def test_the_cli_page_delegated_bot_steps_up_only_for_orders() -> None:
+    # docs/cli.md's bot for `pactmw check --delegated`: the identity checks' plain messages get
+    # a reply without the account, the check's --ask (about orders) needs orders:read.
+    sample = run_sample("serve_delegated_bot")
+    assert sample["order_tools"].scopes == frozenset({"orders:read"})
+    order_bot = sample["order_bot"]
+
+    def no_account() -> list[str]:
+        raise AssertionError("a plain message used the account")
+
+    greeting = SimpleNamespace(text="Hello, this is pactmw check.", tools=no_account)
+    assert order_bot(greeting) == "You said: Hello, this is pactmw check."
+    ask = SimpleNamespace(
+        text="Can you show my orders and my account?",
+        tools=SimpleNamespace(list_orders=lambda: ["A-1001"]),
+    )
+    assert order_bot(ask) == "Your orders: A-1001"
 
 
 def test_authorization_details_sample_checks_and_describes_an_entry() -> None:
