@@ -385,6 +385,30 @@ def test_the_cli_page_delegated_bot_steps_up_only_for_orders() -> None:
     assert order_bot(ask) == "Your orders: A-1001"
 
 
+def test_the_client_page_samples_pass_mypy_strict(tmp_path: Path) -> None:
+    # A personal agent's developer types their code: every sample of docs/client.md (most
+    # need a real Provider or broker, so they are not run) must type-check as written, with
+    # the pactmw under test. The Parafé sample once used names it never defined.
+    import pactmw
+
+    page = (REPO / "docs" / "client.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, re.S | re.M)
+    assert len(blocks) >= 4, page
+    files = []
+    for number, code in enumerate(blocks):
+        files.append(tmp_path / f"client_sample_{number}.py")
+        files[-1].write_text(code, encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *map(str, files)],
+        cwd=tmp_path,  # no configuration of the repository's: the reader's defaults
+        env={**os.environ, "MYPYPATH": str(Path(pactmw.__file__).parents[1])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_authorization_details_sample_checks_and_describes_an_entry() -> None:
     sample = run_sample("authorization_details")
     rebook, entry = sample["flight_rebook"], {
