@@ -73,6 +73,7 @@ __all__ = [
     "BODY_SHOWN",
     "CARD_PATH",
     "CHALLENGE",
+    "GREETING",
     "SCHEME_KINDS",
     "UNKNOWN_CONTEXT",
     "describe",
