@@ -48,7 +48,7 @@ def test_every_marked_sample_is_found() -> None:
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
-        "flask_provider", "poppy_fastapi",
+        "flask_provider", "poppy_fastapi", "serve_delegated_bot",
     }  # fmt: skip
 
 
@@ -364,6 +364,49 @@ def test_delegated_tools_sample_names_its_scopes() -> None:
     sample = run_sample("delegated_tools")
     assert sample["order_tools"].scopes == frozenset({"orders:read", "orders:cancel"})
     assert len(sample["order_tools"]) == 2
+
+
+def test_the_cli_page_delegated_bot_steps_up_only_for_orders() -> None:
+    # docs/cli.md's bot for `pactmw check --delegated`: the identity checks' plain messages get
+    # a reply without the account, the check's --ask (about orders) needs orders:read.
+    sample = run_sample("serve_delegated_bot")
+    assert sample["order_tools"].scopes == frozenset({"orders:read"})
+    order_bot = sample["order_bot"]
+
+    def no_account() -> list[str]:
+        raise AssertionError("a plain message used the account")
+
+    greeting = SimpleNamespace(text="Hello, this is pactmw check.", tools=no_account)
+    assert order_bot(greeting) == "You said: Hello, this is pactmw check."
+    ask = SimpleNamespace(
+        text="Can you show my orders and my account?",
+        tools=SimpleNamespace(list_orders=lambda: ["A-1001"]),
+    )
+    assert order_bot(ask) == "Your orders: A-1001"
+
+
+def test_the_client_page_samples_pass_mypy_strict(tmp_path: Path) -> None:
+    # A personal agent's developer types their code: every sample of docs/client.md (most
+    # need a real Provider or broker, so they are not run) must type-check as written, with
+    # the pactmw under test. The Parafé sample once used names it never defined.
+    import pactmw
+
+    page = (REPO / "docs" / "client.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, re.S | re.M)
+    assert len(blocks) >= 4, page
+    files = []
+    for number, code in enumerate(blocks):
+        files.append(tmp_path / f"client_sample_{number}.py")
+        files[-1].write_text(code, encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *map(str, files)],
+        cwd=tmp_path,  # no configuration of the repository's: the reader's defaults
+        env={**os.environ, "MYPYPATH": str(Path(pactmw.__file__).parents[1])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_authorization_details_sample_checks_and_describes_an_entry() -> None:

@@ -26,10 +26,18 @@ import pytest
 
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from pactmw.check import names
+from pactmw.provider import Turn
 from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.store.base import Rotation
 from pactmw.store.memory import MemoryStore
-from tests.check.support import PYTHON_M, Agent, card_url, in_process_provider, text_lines
+from tests.check.support import (
+    PYTHON_M,
+    Agent,
+    card_url,
+    check,
+    in_process_provider,
+    text_lines,
+)
 from tests.check.test_check_passes import IDENTITY
 from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO
@@ -441,3 +449,40 @@ def test_a_spent_refresh_token_that_mints_a_new_pair_fails(tmp_path: Path, agent
     spent = results[names.DELEGATED_SPENT_REFRESH]
     assert not spent["passed"], spent
     assert spent["actual"].startswith("a new token (scope "), spent
+
+
+def asks_for_delegation_every_turn(turn: Turn) -> str:
+    """A bot like docs/delegated.md's `order_bot` read too widely: every message, a greeting
+    too, needs the user's orders, so every turn without a delegation token is a step-up."""
+    turn.require_scopes("orders:read")
+    return "Your orders: none"
+
+
+def test_a_bot_that_steps_up_every_message_gets_one_note_naming_the_cause(
+    tmp_path: Path, agent: Agent
+) -> None:
+    # The identity checks send plain messages and need a reply; a step-up task to each of them
+    # failed eight checks alike, each quoting the task, and nothing said why.
+    port = free_port()
+    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
+    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
+        login.start()
+        delegation = {"acme": {**login.delegation_settings(), "scopes": SCOPES}}
+        with in_process_provider(
+            tmp_path,
+            agent,
+            handler=f"{__name__}:asks_for_delegation_every_turn",
+            delegation=delegation,
+            port=port,
+        ) as base_url:
+            result = check(agent, card_url(base_url))
+    assert result.returncode == 1, result.stdout + result.stderr
+    checks, _ = text_lines(result.stdout)
+    failed = [line for line in checks if line.startswith("FAIL")]
+    assert failed, result.stdout
+    assert all("(a step-up task: the bot asked for delegated scopes)" in line for line in failed)
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1, result.stderr
+    assert "step-up task" in notes[0]
+    assert "'Hello, this is pactmw check.'" in notes[0]
+    assert "--ask" in notes[0]

@@ -313,8 +313,14 @@ def test_identity_401_versus_delegation_401(provided: Provided, me: AgentCredent
         A2AClient(provided.interface("plain"), impostor.for_user("u", AUDIENCE)).send("hi")
     assert identity.value.status == 401
     assert identity.value.header("www-authenticate") == 'Bearer realm="a2a"'
-    with pytest.raises(IdentityRejected):
+    with pytest.raises(IdentityRejected) as audience:
         A2AClient(provided.interface("plain"), me.signer.for_user("u", "wrong-aud")).send("hi")
+    # The 401 says nothing more (PACT §3.4): the text names what the agent can check itself.
+    assert str(audience.value) == (
+        f"{provided.interface('plain')}/message:send: the personal-agent JWT was refused (is "
+        "its issuer registered, its key published at the registered jwks_uri, its audience "
+        "the one the Provider assigned, and the clock right?)"
+    )
 
     client = A2AClient(provided.interface("acme"), me)
     with pytest.raises(DelegationTokenRejected) as delegation:

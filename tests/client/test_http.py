@@ -302,6 +302,33 @@ def test_https_in_both_transports() -> None:
         assert server.hits["/.well-known/agent-card.json"] == 2
 
 
+def test_https_to_a_plain_http_server_says_so_in_both_transports() -> None:
+    """`pactmw card 127.0.0.1:8765` (https by default) against `pactmw serve` said only
+    "[SSL: WRONG_VERSION_NUMBER] wrong version number". The server answers without TLS: the
+    text says so and names the http URL to try; a resend cannot fix it, so there is none."""
+    with JwksServer() as server:
+        server.set_json("/.well-known/agent-card.json", {})
+        plain = server.url_for("/.well-known/agent-card.json")
+        assert plain.startswith("http://127.0.0.1:")
+        url = "https://" + plain.removeprefix("http://")
+        netloc = plain.removeprefix("http://").split("/", 1)[0]
+        said = f"cannot connect to {netloc}: it answers without TLS (plain http? try http://)"
+        slept: list[float] = []
+        with pytest.raises(NetworkError) as caught:
+            fetch_card(url, transport=SyncTransport(), sleep=slept.append)
+        assert said in str(caught.value)
+        assert (caught.value.retryable, caught.value.maybe_delivered, slept) == (False, False, [])
+
+        async def asleep(seconds: float) -> None:
+            slept.append(seconds)
+
+        with pytest.raises(NetworkError) as acaught:
+            asyncio.run(afetch_card(url, transport=AsyncioTransport(), sleep=asleep))
+        assert said in str(acaught.value)
+        assert (acaught.value.retryable, slept) == (False, [])
+        assert server.hits.get("/.well-known/agent-card.json", 0) == 0
+
+
 def test_cancelling_an_async_send_closes_the_connection() -> None:
     """Why the async transport is native asyncio: cancellation stops the exchange at once."""
     listener = socket.create_server(("127.0.0.1", 0))

@@ -9,7 +9,14 @@ from typing import Any
 
 from pactmw.check._progress import Progress
 from pactmw.check._result import Mismatch
-from pactmw.check._wire import BODY_SHOWN, CHALLENGE, describe, header_values, says_a2a
+from pactmw.check._wire import (
+    BODY_SHOWN,
+    CHALLENGE,
+    GREETING,
+    describe,
+    header_values,
+    says_a2a,
+)
 from pactmw.client import HttpResponse
 from pactmw.client.a2a import identifies_agent_message
 from pactmw.core.encoding import json_loads
@@ -28,6 +35,7 @@ class Expect:
         self.a2a_answers: list[tuple[str, str | None]] = []
         self.challenge: str | None = CHALLENGE
         self._hinted = False
+        self._stepped_up = False
 
     def a2a_json(self, response: HttpResponse, what: str) -> Any:
         """Record the answer's Content-Type for the content-type check; parse its JSON."""
@@ -50,6 +58,25 @@ class Expect:
             )
         return " (a valid token was refused)"
 
+    def step_up_hint(self, body: Any) -> str:
+        """For a step-up task where a reply was due: a short remark here, the cause once on
+        stderr. The identity checks send plain messages; a bot that asks for delegated scopes
+        on every turn fails each of them alike, and the quoted task alone does not say why."""
+        task = body.get("task") if isinstance(body, dict) and set(body) == {"task"} else None
+        status = task.get("status") if isinstance(task, dict) else None
+        if not isinstance(status, dict) or status.get("state") != "TASK_STATE_AUTH_REQUIRED":
+            return ""
+        if not self._stepped_up:
+            self._stepped_up = True
+            self.progress.note(
+                "note: the Brand answered a plain message with a step-up task "
+                f"(TASK_STATE_AUTH_REQUIRED): the identity checks send messages such as "
+                f"{GREETING!r} and need a reply, so the bot should ask for delegated scopes "
+                "only for a message that needs the user's account (--ask sends one of those "
+                "with --delegated)"
+            )
+        return " (a step-up task: the bot asked for delegated scopes)"
+
     def reply(
         self, response: HttpResponse, what: str, *, context_id: str | None = None
     ) -> dict[str, Any]:
@@ -60,7 +87,7 @@ class Expect:
             raise Mismatch(expected, describe(response) + self.hint(response))
         body = self.a2a_json(response, what)
         if not isinstance(body, dict) or set(body) != {"message"}:
-            raise Mismatch(expected, describe(response))
+            raise Mismatch(expected, describe(response) + self.step_up_hint(body))
         message = body["message"]
         shape = (
             "a message with messageId, contextId, role ROLE_AGENT and parts exactly "

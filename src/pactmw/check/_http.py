@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pactmw.check._progress import Progress
+from pactmw.check._wire import GREETING
 from pactmw.client import AgentSigner, HttpRequest, HttpResponse, RetryPolicy
 from pactmw.client.a2a import user_message
 from pactmw.client.transport import Transport
@@ -99,7 +100,7 @@ class Http:
 
     def send(
         self,
-        text: str = "Hello, this is pactmw check.",
+        text: str = GREETING,
         *,
         interface: str | None = None,
         sub: str | None = None,

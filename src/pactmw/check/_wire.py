@@ -11,6 +11,8 @@ from pactmw.core.errors import MalformedInput
 from pactmw.protocols.a2a import A2A_CONTENT_TYPE
 
 CHALLENGE = 'Bearer realm="a2a"'
+#: The text of the identity checks' messages: a greeting, which no bot needs account data for.
+GREETING = "Hello, this is pactmw check."
 CARD_PATH = "/.well-known/agent-card.json"
 UNKNOWN_CONTEXT = "Unknown contextId"
 SCHEME_KINDS = frozenset(
@@ -71,6 +73,7 @@ __all__ = [
     "BODY_SHOWN",
     "CARD_PATH",
     "CHALLENGE",
+    "GREETING",
     "SCHEME_KINDS",
     "UNKNOWN_CONTEXT",
     "describe",

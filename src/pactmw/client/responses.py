@@ -104,8 +104,16 @@ def error_for(response: HttpResponse) -> HTTPError:
         if params.get("error") == "invalid_token":
             return _answered(DelegationTokenRejected, response, "the delegation token was refused")
         if params.get("realm") == "a2a":
-            return _answered(IdentityRejected, response, "the personal-agent JWT was refused")
+            return _answered(IdentityRejected, response, _IDENTITY_REFUSED)
     return _answered(HTTPError, response)
+
+
+#: A refused identity JWT gets a bare 401 (PACT §3.4 says no more), so the text names what
+#: the agent can check on its side; the Provider's log has the reason.
+_IDENTITY_REFUSED = (
+    "the personal-agent JWT was refused (is its issuer registered, its key published at the "
+    "registered jwks_uri, its audience the one the Provider assigned, and the clock right?)"
+)
 
 
 def _answered(cls: type[HTTPError], response: HttpResponse, message: str = "") -> HTTPError:

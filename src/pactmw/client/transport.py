@@ -61,8 +61,21 @@ def _address(request: HttpRequest) -> tuple[str, int, bool]:
     return parts.hostname, parts.port or (443 if tls else 80), tls
 
 
+#: OpenSSL's reason when the first bytes back are not a TLS record: the server answered
+#: plain HTTP (an https URL to a development server, `pactmw serve` included).
+_PLAIN_HTTP_REASON = "WRONG_VERSION_NUMBER"
+
+
 def _not_sent(host: str, port: int, exc: OSError) -> NetworkError:
-    """A connection or TLS failure: nothing was sent; a bad certificate is not retried."""
+    """A connection or TLS failure: nothing was sent. A bad certificate, or a server that
+    answers without TLS, is not retried: a resend cannot change either."""
+    if isinstance(exc, ssl.SSLError) and exc.reason == _PLAIN_HTTP_REASON:
+        # OpenSSL's own words ("wrong version number") do not say what happened.
+        return NetworkError(
+            f"cannot connect to {host}:{port}: it answers without TLS (plain http? try http://)",
+            maybe_delivered=False,
+            retryable=False,
+        )
     return NetworkError(
         f"cannot connect to {host}:{port}: {exc}",
         maybe_delivered=False,
