@@ -357,7 +357,10 @@ def test_serve_says_once_that_same_app_consent_cannot_work_under_it(tmp_path: Pa
     warnings = [line for line in log.read_text().splitlines() if "same-app" in line]
     assert len(warnings) == 1, log.read_text()
     assert "brands.acme.delegation.login" in warnings[0]
-    assert "pactmw serve serves none" in warnings[0]
+    assert (
+        'is "same-app" (the default), but pactmw serve serves no app of yours to say who is '
+        "signed in: the consent pages cannot tell who is signed in" in warnings[0]
+    )
     assert (
         "Mount the Provider in your app instead (a2a_routes(provider, current_user=...)), "
         'or login = "brand"' in warnings[0]

@@ -150,7 +150,8 @@ def _serve(
     # once, in words for serve (the app's own warning would ask for a current_user).
     warn_if_signed_in_user_unknown(
         provider,
-        "an app of yours (pactmw serve serves none)",
+        "current_user",
+        reason="pactmw serve serves no app of yours to say who is signed in",
         remedy="Mount the Provider in your app instead (a2a_routes(provider, current_user=...))",
     )
     config = uvicorn.Config(

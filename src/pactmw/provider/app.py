@@ -351,12 +351,16 @@ class Provider:
 
 
 def signed_in_user_unknown(
-    brands: Iterable[Brand], missing: str, *, remedy: str | None = None
+    brands: Iterable[Brand],
+    missing: str,
+    *,
+    remedy: str | None = None,
+    reason: str | None = None,
 ) -> str | None:
     """What to report at startup when the app gives the consent pages no way to know who is
     signed in (`missing` names the setting that would; `remedy`, default "Set {missing}",
-    says what to do where the host app can set it no other way): None when no Brand's pages
-    ask.
+    says what to do where the host app can set it no other way; `reason`, default "{missing}
+    is not set", says why where no setting is missing): None when no Brand's pages ask.
 
     A same-app Brand's pages ask the host app (`delegation.login = "same-app"`, the default);
     told "nobody", they send the person to `login_url` and back, for ever, and say nothing.
@@ -370,19 +374,22 @@ def signed_in_user_unknown(
     logins = ", ".join(f"brands.{brand_id}.delegation.login" for brand_id in same_app)
     verb = "is" if len(same_app) == 1 else "are"
     return (
-        f'{logins} {verb} "same-app" (the default), but {missing} is not set: the consent pages '
-        f"cannot tell who is signed in, so every person is sent to login_url and back. "
+        f'{logins} {verb} "same-app" (the default), but {reason or missing + " is not set"}: the '
+        "consent pages cannot tell who is signed in, so every person is sent to login_url and "
+        "back. "
         f'{remedy or "Set " + missing}, or login = "brand" (the Brand\'s own login signs the '
         "person in)"
     )
 
 
 def warn_if_signed_in_user_unknown(
-    provider: Provider, missing: str, *, remedy: str | None = None
+    provider: Provider, missing: str, *, remedy: str | None = None, reason: str | None = None
 ) -> None:
     """Log `signed_in_user_unknown` at WARNING on `pactmw.provider`, when there is one: the
     Provider still serves agents, cards and grants, only its consent pages cannot work."""
-    problem = signed_in_user_unknown(provider.brands.values(), missing, remedy=remedy)
+    problem = signed_in_user_unknown(
+        provider.brands.values(), missing, remedy=remedy, reason=reason
+    )
     if problem is not None:
         logger.warning("%s", problem)
 
