@@ -1370,6 +1370,13 @@ def test_card_errors(card_provider: str) -> None:
     assert len(missing.stderr.splitlines()) == 1
     clear = run([*PYTHON_M, "card", "http://shop.example"])
     assert_one_line_error(clear, "plain http is allowed only to loopback hosts")
+    # A Provider's own root is no Brand's domain: the 404 says where its cards are.
+    root = run([*PYTHON_M, "card", card_provider])
+    assert root.returncode == 1
+    assert len(root.stderr.splitlines()) == 1, root.stderr
+    assert "HTTP 404" in root.stderr
+    assert "a Provider serves each Brand's card at /a2a/{brand}/.well-known/" in root.stderr
+    assert "/a2a/{brand}/" not in missing.stderr  # a card URL's 404 is the Brand's absence
 
 
 BEARER = {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}
