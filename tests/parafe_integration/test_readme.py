@@ -59,3 +59,15 @@ def test_the_toml_sample_is_a_valid_configuration(tmp_path: Path) -> None:
     config = parafe_from_mapping(table)
     assert config.online_scopes == frozenset({"order-lamps"})
     assert config.file_receipts
+
+
+def test_the_local_sample_runs_against_its_stand_in_broker() -> None:
+    # The page's way to try Parafé without the public broker, run as written: a valid
+    # consent, then each refusal the page names, every receipt verified by the calling agent.
+    assert run_sample("local") == (
+        "200 A-1001 success None\n"
+        "403 INVALID_PROOF error proof_invalid\n"
+        "403 EXPIRED_CONSENT_TOKEN error consent_expired\n"
+        "403 SCOPE_VIOLATION error not_permitted\n"
+        "403 WRONG_AUDIENCE error consent_invalid\n"
+    )
