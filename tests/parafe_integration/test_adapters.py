@@ -92,6 +92,8 @@ def test_starlette_endpoint(world: World, agent: ParafeAgent) -> None:
             "success",
         )
         assert int(ok.headers["content-length"]) == len(ok.content)
+        # A reply carrying Parafé data names the extension, as the refusal below does.
+        assert ok.headers["a2a-extensions"] == EXTENSION_URI
 
         again = client.post("/orders", json={"message": message})
         assert again.status_code == 403
@@ -131,10 +133,30 @@ def test_wsgi_application(world: World, agent: ParafeAgent) -> None:
     (receipt,) = reply["metadata"][EXTENSION_URI]["action_receipts"]  # a bare message
     assert verify(world, receipt).action == "create_order"
     assert int(ok.headers["Content-Length"]) == len(ok.get_data())
+    assert ok.headers["A2A-Extensions"] == EXTENSION_URI
     refused = client.post("/", json={"message": message})
     assert refused.status_code == 200  # refusal_status
     assert data_of(refused.get_json())["error"]["code"] == "INVALID_PROOF"
     assert client.post("/", data=b"x" * (1024 * 1024 + 1)).status_code == 413
+
+
+def test_an_endpoints_own_extensions_keep_their_place_beside_parafe(
+    world: World, agent: ParafeAgent
+) -> None:
+    other = "https://example.com/extensions/loyalty/v1"
+
+    @wsgi.parafe_action("create_order", agent)
+    def application(environ: Any, start_response: Any) -> Any:
+        reply = {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}
+        headers = {"A2A-Extensions": other}
+        return WerkzeugResponse(
+            json.dumps(reply), content_type="application/json", headers=headers
+        )(environ, start_response)
+
+    client = Client(application)
+    ok = client.post("/", json={"message": world.presenter().attach(a2a_message("mug"))})
+    assert ok.status_code == 200
+    assert ok.headers.getlist("A2A-Extensions") == [f"{other},{EXTENSION_URI}"]
 
 
 DJANGO_SCRIPT = r"""
@@ -189,7 +211,9 @@ for name, message in (("sync", world["sync"]), ("async", world["async"])):
         response = client.post(
             "/" + name, data=json.dumps({"message": message}), content_type="application/json"
         )
-        out[f"{name}-{attempt}"] = [response.status_code, json.loads(response.content)]
+        out[f"{name}-{attempt}"] = [
+            response.status_code, json.loads(response.content), response.get("A2A-Extensions")
+        ]
 print(json.dumps(out))
 """
 
@@ -219,11 +243,13 @@ def test_django_views(world: World) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     for name in ("sync", "async"):
-        status, body = out[f"{name}-first"]
+        status, body, extensions = out[f"{name}-first"]
         assert status == 200, body
+        assert extensions == EXTENSION_URI
         (receipt,) = data_of(body)["action_receipts"]
         checked = verify(world, receipt)
         assert (checked.action, checked.business_ref) == ("create_order", "D-1")
-        status, body = out[f"{name}-again"]
+        status, body, extensions = out[f"{name}-again"]
         assert status == 403
+        assert extensions == EXTENSION_URI
         assert data_of(body)["error"]["code"] == "INVALID_PROOF"

@@ -180,6 +180,8 @@ def parafe_action(
             if updated is not None:
                 response.body = updated
                 response.headers["content-length"] = str(len(updated))
+                extensions = response.headers.get("a2a-extensions")
+                response.headers["a2a-extensions"] = endpoint.reply_extensions(extensions)
         else:
             endpoint.finish(admitted.turn, None, None)
         return response

@@ -279,6 +279,8 @@ def parafe_action(
             updated = endpoint.finish(admitted.turn, response.get_data(), response.content_type)
             if updated is not None:
                 response.set_data(updated)
+                extensions = response.headers.get("A2A-Extensions")
+                response.headers["A2A-Extensions"] = endpoint.reply_extensions(extensions)
             return response
 
         return wrapper  # type: ignore[return-value]

@@ -193,8 +193,11 @@ def _with_receipts(
     updated = endpoint.finish(turn, body, content_type)
     if updated is not None:
         body = updated
-        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        extensions = next((v for k, v in headers if k.lower() == "a2a-extensions"), None)
+        changed = {"content-length", "a2a-extensions"}
+        headers = [(k, v) for k, v in headers if k.lower() not in changed]
         headers.append(("Content-Length", str(len(body))))
+        headers.append(("A2A-Extensions", endpoint.reply_extensions(extensions)))
     start_response(status, headers)
     return [body]
 

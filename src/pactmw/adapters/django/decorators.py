@@ -177,6 +177,8 @@ def parafe_action(
             response.content = updated
             if response.has_header("Content-Length"):
                 response["Content-Length"] = str(len(updated))
+            extensions = response.get("A2A-Extensions")
+            response["A2A-Extensions"] = ParafeEndpoint.reply_extensions(extensions)
         return response
 
     return _decorator(before, abefore, after)

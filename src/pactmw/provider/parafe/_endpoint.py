@@ -62,6 +62,14 @@ def finish(
     return _message_in_json(body, turn.decorate)
 
 
+def reply_extensions(existing: str | None) -> str:
+    """The `A2A-Extensions` value of an endpoint's answer that carries Parafé data (its
+    receipts): the endpoint's own value, if it set one for other extensions, with Parafé's
+    URI added once. Refusals carry it too, so an agent sees the extension on every answer."""
+    listed = [uri.strip() for uri in (existing or "").split(",") if uri.strip()]
+    return ",".join(listed if EXTENSION_URI in listed else [*listed, EXTENSION_URI])
+
+
 def select_agent(agents: Mapping[str, ParafeAgent], brand: str | None) -> ParafeAgent:
     """The Parafé agent of `brand`, or of the one Brand with Parafé when `brand` is None (for
     `@parafe_action` in the Flask and Django adapters). Raises `RuntimeError` otherwise."""
@@ -128,5 +136,6 @@ __all__ = [
     "endpoint_message",
     "finish",
     "refusal_response",
+    "reply_extensions",
     "select_agent",
 ]
