@@ -10,8 +10,11 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.provider.settings import parafe_from_mapping
+from tests.parafe.support import FIXTURES
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "parafe.md"
 SECTION = PAGE.read_text(encoding="utf-8")
@@ -71,3 +74,11 @@ def test_the_local_sample_runs_against_its_stand_in_broker() -> None:
         "403 SCOPE_VIOLATION error not_permitted\n"
         "403 WRONG_AUDIENCE error consent_invalid\n"
     )
+
+
+def test_the_fixtures_sample_verifies_the_real_broker_artifacts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Run where a reader puts the fixture file: beside the script.
+    monkeypatch.chdir(FIXTURES)
+    assert run_sample("fixtures") == "place-order True\n"
