@@ -190,7 +190,7 @@ def _with_receipts(
     status, headers = started
     body = b"".join(chunks)
     content_type = next((v for k, v in headers if k.lower() == "content-type"), None)
-    updated = endpoint.finish(turn, body, content_type)
+    updated = endpoint.finish(turn, body, content_type, int(status.split(" ", 1)[0]))
     if updated is not None:
         body = updated
         extensions = next((v for k, v in headers if k.lower() == "a2a-extensions"), None)

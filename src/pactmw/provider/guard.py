@@ -374,11 +374,16 @@ class ParafeEndpoint:
         return ParafeAdmitted(turn, body)
 
     def finish(
-        self, turn: ParafeTurn, body: bytes | None, content_type: str | None
+        self,
+        turn: ParafeTurn,
+        body: bytes | None,
+        content_type: str | None,
+        status: int | None = None,
     ) -> bytes | None:
         """Sign and file the turn's receipts; the endpoint's JSON body with them, or None
-        (not JSON, or streamed: `body` None) when the body stays as it is."""
-        return self.agent.finish(turn, body if body is not None else b"", content_type)
+        (not JSON, or streamed: `body` None) when the body stays as it is. The endpoint's
+        `status` decides: from 400 up, what it did not complete is receipted as failed."""
+        return self.agent.finish(turn, body if body is not None else b"", content_type, status)
 
     @staticmethod
     def reply_extensions(existing: str | None) -> str:

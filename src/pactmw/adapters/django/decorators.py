@@ -169,10 +169,13 @@ def parafe_action(
 
     def after(request: HttpRequest, response: Any) -> Any:
         turn = request.parafe  # type: ignore[attr-defined]
+        status = getattr(response, "status_code", None)
         if not isinstance(response, HttpResponse):  # streamed
-            endpoint().finish(turn, None, None)
+            endpoint().finish(turn, None, None, status)
             return response
-        updated = endpoint().finish(turn, response.content, response.get("Content-Type"))
+        updated = endpoint().finish(
+            turn, response.content, response.get("Content-Type"), response.status_code
+        )
         if updated is not None:
             response.content = updated
             if response.has_header("Content-Length"):

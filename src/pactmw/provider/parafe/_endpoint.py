@@ -49,10 +49,17 @@ def refusal_response(agent: ParafeAgent, refused: ParafeRefused, status: int = 4
 
 
 def finish(
-    agent: ParafeAgent, turn: ParafeTurn, body: bytes, content_type: str | None
+    agent: ParafeAgent,
+    turn: ParafeTurn,
+    body: bytes,
+    content_type: str | None,
+    status: int | None = None,
 ) -> bytes | None:
     """`ParafeAgent.finish`: sign the turn's receipts, queue them, add them (and the AP2
-    receipts) to the body."""
+    receipts) to the body. An error `status` (400 and up) makes the receipts the endpoint
+    did not mark failed say `failed`: a receipt must not claim an action the answer refused."""
+    if status is not None and status >= 400:
+        turn.fail_unfinished(f"the endpoint answered {status}")
     receipts = turn.sign_receipts()
     agent.file(turn.filings())
     if not content_type or "json" not in content_type.lower():
