@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import flask
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -20,12 +21,13 @@ from werkzeug.wrappers import Request as WerkzeugRequest
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters import asgi, wsgi
+from pactmw.adapters import flask as flask_adapter
 from pactmw.core.fetch import FetchPolicy
 from pactmw.protocols.parafe import EXTENSION_URI, BrokerKeys, ReceiptVerifier
 from pactmw.provider.parafe import ParafeAgent, ParafeConfig
 from tests.parafe_integration.support import PERMISSIONS, SCOPE, SHOP_AGENT, World, a2a_message
 from tests.support.net import loopback_client
-from tests.support.servers import REPO, uvicorn_server
+from tests.support.servers import REPO, uvicorn_server, werkzeug_server
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +94,8 @@ def test_starlette_endpoint(world: World, agent: ParafeAgent) -> None:
             "success",
         )
         assert int(ok.headers["content-length"]) == len(ok.content)
+        # A reply carrying Parafé data names the extension, as the refusal below does.
+        assert ok.headers["a2a-extensions"] == EXTENSION_URI
 
         again = client.post("/orders", json={"message": message})
         assert again.status_code == 403
@@ -131,10 +135,87 @@ def test_wsgi_application(world: World, agent: ParafeAgent) -> None:
     (receipt,) = reply["metadata"][EXTENSION_URI]["action_receipts"]  # a bare message
     assert verify(world, receipt).action == "create_order"
     assert int(ok.headers["Content-Length"]) == len(ok.get_data())
+    assert ok.headers["A2A-Extensions"] == EXTENSION_URI
     refused = client.post("/", json={"message": message})
     assert refused.status_code == 200  # refusal_status
     assert data_of(refused.get_json())["error"]["code"] == "INVALID_PROOF"
     assert client.post("/", data=b"x" * (1024 * 1024 + 1)).status_code == 413
+
+
+def test_an_endpoints_own_extensions_keep_their_place_beside_parafe(
+    world: World, agent: ParafeAgent
+) -> None:
+    other = "https://example.com/extensions/loyalty/v1"
+
+    @wsgi.parafe_action("create_order", agent)
+    def application(environ: Any, start_response: Any) -> Any:
+        reply = {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}
+        headers = {"A2A-Extensions": other}
+        return WerkzeugResponse(
+            json.dumps(reply), content_type="application/json", headers=headers
+        )(environ, start_response)
+
+    client = Client(application)
+    ok = client.post("/", json={"message": world.presenter().attach(a2a_message("mug"))})
+    assert ok.status_code == 200
+    assert ok.headers.getlist("A2A-Extensions") == [f"{other},{EXTENSION_URI}"]
+
+
+def out_of_stock() -> dict[str, Any]:
+    return {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": "Out of stock."}]}
+
+
+def assert_failed_receipt(world: World, status: int, body: dict[str, Any]) -> None:
+    """A view that answered 409 without `complete(..., failed=...)`: its receipt says the
+    permitted action failed, with the status, never `success`."""
+    assert status == 409
+    (receipt,) = data_of(body)["action_receipts"]
+    checked = verify(world, receipt)
+    assert (checked.action, checked.result, checked.error) == ("create_order", "error", "failed")
+    assert checked.claims["error_description"] == "the endpoint answered 409"
+
+
+def test_an_error_answer_is_not_a_success_receipt(world: World, agent: ParafeAgent) -> None:
+    @asgi.parafe_action("create_order", agent)
+    async def starlette_view(request: Request) -> JSONResponse:
+        return JSONResponse({"message": out_of_stock()}, status_code=409)
+
+    @wsgi.parafe_action("create_order", agent)
+    def wsgi_view(environ: Any, start_response: Any) -> Any:
+        body = json.dumps({"message": out_of_stock()})
+        return WerkzeugResponse(body, status=409, content_type="application/json")(
+            environ, start_response
+        )
+
+    starlette_app = Starlette(routes=[Route("/orders", starlette_view, methods=["POST"])])
+    with uvicorn_server(starlette_app) as base, loopback_client(base_url=base) as client:
+        answered = client.post("/orders", json=world.presenter().attach(a2a_message("lamp")))
+        assert_failed_receipt(world, answered.status_code, answered.json())
+    with werkzeug_server(wsgi_view) as base, loopback_client(base_url=base) as client:
+        answered = client.post("/", json=world.presenter().attach(a2a_message("lamp")))
+        assert_failed_receipt(world, answered.status_code, answered.json())
+
+
+def test_flask_error_answer_is_not_a_success_receipt(world: World) -> None:
+    parafe = world.parafe_table()
+    del parafe["file_receipts"], parafe["credential_file"]
+    app = flask.Flask(__name__)
+    app.config["PACTMW"] = {
+        "base_url": "https://shop.example",
+        "audience": "https://shop.example/a2a",
+        "store": "memory://",
+        "brands": {"shop": {"handler": "examples.bots:order_bot", "parafe": parafe}},
+    }
+    flask_adapter.Pactmw(app)
+
+    @app.post("/orders")
+    @flask_adapter.parafe_action("create_order")
+    def orders() -> Any:
+        return {"message": out_of_stock()}, 409
+
+    with werkzeug_server(app) as base, loopback_client(base_url=base) as client:
+        answered = client.post("/orders", json=world.presenter().attach(a2a_message("lamp")))
+        assert_failed_receipt(world, answered.status_code, answered.json())
 
 
 DJANGO_SCRIPT = r"""
@@ -180,7 +261,13 @@ def sync_view(request):
 async def async_view(request):
     return reply(request)
 
-urlpatterns = [path("sync", sync_view), path("async", async_view)]
+@csrf_exempt
+@parafe_action("create_order")
+def failing_view(request):
+    message = {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": "Out of stock."}]}
+    return JsonResponse({"message": message}, status=409)
+
+urlpatterns = [path("sync", sync_view), path("async", async_view), path("failing", failing_view)]
 
 client = Client()
 out = {}
@@ -189,7 +276,13 @@ for name, message in (("sync", world["sync"]), ("async", world["async"])):
         response = client.post(
             "/" + name, data=json.dumps({"message": message}), content_type="application/json"
         )
-        out[f"{name}-{attempt}"] = [response.status_code, json.loads(response.content)]
+        out[f"{name}-{attempt}"] = [
+            response.status_code, json.loads(response.content), response.get("A2A-Extensions")
+        ]
+response = client.post(
+    "/failing", data=json.dumps({"message": world["failing"]}), content_type="application/json"
+)
+out["failing"] = [response.status_code, json.loads(response.content)]
 print(json.dumps(out))
 """
 
@@ -201,6 +294,7 @@ def test_django_views(world: World) -> None:
         "parafe": parafe,
         "sync": world.presenter().attach(a2a_message("lamp")),
         "async": world.presenter().attach(a2a_message("lamp")),
+        "failing": world.presenter().attach(a2a_message("lamp")),
     }
     env = {
         **os.environ,
@@ -219,11 +313,14 @@ def test_django_views(world: World) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     for name in ("sync", "async"):
-        status, body = out[f"{name}-first"]
+        status, body, extensions = out[f"{name}-first"]
         assert status == 200, body
+        assert extensions == EXTENSION_URI
         (receipt,) = data_of(body)["action_receipts"]
         checked = verify(world, receipt)
         assert (checked.action, checked.business_ref) == ("create_order", "D-1")
-        status, body = out[f"{name}-again"]
+        status, body, extensions = out[f"{name}-again"]
         assert status == 403
+        assert extensions == EXTENSION_URI
         assert data_of(body)["error"]["code"] == "INVALID_PROOF"
+    assert_failed_receipt(world, *out["failing"])

@@ -25,6 +25,7 @@ EXPECTED = {
     "endpoint_message",
     "handshake_data",
     "refusal_task",
+    "reply_extensions",
     "select_agent",
 }
 

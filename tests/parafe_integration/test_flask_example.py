@@ -254,6 +254,8 @@ def test_the_apps_own_endpoint_with_parafe_action(shop: Shop) -> None:
         "/api/agent/orders", content=body, headers={"Content-Type": "application/json"}
     )
     assert response.status_code == 200, response.text
+    # The answer carries Parafé data (the receipt), so it names the extension, as refusals do.
+    assert response.headers["a2a-extensions"] == EXTENSION_URI
     message = response.json()["message"]
     number = message["parts"][1]["data"]["order"]
     (receipt,) = parafe_data(message)["action_receipts"]

@@ -10,8 +10,11 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.provider.settings import parafe_from_mapping
+from tests.parafe.support import FIXTURES
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "parafe.md"
 SECTION = PAGE.read_text(encoding="utf-8")
@@ -59,3 +62,23 @@ def test_the_toml_sample_is_a_valid_configuration(tmp_path: Path) -> None:
     config = parafe_from_mapping(table)
     assert config.online_scopes == frozenset({"order-lamps"})
     assert config.file_receipts
+
+
+def test_the_local_sample_runs_against_its_stand_in_broker() -> None:
+    # The page's way to try Parafé without the public broker, run as written: a valid
+    # consent, then each refusal the page names, every receipt verified by the calling agent.
+    assert run_sample("local") == (
+        "200 A-1001 success None\n"
+        "403 INVALID_PROOF error proof_invalid\n"
+        "403 EXPIRED_CONSENT_TOKEN error consent_expired\n"
+        "403 SCOPE_VIOLATION error not_permitted\n"
+        "403 WRONG_AUDIENCE error consent_invalid\n"
+    )
+
+
+def test_the_fixtures_sample_verifies_the_real_broker_artifacts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Run where a reader puts the fixture file: beside the script.
+    monkeypatch.chdir(FIXTURES)
+    assert run_sample("fixtures") == "place-order True\n"

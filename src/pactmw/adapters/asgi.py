@@ -176,12 +176,16 @@ def parafe_action(
         body = getattr(response, "body", None)  # a StreamingResponse has none
         if isinstance(response, StarletteResponse) and isinstance(body, (bytes, memoryview)):
             content_type = response.headers.get("content-type")
-            updated = endpoint.finish(admitted.turn, bytes(body), content_type)
+            updated = endpoint.finish(
+                admitted.turn, bytes(body), content_type, response.status_code
+            )
             if updated is not None:
                 response.body = updated
                 response.headers["content-length"] = str(len(updated))
+                extensions = response.headers.get("a2a-extensions")
+                response.headers["a2a-extensions"] = endpoint.reply_extensions(extensions)
         else:
-            endpoint.finish(admitted.turn, None, None)
+            endpoint.finish(admitted.turn, None, None, getattr(response, "status_code", None))
         return response
 
     return lambda endpoint: wrap_endpoint(endpoint, around)

@@ -274,11 +274,15 @@ def parafe_action(
             request.environ[_PARAFE_KEY] = admitted.turn
             response = current_app.make_response(current_app.ensure_sync(view)(*args, **kwargs))
             if response.is_streamed:
-                endpoint.finish(admitted.turn, None, None)
+                endpoint.finish(admitted.turn, None, None, response.status_code)
                 return response
-            updated = endpoint.finish(admitted.turn, response.get_data(), response.content_type)
+            updated = endpoint.finish(
+                admitted.turn, response.get_data(), response.content_type, response.status_code
+            )
             if updated is not None:
                 response.set_data(updated)
+                extensions = response.headers.get("A2A-Extensions")
+                response.headers["A2A-Extensions"] = endpoint.reply_extensions(extensions)
             return response
 
         return wrapper  # type: ignore[return-value]

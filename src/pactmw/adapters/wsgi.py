@@ -190,11 +190,14 @@ def _with_receipts(
     status, headers = started
     body = b"".join(chunks)
     content_type = next((v for k, v in headers if k.lower() == "content-type"), None)
-    updated = endpoint.finish(turn, body, content_type)
+    updated = endpoint.finish(turn, body, content_type, int(status.split(" ", 1)[0]))
     if updated is not None:
         body = updated
-        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        extensions = next((v for k, v in headers if k.lower() == "a2a-extensions"), None)
+        changed = {"content-length", "a2a-extensions"}
+        headers = [(k, v) for k, v in headers if k.lower() not in changed]
         headers.append(("Content-Length", str(len(body))))
+        headers.append(("A2A-Extensions", endpoint.reply_extensions(extensions)))
     start_response(status, headers)
     return [body]
 

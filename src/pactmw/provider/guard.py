@@ -47,6 +47,7 @@ from pactmw.provider.parafe import (
     ParafeRefused,
     ParafeTurn,
     endpoint_message,
+    reply_extensions,
     select_agent,
 )
 from pactmw.provider.routes import MOUNT
@@ -375,11 +376,22 @@ class ParafeEndpoint:
         return ParafeAdmitted(turn, body)
 
     def finish(
-        self, turn: ParafeTurn, body: bytes | None, content_type: str | None
+        self,
+        turn: ParafeTurn,
+        body: bytes | None,
+        content_type: str | None,
+        status: int | None = None,
     ) -> bytes | None:
         """Sign and file the turn's receipts; the endpoint's JSON body with them, or None
-        (not JSON, or streamed: `body` None) when the body stays as it is."""
-        return self.agent.finish(turn, body if body is not None else b"", content_type)
+        (not JSON, or streamed: `body` None) when the body stays as it is. The endpoint's
+        `status` decides: from 400 up, what it did not complete is receipted as failed."""
+        return self.agent.finish(turn, body if body is not None else b"", content_type, status)
+
+    @staticmethod
+    def reply_extensions(existing: str | None) -> str:
+        """The `A2A-Extensions` header for a body `finish` changed (it now carries Parafé
+        data): `existing`, the endpoint's own value, with Parafé's URI added once."""
+        return reply_extensions(existing)
 
 
 __all__ = [

@@ -169,14 +169,19 @@ def parafe_action(
 
     def after(request: HttpRequest, response: Any) -> Any:
         turn = request.parafe  # type: ignore[attr-defined]
+        status = getattr(response, "status_code", None)
         if not isinstance(response, HttpResponse):  # streamed
-            endpoint().finish(turn, None, None)
+            endpoint().finish(turn, None, None, status)
             return response
-        updated = endpoint().finish(turn, response.content, response.get("Content-Type"))
+        updated = endpoint().finish(
+            turn, response.content, response.get("Content-Type"), response.status_code
+        )
         if updated is not None:
             response.content = updated
             if response.has_header("Content-Length"):
                 response["Content-Length"] = str(len(updated))
+            extensions = response.get("A2A-Extensions")
+            response["A2A-Extensions"] = ParafeEndpoint.reply_extensions(extensions)
         return response
 
     return _decorator(before, abefore, after)

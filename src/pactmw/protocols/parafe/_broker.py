@@ -75,9 +75,12 @@ def broker_key_set(document: Any) -> KeySet:
     return parse_jwks(document)
 
 
-def trusted_broker_url(url: str, policy: FetchPolicy) -> str:
+def trusted_broker_url(
+    url: str, policy: FetchPolicy, allowed_by: str = "allow_http_on_loopback"
+) -> str:
     """Check a configured broker URL: https, or http to loopback in development (when the
-    fetch policy allows loopback). Trailing slashes are dropped. Raises `ValueError`."""
+    fetch policy allows loopback). Trailing slashes are dropped. Raises `ValueError`, which
+    names `allowed_by`, the setting that allows loopback where the URL was configured."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -92,7 +95,7 @@ def trusted_broker_url(url: str, policy: FetchPolicy) -> str:
             loopback = False
         if not (loopback and policy.allow_http_on_loopback):
             raise ValueError(
-                "a broker URL must be https (http only to loopback, with allow_http_on_loopback)"
+                f"a broker URL must be https (http only to loopback, with {allowed_by})"
             )
     elif parts.scheme != "https":
         raise ValueError(f"broker URL {url!r} must be https")

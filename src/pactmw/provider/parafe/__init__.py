@@ -35,6 +35,7 @@ from pactmw.provider.parafe._endpoint import (
     REQUEST_KEY,
     add_receipts_to_json,
     endpoint_message,
+    reply_extensions,
     select_agent,
 )
 from pactmw.provider.parafe._filer import (
@@ -68,5 +69,6 @@ __all__ = [
     "endpoint_message",
     "handshake_data",
     "refusal_task",
+    "reply_extensions",
     "select_agent",
 ]

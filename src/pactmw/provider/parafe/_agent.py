@@ -203,11 +203,18 @@ class ParafeAgent:
         role agent) with the Parafé error data and the refusal receipt."""
         return _endpoint.refusal_response(self, refused, status)
 
-    def finish(self, turn: ParafeTurn, body: bytes, content_type: str | None) -> bytes | None:
+    def finish(
+        self,
+        turn: ParafeTurn,
+        body: bytes,
+        content_type: str | None,
+        status: int | None = None,
+    ) -> bytes | None:
         """After an endpoint ran: sign its receipts, queue them for filing, and return the
         JSON body with them added (an A2A `{"message": ...}` or a bare message), or None when
-        the body is not such JSON (the receipts are then in `turn.receipts` only)."""
-        return _endpoint.finish(self, turn, body, content_type)
+        the body is not such JSON (the receipts are then in `turn.receipts` only). With an
+        error `status` (400 and up), actions not marked failed are receipted as failed."""
+        return _endpoint.finish(self, turn, body, content_type, status)
 
 
 __all__ = [

@@ -17,7 +17,6 @@ from pactmw.protocols.parafe import (
     AP2_PAYMENT_MANDATE_KEY,
     AP2_PAYMENT_RECEIPT_KEY,
     DEFAULT_BROKER_URL,
-    BrokerKeys,
     BrokerRetry,
     CardExtension,
     HandshakeChallenge,
@@ -27,6 +26,7 @@ from pactmw.protocols.parafe import (
     ap2_card_extension,
     card_extension,
 )
+from pactmw.protocols.parafe._broker import trusted_broker_url
 
 if TYPE_CHECKING:
     from pactmw.provider.parafe._agent import ParafeAgent
@@ -122,7 +122,8 @@ class ParafeConfig:
             raise ValueError("file_receipts needs signing_key and the broker credential")
         if not self.broker_timeout > 0:
             raise ValueError("broker_timeout must be positive")
-        BrokerKeys(self.broker_url, fetch_policy=self.fetch_policy())  # checks the URL
+        # The table's own name for the loopback switch, not the fetch policy's.
+        trusted_broker_url(self.broker_url, self.fetch_policy(), "allow_http_broker_on_loopback")
         self.card_extension()  # refuses what other agents' parsers would
 
     @property

@@ -49,10 +49,17 @@ def refusal_response(agent: ParafeAgent, refused: ParafeRefused, status: int = 4
 
 
 def finish(
-    agent: ParafeAgent, turn: ParafeTurn, body: bytes, content_type: str | None
+    agent: ParafeAgent,
+    turn: ParafeTurn,
+    body: bytes,
+    content_type: str | None,
+    status: int | None = None,
 ) -> bytes | None:
     """`ParafeAgent.finish`: sign the turn's receipts, queue them, add them (and the AP2
-    receipts) to the body."""
+    receipts) to the body. An error `status` (400 and up) makes the receipts the endpoint
+    did not mark failed say `failed`: a receipt must not claim an action the answer refused."""
+    if status is not None and status >= 400:
+        turn.fail_unfinished(f"the endpoint answered {status}")
     receipts = turn.sign_receipts()
     agent.file(turn.filings())
     if not content_type or "json" not in content_type.lower():
@@ -60,6 +67,14 @@ def finish(
     if not receipts and turn.ap2_reply is None:
         return None
     return _message_in_json(body, turn.decorate)
+
+
+def reply_extensions(existing: str | None) -> str:
+    """The `A2A-Extensions` value of an endpoint's answer that carries Parafé data (its
+    receipts): the endpoint's own value, if it set one for other extensions, with Parafé's
+    URI added once. Refusals carry it too, so an agent sees the extension on every answer."""
+    listed = [uri.strip() for uri in (existing or "").split(",") if uri.strip()]
+    return ",".join(listed if EXTENSION_URI in listed else [*listed, EXTENSION_URI])
 
 
 def select_agent(agents: Mapping[str, ParafeAgent], brand: str | None) -> ParafeAgent:
@@ -128,5 +143,6 @@ __all__ = [
     "endpoint_message",
     "finish",
     "refusal_response",
+    "reply_extensions",
     "select_agent",
 ]

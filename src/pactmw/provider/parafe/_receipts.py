@@ -100,6 +100,14 @@ class ReceiptLedger:
             entry.error = "failed"
             entry.description = failed[:500]
 
+    def fail_unfinished(self, reason: str) -> None:
+        """Mark every receipt still unsigned and not already failed as failed, for `reason`
+        (an endpoint that answered with an error status did not do what it was allowed)."""
+        for entry in self._entries:
+            if entry.signed is None and entry.error is None:
+                entry.error = "failed"
+                entry.description = reason[:500]
+
     def sign(self, signer: ReceiptSigner) -> None:
         """Sign the pending receipts (each once)."""
         for entry in self._entries:

@@ -232,6 +232,11 @@ class ParafeTurn:
 
     # -- the reply -------------------------------------------------------------------------
 
+    def fail_unfinished(self, reason: str) -> None:
+        """Mark the receipts of this turn's permitted actions that are not signed yet, and
+        not marked failed by `complete`, as failed for `reason`."""
+        self._ledger.fail_unfinished(reason)
+
     def sign_receipts(self) -> tuple[str, ...]:
         """Sign the pending receipts (once) and return every receipt of the turn, in order."""
         signer = self._agent.signer if self._agent is not None else None
