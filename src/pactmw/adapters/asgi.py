@@ -88,8 +88,11 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     (None: none; use the decorators). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
     refused. The body is never read: a refused request is answered before it arrives.
-    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand)`,
-    shared with the WSGI middleware."""
+    With `serves_provider`, the Provider this app serves inside (`a2a_routes`), the
+    Provider's paths are its own (its card and consent pages public, its operations
+    authenticated by it), as in Flask and Django.
+    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand,
+    serves_provider)`, shared with the WSGI middleware."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A WebSocket under the prefix is guarded too: letting it through would open the
