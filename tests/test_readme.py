@@ -28,6 +28,7 @@ from pactmw.client import (
     delegation_scheme,
     fetch_card,
 )
+from pactmw.protocols.delegation import mint_access_token
 from tests.delegated.support import page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
@@ -49,6 +50,7 @@ def test_every_marked_sample_is_found() -> None:
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
         "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
+        "custom_delegation",
     }  # fmt: skip
 
 
@@ -215,6 +217,46 @@ def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
             assert elsewhere.url == f"{base}/", elsewhere.url
         granted = device.wait_for_token(started, timeout=60)
         assert isinstance(granted, TokenResponse), granted
+
+
+def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation() -> None:
+    # docs/getting-started/custom-server.md: a server without an adapter verifies identity and
+    # delegation with the guard and sends `refusal_response` as it is.
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
+    sample = SAMPLES["custom_delegation"]
+    assert registered in sample.code
+    code = sample.code.replace(registered, '"jwks": JWKS')
+    namespace: dict[str, Any] = {"__name__": "readme_custom", "JWKS": agent.public_jwks()}
+    exec(compile(code, sample.filename, "exec"), namespace)
+    orders, provider = namespace["orders"], namespace["provider"]
+    identity = ("Authorization", "Bearer " + agent.sign("user-1", "https://provider.example/a2a"))
+
+    def refused(headers: list[tuple[str, str]]) -> str:
+        answer = orders("GET", "/orders", headers)
+        assert (answer.status, answer.body) == (401, b""), answer
+        return str(dict(answer.headers)["WWW-Authenticate"])
+
+    assert refused([]) == 'Bearer realm="a2a"'
+    assert refused([identity]) == 'Bearer realm="a2a", error="invalid_token"'
+    assert refused([identity, ("X-A2A-User-Delegation", "Bearer x.y.z")]).endswith(
+        'error="invalid_token"'
+    )
+    # A delegation the Provider issued (its grant in the store, its token signed with its
+    # keys, as its consent pages do) reaches the handler, which reads the account.
+    now = time.time()
+    grant = provider.store.upsert_grant(
+        grant_id="g-1", brand_id="shop", account="jane", client_id=agent.issuer,
+        pa_sub="user-1", scopes=("orders:read",), now=now, expires_at=now + 3600,
+    )  # fmt: skip
+    token = mint_access_token(
+        key=provider.oauth.keys.signer, interface_url="https://provider.example/a2a/shop",
+        account="jane", client_id=agent.issuer, scopes=grant.scopes, grant_id="g-1", now=now,
+    )  # fmt: skip
+    answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", f"Bearer {token}")])
+    assert (answer.status, json.loads(answer.body)) == (200, {"account": "jane"})
+    # The raw token, without `Bearer `, is not the header's form.
+    assert refused([identity, ("X-A2A-User-Delegation", token)]).endswith('error="invalid_token"')
 
 
 def _token_of_your_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, Any]:
