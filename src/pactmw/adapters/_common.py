@@ -19,6 +19,7 @@ from pactmw.provider.routes import MOUNT
 
 __all__ = [
     "NOT_FOUND",
+    "REFUSED_CARD",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
     "OnceWarning",
@@ -44,6 +45,12 @@ UNVERIFIED_DELEGATION = (
     "delegation_required() on %s found no verified caller: it reads what "
     "PersonalAgentMiddleware verified under its prefix; elsewhere put "
     "personal_agent_required(verifier, delegation_provider=..., delegation_brand=...) above it"
+)
+
+#: What a middleware that refused a Brand's Agent Card says once (`Guard.guards_a_providers_card`).
+REFUSED_CARD = (
+    "PersonalAgentMiddleware refused %s, a Provider's public Agent Card: when this app serves "
+    "the Provider (a2a_routes), give the middleware serves_provider=provider"
 )
 
 #: The answer to a path nothing serves, the same bare 404 on every adapter.
@@ -214,3 +221,4 @@ class GuardedMiddleware(Generic[_App]):
         self.guard = make_guard(
             verifier, delegation_provider, delegation_brand, prefix, serves_provider
         )
+        self.refused_card = OnceWarning(REFUSED_CARD)

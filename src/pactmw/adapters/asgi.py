@@ -99,10 +99,13 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
         # prefix to anyone who asks for an upgrade.
         # The path the wrapped app routes on: below `root_path`, which includes any Mount
         # this app is served under.
-        if scope["type"] in _GUARDED and self.guard.protects(mounted_path(scope)):
+        if scope["type"] in _GUARDED and self.guard.protects(path := mounted_path(scope)):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:
+                if self.guard.guards_a_providers_card(path):
+                    # The usual mistake: `a2a_routes` behind the default prefix, untold.
+                    self.refused_card(path)
                 await refuse(scope, to_starlette(refusal_response(exc)), receive, send)
                 return
             assert caller is not None
