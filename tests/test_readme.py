@@ -28,6 +28,7 @@ from pactmw.client import (
     delegation_scheme,
     fetch_card,
 )
+from pactmw.protocols.delegation import mint_access_token
 from tests.delegated.support import page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
@@ -48,7 +49,8 @@ def test_every_marked_sample_is_found() -> None:
         "direct", "pypi_direct", "starlette", "fastapi", "flask", "wsgi", "provider",
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
-        "flask_provider", "poppy_fastapi", "serve_delegated_bot",
+        "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
+        "custom_delegation",
     }  # fmt: skip
 
 
@@ -162,6 +164,99 @@ def test_the_flask_provider_sample_answers_an_agent_and_asks_its_signed_in_user(
     listed = app.test_cli_runner().invoke(args=["pactmw", "grants", "list"])
     assert listed.exit_code == 0, listed.output
     assert "jane" in listed.output  # the grant is kept under the signed-in account
+
+
+def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/getting-started/starlette-fastapi.md's app as a reader runs it: the middleware on
+    # its API, the Provider inside with `a2a_routes`, its own /.well-known/ document, and its
+    # session login signing the person in on the consent page. Reported: the middleware's
+    # default prefix answered the Provider's public Agent Card with 401.
+    page = (REPO / "docs" / "getting-started" / "starlette-fastapi.md").read_text("utf-8")
+    keygen = re.search(r"`(pactmw keygen --out pactmw-signing\.jwk) > /dev/null`", page)
+    assert keygen, page
+    monkeypatch.chdir(tmp_path)  # the sample's key file and sqlite store are relative
+    pactmw = (sys.executable, "-m", "pactmw")
+    subprocess.run([*pactmw, *keygen[1].split()[1:]], check=True, capture_output=True)
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
+    sample = SAMPLES["fastapi_provider"]
+    assert registered in sample.code
+    code = sample.code.replace("http://127.0.0.1:8000", base).replace(registered, '"jwks": JWKS')
+    namespace: dict[str, Any] = {"__name__": "readme_fastapi_provider", "JWKS": agent.public_jwks()}
+    exec(compile(code, sample.filename, "exec"), namespace)
+    token = agent.for_user("user-1", audience=f"{base}/a2a")
+
+    with uvicorn_server(namespace["app"], port):
+        card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")
+        assert_guarded(base, "/api/whoami", "/.well-known/security.txt")
+        signed = agent.sign("user-1", f"{base}/a2a")
+        mine = httpx.get(f"{base}/api/whoami", headers={"Authorization": f"Bearer {signed}"})
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["user"].startswith("pa:")
+        reply = A2AClient.from_card(card, token).send("Where is my order?")
+        assert isinstance(reply, MessageReply)
+        assert reply.text == "You asked: Where is my order?"
+        scheme = delegation_scheme(card)
+        assert scheme is not None
+        device = DeviceCodeClient(scheme, token)
+        started = device.start(["orders:read"])
+        with loopback_client(follow_redirects=True) as browser:
+            consent = browser.get(started.verification_uri_complete)
+            assert "signed in to shop as jane" in page_text(consent.text), consent.text
+            form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
+                             r'value="([^"]+)"', consent.text)  # fmt: skip
+            assert form, consent.text
+            decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
+            browser.post(form[1], data=decision, headers={"Origin": base})
+            # The login follows `next` on this site only.
+            elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
+            assert elsewhere.url == f"{base}/", elsewhere.url
+        granted = device.wait_for_token(started, timeout=60)
+        assert isinstance(granted, TokenResponse), granted
+
+
+def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation() -> None:
+    # docs/getting-started/custom-server.md: a server without an adapter verifies identity and
+    # delegation with the guard and sends `refusal_response` as it is.
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
+    sample = SAMPLES["custom_delegation"]
+    assert registered in sample.code
+    code = sample.code.replace(registered, '"jwks": JWKS')
+    namespace: dict[str, Any] = {"__name__": "readme_custom", "JWKS": agent.public_jwks()}
+    exec(compile(code, sample.filename, "exec"), namespace)
+    orders, provider = namespace["orders"], namespace["provider"]
+    identity = ("Authorization", "Bearer " + agent.sign("user-1", "https://provider.example/a2a"))
+
+    def refused(headers: list[tuple[str, str]]) -> str:
+        answer = orders("GET", "/orders", headers)
+        assert (answer.status, answer.body) == (401, b""), answer
+        return str(dict(answer.headers)["WWW-Authenticate"])
+
+    assert refused([]) == 'Bearer realm="a2a"'
+    assert refused([identity]) == 'Bearer realm="a2a", error="invalid_token"'
+    assert refused([identity, ("X-A2A-User-Delegation", "Bearer x.y.z")]).endswith(
+        'error="invalid_token"'
+    )
+    # A delegation the Provider issued (its grant in the store, its token signed with its
+    # keys, as its consent pages do) reaches the handler, which reads the account.
+    now = time.time()
+    grant = provider.store.upsert_grant(
+        grant_id="g-1", brand_id="shop", account="jane", client_id=agent.issuer,
+        pa_sub="user-1", scopes=("orders:read",), now=now, expires_at=now + 3600,
+    )  # fmt: skip
+    token = mint_access_token(
+        key=provider.oauth.keys.signer, interface_url="https://provider.example/a2a/shop",
+        account="jane", client_id=agent.issuer, scopes=grant.scopes, grant_id="g-1", now=now,
+    )  # fmt: skip
+    answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", f"Bearer {token}")])
+    assert (answer.status, json.loads(answer.body)) == (200, {"account": "jane"})
+    # The raw token, without `Bearer `, is not the header's form.
+    assert refused([identity, ("X-A2A-User-Delegation", token)]).endswith('error="invalid_token"')
 
 
 def _token_of_your_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, Any]:

@@ -2,7 +2,8 @@
 
 Every app is configured from the same `PACTMW`-style dict (`guard_from_mapping`), serves the
 Provider (`/a2a/...`, and Poppy's documents at the site root for a Brand with Poppy) as its
-framework's users add it in one step, guards `PREFIX` (`/api`) with its middleware, and has
+framework's users add it in one step, guards the settings' `protect_prefix` (`PREFIX`,
+`/api`, unless a case configures another) with its middleware, and has
 these routes:
 
 * `/api/echo` (GET, POST): the middleware's caller. A POST body must be JSON (else 400).
@@ -169,7 +170,8 @@ def starlette_app(config: dict[str, Any]) -> Any:
             Middleware(
                 asgi.PersonalAgentMiddleware,
                 verifier=guard.verifier,
-                path_prefix=PREFIX,
+                path_prefix=guard.protect_prefix,
+                serves_provider=provider,  # the app serves it: a2a_routes below
                 **options,
             )
         ],
@@ -191,7 +193,11 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
     app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
     app.add_middleware(
-        asgi.PersonalAgentMiddleware, verifier=guard.verifier, path_prefix=PREFIX, **options
+        asgi.PersonalAgentMiddleware,
+        verifier=guard.verifier,
+        path_prefix=guard.protect_prefix,
+        serves_provider=provider,  # the app serves it: a2a_routes below
+        **options,
     )
 
     async def echo(request: Request) -> Any:
@@ -331,7 +337,8 @@ def wsgi_app(config: dict[str, Any]) -> Any:
         result: Iterable[bytes] = route(environ, start_response)
         return result
 
-    guarded = wsgi.PersonalAgentMiddleware(dispatch, guard.verifier, path_prefix=PREFIX, **options)
+    prefix = guard.protect_prefix
+    guarded = wsgi.PersonalAgentMiddleware(dispatch, guard.verifier, path_prefix=prefix, **options)
     return wsgi.A2AProviderApp(provider, guarded)
 
 

@@ -771,3 +771,29 @@ def test_a_hostile_issuer_or_path_cannot_forge_hide_or_flood_a_log_line(
     assert sum(m.startswith("personal agent refused: reason=unknown_issuer") for m in messages) == 2
     (warned,) = [m for m in messages if m.startswith("requires() on /outside/x")]
     assert "forged\\x1b[2K" in warned  # the URL drops the newline on the way; ESC remains
+
+
+def test_a_middleware_in_front_of_the_providers_card_says_what_it_needs(
+    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Reported: `PersonalAgentMiddleware` (default prefix `/a2a/`) in front of `a2a_routes`
+    # answered the public Agent Card with 401, logged at INFO only (a missing token), so no
+    # agent found the Brand and nothing said why. It still refuses (told nothing, it cannot
+    # know what the app serves), and says once what fixes it.
+    provider = guard_from_mapping(settings).provider
+    assert provider is not None
+    app = Starlette(
+        routes=asgi.a2a_routes(provider),
+        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=provider.verifier)],
+    )
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        for brand in ("acme", "acme", "other"):
+            assert_refused(client.get(f"/a2a/{brand}/.well-known/agent-card.json"))
+        assert_refused(client.get("/a2a/acme/nothing"))
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw.adapters")]
+    assert warned == [
+        "PersonalAgentMiddleware refused /a2a/acme/.well-known/agent-card.json, a Provider's "
+        "public Agent Card: when this app serves the Provider (a2a_routes), give the "
+        "middleware serves_provider=provider"
+    ]

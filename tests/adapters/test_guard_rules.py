@@ -329,3 +329,37 @@ def test_a_delegation_setup_that_could_never_verify_a_token_is_refused(
                 build(world.verifier, **more)
             assert str(caught.value) == message, more
     build(world.verifier, delegation_provider=world.provider, delegation_brand="acme")
+
+
+@pytest.mark.parametrize("name", ["asgi middleware", "wsgi middleware"])
+def test_a_middleware_told_a_wrong_served_provider_is_refused_where_it_is_built(
+    name: str, world: World
+) -> None:
+    # `serves_provider` leaves the Provider's paths to it; the guard checks one Provider's
+    # grants, so a delegation Provider other than the served one could only be a mistake.
+    build = BUILDERS[name]
+    other = Provider(
+        base_url="https://provider.example",
+        verifier=world.verifier,
+        store=open_store("memory://"),
+        brands=[Brand(id="plain", name="Plain", handler=lambda turn: "hi")],
+    )
+    refusals: dict[str, dict[str, object]] = {
+        "serves_provider must be a Provider, not str": {"serves_provider": "acme"},
+        "delegation_provider and serves_provider must be the same Provider": {
+            "serves_provider": other,
+            "delegation_provider": world.provider,
+            "delegation_brand": "acme",
+        },
+    }
+    for message, arguments in refusals.items():
+        with pytest.raises(ConfigError) as caught:
+            build(world.verifier, **arguments)
+        assert str(caught.value) == message, arguments
+    build(world.verifier, serves_provider=world.provider)
+    build(
+        world.verifier,
+        serves_provider=world.provider,
+        delegation_provider=world.provider,
+        delegation_brand="acme",
+    )

@@ -41,7 +41,8 @@ class A2AProviderApp:
       `request.user`: around the host app, that middleware has not run yet.
 
     The Provider authenticates its own routes in the protocol's order, so do not put
-    `PersonalAgentMiddleware` on them.
+    `PersonalAgentMiddleware` on them: inside the app, give the middleware
+    `serves_provider=provider`, which leaves the Provider's paths to it.
     """
 
     def __init__(

@@ -19,6 +19,7 @@ from pactmw.provider.routes import MOUNT
 
 __all__ = [
     "NOT_FOUND",
+    "REFUSED_CARD",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
     "OnceWarning",
@@ -44,6 +45,12 @@ UNVERIFIED_DELEGATION = (
     "delegation_required() on %s found no verified caller: it reads what "
     "PersonalAgentMiddleware verified under its prefix; elsewhere put "
     "personal_agent_required(verifier, delegation_provider=..., delegation_brand=...) above it"
+)
+
+#: What a middleware that refused a Brand's Agent Card says once (`Guard.guards_a_providers_card`).
+REFUSED_CARD = (
+    "PersonalAgentMiddleware refused %s, a Provider's public Agent Card: when this app serves "
+    "the Provider (a2a_routes), give the middleware serves_provider=provider"
 )
 
 #: The answer to a path nothing serves, the same bare 404 on every adapter.
@@ -157,25 +164,35 @@ def make_guard(
     delegation_provider: Provider | None,
     delegation_brand: str | None,
     path_prefix: str | None = None,
+    serves_provider: Provider | None = None,
 ) -> Guard:
-    """The guard behind an adapter's middleware (`path_prefix`: the paths it protects) or
-    decorators (None), from the arguments every adapter takes under the same names, checked
-    here so that a wrong one is an error where the adapter is built, naming the argument,
-    never a 500 on the first request that needs it."""
+    """The guard behind an adapter's middleware (`path_prefix`: the paths it protects, minus
+    the routes of the Provider the app `serves_provider`) or decorators (None), from the
+    arguments every adapter takes under the same names, checked here so that a wrong one is
+    an error where the adapter is built, naming the argument, never a 500 on the first
+    request that needs it."""
     require_verifier(verifier)
-    if delegation_provider is not None and not isinstance(delegation_provider, Provider):
-        raise ConfigError(
-            f"delegation_provider must be a Provider, not {type(delegation_provider).__name__}"
-        )
+    for name, given in (
+        ("delegation_provider", delegation_provider),
+        ("serves_provider", serves_provider),
+    ):
+        if given is not None and not isinstance(given, Provider):
+            raise ConfigError(f"{name} must be a Provider, not {type(given).__name__}")
     if (delegation_provider is None) != (delegation_brand is None):
         raise ConfigError("delegation_provider and delegation_brand go together: give both")
     if delegation_provider is not None and delegation_brand is not None:
         check_delegation_brand(delegation_provider.brands, delegation_brand)
+    if None not in (delegation_provider, serves_provider) and (
+        delegation_provider is not serves_provider
+    ):
+        # The guard knows one Provider: the one whose grants it checks is the one it serves.
+        raise ConfigError("delegation_provider and serves_provider must be the same Provider")
     return Guard(
         verifier,
-        provider=delegation_provider,
+        provider=delegation_provider or serves_provider,
         delegation_brand=delegation_brand,
         protect_prefix=path_prefix,
+        serves_provider=serves_provider is not None,
     )
 
 
@@ -184,8 +201,10 @@ class GuardedMiddleware(Generic[_App]):
     they wrap (`app`) and the guard of the requests under `path_prefix` (a path starting with
     "/", "/" for all; None: none, use the decorators; anything else is a `ConfigError`).
     With `delegation_provider` and `delegation_brand`, an `X-A2A-User-Delegation` token for
-    that Brand is verified too; one sent without them is refused. Each middleware only adds
-    its framework's `__call__`."""
+    that Brand is verified too; one sent without them is refused. With `serves_provider`, the
+    Provider the wrapped app serves (`a2a_routes`), its paths are left to it: they
+    authenticate themselves, and its Agent Card and consent pages are public. Each middleware
+    only adds its framework's `__call__`."""
 
     def __init__(
         self,
@@ -195,7 +214,11 @@ class GuardedMiddleware(Generic[_App]):
         path_prefix: str | None = MOUNT,
         delegation_provider: Provider | None = None,
         delegation_brand: str | None = None,
+        serves_provider: Provider | None = None,
     ) -> None:
         self.app = app
         prefix = guarded_prefix(path_prefix, "path_prefix", empty_is_none=False)
-        self.guard = make_guard(verifier, delegation_provider, delegation_brand, prefix)
+        self.guard = make_guard(
+            verifier, delegation_provider, delegation_brand, prefix, serves_provider
+        )
+        self.refused_card = OnceWarning(REFUSED_CARD)

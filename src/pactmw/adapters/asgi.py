@@ -88,18 +88,24 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     (None: none; use the decorators). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
     refused. The body is never read: a refused request is answered before it arrives.
-    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand)`,
-    shared with the WSGI middleware."""
+    With `serves_provider`, the Provider this app serves inside (`a2a_routes`), the
+    Provider's paths are its own (its card and consent pages public, its operations
+    authenticated by it), as in Flask and Django.
+    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand,
+    serves_provider)`, shared with the WSGI middleware."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A WebSocket under the prefix is guarded too: letting it through would open the
         # prefix to anyone who asks for an upgrade.
         # The path the wrapped app routes on: below `root_path`, which includes any Mount
         # this app is served under.
-        if scope["type"] in _GUARDED and self.guard.protects(mounted_path(scope)):
+        if scope["type"] in _GUARDED and self.guard.protects(path := mounted_path(scope)):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:
+                if self.guard.guards_a_providers_card(path):
+                    # The usual mistake: `a2a_routes` behind the default prefix, untold.
+                    self.refused_card(path)
                 await refuse(scope, to_starlette(refusal_response(exc)), receive, send)
                 return
             assert caller is not None

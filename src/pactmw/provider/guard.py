@@ -53,6 +53,9 @@ from pactmw.provider.parafe import (
 from pactmw.provider.routes import MOUNT
 from pactmw.provider.settings import PROVIDER_KEYS, PROVIDER_ONLY_KEYS, ProviderSettings
 
+#: A Brand's Agent Card below `/a2a/{brand}/`, public in every Provider.
+CARD_PATH = ".well-known/agent-card.json"
+
 #: What a guarded app endpoint reads of a body at most before answering 413.
 ENDPOINT_BODY_LIMIT = 1024 * 1024
 
@@ -98,6 +101,15 @@ class Guard:
             return False
         # The Provider's paths (`/a2a` too) are its own: its routes authenticate themselves.
         return not (self.serves_provider and in_protected_path(path, MOUNT))
+
+    def guards_a_providers_card(self, path: str) -> bool:
+        """Whether `path`, which `protects`, is a Brand's public Agent Card: an app that
+        serves the Provider without telling this guard (`a2a_routes` inside an ASGI app)
+        hides the Brand from every agent, which the adapter says once in the log."""
+        if self.serves_provider or not path.startswith(MOUNT):
+            return False
+        brand, _, rest = path[len(MOUNT) :].partition("/")
+        return bool(brand) and rest == CARD_PATH
 
     # -- the caller ----------------------------------------------------------------------
 
@@ -395,6 +407,7 @@ class ParafeEndpoint:
 
 
 __all__ = [
+    "CARD_PATH",
     "ENDPOINT_BODY_LIMIT",
     "OTHER_CREDENTIAL_REASONS",
     "Guard",
