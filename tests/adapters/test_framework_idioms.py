@@ -773,8 +773,9 @@ def test_a_hostile_issuer_or_path_cannot_forge_hide_or_flood_a_log_line(
     assert "forged\\x1b[2K" in warned  # the URL drops the newline on the way; ESC remains
 
 
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
 def test_a_middleware_in_front_of_the_providers_card_says_what_it_needs(
-    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+    kind: str, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     # Reported: `PersonalAgentMiddleware` (default prefix `/a2a/`) in front of `a2a_routes`
     # answered the public Agent Card with 401, logged at INFO only (a missing token), so no
@@ -782,18 +783,23 @@ def test_a_middleware_in_front_of_the_providers_card_says_what_it_needs(
     # know what the app serves), and says once what fixes it.
     provider = guard_from_mapping(settings).provider
     assert provider is not None
-    app = Starlette(
-        routes=asgi.a2a_routes(provider),
-        middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=provider.verifier)],
+    app: Any = (
+        Starlette(
+            routes=asgi.a2a_routes(provider),
+            middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=provider.verifier)],
+        )
+        if kind == "asgi"
+        else wsgi.PersonalAgentMiddleware(wsgi.A2AProviderApp(provider), provider.verifier)
     )
+    serve = uvicorn_server if kind == "asgi" else werkzeug_server
     caplog.set_level(logging.WARNING, logger="pactmw")
-    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+    with serve(app) as base, loopback_client(base_url=base) as client:
         for brand in ("acme", "acme", "other"):
             assert_refused(client.get(f"/a2a/{brand}/.well-known/agent-card.json"))
         assert_refused(client.get("/a2a/acme/nothing"))
     warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw.adapters")]
     assert warned == [
         "PersonalAgentMiddleware refused /a2a/acme/.well-known/agent-card.json, a Provider's "
-        "public Agent Card: when this app serves the Provider (a2a_routes), give the "
-        "middleware serves_provider=provider"
+        "public Agent Card: when the app behind it serves the Provider (a2a_routes, "
+        "A2AProviderApp), give the middleware serves_provider=provider"
     ]

@@ -49,8 +49,9 @@ UNVERIFIED_DELEGATION = (
 
 #: What a middleware that refused a Brand's Agent Card says once (`Guard.guards_a_providers_card`).
 REFUSED_CARD = (
-    "PersonalAgentMiddleware refused %s, a Provider's public Agent Card: when this app serves "
-    "the Provider (a2a_routes), give the middleware serves_provider=provider"
+    "PersonalAgentMiddleware refused %s, a Provider's public Agent Card: when the app behind "
+    "it serves the Provider (a2a_routes, A2AProviderApp), give the middleware "
+    "serves_provider=provider"
 )
 
 #: The answer to a path nothing serves, the same bare 404 on every adapter.
@@ -221,4 +222,11 @@ class GuardedMiddleware(Generic[_App]):
         self.guard = make_guard(
             verifier, delegation_provider, delegation_brand, prefix, serves_provider
         )
-        self.refused_card = OnceWarning(REFUSED_CARD)
+        self._refused_card = OnceWarning(REFUSED_CARD)
+
+    def refused(self, path: str) -> None:
+        """Called when the middleware refused the request for `path`: a Brand's public Agent
+        Card refused is the usual mistake (the Provider inside the app, the middleware not
+        told with `serves_provider`), said once in the log."""
+        if self.guard.guards_a_providers_card(path):
+            self._refused_card(path)

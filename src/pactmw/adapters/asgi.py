@@ -103,9 +103,7 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:
-                if self.guard.guards_a_providers_card(path):
-                    # The usual mistake: `a2a_routes` behind the default prefix, untold.
-                    self.refused_card(path)
+                self.refused(path)
                 await refuse(scope, to_starlette(refusal_response(exc)), receive, send)
                 return
             assert caller is not None

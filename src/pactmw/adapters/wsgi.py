@@ -63,15 +63,18 @@ class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
     Apply as `app.wsgi_app = PersonalAgentMiddleware(app.wsgi_app, verifier)` in Flask, or
     around any WSGI application. With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too (the caller's
-    `.delegation`); one sent without them is refused. Constructor: `(app, verifier, *,
-    path_prefix, delegation_provider, delegation_brand)`, shared with the ASGI middleware.
+    `.delegation`); one sent without them is refused. With `serves_provider`, the Provider
+    the wrapped app serves (`A2AProviderApp` inside it), the Provider's paths are its own.
+    Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand,
+    serves_provider)`, shared with the ASGI middleware.
     """
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if self.guard.protects(wsgi_path(environ)):
+        if self.guard.protects(path := wsgi_path(environ)):
             try:
                 environ[ENVIRON_KEY] = self.guard.authenticate(neutral_request(environ))
             except AuthenticationFailed as exc:
+                self.refused(path)
                 return respond(refusal_response(exc), start_response)
         return self.app(environ, start_response)
 
