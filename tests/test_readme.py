@@ -21,6 +21,7 @@ import pytest
 
 from pactmw.client import (
     A2AClient,
+    AgentCard,
     AgentSigner,
     DeviceCodeClient,
     MessageReply,
@@ -28,6 +29,7 @@ from pactmw.client import (
     delegation_scheme,
     fetch_card,
 )
+from pactmw.client.flow import TokenSource
 from pactmw.protocols.delegation import mint_access_token
 from tests.delegated.support import page_text
 from tests.support.net import free_port, loopback_client
@@ -144,26 +146,35 @@ def test_the_flask_provider_sample_answers_an_agent_and_asks_its_signed_in_user(
     with werkzeug_server(app, port):
         card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")
         token = agent.for_user("user-1", audience=f"{base}/a2a")
-        reply = A2AClient.from_card(card, token).send("Where is my order?")
-        assert isinstance(reply, MessageReply)
-        assert reply.text == "You asked: Where is my order?"
-        scheme = delegation_scheme(card)
-        assert scheme is not None
-        device = DeviceCodeClient(scheme, token)
-        started = device.start(["orders:read"])
         with loopback_client(follow_redirects=True) as browser:
-            consent = browser.get(started.verification_uri_complete)
-            assert "signed in to shop as jane" in page_text(consent.text), consent.text
-            form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
-                             r'value="([^"]+)"', consent.text)  # fmt: skip
-            assert form, consent.text
-            decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
-            browser.post(form[1], data=decision, headers={"Origin": base})
-        granted = device.wait_for_token(started, timeout=60)
-        assert isinstance(granted, TokenResponse), granted
+            _reply_then_allow_as_jane(base, card, token, browser)
     listed = app.test_cli_runner().invoke(args=["pactmw", "grants", "list"])
     assert listed.exit_code == 0, listed.output
     assert "jane" in listed.output  # the grant is kept under the signed-in account
+
+
+def _reply_then_allow_as_jane(
+    base: str, card: AgentCard, token: TokenSource, browser: httpx.Client
+) -> TokenResponse:
+    """What a guide's Provider sample promises an agent: a reply, then a delegation for
+    `orders:read` that jane, signed in by the sample's login, allows on the consent page."""
+    reply = A2AClient.from_card(card, token).send("Where is my order?")
+    assert isinstance(reply, MessageReply)
+    assert reply.text == "You asked: Where is my order?"
+    scheme = delegation_scheme(card)
+    assert scheme is not None
+    device = DeviceCodeClient(scheme, token)
+    started = device.start(["orders:read"])
+    consent = browser.get(started.verification_uri_complete)
+    assert "signed in to shop as jane" in page_text(consent.text), consent.text
+    form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
+                     r'value="([^"]+)"', consent.text)  # fmt: skip
+    assert form, consent.text
+    decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
+    browser.post(form[1], data=decision, headers={"Origin": base})
+    granted = device.wait_for_token(started, timeout=60)
+    assert isinstance(granted, TokenResponse), granted
+    return granted
 
 
 def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
@@ -197,26 +208,11 @@ def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
         mine = httpx.get(f"{base}/api/whoami", headers={"Authorization": f"Bearer {signed}"})
         assert mine.status_code == 200, mine.text
         assert mine.json()["user"].startswith("pa:")
-        reply = A2AClient.from_card(card, token).send("Where is my order?")
-        assert isinstance(reply, MessageReply)
-        assert reply.text == "You asked: Where is my order?"
-        scheme = delegation_scheme(card)
-        assert scheme is not None
-        device = DeviceCodeClient(scheme, token)
-        started = device.start(["orders:read"])
         with loopback_client(follow_redirects=True) as browser:
-            consent = browser.get(started.verification_uri_complete)
-            assert "signed in to shop as jane" in page_text(consent.text), consent.text
-            form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
-                             r'value="([^"]+)"', consent.text)  # fmt: skip
-            assert form, consent.text
-            decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
-            browser.post(form[1], data=decision, headers={"Origin": base})
+            _reply_then_allow_as_jane(base, card, token, browser)
             # The login follows `next` on this site only.
             elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
             assert elsewhere.url == f"{base}/", elsewhere.url
-        granted = device.wait_for_token(started, timeout=60)
-        assert isinstance(granted, TokenResponse), granted
 
 
 def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation() -> None:
