@@ -141,11 +141,11 @@ for model, column in PAGES.items():
 text = client.get("/admin/pactmw/grant/").content.decode()
 print("filters:", " ".join(re.findall(r'<details data-filter-title="([^"]+)"', text)))
 found = client.get("/admin/pactmw/grant/", {"q": "acct-old"}).content.decode()
-print("found:", " ".join(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', found)))
+print("found:", " ".join(re.findall(r'<th class="field-grant"><a [^>]*>([^<]+)</a>', found)))
 # The status filter, as `pactmw grants list` tells them apart.
 for status in ("live", "revoked", "expired"):
     text = client.get("/admin/pactmw/grant/", {"status": status}).content.decode()
-    ids = sorted(re.findall(r'<th class="field-grant_id"><a [^>]*>([^<]+)</a>', text))
+    ids = sorted(re.findall(r'<th class="field-grant"><a [^>]*>([^<]+)</a>', text))
     print(f"{status}: {' '.join(ids) if len(ids) < 3 else len(ids)}")
 """
 )

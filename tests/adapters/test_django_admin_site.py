@@ -207,7 +207,11 @@ def _record_page(client: httpx.Client, model: str, key: str) -> str:
     """The admin's page of one row (reached from its list, as a person would): shown, and
     with times as the lists show them, never as epoch seconds."""
     listed = client.get(f"/admin/pactmw/{model}/").text
-    links = re.findall(rf'href="(/admin/pactmw/{model}/[^"]+/change/)[^"]*">([^<]+)</a>', listed)
+    links = re.findall(
+        rf'href="(/admin/pactmw/{model}/[^"]+/change/)[^"]*">'
+        r'(?:<span title="[^"]*">)?([^<]+)(?:</span>)?</a>',
+        listed,
+    )
     (link,) = [href for href, text in links if text == key]
     page = client.get(link)
     assert page.status_code == 200, page.text[:3000]

@@ -28,6 +28,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
 
 from pactmw.adapters.django._config import (
     SHOW_MESSAGE_TEXT,
@@ -96,6 +97,64 @@ def _time_column(
     return column
 
 
+#: A list's times: the day (UTC), or the minute where it matters (a conversation's last
+#: activity); the whole time, as the commands show it, in the cell's title and on the page.
+_LIST_DAY = "%Y-%m-%d"
+_LIST_MINUTE = "%Y-%m-%d %H:%M"
+
+
+def _list_time_column(
+    field: str, description: str, pattern: str = _LIST_DAY
+) -> Callable[[Any, Any], str]:
+    """A list column showing the time in `field` compactly (`pattern`, UTC), sorted by it."""
+
+    @admin.display(description=description, ordering=field)
+    def column(admin_view: Any, obj: Any) -> str:
+        value = getattr(obj, field)
+        if value is None:
+            return "-"
+        return format_html('<span title="{}">{}</span>', _when(value), format_time(value, pattern))
+
+    return column
+
+
+#: An id longer than this is shown in a list by its last `_ID_TAIL` characters.
+_ID_SHOWN = 16
+_ID_TAIL = 8
+
+
+def _short_id(value: str) -> str:
+    """A list's text for a long id: its tail, which tells apart the ids pactmw mints (grant
+    ids and UUIDv7 context ids start with their time, the same for a day's), the whole id in
+    its title and on its page."""
+    if len(value) <= _ID_SHOWN:
+        return value
+    return format_html('<span title="{}">\u2026{}</span>', value, value[-_ID_TAIL:])
+
+
+def _titled(text: str, shown: str | None = None) -> str:
+    """A list cell's text (`shown`, the text itself by default) with the whole text as its
+    title: the lists' CSS cuts a long cell to its width with an ellipsis."""
+    return format_html('<span title="{}">{}</span>', text, text if shown is None else shown)
+
+
+def _titled_column(
+    field: str, description: str, *, url: bool = False
+) -> Callable[[Any, Any], str | None]:
+    """A list column showing the text in `field` with its title (`_titled`), sorted by it.
+    A `url` column leaves out "https://", the scheme every agent's URL has (an http URL, for
+    a test on loopback, is shown whole)."""
+
+    @admin.display(description=description, ordering=field, empty_value="-")
+    def column(admin_view: Any, obj: Any) -> str | None:
+        value = getattr(obj, field)
+        if not value:
+            return None  # Django's "-"
+        return _titled(value, value.removeprefix("https://") if url else value)
+
+    return column
+
+
 class _ReadOnly:
     """Nothing is added, changed or deleted through the ORM (a mixin for admins and inlines)."""
 
@@ -114,6 +173,10 @@ class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     the state is not in this site's database (`state_in_site_database`), so Django hides the
     section and answers its URLs 403; Django's own rules where it is. Inlines follow their
     parent, whose pages they are shown on."""
+
+    class Media:
+        # One line a row, inside the page at a laptop's width (see the file).
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("pactmw/admin/lists.css",)}
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return state_in_site_database() and super().has_module_permission(request)
@@ -300,10 +363,16 @@ class RegisteredAgentAdmin(_AgentSwitches):
     """Agents added at runtime, on top of the configured ones: add, block, allow, remove."""
 
     form = RegisteredAgentForm
-    list_display = ("issuer", "name", "jwks_uri", "access", "added")
+    # Whether an agent may act comes right after which one it is; its keys' URL last.
+    list_display = ("agent", "access", "agent_name", "added_utc", "jwks")
+    list_display_links = ("agent",)
     search_fields = ("issuer", "name")
     ordering = ("issuer",)
     added = _time_column("added_at", "added")
+    added_utc = _list_time_column("added_at", "added")
+    agent = _titled_column("issuer", "issuer")
+    agent_name = _titled_column("name", "name")
+    jwks = _titled_column("jwks_uri", "JWKS URL")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RegisteredAgent]:
         # Each agent's block/allow switch comes with the list: one query, not one a row.
@@ -352,8 +421,10 @@ class AgentAccessAdmin(_AgentSwitches):
     """Which agents are blocked or allowed, configured ones included."""
 
     form = AgentAccessForm
-    list_display = ("issuer", "access", "source")
+    list_display = ("agent", "access", "source")
+    list_display_links = ("agent",)
     ordering = ("issuer",)
+    agent = _titled_column("issuer", "issuer")
 
     @admin.display(description="access")
     def access(self, obj: AgentOverride) -> str:
@@ -443,18 +514,12 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
     the Provider does."""
 
-    # What an operator decides on comes first: beside Django's navigation and the filters,
-    # nine columns put the status past the right edge of a 1400 px window. The agent's user
-    # (`pa_sub`) and the creation time are on each grant's page.
-    list_display = (
-        "grant_id",
-        "account",
-        "client_id",
-        "scope_list",
-        "state",
-        "expires",
-        "brand_id",
-    )
+    # What an operator decides on comes first, on one line a grant: beside Django's
+    # navigation and the filters a 1280 px window leaves some 600 px for the table. The
+    # agent's user (`pa_sub`), the creation time and the Brand (a filter) are on each
+    # grant's page.
+    list_display = ("grant", "account_text", "agent", "scope_list", "state", "expires_utc")
+    list_display_links = ("grant",)
     # Not `account` among the filters: the sidebar would list every account that ever
     # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
     # `?account=...` filters as before.
@@ -487,10 +552,17 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     expires = _time_column("expires_at", "expires")
     revoked = _time_column("revoked_at", "revoked")
     last_used = _time_column("last_used_at", "last used")
+    expires_utc = _list_time_column("expires_at", "expires")
+    account_text = _titled_column("account", "account")
+    agent = _titled_column("client_id", "agent", url=True)
+
+    @admin.display(description="grant id", ordering="grant_id")
+    def grant(self, obj: Grant) -> str:
+        return _short_id(obj.grant_id)
 
     @admin.display(description="scopes")
     def scope_list(self, obj: Grant) -> str:
-        return " ".join(obj.scopes or ())
+        return _titled(", ".join(obj.scopes or ()))
 
     @admin.display(description="status")
     def state(self, obj: Grant) -> str:
@@ -546,7 +618,10 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     it) and how many there are, so a long conversation's page stays small.
     """
 
-    list_display = ("context_id", "brand_id", "issuer", "sub", "account", "closed", "active")
+    # One line a conversation, as the grants: the agent's user (`sub`), the start and the
+    # Brand (a filter) are on each conversation's page.
+    list_display = ("conversation", "account_text", "agent", "active_utc", "closed")
+    list_display_links = ("conversation",)
     list_filter = (
         _known("brand_id", "brand", _brand_ids),
         _known("issuer", "agent", _agent_issuers),
@@ -571,6 +646,13 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     turns_shown: ClassVar[int] = 50
     started = _time_column("created_at", "started")
     active = _time_column("last_activity", "last activity")
+    active_utc = _list_time_column("last_activity", "last activity", _LIST_MINUTE)
+    account_text = _titled_column("account", "account")
+    agent = _titled_column("issuer", "agent", url=True)
+
+    @admin.display(description="context id", ordering="context_id")
+    def conversation(self, conversation: Conversation) -> str:
+        return _short_id(conversation.context_id)
 
     @admin.display(description="turns")
     def turns(self, conversation: Conversation) -> str:
