@@ -18,9 +18,7 @@ through the ORM. Conversations are read-only, and message text is shown only whe
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
@@ -28,14 +26,24 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
-from django.utils.html import format_html
 
+from pactmw.adapters.django._admin_lists import (
+    LIST_MINUTE,
+    GrantStatusFilter,
+    agent_issuers,
+    brand_ids,
+    in_state_database,
+    known,
+    list_time_column,
+    short_id,
+    time_column,
+    titled,
+    titled_column,
+)
 from pactmw.adapters.django._config import (
     SHOW_MESSAGE_TEXT,
     get_provider,
-    raw_settings,
     show_message_text,
-    state_database,
     state_in_site_database,
 )
 from pactmw.adapters.django.models import (
@@ -45,9 +53,7 @@ from pactmw.adapters.django.models import (
     Message,
     RegisteredAgent,
 )
-from pactmw.core.errors import RequestRefused
 from pactmw.provider import agent_admin, grant_admin
-from pactmw.provider.grant_admin import TABLE_TIME, format_time
 
 if TYPE_CHECKING:  # a model: importing it needs django.contrib.admin installed and loaded
     from django.contrib.admin.models import LogEntry
@@ -72,87 +78,6 @@ _REFUSED_AT_SAVE = "_pactmw_refused_at_save"
 #: Set on the request once the admin reported what an operators' function did (an add, a
 #: switch, a removal), so Django's own success message does not say it a second time.
 _REPORTED = "_pactmw_reported"
-
-
-def _in_state_database(queryset: QuerySet[Any]) -> QuerySet[Any]:
-    """`queryset` read from the database the store writes (`"django:ALIAS"`), not from the
-    one Django's router would pick: the admin shows what the store holds."""
-    return queryset.using(state_database())
-
-
-def _when(value: float | None) -> str:
-    return format_time(value, TABLE_TIME) or "-"
-
-
-def _time_column(
-    field: str, description: str, *, sortable: bool = True
-) -> Callable[[Any, Any], str]:
-    """A list or detail column showing the time in `field` as the commands' tables do;
-    `sortable` columns sort by that field."""
-
-    @admin.display(description=description, ordering=field if sortable else None)
-    def column(admin_view: Any, obj: Any) -> str:
-        return _when(getattr(obj, field))
-
-    return column
-
-
-#: A list's times: the day (UTC), or the minute where it matters (a conversation's last
-#: activity); the whole time, as the commands show it, in the cell's title and on the page.
-_LIST_DAY = "%Y-%m-%d"
-_LIST_MINUTE = "%Y-%m-%d %H:%M"
-
-
-def _list_time_column(
-    field: str, description: str, pattern: str = _LIST_DAY
-) -> Callable[[Any, Any], str]:
-    """A list column showing the time in `field` compactly (`pattern`, UTC), sorted by it."""
-
-    @admin.display(description=description, ordering=field)
-    def column(admin_view: Any, obj: Any) -> str:
-        value = getattr(obj, field)
-        if value is None:
-            return "-"
-        return format_html('<span title="{}">{}</span>', _when(value), format_time(value, pattern))
-
-    return column
-
-
-#: An id longer than this is shown in a list by its last `_ID_TAIL` characters.
-_ID_SHOWN = 16
-_ID_TAIL = 8
-
-
-def _short_id(value: str) -> str:
-    """A list's text for a long id: its tail, which tells apart the ids pactmw mints (grant
-    ids and UUIDv7 context ids start with their time, the same for a day's), the whole id in
-    its title and on its page."""
-    if len(value) <= _ID_SHOWN:
-        return value
-    return format_html('<span title="{}">\u2026{}</span>', value, value[-_ID_TAIL:])
-
-
-def _titled(text: str, shown: str | None = None) -> str:
-    """A list cell's text (`shown`, the text itself by default) with the whole text as its
-    title: the lists' CSS cuts a long cell to its width with an ellipsis."""
-    return format_html('<span title="{}">{}</span>', text, text if shown is None else shown)
-
-
-def _titled_column(
-    field: str, description: str, *, url: bool = False
-) -> Callable[[Any, Any], str | None]:
-    """A list column showing the text in `field` with its title (`_titled`), sorted by it.
-    A `url` column leaves out "https://", the scheme every agent's URL has (an http URL, for
-    a test on loopback, is shown whole)."""
-
-    @admin.display(description=description, ordering=field, empty_value="-")
-    def column(admin_view: Any, obj: Any) -> str | None:
-        value = getattr(obj, field)
-        if not value:
-            return None  # Django's "-"
-        return _titled(value, value.removeprefix("https://") if url else value)
-
-    return column
 
 
 class _ReadOnly:
@@ -185,7 +110,7 @@ class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return state_in_site_database() and super().has_view_permission(request, obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return _in_state_database(super().get_queryset(request))
+        return in_state_database(super().get_queryset(request))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return state_in_site_database() and super().has_add_permission(request)
@@ -368,11 +293,11 @@ class RegisteredAgentAdmin(_AgentSwitches):
     list_display_links = ("agent",)
     search_fields = ("issuer", "name")
     ordering = ("issuer",)
-    added = _time_column("added_at", "added")
-    added_utc = _list_time_column("added_at", "added")
-    agent = _titled_column("issuer", "issuer")
-    agent_name = _titled_column("name", "name")
-    jwks = _titled_column("jwks_uri", "JWKS URL")
+    added = time_column("added_at", "added")
+    added_utc = list_time_column("added_at", "added")
+    agent = titled_column("issuer", "issuer")
+    agent_name = titled_column("name", "name")
+    jwks = titled_column("jwks_uri", "JWKS URL")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RegisteredAgent]:
         # Each agent's block/allow switch comes with the list: one query, not one a row.
@@ -424,7 +349,7 @@ class AgentAccessAdmin(_AgentSwitches):
     list_display = ("agent", "access", "source")
     list_display_links = ("agent",)
     ordering = ("issuer",)
-    agent = _titled_column("issuer", "issuer")
+    agent = titled_column("issuer", "issuer")
 
     @admin.display(description="access")
     def access(self, obj: AgentOverride) -> str:
@@ -448,67 +373,6 @@ class AgentAccessAdmin(_AgentSwitches):
 # -- grants --------------------------------------------------------------------------------
 
 
-def _known(field: str, title: str, choices: Callable[[], Iterable[str]]) -> type[Any]:
-    """A list filter on `field` offering `choices()`: what the Provider knows (its Brands, its
-    configured and added agents), not Django's `DISTINCT` over the table, which reads every
-    row on every page (0.25 s of a 0.39 s conversations page at 300,000 conversations). The
-    `?field=` of any value filters, a value no longer known included."""
-
-    class KnownValues(admin.SimpleListFilter):
-        parameter_name = field
-
-        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-            return [(value, value) for value in sorted(set(choices()))]
-
-        def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-            value = self.value()
-            return queryset if value is None else queryset.filter(**{field: value})
-
-    KnownValues.title = title
-    return KnownValues
-
-
-# The lists answer while `PACTMW` does not build (the pages that need the Provider answer
-# 503): their filters read the settings as written, and the agents the database holds.
-
-
-def _brand_ids() -> Iterable[str]:
-    brands = raw_settings().get("brands")  # a mapping where the admin shows at all
-    return [brand for brand in brands if isinstance(brand, str)]
-
-
-def _agent_issuers() -> Iterable[str]:
-    configured: list[str] = []
-    with contextlib.suppress(RequestRefused):  # then only the added agents are known
-        configured = [agent.issuer for agent in get_provider().verifier.registry]
-    added = _in_state_database(RegisteredAgent.objects.values_list("issuer", flat=True))
-    return [*configured, *added]
-
-
-class _GrantStatusFilter(admin.SimpleListFilter):
-    """Live, revoked or expired, as the status column and `pactmw grants list` tell them
-    (`grant_admin.status`): the filter an operator looking for what to revoke wants."""
-
-    title = "status"
-    parameter_name = "status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> tuple[tuple[str, str], ...]:
-        return (("live", "live"), ("revoked", "revoked"), ("expired", "expired"))
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Grant]) -> QuerySet[Grant]:
-        # The store's rule (`store.Grant.is_live`) in the ORM's terms: live while unrevoked
-        # and `now < expires_at`.
-        now = time.time()
-        unrevoked = queryset.filter(revoked_at__isnull=True)
-        if self.value() == "live":
-            return unrevoked.filter(expires_at__gt=now)
-        if self.value() == "expired":
-            return unrevoked.filter(expires_at__lte=now)
-        if self.value() == "revoked":
-            return queryset.filter(revoked_at__isnull=False)
-        return queryset
-
-
 @admin.register(Grant)
 class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
@@ -524,9 +388,9 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
     # `?account=...` filters as before.
     list_filter = (
-        _GrantStatusFilter,
-        _known("brand_id", "brand", _brand_ids),
-        _known("client_id", "agent", _agent_issuers),
+        GrantStatusFilter,
+        known("brand_id", "brand", brand_ids),
+        known("client_id", "agent", agent_issuers),
     )
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
@@ -547,22 +411,22 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
         "last_used",
     )
     readonly_fields = fields
-    created = _time_column("created_at", "created")
-    updated = _time_column("updated_at", "updated")
-    expires = _time_column("expires_at", "expires")
-    revoked = _time_column("revoked_at", "revoked")
-    last_used = _time_column("last_used_at", "last used")
-    expires_utc = _list_time_column("expires_at", "expires")
-    account_text = _titled_column("account", "account")
-    agent = _titled_column("client_id", "agent", url=True)
+    created = time_column("created_at", "created")
+    updated = time_column("updated_at", "updated")
+    expires = time_column("expires_at", "expires")
+    revoked = time_column("revoked_at", "revoked")
+    last_used = time_column("last_used_at", "last used")
+    expires_utc = list_time_column("expires_at", "expires")
+    account_text = titled_column("account", "account")
+    agent = titled_column("client_id", "agent", url=True)
 
     @admin.display(description="grant id", ordering="grant_id")
     def grant(self, obj: Grant) -> str:
-        return _short_id(obj.grant_id)
+        return short_id(obj.grant_id)
 
     @admin.display(description="scopes")
     def scope_list(self, obj: Grant) -> str:
-        return _titled(", ".join(obj.scopes or ()))
+        return titled(", ".join(obj.scopes or ()))
 
     @admin.display(description="status")
     def state(self, obj: Grant) -> str:
@@ -592,8 +456,8 @@ class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
     extra = 0
     can_delete = False
     ordering = ("id",)
-    claimed = _time_column("claimed_at", "received", sortable=False)
-    replied = _time_column("replied_at", "answered", sortable=False)
+    claimed = time_column("claimed_at", "received", sortable=False)
+    replied = time_column("replied_at", "answered", sortable=False)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if show_message_text():
@@ -607,7 +471,7 @@ class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
         # The stored reply (the whole A2A response, kilobytes a turn) is never shown, and the
         # texts only when the operator opted in: none of it is read for nothing.
         hidden = ("reply",) if show_message_text() else ("reply", "text", "reply_text")
-        return _in_state_database(super().get_queryset(request)).defer(*hidden)
+        return in_state_database(super().get_queryset(request)).defer(*hidden)
 
 
 @admin.register(Conversation)
@@ -623,8 +487,8 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     list_display = ("conversation", "account_text", "agent", "active_utc", "closed")
     list_display_links = ("conversation",)
     list_filter = (
-        _known("brand_id", "brand", _brand_ids),
-        _known("issuer", "agent", _agent_issuers),
+        known("brand_id", "brand", brand_ids),
+        known("issuer", "agent", agent_issuers),
         "closed",
     )
     search_fields = ("=context_id", "=account")
@@ -644,19 +508,19 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     readonly_fields = fields
     #: As many turns as the bot is given by default (`Store.history`).
     turns_shown: ClassVar[int] = 50
-    started = _time_column("created_at", "started")
-    active = _time_column("last_activity", "last activity")
-    active_utc = _list_time_column("last_activity", "last activity", _LIST_MINUTE)
-    account_text = _titled_column("account", "account")
-    agent = _titled_column("issuer", "agent", url=True)
+    started = time_column("created_at", "started")
+    active = time_column("last_activity", "last activity")
+    active_utc = list_time_column("last_activity", "last activity", LIST_MINUTE)
+    account_text = titled_column("account", "account")
+    agent = titled_column("issuer", "agent", url=True)
 
     @admin.display(description="context id", ordering="context_id")
     def conversation(self, conversation: Conversation) -> str:
-        return _short_id(conversation.context_id)
+        return short_id(conversation.context_id)
 
     @admin.display(description="turns")
     def turns(self, conversation: Conversation) -> str:
-        total = _in_state_database(Message.objects.filter(conversation=conversation)).count()
+        total = in_state_database(Message.objects.filter(conversation=conversation)).count()
         shown = self.turns_shown
         return f"{total} (the last {shown} below)" if total > shown else str(total)
 
