@@ -54,7 +54,7 @@ from pactmw.provider.routes import MOUNT
 from pactmw.provider.settings import PROVIDER_KEYS, PROVIDER_ONLY_KEYS, ProviderSettings
 
 #: A Brand's Agent Card below `/a2a/{brand}/`, public in every Provider.
-CARD_PATH = ".well-known/agent-card.json"
+_BRAND_CARD = ".well-known/agent-card.json"
 
 #: What a guarded app endpoint reads of a body at most before answering 413.
 ENDPOINT_BODY_LIMIT = 1024 * 1024
@@ -109,7 +109,7 @@ class Guard:
         if self.serves_provider or not path.startswith(MOUNT):
             return False
         brand, _, rest = path[len(MOUNT) :].partition("/")
-        return bool(brand) and rest == CARD_PATH
+        return bool(brand) and rest == _BRAND_CARD
 
     # -- the caller ----------------------------------------------------------------------
 
@@ -407,7 +407,6 @@ class ParafeEndpoint:
 
 
 __all__ = [
-    "CARD_PATH",
     "ENDPOINT_BODY_LIMIT",
     "OTHER_CREDENTIAL_REASONS",
     "Guard",
