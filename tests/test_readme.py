@@ -115,26 +115,38 @@ def test_flask_sample_guards_the_prefix_only() -> None:
         assert_guarded(base, "/a2a/whoami", "/")
 
 
+def _run_provider_sample(
+    guide: str, name: str, sample_port: int
+) -> tuple[AgentSigner, int, dict[str, Any]]:
+    """A getting-started guide's Provider sample as a reader runs it, in the current folder:
+    its signing key made with the guide's own `pactmw keygen` command, the agent's keys
+    inline instead of its `jwks_uri`, and a free port for the guide's `sample_port`. The
+    agent, the port, and the sample's names once run (its `app`)."""
+    page = (REPO / "docs" / "getting-started" / guide).read_text(encoding="utf-8")
+    keygen = re.search(r"`(pactmw keygen --out pactmw-signing\.jwk) > /dev/null`", page)
+    assert keygen, page
+    pactmw = (sys.executable, "-m", "pactmw")
+    subprocess.run([*pactmw, *keygen[1].split()[1:]], check=True, capture_output=True)
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    port = free_port()
+    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
+    sample = SAMPLES[name]
+    assert registered in sample.code
+    code = sample.code.replace(f"http://127.0.0.1:{sample_port}", f"http://127.0.0.1:{port}")
+    code = code.replace(registered, '"jwks": JWKS')
+    namespace: dict[str, Any] = {"__name__": f"readme_{name}", "JWKS": agent.public_jwks()}
+    exec(compile(code, sample.filename, "exec"), namespace)
+    return agent, port, namespace
+
+
 def test_the_flask_provider_sample_answers_an_agent_and_asks_its_signed_in_user(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # docs/getting-started/flask.md's Provider as a reader runs it: its signing key made with
     # the page's command, the agent's keys inline, a free port, and a login of the site's own.
-    page = (REPO / "docs" / "getting-started" / "flask.md").read_text(encoding="utf-8")
-    keygen = re.search(r"`(pactmw keygen --out pactmw-signing\.jwk) > /dev/null`", page)
-    assert keygen, page
     monkeypatch.chdir(tmp_path)  # the sample's key file and sqlite store are relative
-    pactmw = (sys.executable, "-m", "pactmw")
-    subprocess.run([*pactmw, *keygen[1].split()[1:]], check=True, capture_output=True)
-    agent = AgentSigner.generate(issuer="https://pa.example")
-    port = free_port()
+    agent, port, namespace = _run_provider_sample("flask.md", "flask_provider", 5000)
     base = f"http://127.0.0.1:{port}"
-    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
-    sample = SAMPLES["flask_provider"]
-    assert registered in sample.code
-    code = sample.code.replace("http://127.0.0.1:5000", base).replace(registered, '"jwks": JWKS')
-    namespace: dict[str, Any] = {"__name__": "readme_flask_provider", "JWKS": agent.public_jwks()}
-    exec(compile(code, sample.filename, "exec"), namespace)
     app = namespace["app"]
 
     def login() -> Any:  # the site's own login, where jane signs in at once
@@ -184,21 +196,9 @@ def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
     # its API, the Provider inside with `a2a_routes`, its own /.well-known/ document, and its
     # session login signing the person in on the consent page. Reported: the middleware's
     # default prefix answered the Provider's public Agent Card with 401.
-    page = (REPO / "docs" / "getting-started" / "starlette-fastapi.md").read_text("utf-8")
-    keygen = re.search(r"`(pactmw keygen --out pactmw-signing\.jwk) > /dev/null`", page)
-    assert keygen, page
     monkeypatch.chdir(tmp_path)  # the sample's key file and sqlite store are relative
-    pactmw = (sys.executable, "-m", "pactmw")
-    subprocess.run([*pactmw, *keygen[1].split()[1:]], check=True, capture_output=True)
-    agent = AgentSigner.generate(issuer="https://pa.example")
-    port = free_port()
+    agent, port, namespace = _run_provider_sample("starlette-fastapi.md", "fastapi_provider", 8000)
     base = f"http://127.0.0.1:{port}"
-    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
-    sample = SAMPLES["fastapi_provider"]
-    assert registered in sample.code
-    code = sample.code.replace("http://127.0.0.1:8000", base).replace(registered, '"jwks": JWKS')
-    namespace: dict[str, Any] = {"__name__": "readme_fastapi_provider", "JWKS": agent.public_jwks()}
-    exec(compile(code, sample.filename, "exec"), namespace)
     token = agent.for_user("user-1", audience=f"{base}/a2a")
 
     with uvicorn_server(namespace["app"], port):
