@@ -46,6 +46,7 @@ from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
+from pactmw.protocols.poppy._discovery import METADATA_PREFIX  # the protocol owns the path
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._audit import Audit
@@ -77,7 +78,6 @@ from pactmw.provider.routes import routed_method
 from pactmw.store import RateLimitStore
 from pactmw.store.base import Store, StoreUnavailable
 
-METADATA_PREFIX = "/.well-known/oauth-authorization-server"
 ASSERTION_NAMESPACE = "poppy.assertion"
 DPOP_NAMESPACE = "poppy.dpop"
 
