@@ -8,10 +8,13 @@ The README stays a short overview whose links all lead somewhere.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from importlib.metadata import metadata
 from pathlib import Path
 from typing import Any
@@ -151,3 +154,43 @@ def test_every_install_section_names_every_extra(page: str) -> None:
     text = (REPO / page).read_text(encoding="utf-8")
     install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     assert set(re.findall(r"\[(\w+)\]", install)) == USER_EXTRAS
+
+
+def documented_modules() -> set[str]:
+    """The modules the API reference documents (its `::: module` lines): pactmw's public API."""
+    return {
+        line.removeprefix("::: ").strip()
+        for page in (REPO / "docs" / "api").glob("*.md")
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("::: ")
+    }
+
+
+def sample_imports(sample: str) -> ast.Module:
+    """The sample parsed, or only its import statements where it is a fragment (`{...}`)."""
+    try:
+        return ast.parse(sample)
+    except SyntaxError:
+        imports = re.findall(r"^(?:from \S+ )?import (?:\([^)]*\)|.*)$", sample, re.M)
+        return ast.parse("\n".join(imports))
+
+
+@pytest.mark.parametrize("page", ["README.md", *(f"docs/{page}" for page in NAV)])
+def test_the_samples_import_only_documented_api(page: str) -> None:
+    # A reader copies the samples: each pactmw name they import must be one the API
+    # reference documents, not an internal such as pactmw.core.jose that may change. A
+    # framework's settings module (`pactmw.adapters.django.settings`) is not imported.
+    documented = documented_modules()
+    internal = []
+    text = (REPO / page).read_text(encoding="utf-8")
+    for sample in re.findall(r"```python\n(.*?)```", text, re.S):
+        for node in ast.walk(sample_imports(textwrap.dedent(sample))):
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            if node.module.split(".")[0] != "pactmw":
+                continue
+            exported: set[str] = set()
+            if node.module in documented:
+                exported = set(importlib.import_module(node.module).__all__)
+            internal += [f"{node.module}.{a.name}" for a in node.names if a.name not in exported]
+    assert internal == [], (page, internal)

@@ -12,6 +12,7 @@ if typing.TYPE_CHECKING:
     from pactmw.core.errors import (
         AuthenticationFailed,
         FetchError,
+        InsufficientScope,
         JoseError,
         KeyUnavailable,
         MalformedInput,
@@ -44,6 +45,7 @@ __all__ = [
     "FetchError",
     "FetchPolicy",
     "IdentityVerifier",
+    "InsufficientScope",
     "JoseError",
     "JwksCache",
     "KeySet",
@@ -73,6 +75,7 @@ _SOURCES = {
     "Settings": "pactmw.config",
     "AuthenticationFailed": "pactmw.core.errors",
     "FetchError": "pactmw.core.errors",
+    "InsufficientScope": "pactmw.core.errors",
     "JoseError": "pactmw.core.errors",
     "KeyUnavailable": "pactmw.core.errors",
     "MalformedInput": "pactmw.core.errors",

@@ -3,9 +3,7 @@ TOML table parses."""
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import importlib
 import io
 import json
 import re
@@ -20,8 +18,6 @@ from tests.parafe.support import FIXTURES
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "parafe.md"
 SECTION = PAGE.read_text(encoding="utf-8")
-#: The modules the API reference documents (its `::: module` lines): pactmw's public API.
-API_PAGES = PAGE.parent / "api"
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,26 +82,3 @@ def test_the_fixtures_sample_verifies_the_real_broker_artifacts(
     # Run where a reader puts the fixture file: beside the script.
     monkeypatch.chdir(FIXTURES)
     assert run_sample("fixtures") == "place-order True\n"
-
-
-def test_the_samples_import_only_public_api() -> None:
-    # A reader copies the samples: each pactmw name they import must be one the API
-    # reference documents, not an internal such as pactmw.core.jose (it may change).
-    documented = {
-        line.removeprefix("::: ").strip()
-        for page in API_PAGES.glob("*.md")
-        for line in page.read_text(encoding="utf-8").splitlines()
-        if line.startswith("::: ")
-    }
-    internal = []
-    for sample in re.findall(r"```python\n(.*?)```", SECTION, re.S):
-        for node in ast.walk(ast.parse(sample)):
-            if not isinstance(node, ast.ImportFrom) or node.module is None:
-                continue
-            if node.module.split(".")[0] != "pactmw":
-                continue
-            exported: set[str] = set()
-            if node.module in documented:
-                exported = set(importlib.import_module(node.module).__all__)
-            internal += [f"{node.module}.{a.name}" for a in node.names if a.name not in exported]
-    assert internal == []
