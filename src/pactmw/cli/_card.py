@@ -11,6 +11,7 @@ from pactmw.cli._common import (
     Command,
     CommandError,
     card_url,
+    naming,
     option,
     print_json,
     printable,
@@ -36,10 +37,7 @@ def run(args: argparse.Namespace) -> int:
         card = fetch_card(url, transport=SyncTransport(timeout=args.timeout))
         interface = card_interface(card)
     except ClientError as exc:
-        # The client's errors mostly name the URL they are about (escaped, as `printable`
-        # shows it): the line names it once, in front only when the error does not.
-        said = str(exc)
-        said = said if printable(url) in said else f"{url}: {said}"
+        said = naming(url, exc)
         if isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
             # A domain's root card is missing: often a Provider's root, given for a Brand's.
             said += (

@@ -274,6 +274,10 @@ TIMEOUT = option(
 #: The options more than one command takes, alike.
 CONFIG = option("--config", required=True, metavar="FILE", help="the TOML file")
 ISSUER = option("--issuer", required=True, metavar="ISS", help="the registered issuer")
+#: `--key`: the personal agent's private key, a JWK or PEM file (`load_signer` reads it).
+KEY = option("--key", required=True, metavar="PRIVATE.jwk", help="the agent's private key")
+#: `--sub`: the user a personal agent speaks for, in its tokens' `sub`.
+SUB = option("--sub", required=True, metavar="SUB", help="the user's stable id")
 AUDIENCE = option(
     "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
 )
@@ -300,6 +304,13 @@ def load_signer(path: str, issuer: str) -> AgentSigner:
         raise CommandError(str(exc)) from None
 
 
+def naming(url: str, exc: Exception) -> str:
+    """A client error's text naming `url` once: most errors name the URL they are about
+    (escaped, as `printable` shows it), so it goes in front only when the error does not."""
+    said = str(exc)
+    return said if printable(url) in said else f"{url}: {said}"
+
+
 def card_url(text: str, what: str) -> str:
     from pactmw.check import card_url_from
     from pactmw.client import URLRefused
@@ -315,6 +326,8 @@ __all__ = [
     "CONFIG",
     "ISSUER",
     "JSON_TABLE",
+    "KEY",
+    "SUB",
     "TIMEOUT",
     "Command",
     "CommandError",
@@ -326,6 +339,7 @@ __all__ = [
     "import_from_cwd",
     "load_signer",
     "log_to_stderr",
+    "naming",
     "not_utf8",
     "one_line",
     "option",
