@@ -186,6 +186,20 @@ def test_an_unreachable_provider_is_one_line(folder: Path) -> None:
     ), line
 
 
+def test_a_providers_root_for_a_brands_domain_says_where_the_cards_are(
+    folder: Path, card: str
+) -> None:
+    """As `pactmw card` says it: the same rule, for any command that takes a card URL."""
+    root = card.removesuffix("/a2a/acme/.well-known/agent-card.json")
+    result = send(folder, root, "Hello")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pactmw send: error: {root}/.well-known/agent-card.json: HTTP 404 (a Brand's domain "
+        "serves /.well-known/agent-card.json or redirects to its card; a Provider serves each "
+        "Brand's card at /a2a/{brand}/.well-known/agent-card.json)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("url", "key", "expected"),
     [

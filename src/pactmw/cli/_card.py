@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from urllib.parse import urlsplit
 
-from pactmw.check._wire import CARD_PATH
 from pactmw.cli._common import (
     TIMEOUT,
     Command,
     CommandError,
+    card_failure,
     card_url,
-    naming,
     option,
     print_json,
     printable,
@@ -29,7 +27,7 @@ Exit status 0 for a valid PACT card, 1 when it cannot be fetched or is not valid
 
 def run(args: argparse.Namespace) -> int:
     from pactmw.check import identity_scheme_name
-    from pactmw.client import ClientError, HTTPError, SyncTransport, delegation_scheme, fetch_card
+    from pactmw.client import ClientError, SyncTransport, delegation_scheme, fetch_card
     from pactmw.client import card_interface_url as card_interface
 
     url = card_url(args.url, "URL")
@@ -37,14 +35,7 @@ def run(args: argparse.Namespace) -> int:
         card = fetch_card(url, transport=SyncTransport(timeout=args.timeout))
         interface = card_interface(card)
     except ClientError as exc:
-        said = naming(url, exc)
-        if isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
-            # A domain's root card is missing: often a Provider's root, given for a Brand's.
-            said += (
-                f" (a Brand's domain serves {CARD_PATH} or redirects to its card; a Provider "
-                f"serves each Brand's card at /a2a/{{brand}}{CARD_PATH})"
-            )
-        raise CommandError(said, 1) from None
+        raise card_failure(url, exc) from None
     identity = identity_scheme_name(card)
     scheme = delegation_scheme(card)
     delegation = (

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from attrs import frozen
 
@@ -311,6 +312,21 @@ def naming(url: str, exc: Exception) -> str:
     return said if printable(url) in said else f"{url}: {said}"
 
 
+def card_failure(url: str, exc: Exception) -> CommandError:
+    """The one line (exit 1) for the card at `url` that a client error kept from being used."""
+    from pactmw.check._wire import CARD_PATH
+    from pactmw.client import HTTPError
+
+    said = naming(url, exc)
+    if isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
+        # A domain's root card is missing: often a Provider's root, given for a Brand's.
+        said += (
+            f" (a Brand's domain serves {CARD_PATH} or redirects to its card; a Provider "
+            f"serves each Brand's card at /a2a/{{brand}}{CARD_PATH})"
+        )
+    return CommandError(said, 1)
+
+
 def card_url(text: str, what: str) -> str:
     from pactmw.check import card_url_from
     from pactmw.client import URLRefused
@@ -335,6 +351,7 @@ __all__ = [
     "OutputFile",
     "Run",
     "SubParsers",
+    "card_failure",
     "card_url",
     "import_from_cwd",
     "load_signer",

@@ -14,6 +14,7 @@ from pactmw.cli._common import (
     TIMEOUT,
     Command,
     CommandError,
+    card_failure,
     card_url,
     load_signer,
     naming,
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = A2AClient.connect(url, credentials, transport=transport)
     except ClientError as exc:
-        raise CommandError(naming(url, exc), 1) from None
+        raise card_failure(url, exc) from None
     try:
         # The client retries within its RetryPolicy: a message continuing a conversation is
         # resent with its messageId, and the Provider answers a resend with the stored reply.
