@@ -215,3 +215,11 @@ def test_a_providers_root_for_a_brands_domain_says_where_the_cards_are(
 )
 def test_bad_usage_is_one_line_and_exit_2(folder: Path, url: str, key: str, expected: str) -> None:
     assert_one_line_error(send(folder, url, "Hello", key=key), expected)
+
+
+def test_send_help_documents_the_output_and_exit_statuses() -> None:
+    text = " ".join(run([*PYTHON_M, "send", "--help"]).stdout.split())
+    for needle in ("--key", "--issuer", "--sub", "--audience", "--context-id", "--json",
+                   "--timeout", "on stderr the --context-id", "step-up",
+                   "Exit status 0 for a reply; 1 when there is none"):  # fmt: skip
+        assert needle in text, needle
