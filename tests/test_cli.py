@@ -976,7 +976,7 @@ def test_brand_login_is_never_an_open_redirect() -> None:
 
 # -- the personal agent's side: keygen, token, card ------------------------------------------
 
-NEW_COMMANDS = ["keygen", "token", "card", "check"]
+NEW_COMMANDS = ["keygen", "token", "card", "send", "check"]
 
 
 @pytest.mark.parametrize("launcher", launchers())
@@ -1255,12 +1255,16 @@ def test_token_with_a_missing_key_file(tmp_path: Path) -> None:
     assert_one_line_error(result, "cannot read")
 
 
-@pytest.mark.parametrize("command", ["token", "check"])
+@pytest.mark.parametrize("command", ["token", "send", "check"])
 def test_the_public_jwks_given_as_the_key_is_named(tmp_path: Path, command: str) -> None:
     """keygen wrote both files; --key got the one to publish. Its error says so, rather than
     that the document lacks a `kty`."""
     assert keygen(tmp_path, "--out", "agent.jwk", "--jwks", "jwks.json").returncode == 0
-    argv = {"token": ["token", "--sub", "u"], "check": ["check", "http://127.0.0.1:9"]}[command]
+    argv = {
+        "token": ["token", "--sub", "u"],
+        "send": ["send", "http://127.0.0.1:9", "Hello", "--sub", "u"],
+        "check": ["check", "http://127.0.0.1:9"],
+    }[command]
     options = ["--key", "jwks.json", "--issuer", ISSUER, "--audience", "a"]
     result = run([*PYTHON_M, *argv, *options], cwd=tmp_path)
     assert_one_line_error(

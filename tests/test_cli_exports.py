@@ -36,5 +36,6 @@ def test_every_subcommand_is_declared() -> None:
         "keygen",
         "token",
         "card",
+        "send",
         "check",
     }

@@ -116,6 +116,60 @@ def test_card_json_escapes_what_a_terminal_would_act_on(site: StaticServer, tmp_
     assert (summary["name"], summary["description"]) == (card["name"], card["description"])
 
 
+def agent_answer(site: StaticServer, tmp_path: Path, answer: dict[str, object]) -> list[str]:
+    """`pactmw send` argv to a Brand on `site` whose `message:send` answers `answer`, with a
+    key made in `tmp_path`."""
+    made = run(["keygen", "--out", "agent.jwk"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    site.json("/a2a/acme/message:send", answer)
+    card = site.json("/card", base_card(site.url("/a2a/acme")))
+    options = ["--key", "agent.jwk", "--issuer", "https://pa.example", "--sub", "u"]
+    return ["send", card, "Hello", *options, "--audience", "a"]
+
+
+def test_a_reply_and_its_context_id_are_escaped(site: StaticServer, tmp_path: Path) -> None:
+    """The agent's text keeps its line breaks, each line escaped; the context id, which the
+    Provider chose, is escaped on stderr too."""
+    message = {
+        "messageId": "m-1",
+        "contextId": "c\x1b[2J-1",
+        "role": "ROLE_AGENT",
+        "parts": [{"text": f"first\n{HOSTILE}\rsecond"}],
+    }
+    argv = agent_answer(site, tmp_path, {"message": message})
+    result = run(argv, tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"first\n{SHOWN}\\rsecond\n"
+    assert result.stderr == "to continue: --context-id c\\x1b[2J-1\n"
+    as_json = run([*argv, "--json"], tmp_path)
+    assert_nothing_raw(as_json.stdout)
+    assert json.loads(as_json.stdout) == {"message": message}
+
+
+def test_a_step_up_line_is_escaped(site: StaticServer, tmp_path: Path) -> None:
+    task = {
+        "id": "t-1",
+        "contextId": "c-1",
+        "status": {
+            "state": "TASK_STATE_AUTH_REQUIRED",
+            "message": {"role": "ROLE_AGENT", "parts": [{"text": HOSTILE}]},
+        },
+        "metadata": {
+            "pact.missingScopes": [HOSTILE],
+            "pact.verificationUriComplete": site.url("/consent?code=\u202e"),
+        },
+    }
+    result = run(agent_answer(site, tmp_path, {"task": task}), tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == f"{SHOWN}\n"
+    [line] = result.stderr.splitlines()
+    assert f"the Brand asks for {SHOWN} on the user's account" in line
+    assert f"approves at {site.url('/consent?code=')}\\u202e, then" in line
+    assert_nothing_raw(result.stderr)
+
+
 # -- text without end ----------------------------------------------------------------------------
 
 #: A refusal whose message is 3 MB: within the 4 MiB a client reads, far past a line.

@@ -1,7 +1,7 @@
 """The `pactmw` command: `serve` a Provider from a TOML file, list or revoke delegation
 `grants` in its store, manage the personal `agents` it accepts, `cleanup` its store, run the
 `demo`; and the personal agent's side: `keygen` a signing key, sign a `token`, fetch a Brand's
-`card`, and `check` any Provider's PACT conformance.
+`card`, `send` it a message, and `check` any Provider's PACT conformance.
 
 Each subcommand is a private module `pactmw.cli._<name>` whose `COMMAND` declares it (a
 `Command` of `pactmw.cli._common`: its name, help, arguments and the `run` function doing the
@@ -48,6 +48,7 @@ def _subcommands() -> tuple[Command, ...]:
         _demo,
         _grants,
         _keygen,
+        _send,
         _serve,
         _token,
     )
@@ -61,6 +62,7 @@ def _subcommands() -> tuple[Command, ...]:
         _keygen.COMMAND,
         _token.COMMAND,
         _card.COMMAND,
+        _send.COMMAND,
         _check.COMMAND,
     )
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from urllib.parse import urlsplit
 
-from pactmw.check._wire import CARD_PATH
 from pactmw.cli._common import (
     TIMEOUT,
     Command,
     CommandError,
+    card_failure,
     card_url,
     option,
     print_json,
@@ -28,7 +27,7 @@ Exit status 0 for a valid PACT card, 1 when it cannot be fetched or is not valid
 
 def run(args: argparse.Namespace) -> int:
     from pactmw.check import identity_scheme_name
-    from pactmw.client import ClientError, HTTPError, SyncTransport, delegation_scheme, fetch_card
+    from pactmw.client import ClientError, SyncTransport, delegation_scheme, fetch_card
     from pactmw.client import card_interface_url as card_interface
 
     url = card_url(args.url, "URL")
@@ -36,17 +35,7 @@ def run(args: argparse.Namespace) -> int:
         card = fetch_card(url, transport=SyncTransport(timeout=args.timeout))
         interface = card_interface(card)
     except ClientError as exc:
-        # The client's errors mostly name the URL they are about (escaped, as `printable`
-        # shows it): the line names it once, in front only when the error does not.
-        said = str(exc)
-        said = said if printable(url) in said else f"{url}: {said}"
-        if isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
-            # A domain's root card is missing: often a Provider's root, given for a Brand's.
-            said += (
-                f" (a Brand's domain serves {CARD_PATH} or redirects to its card; a Provider "
-                f"serves each Brand's card at /a2a/{{brand}}{CARD_PATH})"
-            )
-        raise CommandError(said, 1) from None
+        raise card_failure(url, exc) from None
     identity = identity_scheme_name(card)
     scheme = delegation_scheme(card)
     delegation = (

@@ -11,6 +11,7 @@ from typing import Any
 from pactmw.cli._common import (
     AUDIENCE,
     ISSUER,
+    KEY,
     TIMEOUT,
     Command,
     CommandError,
@@ -131,7 +132,7 @@ COMMAND = Command(
     options=(
         option("url", metavar="URL", help="the Brand's card URL or domain"),
         ISSUER,
-        option("--key", required=True, metavar="PRIVATE.jwk", help="its private key"),
+        KEY,
         AUDIENCE,
         option("--other-brand", metavar="CARD_URL", help="another Brand of the same Provider"),
         option(

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from attrs import frozen
 
@@ -274,6 +275,10 @@ TIMEOUT = option(
 #: The options more than one command takes, alike.
 CONFIG = option("--config", required=True, metavar="FILE", help="the TOML file")
 ISSUER = option("--issuer", required=True, metavar="ISS", help="the registered issuer")
+#: `--key`: the personal agent's private key, a JWK or PEM file (`load_signer` reads it).
+KEY = option("--key", required=True, metavar="PRIVATE.jwk", help="the agent's private key")
+#: `--sub`: the user a personal agent speaks for, in its tokens' `sub`.
+SUB = option("--sub", required=True, metavar="SUB", help="the user's stable id")
 AUDIENCE = option(
     "--audience", required=True, metavar="AUD", help="the audience the Provider assigned"
 )
@@ -300,6 +305,28 @@ def load_signer(path: str, issuer: str) -> AgentSigner:
         raise CommandError(str(exc)) from None
 
 
+def naming(url: str, exc: Exception) -> str:
+    """A client error's text naming `url` once: most errors name the URL they are about
+    (escaped, as `printable` shows it), so it goes in front only when the error does not."""
+    said = str(exc)
+    return said if printable(url) in said else f"{url}: {said}"
+
+
+def card_failure(url: str, exc: Exception) -> CommandError:
+    """The one line (exit 1) for the card at `url` that a client error kept from being used."""
+    from pactmw.check._wire import CARD_PATH
+    from pactmw.client import HTTPError
+
+    said = naming(url, exc)
+    if isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
+        # A domain's root card is missing: often a Provider's root, given for a Brand's.
+        said += (
+            f" (a Brand's domain serves {CARD_PATH} or redirects to its card; a Provider "
+            f"serves each Brand's card at /a2a/{{brand}}{CARD_PATH})"
+        )
+    return CommandError(said, 1)
+
+
 def card_url(text: str, what: str) -> str:
     from pactmw.check import card_url_from
     from pactmw.client import URLRefused
@@ -315,6 +342,8 @@ __all__ = [
     "CONFIG",
     "ISSUER",
     "JSON_TABLE",
+    "KEY",
+    "SUB",
     "TIMEOUT",
     "Command",
     "CommandError",
@@ -322,10 +351,12 @@ __all__ = [
     "OutputFile",
     "Run",
     "SubParsers",
+    "card_failure",
     "card_url",
     "import_from_cwd",
     "load_signer",
     "log_to_stderr",
+    "naming",
     "not_utf8",
     "one_line",
     "option",

@@ -7,6 +7,8 @@ import argparse
 from pactmw.cli._common import (
     AUDIENCE,
     ISSUER,
+    KEY,
+    SUB,
     Command,
     CommandError,
     load_signer,
@@ -37,9 +39,9 @@ COMMAND = Command(
     _SIGN_HELP,
     run,
     options=(
-        option("--key", required=True, metavar="PRIVATE.jwk", help="the private key"),
+        KEY,
         ISSUER,
-        option("--sub", required=True, metavar="SUB", help="the user's stable id"),
+        SUB,
         AUDIENCE,
         option(
             "--ttl", type=int, default=120, metavar="S", help="lifetime, 1 to 300 s (default: 120)"

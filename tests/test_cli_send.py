@@ -1,0 +1,225 @@
+"""`pactmw send` against a real Provider on 127.0.0.1 (Acme's demo bot, which remembers the
+order number of a conversation and asks for delegation to list "my orders"): the reply and
+the context id that continues it, --json, a step-up, a refused agent, and the failures that
+end it in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pactmw.core.jwk import generate_private_jwk, public_key_set
+from tests.support.jwks_server import JwksServer
+from tests.support.net import closed_port_url, free_port
+from tests.test_cli import ISSUER, PYTHON_M, assert_one_line_error, run
+
+AUDIENCE = "urn:aud"
+PROVIDER_CONFIG = """\
+base_url = "http://127.0.0.1:{port}"
+audience = "{audience}"
+store = "memory://"
+data_dir = "{data}"
+allow_http_jwks_on_loopback = true
+
+[[agents]]
+issuer = "{issuer}"
+jwks_uri = "{jwks_uri}"
+
+[brands.acme]
+name = "Acme Support"
+handler = "pactmw.demo:demo_bot"
+
+[brands.acme.delegation]
+login_url = "/login"
+tools = "pactmw.demo:demo_tools"
+scopes = {{ "orders:read" = "Look up your orders", "orders:cancel" = "Cancel an order" }}
+"""
+
+
+def write_key(path: Path, kid: str = "pa-1") -> Path:
+    key = generate_private_jwk("ES256", kid=kid)
+    path.write_text(json.dumps(key.to_dict()))
+    return path
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agent's private key (`agent.jwk`), registered with the Provider below."""
+    folder = tmp_path_factory.mktemp("send")
+    write_key(folder / "agent.jwk")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def card(folder: Path) -> Iterator[str]:
+    """Our Provider in this process, trusting the agent of `agent.jwk`; Acme's card URL."""
+    from pactmw.adapters.asgi import A2AProviderApp
+    from pactmw.core.jwk import import_private_jwk
+    from pactmw.provider import Provider, ProviderSettings, load_toml
+    from tests.support.servers import uvicorn_server
+
+    key = import_private_jwk((folder / "agent.jwk").read_text())
+    port = free_port()
+    with JwksServer(public_key_set([key])) as jwks:
+        config = folder / "pactmw.toml"
+        config.write_text(
+            PROVIDER_CONFIG.format(
+                port=port, audience=AUDIENCE, data=folder / "data", issuer=ISSUER, jwks_uri=jwks.url
+            )
+        )
+        provider = Provider.from_settings(ProviderSettings.from_mapping(load_toml(str(config))))
+        try:
+            with uvicorn_server(A2AProviderApp(provider), port=port) as base_url:
+                yield f"{base_url}/a2a/acme/.well-known/agent-card.json"
+        finally:
+            provider.close()
+
+
+def send(
+    folder: Path, url: str, text: str, *options: str, key: str = "agent.jwk"
+) -> subprocess.CompletedProcess[str]:
+    argv = ["send", url, text, "--key", key, "--issuer", ISSUER, "--sub", "u-1"]
+    return run([*PYTHON_M, *argv, "--audience", AUDIENCE, *options], cwd=folder)
+
+
+def continued(stderr: str) -> str:
+    """The context id of the line `to continue: --context-id ID`, the whole of stderr."""
+    prefix = "to continue: --context-id "
+    assert stderr.startswith(prefix), stderr
+    assert stderr.count("\n") == 1, stderr
+    return stderr.removeprefix(prefix).rstrip("\n")
+
+
+def test_the_reply_is_printed_and_its_context_id_continues_the_conversation(
+    folder: Path, card: str
+) -> None:
+    first = send(folder, card, "Where is my order?")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "Happy to help! What's your order number? It looks like A-1001.\n"
+    context_id = continued(first.stderr)
+    second = send(folder, card, "It is A-1001", "--context-id", context_id)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == "Order A-1001 (walnut desk lamp) is shipped.\n"
+    assert continued(second.stderr) == context_id
+    # No order number in this message: the bot finds it in the conversation's history.
+    third = send(folder, card, "When will it arrive?", "--context-id", context_id)
+    assert third.stdout == "Order A-1001 should arrive Thursday.\n", third.stderr
+    assert continued(third.stderr) == context_id
+    # Without --context-id, a new conversation, which has no order number yet.
+    fresh = send(folder, card, "When will it arrive?")
+    assert fresh.stdout.startswith("Happy to help!"), fresh.stderr
+    assert continued(fresh.stderr) != context_id
+
+
+def test_json_prints_the_a2a_answer(folder: Path, card: str) -> None:
+    result = send(folder, card, "It is A-1001", "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    message = json.loads(result.stdout)["message"]
+    assert message["role"] == "ROLE_AGENT"
+    assert message["parts"] == [{"text": "Order A-1001 (walnut desk lamp) is shipped."}]
+    again = send(folder, card, "When will it arrive?", "--context-id", message["contextId"])
+    assert again.stdout == "Order A-1001 should arrive Thursday.\n", again.stderr
+
+
+def test_a_step_up_says_what_is_needed_and_exits_1(folder: Path, card: str) -> None:
+    result = send(folder, card, "Show my orders")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == "I need your permission to do that: orders:read.\n"
+    [line] = result.stderr.splitlines()
+    consent = card.replace("/.well-known/agent-card.json", "/oauth/consent?user_code=")
+    assert line.startswith(
+        "pactmw send: error: delegation needed: the Brand asks for orders:read on the user's "
+        f"account; the person approves at {consent}"
+    ), line
+    assert line.endswith(
+        "then the agent sends the message again with a delegation token from the device flow "
+        "(pactmw send carries none)"
+    )
+    as_json = send(folder, card, "Show my orders", "--json")
+    assert as_json.returncode == 1, as_json.stderr
+    task = json.loads(as_json.stdout)["task"]
+    assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+    assert task["metadata"]["pact.missingScopes"] == ["orders:read"]
+    assert as_json.stderr.startswith("pactmw send: error: delegation needed: ")
+
+
+def test_an_agent_the_provider_does_not_know_is_refused(folder: Path, card: str) -> None:
+    """The same issuer, a key its JWKS does not have: the Provider refuses the token."""
+    write_key(folder / "stranger.jwk", kid="stranger-1")
+    result = send(folder, card, "Where is my order?", key="stranger.jwk")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    interface = card.removesuffix("/.well-known/agent-card.json")
+    assert result.stderr == (
+        f"pactmw send: error: {interface}/message:send: the personal-agent JWT was refused (is "
+        "its issuer registered, its key published at the registered jwks_uri, its audience the "
+        "one the Provider assigned, and the clock right?)\n"
+    )
+
+
+def test_an_unknown_context_id_is_the_providers_error(folder: Path, card: str) -> None:
+    result = send(folder, card, "Hello", "--context-id", "no-such-context")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"pactmw send: error: {card.removesuffix('/.well-known/agent-card.json')}/message:send: "
+        "INVALID_PARAMS (400): Unknown contextId"
+    ]
+
+
+def test_an_unreachable_provider_is_one_line(folder: Path) -> None:
+    url = closed_port_url()
+    result = send(folder, url, "Hello")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    port = url.rsplit(":", 1)[1]
+    assert line.startswith(
+        f"pactmw send: error: {url}/.well-known/agent-card.json: cannot connect to "
+        f"127.0.0.1:{port}: "
+    ), line
+
+
+def test_a_providers_root_for_a_brands_domain_says_where_the_cards_are(
+    folder: Path, card: str
+) -> None:
+    """As `pactmw card` says it: the same rule, for any command that takes a card URL."""
+    root = card.removesuffix("/a2a/acme/.well-known/agent-card.json")
+    result = send(folder, root, "Hello")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pactmw send: error: {root}/.well-known/agent-card.json: HTTP 404 (a Brand's domain "
+        "serves /.well-known/agent-card.json or redirects to its card; a Provider serves each "
+        "Brand's card at /a2a/{brand}/.well-known/agent-card.json)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "key", "expected"),
+    [
+        pytest.param(
+            "http://shop.example",
+            "agent.jwk",
+            "pactmw send: error: URL: plain http is allowed only to loopback hosts",
+            id="plain-http",
+        ),
+        pytest.param("http://[::1", "agent.jwk", "URL: not a valid URL: ", id="malformed"),
+        pytest.param("http://127.0.0.1:9", "missing.jwk", "cannot read missing.jwk", id="no-key"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(folder: Path, url: str, key: str, expected: str) -> None:
+    assert_one_line_error(send(folder, url, "Hello", key=key), expected)
+
+
+def test_send_help_documents_the_output_and_exit_statuses() -> None:
+    text = " ".join(run([*PYTHON_M, "send", "--help"]).stdout.split())
+    for needle in ("--key", "--issuer", "--sub", "--audience", "--context-id", "--json",
+                   "--timeout", "on stderr the --context-id", "step-up",
+                   "Exit status 0 for a reply; 1 when there is none"):  # fmt: skip
+        assert needle in text, needle
