@@ -158,6 +158,32 @@ class ConversationTurns:
         if holder != context_id:
             raise PoppyError(409, "message_id_conflict", "the message id is another conversation's")
 
+    def holding_message_id(
+        self, owner: tuple[str, str, str], context_id: str, message_id: str, then: SubFlow
+    ) -> SubFlow:
+        """`then`, once `message_id` is conversation `context_id`'s (`claim_message_id`);
+        its value is `then`'s.
+
+        Whatever fails after the claim (the bot, the store, a refusal of the request), the
+        id is released on the way out: a message whose turn nothing received or answered
+        was never received, so the agent's next attempt with that id is a new message
+        wherever it goes, not `409 message_id_conflict`. The store frees the id only while
+        the conversation holds no turn of it, so a failure cannot free the id of a message
+        answered there, or being answered by another request."""
+        yield from self.claim_message_id(owner, context_id, message_id)
+        try:
+            return (yield from then)
+        except Exception:
+            yield store(
+                self.store.release_message_id,
+                brand_id=owner[0],
+                issuer=owner[1],
+                sub=owner[2],
+                message_id=message_id,
+                context_id=context_id,
+            )
+            raise
+
     def answer(
         self,
         agent: PoppyCaller,

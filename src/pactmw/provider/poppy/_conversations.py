@@ -230,8 +230,15 @@ class PoppyConversations:
         """Start a conversation with its first message; the value is a `Receipt`."""
         context_id = derived_context_id(agent, message.id)
         owner = (agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
-        # Before the conversation exists: an id another conversation holds starts none.
-        yield from self._turns.claim_message_id(owner, context_id, message.id)
+        # Before the conversation exists: an id another conversation holds starts none; one
+        # whose conversation fails to start or answer it is released.
+        started = self._start(agent, message, issuer, context_id)
+        return (yield from self._turns.holding_message_id(owner, context_id, message.id, started))
+
+    def _start(
+        self, agent: PoppyCaller, message: InboundMessage, issuer: str, context_id: str
+    ) -> SubFlow:
+        """`_create` once the message id is the conversation's."""
         now = self._clock()
         try:
             yield store(
