@@ -2,8 +2,9 @@
 User's, one conversation holds it) was never received, so its id is free again: the agent's
 next attempt with the same id is a new message wherever it sends it, never `409
 message_id_conflict`. Over real TLS on sqlite and PostgreSQL, driven by the SDK's own
-personal agent: a bot that fails once for a new conversation's first message, and a retry
-refused after its claim (a signed-out Session on the account's conversation)."""
+personal agent: a bot that fails once, for a new conversation's first message and for an
+existing conversation's, and a retry refused after its claim (a signed-out Session on the
+account's conversation)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,40 @@ def test_a_first_message_the_bot_failed_is_a_new_message_when_sent_again(
     assert outcomes[2:] == [FAILED, b]
     assert texts == ["You said: Hi (0 before)", f"You said: {elsewhere.text} (1 before)"]
     assert (BOT.runs[again.id], BOT.runs[elsewhere.id]) == (2, 2)
+
+
+def test_a_later_message_the_bot_failed_may_go_to_another_conversation(
+    world: PoppyWorld,
+) -> None:
+    """The same for an existing conversation's message: failed, it was never received, so
+    another conversation of the User may receive it; received there, it is that one's."""
+
+    async def scenario() -> tuple[list[Any], str, list[str | None], Message]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            conversations = ctx.agent.conversations
+            a = await conversations.start(endpoint, _message("A"), token=session, **who)
+            b = await conversations.start(endpoint, _message("B"), token=session, **who)
+            moved = _message(FAIL_ONCE + "Where is it?")
+            send = conversations.send
+            outcomes = [
+                await _outcome(send(endpoint, a.conversation_id, moved, token=session, **who)),
+                await _outcome(send(endpoint, b.conversation_id, moved, token=session, **who)),
+                await _outcome(send(endpoint, a.conversation_id, moved, token=session, **who)),
+            ]
+            page = await conversations.read_events(
+                endpoint, b.conversation_id, token=session, **who
+            )
+            return outcomes, b.conversation_id, _company_texts(page), moved
+
+    outcomes, b, texts, moved = run(scenario())
+    assert outcomes == [FAILED, b, (409, "message_id_conflict")]
+    assert texts == ["You said: B (0 before)", f"You said: {moved.text} (1 before)"]
+    assert BOT.runs[moved.id] == 2
 
 
 def test_a_retry_refused_after_its_claim_leaves_the_id_free(world: PoppyWorld) -> None:

@@ -24,8 +24,8 @@ reads rebuild the event log from the store and a retry with other content is tol
 `409 message_id_conflict` (a first message's, by any Session of its User: the id is the
 User's, PAP-7.3-01). Being the User's, an id is also held by one conversation only
 (`ConversationTurns.claim_message_id`): sent to another, it is `409 message_id_conflict`
-too. The bot runs while `POST` waits, so its answer is in the events when the receipt
-arrives.
+too, unless its handling failed (`ConversationTurns.holding_message_id`). The bot runs
+while `POST` waits, so its answer is in the events when the receipt arrives.
 
 A bot that needs a scope (`StepUpRequired`, or a tool the Session's scopes do not cover)
 answers with an `authorization` event (`sign_in_required` while signed out,
