@@ -3,11 +3,12 @@ User's, one conversation holds it) was never received, so its id is free again: 
 next attempt with the same id is a new message wherever it sends it, never `409
 message_id_conflict`. Over real TLS on sqlite and PostgreSQL, driven by the SDK's own
 personal agent: a bot that fails once, for a new conversation's first message and for an
-existing conversation's, and a retry refused after its claim (a signed-out Session on the
-account's conversation)."""
+existing conversation's, a turn abandoned past the turn timeout, and a retry refused after
+its claim (a signed-out Session on the account's conversation)."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from collections import Counter
@@ -19,11 +20,14 @@ import pytest
 from personal_agent_protocol.errors import PersonalAgentProtocolError
 from personal_agent_protocol.models import Message
 
+from pactmw.core.http import Request
 from pactmw.provider import Reply, Turn
 from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.poppy.test_account_tokens import scenario as account_scenario
 from tests.poppy.test_conversations import _call, run
-from tests.support.poppy_world import PoppyWorld, poppy_brand, world_on
+from tests.provider import BodyReader
+from tests.support.logs import pactmw_records
+from tests.support.poppy_world import BASE_URL, PoppyWorld, poppy_brand, world_on
 
 #: A message whose text starts so fails its first bot run only.
 FAIL_ONCE = "fail once: "
@@ -179,3 +183,56 @@ def test_a_retry_refused_after_its_claim_leaves_the_id_free(world: PoppyWorld) -
     assert answers[2][0] == 202
     assert answers[2][1]["conversation_id"] == b
     assert BOT.runs[message_id] == 2
+
+
+def test_a_first_message_past_the_turn_timeout_is_a_new_message_elsewhere(
+    world: PoppyWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A turn abandoned past `turn_timeout` (`503`, "send it again") leaves its message
+    unreceived too: another worker, a Provider on the same store with a turn timeout, starts
+    a conversation with it while its bot hangs; the message then goes to another
+    conversation. The hung bot is let go only once that is answered."""
+    hung = threading.Event()
+
+    def hanging(turn: Turn) -> Reply:
+        hung.wait()
+        return Reply(text="too late")
+
+    worker = world.other_provider(attrs.evolve(poppy_brand(), handler=hanging), turn_timeout=0.05)
+
+    async def scenario() -> tuple[int, Any, str, Message]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            endpoint = await ctx.conversations_endpoint()
+            who = await ctx.who(user)
+            conversations = ctx.agent.conversations
+            b = await conversations.start(endpoint, _message("Hi"), token=session, **who)
+            message = _message("Are you there?")
+            token = session.access_token.get_secret_value()
+            headers = (
+                ("authorization", f"DPoP {token}"),
+                ("dpop", await ctx.proof(user, "POST", endpoint, token=session)),
+                ("content-type", "application/json"),
+            )
+            path = endpoint.removeprefix(BASE_URL)
+            body = json.dumps({"message": message.model_dump(exclude_none=True)}).encode()
+            abandoned = worker.handle(Request("POST", path, headers=headers), BodyReader(body))
+            sent = await _outcome(
+                conversations.send(endpoint, b.conversation_id, message, token=session, **who)
+            )
+            return abandoned.status, sent, b.conversation_id, message
+
+    try:
+        status, sent, b, message = run(scenario())
+    finally:
+        hung.set()
+        worker.store.close()
+    assert status == 503
+    abandoned = [
+        r.getMessage() for r in pactmw_records(caplog.records) if "abandoned" in r.getMessage()
+    ]
+    assert len(abandoned) == 1, abandoned  # the turn timed out, nothing else failed
+    assert sent == b
+    assert BOT.runs[message.id] == 1
