@@ -210,6 +210,7 @@ client = logged_in(raise_request_exception=False)
 NUL = chr(0)
 PARAMETERS = {
     "conversation": ("brand_id", "issuer", "q"),
+    "messageid": ("brand_id", "q"),
     "grant": ("brand_id", "client_id", "status", "account", "q"),
     "registeredagent": ("q",),
     "agentoverride": ("q",),
@@ -277,9 +278,18 @@ store.upsert_grant(grant_id="g-1", brand_id="shop", account="acct", client_id="h
     pa_sub="u", scopes=("orders:read",), now=now, expires_at=now + 3600)
 ctx = store.create_conversation(brand_id="shop", issuer="https://pa.example", sub="u", now=now)
 store.claim_message(context_id=ctx, message_id="m-1", text="hi", now=now, lease_seconds=30)
-for model in ("registeredagent", "agentoverride", "grant", "conversation"):
+store.claim_message_id(brand_id="shop", issuer="poppy https://pa.example", sub="u",
+    message_id="m-1", context_id=ctx)
+for model in ("registeredagent", "agentoverride", "grant", "conversation", "messageid"):
     text = client.get(f"/admin/pactmw/{model}/").content.decode()
     print(f"{model}:", re.findall(r'<p class="paginator">\\s*(\\d+)', text))
+# A message id is found by the id, the agent's user or the conversation, each a column, with
+# the time its conversation received it.
+for q in ("m-1", "u", ctx, "m-2"):
+    text = client.get("/admin/pactmw/messageid/", {"q": q}).content.decode()
+    cells = re.findall(r'<t[hd] class="field-([a-z_]+)">', text)
+    timed = len(re.findall(r'<td class="field-received_utc"><span title="[^"]+">', text))
+    print("message id found:", cells, text.count(f'title="{ctx}"'), timed)
 page = client.get(f"/admin/pactmw/conversation/{ctx}/change/").content.decode()
 print("conversation page:", re.findall(r'<td class="field-message_id">\\s*<p>([^<]+)</p>', page))
 client.post("/admin/pactmw/grant/", {"action": "revoke_grants", "_selected_action": ["g-1"],

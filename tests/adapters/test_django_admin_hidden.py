@@ -83,7 +83,7 @@ form = {
     "_selected_action": ["https://pa.example"],
     "index": "0",
 }
-for model in ("registeredagent", "agentoverride", "grant", "conversation"):
+for model in ("registeredagent", "agentoverride", "grant", "conversation", "messageid"):
     for page in ("", "add/"):
         url = f"/admin/pactmw/{model}/{page}"
         print("answer:", url, client.get(url).status_code, client.post(url, form).status_code)
@@ -115,7 +115,7 @@ def test_the_admin_shows_nothing_of_pactmw(site: tuple[Path, dict[str, str]]) ->
     answers = [line for line in out if line.startswith("answer:")]
     assert answers == [
         f"answer: /admin/pactmw/{model}/{page} 403 403"
-        for model in ("registeredagent", "agentoverride", "grant", "conversation")
+        for model in ("registeredagent", "agentoverride", "grant", "conversation", "messageid")
         for page in ("", "add/")
     ]
     assert "named: False" in out
@@ -207,7 +207,7 @@ FORM = {
 }
 with override_settings(PACTMW=BROKEN):
     print("index:", client.get("/admin/").status_code)
-    for model in ("registeredagent", "agentoverride", "grant", "conversation"):
+    for model in ("registeredagent", "agentoverride", "grant", "conversation", "messageid"):
         for page in ("", "add/"):
             url = f"/admin/pactmw/{model}/{page}"
             print("answer:", url, client.get(url).status_code, client.post(url, FORM).status_code)
@@ -235,5 +235,7 @@ def test_the_admin_answers_503_while_the_settings_do_not_build(
         "answer: /admin/pactmw/grant/add/ 403 403",
         "answer: /admin/pactmw/conversation/ 200 200",
         "answer: /admin/pactmw/conversation/add/ 403 403",
+        "answer: /admin/pactmw/messageid/ 200 200",
+        "answer: /admin/pactmw/messageid/add/ 403 403",
     ], out
     assert "site: 200" in out  # the rest of the admin works on

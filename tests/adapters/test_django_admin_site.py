@@ -467,10 +467,11 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
             "operator: offered [True, True, True], revoked True, allowed True",
         ]
         # Unknown ids, filters and searches are Django's answers, never a 500 (PostgreSQL).
-        assert _shell(root, env, NUL_VALUES).splitlines()[-4:] == [
+        assert _shell(root, env, NUL_VALUES).splitlines()[-5:] == [
             f"{model}: {' '.join(['302'] * count)} {{'/admin/pactmw/{model}/?e=1'}} {{'/admin/'}}"
             for model, count in (
-                ("conversation", 6), ("grant", 8), ("registeredagent", 4), ("agentoverride", 4)
+                ("conversation", 6), ("messageid", 5), ("grant", 8), ("registeredagent", 4),
+                ("agentoverride", 4),
             )
         ]  # fmt: skip
         # A long conversation's page shows its last turns and says how many there are: the
@@ -508,12 +509,18 @@ def test_the_admin_shows_the_state_where_a_django_alias_store_keeps_it(tmp_path:
     assert '"store": "django:pactmw",' in settings_tail
     env = new_site(tmp_path, settings_tail, guide_block("the end of mysite/urls.py"))
     _manage(tmp_path, env, "migrate", "pactmw", "--database", "pactmw", "--verbosity", "0")
-    assert _shell(tmp_path, env, ALIAS_STATE).splitlines()[-8:] == [
+    found = "message id found: ['message', 'user', 'conversation', 'received_utc'] 1 1"
+    assert _shell(tmp_path, env, ALIAS_STATE).splitlines()[-13:] == [
         "store: pactmw",
         "registeredagent: ['1']",
         "agentoverride: ['1']",
         "grant: ['1']",
         "conversation: ['1']",
+        "messageid: ['1']",
+        found,
+        found,
+        found,
+        "message id found: [] 0 0",
         "conversation page: ['m-1']",
         "revoked: True",
         "removed: True",

@@ -33,11 +33,12 @@ from tests.browser.test_consent_page import screenshot
 from tests.support.chromium import WAIT
 
 LONG_ISSUER = "https://assistant.personal-agents.example.com/tenants/eu-west-1/agents"
-MODELS = ("registeredagent", "agentoverride", "grant", "conversation")
+MODELS = ("registeredagent", "agentoverride", "grant", "conversation", "messageid")
 
 #: What a site holds after a few weeks: grants with the ids the Provider mints, several
 #: scopes, a long issuer; agents with long issuer and JWKS URLs, one of them blocked;
-#: conversations with their UUID context ids, an agent's opaque user id and a bound account.
+#: conversations with their UUID context ids, an agent's opaque user id and a bound account;
+#: Poppy message ids as the SDK's agents make them, each held by its conversation.
 STATE = f"""
 from pactmw.provider.delegated._codes import new_grant_id
 issuers = [{LONG_ISSUER!r} + f"/{{n}}" for n in range(3)] + ["https://pa.example"]
@@ -62,6 +63,12 @@ for n, issuer in enumerate(issuers * 2):
         now=now, lease_seconds=30)
     if n % 3 == 0:
         store.close_conversation(ctx)
+for n, issuer in enumerate(issuers * 2):
+    owner = dict(brand_id="shop", issuer="poppy " + issuer, sub=f"pairwise-user-{{n}}-9d2c41a7")
+    message_id = f"msg_{{n}}Xk2vQ9pLr7TzYw4bN8cMfA"
+    ctx = store.start_conversation(**owner, account=None, message_id=message_id,
+        text="Hello", now=now - n * 600)
+    store.claim_message_id(**owner, message_id=message_id, context_id=ctx)
 """
 
 

@@ -104,3 +104,26 @@ def test_a_version_11_database_gains_the_ids_of_its_poppy_conversations(
         assert schema_version(persistent) == 12
     finally:
         upgraded.close()
+
+
+def test_an_id_stays_while_its_conversation_holds_the_message(store: Store) -> None:
+    """Released after a failure, an id is freed only when its conversation never received
+    the message: a turn claimed (by a request still answering it) or answered keeps it, so
+    a failed retry cannot free an id another request holds a turn for."""
+    ctx = store.start_conversation(
+        **OWNER, account=None, message_id="m1", text="hi", now=T0, context_id="ctx-a"
+    )
+    assert _claim(store, "m1", ctx) == ctx
+    _release(store, "m1", ctx)  # the turn is claimed, unanswered
+    assert _claim(store, "m1", "ctx-b") == ctx
+    store.store_reply(
+        context_id=ctx, message_id="m1", reply_message_id="r1", reply_text="hello",
+        reply=b"{}", now=T0,
+    )  # fmt: skip
+    _release(store, "m1", ctx)  # answered
+    assert _claim(store, "m1", "ctx-b") == ctx
+    store.claim_turn(context_id=ctx, message_id="m2", text="more", now=T0, lease_seconds=30)
+    assert _claim(store, "m2", ctx) == ctx
+    store.release_claim(context_id=ctx, message_id="m2")
+    _release(store, "m2", ctx)  # its turn released: never received
+    assert _claim(store, "m2", "ctx-b") == "ctx-b"

@@ -66,11 +66,12 @@ LIST_MINUTE = "%Y-%m-%d %H:%M"
 
 
 def list_time_column(
-    field: str, description: str, pattern: str = LIST_DAY
+    field: str, description: str, pattern: str = LIST_DAY, *, sortable: bool = True
 ) -> Callable[[Any, Any], str]:
-    """A list column showing the time in `field` compactly (`pattern`, UTC), sorted by it."""
+    """A list column showing the time in `field` compactly (`pattern`, UTC); `sortable`
+    columns sort by that field."""
 
-    @admin.display(description=description, ordering=field)
+    @admin.display(description=description, ordering=field if sortable else None)
     def column(admin_view: Any, obj: Any) -> str:
         value = getattr(obj, field)
         if value is None:

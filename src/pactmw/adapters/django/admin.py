@@ -1,5 +1,5 @@
 """The Django admin for pactmw's state (with `store = "django"`): registered agents, agent
-access (block/allow), grants and conversations.
+access (block/allow), grants, conversations and the Poppy message ids they hold.
 
 The admin appears only where it manages something: `PACTMW` lists `brands` (there is a
 Provider) and its `store` is `"django"` or `"django:ALIAS"` (the state is in this site's
@@ -12,7 +12,7 @@ Every change goes through the operators' functions the commands use
 the admin follows the same rules (SSRF-safe JWKS URLs, configured agents cannot be removed)
 and its revocations are the Provider's (`provider.revoke_grant`, audited as
 `agent.grant_revoked`); the admin's own history records who did it. Rows are never edited
-through the ORM. Conversations are read-only, and message text is shown only when
+through the ORM. Conversations and message ids are read-only, and message text is shown only when
 `PACTMW["admin_show_message_text"]` is True (it is personal data).
 """
 
@@ -51,6 +51,7 @@ from pactmw.adapters.django.models import (
     Conversation,
     Grant,
     Message,
+    MessageId,
     RegisteredAgent,
 )
 from pactmw.provider import agent_admin, grant_admin
@@ -64,6 +65,7 @@ __all__ = [
     "AgentAccessForm",
     "ConversationAdmin",
     "GrantAdmin",
+    "MessageIdAdmin",
     "MessageInline",
     "RegisteredAgentAdmin",
     "RegisteredAgentForm",
@@ -533,3 +535,39 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
             last = turns.order_by("-id").values_list("id", flat=True)[: self.turns_shown]
             kwargs["queryset"] = turns.filter(id__in=list(last))
         return kwargs
+
+
+@admin.register(MessageId)
+class MessageIdAdmin(_ReadOnly, _StateAdmin):
+    """Which conversation holds each Poppy message id of a User (an id names one message of
+    the User across conversations, PAP-7.3-01), read-only: where support looks when an agent
+    is told `409 message_id_conflict`."""
+
+    # One line a row, as the conversations: the Brand (a filter) and the agent are on each
+    # row's page. Newest first by the row's serial id (the order ids were recorded): sorting
+    # by the time, looked up a row, would look it up for every row of the table.
+    list_display = ("message", "user", "conversation", "received_utc")
+    list_display_links = ("message",)
+    list_filter = (known("brand_id", "brand", brand_ids),)
+    search_fields = ("=message_id", "=sub", "=context_id")
+    ordering = ("-id",)
+    fields = ("message_id", "brand_id", "issuer", "sub", "context_id", "received")
+    readonly_fields = fields
+    received = time_column("received_at", "received", sortable=False)
+    received_utc = list_time_column("received_at", "received", LIST_MINUTE, sortable=False)
+    message = titled_column("message_id", "message id")
+    user = titled_column("sub", "user")
+
+    @admin.display(description="context id", ordering="context_id")
+    def conversation(self, obj: MessageId) -> str:
+        return short_id(obj.context_id)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MessageId]:
+        # When the conversation received the message (its turn's claim) comes with the list:
+        # one lookup a row on the turns' (context_id, message_id) key. None while no turn
+        # holds it yet.
+        turn = Message.objects.filter(
+            conversation_id=OuterRef("context_id"), message_id=OuterRef("message_id")
+        )
+        received = Subquery(turn.values("claimed_at")[:1])
+        return super().get_queryset(request).annotate(received_at=received)

@@ -5,7 +5,9 @@ The same `claim_turn`/`store_reply`/`release_claim` as PACT's `message:send`, wi
 lease renewal (`MessageSender.hold_lease`), so a retried message is answered from the store
 and the bot runs once across processes. A bot that needs a scope answers with an
 `authorization` event and a company message saying so (PAP-7.11-01); a bot that fails or
-takes too long leaves the message unanswered, so the agent can send it again.
+takes too long leaves the message unanswered, so the agent can send it again. A message
+whose handling fails after its id was claimed was never received: its id is released
+(`holding_message_id`), for this conversation or another of the User's.
 """
 
 from __future__ import annotations
@@ -89,7 +91,19 @@ class ConversationTurns:
             if bound != agent.account:
                 raise PoppyError(404, "conversation_not_found", "no such conversation")
         owner = (conversation.brand_id, conversation.issuer, conversation.sub)
-        yield from self.claim_message_id(owner, context_id, message.id)
+        received = self._receive(agent, conversation, message, issuer, created)
+        return (yield from self.holding_message_id(owner, context_id, message.id, received))
+
+    def _receive(
+        self,
+        agent: PoppyCaller,
+        conversation: Conversation,
+        message: InboundMessage,
+        issuer: str,
+        created: bool,
+    ) -> SubFlow:
+        """`send` once the message id is the conversation's."""
+        context_id = conversation.context_id
         now = self.clock()
         claim: Claim = yield store(
             self.store.claim_turn,
@@ -110,16 +124,9 @@ class ConversationTurns:
             raise PoppyError(409, "message_id_conflict", "the id is one of the company's")
         if conversation.closed:
             if claim.kind == "new":
-                # Refused, so never received: the id may start another conversation.
+                # Refused, so never received: with its turn released, `holding_message_id`
+                # frees its id too, which may start another conversation.
                 yield store(self.store.release_claim, context_id=context_id, message_id=message.id)
-                yield store(
-                    self.store.release_message_id,
-                    brand_id=owner[0],
-                    issuer=owner[1],
-                    sub=owner[2],
-                    message_id=message.id,
-                    context_id=context_id,
-                )
             raise PoppyError(
                 409,
                 "conversation_closed",
@@ -157,6 +164,32 @@ class ConversationTurns:
         )
         if holder != context_id:
             raise PoppyError(409, "message_id_conflict", "the message id is another conversation's")
+
+    def holding_message_id(
+        self, owner: tuple[str, str, str], context_id: str, message_id: str, then: SubFlow
+    ) -> SubFlow:
+        """`then`, once `message_id` is conversation `context_id`'s (`claim_message_id`);
+        its value is `then`'s.
+
+        Whatever fails after the claim (the bot, the store, a refusal of the request), the
+        id is released on the way out: a message whose turn nothing received or answered
+        was never received, so the agent's next attempt with that id is a new message
+        wherever it goes, not `409 message_id_conflict`. The store frees the id only while
+        the conversation holds no turn of it, so a failure cannot free the id of a message
+        answered there, or being answered by another request."""
+        yield from self.claim_message_id(owner, context_id, message_id)
+        try:
+            return (yield from then)
+        except Exception:
+            yield store(
+                self.store.release_message_id,
+                brand_id=owner[0],
+                issuer=owner[1],
+                sub=owner[2],
+                message_id=message_id,
+                context_id=context_id,
+            )
+            raise
 
     def answer(
         self,

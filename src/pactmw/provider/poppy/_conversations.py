@@ -24,8 +24,8 @@ reads rebuild the event log from the store and a retry with other content is tol
 `409 message_id_conflict` (a first message's, by any Session of its User: the id is the
 User's, PAP-7.3-01). Being the User's, an id is also held by one conversation only
 (`ConversationTurns.claim_message_id`): sent to another, it is `409 message_id_conflict`
-too. The bot runs while `POST` waits, so its answer is in the events when the receipt
-arrives.
+too, unless its handling failed (`ConversationTurns.holding_message_id`). The bot runs
+while `POST` waits, so its answer is in the events when the receipt arrives.
 
 A bot that needs a scope (`StepUpRequired`, or a tool the Session's scopes do not cover)
 answers with an `authorization` event (`sign_in_required` while signed out,
@@ -230,8 +230,15 @@ class PoppyConversations:
         """Start a conversation with its first message; the value is a `Receipt`."""
         context_id = derived_context_id(agent, message.id)
         owner = (agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
-        # Before the conversation exists: an id another conversation holds starts none.
-        yield from self._turns.claim_message_id(owner, context_id, message.id)
+        # Before the conversation exists: an id another conversation holds starts none; one
+        # whose conversation fails to start or answer it is released.
+        started = self._start(agent, message, issuer, context_id)
+        return (yield from self._turns.holding_message_id(owner, context_id, message.id, started))
+
+    def _start(
+        self, agent: PoppyCaller, message: InboundMessage, issuer: str, context_id: str
+    ) -> SubFlow:
+        """`_create` once the message id is the conversation's."""
         now = self._clock()
         try:
             yield store(

@@ -127,6 +127,9 @@ class ConversationsMixin(MemoryCore):
 
     def _release_message_id(self, key: OwnedMessageId, context_id: str) -> None:
         with self._open:
+            ctx = self._contexts.get(context_id)
+            if ctx is not None and key[3] in ctx.messages:
+                return  # the conversation holds a turn of it: received
             if self._message_ids.get(key) == context_id:
                 del self._message_ids[key]
 

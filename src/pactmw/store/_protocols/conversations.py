@@ -186,8 +186,10 @@ class ConversationStore(Protocol):
     def release_message_id(
         self, *, brand_id: str, issuer: str, sub: str, message_id: str, context_id: str
     ) -> None:
-        """Forget `message_id` of the owner if conversation `context_id` holds it (the
-        conversation refused the message, so it was never received); otherwise nothing."""
+        """Forget `message_id` of the owner if conversation `context_id` holds it and has
+        no turn of it, claimed or answered (the message was refused or its turn released, so
+        it was never received); otherwise nothing. Atomic, so a failed request may call it
+        whatever happened: a message another request is answering keeps its id."""
         if not has_nul(brand_id, issuer, sub, message_id, context_id):
             self._release_message_id((brand_id, issuer, sub, message_id), context_id)
 
@@ -261,7 +263,7 @@ class ConversationStore(Protocol):
         ...
 
     def _release_message_id(self, key: OwnedMessageId, context_id: str) -> None:
-        """Drop `key` if `context_id` holds it."""
+        """Drop `key` if `context_id` holds it and has no turn of message `key[3]`."""
         ...
 
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:

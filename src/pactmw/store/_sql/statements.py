@@ -90,9 +90,13 @@ class Statements(DelegationStatements):
             "SELECT context_id FROM pactmw_message_ids"
             " WHERE brand_id = ? AND issuer = ? AND sub = ? AND message_id = ?"
         )
+        # Only while the conversation holds no turn of the message (claimed or answered).
         self.release_message_id = q(
             "DELETE FROM pactmw_message_ids"
             " WHERE brand_id = ? AND issuer = ? AND sub = ? AND message_id = ? AND context_id = ?"
+            " AND NOT EXISTS (SELECT 1 FROM pactmw_messages m"
+            " WHERE m.context_id = pactmw_message_ids.context_id"
+            " AND m.message_id = pactmw_message_ids.message_id)"
         )
         self.start_conversation = q(
             "INSERT INTO pactmw_conversations"
