@@ -10,6 +10,9 @@ from . import drf_views
 urlpatterns = [
     path("api/echo", views.echo),
     path("public", views.public),
+    # The site's login page (a stand-in): the Brands' `delegation.login_url` is "/login", and
+    # a login URL nothing serves is warned by `manage.py check` (pactmw.W004).
+    path("login", views.public),
     path("apiary", views.public),
     path("decorated-sync", views.decorated_sync),
     path("decorated-async", views.decorated_async),
