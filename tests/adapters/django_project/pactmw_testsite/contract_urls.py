@@ -29,5 +29,8 @@ urlpatterns = [
     path("api/poppy-orders", views.poppy_orders),
     path("api/poppy-orders-async", views.poppy_orders_async),
     *a2a_urlpatterns(),
+    # The site's own OAuth server's metadata (django-oauth-toolkit's, say), under the prefix
+    # of Poppy's issuer metadata: pactmw routes that prefix only for a Poppy Brand.
+    path(".well-known/oauth-authorization-server/o", views.public),
     path(".well-known/apple-app-site-association", views.public),
 ]
