@@ -62,9 +62,10 @@ def a2a_urlpatterns() -> list[URLPattern]:
     (`/a2a/...`, and, when a Brand of `settings.PACTMW` enables Poppy, Poppy's
     `/.well-known/poppy.json` and issuer metadata).
 
-    Read when Django imports the URLconf (after the settings, at the first request or check):
-    a site's own `/.well-known/` routes stay its own where no Brand has Poppy. A test that
-    changes `PACTMW` to add or remove Poppy also calls `django.urls.clear_url_caches()`."""
+    Read when the urls.py calls it, as Django imports the URLconf (after the settings, at the
+    first request or check): a site's own `/.well-known/` routes stay its own where no Brand
+    has Poppy. The list is made once, so a test that changes `PACTMW` to add or remove Poppy
+    (`override_settings`) also needs a URLconf that calls it again."""
     patterns = [re_path(f"^{MOUNT.lstrip('/')}", a2a_view, name="pactmw-a2a")]
     if _serves_poppy():
         # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC 8414
