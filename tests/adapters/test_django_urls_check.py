@@ -63,3 +63,28 @@ def test_brands_with_the_providers_urls_pass(tmp_path: Path) -> None:
     done = _check(tmp_path, "pactmw_testsite.contract_settings")
     assert done.returncode == 0, done.stderr
     assert "no issues" in done.stdout, done.stdout + done.stderr
+
+
+def _login_check(tmp_path: Path, login_url: str) -> str:
+    delegation = {"scopes": {"orders:read": "See your orders"}, "login_url": login_url}
+    done = _check(tmp_path, "pactmw_testsite.contract_settings", delegation=delegation)
+    assert done.returncode == 0, done.stderr  # a warning: the site still starts
+    return " ".join((done.stdout + done.stderr).split())
+
+
+def test_a_login_url_no_pattern_serves_is_warned(tmp_path: Path) -> None:
+    # A person sent to sign in before consenting would get the site's 404.
+    said = _login_check(tmp_path, "/accounts/login/?from=pactmw")
+    assert "pactmw.W004" in said, said
+    assert "brands.acme.delegation.login_url is '/accounts/login/?from=pactmw'" in said
+    assert "no URL pattern of the ROOT_URLCONF serves /accounts/login/" in said
+
+
+@pytest.mark.parametrize(
+    "login_url",
+    ["/public", "/public?from=pactmw", "https://login.shop.example/", "//login.shop.example/"],
+    ids=["routed", "routed-with-query", "absolute", "another-host"],
+)
+def test_a_routed_or_absolute_login_url_passes(tmp_path: Path, login_url: str) -> None:
+    said = _login_check(tmp_path, login_url)
+    assert "pactmw.W004" not in said, said

@@ -192,6 +192,28 @@ def test_django_serves_both_documents_and_the_brand_site_view(asgi: bool, tmp_pa
         assert got.json() == discovery_document(_company(), SHOP)
 
 
+def test_django_without_poppy_leaves_the_well_known_paths_to_the_site(tmp_path: Path) -> None:
+    # No Brand has Poppy: a2a_urlpatterns() routes /a2a/ alone, so the site's own route under
+    # /.well-known/oauth-authorization-server/ (listed after them) is reached, and poppy.json
+    # is the site's 404, not the Provider's.
+    config = site_config()
+    del config["brands"]["shop"]["poppy"]
+    with django_server(
+        config,
+        asgi=False,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="django-no-poppy",
+        extra_env=CHECKOUT_ENV,
+    ) as url:
+        own = httpx.get(f"{url}/.well-known/oauth-authorization-server/o")
+        assert own.status_code == 200, own.text[:200]
+        assert own.json()["via"] == "sync"  # the site's view answered
+        assert httpx.get(f"{url}/.well-known/poppy.json").status_code == 404
+        card = httpx.get(f"{url}/a2a/shop/.well-known/agent-card.json")
+        assert card.status_code == 200  # the Provider is still routed
+
+
 def check_methods(url: str, refused: tuple[str, ...] = ("POST", "PUT", "DELETE", "FOO")) -> None:
     """The helpers a Brand mounts on its own site answer HEAD as GET, without the body (RFC
     9110 §9.3.2), and the `refused` methods with a 405 that says what the route takes

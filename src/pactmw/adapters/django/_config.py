@@ -7,6 +7,7 @@ pactmw serves, so that a typo never turns the rest of the site into 500s.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -126,11 +127,15 @@ class Configured:
         self._error: Exception | None = None
 
     def check_at_startup(self) -> None:
-        """Log, once, what the settings alone show is wrong (no `PACTMW`, pactmw's app
-        missing), without building anything: the middleware calls it as the server starts,
-        since a site without the app runs no system check."""
-        with self._lock:
-            self._check_settings()
+        """Build the guard (and the Provider: its store, its keys) now, logging once what is
+        wrong, as `guard()` does. The middleware calls it as the server starts (Django builds
+        the middleware in `get_wsgi_application()`/`get_asgi_application()`), since no
+        system check runs under gunicorn or uvicorn, and they open nothing anyway: a store
+        that does not open would otherwise be said at the first request to pactmw's paths.
+        Not in `AppConfig.ready()`, which every management command runs (`migrate` on a
+        fresh database, `collectstatic` in an image build), with no server to start."""
+        with contextlib.suppress(RequestRefused):  # logged where it was built; 503 meanwhile
+            self.guard()
 
     def _check_settings(self) -> None:
         if self._guard is not None or self._error is not None:

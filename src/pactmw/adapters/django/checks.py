@@ -3,7 +3,9 @@ report a bad configuration at startup, each problem with an id and the setting's
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings as django_settings
@@ -16,6 +18,7 @@ from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_view
 from pactmw.config import ConfigError
 from pactmw.provider.app import signed_in_user_unknown
+from pactmw.provider.brand import Brand
 from pactmw.provider.guard import guard_settings
 from pactmw.provider.routes import MOUNT
 from pactmw.store import parse_store_url
@@ -29,7 +32,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     """pactmw.E001: `PACTMW` does not build; pactmw.E002: it is missing or not a dict;
     pactmw.W001: the middleware is not installed, so no request has `personal_agent`;
     pactmw.W002: a same-app Brand's consent pages cannot know who is signed in;
-    pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view."""
+    pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view;
+    pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -74,6 +78,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             messages.append(Warning(f"{problem}.", obj=SETTING, id="pactmw.W002"))
     if builds and provider is not None:
         messages.extend(_check_routes([brand.id for brand in provider.brands]))
+        messages.extend(_check_login_urls(provider.brands))
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -111,6 +116,47 @@ def _routed(brand_id: str) -> bool:
         return resolve(f"{MOUNT}{brand_id}/.well-known/agent-card.json").func is a2a_view
     except Resolver404:
         return False
+
+
+def _check_login_urls(brands: Iterable[Brand]) -> list[CheckMessage]:
+    """pactmw.W004: a Brand's `delegation.login_url` is a path on this site (the consent
+    pages redirect to it relative to themselves) that the URLconf does not resolve, so a
+    person sent to sign in gets the site's 404. An absolute URL (or `//host/...`) is another
+    site's business and is not looked at."""
+    messages: list[CheckMessage] = []
+    for brand in brands:
+        if brand.delegation is None:
+            continue
+        login_url = brand.delegation.login_url
+        login = urlsplit(login_url)
+        if login.scheme or login.netloc or _resolves(login.path):
+            continue
+        messages.append(
+            Warning(
+                f"settings.{SETTING}'s brands.{brand.id}.delegation.login_url is "
+                f"{login_url!r}, but no URL pattern of the ROOT_URLCONF serves {login.path}: "
+                "a person sent to sign in before consenting would get 404.",
+                hint="Route your login view at that path (django.contrib.auth's is "
+                "`path('accounts/', include('django.contrib.auth.urls'))`: "
+                "/accounts/login/), or set login_url to your login page's path or URL.",
+                obj=SETTING,
+                id="pactmw.W004",
+            )
+        )
+    return messages
+
+
+def _resolves(path: str) -> bool:
+    """Whether the URLconf serves `path`, a path as the browser asks for it: under
+    `FORCE_SCRIPT_NAME` the site's paths start with it, which `resolve` does not expect."""
+    script = (getattr(django_settings, "FORCE_SCRIPT_NAME", None) or "").rstrip("/")
+    if script and (path == script or path.startswith(script + "/")):
+        path = path[len(script) :] or "/"
+    try:
+        resolve(path)
+    except Resolver404:
+        return False
+    return True
 
 
 def _has_middleware(entries: list[str], middleware: type) -> bool:

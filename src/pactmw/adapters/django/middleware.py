@@ -27,8 +27,9 @@ class PersonalAgentMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
-        # Django builds its middleware as the server starts: say now what the settings alone
-        # show is wrong, where a site without pactmw's app would hear of it at no startup.
+        # Django builds its middleware as the server starts (and no system check runs under
+        # gunicorn or uvicorn): build the Provider now, so that what is wrong is logged at
+        # startup, not at the first request to pactmw's paths.
         configured.check_at_startup()
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:

@@ -9,7 +9,7 @@ from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.adapters._common import NOT_FOUND
-from pactmw.adapters.django._config import configured
+from pactmw.adapters.django._config import configured, raw_settings
 from pactmw.adapters.django._http import (
     body_reader,
     method_as_sent,
@@ -20,6 +20,7 @@ from pactmw.adapters.django._http import (
 from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
+from pactmw.provider.guard import guard_settings
 from pactmw.provider.routes import MOUNT
 
 
@@ -58,16 +59,38 @@ def _provider() -> Provider | HttpResponse:
 
 def a2a_urlpatterns() -> list[URLPattern]:
     """URL patterns for the Provider: `urlpatterns += a2a_urlpatterns()` in the root urls.py
-    (`/a2a/...`, and Poppy's `/.well-known/poppy.json` and issuer metadata)."""
-    return [
-        re_path(f"^{MOUNT.lstrip('/')}", a2a_view, name="pactmw-a2a"),
-        # Poppy's root documents, when a Brand enables Poppy (else the Provider answers 404):
-        # poppy.json (chosen by Host) and the issuers' RFC 8414 metadata.
-        re_path(r"^\.well-known/poppy\.json$", a2a_view, name="pactmw-poppy"),
-        re_path(
-            r"^\.well-known/oauth-authorization-server/", a2a_view, name="pactmw-poppy-metadata"
-        ),
-    ]
+    (`/a2a/...`, and, when a Brand of `settings.PACTMW` enables Poppy, Poppy's
+    `/.well-known/poppy.json` and issuer metadata).
+
+    Read when the urls.py calls it, as Django imports the URLconf (after the settings, at the
+    first request or check): a site's own `/.well-known/` routes stay its own where no Brand
+    has Poppy. The list is made once, so a test that changes `PACTMW` to add or remove Poppy
+    (`override_settings`) also needs a URLconf that calls it again."""
+    patterns = [re_path(f"^{MOUNT.lstrip('/')}", a2a_view, name="pactmw-a2a")]
+    if _serves_poppy():
+        # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC 8414
+        # metadata, whose well-known path comes before the issuer's path.
+        patterns += [
+            re_path(r"^\.well-known/poppy\.json$", a2a_view, name="pactmw-poppy"),
+            re_path(
+                r"^\.well-known/oauth-authorization-server/",
+                a2a_view,
+                name="pactmw-poppy-metadata",
+            ),
+        ]
+    return patterns
+
+
+def _serves_poppy() -> bool:
+    """Whether a Brand of `settings.PACTMW` enables Poppy, from the settings as checked,
+    opening nothing (a `manage.py migrate` imports the URLconf through the system checks).
+    Settings that do not build keep the routes, answered 503 as pactmw's other paths are
+    until the settings are fixed (the checks and the startup log say why)."""
+    try:
+        provider = guard_settings(raw_settings()).provider
+    except Exception:  # ConfigError, or a handler that fails to import: reported elsewhere
+        return True
+    return provider is not None and any(brand.poppy is not None for brand in provider.brands)
 
 
 def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]:

@@ -10,6 +10,9 @@ from . import drf_views
 urlpatterns = [
     path("api/echo", views.echo),
     path("public", views.public),
+    # The site's login page (a stand-in): the Brands' `delegation.login_url` is "/login", and
+    # a login URL nothing serves is warned by `manage.py check` (pactmw.W004).
+    path("login", views.public),
     path("apiary", views.public),
     path("decorated-sync", views.decorated_sync),
     path("decorated-async", views.decorated_async),
@@ -26,5 +29,8 @@ urlpatterns = [
     path("api/poppy-orders", views.poppy_orders),
     path("api/poppy-orders-async", views.poppy_orders_async),
     *a2a_urlpatterns(),
+    # The site's own OAuth server's metadata (django-oauth-toolkit's, say), under the prefix
+    # of Poppy's issuer metadata: pactmw routes that prefix only for a Poppy Brand.
+    path(".well-known/oauth-authorization-server/o", views.public),
     path(".well-known/apple-app-site-association", views.public),
 ]
