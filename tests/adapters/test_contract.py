@@ -433,8 +433,6 @@ def test_provider_paths_the_framework_cannot_route_get_the_providers_answer(
     ):
         got, _, body = _exchange(target, method, path, headers)
         assert (got, body) == (status, b""), (target.name, method, path, got, body[:200])
-    if target.name in ("starlette", "fastapi"):
-        pytest.xfail("a2a_mount: Starlette's Mount does not match a decoded newline (left)")
     for method, path, status in (
         ("GET", "/a2a/acme/tasks/a%0Ab", 404),  # TASK_NOT_FOUND, an A2A error body
         ("OPTIONS", "/a2a/acme/tasks/a%0Ab", 204),
@@ -671,6 +669,20 @@ def test_the_apps_own_well_known_documents_stay_its_own(poppy_servers: Harness, 
     assert_caller(target.client.get("/.well-known/apple-app-site-association"), actor_id=None)
     host = {"Host": "shop.example"}
     assert target.client.get("/.well-known/poppy.json", headers=host).status_code == 200, name
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_a_poppy_metadata_path_the_framework_cannot_route_gets_the_providers_answer(
+    poppy_servers: Harness, name: str
+) -> None:
+    # As for the paths under /a2a/ (test_provider_paths_the_framework_cannot_route_...):
+    # Starlette's route for the issuers' metadata did not match a decoded newline, so the
+    # host app answered (its "Not Found" text) where the Provider's bare 404 is.
+    target = poppy_servers.get(name)
+    path = "/.well-known/oauth-authorization-server/a2a/acme%0Ab/poppy"
+    for method in ("GET", "OPTIONS"):
+        got, _, body = _exchange(target, method, path, {})
+        assert (got, body) == (404, b""), (name, method, got, body[:200])
 
 
 # -- audit: what docs/adapters.md and docs/delegated.md promise, on every adapter --------------

@@ -168,11 +168,11 @@ def _guard_prefix() -> WerkzeugResponse | None:
     if (
         guard.provider is not None
         and request.routing_exception is not None
-        and request.path.startswith(MOUNT)
+        and guard.provider.matches(request.method, request.path)
     ):
         # A Provider path Flask's rule does not take (an empty segment, which Werkzeug would
-        # redirect to the merged path, or a decoded newline): the Provider answers it as on
-        # every adapter, never Flask's own 308 or 404 page.
+        # redirect to the merged path, or a decoded newline, under /a2a/ or Poppy's metadata
+        # prefix): the Provider answers it as on every adapter, never Flask's 308 or 404 page.
         return _serve_a2a("")
     # The Provider's paths are not guarded (`Guard.protects`: the app serves the Provider):
     # they are answered after routing, as PACT orders, the Provider authenticating its own
