@@ -25,6 +25,7 @@ urlpatterns = [
     path("brand-site/poppy.json", poppy_discovery_view("shop")),
     path("api/poppy-orders", views.poppy_orders),
     path("api/poppy-orders-async", views.poppy_orders_async),
+    path("a2a/internal/orders", views.public),  # listed before the Provider's
     *a2a_urlpatterns(),
     path(".well-known/apple-app-site-association", views.public),
 ]
