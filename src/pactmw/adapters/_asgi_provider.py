@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import HTTPConnection
 from starlette.requests import Request as StarletteRequest
@@ -27,6 +28,8 @@ from pactmw.provider.routes import MOUNT
 
 #: What a missing `current_user` is reported as (`warn_if_signed_in_user_unknown`).
 _CURRENT_USER = "A2AProviderApp's, a2a_routes' or a2a_mount's current_user"
+
+_Routed = TypeVar("_Routed", Mount, Route)
 
 
 class A2AProviderApp:
@@ -92,14 +95,12 @@ def a2a_routes(
     """
     # One app for every route, so a missing `current_user` is reported once.
     app = A2AProviderApp(provider, current_user=current_user)
-    routes: list[BaseRoute] = [Mount(MOUNT.rstrip("/"), app=app, name="pactmw-a2a")]
+    routes: list[BaseRoute] = [_provider_mount(app, name="pactmw-a2a")]
     if provider.poppy is not None:
         # Routes to an ASGI app take every method: the Provider answers each as it does at the
         # site root (HEAD as GET, OPTIONS, a bare 404 for others), never Starlette's 405.
-        routes += [
-            Route(DISCOVERY_PATH, app, name="pactmw-poppy"),
-            Route(METADATA_PREFIX + "/{rest:path}", app, name="pactmw-poppy-metadata"),
-        ]
+        metadata = Route(METADATA_PREFIX + "/{rest:path}", app, name="pactmw-poppy-metadata")
+        routes += [Route(DISCOVERY_PATH, app, name="pactmw-poppy"), _every_path(metadata)]
     return routes
 
 
@@ -111,7 +112,25 @@ def a2a_mount(
     Without Poppy's documents at the site root (`/.well-known/poppy.json`, the issuers'
     metadata): `a2a_routes` adds those too, and is the one to use for a Brand with Poppy.
     """
-    return Mount(MOUNT.rstrip("/"), app=A2AProviderApp(provider, current_user=current_user))
+    return _provider_mount(A2AProviderApp(provider, current_user=current_user))
+
+
+def _provider_mount(app: A2AProviderApp, name: str | None = None) -> Mount:
+    """The Starlette `Mount` of the Provider at `/a2a`, for `a2a_routes` and `a2a_mount`."""
+    return _every_path(Mount(MOUNT.rstrip("/"), app=app, name=name))
+
+
+def _every_path(route: _Routed) -> _Routed:
+    """`route` matching every path under its `{...:path}` parameter, a decoded newline too.
+
+    Starlette compiles a route's pattern without `re.DOTALL`, so the path convertor's `.*`
+    stops at a newline (`%0A` in the URL): `/a2a/acme/tasks/a%0Ab` fell through to the host
+    app's 404 where the Provider answers (its A2A error, OPTIONS' 204), as it does on every
+    other adapter. Only the flags change: the same pattern, built by Starlette from the same
+    path, so its parameters, `url_path_for` and the child scope are untouched.
+    """
+    route.path_regex = re.compile(route.path_regex.pattern, route.path_regex.flags | re.DOTALL)
+    return route
 
 
 def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:

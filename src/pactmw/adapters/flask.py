@@ -165,25 +165,25 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
 
 def _guard_prefix() -> WerkzeugResponse | None:
     guard = _state().guard
+    # The Provider's own paths are not guarded (`Guard.protects`: the app serves the
+    # Provider): they are answered after routing, as PACT orders, the Provider authenticating
+    # its own routes. Any other path under the guarded prefix (the app's own routes under
+    # /a2a/ too) is refused before the app's view or the Provider's 404, as every adapter's
+    # middleware does, so a 404 never tells an anonymous caller which paths exist.
+    if guard.protects(request.path):
+        try:
+            verify_personal_agent()
+        except PersonalAgentRefused as refused:
+            return refused.get_response()  # PACT's empty-bodied 401, whatever the app's handlers
     if (
         guard.provider is not None
         and request.routing_exception is not None
-        and request.path.startswith(MOUNT)
+        and guard.provider.matches(request.method, request.path)
     ):
         # A Provider path Flask's rule does not take (an empty segment, which Werkzeug would
-        # redirect to the merged path, or a decoded newline): the Provider answers it as on
-        # every adapter, never Flask's own 308 or 404 page.
+        # redirect to the merged path, or a decoded newline, under /a2a/ or Poppy's metadata
+        # prefix): the Provider answers it as on every adapter, never Flask's 308 or 404 page.
         return _serve_a2a("")
-    # The Provider's paths are not guarded (`Guard.protects`: the app serves the Provider):
-    # they are answered after routing, as PACT orders, the Provider authenticating its own
-    # routes. Any other path under the guarded prefix is refused before routing, as every
-    # adapter's middleware does, so a 404 never tells an anonymous caller which paths exist.
-    if not guard.protects(request.path):
-        return None
-    try:
-        verify_personal_agent()
-    except PersonalAgentRefused as refused:
-        return refused.get_response()  # PACT's empty-bodied 401, whatever the app's handlers
     return None
 
 

@@ -28,6 +28,7 @@ urlpatterns = [
     path("brand-site/poppy.json", poppy_discovery_view("shop")),
     path("api/poppy-orders", views.poppy_orders),
     path("api/poppy-orders-async", views.poppy_orders_async),
+    path("a2a/internal/orders", views.public),  # listed before the Provider's
     *a2a_urlpatterns(),
     # The site's own OAuth server's metadata (django-oauth-toolkit's, say), under the prefix
     # of Poppy's issuer metadata: pactmw routes that prefix only for a Poppy Brand.
