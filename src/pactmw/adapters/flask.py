@@ -30,7 +30,7 @@ from pactmw.adapters._common import instance_or_none, provider_of
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
-from pactmw.config import ConfigError
+from pactmw.config import ConfigError, in_protected_path
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
@@ -51,6 +51,8 @@ from pactmw.provider.routes import MOUNT
 EXTENSION_KEY = "pactmw"
 A2A_ENDPOINT = "pactmw_a2a"
 _POPPY_ENDPOINT = "pactmw_poppy"
+#: The endpoints `init_app` routes to the Provider, which authenticates its own routes.
+_PROVIDER_ENDPOINTS = frozenset({A2A_ENDPOINT, _POPPY_ENDPOINT, f"{_POPPY_ENDPOINT}_metadata"})
 # A request's verified caller (and Parafé turn, Poppy caller) live in its WSGI environ, as
 # the WSGI adapter keeps them, not in flask.g: g is the app context's, which Flask reuses for
 # every request dispatched while one is pushed (a test's `with app.app_context()`, an app
@@ -178,13 +180,27 @@ def _guard_prefix() -> WerkzeugResponse | None:
     # they are answered after routing, as PACT orders, the Provider authenticating its own
     # routes. Any other path under the guarded prefix is refused before routing, as every
     # adapter's middleware does, so a 404 never tells an anonymous caller which paths exist.
-    if not guard.protects(request.path):
+    if not guard.protects(request.path) and not _apps_own_view_under_the_prefix(guard):
         return None
     try:
         verify_personal_agent()
     except PersonalAgentRefused as refused:
         return refused.get_response()  # PACT's empty-bodied 401, whatever the app's handlers
     return None
+
+
+def _apps_own_view_under_the_prefix(guard: Guard) -> bool:
+    """Whether Flask routed this request, under the guarded prefix, to one of the app's own
+    views rather than to the Provider. `Guard.protects` leaves all of `/a2a/` to the
+    Provider, but a rule of the app's (`/a2a/whoami`) wins over the Provider's
+    `/a2a/<path:rest>` in Flask's routing, and the Provider never sees the request to
+    authenticate it: without this check, that view would run for anyone."""
+    rule = request.url_rule
+    return (
+        rule is not None
+        and rule.endpoint not in _PROVIDER_ENDPOINTS
+        and in_protected_path(request.path, guard.protect_prefix)
+    )
 
 
 def _of_request(key: str, kind: type[_T]) -> _T | None:
