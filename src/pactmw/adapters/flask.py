@@ -30,7 +30,7 @@ from pactmw.adapters._common import instance_or_none, provider_of
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
-from pactmw.config import ConfigError
+from pactmw.config import ConfigError, in_protected_path
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
@@ -51,6 +51,8 @@ from pactmw.provider.routes import MOUNT
 EXTENSION_KEY = "pactmw"
 A2A_ENDPOINT = "pactmw_a2a"
 _POPPY_ENDPOINT = "pactmw_poppy"
+#: The endpoints `init_app` routes to the Provider, which authenticates its own routes.
+_PROVIDER_ENDPOINTS = frozenset({A2A_ENDPOINT, _POPPY_ENDPOINT, f"{_POPPY_ENDPOINT}_metadata"})
 # A request's verified caller (and Parafé turn, Poppy caller) live in its WSGI environ, as
 # the WSGI adapter keeps them, not in flask.g: g is the app context's, which Flask reuses for
 # every request dispatched while one is pushed (a test's `with app.app_context()`, an app
@@ -169,8 +171,9 @@ def _guard_prefix() -> WerkzeugResponse | None:
     # Provider): they are answered after routing, as PACT orders, the Provider authenticating
     # its own routes. Any other path under the guarded prefix (the app's own routes under
     # /a2a/ too) is refused before the app's view or the Provider's 404, as every adapter's
-    # middleware does, so a 404 never tells an anonymous caller which paths exist.
-    if guard.protects(request.path):
+    # middleware does, so a 404 never tells an anonymous caller which paths exist. Flask,
+    # which routes before this runs, also guards a view of the app's under a Brand's id.
+    if guard.protects(request.path) or _apps_own_view_under_the_prefix(guard):
         try:
             verify_personal_agent()
         except PersonalAgentRefused as refused:
@@ -185,6 +188,20 @@ def _guard_prefix() -> WerkzeugResponse | None:
         # prefix): the Provider answers it as on every adapter, never Flask's 308 or 404 page.
         return _serve_a2a("")
     return None
+
+
+def _apps_own_view_under_the_prefix(guard: Guard) -> bool:
+    """Whether Flask routed this request, under the guarded prefix, to one of the app's own
+    views rather than to the Provider. `Guard.protects` leaves a Brand's `/a2a/{brand}/...`
+    to the Provider, but a rule of the app's there (`/a2a/acme/mine`) wins over the
+    Provider's `/a2a/<path:rest>` in Flask's routing, and the Provider never sees the
+    request to authenticate it: without this check, that view would run for anyone."""
+    rule = request.url_rule
+    return (
+        rule is not None
+        and rule.endpoint not in _PROVIDER_ENDPOINTS
+        and in_protected_path(request.path, guard.protect_prefix)
+    )
 
 
 def _of_request(key: str, kind: type[_T]) -> _T | None:
