@@ -266,7 +266,8 @@ def test_bad_usage_is_one_line_and_exit_2(folder: Path, url: str, key: str, expe
 def test_send_help_documents_the_output_and_exit_statuses() -> None:
     text = " ".join(run([*PYTHON_M, "send", "--help"]).stdout.split())
     for needle in ("--key", "--issuer", "--sub", "--audience", "--context-id", "--json",
-                   "--timeout", "on stderr the --context-id", "step-up",
+                   "--timeout", "on stderr the --context-id", "step-up", "--authorize",
+                   "--delegation FILE", "(mode 0600)", "refresh token",
                    "Exit status 0 for a reply; 1 when there is none"):  # fmt: skip
         assert needle in text, needle
 
@@ -308,6 +309,30 @@ def test_authorize_runs_the_device_flow_and_the_saved_delegation_is_reused(
     assert again.returncode == 0, again.stderr
     assert again.stdout == JANES_ORDERS
     continued(again.stderr)
+    # A saved token the Provider refuses (expired, or here forged) is renewed with the saved
+    # refresh token, with no person to ask, and the renewed tokens are saved in its place.
+    forged = kept["access_token"].rsplit(".", 1)[0] + ".AAAA"
+    saved.write_text(json.dumps({**kept, "access_token": forged}))
+    renewed = send(folder, delegated_card, "Show my orders", "--delegation", "acme.json")
+    assert renewed.returncode == 0, renewed.stderr
+    assert renewed.stdout == JANES_ORDERS
+    continued(renewed.stderr)
+    assert json.loads(saved.read_text())["access_token"] not in (forged, "")
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    # Nothing to renew it with: one line, and --authorize asks the person again.
+    saved.write_text(json.dumps({"access_token": forged}))
+    refused = send(folder, delegated_card, "Show my orders", "--delegation", "acme.json")
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stdout == ""
+    assert refused.stderr == (
+        "pactmw send: error: the delegation saved in acme.json was refused and cannot be "
+        "renewed (its grant ended or was revoked); --authorize asks the person again\n"
+    )
+    running = authorizing(folder, delegated_card, "--delegation", "acme.json")
+    person_decides(running.link(), scopes=["orders:read"], offered=["orders:read"])
+    status, stdout, stderr = running.finish()
+    assert (status, stdout) == (0, JANES_ORDERS), stderr
+    assert json.loads(saved.read_text())["access_token"] != forged
 
 
 def test_authorize_when_the_person_denies_is_one_line(folder: Path, delegated_card: str) -> None:
