@@ -374,6 +374,7 @@ def test_authorize_when_the_device_code_expires_is_one_line(
         pytest.param("not json", "not a delegation saved by --authorize", id="not-json"),
         pytest.param('{"scope": "orders:read"}', "(no access_token)", id="no-token"),
         pytest.param(None, "cannot read", id="a-folder"),
+        pytest.param("", "no such directory to save the delegation in", id="no-folder"),
     ],
 )
 def test_an_unusable_delegation_file_is_bad_usage(
@@ -382,8 +383,10 @@ def test_an_unusable_delegation_file_is_bad_usage(
     path = tmp_path / "delegation.json"
     if content is None:
         path.mkdir()
-    else:
+    elif content:
         path.write_text(content)
+    else:  # no file, and no folder for --authorize to write it in
+        path = tmp_path / "missing" / "delegation.json"
     result = send(folder, "http://127.0.0.1:9", "Hello", "--delegation", str(path))
     assert_one_line_error(result, expected)
-    assert content is None or content not in result.stderr  # a token file is never quoted
+    assert not content or content not in result.stderr  # a token file is never quoted

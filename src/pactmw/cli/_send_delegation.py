@@ -24,6 +24,9 @@ def read_delegation(path: str) -> dict[str, Any] | None:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
+        # Checked now, not once the person has approved: --authorize could not save there.
+        if not Path(path).parent.is_dir():
+            raise CommandError(f"{path}: no such directory to save the delegation in") from None
         return None
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from None
