@@ -1,18 +1,24 @@
 """`pactmw send` against a real Provider on 127.0.0.1 (Acme's demo bot, which remembers the
 order number of a conversation and asks for delegation to list "my orders"): the reply and
 the context id that continues it, --json, a step-up, a refused agent, and the failures that
-end it in one line."""
+end it in one line; with --authorize, the device flow with the person played by the test
+(Acme's development login, then the Provider's consent page) and the delegation it saves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pactmw.brand_login import DevelopmentBrandLogin, consent_url_for
 from pactmw.core.jwk import generate_private_jwk, public_key_set
+from tests.check.test_check_delegated import PERSON, Running, person_decides
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url, free_port
 from tests.test_cli import ISSUER, PYTHON_M, assert_one_line_error, run
@@ -40,6 +46,19 @@ scopes = {{ "orders:read" = "Look up your orders", "orders:cancel" = "Cancel an 
 """
 
 
+#: Acme's delegation through its own (development) login, where the test signs jane in.
+BRAND_LOGIN = """\
+[brands.acme.delegation]
+login = "brand"
+login_url = "{login_url}"
+brand_issuer = "{brand_issuer}"
+brand_jwks_uri = "{brand_jwks_uri}"
+interval = 1
+tools = "pactmw.demo:demo_tools"
+scopes = {{ "orders:read" = "Look up your orders", "orders:cancel" = "Cancel an order" }}
+"""
+
+
 def write_key(path: Path, kid: str = "pa-1") -> Path:
     key = generate_private_jwk("ES256", kid=kid)
     path.write_text(json.dumps(key.to_dict()))
@@ -57,18 +76,41 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def card(folder: Path) -> Iterator[str]:
     """Our Provider in this process, trusting the agent of `agent.jwk`; Acme's card URL."""
+    with provider(folder, PROVIDER_CONFIG, free_port()) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def delegated_card(folder: Path) -> Iterator[str]:
+    """The same Provider, Acme's delegation going through Acme's own login (jane's)."""
+    port = free_port()
+    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
+    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
+        login.start()
+        head = PROVIDER_CONFIG[: PROVIDER_CONFIG.index("[brands.acme.delegation]")]
+        with provider(folder, head + BRAND_LOGIN, port, **login.delegation_settings()) as url:
+            yield url
+
+
+@contextlib.contextmanager
+def provider(folder: Path, template: str, port: int, **values: str) -> Iterator[str]:
+    """A Provider of the configuration `template` on `port`; Acme's card URL."""
     from pactmw.adapters.asgi import A2AProviderApp
     from pactmw.core.jwk import import_private_jwk
     from pactmw.provider import Provider, ProviderSettings, load_toml
     from tests.support.servers import uvicorn_server
 
     key = import_private_jwk((folder / "agent.jwk").read_text())
-    port = free_port()
     with JwksServer(public_key_set([key])) as jwks:
-        config = folder / "pactmw.toml"
+        config = folder / f"pactmw-{port}.toml"
         config.write_text(
-            PROVIDER_CONFIG.format(
-                port=port, audience=AUDIENCE, data=folder / "data", issuer=ISSUER, jwks_uri=jwks.url
+            template.format(
+                port=port,
+                audience=AUDIENCE,
+                data=folder / f"data-{port}",
+                issuer=ISSUER,
+                jwks_uri=jwks.url,
+                **values,
             )
         )
         provider = Provider.from_settings(ProviderSettings.from_mapping(load_toml(str(config))))
@@ -79,11 +121,15 @@ def card(folder: Path) -> Iterator[str]:
             provider.close()
 
 
+def send_argv(url: str, text: str, *options: str, key: str = "agent.jwk") -> list[str]:
+    argv = ["send", url, text, "--key", key, "--issuer", ISSUER, "--sub", "u-1"]
+    return [*PYTHON_M, *argv, "--audience", AUDIENCE, *options]
+
+
 def send(
     folder: Path, url: str, text: str, *options: str, key: str = "agent.jwk"
 ) -> subprocess.CompletedProcess[str]:
-    argv = ["send", url, text, "--key", key, "--issuer", ISSUER, "--sub", "u-1"]
-    return run([*PYTHON_M, *argv, "--audience", AUDIENCE, *options], cwd=folder)
+    return run(send_argv(url, text, *options, key=key), cwd=folder)
 
 
 def continued(stderr: str) -> str:
@@ -139,7 +185,7 @@ def test_a_step_up_says_what_is_needed_and_exits_1(folder: Path, card: str) -> N
     ), line
     assert line.endswith(
         "then the agent sends the message again with a delegation token from the device flow "
-        "(pactmw send carries none)"
+        "(--authorize runs it)"
     )
     as_json = send(folder, card, "Show my orders", "--json")
     assert as_json.returncode == 1, as_json.stderr
@@ -220,6 +266,127 @@ def test_bad_usage_is_one_line_and_exit_2(folder: Path, url: str, key: str, expe
 def test_send_help_documents_the_output_and_exit_statuses() -> None:
     text = " ".join(run([*PYTHON_M, "send", "--help"]).stdout.split())
     for needle in ("--key", "--issuer", "--sub", "--audience", "--context-id", "--json",
-                   "--timeout", "on stderr the --context-id", "step-up",
+                   "--timeout", "on stderr the --context-id", "step-up", "--authorize",
+                   "--delegation FILE", "(mode 0600)", "refresh token",
                    "Exit status 0 for a reply; 1 when there is none"):  # fmt: skip
         assert needle in text, needle
+
+
+JANES_ORDERS = (
+    "Your orders: A-1001 (walnut desk lamp, shipped); A-1002 (linen throw, being packed).\n"
+)
+
+
+def authorizing(folder: Path, url: str, *options: str) -> Running:
+    """`pactmw send "Show my orders" --authorize`, running: the person reads its link."""
+    return Running.of(send_argv(url, "Show my orders", "--authorize", *options), cwd=folder)
+
+
+def test_authorize_runs_the_device_flow_and_the_saved_delegation_is_reused(
+    folder: Path, delegated_card: str
+) -> None:
+    running = authorizing(folder, delegated_card, "--delegation", "acme.json")
+    person_decides(running.link(), scopes=["orders:read"], offered=["orders:read"])
+    status, stdout, stderr = running.finish()
+    assert status == 0, stderr
+    assert stdout == JANES_ORDERS
+    lines = stderr.splitlines()
+    assert lines[0] == (
+        "The Brand asks for orders:read on the user's account. The person opens this link, "
+        "signs in at the Brand and allows it:"
+    ), stderr
+    assert lines[1].startswith("  http://127.0.0.1:"), stderr
+    assert re.fullmatch(r"\(user code \S+; waiting up to \d+ s\)", lines[2]), stderr
+    continued("\n".join(lines[3:]) + "\n")
+    saved = folder / "acme.json"
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600  # the token acts on jane's account
+    kept = json.loads(saved.read_text())
+    assert kept["scope"] == "orders:read"
+    assert kept["access_token"]
+    assert kept["refresh_token"]
+    # The next send carries the saved delegation: a reply at once, no step-up, no link.
+    again = send(folder, delegated_card, "Show my orders", "--delegation", "acme.json")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == JANES_ORDERS
+    continued(again.stderr)
+    # A saved token the Provider refuses (expired, or here forged) is renewed with the saved
+    # refresh token, with no person to ask, and the renewed tokens are saved in its place.
+    forged = kept["access_token"].rsplit(".", 1)[0] + ".AAAA"
+    saved.write_text(json.dumps({**kept, "access_token": forged}))
+    renewed = send(folder, delegated_card, "Show my orders", "--delegation", "acme.json")
+    assert renewed.returncode == 0, renewed.stderr
+    assert renewed.stdout == JANES_ORDERS
+    continued(renewed.stderr)
+    assert json.loads(saved.read_text())["access_token"] not in (forged, "")
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    # Nothing to renew it with: one line, and --authorize asks the person again.
+    saved.write_text(json.dumps({"access_token": forged}))
+    refused = send(folder, delegated_card, "Show my orders", "--delegation", "acme.json")
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stdout == ""
+    assert refused.stderr == (
+        "pactmw send: error: the delegation saved in acme.json was refused and cannot be "
+        "renewed (its grant ended or was revoked); --authorize asks the person again\n"
+    )
+    running = authorizing(folder, delegated_card, "--delegation", "acme.json")
+    person_decides(running.link(), scopes=["orders:read"], offered=["orders:read"])
+    status, stdout, stderr = running.finish()
+    assert (status, stdout) == (0, JANES_ORDERS), stderr
+    assert json.loads(saved.read_text())["access_token"] != forged
+
+
+def test_authorize_when_the_person_denies_is_one_line(folder: Path, delegated_card: str) -> None:
+    running = authorizing(folder, delegated_card, "--delegation", "denied.json")
+    person_decides(running.link(), "deny", scopes=["orders:read"], offered=["orders:read"])
+    status, stdout, stderr = running.finish()
+    assert status == 1, stderr
+    assert stdout == ""
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[3:] == [
+        "pactmw send: error: the person denied the delegation; the Brand's agent did not answer"
+    ]
+    assert not (folder / "denied.json").exists()
+
+
+def test_authorize_when_the_device_code_expires_is_one_line(
+    folder: Path, delegated_card: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Provider (in this process) gives its device codes 1 s, less than its poll
+    interval: the client knows before its first poll that no decision can come in time."""
+    from pactmw.provider.delegated import _device
+
+    monkeypatch.setattr(_device, "DEVICE_CODE_LIFETIME", 1)
+    result = send(folder, delegated_card, "Show my orders", "--authorize")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[2].endswith("; waiting up to 1 s)"), result.stderr
+    [line] = lines[3:]
+    assert line.startswith(
+        "pactmw send: error: the person did not decide before the device code expired (user code "
+    ), line
+    assert line.endswith("); send again for a new link"), line
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param("not json", "not a delegation saved by --authorize", id="not-json"),
+        pytest.param('{"scope": "orders:read"}', "(no access_token)", id="no-token"),
+        pytest.param(None, "cannot read", id="a-folder"),
+        pytest.param("", "no such directory to save the delegation in", id="no-folder"),
+    ],
+)
+def test_an_unusable_delegation_file_is_bad_usage(
+    folder: Path, tmp_path: Path, content: str | None, expected: str
+) -> None:
+    path = tmp_path / "delegation.json"
+    if content is None:
+        path.mkdir()
+    elif content:
+        path.write_text(content)
+    else:  # no file, and no folder for --authorize to write it in
+        path = tmp_path / "missing" / "delegation.json"
+    result = send(folder, "http://127.0.0.1:9", "Hello", "--delegation", str(path))
+    assert_one_line_error(result, expected)
+    assert not content or content not in result.stderr  # a token file is never quoted

@@ -119,9 +119,14 @@ class Running:
 
     @classmethod
     def start(cls, agent: Agent, url: str, *extra: str) -> Running:
+        return cls.of([*PYTHON_M, *agent.check_args(url, "--delegated", *extra)])
+
+    @classmethod
+    def of(cls, argv: Sequence[str], cwd: Path = REPO) -> Running:
+        """Any command line (`pactmw send --authorize` too), run in `cwd`."""
         process = subprocess.Popen(
-            [*PYTHON_M, *agent.check_args(url, "--delegated", *extra)],
-            cwd=REPO,
+            argv,
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -170,9 +175,14 @@ def _form(page: str) -> tuple[str, dict[str, str]]:
 
 
 def person_decides(
-    link: str, decision: str = "allow", *, scopes: Sequence[str] = tuple(SCOPES)
+    link: str,
+    decision: str = "allow",
+    *,
+    scopes: Sequence[str] = tuple(SCOPES),
+    offered: Sequence[str] = tuple(SCOPES),
 ) -> None:
-    """Jane in her browser: the Brand's login, then the Provider's consent page."""
+    """Jane in her browser: the Brand's login, then the Provider's consent page, which
+    `offered` the scopes the agent asked for."""
     with loopback_client(timeout=10, follow_redirects=False) as browser:
         page = browser.get(link)
         assert page.status_code == 200, page.text
@@ -185,8 +195,7 @@ def person_decides(
         consent = browser.post(action, data=hidden)
         assert consent.status_code == 200, consent.text
         action, hidden = _form(consent.text)
-        offered = re.findall(r'name="scope" value="([^"]+)"', consent.text)
-        assert offered == list(SCOPES)
+        assert re.findall(r'name="scope" value="([^"]+)"', consent.text) == list(offered)
         fields = [("session", hidden["session"]), *(("scope", s) for s in scopes)]
         decided = browser.post(
             action,

@@ -23,6 +23,13 @@ from pactmw.cli._common import (
     printable,
     refuse_empty,
 )
+from pactmw.cli._send_delegation import (
+    authorize,
+    device_client,
+    read_delegation,
+    refreshed,
+    save_delegation,
+)
 
 if TYPE_CHECKING:
     from pactmw.client import MessageReply, StepUp
@@ -39,30 +46,69 @@ instead: {"message": ...}, or {"task": ...} for a step-up.
 
 A message that needs the user's account at the Brand (PACT Delegated) gets a step-up, not a
 reply: the line on stderr names the missing scopes and the link for the person to approve.
-pactmw send carries no delegation token; a personal agent gets one with the device flow
-(pactmw.client's DeviceCodeClient) and sends the message again with it.
+With --authorize, pactmw send runs the device flow instead: it prints a link on stderr for the
+person to open, sign in at the Brand and allow the scopes, waits for their decision, then sends
+the message again with the delegation token and prints the reply. --delegation FILE keeps that
+token: --authorize writes it there (mode 0600), and a later send reads it from there, renewing
+it with the saved refresh token once the Provider refuses it (expired).
 
-Exit status 0 for a reply; 1 when there is none (a step-up, the agent's token refused, an A2A
-error, no answer); 2 for bad usage (unreadable key, bad URL).
+Exit status 0 for a reply; 1 when there is none (a step-up, the person denying or not deciding
+in time, the agent's token refused, an A2A error, no answer); 2 for bad usage (unreadable key
+or delegation file, bad URL).
 """
 
 
 def run(args: argparse.Namespace) -> int:
-    from pactmw.client import A2AClient, ClientError, MessageReply, SyncTransport
+    from pactmw.client import (
+        A2AClient,
+        ClientError,
+        DelegationTokenRejected,
+        MessageReply,
+        SyncTransport,
+        fetch_card,
+    )
 
-    refuse_empty(args, "key", "issuer", "sub", "audience", "context_id")
+    refuse_empty(args, "key", "issuer", "sub", "audience", "context_id", "delegation")
     signer = load_signer(args.key, args.issuer)
     url = card_url(args.url, "URL")
+    saved = read_delegation(args.delegation) if args.delegation else None
     credentials = signer.for_user(args.sub, args.audience)
     transport = SyncTransport(timeout=args.timeout)
     try:
-        client = A2AClient.connect(url, credentials, transport=transport)
+        card = fetch_card(url, transport=transport)
+        client = A2AClient.from_card(card, credentials, transport=transport)
     except ClientError as exc:
         raise card_failure(url, exc) from None
     try:
         # The client retries within its RetryPolicy: a message continuing a conversation is
         # resent with its messageId, and the Provider answers a resend with the stored reply.
-        answer = client.send(args.text, context_id=args.context_id)
+        token = saved["access_token"] if saved else None
+        try:
+            answer = client.send(args.text, context_id=args.context_id, delegation_token=token)
+        except DelegationTokenRejected:
+            if saved is None:
+                raise
+            # Expired, most likely: the saved refresh token renews it, with no person to ask.
+            token = refreshed(device_client(card, credentials, transport), args.delegation, saved)
+            if token is None and not args.authorize:
+                raise CommandError(
+                    f"the delegation saved in {args.delegation} was refused and cannot be "
+                    "renewed (its grant ended or was revoked); --authorize asks the person again",
+                    1,
+                ) from None
+            # A refused token refuses the whole request: this message was not answered yet.
+            answer = client.send(args.text, context_id=args.context_id, delegation_token=token)
+        if not isinstance(answer, MessageReply) and args.authorize:
+            tokens = authorize(device_client(card, credentials, transport), answer)
+            if args.delegation:  # kept before the resend, which may fail on its own
+                save_delegation(args.delegation, tokens)
+            # The same message (its id and conversation): the Provider kept it unanswered.
+            answer = client.send(
+                args.text,
+                context_id=answer.context_id,
+                message_id=answer.sent_message_id,
+                delegation_token=tokens.access_token,
+            )
     except ClientError as exc:
         # An agent the Provider refuses (IdentityRejected) is one of these: its text says
         # what to check (issuer, key, audience, clock).
@@ -95,7 +141,7 @@ def _step_up_line(step_up: StepUp) -> str:
     return (
         f"delegation needed: the Brand asks for {scopes} on the user's account; the person "
         f"approves at {step_up.verification_uri_complete}, then the agent sends the message "
-        "again with a delegation token from the device flow (pactmw send carries none)"
+        "again with a delegation token from the device flow (--authorize runs it)"
     )
 
 
@@ -123,6 +169,18 @@ COMMAND = Command(
             "--context-id",
             metavar="ID",
             help="continue this conversation (the id the previous reply printed)",
+        ),
+        option(
+            "--authorize",
+            action="store_true",
+            help="on a step-up, run the device flow, then send the message again",
+        ),
+        # A file, as --key is, not the token itself: a command line is visible to every
+        # user of the machine (ps), and the token acts on the person's account.
+        option(
+            "--delegation",
+            metavar="FILE",
+            help="send with the delegation token saved in FILE; --authorize saves it there",
         ),
         option("--json", action="store_true", help="print the A2A answer as JSON"),
         TIMEOUT,
