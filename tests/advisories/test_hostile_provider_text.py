@@ -16,7 +16,7 @@ from pactmw.client import A2AErrorResponse, fetch_card
 from pactmw.client.errors import ERROR_TEXT_LIMIT
 from pactmw.protocols.a2a import ERROR_INFO_TYPE
 from tests.client.support import Route, StaticServer
-from tests.client.test_card import base_card
+from tests.client.test_card import base_card, delegated_card
 from tests.test_cli_terminal import assert_no_traceback, run
 
 #: A screen clear, a window title, a hyperlink and a right-to-left override, in one string.
@@ -168,6 +168,43 @@ def test_a_step_up_line_is_escaped(site: StaticServer, tmp_path: Path) -> None:
     assert f"the Brand asks for {SHOWN} on the user's account" in line
     assert f"approves at {site.url('/consent?code=')}\\u202e, then" in line
     assert_nothing_raw(result.stderr)
+
+
+def test_the_device_flows_link_and_user_code_are_escaped(
+    site: StaticServer, tmp_path: Path
+) -> None:
+    """`send --authorize` prints the device authorization's link and user code, which the
+    Provider chose, for the person: escaped on stderr, as its error line is."""
+    argv = agent_answer(site, tmp_path, {"task": {
+        "id": "t-1",
+        "contextId": "c-1",
+        "status": {"state": "TASK_STATE_AUTH_REQUIRED"},
+        "metadata": {
+            "pact.missingScopes": ["a:read"],
+            "pact.verificationUriComplete": site.url("/consent"),
+        },
+    }})  # fmt: skip
+    card = delegated_card()
+    card["supportedInterfaces"] = base_card(site.url("/a2a/acme"))["supportedInterfaces"]
+    flow = card["securitySchemes"]["userDelegation"]["oauth2SecurityScheme"]["flows"]
+    flow["deviceCode"]["deviceAuthorizationUrl"] = site.url("/device_authorization")
+    flow["deviceCode"]["tokenUrl"] = site.url("/token")
+    del card["securitySchemes"]["userDelegation"]["oauth2SecurityScheme"]["oauth2MetadataUrl"]
+    argv[1] = site.json("/card", card)
+    site.json("/device_authorization", {
+        "device_code": "d-1",
+        "user_code": "WDJB-MJHT",
+        "verification_uri": site.url("/device"),
+        "verification_uri_complete": site.url("/device?code=\u202e"),
+        "expires_in": 1,  # shorter than the interval: no poll, the code expires first
+        "interval": 5,
+    })  # fmt: skip
+    result = run([*argv, "--authorize"], tmp_path)
+    assert_no_traceback(result.stderr)
+    assert result.returncode == 1, result.stderr
+    assert_nothing_raw(result.stderr)
+    assert f"  {site.url('/device?code=')}\\u202e\n" in result.stderr
+    assert "(user code WDJB-MJHT; waiting up to 1 s)" in result.stderr
 
 
 # -- text without end ----------------------------------------------------------------------------

@@ -77,21 +77,24 @@ def authorize(device: DeviceCodeClient, step_up: StepUp) -> TokenResponse:
     from pactmw.client import DeviceFlowTimeout, OAuthErrorResponse
 
     authorization = device.start(step_up.missing_scopes)
-    scopes = printable(", ".join(authorization.scopes))  # the card's words, escaped
+    # The Provider's words, escaped: they can neither drive the terminal nor forge a line.
+    scopes = printable(", ".join(authorization.scopes))
+    link = printable(authorization.verification_uri_complete)
+    user_code = printable(authorization.user_code)
     print(
         f"The Brand asks for {scopes} on the user's account. The person opens this link, "
         "signs in at the Brand and allows it:",
         file=sys.stderr,
     )
-    print(f"  {authorization.verification_uri_complete}", file=sys.stderr)
+    print(f"  {link}", file=sys.stderr)
     print(
-        f"(user code {authorization.user_code}; waiting up to {authorization.expires_in} s)",
+        f"(user code {user_code}; waiting up to {authorization.expires_in} s)",
         file=sys.stderr,
         flush=True,
     )
     expired = CommandError(
         f"the person did not decide before the device code expired (user code "
-        f"{authorization.user_code}); send again for a new link",
+        f"{user_code}); send again for a new link",
         1,
     )
     try:
