@@ -388,3 +388,19 @@ def test_block_and_allow_refuse_a_poppy_agent_as_poppy_ignores_them() -> None:
             assert provider.store.agent_enabled(agent) is None  # nothing written
     finally:
         provider.close()
+
+
+def test_an_open_mode_provider_blocks_a_grant_holder_poppy_does_not_name() -> None:
+    # Open mode accepts unregistered PACT issuers, whose grants look like a Poppy agent's:
+    # only a client_id a Brand's poppy.agents names is refused as Poppy's.
+    provider = _provider(brands=POPPY_BRANDS, open_mode=True)
+    try:
+        other = "https://discovered.example"
+        _grant(provider, "g-1", "shop", other, "jane", expires_at=NOW + 3650 * DAY)
+        assert set_enabled(provider, other, False) == Outcome((f"blocked {other}",))
+        named = set_enabled(provider, POPPY_AGENT, False)
+        assert named.status == 1
+        assert named.error is not None
+        assert "is a Poppy agent (brand shop)" in named.error
+    finally:
+        provider.close()
