@@ -5,9 +5,11 @@ serving processes seeing the changes in tests/test_runtime_agents.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from pactmw.store import open_store
 from tests.support.servers import REPO
 
 PYTHON_M = (sys.executable, "-m", "pactmw")
+POPPY_AGENT = "https://atlas.example/agent.json"
 CONFIG = """\
 base_url = "https://shop.example"
 audience = "https://shop.example/a2a"
@@ -127,3 +130,51 @@ def test_a_relative_store_is_the_one_of_the_working_directory(tmp_path: Path) ->
         assert [agent.issuer for agent in store.list_agents()] == ["https://pa.example"]
     finally:
         store.close()
+
+
+POPPY_CONFIG = """\
+base_url = "https://shop.example"
+audience = "https://shop.example/a2a"
+store = "sqlite:///pactmw.db"
+
+[brands.shop]
+handler = "examples.bots:order_bot"
+
+[brands.shop.poppy]
+domain = "shop.example"
+agents = "any"
+"""
+
+
+def test_agents_list_shows_the_poppy_agents_holding_grants(tmp_path: Path) -> None:
+    # A Poppy-only site (no PACT agent configured or added) whose store holds the grant a
+    # Poppy Device Sign-In wrote: the trial's "no agents" while the agent held a grant.
+    (tmp_path / "pactmw.toml").write_text(POPPY_CONFIG)
+    store = open_store(f"sqlite:///{tmp_path}/pactmw.db")
+    try:
+        empty = run("agents", "list", "--config", "pactmw.toml", cwd=tmp_path)
+        assert empty.returncode == 0, empty.stderr
+        assert "agents add ISSUER JWKS_URI; no Poppy agent holds a live grant" in empty.stdout
+        now = time.time()
+        store.upsert_grant(
+            grant_id="g-1", brand_id="shop", account="jane", client_id=POPPY_AGENT,
+            pa_sub="user-1", scopes=("orders:read",), now=now, expires_at=now + 3600,
+        )  # fmt: skip
+    finally:
+        store.close()
+    listed = run("agents", "list", "--config", "pactmw.toml", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["ISSUER", "NAME", "SOURCE", "STATUS", "JWKS", "ADDED"]
+    assert row.split()[:7] == [
+        POPPY_AGENT, "-", "poppy", "at", "shop", "allowed", "(client",
+    ]  # fmt: skip
+    as_json = run("agents", "list", "--config", "pactmw.toml", "--json", cwd=tmp_path)
+    (entry,) = json.loads(as_json.stdout)
+    assert (entry["issuer"], entry["source"], entry["brand_id"]) == (POPPY_AGENT, "poppy", "shop")
+
+    blocked = run("agents", "block", "--config", "pactmw.toml", POPPY_AGENT, cwd=tmp_path)
+    assert blocked.returncode == 1
+    assert "is a Poppy agent (brand shop), which agents block and allow do not reach" in (
+        blocked.stderr
+    )

@@ -20,6 +20,7 @@ from pactmw.provider.agent_admin import (
     add_agent,
     add_refusal,
     agent_json,
+    agents_report,
     agents_table,
     check_issuer,
     list_agents,
@@ -80,6 +81,7 @@ def test_the_listing_merges_configured_and_runtime_agents(provider: Provider) ->
         "issuer": "https://added.example",
         "name": "",
         "source": "runtime",
+        "brand_id": None,
         "status": "allowed",
         "enabled": True,
         "jwks_uri": "https://pa.example/j",
@@ -276,3 +278,129 @@ def test_the_refusals_write_nothing_and_say_what_the_changes_would(provider: Pro
     assert unknown == set_enabled(provider, "https://nobody.example", False)
     assert unknown is not None
     assert unknown.status == 1
+
+
+# -- Poppy agents ----------------------------------------------------------------------------
+
+POPPY_AGENT = "https://atlas.example/agent.json"
+POPPY_BRANDS = {
+    "acme": {"handler": "examples.bots:order_bot"},
+    "shop": {
+        "name": "Shop",
+        "handler": "examples.bots:order_bot",
+        "poppy": {"domain": "shop.example", "agents": [POPPY_AGENT]},
+    },
+}
+
+
+def _grant(
+    provider: Provider,
+    grant_id: str,
+    brand_id: str,
+    client_id: str,
+    account: str,
+    expires_at: float = NOW + DAY,
+) -> None:
+    # What a Poppy Device Sign-In's poll writes (the grant of the Session's User ID).
+    provider.store.upsert_grant(
+        grant_id=grant_id,
+        brand_id=brand_id,
+        account=account,
+        client_id=client_id,
+        pa_sub="user-" + account,
+        scopes=("orders:read",),
+        now=NOW,
+        expires_at=expires_at,
+    )
+
+
+def test_a_poppy_agent_holding_a_grant_is_listed_with_its_brand() -> None:
+    provider = _provider(brands=POPPY_BRANDS)
+    try:
+        _grant(provider, "g-1", "shop", POPPY_AGENT, "jane")
+        _grant(provider, "g-2", "shop", POPPY_AGENT, "john")  # one row per agent and Brand
+        # A PACT agent's grant at the same Brand is not Poppy's; nor is any grant at a
+        # Brand without Poppy.
+        _grant(provider, "g-3", "shop", "https://inline.example", "jane")
+        _grant(provider, "g-4", "acme", "https://other.example/agent.json", "jane")
+        # A grant of an agent the Brand no longer admits: the next request is refused.
+        _grant(provider, "g-5", "shop", "https://gone.example/agent.json", "jane")
+        entries = list_agents(provider, now=NOW + 60)
+        assert [(e.issuer, e.source, e.brand_id, e.status) for e in entries] == [
+            ("https://inline.example", "config", None, "allowed"),
+            ("https://off.example", "config", None, "blocked"),
+            ("https://atlas.example/agent.json", "poppy", "shop", "allowed"),
+            ("https://gone.example/agent.json", "poppy", "shop", "blocked"),
+        ]
+        poppy = entries[2]
+        assert agent_json(poppy) == {
+            "issuer": POPPY_AGENT,
+            "name": "",
+            "source": "poppy",
+            "brand_id": "shop",
+            "status": "allowed",
+            "enabled": True,
+            "jwks_uri": None,
+            "added_at": "2027-01-15T08:00:00Z",  # its oldest live grant
+        }
+        row = agents_table(entries).splitlines()[3]
+        assert row.split() == [
+            POPPY_AGENT, "-", "poppy", "at", "shop", "allowed", "(client", "metadata)",
+            "2027-01-15", "08:00", "UTC",
+        ]  # fmt: skip
+        # Revoked and expired grants hold nothing: the agent is no longer listed.
+        provider.store.revoke_account_grants("jane", now=NOW + 1)
+        provider.store.revoke_account_grants("john", now=NOW + 1)
+        assert [e.source for e in list_agents(provider, now=NOW + 60)] == ["config", "config"]
+    finally:
+        provider.close()
+
+
+def test_an_empty_listing_on_a_poppy_site_does_not_send_poppy_agents_to_agents_add() -> None:
+    provider = _provider(agents=[], brands=POPPY_BRANDS)
+    try:
+        assert agents_report(provider, as_json=False, now=NOW) == (
+            "no agents (no PACT agent is configured or added: agents add ISSUER JWKS_URI; "
+            "no Poppy agent holds a live grant: a Poppy agent is listed once one signs in)"
+        )
+        assert agents_report(provider, as_json=True, now=NOW) == "[]"
+    finally:
+        provider.close()
+
+
+def test_block_and_allow_refuse_a_poppy_agent_as_poppy_ignores_them() -> None:
+    provider = _provider(brands=POPPY_BRANDS)
+    try:
+        # Live whenever the test runs: block and allow judge grants at the current time.
+        # One named in the Brand's poppy.agents, one only holding a grant there.
+        gone = "https://gone.example/agent.json"
+        _grant(provider, "g-1", "shop", gone, "jane", expires_at=NOW + 3650 * DAY)
+        for agent in (POPPY_AGENT, gone):
+            for enabled, verb in ((False, "blocked"), (True, "allowed")):
+                refused = set_enabled(provider, agent, enabled)
+                assert refused == Outcome(
+                    error=f"nothing {verb}: {agent} is a Poppy agent (brand shop), which "
+                    "agents block and allow do not reach: a Brand's [brands.ID.poppy] agents "
+                    "admits it, and grants revoke ends its sign-ins",
+                    status=1,
+                )
+                assert switch_refusal(provider, agent, enabled) == refused
+            assert provider.store.agent_enabled(agent) is None  # nothing written
+    finally:
+        provider.close()
+
+
+def test_an_open_mode_provider_blocks_a_grant_holder_poppy_does_not_name() -> None:
+    # Open mode accepts unregistered PACT issuers, whose grants look like a Poppy agent's:
+    # only a client_id a Brand's poppy.agents names is refused as Poppy's.
+    provider = _provider(brands=POPPY_BRANDS, open_mode=True)
+    try:
+        other = "https://discovered.example"
+        _grant(provider, "g-1", "shop", other, "jane", expires_at=NOW + 3650 * DAY)
+        assert set_enabled(provider, other, False) == Outcome((f"blocked {other}",))
+        named = set_enabled(provider, POPPY_AGENT, False)
+        assert named.status == 1
+        assert named.error is not None
+        assert "is a Poppy agent (brand shop)" in named.error
+    finally:
+        provider.close()

@@ -116,10 +116,10 @@ def revoke_grants(grant_id: str | None, account: str | None, brand: str | None) 
 @agents_cli.command("list")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 def list_agents_command(as_json: bool) -> None:
-    """List the configured and added agents, by issuer."""
+    """List the configured and added agents, by issuer, then the Poppy agents with grants."""
     with _store_errors():
-        entries = agent_admin.list_agents(_provider())
-    click.echo(agent_admin.agents_listing(entries, as_json=as_json))
+        listing = agent_admin.agents_report(_provider(), as_json=as_json, now=time.time())
+    click.echo(listing)
 
 
 @agents_cli.command("add")

@@ -37,7 +37,10 @@ _LIST_HELP = refilled(
     f"""\
 List the configured agents and those added at runtime, by issuer: name, source (config or
 runtime), status (allowed, blocked, or ignored: a runtime agent also configured), JWKS URL and
-when it was added. --json prints a JSON array instead. Exit status 0, or {CANNOT_RUN_HELP}.
+when it was added. Then the Poppy agents holding a live grant, by client_id, one per Brand
+(source "poppy at BRAND"; blocked when the Brand's poppy.agents no longer admits it; when its
+oldest live grant was made). --json prints a JSON array instead. Exit status 0, or
+{CANNOT_RUN_HELP}.
 """
 )
 
@@ -56,7 +59,8 @@ _BLOCK_HELP = refilled(
     f"""\
 Block an agent (configured or added): its requests get 401 from the next one on, in every
 process. Blocking a blocked agent changes nothing. Exit status 0, 1 for an issuer that is
-neither configured nor added (an open-mode Provider can block any issuer), {CANNOT_RUN_HELP}.
+neither configured nor added (an open-mode Provider can block any issuer) and for a Poppy
+agent (Poppy does not read blocks: a Brand's poppy.agents admits it), {CANNOT_RUN_HELP}.
 """
 )
 
@@ -86,10 +90,10 @@ def _with_provider(args: argparse.Namespace, work: Callable[[Provider], int]) ->
 
 
 def _list(args: argparse.Namespace) -> int:
-    from pactmw.provider.agent_admin import agents_listing, list_agents
+    from pactmw.provider.agent_admin import agents_report
 
     def work(provider: Provider) -> int:
-        print(agents_listing(list_agents(provider), as_json=args.json))
+        print(agents_report(provider, as_json=args.json, now=time.time()))
         return 0
 
     return _with_provider(args, work)

@@ -1,5 +1,6 @@
 """Operators' view of personal agents and of retention: list the agents (configured and added
-at runtime), add, block, allow and remove them, and clean the store up, for `pactmw agents` /
+at runtime, and the Poppy agents holding grants), add, block, allow and remove them, and clean
+the store up, for `pactmw agents` /
 `pactmw cleanup`, `manage.py pactmw ...`, `flask pactmw ...` and the Django admin alike (one
 wording, one rule).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -24,7 +26,7 @@ from pactmw.config import ConfigError, check_jwks_uri
 from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, format_time
-from pactmw.store.base import AgentExists, Cleanup
+from pactmw.store.base import AgentExists, Cleanup, Grant
 
 logger = logging.getLogger("pactmw.agents")
 
@@ -43,7 +45,7 @@ _HEADER = ("ISSUER", "NAME", "SOURCE", "STATUS", "JWKS", "ADDED")
 # Whitespace and control characters: never part of an issuer or URL an operator meant.
 _INVISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 
-Source = Literal["config", "runtime"]
+Source = Literal["config", "runtime", "poppy"]
 
 
 @frozen
@@ -68,10 +70,13 @@ def _refused(error: str, status: int) -> Outcome:
 class AgentEntry:
     """One personal agent as operators see it.
 
-    `source` is `config` (the settings' `agents`) or `runtime` (added with `add_agent`);
-    `enabled` is what the next request gets, overrides included. `jwks_uri` is None for a
-    configured inline JWKS. `shadowed`: a runtime record of an issuer that is also
-    configured, so the configured agent is the one used.
+    `source` is `config` (the settings' `agents`), `runtime` (added with `add_agent`) or
+    `poppy`: a Poppy agent holding a live grant at the Brand `brand_id`, its `issuer` being
+    its `client_id` and `added_at` its oldest live grant's creation. `enabled` is what the
+    next request gets, overrides included (for a Poppy agent: whether the Brand's
+    `poppy.agents` admits it). `jwks_uri` is None for a configured inline JWKS and a Poppy
+    agent (its keys are in its client metadata). `shadowed`: a runtime record of an issuer
+    that is also configured, so the configured agent is the one used.
     """
 
     issuer: str
@@ -81,6 +86,7 @@ class AgentEntry:
     jwks_uri: str | None
     added_at: float | None = None
     shadowed: bool = False
+    brand_id: str | None = None
 
     @property
     def status(self) -> str:
@@ -90,8 +96,10 @@ class AgentEntry:
         return "allowed" if self.enabled else "blocked"
 
 
-def list_agents(provider: Provider) -> tuple[AgentEntry, ...]:
-    """Every configured and runtime agent, ordered by issuer (a configured one first)."""
+def list_agents(provider: Provider, *, now: float | None = None) -> tuple[AgentEntry, ...]:
+    """Every configured and runtime agent, ordered by issuer (a configured one first), then
+    the Poppy agents holding a grant live at `now` (default: the current time), by
+    `client_id` and Brand."""
     registry = provider.verifier.registry
     configured = {agent.issuer: agent for agent in registry}
     entries = [
@@ -117,7 +125,63 @@ def list_agents(provider: Provider) -> tuple[AgentEntry, ...]:
                 shadowed=shadowed,
             )
         )
-    return tuple(sorted(entries, key=lambda entry: (entry.issuer, entry.source)))
+    entries.sort(key=lambda entry: (entry.issuer, entry.source))
+    return (*entries, *_poppy_agents(provider, time.time() if now is None else now))
+
+
+def _poppy_agents(provider: Provider, now: float) -> tuple[AgentEntry, ...]:
+    """The Poppy agents the store knows: one per `client_id` and Brand holding a live grant
+    at a Brand that serves Poppy. A grant does not record which protocol asked for it (one
+    grant whichever did), so a grant of a PACT agent the Provider knows is PACT's; in
+    open mode an unregistered PACT issuer's grant there would be listed as Poppy's."""
+    oldest: dict[tuple[str, str], float] = {}
+    pact: dict[str, bool] = {}  # one registry and store read per client, not per grant
+    for brand in provider.brands.values():
+        if brand.poppy is None:
+            continue
+        grants: list[Grant] = provider.store.list_grants(brand_id=brand.id, now=now)
+        for grant in grants:
+            if grant.client_id not in pact:
+                pact[grant.client_id] = _is_registered(provider, grant.client_id)
+            if not pact[grant.client_id]:
+                key = (grant.client_id, brand.id)
+                oldest[key] = min(oldest.get(key, grant.created_at), grant.created_at)
+    entries = []
+    for (client_id, brand_id), since in sorted(oldest.items()):
+        poppy = provider.brands[brand_id].poppy
+        assert poppy is not None
+        entries.append(
+            AgentEntry(
+                issuer=client_id,
+                name="",
+                source="poppy",
+                enabled=poppy.admits(client_id),
+                jwks_uri=None,
+                added_at=since,
+                brand_id=brand_id,
+            )
+        )
+    return tuple(entries)
+
+
+def _poppy_brands(provider: Provider, client_id: str) -> tuple[str, ...]:
+    """The Brands where `client_id` is a Poppy agent: named in their `poppy.agents`, or
+    holding a live grant there (`_poppy_agents`; not in open mode, where such a grant may be
+    an unregistered PACT issuer's)."""
+    named = {
+        brand.id
+        for brand in provider.brands.values()
+        if brand.poppy is not None
+        and brand.poppy.agents != "any"
+        and client_id in brand.poppy.agents
+    }
+    if not provider.verifier.open_mode and not _is_registered(provider, client_id):
+        named.update(
+            entry.brand_id or ""
+            for entry in _poppy_agents(provider, time.time())
+            if entry.issuer == client_id
+        )
+    return tuple(sorted(named))
 
 
 def _enabled(provider: Provider, issuer: str) -> bool:
@@ -132,6 +196,7 @@ def agent_json(entry: AgentEntry) -> dict[str, Any]:
         "issuer": entry.issuer,
         "name": entry.name,
         "source": entry.source,
+        "brand_id": entry.brand_id,
         "status": entry.status,
         "enabled": entry.enabled,
         "jwks_uri": entry.jwks_uri,
@@ -139,17 +204,23 @@ def agent_json(entry: AgentEntry) -> dict[str, Any]:
     }
 
 
-def agents_table(entries: Sequence[AgentEntry]) -> str:
-    """The listing as an aligned table, or a sentence when there is nothing to list."""
+def agents_table(entries: Sequence[AgentEntry], *, poppy: bool = False) -> str:
+    """The listing as an aligned table, or a sentence when there is nothing to list (which,
+    on a Provider with Poppy Brands, `poppy`, says how Poppy agents get there)."""
+    if not entries and poppy:
+        return (
+            "no agents (no PACT agent is configured or added: agents add ISSUER JWKS_URI; "
+            "no Poppy agent holds a live grant: a Poppy agent is listed once one signs in)"
+        )
     if not entries:
         return "no agents (configure some under agents, or add one: agents add ISSUER JWKS_URI)"
     rows = [_HEADER] + [
         (
             entry.issuer,
             entry.name or "-",
-            entry.source,
+            f"poppy at {entry.brand_id}" if entry.source == "poppy" else entry.source,
             entry.status,
-            entry.jwks_uri or "(inline)",
+            entry.jwks_uri or ("(client metadata)" if entry.source == "poppy" else "(inline)"),
             format_time(entry.added_at, TABLE_TIME) or "-",
         )
         for entry in entries
@@ -161,11 +232,18 @@ def agents_table(entries: Sequence[AgentEntry]) -> str:
     )
 
 
-def agents_listing(entries: Sequence[AgentEntry], *, as_json: bool) -> str:
-    """What `agents list` prints: the agents as JSON (`--json`) or as the table."""
+def agents_listing(entries: Sequence[AgentEntry], *, as_json: bool, poppy: bool = False) -> str:
+    """What `agents list` prints: the agents as JSON (`--json`) or as the table (`poppy`:
+    see `agents_table`)."""
     if as_json:
         return json.dumps([agent_json(entry) for entry in entries], indent=2)
-    return agents_table(entries)
+    return agents_table(entries, poppy=poppy)
+
+
+def agents_report(provider: Provider, *, as_json: bool, now: float | None = None) -> str:
+    """What `agents list` prints for `provider` (`list_agents` at `now`, `agents_listing`)."""
+    poppy = any(brand.poppy is not None for brand in provider.brands.values())
+    return agents_listing(list_agents(provider, now=now), as_json=as_json, poppy=poppy)
 
 
 # -- changes -------------------------------------------------------------------------------
@@ -274,10 +352,21 @@ def _is_registered(provider: Provider, issuer: str) -> bool:
 
 def switch_refusal(provider: Provider, issuer: str, enabled: bool) -> Outcome | None:
     """Why `set_enabled` would refuse to switch `issuer` (an `Outcome` with the error and the
-    exit status), or None; writes nothing."""
-    if provider.verifier.open_mode or _is_registered(provider, issuer):
+    exit status), or None; writes nothing. A Poppy agent is refused: Poppy never reads the
+    switches, so a block would say done and change nothing."""
+    if _is_registered(provider, issuer):
         return None
     verb = "allowed" if enabled else "blocked"
+    brands = _poppy_brands(provider, issuer)
+    if brands:
+        return _refused(
+            f"nothing {verb}: {issuer} is a Poppy agent (brand {', '.join(brands)}), which "
+            "agents block and allow do not reach: a Brand's [brands.ID.poppy] agents admits "
+            "it, and grants revoke ends its sign-ins",
+            1,
+        )
+    if provider.verifier.open_mode:
+        return None
     return _refused(
         f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)", 1
     )
@@ -407,6 +496,7 @@ __all__ = [
     "add_refusal",
     "agent_json",
     "agents_listing",
+    "agents_report",
     "agents_table",
     "check_issuer",
     "list_agents",

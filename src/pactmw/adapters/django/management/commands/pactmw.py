@@ -52,7 +52,7 @@ class Command(BaseCommand):
 
         agents = topics.add_parser("agents", help="list, add, block, allow or remove agents")
         verbs = agents.add_subparsers(dest="action", required=True)
-        listed = verbs.add_parser("list", help="list the configured and added agents")
+        listed = verbs.add_parser("list", help="list the configured, added and Poppy agents")
         listed.add_argument("--json", action="store_true", help="print JSON, not a table")
         adding = verbs.add_parser("add", help="add an agent at runtime")
         adding.add_argument("issuer", metavar="ISSUER", help="the iss of its tokens")
@@ -151,8 +151,8 @@ class Command(BaseCommand):
     def _agents(self, provider: Provider, options: dict[str, Any]) -> None:
         action = options["action"]
         if action == "list":
-            entries = agent_admin.list_agents(provider)
-            self.stdout.write(agent_admin.agents_listing(entries, as_json=options["json"]))
+            listing = agent_admin.agents_report(provider, as_json=options["json"], now=time.time())
+            self.stdout.write(listing)
             return
         issuer = options["issuer"]
         if action == "add":
