@@ -3,10 +3,12 @@ into a `PoppyCaller`, and the grant's "last used" recorded without a write per r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from pactmw.config import ConfigError
 from pactmw.core.dpop import DpopError, check_dpop_proof, spend_dpop_proof
 from pactmw.core.http import Request
 from pactmw.core.replay import StoreReplayMemory
@@ -18,6 +20,9 @@ from pactmw.provider.poppy._credentials import token_hash
 from pactmw.provider.poppy._operations import IDEMPOTENCY_KEY, WRITE_METHODS
 from pactmw.store import GrantUsageStore
 from pactmw.store.base import Store
+
+if TYPE_CHECKING:
+    from pactmw.provider.brand import Brand
 
 #: Grants whose last recorded use one process remembers (see `SessionCheck._used`).
 _USED_MEMO_SIZE = 100_000
@@ -45,6 +50,24 @@ class PoppyCaller:
     @property
     def signed_in(self) -> bool:
         return self.account is not None
+
+
+def check_session_brand(brands: Iterable[Brand], brand_id: str, setting: str) -> None:
+    """Refuse a Session check for `brand_id` when it is not one of `brands` (a typo) or does
+    not enable Poppy: no Session Token of it could ever be checked, so each adapter calls
+    this where `setting` (the decorator or dependency, as the app wrote it) is built, and the
+    app learns at startup which Brands it can name, never from a 500 on each request."""
+    by_id = {brand.id: brand for brand in brands}
+    brand = by_id.get(brand_id)
+    if brand is not None and brand.poppy is not None:
+        return
+    poppy_ids = [known.id for known in by_id.values() if known.poppy is not None]
+    with_poppy = ", ".join(repr(known) for known in poppy_ids) or "none"
+    if brand is None:
+        problem = f"Brand {brand_id!r} is not one of the Provider's brands"
+    else:
+        problem = f"Brand {brand_id!r} does not enable Poppy (no [brands.{brand_id}.poppy])"
+    raise ConfigError(f"{setting}: {problem}; Brands with Poppy: {with_poppy}")
 
 
 class SessionCheck:
@@ -147,4 +170,5 @@ class SessionCheck:
 __all__ = [
     "PoppyCaller",
     "SessionCheck",
+    "check_session_brand",
 ]

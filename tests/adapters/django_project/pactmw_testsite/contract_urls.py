@@ -1,11 +1,28 @@
 from __future__ import annotations
 
-from django.urls import path
+from typing import Any
+
+from django.conf import settings
+from django.urls import URLPattern, path
 
 from pactmw.adapters.django import a2a_urlpatterns, poppy_discovery_view
 
 from . import contract_views as views
 from . import drf_views
+
+
+def _poppy_apis() -> list[URLPattern]:
+    """A Brand's APIs behind `poppy_session_required("shop")`, routed only when a Brand has
+    Poppy: with none, `manage.py check` rightly reports them (pactmw.E004), and most of the
+    suite's settings have no Poppy Brand."""
+    brands: dict[str, Any] = getattr(settings, "PACTMW", {}).get("brands") or {}
+    if not any(isinstance(brand, dict) and "poppy" in brand for brand in brands.values()):
+        return []
+    return [
+        path("api/poppy-orders", views.poppy_orders),
+        path("api/poppy-orders-async", views.poppy_orders_async),
+    ]
+
 
 urlpatterns = [
     path("api/echo", views.echo),
@@ -26,8 +43,7 @@ urlpatterns = [
     path("drf/either", drf_views.Either.as_view()),
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     path("brand-site/poppy.json", poppy_discovery_view("shop")),
-    path("api/poppy-orders", views.poppy_orders),
-    path("api/poppy-orders-async", views.poppy_orders_async),
+    *_poppy_apis(),
     path("a2a/internal/orders", views.public),  # listed before the Provider's
     *a2a_urlpatterns(),
     # The site's own OAuth server's metadata (django-oauth-toolkit's, say), under the prefix
