@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from pactmw.provider import Brand, Provider
 from tests.adapters.commands import django_environment
 from tests.poppy.test_account_tokens import signed_in
 from tests.poppy.test_discovery_serving import site_config
+from tests.support.logs import assert_logs_tame, pactmw_records
 from tests.support.poppy_world import BASE_URL, PoppyWorld, bot, poppy_brand, verifier_for, world_on
 from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
 
@@ -315,3 +317,44 @@ def test_django_check_reports_a_misspelt_brand(tmp_path: Path) -> None:
     assert "pactmw.E004" in done.stderr, done.stderr
     assert "poppy_session_required('shop'): Brand 'shop' is not one of" in done.stderr
     assert "Brands with Poppy: 'store'" in done.stderr
+
+
+# -- a refusal's reason is logged (never the token) ---------------------------------------------
+
+
+def test_flask_logs_why_a_request_is_refused(
+    world: PoppyWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A new user's first calls: a Bearer token, no Authorization at all, an unknown DPoP
+    # token. Each answer is `401 invalid_token`; the log says which mistake it was, once.
+    app = Flask(__name__)
+    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
+    pactmw_flask.Pactmw(app)
+
+    @app.get(PATH)
+    @pactmw_flask.poppy_session_required("shop", "orders:read")
+    def orders() -> Any:
+        return jsonify(account=None)
+
+    secret = "abc" + secrets.token_hex(8)
+    sent = [
+        ({"Authorization": f"Bearer {secret}"}, "a Session Token goes in Authorization: DPoP"),
+        ({}, "no Session Token"),
+        ({"Authorization": f"DPoP {secret}"}, "not a live Session Token of this Brand"),
+    ]
+    with werkzeug_server(app) as url:
+        for headers, reason in sent:
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="pactmw.poppy"):
+                answer = httpx.get(url + PATH, headers={"Host": "shop.example", **headers})
+            assert (answer.status_code, answer.json()) == (401, {"error": "invalid_token"})
+            said = [
+                message
+                for message in assert_logs_tame(caplog.records)
+                if message.startswith("poppy session refused")
+            ]
+            assert said == [
+                f"poppy session refused: error=invalid_token brand=shop reason={reason!r}"
+            ]
+            assert secret not in caplog.text
+            assert all(r.levelno == logging.INFO for r in pactmw_records(caplog.records))

@@ -3,6 +3,7 @@ into a `PoppyCaller`, and the grant's "last used" recorded without a write per r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from attrs import frozen
 
 from pactmw.config import ConfigError
 from pactmw.core.dpop import DpopError, check_dpop_proof, spend_dpop_proof
+from pactmw.core.encoding import loggable
 from pactmw.core.http import Request
 from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.poppy import PoppyError, dpop_refusal, session_credentials
@@ -23,6 +25,8 @@ from pactmw.store.base import Store
 
 if TYPE_CHECKING:
     from pactmw.provider.brand import Brand
+
+logger = logging.getLogger("pactmw.poppy")
 
 #: Grants whose last recorded use one process remembers (see `SessionCheck._used`).
 _USED_MEMO_SIZE = 100_000
@@ -105,8 +109,16 @@ class SessionCheck:
         invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
         sign_in_required`, a scope not approved `403 insufficient_scope`, both naming the
         scopes to ask for. The Session is read on every request, so a sign-out shows at once
-        (PAP-4.9-01).
+        (PAP-4.9-01). Each refusal is logged at INFO with its reason, never the token.
         """
+        try:
+            caller: PoppyCaller = yield from self._checked(brand_id, request, scopes)
+        except PoppyError as exc:
+            _log_refusal(exc, brand_id)
+            raise
+        return caller
+
+    def _checked(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
         brand = self._brands[brand_id]
         credentials = session_credentials(request)
         now = self._clock()
@@ -165,6 +177,18 @@ class SessionCheck:
         self._used[grant_id] = now
         usage: GrantUsageStore = self._store  # type: ignore[assignment]
         yield store(usage.record_grant_use, grant_id=grant_id, now=now, every=USE_RECORD_INTERVAL)
+
+
+def _log_refusal(exc: PoppyError, brand_id: str) -> None:
+    # The answer an agent gets says only `invalid_token`: the operator learns here which
+    # mistake it was (a Bearer token, none, an expired Session). Never the token; the reason
+    # may quote what the caller sent, so `loggable`, as the assertions' refusals are logged.
+    logger.info(
+        "poppy session refused: error=%s brand=%s reason=%r",
+        exc.error,
+        loggable(brand_id),
+        loggable(exc.detail),
+    )
 
 
 __all__ = [
