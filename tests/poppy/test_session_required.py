@@ -298,16 +298,18 @@ def test_flask_names_a_misspelt_brand_of_a_view_added_after_init_app(
     assert ran == []
 
 
-def test_django_check_reports_a_misspelt_brand(tmp_path: Path) -> None:
-    # The test site's views ask for Brand "shop": with that Brand named "store" instead,
+def test_django_check_reports_a_brand_without_poppy(tmp_path: Path) -> None:
+    # The test site's views ask for Brand "shop": with Poppy on a Brand "store" instead,
     # `manage.py check` (which runserver runs first) names the setting, before any request.
     config = site_config()
-    config["brands"] = {"store": config["brands"]["shop"]}
+    shop = config["brands"]["shop"]
+    without_poppy = {key: value for key, value in shop.items() if key != "poppy"}
+    config["brands"] = {"shop": without_poppy, "store": shop}
     config_file = tmp_path / "pactmw.json"
     config_file.write_text(json.dumps(config))
     done = subprocess.run(
         [sys.executable, "-m", "django", "check"],
-        env=django_environment(config_file),
+        env={**django_environment(config_file), "PACTMW_TEST_POPPY_APIS": "1"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -315,7 +317,7 @@ def test_django_check_reports_a_misspelt_brand(tmp_path: Path) -> None:
     )
     assert done.returncode != 0, done.stdout + done.stderr
     assert "pactmw.E004" in done.stderr, done.stderr
-    assert "poppy_session_required('shop'): Brand 'shop' is not one of" in done.stderr
+    assert "poppy_session_required('shop'): Brand 'shop' does not enable Poppy" in done.stderr
     assert "Brands with Poppy: 'store'" in done.stderr
 
 
