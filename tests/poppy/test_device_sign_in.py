@@ -21,6 +21,7 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.poppy import DEVICE_CODE_GRANT
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import DeviceSignIn, poppy_companies
+from tests.poppy.test_account_tokens import signed_in
 from tests.support.poppy_world import (
     ATLAS,
     BASE_URL,
@@ -224,7 +225,9 @@ def test_rfc_8628_polls_before_and_after_a_denial(world: PoppyWorld, person: Bro
             answers = [await poll(session.session_id)]
             answers.append(await poll(foreign.session_id, as_other=True))
             answers.append(await poll(foreign.session_id))
-            await person.deny_device(device["user_code"], account="alice")
+            # bob has not approved Atlas (alice did, in the first test): "Nothing was shared"
+            # is then the truth (see the last test for a denial after an approval).
+            await person.deny_device(device["user_code"], account="bob")
             answers.append(await poll(session.session_id))
             return answers
 
@@ -236,7 +239,7 @@ def test_rfc_8628_polls_before_and_after_a_denial(world: PoppyWorld, person: Bro
         (400, "access_denied"),
     ]
     denied = [e for e in world.audit_events[before:] if e.issuer == world.atlas.client_id]
-    assert [(e.name, e.account) for e in denied] == [("agent.delegation_denied", "alice")]
+    assert [(e.name, e.account) for e in denied] == [("agent.delegation_denied", "bob")]
     assert "Nothing was shared" in person.result_pages[-1]
 
 
@@ -338,3 +341,31 @@ def test_a_signed_in_poppy_agent_is_on_the_connected_agents_page_and_revoked_the
     assert after.status_code in (401, 403), after.text
     grants = world.provider.store.list_grants(brand_id="shop", account="carol", now=time.time())
     assert [g for g in grants if g.client_id == world.atlas.client_id] == []
+
+
+def test_a_denied_sign_in_says_an_earlier_approval_still_stands(
+    world: PoppyWorld, person: BrowserDriver
+) -> None:
+    """The person approved this agent before (for another of its users: a sign-in names its
+    user only at the poll) and denies a new sign-in: the earlier approval stands, and the
+    result page says so, and where to revoke it, instead of "Nothing was shared"."""
+
+    async def flow() -> None:
+        async with world.http() as http:
+            ctx = world.context(http, driver=person)
+            metadata = await ctx.metadata()
+            signed_in(world, ctx.new_user(), "carol")  # the earlier approval
+            asked = await http.post(
+                metadata.device_authorization_endpoint,
+                data={"scope": "orders:read", **(await ctx.client_form())},
+            )
+            await person.deny_device(asked.json()["user_code"], account="carol")
+
+    run(flow())
+    page = person.result_pages[-1]
+    assert "Nothing was shared" not in page
+    assert "cannot act for you" not in page
+    assert "Your earlier approval still stands." in page
+    assert "can now do this for you at Shop until" in page
+    assert "Read your orders" in page
+    assert "You can revoke it at any time on your connected agents page." in page

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,11 +26,14 @@ from pydantic import SecretStr
 
 from pactmw.adapters import flask as pactmw_flask
 from pactmw.adapters import wsgi as pactmw_wsgi
-from pactmw.provider import Provider
+from pactmw.config import ConfigError
+from pactmw.provider import Brand, Provider
+from tests.adapters.commands import django_environment
 from tests.poppy.test_account_tokens import signed_in
 from tests.poppy.test_discovery_serving import site_config
-from tests.support.poppy_world import BASE_URL, PoppyWorld, poppy_brand, verifier_for, world_on
-from tests.support.servers import django_server, uvicorn_server, werkzeug_server
+from tests.support.logs import assert_logs_tame, pactmw_records
+from tests.support.poppy_world import BASE_URL, PoppyWorld, bot, poppy_brand, verifier_for, world_on
+from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
 
 PATH = "/api/orders"
 
@@ -181,3 +187,176 @@ def test_fastapi(world: PoppyWorld) -> None:
             assert schemes["PoppySession"]["scheme"] == "DPoP"
     finally:
         provider.close()
+
+
+# -- a Brand that is not a Poppy Brand of the Provider: reported at startup, naming it --------
+
+
+def two_brand_provider(world: PoppyWorld) -> Provider:
+    """The Poppy Brand `shop` and `acme`, a Brand without Poppy."""
+    return Provider(
+        base_url=BASE_URL,
+        verifier=verifier_for(world.ca, world.port),
+        store=world.reopen(),
+        brands=(poppy_brand(), Brand(id="acme", name="Acme", handler=bot)),
+    )
+
+
+#: (the Brand asked for, what the error says of it): a typo, and a Brand without Poppy.
+NOT_POPPY = [
+    pytest.param("shopp", "Brand 'shopp' is not one of the Provider's brands", id="typo"),
+    pytest.param("acme", "Brand 'acme' does not enable Poppy", id="no-poppy"),
+]
+
+
+def assert_names(error: ConfigError, setting: str, said: str) -> None:
+    message = str(error)
+    assert message.startswith(setting), message
+    assert said in message, message
+    assert "Brands with Poppy: 'shop'" in message, message
+
+
+@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
+def test_wsgi_refuses_a_brand_without_poppy_where_decorated(
+    world: PoppyWorld, brand_id: str, said: str
+) -> None:
+    provider = two_brand_provider(world)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            pactmw_wsgi.poppy_session_required(provider, brand_id, "orders:read")
+        assert_names(caught.value, f"poppy_session_required({brand_id!r})", said)
+    finally:
+        provider.close()
+
+
+@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
+def test_asgi_refuses_a_brand_without_poppy_where_decorated(
+    world: PoppyWorld, brand_id: str, said: str
+) -> None:
+    from pactmw.adapters import asgi as pactmw_asgi
+
+    provider = two_brand_provider(world)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            pactmw_asgi.poppy_session_required(provider, brand_id, "orders:read")
+        assert_names(caught.value, f"poppy_session_required({brand_id!r})", said)
+    finally:
+        provider.close()
+
+
+@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
+def test_fastapi_refuses_a_brand_without_poppy_where_the_scheme_is_made(
+    world: PoppyWorld, brand_id: str, said: str
+) -> None:
+    from pactmw.adapters.fastapi import PoppySessionScheme
+
+    provider = two_brand_provider(world)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            PoppySessionScheme(provider, brand_id)
+        assert_names(caught.value, f"PoppySessionScheme(provider, {brand_id!r})", said)
+    finally:
+        provider.close()
+
+
+def test_flask_refuses_a_misspelt_brand_at_init_app(world: PoppyWorld) -> None:
+    # The app's views are decorated before `Pactmw(app)` knows the Provider: init_app looks
+    # at them.
+    app = Flask(__name__)
+    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
+
+    @app.get(PATH)
+    @pactmw_flask.poppy_session_required("shopp", "orders:read")
+    def orders() -> Any:
+        return jsonify(account=None)
+
+    with pytest.raises(ConfigError) as caught:
+        pactmw_flask.Pactmw(app)
+    assert_names(caught.value, "poppy_session_required('shopp')", "is not one of")
+
+
+def test_flask_names_a_misspelt_brand_of_a_view_added_after_init_app(
+    world: PoppyWorld,
+) -> None:
+    # A view decorated after `Pactmw(app)`: its first request is refused with the error
+    # named (never a bare KeyError), as Flask answers an app's error: no view runs.
+    app = Flask(__name__)
+    app.testing = True  # the view's exception reaches the test, not Flask's 500 page
+    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
+    pactmw_flask.Pactmw(app)
+    ran: list[str] = []
+
+    @app.get(PATH)
+    @pactmw_flask.poppy_session_required("shopp", "orders:read")
+    def orders() -> Any:
+        ran.append("orders")
+        return jsonify(account=None)
+
+    with pytest.raises(ConfigError) as caught:
+        app.test_client().get(PATH)
+    assert_names(caught.value, "poppy_session_required('shopp')", "is not one of")
+    assert ran == []
+
+
+def test_django_check_reports_a_brand_without_poppy(tmp_path: Path) -> None:
+    # The test site's views ask for Brand "shop": with Poppy on a Brand "store" instead,
+    # `manage.py check` (which runserver runs first) names the setting, before any request.
+    config = site_config()
+    shop = config["brands"]["shop"]
+    without_poppy = {key: value for key, value in shop.items() if key != "poppy"}
+    config["brands"] = {"shop": without_poppy, "store": shop}
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps(config))
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env={**django_environment(config_file), "PACTMW_TEST_POPPY_APIS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "pactmw.E004" in done.stderr, done.stderr
+    assert "poppy_session_required('shop'): Brand 'shop' does not enable Poppy" in done.stderr
+    assert "Brands with Poppy: 'store'" in done.stderr
+
+
+# -- a refusal's reason is logged (never the token) ---------------------------------------------
+
+
+def test_flask_logs_why_a_request_is_refused(
+    world: PoppyWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A new user's first calls: a Bearer token, no Authorization at all, an unknown DPoP
+    # token. Each answer is `401 invalid_token`; the log says which mistake it was, once.
+    app = Flask(__name__)
+    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
+    pactmw_flask.Pactmw(app)
+
+    @app.get(PATH)
+    @pactmw_flask.poppy_session_required("shop", "orders:read")
+    def orders() -> Any:
+        return jsonify(account=None)
+
+    secret = "abc" + secrets.token_hex(8)
+    sent = [
+        ({"Authorization": f"Bearer {secret}"}, "a Session Token goes in Authorization: DPoP"),
+        ({}, "no Session Token"),
+        ({"Authorization": f"DPoP {secret}"}, "not a live Session Token of this Brand"),
+    ]
+    with werkzeug_server(app) as url:
+        for headers, reason in sent:
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="pactmw.poppy"):
+                answer = httpx.get(url + PATH, headers={"Host": "shop.example", **headers})
+            assert (answer.status_code, answer.json()) == (401, {"error": "invalid_token"})
+            said = [
+                message
+                for message in assert_logs_tame(caplog.records)
+                if message.startswith("poppy session refused")
+            ]
+            assert said == [
+                f"poppy session refused: error=invalid_token brand=shop reason={reason!r}"
+            ]
+            assert secret not in caplog.text
+            assert all(r.levelno == logging.INFO for r in pactmw_records(caplog.records))

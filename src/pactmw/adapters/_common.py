@@ -13,8 +13,10 @@ from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingE
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
+from pactmw.provider.brand import Brand
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import Guard, check_delegation_brand, refusal_response, require_scopes
+from pactmw.provider.poppy import check_session_brand
 from pactmw.provider.routes import MOUNT
 
 __all__ = [
@@ -27,9 +29,12 @@ __all__ = [
     "declared_length",
     "instance_or_none",
     "make_guard",
+    "poppy_setting",
+    "poppy_view_problems",
     "provider_of",
     "require_framework",
     "scope_refusal",
+    "tag_poppy_view",
     "whole_body",
 ]
 
@@ -68,6 +73,40 @@ def provider_of(guard: Guard, setting: str) -> Provider:
             "or conversations (add brands)"
         )
     return guard.provider
+
+
+#: The attribute Flask's and Django's `poppy_session_required` leave on the view they make:
+#: the Brand it names. Their Provider is built after the views are decorated, so the
+#: extension (`init_app`) and the system check find the views by it to check the Brand at
+#: startup; `functools.wraps` copies it through the app's own decorators.
+_POPPY_BRAND_ATTRIBUTE = "pactmw_poppy_brand"
+
+
+def poppy_setting(brand_id: str) -> str:
+    """The decorator as the app wrote it, which a `ConfigError` names."""
+    return f"poppy_session_required({brand_id!r})"
+
+
+def tag_poppy_view(view: _T, brand_id: str) -> _T:
+    """Leave `brand_id` on a view `poppy_session_required` made (see `poppy_view_problems`)."""
+    setattr(view, _POPPY_BRAND_ATTRIBUTE, brand_id)
+    return view
+
+
+def poppy_view_problems(brands: Iterable[Brand], views: Iterable[object]) -> list[ConfigError]:
+    """What `check_session_brand` says of each of `views` whose
+    `poppy_session_required` names a Brand the Provider cannot check Sessions for."""
+    brands = tuple(brands)
+    problems: list[ConfigError] = []
+    for view in views:
+        brand_id = getattr(view, _POPPY_BRAND_ATTRIBUTE, None)
+        if not isinstance(brand_id, str):
+            continue
+        try:
+            check_session_brand(brands, brand_id, poppy_setting(brand_id))
+        except ConfigError as exc:
+            problems.append(exc)
+    return problems
 
 
 def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:

@@ -19,6 +19,7 @@ from pactmw.adapters._common import (
     OnceWarning,
     instance_or_none,
     make_guard,
+    poppy_setting,
     require_framework,
     scope_refusal,
 )
@@ -73,7 +74,7 @@ from pactmw.provider.guard import (
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
-from pactmw.provider.poppy import PoppyCaller
+from pactmw.provider.poppy import PoppyCaller, check_session_brand
 
 #: Where `parafe_action` looks for the `ParafeAgent` when none is passed: `app.state.<this>`.
 PARAFE_STATE = "pactmw_parafe"
@@ -202,7 +203,9 @@ def poppy_session_required(
     """Decorate a Starlette/FastAPI endpoint of one of the Brand's APIs so it needs a Poppy
     Session Token with its DPoP proof, signed in with `scopes` when any are named (the rules
     are `Provider.poppy_session`'s). The endpoint runs with `current_poppy_caller(request)`;
-    a refusal is Poppy's JSON error with its `WWW-Authenticate: DPoP` challenge."""
+    a refusal is Poppy's JSON error with its `WWW-Authenticate: DPoP` challenge. A Brand
+    that is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
+    check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         try:

@@ -47,7 +47,7 @@ from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import refusal_response, require_scopes
-from pactmw.provider.poppy import PoppyCaller
+from pactmw.provider.poppy import PoppyCaller, check_session_brand
 
 
 class _Refused(HTTPException, PactmwError):
@@ -139,7 +139,8 @@ class PersonalAgentScheme(SecurityBase):
 class PoppySessionScheme(SecurityBase):
     """A FastAPI security dependency that returns the `PoppyCaller` of a request carrying a
     Poppy Session Token and its DPoP proof (`Provider.poppy_session`'s rules); scopes asked
-    with `Security(..., scopes=[...])` need a signed-in Session that approved them."""
+    with `Security(..., scopes=[...])` need a signed-in Session that approved them. A Brand
+    that is not one of the Provider's or has no Poppy is a `ConfigError` when it is made."""
 
     def __init__(
         self,
@@ -149,6 +150,8 @@ class PoppySessionScheme(SecurityBase):
         scheme_name: str = "PoppySession",
         description: str = "Poppy Session Token (Authorization: DPoP) with a DPoP proof.",
     ) -> None:
+        setting = f"PoppySessionScheme(provider, {brand_id!r})"
+        check_session_brand(provider.brands.values(), brand_id, setting)
         self.model = HTTPBaseModel(scheme="DPoP", description=description)
         self.scheme_name = scheme_name
         self.provider = provider

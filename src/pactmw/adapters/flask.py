@@ -26,7 +26,13 @@ require_framework("flask", __name__, "Flask", "flask")
 from flask import Flask, current_app, has_request_context, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from pactmw.adapters._common import instance_or_none, provider_of
+from pactmw.adapters._common import (
+    instance_or_none,
+    poppy_setting,
+    poppy_view_problems,
+    provider_of,
+    tag_poppy_view,
+)
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
@@ -45,7 +51,7 @@ from pactmw.provider.guard import (
     require_scopes,
 )
 from pactmw.provider.parafe import ParafeTurn
-from pactmw.provider.poppy import METADATA_PREFIX, PoppyCaller
+from pactmw.provider.poppy import METADATA_PREFIX, PoppyCaller, check_session_brand
 from pactmw.provider.routes import MOUNT
 
 EXTENSION_KEY = "pactmw"
@@ -114,6 +120,13 @@ class Pactmw:
             data = {**data, "templates": app.create_global_jinja_loader()}
         guard = guard_from_mapping(data, handlers=self._handlers)
         if guard.provider is not None:
+            # The views decorated so far (a view added later is checked at its first request).
+            problems = poppy_view_problems(
+                guard.provider.brands.values(), app.view_functions.values()
+            )
+            if problems:
+                guard.provider.close()
+                raise problems[0]
             _every_method(app, f"{MOUNT}<path:rest>", A2A_ENDPOINT)
             if guard.provider.poppy is not None:
                 # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC
@@ -340,14 +353,18 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
 
     def check() -> WerkzeugResponse | None:
         environ = request.environ
+        provider = get_provider()
+        # `init_app` checked the views it found; one added after it is checked here.
+        check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
         try:
-            caller = get_provider().poppy_session(brand_id, neutral_request(environ), scopes)
+            caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
         except PoppyError as exc:
             return to_werkzeug(error_response(exc))
         environ[_POPPY_ENVIRON_KEY] = caller
         return None
 
-    return _checked_first(check)
+    decorate = _checked_first(check)
+    return lambda view: tag_poppy_view(decorate(view), brand_id)
 
 
 def current_poppy_caller() -> PoppyCaller | None:

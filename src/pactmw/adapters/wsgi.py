@@ -19,6 +19,7 @@ from pactmw.adapters._common import (
     OnceWarning,
     instance_or_none,
     make_guard,
+    poppy_setting,
     require_framework,
     scope_refusal,
 )
@@ -46,7 +47,7 @@ from pactmw.provider.guard import (
 )
 from pactmw.provider.parafe import REQUEST_KEY as PARAFE_KEY
 from pactmw.provider.parafe import ParafeAgent, ParafeTurn
-from pactmw.provider.poppy import PoppyCaller
+from pactmw.provider.poppy import PoppyCaller, check_session_brand
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -254,7 +255,9 @@ def poppy_session_required(
 ) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application of one of the Brand's APIs so it needs a Poppy Session
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
-    `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`."""
+    `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`. A Brand that
+    is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
+    check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     def check(environ: WSGIEnvironment) -> Response | None:
         try:

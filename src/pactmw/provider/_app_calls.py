@@ -23,6 +23,7 @@ from pactmw.provider.poppy import (
     PoppyOperations,
     PoppyServer,
     Proposal,
+    check_session_brand,
 )
 from pactmw.provider.routes import allow, for_method, options_response, routed_method
 
@@ -73,6 +74,7 @@ class AppCalls:
     def poppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...]
     ) -> PoppyCaller:
+        self._check_session_brand(brand_id)
         flow = self._poppy().session_flow(brand_id, request, scopes)
         caller: PoppyCaller = run(flow, self.verifier, no_body)
         return caller
@@ -80,6 +82,7 @@ class AppCalls:
     async def apoppy_session(
         self, brand_id: str, request: Request, scopes: tuple[str, ...]
     ) -> PoppyCaller:
+        self._check_session_brand(brand_id)
         flow = self._poppy().session_flow(brand_id, request, scopes)
         caller: PoppyCaller = await arun(flow, self.verifier, ano_body)
         return caller
@@ -93,6 +96,11 @@ class AppCalls:
         flow = self._poppy_operations().proposal_answer(caller, proposal)
         answer: JsonAnswer = await arun(flow, self.verifier, ano_body)
         return answer
+
+    def _check_session_brand(self, brand_id: str) -> None:
+        # The adapters check where they are built; a direct call is named here, never a
+        # KeyError.
+        check_session_brand(self.brands.values(), brand_id, f"Provider.poppy_session({brand_id!r})")
 
     def _poppy_operations(self) -> PoppyOperations:
         operations = self._poppy().operations

@@ -3,16 +3,17 @@ report a bad configuration at startup, each problem with an id and the setting's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.utils.module_loading import import_string
 
+from pactmw.adapters._common import poppy_view_problems
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_view
@@ -33,7 +34,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     pactmw.W001: the middleware is not installed, so no request has `personal_agent`;
     pactmw.W002: a same-app Brand's consent pages cannot know who is signed in;
     pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view;
-    pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves."""
+    pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves;
+    pactmw.E004: a routed view's `poppy_session_required` names a Brand without Poppy."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -79,6 +81,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if builds and provider is not None:
         messages.extend(_check_routes([brand.id for brand in provider.brands]))
         messages.extend(_check_login_urls(provider.brands))
+        messages.extend(_check_poppy_views(provider.brands))
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -144,6 +147,31 @@ def _check_login_urls(brands: Iterable[Brand]) -> list[CheckMessage]:
             )
         )
     return messages
+
+
+def _check_poppy_views(brands: Iterable[Brand]) -> list[CheckMessage]:
+    """pactmw.E004: a view the URLconf routes is decorated with `poppy_session_required` for
+    a Brand that is not one of the Provider's or has no Poppy (a typo): every request to it
+    would fail. A view no URL routes is checked at its first request."""
+    return [
+        Error(
+            f"settings.{SETTING}: {problem}.",
+            hint="Name one of the Brands with Poppy in poppy_session_required(...), or add "
+            "[brands.X.poppy] to the Brand.",
+            obj=SETTING,
+            id="pactmw.E004",
+        )
+        for problem in poppy_view_problems(brands, _routed_views(get_resolver().url_patterns))
+    ]
+
+
+def _routed_views(patterns: Iterable[Any]) -> Iterator[object]:
+    """The views of the URLconf's `patterns`, through every `include(...)`."""
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _routed_views(pattern.url_patterns)
+        elif isinstance(pattern, URLPattern):
+            yield pattern.callback
 
 
 def _resolves(path: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, overload
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters._common import scope_refusal
+from pactmw.adapters._common import poppy_setting, scope_refusal, tag_poppy_view
 from pactmw.adapters.django._config import configured, get_provider
 from pactmw.adapters.django._http import (
     abody_reader,
@@ -24,8 +24,10 @@ from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import PoppyError
+from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response
+from pactmw.provider.poppy import check_session_brand
 
 View = TypeVar("View", bound=Callable[..., Any])
 #: `before(request)`: a response that answers instead of the view, or None to run it.
@@ -196,9 +198,15 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     def refused(exc: PoppyError) -> HttpResponse:
         return to_django(error_response(exc))
 
+    def provider() -> Provider:
+        # The system check (pactmw.E004) checked the routed views; any other is checked here.
+        found = get_provider()
+        check_session_brand(found.brands.values(), brand_id, poppy_setting(brand_id))
+        return found
+
     def before(request: HttpRequest) -> HttpResponse | None:
         try:
-            caller = get_provider().poppy_session(brand_id, neutral_request(request), scopes)
+            caller = provider().poppy_session(brand_id, neutral_request(request), scopes)
         except PoppyError as exc:
             return refused(exc)
         request.poppy_caller = caller  # type: ignore[attr-defined]
@@ -206,13 +214,14 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
 
     async def abefore(request: HttpRequest) -> HttpResponse | None:
         try:
-            caller = await get_provider().apoppy_session(brand_id, neutral_request(request), scopes)
+            caller = await provider().apoppy_session(brand_id, neutral_request(request), scopes)
         except PoppyError as exc:
             return refused(exc)
         request.poppy_caller = caller  # type: ignore[attr-defined]
         return None
 
-    return _decorator(before, abefore)
+    decorate = _decorator(before, abefore)
+    return lambda view: tag_poppy_view(decorate(view), brand_id)
 
 
 __all__ = [

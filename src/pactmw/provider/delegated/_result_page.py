@@ -114,7 +114,9 @@ class ResultPage:
                 return nothing
             if found.pa_sub is None:
                 if found.status != "approved" or found.expires_at <= now:
-                    return nothing
+                    # Denied (or never collected): this sign-in grants nothing, but an
+                    # earlier approval of the agent by the person may stand.
+                    return (yield from self._earlier_approval(brand, config, outcome, now))
                 return found.granted_scopes, now + config.grant_lifetime, ()
             pa_sub = found.pa_sub
         grant: Grant | None = yield store(
@@ -127,6 +129,24 @@ class ResultPage:
         )
         if grant is None:
             return nothing
+        return (yield from self._held(config, grant))
+
+    def _earlier_approval(
+        self, brand: Brand, config: DelegationConfig, outcome: Outcome, now: float
+    ) -> SubFlow:
+        """What an earlier approval of the outcome's agent by the person still lets it do:
+        its newest live grant for the person's account, of whichever of the agent's users (a
+        Poppy sign-in the person denied named none); `((), None, ())` when there is none."""
+        grants: list[Grant] = yield store(
+            self.ctx.store.list_grants, brand_id=brand.id, account=outcome.account, now=now
+        )
+        # Newest first: the approval the person most likely remembers.
+        mine = [grant for grant in grants if grant.client_id == outcome.client_id]
+        if not mine:
+            return (), None, ()
+        return (yield from self._held(config, mine[0]))
+
+    def _held(self, config: DelegationConfig, grant: Grant) -> SubFlow:
         entries = yield from held(self.ctx.store, config, grant_owner(grant.grant_id))
         return grant.scopes, grant.expires_at, entries
 

@@ -20,7 +20,7 @@ from pactmw.provider.poppy._operation_values import (
 )
 from pactmw.provider.poppy._operations import PoppyOperations
 from pactmw.provider.poppy._server import METADATA_PREFIX, PoppyRoute, PoppyServer
-from pactmw.provider.poppy._session_check import PoppyCaller
+from pactmw.provider.poppy._session_check import PoppyCaller, check_session_brand
 
 __all__ = [
     "DEFAULT_PROPOSAL_SECONDS",
@@ -38,6 +38,7 @@ __all__ = [
     "PoppyRoute",
     "PoppyServer",
     "Proposal",
+    "check_session_brand",
     "issuer_url",
     "poppy_companies",
 ]

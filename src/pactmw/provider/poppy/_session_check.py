@@ -3,11 +3,15 @@ into a `PoppyCaller`, and the grant's "last used" recorded without a write per r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from pactmw.config import ConfigError
 from pactmw.core.dpop import DpopError, check_dpop_proof, spend_dpop_proof
+from pactmw.core.encoding import loggable
 from pactmw.core.http import Request
 from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.poppy import PoppyError, dpop_refusal, session_credentials
@@ -18,6 +22,11 @@ from pactmw.provider.poppy._credentials import token_hash
 from pactmw.provider.poppy._operations import IDEMPOTENCY_KEY, WRITE_METHODS
 from pactmw.store import GrantUsageStore
 from pactmw.store.base import Store
+
+if TYPE_CHECKING:
+    from pactmw.provider.brand import Brand
+
+logger = logging.getLogger("pactmw.poppy")
 
 #: Grants whose last recorded use one process remembers (see `SessionCheck._used`).
 _USED_MEMO_SIZE = 100_000
@@ -45,6 +54,24 @@ class PoppyCaller:
     @property
     def signed_in(self) -> bool:
         return self.account is not None
+
+
+def check_session_brand(brands: Iterable[Brand], brand_id: str, setting: str) -> None:
+    """Refuse a Session check for `brand_id` when it is not one of `brands` (a typo) or does
+    not enable Poppy: no Session Token of it could ever be checked, so each adapter calls
+    this where `setting` (the decorator or dependency, as the app wrote it) is built, and the
+    app learns at startup which Brands it can name, never from a 500 on each request."""
+    by_id = {brand.id: brand for brand in brands}
+    brand = by_id.get(brand_id)
+    if brand is not None and brand.poppy is not None:
+        return
+    poppy_ids = [known.id for known in by_id.values() if known.poppy is not None]
+    with_poppy = ", ".join(repr(known) for known in poppy_ids) or "none"
+    if brand is None:
+        problem = f"Brand {brand_id!r} is not one of the Provider's brands"
+    else:
+        problem = f"Brand {brand_id!r} does not enable Poppy (no [brands.{brand_id}.poppy])"
+    raise ConfigError(f"{setting}: {problem}; Brands with Poppy: {with_poppy}")
 
 
 class SessionCheck:
@@ -82,8 +109,16 @@ class SessionCheck:
         invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
         sign_in_required`, a scope not approved `403 insufficient_scope`, both naming the
         scopes to ask for. The Session is read on every request, so a sign-out shows at once
-        (PAP-4.9-01).
+        (PAP-4.9-01). Each refusal is logged at INFO with its reason, never the token.
         """
+        try:
+            caller: PoppyCaller = yield from self._checked(brand_id, request, scopes)
+        except PoppyError as exc:
+            _log_refusal(exc, brand_id)
+            raise
+        return caller
+
+    def _checked(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
         brand = self._brands[brand_id]
         credentials = session_credentials(request)
         now = self._clock()
@@ -144,7 +179,20 @@ class SessionCheck:
         yield store(usage.record_grant_use, grant_id=grant_id, now=now, every=USE_RECORD_INTERVAL)
 
 
+def _log_refusal(exc: PoppyError, brand_id: str) -> None:
+    # The answer an agent gets says only `invalid_token`: the operator learns here which
+    # mistake it was (a Bearer token, none, an expired Session). Never the token; the reason
+    # may quote what the caller sent, so `loggable`, as the assertions' refusals are logged.
+    logger.info(
+        "poppy session refused: error=%s brand=%s reason=%r",
+        exc.error,
+        loggable(brand_id),
+        loggable(exc.detail),
+    )
+
+
 __all__ = [
     "PoppyCaller",
     "SessionCheck",
+    "check_session_brand",
 ]
