@@ -216,45 +216,44 @@ def assert_names(error: ConfigError, setting: str, said: str) -> None:
     assert "Brands with Poppy: 'shop'" in message, message
 
 
-@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
-def test_wsgi_refuses_a_brand_without_poppy_where_decorated(
-    world: PoppyWorld, brand_id: str, said: str
-) -> None:
-    provider = two_brand_provider(world)
-    try:
-        with pytest.raises(ConfigError) as caught:
-            pactmw_wsgi.poppy_session_required(provider, brand_id, "orders:read")
-        assert_names(caught.value, f"poppy_session_required({brand_id!r})", said)
-    finally:
-        provider.close()
+def _wsgi_decorator(provider: Provider, brand_id: str) -> object:
+    return pactmw_wsgi.poppy_session_required(provider, brand_id, "orders:read")
 
 
-@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
-def test_asgi_refuses_a_brand_without_poppy_where_decorated(
-    world: PoppyWorld, brand_id: str, said: str
-) -> None:
+def _asgi_decorator(provider: Provider, brand_id: str) -> object:
     from pactmw.adapters import asgi as pactmw_asgi
 
-    provider = two_brand_provider(world)
-    try:
-        with pytest.raises(ConfigError) as caught:
-            pactmw_asgi.poppy_session_required(provider, brand_id, "orders:read")
-        assert_names(caught.value, f"poppy_session_required({brand_id!r})", said)
-    finally:
-        provider.close()
+    return pactmw_asgi.poppy_session_required(provider, brand_id, "orders:read")
 
 
-@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
-def test_fastapi_refuses_a_brand_without_poppy_where_the_scheme_is_made(
-    world: PoppyWorld, brand_id: str, said: str
-) -> None:
+def _fastapi_scheme(provider: Provider, brand_id: str) -> object:
     from pactmw.adapters.fastapi import PoppySessionScheme
 
+    return PoppySessionScheme(provider, brand_id)
+
+
+#: Where each adapter that is given its Provider refuses the Brand, and the setting it names.
+WHERE_MADE = [
+    pytest.param(_wsgi_decorator, "poppy_session_required({!r})", id="wsgi"),
+    pytest.param(_asgi_decorator, "poppy_session_required({!r})", id="asgi"),
+    pytest.param(_fastapi_scheme, "PoppySessionScheme(provider, {!r})", id="fastapi"),
+]
+
+
+@pytest.mark.parametrize(("make", "setting"), WHERE_MADE)
+@pytest.mark.parametrize(("brand_id", "said"), NOT_POPPY)
+def test_a_brand_without_poppy_is_refused_where_the_check_is_made(
+    world: PoppyWorld,
+    brand_id: str,
+    said: str,
+    make: Callable[[Provider, str], object],
+    setting: str,
+) -> None:
     provider = two_brand_provider(world)
     try:
         with pytest.raises(ConfigError) as caught:
-            PoppySessionScheme(provider, brand_id)
-        assert_names(caught.value, f"PoppySessionScheme(provider, {brand_id!r})", said)
+            make(provider, brand_id)
+        assert_names(caught.value, setting.format(brand_id), said)
     finally:
         provider.close()
 
