@@ -16,9 +16,6 @@ these routes:
   variant reads the body again and echoes its first text part.
 * `/.well-known/apple-app-site-association`: the app's own document beside the Provider's
   (Poppy's `/.well-known/poppy.json`), routed after them: as `/public`.
-* `/a2a/internal/orders` (`APP_UNDER_MOUNT`): the app's own route under the Provider's mount,
-  as `/public`, routed before the Provider's paths (Flask: a more specific rule). Plain WSGI
-  has none: `A2AProviderApp` around the app takes every path under `/a2a/` first.
 
 A server has only the variants its framework has (plain WSGI has no async views).
 """
@@ -56,8 +53,6 @@ SCOPE = "orders:read"
 ACTION = "create_order"
 #: The app's own document under /.well-known, where Poppy's are too.
 WELL_KNOWN = "/.well-known/apple-app-site-association"
-#: The app's own route under `/a2a/`, whose first segment is no Brand's.
-APP_UNDER_MOUNT = "/a2a/internal/orders"
 
 
 def describe(
@@ -168,7 +163,6 @@ def starlette_app(config: dict[str, Any]) -> Any:
             Route("/api/scoped-async", scoped(async_view)),
             Route("/parafe-sync", parafe(parafe_sync), methods=["POST"]),
             Route("/parafe-async", parafe(parafe_async), methods=["POST"]),
-            Route(APP_UNDER_MOUNT, async_view),  # listed before the Provider's mount
             *asgi.a2a_routes(provider),
             Route(WELL_KNOWN, async_view),
         ],
@@ -276,10 +270,6 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     async def legacy_async(q: str = "") -> Any:
         return {"ok": "async", "q": q}
 
-    @app.get(APP_UNDER_MOUNT)  # listed before the Provider's mount
-    async def under_mount(request: Request) -> Any:
-        return asgi_describe(request, "async")
-
     app.router.routes.extend(asgi.a2a_routes(provider))
 
     @app.get(WELL_KNOWN)
@@ -385,7 +375,6 @@ def flask_app(config: dict[str, Any]) -> Flask:
     app.add_url_rule("/public", "public", view)
     app.add_url_rule("/apiary", "apiary", view)
     app.add_url_rule(WELL_KNOWN, "well_known", view)
-    app.add_url_rule(APP_UNDER_MOUNT, "under_mount", view)  # beats the Provider's `<path:rest>`
     app.add_url_rule("/decorated-sync", "decorated_sync", required(view))
     app.add_url_rule("/decorated-async", "decorated_async", required(async_view))
     app.add_url_rule("/optional", "optional", required(optional=True)(view))

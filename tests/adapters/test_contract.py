@@ -22,7 +22,6 @@ from pactmw.protocols.delegation import mint_access_token
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
 from pactmw.provider.delegated import FORM_LIMIT
-from tests.adapters.contract_apps import APP_UNDER_MOUNT
 from tests.adapters.contract_harness import (
     BASE_URL,
     ISSUER,
@@ -856,31 +855,6 @@ def test_the_providers_own_routes_under_the_default_prefix_authenticate_themselv
         headers={**target.headers(target.token()), "Content-Type": "application/a2a+json"},
     )
     assert sent.status_code == 200, sent.text[:300]
-
-
-#: The servers with the Provider inside the app (`serves_provider`), beside the app's own
-#: routes under /a2a/; plain WSGI has `A2AProviderApp` around the app, which takes them all.
-PROVIDER_INSIDE = [name for name in SERVERS if name != "wsgi"]
-
-
-@pytest.mark.parametrize("name", PROVIDER_INSIDE)
-def test_the_apps_own_routes_under_the_providers_mount_are_guarded(
-    default_prefix_servers: Harness, name: str
-) -> None:
-    # Reported: `serves_provider` left every path under /a2a/ to the Provider, so the app's
-    # own route there (listed before the Provider's, or Flask's more specific rule) answered
-    # anyone. The Provider's own paths are its Brands' (the test above), the mount's own and
-    # any Brand id's Agent Card; a path under the prefix that is none of those is guarded, as
-    # /api/nothing-here is, and reaches the Provider's 404 with a good token.
-    target = default_prefix_servers.get(name)
-    assert_refused(target.client.get(APP_UNDER_MOUNT))
-    assert_refused(target.client.get(APP_UNDER_MOUNT, headers=target.headers("garbage")))
-    signed = target.headers(target.token())
-    assert_caller(target.client.get(APP_UNDER_MOUNT, headers=signed), account=None)
-    for path in ("/a2a/nobody/tasks", "/a2a//acme/message:send"):
-        assert_refused(target.client.get(path))
-        unknown = target.client.get(path, headers=signed)
-        assert (unknown.status_code, unknown.content) == (404, b""), (path, unknown.text[:200])
 
 
 def test_every_path_under_the_providers_mount_is_the_providers(target: Target) -> None:

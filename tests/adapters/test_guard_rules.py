@@ -262,34 +262,6 @@ def test_a_settings_prefix_that_is_not_a_path_names_the_key(written: object) -> 
     assert str(caught.value).startswith("protect_prefix must be a")
 
 
-@pytest.mark.parametrize(
-    ("path", "guarded"),
-    [
-        ("/a2a", False),  # the mount's own paths: the Provider's 404
-        ("/a2a/", False),
-        ("/a2a/acme", False),  # a Brand's paths authenticate themselves
-        ("/a2a/acme/message:send", False),
-        ("/a2a/acme/oauth/consent", False),
-        ("/a2a/acme/nothing", False),
-        ("/a2a/nobody/.well-known/agent-card.json", False),  # any Brand id's public card
-        ("/a2a/internal/orders", True),  # may be the app's own route: guarded
-        ("/a2a/nobody/tasks", True),
-        ("/a2a//acme/message:send", True),
-        ("/a2a/acmeish/tasks", True),  # a Brand id is a whole segment
-        ("/api/echo", False),  # outside the prefix
-    ],
-)
-def test_serving_the_provider_leaves_only_its_own_paths_unguarded(
-    world: World, path: str, guarded: bool
-) -> None:
-    # `serves_provider` left every path under /a2a/ unguarded, the app's own routes there too.
-    guard = Guard(world.verifier, provider=world.provider, serves_provider=True)
-    assert guard.protects(path) is guarded
-    # Without the Provider in the app, every path under the prefix is guarded.
-    alone = Guard(world.verifier, provider=world.provider)
-    assert alone.protects(path) is path.startswith("/a2a")
-
-
 # -- the adapters' arguments: checked where the adapter is built -----------------------------
 
 Build = Callable[..., object]

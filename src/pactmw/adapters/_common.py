@@ -242,8 +242,8 @@ class GuardedMiddleware(Generic[_App]):
     "/", "/" for all; None: none, use the decorators; anything else is a `ConfigError`).
     With `delegation_provider` and `delegation_brand`, an `X-A2A-User-Delegation` token for
     that Brand is verified too; one sent without them is refused. With `serves_provider`, the
-    Provider the wrapped app serves (`a2a_routes`), its paths are left to it (`Guard.protects`):
-    they authenticate themselves, and its Agent Card and consent pages are public. Each middleware
+    Provider the wrapped app serves (`a2a_routes`), its paths are left to it: they
+    authenticate themselves, and its Agent Card and consent pages are public. Each middleware
     only adds its framework's `__call__`."""
 
     def __init__(

@@ -91,8 +91,7 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     refused. The body is never read: a refused request is answered before it arrives.
     With `serves_provider`, the Provider this app serves inside (`a2a_routes`), the
     Provider's paths are its own (its card and consent pages public, its operations
-    authenticated by it), as in Flask and Django; the app's own routes elsewhere under
-    `/a2a/` stay guarded (`Guard.protects`).
+    authenticated by it), as in Flask and Django.
     Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand,
     serves_provider)`, shared with the WSGI middleware."""
 

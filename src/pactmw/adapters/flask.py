@@ -180,12 +180,12 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
 
 def _guard_prefix() -> WerkzeugResponse | None:
     guard = _state().guard
-    # The Provider's own paths are not guarded (`Guard.protects`: the app serves the
-    # Provider): they are answered after routing, as PACT orders, the Provider authenticating
-    # its own routes. Any other path under the guarded prefix (the app's own routes under
-    # /a2a/ too) is refused before the app's view or the Provider's 404, as every adapter's
-    # middleware does, so a 404 never tells an anonymous caller which paths exist. Flask,
-    # which routes before this runs, also guards a view of the app's under a Brand's id.
+    # The Provider's paths are not guarded (`Guard.protects`: the app serves the Provider):
+    # they are answered after routing, as PACT orders, the Provider authenticating its own
+    # routes (an unmatched one is its 404 before any credential). Any other path under the
+    # guarded prefix is refused before routing, as every adapter's middleware does, so a 404
+    # never tells an anonymous caller which paths exist. Flask, which has routed the request
+    # before this runs, also guards a view of the app's own under the Provider's `/a2a/`.
     if guard.protects(request.path) or _apps_own_view_under_the_prefix(guard):
         try:
             verify_personal_agent()
@@ -205,8 +205,8 @@ def _guard_prefix() -> WerkzeugResponse | None:
 
 def _apps_own_view_under_the_prefix(guard: Guard) -> bool:
     """Whether Flask routed this request, under the guarded prefix, to one of the app's own
-    views rather than to the Provider. `Guard.protects` leaves a Brand's `/a2a/{brand}/...`
-    to the Provider, but a rule of the app's there (`/a2a/acme/mine`) wins over the
+    views rather than to the Provider. `Guard.protects` leaves all of `/a2a/` to the
+    Provider, but a rule of the app's there (`/a2a/whoami`, `/a2a/acme/mine`) wins over the
     Provider's `/a2a/<path:rest>` in Flask's routing, and the Provider never sees the
     request to authenticate it: without this check, that view would run for anyone."""
     rule = request.url_rule

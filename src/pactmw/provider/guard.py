@@ -4,8 +4,8 @@ An adapter translates its framework's request into the neutral `Request` (and a 
 reader), asks the guard, and translates the answer back. The guard owns every rule:
 
 * which paths the middleware protects (`protects`): the prefix, minus the Provider's own
-  paths when the app serves the Provider (they authenticate themselves, in the protocol's
-  order), so the app's own routes under `/a2a/` stay guarded;
+  routes when the app serves the Provider (they authenticate themselves, in the protocol's
+  order);
 * the caller (`authenticate`): the `Authorization` header (a repeated one is missing), the
   identity JWT, then an `X-A2A-User-Delegation` token when one is sent (a repeated one is
   malformed; one sent where no Brand accepts delegation is refused, never ignored);
@@ -99,26 +99,11 @@ class Guard:
         """Whether the middleware verifies requests to `path` (decoded, below the root)."""
         if not in_protected_path(path, self.protect_prefix):
             return False
-        return not (self.serves_provider and self._providers_own(path))
-
-    def _providers_own(self, path: str) -> bool:
-        """Whether `path` is one the served Provider answers itself, authenticating its own
-        routes in the protocol's order (an unknown route is its 404 before any credential).
-
-        Its Brands' paths (`/a2a/{brand}` and below: the A2A routes, the consent pages and
-        authorization server, Poppy's), the mount's own path, and any Brand id's Agent Card
-        (public: an agent looking for a Brand that does not exist gets the 404, never a
-        challenge). The guard runs before the framework routes, so any other path under
-        `/a2a/` may be the app's own route (listed before the Provider's): it is guarded, as
-        any path under the prefix is, and one no route has reaches the Provider's 404 once
-        the caller is verified.
-        """
-        if path in (MOUNT, MOUNT.rstrip("/")):
-            return True
-        if self.provider is None or not path.startswith(MOUNT):
-            return False
-        brand, _, rest = path[len(MOUNT) :].partition("/")
-        return brand in self.provider.brands or rest == _BRAND_CARD
+        # The Provider's paths (`/a2a` too) are its own: its routes authenticate themselves.
+        # All of them, an unknown Brand's too: an unmatched route there is the Provider's 404
+        # before any credential (the PACT conformance suite checks it), and a middleware that
+        # runs before routing cannot tell such a path from an app's own route under `/a2a/`.
+        return not (self.serves_provider and in_protected_path(path, MOUNT))
 
     def guards_a_providers_card(self, path: str) -> bool:
         """Whether `path`, which `protects`, is a Brand's public Agent Card: an app that
