@@ -132,10 +132,16 @@ def test_wsgi(world: PoppyWorld) -> None:
         provider.close()
 
 
-def test_flask(world: PoppyWorld) -> None:
+def flask_site(world: PoppyWorld) -> Flask:
+    """A Flask app of the Poppy site's settings on the world's store, with pactmw's extension."""
     app = Flask(__name__)
     app.config["PACTMW"] = {**site_config(), "store": world.store_url}
     pactmw_flask.Pactmw(app)
+    return app
+
+
+def test_flask(world: PoppyWorld) -> None:
+    app = flask_site(world)
 
     @app.get(PATH)
     @pactmw_flask.poppy_session_required("shop", "orders:read")
@@ -279,10 +285,8 @@ def test_flask_names_a_misspelt_brand_of_a_view_added_after_init_app(
 ) -> None:
     # A view decorated after `Pactmw(app)`: its first request is refused with the error
     # named (never a bare KeyError), as Flask answers an app's error: no view runs.
-    app = Flask(__name__)
+    app = flask_site(world)
     app.testing = True  # the view's exception reaches the test, not Flask's 500 page
-    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
-    pactmw_flask.Pactmw(app)
     ran: list[str] = []
 
     @app.get(PATH)
@@ -328,9 +332,7 @@ def test_flask_logs_why_a_request_is_refused(
 ) -> None:
     # A new user's first calls: a Bearer token, no Authorization at all, an unknown DPoP
     # token. Each answer is `401 invalid_token`; the log says which mistake it was, once.
-    app = Flask(__name__)
-    app.config["PACTMW"] = {**site_config(), "store": world.store_url}
-    pactmw_flask.Pactmw(app)
+    app = flask_site(world)
 
     @app.get(PATH)
     @pactmw_flask.poppy_session_required("shop", "orders:read")
