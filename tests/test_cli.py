@@ -339,6 +339,18 @@ def test_serve_on_port_0_says_the_port_it_was_given(tmp_path: Path) -> None:
     assert "listens on 0" not in text
 
 
+def test_serve_says_listening_only_once_it_listens(tmp_path: Path) -> None:
+    """The sockets are bound first but listen only once uvicorn has run the app's startup:
+    the `listening on` line comes after it, so whoever waits for the line is not refused
+    (it came first once, and a connection made on seeing it was refused)."""
+    (tmp_path / "pactmw.toml").write_text(GOOD + 'store = "memory://"\n' + BRAND)
+    with serving_on_port_0(tmp_path) as (log, port):
+        text = log.read_text()
+        assert text.index("Application startup complete") < text.index("listening on"), text
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+
+
 def test_serve_says_once_that_same_app_consent_cannot_work_under_it(tmp_path: Path) -> None:
     """A Brand whose consent pages ask the host app who is signed in (`login = "same-app"`,
     the default) cannot sign anybody in under `pactmw serve`, which serves no app of the
@@ -611,11 +623,11 @@ def test_demo_failure_is_reported(tmp_path: Path) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
     # A uvicorn that imports (so the demo starts) but cannot serve (so `pactmw serve` fails).
-    (shim / "uvicorn.py").write_text("# a uvicorn without Config\n")
+    (shim / "uvicorn.py").write_text("# a uvicorn without Server or Config\n")
     result = run([*PYTHON_M, "demo"], env={"PYTHONPATH": str(shim)})
     assert result.returncode == 1
     assert "demo FAILED at step 3" in result.stdout
-    assert "has no attribute 'Config'" in result.stdout  # the server's own error, shown
+    assert "has no attribute 'Server'" in result.stdout  # the server's own error, shown
     assert "demo complete" not in result.stdout
 
 

@@ -124,6 +124,7 @@ def _serve(
     import uvicorn
 
     from pactmw.adapters.asgi import A2AProviderApp
+    from pactmw.cli._listening_server import ListeningServer
     from pactmw.provider import Provider, card_url
     from pactmw.provider.app import warn_if_signed_in_user_unknown
     from pactmw.store import parse_store_url
@@ -143,8 +144,6 @@ def _serve(
         log.info("brand %r: card at %s", brand.id, card_url(settings.base_url, brand.id))
     # The ports bound, not --port: `--port 0` has the system choose one (per address).
     _check_base_url(settings.base_url, {listener.getsockname()[1] for listener in listeners}, log)
-    for listener in listeners:
-        log.info("listening on http://%s (Ctrl-C stops it)", _address(listener.getsockname()))
 
     # No app of the operator's is served here, so nobody is ever signed in through one: said
     # once, in words for serve (the app's own warning would ask for a current_user).
@@ -168,7 +167,9 @@ def _serve(
         proxy_headers=True,
         forwarded_allow_ips=args.forwarded_allow_ips,
     )
-    server = uvicorn.Server(config)
+    server = ListeningServer(
+        config, log, [_address(listener.getsockname()) for listener in listeners]
+    )
     try:
         with _stop_signals():
             server.run(sockets=listeners)
