@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections import Counter
 from typing import Any
 
 import attrs
@@ -30,6 +29,7 @@ from tests.support.poppy_world import (
     BASE_URL,
     Conversing,
     PoppyWorld,
+    RunCounter,
     poppy_brand,
     world_fixture,
 )
@@ -38,17 +38,11 @@ from tests.support.poppy_world import (
 FAIL_ONCE = "fail once: "
 
 
-class FailingOnceBot:
+class FailingOnceBot(RunCounter):
     """Counts its runs per message id; raises on the first run of a `FAIL_ONCE` message."""
 
-    def __init__(self) -> None:
-        self.runs: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
     def __call__(self, turn: Turn) -> Reply:
-        with self._lock:
-            self.runs[turn.message_id] += 1
-            first = self.runs[turn.message_id] == 1
+        first = self.count(turn) == 1
         if first and turn.text.startswith(FAIL_ONCE):
             raise RuntimeError("the bot failed")
         return Reply(text=f"You said: {turn.text} ({len(turn.history)} before)")

@@ -9,9 +9,7 @@ import asyncio
 import base64
 import json
 import secrets
-import threading
 import uuid
-from collections import Counter
 from typing import Any
 
 import httpx
@@ -34,6 +32,7 @@ from tests.support.poppy_world import (
     SHOP,
     Conversing,
     PoppyWorld,
+    RunCounter,
     case_param,
     world_fixture,
 )
@@ -54,16 +53,11 @@ CONVERSATION_CASES = (
 )
 
 
-class CountingBot:
+class CountingBot(RunCounter):
     """Answers every message, counting its runs per message id; "orders" needs a scope."""
 
-    def __init__(self) -> None:
-        self.runs: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
     def __call__(self, turn: Turn) -> Reply:
-        with self._lock:
-            self.runs[turn.message_id] += 1
+        self.count(turn)
         if "orders" in turn.text:
             turn.require_scopes("orders:read", message="Sign in so I can read your orders.")
         return Reply(text=f"You said: {turn.text} ({len(turn.history)} before)")

@@ -23,6 +23,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from html import escape
@@ -99,6 +100,7 @@ __all__ = [
     "Conversing",
     "OperationsDriver",
     "PoppyWorld",
+    "RunCounter",
     "ShopExecutors",
     "ShopSite",
     "bot",
@@ -238,6 +240,21 @@ class ShopExecutors:
     def resend(self, run: OperationRun) -> Performed:
         self.performed[run.operation_id] += 1
         raise OutcomeUnknown("the courier did not answer")
+
+
+class RunCounter:
+    """A bot's runs per message id, so a test can tell a retry never ran the bot again; the
+    server runs bots on several threads, hence the lock."""
+
+    def __init__(self) -> None:
+        self.runs: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def count(self, turn: Turn) -> int:
+        """Count this run of `turn`'s message: how many it has had, this one included."""
+        with self._lock:
+            self.runs[turn.message_id] += 1
+            return self.runs[turn.message_id]
 
 
 def bot(turn: Turn) -> Reply:
