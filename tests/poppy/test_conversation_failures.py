@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -24,26 +22,27 @@ from pactmw.core.http import Request
 from pactmw.provider import Reply, Turn
 from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.poppy.test_account_tokens import scenario as account_scenario
-from tests.poppy.test_conversations import _call, run
+from tests.poppy.test_conversations import run
 from tests.provider import BodyReader
 from tests.support.logs import pactmw_records
-from tests.support.poppy_world import BASE_URL, PoppyWorld, poppy_brand, world_on
+from tests.support.poppy_world import (
+    BASE_URL,
+    Conversing,
+    PoppyWorld,
+    RunCounter,
+    poppy_brand,
+    world_fixture,
+)
 
 #: A message whose text starts so fails its first bot run only.
 FAIL_ONCE = "fail once: "
 
 
-class FailingOnceBot:
+class FailingOnceBot(RunCounter):
     """Counts its runs per message id; raises on the first run of a `FAIL_ONCE` message."""
 
-    def __init__(self) -> None:
-        self.runs: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
     def __call__(self, turn: Turn) -> Reply:
-        with self._lock:
-            self.runs[turn.message_id] += 1
-            first = self.runs[turn.message_id] == 1
+        first = self.count(turn) == 1
         if first and turn.text.startswith(FAIL_ONCE):
             raise RuntimeError("the bot failed")
         return Reply(text=f"You said: {turn.text} ({len(turn.history)} before)")
@@ -52,12 +51,7 @@ class FailingOnceBot:
 BOT = FailingOnceBot()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    brand = attrs.evolve(poppy_brand(), handler=BOT)
-    yield from world_on(request, tmp_path_factory, brands=(brand,))
+world = world_fixture(attrs.evolve(poppy_brand(), handler=BOT))
 
 
 def _message(text: str) -> Message:
@@ -86,23 +80,16 @@ def test_a_first_message_the_bot_failed_is_a_new_message_when_sent_again(
     conversation, or to another conversation of the User, the message is received there."""
 
     async def scenario() -> tuple[list[Any], str, list[str | None], Message, Message]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
-            conversations = ctx.agent.conversations
-            other = await conversations.start(endpoint, _message("Hi"), token=session, **who)
-            b = other.conversation_id
+        async with world.conversing() as c:
+            b = (await c.start(_message("Hi"))).conversation_id
             again, elsewhere = _message(FAIL_ONCE + "Hello"), _message(FAIL_ONCE + "Parcel?")
             outcomes = [
-                await _outcome(conversations.start(endpoint, again, token=session, **who)),
-                await _outcome(conversations.start(endpoint, again, token=session, **who)),
-                await _outcome(conversations.start(endpoint, elsewhere, token=session, **who)),
-                await _outcome(conversations.send(endpoint, b, elsewhere, token=session, **who)),
+                await _outcome(c.start(again)),
+                await _outcome(c.start(again)),
+                await _outcome(c.start(elsewhere)),
+                await _outcome(c.send(b, elsewhere)),
             ]
-            page = await conversations.read_events(endpoint, b, token=session, **who)
+            page = await c.read_events(b)
             return outcomes, b, _company_texts(page), again, elsewhere
 
     outcomes, b, texts, again, elsewhere = run(scenario())
@@ -121,26 +108,17 @@ def test_a_later_message_the_bot_failed_may_go_to_another_conversation(
     another conversation of the User may receive it; received there, it is that one's."""
 
     async def scenario() -> tuple[list[Any], str, list[str | None], Message]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
-            conversations = ctx.agent.conversations
-            a = await conversations.start(endpoint, _message("A"), token=session, **who)
-            b = await conversations.start(endpoint, _message("B"), token=session, **who)
+        async with world.conversing() as c:
+            a = (await c.start(_message("A"))).conversation_id
+            b = (await c.start(_message("B"))).conversation_id
             moved = _message(FAIL_ONCE + "Where is it?")
-            send = conversations.send
             outcomes = [
-                await _outcome(send(endpoint, a.conversation_id, moved, token=session, **who)),
-                await _outcome(send(endpoint, b.conversation_id, moved, token=session, **who)),
-                await _outcome(send(endpoint, a.conversation_id, moved, token=session, **who)),
+                await _outcome(c.send(a, moved)),
+                await _outcome(c.send(b, moved)),
+                await _outcome(c.send(a, moved)),
             ]
-            page = await conversations.read_events(
-                endpoint, b.conversation_id, token=session, **who
-            )
-            return outcomes, b.conversation_id, _company_texts(page), moved
+            page = await c.read_events(b)
+            return outcomes, b, _company_texts(page), moved
 
     outcomes, b, texts, moved = run(scenario())
     assert outcomes == [FAILED, b, (409, "message_id_conflict")]
@@ -154,24 +132,20 @@ def test_a_retry_refused_after_its_claim_leaves_the_id_free(world: PoppyWorld) -
     it claimed the id again, so the id is still free for another conversation."""
 
     async def body(agent: Agent) -> tuple[list[Any], str, str]:
-        ctx = agent.ctx
-        user = ctx.new_user()
-        session = await ctx.session(user)
-        endpoint = await ctx.conversations_endpoint()
-        signing_in = await agent.refresh(user, signed_in(world, user), session.session_id)
+        c = await Conversing.begin(agent.ctx)
+        signing_in = await agent.refresh(c.user, signed_in(world, c.user), c.session.session_id)
         account_token = signing_in.json()["access_token"]
-        signed_out = (await ctx.session(user)).access_token.get_secret_value()
+        signed_out = (await c.ctx.session(c.user)).access_token.get_secret_value()
         other = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "Hi"}
-        started = await _call(ctx, user, signed_out, "POST", endpoint, {"message": other})
+        started = await c.call("POST", c.endpoint, {"message": other}, token=signed_out)
         b = started.json()["conversation_id"]
         text = FAIL_ONCE + "My orders"
         message = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": text}
+        url = f"{c.endpoint}/{b}/messages"
         answers = [
-            await _call(ctx, user, account_token, "POST", endpoint, {"message": message}),
-            await _call(ctx, user, signed_out, "POST", endpoint, {"message": message}),
-            await _call(
-                ctx, user, signed_out, "POST", f"{endpoint}/{b}/messages", {"message": message}
-            ),
+            await c.call("POST", c.endpoint, {"message": message}, token=account_token),
+            await c.call("POST", c.endpoint, {"message": message}, token=signed_out),
+            await c.call("POST", url, {"message": message}, token=signed_out),
         ]
         return [(a.status_code, a.json()) for a in answers], b, message["id"]
 
@@ -201,28 +175,20 @@ def test_a_first_message_past_the_turn_timeout_is_a_new_message_elsewhere(
     worker = world.other_provider(attrs.evolve(poppy_brand(), handler=hanging), turn_timeout=0.05)
 
     async def scenario() -> tuple[int, Any, str, Message]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
-            conversations = ctx.agent.conversations
-            b = await conversations.start(endpoint, _message("Hi"), token=session, **who)
+        async with world.conversing() as c:
+            b = (await c.start(_message("Hi"))).conversation_id
             message = _message("Are you there?")
-            token = session.access_token.get_secret_value()
+            dpop = await c.dpop("POST", c.endpoint)
             headers = (
-                ("authorization", f"DPoP {token}"),
-                ("dpop", await ctx.proof(user, "POST", endpoint, token=session)),
+                ("authorization", dpop["Authorization"]),
+                ("dpop", dpop["DPoP"]),
                 ("content-type", "application/json"),
             )
-            path = endpoint.removeprefix(BASE_URL)
+            path = c.endpoint.removeprefix(BASE_URL)
             body = json.dumps({"message": message.model_dump(exclude_none=True)}).encode()
             abandoned = worker.handle(Request("POST", path, headers=headers), BodyReader(body))
-            sent = await _outcome(
-                conversations.send(endpoint, b.conversation_id, message, token=session, **who)
-            )
-            return abandoned.status, sent, b.conversation_id, message
+            sent = await _outcome(c.send(b, message))
+            return abandoned.status, sent, b, message
 
     try:
         status, sent, b, message = run(scenario())

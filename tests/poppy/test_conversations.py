@@ -9,17 +9,13 @@ import asyncio
 import base64
 import json
 import secrets
-import threading
 import uuid
-from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from personal_agent_protocol.errors import PersonalAgentProtocolError
 from personal_agent_protocol.models import Message
-from pydantic import SecretStr
 
 from pactmw.core.http import Request
 from pactmw.core.jwk import generate_private_jwk, public_key_set
@@ -31,7 +27,15 @@ from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.poppy.test_account_tokens import scenario as account_scenario
 from tests.provider import BodyReader, message_body
 from tests.support.agent import identity_token
-from tests.support.poppy_world import BASE_URL, SHOP, PoppyWorld, case_param, world_on
+from tests.support.poppy_world import (
+    BASE_URL,
+    SHOP,
+    Conversing,
+    PoppyWorld,
+    RunCounter,
+    case_param,
+    world_fixture,
+)
 
 #: The SDK's conversation cases pactmw's company runs; each must pass, never skip.
 CONVERSATION_CASES = (
@@ -49,16 +53,11 @@ CONVERSATION_CASES = (
 )
 
 
-class CountingBot:
+class CountingBot(RunCounter):
     """Answers every message, counting its runs per message id; "orders" needs a scope."""
 
-    def __init__(self) -> None:
-        self.runs: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
     def __call__(self, turn: Turn) -> Reply:
-        with self._lock:
-            self.runs[turn.message_id] += 1
+        self.count(turn)
         if "orders" in turn.text:
             turn.require_scopes("orders:read", message="Sign in so I can read your orders.")
         return Reply(text=f"You said: {turn.text} ({len(turn.history)} before)")
@@ -88,12 +87,12 @@ PACT_ISSUER = "https://pact-agent.example"
 PACT_KEY = generate_private_jwk()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    pact = RegisteredAgent(issuer=PACT_ISSUER, name="PACT PA", jwks=public_key_set([PACT_KEY]))
-    yield from world_on(request, tmp_path_factory, brands=(counting_brand(),), pact_agents=(pact,))
+world = world_fixture(
+    counting_brand(),
+    pact_agents=(
+        RegisteredAgent(issuer=PACT_ISSUER, name="PACT PA", jwks=public_key_set([PACT_KEY])),
+    ),
+)
 
 
 def run(coroutine: Any) -> Any:
@@ -112,20 +111,14 @@ def _message(text: str) -> Message:
 
 def test_signed_out_session_converses_and_a_retry_runs_the_bot_once(world: PoppyWorld) -> None:
     async def scenario() -> tuple[Any, Any, Any, Message, Message]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
+        async with world.conversing() as c:
             first, second = _message("Hello"), _message("Where is my parcel?")
-            conversations = ctx.agent.conversations
-            started = await conversations.start(endpoint, first, token=session, **who)
-            again = await conversations.start(endpoint, first, token=session, **who)
+            started = await c.start(first)
+            again = await c.start(first)
             cid = started.conversation_id
-            sent = await conversations.send(endpoint, cid, second, token=session, **who)
-            await conversations.send(endpoint, cid, second, token=session, **who)
-            page = await conversations.read_events(endpoint, cid, token=session, **who)
+            sent = await c.send(cid, second)
+            await c.send(cid, second)
+            page = await c.read_events(cid)
             return started, again, (sent, page), first, second
 
     started, again, (sent, page), first, second = run(scenario())
@@ -151,42 +144,31 @@ def test_a_message_id_is_one_message_of_the_user_across_conversations(world: Pop
     received, so its id starts a new conversation."""
 
     async def scenario() -> tuple[list[Any], list[str | None], Message, Message, Message]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
-            conversations = ctx.agent.conversations
+        async with world.conversing() as c:
             first, later, other = _message("Hello"), _message("My parcel?"), _message("Hi")
-            a = (await conversations.start(endpoint, first, token=session, **who)).conversation_id
-            await conversations.send(endpoint, a, later, token=session, **who)
-            b = (await conversations.start(endpoint, other, token=session, **who)).conversation_id
+            a = (await c.start(first)).conversation_id
+            await c.send(a, later)
+            b = (await c.start(other)).conversation_id
             changed = later.model_copy(update={"text": "Something else"})
-            attempts = (
-                conversations.send(endpoint, b, later, token=session, **who),
-                conversations.send(endpoint, b, changed, token=session, **who),
-                conversations.start(endpoint, later, token=session, **who),
-                conversations.send(endpoint, b, first, token=session, **who),
-            )
+            attempts = (c.send(b, later), c.send(b, changed), c.start(later), c.send(b, first))
             outcomes: list[Any] = []
             for attempt in attempts:
                 try:
                     outcomes.append(await attempt)
                 except PersonalAgentProtocolError as refused:
                     outcomes.append((refused.status_code, refused.code))
-            retried = await conversations.send(endpoint, a, later, token=session, **who)
+            retried = await c.send(a, later)
             outcomes.append(retried.conversation_id == a)
-            page = await conversations.read_events(endpoint, b, token=session, **who)
+            page = await c.read_events(b)
             texts = [e.message.text for e in page.events if e.message is not None]
             # Refused by the closed conversation, so never received: its id is free again.
-            await conversations.close(endpoint, b, token=session, **who)
+            await c.close(b)
             refused_by_closed = _message("Still there?")
             try:
-                await conversations.send(endpoint, b, refused_by_closed, token=session, **who)
+                await c.send(b, refused_by_closed)
             except PersonalAgentProtocolError as refused:
                 outcomes.append((refused.status_code, refused.code))
-            fresh = await conversations.start(endpoint, refused_by_closed, token=session, **who)
+            fresh = await c.start(refused_by_closed)
             outcomes.append(fresh.conversation_id not in (a, b))
             return outcomes, texts, first, later, refused_by_closed
 
@@ -199,19 +181,11 @@ def test_a_message_id_is_one_message_of_the_user_across_conversations(world: Pop
 
 def test_a_missing_scope_is_an_authorization_event_with_a_message(world: PoppyWorld) -> None:
     async def scenario() -> tuple[Any, Message]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
+        async with world.conversing() as c:
             asking = _message("Show my orders")
-            conversations = ctx.agent.conversations
-            started = await conversations.start(endpoint, asking, token=session, **who)
-            await conversations.start(endpoint, asking, token=session, **who)
-            page = await conversations.read_events(
-                endpoint, started.conversation_id, token=session, **who
-            )
+            started = await c.start(asking)
+            await c.start(asking)
+            page = await c.read_events(started.conversation_id)
             return page, asking
 
     page, asking = run(scenario())
@@ -231,36 +205,19 @@ def test_a_missing_scope_is_an_authorization_event_with_a_message(world: PoppyWo
 
 def test_another_owners_conversation_is_unknown(world: PoppyWorld) -> None:
     async def scenario() -> list[tuple[int, Any]]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            owner = ctx.new_user()
-            owner_session = await ctx.session(owner)
-            endpoint = await ctx.conversations_endpoint()
-            started = await ctx.agent.conversations.start(
-                endpoint, _message("Mine"), token=owner_session, **(await ctx.who(owner))
-            )
-            other = ctx.new_user()
-            session = await ctx.session(other)
-            token = session.access_token.get_secret_value()
+        async with world.conversing() as owner:
+            started = await owner.start(_message("Mine"))
+            other = await Conversing.begin(owner.ctx)
+            message = {"message": {"id": "msg_x", "sender": "agent", "text": "Hi"}}
             answers = []
             for conversation in (started.conversation_id, "cnv_" + "0" * 32):
                 for method, suffix, body in (
                     ("GET", "events", None),
-                    (
-                        "POST",
-                        "messages",
-                        b'{"message": {"id": "msg_x", "sender": "agent", "text": "Hi"}}',
-                    ),
+                    ("POST", "messages", message),
                     ("POST", "close", None),
                 ):
-                    url = f"{endpoint}/{conversation}/{suffix}"
-                    headers = {
-                        "Authorization": f"DPoP {token}",
-                        "DPoP": await ctx.proof(other, method, url, token=session),
-                    }
-                    if body is not None:
-                        headers["Content-Type"] = "application/json"
-                    response = await ctx.send(method, url, headers=headers, content=body)
+                    url = f"{other.endpoint}/{conversation}/{suffix}"
+                    response = await other.call(method, url, body)
                     answers.append((response.status_code, response.json()))
             return answers
 
@@ -270,25 +227,14 @@ def test_another_owners_conversation_is_unknown(world: PoppyWorld) -> None:
 
 def test_forged_and_replayed_proofs_are_refused(world: PoppyWorld) -> None:
     async def scenario() -> tuple[int, Any, int, Any, int]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            started = await ctx.agent.conversations.start(
-                endpoint, _message("Hi"), token=session, **(await ctx.who(user))
-            )
-            url = f"{endpoint}/{started.conversation_id}/events"
-            token = session.access_token.get_secret_value()
-            proof = await ctx.proof(user, "GET", url, token=session)
-            headers = {"Authorization": f"DPoP {token}", "DPoP": proof}
-            fresh = await ctx.send("GET", url, headers=headers)
-            replayed = await ctx.send("GET", url, headers=headers)
+        async with world.conversing() as c:
+            started = await c.start(_message("Hi"))
+            url = f"{c.endpoint}/{started.conversation_id}/events"
+            headers = await c.dpop("GET", url)
+            fresh = await c.ctx.send("GET", url, headers=headers)
+            replayed = await c.ctx.send("GET", url, headers=headers)
             # A proof for another URL (the create endpoint) is not one for this request.
-            other = await ctx.proof(user, "GET", endpoint, token=session)
-            forged = await ctx.send(
-                "GET", url, headers={"Authorization": f"DPoP {token}", "DPoP": other}
-            )
+            forged = await c.ctx.send("GET", url, headers=await c.dpop("GET", c.endpoint))
             return (
                 fresh.status_code,
                 replayed.json(),
@@ -308,22 +254,12 @@ def test_head_reads_the_events_as_get_with_a_proof_for_head(world: PoppyWorld) -
     request is still a HEAD, so its DPoP proof must say so (`htm`, RFC 9449 §4.3)."""
 
     async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            started = await ctx.agent.conversations.start(
-                endpoint, _message("Hi"), token=session, **(await ctx.who(user))
-            )
-            url = f"{endpoint}/{started.conversation_id}/events"
-            token = session.access_token.get_secret_value()
+        async with world.conversing() as c:
+            started = await c.start(_message("Hi"))
+            url = f"{c.endpoint}/{started.conversation_id}/events"
 
             async def read(method: str, proved: str) -> httpx.Response:
-                proof = await ctx.proof(user, proved, url, token=session)
-                headers = {"Authorization": f"DPoP {token}", "DPoP": proof}
-                response: httpx.Response = await ctx.send(method, url, headers=headers)
-                return response
+                return await c.ctx.send(method, url, headers=await c.dpop(proved, url))
 
             return await read("GET", "GET"), await read("HEAD", "HEAD"), await read("HEAD", "GET")
 
@@ -338,51 +274,31 @@ def test_head_reads_the_events_as_get_with_a_proof_for_head(world: PoppyWorld) -
 # --- signed in (the first Account Token seeded as device sign-in will issue it) --------------
 
 
-async def _call(ctx: Any, user: str, token: str, method: str, url: str, body: Any = None) -> Any:
-    headers = {
-        "Authorization": f"DPoP {token}",
-        "DPoP": await ctx.proof(user, method, url, token=SecretStr(token)),
-    }
-    content = None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        content = json.dumps(body).encode()
-    return await ctx.send(method, url, headers=headers, content=content)
-
-
 def test_signed_in_scopes_gate_the_bot_and_the_conversation_stays_with_the_account(
     world: PoppyWorld,
 ) -> None:
     async def body(agent: Agent) -> Any:
-        ctx = agent.ctx
-        user = ctx.new_user()
-        account_token = signed_in(world, user)
-        session = await ctx.session(user)
-        endpoint = await ctx.conversations_endpoint()
+        c = await Conversing.begin(agent.ctx)
+        session_id = c.session.session_id
         # Signed in with orders:write only: reading orders needs orders:read.
-        narrow = await agent.refresh(user, account_token, session.session_id, "orders:write")
+        narrow = await agent.refresh(c.user, signed_in(world, c.user), session_id, "orders:write")
         token = narrow.json()["access_token"]
         asking = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "my orders"}
-        started = await _call(ctx, user, token, "POST", endpoint, {"message": asking})
+        started = await c.call("POST", c.endpoint, {"message": asking}, token=token)
         cid = started.json()["conversation_id"]
-        events_url = f"{endpoint}/{cid}/events"
-        narrow_page = (await _call(ctx, user, token, "GET", events_url)).json()
+        events_url = f"{c.endpoint}/{cid}/events"
+        narrow_page = (await c.call("GET", events_url, token=token)).json()
         # The same Session signed in again with every scope (a second sign-in's Account
         # Token): the bot reads the orders in the same conversation.
-        wide = await agent.refresh(user, signed_in(world, user), session.session_id)
+        wide = await agent.refresh(c.user, signed_in(world, c.user), session_id)
         token = wide.json()["access_token"]
         again = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "my orders"}
-        sent = await _call(
-            ctx, user, token, "POST", f"{endpoint}/{cid}/messages", {"message": again}
-        )
-        wide_page = (
-            await _call(ctx, user, token, "GET", f"{events_url}?cursor={narrow_page['cursor']}")
-        ).json()
+        sent = await c.call("POST", f"{c.endpoint}/{cid}/messages", {"message": again}, token=token)
+        wide_url = f"{events_url}?cursor={narrow_page['cursor']}"
+        wide_page = (await c.call("GET", wide_url, token=token)).json()
         # A signed-out Session of the same user: the account's conversation needs sign-in.
-        signed_out = await ctx.session(user)
-        refused = await _call(
-            ctx, user, signed_out.access_token.get_secret_value(), "GET", events_url
-        )
+        signed_out = (await c.ctx.session(c.user)).access_token.get_secret_value()
+        refused = await c.call("GET", events_url, token=signed_out)
         return started, narrow_page, sent, wide_page, refused, again
 
     started, narrow_page, sent, wide_page, refused, again = account_scenario(world, body)
@@ -419,16 +335,9 @@ def test_one_brand_answers_a_pact_agent_and_a_poppy_agent_with_the_same_bot(
     poppy = _message("Hello from Poppy")
 
     async def scenario() -> Any:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
-            started = await ctx.agent.conversations.start(endpoint, poppy, token=session, **who)
-            return await ctx.agent.conversations.read_events(
-                endpoint, started.conversation_id, token=session, **who
-            )
+        async with world.conversing() as c:
+            started = await c.start(poppy)
+            return await c.read_events(started.conversation_id)
 
     page = run(scenario())
     assert [answer.status for answer in pact_answers] == [200, 200]
@@ -444,26 +353,10 @@ def test_a_post_with_wait_or_cursor_answers_a_page_and_a_bad_wait_is_refused(
     world: PoppyWorld,
 ) -> None:
     async def scenario() -> tuple[Any, Any, Any]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            endpoint = await ctx.conversations_endpoint()
-            who = await ctx.who(user)
-            conversations = ctx.agent.conversations
-            first = await conversations.start(
-                endpoint, _message("One"), token=session, wait=0, **who
-            )
-            more = await conversations.send(
-                endpoint,
-                first.conversation_id,
-                _message("Two"),
-                token=session,
-                cursor=first.cursor,
-                **who,
-            )
-            url = f"{endpoint}/{first.conversation_id}/events?wait=soon"
-            bad = await _call(ctx, user, session.access_token.get_secret_value(), "GET", url)
+        async with world.conversing() as c:
+            first = await c.start(_message("One"), wait=0)
+            more = await c.send(first.conversation_id, _message("Two"), cursor=first.cursor)
+            bad = await c.call("GET", f"{c.endpoint}/{first.conversation_id}/events?wait=soon")
             return first, more, bad
 
     first, more, bad = run(scenario())
@@ -485,24 +378,15 @@ def test_a_message_json_cannot_carry_back_is_refused(world: PoppyWorld) -> None:
     )
 
     async def scenario() -> list[Any]:
-        async with world.http() as http:
-            ctx = world.context(http)
-            user = ctx.new_user()
-            session = await ctx.session(user)
-            token = session.access_token.get_secret_value()
-            endpoint = await ctx.conversations_endpoint()
+        async with world.conversing() as c:
             first = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "Hi"}
-            started = await _call(ctx, user, token, "POST", endpoint, {"message": first})
-            url = f"{endpoint}/{started.json()['conversation_id']}/messages"
+            started = await c.call("POST", c.endpoint, {"message": first})
+            url = f"{c.endpoint}/{started.json()['conversation_id']}/messages"
             answers = []
-            for target in (endpoint, url):
+            for target in (c.endpoint, url):
                 for body in unwritable:
-                    headers = {
-                        "Authorization": f"DPoP {token}",
-                        "DPoP": await ctx.proof(user, "POST", target, token=session),
-                        "Content-Type": "application/json",
-                    }
-                    answers.append(await ctx.send("POST", target, headers=headers, content=body))
+                    headers = {**await c.dpop("POST", target), "Content-Type": "application/json"}
+                    answers.append(await c.ctx.send("POST", target, headers=headers, content=body))
             return answers
 
     answers = run(scenario())

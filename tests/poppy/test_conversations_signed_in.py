@@ -27,7 +27,7 @@ from tests.support.poppy_world import (
     PoppyWorld,
     case_param,
     signed_in_brand,
-    world_on,
+    world_fixture,
 )
 
 PROMPT = "Where are my orders?"
@@ -45,12 +45,7 @@ def orders_bot(turn: Turn) -> Reply:
     return Reply(text=f"You said: {turn.text}")
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    brand = attrs.evolve(signed_in_brand(), handler=orders_bot)
-    yield from world_on(request, tmp_path_factory, brands=(brand,))
+world = world_fixture(attrs.evolve(signed_in_brand(), handler=orders_bot))
 
 
 @pytest.fixture(scope="module")

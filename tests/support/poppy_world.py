@@ -21,9 +21,11 @@ import dataclasses
 import hashlib
 import hmac
 import ipaddress
+import json
 import secrets
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +47,10 @@ from personal_agent_protocol.conformance import Proposal as ScenarioProposal
 # PUBLIC_ADDRESS: what the SDK's resolver is told each test name resolves to, so its SSRF
 # guard admits them (the connection itself goes to 127.0.0.1).
 from personal_agent_protocol.demo.kit import PUBLIC_ADDRESS, AgentIdentity
+from personal_agent_protocol.models import Message
 from personal_agent_protocol.operations import TermLimit
+from personal_agent_protocol.sessions import SessionToken, Who
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -92,8 +97,10 @@ __all__ = [
     "SHOP",
     "SHOP_PROPOSALS",
     "BrowserDriver",
+    "Conversing",
     "OperationsDriver",
     "PoppyWorld",
+    "RunCounter",
     "ShopExecutors",
     "ShopSite",
     "bot",
@@ -103,6 +110,7 @@ __all__ = [
     "serve_world",
     "signed_in_brand",
     "verifier_for",
+    "world_fixture",
     "world_on",
 ]
 
@@ -232,6 +240,21 @@ class ShopExecutors:
     def resend(self, run: OperationRun) -> Performed:
         self.performed[run.operation_id] += 1
         raise OutcomeUnknown("the courier did not answer")
+
+
+class RunCounter:
+    """A bot's runs per message id, so a test can tell a retry never ran the bot again; the
+    server runs bots on several threads, hence the lock."""
+
+    def __init__(self) -> None:
+        self.runs: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def count(self, turn: Turn) -> int:
+        """Count this run of `turn`'s message: how many it has had, this one included."""
+        with self._lock:
+            self.runs[turn.message_id] += 1
+            return self.runs[turn.message_id]
 
 
 def bot(turn: Turn) -> Reply:
@@ -522,6 +545,13 @@ class PoppyWorld:
         (result,) = asyncio.run(one())
         assert (result.id, result.outcome, result.message) == (case_id, "passed", None)
 
+    @contextlib.asynccontextmanager
+    async def conversing(self) -> AsyncIterator[Conversing]:
+        """A new User's signed-out Session at `shop`'s conversations endpoint, driven by
+        the SDK's personal agent for the block (see `Conversing`)."""
+        async with self.http() as http:
+            yield await Conversing.begin(self.context(http))
+
     def context(
         self,
         http: httpx.AsyncClient,
@@ -539,6 +569,91 @@ class PoppyWorld:
             scenario=scenario,
             address_resolver=self.resolve,
         )
+
+
+@attrs.frozen
+class Conversing:
+    """What a conversation test starts from: a new User (`user`) with a signed-out Poppy
+    Session (`session`), the company's conversations endpoint, and the SDK's personal agent
+    (`ctx`). The SDK's conversation calls take this User and Session, so a test names only
+    what differs: the message, the conversation, a cursor."""
+
+    ctx: ConformanceContext
+    user: str
+    session: SessionToken
+    endpoint: str
+    who: Who
+
+    @classmethod
+    async def begin(cls, ctx: ConformanceContext) -> Conversing:
+        """A new User of `ctx` and a signed-out Session of theirs."""
+        user = ctx.new_user()
+        session = await ctx.session(user)
+        return cls(ctx, user, session, await ctx.conversations_endpoint(), await ctx.who(user))
+
+    @property
+    def token(self) -> str:
+        """The Session's access token, for a request the test writes itself."""
+        return self.session.access_token.get_secret_value()
+
+    # The SDK answers a receipt or, asked to wait or given a cursor, an event page: `Any`, so
+    # a test reads whichever it asked for.
+    async def start(
+        self, message: Message, *, cursor: str | None = None, wait: int | None = None
+    ) -> Any:
+        conversations = self.ctx.agent.conversations
+        return await conversations.start(
+            self.endpoint, message, token=self.session, cursor=cursor, wait=wait, **self.who
+        )
+
+    async def send(
+        self,
+        conversation_id: str,
+        message: Message,
+        *,
+        cursor: str | None = None,
+        wait: int | None = None,
+    ) -> Any:
+        conversations = self.ctx.agent.conversations
+        return await conversations.send(
+            self.endpoint,
+            conversation_id,
+            message,
+            token=self.session,
+            cursor=cursor,
+            wait=wait,
+            **self.who,
+        )
+
+    async def read_events(self, conversation_id: str) -> Any:
+        conversations = self.ctx.agent.conversations
+        return await conversations.read_events(
+            self.endpoint, conversation_id, token=self.session, **self.who
+        )
+
+    async def close(self, conversation_id: str) -> Any:
+        conversations = self.ctx.agent.conversations
+        return await conversations.close(
+            self.endpoint, conversation_id, token=self.session, **self.who
+        )
+
+    async def dpop(self, method: str, url: str, token: str | None = None) -> dict[str, str]:
+        """The `Authorization` and `DPoP` headers of a request of this User: the Session's
+        token unless `token` (another Session's, or a signed-in one) is given."""
+        token = token if token is not None else self.token
+        proof = await self.ctx.proof(self.user, method, url, token=SecretStr(token))
+        return {"Authorization": f"DPoP {token}", "DPoP": proof}
+
+    async def call(
+        self, method: str, url: str, body: Any = None, *, token: str | None = None
+    ) -> httpx.Response:
+        """A request the test writes itself (`body` sent as JSON), with `dpop`'s headers."""
+        headers = await self.dpop(method, url, token)
+        content = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            content = json.dumps(body).encode()
+        return await self.ctx.send(method, url, headers=headers, content=content)
 
 
 def case_param(case_id: str) -> Any:
@@ -748,3 +863,22 @@ def world_on(
     finally:
         for store in opened:
             store.close()
+
+
+def world_fixture(*brands: Brand, pact_agents: Sequence[RegisteredAgent] = ()) -> Any:
+    """Make a module-scoped pytest fixture: a world serving `brands` (by default
+    `poppy_brand()`) and knowing `pact_agents`, once on sqlite and once on PostgreSQL.
+
+    Assign the result to `world` in a test module; the folder's conftest must offer
+    `postgres_server`. Brands are frozen values, so both worlds may serve the same ones.
+    """
+
+    @pytest.fixture(scope="module", params=["sqlite", "postgres"])
+    def _world(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[PoppyWorld]:
+        yield from world_on(
+            request, tmp_path_factory, brands=brands or None, pact_agents=pact_agents
+        )
+
+    return _world
