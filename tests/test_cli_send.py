@@ -83,12 +83,21 @@ def card(folder: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def delegated_card(folder: Path) -> Iterator[str]:
     """The same Provider, Acme's delegation going through Acme's own login (jane's)."""
+    with brand_login_provider(folder) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def brand_login_provider(folder: Path, delegation: str = "") -> Iterator[str]:
+    """A Provider whose Acme delegates through Acme's own login, its delegation table ending
+    with the TOML lines `delegation`; Acme's card URL."""
     port = free_port()
     consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
     with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
         login.start()
         head = PROVIDER_CONFIG[: PROVIDER_CONFIG.index("[brands.acme.delegation]")]
-        with provider(folder, head + BRAND_LOGIN, port, **login.delegation_settings()) as url:
+        template = head + BRAND_LOGIN + delegation
+        with provider(folder, template, port, **login.delegation_settings()) as url:
             yield url
 
 
@@ -348,15 +357,11 @@ def test_authorize_when_the_person_denies_is_one_line(folder: Path, delegated_ca
     assert not (folder / "denied.json").exists()
 
 
-def test_authorize_when_the_device_code_expires_is_one_line(
-    folder: Path, delegated_card: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The Provider (in this process) gives its device codes 1 s, less than its poll
+def test_authorize_when_the_device_code_expires_is_one_line(folder: Path) -> None:
+    """The Provider gives its device codes 1 s (`device_code_seconds`), no more than its poll
     interval: the client knows before its first poll that no decision can come in time."""
-    from pactmw.provider.delegated import _device
-
-    monkeypatch.setattr(_device, "DEVICE_CODE_LIFETIME", 1)
-    result = send(folder, delegated_card, "Show my orders", "--authorize")
+    with brand_login_provider(folder, "device_code_seconds = 1\n") as card:
+        result = send(folder, card, "Show my orders", "--authorize")
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""
     lines = result.stderr.splitlines()
