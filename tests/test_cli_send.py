@@ -276,7 +276,7 @@ def test_send_help_documents_the_output_and_exit_statuses() -> None:
     text = " ".join(run([*PYTHON_M, "send", "--help"]).stdout.split())
     for needle in ("--key", "--issuer", "--sub", "--audience", "--context-id", "--json",
                    "--timeout", "on stderr the --context-id", "step-up", "--authorize",
-                   "--delegation FILE", "(mode 0600)", "refresh token",
+                   "--delegation FILE", "(mode 0600)", "refresh token", "JSON alone on stdout",
                    "Exit status 0 for a reply; 1 when there is none"):  # fmt: skip
         assert needle in text, needle
 
@@ -342,6 +342,30 @@ def test_authorize_runs_the_device_flow_and_the_saved_delegation_is_reused(
     status, stdout, stderr = running.finish()
     assert (status, stdout) == (0, JANES_ORDERS), stderr
     assert json.loads(saved.read_text())["access_token"] != forged
+
+
+def test_authorize_with_json_prints_only_the_final_answer_on_stdout(
+    folder: Path, delegated_card: str
+) -> None:
+    """For a script: stdout is the A2A answer to the message, JSON alone; what the person
+    must do (the link, the user code) is on stderr, as without --json."""
+    running = authorizing(folder, delegated_card, "--json")
+    person_decides(running.link(), scopes=["orders:read"], offered=["orders:read"])
+    status, stdout, stderr = running.finish()
+    assert status == 0, stderr
+    answer = json.loads(stdout)
+    assert list(answer) == ["message"], stdout
+    assert answer["message"]["role"] == "ROLE_AGENT"
+    assert answer["message"]["parts"] == [{"text": JANES_ORDERS.rstrip("\n")}]
+    lines = stderr.splitlines()
+    assert len(lines) == 3, stderr  # no `to continue` line: the JSON has the contextId
+    assert lines[0].startswith("The Brand asks for orders:read on the user's account."), stderr
+    assert lines[1].startswith("  http://127.0.0.1:"), stderr
+    assert re.fullmatch(r"\(user code \S+; waiting up to \d+ s\)", lines[2]), stderr
+    # The conversation goes on from the JSON's contextId (no delegation needed for this).
+    context_id = answer["message"]["contextId"]
+    again = send(folder, delegated_card, "It is A-1001", "--context-id", context_id)
+    assert again.stdout == "Order A-1001 (walnut desk lamp) is shipped.\n", again.stderr
 
 
 def test_authorize_when_the_person_denies_is_one_line(folder: Path, delegated_card: str) -> None:
