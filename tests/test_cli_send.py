@@ -88,14 +88,15 @@ def delegated_card(folder: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def brand_login_provider(folder: Path, delegation: str = "") -> Iterator[str]:
+def brand_login_provider(folder: Path, delegation: str = "", settings: str = "") -> Iterator[str]:
     """A Provider whose Acme delegates through Acme's own login, its delegation table ending
-    with the TOML lines `delegation`; Acme's card URL."""
+    with the TOML lines `delegation`, its top-level settings with `settings`; Acme's card URL."""
     port = free_port()
     consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
     with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
         login.start()
         head = PROVIDER_CONFIG[: PROVIDER_CONFIG.index("[brands.acme.delegation]")]
+        head = head.replace("[[agents]]", settings + "\n[[agents]]", 1)
         template = head + BRAND_LOGIN + delegation
         with provider(folder, template, port, **login.delegation_settings()) as url:
             yield url
@@ -395,6 +396,40 @@ def test_authorize_when_the_device_code_expires_is_one_line(folder: Path) -> Non
         "pactmw send: error: the person did not decide before the device code expired (user code "
     ), line
     assert line.endswith("); send again for a new link"), line
+
+
+def test_authorize_when_the_device_endpoint_refuses_names_it(folder: Path) -> None:
+    """The Provider allows one device authorization per agent user an hour: the step-up's
+    own takes it, so the one --authorize asks for is refused (429 temporarily_unavailable)."""
+    limit = "device_rate_limit = {{ per_user = 1, window = 3600 }}\n"  # a format template
+    with brand_login_provider(folder, settings=limit) as card:
+        result = send(folder, card, "Show my orders", "--authorize")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    interface = card.removesuffix("/.well-known/agent-card.json")
+    [line] = result.stderr.splitlines()  # no link: there is no device code to show
+    said = re.escape(
+        "pactmw send: error: the Brand's device authorization endpoint "
+        f"({interface}/oauth/device_authorization) refused: temporarily_unavailable: too many "
+        "device authorization requests for this agent user; retry after "
+    )
+    assert re.fullmatch(said + r"\d+ s \(HTTP 429\)", line), line
+
+
+def test_a_refusal_escapes_the_providers_words() -> None:
+    """What a Provider says in its OAuth error is shown escaped, as all its text is: it can
+    neither drive the terminal nor forge a line (`pactmw send` prints `refusal`'s line)."""
+    from pactmw.cli._send_delegation import oauth_error, refusal
+    from pactmw.client import OAuthErrorResponse, RateLimited
+
+    token_url = "http://127.0.0.1:9/a2a/acme/oauth/token"
+    error = OAuthErrorResponse(400, "invalid_grant\x1b[2J", "used\nup\u202e", url=token_url)
+    assert refusal("token endpoint", error) == (
+        f"the Brand's token endpoint ({token_url}) refused: invalid_grant\\x1b[2J: "
+        "used\\nup\\u202e (HTTP 400)"
+    )
+    # A 429 whose body is no OAuth error keeps its own text (`retry after N s`).
+    assert oauth_error(RateLimited(429, b"busy", (), retry_after=5.0)) is None
 
 
 @pytest.mark.parametrize(
