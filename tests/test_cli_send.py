@@ -83,12 +83,22 @@ def card(folder: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def delegated_card(folder: Path) -> Iterator[str]:
     """The same Provider, Acme's delegation going through Acme's own login (jane's)."""
+    with brand_login_provider(folder) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def brand_login_provider(folder: Path, delegation: str = "", settings: str = "") -> Iterator[str]:
+    """A Provider whose Acme delegates through Acme's own login, its delegation table ending
+    with the TOML lines `delegation`, its top-level settings with `settings`; Acme's card URL."""
     port = free_port()
     consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
     with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
         login.start()
         head = PROVIDER_CONFIG[: PROVIDER_CONFIG.index("[brands.acme.delegation]")]
-        with provider(folder, head + BRAND_LOGIN, port, **login.delegation_settings()) as url:
+        head = head.replace("[[agents]]", settings + "\n[[agents]]", 1)
+        template = head + BRAND_LOGIN + delegation
+        with provider(folder, template, port, **login.delegation_settings()) as url:
             yield url
 
 
@@ -267,7 +277,7 @@ def test_send_help_documents_the_output_and_exit_statuses() -> None:
     text = " ".join(run([*PYTHON_M, "send", "--help"]).stdout.split())
     for needle in ("--key", "--issuer", "--sub", "--audience", "--context-id", "--json",
                    "--timeout", "on stderr the --context-id", "step-up", "--authorize",
-                   "--delegation FILE", "(mode 0600)", "refresh token",
+                   "--delegation FILE", "(mode 0600)", "refresh token", "JSON alone on stdout",
                    "Exit status 0 for a reply; 1 when there is none"):  # fmt: skip
         assert needle in text, needle
 
@@ -335,6 +345,30 @@ def test_authorize_runs_the_device_flow_and_the_saved_delegation_is_reused(
     assert json.loads(saved.read_text())["access_token"] != forged
 
 
+def test_authorize_with_json_prints_only_the_final_answer_on_stdout(
+    folder: Path, delegated_card: str
+) -> None:
+    """For a script: stdout is the A2A answer to the message, JSON alone; what the person
+    must do (the link, the user code) is on stderr, as without --json."""
+    running = authorizing(folder, delegated_card, "--json")
+    person_decides(running.link(), scopes=["orders:read"], offered=["orders:read"])
+    status, stdout, stderr = running.finish()
+    assert status == 0, stderr
+    answer = json.loads(stdout)
+    assert list(answer) == ["message"], stdout
+    assert answer["message"]["role"] == "ROLE_AGENT"
+    assert answer["message"]["parts"] == [{"text": JANES_ORDERS.rstrip("\n")}]
+    lines = stderr.splitlines()
+    assert len(lines) == 3, stderr  # no `to continue` line: the JSON has the contextId
+    assert lines[0].startswith("The Brand asks for orders:read on the user's account."), stderr
+    assert lines[1].startswith("  http://127.0.0.1:"), stderr
+    assert re.fullmatch(r"\(user code \S+; waiting up to \d+ s\)", lines[2]), stderr
+    # The conversation goes on from the JSON's contextId (no delegation needed for this).
+    context_id = answer["message"]["contextId"]
+    again = send(folder, delegated_card, "It is A-1001", "--context-id", context_id)
+    assert again.stdout == "Order A-1001 (walnut desk lamp) is shipped.\n", again.stderr
+
+
 def test_authorize_when_the_person_denies_is_one_line(folder: Path, delegated_card: str) -> None:
     running = authorizing(folder, delegated_card, "--delegation", "denied.json")
     person_decides(running.link(), "deny", scopes=["orders:read"], offered=["orders:read"])
@@ -348,15 +382,11 @@ def test_authorize_when_the_person_denies_is_one_line(folder: Path, delegated_ca
     assert not (folder / "denied.json").exists()
 
 
-def test_authorize_when_the_device_code_expires_is_one_line(
-    folder: Path, delegated_card: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The Provider (in this process) gives its device codes 1 s, less than its poll
+def test_authorize_when_the_device_code_expires_is_one_line(folder: Path) -> None:
+    """The Provider gives its device codes 1 s (`device_code_seconds`), no more than its poll
     interval: the client knows before its first poll that no decision can come in time."""
-    from pactmw.provider.delegated import _device
-
-    monkeypatch.setattr(_device, "DEVICE_CODE_LIFETIME", 1)
-    result = send(folder, delegated_card, "Show my orders", "--authorize")
+    with brand_login_provider(folder, "device_code_seconds = 1\n") as card:
+        result = send(folder, card, "Show my orders", "--authorize")
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -366,6 +396,40 @@ def test_authorize_when_the_device_code_expires_is_one_line(
         "pactmw send: error: the person did not decide before the device code expired (user code "
     ), line
     assert line.endswith("); send again for a new link"), line
+
+
+def test_authorize_when_the_device_endpoint_refuses_names_it(folder: Path) -> None:
+    """The Provider allows one device authorization per agent user an hour: the step-up's
+    own takes it, so the one --authorize asks for is refused (429 temporarily_unavailable)."""
+    limit = "device_rate_limit = {{ per_user = 1, window = 3600 }}\n"  # a format template
+    with brand_login_provider(folder, settings=limit) as card:
+        result = send(folder, card, "Show my orders", "--authorize")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    interface = card.removesuffix("/.well-known/agent-card.json")
+    [line] = result.stderr.splitlines()  # no link: there is no device code to show
+    said = re.escape(
+        "pactmw send: error: the Brand's device authorization endpoint "
+        f"({interface}/oauth/device_authorization) refused: temporarily_unavailable: too many "
+        "device authorization requests for this agent user; retry after "
+    )
+    assert re.fullmatch(said + r"\d+ s \(HTTP 429\)", line), line
+
+
+def test_a_refusal_escapes_the_providers_words() -> None:
+    """What a Provider says in its OAuth error is shown escaped, as all its text is: it can
+    neither drive the terminal nor forge a line (`pactmw send` prints `refusal`'s line)."""
+    from pactmw.cli._send_delegation import oauth_error, refusal
+    from pactmw.client import OAuthErrorResponse, RateLimited
+
+    token_url = "http://127.0.0.1:9/a2a/acme/oauth/token"
+    error = OAuthErrorResponse(400, "invalid_grant\x1b[2J", "used\nup\u202e", url=token_url)
+    assert refusal("token endpoint", error) == (
+        f"the Brand's token endpoint ({token_url}) refused: invalid_grant\\x1b[2J: "
+        "used\\nup\\u202e (HTTP 400)"
+    )
+    # A 429 whose body is no OAuth error keeps its own text (`retry after N s`).
+    assert oauth_error(RateLimited(429, b"busy", (), retry_after=5.0)) is None
 
 
 @pytest.mark.parametrize(

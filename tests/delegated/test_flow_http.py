@@ -50,7 +50,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     calls: list[tuple[str, str, dict[str, Any]]] = []
     brands = [
         delegated_brand("acme", "Acme Shop", calls),
-        delegated_brand("globex", "Globex", calls),
+        delegated_brand("globex", "Globex", calls, device_code_seconds=120),
         delegated_brand("initech", "Initech", calls, skip_consent_if_granted=True),
     ]
     store = f"sqlite:///{tmp_path_factory.mktemp('flow')}/pactmw.db"
@@ -216,6 +216,8 @@ def test_device_authorization_response(env: Env) -> None:
     other = env.device_authorization("acme", "orders:read").json()
     assert other["device_code"] != document["device_code"]
     assert other["user_code"] != document["user_code"]
+    # A Brand's own lifetime (`device_code_seconds`) is the one its device codes get.
+    assert env.device_authorization("globex", "orders:read").json()["expires_in"] == 120
 
 
 def test_client_id_must_be_the_jwt_issuer(env: Env) -> None:

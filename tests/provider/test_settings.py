@@ -652,6 +652,24 @@ def test_refresh_reuse_interval_defaults_to_a_few_seconds_and_is_bounded() -> No
         ), (bad, message)
 
 
+def test_device_code_seconds_defaults_to_ten_minutes_and_is_bounded() -> None:
+    def lifetime(**delegation: Any) -> int:
+        settings = ProviderSettings.from_mapping(_with_delegation(**delegation))
+        config = settings.brands[0].delegation
+        assert config is not None
+        return config.device_code_seconds
+
+    assert lifetime() == 600
+    assert lifetime(device_code_seconds=1) == 1
+    assert lifetime(device_code_seconds=3600) == 3600
+    for bad in (0, -1, 3601, 2.5, "600", True, float("inf"), float("nan"), [600]):
+        message = refused(_with_delegation(device_code_seconds=bad))
+        assert message.startswith(
+            "brands.acme.delegation: device_code_seconds must be a whole number of seconds "
+            "from 1 to 3600"
+        ), (bad, message)
+
+
 # -- without brands: an app that only verifies identities (guard_settings) -------------------
 
 IDENTITY_ONLY = {"audience": "https://provider.example/a2a"}

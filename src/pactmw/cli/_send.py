@@ -48,9 +48,10 @@ A message that needs the user's account at the Brand (PACT Delegated) gets a ste
 reply: the line on stderr names the missing scopes and the link for the person to approve.
 With --authorize, pactmw send runs the device flow instead: it prints a link on stderr for the
 person to open, sign in at the Brand and allow the scopes, waits for their decision, then sends
-the message again with the delegation token and prints the reply. --delegation FILE keeps that
-token: --authorize writes it there (mode 0600), and a later send reads it from there, renewing
-it with the saved refresh token once the Provider refuses it (expired).
+the message again with the delegation token and prints the reply (with --json, that answer's
+JSON alone on stdout: the link stays on stderr). --delegation FILE keeps that token:
+--authorize writes it there (mode 0600), and a later send reads it from there, renewing it with
+the saved refresh token once the Provider refuses it (expired).
 
 Exit status 0 for a reply; 1 when there is none (a step-up, the person denying or not deciding
 in time, the agent's token refused, an A2A error, no answer); 2 for bad usage (unreadable key

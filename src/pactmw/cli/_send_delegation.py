@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pactmw.cli._common import CommandError, OutputFile, not_utf8, printable, write_all
+from pactmw.core.encoding import loggable
 
 if TYPE_CHECKING:
-    from pactmw.client import AgentCard, DeviceCodeClient, StepUp, TokenResponse
+    from pactmw.client import (
+        AgentCard,
+        DeviceCodeClient,
+        HTTPError,
+        OAuthErrorResponse,
+        StepUp,
+        TokenResponse,
+    )
     from pactmw.client.flow import TokenSource
     from pactmw.client.transport import Transport
 
@@ -76,7 +85,8 @@ def authorize(device: DeviceCodeClient, step_up: StepUp) -> TokenResponse:
     token once they allow (the client polls by RFC 8628's rules: interval, slow_down, expiry)."""
     from pactmw.client import DeviceFlowTimeout, OAuthErrorResponse
 
-    authorization = device.start(step_up.missing_scopes)
+    with _refusals("device authorization endpoint"):
+        authorization = device.start(step_up.missing_scopes)
     # The Provider's words, escaped: they can neither drive the terminal nor forge a line.
     scopes = printable(", ".join(authorization.scopes))
     link = printable(authorization.verification_uri_complete)
@@ -97,18 +107,60 @@ def authorize(device: DeviceCodeClient, step_up: StepUp) -> TokenResponse:
         f"{user_code}); send again for a new link",
         1,
     )
-    try:
-        return device.wait_for_token(authorization)
-    except DeviceFlowTimeout:
-        raise expired from None
-    except OAuthErrorResponse as exc:
-        if exc.error == "access_denied":
-            raise CommandError(
-                "the person denied the delegation; the Brand's agent did not answer", 1
-            ) from None
-        if exc.error == "expired_token":  # the Provider's clock ran out first
+    with _refusals("token endpoint"):
+        try:
+            return device.wait_for_token(authorization)
+        except DeviceFlowTimeout:
             raise expired from None
-        raise
+        except OAuthErrorResponse as exc:
+            if exc.error == "access_denied":
+                raise CommandError(
+                    "the person denied the delegation; the Brand's agent did not answer", 1
+                ) from None
+            if exc.error == "expired_token":  # the Provider's clock ran out first
+                raise expired from None
+            raise
+
+
+@contextmanager
+def _refusals(endpoint: str) -> Iterator[None]:
+    """An OAuth error answer of the Brand's `endpoint` as the one line `refusal` writes.
+    Other errors go on as they are: their own text says what went wrong (the agent's token
+    refused, a Provider that cannot be reached)."""
+    from pactmw.client import HTTPError
+
+    try:
+        yield
+    except HTTPError as exc:
+        error = oauth_error(exc)
+        if error is None:
+            raise
+        raise CommandError(refusal(endpoint, error), 1) from None
+
+
+def oauth_error(exc: HTTPError) -> OAuthErrorResponse | None:
+    """The OAuth error (RFC 6749 §5.2) of an error answer, or None when its body is not one.
+    A 429 the client did not wait out (`RateLimited`) has one too: it says why and for how
+    long; the client's own rule reads it."""
+    from pactmw.client import OAuthErrorResponse
+    from pactmw.client.device import oauth_error_for
+    from pactmw.client.http import HttpResponse
+
+    if isinstance(exc, OAuthErrorResponse):
+        return exc
+    found = oauth_error_for(HttpResponse(exc.status, exc.headers, exc.body, exc.url))
+    return found if isinstance(found, OAuthErrorResponse) else None
+
+
+def refusal(endpoint: str, error: OAuthErrorResponse) -> str:
+    """Which of the Brand's device-flow endpoints refused, and the OAuth error and description
+    it gave; its words and URL escaped (and bounded): they can neither drive the terminal nor
+    forge a line."""
+    said = loggable(error.error)
+    if error.description:
+        said += f": {loggable(error.description)}"
+    where = f" ({loggable(error.url)})" if error.url else ""
+    return f"the Brand's {endpoint}{where} refused: {said} (HTTP {error.status})"
 
 
 def save_delegation(path: str, tokens: TokenResponse) -> None:
@@ -130,7 +182,9 @@ def save_delegation(path: str, tokens: TokenResponse) -> None:
 __all__ = [
     "authorize",
     "device_client",
+    "oauth_error",
     "read_delegation",
     "refreshed",
+    "refusal",
     "save_delegation",
 ]

@@ -81,6 +81,7 @@ _DELEGATION_KEYS = frozenset(
         "brand_jwks_uri",
         "brand_jwks",
         "interval",
+        "device_code_seconds",
         "grant_days",
         "skip_consent_if_granted",
         "tools",
@@ -350,9 +351,10 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
         extra["pages"] = _page_templates(data["templates"], f"{where}.templates")
     elif templates is not None:
         extra["pages"] = _page_templates(templates, "templates")
-    if "refresh_reuse_interval" in data:
-        # Checked by DelegationConfig (a number from 0 to 60), named in the error below.
-        extra["refresh_reuse_interval"] = data["refresh_reuse_interval"]
+    # Checked by DelegationConfig (their ranges live there), named in the error below.
+    for key in ("refresh_reuse_interval", "device_code_seconds"):
+        if key in data:
+            extra[key] = data[key]
     if "authorization_details" in data:
         extra["authorization_details"] = _detail_types(
             data["authorization_details"], f"{where}.authorization_details"

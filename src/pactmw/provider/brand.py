@@ -102,6 +102,12 @@ TurnHandler = Callable[[Turn], HandlerResult | Awaitable[HandlerResult]]
 
 LoginMode = Literal["same-app", "brand"]
 
+#: RFC 8628 `expires_in` unless a Brand's delegation sets `device_code_seconds`.
+DEFAULT_DEVICE_CODE_SECONDS = 600
+#: A user code is short enough to type: the longer it lives, the longer it can be guessed
+#: (and a link forwarded to the wrong person stays usable), so an hour at most.
+MAX_DEVICE_CODE_SECONDS = 3600
+
 
 @frozen
 class DelegationConfig:
@@ -124,6 +130,9 @@ class DelegationConfig:
     brand_jwks_uri: str | None = None
     brand_jwks: KeySet | None = None
     interval: int = 5
+    #: Seconds a device code (and the user code and link it comes with) lasts: the RFC 8628
+    #: `expires_in`, for PACT's device flow and Poppy's Device Sign-In alike.
+    device_code_seconds: int = DEFAULT_DEVICE_CODE_SECONDS
     grant_lifetime: float = 30 * 24 * 3600.0
     skip_consent_if_granted: bool = False
     tools: ToolRegistry = field(factory=ToolRegistry)
@@ -145,6 +154,16 @@ class DelegationConfig:
             raise ValueError(
                 f"refresh_reuse_interval must be a number of seconds from 0 to "
                 f"{MAX_REFRESH_REUSE_INTERVAL:g}"
+            )
+        lifetime = self.device_code_seconds
+        if (
+            isinstance(lifetime, bool)
+            or not isinstance(lifetime, int)
+            or not 0 < lifetime <= MAX_DEVICE_CODE_SECONDS
+        ):
+            raise ValueError(
+                f"device_code_seconds must be a whole number of seconds from 1 to "
+                f"{MAX_DEVICE_CODE_SECONDS}"
             )
         kinds = [kind.type for kind in self.authorization_details]
         if len(set(kinds)) != len(kinds):
@@ -242,6 +261,8 @@ def _delegation_tools(delegation: DelegationConfig | None) -> ToolRegistry:
 
 
 __all__ = [
+    "DEFAULT_DEVICE_CODE_SECONDS",
+    "MAX_DEVICE_CODE_SECONDS",
     "Brand",
     "DelegationConfig",
     "HandlerResult",

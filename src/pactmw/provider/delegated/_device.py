@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from attrs import frozen
 
 from pactmw.protocols.identity import PersonalAgent
-from pactmw.provider.brand import Brand, DelegationConfig
+from pactmw.provider.brand import DEFAULT_DEVICE_CODE_SECONDS, Brand, DelegationConfig
 from pactmw.provider.delegated._codes import new_secret, new_user_code, secret_hash
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._details import device_owner, keep, requested_details
@@ -20,7 +20,9 @@ from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimiter
 from pactmw.store.base import Store, UserCodeTaken
 
-DEVICE_CODE_LIFETIME = 600
+#: The default lifetime only (kept for its importers): each Brand's delegation has its own,
+#: `DelegationConfig.device_code_seconds`.
+DEVICE_CODE_LIFETIME = DEFAULT_DEVICE_CODE_SECONDS
 
 
 @frozen
@@ -61,7 +63,8 @@ class DeviceEndpoint:
         now = self.ctx.clock()
         # Kept first: an authorization never exists without the details it was asked with.
         owner = device_owner(secret_hash(device_code))
-        yield from keep(self.ctx.store, owner, details, now, now + DEVICE_CODE_LIFETIME)
+        expires_at = now + config.device_code_seconds
+        yield from keep(self.ctx.store, owner, details, now, expires_at)
         document = yield from new_device_authorization(
             self.ctx.store,
             self.ctx.url(brand, "consent"),
@@ -118,7 +121,7 @@ def new_device_authorization(
                 pa_sub=pa_sub,
                 scopes=scopes,
                 now=now,
-                expires_at=now + DEVICE_CODE_LIFETIME,
+                expires_at=now + config.device_code_seconds,
                 interval=float(config.interval),
             )
             break
@@ -132,7 +135,7 @@ def new_device_authorization(
         "user_code": user_code,
         "verification_uri": verification_uri,
         "verification_uri_complete": complete,
-        "expires_in": DEVICE_CODE_LIFETIME,
+        "expires_in": config.device_code_seconds,
         "interval": config.interval,
     }
 
