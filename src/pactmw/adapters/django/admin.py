@@ -380,11 +380,11 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
     the Provider does."""
 
-    # What an operator decides on comes first, on one line a grant: beside Django's
-    # navigation and the filters a 1280 px window leaves some 600 px for the table. The
-    # agent's user (`pa_sub`), the creation time and the Brand (a filter) are on each
-    # grant's page.
-    list_display = ("grant", "account_text", "agent", "scope_list", "state", "expires_utc")
+    # What an operator decides on, on one line a grant: beside Django's navigation and the
+    # filters a 1024 px window leaves some 440 px for the table (600 px at 1280). The scopes
+    # (cut to a word or two at those widths), the agent's user (`pa_sub`), the creation time
+    # and the Brand (a filter) are on each grant's page.
+    list_display = ("grant", "account_text", "agent", "state", "expires_utc")
     list_display_links = ("grant",)
     # Not `account` among the filters: the sidebar would list every account that ever
     # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
