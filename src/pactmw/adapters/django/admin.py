@@ -30,11 +30,13 @@ from django.http import HttpRequest, HttpResponse
 from pactmw.adapters.django._admin_lists import (
     LIST_MINUTE,
     GrantStatusFilter,
-    agent_issuers,
     brand_ids,
+    conversation_agents,
+    grant_agents,
     in_state_database,
     known,
     list_time_column,
+    recent,
     short_id,
     time_column,
     titled,
@@ -392,7 +394,8 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     list_filter = (
         GrantStatusFilter,
         known("brand_id", "brand", brand_ids),
-        known("client_id", "agent", agent_issuers),
+        known("client_id", "agent", grant_agents),
+        recent("created_at", "created"),
     )
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
@@ -490,7 +493,8 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     list_display_links = ("conversation",)
     list_filter = (
         known("brand_id", "brand", brand_ids),
-        known("issuer", "agent", agent_issuers),
+        known("issuer", "agent", conversation_agents),
+        recent("last_activity", "last activity"),
         "closed",
     )
     search_fields = ("=context_id", "=account")
