@@ -11,6 +11,7 @@ __all__ = [
     "LOST_RACE",
     "NUL_VALUES",
     "PERMISSIONS",
+    "POPPY_AND_TIME_FILTERS",
     "SITE_RULE",
 ]
 
@@ -137,7 +138,8 @@ for model, column in PAGES.items():
     shown = re.findall(f'<td class="field-{column}">([a-z-]+)</td>', text)
     counts = ", ".join(f"{value} {shown.count(value)}" for value in sorted(set(shown)))
     print(f"{model}: queries {before[model]} {queries}; {column}: {counts}")
-# The filters: status, Brand and agent; not every account that ever delegated (searched).
+# The filters: status, Brand, agent and creation; not every account that ever delegated
+# (searched).
 text = client.get("/admin/pactmw/grant/").content.decode()
 print("filters:", " ".join(re.findall(r'<details data-filter-title="([^"]+)"', text)))
 found = client.get("/admin/pactmw/grant/", {"q": "acct-old"}).content.decode()
@@ -298,5 +300,50 @@ print("revoked:", store.get_grant("g-1").revoked_at is not None)
 client.post("/admin/pactmw/registeredagent/", {"action": "delete_selected",
     "_selected_action": ["https://pa.example"], "post": "yes"})
 print("removed:", store.get_agent("https://pa.example") is None)
+"""
+)
+
+
+#: A PACT agent's grant and conversation at the Brand "shop", a Poppy agent's at the Poppy
+#: Brand "salon" (its conversations' agent is "poppy " + its client_id, as Poppy stores them),
+#: each made some days ago: what each list filter of the grants and the conversations offers,
+#: and the rows each of its choices shows.
+POPPY_AND_TIME_FILTERS = (
+    _OPERATOR
+    + """
+import re
+
+client = logged_in()
+DAY = 86400
+PACT = "https://pa.example"
+POPPY = "https://atlas.example/agent.json"
+store.add_agent(issuer=PACT, name="PA", jwks_uri=PACT + "/jwks.json", now=now)
+for grant_id, brand, agent, days in (
+    ("g-pact", "shop", PACT, 0), ("g-poppy", "salon", POPPY, 2), ("g-old", "salon", POPPY, 40),
+):
+    store.upsert_grant(grant_id=grant_id, brand_id=brand, account="acct-" + grant_id,
+        client_id=agent, pa_sub="u-" + grant_id, scopes=("orders:read",),
+        now=now - days * DAY, expires_at=now + DAY)
+names = {store.create_conversation(brand_id="shop", issuer=PACT, sub="u", now=now): "c-pact"}
+for name, days in (("c-poppy", 3), ("c-old", 100)):
+    ctx = store.start_conversation(brand_id="salon", issuer="poppy " + POPPY, sub="u",
+        account=None, message_id="m-" + name, text="Hello", now=now - days * DAY)
+    names[ctx] = name
+ROWS = {
+    "grant": r'<th class="field-grant"><a [^>]*>([^<]+)</a>',
+    "conversation": r'<th class="field-conversation"><a [^>]*><span title="([^"]+)">',
+}
+FILTERS = {"grant": ("agent", "created"), "conversation": ("agent", "last activity")}
+for model, titles in FILTERS.items():
+    text = client.get(f"/admin/pactmw/{model}/").content.decode()
+    offered = re.findall(r'<details data-filter-title="([^"]+)"', text)
+    print(f"{model} filters:", " | ".join(offered))
+    for title in titles:
+        block = re.search(f'<details data-filter-title="{title}".*?</details>', text, re.S)
+        for href, label in re.findall(r'<a href="([^"]*)">([^<]+)</a>', block[0] if block else ""):
+            page = client.get(f"/admin/pactmw/{model}/" + href.replace("&amp;", "&"))
+            found = re.findall(ROWS[model], page.content.decode())
+            shown = sorted(names.get(row, row) for row in found)
+            print(f"{model} {title} {label}: {page.status_code} {' '.join(shown)}")
 """
 )

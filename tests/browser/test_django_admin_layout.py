@@ -1,7 +1,7 @@
 """pactmw's Django admin lists read at a laptop's width, in a real headless Chromium: at
-1280 px, with Django's navigation sidebar open and the filters beside the table, no list
-scrolls sideways and every row is one line, with the ids, agents and scopes real state holds
-(time-ordered grant ids, long issuer URLs, several scopes, UUID context ids).
+1280 px and at 1024 px, with Django's navigation sidebar open and the filters beside the
+table, no list scrolls sideways and every row is one line, with the ids, agents and scopes
+real state holds (time-ordered grant ids, long issuer URLs, several scopes, UUID context ids).
 
 The site is tests/adapters/test_django_admin_site.py's: a `django-admin startproject` set up
 as docs/getting-started/django.md says, served by `runserver`, the superuser signed in
@@ -119,12 +119,13 @@ return [...document.querySelectorAll('#result_list tbody tr')].map(row => {
 """
 
 
-#: The cells cut short that should not be: any header (a column's name is read whole), and
-#: a row's cell whose whole value is not in a title (the shown text may lose a leading "…").
+#: The cells cut short that should not be: any header (a column's name is read whole, and
+#: the lists' stylesheet cuts it inside the cell, in its `.text`), and a row's cell whose
+#: whole value is not in a title (the shown text may lose a leading "…").
 CUT = """
 const cut = cell => cell.scrollWidth > cell.clientWidth + 1;
 const hidden = [];
-for (const cell of document.querySelectorAll('#result_list thead th'))
+for (const cell of document.querySelectorAll('#result_list thead th, #result_list thead .text'))
   if (cut(cell))
     hidden.push(`header ${cell.className} (${cell.scrollWidth} > ${cell.clientWidth} px)`);
 for (const cell of document.querySelectorAll('#result_list tbody th, #result_list tbody td')) {
@@ -137,34 +138,42 @@ return hidden;
 """
 
 
+def layout_problems(browser: WebDriver, model: str) -> dict[str, Any]:
+    """What is wrong with the list on screen, beside the open sidebar and the filters: a
+    results box that scrolls sideways, rows of several lines, cells cut without a title."""
+    problems: dict[str, Any] = {}
+    sidebar_open = "return getComputedStyle(document.getElementById('nav-sidebar')).display"
+    assert browser.execute_script(sidebar_open) != "none"
+    rows: list[Any] = browser.execute_script(ROW_LINES)
+    assert len(rows) >= 2, (model, rows)
+    sizes: dict[str, int] = browser.execute_script(
+        "const box = document.querySelector('#changelist .results');"
+        "return {scroll: box.scrollWidth, client: box.clientWidth};"
+    )
+    if sizes["scroll"] > sizes["client"]:
+        problems["scrolls sideways"] = sizes
+    tall = {key: lines for key, lines in rows if lines > 1}
+    if tall:
+        problems["rows of several lines"] = tall
+    hidden: list[str] = browser.execute_script(CUT)
+    if hidden:
+        problems["cut without a title"] = hidden
+    return problems
+
+
 @pytest.mark.timeout(300)
 def test_the_admin_lists_are_one_line_a_row_without_scrolling_sideways(
     browser: WebDriver, admin_site: str
 ) -> None:
     sign_in(browser, admin_site)
-    problems: dict[str, Any] = {}  # every list's, after every screenshot
-    sidebar_open = "return getComputedStyle(document.getElementById('nav-sidebar')).display"
+    problems: dict[str, Any] = {}  # every list's at each width, after every screenshot
     for model in MODELS:
         changelist = f"{admin_site}/admin/pactmw/{model}/"
         for width, height in ((1024, 768), (1280, 900)):
             show(browser, changelist, width, height)
             screenshot(browser, f"admin-{model}-list-{width}.png")
-        # At 1280 px, beside the open sidebar and the filters: the results fit their box.
-        assert browser.execute_script(sidebar_open) != "none"
-        rows: list[Any] = browser.execute_script(ROW_LINES)
-        assert len(rows) >= 2, (model, rows)
-        sizes: dict[str, int] = browser.execute_script(
-            "const box = document.querySelector('#changelist .results');"
-            "return {scroll: box.scrollWidth, client: box.clientWidth};"
-        )
-        if sizes["scroll"] > sizes["client"]:
-            problems[f"{model} scrolls sideways"] = sizes
-        tall = {key: lines for key, lines in rows if lines > 1}
-        if tall:
-            problems[f"{model} rows of several lines"] = tall
-        hidden: list[str] = browser.execute_script(CUT)
-        if hidden:
-            problems[f"{model} cut without a title"] = hidden
+            for problem, seen in layout_problems(browser, model).items():
+                problems[f"{model} at {width} px: {problem}"] = seen
         # Each row's page, from its link in the list.
         link = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr a")
         change = str(link.get_attribute("href"))

@@ -24,6 +24,8 @@ from pactmw.provider.agent_admin import (
     agents_table,
     check_issuer,
     list_agents,
+    poppy_agent_ids,
+    poppy_owner,
     run_cleanup,
     set_enabled,
     switch_refusal,
@@ -352,6 +354,30 @@ def test_a_poppy_agent_holding_a_grant_is_listed_with_its_brand() -> None:
         provider.store.revoke_account_grants("jane", now=NOW + 1)
         provider.store.revoke_account_grants("john", now=NOW + 1)
         assert [e.source for e in list_agents(provider, now=NOW + 60)] == ["config", "config"]
+    finally:
+        provider.close()
+
+
+def test_the_poppy_agent_ids_are_the_listed_poppy_agents_once_each() -> None:
+    """What the Django admin's agent filters offer beside the PACT agents: one id an agent
+    holding live grants at several Brands or for several people; its conversations' agent
+    is its `client_id` after "poppy ", as Poppy's conversations store it."""
+    acme = {"domain": "acme.example", "agents": "any"}
+    brands = {**POPPY_BRANDS, "acme": {"handler": "examples.bots:order_bot", "poppy": acme}}
+    provider = _provider(brands=brands)
+    try:
+        assert poppy_agent_ids(provider, now=NOW) == ()
+        _grant(provider, "g-1", "shop", POPPY_AGENT, "jane")
+        _grant(provider, "g-2", "shop", POPPY_AGENT, "john")
+        _grant(provider, "g-3", "acme", POPPY_AGENT, "jane")
+        _grant(provider, "g-4", "shop", "https://inline.example", "jane")  # a PACT agent's
+        _grant(provider, "g-5", "shop", "https://gone.example/agent.json", "jane")
+        assert poppy_agent_ids(provider, now=NOW + 60) == (
+            "https://atlas.example/agent.json",
+            "https://gone.example/agent.json",
+        )
+        assert poppy_agent_ids(provider, now=NOW + 2 * DAY) == ()  # their grants expired
+        assert poppy_owner(POPPY_AGENT) == "poppy https://atlas.example/agent.json"
     finally:
         provider.close()
 

@@ -26,6 +26,7 @@ from pactmw.config import ConfigError, check_jwks_uri
 from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, format_time
+from pactmw.provider.poppy._conversations import OWNER_PREFIX
 from pactmw.store.base import AgentExists, Cleanup, Grant
 
 logger = logging.getLogger("pactmw.agents")
@@ -162,6 +163,19 @@ def _poppy_agents(provider: Provider, now: float) -> tuple[AgentEntry, ...]:
             )
         )
     return tuple(entries)
+
+
+def poppy_agent_ids(provider: Provider, *, now: float | None = None) -> tuple[str, ...]:
+    """The `client_id` of every Poppy agent `list_agents` lists at `now` (default: the current
+    time), once each and sorted: what the grants of those agents hold as their agent."""
+    entries = _poppy_agents(provider, time.time() if now is None else now)
+    return tuple(sorted({entry.issuer for entry in entries}))
+
+
+def poppy_owner(client_id: str) -> str:
+    """What the conversations and message ids of the Poppy agent `client_id` hold as their
+    agent (`issuer`): never a PACT issuer, so the two protocols' conversations never mix."""
+    return OWNER_PREFIX + client_id
 
 
 def _poppy_brands(provider: Provider, client_id: str) -> tuple[str, ...]:
@@ -500,6 +514,8 @@ __all__ = [
     "agents_table",
     "check_issuer",
     "list_agents",
+    "poppy_agent_ids",
+    "poppy_owner",
     "remove_agent",
     "run_cleanup",
     "set_enabled",

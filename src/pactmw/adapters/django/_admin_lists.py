@@ -1,6 +1,6 @@
 """What pactmw's Django admin lists show: compact columns (short ids and times, long text
-cut by the lists' stylesheet with the whole value in its title) and the list filters on what
-the Provider knows. The admins themselves are in `admin.py`."""
+cut by the lists' stylesheet with the whole value in its title), the list filters on what
+the Provider knows and on how recent a row is. The admins themselves are in `admin.py`."""
 
 from __future__ import annotations
 
@@ -17,17 +17,22 @@ from django.utils.html import format_html
 from pactmw.adapters.django._config import get_provider, raw_settings, state_database
 from pactmw.adapters.django.models import Grant, RegisteredAgent
 from pactmw.core.errors import RequestRefused
+from pactmw.provider import agent_admin
 from pactmw.provider.grant_admin import TABLE_TIME, format_time
 
 __all__ = [
     "LIST_DAY",
     "LIST_MINUTE",
+    "RECENT",
     "GrantStatusFilter",
     "agent_issuers",
     "brand_ids",
+    "conversation_agents",
+    "grant_agents",
     "in_state_database",
     "known",
     "list_time_column",
+    "recent",
     "short_id",
     "time_column",
     "titled",
@@ -153,6 +158,59 @@ def agent_issuers() -> Iterable[str]:
         configured = [agent.issuer for agent in get_provider().verifier.registry]
     added = in_state_database(RegisteredAgent.objects.values_list("issuer", flat=True))
     return [*configured, *added]
+
+
+def _poppy_agent_ids() -> tuple[str, ...]:
+    # The Poppy agents `pactmw agents list` lists; none while `PACTMW` does not build.
+    with contextlib.suppress(RequestRefused):
+        return agent_admin.poppy_agent_ids(get_provider())
+    return ()
+
+
+def grant_agents() -> Iterable[str]:
+    """The agents a grant may hold (`client_id`): the PACT agents' issuers and the Poppy
+    agents' `client_id`s."""
+    return [*agent_issuers(), *_poppy_agent_ids()]
+
+
+def conversation_agents() -> Iterable[str]:
+    """The agents a conversation may hold (`issuer`): the PACT agents' issuers and the Poppy
+    agents' owners ("poppy " and the `client_id`, as the agent column shows them)."""
+    return [*agent_issuers(), *map(agent_admin.poppy_owner, _poppy_agent_ids())]
+
+
+#: What a list's time filter offers: each choice's value in the URL, its label and how far
+#: back it reaches, in seconds.
+RECENT: tuple[tuple[str, str, float], ...] = (
+    ("1d", "past 24 hours", agent_admin.DAY),
+    ("7d", "past 7 days", 7 * agent_admin.DAY),
+    ("30d", "past 30 days", 30 * agent_admin.DAY),
+    ("365d", "past year", 365 * agent_admin.DAY),
+)
+
+
+def recent(field: str, title: str) -> type[Any]:
+    """A list filter on how recent the time in `field` is (`RECENT`), where Django's
+    `date_hierarchy` cannot go: it needs a DateField (admin.E128), and pactmw's tables are
+    the store's, whose times are epoch seconds. The window is reckoned here, in seconds, so no
+    database time-zone function runs (sqlite with `USE_TZ` and PostgreSQL alike) and no
+    `TIME_ZONE` moves it."""
+    reaches = {value: seconds for value, _, seconds in RECENT}
+
+    class Recent(admin.SimpleListFilter):
+        parameter_name = f"{field}_within"
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            return [(value, label) for value, label, _ in RECENT]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+            seconds = reaches.get(self.value() or "")
+            if seconds is None:
+                return queryset  # no choice, or one no list offers: every row
+            return queryset.filter(**{f"{field}__gte": time.time() - seconds})
+
+    Recent.title = title
+    return Recent
 
 
 class GrantStatusFilter(admin.SimpleListFilter):

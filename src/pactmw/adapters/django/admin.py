@@ -30,11 +30,13 @@ from django.http import HttpRequest, HttpResponse
 from pactmw.adapters.django._admin_lists import (
     LIST_MINUTE,
     GrantStatusFilter,
-    agent_issuers,
     brand_ids,
+    conversation_agents,
+    grant_agents,
     in_state_database,
     known,
     list_time_column,
+    recent,
     short_id,
     time_column,
     titled,
@@ -380,11 +382,11 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
     the Provider does."""
 
-    # What an operator decides on comes first, on one line a grant: beside Django's
-    # navigation and the filters a 1280 px window leaves some 600 px for the table. The
-    # agent's user (`pa_sub`), the creation time and the Brand (a filter) are on each
-    # grant's page.
-    list_display = ("grant", "account_text", "agent", "scope_list", "state", "expires_utc")
+    # What an operator decides on, on one line a grant: beside Django's navigation and the
+    # filters a 1024 px window leaves some 440 px for the table (600 px at 1280). The scopes
+    # (cut to a word or two at those widths), the agent's user (`pa_sub`), the creation time
+    # and the Brand (a filter) are on each grant's page.
+    list_display = ("grant", "account_text", "agent", "state", "expires_utc")
     list_display_links = ("grant",)
     # Not `account` among the filters: the sidebar would list every account that ever
     # delegated (a DISTINCT over the table on each page). Search finds one (`=account`), and
@@ -392,7 +394,8 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
     list_filter = (
         GrantStatusFilter,
         known("brand_id", "brand", brand_ids),
-        known("client_id", "agent", agent_issuers),
+        known("client_id", "agent", grant_agents),
+        recent("created_at", "created"),
     )
     search_fields = ("=grant_id", "=account", "client_id")
     ordering = ("-created_at",)
@@ -490,7 +493,8 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
     list_display_links = ("conversation",)
     list_filter = (
         known("brand_id", "brand", brand_ids),
-        known("issuer", "agent", agent_issuers),
+        known("issuer", "agent", conversation_agents),
+        recent("last_activity", "last activity"),
         "closed",
     )
     search_fields = ("=context_id", "=account")
