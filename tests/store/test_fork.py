@@ -23,6 +23,7 @@ import pytest
 
 from pactmw.store import Store, open_store
 from pactmw.store._watchdog import Watchdog
+from pactmw.store.memory import MemoryStore
 from pactmw.store.sqlite import SqliteStore
 from tests.store.support import Backend
 
@@ -184,6 +185,25 @@ def test_a_fork_while_a_thread_is_inside_the_sqlite_store_leaves_the_child_a_usa
         ids = "no answer: the child is still waiting for the store"
     _joined([child])
     store.close()
+    assert isinstance(ids, list), ids
+
+
+def test_a_fork_while_a_thread_is_inside_the_memory_store_leaves_a_usable_store() -> None:
+    store = MemoryStore()
+    store._lock.acquire()  # as an operation of another thread does, for a few dict lookups
+    release = threading.Timer(0.2, store._lock.release)
+    release.start()
+    go = FORK.Event()
+    out: Queue[object] = FORK.Queue()
+    child = FORK.Process(target=_child_writes_after_go, args=(store, go, out))
+    child.start()
+    release.join(BOUND)
+    go.set()
+    try:
+        ids = out.get(timeout=BOUND)
+    except Exception:  # queue.Empty
+        ids = "no answer: the child is still waiting for the store"
+    _joined([child])
     assert isinstance(ids, list), ids
 
 
