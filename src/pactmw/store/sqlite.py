@@ -219,11 +219,12 @@ class SqliteStore(SqliteFlavour):
         """Just before a fork: wait for the operation in progress, then close the connection
         (see the module docstring); the lock is held until `_forked`."""
         self._lock.acquire()
-        if self._conn is not None and not self._closed:
-            with contextlib.suppress(sqlite3.Error):
+        try:
+            if self._conn is not None and not self._closed:
                 self._moved()  # leaves no WAL at the path for another file, as `close` does
                 self._conn.close()
-        self._conn = None
+        finally:
+            self._conn = None  # even if closing failed: the child must never use it
 
     def _forked(self, *, child: bool) -> None:
         self._lock.release()
@@ -298,7 +299,7 @@ class SqliteStore(SqliteFlavour):
                 raise StoreUnavailable(f"the sqlite store {self._path} is closed")
             try:
                 conn = self._conn
-                if conn is None:  # a forked child's first operation
+                if conn is None:  # closed for a fork: open this process's own
                     conn = self._connect()
                     try:
                         self._prepare(conn)
