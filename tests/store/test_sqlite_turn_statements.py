@@ -33,6 +33,7 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 def _statements(store: SqliteStore) -> list[str]:
     """Collects each statement the store's connection runs from now on (trigger steps too)."""
     seen: list[str] = []
+    assert store._conn is not None  # opened, and no fork since
     store._conn.set_trace_callback(seen.append)
     return seen
 
@@ -58,6 +59,7 @@ def test_a_turn_is_one_statement_per_write(store: SqliteStore) -> None:
     seen = _statements(store)
     ctx = store.start_conversation(**OWNER, account="acct", message_id="m1", text="hi", now=T0)
     _reply(store, ctx)
+    assert store._conn is not None
     store._conn.set_trace_callback(None)
     # The trace repeats a statement once per trigger step it runs: count distinct ones.
     statements = list(dict.fromkeys(seen))

@@ -14,6 +14,10 @@ transaction would start a thread per round trip). Arming and disarming take one 
 touch one dict: watches share one timeout, so the dict's insertion order is deadline order
 and the thread only ever looks at the first entry. The thread starts on demand and ends
 after a minute with nothing to watch, so a store nobody closes leaves no thread behind.
+
+In a forked child the watches armed at the fork are the parent's, over sockets both processes
+share: cutting one would cut the parent's connection. The child forgets them, and its lock,
+and starts a thread of its own at its first watch (store/_fork.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import socket
 import threading
 import time
 from typing import Protocol
+
+from pactmw.store import _fork
 
 __all__ = ["Watch", "Watchdog"]
 
@@ -80,6 +86,17 @@ class Watchdog:
         self._cond = threading.Condition(threading.Lock())
         self._armed: dict[Watch, float] = {}  # watch -> deadline, earliest first
         self._thread: threading.Thread | None = None
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # the parent's watches stay the parent's
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: forget the parent's watches, its lock and its thread."""
+        if child:
+            self._cond = threading.Condition(threading.Lock())
+            self._armed = {}
+            self._thread = None
 
     def watch(self, conn: _Socketed) -> Watch:
         """A `Watch` over `conn`, armed by `with`: leaving the block disarms it."""
@@ -89,7 +106,7 @@ class Watchdog:
         with self._cond:
             # Read under the lock, so insertion order stays deadline order.
             self._armed[watch] = time.monotonic() + self.timeout
-            if self._thread is None or not self._thread.is_alive():  # none yet, or a fork
+            if self._thread is None or not self._thread.is_alive():  # none yet, or ended
                 self._thread = threading.Thread(
                     target=self._run, name="pactmw-store-watchdog", daemon=True
                 )

@@ -9,6 +9,11 @@ grant key also take a per-key advisory lock, since the first grant has no row ye
 Connection problems, lock waits past the lock timeout, a server that does not answer
 within the operation timeout and a read-only database surface as `StoreUnavailable`, other
 database errors as `StoreError`; neither message contains the DSN's password.
+
+Connections are the opening process's own: a forked child (`gunicorn --preload`) starts
+with an empty pool and fresh locks, and leaves the parent's connections to the parent
+(store/_fork.py). psycopg does not close a connection that another process opened when it
+is garbage-collected, so forgetting them is enough.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
+from pactmw.store import _fork
 from pactmw.store._sql.flavours import PostgresFlavour
 from pactmw.store._sql.migrations import POSTGRES_MIGRATIONS
 from pactmw.store._watchdog import Watch, Watchdog
@@ -90,6 +96,20 @@ class _Pool:
         self._size = 0
         self._waiting = 0  # callers in `wait`: a release notifies only when someone waits
         self._closed = False
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # the child forgets the parent's connections: nothing to wait for
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: the idle connections and those in use are the parent's (a
+        busy one belongs to a thread the child does not have), and so may be the lock."""
+        if not child:
+            return
+        self._cond = threading.Condition(threading.Lock())
+        self._idle = []
+        self._size = 0
+        self._waiting = 0
 
     def acquire(self) -> _Connection:
         """Take an idle connection or open one; wait up to `timeout` when all are busy."""
@@ -227,6 +247,15 @@ class PostgresStore(PostgresFlavour):
         self._schema_lock = threading.Lock()
         self._schema_ready = False
         self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # a migration in progress goes on in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a thread migrating at the fork held this lock, and is gone."""
+        if child:
+            self._schema_lock = threading.Lock()
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text

@@ -29,6 +29,17 @@ a read loses nothing, and failing reads too would turn a write outage into a ful
 the restart the error asks for. sqlite's own check (`SQLITE_FCNTL_HAS_MOVED`, a `stat` too)
 is not reachable from the `sqlite3` module, so the identities are taken from the paths right
 after the connection opens the files.
+
+The connection is the opening process's own. sqlite forbids using it in a forked child: its
+file locks belong to the process that took them (a child writing through the parent's
+connection holds none, and the parent closing its own deletes the WAL under the child), and
+sqlite's record of the locks held in the process, copied into the child, goes on saying that
+a lock taken at the fork is held, so even a connection the child opens itself can wait for
+it for ever. So just before a fork the store waits for its operation in progress, if any,
+and closes its connection; the parent and the child each open their own at their next
+operation (store/_fork.py). The lock is held across the fork, so that no operation starts
+meanwhile and the child's copy is not held by a thread it does not have; a moved file is
+dealt with at that close as at `close`, and the next open takes the file at the path.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pactmw.store import _fork
 from pactmw.store._sql.flavours import SqliteFlavour
 from pactmw.store._sql.migrations import SQLITE_MIGRATIONS
 from pactmw.store.base import Conversation, StoreError, StoreUnavailable
@@ -144,56 +156,88 @@ class SqliteStore(SqliteFlavour):
         self._lock = threading.Lock()
         self._closed = False
         self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
+        # Absolute, as sqlite opened it: a later chdir must not make the path name another
+        # file. A symlink's target is replaced when the link is pointed elsewhere, so it is
+        # followed at each check, not resolved now.
+        self._file_name = os.path.abspath(self._path)
+        # None when closed for a fork (see the module docstring) until the next operation.
+        self._conn: sqlite3.Connection | None = None
+        conn = self._connect()
         try:
-            self._conn = sqlite3.connect(
+            self._migrate()
+            with self._read() as conn:
+                self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        _fork.reset_at_fork(self)
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open this process's connection, configured, its file watched (`self._conn`)."""
+        try:
+            conn = sqlite3.connect(
                 self._path,
-                timeout=busy_timeout_ms / 1000,
+                timeout=self._busy_timeout_ms / 1000,
                 isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
                 check_same_thread=False,  # guarded by self._lock instead
             )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open sqlite database {self._path}: {exc}") from exc
         # sqlite opens (or creates) the file in connect(): this is the file it holds. Its WAL
-        # is known once a read opened it (below); until then only the file is checked.
+        # is known once a read opened it (`_prepare`); until then only the file is checked.
         self._watched: tuple[tuple[str, tuple[int, int]], ...] = ()
-        # Absolute, as sqlite opened it: a later chdir must not make the path name another
-        # file. A symlink's target is replaced when the link is pointed elsewhere, so it is
-        # followed at each check, not resolved now.
-        self._file_name = os.path.abspath(self._path)
         self._watch(self._file_name)
         self._moved_logged = False
         try:
-            try:
-                self._configure()
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(
-                    f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
-                ) from exc
-            except sqlite3.Error as exc:  # e.g. the file is not a database
-                raise StoreError(
-                    f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
-                ) from exc
-            self._migrate()
-            with self._read() as conn:
-                for statement in _TURN_SCHEMA:
-                    conn.execute(statement)
-                # In WAL mode the WAL is open now, and stays the same file while this
-                # connection is: sqlite deletes it only when the last connection closes.
-                # No -wal (a rollback journal, a file nobody may write): nothing to check.
-                self._watch(f"{os.path.realpath(self._path)}-wal")  # where sqlite puts it
+            self._configure(conn)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            raise StoreUnavailable(
+                f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
+            ) from exc
+        except sqlite3.Error as exc:  # e.g. the file is not a database
+            conn.close()
+            raise StoreError(
+                f"cannot set up sqlite database {self._path}: {self._driver_message(exc)}"
+            ) from exc
         except BaseException:
-            self._conn.close()
+            conn.close()
             raise
+        self._conn = conn
+        return conn
 
-    def _configure(self) -> None:
-        self._conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        self._conn.execute("PRAGMA foreign_keys = ON")
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Make the connection's TEMP schema and watch its WAL, once the schema is current."""
+        for statement in _TURN_SCHEMA:
+            conn.execute(statement)
+        # In WAL mode the WAL is open now, and stays the same file while this connection
+        # is: sqlite deletes it only when the last connection closes. No -wal (a rollback
+        # journal, a file nobody may write): nothing to check.
+        self._watch(f"{os.path.realpath(self._path)}-wal")  # where sqlite puts it
+
+    def _forking(self) -> None:
+        """Just before a fork: wait for the operation in progress, then close the connection
+        (see the module docstring); the lock is held until `_forked`."""
+        self._lock.acquire()
+        try:
+            if self._conn is not None and not self._closed:
+                self._moved()  # leaves no WAL at the path for another file, as `close` does
+                self._conn.close()
+        finally:
+            self._conn = None  # even if closing failed: the child must never use it
+
+    def _forked(self, *, child: bool) -> None:
+        self._lock.release()
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys = ON")
         # In WAL mode, NORMAL syncs at checkpoints instead of on every commit: a killed
         # process loses nothing (the WAL is in the OS's hands), only an OS crash or power loss
         # can roll back the last commits, and the database stays consistent either way. It
         # roughly triples message:send bookkeeping here (benchmarks/store.py); deployments
         # that need every commit on disk before the reply use PostgreSQL.
-        self._conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
         # WAL lets readers run while a writer commits. The mode is stored in the file, so
         # only the first opener switches; but while it does, other openers' PRAGMA fails at
         # once with "database is locked" (the busy handler is not consulted; seen with
@@ -201,7 +245,7 @@ class SqliteStore(SqliteFlavour):
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         while True:
             try:
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:
                 if _read_only(exc):
@@ -254,7 +298,16 @@ class SqliteStore(SqliteFlavour):
             if self._closed:
                 raise StoreUnavailable(f"the sqlite store {self._path} is closed")
             try:
-                yield self._conn
+                conn = self._conn
+                if conn is None:  # closed for a fork: open this process's own
+                    conn = self._connect()
+                    try:
+                        self._prepare(conn)
+                    except BaseException:
+                        self._conn = None
+                        conn.close()
+                        raise
+                yield conn
             except sqlite3.OperationalError as exc:  # locked, I/O error, disk full
                 raise StoreUnavailable(
                     f"sqlite database {self._path}: {self._driver_message(exc)}"
@@ -310,8 +363,9 @@ class SqliteStore(SqliteFlavour):
             moved = f"sqlite database {self._path}"
         else:
             moved = f"the write-ahead log {name} of sqlite database {self._path}"
-        with contextlib.suppress(sqlite3.Error):
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return moved
 
     @contextlib.contextmanager
@@ -334,9 +388,9 @@ class SqliteStore(SqliteFlavour):
     def close(self) -> None:
         """Close the connection; later calls raise `StoreUnavailable`."""
         with self._lock:
-            if not self._closed:
-                self._closed = True
+            if not self._closed and self._conn is not None:
                 try:
                     self._moved()  # leaves no WAL at the path for another file
                 finally:
                     self._conn.close()
+            self._closed = True

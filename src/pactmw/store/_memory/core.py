@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 
 from attrs import define, evolve, frozen
 
+from pactmw.store import _fork
 from pactmw.store._decisions import RefreshTokenState
 from pactmw.store._protocols.account_tokens import AccountToken
 from pactmw.store._protocols.grants import GrantKey
@@ -141,6 +142,15 @@ class MemoryCore:
         self._answers: dict[str, RememberedAnswer] = {}
         self._ops = itertools.count()
         self._closed = False
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        """Just before a fork: wait for the operation in progress, so that the child gets
+        whole state and a lock no thread of its holds (the lock is held until `_forked`)."""
+        self._lock.acquire()
+
+    def _forked(self, *, child: bool) -> None:
+        self._lock.release()
 
     def _maybe_purge(self, now: float) -> None:
         # Called with the lock held. Only every PURGE_EVERY-th call scans, as the SQL
