@@ -16,6 +16,11 @@ these routes:
   variant reads the body again and echoes its first text part.
 * `/.well-known/apple-app-site-association`: the app's own document beside the Provider's
   (Poppy's `/.well-known/poppy.json`), routed after them: as `/public`.
+* `/a2a/internal/orders` (`APP_UNDER_MOUNT`) and `/a2a/acme/mine` (`APP_UNDER_BRAND`): the
+  app's own views under the Provider's mount, as `/public`, routed before the Provider's
+  paths (Flask: more specific rules; Django: listed before `a2a_urlpatterns()`). Only the
+  adapters that guard once the request is routed have them (Flask, Django): the ASGI and
+  WSGI middleware run before routing and leave all of `/a2a/` to the Provider.
 
 A server has only the variants its framework has (plain WSGI has no async views).
 """
@@ -53,6 +58,10 @@ SCOPE = "orders:read"
 ACTION = "create_order"
 #: The app's own document under /.well-known, where Poppy's are too.
 WELL_KNOWN = "/.well-known/apple-app-site-association"
+#: The app's own view under `/a2a/`, whose first segment is no Brand's.
+APP_UNDER_MOUNT = "/a2a/internal/orders"
+#: The app's own view under the Brand's id, a path the Provider would answer otherwise.
+APP_UNDER_BRAND = f"/a2a/{BRAND}/mine"
 
 
 def describe(
@@ -375,6 +384,9 @@ def flask_app(config: dict[str, Any]) -> Flask:
     app.add_url_rule("/public", "public", view)
     app.add_url_rule("/apiary", "apiary", view)
     app.add_url_rule(WELL_KNOWN, "well_known", view)
+    # More specific than the Provider's `/a2a/<path:rest>`: Flask routes these to the app.
+    app.add_url_rule(APP_UNDER_MOUNT, "under_mount", view)
+    app.add_url_rule(APP_UNDER_BRAND, "under_brand", view)
     app.add_url_rule("/decorated-sync", "decorated_sync", required(view))
     app.add_url_rule("/decorated-async", "decorated_async", required(async_view))
     app.add_url_rule("/optional", "optional", required(optional=True)(view))

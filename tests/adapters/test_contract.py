@@ -22,6 +22,7 @@ from pactmw.protocols.delegation import mint_access_token
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
 from pactmw.provider.delegated import FORM_LIMIT
+from tests.adapters.contract_apps import APP_UNDER_BRAND, APP_UNDER_MOUNT
 from tests.adapters.contract_harness import (
     BASE_URL,
     ISSUER,
@@ -855,6 +856,35 @@ def test_the_providers_own_routes_under_the_default_prefix_authenticate_themselv
         headers={**target.headers(target.token()), "Content-Type": "application/a2a+json"},
     )
     assert sent.status_code == 200, sent.text[:300]
+
+
+#: The servers that guard once the framework has routed the request, and so know whether it
+#: reaches a view of the app's own or the Provider (Flask's `before_request`, Django's
+#: `process_view`). The ASGI and WSGI middleware run before routing: all of `/a2a/` is the
+#: Provider's there (docs/adapters.md).
+ROUTED_BEFORE_GUARDED = ("flask", "django-wsgi", "django-asgi")
+
+
+@pytest.mark.parametrize("name", ROUTED_BEFORE_GUARDED)
+def test_the_apps_own_views_under_the_providers_mount_are_guarded(
+    default_prefix_servers: Harness, name: str
+) -> None:
+    # Reported on Flask in a new user's trial, then on Django: with `brands`, the middleware
+    # left all of /a2a/ to the Provider, but the framework routed the app's own view there
+    # (listed before the Provider's), which ran for anyone and never saw the caller.
+    target = default_prefix_servers.get(name)
+    signed = target.headers(target.token())
+    for path in (APP_UNDER_MOUNT, APP_UNDER_BRAND):
+        assert_refused(target.client.get(path))
+        assert_refused(target.client.get(path, headers=target.headers("garbage")))
+        assert_caller(target.client.get(path, headers=signed), account=None)
+    # The Provider's own paths stay its own: its card is public, and an unmatched route (an
+    # unknown Brand's too) is its bare 404 before any credential, as PACT conformance wants.
+    card = target.client.get("/a2a/acme/.well-known/agent-card.json")
+    assert card.status_code == 200, card.text[:200]
+    for path in ("/a2a/acme/nothing", "/a2a/nobody/unknown", "/a2a/nobody/message:send"):
+        unknown = target.client.get(path)
+        assert (unknown.status_code, unknown.content) == (404, b""), (path, unknown.text[:200])
 
 
 def test_every_path_under_the_providers_mount_is_the_providers(target: Target) -> None:

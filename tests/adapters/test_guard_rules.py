@@ -262,6 +262,39 @@ def test_a_settings_prefix_that_is_not_a_path_names_the_key(written: object) -> 
     assert str(caught.value).startswith("protect_prefix must be a")
 
 
+@pytest.mark.parametrize(
+    ("path", "apps_own_view", "guarded"),
+    [
+        ("/a2a/whoami", True, True),  # the app's view, routed before the Provider's
+        ("/a2a/acme/mine", True, True),  # under a Brand's id too
+        ("/a2a", True, True),
+        ("/a2a/whoami", False, False),  # routed to the Provider (or not routed at all)
+        ("/a2a/acme/.well-known/agent-card.json", False, False),
+        ("/a2a/nobody/unknown", False, False),  # the Provider's 404 before any credential
+        ("/api/echo", True, False),  # outside the guarded prefix
+    ],
+)
+def test_serving_the_provider_leaves_its_paths_to_it_but_not_the_apps_views_there(
+    world: World, path: str, apps_own_view: bool, guarded: bool
+) -> None:
+    # Before routing, all of /a2a/ is the Provider's (`protects`); once the framework has
+    # routed a request there to a view of the app's own, the Provider never sees it.
+    guard = Guard(world.verifier, provider=world.provider, serves_provider=True)
+    assert guard.protects(path) is False
+    assert guard.protects_once_routed(path, apps_own_view=apps_own_view) is guarded
+    # Another guarded prefix: a view under /a2a/ is outside it, and one under /api/ was
+    # verified before routing.
+    elsewhere = Guard(
+        world.verifier, provider=world.provider, serves_provider=True, protect_prefix="/api/"
+    )
+    assert elsewhere.protects_once_routed(path, apps_own_view=apps_own_view) is False
+    # Without the Provider in the app, `protects` guards every path under the prefix before
+    # routing; nothing is left to verify once routed (a caller is never verified twice).
+    alone = Guard(world.verifier, provider=world.provider)
+    assert alone.protects(path) is path.startswith("/a2a")
+    assert alone.protects_once_routed(path, apps_own_view=apps_own_view) is False
+
+
 # -- the adapters' arguments: checked where the adapter is built -----------------------------
 
 Build = Callable[..., object]

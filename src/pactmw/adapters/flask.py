@@ -36,7 +36,7 @@ from pactmw.adapters._common import (
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
-from pactmw.config import ConfigError, in_protected_path
+from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
@@ -186,7 +186,9 @@ def _guard_prefix() -> WerkzeugResponse | None:
     # guarded prefix is refused before routing, as every adapter's middleware does, so a 404
     # never tells an anonymous caller which paths exist. Flask, which has routed the request
     # before this runs, also guards a view of the app's own under the Provider's `/a2a/`.
-    if guard.protects(request.path) or _apps_own_view_under_the_prefix(guard):
+    if guard.protects(request.path) or guard.protects_once_routed(
+        request.path, apps_own_view=_routed_to_apps_own_view()
+    ):
         try:
             verify_personal_agent()
         except PersonalAgentRefused as refused:
@@ -203,18 +205,12 @@ def _guard_prefix() -> WerkzeugResponse | None:
     return None
 
 
-def _apps_own_view_under_the_prefix(guard: Guard) -> bool:
-    """Whether Flask routed this request, under the guarded prefix, to one of the app's own
-    views rather than to the Provider. `Guard.protects` leaves all of `/a2a/` to the
-    Provider, but a rule of the app's there (`/a2a/whoami`, `/a2a/acme/mine`) wins over the
-    Provider's `/a2a/<path:rest>` in Flask's routing, and the Provider never sees the
-    request to authenticate it: without this check, that view would run for anyone."""
+def _routed_to_apps_own_view() -> bool:
+    """Whether Flask routed this request to one of the app's own views rather than to the
+    Provider (or to no rule). A rule of the app's under `/a2a/` (`/a2a/whoami`,
+    `/a2a/acme/mine`) wins over the Provider's `/a2a/<path:rest>` in Flask's routing."""
     rule = request.url_rule
-    return (
-        rule is not None
-        and rule.endpoint not in _PROVIDER_ENDPOINTS
-        and in_protected_path(request.path, guard.protect_prefix)
-    )
+    return rule is not None and rule.endpoint not in _PROVIDER_ENDPOINTS
 
 
 def _of_request(key: str, kind: type[_T]) -> _T | None:

@@ -5,7 +5,8 @@ reader), asks the guard, and translates the answer back. The guard owns every ru
 
 * which paths the middleware protects (`protects`): the prefix, minus the Provider's own
   routes when the app serves the Provider (they authenticate themselves, in the protocol's
-  order);
+  order); and, where the adapter can tell once the framework has routed a request
+  (`protects_once_routed`: Flask, Django), a view of the app's own routed under them;
 * the caller (`authenticate`): the `Authorization` header (a repeated one is missing), the
   identity JWT, then an `X-A2A-User-Delegation` token when one is sent (a repeated one is
   malformed; one sent where no Brand accepts delegation is refused, never ignored);
@@ -102,8 +103,26 @@ class Guard:
         # The Provider's paths (`/a2a` too) are its own: its routes authenticate themselves.
         # All of them, an unknown Brand's too: an unmatched route there is the Provider's 404
         # before any credential (the PACT conformance suite checks it), and a middleware that
-        # runs before routing cannot tell such a path from an app's own route under `/a2a/`.
+        # runs before routing cannot tell such a path from an app's own route under `/a2a/`
+        # (an adapter that can, once routed, asks `protects_once_routed`).
         return not (self.serves_provider and in_protected_path(path, MOUNT))
+
+    def protects_once_routed(self, path: str, *, apps_own_view: bool) -> bool:
+        """Whether a request to `path` that `protects` leaves alone is verified once the
+        framework has routed it, `apps_own_view` telling whether to a view of the app's own
+        (False: to the Provider, or to no route at all).
+
+        `protects` leaves all of `/a2a/` to the Provider when the app serves it, but the
+        framework may route a path there to the app's view instead (`/a2a/whoami`, listed
+        before the Provider's): the Provider never sees that request to authenticate it, so
+        the view is guarded as any path under the prefix is. Only an adapter whose check
+        runs after routing can ask (Flask's `before_request`, Django's `process_view`); a
+        path `protects` guards was verified before routing, and is not verified twice."""
+        return (
+            apps_own_view
+            and in_protected_path(path, self.protect_prefix)
+            and not self.protects(path)
+        )
 
     def guards_a_providers_card(self, path: str) -> bool:
         """Whether `path`, which `protects`, is a Brand's public Agent Card: an app that

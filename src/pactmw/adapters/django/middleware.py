@@ -11,14 +11,19 @@ from django.http import HttpRequest, HttpResponse
 
 from pactmw.adapters.django._config import configured, protect_prefix
 from pactmw.adapters.django._http import neutral_request, refused, to_django
+from pactmw.adapters.django.views import a2a_view
 from pactmw.config import in_protected_path
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.provider.guard import Guard, refusal_response
 
+#: Django's `process_view(request, view_func, view_args, view_kwargs)`.
+_ProcessView = Callable[[HttpRequest, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+
 
 class PersonalAgentMiddleware:
     """Verify personal agents on `PACTMW["protect_prefix"]` (default `/a2a/`; the Provider's
-    own routes authenticate themselves). Other paths pass untouched, even when the settings
+    own routes authenticate themselves, and a view of the site's own routed under them is
+    verified once Django has resolved it). Other paths pass untouched, even when the settings
     are broken (the system checks report those); a view that raises `RequestRefused` answers
     its status."""
 
@@ -34,6 +39,12 @@ class PersonalAgentMiddleware:
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:
             markcoroutinefunction(self)
+        # Django calls `process_view` in its handler's mode, adapting a method of the other
+        # one (a thread per request under ASGI for a sync one): the async twin under ASGI
+        # verifies without holding a thread, as `__acall__` does.
+        self.process_view: _ProcessView = (
+            self._aprocess_view if self.is_async else self._process_view
+        )
 
     def _guard(self, request: HttpRequest) -> Guard | HttpResponse | None:
         """The guard when this path is guarded, a 503 when it is but cannot be, else None."""
@@ -47,29 +58,76 @@ class PersonalAgentMiddleware:
             return refused(exc)
         return guard if guard.protects(path) else None
 
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.is_async:
-            return self.__acall__(request)
-        guard = self._guard(request)
+    def _routed_guard(
+        self, request: HttpRequest, view: Callable[..., Any]
+    ) -> Guard | HttpResponse | None:
+        """The guard when Django resolved this request, which `_guard` left alone, to `view`
+        and the guard verifies it there (`Guard.protects_once_routed`: a view of the site's
+        own under the Provider's `/a2a/`, which the Provider never sees), a 503 when it
+        cannot be built, else None."""
+        path = request.path_info
+        if not in_protected_path(path, protect_prefix()):
+            return None
+        try:
+            guard = configured.guard()
+        except RequestRefused as exc:
+            return refused(exc)
+        # `a2a_view` is the Provider, whichever pattern routes to it (as pactmw.W003 asks).
+        own = view is not a2a_view
+        return guard if guard.protects_once_routed(path, apps_own_view=own) else None
+
+    @staticmethod
+    def _verify(guard: Guard | HttpResponse | None, request: HttpRequest) -> HttpResponse | None:
+        """Attach the verified caller when `guard` is a guard; the refusal (or the 503 it is)
+        instead when it answers."""
         if isinstance(guard, Guard):
             try:
                 request.personal_agent = guard.authenticate(neutral_request(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(refusal_response(exc))
-        elif guard is not None:
-            return guard
-        return self.get_response(request)
+            return None
+        return guard
 
-    async def __acall__(self, request: HttpRequest) -> Any:
-        guard = self._guard(request)
+    @staticmethod
+    async def _averify(
+        guard: Guard | HttpResponse | None, request: HttpRequest
+    ) -> HttpResponse | None:
+        """Async `_verify`."""
         if isinstance(guard, Guard):
             try:
                 request.personal_agent = await guard.aauthenticate(neutral_request(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(refusal_response(exc))
-        elif guard is not None:
-            return guard
-        return await self.get_response(request)
+            return None
+        return guard
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        answer = self._verify(self._guard(request), request)
+        return answer if answer is not None else self.get_response(request)
+
+    async def __acall__(self, request: HttpRequest) -> Any:
+        answer = await self._averify(self._guard(request), request)
+        return answer if answer is not None else await self.get_response(request)
+
+    def _process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        return self._verify(self._routed_guard(request, view_func), request)
+
+    async def _aprocess_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        return await self._averify(self._routed_guard(request, view_func), request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         """A view of the site's that needs pactmw (the admin's pages, `get_provider()`) while

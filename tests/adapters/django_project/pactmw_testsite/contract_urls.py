@@ -50,6 +50,9 @@ urlpatterns = [
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     path("brand-site/poppy.json", poppy_discovery_view("shop")),
     *_poppy_apis(),
+    # The site's own views under the Provider's mount, listed before its patterns.
+    path("a2a/internal/orders", views.public),
+    path("a2a/acme/mine", views.public),
     *a2a_urlpatterns(),
     # The site's own OAuth server's metadata (django-oauth-toolkit's, say), under the prefix
     # of Poppy's issuer metadata: pactmw routes that prefix only for a Poppy Brand.
