@@ -53,7 +53,7 @@ CANNOT_RUN = "2 for bad usage, a bad configuration, or a store that cannot be op
         ("agents", ("list", "add", "block", "allow", "remove", "next request")),
         ("agents list", ("Exit status 0, or " + CANNOT_RUN,)),
         ("agents add", ("ISSUER", "JWKS_URI", "--name", "Exit status 0 when added, 1", CANNOT_RUN)),
-        ("agents block", ("401", "open-mode", CANNOT_RUN)),
+        ("agents block", ("401", "whichever protocol it speaks", "open-mode", CANNOT_RUN)),
         ("agents allow", (CANNOT_RUN,)),
         ("agents remove", ("configured agents are removed from the configuration", CANNOT_RUN)),
         (

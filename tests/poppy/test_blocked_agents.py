@@ -15,11 +15,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from pactmw.core.http import Request
+from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.agent_admin import Outcome, list_agents, set_enabled
 from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.poppy.test_company_rules import session_form
 from tests.support.logs import assert_logs_tame
-from tests.support.poppy_world import PoppyWorld, world_on
+from tests.support.poppy_world import PoppyWorld, poppy_brand, world_on
 
 
 @pytest.fixture(scope="module", params=["sqlite"])
@@ -123,3 +125,35 @@ def test_blocking_one_poppy_agent_leaves_the_others_alone(world: PoppyWorld) -> 
 
     # Atlas is not blocked: its Session starts, and reaches the API (403: signed out).
     assert asyncio.run(go()) == (200, 403)
+
+
+def test_a_session_of_an_agent_the_brand_no_longer_admits_is_refused(world: PoppyWorld) -> None:
+    # The same rule as a block: a Brand restarted with a narrower poppy.agents (another
+    # Provider on the same store here) refuses the live Sessions of the agents it dropped.
+    async def make() -> tuple[str, list[str]]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            session = await ctx.session(user)
+            url = ctx.url("/api/orders")
+            proofs = [await ctx.proof(user, "GET", url, token=session) for _ in range(2)]
+            return session.access_token.get_secret_value(), proofs
+
+    access, (one, two) = asyncio.run(make())
+
+    def request(proof: str) -> Request:
+        headers = (("authorization", f"DPoP {access}"), ("dpop", proof))
+        return Request(method="GET", path="/api/orders", headers=headers)
+
+    narrower = world.other_provider(poppy_brand(agents=[world.plain.client_id]))
+    unchanged = world.other_provider()
+    try:
+        with pytest.raises(PoppyError) as refused:
+            narrower.poppy_session("shop", request(one))
+        caller = unchanged.poppy_session("shop", request(two))
+    finally:
+        narrower.close()
+        unchanged.close()
+    assert (refused.value.status, refused.value.error) == (401, "invalid_token")
+    assert refused.value.detail == "this agent is not admitted"
+    assert caller.client_id == world.atlas.client_id
