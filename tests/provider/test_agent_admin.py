@@ -407,7 +407,13 @@ def test_an_unknown_issuer_is_refused_unless_a_poppy_brand_admits_any_agent() ->
             status=1,
         )
         assert named.store.agent_enabled(stranger) is None  # nothing written
-        assert set_enabled(anyone, stranger, False) == Outcome((f"blocked {stranger}",))
+        unlisted = (
+            f"{stranger} is no agent agents list shows: a Poppy agent that holds no grant "
+            "(never signed in), or a misspelt id"
+        )
+        assert set_enabled(anyone, stranger, False) == Outcome((f"blocked {stranger}", unlisted))
+        assert anyone.store.agent_enabled(stranger) is False
+        assert set_enabled(anyone, stranger, True) == Outcome((f"allowed {stranger}", unlisted))
         assert set_enabled(anyone, "http://plain.example", False).status == 1  # no Poppy id
     finally:
         named.close()

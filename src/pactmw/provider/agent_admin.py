@@ -404,13 +404,27 @@ def set_enabled(provider: Provider, issuer: str, enabled: bool) -> Outcome:
         current.enabled if current is not None else registry.overrides.agent_enabled(issuer)
     ) is not False
     if was_enabled == enabled:
-        return Outcome((f"{issuer} was already {verb}",))
+        return Outcome((f"{issuer} was already {verb}", *_unlisted(provider, issuer)))
     if enabled:
         registry.enable(issuer)
     else:
         registry.disable(issuer)
     logger.info("agent %s: issuer=%s", verb, issuer)
-    return Outcome((f"{verb} {issuer}",))
+    return Outcome((f"{verb} {issuer}", *_unlisted(provider, issuer)))
+
+
+def _unlisted(provider: Provider, issuer: str) -> tuple[str, ...]:
+    """A line saying `issuer` is no agent `agents list` shows, when only a Poppy Brand that
+    admits any agent let it be switched (`_may_be_poppy`): the switch is written, but a
+    misspelt id would stop nobody, so the operator is told."""
+    if provider.verifier.open_mode or _is_registered(provider, issuer):
+        return ()
+    if _poppy_brands(provider, issuer):
+        return ()
+    return (
+        f"{issuer} is no agent agents list shows: a Poppy agent that holds no grant (never "
+        "signed in), or a misspelt id",
+    )
 
 
 def remove_agent(provider: Provider, issuer: str) -> Outcome:
