@@ -53,7 +53,7 @@ CANNOT_RUN = "2 for bad usage, a bad configuration, or a store that cannot be op
         ("agents", ("list", "add", "block", "allow", "remove", "next request")),
         ("agents list", ("Exit status 0, or " + CANNOT_RUN,)),
         ("agents add", ("ISSUER", "JWKS_URI", "--name", "Exit status 0 when added, 1", CANNOT_RUN)),
-        ("agents block", ("401", "open-mode", CANNOT_RUN)),
+        ("agents block", ("401", "whichever protocol it speaks", "open-mode", CANNOT_RUN)),
         ("agents allow", (CANNOT_RUN,)),
         ("agents remove", ("configured agents are removed from the configuration", CANNOT_RUN)),
         (
@@ -174,7 +174,12 @@ def test_agents_list_shows_the_poppy_agents_holding_grants(tmp_path: Path) -> No
     assert (entry["issuer"], entry["source"], entry["brand_id"]) == (POPPY_AGENT, "poppy", "shop")
 
     blocked = run("agents", "block", "--config", "pactmw.toml", POPPY_AGENT, cwd=tmp_path)
-    assert blocked.returncode == 1
-    assert "is a Poppy agent (brand shop), which agents block and allow do not reach" in (
-        blocked.stderr
-    )
+    assert (blocked.returncode, blocked.stdout) == (0, f"blocked {POPPY_AGENT}\n"), blocked.stderr
+    # Written to the store, where every serving process's Poppy Brands read it.
+    store = open_store(f"sqlite:///{tmp_path}/pactmw.db")
+    try:
+        assert store.agent_enabled(POPPY_AGENT) is False
+    finally:
+        store.close()
+    listed = run("agents", "list", "--config", "pactmw.toml", cwd=tmp_path)
+    assert listed.stdout.splitlines()[1].split()[5] == "blocked"

@@ -394,7 +394,7 @@ def test_an_empty_listing_on_a_poppy_site_does_not_send_poppy_agents_to_agents_a
         provider.close()
 
 
-def test_block_and_allow_refuse_a_poppy_agent_as_poppy_ignores_them() -> None:
+def test_block_and_allow_reach_a_poppy_agent() -> None:
     provider = _provider(brands=POPPY_BRANDS)
     try:
         # Live whenever the test runs: block and allow judge grants at the current time.
@@ -402,31 +402,58 @@ def test_block_and_allow_refuse_a_poppy_agent_as_poppy_ignores_them() -> None:
         gone = "https://gone.example/agent.json"
         _grant(provider, "g-1", "shop", gone, "jane", expires_at=NOW + 3650 * DAY)
         for agent in (POPPY_AGENT, gone):
-            for enabled, verb in ((False, "blocked"), (True, "allowed")):
-                refused = set_enabled(provider, agent, enabled)
-                assert refused == Outcome(
-                    error=f"nothing {verb}: {agent} is a Poppy agent (brand shop), which "
-                    "agents block and allow do not reach: a Brand's [brands.ID.poppy] agents "
-                    "admits it, and grants revoke ends its sign-ins",
-                    status=1,
-                )
-                assert switch_refusal(provider, agent, enabled) == refused
-            assert provider.store.agent_enabled(agent) is None  # nothing written
+            assert switch_refusal(provider, agent, False) is None
+            assert set_enabled(provider, agent, True) == Outcome((f"{agent} was already allowed",))
+            assert set_enabled(provider, agent, False) == Outcome((f"blocked {agent}",))
+            assert provider.store.agent_enabled(agent) is False  # what Poppy reads
+            assert set_enabled(provider, agent, False) == Outcome((f"{agent} was already blocked",))
+            assert set_enabled(provider, agent, True) == Outcome((f"allowed {agent}",))
+            assert provider.store.agent_enabled(agent) is True
+        # Listed blocked while blocked: the Brand admits it, the switch refuses it.
+        _grant(provider, "g-2", "shop", POPPY_AGENT, "jane", expires_at=NOW + 3650 * DAY)
+        set_enabled(provider, POPPY_AGENT, False)
+        statuses = {e.issuer: e.status for e in list_agents(provider) if e.source == "poppy"}
+        assert statuses == {POPPY_AGENT: "blocked", gone: "blocked"}  # gone: not admitted
     finally:
         provider.close()
 
 
-def test_an_open_mode_provider_blocks_a_grant_holder_poppy_does_not_name() -> None:
+def test_an_unknown_issuer_is_refused_unless_a_poppy_brand_admits_any_agent() -> None:
+    # A Brand admitting any agent hears from agents holding no grant (signed-out Sessions),
+    # which agents list does not show: any https client_id may be one of them.
+    named = _provider(brands=POPPY_BRANDS)
+    poppy = {"domain": "shop.example", "agents": "any"}
+    anyone = _provider(brands={"shop": {"handler": "examples.bots:order_bot", "poppy": poppy}})
+    try:
+        stranger = "https://stranger.example/agent.json"
+        refused = set_enabled(named, stranger, False)
+        assert refused == Outcome(
+            error=f"nothing blocked: no agent {stranger} is configured or added "
+            "(agents list shows them)",
+            status=1,
+        )
+        assert named.store.agent_enabled(stranger) is None  # nothing written
+        unlisted = (
+            f"{stranger} is no agent agents list shows: a Poppy agent that holds no grant "
+            "(never signed in), or a misspelt id"
+        )
+        assert set_enabled(anyone, stranger, False) == Outcome((f"blocked {stranger}", unlisted))
+        assert anyone.store.agent_enabled(stranger) is False
+        assert set_enabled(anyone, stranger, True) == Outcome((f"allowed {stranger}", unlisted))
+        assert set_enabled(anyone, "http://plain.example", False).status == 1  # no Poppy id
+    finally:
+        named.close()
+        anyone.close()
+
+
+def test_an_open_mode_provider_blocks_a_grant_holder_and_a_poppy_agent() -> None:
     # Open mode accepts unregistered PACT issuers, whose grants look like a Poppy agent's:
-    # only a client_id a Brand's poppy.agents names is refused as Poppy's.
+    # one switch blocks either.
     provider = _provider(brands=POPPY_BRANDS, open_mode=True)
     try:
         other = "https://discovered.example"
         _grant(provider, "g-1", "shop", other, "jane", expires_at=NOW + 3650 * DAY)
         assert set_enabled(provider, other, False) == Outcome((f"blocked {other}",))
-        named = set_enabled(provider, POPPY_AGENT, False)
-        assert named.status == 1
-        assert named.error is not None
-        assert "is a Poppy agent (brand shop)" in named.error
+        assert set_enabled(provider, POPPY_AGENT, False) == Outcome((f"blocked {POPPY_AGENT}",))
     finally:
         provider.close()

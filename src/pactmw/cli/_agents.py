@@ -38,8 +38,8 @@ _LIST_HELP = refilled(
 List the configured agents and those added at runtime, by issuer: name, source (config or
 runtime), status (allowed, blocked, or ignored: a runtime agent also configured), JWKS URL and
 when it was added. Then the Poppy agents holding a live grant, by client_id, one per Brand
-(source "poppy at BRAND"; blocked when the Brand's poppy.agents no longer admits it; when its
-oldest live grant was made). --json prints a JSON array instead. Exit status 0, or
+(source "poppy at BRAND"; blocked when blocked or the Brand's poppy.agents no longer admits
+it; when its oldest live grant was made). --json prints a JSON array instead. Exit status 0, or
 {CANNOT_RUN_HELP}.
 """
 )
@@ -57,17 +57,19 @@ is already configured or added, 2 for a bad issuer, URL or name (nothing is writ
 
 _BLOCK_HELP = refilled(
     f"""\
-Block an agent (configured or added): its requests get 401 from the next one on, in every
-process. Blocking a blocked agent changes nothing. Exit status 0, 1 for an issuer that is
-neither configured nor added (an open-mode Provider can block any issuer) and for a Poppy
-agent (Poppy does not read blocks: a Brand's poppy.agents admits it), {CANNOT_RUN_HELP}.
+Block an agent (configured, added, or a Poppy agent by its client_id): its requests get 401
+from the next one on, in every process, whichever protocol it speaks (a Poppy agent's live
+Sessions too, until it is allowed again). Blocking a blocked agent changes nothing. Exit
+status 0, 1 for an issuer that is neither configured nor added nor a Poppy agent (an
+open-mode Provider can block any issuer; a Provider whose Poppy Brand admits any agent,
+any https client_id), {CANNOT_RUN_HELP}.
 """
 )
 
 _ALLOW_HELP = refilled(
     f"""\
 Allow a blocked agent again (also a configured agent with enabled = false). Exit status 0, 1
-for an issuer that is neither configured nor added, {CANNOT_RUN_HELP}.
+for an issuer that is neither configured nor added nor a Poppy agent, {CANNOT_RUN_HELP}.
 """
 )
 

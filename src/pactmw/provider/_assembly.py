@@ -9,7 +9,7 @@ from typing import Any
 
 from pactmw.core.fetch import FetchPolicy
 from pactmw.protocols.delegation import SigningKeys
-from pactmw.protocols.identity import IdentityVerifier
+from pactmw.protocols.identity import AgentOverrides, IdentityVerifier
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.card import build_card
@@ -54,11 +54,13 @@ def poppy_server(
     rate_counters: RateLimitStore | None,
     audit: AuditHook | None,
     turns: MessageSender,
+    blocks: AgentOverrides,
 ) -> PoppyServer | None:
     """The Poppy company side of the Brands that enable Poppy (None: none does), answering
     conversations with the Brands' own bots through `turns`, as `message:send` does.
     `audit` hears Poppy sign-ins and feedback (through the authorization server's `Audit`
-    when there is one, so each event is published once)."""
+    when there is one, so each event is published once). `blocks` are the switches PACT's
+    verifier reads, so a blocked agent is refused whichever protocol it speaks."""
     poppy_brands = {
         brand.id: (brand.name, brand.poppy) for brand in brands.values() if brand.poppy is not None
     }
@@ -84,6 +86,7 @@ def poppy_server(
         audit=oauth.audit if oauth is not None else Audit(audit),
         bots={brand_id: brands[brand_id] for brand_id in poppy_brands},
         turns=turns,
+        blocks=blocks,
     )
 
 

@@ -26,6 +26,7 @@ from pactmw.config import ConfigError, check_jwks_uri
 from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, format_time
+from pactmw.provider.poppy._brands import agent_refusal
 from pactmw.provider.poppy._conversations import OWNER_PREFIX
 from pactmw.store.base import AgentExists, Cleanup, Grant
 
@@ -75,9 +76,10 @@ class AgentEntry:
     `poppy`: a Poppy agent holding a live grant at the Brand `brand_id`, its `issuer` being
     its `client_id` and `added_at` its oldest live grant's creation. `enabled` is what the
     next request gets, overrides included (for a Poppy agent: whether the Brand's
-    `poppy.agents` admits it). `jwks_uri` is None for a configured inline JWKS and a Poppy
-    agent (its keys are in its client metadata). `shadowed`: a runtime record of an issuer
-    that is also configured, so the configured agent is the one used.
+    `poppy.agents` admits it and it is not blocked). `jwks_uri` is None for a configured
+    inline JWKS and a Poppy agent (its keys are in its client metadata). `shadowed`: a
+    runtime record of an issuer that is also configured, so the configured agent is the one
+    used.
     """
 
     issuer: str
@@ -148,15 +150,17 @@ def _poppy_agents(provider: Provider, now: float) -> tuple[AgentEntry, ...]:
                 key = (grant.client_id, brand.id)
                 oldest[key] = min(oldest.get(key, grant.created_at), grant.created_at)
     entries = []
+    switches = provider.verifier.registry.overrides  # what Poppy reads too
     for (client_id, brand_id), since in sorted(oldest.items()):
         poppy = provider.brands[brand_id].poppy
         assert poppy is not None
+        refusal = agent_refusal(poppy, client_id, switches.agent_enabled(client_id))
         entries.append(
             AgentEntry(
                 issuer=client_id,
                 name="",
                 source="poppy",
-                enabled=poppy.admits(client_id),
+                enabled=refusal is None,
                 jwks_uri=None,
                 added_at=since,
                 brand_id=brand_id,
@@ -366,47 +370,75 @@ def _is_registered(provider: Provider, issuer: str) -> bool:
 
 def switch_refusal(provider: Provider, issuer: str, enabled: bool) -> Outcome | None:
     """Why `set_enabled` would refuse to switch `issuer` (an `Outcome` with the error and the
-    exit status), or None; writes nothing. A Poppy agent is refused: Poppy never reads the
-    switches, so a block would say done and change nothing."""
-    if _is_registered(provider, issuer):
+    exit status), or None; writes nothing. Refused: an issuer that is no agent the Provider
+    could hear from (neither configured nor added, nor a Poppy agent, `_may_be_poppy`), on a
+    Provider not in open mode."""
+    if _is_registered(provider, issuer) or provider.verifier.open_mode:
+        return None
+    if _may_be_poppy(provider, issuer):
         return None
     verb = "allowed" if enabled else "blocked"
-    brands = _poppy_brands(provider, issuer)
-    if brands:
-        return _refused(
-            f"nothing {verb}: {issuer} is a Poppy agent (brand {', '.join(brands)}), which "
-            "agents block and allow do not reach: a Brand's [brands.ID.poppy] agents admits "
-            "it, and grants revoke ends its sign-ins",
-            1,
-        )
-    if provider.verifier.open_mode:
-        return None
     return _refused(
         f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)", 1
     )
 
 
+def _may_be_poppy(provider: Provider, issuer: str) -> bool:
+    """Whether `issuer` may be a Poppy agent's `client_id`: one a Brand's `poppy.agents`
+    names or that holds a grant there (`_poppy_brands`), or any https URL when a Brand's
+    `poppy.agents` is "any" (its agents need no grant to start Sessions, signed out, so an
+    operator may block one `agents list` does not show)."""
+    admits_any = any(
+        brand.poppy is not None and brand.poppy.agents == "any"
+        for brand in provider.brands.values()
+    )
+    if admits_any and issuer.startswith("https://"):
+        return True
+    return bool(_poppy_brands(provider, issuer))
+
+
 def set_enabled(provider: Provider, issuer: str, enabled: bool) -> Outcome:
-    """Block (`enabled=False`) or allow a configured or runtime agent, from the next request
-    of every process on the store on. Blocking again (or allowing again) changes nothing.
+    """Block (`enabled=False`) or allow a configured, runtime or Poppy agent, from the next
+    request of every process on the store on, whichever protocol it speaks (PACT's verifier
+    and every Poppy Brand read the same switch). Blocking again (or allowing again)
+    changes nothing.
 
     An open-mode Provider (which accepts unregistered issuers through discovery) can block
-    and allow any issuer; otherwise the agent must be configured or added."""
+    and allow any issuer; otherwise the agent must be configured, added or a Poppy agent
+    (`switch_refusal`)."""
     verb = "allowed" if enabled else "blocked"
     refused = switch_refusal(provider, issuer, enabled)
     if refused is not None:
         return refused
-    open_mode = provider.verifier.open_mode
-    current = provider.verifier.registry.lookup(issuer)
-    if (current.enabled if current is not None else open_mode) == enabled:
-        return Outcome((f"{issuer} was already {verb}",))
     registry = provider.verifier.registry
+    current = registry.lookup(issuer)
+    # An issuer registered nowhere (an open-mode Provider's, a Poppy agent) is allowed
+    # unless its switch blocks it (which a registry without runtime agents does not look up).
+    was_enabled = (
+        current.enabled if current is not None else registry.overrides.agent_enabled(issuer)
+    ) is not False
+    if was_enabled == enabled:
+        return Outcome((f"{issuer} was already {verb}", *_unlisted(provider, issuer)))
     if enabled:
         registry.enable(issuer)
     else:
         registry.disable(issuer)
     logger.info("agent %s: issuer=%s", verb, issuer)
-    return Outcome((f"{verb} {issuer}",))
+    return Outcome((f"{verb} {issuer}", *_unlisted(provider, issuer)))
+
+
+def _unlisted(provider: Provider, issuer: str) -> tuple[str, ...]:
+    """A line saying `issuer` is no agent `agents list` shows, when only a Poppy Brand that
+    admits any agent let it be switched (`_may_be_poppy`): the switch is written, but a
+    misspelt id would stop nobody, so the operator is told."""
+    if provider.verifier.open_mode or _is_registered(provider, issuer):
+        return ()
+    if _poppy_brands(provider, issuer):
+        return ()
+    return (
+        f"{issuer} is no agent agents list shows: a Poppy agent that holds no grant (never "
+        "signed in), or a misspelt id",
+    )
 
 
 def remove_agent(provider: Provider, issuer: str) -> Outcome:

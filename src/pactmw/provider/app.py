@@ -149,6 +149,7 @@ class Provider:
             rate_counters=rate_counters,
             audit=audit,
             turns=self._sender,
+            blocks=verifier.registry.overrides,
         )
         self._calls = AppCalls(
             brands=self.brands, verifier=verifier, oauth=self.oauth, poppy=self.poppy

@@ -1,6 +1,7 @@
 """How the token, device and revocation endpoints read their form and authenticate the
 agent: a bounded form body, then its client assertion (`401 invalid_client`), first of the
-checks as in the SDK's order."""
+checks as in the SDK's order. An agent the Brand does not admit, or one an operator blocked
+(`agents block`), is refused as an unknown client is."""
 
 from __future__ import annotations
 
@@ -21,15 +22,22 @@ def read_form() -> SubFlow:
 
 
 def authenticate_client(brand: PoppyBrand, form: Mapping[str, str]) -> SubFlow:
-    """The verified client assertion of `form`, from an agent the Brand admits."""
+    """The verified client assertion of `form`, from an agent the Brand admits and no
+    operator blocked (`PoppyBrand.refusal`)."""
     claimed = form.get("client_id")
-    if claimed and not brand.config.admits(claimed):
-        # Refused before any fetch: an agent not admitted gets nothing fetched for it.
-        raise PoppyError(401, "invalid_client", "this agent is not admitted")
+    if claimed:
+        # Refused before any fetch: an agent refused gets nothing fetched for it.
+        yield from _refuse(brand, claimed)
     client: VerifiedAssertion = yield NeedKeys(partial(brand.verifier.verify_client, form))
-    if not brand.config.admits(client.client_id):
-        raise PoppyError(401, "invalid_client", "this agent is not admitted")
+    if client.client_id != claimed:  # the claimed one was checked above
+        yield from _refuse(brand, client.client_id)
     return client
+
+
+def _refuse(brand: PoppyBrand, client_id: str) -> SubFlow:
+    refusal: str | None = yield from brand.refusal(client_id)
+    if refusal is not None:
+        raise PoppyError(401, "invalid_client", refusal)
 
 
 __all__ = [

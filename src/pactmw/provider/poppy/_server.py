@@ -45,6 +45,7 @@ from pactmw.core.client_metadata import ClientMetadataCache
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.http import Request, Response
 from pactmw.core.replay import StoreReplayMemory
+from pactmw.protocols.identity import AgentOverrides
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
 from pactmw.protocols.poppy._discovery import METADATA_PREFIX  # the protocol owns the path
 from pactmw.provider._send import MessageSender
@@ -125,7 +126,9 @@ class PoppyServer:
     `brands` maps a Brand id to (its display name, its `PoppyConfig`); `sign_in` the
     Brands that offer Device Sign-In on their consent pages; `fetch_policy` governs
     fetching agents' client metadata and keys (the same SSRF-safe, bounded fetcher as
-    PACT's JWKS); `clock` is epoch seconds.
+    PACT's JWKS); `clock` is epoch seconds; `blocks` the agents' block/allow switches (the
+    PACT verifier's registry's `overrides`; default `store`): a blocked `client_id` is
+    refused at every Brand.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class PoppyServer:
         audit: Audit | None = None,
         bots: Mapping[str, Brand] | None = None,
         turns: MessageSender | None = None,
+        blocks: AgentOverrides | None = None,
     ) -> None:
         sign_in = sign_in or {}
         #: The conversation endpoints, when the Provider hands over its Brands' bots and its
@@ -187,6 +191,8 @@ class PoppyServer:
             clients=self.clients,
             assertion_replay=StoreReplayMemory(store, ASSERTION_NAMESPACE),
             clock=clock,
+            # The switches `agents block` writes, kept in the store unless told otherwise.
+            blocks=store if blocks is None else blocks,
         )
         self._discovery = Discovery(self.brands)
         dpop_replay = StoreReplayMemory(store, DPOP_NAMESPACE)

@@ -104,9 +104,10 @@ class SessionCheck:
         In order: the credentials (a token in the URL or two `Authorization` headers: `400
         invalid_request`; no `Authorization: DPoP` token: `401 invalid_token`, PAP-4.3-11/12/
         17); the Session Token (unknown, replaced, expired, another Brand's, or an Account
-        Token: `401 invalid_token`, PAP-4.8-01); the DPoP proof for this method and URL,
-        bound to the token (`ath`) and to its key (`jkt`), spent in the store (`401
-        invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
+        Token: `401 invalid_token`, PAP-4.8-01); its agent (one the Brand no longer admits
+        or an operator blocked: `401 invalid_token`, one store read); the DPoP proof for
+        this method and URL, bound to the token (`ath`) and to its key (`jkt`), spent in the
+        store (`401 invalid_dpop_proof`, PAP-4.3-02..07/19); then `scopes`: signed out is `403
         sign_in_required`, a scope not approved `403 insufficient_scope`, both naming the
         scopes to ask for. The Session is read on every request, so a sign-out shows at once
         (PAP-4.9-01). Each refusal is logged at INFO with its reason, never the token.
@@ -127,6 +128,11 @@ class SessionCheck:
         )
         if session is None or session.brand_id != brand_id:
             raise PoppyError(401, "invalid_token", "not a live Session Token of this Brand")
+        # A Session lives on while its agent is blocked (or no longer admitted) but serves
+        # nothing, as a blocked PACT agent's grants: allowed again, it works again.
+        refusal: str | None = yield from brand.refusal(session.client_id)
+        if refusal is not None:
+            raise PoppyError(401, "invalid_token", refusal)
         try:
             proof = check_dpop_proof(
                 credentials.proofs,
