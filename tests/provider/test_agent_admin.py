@@ -26,6 +26,7 @@ from pactmw.provider.agent_admin import (
     list_agents,
     poppy_agent_ids,
     poppy_owner,
+    remove_agent,
     run_cleanup,
     set_enabled,
     switch_refusal,
@@ -117,6 +118,22 @@ def test_a_statically_disabled_agent_is_allowed_by_an_override(provider: Provide
     assert set_enabled(provider, "https://off.example", True) == Outcome(
         ("https://off.example was already allowed",)
     )
+
+
+def test_the_block_of_a_removed_agent_can_be_lifted(provider: Provider) -> None:
+    """`agents remove` of a blocked agent says the block stays and that allow lifts it:
+    allow does, though the agent is no longer added; blocking it again is still refused."""
+    issuer = "https://removed.example"
+    _add(provider, issuer)
+    assert set_enabled(provider, issuer, False) == Outcome((f"blocked {issuer}",))
+    assert remove_agent(provider, issuer).lines[-1] == (
+        f"{issuer} stays blocked if it is added again (allow lifts that)"
+    )
+    assert set_enabled(provider, issuer, True) == Outcome((f"allowed {issuer}",))
+    assert provider.store.agent_enabled(issuer) is True
+    assert set_enabled(provider, issuer, True).status == 1  # nothing recorded to lift now
+    assert set_enabled(provider, issuer, False).status == 1
+    assert _add(provider, issuer).lines == (f"added {issuer} (keys from https://pa.example/j)",)
 
 
 def test_an_open_mode_provider_can_block_any_issuer() -> None:

@@ -372,11 +372,13 @@ def switch_refusal(provider: Provider, issuer: str, enabled: bool) -> Outcome | 
     """Why `set_enabled` would refuse to switch `issuer` (an `Outcome` with the error and the
     exit status), or None; writes nothing. Refused: an issuer that is no agent the Provider
     could hear from (neither configured nor added, nor a Poppy agent, `_may_be_poppy`), on a
-    Provider not in open mode."""
+    Provider not in open mode; but a block still recorded for it can always be allowed."""
     if _is_registered(provider, issuer) or provider.verifier.open_mode:
         return None
     if _may_be_poppy(provider, issuer):
         return None
+    if enabled and provider.verifier.registry.overrides.agent_enabled(issuer) is False:
+        return None  # a block recorded for an agent removed since: `remove` says allow lifts it
     verb = "allowed" if enabled else "blocked"
     return _refused(
         f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)", 1
@@ -433,8 +435,8 @@ def _unlisted(provider: Provider, issuer: str) -> tuple[str, ...]:
     misspelt id would stop nobody, so the operator is told."""
     if provider.verifier.open_mode or _is_registered(provider, issuer):
         return ()
-    if _poppy_brands(provider, issuer):
-        return ()
+    if _poppy_brands(provider, issuer) or not _may_be_poppy(provider, issuer):
+        return ()  # a Poppy agent it lists, or the block lifted of an agent removed since
     return (
         f"{issuer} is no agent agents list shows: a Poppy agent that holds no grant (never "
         "signed in), or a misspelt id",
