@@ -388,6 +388,11 @@ def _session_user(connection: HTTPConnection) -> SignedInUser | None:
     return SignedInUser(account=name, label=name) if name else None
 
 
+async def _async_session_user(connection: HTTPConnection) -> SignedInUser | None:
+    # A FastAPI app's user lookup is often async (its database): `current_user` may be too.
+    return _session_user(connection)
+
+
 async def _login(request: Request) -> Response:
     request.session["user"] = "jane"
     return PlainTextResponse("signed in")
@@ -396,13 +401,14 @@ async def _login(request: Request) -> Response:
 CONSENT = "/a2a/acme/oauth/consent?user_code=BCDF-GHJK"
 
 
+@pytest.mark.parametrize("current_user", [_session_user, _async_session_user])
 def test_consent_pages_mounted_inside_the_host_app_see_its_session(
-    settings: dict[str, Any],
+    settings: dict[str, Any], current_user: Any
 ) -> None:
     provider = guard_from_mapping(settings).provider
     assert provider is not None
     web = Starlette(
-        routes=[Route("/login", _login), asgi.a2a_mount(provider, current_user=_session_user)],
+        routes=[Route("/login", _login), asgi.a2a_mount(provider, current_user=current_user)],
         middleware=[Middleware(SessionMiddleware, secret_key="test-only-secret")],
     )
     with uvicorn_server(web) as base, loopback_client(base_url=base) as client:
