@@ -24,6 +24,7 @@ from pactmw.client import (
     AgentSigner,
     DeviceCodeClient,
     MessageReply,
+    StepUp,
     TokenResponse,
     delegation_scheme,
     fetch_card,
@@ -201,15 +202,34 @@ def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
     with uvicorn_server(namespace["app"], port):
         card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")
         assert_guarded(base, "/api/whoami", "/.well-known/security.txt")
-        signed = agent.sign("user-1", f"{base}/a2a")
-        mine = httpx.get(f"{base}/api/whoami", headers={"Authorization": f"Bearer {signed}"})
+        signed = {"Authorization": f"Bearer {agent.sign('user-1', f'{base}/a2a')}"}
+        mine = httpx.get(f"{base}/api/whoami", headers=signed)
         assert mine.status_code == 200, mine.text
         assert mine.json()["user"].startswith("pa:")
+        # Found in a FastAPI trial: the page showed no tool and no scoped endpoint of the
+        # app's own. The bot's account tool is a step-up until the person allows it...
+        stepped = A2AClient.from_card(card, token).send("Show my orders")
+        assert isinstance(stepped, StepUp), stepped
+        assert stepped.missing_scopes == ("orders:read",)
         with loopback_client(follow_redirects=True) as browser:
-            _reply_then_allow_as_jane(base, card, token, browser)
+            granted = _reply_then_allow_as_jane(base, card, token, browser)
             # The login follows `next` on this site only.
             elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
             assert elsewhere.url == f"{base}/", elsewhere.url
+        # ... and the app's own API reads the same delegation, through the middleware and
+        # `Security(..., scopes=...)`: none is the delegation challenge.
+        refused = httpx.get(f"{base}/api/orders", headers=signed)
+        assert refused.status_code == 401, refused.text
+        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a", error="invalid_token"'
+        delegated = {**signed, "X-A2A-User-Delegation": f"Bearer {granted.access_token}"}
+        orders = httpx.get(f"{base}/api/orders", headers=delegated)
+        assert orders.status_code == 200, orders.text
+        assert orders.json() == {"orders": ["A-1001", "A-1002"]}
+        reply = A2AClient.from_card(card, token).send(
+            "Show my orders", delegation_token=granted.access_token
+        )
+        assert isinstance(reply, MessageReply), reply
+        assert reply.text == "Your orders: A-1001, A-1002"
 
 
 def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation() -> None:

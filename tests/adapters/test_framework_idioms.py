@@ -341,12 +341,56 @@ def test_fastapi_without_the_handlers_keeps_fastapis_error_body(
         assert client.get("/me", headers=bearer(token(world))).status_code == 200
 
 
+def test_fastapi_scopes_on_a_scheme_without_delegation_say_what_it_needs(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found in a FastAPI trial: `Security(scheme, scopes=[...])` with a scheme made without
+    # `delegation_provider`/`delegation_brand` refused every caller, one with a valid
+    # delegation too (401 invalid_token), and nothing in the log said why. As
+    # `delegation_required` on a route nothing verified, it now says so, once.
+    guard = guard_from_mapping(settings)
+    bare = fastapi_adapter.PersonalAgentScheme(guard.verifier)
+    delegating = fastapi_adapter.PersonalAgentScheme(
+        guard.verifier, delegation_provider=guard.provider, delegation_brand="acme"
+    )
+    app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
+
+    @app.get("/bare")
+    def bare_orders(caller: PersonalAgent = Security(bare, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {"actor_id": caller.actor_id}
+
+    @app.get("/delegating")
+    def orders(caller: PersonalAgent = Security(delegating, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {"actor_id": caller.actor_id}
+
+    delegation, _ = _grants(world, settings).delegation("orders:read")
+    delegated = {**bearer(token(world)), "X-A2A-User-Delegation": delegation}
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        for headers in (delegated, bearer(token(world)), delegated):
+            assert_refused(client.get("/bare", headers=headers), INVALID_TOKEN)
+        # A scheme that takes delegations: the same delegation passes, and a caller without
+        # one is refused with nothing to warn of.
+        assert client.get("/delegating", headers=delegated).status_code == 200
+        assert_refused(client.get("/delegating", headers=bearer(token(world))), INVALID_TOKEN)
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        "Security(PersonalAgentScheme(...), scopes=[...]) on /bare refuses every caller: the "
+        "scheme takes no delegation; give it delegation_provider=... and delegation_brand=..."
+    ]
+
+
 # -- 6. consent pages inside the host app's session middleware ----------------------------------
 
 
 def _session_user(connection: HTTPConnection) -> SignedInUser | None:
     name = connection.session.get("user")
     return SignedInUser(account=name, label=name) if name else None
+
+
+async def _async_session_user(connection: HTTPConnection) -> SignedInUser | None:
+    # A FastAPI app's user lookup is often async (its database): `current_user` may be too.
+    return _session_user(connection)
 
 
 async def _login(request: Request) -> Response:
@@ -357,13 +401,14 @@ async def _login(request: Request) -> Response:
 CONSENT = "/a2a/acme/oauth/consent?user_code=BCDF-GHJK"
 
 
+@pytest.mark.parametrize("current_user", [_session_user, _async_session_user])
 def test_consent_pages_mounted_inside_the_host_app_see_its_session(
-    settings: dict[str, Any],
+    settings: dict[str, Any], current_user: Any
 ) -> None:
     provider = guard_from_mapping(settings).provider
     assert provider is not None
     web = Starlette(
-        routes=[Route("/login", _login), asgi.a2a_mount(provider, current_user=_session_user)],
+        routes=[Route("/login", _login), asgi.a2a_mount(provider, current_user=current_user)],
         middleware=[Middleware(SessionMiddleware, secret_key="test-only-secret")],
     )
     with uvicorn_server(web) as base, loopback_client(base_url=base) as client:

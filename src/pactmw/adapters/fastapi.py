@@ -38,8 +38,8 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._common import make_guard
-from pactmw.adapters._starlette_auth import verify_once
+from pactmw.adapters._common import OnceWarning, make_guard
+from pactmw.adapters._starlette_auth import current_personal_agent, verify_once
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -91,6 +91,13 @@ async def poppy_refusal_handler(request: Request, exc: Exception) -> StarletteRe
     return to_starlette(exc.response)
 
 
+#: What a scheme without delegation says once when `Security(..., scopes=[...])` asks it
+#: for scopes: no caller can ever hold them, and the log is the only place that can say why.
+_SCOPES_WITHOUT_DELEGATION = (
+    "Security(PersonalAgentScheme(...), scopes=[...]) on %s refuses every caller: the "
+    "scheme takes no delegation; give it delegation_provider=... and delegation_brand=..."
+)
+
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     PersonalAgentRefused: refusal_handler,
@@ -121,12 +128,23 @@ class PersonalAgentScheme(SecurityBase):
         self.scheme_name = scheme_name
         self.optional = optional
         self.guard = make_guard(verifier, delegation_provider, delegation_brand)
+        # make_guard has checked that both or neither are given.
+        self.takes_delegation = delegation_provider is not None
+        self.scopes_without_delegation = OnceWarning(_SCOPES_WITHOUT_DELEGATION)
 
     async def __call__(
         self, connection: HTTPConnection, security_scopes: SecurityScopes
     ) -> PersonalAgent | None:
         # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
         # only the former.
+        if (
+            security_scopes.scopes
+            and not self.takes_delegation
+            and current_personal_agent(connection) is None
+        ):
+            # Nothing verified the caller before (a middleware that takes delegations), so
+            # this scheme does, and refuses a delegation: no caller can hold a scope.
+            self.scopes_without_delegation(connection.url.path)
         try:
             caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:
