@@ -5,18 +5,26 @@ Flask on Werkzeug, Django under uvicorn, the TLS world for conversations."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import secrets
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import attrs
 import httpx
 import pytest
 from flask import Flask
+from pydantic import SecretStr
 
 from pactmw.adapters import flask as pactmw_flask
 from pactmw.adapters.asgi import poppy_discovery_route
 from pactmw.adapters.wsgi import poppy_discovery_app
 from pactmw.config import ConfigError
-from pactmw.provider import Brand, Provider
+from pactmw.provider import Brand, Provider, Reply, Turn
 from pactmw.store import MemoryStore
 from tests.adapters.commands import CHECKOUT_ENV
 from tests.poppy.test_discovery_serving import site_config
@@ -24,9 +32,11 @@ from tests.support.net import free_port
 from tests.support.poppy_world import (
     BASE_URL,
     SHOP,
+    PoppyWorld,
     bot,
     poppy_brand,
     verifier_for,
+    world_on,
 )
 from tests.support.servers import django_server, werkzeug_server
 from tests.support.tls import TestCA
@@ -133,3 +143,123 @@ def test_django_names_the_brand_of_a_discovery_view_without_poppy(tmp_path: Path
     assert "KeyError" not in said, said
     assert "poppy_discovery_view('shop'): Brand 'shop' does not enable Poppy" in said, said
     assert "Brands with Poppy: 'store'" in said, said
+
+
+# -- 2. a conversation request with a bad query parameter has no effect ------------------------
+
+
+class CountingBot:
+    """Counts its runs per message id."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, turn: Turn) -> Reply:
+        with self._lock:
+            self.runs[turn.message_id] += 1
+        return Reply(text=f"You said: {turn.text}")
+
+
+BOT = CountingBot()
+
+
+@pytest.fixture(scope="module", params=["sqlite"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    brand = attrs.evolve(poppy_brand(), handler=BOT)
+    yield from world_on(request, tmp_path_factory, brands=(brand,))
+
+
+async def _call(ctx: Any, user: str, token: str, url: str, body: Any = None) -> Any:
+    """A POST (a GET without `body`) with the Session Token and a fresh DPoP proof."""
+    method = "GET" if body is None else "POST"
+    headers = {
+        "Authorization": f"DPoP {token}",
+        "DPoP": await ctx.proof(user, method, url, token=SecretStr(token)),
+    }
+    content = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        content = json.dumps(body).encode()
+    return await ctx.send(method, url, headers=headers, content=content)
+
+
+def _message(text: str) -> dict[str, str]:
+    return {"id": "msg_" + secrets.token_hex(12), "sender": "agent", "text": text}
+
+
+#: Cursors a message POST must refuse before the message is received: malformed, and past
+#: the events the conversation holds before the message (no agent can have read those).
+BAD_CURSORS = ["bad", "cur_-1", "cur_01", "cur_99"]
+
+
+@pytest.mark.parametrize("cursor", BAD_CURSORS)
+def test_a_bad_cursor_on_a_message_post_is_refused_before_the_message_is_received(
+    world: PoppyWorld, cursor: str
+) -> None:
+    async def scenario() -> dict[str, Any]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            token = (await ctx.session(user)).access_token.get_secret_value()
+            endpoint = await ctx.conversations_endpoint()
+            first, second = _message("Hello"), _message("My parcel?")
+            bad_start = await _call(
+                ctx, user, token, f"{endpoint}?cursor={cursor}", {"message": first}
+            )
+            runs_after_bad_start = BOT.runs[first["id"]]
+            started = await _call(ctx, user, token, endpoint, {"message": first})
+            cid = started.json()["conversation_id"]
+            messages = f"{endpoint}/{cid}/messages"
+            bad_send = await _call(
+                ctx, user, token, f"{messages}?cursor={cursor}", {"message": second}
+            )
+            runs_after_bad_send = BOT.runs[second["id"]]
+            events = (await _call(ctx, user, token, f"{endpoint}/{cid}/events")).json()
+            sent = await _call(ctx, user, token, messages, {"message": second})
+            return {
+                "bad": [(r.status_code, r.json()["error"]) for r in (bad_start, bad_send)],
+                "runs": (runs_after_bad_start, runs_after_bad_send),
+                "started": started.status_code,
+                "texts": [e["message"]["text"] for e in events["events"]],
+                "sent": sent.status_code,
+                "runs_after": (BOT.runs[first["id"]], BOT.runs[second["id"]]),
+            }
+
+    got = asyncio.run(scenario())
+    assert got["bad"] == [(400, "invalid_cursor"), (400, "invalid_cursor")]
+    # Neither bad request ran the bot or stored the message...
+    assert got["runs"] == (0, 0)
+    assert got["texts"] == ["Hello", "You said: Hello"]
+    # ...nor held its id: each is a new message when sent properly, its bot run once.
+    assert (got["started"], got["sent"]) == (201, 202)
+    assert got["runs_after"] == (1, 1)
+
+
+def test_a_valid_cursor_on_a_message_post_still_pages_the_events(world: PoppyWorld) -> None:
+    async def scenario() -> list[Any]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            token = (await ctx.session(user)).access_token.get_secret_value()
+            endpoint = await ctx.conversations_endpoint()
+            started = await _call(
+                ctx, user, token, f"{endpoint}?cursor=cur_0", {"message": _message("Hi")}
+            )
+            body = started.json()
+            messages = f"{endpoint}/{body['conversation_id']}/messages"
+            # cur_2: both events already read; the page holds the new message's two.
+            sent = await _call(
+                ctx, user, token, f"{messages}?cursor=cur_2", {"message": _message("More")}
+            )
+            return [
+                (started.status_code, [e["message"]["text"] for e in body["events"]]),
+                (sent.status_code, [e["message"]["text"] for e in sent.json()["events"]]),
+            ]
+
+    assert asyncio.run(scenario()) == [
+        (201, ["Hi", "You said: Hi"]),
+        (202, ["More", "You said: More"]),
+    ]
