@@ -9,6 +9,7 @@ import asyncio
 import json
 import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from pactmw.adapters.asgi import poppy_discovery_route
 from pactmw.adapters.wsgi import poppy_discovery_app
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider, Reply, Turn
-from pactmw.store import MemoryStore
+from pactmw.store import MemoryStore, Store
 from tests.adapters.commands import CHECKOUT_ENV
 from tests.poppy.test_discovery_serving import site_config
 from tests.support.net import free_port
@@ -148,17 +149,41 @@ def test_django_names_the_brand_of_a_discovery_view_without_poppy(tmp_path: Path
 # -- 2. a conversation request with a bad query parameter has no effect ------------------------
 
 
+#: A message whose text starts so is taken over by another worker during its first bot run,
+#: which then fails.
+TAKEN_OVER = "taken over: "
+
+
 class CountingBot:
-    """Counts its runs per message id."""
+    """Counts its runs per message id; on the first run of a `TAKEN_OVER` message, another
+    worker (`taker`, a handle of its own on the store) takes the claim over, as it does
+    once this worker's lease has run out, and the bot fails."""
 
     def __init__(self) -> None:
         self.runs: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self.taker: Store | None = None
 
     def __call__(self, turn: Turn) -> Reply:
         with self._lock:
             self.runs[turn.message_id] += 1
+            first = self.runs[turn.message_id] == 1
+        if first and turn.text.startswith(TAKEN_OVER):
+            assert self.taker is not None
+            claim = self.taker.claim_turn(
+                context_id=turn.context_id,
+                message_id=turn.message_id,
+                text=turn.text,
+                now=time.time() + TAKEOVER_AFTER,  # past this worker's lease
+                lease_seconds=TAKEOVER_AFTER,
+            )
+            assert claim.kind == "new"
+            raise RuntimeError("the bot failed after its turn was taken over")
         return Reply(text=f"You said: {turn.text}")
+
+
+#: How far past the lease the other worker takes over: its claim stays live for the test.
+TAKEOVER_AFTER = 3600.0
 
 
 BOT = CountingBot()
@@ -169,7 +194,9 @@ def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PoppyWorld]:
     brand = attrs.evolve(poppy_brand(), handler=BOT)
-    yield from world_on(request, tmp_path_factory, brands=(brand,))
+    for running in world_on(request, tmp_path_factory, brands=(brand,)):
+        BOT.taker = running.reopen()
+        yield running
 
 
 async def _call(ctx: Any, user: str, token: str, url: str, body: Any = None) -> Any:
@@ -262,4 +289,33 @@ def test_a_valid_cursor_on_a_message_post_still_pages_the_events(world: PoppyWor
     assert asyncio.run(scenario()) == [
         (201, ["Hi", "You said: Hi"]),
         (202, ["More", "You said: More"]),
+    ]
+
+
+# -- 3. a failed turn releases only the claim it holds ---------------------------------------
+
+
+def test_a_failed_turn_leaves_the_claim_another_worker_took_over(world: PoppyWorld) -> None:
+    # The first worker's bot fails after another worker took the message's claim over: the
+    # failure releases nothing of the taker's, so a retry is told the message is being
+    # answered (the taker runs it), never a second run of the bot next to the taker's.
+    async def scenario() -> list[tuple[int, str]]:
+        async with world.http() as http:
+            ctx = world.context(http)
+            user = ctx.new_user()
+            token = (await ctx.session(user)).access_token.get_secret_value()
+            endpoint = await ctx.conversations_endpoint()
+            message = _message(TAKEN_OVER + "hello")
+            failed = await _call(ctx, user, token, endpoint, {"message": message})
+            retried = await _call(ctx, user, token, endpoint, {"message": message})
+            return [
+                (failed.status_code, failed.json().get("error", "")),
+                (retried.status_code, retried.json().get("status", "")),
+                (BOT.runs[message["id"]], ""),
+            ]
+
+    assert asyncio.run(scenario()) == [
+        (503, "temporarily_unavailable"),
+        (201, "working"),
+        (1, ""),
     ]
