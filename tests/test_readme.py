@@ -52,7 +52,7 @@ def test_every_marked_sample_is_found() -> None:
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
         "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
-        "custom_delegation",
+        "custom_delegation", "poppy_flask",
     }  # fmt: skip
 
 
@@ -497,8 +497,6 @@ def test_the_client_page_samples_pass_mypy_strict(tmp_path: Path) -> None:
     # A personal agent's developer types their code: every sample of docs/client.md (most
     # need a real Provider or broker, so they are not run) must type-check as written, with
     # the pactmw under test. The Parafé sample once used names it never defined.
-    import pactmw
-
     page = (REPO / "docs" / "client.md").read_text(encoding="utf-8")
     blocks = re.findall(r"^```python\n(.*?)^```$", page, re.S | re.M)
     assert len(blocks) >= 4, page
@@ -506,15 +504,34 @@ def test_the_client_page_samples_pass_mypy_strict(tmp_path: Path) -> None:
     for number, code in enumerate(blocks):
         files.append(tmp_path / f"client_sample_{number}.py")
         files[-1].write_text(code, encoding="utf-8")
+    assert_mypy_strict(files, tmp_path)
+
+
+def assert_mypy_strict(files: list[Path], tmp_path: Path) -> None:
+    """`mypy --strict` passes on `files`, with the pactmw under test and no configuration of
+    the repository's (the reader's defaults)."""
+    import pactmw
+
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *map(str, files)],
-        cwd=tmp_path,  # no configuration of the repository's: the reader's defaults
+        cwd=tmp_path,
         env={**os.environ, "MYPYPATH": str(Path(pactmw.__file__).parents[1])},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_poppy_flask_sample_passes_mypy_strict_and_imports(tmp_path: Path) -> None:
+    # A Brand's API behind `poppy_session_required`, as docs/poppy.md shows it for Flask: it
+    # type-checks as written (`current_poppy_caller()` is Optional), and runs.
+    sample = SAMPLES["poppy_flask"]
+    file = tmp_path / "poppy_flask.py"
+    file.write_text(sample.code, encoding="utf-8")
+    assert_mypy_strict([file], tmp_path)
+    app = run_sample("poppy_flask")["app"]
+    assert "/api/orders" in {rule.rule for rule in app.url_map.iter_rules()}
 
 
 def test_authorization_details_sample_checks_and_describes_an_entry() -> None:

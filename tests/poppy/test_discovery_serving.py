@@ -20,6 +20,7 @@ from pactmw.adapters.asgi import A2AProviderApp, poppy_discovery_route
 from pactmw.adapters.flask import Pactmw, poppy_discovery_view
 from pactmw.adapters.wsgi import A2AProviderApp as WsgiProviderApp
 from pactmw.adapters.wsgi import poppy_discovery_app
+from pactmw.config import ConfigError
 from pactmw.protocols.poppy import discovery_document
 from pactmw.provider import Provider
 from pactmw.store import MemoryStore
@@ -94,9 +95,10 @@ def test_the_wsgi_provider_and_helper_serve_poppy_json(provider: Provider) -> No
 
 
 def test_a_helper_for_a_brand_without_poppy_fails_at_startup(provider: Provider) -> None:
-    with pytest.raises(KeyError):
+    # A ConfigError naming the helper (each case: tests/poppy/test_poppy_edges_2.py).
+    with pytest.raises(ConfigError, match=r"^poppy_discovery_route\(provider, 'nobody'\)"):
         poppy_discovery_route(provider, "nobody")
-    with pytest.raises(KeyError):
+    with pytest.raises(ConfigError, match=r"^poppy_discovery_app\(provider, 'nobody'\)"):
         poppy_discovery_app(provider, "nobody")
 
 

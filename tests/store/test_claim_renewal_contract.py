@@ -1,4 +1,5 @@
-"""`renew_claim` on every backend: only the holder of a claim extends its lease.
+"""`renew_claim` and `release_claim` on every backend: only the holder of a claim extends
+its lease or gives it up.
 
 A worker whose bot is slower than `claim_lease_seconds` renews its claim while the bot runs,
 so a retry of the same message stays `pending`; a crashed worker stops renewing and its
@@ -28,6 +29,10 @@ def _claim(store: Store, ctx: str, mid: str, now: float) -> Claim:
 
 def _renew(store: Store, ctx: str, mid: str, claimed_at: float, now: float) -> bool:
     return store.renew_claim(context_id=ctx, message_id=mid, claimed_at=claimed_at, now=now)
+
+
+def _release(store: Store, ctx: str, mid: str, claimed_at: float) -> None:
+    store.release_claim(context_id=ctx, message_id=mid, claimed_at=claimed_at)
 
 
 def test_renewal_keeps_the_turn_past_the_first_lease(store: Store) -> None:
@@ -74,7 +79,7 @@ def test_answered_released_and_unknown_claims_are_not_renewed(store: Store) -> N
     assert not _renew(store, ctx, "m1", claimed_at=T0, now=T0 + 1)
     assert _claim(store, ctx, "m1", T0 + 2).reply == b"ok"
     _claim(store, ctx, "m2", T0)
-    store.release_claim(context_id=ctx, message_id="m2")
+    _release(store, ctx, "m2", claimed_at=T0)
     assert not _renew(store, ctx, "m2", claimed_at=T0, now=T0 + 1)
     assert _claim(store, ctx, "m2", T0 + 2).kind == "new"  # the release stands
     assert not _renew(store, ctx, "never", claimed_at=T0, now=T0 + 1)
@@ -97,3 +102,31 @@ def test_renewal_racing_takeovers_leaves_one_holder(store: Store) -> None:
 
     outcomes = sorted(all_at_once(16, race))
     assert outcomes in (["pending"] * 15 + ["renewed"], ["lost", "new"] + ["pending"] * 14)
+
+
+def test_a_release_frees_only_the_claim_its_caller_holds(store: Store) -> None:
+    ctx = _conversation(store)
+    _claim(store, ctx, "m1", T0)
+    taken_at = T0 + LEASE
+    assert _claim(store, ctx, "m1", taken_at).kind == "new"  # the first worker's lease ran out
+    # The first worker's bot fails late: its release leaves the taker's claim alone...
+    _release(store, ctx, "m1", claimed_at=T0)
+    assert _claim(store, ctx, "m1", taken_at + 1).kind == "pending"
+    assert _renew(store, ctx, "m1", claimed_at=taken_at, now=taken_at + 2)
+    # ...and the holder releases it, from its last renewal (a stale mark frees nothing).
+    _release(store, ctx, "m1", claimed_at=taken_at)
+    assert _claim(store, ctx, "m1", taken_at + 3).kind == "pending"
+    _release(store, ctx, "m1", claimed_at=taken_at + 2)
+    assert _claim(store, ctx, "m1", taken_at + 4).kind == "new"  # the retry runs the bot again
+
+
+def test_a_new_conversations_first_claim_is_released_by_its_start(store: Store) -> None:
+    # `start_conversation` claims the first message at `now`: that is the mark to present.
+    ctx = store.start_conversation(
+        brand_id="acme", issuer="https://pa.example", sub="u1", account=None,
+        message_id="m1", text="hi", now=T0,
+    )  # fmt: skip
+    _release(store, ctx, "m1", claimed_at=T0 - 1)
+    assert _claim(store, ctx, "m1", T0 + 1).kind == "pending"
+    _release(store, ctx, "m1", claimed_at=T0)
+    assert _claim(store, ctx, "m1", T0 + 2).kind == "new"

@@ -228,13 +228,13 @@ def test_store_reply_errors(store: Store) -> None:
 def test_release_claim(store: Store) -> None:
     ctx = _conversation(store)
     _claim(store, ctx, "m1")
-    store.release_claim(context_id=ctx, message_id="m1")
+    store.release_claim(context_id=ctx, message_id="m1", claimed_at=T0)
     assert _claim(store, ctx, "m1").kind == "new"  # the retry runs the bot again
     _reply(store, ctx, "m1", "r1", b"kept")
-    store.release_claim(context_id=ctx, message_id="m1")  # answered: left alone
+    store.release_claim(context_id=ctx, message_id="m1", claimed_at=T0)  # answered: left alone
     assert _claim(store, ctx, "m1").reply == b"kept"
-    store.release_claim(context_id=ctx, message_id="unknown")
-    store.release_claim(context_id=str(uuid.uuid4()), message_id="m1")
+    store.release_claim(context_id=ctx, message_id="unknown", claimed_at=T0)
+    store.release_claim(context_id=str(uuid.uuid4()), message_id="m1", claimed_at=T0)
 
 
 def test_history_order_and_limit(store: Store) -> None:
@@ -244,7 +244,7 @@ def test_history_order_and_limit(store: Store) -> None:
     # Answered out of order; m2 stays unanswered, m4 is released.
     for i in (3, 0, 1):
         _reply(store, ctx, f"m{i}", f"r{i}", f"b{i}".encode(), now=T0 + 10 + i)
-    store.release_claim(context_id=ctx, message_id="m4")
+    store.release_claim(context_id=ctx, message_id="m4", claimed_at=T0 + 4)
     expected = [
         StoredTurn(
             message_id=f"m{i}", text=f"q{i}", reply_message_id=f"r{i}", reply_text=f"reply to m{i}"
@@ -305,7 +305,7 @@ def test_nul_characters_are_refused(store: Store) -> None:
         _reply(store, ctx, "m1", "r\x00", b"x")
     assert store.agent_enabled("iss\x00") is None
     assert store.history("ctx\x00") == []
-    store.release_claim(context_id=ctx, message_id="m\x00")
+    store.release_claim(context_id=ctx, message_id="m\x00", claimed_at=T0)
     store.close_conversation("ctx\x00")
 
 

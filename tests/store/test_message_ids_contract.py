@@ -124,6 +124,6 @@ def test_an_id_stays_while_its_conversation_holds_the_message(store: Store) -> N
     assert _claim(store, "m1", "ctx-b") == ctx
     store.claim_turn(context_id=ctx, message_id="m2", text="more", now=T0, lease_seconds=30)
     assert _claim(store, "m2", ctx) == ctx
-    store.release_claim(context_id=ctx, message_id="m2")
+    store.release_claim(context_id=ctx, message_id="m2", claimed_at=T0)
     _release(store, "m2", ctx)  # its turn released: never received
     assert _claim(store, "m2", "ctx-b") == "ctx-b"

@@ -102,7 +102,7 @@ def test_start_conversation_claim_expires_like_any_claim(store: Store) -> None:
     ctx = _start(store, "m1", now=T0)
     assert _claim_turn(store, ctx, "m1", now=T0 + LEASE - 0.001).kind == "pending"
     assert _claim_turn(store, ctx, "m1", now=T0 + LEASE, text="retry") == Claim(kind="new")
-    store.release_claim(context_id=ctx, message_id="m1")
+    store.release_claim(context_id=ctx, message_id="m1", claimed_at=T0 + LEASE)
     assert _claim_turn(store, ctx, "m1").kind == "new"
 
 
@@ -150,7 +150,7 @@ def test_claim_turn_leaves_out_unanswered_and_released_claims(store: Store) -> N
         assert _claim_turn(store, ctx, mid).kind == "new"
     _answer(store, ctx, "m2")
     _answer(store, ctx, "m0")
-    store.release_claim(context_id=ctx, message_id="m3")
+    store.release_claim(context_id=ctx, message_id="m3", claimed_at=T0)
     # Claim order, not answer order; m1 unanswered, m3 released.
     assert _claim_turn(store, ctx, "m4").history == (_turn("m0"), _turn("m2"))
 
@@ -302,7 +302,7 @@ def test_replies_are_the_answered_turns_stored_bytes_in_order(store: Store) -> N
         assert _claim_turn(store, ctx, mid).kind == "new"
     _answer(store, ctx, "m3")
     _answer(store, ctx, "m2")
-    store.release_claim(context_id=ctx, message_id="m4")
+    store.release_claim(context_id=ctx, message_id="m4", claimed_at=T0)
     assert store.replies(ctx) == [("m1", b"body m1"), ("m2", b"body m2"), ("m3", b"body m3")]
     assert store.replies(ctx, limit=2) == [("m1", b"body m1"), ("m2", b"body m2")]
     assert store.replies(ctx, limit=0) == []

@@ -23,7 +23,7 @@ from pactmw.adapters._asgi_http import (
 from pactmw.adapters._common import NOT_FOUND
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
-from pactmw.provider.poppy import METADATA_PREFIX
+from pactmw.provider.poppy import METADATA_PREFIX, check_session_brand
 from pactmw.provider.routes import MOUNT
 
 #: What a missing `current_user` is reported as (`warn_if_signed_in_user_unknown`).
@@ -138,9 +138,11 @@ def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
     document itself, chosen by `Host` among the Brand's `poppy.domains`; never a redirect).
 
     Not needed where `A2AProviderApp` is at the site root: it answers that path already.
-    KeyError now when the Brand does not enable Poppy.
+    A `ConfigError` now when the Brand does not enable Poppy.
     """
-    provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
+    check_session_brand(
+        provider.brands.values(), brand_id, f"poppy_discovery_route(provider, {brand_id!r})"
+    )
 
     async def endpoint(request: StarletteRequest) -> StarletteResponse:
         host = request.headers.get("host")

@@ -75,10 +75,11 @@ def provider_of(guard: Guard, setting: str) -> Provider:
     return guard.provider
 
 
-#: The attribute Flask's and Django's `poppy_session_required` leave on the view they make:
-#: the Brand it names. Their Provider is built after the views are decorated, so the
-#: extension (`init_app`) and the system check find the views by it to check the Brand at
-#: startup; `functools.wraps` copies it through the app's own decorators.
+#: The attribute Flask's and Django's `poppy_session_required` (and Flask's
+#: `poppy_discovery_view`) leave on the view they make: the Brand it names and the call as
+#: the app wrote it. Their Provider is built after the views are made, so the extension
+#: (`init_app`) and the system check find the views by it to check the Brand at startup;
+#: `functools.wraps` copies it through the app's own decorators.
 _POPPY_BRAND_ATTRIBUTE = "pactmw_poppy_brand"
 
 
@@ -87,23 +88,25 @@ def poppy_setting(brand_id: str) -> str:
     return f"poppy_session_required({brand_id!r})"
 
 
-def tag_poppy_view(view: _T, brand_id: str) -> _T:
-    """Leave `brand_id` on a view `poppy_session_required` made (see `poppy_view_problems`)."""
-    setattr(view, _POPPY_BRAND_ATTRIBUTE, brand_id)
+def tag_poppy_view(view: _T, brand_id: str, setting: str | None = None) -> _T:
+    """Leave `brand_id` on a view `poppy_session_required` made, or the helper `setting`
+    names (see `poppy_view_problems`)."""
+    setattr(view, _POPPY_BRAND_ATTRIBUTE, (brand_id, setting or poppy_setting(brand_id)))
     return view
 
 
 def poppy_view_problems(brands: Iterable[Brand], views: Iterable[object]) -> list[ConfigError]:
-    """What `check_session_brand` says of each of `views` whose
-    `poppy_session_required` names a Brand the Provider cannot check Sessions for."""
+    """What `check_session_brand` says of each of `views` whose `poppy_session_required`
+    (or other tagged helper) names a Brand without Poppy."""
     brands = tuple(brands)
     problems: list[ConfigError] = []
     for view in views:
-        brand_id = getattr(view, _POPPY_BRAND_ATTRIBUTE, None)
-        if not isinstance(brand_id, str):
+        tag = getattr(view, _POPPY_BRAND_ATTRIBUTE, None)
+        if not (isinstance(tag, tuple) and len(tag) == 2):
             continue
+        brand_id, setting = tag
         try:
-            check_session_brand(brands, brand_id, poppy_setting(brand_id))
+            check_session_brand(brands, brand_id, setting)
         except ConfigError as exc:
             problems.append(exc)
     return problems

@@ -374,13 +374,20 @@ def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:
     itself, chosen by `Host` among the Brand's `poppy.domains`, never a redirect.
 
     `app.add_url_rule("/.well-known/poppy.json", view_func=poppy_discovery_view("shop"))`
+
+    A Brand without Poppy is a `ConfigError` at `init_app` for a view added before it, at
+    its first request for one added after.
     """
+    setting = f"poppy_discovery_view({brand_id!r})"
 
     def view() -> WerkzeugResponse:
         provider = get_provider()
+        # `init_app` checked the views it found; one added after it is checked here.
+        check_session_brand(provider.brands.values(), brand_id, setting)
         return to_werkzeug(provider.poppy_discovery(brand_id, request.host, request.method))
 
     view.__name__ = f"poppy_discovery_{brand_id}"
+    tag_poppy_view(view, brand_id, setting)
     # OPTIONS is the Provider's (204, `Allow`, the CORS preflight), not Flask's own answer.
     view.methods = ["GET", "OPTIONS"]  # type: ignore[attr-defined]
     view.provide_automatic_options = False  # type: ignore[attr-defined]

@@ -278,9 +278,11 @@ def current_poppy_caller(environ: WSGIEnvironment) -> PoppyCaller | None:
 def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
     """A WSGI app answering a Brand's `/.well-known/poppy.json` on its own site (the
     document itself, chosen by `Host` among its `poppy.domains`; never a redirect). Route
-    that path to it; `A2AProviderApp` at the site root answers it already. KeyError now when
-    the Brand does not enable Poppy."""
-    provider.poppy_discovery(brand_id, None)  # fail at startup for a Brand without Poppy
+    that path to it; `A2AProviderApp` at the site root answers it already. A `ConfigError`
+    now when the Brand does not enable Poppy."""
+    check_session_brand(
+        provider.brands.values(), brand_id, f"poppy_discovery_app(provider, {brand_id!r})"
+    )
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = neutral_request(environ)

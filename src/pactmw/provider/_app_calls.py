@@ -57,8 +57,11 @@ class AppCalls:
     # -- Poppy on the app's own site and APIs ----------------------------------------------
 
     def poppy_discovery(self, brand_id: str, host: str | None, method: str) -> Response:
-        if self.poppy is None or brand_id not in self.poppy.brands:
-            raise KeyError(brand_id)
+        # The adapters' helpers check where they are made; a direct call is named here.
+        check_session_brand(
+            self.brands.values(), brand_id, f"Provider.poppy_discovery({brand_id!r})"
+        )
+        poppy = self._poppy()
         if method == "OPTIONS":  # as the Provider's own public documents answer it
             return options_response(("GET",), public=True)
         if routed_method(method) != "GET":
@@ -66,7 +69,7 @@ class AppCalls:
             # frameworks refuse a method their GET routes lack (RFC 9110 §15.5.6).
             return error_response(RequestRefused(405, (allow("GET"),)))
         try:
-            response = self.poppy.brand_discovery(brand_id, host)
+            response = poppy.brand_discovery(brand_id, host)
         except Exception as exc:
             response = error_response(exc)
         return for_method(method, response)

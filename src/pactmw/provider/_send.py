@@ -181,7 +181,7 @@ class MessageSender:
             return a2a_json(200, claim.reply)
         if closed:
             if claim.kind == "new":
-                yield self._release(context_id, message.message_id)
+                yield self._release(context_id, message.message_id, now)
             raise A2AError("UNSUPPORTED_OPERATION", "Conversation is closed")
         if claim.kind == "pending":
             raise A2AError(
@@ -246,7 +246,7 @@ class MessageSender:
                 if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
                     # Like a step-up: the message stays unanswered, so the personal agent can
                     # send it again after a new handshake.
-                    yield self._release(context_id, message.message_id)
+                    yield self._release(context_id, message.message_id, lease.release())
                     parafe.file(parafe_turn.filings())
                     return a2a_json(200, task)
                 body = task
@@ -255,7 +255,7 @@ class MessageSender:
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
-            yield self._release(context_id, message.message_id)
+            yield self._release(context_id, message.message_id, lease.release())
             if self.oauth is None:
                 logger.error(
                     "the bot of brand %r asked for step-up, but no Brand offers delegation",
@@ -271,14 +271,13 @@ class MessageSender:
             # Abandoned: whatever the bot still answers is dropped, and the message stays
             # unanswered so that a retry runs the bot again.
             logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
-            lease.release()
-            yield self._release(context_id, message.message_id)
+            yield self._release(context_id, message.message_id, lease.release())
             raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
-            yield self._release(context_id, message.message_id)
+            yield self._release(context_id, message.message_id, lease.release())
             raise A2AError("INTERNAL", "Internal error") from None
         finally:
             lease.release()
@@ -299,10 +298,12 @@ class MessageSender:
             yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
 
-    def _release(self, context_id: str, message_id: str) -> NeedStore:
-        """The store call that gives a claimed message up unanswered (a retry runs it)."""
+    def _release(self, context_id: str, message_id: str, claimed_at: float) -> NeedStore:
+        """The store call that gives a claimed message up unanswered (a retry runs it), if
+        this turn still holds it: its lease starts at `claimed_at` (`_Lease.release()`'s)."""
         return NeedStore(
-            self.store.release_claim, {"context_id": context_id, "message_id": message_id}
+            self.store.release_claim,
+            {"context_id": context_id, "message_id": message_id, "claimed_at": claimed_at},
         )
 
     def _replay_refused(
@@ -349,11 +350,17 @@ class _Lease:
         self.claimed_at = at
         #: When (monotonic) the lease was last set, to schedule the next renewal.
         self.set_at = time.monotonic()
+        #: Held while a renewal is under way, so `release()` waits for its outcome.
+        self.renewing = threading.Lock()
         self._renewer = renewer
 
-    def release(self) -> None:
-        """Stop renewing this claim (idempotent)."""
+    def release(self) -> float:
+        """Stop renewing this claim (idempotent); return where its lease starts in the store
+        now, the mark `release_claim` presents to give the claim up. A renewal already under
+        way is waited for (one store call at most), else the mark could be the one before it."""
         self._renewer.forget(self)
+        with self.renewing:
+            return self.claimed_at
 
 
 class _LeaseRenewer:
@@ -419,6 +426,13 @@ class _LeaseRenewer:
                 self._renew(lease)
 
     def _renew(self, lease: _Lease) -> None:
+        with lease.renewing:
+            with self._lock:
+                if lease not in self._leases:
+                    return  # released since it was due: its turn presents the mark it has
+            self._renew_held(lease)
+
+    def _renew_held(self, lease: _Lease) -> None:
         now, started = self._clock(), time.monotonic()
         try:
             renewed = self._store.renew_claim(

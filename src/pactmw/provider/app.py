@@ -250,8 +250,8 @@ class Provider:
         when it is one of the Brand's `poppy.domains`; else a Poppy `404 not_found`. To a
         HEAD `method`, the same without the body; to OPTIONS, 204 with `Allow` and the CORS
         preflight's answer, as the Provider's own public documents; to any other method, a
-        405 with `Allow`, as a framework's own GET route answers. KeyError when the Brand
-        does not enable Poppy."""
+        405 with `Allow`, as a framework's own GET route answers. A `ConfigError` naming the
+        Brands with Poppy when `brand_id` is not one of them."""
         return self._calls.poppy_discovery(brand_id, host, method)
 
     def poppy_session(

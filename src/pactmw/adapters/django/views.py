@@ -21,6 +21,7 @@ from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_settings
+from pactmw.provider.poppy import check_session_brand
 from pactmw.provider.routes import MOUNT
 
 
@@ -96,12 +97,17 @@ def _serves_poppy() -> bool:
 def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]:
     """A view answering a Brand's `/.well-known/poppy.json` on its own site, when that site
     is not the one serving `a2a_urlpatterns()` (the document itself, chosen by `Host` among
-    the Brand's `poppy.domains`; never a redirect)."""
+    the Brand's `poppy.domains`; never a redirect). A Brand without Poppy is a `ConfigError`
+    naming this view, raised at each request."""
+    setting = f"poppy_discovery_view({brand_id!r})"
 
     def view(request: HttpRequest) -> HttpResponse:
         provider = _provider()  # answered as `a2a_view` answers without one
         if not isinstance(provider, Provider):
             return provider
+        # Checked at each request, not by the system check: pactmw.E004 covers the views of
+        # `poppy_session_required` only.
+        check_session_brand(provider.brands.values(), brand_id, setting)
         method = method_as_sent(request)
         return to_django(provider.poppy_discovery(brand_id, request.get_host(), method))
 

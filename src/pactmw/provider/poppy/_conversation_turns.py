@@ -23,7 +23,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
 from pactmw.provider._send import MessageSender, bot_reply, bound_tools
 from pactmw.provider.brand import Brand, Turn
-from pactmw.provider.flow import SubFlow, TurnTimedOut, store
+from pactmw.provider.flow import NeedStore, SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
     Receipt,
     TurnRecord,
@@ -126,7 +126,7 @@ class ConversationTurns:
             if claim.kind == "new":
                 # Refused, so never received: with its turn released, `holding_message_id`
                 # frees its id too, which may start another conversation.
-                yield store(self.store.release_claim, context_id=context_id, message_id=message.id)
+                yield self._release(context_id, message.id, now)
             raise PoppyError(
                 409,
                 "conversation_closed",
@@ -137,6 +137,16 @@ class ConversationTurns:
             # Another worker runs the bot for this message now: its answer will be an event.
             return Receipt(context_id, closed=False, status=status, working=True)
         return (yield from self.answer(agent, conversation, message, claim, now, issuer, status))
+
+    def _release(self, context_id: str, message_id: str, claimed_at: float) -> NeedStore:
+        """The store call that gives a claimed message up unanswered (a retry runs it), if
+        this turn still holds it: its lease starts at `claimed_at`."""
+        return store(
+            self.store.release_claim,
+            context_id=context_id,
+            message_id=message_id,
+            claimed_at=claimed_at,
+        )
 
     def claim_message_id(
         self, owner: tuple[str, str, str], context_id: str, message_id: str
@@ -222,7 +232,6 @@ class ConversationTurns:
             tools=tools,
             supports_operations=supports,
         )
-        release = store(self.store.release_claim, context_id=context_id, message_id=message.id)
         lease = self.sender.hold_lease(context_id, message.id, claimed_at=claimed_at)
         close = False
         try:
@@ -258,8 +267,7 @@ class ConversationTurns:
             ]
         except TurnTimedOut as timed_out:
             logger.warning("conversation turn of brand %r abandoned: %s", brand.id, timed_out)
-            lease.release()
-            yield release
+            yield self._release(context_id, message.id, lease.release())
             raise PoppyError(
                 503, "temporarily_unavailable", "the turn took too long; send it again"
             ) from None
@@ -267,7 +275,7 @@ class ConversationTurns:
             # The bot failed: logged here, nothing of it sent, and the message unanswered so
             # a retry runs the bot again.
             logger.exception("conversation turn of brand %r failed", brand.id)
-            yield release
+            yield self._release(context_id, message.id, lease.release())
             raise PoppyError(
                 503, "temporarily_unavailable", "the company's agent failed; send it again"
             ) from None

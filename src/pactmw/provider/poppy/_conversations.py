@@ -161,9 +161,13 @@ class PoppyConversations:
         request: Request,
         issuer: str,
     ) -> Flow:
-        """Answer one conversation request of an already checked Session."""
+        """Answer one conversation request of an already checked Session.
+
+        The whole request is checked before it acts: a bad one is refused with no effect
+        (no bot run, no turn stored, no message id held), so sent again right it is new."""
         query = _query(request)
         cursor = query.get("cursor")
+        start = _cursor_start(cursor)
         # `wait` is whole seconds; answered at once (a turn's answer is stored before its POST
         # returns), but a malformed one is still the agent's error.
         wait = query.get("wait")
@@ -175,15 +179,17 @@ class PoppyConversations:
             message, parent = parse_conversation_start(body)
             if parent is not None:
                 raise PoppyError(400, "invalid_request", "Direct Conversations are not supported")
+            yield from self._check_reach(derived_context_id(agent, message.id), start)
             receipt = yield from self._create(agent, message, issuer)
         else:
             assert conversation_id is not None
             conversation = yield from self._owned(agent, conversation_id)
             if operation == "events":
-                return (yield from self._page(conversation.context_id, conversation.closed, cursor))
+                return (yield from self._page(conversation.context_id, conversation.closed, start))
             if operation == "send":
                 body = yield from bounded_body(BODY_LIMIT, "the body")
                 message = parse_message_post(body)
+                yield from self._check_reach(conversation.context_id, start)
                 receipt = yield from self._turns.send(agent, conversation, message, issuer)
             else:
                 yield store(self.store.close_conversation, context_id=conversation.context_id)
@@ -192,7 +198,7 @@ class PoppyConversations:
             # Asked for a page instead of a receipt (§7.3): the events after `cursor`.
             return (
                 yield from self._page(
-                    receipt.context_id, receipt.closed, cursor, receipt.status, receipt.working
+                    receipt.context_id, receipt.closed, start, receipt.status, receipt.working
                 )
             )
         return receipt.response()
@@ -287,27 +293,33 @@ class PoppyConversations:
             if record.message != message.content():
                 raise PoppyError(409, "message_id_conflict", "the message id has other content")
 
-    def _page(
-        self,
-        context_id: str,
-        closed: bool,
-        cursor: str | None,
-        status: int = 200,
-        working: bool = False,
-    ) -> Flow:
-        """One page of events after `cursor` (`cur_<events already read>`)."""
-        start = 0
-        if cursor is not None:
-            matched = _CURSOR.fullmatch(cursor)
-            if matched is None:
-                raise PoppyError(400, "invalid_cursor", "not a cursor of this conversation")
-            start = int(matched.group(1))
+    def _events(self, context_id: str) -> SubFlow:
+        """The conversation's events, oldest first (its first `MAX_TURNS` answered turns')."""
         replies = yield store(self.store.replies, context_id=context_id, limit=MAX_TURNS)
         events: list[dict[str, Any]] = []
         for _, stored in replies:
             record = TurnRecord.load(stored)
             if record is not None:
                 events.extend(record.events)
+        return events
+
+    def _check_reach(self, context_id: str, start: int) -> SubFlow:
+        """Refuse, before a message is received, a cursor past the events stored so far: no
+        agent can have read those, and refused only after the turn, its message would be
+        answered and stored by a request that fails (the agent then sends it again)."""
+        if start > 0 and start > len((yield from self._events(context_id))):
+            raise PoppyError(400, "invalid_cursor", "not a cursor of this conversation")
+
+    def _page(
+        self,
+        context_id: str,
+        closed: bool,
+        start: int,
+        status: int = 200,
+        working: bool = False,
+    ) -> Flow:
+        """One page of events after the `start` first ones (a cursor's, `_cursor_start`)."""
+        events: list[dict[str, Any]] = yield from self._events(context_id)
         if start > len(events):
             raise PoppyError(400, "invalid_cursor", "not a cursor of this conversation")
         page = events[start : start + PAGE_SIZE]
@@ -320,6 +332,17 @@ class PoppyConversations:
             **conversation_state(closed, working),
         }
         return json_response(body, status=status, extra=NO_STORE)
+
+
+def _cursor_start(cursor: str | None) -> int:
+    """How many events a cursor (`cur_<events already read>`) says were read; 0 without one.
+    A malformed cursor is `400 invalid_cursor`."""
+    if cursor is None:
+        return 0
+    matched = _CURSOR.fullmatch(cursor)
+    if matched is None:
+        raise PoppyError(400, "invalid_cursor", "not a cursor of this conversation")
+    return int(matched.group(1))
 
 
 def _query(request: Request) -> dict[str, str]:

@@ -57,10 +57,11 @@ class PoppyCaller:
 
 
 def check_session_brand(brands: Iterable[Brand], brand_id: str, setting: str) -> None:
-    """Refuse a Session check for `brand_id` when it is not one of `brands` (a typo) or does
-    not enable Poppy: no Session Token of it could ever be checked, so each adapter calls
-    this where `setting` (the decorator or dependency, as the app wrote it) is built, and the
-    app learns at startup which Brands it can name, never from a 500 on each request."""
+    """Refuse a Session check or a `poppy.json` helper for `brand_id` when it is not one of
+    `brands` (a typo) or does not enable Poppy: no Session Token of it could ever be checked
+    and it publishes no document, so each adapter calls this where `setting` (the decorator,
+    dependency or helper, as the app wrote it) is built, and the app learns at startup which
+    Brands it can name, never from a 500 on each request."""
     by_id = {brand.id: brand for brand in brands}
     brand = by_id.get(brand_id)
     if brand is not None and brand.poppy is not None:

@@ -112,13 +112,13 @@ class ConversationsMixin(MemoryCore):
             ctx.agent_message_ids.add(reply_id)
             ctx.conversation = _updated(ctx.conversation, last_activity=now)
 
-    def _release_claim(self, context_id: str, message_id: str) -> None:
+    def _release_claim(self, context_id: str, message_id: str, claimed_at: float) -> None:
         with self._open:
             ctx = self._contexts.get(context_id)
             if ctx is None:
                 return
             message = ctx.messages.get(message_id)
-            if message is not None and message.reply is None:
+            if message is not None and message.reply is None and message.claimed_at == claimed_at:
                 del ctx.messages[message_id]
 
     def _claim_message_id(self, key: OwnedMessageId, context_id: str) -> str:

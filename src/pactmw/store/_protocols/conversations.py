@@ -99,13 +99,18 @@ class ConversationStore(Protocol):
             )
         self._store_reply(context_id, message_id, reply_message_id, reply_text, bytes(reply), now)
 
-    def release_claim(self, *, context_id: str, message_id: str) -> None:
-        """Drop an unanswered claim (the bot failed) so a retry runs the bot again.
+    def release_claim(self, *, context_id: str, message_id: str, claimed_at: float) -> None:
+        """Drop an unanswered claim the caller still holds (its bot failed) so a retry runs
+        the bot again.
 
-        Answered messages and unknown ids are left alone.
+        The caller holds the claim while its lease still starts at `claimed_at`, as for
+        `renew_claim`: the `now` of the claim that answered `new` (of `start_conversation`
+        for a first message), or of its last successful renewal. A claim taken over after
+        the caller's lease ran out is the taker's and is left alone, as are answered
+        messages and unknown ids.
         """
         if not has_nul(context_id, message_id):
-            self._release_claim(context_id, message_id)
+            self._release_claim(context_id, message_id, claimed_at)
 
     def start_conversation(
         self,
@@ -249,7 +254,7 @@ class ConversationStore(Protocol):
         when `reply_id` is an agent message id of the conversation already)."""
         ...
 
-    def _release_claim(self, context_id: str, message_id: str) -> None: ...
+    def _release_claim(self, context_id: str, message_id: str, claimed_at: float) -> None: ...
 
     def _start_conversation(
         self, conversation: Conversation, message_id: str, text: str, derived: bool

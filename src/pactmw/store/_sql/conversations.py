@@ -158,9 +158,16 @@ class ConversationsMixin(SqlCore):
             ex.execute(sql.store_reply, (reply_id, text, reply, now, context_id, message_id))
             ex.execute(sql.touch_conversation, (now, context_id))
 
-    def _release_claim(self, context_id: str, message_id: str) -> None:
+    def _release_claim(self, context_id: str, message_id: str, claimed_at: float) -> None:
         with self._write() as ex:
-            ex.execute(self._sql.release_claim, (context_id, message_id))
+            # The lock `claim_message` takes first, as `_renew_claim` does: a takeover that
+            # read the old lease cannot then find its row deleted by the old holder.
+            if (
+                self._locks_rows
+                and not ex.execute(self._sql.lock_conversation, (context_id,)).fetchone()
+            ):
+                return
+            ex.execute(self._sql.release_claim, (context_id, message_id, claimed_at))
 
     def _claim_message_id(self, key: OwnedMessageId, context_id: str) -> str:
         for _ in range(3):

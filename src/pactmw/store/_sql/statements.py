@@ -78,7 +78,8 @@ class Statements(DelegationStatements):
             " WHERE context_id = ? AND message_id = ?"
         )
         self.release_claim = q(
-            "DELETE FROM pactmw_messages WHERE context_id = ? AND message_id = ? AND reply IS NULL"
+            "DELETE FROM pactmw_messages"
+            " WHERE context_id = ? AND message_id = ? AND claimed_at = ? AND reply IS NULL"
         )
         # An owner's message ids across conversations (`claim_message_id`): the unique key
         # lets exactly one of concurrent inserts record an id; the read then names its holder.

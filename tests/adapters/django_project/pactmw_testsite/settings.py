@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 SECRET_KEY = "pactmw-adapter-tests-not-a-secret"  # a throwaway test project
-DEBUG = False
+# Set by a test that reads a view's exception in the server's log (Django logs it with DEBUG).
+DEBUG = os.environ.get("PACTMW_TEST_DEBUG") == "1"
 # shop.example: the Poppy tests ask for a Brand's poppy.json by its own Host.
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "shop.example", "www.shop.example"]
 INSTALLED_APPS = ["pactmw.adapters.django"]
