@@ -20,6 +20,11 @@ parent's: it takes fresh locks, opens its own connections when it first needs on
 starts its background thread again on demand, as if none had ever run. The hook does this
 once per fork, so no hot path compares process ids. What a child inherits is never closed
 from the child: closing runs the driver's goodbye on a connection the parent may still use.
+
+A cache or a count keeps what it held at the fork (a warm cache is what preloading is for)
+and takes a fresh lock in the child. A thread that held the old one may have been half-way
+through an update; each dict operation is whole under the GIL, so the worst left is one
+entry missing, which a cache or a count tolerates.
 """
 
 from __future__ import annotations
