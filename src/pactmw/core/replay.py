@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
+from pactmw.core import _fork
+
 
 class ReplayMemory(Protocol):
     """Remembers keys so that what they name is accepted once.
@@ -47,6 +49,15 @@ class MemoryReplayMemory:
         self._max = max_entries
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
+        if child:
+            self._lock = threading.Lock()
 
     def first_use(self, key: str, *, now: float, expires_at: float) -> bool:
         with self._lock:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Generic, TypeVarTuple, Unpack
 
+from pactmw.core import _fork
 from pactmw.core.encoding import sha256
 
 _Ts = TypeVarTuple("_Ts")
@@ -48,6 +49,15 @@ class VerifiedTokenCache(Generic[Unpack[_Ts]]):
         self.max_age = max_age
         self._entries: dict[bytes, tuple[float, Unpack[_Ts]]] = {}
         self._lock = threading.Lock()
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
+        if child:
+            self._lock = threading.Lock()
 
     def get(self, key: bytes, now: float) -> tuple[float, Unpack[_Ts]] | None:
         """`(until, *value)` cached for `key`, unless it has expired (`until <= now`)."""

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from attrs import evolve, frozen
 
+from pactmw.core import _fork
 from pactmw.core.jwk import KeySet
 
 __all__ = [
@@ -87,6 +88,15 @@ class MemoryAgentOverrides:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._enabled: dict[str, bool] = {}
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
+        if child:
+            self._lock = threading.Lock()
 
     def agent_enabled(self, issuer: str) -> bool | None:
         # A dict read is atomic in CPython; only writers take the lock. This runs per request.

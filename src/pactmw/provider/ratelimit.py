@@ -14,6 +14,7 @@ import threading
 
 from attrs import frozen
 
+from pactmw.core import _fork
 from pactmw.provider.flow import SubFlow, store
 from pactmw.store import RateLimitStore
 
@@ -52,6 +53,15 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[float, int]] = {}
         self._max_keys = max_keys
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
+        if child:
+            self._lock = threading.Lock()
 
     @property
     def shared(self) -> bool:

@@ -17,7 +17,7 @@ after a minute with nothing to watch, so a store nobody closes leaves no thread 
 
 In a forked child the watches armed at the fork are the parent's, over sockets both processes
 share: cutting one would cut the parent's connection. The child forgets them, and its lock,
-and starts a thread of its own at its first watch (store/_fork.py).
+and starts a thread of its own at its first watch (core/_fork.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Protocol
 
-from pactmw.store import _fork
+from pactmw.core import _fork
 
 __all__ = ["Watch", "Watchdog"]
 

@@ -12,7 +12,7 @@ database errors as `StoreError`; neither message contains the DSN's password.
 
 Connections are the opening process's own: a forked child (`gunicorn --preload`) starts
 with an empty pool and fresh locks, and leaves the parent's connections to the parent
-(store/_fork.py). psycopg does not close a connection that another process opened when it
+(core/_fork.py). psycopg does not close a connection that another process opened when it
 is garbage-collected, so forgetting them is enough.
 """
 
@@ -31,7 +31,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from pactmw.store import _fork
+from pactmw.core import _fork
 from pactmw.store._sql.flavours import PostgresFlavour
 from pactmw.store._sql.migrations import POSTGRES_MIGRATIONS
 from pactmw.store._watchdog import Watch, Watchdog

@@ -37,7 +37,7 @@ sqlite's record of the locks held in the process, copied into the child, goes on
 a lock taken at the fork is held, so even a connection the child opens itself can wait for
 it for ever. So just before a fork the store waits for its operation in progress, if any,
 and closes its connection; the parent and the child each open their own at their next
-operation (store/_fork.py). The lock is held across the fork, so that no operation starts
+operation (core/_fork.py). The lock is held across the fork, so that no operation starts
 meanwhile and the child's copy is not held by a thread it does not have; a moved file is
 dealt with at that close as at `close`, and the next open takes the file at the path.
 """
@@ -54,7 +54,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pactmw.store import _fork
+from pactmw.core import _fork
 from pactmw.store._sql.flavours import SqliteFlavour
 from pactmw.store._sql.migrations import SQLITE_MIGRATIONS
 from pactmw.store.base import Conversation, StoreError, StoreUnavailable

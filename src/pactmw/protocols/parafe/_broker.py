@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from pactmw.core import _fork
 from pactmw.core.encoding import json_dumps, json_loads
 from pactmw.core.errors import FetchError, KeyUnavailable, MalformedInput
 from pactmw.core.fetch import FetchPolicy
@@ -179,6 +180,15 @@ class BrokerKeys:
         self._clock = clock
         self._lock = threading.Lock()
         self._documents: OrderedDict[str, tuple[DidDocument, float]] = OrderedDict()
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
+        if child:
+            self._lock = threading.Lock()
 
     @property
     def broker_url(self) -> str:

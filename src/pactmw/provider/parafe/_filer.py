@@ -12,6 +12,7 @@ from typing import Protocol
 
 from attrs import field, frozen
 
+from pactmw.core import _fork
 from pactmw.core.encoding import loggable
 from pactmw.core.errors import FetchError
 from pactmw.core.fetch import FetchPolicy
@@ -69,6 +70,15 @@ class MemoryAcknowledgments:
         self._capacity = capacity
         self._filed: OrderedDict[str, FiledReceipt] = OrderedDict()
         self._lock = threading.Lock()
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
+        if child:
+            self._lock = threading.Lock()
 
     def record(self, filed: FiledReceipt) -> None:
         key = receipt_hash(filed.receipt)
@@ -133,6 +143,19 @@ class ReceiptFiler:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.outcomes: Counter[str] = Counter()
+        _fork.reset_at_fork(self)
+
+    def _forking(self) -> None:
+        pass  # nothing to make safe in the parent
+
+    def _forked(self, *, child: bool) -> None:
+        """In a forked child: no thread (`submit` starts one), a lock no thread of the
+        child holds, and none of the parent's receipts, which the parent files."""
+        if child:
+            self._condition = threading.Condition()
+            self._queue = deque()
+            self._busy = 0
+            self._thread = None
 
     def submit(self, filings: Iterable[Filing]) -> None:
         with self._condition:

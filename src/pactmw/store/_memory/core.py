@@ -14,7 +14,7 @@ from typing import Protocol, TypeVar
 
 from attrs import define, evolve, frozen
 
-from pactmw.store import _fork
+from pactmw.core import _fork
 from pactmw.store._decisions import RefreshTokenState
 from pactmw.store._protocols.account_tokens import AccountToken
 from pactmw.store._protocols.grants import GrantKey
