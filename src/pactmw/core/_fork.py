@@ -12,12 +12,14 @@ watchdog thread; the Provider and its verifiers have locks (caches, the rate lim
 replay memories) and background threads (the lease renewer, the receipt filer, worker
 threads). One hook serves them all, so it lives in core, which every layer may import.
 
-So each object that owns such things registers here. Just before a fork, in the parent,
-`_forking` may make it safe to copy (the sqlite store waits for its operation in progress
-and closes its connection); right after it, `_forked` runs in the parent and in the child
-(one thread there, nothing else running yet), where the object forgets what was the
-parent's: it takes fresh locks, opens its own connections when it first needs one, and
-starts its background thread again on demand, as if none had ever run. The hook does this
+So each object that owns such things registers here, in one of three ways. One that must
+be quiet while the process forks (`hold_across_fork`: the sqlite and memory stores) waits
+in the parent for its operation in progress and holds its lock across the fork (sqlite
+closes its connection too); the lock is released on both sides after it. In the child (one
+thread there, nothing else running yet) an object forgets what was the parent's
+(`reset_in_child`): it takes fresh locks, opens its own connections when it first needs
+one, and starts its background thread again on demand, as if none had ever run; one that
+only has a lock gets a fresh one (`fresh_lock_in_child`). The hook does this
 once per fork, so no hot path compares process ids. What a child inherits is never closed
 from the child: closing runs the driver's goodbye on a connection the parent may still use.
 
@@ -30,50 +32,81 @@ entry missing, which a cache or a count tolerates.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Protocol
 
-__all__ = ["Forkable", "reset_at_fork"]
+__all__ = [
+    "HeldAcrossFork",
+    "ResetInChild",
+    "fresh_lock_in_child",
+    "hold_across_fork",
+    "reset_in_child",
+]
 
 
-class Forkable(Protocol):
-    """An object holding what a forked child must not use (see the module docstring)."""
+class ResetInChild(Protocol):
+    """An object that forgets, in a forked child, what was the parent's (`reset_in_child`)."""
+
+    def _reset_in_child(self) -> None:
+        """Called in the child right after a fork (one thread there, nothing else running)."""
+
+
+class HeldAcrossFork(Protocol):
+    """An object that must be quiet while the process forks (`hold_across_fork`)."""
 
     def _forking(self) -> None:
-        """Called in the parent just before a fork."""
+        """Called in the parent just before a fork (takes what `_forked` gives back)."""
 
-    def _forked(self, *, child: bool) -> None:
-        """Called right after a fork, in the parent and in the child (`child`)."""
+    def _forked(self) -> None:
+        """Called right after a fork, in the parent and in the child alike."""
 
 
-# Weak, so a registered object that is dropped is forgotten (stores are opened by the
+# All weak, so a registered object that is dropped is forgotten (stores are opened by the
 # thousand in tests). One hook for all of them, since a registered hook is never removed.
-_REGISTERED: weakref.WeakSet[Forkable] = weakref.WeakSet()
+_HELD: weakref.WeakSet[HeldAcrossFork] = weakref.WeakSet()
+_RESET: weakref.WeakSet[ResetInChild] = weakref.WeakSet()
+_LOCKS: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 # Those whose `_forking` ran, held until their `_forked`: each gets both, or neither.
-_FORKING: list[Forkable] = []
+_FORKING: list[HeldAcrossFork] = []
 
 
-def reset_at_fork(obj: Forkable) -> None:
-    """Call `obj._forking()` and `obj._forked(...)` around every fork from now on, while
-    `obj` lives."""
-    _REGISTERED.add(obj)
+def hold_across_fork(obj: HeldAcrossFork) -> None:
+    """Call `obj._forking()` before and `obj._forked()` after every fork from now on (in the
+    parent and the child), while `obj` lives."""
+    _HELD.add(obj)
+
+
+def reset_in_child(obj: ResetInChild) -> None:
+    """Call `obj._reset_in_child()` in every child forked from now on, while `obj` lives."""
+    _RESET.add(obj)
+
+
+def fresh_lock_in_child(obj: object, attribute: str = "_lock") -> None:
+    """Give `obj` a new `threading.Lock()` as `attribute` in every child forked from now on,
+    while `obj` lives: all a cache or a count needs (see the module docstring)."""
+    _LOCKS[obj] = attribute
 
 
 def _before() -> None:
-    _FORKING[:] = list(_REGISTERED)
+    _FORKING[:] = list(_HELD)
     for obj in _FORKING:
         obj._forking()
 
 
-def _after(child: bool) -> None:
-    objs, _FORKING[:] = list(_FORKING), []
-    for obj in objs:
-        obj._forked(child=child)
+def _after() -> None:
+    held, _FORKING[:] = list(_FORKING), []
+    for obj in held:
+        obj._forked()
+
+
+def _after_in_child() -> None:
+    _after()
+    for locked, attribute in list(_LOCKS.items()):
+        setattr(locked, attribute, threading.Lock())
+    for obj in list(_RESET):
+        obj._reset_in_child()
 
 
 if hasattr(os, "register_at_fork"):  # Windows has no fork
-    os.register_at_fork(
-        before=_before,
-        after_in_parent=lambda: _after(child=False),
-        after_in_child=lambda: _after(child=True),
-    )
+    os.register_at_fork(before=_before, after_in_parent=_after, after_in_child=_after_in_child)

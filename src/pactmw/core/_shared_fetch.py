@@ -107,19 +107,15 @@ class SharedFetches(Generic[_Value]):
         self._inflight: dict[str, Future[_Value]] = {}
         self._new_inflight: set[str] = set()
         self._last_refusal: float | None = None
-        _fork.reset_at_fork(self)
+        _fork.reset_in_child(self)
 
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
+    def _reset_in_child(self) -> None:
         """In a forked child: a lock no thread of the child holds, and no fetch under way
         (the parent's complete their futures in the parent only: a child waiting on one
         would time out, and the key would stay "being fetched" there for ever)."""
-        if child:
-            self._lock = threading.Lock()
-            self._inflight = {}
-            self._new_inflight = set()
+        self._lock = threading.Lock()
+        self._inflight = {}
+        self._new_inflight = set()
 
     def peek(self, key: str) -> _Value | None:
         """The value held for `key`, however old, or None; never fetches."""

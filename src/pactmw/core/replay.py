@@ -49,15 +49,7 @@ class MemoryReplayMemory:
         self._max = max_entries
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     def first_use(self, key: str, *, now: float, expires_at: float) -> bool:
         with self._lock:

@@ -133,22 +133,18 @@ class WorkerThreads:
             weakref.WeakKeyDictionary()
         )
         self._recent: tuple[weakref.ref[asyncio.AbstractEventLoop], _Inbox] | None = None
-        _fork.reset_at_fork(self)
+        _fork.reset_in_child(self)
 
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
+    def _reset_in_child(self) -> None:
         """In a forked child: none of the parent's threads (counted idle, they would take
         the child's calls that nobody runs), jobs (the parent's loops wait for them) or
         inboxes, and a lock no thread of the child holds. Threads start on demand."""
-        if child:
-            self._jobs = queue.SimpleQueue()
-            self._lock = threading.Lock()
-            self._threads = []
-            self._idle = 0
-            self._inboxes = weakref.WeakKeyDictionary()
-            self._recent = None
+        self._jobs = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = []
+        self._idle = 0
+        self._inboxes = weakref.WeakKeyDictionary()
+        self._recent = None
 
     async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
         """Call `fn(*args)` in a worker thread and return (or raise) what it does."""

@@ -49,15 +49,7 @@ class VerifiedTokenCache(Generic[Unpack[_Ts]]):
         self.max_age = max_age
         self._entries: dict[bytes, tuple[float, Unpack[_Ts]]] = {}
         self._lock = threading.Lock()
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     def get(self, key: bytes, now: float) -> tuple[float, Unpack[_Ts]] | None:
         """`(until, *value)` cached for `key`, unless it has expired (`until <= now`)."""

@@ -88,15 +88,7 @@ class MemoryAgentOverrides:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._enabled: dict[str, bool] = {}
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     def agent_enabled(self, issuer: str) -> bool | None:
         # A dict read is atomic in CPython; only writers take the lock. This runs per request.

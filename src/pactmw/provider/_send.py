@@ -387,21 +387,17 @@ class _LeaseRenewer:
         #: Whether the thread waits for a first lease, and so must be woken for one. Between
         #: its ticks it is never woken: no lease is due before a full interval has passed.
         self._parked = False
-        _fork.reset_at_fork(self)
+        _fork.reset_in_child(self)
 
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
+    def _reset_in_child(self) -> None:
         """In a forked child: no thread (`hold` starts one), a lock no thread of the child
         holds, and none of the parent's leases: their turns run in the parent, which renews
         and releases their claims itself."""
-        if child:
-            self._lock = threading.Lock()
-            self._changed = threading.Condition(self._lock)
-            self._leases = set()
-            self._thread = None
-            self._parked = False
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._leases = set()
+        self._thread = None
+        self._parked = False
 
     def hold(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
         """Keep renewing the claim `claim_message` granted at `claimed_at` until released."""

@@ -53,15 +53,7 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[float, int]] = {}
         self._max_keys = max_keys
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     @property
     def shared(self) -> bool:

@@ -86,17 +86,13 @@ class Watchdog:
         self._cond = threading.Condition(threading.Lock())
         self._armed: dict[Watch, float] = {}  # watch -> deadline, earliest first
         self._thread: threading.Thread | None = None
-        _fork.reset_at_fork(self)
+        _fork.reset_in_child(self)
 
-    def _forking(self) -> None:
-        pass  # the parent's watches stay the parent's
-
-    def _forked(self, *, child: bool) -> None:
+    def _reset_in_child(self) -> None:
         """In a forked child: forget the parent's watches, its lock and its thread."""
-        if child:
-            self._cond = threading.Condition(threading.Lock())
-            self._armed = {}
-            self._thread = None
+        self._cond = threading.Condition(threading.Lock())
+        self._armed = {}
+        self._thread = None
 
     def watch(self, conn: _Socketed) -> Watch:
         """A `Watch` over `conn`, armed by `with`: leaving the block disarms it."""

@@ -96,16 +96,11 @@ class _Pool:
         self._size = 0
         self._waiting = 0  # callers in `wait`: a release notifies only when someone waits
         self._closed = False
-        _fork.reset_at_fork(self)
+        _fork.reset_in_child(self)
 
-    def _forking(self) -> None:
-        pass  # the child forgets the parent's connections: nothing to wait for
-
-    def _forked(self, *, child: bool) -> None:
+    def _reset_in_child(self) -> None:
         """In a forked child: the idle connections and those in use are the parent's (a
         busy one belongs to a thread the child does not have), and so may be the lock."""
-        if not child:
-            return
         self._cond = threading.Condition(threading.Lock())
         self._idle = []
         self._size = 0
@@ -247,15 +242,8 @@ class PostgresStore(PostgresFlavour):
         self._schema_lock = threading.Lock()
         self._schema_ready = False
         self._ops = itertools.count()  # paces the opportunistic purge; see _maybe_purge
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # a migration in progress goes on in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a thread migrating at the fork held this lock, and is gone."""
-        if child:
-            self._schema_lock = threading.Lock()
+        # In a forked child: a thread migrating at the fork held this lock, and is gone.
+        _fork.fresh_lock_in_child(self, "_schema_lock")
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text

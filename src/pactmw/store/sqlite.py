@@ -170,7 +170,7 @@ class SqliteStore(SqliteFlavour):
         except BaseException:
             conn.close()
             raise
-        _fork.reset_at_fork(self)
+        _fork.hold_across_fork(self)
 
     def _connect(self) -> sqlite3.Connection:
         """Open this process's connection, configured, its file watched (`self._conn`)."""
@@ -226,7 +226,7 @@ class SqliteStore(SqliteFlavour):
         finally:
             self._conn = None  # even if closing failed: the child must never use it
 
-    def _forked(self, *, child: bool) -> None:
+    def _forked(self) -> None:
         self._lock.release()
 
     def _configure(self, conn: sqlite3.Connection) -> None:

@@ -180,15 +180,7 @@ class BrokerKeys:
         self._clock = clock
         self._lock = threading.Lock()
         self._documents: OrderedDict[str, tuple[DidDocument, float]] = OrderedDict()
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     @property
     def broker_url(self) -> str:

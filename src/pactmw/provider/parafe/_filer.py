@@ -70,15 +70,7 @@ class MemoryAcknowledgments:
         self._capacity = capacity
         self._filed: OrderedDict[str, FiledReceipt] = OrderedDict()
         self._lock = threading.Lock()
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     def record(self, filed: FiledReceipt) -> None:
         key = receipt_hash(filed.receipt)
@@ -143,19 +135,15 @@ class ReceiptFiler:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.outcomes: Counter[str] = Counter()
-        _fork.reset_at_fork(self)
+        _fork.reset_in_child(self)
 
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
+    def _reset_in_child(self) -> None:
         """In a forked child: no thread (`submit` starts one), a lock no thread of the
         child holds, and none of the parent's receipts, which the parent files."""
-        if child:
-            self._condition = threading.Condition()
-            self._queue = deque()
-            self._busy = 0
-            self._thread = None
+        self._condition = threading.Condition()
+        self._queue = deque()
+        self._busy = 0
+        self._thread = None
 
     def submit(self, filings: Iterable[Filing]) -> None:
         with self._condition:

@@ -26,15 +26,7 @@ class ClosedSessions:
         self._clock = clock
         self._closed: dict[str, float] = {}
         self._lock = threading.Lock()
-        _fork.reset_at_fork(self)
-
-    def _forking(self) -> None:
-        pass  # nothing to make safe in the parent
-
-    def _forked(self, *, child: bool) -> None:
-        """In a forked child: a lock no thread of the child holds (core/_fork.py)."""
-        if child:
-            self._lock = threading.Lock()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     def is_closed(self, session_id: str) -> bool:
         """Whether `session_id` was closed (blocking with a store)."""

@@ -142,14 +142,14 @@ class MemoryCore:
         self._answers: dict[str, RememberedAnswer] = {}
         self._ops = itertools.count()
         self._closed = False
-        _fork.reset_at_fork(self)
+        _fork.hold_across_fork(self)
 
     def _forking(self) -> None:
         """Just before a fork: wait for the operation in progress, so that the child gets
         whole state and a lock no thread of its holds (the lock is held until `_forked`)."""
         self._lock.acquire()
 
-    def _forked(self, *, child: bool) -> None:
+    def _forked(self) -> None:
         self._lock.release()
 
     def _maybe_purge(self, now: float) -> None:
