@@ -49,14 +49,10 @@ class PersonalAgentMiddleware:
     def _guard(self, request: HttpRequest) -> Guard | HttpResponse | None:
         """The guard when this path is guarded, a 503 when it is but cannot be, else None."""
         request.personal_agent = None  # type: ignore[attr-defined]
-        path = request.path_info
-        if not in_protected_path(path, protect_prefix()):
+        guard = self._prefix_guard(request)
+        if isinstance(guard, Guard) and not guard.protects(request.path_info):
             return None
-        try:
-            guard = configured.guard()
-        except RequestRefused as exc:
-            return refused(exc)
-        return guard if guard.protects(path) else None
+        return guard
 
     def _routed_guard(
         self, request: HttpRequest, view: Callable[..., Any]
@@ -65,16 +61,25 @@ class PersonalAgentMiddleware:
         and the guard verifies it there (`Guard.protects_once_routed`: a view of the site's
         own under the Provider's `/a2a/`, which the Provider never sees), a 503 when it
         cannot be built, else None."""
-        path = request.path_info
-        if not in_protected_path(path, protect_prefix()):
-            return None
-        try:
-            guard = configured.guard()
-        except RequestRefused as exc:
-            return refused(exc)
+        guard = self._prefix_guard(request)
         # `a2a_view` is the Provider, whichever pattern routes to it (as pactmw.W003 asks).
         own = view is not a2a_view
-        return guard if guard.protects_once_routed(path, apps_own_view=own) else None
+        if isinstance(guard, Guard) and not guard.protects_once_routed(
+            request.path_info, apps_own_view=own
+        ):
+            return None
+        return guard
+
+    @staticmethod
+    def _prefix_guard(request: HttpRequest) -> Guard | HttpResponse | None:
+        """The guard for a path under the protected prefix (None elsewhere), or the 503 that
+        says it cannot be built."""
+        if not in_protected_path(request.path_info, protect_prefix()):
+            return None
+        try:
+            return configured.guard()
+        except RequestRefused as exc:
+            return refused(exc)
 
     @staticmethod
     def _verify(guard: Guard | HttpResponse | None, request: HttpRequest) -> HttpResponse | None:
