@@ -29,6 +29,7 @@ from pactmw.provider import Brand, Provider, Reply, Turn
 from pactmw.store import MemoryStore, Store
 from tests.adapters.commands import CHECKOUT_ENV
 from tests.poppy.test_discovery_serving import site_config
+from tests.poppy.test_session_required import NOT_POPPY, assert_names
 from tests.support.net import free_port
 from tests.support.poppy_world import (
     BASE_URL,
@@ -56,20 +57,6 @@ def provider() -> Iterator[Provider]:
     )
     yield built
     built.close()
-
-
-#: (the Brand asked for, what the error says of it): a typo, and a Brand without Poppy.
-NOT_POPPY = [
-    pytest.param("shopp", "Brand 'shopp' is not one of the Provider's brands", id="typo"),
-    pytest.param("acme", "Brand 'acme' does not enable Poppy", id="no-poppy"),
-]
-
-
-def assert_names(error: ConfigError, setting: str, said: str) -> None:
-    message = str(error)
-    assert message.startswith(setting), message
-    assert said in message, message
-    assert "Brands with Poppy: 'shop'" in message, message
 
 
 def _provider_call(provider: Provider, brand_id: str) -> object:
