@@ -68,9 +68,14 @@ def guarded_prefix(value: object, name: str, *, empty_is_none: bool) -> str | No
 
 def require_verifier(verifier: object) -> IdentityVerifier:
     """`verifier` when it is an `IdentityVerifier`, else `ConfigError`: passing `Settings`
-    for one is easy, and it would fail only at the first request."""
+    or a `Provider` for one is easy, and it would fail only at the first request. What holds
+    one (a Provider, a Guard: not imported here, which they import) is told to pass it."""
     if not isinstance(verifier, IdentityVerifier):
-        made = " (Settings.build_verifier() makes one)" if isinstance(verifier, Settings) else ""
+        made = ""
+        if isinstance(verifier, Settings):
+            made = " (Settings.build_verifier() makes one)"
+        elif isinstance(getattr(verifier, "verifier", None), IdentityVerifier):
+            made = f" (pass {type(verifier).__name__.lower()}.verifier)"
         raise ConfigError(
             f"verifier must be an IdentityVerifier{made}, not {type(verifier).__name__}"
         )

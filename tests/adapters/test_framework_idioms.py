@@ -848,3 +848,213 @@ def test_a_middleware_in_front_of_the_providers_card_says_what_it_needs(
         "public Agent Card: when the app behind it serves the Provider (a2a_routes, "
         "A2AProviderApp), give the middleware serves_provider=provider"
     ]
+
+
+# -- 10. refusals the log used to keep silent (FastAPI new-user trial) -----------------------
+
+
+def _whoami_app(kind: str, verifier: Any, *, optional: bool = False) -> Any:
+    """`/a2a/whoami` guarded by a check that takes no delegation: the FastAPI guide's first
+    sample (`fastapi`), or the ASGI or WSGI middleware; with `optional`, the adapter's
+    optional mode instead (FastAPI's `optional=True` scheme, the ASGI or WSGI decorator's)."""
+    if kind == "fastapi":
+        scheme = fastapi_adapter.PersonalAgentScheme(verifier, optional=optional)
+        app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
+
+        @app.get("/a2a/whoami")
+        def whoami(caller: PersonalAgent | None = Security(scheme)) -> Any:  # noqa: B008
+            return {"actor_id": caller.actor_id if caller else None}
+
+        return app
+    if kind == "asgi":
+
+        async def endpoint(request: Request) -> JSONResponse:
+            caller = asgi.current_personal_agent(request)
+            return JSONResponse({"actor_id": caller.actor_id if caller else None})
+
+        if optional:
+            return Starlette(
+                routes=[
+                    Route(
+                        "/a2a/whoami",
+                        asgi.personal_agent_required(verifier, optional=True)(endpoint),
+                    )
+                ]
+            )
+        return Starlette(
+            routes=[Route("/a2a/whoami", endpoint)],
+            middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=verifier)],
+        )
+
+    def view(environ: Any, start_response: Any) -> list[bytes]:
+        caller = wsgi.current_personal_agent(environ)
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps({"actor_id": caller.actor_id if caller else None}).encode()]
+
+    if optional:
+        return wsgi.personal_agent_required(verifier, optional=True)(view)
+    return wsgi.PersonalAgentMiddleware(view, verifier)
+
+
+def _serve(kind: str, app: Any) -> Any:
+    return werkzeug_server(app) if kind == "wsgi" else uvicorn_server(app)
+
+
+@pytest.mark.parametrize("kind", ["fastapi", "asgi", "wsgi"])
+def test_a_delegation_where_none_is_offered_is_logged_with_its_reason(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # Found in a FastAPI trial: the guide's first sample refused a valid identity sent with
+    # a delegation (401 invalid_token, `not_offered`) and nothing was logged, at any level.
+    app = _whoami_app(kind, guard_from_mapping(settings).verifier)
+    sent = "x.y.z"
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    with _serve(kind, app) as base, loopback_client(base_url=base) as client:
+        headers = {**bearer(token(world)), "X-A2A-User-Delegation": f"Bearer {sent}"}
+        assert_refused(client.get("/a2a/whoami", headers=headers), INVALID_TOKEN)
+    records = [r for r in caplog.records if r.name.startswith("pactmw")]
+    assert [(r.name, r.levelno, r.getMessage()) for r in records] == [
+        (
+            "pactmw.identity",
+            logging.INFO,
+            f"personal agent refused: reason=not_offered issuer={ISSUER} brand=-",
+        )
+    ]
+    assert sent not in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["fastapi", "asgi", "wsgi"])
+def test_another_scheme_in_optional_mode_is_no_refusal_in_the_log(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # Found in the same trial: an optional scheme let `Authorization: Basic ...` through as
+    # anonymous (200), as it should, but logged `personal agent refused:
+    # reason=malformed_header` at INFO for it. A Bearer token that is no PACT JWT stays as
+    # it was decided: anonymous, and logged, since it may be a personal agent's gone wrong.
+    app = _whoami_app(kind, guard_from_mapping(settings).verifier, optional=True)
+    caplog.set_level(logging.INFO, logger="pactmw")
+    with _serve(kind, app) as base, loopback_client(base_url=base) as client:
+        for basic in ("Basic dXNlcjpwYXNz", "Digest username=jane"):
+            answer = client.get("/a2a/whoami", headers={"Authorization": basic})
+            assert answer.status_code == 200, answer.text
+            assert answer.json() == {"actor_id": None}
+        assert [r for r in caplog.records if r.name.startswith("pactmw")] == []
+        answer = client.get("/a2a/whoami", headers=bearer("x.y.z"))
+        assert answer.json() == {"actor_id": None}
+        # A delegation beside another scheme is still refused (bound to an identity).
+        delegated = {"Authorization": "Basic dXNlcjpwYXNz", "X-A2A-User-Delegation": "a.b.c"}
+        assert_refused(client.get("/a2a/whoami", headers=delegated))
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert messages == [
+        "personal agent refused: reason=malformed_token issuer=- brand=-",
+        "personal agent refused: reason=malformed_header issuer=- brand=-",
+    ]
+
+
+def test_requires_a_scope_behind_a_backend_without_delegation_says_so(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # `requires([... "scope:x"])` behind `PersonalAgentBackend(verifier)` without delegation
+    # arguments refused every caller (401 invalid_token) and nothing said why.
+    verifier = guard_from_mapping(settings).verifier
+
+    @asgi.requires(["personal_agent", "scope:orders:read"])
+    async def orders(request: Request) -> Response:
+        return JSONResponse({"scopes": request.auth.scopes})
+
+    @asgi.requires("personal_agent")
+    async def plain(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    backend = asgi.PersonalAgentBackend(verifier)
+    app = Starlette(
+        routes=[Route("/orders", orders), Route("/plain", plain)],
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=asgi.on_auth_error)
+        ],
+    )
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        for _ in range(2):
+            assert_refused(client.get("/orders", headers=bearer(token(world))), INVALID_TOKEN)
+        assert client.get("/plain", headers=bearer(token(world))).status_code == 200
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        "requires() with scope:... on /orders refuses every caller: the check that verified "
+        "it (PersonalAgentMiddleware, PersonalAgentBackend or personal_agent_required) takes "
+        "no delegation; give it delegation_provider=... and delegation_brand=..."
+    ]
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_delegation_required_under_a_decorator_without_delegation_is_a_config_error(
+    settings: dict[str, Any], kind: str
+) -> None:
+    # `delegation_required` under `personal_agent_required(verifier)` without delegation
+    # arguments refused every caller: seen where the decorators are stacked, at startup.
+    adapter: Any = asgi if kind == "asgi" else wsgi
+    verifier = guard_from_mapping(settings).verifier
+
+    def view(*args: Any) -> Any:
+        raise AssertionError("never called")
+
+    scoped = adapter.delegation_required("orders:read")(view)
+    with pytest.raises(ConfigError) as raised:
+        adapter.personal_agent_required(verifier)(scoped)
+    assert str(raised.value) == (
+        "personal_agent_required(verifier) above delegation_required(...) refuses every "
+        "caller: it takes no delegation; give it delegation_provider=... and "
+        "delegation_brand=..."
+    )
+    adapter.personal_agent_required(verifier)(view)  # no scopes asked: fine
+
+
+@pytest.mark.parametrize("kind", ["fastapi", "asgi", "wsgi"])
+def test_scopes_under_a_middleware_without_delegation_say_so(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # FastAPI's `Security(scopes=...)` (and the ASGI or WSGI `delegation_required`) under a
+    # `PersonalAgentMiddleware` prefix whose middleware takes no delegation refused every
+    # caller and said nothing: the scheme, though it takes delegations, reuses the caller the
+    # middleware verified.
+    guard = guard_from_mapping(settings)
+    options: dict[str, Any] = {"delegation_provider": guard.provider, "delegation_brand": "acme"}
+    if kind == "fastapi":
+        scheme = fastapi_adapter.PersonalAgentScheme(guard.verifier, **options)
+        fast = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
+
+        @fast.get("/a2a/orders")
+        def orders(caller: PersonalAgent = Security(scheme, scopes=["orders:read"])) -> Any:  # noqa: B008
+            return {"actor_id": caller.actor_id}
+
+        app: Any = asgi.PersonalAgentMiddleware(fast, guard.verifier)
+        what = "Security(PersonalAgentScheme(...), scopes=[...])"
+    elif kind == "asgi":
+
+        async def endpoint(request: Request) -> PlainTextResponse:
+            return PlainTextResponse("ok")
+
+        app = Starlette(
+            routes=[Route("/a2a/orders", asgi.delegation_required("orders:read")(endpoint))],
+            middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=guard.verifier)],
+        )
+        what = "delegation_required()"
+    else:
+
+        def view(environ: Any, start_response: Any) -> list[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+
+        scoped = wsgi.delegation_required("orders:read")(view)
+        app = wsgi.PersonalAgentMiddleware(scoped, guard.verifier)
+        what = "delegation_required()"
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with _serve(kind, app) as base, loopback_client(base_url=base) as client:
+        for _ in range(2):
+            assert_refused(client.get("/a2a/orders", headers=bearer(token(world))), INVALID_TOKEN)
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        f"{what} on /a2a/orders refuses every caller: the check that verified it "
+        "(PersonalAgentMiddleware, PersonalAgentBackend or personal_agent_required) takes "
+        "no delegation; give it delegation_provider=... and delegation_brand=..."
+    ]

@@ -331,6 +331,17 @@ def test_settings_given_for_a_verifier_are_refused_saying_what_makes_one(build: 
     )
 
 
+def test_a_provider_given_for_a_verifier_is_refused_saying_what_to_pass(
+    build: Build, world: World
+) -> None:
+    # Found in a FastAPI trial: `PersonalAgentScheme(provider)` said only "not Provider".
+    with pytest.raises(ConfigError) as caught:
+        build(world.provider)
+    assert str(caught.value) == (
+        "verifier must be an IdentityVerifier (pass provider.verifier), not Provider"
+    )
+
+
 def test_a_delegation_setup_that_could_never_verify_a_token_is_refused(
     build: Build, world: World
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from importlib.util import find_spec
 from typing import Generic, TypeVar
 
@@ -22,19 +22,25 @@ from pactmw.provider.routes import MOUNT
 __all__ = [
     "NOT_FOUND",
     "REFUSED_CARD",
+    "TAKES_DELEGATION_KEY",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
     "OnceWarning",
     "bounded_body",
+    "check_takes_delegation",
     "declared_length",
     "instance_or_none",
     "make_guard",
     "poppy_setting",
     "poppy_view_problems",
     "provider_of",
+    "record_checker",
     "require_framework",
     "scope_refusal",
+    "scopes_without_delegation",
     "tag_poppy_view",
+    "tag_scoped",
+    "takes_no_delegation",
     "whole_body",
 ]
 
@@ -51,6 +57,30 @@ UNVERIFIED_DELEGATION = (
     "PersonalAgentMiddleware verified under its prefix; elsewhere put "
     "personal_agent_required(verifier, delegation_provider=..., delegation_brand=...) above it"
 )
+
+#: Where an adapter records, beside the caller it verified (in the ASGI scope or the WSGI
+#: environ), whether the guard that verified it takes delegations: a check that asks for
+#: scopes reads it to say why every caller is refused (`scopes_without_delegation`).
+TAKES_DELEGATION_KEY = "pactmw.takes_delegation"
+
+#: What a check asking for delegated scopes says once when the caller was verified by a
+#: guard that takes no delegation (`{what}`: the check as the app wrote it; `{checker}`: what
+#: verified the caller; `%s`: the path).
+_SCOPES_WITHOUT_DELEGATION = (
+    "{what} on %s refuses every caller: {checker} takes no delegation; give it "
+    "delegation_provider=... and delegation_brand=..."
+)
+
+#: What verified a caller, as `scopes_without_delegation` names it by default.
+_ANY_CHECKER = (
+    "the check that verified it (PersonalAgentMiddleware, PersonalAgentBackend or "
+    "personal_agent_required)"
+)
+
+#: The attribute the ASGI and the WSGI `delegation_required` leave on the endpoint they
+#: make, so that a `personal_agent_required` stacked above it can check, when it is made,
+#: that it takes delegations (`check_takes_delegation`).
+_SCOPED_ATTRIBUTE = "pactmw_delegated_scopes"
 
 #: What a middleware that refused a Brand's Agent Card says once (`Guard.guards_a_providers_card`).
 REFUSED_CARD = (
@@ -200,6 +230,42 @@ class OnceWarning:
         if not self.said:
             self.said = True
             logger.warning(self.message, loggable(path))
+
+
+def scopes_without_delegation(what: str, checker: str = _ANY_CHECKER) -> OnceWarning:
+    """The warning of a check (`what`, as the app wrote it) that asks for delegated scopes
+    of a caller `checker` verified without taking delegations: it refuses every caller."""
+    return OnceWarning(_SCOPES_WITHOUT_DELEGATION.format(what=what, checker=checker))
+
+
+def record_checker(recorded: MutableMapping[str, object], guard: Guard) -> None:
+    """Record beside the verified caller (`recorded`: the ASGI scope, the WSGI environ)
+    whether `guard`, which verified it, takes delegations."""
+    recorded[TAKES_DELEGATION_KEY] = guard.takes_delegation
+
+
+def takes_no_delegation(recorded: Mapping[str, object]) -> bool:
+    """Whether the caller of this request was verified by a guard that takes no delegation
+    (`record_checker`), so that no scope asked of it can ever be held."""
+    return recorded.get(TAKES_DELEGATION_KEY) is False
+
+
+def tag_scoped(endpoint: _T, scopes: Iterable[str]) -> _T:
+    """Leave the `scopes` `delegation_required` asks for on the `endpoint` it made."""
+    setattr(endpoint, _SCOPED_ATTRIBUTE, tuple(scopes))
+    return endpoint
+
+
+def check_takes_delegation(guard: Guard, endpoint: object) -> None:
+    """Refuse, when `personal_agent_required` is made, to put a `guard` that takes no
+    delegation above a `delegation_required` endpoint (`tag_scoped`): it would refuse every
+    caller (a `ConfigError` naming the arguments it lacks)."""
+    if not guard.takes_delegation and getattr(endpoint, _SCOPED_ATTRIBUTE, None) is not None:
+        raise ConfigError(
+            "personal_agent_required(verifier) above delegation_required(...) refuses every "
+            "caller: it takes no delegation; give it delegation_provider=... and "
+            "delegation_brand=..."
+        )
 
 
 def make_guard(

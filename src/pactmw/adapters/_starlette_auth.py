@@ -17,7 +17,15 @@ from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
-from pactmw.adapters._common import OnceWarning, instance_or_none, make_guard, scope_refusal
+from pactmw.adapters._common import (
+    OnceWarning,
+    instance_or_none,
+    make_guard,
+    record_checker,
+    scope_refusal,
+    scopes_without_delegation,
+    takes_no_delegation,
+)
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
@@ -103,6 +111,7 @@ class PersonalAgentBackend(AuthenticationBackend):
             caller = await self.guard.aauthenticate(neutral_request(conn.scope), optional=True)
         except AuthenticationFailed as exc:
             raise PersonalAgentAuthError(exc) from exc
+        record_checker(conn.scope, self.guard)
         if caller is None:
             return None
         # `AuthenticationMiddleware` sets `auth` and `user` from what this returns.
@@ -125,6 +134,7 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     app role) is Starlette's empty `status_code` answer. No `redirect`: a personal agent
     follows no login page, and its refusal is the protocol's."""
     wanted = [scopes] if isinstance(scopes, str) else list(scopes)
+    delegated = any(scope == "delegated" or scope.startswith("scope:") for scope in wanted)
 
     def decorate(endpoint: Endpoint) -> Endpoint:
         unverified = OnceWarning(
@@ -132,12 +142,15 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
             "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
             "under its prefix, verified; elsewhere use personal_agent_required(verifier)"
         )
+        no_delegation = scopes_without_delegation("requires() with scope:...")
 
         async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
             if not verified(request):
                 # Every caller is refused, a valid one too (Starlette's own `requires` raises
                 # an AssertionError here).
                 unverified(request.url.path)  # the caller's path (a Mount's `{param}`)
+            elif delegated and takes_no_delegation(request.scope):
+                no_delegation(request.url.path)
             held = set(request.auth.scopes) if "auth" in request.scope else set()
             missing = [scope for scope in wanted if scope not in held]
             if not missing:
@@ -175,6 +188,7 @@ async def verify_once(conn: HTTPConnection, guard: Guard, optional: bool) -> Per
     caller = current_personal_agent(conn)
     if caller is None:
         caller = await guard.aauthenticate(neutral_request(conn.scope), optional=optional)
+        record_checker(conn.scope, guard)
         if caller is not None:
             attach(conn.scope, caller)
         else:

@@ -17,11 +17,16 @@ from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
+    check_takes_delegation,
     instance_or_none,
     make_guard,
     poppy_setting,
+    record_checker,
     require_framework,
     scope_refusal,
+    scopes_without_delegation,
+    tag_scoped,
+    takes_no_delegation,
 )
 
 require_framework("starlette", __name__, "Starlette", "asgi")
@@ -109,6 +114,7 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
                 return
             assert caller is not None
             attach(scope, caller)
+            record_checker(scope, self.guard)
         await self.app(scope, receive, send)
 
 
@@ -133,7 +139,11 @@ def personal_agent_required(
             return to_starlette(refusal_response(exc))
         return await call()
 
-    return lambda endpoint: wrap_endpoint(endpoint, around)
+    def decorate(endpoint: Endpoint) -> Endpoint:
+        check_takes_delegation(guard, endpoint)
+        return wrap_endpoint(endpoint, around)
+
+    return decorate
 
 
 def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
@@ -143,16 +153,19 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
 
     def decorate(endpoint: Endpoint) -> Endpoint:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
+        no_delegation = scopes_without_delegation("delegation_required()")
 
         async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
             if not verified(request):
                 unverified(request.url.path)
+            elif takes_no_delegation(request.scope):
+                no_delegation(request.url.path)
             refusal = scope_refusal(current_personal_agent(request), scopes)
             if refusal is not None:
                 return to_starlette(refusal)
             return await call()
 
-        return wrap_endpoint(endpoint, around)
+        return tag_scoped(wrap_endpoint(endpoint, around), scopes)
 
     return decorate
 

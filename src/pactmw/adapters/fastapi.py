@@ -38,7 +38,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._common import OnceWarning, make_guard
+from pactmw.adapters._common import make_guard, scopes_without_delegation, takes_no_delegation
 from pactmw.adapters._starlette_auth import current_personal_agent, verify_once
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import Response
@@ -91,12 +91,8 @@ async def poppy_refusal_handler(request: Request, exc: Exception) -> StarletteRe
     return to_starlette(exc.response)
 
 
-#: What a scheme without delegation says once when `Security(..., scopes=[...])` asks it
-#: for scopes: no caller can ever hold them, and the log is the only place that can say why.
-_SCOPES_WITHOUT_DELEGATION = (
-    "Security(PersonalAgentScheme(...), scopes=[...]) on %s refuses every caller: the "
-    "scheme takes no delegation; give it delegation_provider=... and delegation_brand=..."
-)
+#: `Security(..., scopes=[...])` as the warnings of a scope no caller can hold name it.
+_SECURITY_SCOPES = "Security(PersonalAgentScheme(...), scopes=[...])"
 
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
@@ -130,21 +126,25 @@ class PersonalAgentScheme(SecurityBase):
         self.guard = make_guard(verifier, delegation_provider, delegation_brand)
         # make_guard has checked that both or neither are given.
         self.takes_delegation = delegation_provider is not None
-        self.scopes_without_delegation = OnceWarning(_SCOPES_WITHOUT_DELEGATION)
+        # Said once per scheme when scopes are asked of a caller no delegation can reach:
+        # this scheme verifies it and takes none, or a middleware verified it taking none.
+        self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
+        self.verified_without_delegation = scopes_without_delegation(_SECURITY_SCOPES)
 
     async def __call__(
         self, connection: HTTPConnection, security_scopes: SecurityScopes
     ) -> PersonalAgent | None:
         # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
         # only the former.
-        if (
-            security_scopes.scopes
-            and not self.takes_delegation
-            and current_personal_agent(connection) is None
-        ):
-            # Nothing verified the caller before (a middleware that takes delegations), so
-            # this scheme does, and refuses a delegation: no caller can hold a scope.
-            self.scopes_without_delegation(connection.url.path)
+        if security_scopes.scopes:
+            if current_personal_agent(connection) is None:
+                # Nothing verified the caller before, so this scheme does: without delegation
+                # it refuses one, and no caller can hold a scope.
+                if not self.takes_delegation:
+                    self.scopes_without_delegation(connection.url.path)
+            elif takes_no_delegation(connection.scope):
+                # A middleware verified it, taking no delegation: this scheme reuses that.
+                self.verified_without_delegation(connection.url.path)
         try:
             caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:

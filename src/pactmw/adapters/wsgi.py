@@ -17,11 +17,16 @@ from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
+    check_takes_delegation,
     instance_or_none,
     make_guard,
     poppy_setting,
+    record_checker,
     require_framework,
     scope_refusal,
+    scopes_without_delegation,
+    tag_scoped,
+    takes_no_delegation,
 )
 
 require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
@@ -74,6 +79,7 @@ class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
         if self.guard.protects(path := wsgi_path(environ)):
             try:
                 environ[ENVIRON_KEY] = self.guard.authenticate(neutral_request(environ))
+                record_checker(environ, self.guard)
             except AuthenticationFailed as exc:
                 self.refused(path)
                 return respond(refusal_response(exc), start_response)
@@ -118,11 +124,16 @@ def personal_agent_required(
             try:
                 request = neutral_request(environ)
                 environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
+                record_checker(environ, guard)
             except AuthenticationFailed as exc:
                 return refusal_response(exc)
         return None
 
-    return _checked_first(check)
+    def decorate(app: WSGIView) -> WSGIView:
+        check_takes_delegation(guard, app)
+        return _checked_first(check)(app)
+
+    return decorate
 
 
 def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
@@ -133,13 +144,16 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
 
     def decorate(app: WSGIView) -> WSGIView:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
+        no_delegation = scopes_without_delegation("delegation_required()")
 
         def check(environ: WSGIEnvironment) -> Response | None:
             if ENVIRON_KEY not in environ:
                 unverified(wsgi_path(environ))
+            elif takes_no_delegation(environ):
+                no_delegation(wsgi_path(environ))
             return scope_refusal(current_personal_agent(environ), scopes)
 
-        return _checked_first(check)(app)
+        return tag_scoped(_checked_first(check)(app), scopes)
 
     return decorate
 

@@ -9,13 +9,15 @@ reader), asks the guard, and translates the answer back. The guard owns every ru
   (`protects_once_routed`: Flask, Django), a view of the app's own routed under them;
 * the caller (`authenticate`): the `Authorization` header (a repeated one is missing), the
   identity JWT, then an `X-A2A-User-Delegation` token when one is sent (a repeated one is
-  malformed; one sent where no Brand accepts delegation is refused, never ignored);
+  malformed; one sent where no Brand accepts delegation is refused, never ignored, and
+  logged as a refusal: the identity passed, so the verifier said nothing);
 * scopes (`require_scopes`): no delegation is 401 `invalid_token`, a delegation that lacks
   a scope is 403 `insufficient_scope`;
 * `optional`: no `Authorization` at all is an anonymous caller (None), and so is one that is
   no personal agent's (`is_other_credential`: the app's other schemes) unless a delegation
-  came with it; a personal agent's token that is sent is still checked, so a bad one is
-  never mistaken for no token;
+  came with it; one of another scheme than Bearer is not even checked, so not logged as a
+  refusal; a personal agent's token that is sent is still checked, so a bad one is never
+  mistaken for no token;
 * a Parafé-guarded endpoint (`parafe_endpoint`): a body read that stops at the cap whether
   or not the length is declared (413), consent for the action, the refusal reply, and the
   receipts added to the endpoint's JSON answer.
@@ -37,7 +39,7 @@ from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError, RequestRefused
 from pactmw.core.http import DELEGATION_HEADER, Request, Response
 from pactmw.protocols.delegation import DelegationRejected
-from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent, log_refusal
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand, TurnHandler
 from pactmw.provider.driver import AReadBody, ReadBody, ano_body, arun, no_body, run
@@ -95,6 +97,12 @@ class Guard:
         self.delegation_brand = delegation_brand
         self.protect_prefix = protect_prefix
         self.parafe_brand = parafe_brand
+
+    @property
+    def takes_delegation(self) -> bool:
+        """Whether this guard verifies delegation tokens (else it refuses them, and no caller
+        it verifies can hold a delegated scope)."""
+        return self.provider is not None and self.delegation_brand is not None
 
     def protects(self, path: str) -> bool:
         """Whether the middleware verifies requests to `path` (decoded, below the root)."""
@@ -185,11 +193,18 @@ class Guard:
     def _anonymous(request: Request, optional: bool) -> bool:
         """Whether an `optional` check has no credential to check: no `Authorization`, or one
         repeated, which is treated as missing (a WSGI server joins the repeats into one value,
-        which `_none_if_another_scheme` then takes for none: both alike). A delegation sent without
-        the identity it is bound to is no credential at all: 401."""
-        if not optional or request.header("authorization") is not None:
+        which `_none_if_another_scheme` then takes for none: both alike), or one of another
+        scheme than Bearer (Basic, Digest), no personal agent's, so not checked, and not
+        logged as a refusal. A delegation sent without the identity it is bound to is no
+        credential at all: 401 (and with another scheme, refused as `_none_if_another_scheme`
+        says)."""
+        if not optional:
             return False
-        if request.has_header(DELEGATION_HEADER):
+        authorization = request.header("authorization")
+        delegated = request.has_header(DELEGATION_HEADER)
+        if authorization is not None:
+            return not delegated and _another_scheme(authorization)
+        if delegated:
             raise AuthenticationFailed("missing_token")
         return True
 
@@ -210,7 +225,13 @@ class Guard:
         """The verified `caller` with the delegation token `header` it sent (checked after
         the identity, which it is bound to)."""
         if self.provider is None or self.delegation_brand is None:
-            raise DelegationRejected("not_offered", "no Brand is configured for delegation here")
+            refused = DelegationRejected(
+                "not_offered", "no Brand is configured for delegation here", issuer=caller.issuer
+            )
+            # The verifier logged nothing (the identity passed), and only the log can tell
+            # an operator that this guard was given no delegation_provider/delegation_brand.
+            log_refusal(refused)
+            raise refused
         delegation = yield from self.provider.delegation_flow(self.delegation_brand, caller, header)
         return attrs.evolve(caller, delegation=delegation)
 
@@ -325,6 +346,13 @@ def require_scopes(caller: PersonalAgent | None, scopes: Iterable[str]) -> None:
     missing = tuple(scope for scope in scopes if scope not in caller.delegation.scopes)
     if missing:
         raise InsufficientScope(missing)
+
+
+def _another_scheme(authorization: str) -> bool:
+    """Whether an `Authorization` value names a scheme other than Bearer (`Basic ...`): no
+    personal agent's token. A bare or malformed Bearer value is not: the verifier checks it."""
+    parts = authorization.split(maxsplit=1)
+    return bool(parts) and parts[0].lower() != "bearer"
 
 
 def is_other_credential(exc: AuthenticationFailed) -> bool:
