@@ -987,26 +987,41 @@ def test_requires_a_scope_behind_a_backend_without_delegation_says_so(
 
 
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])
-def test_delegation_required_under_a_decorator_without_delegation_is_a_config_error(
-    settings: dict[str, Any], kind: str
+def test_delegation_required_under_a_decorator_without_delegation_says_so(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
     # `delegation_required` under `personal_agent_required(verifier)` without delegation
-    # arguments refused every caller: seen where the decorators are stacked, at startup.
-    adapter: Any = asgi if kind == "asgi" else wsgi
+    # arguments refused every caller and said nothing. It is said per request, not where
+    # the decorators are stacked: the decorator reuses a caller that a middleware (which may
+    # take delegations) verified, so only the request tells which check verified it.
     verifier = guard_from_mapping(settings).verifier
+    app: Any
+    if kind == "asgi":
 
-    def view(*args: Any) -> Any:
-        raise AssertionError("never called")
+        async def endpoint(request: Request) -> PlainTextResponse:
+            return PlainTextResponse("ok")
 
-    scoped = adapter.delegation_required("orders:read")(view)
-    with pytest.raises(ConfigError) as raised:
-        adapter.personal_agent_required(verifier)(scoped)
-    assert str(raised.value) == (
-        "personal_agent_required(verifier) above delegation_required(...) refuses every "
-        "caller: it takes no delegation; give it delegation_provider=... and "
-        "delegation_brand=..."
-    )
-    adapter.personal_agent_required(verifier)(view)  # no scopes asked: fine
+        scoped = asgi.personal_agent_required(verifier)(
+            asgi.delegation_required("orders:read")(endpoint)
+        )
+        app = Starlette(routes=[Route("/orders", scoped)])
+    else:
+
+        def view(environ: Any, start_response: Any) -> list[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+
+        app = wsgi.personal_agent_required(verifier)(wsgi.delegation_required("orders:read")(view))
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with _serve(kind, app) as base, loopback_client(base_url=base) as client:
+        for _ in range(2):
+            assert_refused(client.get("/orders", headers=bearer(token(world))), INVALID_TOKEN)
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        "delegation_required() on /orders refuses every caller: the check that verified it "
+        "(PersonalAgentMiddleware, PersonalAgentBackend or personal_agent_required) takes "
+        "no delegation; give it delegation_provider=... and delegation_brand=..."
+    ]
 
 
 @pytest.mark.parametrize("kind", ["fastapi", "asgi", "wsgi"])

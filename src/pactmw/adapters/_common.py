@@ -27,7 +27,6 @@ __all__ = [
     "GuardedMiddleware",
     "OnceWarning",
     "bounded_body",
-    "check_takes_delegation",
     "declared_length",
     "instance_or_none",
     "make_guard",
@@ -39,7 +38,6 @@ __all__ = [
     "scope_refusal",
     "scopes_without_delegation",
     "tag_poppy_view",
-    "tag_scoped",
     "takes_no_delegation",
     "whole_body",
 ]
@@ -76,11 +74,6 @@ _ANY_CHECKER = (
     "the check that verified it (PersonalAgentMiddleware, PersonalAgentBackend or "
     "personal_agent_required)"
 )
-
-#: The attribute the ASGI and the WSGI `delegation_required` leave on the endpoint they
-#: make, so that a `personal_agent_required` stacked above it can check, when it is made,
-#: that it takes delegations (`check_takes_delegation`).
-_SCOPED_ATTRIBUTE = "pactmw_delegated_scopes"
 
 #: What a middleware that refused a Brand's Agent Card says once (`Guard.guards_a_providers_card`).
 REFUSED_CARD = (
@@ -248,24 +241,6 @@ def takes_no_delegation(recorded: Mapping[str, object]) -> bool:
     """Whether the caller of this request was verified by a guard that takes no delegation
     (`record_checker`), so that no scope asked of it can ever be held."""
     return recorded.get(TAKES_DELEGATION_KEY) is False
-
-
-def tag_scoped(endpoint: _T, scopes: Iterable[str]) -> _T:
-    """Leave the `scopes` `delegation_required` asks for on the `endpoint` it made."""
-    setattr(endpoint, _SCOPED_ATTRIBUTE, tuple(scopes))
-    return endpoint
-
-
-def check_takes_delegation(guard: Guard, endpoint: object) -> None:
-    """Refuse, when `personal_agent_required` is made, to put a `guard` that takes no
-    delegation above a `delegation_required` endpoint (`tag_scoped`): it would refuse every
-    caller (a `ConfigError` naming the arguments it lacks)."""
-    if not guard.takes_delegation and getattr(endpoint, _SCOPED_ATTRIBUTE, None) is not None:
-        raise ConfigError(
-            "personal_agent_required(verifier) above delegation_required(...) refuses every "
-            "caller: it takes no delegation; give it delegation_provider=... and "
-            "delegation_brand=..."
-        )
 
 
 def make_guard(

@@ -17,7 +17,6 @@ from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
-    check_takes_delegation,
     instance_or_none,
     make_guard,
     poppy_setting,
@@ -25,7 +24,6 @@ from pactmw.adapters._common import (
     require_framework,
     scope_refusal,
     scopes_without_delegation,
-    tag_scoped,
     takes_no_delegation,
 )
 
@@ -139,11 +137,7 @@ def personal_agent_required(
             return to_starlette(refusal_response(exc))
         return await call()
 
-    def decorate(endpoint: Endpoint) -> Endpoint:
-        check_takes_delegation(guard, endpoint)
-        return wrap_endpoint(endpoint, around)
-
-    return decorate
+    return lambda endpoint: wrap_endpoint(endpoint, around)
 
 
 def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
@@ -165,7 +159,7 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
                 return to_starlette(refusal)
             return await call()
 
-        return tag_scoped(wrap_endpoint(endpoint, around), scopes)
+        return wrap_endpoint(endpoint, around)
 
     return decorate
 

@@ -17,7 +17,6 @@ from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
-    check_takes_delegation,
     instance_or_none,
     make_guard,
     poppy_setting,
@@ -25,7 +24,6 @@ from pactmw.adapters._common import (
     require_framework,
     scope_refusal,
     scopes_without_delegation,
-    tag_scoped,
     takes_no_delegation,
 )
 
@@ -129,11 +127,7 @@ def personal_agent_required(
                 return refusal_response(exc)
         return None
 
-    def decorate(app: WSGIView) -> WSGIView:
-        check_takes_delegation(guard, app)
-        return _checked_first(check)(app)
-
-    return decorate
+    return _checked_first(check)
 
 
 def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
@@ -153,7 +147,7 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
                 no_delegation(wsgi_path(environ))
             return scope_refusal(current_personal_agent(environ), scopes)
 
-        return tag_scoped(_checked_first(check)(app), scopes)
+        return _checked_first(check)(app)
 
     return decorate
 
