@@ -139,28 +139,29 @@ def _poppy_agents(provider: Provider, now: float) -> tuple[AgentEntry, ...]:
     which protocol asked for it (one grant whichever did), so a grant of a PACT agent the
     Provider knows is PACT's; in open mode an unregistered PACT issuer's grant there would
     be listed as Poppy's. Only Poppy starts Sessions, so each is Poppy's."""
+    serving = {
+        brand.id: brand.poppy for brand in provider.brands.values() if brand.poppy is not None
+    }
+    if not serving:
+        return ()  # no store read on a Provider without Poppy (the Django admin's lists)
     oldest: dict[tuple[str, str], float] = {}
     pact: dict[str, bool] = {}  # one registry and store read per client, not per grant
-    for brand in provider.brands.values():
-        if brand.poppy is None:
-            continue
-        grants: list[Grant] = provider.store.list_grants(brand_id=brand.id, now=now)
+    for brand_id in serving:
+        grants: list[Grant] = provider.store.list_grants(brand_id=brand_id, now=now)
         for grant in grants:
             if grant.client_id not in pact:
                 pact[grant.client_id] = _is_registered(provider, grant.client_id)
             if not pact[grant.client_id]:
-                key = (grant.client_id, brand.id)
+                key = (grant.client_id, brand_id)
                 oldest[key] = min(oldest.get(key, grant.created_at), grant.created_at)
     listed: dict[tuple[str, str], float | None] = {**oldest}  # None: Sessions only
     for brand_id, client_id in provider.store.session_clients(now=now):
-        serving = provider.brands.get(brand_id)  # None: a Brand no longer configured
-        if serving is not None and serving.poppy is not None:
+        if brand_id in serving:  # not a Brand no longer configured, or without Poppy now
             listed.setdefault((client_id, brand_id), None)
     entries = []
     switches = provider.verifier.registry.overrides  # what Poppy reads too
     for (client_id, brand_id), since in sorted(listed.items()):
-        poppy = provider.brands[brand_id].poppy
-        assert poppy is not None
+        poppy = serving[brand_id]
         refusal = agent_refusal(poppy, client_id, switches.agent_enabled(client_id))
         entries.append(
             AgentEntry(
