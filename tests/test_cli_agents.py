@@ -183,3 +183,25 @@ def test_agents_list_shows_the_poppy_agents_holding_grants(tmp_path: Path) -> No
         store.close()
     listed = run("agents", "list", "--config", "pactmw.toml", cwd=tmp_path)
     assert listed.stdout.splitlines()[1].split()[5] == "blocked"
+
+
+def test_agents_list_shows_a_poppy_agent_that_only_talks_signed_out(tmp_path: Path) -> None:
+    # The Brand admits any agent, and one started a Session no one signed in to: no grant,
+    # yet it is listed while the Session is live, and blocking it warns of nothing.
+    (tmp_path / "pactmw.toml").write_text(POPPY_CONFIG)
+    store = open_store(f"sqlite:///{tmp_path}/pactmw.db")
+    try:
+        now = time.time()
+        store.create_session(
+            session_id="ses_1", brand_id="shop", client_id=POPPY_AGENT, user_id="usr_1",
+            jkt="jkt-1", token_hash="hash-1", now=now, expires_at=now + 3600,
+        )  # fmt: skip
+    finally:
+        store.close()
+    listed = run("agents", "list", "--config", "pactmw.toml", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split() == [
+        POPPY_AGENT, "-", "poppy", "at", "shop", "allowed", "(client", "metadata)", "-",
+    ]  # fmt: skip
+    blocked = run("agents", "block", "--config", "pactmw.toml", POPPY_AGENT, cwd=tmp_path)
+    assert (blocked.returncode, blocked.stdout) == (0, f"blocked {POPPY_AGENT}\n"), blocked.stderr

@@ -157,3 +157,34 @@ def test_a_session_of_an_agent_the_brand_no_longer_admits_is_refused(world: Popp
     assert (refused.value.status, refused.value.error) == (401, "invalid_token")
     assert refused.value.detail == "this agent is not admitted"
     assert caller.client_id == world.atlas.client_id
+
+
+def test_a_poppy_agent_that_only_talks_signed_out_is_listed(world: PoppyWorld) -> None:
+    """The Brand admits any agent, and `plain` starts a Session no one signs in to: it holds
+    no grant, yet `agents list` shows it while its Session is live, and `agents block`
+    finds it listed (no warning of a misspelt id)."""
+    plain = world.plain.client_id
+    assert set_enabled(world.provider, plain, False).lines[1:] == (
+        f"{plain} is no agent agents list shows: a Poppy agent without a live grant or "
+        "Session, or a misspelt id",
+    )  # no Session yet
+    set_enabled(world.provider, plain, True)
+
+    async def start() -> None:
+        async with world.http() as http:
+            ctx = world.context(http, identity=world.plain)
+            await ctx.session(ctx.new_user())
+
+    asyncio.run(start())
+    listed = [
+        (e.source, e.brand_id, e.status, e.added_at)
+        for e in list_agents(world.provider)
+        if e.issuer == plain
+    ]
+    assert listed == [("poppy", "shop", "allowed", None)]  # no grant: no ADDED
+    try:
+        assert set_enabled(world.provider, plain, False) == Outcome((f"blocked {plain}",))
+        blocked = [e.status for e in list_agents(world.provider) if e.issuer == plain]
+        assert blocked == ["blocked"]
+    finally:
+        set_enabled(world.provider, plain, True)

@@ -375,6 +375,59 @@ def test_a_poppy_agent_holding_a_grant_is_listed_with_its_brand() -> None:
         provider.close()
 
 
+def _session(
+    provider: Provider,
+    session_id: str,
+    brand_id: str,
+    client_id: str,
+    expires_at: float = NOW + DAY,
+) -> None:
+    # What a Poppy token request writes: a signed-out Session, whoever its user is.
+    provider.store.create_session(
+        session_id=session_id,
+        brand_id=brand_id,
+        client_id=client_id,
+        user_id="usr-" + session_id,
+        jkt="jkt-" + session_id,
+        token_hash="hash-" + session_id,
+        now=NOW,
+        expires_at=expires_at,
+    )
+
+
+def test_a_poppy_agent_with_only_live_sessions_is_listed_with_its_brand() -> None:
+    """An agent admitted at a Brand may talk to the company signed out, holding no grant:
+    its live Sessions list it, with no ADDED (that is its oldest live grant's)."""
+    acme = {"domain": "acme.example", "agents": "any"}
+    brands = {**POPPY_BRANDS, "acme": {"handler": "examples.bots:order_bot", "poppy": acme}}
+    provider = _provider(agents=[], brands=brands)
+    try:
+        signed_out = "https://plain.example/agent.json"
+        _session(provider, "ses-1", "shop", signed_out)
+        _session(provider, "ses-2", "shop", signed_out)  # one row per agent and Brand
+        _session(provider, "ses-3", "acme", signed_out)
+        _session(provider, "ses-4", "shop", POPPY_AGENT)  # with a grant too: one row
+        _grant(provider, "g-1", "shop", POPPY_AGENT, "jane")
+        _session(provider, "ses-5", "gone", signed_out)  # a Brand no longer configured
+        _session(provider, "ses-6", "shop", "https://old.example/a.json", expires_at=NOW + 30)
+        entries = list_agents(provider, now=NOW + 60)
+        assert [(e.issuer, e.source, e.brand_id, e.status, e.added_at) for e in entries] == [
+            (POPPY_AGENT, "poppy", "shop", "allowed", NOW),
+            (signed_out, "poppy", "acme", "allowed", None),
+            (signed_out, "poppy", "shop", "blocked", None),  # shop's poppy.agents omits it
+        ]
+        row = agents_table(entries).splitlines()[2]
+        assert row.split() == [
+            signed_out, "-", "poppy", "at", "acme", "allowed", "(client", "metadata)", "-",
+        ]  # fmt: skip
+        assert agent_json(entries[1])["added_at"] is None
+        assert poppy_agent_ids(provider, now=NOW + 60) == (POPPY_AGENT, signed_out)
+        # Expired Sessions hold nothing: the agent is no longer listed.
+        assert list_agents(provider, now=NOW + 2 * DAY) == ()
+    finally:
+        provider.close()
+
+
 def test_the_poppy_agent_ids_are_the_listed_poppy_agents_once_each() -> None:
     """What the Django admin's agent filters offer beside the PACT agents: one id an agent
     holding live grants at several Brands or for several people; its conversations' agent
@@ -404,7 +457,8 @@ def test_an_empty_listing_on_a_poppy_site_does_not_send_poppy_agents_to_agents_a
     try:
         assert agents_report(provider, as_json=False, now=NOW) == (
             "no agents (no PACT agent is configured or added: agents add ISSUER JWKS_URI; "
-            "no Poppy agent holds a live grant: a Poppy agent is listed once one signs in)"
+            "no Poppy agent holds a live grant or Session: a Poppy agent is listed once it "
+            "starts a Session)"
         )
         assert agents_report(provider, as_json=True, now=NOW) == "[]"
     finally:
@@ -436,8 +490,9 @@ def test_block_and_allow_reach_a_poppy_agent() -> None:
 
 
 def test_an_unknown_issuer_is_refused_unless_a_poppy_brand_admits_any_agent() -> None:
-    # A Brand admitting any agent hears from agents holding no grant (signed-out Sessions),
-    # which agents list does not show: any https client_id may be one of them.
+    # A Brand admitting any agent hears from agents holding no grant (signed-out Sessions):
+    # any https client_id may be one of them, though agents list shows it only while it
+    # holds a live Session.
     named = _provider(brands=POPPY_BRANDS)
     poppy = {"domain": "shop.example", "agents": "any"}
     anyone = _provider(brands={"shop": {"handler": "examples.bots:order_bot", "poppy": poppy}})
@@ -451,13 +506,17 @@ def test_an_unknown_issuer_is_refused_unless_a_poppy_brand_admits_any_agent() ->
         )
         assert named.store.agent_enabled(stranger) is None  # nothing written
         unlisted = (
-            f"{stranger} is no agent agents list shows: a Poppy agent that holds no grant "
-            "(never signed in), or a misspelt id"
+            f"{stranger} is no agent agents list shows: a Poppy agent without a live grant "
+            "or Session, or a misspelt id"
         )
         assert set_enabled(anyone, stranger, False) == Outcome((f"blocked {stranger}", unlisted))
         assert anyone.store.agent_enabled(stranger) is False
         assert set_enabled(anyone, stranger, True) == Outcome((f"allowed {stranger}", unlisted))
         assert set_enabled(anyone, "http://plain.example", False).status == 1  # no Poppy id
+        # Once it starts a Session (live whenever the test runs), agents list shows it.
+        _session(anyone, "ses-1", "shop", stranger, expires_at=NOW + 3650 * DAY)
+        assert set_enabled(anyone, stranger, False) == Outcome((f"blocked {stranger}",))
+        assert set_enabled(anyone, stranger, True) == Outcome((f"allowed {stranger}",))
     finally:
         named.close()
         anyone.close()

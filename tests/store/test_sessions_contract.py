@@ -332,3 +332,35 @@ def test_cleanup_deletes_sessions_a_day_after_their_token_expired(store: Session
     assert store.get_session("ses_1") is None
     assert store.get_session("ses_2") is not None
     assert store.session_for_token(token_hash="k1", now=NOW) is not None
+
+
+def test_session_clients_are_the_agents_with_live_sessions_at_each_brand(
+    store: SessionStore,
+) -> None:
+    """What `agents list` shows of Poppy agents that never signed in: each agent and Brand
+    with a live Session, signed in or out, once."""
+    assert store.session_clients(now=NOW) == ()
+    atlas, plain = "https://agent.example/agent.json", "https://plain.example/agent.json"
+    new(store)  # atlas at shop, signed out
+    new(store, session_id="ses_2", token="k1", user_id="usr_2")  # the same agent and Brand
+    new(store, session_id="ses_3", token="m1", brand_id="other")  # atlas at another Brand
+    new(store, session_id="ses_4", token="p1", client_id=plain, expires_at=NOW + 2 * HOUR)
+    sign_in(store, "h2")  # signed in: still atlas at shop, once
+    assert store.session_clients(now=NOW + 20) == (
+        ("other", atlas),
+        ("shop", atlas),
+        ("shop", plain),
+    )
+    # A Session whose token expired is no longer live (as `session_for_token` has it),
+    # though cleanup keeps it a day for a renewal.
+    assert store.session_clients(now=NOW + HOUR) == (("shop", atlas), ("shop", plain))
+    assert store.session_clients(now=NOW + 10 + HOUR) == (("shop", plain),)
+    assert store.session_clients(now=NOW + 2 * HOUR) == ()
+
+
+def test_session_clients_count_a_renewed_session_by_its_new_token(store: SessionStore) -> None:
+    new(store)
+    renew(store, "h2", expires_at=NOW + 3 * HOUR)  # a renewal signs out, the agent stays
+    assert store.session_clients(now=NOW + 2 * HOUR) == (
+        ("shop", "https://agent.example/agent.json"),
+    )

@@ -37,9 +37,10 @@ _LIST_HELP = refilled(
     f"""\
 List the configured agents and those added at runtime, by issuer: name, source (config or
 runtime), status (allowed, blocked, or ignored: a runtime agent also configured), JWKS URL and
-when it was added. Then the Poppy agents holding a live grant, by client_id, one per Brand
-(source "poppy at BRAND"; blocked when blocked or the Brand's poppy.agents no longer admits
-it; when its oldest live grant was made). --json prints a JSON array instead. Exit status 0, or
+when it was added. Then the Poppy agents holding a live grant or a live Session (signed in
+or out), by client_id, one per Brand (source "poppy at BRAND"; blocked when blocked or the
+Brand's poppy.agents no longer admits it; when its oldest live grant was made, - when it
+holds none). --json prints a JSON array instead. Exit status 0, or
 {CANNOT_RUN_HELP}.
 """
 )

@@ -1,8 +1,7 @@
 """Operators' view of personal agents and of retention: list the agents (configured and added
-at runtime, and the Poppy agents holding grants), add, block, allow and remove them, and clean
-the store up, for `pactmw agents` /
-`pactmw cleanup`, `manage.py pactmw ...`, `flask pactmw ...` and the Django admin alike (one
-wording, one rule).
+at runtime, and the Poppy agents holding grants or Sessions), add, block, allow and remove
+them, and clean the store up, for `pactmw agents` / `pactmw cleanup`, `manage.py pactmw ...`,
+`flask pactmw ...` and the Django admin alike (one wording, one rule).
 
 Every function works on a Provider's store, so what it changes is seen by every process on
 that store at its next request. Adding checks the issuer and the `jwks_uri` first (the
@@ -73,8 +72,9 @@ class AgentEntry:
     """One personal agent as operators see it.
 
     `source` is `config` (the settings' `agents`), `runtime` (added with `add_agent`) or
-    `poppy`: a Poppy agent holding a live grant at the Brand `brand_id`, its `issuer` being
-    its `client_id` and `added_at` its oldest live grant's creation. `enabled` is what the
+    `poppy`: a Poppy agent holding a live grant or a live Session at the Brand `brand_id`,
+    its `issuer` being its `client_id` and `added_at` its oldest live grant's creation (None
+    when it holds only Sessions). `enabled` is what the
     next request gets, overrides included (for a Poppy agent: whether the Brand's
     `poppy.agents` admits it and it is not blocked). `jwks_uri` is None for a configured
     inline JWKS and a Poppy agent (its keys are in its client metadata). `shadowed`: a
@@ -101,8 +101,8 @@ class AgentEntry:
 
 def list_agents(provider: Provider, *, now: float | None = None) -> tuple[AgentEntry, ...]:
     """Every configured and runtime agent, ordered by issuer (a configured one first), then
-    the Poppy agents holding a grant live at `now` (default: the current time), by
-    `client_id` and Brand."""
+    the Poppy agents holding a grant or a Session live at `now` (default: the current time),
+    by `client_id` and Brand."""
     registry = provider.verifier.registry
     configured = {agent.issuer: agent for agent in registry}
     entries = [
@@ -134,26 +134,34 @@ def list_agents(provider: Provider, *, now: float | None = None) -> tuple[AgentE
 
 def _poppy_agents(provider: Provider, now: float) -> tuple[AgentEntry, ...]:
     """The Poppy agents the store knows: one per `client_id` and Brand holding a live grant
-    at a Brand that serves Poppy. A grant does not record which protocol asked for it (one
-    grant whichever did), so a grant of a PACT agent the Provider knows is PACT's; in
-    open mode an unregistered PACT issuer's grant there would be listed as Poppy's."""
+    or a live Session (signed in or out: an admitted agent may talk to the company with no
+    one signed in, holding no grant) at a Brand that serves Poppy. A grant does not record
+    which protocol asked for it (one grant whichever did), so a grant of a PACT agent the
+    Provider knows is PACT's; in open mode an unregistered PACT issuer's grant there would
+    be listed as Poppy's. Only Poppy starts Sessions, so each is Poppy's."""
+    serving = {
+        brand.id: brand.poppy for brand in provider.brands.values() if brand.poppy is not None
+    }
+    if not serving:
+        return ()  # no store read on a Provider without Poppy (the Django admin's lists)
     oldest: dict[tuple[str, str], float] = {}
     pact: dict[str, bool] = {}  # one registry and store read per client, not per grant
-    for brand in provider.brands.values():
-        if brand.poppy is None:
-            continue
-        grants: list[Grant] = provider.store.list_grants(brand_id=brand.id, now=now)
+    for brand_id in serving:
+        grants: list[Grant] = provider.store.list_grants(brand_id=brand_id, now=now)
         for grant in grants:
             if grant.client_id not in pact:
                 pact[grant.client_id] = _is_registered(provider, grant.client_id)
             if not pact[grant.client_id]:
-                key = (grant.client_id, brand.id)
+                key = (grant.client_id, brand_id)
                 oldest[key] = min(oldest.get(key, grant.created_at), grant.created_at)
+    listed: dict[tuple[str, str], float | None] = {**oldest}  # None: Sessions only
+    for brand_id, client_id in provider.store.session_clients(now=now):
+        if brand_id in serving:  # not a Brand no longer configured, or without Poppy now
+            listed.setdefault((client_id, brand_id), None)
     entries = []
     switches = provider.verifier.registry.overrides  # what Poppy reads too
-    for (client_id, brand_id), since in sorted(oldest.items()):
-        poppy = provider.brands[brand_id].poppy
-        assert poppy is not None
+    for (client_id, brand_id), since in sorted(listed.items()):
+        poppy = serving[brand_id]
         refusal = agent_refusal(poppy, client_id, switches.agent_enabled(client_id))
         entries.append(
             AgentEntry(
@@ -184,8 +192,8 @@ def poppy_owner(client_id: str) -> str:
 
 def _poppy_brands(provider: Provider, client_id: str) -> tuple[str, ...]:
     """The Brands where `client_id` is a Poppy agent: named in their `poppy.agents`, or
-    holding a live grant there (`_poppy_agents`; not in open mode, where such a grant may be
-    an unregistered PACT issuer's)."""
+    holding a live grant or Session there (`_poppy_agents`; not in open mode, where such a
+    grant may be an unregistered PACT issuer's)."""
     named = {
         brand.id
         for brand in provider.brands.values()
@@ -228,7 +236,8 @@ def agents_table(entries: Sequence[AgentEntry], *, poppy: bool = False) -> str:
     if not entries and poppy:
         return (
             "no agents (no PACT agent is configured or added: agents add ISSUER JWKS_URI; "
-            "no Poppy agent holds a live grant: a Poppy agent is listed once one signs in)"
+            "no Poppy agent holds a live grant or Session: a Poppy agent is listed once it "
+            "starts a Session)"
         )
     if not entries:
         return "no agents (configure some under agents, or add one: agents add ISSUER JWKS_URI)"
@@ -387,9 +396,9 @@ def switch_refusal(provider: Provider, issuer: str, enabled: bool) -> Outcome | 
 
 def _may_be_poppy(provider: Provider, issuer: str) -> bool:
     """Whether `issuer` may be a Poppy agent's `client_id`: one a Brand's `poppy.agents`
-    names or that holds a grant there (`_poppy_brands`), or any https URL when a Brand's
-    `poppy.agents` is "any" (its agents need no grant to start Sessions, signed out, so an
-    operator may block one `agents list` does not show)."""
+    names or that holds a grant or Session there (`_poppy_brands`), or any https URL when a
+    Brand's `poppy.agents` is "any" (its agents need no grant to start Sessions, signed out,
+    so an operator may block one before it starts any, which `agents list` does not show)."""
     admits_any = any(
         brand.poppy is not None and brand.poppy.agents == "any"
         for brand in provider.brands.values()
@@ -438,8 +447,8 @@ def _unlisted(provider: Provider, issuer: str) -> tuple[str, ...]:
     if _poppy_brands(provider, issuer) or not _may_be_poppy(provider, issuer):
         return ()  # a Poppy agent it lists, or the block lifted of an agent removed since
     return (
-        f"{issuer} is no agent agents list shows: a Poppy agent that holds no grant (never "
-        "signed in), or a misspelt id",
+        f"{issuer} is no agent agents list shows: a Poppy agent without a live grant or "
+        "Session, or a misspelt id",
     )
 
 

@@ -60,3 +60,11 @@ class SessionsMixin(MemoryCore):
                     session, account=None, grant_id=None, scopes=(), signed_in_at=None
                 )
         return len(signed_in)
+
+    def _session_clients(self, now: float) -> list[tuple[str, str]]:
+        with self._open:
+            return [
+                (s.brand_id, s.client_id)
+                for s in self._sessions.values()
+                if now < s.token_expires_at
+            ]

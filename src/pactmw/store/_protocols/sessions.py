@@ -261,6 +261,12 @@ class SessionStore(Protocol):
         Returns how many were signed out."""
         return 0 if has_nul(grant_id) else self._sign_out_sessions(grant_id)
 
+    def session_clients(self, *, now: float) -> tuple[tuple[str, str], ...]:
+        """Each `(brand_id, client_id)` with a Session live at `now` (its token unexpired, as
+        `session_for_token` judges it), signed in or out, once, sorted by code point: the
+        Poppy agents an operator sees (`agents list`) though they hold no grant."""
+        return tuple(sorted(set(self._session_clients(now))))
+
     def _update(self, update: SessionUpdate) -> SessionChange:
         # An id holding NUL is never stored, so it names no Session, as an unknown id.
         if has_nul(update.session_id):
@@ -285,3 +291,8 @@ class SessionStore(Protocol):
         ...
 
     def _sign_out_sessions(self, grant_id: str) -> int: ...
+
+    def _session_clients(self, now: float) -> Sequence[tuple[str, str]]:
+        """`(brand_id, client_id)` of the Sessions whose token expires after `now`, in any
+        order and possibly repeated (the contract sorts them and drops repeats)."""
+        ...

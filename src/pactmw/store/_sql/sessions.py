@@ -77,6 +77,14 @@ class SessionStatements:
         self.by_id = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE session_id = ?")
         self.by_token = q("SELECT {columns} FROM pactmw_poppy_sessions WHERE token_hash = ?")
         self.purge = q("DELETE FROM pactmw_poppy_sessions WHERE token_expires_at <= ?")
+        # The operators' listing (`agents list`, the Django admin's agent filters) scans the
+        # table, which cleanup keeps to the Sessions live now or within the last day. No
+        # index for it: every Session start and renewal would pay to keep one up to date,
+        # for a rare operator read.
+        self.clients = q(
+            "SELECT DISTINCT brand_id, client_id FROM pactmw_poppy_sessions"
+            " WHERE token_expires_at > ?"
+        )
         self.sign_out = q(
             "UPDATE pactmw_poppy_sessions SET account = NULL, grant_id = NULL,"
             " scopes = {no_scopes}, signed_in_at = NULL WHERE grant_id = ?"
@@ -134,3 +142,8 @@ class SessionsMixin(SqlCore):
     def _sign_out_sessions(self, grant_id: str) -> int:
         with self._write() as ex:
             return ex.execute(self._session_sql.sign_out, (grant_id,)).rowcount
+
+    def _session_clients(self, now: float) -> list[tuple[str, str]]:
+        with self._read() as ex:
+            rows = ex.execute(self._session_sql.clients, (now,)).fetchall()
+        return [(str(brand_id), str(client_id)) for brand_id, client_id in rows]
