@@ -124,8 +124,6 @@ class PersonalAgentScheme(SecurityBase):
         self.scheme_name = scheme_name
         self.optional = optional
         self.guard = make_guard(verifier, delegation_provider, delegation_brand)
-        # make_guard has checked that both or neither are given.
-        self.takes_delegation = delegation_provider is not None
         # Said once per scheme when scopes are asked of a caller no delegation can reach:
         # this scheme verifies it and takes none, or a middleware verified it taking none.
         self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
@@ -140,7 +138,7 @@ class PersonalAgentScheme(SecurityBase):
             if current_personal_agent(connection) is None:
                 # Nothing verified the caller before, so this scheme does: without delegation
                 # it refuses one, and no caller can hold a scope.
-                if not self.takes_delegation:
+                if not self.guard.takes_delegation:
                     self.scopes_without_delegation(connection.url.path)
             elif takes_no_delegation(connection.scope):
                 # A middleware verified it, taking no delegation: this scheme reuses that.
