@@ -24,7 +24,7 @@ from attrs import frozen
 from pactmw.config import ConfigError, check_jwks_uri
 from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
-from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, format_time
+from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, aligned_table, format_time
 from pactmw.provider.poppy._brands import agent_refusal
 from pactmw.provider.poppy._conversations import OWNER_PREFIX
 from pactmw.store.base import AgentExists, Cleanup, Grant
@@ -252,11 +252,7 @@ def agents_table(entries: Sequence[AgentEntry], *, poppy: bool = False) -> str:
         )
         for entry in entries
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    return aligned_table(rows)
 
 
 def agents_listing(entries: Sequence[AgentEntry], *, as_json: bool, poppy: bool = False) -> str:

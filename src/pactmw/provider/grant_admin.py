@@ -36,6 +36,16 @@ def format_time(value: float | None, pattern: str) -> str | None:
     return datetime.fromtimestamp(value, tz=timezone.utc).strftime(pattern)
 
 
+def aligned_table(rows: Sequence[Sequence[str]]) -> str:
+    """`rows` (the header first) as text columns two spaces apart, each as wide as its
+    widest cell; the operators' listings (grants, agents) all print this way."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
 def grant_json(grant: Grant, now: float) -> dict[str, Any]:
     """One grant as JSON (times in ISO 8601 UTC)."""
     return {
@@ -71,11 +81,7 @@ def grants_table(grants: Sequence[Grant], now: float, *, include_inactive: bool)
         )
         for grant in grants
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    return aligned_table(rows)
 
 
 def grants_listing(
@@ -139,6 +145,7 @@ __all__ = [
     "JSON_TIME",
     "TABLE_TIME",
     "Revocation",
+    "aligned_table",
     "format_time",
     "grant_json",
     "grants_listing",

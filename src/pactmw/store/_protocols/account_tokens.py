@@ -16,7 +16,7 @@ from attrs import field, frozen
 
 from pactmw.store._protocols.grants import GrantStore
 from pactmw.store._protocols.tokens import RotationRequest
-from pactmw.store.base import NotFound, check_token_owner, has_nul, reject_nul, scope_tuple
+from pactmw.store.base import has_nul, reject_nul, scope_tuple
 
 __all__ = [
     "AccountRefresh",
@@ -105,12 +105,8 @@ class AccountTokenStore(GrantStore, Protocol):
         """
         reject_nul(token_hash=token_hash, grant_id=grant_id, brand_id=brand_id, client_id=client_id)
         wanted = scope_tuple("scopes", scopes)
-        # A grant's client and Brand never change and its scopes only widen, so they are
-        # checked before the write.
-        grant = self._get_grant(grant_id)
-        if grant is None:
-            raise NotFound(f"unknown grant {grant_id!r}")
-        check_token_owner(grant, client_id, brand_id)
+        grant = self._token_grant(grant_id, client_id, brand_id)
+        # A grant's scopes only widen, so they too are checked before the write.
         if not set(wanted) <= set(grant.scopes):
             raise ValueError("an Account Token's scopes must be its grant's")
         token = AccountToken(grant_id, brand_id, client_id, grant.pa_sub, wanted, now, expires_at)

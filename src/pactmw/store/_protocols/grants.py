@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pactmw.store.base import Grant, check_grant_scopes, has_nul, reject_nul
+from pactmw.store.base import (
+    Grant,
+    NotFound,
+    check_grant_scopes,
+    check_token_owner,
+    has_nul,
+    reject_nul,
+)
 
 __all__ = ["GrantKey", "GrantStore"]
 
@@ -91,6 +98,16 @@ class GrantStore(Protocol):
         if has_nul(brand_id or "", account or ""):
             return []
         return self._list_grants(brand_id, account, bool(include_inactive), now)
+
+    def _token_grant(self, grant_id: str, client_id: str, brand_id: str) -> Grant:
+        """The grant a new token (refresh or Account Token) is issued under: `NotFound` when
+        `grant_id` is unknown, ValueError when it is another client's or Brand's. A grant's
+        client and Brand never change, so this read before the write still holds at it."""
+        grant = self._get_grant(grant_id)
+        if grant is None:
+            raise NotFound(f"unknown grant {grant_id!r}")
+        check_token_owner(grant, client_id, brand_id)
+        return grant
 
     # --- what a backend implements (inputs already checked) ------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Protocol
 from attrs import field, frozen
 
 from pactmw.store._protocols.grants import GrantStore
-from pactmw.store.base import Grant, NotFound, Rotation, check_token_owner, has_nul, reject_nul
+from pactmw.store.base import Grant, Rotation, has_nul, reject_nul
 
 __all__ = ["RefreshRequest", "RotationRequest", "TokenStore"]
 
@@ -52,11 +52,7 @@ class TokenStore(GrantStore, Protocol):
         differ from the grant's or the hash is already stored.
         """
         reject_nul(token_hash=token_hash, grant_id=grant_id, client_id=client_id, brand_id=brand_id)
-        # A grant's client and Brand never change, so they are checked before the write.
-        grant = self._get_grant(grant_id)
-        if grant is None:
-            raise NotFound(f"unknown grant {grant_id!r}")
-        check_token_owner(grant, client_id, brand_id)
+        grant = self._token_grant(grant_id, client_id, brand_id)
         if not self._insert_refresh_token(token_hash, grant, now, expires_at):
             raise ValueError("refresh token hash is already stored")
 
