@@ -6,11 +6,13 @@
     @app.get("/orders")
     def orders(caller: PersonalAgent = Security(personal_agent, scopes=["orders:read"])): ...
 
-The scheme shows in `/openapi.json` as an HTTP bearer scheme (JWT). Scopes requested with
-`Security(..., scopes=[...])` are delegated scopes: no delegation is 401 `invalid_token`, a
-missing scope 403 `insufficient_scope`. Refusals are `PersonalAgentRefused`, a FastAPI
-`HTTPException` carrying the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they
-answer exactly as the other adapters do (empty body), else with FastAPI's `{"detail": ...}`.
+The scheme shows in `/openapi.json` as an HTTP bearer scheme (JWT), and one that takes
+delegations adds `X-A2A-User-Delegation` to its operations as an optional header. Scopes
+requested with `Security(..., scopes=[...])` are delegated scopes (the operation's security
+requirement): no delegation is 401 `invalid_token`, a missing scope 403
+`insufficient_scope`. Refusals are `PersonalAgentRefused`, a FastAPI `HTTPException` carrying
+the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they answer exactly as the other
+adapters do (empty body), else with FastAPI's `{"detail": ...}`.
 Every rule is the guard's (`pactmw.provider.guard`).
 
 A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
@@ -23,13 +25,14 @@ documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, 
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import Annotated, Any
 
 from pactmw.adapters._common import require_framework
 
 require_framework("fastapi", __name__, "FastAPI", "fastapi")
 
-from fastapi import HTTPException, Request
+from fastapi import Header, HTTPException, Request
 from fastapi.openapi.models import HTTPBase as HTTPBaseModel
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security import SecurityScopes
@@ -41,7 +44,7 @@ from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._common import make_guard, scopes_without_delegation, takes_no_delegation
 from pactmw.adapters._starlette_auth import current_personal_agent, verify_once
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
-from pactmw.core.http import Response
+from pactmw.core.http import DELEGATION_HEADER, Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
@@ -94,6 +97,26 @@ async def poppy_refusal_handler(request: Request, exc: Exception) -> StarletteRe
 #: `Security(..., scopes=[...])` as the warnings of a scope no caller can hold name it.
 _SECURITY_SCOPES = "Security(PersonalAgentScheme(...), scopes=[...])"
 
+#: The OpenAPI description of `PersonalAgentScheme`, one for every scheme: schemes share a
+#: name by default, and OpenAPI keeps one description per name.
+_SCHEME_DESCRIPTION = (
+    "PACT 1.0 identity JWT of the person's personal agent. Where an operation lists scopes, "
+    "they are delegated scopes: the person's delegation, sent in X-A2A-User-Delegation, must "
+    "grant them."
+)
+
+#: The `X-A2A-User-Delegation` header as a scheme that takes delegations documents it.
+_DelegationHeader = Annotated[
+    str | None,
+    Header(
+        alias=DELEGATION_HEADER,
+        description=(
+            "The person's delegation: `Bearer` and the access token this site issued to the "
+            "personal agent. Needed by operations that list scopes; verified when sent."
+        ),
+    ),
+]
+
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     PersonalAgentRefused: refusal_handler,
@@ -118,7 +141,7 @@ class PersonalAgentScheme(SecurityBase):
         delegation_brand: str | None = None,
         optional: bool = False,
         scheme_name: str = "PersonalAgent",
-        description: str = "PACT 1.0 personal-agent JWT (and X-A2A-User-Delegation).",
+        description: str = _SCHEME_DESCRIPTION,
     ) -> None:
         self.model = HTTPBearerModel(bearerFormat="JWT", description=description)
         self.scheme_name = scheme_name
@@ -129,11 +152,26 @@ class PersonalAgentScheme(SecurityBase):
         self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
         self.verified_without_delegation = scopes_without_delegation(_SECURITY_SCOPES)
 
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """What FastAPI reads of this dependency (`inspect.signature` takes it from here):
+        `__call__`'s parameters, of which the delegation header only when this scheme takes
+        delegations, so that only then is it a parameter of its operations in OpenAPI."""
+        signature = inspect.signature(self.__call__, eval_str=True)
+        if self.guard.takes_delegation:
+            return signature
+        kept = [p for name, p in signature.parameters.items() if name != "delegation"]
+        return signature.replace(parameters=kept)
+
     async def __call__(
-        self, connection: HTTPConnection, security_scopes: SecurityScopes
+        self,
+        connection: HTTPConnection,
+        security_scopes: SecurityScopes,
+        delegation: _DelegationHeader = None,
     ) -> PersonalAgent | None:
         # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
-        # only the former.
+        # only the former. `delegation` is there for OpenAPI only: the guard reads the
+        # header from the request, where a repeated one is refused (FastAPI keeps one).
         if security_scopes.scopes:
             if current_personal_agent(connection) is None:
                 # Nothing verified the caller before, so this scheme does: without delegation
