@@ -10,25 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from pydantic import SecretStr
 
 from pactmw.provider.poppy._credentials import token_hash
-from tests.support.poppy_world import PoppyWorld, world_on
+from tests.support.poppy_world import PoppyWorld, dpop_call, world_fixture
 
 SCOPES = ("orders:read", "orders:write")
 DAY = 86_400.0
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture()
 
 
 def run(coroutine: Any) -> Any:
@@ -281,14 +275,7 @@ def test_the_api_serves_signed_in_sessions_and_sees_sign_out_at_once(world: Popp
         url = ctx.url("/api/orders")
 
         async def read(access: str) -> Any:
-            return await ctx.send(
-                "GET",
-                url,
-                headers={
-                    "Authorization": f"DPoP {access}",
-                    "DPoP": await ctx.proof(user, "GET", url, token=SecretStr(access)),
-                },
-            )
+            return await dpop_call(ctx, user, "GET", url, token=access)
 
         signed_out = await read(session.access_token.get_secret_value())
         signing_in = await agent.refresh(user, token, session.session_id, scope="orders:write")

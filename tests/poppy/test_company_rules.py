@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,18 +22,14 @@ from tests.support.poppy_world import (
     SHOP,
     PoppyWorld,
     poppy_brand,
-    world_on,
+    world_fixture,
 )
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FORM = "application/x-www-form-urlencoded"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture()
 
 
 def run(coroutine: Any) -> Any:
