@@ -16,9 +16,8 @@ import pytest
 from pactmw.core.http import Request
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.agent_admin import Outcome, list_agents, set_enabled
-from tests.poppy.test_account_tokens import Agent, signed_in
-from tests.poppy.test_company_rules import session_form
 from tests.support.logs import assert_logs_tame
+from tests.support.poppy_accounts import Agent, session_form, signed_in
 from tests.support.poppy_world import PoppyWorld, dpop_call, poppy_brand, world_fixture
 
 world = world_fixture(stores=("sqlite",))

@@ -21,7 +21,7 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.poppy import DEVICE_CODE_GRANT
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import DeviceSignIn, poppy_companies
-from tests.poppy.test_account_tokens import signed_in
+from tests.support.poppy_accounts import signed_in
 from tests.support.poppy_world import (
     ATLAS,
     BASE_URL,

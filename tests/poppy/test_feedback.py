@@ -16,8 +16,8 @@ import pytest
 
 from pactmw.provider.poppy._feedback import FEEDBACK_EVENT, PoppyFeedback
 from pactmw.provider.ratelimit import RateLimit
-from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.support.clock import wait_for_room_in_window
+from tests.support.poppy_accounts import Agent, signed_in
 from tests.support.poppy_world import BASE_URL, PoppyWorld, dpop_headers, world_fixture
 
 ENDPOINT = f"{BASE_URL}/a2a/shop/poppy/feedback"

@@ -29,9 +29,9 @@ from pactmw.adapters import wsgi as pactmw_wsgi
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider
 from tests.adapters.commands import django_environment
-from tests.poppy.test_account_tokens import signed_in
 from tests.poppy.test_discovery_serving import site_config
 from tests.support.logs import assert_logs_tame, pactmw_records
+from tests.support.poppy_accounts import signed_in
 from tests.support.poppy_world import (
     BASE_URL,
     PoppyWorld,
