@@ -24,9 +24,10 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.core.encoding import b64url_encode, json_dumps
+from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
-from pactmw.protocols.delegation import SigningKeys
+from pactmw.protocols.delegation import DelegationRejected, SigningKeys, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.provider.delegated import AuditEvent, SignedInUser
@@ -54,6 +55,35 @@ DELEGATION_CLAIMS = {
 
 INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
 IDENTITY_CHALLENGE = 'Bearer realm="a2a"'
+
+# -- verifying -----------------------------------------------------------------------------------
+
+
+def identity_outcome(verifier: IdentityVerifier, token: str) -> str:
+    """What `verifier` says of the identity token `token`: its refusal's reason, or
+    "accepted"."""
+    try:
+        verifier.verify("Bearer " + token)
+    except AuthenticationFailed as exc:
+        return exc.reason
+    return "accepted"
+
+
+def delegation_outcome(key: PrivateJWK, token: str) -> str:
+    """What a Provider signing with `key` says of the delegation token `token` at `INTERFACE`
+    for the agent `ISSUER`, a second after `NOW`: its refusal's reason, or "accepted"."""
+    try:
+        verify_access_token(
+            "Bearer " + token,
+            keys=public_key_set([key]),
+            interface_url=INTERFACE,
+            client_id=ISSUER,
+            now=NOW + 1,
+        )
+    except DelegationRejected as exc:
+        return exc.reason
+    return "accepted"
+
 
 # -- forging -------------------------------------------------------------------------------------
 

@@ -18,18 +18,17 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from pactmw.core.encoding import b64url_encode
-from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
-from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from tests.advisories.support import (
     DELEGATION_CLAIMS,
     IDENTITY_CLAIMS,
-    INTERFACE,
     NOW,
     POLICY,
+    delegation_outcome,
+    identity_outcome,
     sign_raw,
 )
 from tests.delegated.support import AUDIENCE, ISSUER
@@ -71,28 +70,6 @@ def identity(legit: JwksServer) -> IdentityVerifier:
     )
 
 
-def identity_outcome(verifier: IdentityVerifier, token: str) -> str:
-    try:
-        verifier.verify("Bearer " + token)
-    except AuthenticationFailed as exc:
-        return exc.reason
-    return "accepted"
-
-
-def delegation_outcome(token: str) -> str:
-    try:
-        verify_access_token(
-            "Bearer " + token,
-            keys=public_key_set([PROVIDER_KEY]),
-            interface_url=INTERFACE,
-            client_id=ISSUER,
-            now=NOW + 1,
-        )
-    except DelegationRejected as exc:
-        return exc.reason
-    return "accepted"
-
-
 def self_signed_chain(key: PrivateJWK) -> list[str]:
     """An `x5c` value: a self-signed certificate for `key` (standard base64 DER)."""
     certificate = self_signed_certificate(key.key, "pa.example", serial=1)
@@ -104,7 +81,7 @@ def test_the_genuine_token_is_accepted(identity: IdentityVerifier, legit: JwksSe
     token = sign_raw(PA_KEY, {"alg": "ES256", "kid": "pa-1", "typ": "JWT"}, IDENTITY_CLAIMS)
     assert identity_outcome(identity, token) == "accepted"
     token = sign_raw(PROVIDER_KEY, {"alg": "ES256", "typ": "at+jwt"}, DELEGATION_CLAIMS)
-    assert delegation_outcome(token) == "accepted"
+    assert delegation_outcome(PROVIDER_KEY, token) == "accepted"
 
 
 # -- key locations in the header: never used, never fetched -------------------------------------
@@ -169,7 +146,10 @@ def test_delegation_ignores_key_locations_in_the_header(
     if kid is not None:
         header["kid"] = kid
     header.update(_key_location_headers(evil, ATTACKER)[member])
-    assert delegation_outcome(sign_raw(ATTACKER, header, DELEGATION_CLAIMS)) == "bad_signature"
+    assert (
+        delegation_outcome(PROVIDER_KEY, sign_raw(ATTACKER, header, DELEGATION_CLAIMS))
+        == "bad_signature"
+    )
     assert evil.total_hits == 0
 
 
@@ -212,7 +192,7 @@ def test_identity_refuses_crit_on_a_genuine_token_before_any_fetch(
 @pytest.mark.parametrize("case", sorted(CRIT_HEADERS))
 def test_delegation_refuses_crit_on_a_genuine_token(case: str) -> None:
     header = {"alg": "ES256", "typ": "at+jwt", "kid": "provider-1", **CRIT_HEADERS[case]}
-    assert delegation_outcome(sign_raw(PROVIDER_KEY, header, DELEGATION_CLAIMS)) == (
+    assert delegation_outcome(PROVIDER_KEY, sign_raw(PROVIDER_KEY, header, DELEGATION_CLAIMS)) == (
         "malformed_token"
     )
 
@@ -249,7 +229,7 @@ def test_a_nested_or_compressed_payload_is_never_unwrapped(
     assert identity_outcome(identity, sign_raw(PA_KEY, header, inner)) == "malformed_token"
     inner_delegation = sign_compact(DELEGATION_CLAIMS, PROVIDER_KEY, typ="at+jwt").encode()
     header = {"alg": "ES256", "typ": "at+jwt", **extra}
-    assert delegation_outcome(sign_raw(PROVIDER_KEY, header, inner_delegation)) == (
+    assert delegation_outcome(PROVIDER_KEY, sign_raw(PROVIDER_KEY, header, inner_delegation)) == (
         "malformed_token"
     )
 
@@ -279,13 +259,13 @@ def test_delegation_hostile_kids_are_just_unknown(kid: str) -> None:
     # Signed by the attacker: the kid finds no provider key. (`json.dumps` escapes what UTF-8
     # cannot carry, such as a lone surrogate.)
     header = json.dumps({"alg": "ES256", "typ": "at+jwt", "kid": kid}).encode()
-    assert delegation_outcome(sign_raw(ATTACKER, header, DELEGATION_CLAIMS)) in {
+    assert delegation_outcome(PROVIDER_KEY, sign_raw(ATTACKER, header, DELEGATION_CLAIMS)) in {
         "bad_signature",
         "malformed_token",  # the NUL/surrogate/huge ones may fail to parse instead
     }
     # Signed by the provider's own key but naming another kid: still refused, no key found.
     genuine = sign_raw(PROVIDER_KEY, header, DELEGATION_CLAIMS)
-    assert delegation_outcome(genuine) in {"bad_signature", "malformed_token"}
+    assert delegation_outcome(PROVIDER_KEY, genuine) in {"bad_signature", "malformed_token"}
 
 
 def test_a_kid_near_the_token_bound_is_unknown_and_fetches_once(
@@ -337,7 +317,9 @@ def test_delegation_refuses_a_header_with_a_repeated_member(case: str) -> None:
     raw = DUPLICATE_HEADERS[case].replace(b'"kid":"pa-1"', b'"kid":"provider-1","typ":"at+jwt"')
     if case == "typ-JWT-then-at+jwt":
         raw = DUPLICATE_HEADERS[case].replace(b'"kid":"pa-1"', b'"kid":"provider-1"')
-    assert delegation_outcome(sign_raw(PROVIDER_KEY, raw, DELEGATION_CLAIMS)) == ("malformed_token")
+    assert delegation_outcome(PROVIDER_KEY, sign_raw(PROVIDER_KEY, raw, DELEGATION_CLAIMS)) == (
+        "malformed_token"
+    )
 
 
 # -- typ of delegation tokens ---------------------------------------------------------------------
@@ -367,12 +349,12 @@ WRONG_TYPS: list[Any] = [
 @pytest.mark.parametrize("typ", WRONG_TYPS, ids=[repr(t) for t in WRONG_TYPS])
 def test_delegation_token_with_a_wrong_typ_is_refused(typ: Any) -> None:
     token = sign_raw(PROVIDER_KEY, {"alg": "ES256", "typ": typ}, DELEGATION_CLAIMS)
-    assert delegation_outcome(token) == "bad_typ"
+    assert delegation_outcome(PROVIDER_KEY, token) == "bad_typ"
 
 
 def test_delegation_token_without_typ_is_refused() -> None:
     token = sign_raw(PROVIDER_KEY, {"alg": "ES256"}, DELEGATION_CLAIMS)
-    assert delegation_outcome(token) == "bad_typ"
+    assert delegation_outcome(PROVIDER_KEY, token) == "bad_typ"
 
 
 @pytest.mark.parametrize("typ", ["AT+JWT", "At+Jwt", "application/at+jwt", "APPLICATION/AT+JWT"])
@@ -381,4 +363,4 @@ def test_delegation_token_typ_is_compared_exactly(typ: str) -> None:
     # case-insensitive). The Provider verifies only tokens it minted itself, always spelled
     # `at+jwt`, so the exact match is the stricter, deliberate choice.
     token = sign_raw(PROVIDER_KEY, {"alg": "ES256", "typ": typ}, DELEGATION_CLAIMS)
-    assert delegation_outcome(token) == "bad_typ"
+    assert delegation_outcome(PROVIDER_KEY, token) == "bad_typ"

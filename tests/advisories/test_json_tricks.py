@@ -15,12 +15,19 @@ from typing import Any, Protocol
 
 import pytest
 
-from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.core.keys import JwksCache
-from pactmw.protocols.delegation import DelegationRejected, verify_access_token
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from tests.advisories.support import INTERFACE, NOW, POLICY, Raw, json_object, sign_raw
+from tests.advisories.support import (
+    INTERFACE,
+    NOW,
+    POLICY,
+    Raw,
+    delegation_outcome,
+    identity_outcome,
+    json_object,
+    sign_raw,
+)
 from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
 
@@ -86,11 +93,7 @@ def identity(jwks: JwksServer) -> Outcome:
 
     def outcome(payload: bytes, header: Any = None) -> str:
         token = sign_raw(PA_KEY, header or {"alg": "ES256", "kid": "pa-1"}, payload)
-        try:
-            verifier.verify("Bearer " + token)
-        except AuthenticationFailed as exc:
-            return exc.reason
-        return "accepted"
+        return identity_outcome(verifier, token)
 
     return outcome
 
@@ -98,17 +101,7 @@ def identity(jwks: JwksServer) -> Outcome:
 def delegation(payload: bytes, header: Any = None) -> str:
     """Sign `payload` as the Provider and verify it as a delegation token."""
     token = sign_raw(PROVIDER_KEY, header or {"alg": "ES256", "typ": "at+jwt"}, payload)
-    try:
-        verify_access_token(
-            "Bearer " + token,
-            keys=public_key_set([PROVIDER_KEY]),
-            interface_url=INTERFACE,
-            client_id=ISSUER,
-            now=NOW + 1,
-        )
-    except DelegationRejected as exc:
-        return exc.reason
-    return "accepted"
+    return delegation_outcome(PROVIDER_KEY, token)
 
 
 def test_the_genuine_payloads_are_accepted(identity: Outcome) -> None:

@@ -72,40 +72,15 @@ ONE_ORDER = json.dumps([{"type": "order_cancellation", "order": "A-1"}])
 @pytest.fixture
 def delegated_provider(tmp_path: Path, agent: Agent) -> Iterator[str]:
     """Our Provider with Acme offering delegation through Acme's own (development) login."""
-    port = free_port()
-    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
-    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
-        login.start()
-        delegation = {
-            "acme": {
-                **login.delegation_settings(),
-                "scopes": SCOPES,
-                "interval": 1,
-                "tools": "pactmw.demo:demo_tools",
-            }
-        }
-        with in_process_provider(tmp_path, agent, delegation=delegation, port=port) as base_url:
-            yield base_url
+    with provider_with(tmp_path, agent) as base_url:
+        yield base_url
 
 
 @pytest.fixture
 def provider_with_details(tmp_path: Path, agent: Agent) -> Iterator[str]:
     """The same Provider, Acme also accepting `order_cancellation` authorization details."""
-    port = free_port()
-    consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
-    with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:
-        login.start()
-        delegation = {
-            "acme": {
-                **login.delegation_settings(),
-                "scopes": SCOPES,
-                "interval": 1,
-                "tools": "pactmw.demo:demo_tools",
-                "authorization_details": f"{__name__}:DETAIL_TYPES",
-            }
-        }
-        with in_process_provider(tmp_path, agent, delegation=delegation, port=port) as base_url:
-            yield base_url
+    with provider_with(tmp_path, agent, authorization_details=f"{__name__}:DETAIL_TYPES") as url:
+        yield url
 
 
 @dataclass
@@ -408,7 +383,8 @@ class SpentRefreshMints(MemoryStore):
 def provider_with(
     tmp_path: Path, agent: Agent, *, store: MemoryStore | None = None, **delegation: Any
 ) -> Iterator[str]:
-    """The delegated Provider of `delegated_provider`, with `delegation` settings added."""
+    """Our Provider with Acme offering delegation through Acme's own (development) login,
+    `delegation` settings added."""
     port = free_port()
     consent = consent_url_for(f"http://127.0.0.1:{port}", "acme")
     with DevelopmentBrandLogin(consent_url=consent, users=[PERSON], brand_name="Acme") as login:

@@ -21,6 +21,7 @@ import httpx
 from pactmw.core.encoding import b64url_encode
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
+from tests.support.a2a import ERROR_DOMAIN, ERROR_INFO, REASONS
 
 A2A_CONTENT_TYPE = "application/a2a+json"
 CHALLENGE = 'Bearer realm="a2a"'
@@ -29,18 +30,6 @@ BRANDS = ("acme", "globex")
 UNKNOWN_BRAND = "no-such-brand"
 # The rate-limited Providers' window: a day, so that a test's requests share one.
 LIMITED_WINDOW = 86400
-ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-ERROR_DOMAIN = "a2a-protocol.org"
-
-#: reason -> (HTTP status, google.rpc status) from the reference (pact-provider.md §2.3).
-REASONS = {
-    "INVALID_PARAMS": (400, "INVALID_ARGUMENT"),
-    "CONTENT_TYPE_NOT_SUPPORTED": (400, "INVALID_ARGUMENT"),
-    "UNSUPPORTED_OPERATION": (400, "FAILED_PRECONDITION"),
-    "PUSH_NOTIFICATION_NOT_SUPPORTED": (400, "FAILED_PRECONDITION"),
-    "TASK_NOT_FOUND": (404, "NOT_FOUND"),
-    "INTERNAL": (500, "INTERNAL"),
-}
 
 BRAND_TABLES: dict[str, dict[str, Any]] = {
     "acme": {

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from html import unescape
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -448,6 +449,16 @@ def serve(
     finally:
         env.close()
         provider.close()
+
+
+@contextlib.contextmanager
+def serve_acme_and_globex(directory: Path, acme_name: str = "Acme Shop") -> Iterator[Env]:
+    """Two delegating Brands, `acme` (named `acme_name`) and `globex`, whose tools log to one
+    `env.calls`, served on a sqlite store in `directory`."""
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+    brands = [delegated_brand("acme", acme_name, calls), delegated_brand("globex", "Globex", calls)]
+    with serve(f"sqlite:///{directory}/pactmw.db", brands, calls=calls) as running:
+        yield running
 
 
 def new_sub() -> str:

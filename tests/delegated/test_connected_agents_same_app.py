@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -17,23 +16,16 @@ from tests.delegated.support import (
     SCOPES,
     Env,
     assert_page_headers,
-    delegated_brand,
     hidden,
     new_sub,
     page_text,
-    serve,
+    serve_acme_and_globex,
 )
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    calls: list[tuple[str, str, dict[str, Any]]] = []
-    brands = [
-        delegated_brand("acme", "Acme Shop", calls),
-        delegated_brand("globex", "Globex", calls),
-    ]
-    store = f"sqlite:///{tmp_path_factory.mktemp('agents')}/pactmw.db"
-    with serve(store, brands, calls=calls) as running:
+    with serve_acme_and_globex(tmp_path_factory.mktemp("agents")) as running:
         yield running
 
 

@@ -28,6 +28,7 @@ from tests.delegated.support import (
     jws_header,
     new_sub,
     serve,
+    serve_acme_and_globex,
 )
 from tests.support.catalog import POT
 from tests.support.net import free_port, loopback_client
@@ -35,10 +36,7 @@ from tests.support.net import free_port, loopback_client
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    calls: list[tuple[str, str, dict[str, Any]]] = []
-    brands = [delegated_brand("acme", "Acme", calls), delegated_brand("globex", "Globex", calls)]
-    store = f"sqlite:///{tmp_path_factory.mktemp('attacks')}/pactmw.db"
-    with serve(store, brands, calls=calls) as running:
+    with serve_acme_and_globex(tmp_path_factory.mktemp("attacks"), acme_name="Acme") as running:
         yield running
 
 

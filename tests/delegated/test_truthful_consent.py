@@ -17,10 +17,9 @@ from tests.delegated.support import (
     SCOPES,
     Env,
     assert_page_headers,
-    delegated_brand,
     new_sub,
     page_text,
-    serve,
+    serve_acme_and_globex,
     without_outcome,
 )
 
@@ -29,13 +28,7 @@ READ, CANCEL = "orders:read", "orders:cancel"
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    calls: list[tuple[str, str, dict[str, Any]]] = []
-    brands = [
-        delegated_brand("acme", "Acme Shop", calls),
-        delegated_brand("globex", "Globex", calls),
-    ]
-    store = f"sqlite:///{tmp_path_factory.mktemp('truth')}/pactmw.db"
-    with serve(store, brands, calls=calls) as running:
+    with serve_acme_and_globex(tmp_path_factory.mktemp("truth")) as running:
         yield running
 
 

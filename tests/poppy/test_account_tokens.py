@@ -8,92 +8,16 @@ Sessions in, rotation, scopes, sign-out) goes through the endpoints."""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-from pydantic import SecretStr
 
 from pactmw.provider.poppy._credentials import token_hash
-from tests.support.poppy_world import PoppyWorld, world_on
+from tests.support.poppy_accounts import GRANTED_SCOPES, Agent, scenario, signed_in
+from tests.support.poppy_world import PoppyWorld, dpop_call, world_fixture
 
-SCOPES = ("orders:read", "orders:write")
-DAY = 86_400.0
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
-
-
-def run(coroutine: Any) -> Any:
-    return asyncio.run(coroutine)
-
-
-def signed_in(world: PoppyWorld, user: str, account: str = "alice", client: str = "") -> str:
-    """What a completed sign-in leaves: a grant of `user` at `account` and its first Account
-    Token (returned)."""
-    store, now = world.provider.store, world.provider.poppy._clock()  # type: ignore[union-attr]
-    grant = store.upsert_grant(
-        grant_id="grt_" + secrets.token_hex(8),
-        brand_id="shop",
-        account=account,
-        client_id=client or world.atlas.client_id,
-        pa_sub=user,
-        scopes=SCOPES,
-        now=now,
-        expires_at=now + 30 * DAY,
-    )
-    token = "act_" + secrets.token_urlsafe(16)
-    store.issue_account_token(
-        token_hash=token_hash(token),
-        grant_id=grant.grant_id,
-        brand_id="shop",
-        client_id=client or world.atlas.client_id,
-        scopes=SCOPES,
-        now=now,
-        expires_at=now + 30 * DAY,
-    )
-    return token
-
-
-class Agent:
-    """The SDK's personal agent (its conformance context) for one test."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-
-    async def refresh(
-        self, user: str, token: str, session_id: str, scope: str | None = None, **client: Any
-    ) -> Any:
-        form = {"grant_type": "refresh_token", "refresh_token": token, "session_id": session_id}
-        if scope is not None:
-            form["scope"] = scope
-        form.update(await self.ctx.client_form(client.get("identity")))
-        return await self.ctx.token_request(user, form)
-
-    async def revoke(self, token: str, identity: Any = None) -> Any:
-        metadata = await self.ctx.metadata()
-        form = {"token": token, **(await self.ctx.client_form(identity))}
-        return await self.ctx.send(
-            "POST",
-            metadata.revocation_endpoint,
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
-            content=urlencode(form).encode(),
-        )
-
-
-def scenario(world: PoppyWorld, body: Any) -> Any:
-    async def go() -> Any:
-        async with world.http() as http:
-            return await body(Agent(world.context(http)))
-
-    return run(go())
+world = world_fixture()
 
 
 def test_an_account_token_signs_a_new_session_in_and_rotates(world: PoppyWorld) -> None:
@@ -120,7 +44,7 @@ def test_an_account_token_signs_a_new_session_in_and_rotates(world: PoppyWorld) 
     assert answer["refresh_token"].startswith("act_")
     stored = world.provider.store.get_session(session.session_id)
     assert stored is not None
-    assert (stored.account, stored.scopes) == ("alice", SCOPES)
+    assert (stored.account, stored.scopes) == ("alice", GRANTED_SCOPES)
     assert stored.signed_in
     # Each sign-in gives the Session a new token; the one before stops working.
     now = world.provider.poppy._clock()  # type: ignore[union-attr]
@@ -281,14 +205,7 @@ def test_the_api_serves_signed_in_sessions_and_sees_sign_out_at_once(world: Popp
         url = ctx.url("/api/orders")
 
         async def read(access: str) -> Any:
-            return await ctx.send(
-                "GET",
-                url,
-                headers={
-                    "Authorization": f"DPoP {access}",
-                    "DPoP": await ctx.proof(user, "GET", url, token=SecretStr(access)),
-                },
-            )
+            return await dpop_call(ctx, user, "GET", url, token=access)
 
         signed_out = await read(session.access_token.get_secret_value())
         signing_in = await agent.refresh(user, token, session.session_id, scope="orders:write")

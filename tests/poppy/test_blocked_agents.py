@@ -9,40 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from pactmw.core.http import Request
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.agent_admin import Outcome, list_agents, set_enabled
-from tests.poppy.test_account_tokens import Agent, signed_in
-from tests.poppy.test_company_rules import session_form
 from tests.support.logs import assert_logs_tame
-from tests.support.poppy_world import PoppyWorld, poppy_brand, world_on
+from tests.support.poppy_accounts import Agent, session_form, signed_in
+from tests.support.poppy_world import PoppyWorld, dpop_call, poppy_brand, world_fixture
 
-
-@pytest.fixture(scope="module", params=["sqlite"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture(stores=("sqlite",))
 
 
 async def read_orders(agent: Agent, user: str, access: str) -> httpx.Response:
     ctx = agent.ctx
-    url = ctx.url("/api/orders")
-    response: httpx.Response = await ctx.send(
-        "GET",
-        url,
-        headers={
-            "Authorization": f"DPoP {access}",
-            "DPoP": await ctx.proof(user, "GET", url, token=SecretStr(access)),
-        },
-    )
-    return response
+    return await dpop_call(ctx, user, "GET", ctx.url("/api/orders"), token=access)
 
 
 def test_a_blocked_poppy_agent_is_refused_everywhere_until_allowed(

@@ -6,13 +6,12 @@ PostgreSQL (plan step 4, docs/design/poppy.md)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from pactmw.protocols.poppy import JWT_BEARER_GRANT
-from tests.support.poppy_world import PoppyWorld, case_param, world_on
+from tests.support.poppy_world import PoppyWorld, case_param, world_fixture
 
 #: The SDK's company cases that step 4 (Sessions, no sign-in, API or conversation yet) can
 #: run; each must pass, never skip.
@@ -56,11 +55,7 @@ STEP_4_CASES = (
 )
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture()
 
 
 @pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in STEP_4_CASES])

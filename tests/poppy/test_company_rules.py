@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,36 +18,22 @@ from pactmw.core.http import Request, Response
 from pactmw.provider import RateLimit
 from pactmw.provider.poppy._credentials import token_hash
 from tests.support.clock import wait_for_room_in_window
+from tests.support.poppy_accounts import JWT_BEARER, session_form
 from tests.support.poppy_world import (
     SHOP,
     PoppyWorld,
     poppy_brand,
-    world_on,
+    world_fixture,
 )
 
-JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 FORM = "application/x-www-form-urlencoded"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture()
 
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
-
-
-async def session_form(ctx: Any, user: str, **extra: str) -> dict[str, str]:
-    metadata = await ctx.metadata()
-    return {
-        "grant_type": JWT_BEARER,
-        "assertion": ctx.assertion(ctx.claims(subject=user, audience=metadata.issuer)),
-        **(await ctx.client_form()),
-        **extra,
-    }
 
 
 def handle(provider: Any, path: str, form: dict[str, str], proof: str | None) -> Response:

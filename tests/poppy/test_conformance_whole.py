@@ -26,7 +26,7 @@ from tests.support.poppy_world import (
     PoppyWorld,
     case_param,
     signed_in_brand,
-    world_on,
+    world_fixture,
 )
 
 #: The runner's cases no other file runs; each must pass on both stores.
@@ -97,11 +97,7 @@ def test_every_runner_case_is_run_or_listed_as_not_supported() -> None:
     assert all(reason.strip() for reason in NOT_SUPPORTED.values())
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory, brands=(signed_in_brand(),))
+world = world_fixture(signed_in_brand())
 
 
 @pytest.fixture(scope="module")

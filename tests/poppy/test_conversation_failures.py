@@ -20,11 +20,11 @@ from personal_agent_protocol.models import Message
 
 from pactmw.core.http import Request
 from pactmw.provider import Reply, Turn
-from tests.poppy.test_account_tokens import Agent, signed_in
-from tests.poppy.test_account_tokens import scenario as account_scenario
 from tests.poppy.test_conversations import run
 from tests.provider import BodyReader
 from tests.support.logs import pactmw_records
+from tests.support.poppy_accounts import Agent, signed_in
+from tests.support.poppy_accounts import scenario as account_scenario
 from tests.support.poppy_world import (
     BASE_URL,
     Conversing,

@@ -23,10 +23,10 @@ from pactmw.protocols.identity import RegisteredAgent
 from pactmw.provider import Brand, Reply, Turn
 from pactmw.provider.poppy import PoppyConfig
 from pactmw.provider.poppy._conversations import conversation_route
-from tests.poppy.test_account_tokens import Agent, signed_in
-from tests.poppy.test_account_tokens import scenario as account_scenario
 from tests.provider import BodyReader, message_body
 from tests.support.agent import identity_token
+from tests.support.poppy_accounts import Agent, signed_in
+from tests.support.poppy_accounts import scenario as account_scenario
 from tests.support.poppy_world import (
     BASE_URL,
     SHOP,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +25,7 @@ from tests.support.poppy_world import (
     BrowserDriver,
     PoppyWorld,
     case_param,
+    dpop_call,
     signed_in_brand,
     world_fixture,
 )
@@ -100,11 +100,6 @@ async def _start(
     ctx: Any, user: str, token: Any, endpoint: str, message: Message
 ) -> tuple[int, str]:
     """`POST E` with `message`: the status and the error (empty for a success)."""
-    headers = {
-        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
-        "DPoP": await ctx.proof(user, "POST", endpoint, token=token),
-        "Content-Type": "application/json",
-    }
-    body = json.dumps({"message": message.model_dump(mode="json", exclude_none=True)})
-    answer = await ctx.send("POST", endpoint, headers=headers, content=body.encode())
+    body = {"message": message.model_dump(mode="json", exclude_none=True)}
+    answer = await dpop_call(ctx, user, "POST", endpoint, body, token=token)
     return answer.status_code, "" if answer.status_code < 300 else answer.json()["error"]

@@ -21,7 +21,7 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.poppy import DEVICE_CODE_GRANT
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import DeviceSignIn, poppy_companies
-from tests.poppy.test_account_tokens import signed_in
+from tests.support.poppy_accounts import signed_in
 from tests.support.poppy_world import (
     ATLAS,
     BASE_URL,
@@ -30,8 +30,9 @@ from tests.support.poppy_world import (
     BrowserDriver,
     PoppyWorld,
     case_param,
+    dpop_call,
     signed_in_brand,
-    world_on,
+    world_fixture,
 )
 
 #: The SDK's company cases about sign-in, Account Tokens and sign-out: each must pass.
@@ -54,11 +55,7 @@ SIGN_IN_CASES = (
 )
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory, brands=(signed_in_brand(),))
+world = world_fixture(signed_in_brand())
 
 
 @pytest.fixture(scope="module")
@@ -86,16 +83,7 @@ def test_pap_4_4_02_device_sign_in_upgrades_the_session_to_the_approved_scopes(
             url = ctx.url("/api/orders")
 
             async def read(token: Any) -> httpx.Response:
-                proof = await ctx.proof(user, "GET", url, token=token)
-                response: httpx.Response = await ctx.send(
-                    "GET",
-                    url,
-                    headers={
-                        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
-                        "DPoP": proof,
-                    },
-                )
-                return response
+                return await dpop_call(ctx, user, "GET", url, token=token)
 
             signed_out = await read(session)
             signed = await ctx.sign_in(user, session, granted=("orders:read",), account="alice")
@@ -314,17 +302,7 @@ def test_a_signed_in_poppy_agent_is_on_the_connected_agents_page_and_revoked_the
             url = ctx.url("/api/orders")
 
             async def read() -> httpx.Response:
-                token = signed.token
-                proof = await ctx.proof(user, "GET", url, token=token)
-                answer: httpx.Response = await ctx.send(
-                    "GET",
-                    url,
-                    headers={
-                        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
-                        "DPoP": proof,
-                    },
-                )
-                return answer
+                return await dpop_call(ctx, user, "GET", url, token=signed.token)
 
             before = (await read()).status_code
             shown, notice = await asyncio.to_thread(revoke_in_the_browser)

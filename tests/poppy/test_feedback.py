@@ -9,18 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from pactmw.provider.poppy._feedback import FEEDBACK_EVENT, PoppyFeedback
 from pactmw.provider.ratelimit import RateLimit
-from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.support.clock import wait_for_room_in_window
-from tests.support.poppy_world import BASE_URL, PoppyWorld, world_on
+from tests.support.poppy_accounts import Agent, signed_in
+from tests.support.poppy_world import BASE_URL, PoppyWorld, dpop_headers, world_fixture
 
 ENDPOINT = f"{BASE_URL}/a2a/shop/poppy/feedback"
 #: A report an agent relays from a page it read: the text tries to forge a log line and to
@@ -31,11 +29,7 @@ HOSTILE = (
 )
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture()
 
 
 def post_reports(world: PoppyWorld, *bodies: bytes, account: str = "") -> list[httpx.Response]:
@@ -55,19 +49,10 @@ def post_reports(world: PoppyWorld, *bodies: bytes, account: str = "") -> list[h
                 token = answer.json()["access_token"]
             answers = []
             for body in bodies:
-                proof = await ctx.proof(user, "POST", ENDPOINT, token=SecretStr(token))
-                answers.append(
-                    await ctx.send(
-                        "POST",
-                        ENDPOINT,
-                        headers={
-                            "Authorization": f"DPoP {token}",
-                            "DPoP": proof,
-                            "Content-Type": "application/json",
-                        },
-                        content=body,
-                    )
-                )
+                # Each body is already encoded: sent byte for byte.
+                headers = await dpop_headers(ctx, user, "POST", ENDPOINT, token)
+                headers["Content-Type"] = "application/json"
+                answers.append(await ctx.send("POST", ENDPOINT, headers=headers, content=body))
             return answers
 
     return asyncio.run(scenario())

@@ -8,32 +8,26 @@ import asyncio
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import psycopg
-import pytest
 
 from tests.store.support import all_at_once
 from tests.support.poppy_world import (
     OPERATIONS_SCENARIO,
     PoppyWorld,
     ShopExecutors,
+    dpop_headers,
     signed_in_brand,
-    world_on,
+    world_fixture,
 )
 
 #: Pairs raced per test: each pair races on its own key and its own order.
 ROUNDS = 20
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    brand = signed_in_brand(operations=ShopExecutors().config())
-    yield from world_on(request, tmp_path_factory, brands=(brand,))
+world = world_fixture(signed_in_brand(operations=ShopExecutors().config()))
 
 
 def _stored_operations(world: PoppyWorld, order: str) -> int:
@@ -56,8 +50,7 @@ async def _keyed_request(
     ctx: Any, user: str, token: Any, url: str, key: str, body: Any
 ) -> tuple[dict[str, str], bytes]:
     headers = {
-        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
-        "DPoP": await ctx.proof(user, "POST", url, token=token),
+        **(await dpop_headers(ctx, user, "POST", url, token)),
         "Content-Type": "application/json",
         "Idempotency-Key": key,
     }

@@ -31,9 +31,11 @@ from tests.support.poppy_world import (
     PoppyWorld,
     ShopExecutors,
     case_param,
+    dpop_call,
+    dpop_headers,
     operations_bot,
     signed_in_brand,
-    world_on,
+    world_fixture,
 )
 
 #: The SDK's operation cases this company runs; each must pass, never skip.
@@ -58,23 +60,21 @@ OPERATION_CASES = (
 )
 
 
+#: The shop's executors in both worlds (sqlite, PostgreSQL): operation ids never repeat.
+EXECUTORS = ShopExecutors()
+
+world = world_fixture(
+    attrs.evolve(
+        signed_in_brand(operations=EXECUTORS.config()),
+        handler=operations_bot,
+        tools=EXECUTORS.tools(),
+    )
+)
+
+
 @pytest.fixture(scope="module")
 def executors() -> ShopExecutors:
-    return ShopExecutors()
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def world(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    executors: ShopExecutors,
-) -> Iterator[PoppyWorld]:
-    brand = attrs.evolve(
-        signed_in_brand(operations=executors.config()),
-        handler=operations_bot,
-        tools=executors.tools(),
-    )
-    yield from world_on(request, tmp_path_factory, brands=(brand,))
+    return EXECUTORS
 
 
 @pytest.fixture(scope="module")
@@ -112,18 +112,6 @@ async def _propose(ctx: Any, user: str, token: Any, path: str = REFUND) -> Opera
     assert answer.status == 202
     assert isinstance(answer.operation, Operation)
     return answer.operation
-
-
-async def _raw(ctx: Any, user: str, token: Any, method: str, url: str, body: Any = None) -> Any:
-    headers = {
-        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
-        "DPoP": await ctx.proof(user, method, url, token=token),
-    }
-    content = None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        content = json.dumps(body).encode()
-    return await ctx.send(method, url, headers=headers, content=content)
 
 
 def _in_world(world: PoppyWorld, person: OperationsDriver, test: Any) -> Any:
@@ -189,13 +177,15 @@ def test_an_accounts_operation_needs_that_account(
         url = f"{await ctx.operations_endpoint()}/{operation.operation_id}"
         # The same User ID's signed-out Session: sign in first (the scope to ask for named).
         signed_out = await ctx.session(user)
-        refused = await _raw(ctx, user, signed_out, "GET", url)
+        refused = await dpop_call(ctx, user, "GET", url, token=signed_out)
         assert (refused.status_code, refused.json()) == (
             403,
             {"error": "sign_in_required", "scope": "orders:write"},
         )
         assert 'error="sign_in_required"' in refused.headers["www-authenticate"]
-        confirm = await _raw(ctx, user, signed_out, "POST", url + "/confirm", {"revision": 1})
+        confirm = await dpop_call(
+            ctx, user, "POST", url + "/confirm", {"revision": 1}, token=signed_out
+        )
         assert confirm.status_code == 403
 
     _in_world(world, person, test)
@@ -209,13 +199,13 @@ def test_confirming_needs_the_operations_scopes(
         operation = await _propose(ctx, user, signed.token)
         url = f"{await ctx.operations_endpoint()}/{operation.operation_id}/confirm"
         body = {"revision": 1, "approved_by": "user"}
-        refused = await _raw(ctx, user, signed.token, "POST", url, body)
+        refused = await dpop_call(ctx, user, "POST", url, body, token=signed.token)
         assert (refused.status_code, refused.json()) == (
             403,
             {"error": "insufficient_scope", "scope": "orders:write"},
         )
         assert executors.performed[operation.operation_id] == 0
-        bad = await _raw(ctx, user, signed.token, "POST", url, {"revision": "1"})
+        bad = await dpop_call(ctx, user, "POST", url, {"revision": "1"}, token=signed.token)
         assert (bad.status_code, bad.json()["error"]) == (400, "invalid_request")
 
     _in_world(world, person, test)
@@ -230,7 +220,7 @@ def test_a_standing_permission_confirms_what_needs_no_user(
         assert operation.user_approval_required is False
         url = f"{await ctx.operations_endpoint()}/{operation.operation_id}/confirm"
         body = {"revision": 1, "approved_by": "standing_permission"}
-        done = await _raw(ctx, user, signed.token, "POST", url, body)
+        done = await dpop_call(ctx, user, "POST", url, body, token=signed.token)
         assert done.status_code == 200
         document = done.json()
         assert (document["state"], document["confirmation"]["approved_by"]) == (
@@ -259,13 +249,13 @@ def test_an_expired_proposal_reads_expired_and_is_never_performed(
             now=now,
         )
         url = f"{await ctx.operations_endpoint()}/{operation.operation_id}"
-        read = (await _raw(ctx, user, signed.token, "GET", url)).json()
+        read = (await dpop_call(ctx, user, "GET", url, token=signed.token)).json()
         assert (read["state"], read["revision"], read["confirmation"]) == ("expired", 2, None)
         assert read["result"]["summary"]
         body = {"revision": 2, "approved_by": "user"}
-        late = await _raw(ctx, user, signed.token, "POST", url + "/confirm", body)
+        late = await dpop_call(ctx, user, "POST", url + "/confirm", body, token=signed.token)
         assert (late.status_code, late.json()) == (200, read)
-        cancel = await _raw(ctx, user, signed.token, "POST", url + "/cancel", {})
+        cancel = await dpop_call(ctx, user, "POST", url + "/cancel", {}, token=signed.token)
         assert (cancel.status_code, cancel.json()) == (200, read)
         assert executors.performed[operation.operation_id] == 0
 
@@ -322,8 +312,14 @@ def test_a_revision_no_store_could_hold_is_refused(
         answers = []
         for revision in (2**31 - 1, 2**31, 2**63, 10**30):
             body = {"revision": revision, "approved_by": "standing_permission"}
-            answers.append(await _raw(ctx, user, session, "POST", f"{url}/confirm", body))
-        return operation.operation_id, answers, await _raw(ctx, user, session, "GET", url)
+            answers.append(
+                await dpop_call(ctx, user, "POST", f"{url}/confirm", body, token=session)
+            )
+        return (
+            operation.operation_id,
+            answers,
+            await dpop_call(ctx, user, "GET", url, token=session),
+        )
 
     async def one() -> Any:
         async with world.http() as http:
@@ -414,8 +410,7 @@ def test_a_bad_idempotency_key_is_the_callers_mistake(
 
 async def _raw_with_key(ctx: Any, user: str, token: Any, url: str, step: Any) -> Any:
     headers: dict[str, Any] = {
-        "Authorization": f"DPoP {token.access_token.get_secret_value()}",
-        "DPoP": await ctx.proof(user, "POST", url, token=token),
+        **(await dpop_headers(ctx, user, "POST", url, token)),
         "Content-Type": "application/json",
         "Idempotency-Key": step["key"].encode(),  # bytes: one invalid key is not ASCII
     }
@@ -494,11 +489,11 @@ def test_a_confirm_and_a_cancel_racing_agree_on_one_outcome(
             url = f"{endpoint}/{operation.operation_id}"
             body = {"revision": 1, "approved_by": "user"}
             answers = await asyncio.gather(
-                _raw(ctx, user, signed.token, "POST", f"{url}/confirm", body),
-                _raw(ctx, user, signed.token, "POST", f"{url}/cancel", {}),
+                dpop_call(ctx, user, "POST", f"{url}/confirm", body, token=signed.token),
+                dpop_call(ctx, user, "POST", f"{url}/cancel", {}, token=signed.token),
             )
             assert [a.status_code for a in answers] == [200, 200]
-            final = (await _raw(ctx, user, signed.token, "GET", url)).json()["state"]
+            final = (await dpop_call(ctx, user, "GET", url, token=signed.token)).json()["state"]
             outcomes.append(
                 (operation.operation_id, [final, *(a.json()["state"] for a in answers)])
             )

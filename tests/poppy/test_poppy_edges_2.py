@@ -6,7 +6,6 @@ Flask on Werkzeug, Django under uvicorn, the TLS world for conversations."""
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import threading
 import time
@@ -19,7 +18,6 @@ import attrs
 import httpx
 import pytest
 from flask import Flask
-from pydantic import SecretStr
 
 from pactmw.adapters import flask as pactmw_flask
 from pactmw.adapters.asgi import poppy_discovery_route
@@ -36,6 +34,7 @@ from tests.support.poppy_world import (
     SHOP,
     PoppyWorld,
     bot,
+    dpop_call,
     poppy_brand,
     verifier_for,
     world_on,
@@ -189,15 +188,7 @@ def world(
 async def _call(ctx: Any, user: str, token: str, url: str, body: Any = None) -> Any:
     """A POST (a GET without `body`) with the Session Token and a fresh DPoP proof."""
     method = "GET" if body is None else "POST"
-    headers = {
-        "Authorization": f"DPoP {token}",
-        "DPoP": await ctx.proof(user, method, url, token=SecretStr(token)),
-    }
-    content = None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        content = json.dumps(body).encode()
-    return await ctx.send(method, url, headers=headers, content=content)
+    return await dpop_call(ctx, user, method, url, body, token=token)
 
 
 def _message(text: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ import logging
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +29,23 @@ from pactmw.adapters import wsgi as pactmw_wsgi
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider
 from tests.adapters.commands import django_environment
-from tests.poppy.test_account_tokens import signed_in
 from tests.poppy.test_discovery_serving import site_config
 from tests.support.logs import assert_logs_tame, pactmw_records
-from tests.support.poppy_world import BASE_URL, PoppyWorld, bot, poppy_brand, verifier_for, world_on
+from tests.support.poppy_accounts import signed_in
+from tests.support.poppy_world import (
+    BASE_URL,
+    PoppyWorld,
+    bot,
+    poppy_brand,
+    verifier_for,
+    world_fixture,
+)
 from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
 
 PATH = "/api/orders"
 
 
-@pytest.fixture(scope="module", params=["sqlite"])
-def world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PoppyWorld]:
-    yield from world_on(request, tmp_path_factory)
+world = world_fixture(stores=("sqlite",))
 
 
 def credentials(world: PoppyWorld, path: str, count: int) -> dict[str, Any]:

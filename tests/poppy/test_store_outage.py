@@ -13,10 +13,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from tests.support.pg import PostgresServer, pg_start, pg_stop, postgres_server_fixture
-from tests.support.poppy_world import BASE_URL, PoppyWorld, world_on
+from tests.support.poppy_world import BASE_URL, PoppyWorld, dpop_call, dpop_headers, world_on
 
 ENDPOINT = f"{BASE_URL}/a2a/shop/poppy/feedback"
 REPORT = json.dumps(
@@ -51,27 +50,16 @@ def test_a_stopped_database_is_poppys_temporarily_unavailable(
             token = session.access_token.get_secret_value()
 
             async def report() -> httpx.Response:
-                proof = await ctx.proof(user, "POST", ENDPOINT, token=SecretStr(token))
+                headers = await dpop_headers(ctx, user, "POST", ENDPOINT, token)
+                headers["Content-Type"] = "application/json"
                 answer: httpx.Response = await ctx.send(
-                    "POST",
-                    ENDPOINT,
-                    headers={
-                        "Authorization": f"DPoP {token}",
-                        "DPoP": proof,
-                        "Content-Type": "application/json",
-                    },
-                    content=REPORT,
+                    "POST", ENDPOINT, headers=headers, content=REPORT
                 )
                 return answer
 
             async def read_orders() -> httpx.Response:
                 # The shop's own API, behind `poppy_session_required`.
-                url = ctx.url("/api/orders")
-                proof = await ctx.proof(user, "GET", url, token=SecretStr(token))
-                answer: httpx.Response = await ctx.send(
-                    "GET", url, headers={"Authorization": f"DPoP {token}", "DPoP": proof}
-                )
-                return answer
+                return await dpop_call(ctx, user, "GET", ctx.url("/api/orders"), token=token)
 
             before = [await report(), await read_orders()]
             pg_stop(postgres_server)

@@ -21,6 +21,7 @@ from pactmw.core.jwk import PrivateJWK, public_key_set
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.store.base import Store
+from tests.support.a2a import ERROR_DOMAIN, ERROR_INFO, REASONS
 from tests.support.agent import identity_token
 from tests.support.clock import FakeClock
 
@@ -102,27 +103,13 @@ def assert_a2a(response: Response, status: int) -> Any:
 
 def assert_error(response: Response, reason: str, message: str) -> None:
     """The exact A2A error envelope, with exactly one ErrorInfo detail."""
-    statuses = {
-        "INVALID_PARAMS": (400, "INVALID_ARGUMENT"),
-        "CONTENT_TYPE_NOT_SUPPORTED": (400, "INVALID_ARGUMENT"),
-        "UNSUPPORTED_OPERATION": (400, "FAILED_PRECONDITION"),
-        "PUSH_NOTIFICATION_NOT_SUPPORTED": (400, "FAILED_PRECONDITION"),
-        "TASK_NOT_FOUND": (404, "NOT_FOUND"),
-        "INTERNAL": (500, "INTERNAL"),
-    }
-    code, rpc_status = statuses[reason]
+    code, rpc_status = REASONS[reason]
     assert assert_a2a(response, code) == {
         "error": {
             "code": code,
             "status": rpc_status,
             "message": message,
-            "details": [
-                {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": reason,
-                    "domain": "a2a-protocol.org",
-                }
-            ],
+            "details": [{"@type": ERROR_INFO, "reason": reason, "domain": ERROR_DOMAIN}],
         }
     }
 

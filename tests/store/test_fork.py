@@ -13,7 +13,7 @@ import multiprocessing
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
@@ -126,6 +126,24 @@ def _child_writes_after_go(store: Store, go: Event, out: Queue[object]) -> None:
         out.put(f"{type(exc).__name__}: {exc}")
 
 
+def _forked_child_writes(store: Store, meanwhile: Callable[[], None]) -> object:
+    """Fork a child holding `store`, do `meanwhile` in the parent, then let the child write
+    its turns: what it reported (its ids or its error), or that it never answered (a child
+    still waiting for the store, killed)."""
+    go = FORK.Event()
+    out: Queue[object] = FORK.Queue()
+    child = FORK.Process(target=_child_writes_after_go, args=(store, go, out))
+    child.start()
+    meanwhile()
+    go.set()
+    try:
+        ids = out.get(timeout=BOUND)
+    except Exception:  # queue.Empty
+        ids = "no answer: the child is still waiting for the store"
+    _joined([child])
+    return ids
+
+
 def test_a_forked_child_keeps_its_store_when_the_parent_closes_its_own(tmp_path: Path) -> None:
     # The parent's connection held the file's locks for both: once it closes, sqlite
     # (seeing no other process hold them) deletes the WAL a child's inherited connection
@@ -133,14 +151,7 @@ def test_a_forked_child_keeps_its_store_when_the_parent_closes_its_own(tmp_path:
     path = tmp_path / "store.db"
     parent = SqliteStore(path)
     parent.agent_enabled("warm-up")
-    go = FORK.Event()
-    out: Queue[object] = FORK.Queue()
-    child = FORK.Process(target=_child_writes_after_go, args=(parent, go, out))
-    child.start()
-    parent.close()
-    go.set()
-    ids = out.get(timeout=BOUND)
-    _joined([child])
+    ids = _forked_child_writes(parent, parent.close)
     assert isinstance(ids, list), ids
     fresh = SqliteStore(path)
     try:
@@ -172,18 +183,12 @@ def test_a_fork_while_a_thread_is_inside_the_sqlite_store_leaves_the_child_a_usa
     # not; either way the child must get a store that no thread of its own holds.
     release = threading.Timer(0.2, let_go)
     release.start()
-    go = FORK.Event()
-    out: Queue[object] = FORK.Queue()
-    child = FORK.Process(target=_child_writes_after_go, args=(store, go, out))
-    child.start()
-    release.join(BOUND)
-    writer.join(BOUND)
-    go.set()
-    try:
-        ids = out.get(timeout=BOUND)
-    except Exception:  # queue.Empty
-        ids = "no answer: the child is still waiting for the store"
-    _joined([child])
+
+    def writes_done() -> None:
+        release.join(BOUND)
+        writer.join(BOUND)
+
+    ids = _forked_child_writes(store, writes_done)
     store.close()
     assert isinstance(ids, list), ids
 
@@ -193,17 +198,7 @@ def test_a_fork_while_a_thread_is_inside_the_memory_store_leaves_a_usable_store(
     store._lock.acquire()  # as an operation of another thread does, for a few dict lookups
     release = threading.Timer(0.2, store._lock.release)
     release.start()
-    go = FORK.Event()
-    out: Queue[object] = FORK.Queue()
-    child = FORK.Process(target=_child_writes_after_go, args=(store, go, out))
-    child.start()
-    release.join(BOUND)
-    go.set()
-    try:
-        ids = out.get(timeout=BOUND)
-    except Exception:  # queue.Empty
-        ids = "no answer: the child is still waiting for the store"
-    _joined([child])
+    ids = _forked_child_writes(store, lambda: release.join(BOUND))
     assert isinstance(ids, list), ids
 
 

@@ -105,6 +105,8 @@ __all__ = [
     "ShopSite",
     "bot",
     "case_param",
+    "dpop_call",
+    "dpop_headers",
     "operations_bot",
     "poppy_brand",
     "serve_world",
@@ -640,20 +642,45 @@ class Conversing:
     async def dpop(self, method: str, url: str, token: str | None = None) -> dict[str, str]:
         """The `Authorization` and `DPoP` headers of a request of this User: the Session's
         token unless `token` (another Session's, or a signed-in one) is given."""
-        token = token if token is not None else self.token
-        proof = await self.ctx.proof(self.user, method, url, token=SecretStr(token))
-        return {"Authorization": f"DPoP {token}", "DPoP": proof}
+        chosen = token if token is not None else self.token
+        return await dpop_headers(self.ctx, self.user, method, url, chosen)
 
     async def call(
         self, method: str, url: str, body: Any = None, *, token: str | None = None
     ) -> httpx.Response:
         """A request the test writes itself (`body` sent as JSON), with `dpop`'s headers."""
-        headers = await self.dpop(method, url, token)
-        content = None
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            content = json.dumps(body).encode()
-        return await self.ctx.send(method, url, headers=headers, content=content)
+        chosen = token if token is not None else self.token
+        return await dpop_call(self.ctx, self.user, method, url, body, token=chosen)
+
+
+async def dpop_headers(
+    ctx: ConformanceContext, user: str, method: str, url: str, token: str | SessionToken
+) -> dict[str, str]:
+    """The `Authorization` and `DPoP` headers of `user`'s request with `token` (a Session
+    Token, or its access token as a string) and a fresh proof."""
+    access = token.access_token if isinstance(token, SessionToken) else SecretStr(token)
+    proof = await ctx.proof(user, method, url, token=access)
+    return {"Authorization": f"DPoP {access.get_secret_value()}", "DPoP": proof}
+
+
+async def dpop_call(
+    ctx: ConformanceContext,
+    user: str,
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    token: str | SessionToken,
+) -> httpx.Response:
+    """A request of `user`'s the test writes itself (`body` sent as JSON), with
+    `dpop_headers`; for a request outside a `Conversing` (a signed-in Session, another
+    agent's)."""
+    headers = await dpop_headers(ctx, user, method, url, token)
+    content = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        content = json.dumps(body).encode()
+    return await ctx.send(method, url, headers=headers, content=content)
 
 
 def case_param(case_id: str) -> Any:
@@ -865,15 +892,20 @@ def world_on(
             store.close()
 
 
-def world_fixture(*brands: Brand, pact_agents: Sequence[RegisteredAgent] = ()) -> Any:
+def world_fixture(
+    *brands: Brand,
+    pact_agents: Sequence[RegisteredAgent] = (),
+    stores: Sequence[str] = ("sqlite", "postgres"),
+) -> Any:
     """Make a module-scoped pytest fixture: a world serving `brands` (by default
-    `poppy_brand()`) and knowing `pact_agents`, once on sqlite and once on PostgreSQL.
+    `poppy_brand()`) and knowing `pact_agents`, once on each of `stores` (by default sqlite
+    and PostgreSQL; a test of no store's behaviour may run on sqlite only).
 
     Assign the result to `world` in a test module; the folder's conftest must offer
     `postgres_server`. Brands are frozen values, so both worlds may serve the same ones.
     """
 
-    @pytest.fixture(scope="module", params=["sqlite", "postgres"])
+    @pytest.fixture(scope="module", params=list(stores))
     def _world(
         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ) -> Iterator[PoppyWorld]:
