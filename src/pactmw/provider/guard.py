@@ -9,8 +9,8 @@ reader), asks the guard, and translates the answer back. The guard owns every ru
   (`protects_once_routed`: Flask, Django), a view of the app's own routed under them;
 * the caller (`authenticate`): the `Authorization` header (a repeated one is missing), the
   identity JWT, then an `X-A2A-User-Delegation` token when one is sent (a repeated one is
-  malformed; one sent where no Brand accepts delegation is refused, never ignored, and
-  logged as a refusal: the identity passed, so the verifier said nothing);
+  malformed; one sent where no Brand accepts delegation is refused, never ignored; every
+  refusal of one is logged as the Provider's own routes log it, `checked_delegation`);
 * scopes (`require_scopes`): no delegation is 401 `invalid_token`, a delegation that lacks
   a scope is 403 `insufficient_scope`;
 * `optional`: no `Authorization` at all is an anonymous caller (None), and so is one that is
@@ -39,7 +39,8 @@ from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError, RequestRefused
 from pactmw.core.http import DELEGATION_HEADER, Request, Response
 from pactmw.protocols.delegation import DelegationRejected
-from pactmw.protocols.identity import IdentityVerifier, PersonalAgent, log_refusal
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider._delegation_check import checked_delegation
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand, TurnHandler
 from pactmw.provider.driver import AReadBody, ReadBody, ano_body, arun, no_body, run
@@ -225,14 +226,14 @@ class Guard:
         """The verified `caller` with the delegation token `header` it sent (checked after
         the identity, which it is bound to)."""
         if self.provider is None or self.delegation_brand is None:
-            refused = DelegationRejected(
-                "not_offered", "no Brand is configured for delegation here", issuer=caller.issuer
+            # Refused and logged as the Provider's own routes refuse one (no Brand named):
+            # only the log tells an operator this guard was given no delegation_provider or
+            # delegation_brand.
+            delegation = yield from checked_delegation(None, None, caller, header, brand_id=None)
+        else:
+            delegation = yield from self.provider.delegation_flow(
+                self.delegation_brand, caller, header
             )
-            # The verifier logged nothing (the identity passed), and only the log can tell
-            # an operator that this guard was given no delegation_provider/delegation_brand.
-            log_refusal(refused)
-            raise refused
-        delegation = yield from self.provider.delegation_flow(self.delegation_brand, caller, header)
         return attrs.evolve(caller, delegation=delegation)
 
     # -- Parafé ----------------------------------------------------------------------------
