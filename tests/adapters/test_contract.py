@@ -22,7 +22,7 @@ from pactmw.protocols.delegation import mint_access_token
 from pactmw.protocols.identity import actor_id_for
 from pactmw.protocols.parafe import EXTENSION_URI
 from pactmw.provider.delegated import FORM_LIMIT
-from tests.adapters.contract_apps import APP_UNDER_BRAND, APP_UNDER_MOUNT
+from tests.adapters.contract_apps import APP_UNDER_BRAND, APP_UNDER_MOUNT, WELL_KNOWN
 from tests.adapters.contract_harness import (
     BASE_URL,
     ISSUER,
@@ -885,6 +885,47 @@ def test_the_apps_own_views_under_the_providers_mount_are_guarded(
     for path in ("/a2a/acme/nothing", "/a2a/nobody/unknown", "/a2a/nobody/message:send"):
         unknown = target.client.get(path)
         assert (unknown.status_code, unknown.content) == (404, b""), (path, unknown.text[:200])
+
+
+@pytest.fixture(scope="module")
+def site_wide_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    extra = {"protect_prefix": "/"}
+    workdir = tmp_path_factory.mktemp("contract-site-wide")
+    with harness(workdir, extra, brand_extra=POPPY) as started:
+        yield started
+
+
+#: The documents an agent reads to discover the service, before it holds any credential:
+#: Poppy's (poppy.json, the issuer's RFC 8414 metadata), the Brand's Agent Card (PACT §2.1)
+#: and its authorization server's RFC 8414 metadata and JWKS (PACT §5.1).
+DISCOVERY_DOCUMENTS: tuple[tuple[str, dict[str, str]], ...] = (
+    *POPPY_DOCUMENTS,
+    ("/a2a/acme/.well-known/agent-card.json", {}),
+    ("/a2a/acme/oauth/.well-known/oauth-authorization-server", {}),
+    ("/a2a/acme/oauth/jwks.json", {}),
+)
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_a_site_wide_guard_leaves_the_discovery_documents_public(
+    site_wide_servers: Harness, name: str
+) -> None:
+    # With `protect_prefix = "/"` Poppy's documents under /.well-known were refused (401)
+    # to the agent that had come to read them: it could not discover the service without
+    # the credential the documents tell it how to get.
+    target = site_wide_servers.get(name)
+    for path, headers in DISCOVERY_DOCUMENTS:
+        for method in ("GET", "HEAD"):
+            response = target.client.request(method, path, headers=headers)
+            assert response.status_code == 200, (name, method, path, response.text[:200])
+    # An unknown Brand's document there is the Provider's bare 404, not the challenge.
+    unknown = target.client.get("/.well-known/oauth-authorization-server/a2a/nobody/poppy")
+    assert (unknown.status_code, unknown.content) == (404, b""), (name, unknown.text[:200])
+    # Everything else of the app's is guarded, its own document under /.well-known too.
+    for path in ("/public", WELL_KNOWN, "/"):
+        assert_refused(target.client.get(path))
+    signed = target.headers(target.token())
+    assert_caller(target.client.get(WELL_KNOWN, headers=signed), account=None)
 
 
 def test_every_path_under_the_providers_mount_is_the_providers(target: Target) -> None:

@@ -4,11 +4,13 @@ four faithful adapters", defects 4 to 9). The shared rules are in `test_contract
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,14 +33,17 @@ from pactmw.adapters import fastapi as fastapi_adapter
 from pactmw.adapters import flask as flask_adapter
 from pactmw.config import ConfigError
 from pactmw.core.http import Request as NeutralRequest
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.protocols.delegation import mint_access_token
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
 from tests.adapters.commands import CHECKOUT_ENV
-from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
+from tests.adapters.contract_harness import BASE_URL, ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
+from tests.parafe_integration.support import a2a_message
 from tests.support.logs import HOSTILE, assert_logs_tame
 from tests.support.net import loopback_client
 from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
@@ -918,6 +923,92 @@ def test_a_delegation_where_none_is_offered_is_logged_with_its_reason(
             "pactmw.identity",
             logging.INFO,
             f"personal agent refused: reason=not_offered issuer={ISSUER} brand=-",
+        )
+    ]
+    assert sent not in caplog.text
+
+
+def _foreign_delegations(target: Target) -> dict[str, str]:
+    """`X-A2A-User-Delegation` values `target`'s Provider refuses, by the reason it logs: one
+    signed with a key it does not hold, one expired, one for another Brand's interface."""
+    now = time.time()
+    stranger = generate_private_jwk("ES256", kid="sign-1")  # the harness key's kid, not its key
+
+    def minted(key: Any, interface: str, at: float) -> str:
+        token = mint_access_token(
+            key=key,
+            interface_url=f"{BASE_URL}/a2a/{interface}",
+            account="acct-1",
+            client_id=ISSUER,
+            scopes=("orders:read",),
+            grant_id="g-unknown",
+            now=at,
+        )
+        return f"Bearer {token}"
+
+    return {
+        "bad_signature": minted(stranger, "acme", now),
+        "expired": minted(target.signing.signer, "acme", now - 7200),  # a 1 h token, 2 h old
+        "bad_issuer": minted(target.signing.signer, "elsewhere", now),
+    }
+
+
+def _refusals(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int, str]]:
+    return [
+        (r.name, r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name.startswith("pactmw") and "refused" in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("name", ["starlette", "wsgi"])
+def test_a_delegation_the_providers_own_routes_refuse_is_logged_as_the_guard_logs_it(
+    world: Harness, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    # The guard logged a delegation it refused where none is offered, but `message:send`
+    # refused a forged, expired or foreign delegation (401 invalid_token) with nothing in
+    # the log at any level, and so did the guard itself on the app's own routes.
+    target = world.get(name)
+    message = {"message": a2a_message("hello")}
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    expected = []
+    for reason, delegation in _foreign_delegations(target).items():
+        headers = target.headers(target.token(), delegation)
+        sent = target.client.post("/a2a/acme/message:send", json=message, headers=headers)
+        assert_refused(sent, INVALID_TOKEN)
+        assert_refused(target.client.get("/api/echo", headers=headers), INVALID_TOKEN)
+        line = f"personal agent refused: reason={reason} issuer={ISSUER} brand=acme"
+        expected += [("pactmw.identity", logging.INFO, line)] * 2
+        assert delegation.split()[1] not in caplog.text
+    assert_logs_tame(caplog.records)
+    assert _refusals(caplog) == expected
+
+
+@pytest.mark.parametrize("serve", ["asgi", "wsgi"])
+def test_a_delegation_sent_to_a_brand_without_delegation_is_logged(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture, serve: str
+) -> None:
+    # The Provider's own route of a Brand that offers no delegation refused one (401
+    # invalid_token, `not_offered`) without a word, where the guard says it.
+    undelegated = copy.deepcopy(settings)
+    del undelegated["brands"]["acme"]["delegation"]
+    undelegated["delegation_brand"] = None
+    provider = guard_from_mapping(undelegated).provider
+    assert provider is not None
+    app = asgi.A2AProviderApp(provider) if serve == "asgi" else wsgi.A2AProviderApp(provider)
+    sent = "x.y.z"
+    caplog.set_level(logging.DEBUG, logger="pactmw")
+    with _serve(serve, app) as base, loopback_client(base_url=base) as client:
+        headers = {**bearer(token(world)), "X-A2A-User-Delegation": f"Bearer {sent}"}
+        message = {"message": a2a_message("hello")}
+        answer = client.post("/a2a/acme/message:send", json=message, headers=headers)
+        assert_refused(answer, INVALID_TOKEN)
+    assert_logs_tame(caplog.records)
+    assert _refusals(caplog) == [
+        (
+            "pactmw.identity",
+            logging.INFO,
+            f"personal agent refused: reason=not_offered issuer={ISSUER} brand=acme",
         )
     ]
     assert sent not in caplog.text

@@ -295,6 +295,37 @@ def test_serving_the_provider_leaves_its_paths_to_it_but_not_the_apps_views_ther
     assert alone.protects_once_routed(path, apps_own_view=apps_own_view) is False
 
 
+@pytest.mark.parametrize(
+    ("path", "public"),
+    [
+        ("/.well-known/agent-card.json", True),  # the Brand domain's card (PACT §2.1)
+        ("/.well-known/poppy.json", True),
+        ("/.well-known/oauth-authorization-server", True),  # RFC 8414, an issuer at the root
+        ("/.well-known/oauth-authorization-server/a2a/acme/poppy", True),
+        ("/.well-known/oauth-authorization-server/a2a/nobody/poppy", True),  # the server's 404
+        ("/.well-known/apple-app-site-association", False),  # the app's own document
+        ("/.well-known/poppy.json/x", False),
+        ("/.well-known/oauth-authorization-serverx", False),
+        ("/public", False),
+    ],
+)
+def test_a_site_wide_guard_leaves_only_the_discovery_documents_public(
+    world: World, path: str, public: bool
+) -> None:
+    # The documents an agent reads to discover the service, before it holds a credential,
+    # are public by their specs: with the app serving the Provider or not, whichever view the
+    # framework routes them to.
+    for serves_provider in (True, False):
+        guard = Guard(
+            world.verifier,
+            provider=world.provider,
+            serves_provider=serves_provider,
+            protect_prefix="/",
+        )
+        assert guard.protects(path) is not public, (path, serves_provider)
+        assert guard.protects_once_routed(path, apps_own_view=True) is False
+
+
 # -- the adapters' arguments: checked where the adapter is built -----------------------------
 
 Build = Callable[..., object]

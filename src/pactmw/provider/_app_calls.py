@@ -10,8 +10,8 @@ import attrs
 
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
-from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.provider._delegation_check import checked_delegation
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated import AuthorizationServer
 from pactmw.provider.driver import ano_body, arun, no_body, run
@@ -133,9 +133,7 @@ class AppCalls:
 
     def delegation_flow(self, brand_id: str, caller: PersonalAgent, header: str | None) -> SubFlow:
         brand = self.brands.get(brand_id)
-        if brand is None or self.oauth is None:
-            raise DelegationRejected("not_offered", "this Brand offers no delegation")
-        return (yield from self.oauth.verify_delegation(brand, caller, header))
+        return checked_delegation(self.oauth, brand, caller, header, brand_id=brand_id)
 
 
 __all__ = [

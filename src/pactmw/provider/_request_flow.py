@@ -14,9 +14,9 @@ import attrs
 
 from pactmw.core.errors import A2AError, RequestRefused
 from pactmw.core.http import Request, Response
-from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import EXTENSION_URI, is_activated
+from pactmw.provider._delegation_check import checked_delegation
 from pactmw.provider._oauth_routes import agent_oauth_flow, public_oauth_flow
 from pactmw.provider._send import MessageSender
 from pactmw.provider.a2a import ok
@@ -89,9 +89,9 @@ class RequestFlow:
             raise RequestRefused(404)
         delegation_header = request.delegation_token()
         if delegation_header is not None:
-            if self.oauth is None:
-                raise DelegationRejected("not_offered", "this Brand offers no delegation")
-            delegation = yield from self.oauth.verify_delegation(brand, caller, delegation_header)
+            delegation = yield from checked_delegation(
+                self.oauth, brand, caller, delegation_header, brand_id=brand.id
+            )
             caller = attrs.evolve(caller, delegation=delegation)
         if self.rate_limiter.limit.enabled:  # no flow to run when nothing is limited
             wait = yield from self.rate_limiter.admit(caller.issuer, caller.sub, self.clock())

@@ -3,14 +3,15 @@
 An adapter translates its framework's request into the neutral `Request` (and a body
 reader), asks the guard, and translates the answer back. The guard owns every rule:
 
-* which paths the middleware protects (`protects`): the prefix, minus the Provider's own
-  routes when the app serves the Provider (they authenticate themselves, in the protocol's
-  order); and, where the adapter can tell once the framework has routed a request
-  (`protects_once_routed`: Flask, Django), a view of the app's own routed under them;
+* which paths the middleware protects (`protects`): the prefix, minus the discovery
+  documents at the site's root (public by their specs) and the
+  Provider's own routes when the app serves the Provider (they authenticate themselves, in
+  the protocol's order); and, where the adapter can tell once the framework has routed a
+  request (`protects_once_routed`: Flask, Django), a view of the app's own routed under them;
 * the caller (`authenticate`): the `Authorization` header (a repeated one is missing), the
   identity JWT, then an `X-A2A-User-Delegation` token when one is sent (a repeated one is
-  malformed; one sent where no Brand accepts delegation is refused, never ignored, and
-  logged as a refusal: the identity passed, so the verifier said nothing);
+  malformed; one sent where no Brand accepts delegation is refused, never ignored; every
+  refusal of one is logged as the Provider's own routes log it, `checked_delegation`);
 * scopes (`require_scopes`): no delegation is 401 `invalid_token`, a delegation that lacks
   a scope is 403 `insufficient_scope`;
 * `optional`: no `Authorization` at all is an anonymous caller (None), and so is one that is
@@ -39,7 +40,9 @@ from pactmw.core.drive import adrive, drive
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError, RequestRefused
 from pactmw.core.http import DELEGATION_HEADER, Request, Response
 from pactmw.protocols.delegation import DelegationRejected
-from pactmw.protocols.identity import IdentityVerifier, PersonalAgent, log_refusal
+from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
+from pactmw.protocols.poppy import DISCOVERY_PATH
+from pactmw.provider._delegation_check import checked_delegation
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand, TurnHandler
 from pactmw.provider.driver import AReadBody, ReadBody, ano_body, arun, no_body, run
@@ -53,11 +56,21 @@ from pactmw.provider.parafe import (
     reply_extensions,
     select_agent,
 )
+from pactmw.provider.poppy import METADATA_PREFIX
 from pactmw.provider.routes import MOUNT
 from pactmw.provider.settings import PROVIDER_KEYS, PROVIDER_ONLY_KEYS, ProviderSettings
 
 #: A Brand's Agent Card below `/a2a/{brand}/`, public in every Provider.
 _BRAND_CARD = ".well-known/agent-card.json"
+
+#: The documents at a site's root an agent reads to discover a service before it holds any
+#: credential, public by their specs whoever serves them (the Provider, or the app with
+#: `brand_domain_card` or `poppy_discovery_route`): the Brand domain's Agent Card (PACT
+#: §2.1: "no authentication"), Poppy's discovery document, and RFC 8414 authorization server
+#: metadata (Poppy's issuers'; the path is the issuer's, so every path below the prefix).
+#: The Provider's own documents under `/a2a/` (cards, its authorization servers' metadata
+#: and JWKS) are its paths, left to it when the app serves it (`Guard.protects`).
+_DISCOVERY_DOCUMENTS = ("/" + _BRAND_CARD, DISCOVERY_PATH)
 
 #: What a guarded app endpoint reads of a body at most before answering 413.
 ENDPOINT_BODY_LIMIT = 1024 * 1024
@@ -77,7 +90,8 @@ class Guard:
 
     `provider` and `delegation_brand` enable delegation tokens (for that Brand's grants);
     `protect_prefix` is what the middleware guards (None: nothing, decorators only), except
-    the Provider's routes when `serves_provider` (the app serves `provider` at `/a2a/`).
+    the discovery documents at the site's root and the Provider's routes when
+    `serves_provider` (the app serves `provider` at `/a2a/`).
     `parafe_brand` picks the Brand whose Parafé runtime `parafe_endpoint` uses by default.
     """
 
@@ -106,7 +120,7 @@ class Guard:
 
     def protects(self, path: str) -> bool:
         """Whether the middleware verifies requests to `path` (decoded, below the root)."""
-        if not in_protected_path(path, self.protect_prefix):
+        if not in_protected_path(path, self.protect_prefix) or _is_discovery_document(path):
             return False
         # The Provider's paths (`/a2a` too) are its own: its routes authenticate themselves.
         # All of them, an unknown Brand's too: an unmatched route there is the Provider's 404
@@ -125,11 +139,13 @@ class Guard:
         before the Provider's): the Provider never sees that request to authenticate it, so
         the view is guarded as any path under the prefix is. Only an adapter whose check
         runs after routing can ask (Flask's `before_request`, Django's `process_view`); a
-        path `protects` guards was verified before routing, and is not verified twice."""
+        path `protects` guards was verified before routing, and is not verified twice; a
+        discovery document is public wherever it is routed."""
         return (
             apps_own_view
+            and self.serves_provider
+            and in_protected_path(path, MOUNT)
             and in_protected_path(path, self.protect_prefix)
-            and not self.protects(path)
         )
 
     def guards_a_providers_card(self, path: str) -> bool:
@@ -225,14 +241,14 @@ class Guard:
         """The verified `caller` with the delegation token `header` it sent (checked after
         the identity, which it is bound to)."""
         if self.provider is None or self.delegation_brand is None:
-            refused = DelegationRejected(
-                "not_offered", "no Brand is configured for delegation here", issuer=caller.issuer
+            # Refused and logged as the Provider's own routes refuse one (no Brand named):
+            # only the log tells an operator this guard was given no delegation_provider or
+            # delegation_brand.
+            delegation = yield from checked_delegation(None, None, caller, header, brand_id=None)
+        else:
+            delegation = yield from self.provider.delegation_flow(
+                self.delegation_brand, caller, header
             )
-            # The verifier logged nothing (the identity passed), and only the log can tell
-            # an operator that this guard was given no delegation_provider/delegation_brand.
-            log_refusal(refused)
-            raise refused
-        delegation = yield from self.provider.delegation_flow(self.delegation_brand, caller, header)
         return attrs.evolve(caller, delegation=delegation)
 
     # -- Parafé ----------------------------------------------------------------------------
@@ -346,6 +362,14 @@ def require_scopes(caller: PersonalAgent | None, scopes: Iterable[str]) -> None:
     missing = tuple(scope for scope in scopes if scope not in caller.delegation.scopes)
     if missing:
         raise InsufficientScope(missing)
+
+
+def _is_discovery_document(path: str) -> bool:
+    """Whether `path` (decoded, below the root) is a discovery document at the site's root
+    (`_DISCOVERY_DOCUMENTS`, and RFC 8414 metadata below `METADATA_PREFIX`): no middleware
+    guards it, whatever its prefix, since an agent reads it to learn how to get the
+    credential a guard would ask for."""
+    return path in _DISCOVERY_DOCUMENTS or in_protected_path(path, METADATA_PREFIX)
 
 
 def _another_scheme(authorization: str) -> bool:
