@@ -1,0 +1,215 @@
+"""Poppy edges, over the TLS world with the SDK's personal agent signing every request:
+
+1. a blocked agent may still revoke its own sign-in (revoking only removes access), while
+   everything that gives access stays refused;
+2. a failed turn whose claim is being renewed waits for that renewal off the event loop:
+   the company goes on serving other requests meanwhile;
+3. a failed turn whose release the store refuses (it is down) tells the agent when to send
+   the message again (once its claim lapses), and logs that once, naming the message;
+4. a new conversation whose first message fails is not left behind, empty.
+
+The world's store is a real sqlite store with `Faults` mixed in: a renewal the test holds,
+a release that fails as a store that is down does."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+
+from pactmw.provider import Reply, Turn
+from pactmw.provider.agent_admin import set_enabled
+from pactmw.provider.poppy import PoppyConfig
+from pactmw.provider.poppy._brands import BLOCKED, NOT_ADMITTED, agent_refusal
+from pactmw.provider.poppy._conversation_records import derived_context_id
+from pactmw.provider.poppy._credentials import token_hash
+from pactmw.provider.poppy._session_check import PoppyCaller
+from pactmw.store.base import StoreUnavailable
+from tests.poppy.test_account_tokens import Agent, signed_in
+from tests.support.clock import OffsetClock
+from tests.support.poppy_world import (
+    SHOP,
+    Conversing,
+    PoppyWorld,
+    RunCounter,
+    poppy_brand,
+    world_on,
+)
+
+if TYPE_CHECKING:
+    from pactmw.store.base import Store
+
+    _StoreBase = Store
+else:
+    _StoreBase = object
+
+#: How long a test waits for something that is meant to happen at once (a hang check).
+WAIT = 10.0
+#: The world's claim lease: its turns renew their claims every second.
+LEASE = 3.0
+
+
+class FaultPlan:
+    """What `Faults` does, by message id: renewals held until `renewal_may_finish`, and
+    releases that fail as a store that is down fails."""
+
+    def __init__(self) -> None:
+        self.held: set[str] = set()
+        self.renewal_started = threading.Event()
+        self.renewal_may_finish = threading.Event()
+        self.down: set[str] = set()
+
+
+FAULTS = FaultPlan()
+
+
+class Faults(_StoreBase):
+    """Mixed into the world's sqlite store: the real store, but for `FAULTS`."""
+
+    def renew_claim(
+        self, *, context_id: str, message_id: str, claimed_at: float, now: float
+    ) -> bool:
+        if message_id in FAULTS.held:
+            FAULTS.renewal_started.set()
+            FAULTS.renewal_may_finish.wait(WAIT)
+        return super().renew_claim(
+            context_id=context_id, message_id=message_id, claimed_at=claimed_at, now=now
+        )
+
+    def release_claim(self, *, context_id: str, message_id: str, claimed_at: float) -> None:
+        if message_id in FAULTS.down:
+            raise StoreUnavailable("the database is down")
+        super().release_claim(context_id=context_id, message_id=message_id, claimed_at=claimed_at)
+
+    def release_message_id(
+        self, *, brand_id: str, issuer: str, sub: str, message_id: str, context_id: str
+    ) -> None:
+        if message_id in FAULTS.down:
+            raise StoreUnavailable("the database is down")
+        super().release_message_id(
+            brand_id=brand_id, issuer=issuer, sub=sub, message_id=message_id, context_id=context_id
+        )
+
+
+#: A message the bot fails on its first run (the next run answers it).
+FAIL_ONCE = "fail once: "
+#: A message the bot fails once its claim's renewal is under way.
+FAIL_WHILE_RENEWING = "fail while renewing: "
+
+
+class Bot(RunCounter):
+    """An async bot: its turn resumes on the event loop, where a failure path must not wait
+    for anything that blocks."""
+
+    async def answer(self, turn: Turn) -> Reply:
+        first = self.count(turn) == 1
+        if first and turn.text.startswith(FAIL_WHILE_RENEWING):
+            assert await asyncio.to_thread(FAULTS.renewal_started.wait, WAIT)
+            raise RuntimeError("the bot failed while its claim was being renewed")
+        if first and turn.text.startswith(FAIL_ONCE):
+            raise RuntimeError("the bot failed")
+        return Reply(text=f"You said: {turn.text}")
+
+
+BOT = Bot()
+
+
+async def bot(turn: Turn) -> Reply:
+    return await BOT.answer(turn)
+
+
+CLOCK = OffsetClock()
+
+
+@pytest.fixture(scope="module", params=["sqlite"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoppyWorld]:
+    yield from world_on(
+        request,
+        tmp_path_factory,
+        brands=(attrs.evolve(poppy_brand(), handler=bot),),
+        store_mixin=Faults,
+        claim_lease_seconds=LEASE,
+        clock=CLOCK,
+    )
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def _message(text: str) -> dict[str, str]:
+    return {"id": "msg_" + secrets.token_hex(12), "sender": "agent", "text": text}
+
+
+def _conversation_of(world: PoppyWorld, c: Conversing, message_id: str) -> str:
+    """The store id of the conversation `message_id` starts for `c`'s User."""
+    caller = PoppyCaller(
+        brand_id="shop",
+        client_id=world.atlas.client_id,
+        user_id=c.who["pairwise_user_id"],
+        session_id="",
+        account=None,
+        scopes=(),
+    )
+    return derived_context_id(caller, message_id)
+
+
+# -- 1. a blocked agent revokes its own sign-in ---------------------------------------------
+
+
+def test_a_blocked_agent_may_still_revoke_its_own_sign_in(world: PoppyWorld) -> None:
+    client_id = world.atlas.client_id
+
+    async def body(agent: Agent) -> dict[str, Any]:
+        user = agent.ctx.new_user()
+        token = signed_in(world, user)
+        session = await agent.ctx.session(user)
+        signing_in = await agent.refresh(user, token, session.session_id)
+        assert signing_in.status_code == 200, signing_in.text
+        access, token = signing_in.json()["access_token"], signing_in.json()["refresh_token"]
+        set_enabled(world.provider, client_id, False)
+        try:
+            revoked = await agent.revoke(token)
+            # Everything that gives access is still refused: no rotation, no new Session.
+            refreshed = await agent.refresh(user, token, session.session_id)
+        finally:
+            set_enabled(world.provider, client_id, True)
+        # Allowed again, the sign-in stays ended: the block kept nothing of it alive.
+        after = await agent.refresh(user, token, session.session_id)
+        return {"access": access, "revoked": revoked, "refreshed": refreshed, "after": after}
+
+    async def go() -> dict[str, Any]:
+        async with world.http() as http:
+            return await body(Agent(world.context(http)))
+
+    got = run(go())
+    assert (got["revoked"].status_code, got["revoked"].json()) == (200, {})
+    assert (got["refreshed"].status_code, got["refreshed"].json()) == (
+        401,
+        {"error": "invalid_client"},
+    )
+    assert (got["after"].status_code, got["after"].json()) == (400, {"error": "invalid_grant"})
+    session = world.provider.store.session_for_token(
+        token_hash=token_hash(got["access"]), now=time.time()
+    )
+    assert session is not None
+    assert not session.signed_in  # signed out by the revocation (§4.9)
+
+
+def test_revoking_is_let_through_a_block_but_not_past_the_brands_agents() -> None:
+    # The rule both cases go through (`agent_refusal`): a block is lifted for revocation
+    # only; an agent the Brand does not admit is an unknown client, revoking or not.
+    narrow = PoppyConfig(domain=SHOP, agents=["https://atlas.example"])
+    atlas, other = "https://atlas.example", "https://other.example"
+    assert agent_refusal(narrow, atlas, False) == BLOCKED
+    assert agent_refusal(narrow, atlas, False, revoking=True) is None
+    assert agent_refusal(narrow, other, None, revoking=True) == NOT_ADMITTED
+    assert agent_refusal(narrow, other, False, revoking=True) == NOT_ADMITTED
