@@ -14,6 +14,8 @@ a release that fails as a store that is down does."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import secrets
 import threading
 import time
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import httpx
 import pytest
 
 from pactmw.provider import Reply, Turn
@@ -33,6 +36,7 @@ from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.store.base import StoreUnavailable
 from tests.poppy.test_account_tokens import Agent, signed_in
 from tests.support.clock import OffsetClock
+from tests.support.logs import assert_logs_tame
 from tests.support.poppy_world import (
     SHOP,
     Conversing,
@@ -213,3 +217,96 @@ def test_revoking_is_let_through_a_block_but_not_past_the_brands_agents() -> Non
     assert agent_refusal(narrow, atlas, False, revoking=True) is None
     assert agent_refusal(narrow, other, None, revoking=True) == NOT_ADMITTED
     assert agent_refusal(narrow, other, False, revoking=True) == NOT_ADMITTED
+
+
+# -- 2. a release waiting for a renewal leaves the event loop serving ------------------------
+
+
+class _Seen(logging.Handler):
+    """Sets `event` when a record whose message starts with `start` is logged."""
+
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        self.start = start
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self.start):
+            self.event.set()
+
+
+def test_a_failed_turn_waits_for_its_claims_renewal_off_the_event_loop(
+    world: PoppyWorld,
+) -> None:
+    held = _message(FAIL_WHILE_RENEWING + "hello")
+    FAULTS.held.add(held["id"])
+    # Logged by the failure path just before it gives the claim up, which first waits for
+    # the renewal under way (held by the store until the test lets it finish).
+    failure = _Seen("conversation turn of brand 'shop' failed")
+    logger = logging.getLogger("pactmw.poppy")
+    logger.addHandler(failure)
+
+    async def scenario() -> tuple[httpx.Response, httpx.Response]:
+        async with world.conversing() as c:
+            failing = asyncio.ensure_future(c.call("POST", c.endpoint, {"message": held}))
+            try:
+                assert await asyncio.to_thread(failure.event.wait, WAIT)
+                # The release now waits for the renewal: the company still answers others.
+                other = await asyncio.wait_for(
+                    c.call("POST", c.endpoint, {"message": _message("meanwhile")}), WAIT
+                )
+            finally:
+                FAULTS.renewal_may_finish.set()
+            return other, await failing
+
+    try:
+        other, failed = run(scenario())
+    finally:
+        logger.removeHandler(failure)
+        FAULTS.held.discard(held["id"])
+    assert other.status_code == 201, other.text
+    assert (failed.status_code, failed.json()) == (503, {"error": "temporarily_unavailable"})
+    assert BOT.runs[held["id"]] == 1
+
+
+# -- 3. a release the store refuses ----------------------------------------------------------
+
+
+def test_a_release_the_store_refused_says_when_to_send_again_and_is_logged_once(
+    world: PoppyWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    message = _message(FAIL_ONCE + "where is my parcel?")
+    FAULTS.down.add(message["id"])
+    CLOCK.frozen = time.time()  # the claim's lease runs out when the test says so
+
+    async def scenario() -> list[httpx.Response]:
+        async with world.conversing() as c:
+            failed = await c.call("POST", c.endpoint, {"message": message})
+            FAULTS.down.discard(message["id"])  # the store is back
+            working = await c.call("POST", f"{c.endpoint}?cursor=cur_0", {"message": message})
+            assert CLOCK.frozen is not None
+            CLOCK.frozen += LEASE + 1  # the failed turn's claim has lapsed
+            answered = await c.call("POST", f"{c.endpoint}?cursor=cur_0", {"message": message})
+            return [failed, working, answered]
+
+    try:
+        with caplog.at_level(logging.INFO, logger="pactmw"):
+            failed, working, answered = run(scenario())
+    finally:
+        CLOCK.frozen = None
+        FAULTS.down.discard(message["id"])
+    # Send it again, but not before its claim lapses: until then it is in progress.
+    assert (failed.status_code, failed.json()) == (503, {"error": "temporarily_unavailable"})
+    assert failed.headers.get("retry-after") == str(math.ceil(LEASE))
+    assert (working.status_code, working.json()["status"]) == (201, "working")
+    assert answered.status_code == 201, answered.text
+    assert [e["message"]["text"] for e in answered.json()["events"]] == [
+        message["text"],
+        f"You said: {message['text']}",
+    ]
+    assert BOT.runs[message["id"]] == 2
+    messages = assert_logs_tame(caplog.records)
+    naming = [m for m in messages if message["id"] in m]
+    assert len(naming) == 1, messages
+    assert "releasing" in naming[0]
+    assert not any("store unavailable" in m for m in messages), messages
