@@ -30,7 +30,7 @@ from pactmw.provider import Reply, Turn
 from pactmw.provider.agent_admin import set_enabled
 from pactmw.provider.poppy import PoppyConfig
 from pactmw.provider.poppy._brands import BLOCKED, NOT_ADMITTED, agent_refusal
-from pactmw.provider.poppy._conversation_records import derived_context_id
+from pactmw.provider.poppy._conversation_records import derived_context_id, public_id
 from pactmw.provider.poppy._credentials import token_hash
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.store.base import StoreUnavailable
@@ -310,3 +310,34 @@ def test_a_release_the_store_refused_says_when_to_send_again_and_is_logged_once(
     assert len(naming) == 1, messages
     assert "releasing" in naming[0]
     assert not any("store unavailable" in m for m in messages), messages
+
+
+# -- 4. a failed first message leaves no conversation ----------------------------------------
+
+
+def test_a_failed_first_message_leaves_no_empty_conversation(world: PoppyWorld) -> None:
+    failing, answered = _message(FAIL_ONCE + "hello"), _message("hello")
+
+    async def scenario() -> dict[str, Any]:
+        async with world.conversing() as c:
+            failed = await c.call("POST", c.endpoint, {"message": failing})
+            failed_id = _conversation_of(world, c, failing["id"])
+            events = await c.call("GET", f"{c.endpoint}/{public_id(failed_id)}/events")
+            started = await c.call("POST", c.endpoint, {"message": answered})
+            return {
+                "failed": failed,
+                "failed_id": failed_id,
+                "events": events,
+                "started": started,
+                # The derivation this test uses names the conversations the company makes.
+                "derived": public_id(_conversation_of(world, c, answered["id"])),
+            }
+
+    got = run(scenario())
+    assert got["failed"].status_code == 503
+    assert got["started"].json()["conversation_id"] == got["derived"]
+    assert world.provider.store.get_conversation(got["failed_id"]) is None
+    assert (got["events"].status_code, got["events"].json()) == (
+        404,
+        {"error": "conversation_not_found"},
+    )
