@@ -341,3 +341,40 @@ def test_a_failed_first_message_leaves_no_empty_conversation(world: PoppyWorld) 
         404,
         {"error": "conversation_not_found"},
     )
+
+
+def test_a_signed_in_first_message_that_failed_leaves_no_account_conversation(
+    world: PoppyWorld,
+) -> None:
+    """The conversation a signed-in Session's failed first message started is not kept bound
+    to the account: nothing was received there, so the same User's signed-out Session sending
+    the message again starts it afresh, bound to no account, and no account data is in it."""
+
+    async def body(agent: Agent) -> dict[str, Any]:
+        c = await Conversing.begin(agent.ctx)
+        signing_in = await agent.refresh(c.user, signed_in(world, c.user), c.session.session_id)
+        account_token = signing_in.json()["access_token"]
+        signed_out = (await c.ctx.session(c.user)).access_token.get_secret_value()
+        message = _message(FAIL_ONCE + "My orders")
+        failed = await c.call("POST", c.endpoint, {"message": message}, token=account_token)
+        again = await c.call("POST", c.endpoint, {"message": message}, token=signed_out)
+        return {
+            "failed": failed,
+            "again": again,
+            "context_id": _conversation_of(world, c, message["id"]),
+        }
+
+    async def go() -> dict[str, Any]:
+        async with world.http() as http:
+            return await body(Agent(world.context(http)))
+
+    got = run(go())
+    assert (got["failed"].status_code, got["failed"].json()) == (
+        503,
+        {"error": "temporarily_unavailable"},
+    )
+    assert got["again"].status_code == 201, got["again"].text
+    assert got["again"].json()["conversation_id"] == public_id(got["context_id"])
+    conversation = world.provider.store.get_conversation(got["context_id"])
+    assert conversation is not None
+    assert conversation.account is None
