@@ -264,6 +264,9 @@ def test_a_failed_turn_waits_for_its_claims_renewal_off_the_event_loop(
     finally:
         logger.removeHandler(failure)
         FAULTS.held.discard(held["id"])
+    # The bot failed only once the renewal was under way, and the renewal finished only
+    # after the other request was answered: that answer came while the release waited.
+    assert FAULTS.renewal_started.is_set()
     assert other.status_code == 201, other.text
     assert (failed.status_code, failed.json()) == (503, {"error": "temporarily_unavailable"})
     assert BOT.runs[held["id"]] == 1
