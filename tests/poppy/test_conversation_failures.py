@@ -23,11 +23,8 @@ from pactmw.provider import Reply, Turn
 from tests.poppy.test_conversations import run
 from tests.provider import BodyReader
 from tests.support.logs import pactmw_records
-from tests.support.poppy_accounts import Agent, signed_in
-from tests.support.poppy_accounts import scenario as account_scenario
 from tests.support.poppy_world import (
     BASE_URL,
-    Conversing,
     PoppyWorld,
     RunCounter,
     poppy_brand,
@@ -124,39 +121,6 @@ def test_a_later_message_the_bot_failed_may_go_to_another_conversation(
     assert outcomes == [FAILED, b, (409, "message_id_conflict")]
     assert texts == ["You said: B (0 before)", f"You said: {moved.text} (1 before)"]
     assert BOT.runs[moved.id] == 2
-
-
-def test_a_retry_refused_after_its_claim_leaves_the_id_free(world: PoppyWorld) -> None:
-    """A signed-in Session's first message fails; the retry by a signed-out Session of the
-    same User is refused (`403 sign_in_required`: the conversation is the account's) after
-    it claimed the id again, so the id is still free for another conversation."""
-
-    async def body(agent: Agent) -> tuple[list[Any], str, str]:
-        c = await Conversing.begin(agent.ctx)
-        signing_in = await agent.refresh(c.user, signed_in(world, c.user), c.session.session_id)
-        account_token = signing_in.json()["access_token"]
-        signed_out = (await c.ctx.session(c.user)).access_token.get_secret_value()
-        other = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": "Hi"}
-        started = await c.call("POST", c.endpoint, {"message": other}, token=signed_out)
-        b = started.json()["conversation_id"]
-        text = FAIL_ONCE + "My orders"
-        message = {"id": "msg_" + secrets.token_hex(8), "sender": "agent", "text": text}
-        url = f"{c.endpoint}/{b}/messages"
-        answers = [
-            await c.call("POST", c.endpoint, {"message": message}, token=account_token),
-            await c.call("POST", c.endpoint, {"message": message}, token=signed_out),
-            await c.call("POST", url, {"message": message}, token=signed_out),
-        ]
-        return [(a.status_code, a.json()) for a in answers], b, message["id"]
-
-    answers, b, message_id = account_scenario(world, body)
-    assert answers[:2] == [
-        (503, {"error": "temporarily_unavailable"}),
-        (403, {"error": "sign_in_required"}),
-    ]
-    assert answers[2][0] == 202
-    assert answers[2][1]["conversation_id"] == b
-    assert BOT.runs[message_id] == 2
 
 
 def test_a_first_message_past_the_turn_timeout_is_a_new_message_elsewhere(

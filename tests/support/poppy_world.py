@@ -818,8 +818,10 @@ def serve_world(
     *,
     brands: Sequence[Brand] | None = None,
     pact_agents: Sequence[RegisteredAgent] = (),
+    **provider_options: Any,
 ) -> Iterator[PoppyWorld]:
-    """Serve the world on one free port over TLS while the block runs."""
+    """Serve the world on one free port over TLS while the block runs (`provider_options`
+    go to its `Provider`: a shorter `claim_lease_seconds`, a test's `clock`)."""
     ca = TestCA()
     cert = ca.ca.issue_cert(SHOP, ATLAS, PLAIN)
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -837,6 +839,7 @@ def serve_world(
         # more than the consent pages' per-address default lets a person do.
         consent_rate_limit=RateLimit(per_agent=10_000, window=60.0),
         audit=audit_events.append,
+        **provider_options,
     )
     site = ShopSite(provider)
     apps = {
@@ -862,8 +865,12 @@ def world_on(
     *,
     brands: Sequence[Brand] | None = None,
     pact_agents: Sequence[RegisteredAgent] = (),
+    store_mixin: type | None = None,
+    **provider_options: Any,
 ) -> Iterator[PoppyWorld]:
-    """A world on the store `request.param` names (`sqlite` or `postgres`), for a fixture."""
+    """A world on the store `request.param` names (`sqlite` or `postgres`), for a fixture;
+    `store_mixin` goes before that store's class in every handle's (a test's faults on the
+    real store), and `provider_options` go to its `Provider`."""
     from pactmw.store import PostgresStore, SqliteStore
 
     tmp_path = tmp_path_factory.mktemp("poppy")
@@ -873,23 +880,32 @@ def world_on(
         store_url = f"sqlite:///{path}"
 
         def reopen() -> Store:
-            opened.append(SqliteStore(path))
+            opened.append(_with_mixin(SqliteStore, store_mixin)(path))
             return opened[-1]
     else:
         dsn = request.getfixturevalue("postgres_server").create_database()
         store_url = dsn
 
         def reopen() -> Store:
-            opened.append(PostgresStore(dsn))
+            opened.append(_with_mixin(PostgresStore, store_mixin)(dsn))
             return opened[-1]
 
     try:
-        with serve_world(reopen, tmp_path, brands=brands, pact_agents=pact_agents) as running:
+        with serve_world(
+            reopen, tmp_path, brands=brands, pact_agents=pact_agents, **provider_options
+        ) as running:
             running.store_url = store_url
             yield running
     finally:
         for store in opened:
             store.close()
+
+
+def _with_mixin(store_class: type[Any], mixin: type | None) -> type[Any]:
+    """`store_class`, or a subclass of it and `mixin` (whose methods come first)."""
+    if mixin is None:
+        return store_class
+    return type(f"{mixin.__name__}{store_class.__name__}", (mixin, store_class), {})
 
 
 def world_fixture(

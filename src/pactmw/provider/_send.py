@@ -80,9 +80,17 @@ class MessageSender:
         self.oauth = oauth
 
     def hold_lease(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
-        """Keep renewing a claim while its bot runs (any protocol's turn); `release()` it
-        once the turn is over."""
+        """Keep renewing a claim while its bot runs (any protocol's turn); once the turn is
+        over, `stop()` it (answered) or yield `give_up(lease)` (unanswered)."""
         return self._leases.hold(context_id, message_id, claimed_at=claimed_at)
+
+    def give_up(self, lease: _Lease) -> NeedStore:
+        """The store call that gives a turn's claim up unanswered (a retry runs the bot
+        again), if the turn still holds it (`_Lease.give_up`). A store need, not a plain
+        call in the flow: it may wait for a renewal under way, so the async driver runs it
+        in a worker thread, never on the event loop (where a flow resumes after an async
+        bot)."""
+        return NeedStore(lease.give_up, {})
 
     def send(
         self,
@@ -247,7 +255,7 @@ class MessageSender:
                 if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
                     # Like a step-up: the message stays unanswered, so the personal agent can
                     # send it again after a new handshake.
-                    yield self._release(context_id, message.message_id, lease.release())
+                    yield self.give_up(lease)
                     parafe.file(parafe_turn.filings())
                     return a2a_json(200, task)
                 body = task
@@ -256,7 +264,7 @@ class MessageSender:
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
-            yield self._release(context_id, message.message_id, lease.release())
+            yield self.give_up(lease)
             if self.oauth is None:
                 logger.error(
                     "the bot of brand %r asked for step-up, but no Brand offers delegation",
@@ -272,16 +280,16 @@ class MessageSender:
             # Abandoned: whatever the bot still answers is dropped, and the message stays
             # unanswered so that a retry runs the bot again.
             logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
-            yield self._release(context_id, message.message_id, lease.release())
+            yield self.give_up(lease)
             raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
-            yield self._release(context_id, message.message_id, lease.release())
+            yield self.give_up(lease)
             raise A2AError("INTERNAL", "Internal error") from None
         finally:
-            lease.release()
+            lease.stop()
         yield NeedStore(
             store.store_reply,
             {
@@ -301,7 +309,8 @@ class MessageSender:
 
     def _release(self, context_id: str, message_id: str, claimed_at: float) -> NeedStore:
         """The store call that gives a claimed message up unanswered (a retry runs it), if
-        this turn still holds it: its lease starts at `claimed_at` (`_Lease.release()`'s)."""
+        this turn still holds it: its lease starts at `claimed_at` (a claim no lease holds
+        yet; with a lease, `give_up`)."""
         return NeedStore(
             self.store.release_claim,
             {"context_id": context_id, "message_id": message_id, "claimed_at": claimed_at},
@@ -342,7 +351,7 @@ class MessageSender:
 
 
 class _Lease:
-    """One claim a running turn holds; `release()` once the turn is over."""
+    """One claim a running turn holds; `stop()` or `give_up()` once the turn is over."""
 
     def __init__(self, renewer: _LeaseRenewer, context_id: str, message_id: str, at: float):
         self.context_id = context_id
@@ -355,13 +364,27 @@ class _Lease:
         self.renewing = threading.Lock()
         self._renewer = renewer
 
+    def stop(self) -> None:
+        """Stop renewing this claim (idempotent), waiting for nothing: for a turn whose
+        reply is stored (or about to be), which presents no mark. A renewal under way may
+        still land; an answered claim's lease no longer matters."""
+        self._renewer.forget(self)
+
     def release(self) -> float:
         """Stop renewing this claim (idempotent); return where its lease starts in the store
         now, the mark `release_claim` presents to give the claim up. A renewal already under
-        way is waited for (one store call at most), else the mark could be the one before it."""
+        way is waited for (one store call at most), else the mark could be the one before it.
+        Blocking: a flow gives its claim up with `MessageSender.give_up`."""
         self._renewer.forget(self)
         with self.renewing:
             return self.claimed_at
+
+    def give_up(self) -> None:
+        """Stop renewing this claim and release it unanswered, if the turn still holds it
+        (blocking: a renewal under way, then one store call)."""
+        self._renewer.store.release_claim(
+            context_id=self.context_id, message_id=self.message_id, claimed_at=self.release()
+        )
 
 
 class _LeaseRenewer:
@@ -375,7 +398,7 @@ class _LeaseRenewer:
     """
 
     def __init__(self, store: Store, clock: Callable[[], float], lease_seconds: float) -> None:
-        self._store = store
+        self.store = store
         self._clock = clock
         self._interval = lease_seconds * _RENEW_FRACTION
         self._leases: set[_Lease] = set()
@@ -447,7 +470,7 @@ class _LeaseRenewer:
     def _renew_held(self, lease: _Lease) -> None:
         now, started = self._clock(), time.monotonic()
         try:
-            renewed = self._store.renew_claim(
+            renewed = self.store.renew_claim(
                 context_id=lease.context_id,
                 message_id=lease.message_id,
                 claimed_at=lease.claimed_at,

@@ -29,14 +29,24 @@ NOT_ADMITTED = "this agent is not admitted"
 BLOCKED = "this agent is blocked"
 
 
-def agent_refusal(config: PoppyConfig, client_id: str, enabled: bool | None) -> str | None:
+def agent_refusal(
+    config: PoppyConfig, client_id: str, enabled: bool | None, *, revoking: bool = False
+) -> str | None:
     """Why a Brand with these settings refuses the personal agent `client_id` now (None: it
     admits it): not in its `poppy.agents`, or blocked by an operator (`enabled`, the
     agent's block/allow switch, is False), the switch PACT reads for the same issuer, so
-    `agents block` stops an agent whichever protocol it speaks."""
+    `agents block` stops an agent whichever protocol it speaks.
+
+    A block stops what gives or uses access, not what gives it up: an agent `revoking` its
+    own tokens (RFC 7009, Poppy §4.9) only removes access, which is what the operator who
+    blocked it wants, so the block lets that through. (A blocked PACT agent has nothing to
+    let through: PACT has no revocation endpoint for agents, every request of a blocked one
+    is refused, and its grants end by the person's or the operator's revocation.) An agent
+    the Brand does not admit is an unknown client, revoking or not: nothing is fetched or
+    revoked for it."""
     if not config.admits(client_id):
         return NOT_ADMITTED
-    return BLOCKED if enabled is False else None
+    return BLOCKED if enabled is False and not revoking else None
 
 
 @frozen
@@ -54,12 +64,13 @@ class PoppyBrand:
     blocks: AgentOverrides = field(repr=False)
     sign_in: DeviceSignIn | None = None
 
-    def refusal(self, client_id: str) -> SubFlow:
+    def refusal(self, client_id: str, *, revoking: bool = False) -> SubFlow:
         """Why this Brand refuses `client_id` now, or None (`agent_refusal`); reads the
-        switch only for an agent `poppy.agents` admits (one store read, on every request
-        as PACT's, so a block is seen at once by every process on the store)."""
-        if not self.config.admits(client_id):
-            return NOT_ADMITTED
+        switch only for an agent `poppy.agents` admits and when a block would refuse it
+        (one store read, on every request as PACT's, so a block is seen at once by every
+        process on the store)."""
+        if not self.config.admits(client_id) or revoking:
+            return agent_refusal(self.config, client_id, None, revoking=revoking)
         enabled: bool | None = yield store(self.blocks.agent_enabled, issuer=client_id)
         return agent_refusal(self.config, client_id, enabled)
 

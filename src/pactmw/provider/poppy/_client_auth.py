@@ -1,7 +1,8 @@
 """How the token, device and revocation endpoints read their form and authenticate the
 agent: a bounded form body, then its client assertion (`401 invalid_client`), first of the
 checks as in the SDK's order. An agent the Brand does not admit, or one an operator blocked
-(`agents block`), is refused as an unknown client is."""
+(`agents block`), is refused as an unknown client is; a blocked one may still revoke its own
+tokens (`agent_refusal`)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,23 @@ def read_form() -> SubFlow:
     return parse_form(body)
 
 
-def authenticate_client(brand: PoppyBrand, form: Mapping[str, str]) -> SubFlow:
+def authenticate_client(
+    brand: PoppyBrand, form: Mapping[str, str], *, revoking: bool = False
+) -> SubFlow:
     """The verified client assertion of `form`, from an agent the Brand admits and no
-    operator blocked (`PoppyBrand.refusal`)."""
+    operator blocked, unless it is `revoking` its own tokens (`PoppyBrand.refusal`)."""
     claimed = form.get("client_id")
     if claimed:
         # Refused before any fetch: an agent refused gets nothing fetched for it.
-        yield from _refuse(brand, claimed)
+        yield from _refuse(brand, claimed, revoking)
     client: VerifiedAssertion = yield NeedKeys(partial(brand.verifier.verify_client, form))
     if client.client_id != claimed:  # the claimed one was checked above
-        yield from _refuse(brand, client.client_id)
+        yield from _refuse(brand, client.client_id, revoking)
     return client
 
 
-def _refuse(brand: PoppyBrand, client_id: str) -> SubFlow:
-    refusal: str | None = yield from brand.refusal(client_id)
+def _refuse(brand: PoppyBrand, client_id: str, revoking: bool) -> SubFlow:
+    refusal: str | None = yield from brand.refusal(client_id, revoking=revoking)
     if refusal is not None:
         raise PoppyError(401, "invalid_client", refusal)
 

@@ -13,6 +13,7 @@ whose handling fails after its id was claimed was never received: its id is rele
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
-from pactmw.provider._send import MessageSender, bot_reply, bound_tools
+from pactmw.provider._send import MessageSender, _Lease, bot_reply, bound_tools
 from pactmw.provider.brand import Brand, Turn
 from pactmw.provider.flow import NeedStore, SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
@@ -34,7 +35,7 @@ from pactmw.provider.poppy._conversation_records import (
 from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.tools import StepUpRequired
-from pactmw.store.base import Claim, Conversation, Store
+from pactmw.store.base import Claim, Conversation, Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.poppy")
 
@@ -56,6 +57,19 @@ def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
             claims={},
         )
     return PersonalAgent(agent.client_id, agent.user_id, agent.client_id, {}, audience, delegation)
+
+
+class _ClaimKept(PoppyError):
+    """A failed turn whose claim the store could not release (down): the message stays in
+    progress until the claim's lease lapses, so the agent is told to send it again then."""
+
+    def __init__(self, lapse: float) -> None:
+        super().__init__(
+            503,
+            "temporarily_unavailable",
+            "the store could not release the message",
+            headers=(("Retry-After", str(math.ceil(lapse))),),
+        )
 
 
 @define
@@ -148,6 +162,24 @@ class ConversationTurns:
             claimed_at=claimed_at,
         )
 
+    def _give_up(self, lease: _Lease) -> SubFlow:
+        """Give a failed turn's claim up, so the agent's next attempt runs the bot again.
+        With the store down, the claim stays until its lease lapses (until then a retry is
+        told the message is in progress): logged once, naming the message, and the agent is
+        told to send it again once the lease has lapsed (`Retry-After`)."""
+        try:
+            yield self.sender.give_up(lease)
+        except StoreUnavailable as exc:
+            lapse = self.sender.claim_lease_seconds
+            logger.error(
+                "releasing message %r failed, so it stays in progress until its claim "
+                "lapses (within %g s): %s",
+                lease.message_id,
+                lapse,
+                exc,
+            )
+            raise _ClaimKept(lapse) from None
+
     def claim_message_id(
         self, owner: tuple[str, str, str], context_id: str, message_id: str
     ) -> SubFlow:
@@ -190,15 +222,22 @@ class ConversationTurns:
         yield from self.claim_message_id(owner, context_id, message_id)
         try:
             return (yield from then)
-        except Exception:
-            yield store(
-                self.store.release_message_id,
-                brand_id=owner[0],
-                issuer=owner[1],
-                sub=owner[2],
-                message_id=message_id,
-                context_id=context_id,
-            )
+        except Exception as failed:
+            try:
+                yield store(
+                    self.store.release_message_id,
+                    brand_id=owner[0],
+                    issuer=owner[1],
+                    sub=owner[2],
+                    message_id=message_id,
+                    context_id=context_id,
+                )
+            except StoreUnavailable:
+                # The store is down: the id stays the conversation's, where a retry finds
+                # it. The request's own error says what happened, and is logged where it
+                # happened (a turn left claimed, by `_give_up`; a store outage, where it
+                # is answered): one line, not one more per failed call.
+                raise failed from None
             raise
 
     def answer(
@@ -267,7 +306,7 @@ class ConversationTurns:
             ]
         except TurnTimedOut as timed_out:
             logger.warning("conversation turn of brand %r abandoned: %s", brand.id, timed_out)
-            yield self._release(context_id, message.id, lease.release())
+            yield from self._give_up(lease)
             raise PoppyError(
                 503, "temporarily_unavailable", "the turn took too long; send it again"
             ) from None
@@ -275,12 +314,12 @@ class ConversationTurns:
             # The bot failed: logged here, nothing of it sent, and the message unanswered so
             # a retry runs the bot again.
             logger.exception("conversation turn of brand %r failed", brand.id)
-            yield self._release(context_id, message.id, lease.release())
+            yield from self._give_up(lease)
             raise PoppyError(
                 503, "temporarily_unavailable", "the company's agent failed; send it again"
             ) from None
         finally:
-            lease.release()
+            lease.stop()
         now = self.clock()
         record = TurnRecord.make(context_id, message, events, now)
         yield store(

@@ -28,9 +28,10 @@ class PoppyRevocation:
         """`POST {issuer}/revoke`: revoking an Account Token ends its sign-in (its grant:
         every token of it, before or after rotation) and signs out every Session signed in
         with it; those Sessions go on signed out (§4.9). Any other token, or another agent's,
-        is answered alike (RFC 7009 §2.2: no oracle)."""
+        is answered alike (RFC 7009 §2.2: no oracle). A blocked agent may still revoke its
+        own: that only removes access (`agent_refusal`)."""
         form = yield from read_form()
-        client = yield from authenticate_client(brand, form)
+        client = yield from authenticate_client(brand, form, revoking=True)
         presented = form.get("token")
         if not presented:
             raise PoppyError(400, "invalid_request", "token is required")

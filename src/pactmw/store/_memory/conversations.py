@@ -133,6 +133,17 @@ class ConversationsMixin(MemoryCore):
             if self._message_ids.get(key) == context_id:
                 del self._message_ids[key]
 
+    def _delete_empty_conversation(self, context_id: str) -> bool:
+        with self._open:
+            ctx = self._contexts.get(context_id)
+            if ctx is None or ctx.messages:
+                return False
+            del self._contexts[context_id]
+            held = [key for key, holder in self._message_ids.items() if holder == context_id]
+            for key in held:
+                del self._message_ids[key]
+            return True
+
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:
         with self._open:
             ctx = self._contexts.get(context_id)

@@ -198,6 +198,14 @@ class ConversationStore(Protocol):
         if not has_nul(brand_id, issuer, sub, message_id, context_id):
             self._release_message_id((brand_id, issuer, sub, message_id), context_id)
 
+    def delete_empty_conversation(self, *, context_id: str) -> bool:
+        """Delete conversation `context_id` if it holds no turn, claimed or answered (its
+        first message was given up: never received), with the message ids it holds; True if
+        it was deleted. Atomic: a turn claimed there meanwhile keeps it."""
+        if has_nul(context_id):
+            return False
+        return self._delete_empty_conversation(context_id)
+
     def history(self, context_id: str, *, limit: int = 50) -> list[StoredTurn]:
         """Return the last `limit` answered turns, oldest first.
 
@@ -269,6 +277,10 @@ class ConversationStore(Protocol):
 
     def _release_message_id(self, key: OwnedMessageId, context_id: str) -> None:
         """Drop `key` if `context_id` holds it and has no turn of message `key[3]`."""
+        ...
+
+    def _delete_empty_conversation(self, context_id: str) -> bool:
+        """Delete the conversation and its message ids if it holds no turn; whether it did."""
         ...
 
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:

@@ -187,6 +187,18 @@ class ConversationsMixin(SqlCore):
         with self._write() as ex:
             ex.execute(self._sql.release_message_id, (*key, context_id))
 
+    def _delete_empty_conversation(self, context_id: str) -> bool:
+        sql = self._sql
+        with self._write() as ex:
+            # The lock every turn write takes first: a claim waiting for it then finds the
+            # conversation gone (NotFound), never a conversation deleted under its turn.
+            if self._locks_rows and not ex.execute(sql.lock_conversation, (context_id,)).fetchone():
+                return False
+            if ex.execute(sql.delete_empty_conversation, (context_id, context_id)).rowcount == 0:
+                return False
+            ex.execute(sql.delete_message_ids_of, (context_id,))
+            return True
+
     def _history(self, context_id: str, limit: int) -> list[StoredTurn]:
         with self._read() as ex:
             rows = ex.execute(self._sql.history, (context_id, limit)).fetchall()

@@ -198,6 +198,12 @@ class Statements(DelegationStatements):
         self.lock_idle_conversations = q(
             "SELECT context_id FROM pactmw_conversations WHERE last_activity < ?{lock}"
         )
+        # A conversation whose first message was given up (`delete_empty_conversation`).
+        self.delete_empty_conversation = q(
+            "DELETE FROM pactmw_conversations WHERE context_id = ?"
+            " AND NOT EXISTS (SELECT 1 FROM pactmw_messages WHERE context_id = ?)"
+        )
+        self.delete_message_ids_of = q("DELETE FROM pactmw_message_ids WHERE context_id = ?")
         self.delete_idle_messages = q(
             "DELETE FROM pactmw_messages WHERE context_id IN"
             " (SELECT context_id FROM pactmw_conversations WHERE last_activity < ?)"
