@@ -407,3 +407,34 @@ def test_a_middleware_told_a_wrong_served_provider_is_refused_where_it_is_built(
         delegation_provider=world.provider,
         delegation_brand="acme",
     )
+
+
+def _wsgi_app(environ: object, start_response: object) -> list[bytes]:
+    return []
+
+
+def test_the_wsgi_provider_app_given_no_provider_is_refused_where_it_is_built(
+    world: World,
+) -> None:
+    # Found in a plain WSGI trial: settings for the Provider, or the app and the Provider
+    # swapped, was an AttributeError ('Settings' object has no attribute 'brands').
+    settings = Settings.from_mapping({"audience": AUDIENCE})
+    refusals: dict[str, tuple[object, object]] = {
+        "A2AProviderApp(provider, app=...): provider must be a Provider, not Settings": (
+            settings,
+            None,
+        ),
+        "A2AProviderApp(provider, app=...): provider must be a Provider, not function": (
+            _wsgi_app,
+            world.provider,
+        ),
+        "A2AProviderApp(provider, app=...): app must be a WSGI application, not str": (
+            world.provider,
+            "app:application",
+        ),
+    }
+    for message, (provider, app) in refusals.items():
+        with pytest.raises(ConfigError) as caught:
+            wsgi.A2AProviderApp(provider, app)  # type: ignore[arg-type]
+        assert str(caught.value) == message
+    wsgi.A2AProviderApp(world.provider, _wsgi_app, current_user=lambda environ: None)

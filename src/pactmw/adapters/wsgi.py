@@ -36,6 +36,7 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
+from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -240,6 +241,18 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(environ)` returns the host app's signed-in user, or None; only
         same-app consent pages call it."""
+        # Checked here so that a wrong argument (settings, or the two swapped) is an error
+        # at startup naming it, not an AttributeError on the first request.
+        if not isinstance(provider, Provider):
+            raise ConfigError(
+                "A2AProviderApp(provider, app=...): provider must be a Provider, "
+                f"not {type(provider).__name__}"
+            )
+        if app is not None and not callable(app):
+            raise ConfigError(
+                "A2AProviderApp(provider, app=...): app must be a WSGI application, "
+                f"not {type(app).__name__}"
+            )
         self.provider = provider
         self.app = app
         self.current_user = current_user
