@@ -438,3 +438,16 @@ def test_the_wsgi_provider_app_given_no_provider_is_refused_where_it_is_built(
             wsgi.A2AProviderApp(provider, app)  # type: ignore[arg-type]
         assert str(caught.value) == message
     wsgi.A2AProviderApp(world.provider, _wsgi_app, current_user=lambda environ: None)
+
+
+def test_the_wsgi_scope_decorator_without_its_scopes_is_refused_where_it_decorates() -> None:
+    # Found in a plain WSGI trial: `@delegation_required` without its parentheses took the
+    # application for a scope and made every request a 500 (a TypeError) instead.
+    with pytest.raises(ConfigError) as caught:
+        wsgi.delegation_required(_wsgi_app)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "delegation_required takes the scopes to require: "
+        "@delegation_required('orders:read'), not @delegation_required; got function"
+    )
+    wsgi.delegation_required("orders:read")(_wsgi_app)
+    wsgi.delegation_required()(_wsgi_app)

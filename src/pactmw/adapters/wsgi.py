@@ -136,6 +136,15 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On
     a request nothing verified, every caller is refused: said once per application in the
     log."""
+    # Written without its parentheses, the decorator gets the application as a scope and
+    # would answer every request with a 500: said here, where the application is decorated.
+    for scope in scopes:
+        if not isinstance(scope, str):
+            raise ConfigError(
+                "delegation_required takes the scopes to require: "
+                "@delegation_required('orders:read'), not @delegation_required; "
+                f"got {type(scope).__name__}"
+            )
 
     def decorate(app: WSGIView) -> WSGIView:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
