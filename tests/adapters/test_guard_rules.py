@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -451,3 +452,20 @@ def test_the_wsgi_scope_decorator_without_its_scopes_is_refused_where_it_decorat
     )
     wsgi.delegation_required("orders:read")(_wsgi_app)
     wsgi.delegation_required()(_wsgi_app)
+
+
+def test_the_wsgi_poppy_helpers_given_no_provider_are_refused_where_they_are_built() -> None:
+    # As `A2AProviderApp`: settings where the Provider goes was an AttributeError.
+    settings: Any = Settings.from_mapping({"audience": AUDIENCE})
+    builders: dict[str, Callable[[], object]] = {
+        "poppy_session_required(provider, brand_id, *scopes)": lambda: wsgi.poppy_session_required(
+            settings, "shop"
+        ),
+        "poppy_discovery_app(provider, brand_id)": lambda: wsgi.poppy_discovery_app(
+            settings, "shop"
+        ),
+    }
+    for call, build in builders.items():
+        with pytest.raises(ConfigError) as caught:
+            build()
+        assert str(caught.value) == f"{call}: provider must be a Provider, not Settings"

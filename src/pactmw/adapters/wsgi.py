@@ -234,6 +234,14 @@ def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
     return instance_or_none(environ.get(ENVIRON_KEY), PersonalAgent)
 
 
+def _require_provider(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when `given` is no Provider (its settings, or arguments
+    swapped), raised where the app or decorator is built rather than as an AttributeError on
+    the first request."""
+    if not isinstance(given, Provider):
+        raise ConfigError(f"{call}: provider must be a Provider, not {type(given).__name__}")
+
+
 class A2AProviderApp:
     """Serve a `Provider` as a WSGI app; other paths go to `app` (or get 404).
 
@@ -250,13 +258,7 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(environ)` returns the host app's signed-in user, or None; only
         same-app consent pages call it."""
-        # Checked here so that a wrong argument (settings, or the two swapped) is an error
-        # at startup naming it, not an AttributeError on the first request.
-        if not isinstance(provider, Provider):
-            raise ConfigError(
-                "A2AProviderApp(provider, app=...): provider must be a Provider, "
-                f"not {type(provider).__name__}"
-            )
+        _require_provider(provider, "A2AProviderApp(provider, app=...)")
         if app is not None and not callable(app):
             raise ConfigError(
                 "A2AProviderApp(provider, app=...): app must be a WSGI application, "
@@ -287,6 +289,7 @@ def poppy_session_required(
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`. A Brand that
     is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
+    _require_provider(provider, "poppy_session_required(provider, brand_id, *scopes)")
     check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     def check(environ: WSGIEnvironment) -> Response | None:
@@ -310,6 +313,7 @@ def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
     document itself, chosen by `Host` among its `poppy.domains`; never a redirect). Route
     that path to it; `A2AProviderApp` at the site root answers it already. A `ConfigError`
     now when the Brand does not enable Poppy."""
+    _require_provider(provider, "poppy_discovery_app(provider, brand_id)")
     check_session_brand(
         provider.brands.values(), brand_id, f"poppy_discovery_app(provider, {brand_id!r})"
     )
