@@ -52,7 +52,7 @@ def test_every_marked_sample_is_found() -> None:
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
         "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
-        "custom_delegation", "poppy_flask",
+        "custom_delegation", "poppy_flask", "wsgi_provider",
     }  # fmt: skip
 
 
@@ -411,6 +411,51 @@ def test_the_cli_page_serves_a_provider_that_passes_its_check(tmp_path: Path) ->
 def test_wsgi_sample_guards_the_prefix_only() -> None:
     with werkzeug_server(run_sample("wsgi")["application"]) as base:
         assert_guarded(base, "/a2a/anything", "/")
+
+
+def test_the_wsgi_provider_sample_serves_the_bot_and_guards_its_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/getting-started/wsgi.md's Provider in front of a bare WSGI app, as a reader runs
+    # it: the card public, the app's API behind the middleware, the page's cookie login
+    # signing the person in on the consent page, and the delegation read by the app's own
+    # `delegation_required` view. Reported in a plain WSGI trial: the guide had no Provider.
+    monkeypatch.chdir(tmp_path)  # the sample's key file and sqlite store are relative
+    agent, port, namespace = _run_provider_sample("wsgi.md", "wsgi_provider", 8000)
+    base = f"http://127.0.0.1:{port}"
+    token = agent.for_user("user-1", audience=f"{base}/a2a")
+    signed = {"Authorization": f"Bearer {agent.sign('user-1', f'{base}/a2a')}"}
+
+    with werkzeug_server(namespace["application"], port):
+        card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")
+        refused = httpx.get(f"{base}/api/whoami")
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a"'
+        mine = httpx.get(f"{base}/api/whoami", headers=signed)
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["user"].startswith("pa:")
+        # A forged login cookie signs nobody in: the consent page sends to the login.
+        forged = httpx.get(f"{base}/a2a/shop/oauth/agents", cookies={"user": "jane.0"})
+        assert forged.status_code == 303, forged.text
+        assert forged.headers["location"].startswith("/login?next="), forged.headers
+        stepped = A2AClient.from_card(card, token).send("Show my orders")
+        assert isinstance(stepped, StepUp), stepped
+        with loopback_client(follow_redirects=True) as browser:
+            granted = _reply_then_allow_as_jane(base, card, token, browser)
+            elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
+            assert elsewhere.url == f"{base}/", elsewhere.url
+        refused = httpx.get(f"{base}/api/orders", headers=signed)
+        assert refused.status_code == 401, refused.text
+        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a", error="invalid_token"'
+        delegated = {**signed, "X-A2A-User-Delegation": f"Bearer {granted.access_token}"}
+        orders = httpx.get(f"{base}/api/orders", headers=delegated)
+        assert orders.status_code == 200, orders.text
+        assert orders.json() == {"orders": ["A-1001", "A-1002"]}
+        reply = A2AClient.from_card(card, token).send(
+            "Show my orders", delegation_token=granted.access_token
+        )
+        assert isinstance(reply, MessageReply), reply
+        assert reply.text == "Your orders: A-1001, A-1002"
 
 
 def test_django_and_drf_samples_refuse_a_request_without_a_token() -> None:

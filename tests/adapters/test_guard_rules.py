@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -438,3 +439,64 @@ def test_a_middleware_told_a_wrong_served_provider_is_refused_where_it_is_built(
         delegation_provider=world.provider,
         delegation_brand="acme",
     )
+
+
+def _wsgi_app(environ: object, start_response: object) -> list[bytes]:
+    return []
+
+
+def test_the_wsgi_provider_app_given_no_provider_is_refused_where_it_is_built(
+    world: World,
+) -> None:
+    # Found in a plain WSGI trial: settings for the Provider, or the app and the Provider
+    # swapped, was an AttributeError ('Settings' object has no attribute 'brands').
+    settings = Settings.from_mapping({"audience": AUDIENCE})
+    refusals: dict[str, tuple[object, object]] = {
+        "A2AProviderApp(provider, app=...): provider must be a Provider, not Settings": (
+            settings,
+            None,
+        ),
+        "A2AProviderApp(provider, app=...): provider must be a Provider, not function": (
+            _wsgi_app,
+            world.provider,
+        ),
+        "A2AProviderApp(provider, app=...): app must be a WSGI application, not str": (
+            world.provider,
+            "app:application",
+        ),
+    }
+    for message, (provider, app) in refusals.items():
+        with pytest.raises(ConfigError) as caught:
+            wsgi.A2AProviderApp(provider, app)  # type: ignore[arg-type]
+        assert str(caught.value) == message
+    wsgi.A2AProviderApp(world.provider, _wsgi_app, current_user=lambda environ: None)
+
+
+def test_the_wsgi_scope_decorator_without_its_scopes_is_refused_where_it_decorates() -> None:
+    # Found in a plain WSGI trial: `@delegation_required` without its parentheses took the
+    # application for a scope and made every request a 500 (a TypeError) instead.
+    with pytest.raises(ConfigError) as caught:
+        wsgi.delegation_required(_wsgi_app)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "delegation_required takes the scopes to require: "
+        "@delegation_required('orders:read'), not @delegation_required; got function"
+    )
+    wsgi.delegation_required("orders:read")(_wsgi_app)
+    wsgi.delegation_required()(_wsgi_app)
+
+
+def test_the_wsgi_poppy_helpers_given_no_provider_are_refused_where_they_are_built() -> None:
+    # As `A2AProviderApp`: settings where the Provider goes was an AttributeError.
+    settings: Any = Settings.from_mapping({"audience": AUDIENCE})
+    builders: dict[str, Callable[[], object]] = {
+        "poppy_session_required(provider, brand_id, *scopes)": lambda: wsgi.poppy_session_required(
+            settings, "shop"
+        ),
+        "poppy_discovery_app(provider, brand_id)": lambda: wsgi.poppy_discovery_app(
+            settings, "shop"
+        ),
+    }
+    for call, build in builders.items():
+        with pytest.raises(ConfigError) as caught:
+            build()
+        assert str(caught.value) == f"{call}: provider must be a Provider, not Settings"
