@@ -306,8 +306,9 @@ print("removed:", store.get_agent("https://pa.example") is None)
 
 #: A PACT agent's grant and conversation at the Brand "shop", a Poppy agent's at the Poppy
 #: Brand "salon" (its conversations' agent is "poppy " + its client_id, as Poppy stores them),
-#: each made some days ago: what each list filter of the grants and the conversations offers,
-#: and the rows each of its choices shows.
+#: each made some days ago, and message ids of that Poppy agent and of another: what each
+#: list filter of the grants, the conversations and the message ids offers, and the rows
+#: each of its choices shows.
 POPPY_AND_TIME_FILTERS = (
     _OPERATOR
     + """
@@ -329,11 +330,20 @@ for name, days in (("c-poppy", 3), ("c-old", 100)):
     ctx = store.start_conversation(brand_id="salon", issuer="poppy " + POPPY, sub="u",
         account=None, message_id="m-" + name, text="Hello", now=now - days * DAY)
     names[ctx] = name
+# Message ids (Poppy's only) of the Poppy agent and of another one.
+for message_id, agent in (("m-atlas", POPPY), ("m-other", "https://other.example/agent.json")):
+    store.claim_message_id(brand_id="salon", issuer="poppy " + agent, sub="u",
+        message_id=message_id, context_id=ctx)
 ROWS = {
     "grant": r'<th class="field-grant"><a [^>]*>([^<]+)</a>',
     "conversation": r'<th class="field-conversation"><a [^>]*><span title="([^"]+)">',
+    "messageid": r'<th class="field-message"><a [^>]*><span title="([^"]+)">',
 }
-FILTERS = {"grant": ("agent", "created"), "conversation": ("agent", "last activity")}
+FILTERS = {
+    "grant": ("agent", "created"),
+    "conversation": ("agent", "last activity"),
+    "messageid": ("agent",),
+}
 for model, titles in FILTERS.items():
     text = client.get(f"/admin/pactmw/{model}/").content.decode()
     offered = re.findall(r'<details data-filter-title="([^"]+)"', text)

@@ -1,6 +1,7 @@
 """The Django admin's list filters on a site whose Brands speak PACT and Poppy: the agent
-filter of the grants and of the conversations offers and finds the Poppy agents too (a
-Poppy agent's grants hold its `client_id`, its conversations "poppy " and that `client_id`),
+filter of the grants, the conversations and the message ids offers and finds the Poppy agents
+too (a Poppy agent's grants hold its `client_id`, its conversations and message ids "poppy "
+and that `client_id`),
 and the time-ordered lists filter by how recent a row is, on sqlite with Django's `USE_TZ`
 and a time zone far from UTC.
 """
@@ -27,10 +28,11 @@ TIME_ZONE = "Pacific/Kiritimati"
 def test_the_agent_and_time_filters_find_poppy_and_recent_rows(tmp_path: Path) -> None:
     settings_tail = guide_block("the end of mysite/settings.py") + TEST_SETTINGS + POPPY_SITE
     env = new_site(tmp_path, settings_tail, guide_block("the end of mysite/urls.py"))
+    lists = ("grant ", "conversation ", "messageid ")
     printed = [
         line
         for line in _shell(tmp_path, env, POPPY_AND_TIME_FILTERS).splitlines()
-        if line.startswith(("grant ", "conversation "))  # not Django 5.2's shell's own
+        if line.startswith(lists)  # not Django 5.2's shell's own
     ]
     poppy = "https://atlas.example/agent.json"
     assert printed == [
@@ -52,4 +54,7 @@ def test_the_agent_and_time_filters_find_poppy_and_recent_rows(tmp_path: Path) -
         "conversation last activity past 7 days: 200 c-pact c-poppy",
         "conversation last activity past 30 days: 200 c-pact c-poppy",
         "conversation last activity past year: 200 c-old c-pact c-poppy",
+        "messageid filters: brand | agent",
+        "messageid agent All: 200 m-atlas m-other",
+        f"messageid agent poppy {poppy}: 200 m-atlas",
     ]

@@ -565,6 +565,62 @@ def test_manage_py_check_passes_a_good_setting(tmp_path: Path, settings: dict[st
     assert "no issues" in done.stdout
 
 
+#: The test site's environment that routes its Poppy views (the Brand "shop"'s, which these
+#: settings do not have: fine where no system check runs), or its `delegation_required` views
+#: (without `delegation_brand`).
+ROUTE_POPPY_VIEWS = {"PACTMW_TEST_POPPY_APIS": "1"}
+ROUTE_DELEGATION_VIEWS = {"PACTMW_TEST_DELEGATION_VIEWS": "1"}
+
+
+def _without_delegation_brand(settings: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in settings.items() if key != "delegation_brand"}
+
+
+#: What the Django and Flask `delegation_required("orders:read")` on /api/scoped-sync say
+#: without `delegation_brand` (`{}`: where the app's settings are).
+NO_DELEGATION_BRAND = (
+    "delegation_required('orders:read') on /api/scoped-sync refuses every caller: "
+    "{}['delegation_brand'] is not set, so no delegation is verified; set it to the Brand "
+    "(one with [brands.X.delegation]) whose grants the view checks"
+)
+
+
+def _sent_in_vain(world: Harness) -> list[dict[str, str]]:
+    """What callers send a view behind `delegation_required` on a site without
+    `delegation_brand`: a delegation (refused where none is offered), an identity alone."""
+    delegated = {**bearer(token(world)), "X-A2A-User-Delegation": "Bearer a.b.c"}
+    return [delegated, bearer(token(world)), delegated]
+
+
+def test_manage_py_check_reports_delegation_required_without_a_delegation_brand(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # A routed view behind `delegation_required` refuses every caller while `PACTMW` names
+    # no `delegation_brand`: said at startup (runserver runs the check), naming the setting.
+    done = _manage_py_check(tmp_path, _without_delegation_brand(settings), **ROUTE_DELEGATION_VIEWS)
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "pactmw.E005" in said, said
+    assert NO_DELEGATION_BRAND.format("settings.PACTMW") in said, said
+    assert "/api/scoped-async" in said, said  # each view, sync or async
+    # With it set, the same views pass.
+    passed = _manage_py_check(tmp_path, settings, **ROUTE_DELEGATION_VIEWS)
+    assert "pactmw.E005" not in passed.stderr, passed.stderr
+
+
+def test_delegation_required_without_a_delegation_brand_is_logged_where_no_check_runs(
+    world: Harness, tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Under uvicorn no system check runs: the first refused request says why, once, at
+    # ERROR, naming the setting; every caller is refused meanwhile.
+    without = _without_delegation_brand(settings)
+    with _site_under_uvicorn(tmp_path, without, env=ROUTE_DELEGATION_VIEWS) as client:
+        for headers in _sent_in_vain(world):
+            assert_refused(client.get("/api/scoped-sync", headers=headers), INVALID_TOKEN)
+    said = (tmp_path / "site.log").read_text()
+    assert said.count(NO_DELEGATION_BRAND.format("settings.PACTMW")) == 1, said
+
+
 @contextlib.contextmanager
 def _site_under_uvicorn(
     tmp_path: Path,
@@ -590,7 +646,7 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
     broken = {**settings, "audiance": "typo"}
-    with _site_under_uvicorn(tmp_path, broken) as client:
+    with _site_under_uvicorn(tmp_path, broken, env=ROUTE_POPPY_VIEWS) as client:
         for _ in range(2):
             assert client.get("/public").status_code == 200
             guarded = client.get("/api/echo")
@@ -626,7 +682,7 @@ def test_a_bad_setting_is_a_503_from_the_views_without_the_middleware(
     # The views answer for themselves: a site that serves the Provider (or only a Brand's
     # discovery document) without pactmw's middleware gets 503s, never 500s.
     broken = {**settings, "audiance": "typo"}
-    without_middleware = {"PACTMW_TEST_MIDDLEWARE": ""}
+    without_middleware = {"PACTMW_TEST_MIDDLEWARE": "", **ROUTE_POPPY_VIEWS}
     with _site_under_uvicorn(
         tmp_path, broken, "pactmw_testsite.middleware_settings", without_middleware
     ) as client:
@@ -666,6 +722,48 @@ def _flask_app(settings: dict[str, Any]) -> Flask:
         return {"actor_id": caller.actor_id if caller else None}
 
     return app
+
+
+def _scoped_view(app: Flask) -> None:
+    @app.get("/api/scoped-sync")
+    @flask_adapter.delegation_required("orders:read")
+    def scoped() -> Any:
+        return {"ok": True}
+
+
+def test_flask_refuses_delegation_required_without_a_delegation_brand_at_init_app(
+    settings: dict[str, Any],
+) -> None:
+    # A view decorated before `Pactmw(app)` (a blueprint registered first, say): init_app
+    # sees it and refuses to start, naming the setting.
+    app = Flask("idioms")
+    app.config["PACTMW"] = _without_delegation_brand(settings)
+    _scoped_view(app)
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == NO_DELEGATION_BRAND.format("app.config['PACTMW']")
+    # With it set, the same app starts.
+    app = Flask("idioms")
+    app.config["PACTMW"] = settings
+    _scoped_view(app)
+    flask_adapter.Pactmw(app)
+
+
+def test_flask_logs_delegation_required_without_a_delegation_brand_added_after_init_app(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A view added after `Pactmw(app)` (as most single-file apps do): Flask has no hook that
+    # tells the extension, so its first refused request says why, once, at ERROR.
+    app = Flask("idioms")
+    app.config["PACTMW"] = _without_delegation_brand(settings)
+    flask_adapter.Pactmw(app)
+    _scoped_view(app)
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with werkzeug_server(app) as base, loopback_client(base_url=base) as client:
+        for headers in _sent_in_vain(world):
+            assert_refused(client.get("/api/scoped-sync", headers=headers), INVALID_TOKEN)
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "pactmw.adapters"]
+    assert said == [(logging.ERROR, NO_DELEGATION_BRAND.format("app.config['PACTMW']"))]
 
 
 def test_flask_refusals_go_through_the_apps_error_handlers(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -25,7 +27,7 @@ from pactmw.adapters.wsgi import poppy_discovery_app
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider, Reply, Turn
 from pactmw.store import MemoryStore, Store
-from tests.adapters.commands import CHECKOUT_ENV
+from tests.adapters.commands import CHECKOUT_ENV, django_environment
 from tests.poppy.test_discovery_serving import site_config
 from tests.poppy.test_session_required import NOT_POPPY, assert_names
 from tests.support.net import free_port
@@ -39,7 +41,7 @@ from tests.support.poppy_world import (
     verifier_for,
     world_on,
 )
-from tests.support.servers import django_server, werkzeug_server
+from tests.support.servers import REPO, django_server, werkzeug_server
 from tests.support.tls import TestCA
 
 # -- 1. a discovery helper naming a Brand without Poppy -----------------------------------------
@@ -109,20 +111,45 @@ def test_flask_names_a_misspelt_brand_of_a_discovery_view_added_after_init_app()
         assert httpx.get(f"{url}/shop/poppy.json", headers={"Host": SHOP}).status_code == 200
 
 
-def test_django_names_the_brand_of_a_discovery_view_without_poppy(tmp_path: Path) -> None:
-    # The test site's `brand-site/poppy.json` is Brand "shop"'s view: with Poppy on "store"
-    # instead, a request is Django's 500 and its error names the view and the Brands with
-    # Poppy (Django logs a view's exception when DEBUG is on).
+def _shop_without_poppy() -> dict[str, Any]:
+    """The site's settings with Poppy on a Brand "store" instead of "shop"."""
     config = site_config()
     shop = config["brands"]["shop"]
     config["brands"] = {"shop": {k: v for k, v in shop.items() if k != "poppy"}, "store": shop}
+    return config
+
+
+def test_django_check_reports_a_discovery_view_of_a_brand_without_poppy(tmp_path: Path) -> None:
+    # The test site's `brand-site/poppy.json` is Brand "shop"'s view: `manage.py check`
+    # (which runserver runs first) names the view and the Brands with Poppy, before any
+    # request.
+    config_file = tmp_path / "pactmw.json"
+    config_file.write_text(json.dumps(_shop_without_poppy()))
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env={**django_environment(config_file), "PACTMW_TEST_POPPY_APIS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "pactmw.E004" in done.stderr, done.stderr
+    assert "poppy_discovery_view('shop'): Brand 'shop' does not enable Poppy" in done.stderr
+    assert "Brands with Poppy: 'store'" in done.stderr
+
+
+def test_django_names_the_brand_of_a_discovery_view_without_poppy(tmp_path: Path) -> None:
+    # Under uvicorn no system check runs: a request is Django's 500 and its error names the
+    # view and the Brands with Poppy (Django logs a view's exception when DEBUG is on).
+    config = _shop_without_poppy()
     with django_server(
         config,
         asgi=True,
         settings="pactmw_testsite.contract_settings",
         workdir=tmp_path,
         name="django-discovery",
-        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_DEBUG": "1"},
+        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_DEBUG": "1", "PACTMW_TEST_POPPY_APIS": "1"},
     ) as url:
         answer = httpx.get(f"{url}/brand-site/poppy.json", headers={"Host": SHOP})
     assert answer.status_code == 500

@@ -104,3 +104,19 @@ def test_the_lease_renewer_holds_claims_in_a_child_forked_while_a_thread_held_it
         # renews and releases its claim itself.
         assert in_forked_child(work) == (["m-child"], T0)
     assert parents.release() == T0
+
+
+def test_django_settings_are_read_in_a_child_forked_while_a_thread_held_them() -> None:
+    # Django's middleware builds `settings.PACTMW` in a preloading master (gunicorn
+    # --preload): a request of another thread may hold the lock around that build when the
+    # master forks its workers.
+    from pactmw.adapters.django._config import Configured
+
+    configured = Configured()
+
+    def work() -> object:
+        configured.reset()  # takes the lock, as every request's `guard()` does
+        return configured.problem
+
+    with held_elsewhere(configured._lock):
+        assert in_forked_child(work) is None

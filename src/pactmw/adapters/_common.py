@@ -28,6 +28,8 @@ __all__ = [
     "OnceWarning",
     "bounded_body",
     "declared_length",
+    "delegation_brand_unset",
+    "delegation_view_problems",
     "instance_or_none",
     "make_guard",
     "poppy_setting",
@@ -37,6 +39,7 @@ __all__ = [
     "require_framework",
     "scope_refusal",
     "scopes_without_delegation",
+    "tag_delegation_view",
     "tag_poppy_view",
     "takes_no_delegation",
     "whole_body",
@@ -135,6 +138,57 @@ def poppy_view_problems(brands: Iterable[Brand], views: Iterable[object]) -> lis
     return problems
 
 
+#: The attribute Flask's and Django's `delegation_required` leave on the view they make: the
+#: decorator as the app wrote it. As with `poppy_session_required`, the extension
+#: (`init_app`) and the system check find the views by it, to say at startup that settings
+#: without `delegation_brand` refuse every caller of them.
+_DELEGATION_ATTRIBUTE = "pactmw_delegation_required"
+
+
+def _delegation_decorator(scopes: Iterable[str]) -> str:
+    """`delegation_required(*scopes)` as the app wrote it."""
+    return f"delegation_required({', '.join(repr(scope) for scope in scopes)})"
+
+
+def tag_delegation_view(view: _T, scopes: Iterable[str]) -> _T:
+    """Leave on a view `delegation_required(*scopes)` made the decorator as written."""
+    setattr(view, _DELEGATION_ATTRIBUTE, _delegation_decorator(scopes))
+    return view
+
+
+def _no_delegation_brand(settings: str, decorator: str, path: str) -> str:
+    """What a Flask or Django `delegation_required` (`decorator`, as written, on `path`)
+    says when the app's settings (`settings`, as the adapter names where it reads them) have
+    no `delegation_brand`: no delegation is verified, so every caller is refused."""
+    return (
+        f"{decorator} on {path} refuses every caller: {settings}['delegation_brand'] is not "
+        "set, so no delegation is verified; set it to the Brand (one with "
+        "[brands.X.delegation]) whose grants the view checks"
+    )
+
+
+def delegation_view_problems(settings: str, routes: Iterable[tuple[str, object]]) -> list[str]:
+    """What is said of each routed view (`routes`: its path and the view) that
+    `delegation_required` made, where the settings (`settings`) have no `delegation_brand`:
+    the extension's and the system check's reports at startup."""
+    problems: list[str] = []
+    for path, view in routes:
+        decorator = getattr(view, _DELEGATION_ATTRIBUTE, None)
+        if isinstance(decorator, str):
+            problems.append(_no_delegation_brand(settings, decorator, path))
+    return problems
+
+
+def delegation_brand_unset(settings: str, scopes: Iterable[str]) -> OnceWarning:
+    """The log line, at ERROR once, of a view `delegation_required(*scopes)` made refusing a
+    caller while the settings (`settings`) have no `delegation_brand`: said where no startup
+    check saw the view (Flask's added after `init_app`, Django's under a server that runs no
+    system check)."""
+    # The message is a format string whose one `%s` is the path: a `%` in a scope is kept.
+    decorator = _delegation_decorator(scopes).replace("%", "%%")
+    return OnceWarning(_no_delegation_brand(settings, decorator, "%s"), level=logging.ERROR)
+
+
 def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:
     """Raise `MissingExtra` naming `extra` when `package` (the framework `adapter` is written
     for) is not installed. An adapter calls it before its first import of the framework, so
@@ -210,19 +264,20 @@ def scope_refusal(caller: PersonalAgent | None, scopes: Iterable[str]) -> Respon
 
 
 class OnceWarning:
-    """A WARNING on `pactmw.adapters`, said once per decorated endpoint: a decorator that
-    reads what a middleware verified, on a request that nothing verified, refuses every
-    caller (a valid one too), and the log is the only place that can say why. `message`
-    takes the path (what the caller wrote, so escaped and cut short)."""
+    """A WARNING (or another `level`) on `pactmw.adapters`, said once per decorated
+    endpoint: a decorator that reads what a middleware verified, on a request that nothing
+    verified, refuses every caller (a valid one too), and the log is the only place that can
+    say why. `message` takes the path (what the caller wrote, so escaped and cut short)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, level: int = logging.WARNING) -> None:
         self.message = message
+        self.level = level
         self.said = False
 
     def __call__(self, path: str) -> None:
         if not self.said:
             self.said = True
-            logger.warning(self.message, loggable(path))
+            logger.log(self.level, self.message, loggable(path))
 
 
 def scopes_without_delegation(what: str, checker: str = _ANY_CHECKER) -> OnceWarning:

@@ -27,10 +27,13 @@ from flask import Flask, current_app, has_request_context, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters._common import (
+    delegation_brand_unset,
+    delegation_view_problems,
     instance_or_none,
     poppy_setting,
     poppy_view_problems,
     provider_of,
+    tag_delegation_view,
     tag_poppy_view,
 )
 from pactmw.adapters._flask_cli import pactmw_cli
@@ -55,6 +58,8 @@ from pactmw.provider.poppy import METADATA_PREFIX, PoppyCaller, check_session_br
 from pactmw.provider.routes import MOUNT
 
 EXTENSION_KEY = "pactmw"
+#: Where the extension reads its settings, as its errors and log lines name them.
+_SETTING = "app.config['PACTMW']"
 A2A_ENDPOINT = "pactmw_a2a"
 _POPPY_ENDPOINT = "pactmw_poppy"
 #: The endpoints `init_app` routes to the Provider, which authenticates its own routes.
@@ -119,14 +124,8 @@ class Pactmw:
             # app.jinja_env before the app has set its Jinja options.
             data = {**data, "templates": app.create_global_jinja_loader()}
         guard = guard_from_mapping(data, handlers=self._handlers)
+        _check_views(app, guard)
         if guard.provider is not None:
-            # The views decorated so far (a view added later is checked at its first request).
-            problems = poppy_view_problems(
-                guard.provider.brands.values(), app.view_functions.values()
-            )
-            if problems:
-                guard.provider.close()
-                raise problems[0]
             _every_method(app, f"{MOUNT}<path:rest>", A2A_ENDPOINT)
             if guard.provider.poppy is not None:
                 # Poppy's root documents: poppy.json (chosen by Host) and the issuers' RFC
@@ -144,6 +143,26 @@ class Pactmw:
         app.extensions[EXTENSION_KEY] = _State(guard, self._current_user or _flask_login_user)
         app.before_request(_guard_prefix)
         app.cli.add_command(pactmw_cli)  # flask pactmw grants list|revoke
+
+
+def _check_views(app: Flask, guard: Guard) -> None:
+    """Raise `ConfigError` for a view decorated so far whose decorator `guard` cannot serve:
+    a Brand without Poppy, or `delegation_required` without `delegation_brand` (closing the
+    Provider first). Flask tells an extension of no view added after `init_app`: such a view
+    says it at its first request (the Poppy views raise it, `delegation_required` logs it)."""
+    problems: list[ConfigError] = []
+    if guard.provider is not None:
+        brands = guard.provider.brands.values()
+        problems += poppy_view_problems(brands, app.view_functions.values())
+    if not guard.takes_delegation:
+        routes = [
+            (rule.rule, app.view_functions.get(rule.endpoint)) for rule in app.url_map.iter_rules()
+        ]
+        problems += map(ConfigError, delegation_view_problems(_SETTING, routes))
+    if problems:
+        if guard.provider is not None:
+            guard.provider.close()
+        raise problems[0]
 
 
 def _every_method(app: Flask, rule: str, endpoint: str, **options: Any) -> None:
@@ -264,18 +283,36 @@ def personal_agent_required(
 def delegation_required(*scopes: str) -> Callable[[View], View]:
     """Decorate a view so it needs a delegation with `scopes` (configure
     `PACTMW["delegation_brand"]`): none is 401 `invalid_token` (`PersonalAgentRefused`),
-    missing scopes 403 `insufficient_scope` (`ScopeRefused`)."""
+    missing scopes 403 `insufficient_scope` (`ScopeRefused`). Without `delegation_brand`,
+    every caller is refused: `init_app` raises `ConfigError` for a view decorated before it,
+    and a view added after it says so once at ERROR at its first refused request."""
 
-    def check() -> None:
-        caller = verify_personal_agent()
-        try:
-            require_scopes(caller, scopes)
-        except AuthenticationFailed as exc:
-            raise PersonalAgentRefused(exc) from exc
-        except InsufficientScope as exc:
-            raise ScopeRefused(exc) from exc
+    def decorate(view: View) -> View:
+        unset = delegation_brand_unset(_SETTING, scopes)
 
-    return _checked_first(check)
+        def check() -> None:
+            try:
+                _require_delegation(scopes)
+            except (PersonalAgentRefused, ScopeRefused):
+                # Any refusal, a delegation sent in vain (401 `not_offered`) included.
+                if not _state().guard.takes_delegation:
+                    unset(request.path)
+                raise
+
+        return tag_delegation_view(_checked_first(check)(view), scopes)
+
+    return decorate
+
+
+def _require_delegation(scopes: tuple[str, ...]) -> None:
+    """Verify the caller, then refuse one without a delegation holding `scopes`."""
+    caller = verify_personal_agent()
+    try:
+        require_scopes(caller, scopes)
+    except AuthenticationFailed as exc:
+        raise PersonalAgentRefused(exc) from exc
+    except InsufficientScope as exc:
+        raise ScopeRefused(exc) from exc
 
 
 def parafe_action(
@@ -328,7 +365,7 @@ def get_verifier() -> IdentityVerifier:
 
 def get_provider() -> Provider:
     """The Provider of the current app (`brands` must be configured)."""
-    return provider_of(_state().guard, "app.config['PACTMW']")
+    return provider_of(_state().guard, _SETTING)
 
 
 def _serve_a2a(rest: str) -> WerkzeugResponse:

@@ -32,6 +32,7 @@ __all__ = [
     "in_state_database",
     "known",
     "list_time_column",
+    "message_id_agents",
     "recent",
     "short_id",
     "time_column",
@@ -177,6 +178,13 @@ def conversation_agents() -> Iterable[str]:
     """The agents a conversation may hold (`issuer`): the PACT agents' issuers and the Poppy
     agents' owners ("poppy " and the `client_id`, as the agent column shows them)."""
     return [*agent_issuers(), *map(agent_admin.poppy_owner, _poppy_agent_ids())]
+
+
+def message_id_agents() -> Iterable[str]:
+    """The agents a message id may hold (`issuer`): the Poppy agents' owners, as their
+    conversations hold them. Only Poppy records message ids (PAP-7.3-01), so the PACT
+    agents' issuers, which no row holds, are not offered."""
+    return [agent_admin.poppy_owner(client_id) for client_id in _poppy_agent_ids()]
 
 
 #: What a list's time filter offers: each choice's value in the URL, its label and how far

@@ -18,6 +18,7 @@ from django.core.signals import setting_changed
 
 from pactmw.adapters._common import provider_of
 from pactmw.config import ConfigError
+from pactmw.core._fork import fresh_lock_in_child
 from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import Guard, guard_settings
@@ -123,6 +124,11 @@ def state_database() -> str | None:
 class Configured:
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        # A preloading server (gunicorn --preload) builds the guard in its master and forks
+        # its workers: a lock another thread held around a build would stay held for ever in
+        # a worker. What was built is kept (the Provider and its store look after their own
+        # connections and locks across the fork); a build the fork cut short is redone.
+        fresh_lock_in_child(self)
         self._guard: Guard | None = None
         self._error: Exception | None = None
 

@@ -36,6 +36,7 @@ from pactmw.adapters.django._admin_lists import (
     in_state_database,
     known,
     list_time_column,
+    message_id_agents,
     recent,
     short_id,
     time_column,
@@ -552,7 +553,10 @@ class MessageIdAdmin(_ReadOnly, _StateAdmin):
     # by the time, looked up a row, would look it up for every row of the table.
     list_display = ("message", "user", "conversation", "received_utc")
     list_display_links = ("message",)
-    list_filter = (known("brand_id", "brand", brand_ids),)
+    list_filter = (
+        known("brand_id", "brand", brand_ids),
+        known("issuer", "agent", message_id_agents),
+    )
     search_fields = ("=message_id", "=sub", "=context_id")
     ordering = ("-id",)
     fields = ("message_id", "brand_id", "issuer", "sub", "context_id", "received")

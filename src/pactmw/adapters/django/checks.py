@@ -13,7 +13,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.utils.module_loading import import_string
 
-from pactmw.adapters._common import poppy_view_problems
+from pactmw.adapters._common import delegation_view_problems, poppy_view_problems
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_view
@@ -35,7 +35,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     pactmw.W002: a same-app Brand's consent pages cannot know who is signed in;
     pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view;
     pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves;
-    pactmw.E004: a routed view's `poppy_session_required` names a Brand without Poppy."""
+    pactmw.E004: a routed view's `poppy_session_required` (or `poppy_discovery_view`) names
+    a Brand without Poppy; pactmw.E005: a routed view's `delegation_required` while
+    `delegation_brand` is not set."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -50,9 +52,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
         return messages
-    provider = None
+    provider, delegation_brand = None, None
     try:
-        provider = guard_settings(raw_settings()).provider
+        checked = guard_settings(raw_settings())
+        provider, delegation_brand = checked.provider, checked.delegation_brand
         if provider is not None and provider.signing_key_files:
             # Read them now (the files only: nothing is generated), not at the first request.
             provider.signing_keys()
@@ -82,6 +85,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.extend(_check_routes([brand.id for brand in provider.brands]))
         messages.extend(_check_login_urls(provider.brands))
         messages.extend(_check_poppy_views(provider.brands))
+    if builds and delegation_brand is None:
+        messages.extend(_check_delegation_views())
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -150,28 +155,50 @@ def _check_login_urls(brands: Iterable[Brand]) -> list[CheckMessage]:
 
 
 def _check_poppy_views(brands: Iterable[Brand]) -> list[CheckMessage]:
-    """pactmw.E004: a view the URLconf routes is decorated with `poppy_session_required` for
-    a Brand that is not one of the Provider's or has no Poppy (a typo): every request to it
-    would fail. A view no URL routes is checked at its first request."""
+    """pactmw.E004: a view the URLconf routes is decorated with `poppy_session_required` (or
+    made by `poppy_discovery_view`) for a Brand that is not one of the Provider's or has no
+    Poppy (a typo): every request to it would fail. A view no URL routes is checked at its
+    first request."""
+    views = [view for _, view in _routed_views(get_resolver().url_patterns)]
     return [
         Error(
             f"settings.{SETTING}: {problem}.",
-            hint="Name one of the Brands with Poppy in poppy_session_required(...), or add "
-            "[brands.X.poppy] to the Brand.",
+            hint="Name one of the Brands with Poppy in poppy_session_required(...) or "
+            "poppy_discovery_view(...), or add [brands.X.poppy] to the Brand.",
             obj=SETTING,
             id="pactmw.E004",
         )
-        for problem in poppy_view_problems(brands, _routed_views(get_resolver().url_patterns))
+        for problem in poppy_view_problems(brands, views)
     ]
 
 
-def _routed_views(patterns: Iterable[Any]) -> Iterator[object]:
-    """The views of the URLconf's `patterns`, through every `include(...)`."""
+def _check_delegation_views() -> list[CheckMessage]:
+    """pactmw.E005: a view the URLconf routes is decorated with `delegation_required` while
+    `PACTMW` has no `delegation_brand`: no delegation is verified, so every caller would be
+    refused. A view no URL routes says so at its first refused request."""
+    routes = _routed_views(get_resolver().url_patterns)
+    return [
+        Error(
+            f"{problem}.",
+            hint="Set PACTMW['delegation_brand'] to one of brands whose delegation the views "
+            "check, or remove delegation_required from them.",
+            obj=SETTING,
+            id="pactmw.E005",
+        )
+        for problem in delegation_view_problems(f"settings.{SETTING}", routes)
+    ]
+
+
+def _routed_views(patterns: Iterable[Any], prefix: str = "/") -> Iterator[tuple[str, object]]:
+    """The views of the URLconf's `patterns`, through every `include(...)`, each with its
+    route as written (`/api/orders`; a regex pattern's as it is), as Django's own URL checks
+    walk them (`URLResolver.url_patterns`)."""
     for pattern in patterns:
+        route = prefix + str(pattern.pattern)
         if isinstance(pattern, URLResolver):
-            yield from _routed_views(pattern.url_patterns)
+            yield from _routed_views(pattern.url_patterns, route)
         elif isinstance(pattern, URLPattern):
-            yield pattern.callback
+            yield route, pattern.callback
 
 
 def _resolves(path: str) -> bool:

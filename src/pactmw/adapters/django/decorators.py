@@ -11,8 +11,14 @@ from typing import Any, TypeVar, overload
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters._common import poppy_setting, scope_refusal, tag_poppy_view
-from pactmw.adapters.django._config import configured, get_provider
+from pactmw.adapters._common import (
+    delegation_brand_unset,
+    poppy_setting,
+    scope_refusal,
+    tag_delegation_view,
+    tag_poppy_view,
+)
+from pactmw.adapters.django._config import SETTING, configured, get_provider
 from pactmw.adapters.django._http import (
     abody_reader,
     body_reader,
@@ -126,19 +132,42 @@ def personal_agent_required(
 
 def delegation_required(*scopes: str) -> Callable[[View], View]:
     """Decorate a view so it needs a delegation with `scopes` (configure
-    `PACTMW["delegation_brand"]`): none is 401 `invalid_token`, missing scopes 403."""
+    `PACTMW["delegation_brand"]`): none is 401 `invalid_token`, missing scopes 403. Without
+    `delegation_brand` every caller is refused: the system check (pactmw.E005) reports the
+    routed views, and a view refusing a caller says so once at ERROR (no check runs under
+    gunicorn or uvicorn)."""
 
-    def check(request: HttpRequest) -> HttpResponse | None:
-        refusal = scope_refusal(getattr(request, "personal_agent", None), scopes)
-        return None if refusal is None else to_django(refusal)
+    def decorate(view: View) -> View:
+        unset = delegation_brand_unset(f"settings.{SETTING}", scopes)  # once a view
 
-    def before(request: HttpRequest) -> HttpResponse | None:
-        return _verify(request) or check(request)
+        def check(request: HttpRequest) -> HttpResponse | None:
+            refusal = scope_refusal(getattr(request, "personal_agent", None), scopes)
+            return None if refusal is None else to_django(refusal)
 
-    async def abefore(request: HttpRequest) -> HttpResponse | None:
-        return (await _averify(request)) or check(request)
+        def said(request: HttpRequest, answer: HttpResponse | None) -> HttpResponse | None:
+            # Any refusal, a delegation sent in vain (401 `not_offered`) included.
+            if answer is not None and not _takes_delegation():
+                unset(request.path)
+            return answer
 
-    return _decorator(before, abefore)
+        def before(request: HttpRequest) -> HttpResponse | None:
+            return said(request, _verify(request) or check(request))
+
+        async def abefore(request: HttpRequest) -> HttpResponse | None:
+            return said(request, (await _averify(request)) or check(request))
+
+        return tag_delegation_view(_decorator(before, abefore)(view), scopes)
+
+    return decorate
+
+
+def _takes_delegation() -> bool:
+    """Whether the settings' guard verifies delegations (a guard that does not build is
+    answered 503 elsewhere, and said there)."""
+    try:
+        return configured.guard().takes_delegation
+    except RequestRefused:
+        return True
 
 
 def parafe_action(

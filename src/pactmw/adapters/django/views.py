@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from pactmw.adapters._common import NOT_FOUND
+from pactmw.adapters._common import NOT_FOUND, tag_poppy_view
 from pactmw.adapters.django._config import configured, raw_settings
 from pactmw.adapters.django._http import (
     body_reader,
@@ -97,21 +97,23 @@ def _serves_poppy() -> bool:
 def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]:
     """A view answering a Brand's `/.well-known/poppy.json` on its own site, when that site
     is not the one serving `a2a_urlpatterns()` (the document itself, chosen by `Host` among
-    the Brand's `poppy.domains`; never a redirect). A Brand without Poppy is a `ConfigError`
-    naming this view, raised at each request."""
+    the Brand's `poppy.domains`; never a redirect). A Brand without Poppy is reported by
+    `manage.py check` (pactmw.E004) where the URLconf routes the view, and is a
+    `ConfigError` naming this view at each request (no check runs under gunicorn or
+    uvicorn)."""
     setting = f"poppy_discovery_view({brand_id!r})"
 
     def view(request: HttpRequest) -> HttpResponse:
         provider = _provider()  # answered as `a2a_view` answers without one
         if not isinstance(provider, Provider):
             return provider
-        # Checked at each request, not by the system check: pactmw.E004 covers the views of
-        # `poppy_session_required` only.
+        # The system check (pactmw.E004) checked the routed views, where it ran; a server
+        # started without it (gunicorn, uvicorn) learns it here.
         check_session_brand(provider.brands.values(), brand_id, setting)
         method = method_as_sent(request)
         return to_django(provider.poppy_discovery(brand_id, request.get_host(), method))
 
-    return view
+    return tag_poppy_view(view, brand_id, setting)
 
 
 __all__ = [

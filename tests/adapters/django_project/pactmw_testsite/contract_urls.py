@@ -12,13 +12,18 @@ from . import contract_views as views
 from . import drf_views
 
 
-def _poppy_apis() -> list[URLPattern]:
-    """The Brand shop's APIs behind `poppy_session_required("shop")`, routed when shop has
-    Poppy (most of the suite's settings have no such Brand, and `manage.py check` rightly
-    reports a routed one, pactmw.E004), or when `PACTMW_TEST_POPPY_APIS` is set: the test of
-    that check."""
+def _pactmw() -> dict[str, Any]:
     config: Any = getattr(settings, "PACTMW", None)
-    brands: Any = config.get("brands") if isinstance(config, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+def _poppy_apis() -> list[URLPattern]:
+    """The Brand shop's APIs behind `poppy_session_required("shop")` and its own-site
+    discovery view, routed when shop has Poppy (most of the suite's settings have no such
+    Brand, and `manage.py check` rightly reports a routed one, pactmw.E004), or when
+    `PACTMW_TEST_POPPY_APIS` is set: the tests of that check, and of the views under a
+    server that runs no check."""
+    brands: Any = _pactmw().get("brands")
     shop = brands.get("shop") if isinstance(brands, dict) else None
     if not os.environ.get("PACTMW_TEST_POPPY_APIS") and not (
         isinstance(shop, dict) and "poppy" in shop
@@ -27,6 +32,20 @@ def _poppy_apis() -> list[URLPattern]:
     return [
         path("api/poppy-orders", views.poppy_orders),
         path("api/poppy-orders-async", views.poppy_orders_async),
+        path("brand-site/poppy.json", poppy_discovery_view("shop")),
+    ]
+
+
+def _scoped() -> list[URLPattern]:
+    """The views behind `delegation_required`, routed when `PACTMW` names its
+    `delegation_brand` (without one `manage.py check` rightly reports them, pactmw.E005), or
+    when `PACTMW_TEST_DELEGATION_VIEWS` is set: the tests of that check, and of the views
+    under a server that runs no check."""
+    if not os.environ.get("PACTMW_TEST_DELEGATION_VIEWS") and not _pactmw().get("delegation_brand"):
+        return []
+    return [
+        path("api/scoped-sync", views.scoped_sync),
+        path("api/scoped-async", views.scoped_async),
     ]
 
 
@@ -40,15 +59,13 @@ urlpatterns = [
     path("decorated-sync", views.decorated_sync),
     path("decorated-async", views.decorated_async),
     path("optional", views.optional),
-    path("api/scoped-sync", views.scoped_sync),
-    path("api/scoped-async", views.scoped_async),
+    *_scoped(),
     path("parafe-sync", views.parafe_sync),
     path("parafe-async", views.parafe_async),
     path("drf/me", drf_views.Me.as_view()),
     path("drf/orders", drf_views.Orders.as_view()),
     path("drf/either", drf_views.Either.as_view()),
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
-    path("brand-site/poppy.json", poppy_discovery_view("shop")),
     *_poppy_apis(),
     # The site's own views under the Provider's mount, listed before its patterns.
     path("a2a/internal/orders", views.public),
