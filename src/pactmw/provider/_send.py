@@ -9,6 +9,7 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from attrs import frozen
 
 from pactmw.core import _fork
 from pactmw.core.encoding import json_dumps, json_loads, uuid4_text
-from pactmw.core.errors import A2AError, MalformedInput
+from pactmw.core.errors import A2AError, MalformedInput, RequestRefused
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
@@ -30,7 +31,7 @@ from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import Claim, NotFound, Store
+from pactmw.store.base import Claim, NotFound, Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -81,16 +82,32 @@ class MessageSender:
 
     def hold_lease(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
         """Keep renewing a claim while its bot runs (any protocol's turn); once the turn is
-        over, `stop()` it (answered) or yield `give_up(lease)` (unanswered)."""
+        over, `stop()` it (answered) or `yield from give_up(lease, kept)` (unanswered)."""
         return self._leases.hold(context_id, message_id, claimed_at=claimed_at)
 
-    def give_up(self, lease: _Lease) -> NeedStore:
-        """The store call that gives a turn's claim up unanswered (a retry runs the bot
-        again), if the turn still holds it (`_Lease.give_up`). A store need, not a plain
-        call in the flow: it may wait for a renewal under way, so the async driver runs it
-        in a worker thread, never on the event loop (where a flow resumes after an async
-        bot)."""
-        return NeedStore(lease.give_up, {})
+    def give_up(self, lease: _Lease, kept: Callable[[int], Exception]) -> SubFlow:
+        """Give a turn's claim up unanswered (a retry runs the bot again), if the turn still
+        holds it (`_Lease.give_up`). A store need, not a plain call in the flow: it may wait
+        for a renewal under way, so the async driver runs it in a worker thread, never on the
+        event loop (where a flow resumes after an async bot).
+
+        With the store down, the claim stays until its lease lapses, and until then a retry
+        is told the message is in progress: logged once, naming the message, and raised as
+        `kept(seconds)`, the protocol's error telling the agent to send it again once the
+        lease has lapsed (its `Retry-After`), instead of the store outage's "retry in 1 s"
+        that would only meet the claim again."""
+        try:
+            yield NeedStore(lease.give_up, {})
+        except StoreUnavailable as exc:
+            lapse = math.ceil(self.claim_lease_seconds)
+            logger.error(
+                "releasing message %r failed, so it stays in progress until its claim "
+                "lapses (within %d s): %s",
+                lease.message_id,
+                lapse,
+                exc,
+            )
+            raise kept(lapse) from None
 
     def send(
         self,
@@ -255,7 +272,7 @@ class MessageSender:
                 if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
                     # Like a step-up: the message stays unanswered, so the personal agent can
                     # send it again after a new handshake.
-                    yield self.give_up(lease)
+                    yield from self.give_up(lease, _claim_kept)
                     parafe.file(parafe_turn.filings())
                     return a2a_json(200, task)
                 body = task
@@ -264,7 +281,7 @@ class MessageSender:
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
-            yield self.give_up(lease)
+            yield from self.give_up(lease, _claim_kept)
             if self.oauth is None:
                 logger.error(
                     "the bot of brand %r asked for step-up, but no Brand offers delegation",
@@ -280,13 +297,13 @@ class MessageSender:
             # Abandoned: whatever the bot still answers is dropped, and the message stays
             # unanswered so that a retry runs the bot again.
             logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
-            yield self.give_up(lease)
+            yield from self.give_up(lease, _claim_kept)
             raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
-            yield self.give_up(lease)
+            yield from self.give_up(lease, _claim_kept)
             raise A2AError("INTERNAL", "Internal error") from None
         finally:
             lease.stop()
@@ -348,6 +365,13 @@ class MessageSender:
             now=self._clock(),
         )
         return sign_receipt(claims, self.oauth.keys.signer)
+
+
+def _claim_kept(seconds: int) -> RequestRefused:
+    """What A2A answers for a failed turn whose claim the store kept (`give_up`): A2A has no
+    error reason for an unavailable service, so it is a store outage's bare 503
+    (`pactmw.provider.errors`), with the `Retry-After` of the claim's lapse."""
+    return RequestRefused(503, (("Retry-After", str(seconds)),))
 
 
 class _Lease:
