@@ -1,6 +1,6 @@
 """`message:send` turns that fail, on a store that fails too: a claim the store could not give
-up. Through both drivers and both embedded stores; the store is the real one but for the
-faults a test plans.
+up, and the conversation a failed first message started. Through both drivers and both
+embedded stores; the store is the real one but for the faults a test plans.
 """
 
 from __future__ import annotations
@@ -120,3 +120,38 @@ def test_a_release_the_store_refused_says_when_to_send_again_and_is_logged_once(
     assert naming[0].levelno == logging.ERROR
     assert "releasing" in naming[0].getMessage()
     assert not any("store unavailable" in m for m in messages), messages
+
+
+def test_a_failed_first_message_leaves_no_conversation(
+    memory_kit: Kit, drive: Drive, store: Faults
+) -> None:
+    kit, bot = memory_kit, FailingOnce()
+    provider = provider_on(kit, store, bot)
+    failed = send(kit, provider, drive, "fail: hello", "m-1")
+    assert_error(failed, "INTERNAL", "Internal error")
+    [started] = bot.contexts
+    # The agent never learnt the context, and nothing was received there: it is gone.
+    assert store.get_conversation(started) is None
+    assert_error(
+        send(kit, provider, drive, "hi", "m-2", started), "INVALID_PARAMS", "Unknown contextId"
+    )
+    # Sent again, the message starts a new conversation (as any message without contextId).
+    again = assert_a2a(send(kit, provider, drive, "fail: hello", "m-1"), 200)["message"]
+    assert again["contextId"] != started
+    assert store.get_conversation(again["contextId"]) is not None
+
+
+def test_a_first_message_whose_claim_the_store_kept_keeps_its_conversation(
+    memory_kit: Kit, drive: Drive, store: Faults
+) -> None:
+    """The conversation holds the claim the store could not give up: it is not empty, so it
+    stays (the retention cleanup deletes it in time), and the agent is told when to retry."""
+    kit, bot = memory_kit, FailingOnce()
+    provider = provider_on(kit, store, bot)
+    store.down.add("m-1")
+    failed = send(kit, provider, drive, "fail: hello", "m-1")
+    store.down.clear()
+    assert_bare(failed, 503)
+    assert header(failed, "Retry-After") == [str(math.ceil(LEASE))]
+    [started] = bot.contexts
+    assert store.get_conversation(started) is not None

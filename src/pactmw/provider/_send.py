@@ -20,6 +20,7 @@ from attrs import frozen
 from pactmw.core import _fork
 from pactmw.core.encoding import json_dumps, json_loads, uuid4_text
 from pactmw.core.errors import A2AError, MalformedInput, RequestRefused
+from pactmw.core.http import Response
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
@@ -56,6 +57,7 @@ __all__ = [
     "as_reply",
     "bot_reply",
     "bound_tools",
+    "leaving_nothing",
 ]
 
 
@@ -136,7 +138,6 @@ class MessageSender:
     ) -> Flow:
         now = self._clock()
         store = self.store
-        closed = False
         delegation = caller.delegation
         if message.context_id is None:
             # A new conversation: created, bound to the Brand account (spec §5.5) and its
@@ -154,47 +155,49 @@ class MessageSender:
                     "now": now,
                 },
             )
-            claim = _NEW_CLAIM
-        else:
-            context_id = message.context_id
-            conversation = (
-                (yield NeedStore(store.get_conversation, {"context_id": context_id}))
-                if is_uuid(context_id)
-                else None
+            answered = self._answer(
+                brand, caller, message, context_id, _NEW_CLAIM, now, parafe, activated
             )
-            # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
-            if (
-                conversation is None
-                or conversation.brand_id != brand.id
-                or conversation.issuer != caller.issuer
-                or conversation.sub != caller.sub
-            ):
-                raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
-            closed = conversation.closed
-            idle = self.conversation_idle_timeout
-            if not closed and idle is not None and now - conversation.last_activity > idle:
-                yield NeedStore(store.close_conversation, {"context_id": context_id})
-                closed = True
-            if delegation is not None:
-                # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
-                bound = yield NeedStore(
-                    store.bind_account, {"context_id": context_id, "account": delegation.account}
-                )
-                if bound != delegation.account:
-                    raise A2AError(
-                        "INVALID_PARAMS", "contextId already runs as a different Brand user"
-                    )
-            # The claim and, when it is new, the bot's history: one store transaction.
-            claim = yield NeedStore(
-                store.claim_turn,
-                {
-                    "context_id": context_id,
-                    "message_id": message.message_id,
-                    "text": message.text,
-                    "now": now,
-                    "lease_seconds": self.claim_lease_seconds,
-                },
+            # The agent learns the id only from the reply: a failed first turn leaves none.
+            response: Response = yield from leaving_nothing(store, context_id, answered)
+            return response
+        context_id = message.context_id
+        conversation = (
+            (yield NeedStore(store.get_conversation, {"context_id": context_id}))
+            if is_uuid(context_id)
+            else None
+        )
+        # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
+        if (
+            conversation is None
+            or conversation.brand_id != brand.id
+            or conversation.issuer != caller.issuer
+            or conversation.sub != caller.sub
+        ):
+            raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
+        closed = conversation.closed
+        idle = self.conversation_idle_timeout
+        if not closed and idle is not None and now - conversation.last_activity > idle:
+            yield NeedStore(store.close_conversation, {"context_id": context_id})
+            closed = True
+        if delegation is not None:
+            # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
+            bound = yield NeedStore(
+                store.bind_account, {"context_id": context_id, "account": delegation.account}
             )
+            if bound != delegation.account:
+                raise A2AError("INVALID_PARAMS", "contextId already runs as a different Brand user")
+        # The claim and, when it is new, the bot's history: one store transaction.
+        claim = yield NeedStore(
+            store.claim_turn,
+            {
+                "context_id": context_id,
+                "message_id": message.message_id,
+                "text": message.text,
+                "now": now,
+                "lease_seconds": self.claim_lease_seconds,
+            },
+        )
         # A retry is answered even in a closed conversation: the reply that closed it may be
         # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
         if claim.kind == "reply":
@@ -216,6 +219,27 @@ class MessageSender:
             )
         if claim.kind == "conflict":
             raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
+        return (
+            yield from self._answer(
+                brand, caller, message, context_id, claim, now, parafe, activated
+            )
+        )
+
+    def _answer(
+        self,
+        brand: Brand,
+        caller: PersonalAgent,
+        message: SendMessage,
+        context_id: str,
+        claim: Claim,
+        claimed_at: float,
+        parafe: ParafeAgent | None,
+        activated: bool,
+    ) -> Flow:
+        """Run the bot once for a message this turn claimed (`new`) at `claimed_at`, and store
+        its reply; the value is the response."""
+        store = self.store
+        delegation = caller.delegation
         tools = bound_tools(brand, caller)
         parafe_turn = (
             parafe.turn(message.message, activated=activated)
@@ -235,7 +259,7 @@ class MessageSender:
         )
         # While the bot works, the claim stays ours: a retry is told the message is being
         # answered, however slow the bot (PACT §4.3). Only a crashed worker's lease runs out.
-        lease = self._leases.hold(context_id, message.message_id, claimed_at=now)
+        lease = self._leases.hold(context_id, message.message_id, claimed_at=claimed_at)
         try:
             if parafe is not None:
                 yield from _parafe_members(parafe, parafe_turn)
@@ -372,6 +396,24 @@ def _claim_kept(seconds: int) -> RequestRefused:
     error reason for an unavailable service, so it is a store outage's bare 503
     (`pactmw.provider.errors`), with the `Retry-After` of the claim's lapse."""
     return RequestRefused(503, (("Retry-After", str(seconds)),))
+
+
+def leaving_nothing(store: Store, context_id: str, started: SubFlow) -> SubFlow:
+    """`started`, the first turn of conversation `context_id`, which this request created;
+    when it fails, the conversation is deleted if it holds no turn (its first message was
+    given up, so never received): a failed start leaves no empty conversation behind, in
+    any protocol. The agent never learnt its id. A conversation still holding a turn (a
+    claim the store could not give up) is kept; the retention cleanup deletes it in time."""
+    try:
+        return (yield from started)
+    except Exception as failed:
+        try:
+            yield NeedStore(store.delete_empty_conversation, {"context_id": context_id})
+        except StoreUnavailable:
+            # The request's own error says what happened; the retention cleanup deletes the
+            # conversation in time.
+            raise failed from None
+        raise
 
 
 class _Lease:
