@@ -9,6 +9,7 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from attrs import frozen
 
 from pactmw.core import _fork
 from pactmw.core.encoding import json_dumps, json_loads, uuid4_text
-from pactmw.core.errors import A2AError, MalformedInput
+from pactmw.core.errors import A2AError, MalformedInput, RequestRefused
+from pactmw.core.http import Response
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
@@ -30,7 +32,7 @@ from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import Claim, NotFound, Store
+from pactmw.store.base import Claim, NotFound, Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -55,6 +57,7 @@ __all__ = [
     "as_reply",
     "bot_reply",
     "bound_tools",
+    "leaving_nothing",
 ]
 
 
@@ -81,16 +84,32 @@ class MessageSender:
 
     def hold_lease(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
         """Keep renewing a claim while its bot runs (any protocol's turn); once the turn is
-        over, `stop()` it (answered) or yield `give_up(lease)` (unanswered)."""
+        over, `stop()` it (answered) or `yield from give_up(lease, kept)` (unanswered)."""
         return self._leases.hold(context_id, message_id, claimed_at=claimed_at)
 
-    def give_up(self, lease: _Lease) -> NeedStore:
-        """The store call that gives a turn's claim up unanswered (a retry runs the bot
-        again), if the turn still holds it (`_Lease.give_up`). A store need, not a plain
-        call in the flow: it may wait for a renewal under way, so the async driver runs it
-        in a worker thread, never on the event loop (where a flow resumes after an async
-        bot)."""
-        return NeedStore(lease.give_up, {})
+    def give_up(self, lease: _Lease, kept: Callable[[int], Exception]) -> SubFlow:
+        """Give a turn's claim up unanswered (a retry runs the bot again), if the turn still
+        holds it (`_Lease.give_up`). A store need, not a plain call in the flow: it may wait
+        for a renewal under way, so the async driver runs it in a worker thread, never on the
+        event loop (where a flow resumes after an async bot).
+
+        With the store down, the claim stays until its lease lapses, and until then a retry
+        is told the message is in progress: logged once, naming the message, and raised as
+        `kept(seconds)`, the protocol's error telling the agent to send it again once the
+        lease has lapsed (its `Retry-After`), instead of the store outage's "retry in 1 s"
+        that would only meet the claim again."""
+        try:
+            yield NeedStore(lease.give_up, {})
+        except StoreUnavailable as exc:
+            lapse = math.ceil(self.claim_lease_seconds)
+            logger.error(
+                "releasing message %r failed, so it stays in progress until its claim "
+                "lapses (within %d s): %s",
+                lease.message_id,
+                lapse,
+                exc,
+            )
+            raise kept(lapse) from None
 
     def send(
         self,
@@ -119,7 +138,6 @@ class MessageSender:
     ) -> Flow:
         now = self._clock()
         store = self.store
-        closed = False
         delegation = caller.delegation
         if message.context_id is None:
             # A new conversation: created, bound to the Brand account (spec §5.5) and its
@@ -137,47 +155,49 @@ class MessageSender:
                     "now": now,
                 },
             )
-            claim = _NEW_CLAIM
-        else:
-            context_id = message.context_id
-            conversation = (
-                (yield NeedStore(store.get_conversation, {"context_id": context_id}))
-                if is_uuid(context_id)
-                else None
+            answered = self._answer(
+                brand, caller, message, context_id, _NEW_CLAIM, now, parafe, activated
             )
-            # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
-            if (
-                conversation is None
-                or conversation.brand_id != brand.id
-                or conversation.issuer != caller.issuer
-                or conversation.sub != caller.sub
-            ):
-                raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
-            closed = conversation.closed
-            idle = self.conversation_idle_timeout
-            if not closed and idle is not None and now - conversation.last_activity > idle:
-                yield NeedStore(store.close_conversation, {"context_id": context_id})
-                closed = True
-            if delegation is not None:
-                # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
-                bound = yield NeedStore(
-                    store.bind_account, {"context_id": context_id, "account": delegation.account}
-                )
-                if bound != delegation.account:
-                    raise A2AError(
-                        "INVALID_PARAMS", "contextId already runs as a different Brand user"
-                    )
-            # The claim and, when it is new, the bot's history: one store transaction.
-            claim = yield NeedStore(
-                store.claim_turn,
-                {
-                    "context_id": context_id,
-                    "message_id": message.message_id,
-                    "text": message.text,
-                    "now": now,
-                    "lease_seconds": self.claim_lease_seconds,
-                },
+            # The agent learns the id only from the reply: a failed first turn leaves none.
+            response: Response = yield from leaving_nothing(store, context_id, answered)
+            return response
+        context_id = message.context_id
+        conversation = (
+            (yield NeedStore(store.get_conversation, {"context_id": context_id}))
+            if is_uuid(context_id)
+            else None
+        )
+        # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
+        if (
+            conversation is None
+            or conversation.brand_id != brand.id
+            or conversation.issuer != caller.issuer
+            or conversation.sub != caller.sub
+        ):
+            raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
+        closed = conversation.closed
+        idle = self.conversation_idle_timeout
+        if not closed and idle is not None and now - conversation.last_activity > idle:
+            yield NeedStore(store.close_conversation, {"context_id": context_id})
+            closed = True
+        if delegation is not None:
+            # Once a turn ran as one Brand account, the context stays with it (spec §5.5).
+            bound = yield NeedStore(
+                store.bind_account, {"context_id": context_id, "account": delegation.account}
             )
+            if bound != delegation.account:
+                raise A2AError("INVALID_PARAMS", "contextId already runs as a different Brand user")
+        # The claim and, when it is new, the bot's history: one store transaction.
+        claim = yield NeedStore(
+            store.claim_turn,
+            {
+                "context_id": context_id,
+                "message_id": message.message_id,
+                "text": message.text,
+                "now": now,
+                "lease_seconds": self.claim_lease_seconds,
+            },
+        )
         # A retry is answered even in a closed conversation: the reply that closed it may be
         # the one the personal agent lost (PACT §4.3). Anything new there is refused (§4.2).
         if claim.kind == "reply":
@@ -199,6 +219,27 @@ class MessageSender:
             )
         if claim.kind == "conflict":
             raise A2AError("INVALID_PARAMS", "messageId is already in use in this context")
+        return (
+            yield from self._answer(
+                brand, caller, message, context_id, claim, now, parafe, activated
+            )
+        )
+
+    def _answer(
+        self,
+        brand: Brand,
+        caller: PersonalAgent,
+        message: SendMessage,
+        context_id: str,
+        claim: Claim,
+        claimed_at: float,
+        parafe: ParafeAgent | None,
+        activated: bool,
+    ) -> Flow:
+        """Run the bot once for a message this turn claimed (`new`) at `claimed_at`, and store
+        its reply; the value is the response."""
+        store = self.store
+        delegation = caller.delegation
         tools = bound_tools(brand, caller)
         parafe_turn = (
             parafe.turn(message.message, activated=activated)
@@ -218,7 +259,7 @@ class MessageSender:
         )
         # While the bot works, the claim stays ours: a retry is told the message is being
         # answered, however slow the bot (PACT §4.3). Only a crashed worker's lease runs out.
-        lease = self._leases.hold(context_id, message.message_id, claimed_at=now)
+        lease = self._leases.hold(context_id, message.message_id, claimed_at=claimed_at)
         try:
             if parafe is not None:
                 yield from _parafe_members(parafe, parafe_turn)
@@ -255,7 +296,7 @@ class MessageSender:
                 if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
                     # Like a step-up: the message stays unanswered, so the personal agent can
                     # send it again after a new handshake.
-                    yield self.give_up(lease)
+                    yield from self.give_up(lease, _claim_kept)
                     parafe.file(parafe_turn.filings())
                     return a2a_json(200, task)
                 body = task
@@ -264,7 +305,7 @@ class MessageSender:
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
-            yield self.give_up(lease)
+            yield from self.give_up(lease, _claim_kept)
             if self.oauth is None:
                 logger.error(
                     "the bot of brand %r asked for step-up, but no Brand offers delegation",
@@ -280,13 +321,13 @@ class MessageSender:
             # Abandoned: whatever the bot still answers is dropped, and the message stays
             # unanswered so that a retry runs the bot again.
             logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
-            yield self.give_up(lease)
+            yield from self.give_up(lease, _claim_kept)
             raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
-            yield self.give_up(lease)
+            yield from self.give_up(lease, _claim_kept)
             raise A2AError("INTERNAL", "Internal error") from None
         finally:
             lease.stop()
@@ -348,6 +389,31 @@ class MessageSender:
             now=self._clock(),
         )
         return sign_receipt(claims, self.oauth.keys.signer)
+
+
+def _claim_kept(seconds: int) -> RequestRefused:
+    """What A2A answers for a failed turn whose claim the store kept (`give_up`): A2A has no
+    error reason for an unavailable service, so it is a store outage's bare 503
+    (`pactmw.provider.errors`), with the `Retry-After` of the claim's lapse."""
+    return RequestRefused(503, (("Retry-After", str(seconds)),))
+
+
+def leaving_nothing(store: Store, context_id: str, started: SubFlow) -> SubFlow:
+    """`started`, the first turn of conversation `context_id`, which this request created;
+    when it fails, the conversation is deleted if it holds no turn (its first message was
+    given up, so never received): a failed start leaves no empty conversation behind, in
+    any protocol. The agent never learnt its id. A conversation still holding a turn (a
+    claim the store could not give up) is kept; the retention cleanup deletes it in time."""
+    try:
+        return (yield from started)
+    except Exception as failed:
+        try:
+            yield NeedStore(store.delete_empty_conversation, {"context_id": context_id})
+        except StoreUnavailable:
+            # The request's own error says what happened; the retention cleanup deletes the
+            # conversation in time.
+            raise failed from None
+        raise
 
 
 class _Lease:

@@ -13,7 +13,6 @@ whose handling fails after its id was claimed was never received: its id is rele
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +21,7 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
-from pactmw.provider._send import MessageSender, _Lease, bot_reply, bound_tools
+from pactmw.provider._send import MessageSender, bot_reply, bound_tools
 from pactmw.provider.brand import Brand, Turn
 from pactmw.provider.flow import NeedStore, SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
@@ -61,14 +60,15 @@ def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
 
 class _ClaimKept(PoppyError):
     """A failed turn whose claim the store could not release (down): the message stays in
-    progress until the claim's lease lapses, so the agent is told to send it again then."""
+    progress until the claim's lease lapses, in `seconds` (`MessageSender.give_up`), so the
+    agent is told to send it again then."""
 
-    def __init__(self, lapse: float) -> None:
+    def __init__(self, seconds: int) -> None:
         super().__init__(
             503,
             "temporarily_unavailable",
             "the store could not release the message",
-            headers=(("Retry-After", str(math.ceil(lapse))),),
+            headers=(("Retry-After", str(seconds)),),
         )
 
 
@@ -162,24 +162,6 @@ class ConversationTurns:
             claimed_at=claimed_at,
         )
 
-    def _give_up(self, lease: _Lease) -> SubFlow:
-        """Give a failed turn's claim up, so the agent's next attempt runs the bot again.
-        With the store down, the claim stays until its lease lapses (until then a retry is
-        told the message is in progress): logged once, naming the message, and the agent is
-        told to send it again once the lease has lapsed (`Retry-After`)."""
-        try:
-            yield self.sender.give_up(lease)
-        except StoreUnavailable as exc:
-            lapse = self.sender.claim_lease_seconds
-            logger.error(
-                "releasing message %r failed, so it stays in progress until its claim "
-                "lapses (within %g s): %s",
-                lease.message_id,
-                lapse,
-                exc,
-            )
-            raise _ClaimKept(lapse) from None
-
     def claim_message_id(
         self, owner: tuple[str, str, str], context_id: str, message_id: str
     ) -> SubFlow:
@@ -235,8 +217,8 @@ class ConversationTurns:
             except StoreUnavailable:
                 # The store is down: the id stays the conversation's, where a retry finds
                 # it. The request's own error says what happened, and is logged where it
-                # happened (a turn left claimed, by `_give_up`; a store outage, where it
-                # is answered): one line, not one more per failed call.
+                # happened (a turn left claimed, by `MessageSender.give_up`; a store outage,
+                # where it is answered): one line, not one more per failed call.
                 raise failed from None
             raise
 
@@ -306,7 +288,7 @@ class ConversationTurns:
             ]
         except TurnTimedOut as timed_out:
             logger.warning("conversation turn of brand %r abandoned: %s", brand.id, timed_out)
-            yield from self._give_up(lease)
+            yield from self.sender.give_up(lease, _ClaimKept)
             raise PoppyError(
                 503, "temporarily_unavailable", "the turn took too long; send it again"
             ) from None
@@ -314,7 +296,7 @@ class ConversationTurns:
             # The bot failed: logged here, nothing of it sent, and the message unanswered so
             # a retry runs the bot again.
             logger.exception("conversation turn of brand %r failed", brand.id)
-            yield from self._give_up(lease)
+            yield from self.sender.give_up(lease, _ClaimKept)
             raise PoppyError(
                 503, "temporarily_unavailable", "the company's agent failed; send it again"
             ) from None

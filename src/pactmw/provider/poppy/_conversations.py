@@ -51,7 +51,7 @@ from pactmw.protocols.poppy import (
     parse_conversation_start,
     parse_message_post,
 )
-from pactmw.provider._send import MessageSender
+from pactmw.provider._send import MessageSender, leaving_nothing
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, SubFlow, store
@@ -69,7 +69,7 @@ from pactmw.provider.poppy._conversation_turns import ConversationTurns
 from pactmw.provider.poppy._operations import PoppyOperations
 from pactmw.provider.poppy._resource_routes import resource_route
 from pactmw.provider.poppy._session_check import PoppyCaller
-from pactmw.store.base import Claim, Conversation, NotFound, Store, StoreUnavailable
+from pactmw.store.base import Claim, Conversation, NotFound, Store
 
 #: Events per page (the SDK's company uses the same).
 PAGE_SIZE = 50
@@ -237,25 +237,13 @@ class PoppyConversations:
         context_id = derived_context_id(agent, message.id)
         owner = (agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
         # Before the conversation exists: an id another conversation holds starts none; one
-        # whose conversation fails to start or answer it is released.
-        started = self._leaving_nothing(context_id, self._start(agent, message, issuer, context_id))
+        # whose conversation fails to start or answer it is released. A failed start leaves
+        # no empty conversation (`leaving_nothing`), and the agent's next attempt with the
+        # message id starts the same conversation again (the id is derived from it).
+        started = leaving_nothing(
+            self.store, context_id, self._start(agent, message, issuer, context_id)
+        )
         return (yield from self._turns.holding_message_id(owner, context_id, message.id, started))
-
-    def _leaving_nothing(self, context_id: str, started: SubFlow) -> SubFlow:
-        """`started`; when it fails, its conversation is deleted if it holds no turn (its
-        first message was given up), so a failed start leaves no empty conversation behind.
-        The agent never learnt its id, and its next attempt with the message id starts the
-        same conversation again (the id is derived from it)."""
-        try:
-            return (yield from started)
-        except Exception as failed:
-            try:
-                yield store(self.store.delete_empty_conversation, context_id=context_id)
-            except StoreUnavailable:
-                # The request's own error says what happened; the retention cleanup deletes
-                # the conversation in time.
-                raise failed from None
-            raise
 
     def _start(
         self, agent: PoppyCaller, message: InboundMessage, issuer: str, context_id: str
