@@ -11,7 +11,7 @@ from __future__ import annotations
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.parafe import BrokerRetry
-from pactmw.provider._send import _LeaseRenewer
+from pactmw.provider._claims import LeaseRenewer
 from pactmw.provider.parafe import Filing, MemoryAcknowledgments, ReceiptFiler
 from pactmw.provider.parafe._sessions import ClosedSessions
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
@@ -91,7 +91,7 @@ def test_the_filer_takes_receipts_in_a_child_forked_while_a_thread_held_it() -> 
 
 
 def test_the_lease_renewer_holds_claims_in_a_child_forked_while_a_thread_held_it() -> None:
-    renewer = _LeaseRenewer(MemoryStore(), clock=lambda: T0, lease_seconds=30.0)
+    renewer = LeaseRenewer(MemoryStore(), clock=lambda: T0, lease_seconds=30.0)
     parents = renewer.hold("ctx-parent", "m-parent", claimed_at=T0)
 
     def work() -> object:

@@ -9,21 +9,18 @@ refusal) becomes the stored reply, with a signed receipt under a delegation.
 from __future__ import annotations
 
 import logging
-import math
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from attrs import frozen
 
-from pactmw.core import _fork
 from pactmw.core.encoding import json_dumps, json_loads, uuid4_text
 from pactmw.core.errors import A2AError, MalformedInput, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
+from pactmw.provider._claims import Lease, LeaseRenewer, give_up, leaving_nothing
 from pactmw.provider.a2a import a2a_json
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.delegated import AuthorizationServer
@@ -32,7 +29,7 @@ from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import Claim, NotFound, Store, StoreUnavailable
+from pactmw.store.base import Claim, NotFound, Store
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -45,9 +42,6 @@ REPLAY_STEP_UP = "This answer was made with access to your account: approve that
 REPLAY_GRANT_ENDED = (
     "messageId was answered under a delegation that has ended; send it as a new message"
 )
-#: How often, as a fraction of `claim_lease_seconds`, a running turn renews its claim: often
-#: enough that one failed renewal (a store hiccup) still leaves the lease standing.
-_RENEW_FRACTION = 1 / 3
 
 __all__ = [
     "REPLAY_GRANT_ENDED",
@@ -57,7 +51,6 @@ __all__ = [
     "as_reply",
     "bot_reply",
     "bound_tools",
-    "leaving_nothing",
 ]
 
 
@@ -78,38 +71,14 @@ class MessageSender:
         self._clock = clock
         self.claim_lease_seconds = claim_lease_seconds
         self.turn_timeout = turn_timeout
-        self._leases = _LeaseRenewer(store, clock, claim_lease_seconds)
+        self._leases = LeaseRenewer(store, clock, claim_lease_seconds)
         self.conversation_idle_timeout = conversation_idle_timeout
         self.oauth = oauth
 
-    def hold_lease(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
+    def hold_lease(self, context_id: str, message_id: str, *, claimed_at: float) -> Lease:
         """Keep renewing a claim while its bot runs (any protocol's turn); once the turn is
         over, `stop()` it (answered) or `yield from give_up(lease, kept)` (unanswered)."""
         return self._leases.hold(context_id, message_id, claimed_at=claimed_at)
-
-    def give_up(self, lease: _Lease, kept: Callable[[int], Exception]) -> SubFlow:
-        """Give a turn's claim up unanswered (a retry runs the bot again), if the turn still
-        holds it (`_Lease.give_up`). A store need, not a plain call in the flow: it may wait
-        for a renewal under way, so the async driver runs it in a worker thread, never on the
-        event loop (where a flow resumes after an async bot).
-
-        With the store down, the claim stays until its lease lapses, and until then a retry
-        is told the message is in progress: logged once, naming the message, and raised as
-        `kept(seconds)`, the protocol's error telling the agent to send it again once the
-        lease has lapsed (its `Retry-After`), instead of the store outage's "retry in 1 s"
-        that would only meet the claim again."""
-        try:
-            yield NeedStore(lease.give_up, {})
-        except StoreUnavailable as exc:
-            lapse = math.ceil(self.claim_lease_seconds)
-            logger.error(
-                "releasing message %r failed, so it stays in progress until its claim "
-                "lapses (within %d s): %s",
-                lease.message_id,
-                lapse,
-                exc,
-            )
-            raise kept(lapse) from None
 
     def send(
         self,
@@ -279,7 +248,9 @@ class MessageSender:
             if delegation is not None:
                 # Every reply under a delegation token carries a signed receipt (spec §5.6),
                 # stored with the reply so a retry returns the very same one.
-                agent_message["metadata"] = {"pact.receipt": self._receipt(brand, turn)}
+                agent_message["metadata"] = {
+                    "pact.receipt": _receipt(self.oauth, brand, turn, self._clock())
+                }
             if parafe is not None:
                 # The handshake answer and the turn's action receipts (stored with the reply,
                 # so a retry returns the very same ones).
@@ -296,7 +267,7 @@ class MessageSender:
                 if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
                     # Like a step-up: the message stays unanswered, so the personal agent can
                     # send it again after a new handshake.
-                    yield from self.give_up(lease, _claim_kept)
+                    yield from give_up(lease, _claim_kept)
                     parafe.file(parafe_turn.filings())
                     return a2a_json(200, task)
                 body = task
@@ -305,7 +276,7 @@ class MessageSender:
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).
-            yield from self.give_up(lease, _claim_kept)
+            yield from give_up(lease, _claim_kept)
             if self.oauth is None:
                 logger.error(
                     "the bot of brand %r asked for step-up, but no Brand offers delegation",
@@ -321,13 +292,13 @@ class MessageSender:
             # Abandoned: whatever the bot still answers is dropped, and the message stays
             # unanswered so that a retry runs the bot again.
             logger.warning("turn handler of brand %r abandoned: %s", brand.id, timed_out)
-            yield from self.give_up(lease, _claim_kept)
+            yield from give_up(lease, _claim_kept)
             raise A2AError("INTERNAL", TURN_TIMED_OUT) from None
         except Exception:
             # The bot failed: log it here, tell the caller nothing of it, and leave the message
             # unanswered so that a retry runs the bot again.
             logger.exception("turn handler of brand %r failed", brand.id)
-            yield from self.give_up(lease, _claim_kept)
+            yield from give_up(lease, _claim_kept)
             raise A2AError("INTERNAL", "Internal error") from None
         finally:
             lease.stop()
@@ -378,17 +349,21 @@ class MessageSender:
             )
         raise A2AError("INVALID_PARAMS", REPLAY_GRANT_ENDED)
 
-    def _receipt(self, brand: Brand, turn: Turn) -> dict[str, Any]:
-        assert self.oauth is not None
-        assert turn.caller.delegation is not None
-        claims = receipt_claims(
-            delegation=turn.caller.delegation,
-            interface_url=self.oauth.interface(brand),
-            scopes_used=turn.tools.scopes_used,
-            actions=turn.tools.actions,
-            now=self._clock(),
-        )
-        return sign_receipt(claims, self.oauth.keys.signer)
+
+def _receipt(
+    oauth: AuthorizationServer | None, brand: Brand, turn: Turn, now: float
+) -> dict[str, Any]:
+    """The signed receipt (spec §5.6) of a turn run under a delegation token."""
+    assert oauth is not None
+    assert turn.caller.delegation is not None
+    claims = receipt_claims(
+        delegation=turn.caller.delegation,
+        interface_url=oauth.interface(brand),
+        scopes_used=turn.tools.scopes_used,
+        actions=turn.tools.actions,
+        now=now,
+    )
+    return sign_receipt(claims, oauth.keys.signer)
 
 
 def _claim_kept(seconds: int) -> RequestRefused:
@@ -396,162 +371,6 @@ def _claim_kept(seconds: int) -> RequestRefused:
     error reason for an unavailable service, so it is a store outage's bare 503
     (`pactmw.provider.errors`), with the `Retry-After` of the claim's lapse."""
     return RequestRefused(503, (("Retry-After", str(seconds)),))
-
-
-def leaving_nothing(store: Store, context_id: str, started: SubFlow) -> SubFlow:
-    """`started`, the first turn of conversation `context_id`, which this request created;
-    when it fails, the conversation is deleted if it holds no turn (its first message was
-    given up, so never received): a failed start leaves no empty conversation behind, in
-    any protocol. The agent never learnt its id. A conversation still holding a turn (a
-    claim the store could not give up) is kept; the retention cleanup deletes it in time."""
-    try:
-        return (yield from started)
-    except Exception as failed:
-        try:
-            yield NeedStore(store.delete_empty_conversation, {"context_id": context_id})
-        except StoreUnavailable:
-            # The request's own error says what happened; the retention cleanup deletes the
-            # conversation in time.
-            raise failed from None
-        raise
-
-
-class _Lease:
-    """One claim a running turn holds; `stop()` or `give_up()` once the turn is over."""
-
-    def __init__(self, renewer: _LeaseRenewer, context_id: str, message_id: str, at: float):
-        self.context_id = context_id
-        self.message_id = message_id
-        #: Where the claim's lease starts in the store: what the next renewal presents.
-        self.claimed_at = at
-        #: When (monotonic) the lease was last set, to schedule the next renewal.
-        self.set_at = time.monotonic()
-        #: Held while a renewal is under way, so `release()` waits for its outcome.
-        self.renewing = threading.Lock()
-        self._renewer = renewer
-
-    def stop(self) -> None:
-        """Stop renewing this claim (idempotent), waiting for nothing: for a turn whose
-        reply is stored (or about to be), which presents no mark. A renewal under way may
-        still land; an answered claim's lease no longer matters."""
-        self._renewer.forget(self)
-
-    def release(self) -> float:
-        """Stop renewing this claim (idempotent); return where its lease starts in the store
-        now, the mark `release_claim` presents to give the claim up. A renewal already under
-        way is waited for (one store call at most), else the mark could be the one before it.
-        Blocking: a flow gives its claim up with `MessageSender.give_up`."""
-        self._renewer.forget(self)
-        with self.renewing:
-            return self.claimed_at
-
-    def give_up(self) -> None:
-        """Stop renewing this claim and release it unanswered, if the turn still holds it
-        (blocking: a renewal under way, then one store call)."""
-        self._renewer.store.release_claim(
-            context_id=self.context_id, message_id=self.message_id, claimed_at=self.release()
-        )
-
-
-class _LeaseRenewer:
-    """Renews the claims of the turns running in this process, from one daemon thread.
-
-    A thread, not the flow, because the flow is suspended while its bot runs (the sync driver
-    runs the bot in the request's own thread). One thread for all turns, started on first use,
-    so a fast turn costs a dict entry, not a thread. Each claim is renewed once
-    `claim_lease_seconds * _RENEW_FRACTION` has passed since its lease was last set; a claim
-    the store says is no longer ours is dropped; a failed store call is retried next tick.
-    """
-
-    def __init__(self, store: Store, clock: Callable[[], float], lease_seconds: float) -> None:
-        self.store = store
-        self._clock = clock
-        self._interval = lease_seconds * _RENEW_FRACTION
-        self._leases: set[_Lease] = set()
-        # A plain lock under the condition: every turn takes it twice (hold, forget), and
-        # `with lock` is C while `with condition` is two Python calls. It is never re-entered.
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._thread: threading.Thread | None = None
-        #: Whether the thread waits for a first lease, and so must be woken for one. Between
-        #: its ticks it is never woken: no lease is due before a full interval has passed.
-        self._parked = False
-        _fork.reset_in_child(self)
-
-    def _reset_in_child(self) -> None:
-        """In a forked child: no thread (`hold` starts one), a lock no thread of the child
-        holds, and none of the parent's leases: their turns run in the parent, which renews
-        and releases their claims itself."""
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._leases = set()
-        self._thread = None
-        self._parked = False
-
-    def hold(self, context_id: str, message_id: str, *, claimed_at: float) -> _Lease:
-        """Keep renewing the claim `claim_message` granted at `claimed_at` until released."""
-        lease = _Lease(self, context_id, message_id, claimed_at)
-        with self._lock:
-            self._leases.add(lease)
-            # Started here, and again after a fork (a child process has no such thread).
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="pactmw-lease-renewer", daemon=True
-                )
-                self._thread.start()
-            if self._parked:
-                # Woken only from its wait for a first lease: waking it on every turn cost a
-                # thread switch per message:send (6% of the GIL time on sqlite, py-spy).
-                self._parked = False
-                self._changed.notify()
-        return lease
-
-    def forget(self, lease: _Lease) -> None:
-        with self._lock:
-            self._leases.discard(lease)
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                if not self._leases:
-                    # Parked until a turn holds a lease; then it ticks while any lease is
-                    # held, and parks again at the first tick that finds none (so a steady
-                    # stream of fast turns wakes it once, not once a turn).
-                    self._parked = True
-                    while self._parked:
-                        self._changed.wait()
-                self._changed.wait(self._interval / 2)
-                started = time.monotonic()
-                due = [lease for lease in self._leases if started - lease.set_at >= self._interval]
-            for lease in due:
-                self._renew(lease)
-
-    def _renew(self, lease: _Lease) -> None:
-        with lease.renewing:
-            with self._lock:
-                if lease not in self._leases:
-                    return  # released since it was due: its turn presents the mark it has
-            self._renew_held(lease)
-
-    def _renew_held(self, lease: _Lease) -> None:
-        now, started = self._clock(), time.monotonic()
-        try:
-            renewed = self.store.renew_claim(
-                context_id=lease.context_id,
-                message_id=lease.message_id,
-                claimed_at=lease.claimed_at,
-                now=now,
-            )
-        except Exception:
-            logger.warning("renewing the claim of %r failed", lease.message_id, exc_info=True)
-            return
-        if renewed:
-            lease.claimed_at, lease.set_at = now, started
-            return
-        with self._changed:
-            if lease in self._leases:  # not merely released meanwhile: lost to a takeover
-                logger.warning("the claim of %r was lost while its bot ran", lease.message_id)
-                self._leases.discard(lease)
 
 
 #: The claim of a new conversation's first message: always new (nothing else knows the id).

@@ -21,6 +21,7 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
+from pactmw.provider._claims import give_up
 from pactmw.provider._send import MessageSender, bot_reply, bound_tools
 from pactmw.provider.brand import Brand, Turn
 from pactmw.provider.flow import NeedStore, SubFlow, TurnTimedOut, store
@@ -60,7 +61,7 @@ def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
 
 class _ClaimKept(PoppyError):
     """A failed turn whose claim the store could not release (down): the message stays in
-    progress until the claim's lease lapses, in `seconds` (`MessageSender.give_up`), so the
+    progress until the claim's lease lapses, in `seconds` (`give_up`), so the
     agent is told to send it again then."""
 
     def __init__(self, seconds: int) -> None:
@@ -217,7 +218,7 @@ class ConversationTurns:
             except StoreUnavailable:
                 # The store is down: the id stays the conversation's, where a retry finds
                 # it. The request's own error says what happened, and is logged where it
-                # happened (a turn left claimed, by `MessageSender.give_up`; a store outage,
+                # happened (a turn left claimed, by `give_up`; a store outage,
                 # where it is answered): one line, not one more per failed call.
                 raise failed from None
             raise
@@ -288,7 +289,7 @@ class ConversationTurns:
             ]
         except TurnTimedOut as timed_out:
             logger.warning("conversation turn of brand %r abandoned: %s", brand.id, timed_out)
-            yield from self.sender.give_up(lease, _ClaimKept)
+            yield from give_up(lease, _ClaimKept)
             raise PoppyError(
                 503, "temporarily_unavailable", "the turn took too long; send it again"
             ) from None
@@ -296,7 +297,7 @@ class ConversationTurns:
             # The bot failed: logged here, nothing of it sent, and the message unanswered so
             # a retry runs the bot again.
             logger.exception("conversation turn of brand %r failed", brand.id)
-            yield from self.sender.give_up(lease, _ClaimKept)
+            yield from give_up(lease, _ClaimKept)
             raise PoppyError(
                 503, "temporarily_unavailable", "the company's agent failed; send it again"
             ) from None

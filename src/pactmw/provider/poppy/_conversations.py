@@ -51,7 +51,8 @@ from pactmw.protocols.poppy import (
     parse_conversation_start,
     parse_message_post,
 )
-from pactmw.provider._send import MessageSender, leaving_nothing
+from pactmw.provider._claims import leaving_nothing
+from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, SubFlow, store
