@@ -94,8 +94,10 @@ def process_server(
     Output goes to `log` (a file), so a failing test can show what the server said.
     """
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # The checkout's own `src` first: a server runs the code under test, not whichever
+    # pactmw the interpreter has installed (an editable install of another checkout).
     full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p
+        p for p in (str(REPO / "src"), str(REPO), full_env.get("PYTHONPATH", "")) if p
     )
     out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
