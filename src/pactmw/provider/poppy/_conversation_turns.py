@@ -59,6 +59,21 @@ def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
     return PersonalAgent(agent.client_id, agent.user_id, agent.client_id, {}, audience, delegation)
 
 
+def _message_id_key(
+    owner: tuple[str, str, str], context_id: str, message_id: str
+) -> dict[str, str]:
+    """The store's keywords naming `message_id` of `owner` (Brand, issuer, sub) in
+    conversation `context_id`: what claiming and releasing the id both name."""
+    brand_id, issuer, sub = owner
+    return {
+        "brand_id": brand_id,
+        "issuer": issuer,
+        "sub": sub,
+        "message_id": message_id,
+        "context_id": context_id,
+    }
+
+
 class _ClaimKept(PoppyError):
     """A failed turn whose claim the store could not release (down): the message stays in
     progress until the claim's lease lapses, in `seconds` (`give_up`), so the
@@ -180,12 +195,7 @@ class ConversationTurns:
         nothing; pactmw refuses it instead, as the message is not in the conversation
         the request names."""
         holder = yield store(
-            self.store.claim_message_id,
-            brand_id=owner[0],
-            issuer=owner[1],
-            sub=owner[2],
-            message_id=message_id,
-            context_id=context_id,
+            self.store.claim_message_id, **_message_id_key(owner, context_id, message_id)
         )
         if holder != context_id:
             raise PoppyError(409, "message_id_conflict", "the message id is another conversation's")
@@ -209,11 +219,7 @@ class ConversationTurns:
             try:
                 yield store(
                     self.store.release_message_id,
-                    brand_id=owner[0],
-                    issuer=owner[1],
-                    sub=owner[2],
-                    message_id=message_id,
-                    context_id=context_id,
+                    **_message_id_key(owner, context_id, message_id),
                 )
             except StoreUnavailable:
                 # The store is down: the id stays the conversation's, where a retry finds
