@@ -187,6 +187,34 @@ def _reply_then_allow_as_jane(
     return granted
 
 
+def _step_up_then_delegated_api(
+    base: str, card: AgentCard, token: TokenSource, signed: dict[str, str]
+) -> None:
+    """The walk a sample serving the bot and a scoped API of its own passes: the account
+    tool is a step-up for `orders:read`; jane allows it (the login follows `next` on this
+    site only); the app's `/api/orders` refuses the identity alone with the delegation
+    challenge and serves it with the delegation; the bot answers with it."""
+    stepped = A2AClient.from_card(card, token).send("Show my orders")
+    assert isinstance(stepped, StepUp), stepped
+    assert stepped.missing_scopes == ("orders:read",)
+    with loopback_client(follow_redirects=True) as browser:
+        granted = _reply_then_allow_as_jane(base, card, token, browser)
+        elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
+        assert elsewhere.url == f"{base}/", elsewhere.url
+    refused = httpx.get(f"{base}/api/orders", headers=signed)
+    assert refused.status_code == 401, refused.text
+    assert refused.headers["www-authenticate"] == 'Bearer realm="a2a", error="invalid_token"'
+    delegated = {**signed, "X-A2A-User-Delegation": f"Bearer {granted.access_token}"}
+    orders = httpx.get(f"{base}/api/orders", headers=delegated)
+    assert orders.status_code == 200, orders.text
+    assert orders.json() == {"orders": ["A-1001", "A-1002"]}
+    reply = A2AClient.from_card(card, token).send(
+        "Show my orders", delegation_token=granted.access_token
+    )
+    assert isinstance(reply, MessageReply), reply
+    assert reply.text == "Your orders: A-1001, A-1002"
+
+
 def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,28 +236,9 @@ def test_the_fastapi_provider_sample_keeps_the_card_public_and_guards_its_api(
         assert mine.json()["user"].startswith("pa:")
         # Found in a FastAPI trial: the page showed no tool and no scoped endpoint of the
         # app's own. The bot's account tool is a step-up until the person allows it...
-        stepped = A2AClient.from_card(card, token).send("Show my orders")
-        assert isinstance(stepped, StepUp), stepped
-        assert stepped.missing_scopes == ("orders:read",)
-        with loopback_client(follow_redirects=True) as browser:
-            granted = _reply_then_allow_as_jane(base, card, token, browser)
-            # The login follows `next` on this site only.
-            elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
-            assert elsewhere.url == f"{base}/", elsewhere.url
-        # ... and the app's own API reads the same delegation, through the middleware and
-        # `Security(..., scopes=...)`: none is the delegation challenge.
-        refused = httpx.get(f"{base}/api/orders", headers=signed)
-        assert refused.status_code == 401, refused.text
-        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a", error="invalid_token"'
-        delegated = {**signed, "X-A2A-User-Delegation": f"Bearer {granted.access_token}"}
-        orders = httpx.get(f"{base}/api/orders", headers=delegated)
-        assert orders.status_code == 200, orders.text
-        assert orders.json() == {"orders": ["A-1001", "A-1002"]}
-        reply = A2AClient.from_card(card, token).send(
-            "Show my orders", delegation_token=granted.access_token
-        )
-        assert isinstance(reply, MessageReply), reply
-        assert reply.text == "Your orders: A-1001, A-1002"
+        # The bot's account tool is a step-up until the person allows it; then the app's own
+        # API reads the same delegation.
+        _step_up_then_delegated_api(base, card, token, signed)
 
 
 def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation() -> None:
@@ -438,24 +447,7 @@ def test_the_wsgi_provider_sample_serves_the_bot_and_guards_its_api(
         forged = httpx.get(f"{base}/a2a/shop/oauth/agents", cookies={"user": "jane.0"})
         assert forged.status_code == 303, forged.text
         assert forged.headers["location"].startswith("/login?next="), forged.headers
-        stepped = A2AClient.from_card(card, token).send("Show my orders")
-        assert isinstance(stepped, StepUp), stepped
-        with loopback_client(follow_redirects=True) as browser:
-            granted = _reply_then_allow_as_jane(base, card, token, browser)
-            elsewhere = browser.get(f"{base}/login", params={"next": "https://evil.example/"})
-            assert elsewhere.url == f"{base}/", elsewhere.url
-        refused = httpx.get(f"{base}/api/orders", headers=signed)
-        assert refused.status_code == 401, refused.text
-        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a", error="invalid_token"'
-        delegated = {**signed, "X-A2A-User-Delegation": f"Bearer {granted.access_token}"}
-        orders = httpx.get(f"{base}/api/orders", headers=delegated)
-        assert orders.status_code == 200, orders.text
-        assert orders.json() == {"orders": ["A-1001", "A-1002"]}
-        reply = A2AClient.from_card(card, token).send(
-            "Show my orders", delegation_token=granted.access_token
-        )
-        assert isinstance(reply, MessageReply), reply
-        assert reply.text == "Your orders: A-1001, A-1002"
+        _step_up_then_delegated_api(base, card, token, signed)
 
 
 def test_django_and_drf_samples_refuse_a_request_without_a_token() -> None:

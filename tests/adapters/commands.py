@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.support.servers import REPO
 
-__all__ = ["CHECKOUT_ENV", "DJANGO_PROJECT", "django_environment", "manage"]
+__all__ = ["CHECKOUT_ENV", "DJANGO_PROJECT", "django_check", "django_environment", "manage"]
 
 DJANGO_PROJECT = Path(__file__).resolve().parent / "django_project"
 
@@ -35,10 +35,24 @@ def manage(
     settings: dict[str, Any], config_file: Path, *argv: str
 ) -> subprocess.CompletedProcess[str]:
     """Run `manage.py pactmw ARGV` with `settings` as `PACTMW` (written to `config_file`)."""
+    return _django(["pactmw", *argv], settings, config_file, {})
+
+
+def django_check(
+    settings: dict[str, Any], config_file: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `manage.py check` with `settings` as `PACTMW` (written to `config_file`); `env`
+    goes to its environment (another `DJANGO_SETTINGS_MODULE`, a test site's switch)."""
+    return _django(["check"], settings, config_file, env)
+
+
+def _django(
+    argv: list[str], settings: dict[str, Any], config_file: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     config_file.write_text(json.dumps(settings))
     return subprocess.run(
-        [sys.executable, "-m", "django", "pactmw", *argv],
-        env=django_environment(config_file),
+        [sys.executable, "-m", "django", *argv],
+        env={**django_environment(config_file), **env},
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -4,16 +4,13 @@ checks find `AuthenticationMiddleware`), and warns (pactmw.W001) only when it is
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.adapters.commands import django_environment
+from tests.adapters.commands import django_check
 from tests.adapters.tokens import AUDIENCE, AgentKey, jwks
-from tests.support.servers import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,20 +21,11 @@ def _check(tmp_path: Path, middleware: str) -> subprocess.CompletedProcess[str]:
         "audience": AUDIENCE,
         "agents": [{"issuer": "https://pa.example", "jwks": jwks(key)}],
     }
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps(settings))
-    env = {
-        **django_environment(config_file),
-        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.middleware_settings",
-        "PACTMW_TEST_MIDDLEWARE": middleware,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return django_check(
+        settings,
+        tmp_path / "pactmw.json",
+        DJANGO_SETTINGS_MODULE="pactmw_testsite.middleware_settings",
+        PACTMW_TEST_MIDDLEWARE=middleware,
     )
 
 

@@ -4,17 +4,14 @@ forgotten): every agent would get a 404, and nothing would say why."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.adapters.commands import django_environment
+from tests.adapters.commands import django_check
 from tests.adapters.tokens import AUDIENCE, AgentKey, jwks
-from tests.support.servers import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,16 +25,7 @@ def _check(tmp_path: Path, settings_module: str, **brand: Any) -> subprocess.Com
         "store": "memory://",
         "brands": {"acme": {"name": "Acme", "handler": "examples.bots:order_bot", **brand}},
     }
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps(settings))
-    return subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env={**django_environment(config_file), "DJANGO_SETTINGS_MODULE": settings_module},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return django_check(settings, tmp_path / "pactmw.json", DJANGO_SETTINGS_MODULE=settings_module)
 
 
 def test_brands_without_the_providers_urls_are_warned(tmp_path: Path) -> None:

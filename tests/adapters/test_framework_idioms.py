@@ -7,9 +7,7 @@ import contextlib
 import copy
 import json
 import logging
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,14 +37,14 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
-from tests.adapters.commands import CHECKOUT_ENV
+from tests.adapters.commands import CHECKOUT_ENV, django_check
 from tests.adapters.contract_harness import BASE_URL, ISSUER, Harness, Target, config, harness
 from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
 from tests.parafe_integration.support import a2a_message
 from tests.support.logs import HOSTILE, assert_logs_tame
 from tests.support.net import loopback_client
-from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
+from tests.support.servers import django_server, uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -451,30 +449,12 @@ def test_a_consent_page_that_fails_is_html_never_an_a2a_error(
 # -- 7. Django: settings checked at startup, other pages untouched ------------------------------
 
 
-def _django_env(tmp_path: Path, settings: dict[str, Any]) -> dict[str, str]:
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps(settings))
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "pactmw_testsite.contract_settings",
-        **CHECKOUT_ENV,
-        "PACTMW_TEST_CONFIG": str(config_file),
-    }
-
-
 def _manage_py_check(
     tmp_path: Path, settings: dict[str, Any], **env: str
 ) -> subprocess.CompletedProcess[str]:
     """`manage.py check` of the test site with `settings` as its PACTMW, in a new process
     (`env` added to its environment)."""
-    return subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env={**_django_env(tmp_path, settings), **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    return django_check(settings, tmp_path / "pactmw.json", **env)
 
 
 #: Bad `PACTMW` settings and what the report names: Django's system check and Flask's

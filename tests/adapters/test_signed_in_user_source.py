@@ -6,8 +6,6 @@ startup, naming the setting, on every adapter: before, every consent link went t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,7 @@ from pactmw.core.jwk import generate_private_jwk
 from pactmw.provider import SignedInUser
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import guard_from_mapping
-from tests.adapters.commands import django_environment
-from tests.support.servers import REPO
+from tests.adapters.commands import django_check
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -117,20 +114,12 @@ def test_brands_whose_pages_ask_nobody_are_not_reported(
 
 
 def _django_check(tmp_path: Path, config: dict[str, Any], **env: str) -> str:
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env={
-            **django_environment(config_file),
-            "DJANGO_SETTINGS_MODULE": "pactmw_testsite.middleware_settings",
-            "PACTMW_TEST_MIDDLEWARE": "pactmw.adapters.django.PersonalAgentMiddleware",
-            **env,
-        },
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = django_check(
+        config,
+        tmp_path / "pactmw.json",
+        DJANGO_SETTINGS_MODULE="pactmw_testsite.middleware_settings",
+        PACTMW_TEST_MIDDLEWARE="pactmw.adapters.django.PersonalAgentMiddleware",
+        **env,
     )
     assert done.returncode == 0, done.stderr  # a warning: the site still starts
     return done.stdout + done.stderr

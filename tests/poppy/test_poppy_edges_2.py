@@ -6,10 +6,7 @@ Flask on Werkzeug, Django under uvicorn, the TLS world for conversations."""
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -28,7 +25,7 @@ from pactmw.adapters.wsgi import poppy_discovery_app
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider, Reply, Turn
 from pactmw.store import MemoryStore, Store
-from tests.adapters.commands import CHECKOUT_ENV, django_environment
+from tests.adapters.commands import CHECKOUT_ENV, django_check
 from tests.poppy.test_discovery_serving import site_config
 from tests.poppy.test_session_required import NOT_POPPY, assert_names
 from tests.support.net import free_port
@@ -42,7 +39,7 @@ from tests.support.poppy_world import (
     verifier_for,
     world_on,
 )
-from tests.support.servers import REPO, django_server, werkzeug_server
+from tests.support.servers import django_server, werkzeug_server
 from tests.support.tls import TestCA
 
 # -- 1. a discovery helper naming a Brand without Poppy -----------------------------------------
@@ -124,16 +121,7 @@ def test_django_check_reports_a_discovery_view_of_a_brand_without_poppy(tmp_path
     # The test site's `brand-site/poppy.json` is Brand "shop"'s view: `manage.py check`
     # (which runserver runs first) names the view and the Brands with Poppy, before any
     # request.
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps(_shop_without_poppy()))
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env={**django_environment(config_file), "PACTMW_TEST_POPPY_APIS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = django_check(_shop_without_poppy(), tmp_path / "pactmw.json", PACTMW_TEST_POPPY_APIS="1")
     assert done.returncode != 0, done.stdout + done.stderr
     assert "pactmw.E004" in done.stderr, done.stderr
     assert "poppy_discovery_view('shop'): Brand 'shop' does not enable Poppy" in done.stderr

@@ -13,8 +13,6 @@ import asyncio
 import json
 import logging
 import secrets
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from pactmw.adapters import flask as pactmw_flask
 from pactmw.adapters import wsgi as pactmw_wsgi
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider
-from tests.adapters.commands import django_environment
+from tests.adapters.commands import django_check
 from tests.poppy.test_discovery_serving import site_config
 from tests.support.logs import assert_logs_tame, pactmw_records
 from tests.support.poppy_accounts import signed_in
@@ -40,7 +38,7 @@ from tests.support.poppy_world import (
     verifier_for,
     world_fixture,
 )
-from tests.support.servers import REPO, django_server, uvicorn_server, werkzeug_server
+from tests.support.servers import django_server, uvicorn_server, werkzeug_server
 
 PATH = "/api/orders"
 
@@ -311,16 +309,7 @@ def test_django_check_reports_a_brand_without_poppy(tmp_path: Path) -> None:
     shop = config["brands"]["shop"]
     without_poppy = {key: value for key, value in shop.items() if key != "poppy"}
     config["brands"] = {"shop": without_poppy, "store": shop}
-    config_file = tmp_path / "pactmw.json"
-    config_file.write_text(json.dumps(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "check"],
-        env={**django_environment(config_file), "PACTMW_TEST_POPPY_APIS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    done = django_check(config, tmp_path / "pactmw.json", PACTMW_TEST_POPPY_APIS="1")
     assert done.returncode != 0, done.stdout + done.stderr
     assert "pactmw.E004" in done.stderr, done.stderr
     assert "poppy_session_required('shop'): Brand 'shop' does not enable Poppy" in done.stderr
