@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from pactmw.adapters import asgi, fastapi, wsgi
+from pactmw.adapters import flask as flask_adapter
+from pactmw.adapters.django import decorators as django_decorators
 from pactmw.config import ConfigError, Settings
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request
@@ -500,3 +502,107 @@ def test_the_wsgi_poppy_helpers_given_no_provider_are_refused_where_they_are_bui
         with pytest.raises(ConfigError) as caught:
             build()
         assert str(caught.value) == f"{call}: provider must be a Provider, not Settings"
+
+
+# -- every adapter alike: a misconfigured entry point is a ConfigError where it is built ------
+
+
+def _view(request: object) -> None:
+    return None
+
+
+#: Each adapter's scope decorator, and the call as the app writes it.
+SCOPE_DECORATORS: dict[str, tuple[Callable[..., Callable[..., object]], str, str]] = {
+    "asgi delegation_required": (asgi.delegation_required, "delegation_required", "orders:read"),
+    "wsgi delegation_required": (wsgi.delegation_required, "delegation_required", "orders:read"),
+    "flask delegation_required": (
+        flask_adapter.delegation_required,
+        "delegation_required",
+        "orders:read",
+    ),
+    "django delegation_required": (
+        django_decorators.delegation_required,
+        "delegation_required",
+        "orders:read",
+    ),
+    "starlette requires": (asgi.requires, "requires", "scope:orders:read"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCOPE_DECORATORS))
+def test_a_scope_decorator_without_its_parentheses_is_refused_where_it_decorates(
+    name: str,
+) -> None:
+    # `@delegation_required` for `@delegation_required(...)` took the view for a scope: a 500
+    # (or a TypeError) on every request, on each adapter its own way.
+    decorator, call, example = SCOPE_DECORATORS[name]
+    with pytest.raises(ConfigError) as caught:
+        decorator(_view)
+    assert str(caught.value) == (
+        f"{call} takes the scopes to require: @{call}({example!r}), not @{call}; got function"
+    )
+    decorator(example)(_view)
+
+
+#: Each adapter's call that takes a Provider, given its settings instead.
+def _provider_builders(settings: Any) -> dict[str, Callable[[], object]]:
+    return {
+        "A2AProviderApp(provider, app=...)": lambda: asgi.A2AProviderApp(settings),
+        "a2a_routes(provider, current_user=...)": lambda: asgi.a2a_routes(settings),
+        "a2a_mount(provider, current_user=...)": lambda: asgi.a2a_mount(settings),
+        "poppy_session_required(provider, brand_id, *scopes)": lambda: asgi.poppy_session_required(
+            settings, "shop"
+        ),
+        "poppy_discovery_route(provider, brand_id)": lambda: asgi.poppy_discovery_route(
+            settings, "shop"
+        ),
+        "PoppySessionScheme(provider, brand_id)": lambda: fastapi.PoppySessionScheme(
+            settings, "shop"
+        ),
+        "wsgi A2AProviderApp(provider, app=...)": lambda: wsgi.A2AProviderApp(settings),
+        "wsgi poppy_session_required(provider, brand_id, *scopes)": lambda: (
+            wsgi.poppy_session_required(settings, "shop")
+        ),
+        "wsgi poppy_discovery_app(provider, brand_id)": lambda: wsgi.poppy_discovery_app(
+            settings, "shop"
+        ),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(_provider_builders(None)))
+def test_a_call_that_takes_a_provider_given_its_settings_is_refused_naming_the_call(
+    call: str,
+) -> None:
+    # Settings where the Provider goes was an AttributeError ('Settings' object has no
+    # attribute 'brands') on the ASGI and FastAPI adapters, as on the WSGI one before.
+    settings: Any = Settings.from_mapping({"audience": AUDIENCE})
+    with pytest.raises(ConfigError) as caught:
+        _provider_builders(settings)[call]()
+    assert str(caught.value) == (
+        f"{call.removeprefix('wsgi ')}: provider must be a Provider, not Settings"
+    )
+
+
+#: Flask's and Django's `poppy_session_required(brand_id, *scopes)`: their Provider is the
+#: app's settings', so the first argument is the Brand's id.
+BRAND_DECORATORS: dict[str, Callable[..., Callable[..., object]]] = {
+    "flask": flask_adapter.poppy_session_required,
+    "django": django_decorators.poppy_session_required,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BRAND_DECORATORS))
+def test_a_poppy_decorator_without_its_brand_is_refused_where_it_decorates(
+    name: str, world: World
+) -> None:
+    # Without its parentheses (or given the Provider, as the ASGI one takes it), the view or
+    # the Provider was taken for the Brand's id: the view never ran, every request a 500.
+    decorator = BRAND_DECORATORS[name]
+    for wrong, kind in ((_view, "function"), (world.provider, "Provider")):
+        with pytest.raises(ConfigError) as caught:
+            decorator(wrong)
+        assert str(caught.value) == (
+            "poppy_session_required takes the Brand's id: "
+            f"@poppy_session_required('shop'), not @poppy_session_required; got {kind}"
+        )
+    decorator("shop", "orders:read")(_view)

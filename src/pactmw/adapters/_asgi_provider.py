@@ -20,7 +20,7 @@ from pactmw.adapters._asgi_http import (
     send_response,
     to_starlette,
 )
-from pactmw.adapters._common import NOT_FOUND
+from pactmw.adapters._common import NOT_FOUND, require_provider
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.poppy import METADATA_PREFIX, check_session_brand
@@ -57,6 +57,7 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(connection)` returns the host app's signed-in `SignedInUser` (or an
         awaitable of it), or None; only same-app consent pages call it."""
+        require_provider(provider, "A2AProviderApp(provider, app=...)")
         self.provider = provider
         self.app = app
         self.current_user = current_user
@@ -93,6 +94,7 @@ def a2a_routes(
     `/.well-known/oauth-authorization-server/`. Only those: the app's other `/.well-known/`
     documents stay its own, wherever they are listed.
     """
+    require_provider(provider, "a2a_routes(provider, current_user=...)")
     # One app for every route, so a missing `current_user` is reported once.
     app = A2AProviderApp(provider, current_user=current_user)
     routes: list[BaseRoute] = [_provider_mount(app, name="pactmw-a2a")]
@@ -112,6 +114,7 @@ def a2a_mount(
     Without Poppy's documents at the site root (`/.well-known/poppy.json`, the issuers'
     metadata): `a2a_routes` adds those too, and is the one to use for a Brand with Poppy.
     """
+    require_provider(provider, "a2a_mount(provider, current_user=...)")
     return _provider_mount(A2AProviderApp(provider, current_user=current_user))
 
 
@@ -140,6 +143,7 @@ def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
     Not needed where `A2AProviderApp` is at the site root: it answers that path already.
     A `ConfigError` now when the Brand does not enable Poppy.
     """
+    require_provider(provider, "poppy_discovery_route(provider, brand_id)")
     check_session_brand(
         provider.brands.values(), brand_id, f"poppy_discovery_route(provider, {brand_id!r})"
     )

@@ -37,6 +37,8 @@ __all__ = [
     "provider_of",
     "record_checker",
     "require_framework",
+    "require_provider",
+    "require_strings",
     "scope_refusal",
     "scopes_without_delegation",
     "tag_delegation_view",
@@ -296,6 +298,27 @@ def takes_no_delegation(recorded: Mapping[str, object]) -> bool:
     """Whether the caller of this request was verified by a guard that takes no delegation
     (`record_checker`), so that no scope asked of it can ever be held."""
     return recorded.get(TAKES_DELEGATION_KEY) is False
+
+
+def require_provider(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` (as the app writes it) when `given` is no Provider (its
+    settings, or arguments swapped), raised where the app, route or decorator is built rather
+    than as an AttributeError on the first request."""
+    if not isinstance(given, Provider):
+        raise ConfigError(f"{call}: provider must be a Provider, not {type(given).__name__}")
+
+
+def require_strings(given: Iterable[object], call: str, what: str, example: str) -> None:
+    """A `ConfigError` when one of `given` (the arguments of the decorator `call`) is no
+    string: written without its parentheses (`@call`, not `@call(...)`), the decorator gets
+    the view as its argument and would fail on every request (a 500), so it is said where the
+    view is decorated. `what` says what `call` takes; `example`, one written right."""
+    for value in given:
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"{call} takes {what}: @{call}({example!r}), not @{call}; "
+                f"got {type(value).__name__}"
+            )
 
 
 def make_guard(

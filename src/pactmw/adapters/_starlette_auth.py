@@ -3,7 +3,7 @@ an `AuthenticationBackend` for apps that mix schemes, its `on_error`, and `requi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from starlette.authentication import (
@@ -22,6 +22,7 @@ from pactmw.adapters._common import (
     instance_or_none,
     make_guard,
     record_checker,
+    require_strings,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
@@ -133,7 +134,10 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     bare 403; a missing `scope:<id>` is 403 `insufficient_scope`; another missing scope (an
     app role) is Starlette's empty `status_code` answer. No `redirect`: a personal agent
     follows no login page, and its refusal is the protocol's."""
-    wanted = [scopes] if isinstance(scopes, str) else list(scopes)
+    # `@requires` without its parentheses gives the endpoint for the scopes: refused here.
+    given = [scopes] if isinstance(scopes, str) or not isinstance(scopes, Iterable) else scopes
+    require_strings(given, "requires", "the scopes to require", "scope:orders:read")
+    wanted = [scope for scope in given if isinstance(scope, str)]  # all of them, checked above
     delegated = any(scope == "delegated" or scope.startswith("scope:") for scope in wanted)
 
     def decorate(endpoint: Endpoint) -> Endpoint:

@@ -22,6 +22,8 @@ from pactmw.adapters._common import (
     poppy_setting,
     record_checker,
     require_framework,
+    require_provider,
+    require_strings,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
@@ -145,6 +147,8 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On a
     request nothing verified, every caller is refused: said once per endpoint in the log."""
 
+    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
+
     def decorate(endpoint: Endpoint) -> Endpoint:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
         no_delegation = scopes_without_delegation("delegation_required()")
@@ -211,6 +215,7 @@ def poppy_session_required(
     are `Provider.poppy_session`'s). The endpoint runs with `current_poppy_caller(request)`;
     a refusal is Poppy's JSON error with its `WWW-Authenticate: DPoP` challenge. A Brand
     that is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
+    require_provider(provider, "poppy_session_required(provider, brand_id, *scopes)")
     check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:

@@ -41,7 +41,12 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._common import make_guard, scopes_without_delegation, takes_no_delegation
+from pactmw.adapters._common import (
+    make_guard,
+    require_provider,
+    scopes_without_delegation,
+    takes_no_delegation,
+)
 from pactmw.adapters._starlette_auth import current_personal_agent, verify_once
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import DELEGATION_HEADER, Response
@@ -204,6 +209,7 @@ class PoppySessionScheme(SecurityBase):
         scheme_name: str = "PoppySession",
         description: str = "Poppy Session Token (Authorization: DPoP) with a DPoP proof.",
     ) -> None:
+        require_provider(provider, "PoppySessionScheme(provider, brand_id)")
         setting = f"PoppySessionScheme(provider, {brand_id!r})"
         check_session_brand(provider.brands.values(), brand_id, setting)
         self.model = HTTPBaseModel(scheme="DPoP", description=description)

@@ -33,6 +33,7 @@ from pactmw.adapters._common import (
     poppy_setting,
     poppy_view_problems,
     provider_of,
+    require_strings,
     tag_delegation_view,
     tag_poppy_view,
 )
@@ -286,6 +287,7 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     missing scopes 403 `insufficient_scope` (`ScopeRefused`). Without `delegation_brand`,
     every caller is refused: `init_app` raises `ConfigError` for a view decorated before it,
     and a view added after it says so once at ERROR at its first refused request."""
+    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
 
     def decorate(view: View) -> View:
         unset = delegation_brand_unset(_SETTING, scopes)
@@ -383,6 +385,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller()`. A refusal is Poppy's
     JSON error with its `WWW-Authenticate: DPoP` challenge."""
+    require_strings([brand_id], "poppy_session_required", "the Brand's id", "shop")
 
     def check() -> WerkzeugResponse | None:
         environ = request.environ

@@ -22,6 +22,8 @@ from pactmw.adapters._common import (
     poppy_setting,
     record_checker,
     require_framework,
+    require_provider,
+    require_strings,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
@@ -136,15 +138,7 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On
     a request nothing verified, every caller is refused: said once per application in the
     log."""
-    # Written without its parentheses, the decorator gets the application as a scope and
-    # would answer every request with a 500: said here, where the application is decorated.
-    for scope in scopes:
-        if not isinstance(scope, str):
-            raise ConfigError(
-                "delegation_required takes the scopes to require: "
-                "@delegation_required('orders:read'), not @delegation_required; "
-                f"got {type(scope).__name__}"
-            )
+    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
 
     def decorate(app: WSGIView) -> WSGIView:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
@@ -234,14 +228,6 @@ def current_personal_agent(environ: WSGIEnvironment) -> PersonalAgent | None:
     return instance_or_none(environ.get(ENVIRON_KEY), PersonalAgent)
 
 
-def _require_provider(given: object, call: str) -> None:
-    """A `ConfigError` naming `call` when `given` is no Provider (its settings, or arguments
-    swapped), raised where the app or decorator is built rather than as an AttributeError on
-    the first request."""
-    if not isinstance(given, Provider):
-        raise ConfigError(f"{call}: provider must be a Provider, not {type(given).__name__}")
-
-
 class A2AProviderApp:
     """Serve a `Provider` as a WSGI app; other paths go to `app` (or get 404).
 
@@ -258,7 +244,7 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(environ)` returns the host app's signed-in user, or None; only
         same-app consent pages call it."""
-        _require_provider(provider, "A2AProviderApp(provider, app=...)")
+        require_provider(provider, "A2AProviderApp(provider, app=...)")
         if app is not None and not callable(app):
             raise ConfigError(
                 "A2AProviderApp(provider, app=...): app must be a WSGI application, "
@@ -289,7 +275,7 @@ def poppy_session_required(
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`. A Brand that
     is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
-    _require_provider(provider, "poppy_session_required(provider, brand_id, *scopes)")
+    require_provider(provider, "poppy_session_required(provider, brand_id, *scopes)")
     check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     def check(environ: WSGIEnvironment) -> Response | None:
@@ -313,7 +299,7 @@ def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
     document itself, chosen by `Host` among its `poppy.domains`; never a redirect). Route
     that path to it; `A2AProviderApp` at the site root answers it already. A `ConfigError`
     now when the Brand does not enable Poppy."""
-    _require_provider(provider, "poppy_discovery_app(provider, brand_id)")
+    require_provider(provider, "poppy_discovery_app(provider, brand_id)")
     check_session_brand(
         provider.brands.values(), brand_id, f"poppy_discovery_app(provider, {brand_id!r})"
     )

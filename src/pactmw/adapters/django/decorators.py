@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from pactmw.adapters._common import (
     delegation_brand_unset,
     poppy_setting,
+    require_strings,
     scope_refusal,
     tag_delegation_view,
     tag_poppy_view,
@@ -136,6 +137,7 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     `delegation_brand` every caller is refused: the system check (pactmw.E005) reports the
     routed views, and a view refusing a caller says so once at ERROR (no check runs under
     gunicorn or uvicorn)."""
+    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
 
     def decorate(view: View) -> View:
         unset = delegation_brand_unset(f"settings.{SETTING}", scopes)  # once a view
@@ -223,6 +225,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s). The view runs with `request.poppy_caller`. Consider
     `csrf_exempt`: callers are agents."""
+    require_strings([brand_id], "poppy_session_required", "the Brand's id", "shop")
 
     def refused(exc: PoppyError) -> HttpResponse:
         return to_django(error_response(exc))
