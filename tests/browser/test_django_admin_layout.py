@@ -29,7 +29,7 @@ from tests.adapters.test_django_admin_site import (
     guide_block,
     new_site,
 )
-from tests.browser.test_consent_page import screenshot
+from tests.browser.support import screenshot
 from tests.support.chromium import WAIT
 
 LONG_ISSUER = "https://assistant.personal-agents.example.com/tenants/eu-west-1/agents"
