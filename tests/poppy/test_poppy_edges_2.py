@@ -6,6 +6,7 @@ Flask on Werkzeug, Django under uvicorn, the TLS world for conversations."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import subprocess
 import sys
