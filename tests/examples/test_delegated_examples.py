@@ -1,10 +1,10 @@
 """The Delegated profile (PACT §5) of the Flask and Django example shops, over real servers.
 
-Each example runs as its own process (the launch commands of test_examples.py) with a TOML
-config (PACTMW_CONFIG) that registers one personal agent and offers delegation on one Brand,
-with the example's own bot, tools and login. httpx plays both sides: the personal agent
-(PACT JWT, A2A and OAuth calls) and the person in a browser (a cookie-keeping client that
-follows the consent link, logs in to the shop and decides on the consent page).
+Each example runs as its own process (the launch commands of tests/examples/support.py)
+with a TOML config (PACTMW_CONFIG) that registers one personal agent and offers delegation
+on one Brand, with the example's own bot, tools and login. httpx plays both sides: the
+personal agent (PACT JWT, A2A and OAuth calls) and the person in a browser (a cookie-keeping
+client that follows the consent link, logs in to the shop and decides on the consent page).
 """
 
 from __future__ import annotations
