@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from tests.support.agent import identity_token, user_message
+from tests.support.cli import ISSUER, PYTHON_M, assert_one_line_error, run
 from tests.support.folders import unwritable_folder
 from tests.support.hidden import env_without
 from tests.support.jwks_server import JwksServer
@@ -38,8 +39,6 @@ from tests.support.servers import REPO, process_server
 #: then the repository, for `examples.` and `tests.`.
 CHECKOUT_PATH = os.pathsep.join((str(REPO / "src"), str(REPO)))
 SCRIPT = Path(sys.executable).parent / "pactmw"
-PYTHON_M = (sys.executable, "-m", "pactmw")
-ISSUER = "https://pa.example"
 
 
 def launchers() -> list[Any]:
@@ -47,24 +46,6 @@ def launchers() -> list[Any]:
     # is a failure, not a reason to skip.
     console = pytest.param((str(SCRIPT),), id="console-script")
     return [pytest.param(PYTHON_M, id="python-m"), console]
-
-
-def run(
-    argv: Sequence[str],
-    *,
-    cwd: Path = REPO,
-    env: dict[str, str] | None = None,
-    timeout: float = 60,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(argv),
-        cwd=cwd,
-        env={**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})},
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=timeout,
-    )
 
 
 def token(key: PrivateJWK, *, sub: str, audience: str, issuer: str = ISSUER) -> str:
@@ -162,15 +143,6 @@ BRAND = """
 [brands.acme]
 handler = "examples.bots:order_bot"
 """
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], expected: str) -> None:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert expected in lines[0]
 
 
 CONFIG_ERRORS = [

@@ -18,10 +18,10 @@ import pytest
 
 from pactmw.brand_login import DevelopmentBrandLogin, consent_url_for
 from pactmw.core.jwk import generate_private_jwk, public_key_set
-from tests.check.test_check_delegated import PERSON, Running, person_decides
+from tests.check.support import PERSON, Running, person_decides
+from tests.support.cli import ISSUER, PYTHON_M, assert_one_line_error, run
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url, free_port
-from tests.test_cli import ISSUER, PYTHON_M, assert_one_line_error, run
 
 AUDIENCE = "urn:aud"
 PROVIDER_CONFIG = """\

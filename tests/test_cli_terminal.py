@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import open_store
+from tests.support.cli import ISSUER, PYTHON_M, assert_no_traceback, environment, run_in
 from tests.support.folders import unwritable_folder
 from tests.support.interrupt import Stopped, interrupt, start_interruptible
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
-from tests.support.servers import REPO
 
-PYTHON_M = (sys.executable, "-m", "pactmw")
-ISSUER = "https://pa.example"
 CONFIG = """\
 base_url = "https://shop.example"
 audience = "https://shop.example/a2a"
@@ -32,37 +30,11 @@ handler = "pactmw.demo:demo_bot"
 """
 
 
-def environment(**extra: str) -> dict[str, str]:
-    # This checkout's pactmw first, and the repository (tests., examples.) importable.
-    path = os.pathsep.join((str(REPO / "src"), str(REPO)))
-    return {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONPATH": path, **extra}
-
-
-def run(
-    argv: Sequence[str], cwd: Path, *, stdout: int = subprocess.PIPE, **env: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*PYTHON_M, *argv],
-        cwd=cwd,
-        env=environment(**env),
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-    )
-
-
-def assert_no_traceback(stderr: str) -> None:
-    assert "Traceback" not in stderr, stderr
-    assert "Exception ignored" not in stderr, stderr
-
-
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A folder with a private key (`agent.jwk`) and a configuration (`pactmw.toml`) whose
     sqlite store exists."""
-    made = run(["keygen", "--out", "agent.jwk", "--jwks", "jwks.json"], tmp_path)
+    made = run_in(["keygen", "--out", "agent.jwk", "--jwks", "jwks.json"], tmp_path)
     assert made.returncode == 0, made.stderr
     (tmp_path / "pactmw.toml").write_text(CONFIG)
     open_store(f"sqlite:///{tmp_path / 'pactmw.db'}").close()
@@ -92,7 +64,7 @@ def test_output_into_a_closed_pipe_is_no_traceback(workdir: Path, argv: list[str
     try:
         with JwksServer() as server:  # no card there: every check fails, JSON is printed
             argv = [server.base_url if arg == "URL" else arg for arg in argv]
-            result = run(argv, workdir, stdout=write)
+            result = run_in(argv, workdir, stdout=write)
     finally:
         os.close(write)
     assert_no_traceback(result.stderr)
@@ -224,7 +196,7 @@ def test_ctrl_c_while_pactmw_imports(workdir: Path, launcher: str, nth: int) -> 
 )
 def test_a_configuration_that_is_not_utf8_is_one_line(workdir: Path, command: str) -> None:
     (workdir / "pactmw.toml").write_bytes(CONFIG.replace("shop", "sh\xf6p").encode("latin-1"))
-    result = run([*command.split(), "--config", "pactmw.toml"], workdir)
+    result = run_in([*command.split(), "--config", "pactmw.toml"], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
@@ -237,7 +209,7 @@ def test_serve_names_signing_keys_not_the_store(workdir: Path) -> None:
     """A public JWKS given as the Provider's signing key is a signing_keys error."""
     delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
     (workdir / "pactmw.toml").write_text('signing_keys = ["jwks.json"]\n' + delegated)
-    result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    result = run_in(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("pactmw serve: error: signing_keys: jwks.json: "), result.stderr
@@ -252,7 +224,7 @@ def test_serve_names_data_dir_for_the_development_key(workdir: Path) -> None:
     (workdir / "locked").mkdir()
     with unwritable_folder(workdir / "locked") as folder:
         (workdir / "pactmw.toml").write_text(f"data_dir = {str(folder / 'pactmw')!r}\n{delegated}")
-        result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+        result = run_in(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     keys = folder / "pactmw" / "keys"
@@ -267,7 +239,7 @@ def test_serve_names_data_dir_for_the_development_key(workdir: Path) -> None:
 def test_serve_names_a_signing_key_file_it_cannot_read(workdir: Path, missing: str) -> None:
     delegated = CONFIG + '[brands.acme.delegation]\nlogin_url = "/login"\nscopes = { a = "b" }\n'
     (workdir / "pactmw.toml").write_text(f"signing_keys = [{missing!r}]\n{delegated}")
-    result = run(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
+    result = run_in(["serve", "--config", "pactmw.toml", "--port", str(free_port())], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
@@ -334,7 +306,7 @@ def test_names_beyond_ascii_on_an_ascii_console(
     cafe: str, workdir: Path, argv: list[str], shown: str
 ) -> None:
     argv = [cafe if arg == "CARD" else arg for arg in argv]
-    result = run(argv, workdir, PYTHONIOENCODING="ascii")
+    result = run_in(argv, workdir, PYTHONIOENCODING="ascii")
     assert_no_traceback(result.stderr)
     assert result.returncode in (0, 1), result.stderr  # 1: the checks of an unknown agent fail
     if "--json" in argv:
@@ -349,7 +321,7 @@ def test_names_beyond_ascii_on_an_ascii_console(
 
 @pytest.mark.parametrize("port", ["70000", "-1"])
 def test_serve_port_out_of_range_is_a_usage_error(workdir: Path, port: str) -> None:
-    result = run(["serve", "--config", "pactmw.toml", "--port", port], workdir)
+    result = run_in(["serve", "--config", "pactmw.toml", "--port", port], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines()[-1] == (
@@ -380,7 +352,7 @@ def test_serve_forwarded_allow_ips_of_no_address_is_a_usage_error(
     """uvicorn keeps an entry that is no IP address or network as a name no TCP peer has:
     a typo would trust no proxy, silently, and every client would count as the proxy."""
     argv = ["serve", "--config", "pactmw.toml", "--port", str(free_port())]
-    result = run([*argv, "--forwarded-allow-ips", value], workdir)
+    result = run_in([*argv, "--forwarded-allow-ips", value], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines()[-1] == (
@@ -391,7 +363,7 @@ def test_serve_forwarded_allow_ips_of_no_address_is_a_usage_error(
 def test_serve_forwarded_allow_ips_of_the_environment_is_checked_too(workdir: Path) -> None:
     """$FORWARDED_ALLOW_IPS (uvicorn's default for the option) gets the option's check."""
     argv = ["serve", "--config", "pactmw.toml", "--port", str(free_port())]
-    result = run(argv, workdir, FORWARDED_ALLOW_IPS="proxy.internal")
+    result = run_in(argv, workdir, FORWARDED_ALLOW_IPS="proxy.internal")
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
@@ -402,7 +374,7 @@ def test_serve_forwarded_allow_ips_of_the_environment_is_checked_too(workdir: Pa
 def test_check_authorization_details_file_that_is_not_utf8(workdir: Path) -> None:
     (workdir / "details.json").write_bytes('[{"type": "caf\xe9"}]'.encode("latin-1"))
     argv = [*CHECK[:1], "http://127.0.0.1:9", *CHECK[2:], "--delegated"]
-    result = run([*argv, "--authorization-details", "@details.json"], workdir)
+    result = run_in([*argv, "--authorization-details", "@details.json"], workdir)
     assert_no_traceback(result.stderr)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
@@ -425,7 +397,7 @@ def test_card_shows_control_characters_of_a_card_as_escapes(cafe: str, workdir: 
     card["description"] = "Orders\x07 and\x9b returns"
     with JwksServer() as site:
         site.set_json("/.well-known/agent-card.json", card)
-        result = run(["card", site.base_url], workdir)
+        result = run_in(["card", site.base_url], workdir)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == [
@@ -449,7 +421,7 @@ def test_check_shows_control_characters_of_an_answer_as_escapes(cafe: str, workd
         # An unmatched route must be 404: this one answers 200 with an escape sequence.
         site.set_body("/a2a/cafe/unknown", b"\x1b[2J\x1b]0;owned\x07 forged", "text/plain")
         argv = [*CHECK[:1], f"{site.base_url}/a2a/cafe/.well-known/agent-card.json", *CHECK[2:]]
-        result = run(argv, workdir)
+        result = run_in(argv, workdir)
     assert result.returncode == 1, result.stderr
     (routes,) = [line for line in result.stdout.splitlines() if "(GET unknown)" in line]
     assert routes.endswith("body \\x1b[2J\\x1b]0;owned\\x07 forged"), routes

@@ -10,7 +10,6 @@ not one a client wrote itself.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,7 @@ from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
 from tests.support.pg import postgres_server
 from tests.support.servers import process_server, serve_argv
-from tests.test_two_processes_postgres import _toml_inline
+from tests.support.toml import toml_value
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-test-audience"
@@ -53,7 +52,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory, key: PrivateJWK) -> Iterat
             f"consent_rate_limit = {{ per_agent = {LIMIT}, window = {WINDOW} }}\n"
             "[[agents]]\n"
             f'issuer = "{ISSUER}"\n'
-            f"jwks = {_toml_inline_key(key)}\n"
+            f"jwks = {toml_value({'keys': [key.public.to_dict()]})}\n"
             "[brands.acme]\n"
             'name = "Acme"\n'
             'handler = "tests.multiprocess_bot:counting_bot"\n'
@@ -67,10 +66,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory, key: PrivateJWK) -> Iterat
             process_server(serve_argv(config, ports[1]), ports[1], env=env, log=tmp / "b.log"),
         ):
             yield [f"http://127.0.0.1:{port}" for port in ports]
-
-
-def _toml_inline_key(key: PrivateJWK) -> str:
-    return _toml_inline(json.dumps({"keys": [key.public.to_dict()]}))
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,6 +14,7 @@ from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
 from tests.support.pg import postgres_server
 from tests.support.servers import process_server, serve_argv
+from tests.support.toml import toml_value
 
 ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-test-audience"
@@ -35,14 +35,14 @@ def servers(
     with postgres_server() as pg:
         ports = (free_port(), free_port())
         config = tmp / "pactmw.toml"
-        jwks = json.dumps({"keys": [key.public.to_dict()]})
+        jwks = {"keys": [key.public.to_dict()]}
         config.write_text(
             f'base_url = "http://127.0.0.1:{ports[0]}"\n'
             f'audience = "{AUDIENCE}"\n'
             f'store = "{pg.create_database()}"\n'
             "[[agents]]\n"
             f'issuer = "{ISSUER}"\n'
-            f"jwks = {_toml_inline(jwks)}\n"
+            f"jwks = {toml_value(jwks)}\n"
             "[brands.acme]\n"
             'name = "Acme"\n'
             'handler = "tests.multiprocess_bot:counting_bot"\n'
@@ -53,15 +53,6 @@ def servers(
             process_server(serve_argv(config, ports[1]), ports[1], env=env, log=tmp / "b.log"),
         ):
             yield f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", runs
-
-
-def _toml_inline(jwks_json: str) -> str:
-    """A JSON object as a TOML inline table (keys and string values only, as in a JWKS)."""
-    data = json.loads(jwks_json)
-    keys = ", ".join(
-        "{ " + ", ".join(f'{k} = "{v}"' for k, v in entry.items()) + " }" for entry in data["keys"]
-    )
-    return "{ keys = [ " + keys + " ] }"
 
 
 def _token(key: PrivateJWK, sub: str = "user-1") -> str:

@@ -33,13 +33,12 @@ from tests.adapters.contract_harness import (
     Target,
     harness,
 )
+from tests.adapters.support import INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims
 from tests.parafe_integration.support import a2a_message
 
 pytestmark = pytest.mark.timeout(120)
 
-CHALLENGE = 'Bearer realm="a2a"'
-INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
 ACTOR = actor_id_for(ISSUER, "user-42")
 MIB = 1024 * 1024
 
@@ -53,14 +52,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
 @pytest.fixture(params=list(SERVERS))
 def target(request: pytest.FixtureRequest, servers: Harness) -> Target:
     return servers.get(request.param)
-
-
-def assert_refused(response: httpx.Response, challenge: str = CHALLENGE) -> None:
-    """The protocol's 401: exact challenge, empty body, never the A2A content type."""
-    assert response.status_code == 401, (response.status_code, response.text[:300])
-    assert response.headers.get_list("www-authenticate") == [challenge]
-    assert response.content == b""
-    assert "application/a2a+json" not in response.headers.get("content-type", "")
 
 
 def assert_caller(response: httpx.Response, **expected: Any) -> dict[str, Any]:

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,73 +20,9 @@ from starlette.routing import Route
 
 from pactmw.adapters import asgi, wsgi
 from pactmw.adapters import flask as flask_adapter
-from pactmw.core.jose import sign_compact
-from pactmw.core.jwk import generate_private_jwk, public_key_set
-from pactmw.protocols.delegation import SigningKeys, mint_access_token
-from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from pactmw.provider import Brand, Provider
-from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.guard import Guard
-from pactmw.store import open_store
+from tests.adapters.support import AUDIENCE, World
 from tests.support.servers import uvicorn_server, werkzeug_server
-
-ISSUER = "https://pa.example"
-AUDIENCE = "urn:test:provider"
-BASE = "https://provider.example"
-
-
-class World:
-    def __init__(self) -> None:
-        self.agent_key = generate_private_jwk("ES256", kid="pa")
-        registry = AgentRegistry(
-            [RegisteredAgent(issuer=ISSUER, jwks=public_key_set([self.agent_key]))]
-        )
-        self.verifier = IdentityVerifier(audience=AUDIENCE, registry=registry)
-        config = DelegationConfig(
-            scopes={"orders:read": "See orders", "orders:cancel": "Cancel orders"},
-            login_url="/login",
-        )
-        self.provider = Provider(
-            base_url=BASE,
-            verifier=self.verifier,
-            store=open_store("memory://"),
-            brands=[Brand(id="acme", name="Acme", handler=lambda t: "hi", delegation=config)],
-            signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
-        )
-
-    def identity(self, sub: str = "user-1") -> str:
-        now = int(time.time())
-        claims = {"iss": ISSUER, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
-        return "Bearer " + sign_compact(claims, self.agent_key, typ="JWT")
-
-    def delegation(
-        self, scopes: tuple[str, ...], sub: str = "user-1", revoked: bool = False
-    ) -> str:
-        now = time.time()
-        grant = self.provider.store.upsert_grant(
-            grant_id=f"g-{sub}-{'-'.join(scopes)}-{now}",
-            brand_id="acme",
-            # A fresh account per token: grants for one account union their scopes.
-            account=f"acct-{sub}-{uuid.uuid4().hex[:8]}",
-            client_id=ISSUER,
-            pa_sub=sub,
-            scopes=scopes,
-            now=now,
-            expires_at=now + 3600,
-        )
-        if revoked:
-            self.provider.store.revoke_grant(grant.grant_id, now=now)
-        assert self.provider.oauth is not None
-        token = mint_access_token(
-            key=self.provider.oauth.keys.signer,
-            interface_url=f"{BASE}/a2a/acme",
-            account=grant.account,
-            client_id=ISSUER,
-            scopes=grant.scopes,
-            grant_id=grant.grant_id,
-            now=now,
-        )
-        return "Bearer " + token
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.test_django_admin_site import _manage, guide_block, new_site
+from tests.adapters.django_sites import guide_block, manage, new_site
 from tests.support.samples import find_samples
 
 #: The guide's first settings block ("Add the app and the middleware"), up to its views.
@@ -109,7 +109,7 @@ print("subclass:", client.get(url).status_code, client.post(url, form).status_co
 
 def test_the_admin_shows_nothing_of_pactmw(site: tuple[Path, dict[str, str]]) -> None:
     root, env = site
-    out = _manage(root, env, "shell", "-c", VISIT).splitlines()
+    out = manage(root, env, "shell", "-c", VISIT).splitlines()
     index = next(line for line in out if line.startswith("index:"))
     assert index == "index: 200 /admin/auth/", index  # the site's own apps, pactmw's not
     answers = [line for line in out if line.startswith("answer:")]
@@ -163,7 +163,7 @@ def test_the_admin_appears_where_the_state_is_in_the_site_database(
     site: tuple[Path, dict[str, str]],
 ) -> None:
     root, env = site
-    out = _manage(root, env, "shell", "-c", RULE).splitlines()
+    out = manage(root, env, "shell", "-c", RULE).splitlines()
     assert [line for line in out if line.startswith("rule:")] == [
         "rule: django True True",
         "rule: django:ALIAS True True",
@@ -220,7 +220,7 @@ def test_the_admin_answers_503_while_the_settings_do_not_build(
     site: tuple[Path, dict[str, str]],
 ) -> None:
     root, env = site
-    out = _manage(root, env, "shell", "-c", UNBUILT).splitlines()
+    out = manage(root, env, "shell", "-c", UNBUILT).splitlines()
     assert "index: 200" in out
     assert "built: ConfigError" in out  # the settings were read, and do not build
     answers = [line for line in out if line.startswith("answer:")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.adapters.django_admin_scripts import POPPY_AND_TIME_FILTERS
-from tests.adapters.test_django_admin_site import TEST_SETTINGS, _shell, guide_block, new_site
+from tests.adapters.django_sites import TEST_SETTINGS, guide_block, new_site, shell
 
 #: After the guide's settings: a second Brand that speaks Poppy (whose URLs are all https),
 #: and a time zone 14 hours from UTC (startproject sets `USE_TZ = True`).
@@ -31,7 +31,7 @@ def test_the_agent_and_time_filters_find_poppy_and_recent_rows(tmp_path: Path) -
     lists = ("grant ", "conversation ", "messageid ")
     printed = [
         line
-        for line in _shell(tmp_path, env, POPPY_AND_TIME_FILTERS).splitlines()
+        for line in shell(tmp_path, env, POPPY_AND_TIME_FILTERS).splitlines()
         if line.startswith(lists)  # not Django 5.2's shell's own
     ]
     poppy = "https://atlas.example/agent.json"

@@ -9,13 +9,9 @@ blocks and allows answered accordingly by the site at its next request.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -30,97 +26,24 @@ from tests.adapters.django_admin_scripts import (
     PERMISSIONS,
     SITE_RULE,
 )
+from tests.adapters.django_sites import (
+    PASSWORD,
+    TEST_SETTINGS,
+    guide_block,
+    manage,
+    new_site,
+    runserver,
+    shell,
+)
 from tests.support.agent import identity_token, user_message
 from tests.support.jwks_server import JwksServer
-from tests.support.net import free_port, loopback_client
+from tests.support.net import loopback_client
 from tests.support.pg import PostgresServer, postgres_server_fixture
-from tests.support.servers import REPO, process_server
 
 postgres_server = postgres_server_fixture(scope="module")
 
-PASSWORD = "admin-pw-for-tests"
 ISSUER = "https://pa.example"
 SECRET_TEXT = "my card number is in this order note"
-
-GUIDE = REPO / "docs" / "getting-started" / "django.md"
-KEYGEN = "pactmw keygen --out pactmw-signing.jwk"
-# Test only, after the guide's settings: the agent the admin adds has its keys on a JWKS
-# server on 127.0.0.1 (plain http), the operator opts in to message text with SHOW_TEXT, and
-# the audit events reach the server's log.
-TEST_SETTINGS = """
-import os
-PACTMW["allow_http_jwks_on_loopback"] = True
-PACTMW["admin_show_message_text"] = os.environ.get("SHOW_TEXT") == "1"
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"pactmw.audit": {"handlers": ["console"], "level": "INFO"}},
-}
-"""
-
-
-def guide_block(label: str) -> str:
-    """The ```python block that the guide marks `<!-- not-run: LABEL (...) -->`."""
-    lines = GUIDE.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines):
-        if line.startswith(f"<!-- not-run: {label} ("):
-            assert lines[number + 1] == "```python", lines[number + 1]
-            end = lines.index("```", number + 2)
-            return "\n".join(lines[number + 2 : end]) + "\n"
-    raise AssertionError(f"{GUIDE.name} has no block marked {label!r}")
-
-
-def _manage(site: Path, env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=site,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-def new_site(root: Path, settings_tail: str, urls_tail: str) -> dict[str, str]:
-    """A `django-admin startproject mysite` in `root` with the guide's signing key and bot,
-    `settings_tail` and `urls_tail` at the end of its settings and urls, migrated, and the
-    superuser "ops"; the environment its `manage.py` runs with."""
-    bin_dir = Path(sys.executable).parent
-    subprocess.run(
-        [str(bin_dir / "django-admin"), "startproject", "mysite", "."],
-        cwd=root,
-        check=True,
-        timeout=60,
-    )
-    assert KEYGEN in GUIDE.read_text(encoding="utf-8")
-    subprocess.run(
-        [str(bin_dir / "pactmw"), *KEYGEN.split()[1:]],
-        cwd=root,
-        check=True,
-        timeout=60,
-        capture_output=True,
-    )
-    (root / "mysite" / "bot.py").write_text(guide_block("mysite/bot.py"))
-    for name, tail in (("settings.py", settings_tail), ("urls.py", urls_tail)):
-        module = root / "mysite" / name
-        module.write_text(module.read_text() + "\n" + tail)
-    env = {**os.environ, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    _manage(root, env, "migrate", "--verbosity", "0")
-    _manage(
-        root,
-        env,
-        "createsuperuser",
-        "--noinput",
-        "--username",
-        "ops",
-        "--email",
-        "ops@shop.example",
-    )
-    return env
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -149,12 +72,6 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path,
     finally:
         if server is not None:
             server.drop_database(dbname)
-
-
-def _serve(site: Path, env: dict[str, str], name: str) -> Any:
-    port = free_port()
-    argv = [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
-    return port, process_server(argv, port, env=env, cwd=site, log=site / f"{name}.log")
 
 
 def _csrf(page: str) -> str:
@@ -219,25 +136,19 @@ def _record_page(client: httpx.Client, model: str, key: str) -> str:
     return page.text
 
 
-def _shell(site: Path, env: dict[str, str], code: str) -> str:
-    prelude = "import time\nfrom pactmw.adapters.django import get_provider\n"
-    prelude += "store = get_provider().store\nnow = time.time()\n"
-    return _manage(site, env, "shell", "-c", prelude + code)
-
-
 def _a_failed_validation_writes_nothing(site: Path, env: dict[str, str]) -> list[str]:
     # The last lines: Django 5.2's shell first says what it imported.
-    return _shell(site, env, SITE_RULE).splitlines()[-4:]
+    return shell(site, env, SITE_RULE).splitlines()[-4:]
 
 
 def _the_lists_queries(site: Path, env: dict[str, str]) -> list[str]:
-    return _shell(site, env, LIST_QUERIES).splitlines()[-8:]
+    return shell(site, env, LIST_QUERIES).splitlines()[-8:]
 
 
 def _a_lost_race_only_warns(site: Path, env: dict[str, str]) -> list[str]:
     return [
         line
-        for line in _shell(site, env, LOST_RACE).splitlines()
+        for line in shell(site, env, LOST_RACE).splitlines()
         if line.startswith(("message:", "status:", "logged:", "theirs:"))
     ]
 
@@ -263,7 +174,7 @@ def _answer(base: str, key: PrivateJWK) -> int:
 def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, str]]) -> None:
     root, env = site
     key = generate_private_jwk("ES256", kid="runtime-1")
-    port, server = _serve(root, env, "runserver")
+    port, server = runserver(root, env, "runserver")
     base = f"http://127.0.0.1:{port}"
     with server, JwksServer(public_key_set([key])) as jwks:
         client = _login(base)
@@ -312,7 +223,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert _messages(client.get(added.headers["location"]).text) == [
             ("success", f"Added {ISSUER} (keys from {jwks.url})")
         ]
-        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        listed = json.loads(manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["source"], a["status"]) for a in listed] == [
             (ISSUER, "runtime", "allowed")
         ]
@@ -321,12 +232,12 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         # Block it: every process sees it at once (here, another manage.py).
         page = _action(client, "/admin/pactmw/registeredagent/", "block_agents", ISSUER)
         assert f"blocked {ISSUER}" in page
-        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        listed = json.loads(manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
         assert _answer(base, key) == 401  # the site's next request sees the block
         page = _action(client, "/admin/pactmw/registeredagent/", "allow_agents", ISSUER)
         assert f"allowed {ISSUER}" in page
-        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        listed = json.loads(manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
         assert _answer(base, key) == 200
         # The agent's own page and its switch's: read-only, the time as the list shows it.
@@ -360,11 +271,11 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert _messages(client.get(blocked.headers["location"]).text) == [
             ("success", f"Blocked {ISSUER}")
         ]
-        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        listed = json.loads(manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "blocked")]
         page = _action(client, "/admin/pactmw/agentoverride/", "allow_agents", ISSUER)
         assert f"allowed {ISSUER}" in page
-        listed = json.loads(_manage(root, env, "pactmw", "agents", "list", "--json"))
+        listed = json.loads(manage(root, env, "pactmw", "agents", "list", "--json"))
         assert [(a["issuer"], a["status"]) for a in listed] == [(ISSUER, "allowed")]
 
         # Remove it (Django's delete, confirmed): agent_admin.remove_agent forgets it.
@@ -391,12 +302,12 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
             follow_redirects=True,
         )
         assert _messages(removed.text) == [("success", f"Removed {ISSUER}")]
-        assert json.loads(_manage(root, env, "pactmw", "agents", "list", "--json")) == []
+        assert json.loads(manage(root, env, "pactmw", "agents", "list", "--json")) == []
         assert _answer(base, key) == 401
 
         # Grants of two accounts; the admin lists one account's, and revokes through the
         # Provider (audited), which manage.py pactmw grants then reports.
-        _shell(
+        shell(
             root,
             env,
             "for n in ('1', '2'):\n"
@@ -410,7 +321,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert "g-2" not in mine.text
         page = _action(client, "/admin/pactmw/grant/?account=acct-1", "revoke_grants", "g-1")
         assert "revoked g-1 (brand shop, account acct-1" in page
-        grants = json.loads(_manage(root, env, "pactmw", "grants", "list", "--all", "--json"))
+        grants = json.loads(manage(root, env, "pactmw", "grants", "list", "--all", "--json"))
         assert {g["grant_id"]: g["status"] for g in grants} == {"g-1": "revoked", "g-2": "live"}
         revoked = _record_page(client, "grant", "g-1")
         assert re.search(r"<label>Status:</label>\s*<div class=\"readonly\">revoked</div>", revoked)
@@ -418,7 +329,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         # The Provider's own audit event, as provider.revoke_grant emits it.
         audited = (root / "runserver.log").read_text()
         assert f"agent.grant_revoked brand=shop issuer={ISSUER} grant=g-1" in audited
-        history = _shell(
+        history = shell(
             root,
             env,
             "from django.contrib.admin.models import LogEntry\n"
@@ -441,7 +352,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         ]
 
         # Conversations are read-only and keep what was written out of sight.
-        _shell(
+        shell(
             root,
             env,
             f"ctx = store.create_conversation(brand_id='shop', issuer={ISSUER!r}, sub='u',"
@@ -462,12 +373,12 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         assert 'name="_save"' not in detail.text  # nothing to change
         change_url = link.group(1)
         # Revoking, blocking and allowing need Django's "Can change" permission.
-        assert _shell(root, env, PERMISSIONS).splitlines()[-2:] == [
+        assert shell(root, env, PERMISSIONS).splitlines()[-2:] == [
             "viewer: offered [False, False, False], revoked False, allowed False",
             "operator: offered [True, True, True], revoked True, allowed True",
         ]
         # Unknown ids, filters and searches are Django's answers, never a 500 (PostgreSQL).
-        assert _shell(root, env, NUL_VALUES).splitlines()[-5:] == [
+        assert shell(root, env, NUL_VALUES).splitlines()[-5:] == [
             f"{model}: {' '.join(['302'] * count)} {{'/admin/pactmw/{model}/?e=1'}} {{'/admin/'}}"
             for model, count in (
                 ("conversation", 6), ("messageid", 5), ("grant", 8), ("registeredagent", 4),
@@ -477,7 +388,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         # A long conversation's page shows its last turns and says how many there are: the
         # page and its queries do not grow with the conversation (they held every turn, and
         # read each stored reply although none is shown).
-        assert _shell(root, env, CONVERSATION_PAGES).splitlines()[-6:] == [
+        assert shell(root, env, CONVERSATION_PAGES).splitlines()[-6:] == [
             "3: 200, queries 6, turns '3', shown 3 m-0..m-2, replies read False",
             "60: 200, queries 6, turns '60 (the last 50 below)', shown 50 m-10..m-59,"
             " replies read False",
@@ -489,7 +400,7 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         ]
 
     # The operator opts in: the same page now shows the text.
-    port, server = _serve(root, {**env, "SHOW_TEXT": "1"}, "runserver-text")
+    port, server = runserver(root, {**env, "SHOW_TEXT": "1"}, "runserver-text")
     with server:
         client = _login(f"http://127.0.0.1:{port}")
         assert SECRET_TEXT in client.get(change_url).text
@@ -508,9 +419,9 @@ def test_the_admin_shows_the_state_where_a_django_alias_store_keeps_it(tmp_path:
     )
     assert '"store": "django:pactmw",' in settings_tail
     env = new_site(tmp_path, settings_tail, guide_block("the end of mysite/urls.py"))
-    _manage(tmp_path, env, "migrate", "pactmw", "--database", "pactmw", "--verbosity", "0")
+    manage(tmp_path, env, "migrate", "pactmw", "--database", "pactmw", "--verbosity", "0")
     found = "message id found: ['message', 'user', 'conversation', 'received_utc'] 1 1"
-    assert _shell(tmp_path, env, ALIAS_STATE).splitlines()[-13:] == [
+    assert shell(tmp_path, env, ALIAS_STATE).splitlines()[-13:] == [
         "store: pactmw",
         "registeredagent: ['1']",
         "agentoverride: ['1']",

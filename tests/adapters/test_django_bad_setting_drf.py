@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.adapters.commands import CHECKOUT_ENV
-from tests.adapters.test_contract import CHALLENGE
+from tests.adapters.support import CHALLENGE
 from tests.support.net import loopback_client
 from tests.support.servers import django_server
 

@@ -10,7 +10,7 @@ import pytest
 from pactmw.adapters.django.rest_framework import PersonalAgentUser
 from pactmw.protocols.identity import PersonalAgent
 from tests.adapters.contract_harness import Harness, Target, harness
-from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN
+from tests.adapters.support import CHALLENGE, INVALID_TOKEN
 
 pytestmark = pytest.mark.timeout(120)
 

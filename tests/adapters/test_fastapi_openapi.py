@@ -10,8 +10,7 @@ from fastapi import FastAPI, Security
 
 from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme
 from pactmw.protocols.identity import PersonalAgent
-from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN, assert_refused
-from tests.adapters.test_delegation_middleware import World
+from tests.adapters.support import CHALLENGE, INVALID_TOKEN, World, assert_refused
 from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
 

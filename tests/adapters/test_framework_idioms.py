@@ -39,7 +39,7 @@ from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
 from tests.adapters.commands import CHECKOUT_ENV, django_check
 from tests.adapters.contract_harness import BASE_URL, ISSUER, Harness, Target, config, harness
-from tests.adapters.test_contract import CHALLENGE, INVALID_TOKEN, assert_refused
+from tests.adapters.support import CHALLENGE, INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
 from tests.parafe_integration.support import a2a_message
 from tests.support.logs import HOSTILE, assert_logs_tame

@@ -15,9 +15,8 @@ import pytest
 from pactmw.client import A2AErrorResponse, fetch_card
 from pactmw.client.errors import ERROR_TEXT_LIMIT
 from pactmw.protocols.a2a import ERROR_INFO_TYPE
-from tests.client.support import Route, StaticServer
-from tests.client.test_card import base_card, delegated_card
-from tests.test_cli_terminal import assert_no_traceback, run
+from tests.client.support import Route, StaticServer, base_card, delegated_card
+from tests.support.cli import assert_no_traceback, run_in
 
 #: A screen clear, a window title, a hyperlink and a right-to-left override, in one string.
 HOSTILE = "gone\x1b[2J\x1b]0;owned\x07\x1b]8;;https://evil.example\x1b\\here\u202eexe.txt"
@@ -54,7 +53,7 @@ def test_card_error_quoting_the_providers_message_is_escaped(
 ) -> None:
     """The refusal's message comes from the Provider: the one error line shows it escaped."""
     url = site.json("/card", a2a_error(HOSTILE), status=404)
-    result = run(["card", url], tmp_path)
+    result = run_in(["card", url], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stderr == f"pactmw card: error: {url}: TASK_NOT_FOUND (404): {SHOWN}\n"
@@ -65,12 +64,12 @@ def test_a_card_error_names_the_card_url_once(site: StaticServer, tmp_path: Path
     """The client's error names the URL it is about; the command adds it only when the error
     does not, so the line does not say it twice."""
     url = site.route("/card", Route(200, b"<html>", {"Content-Type": "text/html"}))
-    result = run(["card", url], tmp_path)
+    result = run_in(["card", url], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stderr == f"pactmw card: error: {url}: the answer is not JSON (invalid JSON)\n"
     missing = site.url("/nowhere")
-    result = run(["card", missing], tmp_path)
+    result = run_in(["card", missing], tmp_path)
     assert result.stderr == f"pactmw card: error: {missing}: HTTP 404\n"
 
 
@@ -80,7 +79,7 @@ def test_card_error_naming_a_redirect_target_is_escaped(site: StaticServer, tmp_
     url = site.redirect("/card", "/x\x1b[31mred")
     # The client sends the escape percent-encoded; the server sees it so.
     site.route("/x%1B[31mred", Route(200, b"<html>", {"Content-Type": "text/html"}))
-    result = run(["card", url], tmp_path)
+    result = run_in(["card", url], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stderr == (
@@ -95,7 +94,7 @@ def test_card_summary_escapes_bidirectional_controls(site: StaticServer, tmp_pat
     card = base_card(site.url("/a2a/acme"))
     card["name"] = "Acme\u202eexe.txt"
     card["description"] = "Orders \u2066and\u2069 returns"
-    result = run(["card", site.json("/card", card)], tmp_path)
+    result = run_in(["card", site.json("/card", card)], tmp_path)
     assert result.returncode in (0, 1), result.stderr  # 1: no identity scheme on this card
     lines = result.stdout.splitlines()
     assert lines[:2] == ["Acme\\u202eexe.txt", "  Orders \\u2066and\\u2069 returns"]
@@ -109,7 +108,7 @@ def test_card_json_escapes_what_a_terminal_would_act_on(site: StaticServer, tmp_
     card = base_card(site.url("/a2a/acme"))
     card["name"] = "Acme\u202eexe.txt"
     card["description"] = "Orders\x9b2J and\x1b[2J returns \u2066x\u2069"
-    result = run(["card", site.json("/card", card), "--json"], tmp_path)
+    result = run_in(["card", site.json("/card", card), "--json"], tmp_path)
     assert result.returncode in (0, 1), result.stderr
     assert_nothing_raw(result.stdout)
     summary = json.loads(result.stdout)
@@ -119,7 +118,7 @@ def test_card_json_escapes_what_a_terminal_would_act_on(site: StaticServer, tmp_
 def agent_answer(site: StaticServer, tmp_path: Path, answer: dict[str, object]) -> list[str]:
     """`pactmw send` argv to a Brand on `site` whose `message:send` answers `answer`, with a
     key made in `tmp_path`."""
-    made = run(["keygen", "--out", "agent.jwk"], tmp_path)
+    made = run_in(["keygen", "--out", "agent.jwk"], tmp_path)
     assert made.returncode == 0, made.stderr
     site.json("/a2a/acme/message:send", answer)
     card = site.json("/card", base_card(site.url("/a2a/acme")))
@@ -137,12 +136,12 @@ def test_a_reply_and_its_context_id_are_escaped(site: StaticServer, tmp_path: Pa
         "parts": [{"text": f"first\n{HOSTILE}\rsecond"}],
     }
     argv = agent_answer(site, tmp_path, {"message": message})
-    result = run(argv, tmp_path)
+    result = run_in(argv, tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"first\n{SHOWN}\\rsecond\n"
     assert result.stderr == "to continue: --context-id c\\x1b[2J-1\n"
-    as_json = run([*argv, "--json"], tmp_path)
+    as_json = run_in([*argv, "--json"], tmp_path)
     assert_nothing_raw(as_json.stdout)
     assert json.loads(as_json.stdout) == {"message": message}
 
@@ -160,7 +159,7 @@ def test_a_step_up_line_is_escaped(site: StaticServer, tmp_path: Path) -> None:
             "pact.verificationUriComplete": site.url("/consent?code=\u202e"),
         },
     }
-    result = run(agent_answer(site, tmp_path, {"task": task}), tmp_path)
+    result = run_in(agent_answer(site, tmp_path, {"task": task}), tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stdout == f"{SHOWN}\n"
@@ -199,7 +198,7 @@ def test_the_device_flows_link_and_user_code_are_escaped(
         "expires_in": 1,  # shorter than the interval: no poll, the code expires first
         "interval": 5,
     })  # fmt: skip
-    result = run([*argv, "--authorize"], tmp_path)
+    result = run_in([*argv, "--authorize"], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert_nothing_raw(result.stderr)
@@ -215,7 +214,7 @@ FLOOD = "x" * 3_000_000
 
 def test_an_error_quoting_megabytes_is_one_bounded_line(site: StaticServer, tmp_path: Path) -> None:
     url = site.json("/card", a2a_error(FLOOD), status=404)
-    result = run(["card", url], tmp_path)
+    result = run_in(["card", url], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith(f"pactmw card: error: {url}: TASK_NOT_FOUND (404): xxx")
@@ -228,11 +227,11 @@ def test_a_check_failing_on_megabytes_is_one_bounded_line(
     site: StaticServer, tmp_path: Path
 ) -> None:
     """`pactmw check` quotes the error its card fetch raised in the FAIL line."""
-    made = run(["keygen", "--out", "agent.jwk"], tmp_path)
+    made = run_in(["keygen", "--out", "agent.jwk"], tmp_path)
     assert made.returncode == 0, made.stderr
     url = site.json("/card", a2a_error(FLOOD + "\x1b[2J"), status=404)
     argv = ["--issuer", "https://pa.example", "--key", "agent.jwk", "--audience", "a"]
-    result = run(["check", url, *argv], tmp_path)
+    result = run_in(["check", url, *argv], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()

@@ -19,9 +19,6 @@ axe-core comes from the `axe-playwright-python` dev dependency, which ships a re
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -33,56 +30,32 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from pactmw.provider.ratelimit import RateLimit
-from tests.browser.test_connected_agents_page import revoke
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
     AGENT_NAME,
+    ANSWERED,
     BRAND_ID,
+    CANCEL,
+    ORDER_CANCEL,
     PA_ISSUER,
     SCOPES,
+    axe_violations,
     has_consent_form,
+    press,
     result_heading,
+    revoke,
     screenshot,
     serve_site,
     sign_in,
+    two_tabs_on_the_form,
 )
-from tests.browser.test_decide_once import ANSWERED, press, two_tabs_on_the_form
-from tests.browser.test_page_layout import CANCEL, ORDER_CANCEL
 from tests.support.chromium import WAIT
 
-#: The rules of WCAG 2.0 and 2.1, levels A and AA (axe-core's tags for them).
-WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 #: A desktop window (the `browser` fixture's width) and a phone.
 WIDTHS = (1024, 375)
 #: WCAG 1.4.10 (Reflow): content reads without scrolling sideways at 320 CSS px.
 REFLOW_WIDTH = 320
 #: Enough Tab presses to reach every control of any of these pages and come back round.
 TAB_STOPS = 12
-
-
-@cache
-def axe_source() -> str:
-    return (files("axe_playwright_python") / "axe.min.js").read_text(encoding="utf-8")
-
-
-def axe_violations(browser: WebDriver) -> list[dict[str, Any]]:
-    """axe-core's WCAG 2.1 A/AA violations on the page the browser shows now."""
-    if not browser.execute_script("return typeof window.axe === 'object'"):
-        browser.execute_script(axe_source())
-    answer = browser.execute_async_script(
-        """
-        const done = arguments[arguments.length - 1];
-        axe.run(document, {runOnly: {type: "tag", values: arguments[0]},
-                           resultTypes: ["violations"]})
-            .then(results => done(JSON.stringify(results)))
-            .catch(error => done(JSON.stringify({error: String(error)})));
-        """,
-        WCAG_21_AA,
-    )
-    results: dict[str, Any] = json.loads(answer)
-    assert "error" not in results, results
-    assert results["testEngine"]["name"] == "axe-core"
-    violations: list[dict[str, Any]] = results["violations"]
-    return violations
 
 
 def focus_without_indicator(browser: WebDriver) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
     BRAND_NAME,
     open_consent,
     screenshot,

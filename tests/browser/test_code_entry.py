@@ -17,9 +17,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.test_connected_agents_page import brand_mode_site
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
     BRAND_ID,
+    brand_mode_site,
     has_consent_form,
     screenshot,
     serve_site,

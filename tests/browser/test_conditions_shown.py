@@ -14,8 +14,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
     BRAND_ID,
+    CANCEL,
+    ORDER_CANCEL,
     SCOPES,
     has_consent_form,
     result_heading,
@@ -23,7 +25,6 @@ from tests.browser.test_consent_page import (
     serve_site,
     sign_in,
 )
-from tests.browser.test_page_layout import CANCEL, ORDER_CANCEL
 from tests.support.chromium import WAIT
 
 ONLY = "Only order A-1001"

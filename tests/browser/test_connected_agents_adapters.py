@@ -24,8 +24,7 @@ from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import open_store
 from pactmw.store.base import Grant, Store
-from tests.browser.test_connected_agents_page import png_size, revoke
-from tests.browser.test_consent_page import screenshot
+from tests.browser.support import png_size, revoke, screenshot
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
 from tests.support.page_sites import ADAPTERS, BRAND, page_site

@@ -7,10 +7,7 @@ revokes it; the agent's next request fails. Screenshots are saved and checked.
 
 from __future__ import annotations
 
-import contextlib
-import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,51 +16,29 @@ import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from pactmw.adapters.asgi import A2AProviderApp
-from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
-from pactmw.core.jwk import generate_private_jwk, parse_jwks, public_key_set
-from pactmw.protocols.delegation import SigningKeys
-from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
-from pactmw.provider import Brand, Provider
-from pactmw.provider.brand import DelegationConfig
-from pactmw.store import open_store
-from pactmw.store.base import Store
-from tests.browser.test_consent_page import (
+from pactmw.brand_login import BrandUser, DevelopmentBrandLogin
+from tests.browser.support import (
     AGENT_NAME,
     BRAND_ID,
     BRAND_NAME,
+    JANE,
     PA_ISSUER,
     SCOPES,
     Site,
+    brand_mode_site,
     has_consent_form,
+    png_size,
     refused_in_a_frame,
+    revoke,
     screenshot,
     serve_site,
     sign_in,
 )
 from tests.support.agent import user_message
 from tests.support.chromium import WAIT
-from tests.support.net import free_port
-from tests.support.servers import uvicorn_server
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    """(width, height) from a PNG's IHDR chunk."""
-    data = path.read_bytes()
-    assert data[12:16] == b"IHDR"
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
-
-
-def revoke(browser: WebDriver, card: WebElement, agent_name: str) -> None:
-    """Press the Revoke button in `card`; the page then says the agent can no longer act."""
-    card.find_element(By.CSS_SELECTOR, "button[name=action][value=revoke]").click()
-    notice = WebDriverWait(browser, WAIT).until(EC.presence_of_element_located((By.ID, "notice")))
-    assert notice.text == f"{agent_name} can no longer act for you."
 
 
 def agent_send(site: Site, access_token: str) -> httpx.Response:
@@ -144,49 +119,6 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
         refused = agent_send(site, token)
         assert refused.status_code == 401
         assert 'error="invalid_token"' in refused.headers["www-authenticate"]
-
-
-# -- brand mode: the Brand's own login (DevelopmentBrandLogin) signs the person in -------------
-
-
-@contextlib.contextmanager
-def brand_mode_site(tmp_path: Path) -> Iterator[tuple[str, DevelopmentBrandLogin, Store]]:
-    """A brand-mode Provider on uvicorn and the development Brand login in front of it."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    login = DevelopmentBrandLogin(
-        consent_url=consent_url_for(base, BRAND_ID),
-        users=[BrandUser("jane", "correct horse", account="acct-jane", email=JANE)],
-        brand_name=BRAND_NAME,
-    ).start()
-    agent_key = generate_private_jwk("ES256", kid="pa-1")
-    registry = AgentRegistry(
-        [RegisteredAgent(issuer=PA_ISSUER, name=AGENT_NAME, jwks=public_key_set([agent_key]))]
-    )
-    delegation = DelegationConfig(
-        scopes=SCOPES,
-        login_url=login.login_url,
-        mode="brand",
-        brand_issuer=login.issuer,
-        brand_jwks=parse_jwks(login.jwks()),
-    )
-    store = open_store(f"sqlite:///{tmp_path}/brand.db")
-    provider = Provider(
-        base_url=base,
-        verifier=IdentityVerifier(audience="browser-test", registry=registry),
-        store=store,
-        brands=[Brand(id=BRAND_ID, name=BRAND_NAME, handler=lambda _: "hi", delegation=delegation)],
-        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
-    )
-    try:
-        with uvicorn_server(A2AProviderApp(provider), port=port):
-            yield base, login, store
-    finally:
-        login.close()
-        store.close()
-
-
-JANE = "jane@example.com"
 
 
 @pytest.mark.timeout(90)

@@ -32,9 +32,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider.delegated import SignedInUser
-from tests.browser.test_connected_agents_page import png_size, revoke
-from tests.browser.test_consent_page import has_consent_form, refused_in_a_frame, screenshot
-from tests.examples.test_delegated_examples import (  # noqa: F401 - `shop` is a fixture
+from tests.browser.support import has_consent_form, png_size, refused_in_a_frame, revoke, screenshot
+from tests.examples.support import (  # noqa: F401 - `shop` is a fixture
     SCOPES,
     Shop,
     shop,

@@ -14,42 +14,21 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
+    ANSWERED,
     SCOPES,
     has_consent_form,
+    press,
     screenshot,
     serve_site,
     sign_in,
+    two_tabs_on_the_form,
 )
 from tests.support.chromium import WAIT
 
 
-def press(browser: WebDriver, decision: str) -> str:
-    """Press Allow or Deny; the heading of the page the decision leads to: the result page
-    of a decision, or, for a request already answered, that answer shown where it was sent."""
-    browser.find_element(By.CSS_SELECTOR, f"button[name=decision][value={decision}]").click()
-    WebDriverWait(browser, WAIT).until(
-        lambda d: urlsplit(d.current_url).path.endswith(("/consent/decision", "/oauth/connected"))
-    )
-    return str(browser.find_element(By.TAG_NAME, "h1").text)
-
-
-ANSWERED = "You had already answered this request. Your first answer stands."
-
-
 def body_text(browser: WebDriver) -> str:
     return str(browser.find_element(By.TAG_NAME, "body").text)
-
-
-def two_tabs_on_the_form(browser: WebDriver, link: str) -> tuple[str, str]:
-    """The consent page of `link` open in two tabs (as a form left open, then opened again)."""
-    browser.get(link)
-    WebDriverWait(browser, WAIT).until(has_consent_form)
-    first = browser.current_window_handle
-    browser.switch_to.new_window("tab")
-    browser.get(link)
-    WebDriverWait(browser, WAIT).until(has_consent_form)
-    return first, browser.current_window_handle
 
 
 @pytest.mark.timeout(60)

@@ -3,9 +3,9 @@
 table, no list scrolls sideways and every row is one line, with the ids, agents and scopes
 real state holds (time-ordered grant ids, long issuer URLs, several scopes, UUID context ids).
 
-The site is tests/adapters/test_django_admin_site.py's: a `django-admin startproject` set up
-as docs/getting-started/django.md says, served by `runserver`, the superuser signed in
-through the admin's own login form. Each page's screenshot is kept under
+The site is made by tests/adapters/django_sites.py, as for the admin tests: a `django-admin
+startproject` set up as docs/getting-started/django.md says, served by `runserver`, the
+superuser signed in through the admin's own login form. Each page's screenshot is kept under
 test-artifacts/browser/ (admin-MODEL-list-WIDTH.png, admin-MODEL-change-WIDTH.png).
 """
 
@@ -21,15 +21,15 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.adapters.test_django_admin_site import (
+from tests.adapters.django_sites import (
     PASSWORD,
     TEST_SETTINGS,
-    _serve,
-    _shell,
     guide_block,
     new_site,
+    runserver,
+    shell,
 )
-from tests.browser.test_consent_page import screenshot
+from tests.browser.support import screenshot
 from tests.support.chromium import WAIT
 
 LONG_ISSUER = "https://assistant.personal-agents.example.com/tenants/eu-west-1/agents"
@@ -77,8 +77,8 @@ def admin_site(tmp_path: Path) -> Iterator[str]:
     """The guide's admin site with `STATE`, served; its base URL."""
     settings_tail = guide_block("the end of mysite/settings.py") + TEST_SETTINGS
     env = new_site(tmp_path, settings_tail, guide_block("the end of mysite/urls.py"))
-    _shell(tmp_path, env, STATE)
-    port, server = _serve(tmp_path, env, "runserver")
+    shell(tmp_path, env, STATE)
+    port, server = runserver(tmp_path, env, "runserver")
     with server:
         yield f"http://127.0.0.1:{port}"
 

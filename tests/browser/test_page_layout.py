@@ -17,9 +17,10 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from pactmw.provider.authorization_details import AuthorizationDetailType
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
     BRAND_ID,
+    CANCEL,
+    ORDER_CANCEL,
     has_consent_form,
     result_heading,
     screenshot,
@@ -37,17 +38,6 @@ LONG_SCOPES = {
     "orders:cancel": "Cancel an order",
     "orders:long": "Long:" + UNBROKEN,
 }
-CANCEL = "https://acme.example/authorization/order-cancel/v1"
-ORDER_CANCEL = AuthorizationDetailType(
-    type=CANCEL,
-    scope="orders:cancel",
-    schema={
-        "type": "object",
-        "properties": {"type": {"const": CANCEL}, "order": {"type": "string"}},
-        "required": ["type", "order"],
-    },
-    render=lambda entry: f"Only order {entry['order']}",
-)
 WIDTHS = (375, 1280)
 
 

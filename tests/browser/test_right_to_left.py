@@ -17,17 +17,17 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from pactmw.provider.consent_pages import ConsentPages
-from tests.browser.test_accessibility import axe_violations
-from tests.browser.test_consent_page import (
+from tests.browser.support import (
     BRAND_ID,
+    axe_violations,
     has_consent_form,
     result_heading,
     screenshot,
     serve_site,
     sign_in,
 )
-from tests.provider.test_page_templates import catalog_for
 from tests.support.chromium import WAIT
+from tests.support.translations import catalog_for
 
 
 def box(browser: WebDriver, element: WebElement) -> dict[str, float]:

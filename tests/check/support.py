@@ -5,22 +5,28 @@ user runs it (a subprocess, real files, real ports)."""
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from pactmw.adapters.asgi import A2AProviderApp
+from pactmw.brand_login import BrandUser
+from pactmw.check import names
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.store.base import Store
 from tests.support.agent import identity_token
-from tests.support.net import free_port
+from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server, uvicorn_server, wait_until_ok
 from tests.support.toml import toml_value
 
@@ -232,3 +238,126 @@ def served_provider(
             sys.stderr.write(log.read_text(errors="replace")[-4000:])
             raise
         yield base_url
+
+
+# -- what the checker reports, and the person of `pactmw check --delegated` -----------------
+
+#: The checks every run of the Identity profile has, whatever the options.
+IDENTITY = {
+    names.CARD, names.CARD_HEADERS, names.CARD_INTERFACE, names.CARD_SCHEME, names.CARD_UNKNOWN,
+    names.REPLY, names.ENCODED_COLON, names.RETRY, names.AGENT_MESSAGE_ID, names.FOREIGN_SUB,
+    names.UNKNOWN_CONTEXT_ID, names.LIST_TASKS, names.PAGE_SIZES, names.BAD_PAGE_SIZES,
+    names.TASK_ROUTES, names.STREAMING, names.EXTENDED_CARD, names.PUSH_CONFIGS,
+    names.VERSION_TOLERANCE, names.CONTENT_TYPE_TOLERANCE, names.UNMATCHED_ROUTES,
+    names.MISSING_TOKEN, names.MISSING_TOKEN_BODY, names.HS256, names.EXPIRED, names.FUTURE_IAT,
+    names.LONG_LIFETIME, names.AUD_INTERFACE, names.DISABLED_ISSUER, names.OTHER_KEY,
+    names.ALG_NONE, names.UNKNOWN_BRAND, names.BAD_JSON, names.TASK_ID, names.RAW_PART,
+    names.CONTENT_TYPE,
+}  # fmt: skip
+
+
+#: The person at the Brand's (development) login, who decides on the consent page.
+PERSON = BrandUser("jane", "correct horse", account="acct-jane", email="jane@example.com")
+
+
+SCOPES = {"orders:read": "Look up your orders", "orders:cancel": "Cancel an order"}
+
+
+LINK = re.compile(r"^  (https?://\S+)$", re.MULTILINE)
+
+
+@dataclass
+class Running:
+    """A `pactmw check` process whose output is read as it comes."""
+
+    process: subprocess.Popen[str]
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    readers: list[threading.Thread] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, agent: Agent, url: str, *extra: str) -> Running:
+        return cls.of([*PYTHON_M, *agent.check_args(url, "--delegated", *extra)])
+
+    @classmethod
+    def of(cls, argv: Sequence[str], cwd: Path = REPO) -> Running:
+        """Any command line (`pactmw send --authorize` too), run in `cwd`."""
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        running = cls(process)
+        for stream, into in ((process.stdout, running.stdout), (process.stderr, running.stderr)):
+            thread = threading.Thread(target=_read, args=(stream, into), daemon=True)
+            thread.start()
+            running.readers.append(thread)
+        return running
+
+    def link(self, timeout: float = 30) -> str:
+        """The login link the checker shows the person."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = LINK.search("".join(self.stderr))
+            if found:
+                return found.group(1)
+            assert self.process.poll() is None, "".join(self.stdout + self.stderr)
+            time.sleep(0.05)
+        raise AssertionError("no link on stderr: " + "".join(self.stderr))
+
+    def finish(self, timeout: float = 60) -> tuple[int, str, str]:
+        try:
+            status = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        for thread in self.readers:
+            thread.join(timeout=5)
+        return status, "".join(self.stdout), "".join(self.stderr)
+
+
+def _read(stream: object, into: list[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        into.append(line)
+
+
+def _form(page: str) -> tuple[str, dict[str, str]]:
+    """The first form's action and its hidden fields."""
+    action = re.search(r'<form method="post" action="([^"]+)">', page)
+    assert action is not None, page
+    hidden = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page)
+    return html.unescape(action.group(1)), {k: html.unescape(v) for k, v in hidden}
+
+
+def person_decides(
+    link: str,
+    decision: str = "allow",
+    *,
+    scopes: Sequence[str] = tuple(SCOPES),
+    offered: Sequence[str] = tuple(SCOPES),
+) -> None:
+    """Jane in her browser: the Brand's login, then the Provider's consent page, which
+    `offered` the scopes the agent asked for."""
+    with loopback_client(timeout=10, follow_redirects=False) as browser:
+        page = browser.get(link)
+        assert page.status_code == 200, page.text
+        action, hidden = _form(page.text)
+        signed_in = browser.post(
+            action, data={**hidden, "username": PERSON.username, "password": PERSON.password}
+        )
+        assert signed_in.status_code == 200, signed_in.text
+        action, hidden = _form(signed_in.text)
+        consent = browser.post(action, data=hidden)
+        assert consent.status_code == 200, consent.text
+        action, hidden = _form(consent.text)
+        assert re.findall(r'name="scope" value="([^"]+)"', consent.text) == list(offered)
+        fields = [("session", hidden["session"]), *(("scope", s) for s in scopes)]
+        decided = browser.post(
+            action,
+            content=urlencode([*fields, ("decision", decision)]),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert decided.status_code == 303, decided.text

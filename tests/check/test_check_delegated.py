@@ -9,42 +9,39 @@ allow (or deny) on the Provider's consent page, while the checker polls for the 
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import re
 import subprocess
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import attrs
 import pytest
 
-from pactmw.brand_login import BrandUser, DevelopmentBrandLogin, consent_url_for
+from pactmw.brand_login import DevelopmentBrandLogin, consent_url_for
 from pactmw.check import names
 from pactmw.provider import Turn
 from pactmw.provider.authorization_details import AuthorizationDetailType
 from pactmw.store.base import Rotation
 from pactmw.store.memory import MemoryStore
 from tests.check.support import (
+    IDENTITY,
+    PERSON,
     PYTHON_M,
+    SCOPES,
     Agent,
+    Running,
     card_url,
     check,
     in_process_provider,
+    person_decides,
     text_lines,
 )
-from tests.check.test_check_passes import IDENTITY
-from tests.support.net import free_port, loopback_client
+from tests.support.net import free_port
 from tests.support.servers import REPO
 
-PERSON = BrandUser("jane", "correct horse", account="acct-jane", email="jane@example.com")
-SCOPES = {"orders:read": "Look up your orders", "orders:cancel": "Cancel an order"}
-LINK = re.compile(r"^  (https?://\S+)$", re.MULTILINE)
 DELEGATED = {
     names.DELEGATED_SCHEME, names.DELEGATED_METADATA, names.DELEGATED_STEP_UP,
     names.DELEGATED_REFUSALS, names.DELEGATED_DEVICE, names.DELEGATED_TOKEN,
@@ -81,103 +78,6 @@ def provider_with_details(tmp_path: Path, agent: Agent) -> Iterator[str]:
     """The same Provider, Acme also accepting `order_cancellation` authorization details."""
     with provider_with(tmp_path, agent, authorization_details=f"{__name__}:DETAIL_TYPES") as url:
         yield url
-
-
-@dataclass
-class Running:
-    """A `pactmw check` process whose output is read as it comes."""
-
-    process: subprocess.Popen[str]
-    stdout: list[str] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
-    readers: list[threading.Thread] = field(default_factory=list)
-
-    @classmethod
-    def start(cls, agent: Agent, url: str, *extra: str) -> Running:
-        return cls.of([*PYTHON_M, *agent.check_args(url, "--delegated", *extra)])
-
-    @classmethod
-    def of(cls, argv: Sequence[str], cwd: Path = REPO) -> Running:
-        """Any command line (`pactmw send --authorize` too), run in `cwd`."""
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-        running = cls(process)
-        for stream, into in ((process.stdout, running.stdout), (process.stderr, running.stderr)):
-            thread = threading.Thread(target=_read, args=(stream, into), daemon=True)
-            thread.start()
-            running.readers.append(thread)
-        return running
-
-    def link(self, timeout: float = 30) -> str:
-        """The login link the checker shows the person."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = LINK.search("".join(self.stderr))
-            if found:
-                return found.group(1)
-            assert self.process.poll() is None, "".join(self.stdout + self.stderr)
-            time.sleep(0.05)
-        raise AssertionError("no link on stderr: " + "".join(self.stderr))
-
-    def finish(self, timeout: float = 60) -> tuple[int, str, str]:
-        try:
-            status = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-        for thread in self.readers:
-            thread.join(timeout=5)
-        return status, "".join(self.stdout), "".join(self.stderr)
-
-
-def _read(stream: object, into: list[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
-        into.append(line)
-
-
-def _form(page: str) -> tuple[str, dict[str, str]]:
-    """The first form's action and its hidden fields."""
-    action = re.search(r'<form method="post" action="([^"]+)">', page)
-    assert action is not None, page
-    hidden = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page)
-    return html.unescape(action.group(1)), {k: html.unescape(v) for k, v in hidden}
-
-
-def person_decides(
-    link: str,
-    decision: str = "allow",
-    *,
-    scopes: Sequence[str] = tuple(SCOPES),
-    offered: Sequence[str] = tuple(SCOPES),
-) -> None:
-    """Jane in her browser: the Brand's login, then the Provider's consent page, which
-    `offered` the scopes the agent asked for."""
-    with loopback_client(timeout=10, follow_redirects=False) as browser:
-        page = browser.get(link)
-        assert page.status_code == 200, page.text
-        action, hidden = _form(page.text)
-        signed_in = browser.post(
-            action, data={**hidden, "username": PERSON.username, "password": PERSON.password}
-        )
-        assert signed_in.status_code == 200, signed_in.text
-        action, hidden = _form(signed_in.text)
-        consent = browser.post(action, data=hidden)
-        assert consent.status_code == 200, consent.text
-        action, hidden = _form(consent.text)
-        assert re.findall(r'name="scope" value="([^"]+)"', consent.text) == list(offered)
-        fields = [("session", hidden["session"]), *(("scope", s) for s in scopes)]
-        decided = browser.post(
-            action,
-            content=urlencode([*fields, ("decision", decision)]),
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
-        )
-        assert decided.status_code == 303, decided.text
 
 
 def test_check_delegated_with_a_person_approving(delegated_provider: str, agent: Agent) -> None:

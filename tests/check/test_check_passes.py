@@ -12,6 +12,7 @@ import pytest
 
 from pactmw.check import names
 from tests.check.support import (
+    IDENTITY,
     PYTHON_M,
     Agent,
     card_url,
@@ -21,19 +22,6 @@ from tests.check.support import (
     text_lines,
 )
 from tests.support.jwks_server import JwksServer, Mode
-
-#: The checks every run of the Identity profile has, whatever the options.
-IDENTITY = {
-    names.CARD, names.CARD_HEADERS, names.CARD_INTERFACE, names.CARD_SCHEME, names.CARD_UNKNOWN,
-    names.REPLY, names.ENCODED_COLON, names.RETRY, names.AGENT_MESSAGE_ID, names.FOREIGN_SUB,
-    names.UNKNOWN_CONTEXT_ID, names.LIST_TASKS, names.PAGE_SIZES, names.BAD_PAGE_SIZES,
-    names.TASK_ROUTES, names.STREAMING, names.EXTENDED_CARD, names.PUSH_CONFIGS,
-    names.VERSION_TOLERANCE, names.CONTENT_TYPE_TOLERANCE, names.UNMATCHED_ROUTES,
-    names.MISSING_TOKEN, names.MISSING_TOKEN_BODY, names.HS256, names.EXPIRED, names.FUTURE_IAT,
-    names.LONG_LIFETIME, names.AUD_INTERFACE, names.DISABLED_ISSUER, names.OTHER_KEY,
-    names.ALG_NONE, names.UNKNOWN_BRAND, names.BAD_JSON, names.TASK_ID, names.RAW_PART,
-    names.CONTENT_TYPE,
-}  # fmt: skip
 
 Argv = Callable[[Path, int], list[str]]
 

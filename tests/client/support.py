@@ -34,7 +34,7 @@ from attrs import define, field
 
 from pactmw.adapters import wsgi as wsgi_adapter
 from pactmw.adapters.asgi import A2AProviderApp
-from pactmw.client import AgentSigner
+from pactmw.client import AgentSigner, DelegationScheme, Scope
 from pactmw.core.fetch import FetchPolicy
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.core.keys import JwksCache
@@ -434,3 +434,71 @@ class FakeTime:
 
     async def asleep(self, seconds: float) -> None:
         self.sleep(seconds)
+
+
+# -- a misbehaving authorization server: the scheme naming it, a device authorization it gives
+
+
+def static_scheme(static: StaticServer) -> DelegationScheme:
+    return DelegationScheme(
+        name="userDelegation",
+        identity_scheme="platformJwt",
+        device_authorization_url=static.url("/oauth/device_authorization"),
+        token_url=static.url("/oauth/token"),
+        refresh_url=static.url("/oauth/token"),
+        metadata_url=None,
+        scopes=(Scope("orders:read", "Read your orders"),),
+    )
+
+
+DEVICE_AUTHORIZATION = {
+    "device_code": "dc-1",
+    "user_code": "ABCD-EFGH",
+    "verification_uri": "https://shop.example/device",
+    "verification_uri_complete": "https://shop.example/device?user_code=ABCD-EFGH",
+    "expires_in": 600,
+    "interval": 5,
+}
+
+
+# -- Agent Cards as a Provider serves them (the card parser's tests, the hostile Provider's)
+
+
+def base_card(url: str = "https://provider.example/a2a/acme") -> dict[str, Any]:
+    return {
+        "name": "Acme",
+        "description": "",
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ],
+        "version": "0.1.0",
+        "capabilities": {"streaming": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
+    }
+
+
+def delegated_card() -> dict[str, Any]:
+    card = base_card()
+    oauth = "https://provider.example/a2a/acme/oauth"
+    card["securitySchemes"] = {
+        "platformJwt": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}},
+        "userDelegation": {
+            "oauth2SecurityScheme": {
+                "flows": {
+                    "deviceCode": {
+                        "deviceAuthorizationUrl": oauth + "/device_authorization",
+                        "tokenUrl": oauth + "/token",
+                        "scopes": {"b:write": "Write B", "a:read": "Read A"},
+                    }
+                },
+                "oauth2MetadataUrl": oauth + "/.well-known/oauth-authorization-server",
+            }
+        },
+    }
+    card["securityRequirements"] = [
+        {"schemes": {"platformJwt": {"list": []}}},
+        {"schemes": {"userDelegation": {"list": []}, "platformJwt": {"list": []}}},
+    ]
+    return card

@@ -29,24 +29,9 @@ from pactmw.client import (
     parse_card,
 )
 from pactmw.client.transport import AsyncioTransport
-from tests.client.support import SCOPES, Provided, Route, StaticServer
+from tests.client.support import SCOPES, Provided, Route, StaticServer, base_card, delegated_card
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.tls import TestCA
-
-
-def base_card(url: str = "https://provider.example/a2a/acme") -> dict[str, Any]:
-    return {
-        "name": "Acme",
-        "description": "",
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
-        ],
-        "version": "0.1.0",
-        "capabilities": {"streaming": False},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
-    }
 
 
 def without(document: dict[str, Any], key: str) -> dict[str, Any]:
@@ -91,31 +76,6 @@ def test_interface_is_chosen_by_binding_and_version_not_position() -> None:
     insecure = parse_card(base_card("http://p.example/a2a"))
     with pytest.raises(URLRefused):
         card_interface_url(insecure)
-
-
-def delegated_card() -> dict[str, Any]:
-    card = base_card()
-    oauth = "https://provider.example/a2a/acme/oauth"
-    card["securitySchemes"] = {
-        "platformJwt": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}},
-        "userDelegation": {
-            "oauth2SecurityScheme": {
-                "flows": {
-                    "deviceCode": {
-                        "deviceAuthorizationUrl": oauth + "/device_authorization",
-                        "tokenUrl": oauth + "/token",
-                        "scopes": {"b:write": "Write B", "a:read": "Read A"},
-                    }
-                },
-                "oauth2MetadataUrl": oauth + "/.well-known/oauth-authorization-server",
-            }
-        },
-    }
-    card["securityRequirements"] = [
-        {"schemes": {"platformJwt": {"list": []}}},
-        {"schemes": {"userDelegation": {"list": []}, "platformJwt": {"list": []}}},
-    ]
-    return card
 
 
 def test_delegation_scheme_is_found_by_shape() -> None:

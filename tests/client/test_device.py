@@ -29,7 +29,6 @@ from pactmw.client import (
     Receipt,
     ReceiptInvalid,
     ResponseInvalid,
-    Scope,
     StepUp,
     SyncTransport,
     TokenResponse,
@@ -42,7 +41,16 @@ from pactmw.client import (
 )
 from pactmw.client.device import MAX_USER_CODE_CHARS, MAX_VERIFICATION_URI_CHARS
 from pactmw.protocols.delegation import args_hash
-from tests.client.support import CANCEL_ARGS, FakeTime, Person, Provided, Route, StaticServer
+from tests.client.support import (
+    CANCEL_ARGS,
+    DEVICE_AUTHORIZATION,
+    FakeTime,
+    Person,
+    Provided,
+    Route,
+    StaticServer,
+    static_scheme,
+)
 
 
 @pytest.fixture(scope="module")
@@ -302,28 +310,6 @@ def test_device_flow_async(
 
 
 # -- a misbehaving authorization server (fixed answers on a static server) ----------------------
-
-
-def static_scheme(static: StaticServer) -> DelegationScheme:
-    return DelegationScheme(
-        name="userDelegation",
-        identity_scheme="platformJwt",
-        device_authorization_url=static.url("/oauth/device_authorization"),
-        token_url=static.url("/oauth/token"),
-        refresh_url=static.url("/oauth/token"),
-        metadata_url=None,
-        scopes=(Scope("orders:read", "Read your orders"),),
-    )
-
-
-DEVICE_AUTHORIZATION = {
-    "device_code": "dc-1",
-    "user_code": "ABCD-EFGH",
-    "verification_uri": "https://shop.example/device",
-    "verification_uri_complete": "https://shop.example/device?user_code=ABCD-EFGH",
-    "expires_in": 600,
-    "interval": 5,
-}
 
 
 @pytest.mark.parametrize(

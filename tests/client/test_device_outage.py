@@ -32,14 +32,15 @@ from pactmw.client import (
     fetch_card,
 )
 from tests.client.support import (
+    DEVICE_AUTHORIZATION,
     FakeTime,
     Person,
     Provided,
     Route,
     StaticServer,
     run_provider,
+    static_scheme,
 )
-from tests.client.test_device import DEVICE_AUTHORIZATION, static_scheme
 from tests.support.pg import PostgresServer, pg_start, pg_stop, postgres_server_fixture
 
 postgres_server = postgres_server_fixture(scope="module")

@@ -464,3 +464,53 @@ def serve_acme_and_globex(directory: Path, acme_name: str = "Acme Shop") -> Iter
 def new_sub() -> str:
     """A fresh personal-agent user, so grants of different tests never merge."""
     return f"pa-user-{uuid.uuid4().hex[:8]}"
+
+
+def assert_oauth_error(response: httpx.Response, error: str, status: int = 400) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["cache-control"] == "no-store"
+    body = response.json()
+    assert body["error"] == error, body
+    assert isinstance(body["error_description"], str)
+
+
+def task_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/a2a+json"
+    body = response.json()
+    assert list(body) == ["task"], body
+    task: dict[str, Any] = body["task"]
+    assert task["id"].startswith("t-")
+    assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+    message = task["status"]["message"]
+    assert message["role"] == "ROLE_AGENT"
+    assert message["contextId"] == task["contextId"]
+    assert message["parts"][0]["text"]
+    return task
+
+
+def message_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/a2a+json"
+    message: dict[str, Any] = response.json()["message"]
+    assert message["role"] == "ROLE_AGENT"
+    return message
+
+
+def assert_error_page(answer: httpx.Response, status: int) -> None:
+    assert answer.status_code == status, (answer.status_code, answer.text)
+    assert_page_headers(answer)
+    assert "location" not in answer.headers
+    assert 'name="session"' not in answer.text
+
+
+ANSWERED = "You had already answered this request. Your first answer stands."
+
+
+def assert_answered(answer: httpx.Response, heading: str) -> None:
+    """Refused (400, no form), the answer the person gave first shown again: not an error
+    page saying the code was used after an approval that worked."""
+    assert_error_page(answer, 400)
+    assert f"<h1>{heading}</h1>" in answer.text
+    assert ANSWERED in answer.text

@@ -22,14 +22,15 @@ from pactmw.store import MemoryStore
 from tests.delegated.support import (
     LOGIN_URL,
     Env,
+    assert_oauth_error,
     delegated_brand,
     form_action,
     hidden,
     jws_claims,
+    message_of,
     new_sub,
     serve,
 )
-from tests.delegated.test_flow_http import assert_oauth_error, message_of
 
 REBOOK = "https://skyline.example/authorization/flight-rebook/v1"
 SKY_SCOPES = {"flights:read": "See your trips", "flights:rebook": "Rebook your flights"}

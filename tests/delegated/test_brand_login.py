@@ -28,9 +28,11 @@ from pactmw.protocols.delegation import mint_login_assertion
 from pactmw.provider.brand import Brand, DelegationConfig
 from tests.delegated.support import (
     AGENT_NAME,
+    ANSWERED,
     SCOPES,
     USER_CODE,
     Env,
+    assert_answered,
     assert_page_headers,
     bot,
     form_action,
@@ -40,7 +42,6 @@ from tests.delegated.support import (
     new_sub,
     serve,
 )
-from tests.delegated.test_consent_attacks import ANSWERED, assert_answered
 from tests.support.clock import OffsetClock
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port

@@ -21,6 +21,8 @@ from pactmw.store import open_store
 from tests.delegated.support import (
     LOGIN_URL,
     Env,
+    assert_answered,
+    assert_error_page,
     assert_page_headers,
     delegated_brand,
     form_action,
@@ -38,13 +40,6 @@ from tests.support.net import free_port, loopback_client
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with serve_acme_and_globex(tmp_path_factory.mktemp("attacks"), acme_name="Acme") as running:
         yield running
-
-
-def assert_error_page(answer: httpx.Response, status: int) -> None:
-    assert answer.status_code == status, (answer.status_code, answer.text)
-    assert_page_headers(answer)
-    assert "location" not in answer.headers
-    assert 'name="session"' not in answer.text
 
 
 def assert_too_many(answer: httpx.Response) -> None:
@@ -210,17 +205,6 @@ def _form(fields: list[tuple[str, str]]) -> dict[str, Any]:
         "content": urlencode(fields).encode(),
         "headers": {"content-type": "application/x-www-form-urlencoded"},
     }
-
-
-ANSWERED = "You had already answered this request. Your first answer stands."
-
-
-def assert_answered(answer: httpx.Response, heading: str) -> None:
-    """Refused (400, no form), the answer the person gave first shown again: not an error
-    page saying the code was used after an approval that worked."""
-    assert_error_page(answer, 400)
-    assert f"<h1>{heading}</h1>" in answer.text
-    assert ANSWERED in answer.text
 
 
 def test_a_decided_code_cannot_be_decided_again(env: Env) -> None:

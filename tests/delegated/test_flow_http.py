@@ -27,6 +27,7 @@ from tests.delegated.support import (
     SCOPES,
     USER_CODE,
     Env,
+    assert_oauth_error,
     assert_page_headers,
     delegated_brand,
     first_form,
@@ -35,8 +36,10 @@ from tests.delegated.support import (
     independent_hash,
     jws_claims,
     jws_header,
+    message_of,
     new_sub,
     serve,
+    task_of,
     verify_with_jwks,
     without_outcome,
 )
@@ -62,38 +65,6 @@ def assert_invalid_token(response: httpx.Response) -> None:
     assert response.status_code == 401, response.text
     assert response.headers["www-authenticate"] == CHALLENGE
     assert response.content == b""
-
-
-def assert_oauth_error(response: httpx.Response, error: str, status: int = 400) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    assert response.headers["cache-control"] == "no-store"
-    body = response.json()
-    assert body["error"] == error, body
-    assert isinstance(body["error_description"], str)
-
-
-def task_of(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"] == "application/a2a+json"
-    body = response.json()
-    assert list(body) == ["task"], body
-    task: dict[str, Any] = body["task"]
-    assert task["id"].startswith("t-")
-    assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
-    message = task["status"]["message"]
-    assert message["role"] == "ROLE_AGENT"
-    assert message["contextId"] == task["contextId"]
-    assert message["parts"][0]["text"]
-    return task
-
-
-def message_of(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"] == "application/a2a+json"
-    message: dict[str, Any] = response.json()["message"]
-    assert message["role"] == "ROLE_AGENT"
-    return message
 
 
 # -- discovery ------------------------------------------------------------------------------------

@@ -15,9 +15,8 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,66 +25,10 @@ import pytest
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.provider import ProviderSettings, Turn
 from pactmw.provider.tools import ToolRegistry
+from tests.examples.support import A2A, BRAND, EXAMPLES, ISSUER, write_config
 from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server
-from tests.support.toml import toml_value
-
-A2A = "application/a2a+json"
-ISSUER = "https://agent.example"
-BRAND = "acme"
-
-
-@dataclass(frozen=True)
-class Example:
-    """How to start one example and which bot its config names."""
-
-    argv: Callable[[int], list[str]]
-    handler: str
-    env: Callable[[Path], dict[str, str]] = lambda tmp: {}
-    #: A command to run before the server starts (uvicorn does not migrate like manage.py).
-    prepare: list[str] | None = None
-
-
-def _django_env(tmp: Path) -> dict[str, str]:
-    return {"DJANGO_SETTINGS_MODULE": "shopsite.settings", "SHOP_DATABASE": str(tmp / "shop.db")}
-
-
-EXAMPLES = {
-    "flask": Example(
-        argv=lambda port: [sys.executable, "examples/flask_app/app.py", "--port", str(port)],
-        handler="examples.flask_app.app:support_bot",
-    ),
-    "django": Example(
-        argv=lambda port: [
-            sys.executable,
-            "examples/django_app/manage.py",
-            "runserver",
-            f"127.0.0.1:{port}",
-            "--noreload",
-        ],
-        handler="shop.bot:support_bot",
-        env=_django_env,
-    ),
-    # The same Django project under ASGI: the middleware's async path and shopsite/asgi.py.
-    "django-asgi": Example(
-        argv=lambda port: [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "shopsite.asgi:application",
-            "--app-dir",
-            "examples/django_app",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        handler="shop.bot:support_bot",
-        env=_django_env,
-        prepare=[sys.executable, "examples/django_app/manage.py", "migrate", "--noinput", "-v0"],
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -115,32 +58,6 @@ class Running:
         )
 
 
-def _write_config(
-    tmp: Path, port: int, key: PrivateJWK, handler: str, *, store_url: str | None = None
-) -> Path:
-    base_url = f"http://127.0.0.1:{port}"
-    store = tmp / "pactmw" / "pactmw.db"
-    config = tmp / "pactmw.toml"
-    config.write_text(
-        f"""
-base_url = {toml_value(base_url)}
-audience = {toml_value(base_url + "/a2a")}
-store = {toml_value(store_url or f"sqlite:///{store}")}
-
-[[agents]]
-issuer = {toml_value(ISSUER)}
-name = "Test agent"
-jwks = {toml_value({"keys": [key.public.to_dict()]})}
-
-[brands.{BRAND}]
-name = "Acme support"
-description = "Order status and returns."
-handler = {toml_value(handler)}
-"""
-    )
-    return config
-
-
 #: For the tests of what only the Django example has (its DRF view, its database): the
 #: `running` fixture for those examples alone, rather than a skip on the others.
 django_examples = pytest.mark.parametrize(
@@ -159,7 +76,7 @@ def running(
     key = generate_private_jwk("ES256", kid="k1")
     # The Django site keeps pactmw's state in its own database (store = "django").
     store_url = "django" if name.startswith("django") else None
-    config = _write_config(tmp, port, key, example.handler, store_url=store_url)
+    config = write_config(tmp, port, key, example.handler, store_url=store_url)
     env = {"PACTMW_CONFIG": str(config), **example.env(tmp)}
     if example.prepare is not None:
         subprocess.run(example.prepare, cwd=REPO, env={**os.environ, **env}, check=True)

@@ -17,7 +17,7 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.store.sqlite import SqliteStore
-from tests.examples.test_examples import A2A, BRAND, ISSUER, _write_config
+from tests.examples.support import A2A, BRAND, ISSUER, write_config
 from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port, loopback_client
 from tests.support.servers import REPO, process_server
@@ -38,7 +38,7 @@ def site(
     gunicorn master's process."""
     tmp = tmp_path_factory.mktemp("gunicorn")
     port = free_port()
-    config = _write_config(tmp, port, key, "examples.flask_app.app:support_bot")
+    config = write_config(tmp, port, key, "examples.flask_app.app:support_bot")
     argv = [
         sys.executable,
         "-m",

@@ -26,6 +26,9 @@ from pactmw.protocols.parafe._jwt import sha256_b64url
 from pactmw.store import MemoryStore
 from tests.parafe.support import (
     DELETE,
+    NOW,
+    PROOF_TAMPERING,
+    SECONDS,
     V2,
     V2_AGENT,
     Minter,
@@ -37,7 +40,6 @@ from tests.parafe.support import (
     flippable_positions,
     message,
 )
-from tests.parafe.test_proof import NOW, PROOF_TAMPERING, SECONDS
 
 PREFIX = "Parafe presentation proof rejected: "
 

@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pactmw.core.encoding import json_dumps
+from pactmw.core.http import Response
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
-from pactmw.protocols.parafe import ConsentPresenter, activation_headers
+from pactmw.protocols.parafe import EXTENSION_URI, ConsentPresenter, activation_headers
+from pactmw.provider import Provider, ProviderSettings
 from pactmw.provider.parafe import ParafeConfig
 from tests.parafe_integration.broker import IssuingBroker
+from tests.provider import AUDIENCE, Kit, sync_drive
 from tests.support.agent import user_message
 
 #: The receiving agent (the shop) and the calling agent, by their Parafé ids.
@@ -96,3 +100,47 @@ def a2a_message(text: str, *, context_id: str | None = None) -> dict[str, Any]:
 
 def parafe_headers() -> dict[str, str]:
     return {**activation_headers(), "Content-Type": "application/a2a+json"}
+
+
+ACTIVATE = (("a2a-extensions", EXTENSION_URI),)
+
+
+def send(
+    kit: Kit,
+    provider: Provider,
+    message: dict[str, Any],
+    *,
+    headers: tuple[tuple[str, str], ...] = ACTIVATE,
+    drive: Any = sync_drive,
+) -> Response:
+    request = kit.request("POST", "/a2a/acme/message:send", token=kit.token(), headers=headers)
+    response: Response = drive(provider, request, json_dumps({"message": message}))
+    return response
+
+
+def body(response: Response) -> dict[str, Any]:
+    assert response.status == 200, response.body
+    parsed: dict[str, Any] = json.loads(response.body)
+    return parsed
+
+
+def settings(world: World, parafe: dict[str, Any]) -> ProviderSettings:
+    return ProviderSettings.from_mapping(
+        {
+            "base_url": "https://provider.example",
+            "audience": AUDIENCE,
+            "agents": [],
+            "brands": {"acme": {"handler": lambda t: "hi", "parafe": parafe}},
+        }
+    )
+
+
+def issue_options(world: World) -> dict[str, Any]:
+    return {
+        "initiator_id": CALLER_AGENT,
+        "initiator_key": world.caller_key.public,
+        "target_id": SHOP_AGENT,
+        "scope": SCOPE,
+        "permissions": list(PERMISSIONS),
+        "exclusions": list(EXCLUSIONS),
+    }

@@ -27,8 +27,15 @@ from pactmw.protocols.parafe import (
 )
 from pactmw.provider import Brand, Turn, build_card
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused
-from tests.parafe_integration.support import CREDENTIAL, SHOP_AGENT, World, a2a_message
-from tests.parafe_integration.test_provider import body, send, settings
+from tests.parafe_integration.support import (
+    CREDENTIAL,
+    SHOP_AGENT,
+    World,
+    a2a_message,
+    body,
+    send,
+    settings,
+)
 from tests.provider import Kit
 
 VECTORS = json.loads(

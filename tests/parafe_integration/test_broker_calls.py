@@ -47,8 +47,8 @@ from tests.parafe_integration.support import (
     SCOPE,
     SHOP_AGENT,
     World,
+    issue_options,
 )
-from tests.parafe_integration.test_handshake import issue_options
 from tests.support.clock import FakeClock
 from tests.support.logs import HOSTILE, assert_logs_tame
 

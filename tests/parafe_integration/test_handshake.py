@@ -20,12 +20,11 @@ from pactmw.provider.parafe import ParafeConfig
 from tests.parafe_integration.support import (
     CALLER_AGENT,
     CREDENTIAL,
-    EXCLUSIONS,
     PERMISSIONS,
     SCOPE,
-    SHOP_AGENT,
     World,
     a2a_message,
+    issue_options,
 )
 from tests.provider import Kit
 from tests.support.net import loopback_client
@@ -56,17 +55,6 @@ def challenge_for(world: World, opened: dict[str, str]) -> dict[str, Any]:
         "broker_url": world.url,
         "requested_scope": SCOPE,
         "requested_permissions": PERMISSIONS,
-    }
-
-
-def issue_options(world: World) -> dict[str, Any]:
-    return {
-        "initiator_id": CALLER_AGENT,
-        "initiator_key": world.caller_key.public,
-        "target_id": SHOP_AGENT,
-        "scope": SCOPE,
-        "permissions": list(PERMISSIONS),
-        "exclusions": list(EXCLUSIONS),
     }
 
 

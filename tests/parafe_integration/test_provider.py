@@ -18,8 +18,6 @@ import pytest
 
 from pactmw.adapters.asgi import A2AProviderApp
 from pactmw.config import ConfigError
-from pactmw.core.encoding import json_dumps
-from pactmw.core.http import Response
 from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.protocols.parafe import (
     EXTENSION_URI,
@@ -30,7 +28,7 @@ from pactmw.protocols.parafe import (
     parse_card_extension,
     with_parafe,
 )
-from pactmw.provider import Brand, Provider, ProviderSettings, Turn
+from pactmw.provider import Brand, Turn
 from pactmw.provider.parafe import (
     Filing,
     ParafeAgent,
@@ -48,17 +46,17 @@ from tests.parafe_integration.support import (
     SHOP_AGENT,
     World,
     a2a_message,
+    body,
+    send,
+    settings,
 )
 from tests.provider import (
-    AUDIENCE,
     Kit,
     async_drive,
     sync_drive,
 )
 from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
-
-ACTIVATE = (("a2a-extensions", EXTENSION_URI),)
 
 
 @pytest.fixture(scope="module")
@@ -76,25 +74,6 @@ def order_bot(turn: Turn) -> str:
     consent = turn.parafe.require("create_order", details={"item": "lamp"})
     turn.parafe.complete("create_order", business_ref="P-1")
     return f"ordered for {consent.initiator}"
-
-
-def send(
-    kit: Kit,
-    provider: Provider,
-    message: dict[str, Any],
-    *,
-    headers: tuple[tuple[str, str], ...] = ACTIVATE,
-    drive: Any = sync_drive,
-) -> Response:
-    request = kit.request("POST", "/a2a/acme/message:send", token=kit.token(), headers=headers)
-    response: Response = drive(provider, request, json_dumps({"message": message}))
-    return response
-
-
-def body(response: Response) -> dict[str, Any]:
-    assert response.status == 200, response.body
-    parsed: dict[str, Any] = json.loads(response.body)
-    return parsed
 
 
 # -- activation and the card (through Starlette) ----------------------------------------------
@@ -503,17 +482,6 @@ def test_filing_retries_treats_duplicates_as_success_and_gives_up_on_refusals(
 
 
 # -- configuration ----------------------------------------------------------------------------
-
-
-def settings(world: World, parafe: dict[str, Any]) -> ProviderSettings:
-    return ProviderSettings.from_mapping(
-        {
-            "base_url": "https://provider.example",
-            "audience": AUDIENCE,
-            "agents": [],
-            "brands": {"acme": {"handler": lambda t: "hi", "parafe": parafe}},
-        }
-    )
 
 
 def test_settings_read_the_parafe_table(world: World) -> None:

@@ -11,49 +11,8 @@ import httpx
 import pytest
 
 from pactmw.protocols.poppy import JWT_BEARER_GRANT
+from tests.poppy.support import STEP_4_CASES
 from tests.support.poppy_world import PoppyWorld, case_param, world_fixture
-
-#: The SDK's company cases that step 4 (Sessions, no sign-in, API or conversation yet) can
-#: run; each must pass, never skip.
-STEP_4_CASES = (
-    "lifecycle.signed-out-session",
-    "lifecycle.renew-for-another-user",
-    "security.client-assertion-alg-none",
-    "security.client-assertion-hs256-public-key",
-    "security.client-assertion-rs256-header-on-ec-key",
-    "security.client-assertion-embedded-key-ignored",
-    "security.client-assertion-bad-audience",
-    "security.client-assertion-audience-array",
-    "security.client-assertion-token-endpoint-audience",
-    "security.session-assertion-bad-audience",
-    "security.session-assertion-token-endpoint-audience",
-    "security.session-assertion-five-minutes",
-    "security.session-assertion-wrong-issuer",
-    "security.session-assertion-clock-skew-tolerated",
-    "security.session-assertion-from-the-future",
-    "security.session-assertion-expired",
-    "security.session-assertion-long-lived",
-    "security.session-assertion-replay",
-    "security.browser-assertion-at-token-endpoint",
-    "security.token-request-without-dpop",
-    "security.token-dpop-with-ath",
-    "security.token-responses-not-cached",
-    # The app's own API behind poppy_session_required (plan step 8, ASGI first).
-    "lifecycle.renew-signed-out",
-    "security.dpop-alg-none",
-    "security.dpop-wrong-signature",
-    "security.dpop-other-key",
-    "security.dpop-method-mismatch",
-    "security.dpop-url-mismatch",
-    "security.dpop-stale",
-    "security.dpop-replay",
-    "security.dpop-token-hash-mismatch",
-    "security.dpop-missing",
-    "security.dpop-token-as-bearer",
-    "security.token-in-url-refused",
-    "security.dpop-header-twice",
-)
-
 
 world = world_fixture()
 

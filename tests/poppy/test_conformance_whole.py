@@ -16,11 +16,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 from personal_agent_protocol.conformance import select_cases
 
-from tests.poppy.test_company_endpoints import STEP_4_CASES
-from tests.poppy.test_conversations import CONVERSATION_CASES
-from tests.poppy.test_conversations_signed_in import SIGNED_IN_CASES
-from tests.poppy.test_device_sign_in import SIGN_IN_CASES
-from tests.poppy.test_operations import OPERATION_CASES
+from tests.poppy.support import MORE_CASES, run_case_ids
 from tests.support.poppy_world import (
     BrowserDriver,
     PoppyWorld,
@@ -28,23 +24,6 @@ from tests.support.poppy_world import (
     signed_in_brand,
     world_fixture,
 )
-
-#: The runner's cases no other file runs; each must pass on both stores.
-MORE_CASES = (
-    "security.authorization-header-without-cookies",
-    "security.refusals-disclose-no-credential",
-    "protocol.feedback-report",
-)
-
-#: Every case a pactmw test runs, by the file that runs it.
-RUN_CASES: Mapping[str, tuple[str, ...]] = {
-    "tests/poppy/test_company_endpoints.py": STEP_4_CASES,
-    "tests/poppy/test_conversations.py": CONVERSATION_CASES,
-    "tests/poppy/test_conversations_signed_in.py": SIGNED_IN_CASES,
-    "tests/poppy/test_device_sign_in.py": SIGN_IN_CASES,
-    "tests/poppy/test_operations.py": OPERATION_CASES,
-    "tests/poppy/test_conformance_whole.py": MORE_CASES,
-}
 
 _MCP = "pactmw has no MCP server (its Brands list OpenAPI APIs only)"
 _WEB = "web browsing (§5, poppy-browser+jwt and the company's cookie) is not offered"
@@ -78,11 +57,6 @@ NOT_SUPPORTED: Mapping[str, str] = {
         "shared clock"
     ),
 }
-
-
-def run_case_ids() -> list[str]:
-    """Every case id some pactmw test runs (repeats included, to be caught)."""
-    return [case_id for cases in RUN_CASES.values() for case_id in cases]
 
 
 def test_every_runner_case_is_run_or_listed_as_not_supported() -> None:

@@ -20,7 +20,7 @@ from personal_agent_protocol.models import Message
 
 from pactmw.core.http import Request
 from pactmw.provider import Reply, Turn
-from tests.poppy.test_conversations import run
+from tests.poppy.support import run
 from tests.provider import BodyReader
 from tests.support.logs import pactmw_records
 from tests.support.poppy_world import (

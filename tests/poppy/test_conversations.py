@@ -5,7 +5,6 @@ the `authorization` event of a missing scope, and refused forged or replayed DPo
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import secrets
@@ -23,6 +22,7 @@ from pactmw.protocols.identity import RegisteredAgent
 from pactmw.provider import Brand, Reply, Turn
 from pactmw.provider.poppy import PoppyConfig
 from pactmw.provider.poppy._conversations import conversation_route
+from tests.poppy.support import CONVERSATION_CASES, run
 from tests.provider import BodyReader, message_body
 from tests.support.agent import identity_token
 from tests.support.poppy_accounts import Agent, signed_in
@@ -35,21 +35,6 @@ from tests.support.poppy_world import (
     RunCounter,
     case_param,
     world_fixture,
-)
-
-#: The SDK's conversation cases pactmw's company runs; each must pass, never skip.
-CONVERSATION_CASES = (
-    "conversations.start-and-reply",
-    "conversations.retry-replays",
-    "conversations.message-id-conflict",
-    "conversations.invalid-cursor",
-    "conversations.has-more-drained",
-    "conversations.empty-read",
-    "conversations.read-fields",
-    "conversations.attribution",
-    "conversations.closed",
-    "conversations.not-found-indistinguishable",
-    "lifecycle.parallel-sessions",
 )
 
 
@@ -93,10 +78,6 @@ world = world_fixture(
         RegisteredAgent(issuer=PACT_ISSUER, name="PACT PA", jwks=public_key_set([PACT_KEY])),
     ),
 )
-
-
-def run(coroutine: Any) -> Any:
-    return asyncio.run(coroutine)
 
 
 @pytest.mark.parametrize("case_id", [case_param(case_id) for case_id in CONVERSATION_CASES])

@@ -20,6 +20,7 @@ from personal_agent_protocol.conformance import (
 from personal_agent_protocol.models import Message
 
 from pactmw.provider import Reply, Turn
+from tests.poppy.support import SIGNED_IN_CASES
 from tests.support.poppy_world import (
     SCENARIO,
     BrowserDriver,
@@ -31,11 +32,6 @@ from tests.support.poppy_world import (
 )
 
 PROMPT = "Where are my orders?"
-#: The SDK's cases that need a person to sign in; each must pass, never skip.
-SIGNED_IN_CASES = (
-    "conversations.authorization-then-same-conversation",
-    "conversations.signed-out-token-on-account-conversation",
-)
 
 
 def orders_bot(turn: Turn) -> Reply:

@@ -21,6 +21,7 @@ from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.poppy import DEVICE_CODE_GRANT
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.poppy import DeviceSignIn, poppy_companies
+from tests.poppy.support import SIGN_IN_CASES
 from tests.support.poppy_accounts import signed_in
 from tests.support.poppy_world import (
     ATLAS,
@@ -34,26 +35,6 @@ from tests.support.poppy_world import (
     signed_in_brand,
     world_fixture,
 )
-
-#: The SDK's company cases about sign-in, Account Tokens and sign-out: each must pass.
-SIGN_IN_CASES = (
-    "lifecycle.sign-in-scopes",
-    "lifecycle.unknown-scope-refused",
-    "lifecycle.account-token-signs-in-new-session",
-    "lifecycle.rotated-token",
-    "lifecycle.narrower-scopes",
-    "lifecycle.wider-scopes-refused",
-    "lifecycle.account-token-from-another-client",
-    "lifecycle.account-token-at-api",
-    "lifecycle.account-mismatch",
-    "lifecycle.account-mismatch-after-sign-out",
-    "lifecycle.account-token-for-another-users-session",
-    "lifecycle.sign-out-takes-effect",
-    "lifecycle.sign-out-session-continues",
-    "lifecycle.sign-out-every-session",
-    "lifecycle.disconnect-from-account-settings",
-)
-
 
 world = world_fixture(signed_in_brand())
 

@@ -25,6 +25,7 @@ from pactmw.protocols.poppy import discovery_document
 from pactmw.provider import Provider
 from pactmw.store import MemoryStore
 from tests.adapters.commands import CHECKOUT_ENV
+from tests.poppy.support import site_config
 from tests.support.net import free_port
 from tests.support.poppy_world import BASE_URL, SHOP, poppy_brand, verifier_for
 from tests.support.servers import (
@@ -100,33 +101,6 @@ def test_a_helper_for_a_brand_without_poppy_fails_at_startup(provider: Provider)
         poppy_discovery_route(provider, "nobody")
     with pytest.raises(ConfigError, match=r"^poppy_discovery_app\(provider, 'nobody'\)"):
         poppy_discovery_app(provider, "nobody")
-
-
-def site_config() -> dict[str, Any]:
-    return {
-        "audience": f"{BASE_URL}/a2a",
-        "base_url": BASE_URL,
-        "store": "memory://",
-        "brands": {
-            "shop": {
-                "name": "Shop",
-                "handler": "tests.support.poppy_world:bot",
-                "poppy": {
-                    "domain": SHOP,
-                    "domains": [SHOP, "www.shop.example"],
-                    "agents": "any",
-                    "custom_scopes": {"orders:read": "Read your orders"},
-                    "apis": [
-                        {
-                            "type": "openapi",
-                            "url": f"{BASE_URL}/openapi.json",
-                            "description": "Orders",
-                        }
-                    ],
-                },
-            }
-        },
-    }
 
 
 def flask_app() -> Flask:

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from personal_agent_protocol.conformance import select_cases
 
-from tests.poppy.test_conformance_whole import RUN_CASES, run_case_ids
+from tests.poppy.support import RUN_CASES, run_case_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "poppy.md"

@@ -20,6 +20,7 @@ from personal_agent_protocol.models import Message, Operation
 from personal_agent_protocol.operations import approve
 from personal_agent_protocol.requirements import protocol_path
 
+from tests.poppy.support import OPERATION_CASES
 from tests.support.poppy_world import (
     ACCOUNTS,
     BASE_URL,
@@ -37,28 +38,6 @@ from tests.support.poppy_world import (
     signed_in_brand,
     world_fixture,
 )
-
-#: The SDK's operation cases this company runs; each must pass, never skip.
-OPERATION_CASES = (
-    "operations.proposed-not-performed",
-    "operations.readable-until-final",
-    "operations.confirm-succeeded",
-    "operations.at-most-once",
-    "operations.terms-changed",
-    "operations.user-approval-required",
-    "operations.message-is-not-approval",
-    "operations.confirm-timeout-recovery",
-    "operations.cancel-proposed",
-    "operations.in-progress-outcome-unknown",
-    "operations.failed-partial-result",
-    "operations.not-found-indistinguishable",
-    "operations.cross-channel-identity",
-    "operations.standing-permission-within-bounds",
-    "operations.standing-permission-out-of-bounds",
-    "operations.standing-permission-concurrent-use",
-    "protocol.extension-required-company",
-)
-
 
 #: The shop's executors in both worlds (sqlite, PostgreSQL): operation ids never repeat.
 EXECUTORS = ShopExecutors()

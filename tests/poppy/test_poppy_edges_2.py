@@ -26,8 +26,7 @@ from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider, Reply, Turn
 from pactmw.store import MemoryStore, Store
 from tests.adapters.commands import CHECKOUT_ENV, django_check
-from tests.poppy.test_discovery_serving import site_config
-from tests.poppy.test_session_required import NOT_POPPY, assert_names
+from tests.poppy.support import NOT_POPPY, assert_names, site_config
 from tests.support.net import free_port
 from tests.support.poppy_world import (
     BASE_URL,

@@ -27,7 +27,7 @@ from pactmw.adapters import wsgi as pactmw_wsgi
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider
 from tests.adapters.commands import django_check
-from tests.poppy.test_discovery_serving import site_config
+from tests.poppy.support import NOT_POPPY, assert_names, site_config
 from tests.support.logs import assert_logs_tame, pactmw_records
 from tests.support.poppy_accounts import signed_in
 from tests.support.poppy_world import (
@@ -207,20 +207,6 @@ def two_brand_provider(world: PoppyWorld) -> Provider:
         store=world.reopen(),
         brands=(poppy_brand(), Brand(id="acme", name="Acme", handler=bot)),
     )
-
-
-#: (the Brand asked for, what the error says of it): a typo, and a Brand without Poppy.
-NOT_POPPY = [
-    pytest.param("shopp", "Brand 'shopp' is not one of the Provider's brands", id="typo"),
-    pytest.param("acme", "Brand 'acme' does not enable Poppy", id="no-poppy"),
-]
-
-
-def assert_names(error: ConfigError, setting: str, said: str) -> None:
-    message = str(error)
-    assert message.startswith(setting), message
-    assert said in message, message
-    assert "Brands with Poppy: 'shop'" in message, message
 
 
 def _wsgi_decorator(provider: Provider, brand_id: str) -> object:

@@ -25,11 +25,12 @@ from tests.delegated.support import (
     Env,
     independent_hash,
     jws_header,
+    message_of,
     new_sub,
     serve,
+    task_of,
     verify_with_jwks,
 )
-from tests.delegated.test_flow_http import message_of, task_of
 
 SCOPES = {"orders:read": "See your orders", "orders:cancel": "Cancel an order"}
 ORDER = re.compile(r"\b[A-Z]-\d{4}\b")

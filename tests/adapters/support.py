@@ -1,0 +1,93 @@
+"""What the adapter tests share besides the contract harness: the protocol's 401 challenges and
+their check, and a delegation world (a Provider whose Brand offers delegation, in memory)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+
+from pactmw.core.jose import sign_compact
+from pactmw.core.jwk import generate_private_jwk, public_key_set
+from pactmw.protocols.delegation import SigningKeys, mint_access_token
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
+from pactmw.provider import Brand, Provider
+from pactmw.provider.brand import DelegationConfig
+from pactmw.store import open_store
+
+#: The protocol's 401 challenges: no credential, and a credential refused.
+CHALLENGE = 'Bearer realm="a2a"'
+INVALID_TOKEN = 'Bearer realm="a2a", error="invalid_token"'
+
+
+def assert_refused(response: httpx.Response, challenge: str = CHALLENGE) -> None:
+    """The protocol's 401: exact challenge, empty body, never the A2A content type."""
+    assert response.status_code == 401, (response.status_code, response.text[:300])
+    assert response.headers.get_list("www-authenticate") == [challenge]
+    assert response.content == b""
+    assert "application/a2a+json" not in response.headers.get("content-type", "")
+
+
+# -- a delegation world: delegation tokens on an app's own endpoints -----------------------------
+
+ISSUER = "https://pa.example"
+AUDIENCE = "urn:test:provider"
+BASE = "https://provider.example"
+
+
+class World:
+    """One personal agent, and a Provider (memory store) whose Brand `acme` offers delegation:
+    its identity tokens and delegation tokens, as the guarded app's tests send them."""
+
+    def __init__(self) -> None:
+        self.agent_key = generate_private_jwk("ES256", kid="pa")
+        registry = AgentRegistry(
+            [RegisteredAgent(issuer=ISSUER, jwks=public_key_set([self.agent_key]))]
+        )
+        self.verifier = IdentityVerifier(audience=AUDIENCE, registry=registry)
+        config = DelegationConfig(
+            scopes={"orders:read": "See orders", "orders:cancel": "Cancel orders"},
+            login_url="/login",
+        )
+        self.provider = Provider(
+            base_url=BASE,
+            verifier=self.verifier,
+            store=open_store("memory://"),
+            brands=[Brand(id="acme", name="Acme", handler=lambda t: "hi", delegation=config)],
+            signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+        )
+
+    def identity(self, sub: str = "user-1") -> str:
+        now = int(time.time())
+        claims = {"iss": ISSUER, "sub": sub, "aud": AUDIENCE, "iat": now, "exp": now + 120}
+        return "Bearer " + sign_compact(claims, self.agent_key, typ="JWT")
+
+    def delegation(
+        self, scopes: tuple[str, ...], sub: str = "user-1", revoked: bool = False
+    ) -> str:
+        now = time.time()
+        grant = self.provider.store.upsert_grant(
+            grant_id=f"g-{sub}-{'-'.join(scopes)}-{now}",
+            brand_id="acme",
+            # A fresh account per token: grants for one account union their scopes.
+            account=f"acct-{sub}-{uuid.uuid4().hex[:8]}",
+            client_id=ISSUER,
+            pa_sub=sub,
+            scopes=scopes,
+            now=now,
+            expires_at=now + 3600,
+        )
+        if revoked:
+            self.provider.store.revoke_grant(grant.grant_id, now=now)
+        assert self.provider.oauth is not None
+        token = mint_access_token(
+            key=self.provider.oauth.keys.signer,
+            interface_url=f"{BASE}/a2a/acme",
+            account=grant.account,
+            client_id=ISSUER,
+            scopes=grant.scopes,
+            grant_id=grant.grant_id,
+            now=now,
+        )
+        return "Bearer " + token
