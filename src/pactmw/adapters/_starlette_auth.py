@@ -135,7 +135,9 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     app role) is Starlette's empty `status_code` answer. No `redirect`: a personal agent
     follows no login page, and its refusal is the protocol's."""
     # `@requires` without its parentheses gives the endpoint for the scopes: refused here.
-    given = [scopes] if isinstance(scopes, str) or not isinstance(scopes, Iterable) else scopes
+    given: list[object] = (
+        [scopes] if isinstance(scopes, str) or not isinstance(scopes, Iterable) else list(scopes)
+    )
     require_strings(given, "requires", "the scopes to require", "scope:orders:read")
     wanted = [scope for scope in given if isinstance(scope, str)]  # all of them, checked above
     delegated = any(scope == "delegated" or scope.startswith("scope:") for scope in wanted)
