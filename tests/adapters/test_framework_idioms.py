@@ -901,6 +901,33 @@ def test_a_hostile_issuer_or_path_cannot_forge_hide_or_flood_a_log_line(
     assert "forged\\x1b[2K" in warned  # the URL drops the newline on the way; ESC remains
 
 
+#: A Provider's public routes: what a middleware in front of it refuses says once how to fix it.
+_PUBLIC_ROUTES = [
+    ("GET", "/a2a/acme/.well-known/agent-card.json"),
+    ("GET", "/a2a/acme/oauth/.well-known/oauth-authorization-server"),
+    ("GET", "/a2a/acme/oauth/jwks.json"),
+    ("GET", "/a2a/acme/oauth/consent"),
+    ("POST", "/a2a/acme/oauth/consent/decision"),
+    ("GET", "/a2a/acme/oauth/agents"),
+]
+
+
+def _provider_behind_a_middleware(kind: str, settings: dict[str, Any]) -> Any:
+    """`PersonalAgentMiddleware` in front of the Provider, not told it serves it."""
+    provider = guard_from_mapping(settings).provider
+    assert provider is not None
+    if kind == "asgi":
+        return Starlette(
+            routes=asgi.a2a_routes(provider),
+            middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=provider.verifier)],
+        )
+    return wsgi.PersonalAgentMiddleware(wsgi.A2AProviderApp(provider), provider.verifier)
+
+
+def _middleware_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("pactmw.adapters")]
+
+
 @pytest.mark.parametrize("kind", ["asgi", "wsgi"])
 def test_a_middleware_in_front_of_the_providers_card_says_what_it_needs(
     kind: str, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
@@ -909,28 +936,40 @@ def test_a_middleware_in_front_of_the_providers_card_says_what_it_needs(
     # answered the public Agent Card with 401, logged at INFO only (a missing token), so no
     # agent found the Brand and nothing said why. It still refuses (told nothing, it cannot
     # know what the app serves), and says once what fixes it.
-    provider = guard_from_mapping(settings).provider
-    assert provider is not None
-    app: Any = (
-        Starlette(
-            routes=asgi.a2a_routes(provider),
-            middleware=[Middleware(asgi.PersonalAgentMiddleware, verifier=provider.verifier)],
-        )
-        if kind == "asgi"
-        else wsgi.PersonalAgentMiddleware(wsgi.A2AProviderApp(provider), provider.verifier)
-    )
     serve = uvicorn_server if kind == "asgi" else werkzeug_server
     caplog.set_level(logging.WARNING, logger="pactmw")
+    app = _provider_behind_a_middleware(kind, settings)
     with serve(app) as base, loopback_client(base_url=base) as client:
         for brand in ("acme", "acme", "other"):
             assert_refused(client.get(f"/a2a/{brand}/.well-known/agent-card.json"))
         assert_refused(client.get("/a2a/acme/nothing"))
-    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw.adapters")]
-    assert warned == [
+    assert _middleware_warnings(caplog) == [
         "PersonalAgentMiddleware refused /a2a/acme/.well-known/agent-card.json, a Provider's "
-        "public Agent Card: when the app behind it serves the Provider (a2a_routes, "
-        "A2AProviderApp), give the middleware serves_provider=provider"
+        "public route (an Agent Card, an authorization server's metadata or JWKS, a consent "
+        "page): when the app behind it serves the Provider (a2a_routes, A2AProviderApp), give "
+        "the middleware serves_provider=provider"
     ]
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+@pytest.mark.parametrize(("method", "path"), _PUBLIC_ROUTES)
+def test_a_middleware_in_front_of_any_public_route_of_the_provider_says_it(
+    kind: str, method: str, path: str, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Only the card was said: the authorization server's metadata and JWKS (which an agent
+    # reads to check a receipt) and the consent pages (a person's browser, which carries no
+    # JWT) were refused in silence. The operations that need a JWT are not said: a refusal
+    # there is the middleware's job.
+    serve = uvicorn_server if kind == "asgi" else werkzeug_server
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    app = _provider_behind_a_middleware(kind, settings)
+    with serve(app) as base, loopback_client(base_url=base) as client:
+        assert_refused(client.post("/a2a/acme/message:send", json={}))
+        assert_refused(client.post("/a2a/acme/oauth/jwks.json"))  # no such route
+        assert _middleware_warnings(caplog) == []
+        assert_refused(client.request(method, path))
+    (warned,) = _middleware_warnings(caplog)
+    assert warned.startswith(f"PersonalAgentMiddleware refused {path}, a Provider's public route")
 
 
 # -- 10. refusals the log used to keep silent (FastAPI new-user trial) -----------------------

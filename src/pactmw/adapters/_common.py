@@ -21,7 +21,7 @@ from pactmw.provider.routes import MOUNT
 
 __all__ = [
     "NOT_FOUND",
-    "REFUSED_CARD",
+    "REFUSED_PUBLIC_ROUTE",
     "TAKES_DELEGATION_KEY",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
@@ -80,11 +80,12 @@ _ANY_CHECKER = (
     "personal_agent_required)"
 )
 
-#: What a middleware that refused a Brand's Agent Card says once (`Guard.guards_a_providers_card`).
-REFUSED_CARD = (
-    "PersonalAgentMiddleware refused %s, a Provider's public Agent Card: when the app behind "
-    "it serves the Provider (a2a_routes, A2AProviderApp), give the middleware "
-    "serves_provider=provider"
+#: What a middleware that refused one of a Provider's public routes says once
+#: (`Guard.guards_a_providers_public_route`).
+REFUSED_PUBLIC_ROUTE = (
+    "PersonalAgentMiddleware refused %s, a Provider's public route (an Agent Card, an "
+    "authorization server's metadata or JWKS, a consent page): when the app behind it serves "
+    "the Provider (a2a_routes, A2AProviderApp), give the middleware serves_provider=provider"
 )
 
 #: The answer to a path nothing serves, the same bare 404 on every adapter.
@@ -383,11 +384,12 @@ class GuardedMiddleware(Generic[_App]):
         self.guard = make_guard(
             verifier, delegation_provider, delegation_brand, prefix, serves_provider
         )
-        self._refused_card = OnceWarning(REFUSED_CARD)
+        self._refused_public_route = OnceWarning(REFUSED_PUBLIC_ROUTE)
 
-    def refused(self, path: str) -> None:
-        """Called when the middleware refused the request for `path`: a Brand's public Agent
-        Card refused is the usual mistake (the Provider inside the app, the middleware not
-        told with `serves_provider`), said once in the log."""
-        if self.guard.guards_a_providers_card(path):
-            self._refused_card(path)
+    def refused(self, method: str, path: str) -> None:
+        """Called when the middleware refused `method` on `path`: one of a Provider's public
+        routes refused (a Brand's Agent Card above all) is the usual mistake (the Provider
+        inside the app, the middleware not told with `serves_provider`), said once in the
+        log."""
+        if self.guard.guards_a_providers_public_route(method, path):
+            self._refused_public_route(path)

@@ -109,7 +109,7 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
             except AuthenticationFailed as exc:
-                self.refused(path)
+                self.refused(scope.get("method", "GET"), path)
                 await refuse(scope, to_starlette(refusal_response(exc)), receive, send)
                 return
             assert caller is not None

@@ -82,7 +82,7 @@ class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
                 environ[ENVIRON_KEY] = self.guard.authenticate(neutral_request(environ))
                 record_checker(environ, self.guard)
             except AuthenticationFailed as exc:
-                self.refused(path)
+                self.refused(environ.get("REQUEST_METHOD", "GET"), path)
                 return respond(refusal_response(exc), start_response)
         return self.app(environ, start_response)
 

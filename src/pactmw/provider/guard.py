@@ -57,11 +57,8 @@ from pactmw.provider.parafe import (
     select_agent,
 )
 from pactmw.provider.poppy import METADATA_PREFIX
-from pactmw.provider.routes import MOUNT
+from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, match
 from pactmw.provider.settings import PROVIDER_KEYS, PROVIDER_ONLY_KEYS, ProviderSettings
-
-#: A Brand's Agent Card below `/a2a/{brand}/`, public in every Provider.
-_BRAND_CARD = ".well-known/agent-card.json"
 
 #: The documents at a site's root an agent reads to discover a service before it holds any
 #: credential, public by their specs whoever serves them (the Provider, or the app with
@@ -70,7 +67,7 @@ _BRAND_CARD = ".well-known/agent-card.json"
 #: metadata (Poppy's issuers'; the path is the issuer's, so every path below the prefix).
 #: The Provider's own documents under `/a2a/` (cards, its authorization servers' metadata
 #: and JWKS) are its paths, left to it when the app serves it (`Guard.protects`).
-_DISCOVERY_DOCUMENTS = ("/" + _BRAND_CARD, DISCOVERY_PATH)
+_DISCOVERY_DOCUMENTS = ("/.well-known/agent-card.json", DISCOVERY_PATH)
 
 #: What a guarded app endpoint reads of a body at most before answering 413.
 ENDPOINT_BODY_LIMIT = 1024 * 1024
@@ -148,14 +145,16 @@ class Guard:
             and in_protected_path(path, self.protect_prefix)
         )
 
-    def guards_a_providers_card(self, path: str) -> bool:
-        """Whether `path`, which `protects`, is a Brand's public Agent Card: an app that
-        serves the Provider without telling this guard (`a2a_routes` inside an ASGI app)
-        hides the Brand from every agent, which the adapter says once in the log."""
-        if self.serves_provider or not path.startswith(MOUNT):
+    def guards_a_providers_public_route(self, method: str, path: str) -> bool:
+        """Whether `method` on `path`, which `protects`, is one of a Provider's public routes
+        (a Brand's Agent Card, its authorization server's metadata and JWKS, the consent
+        pages a person opens): an app that serves the Provider without telling this guard
+        (`a2a_routes` inside an ASGI app) hides the Brand from every agent, and its consent
+        pages from every person, which the adapter says once in the log."""
+        if self.serves_provider:
             return False
-        brand, _, rest = path[len(MOUNT) :].partition("/")
-        return bool(brand) and rest == _BRAND_CARD
+        route = match(method, path)
+        return route is not None and route.operation in PUBLIC_OPERATIONS
 
     # -- the caller ----------------------------------------------------------------------
 
