@@ -632,6 +632,22 @@ def test_reply_close_ends_the_conversation(kit: Kit, drive: Drive) -> None:
     assert reply(send(kit, provider, drive, "hello"), "ok")["contextId"] != context_id
 
 
+def test_a_message_a_closed_conversation_refused_was_never_received(kit: Kit) -> None:
+    """Its claim is released at once, not left for its lease to lapse: the store holds no
+    unanswered turn of it (the same rule as Poppy's `conversation_closed`)."""
+    bot = Bot(lambda turn: Reply(text="Bye.", close=True))
+    provider = kit.provider(acme(bot))
+    context_id = reply(send(kit, provider, sync_drive, "bye"), "Bye.")["contextId"]
+    refused = send(kit, provider, sync_drive, "hello?", message_id="m-late", context_id=context_id)
+    assert_error(refused, "UNSUPPORTED_OPERATION", CLOSED)
+    # Within the refused claim's lease: only a released claim is `new` again.
+    claim = provider.store.claim_message(
+        context_id=context_id, message_id="m-late", text="hello?", now=kit.clock(), lease_seconds=60
+    )
+    assert claim.kind == "new"
+    assert bot.calls == 1
+
+
 def test_retry_of_the_closing_message_gets_the_stored_reply(memory_kit: Kit) -> None:
     kit, drive = memory_kit, sync_drive
     provider = kit.provider(acme(Bot(lambda turn: Reply(text="Bye.", close=True))))

@@ -1,6 +1,7 @@
 """A turn's claim of its message, in any protocol: the lease renewed while the bot runs
-(`LeaseRenewer`, `Lease`), the claim given up when the turn fails (`give_up`), and a failed
-first turn leaving no empty conversation (`leaving_nothing`)."""
+(`LeaseRenewer`, `Lease`), the claim given up when the turn fails (`give_up`) or is refused
+before its bot runs (`release_refused`), and a failed first turn leaving no empty
+conversation (`leaving_nothing`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from pactmw.core import _fork
 from pactmw.provider.flow import NeedStore, SubFlow
-from pactmw.store.base import Store, StoreUnavailable
+from pactmw.store.base import Claim, Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -25,6 +26,7 @@ __all__ = [
     "LeaseRenewer",
     "give_up",
     "leaving_nothing",
+    "release_refused",
 ]
 
 
@@ -51,6 +53,21 @@ def give_up(lease: Lease, kept: Callable[[int], Exception]) -> SubFlow:
             exc,
         )
         raise kept(lapse) from None
+
+
+def release_refused(
+    store: Store, claim: Claim, context_id: str, message_id: str, claimed_at: float
+) -> SubFlow:
+    """Give up the claim of a message refused before its bot runs (a closed conversation),
+    in any protocol: a claim this request made (`new`, at `claimed_at`) is released, so the
+    message was never received and the store keeps no unanswered turn of it; another
+    request's claim, or a stored reply, is left as it is. No lease holds the claim yet, so
+    its mark is `claimed_at` (with a lease, `give_up`)."""
+    if claim.kind == "new":
+        yield NeedStore(
+            store.release_claim,
+            {"context_id": context_id, "message_id": message_id, "claimed_at": claimed_at},
+        )
 
 
 def leaving_nothing(store: Store, context_id: str, started: SubFlow) -> SubFlow:

@@ -20,7 +20,13 @@ from pactmw.core.http import Response
 from pactmw.protocols.delegation import receipt_claims, sign_receipt
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.parafe import HandshakeChallenge, SessionClosed
-from pactmw.provider._claims import Lease, LeaseRenewer, give_up, leaving_nothing
+from pactmw.provider._claims import (
+    Lease,
+    LeaseRenewer,
+    give_up,
+    leaving_nothing,
+    release_refused,
+)
 from pactmw.provider.a2a import a2a_json
 from pactmw.provider.brand import Brand, Reply, Turn
 from pactmw.provider.delegated import AuthorizationServer
@@ -178,8 +184,7 @@ class MessageSender:
                 return (yield from self._replay_refused(brand, caller, context_id, made_under))
             return a2a_json(200, claim.reply)
         if closed:
-            if claim.kind == "new":
-                yield self._release(context_id, message.message_id, now)
+            yield from release_refused(store, claim, context_id, message.message_id, now)
             raise A2AError("UNSUPPORTED_OPERATION", "Conversation is closed")
         if claim.kind == "pending":
             raise A2AError(
@@ -318,15 +323,6 @@ class MessageSender:
         if close:
             yield NeedStore(store.close_conversation, {"context_id": context_id})
         return a2a_json(200, body)
-
-    def _release(self, context_id: str, message_id: str, claimed_at: float) -> NeedStore:
-        """The store call that gives a claimed message up unanswered (a retry runs it), if
-        this turn still holds it: its lease starts at `claimed_at` (a claim no lease holds
-        yet; with a lease, `give_up`)."""
-        return NeedStore(
-            self.store.release_claim,
-            {"context_id": context_id, "message_id": message_id, "claimed_at": claimed_at},
-        )
 
     def _replay_refused(
         self, brand: Brand, caller: PersonalAgent, context_id: str, made_under: _ReplyGrant

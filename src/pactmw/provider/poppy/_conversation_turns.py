@@ -21,10 +21,10 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
-from pactmw.provider._claims import give_up
+from pactmw.provider._claims import give_up, release_refused
 from pactmw.provider._send import MessageSender, bot_reply, bound_tools
 from pactmw.provider.brand import Brand, Turn
-from pactmw.provider.flow import NeedStore, SubFlow, TurnTimedOut, store
+from pactmw.provider.flow import SubFlow, TurnTimedOut, store
 from pactmw.provider.poppy._conversation_records import (
     Receipt,
     TurnRecord,
@@ -153,10 +153,9 @@ class ConversationTurns:
         if claim.kind == "conflict":
             raise PoppyError(409, "message_id_conflict", "the id is one of the company's")
         if conversation.closed:
-            if claim.kind == "new":
-                # Refused, so never received: with its turn released, `holding_message_id`
-                # frees its id too, which may start another conversation.
-                yield self._release(context_id, message.id, now)
+            # Refused, so never received: with its turn released, `holding_message_id` frees
+            # its id too, which may start another conversation.
+            yield from release_refused(self.store, claim, context_id, message.id, now)
             raise PoppyError(
                 409,
                 "conversation_closed",
@@ -167,16 +166,6 @@ class ConversationTurns:
             # Another worker runs the bot for this message now: its answer will be an event.
             return Receipt(context_id, closed=False, status=status, working=True)
         return (yield from self.answer(agent, conversation, message, claim, now, issuer, status))
-
-    def _release(self, context_id: str, message_id: str, claimed_at: float) -> NeedStore:
-        """The store call that gives a claimed message up unanswered (a retry runs it), if
-        this turn still holds it: its lease starts at `claimed_at`."""
-        return store(
-            self.store.release_claim,
-            context_id=context_id,
-            message_id=message_id,
-            claimed_at=claimed_at,
-        )
 
     def claim_message_id(
         self, owner: tuple[str, str, str], context_id: str, message_id: str
