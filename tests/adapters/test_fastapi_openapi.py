@@ -1,16 +1,23 @@
-"""What `PersonalAgentScheme` puts in a FastAPI app's OpenAPI document, form by form, and
-that documenting the delegation header changes nothing a caller sees."""
+"""What `PersonalAgentScheme` and `PoppySessionScheme` put in a FastAPI app's OpenAPI document,
+form by form, and that documenting the delegation header changes nothing a caller sees."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi import FastAPI, Security
 
-from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme
+from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme, PoppySessionScheme
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import PersonalAgent
-from tests.adapters.support import CHALLENGE, INVALID_TOKEN, World, assert_refused
+from pactmw.provider import Brand, Provider
+from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.poppy import PoppyCaller, PoppyConfig
+from pactmw.store import open_store
+from tests.adapters.support import BASE, CHALLENGE, INVALID_TOKEN, World, assert_refused
 from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
 
@@ -28,22 +35,53 @@ SCHEME = {
     ),
 }
 
-#: The header a scheme that takes delegations documents on each of its operations (and a
-#: string schema, as FastAPI writes it).
-DELEGATION_HEADER = {
-    "name": "X-A2A-User-Delegation",
-    "in": "header",
-    "required": False,
-    "description": (
-        "The person's delegation: `Bearer` and the access token this site issued to the "
-        "personal agent. Needed by operations that list scopes; verified when sent."
-    ),
-}
+
+def delegation_header(brand_id: str) -> dict[str, Any]:
+    """The header a scheme that takes delegations documents on each of its operations, naming
+    the Brand whose delegation it is (and a string schema, as FastAPI writes it)."""
+    return {
+        "name": "X-A2A-User-Delegation",
+        "in": "header",
+        "required": False,
+        "description": (
+            f"The person's delegation for the Brand `{brand_id}`: `Bearer` and the access "
+            "token this site issued to the personal agent for it. Needed by operations that "
+            "list scopes; verified when sent."
+        ),
+    }
+
+
+DELEGATION_HEADER = delegation_header("acme")
 
 
 @pytest.fixture(scope="module")
 def world() -> World:
     return World()
+
+
+@pytest.fixture(scope="module")
+def two_brands(world: World) -> Iterator[Provider]:
+    """A Provider whose Brands `acme` and `shop` each offer delegation and Poppy."""
+    delegation = DelegationConfig(scopes={"orders:read": "See orders"}, login_url="/login")
+    brands = [
+        Brand(
+            id=brand_id,
+            name=brand_id.title(),
+            handler=lambda turn: "hi",
+            delegation=delegation,
+            poppy=PoppyConfig(domain=f"{brand_id}.example", agents="any"),
+        )
+        for brand_id in ("acme", "shop")
+    ]
+    provider = Provider(
+        base_url=BASE,
+        verifier=world.verifier,
+        store=open_store("memory://"),
+        brands=brands,
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+    yield provider
+    provider.close()
 
 
 def _operation(scheme: PersonalAgentScheme, scopes: list[str] | None = None) -> dict[str, Any]:
@@ -147,3 +185,100 @@ def test_the_documented_header_changes_no_answer(world: World) -> None:
         page = client.get("/docs")
         assert page.status_code == 200
         assert "/openapi.json" in page.text
+
+
+# -- schemes sharing a name, and Poppy's ------------------------------------------------------
+
+
+def test_pact_schemes_share_one_entry_and_each_operation_names_its_brand(
+    world: World, two_brands: Provider
+) -> None:
+    # The entry documents the credential in Authorization, the identity JWT: one for every
+    # scheme, so one entry (and one token in /docs). What differs between the schemes, which
+    # Brand's delegation they take, is on each of their operations.
+    plain = PersonalAgentScheme(world.verifier)
+    by_brand = {
+        brand_id: PersonalAgentScheme(
+            world.verifier, delegation_provider=two_brands, delegation_brand=brand_id
+        )
+        for brand_id in ("acme", "shop")
+    }
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/whoami")
+    def whoami(agent: PersonalAgent = Security(plain)) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/acme/orders")
+    def acme(agent: PersonalAgent = Security(by_brand["acme"], scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/shop/orders")
+    def shop(agent: PersonalAgent = Security(by_brand["shop"], scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    document = app.openapi()
+    assert document["components"]["securitySchemes"] == {"PersonalAgent": SCHEME}
+    paths = document["paths"]
+    assert "parameters" not in paths["/whoami"]["get"]
+    for brand_id in ("acme", "shop"):
+        operation = paths[f"/{brand_id}/orders"]["get"]
+        assert operation["security"] == [{"PersonalAgent": ["orders:read"]}]
+        assert _parameters(operation) == [delegation_header(brand_id)]
+
+
+def poppy_scheme_entry(brand_id: str) -> dict[str, Any]:
+    """The security scheme a `PoppySessionScheme` for `brand_id` documents by default."""
+    return {
+        "type": "http",
+        "scheme": "DPoP",
+        "description": (
+            f"Poppy Session Token of the Brand `{brand_id}` (`Authorization: DPoP <token>`), "
+            "with a DPoP proof of the request (RFC 9449) in the `DPoP` header, signed with "
+            "the Session's key. Where an operation lists scopes, the Session must be signed in "
+            "and the person must have approved them."
+        ),
+    }
+
+
+def test_a_poppy_scheme_documents_its_brands_session_token(two_brands: Provider) -> None:
+    poppy = PoppySessionScheme(two_brands, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/orders")
+    def orders(caller: PoppyCaller = Security(poppy, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    document = app.openapi()
+    assert document["components"]["securitySchemes"] == {
+        "PoppySession.shop": poppy_scheme_entry("shop")
+    }
+    operation = document["paths"]["/orders"]["get"]
+    assert operation["security"] == [{"PoppySession.shop": ["orders:read"]}]
+    # The scheme reads its headers from the request itself: none is a parameter (FastAPI
+    # would answer a missing one with its 422, never Poppy's 401).
+    assert "parameters" not in operation
+
+
+def test_poppy_schemes_of_two_brands_keep_an_entry_each(two_brands: Provider) -> None:
+    # Each Brand's Session Token is a credential of its own (one Brand's is refused by the
+    # other), so each is an entry of its own, and neither overwrites the other's description.
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+    for brand_id in ("acme", "shop"):
+        poppy = PoppySessionScheme(two_brands, brand_id)
+
+        @app.get(f"/{brand_id}/orders")
+        def orders(caller: PoppyCaller = Security(poppy)) -> Any:  # noqa: B008
+            return {}
+
+    document = app.openapi()
+    assert document["components"]["securitySchemes"] == {
+        "PoppySession.acme": poppy_scheme_entry("acme"),
+        "PoppySession.shop": poppy_scheme_entry("shop"),
+    }
+    for brand_id in ("acme", "shop"):
+        operation = document["paths"][f"/{brand_id}/orders"]["get"]
+        assert operation["security"] == [{f"PoppySession.{brand_id}": []}]
+    # A name of the app's own still wins.
+    named = PoppySessionScheme(two_brands, "shop", scheme_name="Poppy", description="Ours")
+    assert (named.scheme_name, named.model.description) == ("Poppy", "Ours")

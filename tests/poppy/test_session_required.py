@@ -190,8 +190,9 @@ def test_fastapi(world: PoppyWorld) -> None:
     try:
         with uvicorn_server(app) as url:
             check(url, credentials(world, PATH, 2), lambda r: r.json()["account"])
-            schemes = httpx.get(url + "/openapi.json").json()["components"]["securitySchemes"]
-            assert schemes["PoppySession"]["scheme"] == "DPoP"
+            document = httpx.get(url + "/openapi.json").json()
+            schemes = document["components"]["securitySchemes"]
+            assert schemes["PoppySession.shop"]["scheme"] == "DPoP"
     finally:
         provider.close()
 

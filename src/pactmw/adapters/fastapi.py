@@ -7,9 +7,9 @@
     def orders(caller: PersonalAgent = Security(personal_agent, scopes=["orders:read"])): ...
 
 The scheme shows in `/openapi.json` as an HTTP bearer scheme (JWT), and one that takes
-delegations adds `X-A2A-User-Delegation` to its operations as an optional header. Scopes
-requested with `Security(..., scopes=[...])` are delegated scopes (the operation's security
-requirement): no delegation is 401 `invalid_token`, a missing scope 403
+delegations adds `X-A2A-User-Delegation` to its operations as an optional header naming its
+Brand. Scopes requested with `Security(..., scopes=[...])` are delegated scopes (the
+operation's security requirement): no delegation is 401 `invalid_token`, a missing scope 403
 `insufficient_scope`. Refusals are `PersonalAgentRefused`, a FastAPI `HTTPException` carrying
 the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they answer exactly as the other
 adapters do (empty body), else with FastAPI's `{"detail": ...}`.
@@ -17,7 +17,9 @@ Every rule is the guard's (`pactmw.provider.guard`).
 
 A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
 (`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`); its refusals are
-`PoppySessionRefused`, answered with Poppy's JSON error by `EXCEPTION_HANDLERS`.
+`PoppySessionRefused`, answered with Poppy's JSON error by `EXCEPTION_HANDLERS`. Its OpenAPI
+scheme is named after the Brand (`PoppySession.shop`): each Brand's Session Token is a
+credential of its own.
 
 The Provider itself goes in with the app's routes, in one step (`/a2a/...` and Poppy's
 documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, ...))`.
@@ -26,6 +28,7 @@ documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, 
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Annotated, Any
 
 from pactmw.adapters._common import require_framework
@@ -103,24 +106,32 @@ async def poppy_refusal_handler(request: Request, exc: Exception) -> StarletteRe
 _SECURITY_SCOPES = "Security(PersonalAgentScheme(...), scopes=[...])"
 
 #: The OpenAPI description of `PersonalAgentScheme`, one for every scheme: schemes share a
-#: name by default, and OpenAPI keeps one description per name.
+#: name by default, and OpenAPI keeps one description per name. It documents the one
+#: credential every scheme reads in `Authorization`; which Brand's delegation a scheme takes
+#: is said on its operations (`_delegation_header`).
 _SCHEME_DESCRIPTION = (
     "PACT 1.0 identity JWT of the person's personal agent. Where an operation lists scopes, "
     "they are delegated scopes: the person's delegation, sent in X-A2A-User-Delegation, must "
     "grant them."
 )
 
-#: The `X-A2A-User-Delegation` header as a scheme that takes delegations documents it.
-_DelegationHeader = Annotated[
-    str | None,
-    Header(
-        alias=DELEGATION_HEADER,
-        description=(
-            "The person's delegation: `Bearer` and the access token this site issued to the "
-            "personal agent. Needed by operations that list scopes; verified when sent."
+
+def _delegation_header(brand_id: str) -> Any:
+    """The `X-A2A-User-Delegation` header as a scheme taking `brand_id`'s delegations
+    documents it on each of its operations: optional, so that FastAPI never answers for the
+    guard, which reads it from the request."""
+    return Annotated[
+        str | None,
+        Header(
+            alias=DELEGATION_HEADER,
+            description=(
+                f"The person's delegation for the Brand `{brand_id}`: `Bearer` and the access "
+                "token this site issued to the personal agent for it. Needed by operations "
+                "that list scopes; verified when sent."
+            ),
         ),
-    ),
-]
+    ]
+
 
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
@@ -163,16 +174,20 @@ class PersonalAgentScheme(SecurityBase):
         `__call__`'s parameters, of which the delegation header only when this scheme takes
         delegations, so that only then is it a parameter of its operations in OpenAPI."""
         signature = inspect.signature(self.__call__, eval_str=True)
-        if self.guard.takes_delegation:
-            return signature
-        kept = [p for name, p in signature.parameters.items() if name != "delegation"]
+        brand_id = self.guard.delegation_brand
+        kept = []
+        for name, parameter in signature.parameters.items():
+            if name != "delegation":
+                kept.append(parameter)
+            elif brand_id is not None:  # it takes the delegations of that Brand
+                kept.append(parameter.replace(annotation=_delegation_header(brand_id)))
         return signature.replace(parameters=kept)
 
     async def __call__(
         self,
         connection: HTTPConnection,
         security_scopes: SecurityScopes,
-        delegation: _DelegationHeader = None,
+        delegation: str | None = None,
     ) -> PersonalAgent | None:
         # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
         # only the former. `delegation` is there for OpenAPI only: the guard reads the
@@ -199,21 +214,38 @@ class PoppySessionScheme(SecurityBase):
     """A FastAPI security dependency that returns the `PoppyCaller` of a request carrying a
     Poppy Session Token and its DPoP proof (`Provider.poppy_session`'s rules); scopes asked
     with `Security(..., scopes=[...])` need a signed-in Session that approved them. A Brand
-    that is not one of the Provider's or has no Poppy is a `ConfigError` when it is made."""
+    that is not one of the Provider's or has no Poppy is a `ConfigError` when it is made.
+
+    In OpenAPI it is an HTTP `DPoP` scheme named `PoppySession.<brand>` by default: a Session
+    Token is one Brand's credential, so two Brands' schemes are two entries, neither
+    overwriting the other's description. It reads `Authorization`, `DPoP` and a write's
+    `Idempotency-Key` from the request itself: none is an operation parameter, which FastAPI
+    would answer with its 422 when missing, never Poppy's 401.
+    """
 
     def __init__(
         self,
         provider: Provider,
         brand_id: str,
         *,
-        scheme_name: str = "PoppySession",
-        description: str = "Poppy Session Token (Authorization: DPoP) with a DPoP proof.",
+        scheme_name: str | None = None,
+        description: str | None = None,
     ) -> None:
         require_provider(provider, "PoppySessionScheme(provider, brand_id)")
         setting = f"PoppySessionScheme(provider, {brand_id!r})"
         check_session_brand(provider.brands.values(), brand_id, setting)
+        if description is None:
+            description = (
+                f"Poppy Session Token of the Brand `{brand_id}` (`Authorization: DPoP "
+                "<token>`), with a DPoP proof of the request (RFC 9449) in the `DPoP` header, "
+                "signed with the Session's key. Where an operation lists scopes, the Session "
+                "must be signed in and the person must have approved them."
+            )
         self.model = HTTPBaseModel(scheme="DPoP", description=description)
-        self.scheme_name = scheme_name
+        # OpenAPI names a security scheme with letters, digits, ".", "-" and "_" only.
+        self.scheme_name = scheme_name or "PoppySession." + re.sub(
+            r"[^A-Za-z0-9._-]", "_", brand_id
+        )
         self.provider = provider
         self.brand_id = brand_id
 
