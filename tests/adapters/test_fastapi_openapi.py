@@ -1,5 +1,6 @@
 """What `PersonalAgentScheme` and `PoppySessionScheme` put in a FastAPI app's OpenAPI document,
-form by form, and that documenting the delegation header changes nothing a caller sees."""
+form by form, the refusals their `responses()` document, and that documenting the delegation
+header and the refusals changes nothing a caller sees."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Security
+from fastapi import APIRouter, FastAPI, Security
 
 from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme, PoppySessionScheme
 from pactmw.core.jwk import generate_private_jwk
@@ -142,11 +143,12 @@ def test_scopes_are_the_operations_security_requirement(world: World) -> None:
     assert _parameters(operation) == [DELEGATION_HEADER]
 
 
-def test_the_documented_header_changes_no_answer(world: World) -> None:
+def test_the_documented_header_and_refusals_change_no_answer(world: World) -> None:
     # The guard reads X-A2A-User-Delegation from the request itself; the header parameter
     # FastAPI now knows of must never answer a missing or malformed one with its own 422.
+    # The documented refusals are documentation only: the answers are the guard's.
     scheme = _delegating(world)
-    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS, responses=scheme.responses())
 
     @app.get("/orders")
     def orders(agent: PersonalAgent = Security(scheme, scopes=["orders:read"])) -> Any:  # noqa: B008
@@ -282,3 +284,119 @@ def test_poppy_schemes_of_two_brands_keep_an_entry_each(two_brands: Provider) ->
     # A name of the app's own still wins.
     named = PoppySessionScheme(two_brands, "shop", scheme_name="Poppy", description="Ours")
     assert (named.scheme_name, named.model.description) == ("Poppy", "Ours")
+
+
+# -- the refusals a route documents with `responses=scheme.responses()` ---------------------
+
+#: The response header every documented 401 and 403 carries (as FastAPI writes it).
+WWW_AUTHENTICATE = {"schema": {"type": "string"}}
+
+PACT_UNAUTHORIZED = {
+    "description": (
+        "No personal agent's identity JWT, or a refused one (or a refused delegation): "
+        'the PACT challenge in `WWW-Authenticate`, `Bearer realm="a2a"` (with '
+        '`error="invalid_token"` for a refused credential). Empty body with '
+        "`EXCEPTION_HANDLERS`."
+    ),
+    "headers": {
+        "WWW-Authenticate": {"description": "The PACT challenge.", **WWW_AUTHENTICATE},
+    },
+}
+PACT_FORBIDDEN = {
+    "description": (
+        "The delegation does not grant a scope the operation lists: "
+        '`error="insufficient_scope"` and the scopes it needs in `WWW-Authenticate`. Empty '
+        "body with `EXCEPTION_HANDLERS`."
+    ),
+    "headers": {
+        "WWW-Authenticate": {
+            "description": 'The challenge: `Bearer realm="a2a", error="insufficient_scope", '
+            'scope="..."`.',
+            **WWW_AUTHENTICATE,
+        },
+    },
+}
+
+#: Poppy's JSON error body, as `EXCEPTION_HANDLERS` send it.
+POPPY_ERROR = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {"error": {"type": "string"}, "scope": {"type": "string"}},
+            "required": ["error"],
+        }
+    }
+}
+POPPY_CHALLENGE = {
+    "WWW-Authenticate": {
+        "description": 'The code again: `DPoP error="..."` (and `scope="..."` for a 403).',
+        **WWW_AUTHENTICATE,
+    }
+}
+POPPY_RESPONSES = {
+    "400": {
+        "description": (
+            "`invalid_request`: the Session Token in the URL, two `Authorization` headers, or "
+            "a write's malformed `Idempotency-Key`."
+        ),
+        "content": POPPY_ERROR,
+    },
+    "401": {
+        "description": (
+            "`invalid_token` (no live Session Token of this Brand, or its agent is no longer "
+            "admitted) or `invalid_dpop_proof` (no valid, fresh DPoP proof of this request)."
+        ),
+        "headers": POPPY_CHALLENGE,
+        "content": POPPY_ERROR,
+    },
+    "403": {
+        "description": (
+            "`sign_in_required` (the Session is signed out) or `insufficient_scope` (the "
+            "person did not approve a scope the operation lists), naming the scopes to ask "
+            "for in `scope`."
+        ),
+        "headers": POPPY_CHALLENGE,
+        "content": POPPY_ERROR,
+    },
+}
+
+
+def _responses(app: FastAPI, path: str) -> dict[str, Any]:
+    """The operation's documented responses besides FastAPI's own 200 and 422."""
+    found: dict[str, Any] = app.openapi()["paths"][path]["get"]["responses"]
+    return {status: answer for status, answer in found.items() if status not in ("200", "422")}
+
+
+def test_pact_responses_document_the_challenges_a_scheme_can_answer(world: World) -> None:
+    plain = PersonalAgentScheme(world.verifier)
+    delegating = _delegating(world)
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/whoami", responses=plain.responses())
+    def whoami(agent: PersonalAgent = Security(plain)) -> Any:  # noqa: B008
+        return {}
+
+    # On a router, every route under it documents them.
+    router = APIRouter(responses=delegating.responses())
+
+    @router.get("/orders")
+    def orders(agent: PersonalAgent = Security(delegating, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    app.include_router(router)
+    # A scheme that takes no delegation never answers 403: no scope can be granted it.
+    assert _responses(app, "/whoami") == {"401": PACT_UNAUTHORIZED}
+    assert _responses(app, "/orders") == {"401": PACT_UNAUTHORIZED, "403": PACT_FORBIDDEN}
+    # Each call is a mapping of its own: a route that changes its copy changes no other.
+    assert plain.responses() is not plain.responses()
+
+
+def test_poppy_responses_document_poppys_errors(two_brands: Provider) -> None:
+    poppy = PoppySessionScheme(two_brands, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/orders", responses=poppy.responses())
+    def orders(caller: PoppyCaller = Security(poppy, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    assert _responses(app, "/orders") == POPPY_RESPONSES

@@ -181,7 +181,7 @@ def test_fastapi(world: PoppyWorld) -> None:
     poppy = PoppySessionScheme(provider, "shop")
     app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
 
-    @app.get(PATH)
+    @app.get(PATH, responses=poppy.responses())
     async def orders(
         caller: PoppyCaller = Security(poppy, scopes=["orders:read"]),  # noqa: B008
     ) -> dict[str, Any]:
@@ -193,6 +193,10 @@ def test_fastapi(world: PoppyWorld) -> None:
             document = httpx.get(url + "/openapi.json").json()
             schemes = document["components"]["securitySchemes"]
             assert schemes["PoppySession.shop"]["scheme"] == "DPoP"
+            # The refusals `check` saw are the ones the route documents, with the challenge.
+            documented = document["paths"][PATH]["get"]["responses"]
+            for status in ("401", "403"):
+                assert "WWW-Authenticate" in documented[status]["headers"]
     finally:
         provider.close()
 

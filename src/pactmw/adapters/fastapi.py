@@ -12,14 +12,15 @@ Brand. Scopes requested with `Security(..., scopes=[...])` are delegated scopes 
 operation's security requirement): no delegation is 401 `invalid_token`, a missing scope 403
 `insufficient_scope`. Refusals are `PersonalAgentRefused`, a FastAPI `HTTPException` carrying
 the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they answer exactly as the other
-adapters do (empty body), else with FastAPI's `{"detail": ...}`.
-Every rule is the guard's (`pactmw.provider.guard`).
+adapters do (empty body), else with FastAPI's `{"detail": ...}`. A dependency cannot add
+responses to OpenAPI (fastapi#501): `responses=personal_agent.responses()` on the route (or
+its router) documents them. Every rule is the guard's (`pactmw.provider.guard`).
 
 A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
-(`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`); its refusals are
-`PoppySessionRefused`, answered with Poppy's JSON error by `EXCEPTION_HANDLERS`. Its OpenAPI
-scheme is named after the Brand (`PoppySession.shop`): each Brand's Session Token is a
-credential of its own.
+(`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`, `poppy.responses()` its
+refusals); its refusals are `PoppySessionRefused`, answered with Poppy's JSON error by
+`EXCEPTION_HANDLERS`. Its OpenAPI scheme is named after the Brand (`PoppySession.shop`): each
+Brand's Session Token is a credential of its own.
 
 The Provider itself goes in with the app's routes, in one step (`/a2a/...` and Poppy's
 documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, ...))`.
@@ -133,6 +134,86 @@ def _delegation_header(brand_id: str) -> Any:
     ]
 
 
+def _challenge_header(description: str) -> dict[str, Any]:
+    """The `WWW-Authenticate` header of a documented 401 or 403."""
+    return {"WWW-Authenticate": {"description": description, "schema": {"type": "string"}}}
+
+
+def _pact_responses(takes_delegation: bool) -> dict[int | str, dict[str, Any]]:
+    """The refusals a `PersonalAgentScheme` answers, as FastAPI's `responses=` takes them: a
+    scheme without delegation never answers 403, as no scope can be granted it."""
+    responses: dict[int | str, dict[str, Any]] = {
+        401: {
+            "description": (
+                "No personal agent's identity JWT, or a refused one (or a refused delegation): "
+                'the PACT challenge in `WWW-Authenticate`, `Bearer realm="a2a"` (with '
+                '`error="invalid_token"` for a refused credential). Empty body with '
+                "`EXCEPTION_HANDLERS`."
+            ),
+            "headers": _challenge_header("The PACT challenge."),
+        }
+    }
+    if takes_delegation:
+        responses[403] = {
+            "description": (
+                "The delegation does not grant a scope the operation lists: "
+                '`error="insufficient_scope"` and the scopes it needs in `WWW-Authenticate`. '
+                "Empty body with `EXCEPTION_HANDLERS`."
+            ),
+            "headers": _challenge_header(
+                'The challenge: `Bearer realm="a2a", error="insufficient_scope", scope="..."`.'
+            ),
+        }
+    return responses
+
+
+def _poppy_responses() -> dict[int | str, dict[str, Any]]:
+    """The refusals a `PoppySessionScheme` answers (`SessionCheck.session_flow`'s), as
+    FastAPI's `responses=` takes them, with Poppy's JSON error as `EXCEPTION_HANDLERS` send
+    it."""
+
+    def error_body() -> dict[str, Any]:
+        schema = {
+            "type": "object",
+            "properties": {"error": {"type": "string"}, "scope": {"type": "string"}},
+            "required": ["error"],
+        }
+        return {"application/json": {"schema": schema}}
+
+    def challenge() -> dict[str, Any]:
+        return _challenge_header(
+            'The code again: `DPoP error="..."` (and `scope="..."` for a 403).'
+        )
+
+    return {
+        400: {
+            "description": (
+                "`invalid_request`: the Session Token in the URL, two `Authorization` "
+                "headers, or a write's malformed `Idempotency-Key`."
+            ),
+            "content": error_body(),
+        },
+        401: {
+            "description": (
+                "`invalid_token` (no live Session Token of this Brand, or its agent is no "
+                "longer admitted) or `invalid_dpop_proof` (no valid, fresh DPoP proof of this "
+                "request)."
+            ),
+            "headers": challenge(),
+            "content": error_body(),
+        },
+        403: {
+            "description": (
+                "`sign_in_required` (the Session is signed out) or `insufficient_scope` (the "
+                "person did not approve a scope the operation lists), naming the scopes to "
+                "ask for in `scope`."
+            ),
+            "headers": challenge(),
+            "content": error_body(),
+        },
+    }
+
+
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     PersonalAgentRefused: refusal_handler,
@@ -182,6 +263,13 @@ class PersonalAgentScheme(SecurityBase):
             elif brand_id is not None:  # it takes the delegations of that Brand
                 kept.append(parameter.replace(annotation=_delegation_header(brand_id)))
         return signature.replace(parameters=kept)
+
+    def responses(self) -> dict[int | str, dict[str, Any]]:
+        """The scheme's refusals for FastAPI's `responses=` (a route, an `APIRouter` or
+        `include_router`), which a dependency cannot add itself (fastapi#501): 401 with the
+        PACT challenge, and 403 `insufficient_scope` when the scheme takes delegations. A new
+        mapping at each call."""
+        return _pact_responses(self.guard.takes_delegation)
 
     async def __call__(
         self,
@@ -248,6 +336,13 @@ class PoppySessionScheme(SecurityBase):
         )
         self.provider = provider
         self.brand_id = brand_id
+
+    def responses(self) -> dict[int | str, dict[str, Any]]:
+        """The scheme's refusals for FastAPI's `responses=` (a route, an `APIRouter` or
+        `include_router`), which a dependency cannot add itself (fastapi#501): Poppy's 400,
+        401 and 403, each with its JSON error, the latter two with the `DPoP` challenge. A new
+        mapping at each call."""
+        return _poppy_responses()
 
     async def __call__(self, request: Request, security_scopes: SecurityScopes) -> PoppyCaller:
         try:
