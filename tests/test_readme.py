@@ -106,8 +106,11 @@ def test_fastapi_sample_answers_the_challenge_and_documents_the_scheme() -> None
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == 'Bearer realm="a2a"'
         assert refused.content == b""
-        schemes = httpx.get(base + "/openapi.json").json()["components"]["securitySchemes"]
-        assert schemes["PersonalAgent"]["scheme"] == "bearer"
+        document = httpx.get(base + "/openapi.json").json()
+        assert document["components"]["securitySchemes"]["PersonalAgent"]["scheme"] == "bearer"
+        # The refusal just seen is documented, with its challenge header.
+        documented = document["paths"]["/whoami"]["get"]["responses"]["401"]
+        assert "WWW-Authenticate" in documented["headers"]
 
 
 def test_flask_sample_guards_the_prefix_only() -> None:

@@ -1,16 +1,24 @@
-"""What `PersonalAgentScheme` puts in a FastAPI app's OpenAPI document, form by form, and
-that documenting the delegation header changes nothing a caller sees."""
+"""What `PersonalAgentScheme` and `PoppySessionScheme` put in a FastAPI app's OpenAPI document,
+form by form, the refusals their `responses()` document, and that documenting the delegation
+header and the refusals changes nothing a caller sees."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Security
+from fastapi import APIRouter, FastAPI, Security
 
-from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme
+from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme, PoppySessionScheme
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import PersonalAgent
-from tests.adapters.support import CHALLENGE, INVALID_TOKEN, World, assert_refused
+from pactmw.provider import Brand, Provider
+from pactmw.provider.brand import DelegationConfig
+from pactmw.provider.poppy import PoppyCaller, PoppyConfig
+from pactmw.store import open_store
+from tests.adapters.support import BASE, CHALLENGE, INVALID_TOKEN, World, assert_refused
 from tests.support.net import loopback_client
 from tests.support.servers import uvicorn_server
 
@@ -28,22 +36,53 @@ SCHEME = {
     ),
 }
 
-#: The header a scheme that takes delegations documents on each of its operations (and a
-#: string schema, as FastAPI writes it).
-DELEGATION_HEADER = {
-    "name": "X-A2A-User-Delegation",
-    "in": "header",
-    "required": False,
-    "description": (
-        "The person's delegation: `Bearer` and the access token this site issued to the "
-        "personal agent. Needed by operations that list scopes; verified when sent."
-    ),
-}
+
+def delegation_header(brand_id: str) -> dict[str, Any]:
+    """The header a scheme that takes delegations documents on each of its operations, naming
+    the Brand whose delegation it is (and a string schema, as FastAPI writes it)."""
+    return {
+        "name": "X-A2A-User-Delegation",
+        "in": "header",
+        "required": False,
+        "description": (
+            f"The person's delegation for the Brand `{brand_id}`: `Bearer` and the access "
+            "token this site issued to the personal agent for it. Needed by operations that "
+            "list scopes; verified when sent."
+        ),
+    }
+
+
+DELEGATION_HEADER = delegation_header("acme")
 
 
 @pytest.fixture(scope="module")
 def world() -> World:
     return World()
+
+
+@pytest.fixture(scope="module")
+def two_brands(world: World) -> Iterator[Provider]:
+    """A Provider whose Brands `acme` and `shop` each offer delegation and Poppy."""
+    delegation = DelegationConfig(scopes={"orders:read": "See orders"}, login_url="/login")
+    brands = [
+        Brand(
+            id=brand_id,
+            name=brand_id.title(),
+            handler=lambda turn: "hi",
+            delegation=delegation,
+            poppy=PoppyConfig(domain=f"{brand_id}.example", agents="any"),
+        )
+        for brand_id in ("acme", "shop")
+    ]
+    provider = Provider(
+        base_url=BASE,
+        verifier=world.verifier,
+        store=open_store("memory://"),
+        brands=brands,
+        signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+    )
+    yield provider
+    provider.close()
 
 
 def _operation(scheme: PersonalAgentScheme, scopes: list[str] | None = None) -> dict[str, Any]:
@@ -104,11 +143,12 @@ def test_scopes_are_the_operations_security_requirement(world: World) -> None:
     assert _parameters(operation) == [DELEGATION_HEADER]
 
 
-def test_the_documented_header_changes_no_answer(world: World) -> None:
+def test_the_documented_header_and_refusals_change_no_answer(world: World) -> None:
     # The guard reads X-A2A-User-Delegation from the request itself; the header parameter
     # FastAPI now knows of must never answer a missing or malformed one with its own 422.
+    # The documented refusals are documentation only: the answers are the guard's.
     scheme = _delegating(world)
-    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS, responses=scheme.responses())
 
     @app.get("/orders")
     def orders(agent: PersonalAgent = Security(scheme, scopes=["orders:read"])) -> Any:  # noqa: B008
@@ -147,3 +187,216 @@ def test_the_documented_header_changes_no_answer(world: World) -> None:
         page = client.get("/docs")
         assert page.status_code == 200
         assert "/openapi.json" in page.text
+
+
+# -- schemes sharing a name, and Poppy's ------------------------------------------------------
+
+
+def test_pact_schemes_share_one_entry_and_each_operation_names_its_brand(
+    world: World, two_brands: Provider
+) -> None:
+    # The entry documents the credential in Authorization, the identity JWT: one for every
+    # scheme, so one entry (and one token in /docs). What differs between the schemes, which
+    # Brand's delegation they take, is on each of their operations.
+    plain = PersonalAgentScheme(world.verifier)
+    by_brand = {
+        brand_id: PersonalAgentScheme(
+            world.verifier, delegation_provider=two_brands, delegation_brand=brand_id
+        )
+        for brand_id in ("acme", "shop")
+    }
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/whoami")
+    def whoami(agent: PersonalAgent = Security(plain)) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/acme/orders")
+    def acme(agent: PersonalAgent = Security(by_brand["acme"], scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/shop/orders")
+    def shop(agent: PersonalAgent = Security(by_brand["shop"], scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    document = app.openapi()
+    assert document["components"]["securitySchemes"] == {"PersonalAgent": SCHEME}
+    paths = document["paths"]
+    assert "parameters" not in paths["/whoami"]["get"]
+    for brand_id in ("acme", "shop"):
+        operation = paths[f"/{brand_id}/orders"]["get"]
+        assert operation["security"] == [{"PersonalAgent": ["orders:read"]}]
+        assert _parameters(operation) == [delegation_header(brand_id)]
+
+
+def poppy_scheme_entry(brand_id: str) -> dict[str, Any]:
+    """The security scheme a `PoppySessionScheme` for `brand_id` documents by default."""
+    return {
+        "type": "http",
+        "scheme": "DPoP",
+        "description": (
+            f"Poppy Session Token of the Brand `{brand_id}` (`Authorization: DPoP <token>`), "
+            "with a DPoP proof of the request (RFC 9449) in the `DPoP` header, signed with "
+            "the Session's key. Where an operation lists scopes, the Session must be signed in "
+            "and the person must have approved them."
+        ),
+    }
+
+
+def test_a_poppy_scheme_documents_its_brands_session_token(two_brands: Provider) -> None:
+    poppy = PoppySessionScheme(two_brands, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/orders")
+    def orders(caller: PoppyCaller = Security(poppy, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    document = app.openapi()
+    assert document["components"]["securitySchemes"] == {
+        "PoppySession.shop": poppy_scheme_entry("shop")
+    }
+    operation = document["paths"]["/orders"]["get"]
+    assert operation["security"] == [{"PoppySession.shop": ["orders:read"]}]
+    # The scheme reads its headers from the request itself: none is a parameter (FastAPI
+    # would answer a missing one with its 422, never Poppy's 401).
+    assert "parameters" not in operation
+
+
+def test_poppy_schemes_of_two_brands_keep_an_entry_each(two_brands: Provider) -> None:
+    # Each Brand's Session Token is a credential of its own (one Brand's is refused by the
+    # other), so each is an entry of its own, and neither overwrites the other's description.
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+    for brand_id in ("acme", "shop"):
+        poppy = PoppySessionScheme(two_brands, brand_id)
+
+        @app.get(f"/{brand_id}/orders")
+        def orders(caller: PoppyCaller = Security(poppy)) -> Any:  # noqa: B008
+            return {}
+
+    document = app.openapi()
+    assert document["components"]["securitySchemes"] == {
+        "PoppySession.acme": poppy_scheme_entry("acme"),
+        "PoppySession.shop": poppy_scheme_entry("shop"),
+    }
+    for brand_id in ("acme", "shop"):
+        operation = document["paths"][f"/{brand_id}/orders"]["get"]
+        assert operation["security"] == [{f"PoppySession.{brand_id}": []}]
+    # A name of the app's own still wins.
+    named = PoppySessionScheme(two_brands, "shop", scheme_name="Poppy", description="Ours")
+    assert (named.scheme_name, named.model.description) == ("Poppy", "Ours")
+
+
+# -- the refusals a route documents with `responses=scheme.responses()` ---------------------
+
+#: The response header every documented 401 and 403 carries (as FastAPI writes it).
+WWW_AUTHENTICATE = {"schema": {"type": "string"}}
+
+PACT_UNAUTHORIZED = {
+    "description": (
+        "No personal agent's identity JWT, or a refused one (or a refused delegation): "
+        'the PACT challenge in `WWW-Authenticate`, `Bearer realm="a2a"` (with '
+        '`error="invalid_token"` for a refused credential). Empty body with '
+        "`EXCEPTION_HANDLERS`."
+    ),
+    "headers": {
+        "WWW-Authenticate": {"description": "The PACT challenge.", **WWW_AUTHENTICATE},
+    },
+}
+PACT_FORBIDDEN = {
+    "description": (
+        "The delegation does not grant a scope the operation lists: "
+        '`error="insufficient_scope"` and the scopes it needs in `WWW-Authenticate`. Empty '
+        "body with `EXCEPTION_HANDLERS`."
+    ),
+    "headers": {
+        "WWW-Authenticate": {
+            "description": 'The challenge: `Bearer realm="a2a", error="insufficient_scope", '
+            'scope="..."`.',
+            **WWW_AUTHENTICATE,
+        },
+    },
+}
+
+#: Poppy's JSON error body, as `EXCEPTION_HANDLERS` send it.
+POPPY_ERROR = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {"error": {"type": "string"}, "scope": {"type": "string"}},
+            "required": ["error"],
+        }
+    }
+}
+POPPY_CHALLENGE = {
+    "WWW-Authenticate": {
+        "description": 'The code again: `DPoP error="..."` (and `scope="..."` for a 403).',
+        **WWW_AUTHENTICATE,
+    }
+}
+POPPY_RESPONSES = {
+    "400": {
+        "description": (
+            "`invalid_request`: the Session Token in the URL, two `Authorization` headers, or "
+            "a write's malformed `Idempotency-Key`."
+        ),
+        "content": POPPY_ERROR,
+    },
+    "401": {
+        "description": (
+            "`invalid_token` (no live Session Token of this Brand, or its agent is no longer "
+            "admitted) or `invalid_dpop_proof` (no valid, fresh DPoP proof of this request)."
+        ),
+        "headers": POPPY_CHALLENGE,
+        "content": POPPY_ERROR,
+    },
+    "403": {
+        "description": (
+            "`sign_in_required` (the Session is signed out) or `insufficient_scope` (the "
+            "person did not approve a scope the operation lists), naming the scopes to ask "
+            "for in `scope`."
+        ),
+        "headers": POPPY_CHALLENGE,
+        "content": POPPY_ERROR,
+    },
+}
+
+
+def _responses(app: FastAPI, path: str) -> dict[str, Any]:
+    """The operation's documented responses besides FastAPI's own 200 and 422."""
+    found: dict[str, Any] = app.openapi()["paths"][path]["get"]["responses"]
+    return {status: answer for status, answer in found.items() if status not in ("200", "422")}
+
+
+def test_pact_responses_document_the_challenges_a_scheme_can_answer(world: World) -> None:
+    plain = PersonalAgentScheme(world.verifier)
+    delegating = _delegating(world)
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/whoami", responses=plain.responses())
+    def whoami(agent: PersonalAgent = Security(plain)) -> Any:  # noqa: B008
+        return {}
+
+    # On a router, every route under it documents them.
+    router = APIRouter(responses=delegating.responses())
+
+    @router.get("/orders")
+    def orders(agent: PersonalAgent = Security(delegating, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    app.include_router(router)
+    # A scheme that takes no delegation never answers 403: no scope can be granted it.
+    assert _responses(app, "/whoami") == {"401": PACT_UNAUTHORIZED}
+    assert _responses(app, "/orders") == {"401": PACT_UNAUTHORIZED, "403": PACT_FORBIDDEN}
+    # Each call is a mapping of its own: a route that changes its copy changes no other.
+    assert plain.responses() is not plain.responses()
+
+
+def test_poppy_responses_document_poppys_errors(two_brands: Provider) -> None:
+    poppy = PoppySessionScheme(two_brands, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/orders", responses=poppy.responses())
+    def orders(caller: PoppyCaller = Security(poppy, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    assert _responses(app, "/orders") == POPPY_RESPONSES

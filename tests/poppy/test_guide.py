@@ -69,6 +69,13 @@ def test_the_fastapi_site_serves_discovery_the_metadata_and_the_api(
         api = client.get(f"{base}/api/orders", headers=host)
         assert api.status_code == 401
         assert api.headers["www-authenticate"].startswith("DPoP")
+        # ...as its OpenAPI document says: the Brand's scheme and the refusals, challenged.
+        openapi = client.get(f"{base}/openapi.json").json()
+        assert openapi["components"]["securitySchemes"]["PoppySession.shop"]["scheme"] == "DPoP"
+        refusals = openapi["paths"]["/api/orders"]["get"]["responses"]
+        assert api.json() == {"error": "invalid_token"}
+        assert "WWW-Authenticate" in refusals["401"]["headers"]
+        assert {"400", "401", "403"} <= refusals.keys()
         # The consent page sends a signed-out person to the site's login (step 1's login_url).
         agents = client.get(f"{base}/a2a/shop/oauth/agents", headers=host)
         assert agents.status_code == 303

@@ -181,7 +181,7 @@ def test_fastapi(world: PoppyWorld) -> None:
     poppy = PoppySessionScheme(provider, "shop")
     app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
 
-    @app.get(PATH)
+    @app.get(PATH, responses=poppy.responses())
     async def orders(
         caller: PoppyCaller = Security(poppy, scopes=["orders:read"]),  # noqa: B008
     ) -> dict[str, Any]:
@@ -190,8 +190,13 @@ def test_fastapi(world: PoppyWorld) -> None:
     try:
         with uvicorn_server(app) as url:
             check(url, credentials(world, PATH, 2), lambda r: r.json()["account"])
-            schemes = httpx.get(url + "/openapi.json").json()["components"]["securitySchemes"]
-            assert schemes["PoppySession"]["scheme"] == "DPoP"
+            document = httpx.get(url + "/openapi.json").json()
+            schemes = document["components"]["securitySchemes"]
+            assert schemes["PoppySession.shop"]["scheme"] == "DPoP"
+            # The refusals `check` saw are the ones the route documents, with the challenge.
+            documented = document["paths"][PATH]["get"]["responses"]
+            for status in ("401", "403"):
+                assert "WWW-Authenticate" in documented[status]["headers"]
     finally:
         provider.close()
 

@@ -7,17 +7,20 @@
     def orders(caller: PersonalAgent = Security(personal_agent, scopes=["orders:read"])): ...
 
 The scheme shows in `/openapi.json` as an HTTP bearer scheme (JWT), and one that takes
-delegations adds `X-A2A-User-Delegation` to its operations as an optional header. Scopes
-requested with `Security(..., scopes=[...])` are delegated scopes (the operation's security
-requirement): no delegation is 401 `invalid_token`, a missing scope 403
+delegations adds `X-A2A-User-Delegation` to its operations as an optional header naming its
+Brand. Scopes requested with `Security(..., scopes=[...])` are delegated scopes (the
+operation's security requirement): no delegation is 401 `invalid_token`, a missing scope 403
 `insufficient_scope`. Refusals are `PersonalAgentRefused`, a FastAPI `HTTPException` carrying
 the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they answer exactly as the other
-adapters do (empty body), else with FastAPI's `{"detail": ...}`.
-Every rule is the guard's (`pactmw.provider.guard`).
+adapters do (empty body), else with FastAPI's `{"detail": ...}`. A dependency cannot add
+responses to OpenAPI (fastapi#501): `responses=personal_agent.responses()` on the route (or
+its router) documents them. Every rule is the guard's (`pactmw.provider.guard`).
 
 A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
-(`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`); its refusals are
-`PoppySessionRefused`, answered with Poppy's JSON error by `EXCEPTION_HANDLERS`.
+(`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`, `poppy.responses()` its
+refusals); its refusals are `PoppySessionRefused`, answered with Poppy's JSON error by
+`EXCEPTION_HANDLERS`. Its OpenAPI scheme is named after the Brand (`PoppySession.shop`): each
+Brand's Session Token is a credential of its own.
 
 The Provider itself goes in with the app's routes, in one step (`/a2a/...` and Poppy's
 documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, ...))`.
@@ -26,6 +29,7 @@ documents): `app.router.routes.extend(pactmw.adapters.asgi.a2a_routes(provider, 
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Annotated, Any
 
 from pactmw.adapters._common import require_framework
@@ -103,24 +107,112 @@ async def poppy_refusal_handler(request: Request, exc: Exception) -> StarletteRe
 _SECURITY_SCOPES = "Security(PersonalAgentScheme(...), scopes=[...])"
 
 #: The OpenAPI description of `PersonalAgentScheme`, one for every scheme: schemes share a
-#: name by default, and OpenAPI keeps one description per name.
+#: name by default, and OpenAPI keeps one description per name. It documents the one
+#: credential every scheme reads in `Authorization`; which Brand's delegation a scheme takes
+#: is said on its operations (`_delegation_header`).
 _SCHEME_DESCRIPTION = (
     "PACT 1.0 identity JWT of the person's personal agent. Where an operation lists scopes, "
     "they are delegated scopes: the person's delegation, sent in X-A2A-User-Delegation, must "
     "grant them."
 )
 
-#: The `X-A2A-User-Delegation` header as a scheme that takes delegations documents it.
-_DelegationHeader = Annotated[
-    str | None,
-    Header(
-        alias=DELEGATION_HEADER,
-        description=(
-            "The person's delegation: `Bearer` and the access token this site issued to the "
-            "personal agent. Needed by operations that list scopes; verified when sent."
+
+def _delegation_header(brand_id: str) -> Any:
+    """The `X-A2A-User-Delegation` header as a scheme taking `brand_id`'s delegations
+    documents it on each of its operations: optional, so that FastAPI never answers for the
+    guard, which reads it from the request."""
+    return Annotated[
+        str | None,
+        Header(
+            alias=DELEGATION_HEADER,
+            description=(
+                f"The person's delegation for the Brand `{brand_id}`: `Bearer` and the access "
+                "token this site issued to the personal agent for it. Needed by operations "
+                "that list scopes; verified when sent."
+            ),
         ),
-    ),
-]
+    ]
+
+
+def _challenge_header(description: str) -> dict[str, Any]:
+    """The `WWW-Authenticate` header of a documented 401 or 403."""
+    return {"WWW-Authenticate": {"description": description, "schema": {"type": "string"}}}
+
+
+def _pact_responses(takes_delegation: bool) -> dict[int | str, dict[str, Any]]:
+    """The refusals a `PersonalAgentScheme` answers, as FastAPI's `responses=` takes them: a
+    scheme without delegation never answers 403, as no scope can be granted it."""
+    responses: dict[int | str, dict[str, Any]] = {
+        401: {
+            "description": (
+                "No personal agent's identity JWT, or a refused one (or a refused delegation): "
+                'the PACT challenge in `WWW-Authenticate`, `Bearer realm="a2a"` (with '
+                '`error="invalid_token"` for a refused credential). Empty body with '
+                "`EXCEPTION_HANDLERS`."
+            ),
+            "headers": _challenge_header("The PACT challenge."),
+        }
+    }
+    if takes_delegation:
+        responses[403] = {
+            "description": (
+                "The delegation does not grant a scope the operation lists: "
+                '`error="insufficient_scope"` and the scopes it needs in `WWW-Authenticate`. '
+                "Empty body with `EXCEPTION_HANDLERS`."
+            ),
+            "headers": _challenge_header(
+                'The challenge: `Bearer realm="a2a", error="insufficient_scope", scope="..."`.'
+            ),
+        }
+    return responses
+
+
+def _poppy_responses() -> dict[int | str, dict[str, Any]]:
+    """The refusals a `PoppySessionScheme` answers (`SessionCheck.session_flow`'s), as
+    FastAPI's `responses=` takes them, with Poppy's JSON error as `EXCEPTION_HANDLERS` send
+    it."""
+
+    def error_body() -> dict[str, Any]:
+        schema = {
+            "type": "object",
+            "properties": {"error": {"type": "string"}, "scope": {"type": "string"}},
+            "required": ["error"],
+        }
+        return {"application/json": {"schema": schema}}
+
+    def challenge() -> dict[str, Any]:
+        return _challenge_header(
+            'The code again: `DPoP error="..."` (and `scope="..."` for a 403).'
+        )
+
+    return {
+        400: {
+            "description": (
+                "`invalid_request`: the Session Token in the URL, two `Authorization` "
+                "headers, or a write's malformed `Idempotency-Key`."
+            ),
+            "content": error_body(),
+        },
+        401: {
+            "description": (
+                "`invalid_token` (no live Session Token of this Brand, or its agent is no "
+                "longer admitted) or `invalid_dpop_proof` (no valid, fresh DPoP proof of this "
+                "request)."
+            ),
+            "headers": challenge(),
+            "content": error_body(),
+        },
+        403: {
+            "description": (
+                "`sign_in_required` (the Session is signed out) or `insufficient_scope` (the "
+                "person did not approve a scope the operation lists), naming the scopes to "
+                "ask for in `scope`."
+            ),
+            "headers": challenge(),
+            "content": error_body(),
+        },
+    }
+
 
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
@@ -163,16 +255,27 @@ class PersonalAgentScheme(SecurityBase):
         `__call__`'s parameters, of which the delegation header only when this scheme takes
         delegations, so that only then is it a parameter of its operations in OpenAPI."""
         signature = inspect.signature(self.__call__, eval_str=True)
-        if self.guard.takes_delegation:
-            return signature
-        kept = [p for name, p in signature.parameters.items() if name != "delegation"]
+        brand_id = self.guard.delegation_brand
+        kept = []
+        for name, parameter in signature.parameters.items():
+            if name != "delegation":
+                kept.append(parameter)
+            elif brand_id is not None:  # it takes the delegations of that Brand
+                kept.append(parameter.replace(annotation=_delegation_header(brand_id)))
         return signature.replace(parameters=kept)
+
+    def responses(self) -> dict[int | str, dict[str, Any]]:
+        """The scheme's refusals for FastAPI's `responses=` (a route, an `APIRouter` or
+        `include_router`), which a dependency cannot add itself (fastapi#501): 401 with the
+        PACT challenge, and 403 `insufficient_scope` when the scheme takes delegations. A new
+        mapping at each call."""
+        return _pact_responses(self.guard.takes_delegation)
 
     async def __call__(
         self,
         connection: HTTPConnection,
         security_scopes: SecurityScopes,
-        delegation: _DelegationHeader = None,
+        delegation: str | None = None,
     ) -> PersonalAgent | None:
         # HTTPConnection, not Request: FastAPI gives a WebSocket endpoint's dependencies
         # only the former. `delegation` is there for OpenAPI only: the guard reads the
@@ -199,23 +302,47 @@ class PoppySessionScheme(SecurityBase):
     """A FastAPI security dependency that returns the `PoppyCaller` of a request carrying a
     Poppy Session Token and its DPoP proof (`Provider.poppy_session`'s rules); scopes asked
     with `Security(..., scopes=[...])` need a signed-in Session that approved them. A Brand
-    that is not one of the Provider's or has no Poppy is a `ConfigError` when it is made."""
+    that is not one of the Provider's or has no Poppy is a `ConfigError` when it is made.
+
+    In OpenAPI it is an HTTP `DPoP` scheme named `PoppySession.<brand>` by default: a Session
+    Token is one Brand's credential, so two Brands' schemes are two entries, neither
+    overwriting the other's description. It reads `Authorization`, `DPoP` and a write's
+    `Idempotency-Key` from the request itself: none is an operation parameter, which FastAPI
+    would answer with its 422 when missing, never Poppy's 401.
+    """
 
     def __init__(
         self,
         provider: Provider,
         brand_id: str,
         *,
-        scheme_name: str = "PoppySession",
-        description: str = "Poppy Session Token (Authorization: DPoP) with a DPoP proof.",
+        scheme_name: str | None = None,
+        description: str | None = None,
     ) -> None:
         require_provider(provider, "PoppySessionScheme(provider, brand_id)")
         setting = f"PoppySessionScheme(provider, {brand_id!r})"
         check_session_brand(provider.brands.values(), brand_id, setting)
+        if description is None:
+            description = (
+                f"Poppy Session Token of the Brand `{brand_id}` (`Authorization: DPoP "
+                "<token>`), with a DPoP proof of the request (RFC 9449) in the `DPoP` header, "
+                "signed with the Session's key. Where an operation lists scopes, the Session "
+                "must be signed in and the person must have approved them."
+            )
         self.model = HTTPBaseModel(scheme="DPoP", description=description)
-        self.scheme_name = scheme_name
+        # OpenAPI names a security scheme with letters, digits, ".", "-" and "_" only.
+        self.scheme_name = scheme_name or "PoppySession." + re.sub(
+            r"[^A-Za-z0-9._-]", "_", brand_id
+        )
         self.provider = provider
         self.brand_id = brand_id
+
+    def responses(self) -> dict[int | str, dict[str, Any]]:
+        """The scheme's refusals for FastAPI's `responses=` (a route, an `APIRouter` or
+        `include_router`), which a dependency cannot add itself (fastapi#501): Poppy's 400,
+        401 and 403, each with its JSON error, the latter two with the `DPoP` challenge. A new
+        mapping at each call."""
+        return _poppy_responses()
 
     async def __call__(self, request: Request, security_scopes: SecurityScopes) -> PoppyCaller:
         try:
