@@ -25,7 +25,6 @@ from pactmw.provider.delegated import FORM_LIMIT
 from tests.adapters.contract_apps import APP_UNDER_BRAND, APP_UNDER_MOUNT, WELL_KNOWN
 from tests.adapters.contract_harness import (
     BASE_URL,
-    ISSUER,
     POPPY,
     PROVIDER_ONLY,
     SERVERS,
@@ -37,6 +36,7 @@ from tests.adapters.support import INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims
 from tests.parafe_integration.support import a2a_message
 from tests.support.net import unread_body_post
+from tests.support.parties import ISSUER
 
 pytestmark = pytest.mark.timeout(120)
 

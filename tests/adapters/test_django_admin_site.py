@@ -38,6 +38,7 @@ from tests.adapters.django_sites import (
 from tests.support.agent import identity_token, user_message
 from tests.support.jwks_server import JwksServer
 from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
 from tests.support.pg import PostgresServer, postgres_server_fixture
 
 # Each test here starts Django processes one after another (startproject, migrate,
@@ -50,7 +51,6 @@ pytestmark = pytest.mark.scaled_timeout(180)
 
 postgres_server = postgres_server_fixture(scope="module")
 
-ISSUER = "https://pa.example"
 SECRET_TEXT = "my card number is in this order note"
 
 

@@ -27,7 +27,6 @@ from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.delegated import SignedInUser
 from tests.advisories.support import serve_provider
 from tests.delegated.support import (
-    ISSUER,
     LOGIN_URL,
     SCOPES,
     Env,
@@ -37,6 +36,7 @@ from tests.delegated.support import (
     new_sub,
 )
 from tests.support.net import unread_body_post
+from tests.support.parties import ISSUER
 
 BRAND_NAME = '<script>alert("brand")</script> & "Co"'
 AGENT_NAME = "\"><script>alert('pa')</script><img src=x onerror=alert(1)>"

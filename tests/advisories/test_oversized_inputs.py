@@ -23,8 +23,9 @@ from pactmw.provider import Brand
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.delegated import FORM_LIMIT
 from tests.advisories.support import IDENTITY_CHALLENGE, INVALID_TOKEN, serve_provider
-from tests.delegated.support import AUDIENCE, ISSUER, LOGIN_URL, PA_KEYS, SCOPES, Env
+from tests.delegated.support import LOGIN_URL, PA_KEYS, SCOPES, Env
 from tests.support.net import unread_body_post
+from tests.support.parties import AUDIENCE, ISSUER
 
 ONE_MIB = 1024 * 1024
 TIMEOUT = 15.0  # generous for a loaded CI machine; a hang still fails well within the suite
