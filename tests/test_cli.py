@@ -28,11 +28,12 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from tests.support.agent import identity_token, user_message
-from tests.support.cli import ISSUER, PYTHON_M, assert_one_line_error, run
+from tests.support.cli import PYTHON_M, assert_one_line_error, run
 from tests.support.folders import unwritable_folder
 from tests.support.hidden import env_without
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
+from tests.support.parties import ISSUER
 from tests.support.servers import REPO, process_server
 
 #: This checkout's pactmw first (not the one installed: another checkout's, in a worktree),

@@ -19,9 +19,10 @@ import pytest
 from pactmw.brand_login import DevelopmentBrandLogin, consent_url_for
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from tests.check.support import PERSON, Running, person_decides
-from tests.support.cli import ISSUER, PYTHON_M, assert_one_line_error, run
+from tests.support.cli import PYTHON_M, assert_one_line_error, run
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url, free_port
+from tests.support.parties import ISSUER
 
 AUDIENCE = "urn:aud"
 PROVIDER_CONFIG = """\

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from pactmw.store import open_store
-from tests.support.cli import ISSUER, PYTHON_M, assert_no_traceback, environment, run_in
+from tests.support.cli import PYTHON_M, assert_no_traceback, environment, run_in
 from tests.support.folders import unwritable_folder
 from tests.support.interrupt import Stopped, interrupt, start_interruptible
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import free_port
+from tests.support.parties import ISSUER
 
 CONFIG = """\
 base_url = "https://shop.example"

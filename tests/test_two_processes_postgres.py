@@ -12,11 +12,11 @@ import pytest
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port
+from tests.support.parties import ISSUER
 from tests.support.pg import postgres_server
 from tests.support.servers import process_server, serve_argv
 from tests.support.toml import toml_value
 
-ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-test-audience"
 
 

@@ -30,9 +30,10 @@ import pytest
 from pactmw.config import Settings
 from tests.adapters import apps
 from tests.adapters.commands import CHECKOUT_ENV
-from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
+from tests.adapters.tokens import AgentKey, claims, jwks
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import loopback_client
+from tests.support.parties import AUDIENCE
 from tests.support.servers import (
     django_server,
     uvicorn_server,

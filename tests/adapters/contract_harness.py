@@ -27,9 +27,10 @@ from pactmw.store import open_store
 from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
 from tests.adapters.commands import CHECKOUT_ENV
-from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
+from tests.adapters.tokens import AgentKey, claims, jwks
 from tests.parafe_integration.support import World
 from tests.support.net import loopback_client
+from tests.support.parties import AUDIENCE, ISSUER
 from tests.support.servers import (
     django_server,
     uvicorn_server,
@@ -37,7 +38,6 @@ from tests.support.servers import (
 )
 
 BASE_URL = "https://shop.example"
-ISSUER = "https://pa.example"
 
 #: The servers, and the view flavours each framework has.
 SERVERS: dict[str, tuple[str, ...]] = {

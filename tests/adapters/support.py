@@ -15,6 +15,7 @@ from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, Registere
 from pactmw.provider import Brand, Provider
 from pactmw.provider.brand import DelegationConfig
 from pactmw.store import open_store
+from tests.support.parties import ISSUER
 
 #: The protocol's 401 challenges: no credential, and a credential refused.
 CHALLENGE = 'Bearer realm="a2a"'
@@ -31,7 +32,6 @@ def assert_refused(response: httpx.Response, challenge: str = CHALLENGE) -> None
 
 # -- a delegation world: delegation tokens on an app's own endpoints -----------------------------
 
-ISSUER = "https://pa.example"
 AUDIENCE = "urn:test:provider"
 BASE = "https://provider.example"
 

@@ -25,7 +25,6 @@ from pactmw.provider.delegated import FORM_LIMIT
 from tests.adapters.contract_apps import APP_UNDER_BRAND, APP_UNDER_MOUNT, WELL_KNOWN
 from tests.adapters.contract_harness import (
     BASE_URL,
-    ISSUER,
     POPPY,
     PROVIDER_ONLY,
     SERVERS,
@@ -36,7 +35,8 @@ from tests.adapters.contract_harness import (
 from tests.adapters.support import INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims
 from tests.parafe_integration.support import a2a_message
-from tests.support.net import loopback_client
+from tests.support.net import unread_body_post
+from tests.support.parties import ISSUER
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -281,20 +281,13 @@ def test_a_parafe_endpoint_stops_reading_at_the_cap(target: Target) -> None:
         if target.name == "django-wsgi":
             # Django under WSGI cannot read a body without a length at all: it asks for one
             # (a small body, so the answer does not race a large upload; see README).
-            chunked = _unread_body_post(target, path, [b'{"message"', b": {}}"])
+            chunked = unread_body_post(target.client, path, content=iter([b'{"message"', b": {}}"]))
             assert chunked.status_code == 411, chunked.text[:300]
             continue
-        chunked = _unread_body_post(target, path, [b"x" * 600_000, b"y" * 600_000])
+        chunked = unread_body_post(
+            target.client, path, content=iter([b"x" * 600_000, b"y" * 600_000])
+        )
         assert chunked.status_code == 413, chunked.text[:300]
-
-
-def _unread_body_post(target: Target, path: str, chunks: list[bytes]) -> httpx.Response:
-    """POST `chunks` (no length) on a connection of its own: an answer sent before the body
-    is read leaves the server free to close that connection after it, and a pooled
-    connection reused for the next request would then be "disconnected without a response"
-    (seen in CI on django-wsgi, under load)."""
-    with loopback_client(base_url=target.client.base_url) as fresh:
-        return fresh.post(path, content=iter(chunks))
 
 
 #: The forms a person sends from the pages, and the page each error page links on to.
@@ -310,15 +303,16 @@ def test_an_oversized_page_form_gets_the_pages_error_page(target: Target) -> Non
     # way on; the agent's OAuth endpoints keep their protocol answer (bare 413).
     too_long = b"session=" + b"A" * FORM_LIMIT
     form = {"Content-Type": "application/x-www-form-urlencoded"}
+    # Refused from its length, the form is not read: each goes on a connection of its own.
     for path, onward in PAGE_FORMS:
-        response = target.client.post(path, content=too_long, headers=form)
+        response = unread_body_post(target.client, path, content=too_long, headers=form)
         assert response.status_code == 413, (path, response.text[:200])
         assert response.headers["content-type"] == "text/html; charset=utf-8", path
         assert "What was sent is too long for this page. Start again." in response.text, path
         assert f'<a href="{BASE_URL}{onward}">' in response.text, (path, response.text)
     signed = {**form, **target.headers(target.token())}
     for path in ("/a2a/acme/oauth/token", "/a2a/acme/oauth/device_authorization"):
-        response = target.client.post(path, content=too_long, headers=signed)
+        response = unread_body_post(target.client, path, content=too_long, headers=signed)
         assert response.status_code == 413, (path, response.text[:200])
         assert response.content == b"", path
 

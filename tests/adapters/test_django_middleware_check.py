@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.commands import django_check
-from tests.adapters.tokens import AUDIENCE, AgentKey, jwks
+from tests.adapters.tokens import AgentKey, jwks
+from tests.support.parties import AUDIENCE
 
 pytestmark = pytest.mark.timeout(120)
 

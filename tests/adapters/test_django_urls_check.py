@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.adapters.commands import django_check
-from tests.adapters.tokens import AUDIENCE, AgentKey, jwks
+from tests.adapters.tokens import AgentKey, jwks
+from tests.support.parties import AUDIENCE
 
 pytestmark = pytest.mark.timeout(120)
 

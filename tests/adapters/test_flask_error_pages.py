@@ -13,10 +13,11 @@ from werkzeug.exceptions import HTTPException
 
 from pactmw.adapters import flask as flask_adapter
 from pactmw.store import open_store
-from tests.adapters.contract_harness import ISSUER, Harness, Target, config, harness
+from tests.adapters.contract_harness import Harness, Target, config, harness
 from tests.adapters.support import CHALLENGE, INVALID_TOKEN
 from tests.adapters.tokens import claims
 from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
 from tests.support.servers import werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,9 +13,9 @@ from flask import Flask, copy_current_request_context
 
 from pactmw.adapters import flask as flask_adapter
 from pactmw.protocols.identity import PersonalAgent
-from tests.adapters.tokens import AUDIENCE, AgentKey, claims, jwks
+from tests.adapters.tokens import AgentKey, claims, jwks
+from tests.support.parties import AUDIENCE, ISSUER
 
-ISSUER = "https://pa.example"
 KEY = AgentKey.generate("ES256", "k1")
 
 

@@ -16,9 +16,9 @@ from flask import Flask
 from pactmw.adapters import flask as flask_adapter
 from tests.adapters.tokens import AgentKey, claims, jwks
 from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
 from tests.support.servers import werkzeug_server
 
-ISSUER = "https://pa.example"
 AUDIENCE = "https://shop.example/a2a"
 KEY = AgentKey.generate("ES256", "k1")
 

@@ -38,12 +38,13 @@ from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_from_mapping
 from pactmw.store import open_store
 from tests.adapters.commands import CHECKOUT_ENV, django_check
-from tests.adapters.contract_harness import BASE_URL, ISSUER, Harness, Target, config, harness
+from tests.adapters.contract_harness import BASE_URL, Harness, Target, config, harness
 from tests.adapters.support import CHALLENGE, INVALID_TOKEN, assert_refused
 from tests.adapters.tokens import AgentKey, claims, forge_hs256
 from tests.parafe_integration.support import a2a_message
 from tests.support.logs import HOSTILE, assert_logs_tame
 from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
 from tests.support.servers import django_server, uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)

@@ -33,7 +33,8 @@ from pactmw.protocols.identity import (
 from pactmw.provider import Brand, Provider
 from pactmw.provider.guard import Guard
 from pactmw.store import open_store
-from tests.adapters.support import AUDIENCE, ISSUER, World
+from tests.adapters.support import AUDIENCE, World
+from tests.support.parties import ISSUER
 
 Authenticate = Callable[[Guard, Request, bool], "PersonalAgent | None"]
 

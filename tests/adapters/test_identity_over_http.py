@@ -37,16 +37,9 @@ from tests.adapters.conftest import (
     AgentKeys,
     Target,
 )
-from tests.adapters.tokens import (
-    AUDIENCE,
-    AgentKey,
-    claims,
-    forge_hs256,
-    forge_unsigned,
-    jwks,
-    missing,
-)
+from tests.adapters.tokens import AgentKey, claims, forge_hs256, forge_unsigned, jwks, missing
 from tests.support.jwks_server import Mode
+from tests.support.parties import AUDIENCE
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -43,10 +43,9 @@ from pactmw.protocols.identity import IdentityVerifier, PersonalAgent, actor_id_
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.store import MemoryStore
 from tests.support.agent import identity_token
+from tests.support.parties import AUDIENCE, ISSUER
 from tests.support.servers import uvicorn_server
 
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
 CHALLENGE = 'Bearer realm="a2a"'
 ANONYMOUS = "anonymous"
 

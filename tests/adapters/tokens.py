@@ -21,8 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from tests.support.keys import generate_key
-
-AUDIENCE = "https://provider.example/a2a"
+from tests.support.parties import AUDIENCE
 
 _MISSING = object()
 

@@ -33,8 +33,9 @@ from pactmw.provider import Brand, Provider
 from pactmw.provider.delegated import AuditEvent, SignedInUser
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.store import open_store
-from tests.delegated.support import AGENT_NAME, AUDIENCE, ISSUER, PA_KEYS, Env, default_users
+from tests.delegated.support import PA_KEYS, Env, default_users
 from tests.support.net import free_port
+from tests.support.parties import AGENT_NAME, AUDIENCE, ISSUER
 from tests.support.servers import uvicorn_server
 
 NOW = 1_800_000_000

@@ -36,8 +36,8 @@ from tests.advisories.support import (
     segment,
     sign_raw,
 )
-from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
+from tests.support.parties import AUDIENCE, ISSUER
 
 PA_EC = generate_private_jwk("ES256", kid="ec-1")
 PA_RSA = generate_private_jwk("RS256", kid="rsa-1")

@@ -25,8 +25,8 @@ from pactmw.core.jwk import import_public_jwk, parse_jwks
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from tests.advisories.support import IDENTITY_CLAIMS, NOW, POLICY, segment
-from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
+from tests.support.parties import AUDIENCE, ISSUER
 
 
 def _b64_int(value: int) -> str:

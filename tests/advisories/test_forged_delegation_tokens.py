@@ -29,8 +29,6 @@ from tests.advisories.support import (
     sign_raw,
 )
 from tests.delegated.support import (
-    AUDIENCE,
-    ISSUER,
     LOGIN_URL,
     OTHER_ISSUER,
     PA_KEYS,
@@ -41,6 +39,7 @@ from tests.delegated.support import (
     new_sub,
 )
 from tests.support.clock import OffsetClock
+from tests.support.parties import AUDIENCE, ISSUER
 
 PROVIDER_KEY = generate_private_jwk("ES256", kid="provider-1")
 

@@ -50,7 +50,8 @@ from hypothesis import strategies as st
 from pactmw.protocols.a2a import A2A_REASONS
 from pactmw.protocols.parafe import EXTENSION_URI
 from pactmw.provider.delegated import DEVICE_CODE_GRANT
-from tests.adapters.contract_harness import BASE_URL, ISSUER, POPPY, SERVERS, Harness, harness
+from tests.adapters.contract_harness import BASE_URL, POPPY, SERVERS, Harness, harness
+from tests.support.parties import ISSUER
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -31,9 +31,9 @@ from tests.advisories.support import (
     identity_outcome,
     sign_raw,
 )
-from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
 from tests.support.keys import self_signed_certificate
+from tests.support.parties import AUDIENCE, ISSUER
 
 PA_KEY = generate_private_jwk("ES256", kid="pa-1")
 PROVIDER_KEY = generate_private_jwk("ES256", kid="provider-1")

@@ -28,8 +28,8 @@ from tests.advisories.support import (
     json_object,
     sign_raw,
 )
-from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
+from tests.support.parties import AUDIENCE, ISSUER
 
 EVIL = "https://evil.example"
 

@@ -22,9 +22,9 @@ from starlette.routing import Mount, Route
 from pactmw.adapters.asgi import PersonalAgentMiddleware, current_personal_agent
 from pactmw.client import AgentSigner
 from tests.support.agent import trusting
+from tests.support.parties import AUDIENCE
 from tests.support.servers import uvicorn_server
 
-AUDIENCE = "https://provider.example/a2a"
 AGENT = AgentSigner.generate(issuer="https://pa.example")
 VERIFIER = trusting(AGENT, AUDIENCE)
 

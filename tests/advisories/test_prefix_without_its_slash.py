@@ -18,9 +18,9 @@ from pactmw.adapters import asgi, wsgi
 from pactmw.client import AgentSigner
 from pactmw.config import in_protected_path
 from tests.support.agent import trusting
+from tests.support.parties import AUDIENCE
 from tests.support.servers import uvicorn_server, werkzeug_server
 
-AUDIENCE = "https://provider.example/a2a"
 AGENT = AgentSigner.generate(issuer="https://pa.example")
 VERIFIER = trusting(AGENT, AUDIENCE)
 

@@ -64,7 +64,8 @@ from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match
 from pactmw.store import open_store
 from tests.advisories.support import DELEGATION_CLAIMS, IDENTITY_CLAIMS, INTERFACE, NOW, sign_raw
-from tests.delegated.support import AUDIENCE, ISSUER, LOGIN_URL, SCOPES, hidden, make_tools
+from tests.delegated.support import LOGIN_URL, SCOPES, hidden, make_tools
+from tests.support.parties import AUDIENCE, ISSUER
 
 BASE = "https://provider.example"
 USER_CODE = re.compile(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}")

@@ -39,8 +39,8 @@ from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, Registere
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
 from tests.advisories.support import NOW
-from tests.delegated.support import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer, Mode
+from tests.support.parties import AUDIENCE, ISSUER
 
 KEY = generate_private_jwk("ES256", kid="k1")
 NOT_ASCII_DIGITS = ["²", "³", "¹", "1²", "²0", "١٢٣"]  # the last: Arabic-Indic, isdecimal too

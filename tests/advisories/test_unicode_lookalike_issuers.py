@@ -37,8 +37,8 @@ from pactmw.protocols.identity import (
 from pactmw.provider import Brand, Provider
 from pactmw.store import open_store
 from tests.advisories.support import NOW, POLICY
-from tests.delegated.support import AUDIENCE
 from tests.support.jwks_server import JwksServer
+from tests.support.parties import AUDIENCE
 
 LATIN = "https://pa.example"
 CYRILLIC = "https://p\u0430.example"  # а, U+0430

@@ -41,7 +41,7 @@ from pactmw.protocols.parafe import (
     verify_presentation_proof,
 )
 from tests.advisories.support import IDENTITY_CLAIMS, NOW, segment, sign_raw
-from tests.delegated.support import AUDIENCE, ISSUER
+from tests.support.parties import AUDIENCE, ISSUER
 
 #: The order of P-256's base point.
 N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551

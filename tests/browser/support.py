@@ -51,12 +51,12 @@ from pactmw.store.base import Store
 from tests.support.agent import identity_token
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
+from tests.support.parties import AGENT_NAME
 from tests.support.servers import REPO, uvicorn_server
 
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 BRAND_ID = "acme"
 BRAND_NAME = "Acme Outdoor"
-AGENT_NAME = "Demo PA"
 PA_ISSUER = "https://pa.example"
 AUDIENCE = "browser-test"
 SCOPES = {

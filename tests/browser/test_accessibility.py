@@ -31,7 +31,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from pactmw.provider.ratelimit import RateLimit
 from tests.browser.support import (
-    AGENT_NAME,
     ANSWERED,
     BRAND_ID,
     CANCEL,
@@ -49,6 +48,7 @@ from tests.browser.support import (
     two_tabs_on_the_form,
 )
 from tests.support.chromium import WAIT
+from tests.support.parties import AGENT_NAME
 
 #: A desktop window (the `browser` fixture's width) and a phone.
 WIDTHS = (1024, 375)

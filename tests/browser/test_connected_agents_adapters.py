@@ -28,9 +28,8 @@ from tests.browser.support import png_size, revoke, screenshot
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
 from tests.support.page_sites import ADAPTERS, BRAND, page_site
+from tests.support.parties import AGENT_NAME, ISSUER
 
-ISSUER = "https://pa.example"
-AGENT_NAME = "Demo PA"
 SCOPES = {"orders:read": "See your orders", "orders:cancel": "Cancel an order"}
 JANE = BrandUser("jane", "correct horse", account="acct-jane", email="jane@example.com")
 AGENT_KEY = generate_private_jwk("ES256", kid="pa-1")

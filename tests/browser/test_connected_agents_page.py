@@ -21,7 +21,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin
 from tests.browser.support import (
-    AGENT_NAME,
     BRAND_ID,
     BRAND_NAME,
     JANE,
@@ -39,6 +38,7 @@ from tests.browser.support import (
 )
 from tests.support.agent import user_message
 from tests.support.chromium import WAIT
+from tests.support.parties import AGENT_NAME
 
 
 def agent_send(site: Site, access_token: str) -> httpx.Response:

@@ -42,6 +42,7 @@ from tests.support.agent import identity_token, user_message
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
 from tests.support.page_sites import site_settings
+from tests.support.parties import ISSUER
 from tests.support.servers import werkzeug_server
 
 
@@ -141,7 +142,6 @@ COOKIE = "host_session"
 USER = SignedInUser(account="acct-jane", label="jane@example.com")
 PASSWORD = "correct horse"
 AGENT_KEY = generate_private_jwk("ES256", kid="pa-1")
-ISSUER = "https://pa.example"
 AUDIENCE = "urn:test:pages"  # site_settings'
 
 

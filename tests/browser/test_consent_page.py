@@ -18,7 +18,6 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser.support import (
-    AGENT_NAME,
     BRAND_ID,
     BRAND_NAME,
     COOKIE,
@@ -37,6 +36,7 @@ from tests.browser.support import (
     sign_in,
 )
 from tests.support.chromium import WAIT
+from tests.support.parties import AGENT_NAME
 from tests.support.servers import uvicorn_server
 
 # -- tests --------------------------------------------------------------------------------------

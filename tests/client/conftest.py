@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from pactmw.client import AgentCredentials, AgentSigner, JwksHost
-from tests.client.support import AUDIENCE, ISSUER, Provided, StaticServer, run_provider
+from tests.client.support import Provided, StaticServer, run_provider
+from tests.support.parties import AUDIENCE, ISSUER
 
 
 @pytest.fixture(scope="session")

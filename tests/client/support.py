@@ -46,10 +46,9 @@ from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
 from tests.support.net import free_port
+from tests.support.parties import AUDIENCE
 from tests.support.servers import uvicorn_server, werkzeug_server
 
-ISSUER = "https://pa.example"
-AUDIENCE = "https://provider.example/a2a"
 SCOPES = {"orders:read": "Look up your orders", "orders:cancel": "Cancel an order"}
 CANCEL_ARGS = {"order": "A-1001"}
 

@@ -38,16 +38,9 @@ from pactmw.client import (
 from pactmw.client.a2a import a2a_headers
 from pactmw.client.responses import raise_for_status
 from pactmw.provider import RateLimit
-from tests.client.support import (
-    AUDIENCE,
-    ISSUER,
-    DroppingProxy,
-    Provided,
-    Route,
-    StaticServer,
-    run_provider,
-)
+from tests.client.support import DroppingProxy, Provided, Route, StaticServer, run_provider
 from tests.support.clock import OffsetClock
+from tests.support.parties import AUDIENCE, ISSUER
 
 
 def unique(text: str) -> str:

@@ -18,8 +18,7 @@ from pactmw.client import AgentSigner, serve_jwks
 from pactmw.core.jwk import generate_private_jwk, parse_jwks
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from tests.support.keys import generate_key, private_pem
-
-ISSUER = "https://pa.example"
+from tests.support.parties import ISSUER
 
 
 def decode(token: str, jwks: dict[str, Any], aud: str = "aud-1") -> tuple[dict[str, Any], Any]:

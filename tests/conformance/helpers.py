@@ -22,6 +22,7 @@ from pactmw.core.encoding import b64url_encode
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import PrivateJWK
 from tests.support.a2a import ERROR_DOMAIN, ERROR_INFO, REASONS
+from tests.support.net import unread_body_post
 
 A2A_CONTENT_TYPE = "application/a2a+json"
 CHALLENGE = 'Bearer realm="a2a"'
@@ -227,8 +228,11 @@ class Wire:
         token: str | None = None,
         headers: dict[str, str] | None = None,
         path: str = "message:send",
+        unread: bool = False,
     ) -> httpx.Response:
-        """POST `message:send` with `A2A-Version: 1.0`, JSON and a fresh token by default."""
+        """POST `message:send` with `A2A-Version: 1.0`, JSON and a fresh token by default;
+        `unread`: a body the server may answer before reading, sent on a connection of its
+        own (`unread_body_post`)."""
         if content is None:
             if body is None:
                 body = user_message(text, message_id=message_id, context_id=context_id)
@@ -240,9 +244,10 @@ class Wire:
         }
         sent.update(headers or {})
         sent = {k: v for k, v in sent.items() if v is not None}
-        return self.http.post(
-            f"{self.target.interface(brand)}/{path}", content=content, headers=sent
-        )
+        url = f"{self.target.interface(brand)}/{path}"
+        if unread:
+            return unread_body_post(self.http, url, content=content, headers=sent)
+        return self.http.post(url, content=content, headers=sent)
 
     def call(
         self,

@@ -41,12 +41,10 @@ from pactmw.store import open_store
 from pactmw.store.base import Store
 from tests.support.agent import identity_token, user_message
 from tests.support.net import free_port, loopback_client
+from tests.support.parties import AGENT_NAME, AUDIENCE, ISSUER
 from tests.support.servers import uvicorn_server
 
-ISSUER = "https://pa.example"
 OTHER_ISSUER = "https://other-pa.example"
-AGENT_NAME = "Demo PA"
-AUDIENCE = "https://provider.example/a2a"
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 #: A login URL that already has a query, so the `&` joiner is exercised too.
 LOGIN_URL = "https://shop.example/account/login?from=pact"

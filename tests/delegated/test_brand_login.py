@@ -27,7 +27,6 @@ from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
 from pactmw.protocols.delegation import mint_login_assertion
 from pactmw.provider.brand import Brand, DelegationConfig
 from tests.delegated.support import (
-    AGENT_NAME,
     ANSWERED,
     SCOPES,
     USER_CODE,
@@ -45,6 +44,7 @@ from tests.delegated.support import (
 from tests.support.clock import OffsetClock
 from tests.support.jwks_server import JwksServer
 from tests.support.net import free_port
+from tests.support.parties import AGENT_NAME
 from tests.support.servers import werkzeug_server
 
 ACCOUNTS = {"alex.rivera@example.com": ("skyline", "sky-4471")}

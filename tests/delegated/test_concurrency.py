@@ -20,7 +20,6 @@ from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.delegation import SigningKeys
 from tests.delegated.support import (
     DEVICE_CODE_GRANT,
-    ISSUER,
     Env,
     delegated_brand,
     jws_claims,
@@ -28,6 +27,7 @@ from tests.delegated.support import (
     serve,
 )
 from tests.support.net import free_port, loopback_client
+from tests.support.parties import ISSUER
 from tests.support.pg import PostgresServer, postgres_server_fixture
 
 RACERS = 12

@@ -10,8 +10,6 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.delegated.support import (
-    AGENT_NAME,
-    ISSUER,
     LOGIN_URL,
     SCOPES,
     Env,
@@ -21,6 +19,7 @@ from tests.delegated.support import (
     page_text,
     serve_acme_and_globex,
 )
+from tests.support.parties import AGENT_NAME, ISSUER
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,7 @@ import httpx
 import pytest
 
 from tests.delegated.support import (
-    AGENT_NAME,
     CANCEL_ARGS,
-    ISSUER,
     LOGIN_URL,
     OTHER_ISSUER,
     SCOPES,
@@ -43,6 +41,7 @@ from tests.delegated.support import (
     verify_with_jwks,
     without_outcome,
 )
+from tests.support.parties import AGENT_NAME, ISSUER
 
 CHALLENGE = 'Bearer realm="a2a", error="invalid_token"'
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

@@ -19,8 +19,9 @@ import pytest
 
 from pactmw.provider.delegated._codes import secret_hash
 from pactmw.provider.delegated._reuse import open_answer, seal_answer
-from tests.delegated.support import ISSUER, Env, delegated_brand, new_sub, serve
+from tests.delegated.support import Env, delegated_brand, new_sub, serve
 from tests.support.clock import OffsetClock
+from tests.support.parties import ISSUER
 
 INTERVAL = 5.0
 

@@ -18,8 +18,8 @@ from pactmw.protocols.identity import (
 from pactmw.provider import Brand, DelegationConfig, Provider
 from pactmw.store import open_store
 from tests.support.clock import FakeClock
+from tests.support.parties import ISSUER
 
-ISSUER = "https://pa.example"
 BASE = "https://provider.example"
 NOW = 1_800_000_000.0
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.delegated.support import (
-    AGENT_NAME,
     SCOPES,
     Env,
     assert_page_headers,
@@ -22,6 +21,7 @@ from tests.delegated.support import (
     serve_acme_and_globex,
     without_outcome,
 )
+from tests.support.parties import AGENT_NAME
 
 READ, CANCEL = "orders:read", "orders:cancel"
 

@@ -9,7 +9,8 @@ import pytest
 
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.store import open_store
-from tests.provider import ISSUER, OTHER_ISSUER, Kit
+from tests.provider import OTHER_ISSUER, Kit
+from tests.support.parties import ISSUER
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from pactmw.protocols.parafe import EXTENSION_URI, ConsentPresenter, activation_
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.provider.parafe import ParafeConfig
 from tests.parafe_integration.broker import IssuingBroker
-from tests.provider import AUDIENCE, Kit, sync_drive
+from tests.provider import Kit, sync_drive
 from tests.support.agent import user_message
+from tests.support.parties import AUDIENCE
 
 #: The receiving agent (the shop) and the calling agent, by their Parafé ids.
 SHOP_AGENT = "prf_agent_shop0001"

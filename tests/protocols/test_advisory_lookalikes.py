@@ -14,8 +14,7 @@ from pactmw.core.jwk import generate_private_jwk
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from tests.support.jwks_server import JwksServer
-
-ISSUER = "https://pa.example"
+from tests.support.parties import ISSUER
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from pactmw.protocols.identity import (
     RegisteredAgent,
 )
 from tests.support.clock import FakeClock
+from tests.support.parties import ISSUER
 
-ISSUER = "https://pa.example"
 NOW = 1_800_000_000.0
 
 

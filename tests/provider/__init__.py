@@ -24,10 +24,9 @@ from pactmw.store.base import Store
 from tests.support.a2a import ERROR_DOMAIN, ERROR_INFO, REASONS
 from tests.support.agent import identity_token
 from tests.support.clock import FakeClock
+from tests.support.parties import AUDIENCE, ISSUER
 
 BASE_URL = "https://provider.example"
-AUDIENCE = "https://provider.example/a2a"
-ISSUER = "https://pa.example"
 OTHER_ISSUER = "https://other-pa.example"
 DISABLED_ISSUER = "https://pa.example/disabled-pa"
 A2A = "application/a2a+json"

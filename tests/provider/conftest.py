@@ -9,7 +9,8 @@ import pytest
 
 from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.store import open_store
-from tests.provider import ISSUER, OTHER_ISSUER, Drive, Kit, async_drive, sync_drive
+from tests.provider import OTHER_ISSUER, Drive, Kit, async_drive, sync_drive
+from tests.support.parties import ISSUER
 
 
 @pytest.fixture(scope="session")

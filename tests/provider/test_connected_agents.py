@@ -27,9 +27,8 @@ from tests.delegated.support import page_text
 from tests.support.agent import identity_token, user_message
 from tests.support.net import loopback_client
 from tests.support.page_sites import ADAPTERS, BRAND, page_site
+from tests.support.parties import AGENT_NAME, ISSUER
 
-ISSUER = "https://pa.example"
-AGENT_NAME = "Demo PA"
 AUDIENCE = "urn:test:pages"
 BRAND_ISSUER = "https://brand.example"
 LOGIN_URL = "https://brand.example/login"

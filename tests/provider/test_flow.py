@@ -23,7 +23,6 @@ from pactmw.store.base import StoredTurn
 from tests.provider import (
     A2A,
     DISABLED_ISSUER,
-    ISSUER,
     OTHER_ISSUER,
     BodyReader,
     Bot,
@@ -37,9 +36,10 @@ from tests.provider import (
     must_not_aread,
     sync_drive,
 )
+from tests.support.a2a import PENDING
+from tests.support.parties import ISSUER
 
 UNKNOWN_CONTEXT = "Unknown contextId"
-PENDING = "messageId was already received in this context and has no reply yet"
 IN_USE = "messageId is already in use in this context"
 CLOSED = "Conversation is closed"
 CHALLENGE = 'Bearer realm="a2a"'

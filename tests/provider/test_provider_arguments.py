@@ -12,8 +12,8 @@ from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
 from pactmw.provider import Brand, Provider, ProviderSettings
 from pactmw.provider.brand import Turn
 from pactmw.store import open_store
+from tests.support.parties import AUDIENCE
 
-AUDIENCE = "https://provider.example/a2a"
 VERIFIER = IdentityVerifier(audience=AUDIENCE, registry=AgentRegistry([]))
 
 

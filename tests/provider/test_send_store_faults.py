@@ -18,6 +18,7 @@ from pactmw.store.base import StoreUnavailable
 from pactmw.store.memory import MemoryStore
 from pactmw.store.sqlite import SqliteStore
 from tests.provider import Drive, Kit, assert_a2a, assert_bare, assert_error, header, message_body
+from tests.support.a2a import PENDING
 from tests.support.logs import assert_logs_tame
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ else:
 
 #: A lease that is not whole seconds: `Retry-After` rounds it up.
 LEASE = 30.5
-PENDING = "messageId was already received in this context and has no reply yet"
 
 
 class Faults(_StoreBase):

@@ -24,16 +24,9 @@ from pactmw.provider.settings import (
     import_handler,
 )
 from pactmw.store import open_store
-from tests.provider import (
-    ISSUER,
-    START,
-    BodyReader,
-    assert_a2a,
-    assert_error,
-    message_body,
-    must_not_read,
-)
+from tests.provider import START, BodyReader, assert_a2a, assert_error, message_body, must_not_read
 from tests.support.clock import FakeClock
+from tests.support.parties import ISSUER
 
 ISSUE_TOML = """\
 base_url = "http://127.0.0.1:8000"

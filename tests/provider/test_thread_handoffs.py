@@ -25,17 +25,8 @@ from pactmw.provider import Brand, Provider
 from pactmw.provider.driver import ano_body, arun
 from pactmw.provider.flow import NeedIdentity, NeedStore
 from pactmw.store import MemoryStore, SqliteStore
-from tests.provider import (
-    AUDIENCE,
-    BASE_URL,
-    ISSUER,
-    BodyReader,
-    Bot,
-    Kit,
-    assert_a2a,
-    header,
-    message_body,
-)
+from tests.provider import BASE_URL, BodyReader, Bot, Kit, assert_a2a, header, message_body
+from tests.support.parties import AUDIENCE, ISSUER
 
 T = TypeVar("T")
 RECORDED = ("start_conversation", "get_conversation", "claim_turn", "store_reply")

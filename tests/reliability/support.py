@@ -16,13 +16,13 @@ from typing import Any
 import httpx
 
 from pactmw.core.jwk import PrivateJWK
+from tests.support.a2a import PENDING
 from tests.support.agent import identity_token, user_message
+from tests.support.parties import ISSUER
 from tests.support.toml import toml_value
 
-ISSUER = "https://pa.example"
 AUDIENCE = "pactmw-reliability-audience"
 BOT = "tests.reliability.bots:recording_bot"
-PENDING = "messageId was already received in this context and has no reply yet"
 
 
 # -- configuration ------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ from pactmw.store import (
     StoreUnavailable,
 )
 from tests.store.support import Backend, all_at_once, backend_module, schema_version
+from tests.support.parties import ISSUER
 
 T0 = 1_700_000_000.0
 DAY = 86_400.0
-ISSUER = "https://pa.example"
 JWKS = "https://pa.example/.well-known/jwks.json"
 
 

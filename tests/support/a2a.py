@@ -3,7 +3,7 @@ tests hold the Provider's errors to, written out here rather than read from pact
 
 from __future__ import annotations
 
-__all__ = ["ERROR_DOMAIN", "ERROR_INFO", "REASONS"]
+__all__ = ["ERROR_DOMAIN", "ERROR_INFO", "PENDING", "REASONS"]
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 ERROR_DOMAIN = "a2a-protocol.org"
@@ -17,3 +17,6 @@ REASONS = {
     "TASK_NOT_FOUND": (404, "NOT_FOUND"),
     "INTERNAL": (500, "INTERNAL"),
 }
+
+#: The INVALID_PARAMS message for a messageId received before and still without a reply.
+PENDING = "messageId was already received in this context and has no reply yet"

@@ -9,10 +9,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support.parties import ISSUER
 from tests.support.servers import REPO
 
 __all__ = [
-    "ISSUER",
+    "ISSUER",  # the personal agent the CLI tests sign as (tests.support.parties)
     "PYTHON_M",
     "assert_no_traceback",
     "assert_one_line_error",
@@ -22,8 +23,6 @@ __all__ = [
 ]
 
 PYTHON_M = (sys.executable, "-m", "pactmw")
-#: The personal agent the CLI tests sign as.
-ISSUER = "https://pa.example"
 
 
 def run(

@@ -1,6 +1,6 @@
 """Ports on 127.0.0.1: a free one, one where nothing listens, one slow to accept and silent,
-waiting for a listener, and an HTTP client that never reuses a connection the server may be
-closing."""
+waiting for a listener, an HTTP client that never reuses a connection the server may be
+closing, and a POST on a connection of its own for a body the server may leave unread."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ __all__ = [
     "loopback_async_client",
     "loopback_client",
     "slow_then_silent_port",
+    "unread_body_post",
     "wait_for_port",
 ]
 
@@ -128,3 +129,26 @@ def loopback_async_client(**options: Any) -> httpx.AsyncClient:
     """`loopback_client` for asyncio (an SDK's `httpx.AsyncClient`)."""
     client, transport = _split(options)
     return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(**transport), **client)
+
+
+def unread_body_post(client: httpx.Client, url: str, **options: Any) -> httpx.Response:
+    """POST on a connection of its own, closed after the answer: for a body the server may
+    answer before reading it (411 or 413 on its length, 401 before a large upload).
+
+    Such an answer leaves the rest of the body on the connection, and the server may close
+    it or read that rest as the next request: Django's runserver answers a chunked body 411
+    with the connection kept open and the chunks unread, so a pooled connection reused for
+    the next request is "disconnected without sending a response" (CI, django-wsgi). Out of
+    `client`'s pool, that connection cannot reach another request. `options` are
+    `httpx.Client.post`'s; the new client has `client`'s base URL, headers, cookies, timeout
+    and redirect choice (cookies it is sent back stay with it); plain HTTP only, as a
+    transport's options (`verify`) cannot be read back from `client`.
+    """
+    with loopback_client(
+        base_url=client.base_url,
+        headers=client.headers,
+        cookies=client.cookies,
+        timeout=client.timeout,
+        follow_redirects=client.follow_redirects,
+    ) as own:
+        return own.post(url, **options)

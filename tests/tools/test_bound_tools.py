@@ -14,9 +14,9 @@ from pactmw.provider._send import bound_tools
 from pactmw.provider.tools import ToolError
 from pactmw.provider.turn_tools import BoundTools, ToolOutcome
 from tests.delegated.support import independent_hash
+from tests.support.parties import ISSUER
 
 SCOPES = {"orders:read": "See your orders", "orders:cancel": "Cancel an order"}
-ISSUER = "https://pa.example"
 
 
 def caller(*scopes: str, delegated: bool = True) -> PersonalAgent:

@@ -20,7 +20,6 @@ from examples.model_bot import SYSTEM_PROMPT, model_bot, shop_tools
 
 from pactmw.provider import Brand, DelegationConfig
 from tests.delegated.support import (
-    ISSUER,
     LOGIN_URL,
     Env,
     independent_hash,
@@ -31,6 +30,7 @@ from tests.delegated.support import (
     task_of,
     verify_with_jwks,
 )
+from tests.support.parties import ISSUER
 
 SCOPES = {"orders:read": "See your orders", "orders:cancel": "Cancel an order"}
 ORDER = re.compile(r"\b[A-Z]-\d{4}\b")
