@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from pactmw.core.encoding import b64url_decode, b64url_encode, json_loads
@@ -61,7 +61,7 @@ from pactmw.provider.delegated import (
 )
 from pactmw.provider.messages import SendMessage, parse_page_size, parse_send_message
 from pactmw.provider.ratelimit import RateLimit
-from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match
+from pactmw.provider.routes import PUBLIC_OPERATIONS, Route, match, routed_method
 from pactmw.store import open_store
 from tests.advisories.support import DELEGATION_CLAIMS, IDENTITY_CLAIMS, INTERFACE, NOW, sign_raw
 from tests.delegated.support import LOGIN_URL, SCOPES, hidden, make_tools
@@ -482,6 +482,7 @@ paths = st.one_of(
 
 @MANY
 @given(methods, paths)
+@example("HEAD", "/a2a/acme/.well-known/agent-card.json")  # failed only when generated
 def test_match_gives_a_route_or_none(method: str, path: str) -> None:
     route = match(method, path)
     if route is None:
@@ -490,7 +491,8 @@ def test_match_gives_a_route_or_none(method: str, path: str) -> None:
     assert route.brand_id
     assert path.startswith("/a2a/")
     if route.operation in PUBLIC_OPERATIONS:
-        assert method in ("GET", "POST")
+        # HEAD is routed as GET (RFC 9110 §9.3.2): the generated methods include it.
+        assert routed_method(method) in ("GET", "POST")
 
 
 @MANY
