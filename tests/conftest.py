@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,27 +11,6 @@ import pactmw.core.jose as jose_module
 # The helpers in tests/support assert too (a conformance case's outcome, a page's state); pytest
 # explains only the asserts it rewrites, so it must rewrite them before a test imports them.
 pytest.register_assert_rewrite("tests.support")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "scaled_timeout(seconds): pytest-timeout's timeout, `seconds` on an idle machine, "
-        "stretched by the load when the test starts (tests.support.waits.load_scaled)",
-    )
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """A `scaled_timeout(seconds)` test gets `timeout(load_scaled(seconds))`, worked out as it
-    starts (the load at collection says nothing of the load forty minutes later), and set
-    before pytest-timeout reads it: this wrapper runs outside pytest-timeout's own."""
-    from tests.support.waits import load_scaled  # after the assert rewrite is registered
-
-    marker = item.get_closest_marker("scaled_timeout")
-    if marker is not None:
-        item.add_marker(pytest.mark.timeout(load_scaled(marker.args[0])), append=False)
-    yield
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@
 - `agent`: PACT identity JWTs and A2A user messages, as a personal agent sends them.
 - `parties`: the test personal agent's `ISSUER` and `AGENT_NAME`, a Provider's `AUDIENCE`.
 - `a2a`: the A2A error envelope, and the `PENDING` message.
-- `waits`: `outcome_within`, and `load_scaled` (the `scaled_timeout` marker's budget).
+- `waits`: `outcome_within`.
 - `toml`: `toml_value`, for the configuration files tests write.
 - `keys`: throwaway `cryptography` keys, their PEMs, self-signed certificates.
 - `jwks_server`: `JwksServer`, a key server with switchable failure modes.
