@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import unicodedata
 from importlib.metadata import metadata
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,71 @@ def test_the_samples_import_only_documented_api(page: str) -> None:
                 exported = set(importlib.import_module(node.module).__all__)
             internal += [f"{node.module}.{a.name}" for a in node.names if a.name not in exported]
     assert internal == [], (page, internal)
+
+
+#: A Markdown link or image `[text](target)`; its target up to the first space (a title).
+MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)[^)]*\)")
+#: A line of pymdownx.snippets, which docs/security.md includes SECURITY.md with.
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)
+
+
+def without_blocks(text: str) -> str:
+    """`text` without its fenced code blocks, where `#` starts no heading."""
+    return re.sub(r"^ *```.*?^ *```", "", text, flags=re.S | re.M)
+
+
+def without_code(text: str) -> str:
+    """`text` without its code blocks and inline code, where brackets are no links."""
+    return re.sub(r"`[^`\n]*`", "", without_blocks(text))
+
+
+def heading_anchor(title: str) -> str:
+    """The id Python-Markdown's `toc` gives a heading (its default `slugify`)."""
+    title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title.replace("`", ""))
+    value = unicodedata.normalize("NFKD", title)
+    value = re.sub(r"[^\w\s-]", "", value).strip().lower()
+    return re.sub(r"[-\s]+", "-", value)
+
+
+def page_text(page: Path) -> str:
+    """A page as the reader sees it: the snippets it includes expanded."""
+    text = page.read_text(encoding="utf-8")
+    return SNIPPET.sub(lambda m: (REPO / m.group(1)).read_text(encoding="utf-8"), text)
+
+
+def dead_links(page: Path) -> list[str]:
+    """The relative links of `page` whose file, or anchor in that file, does not exist."""
+    dead = []
+    for target in MARKDOWN_LINK.findall(without_code(page_text(page))):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:: not ours to check
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path) if path else page
+        if not linked.exists():
+            dead.append(target)
+        elif anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#+ +(.+?) *$", without_blocks(page_text(linked)), re.M)
+            if anchor not in {heading_anchor(h) for h in headings}:
+                dead.append(target)
+    return dead
+
+
+#: Every page a reader opens on GitHub or the site, the ones `mkdocs build` leaves out too
+#: (the README, SECURITY.md, docs/pypi.md, docs/design/): a link there must lead somewhere.
+LINKED_PAGES = [REPO / "README.md", REPO / "SECURITY.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=[str(p.relative_to(REPO)) for p in LINKED_PAGES])
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist(page: Path) -> None:
+    assert dead_links(page) == []
+
+
+def test_a_dead_link_or_anchor_is_found(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other page\n\n## Its `code` heading\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Page\n\n[ok](other.md) [ok](other.md#its-code-heading) [ok](#page)\n"
+        "[gone](gone.md) [no heading](other.md#nowhere) [no anchor](#nowhere)\n"
+        "`[in code](gone-too.md)` [web](https://example.com/x.md)\n"
+    )
+    assert dead_links(page) == ["gone.md", "other.md#nowhere", "#nowhere"]
