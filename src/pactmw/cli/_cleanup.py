@@ -22,9 +22,11 @@ _CLEANUP_HELP = (
 Remove what can no longer be used from the store: expired device authorizations, refresh
 tokens that can no longer be rotated (expired unused ones, those of revoked or expired
 grants; a spent token of a live grant is kept, since its replay reveals a theft), expired
-single-use values and authorization details; and, when retention_days is set, the
-conversations without activity for that many days, with their messages (personal data).
-Grants are kept. Prints what was deleted. Exit status 0, or {CANNOT_RUN_HELP}.
+single-use values, authorization details and rate-limit counters, and Poppy's expired
+Sessions, Account Tokens and Idempotency-Key answers; and, when retention_days is set, the
+conversations without activity for that many days, with their messages (personal data), and
+the Poppy operations final or expired and unchanged for that long. Grants are kept. Prints
+what was deleted. Exit status 0, or {CANNOT_RUN_HELP}.
 """
     )
     + "\n"
