@@ -20,7 +20,7 @@ from pactmw.adapters._asgi_http import (
     send_response,
     to_starlette,
 )
-from pactmw.adapters._common import NOT_FOUND, require_provider
+from pactmw.adapters._common import NOT_FOUND, require_brand_id, require_provider
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.poppy import METADATA_PREFIX, check_session_brand
@@ -144,6 +144,7 @@ def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
     A `ConfigError` now when the Brand does not enable Poppy.
     """
     require_provider(provider, "poppy_discovery_route(provider, brand_id)")
+    require_brand_id(brand_id, "poppy_discovery_route(provider, brand_id)")
     check_session_brand(
         provider.brands.values(), brand_id, f"poppy_discovery_route(provider, {brand_id!r})"
     )
