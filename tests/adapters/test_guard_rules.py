@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from pactmw.adapters import asgi, fastapi, wsgi
 from pactmw.adapters import flask as flask_adapter
@@ -32,6 +33,7 @@ from pactmw.protocols.identity import (
     RegisteredAgent,
 )
 from pactmw.provider import Brand, Provider
+from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import Guard
 from pactmw.provider.parafe import ParafeAgent, ParafeConfig
 from pactmw.provider.poppy import PoppyConfig
@@ -843,3 +845,53 @@ def test_a_brand_that_is_no_id_is_refused_where_it_is_named(
             build(wrong)
         assert str(caught.value) == f"{named} must be a Brand's id (a string), not {shown}"
     build("shop")
+
+
+async def _asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
+    return None
+
+
+def test_the_asgi_provider_app_given_no_app_is_refused_where_it_is_built(world: World) -> None:
+    # As the WSGI one: an import string (or settings) for the app behind the Provider was a
+    # TypeError at the first request the Provider does not serve.
+    with pytest.raises(ConfigError) as caught:
+        asgi.A2AProviderApp(world.provider, "app:application")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "A2AProviderApp(provider, app=...): app must be an ASGI application, not str"
+    )
+    asgi.A2AProviderApp(world.provider, _asgi_app, current_user=lambda connection: None)
+
+
+#: Each call that takes the app's `current_user`, given it, and the call as its errors name it.
+def _current_user_builders(provider: Provider) -> dict[str, Callable[[Any], object]]:
+    return {
+        "A2AProviderApp(provider, app=...)": lambda user: asgi.A2AProviderApp(
+            provider, current_user=user
+        ),
+        "a2a_routes(provider, current_user=...)": lambda user: asgi.a2a_routes(
+            provider, current_user=user
+        ),
+        "a2a_mount(provider, current_user=...)": lambda user: asgi.a2a_mount(
+            provider, current_user=user
+        ),
+        "wsgi A2AProviderApp(provider, app=...)": lambda user: wsgi.A2AProviderApp(
+            provider, current_user=user
+        ),
+        "Pactmw(app, current_user=...)": lambda user: flask_adapter.Pactmw(current_user=user),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(_current_user_builders(None)))  # type: ignore[arg-type]
+def test_a_current_user_that_is_no_function_is_refused_naming_the_call(
+    call: str, world: World
+) -> None:
+    # `current_user=signed_in()` (called, not passed) gave a user for the function: a
+    # TypeError ('SignedInUser' object is not callable) on every same-app consent page.
+    build = _current_user_builders(world.provider)[call]
+    with pytest.raises(ConfigError) as caught:
+        build(SignedInUser(account="acct-1", label="Ada"))
+    assert str(caught.value) == (
+        f"{call.removeprefix('wsgi ')}: current_user must be a function that says who is "
+        "signed in, not SignedInUser"
+    )
+    build(lambda *request: None)

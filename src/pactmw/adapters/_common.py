@@ -38,7 +38,9 @@ __all__ = [
     "poppy_view_problems",
     "provider_of",
     "record_checker",
+    "require_application",
     "require_brand_id",
+    "require_current_user",
     "require_framework",
     "require_parafe_agent",
     "require_provider",
@@ -334,6 +336,25 @@ def _is_name(value: object) -> bool:
     """Whether `value` can name an action or a scope: a non-empty string (an empty one names
     nothing, so no consent and no grant could ever hold it)."""
     return isinstance(value, str) and value != ""
+
+
+def require_application(given: object, call: str, what: str) -> None:
+    """A `ConfigError` naming `call` when `given`, the app a Provider app passes other paths
+    to (`what`: "an ASGI application"), is given and is none: an import string or settings
+    there failed at the first request the Provider does not serve."""
+    if given is not None and not callable(given):
+        raise ConfigError(f"{call}: app must be {what}, not {type(given).__name__}")
+
+
+def require_current_user(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when `current_user` is given and is no function:
+    `current_user=signed_in()` (called, not passed) gives a user, which fails on every
+    same-app consent page."""
+    if given is not None and not callable(given):
+        raise ConfigError(
+            f"{call}: current_user must be a function that says who is signed in, "
+            f"not {type(given).__name__}"
+        )
 
 
 def require_strings(given: Iterable[object], call: str, what: str, example: str) -> None:

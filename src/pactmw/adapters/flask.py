@@ -34,6 +34,7 @@ from pactmw.adapters._common import (
     poppy_view_problems,
     provider_of,
     require_brand_id,
+    require_current_user,
     require_scope_names,
     require_strings,
     tag_delegation_view,
@@ -104,6 +105,7 @@ class Pactmw:
     ) -> None:
         """`current_user()` tells who is signed in to the app (same-app consent); without it,
         Flask-Login's `current_user` is used when Flask-Login is installed."""
+        require_current_user(current_user, "Pactmw(app, current_user=...)")
         self._handlers = handlers
         self._current_user = current_user
         if app is not None:

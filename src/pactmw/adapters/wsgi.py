@@ -21,7 +21,9 @@ from pactmw.adapters._common import (
     make_guard,
     poppy_setting,
     record_checker,
+    require_application,
     require_brand_id,
+    require_current_user,
     require_framework,
     require_parafe_agent,
     require_provider,
@@ -41,7 +43,6 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -250,12 +251,10 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(environ)` returns the host app's signed-in user, or None; only
         same-app consent pages call it."""
-        require_provider(provider, "A2AProviderApp(provider, app=...)")
-        if app is not None and not callable(app):
-            raise ConfigError(
-                "A2AProviderApp(provider, app=...): app must be a WSGI application, "
-                f"not {type(app).__name__}"
-            )
+        written = "A2AProviderApp(provider, app=...)"
+        require_provider(provider, written)
+        require_application(app, written, "a WSGI application")
+        require_current_user(current_user, written)
         self.provider = provider
         self.app = app
         self.current_user = current_user
