@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from pactmw.adapters import asgi, fastapi, wsgi
 from pactmw.adapters import flask as flask_adapter
 from pactmw.adapters.django import decorators as django_decorators
+from pactmw.adapters.django import views as django_views
 from pactmw.config import ConfigError, Settings
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Request
@@ -31,9 +33,13 @@ from pactmw.protocols.identity import (
     RegisteredAgent,
 )
 from pactmw.provider import Brand, Provider
+from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import Guard
+from pactmw.provider.parafe import ParafeAgent, ParafeConfig
+from pactmw.provider.poppy import PoppyConfig
 from pactmw.store import open_store
 from tests.adapters.support import AUDIENCE, World
+from tests.support.net import closed_port_url
 from tests.support.parties import ISSUER
 
 Authenticate = Callable[[Guard, Request, bool], "PersonalAgent | None"]
@@ -606,4 +612,286 @@ def test_a_poppy_decorator_without_its_brand_is_refused_where_it_decorates(
             "poppy_session_required takes the Brand's id: "
             f"@poppy_session_required('shop'), not @poppy_session_required; got {kind}"
         )
+    # A list of ids, or none at all, is no Brand either.
+    for plain, shown in ((["shop"], "list ['shop']"), ("", "an empty string")):
+        with pytest.raises(ConfigError) as caught:
+            decorator(plain)
+        assert str(caught.value) == (
+            f"poppy_session_required takes the Brand's id: @poppy_session_required('shop'), "
+            f"not {shown}"
+        )
     decorator("shop", "orders:read")(_view)
+
+
+# -- what a decorator names (an action, scopes, a Brand, an agent): checked where written ----
+
+
+@pytest.fixture(scope="module")
+def parafe_agent() -> Iterator[ParafeAgent]:
+    # Nothing is fetched from the broker until a consent is checked, and none is here.
+    config = ParafeConfig(
+        agent_id="shop", broker_url=closed_port_url(), allow_http_broker_on_loopback=True
+    )
+    agent = ParafeAgent(config)
+    yield agent
+    agent.close()
+
+
+@pytest.fixture(scope="module")
+def poppy_provider(world: World) -> Iterator[Provider]:
+    # One Brand, `shop`, with Poppy: what the ASGI and WSGI Poppy helpers name.
+    provider = Provider(
+        base_url="https://provider.example",
+        verifier=world.verifier,
+        store=open_store("memory://"),
+        brands=[
+            Brand(
+                id="shop",
+                name="Shop",
+                handler=lambda turn: "hi",
+                poppy=PoppyConfig(domain="shop.example", agents="any"),
+            )
+        ],
+    )
+    yield provider
+    provider.close()
+
+
+#: Each adapter's `parafe_action`, given the action (the WSGI one takes its agent too).
+PARAFE_DECORATORS: dict[str, Callable[[ParafeAgent], Callable[..., Callable[..., object]]]] = {
+    "asgi": lambda agent: asgi.parafe_action,  # the agent from app.state at the request
+    "wsgi": lambda agent: lambda action: wsgi.parafe_action(action, agent),
+    "flask": lambda agent: flask_adapter.parafe_action,
+    "django": lambda agent: django_decorators.parafe_action,
+}
+
+#: What was given for a name (an action, a scope) that is no non-empty string, as said.
+WRONG_NAMES: list[tuple[object, str]] = [
+    (b"create_order", "bytes b'create_order'"),
+    (["create_order", "refund"], "list ['create_order', 'refund']"),
+    (None, "None"),
+    ("", "an empty string"),
+]
+
+
+@pytest.mark.parametrize("name", sorted(PARAFE_DECORATORS))
+def test_a_parafe_action_without_its_action_is_refused_where_it_decorates(
+    name: str, parafe_agent: ParafeAgent
+) -> None:
+    # `@parafe_action` for `@parafe_action("create_order")` took the view for the action, and
+    # any other action that is no string was a ValueError (a 500) at each request: the
+    # consent is checked for a named action only. (WSGI's takes its agent too: there
+    # `@parafe_action` alone is Python's TypeError, on the same line.)
+    decorator = PARAFE_DECORATORS[name](parafe_agent)
+    with pytest.raises(ConfigError) as caught:
+        decorator(_view)
+    assert str(caught.value) == (
+        "parafe_action takes the action to perform: "
+        "@parafe_action('create_order'), not @parafe_action; got function"
+    )
+    for wrong, shown in WRONG_NAMES:
+        with pytest.raises(ConfigError) as caught:
+            decorator(wrong)
+        assert str(caught.value) == (
+            "parafe_action takes the action to perform: "
+            f"@parafe_action('create_order'), not {shown}"
+        ), wrong
+    decorator("create_order")(_view)
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        (
+            "asgi",
+            "parafe_action(action, agent=...): agent must be a ParafeAgent "
+            "(provider.parafe_agent(brand_id)), not Provider",
+        ),
+        (
+            "wsgi",
+            "parafe_action(action, agent): agent must be a ParafeAgent "
+            "(provider.parafe_agent(brand_id)), not Provider",
+        ),
+    ],
+)
+def test_a_parafe_action_given_the_provider_for_its_agent_is_refused_where_it_decorates(
+    name: str, call: str, world: World, parafe_agent: ParafeAgent
+) -> None:
+    # The Provider for `provider.parafe_agent("shop")` was an AttributeError at each request
+    # (ASGI: a RuntimeError saying no agent was passed).
+    builds: dict[str, Callable[..., Callable[..., object]]] = {
+        "asgi": asgi.parafe_action,
+        "wsgi": wsgi.parafe_action,
+    }
+    with pytest.raises(ConfigError) as caught:
+        builds[name]("create_order", world.provider)
+    assert str(caught.value) == call
+    builds[name]("create_order", parafe_agent)(_view)
+
+
+@pytest.mark.parametrize("name", sorted(SCOPE_DECORATORS))
+def test_a_scope_decorator_given_a_scope_that_is_no_name_is_refused_where_it_decorates(
+    name: str,
+) -> None:
+    # A list for `*scopes` was taken for one scope (a TypeError, or never held: every caller
+    # refused), an empty scope is held by no delegation: said where the view is decorated.
+    decorator, call, example = SCOPE_DECORATORS[name]
+    for wrong, shown in WRONG_NAMES:
+        with pytest.raises(ConfigError) as caught:
+            # Starlette's `requires` takes its scopes as one list (then `status_code`).
+            decorator([example, wrong]) if call == "requires" else decorator(example, wrong)
+        assert str(caught.value) == (
+            f"{call} takes the scopes to require: @{call}({example!r}), not {shown}"
+        ), wrong
+
+
+#: Each adapter's `poppy_session_required` for the Brand `shop`, given its scopes, and the
+#: call as its errors name it.
+def _poppy_scope_decorators(
+    provider: Provider,
+) -> dict[str, tuple[Callable[..., Callable[..., object]], str]]:
+    return {
+        "asgi": (
+            lambda *scopes: asgi.poppy_session_required(provider, "shop", *scopes),
+            "poppy_session_required(provider, brand_id, *scopes)",
+        ),
+        "wsgi": (
+            lambda *scopes: wsgi.poppy_session_required(provider, "shop", *scopes),
+            "poppy_session_required(provider, brand_id, *scopes)",
+        ),
+        "flask": (
+            lambda *scopes: flask_adapter.poppy_session_required("shop", *scopes),
+            "poppy_session_required(brand_id, *scopes)",
+        ),
+        "django": (
+            lambda *scopes: django_decorators.poppy_session_required("shop", *scopes),
+            "poppy_session_required(brand_id, *scopes)",
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_poppy_scope_decorators(None)))  # type: ignore[arg-type]
+def test_a_poppy_decorator_given_a_scope_that_is_no_name_is_refused_where_it_decorates(
+    name: str, poppy_provider: Provider
+) -> None:
+    # A list for `*scopes` (or bytes, None) was accepted, then a TypeError at the request or
+    # a scope no Session ever approved: every caller refused, and nothing said why.
+    decorator, call = _poppy_scope_decorators(poppy_provider)[name]
+    for wrong, shown in WRONG_NAMES:
+        with pytest.raises(ConfigError) as caught:
+            decorator("orders:read", wrong)
+        assert str(caught.value) == (
+            f"{call}: a scope is a non-empty string, one argument each; not {shown}"
+        ), wrong
+    decorator("orders:read", "orders:write")(_view)
+    decorator()(_view)
+
+
+#: Each call that names a Brand, given its id, and the argument and call its errors name.
+def _brand_builders(provider: Provider) -> dict[str, tuple[Callable[[Any], object], str]]:
+    return {
+        "asgi poppy_session_required": (
+            lambda brand: asgi.poppy_session_required(provider, brand),
+            "poppy_session_required(provider, brand_id, *scopes): brand_id",
+        ),
+        "asgi poppy_discovery_route": (
+            lambda brand: asgi.poppy_discovery_route(provider, brand),
+            "poppy_discovery_route(provider, brand_id): brand_id",
+        ),
+        "fastapi PoppySessionScheme": (
+            lambda brand: fastapi.PoppySessionScheme(provider, brand),
+            "PoppySessionScheme(provider, brand_id): brand_id",
+        ),
+        "wsgi poppy_session_required": (
+            lambda brand: wsgi.poppy_session_required(provider, brand),
+            "poppy_session_required(provider, brand_id, *scopes): brand_id",
+        ),
+        "wsgi poppy_discovery_app": (
+            lambda brand: wsgi.poppy_discovery_app(provider, brand),
+            "poppy_discovery_app(provider, brand_id): brand_id",
+        ),
+        "flask poppy_discovery_view": (
+            flask_adapter.poppy_discovery_view,
+            "poppy_discovery_view(brand_id): brand_id",
+        ),
+        "django poppy_discovery_view": (
+            django_views.poppy_discovery_view,
+            "poppy_discovery_view(brand_id): brand_id",
+        ),
+        "flask parafe_action": (
+            lambda brand: flask_adapter.parafe_action("create_order", brand=brand),
+            "parafe_action(action, brand=...): brand",
+        ),
+        "django parafe_action": (
+            lambda brand: django_decorators.parafe_action("create_order", brand=brand),
+            "parafe_action(action, brand=...): brand",
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_brand_builders(None)))  # type: ignore[arg-type]
+def test_a_brand_that_is_no_id_is_refused_where_it_is_named(
+    name: str, poppy_provider: Provider
+) -> None:
+    # A list (or the Brand itself) for its id was a TypeError (unhashable) building the ASGI
+    # and WSGI helpers, and taken as it was by Flask's and Django's until a request, or
+    # `init_app`, failed on it.
+    build, named = _brand_builders(poppy_provider)[name]
+    brand = poppy_provider.brands["shop"]
+    for wrong, shown in ((["shop"], "list ['shop']"), (brand, "Brand"), (None, "None")):
+        if wrong is None and "parafe_action" in name:
+            continue  # no Brand: the settings' `parafe_brand`, or the one with Parafé
+        with pytest.raises(ConfigError) as caught:
+            build(wrong)
+        assert str(caught.value) == f"{named} must be a Brand's id (a string), not {shown}"
+    build("shop")
+
+
+async def _asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
+    return None
+
+
+def test_the_asgi_provider_app_given_no_app_is_refused_where_it_is_built(world: World) -> None:
+    # As the WSGI one: an import string (or settings) for the app behind the Provider was a
+    # TypeError at the first request the Provider does not serve.
+    with pytest.raises(ConfigError) as caught:
+        asgi.A2AProviderApp(world.provider, "app:application")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "A2AProviderApp(provider, app=...): app must be an ASGI application, not str"
+    )
+    asgi.A2AProviderApp(world.provider, _asgi_app, current_user=lambda connection: None)
+
+
+#: Each call that takes the app's `current_user`, given it, and the call as its errors name it.
+def _current_user_builders(provider: Provider) -> dict[str, Callable[[Any], object]]:
+    return {
+        "A2AProviderApp(provider, app=...)": lambda user: asgi.A2AProviderApp(
+            provider, current_user=user
+        ),
+        "a2a_routes(provider, current_user=...)": lambda user: asgi.a2a_routes(
+            provider, current_user=user
+        ),
+        "a2a_mount(provider, current_user=...)": lambda user: asgi.a2a_mount(
+            provider, current_user=user
+        ),
+        "wsgi A2AProviderApp(provider, app=...)": lambda user: wsgi.A2AProviderApp(
+            provider, current_user=user
+        ),
+        "Pactmw(app, current_user=...)": lambda user: flask_adapter.Pactmw(current_user=user),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(_current_user_builders(None)))  # type: ignore[arg-type]
+def test_a_current_user_that_is_no_function_is_refused_naming_the_call(
+    call: str, world: World
+) -> None:
+    # `current_user=signed_in()` (called, not passed) gave a user for the function: a
+    # TypeError ('SignedInUser' object is not callable) on every same-app consent page.
+    build = _current_user_builders(world.provider)[call]
+    with pytest.raises(ConfigError) as caught:
+        build(SignedInUser(account="acct-1", label="Ada"))
+    assert str(caught.value) == (
+        f"{call.removeprefix('wsgi ')}: current_user must be a function that says who is "
+        "signed in, not SignedInUser"
+    )
+    build(lambda *request: None)

@@ -20,7 +20,13 @@ from pactmw.adapters._asgi_http import (
     send_response,
     to_starlette,
 )
-from pactmw.adapters._common import NOT_FOUND, require_provider
+from pactmw.adapters._common import (
+    NOT_FOUND,
+    require_application,
+    require_brand_id,
+    require_current_user,
+    require_provider,
+)
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.poppy import METADATA_PREFIX, check_session_brand
@@ -57,7 +63,10 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(connection)` returns the host app's signed-in `SignedInUser` (or an
         awaitable of it), or None; only same-app consent pages call it."""
-        require_provider(provider, "A2AProviderApp(provider, app=...)")
+        written = "A2AProviderApp(provider, app=...)"
+        require_provider(provider, written)
+        require_application(app, written, "an ASGI application")
+        require_current_user(current_user, written)
         self.provider = provider
         self.app = app
         self.current_user = current_user
@@ -95,6 +104,7 @@ def a2a_routes(
     documents stay its own, wherever they are listed.
     """
     require_provider(provider, "a2a_routes(provider, current_user=...)")
+    require_current_user(current_user, "a2a_routes(provider, current_user=...)")
     # One app for every route, so a missing `current_user` is reported once.
     app = A2AProviderApp(provider, current_user=current_user)
     routes: list[BaseRoute] = [_provider_mount(app, name="pactmw-a2a")]
@@ -115,6 +125,7 @@ def a2a_mount(
     metadata): `a2a_routes` adds those too, and is the one to use for a Brand with Poppy.
     """
     require_provider(provider, "a2a_mount(provider, current_user=...)")
+    require_current_user(current_user, "a2a_mount(provider, current_user=...)")
     return _provider_mount(A2AProviderApp(provider, current_user=current_user))
 
 
@@ -144,6 +155,7 @@ def poppy_discovery_route(provider: Provider, brand_id: str) -> Route:
     A `ConfigError` now when the Brand does not enable Poppy.
     """
     require_provider(provider, "poppy_discovery_route(provider, brand_id)")
+    require_brand_id(brand_id, "poppy_discovery_route(provider, brand_id)")
     check_session_brand(
         provider.brands.values(), brand_id, f"poppy_discovery_route(provider, {brand_id!r})"
     )

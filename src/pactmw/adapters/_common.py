@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import reprlib
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from importlib.util import find_spec
 from typing import Generic, TypeVar
@@ -16,6 +17,7 @@ from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import Guard, check_delegation_brand, refusal_response, require_scopes
+from pactmw.provider.parafe import ParafeAgent
 from pactmw.provider.poppy import check_session_brand
 from pactmw.provider.routes import MOUNT
 
@@ -36,8 +38,13 @@ __all__ = [
     "poppy_view_problems",
     "provider_of",
     "record_checker",
+    "require_application",
+    "require_brand_id",
+    "require_current_user",
     "require_framework",
+    "require_parafe_agent",
     "require_provider",
+    "require_scope_names",
     "require_strings",
     "scope_refusal",
     "scopes_without_delegation",
@@ -309,17 +316,97 @@ def require_provider(given: object, call: str) -> None:
         raise ConfigError(f"{call}: provider must be a Provider, not {type(given).__name__}")
 
 
+#: The values an error shows as they were given: plain data, short once cut by `reprlib`. Of
+#: anything else (a view, a Provider) only the type is said: its repr says nothing useful.
+_PLAIN = (type(None), bool, int, float, str, bytes, list, tuple, set, frozenset, dict)
+
+
+def _shown(value: object) -> str:
+    """`value` as an error about a name (an action, a scope, a Brand's id) shows it."""
+    if isinstance(value, str) and not value:
+        return "an empty string"
+    if value is None:
+        return "None"
+    if isinstance(value, _PLAIN):
+        return f"{type(value).__name__} {reprlib.repr(value)}"
+    return type(value).__name__
+
+
+def _is_name(value: object) -> bool:
+    """Whether `value` can name an action or a scope: a non-empty string (an empty one names
+    nothing, so no consent and no grant could ever hold it)."""
+    return isinstance(value, str) and value != ""
+
+
+def require_application(given: object, call: str, what: str) -> None:
+    """A `ConfigError` naming `call` when `given`, the app a Provider app passes other paths
+    to (`what`: "an ASGI application"), is given and is none: an import string or settings
+    there failed at the first request the Provider does not serve."""
+    if given is not None and not callable(given):
+        raise ConfigError(f"{call}: app must be {what}, not {type(given).__name__}")
+
+
+def require_current_user(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when `current_user` is given and is no function:
+    `current_user=signed_in()` (called, not passed) gives a user, which fails on every
+    same-app consent page."""
+    if given is not None and not callable(given):
+        raise ConfigError(
+            f"{call}: current_user must be a function that says who is signed in, "
+            f"not {type(given).__name__}"
+        )
+
+
 def require_strings(given: Iterable[object], call: str, what: str, example: str) -> None:
-    """A `ConfigError` when one of `given` (the arguments of the decorator `call`) is no
-    string: written without its parentheses (`@call`, not `@call(...)`), the decorator gets
-    the view as its argument and would fail on every request (a 500), so it is said where the
-    view is decorated. `what` says what `call` takes; `example`, one written right."""
+    """A `ConfigError` when one of `given` (the arguments of the decorator `call`: its
+    scopes, its action, its Brand's id) is no non-empty string. Something other than plain
+    data (a view, a Provider) means the decorator was written without its parentheses
+    (`@call`, not `@call(...)`) or with another adapter's arguments: it would take the view
+    for its argument and fail on every request (a 500). Plain data that is no name (a list
+    for `*scopes`, bytes, None, "") would fail at the request or never be held. Either is
+    said where the view is decorated. `what` says what `call` takes; `example`, one written
+    right."""
     for value in given:
-        if not isinstance(value, str):
+        if _is_name(value):
+            continue
+        if isinstance(value, _PLAIN):
+            raise ConfigError(f"{call} takes {what}: @{call}({example!r}), not {_shown(value)}")
+        raise ConfigError(
+            f"{call} takes {what}: @{call}({example!r}), not @{call}; got {_shown(value)}"
+        )
+
+
+def require_scope_names(scopes: Iterable[object], call: str) -> None:
+    """A `ConfigError` naming `call` (as its signature reads, `poppy_session_required(provider,
+    brand_id, *scopes)`) when one of `scopes`, after its other arguments, is no non-empty
+    string: a list for `*scopes`, bytes or None failed at the request, and a scope no Session
+    can approve refused every caller."""
+    for scope in scopes:
+        if not _is_name(scope):
             raise ConfigError(
-                f"{call} takes {what}: @{call}({example!r}), not @{call}; "
-                f"got {type(value).__name__}"
+                f"{call}: a scope is a non-empty string, one argument each; not {_shown(scope)}"
             )
+
+
+def require_brand_id(given: object, call: str, argument: str = "brand_id") -> None:
+    """A `ConfigError` naming `call` and its `argument` when `given` is no string: a Brand's
+    id, never the Brand (or a list of ids), which failed where the Brand is looked up (an
+    unhashable TypeError) or only at the request. An unknown id is the Brand check's to say
+    (`check_session_brand`, where the Provider is known)."""
+    if not isinstance(given, str):
+        raise ConfigError(
+            f"{call}: {argument} must be a Brand's id (a string), not {_shown(given)}"
+        )
+
+
+def require_parafe_agent(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when `given` is no `ParafeAgent` (the Provider, its
+    settings): the consent check would fail with an AttributeError at each request."""
+    if not isinstance(given, ParafeAgent):
+        raise ConfigError(
+            f"{call}: agent must be a ParafeAgent (provider.parafe_agent(brand_id)), "
+            f"not {type(given).__name__}"
+        )
 
 
 def make_guard(

@@ -21,8 +21,11 @@ from pactmw.adapters._common import (
     make_guard,
     poppy_setting,
     record_checker,
+    require_brand_id,
     require_framework,
+    require_parafe_agent,
     require_provider,
+    require_scope_names,
     require_strings,
     scope_refusal,
     scopes_without_delegation,
@@ -175,7 +178,11 @@ def parafe_action(
     (`pactmw.provider.guard.ParafeEndpoint`: body read to 1 MiB, then 413; consent; the
     refusal reply). The endpoint runs with `current_parafe(request)` and can read the body
     again; a JSON A2A message it returns gets the signed receipts. `agent` defaults to
-    `app.state.pactmw_parafe`."""
+    `app.state.pactmw_parafe`. An action that is no string, or an agent that is no
+    `ParafeAgent`, is a `ConfigError` here, where the endpoint is decorated."""
+    require_strings([action], "parafe_action", "the action to perform", "create_order")
+    if agent is not None:
+        require_parafe_agent(agent, "parafe_action(action, agent=...)")
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         if not isinstance(request, Request):
@@ -214,8 +221,12 @@ def poppy_session_required(
     Session Token with its DPoP proof, signed in with `scopes` when any are named (the rules
     are `Provider.poppy_session`'s). The endpoint runs with `current_poppy_caller(request)`;
     a refusal is Poppy's JSON error with its `WWW-Authenticate: DPoP` challenge. A Brand
-    that is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
-    require_provider(provider, "poppy_session_required(provider, brand_id, *scopes)")
+    that is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup, as
+    is a scope that is no string."""
+    written = "poppy_session_required(provider, brand_id, *scopes)"
+    require_provider(provider, written)
+    require_brand_id(brand_id, written)
+    require_scope_names(scopes, written)
     check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:

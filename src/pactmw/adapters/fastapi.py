@@ -47,6 +47,7 @@ from starlette.responses import Response as StarletteResponse
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._common import (
     make_guard,
+    require_brand_id,
     require_provider,
     scopes_without_delegation,
     takes_no_delegation,
@@ -320,6 +321,7 @@ class PoppySessionScheme(SecurityBase):
         description: str | None = None,
     ) -> None:
         require_provider(provider, "PoppySessionScheme(provider, brand_id)")
+        require_brand_id(brand_id, "PoppySessionScheme(provider, brand_id)")
         setting = f"PoppySessionScheme(provider, {brand_id!r})"
         check_session_brand(provider.brands.values(), brand_id, setting)
         if description is None:

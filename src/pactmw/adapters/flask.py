@@ -33,6 +33,9 @@ from pactmw.adapters._common import (
     poppy_setting,
     poppy_view_problems,
     provider_of,
+    require_brand_id,
+    require_current_user,
+    require_scope_names,
     require_strings,
     tag_delegation_view,
     tag_poppy_view,
@@ -102,6 +105,7 @@ class Pactmw:
     ) -> None:
         """`current_user()` tells who is signed in to the app (same-app consent); without it,
         Flask-Login's `current_user` is used when Flask-Login is installed."""
+        require_current_user(current_user, "Pactmw(app, current_user=...)")
         self._handlers = handlers
         self._current_user = current_user
         if app is not None:
@@ -325,7 +329,10 @@ def parafe_action(
     consent; the refusal reply). The Brand's `[brands.X.parafe]` is used: `brand`, else
     `PACTMW["parafe_brand"]`, else the one Brand with Parafé. The view runs with
     `current_parafe()` and reads the same body; a JSON A2A message it returns gets the
-    signed receipts."""
+    signed receipts. An action or a `brand` that is no string is a `ConfigError` here."""
+    require_strings([action], "parafe_action", "the action to perform", "create_order")
+    if brand is not None:
+        require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
@@ -386,6 +393,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     `Provider.poppy_session`'s); it runs with `current_poppy_caller()`. A refusal is Poppy's
     JSON error with its `WWW-Authenticate: DPoP` challenge."""
     require_strings([brand_id], "poppy_session_required", "the Brand's id", "shop")
+    require_scope_names(scopes, "poppy_session_required(brand_id, *scopes)")
 
     def check() -> WerkzeugResponse | None:
         environ = request.environ
@@ -418,6 +426,7 @@ def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:
     A Brand without Poppy is a `ConfigError` at `init_app` for a view added before it, at
     its first request for one added after.
     """
+    require_brand_id(brand_id, "poppy_discovery_view(brand_id)")
     setting = f"poppy_discovery_view({brand_id!r})"
 
     def view() -> WerkzeugResponse:

@@ -21,8 +21,13 @@ from pactmw.adapters._common import (
     make_guard,
     poppy_setting,
     record_checker,
+    require_application,
+    require_brand_id,
+    require_current_user,
     require_framework,
+    require_parafe_agent,
     require_provider,
+    require_scope_names,
     require_strings,
     scope_refusal,
     scopes_without_delegation,
@@ -38,7 +43,6 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -162,7 +166,10 @@ def parafe_action(
     """Decorate a WSGI application so it performs `action` only with Parafé consent
     (`pactmw.provider.guard.ParafeEndpoint`: body read to 1 MiB, then 413; consent; the
     refusal reply). The application reads the same body, runs with `current_parafe(environ)`,
-    and a JSON A2A message it answers gets the signed receipts."""
+    and a JSON A2A message it answers gets the signed receipts. An action that is no string,
+    or an agent that is no `ParafeAgent`, is a `ConfigError` here."""
+    require_strings([action], "parafe_action", "the action to perform", "create_order")
+    require_parafe_agent(agent, "parafe_action(action, agent)")
     endpoint = ParafeEndpoint(agent, action, refusal_status)
 
     def decorate(app: WSGIView) -> WSGIView:
@@ -244,12 +251,10 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(environ)` returns the host app's signed-in user, or None; only
         same-app consent pages call it."""
-        require_provider(provider, "A2AProviderApp(provider, app=...)")
-        if app is not None and not callable(app):
-            raise ConfigError(
-                "A2AProviderApp(provider, app=...): app must be a WSGI application, "
-                f"not {type(app).__name__}"
-            )
+        written = "A2AProviderApp(provider, app=...)"
+        require_provider(provider, written)
+        require_application(app, written, "a WSGI application")
+        require_current_user(current_user, written)
         self.provider = provider
         self.app = app
         self.current_user = current_user
@@ -274,8 +279,12 @@ def poppy_session_required(
     """Decorate a WSGI application of one of the Brand's APIs so it needs a Poppy Session
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller(environ)`. A Brand that
-    is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup."""
-    require_provider(provider, "poppy_session_required(provider, brand_id, *scopes)")
+    is not one of the Provider's or has no Poppy is a `ConfigError` here, at startup, as is a
+    scope that is no string."""
+    written = "poppy_session_required(provider, brand_id, *scopes)"
+    require_provider(provider, written)
+    require_brand_id(brand_id, written)
+    require_scope_names(scopes, written)
     check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
 
     def check(environ: WSGIEnvironment) -> Response | None:
@@ -300,6 +309,7 @@ def poppy_discovery_app(provider: Provider, brand_id: str) -> WSGIView:
     that path to it; `A2AProviderApp` at the site root answers it already. A `ConfigError`
     now when the Brand does not enable Poppy."""
     require_provider(provider, "poppy_discovery_app(provider, brand_id)")
+    require_brand_id(brand_id, "poppy_discovery_app(provider, brand_id)")
     check_session_brand(
         provider.brands.values(), brand_id, f"poppy_discovery_app(provider, {brand_id!r})"
     )

@@ -14,6 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from pactmw.adapters._common import (
     delegation_brand_unset,
     poppy_setting,
+    require_brand_id,
+    require_scope_names,
     require_strings,
     scope_refusal,
     tag_delegation_view,
@@ -181,7 +183,10 @@ def parafe_action(
     `PACTMW["parafe_brand"]`, else the one Brand with Parafé. The view runs with
     `request.parafe` (`.consent`, `.complete(...)`) and reads the same `request.body`; a
     JSON A2A message it returns gets the signed receipts. Consider `csrf_exempt`: callers
-    are agents."""
+    are agents. An action or a `brand` that is no string is a `ConfigError` here."""
+    require_strings([action], "parafe_action", "the action to perform", "create_order")
+    if brand is not None:
+        require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
 
     def endpoint() -> ParafeEndpoint:
         return configured.guard().parafe_endpoint(
@@ -226,6 +231,7 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     `Provider.poppy_session`'s). The view runs with `request.poppy_caller`. Consider
     `csrf_exempt`: callers are agents."""
     require_strings([brand_id], "poppy_session_required", "the Brand's id", "shop")
+    require_scope_names(scopes, "poppy_session_required(brand_id, *scopes)")
 
     def refused(exc: PoppyError) -> HttpResponse:
         return to_django(error_response(exc))

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from pactmw.adapters._common import NOT_FOUND, tag_poppy_view
+from pactmw.adapters._common import NOT_FOUND, require_brand_id, tag_poppy_view
 from pactmw.adapters.django._config import configured, raw_settings
 from pactmw.adapters.django._http import (
     body_reader,
@@ -100,7 +100,8 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
     the Brand's `poppy.domains`; never a redirect). A Brand without Poppy is reported by
     `manage.py check` (pactmw.E004) where the URLconf routes the view, and is a
     `ConfigError` naming this view at each request (no check runs under gunicorn or
-    uvicorn)."""
+    uvicorn). A `brand_id` that is no string is a `ConfigError` here."""
+    require_brand_id(brand_id, "poppy_discovery_view(brand_id)")
     setting = f"poppy_discovery_view({brand_id!r})"
 
     def view(request: HttpRequest) -> HttpResponse:
