@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pactmw.adapters._common import require_framework
+from pactmw.adapters._common import OnceWarning, delegation_brand_unset, require_framework
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import AND, BasePermission, OperandHolder
 
-from pactmw.adapters.django._config import configured
+from pactmw.adapters.django._config import SETTING, configured, takes_delegation
 from pactmw.adapters.django._http import neutral_request
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
@@ -121,6 +121,9 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 caller = guard.authenticate(neutral_request(django_request), optional=True)
             except AuthenticationFailed as exc:
                 setattr(django_request, _FAILURE, exc)
+                # A delegation sent to a site that verifies none (401 `not_offered`) is
+                # refused here, before any permission class runs.
+                _say_delegation_brand_unset(request, (request.parser_context or {}).get("view"))
                 raise exceptions.AuthenticationFailed(exc.reason, code=exc.reason) from exc
             if caller is None:
                 return None
@@ -148,6 +151,16 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
     when the request carried no credentials); another kind of user, DRF's 403."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
+        try:
+            allowed = self._has_scopes(request, view)
+        except exceptions.APIException:
+            _say_delegation_brand_unset(request, view)
+            raise
+        if not allowed:
+            _say_delegation_brand_unset(request, view)
+        return allowed
+
+    def _has_scopes(self, request: Any, view: Any) -> bool:
         scopes = tuple(getattr(view, "required_scopes", ()))
         if not isinstance(request.auth, PersonalAgent):
             return False
@@ -167,6 +180,45 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         return True
 
 
+def delegated_scope_check(view: object) -> str | None:
+    """`HasDelegatedScope (required_scopes [...])` when a DRF view (its class or an
+    instance) needs it: one of its `permission_classes` is `HasDelegatedScope` (or a
+    subclass), alone or `&`-ed with others; None otherwise (under `|` or `~` another class
+    may let a caller through). The system check (pactmw.E005) and the log say it so."""
+    permissions = getattr(view, "permission_classes", None) or ()
+    if not any(_needs_delegated_scope(permission) for permission in permissions):
+        return None
+    return f"HasDelegatedScope (required_scopes {list(getattr(view, 'required_scopes', ()))!r})"
+
+
+def _needs_delegated_scope(permission: object) -> bool:
+    if isinstance(permission, type):
+        return issubclass(permission, HasDelegatedScope)
+    if isinstance(permission, OperandHolder) and permission.operator_class is AND:
+        return _needs_delegated_scope(permission.op1_class) or _needs_delegated_scope(
+            permission.op2_class
+        )
+    return False
+
+
+#: Each DRF view class's line, said once, that it refuses every caller (`HasDelegatedScope`
+#: without `delegation_brand`): a permission class is made anew at each request.
+_UNSET: dict[type, OnceWarning] = {}
+
+
+def _say_delegation_brand_unset(request: Any, view: object) -> None:
+    """Say once at ERROR, as `delegation_required` says it, that `view` refuses every
+    caller because `PACTMW` has no `delegation_brand`: where no system check ran (gunicorn,
+    uvicorn), the log is the only place that can say why."""
+    if view is None or takes_delegation():
+        return
+    check = delegated_scope_check(view)
+    if check is None:
+        return
+    unset = _UNSET.setdefault(type(view), delegation_brand_unset(f"settings.{SETTING}", (), check))
+    unset(request.path)
+
+
 def _header(response: Response) -> str:
     return next(value for name, value in response.headers if name == "WWW-Authenticate")
 
@@ -176,4 +228,5 @@ __all__ = [
     "IsPersonalAgent",
     "PersonalAgentAuthentication",
     "PersonalAgentUser",
+    "delegated_scope_check",
 ]

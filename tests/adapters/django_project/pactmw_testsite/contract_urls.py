@@ -4,7 +4,8 @@ import os
 from typing import Any
 
 from django.conf import settings
-from django.urls import URLPattern, path
+from django.urls import URLPattern, URLResolver, include, path
+from rest_framework.routers import DefaultRouter
 
 from pactmw.adapters.django import a2a_urlpatterns, poppy_discovery_view
 
@@ -36,8 +37,9 @@ def _poppy_apis() -> list[URLPattern]:
     ]
 
 
-def _scoped() -> list[URLPattern]:
-    """The views behind `delegation_required`, routed when `PACTMW` names its
+def _scoped() -> list[URLPattern | URLResolver]:
+    """The views behind `delegation_required` (a function's, a class-based view's method's
+    or `dispatch`'s) or DRF's `HasDelegatedScope`, routed when `PACTMW` names its
     `delegation_brand` (without one `manage.py check` rightly reports them, pactmw.E005), or
     when `PACTMW_TEST_DELEGATION_VIEWS` is set: the tests of that check, and of the views
     under a server that runs no check."""
@@ -46,7 +48,19 @@ def _scoped() -> list[URLPattern]:
     return [
         path("api/scoped-sync", views.scoped_sync),
         path("api/scoped-async", views.scoped_async),
+        path("api/scoped-method", views.ScopedMethod.as_view()),
+        path("api/scoped-dispatch", views.ScopedDispatch.as_view()),
+        path("drf/orders", drf_views.Orders.as_view()),
+        # A ViewSet as DRF's docs route one: the router routes it twice (`tickets/` and
+        # with a format suffix), and the check names it once.
+        path("drf/", include(_router().urls)),
     ]
+
+
+def _router() -> DefaultRouter:
+    router = DefaultRouter()
+    router.register("tickets", drf_views.Tickets, basename="tickets")
+    return router
 
 
 urlpatterns = [
@@ -63,7 +77,6 @@ urlpatterns = [
     path("parafe-sync", views.parafe_sync),
     path("parafe-async", views.parafe_async),
     path("drf/me", drf_views.Me.as_view()),
-    path("drf/orders", drf_views.Orders.as_view()),
     path("drf/either", drf_views.Either.as_view()),
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     *_poppy_apis(),
