@@ -101,3 +101,39 @@ def test_a_refusing_view_says_why_once_where_no_check_runs(
     said = (tmp_path / "site.log").read_text()
     logged = view.split(" on ")[0] + " on " + path + REFUSES_EVERY_CALLER
     assert said.count(logged) == 1, said
+
+
+#: What `manage.py check` and the view say of `required_scopes = "orders:read"`.
+STRING_SCOPES = (
+    "StringScopes.required_scopes is the string 'orders:read', whose every character would "
+    "be a scope HasDelegatedScope requires: write a list, required_scopes = ['orders:read']"
+)
+
+
+def test_manage_py_check_reports_required_scopes_written_as_a_string(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Each character was a scope: every delegation was refused 403 `insufficient_scope:
+    # o r d e r s : r e a d`, with or without `delegation_brand`.
+    done = django_check(settings, tmp_path / "pactmw.json", PACTMW_TEST_STRING_SCOPES="1")
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"pactmw.E006) HasDelegatedScope on /drf/string-scopes: {STRING_SCOPES}" in said, said
+
+
+def test_required_scopes_written_as_a_string_is_said_where_no_check_runs(
+    world: Harness, tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    server = django_server(
+        settings,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_STRING_SCOPES": "1"},
+    )
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with server as base, loopback_client(base_url=base) as client:
+        answer = client.get("/drf/string-scopes", headers=identity)
+        assert answer.status_code == 500, answer.text
+    assert STRING_SCOPES in (tmp_path / "site.log").read_text()

@@ -88,6 +88,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.extend(_check_poppy_views(provider.brands))
     if builds and delegation_brand is None:
         messages.extend(_check_delegation_views())
+    if builds:
+        messages.extend(_check_required_scopes())
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -200,13 +202,46 @@ def _check_delegation_views() -> list[CheckMessage]:
     return messages
 
 
+def _check_required_scopes() -> list[CheckMessage]:
+    """pactmw.E006: a routed DRF view under `HasDelegatedScope` whose `required_scopes` is a
+    string: each character would be a scope, so every delegation would be refused."""
+    messages: list[CheckMessage] = []
+    said: set[int] = set()
+    for path, view in _routed_views(get_resolver().url_patterns):
+        view_class = _view_class(view)
+        if view_class is None or id(view) in said:
+            continue
+        said.add(id(view))
+        if _drf_delegated_scope_check(view_class) is None:
+            continue
+        from pactmw.adapters.django.rest_framework import required_scopes_problem
+
+        problem = required_scopes_problem(view_class)
+        if problem is not None:
+            messages.append(
+                Error(
+                    f"HasDelegatedScope on {path}: {problem}.",
+                    hint="Its requests fail with ImproperlyConfigured until it is fixed.",
+                    obj=SETTING,
+                    id="pactmw.E006",
+                )
+            )
+    return messages
+
+
+def _view_class(view: object) -> type | None:
+    """The class of a view `as_view()` made: Django leaves it as `view_class`, DRF too and as
+    `cls` (a ViewSet's only that); None for a function view."""
+    view_class = getattr(view, "view_class", None) or getattr(view, "cls", None)
+    return view_class if isinstance(view_class, type) else None
+
+
 def _delegation_checks(path: str, view: object) -> Iterator[tuple[str, str]]:
     """Each check of a delegation the view routed at `path` makes, as written, with where it
     is (`/api/x (SupportView.get)` for a class-based view's method)."""
-    # Django's `as_view()` leaves the class on the view (`view_class`), DRF's too (`cls`, a
-    # ViewSet's only that); its function is the class's machinery, its methods the app's.
-    view_class = getattr(view, "view_class", None) or getattr(view, "cls", None)
-    if not isinstance(view_class, type):
+    # A class-based view's function is the class's machinery; its methods are the app's.
+    view_class = _view_class(view)
+    if view_class is None:
         decorator = delegation_tag(view)
         if decorator is not None:
             yield decorator, path

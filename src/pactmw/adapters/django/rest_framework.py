@@ -20,6 +20,7 @@ with `error="insufficient_scope"`. The rules are the guard's (`pactmw.provider.g
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +28,7 @@ from pactmw.adapters._common import OnceWarning, delegation_brand_unset, require
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
+from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AND, BasePermission, OperandHolder
@@ -161,6 +163,11 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         return allowed
 
     def _has_scopes(self, request: Any, view: Any) -> bool:
+        problem = required_scopes_problem(view)
+        if problem is not None:  # the system check says it at startup (pactmw.E006)
+            # Django logs a 500's exception only where the site configured `django.request`.
+            _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
+            raise ImproperlyConfigured(problem)
         scopes = tuple(getattr(view, "required_scopes", ()))
         if not isinstance(request.auth, PersonalAgent):
             return False
@@ -188,7 +195,23 @@ def delegated_scope_check(view: object) -> str | None:
     permissions = getattr(view, "permission_classes", None) or ()
     if not any(_needs_delegated_scope(permission) for permission in permissions):
         return None
-    return f"HasDelegatedScope (required_scopes {list(getattr(view, 'required_scopes', ()))!r})"
+    scopes = getattr(view, "required_scopes", ())
+    shown = scopes if isinstance(scopes, str) else list(scopes)  # a string: pactmw.E006
+    return f"HasDelegatedScope (required_scopes {shown!r})"
+
+
+def required_scopes_problem(view: object) -> str | None:
+    """What is wrong with a DRF view's `required_scopes` (its class or an instance), or None:
+    a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
+    scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
+    scopes = getattr(view, "required_scopes", ())
+    name = view.__name__ if isinstance(view, type) else type(view).__name__
+    if isinstance(scopes, str):
+        return (
+            f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
+            f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]"
+        )
+    return None
 
 
 def _needs_delegated_scope(permission: object) -> bool:
@@ -201,9 +224,8 @@ def _needs_delegated_scope(permission: object) -> bool:
     return False
 
 
-#: Each DRF view class's line, said once, that it refuses every caller (`HasDelegatedScope`
-#: without `delegation_brand`): a permission class is made anew at each request.
-_UNSET: dict[type, OnceWarning] = {}
+#: The lines said once a DRF view class (`_say_once`), by the class and the line.
+_SAID: dict[tuple[type, str], OnceWarning] = {}
 
 
 def _say_delegation_brand_unset(request: Any, view: object) -> None:
@@ -215,8 +237,13 @@ def _say_delegation_brand_unset(request: Any, view: object) -> None:
     check = delegated_scope_check(view)
     if check is None:
         return
-    unset = _UNSET.setdefault(type(view), delegation_brand_unset(f"settings.{SETTING}", (), check))
-    unset(request.path)
+    _say_once(view, delegation_brand_unset(f"settings.{SETTING}", (), check).message)(request.path)
+
+
+def _say_once(view: object, message: str) -> OnceWarning:
+    """The line, at ERROR once a view class, that `message` (a format string of the path)
+    says: a permission class is made anew at each request, so it cannot keep it itself."""
+    return _SAID.setdefault((type(view), message), OnceWarning(message, level=logging.ERROR))
 
 
 def _header(response: Response) -> str:
@@ -229,4 +256,5 @@ __all__ = [
     "PersonalAgentAuthentication",
     "PersonalAgentUser",
     "delegated_scope_check",
+    "required_scopes_problem",
 ]

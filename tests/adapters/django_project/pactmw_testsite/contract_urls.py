@@ -63,6 +63,14 @@ def _router() -> DefaultRouter:
     return router
 
 
+def _string_scopes() -> list[URLPattern]:
+    """A DRF view whose `required_scopes` is a string, routed when `PACTMW_TEST_STRING_SCOPES`
+    is set (`manage.py check` rightly reports it, pactmw.E006)."""
+    if not os.environ.get("PACTMW_TEST_STRING_SCOPES"):
+        return []
+    return [path("drf/string-scopes", drf_views.StringScopes.as_view())]
+
+
 urlpatterns = [
     path("api/echo", views.echo),
     path("public", views.public),
@@ -80,6 +88,7 @@ urlpatterns = [
     path("drf/either", drf_views.Either.as_view()),
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     *_poppy_apis(),
+    *_string_scopes(),
     # The site's own views under the Provider's mount, listed before its patterns.
     path("a2a/internal/orders", views.public),
     path("a2a/acme/mine", views.public),

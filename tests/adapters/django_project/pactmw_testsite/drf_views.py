@@ -55,6 +55,16 @@ class Tickets(ViewSet):  # type: ignore[misc]
         return Response(_describe(request))
 
 
+class StringScopes(APIView):  # type: ignore[misc]
+    """`required_scopes` written as a string, not a list: a mistake the check reports."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes = "orders:read"
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
 class Either(APIView):  # type: ignore[misc]
     permission_classes: ClassVar[list[Any]] = [IsApiClient]
 
