@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from tests.adapters.commands import CHECKOUT_ENV, django_check
-from tests.adapters.contract_harness import ISSUER, Harness, config, harness
+from tests.adapters.contract_harness import Harness, config, harness
 from tests.adapters.tokens import claims
 from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
 from tests.support.servers import django_server
 
 pytestmark = pytest.mark.timeout(120)
