@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,13 @@ def manage(site: Path, env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def new_site(root: Path, settings_tail: str, urls_tail: str) -> dict[str, str]:
+def new_site(
+    root: Path, settings_tail: str, urls_tail: str, modules: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """A `django-admin startproject mysite` in `root` with the guide's signing key and bot,
-    `settings_tail` and `urls_tail` at the end of its settings and urls, migrated, and the
-    superuser "ops"; the environment its `manage.py` runs with."""
+    `settings_tail` and `urls_tail` at the end of its settings and urls, `modules` (file name
+    -> code) beside them in mysite/, migrated, and the superuser "ops"; the environment its
+    `manage.py` runs with."""
     bin_dir = Path(sys.executable).parent
     subprocess.run(
         [str(bin_dir / "django-admin"), "startproject", "mysite", "."],
@@ -79,6 +83,8 @@ def new_site(root: Path, settings_tail: str, urls_tail: str) -> dict[str, str]:
         capture_output=True,
     )
     (root / "mysite" / "bot.py").write_text(guide_block("mysite/bot.py"))
+    for name, code in (modules or {}).items():
+        (root / "mysite" / name).write_text(code)
     for name, tail in (("settings.py", settings_tail), ("urls.py", urls_tail)):
         module = root / "mysite" / name
         module.write_text(module.read_text() + "\n" + tail)
@@ -98,9 +104,10 @@ def new_site(root: Path, settings_tail: str, urls_tail: str) -> dict[str, str]:
     return env
 
 
-def runserver(site: Path, env: dict[str, str], name: str) -> Any:
-    """(port, the `manage.py runserver` process context) of `site`, logging to NAME.log."""
-    port = free_port()
+def runserver(site: Path, env: dict[str, str], name: str, port: int | None = None) -> Any:
+    """(port, the `manage.py runserver` process context) of `site`, logging to NAME.log;
+    `port` is the one to listen on (a free one when None), for settings that must name it."""
+    port = port or free_port()
     argv = [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
     return port, process_server(argv, port, env=env, cwd=site, log=site / f"{name}.log")
 

@@ -131,6 +131,9 @@ def _dev_pactmw(base_url: str) -> dict[str, Any]:
                 },
             }
         },
+        # Whose grants the site's own API checks (shop.views.AgentOrders, HasDelegatedScope):
+        # without it no delegation is verified there, and `manage.py check` says so.
+        "delegation_brand": "shop",
     }
 
 

@@ -31,9 +31,11 @@ __all__ = [
     "bounded_body",
     "declared_length",
     "delegation_brand_unset",
+    "delegation_tag",
     "delegation_view_problems",
     "instance_or_none",
     "make_guard",
+    "no_delegation_brand",
     "poppy_setting",
     "poppy_view_problems",
     "provider_of",
@@ -166,12 +168,20 @@ def tag_delegation_view(view: _T, scopes: Iterable[str]) -> _T:
     return view
 
 
-def _no_delegation_brand(settings: str, decorator: str, path: str) -> str:
-    """What a Flask or Django `delegation_required` (`decorator`, as written, on `path`)
-    says when the app's settings (`settings`, as the adapter names where it reads them) have
-    no `delegation_brand`: no delegation is verified, so every caller is refused."""
+def delegation_tag(view: object) -> str | None:
+    """The `delegation_required(...)` (as written) a view, or a method Django's
+    `method_decorator` decorated (it copies the attribute), carries; None for another."""
+    decorator = getattr(view, _DELEGATION_ATTRIBUTE, None)
+    return decorator if isinstance(decorator, str) else None
+
+
+def no_delegation_brand(settings: str, check: str, path: str) -> str:
+    """What a check of a delegation (`check`: `delegation_required(...)` or DRF's
+    `HasDelegatedScope`, as the app wrote it, on `path`) says when the app's settings
+    (`settings`, as the adapter names where it reads them) have no `delegation_brand`: no
+    delegation is verified, so every caller is refused."""
     return (
-        f"{decorator} on {path} refuses every caller: {settings}['delegation_brand'] is not "
+        f"{check} on {path} refuses every caller: {settings}['delegation_brand'] is not "
         "set, so no delegation is verified; set it to the Brand (one with "
         "[brands.X.delegation]) whose grants the view checks"
     )
@@ -183,20 +193,24 @@ def delegation_view_problems(settings: str, routes: Iterable[tuple[str, object]]
     the extension's and the system check's reports at startup."""
     problems: list[str] = []
     for path, view in routes:
-        decorator = getattr(view, _DELEGATION_ATTRIBUTE, None)
-        if isinstance(decorator, str):
-            problems.append(_no_delegation_brand(settings, decorator, path))
+        decorator = delegation_tag(view)
+        if decorator is not None:
+            problems.append(no_delegation_brand(settings, decorator, path))
     return problems
 
 
-def delegation_brand_unset(settings: str, scopes: Iterable[str]) -> OnceWarning:
-    """The log line, at ERROR once, of a view `delegation_required(*scopes)` made refusing a
-    caller while the settings (`settings`) have no `delegation_brand`: said where no startup
-    check saw the view (Flask's added after `init_app`, Django's under a server that runs no
-    system check)."""
+def delegation_brand_unset(
+    settings: str, scopes: Iterable[str], check: str | None = None
+) -> OnceWarning:
+    """The log line, at ERROR once, of a view `delegation_required(*scopes)` made (or
+    another `check` of a delegation, as written) refusing a caller while the settings
+    (`settings`) have no `delegation_brand`: said where no startup check saw the view
+    (Flask's added after `init_app`, Django's under a server that runs no system check)."""
+    written = _delegation_decorator(scopes) if check is None else check
     # The message is a format string whose one `%s` is the path: a `%` in a scope is kept.
-    decorator = _delegation_decorator(scopes).replace("%", "%%")
-    return OnceWarning(_no_delegation_brand(settings, decorator, "%s"), level=logging.ERROR)
+    return OnceWarning(
+        no_delegation_brand(settings, written.replace("%", "%%"), "%s"), level=logging.ERROR
+    )
 
 
 def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:

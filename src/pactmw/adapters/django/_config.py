@@ -222,6 +222,15 @@ def get_verifier() -> Any:
     return configured.guard().verifier
 
 
+def takes_delegation() -> bool:
+    """Whether the settings' guard verifies delegations (a guard that does not build is
+    answered 503 elsewhere, and said there)."""
+    try:
+        return configured.guard().takes_delegation
+    except RequestRefused:
+        return True
+
+
 def get_provider() -> Provider:
     """The process's Provider built from `settings.PACTMW` (which must list `brands`)."""
     return provider_of(configured.guard(), f"settings.{SETTING}")
@@ -244,5 +253,6 @@ __all__ = [
     "show_message_text",
     "state_database",
     "state_in_site_database",
+    "takes_delegation",
     "with_template_dirs",
 ]

@@ -4,6 +4,7 @@ report a bad configuration at startup, each problem with an id and the setting's
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from importlib.util import find_spec
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,7 +14,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.utils.module_loading import import_string
 
-from pactmw.adapters._common import delegation_view_problems, poppy_view_problems
+from pactmw.adapters._common import delegation_tag, no_delegation_brand, poppy_view_problems
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_view
@@ -36,8 +37,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view;
     pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves;
     pactmw.E004: a routed view's `poppy_session_required` (or `poppy_discovery_view`) names
-    a Brand without Poppy; pactmw.E005: a routed view's `delegation_required` while
-    `delegation_brand` is not set."""
+    a Brand without Poppy; pactmw.E005: a routed view's `delegation_required` (a class-based
+    view's method's too) or DRF `HasDelegatedScope` while `delegation_brand` is not set."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -87,6 +88,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.extend(_check_poppy_views(provider.brands))
     if builds and delegation_brand is None:
         messages.extend(_check_delegation_views())
+    if builds:
+        messages.extend(_check_required_scopes())
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -173,20 +176,105 @@ def _check_poppy_views(brands: Iterable[Brand]) -> list[CheckMessage]:
 
 
 def _check_delegation_views() -> list[CheckMessage]:
-    """pactmw.E005: a view the URLconf routes is decorated with `delegation_required` while
-    `PACTMW` has no `delegation_brand`: no delegation is verified, so every caller would be
-    refused. A view no URL routes says so at its first refused request."""
-    routes = _routed_views(get_resolver().url_patterns)
-    return [
-        Error(
-            f"{problem}.",
-            hint="Set PACTMW['delegation_brand'] to one of brands whose delegation the views "
-            "check, or remove delegation_required from them.",
-            obj=SETTING,
-            id="pactmw.E005",
-        )
-        for problem in delegation_view_problems(f"settings.{SETTING}", routes)
+    """pactmw.E005: a view the URLconf routes checks a delegation (`delegation_required` on
+    a function, or with `method_decorator` on a class-based view's method or `dispatch`;
+    DRF's `HasDelegatedScope`) while `PACTMW` has no `delegation_brand`: no delegation is
+    verified, so every caller would be refused. A view no URL routes says so at its first
+    refused request."""
+    messages: list[CheckMessage] = []
+    said: set[tuple[str, int]] = set()
+    for path, view in _routed_views(get_resolver().url_patterns):
+        for check, where in _delegation_checks(path, view):
+            # A view routed twice (DRF's router adds a format suffix's route) is said once.
+            if (check, id(view)) in said:
+                continue
+            said.add((check, id(view)))
+            messages.append(
+                Error(
+                    f"{no_delegation_brand(f'settings.{SETTING}', check, where)}.",
+                    hint="Set PACTMW['delegation_brand'] to one of brands whose delegation "
+                    "the views check, or remove delegation_required (or HasDelegatedScope) "
+                    "from them.",
+                    obj=SETTING,
+                    id="pactmw.E005",
+                )
+            )
+    return messages
+
+
+def _check_required_scopes() -> list[CheckMessage]:
+    """pactmw.E006: a routed DRF view under `HasDelegatedScope` whose `required_scopes` is a
+    string: each character would be a scope, so every delegation would be refused."""
+    messages: list[CheckMessage] = []
+    said: set[int] = set()
+    for path, view in _routed_views(get_resolver().url_patterns):
+        view_class = _view_class(view)
+        if view_class is None or id(view) in said:
+            continue
+        said.add(id(view))
+        if _drf_delegated_scope_check(view_class) is None:
+            continue
+        from pactmw.adapters.django.rest_framework import required_scopes_problem
+
+        problem = required_scopes_problem(view_class)
+        if problem is not None:
+            messages.append(
+                Error(
+                    f"HasDelegatedScope on {path}: {problem}.",
+                    hint="Its requests fail with ImproperlyConfigured until it is fixed.",
+                    obj=SETTING,
+                    id="pactmw.E006",
+                )
+            )
+    return messages
+
+
+def _view_class(view: object) -> type | None:
+    """The class of a view `as_view()` made: Django leaves it as `view_class`, DRF too and as
+    `cls` (a ViewSet's only that); None for a function view."""
+    view_class = getattr(view, "view_class", None) or getattr(view, "cls", None)
+    return view_class if isinstance(view_class, type) else None
+
+
+def _delegation_checks(path: str, view: object) -> Iterator[tuple[str, str]]:
+    """Each check of a delegation the view routed at `path` makes, as written, with where it
+    is (`/api/x (SupportView.get)` for a class-based view's method)."""
+    # A class-based view's function is the class's machinery; its methods are the app's.
+    view_class = _view_class(view)
+    if view_class is None:
+        decorator = delegation_tag(view)
+        if decorator is not None:
+            yield decorator, path
+        return
+    for name in _handler_names(view, view_class):
+        decorator = delegation_tag(getattr(view_class, name, None))
+        if decorator is not None:
+            yield decorator, f"{path} ({view_class.__name__}.{name})"
+    permission = _drf_delegated_scope_check(view_class)
+    if permission is not None:
+        yield permission, f"{path} ({view_class.__name__})"
+
+
+def _handler_names(view: object, view_class: type) -> list[str]:
+    """The methods of `view_class` a request may run: `dispatch`, one a method of HTTP, and
+    a DRF ViewSet's actions (`as_view({"get": "list"})`)."""
+    actions = getattr(view, "actions", None)
+    names = [
+        "dispatch",
+        *getattr(view_class, "http_method_names", ()),
+        *(actions.values() if isinstance(actions, dict) else ()),
     ]
+    return list(dict.fromkeys(name for name in names if isinstance(name, str)))
+
+
+def _drf_delegated_scope_check(view_class: type) -> str | None:
+    """`HasDelegatedScope (required_scopes [...])` for a DRF view class that needs it; None
+    for another, and where Django REST framework is not installed (no view can use it)."""
+    if find_spec("rest_framework") is None:
+        return None
+    from pactmw.adapters.django.rest_framework import delegated_scope_check
+
+    return delegated_scope_check(view_class)
 
 
 def _routed_views(patterns: Iterable[Any], prefix: str = "/") -> Iterator[tuple[str, object]]:

@@ -21,7 +21,7 @@ from pactmw.adapters._common import (
     tag_delegation_view,
     tag_poppy_view,
 )
-from pactmw.adapters.django._config import SETTING, configured, get_provider
+from pactmw.adapters.django._config import SETTING, configured, get_provider, takes_delegation
 from pactmw.adapters.django._http import (
     abody_reader,
     body_reader,
@@ -140,17 +140,18 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     routed views, and a view refusing a caller says so once at ERROR (no check runs under
     gunicorn or uvicorn)."""
     require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
+    # Once a decorator, not once a view it decorates: Django's `method_decorator` decorates
+    # the method anew at each request, so a line said once a view would be said every time.
+    unset = delegation_brand_unset(f"settings.{SETTING}", scopes)
 
     def decorate(view: View) -> View:
-        unset = delegation_brand_unset(f"settings.{SETTING}", scopes)  # once a view
-
         def check(request: HttpRequest) -> HttpResponse | None:
             refusal = scope_refusal(getattr(request, "personal_agent", None), scopes)
             return None if refusal is None else to_django(refusal)
 
         def said(request: HttpRequest, answer: HttpResponse | None) -> HttpResponse | None:
             # Any refusal, a delegation sent in vain (401 `not_offered`) included.
-            if answer is not None and not _takes_delegation():
+            if answer is not None and not takes_delegation():
                 unset(request.path)
             return answer
 
@@ -163,15 +164,6 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
         return tag_delegation_view(_decorator(before, abefore)(view), scopes)
 
     return decorate
-
-
-def _takes_delegation() -> bool:
-    """Whether the settings' guard verifies delegations (a guard that does not build is
-    answered 503 elsewhere, and said there)."""
-    try:
-        return configured.guard().takes_delegation
-    except RequestRefused:
-        return True
 
 
 def parafe_action(

@@ -20,18 +20,20 @@ with `error="insufficient_scope"`. The rules are the guard's (`pactmw.provider.g
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-from pactmw.adapters._common import require_framework
+from pactmw.adapters._common import OnceWarning, delegation_brand_unset, require_framework
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
+from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import AND, BasePermission, OperandHolder
 
-from pactmw.adapters.django._config import configured
+from pactmw.adapters.django._config import SETTING, configured, takes_delegation
 from pactmw.adapters.django._http import neutral_request
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
@@ -121,6 +123,9 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 caller = guard.authenticate(neutral_request(django_request), optional=True)
             except AuthenticationFailed as exc:
                 setattr(django_request, _FAILURE, exc)
+                # A delegation sent to a site that verifies none (401 `not_offered`) is
+                # refused here, before any permission class runs.
+                _say_delegation_brand_unset(request, (request.parser_context or {}).get("view"))
                 raise exceptions.AuthenticationFailed(exc.reason, code=exc.reason) from exc
             if caller is None:
                 return None
@@ -148,6 +153,21 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
     when the request carried no credentials); another kind of user, DRF's 403."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
+        try:
+            allowed = self._has_scopes(request, view)
+        except exceptions.APIException:
+            _say_delegation_brand_unset(request, view)
+            raise
+        if not allowed:
+            _say_delegation_brand_unset(request, view)
+        return allowed
+
+    def _has_scopes(self, request: Any, view: Any) -> bool:
+        problem = required_scopes_problem(view)
+        if problem is not None:  # the system check says it at startup (pactmw.E006)
+            # Django logs a 500's exception only where the site configured `django.request`.
+            _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
+            raise ImproperlyConfigured(problem)
         scopes = tuple(getattr(view, "required_scopes", ()))
         if not isinstance(request.auth, PersonalAgent):
             return False
@@ -167,6 +187,65 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         return True
 
 
+def delegated_scope_check(view: object) -> str | None:
+    """`HasDelegatedScope (required_scopes [...])` when a DRF view (its class or an
+    instance) needs it: one of its `permission_classes` is `HasDelegatedScope` (or a
+    subclass), alone or `&`-ed with others; None otherwise (under `|` or `~` another class
+    may let a caller through). The system check (pactmw.E005) and the log say it so."""
+    permissions = getattr(view, "permission_classes", None) or ()
+    if not any(_needs_delegated_scope(permission) for permission in permissions):
+        return None
+    scopes = getattr(view, "required_scopes", ())
+    shown = scopes if isinstance(scopes, str) else list(scopes)  # a string: pactmw.E006
+    return f"HasDelegatedScope (required_scopes {shown!r})"
+
+
+def required_scopes_problem(view: object) -> str | None:
+    """What is wrong with a DRF view's `required_scopes` (its class or an instance), or None:
+    a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
+    scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
+    scopes = getattr(view, "required_scopes", ())
+    name = view.__name__ if isinstance(view, type) else type(view).__name__
+    if isinstance(scopes, str):
+        return (
+            f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
+            f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]"
+        )
+    return None
+
+
+def _needs_delegated_scope(permission: object) -> bool:
+    if isinstance(permission, type):
+        return issubclass(permission, HasDelegatedScope)
+    if isinstance(permission, OperandHolder) and permission.operator_class is AND:
+        return _needs_delegated_scope(permission.op1_class) or _needs_delegated_scope(
+            permission.op2_class
+        )
+    return False
+
+
+#: The lines said once a DRF view class (`_say_once`), by the class and the line.
+_SAID: dict[tuple[type, str], OnceWarning] = {}
+
+
+def _say_delegation_brand_unset(request: Any, view: object) -> None:
+    """Say once at ERROR, as `delegation_required` says it, that `view` refuses every
+    caller because `PACTMW` has no `delegation_brand`: where no system check ran (gunicorn,
+    uvicorn), the log is the only place that can say why."""
+    if view is None or takes_delegation():
+        return
+    check = delegated_scope_check(view)
+    if check is None:
+        return
+    _say_once(view, delegation_brand_unset(f"settings.{SETTING}", (), check).message)(request.path)
+
+
+def _say_once(view: object, message: str) -> OnceWarning:
+    """The line, at ERROR once a view class, that `message` (a format string of the path)
+    says: a permission class is made anew at each request, so it cannot keep it itself."""
+    return _SAID.setdefault((type(view), message), OnceWarning(message, level=logging.ERROR))
+
+
 def _header(response: Response) -> str:
     return next(value for name, value in response.headers if name == "WWW-Authenticate")
 
@@ -176,4 +255,6 @@ __all__ = [
     "IsPersonalAgent",
     "PersonalAgentAuthentication",
     "PersonalAgentUser",
+    "delegated_scope_check",
+    "required_scopes_problem",
 ]

@@ -4,7 +4,8 @@ import os
 from typing import Any
 
 from django.conf import settings
-from django.urls import URLPattern, path
+from django.urls import URLPattern, URLResolver, include, path
+from rest_framework.routers import DefaultRouter
 
 from pactmw.adapters.django import a2a_urlpatterns, poppy_discovery_view
 
@@ -36,8 +37,9 @@ def _poppy_apis() -> list[URLPattern]:
     ]
 
 
-def _scoped() -> list[URLPattern]:
-    """The views behind `delegation_required`, routed when `PACTMW` names its
+def _scoped() -> list[URLPattern | URLResolver]:
+    """The views behind `delegation_required` (a function's, a class-based view's method's
+    or `dispatch`'s) or DRF's `HasDelegatedScope`, routed when `PACTMW` names its
     `delegation_brand` (without one `manage.py check` rightly reports them, pactmw.E005), or
     when `PACTMW_TEST_DELEGATION_VIEWS` is set: the tests of that check, and of the views
     under a server that runs no check."""
@@ -46,7 +48,27 @@ def _scoped() -> list[URLPattern]:
     return [
         path("api/scoped-sync", views.scoped_sync),
         path("api/scoped-async", views.scoped_async),
+        path("api/scoped-method", views.ScopedMethod.as_view()),
+        path("api/scoped-dispatch", views.ScopedDispatch.as_view()),
+        path("drf/orders", drf_views.Orders.as_view()),
+        # A ViewSet as DRF's docs route one: the router routes it twice (`tickets/` and
+        # with a format suffix), and the check names it once.
+        path("drf/", include(_router().urls)),
     ]
+
+
+def _router() -> DefaultRouter:
+    router = DefaultRouter()
+    router.register("tickets", drf_views.Tickets, basename="tickets")
+    return router
+
+
+def _string_scopes() -> list[URLPattern]:
+    """A DRF view whose `required_scopes` is a string, routed when `PACTMW_TEST_STRING_SCOPES`
+    is set (`manage.py check` rightly reports it, pactmw.E006)."""
+    if not os.environ.get("PACTMW_TEST_STRING_SCOPES"):
+        return []
+    return [path("drf/string-scopes", drf_views.StringScopes.as_view())]
 
 
 urlpatterns = [
@@ -63,10 +85,10 @@ urlpatterns = [
     path("parafe-sync", views.parafe_sync),
     path("parafe-async", views.parafe_async),
     path("drf/me", drf_views.Me.as_view()),
-    path("drf/orders", drf_views.Orders.as_view()),
     path("drf/either", drf_views.Either.as_view()),
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     *_poppy_apis(),
+    *_string_scopes(),
     # The site's own views under the Provider's mount, listed before its patterns.
     path("a2a/internal/orders", views.public),
     path("a2a/acme/mine", views.public),

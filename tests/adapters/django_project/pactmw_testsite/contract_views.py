@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.adapters.django import (
@@ -73,6 +75,22 @@ def scoped_sync(request: HttpRequest) -> HttpResponse:
 @delegation_required("orders:read")
 async def scoped_async(request: HttpRequest) -> HttpResponse:
     return JsonResponse(_describe(request, "async"))
+
+
+class ScopedMethod(View):
+    """A class-based view whose method is decorated, as Django's docs decorate one."""
+
+    @method_decorator(delegation_required("orders:read"))
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return JsonResponse(_describe(request, "sync"))
+
+
+@method_decorator(delegation_required("orders:write"), name="dispatch")
+class ScopedDispatch(View):
+    """A class-based view decorated as a whole (`name="dispatch"`)."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return JsonResponse(_describe(request, "sync"))
 
 
 @csrf_exempt

@@ -8,6 +8,7 @@ from rest_framework.permissions import BasePermission, DjangoModelPermissions
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from rest_framework.viewsets import ViewSet
 
 from pactmw.adapters.django.models import Grant
 from pactmw.adapters.django.rest_framework import HasDelegatedScope, IsPersonalAgent
@@ -39,6 +40,26 @@ class Me(APIView):  # type: ignore[misc]
 class Orders(APIView):  # type: ignore[misc]
     permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
     required_scopes: ClassVar[list[str]] = ["orders:read"]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class Tickets(ViewSet):  # type: ignore[misc]
+    """A ViewSet (routed by a router, its view has no `view_class`) needing a scope."""
+
+    permission_classes: ClassVar[list[Any]] = [IsPersonalAgent, HasDelegatedScope]
+    required_scopes: ClassVar[list[str]] = ["tickets:read"]
+
+    def list(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class StringScopes(APIView):  # type: ignore[misc]
+    """`required_scopes` written as a string, not a list: a mistake the check reports."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes = "orders:read"
 
     def get(self, request: Request) -> Response:
         return Response(_describe(request))

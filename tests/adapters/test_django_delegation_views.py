@@ -1,0 +1,140 @@
+"""Class-based and DRF views that need a delegation, on a Django site whose `PACTMW` has no
+`delegation_brand`: every caller is refused, so `manage.py check` says so (pactmw.E005) and,
+where no check runs (uvicorn), the first refusal says so once at ERROR."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.adapters.commands import CHECKOUT_ENV, django_check
+from tests.adapters.contract_harness import Harness, config, harness
+from tests.adapters.tokens import claims
+from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
+from tests.support.servers import django_server
+
+pytestmark = pytest.mark.timeout(120)
+
+#: The test site's switch that routes its views needing a delegation without
+#: `delegation_brand` (tests/adapters/django_project/pactmw_testsite/contract_urls.py).
+ROUTE_DELEGATION_VIEWS = {"PACTMW_TEST_DELEGATION_VIEWS": "1"}
+
+#: What follows each view's check in the report (the wording of `delegation_required`'s).
+REFUSES_EVERY_CALLER = (
+    " refuses every caller: settings.PACTMW['delegation_brand'] is not set, so no delegation "
+    "is verified; set it to the Brand (one with [brands.X.delegation]) whose grants the view "
+    "checks"
+)
+
+#: Each view the test site routes behind a check of a delegation that is not a function's
+#: `delegation_required` (those are tests/adapters/test_framework_idioms.py's), as reported.
+CLASS_BASED_VIEWS = [
+    "delegation_required('orders:read') on /api/scoped-method (ScopedMethod.get)",
+    "delegation_required('orders:write') on /api/scoped-dispatch (ScopedDispatch.dispatch)",
+    "HasDelegatedScope (required_scopes ['orders:read']) on /drf/orders (Orders)",
+    "HasDelegatedScope (required_scopes ['tickets:read']) on /drf/^tickets/$ (Tickets)",
+]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    with harness(tmp_path_factory.mktemp("delegation-views")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def settings(world: Harness) -> dict[str, Any]:
+    return config(world.workdir, "delegation-views", world.agent, world.parafe)
+
+
+def _without_delegation_brand(settings: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in settings.items() if key != "delegation_brand"}
+
+
+def test_manage_py_check_reports_class_based_and_drf_views(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    without = _without_delegation_brand(settings)
+    done = django_check(without, tmp_path / "pactmw.json", **ROUTE_DELEGATION_VIEWS)
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    for view in CLASS_BASED_VIEWS:
+        assert view + REFUSES_EVERY_CALLER in said, said
+    assert said.count("pactmw.E005") == 2 + len(CLASS_BASED_VIEWS), said  # each once
+    # With `delegation_brand` set, the same views pass.
+    passed = django_check(settings, tmp_path / "pactmw.json", **ROUTE_DELEGATION_VIEWS)
+    assert "pactmw.E005" not in passed.stderr, passed.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "view"),
+    [
+        pytest.param("/api/scoped-method", CLASS_BASED_VIEWS[0], id="method-decorator"),
+        pytest.param("/api/scoped-dispatch", CLASS_BASED_VIEWS[1], id="dispatch"),
+        pytest.param("/drf/orders", CLASS_BASED_VIEWS[2], id="drf-apiview"),
+        pytest.param("/drf/tickets/", CLASS_BASED_VIEWS[3], id="drf-viewset"),
+    ],
+)
+def test_a_refusing_view_says_why_once_where_no_check_runs(
+    world: Harness, tmp_path: Path, settings: dict[str, Any], path: str, view: str
+) -> None:
+    # Under uvicorn no system check runs: the first refused request says why, once (a
+    # view `method_decorator` decorates anew at each request too).
+    without = _without_delegation_brand(settings)
+    server = django_server(
+        without,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, **ROUTE_DELEGATION_VIEWS},
+    )
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with server as base, loopback_client(base_url=base) as client:
+        for _ in range(3):
+            refused = client.get(path, headers=identity)
+            assert refused.status_code == 401, refused.text
+            assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+    said = (tmp_path / "site.log").read_text()
+    logged = view.split(" on ")[0] + " on " + path + REFUSES_EVERY_CALLER
+    assert said.count(logged) == 1, said
+
+
+#: What `manage.py check` and the view say of `required_scopes = "orders:read"`.
+STRING_SCOPES = (
+    "StringScopes.required_scopes is the string 'orders:read', whose every character would "
+    "be a scope HasDelegatedScope requires: write a list, required_scopes = ['orders:read']"
+)
+
+
+def test_manage_py_check_reports_required_scopes_written_as_a_string(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Each character was a scope: every delegation was refused 403 `insufficient_scope:
+    # o r d e r s : r e a d`, with or without `delegation_brand`.
+    done = django_check(settings, tmp_path / "pactmw.json", PACTMW_TEST_STRING_SCOPES="1")
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"pactmw.E006) HasDelegatedScope on /drf/string-scopes: {STRING_SCOPES}" in said, said
+
+
+def test_required_scopes_written_as_a_string_is_said_where_no_check_runs(
+    world: Harness, tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    server = django_server(
+        settings,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_STRING_SCOPES": "1"},
+    )
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with server as base, loopback_client(base_url=base) as client:
+        answer = client.get("/drf/string-scopes", headers=identity)
+        assert answer.status_code == 500, answer.text
+    assert STRING_SCOPES in (tmp_path / "site.log").read_text()
