@@ -22,10 +22,7 @@ def main() -> None:
 
     # Under the autoreloader the child process has RUN_MAIN=true: the parent already migrated.
     if sys.argv[1:2] == ["runserver"] and os.environ.get("RUN_MAIN") != "true":
-        migrate = [sys.argv[0], "migrate", "--noinput", "--verbosity", "0"]
-        # `runserver --skip-checks` skips them here too (migrate runs the same checks).
-        skip = ["--skip-checks"] if "--skip-checks" in sys.argv else []
-        execute_from_command_line(migrate + skip)
+        execute_from_command_line([sys.argv[0], "migrate", "--noinput", "--verbosity", "0"])
     execute_from_command_line(sys.argv)
 
 

@@ -66,6 +66,7 @@ def setup(example: str) -> None:
 audience = {_toml(base_url + "/a2a")}
 store = {_toml(f"sqlite:///{STATE.resolve() / f'try-{example}.db'}")}
 data_dir = {_toml(str(STATE.resolve()))}
+delegation_brand = "shop"
 
 [[agents]]
 issuer = {_toml(ISSUER)}

@@ -557,6 +557,23 @@ def _without_delegation_brand(settings: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in settings.items() if key != "delegation_brand"}
 
 
+def _without_delegation(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` where no Brand offers delegation (nor names `delegation_brand`)."""
+    brands = {
+        brand_id: {key: value for key, value in table.items() if key != "delegation"}
+        for brand_id, table in settings["brands"].items()
+    }
+    return {**_without_delegation_brand(settings), "brands": brands}
+
+
+#: What the Django and Flask `delegation_required("orders:read")` on /api/scoped-sync say
+#: where no Brand offers delegation.
+NO_DELEGATION_OFFERED = (
+    "delegation_required('orders:read') on /api/scoped-sync refuses every caller: no Brand "
+    "offers delegation ([brands.X.delegation]), so no delegation can be verified"
+)
+
+
 #: What the Django and Flask `delegation_required("orders:read")` on /api/scoped-sync say
 #: without `delegation_brand` (`{}`: where the app's settings are).
 NO_DELEGATION_BRAND = (
@@ -587,6 +604,21 @@ def test_manage_py_check_reports_delegation_required_without_a_delegation_brand(
     # With it set, the same views pass.
     passed = _manage_py_check(tmp_path, settings, **ROUTE_DELEGATION_VIEWS)
     assert "pactmw.E005" not in passed.stderr, passed.stderr
+
+
+def test_manage_py_check_warns_of_delegation_views_where_no_brand_offers_delegation(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Found with the Django example: configured without delegation (its README says the
+    # chat keeps working), its DRF view behind HasDelegatedScope was pactmw.E005, an error
+    # that stopped runserver, for a setting that cannot be set without a delegation table.
+    # Such a view cannot work in that deployment: said as a warning, the site still starts.
+    done = _manage_py_check(tmp_path, _without_delegation(settings), **ROUTE_DELEGATION_VIEWS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "pactmw.W005" in said, said
+    assert NO_DELEGATION_OFFERED in said, said
+    assert "pactmw.E005" not in said, said
 
 
 def test_delegation_required_without_a_delegation_brand_is_logged_where_no_check_runs(
@@ -728,6 +760,22 @@ def test_flask_refuses_delegation_required_without_a_delegation_brand_at_init_ap
     app.config["PACTMW"] = settings
     _scoped_view(app)
     flask_adapter.Pactmw(app)
+
+
+def test_flask_warns_of_delegation_required_where_no_brand_offers_delegation_at_init_app(
+    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # As Django's pactmw.W005: an app configured without delegation starts, and says which
+    # views cannot work in it.
+    app = Flask("idioms")
+    app.config["PACTMW"] = _without_delegation(settings)
+    _scoped_view(app)
+    caplog.set_level(logging.WARNING, logger="pactmw.adapters")
+    flask_adapter.Pactmw(app)
+    warned = [r for r in caplog.records if r.name == "pactmw.adapters"]
+    assert [(r.levelno, r.getMessage()) for r in warned] == [
+        (logging.WARNING, NO_DELEGATION_OFFERED)
+    ]
 
 
 def test_flask_logs_delegation_required_without_a_delegation_brand_added_after_init_app(

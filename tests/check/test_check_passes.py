@@ -103,9 +103,6 @@ EXAMPLES: dict[str, tuple[Argv, str, dict[str, str]]] = {
             "runserver",
             f"127.0.0.1:{port}",
             "--noreload",
-            # Its config names no `delegation_brand`: the example's DRF view needing a
-            # delegation refuses every caller, as the system check rightly says (pactmw.E005).
-            "--skip-checks",
         ],
         "shop.bot:support_bot",
         {"DJANGO_SETTINGS_MODULE": "shopsite.settings"},

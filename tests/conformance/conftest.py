@@ -111,11 +111,8 @@ def _argv(kind: str, config: Path, port: int) -> list[str]:
     if kind == "flask":
         return [sys.executable, "examples/flask_app/app.py", "--port", str(port)]
     if kind == "django":
-        # Its config offers no delegation, so the example's DRF view needing one refuses
-        # every caller and the system check rightly says so (pactmw.E005); the suite checks
-        # the protocol, as a server that runs no check (uvicorn, gunicorn) would serve it.
         return [sys.executable, "examples/django_app/manage.py", "runserver",
-                f"127.0.0.1:{port}", "--noreload", "--skip-checks"]  # fmt: skip
+                f"127.0.0.1:{port}", "--noreload"]  # fmt: skip
     raise ValueError(kind)
 
 

@@ -59,10 +59,6 @@ EXAMPLES = {
             "runserver",
             f"127.0.0.1:{port}",
             "--noreload",
-            # The tests' configs name no `delegation_brand`, so the example's DRF view needing
-            # a delegation refuses every caller and the system check rightly says so
-            # (pactmw.E005); they run it as a server that runs no check would.
-            "--skip-checks",
         ],
         handler="shop.bot:support_bot",
         env=_django_env,
@@ -83,14 +79,7 @@ EXAMPLES = {
         ],
         handler="shop.bot:support_bot",
         env=_django_env,
-        prepare=[
-            sys.executable,
-            "examples/django_app/manage.py",
-            "migrate",
-            "--noinput",
-            "-v0",
-            "--skip-checks",  # as runserver's above
-        ],
+        prepare=[sys.executable, "examples/django_app/manage.py", "migrate", "--noinput", "-v0"],
     ),
 }
 
@@ -314,6 +303,9 @@ base_url = {toml_value(base_url)}
 audience = {toml_value(base_url + "/a2a")}
 store = {toml_value(f"sqlite:///{tmp / 'pactmw' / 'pactmw.db'}")}
 data_dir = {toml_value(str(tmp / "pactmw"))}
+# Whose grants the site's own API checks (the Django example's HasDelegatedScope view):
+# without it that view refuses every caller, and `manage.py check` stops runserver (E005).
+delegation_brand = {toml_value(BRAND)}
 
 [[agents]]
 issuer = {toml_value(ISSUER)}

@@ -31,11 +31,14 @@ __all__ = [
     "bounded_body",
     "declared_length",
     "delegation_brand_unset",
+    "delegation_offered",
     "delegation_tag",
     "delegation_view_problems",
+    "delegation_views_unservable",
     "instance_or_none",
     "make_guard",
     "no_delegation_brand",
+    "no_delegation_offered",
     "poppy_setting",
     "poppy_view_problems",
     "provider_of",
@@ -187,6 +190,22 @@ def no_delegation_brand(settings: str, check: str, path: str) -> str:
     )
 
 
+def delegation_offered(brands: Iterable[Brand]) -> bool:
+    """Whether one of `brands` offers the Delegated profile: only then can
+    `delegation_brand` name one, and a view checking delegations without it is a setting
+    forgotten rather than a view this deployment cannot serve."""
+    return any(brand.delegation is not None for brand in brands)
+
+
+def no_delegation_offered(check: str, path: str) -> str:
+    """What a check of a delegation (`check`, as the app wrote it, on `path`) says where no
+    Brand offers delegation: it refuses every caller until one does."""
+    return (
+        f"{check} on {path} refuses every caller: no Brand offers delegation "
+        "([brands.X.delegation]), so no delegation can be verified"
+    )
+
+
 def delegation_view_problems(settings: str, routes: Iterable[tuple[str, object]]) -> list[str]:
     """What is said of each routed view (`routes`: its path and the view) that
     `delegation_required` made, where the settings (`settings`) have no `delegation_brand`:
@@ -197,6 +216,17 @@ def delegation_view_problems(settings: str, routes: Iterable[tuple[str, object]]
         if decorator is not None:
             problems.append(no_delegation_brand(settings, decorator, path))
     return problems
+
+
+def delegation_views_unservable(routes: Iterable[tuple[str, object]]) -> list[str]:
+    """What is said of each routed view (`routes`: its path and the view) that
+    `delegation_required` made, where no Brand offers delegation: a view this deployment
+    cannot serve, said without stopping the app (an app configured without delegation)."""
+    return [
+        no_delegation_offered(check, path)
+        for path, view in routes
+        if (check := delegation_tag(view)) is not None
+    ]
 
 
 def delegation_brand_unset(

@@ -16,6 +16,7 @@ as flask-jwt-extended's are. Every rule is the guard's (`pactmw.provider.guard`)
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
@@ -28,7 +29,9 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters._common import (
     delegation_brand_unset,
+    delegation_offered,
     delegation_view_problems,
+    delegation_views_unservable,
     instance_or_none,
     poppy_setting,
     poppy_view_problems,
@@ -64,6 +67,10 @@ from pactmw.provider.routes import MOUNT
 EXTENSION_KEY = "pactmw"
 #: Where the extension reads its settings, as its errors and log lines name them.
 _SETTING = "app.config['PACTMW']"
+
+#: Where every adapter logs what it says of the app's configuration.
+_logger = logging.getLogger("pactmw.adapters")
+
 A2A_ENDPOINT = "pactmw_a2a"
 _POPPY_ENDPOINT = "pactmw_poppy"
 #: The endpoints `init_app` routes to the Provider, which authenticates its own routes.
@@ -152,9 +159,10 @@ class Pactmw:
 
 def _check_views(app: Flask, guard: Guard) -> None:
     """Raise `ConfigError` for a view decorated so far whose decorator `guard` cannot serve:
-    a Brand without Poppy, or `delegation_required` without `delegation_brand` (closing the
-    Provider first). Flask tells an extension of no view added after `init_app`: such a view
-    says it at its first request (the Poppy views raise it, `delegation_required` logs it)."""
+    a Brand without Poppy, or `delegation_required` without `delegation_brand` where a Brand
+    offers delegation (closing the Provider first; where none does, a WARNING). Flask tells
+    an extension of no view added after `init_app`: such a view says it at its first request
+    (the Poppy views raise it, `delegation_required` logs it)."""
     problems: list[ConfigError] = []
     if guard.provider is not None:
         brands = guard.provider.brands.values()
@@ -163,7 +171,14 @@ def _check_views(app: Flask, guard: Guard) -> None:
         routes = [
             (rule.rule, app.view_functions.get(rule.endpoint)) for rule in app.url_map.iter_rules()
         ]
-        problems += map(ConfigError, delegation_view_problems(_SETTING, routes))
+        if guard.provider is not None and delegation_offered(guard.provider.brands.values()):
+            # The setting was forgotten: the app stops here.
+            problems += map(ConfigError, delegation_view_problems(_SETTING, routes))
+        else:
+            # No Brand offers delegation: views this deployment cannot serve (an app
+            # configured without it), said without stopping it, as Django's pactmw.W005.
+            for line in delegation_views_unservable(routes):
+                _logger.warning("%s", line)
     if problems:
         if guard.provider is not None:
             guard.provider.close()

@@ -14,7 +14,13 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.utils.module_loading import import_string
 
-from pactmw.adapters._common import delegation_tag, no_delegation_brand, poppy_view_problems
+from pactmw.adapters._common import (
+    delegation_offered,
+    delegation_tag,
+    no_delegation_brand,
+    no_delegation_offered,
+    poppy_view_problems,
+)
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_view
@@ -38,7 +44,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves;
     pactmw.E004: a routed view's `poppy_session_required` (or `poppy_discovery_view`) names
     a Brand without Poppy; pactmw.E005: a routed view's `delegation_required` (a class-based
-    view's method's too) or DRF `HasDelegatedScope` while `delegation_brand` is not set."""
+    view's method's too) or DRF `HasDelegatedScope` while `delegation_brand` is not set and a
+    Brand offers delegation; pactmw.W005: the same where no Brand offers it."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -87,7 +94,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.extend(_check_login_urls(provider.brands))
         messages.extend(_check_poppy_views(provider.brands))
     if builds and delegation_brand is None:
-        messages.extend(_check_delegation_views())
+        messages.extend(
+            _check_delegation_views(provider is not None and delegation_offered(provider.brands))
+        )
     if builds:
         messages.extend(_check_required_scopes())
     if not _has_middleware(middleware, PersonalAgentMiddleware):
@@ -175,12 +184,14 @@ def _check_poppy_views(brands: Iterable[Brand]) -> list[CheckMessage]:
     ]
 
 
-def _check_delegation_views() -> list[CheckMessage]:
+def _check_delegation_views(offered: bool) -> list[CheckMessage]:
     """pactmw.E005: a view the URLconf routes checks a delegation (`delegation_required` on
     a function, or with `method_decorator` on a class-based view's method or `dispatch`;
     DRF's `HasDelegatedScope`) while `PACTMW` has no `delegation_brand`: no delegation is
-    verified, so every caller would be refused. A view no URL routes says so at its first
-    refused request."""
+    verified, so every caller would be refused. `offered`: a Brand offers delegation, so the
+    setting was forgotten (an error); where none does (pactmw.W005), the view cannot work in
+    this deployment, which is said without stopping the site (an example app configured
+    without delegation). A view no URL routes says so at its first refused request."""
     messages: list[CheckMessage] = []
     said: set[tuple[str, int]] = set()
     for path, view in _routed_views(get_resolver().url_patterns):
@@ -189,16 +200,27 @@ def _check_delegation_views() -> list[CheckMessage]:
             if (check, id(view)) in said:
                 continue
             said.add((check, id(view)))
-            messages.append(
-                Error(
-                    f"{no_delegation_brand(f'settings.{SETTING}', check, where)}.",
-                    hint="Set PACTMW['delegation_brand'] to one of brands whose delegation "
-                    "the views check, or remove delegation_required (or HasDelegatedScope) "
-                    "from them.",
-                    obj=SETTING,
-                    id="pactmw.E005",
+            if offered:
+                messages.append(
+                    Error(
+                        f"{no_delegation_brand(f'settings.{SETTING}', check, where)}.",
+                        hint="Set PACTMW['delegation_brand'] to one of brands whose delegation "
+                        "the views check, or remove delegation_required (or HasDelegatedScope) "
+                        "from them.",
+                        obj=SETTING,
+                        id="pactmw.E005",
+                    )
                 )
-            )
+            else:
+                messages.append(
+                    Warning(
+                        f"{no_delegation_offered(check, where)}.",
+                        hint="Give a Brand a delegation table and name it in "
+                        "PACTMW['delegation_brand'], or leave the view unrouted.",
+                        obj=SETTING,
+                        id="pactmw.W005",
+                    )
+                )
     return messages
 
 
