@@ -31,7 +31,7 @@ from pactmw.client import (
 )
 from pactmw.client.flow import TokenSource
 from pactmw.protocols.delegation import mint_access_token
-from tests.delegated.support import page_text
+from tests.delegated.support import allow_on_the_consent_page, page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
 from tests.support.servers import REPO, uvicorn_server, werkzeug_server
@@ -180,11 +180,7 @@ def _reply_then_allow_as_jane(
     started = device.start(["orders:read"])
     consent = browser.get(started.verification_uri_complete)
     assert "signed in to shop as jane" in page_text(consent.text), consent.text
-    form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
-                     r'value="([^"]+)"', consent.text)  # fmt: skip
-    assert form, consent.text
-    decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
-    browser.post(form[1], data=decision, headers={"Origin": base})
+    allow_on_the_consent_page(browser, consent.text, "orders:read", base)
     granted = device.wait_for_token(started, timeout=60)
     assert isinstance(granted, TokenResponse), granted
     return granted

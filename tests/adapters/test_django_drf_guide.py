@@ -26,7 +26,7 @@ from tests.adapters.django_sites import (
     new_site,
     runserver,
 )
-from tests.delegated.support import page_text
+from tests.delegated.support import allow_on_the_consent_page, page_text
 from tests.support.net import free_port, loopback_client
 
 pytestmark = pytest.mark.timeout(300)
@@ -104,11 +104,7 @@ def test_the_guides_api_serves_the_delegation_the_person_allowed(tmp_path: Path)
                   "password": PASSWORD, "next": login.url.params["next"]},
         )  # fmt: skip
         assert "signed in to shop as ops" in page_text(consent.text), consent.text
-        form = re.search(r'action="([^"]+)"><input type="hidden" name="session" '
-                         r'value="([^"]+)"', consent.text)  # fmt: skip
-        assert form, consent.text
-        decision = {"session": form[2], "scope": "orders:read", "decision": "allow"}
-        browser.post(form[1], data=decision, headers={"Origin": base})
+        allow_on_the_consent_page(browser, consent.text, "orders:read", base)
         granted = device.wait_for_token(started, timeout=60)
         assert isinstance(granted, TokenResponse), granted
 

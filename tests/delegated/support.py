@@ -76,6 +76,19 @@ def page_text(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
 
 
+def allow_on_the_consent_page(
+    browser: httpx.Client, consent_html: str, scope: str, origin: str
+) -> None:
+    """Allow `scope` on the consent page `consent_html` as the signed-in person does: its
+    form's action and session, posted from the site's `origin`."""
+    form = re.search(
+        r'action="([^"]+)"><input type="hidden" name="session" value="([^"]+)"', consent_html
+    )
+    assert form, consent_html
+    decision = {"session": form[2], "scope": scope, "decision": "allow"}
+    browser.post(form[1], data=decision, headers={"Origin": origin})
+
+
 def without_outcome(location: str) -> str:
     """A result-page URL without its signed `outcome` (the part a test cannot predict)."""
     base, _, query = location.partition("?")
