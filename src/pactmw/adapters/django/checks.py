@@ -236,9 +236,9 @@ def _check_required_scopes() -> list[CheckMessage]:
         said.add(id(view))
         if _drf_delegated_scope_check(view_class) is None:
             continue
-        from pactmw.adapters.django.rest_framework import required_scopes_problem
+        from pactmw.adapters.django.rest_framework import _required_scopes_problem
 
-        problem = required_scopes_problem(view_class)
+        problem = _required_scopes_problem(view_class)
         if problem is not None:
             messages.append(
                 Error(
@@ -294,9 +294,9 @@ def _drf_delegated_scope_check(view_class: type) -> str | None:
     for another, and where Django REST framework is not installed (no view can use it)."""
     if find_spec("rest_framework") is None:
         return None
-    from pactmw.adapters.django.rest_framework import delegated_scope_check
+    from pactmw.adapters.django.rest_framework import _delegated_scope_check
 
-    return delegated_scope_check(view_class)
+    return _delegated_scope_check(view_class)
 
 
 def _routed_views(patterns: Iterable[Any], prefix: str = "/") -> Iterator[tuple[str, object]]:

@@ -163,7 +163,7 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         return allowed
 
     def _has_scopes(self, request: Any, view: Any) -> bool:
-        problem = required_scopes_problem(view)
+        problem = _required_scopes_problem(view)
         if problem is not None:  # the system check says it at startup (pactmw.E006)
             # Django logs a 500's exception only where the site configured `django.request`.
             _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
@@ -187,7 +187,7 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         return True
 
 
-def delegated_scope_check(view: object) -> str | None:
+def _delegated_scope_check(view: object) -> str | None:
     """`HasDelegatedScope (required_scopes [...])` when a DRF view (its class or an
     instance) needs it: one of its `permission_classes` is `HasDelegatedScope` (or a
     subclass), alone or `&`-ed with others; None otherwise (under `|` or `~` another class
@@ -200,7 +200,7 @@ def delegated_scope_check(view: object) -> str | None:
     return f"HasDelegatedScope (required_scopes {shown!r})"
 
 
-def required_scopes_problem(view: object) -> str | None:
+def _required_scopes_problem(view: object) -> str | None:
     """What is wrong with a DRF view's `required_scopes` (its class or an instance), or None:
     a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
     scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
@@ -234,7 +234,7 @@ def _say_delegation_brand_unset(request: Any, view: object) -> None:
     uvicorn), the log is the only place that can say why."""
     if view is None or takes_delegation():
         return
-    check = delegated_scope_check(view)
+    check = _delegated_scope_check(view)
     if check is None:
         return
     _say_once(view, delegation_brand_unset(f"settings.{SETTING}", (), check).message)(request.path)
@@ -255,6 +255,4 @@ __all__ = [
     "IsPersonalAgent",
     "PersonalAgentAuthentication",
     "PersonalAgentUser",
-    "delegated_scope_check",
-    "required_scopes_problem",
 ]
