@@ -22,10 +22,10 @@ from pactmw.adapters._asgi_http import (
 )
 from pactmw.adapters._common import (
     NOT_FOUND,
-    require_application,
     require_brand_id,
     require_current_user,
     require_provider,
+    require_provider_app,
 )
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
@@ -63,10 +63,7 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(connection)` returns the host app's signed-in `SignedInUser` (or an
         awaitable of it), or None; only same-app consent pages call it."""
-        written = "A2AProviderApp(provider, app=...)"
-        require_provider(provider, written)
-        require_application(app, written, "an ASGI application")
-        require_current_user(current_user, written)
+        require_provider_app(provider, app, current_user, "an ASGI application")
         self.provider = provider
         self.app = app
         self.current_user = current_user

@@ -49,6 +49,7 @@ __all__ = [
     "require_framework",
     "require_parafe_agent",
     "require_provider",
+    "require_provider_app",
     "require_scope_names",
     "require_strings",
     "scope_refusal",
@@ -399,6 +400,17 @@ def require_current_user(given: object, call: str) -> None:
             f"{call}: current_user must be a function that says who is signed in, "
             f"not {type(given).__name__}"
         )
+
+
+def require_provider_app(
+    provider: object, app: object, current_user: object, application: str
+) -> None:
+    """The checks of `A2AProviderApp(provider, app=..., current_user=...)`, ASGI's and
+    WSGI's alike (`application`: what `app` must be, "an ASGI application")."""
+    written = "A2AProviderApp(provider, app=...)"
+    require_provider(provider, written)
+    require_application(app, written, application)
+    require_current_user(current_user, written)
 
 
 def require_strings(given: Iterable[object], call: str, what: str, example: str) -> None:

@@ -21,12 +21,11 @@ from pactmw.adapters._common import (
     make_guard,
     poppy_setting,
     record_checker,
-    require_application,
     require_brand_id,
-    require_current_user,
     require_framework,
     require_parafe_agent,
     require_provider,
+    require_provider_app,
     require_scope_names,
     require_strings,
     scope_refusal,
@@ -251,10 +250,7 @@ class A2AProviderApp:
     ) -> None:
         """`current_user(environ)` returns the host app's signed-in user, or None; only
         same-app consent pages call it."""
-        written = "A2AProviderApp(provider, app=...)"
-        require_provider(provider, written)
-        require_application(app, written, "a WSGI application")
-        require_current_user(current_user, written)
+        require_provider_app(provider, app, current_user, "a WSGI application")
         self.provider = provider
         self.app = app
         self.current_user = current_user
