@@ -33,8 +33,8 @@ __all__ = [
     "delegation_brand_unset",
     "delegation_offered",
     "delegation_tag",
+    "delegation_view_problem",
     "delegation_view_problems",
-    "delegation_views_unservable",
     "instance_or_none",
     "make_guard",
     "no_delegation_brand",
@@ -207,24 +207,23 @@ def no_delegation_offered(check: str, path: str) -> str:
     )
 
 
-def delegation_view_problems(settings: str, routes: Iterable[tuple[str, object]]) -> list[str]:
-    """What is said of each routed view (`routes`: its path and the view) that
-    `delegation_required` made, where the settings (`settings`) have no `delegation_brand`:
-    the extension's and the system check's reports at startup."""
-    problems: list[str] = []
-    for path, view in routes:
-        decorator = delegation_tag(view)
-        if decorator is not None:
-            problems.append(no_delegation_brand(settings, decorator, path))
-    return problems
+def delegation_view_problem(settings: str, check: str, path: str, *, offered: bool) -> str:
+    """What startup says of a view checking delegations (`check`, as written, on `path`)
+    where the settings (`settings`) have no `delegation_brand`: the setting forgotten where a
+    Brand offers delegation (`offered`: an error), else a view this deployment cannot serve
+    (said without stopping the app: one configured without delegation)."""
+    if offered:
+        return no_delegation_brand(settings, check, path)
+    return no_delegation_offered(check, path)
 
 
-def delegation_views_unservable(routes: Iterable[tuple[str, object]]) -> list[str]:
-    """What is said of each routed view (`routes`: its path and the view) that
-    `delegation_required` made, where no Brand offers delegation: a view this deployment
-    cannot serve, said without stopping the app (an app configured without delegation)."""
+def delegation_view_problems(
+    settings: str, routes: Iterable[tuple[str, object]], *, offered: bool
+) -> list[str]:
+    """`delegation_view_problem` of each routed view (`routes`: its path and the view) that
+    `delegation_required` made: the extension's reports at startup."""
     return [
-        no_delegation_offered(check, path)
+        delegation_view_problem(settings, check, path, offered=offered)
         for path, view in routes
         if (check := delegation_tag(view)) is not None
     ]

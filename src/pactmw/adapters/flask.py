@@ -31,7 +31,6 @@ from pactmw.adapters._common import (
     delegation_brand_unset,
     delegation_offered,
     delegation_view_problems,
-    delegation_views_unservable,
     instance_or_none,
     poppy_setting,
     poppy_view_problems,
@@ -171,13 +170,14 @@ def _check_views(app: Flask, guard: Guard) -> None:
         routes = [
             (rule.rule, app.view_functions.get(rule.endpoint)) for rule in app.url_map.iter_rules()
         ]
-        if guard.provider is not None and delegation_offered(guard.provider.brands.values()):
-            # The setting was forgotten: the app stops here.
-            problems += map(ConfigError, delegation_view_problems(_SETTING, routes))
+        offered = guard.provider is not None and delegation_offered(guard.provider.brands.values())
+        found = delegation_view_problems(_SETTING, routes, offered=offered)
+        if offered:  # the setting was forgotten: the app stops here
+            problems += map(ConfigError, found)
         else:
             # No Brand offers delegation: views this deployment cannot serve (an app
             # configured without it), said without stopping it, as Django's pactmw.W005.
-            for line in delegation_views_unservable(routes):
+            for line in found:
                 _logger.warning("%s", line)
     if problems:
         if guard.provider is not None:

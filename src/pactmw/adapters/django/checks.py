@@ -17,8 +17,7 @@ from django.utils.module_loading import import_string
 from pactmw.adapters._common import (
     delegation_offered,
     delegation_tag,
-    no_delegation_brand,
-    no_delegation_offered,
+    delegation_view_problem,
     poppy_view_problems,
 )
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
@@ -200,10 +199,13 @@ def _check_delegation_views(offered: bool) -> list[CheckMessage]:
             if (check, id(view)) in said:
                 continue
             said.add((check, id(view)))
-            if offered:
+            said_of_it = delegation_view_problem(
+                f"settings.{SETTING}", check, where, offered=offered
+            )
+            if offered:  # the setting was forgotten
                 messages.append(
                     Error(
-                        f"{no_delegation_brand(f'settings.{SETTING}', check, where)}.",
+                        f"{said_of_it}.",
                         hint="Set PACTMW['delegation_brand'] to one of brands whose delegation "
                         "the views check, or remove delegation_required (or HasDelegatedScope) "
                         "from them.",
@@ -214,7 +216,7 @@ def _check_delegation_views(offered: bool) -> list[CheckMessage]:
             else:
                 messages.append(
                     Warning(
-                        f"{no_delegation_offered(check, where)}.",
+                        f"{said_of_it}.",
                         hint="Give a Brand a delegation table and name it in "
                         "PACTMW['delegation_brand'], or leave the view unrouted.",
                         obj=SETTING,
