@@ -52,6 +52,8 @@ __all__ = [
     "require_provider_app",
     "require_scope_names",
     "require_strings",
+    "require_verifier_not_optional",
+    "require_view",
     "scope_refusal",
     "scopes_without_delegation",
     "tag_delegation_view",
@@ -428,6 +430,29 @@ def require_strings(given: Iterable[object], call: str, what: str, example: str)
             raise ConfigError(f"{call} takes {what}: @{call}({example!r}), not {_shown(value)}")
         raise ConfigError(
             f"{call} takes {what}: @{call}({example!r}), not @{call}; got {_shown(value)}"
+        )
+
+
+def require_view(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when its positional argument, the view it decorates
+    (Flask's and Django's `personal_agent_required`), is given and is no callable:
+    `@personal_agent_required(True)`, meant as `optional=True`, took True for the view, and
+    the decorator it returned then ran as the view (an error, or another view's answer)."""
+    if given is not None and not callable(given):
+        raise ConfigError(
+            f"{call} takes the view it decorates, not {_shown(given)}: optional= is "
+            f"keyword-only, @{call}(optional=True)"
+        )
+
+
+def require_verifier_not_optional(given: object, call: str, written: str) -> None:
+    """A `ConfigError` naming `call` when its verifier, its first argument, is a bool:
+    `optional` given by position (`written`, the call written right, says where it goes).
+    Anything else that is no verifier is `make_guard`'s to say."""
+    if isinstance(given, bool):
+        raise ConfigError(
+            f"{call}: verifier must be an IdentityVerifier, not {_shown(given)}: optional= is "
+            f"keyword-only, {written}"
         )
 
 
