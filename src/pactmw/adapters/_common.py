@@ -12,6 +12,7 @@ from pactmw.config import ConfigError, guarded_prefix, require_verifier
 from pactmw.core.encoding import is_ascii_digits, loggable
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
+from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand
@@ -43,6 +44,7 @@ __all__ = [
     "poppy_view_problems",
     "provider_of",
     "record_checker",
+    "refusal_detail",
     "require_application",
     "require_brand_id",
     "require_current_user",
@@ -317,6 +319,21 @@ def scope_refusal(caller: PersonalAgent | None, scopes: Iterable[str]) -> Respon
     except (AuthenticationFailed, InsufficientScope) as exc:
         return refusal_response(exc)
     return None
+
+
+def refusal_detail(exc: AuthenticationFailed | InsufficientScope) -> str:
+    """A sentence saying why a caller was refused, for an adapter whose refusals carry a
+    body for people (DRF's `detail`; PACT's own 401 and 403 have none): the reason code in
+    parentheses, never the refusal's own detail, which may hold what a key fetch or a JOSE
+    parser said (the log has it)."""
+    if isinstance(exc, InsufficientScope):
+        needed = "a scope" if len(exc.missing) == 1 else "scopes"
+        return f"The delegation lacks {needed} this endpoint needs: {' '.join(exc.missing)}."
+    if isinstance(exc, DelegationRejected):
+        if exc.reason == "required":
+            return "This endpoint needs a delegation token (X-A2A-User-Delegation)."
+        return f"The delegation token was refused ({exc.reason})."
+    return f"The personal agent's token was refused ({exc.reason})."
 
 
 class OnceWarning:

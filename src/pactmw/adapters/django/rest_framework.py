@@ -24,7 +24,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from pactmw.adapters._common import OnceWarning, delegation_brand_unset, require_framework
+from pactmw.adapters._common import (
+    OnceWarning,
+    delegation_brand_unset,
+    refusal_detail,
+    require_framework,
+)
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
@@ -126,7 +131,7 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 # A delegation sent to a site that verifies none (401 `not_offered`) is
                 # refused here, before any permission class runs.
                 _say_delegation_brand_unset(request, (request.parser_context or {}).get("view"))
-                raise exceptions.AuthenticationFailed(exc.reason, code=exc.reason) from exc
+                raise exceptions.AuthenticationFailed(refusal_detail(exc), code=exc.reason) from exc
             if caller is None:
                 return None
         return PersonalAgentUser(caller), caller
@@ -175,15 +180,15 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         try:
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
-            denied = exceptions.PermissionDenied(str(exc), code="insufficient_scope")
+            denied = exceptions.PermissionDenied(refusal_detail(exc), code="insufficient_scope")
             denied.auth_header = _header(refusal_response(exc))  # DRF's handler sends it
             raise denied from exc
         except AuthenticationFailed as exc:
             # DRF asks the authentication class for the 401's challenge: it reads this.
             setattr(request._request, _FAILURE, exc)
-            # DRF's `detail` is for people (the reason stays the code): "this endpoint needs a
-            # delegation token", not "required".
-            raise exceptions.NotAuthenticated(exc.detail or exc.reason, code=exc.reason) from exc
+            # DRF's `detail` is for people, worded as the authentication class words its
+            # refusals (the reason stays the code).
+            raise exceptions.NotAuthenticated(refusal_detail(exc), code=exc.reason) from exc
         return True
 
 
