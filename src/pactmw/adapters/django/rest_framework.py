@@ -151,7 +151,9 @@ class IsPersonalAgent(BasePermission):  # type: ignore[misc]
 
 class HasDelegatedScope(BasePermission):  # type: ignore[misc]
     """The personal agent carries a delegation with every scope in `view.required_scopes`:
-    no delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`.
+    no delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`. A view
+    without `required_scopes` is refused (503; pactmw.E008 at startup): one that admits any
+    delegation says so, `required_scopes = []`.
 
     A request that is not a personal agent's is refused as `IsPersonalAgent` refuses it:
     without credentials, DRF's 401 with the bare challenge (RFC 6750 §3.1: no error code
@@ -173,7 +175,17 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
             # Django logs a 500's exception only where the site configured `django.request`.
             _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
             raise ImproperlyConfigured(problem)
-        scopes = tuple(getattr(view, "required_scopes", ()))
+        missing = _missing_required_scopes(view)
+        if missing is not None:  # the system check says it at startup (pactmw.E008)
+            # Not a 500, and never every delegation let in: the caller learns that no scope
+            # it could hold would do, the log once what to write.
+            _say_once(view, f"{missing.replace('%', '%%')} (on %s)")(request.path)
+            unconfigured = exceptions.APIException(
+                "This endpoint's delegated scopes are not configured.", code="service_unavailable"
+            )
+            unconfigured.status_code = 503  # DRF's handler answers it
+            raise unconfigured
+        scopes = tuple(view.required_scopes)
         if not isinstance(request.auth, PersonalAgent):
             return False
         caller = request.auth
@@ -200,7 +212,9 @@ def _delegated_scope_check(view: object) -> str | None:
     permissions = getattr(view, "permission_classes", None) or ()
     if not any(_needs_delegated_scope(permission) for permission in permissions):
         return None
-    scopes = getattr(view, "required_scopes", ())
+    scopes = getattr(view, "required_scopes", None)
+    if scopes is None:  # pactmw.E008
+        return "HasDelegatedScope (no required_scopes)"
     shown = scopes if isinstance(scopes, str) else list(scopes)  # a string: pactmw.E006
     return f"HasDelegatedScope (required_scopes {shown!r})"
 
@@ -210,13 +224,32 @@ def _required_scopes_problem(view: object) -> str | None:
     a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
     scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
     scopes = getattr(view, "required_scopes", ())
-    name = view.__name__ if isinstance(view, type) else type(view).__name__
     if isinstance(scopes, str):
         return (
-            f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
-            f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]"
+            f"{_view_name(view)}.required_scopes is the string {scopes!r}, whose every "
+            f"character would be a scope HasDelegatedScope requires: write a list, "
+            f"required_scopes = [{scopes!r}]"
         )
     return None
+
+
+def _missing_required_scopes(view: object) -> str | None:
+    """What is wrong with a DRF view (its class or an instance) under `HasDelegatedScope`
+    without `required_scopes` (or with None), or None. Taken for "no scope", it admitted any
+    delegation, where django-oauth-toolkit's `TokenHasScope` raises ImproperlyConfigured: a
+    view that means any delegation says so with an empty list, `required_scopes = []` (as
+    `@delegation_required()` with no scope, and `TokenHasScope`'s empty list)."""
+    if getattr(view, "required_scopes", None) is not None:
+        return None
+    return (
+        f"{_view_name(view)} has no required_scopes, so HasDelegatedScope cannot tell which "
+        f"delegated scopes it needs: name them, required_scopes = ['orders:read'], or write "
+        f"required_scopes = [] to admit any delegation"
+    )
+
+
+def _view_name(view: object) -> str:
+    return view.__name__ if isinstance(view, type) else type(view).__name__
 
 
 def _needs_delegated_scope(permission: object) -> bool:
