@@ -4,14 +4,17 @@ where no check runs (uvicorn), the first refusal says so once at ERROR."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pactmw.store import open_store
 from tests.adapters.commands import CHECKOUT_ENV, django_check
-from tests.adapters.contract_harness import Harness, config, harness
+from tests.adapters.contract_harness import Harness, Target, config, harness
+from tests.adapters.support import INVALID_TOKEN
 from tests.adapters.tokens import claims
 from tests.support.net import loopback_client
 from tests.support.parties import ISSUER
@@ -138,3 +141,61 @@ def test_required_scopes_written_as_a_string_is_said_where_no_check_runs(
         answer = client.get("/drf/string-scopes", headers=identity)
         assert answer.status_code == 500, answer.text
     assert STRING_SCOPES in (tmp_path / "site.log").read_text()
+
+
+#: What `manage.py check` and the view say of a `HasDelegatedScope` view without
+#: `required_scopes`.
+MISSING_SCOPES = (
+    "NoScopes has no required_scopes, so HasDelegatedScope cannot tell which delegated "
+    "scopes it needs: name them, required_scopes = ['orders:read'], or write "
+    "required_scopes = [] to admit any delegation"
+)
+
+#: DRF's `detail` of that view's 503 (the log says why, once).
+SCOPES_NOT_CONFIGURED = "This endpoint's delegated scopes are not configured."
+
+#: The switch of the test site that routes those views (`_missing_scopes` in its URLconf).
+ROUTE_MISSING_SCOPES = {"PACTMW_TEST_MISSING_SCOPES": "1"}
+
+
+def test_manage_py_check_reports_a_view_without_required_scopes(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # It admitted any delegation, where django-oauth-toolkit's TokenHasScope raises
+    # ImproperlyConfigured. An empty list, written out, admits any delegation and passes.
+    done = django_check(settings, tmp_path / "pactmw.json", **ROUTE_MISSING_SCOPES)
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"pactmw.E008) HasDelegatedScope on /drf/no-scopes: {MISSING_SCOPES}" in said, said
+    assert said.count("pactmw.E008") == 1, said
+    assert "AnyDelegation" not in said, said
+
+
+def test_a_view_without_required_scopes_refuses_every_caller_where_no_check_runs(
+    world: Harness, tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    server = django_server(
+        settings,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, **ROUTE_MISSING_SCOPES},
+    )
+    store = open_store(str(settings["store"]))
+    with server as base, loopback_client(base_url=base) as client, contextlib.closing(store):
+        site = Target("site", client, (), store, world.signing, world.agent, world.parafe)
+        delegation, account = site.delegation("orders:read")
+        headers = site.headers(site.token(), delegation)
+        for _ in range(3):
+            refused = client.get("/drf/no-scopes", headers=headers)
+            assert refused.status_code == 503, refused.text
+            assert refused.json() == {"detail": SCOPES_NOT_CONFIGURED}
+        # `required_scopes = []`: any delegation, yet a delegation.
+        admitted = client.get("/drf/any-delegation", headers=headers)
+        assert admitted.status_code == 200, admitted.text
+        assert admitted.json()["account"] == account
+        without = client.get("/drf/any-delegation", headers=site.headers(site.token()))
+        assert without.status_code == 401, without.text
+        assert without.headers["www-authenticate"] == INVALID_TOKEN
+    assert (tmp_path / "site.log").read_text().count(MISSING_SCOPES) == 1

@@ -88,7 +88,9 @@ def test_the_guides_api_serves_the_delegation_the_person_allowed(tmp_path: Path)
         alone = browser.get("/api/orders/", headers=signed)
         assert alone.status_code == 401, alone.text
         assert alone.headers["www-authenticate"] == 'Bearer realm="a2a", error="invalid_token"'
-        assert alone.json() == {"detail": "this endpoint needs a delegation token"}
+        assert alone.json() == {
+            "detail": "This endpoint needs a delegation token (X-A2A-User-Delegation)."
+        }
 
         # The person (the superuser) signs in at the guide's login_url and allows.
         card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")

@@ -79,7 +79,7 @@ def test_has_delegated_scope_reads_the_views_required_scopes(target: Target) -> 
     none = target.client.get("/drf/orders", headers=target.headers(target.token()))
     assert none.status_code == 401
     assert none.headers["www-authenticate"] == INVALID_TOKEN
-    assert none.json() == {"detail": "this endpoint needs a delegation token"}
+    assert none.json() == {"detail": NEEDS_A_DELEGATION}
     # No credentials at all: the bare challenge, no error code (RFC 6750 §3.1).
     anonymous = target.client.get("/drf/orders")
     assert anonymous.status_code == 401
@@ -90,6 +90,43 @@ def test_has_delegated_scope_reads_the_views_required_scopes(target: Target) -> 
     assert wrong.headers["www-authenticate"] == (
         'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
     )
+
+
+#: DRF's `detail` of each refusal: a sentence, its reason code kept in parentheses.
+NEEDS_A_DELEGATION = "This endpoint needs a delegation token (X-A2A-User-Delegation)."
+
+
+def _refusals(target: Target) -> dict[str, tuple[dict[str, str], str]]:
+    """Each refusal a DRF view and a decorated Django view both give: the request's headers
+    and DRF's `detail` for it."""
+    other, _ = target.delegation("orders:cancel")
+    return {
+        "no credential": ({}, "Authentication credentials were not provided."),
+        "expired identity": (
+            target.headers(target.token(iat=1_000_000_000, exp=1_000_000_100)),
+            "The personal agent's token was refused (expired).",
+        ),
+        "bad delegation": (
+            target.headers(target.token(), "Bearer not-a-delegation"),
+            "The delegation token was refused (malformed_token).",
+        ),
+        "no delegation": (target.headers(target.token()), NEEDS_A_DELEGATION),
+        "missing scope": (
+            target.headers(target.token(), other),
+            "The delegation lacks a scope this endpoint needs: orders:read.",
+        ),
+    }
+
+
+def test_drf_refuses_as_the_decorator_does_with_a_readable_detail(target: Target) -> None:
+    # DRF's 401 `detail` of a refused token was its bare reason code ("expired"), its 403's
+    # "insufficient_scope: orders:read", beside "this endpoint needs a delegation token".
+    for case, (headers, detail) in _refusals(target).items():
+        decorated = target.client.get("/api/scoped-sync", headers=headers)
+        drf = target.client.get("/drf/orders", headers=headers)
+        assert drf.status_code == decorated.status_code, case
+        assert drf.headers["www-authenticate"] == decorated.headers["www-authenticate"], case
+        assert drf.json() == {"detail": detail}, case
 
 
 def test_a_bad_delegation_is_invalid_token(target: Target) -> None:

@@ -895,3 +895,64 @@ def test_a_current_user_that_is_no_function_is_refused_naming_the_call(
         "signed in, not SignedInUser"
     )
     build(lambda *request: None)
+
+
+#: Each adapter's `personal_agent_required` (or FastAPI's scheme) given a positional
+#: argument meant as `optional`, and what it says. Flask's and Django's first argument is
+#: the view they decorate; the others' is the verifier.
+_OPTIONAL_BY_POSITION: dict[str, tuple[Callable[..., Any], str]] = {
+    "flask": (
+        flask_adapter.personal_agent_required,
+        "personal_agent_required takes the view it decorates, not {given}: optional= is "
+        "keyword-only, @personal_agent_required(optional=True)",
+    ),
+    "django": (
+        django_decorators.personal_agent_required,
+        "personal_agent_required takes the view it decorates, not {given}: optional= is "
+        "keyword-only, @personal_agent_required(optional=True)",
+    ),
+    "asgi": (
+        asgi.personal_agent_required,
+        "personal_agent_required: verifier must be an IdentityVerifier, not {given}: optional= "
+        "is keyword-only, @personal_agent_required(verifier, optional=True)",
+    ),
+    "wsgi": (
+        wsgi.personal_agent_required,
+        "personal_agent_required: verifier must be an IdentityVerifier, not {given}: optional= "
+        "is keyword-only, @personal_agent_required(verifier, optional=True)",
+    ),
+    "fastapi": (
+        fastapi.PersonalAgentScheme,
+        "PersonalAgentScheme: verifier must be an IdentityVerifier, not {given}: optional= is "
+        "keyword-only, PersonalAgentScheme(verifier, optional=True)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OPTIONAL_BY_POSITION))
+@pytest.mark.parametrize(("given", "shown"), [(True, "bool True"), (False, "bool False")])
+def test_optional_given_by_position_is_refused_saying_it_is_keyword_only(
+    name: str, given: bool, shown: str
+) -> None:
+    # `@personal_agent_required(True)` took True for the view on Flask and Django: the
+    # decorator it returned ran as the view (an error, or silently another view's answer).
+    decorator, message = _OPTIONAL_BY_POSITION[name]
+    with pytest.raises(ConfigError) as caught:
+        decorator(given)
+    assert str(caught.value) == message.format(given=shown)
+
+
+@pytest.mark.parametrize("name", ["flask", "django"])
+@pytest.mark.parametrize(("given", "shown"), [("optional", "str 'optional'"), (1, "int 1")])
+def test_a_view_decorator_given_no_view_by_position_is_refused(
+    name: str, given: object, shown: str
+) -> None:
+    decorator, message = _OPTIONAL_BY_POSITION[name]
+    with pytest.raises(ConfigError) as caught:
+        decorator(given)
+    assert str(caught.value) == message.format(given=shown)
+    # Written right, each way: the view itself, none, and optional by keyword.
+    decorator(_view)
+    decorator()(_view)
+    flask_adapter.personal_agent_required(optional=True)(_view)
+    django_decorators.personal_agent_required(optional=True)(_view)

@@ -12,6 +12,7 @@ from pactmw.config import ConfigError, guarded_prefix, require_verifier
 from pactmw.core.encoding import is_ascii_digits, loggable
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
 from pactmw.core.http import Response
+from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand
@@ -43,6 +44,7 @@ __all__ = [
     "poppy_view_problems",
     "provider_of",
     "record_checker",
+    "refusal_detail",
     "require_application",
     "require_brand_id",
     "require_current_user",
@@ -52,6 +54,8 @@ __all__ = [
     "require_provider_app",
     "require_scope_names",
     "require_strings",
+    "require_verifier_not_optional",
+    "require_view",
     "scope_refusal",
     "scopes_without_delegation",
     "tag_delegation_view",
@@ -317,6 +321,21 @@ def scope_refusal(caller: PersonalAgent | None, scopes: Iterable[str]) -> Respon
     return None
 
 
+def refusal_detail(exc: AuthenticationFailed | InsufficientScope) -> str:
+    """A sentence saying why a caller was refused, for an adapter whose refusals carry a
+    body for people (DRF's `detail`; PACT's own 401 and 403 have none): the reason code in
+    parentheses, never the refusal's own detail, which may hold what a key fetch or a JOSE
+    parser said (the log has it)."""
+    if isinstance(exc, InsufficientScope):
+        needed = "a scope" if len(exc.missing) == 1 else "scopes"
+        return f"The delegation lacks {needed} this endpoint needs: {' '.join(exc.missing)}."
+    if isinstance(exc, DelegationRejected):
+        if exc.reason == "required":
+            return "This endpoint needs a delegation token (X-A2A-User-Delegation)."
+        return f"The delegation token was refused ({exc.reason})."
+    return f"The personal agent's token was refused ({exc.reason})."
+
+
 class OnceWarning:
     """A WARNING (or another `level`) on `pactmw.adapters`, said once per decorated
     endpoint: a decorator that reads what a middleware verified, on a request that nothing
@@ -428,6 +447,29 @@ def require_strings(given: Iterable[object], call: str, what: str, example: str)
             raise ConfigError(f"{call} takes {what}: @{call}({example!r}), not {_shown(value)}")
         raise ConfigError(
             f"{call} takes {what}: @{call}({example!r}), not @{call}; got {_shown(value)}"
+        )
+
+
+def require_view(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when its positional argument, the view it decorates
+    (Flask's and Django's `personal_agent_required`), is given and is no callable:
+    `@personal_agent_required(True)`, meant as `optional=True`, took True for the view, and
+    the decorator it returned then ran as the view (an error, or another view's answer)."""
+    if given is not None and not callable(given):
+        raise ConfigError(
+            f"{call} takes the view it decorates, not {_shown(given)}: optional= is "
+            f"keyword-only, @{call}(optional=True)"
+        )
+
+
+def require_verifier_not_optional(given: object, call: str, written: str) -> None:
+    """A `ConfigError` naming `call` when its verifier, its first argument, is a bool:
+    `optional` given by position (`written`, the call written right, says where it goes).
+    Anything else that is no verifier is `make_guard`'s to say."""
+    if isinstance(given, bool):
+        raise ConfigError(
+            f"{call}: verifier must be an IdentityVerifier, not {_shown(given)}: optional= is "
+            f"keyword-only, {written}"
         )
 
 

@@ -27,6 +27,7 @@ from pactmw.adapters._common import (
     require_provider,
     require_scope_names,
     require_strings,
+    require_verifier_not_optional,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
@@ -133,6 +134,9 @@ def personal_agent_required(
     Uses the caller the middleware already verified when there is one. With `optional`, a
     request without a personal agent's credential runs too (`current_personal_agent` is
     None; the app's other schemes count as none); a personal agent's token is still checked."""
+    require_verifier_not_optional(
+        verifier, "personal_agent_required", "@personal_agent_required(verifier, optional=True)"
+    )
     guard = make_guard(verifier, delegation_provider, delegation_brand)
 
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:

@@ -49,6 +49,7 @@ from pactmw.adapters._common import (
     make_guard,
     require_brand_id,
     require_provider,
+    require_verifier_not_optional,
     scopes_without_delegation,
     takes_no_delegation,
 )
@@ -244,6 +245,9 @@ class PersonalAgentScheme(SecurityBase):
         self.model = HTTPBearerModel(bearerFormat="JWT", description=description)
         self.scheme_name = scheme_name
         self.optional = optional
+        require_verifier_not_optional(
+            verifier, "PersonalAgentScheme", "PersonalAgentScheme(verifier, optional=True)"
+        )
         self.guard = make_guard(verifier, delegation_provider, delegation_brand)
         # Said once per scheme when scopes are asked of a caller no delegation can reach:
         # this scheme verifies it and takes none, or a middleware verified it taking none.

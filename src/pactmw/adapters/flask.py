@@ -39,6 +39,7 @@ from pactmw.adapters._common import (
     require_current_user,
     require_scope_names,
     require_strings,
+    require_view,
     tag_delegation_view,
     tag_poppy_view,
 )
@@ -291,7 +292,9 @@ def personal_agent_required(
 ) -> View | Callable[[View], View]:
     """Decorate a view so it needs a verified personal agent: `@personal_agent_required`,
     or `@personal_agent_required(optional=True)` to accept anonymous requests too (the
-    view then reads `current_personal_agent()`, which may be None)."""
+    view then reads `current_personal_agent()`, which may be None). `optional` is
+    keyword-only: anything but a view by position is a `ConfigError` here."""
+    require_view(view, "personal_agent_required")
 
     def check() -> None:
         verify_personal_agent(optional=optional)

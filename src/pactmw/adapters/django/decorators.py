@@ -17,6 +17,7 @@ from pactmw.adapters._common import (
     require_brand_id,
     require_scope_names,
     require_strings,
+    require_view,
     scope_refusal,
     tag_delegation_view,
     tag_poppy_view,
@@ -121,7 +122,9 @@ def personal_agent_required(
     exactly as the middleware does (identity, then a delegation when one is sent); uses the
     middleware's result when there is one. `@personal_agent_required(optional=True)` also
     runs the view without a personal agent's credential (`request.personal_agent` is None;
-    the app's other schemes count as none); a personal agent's token is still checked."""
+    the app's other schemes count as none); a personal agent's token is still checked.
+    `optional` is keyword-only: anything but a view by position is a `ConfigError` here."""
+    require_view(view, "personal_agent_required")
 
     def before(request: HttpRequest) -> HttpResponse | None:
         return _verify(request, optional)

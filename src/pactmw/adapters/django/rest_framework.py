@@ -24,7 +24,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from pactmw.adapters._common import OnceWarning, delegation_brand_unset, require_framework
+from pactmw.adapters._common import (
+    OnceWarning,
+    delegation_brand_unset,
+    refusal_detail,
+    require_framework,
+)
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
@@ -126,7 +131,7 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 # A delegation sent to a site that verifies none (401 `not_offered`) is
                 # refused here, before any permission class runs.
                 _say_delegation_brand_unset(request, (request.parser_context or {}).get("view"))
-                raise exceptions.AuthenticationFailed(exc.reason, code=exc.reason) from exc
+                raise exceptions.AuthenticationFailed(refusal_detail(exc), code=exc.reason) from exc
             if caller is None:
                 return None
         return PersonalAgentUser(caller), caller
@@ -146,7 +151,9 @@ class IsPersonalAgent(BasePermission):  # type: ignore[misc]
 
 class HasDelegatedScope(BasePermission):  # type: ignore[misc]
     """The personal agent carries a delegation with every scope in `view.required_scopes`:
-    no delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`.
+    no delegation is 401 `invalid_token`, a missing scope 403 `insufficient_scope`. A view
+    without `required_scopes` is refused (503; pactmw.E008 at startup): one that admits any
+    delegation says so, `required_scopes = []`.
 
     A request that is not a personal agent's is refused as `IsPersonalAgent` refuses it:
     without credentials, DRF's 401 with the bare challenge (RFC 6750 §3.1: no error code
@@ -168,22 +175,32 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
             # Django logs a 500's exception only where the site configured `django.request`.
             _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
             raise ImproperlyConfigured(problem)
-        scopes = tuple(getattr(view, "required_scopes", ()))
+        missing = _missing_required_scopes(view)
+        if missing is not None:  # the system check says it at startup (pactmw.E008)
+            # Not a 500, and never every delegation let in: the caller learns that no scope
+            # it could hold would do, the log once what to write.
+            _say_once(view, f"{missing.replace('%', '%%')} (on %s)")(request.path)
+            unconfigured = exceptions.APIException(
+                "This endpoint's delegated scopes are not configured.", code="service_unavailable"
+            )
+            unconfigured.status_code = 503  # DRF's handler answers it
+            raise unconfigured
+        scopes = tuple(view.required_scopes)
         if not isinstance(request.auth, PersonalAgent):
             return False
         caller = request.auth
         try:
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
-            denied = exceptions.PermissionDenied(str(exc), code="insufficient_scope")
+            denied = exceptions.PermissionDenied(refusal_detail(exc), code="insufficient_scope")
             denied.auth_header = _header(refusal_response(exc))  # DRF's handler sends it
             raise denied from exc
         except AuthenticationFailed as exc:
             # DRF asks the authentication class for the 401's challenge: it reads this.
             setattr(request._request, _FAILURE, exc)
-            # DRF's `detail` is for people (the reason stays the code): "this endpoint needs a
-            # delegation token", not "required".
-            raise exceptions.NotAuthenticated(exc.detail or exc.reason, code=exc.reason) from exc
+            # DRF's `detail` is for people, worded as the authentication class words its
+            # refusals (the reason stays the code).
+            raise exceptions.NotAuthenticated(refusal_detail(exc), code=exc.reason) from exc
         return True
 
 
@@ -195,7 +212,9 @@ def _delegated_scope_check(view: object) -> str | None:
     permissions = getattr(view, "permission_classes", None) or ()
     if not any(_needs_delegated_scope(permission) for permission in permissions):
         return None
-    scopes = getattr(view, "required_scopes", ())
+    scopes = getattr(view, "required_scopes", None)
+    if scopes is None:  # pactmw.E008
+        return "HasDelegatedScope (no required_scopes)"
     shown = scopes if isinstance(scopes, str) else list(scopes)  # a string: pactmw.E006
     return f"HasDelegatedScope (required_scopes {shown!r})"
 
@@ -205,13 +224,32 @@ def _required_scopes_problem(view: object) -> str | None:
     a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
     scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
     scopes = getattr(view, "required_scopes", ())
-    name = view.__name__ if isinstance(view, type) else type(view).__name__
     if isinstance(scopes, str):
         return (
-            f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
-            f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]"
+            f"{_view_name(view)}.required_scopes is the string {scopes!r}, whose every "
+            f"character would be a scope HasDelegatedScope requires: write a list, "
+            f"required_scopes = [{scopes!r}]"
         )
     return None
+
+
+def _missing_required_scopes(view: object) -> str | None:
+    """What is wrong with a DRF view (its class or an instance) under `HasDelegatedScope`
+    without `required_scopes` (or with None), or None. Taken for "no scope", it admitted any
+    delegation, where django-oauth-toolkit's `TokenHasScope` raises ImproperlyConfigured: a
+    view that means any delegation says so with an empty list, `required_scopes = []` (as
+    `@delegation_required()` with no scope, and `TokenHasScope`'s empty list)."""
+    if getattr(view, "required_scopes", None) is not None:
+        return None
+    return (
+        f"{_view_name(view)} has no required_scopes, so HasDelegatedScope cannot tell which "
+        f"delegated scopes it needs: name them, required_scopes = ['orders:read'], or write "
+        f"required_scopes = [] to admit any delegation"
+    )
+
+
+def _view_name(view: object) -> str:
+    return view.__name__ if isinstance(view, type) else type(view).__name__
 
 
 def _needs_delegated_scope(permission: object) -> bool:

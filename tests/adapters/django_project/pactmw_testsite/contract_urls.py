@@ -71,6 +71,18 @@ def _string_scopes() -> list[URLPattern]:
     return [path("drf/string-scopes", drf_views.StringScopes.as_view())]
 
 
+def _missing_scopes() -> list[URLPattern]:
+    """A DRF view without `required_scopes` and one with an empty list, routed when
+    `PACTMW_TEST_MISSING_SCOPES` is set (`manage.py check` rightly reports the first,
+    pactmw.E008)."""
+    if not os.environ.get("PACTMW_TEST_MISSING_SCOPES"):
+        return []
+    return [
+        path("drf/no-scopes", drf_views.NoScopes.as_view()),
+        path("drf/any-delegation", drf_views.AnyDelegation.as_view()),
+    ]
+
+
 urlpatterns = [
     path("api/echo", views.echo),
     path("public", views.public),
@@ -89,6 +101,7 @@ urlpatterns = [
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     *_poppy_apis(),
     *_string_scopes(),
+    *_missing_scopes(),
     # The site's own views under the Provider's mount, listed before its patterns.
     path("a2a/internal/orders", views.public),
     path("a2a/acme/mine", views.public),

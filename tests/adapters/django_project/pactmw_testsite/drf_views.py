@@ -65,6 +65,25 @@ class StringScopes(APIView):  # type: ignore[misc]
         return Response(_describe(request))
 
 
+class NoScopes(APIView):  # type: ignore[misc]
+    """`HasDelegatedScope` without `required_scopes`: a mistake the check reports."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class AnyDelegation(APIView):  # type: ignore[misc]
+    """`required_scopes = []`, written out: any delegation will do."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes: ClassVar[list[str]] = []
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
 class Either(APIView):  # type: ignore[misc]
     permission_classes: ClassVar[list[Any]] = [IsApiClient]
 
