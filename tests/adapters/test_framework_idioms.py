@@ -680,6 +680,9 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
             # A Brand's own-site discovery view too (it reads the same Provider).
             discovery = client.get("/brand-site/poppy.json")
             assert (discovery.status_code, discovery.content) == (503, b"")
+            # A Parafé view too: it reads the same settings for its Brand's Parafé.
+            parafe = client.post("/parafe-sync", json={"message": a2a_message("lamp")})
+            assert (parafe.status_code, parafe.content) == (503, b"")
     log = tmp_path / "site.log"
     said = log.read_text()
     assert said.count("settings.PACTMW is invalid") == 1, said  # logged once
