@@ -33,9 +33,9 @@ from pactmw.provider.routes import MOUNT
 from pactmw.store import parse_store_url
 
 MIDDLEWARE_PATH = "pactmw.adapters.django.PersonalAgentMiddleware"
+_AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 #: What a view's tag says (`delegation_tag`'s decorator, `parafe_tag`'s with its Brand).
 _Tag = TypeVar("_Tag")
-_AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 
 
 @register("pactmw")
