@@ -13,7 +13,9 @@ these routes:
 * `/optional`: the same in optional mode (anonymous without `Authorization`).
 * `/api/scoped-{sync,async}`: "delegation with `orders:read` required".
 * `/parafe-{sync,async}` (POST): "Parafé consent for `create_order` required"; the async
-  variant reads the body again and echoes its first text part.
+  variant reads the body again and echoes its first text part. Under settings whose Brand
+  has no Parafé, the Starlette and FastAPI endpoints have no agent (nor `app.state`'s), the
+  Flask and Django ones no Brand to take it from, and plain WSGI has no such route.
 * `/.well-known/apple-app-site-association`: the app's own document beside the Provider's
   (Poppy's `/.well-known/poppy.json`), routed after them: as `/public`.
 * `/a2a/internal/orders` (`APP_UNDER_MOUNT`) and `/a2a/acme/mine` (`APP_UNDER_BRAND`): the
@@ -137,7 +139,8 @@ def starlette_app(config: dict[str, Any]) -> Any:
     required = asgi.personal_agent_required(guard.verifier, **options)
     optional = asgi.personal_agent_required(guard.verifier, optional=True, **options)
     scoped = asgi.delegation_required(SCOPE)
-    parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
+    # Without Parafé, no agent: the endpoint looks in `app.state`, which has none either.
+    parafe = asgi.parafe_action(ACTION, provider.parafe.get(BRAND))
 
     async def echo(request: StarletteRequest) -> Response:
         if request.method == "POST":
@@ -199,7 +202,7 @@ def fastapi_app(config: dict[str, Any]) -> Any:
     options = delegation_options(config, provider)
     caller = fastapi_adapter.PersonalAgentScheme(guard.verifier, **options)
     anyone = fastapi_adapter.PersonalAgentScheme(guard.verifier, optional=True, **options)
-    parafe = asgi.parafe_action(ACTION, provider.parafe_agent(BRAND))
+    parafe = asgi.parafe_action(ACTION, provider.parafe.get(BRAND))
     app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
     app.add_middleware(
         asgi.PersonalAgentMiddleware,
@@ -336,8 +339,10 @@ def wsgi_app(config: dict[str, Any]) -> Any:
         "/decorated-sync": wsgi.personal_agent_required(guard.verifier, **options)(view),
         "/optional": wsgi.personal_agent_required(guard.verifier, optional=True, **options)(view),
         "/api/scoped-sync": wsgi.delegation_required(SCOPE)(view),
-        "/parafe-sync": wsgi.parafe_action(ACTION, provider.parafe_agent(BRAND))(parafe_view),
     }
+    agent = provider.parafe.get(BRAND)
+    if agent is not None:  # WSGI's `parafe_action` takes its agent: none, no such route
+        routes["/parafe-sync"] = wsgi.parafe_action(ACTION, agent)(parafe_view)
 
     def dispatch(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         route = routes.get(wsgi.neutral_request(environ).path)

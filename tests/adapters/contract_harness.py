@@ -111,10 +111,14 @@ class Target:
         return f"Bearer {token}", account
 
 
-def config(workdir: Path, name: str, agent: AgentKey, parafe: World) -> dict[str, Any]:
+def config(
+    workdir: Path, name: str, agent: AgentKey, parafe: World, *, with_parafe: bool = True
+) -> dict[str, Any]:
+    """The settings of server `name`; without `with_parafe`, its Brand has no Parafé (and
+    no `parafe_brand` names it): the Parafé endpoints then have no runtime to check with."""
     table = parafe.parafe_table()
     del table["file_receipts"], table["credential_file"]  # no background filing here
-    return {
+    settings: dict[str, Any] = {
         "base_url": BASE_URL,
         "audience": AUDIENCE,
         "protect_prefix": apps.PREFIX,
@@ -135,6 +139,9 @@ def config(workdir: Path, name: str, agent: AgentKey, parafe: World) -> dict[str
         "delegation_brand": apps.BRAND,
         "parafe_brand": apps.BRAND,
     }
+    if not with_parafe:
+        del settings["brands"][apps.BRAND]["parafe"], settings["parafe_brand"]
+    return settings
 
 
 class Harness:
@@ -145,12 +152,19 @@ class Harness:
         workdir: Path,
         extra: Mapping[str, Any] | None = None,
         brand_extra: Mapping[str, Any] | None = None,
+        *,
+        with_parafe: bool = True,
+        django_env: Mapping[str, str] | None = None,
     ) -> None:
         """`extra` settings are added to every server's (e.g. rate limits of its own), and
-        `brand_extra` to its Brand's table (e.g. a `poppy` table)."""
+        `brand_extra` to its Brand's table (e.g. a `poppy` table); without `with_parafe` the
+        Brand has no Parafé (`config`). `django_env` goes to the Django test site's
+        environment (the switches of its routes)."""
         self.workdir = workdir
         self.extra = dict(extra or {})
         self.brand_extra = dict(brand_extra or {})
+        self.with_parafe = with_parafe
+        self.django_env = dict(django_env or {})
         self.stack = contextlib.ExitStack()
         self.agent = AgentKey.generate("ES256", "contract-1")
         self.parafe = self.stack.enter_context(contextlib.closing(World(workdir, shop_alg="ES256")))
@@ -168,7 +182,10 @@ class Harness:
         return self.targets[name]
 
     def _start(self, name: str) -> Target:
-        settings = {**config(self.workdir, name, self.agent, self.parafe), **self.extra}
+        settings = {
+            **config(self.workdir, name, self.agent, self.parafe, with_parafe=self.with_parafe),
+            **self.extra,
+        }
         settings["brands"][apps.BRAND].update(self.brand_extra)
         if name == "serve":
             base = self.stack.enter_context(uvicorn_server(apps.provider_root_app(settings)))
@@ -202,7 +219,7 @@ class Harness:
             settings="pactmw_testsite.contract_settings",
             workdir=self.workdir,
             name=name,
-            extra_env=CHECKOUT_ENV,
+            extra_env={**CHECKOUT_ENV, **self.django_env},
         )
         return self.stack.enter_context(server)
 
@@ -212,8 +229,11 @@ def harness(
     workdir: Path,
     extra: Mapping[str, Any] | None = None,
     brand_extra: Mapping[str, Any] | None = None,
+    *,
+    with_parafe: bool = True,
+    django_env: Mapping[str, str] | None = None,
 ) -> Iterator[Harness]:
-    started = Harness(workdir, extra, brand_extra)
+    started = Harness(workdir, extra, brand_extra, with_parafe=with_parafe, django_env=django_env)
     try:
         yield started
     finally:

@@ -465,6 +465,17 @@ BAD_SETTINGS = [
     pytest.param({"audience": None}, "audience", id="no-audience"),
     pytest.param({"brands": {"acme": {"handler": "nowhere.module:bot"}}}, "nowhere", id="handler"),
     pytest.param({"delegation_brand": "globex"}, "delegation_brand", id="unknown-brand"),
+    # The Brand whose Parafé `parafe_action` takes by default: unknown, or one without Parafé.
+    pytest.param({"parafe_brand": "globex"}, "parafe_brand 'globex'", id="unknown-parafe-brand"),
+    pytest.param(
+        {
+            "parafe_brand": "acme",
+            "delegation_brand": None,
+            "brands": {"acme": {"name": "Acme", "handler": "examples.bots:order_bot"}},
+        },
+        "parafe_brand 'acme' has no [brands.X.parafe]",
+        id="parafe-brand-without-parafe",
+    ),
     pytest.param(
         {"signing_keys": ["/nowhere/pactmw-signing.jwk"]},
         "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
@@ -669,6 +680,9 @@ def test_a_bad_setting_never_turns_other_pages_into_500s(
             # A Brand's own-site discovery view too (it reads the same Provider).
             discovery = client.get("/brand-site/poppy.json")
             assert (discovery.status_code, discovery.content) == (503, b"")
+            # A Parafé view too: it reads the same settings for its Brand's Parafé.
+            parafe = client.post("/parafe-sync", json={"message": a2a_message("lamp")})
+            assert (parafe.status_code, parafe.content) == (503, b"")
     log = tmp_path / "site.log"
     said = log.read_text()
     assert said.count("settings.PACTMW is invalid") == 1, said  # logged once
@@ -793,6 +807,174 @@ def test_flask_logs_delegation_required_without_a_delegation_brand_added_after_i
             assert_refused(client.get("/api/scoped-sync", headers=headers), INVALID_TOKEN)
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "pactmw.adapters"]
     assert said == [(logging.ERROR, NO_DELEGATION_BRAND.format("app.config['PACTMW']"))]
+
+
+#: The test site's environment that routes its `parafe_action` views under settings without
+#: Parafé, and also those naming the Brand "shop" (which these settings do not have).
+ROUTE_PARAFE_VIEWS = {"PACTMW_TEST_PARAFE_VIEWS": "1"}
+ROUTE_PARAFE_SHOP = {"PACTMW_TEST_PARAFE_VIEWS": "1", "PACTMW_TEST_PARAFE_SHOP": "1"}
+
+
+def _without_parafe(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` where no Brand configures Parafé (nor names `parafe_brand`)."""
+    brands = {
+        brand_id: {key: value for key, value in table.items() if key != "parafe"}
+        for brand_id, table in settings["brands"].items()
+    }
+    rest = {key: value for key, value in settings.items() if key != "parafe_brand"}
+    return {**rest, "brands": brands}
+
+
+def _two_parafe_brands(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with a second Brand with Parafé, and no `parafe_brand` to choose."""
+    rest = {key: value for key, value in settings.items() if key != "parafe_brand"}
+    globex = {**copy.deepcopy(settings["brands"]["acme"]), "name": "Globex"}
+    return {**rest, "brands": {**settings["brands"], "globex": globex}}
+
+
+#: What `parafe_action("create_order")` on `{}` says where no Brand configures Parafé.
+NO_PARAFE = (
+    "parafe_action('create_order') on {} refuses every request: no Brand configures Parafé "
+    "([brands.X.parafe]), so no consent can be checked"
+)
+#: What `parafe_action("create_order", brand="shop")` on `{}` says: "shop" is no Brand.
+PARAFE_SHOP_UNKNOWN = (
+    "parafe_action('create_order', brand='shop') on {} refuses every request: 'shop' is not "
+    "one of brands; name a Brand with Parafé ('acme') in brand=..."
+)
+#: What `parafe_action("create_order")` on `{0}` says where two Brands configure Parafé and
+#: the settings (`{1}`) name neither.
+PARAFE_BRAND_UNSET = (
+    "parafe_action('create_order') on {0} refuses every request: several Brands configure "
+    "Parafé ('acme', 'globex'); pass brand=... or set {1}['parafe_brand']"
+)
+
+
+def test_manage_py_check_reports_a_parafe_view_naming_a_brand_without_parafe(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Reported: a routed view behind `parafe_action(..., brand=...)` naming a Brand without
+    # Parafé was a RuntimeError (a 500) at each request, and nothing said at startup. A
+    # class-based view's method decorated with `method_decorator` is found too.
+    done = _manage_py_check(tmp_path, settings, **ROUTE_PARAFE_SHOP)
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "pactmw.E007" in said, said
+    assert PARAFE_SHOP_UNKNOWN.format("/parafe-shop") in said, said
+    assert PARAFE_SHOP_UNKNOWN.format("/parafe-method (ParafeMethod.post)") in said, said
+    # The views naming no Brand take the settings' `parafe_brand`: nothing to say of them.
+    assert "/parafe-sync" not in said, said
+
+
+def test_manage_py_check_reports_parafe_views_where_several_brands_have_parafe(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    done = _manage_py_check(tmp_path, _two_parafe_brands(settings))
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "pactmw.E007" in said, said
+    assert PARAFE_BRAND_UNSET.format("/parafe-sync", "settings.PACTMW") in said, said
+    assert PARAFE_BRAND_UNSET.format("/parafe-async", "settings.PACTMW") in said, said
+    # Naming the Brand in the settings settles it.
+    named = _manage_py_check(tmp_path, {**_two_parafe_brands(settings), "parafe_brand": "acme"})
+    assert "pactmw.E007" not in named.stderr, named.stderr
+
+
+def test_manage_py_check_warns_of_parafe_views_where_no_brand_configures_parafe(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Test sites and examples route Parafé views under settings without Parafé: said as a
+    # warning, which does not stop the site, as pactmw.W005 says of delegation views.
+    done = _manage_py_check(tmp_path, _without_parafe(settings), **ROUTE_PARAFE_SHOP)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "pactmw.W007" in said, said
+    assert "pactmw.E007" not in said, said
+    assert NO_PARAFE.format("/parafe-sync") in said, said
+    assert NO_PARAFE.format("/parafe-async") in said, said
+    shop = NO_PARAFE.replace("'create_order'", "'create_order', brand='shop'")
+    assert shop.format("/parafe-method (ParafeMethod.post)") in said, said
+
+
+def test_a_parafe_view_naming_a_brand_without_parafe_is_a_503_where_no_check_runs(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # Under uvicorn no system check runs: each request is a 503, and the log says why once.
+    with _site_under_uvicorn(tmp_path, settings, env=ROUTE_PARAFE_SHOP) as client:
+        for path in ("/parafe-shop", "/parafe-method", "/parafe-shop"):
+            answer = client.post(path, json={"message": a2a_message("lamp")})
+            assert answer.status_code == 503, (path, answer.text[:300])
+            assert answer.json()["error"] == "temporarily_unavailable"
+    said = (tmp_path / "site.log").read_text().splitlines()
+    assert said.count(PARAFE_SHOP_UNKNOWN.format("/parafe-shop")) == 1, said
+    assert said.count(PARAFE_SHOP_UNKNOWN.format("/parafe-method")) == 1, said
+
+
+def _parafe_view(app: Flask, brand: str | None = None) -> None:
+    @app.post("/parafe")
+    @flask_adapter.parafe_action("create_order", brand=brand)
+    def parafe_view() -> Any:
+        return {"ok": True}
+
+
+def test_flask_refuses_a_parafe_view_naming_a_brand_without_parafe_at_init_app(
+    settings: dict[str, Any],
+) -> None:
+    app = Flask("idioms")
+    app.config["PACTMW"] = settings
+    _parafe_view(app, brand="shop")
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == PARAFE_SHOP_UNKNOWN.format("/parafe")
+    # Naming the Brand with Parafé, the same app starts.
+    app = Flask("idioms")
+    app.config["PACTMW"] = settings
+    _parafe_view(app, brand="acme")
+    flask_adapter.Pactmw(app)
+
+
+def test_flask_refuses_parafe_views_where_several_brands_have_parafe_at_init_app(
+    settings: dict[str, Any],
+) -> None:
+    app = Flask("idioms")
+    app.config["PACTMW"] = _two_parafe_brands(settings)
+    _parafe_view(app)
+    with pytest.raises(ConfigError) as caught:
+        flask_adapter.Pactmw(app)
+    assert str(caught.value) == PARAFE_BRAND_UNSET.format("/parafe", "app.config['PACTMW']")
+
+
+def test_flask_warns_of_parafe_views_where_no_brand_configures_parafe_at_init_app(
+    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Flask("idioms")
+    app.config["PACTMW"] = _without_parafe(settings)
+    _parafe_view(app)
+    caplog.set_level(logging.WARNING, logger="pactmw.adapters")
+    flask_adapter.Pactmw(app)
+    warned = [r for r in caplog.records if r.name == "pactmw.adapters"]
+    assert [(r.levelno, r.getMessage()) for r in warned] == [
+        (logging.WARNING, NO_PARAFE.format("/parafe"))
+    ]
+
+
+def test_flask_answers_503_for_a_parafe_view_added_after_init_app(
+    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A view added after `Pactmw(app)`: Flask tells the extension nothing of it, so each
+    # request is a 503 (it was a RuntimeError, a 500) and the first says why at ERROR.
+    app = Flask("idioms")
+    app.config["PACTMW"] = settings
+    flask_adapter.Pactmw(app)
+    _parafe_view(app, brand="shop")
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with werkzeug_server(app) as base, loopback_client(base_url=base) as client:
+        for _ in range(2):
+            answer = client.post("/parafe", json={"message": a2a_message("lamp")})
+            assert answer.status_code == 503, answer.text[:300]
+            assert answer.json()["error"] == "temporarily_unavailable"
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "pactmw.adapters"]
+    assert said == [(logging.ERROR, PARAFE_SHOP_UNKNOWN.format("/parafe"))]
 
 
 def test_flask_refusals_go_through_the_apps_error_handlers(

@@ -14,11 +14,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pactmw.adapters._common import (
+    PARAFE_UNAVAILABLE,
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
     instance_or_none,
     make_guard,
+    no_parafe_agent,
     poppy_setting,
     record_checker,
     require_brand_id,
@@ -183,39 +185,47 @@ def parafe_action(
     refusal reply). The endpoint runs with `current_parafe(request)` and can read the body
     again; a JSON A2A message it returns gets the signed receipts. `agent` defaults to
     `app.state.pactmw_parafe`. An action that is no string, or an agent that is no
-    `ParafeAgent`, is a `ConfigError` here, where the endpoint is decorated."""
+    `ParafeAgent`, is a `ConfigError` here, where the endpoint is decorated; with neither,
+    each request is a 503, said once at ERROR."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
     if agent is not None:
         require_parafe_agent(agent, "parafe_action(action, agent=...)")
 
-    async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
-        if not isinstance(request, Request):
-            raise TypeError("parafe_action is for HTTP endpoints: a consent rides on a body")
-        parafe = agent or getattr(request.app.state, PARAFE_STATE, None)
-        if not isinstance(parafe, ParafeAgent):
-            raise RuntimeError(f"parafe_action needs agent=... or app.state.{PARAFE_STATE}")
-        endpoint = ParafeEndpoint(parafe, action, refusal_status)
-        admitted = await endpoint.aadmit(request_body_reader(request))
-        if not isinstance(admitted, ParafeAdmitted):
-            return to_starlette(admitted)
-        request.scope[PARAFE_KEY] = admitted.turn
-        response = await call()
-        body = getattr(response, "body", None)  # a StreamingResponse has none
-        if isinstance(response, StarletteResponse) and isinstance(body, (bytes, memoryview)):
-            content_type = response.headers.get("content-type")
-            updated = endpoint.finish(
-                admitted.turn, bytes(body), content_type, response.status_code
-            )
-            if updated is not None:
-                response.body = updated
-                response.headers["content-length"] = str(len(updated))
-                extensions = response.headers.get("a2a-extensions")
-                response.headers["a2a-extensions"] = endpoint.reply_extensions(extensions)
-        else:
-            endpoint.finish(admitted.turn, None, None, getattr(response, "status_code", None))
-        return response
+    def decorate(view: Endpoint) -> Endpoint:
+        # Said once an endpoint: each endpoint it decorates has its own.
+        no_agent = no_parafe_agent(action, f"app.state.{PARAFE_STATE}")
 
-    return lambda endpoint: wrap_endpoint(endpoint, around)
+        async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
+            if not isinstance(request, Request):
+                raise TypeError("parafe_action is for HTTP endpoints: a consent rides on a body")
+            parafe = agent or getattr(request.app.state, PARAFE_STATE, None)
+            if not isinstance(parafe, ParafeAgent):
+                no_agent(request.url.path)
+                return to_starlette(PARAFE_UNAVAILABLE)
+            endpoint = ParafeEndpoint(parafe, action, refusal_status)
+            admitted = await endpoint.aadmit(request_body_reader(request))
+            if not isinstance(admitted, ParafeAdmitted):
+                return to_starlette(admitted)
+            request.scope[PARAFE_KEY] = admitted.turn
+            response = await call()
+            body = getattr(response, "body", None)  # a StreamingResponse has none
+            if isinstance(response, StarletteResponse) and isinstance(body, (bytes, memoryview)):
+                content_type = response.headers.get("content-type")
+                updated = endpoint.finish(
+                    admitted.turn, bytes(body), content_type, response.status_code
+                )
+                if updated is not None:
+                    response.body = updated
+                    response.headers["content-length"] = str(len(updated))
+                    extensions = response.headers.get("a2a-extensions")
+                    response.headers["a2a-extensions"] = endpoint.reply_extensions(extensions)
+            else:
+                endpoint.finish(admitted.turn, None, None, getattr(response, "status_code", None))
+            return response
+
+        return wrap_endpoint(view, around)
+
+    return decorate
 
 
 def poppy_session_required(

@@ -28,10 +28,12 @@ from flask import Flask, current_app, has_request_context, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters._common import (
+    ParafeViewCheck,
     delegation_brand_unset,
     delegation_offered,
     delegation_view_problems,
     instance_or_none,
+    parafe_view_problems,
     poppy_setting,
     poppy_view_problems,
     provider_of,
@@ -41,6 +43,7 @@ from pactmw.adapters._common import (
     require_strings,
     require_view,
     tag_delegation_view,
+    tag_parafe_view,
     tag_poppy_view,
 )
 from pactmw.adapters._flask_cli import pactmw_cli
@@ -57,6 +60,7 @@ from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     Guard,
     ParafeAdmitted,
+    ParafeEndpoint,
     guard_from_mapping,
     require_scopes,
 )
@@ -159,18 +163,27 @@ class Pactmw:
 
 def _check_views(app: Flask, guard: Guard) -> None:
     """Raise `ConfigError` for a view decorated so far whose decorator `guard` cannot serve:
-    a Brand without Poppy, or `delegation_required` without `delegation_brand` where a Brand
-    offers delegation (closing the Provider first; where none does, a WARNING). Flask tells
-    an extension of no view added after `init_app`: such a view says it at its first request
-    (the Poppy views raise it, `delegation_required` logs it)."""
+    a Brand without Poppy, `delegation_required` without `delegation_brand` where a Brand
+    offers delegation, or `parafe_action` naming a Brand without Parafé (or none, where
+    several have it), closing the Provider first; where no Brand offers delegation, or none
+    configures Parafé, a WARNING. Flask tells an extension of no view added after
+    `init_app`: such a view says it at its first request (the Poppy views raise it,
+    `delegation_required` logs it, `parafe_action` logs it and answers 503)."""
     problems: list[ConfigError] = []
     if guard.provider is not None:
         brands = guard.provider.brands.values()
         problems += poppy_view_problems(brands, app.view_functions.values())
+    routes = [
+        (rule.rule, app.view_functions.get(rule.endpoint)) for rule in app.url_map.iter_rules()
+    ]
+    for parafe in parafe_view_problems(guard, _SETTING, routes):
+        if parafe.stops:
+            problems.append(ConfigError(parafe.message))
+        else:
+            # No Brand configures Parafé: views this deployment cannot serve, said without
+            # stopping it, as Django's pactmw.W007.
+            _logger.warning("%s", parafe.message)
     if not guard.takes_delegation:
-        routes = [
-            (rule.rule, app.view_functions.get(rule.endpoint)) for rule in app.url_map.iter_rules()
-        ]
         offered = guard.provider is not None and delegation_offered(guard.provider.brands.values())
         found = delegation_view_problems(_SETTING, routes, offered=offered)
         if offered:  # the setting was forgotten: the app stops here
@@ -347,17 +360,22 @@ def parafe_action(
     consent; the refusal reply). The Brand's `[brands.X.parafe]` is used: `brand`, else
     `PACTMW["parafe_brand"]`, else the one Brand with Parafé. The view runs with
     `current_parafe()` and reads the same body; a JSON A2A message it returns gets the
-    signed receipts. An action or a `brand` that is no string is a `ConfigError` here."""
+    signed receipts. An action or a `brand` that is no string is a `ConfigError` here; a
+    Brand without Parafé (or none named where several have it) is one at `init_app` for a
+    view decorated before it, and for one added after, a 503 at each request, said once at
+    ERROR (where no Brand configures Parafé, `init_app` warns and the view answers so)."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
     if brand is not None:
         require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
 
     def decorate(view: View) -> View:
+        check = ParafeViewCheck(_SETTING, action, brand, refusal_status)  # said once a view
+
         @functools.wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            endpoint = _state().guard.parafe_endpoint(
-                action, brand=brand, refusal_status=refusal_status
-            )
+            endpoint = check.endpoint(_state().guard, request.path)
+            if not isinstance(endpoint, ParafeEndpoint):
+                return to_werkzeug(endpoint)
             admitted = endpoint.admit(body_reader(request.environ, keep=True))
             if not isinstance(admitted, ParafeAdmitted):
                 return to_werkzeug(admitted)
@@ -375,7 +393,7 @@ def parafe_action(
                 response.headers["A2A-Extensions"] = endpoint.reply_extensions(extensions)
             return response
 
-        return wrapper  # type: ignore[return-value]
+        return tag_parafe_view(wrapper, action, brand)  # type: ignore[return-value]
 
     return decorate
 

@@ -3,9 +3,9 @@ report a bad configuration at startup, each problem with an id and the setting's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.util import find_spec
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from django.apps import apps
@@ -18,6 +18,8 @@ from pactmw.adapters._common import (
     delegation_offered,
     delegation_tag,
     delegation_view_problem,
+    parafe_tag,
+    parafe_view_problem,
     poppy_view_problems,
 )
 from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
@@ -32,6 +34,8 @@ from pactmw.store import parse_store_url
 
 MIDDLEWARE_PATH = "pactmw.adapters.django.PersonalAgentMiddleware"
 _AUTH_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
+#: What a view's tag says (`delegation_tag`'s decorator, `parafe_tag`'s with its Brand).
+_Tag = TypeVar("_Tag")
 
 
 @register("pactmw")
@@ -44,7 +48,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     pactmw.E004: a routed view's `poppy_session_required` (or `poppy_discovery_view`) names
     a Brand without Poppy; pactmw.E005: a routed view's `delegation_required` (a class-based
     view's method's too) or DRF `HasDelegatedScope` while `delegation_brand` is not set and a
-    Brand offers delegation; pactmw.W005: the same where no Brand offers it."""
+    Brand offers delegation; pactmw.W005: the same where no Brand offers it; pactmw.E007: a
+    routed view's `parafe_action` (a class-based view's method's too) names a Brand without
+    Parafé, or none where several have it and `parafe_brand` is not set; pactmw.W007: a
+    routed `parafe_action` view where no Brand configures Parafé."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -59,10 +66,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
         return messages
-    provider, delegation_brand = None, None
+    provider, delegation_brand, parafe_brand = None, None, None
     try:
         checked = guard_settings(raw_settings())
         provider, delegation_brand = checked.provider, checked.delegation_brand
+        parafe_brand = checked.parafe_brand
         if provider is not None and provider.signing_key_files:
             # Read them now (the files only: nothing is generated), not at the first request.
             provider.signing_keys()
@@ -98,6 +106,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
     if builds:
         messages.extend(_check_required_scopes())
+        brands = provider.brands if provider is not None else ()
+        messages.extend(_check_parafe_views(brands, parafe_brand))
     if not _has_middleware(middleware, PersonalAgentMiddleware):
         messages.append(
             Warning(
@@ -226,6 +236,51 @@ def _check_delegation_views(offered: bool) -> list[CheckMessage]:
     return messages
 
 
+def _check_parafe_views(brands: Iterable[Brand], parafe_brand: str | None) -> list[CheckMessage]:
+    """pactmw.E007: a view the URLconf routes is behind `parafe_action` (on a function, or
+    with `method_decorator` on a class-based view's method or `dispatch`) naming a Brand that
+    is not one of brands or has no Parafé, or naming none where several Brands configure it
+    and `parafe_brand` is not set: every request to it would be refused (a 503). Where no
+    Brand configures Parafé (pactmw.W007), the view cannot work in this deployment, which is
+    said without stopping the site (a test site configured without Parafé). A view no URL
+    routes says so at its first request."""
+    brands = tuple(brands)
+    messages: list[CheckMessage] = []
+    said: set[tuple[str, int]] = set()
+    for path, view in _routed_views(get_resolver().url_patterns):
+        for (check, brand), where in _tagged(path, view, parafe_tag):
+            if (check, id(view)) in said:  # a view routed twice is said once
+                continue
+            said.add((check, id(view)))
+            problem = parafe_view_problem(
+                brands, parafe_brand, f"settings.{SETTING}", check, where, brand
+            )
+            if problem is None:
+                continue
+            if problem.stops:
+                messages.append(
+                    Error(
+                        f"{problem.message}.",
+                        hint="Name a Brand with [brands.X.parafe] in parafe_action(..., "
+                        "brand=...) or PACTMW['parafe_brand'], or give the Brand a parafe "
+                        "table.",
+                        obj=SETTING,
+                        id="pactmw.E007",
+                    )
+                )
+            else:
+                messages.append(
+                    Warning(
+                        f"{problem.message}.",
+                        hint="Give a Brand a parafe table ([brands.X.parafe]), or leave the "
+                        "view unrouted.",
+                        obj=SETTING,
+                        id="pactmw.W007",
+                    )
+                )
+    return messages
+
+
 def _check_required_scopes() -> list[CheckMessage]:
     """pactmw.E006: a routed DRF view under `HasDelegatedScope` whose `required_scopes` is a
     string: each character would be a scope, so every delegation would be refused.
@@ -279,20 +334,30 @@ def _view_class(view: object) -> type | None:
 def _delegation_checks(path: str, view: object) -> Iterator[tuple[str, str]]:
     """Each check of a delegation the view routed at `path` makes, as written, with where it
     is (`/api/x (SupportView.get)` for a class-based view's method)."""
+    yield from _tagged(path, view, delegation_tag)
+    view_class = _view_class(view)
+    permission = _drf_delegated_scope_check(view_class) if view_class is not None else None
+    if view_class is not None and permission is not None:
+        yield permission, f"{path} ({view_class.__name__})"
+
+
+def _tagged(
+    path: str, view: object, tag: Callable[[object], _Tag | None]
+) -> Iterator[tuple[_Tag, str]]:
+    """What `tag` reads on the view routed at `path` (a decorator of ours, as written), with
+    where it is: the view itself, or each method a class-based view's request may run
+    (`/api/x (SupportView.get)`), found as `method_decorator` left the tag on it."""
     # A class-based view's function is the class's machinery; its methods are the app's.
     view_class = _view_class(view)
     if view_class is None:
-        decorator = delegation_tag(view)
-        if decorator is not None:
-            yield decorator, path
+        found = tag(view)
+        if found is not None:
+            yield found, path
         return
     for name in _handler_names(view, view_class):
-        decorator = delegation_tag(getattr(view_class, name, None))
-        if decorator is not None:
-            yield decorator, f"{path} ({view_class.__name__}.{name})"
-    permission = _drf_delegated_scope_check(view_class)
-    if permission is not None:
-        yield permission, f"{path} ({view_class.__name__})"
+        found = tag(getattr(view_class, name, None))
+        if found is not None:
+            yield found, f"{path} ({view_class.__name__}.{name})"
 
 
 def _handler_names(view: object, view_class: type) -> list[str]:

@@ -12,6 +12,7 @@ from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from pactmw.adapters._common import (
+    ParafeViewCheck,
     delegation_brand_unset,
     poppy_setting,
     require_brand_id,
@@ -20,6 +21,7 @@ from pactmw.adapters._common import (
     require_view,
     scope_refusal,
     tag_delegation_view,
+    tag_parafe_view,
     tag_poppy_view,
 )
 from pactmw.adapters.django._config import SETTING, configured, get_provider, takes_delegation
@@ -178,10 +180,15 @@ def parafe_action(
     `PACTMW["parafe_brand"]`, else the one Brand with Parafé. The view runs with
     `request.parafe` (`.consent`, `.complete(...)`) and reads the same `request.body`; a
     JSON A2A message it returns gets the signed receipts. Consider `csrf_exempt`: callers
-    are agents. An action or a `brand` that is no string is a `ConfigError` here."""
+    are agents. An action or a `brand` that is no string is a `ConfigError` here; a routed
+    view naming a Brand without Parafé (or none, where several have it) is pactmw.E007 (no
+    Brand with Parafé at all: pactmw.W007), and where no check ran, each request is a 503,
+    said once at ERROR."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
     if brand is not None:
         require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
+    # Once a decorator, not once a view: see `delegation_required`.
+    check = ParafeViewCheck(f"settings.{SETTING}", action, brand, refusal_status)
 
     def endpoint() -> ParafeEndpoint:
         return configured.guard().parafe_endpoint(
@@ -195,10 +202,16 @@ def parafe_action(
         return None
 
     def before(request: HttpRequest) -> HttpResponse | None:
-        return admitted(request, endpoint().admit(body_reader(request, keep=True)))
+        found = check.endpoint(configured.guard(), request.path)
+        if not isinstance(found, ParafeEndpoint):
+            return to_django(found)
+        return admitted(request, found.admit(body_reader(request, keep=True)))
 
     async def abefore(request: HttpRequest) -> HttpResponse | None:
-        return admitted(request, await endpoint().aadmit(abody_reader(request, keep=True)))
+        found = check.endpoint(configured.guard(), request.path)
+        if not isinstance(found, ParafeEndpoint):
+            return to_django(found)
+        return admitted(request, await found.aadmit(abody_reader(request, keep=True)))
 
     def after(request: HttpRequest, response: Any) -> Any:
         turn = request.parafe  # type: ignore[attr-defined]
@@ -217,7 +230,8 @@ def parafe_action(
             response["A2A-Extensions"] = ParafeEndpoint.reply_extensions(extensions)
         return response
 
-    return _decorator(before, abefore, after)
+    decorate = _decorator(before, abefore, after)
+    return lambda view: tag_parafe_view(decorate(view), action, brand)
 
 
 def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View]:

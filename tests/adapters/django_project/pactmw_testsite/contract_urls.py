@@ -57,6 +57,30 @@ def _scoped() -> list[URLPattern | URLResolver]:
     ]
 
 
+def _parafe() -> list[URLPattern]:
+    """The views behind `parafe_action`, routed when a Brand configures Parafé (without one
+    `manage.py check` rightly warns of them, pactmw.W007), or when `PACTMW_TEST_PARAFE_VIEWS`
+    is set: the tests of that check, and of the views under a server that runs no check.
+    `PACTMW_TEST_PARAFE_SHOP` also routes those naming the Brand "shop", which the suite's
+    settings do not have (pactmw.E007)."""
+    brands: Any = _pactmw().get("brands")
+    with_parafe = isinstance(brands, dict) and any(
+        isinstance(table, dict) and "parafe" in table for table in brands.values()
+    )
+    if not os.environ.get("PACTMW_TEST_PARAFE_VIEWS") and not with_parafe:
+        return []
+    routes = [
+        path("parafe-sync", views.parafe_sync),
+        path("parafe-async", views.parafe_async),
+    ]
+    if os.environ.get("PACTMW_TEST_PARAFE_SHOP"):
+        routes += [
+            path("parafe-shop", views.parafe_shop),
+            path("parafe-method", views.ParafeMethod.as_view()),
+        ]
+    return routes
+
+
 def _router() -> DefaultRouter:
     router = DefaultRouter()
     router.register("tickets", drf_views.Tickets, basename="tickets")
@@ -94,8 +118,7 @@ urlpatterns = [
     path("decorated-async", views.decorated_async),
     path("optional", views.optional),
     *_scoped(),
-    path("parafe-sync", views.parafe_sync),
-    path("parafe-async", views.parafe_async),
+    *_parafe(),
     path("drf/me", drf_views.Me.as_view()),
     path("drf/either", drf_views.Either.as_view()),
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),

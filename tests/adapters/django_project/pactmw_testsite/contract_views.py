@@ -105,6 +105,23 @@ async def parafe_async(request: HttpRequest) -> HttpResponse:
     return _parafe_reply(request)
 
 
+@csrf_exempt
+@parafe_action("create_order", brand="shop")
+def parafe_shop(request: HttpRequest) -> HttpResponse:
+    """Parafé for a Brand the contract's settings do not have (tests of pactmw.E007)."""
+    return _parafe_reply(request)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class ParafeMethod(View):
+    """A class-based view whose method is behind `parafe_action`, as Django's docs decorate
+    one (for a Brand the contract's settings do not have)."""
+
+    @method_decorator(parafe_action("create_order", brand="shop"))
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return _parafe_reply(request)
+
+
 @poppy_session_required("shop", "orders:read")
 def poppy_orders(request: HttpRequest) -> JsonResponse:
     """A Brand's API behind a Poppy Session Token (tests/poppy/test_session_required.py)."""
