@@ -12,6 +12,12 @@ from starlette.responses import Response as StarletteResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pactmw.adapters._arguments import (
+    require_brand_id,
+    require_current_user,
+    require_provider,
+    require_provider_app,
+)
 from pactmw.adapters._asgi_http import (
     body_reader,
     neutral_request,
@@ -20,13 +26,7 @@ from pactmw.adapters._asgi_http import (
     send_response,
     to_starlette,
 )
-from pactmw.adapters._common import (
-    NOT_FOUND,
-    require_brand_id,
-    require_current_user,
-    require_provider,
-    require_provider_app,
-)
+from pactmw.adapters._common import NOT_FOUND
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.poppy import METADATA_PREFIX, check_session_brand

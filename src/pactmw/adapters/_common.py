@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import logging
-import reprlib
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from importlib.util import find_spec
 from typing import Generic, TypeVar
-
-from attrs import frozen
 
 from pactmw.config import ConfigError, guarded_prefix, require_verifier
 from pactmw.core.encoding import is_ascii_digits, loggable
@@ -17,66 +14,32 @@ from pactmw.core.http import Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.brand import Brand
-from pactmw.provider.delegated import OAuthError
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     Guard,
-    ParafeEndpoint,
     check_delegation_brand,
     refusal_response,
     require_scopes,
 )
-from pactmw.provider.parafe import ParafeAgent
-from pactmw.provider.poppy import check_session_brand
 from pactmw.provider.routes import MOUNT
 
 __all__ = [
     "NOT_FOUND",
-    "PARAFE_UNAVAILABLE",
     "REFUSED_PUBLIC_ROUTE",
     "TAKES_DELEGATION_KEY",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
     "OnceWarning",
-    "ParafeViewCheck",
-    "ParafeViewProblem",
     "bounded_body",
     "declared_length",
-    "delegation_brand_unset",
-    "delegation_offered",
-    "delegation_tag",
-    "delegation_view_problem",
-    "delegation_view_problems",
     "instance_or_none",
     "make_guard",
-    "no_delegation_brand",
-    "no_delegation_offered",
-    "no_parafe_agent",
-    "parafe_tag",
-    "parafe_view_problem",
-    "parafe_view_problems",
-    "poppy_setting",
-    "poppy_view_problems",
     "provider_of",
     "record_checker",
     "refusal_detail",
-    "require_application",
-    "require_brand_id",
-    "require_current_user",
     "require_framework",
-    "require_parafe_agent",
-    "require_provider",
-    "require_provider_app",
-    "require_scope_names",
-    "require_strings",
-    "require_verifier_not_optional",
-    "require_view",
     "scope_refusal",
     "scopes_without_delegation",
-    "tag_delegation_view",
-    "tag_parafe_view",
-    "tag_poppy_view",
     "takes_no_delegation",
     "whole_body",
 ]
@@ -136,313 +99,6 @@ def provider_of(guard: Guard, setting: str) -> Provider:
             "or conversations (add brands)"
         )
     return guard.provider
-
-
-#: The attribute Flask's and Django's `poppy_session_required` (and Flask's
-#: `poppy_discovery_view`) leave on the view they make: the Brand it names and the call as
-#: the app wrote it. Their Provider is built after the views are made, so the extension
-#: (`init_app`) and the system check find the views by it to check the Brand at startup;
-#: `functools.wraps` copies it through the app's own decorators.
-_POPPY_BRAND_ATTRIBUTE = "pactmw_poppy_brand"
-
-
-def poppy_setting(brand_id: str) -> str:
-    """The decorator as the app wrote it, which a `ConfigError` names."""
-    return f"poppy_session_required({brand_id!r})"
-
-
-def tag_poppy_view(view: _T, brand_id: str, setting: str | None = None) -> _T:
-    """Leave `brand_id` on a view `poppy_session_required` made, or the helper `setting`
-    names (see `poppy_view_problems`)."""
-    setattr(view, _POPPY_BRAND_ATTRIBUTE, (brand_id, setting or poppy_setting(brand_id)))
-    return view
-
-
-def poppy_view_problems(brands: Iterable[Brand], views: Iterable[object]) -> list[ConfigError]:
-    """What `check_session_brand` says of each of `views` whose `poppy_session_required`
-    (or other tagged helper) names a Brand without Poppy."""
-    brands = tuple(brands)
-    problems: list[ConfigError] = []
-    for view in views:
-        tag = getattr(view, _POPPY_BRAND_ATTRIBUTE, None)
-        if not (isinstance(tag, tuple) and len(tag) == 2):
-            continue
-        brand_id, setting = tag
-        try:
-            check_session_brand(brands, brand_id, setting)
-        except ConfigError as exc:
-            problems.append(exc)
-    return problems
-
-
-#: The attribute Flask's and Django's `delegation_required` leave on the view they make: the
-#: decorator as the app wrote it. As with `poppy_session_required`, the extension
-#: (`init_app`) and the system check find the views by it, to say at startup that settings
-#: without `delegation_brand` refuse every caller of them.
-_DELEGATION_ATTRIBUTE = "pactmw_delegation_required"
-
-
-def _delegation_decorator(scopes: Iterable[str]) -> str:
-    """`delegation_required(*scopes)` as the app wrote it."""
-    return f"delegation_required({', '.join(repr(scope) for scope in scopes)})"
-
-
-def tag_delegation_view(view: _T, scopes: Iterable[str]) -> _T:
-    """Leave on a view `delegation_required(*scopes)` made the decorator as written."""
-    setattr(view, _DELEGATION_ATTRIBUTE, _delegation_decorator(scopes))
-    return view
-
-
-def delegation_tag(view: object) -> str | None:
-    """The `delegation_required(...)` (as written) a view, or a method Django's
-    `method_decorator` decorated (it copies the attribute), carries; None for another."""
-    decorator = getattr(view, _DELEGATION_ATTRIBUTE, None)
-    return decorator if isinstance(decorator, str) else None
-
-
-def no_delegation_brand(settings: str, check: str, path: str) -> str:
-    """What a check of a delegation (`check`: `delegation_required(...)` or DRF's
-    `HasDelegatedScope`, as the app wrote it, on `path`) says when the app's settings
-    (`settings`, as the adapter names where it reads them) have no `delegation_brand`: no
-    delegation is verified, so every caller is refused."""
-    return (
-        f"{check} on {path} refuses every caller: {settings}['delegation_brand'] is not "
-        "set, so no delegation is verified; set it to the Brand (one with "
-        "[brands.X.delegation]) whose grants the view checks"
-    )
-
-
-def delegation_offered(brands: Iterable[Brand]) -> bool:
-    """Whether one of `brands` offers the Delegated profile: only then can
-    `delegation_brand` name one, and a view checking delegations without it is a setting
-    forgotten rather than a view this deployment cannot serve."""
-    return any(brand.delegation is not None for brand in brands)
-
-
-def no_delegation_offered(check: str, path: str) -> str:
-    """What a check of a delegation (`check`, as the app wrote it, on `path`) says where no
-    Brand offers delegation: it refuses every caller until one does."""
-    return (
-        f"{check} on {path} refuses every caller: no Brand offers delegation "
-        "([brands.X.delegation]), so no delegation can be verified"
-    )
-
-
-def delegation_view_problem(settings: str, check: str, path: str, *, offered: bool) -> str:
-    """What startup says of a view checking delegations (`check`, as written, on `path`)
-    where the settings (`settings`) have no `delegation_brand`: the setting forgotten where a
-    Brand offers delegation (`offered`: an error), else a view this deployment cannot serve
-    (said without stopping the app: one configured without delegation)."""
-    if offered:
-        return no_delegation_brand(settings, check, path)
-    return no_delegation_offered(check, path)
-
-
-def delegation_view_problems(
-    settings: str, routes: Iterable[tuple[str, object]], *, offered: bool
-) -> list[str]:
-    """`delegation_view_problem` of each routed view (`routes`: its path and the view) that
-    `delegation_required` made: the extension's reports at startup."""
-    return [
-        delegation_view_problem(settings, check, path, offered=offered)
-        for path, view in routes
-        if (check := delegation_tag(view)) is not None
-    ]
-
-
-def delegation_brand_unset(
-    settings: str, scopes: Iterable[str], check: str | None = None
-) -> OnceWarning:
-    """The log line, at ERROR once, of a view `delegation_required(*scopes)` made (or
-    another `check` of a delegation, as written) refusing a caller while the settings
-    (`settings`) have no `delegation_brand`: said where no startup check saw the view
-    (Flask's added after `init_app`, Django's under a server that runs no system check)."""
-    written = _delegation_decorator(scopes) if check is None else check
-    # The message is a format string whose one `%s` is the path: a `%` in a scope is kept.
-    return OnceWarning(
-        no_delegation_brand(settings, written.replace("%", "%%"), "%s"), level=logging.ERROR
-    )
-
-
-#: The attribute Flask's and Django's `parafe_action` leave on the view they make: the
-#: decorator as the app wrote it and the Brand it names (None: the settings' `parafe_brand`,
-#: else the one Brand with Parafé). As with `delegation_required`, the extension (`init_app`)
-#: and the system check find the views by it, to say at startup which cannot check consent.
-_PARAFE_ATTRIBUTE = "pactmw_parafe_action"
-
-#: The answer of an endpoint behind `parafe_action` whose configuration gives it no Parafé
-#: runtime: 503 (the server cannot serve it until its operator fixes that, as a store that
-#: does not open), with the RFC 6749-shaped body of pactmw's other 503s that have one, not
-#: cacheable. It names no setting: the log says which (`ParafeViewCheck`). ASCII only, as
-#: RFC 6749 §5.2 asks of `error_description`.
-PARAFE_UNAVAILABLE = error_response(
-    OAuthError(
-        "temporarily_unavailable",
-        "This endpoint cannot check its action's consent: the server's Parafe "
-        "configuration is missing",
-        503,
-    )
-)
-
-
-def _parafe_decorator(action: str, brand: str | None) -> str:
-    """`parafe_action(action[, brand=...])` as the app wrote it."""
-    if brand is None:
-        return f"parafe_action({action!r})"
-    return f"parafe_action({action!r}, brand={brand!r})"
-
-
-def tag_parafe_view(view: _T, action: str, brand: str | None) -> _T:
-    """Leave on a view `parafe_action(action, brand=brand)` made the decorator as written and
-    its Brand (see `parafe_view_problems`)."""
-    setattr(view, _PARAFE_ATTRIBUTE, (_parafe_decorator(action, brand), brand))
-    return view
-
-
-def parafe_tag(view: object) -> tuple[str, str | None] | None:
-    """The `parafe_action(...)` (as written) and the Brand it names that a view, or a method
-    Django's `method_decorator` decorated (it copies the attribute), carries; None for
-    another."""
-    tag = getattr(view, _PARAFE_ATTRIBUTE, None)
-    if isinstance(tag, tuple) and len(tag) == 2 and isinstance(tag[0], str):
-        written, brand = tag
-        return written, brand if isinstance(brand, str) else None
-    return None
-
-
-@frozen
-class ParafeViewProblem:
-    """Why a view behind `parafe_action` cannot check consent: `message` (naming the view
-    and what to fix), and whether it `stops` the app at startup (an argument or a setting
-    to fix) or is said without stopping it (a deployment configured without Parafé)."""
-
-    message: str
-    stops: bool
-
-
-def parafe_view_problem(
-    brands: Iterable[Brand],
-    parafe_brand: str | None,
-    settings: str,
-    check: str,
-    path: str,
-    brand: str | None,
-) -> ParafeViewProblem | None:
-    """The problem of a view (`check`: its `parafe_action(...)` as written, on `path`, naming
-    `brand`) under settings (`settings`, as the adapter names where it reads them) with
-    `brands` and `parafe_brand`; None when it has its Brand's Parafé runtime.
-
-    No Brand with Parafé is no error: test sites and examples route Parafé views under
-    settings without it, and the view cannot work in that deployment (said, not stopped). A
-    Brand named that has no Parafé, or none named where several have it, is a mistake to
-    fix before the app serves anything."""
-    by_id = {found.id: found for found in brands}
-    with_parafe = [found_id for found_id, found in by_id.items() if found.parafe is not None]
-    refuses = f"{check} on {path} refuses every request"
-    if not with_parafe:
-        return ParafeViewProblem(
-            f"{refuses}: no Brand configures Parafé ([brands.X.parafe]), so no consent can "
-            "be checked",
-            stops=False,
-        )
-    listed = ", ".join(repr(found_id) for found_id in with_parafe)
-    if brand is not None:
-        if brand not in by_id:
-            why = f"{brand!r} is not one of brands"
-        elif brand not in with_parafe:
-            why = f"Brand {brand!r} has no [brands.{brand}.parafe]"
-        else:
-            return None
-        return ParafeViewProblem(
-            f"{refuses}: {why}; name a Brand with Parafé ({listed}) in brand=...", stops=True
-        )
-    if parafe_brand is not None:
-        if parafe_brand in with_parafe:
-            return None
-        # `guard_settings` refuses such a setting: only a guard built otherwise has one.
-        return ParafeViewProblem(
-            f"{refuses}: {settings}['parafe_brand'] {parafe_brand!r} has no "
-            f"[brands.X.parafe]; name a Brand with Parafé ({listed})",
-            stops=True,
-        )
-    if len(with_parafe) > 1:
-        return ParafeViewProblem(
-            f"{refuses}: several Brands configure Parafé ({listed}); pass brand=... or set "
-            f"{settings}['parafe_brand']",
-            stops=True,
-        )
-    return None
-
-
-def _brands_of(guard: Guard) -> Iterable[Brand]:
-    """The Brands of the Provider `guard` serves (none without one)."""
-    return guard.provider.brands.values() if guard.provider is not None else ()
-
-
-def parafe_view_problems(
-    guard: Guard, settings: str, routes: Iterable[tuple[str, object]]
-) -> list[ParafeViewProblem]:
-    """`parafe_view_problem` of each routed view (`routes`: its path and the view) that
-    `parafe_action` made, under `guard`'s settings: the extension's reports at startup."""
-    problems: list[ParafeViewProblem] = []
-    for path, view in routes:
-        tag = parafe_tag(view)
-        if tag is None:
-            continue
-        check, brand = tag
-        problem = parafe_view_problem(
-            _brands_of(guard), guard.parafe_brand, settings, check, path, brand
-        )
-        if problem is not None:
-            problems.append(problem)
-    return problems
-
-
-class ParafeViewCheck:
-    """What Flask's and Django's `parafe_action(action, brand=...)` run at each request: the
-    `ParafeEndpoint` of its Brand, or, where its configuration gives it none (a view no
-    startup check saw: Flask's added after `init_app`, Django's under a server that runs no
-    system check), `PARAFE_UNAVAILABLE`, the problem said once at ERROR. Made once a
-    decorator, not once a view: Django's `method_decorator` decorates the method anew at
-    each request, so a line said once a view would be said every time."""
-
-    def __init__(self, settings: str, action: str, brand: str | None, refusal_status: int) -> None:
-        self.settings = settings
-        self.action = action
-        self.brand = brand
-        self.refusal_status = refusal_status
-        self.written = _parafe_decorator(action, brand)
-        self._said = False
-
-    def endpoint(self, guard: Guard, path: str) -> ParafeEndpoint | Response:
-        """The endpoint's check under `guard`, or the 503 to answer (`path`: the request's,
-        what the caller wrote, so escaped and cut short in the log)."""
-        if self._problem(guard, path) is None:
-            return guard.parafe_endpoint(
-                self.action, brand=self.brand, refusal_status=self.refusal_status
-            )
-        if not self._said:
-            self._said = True
-            problem = self._problem(guard, loggable(path))
-            logger.error("%s", problem.message if problem is not None else self.written)
-        return PARAFE_UNAVAILABLE
-
-    def _problem(self, guard: Guard, path: str) -> ParafeViewProblem | None:
-        brands = _brands_of(guard)
-        return parafe_view_problem(
-            brands, guard.parafe_brand, self.settings, self.written, path, self.brand
-        )
-
-
-def no_parafe_agent(action: str, state: str) -> OnceWarning:
-    """The log line, at ERROR once, of an ASGI endpoint `parafe_action(action)` made that was
-    given no agent and finds none in the app's state (`state`: `app.state.<name>`)."""
-    return OnceWarning(
-        f"{_parafe_decorator(action, None).replace('%', '%%')} on %s refuses every request: "
-        f"it was given no agent and {state} is no ParafeAgent; pass the Brand's ParafeAgent "
-        f"(provider.parafe_agent(brand_id)) as agent=..., or set {state} to it",
-        level=logging.ERROR,
-    )
 
 
 def require_framework(package: str, adapter: str, framework: str, extra: str) -> None:
@@ -567,141 +223,6 @@ def takes_no_delegation(recorded: Mapping[str, object]) -> bool:
     """Whether the caller of this request was verified by a guard that takes no delegation
     (`record_checker`), so that no scope asked of it can ever be held."""
     return recorded.get(TAKES_DELEGATION_KEY) is False
-
-
-def require_provider(given: object, call: str) -> None:
-    """A `ConfigError` naming `call` (as the app writes it) when `given` is no Provider (its
-    settings, or arguments swapped), raised where the app, route or decorator is built rather
-    than as an AttributeError on the first request."""
-    if not isinstance(given, Provider):
-        raise ConfigError(f"{call}: provider must be a Provider, not {type(given).__name__}")
-
-
-#: The values an error shows as they were given: plain data, short once cut by `reprlib`. Of
-#: anything else (a view, a Provider) only the type is said: its repr says nothing useful.
-_PLAIN = (type(None), bool, int, float, str, bytes, list, tuple, set, frozenset, dict)
-
-
-def _shown(value: object) -> str:
-    """`value` as an error about a name (an action, a scope, a Brand's id) shows it."""
-    if isinstance(value, str) and not value:
-        return "an empty string"
-    if value is None:
-        return "None"
-    if isinstance(value, _PLAIN):
-        return f"{type(value).__name__} {reprlib.repr(value)}"
-    return type(value).__name__
-
-
-def _is_name(value: object) -> bool:
-    """Whether `value` can name an action or a scope: a non-empty string (an empty one names
-    nothing, so no consent and no grant could ever hold it)."""
-    return isinstance(value, str) and value != ""
-
-
-def require_application(given: object, call: str, what: str) -> None:
-    """A `ConfigError` naming `call` when `given`, the app a Provider app passes other paths
-    to (`what`: "an ASGI application"), is given and is none: an import string or settings
-    there failed at the first request the Provider does not serve."""
-    if given is not None and not callable(given):
-        raise ConfigError(f"{call}: app must be {what}, not {type(given).__name__}")
-
-
-def require_current_user(given: object, call: str) -> None:
-    """A `ConfigError` naming `call` when `current_user` is given and is no function:
-    `current_user=signed_in()` (called, not passed) gives a user, which fails on every
-    same-app consent page."""
-    if given is not None and not callable(given):
-        raise ConfigError(
-            f"{call}: current_user must be a function that says who is signed in, "
-            f"not {type(given).__name__}"
-        )
-
-
-def require_provider_app(
-    provider: object, app: object, current_user: object, application: str
-) -> None:
-    """The checks of `A2AProviderApp(provider, app=..., current_user=...)`, ASGI's and
-    WSGI's alike (`application`: what `app` must be, "an ASGI application")."""
-    written = "A2AProviderApp(provider, app=...)"
-    require_provider(provider, written)
-    require_application(app, written, application)
-    require_current_user(current_user, written)
-
-
-def require_strings(given: Iterable[object], call: str, what: str, example: str) -> None:
-    """A `ConfigError` when one of `given` (the arguments of the decorator `call`: its
-    scopes, its action, its Brand's id) is no non-empty string. Something other than plain
-    data (a view, a Provider) means the decorator was written without its parentheses
-    (`@call`, not `@call(...)`) or with another adapter's arguments: it would take the view
-    for its argument and fail on every request (a 500). Plain data that is no name (a list
-    for `*scopes`, bytes, None, "") would fail at the request or never be held. Either is
-    said where the view is decorated. `what` says what `call` takes; `example`, one written
-    right."""
-    for value in given:
-        if _is_name(value):
-            continue
-        if isinstance(value, _PLAIN):
-            raise ConfigError(f"{call} takes {what}: @{call}({example!r}), not {_shown(value)}")
-        raise ConfigError(
-            f"{call} takes {what}: @{call}({example!r}), not @{call}; got {_shown(value)}"
-        )
-
-
-def require_view(given: object, call: str) -> None:
-    """A `ConfigError` naming `call` when its positional argument, the view it decorates
-    (Flask's and Django's `personal_agent_required`), is given and is no callable:
-    `@personal_agent_required(True)`, meant as `optional=True`, took True for the view, and
-    the decorator it returned then ran as the view (an error, or another view's answer)."""
-    if given is not None and not callable(given):
-        raise ConfigError(
-            f"{call} takes the view it decorates, not {_shown(given)}: optional= is "
-            f"keyword-only, @{call}(optional=True)"
-        )
-
-
-def require_verifier_not_optional(given: object, call: str, written: str) -> None:
-    """A `ConfigError` naming `call` when its verifier, its first argument, is a bool:
-    `optional` given by position (`written`, the call written right, says where it goes).
-    Anything else that is no verifier is `make_guard`'s to say."""
-    if isinstance(given, bool):
-        raise ConfigError(
-            f"{call}: verifier must be an IdentityVerifier, not {_shown(given)}: optional= is "
-            f"keyword-only, {written}"
-        )
-
-
-def require_scope_names(scopes: Iterable[object], call: str) -> None:
-    """A `ConfigError` naming `call` (as its signature reads, `poppy_session_required(provider,
-    brand_id, *scopes)`) when one of `scopes`, after its other arguments, is no non-empty
-    string: a list for `*scopes`, bytes or None failed at the request, and a scope no Session
-    can approve refused every caller."""
-    for scope in scopes:
-        if not _is_name(scope):
-            raise ConfigError(
-                f"{call}: a scope is a non-empty string, one argument each; not {_shown(scope)}"
-            )
-
-
-def require_brand_id(given: object, call: str, argument: str = "brand_id") -> None:
-    """A `ConfigError` naming `call` and its `argument` when `given` is no string: a Brand's
-    id, never the Brand (or a list of ids), which failed where the Brand is looked up (an
-    unhashable TypeError) or only at the request. An unknown id is the Brand check's to say
-    (`check_session_brand`, where the Provider is known)."""
-    if not isinstance(given, str):
-        raise ConfigError(
-            f"{call}: {argument} must be a Brand's id (a string), not {_shown(given)}"
-        )
-
-
-def require_parafe_agent(given: object, call: str) -> None:
-    """A `ConfigError` naming `call` when `given` is no `ParafeAgent` (the Provider, its
-    settings): the consent check would fail with an AttributeError at each request."""
-    if not isinstance(given, ParafeAgent):
-        raise ConfigError(
-            f"{call}: agent must be a ParafeAgent (provider.parafe_agent(brand_id)), "
-            f"not {type(given).__name__}"
-        )
 
 
 def make_guard(

@@ -16,13 +16,13 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
+from pactmw.adapters._arguments import require_strings
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
 from pactmw.adapters._common import (
     OnceWarning,
     instance_or_none,
     make_guard,
     record_checker,
-    require_strings,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,

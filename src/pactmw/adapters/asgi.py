@@ -13,27 +13,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pactmw.adapters._common import (
-    PARAFE_UNAVAILABLE,
-    UNVERIFIED_DELEGATION,
-    GuardedMiddleware,
-    OnceWarning,
-    instance_or_none,
-    make_guard,
-    no_parafe_agent,
-    poppy_setting,
-    record_checker,
+from pactmw.adapters._arguments import (
     require_brand_id,
-    require_framework,
     require_parafe_agent,
     require_provider,
     require_scope_names,
     require_strings,
     require_verifier_not_optional,
+)
+from pactmw.adapters._common import (
+    UNVERIFIED_DELEGATION,
+    GuardedMiddleware,
+    OnceWarning,
+    instance_or_none,
+    make_guard,
+    record_checker,
+    require_framework,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
 )
+from pactmw.adapters._view_checks import PARAFE_UNAVAILABLE, no_parafe_agent, poppy_setting
 
 require_framework("starlette", __name__, "Starlette", "asgi")
 

@@ -44,15 +44,13 @@ from fastapi.security.base import SecurityBase
 from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 
-from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._common import (
-    make_guard,
+from pactmw.adapters._arguments import (
     require_brand_id,
     require_provider,
     require_verifier_not_optional,
-    scopes_without_delegation,
-    takes_no_delegation,
 )
+from pactmw.adapters._asgi_http import neutral_request, to_starlette
+from pactmw.adapters._common import make_guard, scopes_without_delegation, takes_no_delegation
 from pactmw.adapters._starlette_auth import current_personal_agent, verify_once
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
 from pactmw.core.http import DELEGATION_HEADER, Response

@@ -27,27 +27,28 @@ require_framework("flask", __name__, "Flask", "flask")
 from flask import Flask, current_app, has_request_context, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from pactmw.adapters._common import (
-    ParafeViewCheck,
-    delegation_brand_unset,
-    delegation_offered,
-    delegation_view_problems,
-    instance_or_none,
-    parafe_view_problems,
-    poppy_setting,
-    poppy_view_problems,
-    provider_of,
+from pactmw.adapters._arguments import (
     require_brand_id,
     require_current_user,
     require_scope_names,
     require_strings,
     require_view,
+)
+from pactmw.adapters._common import instance_or_none, provider_of
+from pactmw.adapters._flask_cli import pactmw_cli
+from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
+from pactmw.adapters._view_checks import (
+    ParafeViewCheck,
+    delegation_brand_unset,
+    delegation_offered,
+    delegation_view_problems,
+    parafe_view_problems,
+    poppy_setting,
+    poppy_view_problems,
     tag_delegation_view,
     tag_parafe_view,
     tag_poppy_view,
 )
-from pactmw.adapters._flask_cli import pactmw_cli
-from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
 from pactmw.config import ConfigError
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope

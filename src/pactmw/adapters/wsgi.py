@@ -12,6 +12,15 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from pactmw.adapters._arguments import (
+    require_brand_id,
+    require_parafe_agent,
+    require_provider,
+    require_provider_app,
+    require_scope_names,
+    require_strings,
+    require_verifier_not_optional,
+)
 from pactmw.adapters._common import (
     NOT_FOUND,
     UNVERIFIED_DELEGATION,
@@ -19,20 +28,13 @@ from pactmw.adapters._common import (
     OnceWarning,
     instance_or_none,
     make_guard,
-    poppy_setting,
     record_checker,
-    require_brand_id,
     require_framework,
-    require_parafe_agent,
-    require_provider,
-    require_provider_app,
-    require_scope_names,
-    require_strings,
-    require_verifier_not_optional,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
 )
+from pactmw.adapters._view_checks import poppy_setting
 
 require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
 

@@ -14,7 +14,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.utils.module_loading import import_string
 
-from pactmw.adapters._common import (
+from pactmw.adapters._view_checks import (
     delegation_offered,
     delegation_tag,
     delegation_view_problem,

@@ -11,15 +11,17 @@ from typing import Any, TypeVar, overload
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from pactmw.adapters._common import (
-    ParafeViewCheck,
-    delegation_brand_unset,
-    poppy_setting,
+from pactmw.adapters._arguments import (
     require_brand_id,
     require_scope_names,
     require_strings,
     require_view,
-    scope_refusal,
+)
+from pactmw.adapters._common import scope_refusal
+from pactmw.adapters._view_checks import (
+    ParafeViewCheck,
+    delegation_brand_unset,
+    poppy_setting,
     tag_delegation_view,
     tag_parafe_view,
     tag_poppy_view,

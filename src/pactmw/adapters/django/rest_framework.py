@@ -24,12 +24,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from pactmw.adapters._common import (
-    OnceWarning,
-    delegation_brand_unset,
-    refusal_detail,
-    require_framework,
-)
+from pactmw.adapters._common import OnceWarning, refusal_detail, require_framework
+from pactmw.adapters._view_checks import delegation_brand_unset
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 

@@ -8,7 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from pactmw.adapters._common import NOT_FOUND, require_brand_id, tag_poppy_view
+from pactmw.adapters._arguments import require_brand_id
+from pactmw.adapters._common import NOT_FOUND
+from pactmw.adapters._view_checks import tag_poppy_view
 from pactmw.adapters.django._config import configured, raw_settings
 from pactmw.adapters.django._http import (
     body_reader,

@@ -80,7 +80,7 @@ def reply_extensions(existing: str | None) -> str:
 def select_agent(agents: Mapping[str, ParafeAgent], brand: str | None) -> ParafeAgent:
     """The Parafé agent of `brand`, or of the one Brand with Parafé when `brand` is None (for
     `@parafe_action` in the Flask and Django adapters). Raises `RuntimeError` otherwise:
-    those adapters ask `pactmw.adapters._common.parafe_view_problem` first, and answer 503
+    those adapters ask `pactmw.adapters._view_checks.parafe_view_problem` first, and answer 503
     instead of calling it where it would raise."""
     if brand is not None:
         if brand not in agents:
