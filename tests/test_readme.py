@@ -139,6 +139,45 @@ def test_a_dependency_override_replaces_the_scheme_not_the_middleware() -> None:
         assert refused.headers["www-authenticate"] == 'Bearer realm="a2a"'
 
 
+@pytest.mark.parametrize("cors_first", [True, False], ids=["cors-added-last", "cors-added-first"])
+def test_the_fastapi_page_says_where_cors_goes(cors_first: bool) -> None:
+    # Found in a FastAPI trial: FastAPI's guide adds `CORSMiddleware` right after making the
+    # app; added before `PersonalAgentMiddleware`, it runs after it, so a browser's preflight
+    # (which carries no token) to the guarded prefix got the 401, with no CORS header.
+    from fastapi import FastAPI
+    from fastapi.middleware.cors import CORSMiddleware
+
+    from pactmw import Settings
+    from pactmw.adapters.asgi import PersonalAgentMiddleware
+
+    page = (REPO / "docs" / "getting-started" / "starlette-fastapi.md").read_text("utf-8")
+    assert "add `CORSMiddleware` after `PersonalAgentMiddleware`" in page
+    settings = Settings.from_mapping({
+        "audience": "https://provider.example/a2a",
+        "agents": [{"issuer": "https://pa.example", "jwks": {"keys": []}}],
+    })  # fmt: skip
+    app = FastAPI()
+    cors: dict[str, Any] = {"allow_origins": ["https://agent.example"], "allow_methods": ["GET"]}
+    if not cors_first:
+        app.add_middleware(CORSMiddleware, **cors)
+    app.add_middleware(
+        PersonalAgentMiddleware, verifier=settings.build_verifier(), path_prefix="/api/"
+    )
+    if cors_first:
+        app.add_middleware(CORSMiddleware, **cors)
+    preflight = {"Origin": "https://agent.example", "Access-Control-Request-Method": "GET"}
+    with uvicorn_server(app) as base:
+        answered = httpx.options(base + "/api/whoami", headers=preflight)
+        refused = httpx.get(base + "/api/whoami", headers={"Origin": "https://agent.example"})
+    assert refused.status_code == 401
+    if cors_first:  # what the page says to do: the preflight is CORS's, the 401 readable
+        assert answered.status_code == 200, answered.text
+        assert refused.headers["access-control-allow-origin"] == "https://agent.example"
+    else:  # the other order, which the page warns of
+        assert answered.status_code == 401
+        assert "access-control-allow-origin" not in refused.headers
+
+
 def test_the_fastapi_page_reads_the_delegation_pactmw_send_saved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
