@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pactmw.cli._send_delegation import save_delegation
 from pactmw.client import (
     A2AClient,
     AgentCard,
@@ -52,7 +53,7 @@ def test_every_marked_sample_is_found() -> None:
         "deployment_asgi", "bot", "delegated_tools", "authorization_details", "model_tools",
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
         "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
-        "custom_delegation", "poppy_flask", "wsgi_provider",
+        "custom_delegation", "poppy_flask", "wsgi_provider", "fastapi_testing",
     }  # fmt: skip
 
 
@@ -85,6 +86,121 @@ def test_the_testing_sample_is_a_test_that_passes_and_would_fail() -> None:
     token = stranger.sign("user-1", sample["AUDIENCE"])
     refused = app.test_client().get("/a2a/whoami", headers={"Authorization": f"Bearer {token}"})
     assert refused.status_code == 401
+
+
+def test_the_fastapi_testing_sample_is_a_test_that_passes_and_would_fail() -> None:
+    # Found in a FastAPI trial: the testing section showed Flask's test client alone, and a
+    # FastAPI reader reached for `dependency_overrides`, which the middleware never consults.
+    sample = run_sample("fastapi_testing")
+    sample["test_whoami_admits_a_personal_agent"]()
+    # The token is what admits the request: signed by another key, it is refused.
+    client = sample["TestClient"](sample["create_app"]())
+    stranger = sample["AgentSigner"].generate(issuer="https://pa.example")
+    token = stranger.sign("user-1", sample["AUDIENCE"])
+    refused = client.get("/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert (refused.status_code, refused.content) == (401, b"")
+
+
+def test_a_dependency_override_replaces_the_scheme_not_the_middleware() -> None:
+    # What the FastAPI page says of the sample guarding /api/ twice: a test's
+    # `app.dependency_overrides[scheme]` admits a route the scheme alone guards, while the
+    # middleware still refuses a request under its prefix without a token.
+    from fastapi import FastAPI, Security
+
+    from pactmw import PersonalAgent, Settings
+    from pactmw.adapters.asgi import PersonalAgentMiddleware
+    from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme
+
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    settings = Settings.from_mapping({
+        "audience": "https://provider.example/a2a",
+        "agents": [{"issuer": agent.issuer, "jwks": agent.public_jwks()}],
+    })  # fmt: skip
+    verifier = settings.build_verifier()
+    personal_agent = PersonalAgentScheme(verifier)
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+    app.add_middleware(PersonalAgentMiddleware, verifier=verifier, path_prefix="/api/")
+
+    @app.get("/whoami")
+    @app.get("/api/whoami")
+    def whoami(
+        caller: PersonalAgent = Security(personal_agent),  # noqa: B008 (FastAPI's idiom)
+    ) -> dict[str, str]:
+        return {"user": caller.sub}
+
+    app.dependency_overrides[personal_agent] = lambda: PersonalAgent(
+        issuer=agent.issuer, sub="test-user", name="Test", claims={}, audience="test"
+    )
+    with uvicorn_server(app) as base:
+        overridden = httpx.get(base + "/whoami")
+        assert (overridden.status_code, overridden.json()) == (200, {"user": "test-user"})
+        refused = httpx.get(base + "/api/whoami")
+        assert refused.status_code == 401, refused.text
+        assert refused.headers["www-authenticate"] == 'Bearer realm="a2a"'
+
+
+@pytest.mark.parametrize("cors_first", [True, False], ids=["cors-added-last", "cors-added-first"])
+def test_the_fastapi_page_says_where_cors_goes(cors_first: bool) -> None:
+    # Found in a FastAPI trial: FastAPI's guide adds `CORSMiddleware` right after making the
+    # app; added before `PersonalAgentMiddleware`, it runs after it, so a browser's preflight
+    # (which carries no token) to the guarded prefix got the 401, with no CORS header.
+    from fastapi import FastAPI
+    from fastapi.middleware.cors import CORSMiddleware
+
+    from pactmw import Settings
+    from pactmw.adapters.asgi import PersonalAgentMiddleware
+
+    page = (REPO / "docs" / "getting-started" / "starlette-fastapi.md").read_text("utf-8")
+    assert "add `CORSMiddleware` after `PersonalAgentMiddleware`" in page
+    settings = Settings.from_mapping({
+        "audience": "https://provider.example/a2a",
+        "agents": [{"issuer": "https://pa.example", "jwks": {"keys": []}}],
+    })  # fmt: skip
+    app = FastAPI()
+    cors: dict[str, Any] = {"allow_origins": ["https://agent.example"], "allow_methods": ["GET"]}
+    if not cors_first:
+        app.add_middleware(CORSMiddleware, **cors)
+    app.add_middleware(
+        PersonalAgentMiddleware, verifier=settings.build_verifier(), path_prefix="/api/"
+    )
+    if cors_first:
+        app.add_middleware(CORSMiddleware, **cors)
+    preflight = {"Origin": "https://agent.example", "Access-Control-Request-Method": "GET"}
+    with uvicorn_server(app) as base:
+        answered = httpx.options(base + "/api/whoami", headers=preflight)
+        refused = httpx.get(base + "/api/whoami", headers={"Origin": "https://agent.example"})
+    assert refused.status_code == 401
+    if cors_first:  # what the page says to do: the preflight is CORS's, the 401 readable
+        assert answered.status_code == 200, answered.text
+        assert refused.headers["access-control-allow-origin"] == "https://agent.example"
+    else:  # the other order, which the page warns of
+        assert answered.status_code == 401
+        assert "access-control-allow-origin" not in refused.headers
+
+
+def test_the_fastapi_page_reads_the_delegation_pactmw_send_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found in a FastAPI trial: the page said `/api/orders` needs the person's delegation, not
+    # where a reader who ran `pactmw send --authorize --delegation FILE` finds it for curl.
+    page = (REPO / "docs" / "getting-started" / "starlette-fastapi.md").read_text("utf-8")
+    saved = re.search(r"^\$ pactmw send .*--delegation (\S+)", page, re.MULTILINE)
+    read = re.search(r"^\$ DELEGATION=\$\(python -c '([^']*)'\)$", page, re.MULTILINE)
+    curl = re.search(r'^\$ curl .*"X-A2A-User-Delegation: Bearer \$DELEGATION".*/api/orders$',
+                     page, re.MULTILINE)  # fmt: skip
+    assert saved, page
+    assert read, page
+    assert curl, page
+    monkeypatch.chdir(tmp_path)
+    tokens = TokenResponse(
+        access_token="delegation-token", token_type="Bearer", expires_in=3600,
+        scopes=("orders:read",), refresh_token="rt_refresh",
+    )  # fmt: skip
+    save_delegation(saved[1], tokens)  # what `pactmw send --authorize --delegation` writes
+    printed = subprocess.run(
+        [sys.executable, "-c", read[1]], capture_output=True, text=True, check=True
+    ).stdout
+    assert printed == "delegation-token\n"
 
 
 def assert_guarded(base: str, protected: str, open_path: str) -> None:

@@ -4,6 +4,7 @@ header and the refusals changes nothing a caller sees."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from fastapi import APIRouter, FastAPI, Security
 
 from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PersonalAgentScheme, PoppySessionScheme
+from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import PersonalAgent
@@ -20,6 +22,7 @@ from pactmw.provider.poppy import PoppyCaller, PoppyConfig
 from pactmw.store import open_store
 from tests.adapters.support import BASE, CHALLENGE, INVALID_TOKEN, World, assert_refused
 from tests.support.net import loopback_client
+from tests.support.parties import ISSUER
 from tests.support.servers import uvicorn_server
 
 pytestmark = pytest.mark.timeout(60)
@@ -295,8 +298,8 @@ PACT_UNAUTHORIZED = {
     "description": (
         "No personal agent's identity JWT, or a refused one (or a refused delegation): "
         'the PACT challenge in `WWW-Authenticate`, `Bearer realm="a2a"` (with '
-        '`error="invalid_token"` for a refused credential). Empty body with '
-        "`EXCEPTION_HANDLERS`."
+        '`error="invalid_token"` for a refused delegation, or none where the operation '
+        "lists scopes). Empty body with `EXCEPTION_HANDLERS`."
     ),
     "headers": {
         "WWW-Authenticate": {"description": "The PACT challenge.", **WWW_AUTHENTICATE},
@@ -389,6 +392,31 @@ def test_pact_responses_document_the_challenges_a_scheme_can_answer(world: World
     assert _responses(app, "/orders") == {"401": PACT_UNAUTHORIZED, "403": PACT_FORBIDDEN}
     # Each call is a mapping of its own: a route that changes its copy changes no other.
     assert plain.responses() is not plain.responses()
+
+
+def test_the_documented_401_is_what_each_refusal_answers(world: World) -> None:
+    # Found in a FastAPI trial: /docs said a refused credential carries
+    # `error="invalid_token"`, but a refused identity JWT (expired, another audience) gets
+    # PACT's bare challenge, as a missing one does; only the delegation's refusals carry it.
+    scheme = _delegating(world)
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/orders", responses=scheme.responses())
+    def orders(agent: PersonalAgent = Security(scheme, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    assert _responses(app, "/orders")["401"] == PACT_UNAUTHORIZED
+    now = int(time.time())
+    elsewhere = {"iss": ISSUER, "sub": "user-1", "aud": "urn:other", "iat": now, "exp": now + 60}
+    refused_identity = "Bearer " + sign_compact(elsewhere, world.agent_key, typ="JWT")
+    identity = world.identity()
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        assert_refused(client.get("/orders"), CHALLENGE)  # no identity JWT
+        assert_refused(client.get("/orders", headers={"Authorization": refused_identity}))
+        # No delegation where the operation lists scopes, or a refused one.
+        assert_refused(client.get("/orders", headers={"Authorization": identity}), INVALID_TOKEN)
+        sent = {"Authorization": identity, "X-A2A-User-Delegation": "Bearer not-a-jwt"}
+        assert_refused(client.get("/orders", headers=sent), INVALID_TOKEN)
 
 
 def test_poppy_responses_document_poppys_errors(two_brands: Provider) -> None:

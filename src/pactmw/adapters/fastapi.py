@@ -141,14 +141,16 @@ def _challenge_header(description: str) -> dict[str, Any]:
 
 def _pact_responses(takes_delegation: bool) -> dict[int | str, dict[str, Any]]:
     """The refusals a `PersonalAgentScheme` answers, as FastAPI's `responses=` takes them: a
-    scheme without delegation never answers 403, as no scope can be granted it."""
+    scheme without delegation never answers 403, as no scope can be granted it. A refused
+    identity JWT is PACT's bare challenge, as a missing one is: only a delegation's refusal
+    names `invalid_token`."""
     responses: dict[int | str, dict[str, Any]] = {
         401: {
             "description": (
                 "No personal agent's identity JWT, or a refused one (or a refused delegation): "
                 'the PACT challenge in `WWW-Authenticate`, `Bearer realm="a2a"` (with '
-                '`error="invalid_token"` for a refused credential). Empty body with '
-                "`EXCEPTION_HANDLERS`."
+                '`error="invalid_token"` for a refused delegation, or none where the '
+                "operation lists scopes). Empty body with `EXCEPTION_HANDLERS`."
             ),
             "headers": _challenge_header("The PACT challenge."),
         }
