@@ -111,6 +111,11 @@ def _json_api(settings: dict[str, Any]) -> Flask:
     def orders() -> Any:
         return {"ok": True}
 
+    @app.get("/api/my-orders")  # the app's own view under the protected prefix
+    @flask_adapter.delegation_required("orders:read")
+    def my_orders() -> Any:
+        return {"ok": True}
+
     return app
 
 
@@ -139,3 +144,35 @@ def test_a_json_error_handler_keeps_its_content_type_and_the_pact_challenge(
         assert short.headers["www-authenticate"] == (
             'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
         )
+
+
+def test_under_the_prefix_the_credentials_refusal_is_pacts_the_decorators_the_apps(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    # What docs/getting-started/flask.md says of a view under the protected prefix: the
+    # prefix's check (the identity, a delegation that is sent) refuses before the view, with
+    # PACT's empty-bodied 401 whatever the app's handlers; the decorator's own refusal (no
+    # delegation, a scope missing) is its exception, which the app's handler answers.
+    store = open_store(str(settings["store"]))
+    world.stack.callback(store.close)
+    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
+        anonymous = client.get("/api/my-orders")
+        assert (anonymous.status_code, anonymous.content) == (401, b"")
+        assert anonymous.headers["www-authenticate"] == CHALLENGE
+
+        forged = {**identity, "X-A2A-User-Delegation": "Bearer not-a-delegation"}
+        refused = client.get("/api/my-orders", headers=forged)
+        assert (refused.status_code, refused.content) == (401, b"")
+        assert refused.headers["www-authenticate"] == INVALID_TOKEN
+
+        undelegated = client.get("/api/my-orders", headers=identity)
+        assert undelegated.status_code == 401
+        assert undelegated.json() == {"error": "refused", "reason": "required"}
+        assert undelegated.headers["www-authenticate"] == INVALID_TOKEN
+
+        other, _ = grants.delegation("orders:cancel")
+        short = client.get("/api/my-orders", headers={**identity, "X-A2A-User-Delegation": other})
+        assert short.status_code == 403
+        assert short.json() == {"error": "insufficient_scope", "missing": ["orders:read"]}
