@@ -257,6 +257,20 @@ def test_a_providers_root_for_a_brands_domain_says_where_the_cards_are(
     ]
 
 
+def test_a_guarded_url_given_for_a_card_says_a_card_is_public(folder: Path, card: str) -> None:
+    """Found in a Flask trial: `pactmw send` given an API route of the app (or any URL that
+    answers PACT's 401) for the card said the personal-agent JWT was refused, though the card
+    is fetched without one: the line says the URL answered 401 to an anonymous request."""
+    guarded = card.replace("/.well-known/agent-card.json", "/tasks")  # ListTasks needs a JWT
+    result = send(folder, guarded, "Hello")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pactmw send: error: {guarded}: HTTP 401 (an Agent Card is public and fetched without "
+        "a token: is this the card's URL? A Provider serves each Brand's card at "
+        "/a2a/{brand}/.well-known/agent-card.json)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("url", "key", "expected"),
     [

@@ -7,6 +7,7 @@ keys are errors: a typo must not silently weaken a check.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -101,10 +102,19 @@ def check_base_url(base_url: object) -> str:
     return base_url.rstrip("/")
 
 
+def unknown_key(key: str, known: frozenset[str], where: str) -> ConfigError:
+    """The error for `key`, unknown in the table `where` (`""` at the top, else ending with
+    a dot): it names the known key `key` is closest to, when one is close (a misspelling,
+    or Flask's habit of upper-case settings), so its reader need not search the docs."""
+    close = difflib.get_close_matches(key.lower(), sorted(known), n=1, cutoff=0.8)
+    guess = f" (did you mean {where}{close[0]}?)" if close else ""
+    return ConfigError(f"unknown configuration key {where}{key}{guess}")
+
+
 def _no_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(f"unknown configuration key {where}{unknown[0]}")
+        raise unknown_key(unknown[0], known, where)
 
 
 def optional_jwks(data: Mapping[str, Any], key: str, what: str) -> KeySet | None:
@@ -327,4 +337,5 @@ __all__ = [
     "in_protected_path",
     "optional_jwks",
     "require_verifier",
+    "unknown_key",
 ]

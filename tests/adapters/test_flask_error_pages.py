@@ -1,6 +1,7 @@
 """A Flask app's own error pages for 401 and 403 (`@app.errorhandler`), written as for any
 werkzeug `HTTPException`: the page's body with the exception's headers
-(`return page, error.code, error.get_headers()`), so PACT's challenge stays on the answer."""
+(`return page, error.code, error.get_headers()`), so PACT's challenge stays on the answer,
+whether the page is HTML or a JSON API's error (flask-jwt-extended's error callbacks)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flask import Flask, render_template_string
+from flask import Flask, jsonify, render_template_string
 from werkzeug.exceptions import HTTPException
 
 from pactmw.adapters import flask as flask_adapter
@@ -85,3 +86,93 @@ def test_the_apps_error_pages_keep_the_pact_challenge(
             'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
         )
         assert short.headers["cache-control"] == "no-store"
+
+
+def _json_api(settings: dict[str, Any]) -> Flask:
+    app = Flask("json-api")
+    app.config["PACTMW"] = settings
+    flask_adapter.Pactmw(app)
+
+    @app.errorhandler(flask_adapter.PersonalAgentRefused)
+    def refused(error: flask_adapter.PersonalAgentRefused) -> Any:
+        return jsonify(error="refused", reason=error.failure.reason), 401, error.get_headers()
+
+    @app.errorhandler(flask_adapter.ScopeRefused)
+    def short(error: flask_adapter.ScopeRefused) -> Any:
+        return jsonify(error="insufficient_scope", missing=error.missing), 403, error.get_headers()
+
+    @app.get("/mine")
+    @flask_adapter.personal_agent_required
+    def mine() -> Any:
+        return {"ok": True}
+
+    @app.get("/orders")
+    @flask_adapter.delegation_required("orders:read")
+    def orders() -> Any:
+        return {"ok": True}
+
+    @app.get("/api/my-orders")  # the app's own view under the protected prefix
+    @flask_adapter.delegation_required("orders:read")
+    def my_orders() -> Any:
+        return {"ok": True}
+
+    return app
+
+
+def test_a_json_error_handler_keeps_its_content_type_and_the_pact_challenge(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    # The exception's headers carry the challenge, not werkzeug's HTML Content-Type: an API
+    # answering JSON with `error.get_headers()` stays application/json, as jsonify made it.
+    store = open_store(str(settings["store"]))
+    world.stack.callback(store.close)
+    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
+        anonymous = client.get("/mine")
+        assert anonymous.status_code == 401
+        assert anonymous.headers["content-type"] == "application/json"
+        assert anonymous.json() == {"error": "refused", "reason": "missing_token"}
+        assert anonymous.headers["www-authenticate"] == CHALLENGE
+        assert anonymous.headers["cache-control"] == "no-store"
+
+        other, _ = grants.delegation("orders:cancel")
+        short = client.get("/orders", headers={**identity, "X-A2A-User-Delegation": other})
+        assert short.status_code == 403
+        assert short.headers["content-type"] == "application/json"
+        assert short.json() == {"error": "insufficient_scope", "missing": ["orders:read"]}
+        assert short.headers["www-authenticate"] == (
+            'Bearer realm="a2a", error="insufficient_scope", scope="orders:read"'
+        )
+
+
+def test_under_the_prefix_the_credentials_refusal_is_pacts_the_decorators_the_apps(
+    world: Harness, settings: dict[str, Any]
+) -> None:
+    # What docs/getting-started/flask.md says of a view under the protected prefix: the
+    # prefix's check (the identity, a delegation that is sent) refuses before the view, with
+    # PACT's empty-bodied 401 whatever the app's handlers; the decorator's own refusal (no
+    # delegation, a scope missing) is its exception, which the app's handler answers.
+    store = open_store(str(settings["store"]))
+    world.stack.callback(store.close)
+    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
+    with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
+        anonymous = client.get("/api/my-orders")
+        assert (anonymous.status_code, anonymous.content) == (401, b"")
+        assert anonymous.headers["www-authenticate"] == CHALLENGE
+
+        forged = {**identity, "X-A2A-User-Delegation": "Bearer not-a-delegation"}
+        refused = client.get("/api/my-orders", headers=forged)
+        assert (refused.status_code, refused.content) == (401, b"")
+        assert refused.headers["www-authenticate"] == INVALID_TOKEN
+
+        undelegated = client.get("/api/my-orders", headers=identity)
+        assert undelegated.status_code == 401
+        assert undelegated.json() == {"error": "refused", "reason": "required"}
+        assert undelegated.headers["www-authenticate"] == INVALID_TOKEN
+
+        other, _ = grants.delegation("orders:cancel")
+        short = client.get("/api/my-orders", headers={**identity, "X-A2A-User-Delegation": other})
+        assert short.status_code == 403
+        assert short.json() == {"error": "insufficient_scope", "missing": ["orders:read"]}

@@ -1069,6 +1069,30 @@ def test_flask_names_a_pactmw_setting_that_is_not_a_dict_at_init_app(value: obje
     )
 
 
+def test_flask_refuses_a_second_init_app_on_the_same_app(settings: dict[str, Any]) -> None:
+    # Found in a Flask trial: `Pactmw(app)` at import and `pactmw.init_app(app)` in the
+    # factory too built a second Provider (the first one's store left open), added a second
+    # guard to every request and routed the Provider twice, silently. Flask's extensions
+    # refuse it (Flask-SQLAlchemy: "already registered on this Flask app").
+    app = Flask("idioms")
+    app.config["PACTMW"] = settings
+    extension = flask_adapter.Pactmw(app)
+    provider = app.extensions["pactmw"].guard.provider
+    hooks = list(app.before_request_funcs[None])
+    for again in (lambda: extension.init_app(app), lambda: flask_adapter.Pactmw(app)):
+        with pytest.raises(ConfigError) as caught:
+            again()
+        assert str(caught.value) == (
+            "pactmw is already initialised on this app: call Pactmw(app) or "
+            "Pactmw().init_app(app) once per app"
+        )
+    assert app.extensions["pactmw"].guard.provider is provider  # the first one still serves
+    assert app.before_request_funcs[None] == hooks
+    card = app.test_client().get("/a2a/acme/.well-known/agent-card.json")
+    assert card.status_code == 200, card.text
+    assert len([rule for rule in app.url_map.iter_rules() if rule.rule.startswith("/a2a/")]) == 1
+
+
 @pytest.mark.parametrize("templates", ["app's loader", "folder"])
 def test_flask_starts_without_brands_with_templates(
     tmp_path: Path, world: Harness, settings: dict[str, Any], templates: str

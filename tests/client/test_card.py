@@ -135,6 +135,17 @@ def test_fetch_from_the_provider(provided: Provided) -> None:
     assert caught.value.status == 404
 
 
+def test_a_url_that_wants_a_token_is_no_card_not_a_refused_token(provided: Provided) -> None:
+    # The card is fetched anonymously: a 401 there (a route that wants a JWT, given for the
+    # card's URL) is a plain HTTPError, not IdentityRejected, whose text blames the agent's
+    # keys, issuer and audience.
+    with pytest.raises(HTTPError) as caught:
+        fetch_card(provided.interface("acme") + "/tasks")
+    assert type(caught.value) is HTTPError
+    assert caught.value.status == 401
+    assert str(caught.value).endswith(": HTTP 401")
+
+
 def test_brand_domain_redirects_to_the_card(
     provided: Provided, static: StaticServer, me: AgentCredentials
 ) -> None:

@@ -719,7 +719,7 @@ def test_a_misspelt_brands_is_named_as_the_unknown_key_it_is() -> None:
     misspelt = {**IDENTITY_ONLY, "base_url": "https://shop.example", "brand": {"acme": {}}}
     with pytest.raises(ConfigError) as caught:
         guard_settings(misspelt)
-    assert str(caught.value) == "unknown configuration key brand"
+    assert str(caught.value) == "unknown configuration key brand (did you mean brands?)"
 
 
 def test_templates_alone_without_brands_is_an_identity_only_app(tmp_path: Path) -> None:
@@ -748,3 +748,31 @@ def test_a_jwks_given_as_a_file_name_says_it_takes_the_document(written: str) ->
         "(a table, or its JSON text), not a file name: read the file, or serve it and give "
         "jwks_uri"
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"audiance": "x"}, "unknown configuration key audiance (did you mean audience?)"),
+        # Flask's own settings are upper case (JWT_SECRET_KEY); PACTMW's keys are not.
+        (
+            {"PROTECT_PREFIX": "/api/"},
+            "unknown configuration key PROTECT_PREFIX (did you mean protect_prefix?)",
+        ),
+        (
+            {"brands": {"acme": {"handlr": "examples.bots:order_bot"}}},
+            "unknown configuration key brands.acme.handlr (did you mean brands.acme.handler?)",
+        ),
+        (
+            {"rate_limit": {"per_agnet": 5}},
+            "unknown configuration key rate_limit.per_agnet (did you mean rate_limit.per_agent?)",
+        ),
+        ({"bogus": 1}, "unknown configuration key bogus"),  # nothing near it: no guess
+    ],
+)
+def test_a_misspelt_key_is_named_with_the_key_it_is_closest_to(
+    change: dict[str, Any], said: str
+) -> None:
+    # Found in a Flask trial: "unknown configuration key audiance" left its reader to find
+    # the right spelling in the docs' table.
+    assert refused(minimal(**change)) == said

@@ -45,11 +45,17 @@ class ScopeRefused(Forbidden, PactmwError):
 def _challenge(
     headers: list[tuple[str, str]], refusal: AuthenticationFailed | InsufficientScope
 ) -> list[tuple[str, str]]:
-    """werkzeug's headers of an error page (`return page, error.code, error.get_headers()` in
-    an app's handler) with the refusal's own: its `WWW-Authenticate` challenge and
-    `Cache-Control` (not its `Content-Length`: the page has a body of its own)."""
+    """The headers an app's handler answers with (`return page, error.code,
+    error.get_headers()`): the refusal's `WWW-Authenticate` challenge and `Cache-Control`.
+    Not werkzeug's `Content-Type` (its own HTML page's, which would relabel a handler's
+    `jsonify` as text/html; Flask already labels a returned string as HTML), nor the
+    refusal's `Content-Length`: the handler's page has a body of its own."""
     own = refusal_response(refusal).headers
-    return [*headers, *((name, value) for name, value in own if name != "Content-Length")]
+    page = ("content-type", "content-length")
+    return [
+        *((name, value) for name, value in headers if name.lower() not in page),
+        *((name, value) for name, value in own if name.lower() not in page),
+    ]
 
 
 __all__ = ["PersonalAgentRefused", "ScopeRefused"]

@@ -124,6 +124,13 @@ class Pactmw:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
+        if EXTENSION_KEY in app.extensions:
+            # A second Provider would leave the first one's store open, and every request
+            # would pass the guard twice: refused, as Flask's extensions refuse it.
+            raise ConfigError(
+                "pactmw is already initialised on this app: call Pactmw(app) or "
+                "Pactmw().init_app(app) once per app"
+            )
         if "PACTMW" not in app.config:
             raise ConfigError(
                 "app.config['PACTMW'] is not set: set it to a dict (audience, agents, ...) "

@@ -318,7 +318,13 @@ def card_failure(url: str, exc: Exception) -> CommandError:
     from pactmw.client import HTTPError
 
     said = naming(url, exc)
-    if isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
+    if isinstance(exc, HTTPError) and exc.status == 401:
+        # A card is public: a URL that wants a token is some other route (an app's API).
+        said += (
+            " (an Agent Card is public and fetched without a token: is this the card's URL? "
+            f"A Provider serves each Brand's card at /a2a/{{brand}}{CARD_PATH})"
+        )
+    elif isinstance(exc, HTTPError) and exc.status == 404 and urlsplit(url).path == CARD_PATH:
         # A domain's root card is missing: often a Provider's root, given for a Brand's.
         said += (
             f" (a Brand's domain serves {CARD_PATH} or redirects to its card; a Provider "

@@ -21,7 +21,7 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 
 from attrs import field, frozen
 
-from pactmw.client.errors import CardInvalid, TooManyRedirects, URLRefused
+from pactmw.client.errors import CardInvalid, HTTPError, TooManyRedirects, URLRefused
 from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
@@ -197,6 +197,11 @@ def card_flow(url: str, policy: RetryPolicy) -> Flow[AgentCard]:
         if response.status in _REDIRECTS and location:
             current = _redirect_target(current, location)
             continue
+        if response.status == 401:
+            # The card is fetched without credentials: a 401 is no refused token of ours
+            # (`IdentityRejected` would send its reader checking the agent's keys) but a URL
+            # that is no public card, such as an app's guarded API route.
+            raise HTTPError(response.status, response.body, response.headers, url=response.url)
         raise_for_status(response)
         return parse_card(response.json(), url=current)
     raise TooManyRedirects(f"{url} redirected more than {MAX_REDIRECTS} times")

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pactmw.config import ConfigError
+from pactmw.config import ConfigError, unknown_key
 from pactmw.core.errors import MalformedInput
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.provider.brand import TurnHandler
@@ -19,7 +19,7 @@ def refuse_unknown(data: Mapping[str, Any], allowed: frozenset[str], where: str)
     """`ConfigError` naming the first key of `data` (in sorted order) not in `allowed`."""
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise ConfigError(f"unknown configuration key {where}.{unknown[0]}")
+        raise unknown_key(unknown[0], allowed, f"{where}.")
 
 
 def table(data: Any, allowed: frozenset[str], where: str) -> Mapping[str, Any]:
