@@ -102,19 +102,17 @@ def check_base_url(base_url: object) -> str:
     return base_url.rstrip("/")
 
 
-def unknown_key(key: str, known: frozenset[str], where: str) -> ConfigError:
-    """The error for `key`, unknown in the table `where` (`""` at the top, else ending with
-    a dot): it names the known key `key` is closest to, when one is close (a misspelling,
-    or Flask's habit of upper-case settings), so its reader need not search the docs."""
-    close = difflib.get_close_matches(key.lower(), sorted(known), n=1, cutoff=0.8)
-    guess = f" (did you mean {where}{close[0]}?)" if close else ""
-    return ConfigError(f"unknown configuration key {where}{key}{guess}")
-
-
-def _no_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+def refuse_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    """A `ConfigError` naming the first key of `data` (in sorted order) not in `known`, in
+    the table `where` (`""` at the top, else ending with a dot), and the known key it is
+    closest to, when one is close (a misspelling, or Flask's habit of upper-case settings),
+    so its reader need not search the docs."""
     unknown = sorted(set(data) - known)
     if unknown:
-        raise unknown_key(unknown[0], known, where)
+        key = unknown[0]
+        close = difflib.get_close_matches(key.lower(), sorted(known), n=1, cutoff=0.8)
+        guess = f" (did you mean {where}{close[0]}?)" if close else ""
+        raise ConfigError(f"unknown configuration key {where}{key}{guess}")
 
 
 def optional_jwks(data: Mapping[str, Any], key: str, what: str) -> KeySet | None:
@@ -143,7 +141,7 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     """One `[[agents]]` entry: `issuer`, `jwks_uri` or `jwks`, `name`, `enabled`, `audience`."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}each agent must be a table/dict")
-    _no_unknown(data, _AGENT_KEYS, where)
+    refuse_unknown(data, _AGENT_KEYS, where)
     issuer = _optional_str(data, "issuer", where)
     if issuer is None:
         raise ConfigError(f"{where}issuer is required")
@@ -209,7 +207,7 @@ class Settings:
         """Build from a dict; `extra_keys` are accepted (other parts of pactmw read them)."""
         if not isinstance(data, Mapping):
             raise ConfigError("configuration must be a dict/table")
-        _no_unknown(data, cls.KNOWN_KEYS | extra_keys, "")
+        refuse_unknown(data, cls.KNOWN_KEYS | extra_keys, "")
         audience = _optional_str(data, "audience", "")
         if audience is None:
             raise ConfigError("audience is required (the aud personal agents put in their JWT)")
@@ -336,6 +334,6 @@ __all__ = [
     "guarded_prefix",
     "in_protected_path",
     "optional_jwks",
+    "refuse_unknown",
     "require_verifier",
-    "unknown_key",
 ]

@@ -9,17 +9,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pactmw.config import ConfigError, unknown_key
+from pactmw.config import ConfigError, refuse_unknown
 from pactmw.core.errors import MalformedInput
 from pactmw.core.jwk import PrivateJWK, import_private_jwk
 from pactmw.provider.brand import TurnHandler
-
-
-def refuse_unknown(data: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
-    """`ConfigError` naming the first key of `data` (in sorted order) not in `allowed`."""
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise unknown_key(unknown[0], allowed, f"{where}.")
 
 
 def table(data: Any, allowed: frozenset[str], where: str) -> Mapping[str, Any]:
@@ -27,7 +20,7 @@ def table(data: Any, allowed: frozenset[str], where: str) -> Mapping[str, Any]:
     are all in `allowed`."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table")
-    refuse_unknown(data, allowed, where)
+    refuse_unknown(data, allowed, f"{where}.")
     return data
 
 
@@ -158,7 +151,6 @@ __all__ = [
     "positive",
     "read_private_key",
     "read_secret",
-    "refuse_unknown",
     "strings",
     "table",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from pactmw.config import ConfigError, Settings, check_base_url
+from pactmw.config import ConfigError, Settings, check_base_url, refuse_unknown
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.provider._brand_settings import (
     brand_from_mapping,
@@ -25,7 +25,6 @@ from pactmw.provider._setting_values import (
     import_object,
     non_empty_string,
     positive,
-    refuse_unknown,
     strings,
 )
 from pactmw.provider.brand import Brand, TurnHandler
@@ -205,7 +204,7 @@ def _rate_limit(data: Mapping[str, Any], key: str) -> RateLimit | None:
     rate = data[key]
     if not isinstance(rate, Mapping):
         raise ConfigError(f"{key} must be a table with per_agent, per_user, window")
-    refuse_unknown(rate, _RATE_KEYS, key)
+    refuse_unknown(rate, _RATE_KEYS, f"{key}.")
     where = f"{key}."
     return RateLimit(
         per_agent=positive(rate, "per_agent", None, where, whole=True),
