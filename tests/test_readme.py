@@ -434,14 +434,16 @@ def test_a_token_of_your_own_is_admitted_by_the_flask_sample(
     # answer.
     section, token, answer = _token_of_your_own(tmp_path, monkeypatch)
     agent = re.search(r'`(\{"issuer": "https://pa.example", "jwks": [^`]*\})`', section)
+    imports = re.search(r"\(with\s+`(import json)`\s+and\s+`(from pathlib import Path)`", section)
     assert agent, section
+    assert imports, section
     registered = (
         '{"issuer": "https://pa.example", "jwks_uri": "https://pa.example/.well-known/jwks.json"}'
     )
     code = SAMPLES["flask"].code
     assert registered in code
     namespace: dict[str, Any] = {"__name__": "readme_flask_own_token"}
-    exec("import json\n" + code.replace(registered, agent[1]), namespace)
+    exec(f"{imports[1]}\n{imports[2]}\n" + code.replace(registered, agent[1]), namespace)
     with werkzeug_server(namespace["app"]) as base:
         admitted = httpx.get(base + "/a2a/whoami", headers={"Authorization": f"Bearer {token}"})
     assert admitted.status_code == 200
@@ -462,7 +464,12 @@ def test_a_token_of_your_own_is_admitted_by_the_custom_server_sample(
     code = SAMPLES["direct"].code
     assert registered in code
     namespace: dict[str, Any] = {"__name__": "readme_direct_own_token"}
-    exec(f"import json\n{imported[1]}\n" + code.replace(registered, keys[1]), namespace)
+    # The page's other sentence names these imports (json, Path) for the agent's keys.
+    exec(
+        f"import json\nfrom pathlib import Path\n{imported[1]}\n"
+        + code.replace(registered, keys[1]),
+        namespace,
+    )
     who_is_calling = namespace["who_is_calling"]
     user = answer["user"]
     assert who_is_calling(f"Bearer {token}") == f"Example Assistant for {user}"
