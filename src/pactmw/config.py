@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -270,6 +271,15 @@ class Settings:
         `overrides` and `runtime` are the store that keeps agent switches and agents added at
         runtime (see `AgentRegistry`); their keys are fetched under `fetch_policy()` too.
         """
+        if not self.agents and runtime is None and not self.open_mode:
+            # Settings that start and then refuse every caller (401 `unknown_issuer`): said
+            # at startup, where the mistake is, not found in the first caller's refusal. A
+            # Provider passes its store (`runtime`), where `pactmw agents add` registers them.
+            logging.getLogger("pactmw.identity").warning(
+                "agents is empty: no personal agent can be verified, every caller is refused "
+                "(list the agents in agents, or serve brands, whose store keeps agents "
+                "added with `pactmw agents add`)"
+            )
         registry = AgentRegistry(self.agents, overrides=overrides, runtime=runtime)
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         return IdentityVerifier(

@@ -109,3 +109,23 @@ def test_a_brand_id_with_a_space_is_still_one_segment() -> None:
         assert set(provider.brands) == {"acme co"}
     finally:
         provider.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "runtime", "warned"),
+    [
+        (Settings(audience=AUDIENCE), None, True),
+        (Settings(audience=AUDIENCE, open_mode=True), None, False),
+        (Settings(audience=AUDIENCE), open_store("memory://"), False),
+    ],
+)
+def test_settings_that_verify_no_agent_say_so_when_built(
+    settings: Settings, runtime: Any, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No agent listed, no store to register one, no open mode: every caller would be refused.
+    caplog.set_level("WARNING", logger="pactmw.identity")
+    settings.build_verifier(runtime=runtime)
+    said = [r.getMessage() for r in caplog.records if r.name == "pactmw.identity"]
+    assert said == (["agents is empty: no personal agent can be verified, every caller is "
+                     "refused (list the agents in agents, or serve brands, whose store keeps "
+                     "agents added with `pactmw agents add`)"] if warned else [])  # fmt: skip
