@@ -29,6 +29,7 @@ from tests.support.poppy_accounts import Agent, signed_in
 from tests.support.poppy_accounts import scenario as account_scenario
 from tests.support.poppy_world import (
     BASE_URL,
+    OUTLET,
     SHOP,
     Conversing,
     PoppyWorld,
@@ -72,8 +73,19 @@ PACT_ISSUER = "https://pact-agent.example"
 PACT_KEY = generate_private_jwk()
 
 
+def outlet_brand() -> Brand:
+    """A second Company of the same Provider, answered by the same bot."""
+    return Brand(
+        id="outlet",
+        name="Outlet",
+        handler=BOT,
+        poppy=PoppyConfig(domain=OUTLET, agents="any"),
+    )
+
+
 world = world_fixture(
     counting_brand(),
+    outlet_brand(),
     pact_agents=(
         RegisteredAgent(issuer=PACT_ISSUER, name="PACT PA", jwks=public_key_set([PACT_KEY])),
     ),
@@ -184,26 +196,59 @@ def test_a_missing_scope_is_an_authorization_event_with_a_message(world: PoppyWo
     )
 
 
+async def _each_way(other: Conversing, conversation_id: str) -> list[tuple[int, Any]]:
+    """What `other` is answered reading, sending to and closing `conversation_id`."""
+    message = {"message": {"id": _message("").id, "sender": "agent", "text": "Hi"}}
+    answers = []
+    for method, suffix, body in (
+        ("GET", "events", None),
+        ("POST", "messages", message),
+        ("POST", "close", None),
+    ):
+        response = await other.call(method, f"{other.endpoint}/{conversation_id}/{suffix}", body)
+        answers.append((response.status_code, response.json()))
+    return answers
+
+
 def test_another_owners_conversation_is_unknown(world: PoppyWorld) -> None:
     async def scenario() -> list[tuple[int, Any]]:
         async with world.conversing() as owner:
             started = await owner.start(_message("Mine"))
             other = await Conversing.begin(owner.ctx)
-            message = {"message": {"id": "msg_x", "sender": "agent", "text": "Hi"}}
             answers = []
             for conversation in (started.conversation_id, "cnv_" + "0" * 32):
-                for method, suffix, body in (
-                    ("GET", "events", None),
-                    ("POST", "messages", message),
-                    ("POST", "close", None),
-                ):
-                    url = f"{other.endpoint}/{conversation}/{suffix}"
-                    response = await other.call(method, url, body)
-                    answers.append((response.status_code, response.json()))
+                answers += await _each_way(other, conversation)
             return answers
 
     answers = run(scenario())
     assert answers == [(404, {"error": "conversation_not_found"})] * 6
+
+
+@pytest.mark.parametrize("other", ["agent", "brand"])
+def test_the_same_users_conversation_is_unknown_to_another_agent_or_brand(
+    world: PoppyWorld, other: str
+) -> None:
+    """The owner is the Brand, the agent and the User ID together (PAP-7.2-01): the same
+    User ID with another personal agent, or at another Company of the same Provider, is
+    another owner, refused as an unknown conversation; the conversation stays its owner's."""
+
+    async def scenario() -> tuple[list[tuple[int, Any]], Any]:
+        async with world.http() as http:
+            owner = await Conversing.begin(world.context(http))
+            started = await owner.start(_message("Mine"))
+            if other == "agent":
+                elsewhere = world.context(http, identity=world.plain)
+            else:
+                elsewhere = world.context(http, company=OUTLET)
+            stranger = await Conversing.begin(elsewhere, owner.user)
+            answers = await _each_way(stranger, started.conversation_id)
+            return answers, await owner.read_events(started.conversation_id)
+
+    answers, page = run(scenario())
+    assert answers == [(404, {"error": "conversation_not_found"})] * 3
+    texts = [e.message.text for e in page.events if e.message is not None]
+    assert texts == ["Mine", "You said: Mine (0 before)"]
+    assert page.status == "idle"
 
 
 def test_forged_and_replayed_proofs_are_refused(world: PoppyWorld) -> None:

@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pactmw.provider.poppy._feedback import FEEDBACK_EVENT, PoppyFeedback
+from pactmw.provider.poppy._feedback import FEEDBACK_BODY_LIMIT, FEEDBACK_EVENT, PoppyFeedback
 from pactmw.provider.ratelimit import RateLimit
 from tests.support.clock import wait_for_room_in_window
+from tests.support.net import aunread_body_post
 from tests.support.poppy_accounts import Agent, signed_in
 from tests.support.poppy_world import BASE_URL, PoppyWorld, dpop_headers, world_fixture
 
@@ -52,7 +53,14 @@ def post_reports(world: PoppyWorld, *bodies: bytes, account: str = "") -> list[h
                 # Each body is already encoded: sent byte for byte.
                 headers = await dpop_headers(ctx, user, "POST", ENDPOINT, token)
                 headers["Content-Type"] = "application/json"
-                answers.append(await ctx.send("POST", ENDPOINT, headers=headers, content=body))
+                if len(body) > FEEDBACK_BODY_LIMIT:
+                    # Refused from its length, maybe unread: on a connection of its own.
+                    answer = await aunread_body_post(
+                        world.http, ENDPOINT, headers=headers, content=body
+                    )
+                else:
+                    answer = await ctx.send("POST", ENDPOINT, headers=headers, content=body)
+                answers.append(answer)
             return answers
 
     return asyncio.run(scenario())

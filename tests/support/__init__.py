@@ -3,7 +3,8 @@
 - `clock`: `FakeClock` (moves only when a test says so) and `OffsetClock` (wall time plus an
   offset, or frozen).
 - `net`: `free_port`, `closed_port_url`, `wait_for_port`, `loopback_client`, and
-  `unread_body_post` for a body a server may answer before reading.
+  `unread_body_post` (`aunread_body_post` for asyncio) for a body a server may answer before
+  reading.
 - `servers`: uvicorn and Werkzeug in threads, any command in a process, `pactmw serve`, the
   Django test site, and waiting until a URL answers 200.
 - `agent`: PACT identity JWTs and A2A user messages, as a personal agent sends them.

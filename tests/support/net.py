@@ -8,13 +8,14 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
 __all__ = [
+    "aunread_body_post",
     "closed_port_url",
     "free_port",
     "loopback_async_client",
@@ -152,3 +153,14 @@ def unread_body_post(client: httpx.Client, url: str, **options: Any) -> httpx.Re
         follow_redirects=client.follow_redirects,
     ) as own:
         return own.post(url, **options)
+
+
+async def aunread_body_post(
+    new_client: Callable[[], httpx.AsyncClient], url: str, **options: Any
+) -> httpx.Response:
+    """`unread_body_post` for asyncio, on a client `new_client` makes for this POST alone and
+    closed after the answer (e.g. `PoppyWorld.http`): an async client's transport (its TLS
+    trust, a test world's dialer) cannot be copied from another client, so the caller names
+    how a new one is made. `options` are `httpx.AsyncClient.post`'s."""
+    async with new_client() as own:
+        return await own.post(url, **options)

@@ -91,6 +91,7 @@ __all__ = [
     "CONSENT_URL",
     "OPERATIONS_SCENARIO",
     "OPERATION_PROMPT",
+    "OUTLET",
     "PLAIN",
     "SCENARIO",
     "SCOPES",
@@ -119,6 +120,9 @@ __all__ = [
 SHOP = "shop.example"
 ATLAS = "atlas.example"
 PLAIN = "plain.example"
+#: A second Company the world's Provider serves (a test's own Brand on it, e.g. `outlet`):
+#: its `poppy.json` is served here, its endpoints on `shop.example` as every Brand's.
+OUTLET = "outlet.example"
 BASE_URL = f"https://{SHOP}"
 
 #: The shop's scopes: a person approves some or all of them on the consent page.
@@ -493,7 +497,7 @@ class PoppyWorld:
         """An SDK-side client: trusts the CA, dials 127.0.0.1 for every world name."""
         client = loopback_async_client(verify=self.ca.client_context(), timeout=10.0)
         pool = client._transport._pool  # type: ignore[attr-defined]
-        pool._network_backend = _DialLocal((SHOP, ATLAS, PLAIN), self.port)
+        pool._network_backend = _DialLocal((SHOP, OUTLET, ATLAS, PLAIN), self.port)
         return client
 
     @staticmethod
@@ -560,11 +564,13 @@ class PoppyWorld:
         identity: AgentIdentity | None = None,
         driver: _Driver | None = None,
         scenario: Scenario = SCENARIO,
+        company: str = SHOP,
     ) -> Any:
-        """The SDK's conformance context: the SDK's personal agent against `shop.example`
-        (`driver`: who plays the person; by default nobody, so sign-in cases skip)."""
+        """The SDK's conformance context: the SDK's personal agent against `company` (by
+        default `shop.example`; `driver`: who plays the person; by default nobody, so
+        sign-in cases skip)."""
         return ConformanceContext(
-            BASE_URL,
+            f"https://{company}",
             identity=identity or self.atlas,
             http=http,
             driver=driver or _Driver(self.plain),
@@ -587,9 +593,10 @@ class Conversing:
     who: Who
 
     @classmethod
-    async def begin(cls, ctx: ConformanceContext) -> Conversing:
-        """A new User of `ctx` and a signed-out Session of theirs."""
-        user = ctx.new_user()
+    async def begin(cls, ctx: ConformanceContext, user: str | None = None) -> Conversing:
+        """A new User of `ctx` (or `user`: one another agent or Company knows too) and a
+        signed-out Session of theirs."""
+        user = user if user is not None else ctx.new_user()
         session = await ctx.session(user)
         return cls(ctx, user, session, await ctx.conversations_endpoint(), await ctx.who(user))
 
@@ -823,7 +830,7 @@ def serve_world(
     """Serve the world on one free port over TLS while the block runs (`provider_options`
     go to its `Provider`: a shorter `claim_lease_seconds`, a test's `clock`)."""
     ca = TestCA()
-    cert = ca.ca.issue_cert(SHOP, ATLAS, PLAIN)
+    cert = ca.ca.issue_cert(SHOP, OUTLET, ATLAS, PLAIN)
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert.cert_chain_pems[0].write_to_path(str(cert_file))
     cert.private_key_pem.write_to_path(str(key_file))
@@ -842,8 +849,10 @@ def serve_world(
         **provider_options,
     )
     site = ShopSite(provider)
+    shop = A2AProviderApp(provider, app=site.app, current_user=site.current_user)
     apps = {
-        SHOP: A2AProviderApp(provider, app=site.app, current_user=site.current_user),
+        SHOP: shop,
+        OUTLET: shop,  # the Provider answers each host with its own Brand's poppy.json
         ATLAS: ATLAS_IDENTITY.website(),
         PLAIN: PLAIN_IDENTITY.website(),
     }

@@ -35,7 +35,7 @@ from pactmw.provider.messages import SendMessage, is_uuid
 from pactmw.provider.parafe import ParafeAgent, ParafeRefused, ParafeTurn, refusal_task
 from pactmw.provider.tools import StepUpRequired, ToolError
 from pactmw.provider.turn_tools import BoundTools
-from pactmw.store.base import Claim, NotFound, Store
+from pactmw.store.base import Claim, NotFound, Owner, Store
 
 logger = logging.getLogger("pactmw.provider")
 
@@ -114,6 +114,7 @@ class MessageSender:
         now = self._clock()
         store = self.store
         delegation = caller.delegation
+        owner = Owner(brand.id, caller.issuer, caller.sub)
         if message.context_id is None:
             # A new conversation: created, bound to the Brand account (spec §5.5) and its
             # first message claimed in one store transaction; nothing else knows the id yet,
@@ -121,9 +122,9 @@ class MessageSender:
             context_id: str = yield NeedStore(
                 store.start_conversation,
                 {
-                    "brand_id": brand.id,
-                    "issuer": caller.issuer,
-                    "sub": caller.sub,
+                    "brand_id": owner.brand_id,
+                    "issuer": owner.issuer,
+                    "sub": owner.sub,
                     "account": delegation.account if delegation is not None else None,
                     "message_id": message.message_id,
                     "text": message.text,
@@ -143,12 +144,7 @@ class MessageSender:
             else None
         )
         # Unknown, another user's and another Brand's contexts look the same (PACT §4.2).
-        if (
-            conversation is None
-            or conversation.brand_id != brand.id
-            or conversation.issuer != caller.issuer
-            or conversation.sub != caller.sub
-        ):
+        if conversation is None or not conversation.owned_by(owner):
             raise A2AError("INVALID_PARAMS", _UNKNOWN_CONTEXT)
         closed = conversation.closed
         idle = self.conversation_idle_timeout

@@ -39,6 +39,7 @@ __all__ = [
     "DeviceStatus",
     "Grant",
     "NotFound",
+    "Owner",
     "Poll",
     "PollKind",
     "Rotation",
@@ -198,11 +199,23 @@ def check_token_owner(grant: Grant, client_id: str, brand_id: str) -> None:
 
 
 @frozen
+class Owner:
+    """Whose a conversation is: the Brand it runs at, the agent (`issuer`: a PACT issuer,
+    or what a Poppy agent's `client_id` is stored as) and the agent's user (`sub`). The
+    three are one owner: the same user of another agent, or at another Brand, is another.
+    Compared exactly, so a lookalike `sub` or issuer is another owner too."""
+
+    brand_id: str
+    issuer: str
+    sub: str
+
+
+@frozen
 class Conversation:
     """One conversation (`contextId`) and who owns it.
 
-    A conversation continues only for the same `brand_id` and the same `(issuer, sub)`;
-    the store records the owner, the caller checks it.
+    A conversation continues only for its `owner`: the same `brand_id` and the same
+    `(issuer, sub)`; the store records the owner, the caller checks it (`owned_by`).
     """
 
     context_id: str
@@ -213,6 +226,16 @@ class Conversation:
     last_activity: float
     closed: bool
     account: str | None
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.brand_id, self.issuer, self.sub)
+
+    def owned_by(self, owner: Owner) -> bool:
+        """Whether `owner` may use this conversation. Both protocols ask this alone, so
+        an unknown conversation and another owner's look the same to the caller (PACT
+        §4.2, PAP-7.2-01)."""
+        return self.owner == owner
 
 
 @frozen

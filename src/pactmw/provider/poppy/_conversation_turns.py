@@ -35,7 +35,7 @@ from pactmw.provider.poppy._conversation_records import (
 from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.tools import StepUpRequired
-from pactmw.store.base import Claim, Conversation, Store, StoreUnavailable
+from pactmw.store.base import Claim, Conversation, Owner, Store, StoreUnavailable
 
 logger = logging.getLogger("pactmw.poppy")
 
@@ -59,16 +59,13 @@ def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
     return PersonalAgent(agent.client_id, agent.user_id, agent.client_id, {}, audience, delegation)
 
 
-def _message_id_key(
-    owner: tuple[str, str, str], context_id: str, message_id: str
-) -> dict[str, str]:
-    """The store's keywords naming `message_id` of `owner` (Brand, issuer, sub) in
-    conversation `context_id`: what claiming and releasing the id both name."""
-    brand_id, issuer, sub = owner
+def _message_id_key(owner: Owner, context_id: str, message_id: str) -> dict[str, str]:
+    """The store's keywords naming `message_id` of `owner` in conversation `context_id`:
+    what claiming and releasing the id both name."""
     return {
-        "brand_id": brand_id,
-        "issuer": issuer,
-        "sub": sub,
+        "brand_id": owner.brand_id,
+        "issuer": owner.issuer,
+        "sub": owner.sub,
         "message_id": message_id,
         "context_id": context_id,
     }
@@ -120,9 +117,10 @@ class ConversationTurns:
             )
             if bound != agent.account:
                 raise PoppyError(404, "conversation_not_found", "no such conversation")
-        owner = (conversation.brand_id, conversation.issuer, conversation.sub)
         received = self._receive(agent, conversation, message, issuer, created)
-        return (yield from self.holding_message_id(owner, context_id, message.id, received))
+        return (
+            yield from self.holding_message_id(conversation.owner, context_id, message.id, received)
+        )
 
     def _receive(
         self,
@@ -167,9 +165,7 @@ class ConversationTurns:
             return Receipt(context_id, closed=False, status=status, working=True)
         return (yield from self.answer(agent, conversation, message, claim, now, issuer, status))
 
-    def claim_message_id(
-        self, owner: tuple[str, str, str], context_id: str, message_id: str
-    ) -> SubFlow:
+    def claim_message_id(self, owner: Owner, context_id: str, message_id: str) -> SubFlow:
         """Record `message_id` as conversation `context_id`'s, or refuse it with `409
         message_id_conflict` when another conversation of the owner (Brand, agent, User ID)
         holds it, whatever its content.
@@ -190,7 +186,7 @@ class ConversationTurns:
             raise PoppyError(409, "message_id_conflict", "the message id is another conversation's")
 
     def holding_message_id(
-        self, owner: tuple[str, str, str], context_id: str, message_id: str, then: SubFlow
+        self, owner: Owner, context_id: str, message_id: str, then: SubFlow
     ) -> SubFlow:
         """`then`, once `message_id` is conversation `context_id`'s (`claim_message_id`);
         its value is `then`'s.

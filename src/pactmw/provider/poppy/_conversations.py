@@ -70,7 +70,7 @@ from pactmw.provider.poppy._conversation_turns import ConversationTurns
 from pactmw.provider.poppy._operations import PoppyOperations
 from pactmw.provider.poppy._resource_routes import resource_route
 from pactmw.provider.poppy._session_check import PoppyCaller
-from pactmw.store.base import Claim, Conversation, NotFound, Store
+from pactmw.store.base import Claim, Conversation, NotFound, Owner, Store
 
 #: Events per page (the SDK's company uses the same).
 PAGE_SIZE = 50
@@ -104,6 +104,12 @@ __all__ = [
 
 
 _P = ParamSpec("_P")
+
+
+def _owner(agent: PoppyCaller) -> Owner:
+    """Whose the conversations `agent`'s Session starts are: its Brand, the agent (stored
+    with `OWNER_PREFIX`) and the User ID."""
+    return Owner(agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
 
 
 def _vanished_is_not_found(operation: Callable[_P, Flow]) -> Callable[_P, Flow]:
@@ -217,9 +223,7 @@ class PoppyConversations:
         )
         if (
             conversation is None
-            or conversation.brand_id != agent.brand_id
-            or conversation.issuer != OWNER_PREFIX + agent.client_id
-            or conversation.sub != agent.user_id
+            or not conversation.owned_by(_owner(agent))
             or (
                 conversation.account is not None
                 and agent.account is not None
@@ -236,7 +240,7 @@ class PoppyConversations:
     def _create(self, agent: PoppyCaller, message: InboundMessage, issuer: str) -> SubFlow:
         """Start a conversation with its first message; the value is a `Receipt`."""
         context_id = derived_context_id(agent, message.id)
-        owner = (agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
+        owner = _owner(agent)
         # Before the conversation exists: an id another conversation holds starts none; one
         # whose conversation fails to start or answer it is released. A failed start leaves
         # no empty conversation (`leaving_nothing`), and the agent's next attempt with the
@@ -251,12 +255,13 @@ class PoppyConversations:
     ) -> SubFlow:
         """`_create` once the message id is the conversation's."""
         now = self._clock()
+        owner = _owner(agent)
         try:
             yield store(
                 self.store.start_conversation,
-                brand_id=agent.brand_id,
-                issuer=OWNER_PREFIX + agent.client_id,
-                sub=agent.user_id,
+                brand_id=owner.brand_id,
+                issuer=owner.issuer,
+                sub=owner.sub,
                 account=agent.account,
                 message_id=message.id,
                 text=message.text or "",
@@ -271,9 +276,9 @@ class PoppyConversations:
             return (yield from self._turns.send(agent, conversation, message, issuer, created=True))
         conversation = Conversation(
             context_id=context_id,
-            brand_id=agent.brand_id,
-            issuer=OWNER_PREFIX + agent.client_id,
-            sub=agent.user_id,
+            brand_id=owner.brand_id,
+            issuer=owner.issuer,
+            sub=owner.sub,
             created_at=now,
             last_activity=now,
             closed=False,
