@@ -26,7 +26,7 @@ from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, aligned_table, format_time
 from pactmw.provider.poppy._brands import agent_refusal
-from pactmw.provider.poppy._conversations import OWNER_PREFIX
+from pactmw.provider.poppy._conversations import poppy_owner
 from pactmw.store.base import AgentExists, Cleanup, Grant
 
 logger = logging.getLogger("pactmw.agents")
@@ -182,12 +182,6 @@ def poppy_agent_ids(provider: Provider, *, now: float | None = None) -> tuple[st
     time), once each and sorted: what the grants of those agents hold as their agent."""
     entries = _poppy_agents(provider, time.time() if now is None else now)
     return tuple(sorted({entry.issuer for entry in entries}))
-
-
-def poppy_owner(client_id: str) -> str:
-    """What the conversations and message ids of the Poppy agent `client_id` hold as their
-    agent (`issuer`): never a PACT issuer, so the two protocols' conversations never mix."""
-    return OWNER_PREFIX + client_id
 
 
 def _poppy_brands(provider: Provider, client_id: str) -> tuple[str, ...]:

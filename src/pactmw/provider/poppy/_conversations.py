@@ -100,16 +100,23 @@ __all__ = [
     "ConversationOperation",
     "PoppyConversations",
     "conversation_route",
+    "poppy_owner",
 ]
 
 
 _P = ParamSpec("_P")
 
 
+def poppy_owner(client_id: str) -> str:
+    """What the conversations and message ids of the Poppy agent `client_id` hold as their
+    agent (`issuer`): never a PACT issuer, so the two protocols' conversations never mix."""
+    return OWNER_PREFIX + client_id
+
+
 def _owner(agent: PoppyCaller) -> Owner:
-    """Whose the conversations `agent`'s Session starts are: its Brand, the agent (stored
-    with `OWNER_PREFIX`) and the User ID."""
-    return Owner(agent.brand_id, OWNER_PREFIX + agent.client_id, agent.user_id)
+    """Whose the conversations `agent`'s Session starts are: its Brand, the agent
+    (`poppy_owner`) and the User ID."""
+    return Owner(agent.brand_id, poppy_owner(agent.client_id), agent.user_id)
 
 
 def _vanished_is_not_found(operation: Callable[_P, Flow]) -> Callable[_P, Flow]:
