@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from pactmw.core.jwk import generate_private_jwk
@@ -22,7 +23,9 @@ from pactmw.provider import AuditEvent, Provider, ProviderSettings
 from pactmw.provider.delegated import DelegationGrant
 from pactmw.store import open_store
 from tests.delegated.support import jws_claims, jws_header
-from tests.support.agent import identity_token
+from tests.support.agent import identity_token, user_message
+from tests.support.net import loopback_client
+from tests.support.page_sites import ADAPTERS, BRAND, page_site
 from tests.support.parties import ISSUER
 
 BASE = "https://shop.example"
@@ -173,3 +176,41 @@ def test_bad_input_is_refused_naming_the_argument(
     # Nothing was recorded or audited.
     assert provider.store.list_grants(now=0.0) == []
     assert AUDITED == []
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.timeout(120)
+def test_every_adapter_serves_the_token_until_the_grant_is_revoked(
+    adapter: str, tmp_path: Path
+) -> None:
+    # The site's server runs its own Provider; the test's, on the same store and keys, is
+    # what an app's test process holds (Django's server is another process).
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    agents = [{"issuer": ISSUER, "jwks": {"keys": [AGENT_KEY.public.to_dict()]}}]
+    with page_site(adapter, tmp_path, templates, agents=agents) as (base, settings):
+        provider = Provider.from_settings(ProviderSettings.from_mapping(settings))
+        http = loopback_client(timeout=20)
+        try:
+            granted = provider.grant_delegation(
+                BRAND, account="jane", agent_issuer=ISSUER, agent_sub="u1", scopes=["orders:read"]
+            )
+
+            def send(sub: str) -> httpx.Response:
+                headers = {
+                    "authorization": "Bearer "
+                    + identity_token(AGENT_KEY, ISSUER, settings["audience"], sub=sub),
+                    "x-a2a-user-delegation": granted.header,
+                }
+                message = {"message": user_message("where is my order?")}
+                return http.post(f"{base}/a2a/{BRAND}/message:send", json=message, headers=headers)
+
+            assert send("u1").status_code == 200
+            assert send("u2").status_code == 401  # another user of the agent
+            assert provider.revoke_grant(granted.grant_id) is True
+            refused = send("u1")
+            assert refused.status_code == 401
+            assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+        finally:
+            http.close()
+            provider.close()
