@@ -54,6 +54,7 @@ def test_every_marked_sample_is_found() -> None:
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
         "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
         "custom_delegation", "poppy_flask", "wsgi_provider", "fastapi_testing",
+        "delegated_testing",
     }  # fmt: skip
 
 
@@ -99,6 +100,37 @@ def test_the_fastapi_testing_sample_is_a_test_that_passes_and_would_fail() -> No
     token = stranger.sign("user-1", sample["AUDIENCE"])
     refused = client.get("/whoami", headers={"Authorization": f"Bearer {token}"})
     assert (refused.status_code, refused.content) == (401, b"")
+
+
+def test_the_delegated_testing_sample_is_a_test_that_passes_and_would_fail() -> None:
+    # Found in a Flask trial: a view behind @delegation_required had no public way to be
+    # tested; the page said only the site's authorization server issues the token.
+    sample = run_sample("delegated_testing")
+    sample["test_orders_need_the_persons_delegation"]()
+    agent, site = sample["agent"], sample["SITE"]
+    app = sample["create_app"]()
+    client = app.test_client()
+    with app.app_context():
+        provider = sample["get_provider"]()
+        granted = provider.grant_delegation(
+            "shop",
+            account="jane",
+            agent_issuer=agent.issuer,
+            agent_sub="user-1",
+            scopes=["orders:read"],
+        )
+    delegation = {"X-A2A-User-Delegation": granted.header}
+
+    def orders(sub: str) -> int:
+        identity = {"Authorization": f"Bearer {agent.sign(sub, site + '/a2a')}"}
+        status: int = client.get("/api/orders", headers={**identity, **delegation}).status_code
+        return status
+
+    assert orders("user-1") == 200
+    # Bound to the agent's user it was granted to, and refused once revoked.
+    assert orders("user-2") == 401
+    assert provider.revoke_grant(granted.grant_id) is True
+    assert orders("user-1") == 401
 
 
 def test_a_dependency_override_replaces_the_scheme_not_the_middleware() -> None:

@@ -16,6 +16,7 @@ EXPECTED = {
     "AuthorizationServer",
     "ConsentRefused",
     "Delegation",
+    "DelegationGrant",
     "OAuthError",
     "SignedInUser",
     "new_user_code",

@@ -4,7 +4,7 @@ checks on its custom endpoints. `Provider` hands each of these calls here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -13,7 +13,7 @@ from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider._delegation_check import checked_delegation
 from pactmw.provider.brand import Brand
-from pactmw.provider.delegated import AuthorizationServer
+from pactmw.provider.delegated import AuthorizationServer, DelegationGrant, SignedInUser
 from pactmw.provider.driver import ano_body, arun, no_body, run
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import SubFlow
@@ -53,6 +53,51 @@ class AppCalls:
         if self.oauth is None:
             raise RuntimeError("no Brand of this Provider offers delegation or Poppy")
         return self.oauth
+
+    # -- a grant for the app's own tests ----------------------------------------------------
+
+    def grant_delegation(
+        self,
+        brand_id: str,
+        *,
+        account: str,
+        agent_issuer: str,
+        agent_sub: str,
+        scopes: Iterable[str],
+    ) -> DelegationGrant:
+        # Each refusal names its argument: a test's typo is read in the test's traceback.
+        brand = self.brands.get(brand_id)
+        if brand is None:
+            known = ", ".join(repr(known) for known in self.brands) or "none"
+            raise ValueError(f"brand_id: no Brand {brand_id!r} (this Provider's: {known})")
+        config = brand.delegation
+        if config is None or self.oauth is None:
+            raise ValueError(f"brand_id: Brand {brand_id!r} offers no delegation")
+        for name, value in (
+            ("account", account),
+            ("agent_issuer", agent_issuer),
+            ("agent_sub", agent_sub),
+        ):
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise ValueError(f"{name}: a non-empty string without NUL, not {value!r}")
+        if isinstance(scopes, str):
+            # One string iterates by letter: each letter would be "not offered".
+            raise ValueError(f"scopes: a list of scope ids, not the string {scopes!r}")
+        wanted = tuple(dict.fromkeys(scopes))
+        offered = ", ".join(config.scopes)
+        if not wanted:
+            raise ValueError(f"scopes: name at least one of Brand {brand_id!r}'s: {offered}")
+        for scope in wanted:
+            if scope not in config.scopes:
+                raise ValueError(
+                    f"scopes: {scope!r} is not offered by Brand {brand_id!r} (it offers: {offered})"
+                )
+        # The agent as PACT binds a grant: its issuer (the client_id) and its user (`sub`).
+        agent = PersonalAgent(agent_issuer, agent_sub, "", {}, "")
+        user = SignedInUser(account=account, label=account)
+        flow = self.oauth.grant(brand, config, agent, user, wanted)
+        granted: DelegationGrant = run(flow, self.verifier, no_body)
+        return granted
 
     # -- Poppy on the app's own site and APIs ----------------------------------------------
 

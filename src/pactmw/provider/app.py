@@ -35,6 +35,7 @@ from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, card_response
 from pactmw.provider.delegated import (
     AuditHook,
     AuthorizationServer,
+    DelegationGrant,
 )
 from pactmw.provider.driver import (
     ACurrentUser,
@@ -238,6 +239,33 @@ class Provider:
     def revoke_account(self, account: str, *, brand_id: str | None = None) -> list[str]:
         """Revoke every grant of a Brand account: call it when the account is disabled."""
         return self._calls.revoke_account(account, brand_id)
+
+    def grant_delegation(
+        self,
+        brand_id: str,
+        *,
+        account: str,
+        agent_issuer: str,
+        agent_sub: str,
+        scopes: Iterable[str],
+    ) -> DelegationGrant:
+        """For an app's own tests: the person `account` allows `scopes` of Brand `brand_id`
+        to the user `agent_sub` of the personal agent `agent_issuer`, without a browser.
+
+        Records the grant the consent page records (widening a live one, audited as
+        `agent.delegation_approved`) and returns it with the token endpoint's tokens:
+        `DelegationGrant.header` is the `X-A2A-User-Delegation` value to send beside that
+        agent user's PACT JWT. `revoke_grant(grant_id)` revokes it. Raises ValueError
+        naming the argument (an unknown Brand, one without delegation, a scope it does not
+        offer, an empty account).
+        """
+        return self._calls.grant_delegation(
+            brand_id,
+            account=account,
+            agent_issuer=agent_issuer,
+            agent_sub=agent_sub,
+            scopes=scopes,
+        )
 
     def matches(self, method: str, path: str) -> bool:
         """Tell whether the Provider serves this path: anything under `/a2a/`, and with Poppy

@@ -15,7 +15,8 @@ call to the collaborator that owns it:
 - `_consent`: the consent pages, with `_sessions` (who decides) and `_assertion` (the
   Brand's login in brand mode); `_agents_page`: the connected agents page; `_page_limit`:
   the one per-address rate limit of those pages;
-- `_revocation`, `_audit`; and the shared pieces `_context`, `_codes`, `_forms`,
+- `_revocation`, `_audit`; `_granted`: a grant made without the browser, for an app's
+  tests; and the shared pieces `_context`, `_codes`, `_forms`,
   `_responses`, `_errors`.
 """
 
@@ -26,6 +27,7 @@ from pactmw.provider.delegated._audit import AuditEvent, AuditHook
 from pactmw.provider.delegated._codes import new_user_code, normalize_user_code, secret_hash
 from pactmw.provider.delegated._errors import ConsentRefused, OAuthError
 from pactmw.provider.delegated._forms import FORM_LIMIT, parse_form
+from pactmw.provider.delegated._granted import DelegationGrant
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
 from pactmw.provider.delegated._responses import PAGE_HEADERS
 from pactmw.provider.delegated._server import AuthorizationServer
@@ -40,6 +42,7 @@ __all__ = [
     "AuthorizationServer",
     "ConsentRefused",
     "Delegation",
+    "DelegationGrant",
     "OAuthError",
     "SignedInUser",
     "new_user_code",

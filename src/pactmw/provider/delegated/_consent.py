@@ -121,7 +121,7 @@ class ConsentEndpoint:
             and all(entry in kept for entry in asked)
         ):
             return (
-                yield from self._approve(brand, config, authorization, user, authorization.scopes)
+                yield from self.approve(brand, config, authorization, user, authorization.scopes)
             )
         session = self.sessions.mint(brand, user, user_code)
         view = ConsentView(
@@ -161,7 +161,7 @@ class ConsentEndpoint:
         granted = tuple(s for s in authorization.scopes if s in ticked)
         if form.get("decision") != ["allow"] or not granted:
             return (yield from self._deny(brand, config, user_code, authorization, signed_in))
-        return (yield from self._approve(brand, config, authorization, signed_in, granted))
+        return (yield from self.approve(brand, config, authorization, signed_in, granted))
 
     def _code_entry(self, config: DelegationConfig, html: str, status: int = 200) -> Response:
         return code_entry_page(config, serialized_origin(self.ctx.base_url), html, status)
@@ -264,7 +264,7 @@ class ConsentEndpoint:
         )
         return self._to_result(brand, authorization, signed_in, None)
 
-    def _approve(
+    def approve(
         self,
         brand: Brand,
         config: DelegationConfig,
@@ -272,6 +272,10 @@ class ConsentEndpoint:
         user: SignedInUser,
         granted: tuple[str, ...],
     ) -> Flow:
+        """`user` allows `granted` on a pending authorization: the grant is recorded (or
+        widened), its authorization details kept, the approval audited; the value is the 303
+        to the result page. The one way a grant is approved (`AuthorizationServer.grant`,
+        for an app's tests, comes here too)."""
         now = self.ctx.clock()
         requested = yield from held(
             self.ctx.store, config, device_owner(authorization.device_code_hash)

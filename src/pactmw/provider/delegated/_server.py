@@ -6,6 +6,7 @@ builds them and hands every call to the one that owns it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from pactmw.provider.delegated._audit import Audit, AuditHook
 from pactmw.provider.delegated._consent import ConsentEndpoint
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._device import DeviceEndpoint
+from pactmw.provider.delegated._granted import DelegationGrant
 from pactmw.provider.delegated._metadata import Metadata
 from pactmw.provider.delegated._page_limit import PageRateLimit
 from pactmw.provider.delegated._resource import DelegationCheck
@@ -34,10 +36,10 @@ from pactmw.provider.delegated._sessions import (
 )
 from pactmw.provider.delegated._step_up import StepUp
 from pactmw.provider.delegated._token import TokenEndpoint
-from pactmw.provider.flow import Flow, SubFlow
+from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.ratelimit import RateLimit, RateLimiter
 from pactmw.store import RateLimitStore
-from pactmw.store.base import Store
+from pactmw.store.base import DeviceAuthorization, Store
 
 #: Default limits of the device authorization and token endpoints, per (agent, sub) and
 #: minute: far above what one agent user's flows need (a poll every 5 s is 12 a minute per
@@ -256,6 +258,47 @@ class AuthorizationServer:
         """The person's connected agents page (`{interface}/oauth/agents`): GET shows it (or
         sends the person to sign in); POST takes the Brand's assertion or a Revoke."""
         return self._agents.agents(PageVisit(brand, config, request, user), body)
+
+    # -- a grant without the browser (an app's own tests) ------------------------------------
+
+    def grant(
+        self,
+        brand: Brand,
+        config: DelegationConfig,
+        agent: PersonalAgent,
+        user: SignedInUser,
+        scopes: tuple[str, ...],
+    ) -> SubFlow:
+        """`user` allows `scopes` (offered by `config`, checked by the caller) to `agent`'s
+        user, without a browser; the value is a `DelegationGrant`.
+
+        The device flow itself, past its rate limits: a device authorization, the consent
+        page's approval, the token endpoint's poll. So the grant, its audit line and the
+        tokens are those of a person's approval, and a change to any of them holds here too.
+        """
+        document = yield from self._device.authorize(brand, config, agent, scopes)
+        authorization: DeviceAuthorization | None = yield store(
+            self._ctx.store.device_authorization_by_user_code, user_code=document["user_code"]
+        )
+        assert authorization is not None  # just made, and a code lives for minutes
+        yield from self._consent.approve(brand, config, authorization, user, scopes)
+        response = yield from self._token.device_code_grant(
+            brand, config, agent, document["device_code"]
+        )
+        consumed: DeviceAuthorization | None = yield store(
+            self._ctx.store.device_authorization_by_user_code, user_code=document["user_code"]
+        )
+        # The poll above answered tokens: the code is consumed and names its grant.
+        assert consumed is not None
+        assert consumed.grant_id is not None
+        tokens = json.loads(response.body)
+        return DelegationGrant(
+            grant_id=consumed.grant_id,
+            scopes=tuple(tokens["scope"].split()),
+            access_token=tokens["access_token"],
+            refresh_token=tokens["refresh_token"],
+            expires_in=tokens["expires_in"],
+        )
 
     # -- revocation ---------------------------------------------------------------------------
 

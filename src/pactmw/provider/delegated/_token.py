@@ -50,7 +50,7 @@ class TokenEndpoint:
             raise OAuthError.rate_limited(wait, "token")
         if grant_type == DEVICE_CODE_GRANT:
             return (
-                yield from self._device_code_grant(brand, config, caller, one(form, "device_code"))
+                yield from self.device_code_grant(brand, config, caller, one(form, "device_code"))
             )
         if grant_type == "refresh_token":
             return (
@@ -58,9 +58,11 @@ class TokenEndpoint:
             )
         raise OAuthError("unsupported_grant_type", "use the device_code or refresh_token grant")
 
-    def _device_code_grant(
+    def device_code_grant(
         self, brand: Brand, config: DelegationConfig, caller: PersonalAgent, device_code: str
     ) -> Flow:
+        """RFC 8628 §3.4 for `caller`, past the rate limit: the token response of an
+        approved code, else its OAuth error."""
         poll = yield store(
             self.ctx.store.poll_device_code,
             device_code_hash=secret_hash(device_code),
