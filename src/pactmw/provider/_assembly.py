@@ -1,12 +1,13 @@
-"""How a Provider assembles its protocol parts from its Brands at startup: the checks of the
-Delegated profile's settings, the Poppy company side, each Brand's Agent Card, and the
-name its pages give an agent."""
+"""How a Provider assembles its protocol parts from its Brands at startup: its arguments
+from settings, the checks of the Delegated profile's settings, the Poppy company side, each
+Brand's Agent Card, and the name its pages give an agent."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from pactmw.config import ConfigError
 from pactmw.core.fetch import FetchPolicy
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentOverrides, IdentityVerifier
@@ -17,8 +18,54 @@ from pactmw.provider.delegated import AuditHook, AuthorizationServer
 from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.poppy import DeviceSignIn, PoppyServer
 from pactmw.provider.ratelimit import RateLimit
-from pactmw.store import AuthorizationDetailsStore, RateLimitStore
+from pactmw.provider.settings import ProviderSettings
+from pactmw.store import AuthorizationDetailsStore, RateLimitStore, open_store
 from pactmw.store.base import Store
+
+_Provider = TypeVar("_Provider")
+
+
+def built_from_settings(
+    make: Callable[..., _Provider],
+    settings: ProviderSettings,
+    *,
+    store: Store | None,
+    clock: Callable[[], float] | None,
+    signing_keys: SigningKeys | None,
+    audit: AuditHook | None,
+) -> _Provider:
+    """`make` (the Provider class) called with what `settings` describe: `Provider.from_settings`.
+    Opens `settings.store` unless a store is given; the verifier reads the agents added and
+    switched at runtime from the store."""
+    if store is None:
+        try:
+            store = open_store(settings.store)
+        except ValueError as exc:  # a URL of no backend, a DSN that does not parse
+            # A configuration error naming its key, in every front-end (the message never
+            # repeats the URL, which may hold a password).
+            raise ConfigError(f"store: {exc}") from None
+    extra: dict[str, Any] = {} if clock is None else {"clock": clock}
+    return make(
+        base_url=settings.base_url,
+        verifier=settings.identity.build_verifier(overrides=store, runtime=store, **extra),
+        store=store,
+        brands=settings.brands,
+        identity_scheme=settings.identity_scheme,
+        organization=settings.organization,
+        rate_limit=settings.rate_limit,
+        consent_rate_limit=settings.consent_rate_limit,
+        device_rate_limit=settings.device_rate_limit,
+        token_rate_limit=settings.token_rate_limit,
+        shared_rate_limits=settings.shared_rate_limits,
+        max_body_bytes=settings.max_body_bytes,
+        conversation_idle_timeout=settings.conversation_idle_timeout,
+        claim_lease_seconds=settings.claim_lease_seconds,
+        turn_timeout=settings.turn_timeout,
+        retention_days=settings.retention_days,
+        signing_keys=signing_keys or settings.signing_keys(),
+        audit=audit,
+        **extra,
+    )
 
 
 def offers_delegation(
@@ -129,6 +176,7 @@ def brand_card(
 __all__ = [
     "agent_name",
     "brand_card",
+    "built_from_settings",
     "offers_delegation",
     "poppy_server",
 ]

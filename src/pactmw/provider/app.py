@@ -27,7 +27,13 @@ from pactmw.core.keys import JwksCache
 from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider._app_calls import AppCalls
-from pactmw.provider._assembly import agent_name, brand_card, offers_delegation, poppy_server
+from pactmw.provider._assembly import (
+    agent_name,
+    brand_card,
+    built_from_settings,
+    offers_delegation,
+    poppy_server,
+)
 from pactmw.provider._request_flow import RequestFlow
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
@@ -51,7 +57,6 @@ from pactmw.provider.poppy import JsonAnswer, PoppyCaller, PoppyServer, Proposal
 from pactmw.provider.ratelimit import RateLimit, RateLimiter, counting_store
 from pactmw.provider.routes import MOUNT, Routes, for_method
 from pactmw.provider.settings import ProviderSettings
-from pactmw.store import open_store
 from pactmw.store.base import Store
 
 logger = logging.getLogger("pactmw.provider")
@@ -186,34 +191,8 @@ class Provider:
         tool that only revokes grants needs no private key); `audit` receives the delegation
         audit events.
         """
-        if store is None:
-            try:
-                store = open_store(settings.store)
-            except ValueError as exc:  # a URL of no backend, a DSN that does not parse
-                # A configuration error naming its key, in every front-end (the message
-                # never repeats the URL, which may hold a password).
-                raise ConfigError(f"store: {exc}") from None
-        extra: dict[str, Any] = {} if clock is None else {"clock": clock}
-        return cls(
-            base_url=settings.base_url,
-            verifier=settings.identity.build_verifier(overrides=store, runtime=store, **extra),
-            store=store,
-            brands=settings.brands,
-            identity_scheme=settings.identity_scheme,
-            organization=settings.organization,
-            rate_limit=settings.rate_limit,
-            consent_rate_limit=settings.consent_rate_limit,
-            device_rate_limit=settings.device_rate_limit,
-            token_rate_limit=settings.token_rate_limit,
-            shared_rate_limits=settings.shared_rate_limits,
-            max_body_bytes=settings.max_body_bytes,
-            conversation_idle_timeout=settings.conversation_idle_timeout,
-            claim_lease_seconds=settings.claim_lease_seconds,
-            turn_timeout=settings.turn_timeout,
-            retention_days=settings.retention_days,
-            signing_keys=signing_keys or settings.signing_keys(),
-            audit=audit,
-            **extra,
+        return built_from_settings(
+            cls, settings, store=store, clock=clock, signing_keys=signing_keys, audit=audit
         )
 
     def card(self, brand_id: str) -> dict[str, Any]:

@@ -38,10 +38,8 @@ _ECHOED = 32
 
 @frozen
 class ConsentEndpoint:
-    """Where a person approves or denies what their personal agent asked for.
-
-    `agent_name(issuer)` gives the display name of a registered personal agent.
-    """
+    """Where a person approves or denies what their personal agent asked for
+    (`agent_name(issuer)`: the display name of a registered personal agent)."""
 
     ctx: ServerContext
     agent_name: Callable[[str], str]
@@ -272,10 +270,8 @@ class ConsentEndpoint:
         user: SignedInUser,
         granted: tuple[str, ...],
     ) -> Flow:
-        """`user` allows `granted` on a pending authorization: the grant is recorded (or
-        widened), its authorization details kept, the approval audited; the value is the 303
-        to the result page. The one way a grant is approved (`AuthorizationServer.grant`,
-        for an app's tests, comes here too)."""
+        """`user` allows `granted`, the one way a grant is approved (`AuthorizationServer.grant`
+        too): recorded or widened, audited; the 303 to the result page."""
         now = self.ctx.clock()
         requested = yield from held(
             self.ctx.store, config, device_owner(authorization.device_code_hash)
