@@ -284,9 +284,9 @@ def _check_parafe_views(brands: Iterable[Brand], parafe_brand: str | None) -> li
 def _check_required_scopes() -> list[CheckMessage]:
     """pactmw.E006: a routed DRF view under `HasDelegatedScope` whose `required_scopes` is a
     string: each character would be a scope, so every delegation would be refused.
-    pactmw.E008: one without `required_scopes` (or None): its requests are refused (503),
-    since it cannot say which scopes it needs (an empty list, written out, admits any
-    delegation)."""
+    pactmw.E008: one without `required_scopes` (or None), which cannot say which scopes it
+    needs (an empty list, written out, admits any delegation). Either view's requests are
+    refused (503) and said once in the log (`_required_scopes_problem` says both)."""
     messages: list[CheckMessage] = []
     said: set[int] = set()
     for path, view in _routed_views(get_resolver().url_patterns):
@@ -296,29 +296,16 @@ def _check_required_scopes() -> list[CheckMessage]:
         said.add(id(view))
         if _drf_delegated_scope_check(view_class) is None:
             continue
-        from pactmw.adapters.django.rest_framework import (
-            _missing_required_scopes,
-            _required_scopes_problem,
-        )
+        from pactmw.adapters.django.rest_framework import _required_scopes_problem
 
         problem = _required_scopes_problem(view_class)
         if problem is not None:
             messages.append(
                 Error(
-                    f"HasDelegatedScope on {path}: {problem}.",
-                    hint="Its requests fail with ImproperlyConfigured until it is fixed.",
-                    obj=SETTING,
-                    id="pactmw.E006",
-                )
-            )
-        missing = _missing_required_scopes(view_class)
-        if missing is not None:
-            messages.append(
-                Error(
-                    f"HasDelegatedScope on {path}: {missing}.",
+                    f"HasDelegatedScope on {path}: {problem.message}.",
                     hint="Its requests are refused (503) until it is fixed.",
                     obj=SETTING,
-                    id="pactmw.E008",
+                    id=problem.check,
                 )
             )
     return messages

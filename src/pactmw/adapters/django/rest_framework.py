@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pactmw.adapters._common import OnceWarning, refusal_detail, require_framework
 from pactmw.adapters._view_checks import delegation_brand_unset
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
-from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AND, BasePermission, OperandHolder
@@ -167,15 +166,11 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
 
     def _has_scopes(self, request: Any, view: Any) -> bool:
         problem = _required_scopes_problem(view)
-        if problem is not None:  # the system check says it at startup (pactmw.E006)
-            # Django logs a 500's exception only where the site configured `django.request`.
-            _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
-            raise ImproperlyConfigured(problem)
-        missing = _missing_required_scopes(view)
-        if missing is not None:  # the system check says it at startup (pactmw.E008)
-            # Not a 500, and never every delegation let in: the caller learns that no scope
-            # it could hold would do, the log once what to write.
-            _say_once(view, f"{missing.replace('%', '%%')} (on %s)")(request.path)
+        if problem is not None:  # the system check says it at startup (pactmw.E006, E008)
+            # Not a 500, and never every delegation let in (nor none, each character of a
+            # string taken for a scope): the caller learns that no scope it could hold would
+            # do, the log once what to write.
+            _say_once(view, f"{problem.message.replace('%', '%%')} (on %s)")(request.path)
             unconfigured = exceptions.APIException(
                 "This endpoint's delegated scopes are not configured.", code="service_unavailable"
             )
@@ -215,33 +210,43 @@ def _delegated_scope_check(view: object) -> str | None:
     return f"HasDelegatedScope (required_scopes {shown!r})"
 
 
-def _required_scopes_problem(view: object) -> str | None:
-    """What is wrong with a DRF view's `required_scopes` (its class or an instance), or None:
-    a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
-    scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
-    scopes = getattr(view, "required_scopes", ())
+class _ScopesProblem(NamedTuple):
+    """What is wrong with a view's `required_scopes`: `message`, and the system check that
+    reports it at startup (`check`, its id)."""
+
+    check: str
+    message: str
+
+
+def _required_scopes_problem(view: object) -> _ScopesProblem | None:
+    """What is wrong with a DRF view's `required_scopes` (its class or an instance) under
+    `HasDelegatedScope`, or None: what the system check says at startup (pactmw.E006,
+    pactmw.E008) and a request answers (503), so that both say the same.
+
+    Without `required_scopes` (or with None), pactmw.E008: taken for "no scope", it admitted
+    any delegation, where django-oauth-toolkit's `TokenHasScope` raises ImproperlyConfigured;
+    a view that means any delegation says so with an empty list, `required_scopes = []` (as
+    `@delegation_required()` with no scope, and `TokenHasScope`'s empty list).
+
+    A string (`"orders:read"`, not `["orders:read"]`), pactmw.E006: each of its characters
+    would be a scope to require, so every delegation would be refused as missing
+    `o r d e r s ...`."""
+    scopes = getattr(view, "required_scopes", None)
+    name = _view_name(view)
+    if scopes is None:
+        return _ScopesProblem(
+            "pactmw.E008",
+            f"{name} has no required_scopes, so HasDelegatedScope cannot tell which delegated "
+            f"scopes it needs: name them, required_scopes = ['orders:read'], or write "
+            f"required_scopes = [] to admit any delegation",
+        )
     if isinstance(scopes, str):
-        return (
-            f"{_view_name(view)}.required_scopes is the string {scopes!r}, whose every "
-            f"character would be a scope HasDelegatedScope requires: write a list, "
-            f"required_scopes = [{scopes!r}]"
+        return _ScopesProblem(
+            "pactmw.E006",
+            f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
+            f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]",
         )
     return None
-
-
-def _missing_required_scopes(view: object) -> str | None:
-    """What is wrong with a DRF view (its class or an instance) under `HasDelegatedScope`
-    without `required_scopes` (or with None), or None. Taken for "no scope", it admitted any
-    delegation, where django-oauth-toolkit's `TokenHasScope` raises ImproperlyConfigured: a
-    view that means any delegation says so with an empty list, `required_scopes = []` (as
-    `@delegation_required()` with no scope, and `TokenHasScope`'s empty list)."""
-    if getattr(view, "required_scopes", None) is not None:
-        return None
-    return (
-        f"{_view_name(view)} has no required_scopes, so HasDelegatedScope cannot tell which "
-        f"delegated scopes it needs: name them, required_scopes = ['orders:read'], or write "
-        f"required_scopes = [] to admit any delegation"
-    )
 
 
 def _view_name(view: object) -> str:
