@@ -24,6 +24,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from pactmw.adapters._arguments import scope_list_problem
 from pactmw.adapters._common import OnceWarning, refusal_detail, require_framework
 from pactmw.adapters._view_checks import delegation_brand_unset
 
@@ -206,7 +207,9 @@ def _delegated_scope_check(view: object) -> str | None:
     scopes = getattr(view, "required_scopes", None)
     if scopes is None:  # pactmw.E008
         return "HasDelegatedScope (no required_scopes)"
-    shown = scopes if isinstance(scopes, str) else list(scopes)  # a string: pactmw.E006
+    # Any other wrong value (pactmw.E006) is shown as written: a string, a number or a
+    # generator is no list to show, and listing a generator would use it up.
+    shown = scopes if _required_scopes_problem(view) is not None else list(scopes)
     return f"HasDelegatedScope (required_scopes {shown!r})"
 
 
@@ -230,7 +233,10 @@ def _required_scopes_problem(view: object) -> _ScopesProblem | None:
 
     A string (`"orders:read"`, not `["orders:read"]`), pactmw.E006: each of its characters
     would be a scope to require, so every delegation would be refused as missing
-    `o r d e r s ...`."""
+    `o r d e r s ...`. Anything else but a collection of non-empty strings (a list, a tuple,
+    a set, as `TokenHasScope` takes any), pactmw.E006 too (`scope_list_problem`): a number
+    failed at the request, an empty name refused every delegation, a generator would be used
+    up by the first request."""
     scopes = getattr(view, "required_scopes", None)
     name = _view_name(view)
     if scopes is None:
@@ -245,6 +251,13 @@ def _required_scopes_problem(view: object) -> _ScopesProblem | None:
             "pactmw.E006",
             f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
             f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]",
+        )
+    wrong = scope_list_problem(scopes)
+    if wrong is not None:
+        return _ScopesProblem(
+            "pactmw.E006",
+            f"{name}.required_scopes must be a list of scope names, such as ['orders:read'], "
+            f"{wrong}",
         )
     return None
 
