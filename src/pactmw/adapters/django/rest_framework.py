@@ -126,7 +126,11 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 setattr(django_request, _FAILURE, exc)
                 # A delegation sent to a site that verifies none (401 `not_offered`) is
                 # refused here, before any permission class runs.
-                _say_delegation_brand_unset(request, (request.parser_context or {}).get("view"))
+                view = (request.parser_context or {}).get("view")
+                _say_delegation_brand_unset(request, view)
+                # Its caching headers even where another class, listed first, gives DRF's
+                # challenge (or none: then DRF answers 403).
+                _refusal_headers(refusal_response(exc), view)
                 raise exceptions.AuthenticationFailed(refusal_detail(exc), code=exc.reason) from exc
             if caller is None:
                 return None
@@ -135,7 +139,9 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
     def authenticate_header(self, request: Any) -> str:
         """The challenge of DRF's 401: PACT's, with `error="invalid_token"` for delegations."""
         failure = getattr(request._request, _FAILURE, None)
-        return (failure or AuthenticationFailed("missing_token")).www_authenticate
+        refusal = refusal_response(failure or AuthenticationFailed("missing_token"))
+        # DRF asks for it only to answer 401: that answer gets the refusal's other headers.
+        return _refusal_headers(refusal, (request.parser_context or {}).get("view"))
 
 
 class IsPersonalAgent(BasePermission):  # type: ignore[misc]
@@ -185,7 +191,8 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
             denied = exceptions.PermissionDenied(refusal_detail(exc), code="insufficient_scope")
-            denied.auth_header = _header(refusal_response(exc))  # DRF's handler sends it
+            # DRF's handler sends the challenge; the view, the refusal's other headers.
+            denied.auth_header = _refusal_headers(refusal_response(exc), view)
             raise denied from exc
         except AuthenticationFailed as exc:
             # DRF asks the authentication class for the 401's challenge: it reads this.
@@ -298,8 +305,23 @@ def _say_once(view: object, message: str) -> OnceWarning:
     return _SAID.setdefault((type(view), message), OnceWarning(message, level=logging.ERROR))
 
 
-def _header(response: Response) -> str:
-    return next(value for name, value in response.headers if name == "WWW-Authenticate")
+#: The headers of a refusal (`refusal_response`) that DRF's answer has of its own: the
+#: challenge, which DRF's handler sends from the exception, and the length of its body.
+_SENT_BY_DRF = frozenset({"www-authenticate", "content-length"})
+
+
+def _refusal_headers(refusal: Response, view: object) -> str:
+    """The challenge of `refusal`, as `refusal_response` renders it for the decorators and
+    the middleware, for DRF's handler to send; its other headers (`Cache-Control: no-store`)
+    go on DRF's `view`, whose `headers` its `finalize_response` sets on whatever the view
+    answers, an exception's response included (DRF's handler sends no other header of an
+    exception). A view without them (none, say) gets the challenge alone."""
+    headers = getattr(view, "headers", None)
+    if isinstance(headers, dict):
+        for name, value in refusal.headers:
+            if name.lower() not in _SENT_BY_DRF:
+                headers[name] = value
+    return next(value for name, value in refusal.headers if name == "WWW-Authenticate")
 
 
 __all__ = [
