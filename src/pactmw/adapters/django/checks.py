@@ -51,7 +51,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     Brand offers delegation; pactmw.W005: the same where no Brand offers it; pactmw.E007: a
     routed view's `parafe_action` (a class-based view's method's too) names a Brand without
     Parafé, or none where several have it and `parafe_brand` is not set; pactmw.W007: a
-    routed `parafe_action` view where no Brand configures Parafé."""
+    routed `parafe_action` view where no Brand configures Parafé; pactmw.E006: a routed DRF
+    `HasDelegatedScope` view whose `required_scopes` is no list of scope names (a string, a
+    number, an empty name, a generator); pactmw.E008: one without `required_scopes`."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
