@@ -107,6 +107,10 @@ def test_a_refusing_view_says_why_once_where_no_check_runs(
     assert said.count(logged) == 1, said
 
 
+#: DRF's `detail` of the 503 of a view whose `required_scopes` is wrong or missing (the log
+#: says why, once).
+SCOPES_NOT_CONFIGURED = "This endpoint's delegated scopes are not configured."
+
 #: What `manage.py check` and the view say of `required_scopes = "orders:read"`.
 STRING_SCOPES = (
     "StringScopes.required_scopes is the string 'orders:read', whose every character would "
@@ -138,9 +142,77 @@ def test_required_scopes_written_as_a_string_is_said_where_no_check_runs(
     )
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with server as base, loopback_client(base_url=base) as client:
-        answer = client.get("/drf/string-scopes", headers=identity)
-        assert answer.status_code == 500, answer.text
-    assert STRING_SCOPES in (tmp_path / "site.log").read_text()
+        for _ in range(3):
+            # It was a 500 (ImproperlyConfigured): a misconfiguration is never a 500, but the
+            # 503 of a view without required_scopes (pactmw.E008), the log saying why once.
+            answer = client.get("/drf/string-scopes", headers=identity)
+            assert answer.status_code == 503, answer.text
+            assert answer.json() == {"detail": SCOPES_NOT_CONFIGURED}
+    assert (tmp_path / "site.log").read_text().count(STRING_SCOPES) == 1
+
+
+#: What `manage.py check` and each view say of `required_scopes` that is no list of scope
+#: names (django-oauth-toolkit's `TokenHasScope` takes any collection of them: a set will do).
+BAD_SCOPES = {
+    "/drf/int-scopes": "IntScopes.required_scopes must be a list of scope names, such as "
+    "['orders:read'], not int 3",
+    "/drf/blank-scope": "BlankScope.required_scopes must be a list of scope names, such as "
+    "['orders:read'], not one holding an empty string",
+    "/drf/number-scope": "NumberScope.required_scopes must be a list of scope names, such as "
+    "['orders:read'], not one holding int 7",
+    "/drf/generator-scopes": "GeneratorScopes.required_scopes must be a list of scope names, "
+    "such as ['orders:read'], not generator, which the first request would use up",
+}
+
+#: The test site's switch that routes those views and one whose `required_scopes` is a set.
+ROUTE_BAD_SCOPES = {"PACTMW_TEST_BAD_SCOPES": "1"}
+
+
+def test_manage_py_check_reports_required_scopes_that_are_no_list_of_scope_names(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    # An int or a generator failed the check itself (a TypeError where it showed the list);
+    # an empty name or a number refused every delegation, 403 or 500, at each request.
+    done = django_check(settings, tmp_path / "pactmw.json", **ROUTE_BAD_SCOPES)
+    assert done.returncode != 0, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    for path, problem in BAD_SCOPES.items():
+        assert f"pactmw.E006) HasDelegatedScope on {path}: {problem}." in said, said
+    assert said.count("pactmw.E006") == len(BAD_SCOPES), said
+    assert "SetScopes" not in said, said
+
+
+def test_required_scopes_that_are_no_list_of_scope_names_are_a_503_where_no_check_runs(
+    world: Harness, tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    server = django_server(
+        settings,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, **ROUTE_BAD_SCOPES},
+    )
+    store = open_store(str(settings["store"]))
+    with server as base, loopback_client(base_url=base) as client, contextlib.closing(store):
+        site = Target("site", client, (), store, world.signing, world.agent, world.parafe)
+        delegation, account = site.delegation("orders:read")
+        headers = site.headers(site.token(), delegation)
+        for path in BAD_SCOPES:
+            for _ in range(2):
+                refused = client.get(path, headers=headers)
+                assert refused.status_code == 503, (path, refused.text)
+                assert refused.json() == {"detail": SCOPES_NOT_CONFIGURED}, path
+        # A set of names is as good as a list.
+        admitted = client.get("/drf/set-scopes", headers=headers)
+        assert admitted.status_code == 200, admitted.text
+        assert admitted.json()["account"] == account
+        other, _ = site.delegation("orders:cancel")
+        wrong = client.get("/drf/set-scopes", headers=site.headers(site.token(), other))
+        assert wrong.status_code == 403, wrong.text
+    said = (tmp_path / "site.log").read_text()
+    for problem in BAD_SCOPES.values():
+        assert said.count(problem) == 1, said
 
 
 #: What `manage.py check` and the view say of a `HasDelegatedScope` view without
@@ -150,9 +222,6 @@ MISSING_SCOPES = (
     "scopes it needs: name them, required_scopes = ['orders:read'], or write "
     "required_scopes = [] to admit any delegation"
 )
-
-#: DRF's `detail` of that view's 503 (the log says why, once).
-SCOPES_NOT_CONFIGURED = "This endpoint's delegated scopes are not configured."
 
 #: The switch of the test site that routes those views (`_missing_scopes` in its URLconf).
 ROUTE_MISSING_SCOPES = {"PACTMW_TEST_MISSING_SCOPES": "1"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from pactmw.adapters.django.rest_framework import PersonalAgentUser
@@ -121,12 +122,26 @@ def _refusals(target: Target) -> dict[str, tuple[dict[str, str], str]]:
 def test_drf_refuses_as_the_decorator_does_with_a_readable_detail(target: Target) -> None:
     # DRF's 401 `detail` of a refused token was its bare reason code ("expired"), its 403's
     # "insufficient_scope: orders:read", beside "this endpoint needs a delegation token".
+    # And DRF's refusals had no `Cache-Control: no-store`, which every refusal of the
+    # decorators and the middleware carries (a refusal is about this request's credentials).
     for case, (headers, detail) in _refusals(target).items():
         decorated = target.client.get("/api/scoped-sync", headers=headers)
         drf = target.client.get("/drf/orders", headers=headers)
-        assert drf.status_code == decorated.status_code, case
-        assert drf.headers["www-authenticate"] == decorated.headers["www-authenticate"], case
+        _assert_refused_alike(drf, decorated, case)
         assert drf.json() == {"detail": detail}, case
+    # `PersonalAgentAuthentication` and `IsPersonalAgent` refuse as personal_agent_required.
+    for case in ("no credential", "expired identity", "bad delegation"):
+        headers, _ = _refusals(target)[case]
+        decorated = target.client.get("/decorated-sync", headers=headers)
+        drf = target.client.get("/drf/me", headers=headers)
+        _assert_refused_alike(drf, decorated, case)
+
+
+def _assert_refused_alike(drf: httpx.Response, decorated: httpx.Response, case: str) -> None:
+    assert drf.status_code == decorated.status_code, case
+    assert drf.headers["www-authenticate"] == decorated.headers["www-authenticate"], case
+    assert decorated.headers["cache-control"] == "no-store", case
+    assert drf.headers.get("cache-control") == decorated.headers["cache-control"], case
 
 
 def test_a_bad_delegation_is_invalid_token(target: Target) -> None:

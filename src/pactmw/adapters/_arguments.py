@@ -5,7 +5,7 @@ is built rather than as a 500 on the first request: framework-neutral."""
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 from pactmw.config import ConfigError
 from pactmw.provider.app import Provider
@@ -22,6 +22,7 @@ __all__ = [
     "require_strings",
     "require_verifier_not_optional",
     "require_view",
+    "scope_list_problem",
 ]
 
 
@@ -137,6 +138,24 @@ def require_scope_names(scopes: Iterable[object], call: str) -> None:
             raise ConfigError(
                 f"{call}: a scope is a non-empty string, one argument each; not {_shown(scope)}"
             )
+
+
+def scope_list_problem(given: object) -> str | None:
+    """What is wrong with `given`, written as the scopes to require (a DRF view's
+    `required_scopes`): "not int 3", "not one holding an empty string"; None when it is a
+    collection (a list, a tuple, a set: django-oauth-toolkit's `TokenHasScope` takes any) of
+    non-empty strings. A scope no delegation can hold (an empty string), or no scope's name
+    (a number), refused every delegation or failed at the request; an iterator (a generator)
+    would be used up by the first request, after which no scope would be required. A string
+    is the caller's to say (each of its characters would be a scope)."""
+    if isinstance(given, (str, bytes, bytearray)) or not isinstance(given, Collection):
+        if isinstance(given, Iterator):
+            return f"not {_shown(given)}, which the first request would use up"
+        return f"not {_shown(given)}"
+    for scope in given:
+        if not _is_name(scope):
+            return f"not one holding {_shown(scope)}"
+    return None
 
 
 def require_brand_id(given: object, call: str, argument: str = "brand_id") -> None:

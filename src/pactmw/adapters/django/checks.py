@@ -51,7 +51,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     Brand offers delegation; pactmw.W005: the same where no Brand offers it; pactmw.E007: a
     routed view's `parafe_action` (a class-based view's method's too) names a Brand without
     Parafé, or none where several have it and `parafe_brand` is not set; pactmw.W007: a
-    routed `parafe_action` view where no Brand configures Parafé."""
+    routed `parafe_action` view where no Brand configures Parafé; pactmw.E006: a routed DRF
+    `HasDelegatedScope` view whose `required_scopes` is no list of scope names (a string, a
+    number, an empty name, a generator); pactmw.E008: one without `required_scopes`."""
     messages: list[CheckMessage] = []
     if setting_is_missing():
         messages.append(
@@ -284,9 +286,9 @@ def _check_parafe_views(brands: Iterable[Brand], parafe_brand: str | None) -> li
 def _check_required_scopes() -> list[CheckMessage]:
     """pactmw.E006: a routed DRF view under `HasDelegatedScope` whose `required_scopes` is a
     string: each character would be a scope, so every delegation would be refused.
-    pactmw.E008: one without `required_scopes` (or None): its requests are refused (503),
-    since it cannot say which scopes it needs (an empty list, written out, admits any
-    delegation)."""
+    pactmw.E008: one without `required_scopes` (or None), which cannot say which scopes it
+    needs (an empty list, written out, admits any delegation). Either view's requests are
+    refused (503) and said once in the log (`_required_scopes_problem` says both)."""
     messages: list[CheckMessage] = []
     said: set[int] = set()
     for path, view in _routed_views(get_resolver().url_patterns):
@@ -296,29 +298,16 @@ def _check_required_scopes() -> list[CheckMessage]:
         said.add(id(view))
         if _drf_delegated_scope_check(view_class) is None:
             continue
-        from pactmw.adapters.django.rest_framework import (
-            _missing_required_scopes,
-            _required_scopes_problem,
-        )
+        from pactmw.adapters.django.rest_framework import _required_scopes_problem
 
         problem = _required_scopes_problem(view_class)
         if problem is not None:
             messages.append(
                 Error(
-                    f"HasDelegatedScope on {path}: {problem}.",
-                    hint="Its requests fail with ImproperlyConfigured until it is fixed.",
-                    obj=SETTING,
-                    id="pactmw.E006",
-                )
-            )
-        missing = _missing_required_scopes(view_class)
-        if missing is not None:
-            messages.append(
-                Error(
-                    f"HasDelegatedScope on {path}: {missing}.",
+                    f"HasDelegatedScope on {path}: {problem.message}.",
                     hint="Its requests are refused (503) until it is fixed.",
                     obj=SETTING,
-                    id="pactmw.E008",
+                    id=problem.check,
                 )
             )
     return messages

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
+from pactmw.adapters._arguments import scope_list_problem
 from pactmw.adapters._common import OnceWarning, refusal_detail, require_framework
 from pactmw.adapters._view_checks import delegation_brand_unset
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
 
-from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AND, BasePermission, OperandHolder
@@ -126,7 +126,11 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
                 setattr(django_request, _FAILURE, exc)
                 # A delegation sent to a site that verifies none (401 `not_offered`) is
                 # refused here, before any permission class runs.
-                _say_delegation_brand_unset(request, (request.parser_context or {}).get("view"))
+                view = (request.parser_context or {}).get("view")
+                _say_delegation_brand_unset(request, view)
+                # Its caching headers even where another class, listed first, gives DRF's
+                # challenge (or none: then DRF answers 403).
+                _refusal_headers(refusal_response(exc), view)
                 raise exceptions.AuthenticationFailed(refusal_detail(exc), code=exc.reason) from exc
             if caller is None:
                 return None
@@ -135,7 +139,9 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
     def authenticate_header(self, request: Any) -> str:
         """The challenge of DRF's 401: PACT's, with `error="invalid_token"` for delegations."""
         failure = getattr(request._request, _FAILURE, None)
-        return (failure or AuthenticationFailed("missing_token")).www_authenticate
+        refusal = refusal_response(failure or AuthenticationFailed("missing_token"))
+        # DRF asks for it only to answer 401: that answer gets the refusal's other headers.
+        return _refusal_headers(refusal, (request.parser_context or {}).get("view"))
 
 
 class IsPersonalAgent(BasePermission):  # type: ignore[misc]
@@ -167,15 +173,11 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
 
     def _has_scopes(self, request: Any, view: Any) -> bool:
         problem = _required_scopes_problem(view)
-        if problem is not None:  # the system check says it at startup (pactmw.E006)
-            # Django logs a 500's exception only where the site configured `django.request`.
-            _say_once(view, f"{problem.replace('%', '%%')} (on %s)")(request.path)
-            raise ImproperlyConfigured(problem)
-        missing = _missing_required_scopes(view)
-        if missing is not None:  # the system check says it at startup (pactmw.E008)
-            # Not a 500, and never every delegation let in: the caller learns that no scope
-            # it could hold would do, the log once what to write.
-            _say_once(view, f"{missing.replace('%', '%%')} (on %s)")(request.path)
+        if problem is not None:  # the system check says it at startup (pactmw.E006, E008)
+            # Not a 500, and never every delegation let in (nor none, each character of a
+            # string taken for a scope): the caller learns that no scope it could hold would
+            # do, the log once what to write.
+            _say_once(view, f"{problem.message.replace('%', '%%')} (on %s)")(request.path)
             unconfigured = exceptions.APIException(
                 "This endpoint's delegated scopes are not configured.", code="service_unavailable"
             )
@@ -189,7 +191,8 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
             denied = exceptions.PermissionDenied(refusal_detail(exc), code="insufficient_scope")
-            denied.auth_header = _header(refusal_response(exc))  # DRF's handler sends it
+            # DRF's handler sends the challenge; the view, the refusal's other headers.
+            denied.auth_header = _refusal_headers(refusal_response(exc), view)
             raise denied from exc
         except AuthenticationFailed as exc:
             # DRF asks the authentication class for the 401's challenge: it reads this.
@@ -211,37 +214,59 @@ def _delegated_scope_check(view: object) -> str | None:
     scopes = getattr(view, "required_scopes", None)
     if scopes is None:  # pactmw.E008
         return "HasDelegatedScope (no required_scopes)"
-    shown = scopes if isinstance(scopes, str) else list(scopes)  # a string: pactmw.E006
+    # Any other wrong value (pactmw.E006) is shown as written: a string, a number or a
+    # generator is no list to show, and listing a generator would use it up.
+    shown = scopes if _required_scopes_problem(view) is not None else list(scopes)
     return f"HasDelegatedScope (required_scopes {shown!r})"
 
 
-def _required_scopes_problem(view: object) -> str | None:
-    """What is wrong with a DRF view's `required_scopes` (its class or an instance), or None:
-    a string (`"orders:read"`, not `["orders:read"]`) would make each of its characters a
-    scope to require, so every delegation would be refused as missing `o r d e r s ...`."""
-    scopes = getattr(view, "required_scopes", ())
+class _ScopesProblem(NamedTuple):
+    """What is wrong with a view's `required_scopes`: `message`, and the system check that
+    reports it at startup (`check`, its id)."""
+
+    check: str
+    message: str
+
+
+def _required_scopes_problem(view: object) -> _ScopesProblem | None:
+    """What is wrong with a DRF view's `required_scopes` (its class or an instance) under
+    `HasDelegatedScope`, or None: what the system check says at startup (pactmw.E006,
+    pactmw.E008) and a request answers (503), so that both say the same.
+
+    Without `required_scopes` (or with None), pactmw.E008: taken for "no scope", it admitted
+    any delegation, where django-oauth-toolkit's `TokenHasScope` raises ImproperlyConfigured;
+    a view that means any delegation says so with an empty list, `required_scopes = []` (as
+    `@delegation_required()` with no scope, and `TokenHasScope`'s empty list).
+
+    A string (`"orders:read"`, not `["orders:read"]`), pactmw.E006: each of its characters
+    would be a scope to require, so every delegation would be refused as missing
+    `o r d e r s ...`. Anything else but a collection of non-empty strings (a list, a tuple,
+    a set, as `TokenHasScope` takes any), pactmw.E006 too (`scope_list_problem`): a number
+    failed at the request, an empty name refused every delegation, a generator would be used
+    up by the first request."""
+    scopes = getattr(view, "required_scopes", None)
+    name = _view_name(view)
+    if scopes is None:
+        return _ScopesProblem(
+            "pactmw.E008",
+            f"{name} has no required_scopes, so HasDelegatedScope cannot tell which delegated "
+            f"scopes it needs: name them, required_scopes = ['orders:read'], or write "
+            f"required_scopes = [] to admit any delegation",
+        )
     if isinstance(scopes, str):
-        return (
-            f"{_view_name(view)}.required_scopes is the string {scopes!r}, whose every "
-            f"character would be a scope HasDelegatedScope requires: write a list, "
-            f"required_scopes = [{scopes!r}]"
+        return _ScopesProblem(
+            "pactmw.E006",
+            f"{name}.required_scopes is the string {scopes!r}, whose every character would be "
+            f"a scope HasDelegatedScope requires: write a list, required_scopes = [{scopes!r}]",
+        )
+    wrong = scope_list_problem(scopes)
+    if wrong is not None:
+        return _ScopesProblem(
+            "pactmw.E006",
+            f"{name}.required_scopes must be a list of scope names, such as ['orders:read'], "
+            f"{wrong}",
         )
     return None
-
-
-def _missing_required_scopes(view: object) -> str | None:
-    """What is wrong with a DRF view (its class or an instance) under `HasDelegatedScope`
-    without `required_scopes` (or with None), or None. Taken for "no scope", it admitted any
-    delegation, where django-oauth-toolkit's `TokenHasScope` raises ImproperlyConfigured: a
-    view that means any delegation says so with an empty list, `required_scopes = []` (as
-    `@delegation_required()` with no scope, and `TokenHasScope`'s empty list)."""
-    if getattr(view, "required_scopes", None) is not None:
-        return None
-    return (
-        f"{_view_name(view)} has no required_scopes, so HasDelegatedScope cannot tell which "
-        f"delegated scopes it needs: name them, required_scopes = ['orders:read'], or write "
-        f"required_scopes = [] to admit any delegation"
-    )
 
 
 def _view_name(view: object) -> str:
@@ -280,8 +305,23 @@ def _say_once(view: object, message: str) -> OnceWarning:
     return _SAID.setdefault((type(view), message), OnceWarning(message, level=logging.ERROR))
 
 
-def _header(response: Response) -> str:
-    return next(value for name, value in response.headers if name == "WWW-Authenticate")
+#: The headers of a refusal (`refusal_response`) that DRF's answer has of its own: the
+#: challenge, which DRF's handler sends from the exception, and the length of its body.
+_SENT_BY_DRF = frozenset({"www-authenticate", "content-length"})
+
+
+def _refusal_headers(refusal: Response, view: object) -> str:
+    """The challenge of `refusal`, as `refusal_response` renders it for the decorators and
+    the middleware, for DRF's handler to send; its other headers (`Cache-Control: no-store`)
+    go on DRF's `view`, whose `headers` its `finalize_response` sets on whatever the view
+    answers, an exception's response included (DRF's handler sends no other header of an
+    exception). A view without them (none, say) gets the challenge alone."""
+    headers = getattr(view, "headers", None)
+    if isinstance(headers, dict):
+        for name, value in refusal.headers:
+            if name.lower() not in _SENT_BY_DRF:
+                headers[name] = value
+    return next(value for name, value in refusal.headers if name == "WWW-Authenticate")
 
 
 __all__ = [

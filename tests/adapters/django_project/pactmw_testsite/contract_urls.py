@@ -95,6 +95,21 @@ def _string_scopes() -> list[URLPattern]:
     return [path("drf/string-scopes", drf_views.StringScopes.as_view())]
 
 
+def _bad_scopes() -> list[URLPattern]:
+    """DRF views whose `required_scopes` is no list of scope names, and one whose is a set,
+    routed when `PACTMW_TEST_BAD_SCOPES` is set (`manage.py check` rightly reports all but
+    the set, pactmw.E006)."""
+    if not os.environ.get("PACTMW_TEST_BAD_SCOPES"):
+        return []
+    return [
+        path("drf/int-scopes", drf_views.IntScopes.as_view()),
+        path("drf/blank-scope", drf_views.BlankScope.as_view()),
+        path("drf/number-scope", drf_views.NumberScope.as_view()),
+        path("drf/generator-scopes", drf_views.GeneratorScopes.as_view()),
+        path("drf/set-scopes", drf_views.SetScopes.as_view()),
+    ]
+
+
 def _missing_scopes() -> list[URLPattern]:
     """A DRF view without `required_scopes` and one with an empty list, routed when
     `PACTMW_TEST_MISSING_SCOPES` is set (`manage.py check` rightly reports the first,
@@ -124,6 +139,7 @@ urlpatterns = [
     path("drf/model-permissions", drf_views.ModelPermissions.as_view()),
     *_poppy_apis(),
     *_string_scopes(),
+    *_bad_scopes(),
     *_missing_scopes(),
     # The site's own views under the Provider's mount, listed before its patterns.
     path("a2a/internal/orders", views.public),

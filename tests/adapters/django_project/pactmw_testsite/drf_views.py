@@ -65,6 +65,56 @@ class StringScopes(APIView):  # type: ignore[misc]
         return Response(_describe(request))
 
 
+class IntScopes(APIView):  # type: ignore[misc]
+    """`required_scopes` that is no list at all: a mistake the check reports."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes = 3
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class BlankScope(APIView):  # type: ignore[misc]
+    """A list of scopes holding an empty one, which no delegation can hold."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes: ClassVar[list[str]] = ["orders:read", ""]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class NumberScope(APIView):  # type: ignore[misc]
+    """A list of scopes holding a number, no scope's name."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes: ClassVar[list[object]] = ["orders:read", 7]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class GeneratorScopes(APIView):  # type: ignore[misc]
+    """Scopes in a generator, which the first request would use up."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes = (scope for scope in ["orders:read"])
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
+class SetScopes(APIView):  # type: ignore[misc]
+    """Scopes in a set: django-oauth-toolkit's `TokenHasScope` takes any iterable of names."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes: ClassVar[set[str]] = {"orders:read"}
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
 class NoScopes(APIView):  # type: ignore[misc]
     """`HasDelegatedScope` without `required_scopes`: a mistake the check reports."""
 
