@@ -263,3 +263,17 @@ def test_a_dead_link_or_anchor_is_found(tmp_path: Path) -> None:
         "`[in code](gone-too.md)` [web](https://example.com/x.md)\n"
     )
     assert dead_links(page) == ["gone.md", "other.md#nowhere", "#nowhere"]
+
+
+def test_the_django_guide_lists_every_system_check_in_its_table() -> None:
+    # A check id the code reports and the table does not explain (or one the table keeps after
+    # the code dropped it) leaves a Django reader with `manage.py check` output to guess at.
+    adapter = REPO / "src" / "pactmw" / "adapters" / "django"
+    code = {
+        found
+        for module in ("checks.py", "rest_framework.py")
+        for found in re.findall(r"pactmw\.[EW]\d{3}", (adapter / module).read_text())
+    }
+    guide = (REPO / "docs" / "getting-started" / "django.md").read_text()
+    rows = set(re.findall(r"^\| (pactmw\.[EW]\d{3}) \|", guide, flags=re.MULTILINE))
+    assert rows == code
