@@ -617,7 +617,8 @@ def test_demo_with_a_uvicorn_that_does_not_import_names_the_serve_extra(tmp_path
 
 # -- grants --------------------------------------------------------------------------------
 
-DELEGATED_CONFIG = """\
+# An f-string: a plain one held `issuer = "{ISSUER}"` as written, an issuer no token matches.
+DELEGATED_CONFIG = f"""\
 base_url = "http://127.0.0.1:8000"
 audience = "http://127.0.0.1:8000/a2a"
 
@@ -644,7 +645,7 @@ handler = "pactmw.demo:demo_bot"
 
 [brands.globex.delegation]
 login_url = "/login"
-scopes = { "bookings:read" = "See your bookings" }
+scopes = {{ "bookings:read" = "See your bookings" }}
 """
 DAY = 24 * 3600.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -146,6 +147,7 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     issuer = _optional_str(data, "issuer", where)
     if issuer is None:
         raise ConfigError(f"{where}issuer is required")
+    check_agent_issuer(issuer, f"{where}issuer")
     jwks = optional_jwks(data, "jwks", f"{where}jwks")
     # Every key is read before the agent is built: a ConfigError is a ValueError, and one
     # raised inside the `try` would be named twice ("agents[0].agents[0].enabled ...").
@@ -187,6 +189,12 @@ class Settings:
     protect_prefix: str | None = PROVIDER_MOUNT
     clock_skew: float = 30.0
     jwks_timeout: float = 5.0
+
+    def __attrs_post_init__(self) -> None:
+        # `from_mapping` checked each issuer as it read its entry; `Settings(agents=...)`
+        # built in code did not, and would refuse every token of a bad one as unknown_issuer.
+        for index, agent in enumerate(self.agents):
+            check_agent_issuer(agent.issuer, f"agents[{index}].issuer")
 
     KNOWN_KEYS = frozenset(
         {
@@ -292,6 +300,35 @@ class Settings:
         )
 
 
+#: Never in a URL; an issuer holding one would be compared with `iss` as written.
+_NOT_IN_A_URL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+
+
+def check_agent_issuer(issuer: str, where: str) -> None:
+    """Refuse (`ConfigError` naming `where` and showing the value) an agent's issuer no token
+    could match: the rule for configured agents (`[[agents]]`, `Settings(agents=...)`) and
+    for agents added at runtime (`pactmw agents add`, the Django admin) alike.
+
+    An issuer is an absolute http(s) URL, matched exactly against the `iss` of its tokens
+    (PACT §3.1), so nothing is normalised: "pa.example" or a stray space would load, then
+    refuse every token as unknown_issuer. `RegisteredAgent` itself does not check it: it is
+    also built per request, from a token's `iss` (open mode, blocked issuers) and from stored
+    rows, where a refusal would be an error at every request rather than at startup."""
+    # Not a str: `Settings(agents=...)` built in code is not type-checked at run time.
+    valid = isinstance(issuer, str) and _NOT_IN_A_URL.search(issuer) is None
+    if valid:
+        try:
+            parts = urlsplit(issuer)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:  # a bracketed host that is no IPv6 address ("http://[::1")
+            valid = False
+    if not valid:
+        raise ConfigError(
+            f"{where} must be an absolute http(s) URL, exactly as the agent's tokens have it "
+            f"in iss (e.g. https://pa.example): {issuer!r}"
+        )
+
+
 def check_jwks_uri(url: str, allow_http_on_loopback: bool, where: str) -> None:
     """Refuse (`ConfigError` naming `where`) a JWKS URL the fetch policy could never fetch:
     the rule for configured agents and for agents added at runtime alike. Which addresses
@@ -339,6 +376,7 @@ __all__ = [
     "ConfigError",
     "Settings",
     "agent_from_mapping",
+    "check_agent_issuer",
     "check_base_url",
     "check_jwks_uri",
     "guarded_prefix",

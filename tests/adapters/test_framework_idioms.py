@@ -481,6 +481,13 @@ BAD_SETTINGS = [
         "signing_keys: cannot read /nowhere/pactmw-signing.jwk: No such file or directory",
         id="signing-key-file",
     ),
+    # A new user's trial: an issuer without its scheme loaded, then refused every token.
+    pytest.param(
+        {"agents": [{"issuer": "pa.example", "jwks_uri": "https://pa.example/jwks.json"}]},
+        "agents[0].issuer must be an absolute http(s) URL, exactly as the agent's tokens have "
+        "it in iss (e.g. https://pa.example): 'pa.example'",
+        id="issuer-without-scheme",
+    ),
     pytest.param(
         {"protect_prefix": "api/"},
         "protect_prefix must be a path starting with '/' (got 'api/')",

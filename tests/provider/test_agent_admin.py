@@ -203,6 +203,22 @@ def test_issuers_that_are_refused(issuer: str, needle: str, provider: Provider) 
     assert provider.store.list_agents() == ()
 
 
+def test_a_stored_issuer_the_rule_refuses_stays_readable(provider: Provider) -> None:
+    # The issuer rule is checked where an issuer is given (the settings, `agents add`), not
+    # where a stored one is read: a row written before it (or by hand) is still listed, looked
+    # up and removable, not an error at every listing or request of its issuer.
+    provider.store.add_agent(
+        issuer="pa.example", name="Old", jwks_uri="https://pa.example/j", now=NOW
+    )
+    assert ("pa.example", "runtime") in [(e.issuer, e.source) for e in list_agents(provider)]
+    agent = provider.verifier.registry.lookup("pa.example")
+    assert agent is not None
+    assert agent.jwks_uri == "https://pa.example/j"
+    assert set_enabled(provider, "pa.example", False).error is None
+    assert remove_agent(provider, "pa.example").error is None
+    assert provider.store.get_agent("pa.example") is None
+
+
 def test_names(provider: Provider) -> None:
     ok = add_agent(
         provider, issuer="https://a.example", jwks_uri="https://a.example/j", name="Ünïcode PA",

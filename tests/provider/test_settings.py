@@ -10,10 +10,11 @@ import attrs
 import examples.bots
 import pytest
 
-from pactmw.config import ConfigError
+from pactmw.config import ConfigError, Settings
 from pactmw.core.http import Request
 from pactmw.core.jose import sign_compact
-from pactmw.core.jwk import PrivateJWK, public_key_set
+from pactmw.core.jwk import PrivateJWK, generate_private_jwk, public_key_set
+from pactmw.protocols.identity import RegisteredAgent
 from pactmw.provider import Provider, ProviderSettings, RateLimit, Skill, load_toml
 from pactmw.provider.guard import guard_settings
 from pactmw.provider.settings import (
@@ -600,6 +601,61 @@ def test_fetchable_jwks_uris_load(uri: str) -> None:
     data = minimal(allow_http_jwks_on_loopback=True)
     data["agents"] = [{"issuer": "https://pa.example", "jwks_uri": uri}]
     assert ProviderSettings.from_mapping(data).identity.agents[0].jwks_uri == uri
+
+
+ISSUER_RULE = (
+    "must be an absolute http(s) URL, exactly as the agent's tokens have it in iss "
+    "(e.g. https://pa.example)"
+)
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    [
+        "pa.example",  # a new user's trial: accepted, then every token was unknown_issuer
+        "pa.example/agents/7",
+        "127.0.0.1:9000",
+        "urn:example:pa",
+        "ftp://pa.example",
+        "https://",
+        "https://[::1",
+        "https://pa.example ",  # iss is matched exactly: a stray space matches no token
+        " https://pa.example",
+        "https://pa.example/\tx",
+    ],
+)
+def test_an_issuer_that_no_token_could_match_is_refused_at_load(issuer: str) -> None:
+    data = minimal(agents=[{"issuer": issuer, "jwks_uri": "https://pa.example/jwks.json"}])
+    assert refused(data) == f"agents[0].issuer {ISSUER_RULE}: {issuer!r}"
+    # The identity-only settings of an app that serves no Provider read agents alike.
+    identity = {"audience": "https://api.example", "agents": data["agents"]}
+    with pytest.raises(ConfigError, match=r"^agents\[0\]\.issuer must be an absolute"):
+        guard_settings(identity)
+
+
+@pytest.mark.parametrize(
+    "issuer", ["https://pa.example", "http://127.0.0.1:9000", "https://café.example/agents/7"]
+)
+def test_absolute_http_issuers_load(issuer: str) -> None:
+    data = minimal(agents=[{"issuer": issuer, "jwks_uri": "https://pa.example/jwks.json"}])
+    assert ProviderSettings.from_mapping(data).identity.agents[0].issuer == issuer
+
+
+def test_a_second_agent_with_a_bad_issuer_is_named_by_its_index() -> None:
+    good = {"issuer": "https://pa.example", "jwks_uri": "https://pa.example/jwks.json"}
+    bad = {"issuer": "pa2.example", "jwks_uri": "https://pa2.example/jwks.json"}
+    assert refused(minimal(agents=[good, bad])) == f"agents[1].issuer {ISSUER_RULE}: 'pa2.example'"
+
+
+def test_settings_built_in_code_refuse_a_bad_issuer_too() -> None:
+    # `Settings(...)` skips `from_mapping`: its agents are checked all the same, at startup.
+    keys = public_key_set([generate_private_jwk()])
+    good = RegisteredAgent(issuer="https://pa.example", jwks=keys)
+    bad = RegisteredAgent(issuer="pa.example", jwks=keys)
+    with pytest.raises(ConfigError) as caught:
+        Settings(audience="https://api.example", agents=(good, bad))
+    assert str(caught.value) == f"agents[1].issuer {ISSUER_RULE}: 'pa.example'"
+    assert Settings(audience="https://api.example", agents=(good,)).agents == (good,)
 
 
 def test_turn_timeout_is_a_positive_finite_number_of_seconds_or_absent() -> None:

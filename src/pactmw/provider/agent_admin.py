@@ -4,8 +4,8 @@ them, and clean the store up, for `pactmw agents` / `pactmw cleanup`, `manage.py
 `flask pactmw ...` and the Django admin alike (one wording, one rule).
 
 Every function works on a Provider's store, so what it changes is seen by every process on
-that store at its next request. Adding checks the issuer and the `jwks_uri` first (the
-`jwks_uri` with the rule configured agents follow, `pactmw.config.check_jwks_uri`); an
+that store at its next request. Adding checks the issuer and the `jwks_uri` first, with the
+rules configured agents follow (`pactmw.config.check_agent_issuer`, `.check_jwks_uri`); an
 `Outcome` with an error writes nothing.
 """
 
@@ -17,11 +17,10 @@ import re
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from attrs import frozen
 
-from pactmw.config import ConfigError, check_jwks_uri
+from pactmw.config import ConfigError, check_agent_issuer, check_jwks_uri
 from pactmw.core.encoding import bidi_control_in, is_storable_text
 from pactmw.provider.app import Provider
 from pactmw.provider.grant_admin import JSON_TIME, TABLE_TIME, aligned_table, format_time
@@ -279,21 +278,16 @@ def _url_problem(value: str, what: str) -> str | None:
 
 
 def check_issuer(issuer: str) -> str | None:
-    """Why `issuer` cannot be added (None when it can): an agent's issuer is an absolute
-    http(s) URL, matched exactly against the `iss` of its tokens (PACT §3.1), so nothing is
-    normalised: a stray space or a missing scheme would register an agent no token matches."""
+    """Why `issuer` cannot be added (None when it can): what a store can keep, then the rule
+    configured agents follow (`pactmw.config.check_agent_issuer`: an absolute http(s) URL,
+    exactly as the agent's tokens have it in `iss`)."""
     problem = _url_problem(issuer, "issuer")
     if problem is not None:
         return problem
     try:
-        parts = urlsplit(issuer)
-    except ValueError:  # a bracketed host that is no IPv6 address ("http://[::1")
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        return (
-            f"issuer must be an absolute http(s) URL, exactly as the agent's tokens have it in "
-            f"iss (e.g. https://pa.example): {issuer!r}"
-        )
+        check_agent_issuer(issuer, "issuer")
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 
