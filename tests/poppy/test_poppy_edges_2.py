@@ -1,7 +1,8 @@
 """Poppy edges: the discovery helpers naming a Brand without Poppy are a `ConfigError` where
-they are made, and a conversation request with a bad query parameter is refused before it
-has any effect (no bot run, no turn stored, its message id still free). Over real servers:
-Flask on Werkzeug, Django under uvicorn, the TLS world for conversations."""
+they are made (Flask's added after `init_app` answer 503), and a conversation request with a
+bad query parameter is refused before it has any effect (no bot run, no turn stored, its
+message id still free). Over real servers: Flask on Werkzeug, the TLS world for
+conversations."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pactmw.adapters.wsgi import poppy_discovery_app
 from pactmw.config import ConfigError
 from pactmw.provider import Brand, Provider, Reply, Turn
 from pactmw.store import MemoryStore, Store
-from tests.adapters.commands import CHECKOUT_ENV, django_check
+from tests.adapters.commands import django_check
 from tests.poppy.support import NOT_POPPY, assert_names, site_config
 from tests.support.net import free_port
 from tests.support.poppy_world import (
@@ -38,7 +39,7 @@ from tests.support.poppy_world import (
     verifier_for,
     world_on,
 )
-from tests.support.servers import django_server, werkzeug_server
+from tests.support.servers import werkzeug_server
 from tests.support.tls import TestCA
 
 # -- 1. a discovery helper naming a Brand without Poppy -----------------------------------------
@@ -92,19 +93,19 @@ def test_flask_refuses_a_discovery_view_of_a_misspelt_brand_at_init_app() -> Non
     assert_names(caught.value, "poppy_discovery_view('shopp')", "is not one of")
 
 
-def test_flask_names_a_misspelt_brand_of_a_discovery_view_added_after_init_app() -> None:
-    # Added after `Pactmw(app)`: its first request raises the error named, never a KeyError.
+def test_flask_answers_503_for_a_discovery_view_of_a_misspelt_brand_added_after_init_app() -> None:
+    # Added after `Pactmw(app)`: its requests are Poppy's 503, never a 500 nor a KeyError
+    # (the log line: tests/adapters/test_poppy_unconfigured.py), and the Brand's own view
+    # still serves its document.
     app = Flask(__name__)
     app.config["PACTMW"] = site_config()
     pactmw_flask.Pactmw(app)
     app.add_url_rule("/brand-site/poppy.json", view_func=pactmw_flask.poppy_discovery_view("shopp"))
     app.add_url_rule("/shop/poppy.json", view_func=pactmw_flask.poppy_discovery_view("shop"))
-    app.testing = True  # the view's exception reaches the test, not Flask's 500 page
-    with pytest.raises(ConfigError) as caught:
-        app.test_client().get("/brand-site/poppy.json", headers={"Host": SHOP})
-    assert_names(caught.value, "poppy_discovery_view('shopp')", "is not one of")
-    # The Brand's own view still serves its document over a real server.
     with werkzeug_server(app) as url:
+        answer = httpx.get(f"{url}/brand-site/poppy.json", headers={"Host": SHOP})
+        assert answer.status_code == 503
+        assert answer.json() == {"error": "temporarily_unavailable"}
         assert httpx.get(f"{url}/shop/poppy.json", headers={"Host": SHOP}).status_code == 200
 
 
@@ -125,26 +126,6 @@ def test_django_check_reports_a_discovery_view_of_a_brand_without_poppy(tmp_path
     assert "pactmw.E004" in done.stderr, done.stderr
     assert "poppy_discovery_view('shop'): Brand 'shop' does not enable Poppy" in done.stderr
     assert "Brands with Poppy: 'store'" in done.stderr
-
-
-def test_django_names_the_brand_of_a_discovery_view_without_poppy(tmp_path: Path) -> None:
-    # Under uvicorn no system check runs: a request is Django's 500 and its error names the
-    # view and the Brands with Poppy (Django logs a view's exception when DEBUG is on).
-    config = _shop_without_poppy()
-    with django_server(
-        config,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="django-discovery",
-        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_DEBUG": "1", "PACTMW_TEST_POPPY_APIS": "1"},
-    ) as url:
-        answer = httpx.get(f"{url}/brand-site/poppy.json", headers={"Host": SHOP})
-    assert answer.status_code == 500
-    said = (tmp_path / "django-discovery.log").read_text()
-    assert "KeyError" not in said, said
-    assert "poppy_discovery_view('shop'): Brand 'shop' does not enable Poppy" in said, said
-    assert "Brands with Poppy: 'store'" in said, said
 
 
 # -- 2. a conversation request with a bad query parameter has no effect ------------------------

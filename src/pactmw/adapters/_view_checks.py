@@ -1,7 +1,7 @@
 """What Flask's and Django's decorators leave on the views they make (`poppy_session_required`,
-`delegation_required`, `parafe_action`), and what their startup checks (Flask's `init_app`,
-Django's system checks) and, where no check saw a view, its requests say of them:
-framework-neutral, no framework is imported here."""
+`poppy_discovery_view`, `delegation_required`, `parafe_action`), and what their startup
+checks (Flask's `init_app`, Django's system checks) and, where no check saw a view, its
+requests say of them: framework-neutral, no framework is imported here."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ from pactmw.adapters._common import OnceWarning
 from pactmw.config import ConfigError
 from pactmw.core.encoding import loggable
 from pactmw.core.http import Response
+from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated import OAuthError
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import Guard, ParafeEndpoint
-from pactmw.provider.poppy import check_session_brand
+from pactmw.provider.poppy import check_session_brand, session_brand_problem
 
 __all__ = [
     "PARAFE_UNAVAILABLE",
+    "POPPY_UNAVAILABLE",
     "ParafeViewCheck",
     "ParafeViewProblem",
+    "PoppyViewCheck",
     "delegation_brand_unset",
     "delegation_offered",
     "delegation_tag",
@@ -83,6 +86,50 @@ def poppy_view_problems(brands: Iterable[Brand], views: Iterable[object]) -> lis
         except ConfigError as exc:
             problems.append(exc)
     return problems
+
+
+#: The answer of a view `poppy_session_required` or `poppy_discovery_view` made whose Brand
+#: is not one of brands or has no Poppy: 503, as `PARAFE_UNAVAILABLE` and rendered by the
+#: same `error_response`, but with Poppy's error body (`{"error": "temporarily_unavailable"}`,
+#: not cacheable), not RFC 6749's: its callers are Poppy agents, which read Poppy's `error`
+#: member on every answer of a Brand's APIs and documents (Poppy's own 503s, a store or a bot
+#: that failed, say the same), and Poppy's errors carry codes, never words (the detail is
+#: for logs). No `Retry-After`: the operator fixes it, at no time anyone can tell.
+POPPY_UNAVAILABLE = error_response(
+    PoppyError(503, "temporarily_unavailable", "the view's Brand has no Poppy")
+)
+
+
+class PoppyViewCheck:
+    """What Flask's and Django's `poppy_session_required` and `poppy_discovery_view` run at
+    each request before anything else: nothing where the Provider's Brands serve the view's
+    Brand, else, where no startup check saw the view (Flask's added after `init_app`,
+    Django's under a server that runs no system check), `POPPY_UNAVAILABLE`, the problem
+    said once at ERROR naming the view, its Brand and what to fix. Made once a decorator,
+    not once a view (see `ParafeViewCheck`)."""
+
+    def __init__(self, brand_id: str, setting: str | None = None) -> None:
+        self.brand_id = brand_id
+        #: The decorator or helper as the app wrote it (`poppy_setting`'s by default).
+        self.written = setting or poppy_setting(brand_id)
+        self._said = False
+
+    def refusal(self, brands: Iterable[Brand], path: str) -> Response | None:
+        """None where `brands` (the Provider's) serve the view's Brand, else the 503 to answer
+        (`path`: the request's, what the caller wrote, so escaped and cut short in the log)."""
+        problem = session_brand_problem(brands, self.brand_id)
+        if problem is None:
+            return None
+        if not self._said:
+            self._said = True
+            logger.error(
+                "%s on %s refuses every request: %s; name one of the Brands with Poppy in it, "
+                "or give the Brand a [brands.X.poppy] table",
+                self.written,
+                loggable(path),
+                problem,
+            )
+        return POPPY_UNAVAILABLE
 
 
 #: The attribute Flask's and Django's `delegation_required` leave on the view they make: the

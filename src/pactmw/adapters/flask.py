@@ -39,11 +39,11 @@ from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
 from pactmw.adapters._view_checks import (
     ParafeViewCheck,
+    PoppyViewCheck,
     delegation_brand_unset,
     delegation_offered,
     delegation_view_problems,
     parafe_view_problems,
-    poppy_setting,
     poppy_view_problems,
     tag_delegation_view,
     tag_parafe_view,
@@ -66,7 +66,7 @@ from pactmw.provider.guard import (
     require_scopes,
 )
 from pactmw.provider.parafe import ParafeTurn
-from pactmw.provider.poppy import METADATA_PREFIX, PoppyCaller, check_session_brand
+from pactmw.provider.poppy import METADATA_PREFIX, PoppyCaller
 from pactmw.provider.routes import MOUNT
 
 EXTENSION_KEY = "pactmw"
@@ -175,8 +175,8 @@ def _check_views(app: Flask, guard: Guard) -> None:
     offers delegation, or `parafe_action` naming a Brand without Parafé (or none, where
     several have it), closing the Provider first; where no Brand offers delegation, or none
     configures Parafé, a WARNING. Flask tells an extension of no view added after
-    `init_app`: such a view says it at its first request (the Poppy views raise it,
-    `delegation_required` logs it, `parafe_action` logs it and answers 503)."""
+    `init_app`: such a view says it at its first request (`delegation_required` logs it, the
+    Poppy views and `parafe_action` log it and answer 503)."""
     problems: list[ConfigError] = []
     if guard.provider is not None:
         brands = guard.provider.brands.values()
@@ -435,24 +435,32 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     """Decorate a view of one of the Brand's APIs so it needs a Poppy Session Token with its
     DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s); it runs with `current_poppy_caller()`. A refusal is Poppy's
-    JSON error with its `WWW-Authenticate: DPoP` challenge."""
+    JSON error with its `WWW-Authenticate: DPoP` challenge. A Brand without Poppy is a
+    `ConfigError` at `init_app` for a view decorated before it; one added after answers each
+    request 503, said once at ERROR naming the view."""
     require_strings([brand_id], "poppy_session_required", "the Brand's id", "shop")
     require_scope_names(scopes, "poppy_session_required(brand_id, *scopes)")
 
-    def check() -> WerkzeugResponse | None:
-        environ = request.environ
-        provider = get_provider()
-        # `init_app` checked the views it found; one added after it is checked here.
-        check_session_brand(provider.brands.values(), brand_id, poppy_setting(brand_id))
-        try:
-            caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
-        except PoppyError as exc:
-            return to_werkzeug(error_response(exc))
-        environ[_POPPY_ENVIRON_KEY] = caller
-        return None
+    def decorate(view: View) -> View:
+        poppy = PoppyViewCheck(brand_id)  # said once a view
 
-    decorate = _checked_first(check)
-    return lambda view: tag_poppy_view(decorate(view), brand_id)
+        def check() -> WerkzeugResponse | None:
+            environ = request.environ
+            provider = get_provider()
+            # `init_app` checked the views it found; one added after it says it here.
+            unavailable = poppy.refusal(provider.brands.values(), request.path)
+            if unavailable is not None:
+                return to_werkzeug(unavailable)
+            try:
+                caller = provider.poppy_session(brand_id, neutral_request(environ), scopes)
+            except PoppyError as exc:
+                return to_werkzeug(error_response(exc))
+            environ[_POPPY_ENVIRON_KEY] = caller
+            return None
+
+        return tag_poppy_view(_checked_first(check)(view), brand_id)
+
+    return decorate
 
 
 def current_poppy_caller() -> PoppyCaller | None:
@@ -467,16 +475,19 @@ def poppy_discovery_view(brand_id: str) -> Callable[[], WerkzeugResponse]:
 
     `app.add_url_rule("/.well-known/poppy.json", view_func=poppy_discovery_view("shop"))`
 
-    A Brand without Poppy is a `ConfigError` at `init_app` for a view added before it, at
-    its first request for one added after.
+    A Brand without Poppy is a `ConfigError` at `init_app` for a view added before it; one
+    added after answers each request 503, said once at ERROR naming the view.
     """
     require_brand_id(brand_id, "poppy_discovery_view(brand_id)")
     setting = f"poppy_discovery_view({brand_id!r})"
+    check = PoppyViewCheck(brand_id, setting)
 
     def view() -> WerkzeugResponse:
         provider = get_provider()
-        # `init_app` checked the views it found; one added after it is checked here.
-        check_session_brand(provider.brands.values(), brand_id, setting)
+        # `init_app` checked the views it found; one added after it says it here.
+        unavailable = check.refusal(provider.brands.values(), request.path)
+        if unavailable is not None:
+            return to_werkzeug(unavailable)
         return to_werkzeug(provider.poppy_discovery(brand_id, request.host, request.method))
 
     view.__name__ = f"poppy_discovery_{brand_id}"

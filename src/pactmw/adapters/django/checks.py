@@ -180,8 +180,8 @@ def _check_login_urls(brands: Iterable[Brand]) -> list[CheckMessage]:
 def _check_poppy_views(brands: Iterable[Brand]) -> list[CheckMessage]:
     """pactmw.E004: a view the URLconf routes is decorated with `poppy_session_required` (or
     made by `poppy_discovery_view`) for a Brand that is not one of the Provider's or has no
-    Poppy (a typo): every request to it would fail. A view no URL routes is checked at its
-    first request."""
+    Poppy (a typo): every request to it would fail. A view no URL routes, or any view under
+    a server that runs no check, answers 503 instead, said once at ERROR (`PoppyViewCheck`)."""
     views = [view for _, view in _routed_views(get_resolver().url_patterns)]
     return [
         Error(

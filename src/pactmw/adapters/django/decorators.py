@@ -20,8 +20,8 @@ from pactmw.adapters._arguments import (
 from pactmw.adapters._common import scope_refusal
 from pactmw.adapters._view_checks import (
     ParafeViewCheck,
+    PoppyViewCheck,
     delegation_brand_unset,
-    poppy_setting,
     tag_delegation_view,
     tag_parafe_view,
     tag_poppy_view,
@@ -41,7 +41,6 @@ from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response
-from pactmw.provider.poppy import check_session_brand
 
 View = TypeVar("View", bound=Callable[..., Any])
 #: `before(request)`: a response that answers instead of the view, or None to run it.
@@ -240,32 +239,40 @@ def poppy_session_required(brand_id: str, *scopes: str) -> Callable[[View], View
     """Decorate a view (sync or async) of one of the Brand's APIs so it needs a Poppy Session
     Token with its DPoP proof, signed in with `scopes` when any are named (the rules are
     `Provider.poppy_session`'s). The view runs with `request.poppy_caller`. Consider
-    `csrf_exempt`: callers are agents."""
+    `csrf_exempt`: callers are agents. A routed view naming a Brand without Poppy is
+    pactmw.E004; where no check ran, each request is a 503, said once at ERROR."""
     require_strings([brand_id], "poppy_session_required", "the Brand's id", "shop")
     require_scope_names(scopes, "poppy_session_required(brand_id, *scopes)")
 
-    def refused(exc: PoppyError) -> HttpResponse:
-        return to_django(error_response(exc))
+    # Once a decorator, not once a view: see `delegation_required`.
+    check = PoppyViewCheck(brand_id)
 
-    def provider() -> Provider:
-        # The system check (pactmw.E004) checked the routed views; any other is checked here.
+    def provider(request: HttpRequest) -> Provider | HttpResponse:
+        # The system check (pactmw.E004) checked the routed views where it ran; under a
+        # server that runs none (gunicorn, uvicorn), a Brand without Poppy is said here.
         found = get_provider()
-        check_session_brand(found.brands.values(), brand_id, poppy_setting(brand_id))
-        return found
+        unavailable = check.refusal(found.brands.values(), request.path)
+        return found if unavailable is None else to_django(unavailable)
 
     def before(request: HttpRequest) -> HttpResponse | None:
+        found = provider(request)
+        if not isinstance(found, Provider):
+            return found
         try:
-            caller = provider().poppy_session(brand_id, neutral_request(request), scopes)
+            caller = found.poppy_session(brand_id, neutral_request(request), scopes)
         except PoppyError as exc:
-            return refused(exc)
+            return to_django(error_response(exc))
         request.poppy_caller = caller  # type: ignore[attr-defined]
         return None
 
     async def abefore(request: HttpRequest) -> HttpResponse | None:
+        found = provider(request)
+        if not isinstance(found, Provider):
+            return found
         try:
-            caller = await provider().apoppy_session(brand_id, neutral_request(request), scopes)
+            caller = await found.apoppy_session(brand_id, neutral_request(request), scopes)
         except PoppyError as exc:
-            return refused(exc)
+            return to_django(error_response(exc))
         request.poppy_caller = caller  # type: ignore[attr-defined]
         return None
 

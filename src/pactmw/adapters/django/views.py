@@ -10,7 +10,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from pactmw.adapters._arguments import require_brand_id
 from pactmw.adapters._common import NOT_FOUND
-from pactmw.adapters._view_checks import tag_poppy_view
+from pactmw.adapters._view_checks import PoppyViewCheck, tag_poppy_view
 from pactmw.adapters.django._config import configured, raw_settings
 from pactmw.adapters.django._http import (
     body_reader,
@@ -23,7 +23,6 @@ from pactmw.core.errors import RequestRefused
 from pactmw.provider.app import Provider
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.guard import guard_settings
-from pactmw.provider.poppy import check_session_brand
 from pactmw.provider.routes import MOUNT
 
 
@@ -100,11 +99,12 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
     """A view answering a Brand's `/.well-known/poppy.json` on its own site, when that site
     is not the one serving `a2a_urlpatterns()` (the document itself, chosen by `Host` among
     the Brand's `poppy.domains`; never a redirect). A Brand without Poppy is reported by
-    `manage.py check` (pactmw.E004) where the URLconf routes the view, and is a
-    `ConfigError` naming this view at each request (no check runs under gunicorn or
-    uvicorn). A `brand_id` that is no string is a `ConfigError` here."""
+    `manage.py check` (pactmw.E004) where the URLconf routes the view; under a server that
+    runs no check (gunicorn, uvicorn), each request is a 503, said once at ERROR naming this
+    view. A `brand_id` that is no string is a `ConfigError` here."""
     require_brand_id(brand_id, "poppy_discovery_view(brand_id)")
     setting = f"poppy_discovery_view({brand_id!r})"
+    check = PoppyViewCheck(brand_id, setting)
 
     def view(request: HttpRequest) -> HttpResponse:
         provider = _provider()  # answered as `a2a_view` answers without one
@@ -112,7 +112,9 @@ def poppy_discovery_view(brand_id: str) -> Callable[[HttpRequest], HttpResponse]
             return provider
         # The system check (pactmw.E004) checked the routed views, where it ran; a server
         # started without it (gunicorn, uvicorn) learns it here.
-        check_session_brand(provider.brands.values(), brand_id, setting)
+        unavailable = check.refusal(provider.brands.values(), request.path)
+        if unavailable is not None:
+            return to_django(unavailable)
         method = method_as_sent(request)
         return to_django(provider.poppy_discovery(brand_id, request.get_host(), method))
 

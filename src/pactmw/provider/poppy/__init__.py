@@ -20,7 +20,11 @@ from pactmw.provider.poppy._operation_values import (
 )
 from pactmw.provider.poppy._operations import PoppyOperations
 from pactmw.provider.poppy._server import METADATA_PREFIX, PoppyRoute, PoppyServer
-from pactmw.provider.poppy._session_check import PoppyCaller, check_session_brand
+from pactmw.provider.poppy._session_check import (
+    PoppyCaller,
+    check_session_brand,
+    session_brand_problem,
+)
 
 __all__ = [
     "DEFAULT_PROPOSAL_SECONDS",
@@ -41,4 +45,5 @@ __all__ = [
     "check_session_brand",
     "issuer_url",
     "poppy_companies",
+    "session_brand_problem",
 ]

@@ -56,23 +56,33 @@ class PoppyCaller:
         return self.account is not None
 
 
-def check_session_brand(brands: Iterable[Brand], brand_id: str, setting: str) -> None:
-    """Refuse a Session check or a `poppy.json` helper for `brand_id` when it is not one of
-    `brands` (a typo) or does not enable Poppy: no Session Token of it could ever be checked
-    and it publishes no document, so each adapter calls this where `setting` (the decorator,
-    dependency or helper, as the app wrote it) is built, and the app learns at startup which
-    Brands it can name, never from a 500 on each request."""
+def session_brand_problem(brands: Iterable[Brand], brand_id: str) -> str | None:
+    """Why no Session check or `poppy.json` helper can serve `brand_id`: it is not one of
+    `brands` (a typo) or does not enable Poppy, said with the Brands that do; None when it
+    does. `check_session_brand` raises it where a check is made, and Flask's and Django's
+    views say it at a request where no startup check saw them."""
     by_id = {brand.id: brand for brand in brands}
     brand = by_id.get(brand_id)
     if brand is not None and brand.poppy is not None:
-        return
+        return None
     poppy_ids = [known.id for known in by_id.values() if known.poppy is not None]
     with_poppy = ", ".join(repr(known) for known in poppy_ids) or "none"
     if brand is None:
         problem = f"Brand {brand_id!r} is not one of the Provider's brands"
     else:
         problem = f"Brand {brand_id!r} does not enable Poppy (no [brands.{brand_id}.poppy])"
-    raise ConfigError(f"{setting}: {problem}; Brands with Poppy: {with_poppy}")
+    return f"{problem}; Brands with Poppy: {with_poppy}"
+
+
+def check_session_brand(brands: Iterable[Brand], brand_id: str, setting: str) -> None:
+    """Refuse a Session check or a `poppy.json` helper for `brand_id` when it is not one of
+    `brands` (a typo) or does not enable Poppy: no Session Token of it could ever be checked
+    and it publishes no document, so each adapter calls this where `setting` (the decorator,
+    dependency or helper, as the app wrote it) is built, and the app learns at startup which
+    Brands it can name, never from a 500 on each request."""
+    problem = session_brand_problem(brands, brand_id)
+    if problem is not None:
+        raise ConfigError(f"{setting}: {problem}")
 
 
 class SessionCheck:
@@ -202,4 +212,5 @@ __all__ = [
     "PoppyCaller",
     "SessionCheck",
     "check_session_brand",
+    "session_brand_problem",
 ]
