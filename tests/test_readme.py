@@ -31,7 +31,6 @@ from pactmw.client import (
     fetch_card,
 )
 from pactmw.client.flow import TokenSource
-from pactmw.protocols.delegation import mint_access_token
 from tests.delegated.support import allow_on_the_consent_page, page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
@@ -421,18 +420,17 @@ def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation()
     assert refused([identity, ("X-A2A-User-Delegation", "Bearer x.y.z")]).endswith(
         'error="invalid_token"'
     )
-    # A delegation the Provider issued (its grant in the store, its token signed with its
-    # keys, as its consent pages do) reaches the handler, which reads the account.
-    now = time.time()
-    grant = provider.store.upsert_grant(
-        grant_id="g-1", brand_id="shop", account="jane", client_id=agent.issuer,
-        pa_sub="user-1", scopes=("orders:read",), now=now, expires_at=now + 3600,
-    )  # fmt: skip
-    token = mint_access_token(
-        key=provider.oauth.keys.signer, interface_url="https://provider.example/a2a/shop",
-        account="jane", client_id=agent.issuer, scopes=grant.scopes, grant_id="g-1", now=now,
-    )  # fmt: skip
-    answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", f"Bearer {token}")])
+    # A delegation the Provider issued (as its consent page's Allow does) reaches the
+    # handler, which reads the account.
+    granted = provider.grant_delegation(
+        "shop",
+        account="jane",
+        agent_issuer=agent.issuer,
+        agent_sub="user-1",
+        scopes=["orders:read"],
+    )
+    token = granted.access_token
+    answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", granted.header)])
     assert (answer.status, json.loads(answer.body)) == (200, {"account": "jane"})
     # The raw token, without `Bearer `, is not the header's form.
     assert refused([identity, ("X-A2A-User-Delegation", token)]).endswith('error="invalid_token"')
