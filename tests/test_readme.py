@@ -31,6 +31,8 @@ from pactmw.client import (
     fetch_card,
 )
 from pactmw.client.flow import TokenSource
+from pactmw.provider import Provider
+from pactmw.provider.delegated import DelegationGrant
 from tests.delegated.support import allow_on_the_consent_page, page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
@@ -101,6 +103,13 @@ def test_the_fastapi_testing_sample_is_a_test_that_passes_and_would_fail() -> No
     assert (refused.status_code, refused.content) == (401, b"")
 
 
+def _jane_allows_orders_read(provider: Provider, issuer: str) -> DelegationGrant:
+    """Jane's Allow of `orders:read` at Brand `shop` to user-1 of the agent `issuer`."""
+    return provider.grant_delegation(
+        "shop", account="jane", agent_issuer=issuer, agent_sub="user-1", scopes=["orders:read"]
+    )
+
+
 def test_the_delegated_testing_sample_is_a_test_that_passes_and_would_fail() -> None:
     # Found in a Flask trial: a view behind @delegation_required had no public way to be
     # tested; the page said only the site's authorization server issues the token.
@@ -111,13 +120,7 @@ def test_the_delegated_testing_sample_is_a_test_that_passes_and_would_fail() -> 
     client = app.test_client()
     with app.app_context():
         provider = sample["get_provider"]()
-        granted = provider.grant_delegation(
-            "shop",
-            account="jane",
-            agent_issuer=agent.issuer,
-            agent_sub="user-1",
-            scopes=["orders:read"],
-        )
+        granted = _jane_allows_orders_read(provider, agent.issuer)
     delegation = {"X-A2A-User-Delegation": granted.header}
 
     def orders(sub: str) -> int:
@@ -422,13 +425,7 @@ def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation()
     )
     # A delegation the Provider issued (as its consent page's Allow does) reaches the
     # handler, which reads the account.
-    granted = provider.grant_delegation(
-        "shop",
-        account="jane",
-        agent_issuer=agent.issuer,
-        agent_sub="user-1",
-        scopes=["orders:read"],
-    )
+    granted = _jane_allows_orders_read(provider, agent.issuer)
     token = granted.access_token
     answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", granted.header)])
     assert (answer.status, json.loads(answer.body)) == (200, {"account": "jane"})

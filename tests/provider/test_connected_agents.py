@@ -65,21 +65,17 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
         store = provider.store
         http = loopback_client(timeout=20)
         try:
-            mine = provider.grant_delegation(
-                BRAND,
-                account="acct-jane",
-                agent_issuer=ISSUER,
-                agent_sub="u1",
-                scopes=["orders:read"],
-            )
-            other = provider.grant_delegation(
-                BRAND,
-                account="acct-bob",
-                agent_issuer=ISSUER,
-                agent_sub="u2",
-                scopes=["orders:cancel"],
-            )
-            subs = {mine.grant_id: "u1", other.grant_id: "u2"}
+            subs: dict[str, str] = {}
+
+            def grant(account: str, sub: str, scope: str) -> DelegationGrant:
+                made = provider.grant_delegation(
+                    BRAND, account=account, agent_issuer=ISSUER, agent_sub=sub, scopes=[scope]
+                )
+                subs[made.grant_id] = sub
+                return made
+
+            mine = grant("acct-jane", "u1", "orders:read")
+            other = grant("acct-bob", "u2", "orders:cancel")
 
             def agent_request(of: DelegationGrant) -> httpx.Response:
                 headers = {
