@@ -31,7 +31,8 @@ from pactmw.client import (
     fetch_card,
 )
 from pactmw.client.flow import TokenSource
-from pactmw.protocols.delegation import mint_access_token
+from pactmw.provider import Provider
+from pactmw.provider.delegated import DelegationGrant
 from tests.delegated.support import allow_on_the_consent_page, page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
@@ -102,6 +103,13 @@ def test_the_fastapi_testing_sample_is_a_test_that_passes_and_would_fail() -> No
     assert (refused.status_code, refused.content) == (401, b"")
 
 
+def _jane_allows_orders_read(provider: Provider, issuer: str) -> DelegationGrant:
+    """Jane's Allow of `orders:read` at Brand `shop` to user-1 of the agent `issuer`."""
+    return provider.grant_delegation(
+        "shop", account="jane", agent_issuer=issuer, agent_sub="user-1", scopes=["orders:read"]
+    )
+
+
 def test_the_delegated_testing_sample_is_a_test_that_passes_and_would_fail() -> None:
     # Found in a Flask trial: a view behind @delegation_required had no public way to be
     # tested; the page said only the site's authorization server issues the token.
@@ -112,13 +120,7 @@ def test_the_delegated_testing_sample_is_a_test_that_passes_and_would_fail() -> 
     client = app.test_client()
     with app.app_context():
         provider = sample["get_provider"]()
-        granted = provider.grant_delegation(
-            "shop",
-            account="jane",
-            agent_issuer=agent.issuer,
-            agent_sub="user-1",
-            scopes=["orders:read"],
-        )
+        granted = _jane_allows_orders_read(provider, agent.issuer)
     delegation = {"X-A2A-User-Delegation": granted.header}
 
     def orders(sub: str) -> int:
@@ -421,18 +423,11 @@ def test_the_custom_server_sample_answers_the_challenge_and_reads_a_delegation()
     assert refused([identity, ("X-A2A-User-Delegation", "Bearer x.y.z")]).endswith(
         'error="invalid_token"'
     )
-    # A delegation the Provider issued (its grant in the store, its token signed with its
-    # keys, as its consent pages do) reaches the handler, which reads the account.
-    now = time.time()
-    grant = provider.store.upsert_grant(
-        grant_id="g-1", brand_id="shop", account="jane", client_id=agent.issuer,
-        pa_sub="user-1", scopes=("orders:read",), now=now, expires_at=now + 3600,
-    )  # fmt: skip
-    token = mint_access_token(
-        key=provider.oauth.keys.signer, interface_url="https://provider.example/a2a/shop",
-        account="jane", client_id=agent.issuer, scopes=grant.scopes, grant_id="g-1", now=now,
-    )  # fmt: skip
-    answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", f"Bearer {token}")])
+    # A delegation the Provider issued (as its consent page's Allow does) reaches the
+    # handler, which reads the account.
+    granted = _jane_allows_orders_read(provider, agent.issuer)
+    token = granted.access_token
+    answer = orders("GET", "/orders", [identity, ("X-A2A-User-Delegation", granted.header)])
     assert (answer.status, json.loads(answer.body)) == (200, {"account": "jane"})
     # The raw token, without `Bearer `, is not the header's form.
     assert refused([identity, ("X-A2A-User-Delegation", token)]).endswith('error="invalid_token"')

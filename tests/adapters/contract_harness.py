@@ -4,15 +4,14 @@ Every server gets the same `PACTMW`-style dict (its own sqlite store file): one 
 personal agent with an inline JWKS, the Brand `acme` offering delegation (scope
 `orders:read`) and Parafé (against the stand-in broker of `tests.parafe_integration`), the
 Provider served at `/a2a/`, and `/api` guarded by the adapter's middleware. The test process
-writes grants into a server's store and signs delegation tokens with the configured signing
-key, exactly as the server's authorization server would have.
+gets its delegation tokens as an app's own tests do: `Provider.grant_delegation` of a
+Provider built from the server's settings, on the server's store and signing key.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,8 @@ from typing import Any
 import httpx
 
 from pactmw.core.jwk import generate_private_jwk
-from pactmw.protocols.delegation import SigningKeys, mint_access_token
+from pactmw.protocols.delegation import SigningKeys
+from pactmw.provider import Provider, ProviderSettings
 from pactmw.store import open_store
 from pactmw.store.base import Store
 from tests.adapters import contract_apps as apps
@@ -72,7 +72,20 @@ class Target:
     signing: SigningKeys
     agent: AgentKey
     parafe: World
+    #: The server's settings: what `provider` is built from.
+    settings: Mapping[str, Any]
     grants: list[str] = field(default_factory=list)
+    _provider: Provider | None = field(default=None, repr=False)
+
+    @property
+    def provider(self) -> Provider:
+        """The server's Provider as an app's own test process builds it: from the server's
+        settings, on the server's store (built on first use; the store's owner closes it, and
+        its Parafé files nothing here: `config` drops the filing)."""
+        if self._provider is None:
+            built = ProviderSettings.from_mapping(dict(self.settings))
+            self._provider = Provider.from_settings(built, store=self.store)
+        return self._provider
 
     def token(self, **overrides: Any) -> str:
         return self.agent.sign(claims(ISSUER, **overrides))
@@ -87,28 +100,11 @@ class Target:
 
     def delegation(self, *scopes: str, sub: str = "user-42") -> tuple[str, str]:
         """An `X-A2A-User-Delegation` value for a fresh grant of `scopes`, and its account."""
-        now = time.time()
         account = f"acct-{uuid.uuid4().hex[:8]}"
-        grant = self.store.upsert_grant(
-            grant_id=f"g-{uuid.uuid4().hex}",
-            brand_id=apps.BRAND,
-            account=account,
-            client_id=ISSUER,
-            pa_sub=sub,
-            scopes=scopes,
-            now=now,
-            expires_at=now + 3600,
+        granted = self.provider.grant_delegation(
+            apps.BRAND, account=account, agent_issuer=ISSUER, agent_sub=sub, scopes=scopes
         )
-        token = mint_access_token(
-            key=self.signing.signer,
-            interface_url=f"{BASE_URL}/a2a/{apps.BRAND}",
-            account=grant.account,
-            client_id=ISSUER,
-            scopes=grant.scopes,
-            grant_id=grant.grant_id,
-            now=now,
-        )
-        return f"Bearer {token}", account
+        return granted.header, account
 
 
 def config(
@@ -210,6 +206,7 @@ class Harness:
             signing=self.signing,
             agent=self.agent,
             parafe=self.parafe,
+            settings=settings,
         )
 
     def _start_django(self, name: str, settings: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ import httpx
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk, public_key_set
-from pactmw.protocols.delegation import SigningKeys, mint_access_token
+from pactmw.protocols.delegation import SigningKeys
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider
 from pactmw.provider.brand import DelegationConfig
@@ -66,28 +66,14 @@ class World:
     def delegation(
         self, scopes: tuple[str, ...], sub: str = "user-1", revoked: bool = False
     ) -> str:
-        now = time.time()
-        grant = self.provider.store.upsert_grant(
-            grant_id=f"g-{sub}-{'-'.join(scopes)}-{now}",
-            brand_id="acme",
-            # A fresh account per token: grants for one account union their scopes.
+        granted = self.provider.grant_delegation(
+            "acme",
+            # A fresh account per token: a second approval for one account widens its grant.
             account=f"acct-{sub}-{uuid.uuid4().hex[:8]}",
-            client_id=ISSUER,
-            pa_sub=sub,
+            agent_issuer=ISSUER,
+            agent_sub=sub,
             scopes=scopes,
-            now=now,
-            expires_at=now + 3600,
         )
         if revoked:
-            self.provider.store.revoke_grant(grant.grant_id, now=now)
-        assert self.provider.oauth is not None
-        token = mint_access_token(
-            key=self.provider.oauth.keys.signer,
-            interface_url=f"{BASE}/a2a/acme",
-            account=grant.account,
-            client_id=ISSUER,
-            scopes=grant.scopes,
-            grant_id=grant.grant_id,
-            now=now,
-        )
-        return "Bearer " + token
+            assert self.provider.revoke_grant(granted.grant_id)
+        return granted.header

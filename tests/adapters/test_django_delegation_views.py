@@ -195,7 +195,7 @@ def test_required_scopes_that_are_no_list_of_scope_names_are_a_503_where_no_chec
     )
     store = open_store(str(settings["store"]))
     with server as base, loopback_client(base_url=base) as client, contextlib.closing(store):
-        site = Target("site", client, (), store, world.signing, world.agent, world.parafe)
+        site = Target("site", client, (), store, world.signing, world.agent, world.parafe, settings)
         delegation, account = site.delegation("orders:read")
         headers = site.headers(site.token(), delegation)
         for path in BAD_SCOPES:
@@ -253,7 +253,7 @@ def test_a_view_without_required_scopes_refuses_every_caller_where_no_check_runs
     )
     store = open_store(str(settings["store"]))
     with server as base, loopback_client(base_url=base) as client, contextlib.closing(store):
-        site = Target("site", client, (), store, world.signing, world.agent, world.parafe)
+        site = Target("site", client, (), store, world.signing, world.agent, world.parafe, settings)
         delegation, account = site.delegation("orders:read")
         headers = site.headers(site.token(), delegation)
         for _ in range(3):

@@ -66,7 +66,9 @@ def test_the_apps_error_pages_keep_the_pact_challenge(
 ) -> None:
     store = open_store(str(settings["store"]))
     world.stack.callback(store.close)
-    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    grants = Target(
+        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
+    )
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with werkzeug_server(_app(settings)) as base, loopback_client(base_url=base) as client:
         anonymous = client.get("/mine")
@@ -126,7 +128,9 @@ def test_a_json_error_handler_keeps_its_content_type_and_the_pact_challenge(
     # answering JSON with `error.get_headers()` stays application/json, as jsonify made it.
     store = open_store(str(settings["store"]))
     world.stack.callback(store.close)
-    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    grants = Target(
+        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
+    )
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
         anonymous = client.get("/mine")
@@ -155,7 +159,9 @@ def test_under_the_prefix_the_credentials_refusal_is_pacts_the_decorators_the_ap
     # delegation, a scope missing) is its exception, which the app's handler answers.
     store = open_store(str(settings["store"]))
     world.stack.callback(store.close)
-    grants = Target("pages", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    grants = Target(
+        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
+    )
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
         anonymous = client.get("/api/my-orders")

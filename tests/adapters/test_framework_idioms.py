@@ -299,7 +299,9 @@ def _grants(world: Harness, settings: dict[str, Any]) -> Target:
     """Grants in the store these settings name, signed with the configured key."""
     store = open_store(str(settings["store"]))
     world.stack.callback(store.close)
-    return Target("idioms", loopback_client(), (), store, world.signing, world.agent, world.parafe)
+    return Target(
+        "idioms", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
+    )
 
 
 # -- 5. FastAPI ---------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ request fails. The page is never framed.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from html import unescape
@@ -19,10 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from pactmw.core.jwk import generate_private_jwk, import_private_jwk
-from pactmw.protocols.delegation import mint_access_token, mint_login_assertion
-from pactmw.store import open_store
-from pactmw.store.base import Grant, Store
+from pactmw.core.jwk import generate_private_jwk
+from pactmw.protocols.delegation import mint_login_assertion
+from pactmw.provider import Provider, ProviderSettings
+from pactmw.provider.delegated import DelegationGrant
 from tests.delegated.support import page_text
 from tests.support.agent import identity_token, user_message
 from tests.support.net import loopback_client
@@ -51,20 +50,6 @@ def hidden(html: str, name: str) -> str:
     return unescape(found.group(1))
 
 
-def grant(store: Store, account: str, scopes: tuple[str, ...], sub: str = "u1") -> Grant:
-    now = time.time()
-    return store.upsert_grant(
-        grant_id=f"a2agrant_{account}_{sub}",
-        brand_id=BRAND,
-        account=account,
-        client_id=ISSUER,
-        pa_sub=sub,
-        scopes=scopes,
-        now=now,
-        expires_at=now + 30 * 86400,
-    )
-
-
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.timeout(120)
 def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path: Path) -> None:
@@ -75,27 +60,28 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
         settings,
     ):
         page_url = f"{base}/a2a/{BRAND}/oauth/agents"
-        store = open_store(settings["store"])
-        signing = import_private_jwk(json.loads(Path(settings["signing_keys"][0]).read_text()))
+        # The site's Provider as the app's own test process builds it (same store and keys).
+        provider = Provider.from_settings(ProviderSettings.from_mapping(settings))
+        store = provider.store
         http = loopback_client(timeout=20)
         try:
-            mine = grant(store, "acct-jane", ("orders:read",))
-            other = grant(store, "acct-bob", ("orders:cancel",), sub="u2")
+            subs: dict[str, str] = {}
 
-            def agent_request(of: Grant) -> httpx.Response:
-                token = mint_access_token(
-                    key=signing,
-                    interface_url=f"{base}/a2a/{BRAND}",
-                    account=of.account,
-                    client_id=ISSUER,
-                    scopes=of.scopes,
-                    grant_id=of.grant_id,
-                    now=time.time(),
+            def grant(account: str, sub: str, scope: str) -> DelegationGrant:
+                made = provider.grant_delegation(
+                    BRAND, account=account, agent_issuer=ISSUER, agent_sub=sub, scopes=[scope]
                 )
+                subs[made.grant_id] = sub
+                return made
+
+            mine = grant("acct-jane", "u1", "orders:read")
+            other = grant("acct-bob", "u2", "orders:cancel")
+
+            def agent_request(of: DelegationGrant) -> httpx.Response:
                 headers = {
                     "authorization": "Bearer "
-                    + identity_token(AGENT_KEY, ISSUER, AUDIENCE, sub=of.pa_sub),
-                    "x-a2a-user-delegation": f"Bearer {token}",
+                    + identity_token(AGENT_KEY, ISSUER, AUDIENCE, sub=subs[of.grant_id]),
+                    "x-a2a-user-delegation": of.header,
                 }
                 message = {"message": user_message("show my orders")}
                 return http.post(f"{base}/a2a/{BRAND}/message:send", json=message, headers=headers)
@@ -169,7 +155,7 @@ def test_a_person_sees_and_revokes_their_connected_agents(adapter: str, tmp_path
             assert agent_request(other).status_code == 200
         finally:
             http.close()
-            store.close()
+            provider.close()
 
 
 def test_the_page_is_not_offered_for_a_brand_without_delegation(tmp_path: Path) -> None:

@@ -159,6 +159,8 @@ def test_a_second_approval_widens_the_grant_as_the_consent_page_does(provider: P
         ("shop", {"agent_issuer": ""}, "agent_issuer: "),
         ("shop", {"agent_sub": ""}, "agent_sub: "),
         ("shop", {"account": "ja\x00ne"}, "account: "),
+        # A typo'd issuer would get a token no request of that agent can ever present.
+        ("shop", {"agent_issuer": "https://typo.example"}, "agent_issuer: no agent"),
     ],
 )
 def test_bad_input_is_refused_naming_the_argument(
@@ -176,6 +178,30 @@ def test_bad_input_is_refused_naming_the_argument(
     # Nothing was recorded or audited.
     assert provider.store.list_grants(now=0.0) == []
     assert AUDITED == []
+
+
+def test_an_agent_added_at_runtime_is_granted_and_a_disabled_one_refused(
+    provider: Provider,
+) -> None:
+    # The verifier's registry decides, as on a request: configured agents and those added
+    # to the store while the Provider runs are known; a disabled one cannot reach the
+    # device endpoint, so it gets no grant here either.
+    added = "https://added-pa.example"
+    provider.store.add_agent(
+        issuer=added, name="Added", jwks_uri=f"{added}/jwks.json", now=1_700_000_000.0
+    )
+    granted = provider.grant_delegation(
+        "shop", account="jane", agent_issuer=added, agent_sub="user-1", scopes=["orders:read"]
+    )
+    grant = provider.store.get_grant(granted.grant_id)
+    assert grant is not None
+    assert grant.client_id == added
+    provider.verifier.registry.disable(ISSUER)
+    with pytest.raises(ValueError, match=f"^agent_issuer: the agent {ISSUER!r} is disabled"):
+        provider.grant_delegation(
+            "shop", account="jane", agent_issuer=ISSUER, agent_sub="user-1", scopes=["orders:read"]
+        )
+    assert [grant.client_id for grant in provider.store.list_grants(now=0.0)] == [added]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

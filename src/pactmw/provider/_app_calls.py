@@ -80,6 +80,7 @@ class AppCalls:
         ):
             if not isinstance(value, str) or not value or "\x00" in value:
                 raise ValueError(f"{name}: a non-empty string without NUL, not {value!r}")
+        self._check_agent(agent_issuer)
         if isinstance(scopes, str):
             # One string iterates by letter: each letter would be "not offered".
             raise ValueError(f"scopes: a list of scope ids, not the string {scopes!r}")
@@ -98,6 +99,21 @@ class AppCalls:
         flow = self.oauth.grant(brand, config, agent, user, wanted)
         granted: DelegationGrant = run(flow, self.verifier, no_body)
         return granted
+
+    def _check_agent(self, issuer: str) -> None:
+        # As on a request, the verifier's registry decides (configured agents, those added
+        # at runtime): a token for an issuer it refuses could never be presented, and the
+        # test would only see a 401 far from its typo. An open Provider accepts any issuer
+        # its discovery finds, which needs the network: that is left to the request.
+        agent = self.verifier.registry.lookup(issuer)
+        if agent is None and not self.verifier.open_mode:
+            known = ", ".join(repr(known.issuer) for known in self.verifier.registry) or "none"
+            raise ValueError(
+                f"agent_issuer: no agent {issuer!r} is known to this Provider "
+                f"(configured: {known}; or one added at runtime)"
+            )
+        if agent is not None and not agent.enabled:
+            raise ValueError(f"agent_issuer: the agent {issuer!r} is disabled")
 
     # -- Poppy on the app's own site and APIs ----------------------------------------------
 

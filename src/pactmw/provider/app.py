@@ -236,7 +236,7 @@ class Provider:
         `DelegationGrant.header` is the `X-A2A-User-Delegation` value to send beside that
         agent user's PACT JWT. `revoke_grant(grant_id)` revokes it. Raises ValueError
         naming the argument (an unknown Brand, one without delegation, a scope it does not
-        offer, an empty account).
+        offer, an empty account, an agent the verifier does not know or has disabled).
         """
         return self._calls.grant_delegation(
             brand_id,
