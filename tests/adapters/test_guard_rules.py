@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from pactmw.adapters import asgi, fastapi, wsgi
 from pactmw.adapters import flask as flask_adapter
+from pactmw.adapters._arguments import scope_list_problem
 from pactmw.adapters.django import decorators as django_decorators
 from pactmw.adapters.django import views as django_views
 from pactmw.config import ConfigError, Settings
@@ -672,6 +673,9 @@ WRONG_NAMES: list[tuple[object, str]] = [
     (None, "None"),
     ("", "an empty string"),
 ]
+#: Strings no delegation or Session can hold as one scope (RFC 6749 §3.3 scope-token): two
+#: scopes in one, a quote. Taken as written, every caller was refused.
+NO_SCOPE_TOKENS = ["orders:read orders:write", 'say"hi', "tab\there"]
 
 
 @pytest.mark.parametrize("name", sorted(PARAFE_DECORATORS))
@@ -743,6 +747,13 @@ def test_a_scope_decorator_given_a_scope_that_is_no_name_is_refused_where_it_dec
         assert str(caught.value) == (
             f"{call} takes the scopes to require: @{call}({example!r}), not {shown}"
         ), wrong
+    for written in NO_SCOPE_TOKENS:
+        with pytest.raises(ConfigError) as caught:
+            decorator([example, written]) if call == "requires" else decorator(example, written)
+        assert str(caught.value) == (
+            f"{call} takes the scopes to require, each one scope token (no space, quote or "
+            f"backslash; one argument each): @{call}({example!r}), not {written!r}"
+        )
 
 
 #: Each adapter's `poppy_session_required` for the Brand `shop`, given its scopes, and the
@@ -781,8 +792,16 @@ def test_a_poppy_decorator_given_a_scope_that_is_no_name_is_refused_where_it_dec
         with pytest.raises(ConfigError) as caught:
             decorator("orders:read", wrong)
         assert str(caught.value) == (
-            f"{call}: a scope is a non-empty string, one argument each; not {shown}"
+            f"{call}: a scope is one scope token (a non-empty string without space, quote or "
+            f"backslash), one argument each; not {shown}"
         ), wrong
+    for written in NO_SCOPE_TOKENS:
+        with pytest.raises(ConfigError) as caught:
+            decorator("orders:read", written)
+        assert str(caught.value) == (
+            f"{call}: a scope is one scope token (a non-empty string without space, quote or "
+            f"backslash), one argument each; not str {written!r}"
+        )
     decorator("orders:read", "orders:write")(_view)
     decorator()(_view)
 
@@ -956,3 +975,14 @@ def test_a_view_decorator_given_no_view_by_position_is_refused(
     decorator()(_view)
     flask_adapter.personal_agent_required(optional=True)(_view)
     django_decorators.personal_agent_required(optional=True)(_view)
+
+
+def test_required_scopes_holding_two_scopes_in_one_string_is_said() -> None:
+    # DRF's `required_scopes = ["orders:read orders:write"]` required one scope no delegation
+    # holds: pactmw.E006 at startup and the 503 where no check runs, as for any other name
+    # that is no scope token.
+    assert scope_list_problem(["orders:read orders:write"]) == (
+        "not one holding str 'orders:read orders:write'"
+    )
+    assert scope_list_problem(["orders:read", 'say"hi']) == "not one holding str 'say\"hi'"
+    assert scope_list_problem(["orders:read", "orders:write"]) is None

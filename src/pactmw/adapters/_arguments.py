@@ -8,6 +8,7 @@ import reprlib
 from collections.abc import Collection, Iterable, Iterator
 
 from pactmw.config import ConfigError
+from pactmw.core.encoding import is_scope_token
 from pactmw.provider.app import Provider
 from pactmw.provider.parafe import ParafeAgent
 
@@ -86,7 +87,9 @@ def require_provider_app(
     require_current_user(current_user, written)
 
 
-def require_strings(given: Iterable[object], call: str, what: str, example: str) -> None:
+def require_strings(
+    given: Iterable[object], call: str, what: str, example: str, *, scopes: bool = False
+) -> None:
     """A `ConfigError` when one of `given` (the arguments of the decorator `call`: its
     scopes, its action, its Brand's id) is no non-empty string. Something other than plain
     data (a view, a Provider) means the decorator was written without its parentheses
@@ -94,10 +97,16 @@ def require_strings(given: Iterable[object], call: str, what: str, example: str)
     for its argument and fail on every request (a 500). Plain data that is no name (a list
     for `*scopes`, bytes, None, "") would fail at the request or never be held. Either is
     said where the view is decorated. `what` says what `call` takes; `example`, one written
-    right."""
+    right. With `scopes`, each must also be a scope token (`is_scope_token`): one with a
+    space ("orders:read orders:write", two scopes in one) is held by no delegation."""
     for value in given:
-        if _is_name(value):
+        if _is_name(value) and (not scopes or is_scope_token(value)):
             continue
+        if isinstance(value, str) and value:
+            raise ConfigError(
+                f"{call} takes {what}, each one scope token (no space, quote or backslash; "
+                f"one argument each): @{call}({example!r}), not {value!r}"
+            )
         if isinstance(value, _PLAIN):
             raise ConfigError(f"{call} takes {what}: @{call}({example!r}), not {_shown(value)}")
         raise ConfigError(
@@ -130,13 +139,14 @@ def require_verifier_not_optional(given: object, call: str, written: str) -> Non
 
 def require_scope_names(scopes: Iterable[object], call: str) -> None:
     """A `ConfigError` naming `call` (as its signature reads, `poppy_session_required(provider,
-    brand_id, *scopes)`) when one of `scopes`, after its other arguments, is no non-empty
-    string: a list for `*scopes`, bytes or None failed at the request, and a scope no Session
-    can approve refused every caller."""
+    brand_id, *scopes)`) when one of `scopes`, after its other arguments, is no scope token
+    (`is_scope_token`): a list for `*scopes`, bytes or None failed at the request, and a scope
+    no Session can approve ("", two scopes in one string) refused every caller."""
     for scope in scopes:
-        if not _is_name(scope):
+        if not is_scope_token(scope):
             raise ConfigError(
-                f"{call}: a scope is a non-empty string, one argument each; not {_shown(scope)}"
+                f"{call}: a scope is one scope token (a non-empty string without space, quote "
+                f"or backslash), one argument each; not {_shown(scope)}"
             )
 
 
@@ -153,7 +163,7 @@ def scope_list_problem(given: object) -> str | None:
             return f"not {_shown(given)}, which the first request would use up"
         return f"not {_shown(given)}"
     for scope in given:
-        if not _is_name(scope):
+        if not is_scope_token(scope):  # "orders:read orders:write": two in one, never held
             return f"not one holding {_shown(scope)}"
     return None
 

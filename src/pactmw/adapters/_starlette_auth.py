@@ -138,7 +138,7 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     given: list[object] = (
         [scopes] if isinstance(scopes, str) or not isinstance(scopes, Iterable) else list(scopes)
     )
-    require_strings(given, "requires", "the scopes to require", "scope:orders:read")
+    require_strings(given, "requires", "the scopes to require", "scope:orders:read", scopes=True)
     wanted = [scope for scope in given if isinstance(scope, str)]  # all of them, checked above
     delegated = any(scope == "delegated" or scope.startswith("scope:") for scope in wanted)
 

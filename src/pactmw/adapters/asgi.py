@@ -156,7 +156,9 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On a
     request nothing verified, every caller is refused: said once per endpoint in the log."""
 
-    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
+    require_strings(
+        scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
+    )
 
     def decorate(endpoint: Endpoint) -> Endpoint:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)

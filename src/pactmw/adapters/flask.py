@@ -330,7 +330,9 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     missing scopes 403 `insufficient_scope` (`ScopeRefused`). Without `delegation_brand`,
     every caller is refused: `init_app` raises `ConfigError` for a view decorated before it,
     and a view added after it says so once at ERROR at its first refused request."""
-    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
+    require_strings(
+        scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
+    )
 
     def decorate(view: View) -> View:
         unset = delegation_brand_unset(_SETTING, scopes)

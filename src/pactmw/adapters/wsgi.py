@@ -147,7 +147,9 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On
     a request nothing verified, every caller is refused: said once per application in the
     log."""
-    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
+    require_strings(
+        scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
+    )
 
     def decorate(app: WSGIView) -> WSGIView:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
@@ -26,12 +25,11 @@ from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
 from pactmw.client.http import HttpRequest, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
+from pactmw.core.encoding import is_scope_token
 
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 CARD_ACCEPT = "application/a2a+json, application/json"
-#: RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\`.
-_SCOPE_ID = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 
 
 @frozen
@@ -301,8 +299,7 @@ def _device_code(name: str, identity: str, scheme: Any, card_url: str) -> Delega
     if metadata is not None and not is_absolute_http_url(metadata):
         return None
     if not isinstance(scopes, Mapping) or not all(
-        isinstance(k, str) and _SCOPE_ID.fullmatch(k) and isinstance(v, str)
-        for k, v in scopes.items()
+        is_scope_token(k) and isinstance(v, str) for k, v in scopes.items()
     ):
         return None
     return DelegationScheme(

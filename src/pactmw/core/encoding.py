@@ -37,6 +37,9 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
 _BIDI_CONTROL = re.compile(f"[{_BIDI_CONTROLS}]")
 
+#: RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\\`.
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
+
 _URLSAFE_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 #: The padding `a2b_base64` wants, by the unpadded length modulo 4 (1 is refused before).
 _PADDING = (b"", b"", b"==", b"=")
@@ -79,6 +82,14 @@ def bidi_control_in(text: str) -> str | None:
     """
     found = None if text.isascii() else _BIDI_CONTROL.search(text)
     return None if found is None else f"U+{ord(found.group()):04X}"
+
+
+def is_scope_token(value: object) -> bool:
+    """Whether `value` is an RFC 6749 §3.3 scope-token: a non-empty string of printable ASCII
+    without space, `"` or `\\`. The one rule for a Brand's scope ids, a Poppy company's and
+    an Agent Card's scopes, and the scopes a decorator requires: a name outside it (two
+    scopes in one string, say) is one no grant could ever hold."""
+    return isinstance(value, str) and _SCOPE_TOKEN.fullmatch(value) is not None
 
 
 def is_ascii_digits(text: str) -> bool:
@@ -349,6 +360,7 @@ __all__ = [
     "b64url_encode",
     "bidi_control_in",
     "is_ascii_digits",
+    "is_scope_token",
     "is_storable_text",
     "json_dumps",
     "json_loads",

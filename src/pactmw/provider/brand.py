@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from attrs import Factory, field, frozen
 
+from pactmw.core.encoding import is_scope_token
 from pactmw.core.jwk import KeySet
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
@@ -177,7 +177,7 @@ class DelegationConfig:
                     "which is not one of the Brand's scopes"
                 )
         for scope in self.scopes:
-            if not _SCOPE_ID.fullmatch(scope):
+            if not is_scope_token(scope):
                 raise ValueError(f"scope id {scope!r} is not an RFC 6749 scope token")
         if self.mode == "brand" and (
             not self.brand_issuer or (self.brand_jwks_uri is None) == (self.brand_jwks is None)
@@ -186,10 +186,6 @@ class DelegationConfig:
         unknown = self.tools.scopes - set(self.scopes)
         if unknown:
             raise ValueError(f"tools name scopes not in the Brand's scopes: {sorted(unknown)}")
-
-
-#: RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\`.
-_SCOPE_ID = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 
 
 @frozen

@@ -145,7 +145,9 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     `delegation_brand` every caller is refused: the system check (pactmw.E005) reports the
     routed views, and a view refusing a caller says so once at ERROR (no check runs under
     gunicorn or uvicorn)."""
-    require_strings(scopes, "delegation_required", "the scopes to require", "orders:read")
+    require_strings(
+        scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
+    )
     # Once a decorator, not once a view it decorates: Django's `method_decorator` decorates
     # the method anew at each request, so a line said once a view would be said every time.
     unset = delegation_brand_unset(f"settings.{SETTING}", scopes)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from attrs import field, frozen
 
+from pactmw.core.encoding import is_scope_token
 from pactmw.core.errors import PactmwError
 from pactmw.protocols.poppy._assertions import ASSERTION_ALGS
 
@@ -35,7 +36,6 @@ DPOP_ALGS = ("ES256", "RS256")
 _DOMAIN = re.compile(
     r"(?=.{1,253}\Z)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 )
-_SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 §3.3 scope-token
 
 
 class PoppyConfigError(PactmwError, ValueError):
@@ -64,7 +64,7 @@ def _domain_ok(value: str) -> bool:
 def _scopes(name: str, scopes: tuple[str, ...] | None) -> None:
     if scopes is None:
         return
-    if not all(isinstance(s, str) and _SCOPE.fullmatch(s) for s in scopes):
+    if not all(is_scope_token(s) for s in scopes):
         raise PoppyConfigError(f"PoppyCompany.{name} must be scope tokens, got {scopes!r}")
 
 
