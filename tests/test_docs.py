@@ -167,6 +167,42 @@ def documented_modules() -> set[str]:
     }
 
 
+def test_every_method_of_the_top_level_api_is_in_the_reference() -> None:
+    # Found in a custom-server trial: the reference (mkdocstrings, `show_if_no_docstring:
+    # false`) left out what has no docstring, so `pactmw.ReceiptVerifier` showed no way to
+    # check a session receipt and `ParafeVerifier` no async `averify_token`.
+    import pactmw
+
+    undocumented = []
+    for name in pactmw.__all__:
+        exported = getattr(pactmw, name)
+        if not isinstance(exported, type):
+            continue
+        for member, value in vars(exported).items():
+            if member.startswith("_"):
+                continue
+            function = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+            is_member = callable(function) or isinstance(function, property)
+            if is_member and not (function.__doc__ or "").strip():
+                undocumented.append(f"{name}.{member}")
+    assert undocumented == []
+
+
+def test_the_custom_server_page_names_every_reason_the_identity_verifier_gives() -> None:
+    # Found in a custom-server trial: the page listed seven reasons and "...", and a server
+    # telling an agent's unreachable keys (`jwks_unavailable`) from a bad token had to read
+    # the source. The reasons: the verifier's own, and its key cache's (refusals keep them).
+    sources = (REPO / "src" / "pactmw" / "protocols" / "identity.py").read_text(encoding="utf-8")
+    keys = (REPO / "src" / "pactmw" / "core" / "keys.py").read_text(encoding="utf-8")
+    # A reason is the first argument, or each branch of a conditional one.
+    raised = re.findall(r'AuthenticationFailed\(\s*"(\w+)"(?: if [^\n]*? else "(\w+)")?', sources)
+    reasons = {reason for pair in raised for reason in pair if reason}
+    reasons |= set(re.findall(r'KeyUnavailable\(\s*"(\w+)"', keys))
+    page = (REPO / "docs" / "getting-started" / "custom-server.md").read_text(encoding="utf-8")
+    listed = page.split("with a stable\n`reason`", 1)[1].split("Each is a 401", 1)[0]
+    assert reasons == set(re.findall(r"`([a-z_]+)`", listed)) - {"str"}
+
+
 def sample_imports(sample: str) -> ast.Module:
     """The sample parsed, or only its import statements where it is a fragment (`{...}`)."""
     try:

@@ -32,7 +32,7 @@ EXTRAS = ("pages", "wsgi", "flask", "asgi", "fastapi", "django", "drf", "postgre
 #: The samples the probe runs, by the extra they need (README.md and docs/ hold them).
 PROBED_SAMPLES = (
     "direct", "pypi_direct", "starlette", "provider", "fastapi", "wsgi", "flask", "django", "drf",
-    "testing",
+    "testing", "custom_delegation",
 )  # fmt: skip
 PROBE = REPO / "tests" / "support" / "wheel_probe.py"
 

@@ -264,6 +264,13 @@ def test_garbage_is_malformed(token: str) -> None:
     assert _code(token, IDENTITY_ALGS) == "malformed"
 
 
+@pytest.mark.parametrize("token", [None, 5, b"e30.e30.e30", ["e30", "e30", "e30"], {"a": 1}])
+def test_a_token_that_is_not_a_string_is_malformed(token: Any) -> None:
+    # Found in a custom-server trial: a token read from a JSON body can be any JSON value,
+    # and bytes come straight from ASGI headers; each was a TypeError or AttributeError.
+    assert _code(token, IDENTITY_ALGS) == "malformed"
+
+
 @pytest.mark.parametrize("header", [b"[]", b'"ES256"', b"1", b"null", b"true", b'["alg","ES256"]'])
 def test_header_must_be_a_json_object(header: bytes) -> None:
     token = f"{b64url_encode(header)}.{b64url_encode(b'{}')}.{b64url_encode(b'sig')}"

@@ -3,6 +3,7 @@ a `ParafeError` with one of the documented codes, never another exception."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -196,6 +197,21 @@ def test_any_signed_receipt(claims: dict[str, Any], header: dict[str, Any], docu
     _outcome(lambda: verifier_.verify_action_receipt(receipt), RECEIPT_CODES)
     _outcome(lambda: verifier_.verify_index_ack(receipt), RECEIPT_CODES)
     _outcome(lambda: verifier_.verify_session_receipt(receipt), RECEIPT_CODES)
+
+
+@SETTINGS
+@given(json_values | st.binary(max_size=40))
+def test_any_value_as_a_token_or_receipt(value: Any) -> None:
+    # Found in a custom-server trial: a token or receipt read from a JSON body can be any
+    # JSON value; verify_token, verify_index_ack and verify_session_receipt raised
+    # TypeError or AttributeError for one that is not a string.
+    keys = StaticBrokerKeys(MINTER.jwks, did_documents=MINTER.did_documents())
+    receipts = ReceiptVerifier(keys, clock=lambda: NOW)
+    _outcome(lambda: verifier().verify_token(value), VERIFIER_CODES)
+    _outcome(lambda: asyncio.run(verifier().averify_token(value)), VERIFIER_CODES)
+    _outcome(lambda: receipts.verify_action_receipt(value), RECEIPT_CODES)
+    _outcome(lambda: receipts.verify_index_ack(value), RECEIPT_CODES)
+    _outcome(lambda: receipts.verify_session_receipt(value), RECEIPT_CODES)
 
 
 @SETTINGS

@@ -82,3 +82,12 @@ def test_the_fixtures_sample_verifies_the_real_broker_artifacts(
     # Run where a reader puts the fixture file: beside the script.
     monkeypatch.chdir(FIXTURES)
     assert run_sample("fixtures") == "place-order True\n"
+
+
+def test_the_receipts_sample_signs_what_the_calling_agent_verifies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found in a custom-server trial: the page showed no way for a server of one's own to
+    # sign the action receipt (and the refusal receipt) that the adapters sign.
+    monkeypatch.chdir(FIXTURES)
+    assert run_sample("receipts") == "create_order success A-1001\nissue_refund error excluded\n"

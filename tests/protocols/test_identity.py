@@ -255,6 +255,16 @@ def test_bad_authorization_headers(
     assert server.total_hits == 0
 
 
+@pytest.mark.parametrize("header", [b"Bearer a.b.c", 5, ["Bearer a.b.c"]])
+def test_an_authorization_value_that_is_not_a_string(
+    verify: Verify, server: JwksServer, header: Any
+) -> None:
+    # Found in a custom-server trial: an ASGI server's header values are bytes, and handing
+    # one over was a TypeError (AttributeError for other values), not a refusal.
+    assert refused(verify, header) == "malformed_header"
+    assert server.total_hits == 0
+
+
 def test_basic_with_a_valid_jwt_refused(verify: Verify, es_key: PrivateJWK) -> None:
     token = bearer(es_key).split(" ", 1)[1]
     assert refused(verify, f"Basic {token}") == "malformed_header"

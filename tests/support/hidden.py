@@ -20,10 +20,11 @@ __all__ = ["env_without"]
 
 def env_without(directory: Path, names: Iterable[str]) -> dict[str, str]:
     """Environment variables for a subprocess in which the top-level packages `names` are
-    not importable (the repository stays importable, for `tests.` and `examples.`)."""
+    not importable (the repository stays importable, for `tests.` and `examples.`, and so
+    does its `src`: in a second worktree, the venv's editable pactmw is another tree's)."""
     directory.mkdir(parents=True, exist_ok=True)
     hidden = tuple(sorted(names))
     (directory / "sitecustomize.py").write_text(
         f"import sys\n\nsys.modules.update(dict.fromkeys({hidden!r}))\n"
     )
-    return {"PYTHONPATH": os.pathsep.join((str(directory), str(REPO)))}
+    return {"PYTHONPATH": os.pathsep.join((str(directory), str(REPO / "src"), str(REPO)))}

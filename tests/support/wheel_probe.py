@@ -181,11 +181,15 @@ def settings_in(code: str) -> dict[str, Any]:
 
 
 def check_pages(samples: dict[str, str]) -> None:
-    """A custom server's consent pages render (Jinja2 and the built-in templates)."""
+    """A custom server's consent pages render (Jinja2 and the built-in templates), and its
+    guard for delegation tokens, which the custom-server page says needs this extra, runs."""
     from pactmw.provider import ConsentPages
 
     page = ConsentPages().error("Link expired", "Ask your assistant for a <new> link.")
     assert "Ask your assistant for a &lt;new&gt; link." in page, page  # autoescaped
+    orders = run_sample(samples["custom_delegation"], "custom_delegation")["orders"]
+    refused = orders("GET", "/orders", [])
+    assert (refused.status, dict(refused.headers)["WWW-Authenticate"]) == (401, CHALLENGE)
 
 
 def check_postgres(samples: dict[str, str]) -> None:
@@ -243,6 +247,17 @@ def consent_pages_refusal() -> Any:
     return None
 
 
+def delegation_sample_refusal(samples: dict[str, str]) -> Any:
+    """The `MissingExtra` the custom-server page's delegation sample raises, or None."""
+    from pactmw import MissingExtra
+
+    try:
+        run_sample(samples["custom_delegation"], "custom_delegation")
+    except MissingExtra as refusal:
+        return refusal
+    return None
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
     installed: set[str] = set(spec["installed"])
@@ -264,6 +279,10 @@ def main(argv: list[str]) -> int:
     if not installed:  # every web extra brings Jinja2 too
         refusal = consent_pages_refusal()
         assert refusal is not None, "ConsentPages() worked without Jinja2"
+        assert refusal.extra == "pages", str(refusal)
+        # A Brand with delegation builds its consent pages: the page says to install `pages`.
+        refusal = delegation_sample_refusal(samples)
+        assert refusal is not None, "the delegation sample ran without Jinja2"
         assert refusal.extra == "pages", str(refusal)
     for extra in ("", *sorted(installed)):
         CHECKS[extra](samples)

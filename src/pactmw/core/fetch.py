@@ -106,6 +106,8 @@ class FetchPolicy:
     connect_to: ConnectTo = field(factory=dict, converter=_connect_to)
 
     def address_allowed(self, address: IPAddress) -> bool:
+        """Whether a fetch may connect to `address`: one of `allowed_networks`, loopback when
+        `allow_http_on_loopback`, else a public (global) address only."""
         if any(address in network for network in self.allowed_networks):
             return True
         if address.is_loopback:

@@ -127,6 +127,10 @@ def parse_compact(
     Raises `JoseError` with code `malformed` (shape, encoding, header JSON, `crit`, `b64`) or
     `alg_not_allowed` (the header's `alg` is not in `allowed_algs`).
     """
+    if not isinstance(token, str):
+        # A token read from a JSON body can be any JSON value, and ASGI hands over bytes:
+        # refused like any other malformed token, never a TypeError from `len` or `encode`.
+        raise JoseError("malformed", "a compact JWS is a string")
     if len(token) > MAX_TOKEN_LENGTH:
         raise JoseError("malformed", "token too long")
     # One pass vets every character and prepares the decoding: the base64url alphabet becomes

@@ -302,6 +302,7 @@ class PrivateJWK:
 
     @property
     def kid(self) -> str | None:
+        """The public key's `kid`."""
         return self.public.kid
 
     def to_dict(self) -> dict[str, str]:

@@ -30,7 +30,7 @@ class PageTemplates:
         try:
             import jinja2
         except ImportError as exc:
-            raise MissingExtra("pactmw's consent pages", "Jinja2", "pages") from exc
+            raise MissingExtra("rendering pactmw's consent pages", "Jinja2", "pages") from exc
         loaders: list[jinja2.BaseLoader] = []
         if loader is not None:
             loaders.append(loader)

@@ -174,6 +174,7 @@ class ParafeVerifier:
         action: str | None = None,
         check_agent: bool = True,
     ) -> ConsentClaims:
+        """Async `verify_token`."""
         return await arun(self._token_flow(token, session_id, action, check_agent), self.keys)
 
     def _online_flow(
@@ -207,6 +208,7 @@ class ParafeVerifier:
         session_id: str | None = None,
         proof: str | None = None,
     ) -> OnlineVerification:
+        """Async `verify_online`."""
         return await arun(self._online_flow(token, action, session_id, proof), self.keys)
 
 
@@ -264,6 +266,7 @@ class ReceiptVerifier:
         consent_token: str | None = None,
         acknowledgment: str | None = None,
     ) -> ActionReceipt:
+        """Async `verify_action_receipt`."""
         flow = self._receipt_flow(
             receipt, issuer_key, expected_session_id, consent_token, acknowledgment
         )
@@ -273,21 +276,29 @@ class ReceiptVerifier:
         return BrokerExpectations(self._clock(), expected_issuer=expected_issuer)
 
     def verify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
+        """Check the broker's index acknowledgment of a filed receipt (§7.4): its ES256
+        signature with the broker's JWKS, typ, `ver` 1, times, `entry_hash`, and `iss` when
+        `expected_issuer` is given. `check_session_index` checks a session's acks together."""
         return run(index_ack_flow(ack, self._broker_expectations(expected_issuer)), self.keys)
 
     async def averify_index_ack(self, ack: str, *, expected_issuer: str | None = None) -> IndexAck:
+        """Async `verify_index_ack`."""
         flow = index_ack_flow(ack, self._broker_expectations(expected_issuer))
         return await arun(flow, self.keys)
 
     def verify_session_receipt(
         self, receipt: str, *, expected_issuer: str | None = None
     ) -> SessionReceipt:
+        """Check the broker's session receipt (v2): its ES256 signature with the broker's
+        JWKS, typ `parafe-session-receipt+jwt`, `ver` 2, the members every receipt has, times,
+        and `iss` when `expected_issuer` is given."""
         flow = session_receipt_flow(receipt, self._broker_expectations(expected_issuer))
         return run(flow, self.keys)
 
     async def averify_session_receipt(
         self, receipt: str, *, expected_issuer: str | None = None
     ) -> SessionReceipt:
+        """Async `verify_session_receipt`."""
         flow = session_receipt_flow(receipt, self._broker_expectations(expected_issuer))
         return await arun(flow, self.keys)
 
