@@ -191,10 +191,22 @@ class Settings:
     jwks_timeout: float = 5.0
 
     def __attrs_post_init__(self) -> None:
-        # `from_mapping` checked each issuer as it read its entry; `Settings(agents=...)`
-        # built in code did not, and would refuse every token of a bad one as unknown_issuer.
+        # The checks of values, here so that settings built in code (`Settings(agents=...)`)
+        # are held to them as `from_mapping`'s are: a bad issuer would refuse every token as
+        # unknown_issuer, a JWKS URL no fetch may reach every token as jwks_unavailable.
         for index, agent in enumerate(self.agents):
             check_agent_issuer(agent.issuer, f"agents[{index}].issuer")
+            if agent.jwks_uri is not None:
+                check_jwks_uri(
+                    agent.jwks_uri, self.allow_http_jwks_on_loopback, f"agents[{index}].jwks_uri"
+                )
+        issuers = [agent.issuer for agent in self.agents]
+        if len(set(issuers)) != len(issuers):
+            raise ConfigError("agents: each issuer may be listed once")
+        if not 0 <= self.clock_skew <= 300:
+            raise ConfigError("clock_skew must be between 0 and 300 seconds")
+        if not 0 < self.jwks_timeout <= 60:
+            raise ConfigError("jwks_timeout must be between 0 and 60 seconds")
 
     KNOWN_KEYS = frozenset(
         {
@@ -225,12 +237,6 @@ class Settings:
             raise ConfigError("agents must be a list of tables")
         agents = tuple(agent_from_mapping(a, f"agents[{i}].") for i, a in enumerate(agents_data))
         allow_http = _typed(data, "allow_http_jwks_on_loopback", bool, False, "")
-        for index, agent in enumerate(agents):
-            if agent.jwks_uri is not None:
-                check_jwks_uri(agent.jwks_uri, allow_http, f"agents[{index}].jwks_uri")
-        issuers = [agent.issuer for agent in agents]
-        if len(set(issuers)) != len(issuers):
-            raise ConfigError("agents: each issuer may be listed once")
         networks = data.get("allowed_jwks_networks", [])
         if not isinstance(networks, list) or not all(isinstance(n, str) for n in networks):
             raise ConfigError("allowed_jwks_networks must be a list of CIDR strings")
@@ -242,11 +248,7 @@ class Settings:
             data.get("protect_prefix", PROVIDER_MOUNT), "protect_prefix", empty_is_none=True
         )
         skew = _typed(data, "clock_skew", float, 30.0, "")
-        if not 0 <= skew <= 300:
-            raise ConfigError("clock_skew must be between 0 and 300 seconds")
         timeout = _typed(data, "jwks_timeout", float, 5.0, "")
-        if not 0 < timeout <= 60:
-            raise ConfigError("jwks_timeout must be between 0 and 60 seconds")
         return cls(
             audience=audience,
             agents=agents,

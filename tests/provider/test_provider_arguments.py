@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from pactmw.config import ConfigError, Settings
-from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
+from pactmw.core.jwk import parse_jwks
+from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider, ProviderSettings
 from pactmw.provider.brand import Turn
 from pactmw.store import open_store
-from tests.support.parties import AUDIENCE
+from tests.support.parties import AUDIENCE, ISSUER
 
 VERIFIER = IdentityVerifier(audience=AUDIENCE, registry=AgentRegistry([]))
 
@@ -129,3 +130,43 @@ def test_settings_that_verify_no_agent_say_so_when_built(
     assert said == (["agents is empty: no personal agent can be verified, every caller is "
                      "refused (list the agents in agents, or serve brands, whose store keeps "
                      "agents added with `pactmw agents add`)"] if warned else [])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"agents": (RegisteredAgent(issuer=ISSUER, jwks_uri="http://pa.example/jwks"),)},
+            "agents[0].jwks_uri must be https (http only to 127.0.0.1/::1/localhost with "
+            "allow_http_jwks_on_loopback = true)",
+        ),
+        (
+            {"agents": (RegisteredAgent(issuer=ISSUER, jwks=parse_jwks({"keys": []})),) * 2},
+            "agents: each issuer may be listed once",
+        ),
+        ({"clock_skew": 301.0}, "clock_skew must be between 0 and 300 seconds"),
+        ({"jwks_timeout": 0.0}, "jwks_timeout must be between 0 and 60 seconds"),
+    ],
+)
+def test_settings_built_in_code_are_checked_as_a_mapping_is(
+    changes: dict[str, Any], message: str
+) -> None:
+    # Only `Settings.from_mapping` checked these: settings built in code took a JWKS URL no
+    # fetch may reach (every token then jwks_unavailable) or a skew of an hour, silently.
+    with pytest.raises(ConfigError) as caught:
+        Settings(audience=AUDIENCE, **changes)
+    assert str(caught.value) == message
+    with pytest.raises(ConfigError) as read:
+        Settings.from_mapping({"audience": AUDIENCE, **_as_mapping(changes)})
+    assert str(read.value) == message
+
+
+def _as_mapping(changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` as a settings dict says them (agents as tables)."""
+    agents = [
+        {"issuer": agent.issuer, "jwks_uri": agent.jwks_uri}
+        if agent.jwks_uri
+        else {"issuer": agent.issuer, "jwks": {"keys": []}}
+        for agent in changes.get("agents", ())
+    ]
+    return {**changes, "agents": agents} if agents else changes
