@@ -58,6 +58,21 @@ def _without_delegation_brand(settings: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in settings.items() if key != "delegation_brand"}
 
 
+def _site_without_checks(
+    settings: dict[str, Any], tmp_path: Path, switch: dict[str, str]
+) -> contextlib.AbstractContextManager[str]:
+    """The test site under uvicorn, which runs no system check, with the views `switch` (its
+    environment) routes; its log is `site.log` in `tmp_path`."""
+    return django_server(
+        settings,
+        asgi=True,
+        settings="pactmw_testsite.contract_settings",
+        workdir=tmp_path,
+        name="site",
+        extra_env={**CHECKOUT_ENV, **switch},
+    )
+
+
 def test_manage_py_check_reports_class_based_and_drf_views(
     tmp_path: Path, settings: dict[str, Any]
 ) -> None:
@@ -88,14 +103,7 @@ def test_a_refusing_view_says_why_once_where_no_check_runs(
     # Under uvicorn no system check runs: the first refused request says why, once (a
     # view `method_decorator` decorates anew at each request too).
     without = _without_delegation_brand(settings)
-    server = django_server(
-        without,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env={**CHECKOUT_ENV, **ROUTE_DELEGATION_VIEWS},
-    )
+    server = _site_without_checks(without, tmp_path, ROUTE_DELEGATION_VIEWS)
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with server as base, loopback_client(base_url=base) as client:
         for _ in range(3):
@@ -132,14 +140,7 @@ def test_manage_py_check_reports_required_scopes_written_as_a_string(
 def test_required_scopes_written_as_a_string_is_said_where_no_check_runs(
     world: Harness, tmp_path: Path, settings: dict[str, Any]
 ) -> None:
-    server = django_server(
-        settings,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env={**CHECKOUT_ENV, "PACTMW_TEST_STRING_SCOPES": "1"},
-    )
+    server = _site_without_checks(settings, tmp_path, {"PACTMW_TEST_STRING_SCOPES": "1"})
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with server as base, loopback_client(base_url=base) as client:
         for _ in range(3):
@@ -185,14 +186,7 @@ def test_manage_py_check_reports_required_scopes_that_are_no_list_of_scope_names
 def test_required_scopes_that_are_no_list_of_scope_names_are_a_503_where_no_check_runs(
     world: Harness, tmp_path: Path, settings: dict[str, Any]
 ) -> None:
-    server = django_server(
-        settings,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env={**CHECKOUT_ENV, **ROUTE_BAD_SCOPES},
-    )
+    server = _site_without_checks(settings, tmp_path, ROUTE_BAD_SCOPES)
     store = open_store(str(settings["store"]))
     with server as base, loopback_client(base_url=base) as client, contextlib.closing(store):
         site = Target("site", client, (), store, world.signing, world.agent, world.parafe, settings)
@@ -243,14 +237,7 @@ def test_manage_py_check_reports_a_view_without_required_scopes(
 def test_a_view_without_required_scopes_refuses_every_caller_where_no_check_runs(
     world: Harness, tmp_path: Path, settings: dict[str, Any]
 ) -> None:
-    server = django_server(
-        settings,
-        asgi=True,
-        settings="pactmw_testsite.contract_settings",
-        workdir=tmp_path,
-        name="site",
-        extra_env={**CHECKOUT_ENV, **ROUTE_MISSING_SCOPES},
-    )
+    server = _site_without_checks(settings, tmp_path, ROUTE_MISSING_SCOPES)
     store = open_store(str(settings["store"]))
     with server as base, loopback_client(base_url=base) as client, contextlib.closing(store):
         site = Target("site", client, (), store, world.signing, world.agent, world.parafe, settings)
