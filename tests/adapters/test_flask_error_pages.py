@@ -37,16 +37,8 @@ def settings(world: Harness) -> dict[str, Any]:
     return config(world.workdir, "pages", world.agent, world.parafe)
 
 
-def _app(settings: dict[str, Any]) -> Flask:
-    app = Flask("pages")
-    app.config["PACTMW"] = settings
-    flask_adapter.Pactmw(app)
-
-    @app.errorhandler(401)
-    @app.errorhandler(403)
-    def error_page(error: HTTPException) -> Any:
-        page = render_template_string(PAGE, code=error.code, name=error.name)
-        return page, error.code, error.get_headers()
+def _guarded_views(app: Flask) -> None:
+    """The views both apps guard: one a personal agent's, one needing a delegation."""
 
     @app.get("/mine")
     @flask_adapter.personal_agent_required
@@ -58,17 +50,36 @@ def _app(settings: dict[str, Any]) -> Flask:
     def orders() -> Any:
         return {"ok": True}
 
+
+def _grants(world: Harness, settings: dict[str, Any]) -> Target:
+    """What hands out delegations on the apps' store (closed with the world)."""
+    store = open_store(str(settings["store"]))
+    world.stack.callback(store.close)
+    return Target(
+        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
+    )
+
+
+def _app(settings: dict[str, Any]) -> Flask:
+    app = Flask("pages")
+    app.config["PACTMW"] = settings
+    flask_adapter.Pactmw(app)
+
+    @app.errorhandler(401)
+    @app.errorhandler(403)
+    def error_page(error: HTTPException) -> Any:
+        page = render_template_string(PAGE, code=error.code, name=error.name)
+        return page, error.code, error.get_headers()
+
+    _guarded_views(app)
+
     return app
 
 
 def test_the_apps_error_pages_keep_the_pact_challenge(
     world: Harness, settings: dict[str, Any]
 ) -> None:
-    store = open_store(str(settings["store"]))
-    world.stack.callback(store.close)
-    grants = Target(
-        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
-    )
+    grants = _grants(world, settings)
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with werkzeug_server(_app(settings)) as base, loopback_client(base_url=base) as client:
         anonymous = client.get("/mine")
@@ -103,15 +114,7 @@ def _json_api(settings: dict[str, Any]) -> Flask:
     def short(error: flask_adapter.ScopeRefused) -> Any:
         return jsonify(error="insufficient_scope", missing=error.missing), 403, error.get_headers()
 
-    @app.get("/mine")
-    @flask_adapter.personal_agent_required
-    def mine() -> Any:
-        return {"ok": True}
-
-    @app.get("/orders")
-    @flask_adapter.delegation_required("orders:read")
-    def orders() -> Any:
-        return {"ok": True}
+    _guarded_views(app)
 
     @app.get("/api/my-orders")  # the app's own view under the protected prefix
     @flask_adapter.delegation_required("orders:read")
@@ -126,11 +129,7 @@ def test_a_json_error_handler_keeps_its_content_type_and_the_pact_challenge(
 ) -> None:
     # The exception's headers carry the challenge, not werkzeug's HTML Content-Type: an API
     # answering JSON with `error.get_headers()` stays application/json, as jsonify made it.
-    store = open_store(str(settings["store"]))
-    world.stack.callback(store.close)
-    grants = Target(
-        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
-    )
+    grants = _grants(world, settings)
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
         anonymous = client.get("/mine")
@@ -157,11 +156,7 @@ def test_under_the_prefix_the_credentials_refusal_is_pacts_the_decorators_the_ap
     # prefix's check (the identity, a delegation that is sent) refuses before the view, with
     # PACT's empty-bodied 401 whatever the app's handlers; the decorator's own refusal (no
     # delegation, a scope missing) is its exception, which the app's handler answers.
-    store = open_store(str(settings["store"]))
-    world.stack.callback(store.close)
-    grants = Target(
-        "pages", loopback_client(), (), store, world.signing, world.agent, world.parafe, settings
-    )
+    grants = _grants(world, settings)
     identity = {"Authorization": f"Bearer {world.agent.sign(claims(ISSUER))}"}
     with werkzeug_server(_json_api(settings)) as base, loopback_client(base_url=base) as client:
         anonymous = client.get("/api/my-orders")
