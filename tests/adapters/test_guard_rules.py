@@ -9,6 +9,7 @@ expired or its agent was blocked since it was cached.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from pactmw.adapters import asgi, fastapi, wsgi
 from pactmw.adapters import flask as flask_adapter
 from pactmw.adapters._arguments import scope_list_problem
+from pactmw.adapters._common import Once
 from pactmw.adapters.django import decorators as django_decorators
 from pactmw.adapters.django import views as django_views
 from pactmw.config import ConfigError, Settings
@@ -986,3 +988,23 @@ def test_required_scopes_holding_two_scopes_in_one_string_is_said() -> None:
     )
     assert scope_list_problem(["orders:read", 'say"hi']) == "not one holding str 'say\"hi'"
     assert scope_list_problem(["orders:read", "orders:write"]) is None
+
+
+def test_once_is_first_for_exactly_one_of_many_threads() -> None:
+    # A threaded server's first requests arrive together: a line meant to be said once
+    # (a view that refuses every caller) was said by each that saw the flag still unset.
+    once = Once()
+    start = threading.Barrier(32)
+    answers: list[bool] = []
+
+    def ask() -> None:
+        start.wait()
+        answers.append(once.first())
+
+    threads = [threading.Thread(target=ask) for _ in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert sorted(answers) == [False] * 31 + [True]
+    assert once.first() is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from importlib.util import find_spec
@@ -29,6 +30,7 @@ __all__ = [
     "TAKES_DELEGATION_KEY",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
+    "Once",
     "OnceWarning",
     "bounded_body",
     "declared_length",
@@ -190,6 +192,19 @@ def refusal_detail(exc: AuthenticationFailed | InsufficientScope) -> str:
     return f"The personal agent's token was refused ({exc.reason})."
 
 
+class Once:
+    """True the first time it is asked, False ever after, whatever the threads: a threaded
+    server's concurrent first requests would each see a plain flag unset, and each log the
+    line meant to be said once. `next` on an `itertools.count` is atomic under the GIL."""
+
+    def __init__(self) -> None:
+        self._asked = itertools.count()
+
+    def first(self) -> bool:
+        """Whether this is the first call."""
+        return next(self._asked) == 0
+
+
 class OnceWarning:
     """A WARNING (or another `level`) on `pactmw.adapters`, said once per decorated
     endpoint: a decorator that reads what a middleware verified, on a request that nothing
@@ -199,11 +214,10 @@ class OnceWarning:
     def __init__(self, message: str, *, level: int = logging.WARNING) -> None:
         self.message = message
         self.level = level
-        self.said = False
+        self._once = Once()
 
     def __call__(self, path: str) -> None:
-        if not self.said:
-            self.said = True
+        if self._once.first():
             logger.log(self.level, self.message, loggable(path))
 
 

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from attrs import frozen
 
-from pactmw.adapters._common import OnceWarning
+from pactmw.adapters._common import Once, OnceWarning
 from pactmw.config import ConfigError
 from pactmw.core.encoding import loggable
 from pactmw.core.http import Response
@@ -112,7 +112,7 @@ class PoppyViewCheck:
         self.brand_id = brand_id
         #: The decorator or helper as the app wrote it (`poppy_setting`'s by default).
         self.written = setting or poppy_setting(brand_id)
-        self._said = False
+        self._once = Once()
 
     def refusal(self, brands: Iterable[Brand], path: str) -> Response | None:
         """None where `brands` (the Provider's) serve the view's Brand, else the 503 to answer
@@ -120,8 +120,7 @@ class PoppyViewCheck:
         problem = session_brand_problem(brands, self.brand_id)
         if problem is None:
             return None
-        if not self._said:
-            self._said = True
+        if self._once.first():
             logger.error(
                 "%s on %s refuses every request: %s; name one of the Brands with Poppy in it, "
                 "or give the Brand a [brands.X.poppy] table",
@@ -369,7 +368,7 @@ class ParafeViewCheck:
         self.brand = brand
         self.refusal_status = refusal_status
         self.written = _parafe_decorator(action, brand)
-        self._said = False
+        self._once = Once()
 
     def endpoint(self, guard: Guard, path: str) -> ParafeEndpoint | Response:
         """The endpoint's check under `guard`, or the 503 to answer (`path`: the request's,
@@ -378,8 +377,7 @@ class ParafeViewCheck:
             return guard.parafe_endpoint(
                 self.action, brand=self.brand, refusal_status=self.refusal_status
             )
-        if not self._said:
-            self._said = True
+        if self._once.first():
             problem = self._problem(guard, loggable(path))
             logger.error("%s", problem.message if problem is not None else self.written)
         return PARAFE_UNAVAILABLE
