@@ -160,7 +160,10 @@ def _manage_test(site: Site, tests: str) -> tuple[int, str]:
 def test_the_guides_sample_tests_pass_with_manage_py_test(site: Site) -> None:
     """The guide's "Test your views": its sample's TestCase, run by `manage.py test` in the
     guide's site (a test database with pactmw's tables, the grants in each test's
-    transaction), passes every one of its tests."""
+    transaction), passes every one of its tests. That the grants roll back with each test
+    is shown too: unittest runs test_the_drf_api_needs_orders_read after
+    test_history_serves_the_persons_account, whose `orders:read` would otherwise widen the
+    later grant of `orders:cancel` into one the API serves."""
     sample = guide_block("mysite/tests.py")
     code, said = _manage_test(site, sample)
     assert code == 0, said
