@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,19 @@ def _csrf(page: str) -> str:
     return found.group(1)
 
 
-def test_the_guides_api_serves_the_delegation_the_person_allowed(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Site:
+    root: Path
+    env: dict[str, str]
+    port: int
+    agent: AgentSigner
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """The guide's site with the section's API, built once for this module's tests (a fresh
+    project, migrated, costs seconds); its settings name `port`, where runserver listens."""
+    root = tmp_path_factory.mktemp("drf-guide")
     agent = AgentSigner.generate(issuer=ISSUER)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -60,7 +73,13 @@ def test_the_guides_api_serves_the_delegation_the_person_allowed(tmp_path: Path)
     urls_tail = guide_block("the end of mysite/urls.py") + guide_block(
         "the end of mysite/urls.py, for the API"
     )
-    env = new_site(tmp_path, settings_tail, urls_tail, {"api.py": guide_block("mysite/api.py")})
+    env = new_site(root, settings_tail, urls_tail, {"api.py": guide_block("mysite/api.py")})
+    return Site(root, env, port, agent)
+
+
+def test_the_guides_api_serves_the_delegation_the_person_allowed(site: Site) -> None:
+    tmp_path, env, port, agent = site.root, site.env, site.port, site.agent
+    base = f"http://127.0.0.1:{port}"
 
     # What the section says `manage.py check` reports without `delegation_brand`.
     unset = subprocess.run(
@@ -118,3 +137,49 @@ def test_the_guides_api_serves_the_delegation_the_person_allowed(tmp_path: Path)
         history = browser.get("/api/history/", headers=delegated)
         assert history.status_code == 200, history.text
         assert history.json() == {"account": "1"}
+        whoami = browser.get("/api/whoami/", headers=signed)
+        assert whoami.status_code == 200, whoami.text
+        assert whoami.json()["user"].startswith("pa:"), whoami.text
+
+
+def _manage_test(site: Site, tests: str) -> tuple[int, str]:
+    """`manage.py test` of the site with `tests` as mysite/tests.py: (exit code, its stderr,
+    where unittest reports)."""
+    (site.root / "mysite" / "tests.py").write_text(tests)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "test", "mysite"],
+        cwd=site.root,
+        env=site.env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return done.returncode, done.stderr
+
+
+def test_the_guides_sample_tests_pass_with_manage_py_test(site: Site) -> None:
+    """The guide's "Test your views": its sample's TestCase, run by `manage.py test` in the
+    guide's site (a test database with pactmw's tables, the grants in each test's
+    transaction), passes every one of its tests. That the grants roll back with each test
+    is shown too: unittest runs test_the_drf_api_needs_orders_read after
+    test_history_serves_the_persons_account, whose `orders:read` would otherwise widen the
+    later grant of `orders:cancel` into one the API serves."""
+    sample = guide_block("mysite/tests.py")
+    code, said = _manage_test(site, sample)
+    assert code == 0, said
+    assert "Ran 6 tests" in said, said
+    assert "\nOK\n" in said, said
+
+
+def test_the_guides_sample_tests_fail_when_their_expectations_are_wrong(site: Site) -> None:
+    """The sample's assertions bite: a delegation of a scope the views do not need is not
+    served, so expecting it served fails the two tests that expect 403."""
+    sample = guide_block("mysite/tests.py")
+    broken = sample.replace('self.allowed("orders:cancel")', 'self.allowed("orders:read")')
+    assert broken.count('self.allowed("orders:read")') == 4, broken
+    code, said = _manage_test(site, broken)
+    assert code != 0, said
+    assert "Ran 6 tests" in said, said
+    assert "FAILED (failures=2)" in said, said
+    assert "FAIL: test_history_needs_orders_read" in said, said
+    assert "FAIL: test_the_drf_api_needs_orders_read" in said, said
