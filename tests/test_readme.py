@@ -33,6 +33,7 @@ from pactmw.client import (
 from pactmw.client.flow import TokenSource
 from pactmw.provider import Provider
 from pactmw.provider.delegated import DelegationGrant
+from tests.adapters.support import assert_refused
 from tests.delegated.support import allow_on_the_consent_page, page_text
 from tests.support.net import free_port, loopback_client
 from tests.support.samples import PAGES, find_samples
@@ -55,7 +56,7 @@ def test_every_marked_sample_is_found() -> None:
         "parafe_bot", "parafe_ap2_bot", "django", "drf", "django_proxy", "testing", "serve_bot",
         "flask_provider", "poppy_fastapi", "serve_delegated_bot", "fastapi_provider",
         "custom_delegation", "poppy_flask", "wsgi_provider", "fastapi_testing",
-        "delegated_testing",
+        "delegated_testing", "starlette_backend",
     }  # fmt: skip
 
 
@@ -248,6 +249,43 @@ def assert_guarded(base: str, protected: str, open_path: str) -> None:
 def test_starlette_sample_guards_the_prefix_only() -> None:
     with uvicorn_server(run_sample("starlette")["app"]) as base:
         assert_guarded(base, "/a2a/whoami", "/")
+
+
+def test_starlette_backend_sample_keeps_people_and_personal_agents_apart() -> None:
+    # Found in a Starlette trial: the page said "mix personal agents with other
+    # authentication" in prose only. A second `AuthenticationMiddleware` for the app's own
+    # sign-in signs out whatever the first found (Starlette keeps the last one's answer), and
+    # Starlette's `requires("authenticated")` on a people-only page admits personal agents.
+    agent = AgentSigner.generate(issuer="https://pa.example")
+    registered = '"jwks_uri": "https://pa.example/.well-known/jwks.json"'
+    sample = SAMPLES["starlette_backend"]
+    assert registered in sample.code
+    namespace: dict[str, Any] = {"__name__": "readme_starlette_backend"}
+    namespace["JWKS"] = agent.public_jwks()
+    exec(
+        compile(sample.code.replace(registered, '"jwks": JWKS'), sample.filename, "exec"), namespace
+    )
+    signed = {"Authorization": f"Bearer {agent.sign('user-1', 'https://provider.example/a2a')}"}
+    elsewhere = {"Authorization": f"Bearer {agent.sign('user-1', 'https://other.example/a2a')}"}
+    with (
+        uvicorn_server(namespace["app"]) as base,
+        loopback_client(base_url=base) as client,
+    ):
+        assert_refused(client.get("/whoami"))  # PACT's challenge, not Starlette's bare 403
+        mine = client.get("/whoami", headers=signed)
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["scopes"] == ["authenticated", "personal_agent"]
+        # A personal agent's token that fails is the challenge (`on_error`), not a 400.
+        assert_refused(client.get("/", headers=elsewhere))
+        assert client.get("/", headers={"Authorization": "Basic Zm9vOmJhcg=="}).json() == {
+            "signed_in": False
+        }
+        for headers in ({}, signed):  # the people's page: the agent is no member
+            assert client.get("/account", headers=headers).status_code == 303
+        assert client.get("/login").status_code == 303  # jane signs in: a session cookie
+        assert client.get("/account").json() == {"user": "jane"}
+        assert client.get("/").json() == {"signed_in": True}
+        assert_refused(client.get("/whoami"))  # jane's session is no personal agent
 
 
 def test_fastapi_sample_answers_the_challenge_and_documents_the_scheme() -> None:

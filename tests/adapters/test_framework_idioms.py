@@ -161,6 +161,29 @@ def test_requires_takes_starlettes_status_code_for_a_missing_app_role(
         assert client.get("/admin", headers=bearer(token(world))).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("status_code", "shown"),
+    [
+        ("404", "str '404'"),
+        (True, "bool True"),
+        (404.0, "float 404.0"),
+        (200, "int 200"),
+        (99, "int 99"),
+        (1000, "int 1000"),
+    ],
+)
+def test_requires_refuses_a_status_code_that_is_no_error_status_where_it_is_built(
+    status_code: object, shown: str
+) -> None:
+    # Found in a Starlette trial: the status went unchecked to the response of a caller
+    # without the app role, a 500 ("404") or an answer no client reads as a refusal (200, 99).
+    with pytest.raises(ConfigError) as caught:
+        asgi.requires(["personal_agent", "admin"], status_code=status_code)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"requires: status_code must be an HTTP error status, an int from 400 to 599; got {shown}"
+    )
+
+
 def _requires_outside_the_prefix(settings: dict[str, Any], path: str) -> Starlette:
     """An app whose `path` route is under `requires("personal_agent")` but outside the
     middleware's guarded prefix: nothing authenticates its callers."""

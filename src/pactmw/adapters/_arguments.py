@@ -19,6 +19,7 @@ __all__ = [
     "require_parafe_agent",
     "require_provider",
     "require_provider_app",
+    "require_refusal_status",
     "require_scope_names",
     "require_strings",
     "require_verifier_not_optional",
@@ -55,6 +56,17 @@ def _is_name(value: object) -> bool:
     """Whether `value` can name an action or a scope: a non-empty string (an empty one names
     nothing, so no consent and no grant could ever hold it)."""
     return isinstance(value, str) and value != ""
+
+
+def require_refusal_status(given: object, call: str) -> None:
+    """A `ConfigError` naming `call` when `given`, the status of a refusal, is no HTTP error
+    status: unchecked it became a 500 ("404", a string) or an answer no client reads as a
+    refusal (200), on the first request without the app's role."""
+    if isinstance(given, bool) or not isinstance(given, int) or not 400 <= given <= 599:
+        raise ConfigError(
+            f"{call}: status_code must be an HTTP error status, an int from 400 to 599; "
+            f"got {_shown(given)}"
+        )
 
 
 def require_application(given: object, call: str, what: str) -> None:

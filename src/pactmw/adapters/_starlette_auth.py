@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
-from pactmw.adapters._arguments import require_strings
+from pactmw.adapters._arguments import require_refusal_status, require_strings
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
 from pactmw.adapters._common import (
     OnceWarning,
@@ -139,6 +139,7 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
         [scopes] if isinstance(scopes, str) or not isinstance(scopes, Iterable) else list(scopes)
     )
     require_strings(given, "requires", "the scopes to require", "scope:orders:read", scopes=True)
+    require_refusal_status(status_code, "requires")
     wanted = [scope for scope in given if isinstance(scope, str)]  # all of them, checked above
     delegated = any(scope == "delegated" or scope.startswith("scope:") for scope in wanted)
 
