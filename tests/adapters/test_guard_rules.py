@@ -705,6 +705,33 @@ def test_a_parafe_action_without_its_action_is_refused_where_it_decorates(
     decorator("create_order")(_view)
 
 
+@pytest.mark.parametrize("name", sorted(PARAFE_DECORATORS))
+def test_a_parafe_action_refusal_status_that_is_no_error_status_is_refused_where_it_decorates(
+    name: str, parafe_agent: ParafeAgent
+) -> None:
+    # "403" (a string) was a 500 at the first refused consent, 200 an answer no agent reads as
+    # a refusal: as Starlette's `requires(status_code=...)`, said where the view is decorated.
+    # Any: what is refused is what the signature's `int` does not let a type checker pass.
+    builds: dict[str, Callable[[Any], object]] = {
+        "asgi": lambda status: asgi.parafe_action("create_order", refusal_status=status),
+        "wsgi": lambda status: wsgi.parafe_action(
+            "create_order", parafe_agent, refusal_status=status
+        ),
+        "flask": lambda status: flask_adapter.parafe_action("create_order", refusal_status=status),
+        "django": lambda status: django_decorators.parafe_action(
+            "create_order", refusal_status=status
+        ),
+    }
+    for wrong, shown in [("403", "str '403'"), (200, "int 200"), (True, "bool True")]:
+        with pytest.raises(ConfigError) as caught:
+            builds[name](wrong)
+        assert str(caught.value) == (
+            "parafe_action: refusal_status must be an HTTP error status, an int from 400 to "
+            f"599; got {shown}"
+        ), wrong
+    builds[name](402)
+
+
 @pytest.mark.parametrize(
     ("name", "call"),
     [

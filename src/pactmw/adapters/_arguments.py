@@ -58,13 +58,14 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def require_refusal_status(given: object, call: str) -> None:
-    """A `ConfigError` naming `call` when `given`, the status of a refusal, is no HTTP error
+def require_refusal_status(given: object, call: str, argument: str = "status_code") -> None:
+    """A `ConfigError` naming `call` and its `argument` when `given`, the status of a
+    refusal (Starlette's `requires`, `parafe_action`'s `refusal_status`), is no HTTP error
     status: unchecked it became a 500 ("404", a string) or an answer no client reads as a
-    refusal (200), on the first request without the app's role."""
+    refusal (200), at the first request refused."""
     if isinstance(given, bool) or not isinstance(given, int) or not 400 <= given <= 599:
         raise ConfigError(
-            f"{call}: status_code must be an HTTP error status, an int from 400 to 599; "
+            f"{call}: {argument} must be an HTTP error status, an int from 400 to 599; "
             f"got {_shown(given)}"
         )
 

@@ -17,6 +17,7 @@ from pactmw.adapters._arguments import (
     require_brand_id,
     require_parafe_agent,
     require_provider,
+    require_refusal_status,
     require_scope_names,
     require_strings,
     require_verifier_not_optional,
@@ -190,6 +191,7 @@ def parafe_action(
     `ParafeAgent`, is a `ConfigError` here, where the endpoint is decorated; with neither,
     each request is a 503, said once at ERROR."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
     if agent is not None:
         require_parafe_agent(agent, "parafe_action(action, agent=...)")
 

@@ -30,6 +30,7 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 from pactmw.adapters._arguments import (
     require_brand_id,
     require_current_user,
+    require_refusal_status,
     require_scope_names,
     require_strings,
     require_view,
@@ -375,6 +376,7 @@ def parafe_action(
     view decorated before it, and for one added after, a 503 at each request, said once at
     ERROR (where no Brand configures Parafé, `init_app` warns and the view answers so)."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
     if brand is not None:
         require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
 

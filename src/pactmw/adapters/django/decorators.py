@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 
 from pactmw.adapters._arguments import (
     require_brand_id,
+    require_refusal_status,
     require_scope_names,
     require_strings,
     require_view,
@@ -188,6 +189,7 @@ def parafe_action(
     Brand with Parafé at all: pactmw.W007), and where no check ran, each request is a 503,
     said once at ERROR."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
     if brand is not None:
         require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
     # Once a decorator, not once a view: see `delegation_required`.
