@@ -709,8 +709,8 @@ def test_a_parafe_action_without_its_action_is_refused_where_it_decorates(
 def test_a_parafe_action_refusal_status_that_is_no_error_status_is_refused_where_it_decorates(
     name: str, parafe_agent: ParafeAgent
 ) -> None:
-    # "403" (a string) was a 500 at the first refused consent, 200 an answer no agent reads as
-    # a refusal: as Starlette's `requires(status_code=...)`, said where the view is decorated.
+    # "403" (a string) was a 500 at the first refused consent, 99 no status at all: as
+    # Starlette's `requires(status_code=...)`, said where the view is decorated.
     # Any: what is refused is what the signature's `int` does not let a type checker pass.
     builds: dict[str, Callable[[Any], object]] = {
         "asgi": lambda status: asgi.parafe_action("create_order", refusal_status=status),
@@ -722,13 +722,20 @@ def test_a_parafe_action_refusal_status_that_is_no_error_status_is_refused_where
             "create_order", refusal_status=status
         ),
     }
-    for wrong, shown in [("403", "str '403'"), (200, "int 200"), (True, "bool True")]:
+    for wrong, shown in [
+        ("403", "str '403'"),
+        (99, "int 99"),
+        (600, "int 600"),
+        (True, "bool True"),
+    ]:
         with pytest.raises(ConfigError) as caught:
             builds[name](wrong)
         assert str(caught.value) == (
-            "parafe_action: refusal_status must be an HTTP error status, an int from 400 to "
-            f"599; got {shown}"
+            "parafe_action: refusal_status must be an HTTP status, an int from 200 to 599; "
+            f"got {shown}"
         ), wrong
+    # An A2A agent reads the refusal in the message's Parafé data, under 200 too.
+    builds[name](200)
     builds[name](402)
 
 

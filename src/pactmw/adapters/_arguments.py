@@ -58,15 +58,18 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def require_refusal_status(given: object, call: str, argument: str = "status_code") -> None:
+def require_refusal_status(
+    given: object, call: str, argument: str = "status_code", *, lowest: int = 400
+) -> None:
     """A `ConfigError` naming `call` and its `argument` when `given`, the status of a
-    refusal (Starlette's `requires`, `parafe_action`'s `refusal_status`), is no HTTP error
-    status: unchecked it became a 500 ("404", a string) or an answer no client reads as a
-    refusal (200), at the first request refused."""
-    if isinstance(given, bool) or not isinstance(given, int) or not 400 <= given <= 599:
+    refusal, is no int from `lowest` to 599: unchecked, a string ("404") was a 500 at the
+    first request refused, and `requires`' 200 an answer no client reads as a refusal.
+    `parafe_action` passes `lowest=200`: its refusal is an A2A reply whose message carries
+    the Parafé error, which an agent reads under 200 too."""
+    if isinstance(given, bool) or not isinstance(given, int) or not lowest <= given <= 599:
+        what = "an HTTP error status" if lowest >= 400 else "an HTTP status"
         raise ConfigError(
-            f"{call}: {argument} must be an HTTP error status, an int from 400 to 599; "
-            f"got {_shown(given)}"
+            f"{call}: {argument} must be {what}, an int from {lowest} to 599; got {_shown(given)}"
         )
 
 

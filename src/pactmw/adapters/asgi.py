@@ -191,7 +191,7 @@ def parafe_action(
     `ParafeAgent`, is a `ConfigError` here, where the endpoint is decorated; with neither,
     each request is a 503, said once at ERROR."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
-    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status", lowest=200)
     if agent is not None:
         require_parafe_agent(agent, "parafe_action(action, agent=...)")
 

@@ -376,7 +376,7 @@ def parafe_action(
     view decorated before it, and for one added after, a 503 at each request, said once at
     ERROR (where no Brand configures Parafé, `init_app` warns and the view answers so)."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
-    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status", lowest=200)
     if brand is not None:
         require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
 

@@ -177,7 +177,7 @@ def parafe_action(
     and a JSON A2A message it answers gets the signed receipts. An action that is no string,
     or an agent that is no `ParafeAgent`, is a `ConfigError` here."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
-    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status", lowest=200)
     require_parafe_agent(agent, "parafe_action(action, agent)")
     endpoint = ParafeEndpoint(agent, action, refusal_status)
 

@@ -189,7 +189,7 @@ def parafe_action(
     Brand with Parafé at all: pactmw.W007), and where no check ran, each request is a 503,
     said once at ERROR."""
     require_strings([action], "parafe_action", "the action to perform", "create_order")
-    require_refusal_status(refusal_status, "parafe_action", "refusal_status")
+    require_refusal_status(refusal_status, "parafe_action", "refusal_status", lowest=200)
     if brand is not None:
         require_brand_id(brand, "parafe_action(action, brand=...)", "brand")
     # Once a decorator, not once a view: see `delegation_required`.
