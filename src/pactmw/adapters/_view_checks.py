@@ -373,20 +373,21 @@ class ParafeViewCheck:
     def endpoint(self, guard: Guard, path: str) -> ParafeEndpoint | Response:
         """The endpoint's check under `guard`, or the 503 to answer (`path`: the request's,
         what the caller wrote, so escaped and cut short in the log)."""
-        if self._problem(guard, path) is None:
+        problem = parafe_view_problem(
+            _brands_of(guard),
+            guard.parafe_brand,
+            self.settings,
+            self.written,
+            loggable(path),
+            self.brand,
+        )
+        if problem is None:
             return guard.parafe_endpoint(
                 self.action, brand=self.brand, refusal_status=self.refusal_status
             )
         if self._once.first():
-            problem = self._problem(guard, loggable(path))
-            logger.error("%s", problem.message if problem is not None else self.written)
+            logger.error("%s", problem.message)
         return PARAFE_UNAVAILABLE
-
-    def _problem(self, guard: Guard, path: str) -> ParafeViewProblem | None:
-        brands = _brands_of(guard)
-        return parafe_view_problem(
-            brands, guard.parafe_brand, self.settings, self.written, path, self.brand
-        )
 
 
 def no_parafe_agent(action: str, state: str) -> OnceWarning:
