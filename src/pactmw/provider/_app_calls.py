@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from pactmw.core.encoding import is_storable_text
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -78,7 +79,8 @@ class AppCalls:
             ("agent_issuer", agent_issuer),
             ("agent_sub", agent_sub),
         ):
-            if not isinstance(value, str) or not value or "\x00" in value:
+            # The store's rule for text (`is_storable_text`): NUL, or a lone surrogate.
+            if not isinstance(value, str) or not value or not is_storable_text(value):
                 raise ValueError(f"{name}: a non-empty string without NUL, not {value!r}")
         self._check_agent(agent_issuer)
         if isinstance(scopes, str):
