@@ -37,6 +37,7 @@ from pactmw.provider.parafe import (
     ParafeRefused,
     ReceiptFiler,
 )
+from tests.parafe.fake_broker import unreachable_url
 from tests.parafe_integration.broker import TEST_HANDSHAKE_PATH
 from tests.parafe_integration.support import (
     CALLER_AGENT,
@@ -442,6 +443,25 @@ def test_tokens_and_proofs_never_reach_the_logs(
     assert "Parafé refused" in logged
     for secret in (presenter.token, proof, bad.token, CREDENTIAL):
         assert secret not in logged
+
+
+def test_a_broker_outage_is_logged_as_one(
+    kit: Kit, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The broker's JWKS cannot be fetched: the reply keeps the reference's code, and neither
+    # it nor the log line points at the token.
+    caplog.set_level(logging.INFO, logger="pactmw.provider.parafe")
+    down = config(world, broker_url=unreachable_url())
+    provider = kit.provider(Brand(id="acme", name="Acme", handler=order_bot, parafe=down))
+    presenter = world.presenter()
+    refused = body(send(kit, provider, presenter.attach(a2a_message("buy"))))
+    error = refused["message"]["metadata"][EXTENSION_URI]["error"]
+    assert error["code"] == "INVALID_CONSENT_TOKEN"
+    assert "tampered" not in error["message"]
+    [line] = [r for r in caplog.records if r.getMessage().startswith("Parafé refused")]
+    assert line.levelno == logging.WARNING
+    assert "INVALID_CONSENT_TOKEN" in line.getMessage()
+    assert "KEY_FETCH_FAILED" in line.getMessage()
 
 
 # -- receipt filing ---------------------------------------------------------------------------

@@ -63,7 +63,9 @@ class ParafeError(PactmwError):
 
     `consent` is the consent the message carried, when it could be read (a refusal receipt
     binds to it, §7.2). `expired_at` (epoch seconds) is set for `EXPIRED_CONSENT_TOKEN` when
-    the token names its expiry.
+    the token names its expiry. `cause` (stable, log-safe, never sent) tells what lies under
+    a code that covers several things: `KEY_FETCH_FAILED` when the broker's keys could not be
+    fetched, `BROKER_UNREACHABLE` when the broker could not be asked online; None otherwise.
     """
 
     def __init__(
@@ -73,12 +75,14 @@ class ParafeError(PactmwError):
         *,
         expired_at: float | None = None,
         consent: Consent | None = None,
+        cause: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.expired_at = expired_at
         self.consent = consent
+        self.cause = cause
 
     def __repr__(self) -> str:
         return f"ParafeError({self.code!r}, {self.message!r})"
@@ -130,6 +134,27 @@ def _invalid_text(detail: str | None) -> str:
     )
     return (
         head + " Verify the token was issued by the Parafe broker and has not been tampered with."
+    )
+
+
+#: A receipt code (§9.4), and `ParafeError.cause` when the broker's JWKS could not be fetched.
+KEY_FETCH_FAILED = "KEY_FETCH_FAILED"
+#: `ParafeError.cause` when the broker could not be asked to verify online.
+BROKER_UNREACHABLE = "BROKER_UNREACHABLE"
+
+
+def broker_unavailable(detail: str, cause: str) -> ParafeError:
+    """INVALID_CONSENT_TOKEN for a broker that could not be reached: the code stays the
+    reference's, which reports a failed key fetch or online call as an invalid token, so a
+    caller matching on codes sees no difference. The text does not: the reference appends its
+    advice that the token may have been tampered with to every INVALID_CONSENT_TOKEN, which
+    sends whoever reads it after the token during a broker outage. Here it says the token
+    could not be checked and to try again, and `cause` tells the logs which outage it was."""
+    return ParafeError(
+        INVALID_CONSENT_TOKEN,
+        f"Parafe consent token could not be verified: {detail}. This says nothing about the "
+        "token itself: try again later.",
+        cause=cause,
     )
 
 
@@ -205,9 +230,11 @@ def broker_text(value: Any) -> str | None:
 
 
 __all__ = [
+    "BROKER_UNREACHABLE",
     "EXPIRED_CONSENT_TOKEN",
     "INVALID_CONSENT_TOKEN",
     "INVALID_PROOF",
+    "KEY_FETCH_FAILED",
     "MALFORMED_PARAFE_DATA",
     "MISSING_PARAFE_EXTENSION",
     "RECEIPT_CODES",
@@ -216,6 +243,7 @@ __all__ = [
     "WRONG_AUDIENCE",
     "ParafeError",
     "broker_text",
+    "broker_unavailable",
     "error_data",
     "expired",
     "invalid_proof",

@@ -153,7 +153,14 @@ def token_flow(
     try:
         candidates = yield NeedBrokerKeys(jws.kid, jws.alg)
     except KeyUnavailable as exc:
-        # An unknown kid (after the one refetch the cache allows) or a failed JWKS fetch.
+        if exc.code == "jwks_unavailable":
+            # No keys could be had (the broker down, slow or answering garbage): still the
+            # reference's INVALID_CONSENT_TOKEN, but said as an outage (`broker_unavailable`).
+            raise err.broker_unavailable(
+                "the broker's signing keys could not be fetched", err.KEY_FETCH_FAILED
+            ) from exc
+        # An unknown kid, after the one refetch the cache allows: the token names a key the
+        # broker does not publish, which is what the reference's advice is for.
         raise err.invalid_token(f"no usable broker key ({exc.code}).") from exc
     claims = check_signature_and_claims(jws, select_key(candidates), now=now)
     consent = check_types(claims)
