@@ -290,6 +290,33 @@ def test_did_document_is_cached_ten_minutes(
     assert keys.did_document(minter.initiator_id).id == agent_did(minter.initiator_id)
 
 
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_a_did_document_outage_is_not_reported_as_a_revoked_agent(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
+) -> None:
+    # The reference asks "is the agent revoked, or registered with another broker?" for any
+    # status; for a broker in trouble that points the wrong way. Still INVALID_PROOF.
+    broker.did_status = status
+    error = refusal_of(verifier(minter, keys_for(broker, clock)), minter)
+    assert error.code == INVALID_PROOF
+    assert error.cause == "KEY_FETCH_FAILED"
+    assert f"({status})" in error.message
+    assert "revoked" not in error.message
+    assert "try again" in error.message
+
+
+def test_a_did_document_not_fetched_names_the_cause(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    ver = verifier(minter, keys_for(broker, clock))
+    ver.verify_token(minter.token())  # the broker's keys are held; its DID documents are not
+    broker.mode = "garbage"  # a maintenance page where the DID document should be
+    error = refusal_of(ver, minter)
+    assert error.code == INVALID_PROOF
+    assert error.cause == "KEY_FETCH_FAILED"
+    assert "could not fetch the initiator's DID document" in error.message
+
+
 @pytest.mark.parametrize("status", [404, 410])
 def test_did_document_gone(
     broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
@@ -303,6 +330,8 @@ def test_did_document_gone(
         send(ver, minter)
     assert caught.value.code == INVALID_PROOF
     assert f"({status})" in caught.value.message
+    assert "is the agent revoked" in caught.value.message  # the reference's text
+    assert caught.value.cause is None
     # Failures are not cached: once the broker serves it again, it is used.
     broker.revoked = {}
     broker.did_documents = dict(minter.did_documents())

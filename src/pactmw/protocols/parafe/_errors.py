@@ -65,7 +65,8 @@ class ParafeError(PactmwError):
     binds to it, §7.2). `expired_at` (epoch seconds) is set for `EXPIRED_CONSENT_TOKEN` when
     the token names its expiry. `cause` (stable, log-safe, never sent) tells what lies under
     a code that covers several things: `KEY_FETCH_FAILED` when the broker's keys could not be
-    fetched, `BROKER_UNREACHABLE` when the broker could not be asked online; None otherwise.
+    fetched (its JWKS, or the initiator's DID document for a proof), `BROKER_UNREACHABLE` when
+    the broker could not be asked online; None otherwise.
     """
 
     def __init__(
@@ -190,10 +191,11 @@ def scope_violation(
     return ParafeError(SCOPE_VIOLATION, detail)
 
 
-def invalid_proof(detail: str) -> ParafeError:
+def invalid_proof(detail: str, *, cause: str | None = None) -> ParafeError:
     return ParafeError(
         INVALID_PROOF,
         f"Parafe presentation proof rejected: {detail}",
+        cause=cause,
     )
 
 

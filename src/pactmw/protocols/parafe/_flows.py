@@ -104,6 +104,8 @@ Need = NeedBrokerKeys | NeedDidDocument | NeedFirstUse | NeedBrokerPost
 T = TypeVar("T")
 Flow = Generator[Need, Any, T]
 _IO_ERRORS = (KeyUnavailable, DidUnavailable, FetchError)
+#: Statuses below 500 that mean the broker is busy, not that the agent is gone.
+_BROKER_TROUBLE = frozenset({408, 429})
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -197,7 +199,17 @@ def proof_flow(
         except DidUnavailable as exc:
             if exc.status is None:
                 raise err.invalid_proof(
-                    f"could not fetch the initiator's DID document: {exc}"
+                    f"could not fetch the initiator's DID document: {exc}",
+                    cause=KEY_FETCH_FAILED,
+                ) from exc
+            if exc.status in _BROKER_TROUBLE or exc.status >= 500:
+                # The reference asks whether the agent is revoked for any status; a broker
+                # that is overloaded or failing says nothing about the agent, so this says
+                # so (the code stays the reference's INVALID_PROOF).
+                raise err.invalid_proof(
+                    f"the initiator's DID document is unavailable at {broker_url} "
+                    f"({exc.status}): the broker could not serve it; try again later",
+                    cause=KEY_FETCH_FAILED,
                 ) from exc
             raise err.invalid_proof(
                 f"the initiator's DID document is unavailable at {broker_url} ({exc.status}); "
