@@ -524,6 +524,8 @@ def test_settings_read_the_parafe_table(world: World) -> None:
         ({"agent_id": None}, "agent_id is required"),
         ({"colour": "blue"}, "unknown configuration key brands.acme.parafe.colour"),
         ({"online": ["nope"]}, "online names scopes not in scope_requirements"),
+        # Both forms the table takes are named, not only the list.
+        ({"online": "maybe"}, r"online must be true, false or a list of scope names"),
         ({"broker_url": "http://broker.example"}, "must be https"),
         # The setting that would allow it is named as the table spells it (the fetch
         # policy's allow_http_on_loopback is an unknown key there).
