@@ -196,6 +196,48 @@ def test_jwks_failures(broker: FakeBroker, minter: Minter, clock: FakeClock, mod
     assert refused(verifier(minter, keys_for(broker, clock)), minter) == INVALID_CONSENT_TOKEN
 
 
+def refusal_of(ver: ParafeVerifier, minter: Minter, token: str | None = None) -> ParafeError:
+    with pytest.raises(ParafeError) as caught:
+        send(ver, minter, token)
+    return caught.value
+
+
+@pytest.mark.parametrize("mode", ["fail", "garbage", "unreachable"])
+def test_a_broker_outage_is_not_reported_as_a_tampered_token(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, mode: str
+) -> None:
+    # The code stays the reference's INVALID_CONSENT_TOKEN; the text and the cause say the
+    # broker's keys could not be fetched, not that the token may have been tampered with.
+    url = unreachable_url() if mode == "unreachable" else broker.url
+    if mode != "unreachable":
+        broker.mode = mode
+    ver = verifier(minter, BrokerKeys(url, fetch_policy=POLICY, clock=clock))
+    error = refusal_of(ver, minter)
+    assert error.code == INVALID_CONSENT_TOKEN
+    assert error.cause == "KEY_FETCH_FAILED"
+    assert "tampered" not in error.message
+    assert "keys could not be fetched" in error.message
+    assert "try again" in error.message
+
+
+def test_a_bad_signature_and_an_unknown_kid_keep_the_tamper_advice(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    ver = verifier(minter, keys_for(broker, clock))
+    for token in (
+        minter.token(header={"alg": "ES256", "kid": "new"}),
+        sign(
+            {**minter.claims()},
+            generate_private_jwk("ES256"),
+            {"alg": "ES256", "kid": minter.broker.kid},
+        ),
+    ):
+        error = refusal_of(ver, minter, token)
+        assert error.code == INVALID_CONSENT_TOKEN
+        assert error.cause is None
+        assert "tampered with" in error.message
+
+
 def test_failed_first_jwks_fetch_is_retried_on_a_later_call(
     broker: FakeBroker, minter: Minter, clock: FakeClock
 ) -> None:
@@ -248,6 +290,33 @@ def test_did_document_is_cached_ten_minutes(
     assert keys.did_document(minter.initiator_id).id == agent_did(minter.initiator_id)
 
 
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_a_did_document_outage_is_not_reported_as_a_revoked_agent(
+    broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
+) -> None:
+    # The reference asks "is the agent revoked, or registered with another broker?" for any
+    # status; for a broker in trouble that points the wrong way. Still INVALID_PROOF.
+    broker.did_status = status
+    error = refusal_of(verifier(minter, keys_for(broker, clock)), minter)
+    assert error.code == INVALID_PROOF
+    assert error.cause == "KEY_FETCH_FAILED"
+    assert f"({status})" in error.message
+    assert "revoked" not in error.message
+    assert "try again" in error.message
+
+
+def test_a_did_document_not_fetched_names_the_cause(
+    broker: FakeBroker, minter: Minter, clock: FakeClock
+) -> None:
+    ver = verifier(minter, keys_for(broker, clock))
+    ver.verify_token(minter.token())  # the broker's keys are held; its DID documents are not
+    broker.mode = "garbage"  # a maintenance page where the DID document should be
+    error = refusal_of(ver, minter)
+    assert error.code == INVALID_PROOF
+    assert error.cause == "KEY_FETCH_FAILED"
+    assert "could not fetch the initiator's DID document" in error.message
+
+
 @pytest.mark.parametrize("status", [404, 410])
 def test_did_document_gone(
     broker: FakeBroker, minter: Minter, clock: FakeClock, status: int
@@ -261,6 +330,8 @@ def test_did_document_gone(
         send(ver, minter)
     assert caught.value.code == INVALID_PROOF
     assert f"({status})" in caught.value.message
+    assert "is the agent revoked" in caught.value.message  # the reference's text
+    assert caught.value.cause is None
     # Failures are not cached: once the broker serves it again, it is used.
     broker.revoked = {}
     broker.did_documents = dict(minter.did_documents())
@@ -493,6 +564,8 @@ def test_online_unreachable_within_the_timeout(minter: Minter, clock: FakeClock)
         ver.verify_online(minter.token(), action="create_order")
     assert caught.value.code == INVALID_CONSENT_TOKEN
     assert "Could not reach Parafe broker at http://127.0.0.1:" in caught.value.message
+    assert "tampered" not in caught.value.message  # an outage, not a bad signature
+    assert caught.value.cause == "BROKER_UNREACHABLE"
 
 
 def test_online_slow_broker_is_cut_at_the_timeout(

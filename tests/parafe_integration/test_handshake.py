@@ -231,6 +231,28 @@ def test_an_unreachable_broker_is_an_error_within_the_timeout(kit: Kit, world: W
     assert elapsed < 10
 
 
+def test_broker_keys_that_cannot_be_fetched_are_not_a_bad_token(
+    kit: Kit, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The broker completes the handshake but its JWKS cannot be had: the token is not passed
+    # on (it could not be checked), and neither the answer nor the log says it is bad.
+    brand = Brand(id="acme", name="Acme", handler=order_bot, parafe=config(world))
+    provider = kit.provider(brand)
+    opened = world.broker.open_handshake(**issue_options(world))
+    world.broker.jwks_path = "/.well-known/elsewhere.json"  # the JWKS answers 404
+    caplog.set_level(logging.INFO, logger="pactmw.provider.parafe")
+    with uvicorn_server(A2AProviderApp(provider)) as base, loopback_client(base_url=base) as client:
+        member = handshake(client, kit, challenge_for(world, opened))
+    assert member["status"] == "error"
+    assert "consent_token" not in member
+    assert "does not verify" not in member["error_message"]
+    assert "try again" in member["error_message"]
+    logged = [r.getMessage() for r in caplog.records if "consent token" in r.getMessage()]
+    assert logged, caplog.text
+    assert all("does not verify" not in line for line in logged), logged
+    assert any("KEY_FETCH_FAILED" in line for line in logged), logged
+
+
 def test_a_hook_still_overrides_the_built_in_completion(kit: Kit, world: World) -> None:
     from pactmw.protocols.parafe import HandshakeChallenge, HandshakeComplete
 

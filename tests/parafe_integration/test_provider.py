@@ -37,6 +37,7 @@ from pactmw.provider.parafe import (
     ParafeRefused,
     ReceiptFiler,
 )
+from tests.parafe.fake_broker import unreachable_url
 from tests.parafe_integration.broker import TEST_HANDSHAKE_PATH
 from tests.parafe_integration.support import (
     CALLER_AGENT,
@@ -444,6 +445,25 @@ def test_tokens_and_proofs_never_reach_the_logs(
         assert secret not in logged
 
 
+def test_a_broker_outage_is_logged_as_one(
+    kit: Kit, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The broker's JWKS cannot be fetched: the reply keeps the reference's code, and neither
+    # it nor the log line points at the token.
+    caplog.set_level(logging.INFO, logger="pactmw.provider.parafe")
+    down = config(world, broker_url=unreachable_url())
+    provider = kit.provider(Brand(id="acme", name="Acme", handler=order_bot, parafe=down))
+    presenter = world.presenter()
+    refused = body(send(kit, provider, presenter.attach(a2a_message("buy"))))
+    error = refused["message"]["metadata"][EXTENSION_URI]["error"]
+    assert error["code"] == "INVALID_CONSENT_TOKEN"
+    assert "tampered" not in error["message"]
+    [line] = [r for r in caplog.records if r.getMessage().startswith("Parafé refused")]
+    assert line.levelno == logging.WARNING
+    assert "INVALID_CONSENT_TOKEN" in line.getMessage()
+    assert "KEY_FETCH_FAILED" in line.getMessage()
+
+
 # -- receipt filing ---------------------------------------------------------------------------
 
 
@@ -504,6 +524,8 @@ def test_settings_read_the_parafe_table(world: World) -> None:
         ({"agent_id": None}, "agent_id is required"),
         ({"colour": "blue"}, "unknown configuration key brands.acme.parafe.colour"),
         ({"online": ["nope"]}, "online names scopes not in scope_requirements"),
+        # Both forms the table takes are named, not only the list.
+        ({"online": "maybe"}, r"online must be true, false or a list of scope names"),
         ({"broker_url": "http://broker.example"}, "must be https"),
         # The setting that would allow it is named as the table spells it (the fetch
         # policy's allow_http_on_loopback is an unknown key there).

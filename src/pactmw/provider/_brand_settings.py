@@ -256,8 +256,11 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
     online = data.get("online", False)
     if isinstance(online, bool):
         online_all, online_scopes = online, frozenset[str]()
+    elif isinstance(online, list) and all(isinstance(scope, str) for scope in online):
+        online_all, online_scopes = False, frozenset(online)
     else:
-        online_all, online_scopes = False, frozenset(strings(online, f"{where}.online"))
+        # Said here rather than by `strings`, whose text names only the list form.
+        raise ConfigError(f"{where}.online must be true, false or a list of scope names")
     extra: dict[str, Any] = {}
     if "signing_key" in data:
         extra["signing_key"] = read_private_key(data["signing_key"], f"{where}.signing_key")

@@ -63,7 +63,10 @@ class ParafeError(PactmwError):
 
     `consent` is the consent the message carried, when it could be read (a refusal receipt
     binds to it, §7.2). `expired_at` (epoch seconds) is set for `EXPIRED_CONSENT_TOKEN` when
-    the token names its expiry.
+    the token names its expiry. `cause` (stable, log-safe, never sent) tells what lies under
+    a code that covers several things: `KEY_FETCH_FAILED` when the broker's keys could not be
+    fetched (its JWKS, or the initiator's DID document for a proof), `BROKER_UNREACHABLE` when
+    the broker could not be asked online; None otherwise.
     """
 
     def __init__(
@@ -73,12 +76,14 @@ class ParafeError(PactmwError):
         *,
         expired_at: float | None = None,
         consent: Consent | None = None,
+        cause: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.expired_at = expired_at
         self.consent = consent
+        self.cause = cause
 
     def __repr__(self) -> str:
         return f"ParafeError({self.code!r}, {self.message!r})"
@@ -133,6 +138,27 @@ def _invalid_text(detail: str | None) -> str:
     )
 
 
+#: A receipt code (§9.4), and `ParafeError.cause` when the broker's JWKS could not be fetched.
+KEY_FETCH_FAILED = "KEY_FETCH_FAILED"
+#: `ParafeError.cause` when the broker could not be asked to verify online.
+BROKER_UNREACHABLE = "BROKER_UNREACHABLE"
+
+
+def broker_unavailable(detail: str, cause: str) -> ParafeError:
+    """INVALID_CONSENT_TOKEN for a broker that could not be reached: the code stays the
+    reference's, which reports a failed key fetch or online call as an invalid token, so a
+    caller matching on codes sees no difference. The text does not: the reference appends its
+    advice that the token may have been tampered with to every INVALID_CONSENT_TOKEN, which
+    sends whoever reads it after the token during a broker outage. Here it says the token
+    could not be checked and to try again, and `cause` tells the logs which outage it was."""
+    return ParafeError(
+        INVALID_CONSENT_TOKEN,
+        f"Parafe consent token could not be verified: {detail}. This says nothing about the "
+        "token itself: try again later.",
+        cause=cause,
+    )
+
+
 def expired(exp: float | None) -> ParafeError:
     when = iso_time(exp) if exp is not None else "an unknown time"
     return ParafeError(
@@ -165,10 +191,11 @@ def scope_violation(
     return ParafeError(SCOPE_VIOLATION, detail)
 
 
-def invalid_proof(detail: str) -> ParafeError:
+def invalid_proof(detail: str, *, cause: str | None = None) -> ParafeError:
     return ParafeError(
         INVALID_PROOF,
         f"Parafe presentation proof rejected: {detail}",
+        cause=cause,
     )
 
 
@@ -205,9 +232,11 @@ def broker_text(value: Any) -> str | None:
 
 
 __all__ = [
+    "BROKER_UNREACHABLE",
     "EXPIRED_CONSENT_TOKEN",
     "INVALID_CONSENT_TOKEN",
     "INVALID_PROOF",
+    "KEY_FETCH_FAILED",
     "MALFORMED_PARAFE_DATA",
     "MISSING_PARAFE_EXTENSION",
     "RECEIPT_CODES",
@@ -216,6 +245,7 @@ __all__ = [
     "WRONG_AUDIENCE",
     "ParafeError",
     "broker_text",
+    "broker_unavailable",
     "error_data",
     "expired",
     "invalid_proof",

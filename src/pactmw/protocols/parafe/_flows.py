@@ -104,6 +104,8 @@ Need = NeedBrokerKeys | NeedDidDocument | NeedFirstUse | NeedBrokerPost
 T = TypeVar("T")
 Flow = Generator[Need, Any, T]
 _IO_ERRORS = (KeyUnavailable, DidUnavailable, FetchError)
+#: Statuses below 500 that mean the broker is busy, not that the agent is gone.
+_BROKER_TROUBLE = frozenset({408, 429})
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -153,7 +155,14 @@ def token_flow(
     try:
         candidates = yield NeedBrokerKeys(jws.kid, jws.alg)
     except KeyUnavailable as exc:
-        # An unknown kid (after the one refetch the cache allows) or a failed JWKS fetch.
+        if exc.code == "jwks_unavailable":
+            # No keys could be had (the broker down, slow or answering garbage): still the
+            # reference's INVALID_CONSENT_TOKEN, but said as an outage (`broker_unavailable`).
+            raise err.broker_unavailable(
+                "the broker's signing keys could not be fetched", err.KEY_FETCH_FAILED
+            ) from exc
+        # An unknown kid, after the one refetch the cache allows: the token names a key the
+        # broker does not publish, which is what the reference's advice is for.
         raise err.invalid_token(f"no usable broker key ({exc.code}).") from exc
     claims = check_signature_and_claims(jws, select_key(candidates), now=now)
     consent = check_types(claims)
@@ -190,7 +199,17 @@ def proof_flow(
         except DidUnavailable as exc:
             if exc.status is None:
                 raise err.invalid_proof(
-                    f"could not fetch the initiator's DID document: {exc}"
+                    f"could not fetch the initiator's DID document: {exc}",
+                    cause=KEY_FETCH_FAILED,
+                ) from exc
+            if exc.status in _BROKER_TROUBLE or exc.status >= 500:
+                # The reference asks whether the agent is revoked for any status; a broker
+                # that is overloaded or failing says nothing about the agent, so this says
+                # so (the code stays the reference's INVALID_PROOF).
+                raise err.invalid_proof(
+                    f"the initiator's DID document is unavailable at {broker_url} "
+                    f"({exc.status}): the broker could not serve it; try again later",
+                    cause=KEY_FETCH_FAILED,
                 ) from exc
             raise err.invalid_proof(
                 f"the initiator's DID document is unavailable at {broker_url} ({exc.status}); "

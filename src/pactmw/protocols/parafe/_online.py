@@ -75,7 +75,10 @@ def verify_request(
 
 
 def unreachable(broker_url: str, detail: str) -> ParafeError:
-    return err.invalid_token(f"Could not reach Parafe broker at {broker_url}: {detail}.")
+    # The reference's text, without its tamper advice: the broker is down, not the token bad.
+    return err.broker_unavailable(
+        f"Could not reach Parafe broker at {broker_url}: {detail}", err.BROKER_UNREACHABLE
+    )
 
 
 def interpret_answer(

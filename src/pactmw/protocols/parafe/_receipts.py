@@ -25,7 +25,7 @@ from pactmw.protocols.parafe._constants import (
     RECEIPT_CLOCK_TOLERANCE,
     SESSION_RECEIPT_TYP,
 )
-from pactmw.protocols.parafe._errors import ParafeError, receipt_error
+from pactmw.protocols.parafe._errors import KEY_FETCH_FAILED, ParafeError, receipt_error
 from pactmw.protocols.parafe._jwt import (
     EXPIRED,
     NOT_YET_VALID,
@@ -43,7 +43,6 @@ from pactmw.protocols.parafe._jwt import (
 MALFORMED = "MALFORMED"
 INVALID_SIGNATURE = "INVALID_SIGNATURE"
 KEY_NOT_FOUND = "KEY_NOT_FOUND"
-KEY_FETCH_FAILED = "KEY_FETCH_FAILED"
 ISSUER_REVOKED = "ISSUER_REVOKED"
 ISSUER_MISMATCH = "ISSUER_MISMATCH"
 

@@ -70,6 +70,19 @@ def answer_handshake(agent: ParafeAgent, challenge: HandshakeChallenge) -> Hands
             ):
                 raise ParafeError(INVALID_CONSENT_TOKEN, "another handshake's token")
         except ParafeError as exc:
+            if exc.cause is not None:
+                # The broker's keys could not be fetched: the token could not be checked,
+                # which says nothing against it, so neither line says it does not verify.
+                logger.warning(
+                    "the broker's consent token could not be verified: %s (%s)",
+                    loggable(exc.code),
+                    loggable(exc.cause),
+                )
+                return answer(
+                    "error",
+                    "The broker's consent token could not be verified (its keys could not "
+                    "be fetched); try again later.",
+                )
             logger.warning("the broker's consent token does not verify: %s", loggable(exc.code))
             return answer("error", "The broker's consent token does not verify.")
         if complete.session_id is None:

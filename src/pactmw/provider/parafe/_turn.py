@@ -158,7 +158,17 @@ class ParafeTurn:
             receipt = agent.signer.refuse(error, action, consent)
             self._ledger.refused(action, consent, receipt)
         # Codes only: the message may quote claims, and tokens never reach a log.
-        logger.info("Parafé refused %s: %s", loggable(action), loggable(error.code))
+        if error.cause is None:
+            logger.info("Parafé refused %s: %s", loggable(action), loggable(error.code))
+        else:
+            # The broker could not be reached (the code is the reference's, which does not
+            # say so): an operator's matter, so a WARNING naming the cause.
+            logger.warning(
+                "Parafé refused %s: %s (%s: the broker could not be reached)",
+                loggable(action),
+                loggable(error.code),
+                loggable(error.cause),
+            )
         return ParafeRefused(error, action, receipt)
 
     def _accept(
