@@ -159,7 +159,7 @@ def token_flow(
             # No keys could be had (the broker down, slow or answering garbage): still the
             # reference's INVALID_CONSENT_TOKEN, but said as an outage (`broker_unavailable`).
             raise err.broker_unavailable(
-                "the broker's signing keys could not be fetched", err.KEY_FETCH_FAILED
+                "the broker's signing keys could not be fetched", KEY_FETCH_FAILED
             ) from exc
         # An unknown kid, after the one refetch the cache allows: the token names a key the
         # broker does not publish, which is what the reference's advice is for.
