@@ -26,6 +26,7 @@ from pactmw.adapters._asgi_http import (
     send_response,
     to_starlette,
 )
+from pactmw.adapters._asgi_startup import StartupChecked
 from pactmw.adapters._common import NOT_FOUND
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
@@ -38,7 +39,7 @@ _CURRENT_USER = "A2AProviderApp's, a2a_routes' or a2a_mount's current_user"
 _Routed = TypeVar("_Routed", Mount, Route)
 
 
-class A2AProviderApp:
+class A2AProviderApp(metaclass=StartupChecked):
     """Serve a `Provider` as an ASGI app; other paths go to `app` (or get 404).
 
     Two ways to run it:

@@ -60,6 +60,7 @@ from pactmw.adapters._asgi_provider import (
     a2a_routes,
     poppy_discovery_route,
 )
+from pactmw.adapters._asgi_startup import StartupChecked
 from pactmw.adapters._starlette_auth import (
     AUTH_SCOPES,
     SCOPE_KEY,
@@ -96,7 +97,7 @@ POPPY_KEY = "pactmw.poppy_caller"
 _GUARDED = frozenset({"http", "websocket"})
 
 
-class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
+class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp], metaclass=StartupChecked):
     """Verify the caller of every HTTP request and WebSocket handshake under `path_prefix`
     (None: none; use the decorators). With `delegation_provider` and `delegation_brand`, an
     `X-A2A-User-Delegation` token for that Brand is verified too; one sent without them is
@@ -105,7 +106,10 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp]):
     Provider's paths are its own (its card and consent pages public, its operations
     authenticated by it), as in Flask and Django.
     Constructor: `(app, verifier, *, path_prefix, delegation_provider, delegation_brand,
-    serves_provider)`, shared with the WSGI middleware."""
+    serves_provider)`, shared with the WSGI middleware. A wrong argument is a `ConfigError`
+    at once, or, where Starlette builds the middleware on the app's first call
+    (`Middleware(...)`, `add_middleware(...)`), the app's failed startup naming it
+    (`StartupChecked`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A WebSocket under the prefix is guarded too: letting it through would open the
