@@ -109,3 +109,25 @@ def test_the_sites_guarded_views_on_an_unmigrated_database_are_503_not_500(
     said = (tmp_path / "site.log").read_text()
     assert "has no pactmw tables" in said
     assert "Traceback" not in said
+
+
+@pytest.mark.parametrize("asgi", [False, True], ids=["wsgi", "asgi"])
+def test_drf_views_on_an_unmigrated_database_are_503_not_500(tmp_path: Path, asgi: bool) -> None:
+    key = AgentKey.generate("ES256", "k1")
+    env = {**CHECKOUT_ENV, "PACTMW_TEST_DATABASE": str(tmp_path / "site.db")}
+    settings = "pactmw_testsite.sitedb_drf_settings"
+    token = key.sign(claims("https://pa.example", aud=AUDIENCE))
+    with django_server(
+        _config(key), asgi=asgi, settings=settings, workdir=tmp_path, name="site", extra_env=env
+    ) as base:
+        for path in ("/drf/me", "/drf/orders"):
+            answer = httpx.get(f"{base}{path}", headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 503, (path, answer.text[:300])
+            assert answer.headers["retry-after"] == "1", path
+            # DRF's body, for people; the log says why.
+            detail = "Service temporarily unavailable, try again later."
+            assert answer.json() == {"detail": detail}, path
+        assert httpx.get(f"{base}/public").status_code == 200
+    said = (tmp_path / "site.log").read_text()
+    assert "has no pactmw tables" in said
+    assert "Traceback" not in said
