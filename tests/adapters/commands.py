@@ -39,11 +39,12 @@ def manage(
 
 
 def django_check(
-    settings: dict[str, Any], config_file: Path, **env: str
+    settings: dict[str, Any], config_file: Path, *, deploy: bool = False, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `manage.py check` with `settings` as `PACTMW` (written to `config_file`); `env`
-    goes to its environment (another `DJANGO_SETTINGS_MODULE`, a test site's switch)."""
-    return _django(["check"], settings, config_file, env)
+    """Run `manage.py check` (`--deploy` too when `deploy`) with `settings` as `PACTMW`
+    (written to `config_file`); `env` goes to its environment (another
+    `DJANGO_SETTINGS_MODULE`, a test site's switch)."""
+    return _django(["check", "--deploy"] if deploy else ["check"], settings, config_file, env)
 
 
 def _django(

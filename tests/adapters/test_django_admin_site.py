@@ -256,6 +256,8 @@ def test_agents_and_grants_are_managed_in_the_admin(site: tuple[Path, dict[str, 
         # Agent overrides: block any configured or added issuer by name; an issuer nobody
         # configured or added is refused, in the commands' words.
         access = "/admin/pactmw/agentoverride/add/"
+        # The issuer is one line, as on the agents' add form, not a multi-line text box.
+        assert '<input type="url" name="issuer"' in client.get(access).text
         unknown = client.post(
             access,
             data={

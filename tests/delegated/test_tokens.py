@@ -506,6 +506,22 @@ def test_from_files_names_the_bad_file(tmp_path: Path, content: bytes) -> None:
         SigningKeys.from_files([path])
 
 
+@pytest.mark.parametrize("published", ["jwks", "public jwk"])
+def test_a_public_key_file_for_a_signing_key_says_so(tmp_path: Path, published: str) -> None:
+    # `pactmw keygen --out key.jwk --jwks jwks.json` writes both side by side: naming the
+    # published one says what it is, not that a JWK member is missing.
+    key = generate_private_jwk("ES256")
+    public = key.public.to_dict()
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [public]} if published == "jwks" else public))
+    with pytest.raises(ValueError) as refused:
+        SigningKeys.from_files([path])
+    said = str(refused.value)
+    assert said.startswith(f"{path}: "), said
+    what = "a JWK Set (public keys)" if published == "jwks" else "a public JWK"
+    assert f"is {what}, not a private key" in said, said
+
+
 @pytest.mark.parametrize("pasted", ["jwk", "pem"])
 def test_a_key_pasted_for_its_path_is_refused_without_showing_it(pasted: str) -> None:
     key = generate_private_jwk("ES256")

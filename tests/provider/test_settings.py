@@ -719,6 +719,23 @@ def test_device_code_seconds_defaults_to_ten_minutes_and_is_bounded() -> None:
         ), (bad, message)
 
 
+def test_a_bad_grant_days_or_interval_names_its_table_once() -> None:
+    # The table's name, once: not "brands.acme.delegation: brands.acme.delegation.grant_days".
+    for key, kind in (("grant_days", "number"), ("interval", "whole number")):
+        message = refused(_with_delegation(**{key: "30"}))
+        assert message == f"brands.acme.delegation.{key} must be a positive {kind}", message
+
+
+def test_a_missing_login_url_is_said_to_be_required() -> None:
+    table = {"scopes": {"orders:read": "See your orders"}}
+    brand = {"handler": "examples.bots:order_bot", "delegation": table}
+    message = refused(minimal(brands={"acme": brand}))
+    assert message.startswith("brands.acme.delegation.login_url is required"), message
+    # A value that is there but wrong keeps its own words.
+    message = refused(_with_delegation(login_url="login"))
+    assert message == "brands.acme.delegation.login_url must be an absolute URL or a path"
+
+
 # -- without brands: an app that only verifies identities (guard_settings) -------------------
 
 IDENTITY_ONLY = {"audience": "https://provider.example/a2a"}

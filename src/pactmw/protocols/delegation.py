@@ -269,6 +269,21 @@ def sign_receipt(claims: Mapping[str, Any], key: PrivateJWK) -> dict[str, Any]:
 # -- the Provider's signing keys ----------------------------------------------------------------
 
 
+def _published_keys(data: bytes) -> str | None:
+    """What a file of public keys is ("a JWK Set (public keys)", "a public JWK"), or None:
+    `pactmw keygen --out key.jwk --jwks jwks.json` writes both side by side, and the
+    published one named as a signing key would otherwise be told a JWK member is missing."""
+    try:
+        found = json.loads(data)
+    except ValueError:
+        return None
+    if isinstance(found, dict) and isinstance(found.get("keys"), list):
+        return "a JWK Set (public keys)"
+    if isinstance(found, dict) and "kty" in found and "d" not in found:
+        return "a public JWK"
+    return None
+
+
 @frozen
 class SigningKeys:
     """The Provider's keys for delegation tokens and receipts: the newest signs, all verify.
@@ -316,6 +331,12 @@ class SigningKeys:
                 else:
                     loaded.append(load_private_key_pem(data))
             except MalformedInput as exc:
+                published = _published_keys(data)
+                if published is not None:
+                    raise ValueError(
+                        f"{path}: is {published}, not a private key: give the file of the "
+                        "key itself (`pactmw keygen --out`)"
+                    ) from exc
                 raise ValueError(f"{path}: {exc}") from exc
         return cls(tuple(loaded))
 

@@ -337,6 +337,11 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
     ):
         raise ConfigError(f"{where}.scopes must be a table of scope id = description")
     login_url = data.get("login_url")
+    if login_url is None:
+        raise ConfigError(
+            f"{where}.login_url is required: where a person signs in before consenting "
+            "(a path of the site, or an absolute URL)"
+        )
     if not isinstance(login_url, str) or not login_url.startswith(("http://", "https://", "/")):
         raise ConfigError(f"{where}.login_url must be an absolute URL or a path")
     mode = data.get("login", "same-app")
@@ -362,6 +367,10 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
         extra["authorization_details"] = _detail_types(
             data["authorization_details"], f"{where}.authorization_details"
         )
+    # Read before `errors_named`, whose prefix would name the table a second time in front
+    # of these messages, which already name the key with its table.
+    interval = int(positive(data, "interval", 5, f"{where}.", whole=True))
+    grant_days = float(positive(data, "grant_days", 30, f"{where}."))
     with errors_named(f"{where}: "):
         return DelegationConfig(
             scopes=dict(scopes),
@@ -370,8 +379,8 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
             brand_issuer=optional_string(data, "brand_issuer", where),
             brand_jwks_uri=optional_string(data, "brand_jwks_uri", where),
             brand_jwks=brand_jwks,
-            interval=int(positive(data, "interval", 5, f"{where}.", whole=True)),
-            grant_lifetime=float(positive(data, "grant_days", 30, f"{where}.")) * 24 * 3600,
+            interval=interval,
+            grant_lifetime=grant_days * 24 * 3600,
             skip_consent_if_granted=bool(data.get("skip_consent_if_granted", False)),
             **extra,
         )

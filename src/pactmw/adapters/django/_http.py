@@ -12,6 +12,7 @@ from pactmw.adapters._common import bounded_body
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.provider.errors import error_response
+from pactmw.store.base import StoreUnavailable
 
 
 def to_django(response: Response) -> HttpResponse:
@@ -82,8 +83,9 @@ def abody_reader(
     return aread
 
 
-def refused(exc: RequestRefused) -> HttpResponse:
-    """A bare status (411, 503, ...) as the Provider renders it."""
+def refused(exc: RequestRefused | StoreUnavailable) -> HttpResponse:
+    """A bare status (411, 503, ...) as the Provider renders it; a store that cannot be
+    reached or used (a database not migrated, or down) is its 503 with `Retry-After`, logged."""
     return to_django(error_response(exc))
 
 

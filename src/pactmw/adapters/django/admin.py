@@ -335,6 +335,10 @@ class AgentAccessForm(_DecidedForm):
         model = AgentOverride
         fields = ("issuer", "enabled")
         labels: ClassVar[dict[str, str]] = {"enabled": "Allowed (untick to block)"}
+        # One line, as on the agents' add form (the model's text column would be a textarea).
+        widgets: ClassVar[dict[str, forms.Widget]] = {
+            "issuer": forms.URLInput(attrs={"size": 60}),
+        }
 
     def refusal(self, data: dict[str, Any]) -> agent_admin.Outcome | None:
         return agent_admin.switch_refusal(

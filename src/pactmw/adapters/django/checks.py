@@ -122,6 +122,29 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return messages
 
 
+@register("pactmw", deploy=True)
+def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """pactmw.W009, with Django's own deployment checks (`manage.py check --deploy`):
+    `PACTMW["base_url"]` is http://. The Agent Cards advertise it and the consent pages link
+    to it, so agents would send their JWTs and the person's delegation tokens in clear, and
+    people would sign in and consent over it. Fine in development (runserver, no `--deploy`),
+    where it is `http://127.0.0.1:8000`; a URL that is no string is pactmw.E001's."""
+    data = raw_settings()
+    base_url = data.get("base_url") if isinstance(data, dict) else None
+    if not isinstance(base_url, str) or not base_url.lower().startswith("http://"):
+        return []
+    return [
+        Warning(
+            f"settings.{SETTING}['base_url'] is {base_url!r}: the Agent Cards advertise it, so "
+            "agents would send their tokens (and the person's delegation) in clear, and "
+            "people would sign in and consent over it.",
+            hint="Set it to the site's public https:// URL (the one your TLS proxy serves).",
+            obj=SETTING,
+            id="pactmw.W009",
+        )
+    ]
+
+
 def _check_routes(brand_ids: list[str]) -> list[CheckMessage]:
     """pactmw.W003: a Brand's path (`/a2a/{brand}/...`) does not reach `a2a_view`, so every
     agent gets the site's 404 and nothing says why (`a2a_urlpatterns()` left out)."""
@@ -466,5 +489,6 @@ def _check_store(store: Any, *, reported: bool) -> list[CheckMessage]:
 
 __all__ = [
     "MIDDLEWARE_PATH",
+    "check_deployment",
     "check_settings",
 ]

@@ -42,6 +42,7 @@ from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response
+from pactmw.store.base import StoreUnavailable
 
 View = TypeVar("View", bound=Callable[..., Any])
 #: `before(request)`: a response that answers instead of the view, or None to run it.
@@ -94,7 +95,7 @@ def _verify(request: HttpRequest, optional: bool = False) -> HttpResponse | None
         request.personal_agent = guard.authenticate(neutral_request(request), optional=optional)  # type: ignore[attr-defined]
     except AuthenticationFailed as exc:
         return to_django(refusal_response(exc))
-    except RequestRefused as exc:
+    except (RequestRefused, StoreUnavailable) as exc:  # checking the caller reads the store
         return refused(exc)
     return None
 
@@ -108,7 +109,7 @@ async def _averify(request: HttpRequest, optional: bool = False) -> HttpResponse
         request.personal_agent = caller  # type: ignore[attr-defined]
     except AuthenticationFailed as exc:
         return to_django(refusal_response(exc))
-    except RequestRefused as exc:
+    except (RequestRefused, StoreUnavailable) as exc:  # checking the caller reads the store
         return refused(exc)
     return None
 

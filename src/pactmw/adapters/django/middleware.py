@@ -15,6 +15,7 @@ from pactmw.adapters.django.views import a2a_view
 from pactmw.config import in_protected_path
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.provider.guard import Guard, refusal_response
+from pactmw.store.base import StoreUnavailable
 
 #: Django's `process_view(request, view_func, view_args, view_kwargs)`.
 _ProcessView = Callable[[HttpRequest, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
@@ -90,6 +91,8 @@ class PersonalAgentMiddleware:
                 request.personal_agent = guard.authenticate(neutral_request(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(refusal_response(exc))
+            except StoreUnavailable as exc:  # the agents added at runtime live in the store
+                return refused(exc)
             return None
         return guard
 
@@ -103,6 +106,8 @@ class PersonalAgentMiddleware:
                 request.personal_agent = await guard.aauthenticate(neutral_request(request))  # type: ignore[attr-defined]
             except AuthenticationFailed as exc:
                 return to_django(refusal_response(exc))
+            except StoreUnavailable as exc:  # the agents added at runtime live in the store
+                return refused(exc)
             return None
         return guard
 

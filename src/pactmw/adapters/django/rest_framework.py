@@ -39,7 +39,9 @@ from pactmw.adapters.django._http import neutral_request
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider.errors import error_response
 from pactmw.provider.guard import refusal_response, require_scopes
+from pactmw.store.base import StoreUnavailable
 
 _FAILURE = "_pactmw_refusal"
 
@@ -95,6 +97,20 @@ class PersonalAgentUser:
         return self.username
 
 
+def _store_unavailable(exc: StoreUnavailable) -> exceptions.APIException:
+    """The 503 pactmw's paths answer for a store that cannot be used (a database not migrated
+    yet, or down), logged as they log it, in DRF's words: its body, and `Retry-After` through
+    the exception's `wait`, which DRF's handler sends."""
+    answered = error_response(exc)  # logs why, once a request, as the Provider's paths do
+    unavailable = exceptions.APIException(
+        "Service temporarily unavailable, try again later.", code="service_unavailable"
+    )
+    unavailable.status_code = answered.status
+    retry = next((value for name, value in answered.headers if name == "Retry-After"), None)
+    unavailable.wait = int(retry) if retry is not None else None
+    return unavailable
+
+
 class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
     """Authenticate a request's personal-agent JWT (and delegation), as the middleware does.
 
@@ -122,6 +138,8 @@ class PersonalAgentAuthentication(BaseAuthentication):  # type: ignore[misc]
             try:
                 # Optional: no credential, or another scheme's, is None (DRF tries the next).
                 caller = guard.authenticate(neutral_request(django_request), optional=True)
+            except StoreUnavailable as exc:  # the agents added at runtime live in the store
+                raise _store_unavailable(exc) from exc
             except AuthenticationFailed as exc:
                 setattr(django_request, _FAILURE, exc)
                 # A delegation sent to a site that verifies none (401 `not_offered`) is
