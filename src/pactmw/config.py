@@ -158,6 +158,12 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     jwks_uri = _optional_str(data, "jwks_uri", where)
     enabled = _typed(data, "enabled", bool, True, where)
     audience = _optional_str(data, "audience", where)
+    # Said here, by the entry's keys: RegisteredAgent's own text names the issuer, which
+    # after `where` named the entry twice ("agents[0].agent 'https://...' needs ...").
+    if jwks_uri is None and jwks is None:
+        raise ConfigError(f"{where}jwks_uri or jwks is required")
+    if jwks_uri is not None and jwks is not None:
+        raise ConfigError(f"{where}jwks_uri and jwks are both set: give one")
     try:
         return RegisteredAgent(
             issuer=issuer,

@@ -234,6 +234,23 @@ def test_an_agent_key_of_the_wrong_type_is_named_once(key: str, value: Any, expe
     assert refused(minimal(agents=[agent])) == expected
 
 
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ({}, "agents[0].jwks_uri or jwks is required"),
+        (
+            {"jwks_uri": "https://pa.example/j", "jwks": {"keys": []}},
+            "agents[0].jwks_uri and jwks are both set: give one",
+        ),
+    ],
+)
+def test_an_agent_without_exactly_one_key_source_names_it_once(
+    keys: dict[str, Any], expected: str
+) -> None:
+    """The entry is named once, by its place, not again by its issuer inside the sentence."""
+    assert refused(minimal(agents=[{"issuer": "https://pa.example", **keys}])) == expected
+
+
 def test_an_agent_name_with_a_bidi_control_is_refused() -> None:
     """As `pactmw agents add` refuses it: a label the pages isolate needs no override, and one
     could reorder the sentence around the name (tests/advisories/test_bidi_names.py)."""
