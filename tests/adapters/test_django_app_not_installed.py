@@ -86,6 +86,7 @@ def test_an_unmigrated_database_is_answered_503_saying_to_migrate(
     said = (tmp_path / "site.log").read_text()
     assert "has no pactmw tables" in said
     assert "manage.py migrate pactmw --database default" in said
+    assert "INSTALLED_APPS" not in said  # the app is installed: migrating is all it lacks
     assert "Traceback" not in said
 
 

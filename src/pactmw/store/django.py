@@ -33,12 +33,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from attrs import evolve
+from django.apps import apps
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db import utils as db_utils
 
 from pactmw.store._sql import Executor, Rows, SqlStore
 from pactmw.store._sql.flavours import SQLITE_DIALECT, PostgresFlavour, SqliteFlavour
 from pactmw.store.base import StoreError, StoreUnavailable
+
+#: The Django app whose migrations make the store's tables.
+_APP = "pactmw.adapters.django"
 
 __all__ = ["DjangoStore", "open_django_store"]
 
@@ -141,9 +145,12 @@ class DjangoStore(SqlStore):
     def _unmigrated(self) -> StoreUnavailable:
         # Unavailable, not broken: `manage.py migrate` makes it work without a restart, so
         # a request meanwhile is "try again later" (503), as during an outage, never a 500.
+        migrate = f"`manage.py migrate pactmw --database {self._alias}`"
+        if apps.is_installed(_APP):  # then migrating is all it lacks; the other step misleads
+            return StoreUnavailable(f"{self._describe()} has no pactmw tables: run {migrate}")
         return StoreUnavailable(
-            f"{self._describe()} has no pactmw tables: add 'pactmw.adapters.django' to "
-            f"INSTALLED_APPS and run `manage.py migrate pactmw --database {self._alias}`"
+            f"{self._describe()} has no pactmw tables: add {_APP!r} to INSTALLED_APPS and "
+            f"run {migrate}"
         )
 
     def _read(self) -> contextlib.AbstractContextManager[Executor]:
