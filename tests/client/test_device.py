@@ -422,3 +422,26 @@ def test_polling_stops_at_a_token_answer_over_the_body_cap(
         client.wait_for_token(authorization)
     assert time.slept == [5]
     assert static.hits.count("/oauth/token") == 1
+
+
+def test_a_token_string_or_no_scheme_is_refused_where_the_client_is_made(
+    me: AgentCredentials,
+) -> None:
+    """The device flow signs a fresh JWT per call, as the A2A clients do: a string is refused at
+    once (without quoting it), and so is the `None` that `delegation_scheme(card)` returns for
+    a Brand without delegation, instead of an AttributeError from inside the client."""
+    some = DelegationScheme(
+        name="userDelegation",
+        identity_scheme="platformJwt",
+        device_authorization_url="http://127.0.0.1:9/oauth/device_authorization",
+        token_url="http://127.0.0.1:9/oauth/token",
+        refresh_url="http://127.0.0.1:9/oauth/token",
+        metadata_url=None,
+        scopes=(),
+    )
+    for make in (DeviceCodeClient, AsyncDeviceCodeClient):
+        with pytest.raises(TypeError, match=r"for_user\(") as caught:
+            make(some, "eyJhbGciOiJFUzI1NiJ9.e30.sig", client_id="https://pa.example")  # type: ignore[arg-type]
+        assert "eyJ" not in str(caught.value)
+        with pytest.raises(TypeError, match=r"delegation_scheme\(card\) is None"):
+            make(None, me)  # type: ignore[arg-type]

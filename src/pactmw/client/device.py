@@ -43,6 +43,7 @@ from pactmw.client.flow import (
     RetryPolicy,
     Sleep,
     TokenSource,
+    check_token_source,
     exchange,
 )
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
@@ -406,6 +407,13 @@ class _DeviceCodeBase:
         retry: RetryPolicy | None,
         clock: Callable[[], float],
     ) -> None:
+        if not isinstance(scheme, DelegationScheme):
+            # `delegation_scheme(card)` is None for a Brand without delegation (docs/client.md).
+            raise TypeError(
+                "scheme must be a DelegationScheme; delegation_scheme(card) is None when the"
+                f" Brand offers no delegation (got {type(scheme).__name__})"
+            )
+        check_token_source(token)
         check_scheme_links(scheme)
         self.scheme = scheme
         self.token = token

@@ -38,6 +38,19 @@ Flow = Generator[Effect, Any, T]
 TokenSource = Callable[[], str]
 
 
+def check_token_source(token: object) -> None:
+    """Refuse a token that is not a `TokenSource` where a client is made, not at its first call.
+
+    A JWT string (from `pactmw token`) is the likely mistake: it lasts minutes, and each attempt
+    needs a fresh one. The text never quotes it: it is a credential.
+    """
+    if not callable(token):
+        raise TypeError(
+            "token must be a callable that returns a fresh personal-agent JWT for each request,"
+            f" such as signer.for_user(sub, audience=...), not a {type(token).__name__}"
+        )
+
+
 @frozen
 class RetryPolicy:
     """How hard a client tries before it raises. Every wait is bounded.
@@ -173,6 +186,7 @@ __all__ = [
     "RetryPolicy",
     "Sleep",
     "TokenSource",
+    "check_token_source",
     "exchange",
     "run_async",
     "run_sync",
