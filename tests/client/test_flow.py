@@ -145,6 +145,19 @@ def test_retries_are_bounded() -> None:
         drive(send("ctx-1"), [LOST, LOST, LOST])
 
 
+def test_the_last_failure_says_how_many_attempts_were_made() -> None:
+    """Each attempt is bounded by the transport's timeout: a caller who waited three of them
+    reads why (a hanging card URL under `pactmw card --timeout 10` took 31 s)."""
+    with pytest.raises(NetworkError) as caught:
+        drive(card_flow(URL, RetryPolicy()), [LOST, LOST, LOST])
+    assert str(caught.value) == "cut off (3 attempts)"
+    assert caught.value.maybe_delivered
+    assert caught.value.retryable
+    with pytest.raises(NetworkError) as once:
+        drive(card_flow(URL, RetryPolicy(network_retries=0)), [LOST])
+    assert str(once.value) == "cut off"
+
+
 def test_a_new_conversation_is_not_resent_after_a_possible_delivery() -> None:
     """Without contextId a resend would open a second conversation and run the agent twice."""
     with pytest.raises(NetworkError) as caught:
