@@ -382,6 +382,30 @@ def test_polling_stops_when_the_code_expires_or_the_timeout_passes() -> None:
     assert clock.slept == [5]
 
 
+def test_the_timeout_is_not_reported_as_the_code_expiring() -> None:
+    """`wait_for_token(timeout=...)` ending before the code does is the caller's bound: saying
+    the code expired would send the person for a new link while theirs still works."""
+    clock = FakeClock()
+    with pytest.raises(DeviceFlowTimeout) as caught:
+        run_sync(
+            wait(clock, authorization(), timeout=7),
+            Script([oauth("authorization_pending")]),
+            clock.sleep,
+        )
+    assert str(caught.value) == (
+        "no decision within the timeout of 7 s (user code BCDF-GHJK; the code is valid for"
+        " 595 s more: wait_for_token again to keep waiting)"
+    )
+    clock = FakeClock()
+    with pytest.raises(DeviceFlowTimeout) as expired:
+        run_sync(
+            wait(clock, authorization(expires_in=12), timeout=60),
+            Script([oauth("authorization_pending")] * 2),
+            clock.sleep,
+        )
+    assert str(expired.value) == "no decision before the device code expired (user code BCDF-GHJK)"
+
+
 @pytest.mark.parametrize("error", ["access_denied", "expired_token", "invalid_grant"])
 def test_final_oauth_errors_end_the_wait(error: str) -> None:
     clock = FakeClock()

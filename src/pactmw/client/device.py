@@ -341,6 +341,14 @@ def wait_flow(
     while True:
         wait, at_least = max(interval, at_least), 0.0
         if clock() + wait > end:
+            left = authorization.expires_at - clock()
+            if timeout is not None and clock() + wait <= authorization.expires_at:
+                # The caller's bound, not the code's: the person's link still works.
+                raise DeviceFlowTimeout(
+                    f"no decision within the timeout of {timeout:g} s (user code"
+                    f" {authorization.user_code}; the code is valid for {left:.0f} s more:"
+                    " wait_for_token again to keep waiting)"
+                )
             raise DeviceFlowTimeout(
                 f"no decision before the device code expired (user code {authorization.user_code})"
             )
