@@ -18,6 +18,7 @@ from pactmw.client import (
     AgentCredentials,
     AsyncA2AClient,
     AsyncDeviceCodeClient,
+    ClientError,
     DelegationScheme,
     DelegationTokenRejected,
     DeviceCodeClient,
@@ -29,6 +30,7 @@ from pactmw.client import (
     Receipt,
     ReceiptInvalid,
     ResponseInvalid,
+    ScopesNotOffered,
     StepUp,
     SyncTransport,
     TokenResponse,
@@ -231,6 +233,17 @@ def test_scopes_are_checked_against_the_card(
     device = device_client(scheme, me, FakeTime())
     with pytest.raises(ValueError, match="not on the card"):
         device.start(["orders:read", "admin"])
+    # A step-up's missing scopes are the Provider's text: one its card does not offer (a card
+    # the agent fetched before the Brand added the scope) is a ClientError like any other
+    # failure of the Brand's answers, still a ValueError, and its text is escaped.
+    with pytest.raises(ScopesNotOffered) as not_offered:
+        device.start(["orders:read", "admin", "\x1b[2Jwipe"])
+    assert isinstance(not_offered.value, ClientError)
+    assert not_offered.value.scopes == ("admin", "\x1b[2Jwipe")
+    assert str(not_offered.value) == (
+        "scopes not on the card: admin, \\x1b[2Jwipe (a card fetched before the Brand added"
+        " them? fetch it again)"
+    )
     with pytest.raises(ValueError, match="at least one"):
         device.start([])
     wrong_client = DeviceCodeClient(scheme, me, client_id="https://someone-else.example")

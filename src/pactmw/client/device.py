@@ -35,6 +35,7 @@ from pactmw.client.errors import (
     NetworkError,
     OAuthErrorResponse,
     ResponseInvalid,
+    ScopesNotOffered,
 )
 from pactmw.client.flow import (
     AsyncDriver,
@@ -122,13 +123,14 @@ PollResult = TokenResponse | PollStatus
 
 
 def requested_scopes(scheme: DelegationScheme, scopes: Iterable[str]) -> tuple[str, ...]:
-    """The scope ids to ask for, deduplicated in order; `ValueError` for an id not on the card
-    (PACT §5.2: request only ids on the card) or for none at all."""
+    """The scope ids to ask for, deduplicated in order; `ScopesNotOffered` (a `ValueError`)
+    for an id not on the card (PACT §5.2: request only ids on the card), `ValueError` for
+    none at all."""
     wanted = tuple(dict.fromkeys(scopes))
     offered = set(scheme.scope_ids)
     unknown = [scope for scope in wanted if scope not in offered]
     if unknown:
-        raise ValueError(f"scopes not on the card: {unknown}")
+        raise ScopesNotOffered(unknown)
     if not wanted:
         raise ValueError("request at least one scope")
     return wanted
