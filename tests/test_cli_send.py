@@ -19,6 +19,8 @@ import pytest
 from pactmw.brand_login import DevelopmentBrandLogin, consent_url_for
 from pactmw.core.jwk import generate_private_jwk, public_key_set
 from tests.check.support import PERSON, Running, person_decides
+from tests.client.support import Route, StaticServer
+from tests.client.support import delegated_card as delegated_card_document
 from tests.support.cli import PYTHON_M, assert_one_line_error, run
 from tests.support.jwks_server import JwksServer
 from tests.support.net import closed_port_url, free_port
@@ -429,6 +431,45 @@ def test_authorize_when_the_device_endpoint_refuses_names_it(folder: Path) -> No
         "device authorization requests for this agent user; retry after "
     )
     assert re.fullmatch(said + r"\d+ s \(HTTP 429\)", line), line
+
+
+def test_authorize_for_a_scope_the_card_does_not_offer_is_one_line(folder: Path) -> None:
+    """A Brand whose step-up asks for a scope its card does not list (the card changed, or
+    the Brand is wrong): no device flow can ask for it, and `--authorize` says so in one line
+    instead of ending in a ValueError's traceback."""
+    site = StaticServer()
+    try:
+        card = delegated_card_document()
+        interface = site.url("/a2a/acme")
+        card["supportedInterfaces"][0]["url"] = interface
+        flow = card["securitySchemes"]["userDelegation"]["oauth2SecurityScheme"]["flows"]
+        flow["deviceCode"]["deviceAuthorizationUrl"] = site.url("/oauth/device_authorization")
+        flow["deviceCode"]["tokenUrl"] = site.url("/oauth/token")
+        step_up = {
+            "task": {
+                "id": "t-1",
+                "contextId": "c-1",
+                "status": {"state": "TASK_STATE_AUTH_REQUIRED"},
+                "metadata": {
+                    "pact.missingScopes": ["admin:all"],
+                    "pact.verificationUriComplete": site.url("/consent?user_code=X"),
+                },
+            }
+        }
+        body = json.dumps(step_up).encode()
+        a2a = {"Content-Type": "application/a2a+json"}
+        site.route("/a2a/acme/message:send", Route(200, body, a2a))
+        result = send(folder, site.json("/card", card), "Delete everything", "--authorize")
+    finally:
+        site.close()
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line == (
+        f"pactmw send: error: {interface}: scopes not on the card: admin:all (a card fetched"
+        " before the Brand added them? fetch it again)"
+    ), line
+    assert "/oauth/device_authorization" not in site.hits
 
 
 def test_a_refusal_escapes_the_providers_words() -> None:

@@ -67,7 +67,10 @@ def test_a_card_error_names_the_card_url_once(site: StaticServer, tmp_path: Path
     result = run_in(["card", url], tmp_path)
     assert_no_traceback(result.stderr)
     assert result.returncode == 1, result.stderr
-    assert result.stderr == f"pactmw card: error: {url}: the answer is not JSON (invalid JSON)\n"
+    assert result.stderr == (
+        f"pactmw card: error: {url}: the answer is not JSON (invalid JSON): a text/html page, not"
+        " an Agent Card (is this the card's URL?)\n"
+    )
     missing = site.url("/nowhere")
     result = run_in(["card", missing], tmp_path)
     assert result.stderr == f"pactmw card: error: {missing}: HTTP 404\n"
@@ -84,7 +87,8 @@ def test_card_error_naming_a_redirect_target_is_escaped(site: StaticServer, tmp_
     assert result.returncode == 1, result.stderr
     assert result.stderr == (
         f"pactmw card: error: {url}: {site.base}/x\\x1b[31mred: "
-        "the answer is not JSON (invalid JSON)\n"
+        "the answer is not JSON (invalid JSON): a text/html page, not an Agent Card (is this the"
+        " card's URL?)\n"
     )
 
 

@@ -52,6 +52,17 @@ def message(result: Any) -> MessageReply:
     return result
 
 
+def test_a_token_string_is_refused_where_the_client_is_made() -> None:
+    """A JWT lasts minutes and each request needs a fresh one: the clients take a callable,
+    and a string (a token from `pactmw token`) is refused at once, not as "'str' object is
+    not callable" at the first send."""
+    url = "http://127.0.0.1:9/a2a/acme"
+    for make in (A2AClient, AsyncA2AClient):
+        with pytest.raises(TypeError, match=r"for_user\(") as caught:
+            make(url, "eyJhbGciOiJFUzI1NiJ9.e30.sig")  # type: ignore[arg-type]
+        assert "eyJ" not in str(caught.value)
+
+
 # -- conversations ------------------------------------------------------------------------------
 
 

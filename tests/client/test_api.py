@@ -45,6 +45,7 @@ EXPECTED = {
     "ResponseInvalid",
     "RetryPolicy",
     "Scope",
+    "ScopesNotOffered",
     "SendResult",
     "StepUp",
     "SyncTransport",

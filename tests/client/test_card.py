@@ -197,6 +197,27 @@ def test_a_card_that_is_not_json(static: StaticServer) -> None:
         fetch_card(url)
 
 
+def test_a_web_page_where_the_card_should_be_is_an_invalid_card_that_says_so(
+    static: StaticServer,
+) -> None:
+    """A Brand's home page or a login page at the card URL: the error says what came instead
+    of a card, not only that it is not JSON; an answer that claims JSON says nothing more."""
+    page = static.route(
+        "/page", Route(200, b"<html>", {"Content-Type": "text/html; charset=utf-8"})
+    )
+    for fetch in (fetch_card, lambda url: asyncio.run(afetch_card(url))):
+        with pytest.raises(CardInvalid) as caught:
+            fetch(page)
+        assert str(caught.value) == (
+            f"{page}: the answer is not JSON (invalid JSON): a text/html page, not an Agent"
+            " Card (is this the card's URL?)"
+        )
+    cut = static.route("/cut", Route(200, b"{", {"Content-Type": "application/json"}))
+    with pytest.raises(CardInvalid) as plain:
+        fetch_card(cut)
+    assert str(plain.value) == f"{cut}: the answer is not JSON (invalid JSON)"
+
+
 def test_a_redirect_to_a_malformed_url_is_refused(static: StaticServer) -> None:
     """A `Location` that is not a URL at all (an unclosed IPv6 bracket) is a refused URL, like
     any other bad redirect target; it escaped as a bare ValueError from `urljoin`."""

@@ -18,6 +18,7 @@ from pactmw.client import (
     AgentCredentials,
     AsyncA2AClient,
     AsyncDeviceCodeClient,
+    ClientError,
     DelegationScheme,
     DelegationTokenRejected,
     DeviceCodeClient,
@@ -29,6 +30,7 @@ from pactmw.client import (
     Receipt,
     ReceiptInvalid,
     ResponseInvalid,
+    ScopesNotOffered,
     StepUp,
     SyncTransport,
     TokenResponse,
@@ -231,6 +233,17 @@ def test_scopes_are_checked_against_the_card(
     device = device_client(scheme, me, FakeTime())
     with pytest.raises(ValueError, match="not on the card"):
         device.start(["orders:read", "admin"])
+    # A step-up's missing scopes are the Provider's text: one its card does not offer (a card
+    # the agent fetched before the Brand added the scope) is a ClientError like any other
+    # failure of the Brand's answers, still a ValueError, and its text is escaped.
+    with pytest.raises(ScopesNotOffered) as not_offered:
+        device.start(["orders:read", "admin", "\x1b[2Jwipe"])
+    assert isinstance(not_offered.value, ClientError)
+    assert not_offered.value.scopes == ("admin", "\x1b[2Jwipe")
+    assert str(not_offered.value) == (
+        "scopes not on the card: admin, \\x1b[2Jwipe (a card fetched before the Brand added"
+        " them? fetch it again)"
+    )
     with pytest.raises(ValueError, match="at least one"):
         device.start([])
     wrong_client = DeviceCodeClient(scheme, me, client_id="https://someone-else.example")
@@ -422,3 +435,26 @@ def test_polling_stops_at_a_token_answer_over_the_body_cap(
         client.wait_for_token(authorization)
     assert time.slept == [5]
     assert static.hits.count("/oauth/token") == 1
+
+
+def test_a_token_string_or_no_scheme_is_refused_where_the_client_is_made(
+    me: AgentCredentials,
+) -> None:
+    """The device flow signs a fresh JWT per call, as the A2A clients do: a string is refused at
+    once (without quoting it), and so is the `None` that `delegation_scheme(card)` returns for
+    a Brand without delegation, instead of an AttributeError from inside the client."""
+    some = DelegationScheme(
+        name="userDelegation",
+        identity_scheme="platformJwt",
+        device_authorization_url="http://127.0.0.1:9/oauth/device_authorization",
+        token_url="http://127.0.0.1:9/oauth/token",
+        refresh_url="http://127.0.0.1:9/oauth/token",
+        metadata_url=None,
+        scopes=(),
+    )
+    for make in (DeviceCodeClient, AsyncDeviceCodeClient):
+        with pytest.raises(TypeError, match=r"for_user\(") as caught:
+            make(some, "eyJhbGciOiJFUzI1NiJ9.e30.sig", client_id="https://pa.example")  # type: ignore[arg-type]
+        assert "eyJ" not in str(caught.value)
+        with pytest.raises(TypeError, match=r"delegation_scheme\(card\) is None"):
+            make(None, me)  # type: ignore[arg-type]

@@ -145,6 +145,19 @@ def test_retries_are_bounded() -> None:
         drive(send("ctx-1"), [LOST, LOST, LOST])
 
 
+def test_the_last_failure_says_how_many_attempts_were_made() -> None:
+    """Each attempt is bounded by the transport's timeout: a caller who waited three of them
+    reads why (a hanging card URL under `pactmw card --timeout 10` took 31 s)."""
+    with pytest.raises(NetworkError) as caught:
+        drive(card_flow(URL, RetryPolicy()), [LOST, LOST, LOST])
+    assert str(caught.value) == "cut off (3 attempts)"
+    assert caught.value.maybe_delivered
+    assert caught.value.retryable
+    with pytest.raises(NetworkError) as once:
+        drive(card_flow(URL, RetryPolicy(network_retries=0)), [LOST])
+    assert str(once.value) == "cut off"
+
+
 def test_a_new_conversation_is_not_resent_after_a_possible_delivery() -> None:
     """Without contextId a resend would open a second conversation and run the agent twice."""
     with pytest.raises(NetworkError) as caught:
@@ -367,6 +380,30 @@ def test_polling_stops_when_the_code_expires_or_the_timeout_passes() -> None:
             clock.sleep,
         )
     assert clock.slept == [5]
+
+
+def test_the_timeout_is_not_reported_as_the_code_expiring() -> None:
+    """`wait_for_token(timeout=...)` ending before the code does is the caller's bound: saying
+    the code expired would send the person for a new link while theirs still works."""
+    clock = FakeClock()
+    with pytest.raises(DeviceFlowTimeout) as caught:
+        run_sync(
+            wait(clock, authorization(), timeout=7),
+            Script([oauth("authorization_pending")]),
+            clock.sleep,
+        )
+    assert str(caught.value) == (
+        "no decision within the timeout of 7 s (user code BCDF-GHJK; the code is valid for"
+        " 595 s more: wait_for_token again to keep waiting)"
+    )
+    clock = FakeClock()
+    with pytest.raises(DeviceFlowTimeout) as expired:
+        run_sync(
+            wait(clock, authorization(expires_in=12), timeout=60),
+            Script([oauth("authorization_pending")] * 2),
+            clock.sleep,
+        )
+    assert str(expired.value) == "no decision before the device code expired (user code BCDF-GHJK)"
 
 
 @pytest.mark.parametrize("error", ["access_denied", "expired_token", "invalid_grant"])

@@ -83,6 +83,14 @@ def test_from_jwk_and_pem() -> None:
     assert header["kid"] == "pem-1"
 
 
+def test_from_jwk_takes_the_key_generate_private_jwk_returns() -> None:
+    """docs/client.md hands `generate_private_jwk(...)` to the broker; the signer takes it too."""
+    original = generate_private_jwk("ES256", kid="generated")
+    signer = AgentSigner.from_jwk(original, issuer=ISSUER)
+    assert signer.key == original
+    assert AgentSigner.from_jwk(original, issuer=ISSUER, kid="other").kid == "other"
+
+
 def test_refuses_unusable_keys() -> None:
     with pytest.raises(ValueError, match="ES256 or RS256"):
         AgentSigner(issuer=ISSUER, key=generate_private_jwk("EdDSA", kid="e"))

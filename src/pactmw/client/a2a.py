@@ -32,6 +32,7 @@ from pactmw.client.flow import (
     Flow,
     RetryPolicy,
     TokenSource,
+    check_token_source,
     exchange,
 )
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
@@ -357,6 +358,7 @@ class _Interface:
 
     def __init__(self, url: str, token: TokenSource, retry: RetryPolicy | None) -> None:
         check_url(url)
+        check_token_source(token)
         self.url = url.rstrip("/")
         self.token = token
         self.retry = retry or RetryPolicy()

@@ -20,9 +20,15 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 
 from attrs import field, frozen
 
-from pactmw.client.errors import CardInvalid, HTTPError, TooManyRedirects, URLRefused
+from pactmw.client.errors import (
+    CardInvalid,
+    HTTPError,
+    ResponseInvalid,
+    TooManyRedirects,
+    URLRefused,
+)
 from pactmw.client.flow import Flow, RetryPolicy, exchange, run_async, run_sync
-from pactmw.client.http import HttpRequest, check_url, is_absolute_http_url
+from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
 from pactmw.client.responses import raise_for_status
 from pactmw.client.transport import AsyncioTransport, AsyncTransport, SyncTransport, Transport
 from pactmw.core.encoding import is_scope_token
@@ -184,6 +190,20 @@ def _redirect_target(current: str, location: str) -> str:
     return target
 
 
+def _card_json(response: HttpResponse) -> Any:
+    """The card's JSON; a `CardInvalid` that says what came instead (a Brand's home page, a
+    login page) when the answer is no JSON and does not claim to be."""
+    try:
+        return response.json()
+    except ResponseInvalid as exc:
+        media_type = (response.header("content-type") or "").partition(";")[0].strip().lower()
+        if not media_type or "json" in media_type:
+            raise CardInvalid(str(exc)) from exc
+        raise CardInvalid(
+            f"{exc}: a {media_type[:100]} page, not an Agent Card (is this the card's URL?)"
+        ) from exc
+
+
 def card_flow(url: str, policy: RetryPolicy) -> Flow[AgentCard]:
     """Fetch and validate a card, following up to `MAX_REDIRECTS` redirects."""
     current = url
@@ -201,7 +221,7 @@ def card_flow(url: str, policy: RetryPolicy) -> Flow[AgentCard]:
             # that is no public card, such as an app's guarded API route.
             raise HTTPError(response.status, response.body, response.headers, url=response.url)
         raise_for_status(response)
-        return parse_card(response.json(), url=current)
+        return parse_card(_card_json(response), url=current)
     raise TooManyRedirects(f"{url} redirected more than {MAX_REDIRECTS} times")
 
 

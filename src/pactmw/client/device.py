@@ -35,6 +35,7 @@ from pactmw.client.errors import (
     NetworkError,
     OAuthErrorResponse,
     ResponseInvalid,
+    ScopesNotOffered,
 )
 from pactmw.client.flow import (
     AsyncDriver,
@@ -43,6 +44,7 @@ from pactmw.client.flow import (
     RetryPolicy,
     Sleep,
     TokenSource,
+    check_token_source,
     exchange,
 )
 from pactmw.client.http import HttpRequest, HttpResponse, check_url, is_absolute_http_url
@@ -121,13 +123,14 @@ PollResult = TokenResponse | PollStatus
 
 
 def requested_scopes(scheme: DelegationScheme, scopes: Iterable[str]) -> tuple[str, ...]:
-    """The scope ids to ask for, deduplicated in order; `ValueError` for an id not on the card
-    (PACT §5.2: request only ids on the card) or for none at all."""
+    """The scope ids to ask for, deduplicated in order; `ScopesNotOffered` (a `ValueError`)
+    for an id not on the card (PACT §5.2: request only ids on the card), `ValueError` for
+    none at all."""
     wanted = tuple(dict.fromkeys(scopes))
     offered = set(scheme.scope_ids)
     unknown = [scope for scope in wanted if scope not in offered]
     if unknown:
-        raise ValueError(f"scopes not on the card: {unknown}")
+        raise ScopesNotOffered(unknown)
     if not wanted:
         raise ValueError("request at least one scope")
     return wanted
@@ -340,6 +343,14 @@ def wait_flow(
     while True:
         wait, at_least = max(interval, at_least), 0.0
         if clock() + wait > end:
+            left = authorization.expires_at - clock()
+            if timeout is not None and clock() + wait <= authorization.expires_at:
+                # The caller's bound, not the code's: the person's link still works.
+                raise DeviceFlowTimeout(
+                    f"no decision within the timeout of {timeout:g} s (user code"
+                    f" {authorization.user_code}; the code is valid for {left:.0f} s more:"
+                    " wait_for_token again to keep waiting)"
+                )
             raise DeviceFlowTimeout(
                 f"no decision before the device code expired (user code {authorization.user_code})"
             )
@@ -406,6 +417,13 @@ class _DeviceCodeBase:
         retry: RetryPolicy | None,
         clock: Callable[[], float],
     ) -> None:
+        if not isinstance(scheme, DelegationScheme):
+            # `delegation_scheme(card)` is None for a Brand without delegation (docs/client.md).
+            raise TypeError(
+                "scheme must be a DelegationScheme; delegation_scheme(card) is None when the"
+                f" Brand offers no delegation (got {type(scheme).__name__})"
+            )
+        check_token_source(token)
         check_scheme_links(scheme)
         self.scheme = scheme
         self.token = token

@@ -20,6 +20,7 @@ ClientError
 │   ├── OAuthErrorResponse  an RFC 6749 error body (`error`, `description`), status != 401
 │   └── BrokerRefused       a Parafé broker's refusal (`code`, `message`, `claim_link`,
 │                           `hint`), defined in `pactmw.client.parafe`
+├── ScopesNotOffered        scopes the card does not offer (also a `ValueError`)
 ├── DeviceFlowTimeout       the device code expired (or the wait timed out) before approval
 └── ReceiptInvalid          a receipt that does not verify: `reason`
 ```
@@ -225,6 +226,22 @@ class OAuthErrorResponse(HTTPError):
         self.description = description
 
 
+class ScopesNotOffered(ClientError, ValueError):
+    """Scopes asked for that the card's delegation scheme does not list (PACT §5.2: request
+    only ids on the card). `scopes` are those ids.
+
+    A `ClientError` because they often come from the Brand (a step-up's `missing_scopes`, on a
+    card fetched before the Brand added the scope), and a `ValueError` as before.
+    """
+
+    def __init__(self, scopes: Sequence[str]) -> None:
+        super().__init__(
+            f"scopes not on the card: {', '.join(scopes)} (a card fetched before the Brand"
+            " added them? fetch it again)"
+        )
+        self.scopes = tuple(scopes)
+
+
 class DeviceFlowTimeout(ClientError):
     """The device code expired, or the caller's timeout passed, before the user decided."""
 
@@ -262,6 +279,7 @@ __all__ = [
     "RateLimited",
     "ReceiptInvalid",
     "ResponseInvalid",
+    "ScopesNotOffered",
     "TaskNotFound",
     "TooManyRedirects",
     "URLRefused",

@@ -38,6 +38,19 @@ Flow = Generator[Effect, Any, T]
 TokenSource = Callable[[], str]
 
 
+def check_token_source(token: object) -> None:
+    """Refuse a token that is not a `TokenSource` where a client is made, not at its first call.
+
+    A JWT string (from `pactmw token`) is the likely mistake: it lasts minutes, and each attempt
+    needs a fresh one. The text never quotes it: it is a credential.
+    """
+    if not callable(token):
+        raise TypeError(
+            "token must be a callable that returns a fresh personal-agent JWT for each request,"
+            f" such as signer.for_user(sub, audience=...), not a {type(token).__name__}"
+        )
+
+
 @frozen
 class RetryPolicy:
     """How hard a client tries before it raises. Every wait is bounded.
@@ -83,6 +96,14 @@ def exchange(
                 or failures >= policy.network_retries
                 or (exc.maybe_delivered and not idempotent)
             ):
+                if failures:
+                    # Each attempt had the transport's whole timeout: "took longer than 10 s"
+                    # after 31 s would not say why the call took three times as long.
+                    raise NetworkError(
+                        f"{exc} ({failures + 1} attempts)",
+                        maybe_delivered=exc.maybe_delivered,
+                        retryable=exc.retryable,
+                    ) from exc
                 raise
             failures += 1
             yield Sleep(policy.network_delay(failures))
@@ -173,6 +194,7 @@ __all__ = [
     "RetryPolicy",
     "Sleep",
     "TokenSource",
+    "check_token_source",
     "exchange",
     "run_async",
     "run_sync",

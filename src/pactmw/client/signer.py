@@ -72,16 +72,26 @@ class AgentSigner:
 
     @classmethod
     def from_jwk(
-        cls, jwk: Mapping[str, Any] | str | bytes, *, issuer: str, kid: str | None = None
+        cls,
+        jwk: PrivateJWK | Mapping[str, Any] | str | bytes,
+        *,
+        issuer: str,
+        kid: str | None = None,
     ) -> AgentSigner:
-        """From a private JWK (dict or JSON). Without a `kid` (in the JWK or given), the kid is
-        the key's RFC 7638 thumbprint."""
-        try:
-            key = import_private_jwk(jwk)
-        except MalformedInput as exc:
-            if _is_key_set(jwk):  # keygen's other file: "no kty" would not say so
-                raise ValueError("a JWKS (the public keys to publish), not a private JWK") from exc
-            raise ValueError(f"not a usable private JWK: {exc}") from exc
+        """From a private JWK (a `PrivateJWK` as `generate_private_jwk` returns, a dict or
+        JSON). Without a `kid` (in the JWK or given), the kid is the key's RFC 7638
+        thumbprint."""
+        if isinstance(jwk, PrivateJWK):
+            key = jwk
+        else:
+            try:
+                key = import_private_jwk(jwk)
+            except MalformedInput as exc:
+                if _is_key_set(jwk):  # keygen's other file: "no kty" would not say so
+                    raise ValueError(
+                        "a JWKS (the public keys to publish), not a private JWK"
+                    ) from exc
+                raise ValueError(f"not a usable private JWK: {exc}") from exc
         if kid is not None and kid != key.kid:
             key = _with_kid(key, kid)
         return cls(issuer=issuer, key=key)
