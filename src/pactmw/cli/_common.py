@@ -264,13 +264,16 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-#: `--timeout S`: how long to wait for each answer of a Provider.
+#: `--timeout S`: how long to wait for each answer of a Provider. Each attempt: a request
+#: safe to resend (a card, a key) is resent twice after a network failure (`RetryPolicy`),
+#: so a server that hangs takes about three times as long, which the help says.
 TIMEOUT = option(
     "--timeout",
     type=positive_seconds,
     default=10.0,
     metavar="S",
-    help="seconds to wait for each answer (default: 10)",
+    help="seconds to wait for each answer (default: 10); a fetch safe to resend is tried "
+    "up to 3 times",
 )
 #: The options more than one command takes, alike.
 CONFIG = option("--config", required=True, metavar="FILE", help="the TOML file")
