@@ -8,7 +8,7 @@ from urllib.parse import quote
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import PROVIDER_MOUNT as MOUNT
 from pactmw.core.http import Response
-from pactmw.provider.a2a import A2A_CONTENT_TYPE
+from pactmw.provider.a2a import a2a_json
 from pactmw.provider.brand import Brand
 
 #: The reference and its conformance suite look the identity scheme up by this name; the
@@ -82,16 +82,10 @@ def build_card(
 
 def card_response(card: dict[str, Any]) -> Response:
     """The card with the reference's caching and CORS headers."""
-    body = json_dumps(card)
-    return Response(
-        status=200,
-        headers=(
-            ("Content-Type", A2A_CONTENT_TYPE),
-            ("Content-Length", str(len(body))),
-            ("Cache-Control", "public, max-age=300"),
-            ("Access-Control-Allow-Origin", "*"),
-        ),
-        body=body,
+    return a2a_json(
+        200,
+        json_dumps(card),
+        (("Cache-Control", "public, max-age=300"), ("Access-Control-Allow-Origin", "*")),
     )
 
 
