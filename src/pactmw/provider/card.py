@@ -80,13 +80,14 @@ def build_card(
     return card
 
 
+#: How a card, and the redirect to one, is cached and shared: the reference's headers, one
+#: policy for both answers of a card URL.
+_SHARED_PUBLIC = (("Cache-Control", "public, max-age=300"), ("Access-Control-Allow-Origin", "*"))
+
+
 def card_response(card: dict[str, Any]) -> Response:
     """The card with the reference's caching and CORS headers."""
-    return a2a_json(
-        200,
-        json_dumps(card),
-        (("Cache-Control", "public, max-age=300"), ("Access-Control-Allow-Origin", "*")),
-    )
+    return a2a_json(200, json_dumps(card), _SHARED_PUBLIC)
 
 
 def brand_domain_card(target_card_url: str, *, card: dict[str, Any] | None = None) -> Response:
@@ -102,8 +103,7 @@ def brand_domain_card(target_card_url: str, *, card: dict[str, Any] | None = Non
         headers=(
             ("Location", target_card_url),
             ("Content-Length", "0"),
-            ("Cache-Control", "public, max-age=300"),
-            ("Access-Control-Allow-Origin", "*"),
+            *_SHARED_PUBLIC,
         ),
     )
 
