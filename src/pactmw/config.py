@@ -48,7 +48,9 @@ def _typed(data: Mapping[str, Any], key: str, kind: type[T], default: T, where: 
     return value
 
 
-def _optional_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
+def optional_string(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    """The non-empty string under `key`, or None when absent; the message names the key
+    after `where`, the prefix of its table (as `refuse_unknown` takes it: "brands.b.")."""
     value = data.get(key)
     if value is not None and (not isinstance(value, str) or not value):
         raise ConfigError(f"{where}{key} must be a non-empty string")
@@ -144,7 +146,7 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}each agent must be a table/dict")
     refuse_unknown(data, _AGENT_KEYS, where)
-    issuer = _optional_str(data, "issuer", where)
+    issuer = optional_string(data, "issuer", where)
     if issuer is None:
         raise ConfigError(f"{where}issuer is required")
     check_agent_issuer(issuer, f"{where}issuer")
@@ -155,9 +157,9 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
     control = bidi_control_in(name)
     if control is not None:  # the pages' rule, as `pactmw agents add` has it
         raise ConfigError(f"{where}name must not hold bidirectional controls ({control})")
-    jwks_uri = _optional_str(data, "jwks_uri", where)
+    jwks_uri = optional_string(data, "jwks_uri", where)
     enabled = _typed(data, "enabled", bool, True, where)
-    audience = _optional_str(data, "audience", where)
+    audience = optional_string(data, "audience", where)
     # Said here, by the entry's keys: RegisteredAgent's own text names the issuer, which
     # after `where` named the entry twice ("agents[0].agent 'https://...' needs ...").
     if jwks_uri is None and jwks is None:
@@ -235,7 +237,7 @@ class Settings:
         if not isinstance(data, Mapping):
             raise ConfigError("configuration must be a dict/table")
         refuse_unknown(data, cls.KNOWN_KEYS | extra_keys, "")
-        audience = _optional_str(data, "audience", "")
+        audience = optional_string(data, "audience", "")
         if audience is None:
             raise ConfigError("audience is required (the aud personal agents put in their JWT)")
         agents_data = data.get("agents", [])
@@ -390,6 +392,7 @@ __all__ = [
     "guarded_prefix",
     "in_protected_path",
     "optional_jwks",
+    "optional_string",
     "refuse_unknown",
     "require_verifier",
 ]

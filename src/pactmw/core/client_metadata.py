@@ -279,9 +279,6 @@ class ClientMetadataCache(DocumentCache[_Answer]):
         error = ClientMetadataError("unfetchable", f"unexpected {type(exc).__name__}")
         return _Answer(None, error, now + self.failure_ttl)
 
-    def _stale(self, answer: _Answer | None) -> bool:
-        return answer is None or self._clock() >= answer.expires_at
-
     @staticmethod
     def _timed_out(client_id: str) -> ClientMetadataError:
         return ClientMetadataError("unfetchable", f"fetching {client_id} timed out")

@@ -13,7 +13,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from attrs import frozen
 
@@ -26,7 +26,16 @@ from pactmw.core.jwk import KeySet, PublicJWK, parse_jwks
 logger = logging.getLogger("pactmw.keys")
 
 Fetcher = Callable[[str, FetchPolicy], FetchResponse]
-_Document = TypeVar("_Document")
+
+
+class _Expiring(Protocol):
+    """What every cached document holds: when it is to be fetched again."""
+
+    @property
+    def expires_at(self) -> float: ...
+
+
+_Document = TypeVar("_Document", bound=_Expiring)
 
 
 @frozen
@@ -119,6 +128,11 @@ class DocumentCache(ABC, Generic[_Document]):
 
     @abstractmethod
     def _refused(self, url: str) -> Exception: ...
+
+    def _stale(self, answer: _Document | None) -> bool:
+        """Whether `answer` is fetched (again) before it serves: none is held, or it is past
+        its `expires_at` (`JwksCache` asks more of an entry: `_needs_fetch`)."""
+        return answer is None or self._clock() >= answer.expires_at
 
 
 class JwksCache(DocumentCache[_Entry]):
@@ -307,9 +321,6 @@ class DiscoveryCache(DocumentCache[_Discovered]):
 
     def _refused(self, issuer: str) -> _FetchLimitReached:
         return _FetchLimitReached(f"too many new issuers being discovered: {issuer}")
-
-    def _stale(self, answer: _Discovered | None) -> bool:
-        return answer is None or self._clock() >= answer.expires_at
 
     def jwks_uri(self, issuer: str) -> str | None:
         """The issuer's discovered https `jwks_uri`, or None (blocking on a miss)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pactmw.config import ConfigError, optional_jwks
+from pactmw.config import ConfigError, optional_jwks, optional_string
 from pactmw.protocols.parafe import BrokerRetry
 from pactmw.protocols.poppy import ApiDescriptor
 from pactmw.provider._setting_values import (
@@ -14,7 +14,6 @@ from pactmw.provider._setting_values import (
     import_handler,
     import_object,
     imported,
-    optional_string,
     positive,
     read_private_key,
     read_secret,
@@ -282,7 +281,7 @@ def parafe_from_mapping(data: Any, where: str = "parafe") -> ParafeConfig:
         extra["broker_retry"] = BrokerRetry(retries=retries)
     for key in ("broker_url", "agent_did", "minimum_identity_assurance", "refusal"):
         if key in data:
-            extra[key] = optional_string(data, key, where)
+            extra[key] = optional_string(data, key, f"{where}.")
     if "description" in data:
         description = data["description"]
         if description is not None and not isinstance(description, str):
@@ -376,8 +375,8 @@ def _delegation(data: Any, where: str, templates: Any = None) -> DelegationConfi
             scopes=dict(scopes),
             login_url=login_url,
             mode=mode,
-            brand_issuer=optional_string(data, "brand_issuer", where),
-            brand_jwks_uri=optional_string(data, "brand_jwks_uri", where),
+            brand_issuer=optional_string(data, "brand_issuer", f"{where}."),
+            brand_jwks_uri=optional_string(data, "brand_jwks_uri", f"{where}."),
             brand_jwks=brand_jwks,
             interval=interval,
             grant_lifetime=grant_days * 24 * 3600,

@@ -1,7 +1,8 @@
 """A turn's claim of its message, in any protocol: the lease renewed while the bot runs
 (`LeaseRenewer`, `Lease`), the claim given up when the turn fails (`give_up`) or is refused
-before its bot runs (`release_refused`), and a failed first turn leaving no empty
-conversation (`leaving_nothing`)."""
+before its bot runs (`release_refused`), a failed first turn leaving no empty
+conversation (`leaving_nothing`), and the one way a failed step takes back what it began
+(`undone_if_failed`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ __all__ = [
     "give_up",
     "leaving_nothing",
     "release_refused",
+    "undone_if_failed",
 ]
 
 
@@ -76,14 +78,21 @@ def leaving_nothing(store: Store, context_id: str, started: SubFlow) -> SubFlow:
     given up, so never received): a failed start leaves no empty conversation behind, in
     any protocol. The agent never learnt its id. A conversation still holding a turn (a
     claim the store could not give up) is kept; the retention cleanup deletes it in time."""
+    undo = NeedStore(store.delete_empty_conversation, {"context_id": context_id})
+    return (yield from undone_if_failed(started, undo))
+
+
+def undone_if_failed(then: SubFlow, undo: NeedStore) -> SubFlow:
+    """`then` (its value is this flow's); when it fails, the store call `undo` takes back
+    what it began, and the failure goes on. With the store down the failure goes on alone:
+    it says what happened, and is logged where it happened (one line, not one more per
+    failed call); what stays is for a retry or the retention cleanup to meet."""
     try:
-        return (yield from started)
+        return (yield from then)
     except Exception as failed:
         try:
-            yield NeedStore(store.delete_empty_conversation, {"context_id": context_id})
+            yield undo
         except StoreUnavailable:
-            # The request's own error says what happened; the retention cleanup deletes the
-            # conversation in time.
             raise failed from None
         raise
 

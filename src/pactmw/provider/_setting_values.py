@@ -63,13 +63,6 @@ def strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def optional_string(data: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = data.get(key)
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ConfigError(f"{where}.{key} must be a non-empty string")
-    return value
-
-
 def positive(
     data: Mapping[str, Any],
     key: str,
@@ -147,7 +140,6 @@ __all__ = [
     "import_object",
     "imported",
     "non_empty_string",
-    "optional_string",
     "positive",
     "read_private_key",
     "read_secret",

@@ -8,7 +8,7 @@ from urllib.parse import quote
 from pactmw.core.encoding import json_dumps
 from pactmw.core.http import PROVIDER_MOUNT as MOUNT
 from pactmw.core.http import Response
-from pactmw.provider.a2a import A2A_CONTENT_TYPE
+from pactmw.provider.a2a import a2a_json
 from pactmw.provider.brand import Brand
 
 #: The reference and its conformance suite look the identity scheme up by this name; the
@@ -80,19 +80,14 @@ def build_card(
     return card
 
 
+#: How a card, and the redirect to one, is cached and shared: the reference's headers, one
+#: policy for both answers of a card URL.
+_SHARED_PUBLIC = (("Cache-Control", "public, max-age=300"), ("Access-Control-Allow-Origin", "*"))
+
+
 def card_response(card: dict[str, Any]) -> Response:
     """The card with the reference's caching and CORS headers."""
-    body = json_dumps(card)
-    return Response(
-        status=200,
-        headers=(
-            ("Content-Type", A2A_CONTENT_TYPE),
-            ("Content-Length", str(len(body))),
-            ("Cache-Control", "public, max-age=300"),
-            ("Access-Control-Allow-Origin", "*"),
-        ),
-        body=body,
-    )
+    return a2a_json(200, json_dumps(card), _SHARED_PUBLIC)
 
 
 def brand_domain_card(target_card_url: str, *, card: dict[str, Any] | None = None) -> Response:
@@ -108,8 +103,7 @@ def brand_domain_card(target_card_url: str, *, card: dict[str, Any] | None = Non
         headers=(
             ("Location", target_card_url),
             ("Content-Length", "0"),
-            ("Cache-Control", "public, max-age=300"),
-            ("Access-Control-Allow-Origin", "*"),
+            *_SHARED_PUBLIC,
         ),
     )
 

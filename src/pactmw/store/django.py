@@ -118,23 +118,23 @@ class DjangoStore(SqlStore):
                 # A connection the server dropped: the thread's next operation reconnects
                 # (outside requests, nothing else would close it).
                 connection.close()
-            raise StoreUnavailable(
-                self._scrub(f"{self._describe()} is unavailable: {self._driver_message(exc)}")
-            ) from None
+            raise self._unavailable(exc) from None
         except db_utils.ProgrammingError as exc:
             if _missing_table(exc):
                 raise self._unmigrated() from None
-            raise StoreError(
-                self._scrub(f"{self._describe()}: {self._driver_message(exc)}")
-            ) from None
+            raise self._failed(exc) from None
         except db_utils.Error as exc:  # a constraint broken, bad data: the store's own fault
             if self._refuses_for_now(exc):  # unless the database refuses for now
-                raise StoreUnavailable(
-                    self._scrub(f"{self._describe()} is unavailable: {self._driver_message(exc)}")
-                ) from None
-            raise StoreError(
-                self._scrub(f"{self._describe()}: {self._driver_message(exc)}")
-            ) from None
+                raise self._unavailable(exc) from None
+            raise self._failed(exc) from None
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(
+            self._scrub(f"{self._describe()} is unavailable: {self._driver_message(exc)}")
+        )
+
+    def _failed(self, exc: BaseException) -> StoreError:
+        return StoreError(self._scrub(f"{self._describe()}: {self._driver_message(exc)}"))
 
     def _alias_gone(self) -> StoreError:
         return StoreError(

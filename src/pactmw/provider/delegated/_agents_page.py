@@ -88,7 +88,7 @@ class ConnectedAgentsEndpoint:
         if grant is None or grant.brand_id != brand.id or grant.account != signed_in.account:
             # Someone else's grant id is as unknown as a made-up one.
             raise ConsentRefused("That agent is not connected to your account here.", 404)
-        name = self.agent_name(grant.client_id) or grant.client_id
+        name = self.agent_name(grant.client_id)
         yield store(self.revocation.revoke_grant, grant_id=grant_id, reason="revoked by the person")
         return name
 
@@ -110,7 +110,7 @@ class ConnectedAgentsEndpoint:
             agents=tuple(
                 ConnectedAgent(
                     grant_id=grant.grant_id,
-                    agent_name=self.agent_name(grant.client_id) or grant.client_id,
+                    agent_name=self.agent_name(grant.client_id),
                     agent_origin=origin_of(grant.client_id),
                     scopes=tuple(
                         (scope, text)

@@ -39,7 +39,7 @@ _ECHOED = 32
 @frozen
 class ConsentEndpoint:
     """Where a person approves or denies what their personal agent asked for
-    (`agent_name(issuer)`: the display name of a registered personal agent)."""
+    (`agent_name(issuer)`: what the pages call a personal agent, never empty)."""
 
     ctx: ServerContext
     agent_name: Callable[[str], str]
@@ -124,7 +124,7 @@ class ConsentEndpoint:
         session = self.sessions.mint(brand, user, user_code)
         view = ConsentView(
             brand_name=brand.name,
-            agent_name=self.agent_name(authorization.client_id) or authorization.client_id,
+            agent_name=self.agent_name(authorization.client_id),
             agent_origin=origin_of(authorization.client_id),
             signed_in_as=user.label,
             scopes=tuple((s, config.scopes[s]) for s in authorization.scopes if s in config.scopes),

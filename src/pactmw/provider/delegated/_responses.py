@@ -42,7 +42,14 @@ PAGE_HEADERS = (
 def json_response(
     body: Any, *, status: int = 200, extra: tuple[tuple[str, str], ...] = ()
 ) -> Response:
-    data = json_dumps(body)
+    return json_bytes_response(json_dumps(body), status=status, extra=extra)
+
+
+def json_bytes_response(
+    data: bytes, *, status: int = 200, extra: tuple[tuple[str, str], ...] = ()
+) -> Response:
+    """`json_response` of a document already serialized (a stored answer, sent byte for
+    byte)."""
     return Response(
         status=status,
         headers=(("Content-Type", "application/json"), ("Content-Length", str(len(data))), *extra),
@@ -115,6 +122,7 @@ __all__ = [
     "PAGE_HEADERS",
     "PUBLIC_DOCUMENT",
     "code_entry_page",
+    "json_bytes_response",
     "json_response",
     "login_redirect",
     "page",

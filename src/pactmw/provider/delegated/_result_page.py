@@ -76,7 +76,7 @@ class ResultPage:
         can_now, until, held_now = yield from self._can_now(brand, config, outcome)
         view = ResultView(
             brand_name=brand.name,
-            agent_name=self.agent_name(outcome.client_id) or outcome.client_id,
+            agent_name=self.agent_name(outcome.client_id),
             agent_origin=origin_of(outcome.client_id),
             approved=outcome.approved,
             granted=described(config, outcome.granted),

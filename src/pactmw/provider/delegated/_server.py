@@ -51,7 +51,8 @@ TOKEN_RATE_LIMIT = RateLimit(per_user=120, window=60.0)
 class AuthorizationServer:
     """The Delegated profile for every Brand of a Provider that configures `delegation`.
 
-    `agent_name(issuer)` gives the display name of a registered personal agent (for consent).
+    `agent_name(issuer)` gives the display name of a registered personal agent (for the
+    consent pages, which show its id where it gives "").
     """
 
     def __init__(
@@ -90,9 +91,15 @@ class AuthorizationServer:
         self._resource = DelegationCheck(self._ctx)
         self._step_up = StepUp(self._device)
         outcomes = ConsentOutcomes(self._ctx)
+
+        def shown_name(issuer: str) -> str:
+            # What every page calls an agent: the app's name for it, else its id (an
+            # `agent_name` may know no name), decided here once for all of them.
+            return agent_name(issuer) or issuer
+
         self._consent = ConsentEndpoint(
             self._ctx,
-            agent_name=agent_name,
+            agent_name=shown_name,
             limit=PageRateLimit(
                 RateLimiter(
                     consent_rate_limit or RateLimit(per_agent=30, window=60.0),
@@ -107,12 +114,12 @@ class AuthorizationServer:
             manage_url=self._manage_url,
         )
         self._result = ResultPage(
-            self._ctx, agent_name=agent_name, outcomes=outcomes, manage_url=self._manage_url
+            self._ctx, agent_name=shown_name, outcomes=outcomes, manage_url=self._manage_url
         )
         self._revocation = Revocation(self._ctx)
         self._agents = ConnectedAgentsEndpoint(
             self._ctx,
-            agent_name=agent_name,
+            agent_name=shown_name,
             limit=self._consent.limit,
             assertions=self._consent.assertions,
             revocation=self._revocation,

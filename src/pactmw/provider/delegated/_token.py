@@ -16,7 +16,7 @@ from pactmw.provider.delegated._details import grant_owner, held
 from pactmw.provider.delegated._errors import OAuthError
 from pactmw.provider.delegated._forms import agent_form, one
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
-from pactmw.provider.delegated._responses import NO_STORE, json_response
+from pactmw.provider.delegated._responses import NO_STORE, json_bytes_response, json_response
 from pactmw.provider.delegated._reuse import open_answer, seal_answer
 from pactmw.provider.flow import Flow, NeedPause, store
 from pactmw.provider.ratelimit import RateLimiter
@@ -124,7 +124,8 @@ class TokenEndpoint:
             )
             if answer is None:  # the winner never sealed it (it failed): nothing to repeat
                 raise OAuthError("invalid_grant", "the refresh token was just used")
-            return _answer_again(answer)
+            # The winning rotation's token response, byte for byte.
+            return json_bytes_response(answer, extra=NO_STORE)
         if rotation.kind == "reused" and rotation.grant is not None:
             # RFC 9700 §4.14: a spent refresh token came back, so it may be stolen; the whole
             # grant is revoked (the store did it atomically) and the user must consent again.
@@ -191,19 +192,6 @@ class TokenEndpoint:
 _SEAL_WAIT = 5.0
 _FIRST_PAUSE = 0.01
 _MAX_PAUSE = 0.2
-
-
-def _answer_again(body: bytes) -> Response:
-    """The winning rotation's token response, byte for byte."""
-    return Response(
-        status=200,
-        headers=(
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            *NO_STORE,
-        ),
-        body=body,
-    )
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from attrs import define
 from pactmw.protocols.delegation import Delegation
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import InboundMessage, PoppyError
-from pactmw.provider._claims import give_up, release_refused
+from pactmw.provider._claims import give_up, release_refused, undone_if_failed
 from pactmw.provider._send import MessageSender, bot_reply, bound_tools
 from pactmw.provider.brand import Brand, Turn
 from pactmw.provider.flow import SubFlow, TurnTimedOut, store
@@ -35,7 +35,7 @@ from pactmw.provider.poppy._conversation_records import (
 from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.tools import StepUpRequired
-from pactmw.store.base import Claim, Conversation, Owner, Store, StoreUnavailable
+from pactmw.store.base import Claim, Conversation, Owner, Store
 
 logger = logging.getLogger("pactmw.poppy")
 
@@ -198,21 +198,11 @@ class ConversationTurns:
         the conversation holds no turn of it, so a failure cannot free the id of a message
         answered there, or being answered by another request."""
         yield from self.claim_message_id(owner, context_id, message_id)
-        try:
-            return (yield from then)
-        except Exception as failed:
-            try:
-                yield store(
-                    self.store.release_message_id,
-                    **_message_id_key(owner, context_id, message_id),
-                )
-            except StoreUnavailable:
-                # The store is down: the id stays the conversation's, where a retry finds
-                # it. The request's own error says what happened, and is logged where it
-                # happened (a turn left claimed, by `give_up`; a store outage,
-                # where it is answered): one line, not one more per failed call.
-                raise failed from None
-            raise
+        # With the store down, the id stays the conversation's, where a retry finds it.
+        release = store(
+            self.store.release_message_id, **_message_id_key(owner, context_id, message_id)
+        )
+        return (yield from undone_if_failed(then, release))
 
     def answer(
         self,

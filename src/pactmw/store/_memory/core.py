@@ -159,8 +159,7 @@ class MemoryCore:
             return
         drop_where(self._used, lambda expires_at: expires_at <= now)
         horizon = now - EXPIRED_RETENTION
-        for code_hash in [h for h, d in self._devices.items() if d.expires_at <= horizon]:
-            self._drop_device(code_hash)
+        self._drop_expired_devices(horizon)
         drop_where(self._refresh, lambda token: token.expires_at <= horizon)
         self._clear_successors(now - MAX_REFRESH_REUSE_INTERVAL)
 
@@ -181,6 +180,14 @@ class MemoryCore:
         # live grant stays, since replaying it is how a theft is detected.
         grant_live = self._grants[token.grant_id].is_live(now)
         return not grant_live or (token.used_at is None and token.expires_at <= now)
+
+    def _drop_expired_devices(self, expired_by: float) -> int:
+        # Called with the lock held: the device authorizations expired by `expired_by`, how
+        # many (the opportunistic purge's horizon, or the operator's cleanup's now).
+        expired = [h for h, d in self._devices.items() if d.expires_at <= expired_by]
+        for code_hash in expired:
+            self._drop_device(code_hash)
+        return len(expired)
 
     def _drop_device(self, code_hash: str) -> None:
         device = self._devices.pop(code_hash)

@@ -59,8 +59,8 @@ class OperationsMixin(MemoryCore):
         self, operation: StoredOperation, hold: RememberedAnswer, now: float
     ) -> KeyedProposal:
         with self._open:
-            kept = self._answers.get(hold.record_key)
-            if kept is not None and kept.expires_at > now:
+            kept = self._live_answer(hold.record_key, now)
+            if kept is not None:
                 return KeyedProposal(kept=kept)
             stored = self._insert_proposal(operation, now)
             # Held only once proposed: a proposal that raised holds nothing.
@@ -141,14 +141,19 @@ class OperationsMixin(MemoryCore):
 
     def _remember_answer(self, answer: RememberedAnswer, now: float) -> RememberedAnswer:
         with self._open:
-            kept = self._answers.get(answer.record_key)
+            kept = self._live_answer(answer.record_key, now)
             answers_hold = kept is not None and kept.held and kept.fingerprint == answer.fingerprint
-            if kept is not None and kept.expires_at > now and not answers_hold:
+            if kept is not None and not answers_hold:
                 return kept
             self._answers[answer.record_key] = answer
             return answer
 
     def _remembered_answer(self, record_key: str, now: float) -> RememberedAnswer | None:
         with self._open:
-            kept = self._answers.get(record_key)
-            return kept if kept is not None and kept.expires_at > now else None
+            return self._live_answer(record_key, now)
+
+    def _live_answer(self, record_key: str, now: float) -> RememberedAnswer | None:
+        # Called with the lock held. A record holds until its `expires_at` (the SQL stores'
+        # `expires_at > ?`); past it, the key is free as if nothing were kept.
+        kept = self._answers.get(record_key)
+        return kept if kept is not None and kept.expires_at > now else None

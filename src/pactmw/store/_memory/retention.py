@@ -33,13 +33,6 @@ class RetentionMixin(DetailsMixin):
                 return cleanup
             return self._drop_idle(cleanup, conversations_idle_before, now)
 
-    def _drop_expired_devices(self, now: float) -> int:
-        # Called with the lock held.
-        expired = [h for h, d in self._devices.items() if d.expires_at <= now]
-        for code_hash in expired:
-            self._drop_device(code_hash)
-        return len(expired)
-
     def _drop_stale_sessions(self, token_expired_by: float) -> int:
         # Called with the lock held: Sessions a day after their token expired (see
         # `RetentionStore.cleanup`), with their token.
