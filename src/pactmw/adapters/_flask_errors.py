@@ -51,8 +51,8 @@ class StoreOutage(ServiceUnavailable, PactmwError):
 
     def __init__(self, outage: StoreUnavailable) -> None:
         self.answer = refusal_response(outage)  # logs why, once a request
-        retry = next(value for name, value in self.answer.headers if name == "Retry-After")
-        super().__init__(retry_after=int(retry))
+        retry = next((value for name, value in self.answer.headers if name == "Retry-After"), "")
+        super().__init__(retry_after=int(retry) if retry.isdigit() else None)
 
     def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
         return to_werkzeug(self.answer)

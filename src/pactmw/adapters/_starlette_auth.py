@@ -84,11 +84,14 @@ def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
 class PersonalAgentAuthError(AuthenticationError, PactmwError):
     """Carries the refusal through Starlette's `AuthenticationMiddleware` to `on_auth_error`:
     `failure`, a refused caller, or the store the check reads that could not be used (a 503;
-    its message, which names the database, stays in the log, not in the error's text)."""
+    its message, which names the database, stays in the log, not in the error's text).
+    `response` is the answer, rendered (and a store outage logged) here, once, so that an
+    app's own `on_error` does not leave the outage unsaid."""
 
     def __init__(self, failure: GuardRefusal) -> None:
         super().__init__(refusal_reason(failure))
         self.failure = failure
+        self.response = refusal_response(failure)
 
 
 class PersonalAgentBackend(AuthenticationBackend):
@@ -124,11 +127,11 @@ class PersonalAgentBackend(AuthenticationBackend):
 
 
 def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
-    """`AuthenticationMiddleware(on_error=...)` that answers with the PACT challenge."""
-    failure = (
-        exc.failure if isinstance(exc, PersonalAgentAuthError) else AuthenticationFailed("refused")
-    )
-    return to_starlette(refusal_response(failure))
+    """`AuthenticationMiddleware(on_error=...)` that answers with the PACT challenge (or, for
+    a store that could not be used, the Provider's 503 with `Retry-After`)."""
+    if isinstance(exc, PersonalAgentAuthError):
+        return to_starlette(exc.response)
+    return to_starlette(refusal_response(AuthenticationFailed("refused")))
 
 
 def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[Endpoint], Endpoint]:
