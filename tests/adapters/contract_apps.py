@@ -8,6 +8,8 @@ these routes:
 
 * `/api/echo` (GET, POST): the middleware's caller. A POST body must be JSON (else 400).
 * `/public`: no protection; reports the caller the adapter attached (None outside `/api/`).
+* `/backend/echo` (Starlette only): Starlette's `AuthenticationMiddleware` with
+  `PersonalAgentBackend` and `on_auth_error`; reports the caller it authenticated.
 * `/apiary`: the same, beside the prefix: `/api` is a path segment, not the start of a word.
 * `/decorated-{sync,async}`: the adapter's "personal agent required" decorator/dependency.
 * `/optional`: the same in optional mode (anonymous without `Authorization`).
@@ -38,9 +40,10 @@ from flask import Flask
 from flask import request as flask_request
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from pactmw.adapters import asgi, wsgi
 from pactmw.adapters import fastapi as fastapi_adapter
@@ -177,6 +180,7 @@ def starlette_app(config: dict[str, Any]) -> Any:
             Route("/parafe-async", parafe(parafe_async), methods=["POST"]),
             *asgi.a2a_routes(provider),
             Route(WELL_KNOWN, async_view),
+            Mount("/backend", app=_backend_app(guard, options, async_view)),
         ],
         middleware=[
             Middleware(
@@ -186,6 +190,18 @@ def starlette_app(config: dict[str, Any]) -> Any:
                 serves_provider=provider,  # the app serves it: a2a_routes below
                 **options,
             )
+        ],
+    )
+
+
+def _backend_app(guard: Guard, options: dict[str, Any], view: Any) -> Any:
+    """Starlette's own `AuthenticationMiddleware` with `PersonalAgentBackend` (an app that
+    mixes schemes), its `on_error` answering the PACT way: `/backend/echo`."""
+    backend = asgi.PersonalAgentBackend(guard.verifier, **options)
+    return Starlette(
+        routes=[Route("/echo", view)],
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=asgi.on_auth_error)
         ],
     )
 

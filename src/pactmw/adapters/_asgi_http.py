@@ -32,6 +32,9 @@ _INJECTED = "pactmw_request"
 _DENIAL = "websocket.http.response"
 #: RFC 6455 §7.4.1: the close code of a refusal on policy (only servers see it before accept).
 _POLICY_VIOLATION = 1008
+#: RFC 6455 §7.4.1 "Internal Error": a server that cannot serve the connection now (a store
+#: that cannot be used), as `Misconfigured` closes one; never a refusal of the caller.
+_INTERNAL_ERROR = 1011
 
 
 def route_path(scope: Scope) -> str:
@@ -131,11 +134,18 @@ async def refuse(scope: Scope, response: StarletteResponse, receive: Receive, se
 
     A handshake gets the response itself where the server offers ASGI's WebSocket Denial
     Response extension (uvicorn, Hypercorn; Starlette sends a response to a handshake so);
-    elsewhere it is closed unaccepted, which the server answers with 403: ASGI has no other
-    way to refuse it.
+    elsewhere a refused caller's is closed unaccepted, which the server answers with 403: ASGI
+    has no other way to refuse it. A server that cannot answer now (a 5xx `response`: a store
+    that cannot be used) is no refusal of the caller: its handshake is accepted, then closed
+    with 1011 ("Internal Error"), as `Misconfigured` closes one, so that it never reads as a
+    credential refused.
     """
     if scope["type"] == "websocket" and _DENIAL not in scope.get("extensions", {}):
-        await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": ""})
+        if response.status_code < 500:
+            await send({"type": "websocket.close", "code": _POLICY_VIOLATION, "reason": ""})
+        elif (await receive())["type"] == "websocket.connect":
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": _INTERNAL_ERROR, "reason": ""})
     else:
         await response(scope, receive, send)
 

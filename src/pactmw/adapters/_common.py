@@ -18,11 +18,13 @@ from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     Guard,
+    GuardRefusal,
     check_delegation_brand,
     refusal_response,
     require_scopes,
 )
 from pactmw.provider.routes import MOUNT
+from pactmw.store.base import StoreUnavailable
 
 __all__ = [
     "NOT_FOUND",
@@ -39,6 +41,7 @@ __all__ = [
     "provider_of",
     "record_checker",
     "refusal_detail",
+    "refusal_reason",
     "require_framework",
     "scope_refusal",
     "scopes_without_delegation",
@@ -190,6 +193,14 @@ def refusal_detail(exc: AuthenticationFailed | InsufficientScope) -> str:
             return "This endpoint needs a delegation token (X-A2A-User-Delegation)."
         return f"The delegation token was refused ({exc.reason})."
     return f"The personal agent's token was refused ({exc.reason})."
+
+
+def refusal_reason(exc: GuardRefusal) -> str:
+    """The code an adapter's exception for a guard refusal carries (Starlette's
+    `AuthenticationError` text, FastAPI's `reason`): the refusal's own (`expired`,
+    `insufficient_scope`, ...), or `temporarily_unavailable` for a store that could not be
+    used, whose message (naming the database) stays in the log."""
+    return "temporarily_unavailable" if isinstance(exc, StoreUnavailable) else exc.reason
 
 
 class Once:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from werkzeug.exceptions import Forbidden, Unauthorized
+from werkzeug.exceptions import Forbidden, HTTPException, ServiceUnavailable, Unauthorized
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from pactmw.adapters._wsgi_http import to_werkzeug
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
-from pactmw.provider.guard import refusal_response
+from pactmw.provider.guard import GuardRefusal, refusal_response
+from pactmw.store.base import StoreUnavailable
 
 
 class PersonalAgentRefused(Unauthorized, PactmwError):
@@ -42,6 +43,31 @@ class ScopeRefused(Forbidden, PactmwError):
         return to_werkzeug(refusal_response(self.refusal))
 
 
+class StoreOutage(ServiceUnavailable, PactmwError):
+    """A view's caller could not be checked: the store the check reads (the agents added at
+    runtime, a delegation's grant) could not be used (a database not migrated, or down). A
+    503 with `Retry-After`, empty-bodied as the Provider's own, unless the app handles 503;
+    the store's message is logged once, here, never shown."""
+
+    def __init__(self, outage: StoreUnavailable) -> None:
+        self.answer = refusal_response(outage)  # logs why, once a request
+        retry = next((value for name, value in self.answer.headers if name == "Retry-After"), "")
+        super().__init__(retry_after=int(retry) if retry.isdigit() else None)
+
+    def get_response(self, *args: Any, **kwargs: Any) -> WerkzeugResponse:
+        return to_werkzeug(self.answer)
+
+
+def flask_refusal(exc: GuardRefusal) -> HTTPException:
+    """What a view raises for a refusal of the guard (`GUARD_REFUSALS`): Flask's HTTP
+    exception for it, so the app's error handlers apply."""
+    if isinstance(exc, AuthenticationFailed):
+        return PersonalAgentRefused(exc)
+    if isinstance(exc, InsufficientScope):
+        return ScopeRefused(exc)
+    return StoreOutage(exc)
+
+
 def _challenge(
     headers: list[tuple[str, str]], refusal: AuthenticationFailed | InsufficientScope
 ) -> list[tuple[str, str]]:
@@ -58,4 +84,4 @@ def _challenge(
     ]
 
 
-__all__ = ["PersonalAgentRefused", "ScopeRefused"]
+__all__ = ["PersonalAgentRefused", "ScopeRefused", "StoreOutage", "flask_refusal"]

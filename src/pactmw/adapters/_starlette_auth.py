@@ -23,6 +23,7 @@ from pactmw.adapters._common import (
     instance_or_none,
     make_guard,
     record_checker,
+    refusal_reason,
     scope_refusal,
     scopes_without_delegation,
     takes_no_delegation,
@@ -30,7 +31,7 @@ from pactmw.adapters._common import (
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
-from pactmw.provider.guard import Guard, refusal_response
+from pactmw.provider.guard import GUARD_REFUSALS, Guard, GuardRefusal, refusal_response
 
 SCOPE_KEY = "pactmw.personal_agent"
 AUTH_SCOPES = ("authenticated", "personal_agent")
@@ -81,11 +82,16 @@ def attach(scope: Scope, personal_agent: PersonalAgent) -> None:
 
 
 class PersonalAgentAuthError(AuthenticationError, PactmwError):
-    """Carries the refusal through Starlette's `AuthenticationMiddleware` to `on_auth_error`."""
+    """Carries the refusal through Starlette's `AuthenticationMiddleware` to `on_auth_error`:
+    `failure`, a refused caller, or the store the check reads that could not be used (a 503;
+    its message, which names the database, stays in the log, not in the error's text).
+    `response` is the answer, rendered (and a store outage logged) here, once, so that an
+    app's own `on_error` does not leave the outage unsaid."""
 
-    def __init__(self, failure: AuthenticationFailed) -> None:
-        super().__init__(failure.reason)
+    def __init__(self, failure: GuardRefusal) -> None:
+        super().__init__(refusal_reason(failure))
         self.failure = failure
+        self.response = refusal_response(failure)
 
 
 class PersonalAgentBackend(AuthenticationBackend):
@@ -110,7 +116,7 @@ class PersonalAgentBackend(AuthenticationBackend):
         try:
             # Optional: no credential, or the app's other schemes, is anonymous (None).
             caller = await self.guard.aauthenticate(neutral_request(conn.scope), optional=True)
-        except AuthenticationFailed as exc:
+        except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
             raise PersonalAgentAuthError(exc) from exc
         record_checker(conn.scope, self.guard)
         if caller is None:
@@ -121,11 +127,11 @@ class PersonalAgentBackend(AuthenticationBackend):
 
 
 def on_auth_error(conn: HTTPConnection, exc: AuthenticationError) -> StarletteResponse:
-    """`AuthenticationMiddleware(on_error=...)` that answers with the PACT challenge."""
-    failure = (
-        exc.failure if isinstance(exc, PersonalAgentAuthError) else AuthenticationFailed("refused")
-    )
-    return to_starlette(refusal_response(failure))
+    """`AuthenticationMiddleware(on_error=...)` that answers with the PACT challenge (or, for
+    a store that could not be used, the Provider's 503 with `Retry-After`)."""
+    if isinstance(exc, PersonalAgentAuthError):
+        return to_starlette(exc.response)
+    return to_starlette(refusal_response(AuthenticationFailed("refused")))
 
 
 def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[Endpoint], Endpoint]:

@@ -75,12 +75,12 @@ from pactmw.adapters._starlette_auth import (
     verified,
     verify_once,
 )
-from pactmw.core.errors import AuthenticationFailed
 from pactmw.protocols.identity import IdentityVerifier
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
+    GUARD_REFUSALS,
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
@@ -119,7 +119,7 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp], metaclass=StartupCheck
         if scope["type"] in _GUARDED and self.guard.protects(path := mounted_path(scope)):
             try:
                 caller = await self.guard.aauthenticate(neutral_request(scope))
-            except AuthenticationFailed as exc:
+            except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
                 self.refused(scope.get("method", "GET"), path)
                 await refuse(scope, to_starlette(refusal_response(exc)), receive, send)
                 return
@@ -149,7 +149,7 @@ def personal_agent_required(
     async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
         try:
             await verify_once(request, guard, optional)
-        except AuthenticationFailed as exc:
+        except GUARD_REFUSALS as exc:
             return to_starlette(refusal_response(exc))
         return await call()
 

@@ -50,16 +50,25 @@ from pactmw.adapters._arguments import (
     require_verifier_not_optional,
 )
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
-from pactmw.adapters._common import make_guard, scopes_without_delegation, takes_no_delegation
+from pactmw.adapters._common import (
+    make_guard,
+    refusal_reason,
+    scopes_without_delegation,
+    takes_no_delegation,
+)
 from pactmw.adapters._starlette_auth import current_personal_agent, verify_once
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope, PactmwError
+from pactmw.core.errors import PactmwError
 from pactmw.core.http import DELEGATION_HEADER, Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
-from pactmw.provider.guard import refusal_response, require_scopes
+from pactmw.provider.guard import GUARD_REFUSALS, GuardRefusal, refusal_response, require_scopes
 from pactmw.provider.poppy import PoppyCaller, check_session_brand
+
+#: The headers of pactmw's answer FastAPI's own handler sends too (without
+#: `EXCEPTION_HANDLERS`): the challenge, and when to try again after a store outage.
+_HANDLERS_HEADERS = frozenset({"www-authenticate", "retry-after"})
 
 
 class _Refused(HTTPException, PactmwError):
@@ -69,17 +78,20 @@ class _Refused(HTTPException, PactmwError):
 
     def __init__(self, response: Response, detail: str) -> None:
         self.response = response
-        headers = {k: v for k, v in response.headers if k.lower() == "www-authenticate"}
+        headers = {k: v for k, v in response.headers if k.lower() in _HANDLERS_HEADERS}
         super().__init__(status_code=response.status, detail=detail, headers=headers)
 
 
 class PersonalAgentRefused(_Refused):
     """A refused caller: `status_code` 401 or 403, the protocol's `WWW-Authenticate`, and
-    `reason` (`missing_token`, `expired`, `insufficient_scope`, ...)."""
+    `reason` (`missing_token`, `expired`, `insufficient_scope`, ...); or a caller that could
+    not be checked because the store could not be used (a database not migrated, or down):
+    503 with `Retry-After`, `reason` `temporarily_unavailable` (the log says why)."""
 
-    def __init__(self, failure: AuthenticationFailed | InsufficientScope) -> None:
-        super().__init__(refusal_response(failure), failure.reason)
-        self.reason = failure.reason
+    def __init__(self, failure: GuardRefusal) -> None:
+        reason = refusal_reason(failure)
+        super().__init__(refusal_response(failure), reason)
+        self.reason = reason
 
 
 async def refusal_handler(request: Request, exc: Exception) -> StarletteResponse:
@@ -298,7 +310,7 @@ class PersonalAgentScheme(SecurityBase):
             caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:
                 require_scopes(caller, security_scopes.scopes)
-        except (AuthenticationFailed, InsufficientScope) as exc:
+        except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
             raise PersonalAgentRefused(exc) from exc
         return caller
 

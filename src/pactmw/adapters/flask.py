@@ -10,7 +10,10 @@ sent, else None), `@delegation_required("orders:read")`, or `verify_personal_age
 view or `before_request` hook. Their refusals are exceptions (`PersonalAgentRefused`, a 401
 `Unauthorized`; `ScopeRefused`, a 403 `Forbidden`) that answer with the protocol's
 challenge unless the app handles them (`@app.errorhandler(401)` or `(PersonalAgentRefused)`),
-as flask-jwt-extended's are. Every rule is the guard's (`pactmw.provider.guard`).
+as flask-jwt-extended's are. A caller that cannot be checked because the store cannot be
+used (a database not migrated, or down) is a 503 `ServiceUnavailable` with `Retry-After`,
+empty-bodied as the Provider's own, unless the app handles 503. Every rule is the guard's
+(`pactmw.provider.guard`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,12 @@ from pactmw.adapters._arguments import (
 )
 from pactmw.adapters._common import instance_or_none, provider_of
 from pactmw.adapters._flask_cli import pactmw_cli
-from pactmw.adapters._flask_errors import PersonalAgentRefused, ScopeRefused
+from pactmw.adapters._flask_errors import (
+    PersonalAgentRefused,
+    ScopeRefused,
+    StoreOutage,
+    flask_refusal,
+)
 from pactmw.adapters._view_checks import (
     ParafeViewCheck,
     PoppyViewCheck,
@@ -52,7 +60,6 @@ from pactmw.adapters._view_checks import (
 )
 from pactmw.adapters._wsgi_http import body_reader, neutral_request, to_werkzeug
 from pactmw.config import ConfigError
-from pactmw.core.errors import AuthenticationFailed, InsufficientScope
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
@@ -60,6 +67,7 @@ from pactmw.provider.brand import TurnHandler
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
+    GUARD_REFUSALS,
     Guard,
     ParafeAdmitted,
     ParafeEndpoint,
@@ -234,8 +242,8 @@ def verify_personal_agent(*, optional: bool = False) -> PersonalAgent | None:
         return found
     try:
         caller = _state().guard.authenticate(neutral_request(request.environ), optional=optional)
-    except AuthenticationFailed as exc:
-        raise PersonalAgentRefused(exc) from exc
+    except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503 (`StoreOutage`)
+        raise flask_refusal(exc) from exc
     request.environ[_ENVIRON_KEY] = caller
     return caller
 
@@ -253,8 +261,9 @@ def _guard_prefix() -> WerkzeugResponse | None:
     ):
         try:
             verify_personal_agent()
-        except PersonalAgentRefused as refused:
-            return refused.get_response()  # PACT's empty-bodied 401, whatever the app's handlers
+        except (PersonalAgentRefused, StoreOutage) as refused:
+            # PACT's empty-bodied 401 (or the Provider's 503), whatever the app's handlers.
+            return refused.get_response()
     if (
         guard.provider is not None
         and request.routing_exception is not None
@@ -357,10 +366,8 @@ def _require_delegation(scopes: tuple[str, ...]) -> None:
     caller = verify_personal_agent()
     try:
         require_scopes(caller, scopes)
-    except AuthenticationFailed as exc:
-        raise PersonalAgentRefused(exc) from exc
-    except InsufficientScope as exc:
-        raise ScopeRefused(exc) from exc
+    except GUARD_REFUSALS as exc:
+        raise flask_refusal(exc) from exc
 
 
 def parafe_action(

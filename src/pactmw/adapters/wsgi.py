@@ -46,7 +46,6 @@ from pactmw.adapters._wsgi_http import (
     to_werkzeug,
     wsgi_path,
 )
-from pactmw.core.errors import AuthenticationFailed
 from pactmw.core.http import Response
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import PoppyError
@@ -54,6 +53,7 @@ from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
+    GUARD_REFUSALS,
     ParafeAdmitted,
     ParafeEndpoint,
     refusal_response,
@@ -88,7 +88,7 @@ class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
             try:
                 environ[ENVIRON_KEY] = self.guard.authenticate(neutral_request(environ))
                 record_checker(environ, self.guard)
-            except AuthenticationFailed as exc:
+            except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
                 self.refused(environ.get("REQUEST_METHOD", "GET"), path)
                 return respond(refusal_response(exc), start_response)
         return self.app(environ, start_response)
@@ -136,7 +136,7 @@ def personal_agent_required(
                 request = neutral_request(environ)
                 environ[ENVIRON_KEY] = guard.authenticate(request, optional=optional)
                 record_checker(environ, guard)
-            except AuthenticationFailed as exc:
+            except GUARD_REFUSALS as exc:
                 return refusal_response(exc)
         return None
 

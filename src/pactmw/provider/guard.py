@@ -59,6 +59,7 @@ from pactmw.provider.parafe import (
 from pactmw.provider.poppy import METADATA_PREFIX
 from pactmw.provider.routes import MOUNT, PUBLIC_OPERATIONS, match
 from pactmw.provider.settings import PROVIDER_KEYS, PROVIDER_ONLY_KEYS, ProviderSettings
+from pactmw.store.base import StoreUnavailable
 
 #: The documents at a site's root an agent reads to discover a service before it holds any
 #: credential, public by their specs whoever serves them (the Provider, or the app with
@@ -80,6 +81,16 @@ OTHER_CREDENTIAL_REASONS = frozenset(
 )
 
 _EMPTY_413 = error_response(RequestRefused(413))
+
+#: What checking a caller (`Guard.authenticate`, `require_scopes`) raises that an adapter
+#: answers in the endpoint's place, each with `refusal_response`: the protocol's refusals
+#: (401, 403), and a store that cannot be used (a database not migrated yet, or down), which
+#: the check reads (the agents added at runtime, each agent's switch, a delegation's grant):
+#: the 503 with `Retry-After` the Provider's own paths answer, logged as they log it, never
+#: a 500 with a traceback from the app's own guarded endpoints.
+GUARD_REFUSALS = (AuthenticationFailed, InsufficientScope, StoreUnavailable)
+#: One of `GUARD_REFUSALS`.
+GuardRefusal = AuthenticationFailed | InsufficientScope | StoreUnavailable
 
 
 class Guard:
@@ -386,9 +397,11 @@ def is_other_credential(exc: AuthenticationFailed) -> bool:
 
 
 def refusal_response(exc: PactmwError) -> Response:
-    """The protocol's answer to a refusal from `authenticate` or `require_scopes` (rendered
-    by `error_response`; anything else is a TypeError: the caller mixed up its exceptions)."""
-    if not isinstance(exc, (InsufficientScope, AuthenticationFailed)):
+    """The answer to what `authenticate` or `require_scopes` raised (`GUARD_REFUSALS`),
+    rendered by `error_response`: the protocol's 401 or 403, or for a store that could not
+    be used the 503 with `Retry-After: 1`, its message logged at ERROR (so call it once a
+    request). Anything else is a TypeError: the caller mixed up its exceptions."""
+    if not isinstance(exc, GUARD_REFUSALS):
         raise TypeError(f"not a refusal: {type(exc).__name__}")
     return error_response(exc)
 
@@ -418,7 +431,8 @@ class ParafeEndpoint:
     `{"message": ...}`) at most `ENDPOINT_BODY_LIMIT` bytes far and checks its consent
     (token, proof, replay). It returns `ParafeAdmitted`, or the `Response` to send instead:
     413 for a longer body, the bare status of a body the adapter could not read (400, 411),
-    or the refusal (`refusal_status`, an A2A-shaped message with the
+    the 503 of a store that cannot be used (where the agent remembers proofs;
+    `refusal_response`), or the refusal (`refusal_status`, an A2A-shaped message with the
     Parafé error and the refusal receipt). After the endpoint ran, `finish` signs the
     receipts and returns its JSON body with them added (None: leave the body as it is).
     """
@@ -458,6 +472,8 @@ class ParafeEndpoint:
             yield _NeedConsent(turn, self.action)
         except ParafeRefused as refused:
             return self.agent.refusal_response(refused, self.refusal_status)
+        except StoreUnavailable as outage:  # the proof's replay memory lives in the store
+            return refusal_response(outage)
         return ParafeAdmitted(turn, body)
 
     def finish(
@@ -481,8 +497,10 @@ class ParafeEndpoint:
 
 __all__ = [
     "ENDPOINT_BODY_LIMIT",
+    "GUARD_REFUSALS",
     "OTHER_CREDENTIAL_REASONS",
     "Guard",
+    "GuardRefusal",
     "GuardSettings",
     "ParafeAdmitted",
     "ParafeEndpoint",

@@ -12,7 +12,6 @@ from pactmw.adapters._common import bounded_body
 from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.provider.errors import error_response
-from pactmw.store.base import StoreUnavailable
 
 
 def to_django(response: Response) -> HttpResponse:
@@ -83,9 +82,8 @@ def abody_reader(
     return aread
 
 
-def refused(exc: RequestRefused | StoreUnavailable) -> HttpResponse:
-    """A bare status (411, 503, ...) as the Provider renders it; a store that cannot be
-    reached or used (a database not migrated, or down) is its 503 with `Retry-After`, logged."""
+def refused(exc: RequestRefused) -> HttpResponse:
+    """A bare status (411, 503, ...) as the Provider renders it."""
     return to_django(error_response(exc))
 
 

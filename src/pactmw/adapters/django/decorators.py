@@ -35,14 +35,18 @@ from pactmw.adapters.django._http import (
     refused,
     to_django,
 )
-from pactmw.core.errors import AuthenticationFailed, RequestRefused
+from pactmw.core.errors import RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.app import Provider
 from pactmw.provider.errors import error_response
-from pactmw.provider.guard import ParafeAdmitted, ParafeEndpoint, refusal_response
-from pactmw.store.base import StoreUnavailable
+from pactmw.provider.guard import (
+    GUARD_REFUSALS,
+    ParafeAdmitted,
+    ParafeEndpoint,
+    refusal_response,
+)
 
 View = TypeVar("View", bound=Callable[..., Any])
 #: `before(request)`: a response that answers instead of the view, or None to run it.
@@ -93,9 +97,9 @@ def _verify(request: HttpRequest, optional: bool = False) -> HttpResponse | None
     try:
         guard = configured.guard()
         request.personal_agent = guard.authenticate(neutral_request(request), optional=optional)  # type: ignore[attr-defined]
-    except AuthenticationFailed as exc:
+    except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
         return to_django(refusal_response(exc))
-    except (RequestRefused, StoreUnavailable) as exc:  # checking the caller reads the store
+    except RequestRefused as exc:  # a `PACTMW` that does not build: its 503
         return refused(exc)
     return None
 
@@ -107,9 +111,9 @@ async def _averify(request: HttpRequest, optional: bool = False) -> HttpResponse
         guard = configured.guard()
         caller = await guard.aauthenticate(neutral_request(request), optional=optional)
         request.personal_agent = caller  # type: ignore[attr-defined]
-    except AuthenticationFailed as exc:
+    except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
         return to_django(refusal_response(exc))
-    except (RequestRefused, StoreUnavailable) as exc:  # checking the caller reads the store
+    except RequestRefused as exc:  # a `PACTMW` that does not build: its 503
         return refused(exc)
     return None
 

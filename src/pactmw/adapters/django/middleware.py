@@ -13,9 +13,8 @@ from pactmw.adapters.django._config import configured, protect_prefix
 from pactmw.adapters.django._http import neutral_request, refused, to_django
 from pactmw.adapters.django.views import a2a_view
 from pactmw.config import in_protected_path
-from pactmw.core.errors import AuthenticationFailed, RequestRefused
-from pactmw.provider.guard import Guard, refusal_response
-from pactmw.store.base import StoreUnavailable
+from pactmw.core.errors import RequestRefused
+from pactmw.provider.guard import GUARD_REFUSALS, Guard, refusal_response
 
 #: Django's `process_view(request, view_func, view_args, view_kwargs)`.
 _ProcessView = Callable[[HttpRequest, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
@@ -89,10 +88,8 @@ class PersonalAgentMiddleware:
         if isinstance(guard, Guard):
             try:
                 request.personal_agent = guard.authenticate(neutral_request(request))  # type: ignore[attr-defined]
-            except AuthenticationFailed as exc:
+            except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
                 return to_django(refusal_response(exc))
-            except StoreUnavailable as exc:  # the agents added at runtime live in the store
-                return refused(exc)
             return None
         return guard
 
@@ -104,10 +101,8 @@ class PersonalAgentMiddleware:
         if isinstance(guard, Guard):
             try:
                 request.personal_agent = await guard.aauthenticate(neutral_request(request))  # type: ignore[attr-defined]
-            except AuthenticationFailed as exc:
+            except GUARD_REFUSALS as exc:  # a store that cannot be used too: its 503
                 return to_django(refusal_response(exc))
-            except StoreUnavailable as exc:  # the agents added at runtime live in the store
-                return refused(exc)
             return None
         return guard
 

@@ -39,7 +39,6 @@ from pactmw.adapters.django._http import neutral_request
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
 from pactmw.protocols.identity import PersonalAgent
-from pactmw.provider.errors import error_response
 from pactmw.provider.guard import refusal_response, require_scopes
 from pactmw.store.base import StoreUnavailable
 
@@ -101,7 +100,7 @@ def _store_unavailable(exc: StoreUnavailable) -> exceptions.APIException:
     """The 503 pactmw's paths answer for a store that cannot be used (a database not migrated
     yet, or down), logged as they log it, in DRF's words: its body, and `Retry-After` through
     the exception's `wait`, which DRF's handler sends."""
-    answered = error_response(exc)  # logs why, once a request, as the Provider's paths do
+    answered = refusal_response(exc)  # logs why, once a request, as the Provider's paths do
     unavailable = exceptions.APIException(
         "Service temporarily unavailable, try again later.", code="service_unavailable"
     )
