@@ -51,8 +51,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 #: (importing module, imported module) pairs that break a rule on purpose, with the reason.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
     # The Django store (store = "django") runs the SQL store on Django's own connection and
-    # transactions; DESIGN.md puts it in the store layer. It uses django.db only, and only
-    # a "django" store URL imports it.
+    # transactions; DESIGN.md puts it in the store layer. It uses django.db (and django.apps
+    # only to tell a database not migrated yet from an app not installed, in the message that
+    # says which step is missing), and only a "django" store URL imports it.
     ("pactmw.store.django", name)
     for name in (
         "django.db",
@@ -64,6 +65,8 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
         "django.conf.settings",
         "django.core.exceptions",
         "django.core.exceptions.ImproperlyConfigured",
+        "django.apps",
+        "django.apps.apps",
     )
 }
 
