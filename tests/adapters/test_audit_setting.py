@@ -136,6 +136,8 @@ def test_flask_a_failing_hook_neither_stops_the_approval_nor_hides_the_event(
         ("tests.support.audit_sink:NOT_CALLABLE", "is not callable"),
         ("record", "must look like 'package.module:name'"),
         (42, "must be a function or an import path"),
+        # Called, an async def only makes a coroutine: the event would be lost, unawaited.
+        ("tests.support.audit_sink:record_later", "must be a plain function, not async def"),
     ],
 )
 def test_flask_a_wrong_hook_stops_init_app_naming_the_key(

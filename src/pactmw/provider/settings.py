@@ -6,6 +6,7 @@ through `ProviderSettings.from_mapping`.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -234,6 +235,10 @@ def _audit_hook(data: Mapping[str, Any]) -> AuditHook | None:
     if data.get("audit") is None:
         return None
     hook: AuditHook = function_setting(data["audit"], "audit")
+    if inspect.iscoroutinefunction(hook):
+        # Audit.publish calls it from sync code: it would make a coroutine nobody awaits,
+        # and every event would be lost with only a RuntimeWarning.
+        raise ConfigError("audit must be a plain function, not async def")
     return hook
 
 
