@@ -776,6 +776,7 @@ PROVIDER_ONLY_VALUES: dict[str, Any] = {
     "signing_keys": [],
     "data_dir": ".pactmw-elsewhere",
     "admin_show_message_text": True,
+    "audit": "tests.support.audit_sink:record",
 }
 
 

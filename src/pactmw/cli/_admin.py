@@ -115,6 +115,8 @@ def admin_provider(settings: ProviderSettings, store: Store) -> Provider:
         organization=settings.organization,
         retention_days=settings.retention_days,
         signing_keys=SigningKeys((generate_private_jwk("ES256"),)),
+        # A revocation made here is heard by the site's own audit hook too.
+        audit=settings.audit,
     )
 
 

@@ -63,7 +63,8 @@ def built_from_settings(
         turn_timeout=settings.turn_timeout,
         retention_days=settings.retention_days,
         signing_keys=signing_keys or settings.signing_keys(),
-        audit=audit,
+        # The hook given in code wins over the settings' `audit`, as `signing_keys` does.
+        audit=audit if audit is not None else settings.audit,
         **extra,
     )
 

@@ -11,7 +11,7 @@ from pactmw.protocols.parafe import BrokerRetry
 from pactmw.protocols.poppy import ApiDescriptor
 from pactmw.provider._setting_values import (
     errors_named,
-    import_handler,
+    function_setting,
     import_object,
     imported,
     positive,
@@ -118,15 +118,9 @@ def brand_from_mapping(
     `templates` is the top-level `templates` setting (the delegation table's own wins)."""
     where = f"brands.{brand_id}"
     data = table(data, _BRAND_KEYS, where)
-    handler_ref = data.get("handler")
-    if callable(handler_ref):
-        handler: TurnHandler = handler_ref
-    elif isinstance(handler_ref, str) and handlers is not None and handler_ref in handlers:
-        handler = handlers[handler_ref]
-    elif isinstance(handler_ref, str):
-        handler = import_handler(handler_ref)
-    else:
+    if data.get("handler") is None:
         raise ConfigError(f"{where}.handler is required (an import path like 'pkg.mod:fn')")
+    handler: TurnHandler = function_setting(data["handler"], f"{where}.handler", handlers)
     name = data.get("name", brand_id)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}.name must be a non-empty string")

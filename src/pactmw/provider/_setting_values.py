@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,12 +48,28 @@ def import_object(path: str, what: str = "handler") -> Any:
     return target
 
 
+def function_setting(
+    reference: Any, where: str, named: Mapping[str, Callable[..., Any]] | None = None
+) -> Any:
+    """The function a setting names: the function itself (a Python settings dict: Django's
+    `PACTMW`, Flask's `app.config["PACTMW"]`), a key of `named`, or an import path
+    `package.module:function` (any settings, TOML's only way). The one reader of
+    `brands.X.handler` and `audit`; `ConfigError` naming `where`, the key."""
+    if callable(reference):
+        return reference
+    if not isinstance(reference, str):
+        raise ConfigError(f"{where} must be a function or an import path like 'pkg.mod:fn'")
+    if named is not None and reference in named:
+        return named[reference]
+    target = import_object(reference, where)
+    if not callable(target):
+        raise ConfigError(f"{where} {reference!r} is not callable")
+    return target
+
+
 def import_handler(path: str) -> TurnHandler:
     """Import a turn handler from `module:function`."""
-    target = import_object(path)
-    if not callable(target):
-        raise ConfigError(f"handler {path!r} is not callable")
-    handler: TurnHandler = target
+    handler: TurnHandler = function_setting(path, "handler")
     return handler
 
 
@@ -136,6 +152,7 @@ def imported(reference: Any, kind: type, where: str) -> Any:
 
 __all__ = [
     "errors_named",
+    "function_setting",
     "import_handler",
     "import_object",
     "imported",

@@ -6,6 +6,7 @@ through `ProviderSettings.from_mapping`.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from pactmw.provider._brand_settings import (
     poppy_from_mapping,
 )
 from pactmw.provider._setting_values import (
+    function_setting,
     import_handler,
     import_object,
     non_empty_string,
@@ -29,6 +31,7 @@ from pactmw.provider._setting_values import (
 )
 from pactmw.provider.brand import Brand, TurnHandler
 from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
+from pactmw.provider.delegated import AuditHook
 from pactmw.provider.poppy import poppy_companies
 from pactmw.provider.ratelimit import RateLimit
 
@@ -57,6 +60,7 @@ PROVIDER_KEYS = frozenset(
         "parafe_brand",  # read by @parafe_action of the Django/Flask adapters
         "admin_show_message_text",  # read by the Django admin (conversations)
         "templates",  # folders (or a Jinja2 loader) searched first for the person's pages
+        "audit",  # the hook that receives the delegation audit events
     }
 )
 #: The keys of PROVIDER_KEYS a settings dict without `brands` (an app that only verifies
@@ -106,6 +110,9 @@ class ProviderSettings:
     retention_days: float | None = None
     signing_key_files: tuple[str, ...] = ()
     data_dir: str = ".pactmw"
+    #: The hook given each delegation audit event after it is logged (`audit`: a function, or
+    #: its import path); None: the `pactmw.audit` log only.
+    audit: AuditHook | None = None
 
     def signing_keys(self) -> SigningKeys | None:
         """The keys for delegation tokens and receipts, when any Brand offers delegation.
@@ -194,6 +201,7 @@ class ProviderSettings:
             claim_lease_seconds=float(positive(data, "claim_lease_seconds", 120.0)),
             turn_timeout=_turn_timeout(data),
             retention_days=_retention_days(data),
+            audit=_audit_hook(data),
         )
 
 
@@ -221,6 +229,17 @@ def _turn_timeout(data: Mapping[str, Any]) -> float | None:
 def _retention_days(data: Mapping[str, Any]) -> float | None:
     days = positive(data, "retention_days", None)
     return None if days is None else float(days)
+
+
+def _audit_hook(data: Mapping[str, Any]) -> AuditHook | None:
+    if data.get("audit") is None:
+        return None
+    hook: AuditHook = function_setting(data["audit"], "audit")
+    if inspect.iscoroutinefunction(hook):
+        # Audit.publish calls it from sync code: it would make a coroutine nobody awaits,
+        # and every event would be lost with only a RuntimeWarning.
+        raise ConfigError("audit must be a plain function, not async def")
+    return hook
 
 
 def load_toml(path: str) -> dict[str, Any]:

@@ -68,7 +68,14 @@ class Audit:
             try:
                 self.hook(event)
             except Exception:  # an audit sink must never break the flow it observes
-                logger.exception("audit hook failed for %s", event.name)
+                # The person's approval, denial or revocation stands; the event is in the
+                # pactmw.audit log above, and this line says which one the sink missed.
+                logger.exception(
+                    "audit hook failed for %s brand=%s grant=%s",
+                    event.name,
+                    event.brand_id,
+                    event.grant_id,
+                )
 
 
 __all__ = [
