@@ -1,5 +1,6 @@
 """What the adapter tests share besides the contract harness: the protocol's 401 challenges and
-their check, and a delegation world (a Provider whose Brand offers delegation, in memory)."""
+their check, a delegation world (a Provider whose Brand offers delegation, in memory), and an
+ASGI server without the WebSocket denial extension."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 import uuid
 
 import httpx
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pactmw.core.jose import sign_compact
 from pactmw.core.jwk import generate_private_jwk, public_key_set
@@ -77,3 +79,17 @@ class World:
         if revoked:
             assert self.provider.revoke_grant(granted.grant_id)
         return granted.header
+
+
+class WithoutDenialExtension:
+    """A server that cannot send a response to a handshake: the extension taken away."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            extensions = dict(scope.get("extensions") or {})
+            extensions.pop("websocket.http.response", None)
+            scope = {**scope, "extensions": extensions}
+        await self.app(scope, receive, send)

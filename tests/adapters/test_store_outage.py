@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
 from tests.adapters import contract_apps
 from tests.adapters.contract_harness import SERVERS, Harness, Target, harness
-from tests.adapters.test_websockets import _WithoutDenialExtension
+from tests.adapters.support import WithoutDenialExtension
 from tests.parafe_integration.support import a2a_message
 from tests.support.servers import uvicorn_server
 
@@ -157,7 +157,7 @@ def test_without_the_denial_extension_the_websocket_is_closed_with_1011(
     target = servers.get("starlette")
     app = contract_apps.starlette_app(dict(target.settings))  # opens (migrates) the store
     _break_store(target)
-    with uvicorn_server(_WithoutDenialExtension(app)) as base:
+    with uvicorn_server(WithoutDenialExtension(app)) as base:
         url = base.replace("http://", "ws://") + "/api/ws"
         headers = target.headers(target.token())
         with (

@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 from websockets.exceptions import InvalidStatus
 
 from pactmw import Settings
@@ -42,6 +42,7 @@ from pactmw.core.jwk import PrivateJWK, generate_private_jwk
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent, actor_id_for
 from pactmw.provider import Provider, ProviderSettings
 from pactmw.store import MemoryStore
+from tests.adapters.support import WithoutDenialExtension
 from tests.support.agent import identity_token
 from tests.support.parties import AUDIENCE, ISSUER
 from tests.support.servers import uvicorn_server
@@ -111,27 +112,13 @@ def _apps(key: PrivateJWK) -> dict[str, ASGIApp]:
     }
 
 
-class _WithoutDenialExtension:
-    """A server that cannot send a response to a handshake: the extension taken away."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            extensions = dict(scope.get("extensions") or {})
-            extensions.pop("websocket.http.response", None)
-            scope = {**scope, "extensions": extensions}
-        await self.app(scope, receive, send)
-
-
 @pytest.fixture(scope="module")
 def bases(key: PrivateJWK) -> Iterator[dict[str, str]]:
     """Each app on its own uvicorn server: name -> ws:// base URL."""
     apps = _apps(key)
     with (
         uvicorn_server(apps["middleware"]) as middleware,
-        uvicorn_server(_WithoutDenialExtension(apps["middleware"])) as bare,
+        uvicorn_server(WithoutDenialExtension(apps["middleware"])) as bare,
         uvicorn_server(apps["backend"]) as backend,
         uvicorn_server(apps["decorated"]) as decorated,
         uvicorn_server(apps["fastapi"]) as fastapi,
