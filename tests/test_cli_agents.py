@@ -205,3 +205,32 @@ def test_agents_list_shows_a_poppy_agent_that_only_talks_signed_out(tmp_path: Pa
     ]  # fmt: skip
     blocked = run("agents", "block", "--config", "pactmw.toml", POPPY_AGENT, cwd=tmp_path)
     assert (blocked.returncode, blocked.stdout) == (0, f"blocked {POPPY_AGENT}\n"), blocked.stderr
+
+
+@pytest.mark.parametrize("action", [("cleanup",), ("agents", "list"), ("grants", "list")])
+def test_run_from_another_directory_the_error_says_where_imports_come_from(
+    tmp_path: Path, action: tuple[str, ...]
+) -> None:
+    # cron runs `pactmw cleanup --config /srv/support/pactmw.toml` from the home directory,
+    # where the Brand's handler module is not: "No module named 'support_bots'" alone does
+    # not say that the command imports it from the directory it runs in.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "support_bots.py").write_text("def bot(turn):\n    return 'hi'\n")
+    (site / "pactmw.toml").write_text(
+        'base_url = "https://shop.example"\naudience = "https://shop.example/a2a"\n'
+        '[brands.acme]\nhandler = "support_bots:bot"\n'
+    )
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    result = run(*action, "--config", str(site / "pactmw.toml"), cwd=elsewhere)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        f"pactmw {' '.join(action)}: error: handler 'support_bots:bot' cannot be imported:"
+        " No module named 'support_bots'"
+    ), line
+    assert line.endswith(
+        f"(import paths are looked up from the current directory, {elsewhere}: run this"
+        " command from the directory pactmw serve runs in)"
+    ), line

@@ -103,6 +103,21 @@ def check_base_url(base_url: object) -> str:
     if not valid:
         # Every card URL is made of it: refused here, not as a traceback at the first card.
         raise ConfigError(f"base_url is not a valid http(s) URL: {base_url!r}")
+    if "@" in url.netloc:
+        # The Agent Cards would publish the user name and password to every caller; and
+        # the URL is not repeated, so the password reaches no log either.
+        raise ConfigError(
+            "base_url must not hold a user name or password: it is published in every"
+            " Agent Card; give the public URL personal agents reach"
+        )
+    for part, present in (("a query", "?" in base_url), ("a fragment", "#" in base_url)):
+        if present:
+            # Every URL pactmw publishes is base_url plus a path, which would land inside
+            # the query or fragment: the card would name an interface nobody can reach.
+            raise ConfigError(
+                f"base_url must not have {part}: every URL pactmw publishes is base_url plus"
+                f" a path (got {base_url!r})"
+            )
     return base_url.rstrip("/")
 
 

@@ -867,3 +867,39 @@ def test_a_misspelt_key_is_named_with_the_key_it_is_closest_to(
     # Found in a Flask trial: "unknown configuration key audiance" left its reader to find
     # the right spelling in the docs' table.
     assert refused(minimal(**change)) == said
+
+
+@pytest.mark.parametrize(
+    ("base_url", "part"),
+    [
+        ("https://provider.example?x=1", "a query"),
+        ("https://provider.example/?x=1", "a query"),
+        ("https://provider.example#top", "a fragment"),
+        ("https://provider.example/a2a#", "a fragment"),
+    ],
+)
+def test_a_base_url_with_a_query_or_fragment_is_refused(base_url: str, part: str) -> None:
+    # Every URL pactmw publishes is base_url plus a path: "https://provider.example?x=1"
+    # would advertise "https://provider.example?x=1/a2a/acme", which reaches no interface,
+    # and the deployment would fail only when an agent follows the card.
+    assert refused(minimal(base_url=base_url)) == (
+        f"base_url must not have {part}: every URL pactmw publishes is base_url plus a path"
+        f" (got {base_url!r})"
+    )
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "https://ops:s3cret-pw@provider.example",
+        "https://ops@provider.example/",
+        "http://:s3cret-pw@h",
+    ],
+)
+def test_a_base_url_with_credentials_is_refused_without_repeating_them(base_url: str) -> None:
+    # The Agent Cards and every link would publish the user name and password to anyone;
+    # and the error must not print the password into a log either.
+    message = refused(minimal(base_url=base_url))
+    assert message.startswith("base_url must not hold a user name or password")
+    assert "s3cret-pw" not in message
+    assert "ops" not in message

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pactmw.cli._common import CommandError, import_from_cwd, not_utf8
+from pactmw.config import ConfigError
 from pactmw.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -50,7 +51,28 @@ def load_settings(path: str) -> ProviderSettings:
         data = load_toml(path)
     except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib decodes the whole file first
         raise CommandError(f"{path} is {not_utf8(exc)}") from None
-    return ProviderSettings.from_mapping(data)
+    try:
+        return ProviderSettings.from_mapping(data)
+    except ConfigError as exc:
+        if not _not_found_here(exc):
+            raise
+        # Run from cron or another folder, a handler or tools module of the site is not found,
+        # and its name alone does not say where the command looked.
+        raise ConfigError(
+            f"{exc} (import paths are looked up from the current directory, {os.getcwd()}:"
+            " run this command from the directory pactmw serve runs in)"
+        ) from exc
+
+
+def _not_found_here(exc: BaseException) -> bool:
+    """Whether `exc` comes of a module that could not be found (a configuration's import
+    path), whatever tables wrapped it on the way."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ModuleNotFoundError):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 #: What opening a store raises for a bad URL or database, each message free of the URL (it
