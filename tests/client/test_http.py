@@ -24,7 +24,7 @@ from pactmw.client import (
 from pactmw.client.errors import ERROR_TEXT_LIMIT
 from pactmw.client.http import ProtocolViolation, ResponseParser, check_url, encode_request
 from pactmw.client.transport import AsyncioTransport
-from tests.client.support import RawServer, StaticServer
+from tests.client.support import RawServer, Route, StaticServer
 from tests.support.jwks_server import JwksServer, Mode
 from tests.support.net import closed_port_url, slow_then_silent_port
 from tests.support.tls import TestCA
@@ -449,3 +449,27 @@ def test_an_http_error_names_the_url_it_came_from() -> None:
     assert text.startswith(site.url("/x\\x1b[2Jyyy"))
     assert text.endswith(": HTTP 404")
     assert len(text) < ERROR_TEXT_LIMIT
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"Retry-After": "30"}, "HTTP 503: the server cannot answer now; retry after 30 s"),
+        ({}, "HTTP 503: the server cannot answer now"),
+        # A Retry-After that is no number of seconds (a date, or the server's text) is not
+        # quoted: the part that is said stays the client's own.
+        ({"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}, "HTTP 503: the server cannot answer now"),
+    ],
+)
+def test_a_503_says_the_server_cannot_answer_now(headers: dict[str, str], said: str) -> None:
+    """A bare "HTTP 503" did not tell an operator's `pactmw send` a store outage (503 with
+    `Retry-After`, the Provider's answer while its database is down) from a broken server."""
+    site = StaticServer()
+    try:
+        down = site.route("/card", Route(503, b"", headers))
+        with pytest.raises(HTTPError) as caught:
+            fetch_card(down)
+    finally:
+        site.close()
+    assert caught.value.status == 503
+    assert str(caught.value) == f"{down}: {said}"

@@ -84,6 +84,19 @@ class CardInvalid(ResponseInvalid):
     """An Agent Card that fails validation (missing or mistyped required fields)."""
 
 
+def _status_text(status: int, headers: Sequence[tuple[str, str]]) -> str:
+    """"HTTP 404", and for a 503 (a Provider whose store is down answers it, `Retry-After: 1`)
+    that the server cannot answer now, and when to ask again: an operator reading "HTTP 503"
+    alone cannot tell an outage from a broken server. Only a number of seconds is repeated,
+    so what is said stays the client's own words."""
+    if status != 503:
+        return f"HTTP {status}"
+    retry = next((value for name, value in headers if name.lower() == "retry-after"), "")
+    retry = retry.strip()
+    when = f"; retry after {retry} s" if retry.isdigit() and len(retry) <= 6 else ""
+    return f"HTTP 503: the server cannot answer now{when}"
+
+
 class HTTPError(ClientError):
     """A non-2xx answer. `body` is the raw body, `headers` the (name, value) pairs, `url` the
     URL that answered (after redirects; empty when not known)."""
@@ -97,7 +110,7 @@ class HTTPError(ClientError):
         *,
         url: str = "",
     ) -> None:
-        text = message or f"HTTP {status}"
+        text = message or _status_text(status, headers)
         # The URL may come from a server (a redirect's target): cut on its own, so that a
         # long one cannot push what happened out of the bounded text.
         super().__init__(f"{loggable(url)}: {text}" if url else text)
