@@ -97,6 +97,23 @@ def test_a_bad_setting_is_refused_at_startup_naming_its_key(
         ProviderSettings.from_mapping(settings(base_url, **changes))
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"domains": "shop.example"}, "brands.shop.poppy.domains must be a list of strings"),
+        ({"session_seconds": 0}, "brands.shop.poppy.session_seconds must be a positive number"),
+        ({"session_seconds": "3600"}, "brands.shop.poppy.session_seconds must be a positive"),
+        ({"session_seconds": True}, "brands.shop.poppy.session_seconds must be a positive"),
+    ],
+)
+def test_a_refusal_names_its_key_once(changes: dict[str, Any], message: str) -> None:
+    # Found by the Poppy trial: these said "brands.shop.poppy.brands.shop.poppy.domains ...",
+    # the key's table named twice, so the message named no key as it is written.
+    with pytest.raises(ConfigError) as raised:
+        ProviderSettings.from_mapping(settings(**changes))
+    assert str(raised.value).startswith(message), str(raised.value)
+
+
 def test_a_brand_without_apis_publishes_its_conversation_endpoint() -> None:
     # Conversations are enough for a Company (§3: conversations or APIs); none were before.
     from pactmw.provider import Provider
