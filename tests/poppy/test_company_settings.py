@@ -63,6 +63,9 @@ def test_an_agents_list_admits_only_those() -> None:
         ({"apis": [{**API, "url": "http://shop.example/o"}]}, "brands.shop.poppy.apis[0]"),
         ({"session_seconds": 0}, "brands.shop.poppy.session_seconds"),
         ({"session_seconds": 2 * 86_400}, "brands.shop.poppy.session_seconds"),
+        # Found by the Poppy trial: half a second was taken, and the token's whole seconds
+        # (expires_in 0) made every Session expire as it started.
+        ({"session_seconds": 0.5}, "brands.shop.poppy.session_seconds"),
         ({"custom_scopes": {"bad scope": "x"}}, "brands.shop.poppy.custom_scopes"),
         ({"colour": "red"}, "unknown configuration key brands.shop.poppy.colour"),
         ({"operations": "yes"}, "brands.shop.poppy.operations must be a table"),
