@@ -172,6 +172,42 @@ CONFIG_ERRORS = [
 ]
 
 
+POPPY_LOGIN_ELSEWHERE = """\
+base_url = "https://shop.example"
+audience = "https://shop.example/a2a"
+
+[brands.shop]
+handler = "examples.bots:order_bot"
+
+[brands.shop.delegation]
+login = "brand"
+login_url = "https://login.elsewhere.example/signin"
+brand_issuer = "https://login.elsewhere.example"
+brand_jwks_uri = "https://login.elsewhere.example/jwks.json"
+scopes = { "orders:read" = "Read your orders" }
+
+[brands.shop.poppy]
+domain = "shop.example"
+agents = "any"
+"""
+
+
+def test_serve_names_a_poppy_sign_in_setting_not_the_store(tmp_path: Path) -> None:
+    # Found by the Poppy trial: this ValueError of the Provider's assembly was reported as
+    # "pactmw serve: error: store: brands.shop.delegation.login_url ...", as if the store
+    # could not be opened.
+    (tmp_path / "pactmw.toml").write_text(POPPY_LOGIN_ELSEWHERE)
+    result = run(
+        [*PYTHON_M, "serve", "--config", "pactmw.toml", "--port", str(free_port())],
+        cwd=tmp_path,
+        env={"PYTHONPATH": CHECKOUT_PATH},
+        timeout=20,
+    )
+    expected = "brands.shop.delegation.login_url must be on"
+    assert_one_line_error(result, expected)
+    assert result.stderr.startswith("pactmw serve: error: " + expected), result.stderr
+
+
 @pytest.mark.parametrize(("toml", "expected"), CONFIG_ERRORS)
 def test_serve_config_error_is_one_line(tmp_path: Path, toml: str | None, expected: str) -> None:
     config = tmp_path / "pactmw.toml"

@@ -456,6 +456,21 @@ def test_a_body_shorter_than_its_content_length_is_a_400(target: Target) -> None
             )
 
 
+def test_a_chunked_body_with_broken_framing_is_a_400(target: Target) -> None:
+    # Found by the Poppy trial: Werkzeug's server raises OSError ("Invalid chunk header")
+    # from the body stream, which escaped the WSGI body reader as a 500 with a traceback at
+    # every endpoint that reads a body before any credential: the consent decision here,
+    # Poppy's token, device and revocation endpoints (gunicorn's chunk errors are OSErrors
+    # too). uvicorn refuses such framing itself, and Django's runserver reads no chunked
+    # body (411).
+    head = (
+        b"POST /a2a/acme/oauth/consent/decision HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\n"
+    )
+    status = _raw(target, head, b"zz\r\nabc\r\n0\r\n\r\n")  # "zz" is no chunk size
+    assert status.split(b" ")[1] in (b"400", b"411"), status
+
+
 def test_a_path_no_route_has_under_the_guarded_prefix_is_the_challenge(target: Target) -> None:
     # Found by tests/advisories/test_generated_requests.py: Flask routed first and answered
     # 404 to an anonymous caller, telling which paths under the guarded prefix exist; the

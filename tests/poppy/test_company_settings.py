@@ -63,6 +63,9 @@ def test_an_agents_list_admits_only_those() -> None:
         ({"apis": [{**API, "url": "http://shop.example/o"}]}, "brands.shop.poppy.apis[0]"),
         ({"session_seconds": 0}, "brands.shop.poppy.session_seconds"),
         ({"session_seconds": 2 * 86_400}, "brands.shop.poppy.session_seconds"),
+        # Found by the Poppy trial: half a second was taken, and the token's whole seconds
+        # (expires_in 0) made every Session expire as it started.
+        ({"session_seconds": 0.5}, "brands.shop.poppy.session_seconds"),
         ({"custom_scopes": {"bad scope": "x"}}, "brands.shop.poppy.custom_scopes"),
         ({"colour": "red"}, "unknown configuration key brands.shop.poppy.colour"),
         ({"operations": "yes"}, "brands.shop.poppy.operations must be a table"),
@@ -95,6 +98,23 @@ def test_a_bad_setting_is_refused_at_startup_naming_its_key(
     base_url = changes.pop("base_url", "https://shop.example")
     with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
         ProviderSettings.from_mapping(settings(base_url, **changes))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"domains": "shop.example"}, "brands.shop.poppy.domains must be a list of strings"),
+        ({"session_seconds": 0}, "brands.shop.poppy.session_seconds must be a positive number"),
+        ({"session_seconds": "3600"}, "brands.shop.poppy.session_seconds must be a positive"),
+        ({"session_seconds": True}, "brands.shop.poppy.session_seconds must be a positive"),
+    ],
+)
+def test_a_refusal_names_its_key_once(changes: dict[str, Any], message: str) -> None:
+    # Found by the Poppy trial: these said "brands.shop.poppy.brands.shop.poppy.domains ...",
+    # the key's table named twice, so the message named no key as it is written.
+    with pytest.raises(ConfigError) as raised:
+        ProviderSettings.from_mapping(settings(**changes))
+    assert str(raised.value).startswith(message), str(raised.value)
 
 
 def test_a_brand_without_apis_publishes_its_conversation_endpoint() -> None:
@@ -167,5 +187,7 @@ def test_pap_4_6_02_a_brand_login_elsewhere_is_refused_naming_the_setting(tmp_pa
         brand_issuer="https://login.elsewhere.example",
         brand_jwks_uri="https://login.elsewhere.example/jwks.json",
     )
-    with pytest.raises(ValueError, match=r"brands\.shop\.delegation\.login_url must be on"):
+    # A ConfigError, as every startup refusal is (`pactmw serve` took this ValueError for
+    # the store's, Flask's init_app let it out as a bare ValueError).
+    with pytest.raises(ConfigError, match=r"brands\.shop\.delegation\.login_url must be on"):
         Provider.from_settings(ProviderSettings.from_mapping(data))

@@ -68,6 +68,11 @@ def body_reader(environ: WSGIEnvironment, *, keep: bool = False) -> Callable[[in
             data: bytes = get_input_stream(environ, safe_fallback=True).read(size)
         except ClientDisconnected:  # the upload ended before its declared length
             raise RequestRefused(400) from None
+        except OSError:
+            # The server could not read the body: broken chunked framing (Werkzeug's
+            # "Invalid chunk header", gunicorn's chunk errors) or a connection that failed
+            # mid-upload. The client's fault, never a 500.
+            raise RequestRefused(400) from None
         return data
 
     def read(limit: int) -> bytes | None:

@@ -194,12 +194,16 @@ def poppy_from_mapping(data: Any, where: str = "poppy") -> PoppyConfig:
         if "operations" in data
         else None
     )
+    # Read before errors_named: their ConfigError (a ValueError) already names the key, and
+    # errors_named would name its table a second time.
+    domains = strings(data.get("domains", [domain]), f"{where}.domains")
+    session_seconds = positive(data, "session_seconds", 3600.0, f"{where}.")
     with errors_named(f"{where}."):
         return PoppyConfig(
             domain=domain,
             agents=agents,
-            domains=strings(data.get("domains", [domain]), f"{where}.domains"),
-            session_seconds=positive(data, "session_seconds", 3600.0, f"{where}."),
+            domains=domains,
+            session_seconds=session_seconds,
             apis=tuple(apis),
             custom_scopes=custom,
             operations=operations,

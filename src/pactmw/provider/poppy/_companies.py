@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from attrs import frozen
 
+from pactmw.config import ConfigError
 from pactmw.protocols.poppy import PoppyCompany, PoppyConfigError
 from pactmw.provider.brand import DelegationConfig
 from pactmw.provider.delegated._device import verification_uris
@@ -52,7 +53,7 @@ def _check_sign_in_link(brand_id: str, company: PoppyCompany, sign_in: DeviceSig
     host = (urlsplit(link).hostname or "").lower().rstrip(".")
     allowed = ((urlsplit(company.issuer).hostname or "").lower(), *company.poppy_domains)
     if not any(_within(host, domain) for domain in allowed if domain):
-        raise ValueError(
+        raise ConfigError(
             f"brands.{brand_id}.delegation.login_url must be on {allowed[0]} or one of "
             f"brands.{brand_id}.poppy.domains (or a subdomain): a personal agent refuses a "
             f"device sign-in link on {host} (PAP-4.6-02)"
@@ -94,7 +95,7 @@ def _company(
             message = f"{where}.apis must list at least one API (conversations come later)"
         message = message.replace("PoppyCompany.poppy_domains", f"{where}.domains")
         message = message.replace("PoppyCompany.", f"{where}.")
-        raise ValueError(message) from exc
+        raise ConfigError(message) from exc
 
 
 def poppy_companies(
@@ -104,14 +105,16 @@ def poppy_companies(
     conversations: bool = True,
 ) -> dict[str, PoppyCompany]:
     """What each Poppy-enabled Brand publishes (with Device Sign-In for those in
-    `sign_in`); ValueError naming the setting when the settings cannot make a valid
-    Company (startup checks, PAP-3-05, PAP-3.2-01/02, PAP-4.6-02).
+    `sign_in`); ConfigError naming the setting when the settings cannot make a valid
+    Company (startup checks, PAP-3-05, PAP-3.2-01/02, PAP-4.6-02): the sign-in link is
+    checked only here, when the Provider is built, where a ValueError would reach the
+    frameworks and `pactmw serve` as something other than a setting to fix.
 
     `conversations`: whether the Brands' conversation endpoint is listed (a Provider's
     always is; a `PoppyServer` built without the Brands' bots serves none)."""
     if brands and urlsplit(base_url).scheme != "https":
         first = next(iter(brands))
-        raise ValueError(
+        raise ConfigError(
             f"base_url must be an https URL when a Brand enables Poppy "
             f"(brands.{first}.poppy): every Poppy URL is https (PAP-3-05)"
         )
@@ -124,7 +127,7 @@ def poppy_companies(
             _check_sign_in_link(brand_id, company, device)
         for domain in company.poppy_domains:
             if domain in owner:
-                raise ValueError(
+                raise ConfigError(
                     f"brands.{brand_id}.poppy.domains: {domain} already serves "
                     f"brands.{owner[domain]}'s poppy.json (one Company per domain)"
                 )

@@ -76,9 +76,13 @@ class PoppyConfig:
         if (
             isinstance(self.session_seconds, bool)
             or not isinstance(self.session_seconds, (int, float))
-            or not 0 < self.session_seconds <= MAX_SESSION_SECONDS
+            # At least a second: a token's lifetime is whole seconds (expires_in), so less
+            # would start every Session expired.
+            or not 1 <= self.session_seconds <= MAX_SESSION_SECONDS
         ):
-            raise ValueError(f"session_seconds must be a number in (0, {MAX_SESSION_SECONDS:g}]")
+            raise ValueError(
+                f"session_seconds must be a number of seconds in [1, {MAX_SESSION_SECONDS:g}]"
+            )
 
     def admits(self, client_id: str) -> bool:
         """Whether this Brand accepts the personal agent `client_id`."""
