@@ -458,7 +458,10 @@ def test_an_http_error_names_the_url_it_came_from() -> None:
         ({}, "HTTP 503: the server cannot answer now"),
         # A Retry-After that is no number of seconds (a date, or the server's text) is not
         # quoted: the part that is said stays the client's own.
-        ({"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}, "HTTP 503: the server cannot answer now"),
+        (
+            {"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"},
+            "HTTP 503: the server cannot answer now",
+        ),
     ],
 )
 def test_a_503_says_the_server_cannot_answer_now(headers: dict[str, str], said: str) -> None:
