@@ -277,10 +277,13 @@ def _name(text: str) -> str:
 
 
 def _page(title: str, body: str) -> str:
+    # The viewport: on a phone, where a person often follows their agent's link, the page is
+    # laid out at the phone's width, not 980 px shrunk to a third. `<main>`: its landmark.
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body>{body}</body></html>\n"
+        f"<body><main>{body}</main></body></html>\n"
     )
 
 
