@@ -217,6 +217,8 @@ class DevelopmentBrandLogin:
             user_code=user_code,
             email=user.email,
             lifetime=self.assertion_lifetime,
+            # Named as they signed in (the hand-off page's name), not by the Brand's own id.
+            name=user.username,
         )
 
     # -- pages ---------------------------------------------------------------------------------
@@ -352,6 +354,7 @@ def _handler_for(login: DevelopmentBrandLogin) -> type[http.server.BaseHTTPReque
                 user_code="",
                 email=user.email,
                 lifetime=login.assertion_lifetime,
+                name=user.username,
             )
             self._html(200, login.handoff_page(user, assertion, to=agents_url))
 
