@@ -217,6 +217,8 @@ class DevelopmentBrandLogin:
             user_code=user_code,
             email=user.email,
             lifetime=self.assertion_lifetime,
+            # Named as they signed in (the hand-off page's name), not by the Brand's own id.
+            name=user.username,
         )
 
     # -- pages ---------------------------------------------------------------------------------
@@ -277,10 +279,13 @@ def _name(text: str) -> str:
 
 
 def _page(title: str, body: str) -> str:
+    # The viewport: on a phone, where a person often follows their agent's link, the page is
+    # laid out at the phone's width, not 980 px shrunk to a third. `<main>`: its landmark.
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body>{body}</body></html>\n"
+        f"<body><main>{body}</main></body></html>\n"
     )
 
 
@@ -349,6 +354,7 @@ def _handler_for(login: DevelopmentBrandLogin) -> type[http.server.BaseHTTPReque
                 user_code="",
                 email=user.email,
                 lifetime=login.assertion_lifetime,
+                name=user.username,
             )
             self._html(200, login.handoff_page(user, assertion, to=agents_url))
 

@@ -418,13 +418,16 @@ JANE = "jane@example.com"
 
 
 @contextlib.contextmanager
-def brand_mode_site(tmp_path: Path) -> Iterator[tuple[str, DevelopmentBrandLogin, Store]]:
-    """A brand-mode Provider on uvicorn and the development Brand login in front of it."""
+def brand_mode_site(
+    tmp_path: Path, email: str | None = JANE
+) -> Iterator[tuple[str, DevelopmentBrandLogin, Store]]:
+    """A brand-mode Provider on uvicorn and the development Brand login in front of it, whose
+    one user is jane (`email`: hers, or None)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     login = DevelopmentBrandLogin(
         consent_url=consent_url_for(base, BRAND_ID),
-        users=[BrandUser("jane", "correct horse", account="acct-jane", email=JANE)],
+        users=[BrandUser("jane", "correct horse", account="acct-jane", email=email)],
         brand_name=BRAND_NAME,
     ).start()
     agent_key = generate_private_jwk("ES256", kid="pa-1")

@@ -344,3 +344,53 @@ def test_a_revoke_button_names_its_agent_once(browser: WebDriver, tmp_path: Path
             lambda d: d.find_element(By.CSS_SELECTOR, "section.agent")
         )
         assert accessible_buttons(browser) == [(f"Revoke {AGENT_NAME}", PA_ISSUER)]
+
+
+def dark_background(browser: WebDriver) -> bool:
+    """The page is drawn dark: light text (each of R, G, B above 190) on a dark canvas (the
+    used colour scheme is dark, so the browser's canvas, fields and scrollbars are dark)."""
+    text, scheme = browser.execute_script(
+        "return [getComputedStyle(document.body).color,"
+        " getComputedStyle(document.documentElement).colorScheme]"
+    )
+    channels = [int(part) for part in text[text.index("(") + 1 : -1].split(",")[:3]]
+    return min(channels) > 190 and "dark" in scheme
+
+
+@pytest.mark.timeout(180)
+def test_the_pages_follow_a_dark_colour_scheme(browser: WebDriver, tmp_path: Path) -> None:
+    """A person whose system is dark met a white page at night, the link still the light
+    default blue: the pages now follow `prefers-color-scheme`, and pass the audit there too
+    (axe's contrast rules read the dark colours)."""
+    browser.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+    )
+    audit = Audit(browser)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/consent")
+        field = WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "user_code"))
+        assert dark_background(browser)
+        audit.check("dark-code-entry")
+        field.send_keys("BCDF-GHJK")
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        WebDriverWait(browser, WAIT).until(EC.presence_of_element_located((By.ID, "code-error")))
+        audit.check("dark-code-entry-error")
+
+        asked = site.device_authorization("orders:read")
+        browser.get(asked["verification_uri_complete"])
+        WebDriverWait(browser, WAIT).until(has_consent_form)
+        assert dark_background(browser)
+        audit.check("dark-consent")
+        allow(browser)
+        assert result_heading(browser).text == "Connected"
+        assert dark_background(browser)
+        audit.check("dark-result-approved")
+        site.poll_token(asked["device_code"])
+
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.CSS_SELECTOR, "section"))
+        assert dark_background(browser)
+        audit.check("dark-connected-agents")
+    audit.assert_clean()

@@ -176,3 +176,24 @@ def test_the_brand_login_hands_an_agents_page_assertion_only_to_that_page() -> N
         handed = httpx.post(login.login_url, data={**form, "return_to": agents})
         assert handed.status_code == 200
         assert f'<form method="post" action="{agents}">' in handed.text
+
+
+@pytest.mark.timeout(60)
+def test_a_person_without_an_email_is_named_as_they_signed_in(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """docs/cli.md's `BrandUser("jane", ..., account="acct-jane")` has no email: the login
+    said "Signed in as jane" and the Provider's pages then said "as acct-jane", the Brand's
+    internal id, which the person never typed nor saw."""
+    wait = WebDriverWait(browser, WAIT)
+    with brand_mode_site(tmp_path, email=None) as (base, _, _):
+        page = f"{base}/a2a/{BRAND_ID}/oauth/agents"
+        browser.get(page)
+        wait.until(EC.presence_of_element_located((By.NAME, "username")))
+        browser.find_element(By.NAME, "username").send_keys("jane")
+        browser.find_element(By.NAME, "password").send_keys("correct horse")
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda d: d.current_url == page and d.find_elements(By.TAG_NAME, "h1"))
+        signed_in = browser.find_element(By.CSS_SELECTOR, "p.muted").text
+        assert f"You are signed in to {BRAND_NAME} as jane." in signed_in
+        assert "acct-jane" not in browser.find_element(By.TAG_NAME, "body").text

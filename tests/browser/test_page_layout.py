@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
@@ -21,6 +22,7 @@ from tests.browser.support import (
     BRAND_ID,
     CANCEL,
     ORDER_CANCEL,
+    brand_mode_site,
     has_consent_form,
     result_heading,
     screenshot,
@@ -121,3 +123,24 @@ def test_an_ordinary_origin_reads_on_one_line_on_a_phone(
             assert origin.text == ORDINARY_ISSUER
             lines = browser.execute_script("return arguments[0].getClientRects().length", origin)
             assert lines == 1, f"the origin is broken over {lines} lines at {width} px"
+
+
+@pytest.mark.timeout(60)
+def test_the_development_brand_login_fits_a_phone(browser: WebDriver, tmp_path: Path) -> None:
+    """The sign-in page of `DevelopmentBrandLogin` (the docs' login for `pactmw serve`) is the
+    first page a person meets, often on a phone: without a viewport it was laid out 980 px
+    wide and shown shrunk to a third, its fields too small to tap."""
+    with brand_mode_site(tmp_path) as (base, login, _):
+        # A phone: the browser honours (or, without one, replaces) the page's viewport.
+        browser.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 375, "height": 740, "deviceScaleFactor": 2, "mobile": True},
+        )
+        browser.get(f"{login.login_url}?{urlencode({'return_to': login.consent_url})}")
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.NAME, "username"))
+        screenshot(browser, "brand-login-phone.png")
+        assert browser.execute_script("return window.innerWidth") == 375
+        assert browser.find_elements(By.CSS_SELECTOR, "main h1")  # its one landmark
+        browser.get(f"{base}/a2a/{BRAND_ID}/oauth/consent")  # pactmw's own page, alike
+        WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.NAME, "user_code"))
+        assert browser.execute_script("return window.innerWidth") == 375

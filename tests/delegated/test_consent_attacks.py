@@ -571,3 +571,21 @@ def test_malformed_oauth_forms_are_invalid_request(env: Env, path: str, body: by
     )
     assert 400 <= answer.status_code < 500, answer.status_code
     assert answer.json()["error"] in ("invalid_request", "invalid_client", "invalid_scope")
+
+
+def test_a_code_that_no_longer_works_says_where_a_new_one_comes_from(env: Env) -> None:
+    """An expired code (RFC 8628: minutes) came back in the field with "unknown, expired or
+    already used" and a Continue button that could only fail again: nothing said the way on
+    is a new code from the personal agent, as device activation pages say."""
+    consent = env.oauth("acme", "consent")
+    expired = env.get(consent, params={"user_code": "bcdf ghjb"}, user="alice")
+    assert_code_entry_again(expired, "This code is unknown, expired or already used.", "BCDF-GHJB")
+    help_text = re.search(r'<p id="code-help">([^<]*)</p>', expired.text)
+    assert help_text is not None, expired.text
+    assert help_text.group(1) == (
+        "A code works once, for a few minutes. If yours no longer works, ask your personal"
+        " agent for a new one."
+    )
+    field = re.search(r"<input id=\"user_code\"[^>]*>", expired.text)
+    assert field is not None
+    assert 'aria-describedby="code-error code-help"' in field.group(0)

@@ -131,3 +131,15 @@ def test_an_outcome_is_only_read_by_its_own_brand(env: Env) -> None:
     elsewhere = location.replace("/a2a/acme/", "/a2a/globex/")
     text = page_text(env.get(elsewhere).text)
     assert "This page no longer shows a decision" in text
+
+
+def test_the_consent_page_shows_the_code_the_agent_shows(env: Env) -> None:
+    """RFC 8628 §5.4: a link with the code in it (verification_uri_complete) skips typing the
+    code, so the page shows it for the person to compare with their agent's: a link someone
+    else started (remote phishing) then shows a code their own agent never showed them."""
+    user = env.new_user()
+    started, _, _ = env.open_consent("acme", READ, user=user, sub=new_sub())
+    consent = env.get(started["verification_uri_complete"], user=user)
+    text = page_text(consent.text)
+    assert f"Check that your personal agent shows the code {started['user_code']}" in text
+    assert "If it does not, or you did not ask for this, choose Deny." in text

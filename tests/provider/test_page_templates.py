@@ -298,7 +298,7 @@ def test_default_pages_label_every_control_and_keep_a_heading() -> None:
     entry = pages.code_entry("https://shop.example/consent", "That is not a valid code.")
     assert '<label for="user_code">' in entry
     assert 'id="user_code"' in entry
-    assert 'aria-describedby="code-error"' in entry
+    assert 'aria-describedby="code-error code-help"' in entry
     assert 'role="alert" id="code-error"' in entry
     retyped = pages.code_entry("https://shop.example/consent", "Unknown.", '"><b>x</b>')
     assert 'value="&#34;&gt;&lt;b&gt;x&lt;/b&gt;"' in retyped  # the typed code, escaped

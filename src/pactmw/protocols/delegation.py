@@ -187,11 +187,14 @@ def mint_login_assertion(
     email: str | None = None,
     now: float | None = None,
     lifetime: float = 120.0,
+    name: str | None = None,
 ) -> str:
     """What a Brand's login page POSTs to the consent page after signing the user in (§5.3).
 
     A single-use JWT (a fresh `jti`) bound to the `user_code`, for the consent URL only,
     signed with a key published at the Brand's JWKS. The Provider accepts it for 5 minutes.
+    The pages name the person by `email`, else `name` (what they signed in as), else
+    `account`.
     """
     issued = int(time.time() if now is None else now)
     claims: dict[str, Any] = {
@@ -205,6 +208,8 @@ def mint_login_assertion(
     }
     if email is not None:
         claims["email"] = email
+    if name is not None:
+        claims["name"] = name
     return sign_compact(claims, key, typ="JWT")
 
 

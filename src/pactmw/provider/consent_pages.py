@@ -45,6 +45,10 @@ class ConsentView:
     already_conditions: tuple[tuple[str, str], ...] = ()
     #: The page where the person sees and revokes their connected agents, if served.
     manage_url: str | None = None
+    #: The user code of the request (RFC 8628), shown for the person to compare with the
+    #: code their agent shows: a link can carry it, so they may never have typed it. Empty:
+    #: not shown.
+    user_code: str = ""
 
 
 @frozen

@@ -135,6 +135,7 @@ class ConsentEndpoint:
             already=described(config, grant.scopes if grant is not None else ()),
             already_conditions=conditions(config, kept),
             manage_url=self.manage_url(brand),
+            user_code=user_code,
         )
         return page(config.pages.consent(view))
 
