@@ -39,12 +39,19 @@ def manage(
 
 
 def django_check(
-    settings: dict[str, Any], config_file: Path, *, deploy: bool = False, **env: str
+    settings: dict[str, Any], config_file: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run `manage.py check` (`--deploy` too when `deploy`) with `settings` as `PACTMW`
-    (written to `config_file`); `env` goes to its environment (another
-    `DJANGO_SETTINGS_MODULE`, a test site's switch)."""
-    return _django(["check", "--deploy"] if deploy else ["check"], settings, config_file, env)
+    """Run `manage.py check` with `settings` as `PACTMW` (written to `config_file`); `env`
+    goes to its environment (another `DJANGO_SETTINGS_MODULE`, a test site's switch)."""
+    return _django(["check"], settings, config_file, env)
+
+
+def django_deploy_check(
+    settings: dict[str, Any], config_file: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`django_check` with `--deploy`: Django's deployment checks too. (A function of its
+    own: a `deploy` keyword beside `**env` would be one more name `env` could not hold.)"""
+    return _django(["check", "--deploy"], settings, config_file, env)
 
 
 def _django(

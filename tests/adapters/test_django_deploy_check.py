@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.commands import django_check
+from tests.adapters.commands import django_check, django_deploy_check
 from tests.adapters.tokens import AgentKey, jwks
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,10 +26,10 @@ def _said(tmp_path: Path, base_url: str, *, deploy: bool) -> str:
         "store": "memory://",
         "brands": {"acme": {"name": "Acme", "handler": "examples.bots:order_bot"}},
     }
-    done = django_check(
+    check = django_deploy_check if deploy else django_check
+    done = check(
         settings,
         tmp_path / "pactmw.json",
-        deploy=deploy,
         DJANGO_SETTINGS_MODULE="pactmw_testsite.contract_settings",
     )
     said = " ".join((done.stdout + done.stderr).split())
