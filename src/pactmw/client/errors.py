@@ -85,7 +85,7 @@ class CardInvalid(ResponseInvalid):
 
 
 def _status_text(status: int, headers: Sequence[tuple[str, str]]) -> str:
-    """"HTTP 404", and for a 503 (a Provider whose store is down answers it, `Retry-After: 1`)
+    """`HTTP 404`, and for a 503 (a Provider whose store is down answers it, `Retry-After: 1`)
     that the server cannot answer now, and when to ask again: an operator reading "HTTP 503"
     alone cannot tell an outage from a broken server. Only a number of seconds is repeated,
     so what is said stays the client's own words."""
