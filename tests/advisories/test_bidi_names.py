@@ -96,6 +96,7 @@ def connected(
     brand: str = "Acme",
     who: str = "jane@example.com",
     agents: bool = True,
+    agent_user: str = "pa-user-1",
 ) -> str:
     agent = ConnectedAgent(
         grant_id="g-1",
@@ -105,6 +106,7 @@ def connected(
         since=1_790_000_000.0,
         last_used=None,
         expires_at=1_800_000_000.0,
+        agent_user=agent_user,
     )
     return ConsentPages().connected_agents(
         ConnectedAgentsView(
@@ -170,6 +172,12 @@ def test_the_connected_agents_page_isolates_the_name(name: str) -> None:
     after_revoke = connected(name, revoked=name)
     isolated_everywhere(after_revoke, name, 3)
     assert f"<bdi>{escape(name)}</bdi> can no longer act for you." in after_revoke
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_connected_agents_page_isolates_the_persons_user_id_at_the_agent(name: str) -> None:
+    # The agent chose it (its token's `sub`): shown once, in its card's row, isolated.
+    isolated_everywhere(connected("Demo PA", agent_user=name), name, 1)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -177,19 +177,25 @@ class Site:
         self._agent_key = agent_key
         self.oauth = f"{base}/a2a/{BRAND_ID}/oauth"
 
-    def agent_headers(self) -> dict[str, str]:
-        jwt = identity_token(self._agent_key, self.issuer, AUDIENCE, sub="pa-user-1")
+    def agent_headers(self, sub: str = "pa-user-1") -> dict[str, str]:
+        """The agent's identity token for its user `sub`."""
+        jwt = identity_token(self._agent_key, self.issuer, AUDIENCE, sub=sub)
         return {"authorization": f"Bearer {jwt}"}
 
     def device_authorization(
-        self, scope: str = " ".join(SCOPES), details: list[dict[str, Any]] | None = None
+        self,
+        scope: str = " ".join(SCOPES),
+        details: list[dict[str, Any]] | None = None,
+        *,
+        sub: str = "pa-user-1",
     ) -> dict[str, Any]:
-        """Ask for `scope` (and RFC 9396 authorization `details`, when given)."""
+        """Ask for `scope` (and RFC 9396 authorization `details`, when given) for the agent's
+        user `sub`."""
         form = {"client_id": self.issuer, "scope": scope}
         if details is not None:
             form["authorization_details"] = json.dumps(details)
         response = httpx.post(
-            f"{self.oauth}/device_authorization", headers=self.agent_headers(), data=form
+            f"{self.oauth}/device_authorization", headers=self.agent_headers(sub), data=form
         )
         assert response.status_code == 200, response.text
         document: dict[str, Any] = response.json()

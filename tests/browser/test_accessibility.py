@@ -330,8 +330,8 @@ def accessible_buttons(browser: WebDriver) -> list[tuple[str, str]]:
 @pytest.mark.timeout(90)
 def test_a_revoke_button_names_its_agent_once(browser: WebDriver, tmp_path: Path) -> None:
     """A screen reader says a button's name, then its description: "Revoke Demo PA", then the
-    agent's name again said nothing new. The description now tells where the agent comes
-    from (two agents may show the same name)."""
+    agent's name again said nothing new. The description now tells which of the agent's users
+    it is for and where the agent comes from (two cards may show the same name)."""
     with serve_site(tmp_path) as site:
         sign_in(browser, site)
         asked = site.device_authorization("orders:read")
@@ -343,7 +343,52 @@ def test_a_revoke_button_names_its_agent_once(browser: WebDriver, tmp_path: Path
         WebDriverWait(browser, WAIT).until(
             lambda d: d.find_element(By.CSS_SELECTOR, "section.agent")
         )
-        assert accessible_buttons(browser) == [(f"Revoke {AGENT_NAME}", PA_ISSUER)]
+        # Then which user of the agent it is for, and where the agent comes from.
+        assert accessible_buttons(browser) == [(f"Revoke {AGENT_NAME}", f"pa-user-1 {PA_ISSUER}")]
+
+
+def accessible_regions(browser: WebDriver) -> list[str]:
+    """The names Chromium's accessibility tree gives the page's regions (landmarks)."""
+    tree: dict[str, Any] = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})
+    return [
+        " ".join(node["name"]["value"].split())
+        for node in tree["nodes"]
+        if node.get("role", {}).get("value") == "region" and not node.get("ignored")
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_two_users_of_one_agent_are_two_cards_a_person_tells_apart(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """One personal agent, two of its users (say a family's shared assistant), both approved
+    by one person: two grants. Each card says which user of the agent it is for, in words and
+    in its accessible name, so the person knows which one a Revoke stops (axe's
+    landmark-unique flagged two regions of one name)."""
+    audit = Audit(browser)
+    with serve_site(tmp_path) as site:
+        sign_in(browser, site)
+        for sub in ("pa-user-1", "pa-user-2"):
+            asked = site.device_authorization("orders:read", sub=sub)
+            browser.get(asked["verification_uri_complete"])
+            WebDriverWait(browser, WAIT).until(has_consent_form)
+            allow(browser)
+            assert result_heading(browser).text == "Connected"
+        browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
+        WebDriverWait(browser, WAIT).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "section.agent")) == 2
+        )
+        cards = browser.find_elements(By.CSS_SELECTOR, "section.agent")
+        subs = ("pa-user-1", "pa-user-2")
+        shown = sorted([sub for sub in subs if sub in card.text] for card in cards)
+        assert shown == [["pa-user-1"], ["pa-user-2"]]
+        assert all("Your user ID at the agent" in card.text for card in cards)
+        regions = accessible_regions(browser)
+        assert len(regions) == 2, regions
+        assert len(set(regions)) == 2, regions
+        assert all(AGENT_NAME in name for name in regions), regions
+        audit.check("connected-agents-two-users")
+    audit.assert_clean()
 
 
 def dark_background(browser: WebDriver) -> bool:

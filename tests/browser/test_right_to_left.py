@@ -114,9 +114,13 @@ def test_an_arabic_catalog_mirrors_the_pages(browser: WebDriver, tmp_path: Path)
             for start, end in ((0, len(day)), (len(day) + 1, len(date.text)))
         )
         assert day_box < rest_box, (date.text, day_box, rest_box)
-        origin = card.find_element(By.CSS_SELECTOR, "dd code")
+        origin = card.find_element(By.CSS_SELECTOR, "dd[id$='-from'] code")
         assert direction(browser, origin) == "ltr"
         assert origin.text == "https://pa.example"
+        # The person's user id at the agent is a name: isolated, left to right as it is.
+        agent_user = card.find_element(By.CSS_SELECTOR, "dd[id$='-user'] bdi")
+        assert direction(browser, agent_user) == "ltr"
+        assert agent_user.text == "pa-user-1"
         violations = axe_violations(browser)
         assert violations == [], violations
 

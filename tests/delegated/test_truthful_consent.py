@@ -7,8 +7,10 @@ listed raw scope ids; the consent page said nothing of how long an approval last
 
 from __future__ import annotations
 
+from base64 import urlsafe_b64decode
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
@@ -131,6 +133,36 @@ def test_an_outcome_is_only_read_by_its_own_brand(env: Env) -> None:
     elsewhere = location.replace("/a2a/acme/", "/a2a/globex/")
     text = page_text(env.get(elsewhere).text)
     assert "This page no longer shows a decision" in text
+
+
+def readable(location: str) -> str:
+    """What anyone reading an access log learns from a result link: the URL, its query
+    decoded, and every part of its `outcome` decoded as base64url (a JWS is signed, not
+    encrypted: its claims are plain JSON)."""
+    parts = [location, unquote(location)]
+    for value in parse_qs(urlsplit(location).query).get("outcome", []):
+        for segment in value.split("."):
+            parts.append(urlsafe_b64decode(segment + "=" * (-len(segment) % 4)).decode("latin-1"))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_the_result_link_carries_nothing_personal(env: Env, decision: str) -> None:
+    """The result link lands in every access log (uvicorn logs the query string): it names
+    neither the person's account nor the agent's user, not even inside its signed outcome;
+    the page finds them on the server, and still shows the decision."""
+    sub, user = new_sub(), env.new_user()
+    _, action, session = env.open_consent("acme", READ, user=user, sub=sub)
+    location = env.decide(action, session, [READ], decision=decision, user=user).headers["location"]
+    seen = readable(location)
+    for personal in (env.account(user), sub, user):
+        assert personal not in seen
+    text = page_text(env.get(location).text)
+    if decision == "allow":
+        assert f"{AGENT_NAME} can now do this for you at Acme Shop until" in text
+        assert SCOPES[READ] in text
+    else:
+        assert f"Nothing was shared. {AGENT_NAME} cannot act for you at Acme Shop." in text
 
 
 def test_the_consent_page_shows_the_code_the_agent_shows(env: Env) -> None:

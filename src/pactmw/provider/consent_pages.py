@@ -81,8 +81,9 @@ class ResultView:
 class ConnectedAgent:
     """One agent that can act for the person at this Brand: one live grant.
 
-    Protocol-neutral: an agent's display name and origin, what it may do (id, description),
-    since when, when it was last used (None: not recorded or never) and when it expires.
+    Protocol-neutral: an agent's display name and origin, the person's user id there, what
+    it may do (id, description), since when, when it was last used (None: not recorded or
+    never) and when it expires.
     """
 
     grant_id: str
@@ -94,6 +95,9 @@ class ConnectedAgent:
     expires_at: float
     #: RFC 9396 authorization details the grant holds, as (scope id, the entry's rendering).
     conditions: tuple[tuple[str, str], ...] = ()
+    #: The person's user id at the agent (PACT's `pa_sub`): one agent used by two of its
+    #: users is two grants, and this is what tells their cards apart ("" when unknown).
+    agent_user: str = ""
 
 
 @frozen

@@ -112,6 +112,7 @@ class ConnectedAgentsEndpoint:
                     grant_id=grant.grant_id,
                     agent_name=self.agent_name(grant.client_id),
                     agent_origin=origin_of(grant.client_id),
+                    agent_user=grant.pa_sub,
                     scopes=tuple(
                         (scope, text)
                         for scope, text in config.scopes.items()

@@ -214,10 +214,10 @@ class ConsentEndpoint:
         Allow pressed twice, a form sent again after Back or from another tab, the link
         opened again. They got an error page saying the code was used, after an approval
         that had worked."""
-        approved = authorization.status in ("approved", "consumed")
-        outcome = self._outcome(
-            authorization, user, authorization.granted_scopes if approved else None
-        )
+        outcome = Outcome.of(authorization)
+        if outcome is None:
+            # Not decided after all: callers pass decided ones only; the code's error page.
+            raise ConsentRefused.unusable_code()
         result = ResultPage(
             self.ctx, agent_name=self.agent_name, outcomes=self.outcomes, manage_url=self.manage_url
         )
@@ -261,7 +261,7 @@ class ConsentEndpoint:
                 scopes=authorization.scopes,
             )
         )
-        return self._to_result(brand, authorization, signed_in, None)
+        return self._to_result(brand, authorization, None)
 
     def approve(
         self,
@@ -294,7 +294,7 @@ class ConsentEndpoint:
         if approval.grant is None:
             # A Poppy sign-in: its grant is written when the agent's poll binds its user
             # (it asks with no authorization details, so none are kept here).
-            return self._to_result(brand, authorization, user, granted)
+            return self._to_result(brand, authorization, granted)
         # The entries of unticked scopes are declined with them. Added after the grant is:
         # an entry approved by this decision only (a lost write leaves the grant narrower).
         yield from keep(
@@ -305,37 +305,22 @@ class ConsentEndpoint:
             None,
         )
         self.ctx.audit.grant("agent.delegation_approved", approval.grant, scopes=granted)
-        return self._to_result(brand, authorization, user, granted)
-
-    @staticmethod
-    def _outcome(
-        authorization: DeviceAuthorization, user: SignedInUser, granted: tuple[str, ...] | None
-    ) -> Outcome:
-        """The decision `user` took on `authorization` (`granted` None: denied)."""
-        return Outcome(
-            approved=granted is not None,
-            account=user.account,
-            client_id=authorization.client_id,
-            pa_sub=authorization.pa_sub,
-            granted=granted or (),
-            user_code=authorization.user_code if authorization.pa_sub is None else None,
-        )
+        return self._to_result(brand, authorization, granted)
 
     def _to_result(
         self,
         brand: Brand,
         authorization: DeviceAuthorization,
-        user: SignedInUser,
         granted: tuple[str, ...] | None,
     ) -> Response:
-        """303 to the result page with the decision signed (`granted` None: denied)."""
-        outcome = self._outcome(authorization, user, granted)
+        """303 to the result page with a signed reference to the decision (`granted` None:
+        denied)."""
         status = (
             {"status": "denied"}
             if granted is None
             else {"status": "approved", "scope": " ".join(granted)}
         )
-        query = urlencode({**status, "outcome": self.outcomes.mint(brand, outcome)})
+        query = urlencode({**status, "outcome": self.outcomes.mint(brand, authorization)})
         return redirect(f"{self.ctx.url(brand, 'connected')}?{query}")
 
 

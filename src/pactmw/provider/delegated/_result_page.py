@@ -51,7 +51,14 @@ class ResultPage:
 
     def result(self, brand: Brand, config: DelegationConfig, request: Request) -> Flow:
         tokens = parse_qs(request.query).get("outcome", [])
-        outcome = self.outcomes.read(brand, tokens[0]) if len(tokens) == 1 else None
+        reference = self.outcomes.read(brand, tokens[0]) if len(tokens) == 1 else None
+        outcome: Outcome | None = None
+        if reference is not None:
+            # The link names no one: whose decision it was is the store's to say.
+            found: DeviceAuthorization | None = yield store(
+                self.ctx.store.device_authorization_by_user_code, user_code=reference.user_code
+            )
+            outcome = reference.finds(brand, found)
         if outcome is None:
             unknown = ResultView(
                 brand_name=brand.name,

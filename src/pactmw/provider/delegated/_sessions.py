@@ -13,6 +13,7 @@ from pactmw.protocols.delegation import DELEGATION_ALGORITHMS
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._errors import ConsentRefused
+from pactmw.store.base import DeviceAuthorization
 
 CONSENT_SESSION_TYP = "pact-consent+jwt"
 CONSENT_SESSION_LIFETIME = 600
@@ -127,56 +128,78 @@ class Outcome:
     granted: tuple[str, ...]
     user_code: str | None = None
 
+    @classmethod
+    def of(cls, decided: DeviceAuthorization) -> Outcome | None:
+        """The decision recorded on `decided`, or None when it records none (pending, or
+        no account: nothing to show)."""
+        if decided.status == "pending" or decided.account is None:
+            return None
+        approved = decided.status in ("approved", "consumed")
+        return cls(
+            approved=approved,
+            account=decided.account,
+            client_id=decided.client_id,
+            pa_sub=decided.pa_sub,
+            granted=decided.granted_scopes if approved else (),
+            user_code=decided.user_code if decided.pa_sub is None else None,
+        )
+
+
+@frozen
+class OutcomeReference:
+    """Which decision a result link shows: the device authorization's user code, and its
+    device code's hash to tell it from a later authorization drawing the same code."""
+
+    user_code: str
+    device_code_hash: str
+
+    def finds(self, brand: Brand, found: DeviceAuthorization | None) -> Outcome | None:
+        """The decision of `found`, the authorization holding the user code now, when it is
+        the one referred to, at `brand`; else None."""
+        if found is None or found.brand_id != brand.id:
+            return None
+        if found.device_code_hash != self.device_code_hash:
+            return None
+        return Outcome.of(found)
+
 
 @frozen
 class ConsentOutcomes:
-    """The result page's `outcome`: a signed, short-lived record of the decision.
+    """The result page's `outcome`: a signed, short-lived reference to the decision.
 
     Signed so that a crafted link cannot make the Brand's own page claim an agent was (or
-    was not) connected.
+    was not) connected. It names no one: a result link lands in access logs (servers log
+    the query string), and a JWS is signed, not encrypted. It carries the user code (which
+    the consent link already carried) and the hash of the device code (no use without the
+    code); the page reads the decision, its person and the agent's user from the store.
     """
 
     ctx: ServerContext
 
-    def mint(self, brand: Brand, outcome: Outcome) -> str:
+    def mint(self, brand: Brand, decided: DeviceAuthorization) -> str:
         claims = {
             "aud": self.ctx.url(brand, "connected"),
-            "approved": outcome.approved,
-            "sub": outcome.account,
-            "client_id": outcome.client_id,
-            "pa_sub": outcome.pa_sub,
-            "user_code": outcome.user_code,
-            "granted": list(outcome.granted),
+            "user_code": decided.user_code,
+            "ref": decided.device_code_hash,
         }
         return mint_page_token(self.ctx, claims, typ=OUTCOME_TYP, lifetime=OUTCOME_LIFETIME)
 
-    def read(self, brand: Brand, token: str) -> Outcome | None:
-        """The decision, or None when the token is forged, foreign, malformed or expired."""
+    def read(self, brand: Brand, token: str) -> OutcomeReference | None:
+        """The decision referred to, or None when the token is forged, foreign, malformed or
+        expired."""
         try:
             claims = read_page_token(self.ctx, token, typ=OUTCOME_TYP)
         except JoseError:
             return None
-        approved, granted = claims.get("approved"), claims.get("granted")
-        key = tuple(claims.get(k) for k in ("sub", "client_id"))
-        # The grant's user, or (a Poppy sign-in, bound at the poll) the user code.
-        pa_sub, user_code = claims.get("pa_sub"), claims.get("user_code")
-        user = (pa_sub,) if pa_sub is not None else (user_code,)
+        user_code, ref = claims.get("user_code"), claims.get("ref")
         if (
             not is_fresh(self.ctx, claims, self.ctx.url(brand, "connected"))
-            or not isinstance(approved, bool)
-            or not isinstance(granted, list)
-            or not all(isinstance(s, str) for s in granted)
-            or not all(isinstance(v, str) and v for v in (*key, *user))
+            or not isinstance(user_code, str)
+            or not isinstance(ref, str)
+            or not (user_code and ref)
         ):
             return None
-        return Outcome(
-            approved=approved,
-            account=str(key[0]),
-            client_id=str(key[1]),
-            pa_sub=None if pa_sub is None else str(pa_sub),
-            granted=tuple(granted),
-            user_code=None if pa_sub is not None else str(user_code),
-        )
+        return OutcomeReference(user_code=user_code, device_code_hash=ref)
 
 
 __all__ = [
@@ -187,6 +210,7 @@ __all__ = [
     "ConsentOutcomes",
     "ConsentSessions",
     "Outcome",
+    "OutcomeReference",
     "PageVisit",
     "SignedInUser",
     "is_fresh",
