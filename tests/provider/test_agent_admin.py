@@ -519,6 +519,7 @@ def test_an_unknown_issuer_is_refused_unless_a_poppy_brand_admits_any_agent() ->
             error=f"nothing blocked: no agent {stranger} is configured or added "
             "(agents list shows them)",
             status=1,
+            field="issuer",  # a form shows it beside the issuer
         )
         assert named.store.agent_enabled(stranger) is None  # nothing written
         unlisted = (

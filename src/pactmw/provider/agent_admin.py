@@ -54,16 +54,18 @@ class Outcome:
 
     `status` is the exit status of the commands: 0 done (or already so), 1 nothing to do
     (an unknown agent, an issuer already known), `CANNOT_RUN` refused input (nothing
-    written).
+    written). `field` names the one input a refusal concerns (`issuer`, `jwks_uri`, `name`),
+    so a form can show it beside that field; None when it concerns no one input.
     """
 
     lines: tuple[str, ...] = ()
     error: str | None = None
     status: int = 0
+    field: str | None = None
 
 
-def _refused(error: str, status: int) -> Outcome:
-    return Outcome(error=error, status=status)
+def _refused(error: str, status: int, field: str | None = None) -> Outcome:
+    return Outcome(error=error, status=status, field=field)
 
 
 @frozen
@@ -321,11 +323,17 @@ def add_refusal(
 ) -> Outcome | None:
     """Why `add_agent` would refuse these values (an `Outcome` with the error and the exit
     status), or None; writes nothing, so a form can validate with it and save later."""
-    problem = check_issuer(issuer) or _check_jwks_uri(provider, jwks_uri) or _check_name(name)
-    if problem is not None:
-        return _refused(f"nothing added: {problem}", CANNOT_RUN)
+    for field, problem in (
+        ("issuer", check_issuer(issuer)),
+        ("jwks_uri", _check_jwks_uri(provider, jwks_uri)),
+        ("name", _check_name(name)),
+    ):
+        if problem is not None:
+            return _refused(f"nothing added: {problem}", CANNOT_RUN, field)
     if any(agent.issuer == issuer for agent in provider.verifier.registry):
-        return _refused(f"nothing added: {issuer} is configured (agents in the settings)", 1)
+        return _refused(
+            f"nothing added: {issuer} is configured (agents in the settings)", 1, "issuer"
+        )
     if provider.store.get_agent(issuer) is not None:
         return _already_added(provider, issuer)
     return None
@@ -334,7 +342,7 @@ def add_refusal(
 def _already_added(provider: Provider, issuer: str) -> Outcome:
     stored = provider.store.get_agent(issuer)
     when = "" if stored is None else f" on {format_time(stored.added_at, TABLE_TIME)}"
-    return _refused(f"nothing added: {issuer} was already added{when}", 1)
+    return _refused(f"nothing added: {issuer} was already added{when}", 1, "issuer")
 
 
 def add_agent(
@@ -374,7 +382,9 @@ def switch_refusal(provider: Provider, issuer: str, enabled: bool) -> Outcome | 
         return None  # a block recorded for an agent removed since: `remove` says allow lifts it
     verb = "allowed" if enabled else "blocked"
     return _refused(
-        f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)", 1
+        f"nothing {verb}: no agent {issuer} is configured or added (agents list shows them)",
+        1,
+        "issuer",
     )
 
 

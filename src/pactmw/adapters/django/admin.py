@@ -24,8 +24,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import quote
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 
 from pactmw.adapters.django._admin_lists import (
     LIST_MINUTE,
@@ -147,11 +152,52 @@ class _StateAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return super().get_changelist_instance(request)
 
 
+#: A row page's value for "no such user": Django shows a read-only method's None as "None".
+_NO_USER = "-"
+
+
+class _AccountUser(_StateAdmin):
+    """A grant's or a conversation's page names the Django user its account is (`user`),
+    linked to the user's admin page where this admin site has one: a same-app Brand's
+    account is `str(user.pk)` (`a2a_view`). Never for a Brand whose people sign in at its
+    own login (`login = "brand"`), whose accounts are its own and no pk of this site. On
+    the row's page only, so the lists make no query a row."""
+
+    @admin.display(description="user")
+    def user(self, obj: Any) -> str:
+        brand = get_provider().brands.get(obj.brand_id)
+        if not obj.account or brand is None or brand.delegation is None:
+            return _NO_USER
+        if brand.delegation.mode != "same-app":
+            return _NO_USER
+        users = get_user_model()
+        try:
+            person = users._default_manager.filter(pk=obj.account).first()
+        except (ValueError, TypeError, ValidationError):  # not a pk of this site's users
+            return _NO_USER
+        if person is None:
+            return _NO_USER  # deleted since (its grants were revoked then)
+        name = person.get_username()
+        if not self.admin_site.is_registered(users):
+            return str(name)
+        meta = users._meta
+        try:
+            url = reverse(
+                f"{self.admin_site.name}:{meta.app_label}_{meta.model_name}_change",
+                args=(quote(person.pk),),
+            )
+        except NoReverseMatch:
+            return str(name)
+        return format_html('<a href="{}">{}</a>', url, name)
+
+
 class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
     """A form whose change is one of the operators' functions (`agent_admin`). Validating
     asks that function's refusal (`refusal`), so the form's error is in the commands' words,
     and writes nothing: the admin's `save_model` makes the change (`apply`), once every
-    validation (a site's own `clean` included) has passed, as Django's admin expects."""
+    validation (a site's own `clean` included) has passed, as Django's admin expects. A
+    refusal that concerns one input (`Outcome.field`) is that field's error, shown beside
+    it as Django's own validation does; any other is the form's."""
 
     def refusal(self, data: dict[str, Any]) -> agent_admin.Outcome | None:
         raise NotImplementedError
@@ -170,7 +216,10 @@ class _DecidedForm(forms.ModelForm):  # type: ignore[type-arg]
             return data
         refused = self.refusal(data)
         if refused is not None and refused.error is not None:
-            raise forms.ValidationError(refused.error)
+            if refused.field in self.fields:
+                self.add_error(refused.field, refused.error)  # drops it from cleaned_data
+            else:
+                raise forms.ValidationError(refused.error)
         return data
 
 
@@ -383,7 +432,7 @@ class AgentAccessAdmin(_AgentSwitches):
 
 
 @admin.register(Grant)
-class GrantAdmin(_ReadOnly, _StateAdmin):
+class GrantAdmin(_ReadOnly, _AccountUser):
     """Delegation grants, filterable by status, Brand and agent, found by account; revoke as
     the Provider does."""
 
@@ -410,6 +459,7 @@ class GrantAdmin(_ReadOnly, _StateAdmin):
         "grant_id",
         "brand_id",
         "account",
+        "user",
         "client_id",
         "pa_sub",
         "scope_list",
@@ -485,7 +535,7 @@ class MessageInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
 
 
 @admin.register(Conversation)
-class ConversationAdmin(_ReadOnly, _StateAdmin):
+class ConversationAdmin(_ReadOnly, _AccountUser):
     """Conversations, read-only; what was written only with `admin_show_message_text`.
 
     A conversation's page shows its last `turns_shown` turns (a site's subclass may change
@@ -511,6 +561,7 @@ class ConversationAdmin(_ReadOnly, _StateAdmin):
         "issuer",
         "sub",
         "account",
+        "user",
         "closed",
         "started",
         "active",
