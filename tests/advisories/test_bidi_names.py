@@ -21,7 +21,7 @@ import pytest
 
 from pactmw.brand_login import BrandUser, DevelopmentBrandLogin
 from pactmw.core.client_metadata import ClientMetadataError, parse_client_metadata
-from pactmw.core.encoding import json_dumps
+from pactmw.core.encoding import bidi_controls_shown, json_dumps
 from pactmw.provider.authorization_details import (
     AuthorizationDetailType,
     InvalidAuthorizationDetails,
@@ -177,7 +177,8 @@ def test_the_connected_agents_page_isolates_the_name(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_the_connected_agents_page_isolates_the_persons_user_id_at_the_agent(name: str) -> None:
     # The agent chose it (its token's `sub`): shown once, in its card's row, isolated.
-    isolated_everywhere(connected("Demo PA", agent_user=name), name, 1)
+    # Its bidirectional controls are shown as code points (the test below), then isolated.
+    isolated_everywhere(connected("Demo PA", agent_user=name), bidi_controls_shown(name), 1)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -292,3 +293,15 @@ def test_authorization_details_with_a_bidi_control_anywhere_are_refused(
     assert (
         read_authorization_details(kept, [PAYMENT], ["orders:pay"])[0]["payee"] == "مساعد \u200f2"
     )
+
+
+@pytest.mark.parametrize("sub", ["\u2069\u202eX", "user\u202e1", "\u2066a\u2069"])
+def test_bidi_controls_in_the_persons_user_id_at_the_agent_are_shown_not_obeyed(sub: str) -> None:
+    """The agent chose the id (its token's `sub`), and nothing refused controls in it: a POP
+    DIRECTIONAL ISOLATE ends the `<bdi>` early in Chromium, and an override after it would
+    reorder the card's words. Each control is shown as its code point instead, as code
+    review tools show hidden characters."""
+    page = body_of(connected("Demo PA", agent_user=sub))  # the title isolates names itself
+    assert not any(control in page for control in EXPLICIT_CONTROLS)
+    shown = "".join(f"[U+{ord(c):04X}]" if c in "\u202e\u2066\u2069" else c for c in sub)
+    assert f"<bdi>{escape(shown)}</bdi>" in page

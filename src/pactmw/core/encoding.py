@@ -84,6 +84,15 @@ def bidi_control_in(text: str) -> str | None:
     return None if found is None else f"U+{ord(found.group()):04X}"
 
 
+def bidi_controls_shown(text: str) -> str:
+    """`text` with each explicit bidirectional control written as its code point ("[U+2069]"):
+    for text a page must show though nothing refused controls in it (a personal agent's user
+    id, from its token), which `bidi_control_in` says a name must not hold."""
+    if text.isascii():
+        return text
+    return _BIDI_CONTROL.sub(lambda found: f"[U+{ord(found.group()):04X}]", text)
+
+
 def is_scope_token(value: object) -> bool:
     """Whether `value` is an RFC 6749 §3.3 scope-token: a non-empty string of printable ASCII
     without space, `"` or `\\`. The one rule for a Brand's scope ids, a Poppy company's and
@@ -359,6 +368,7 @@ __all__ = [
     "b64url_decode_segment",
     "b64url_encode",
     "bidi_control_in",
+    "bidi_controls_shown",
     "is_ascii_digits",
     "is_scope_token",
     "is_storable_text",

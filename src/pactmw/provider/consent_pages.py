@@ -20,7 +20,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from attrs import frozen
+from attrs import field, frozen
+
+from pactmw.core.encoding import bidi_controls_shown
 
 
 @frozen
@@ -96,8 +98,9 @@ class ConnectedAgent:
     #: RFC 9396 authorization details the grant holds, as (scope id, the entry's rendering).
     conditions: tuple[tuple[str, str], ...] = ()
     #: The person's user id at the agent (PACT's `pa_sub`): one agent used by two of its
-    #: users is two grants, and this is what tells their cards apart ("" when unknown).
-    agent_user: str = ""
+    #: users is two grants, and this is what tells their cards apart ("" when unknown). The
+    #: agent chose it, so its bidirectional controls are shown, never obeyed.
+    agent_user: str = field(default="", converter=bidi_controls_shown)
 
 
 @frozen
