@@ -68,10 +68,11 @@ class ThrottledLog:
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
-    def event(self, key: str) -> Said | None:
-        """One more event of `key`: what to say about it, or None (counted for the summary)."""
+    def event(self, key: str, now: float | None = None) -> Said | None:
+        """One more event of `key` (at `now`, default the `clock`'s): what to say about it, or
+        None (counted for the summary)."""
         with self._lock:
-            now = self._clock()
+            now = self._clock() if now is None else now
             run = self._runs.get(key)
             if run is None or now - run.last_at > self.interval:
                 # Quiet for a whole interval: the run ended; what it left unsaid goes first.

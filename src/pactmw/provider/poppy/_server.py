@@ -210,7 +210,10 @@ class PoppyServer:
             clock=clock,
             dpop_replay=dpop_replay,
             limiter=RateLimiter(
-                token_rate_limit or TOKEN_RATE_LIMIT, store=rate_counters, namespace="poppy.token"
+                token_rate_limit or TOKEN_RATE_LIMIT,
+                store=rate_counters,
+                namespace="poppy.token",
+                key_name="client_id",
             ),
         )
         device = DeviceSignInEndpoint(
@@ -219,6 +222,7 @@ class PoppyServer:
                 device_rate_limit or DEVICE_RATE_LIMIT,
                 store=rate_counters,
                 namespace="poppy.device",
+                key_name="client_id",
             ),
             audit=audit,
         )
