@@ -37,6 +37,9 @@ def test_the_first_event_then_one_summary_an_interval() -> None:
     # the one its predecessor left unsaid is counted before it.
     clock.now += 61.0
     assert log.event("k") == Said(first=True, more=1, seconds=1.0)
+    # A clock set back an hour (a wall clock): a new run, not an hour of silence.
+    clock.now -= 3600.0
+    assert log.event("k") == Said(first=True, more=0, seconds=0.0)
 
 
 def test_keys_past_the_bound_are_forgotten() -> None:

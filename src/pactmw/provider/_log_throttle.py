@@ -74,8 +74,10 @@ class ThrottledLog:
         with self._lock:
             now = self._clock() if now is None else now
             run = self._runs.get(key)
-            if run is None or now - run.last_at > self.interval:
-                # Quiet for a whole interval: the run ended; what it left unsaid goes first.
+            # Quiet for a whole interval, the run ended: what it left unsaid goes first. So
+            # does a clock set back (a wall clock's `now`), rather than silence until it
+            # catches up.
+            if run is None or not 0 <= now - run.last_at <= self.interval:
                 ended = (0, 0.0) if run is None else (run.more, run.last_at - run.said_at)
                 self._runs[key] = _Run(now)
                 self._runs.move_to_end(key)
@@ -85,7 +87,7 @@ class ThrottledLog:
             self._runs.move_to_end(key)
             run.last_at = now
             run.more += 1
-            if now - run.said_at < self.interval:
+            if 0 <= now - run.said_at < self.interval:
                 return None
             said = Said(first=False, more=run.more, seconds=now - run.said_at)
             run.said_at, run.more = now, 0
