@@ -1326,7 +1326,9 @@ def test_a_delegation_where_none_is_offered_is_logged_with_its_reason(
         (
             "pactmw.identity",
             logging.INFO,
-            f"personal agent refused: reason=not_offered issuer={ISSUER} brand=-",
+            f"personal agent refused: reason=not_offered issuer={ISSUER} brand=- "
+            "credential=delegation_token "
+            "detail='this Brand offers no delegation'",
         )
     ]
     assert sent not in caplog.text
@@ -1381,7 +1383,10 @@ def test_a_delegation_the_providers_own_routes_refuse_is_logged_as_the_guard_log
         sent = target.client.post("/a2a/acme/message:send", json=message, headers=headers)
         assert_refused(sent, INVALID_TOKEN)
         assert_refused(target.client.get("/api/echo", headers=headers), INVALID_TOKEN)
-        line = f"personal agent refused: reason={reason} issuer={ISSUER} brand=acme"
+        line = (
+            f"personal agent refused: reason={reason} issuer={ISSUER} brand=acme "
+            "credential=delegation_token"  # no detail: the forgery names a kid it has
+        )
         expected += [("pactmw.identity", logging.INFO, line)] * 2
         assert delegation.split()[1] not in caplog.text
     assert_logs_tame(caplog.records)
@@ -1412,7 +1417,9 @@ def test_a_delegation_sent_to_a_brand_without_delegation_is_logged(
         (
             "pactmw.identity",
             logging.INFO,
-            f"personal agent refused: reason=not_offered issuer={ISSUER} brand=acme",
+            f"personal agent refused: reason=not_offered issuer={ISSUER} brand=acme "
+            "credential=delegation_token "
+            "detail='this Brand offers no delegation'",
         )
     ]
     assert sent not in caplog.text
@@ -1441,8 +1448,9 @@ def test_another_scheme_in_optional_mode_is_no_refusal_in_the_log(
         assert_refused(client.get("/a2a/whoami", headers=delegated))
     messages = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
     assert messages == [
-        "personal agent refused: reason=malformed_token issuer=- brand=-",
-        "personal agent refused: reason=malformed_header issuer=- brand=-",
+        "personal agent refused: reason=malformed_token issuer=- brand=- credential=identity_jwt",
+        # The delegation needs a Bearer identity: what is refused is the missing identity.
+        "personal agent refused: reason=malformed_header issuer=- brand=- credential=identity_jwt",
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 import uuid
@@ -758,6 +759,37 @@ def test_rate_limit_per_user(memory_kit: Kit, drive: Drive) -> None:
     assert header(limited, "Retry-After") == ["1"]  # at least one second
     kit.clock.advance(0.1)
     reply(send(kit, provider, drive, sub="a"))
+
+
+def test_rate_limit_refusals_are_logged_once_then_once_a_minute(
+    memory_kit: Kit, drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found in a deployment trial: a 429 was logged nowhere, so an operator could not see an
+    # agent throttled. Now one INFO line, and while it goes on one summary a minute, not one
+    # line a request (an agent that retries at once would flood the log).
+    kit = memory_kit
+    provider = kit.provider(rate_limit=RateLimit(per_agent=1, window=600))
+    caplog.set_level(logging.INFO, logger="pactmw")
+    reply(send(kit, provider, drive, sub="a"))
+    for _ in range(5):
+        assert_bare(send(kit, provider, drive, sub="b"), 429)
+        kit.clock.advance(12)
+    assert_bare(send(kit, provider, drive, sub="a"), 429)  # a minute after the first line
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        (
+            "pactmw.provider",
+            logging.INFO,
+            f"rate limit refused: limit=a2a issuer={ISSUER} retry_after=600",
+        ),
+        (
+            "pactmw.provider",
+            logging.INFO,
+            f"rate limit refused: limit=a2a issuer={ISSUER}: 5 more requests refused "
+            "in the 60 s since the last line",
+        ),
+    ]
+    assert kit.token("a") not in caplog.text
 
 
 def test_a_request_refused_by_one_limit_is_not_counted_by_the_other(

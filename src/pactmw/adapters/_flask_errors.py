@@ -50,7 +50,7 @@ class StoreOutage(ServiceUnavailable, PactmwError):
     the store's message is logged once, here, never shown."""
 
     def __init__(self, outage: StoreUnavailable) -> None:
-        self.answer = refusal_response(outage)  # logs why, once a request
+        self.answer = refusal_response(outage)  # logs why (throttled: `log_store_outage`)
         retry = next((value for name, value in self.answer.headers if name == "Retry-After"), "")
         super().__init__(retry_after=int(retry) if retry.isdigit() else None)
 

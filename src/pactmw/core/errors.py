@@ -61,6 +61,9 @@ class AuthenticationFailed(PactmwError):
     """
 
     www_authenticate = 'Bearer realm="a2a"'
+    #: Which credential was refused, for the log line (`log_refusal`): the personal agent's
+    #: PACT JWT here, its delegation token in `DelegationRejected`.
+    credential = "identity_jwt"
 
     def __init__(self, reason: str, detail: str = "", *, issuer: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)

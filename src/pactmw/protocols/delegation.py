@@ -41,6 +41,7 @@ class DelegationRejected(AuthenticationFailed):
     """A delegation token was refused: 401 with `error="invalid_token"` (spec §5.5)."""
 
     www_authenticate = 'Bearer realm="a2a", error="invalid_token"'
+    credential = "delegation_token"
 
 
 @frozen
@@ -146,6 +147,14 @@ def verify_access_token(
     if jws.header.get("typ") != ACCESS_TOKEN_TYP:
         raise DelegationRejected("bad_typ")
     if not verify_with_any(jws, keys.candidates(jws.kid, jws.alg)):
+        if jws.kid is not None and not keys.has_kid(jws.kid):
+            # Mostly a rotation that removed the key while its tokens were still out: for the
+            # log only, as the answer is PACT's `invalid_token` whatever the cause.
+            raise DelegationRejected(
+                "bad_signature",
+                f"the key that signed it (kid={jws.kid}) is not, or no longer, among the "
+                "signing keys of this Provider",
+            )
         raise DelegationRejected("bad_signature")
     if claims.get("iss") != authorization_server_issuer(interface_url):
         raise DelegationRejected("bad_issuer")

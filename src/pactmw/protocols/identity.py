@@ -440,16 +440,24 @@ MISCONFIGURATION_REASONS = frozenset({"unknown_issuer", "bad_audience", "jwks_un
 
 
 def log_refusal(exc: AuthenticationFailed, brand: str | None = None) -> None:
-    """Log a refused personal agent: the reason code, issuer and Brand, never the token."""
+    """Log a refused personal agent: the reason code, issuer and Brand, which credential was
+    refused (`identity_jwt`, `delegation_token`: the same reason code can be either's), and
+    a delegation refusal's detail, never the token."""
     level = logging.WARNING if exc.reason in MISCONFIGURATION_REASONS else logging.INFO
-    if logger.isEnabledFor(level):
-        logger.log(
-            level,
-            "personal agent refused: reason=%s issuer=%s brand=%s",
-            exc.reason,
-            loggable(exc.issuer or "-"),  # the unverified token's: the caller wrote it
-            loggable(brand or "-"),
-        )
+    if not logger.isEnabledFor(level):
+        return
+    line = "personal agent refused: reason=%s issuer=%s brand=%s credential=%s"
+    args: list[object] = [
+        exc.reason,
+        loggable(exc.issuer or "-"),  # the unverified token's: the caller wrote it
+        loggable(brand or "-"),
+        exc.credential,
+    ]
+    if exc.credential == "delegation_token" and exc.detail:
+        # Our own words, but they may quote the token's header (its `kid`).
+        line += " detail=%r"
+        args.append(loggable(exc.detail))
+    logger.log(level, line, *args)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import logging
 from pactmw.core.errors import AuthenticationFailed, RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import PersonalAgent
+from pactmw.provider._log_throttle import log_store_outage
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
 from pactmw.provider.errors import error_response
@@ -95,7 +96,7 @@ def public_oauth_flow(
     except (RequestRefused, AuthenticationFailed):
         raise
     except StoreUnavailable as exc:
-        logger.error("store unavailable on a consent page: %s", exc)
+        log_store_outage(logger, exc, " on a consent page")
         busy = ConsentRefused("The service is busy. Please try again in a moment.", 503)
         return _error_page(oauth, route, brand, config, busy)
     except Exception:

@@ -16,6 +16,7 @@ from pactmw.core.errors import A2AError, AuthenticationFailed, InsufficientScope
 from pactmw.core.http import Response, challenge, insufficient_scope
 from pactmw.protocols.a2a import A2A_ERROR_DOMAIN, A2A_REASONS, ERROR_INFO_TYPE
 from pactmw.protocols.poppy import PoppyError, poppy_response
+from pactmw.provider._log_throttle import log_store_outage
 from pactmw.provider.a2a import a2a_json
 from pactmw.provider.consent_pages import ConsentPages
 from pactmw.provider.delegated._errors import ConsentRefused, OAuthError
@@ -59,7 +60,8 @@ def error_response(
     - `AuthenticationFailed` (a refused delegation too): 401 with its challenge, no body;
     - `A2AError`: the AIP-193 envelope with exactly one ErrorInfo detail (PACT §6);
     - `RequestRefused`: the bare status and its headers;
-    - `StoreUnavailable`: 503 with `Retry-After: 1` (logged as an error); with `oauth` (an
+    - `StoreUnavailable`: 503 with `Retry-After: 1` (logged as an error, once
+      an outage and then at most once a minute: `log_store_outage`); with `oauth` (an
       agent's OAuth endpoint) also the RFC 6749 body `temporarily_unavailable`;
     - anything else is a bug: logged with its traceback, answered as the A2A `INTERNAL` error.
     """
@@ -84,7 +86,7 @@ def error_response(
     if isinstance(exc, RequestRefused):
         return _bare(exc)
     if isinstance(exc, StoreUnavailable):
-        logger.error("store unavailable: %s", exc)
+        log_store_outage(logger, exc)  # once, then at most once a minute while it lasts
         return error_response(_STORE_BUSY_OAUTH) if oauth else _bare(_STORE_BUSY)
     logger.exception("unexpected error in the Provider", exc_info=exc)
     return _envelope(A2AError("INTERNAL", "Internal error"))

@@ -9,14 +9,19 @@ workers allow a limit once rather than N times. Which of the two a Provider uses
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import threading
 
 from attrs import frozen
 
 from pactmw.core import _fork
+from pactmw.core.encoding import loggable
+from pactmw.provider._log_throttle import ThrottledLog
 from pactmw.provider.flow import SubFlow, store
 from pactmw.store import RateLimitStore
+
+logger = logging.getLogger("pactmw.provider")
 
 
 @frozen
@@ -36,7 +41,10 @@ class RateLimiter:
     """Counts requests in fixed windows: in this process, or in `store` when one is given.
 
     `namespace` keeps the counters of different limiters apart in a shared store (the A2A
-    operations, the consent pages and the token endpoint may all count the same agent).
+    operations, the consent pages and the token endpoint may all count the same agent), and
+    names the limit in the log line of a refusal (`admit`). That line names the key counted
+    as `key_name` (`issuer`, a Poppy `client_id`), or not at all when None (a client
+    address: the consent pages').
     """
 
     def __init__(
@@ -46,10 +54,14 @@ class RateLimiter:
         store: RateLimitStore | None = None,
         namespace: str = "a2a",
         max_keys: int = 100_000,
+        key_name: str | None = "issuer",
     ) -> None:
         self.limit = limit
         self.store = store
         self.namespace = namespace
+        self.key_name = key_name
+        # Its own runs, timed by the `now` each request is counted at (the Provider's clock).
+        self._refusals = ThrottledLog()
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[float, int]] = {}
         self._max_keys = max_keys
@@ -98,9 +110,19 @@ class RateLimiter:
 
     def admit(self, issuer: str, sub: str, now: float) -> SubFlow:
         """Count one request where this limiter counts; the value is the seconds to wait (for
-        `Retry-After`) when over a limit, else None. One store operation when shared."""
+        `Retry-After`) when over a limit, else None. One store operation when shared.
+
+        A refusal is logged at INFO (`rate limit refused: ...`), once and then at most once a
+        minute for one `issuer` while it goes on: an agent that retries at once would
+        otherwise flood the log. Never the `sub` (a claim) nor a token."""
         if not self.limit.enabled:
             return None
+        wait = yield from self._admit(issuer, sub, now)
+        if wait is not None:
+            self._log_refusal(issuer, wait, now)
+        return wait
+
+    def _admit(self, issuer: str, sub: str, now: float) -> SubFlow:
         if self.store is None:
             return self.check(issuer, sub, now)
         start = now - now % self.limit.window
@@ -112,6 +134,25 @@ class RateLimiter:
             self.store.count_request, counters=counters, window_start=start, window_end=end
         )
         return None if admitted else _wait(end, now)
+
+    def _log_refusal(self, issuer: str, wait: int, now: float) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        said = self._refusals.event(issuer, now)
+        if said is None:
+            return
+        who = f" {self.key_name}={loggable(issuer)}" if self.key_name else ""
+        if said.more:
+            logger.info(
+                "rate limit refused: limit=%s%s: %d more requests refused in the %.0f s "
+                "since the last line",
+                self.namespace,
+                who,
+                said.more,
+                said.seconds,
+            )
+        if said.first:
+            logger.info("rate limit refused: limit=%s%s retry_after=%d", self.namespace, who, wait)
 
     def _stored_key(self, key: str) -> str:
         return hashlib.sha256(f"{self.namespace}\n{key}".encode()).hexdigest()

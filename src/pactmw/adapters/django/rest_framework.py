@@ -100,7 +100,7 @@ def _store_unavailable(exc: StoreUnavailable) -> exceptions.APIException:
     """The 503 pactmw's paths answer for a store that cannot be used (a database not migrated
     yet, or down), logged as they log it, in DRF's words: its body, and `Retry-After` through
     the exception's `wait`, which DRF's handler sends."""
-    answered = refusal_response(exc)  # logs why, once a request, as the Provider's paths do
+    answered = refusal_response(exc)  # logs why, as the Provider's paths do
     unavailable = exceptions.APIException(
         "Service temporarily unavailable, try again later.", code="service_unavailable"
     )

@@ -105,6 +105,7 @@ class AuthorizationServer:
                     consent_rate_limit or RateLimit(per_agent=30, window=60.0),
                     store=rate_counters,
                     namespace="consent",
+                    key_name=None,  # a client address: kept out of the log
                 ),
                 clock,
             ),

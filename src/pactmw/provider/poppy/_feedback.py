@@ -62,7 +62,10 @@ class PoppyFeedback:
         self._audit = audit
         self._clock = clock
         self._limiter = RateLimiter(
-            rate_limit or FEEDBACK_RATE_LIMIT, store=rate_counters, namespace="poppy.feedback"
+            rate_limit or FEEDBACK_RATE_LIMIT,
+            store=rate_counters,
+            namespace="poppy.feedback",
+            key_name="client_id",
         )
 
     def flow(self, caller: PoppyCaller) -> Flow:

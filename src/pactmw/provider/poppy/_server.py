@@ -48,6 +48,7 @@ from pactmw.core.replay import StoreReplayMemory
 from pactmw.protocols.identity import AgentOverrides
 from pactmw.protocols.poppy import DISCOVERY_PATH, PoppyError
 from pactmw.protocols.poppy._discovery import METADATA_PREFIX  # the protocol owns the path
+from pactmw.provider._log_throttle import log_store_outage
 from pactmw.provider._send import MessageSender
 from pactmw.provider.brand import Brand
 from pactmw.provider.delegated._audit import Audit
@@ -209,7 +210,10 @@ class PoppyServer:
             clock=clock,
             dpop_replay=dpop_replay,
             limiter=RateLimiter(
-                token_rate_limit or TOKEN_RATE_LIMIT, store=rate_counters, namespace="poppy.token"
+                token_rate_limit or TOKEN_RATE_LIMIT,
+                store=rate_counters,
+                namespace="poppy.token",
+                key_name="client_id",
             ),
         )
         device = DeviceSignInEndpoint(
@@ -218,6 +222,7 @@ class PoppyServer:
                 device_rate_limit or DEVICE_RATE_LIMIT,
                 store=rate_counters,
                 namespace="poppy.device",
+                key_name="client_id",
             ),
             audit=audit,
         )
@@ -347,7 +352,7 @@ def _in_poppys_words(flow: Generator[Need, Any, T]) -> Generator[Need, Any, T]:
     try:
         return (yield from flow)
     except StoreUnavailable as exc:
-        logger.error("store unavailable: %s", exc)
+        log_store_outage(logger, exc)
         raise PoppyError(
             503, "temporarily_unavailable", "the store is unavailable", headers=_RETRY_SOON
         ) from None

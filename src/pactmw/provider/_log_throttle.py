@@ -1,0 +1,125 @@
+"""One log line per interval for an event that repeats under traffic.
+
+A store outage fails every request, and an agent past its rate limit is refused as often as
+it retries: one line per event floods the log exactly when an operator reads it. A
+`ThrottledLog` says the first event of a run in full, then at most one summary per
+`interval` (how many more, in how many seconds) while the run lasts; a run ends after an
+`interval` without its event, and the next event says itself in full again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from attrs import frozen
+
+from pactmw.core import _fork
+from pactmw.store.base import StoreUnavailable
+
+__all__ = ["INTERVAL", "MAX_KEYS", "STORE_OUTAGES", "Said", "ThrottledLog", "log_store_outage"]
+
+#: At most one line per this many seconds for one kind of event: a minute of an outage is one
+#: line, and the next says whether it goes on.
+INTERVAL = 60.0
+
+#: How many kinds of event (keys) are followed at once. Past it the least recently seen is
+#: forgotten, so its next event is said in full: a bound on memory, and still on the lines
+#: (only keys that keep changing are said more than once an interval).
+MAX_KEYS = 256
+
+
+@frozen
+class Said:
+    """What to log for one event: its own line (`first`: a run begins), and before it a
+    summary when `more` events went unsaid in the `seconds` since the last line."""
+
+    first: bool
+    more: int
+    seconds: float
+
+
+class _Run:
+    __slots__ = ("last_at", "more", "said_at")
+
+    def __init__(self, now: float) -> None:
+        self.said_at = now
+        self.last_at = now
+        self.more = 0
+
+
+class ThrottledLog:
+    """Runs of events by key; thread-safe. `clock` is monotonic seconds."""
+
+    def __init__(
+        self,
+        interval: float = INTERVAL,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = MAX_KEYS,
+    ) -> None:
+        self.interval = interval
+        self.max_keys = max_keys
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
+
+    def event(self, key: str, now: float | None = None) -> Said | None:
+        """One more event of `key` (at `now`, default the `clock`'s): what to say about it, or
+        None (counted for the summary)."""
+        with self._lock:
+            now = self._clock() if now is None else now
+            run = self._runs.get(key)
+            # Quiet for a whole interval, the run ended: what it left unsaid goes first. So
+            # does a clock set back (a wall clock's `now`), rather than silence until it
+            # catches up.
+            if run is None or not 0 <= now - run.last_at <= self.interval:
+                ended = (0, 0.0) if run is None else (run.more, run.last_at - run.said_at)
+                self._runs[key] = _Run(now)
+                self._runs.move_to_end(key)
+                while len(self._runs) > self.max_keys:
+                    self._runs.popitem(last=False)
+                return Said(first=True, more=ended[0], seconds=ended[1])
+            self._runs.move_to_end(key)
+            run.last_at = now
+            run.more += 1
+            if 0 <= now - run.said_at < self.interval:
+                return None
+            said = Said(first=False, more=run.more, seconds=now - run.said_at)
+            run.said_at, run.more = now, 0
+            return said
+
+
+#: The store outages of this process, by what they say (a store's message names the store, so
+#: two stores down are two runs; a new kind of failure is said in full).
+STORE_OUTAGES = ThrottledLog()
+
+
+def log_store_outage(
+    logger: logging.Logger,
+    exc: StoreUnavailable,
+    where: str = "",
+    outages: ThrottledLog = STORE_OUTAGES,
+) -> None:
+    """Log at ERROR that a request met a store that cannot be used (`where`: " on a consent
+    page", or ""): the first of a run as `store unavailable: <message>`, then at most one
+    summary line per interval while it lasts."""
+    message = str(exc)  # a store's message never contains a password
+    said = outages.event(f"{where}\0{message}")
+    if said is None:
+        return
+    if said.more:
+        logger.error(
+            "store still unavailable%s: %d more requests answered 503 in the %.0f s since "
+            "the last line: %s",
+            where,
+            said.more,
+            said.seconds,
+            message,
+        )
+    if said.first:
+        logger.error("store unavailable%s: %s", where, message)

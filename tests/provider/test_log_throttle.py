@@ -1,0 +1,100 @@
+"""A repeated event is said once, then at most once an interval (found in a deployment trial:
+a store outage logged one ERROR line per request, and flooded the log under traffic)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from pactmw.provider._log_throttle import Said, ThrottledLog, log_store_outage
+from pactmw.provider.errors import error_response
+from pactmw.store.base import StoreUnavailable
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_first_event_then_one_summary_an_interval() -> None:
+    clock = Clock()
+    log = ThrottledLog(60.0, clock=clock)
+    assert log.event("k") == Said(first=True, more=0, seconds=0.0)
+    for _ in range(5):
+        clock.now += 10.0
+        assert log.event("k") is None
+    clock.now += 10.0
+    assert log.event("k") == Said(first=False, more=6, seconds=60.0)
+    assert log.event("other") == Said(first=True, more=0, seconds=0.0)  # keys are apart
+    clock.now += 1.0
+    assert log.event("k") is None
+    # Quiet for more than an interval: the run ended; the next event opens a new one, and
+    # the one its predecessor left unsaid is counted before it.
+    clock.now += 61.0
+    assert log.event("k") == Said(first=True, more=1, seconds=1.0)
+    # A clock set back an hour (a wall clock): a new run, not an hour of silence.
+    clock.now -= 3600.0
+    assert log.event("k") == Said(first=True, more=0, seconds=0.0)
+
+
+def test_keys_past_the_bound_are_forgotten() -> None:
+    log = ThrottledLog(60.0, clock=Clock(), max_keys=2)
+    for key in ("a", "b", "c"):
+        assert log.event(key) is not None
+    assert log.event("c") is None
+    assert log.event("a") == Said(first=True, more=0, seconds=0.0)  # forgotten: said again
+
+
+def test_threads_say_the_first_event_once() -> None:
+    log = ThrottledLog(60.0, clock=Clock())
+    said: list[Said | None] = []
+    lock = threading.Lock()
+
+    def hit() -> None:
+        for _ in range(200):
+            answer = log.event("k")
+            with lock:
+                said.append(answer)
+
+    threads = [threading.Thread(target=hit) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [s for s in said if s is not None] == [Said(first=True, more=0, seconds=0.0)]
+
+
+def test_an_outage_is_one_line_then_a_summary(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    outages = ThrottledLog(60.0, clock=clock)
+    logger = logging.getLogger("pactmw.provider")
+    down = StoreUnavailable("PostgreSQL pactmw@db:5432/pactmw is unavailable: refused")
+    with caplog.at_level(logging.ERROR, logger="pactmw.provider"):
+        for _ in range(100):
+            log_store_outage(logger, down, outages=outages)
+            clock.now += 1.0
+        log_store_outage(logger, down, " on a consent page", outages=outages)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.ERROR, f"store unavailable: {down}"),
+        (
+            logging.ERROR,
+            f"store still unavailable: 60 more requests answered 503 in the 60 s since the "
+            f"last line: {down}",
+        ),
+        (logging.ERROR, f"store unavailable on a consent page: {down}"),
+    ]
+
+
+def test_error_response_says_an_outage_once(caplog: pytest.LogCaptureFixture) -> None:
+    down = StoreUnavailable("the store of test_error_response_says_an_outage_once is down")
+    with caplog.at_level(logging.ERROR, logger="pactmw.provider"):
+        answers = {error_response(down).status for _ in range(50)}
+    assert answers == {503}
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count(f"store unavailable: {down}") == 1
+    assert all(m.startswith("store still unavailable: ") for m in messages[1:]), messages
