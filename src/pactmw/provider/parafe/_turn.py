@@ -52,7 +52,14 @@ class ParafeTurn:
     configuration.
     """
 
-    def __init__(self, agent: ParafeAgent | None, message: Any = None, *, activated: bool = False):
+    def __init__(
+        self,
+        agent: ParafeAgent | None,
+        message: Any = None,
+        *,
+        activated: bool = False,
+        no_message: str | None = None,
+    ):
         self._agent = agent
         self._message = message
         #: The request activated the extension (header or `message.extensions`).
@@ -62,7 +69,9 @@ class ParafeTurn:
         #: The verified session receipt of a `session_closed` message, if any.
         self.session_closed: SessionReceipt | None = None
         self._ledger = ReceiptLedger()
-        self._check = MessageCheck(message)
+        # `no_message`: why there is no message (an endpoint's body that holds none), which
+        # the refusal says.
+        self._check = MessageCheck(message, no_message)
         self._consent: ParafeConsent | None = None
 
     @property
