@@ -691,3 +691,25 @@ def test_an_online_check_outage_is_not_stored_and_a_fresh_proof_passes(
     assert answered["messageId"] != refused["messageId"]
     assert "error" not in answered["metadata"][EXTENSION_URI]
     assert answered["parts"][0]["text"] == f"ordered for {CALLER_AGENT}"
+
+
+def test_an_outage_after_a_permitted_action_keeps_the_reply(kit: Kit, world: World) -> None:
+    # The turn permitted an action before the outage refusal: its reply is stored, so what
+    # the bot did for it is never done twice.
+    runs: list[str] = []
+
+    def bot(turn: Turn) -> str:
+        turn.parafe.require("create_order")
+        runs.append("ordered")
+        outage = ParafeError("INVALID_CONSENT_TOKEN", "try again later", cause="KEY_FETCH_FAILED")
+        raise ParafeRefused(outage, "read_orders")
+
+    provider = kit.provider(Brand(id="acme", name="Acme", handler=bot, parafe=config(world)))
+    presenter = world.presenter()
+    opened = body(send(kit, provider, presenter.attach(a2a_message("hello"))))["message"]
+    assert runs == ["ordered"]
+    message = presenter.attach(a2a_message("buy", context_id=opened["contextId"]))
+    first = body(send(kit, provider, message))["message"]
+    assert first["metadata"][EXTENSION_URI]["error"]["message"] == "try again later"
+    assert body(send(kit, provider, message))["message"] == first
+    assert runs == ["ordered", "ordered"]
