@@ -21,10 +21,12 @@ from pactmw.config import ConfigError
 from pactmw.core.jose import parse_compact, verify_signature
 from pactmw.protocols.parafe import (
     EXTENSION_URI,
+    BrokerKeys,
     BrokerRetry,
     HandshakeChallenge,
     HandshakeComplete,
     ParafeError,
+    StaticBrokerKeys,
     parse_card_extension,
     with_parafe,
 )
@@ -626,3 +628,88 @@ def test_online_scopes_ask_the_broker_and_its_refusal_is_the_answer(kit: Kit, wo
     assert "proof" not in asked[1]  # the proof goes with the message's first check only
     receipts = reply["metadata"][EXTENSION_URI]["action_receipts"]
     assert [world_receipt(world, r).error for r in receipts] == [None, "consent_invalid"]
+
+
+# -- broker outages ---------------------------------------------------------------------------
+
+
+def test_a_broker_outage_refusal_is_not_stored_so_the_resent_message_is_answered(
+    kit: Kit, world: World
+) -> None:
+    # The broker's JWKS cannot be fetched: the message is refused "try again later", and no
+    # proof was spent (the replay record comes after the keys). Once the broker is back, the
+    # very same message (messageId, proof and all) is answered, not the stored outage.
+    provider = kit.provider(Brand(id="acme", name="Acme", handler=order_bot, parafe=config(world)))
+    presenter = world.presenter()
+    opened = body(send(kit, provider, presenter.attach(a2a_message("hello"))))["message"]
+    # A message of that conversation: its messageId is what the store answers retries by.
+    message = presenter.attach(a2a_message("buy", context_id=opened["contextId"]))
+    shop = provider.parafe_agent("acme")
+    # Fresh keys, so the outage meets an empty cache; and no second's wait (the default)
+    # before they are fetched again after the failure.
+    keys = BrokerKeys(world.url, fetch_policy=shop.config.fetch_policy(), retry_without_keys=0)
+    provider.parafe["acme"] = ParafeAgent(shop.config, store=provider.store, keys=keys)
+    world.broker.mode = "fail"
+    try:
+        refused = body(send(kit, provider, message))["message"]
+    finally:
+        world.broker.mode = "ok"
+    error = refused["metadata"][EXTENSION_URI]["error"]
+    assert error["code"] == "INVALID_CONSENT_TOKEN"
+    assert "try again later" in error["message"]
+
+    answered = body(send(kit, provider, message))["message"]
+    assert "error" not in answered["metadata"][EXTENSION_URI]
+    assert answered["parts"][0]["text"] == f"ordered for {CALLER_AGENT}"
+    # Answered now, and stored like any reply: a retry gets it again.
+    assert body(send(kit, provider, message))["message"] == answered
+
+
+def test_an_online_check_outage_is_not_stored_and_a_fresh_proof_passes(
+    kit: Kit, world: World
+) -> None:
+    # The broker cannot be asked online (static keys have no broker to post to): the proof
+    # is spent by then, but the refusal is not the message's answer. Sent again with a fresh
+    # proof once the broker answers, the same messageId is checked again and accepted.
+    shop_config = config(world, online=True)
+    provider = kit.provider(Brand(id="acme", name="Acme", handler=order_bot, parafe=shop_config))
+    shop = provider.parafe_agent("acme")
+    presenter = world.presenter()
+    opened = body(send(kit, provider, presenter.attach(a2a_message("hello"))))["message"]
+    plain = a2a_message("buy", context_id=opened["contextId"])
+    offline = StaticBrokerKeys(
+        world.broker.jwks, did_documents=world.broker.did_documents, broker_url=world.url
+    )
+    provider.parafe["acme"] = ParafeAgent(shop_config, store=provider.store, keys=offline)
+    refused = body(send(kit, provider, presenter.attach(plain)))["message"]
+    error = refused["metadata"][EXTENSION_URI]["error"]
+    assert error["code"] == "INVALID_CONSENT_TOKEN"
+    assert "Could not reach Parafe broker" in error["message"]
+
+    provider.parafe["acme"] = shop
+    answered = body(send(kit, provider, presenter.attach(plain)))["message"]
+    assert answered["messageId"] != refused["messageId"]
+    assert "error" not in answered["metadata"][EXTENSION_URI]
+    assert answered["parts"][0]["text"] == f"ordered for {CALLER_AGENT}"
+
+
+def test_an_outage_after_a_permitted_action_keeps_the_reply(kit: Kit, world: World) -> None:
+    # The turn permitted an action before the outage refusal: its reply is stored, so what
+    # the bot did for it is never done twice.
+    runs: list[str] = []
+
+    def bot(turn: Turn) -> str:
+        turn.parafe.require("create_order")
+        runs.append("ordered")
+        outage = ParafeError("INVALID_CONSENT_TOKEN", "try again later", cause="KEY_FETCH_FAILED")
+        raise ParafeRefused(outage, "read_orders")
+
+    provider = kit.provider(Brand(id="acme", name="Acme", handler=bot, parafe=config(world)))
+    presenter = world.presenter()
+    opened = body(send(kit, provider, presenter.attach(a2a_message("hello"))))["message"]
+    assert runs == ["ordered"]
+    message = presenter.attach(a2a_message("buy", context_id=opened["contextId"]))
+    first = body(send(kit, provider, message))["message"]
+    assert first["metadata"][EXTENSION_URI]["error"]["message"] == "try again later"
+    assert body(send(kit, provider, message))["message"] == first
+    assert runs == ["ordered", "ordered"]

@@ -264,16 +264,21 @@ class MessageSender:
             reply_text, refusal = parafe_turn.refusal(refused, context_id)
             reply_id, close = refusal["messageId"], False
             if parafe is not None and parafe.config.refusal == "task":
-                task = json_dumps(refusal_task(refusal, refused))
-                if refused.task_state == "TASK_STATE_AUTH_REQUIRED":
-                    # Like a step-up: the message stays unanswered, so the personal agent can
-                    # send it again after a new handshake.
-                    yield from give_up(lease, _claim_kept)
-                    parafe.file(parafe_turn.filings())
-                    return a2a_json(200, task)
-                body = task
+                body = json_dumps(refusal_task(refusal, refused))
+                # Like a step-up: the message stays unanswered, so the personal agent can
+                # send it again after a new handshake.
+                unanswered = refused.task_state == "TASK_STATE_AUTH_REQUIRED"
             else:
                 body = json_dumps({"message": refusal})
+                unanswered = False
+            # A broker outage is no answer to the message either (`refused_by_outage_alone`):
+            # sent again once the broker is back, it is checked again. Not when the bot's
+            # write tools acted: a retry would run them twice.
+            if unanswered or (parafe_turn.refused_by_outage_alone(refused) and not tools.reports):
+                yield from give_up(lease, _claim_kept)
+                if parafe is not None:
+                    parafe.file(parafe_turn.filings())
+                return a2a_json(200, body)
         except StepUpRequired as step_up:
             # Not a failure: the turn needs more scopes. The message stays unanswered so the
             # personal agent can send it again once the user has approved (spec §5.5).

@@ -52,7 +52,6 @@ from pactmw.provider.parafe import (
     ParafeAgent,
     ParafeRefused,
     ParafeTurn,
-    endpoint_message,
     reply_extensions,
     select_agent,
 )
@@ -467,7 +466,7 @@ class ParafeEndpoint:
             return error_response(unreadable)
         if body is None:
             return _EMPTY_413
-        turn = self.agent.turn(endpoint_message(body))
+        turn = self.agent.endpoint_turn(body)
         try:
             yield _NeedConsent(turn, self.action)
         except ParafeRefused as refused:

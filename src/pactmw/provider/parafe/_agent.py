@@ -108,6 +108,13 @@ class ParafeAgent:
         """A `ParafeTurn` for one incoming A2A message (a JSON object)."""
         return ParafeTurn(self, message, activated=activated)
 
+    def endpoint_turn(self, body: bytes) -> ParafeTurn:
+        """A `ParafeTurn` for the request body of an endpoint (`@parafe_action`): the A2A
+        message it holds (`endpoint_message`); one that holds none (empty, not JSON, not an
+        object) is refused saying so, with the reference's MISSING_PARAFE_EXTENSION."""
+        message = _endpoint.endpoint_message(body)
+        return ParafeTurn(self, message, no_message=_endpoint.body_problem(body))
+
     # -- closed sessions (session_closed) ----------------------------------------------------
 
     def session_is_closed(self, session_id: str) -> bool:

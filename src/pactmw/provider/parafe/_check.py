@@ -15,6 +15,7 @@ from pactmw.protocols.parafe import (
     VerifiedConsent,
     read_consent,
 )
+from pactmw.protocols.parafe._errors import missing
 
 if TYPE_CHECKING:
     from pactmw.provider.parafe._agent import ParafeAgent
@@ -43,8 +44,9 @@ class MessageCheck:
     then the session must not be closed, and the broker confirms the scopes checked online.
     Raises `ParafeError`."""
 
-    def __init__(self, message: Any) -> None:
+    def __init__(self, message: Any, no_message: str | None = None) -> None:
         self._message = message
+        self._no_message = no_message
         self._verified: VerifiedConsent | None = None
         self._session_open = True
         self._online_done = False
@@ -68,6 +70,7 @@ class MessageCheck:
     def verify(self, agent: ParafeAgent, action: str) -> VerifiedConsent:
         first = self._verified
         if first is None:
+            self._check_there_is_a_message()
             verified = self._verified = agent.verifier.verify(self._message, action=action)
             self._session_open = not agent.session_is_closed(verified.session_id)
         else:
@@ -83,6 +86,7 @@ class MessageCheck:
     async def averify(self, agent: ParafeAgent, action: str) -> VerifiedConsent:
         first = self._verified
         if first is None:
+            self._check_there_is_a_message()
             verified = await agent.verifier.averify(self._message, action=action)
             self._verified = verified
             closed = await asyncio.to_thread(agent.session_is_closed, verified.session_id)
@@ -96,6 +100,12 @@ class MessageCheck:
         if online is None:
             return verified
         return _online_checked(verified, await agent.verifier.averify_online(**online))
+
+    def _check_there_is_a_message(self) -> None:
+        # The reference's code for no Parafé data, saying why there is none at all: "No
+        # Parafe consent token found in the message" would send the caller after its token.
+        if self._no_message is not None:
+            raise missing(f"No Parafe consent token found: {self._no_message}.")
 
     def _online_request(
         self, agent: ParafeAgent, verified: VerifiedConsent, action: str

@@ -114,6 +114,25 @@ def endpoint_message(body: bytes | None) -> Any:
     return parsed
 
 
+def body_problem(body: bytes | None) -> str | None:
+    """Why an endpoint's request body holds no A2A message, said for the caller (empty, not
+    JSON, or JSON but not an object); None when it may hold one. The reference verifier reads
+    a message, not a body: for it, no message is no Parafé data, MISSING_PARAFE_EXTENSION, and
+    that code stays; only its text would send the caller looking for a token it did send."""
+    if not body:
+        return "the request body is empty; send the A2A message as JSON"
+    try:
+        parsed = json_loads(body)
+    except MalformedInput:
+        return 'the request body is not JSON; send the A2A message (or {"message": ...}) as JSON'
+    if not isinstance(parsed, Mapping):
+        return (
+            "the request body is not a JSON object; send the A2A message "
+            '(or {"message": ...}) as JSON'
+        )
+    return None
+
+
 def _message_in_json(
     body: bytes, change: Callable[[Mapping[str, Any]], dict[str, Any]]
 ) -> bytes | None:
@@ -142,6 +161,7 @@ def add_receipts_to_json(body: bytes, receipts: Iterable[str]) -> bytes | None:
 __all__ = [
     "REQUEST_KEY",
     "add_receipts_to_json",
+    "body_problem",
     "endpoint_message",
     "finish",
     "refusal_response",

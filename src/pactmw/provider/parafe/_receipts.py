@@ -73,6 +73,8 @@ class ReceiptLedger:
         self._entries: list[_Entry] = []
         #: AP2 receipts by `Ap2Data` member, with the session to file them under (or None).
         self._ap2: dict[str, tuple[str | None, Ap2Receipt]] = {}
+        #: How many actions were permitted (`accepted`), whatever their receipts say later.
+        self.permitted = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -85,6 +87,7 @@ class ReceiptLedger:
 
     def accepted(self, action: str, session_id: str, token: str, fields: ReceiptFields) -> None:
         """Record a success receipt, signed later by `sign`."""
+        self.permitted += 1
         self._entries.append(_Entry(action, session_id, token, fields))
 
     def complete(self, action: str, changes: dict[str, Any], failed: str | None) -> None:

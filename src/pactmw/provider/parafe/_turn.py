@@ -52,7 +52,14 @@ class ParafeTurn:
     configuration.
     """
 
-    def __init__(self, agent: ParafeAgent | None, message: Any = None, *, activated: bool = False):
+    def __init__(
+        self,
+        agent: ParafeAgent | None,
+        message: Any = None,
+        *,
+        activated: bool = False,
+        no_message: str | None = None,
+    ):
         self._agent = agent
         self._message = message
         #: The request activated the extension (header or `message.extensions`).
@@ -62,7 +69,9 @@ class ParafeTurn:
         #: The verified session receipt of a `session_closed` message, if any.
         self.session_closed: SessionReceipt | None = None
         self._ledger = ReceiptLedger()
-        self._check = MessageCheck(message)
+        # `no_message`: why there is no message (an endpoint's body that holds none), which
+        # the refusal says.
+        self._check = MessageCheck(message, no_message)
         self._consent: ParafeConsent | None = None
 
     @property
@@ -206,6 +215,34 @@ class ParafeTurn:
         (the receipt then says `error: failed`). Raises `LookupError` without one."""
         changes = {"business_ref": business_ref, "details": details, "mandate_ref": mandate_ref}
         self._ledger.complete(action, changes, failed)
+
+    def refused_by_outage_alone(self, refused: ParafeRefused) -> bool:
+        """Whether `refused` is a broker outage (`error.cause`: its keys, a DID document or
+        the online check could not be had) and nothing else happened in Parafé this turn: no
+        action permitted, no AP2 receipt, no handshake answered, no session closed. Such a
+        refusal says "try again later", so it is no answer to keep for the message: the
+        Provider leaves the message unanswered (as for a bot failure), and the same message
+        sent again is checked again. A turn that permitted an action keeps its reply, so
+        what the bot did is never done twice.
+
+        For KEY_FETCH_FAILED no proof was spent: the replay record is the proof check's last
+        step, after the keys, so the very same message passes once the broker is back. For
+        BROKER_UNREACHABLE the proof was spent before the online check, and stays so: the
+        reference records the jti as the last step of its offline proof check, before any
+        online call (which carries the proof to the broker, which may remember it too, even
+        when its answer was lost), so recording it only after the online check is not its
+        order, and would let a replayed proof reach the broker. The message is left
+        unanswered all the same: sent again with a fresh proof, it is checked again and can
+        pass; sent with the spent one, it gets the truth ("the proof was already used"),
+        where a stored outage refusal would say "try again later" to every retry for ever.
+        """
+        return (
+            refused.error.cause is not None
+            and self._ledger.permitted == 0
+            and self.ap2_reply is None
+            and self.handshake is None
+            and self.session_closed is None
+        )
 
     # -- AP2 -----------------------------------------------------------------------------
 
