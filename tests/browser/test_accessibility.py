@@ -285,15 +285,20 @@ def test_rate_limited_page(browser: WebDriver, tmp_path: Path) -> None:
     audit.assert_clean()
 
 
-def accessible_checkboxes(browser: WebDriver) -> dict[str, str]:
-    """What Chromium's accessibility tree (what a screen reader reads) says of each checkbox:
-    its name, and its description ("" without one)."""
+def accessible(browser: WebDriver, role: str) -> list[tuple[str, str]]:
+    """What Chromium's accessibility tree (what a screen reader reads) says of each element
+    of `role` on the page, in order: (its name, its description, "" without one)."""
     tree: dict[str, Any] = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})
-    return {
-        node["name"]["value"].strip(): node.get("description", {}).get("value", "")
+    return [
+        (node["name"]["value"].strip(), node.get("description", {}).get("value", ""))
         for node in tree["nodes"]
-        if node.get("role", {}).get("value") == "checkbox" and not node.get("ignored")
-    }
+        if node.get("role", {}).get("value") == role and not node.get("ignored")
+    ]
+
+
+def accessible_checkboxes(browser: WebDriver) -> dict[str, str]:
+    """Each checkbox's name, and its description."""
+    return dict(accessible(browser, "checkbox"))
 
 
 @pytest.mark.timeout(60)
@@ -318,13 +323,8 @@ def test_a_consent_checkbox_tells_a_screen_reader_its_conditions(
 
 
 def accessible_buttons(browser: WebDriver) -> list[tuple[str, str]]:
-    """What Chromium's accessibility tree says of each button: (name, description)."""
-    tree: dict[str, Any] = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})
-    return [
-        (node["name"]["value"].strip(), node.get("description", {}).get("value", ""))
-        for node in tree["nodes"]
-        if node.get("role", {}).get("value") == "button" and not node.get("ignored")
-    ]
+    """Each button's (name, description)."""
+    return accessible(browser, "button")
 
 
 @pytest.mark.timeout(90)
@@ -348,13 +348,8 @@ def test_a_revoke_button_names_its_agent_once(browser: WebDriver, tmp_path: Path
 
 
 def accessible_regions(browser: WebDriver) -> list[str]:
-    """The names Chromium's accessibility tree gives the page's regions (landmarks)."""
-    tree: dict[str, Any] = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})
-    return [
-        " ".join(node["name"]["value"].split())
-        for node in tree["nodes"]
-        if node.get("role", {}).get("value") == "region" and not node.get("ignored")
-    ]
+    """The names of the page's regions (landmarks), white space folded."""
+    return [" ".join(name.split()) for name, _ in accessible(browser, "region")]
 
 
 @pytest.mark.timeout(120)
