@@ -227,8 +227,8 @@ def test_run_from_another_directory_the_error_says_where_imports_come_from(
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(
-        f"pactmw {' '.join(action)}: error: handler 'support_bots:bot' cannot be imported:"
-        " No module named 'support_bots'"
+        f"pactmw {' '.join(action)}: error: brands.acme.handler 'support_bots:bot' cannot be"
+        " imported: No module named 'support_bots'"
     ), line
     assert line.endswith(
         f"(import paths are looked up from the current directory, {elsewhere}: run this"
