@@ -325,10 +325,12 @@ def fill_login(browser: WebDriver) -> None:
     browser.find_element(By.ID, "sign-in").click()
 
 
-def open_consent(browser: WebDriver, site: Site, scope: str) -> dict[str, Any]:
-    """The agent asks for `scope`; the (signed-in) person opens the consent link. The value
-    is the device authorization."""
-    asked = site.device_authorization(scope)
+def open_consent(
+    browser: WebDriver, site: Site, scope: str, *, sub: str = "pa-user-1"
+) -> dict[str, Any]:
+    """The agent asks for `scope` for its user `sub`; the (signed-in) person opens the
+    consent link. The value is the device authorization."""
+    asked = site.device_authorization(scope, sub=sub)
     browser.get(asked["verification_uri_complete"])
     WebDriverWait(browser, WAIT).until(has_consent_form)
     return asked

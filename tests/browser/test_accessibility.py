@@ -39,6 +39,7 @@ from tests.browser.support import (
     SCOPES,
     axe_violations,
     has_consent_form,
+    open_consent,
     press,
     result_heading,
     revoke,
@@ -334,9 +335,7 @@ def test_a_revoke_button_names_its_agent_once(browser: WebDriver, tmp_path: Path
     it is for and where the agent comes from (two cards may show the same name)."""
     with serve_site(tmp_path) as site:
         sign_in(browser, site)
-        asked = site.device_authorization("orders:read")
-        browser.get(asked["verification_uri_complete"])
-        WebDriverWait(browser, WAIT).until(has_consent_form)
+        open_consent(browser, site, "orders:read")
         allow(browser)
         assert result_heading(browser).text == "Connected"
         browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
@@ -364,9 +363,7 @@ def test_two_users_of_one_agent_are_two_cards_a_person_tells_apart(
     with serve_site(tmp_path) as site:
         sign_in(browser, site)
         for sub in ("pa-user-1", "pa-user-2"):
-            asked = site.device_authorization("orders:read", sub=sub)
-            browser.get(asked["verification_uri_complete"])
-            WebDriverWait(browser, WAIT).until(has_consent_form)
+            open_consent(browser, site, "orders:read", sub=sub)
             allow(browser)
             assert result_heading(browser).text == "Connected"
         browser.get(f"{site.base}/a2a/{BRAND_ID}/oauth/agents")
