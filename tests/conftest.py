@@ -33,4 +33,4 @@ def _no_store_outage_of_another_test() -> None:
     """Each test begins with no store outage logged: the outages are the process's, so one
     left by an earlier test would be ended by this test's first store call that works, in a
     `store available again` line this test did not cause."""
-    STORE_OUTAGES.end()
+    STORE_OUTAGES.forget()

@@ -197,13 +197,12 @@ def test_the_end_of_an_outage_is_logged_once(
     # outage ended, nor how many requests it refused.
     caplog.set_level(logging.INFO)
     headers = target.headers(target.token())
-    assert target.client.get("/api/echo", headers=headers).status_code == 200
-    _break_store(target)
+    _break_store(target)  # already, when the tests above ran first
     mark = len(_server_log(servers, target, caplog))
     for _ in range(3):
         _assert_unavailable(target.client.get("/api/echo", headers=headers), "/api/echo")
+    # An outage the tests above began is counted, not said again; its end is not said yet.
     said = _said_since(servers, target, caplog, mark)
-    assert LOGGED in said, said[-3000:]
     assert "store available again" not in said, said[-3000:]
     mark = len(_server_log(servers, target, caplog))
     _repair_store(target)

@@ -186,3 +186,39 @@ def test_two_causes_are_two_runs_and_one_recovery(caplog: pytest.LogCaptureFixtu
             "store available again after 80 s: 80 requests answered 503 since it failed",
         ),
     ]
+
+
+def test_a_store_that_fails_one_call_in_two_is_not_a_flood(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A store half down (one table missing, a lock held elsewhere now and then): each request
+    # has a call that works and one that fails. Ending the outage at every call that works
+    # would say it began and ended at every request, two lines a request: the end is said at
+    # most once an interval, and meanwhile the outage goes on, its failures counted.
+    clock = Clock()
+    outages = ThrottledLog(60.0, clock=clock)
+    logger = logging.getLogger("pactmw.provider")
+    gone = StoreUnavailable("sqlite database /srv/pactmw.db: no such table: pactmw_grants")
+    with caplog.at_level(logging.INFO, logger="pactmw.provider"):
+        for _ in range(150):  # a request a second for 150 s
+            log_store_outage(logger, gone, outages=outages)
+            log_store_recovery(logger, outages)
+            clock.now += 1.0
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.ERROR, f"store unavailable: {gone}"),
+        (
+            logging.WARNING,
+            "store available again after 0 s: 1 requests answered 503 since it failed",
+        ),
+        (logging.ERROR, f"store unavailable: {gone}"),
+        (
+            logging.WARNING,
+            "store available again after 59 s: 60 requests answered 503 since it failed",
+        ),
+        (logging.ERROR, f"store unavailable: {gone}"),
+        (
+            logging.WARNING,
+            "store available again after 59 s: 60 requests answered 503 since it failed",
+        ),
+        (logging.ERROR, f"store unavailable: {gone}"),
+    ]

@@ -94,6 +94,7 @@ class ThrottledLog:
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._ended_at: float | None = None  # when `end` last ended runs
         _fork.fresh_lock_in_child(self)  # a lock no thread of a forked child holds
 
     def event(self, key: str, now: float | None = None) -> Said | None:
@@ -124,18 +125,33 @@ class ThrottledLog:
 
     def end(self, now: float | None = None) -> Ended | None:
         """End every run (at `now`, default the `clock`'s): how many events they counted since
-        the first of them, or None when none was running. The next event of any key is said
-        in full again."""
+        the first of them, or None when none was running, or when `end` last ended runs less
+        than an `interval` ago: then they go on. The next event of any key after an end is
+        said in full again.
+
+        At most one end an interval, as at most one summary: a store that fails one call in
+        two (a table missing, a lock held elsewhere now and then) would otherwise begin and
+        end an outage at every request, two lines a request."""
         if not self._runs:  # the hot path (a store call that worked): no lock taken
             return None
         with self._lock:
             if not self._runs:  # another thread ended them meanwhile
                 return None
             now = self._clock() if now is None else now
+            if self._ended_at is not None and 0 <= now - self._ended_at < self.interval:
+                return None
             began = min(run.began_at for run in self._runs.values())
             events = sum(run.total for run in self._runs.values())
             self._runs.clear()
+            self._ended_at = now
         return Ended(events=events, seconds=max(0.0, now - began))
+
+    def forget(self) -> None:
+        """Forget every run and the last end, saying nothing, as a new process begins: for
+        tests, which share one process and its `STORE_OUTAGES`."""
+        with self._lock:
+            self._runs.clear()
+            self._ended_at = None
 
 
 #: The store outages of this process, by what they say (a store's message names the store, so
