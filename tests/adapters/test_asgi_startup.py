@@ -29,9 +29,11 @@ from starlette.middleware import Middleware
 from starlette.testclient import TestClient
 from websockets.exceptions import ConnectionClosedError
 
-from pactmw.adapters.asgi import PersonalAgentMiddleware
+from pactmw.adapters.asgi import A2AProviderApp, PersonalAgentMiddleware
 from pactmw.config import ConfigError
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier
+from pactmw.provider import Provider
+from pactmw.store import open_store
 from tests.support.net import free_port
 from tests.support.parties import AUDIENCE
 from tests.support.servers import REPO, process_server
@@ -48,10 +50,12 @@ LAZY = [
 #: Those that wrap the app directly: the middleware is built (and refused) at once.
 WRAPPED = ["starlette_wrapped", "fastapi_wrapped"]
 
-#: What each mistake is reported as: the argument named.
+#: What each mistake is reported as: the argument named, and for a keyword the class does
+#: not take, the class the app wrote (it used to be `GuardedMiddleware.__init__()`, an internal
+#: base class the app never names).
 SAID = {
     "path_prefix": "path_prefix must be a path starting with '/' (got 'a2a')",
-    "unknown": "unexpected keyword argument 'prefix'",
+    "unknown": "PersonalAgentMiddleware() got an unexpected keyword argument 'prefix'",
 }
 
 #: The 503's body: says the server is misconfigured, names where to look, never the value.
@@ -139,6 +143,7 @@ def test_a_keyword_the_middleware_does_not_take_stops_the_server_naming_it(
     status, said = _start(factory, "auto", "unknown", tmp_path / "uvicorn.log")
     assert status not in (None, 0), f"uvicorn started: {said}"
     assert SAID["unknown"] in said, said
+    assert "GuardedMiddleware" not in said, said
 
 
 @pytest.mark.parametrize(
@@ -186,3 +191,27 @@ def test_wrapping_the_app_directly_raises_at_once() -> None:
     with pytest.raises(ConfigError) as caught:
         PersonalAgentMiddleware(Starlette(), verifier, path_prefix="a2a")
     assert str(caught.value) == SAID["path_prefix"]
+
+
+def test_a_keyword_it_does_not_take_names_the_class_written() -> None:
+    verifier = IdentityVerifier(audience=AUDIENCE, registry=AgentRegistry([]))
+    with pytest.raises(TypeError) as caught:
+        PersonalAgentMiddleware(Starlette(), verifier, prefix="/a2a/")  # type: ignore[call-arg]
+    assert str(caught.value) == SAID["unknown"]
+    provider = Provider(
+        base_url="https://provider.example",
+        verifier=verifier,
+        store=open_store("memory://"),
+        brands=(),
+    )
+    try:
+        with pytest.raises(TypeError) as caught:
+            A2AProviderApp(provider, mount="/a2a")  # type: ignore[call-arg]
+    finally:
+        provider.close()
+    assert str(caught.value) == "A2AProviderApp() got an unexpected keyword argument 'mount'"
+    with pytest.raises(TypeError) as caught:
+        PersonalAgentMiddleware(Starlette())  # type: ignore[call-arg]
+    assert str(caught.value) == (
+        "PersonalAgentMiddleware() missing 1 required positional argument: 'verifier'"
+    )

@@ -379,8 +379,8 @@ def test_pact_responses_document_the_challenges_a_scheme_can_answer(world: World
     def whoami(agent: PersonalAgent = Security(plain)) -> Any:  # noqa: B008
         return {}
 
-    # On a router, every route under it documents them.
-    router = APIRouter(responses=delegating.responses())
+    # On a router, every route under it documents them (its routes all list this scope).
+    router = APIRouter(responses=delegating.responses(scopes=["orders:read"]))
 
     @router.get("/orders")
     def orders(agent: PersonalAgent = Security(delegating, scopes=["orders:read"])) -> Any:  # noqa: B008
@@ -401,7 +401,7 @@ def test_the_documented_401_is_what_each_refusal_answers(world: World) -> None:
     scheme = _delegating(world)
     app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
 
-    @app.get("/orders", responses=scheme.responses())
+    @app.get("/orders", responses=scheme.responses(scopes=["orders:read"]))
     def orders(agent: PersonalAgent = Security(scheme, scopes=["orders:read"])) -> Any:  # noqa: B008
         return {}
 
@@ -423,8 +423,49 @@ def test_poppy_responses_document_poppys_errors(two_brands: Provider) -> None:
     poppy = PoppySessionScheme(two_brands, "shop")
     app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
 
-    @app.get("/orders", responses=poppy.responses())
+    @app.get("/orders", responses=poppy.responses(scopes=["orders:read"]))
     def orders(caller: PoppyCaller = Security(poppy, scopes=["orders:read"])) -> Any:  # noqa: B008
         return {}
 
     assert _responses(app, "/orders") == POPPY_RESPONSES
+
+
+def test_a_route_without_scopes_documents_no_403(world: World, two_brands: Provider) -> None:
+    # Found in an operations review: `responses()` listed 403 `insufficient_scope` on every
+    # route of a scheme that takes delegations, and Poppy's 403 on every Poppy route, though
+    # only a route that lists scopes can answer it. Read from a real server's /openapi.json.
+    delegating = _delegating(world)
+    poppy = PoppySessionScheme(two_brands, "shop")
+    app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
+
+    @app.get("/whoami", responses=delegating.responses())
+    def whoami(agent: PersonalAgent = Security(delegating)) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/orders", responses=delegating.responses(scopes=["orders:read"]))
+    def orders(agent: PersonalAgent = Security(delegating, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/session", responses=poppy.responses())
+    def session(caller: PoppyCaller = Security(poppy)) -> Any:  # noqa: B008
+        return {}
+
+    @app.get("/poppy-orders", responses=poppy.responses(scopes=["orders:read"]))
+    def poppy_orders(caller: PoppyCaller = Security(poppy, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {}
+
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+
+    def documented(path: str) -> dict[str, Any]:
+        found: dict[str, Any] = paths[path]["get"]["responses"]
+        return {status: answer for status, answer in found.items() if status not in ("200", "422")}
+
+    assert documented("/whoami") == {"401": PACT_UNAUTHORIZED}
+    assert documented("/orders") == {"401": PACT_UNAUTHORIZED, "403": PACT_FORBIDDEN}
+    assert documented("/session") == {
+        status: answer for status, answer in POPPY_RESPONSES.items() if status != "403"
+    }
+    assert documented("/poppy-orders") == POPPY_RESPONSES
+    # Scopes asked of a scheme that takes no delegation: still no 403 (a 401, always).
+    assert PersonalAgentScheme(world.verifier).responses(scopes=["orders:read"]).keys() == {401}

@@ -16,6 +16,7 @@ under the running server: every read then fails as an unmigrated database does (
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from collections.abc import Iterator
 
@@ -24,6 +25,7 @@ import pytest
 import websockets.sync.client
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
+from pactmw.store import open_store
 from tests.adapters import contract_apps
 from tests.adapters.contract_harness import SERVERS, Harness, Target, harness
 from tests.adapters.support import WithoutDenialExtension
@@ -168,4 +170,48 @@ def test_without_the_denial_extension_the_websocket_is_closed_with_1011(
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1011
     said = _server_log(servers, target, caplog)
+    assert "Traceback" not in said, said[-3000:]
+
+
+def _repair_store(target: Target) -> None:
+    """Create the store's tables again, as `migrate` would (the server's own connection sees
+    them at its next statement)."""
+    store = open_store(str(target.settings["store"]))
+    try:
+        store.lookup_agent("https://nobody.example")  # the first read creates the schema
+    finally:
+        store.close()
+
+
+def _said_since(
+    servers: Harness, target: Target, caplog: pytest.LogCaptureFixture, mark: int
+) -> str:
+    return _server_log(servers, target, caplog)[mark:]
+
+
+def test_the_end_of_an_outage_is_logged_once(
+    target: Target, servers: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found in an operations review: the log said when the store failed (and once a minute
+    # while it did), never when it worked again, so an operator could not tell when the
+    # outage ended, nor how many requests it refused.
+    caplog.set_level(logging.INFO)
+    headers = target.headers(target.token())
+    _break_store(target)  # already, when the tests above ran first
+    mark = len(_server_log(servers, target, caplog))
+    for _ in range(3):
+        _assert_unavailable(target.client.get("/api/echo", headers=headers), "/api/echo")
+    # An outage the tests above began is counted, not said again; its end is not said yet.
+    said = _said_since(servers, target, caplog, mark)
+    assert "store available again" not in said, said[-3000:]
+    mark = len(_server_log(servers, target, caplog))
+    _repair_store(target)
+    for _ in range(3):
+        answer = target.client.get("/api/echo", headers=headers)
+        assert answer.status_code == 200, (answer.status_code, answer.text[:300])
+    said = _said_since(servers, target, caplog, mark)
+    assert said.count("store available again after ") == 1, said[-3000:]
+    ended = re.search(r"store available again after \d+ s: (\d+) requests answered 503", said)
+    assert ended is not None, said[-3000:]
+    assert int(ended.group(1)) >= 3, ended.group(0)  # at least this test's, maybe others' too
     assert "Traceback" not in said, said[-3000:]

@@ -181,7 +181,7 @@ def test_fastapi(world: PoppyWorld) -> None:
     poppy = PoppySessionScheme(provider, "shop")
     app = FastAPI(exception_handlers=EXCEPTION_HANDLERS)
 
-    @app.get(PATH, responses=poppy.responses())
+    @app.get(PATH, responses=poppy.responses(scopes=["orders:read"]))
     async def orders(
         caller: PoppyCaller = Security(poppy, scopes=["orders:read"]),  # noqa: B008
     ) -> dict[str, Any]:

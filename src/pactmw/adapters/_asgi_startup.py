@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from types import FrameType
 from typing import Any
 
@@ -134,6 +135,32 @@ class StartupChecked(type):
         try:
             return super().__call__(*args, **kwargs)
         except (ConfigError, TypeError) as exc:
+            error = _naming_the_class(cls, exc, args, kwargs)
             if not _building_a_starlette_stack():
-                raise
-            return Misconfigured(cls.__name__, exc)
+                if error is exc:
+                    raise
+                raise error.with_traceback(exc.__traceback__) from None
+            return Misconfigured(cls.__name__, error)
+
+
+#: The callable Python names in the `TypeError` of arguments it does not take.
+_CALLED = re.compile(r"[\w.]+\(\) ")
+
+
+def _naming_the_class(
+    cls: type, exc: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Exception:
+    """`exc`, or for arguments `cls` does not take, the same `TypeError` naming `cls`, the class
+    the app wrote: Python names the `__init__` that refused them, an internal base class's
+    (`GuardedMiddleware.__init__() got an unexpected keyword argument 'prefix'`). Whether the
+    arguments are at fault is asked of the signature, so a `TypeError` raised inside the
+    constructor keeps its own words."""
+    if not isinstance(exc, TypeError):
+        return exc
+    try:
+        inspect.signature(cls.__init__).bind(None, *args, **kwargs)  # type: ignore[misc]
+    except TypeError:
+        message = str(exc)
+        if _CALLED.match(message):
+            return TypeError(_CALLED.sub(f"{cls.__name__}() ", message, count=1))
+    return exc

@@ -14,7 +14,8 @@ operation's security requirement): no delegation is 401 `invalid_token`, a missi
 the protocol's `WWW-Authenticate`; with `EXCEPTION_HANDLERS` they answer exactly as the other
 adapters do (empty body), else with FastAPI's `{"detail": ...}`. A dependency cannot add
 responses to OpenAPI (fastapi#501): `responses=personal_agent.responses()` on the route (or
-its router) documents them. Every rule is the guard's (`pactmw.provider.guard`).
+its router) documents them, `responses(scopes=[...])` with the 403 of a route that asks
+scopes. Every rule is the guard's (`pactmw.provider.guard`).
 
 A Brand's API for Poppy agents takes `PoppySessionScheme(provider, "shop")` the same way
 (`Security(poppy, scopes=["orders:read"])` gives the `PoppyCaller`, `poppy.responses()` its
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pactmw.adapters._common import require_framework
@@ -151,9 +153,10 @@ def _challenge_header(description: str) -> dict[str, Any]:
     return {"WWW-Authenticate": {"description": description, "schema": {"type": "string"}}}
 
 
-def _pact_responses(takes_delegation: bool) -> dict[int | str, dict[str, Any]]:
-    """The refusals a `PersonalAgentScheme` answers, as FastAPI's `responses=` takes them: a
-    scheme without delegation never answers 403, as no scope can be granted it. A refused
+def _pact_responses(scoped: bool) -> dict[int | str, dict[str, Any]]:
+    """The refusals a `PersonalAgentScheme` answers, as FastAPI's `responses=` takes them: 403
+    only where `scoped` (the scheme takes delegations and the route asks scopes: without
+    delegation no scope can be granted, without scopes none is checked). A refused
     identity JWT is PACT's bare challenge, as a missing one is: only a delegation's refusal
     names `invalid_token`."""
     responses: dict[int | str, dict[str, Any]] = {
@@ -167,7 +170,7 @@ def _pact_responses(takes_delegation: bool) -> dict[int | str, dict[str, Any]]:
             "headers": _challenge_header("The PACT challenge."),
         }
     }
-    if takes_delegation:
+    if scoped:
         responses[403] = {
             "description": (
                 "The delegation does not grant a scope the operation lists: "
@@ -181,10 +184,17 @@ def _pact_responses(takes_delegation: bool) -> dict[int | str, dict[str, Any]]:
     return responses
 
 
-def _poppy_responses() -> dict[int | str, dict[str, Any]]:
+def _any(scopes: Iterable[str]) -> bool:
+    """Whether a route asks any of `scopes` (a list, a tuple, a set; FastAPI takes a string
+    for one scope a character, so a non-empty one asks some too)."""
+    return any(True for _ in scopes)
+
+
+def _poppy_responses(scoped: bool) -> dict[int | str, dict[str, Any]]:
     """The refusals a `PoppySessionScheme` answers (`SessionCheck.session_flow`'s), as
     FastAPI's `responses=` takes them, with Poppy's JSON error as `EXCEPTION_HANDLERS` send
-    it."""
+    it: 403 only on a route that asks scopes (`scoped`), where a signed-out Session or a
+    scope not approved is refused."""
 
     def error_body() -> dict[str, Any]:
         schema = {
@@ -199,7 +209,7 @@ def _poppy_responses() -> dict[int | str, dict[str, Any]]:
             'The code again: `DPoP error="..."` (and `scope="..."` for a 403).'
         )
 
-    return {
+    responses: dict[int | str, dict[str, Any]] = {
         400: {
             "description": (
                 "`invalid_request`: the Session Token in the URL, two `Authorization` "
@@ -216,7 +226,9 @@ def _poppy_responses() -> dict[int | str, dict[str, Any]]:
             "headers": challenge(),
             "content": error_body(),
         },
-        403: {
+    }
+    if scoped:
+        responses[403] = {
             "description": (
                 "`sign_in_required` (the Session is signed out) or `insufficient_scope` (the "
                 "person did not approve a scope the operation lists), naming the scopes to "
@@ -224,8 +236,8 @@ def _poppy_responses() -> dict[int | str, dict[str, Any]]:
             ),
             "headers": challenge(),
             "content": error_body(),
-        },
-    }
+        }
+    return responses
 
 
 #: `FastAPI(exception_handlers=EXCEPTION_HANDLERS)`, or merge it into your own.
@@ -281,12 +293,14 @@ class PersonalAgentScheme(SecurityBase):
                 kept.append(parameter.replace(annotation=_delegation_header(brand_id)))
         return signature.replace(parameters=kept)
 
-    def responses(self) -> dict[int | str, dict[str, Any]]:
+    def responses(self, *, scopes: Iterable[str] = ()) -> dict[int | str, dict[str, Any]]:
         """The scheme's refusals for FastAPI's `responses=` (a route, an `APIRouter` or
         `include_router`), which a dependency cannot add itself (fastapi#501): 401 with the
-        PACT challenge, and 403 `insufficient_scope` when the scheme takes delegations. A new
-        mapping at each call."""
-        return _pact_responses(self.guard.takes_delegation)
+        PACT challenge, and 403 `insufficient_scope` when the scheme takes delegations and
+        `scopes` are those the route asks (its `Security(..., scopes=[...])`): a route that
+        asks none is never answered 403, and the mapping cannot see the route. A new mapping
+        at each call."""
+        return _pact_responses(self.guard.takes_delegation and _any(scopes))
 
     async def __call__(
         self,
@@ -355,12 +369,14 @@ class PoppySessionScheme(SecurityBase):
         self.provider = provider
         self.brand_id = brand_id
 
-    def responses(self) -> dict[int | str, dict[str, Any]]:
+    def responses(self, *, scopes: Iterable[str] = ()) -> dict[int | str, dict[str, Any]]:
         """The scheme's refusals for FastAPI's `responses=` (a route, an `APIRouter` or
-        `include_router`), which a dependency cannot add itself (fastapi#501): Poppy's 400,
-        401 and 403, each with its JSON error, the latter two with the `DPoP` challenge. A new
+        `include_router`), which a dependency cannot add itself (fastapi#501): Poppy's 400
+        and 401, and 403 when `scopes` are those the route asks (its `Security(...,
+        scopes=[...])`: signed out or a scope not approved; a route that asks none is never
+        answered 403), each with its JSON error, 401 and 403 with the `DPoP` challenge. A new
         mapping at each call."""
-        return _poppy_responses()
+        return _poppy_responses(_any(scopes))
 
     async def __call__(self, request: Request, security_scopes: SecurityScopes) -> PoppyCaller:
         try:

@@ -19,6 +19,7 @@ from typing import Any
 from pactmw.core.drive import LATER, adrive, drive
 from pactmw.core.threads import WorkerThreads
 from pactmw.protocols.identity import IdentityVerifier
+from pactmw.provider._log_throttle import log_store_recovery
 from pactmw.provider.delegated import SignedInUser
 from pactmw.provider.flow import (
     Need,
@@ -48,7 +49,7 @@ def run(
 
     def answer(need: Need) -> Any:
         if isinstance(need, NeedStore):
-            return need.operation(**need.kwargs)
+            return _stored(need)
         if isinstance(need, NeedIdentity):
             return verifier.verify(need.authorization, brand=need.brand)
         if isinstance(need, NeedBody):
@@ -105,7 +106,7 @@ async def arun(
             return LATER
         kind = type(need)
         if kind is NeedStore:  # a store that never blocks (is_blocking)
-            return need.operation(**need.kwargs)  # type: ignore[union-attr]
+            return _stored(need)  # type: ignore[arg-type]
         if kind is NeedIdentity:
             authorization, brand = need.authorization, need.brand  # type: ignore[union-attr]
             if defer_identity:
@@ -219,9 +220,17 @@ def is_blocking(need: Need) -> bool:
     return kind is NeedKeys
 
 
+def _stored(need: NeedStore) -> Any:
+    """The answer of a store call; one that works ends a store outage the log reported, with
+    one line (`log_store_recovery`: a dict's truth test when there was none)."""
+    result = need.operation(**need.kwargs)
+    log_store_recovery()
+    return result
+
+
 def _blocking_answer(need: Need) -> Any:
     if isinstance(need, NeedStore):
-        return need.operation(**need.kwargs)
+        return _stored(need)
     if isinstance(need, NeedKeys):
         return need.fetch()
     assert isinstance(need, NeedBot)

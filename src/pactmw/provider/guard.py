@@ -43,6 +43,7 @@ from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider._delegation_check import checked_delegation
+from pactmw.provider._log_throttle import log_store_recovery
 from pactmw.provider.app import Provider
 from pactmw.provider.brand import Brand, TurnHandler
 from pactmw.provider.driver import AReadBody, ReadBody, ano_body, arun, no_body, run
@@ -118,6 +119,10 @@ class Guard:
         self.delegation_brand = delegation_brand
         self.protect_prefix = protect_prefix
         self.parafe_brand = parafe_brand
+        # Whether verifying a caller reads a store that can fail (every lookup reads the
+        # agent's runtime switch there): then a verified caller says the store works again
+        # after an outage the log reported, on a site whose guarded views are all it serves.
+        self._reads_store = getattr(verifier.registry.overrides, "may_block", True) is not False
 
     @property
     def takes_delegation(self) -> bool:
@@ -181,6 +186,8 @@ class Guard:
             )
         except AuthenticationFailed as refused:
             return self._none_if_another_scheme(request, optional, refused)
+        if self._reads_store:
+            log_store_recovery()
         header = request.delegation_token()
         if header is None:
             return caller
@@ -203,6 +210,8 @@ class Guard:
                 caller = await self.verifier.averify(authorization, brand=brand)
         except AuthenticationFailed as refused:
             return self._none_if_another_scheme(request, optional, refused)
+        if self._reads_store:
+            log_store_recovery()
         header = request.delegation_token()
         if header is None:
             return caller
