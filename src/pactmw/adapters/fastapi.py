@@ -51,6 +51,7 @@ from pactmw.adapters._arguments import (
 )
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._common import (
+    ScopesNotOffered,
     make_guard,
     refusal_reason,
     scopes_without_delegation,
@@ -265,6 +266,8 @@ class PersonalAgentScheme(SecurityBase):
         # this scheme verifies it and takes none, or a middleware verified it taking none.
         self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
         self.verified_without_delegation = scopes_without_delegation(_SECURITY_SCOPES)
+        # Said once per list of scopes that the scheme's Brand does not offer (a misspelt one).
+        self.scopes_not_offered = ScopesNotOffered(_SECURITY_SCOPES, self.guard)
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -306,6 +309,7 @@ class PersonalAgentScheme(SecurityBase):
             elif takes_no_delegation(connection.scope):
                 # A middleware verified it, taking no delegation: this scheme reuses that.
                 self.verified_without_delegation(connection.url.path)
+            self.scopes_not_offered(connection.url.path, security_scopes.scopes)
         try:
             caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:
