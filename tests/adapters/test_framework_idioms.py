@@ -447,10 +447,10 @@ def test_fastapi_scopes_the_brand_does_not_offer_say_so(
     warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
     assert warned == [
         "Security(PersonalAgentScheme(...), scopes=[...]) on /misspelt refuses every caller: "
-        "the Brand 'acme' offers no scope 'order:read' (its scopes: orders:read orders:cancel)",
+        "Brand 'acme' does not offer 'order:read' (it offers: orders:read, orders:cancel)",
         "Security(PersonalAgentScheme(...), scopes=[...]) on /string refuses every caller: "
-        "the Brand 'acme' offers no scope 'o', 'r', 'd', 'e', 's', ':', 'a' (its scopes: "
-        "orders:read orders:cancel); scopes= takes a list: a string is read one character "
+        "Brand 'acme' does not offer 'o', 'r', 'd', 'e', 's', ':', 'a' (it offers: "
+        "orders:read, orders:cancel); scopes= takes a list: a string is read one character "
         "a scope",
     ], warned
 

@@ -34,7 +34,7 @@ __all__ = [
     "GuardedMiddleware",
     "Once",
     "OnceWarning",
-    "ScopesNotOffered",
+    "UnofferedScopesWarning",
     "bounded_body",
     "declared_length",
     "instance_or_none",
@@ -239,7 +239,7 @@ def scopes_without_delegation(what: str, checker: str = _ANY_CHECKER) -> OnceWar
     return OnceWarning(_SCOPES_WITHOUT_DELEGATION.format(what=what, checker=checker))
 
 
-class ScopesNotOffered:
+class UnofferedScopesWarning:
     """The warning of a check (`what`, as the app wrote it) that asks for a delegated scope
     the Brand whose delegations `guard` takes does not offer: no person can grant it, so the
     check refuses every caller (a misspelt scope; FastAPI's `scopes="orders:read"`, a string
@@ -271,12 +271,12 @@ class ScopesNotOffered:
         if all(len(scope) == 1 for scope in unoffered) and len(asked) > 1:
             hint = "; scopes= takes a list: a string is read one character a scope"
         logger.warning(
-            "%s on %s refuses every caller: the Brand %r offers no scope %s (its scopes: %s)%s",
+            "%s on %s refuses every caller: Brand %r does not offer %s (it offers: %s)%s",
             self.what,
             loggable(path),
             self.brand_id,
             ", ".join(repr(scope) for scope in unoffered),
-            " ".join(self.offered),
+            ", ".join(self.offered),
             hint,
         )
 

@@ -51,7 +51,7 @@ from pactmw.adapters._arguments import (
 )
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._common import (
-    ScopesNotOffered,
+    UnofferedScopesWarning,
     make_guard,
     refusal_reason,
     scopes_without_delegation,
@@ -267,7 +267,7 @@ class PersonalAgentScheme(SecurityBase):
         self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
         self.verified_without_delegation = scopes_without_delegation(_SECURITY_SCOPES)
         # Said once per list of scopes that the scheme's Brand does not offer (a misspelt one).
-        self.scopes_not_offered = ScopesNotOffered(_SECURITY_SCOPES, self.guard)
+        self.scopes_not_offered = UnofferedScopesWarning(_SECURITY_SCOPES, self.guard)
 
     @property
     def __signature__(self) -> inspect.Signature:
