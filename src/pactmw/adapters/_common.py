@@ -261,9 +261,15 @@ class UnofferedScopesWarning:
         if self.brand_id is None:
             return
         asked = tuple(scopes)
+        # Each list is judged once (a request costs a lookup); setdefault is atomic under the
+        # GIL, so concurrent first requests share one Once.
+        once = self._said.get(asked)
+        if once is None:
+            once = self._said.setdefault(asked, Once())
+        if not once.first():
+            return
         unoffered = [scope for scope in asked if scope not in self.offered]
-        # setdefault is atomic under the GIL: concurrent first requests share one Once.
-        if not unoffered or not self._said.setdefault(asked, Once()).first():
+        if not unoffered:
             return
         # FastAPI keeps a string's characters as the scopes: say so, since the scopes named
         # would not look like anything the app wrote.
