@@ -409,6 +409,52 @@ def test_fastapi_scopes_on_a_scheme_without_delegation_say_what_it_needs(
     ]
 
 
+def test_fastapi_scopes_the_brand_does_not_offer_say_so(
+    world: Harness, settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found in a FastAPI trial: a misspelt scope, or `scopes="orders:read"` (FastAPI reads a
+    # string one character a scope), asks for a scope no person can ever grant, since the
+    # Brand does not offer it: every caller got the 403, and nothing said why.
+    guard = guard_from_mapping(settings)
+    scheme = fastapi_adapter.PersonalAgentScheme(
+        guard.verifier, delegation_provider=guard.provider, delegation_brand="acme"
+    )
+    app = FastAPI(exception_handlers=fastapi_adapter.EXCEPTION_HANDLERS)
+
+    @app.get("/misspelt")
+    def misspelt(caller: PersonalAgent = Security(scheme, scopes=["order:read"])) -> Any:  # noqa: B008
+        return {"actor_id": caller.actor_id}
+
+    @app.get("/string")
+    def string(caller: PersonalAgent = Security(scheme, scopes="orders:read")) -> Any:  # noqa: B008
+        return {"actor_id": caller.actor_id}
+
+    @app.get("/offered")
+    def offered(caller: PersonalAgent = Security(scheme, scopes=["orders:read"])) -> Any:  # noqa: B008
+        return {"actor_id": caller.actor_id}
+
+    delegation, _ = _grants(world, settings).delegation("orders:read")
+    delegated = {**bearer(token(world)), "X-A2A-User-Delegation": delegation}
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with uvicorn_server(app) as base, loopback_client(base_url=base) as client:
+        # The answers stay the guard's: 401 without a delegation, 403 without the scope.
+        assert_refused(client.get("/misspelt", headers=bearer(token(world))), INVALID_TOKEN)
+        for path in ("/misspelt", "/string", "/misspelt"):
+            refused = client.get(path, headers=delegated)
+            assert refused.status_code == 403, (path, refused.status_code)
+            assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+        assert client.get("/offered", headers=delegated).status_code == 200
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("pactmw")]
+    assert warned == [
+        "Security(PersonalAgentScheme(...), scopes=[...]) on /misspelt refuses every caller: "
+        "Brand 'acme' does not offer 'order:read' (it offers: orders:read, orders:cancel)",
+        "Security(PersonalAgentScheme(...), scopes=[...]) on /string refuses every caller: "
+        "Brand 'acme' does not offer 'o', 'r', 'd', 'e', 's', ':', 'a' (it offers: "
+        "orders:read, orders:cancel); scopes= takes a list: a string is read one character "
+        "a scope",
+    ], warned
+
+
 # -- 6. consent pages inside the host app's session middleware ----------------------------------
 
 

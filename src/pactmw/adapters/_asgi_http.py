@@ -61,13 +61,30 @@ def mounted_path(scope: Scope) -> str:
     return path
 
 
-def neutral_request(scope: Scope) -> NeutralRequest:
-    """An ASGI HTTP or WebSocket scope as the neutral `Request`."""
+def provider_path(scope: Scope, mount: str) -> str:
+    """The request path as the Provider routes it: below the root of the app that serves it
+    (`/a2a/...`), however deep that app is mounted (`site.mount("/support", app)`: the
+    Provider's `/support/a2a/...` is its `/a2a/...`, as a Flask app's under a `SCRIPT_NAME`).
+
+    `mount` is the Provider's own (`/a2a`): reached through the `Mount` that `a2a_routes` and
+    `a2a_mount` make, `root_path` ends with it, and the app's root is what comes before. Not
+    `route_path`: `app_root_path` is the outermost app's root, which is not the root of an app
+    mounted in it.
+    """
+    root: str = scope.get("root_path", "")
+    if root.endswith(mount):
+        root = root[: -len(mount)]
+    return mounted_path({"path": scope["path"], "root_path": root})
+
+
+def neutral_request(scope: Scope, path: str | None = None) -> NeutralRequest:
+    """An ASGI HTTP or WebSocket scope as the neutral `Request`; `path` in place of
+    `route_path(scope)` for the Provider (`provider_path`)."""
     client = scope.get("client")
     return NeutralRequest(
         # A WebSocket handshake is a GET (RFC 6455 §4.1); its scope has no method.
         method=scope.get("method", "GET"),
-        path=route_path(scope),
+        path=route_path(scope) if path is None else path,
         query=scope.get("query_string", b"").decode("latin-1"),
         # A list comprehension, then the tuple: a generator into `tuple` costs twice as much.
         headers=tuple(
@@ -225,6 +242,7 @@ __all__ = [
     "body_reader",
     "mounted_path",
     "neutral_request",
+    "provider_path",
     "raw_headers",
     "refuse",
     "request_body_reader",

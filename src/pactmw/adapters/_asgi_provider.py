@@ -21,8 +21,8 @@ from pactmw.adapters._arguments import (
 from pactmw.adapters._asgi_http import (
     body_reader,
     neutral_request,
+    provider_path,
     refuse,
-    route_path,
     send_response,
     to_starlette,
 )
@@ -37,6 +37,9 @@ from pactmw.provider.routes import MOUNT
 _CURRENT_USER = "A2AProviderApp's, a2a_routes' or a2a_mount's current_user"
 
 _Routed = TypeVar("_Routed", Mount, Route)
+
+#: The path of the `Mount` that `a2a_routes` and `a2a_mount` put the Provider at.
+_MOUNT = MOUNT.rstrip("/")
 
 
 class A2AProviderApp(metaclass=StartupChecked):
@@ -72,11 +75,12 @@ class A2AProviderApp(metaclass=StartupChecked):
             warn_if_signed_in_user_unknown(provider, _CURRENT_USER)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.provider.matches(scope["method"], route_path(scope)):
+        path = provider_path(scope, _MOUNT) if scope["type"] == "http" else ""
+        if scope["type"] == "http" and self.provider.matches(scope["method"], path):
             resolve = self.current_user
             user = None if resolve is None else (lambda: resolve(HTTPConnection(scope)))
             response = await self.provider.ahandle(
-                neutral_request(scope), body_reader(scope, receive), user
+                neutral_request(scope, path), body_reader(scope, receive), user
             )
             await send_response(response, send)
         elif self.app is not None:
@@ -129,7 +133,7 @@ def a2a_mount(
 
 def _provider_mount(app: A2AProviderApp, name: str | None = None) -> Mount:
     """The Starlette `Mount` of the Provider at `/a2a`, for `a2a_routes` and `a2a_mount`."""
-    return _every_path(Mount(MOUNT.rstrip("/"), app=app, name=name))
+    return _every_path(Mount(_MOUNT, app=app, name=name))
 
 
 def _every_path(route: _Routed) -> _Routed:

@@ -34,6 +34,7 @@ __all__ = [
     "GuardedMiddleware",
     "Once",
     "OnceWarning",
+    "UnofferedScopesWarning",
     "bounded_body",
     "declared_length",
     "instance_or_none",
@@ -236,6 +237,54 @@ def scopes_without_delegation(what: str, checker: str = _ANY_CHECKER) -> OnceWar
     """The warning of a check (`what`, as the app wrote it) that asks for delegated scopes
     of a caller `checker` verified without taking delegations: it refuses every caller."""
     return OnceWarning(_SCOPES_WITHOUT_DELEGATION.format(what=what, checker=checker))
+
+
+class UnofferedScopesWarning:
+    """The warning of a check (`what`, as the app wrote it) that asks for a delegated scope
+    the Brand whose delegations `guard` takes does not offer: no person can grant it, so the
+    check refuses every caller (a misspelt scope; FastAPI's `scopes="orders:read"`, a string
+    it reads one character a scope). Said once per list of scopes asked, as that list comes
+    from the app's code while the path, which the message names, may come from the caller;
+    nothing for a guard that takes no delegation (`scopes_without_delegation` says that)."""
+
+    def __init__(self, what: str, guard: Guard) -> None:
+        self.what = what
+        self.brand_id = guard.delegation_brand
+        brand = None
+        if guard.provider is not None and self.brand_id is not None:
+            brand = guard.provider.brands.get(self.brand_id)
+        delegation = brand.delegation if brand is not None else None
+        self.offered: tuple[str, ...] = tuple(delegation.scopes) if delegation else ()
+        self._said: dict[tuple[str, ...], Once] = {}
+
+    def __call__(self, path: str, scopes: Iterable[str]) -> None:
+        if self.brand_id is None:
+            return
+        asked = tuple(scopes)
+        # Each list is judged once (a request costs a lookup); setdefault is atomic under the
+        # GIL, so concurrent first requests share one Once.
+        once = self._said.get(asked)
+        if once is None:
+            once = self._said.setdefault(asked, Once())
+        if not once.first():
+            return
+        unoffered = [scope for scope in asked if scope not in self.offered]
+        if not unoffered:
+            return
+        # FastAPI keeps a string's characters as the scopes: say so, since the scopes named
+        # would not look like anything the app wrote.
+        hint = ""
+        if all(len(scope) == 1 for scope in unoffered) and len(asked) > 1:
+            hint = "; scopes= takes a list: a string is read one character a scope"
+        logger.warning(
+            "%s on %s refuses every caller: Brand %r does not offer %s (it offers: %s)%s",
+            self.what,
+            loggable(path),
+            self.brand_id,
+            ", ".join(repr(scope) for scope in unoffered),
+            ", ".join(self.offered),
+            hint,
+        )
 
 
 def record_checker(recorded: MutableMapping[str, object], guard: Guard) -> None:

@@ -53,6 +53,7 @@ from pactmw.adapters._arguments import (
 )
 from pactmw.adapters._asgi_http import neutral_request, to_starlette
 from pactmw.adapters._common import (
+    UnofferedScopesWarning,
     make_guard,
     refusal_reason,
     scopes_without_delegation,
@@ -277,6 +278,8 @@ class PersonalAgentScheme(SecurityBase):
         # this scheme verifies it and takes none, or a middleware verified it taking none.
         self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
         self.verified_without_delegation = scopes_without_delegation(_SECURITY_SCOPES)
+        # Said once per list of scopes that the scheme's Brand does not offer (a misspelt one).
+        self.scopes_not_offered = UnofferedScopesWarning(_SECURITY_SCOPES, self.guard)
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -320,6 +323,7 @@ class PersonalAgentScheme(SecurityBase):
             elif takes_no_delegation(connection.scope):
                 # A middleware verified it, taking no delegation: this scheme reuses that.
                 self.verified_without_delegation(connection.url.path)
+            self.scopes_not_offered(connection.url.path, security_scopes.scopes)
         try:
             caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:
