@@ -84,6 +84,8 @@ def with_template_dirs(data: Any) -> Any:
 
 #: Django's setting that a Brand's `delegation.login_url` is when the Brand leaves it out.
 LOGIN_URL = "LOGIN_URL"
+#: How a login page's URL starts, as the Provider requires of its own `login_url`.
+_LOGIN_URL_PREFIXES = ("http://", "https://", "/")
 
 
 def brands_using_login_url(data: Any) -> list[Any]:
@@ -118,14 +120,18 @@ def django_login_url(brand_ids: Sequence[Any]) -> str:
     while the URLconf is being imported."""
     value = getattr(django_settings, LOGIN_URL, None)
     url: Any = None
-    if isinstance(value, (str, Promise)):  # `reverse_lazy(...)` too
+    if isinstance(value, str) and value.startswith(_LOGIN_URL_PREFIXES):
+        # A path or a URL, as `resolve_url` would keep it (no pattern is named "/..."),
+        # without its attempt to reverse it, which would import the URLconf for nothing.
+        url = value
+    elif isinstance(value, (str, Promise)):  # `reverse_lazy(...)` too
         try:
             url = resolve_url(str(value))
         except NoReverseMatch:  # a bare word: a name no pattern has
             url = None
     # The Provider's rule for its own `login_url`: a path of the site or an absolute URL.
     # `resolve_url` returns what is no URL name as it is ("login.html", "./login").
-    if not isinstance(url, str) or not url.startswith(("http://", "https://", "/")):
+    if not isinstance(url, str) or not url.startswith(_LOGIN_URL_PREFIXES):
         raise ConfigError(
             f"settings.{LOGIN_URL} is {value!r}, which is neither the name of a URL pattern "
             f"of the ROOT_URLCONF, nor a path (/...) nor an absolute URL: "
@@ -236,12 +242,13 @@ class Configured:
                 resolved = False  # whether LOGIN_URL (the first step) went through
                 try:
                     # A Brand without `delegation.login_url` gets Django's `LOGIN_URL`, a
-                    # URL name reversed here. That needs the URLconf, which cannot be
-                    # imported while the settings or the apps load; the guard is built
-                    # after both, at the server's start (the middleware's
-                    # `check_at_startup`) or at its first use, then kept. So the name is
-                    # resolved once, with everything else a bad setting is found in, and a
-                    # bad one is said at startup, never a 500 at the first redirect. It is
+                    # URL name reversed here. That imports the URLconf, which cannot be
+                    # done while the settings or the apps load; the guard is built after
+                    # both, at the server's start (the middleware's `check_at_startup`) or
+                    # at its first use, then kept. So the name is resolved once, with
+                    # everything else a bad setting is found in, and a bad one is said at
+                    # startup, never a 500 at the first redirect (resolving at each
+                    # redirect, as `redirect_to_login` does, would find it there). It is
                     # resolved as `reverse` does outside a request: under FORCE_SCRIPT_NAME's
                     # prefix, where a site served below a path (SCRIPT_NAME) must set it.
                     data = with_login_url(with_template_dirs(raw_settings()))
