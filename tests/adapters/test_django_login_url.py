@@ -14,8 +14,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from pactmw.config import ConfigError
 from tests.adapters.commands import CHECKOUT_ENV, django_check
 from tests.adapters.tokens import AgentKey, jwks
+from tests.support.cli import PYTHON_M, environment, run
 from tests.support.net import loopback_client
 from tests.support.parties import AUDIENCE
 from tests.support.servers import django_server
@@ -157,3 +159,44 @@ def test_under_uvicorn_a_bad_login_url_is_logged_at_startup(tmp_path: Path) -> N
     assert "settings.LOGIN_URL is 'logn'" in log, log
     assert "brands.acme.delegation.login_url is not set" in log, log
     assert "Traceback" not in log, log
+
+
+# -- elsewhere there is no LOGIN_URL: the Brand's login_url is still required ---------------
+
+REQUIRED = "brands.acme.delegation.login_url is required"
+
+
+def test_flask_still_requires_login_url() -> None:
+    from flask import Flask
+
+    from pactmw.adapters.flask import Pactmw
+
+    app = Flask(__name__)
+    app.config["PACTMW"] = _settings()
+    with pytest.raises(ConfigError) as raised:
+        Pactmw(app)
+    assert str(raised.value).startswith(REQUIRED), raised.value
+
+
+def test_serve_still_requires_login_url(tmp_path: Path) -> None:
+    config = tmp_path / "pactmw.toml"
+    config.write_text(
+        "\n".join(
+            [
+                'base_url = "https://shop.example"',
+                'audience = "https://shop.example/a2a"',
+                'store = "memory://"',
+                "[[agents]]",
+                'issuer = "https://pa.example"',
+                'jwks_uri = "https://pa.example/jwks.json"',
+                "[brands.acme]",
+                'handler = "examples.bots:order_bot"',
+                "[brands.acme.delegation.scopes]",
+                '"orders:read" = "See your orders"',
+            ]
+        )
+    )
+    done = run([*PYTHON_M, "serve", "--config", str(config), "--port", "0"], env=environment())
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert REQUIRED in done.stderr, done.stderr
