@@ -111,7 +111,7 @@ def test_the_guides_api_serves_the_delegation_the_person_allowed(site: Site) -> 
             "detail": "This endpoint needs a delegation token (X-A2A-User-Delegation)."
         }
 
-        # The person (the superuser) signs in at the guide's login_url and allows.
+        # The person (the superuser) signs in at the guide's LOGIN_URL and allows.
         card = fetch_card(f"{base}/a2a/shop/.well-known/agent-card.json")
         scheme = delegation_scheme(card)
         assert scheme is not None

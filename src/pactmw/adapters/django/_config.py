@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch
+from django.utils.functional import Promise
 
 from pactmw.adapters._common import provider_of
 from pactmw.config import ConfigError
@@ -77,6 +80,80 @@ def with_template_dirs(data: Any) -> Any:
 
     folders = [str(folder) for engine in engines.all() for folder in engine.template_dirs]
     return {**data, "templates": folders} if folders else data
+
+
+#: Django's setting that a Brand's `delegation.login_url` is when the Brand leaves it out.
+LOGIN_URL = "LOGIN_URL"
+#: How a login page's URL starts, as the Provider requires of its own `login_url`.
+_LOGIN_URL_PREFIXES = ("http://", "https://", "/")
+
+
+def brands_using_login_url(data: Any) -> list[Any]:
+    """The ids of the Brands of `data` (`settings.PACTMW` as written) whose `delegation`
+    table leaves out `login_url` (or sets it to None), so that Django's `settings.LOGIN_URL`
+    is theirs. A table of another shape is left as it is, for the settings' reader to name."""
+    brands = data.get("brands") if isinstance(data, Mapping) else None
+    if not isinstance(brands, Mapping):
+        return []
+    return [
+        brand_id
+        for brand_id, brand in brands.items()
+        if isinstance(brand, Mapping)
+        and isinstance(brand.get("delegation"), Mapping)
+        and brand["delegation"].get("login_url") is None
+    ]
+
+
+def login_url_not_set(brand_ids: Sequence[Any]) -> str:
+    """Why `settings.LOGIN_URL` is used: what a message about it says."""
+    names = " and ".join(f"brands.{brand_id}.delegation.login_url" for brand_id in brand_ids)
+    verb = "is" if len(brand_ids) == 1 else "are"
+    return f"{names} {verb} not set, so a person is sent there to sign in before consenting"
+
+
+def django_login_url(brand_ids: Sequence[Any]) -> str:
+    """Django's `settings.LOGIN_URL` as `redirect_to_login` resolves it (`resolve_url`: a
+    URL name is reversed, a path or an absolute URL kept), for the Brands `brand_ids`, which
+    leave out their own `login_url`. Raises `ConfigError`, naming the setting and those
+    Brands, when it is no URL a person can be sent to (a name no URL pattern has, or no
+    path: "login.html"). It may import the URLconf: call it once the apps are ready, never
+    while the URLconf is being imported."""
+    value = getattr(django_settings, LOGIN_URL, None)
+    url: Any = None
+    if isinstance(value, str) and value.startswith(_LOGIN_URL_PREFIXES):
+        # A path or a URL, as `resolve_url` would keep it (no pattern is named "/..."),
+        # without its attempt to reverse it, which would import the URLconf for nothing.
+        url = value
+    elif isinstance(value, (str, Promise)):  # `reverse_lazy(...)` too
+        try:
+            url = resolve_url(str(value))
+        except NoReverseMatch:  # a bare word: a name no pattern has
+            url = None
+    # The Provider's rule for its own `login_url`: a path of the site or an absolute URL.
+    # `resolve_url` returns what is no URL name as it is ("login.html", "./login").
+    if not isinstance(url, str) or not url.startswith(_LOGIN_URL_PREFIXES):
+        raise ConfigError(
+            f"settings.{LOGIN_URL} is {value!r}, which is neither the name of a URL pattern "
+            f"of the ROOT_URLCONF, nor a path (/...) nor an absolute URL: "
+            f"{login_url_not_set(brand_ids)}"
+        )
+    return url
+
+
+def with_login_url(data: Any, login_url: str | None = None) -> Any:
+    """`data` with Django's `settings.LOGIN_URL` (`django_login_url`) as the `login_url`
+    of each Brand's `delegation` table that leaves it out; an explicit `login_url` wins.
+    `login_url` given: that instead, resolving nothing (for a reader of the settings that
+    needs no login page and may run while the URLconf is being imported)."""
+    brand_ids = brands_using_login_url(data)
+    if not brand_ids:
+        return data
+    url = django_login_url(brand_ids) if login_url is None else login_url
+    brands = dict(data["brands"])
+    for brand_id in brand_ids:
+        brand = brands[brand_id]
+        brands[brand_id] = {**brand, "delegation": {**brand["delegation"], "login_url": url}}
+    return {**data, "brands": brands}
 
 
 def protect_prefix() -> str | None:
@@ -162,16 +239,36 @@ class Configured:
         with self._lock:
             self._check_settings()
             if self._guard is None and self._error is None:
+                resolved = False  # whether LOGIN_URL (the first step) went through
                 try:
-                    self._guard = guard_settings(with_template_dirs(raw_settings())).build()
+                    # A Brand without `delegation.login_url` gets Django's `LOGIN_URL`, a
+                    # URL name reversed here. That imports the URLconf, which cannot be
+                    # done while the settings or the apps load; the guard is built after
+                    # both, at the server's start (the middleware's `check_at_startup`) or
+                    # at its first use, then kept. So the name is resolved once, with
+                    # everything else a bad setting is found in, and a bad one is said at
+                    # startup, never a 500 at the first redirect (resolving at each
+                    # redirect, as `redirect_to_login` does, would find it there). It is
+                    # resolved as `reverse` does outside a request: under FORCE_SCRIPT_NAME's
+                    # prefix, where a site served below a path (SCRIPT_NAME) must set it.
+                    data = with_login_url(with_template_dirs(raw_settings()))
+                    resolved = True
+                    self._guard = guard_settings(data).build()
                 except ConfigError as exc:
                     self._error = exc
-                    logger.error(
-                        "settings.%s is invalid: %s; pactmw answers 503 until it is fixed "
-                        "(manage.py check reports it as pactmw.E001)",
-                        SETTING,
-                        exc,
-                    )
+                    if not resolved:  # settings.LOGIN_URL's, which `exc` names
+                        logger.error(
+                            "%s; pactmw answers 503 until it is fixed "
+                            "(manage.py check reports it as pactmw.E009)",
+                            exc,
+                        )
+                    else:
+                        logger.error(
+                            "settings.%s is invalid: %s; pactmw answers 503 until it is fixed "
+                            "(manage.py check reports it as pactmw.E001)",
+                            SETTING,
+                            exc,
+                        )
                 except StoreError as exc:  # its message says which store, and why
                     self._error = exc
                     logger.error(
@@ -206,7 +303,7 @@ configured = Configured()
 
 
 def _on_setting_changed(*, setting: str, **_: Any) -> None:
-    if setting == SETTING:
+    if setting in (SETTING, LOGIN_URL):  # LOGIN_URL: a Brand's login page may be it
         configured.reset()
 
 
@@ -238,14 +335,18 @@ def get_provider() -> Provider:
 
 __all__ = [
     "APP",
+    "LOGIN_URL",
     "MISSING",
     "SETTING",
     "SHOW_MESSAGE_TEXT",
     "Configured",
+    "brands_using_login_url",
     "configured",
+    "django_login_url",
     "get_guard",
     "get_provider",
     "get_verifier",
+    "login_url_not_set",
     "missing_app",
     "protect_prefix",
     "raw_settings",
@@ -254,5 +355,6 @@ __all__ = [
     "state_database",
     "state_in_site_database",
     "takes_delegation",
+    "with_login_url",
     "with_template_dirs",
 ]

@@ -22,7 +22,16 @@ from pactmw.adapters._view_checks import (
     parafe_view_problem,
     poppy_view_problems,
 )
-from pactmw.adapters.django._config import MISSING, SETTING, raw_settings, setting_is_missing
+from pactmw.adapters.django._config import (
+    LOGIN_URL,
+    MISSING,
+    SETTING,
+    brands_using_login_url,
+    login_url_not_set,
+    raw_settings,
+    setting_is_missing,
+    with_login_url,
+)
 from pactmw.adapters.django.middleware import PersonalAgentMiddleware
 from pactmw.adapters.django.views import a2a_view
 from pactmw.config import ConfigError
@@ -44,7 +53,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     pactmw.W001: the middleware is not installed, so no request has `personal_agent`;
     pactmw.W002: a same-app Brand's consent pages cannot know who is signed in;
     pactmw.W003: the URLconf does not route the Brands' paths to pactmw's view;
-    pactmw.W004: a Brand's `delegation.login_url` is a path of this site no URL serves;
+    pactmw.W004: a Brand's `delegation.login_url` (or, where it is not set, Django's
+    `LOGIN_URL`) is a path of this site no URL serves; pactmw.E009: `LOGIN_URL`, which a Brand
+    without `delegation.login_url` uses, is no URL name, path or absolute URL;
     pactmw.E004: a routed view's `poppy_session_required` (or `poppy_discovery_view`) names
     a Brand without Poppy; pactmw.E005: a routed view's `delegation_required` (a class-based
     view's method's too) or DRF `HasDelegatedScope` while `delegation_brand` is not set and a
@@ -69,8 +80,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
         return messages
     provider, delegation_brand, parafe_brand = None, None, None
+    data = raw_settings()
     try:
-        checked = guard_settings(raw_settings())
+        # What the server builds: Django's LOGIN_URL for a Brand without its own login_url.
+        data = with_login_url(data)
+    except ConfigError as exc:  # settings.LOGIN_URL's, named in it: nothing else is read
+        messages.append(
+            Error(
+                f"{exc}.",
+                hint=f"Set {LOGIN_URL} to your login view's URL name or path (django.contrib."
+                "auth's is 'login', with `path('accounts/', include('django.contrib.auth."
+                "urls'))`), or set the Brand's delegation.login_url; until then pactmw "
+                "answers 503 on the paths it serves.",
+                obj=LOGIN_URL,
+                id="pactmw.E009",
+            )
+        )
+        # A stand-in, so that the rest of PACTMW is still checked and said at once.
+        data = with_login_url(data, "/")
+    try:
+        checked = guard_settings(data)
         provider, delegation_brand = checked.provider, checked.delegation_brand
         parafe_brand = checked.parafe_brand
         if provider is not None and provider.signing_key_files:
@@ -100,7 +129,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             messages.append(Warning(f"{problem}.", obj=SETTING, id="pactmw.W002"))
     if builds and provider is not None:
         messages.extend(_check_routes([brand.id for brand in provider.brands]))
-        messages.extend(_check_login_urls(provider.brands))
+        defaulted = brands_using_login_url(raw_settings())
+        messages.extend(_check_login_urls(provider.brands, defaulted))
         messages.extend(_check_poppy_views(provider.brands))
     if builds and delegation_brand is None:
         messages.extend(
@@ -172,11 +202,12 @@ def _routed(brand_id: str) -> bool:
         return False
 
 
-def _check_login_urls(brands: Iterable[Brand]) -> list[CheckMessage]:
+def _check_login_urls(brands: Iterable[Brand], defaulted: list[Any]) -> list[CheckMessage]:
     """pactmw.W004: a Brand's `delegation.login_url` is a path on this site (the consent
     pages redirect to it relative to themselves) that the URLconf does not resolve, so a
     person sent to sign in gets the site's 404. An absolute URL (or `//host/...`) is another
-    site's business and is not looked at."""
+    site's business and is not looked at. The Brands `defaulted` leave it out: theirs is
+    Django's `LOGIN_URL` (resolved), which the warning names."""
     messages: list[CheckMessage] = []
     for brand in brands:
         if brand.delegation is None:
@@ -184,6 +215,22 @@ def _check_login_urls(brands: Iterable[Brand]) -> list[CheckMessage]:
         login_url = brand.delegation.login_url
         login = urlsplit(login_url)
         if login.scheme or login.netloc or _resolves(login.path):
+            continue
+        if brand.id in defaulted:
+            written = getattr(django_settings, LOGIN_URL, None)
+            messages.append(
+                Warning(
+                    f"settings.{LOGIN_URL} is {written!r} ({login_url_not_set([brand.id])}), "
+                    f"but no URL pattern of the ROOT_URLCONF serves {login.path}: they would "
+                    "get 404.",
+                    hint="Route your login view at that path (django.contrib.auth's is "
+                    "`path('accounts/', include('django.contrib.auth.urls'))`: "
+                    f"/accounts/login/), or set {LOGIN_URL} to its URL name or path, or set "
+                    "the Brand's delegation.login_url.",
+                    obj=LOGIN_URL,
+                    id="pactmw.W004",
+                )
+            )
             continue
         messages.append(
             Warning(

@@ -11,7 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from pactmw.adapters._arguments import require_brand_id
 from pactmw.adapters._common import NOT_FOUND
 from pactmw.adapters._view_checks import PoppyViewCheck, tag_poppy_view
-from pactmw.adapters.django._config import configured, raw_settings
+from pactmw.adapters.django._config import configured, raw_settings, with_login_url
 from pactmw.adapters.django._http import (
     body_reader,
     method_as_sent,
@@ -89,7 +89,10 @@ def _serves_poppy() -> bool:
     Settings that do not build keep the routes, answered 503 as pactmw's other paths are
     until the settings are fixed (the checks and the startup log say why)."""
     try:
-        provider = guard_settings(raw_settings()).provider
+        # Django's LOGIN_URL, which a Brand without `login_url` uses, may be a URL name that
+        # cannot be reversed while the URLconf is being imported: a stand-in path, as what
+        # is read here is only whether a Brand has Poppy (the checks say a bad LOGIN_URL).
+        provider = guard_settings(with_login_url(raw_settings(), "/")).provider
     except Exception:  # ConfigError, or a handler that fails to import: reported elsewhere
         return True
     return provider is not None and any(brand.poppy is not None for brand in provider.brands)

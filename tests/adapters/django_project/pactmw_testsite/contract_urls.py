@@ -125,9 +125,10 @@ def _missing_scopes() -> list[URLPattern]:
 urlpatterns = [
     path("api/echo", views.echo),
     path("public", views.public),
-    # The site's login page (a stand-in): the Brands' `delegation.login_url` is "/login", and
-    # a login URL nothing serves is warned by `manage.py check` (pactmw.W004).
-    path("login", views.public),
+    # The site's login page (a stand-in): the Brands' `delegation.login_url` is "/login", or
+    # Django's `LOGIN_URL` "login" (its name) where a Brand leaves it out; a login URL nothing
+    # serves is warned by `manage.py check` (pactmw.W004).
+    path("login", views.public, name="login"),
     path("apiary", views.public),
     path("decorated-sync", views.decorated_sync),
     path("decorated-async", views.decorated_async),
