@@ -2,7 +2,8 @@
 Brand and revokes any of them (AuthKit's account console, for personal agents).
 
 Same-app mode reads the host app's signed-in user; brand mode sends the person to the Brand's
-login, which POSTs a single-use assertion for this page (as for consent). The page carries a
+login, which POSTs a single-use assertion for this page (as for consent; a browser's is
+answered 303 to the page's GET, signed in there by a cookie). The page carries a
 short-lived signed session (the consent pages' CSRF mechanism: bound to the person and this
 page, with the Origin check) that every Revoke form posts back.
 """

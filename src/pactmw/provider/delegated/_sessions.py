@@ -108,8 +108,9 @@ class PageVisit:
 
     def host_user(self) -> SignedInUser | None:
         """The host app's signed-in user the page goes on with, or None when the person signs
-        in first: at the Brand's login (brand mode, every time) or in the host app (same-app,
-        when nobody is signed in)."""
+        in first: at the Brand's login (brand mode, every time: the host app's word is never
+        taken; only the cookie a browser's sign-in left for that page is, read by the page
+        itself) or in the host app (same-app, when nobody is signed in)."""
         return None if self.config.mode == "brand" else self.user
 
     def is_not(self, signed_in: SignedInUser) -> bool:
