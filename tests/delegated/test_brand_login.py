@@ -406,3 +406,74 @@ def test_jwks_outage_refuses_without_500(brand: BrandEnv) -> None:
     finally:
         brand.jwks.mode = "ok"
     assert_refused_page(answer, 401)
+
+
+# -- Post/Redirect/Get: a browser's sign-in lands on a GET page --------------------------------
+
+#: What a browser sends with a form's navigation (Fetch Metadata): a scripted client does not.
+NAVIGATION = {"sec-fetch-mode": "navigate", "sec-fetch-dest": "document"}
+
+
+def signed_in_cookie(answer: httpx.Response) -> tuple[str, list[str]]:
+    """The sign-in cookie a 303 sets: its `name=value` and its attributes, lower case."""
+    (set_cookie,) = answer.headers.get_list("set-cookie")
+    pair, *attributes = (part.strip() for part in set_cookie.split(";"))
+    return pair, [attribute.lower() for attribute in attributes]
+
+
+def test_a_browsers_sign_in_is_redirected_to_the_consent_page(brand: BrandEnv) -> None:
+    """The sign-in POST answered the consent page itself: Back from the result page then
+    showed Chromium's "Confirm Form Resubmission" (a POST's page, not cached). A browser's
+    navigation is answered 303 to the page's GET, which a short-lived cookie signs in (the
+    assertion is single-use); Back and Reload GET it again."""
+    code = brand.pending_code(new_sub())["user_code"]
+    posted = httpx.post(
+        brand.consent_url, data={"assertion": brand.assertion(code)}, headers=NAVIGATION
+    )
+    assert posted.status_code == 303, posted.text
+    assert posted.headers["location"] == f"{brand.consent_url}?user_code={code}"
+    assert posted.headers["cache-control"] == "no-store"
+    cookie, attributes = signed_in_cookie(posted)
+    path = urlsplit(brand.consent_url).path
+    assert {"httponly", "samesite=lax", f"path={path}", "max-age=600"} <= set(attributes)
+    assert "secure" not in attributes  # an http:// base URL; https gets Secure
+    assert code not in cookie  # a signed token, never shown
+
+    shown = httpx.get(posted.headers["location"], headers={"cookie": cookie})
+    assert shown.status_code == 200, shown.text
+    assert_page_headers(shown)
+    assert "alex.rivera@example.com" in shown.text
+    session = hidden(shown.text, "session")
+    # Reload: the same page again, nothing spent.
+    again = httpx.get(posted.headers["location"], headers={"cookie": cookie})
+    assert hidden(again.text, "session")
+
+    # The cookie names one code: another code, or none, goes to the Brand's login.
+    other = brand.pending_code(new_sub())["user_code"]
+    for url in (f"{brand.consent_url}?user_code={other}", posted.headers["location"]):
+        cookies = {"cookie": cookie} if other in url else {}
+        elsewhere = httpx.get(url, headers=cookies)
+        assert elsewhere.status_code == 303, url
+        assert elsewhere.headers["location"].startswith(brand.issuer + "/login?")
+    forged = httpx.get(posted.headers["location"], headers={"cookie": cookie[:-4] + "AAAA"})
+    assert forged.status_code == 303
+    assert forged.headers["location"].startswith(brand.issuer + "/login?")
+
+    # After the decision, Back (the GET again) shows the answer given, not the form.
+    decided = brand.env.decide(form_action(shown.text), session, ["orders:read"])
+    assert decided.status_code == 303
+    assert_answered(httpx.get(posted.headers["location"], headers={"cookie": cookie}), "Connected")
+
+
+def test_a_scripted_sign_in_still_gets_the_consent_page(brand: BrandEnv) -> None:
+    """PACT's delegated suite POSTs the assertion and reads the consent form from the answer
+    (200, pact-provider.md §5.3): a client that is not a browser's navigation gets the page,
+    and no cookie."""
+    code = brand.pending_code(new_sub())["user_code"]
+    for headers in ({}, {"sec-fetch-mode": "cors", "sec-fetch-dest": "empty"}):
+        answer = httpx.post(
+            brand.consent_url, data={"assertion": brand.assertion(code)}, headers=headers
+        )
+        assert answer.status_code == 200, answer.text
+        assert hidden(answer.text, "session")
+        assert "set-cookie" not in answer.headers

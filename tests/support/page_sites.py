@@ -32,28 +32,26 @@ def site_settings(
     *,
     delegation: dict[str, Any] | None = None,
     agents: list[dict[str, Any]] | None = None,
+    offers_delegation: bool = True,
 ) -> dict[str, Any]:
-    """Settings of a Provider whose Brand `acme` offers delegation (same-app unless told)."""
+    """Settings of a Provider whose Brand `acme` offers delegation (same-app unless told;
+    `offers_delegation` False: none, no `delegation` table)."""
     key_file = workdir / "signing.jwk"
     if not key_file.exists():
         key_file.write_text(json.dumps(generate_private_jwk("ES256", kid="sign-1").to_dict()))
+    brand: dict[str, Any] = {"name": "Acme Outdoor", "handler": "examples.bots:order_bot"}
+    if offers_delegation:
+        brand["delegation"] = delegation or {
+            "scopes": {"orders:read": "See your orders", "orders:cancel": "Cancel"},
+            "login_url": "/login",
+        }
     return {
         "base_url": base_url,
         "audience": "urn:test:pages",
         "agents": agents or [],
         "store": f"sqlite:///{workdir / 'pages.db'}",
         "signing_keys": [str(key_file)],
-        "brands": {
-            BRAND: {
-                "name": "Acme Outdoor",
-                "handler": "examples.bots:order_bot",
-                "delegation": delegation
-                or {
-                    "scopes": {"orders:read": "See your orders", "orders:cancel": "Cancel"},
-                    "login_url": "/login",
-                },
-            }
-        },
+        "brands": {BRAND: brand},
     }
 
 
@@ -66,13 +64,16 @@ def page_site(
     delegation: dict[str, Any] | None = None,
     agents: list[dict[str, Any]] | None = None,
     port: int | None = None,
+    offers_delegation: bool = True,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Serve the Provider with `adapter` (on `port`, else a free one); yield (base URL,
     settings). `templates` is the Brand's template folder, handed over as that framework's
     users do."""
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
-    settings = site_settings(workdir, base, delegation=delegation, agents=agents)
+    settings = site_settings(
+        workdir, base, delegation=delegation, agents=agents, offers_delegation=offers_delegation
+    )
     if adapter == "django":
         with django_server(
             settings,

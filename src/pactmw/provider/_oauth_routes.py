@@ -23,12 +23,29 @@ from pactmw.store.base import StoreUnavailable
 
 logger = logging.getLogger("pactmw.provider")
 
+#: The authorization server's public documents, read by agents (the rest are pages).
+_AGENT_DOCUMENTS = frozenset({"oauth_metadata", "oauth_jwks"})
+
 
 def _offered(oauth: AuthorizationServer | None, brand: Brand) -> DelegationConfig:
     """The Brand's delegation settings; 404 when it offers no delegation."""
     if brand.delegation is None or oauth is None:
         raise RequestRefused(404)
     return brand.delegation
+
+
+def _no_pages(route: Route) -> Response | None:
+    """A person-facing page of a Brand that offers no delegation: the pages' 404 page.
+
+    A person following an old link (delegation since turned off, or a link to the wrong
+    Brand) got routing's empty 404, which a browser shows as a blank page. The agent-facing
+    paths keep the bare 404: an agent reads the status, and the metadata's absence is how it
+    learns there is no authorization server.
+    """
+    if route.operation in _AGENT_DOCUMENTS:
+        return None
+    absent = ConsentRefused("This service does not take authorizations for personal agents.", 404)
+    return error_response(absent)
 
 
 def _form() -> SubFlow:
@@ -64,6 +81,10 @@ def public_oauth_flow(
     oauth: AuthorizationServer | None, route: Route, brand: Brand, request: Request
 ) -> Flow:
     """Answer a public route of the Brand's authorization server."""
+    if brand.delegation is None or oauth is None:
+        missing = _no_pages(route)
+        if missing is not None:
+            return missing
     config = _offered(oauth, brand)
     assert oauth is not None
     if route.operation == "oauth_metadata":

@@ -2,7 +2,8 @@
 Brand and revokes any of them (AuthKit's account console, for personal agents).
 
 Same-app mode reads the host app's signed-in user; brand mode sends the person to the Brand's
-login, which POSTs a single-use assertion for this page (as for consent). The page carries a
+login, which POSTs a single-use assertion for this page (as for consent; a browser's is
+answered 303 to the page's GET, signed in there by a cookie). The page carries a
 short-lived signed session (the consent pages' CSRF mechanism: bound to the person and this
 page, with the Origin check) that every Revoke form posts back.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlencode
 
 from attrs import frozen
 
 from pactmw.core.errors import JoseError
+from pactmw.core.http import Response
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.consent_pages import ConnectedAgent, ConnectedAgentsView
 from pactmw.provider.delegated._assertion import BrandAssertions
@@ -23,15 +26,19 @@ from pactmw.provider.delegated._details import grant_owner, held
 from pactmw.provider.delegated._errors import ConsentRefused
 from pactmw.provider.delegated._forms import parse_form, single_value
 from pactmw.provider.delegated._page_limit import PageRateLimit
-from pactmw.provider.delegated._responses import login_redirect, page
+from pactmw.provider.delegated._responses import login_redirect, page, redirect
 from pactmw.provider.delegated._result_page import conditions
 from pactmw.provider.delegated._revocation import Revocation
 from pactmw.provider.delegated._sessions import (
+    SIGNED_IN_COOKIE,
     PageVisit,
     SignedInUser,
+    cookie_values,
     is_fresh,
+    is_navigation,
     mint_page_token,
     read_page_token,
+    set_cookie,
 )
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.store.base import Grant
@@ -40,6 +47,9 @@ AGENTS_SESSION_TYP = "pact-agents+jwt"
 #: How long the page's Revoke buttons work before the person signs in again (brand mode) or
 #: reloads it (same-app).
 AGENTS_SESSION_LIFETIME = 900
+#: Brand mode: who signed in at the Brand's login, carried from the sign-in's 303 (and a
+#: Revoke's) to the page's GET in a cookie (Post/Redirect/Get).
+AGENTS_SIGNED_IN_TYP = "pact-agents-signed-in+jwt"
 PAGE = "agents"
 
 
@@ -62,13 +72,19 @@ class ConnectedAgentsEndpoint:
         here = self.ctx.url(brand, PAGE)
         if body is None:
             user = visit.host_user()
+            if config.mode == "brand":
+                user = self._cookie_user(brand, visit)
             if user is None:
                 return login_redirect(config, here)
-            return (yield from self._render(brand, config, user, ""))
+            revoked = yield from self._revoked(brand, user, visit)
+            return (yield from self._render(brand, config, user, revoked))
         form = parse_form(body)
         if config.mode == "brand" and "assertion" in form:
             assertion = single_value(form, "assertion")
             signed_in, _ = yield from self.assertions.verify(brand, config, assertion, PAGE)
+            if is_navigation(visit.request):
+                # Post/Redirect/Get, for a browser: Back and Reload then GET the page.
+                return self._to_page(brand, config, signed_in, here)
             return (yield from self._render(brand, config, signed_in, ""))
         if not self.ctx.same_origin(visit.request):
             raise ConsentRefused("This request did not come from the connected agents page.", 403)
@@ -79,7 +95,54 @@ class ConnectedAgentsEndpoint:
         if form.get("action") != ["revoke"] or len(grants) != 1:
             raise ConsentRefused("This page does not accept that.", 400)
         revoked = yield from self._revoke(brand, signed_in, grants[0])
+        if is_navigation(visit.request):
+            # The page's GET names the grant; it shows the notice only to its own person.
+            shown = f"{here}?{urlencode({'revoked': grants[0]})}"
+            return self._to_page(brand, config, signed_in, shown)
         return (yield from self._render(brand, config, signed_in, revoked))
+
+    def _to_page(
+        self, brand: Brand, config: DelegationConfig, user: SignedInUser, location: str
+    ) -> Response:
+        """303 to the page's GET at `location`; in brand mode with the cookie that signs
+        `user` in there (the assertion is single-use; the URL, which lands in access logs,
+        never carries a proof of sign-in)."""
+        answer = redirect(location)
+        if config.mode != "brand":
+            return answer
+        url = self.ctx.url(brand, PAGE)
+        claims = {"aud": url, "sub": user.account, "label": user.label}
+        token = mint_page_token(
+            self.ctx, claims, typ=AGENTS_SIGNED_IN_TYP, lifetime=AGENTS_SESSION_LIFETIME
+        )
+        cookie = set_cookie(SIGNED_IN_COOKIE, token, url, AGENTS_SESSION_LIFETIME)
+        return Response(status=answer.status, headers=(*answer.headers, cookie))
+
+    def _cookie_user(self, brand: Brand, visit: PageVisit) -> SignedInUser | None:
+        """Brand mode: who signed in for this page, by the cookie `_to_page` set."""
+        for token in cookie_values(visit.request, SIGNED_IN_COOKIE):
+            try:
+                return self._read_token(brand, token, AGENTS_SIGNED_IN_TYP)
+            except ConsentRefused:
+                continue
+        return None
+
+    def _revoked(self, brand: Brand, user: SignedInUser, visit: PageVisit) -> SubFlow:
+        """The name of the agent a Revoke's 303 names (`?revoked=GRANT`), when that grant is
+        this person's at this Brand and revoked; else "" (an edited or foreign link says
+        nothing)."""
+        named = parse_qs(visit.request.query).get("revoked", [])
+        if len(named) != 1:
+            return ""
+        grant: Grant | None = yield store(self.ctx.store.get_grant, grant_id=named[0])
+        if (
+            grant is None
+            or grant.brand_id != brand.id
+            or grant.account != user.account
+            or grant.revoked_at is None
+        ):
+            return ""
+        return self.agent_name(grant.client_id)
 
     def _revoke(self, brand: Brand, signed_in: SignedInUser, grant_id: str) -> SubFlow:
         """Revoke one of the person's own grants at this Brand, as `revoke_grant` does
@@ -138,9 +201,12 @@ class ConnectedAgentsEndpoint:
         )
 
     def _read_session(self, brand: Brand, token: str) -> SignedInUser:
+        return self._read_token(brand, token, AGENTS_SESSION_TYP)
+
+    def _read_token(self, brand: Brand, token: str, typ: str) -> SignedInUser:
         expired = ConsentRefused("This page has expired. Open it again.", 400)
         try:
-            claims = read_page_token(self.ctx, token, typ=AGENTS_SESSION_TYP)
+            claims = read_page_token(self.ctx, token, typ=typ)
         except JoseError as exc:
             raise expired from exc
         sub, label = claims.get("sub"), claims.get("label")
@@ -154,6 +220,7 @@ class ConnectedAgentsEndpoint:
 __all__ = [
     "AGENTS_SESSION_LIFETIME",
     "AGENTS_SESSION_TYP",
+    "AGENTS_SIGNED_IN_TYP",
     "PAGE",
     "ConnectedAgentsEndpoint",
 ]

@@ -27,6 +27,7 @@ from pactmw.provider.delegated._sessions import (
     Outcome,
     PageVisit,
     SignedInUser,
+    is_navigation,
 )
 from pactmw.provider.flow import Flow, SubFlow, store
 from pactmw.provider.routes import allow
@@ -65,6 +66,10 @@ class ConsentEndpoint:
                 user, user_code = yield from self.assertions.verify(brand, config, assertion)
             except SignInReused as reused:
                 return (yield from self._answered_before(brand, config, reused))
+            if is_navigation(visit.request):
+                # Post/Redirect/Get, for a browser: Back and Reload then GET the page. A
+                # program gets the page itself, as PACT's delegated suite reads it (200).
+                return self.sessions.signed_in_redirect(brand, user, user_code)
         else:
             typed = parse_qs(visit.request.query).get("user_code", [""])[0]
             if not typed:
@@ -77,7 +82,10 @@ class ConsentEndpoint:
                 invalid = config.pages.code_entry(consent_url, error, echoed)
                 return self._code_entry(config, invalid, 400)
             user_code = normalized
-            if visit.host_user() is None:
+            user = visit.host_user()
+            if config.mode == "brand":
+                user = self.sessions.signed_in(brand, visit.request, user_code)
+            if user is None:
                 here = f"{consent_url}?{urlencode({'user_code': user_code})}"
                 return login_redirect(config, here)
         assert user is not None

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 from attrs import frozen
 
 from pactmw.core.errors import JoseError
-from pactmw.core.http import Request
+from pactmw.core.http import Request, Response
 from pactmw.core.jose import parse_compact, sign_compact, verify_with_any
 from pactmw.protocols.delegation import DELEGATION_ALGORITHMS
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated._context import ServerContext
 from pactmw.provider.delegated._errors import ConsentRefused
+from pactmw.provider.delegated._responses import redirect
 from pactmw.store.base import DeviceAuthorization
 
 CONSENT_SESSION_TYP = "pact-consent+jwt"
 CONSENT_SESSION_LIFETIME = 600
+#: Brand mode: who signed in at the Brand's login, for one user code, carried from the
+#: sign-in's 303 to the consent page's GET in a cookie (Post/Redirect/Get).
+SIGNED_IN_TYP = "pact-consent-signed-in+jwt"
+SIGNED_IN_COOKIE = "pactmw_signed_in"
 OUTCOME_TYP = "pact-consent-outcome+jwt"
 #: The result page is opened right after the decision; a bookmarked one just stops naming it.
 OUTCOME_LIFETIME = 600
@@ -47,6 +53,40 @@ def is_fresh(ctx: ServerContext, claims: dict[str, Any], aud: str) -> bool:
     return claims.get("aud") == aud and isinstance(exp, int) and exp > ctx.clock()
 
 
+def is_navigation(request: Request) -> bool:
+    """Whether `request` is a browser's top-level navigation (Fetch Metadata: a followed
+    link, a submitted form), not a script's or another program's request."""
+    return (
+        request.header("sec-fetch-mode") == "navigate"
+        and request.header("sec-fetch-dest") == "document"
+    )
+
+
+def cookie_values(request: Request, name: str) -> list[str]:
+    """The values of the cookies named `name` that `request` carries (one per path that
+    matched; several `Cookie` lines included)."""
+    values = []
+    for header, line in request.headers:
+        if header == "cookie":
+            for pair in line.split(";"):
+                key, equals, value = pair.strip().partition("=")
+                if equals and key == name:
+                    values.append(value)
+    return values
+
+
+def set_cookie(name: str, value: str, url: str, lifetime: int) -> tuple[str, str]:
+    """A `Set-Cookie` for the page at `url` only (its path and below), `lifetime` seconds:
+    never sent to the host app's other pages, unreadable to script, sent on a link or a
+    redirect from another site (Lax: the Brand's login is often another site), and only
+    over https when the pages are served over https."""
+    parts = urlsplit(url)
+    attributes = [f"Path={parts.path}", f"Max-Age={lifetime}", "HttpOnly", "SameSite=Lax"]
+    if parts.scheme == "https":
+        attributes.append("Secure")
+    return ("Set-Cookie", "; ".join([f"{name}={value}", *attributes]))
+
+
 @frozen
 class SignedInUser:
     """The host app's signed-in user, as an adapter reports it (same-app consent)."""
@@ -68,8 +108,9 @@ class PageVisit:
 
     def host_user(self) -> SignedInUser | None:
         """The host app's signed-in user the page goes on with, or None when the person signs
-        in first: at the Brand's login (brand mode, every time) or in the host app (same-app,
-        when nobody is signed in)."""
+        in first: at the Brand's login (brand mode, every time: the host app's word is never
+        taken; only the cookie a browser's sign-in left for that page is, read by the page
+        itself) or in the host app (same-app, when nobody is signed in)."""
         return None if self.config.mode == "brand" else self.user
 
     def is_not(self, signed_in: SignedInUser) -> bool:
@@ -109,6 +150,46 @@ class ConsentSessions:
         ):
             raise ConsentRefused("This consent page has expired. Start again.", 400)
         return SignedInUser(account=str(sub), label=str(label)), str(code)
+
+    def signed_in_redirect(self, brand: Brand, user: SignedInUser, user_code: str) -> Response:
+        """Brand mode, a browser's sign-in: 303 to the consent page's GET, with a cookie
+        saying who signed in for `user_code` (Post/Redirect/Get).
+
+        The sign-in POST answered the consent page itself, so Back from the result page (and
+        Reload) asked to send the form again: Chromium's "Confirm Form Resubmission". The
+        assertion is single-use, so the GET needs its own proof of the sign-in; the cookie
+        carries it, never the URL, which lands in access logs. It lasts as long as a consent
+        session and is bound to the one code, as that session is.
+        """
+        url = self.ctx.url(brand, "consent")
+        claims = {"aud": url, "sub": user.account, "label": user.label, "user_code": user_code}
+        token = mint_page_token(
+            self.ctx, claims, typ=SIGNED_IN_TYP, lifetime=CONSENT_SESSION_LIFETIME
+        )
+        answer = redirect(f"{url}?{urlencode({'user_code': user_code})}")
+        cookie = set_cookie(SIGNED_IN_COOKIE, token, url, CONSENT_SESSION_LIFETIME)
+        return Response(status=answer.status, headers=(*answer.headers, cookie))
+
+    def signed_in(self, brand: Brand, request: Request, user_code: str) -> SignedInUser | None:
+        """Who signed in at the Brand's login for `user_code`, by the cookie
+        `signed_in_redirect` set; None without a valid one for this Brand and code."""
+        url = self.ctx.url(brand, "consent")
+        for token in cookie_values(request, SIGNED_IN_COOKIE):
+            try:
+                claims = read_page_token(self.ctx, token, typ=SIGNED_IN_TYP)
+            except JoseError:
+                continue
+            sub, label = claims.get("sub"), claims.get("label")
+            if (
+                is_fresh(self.ctx, claims, url)
+                and claims.get("user_code") == user_code
+                and isinstance(sub, str)
+                and isinstance(label, str)
+                and sub
+                and label
+            ):
+                return SignedInUser(account=sub, label=label)
+        return None
 
 
 @frozen
@@ -207,13 +288,18 @@ __all__ = [
     "CONSENT_SESSION_TYP",
     "OUTCOME_LIFETIME",
     "OUTCOME_TYP",
+    "SIGNED_IN_COOKIE",
+    "SIGNED_IN_TYP",
     "ConsentOutcomes",
     "ConsentSessions",
     "Outcome",
     "OutcomeReference",
     "PageVisit",
     "SignedInUser",
+    "cookie_values",
     "is_fresh",
+    "is_navigation",
     "mint_page_token",
     "read_page_token",
+    "set_cookie",
 ]
