@@ -15,14 +15,8 @@ from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider._log_throttle import log_store_outage
 from pactmw.provider.brand import Brand, DelegationConfig
-from pactmw.provider.delegated import (
-    FORM_LIMIT,
-    NOT_A_FORM,
-    AuthorizationServer,
-    ConsentRefused,
-    OAuthError,
-    is_form_content_type,
-)
+from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
+from pactmw.provider.delegated._forms import NOT_A_FORM, is_form_content_type
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
 from pactmw.provider.routes import Route, routed_method

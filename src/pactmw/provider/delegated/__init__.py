@@ -26,12 +26,7 @@ from pactmw.protocols.delegation import Delegation
 from pactmw.provider.delegated._audit import AuditEvent, AuditHook
 from pactmw.provider.delegated._codes import new_user_code, normalize_user_code, secret_hash
 from pactmw.provider.delegated._errors import ConsentRefused, OAuthError
-from pactmw.provider.delegated._forms import (
-    FORM_LIMIT,
-    NOT_A_FORM,
-    is_form_content_type,
-    parse_form,
-)
+from pactmw.provider.delegated._forms import FORM_LIMIT, parse_form
 from pactmw.provider.delegated._granted import DelegationGrant
 from pactmw.provider.delegated._metadata import DEVICE_CODE_GRANT
 from pactmw.provider.delegated._responses import PAGE_HEADERS
@@ -41,7 +36,6 @@ from pactmw.provider.delegated._sessions import SignedInUser
 __all__ = [
     "DEVICE_CODE_GRANT",
     "FORM_LIMIT",
-    "NOT_A_FORM",
     "PAGE_HEADERS",
     "AuditEvent",
     "AuditHook",
@@ -51,7 +45,6 @@ __all__ = [
     "DelegationGrant",
     "OAuthError",
     "SignedInUser",
-    "is_form_content_type",
     "new_user_code",
     "normalize_user_code",
     "parse_form",
