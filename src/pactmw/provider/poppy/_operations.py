@@ -91,7 +91,7 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 
-class ProposalWithoutExecutor(ValueError):
+class ProposalWithoutExecutor(PactmwError, ValueError):
     """Brand code proposed an action its Brand registered no executor for (a mistake in that
     code: the executors are fixed at startup, so no retry of the request can succeed)."""
 
