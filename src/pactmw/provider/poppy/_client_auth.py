@@ -1,6 +1,8 @@
 """How the token, device and revocation endpoints read their form and authenticate the
-agent: a bounded form body, then its client assertion (`401 invalid_client`), first of the
-checks as in the SDK's order. An agent the Brand does not admit, or one an operator blocked
+agent: a form body (sent as one, PACT's rule: the SDK's reference company reads any body as
+a form, pactmw refuses one its Content-Type does not call a form, as RFC 6749 §3.2 wants),
+bounded, then its client assertion (`401 invalid_client`), first of the checks as in the
+SDK's order. An agent the Brand does not admit, or one an operator blocked
 (`agents block`), is refused as an unknown client is; a blocked one may still revoke its own
 tokens (`agent_refusal`)."""
 
