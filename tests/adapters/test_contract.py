@@ -708,6 +708,54 @@ def test_a_poppy_metadata_path_the_framework_cannot_route_gets_the_providers_ans
         assert (got, body) == (404, b""), (name, method, got, body[:200])
 
 
+#: Content-Types an OAuth form must not come with (RFC 6749 §3.2, §4.1.3: the token request
+#: is `application/x-www-form-urlencoded`); None sends no Content-Type at all.
+NOT_A_FORM = (None, "application/json", "text/plain", "multipart/form-data; boundary=x")
+FORM_DESCRIPTION = "the body must be sent as Content-Type: application/x-www-form-urlencoded"
+
+
+def _form_post(target: Target, path: str, body: bytes, content_type: str | None) -> httpx.Response:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    if path.startswith("/a2a/acme/oauth/"):
+        headers.update(target.headers(target.token()))
+    # httpx adds no Content-Type to raw `content`: what is sent is exactly `headers`.
+    return target.client.post(path, content=body, headers=headers)
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_an_oauth_form_without_its_content_type_is_invalid_request(
+    poppy_servers: Harness, name: str
+) -> None:
+    # Found by a Poppy trial: Poppy's token endpoint read any body as a form, whatever its
+    # Content-Type said (none, JSON), as PACT's did. One rule for both now: `invalid_request`
+    # saying what to send, before the client is authenticated or anything is spent.
+    target = poppy_servers.get(name)
+    pact_form = f"grant_type=x&client_id={ISSUER}".encode()
+    endpoints = (
+        ("/a2a/acme/oauth/token", pact_form, (400, "unsupported_grant_type")),
+        ("/a2a/acme/oauth/device_authorization", pact_form, (400, "invalid_scope")),
+        ("/a2a/acme/poppy/token", b"grant_type=x", (401, "invalid_client")),
+        ("/a2a/acme/poppy/device", b"scope=orders%3Aread", (401, "invalid_client")),
+        ("/a2a/acme/poppy/revoke", b"token=x", (401, "invalid_client")),
+    )
+    for path, body, as_a_form in endpoints:
+        for content_type in NOT_A_FORM:
+            answer = _form_post(target, path, body, content_type)
+            where = (name, path, content_type, answer.status_code, answer.text[:200])
+            assert answer.status_code == 400, where
+            assert answer.json()["error"] == "invalid_request", where
+            assert answer.json()["error_description"].startswith(FORM_DESCRIPTION), where
+            assert answer.headers["cache-control"] == "no-store", where
+        # The same body as a form (any case, with a charset) goes on to the endpoint's checks.
+        for content_type in (
+            "application/x-www-form-urlencoded",
+            "Application/X-WWW-Form-Urlencoded; charset=UTF-8",
+        ):
+            answer = _form_post(target, path, body, content_type)
+            got = (answer.status_code, answer.json()["error"])
+            assert got == as_a_form, (name, path, content_type, answer.text[:200])
+
+
 # -- audit: what docs/adapters.md and docs/delegated.md promise, on every adapter --------------
 
 

@@ -79,6 +79,10 @@ def test_an_agents_list_admits_only_those() -> None:
             "brands.shop.poppy.operations.executors.refund must be a callable",
         ),
         (
+            {"operations": {"executors": {"": HANDLER}}},
+            "brands.shop.poppy.operations.executors has an empty action name",
+        ),
+        (
             {"operations": {"executors": {"refund": HANDLER}, "proposal_seconds": 0}},
             "brands.shop.poppy.operations.proposal_seconds",
         ),

@@ -124,6 +124,11 @@ def test_a_proposal_checks_itself(changes: dict[str, Any], message: str) -> None
     [
         ({"executors": {}}, "at least one action"),
         ({"executors": {"refund": "shop:refund"}}, "callables"),
+        # Found by a Poppy trial: an executor under "" was taken, though no Proposal can
+        # name it (its action must not be empty): refused where it is registered.
+        ({"executors": {"": performed}}, "executors has an empty action name"),
+        ({"executors": {"refund": performed, "": performed}}, "an empty action name"),
+        ({"executors": {7: performed}}, "action names must be strings"),
         ({"proposal_seconds": 0}, "proposal_seconds"),
         ({"proposal_seconds": True}, "proposal_seconds"),
         ({"idempotency_seconds": 31 * 86_400}, "idempotency_seconds"),

@@ -16,6 +16,7 @@ from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider._log_throttle import log_store_outage
 from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
+from pactmw.provider.delegated._forms import NOT_A_FORM, is_form_content_type
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
 from pactmw.provider.routes import Route, routed_method
@@ -48,8 +49,11 @@ def _no_pages(route: Route) -> Response | None:
     return error_response(absent)
 
 
-def _form() -> SubFlow:
-    """The request's form body (413 past `FORM_LIMIT`)."""
+def _form(request: Request) -> SubFlow:
+    """The request's form body: `invalid_request` when its Content-Type says it is no form
+    (`is_form_content_type`, before the body is read), 413 past `FORM_LIMIT`."""
+    if not is_form_content_type(request.header("content-type")):
+        raise OAuthError("invalid_request", NOT_A_FORM)
     body = yield NeedBody(FORM_LIMIT)
     if body is None:
         raise RequestRefused(413)
@@ -66,12 +70,16 @@ def _page_form() -> SubFlow:
 
 
 def agent_oauth_flow(
-    oauth: AuthorizationServer | None, route: Route, brand: Brand, caller: PersonalAgent
+    oauth: AuthorizationServer | None,
+    route: Route,
+    brand: Brand,
+    caller: PersonalAgent,
+    request: Request,
 ) -> Flow:
     """The device authorization and token endpoints (RFC 8628), for an authenticated agent."""
     config = _offered(oauth, brand)
     assert oauth is not None
-    form = yield from _form()
+    form = yield from _form(request)
     if route.operation == "oauth_token":
         return (yield from oauth.token(brand, config, caller, form))
     return (yield from oauth.device_authorization(brand, config, caller, form))

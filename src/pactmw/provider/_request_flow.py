@@ -113,7 +113,7 @@ class RequestFlow:
             # An agent that processed Parafé data says so in the response (spec §3).
             return _with_extension(response) if activated else response
         if route.operation in _AGENT_OAUTH:
-            return (yield from agent_oauth_flow(self.oauth, route, brand, caller))
+            return (yield from agent_oauth_flow(self.oauth, route, brand, caller, request))
         if parafe is not None:
             _check_activation(parafe, activated)
         return _simple_operation(route, request)

@@ -11,6 +11,24 @@ from pactmw.provider.delegated._errors import OAuthError
 
 #: The largest form body the Provider reads for these endpoints.
 FORM_LIMIT = 64 * 1024
+#: The media type of an OAuth request's body (RFC 6749 §3.2, §4.1.3; RFC 7009 §2.1; RFC 8628
+#: §3.1), and what an agent is told when it sent another (`invalid_request`).
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+NOT_A_FORM = f"the body must be sent as Content-Type: {FORM_CONTENT_TYPE} (RFC 6749 §3.2)"
+
+
+def is_form_content_type(content_type: str | None) -> bool:
+    """Whether a request's `Content-Type` (None: missing, or repeated) says its body is an
+    OAuth form: the media type in any case (RFC 9110 §8.3.1), with any parameters
+    (`charset=UTF-8`, which browsers and fetch add).
+
+    The one rule of every endpoint an agent posts a form to, PACT's and Poppy's: a body sent
+    as something else (JSON, text, none said) is refused rather than read as a form, as
+    RFC 6749 wants, so a client's encoding mistake is told as one instead of surfacing as an
+    unrelated refusal (a missing `grant_type`) or, worse, being accepted."""
+    if content_type is None:
+        return False
+    return content_type.partition(";")[0].strip().lower() == FORM_CONTENT_TYPE
 
 
 def parse_form(body: bytes) -> dict[str, list[str]]:
@@ -46,8 +64,11 @@ def agent_form(body: bytes, caller: PersonalAgent) -> dict[str, list[str]]:
 
 
 __all__ = [
+    "FORM_CONTENT_TYPE",
     "FORM_LIMIT",
+    "NOT_A_FORM",
     "agent_form",
+    "is_form_content_type",
     "one",
     "parse_form",
     "single_value",

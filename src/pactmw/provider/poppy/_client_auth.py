@@ -1,6 +1,8 @@
 """How the token, device and revocation endpoints read their form and authenticate the
-agent: a bounded form body, then its client assertion (`401 invalid_client`), first of the
-checks as in the SDK's order. An agent the Brand does not admit, or one an operator blocked
+agent: a form body (sent as one, PACT's rule: the SDK's reference company reads any body as
+a form, pactmw refuses one its Content-Type does not call a form, as RFC 6749 §3.2 wants),
+bounded, then its client assertion (`401 invalid_client`), first of the checks as in the
+SDK's order. An agent the Brand does not admit, or one an operator blocked
 (`agents block`), is refused as an unknown client is; a blocked one may still revoke its own
 tokens (`agent_refusal`)."""
 
@@ -9,15 +11,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
+from pactmw.core.http import Request
 from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, parse_form
-from pactmw.provider.delegated._forms import FORM_LIMIT
+from pactmw.provider.delegated._forms import FORM_LIMIT, NOT_A_FORM, is_form_content_type
 from pactmw.provider.flow import NeedKeys, SubFlow
 from pactmw.provider.poppy._bounds import bounded_body
 from pactmw.provider.poppy._brands import PoppyBrand
 
 
-def read_form() -> SubFlow:
-    """The request's form (`413 request_too_large` past `FORM_LIMIT`)."""
+def read_form(request: Request) -> SubFlow:
+    """The request's form: `400 invalid_request` when its Content-Type says it is no form
+    (PACT's rule, `is_form_content_type`: checked before the body is read), `413
+    request_too_large` past `FORM_LIMIT`."""
+    if not is_form_content_type(request.header("content-type")):
+        # The one refusal here that says why in words: nothing secret is in it, and an
+        # agent cannot tell its encoding mistake from `invalid_request` alone.
+        raise PoppyError(
+            400, "invalid_request", NOT_A_FORM, members={"error_description": NOT_A_FORM}
+        )
     body = yield from bounded_body(FORM_LIMIT, "the form")
     return parse_form(body)
 

@@ -32,7 +32,11 @@ from pactmw.provider.poppy._conversation_records import (
     message_parts,
     public_id,
 )
-from pactmw.provider.poppy._operations import PoppyOperations, tool_proposal
+from pactmw.provider.poppy._operations import (
+    PoppyOperations,
+    ProposalWithoutExecutor,
+    tool_proposal,
+)
 from pactmw.provider.poppy._session_check import PoppyCaller
 from pactmw.provider.tools import StepUpRequired
 from pactmw.store.base import Claim, Conversation, Owner, Store
@@ -42,6 +46,18 @@ logger = logging.getLogger("pactmw.poppy")
 __all__ = [
     "ConversationTurns",
 ]
+
+
+def _no_executor(brand_id: str, mistake: ProposalWithoutExecutor) -> None:
+    """Say at ERROR that a bot proposed an action nothing performs, and what to fix."""
+    logger.error(
+        "conversation turn of brand %r: the bot proposed the action %r, but no executor is "
+        "registered for it (brands.%s.poppy.operations.executors); its reply was sent "
+        "without the operation",
+        brand_id,
+        mistake.action,
+        brand_id,
+    )
 
 
 def _caller(agent: PoppyCaller, audience: str) -> PersonalAgent:
@@ -250,8 +266,16 @@ class ConversationTurns:
                     # Proposed, never performed (OPS-3-03): the same open action proposed
                     # through the API is this very operation (OPS-4-01). A message carries
                     # one operation: a second one gets a message of its own.
-                    document = yield from operations.propose_for(agent, proposal)
-                    if index == 0:
+                    try:
+                        document = yield from operations.propose_for(agent, proposal)
+                    except ProposalWithoutExecutor as mistake:
+                        # The bot's mistake, the same on every retry: failing the turn made
+                        # a 503 the agent retried for ever. The answer goes without the
+                        # operation (as to an agent without the extension) and says nothing
+                        # of it; the operator is told what to fix.
+                        _no_executor(brand.id, mistake)
+                        continue
+                    if "operation" not in company:
                         company["operation"] = document
                         continue
                     extra = company_message(

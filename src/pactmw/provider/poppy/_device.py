@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from attrs import frozen
 
 from pactmw.core.dpop import DpopProof
+from pactmw.core.http import Request
 from pactmw.protocols.poppy import PoppyError, VerifiedAssertion, parse_scope
 from pactmw.provider.delegated._audit import Audit
 from pactmw.provider.delegated._codes import (
@@ -59,7 +60,7 @@ class DeviceSignInEndpoint:
     #: Where a Device Sign-In's grant is announced (as PACT's consent approvals are).
     audit: Audit
 
-    def authorize(self, brand: PoppyBrand) -> Flow:
+    def authorize(self, brand: PoppyBrand, request: Request) -> Flow:
         """A device code and the consent link for the requested scopes (RFC 8628 §3.2).
 
         The agent authenticates with its client assertion only (no DPoP, no Session), so
@@ -68,7 +69,7 @@ class DeviceSignInEndpoint:
         """
         sign_in = brand.sign_in
         assert sign_in is not None
-        form = yield from read_form()
+        form = yield from read_form(request)
         client = yield from authenticate_client(brand, form)
         what = "device authorization requests"
         yield from within_rate(self.limiter, client.client_id, "", self.steps.clock(), what)

@@ -141,6 +141,15 @@ class OperationsConfig:
     def __attrs_post_init__(self) -> None:
         if not self.executors:
             raise ValueError("executors must name at least one action")
+        if not all(isinstance(action, str) for action in self.executors):
+            raise ValueError("executors' action names must be strings")
+        if "" in self.executors:
+            # No Proposal has an empty action (`Proposal` refuses one), so this executor
+            # could never run: a mistake in the settings, told where it is made.
+            raise ValueError(
+                "executors has an empty action name: name each executor by the action "
+                "Brand code proposes (Proposal.action)"
+            )
         if not all(callable(e) for e in self.executors.values()):
             raise ValueError("executors must be callables")
         if (

@@ -77,6 +77,7 @@ __all__ = [
     "TOOL_ACTION_PREFIX",
     "WRITE_METHODS",
     "PoppyOperations",
+    "ProposalWithoutExecutor",
     "tool_proposal",
 ]
 
@@ -88,6 +89,16 @@ TOOL_ACTION_PREFIX = "tool:"
 #: The methods whose `Idempotency-Key` is honoured, and what a key may be (the SDK's).
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+class ProposalWithoutExecutor(PactmwError, ValueError):
+    """Brand code proposed an action its Brand registered no executor for (a mistake in that
+    code: the executors are fixed at startup, so no retry of the request can succeed)."""
+
+    def __init__(self, brand_id: str, action: str) -> None:
+        super().__init__(f"brands.{brand_id}.poppy.operations.executors has no action {action!r}")
+        self.brand_id = brand_id
+        self.action = action
 
 
 def tool_proposal(tool: Tool, arguments: Mapping[str, Any]) -> Proposal:
@@ -186,8 +197,9 @@ class PoppyOperations:
     ) -> SubFlow:
         """Store `proposal` for this owner (or find the same open action); the value is the
         operation object. `403 extension_required` when the agent did not negotiate
-        Operations v1; ValueError when the Brand enables no operations or has no executor
-        for the action (a mistake in Brand code, not in the request)."""
+        Operations v1; ValueError when the Brand enables no operations, and its
+        `ProposalWithoutExecutor` when it has no executor for the action (a mistake in
+        Brand code, not in the request)."""
         return self.propose_for(_Owner(brand_id, client_id, user_id, account), proposal)
 
     def proposal_record(
@@ -221,9 +233,10 @@ class PoppyOperations:
         if config is None:
             raise ValueError(f"brands.{brand_id}.poppy.operations is not set")
         if self.executor(brand_id, proposal.action) is None:
-            raise ValueError(
-                f"brands.{brand_id}.poppy.operations.executors has no action {proposal.action!r}"
-            )
+            # Unlike the SDK's reference company, which proposes any action and leaves one
+            # nobody performs `in_progress` for ever once confirmed: never offer the person
+            # what cannot be done.
+            raise ProposalWithoutExecutor(brand_id, proposal.action)
         if not (yield from self.negotiated(client_id)):
             raise PoppyError(
                 403,

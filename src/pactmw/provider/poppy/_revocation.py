@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from attrs import frozen
 
+from pactmw.core.http import Request
 from pactmw.protocols.poppy import PoppyError
 from pactmw.provider.delegated._responses import NO_STORE, json_response
 from pactmw.provider.flow import Flow, store
@@ -24,13 +25,13 @@ class PoppyRevocation:
     store: Store
     clock: Callable[[], float]
 
-    def endpoint(self, brand: PoppyBrand) -> Flow:
+    def endpoint(self, brand: PoppyBrand, request: Request) -> Flow:
         """`POST {issuer}/revoke`: revoking an Account Token ends its sign-in (its grant:
         every token of it, before or after rotation) and signs out every Session signed in
         with it; those Sessions go on signed out (§4.9). Any other token, or another agent's,
         is answered alike (RFC 7009 §2.2: no oracle). A blocked agent may still revoke its
         own: that only removes access (`agent_refusal`)."""
-        form = yield from read_form()
+        form = yield from read_form(request)
         client = yield from authenticate_client(brand, form, revoking=True)
         presented = form.get("token")
         if not presented:

@@ -230,8 +230,8 @@ class PoppyServer:
         self._revocation = PoppyRevocation(store=store, clock=clock)
         self._endpoints: dict[PoppyOperation, _Endpoint] = {
             "token": lambda brand, _, request: self._token.token(brand, request),
-            "device": lambda brand, _, __: device.authorize(brand),
-            "revoke": lambda brand, _, __: self._revocation.endpoint(brand),
+            "device": lambda brand, _, request: device.authorize(brand, request),
+            "revoke": lambda brand, _, request: self._revocation.endpoint(brand, request),
             "conversation": self._conversation,
             "feedback": self._feedback,
             "operations": self._operation,

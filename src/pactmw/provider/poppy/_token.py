@@ -51,7 +51,7 @@ class TokenEndpoint:
     device: DeviceSignInEndpoint
 
     def token(self, brand: PoppyBrand, request: Request) -> Flow:
-        form = yield from read_form()
+        form = yield from read_form(request)
         client = yield from authenticate_client(brand, form)
         proofs = [value for name, value in request.headers if name == "dpop"]
         try:
