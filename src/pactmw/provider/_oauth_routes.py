@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from pactmw.core.errors import AuthenticationFailed, RequestRefused
+from pactmw.core.errors import AuthenticationFailed, PactmwError, RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider._log_throttle import log_store_outage
@@ -54,7 +54,7 @@ def _page_form() -> SubFlow:
     return body
 
 
-class _NoSignedInUser(Exception):
+class _NoSignedInUser(PactmwError):
     """What the host app's `current_user` returned is neither a `SignedInUser` nor None."""
 
     def __init__(self, returned: object) -> None:
