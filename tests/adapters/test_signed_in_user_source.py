@@ -194,7 +194,8 @@ def _broken(source: Any) -> SignedInUser | None:
             _broken,
             "consent page of brand 'acme' failed (if current_user reads what the host app's "
             "middleware sets, its session or signed-in user, the Provider must run after "
-            "that middleware)",
+            "that middleware: inside a Starlette app with pactmw.adapters.asgi.a2a_routes, "
+            "or with that middleware around the WSGI A2AProviderApp)",
         ),
     ],
     ids=["returns-a-name", "raises"],

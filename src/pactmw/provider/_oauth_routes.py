@@ -131,12 +131,12 @@ def public_oauth_flow(
     except Exception:
         # The usual cause is `current_user` reading what the host app's middleware sets (a
         # session, a signed-in user) while the Provider runs outside that middleware. Said
-        # for every adapter alike: how to run it after that middleware is each one's own
-        # (Starlette's `a2a_routes`, that middleware around WSGI's `A2AProviderApp`).
+        # for every adapter alike, with each one's remedy: a WSGI app has no `a2a_routes`.
         logger.exception(
             "consent page of brand %r failed (if current_user reads what the host app's "
             "middleware sets, its session or signed-in user, the Provider must run after "
-            "that middleware)",
+            "that middleware: inside a Starlette app with pactmw.adapters.asgi.a2a_routes, "
+            "or with that middleware around the WSGI A2AProviderApp)",
             brand.id,
         )
         return _error_page(oauth, route, brand, config, _failed())
