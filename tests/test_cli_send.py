@@ -273,6 +273,19 @@ def test_a_guarded_url_given_for_a_card_says_a_card_is_public(folder: Path, card
     ]
 
 
+def test_an_interface_url_given_for_a_card_says_where_the_card_is(folder: Path, card: str) -> None:
+    """Found in a plain WSGI trial: the Brand's interface URL (the card's own
+    `supportedInterfaces` URL) given for its card was a bare `HTTP 404`."""
+    interface = card.removesuffix("/.well-known/agent-card.json")
+    result = send(folder, interface, "Hello")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"pactmw send: error: {interface}: HTTP 404 (is this the card's URL? A Brand's card "
+        "is at its interface URL + /.well-known/agent-card.json: "
+        "/a2a/{brand}/.well-known/agent-card.json)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("url", "key", "expected"),
     [

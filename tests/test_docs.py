@@ -12,6 +12,7 @@ import ast
 import importlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pactmw.cli import build_parser
 from tests.support.servers import REPO
 
 MKDOCS = Path(sys.executable).with_name("mkdocs")
@@ -313,3 +315,34 @@ def test_the_django_guide_lists_every_system_check_in_its_table() -> None:
     guide = (REPO / "docs" / "getting-started" / "django.md").read_text()
     rows = set(re.findall(r"^\| (pactmw\.[EW]\d{3}) \|", guide, flags=re.MULTILINE))
     assert rows == code
+
+
+def cli_commands(text: str) -> list[str]:
+    """The `pactmw check` and `pactmw send` command lines a page tells its reader to run, each
+    on one line: inline ones and those of its `sh` blocks (continuations joined)."""
+    spans = re.findall(r"`(pactmw\s+(?:check|send)\s+http[^`]*)`", text)
+    blocks = re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)
+    lines = [
+        line
+        for block in blocks
+        for line in block.replace("\\\n", " ").splitlines()
+        if re.match(r"pactmw (?:check|send) http", line)
+    ]
+    return [" ".join(command.split()) for command in [*spans, *lines]]
+
+
+@pytest.mark.parametrize("page", ["django.md", "flask.md", "starlette-fastapi.md", "wsgi.md"])
+def test_each_provider_guide_writes_a_check_command_its_cli_takes(page: str) -> None:
+    # Found in a plain WSGI trial: wsgi.md said to run `pactmw check` with the options of its
+    # `pactmw send` plus `--delegated`, and `--sub` is no option of `pactmw check`: argparse
+    # refused the command.
+    commands = cli_commands((REPO / "docs" / "getting-started" / page).read_text("utf-8"))
+    assert any(c.startswith("pactmw check ") and "--delegated" in c for c in commands), commands
+    parser = build_parser()
+    for command in commands:
+        if "..." in command:  # `pactmw send ... "Show my orders"`: a command shortened
+            continue
+        try:
+            parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"{page}: the CLI refuses {command!r}")

@@ -236,6 +236,35 @@ def test_a_delegation_adds_its_grant_to_the_caller(
 # -- the guarded prefix: a path, or nothing --------------------------------------------------
 
 
+def _any_app(*arguments: Any) -> Any:
+    """An application to wrap where only the middleware's own arguments are checked."""
+
+
+@pytest.mark.parametrize(
+    ("middleware", "application"),
+    [
+        (asgi.PersonalAgentMiddleware, "an ASGI application"),
+        (wsgi.PersonalAgentMiddleware, "a WSGI application"),
+    ],
+)
+@pytest.mark.parametrize("app", ["app:application", None, b"app"])
+def test_a_middleware_given_no_application_to_wrap_is_refused_when_built(
+    world: World,
+    middleware: type[asgi.PersonalAgentMiddleware | wsgi.PersonalAgentMiddleware],
+    application: str,
+    app: object,
+) -> None:
+    # Found in a plain WSGI trial: an import string (or None) where the app goes started under
+    # gunicorn and failed every request it did not refuse with a 500 (a TypeError).
+    verifier = IdentityVerifier(audience=AUDIENCE, registry=_registry(world))
+    with pytest.raises(ConfigError) as caught:
+        middleware(app, verifier)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"PersonalAgentMiddleware(app, verifier): app must be {application}, "
+        f"not {type(app).__name__}"
+    )
+
+
 @pytest.mark.parametrize("middleware", [asgi.PersonalAgentMiddleware, wsgi.PersonalAgentMiddleware])
 @pytest.mark.parametrize("prefix", ["api/", "", "a2a"])
 def test_a_middleware_prefix_that_is_not_a_path_is_refused_when_built(
@@ -247,7 +276,7 @@ def test_a_middleware_prefix_that_is_not_a_path_is_refused_when_built(
     # while the settings' "" guards none, so neither is guessed at.
     verifier = IdentityVerifier(audience=AUDIENCE, registry=_registry(world))
     with pytest.raises(ConfigError) as caught:
-        middleware(object(), verifier, path_prefix=prefix)  # type: ignore[arg-type]
+        middleware(_any_app, verifier, path_prefix=prefix)
     assert str(caught.value) == f"path_prefix must be a path starting with '/' (got {prefix!r})"
 
 
@@ -256,7 +285,7 @@ def test_a_middleware_prefix_that_is_a_path_or_none_is_taken(
     world: World, prefix: str | None
 ) -> None:
     verifier = IdentityVerifier(audience=AUDIENCE, registry=_registry(world))
-    guarded = asgi.PersonalAgentMiddleware(object(), verifier, path_prefix=prefix)  # type: ignore[arg-type]
+    guarded = asgi.PersonalAgentMiddleware(_any_app, verifier, path_prefix=prefix)
     assert guarded.guard.protect_prefix == prefix
 
 
@@ -345,12 +374,12 @@ Build = Callable[..., object]
 
 BUILDERS: dict[str, Build] = {
     "asgi middleware": lambda verifier, **more: asgi.PersonalAgentMiddleware(
-        object(),  # type: ignore[arg-type]
+        _any_app,
         verifier,
         **more,
     ),
     "wsgi middleware": lambda verifier, **more: wsgi.PersonalAgentMiddleware(
-        object(),  # type: ignore[arg-type]
+        _any_app,
         verifier,
         **more,
     ),

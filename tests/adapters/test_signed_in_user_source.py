@@ -6,9 +6,12 @@ startup, naming the setting, on every adapter: before, every consent link went t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from flask import Flask
 
@@ -19,6 +22,7 @@ from pactmw.provider import SignedInUser
 from pactmw.provider.app import Provider
 from pactmw.provider.guard import guard_from_mapping
 from tests.adapters.commands import django_check
+from tests.support.servers import uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,3 +147,72 @@ def test_django_with_authentication_middleware_is_not_warned(tmp_path: Path) -> 
     said = _django_check(tmp_path, settings(tmp_path), PACTMW_TEST_AUTH="1")
     assert "pactmw.W002" not in said, said
     assert "no issues" in said, said
+
+
+def _wsgi_site(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    start_response("404 Not Found", [("Content-Length", "0")])
+    return [b""]
+
+
+def _served(
+    adapter: str, config: dict[str, Any], current_user: Callable[..., Any]
+) -> AbstractContextManager[str]:
+    """The Provider of `config` served by `adapter` with `current_user`, on a real server:
+    its base URL."""
+    if adapter == "asgi":
+        asgi_app = asgi.A2AProviderApp(provider_of(config), current_user=current_user)
+        return uvicorn_server(asgi_app)
+    if adapter == "wsgi":
+        provider = provider_of(config)
+        return werkzeug_server(
+            wsgi.A2AProviderApp(provider, app=_wsgi_site, current_user=current_user)
+        )
+    app = Flask("site")
+    app.config["PACTMW"] = config
+    flask_adapter.Pactmw(app, current_user=lambda: current_user(None))
+    return werkzeug_server(app)
+
+
+def _a_name(source: Any) -> str:
+    return "jane"  # the account alone, where a SignedInUser goes
+
+
+def _broken(source: Any) -> SignedInUser | None:
+    raise RuntimeError("the host app's own bug")
+
+
+@pytest.mark.parametrize("adapter", ["asgi", "wsgi", "flask"])
+@pytest.mark.parametrize(
+    ("current_user", "logged"),
+    [
+        (
+            _a_name,
+            "consent page of brand 'acme' failed: current_user returned str, not a "
+            "SignedInUser(account=..., label=...) or None",
+        ),
+        (
+            _broken,
+            "consent page of brand 'acme' failed (if current_user reads what the host app's "
+            "middleware sets, its session or signed-in user, the Provider must run after "
+            "that middleware: inside a Starlette app with pactmw.adapters.asgi.a2a_routes, "
+            "or with that middleware around the WSGI A2AProviderApp)",
+        ),
+    ],
+    ids=["returns-a-name", "raises"],
+)
+def test_a_current_user_that_fails_is_logged_saying_what_it_did(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    adapter: str,
+    current_user: Callable[..., Any],
+    logged: str,
+) -> None:
+    # Found in a plain WSGI trial: a current_user returning the account's name was an
+    # AttributeError ('str' object has no attribute 'account') logged with a hint to use
+    # `pactmw.adapters.asgi.a2a_routes`, which a WSGI app has not.
+    served = _served(adapter, settings(tmp_path), current_user)
+    with caplog.at_level("ERROR", logger="pactmw"), served as url:
+        response = httpx.get(url + "/a2a/acme/oauth/consent")
+    assert response.status_code == 500
+    assert "Something went wrong on our side" in response.text
+    assert said(caplog) == [logged]

@@ -73,7 +73,11 @@ def test_a_card_error_names_the_card_url_once(site: StaticServer, tmp_path: Path
     )
     missing = site.url("/nowhere")
     result = run_in(["card", missing], tmp_path)
-    assert result.stderr == f"pactmw card: error: {missing}: HTTP 404\n"
+    assert result.stderr == (
+        f"pactmw card: error: {missing}: HTTP 404 (is this the card's URL? A Brand's card is "
+        "at its interface URL + /.well-known/agent-card.json: "
+        "/a2a/{brand}/.well-known/agent-card.json)\n"
+    )
 
 
 def test_card_error_naming_a_redirect_target_is_escaped(site: StaticServer, tmp_path: Path) -> None:

@@ -25,3 +25,16 @@ def test_a_repeated_delegation_header_is_ambiguous() -> None:
     headers = (("x-a2a-user-delegation", "Bearer a"), ("x-a2a-user-delegation", "Bearer b"))
     assert Request("POST", "/", headers=headers).delegation_token() == ""
     assert Request("POST", "/").delegation_token() is None
+
+
+def test_header_names_in_any_case_are_taken_lower_cased() -> None:
+    # Found in a custom-server trial: `http.server`'s `self.headers.items()` keeps the names as
+    # sent ("Authorization"), and a `Request` made of them found no `Authorization`, so every
+    # caller was refused as `missing_token`, with nothing to say why.
+    headers = [("Authorization", "Bearer a"), ("X-A2A-User-Delegation", "Bearer d")]
+    request = Request("GET", "/orders", headers=headers)
+    assert request.headers == (("authorization", "Bearer a"), ("x-a2a-user-delegation", "Bearer d"))
+    assert request.header("authorization") == "Bearer a"
+    assert request.delegation_token() == "Bearer d"
+    twice = (("Authorization", "Bearer a"), ("authorization", "Bearer b"))
+    assert Request("GET", "/", headers=twice).header("Authorization") is None  # repeated

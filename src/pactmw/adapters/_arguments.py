@@ -73,11 +73,13 @@ def require_refusal_status(
         )
 
 
-def require_application(given: object, call: str, what: str) -> None:
+def require_application(given: object, call: str, what: str, *, required: bool = False) -> None:
     """A `ConfigError` naming `call` when `given`, the app a Provider app passes other paths
     to (`what`: "an ASGI application"), is given and is none: an import string or settings
-    there failed at the first request the Provider does not serve."""
-    if given is not None and not callable(given):
+    there failed at the first request the Provider does not serve. With `required` (the app
+    a middleware wraps), None is refused too: it failed every request the middleware let
+    through."""
+    if (given is not None or required) and not callable(given):
         raise ConfigError(f"{call}: app must be {what}, not {type(given).__name__}")
 
 

@@ -6,8 +6,9 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from importlib.util import find_spec
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
+from pactmw.adapters._arguments import require_application
 from pactmw.config import ConfigError, guarded_prefix, require_verifier
 from pactmw.core.encoding import is_ascii_digits, loggable
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, MissingExtra, RequestRefused
@@ -344,7 +345,11 @@ class GuardedMiddleware(Generic[_App]):
     that Brand is verified too; one sent without them is refused. With `serves_provider`, the
     Provider the wrapped app serves (`a2a_routes`), its paths are left to it: they
     authenticate themselves, and its Agent Card and consent pages are public. Each middleware
-    only adds its framework's `__call__`."""
+    only adds its framework's `__call__` and says what `app` is (`application`)."""
+
+    #: What `app` must be ("a WSGI application"), in the `ConfigError` that refuses another
+    #: thing there (an import string, None) where the middleware is built.
+    application: ClassVar[str] = "an application"
 
     def __init__(
         self,
@@ -356,6 +361,9 @@ class GuardedMiddleware(Generic[_App]):
         delegation_brand: str | None = None,
         serves_provider: Provider | None = None,
     ) -> None:
+        require_application(
+            app, "PersonalAgentMiddleware(app, verifier)", self.application, required=True
+        )
         self.app = app
         prefix = guarded_prefix(path_prefix, "path_prefix", empty_is_none=False)
         self.guard = make_guard(

@@ -111,6 +111,8 @@ class PersonalAgentMiddleware(GuardedMiddleware[ASGIApp], metaclass=StartupCheck
     (`Middleware(...)`, `add_middleware(...)`), the app's failed startup naming it
     (`StartupChecked`)."""
 
+    application = "an ASGI application"
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A WebSocket under the prefix is guarded too: letting it through would open the
         # prefix to anyone who asks for an upgrade.

@@ -83,6 +83,8 @@ class PersonalAgentMiddleware(GuardedMiddleware["WSGIApplication"]):
     serves_provider)`, shared with the ASGI middleware.
     """
 
+    application = "a WSGI application"
+
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.guard.protects(path := wsgi_path(environ)):
             try:

@@ -333,6 +333,13 @@ def card_failure(url: str, exc: Exception) -> CommandError:
             f" (a Brand's domain serves {CARD_PATH} or redirects to its card; a Provider "
             f"serves each Brand's card at /a2a/{{brand}}{CARD_PATH})"
         )
+    elif type(exc) is HTTPError and exc.status == 404 and not url.endswith(CARD_PATH):
+        # Most often the Brand's interface URL (its card's `supportedInterfaces` URL). A bare
+        # 404 only: an A2A error says what it is about itself.
+        said += (
+            f" (is this the card's URL? A Brand's card is at its interface URL + {CARD_PATH}: "
+            f"/a2a/{{brand}}{CARD_PATH})"
+        )
     return CommandError(said, 1)
 
 

@@ -18,18 +18,25 @@ DELEGATION_HEADER = "X-A2A-User-Delegation"
 _DELEGATION_KEY = DELEGATION_HEADER.lower()
 
 
+def _lower_case_names(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Header pairs with their names lower-cased: names are case-insensitive (RFC 9110
+    §5.1), and a custom server's own pairs keep them as sent ("Authorization"); looked up
+    as they were, they were missing, and every caller refused as `missing_token`."""
+    return tuple((name.lower(), value) for name, value in headers)
+
+
 @frozen
 class Request:
     """What the Provider needs of a request; the body is read separately, only when needed.
 
-    `path` is the decoded path below the site root; `headers` are (lower-case name, value)
-    pairs in arrival order.
+    `path` is the decoded path below the site root; `headers` are (name, value) pairs in
+    arrival order, given in any case and kept with lower-case names.
     """
 
     method: str
     path: str
     query: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), converter=_lower_case_names)
     client: str | None = None
 
     def header(self, name: str) -> str | None:

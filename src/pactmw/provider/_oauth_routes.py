@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import logging
 
-from pactmw.core.errors import AuthenticationFailed, RequestRefused
+from pactmw.core.errors import AuthenticationFailed, PactmwError, RequestRefused
 from pactmw.core.http import Request, Response
 from pactmw.protocols.identity import PersonalAgent
 from pactmw.provider._log_throttle import log_store_outage
 from pactmw.provider.brand import Brand, DelegationConfig
-from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
+from pactmw.provider.delegated import (
+    FORM_LIMIT,
+    AuthorizationServer,
+    ConsentRefused,
+    OAuthError,
+    SignedInUser,
+)
 from pactmw.provider.delegated._forms import NOT_A_FORM, is_form_content_type
 from pactmw.provider.errors import error_response
 from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
@@ -69,6 +75,26 @@ def _page_form() -> SubFlow:
     return body
 
 
+class _NoSignedInUser(PactmwError):
+    """What the host app's `current_user` returned is neither a `SignedInUser` nor None."""
+
+    def __init__(self, returned: object) -> None:
+        super().__init__(
+            f"current_user returned {type(returned).__name__}, not a "
+            f"SignedInUser(account=..., label=...) or None"
+        )
+
+
+def _signed_in_user() -> SubFlow:
+    """Who the host app says is signed in. Anything but a `SignedInUser` or None (the
+    account's name alone, the app's own user object) is refused here, said as such: read
+    later, it failed only on some pages, as an `AttributeError` that did not say why."""
+    user = yield NeedUser()
+    if user is not None and not isinstance(user, SignedInUser):
+        raise _NoSignedInUser(user)
+    return user
+
+
 def agent_oauth_flow(
     oauth: AuthorizationServer | None,
     route: Route,
@@ -102,7 +128,7 @@ def public_oauth_flow(
     try:
         if route.operation == "consent_result":
             return (yield from oauth.result(brand, config, request))
-        user = (yield NeedUser()) if config.mode == "same-app" else None
+        user = (yield from _signed_in_user()) if config.mode == "same-app" else None
         # A HEAD is shown the GET's page (the driver leaves its body out).
         shown = routed_method(request.method) == "GET"
         if route.operation == "consent" and shown:
@@ -128,17 +154,26 @@ def public_oauth_flow(
         log_store_outage(logger, exc, " on a consent page")
         busy = ConsentRefused("The service is busy. Please try again in a moment.", 503)
         return _error_page(oauth, route, brand, config, busy)
+    except _NoSignedInUser as exc:
+        logger.error("consent page of brand %r failed: %s", brand.id, exc)
+        return _error_page(oauth, route, brand, config, _failed())
     except Exception:
         # The usual cause is `current_user` reading what the host app's middleware sets (a
-        # session, a signed-in user) while the Provider runs outside that middleware.
+        # session, a signed-in user) while the Provider runs outside that middleware. Said
+        # for every adapter alike, with each one's remedy: a WSGI app has no `a2a_routes`.
         logger.exception(
-            "consent page of brand %r failed (if current_user reads the host app's "
-            "session or user, serve the Provider inside the host app, after its "
-            "middleware: pactmw.adapters.asgi.a2a_routes)",
+            "consent page of brand %r failed (if current_user reads what the host app's "
+            "middleware sets, its session or signed-in user, the Provider must run after "
+            "that middleware: inside a Starlette app with pactmw.adapters.asgi.a2a_routes, "
+            "or with that middleware around the WSGI A2AProviderApp)",
             brand.id,
         )
-        failed = ConsentRefused("Something went wrong on our side. Please try again later.", 500)
-        return _error_page(oauth, route, brand, config, failed)
+        return _error_page(oauth, route, brand, config, _failed())
+
+
+def _failed() -> ConsentRefused:
+    """The page of a consent page that failed on pactmw's side or the host app's."""
+    return ConsentRefused("Something went wrong on our side. Please try again later.", 500)
 
 
 def _error_page(
