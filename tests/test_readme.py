@@ -184,12 +184,14 @@ def test_the_fastapi_page_says_where_cors_goes(cors_first: bool) -> None:
 
     from pactmw import Settings
     from pactmw.adapters.asgi import PersonalAgentMiddleware
+    from pactmw.core.jwk import generate_private_jwk, public_key_set
 
+    jwks = public_key_set([generate_private_jwk()]).to_dict()
     page = (REPO / "docs" / "getting-started" / "starlette-fastapi.md").read_text("utf-8")
     assert "add `CORSMiddleware` after `PersonalAgentMiddleware`" in page
     settings = Settings.from_mapping({
         "audience": "https://provider.example/a2a",
-        "agents": [{"issuer": "https://pa.example", "jwks": {"keys": []}}],
+        "agents": [{"issuer": "https://pa.example", "jwks": jwks}],
     })  # fmt: skip
     app = FastAPI()
     cors: dict[str, Any] = {"allow_origins": ["https://agent.example"], "allow_methods": ["GET"]}

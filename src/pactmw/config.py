@@ -24,6 +24,7 @@ from pactmw.core.http import PROVIDER_MOUNT
 from pactmw.core.jwk import KeySet, parse_jwks
 from pactmw.core.keys import JwksCache
 from pactmw.protocols.identity import (
+    IDENTITY_ALGORITHMS,
     AgentOverrides,
     AgentRegistry,
     IdentityVerifier,
@@ -181,6 +182,14 @@ def agent_from_mapping(data: Mapping[str, Any], where: str = "agents[]: ") -> Re
         raise ConfigError(f"{where}jwks_uri or jwks is required")
     if jwks_uri is not None and jwks is not None:
         raise ConfigError(f"{where}jwks_uri and jwks are both set: give one")
+    if jwks is not None and not any(jwks.candidates(None, alg) for alg in IDENTITY_ALGORITHMS):
+        # `parse_jwks` skips what cannot verify (RFC 7517 §5): an inline set left with no
+        # ES256/RS256 key (empty, `oct` or Ed25519 only) loaded, then refused each token as
+        # `unknown_kid`. A `jwks_uri`'s document may change, so only the inline one is judged.
+        raise ConfigError(
+            f"{where}jwks has no public key that verifies an identity JWT (ES256 or RS256): "
+            "every token of this agent would be refused"
+        )
     try:
         return RegisteredAgent(
             issuer=issuer,

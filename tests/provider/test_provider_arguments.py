@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pactmw.config import ConfigError, Settings
-from pactmw.core.jwk import parse_jwks
+from pactmw.core.jwk import generate_private_jwk, public_key_set
 from pactmw.protocols.identity import AgentRegistry, IdentityVerifier, RegisteredAgent
 from pactmw.provider import Brand, Provider, ProviderSettings
 from pactmw.provider.brand import Turn
@@ -31,6 +31,9 @@ def build(**changes: Any) -> Provider:
     }
     arguments.update(changes)
     return Provider(**arguments)
+
+
+_KEYS = public_key_set([generate_private_jwk()])
 
 
 @pytest.mark.parametrize(
@@ -141,7 +144,7 @@ def test_settings_that_verify_no_agent_say_so_when_built(
             "allow_http_jwks_on_loopback = true)",
         ),
         (
-            {"agents": (RegisteredAgent(issuer=ISSUER, jwks=parse_jwks({"keys": []})),) * 2},
+            {"agents": (RegisteredAgent(issuer=ISSUER, jwks=_KEYS),) * 2},
             "agents: each issuer may be listed once",
         ),
         ({"clock_skew": 301.0}, "clock_skew must be between 0 and 300 seconds"),
@@ -161,12 +164,17 @@ def test_settings_built_in_code_are_checked_as_a_mapping_is(
     assert str(read.value) == message
 
 
+def _document(agent: RegisteredAgent) -> dict[str, Any]:
+    assert agent.jwks is not None
+    return agent.jwks.to_dict()
+
+
 def _as_mapping(changes: dict[str, Any]) -> dict[str, Any]:
     """`changes` as a settings dict says them (agents as tables)."""
     agents = [
         {"issuer": agent.issuer, "jwks_uri": agent.jwks_uri}
         if agent.jwks_uri
-        else {"issuer": agent.issuer, "jwks": {"keys": []}}
+        else {"issuer": agent.issuer, "jwks": _document(agent)}
         for agent in changes.get("agents", ())
     ]
     return {**changes, "agents": agents} if agents else changes

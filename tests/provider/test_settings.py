@@ -903,3 +903,38 @@ def test_a_base_url_with_credentials_is_refused_without_repeating_them(base_url:
     assert message.startswith("base_url must not hold a user name or password")
     assert "s3cret-pw" not in message
     assert "ops" not in message
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"keys": []},
+        {"keys": [{"kty": "oct", "k": "c2VjcmV0"}]},
+        # An Ed25519 key verifies neither ES256 nor RS256, the identity JWT's algorithms.
+        {
+            "keys": [
+                {"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}
+            ]
+        },
+    ],
+)
+def test_an_inline_jwks_without_a_key_for_identity_jwts_is_refused_at_load(
+    document: dict[str, Any],
+) -> None:
+    """Every token of that agent would be refused as `unknown_kid`, with nothing saying why."""
+    data = minimal()
+    data["agents"] = [{"issuer": "https://pa.example", "jwks": document}]
+    assert refused(data) == (
+        "agents[0].jwks has no public key that verifies an identity JWT (ES256 or RS256): "
+        "every token of this agent would be refused"
+    )
+
+
+def test_an_inline_jwks_with_one_usable_key_among_others_loads() -> None:
+    usable = public_key_set([generate_private_jwk()]).to_dict()
+    document = {"keys": [{"kty": "oct", "k": "c2VjcmV0"}, *usable["keys"]]}
+    data = minimal()
+    data["agents"] = [{"issuer": "https://pa.example", "jwks": document}]
+    (agent,) = ProviderSettings.from_mapping(data).identity.agents
+    assert agent.jwks is not None
+    assert len(agent.jwks.keys) == 1
