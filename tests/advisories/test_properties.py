@@ -597,7 +597,11 @@ class World:
         query: str = "",
         user: SignedInUser | None = None,
     ) -> Response:
-        headers = (("authorization", self.pact),) if "/consent" not in path else ()
+        headers: tuple[tuple[str, str], ...] = (
+            (("authorization", self.pact),) if "/consent" not in path else ()
+        )
+        if method == "POST" and "/oauth/" in path:  # the OAuth endpoints read forms only
+            headers = (*headers, ("content-type", "application/x-www-form-urlencoded"))
         request = Request(method=method, path=path, query=query, headers=headers)
         return self.provider.handle(request, lambda limit: body, lambda: user)
 
@@ -678,6 +682,8 @@ delegations = st.one_of(
 other_headers = st.lists(
     st.one_of(
         st.tuples(st.just("origin"), st.sampled_from([BASE, "https://evil.example", "null", ""])),
+        # A form's own type, often: the OAuth endpoints refuse any other before reading.
+        st.just(("content-type", "application/x-www-form-urlencoded")),
         st.tuples(st.sampled_from(["content-type", "content-length", "cookie", "x"]), latin1_text),
         st.tuples(latin1_text.map(str.lower), latin1_text),
         st.tuples(st.sampled_from(["authorization", "x-a2a-user-delegation"]), latin1_text),
