@@ -115,6 +115,39 @@ def test_a_login_url_that_is_no_path_is_an_error(tmp_path: Path, login_url: str)
     assert f"settings.LOGIN_URL is {login_url!r}" in said, said
 
 
+def test_a_lazy_login_url_that_does_not_reverse_is_an_error(tmp_path: Path) -> None:
+    # `LOGIN_URL = reverse_lazy("logn")`, as many settings write it: said as pactmw.E009 with
+    # Django's own reason, never a traceback out of `manage.py check`.
+    done = django_check(
+        _settings(),
+        tmp_path / "pactmw.json",
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        PACTMW_TEST_LOGIN_URL="logn",
+        PACTMW_TEST_LOGIN_URL_LAZY="1",
+    )
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "Traceback" not in said, said
+    assert done.returncode == 1, said  # the check's error, not a crash
+    assert "pactmw.E009" in said, said
+    assert "settings.LOGIN_URL is reverse_lazy('logn')" in said, said
+    assert "Reverse for 'logn' not found" in said, said
+    assert "brands.acme.delegation.login_url is not set" in said, said
+
+
+def test_a_lazy_login_url_that_reverses_passes(tmp_path: Path) -> None:
+    done = django_check(
+        _settings(),
+        tmp_path / "pactmw.json",
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        PACTMW_TEST_LOGIN_URL="login",
+        PACTMW_TEST_LOGIN_URL_LAZY="1",
+    )
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, said
+    assert "pactmw.W004" not in said, said
+    assert "pactmw.E0" not in said, said
+
+
 def test_a_login_url_path_no_pattern_serves_is_warned(tmp_path: Path) -> None:
     # Django's default LOGIN_URL, on a site without django.contrib.auth's URLs.
     returncode, said = _check(tmp_path, "/accounts/login/")

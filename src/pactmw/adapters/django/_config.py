@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch
+from django.urls import NoReverseMatch, reverse
 from django.utils.functional import Promise
 
 from pactmw.adapters._common import provider_of
@@ -127,7 +127,14 @@ def django_login_url(brand_ids: Sequence[Any]) -> str:
     elif isinstance(value, (str, Promise)):  # `reverse_lazy(...)` too
         try:
             url = resolve_url(str(value))
-        except NoReverseMatch:  # a bare word: a name no pattern has
+        except NoReverseMatch as exc:  # a bare word: a name no pattern has
+            if isinstance(value, Promise):
+                # `reverse_lazy("logn")` raises as it is evaluated, its repr too: say what
+                # it is and Django's reason, which names the URL name.
+                raise ConfigError(
+                    f"settings.{LOGIN_URL} is {_lazy_call(value)}, which does not reverse "
+                    f"({exc}): {login_url_not_set(brand_ids)}"
+                ) from None
             url = None
     # The Provider's rule for its own `login_url`: a path of the site or an absolute URL.
     # `resolve_url` returns what is no URL name as it is ("login.html", "./login").
@@ -138,6 +145,20 @@ def django_login_url(brand_ids: Sequence[Any]) -> str:
             f"{login_url_not_set(brand_ids)}"
         )
     return url
+
+
+def _lazy_call(value: Promise) -> str:
+    """The call that made the lazy `value`, as written in settings ("reverse_lazy('logn')"),
+    read from what pickling it keeps (the function and its arguments), since evaluating it
+    is what fails."""
+    try:
+        reduced: Any = value.__reduce__()  # (unpickle, (func, args, kwargs, *types))
+        func, args, kwargs = reduced[1][:3]
+        name = "reverse_lazy" if func is reverse else f"lazy {func.__name__}"
+        shown = [repr(arg) for arg in args] + [f"{key}={arg!r}" for key, arg in kwargs.items()]
+    except Exception:  # another kind of lazy object: no call to show
+        return "a lazy URL"
+    return f"{name}({', '.join(shown)})"
 
 
 def with_login_url(data: Any, login_url: str | None = None) -> Any:
