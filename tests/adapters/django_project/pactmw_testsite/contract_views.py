@@ -93,6 +93,21 @@ class ScopedDispatch(View):
         return JsonResponse(_describe(request, "sync"))
 
 
+# A scope the Brand `acme` does not offer (it offers orders:read): every caller is refused
+# (tests/adapters/test_unoffered_scopes.py).
+@delegation_required("order:read")
+def unoffered_sync(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "sync"))
+
+
+class UnofferedMethod(View):
+    """A class-based view whose method asks for a scope `acme` does not offer."""
+
+    @method_decorator(delegation_required("order:read"))
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return JsonResponse(_describe(request, "sync"))
+
+
 @csrf_exempt
 @parafe_action("create_order")
 def parafe_sync(request: HttpRequest) -> HttpResponse:
