@@ -85,7 +85,7 @@ class ScopedMethod(View):
         return JsonResponse(_describe(request, "sync"))
 
 
-@method_decorator(delegation_required("orders:write"), name="dispatch")
+@method_decorator(delegation_required("orders:cancel"), name="dispatch")
 class ScopedDispatch(View):
     """A class-based view decorated as a whole (`name="dispatch"`)."""
 

@@ -59,7 +59,7 @@ class Tickets(ViewSet):  # type: ignore[misc]
     """A ViewSet (routed by a router, its view has no `view_class`) needing a scope."""
 
     permission_classes: ClassVar[list[Any]] = [IsPersonalAgent, HasDelegatedScope]
-    required_scopes: ClassVar[list[str]] = ["tickets:read"]
+    required_scopes: ClassVar[list[str]] = ["orders:cancel"]
 
     def list(self, request: Request) -> Response:
         return Response(_describe(request))
