@@ -37,9 +37,9 @@ REFUSES_EVERY_CALLER = (
 #: `delegation_required` (those are tests/adapters/test_framework_idioms.py's), as reported.
 CLASS_BASED_VIEWS = [
     "delegation_required('orders:read') on /api/scoped-method (ScopedMethod.get)",
-    "delegation_required('orders:write') on /api/scoped-dispatch (ScopedDispatch.dispatch)",
+    "delegation_required('orders:cancel') on /api/scoped-dispatch (ScopedDispatch.dispatch)",
     "HasDelegatedScope (required_scopes ['orders:read']) on /drf/orders (Orders)",
-    "HasDelegatedScope (required_scopes ['tickets:read']) on /drf/^tickets/$ (Tickets)",
+    "HasDelegatedScope (required_scopes ['orders:cancel']) on /drf/^tickets/$ (Tickets)",
 ]
 
 

@@ -16,6 +16,7 @@ from pactmw.core.http import Response
 from pactmw.protocols.delegation import DelegationRejected
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
 from pactmw.provider.app import Provider
+from pactmw.provider.brand import Brand
 from pactmw.provider.errors import error_response
 from pactmw.provider.guard import (
     Guard,
@@ -28,15 +29,16 @@ from pactmw.provider.routes import MOUNT
 from pactmw.store.base import StoreUnavailable
 
 __all__ = [
+    "CHECKER_KEY",
     "NOT_FOUND",
     "REFUSED_PUBLIC_ROUTE",
-    "TAKES_DELEGATION_KEY",
     "UNVERIFIED_DELEGATION",
     "GuardedMiddleware",
     "Once",
     "OnceWarning",
     "UnofferedScopesWarning",
     "bounded_body",
+    "checker_of",
     "declared_length",
     "instance_or_none",
     "make_guard",
@@ -46,6 +48,7 @@ __all__ = [
     "refusal_reason",
     "require_framework",
     "scope_refusal",
+    "scopes_not_offered",
     "scopes_without_delegation",
     "takes_no_delegation",
     "whole_body",
@@ -66,9 +69,10 @@ UNVERIFIED_DELEGATION = (
 )
 
 #: Where an adapter records, beside the caller it verified (in the ASGI scope or the WSGI
-#: environ), whether the guard that verified it takes delegations: a check that asks for
-#: scopes reads it to say why every caller is refused (`scopes_without_delegation`).
-TAKES_DELEGATION_KEY = "pactmw.takes_delegation"
+#: environ), the guard that verified it: a check that asks for scopes, which only reads the
+#: caller, reads it to say why every caller is refused (a guard that takes no delegation,
+#: `scopes_without_delegation`; a scope its Brand does not offer, `UnofferedScopesWarning`).
+CHECKER_KEY = "pactmw.checker"
 
 #: What a check asking for delegated scopes says once when the caller was verified by a
 #: guard that takes no delegation (`{what}`: the check as the app wrote it; `{checker}`: what
@@ -240,64 +244,100 @@ def scopes_without_delegation(what: str, checker: str = _ANY_CHECKER) -> OnceWar
     return OnceWarning(_SCOPES_WITHOUT_DELEGATION.format(what=what, checker=checker))
 
 
+def _offered(brands: Iterable[Brand], brand_id: str) -> tuple[str, ...]:
+    """The scopes Brand `brand_id` of `brands` offers (none, where it is none of them)."""
+    brand = next((found for found in brands if found.id == brand_id), None)
+    delegation = brand.delegation if brand is not None else None
+    return tuple(delegation.scopes) if delegation is not None else ()
+
+
+def scopes_not_offered(
+    brands: Iterable[Brand], brand_id: str | None, scopes: Iterable[str]
+) -> str | None:
+    """Why a check asking for `scopes` of a caller whose delegations are Brand `brand_id`'s
+    (one of `brands`) refuses every caller: `Brand 'acme' does not offer 'order:read' (it
+    offers: orders:read, orders:cancel)`, in the words `grant_delegation` uses; None when the
+    Brand offers them all, or when no delegation is taken (`brand_id` None:
+    `scopes_without_delegation` says that). No person can grant a scope the Brand does not
+    offer (a misspelt one), so no delegation holds it. The checks at startup (Django's
+    pactmw.W006, Flask's `init_app`) and at the first request (`UnofferedScopesWarning`)
+    say it alike."""
+    if brand_id is None:
+        return None
+    offered = _offered(brands, brand_id)
+    unoffered = [scope for scope in scopes if scope not in offered]
+    if not unoffered:
+        return None
+    return (
+        f"Brand {brand_id!r} does not offer {', '.join(repr(scope) for scope in unoffered)} "
+        f"(it offers: {', '.join(offered)})"
+    )
+
+
 class UnofferedScopesWarning:
-    """The warning of a check (`what`, as the app wrote it) that asks for a delegated scope
-    the Brand whose delegations `guard` takes does not offer: no person can grant it, so the
-    check refuses every caller (a misspelt scope; FastAPI's `scopes="orders:read"`, a string
-    it reads one character a scope). Said once per list of scopes asked, as that list comes
-    from the app's code while the path, which the message names, may come from the caller;
-    nothing for a guard that takes no delegation (`scopes_without_delegation` says that)."""
+    """The WARNING of a check (`what`, as the app wrote it) that asks for a delegated scope
+    the Brand whose delegations the guard takes does not offer (`scopes_not_offered`): no
+    person can grant it, so the check refuses every caller, and the log is the only place
+    that can say why. Said once per Brand and list of scopes asked, as the list comes from
+    the app's code while the path, which the message names, may come from the caller.
 
-    def __init__(self, what: str, guard: Guard) -> None:
+    The guard is given at each call, not here: the ASGI and WSGI `delegation_required` only
+    read the caller, and learn which guard verified it from what that guard recorded beside
+    it (`checker_of`); none (nothing verified it) says nothing here. `one_character_hint` is
+    added when every scope not offered is one character (FastAPI's `scopes="orders:read"`,
+    which it reads one character a scope), since those would look like nothing the app
+    wrote."""
+
+    def __init__(self, what: str, *, one_character_hint: str | None = None) -> None:
         self.what = what
-        self.brand_id = guard.delegation_brand
-        brand = None
-        if guard.provider is not None and self.brand_id is not None:
-            brand = guard.provider.brands.get(self.brand_id)
-        delegation = brand.delegation if brand is not None else None
-        self.offered: tuple[str, ...] = tuple(delegation.scopes) if delegation else ()
-        self._said: dict[tuple[str, ...], Once] = {}
+        self.one_character_hint = one_character_hint
+        self._said: dict[tuple[str | None, tuple[str, ...]], Once] = {}
 
-    def __call__(self, path: str, scopes: Iterable[str]) -> None:
-        if self.brand_id is None:
+    def __call__(self, guard: Guard | None, path: str, scopes: Iterable[str]) -> None:
+        if guard is None or guard.provider is None or guard.delegation_brand is None:
             return
         asked = tuple(scopes)
+        key = (guard.delegation_brand, asked)
         # Each list is judged once (a request costs a lookup); setdefault is atomic under the
         # GIL, so concurrent first requests share one Once.
-        once = self._said.get(asked)
+        once = self._said.get(key)
         if once is None:
-            once = self._said.setdefault(asked, Once())
+            once = self._said.setdefault(key, Once())
         if not once.first():
             return
-        unoffered = [scope for scope in asked if scope not in self.offered]
-        if not unoffered:
+        brands = guard.provider.brands.values()
+        problem = scopes_not_offered(brands, guard.delegation_brand, asked)
+        if problem is None:
             return
-        # FastAPI keeps a string's characters as the scopes: say so, since the scopes named
-        # would not look like anything the app wrote.
+        offered = _offered(brands, guard.delegation_brand)
         hint = ""
-        if all(len(scope) == 1 for scope in unoffered) and len(asked) > 1:
-            hint = "; scopes= takes a list: a string is read one character a scope"
+        if (
+            self.one_character_hint is not None
+            and len(asked) > 1
+            and all(len(scope) == 1 for scope in asked if scope not in offered)
+        ):
+            hint = f"; {self.one_character_hint}"
         logger.warning(
-            "%s on %s refuses every caller: Brand %r does not offer %s (it offers: %s)%s",
-            self.what,
-            loggable(path),
-            self.brand_id,
-            ", ".join(repr(scope) for scope in unoffered),
-            ", ".join(self.offered),
-            hint,
+            "%s on %s refuses every caller: %s%s", self.what, loggable(path), problem, hint
         )
 
 
 def record_checker(recorded: MutableMapping[str, object], guard: Guard) -> None:
     """Record beside the verified caller (`recorded`: the ASGI scope, the WSGI environ)
-    whether `guard`, which verified it, takes delegations."""
-    recorded[TAKES_DELEGATION_KEY] = guard.takes_delegation
+    the guard that verified it."""
+    recorded[CHECKER_KEY] = guard
+
+
+def checker_of(recorded: Mapping[str, object]) -> Guard | None:
+    """The guard that verified the caller of this request (`record_checker`), or None."""
+    return instance_or_none(recorded.get(CHECKER_KEY), Guard)
 
 
 def takes_no_delegation(recorded: Mapping[str, object]) -> bool:
     """Whether the caller of this request was verified by a guard that takes no delegation
     (`record_checker`), so that no scope asked of it can ever be held."""
-    return recorded.get(TAKES_DELEGATION_KEY) is False
+    checker = checker_of(recorded)
+    return checker is not None and not checker.takes_delegation
 
 
 def make_guard(

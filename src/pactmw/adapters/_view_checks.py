@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from attrs import frozen
 
-from pactmw.adapters._common import Once, OnceWarning
+from pactmw.adapters._common import Once, OnceWarning, UnofferedScopesWarning
 from pactmw.config import ConfigError
 from pactmw.core.encoding import loggable
 from pactmw.core.http import Response
@@ -29,7 +29,9 @@ __all__ = [
     "ParafeViewProblem",
     "PoppyViewCheck",
     "delegation_brand_unset",
+    "delegation_decorator",
     "delegation_offered",
+    "delegation_scopes_tag",
     "delegation_tag",
     "delegation_view_problem",
     "delegation_view_problems",
@@ -136,17 +138,42 @@ class PoppyViewCheck:
 #: (`init_app`) and the system check find the views by it, to say at startup that settings
 #: without `delegation_brand` refuse every caller of them.
 _DELEGATION_ATTRIBUTE = "pactmw_delegation_required"
+#: The attribute they leave beside it: the scopes it asks for, and the warning that says,
+#: once, that the Brand does not offer one (`UnofferedScopesWarning`), which a startup check
+#: that said it first uses up, so that the first request does not say it again.
+_DELEGATION_SCOPES_ATTRIBUTE = "pactmw_delegation_scopes"
 
 
-def _delegation_decorator(scopes: Iterable[str]) -> str:
+def delegation_decorator(scopes: Iterable[str]) -> str:
     """`delegation_required(*scopes)` as the app wrote it."""
     return f"delegation_required({', '.join(repr(scope) for scope in scopes)})"
 
 
-def tag_delegation_view(view: _T, scopes: Iterable[str]) -> _T:
-    """Leave on a view `delegation_required(*scopes)` made the decorator as written."""
-    setattr(view, _DELEGATION_ATTRIBUTE, _delegation_decorator(scopes))
+def tag_delegation_view(
+    view: _T, scopes: Iterable[str], unoffered: UnofferedScopesWarning | None = None
+) -> _T:
+    """Leave on a view `delegation_required(*scopes)` made the decorator as written, its
+    scopes and the warning (`unoffered`) it says of a scope the Brand does not offer."""
+    scopes = tuple(scopes)
+    setattr(view, _DELEGATION_ATTRIBUTE, delegation_decorator(scopes))
+    setattr(view, _DELEGATION_SCOPES_ATTRIBUTE, (scopes, unoffered))
     return view
+
+
+def delegation_scopes_tag(
+    view: object,
+) -> tuple[str, tuple[str, ...], UnofferedScopesWarning | None] | None:
+    """The `delegation_required(...)` (as written), its scopes and its warning of a scope
+    not offered that a view, or a method Django's `method_decorator` decorated, carries;
+    None for another."""
+    written = delegation_tag(view)
+    tag = getattr(view, _DELEGATION_SCOPES_ATTRIBUTE, None)
+    if written is None or not (isinstance(tag, tuple) and len(tag) == 2):
+        return None
+    scopes, unoffered = tag
+    if not isinstance(unoffered, UnofferedScopesWarning):
+        unoffered = None
+    return written, tuple(scopes), unoffered
 
 
 def delegation_tag(view: object) -> str | None:
@@ -213,7 +240,7 @@ def delegation_brand_unset(
     another `check` of a delegation, as written) refusing a caller while the settings
     (`settings`) have no `delegation_brand`: said where no startup check saw the view
     (Flask's added after `init_app`, Django's under a server that runs no system check)."""
-    written = _delegation_decorator(scopes) if check is None else check
+    written = delegation_decorator(scopes) if check is None else check
     # The message is a format string whose one `%s` is the path: a `%` in a scope is kept.
     return OnceWarning(
         no_delegation_brand(settings, written.replace("%", "%%"), "%s"), level=logging.ERROR

@@ -26,6 +26,8 @@ from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
+    UnofferedScopesWarning,
+    checker_of,
     instance_or_none,
     make_guard,
     record_checker,
@@ -34,7 +36,12 @@ from pactmw.adapters._common import (
     scopes_without_delegation,
     takes_no_delegation,
 )
-from pactmw.adapters._view_checks import PARAFE_UNAVAILABLE, no_parafe_agent, poppy_setting
+from pactmw.adapters._view_checks import (
+    PARAFE_UNAVAILABLE,
+    delegation_decorator,
+    no_parafe_agent,
+    poppy_setting,
+)
 
 require_framework("starlette", __name__, "Starlette", "asgi")
 
@@ -161,7 +168,8 @@ def personal_agent_required(
 def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     """Decorate an endpoint behind the middleware (or `personal_agent_required`) so it needs
     a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On a
-    request nothing verified, every caller is refused: said once per endpoint in the log."""
+    request nothing verified, or verified for a Brand that does not offer one of `scopes`,
+    every caller is refused: said once per endpoint in the log."""
 
     require_strings(
         scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
@@ -170,12 +178,18 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     def decorate(endpoint: Endpoint) -> Endpoint:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
         no_delegation = scopes_without_delegation("delegation_required()")
+        # The Brand is the one of the guard that verified the caller (a middleware's, the
+        # backend's or `personal_agent_required`'s), which it recorded beside it: this
+        # decorator has no guard of its own.
+        unoffered = UnofferedScopesWarning(delegation_decorator(scopes))
 
         async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
             if not verified(request):
                 unverified(request.url.path)
             elif takes_no_delegation(request.scope):
                 no_delegation(request.url.path)
+            else:
+                unoffered(checker_of(request.scope), request.url.path, scopes)
             refusal = scope_refusal(current_personal_agent(request), scopes)
             if refusal is not None:
                 return to_starlette(refusal)

@@ -279,7 +279,10 @@ class PersonalAgentScheme(SecurityBase):
         self.scopes_without_delegation = scopes_without_delegation(_SECURITY_SCOPES, "the scheme")
         self.verified_without_delegation = scopes_without_delegation(_SECURITY_SCOPES)
         # Said once per list of scopes that the scheme's Brand does not offer (a misspelt one).
-        self.scopes_not_offered = UnofferedScopesWarning(_SECURITY_SCOPES, self.guard)
+        self.scopes_not_offered = UnofferedScopesWarning(
+            _SECURITY_SCOPES,
+            one_character_hint="scopes= takes a list: a string is read one character a scope",
+        )
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -323,7 +326,7 @@ class PersonalAgentScheme(SecurityBase):
             elif takes_no_delegation(connection.scope):
                 # A middleware verified it, taking no delegation: this scheme reuses that.
                 self.verified_without_delegation(connection.url.path)
-            self.scopes_not_offered(connection.url.path, security_scopes.scopes)
+            self.scopes_not_offered(self.guard, connection.url.path, security_scopes.scopes)
         try:
             caller = await verify_once(connection, self.guard, self.optional)
             if security_scopes.scopes:

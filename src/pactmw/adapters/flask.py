@@ -38,7 +38,7 @@ from pactmw.adapters._arguments import (
     require_strings,
     require_view,
 )
-from pactmw.adapters._common import instance_or_none, provider_of
+from pactmw.adapters._common import UnofferedScopesWarning, instance_or_none, provider_of
 from pactmw.adapters._flask_cli import pactmw_cli
 from pactmw.adapters._flask_errors import (
     PersonalAgentRefused,
@@ -50,7 +50,9 @@ from pactmw.adapters._view_checks import (
     ParafeViewCheck,
     PoppyViewCheck,
     delegation_brand_unset,
+    delegation_decorator,
     delegation_offered,
+    delegation_scopes_tag,
     delegation_view_problems,
     parafe_view_problems,
     poppy_view_problems,
@@ -183,7 +185,9 @@ def _check_views(app: Flask, guard: Guard) -> None:
     a Brand without Poppy, `delegation_required` without `delegation_brand` where a Brand
     offers delegation, or `parafe_action` naming a Brand without Parafé (or none, where
     several have it), closing the Provider first; where no Brand offers delegation, or none
-    configures Parafé, a WARNING. Flask tells an extension of no view added after
+    configures Parafé, a WARNING; so is `delegation_required` asking for a scope the
+    `delegation_brand` does not offer (no person can grant it: every caller refused), which
+    the view then does not say again. Flask tells an extension of no view added after
     `init_app`: such a view says it at its first request (`delegation_required` logs it, the
     Poppy views and `parafe_action` log it and answer 503)."""
     problems: list[ConfigError] = []
@@ -200,6 +204,11 @@ def _check_views(app: Flask, guard: Guard) -> None:
             # No Brand configures Parafé: views this deployment cannot serve, said without
             # stopping it, as Django's pactmw.W007.
             _logger.warning("%s", parafe.message)
+    for rule, view in routes:
+        tag = delegation_scopes_tag(view)
+        if tag is not None and tag[2] is not None:
+            # Said now, naming the rule, and used up: its first request says no more.
+            tag[2](guard, rule, tag[1])
     if not guard.takes_delegation:
         offered = guard.provider is not None and delegation_offered(guard.provider.brands.values())
         found = delegation_view_problems(_SETTING, routes, offered=offered)
@@ -339,24 +348,29 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     `PACTMW["delegation_brand"]`): none is 401 `invalid_token` (`PersonalAgentRefused`),
     missing scopes 403 `insufficient_scope` (`ScopeRefused`). Without `delegation_brand`,
     every caller is refused: `init_app` raises `ConfigError` for a view decorated before it,
-    and a view added after it says so once at ERROR at its first refused request."""
+    and a view added after it says so once at ERROR at its first refused request. A scope
+    the Brand does not offer refuses every caller too: said once at WARNING, by `init_app`
+    (a view decorated before it) or at the first refused request."""
     require_strings(
         scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
     )
 
     def decorate(view: View) -> View:
         unset = delegation_brand_unset(_SETTING, scopes)
+        unoffered = UnofferedScopesWarning(delegation_decorator(scopes))
 
         def check() -> None:
             try:
                 _require_delegation(scopes)
             except (PersonalAgentRefused, ScopeRefused):
                 # Any refusal, a delegation sent in vain (401 `not_offered`) included.
-                if not _state().guard.takes_delegation:
+                guard = _state().guard
+                if not guard.takes_delegation:
                     unset(request.path)
+                unoffered(guard, request.path, scopes)
                 raise
 
-        return tag_delegation_view(_checked_first(check)(view), scopes)
+        return tag_delegation_view(_checked_first(check)(view), scopes, unoffered)
 
     return decorate
 

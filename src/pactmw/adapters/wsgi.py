@@ -27,6 +27,8 @@ from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
     OnceWarning,
+    UnofferedScopesWarning,
+    checker_of,
     instance_or_none,
     make_guard,
     record_checker,
@@ -35,7 +37,7 @@ from pactmw.adapters._common import (
     scopes_without_delegation,
     takes_no_delegation,
 )
-from pactmw.adapters._view_checks import poppy_setting
+from pactmw.adapters._view_checks import delegation_decorator, poppy_setting
 
 require_framework("werkzeug", __name__, "Werkzeug", "wsgi")
 
@@ -148,8 +150,8 @@ def personal_agent_required(
 def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     """Decorate a WSGI application behind the middleware (or `personal_agent_required`) so
     it needs a delegation with `scopes`: none is 401 `invalid_token`, missing scopes 403. On
-    a request nothing verified, every caller is refused: said once per application in the
-    log."""
+    a request nothing verified, or verified for a Brand that does not offer one of `scopes`,
+    every caller is refused: said once per application in the log."""
     require_strings(
         scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
     )
@@ -157,12 +159,17 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     def decorate(app: WSGIView) -> WSGIView:
         unverified = OnceWarning(UNVERIFIED_DELEGATION)
         no_delegation = scopes_without_delegation("delegation_required()")
+        # The Brand is the one of the guard that verified the caller (the middleware's or
+        # `personal_agent_required`'s), recorded beside it: this decorator has none of its own.
+        unoffered = UnofferedScopesWarning(delegation_decorator(scopes))
 
         def check(environ: WSGIEnvironment) -> Response | None:
             if ENVIRON_KEY not in environ:
                 unverified(wsgi_path(environ))
             elif takes_no_delegation(environ):
                 no_delegation(wsgi_path(environ))
+            else:
+                unoffered(checker_of(environ), wsgi_path(environ), scopes)
             return scope_refusal(current_personal_agent(environ), scopes)
 
         return _checked_first(check)(app)

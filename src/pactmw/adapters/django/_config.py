@@ -349,6 +349,15 @@ def takes_delegation() -> bool:
         return True
 
 
+def settings_guard() -> Guard | None:
+    """The settings' guard, or None where they do not build (answered 503 elsewhere, and
+    said there): for the checks that only say why a view refuses every caller."""
+    try:
+        return configured.guard()
+    except RequestRefused:
+        return None
+
+
 def get_provider() -> Provider:
     """The process's Provider built from `settings.PACTMW` (which must list `brands`)."""
     return provider_of(configured.guard(), f"settings.{SETTING}")
@@ -372,6 +381,7 @@ __all__ = [
     "protect_prefix",
     "raw_settings",
     "setting_is_missing",
+    "settings_guard",
     "show_message_text",
     "state_database",
     "state_in_site_database",

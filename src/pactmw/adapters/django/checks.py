@@ -14,8 +14,10 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.utils.module_loading import import_string
 
+from pactmw.adapters._common import scopes_not_offered
 from pactmw.adapters._view_checks import (
     delegation_offered,
+    delegation_scopes_tag,
     delegation_tag,
     delegation_view_problem,
     parafe_tag,
@@ -62,7 +64,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     Brand offers delegation; pactmw.W005: the same where no Brand offers it; pactmw.E007: a
     routed view's `parafe_action` (a class-based view's method's too) names a Brand without
     Parafé, or none where several have it and `parafe_brand` is not set; pactmw.W007: a
-    routed `parafe_action` view where no Brand configures Parafé; pactmw.E006: a routed DRF
+    routed `parafe_action` view where no Brand configures Parafé; pactmw.W006: a routed
+    view's `delegation_required` or DRF `HasDelegatedScope` asks for a scope the
+    `delegation_brand` does not offer; pactmw.E006: a routed DRF
     `HasDelegatedScope` view whose `required_scopes` is no list of scope names (a string, a
     number, an empty name, a generator); pactmw.E008: one without `required_scopes`."""
     messages: list[CheckMessage] = []
@@ -136,6 +140,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.extend(
             _check_delegation_views(provider is not None and delegation_offered(provider.brands))
         )
+    if builds and provider is not None and delegation_brand is not None:
+        messages.extend(_check_offered_scopes(provider.brands, delegation_brand))
     if builds:
         messages.extend(_check_required_scopes())
         brands = provider.brands if provider is not None else ()
@@ -306,6 +312,50 @@ def _check_delegation_views(offered: bool) -> list[CheckMessage]:
                     )
                 )
     return messages
+
+
+def _check_offered_scopes(brands: Iterable[Brand], delegation_brand: str) -> list[CheckMessage]:
+    """pactmw.W006: a view the URLconf routes asks for a delegated scope the
+    `delegation_brand` does not offer (`delegation_required`, on a function or a class-based
+    view's method, or DRF's `HasDelegatedScope`'s `required_scopes`): no person can grant
+    it (a misspelt scope), so every caller would be refused. A warning, as the same line is
+    at the first refused request where no check runs (`UnofferedScopesWarning`)."""
+    brands = tuple(brands)
+    messages: list[CheckMessage] = []
+    said: set[tuple[str, int]] = set()
+    for path, view in _routed_views(get_resolver().url_patterns):
+        for (check, scopes), where in _scoped_checks(path, view):
+            if (check, id(view)) in said:  # a view routed twice is said once
+                continue
+            said.add((check, id(view)))
+            problem = scopes_not_offered(brands, delegation_brand, scopes)
+            if problem is not None:
+                messages.append(
+                    Warning(
+                        f"{check} on {where} refuses every caller: {problem}.",
+                        hint="Ask for one of the scopes the Brand offers, or add it to "
+                        "[brands.X.delegation.scopes].",
+                        obj=SETTING,
+                        id="pactmw.W006",
+                    )
+                )
+    return messages
+
+
+def _scoped_checks(path: str, view: object) -> Iterator[tuple[tuple[str, tuple[str, ...]], str]]:
+    """Each check of a delegation the view routed at `path` makes, as written, with the
+    scopes it asks for and where it is (see `_delegation_checks`); a DRF view whose
+    `required_scopes` is wrong is pactmw.E006's or E008's, not here."""
+    for (check, scopes, _), where in _tagged(path, view, delegation_scopes_tag):
+        yield (check, scopes), where
+    view_class = _view_class(view)
+    permission = _drf_delegated_scope_check(view_class) if view_class is not None else None
+    if view_class is not None and permission is not None:
+        from pactmw.adapters.django.rest_framework import _required_scopes_problem
+
+        if _required_scopes_problem(view_class) is None:
+            scopes = tuple(view_class.required_scopes)  # type: ignore[attr-defined]
+            yield (permission, scopes), f"{path} ({view_class.__name__})"
 
 
 def _check_parafe_views(brands: Iterable[Brand], parafe_brand: str | None) -> list[CheckMessage]:

@@ -18,16 +18,23 @@ from pactmw.adapters._arguments import (
     require_strings,
     require_view,
 )
-from pactmw.adapters._common import scope_refusal
+from pactmw.adapters._common import UnofferedScopesWarning, scope_refusal
 from pactmw.adapters._view_checks import (
     ParafeViewCheck,
     PoppyViewCheck,
     delegation_brand_unset,
+    delegation_decorator,
     tag_delegation_view,
     tag_parafe_view,
     tag_poppy_view,
 )
-from pactmw.adapters.django._config import SETTING, configured, get_provider, takes_delegation
+from pactmw.adapters.django._config import (
+    SETTING,
+    configured,
+    get_provider,
+    settings_guard,
+    takes_delegation,
+)
 from pactmw.adapters.django._http import (
     abody_reader,
     body_reader,
@@ -150,13 +157,15 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
     `PACTMW["delegation_brand"]`): none is 401 `invalid_token`, missing scopes 403. Without
     `delegation_brand` every caller is refused: the system check (pactmw.E005) reports the
     routed views, and a view refusing a caller says so once at ERROR (no check runs under
-    gunicorn or uvicorn)."""
+    gunicorn or uvicorn). A scope the Brand does not offer refuses every caller too:
+    pactmw.W006 at startup, and once at WARNING at the first refused request."""
     require_strings(
         scopes, "delegation_required", "the scopes to require", "orders:read", scopes=True
     )
     # Once a decorator, not once a view it decorates: Django's `method_decorator` decorates
     # the method anew at each request, so a line said once a view would be said every time.
     unset = delegation_brand_unset(f"settings.{SETTING}", scopes)
+    unoffered = UnofferedScopesWarning(delegation_decorator(scopes))
 
     def decorate(view: View) -> View:
         def check(request: HttpRequest) -> HttpResponse | None:
@@ -167,6 +176,8 @@ def delegation_required(*scopes: str) -> Callable[[View], View]:
             # Any refusal, a delegation sent in vain (401 `not_offered`) included.
             if answer is not None and not takes_delegation():
                 unset(request.path)
+            elif answer is not None:
+                unoffered(settings_guard(), request.path, scopes)
             return answer
 
         def before(request: HttpRequest) -> HttpResponse | None:

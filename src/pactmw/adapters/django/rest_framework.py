@@ -25,7 +25,12 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from pactmw.adapters._arguments import scope_list_problem
-from pactmw.adapters._common import OnceWarning, refusal_detail, require_framework
+from pactmw.adapters._common import (
+    OnceWarning,
+    UnofferedScopesWarning,
+    refusal_detail,
+    require_framework,
+)
 from pactmw.adapters._view_checks import delegation_brand_unset
 
 require_framework("rest_framework", __name__, "Django REST framework", "drf")
@@ -34,7 +39,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AND, BasePermission, OperandHolder
 
-from pactmw.adapters.django._config import SETTING, configured, takes_delegation
+from pactmw.adapters.django._config import SETTING, configured, settings_guard, takes_delegation
 from pactmw.adapters.django._http import neutral_request
 from pactmw.core.errors import AuthenticationFailed, InsufficientScope, RequestRefused
 from pactmw.core.http import Response
@@ -207,11 +212,13 @@ class HasDelegatedScope(BasePermission):  # type: ignore[misc]
         try:
             require_scopes(caller, scopes)
         except InsufficientScope as exc:
+            _say_unoffered(request, view, scopes)
             denied = exceptions.PermissionDenied(refusal_detail(exc), code="insufficient_scope")
             # DRF's handler sends the challenge; the view, the refusal's other headers.
             denied.auth_header = _refusal_headers(refusal_response(exc), view)
             raise denied from exc
         except AuthenticationFailed as exc:
+            _say_unoffered(request, view, scopes)
             # DRF asks the authentication class for the 401's challenge: it reads this.
             setattr(request._request, _FAILURE, exc)
             # DRF's `detail` is for people, worded as the authentication class words its
@@ -314,6 +321,21 @@ def _say_delegation_brand_unset(request: Any, view: object) -> None:
     if check is None:
         return
     _say_once(view, delegation_brand_unset(f"settings.{SETTING}", (), check).message)(request.path)
+
+
+#: The warnings of a scope the Brand does not offer, once a DRF view class.
+_UNOFFERED: dict[type, UnofferedScopesWarning] = {}
+
+
+def _say_unoffered(request: Any, view: object, scopes: tuple[str, ...]) -> None:
+    """Say once at WARNING, as `delegation_required` says it, that `view` refuses every
+    caller because the `delegation_brand` does not offer one of its `required_scopes`
+    (pactmw.W006 at startup; no check runs under gunicorn or uvicorn)."""
+    check = _delegated_scope_check(view)
+    if check is None:
+        return
+    unoffered = _UNOFFERED.setdefault(type(view), UnofferedScopesWarning(check))
+    unoffered(settings_guard(), request.path, scopes)
 
 
 def _say_once(view: object, message: str) -> OnceWarning:

@@ -110,6 +110,19 @@ def _bad_scopes() -> list[URLPattern]:
     ]
 
 
+def _unoffered_scopes() -> list[URLPattern]:
+    """Views asking for a scope the Brand `acme` does not offer, routed when
+    `PACTMW_TEST_UNOFFERED_SCOPES` is set (`manage.py check` rightly warns of them,
+    pactmw.W006)."""
+    if not os.environ.get("PACTMW_TEST_UNOFFERED_SCOPES"):
+        return []
+    return [
+        path("api/unoffered", views.unoffered_sync),
+        path("api/unoffered-method", views.UnofferedMethod.as_view()),
+        path("drf/unoffered", drf_views.UnofferedOrders.as_view()),
+    ]
+
+
 def _missing_scopes() -> list[URLPattern]:
     """A DRF view without `required_scopes` and one with an empty list, routed when
     `PACTMW_TEST_MISSING_SCOPES` is set (`manage.py check` rightly reports the first,
@@ -142,6 +155,7 @@ urlpatterns = [
     *_string_scopes(),
     *_bad_scopes(),
     *_missing_scopes(),
+    *_unoffered_scopes(),
     # The site's own views under the Provider's mount, listed before its patterns.
     path("a2a/internal/orders", views.public),
     path("a2a/acme/mine", views.public),

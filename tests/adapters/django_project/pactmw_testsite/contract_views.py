@@ -85,10 +85,25 @@ class ScopedMethod(View):
         return JsonResponse(_describe(request, "sync"))
 
 
-@method_decorator(delegation_required("orders:write"), name="dispatch")
+@method_decorator(delegation_required("orders:cancel"), name="dispatch")
 class ScopedDispatch(View):
     """A class-based view decorated as a whole (`name="dispatch"`)."""
 
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return JsonResponse(_describe(request, "sync"))
+
+
+# A scope the Brand `acme` does not offer (it offers orders:read): every caller is refused
+# (tests/adapters/test_unoffered_scopes.py).
+@delegation_required("order:read")
+def unoffered_sync(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_describe(request, "sync"))
+
+
+class UnofferedMethod(View):
+    """A class-based view whose method asks for a scope `acme` does not offer."""
+
+    @method_decorator(delegation_required("order:read"))
     def get(self, request: HttpRequest) -> HttpResponse:
         return JsonResponse(_describe(request, "sync"))
 

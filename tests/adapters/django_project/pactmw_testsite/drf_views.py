@@ -45,11 +45,21 @@ class Orders(APIView):  # type: ignore[misc]
         return Response(_describe(request))
 
 
+class UnofferedOrders(APIView):  # type: ignore[misc]
+    """A scope the Brand `acme` does not offer (it offers orders:read)."""
+
+    permission_classes: ClassVar[list[Any]] = [HasDelegatedScope]
+    required_scopes: ClassVar[list[str]] = ["order:read"]
+
+    def get(self, request: Request) -> Response:
+        return Response(_describe(request))
+
+
 class Tickets(ViewSet):  # type: ignore[misc]
     """A ViewSet (routed by a router, its view has no `view_class`) needing a scope."""
 
     permission_classes: ClassVar[list[Any]] = [IsPersonalAgent, HasDelegatedScope]
-    required_scopes: ClassVar[list[str]] = ["tickets:read"]
+    required_scopes: ClassVar[list[str]] = ["orders:cancel"]
 
     def list(self, request: Request) -> Response:
         return Response(_describe(request))
