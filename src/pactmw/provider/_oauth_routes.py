@@ -18,7 +18,7 @@ from pactmw.provider.brand import Brand, DelegationConfig
 from pactmw.provider.delegated import FORM_LIMIT, AuthorizationServer, ConsentRefused, OAuthError
 from pactmw.provider.delegated._forms import NOT_A_FORM, is_form_content_type
 from pactmw.provider.errors import error_response
-from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
+from pactmw.provider.flow import Flow, HostAppUnready, NeedBody, NeedUser, SubFlow
 from pactmw.provider.routes import Route, routed_method
 from pactmw.store.base import StoreUnavailable
 
@@ -124,19 +124,25 @@ def public_oauth_flow(
         return _error_page(oauth, route, brand, config, exc)
     except (RequestRefused, AuthenticationFailed):
         raise
+    except HostAppUnready as exc:
+        # The app cannot serve these pages until it is fixed: a 503 (no page of ours failed),
+        # the cause said once, without a traceback (it would only show the adapter's check).
+        if not exc.said_before:
+            logger.error(
+                "consent pages (first of brand %r) cannot be shown: %s; until then they answer 503",
+                brand.id,
+                exc.message,
+            )
+        unready = ConsentRefused("Something went wrong on our side. Please try again later.", 503)
+        return _error_page(oauth, route, brand, config, unready)
     except StoreUnavailable as exc:
         log_store_outage(logger, exc, " on a consent page")
         busy = ConsentRefused("The service is busy. Please try again in a moment.", 503)
         return _error_page(oauth, route, brand, config, busy)
     except Exception:
-        # The usual cause is `current_user` reading what the host app's middleware sets (a
-        # session, a signed-in user) while the Provider runs outside that middleware.
-        logger.exception(
-            "consent page of brand %r failed (if current_user reads the host app's "
-            "session or user, serve the Provider inside the host app, after its "
-            "middleware: pactmw.adapters.asgi.a2a_routes)",
-            brand.id,
-        )
+        # A missing middleware is `HostAppUnready`, named above: what is left is a bug, of
+        # the app's `current_user` or ours, which the traceback shows.
+        logger.exception("consent page of brand %r failed", brand.id)
         failed = ConsentRefused("Something went wrong on our side. Please try again later.", 500)
         return _error_page(oauth, route, brand, config, failed)
 
