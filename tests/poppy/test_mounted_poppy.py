@@ -17,11 +17,16 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI, Security
+from flask import Flask
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+from werkzeug.wrappers import Response as WerkzeugResponse
 
+from pactmw.adapters import flask as pactmw_flask
 from pactmw.adapters.asgi import a2a_routes
 from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PoppySessionScheme
 from pactmw.provider import Provider
 from pactmw.provider.poppy import PoppyCaller
+from tests.poppy.support import site_config
 from tests.support.poppy_world import (
     BASE_URL,
     PoppyWorld,
@@ -30,7 +35,7 @@ from tests.support.poppy_world import (
     verifier_for,
     world_fixture,
 )
-from tests.support.servers import uvicorn_server
+from tests.support.servers import uvicorn_server, werkzeug_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,24 +61,21 @@ def mounted_site(provider: Provider) -> FastAPI:
     return site
 
 
-def calls(world: PoppyWorld, url: str) -> list[httpx.Response]:
-    """A feedback report and a read of the app's API, each with a new Session Token of the
-    world's Brand `shop` and a proof for the public URL (`SITE` and the path), sent to the
-    mounted site on `url` as behind a TLS-terminating proxy."""
+def calls(world: PoppyWorld, url: str, *, api: bool = True) -> list[httpx.Response]:
+    """A feedback report and (with `api`) a read of the app's API, each with a new Session
+    Token of the world's Brand `shop` and a proof for the public URL (`SITE` and the path),
+    sent to the mounted site on `url` as behind a TLS-terminating proxy."""
 
     async def scenario() -> list[httpx.Response]:
         async with world.http() as http, httpx.AsyncClient() as plain:
             ctx = world.context(http)
             user = ctx.new_user()
             answers = []
-            for method, path, body in (
-                (
-                    "POST",
-                    FEEDBACK,
-                    {"kind": "missing", "task": "Return", "description": "No form."},
-                ),
-                ("GET", API, None),
-            ):
+            report = {"kind": "missing", "task": "Return", "description": "No form."}
+            wanted: list[tuple[str, str, Any]] = [("POST", FEEDBACK, report)]
+            if api:
+                wanted.append(("GET", API, None))
+            for method, path, body in wanted:
                 session = await ctx.session(user)
                 headers = await dpop_headers(ctx, user, method, SITE + path, session)
                 headers["Host"] = "shop.example"
@@ -107,3 +109,19 @@ def test_a_mounted_apps_poppy_checks_proofs_for_the_url_the_agent_called(
     # The Provider's own endpoint, and the app's API behind `PoppySessionScheme`.
     assert (feedback.status_code, feedback.content) == (202, b""), feedback.text
     assert (api.status_code, api.json()) == (200, {"brand": "shop"}), api.text
+
+
+def test_a_flask_app_under_a_script_name_checks_them_alike(world: PoppyWorld) -> None:
+    # The same rule on WSGI: the Provider's path is PATH_INFO, below SCRIPT_NAME.
+    app = Flask(__name__)
+    app.config["PACTMW"] = {
+        **site_config(),
+        "base_url": SITE,
+        "audience": SITE + "/a2a",
+        "store": world.store_url,
+    }
+    pactmw_flask.Pactmw(app)
+    site = DispatcherMiddleware(WerkzeugResponse("the outer site", 404), {MOUNT: app})
+    with werkzeug_server(site) as url:
+        (feedback,) = calls(world, url, api=False)
+    assert (feedback.status_code, feedback.content) == (202, b""), feedback.text
