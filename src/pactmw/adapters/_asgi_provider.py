@@ -27,9 +27,10 @@ from pactmw.adapters._asgi_http import (
     to_starlette,
 )
 from pactmw.adapters._asgi_startup import StartupChecked
-from pactmw.adapters._common import NOT_FOUND
+from pactmw.adapters._common import NOT_FOUND, Once
 from pactmw.protocols.poppy import DISCOVERY_PATH
 from pactmw.provider.app import Provider, warn_if_signed_in_user_unknown
+from pactmw.provider.flow import HostAppUnready
 from pactmw.provider.poppy import METADATA_PREFIX, check_session_brand
 from pactmw.provider.routes import MOUNT
 
@@ -37,6 +38,13 @@ from pactmw.provider.routes import MOUNT
 _CURRENT_USER = "A2AProviderApp's, a2a_routes' or a2a_mount's current_user"
 
 _Routed = TypeVar("_Routed", Mount, Route)
+
+#: What Starlette middleware sets each attribute of a connection `current_user` may read.
+_SET_BY = {
+    "session": ("SessionMiddleware", "secret_key=..."),
+    "user": ("AuthenticationMiddleware", "backend=..."),
+    "auth": ("AuthenticationMiddleware", "backend=..."),
+}
 
 #: The path of the `Mount` that `a2a_routes` and `a2a_mount` put the Provider at.
 _MOUNT = MOUNT.rstrip("/")
@@ -71,6 +79,8 @@ class A2AProviderApp(metaclass=StartupChecked):
         self.provider = provider
         self.app = app
         self.current_user = current_user
+        #: The causes `HostAppUnready` already logged for this app (each said once).
+        self._said: dict[str, Once] = {}
         if current_user is None:
             warn_if_signed_in_user_unknown(provider, _CURRENT_USER)
 
@@ -78,7 +88,10 @@ class A2AProviderApp(metaclass=StartupChecked):
         path = provider_path(scope, _MOUNT) if scope["type"] == "http" else ""
         if scope["type"] == "http" and self.provider.matches(scope["method"], path):
             resolve = self.current_user
-            user = None if resolve is None else (lambda: resolve(HTTPConnection(scope)))
+            said, around = self._said, self.app is not None
+            user = (
+                None if resolve is None else (lambda: resolve(_HostConnection(scope, around, said)))
+            )
             response = await self.provider.ahandle(
                 neutral_request(scope, path), body_reader(scope, receive), user
             )
@@ -91,6 +104,58 @@ class A2AProviderApp(metaclass=StartupChecked):
             # PACT has no WebSocket: a handshake is refused as an unknown route is (without
             # the denial extension, closed unaccepted: 403), never left unanswered (a 500).
             await refuse(scope, to_starlette(NOT_FOUND), receive, send)
+
+
+class _HostConnection(HTTPConnection):
+    """The connection `current_user` gets: Starlette's, except that reading what a missing
+    middleware sets (`request.session` without `SessionMiddleware`) raises `HostAppUnready`
+    naming that middleware, in place of Starlette's bare `AssertionError` (a 500 page, and a
+    log that could only guess the cause). Found where it is read, never guessed from the
+    app's `user_middleware`: a session may come from a middleware around the app, the site's
+    that mounts it, or another library's, and a `current_user` may read a cookie instead."""
+
+    def __init__(self, scope: Scope, around: bool, said: dict[str, Once]) -> None:
+        super().__init__(scope)
+        #: Whether the Provider runs around the host app (`A2AProviderApp(provider, app=...)`),
+        #: before any of its middleware, rather than inside it (`a2a_routes`, `a2a_mount`).
+        self._around = around
+        self._said = said
+
+    @property
+    def session(self) -> dict[str, Any]:
+        self._require("session")
+        return super().session
+
+    @property
+    def user(self) -> Any:
+        self._require("user")
+        return super().user
+
+    @property
+    def auth(self) -> Any:
+        self._require("auth")
+        return super().auth
+
+    def _require(self, key: str) -> None:
+        if key in self.scope:
+            return
+        middleware, arguments = _SET_BY[key]
+        read = f"current_user reads request.{key}, which Starlette's {middleware} sets"
+        if self._around:
+            message = (
+                f"{read}, but A2AProviderApp(provider, app=...) runs before the app's "
+                f"middleware: serve the Provider inside the app, after its {middleware}, "
+                "with a2a_routes(provider, current_user=...)"
+            )
+        else:
+            message = (
+                f"{read}, and the app serving the Provider runs none: add "
+                f"Middleware({middleware}, {arguments}) to its middleware (FastAPI: "
+                f"app.add_middleware({middleware}, {arguments}))"
+            )
+        # `setdefault` is atomic under the GIL: concurrent first requests share one `Once`.
+        first = self._said.setdefault(message, Once()).first()
+        raise HostAppUnready(message, said_before=not first)
 
 
 def a2a_routes(

@@ -24,7 +24,7 @@ from pactmw.provider.delegated import (
 )
 from pactmw.provider.delegated._forms import NOT_A_FORM, is_form_content_type
 from pactmw.provider.errors import error_response
-from pactmw.provider.flow import Flow, NeedBody, NeedUser, SubFlow
+from pactmw.provider.flow import Flow, HostAppUnready, NeedBody, NeedUser, SubFlow
 from pactmw.provider.routes import Route, routed_method
 from pactmw.store.base import StoreUnavailable
 
@@ -150,6 +150,17 @@ def public_oauth_flow(
         return _error_page(oauth, route, brand, config, exc)
     except (RequestRefused, AuthenticationFailed):
         raise
+    except HostAppUnready as exc:
+        # The app cannot serve these pages until it is fixed: a 503 (no page of ours failed),
+        # the cause said once, without a traceback (it would only show the adapter's check).
+        if not exc.said_before:
+            logger.error(
+                "consent pages (first of brand %r) cannot be shown: %s; until then they answer 503",
+                brand.id,
+                exc.message,
+            )
+        unready = ConsentRefused("Something went wrong on our side. Please try again later.", 503)
+        return _error_page(oauth, route, brand, config, unready)
     except StoreUnavailable as exc:
         log_store_outage(logger, exc, " on a consent page")
         busy = ConsentRefused("The service is busy. Please try again in a moment.", 503)

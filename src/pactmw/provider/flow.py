@@ -11,6 +11,7 @@ from typing import Any, final
 
 from attrs import frozen
 
+from pactmw.config import ConfigError
 from pactmw.core.errors import PactmwError
 from pactmw.core.http import Response
 from pactmw.provider.brand import Turn, TurnHandler
@@ -89,6 +90,19 @@ class NeedUser:
     or None. Adapters answer it from `request.user`, Flask-Login or a configured callable."""
 
 
+class HostAppUnready(ConfigError):
+    """What an adapter throws into the flow for `NeedUser` when the host app lacks what its
+    `current_user` reads (Starlette's `request.session` without `SessionMiddleware`): a
+    misconfiguration of the app (a `ConfigError`), not a failure of the page. `message`
+    names what is missing and where to add it; the consent pages answer 503 and log it at
+    ERROR unless `said_before` (the adapter keeps that count: once per app and cause)."""
+
+    def __init__(self, message: str, *, said_before: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.said_before = said_before
+
+
 Need = NeedIdentity | NeedBody | NeedStore | NeedBot | NeedKeys | NeedPause | NeedUser
 Flow = Generator[Need, Any, Response]
 #: A part of a flow whose value is not a response (a verified delegation, a record, ...).
@@ -102,6 +116,7 @@ def store(operation: Callable[..., Any], **kwargs: Any) -> NeedStore:
 
 __all__ = [
     "Flow",
+    "HostAppUnready",
     "Need",
     "NeedBody",
     "NeedBot",

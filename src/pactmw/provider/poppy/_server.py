@@ -201,8 +201,9 @@ class PoppyServer:
             brands=self.brands,
             store=store,
             clock=clock,
-            # The public origin requests' URLs are rebuilt from (DPoP `htu`), never `Host`.
+            # The public URLs requests' URLs are rebuilt from (DPoP `htu`), never `Host`.
             origin=f"{parts.scheme}://{parts.netloc}",
+            base_url=self.base_url,
             dpop_replay=dpop_replay,
         )
         steps = GrantSteps(
@@ -298,7 +299,7 @@ class PoppyServer:
     def _conversation(self, brand: PoppyBrand, route: PoppyRoute, request: Request) -> Flow:
         assert route.conversation is not None
         assert self.conversations is not None
-        caller: PoppyCaller = yield from self.session_flow(brand.brand_id, request, ())
+        caller: PoppyCaller = yield from self._own_session(brand.brand_id, request)
         operation, conversation_id = route.conversation
         return (
             yield from self.conversations.flow(
@@ -308,14 +309,14 @@ class PoppyServer:
 
     def _feedback(self, brand: PoppyBrand, route: PoppyRoute, request: Request) -> Flow:
         """§8: feedback from any Session, signed in or out, no scope."""
-        reporter = yield from self.session_flow(brand.brand_id, request, ())
+        reporter = yield from self._own_session(brand.brand_id, request)
         return (yield from self.feedback.flow(reporter))
 
     def _operation(self, brand: PoppyBrand, route: PoppyRoute, request: Request) -> Flow:
         """Operations v1: read, confirm or cancel one operation, as its owner's Session."""
         assert route.operation_request is not None
         assert self.operations is not None
-        owner = yield from self.session_flow(brand.brand_id, request, ())
+        owner = yield from self._own_session(brand.brand_id, request)
         kind, operation_id = route.operation_request
         return (yield from self.operations.endpoint.flow(kind, operation_id, owner, request))
 
@@ -335,6 +336,11 @@ class PoppyServer:
         """Check a request to one of the Brand's APIs (§6); the value is a `PoppyCaller`
         (`_session_check.SessionCheck.session_flow` tells the order of the checks)."""
         return _in_poppys_words(self._sessions.session_flow(brand_id, request, scopes))
+
+    def _own_session(self, brand_id: str, request: Request) -> SubFlow:
+        """`session_flow` for the Provider's own endpoints (no scope): the proof names their
+        URL below `base_url`, the root of the app that serves the Provider."""
+        return _in_poppys_words(self._sessions.session_flow(brand_id, request, (), own=True))
 
     def revoke_grant(self, grant_id: str) -> bool:
         """Revoke a grant and sign out its Sessions (blocking); True if it was live."""

@@ -95,13 +95,18 @@ class SessionCheck:
         store: Store,
         clock: Callable[[], float],
         origin: str,
+        base_url: str,
         dpop_replay: StoreReplayMemory,
     ) -> None:
         self._brands = brands
         self._store = store
         self._clock = clock
-        #: The public origin requests' URLs are rebuilt from (DPoP `htu`), never `Host`.
+        #: The public URLs requests' URLs are rebuilt from (DPoP `htu`), never `Host`: an app
+        #: API's path is from the site's root (`origin`), the Provider's own endpoints' from
+        #: the root of the app that serves it, which is `base_url` (without its last `/`),
+        #: however that app is mounted (a Starlette `Mount`, a WSGI `SCRIPT_NAME`, a proxy).
         self._origin = origin
+        self._base_url = base_url
         self._dpop_replay = dpop_replay
         #: When this process last recorded each grant's use for the connected agents page's
         #: "last used": a Session's request reads no grant row, so without this memo every
@@ -109,8 +114,12 @@ class SessionCheck:
         self._used: dict[str, float] = {}
         self._records_use = isinstance(store, GrantUsageStore)
 
-    def session_flow(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
-        """Check a request to one of the Brand's APIs; the value is a `PoppyCaller`.
+    def session_flow(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...], *, own: bool = False
+    ) -> SubFlow:
+        """Check a request to one of the Brand's APIs; the value is a `PoppyCaller`. `own`:
+        a request to the Provider's own endpoints (feedback, conversations, operations),
+        whose path is below `base_url`, not the site's root.
 
         In order: the credentials (a token in the URL or two `Authorization` headers: `400
         invalid_request`; no `Authorization: DPoP` token: `401 invalid_token`, PAP-4.3-11/12/
@@ -124,13 +133,15 @@ class SessionCheck:
         (PAP-4.9-01). Each refusal is logged at INFO with its reason, never the token.
         """
         try:
-            caller: PoppyCaller = yield from self._checked(brand_id, request, scopes)
+            caller: PoppyCaller = yield from self._checked(brand_id, request, scopes, own)
         except PoppyError as exc:
             _log_refusal(exc, brand_id)
             raise
         return caller
 
-    def _checked(self, brand_id: str, request: Request, scopes: tuple[str, ...]) -> SubFlow:
+    def _checked(
+        self, brand_id: str, request: Request, scopes: tuple[str, ...], own: bool
+    ) -> SubFlow:
         brand = self._brands[brand_id]
         credentials = session_credentials(request)
         now = self._clock()
@@ -148,7 +159,7 @@ class SessionCheck:
             proof = check_dpop_proof(
                 credentials.proofs,
                 method=request.method,
-                url=self._origin + request.path,
+                url=(self._base_url if own else self._origin) + request.path,
                 now=now,
                 access_token=credentials.token,
                 jkt=session.jkt,
