@@ -17,6 +17,8 @@ import httpx
 import pytest
 from flask import Flask, jsonify
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -99,6 +101,39 @@ def _starlette(settings: dict[str, Any]) -> Any:
         delegation_provider=guard.provider,
         delegation_brand=BRAND,
     )
+
+
+def _starlette_backend(settings: dict[str, Any]) -> Any:
+    """Starlette's own `AuthenticationMiddleware` with `PersonalAgentBackend`, and its
+    `requires` with a `scope:` the Brand does not offer."""
+    guard = guard_from_mapping(settings)
+
+    @asgi.requires(["personal_agent", "scope:order:read"])
+    async def orders(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    backend = asgi.PersonalAgentBackend(
+        guard.verifier, delegation_provider=guard.provider, delegation_brand=BRAND
+    )
+    return Starlette(
+        routes=[Route("/unoffered-requires", orders)],
+        middleware=[
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=asgi.on_auth_error)
+        ],
+    )
+
+
+def test_starlettes_requires_with_a_scope_the_brand_does_not_offer_says_so_once(
+    settings: dict[str, Any], grants: Target, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="pactmw")
+    with (
+        uvicorn_server(_starlette_backend(settings)) as base,
+        loopback_client(base_url=base) as client,
+    ):
+        _refused_every_time(client, grants, ["/unoffered-requires"])
+    warned = [r.getMessage() for r in caplog.records if r.name == "pactmw.adapters"]
+    assert warned == [f"requires() with scope:... on /unoffered-requires{NOT_OFFERED}"], warned
 
 
 def _wsgi(settings: dict[str, Any]) -> Any:

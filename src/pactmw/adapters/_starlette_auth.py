@@ -20,6 +20,8 @@ from pactmw.adapters._arguments import require_refusal_status, require_strings
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
 from pactmw.adapters._common import (
     OnceWarning,
+    UnofferedScopesWarning,
+    checker_of,
     instance_or_none,
     make_guard,
     record_checker,
@@ -148,6 +150,7 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     require_refusal_status(status_code, "requires")
     wanted = [scope for scope in given if isinstance(scope, str)]  # all of them, checked above
     delegated = any(scope == "delegated" or scope.startswith("scope:") for scope in wanted)
+    asked = [scope.removeprefix("scope:") for scope in wanted if scope.startswith("scope:")]
 
     def decorate(endpoint: Endpoint) -> Endpoint:
         unverified = OnceWarning(
@@ -156,6 +159,9 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
             "under its prefix, verified; elsewhere use personal_agent_required(verifier)"
         )
         no_delegation = scopes_without_delegation("requires() with scope:...")
+        # Judged by the Brand of the guard that verified the caller (the backend's), as
+        # `delegation_required` judges it.
+        unoffered = UnofferedScopesWarning("requires() with scope:...")
 
         async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
             if not verified(request):
@@ -164,6 +170,8 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
                 unverified(request.url.path)  # the caller's path (a Mount's `{param}`)
             elif delegated and takes_no_delegation(request.scope):
                 no_delegation(request.url.path)
+            elif asked:
+                unoffered(checker_of(request.scope), request.url.path, asked)
             held = set(request.auth.scopes) if "auth" in request.scope else set()
             missing = [scope for scope in wanted if scope not in held]
             if not missing:
