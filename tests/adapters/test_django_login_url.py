@@ -233,3 +233,74 @@ def test_serve_still_requires_login_url(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert REQUIRED in done.stderr, done.stderr
+
+
+# -- a Poppy Brand's sign-in link is checked where LOGIN_URL leads ---------------------------
+
+#: A LOGIN_URL on a host a Poppy Brand's settings do not allow for its sign-in link.
+ELSEWHERE = "https://login.other.example/"
+
+
+def _poppy_settings(**delegation: Any) -> dict[str, Any]:
+    """A Poppy Brand whose people sign in at its own login first (`login = "brand"`), where a
+    personal agent's device sign-in link points."""
+    brand_login = {
+        "login": "brand",
+        "brand_issuer": "https://login.other.example",
+        "brand_jwks_uri": "https://login.other.example/jwks.json",
+    }
+    settings = _settings(**brand_login, **delegation)
+    settings["brands"]["acme"]["poppy"] = {"domain": "shop.example", "agents": "any"}
+    return settings
+
+
+def test_a_poppy_sign_in_link_elsewhere_names_login_url(tmp_path: Path) -> None:
+    # The link goes where LOGIN_URL leads: the message names the setting the operator wrote,
+    # not `brands.acme.delegation.login_url`, which is not set.
+    done = django_check(
+        _poppy_settings(),
+        tmp_path / "pactmw.json",
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        PACTMW_TEST_LOGIN_URL=ELSEWHERE,
+    )
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0, said
+    assert "pactmw.E009" in said, said
+    assert "settings.LOGIN_URL must be on shop.example" in said, said
+    assert "brands.acme.delegation.login_url is not set" in said, said
+    assert "brands.acme.delegation.login_url must be" not in said, said
+    assert "Traceback" not in said, said
+
+
+def test_under_uvicorn_a_poppy_sign_in_link_elsewhere_names_login_url(tmp_path: Path) -> None:
+    env = {**CHECKOUT_ENV, "PACTMW_TEST_LOGIN_URL": ELSEWHERE}
+    with (
+        django_server(
+            _poppy_settings(),
+            asgi=True,
+            settings=SETTINGS,
+            workdir=tmp_path,
+            name="site",
+            extra_env=env,
+        ) as base,
+        loopback_client(base_url=base) as client,
+    ):
+        card = client.get("/a2a/acme/.well-known/agent-card.json")
+    assert card.status_code == 503, card.text[:300]
+    log = " ".join((tmp_path / "site.log").read_text().split())
+    assert "settings.LOGIN_URL must be on shop.example" in log, log
+    assert "brands.acme.delegation.login_url must be" not in log, log
+    assert "Traceback" not in log, log
+
+
+def test_an_explicit_poppy_login_url_elsewhere_still_names_it(tmp_path: Path) -> None:
+    done = django_check(
+        _poppy_settings(login_url=ELSEWHERE),
+        tmp_path / "pactmw.json",
+        DJANGO_SETTINGS_MODULE=SETTINGS,
+        PACTMW_TEST_LOGIN_URL="login",
+    )
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0, said
+    assert "brands.acme.delegation.login_url must be on shop.example" in said, said
+    assert "LOGIN_URL must" not in said, said

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import time
 from collections.abc import Iterator
@@ -239,6 +240,48 @@ def test_an_expired_proposal_reads_expired_and_is_never_performed(
         assert executors.performed[operation.operation_id] == 0
 
     _in_world(world, person, test)
+
+
+def test_confirming_an_action_this_process_cannot_perform_is_retried_and_logged_once(
+    world: PoppyWorld, person: OperationsDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A proposal stored by an earlier deploy, whose action this one no longer registers
+    # (or not yet: a replica of the next deploy may have it). Nothing here can perform it.
+    retired = "gift_card"
+
+    async def test(ctx: Any) -> tuple[Any, Any, str]:
+        user, signed = await _signed_in(ctx)
+        operation = await _propose(ctx, user, signed.token)
+        stored = world.provider.store.operation(operation.operation_id)
+        assert stored is not None
+        orphan = attrs.evolve(
+            stored, operation_id="op_" + secrets.token_hex(16), action=retired, open_key=None
+        )
+        world.provider.store.propose_operation(operation=orphan, now=time.time())
+        url = f"{await ctx.operations_endpoint()}/{orphan.operation_id}/confirm"
+        body = {"revision": 1, "approved_by": "user"}
+        first = await dpop_call(ctx, user, "POST", url, body, token=signed.token)
+        again = await dpop_call(ctx, user, "POST", url, body, token=signed.token)
+        return first, again, orphan.operation_id
+
+    with caplog.at_level(logging.ERROR, logger="pactmw.poppy"):
+        first, again, operation_id = _in_world(world, person, test)
+    # Another replica may have the executor: the agent retries, nothing is marked done.
+    for answer in (first, again):
+        assert (answer.status_code, answer.json()) == (503, {"error": "temporarily_unavailable"})
+        assert answer.headers.get("retry-after")
+    stored = world.provider.store.operation(operation_id)
+    assert stored is not None
+    assert stored.state == "proposed"
+    # The operator is told why, once, naming the action and the setting to fix.
+    errors = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "pactmw.poppy" and r.levelno >= logging.ERROR and retired in r.getMessage()
+    ]
+    assert len(errors) == 1, errors
+    assert repr(retired) in errors[0], errors[0]
+    assert "brands.shop.poppy.operations.executors" in errors[0], errors[0]
 
 
 def test_an_agent_without_operations_gets_a_message_without_one(

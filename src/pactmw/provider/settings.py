@@ -30,9 +30,9 @@ from pactmw.provider._setting_values import (
     strings,
 )
 from pactmw.provider.brand import Brand, TurnHandler
-from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES
+from pactmw.provider.card import DEFAULT_IDENTITY_SCHEME, IDENTITY_SCHEMES, interface_url
 from pactmw.provider.delegated import AuditHook
-from pactmw.provider.poppy import poppy_companies
+from pactmw.provider.poppy import DeviceSignIn, poppy_companies
 from pactmw.provider.ratelimit import RateLimit
 
 DEFAULT_STORE = "sqlite:///.pactmw/pactmw.db"
@@ -179,6 +179,16 @@ class ProviderSettings:
             poppy_companies(
                 base_url,
                 {b.id: (b.name, b.poppy) for b in brands if b.poppy is not None},
+                # Its device sign-in link too (PAP-4.6-02), as the Provider will build it:
+                # a bad one is said where settings are checked (`manage.py check`), not
+                # only when the Provider is built.
+                {
+                    b.id: DeviceSignIn(
+                        b.delegation, f"{interface_url(base_url, b.id)}/oauth/consent"
+                    )
+                    for b in brands
+                    if b.poppy is not None and b.delegation is not None
+                },
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc

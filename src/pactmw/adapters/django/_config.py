@@ -161,6 +161,22 @@ def _lazy_call(value: Promise) -> str:
     return f"{name}({', '.join(shown)})"
 
 
+def naming_login_url(exc: ConfigError, brand_ids: Sequence[Any]) -> ConfigError:
+    """`exc` naming `settings.LOGIN_URL` where it names the `delegation.login_url` of one of
+    `brand_ids`, the Brands that leave it out (`brands_using_login_url`): the value it is
+    about is Django's, which the operator must change (a Poppy Brand's sign-in link on a
+    host its settings do not allow). Any other error is `exc` itself."""
+    message = str(exc)
+    for brand_id in brand_ids:
+        named = f"brands.{brand_id}.delegation.login_url "
+        if message.startswith(named):
+            return ConfigError(
+                f"settings.{LOGIN_URL} {message.removeprefix(named)}: "
+                f"{login_url_not_set([brand_id])}"
+            )
+    return exc
+
+
 def with_login_url(data: Any, login_url: str | None = None) -> Any:
     """`data` with Django's `settings.LOGIN_URL` (`django_login_url`) as the `login_url`
     of each Brand's `delegation` table that leaves it out; an explicit `login_url` wins.
@@ -283,6 +299,15 @@ class Configured:
                             "(manage.py check reports it as pactmw.E009)",
                             exc,
                         )
+                    elif (
+                        named := naming_login_url(exc, brands_using_login_url(raw_settings()))
+                    ) is not exc:  # about the LOGIN_URL a Brand defaulted to, which it names
+                        self._error = named
+                        logger.error(
+                            "%s; pactmw answers 503 until it is fixed "
+                            "(manage.py check reports it as pactmw.E009)",
+                            named,
+                        )
                     else:
                         logger.error(
                             "settings.%s is invalid: %s; pactmw answers 503 until it is fixed "
@@ -378,6 +403,7 @@ __all__ = [
     "get_verifier",
     "login_url_not_set",
     "missing_app",
+    "naming_login_url",
     "protect_prefix",
     "raw_settings",
     "setting_is_missing",

@@ -30,6 +30,7 @@ from pactmw.adapters.django._config import (
     SETTING,
     brands_using_login_url,
     login_url_not_set,
+    naming_login_url,
     raw_settings,
     setting_is_missing,
     with_login_url,
@@ -109,16 +110,25 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if provider is not None and provider.signing_key_files:
             # Read them now (the files only: nothing is generated), not at the first request.
             provider.signing_keys()
-    except Exception as exc:  # ConfigError names the key; anything else is reported as it is
-        detail = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-        messages.append(
-            Error(
-                f"settings.{SETTING} is invalid: {detail}",
-                hint="Fix that key; until then pactmw answers 503 on the paths it serves.",
-                obj=SETTING,
-                id="pactmw.E001",
-            )
-        )
+    except ConfigError as exc:
+        if (named := naming_login_url(exc, brands_using_login_url(raw_settings()))) is not exc:
+            # About the LOGIN_URL a Brand defaulted to: said as LOGIN_URL's, as E009 is (once:
+            # a LOGIN_URL already refused above stood in as "/", which this is about).
+            if not messages:
+                messages.append(
+                    Error(
+                        f"{named}.",
+                        hint=f"Set {LOGIN_URL} to a login page the message allows, or set the "
+                        "Brand's delegation.login_url; until then pactmw answers 503 on the "
+                        "paths it serves.",
+                        obj=LOGIN_URL,
+                        id="pactmw.E009",
+                    )
+                )
+        else:
+            messages.append(_invalid(str(exc)))
+    except Exception as exc:  # anything else is reported as it is
+        messages.append(_invalid(f"{type(exc).__name__}: {exc}"))
     messages.extend(_check_store(raw_settings().get("store"), reported=bool(messages)))
     builds = not messages  # the warnings below are about settings that build
     middleware = getattr(django_settings, "MIDDLEWARE", None) or []
@@ -156,6 +166,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+def _invalid(detail: str) -> Error:
+    """pactmw.E001: `PACTMW` does not build, for the reason `detail`."""
+    return Error(
+        f"settings.{SETTING} is invalid: {detail}",
+        hint="Fix that key; until then pactmw answers 503 on the paths it serves.",
+        obj=SETTING,
+        id="pactmw.E001",
+    )
 
 
 @register("pactmw", deploy=True)

@@ -107,8 +107,9 @@ def poppy_companies(
     """What each Poppy-enabled Brand publishes (with Device Sign-In for those in
     `sign_in`); ConfigError naming the setting when the settings cannot make a valid
     Company (startup checks, PAP-3-05, PAP-3.2-01/02, PAP-4.6-02): the sign-in link is
-    checked only here, when the Provider is built, where a ValueError would reach the
-    frameworks and `pactmw serve` as something other than a setting to fix.
+    checked only here (by `ProviderSettings.from_mapping` and when the Provider is built),
+    where a ValueError would reach the frameworks and `pactmw serve` as something other than
+    a setting to fix.
 
     `conversations`: whether the Brands' conversation endpoint is listed (a Provider's
     always is; a `PoppyServer` built without the Brands' bots serves none)."""

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-from attrs import frozen
+from attrs import field, frozen
 
 from pactmw.core.encoding import json_loads
 from pactmw.core.http import Request, Response
@@ -144,6 +145,10 @@ class OperationEndpoint:
     clock: Callable[[], float]
     #: What performs an action for a Brand (`PoppyOperations.executor`); None: nothing.
     executor: Callable[[str, str], Executor | None]
+    #: The (Brand, action) pairs of stored proposals this process could not perform,
+    #: already logged: an agent retries every few seconds, the operator needs one line.
+    _unperformable: set[tuple[str, str]] = field(factory=set, init=False)
+    _unperformable_lock: threading.Lock = field(factory=threading.Lock, init=False)
 
     def flow(
         self,
@@ -197,6 +202,26 @@ class OperationEndpoint:
             raise _not_found()
         return found
 
+    def _unperformable_once(self, found: StoredOperation) -> None:
+        """Say at ERROR, once per Brand and action, that a stored proposal's action has no
+        executor in this process, naming the setting, so that the operator sees why its
+        confirmations answer 503 (until the proposal expires, up to 30 days)."""
+        with self._unperformable_lock:
+            if (found.brand_id, found.action) in self._unperformable:
+                return
+            self._unperformable.add((found.brand_id, found.action))
+        logger.error(
+            "poppy operation %s of brand %r: confirmed, but this process has no executor for "
+            "its action %r (brands.%s.poppy.operations.executors, or for tool:NAME the "
+            "Brand's write tool NAME), so it answers 503 with Retry-After until a process "
+            "that has one performs it or the proposal expires at %s (said once per action)",
+            found.operation_id,
+            found.brand_id,
+            found.action,
+            found.brand_id,
+            datetime.fromtimestamp(found.expires_at, UTC).isoformat(timespec="seconds"),
+        )
+
     def _confirm(self, found: StoredOperation, caller: Any, body: bytes) -> Flow:
         confirmation = parse_confirmation(body)
         now = self.clock()
@@ -212,7 +237,11 @@ class OperationEndpoint:
                 )
         executor = self.executor(found.brand_id, found.action)
         if executor is None and found.state_at(now) == "proposed":
-            # Confirming what nobody can perform would strand it in progress.
+            # Confirming what nobody can perform would strand it in progress. A 503, not a
+            # final answer: the executors are fixed per process, and during a rolling
+            # deploy another replica may have this one (a proposal from an earlier deploy
+            # whose action was renamed or removed, or from the next one).
+            self._unperformable_once(found)
             raise PoppyError(
                 503,
                 "temporarily_unavailable",
