@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from importlib.util import find_spec
 from typing import ClassVar, Generic, TypeVar
 
@@ -36,6 +36,7 @@ __all__ = [
     "GuardedMiddleware",
     "Once",
     "OnceWarning",
+    "ReadersWarnings",
     "UnofferedScopesWarning",
     "bounded_body",
     "checker_of",
@@ -338,6 +339,38 @@ def takes_no_delegation(recorded: Mapping[str, object]) -> bool:
     (`record_checker`), so that no scope asked of it can ever be held."""
     checker = checker_of(recorded)
     return checker is not None and not checker.takes_delegation
+
+
+class ReadersWarnings:
+    """What a check that only reads the caller another check verified (the ASGI and WSGI
+    `delegation_required`, Starlette's `requires`) says once when it must refuse every
+    caller: nothing verified the request (`unverified`), the guard that did takes no
+    delegation (`scopes_without_delegation(no_delegation)`), or its Brand does not offer a
+    scope asked (`UnofferedScopesWarning(unoffered)`). One order of judging for all three."""
+
+    def __init__(self, unverified: str, no_delegation: str, unoffered: str) -> None:
+        self._unverified = OnceWarning(unverified)
+        self._no_delegation = scopes_without_delegation(no_delegation)
+        self._unoffered = UnofferedScopesWarning(unoffered)
+
+    def __call__(
+        self,
+        recorded: Mapping[str, object],
+        verified: bool,
+        path: str,
+        scopes: Sequence[str],
+        *,
+        delegated: bool = True,
+    ) -> None:
+        """Judge one request: `recorded` is where its checker was recorded (the ASGI scope,
+        the WSGI environ), `verified` whether anything checked it, `scopes` the delegated
+        scopes asked, `delegated` whether the check needs a delegation at all."""
+        if not verified:
+            self._unverified(path)
+        elif delegated and takes_no_delegation(recorded):
+            self._no_delegation(path)
+        elif scopes:
+            self._unoffered(checker_of(recorded), path, scopes)
 
 
 def make_guard(

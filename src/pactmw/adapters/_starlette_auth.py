@@ -19,16 +19,12 @@ from starlette.types import Scope
 from pactmw.adapters._arguments import require_refusal_status, require_strings
 from pactmw.adapters._asgi_http import Endpoint, neutral_request, to_starlette, wrap_endpoint
 from pactmw.adapters._common import (
-    OnceWarning,
-    UnofferedScopesWarning,
-    checker_of,
+    ReadersWarnings,
     instance_or_none,
     make_guard,
     record_checker,
     refusal_reason,
     scope_refusal,
-    scopes_without_delegation,
-    takes_no_delegation,
 )
 from pactmw.core.errors import AuthenticationFailed, PactmwError
 from pactmw.protocols.identity import IdentityVerifier, PersonalAgent
@@ -153,25 +149,21 @@ def requires(scopes: str | Sequence[str], status_code: int = 403) -> Callable[[E
     asked = [scope.removeprefix("scope:") for scope in wanted if scope.startswith("scope:")]
 
     def decorate(endpoint: Endpoint) -> Endpoint:
-        unverified = OnceWarning(
-            "requires() on %s found no authentication: it reads what "
-            "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
-            "under its prefix, verified; elsewhere use personal_agent_required(verifier)"
-        )
-        no_delegation = scopes_without_delegation("requires() with scope:...")
         # Judged by the Brand of the guard that verified the caller (the backend's), as
         # `delegation_required` judges it.
-        unoffered = UnofferedScopesWarning("requires() with scope:...")
+        warnings = ReadersWarnings(
+            "requires() on %s found no authentication: it reads what "
+            "AuthenticationMiddleware with PersonalAgentBackend, or PersonalAgentMiddleware "
+            "under its prefix, verified; elsewhere use personal_agent_required(verifier)",
+            "requires() with scope:...",
+            "requires() with scope:...",
+        )
 
         async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
-            if not verified(request):
-                # Every caller is refused, a valid one too (Starlette's own `requires` raises
-                # an AssertionError here).
-                unverified(request.url.path)  # the caller's path (a Mount's `{param}`)
-            elif delegated and takes_no_delegation(request.scope):
-                no_delegation(request.url.path)
-            elif asked:
-                unoffered(checker_of(request.scope), request.url.path, asked)
+            # Every caller of a request nothing verified is refused, a valid one too
+            # (Starlette's own `requires` raises an AssertionError there).
+            path = request.url.path  # the caller's path (a Mount's `{param}`)
+            warnings(request.scope, verified(request), path, asked, delegated=delegated)
             held = set(request.auth.scopes) if "auth" in request.scope else set()
             missing = [scope for scope in wanted if scope not in held]
             if not missing:

@@ -25,16 +25,12 @@ from pactmw.adapters._arguments import (
 from pactmw.adapters._common import (
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
-    OnceWarning,
-    UnofferedScopesWarning,
-    checker_of,
+    ReadersWarnings,
     instance_or_none,
     make_guard,
     record_checker,
     require_framework,
     scope_refusal,
-    scopes_without_delegation,
-    takes_no_delegation,
 )
 from pactmw.adapters._view_checks import (
     PARAFE_UNAVAILABLE,
@@ -176,20 +172,15 @@ def delegation_required(*scopes: str) -> Callable[[Endpoint], Endpoint]:
     )
 
     def decorate(endpoint: Endpoint) -> Endpoint:
-        unverified = OnceWarning(UNVERIFIED_DELEGATION)
-        no_delegation = scopes_without_delegation("delegation_required()")
         # The Brand is the one of the guard that verified the caller (a middleware's, the
         # backend's or `personal_agent_required`'s), which it recorded beside it: this
         # decorator has no guard of its own.
-        unoffered = UnofferedScopesWarning(delegation_decorator(scopes))
+        warnings = ReadersWarnings(
+            UNVERIFIED_DELEGATION, "delegation_required()", delegation_decorator(scopes)
+        )
 
         async def around(request: HTTPConnection, call: Callable[[], Awaitable[Any]]) -> Any:
-            if not verified(request):
-                unverified(request.url.path)
-            elif takes_no_delegation(request.scope):
-                no_delegation(request.url.path)
-            else:
-                unoffered(checker_of(request.scope), request.url.path, scopes)
+            warnings(request.scope, verified(request), request.url.path, scopes)
             refusal = scope_refusal(current_personal_agent(request), scopes)
             if refusal is not None:
                 return to_starlette(refusal)

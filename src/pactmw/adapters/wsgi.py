@@ -26,16 +26,12 @@ from pactmw.adapters._common import (
     NOT_FOUND,
     UNVERIFIED_DELEGATION,
     GuardedMiddleware,
-    OnceWarning,
-    UnofferedScopesWarning,
-    checker_of,
+    ReadersWarnings,
     instance_or_none,
     make_guard,
     record_checker,
     require_framework,
     scope_refusal,
-    scopes_without_delegation,
-    takes_no_delegation,
 )
 from pactmw.adapters._view_checks import delegation_decorator, poppy_setting
 
@@ -157,19 +153,14 @@ def delegation_required(*scopes: str) -> Callable[[WSGIView], WSGIView]:
     )
 
     def decorate(app: WSGIView) -> WSGIView:
-        unverified = OnceWarning(UNVERIFIED_DELEGATION)
-        no_delegation = scopes_without_delegation("delegation_required()")
         # The Brand is the one of the guard that verified the caller (the middleware's or
         # `personal_agent_required`'s), recorded beside it: this decorator has none of its own.
-        unoffered = UnofferedScopesWarning(delegation_decorator(scopes))
+        warnings = ReadersWarnings(
+            UNVERIFIED_DELEGATION, "delegation_required()", delegation_decorator(scopes)
+        )
 
         def check(environ: WSGIEnvironment) -> Response | None:
-            if ENVIRON_KEY not in environ:
-                unverified(wsgi_path(environ))
-            elif takes_no_delegation(environ):
-                no_delegation(wsgi_path(environ))
-            else:
-                unoffered(checker_of(environ), wsgi_path(environ), scopes)
+            warnings(environ, ENVIRON_KEY in environ, wsgi_path(environ), scopes)
             return scope_refusal(current_personal_agent(environ), scopes)
 
         return _checked_first(check)(app)
