@@ -47,7 +47,7 @@ from pactmw.provider.delegated import DEVICE_CODE_GRANT, SignedInUser
 from pactmw.provider.ratelimit import RateLimit
 from pactmw.provider.tools import ToolRegistry
 from pactmw.store import open_store
-from pactmw.store.base import Store
+from pactmw.store.base import Grant, Store
 from tests.support.agent import identity_token
 from tests.support.chromium import WAIT
 from tests.support.net import free_port
@@ -423,6 +423,8 @@ ORDER_CANCEL = AuthorizationDetailType(
 # -- brand mode: the Brand's own login (DevelopmentBrandLogin) signs the person in -------------
 
 JANE = "jane@example.com"
+#: Jane's password at `brand_mode_site`'s Brand login.
+BRAND_PASSWORD = "correct horse"
 
 
 @contextlib.contextmanager
@@ -435,7 +437,7 @@ def brand_mode_site(
     base = f"http://127.0.0.1:{port}"
     login = DevelopmentBrandLogin(
         consent_url=consent_url_for(base, BRAND_ID),
-        users=[BrandUser("jane", "correct horse", account="acct-jane", email=email)],
+        users=[BrandUser("jane", BRAND_PASSWORD, account="acct-jane", email=email)],
         brand_name=BRAND_NAME,
     ).start()
     agent_key = generate_private_jwk("ES256", kid="pa-1")
@@ -463,6 +465,30 @@ def brand_mode_site(
     finally:
         login.close()
         store.close()
+
+
+def sign_in_at_brand(browser: WebDriver, wait: WebDriverWait[WebDriver]) -> None:
+    """Sign in as jane at `brand_mode_site`'s Brand login, once its form is shown."""
+    wait.until(EC.presence_of_element_located((By.NAME, "username")))
+    browser.find_element(By.NAME, "username").send_keys("jane")
+    browser.find_element(By.NAME, "password").send_keys(BRAND_PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+
+def janes_grant(store: Store, grant_id: str) -> Grant:
+    """A day-long `orders:read` grant of jane's (`acct-jane`) to the agent's user
+    `pa-user-1`, as the connected agents page lists it."""
+    now = time.time()
+    return store.upsert_grant(
+        grant_id=grant_id,
+        brand_id=BRAND_ID,
+        account="acct-jane",
+        client_id=PA_ISSUER,
+        pa_sub="pa-user-1",
+        scopes=("orders:read",),
+        now=now,
+        expires_at=now + 86400,
+    )
 
 
 # -- axe-core --------------------------------------------------------------------------------

@@ -25,8 +25,10 @@ from tests.browser.support import (
     SCOPES,
     brand_mode_site,
     has_consent_form,
+    janes_grant,
     press,
     revoke,
+    sign_in_at_brand,
 )
 from tests.support.chromium import WAIT
 from tests.support.parties import AGENT_NAME
@@ -69,10 +71,7 @@ def test_back_and_reload_after_a_brand_sign_in_resubmit_nothing(
         page = f"{base}/a2a/{BRAND_ID}/oauth/consent?{urlencode({'user_code': CODE})}"
         browser.get(page)
         wait = WebDriverWait(browser, WAIT)
-        wait.until(lambda d: d.find_elements(By.NAME, "username"))
-        browser.find_element(By.NAME, "username").send_keys("jane")
-        browser.find_element(By.NAME, "password").send_keys("correct horse")
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        sign_in_at_brand(browser, wait)
         wait.until(has_consent_form)
         # The consent page is a GET's (its URL names the code), so Reload shows it again.
         assert browser.current_url == page
@@ -102,24 +101,11 @@ def test_back_and_reload_on_the_connected_agents_page_resubmit_nothing(
     """The connected agents page's sign-in and its Revoke answered pages too; both are now
     303s to the page's GET."""
     with brand_mode_site(tmp_path) as (base, _login, store):
-        now = time.time()
-        grant = store.upsert_grant(
-            grant_id="a2agrant_back",
-            brand_id=BRAND_ID,
-            account="acct-jane",
-            client_id=PA_ISSUER,
-            pa_sub="pa-user-1",
-            scopes=("orders:read",),
-            now=now,
-            expires_at=now + 86400,
-        )
+        grant = janes_grant(store, "a2agrant_back")
         page = f"{base}/a2a/{BRAND_ID}/oauth/agents"
         browser.get(page)
         wait = WebDriverWait(browser, WAIT)
-        wait.until(lambda d: d.find_elements(By.NAME, "username"))
-        browser.find_element(By.NAME, "username").send_keys("jane")
-        browser.find_element(By.NAME, "password").send_keys("correct horse")
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        sign_in_at_brand(browser, wait)
         wait.until(lambda d: d.current_url == page and d.find_elements(By.TAG_NAME, "h1"))
         card = browser.find_element(By.CSS_SELECTOR, "section.agent")
         revoke(browser, card, AGENT_NAME)

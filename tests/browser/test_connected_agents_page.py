@@ -7,7 +7,6 @@ revokes it; the agent's next request fails. Screenshots are saved and checked.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,12 +28,14 @@ from tests.browser.support import (
     Site,
     brand_mode_site,
     has_consent_form,
+    janes_grant,
     png_size,
     refused_in_a_frame,
     revoke,
     screenshot,
     serve_site,
     sign_in,
+    sign_in_at_brand,
 )
 from tests.support.agent import user_message
 from tests.support.chromium import WAIT
@@ -125,26 +126,14 @@ def test_a_person_revokes_an_agent_on_the_connected_agents_page(
 def test_brand_mode_signs_in_at_the_brand_then_revokes(browser: WebDriver, tmp_path: Path) -> None:
     wait = WebDriverWait(browser, WAIT)
     with brand_mode_site(tmp_path) as (base, login, store):
-        now = time.time()
-        grant = store.upsert_grant(
-            grant_id="a2agrant_brandmode",
-            brand_id=BRAND_ID,
-            account="acct-jane",
-            client_id=PA_ISSUER,
-            pa_sub="pa-user-1",
-            scopes=("orders:read",),
-            now=now,
-            expires_at=now + 86400,
-        )
+        grant = janes_grant(store, "a2agrant_brandmode")
         page = f"{base}/a2a/{BRAND_ID}/oauth/agents"
         browser.get(page)
         # At the Brand's login (no code to type for this page), then back with an assertion.
         wait.until(EC.presence_of_element_located((By.NAME, "username")))
         assert browser.current_url.startswith(login.login_url)
         assert not browser.find_elements(By.NAME, "user_code")
-        browser.find_element(By.NAME, "username").send_keys("jane")
-        browser.find_element(By.NAME, "password").send_keys("correct horse")
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        sign_in_at_brand(browser, wait)
         wait.until(lambda d: d.current_url == page and d.find_elements(By.TAG_NAME, "h1"))
         assert browser.find_element(By.TAG_NAME, "h1").text == f"Agents connected to {BRAND_NAME}"
         assert JANE in browser.find_element(By.TAG_NAME, "body").text
@@ -189,10 +178,7 @@ def test_a_person_without_an_email_is_named_as_they_signed_in(
     with brand_mode_site(tmp_path, email=None) as (base, _, _):
         page = f"{base}/a2a/{BRAND_ID}/oauth/agents"
         browser.get(page)
-        wait.until(EC.presence_of_element_located((By.NAME, "username")))
-        browser.find_element(By.NAME, "username").send_keys("jane")
-        browser.find_element(By.NAME, "password").send_keys("correct horse")
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        sign_in_at_brand(browser, wait)
         wait.until(lambda d: d.current_url == page and d.find_elements(By.TAG_NAME, "h1"))
         signed_in = browser.find_element(By.CSS_SELECTOR, "p.muted").text
         assert f"You are signed in to {BRAND_NAME} as jane." in signed_in
