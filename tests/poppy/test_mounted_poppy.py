@@ -27,6 +27,7 @@ from pactmw.adapters.fastapi import EXCEPTION_HANDLERS, PoppySessionScheme
 from pactmw.provider import Provider
 from pactmw.provider.poppy import PoppyCaller
 from tests.poppy.support import site_config
+from tests.support.net import loopback_async_client
 from tests.support.poppy_world import (
     BASE_URL,
     PoppyWorld,
@@ -67,7 +68,7 @@ def calls(world: PoppyWorld, url: str, *, api: bool = True) -> list[httpx.Respon
     sent to the mounted site on `url` as behind a TLS-terminating proxy."""
 
     async def scenario() -> list[httpx.Response]:
-        async with world.http() as http, httpx.AsyncClient() as plain:
+        async with world.http() as http, loopback_async_client() as plain:
             ctx = world.context(http)
             user = ctx.new_user()
             answers = []
